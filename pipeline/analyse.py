@@ -1,0 +1,118 @@
+"""The per-GPU stage: window -> device idle -> gaps -> attribution -> cost -> one row.
+
+:func:`analyse_gpu` is a plain function of a :class:`~pipeline.load.GpuTrace` and
+a :class:`~pipeline.config.Config`; it knows nothing about Dask. Its result
+holds the fleet-table row and the roster for the per-GPU JSON.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import attribution, cost, gaps
+from .config import Config
+from .load import GpuTrace
+from .window import choose_window
+
+CATEGORIES = ("sync", "data", "comm", "cpu")
+
+#: DIAGNOSTIC_EVENT texts that mean the trace itself is incomplete.
+LOST_EVENTS = re.compile(r"lost|dropp|overflow|discard", re.IGNORECASE)
+
+
+@dataclass
+class GpuResult:
+    """``row``: one fleet-table row (dict of scalars). ``roster``: list of gap dicts."""
+
+    row: dict
+    roster: list = field(default_factory=list)
+
+
+def _roster_records(top: pd.DataFrame) -> list[dict]:
+    records = []
+    for g in top.itertuples(index=False):
+        records.append({
+            "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
+            "length_ns": int(g.length), "end_ns": int(g.end),
+            "kernel_before": str(g.kernel_before), "kernel_after": str(g.kernel_after),
+            "category": str(g.category), "copy_overlap_ns": int(g.copy_ns),
+            "sync_overlap_ns": int(g.sync_ns),
+            "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
+        })
+    return records
+
+
+def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
+    """Compute every per-GPU number of the fleet table (SPEC "Definitions", "Cost").
+
+    Args:
+        trace: one physical GPU's kernels, copies, runtime calls and NVTX.
+        cfg: thresholds, category rules and rate card.
+        labels: cluster, job, node, rank and optional gpu_model for this report.
+    Returns:
+        :class:`GpuResult` with the row (times in int ns, percentages 0..100,
+        money in USD) and the top ``roster_size`` gaps.
+    Raises:
+        pipeline.window.WindowError: no window can be chosen.
+    """
+    a = cfg.analysis
+    k = trace.kernels
+    win = choose_window(k["start"], k["end"], a.window, a.trim_s)
+    w0, w1 = win.start_ns, win.end_ns
+    dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1)
+    kw = gaps.kernels_in_window(k, w0, w1)
+    gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
+    copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
+    categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories)
+
+    lengths = categorised["length"].to_numpy(np.int64)
+    slivers = all_lengths[all_lengths <= a.min_gap_ns]
+    idle_fraction = dev.idle_ns / dev.window_ns if dev.window_ns > 0 else 0.0
+    model = labels.get("gpu_model") or trace.gpu_model
+    rate_model, rate, rate_source = cost.find_rate(model, cfg.cost, labels.get("cluster"))
+    warnings = list(trace.warnings)
+    if kw.empty:
+        warnings.append("no kernel inside the window")
+
+    row = {
+        "report": trace.report,
+        "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
+        "node": labels.get("node", ""), "rank": labels.get("rank", ""),
+        "gpu_key": trace.gpu_key,
+        "pid": int(trace.pids[0]), "device_id": int(trace.device_ids[0]),
+        "pids": ",".join(map(str, trace.pids)), "device_ids": ",".join(map(str, trace.device_ids)),
+        "gpu_model": model or rate_model,
+        "window_rule": win.rule, "untrimmed": win.untrimmed,
+        "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
+        "kernel_count": int(len(kw)),
+        "stream_count": int(kw[["pid", "stream_id"]].drop_duplicates().shape[0]),
+        "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
+        "idle_pct": round(100.0 * idle_fraction, 4),
+        "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
+        "gap_count": int(lengths.size), "gap_total_ns": int(lengths.sum()),
+        "max_gap_ns": int(lengths.max()) if lengths.size else 0,
+    }
+    row.update(gaps.buckets(lengths))
+    row["sliver_count"] = int(slivers.size)
+    row["sliver_total_ns"] = int(slivers.sum())
+    row["copy_overlap_ns"] = int(categorised["copy_ns"].sum()) if len(categorised) else 0
+    for cat in CATEGORIES:
+        ns = int(lengths[(categorised["category"] == cat).to_numpy()].sum()) if lengths.size else 0
+        row[f"cat_{cat}_ns"] = ns
+        row[f"cat_{cat}_pct"] = round(100.0 * ns / dev.window_ns, 4) if dev.window_ns else 0.0
+    shares = {cat: row[f"cat_{cat}_ns"] for cat in CATEGORIES}
+    top = max(shares, key=lambda c: (shares[c], -CATEGORIES.index(c)))
+    row["main_category"] = top if shares[top] > 0 else ""
+    row["rate_model"] = rate_model
+    row["rate_usd_per_hour"] = rate
+    row["rate_source"] = rate_source
+    row["idle_usd_per_month"] = round(cost.idle_usd_per_month(idle_fraction, rate, cfg.cost.hours_per_month), 2)
+    row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
+    row["straggler"] = False
+    row["warnings"] = "; ".join(warnings)
+    row["status"] = "partial" if any(LOST_EVENTS.search(w) for w in warnings) else "ok"
+    row["error"] = ""
+    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size)))

@@ -1,0 +1,85 @@
+"""Command line only: parse, call, print. ``gpu-idle run INPUT... --out DIR``."""
+from __future__ import annotations
+
+import sys
+
+import click
+import pandas as pd
+
+from . import __version__
+from .config import ConfigError, load_config
+from .discover import discover
+from .fleet import write_outputs
+from .graph import open_client, run_graph
+
+#: Columns shown in the terminal (the files hold all of them).
+SHOWN = ["job", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
+         "gap_count", "gap_total_ms", "main_category", "idle_usd_per_month", "amdahl_speedup", "straggler",
+         "status"]
+
+
+def format_fleet(fleet: pd.DataFrame) -> str:
+    """The fleet table for people: ns shown as ms with 3 decimals, errors listed below."""
+    ok = fleet[fleet["status"] != "error"].copy()
+    lines = []
+    if not ok.empty:
+        for col in ("window", "idle", "copy_only", "dark", "gap_total"):
+            ok[f"{col}_ms"] = (ok[f"{col}_ns"].astype(float) / 1e6).map("{:,.3f}".format)
+        ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
+        ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
+        ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
+        lines.append(ok[SHOWN].to_string(index=False))
+    for row in fleet[fleet["status"] == "error"].itertuples():
+        lines.append(f"ERROR {row.report}: {row.error}")
+    return "\n".join(lines)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="gpu-idle")
+def main():
+    """Find, explain and price every idle gap on every GPU in Nsight Systems exports."""
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML config, layered over the defaults (repeatable).")
+@click.option("--window", type=click.Choice(["span"]), default=None,
+              help="Window rule: span = first kernel start to last kernel end of each GPU.")
+@click.option("--trim", nargs=2, type=float, default=None, metavar="START END",
+              help="Explicit window in seconds on the report's clock (wins over --window).")
+@click.option("--min-gap-ns", type=click.IntRange(min=0), default=None,
+              help="Keep per-stream gaps longer than this (ns); default 1000000.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
+              help="Address of a running Dask scheduler; default: start a LocalCluster.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
+def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers):
+    """Analyse every GPU of every report in INPUTS (files, directories, globs)."""
+    analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
+                                  ("trim_s", list(trim) if trim else None)) if v is not None}
+    overrides = {"analysis": analysis}
+    if workers:
+        overrides["dask"] = {"n_workers": workers}
+    try:
+        cfg = load_config(configs, overrides)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    paths, problems = discover(inputs)
+    click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
+    with open_client(cfg, scheduler, log=click.echo) as client:
+        fleet, rosters = run_graph(client, paths, cfg, problems)
+    written = write_outputs(out_dir, fleet, rosters)
+    click.echo(format_fleet(fleet))
+    failed = fleet[fleet["status"] == "error"]["report"].nunique()
+    total_usd = fleet["idle_usd_per_month"].astype(float).sum()
+    click.echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) analysed, "
+               f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
+    click.echo(f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
+               f"{written['gpus']}/")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Configuration: YAML files -> frozen dataclasses.
+
+Layering: the built-in defaults below, then each ``--config`` file in order
+(mappings are merged key by key; lists and scalars replace), then command-line
+flags. ``configs/default.yaml`` spells the defaults out; a test keeps it equal
+to these dataclasses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from .attribution import CategoryRules
+
+
+class ConfigError(Exception):
+    """A configuration file is unreadable or holds an invalid value (message names the file)."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One rate-card entry: USD per GPU-hour for GPUs whose model matches.
+
+    ``match``: glob patterns (case-insensitive, ``fnmatch``) on the GPU model
+    name as the export gives it, e.g. ``*H100*`` for ``NVIDIA H100 80GB HBM3``.
+    """
+
+    model: str
+    usd_per_gpu_hour: float
+    match: tuple = ()
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """Rate card and month length. ``cluster_rates``: cluster -> model -> USD/GPU-hour overrides."""
+
+    hours_per_month: float = 730.0
+    default_model: str = "H100"
+    rates: tuple = (
+        Rate("H100", 4.00, ("*H100*",), "example list price; replace with your contract"),
+        Rate("A100", 2.50, ("*A100*",), "example list price; replace with your contract"),
+        Rate("L40S", 1.50, ("*L40S*",), "example list price; replace with your contract"),
+        Rate("RTX 3080", 0.25, ("*RTX 3080*",), "example list price; replace with your contract"),
+    )
+    cluster_rates: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """Labels for reports whose path matches ``match`` (fnmatch on the full path or the file name)."""
+
+    match: str
+    cluster: str | None = None
+    job: str | None = None
+    node: str | None = None
+    rank: str | None = None
+    gpu_model: str | None = None
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Thresholds. ``min_gap_ns``: per-stream gaps strictly longer than this are kept (ns).
+    ``roster_size``: gaps in each GPU's roster. ``window``: ``span`` (first kernel start to last
+    kernel end per GPU). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
+    ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged."""
+
+    min_gap_ns: int = 1_000_000
+    roster_size: int = 20
+    window: str = "span"
+    trim_s: tuple | None = None
+    straggler_spread_pct: float = 10.0
+    actionable_pct: float = 2.0
+
+
+@dataclass(frozen=True)
+class DaskConfig:
+    """``scheduler``: address of a running scheduler (``tcp://host:8786``); ``None`` starts a
+    ``distributed.LocalCluster`` with ``n_workers`` processes of ``threads_per_worker`` threads."""
+
+    scheduler: str | None = None
+    n_workers: int = 2
+    threads_per_worker: int = 1
+    memory_limit: str = "auto"
+
+
+@dataclass(frozen=True)
+class Config:
+    analysis: AnalysisConfig = AnalysisConfig()
+    categories: CategoryRules = CategoryRules()
+    cost: CostConfig = CostConfig()
+    labels: tuple = ()
+    dask: DaskConfig = DaskConfig()
+
+    def labels_for(self, report_path: str) -> dict:
+        """Merge every label rule matching ``report_path`` (later rules win).
+
+        Defaults: cluster ``default``, job = the file name without extension.
+        """
+        name = os.path.basename(report_path)
+        stem = name.split(".")[0] if "." in name else name
+        out = {"cluster": "default", "job": stem, "node": "", "rank": "", "gpu_model": None}
+        for rule in self.labels:
+            if fnmatch.fnmatch(report_path, rule.match) or fnmatch.fnmatch(name, rule.match):
+                for key in ("cluster", "job", "node", "rank", "gpu_model"):
+                    value = getattr(rule, key)
+                    if value is not None:
+                        out[key] = str(value)
+        return out
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _build(cls, data: dict, where: str):
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(data) - set(names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(names)}")
+    # YAML lists become tuples so the frozen dataclasses stay hashable.
+    kwargs = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def config_from_dict(data: dict, where: str = "<config>") -> Config:
+    """Build a :class:`Config` from a parsed YAML mapping. Raises :class:`ConfigError`."""
+    data = data or {}
+    allowed = {"analysis", "categories", "cost", "labels", "dask"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    cost = dict(data.get("cost") or {})
+    if "rates" in cost:
+        cost["rates"] = tuple(_build(Rate, r, f"{where}: cost.rates") for r in cost["rates"])
+    labels = tuple(_build(LabelRule, r, f"{where}: labels") for r in (data.get("labels") or []))
+    return Config(
+        analysis=_build(AnalysisConfig, data.get("analysis"), f"{where}: analysis"),
+        categories=_build(CategoryRules, data.get("categories"), f"{where}: categories"),
+        cost=_build(CostConfig, cost, f"{where}: cost"),
+        labels=labels,
+        dask=_build(DaskConfig, data.get("dask"), f"{where}: dask"),
+    )
+
+
+def load_config(paths=(), overrides: dict | None = None) -> Config:
+    """Read YAML files in order over the defaults, then apply ``overrides``.
+
+    ``overrides`` is a nested mapping like ``{"analysis": {"min_gap_ns": 500000}}``
+    (command-line flags). Raises :class:`ConfigError` naming the file.
+    """
+    merged: dict = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: invalid YAML ({exc})") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        config_from_dict(data, path)  # validate each file on its own, so errors name it
+        merged = _merge(merged, data)
+    merged = _merge(merged, overrides or {})
+    return config_from_dict(merged, ", ".join(map(str, paths)) or "<defaults>")

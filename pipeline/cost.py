@@ -1,0 +1,53 @@
+"""Price idle time (SPEC "Cost").
+
+idle USD per month = idle fraction × rate (USD per GPU-hour) × hours per month
+(default 730, i.e. 8760 h / 12). Amdahl speed-up from removing the idle part
+entirely: 1 / (1 − f) (the idle part gets infinitely faster).
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+
+from .config import CostConfig, Rate
+
+
+def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> tuple[str, float, str]:
+    """Rate for a GPU model name: ``(rate_model, usd_per_gpu_hour, source)``.
+
+    Lookup: the first rate-card entry whose ``match`` glob (case-insensitive)
+    or model name fits ``model``; an empty or unmatched model uses
+    ``cost.default_model``. A cluster override (``cluster_rates[cluster][model]``)
+    replaces the rate. Raises ``KeyError`` when the default model is not on the card.
+    """
+    chosen: Rate | None = None
+    text = (model or "").lower()
+    if text:
+        for rate in cost.rates:
+            patterns = rate.match or (rate.model,)
+            if text == rate.model.lower() or any(fnmatch.fnmatch(text, p.lower()) for p in patterns):
+                chosen = rate
+                break
+    source = "rate card"
+    if chosen is None:
+        chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
+        source = "rate card (default model)"
+        if chosen is None:
+            raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
+    usd = float(chosen.usd_per_gpu_hour)
+    override = (cost.cluster_rates or {}).get(cluster or "", {}) or {}
+    if chosen.model in override:
+        usd = float(override[chosen.model])
+        source = f"cluster {cluster} override"
+    return chosen.model, usd, source
+
+
+def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:
+    """USD per month wasted by one GPU idle ``idle_fraction`` (0..1) of the time."""
+    return float(idle_fraction) * float(usd_per_gpu_hour) * float(hours_per_month)
+
+
+def amdahl_speedup(idle_fraction: float) -> float:
+    """1 / (1 − f); ``inf`` for a GPU idle the whole window."""
+    f = float(idle_fraction)
+    return math.inf if f >= 1.0 else 1.0 / (1.0 - f)

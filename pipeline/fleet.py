@@ -1,0 +1,168 @@
+"""The reduce: per-GPU rows -> fleet table, stragglers, rollups, atomic writes.
+
+Outputs of one run in ``DIR``:
+  ``fleet.parquet`` / ``fleet.csv``: one row per (report, GPU), error rows included;
+  ``jobs.csv`` / ``clusters.csv``: rollups;
+  ``gpus/<report>__<gpu>.json``: roster and a final ``_summary`` object per GPU.
+Every file is written to a temporary name in the same folder and renamed, so a
+reader never sees a half-written file.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: Column order of the fleet table (SPEC "Fleet table"; issue #2 names).
+FLEET_COLUMNS = [
+    "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
+    "gpu_model", "window_rule", "untrimmed", "window_start_ns", "window_end_ns", "window_ns",
+    "kernel_count", "stream_count", "busy_ns", "idle_ns", "idle_pct", "copy_only_ns", "dark_ns",
+    "gap_count", "gap_total_ns", "max_gap_ns", "gaps_le_5ms", "gaps_5_50ms", "gaps_gt_50ms",
+    "gaps_le_5ms_ns", "gaps_5_50ms_ns", "gaps_gt_50ms_ns", "sliver_count", "sliver_total_ns",
+    "copy_overlap_ns", "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_cpu_ns",
+    "cat_sync_pct", "cat_data_pct", "cat_comm_pct", "cat_cpu_pct", "main_category",
+    "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "amdahl_speedup",
+    "straggler", "warnings", "status", "error",
+]
+INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
+    "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
+    "gaps_gt_50ms", "sliver_count")]
+
+
+def error_row(report: str, labels: dict, message: str) -> dict:
+    """The fleet row of a report that could not be analysed: status ``error`` and the cause."""
+    row = {c: None for c in FLEET_COLUMNS}
+    row.update({"report": report, "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
+                "node": labels.get("node", ""), "rank": labels.get("rank", ""),
+                "status": "error", "error": message, "warnings": "", "straggler": False})
+    return row
+
+
+def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
+    """Mark the highest-idle GPU of each job whose idle % spread exceeds ``spread_pct`` points.
+
+    SPEC "Straggler": within one job, if max − min of device-level idle % across
+    its GPUs exceeds 10 points, the GPU with the highest idle is the first
+    suspect. Error rows take no part. Ties: the first row in table order.
+    """
+    out = fleet.copy()
+    out["straggler"] = False
+    ok = out[out["status"] != "error"]
+    for _, group in ok.groupby("job", sort=True):
+        idle = group["idle_pct"].astype(float)
+        if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
+            out.loc[idle.idxmax(), "straggler"] = True
+    return out
+
+
+def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
+    """Rows -> fleet table in a stable order (report, gpu_key), stragglers flagged."""
+    fleet = pd.DataFrame(rows).reindex(columns=FLEET_COLUMNS)
+    for col in INT_COLUMNS:
+        fleet[col] = pd.array(fleet[col], dtype="Int64")
+    fleet["straggler"] = fleet["straggler"].fillna(False).astype(bool)
+    fleet = fleet.sort_values(["report", "gpu_key"], na_position="first", kind="stable").reset_index(drop=True)
+    return flag_stragglers(fleet, spread_pct)
+
+
+def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per-job or per-cluster totals: GPUs, failed reports, window, idle, idle % (window-weighted), USD."""
+    ok = fleet[fleet["status"] != "error"]
+    grouped = ok.groupby(by, sort=True)
+    out = grouped.agg(gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
+                      gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
+                      min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
+                      stragglers=("straggler", "sum")).reset_index()
+    out["idle_pct"] = (100.0 * out["idle_ns"].astype(float) / out["window_ns"].astype(float)).round(4)
+    errors = fleet[fleet["status"] == "error"].groupby(by, sort=True).size().rename("failed_reports")
+    out = out.merge(errors.reset_index(), on=by, how="outer").fillna({"failed_reports": 0, "gpus": 0})
+    out["idle_usd_per_month"] = out["idle_usd_per_month"].astype(float).round(2)
+    return out.sort_values(by, kind="stable").reset_index(drop=True)
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe, collision-free rendering of a report path or GPU key."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(text) if "://" in text or os.sep in text and
+                  os.path.exists(text) else text)[:80]
+    return f"{base}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str):
+    """Yield a temporary path beside ``path``; rename it over ``path`` on success."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return str(value)
+
+
+def _plain(value):
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def write_json(path: str, obj) -> None:
+    """Write ``obj`` as indented JSON, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, default=_json_default, allow_nan=True)
+        fh.write("\n")
+
+
+def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
+    """Write the fleet table, rollups and per-GPU JSON files. Returns name -> path.
+
+    ``rosters`` maps (report, gpu_key) -> roster list.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {}
+    for name, frame in (("fleet", fleet),):
+        with atomic_path(os.path.join(out_dir, f"{name}.parquet")) as tmp:
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp)
+        paths["parquet"] = os.path.join(out_dir, "fleet.parquet")
+    with atomic_path(os.path.join(out_dir, "fleet.csv")) as tmp:
+        fleet.to_csv(tmp, index=False)
+    paths["csv"] = os.path.join(out_dir, "fleet.csv")
+    for name, by in (("jobs", ["cluster", "job"]), ("clusters", ["cluster"])):
+        with atomic_path(os.path.join(out_dir, f"{name}.csv")) as tmp:
+            rollup(fleet, by).to_csv(tmp, index=False)
+        paths[name] = os.path.join(out_dir, f"{name}.csv")
+    gpu_dir = os.path.join(out_dir, "gpus")
+    for row in fleet.to_dict("records"):
+        if row["status"] == "error":
+            continue
+        key = (row["report"], row["gpu_key"])
+        summary = {k: _plain(v) for k, v in row.items()}
+        doc = {"report": row["report"], "gpu_key": row["gpu_key"], "roster": rosters.get(key, []),
+               "_summary": summary}
+        write_json(os.path.join(gpu_dir, f"{safe_name(row['report'])}__{safe_name(row['gpu_key'])}.json"), doc)
+    paths["gpus"] = gpu_dir
+    return paths

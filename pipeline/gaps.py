@@ -1,0 +1,138 @@
+"""Per-GPU idle metrics over an analysis window (SPEC "Definitions").
+
+* device-level idle: |W| minus the union of all kernel intervals clipped to W,
+  split into copy-only (copy engines busy, no kernel) and dark time;
+* per-stream gaps: on each (process, stream), the time from the latest kernel
+  end seen so far to the next kernel start, kept when longer than ``min_gap_ns``;
+* size buckets that always add up to the gap totals.
+
+Inputs are pandas frames from :class:`pipeline.load.GpuTrace`; the math itself
+lives in :mod:`pipeline.intervals`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+
+#: Bucket edges in ns: [threshold, 5 ms], (5 ms, 50 ms], > 50 ms (SPEC "Size distribution").
+BUCKET_5MS = 5_000_000
+BUCKET_50MS = 50_000_000
+
+
+@dataclass(frozen=True)
+class DeviceIdle:
+    """Device-level idle over W, all ints in ns.
+
+    ``idle_ns == window_ns - busy_ns`` and ``idle_ns == copy_only_ns + dark_ns``.
+    """
+
+    window_ns: int
+    busy_ns: int
+    idle_ns: int
+    copy_only_ns: int
+    dark_ns: int
+
+
+def device_idle(kernel_starts, kernel_ends, copy_starts, copy_ends, w0: int, w1: int) -> DeviceIdle:
+    """Device-level ("true") idle of one GPU inside W = [w0, w1).
+
+    Kernel and copy intervals are clipped to W first (straddlers are cut, not
+    dropped). No threshold. Copy-only time is the copy-engine union minus the
+    kernel union; dark time is the rest of the idle.
+    """
+    window_ns = int(w1 - w0)
+    ks, ke = iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
+    busy = iv.total_length(ks, ke)
+    cs, ce = iv.clip(copy_starts, copy_ends, w0, w1)
+    copy_only = iv.total_length(*iv.subtract(cs, ce, ks, ke))
+    idle = window_ns - busy
+    return DeviceIdle(window_ns, busy, idle, copy_only, idle - copy_only)
+
+
+def kernels_in_window(kernels: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
+    """Kernels that intersect W, clipped to it, in per-stream order.
+
+    Order: (pid, stream_id, start, end, correlation_id) (SPEC tie-break). Zero-
+    length kernels inside W are kept (they carry names and never open a gap).
+    """
+    inside = (kernels["end"] > w0) & (kernels["start"] < w1) | (
+        (kernels["start"] == kernels["end"]) & (kernels["start"] >= w0) & (kernels["start"] < w1))
+    k = kernels[inside].copy()
+    k["start"] = k["start"].clip(lower=w0)
+    k["end"] = k["end"].clip(upper=w1)
+    return k.sort_values(["pid", "stream_id", "start", "end", "correlation_id"], kind="stable").reset_index(drop=True)
+
+
+def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Per-stream gaps longer than ``min_gap_ns`` and every positive gap length.
+
+    Args:
+        kernels: output of :func:`kernels_in_window` (sorted per stream).
+        min_gap_ns: keep gaps strictly longer than this (default config 1 ms).
+    Returns:
+        ``(gaps, all_lengths)``: ``gaps`` has one row per kept gap with pid,
+        stream_id, start (ns, the latest end before it), length (ns), end,
+        kernel_before, kernel_after; ``all_lengths`` holds every positive
+        gap length on every stream (for the sub-threshold sliver count).
+    """
+    rows = []
+    all_lengths = []
+    starts = kernels["start"].to_numpy(np.int64)
+    ends = kernels["end"].to_numpy(np.int64)
+    names = kernels["name"].to_numpy(object)
+    keys = kernels[["pid", "stream_id"]].to_numpy(np.int64)
+    if len(kernels):
+        bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
+        edges = np.concatenate(([0], bounds, [len(kernels)]))
+    else:
+        edges = np.array([0])
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        s, e = starts[lo:hi], ends[lo:hi]
+        all_lengths.append(iv.all_gaps(s, e))
+        g_start, g_len, after = iv.stream_gaps(s, e, min_gap_ns)
+        if g_len.size == 0:
+            continue
+        before = iv.latest_end_index(e)[after - 1]
+        rows.append(pd.DataFrame({
+            "pid": keys[lo, 0], "stream_id": keys[lo, 1],
+            "start": g_start, "length": g_len, "end": g_start + g_len,
+            "kernel_before": names[lo + before], "kernel_after": names[lo + after],
+        }))
+    columns = ["pid", "stream_id", "start", "length", "end", "kernel_before", "kernel_after"]
+    gaps = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+        {c: pd.Series(dtype="int64" if c not in ("kernel_before", "kernel_after") else object) for c in columns})
+    lengths = np.concatenate(all_lengths) if all_lengths else np.zeros(0, dtype=np.int64)
+    return gaps[columns], lengths
+
+
+def buckets(lengths: np.ndarray) -> dict:
+    """Count and total (ns) of gaps per size bucket.
+
+    Buckets: ``le_5ms`` (length <= 5 ms), ``5_50ms`` (5 ms < length <= 50 ms),
+    ``gt_50ms`` (> 50 ms). Applied to already-thresholded gaps, so the three
+    always add up to the gap count and total for any threshold.
+    """
+    x = iv.as_ns(lengths)
+    masks = {
+        "le_5ms": x <= BUCKET_5MS,
+        "5_50ms": (x > BUCKET_5MS) & (x <= BUCKET_50MS),
+        "gt_50ms": x > BUCKET_50MS,
+    }
+    out = {}
+    for name, m in masks.items():
+        out[f"gaps_{name}"] = int(m.sum())
+        out[f"gaps_{name}_ns"] = int(x[m].sum())
+    return out
+
+
+def roster(gaps: pd.DataFrame, top_n: int) -> pd.DataFrame:
+    """The ``top_n`` longest gaps (ties: earlier start first, then stream).
+
+    The roster is the head, not the whole: totals come from the summary.
+    """
+    return gaps.sort_values(["length", "start", "pid", "stream_id"], ascending=[False, True, True, True],
+                            kind="stable").head(top_n).reset_index(drop=True)

@@ -1,0 +1,107 @@
+"""The Dask graph: the only module that imports dask/distributed.
+
+Per report: ``load-<report>`` (read the export once) -> ``gpus-<report>`` (its
+GPU keys) -> one ``analyse-<report>-<gpu>`` task per GPU; then one
+``fleet-reduce`` task builds the fleet table. Built with futures so that the
+per-GPU fan-out is known only once a report is loaded, and the loaded report
+stays on the worker that read it.
+
+The task functions are plain functions of plain data; any exception in one
+report becomes that report's error row and the sweep goes on.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+
+from distributed import Client, LocalCluster, as_completed
+
+from .analyse import GpuResult, analyse_gpu
+from .config import Config
+from .fleet import build_fleet, error_row
+from .load import ProfileError, Report, gpu_trace, load_report
+
+
+def load_task(path: str) -> Report:
+    """Load one report. Raises :class:`ProfileError` with the file and cause."""
+    return load_report(path)
+
+
+def gpu_keys_task(report: Report) -> list[str]:
+    return report.gpu_keys()
+
+
+def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> GpuResult:
+    """Analyse one GPU; any failure becomes an error row for that GPU."""
+    try:
+        return analyse_gpu(gpu_trace(report, gpu_key), cfg, labels)
+    except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
+        row = error_row(report.path, labels, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
+        row["gpu_key"] = gpu_key
+        return GpuResult(row=row)
+
+
+def reduce_task(results: list[GpuResult], error_rows: list[dict], spread_pct: float):
+    """Fleet table and rosters from every per-GPU result and every error row."""
+    rows = [r.row for r in results] + list(error_rows)
+    rosters = {(r.row["report"], r.row["gpu_key"]): r.roster for r in results}
+    return build_fleet(rows, spread_pct), rosters
+
+
+def _token(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
+
+
+def _describe(exc: BaseException, path: str) -> str:
+    message = str(exc)
+    if isinstance(exc, ProfileError) and message.startswith(path):
+        return message
+    return f"{path}: {type(exc).__name__}: {message}"
+
+
+def run_graph(client: Client, paths: list[str], cfg: Config, problems=()) -> tuple:
+    """Run the whole graph on ``client``. Returns ``(fleet DataFrame, rosters dict)``.
+
+    ``problems``: ``(input, message)`` pairs from discovery, recorded as error rows.
+    """
+    error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))
+    loads, keys_futures = {}, {}
+    for path in paths:
+        name = f"{os.path.basename(path)}-{_token(path)}-{run}"
+        loads[path] = client.submit(load_task, path, key=f"load-{name}", pure=False)
+        keys_futures[client.submit(gpu_keys_task, loads[path], key=f"gpus-{name}", pure=False)] = (path, name)
+    analyses = []
+    for fut in as_completed(list(keys_futures)):
+        path, name = keys_futures[fut]
+        labels = cfg.labels_for(path)
+        if fut.status != "finished":
+            exc = fut.exception()
+            error_rows.append(error_row(path, labels, _describe(exc, path)))
+            continue
+        for gpu in fut.result():
+            analyses.append(client.submit(analyse_task, loads[path], gpu, cfg, labels,
+                                          key=f"analyse-{name}-{gpu}", pure=False))
+        del loads[path]
+    reduce = client.submit(reduce_task, analyses, error_rows, cfg.analysis.straggler_spread_pct,
+                           key=f"fleet-reduce-{run}", pure=False)
+    return reduce.result()
+
+
+@contextlib.contextmanager
+def open_client(cfg: Config, scheduler: str | None = None, log=print):
+    """A client on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
+    else on a new ``distributed.LocalCluster`` that is closed on exit."""
+    address = scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        with Client(address) as client:
+            log(f"dask: scheduler {address}, dashboard {client.dashboard_link}")
+            yield client
+        return
+    with LocalCluster(n_workers=cfg.dask.n_workers, threads_per_worker=cfg.dask.threads_per_worker,
+                      processes=True, memory_limit=cfg.dask.memory_limit, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        log(f"dask: LocalCluster with {cfg.dask.n_workers} workers, dashboard {client.dashboard_link}")
+        yield client
+

@@ -1,0 +1,406 @@
+"""Load one Nsight Systems SQLite export into tidy pandas frames.
+
+Schema resolution: tables appear only when they hold data and columns change
+between Nsight Systems versions, so every table and column is looked up by its
+exact name in what the file actually has (``sqlite_master`` and
+``PRAGMA table_info``), never by substring. String columns that hold ids into
+``StringIds`` are resolved through it.
+
+The file is opened strictly read-only (``mode=ro&immutable=1`` URI): nothing is
+ever written into a user's profile, not even an index.
+
+Process ids come from ``globalPid`` / ``globalTid``, which Nsight Systems encodes
+as ``(vmId << 56) | (pid << 24) | tid``; see :func:`pid_of`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+NVTX_TABLE = "NVTX_EVENTS"
+GPU_TABLE = "TARGET_INFO_GPU"
+CUDA_DEVICE_TABLE = "TARGET_INFO_CUDA_DEVICE"
+DIAGNOSTIC_TABLE = "DIAGNOSTIC_EVENT"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+STRING_TABLE = "StringIds"
+
+#: Kernel name columns in order of preference (short names read best in a roster).
+KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName", "name")
+#: NVTX event types that are ranges: NvtxPushPopRange (59), NvtxStartEndRange (60).
+NVTX_RANGE_TYPES = (59, 60)
+#: DIAGNOSTIC_EVENT severity levels that are warnings or errors (ENUM_DIAGNOSTIC_SEVERITY_LEVEL).
+DIAGNOSTIC_WARNING_LEVELS = (2, 3)
+
+_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
+
+
+class ProfileError(Exception):
+    """A report cannot be analysed. The message names the file and the cause."""
+
+
+@dataclass
+class Report:
+    """One export, loaded. All times are int64 ns on the report's own clock.
+
+    Frames (one row per event):
+      ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name
+      ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name)
+      ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
+      copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes
+      ``nvtx``: start, end, pid, tid, text (ranges only)
+      ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus
+    ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
+    texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed.
+    """
+
+    path: str
+    kernels: pd.DataFrame
+    runtime: pd.DataFrame
+    copies: pd.DataFrame
+    nvtx: pd.DataFrame
+    devices: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    diagnostics: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+    def gpu_keys(self) -> list[str]:
+        """Sorted keys of every GPU that ran at least one kernel."""
+        return sorted(self.devices["gpu_key"].unique().tolist())
+
+
+def pid_of(global_id) -> np.ndarray:
+    """Process id from a ``globalPid``/``globalTid``: bits 24..47. Shape preserved."""
+    return (np.asarray(global_id, dtype=np.int64) >> 24) & 0xFFFFFF
+
+
+def tid_of(global_tid) -> np.ndarray:
+    """Thread id from a ``globalTid``: bits 0..23. Shape preserved."""
+    return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
+
+
+def normalise_api_name(name: str) -> str:
+    """``cudaStreamSynchronize_v3020`` -> ``cudaStreamSynchronize``; also drops
+    ``_ptsz``/``_ptds`` (per-thread default stream) suffixes."""
+    return _API_SUFFIX.sub("", name or "")
+
+
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """Open ``path`` read-only and immutable; raises :class:`ProfileError`."""
+    if not os.path.exists(path):
+        raise ProfileError(f"{path}: file not found")
+    if os.path.getsize(path) == 0:
+        raise ProfileError(f"{path}: empty file (0 bytes), not an SQLite export")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ProfileError(f"{path}: not a readable SQLite database ({exc})") from exc
+    return con
+
+
+class Schema:
+    """What tables and columns one export really has (exact names)."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self.con = con
+        rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+        self.tables = {r[0] for r in rows}
+        self._columns: dict[str, dict[str, str]] = {}
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> dict[str, str]:
+        """Column name -> declared type (upper case) for ``table``; {} if absent."""
+        if table not in self.tables:
+            return {}
+        if table not in self._columns:
+            info = self.con.execute(f'PRAGMA table_info("{table}")').fetchall()
+            self._columns[table] = {r[1]: (r[2] or "").upper() for r in info}
+        return self._columns[table]
+
+    def first_column(self, table: str, candidates) -> str | None:
+        cols = self.columns(table)
+        return next((c for c in candidates if c in cols), None)
+
+
+def _strings(schema: Schema) -> dict[int, str]:
+    if not schema.has(STRING_TABLE):
+        return {}
+    return dict(schema.con.execute(f"SELECT id, value FROM {STRING_TABLE}").fetchall())
+
+
+def _resolve_text(values: pd.Series, strings: dict[int, str]) -> pd.Series:
+    """Map a column that may hold StringIds ids or inline text to text."""
+    if values.dtype.kind in "iuf":
+        return values.map(lambda v: strings.get(int(v), "") if pd.notna(v) else "")
+    return values.fillna("").astype(str)
+
+
+def _pid_expr(schema: Schema, table: str) -> tuple[str, bool]:
+    """SQL for the process column of ``table`` and whether it needs decoding."""
+    cols = schema.columns(table)
+    for name in ("globalPid", "globalTid"):
+        if name in cols:
+            return name, True
+    for name in ("pid", "processId"):
+        if name in cols:
+            return name, False
+    return "0", False
+
+
+def _read(con: sqlite3.Connection, sql: str) -> pd.DataFrame:
+    return pd.read_sql_query(sql, con)
+
+
+def _load_kernels(schema: Schema, strings: dict[int, str], path: str) -> tuple[pd.DataFrame, list]:
+    if not schema.has(KERNEL_TABLE):
+        raise ProfileError(
+            f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
+            "(was the run profiled with --trace=cuda, and did it launch any kernel?)"
+        )
+    cols = schema.columns(KERNEL_TABLE)
+    for required in ("start", "end"):
+        if required not in cols:
+            raise ProfileError(f"{path}: {KERNEL_TABLE} has no '{required}' column")
+    pid_col, decode = _pid_expr(schema, KERNEL_TABLE)
+    name_col = schema.first_column(KERNEL_TABLE, KERNEL_NAME_COLUMNS)
+    dev = "deviceId" if "deviceId" in cols else "0"
+    stream = "streamId" if "streamId" in cols else "0"
+    corr = "correlationId" if "correlationId" in cols else "0"
+    sql = (
+        f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, {stream} AS stream_id, "
+        f"{corr} AS correlation_id{', ' + name_col + ' AS name' if name_col else ''} "
+        f"FROM {KERNEL_TABLE}"
+    )
+    df = _read(schema.con, sql)
+    warnings = []
+    if df.empty:
+        raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
+    bad = df["start"].isna() | df["end"].isna() | (df["end"] < df["start"]) | ((df["start"] == 0) & (df["end"] == 0))
+    if bad.any():
+        warnings.append(f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps")
+        df = df[~bad]
+    df = df.astype({"start": "int64", "end": "int64", "device_id": "int64", "stream_id": "int64",
+                    "correlation_id": "int64"})
+    df["pid"] = pid_of(df["pid"]) if decode else df["pid"].astype("int64")
+    df["name"] = _resolve_text(df["name"], strings) if name_col else ""
+    return df.reset_index(drop=True), warnings
+
+
+def _load_runtime(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
+    columns = ["start", "end", "pid", "tid", "correlation_id", "name"]
+    cols = schema.columns(RUNTIME_TABLE)
+    if not cols:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns[:-1]} | {"name": pd.Series(dtype=str)})
+    name_col = "nameId" if "nameId" in cols else ("name" if "name" in cols else None)
+    corr = "correlationId" if "correlationId" in cols else "0"
+    tid_col = "globalTid" if "globalTid" in cols else "0"
+    df = _read(schema.con, f"SELECT start, end, {tid_col} AS gtid, {corr} AS correlation_id"
+               f"{', ' + name_col + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}")
+    df = df.dropna(subset=["start", "end"])
+    df["pid"] = pid_of(df["gtid"])
+    df["tid"] = tid_of(df["gtid"])
+    names = _resolve_text(df["name"], strings) if name_col else pd.Series("", index=df.index)
+    # Normalise each distinct name once, not once per row.
+    uniq = {n: normalise_api_name(n) for n in names.unique()}
+    df["name"] = names.map(uniq)
+    df = df.astype({"start": "int64", "end": "int64", "correlation_id": "int64"})
+    return df[columns].reset_index(drop=True)
+
+
+def _load_copies(schema: Schema) -> pd.DataFrame:
+    frames = []
+    for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
+        cols = schema.columns(table)
+        if not cols:
+            continue
+        pid_col, decode = _pid_expr(schema, table)
+        copy_kind = "copyKind" if (kind == "memcpy" and "copyKind" in cols) else "-1"
+        nbytes = "bytes" if "bytes" in cols else "0"
+        dev = "deviceId" if "deviceId" in cols else "0"
+        stream = "streamId" if "streamId" in cols else "0"
+        df = _read(schema.con, f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, "
+                   f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes FROM {table}")
+        df = df.dropna(subset=["start", "end"])
+        df["pid"] = pid_of(df["pid"]) if decode else df["pid"]
+        df["kind"] = kind
+        frames.append(df)
+    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes"]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
+    df = pd.concat(frames, ignore_index=True)
+    df = df.astype({c: "int64" for c in columns if c != "kind"})
+    return df[columns]
+
+
+def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
+    columns = ["start", "end", "pid", "tid", "text"]
+    cols = schema.columns(NVTX_TABLE)
+    if not cols or "end" not in cols:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns[:-1]} | {"text": pd.Series(dtype=str)})
+    text = "text" if "text" in cols else "NULL"
+    text_id = "textId" if "textId" in cols else "NULL"
+    where = f"WHERE eventType IN {NVTX_RANGE_TYPES}" if "eventType" in cols else ""
+    df = _read(schema.con, f"SELECT start, end, globalTid AS gtid, {text} AS text, {text_id} AS text_id "
+               f"FROM {NVTX_TABLE} {where}")
+    df = df.dropna(subset=["start", "end"])
+    df = df[df["end"] > df["start"]]
+    by_id = df["text_id"].map(lambda v: strings.get(int(v), "") if pd.notna(v) else None)
+    df["text"] = df["text"].where(df["text"].notna(), by_id).fillna("").astype(str)
+    df["pid"] = pid_of(df["gtid"].fillna(0))
+    df["tid"] = tid_of(df["gtid"].fillna(0))
+    df = df.astype({"start": "int64", "end": "int64"})
+    return df[columns].reset_index(drop=True)
+
+
+def _load_devices(schema: Schema, kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per (pid, device_id) that ran kernels, with its physical GPU.
+
+    The physical GPU comes from TARGET_INFO_CUDA_DEVICE (pid, cudaId -> gpuId)
+    and TARGET_INFO_GPU (id -> uuid, busLocation, name) when present; else the
+    key is ``pid<P>/dev<D>`` (SPEC "GPU").
+    """
+    pairs = kernels[["pid", "device_id"]].drop_duplicates().sort_values(["pid", "device_id"])
+    gpu_info: dict[int, dict] = {}
+    gcols = schema.columns(GPU_TABLE)
+    if gcols and "id" in gcols:
+        wanted = [c for c in ("id", "name", "uuid", "busLocation") if c in gcols]
+        for row in schema.con.execute(f"SELECT {', '.join(wanted)} FROM {GPU_TABLE}").fetchall():
+            gpu_info[int(row[0])] = dict(zip(wanted, row))
+    cuda_map: dict[tuple[int, int], int] = {}
+    dcols = schema.columns(CUDA_DEVICE_TABLE)
+    if dcols and {"gpuId", "cudaId", "pid"} <= set(dcols):
+        for gpu_id, cuda_id, pid in schema.con.execute(
+                f"SELECT gpuId, cudaId, pid FROM {CUDA_DEVICE_TABLE}").fetchall():
+            cuda_map[(int(pid), int(cuda_id))] = int(gpu_id)
+    rows = []
+    for pid, dev in pairs.itertuples(index=False):
+        info = gpu_info.get(cuda_map.get((int(pid), int(dev)), -1), {})
+        uuid = (info.get("uuid") or "").strip()
+        bus = (info.get("busLocation") or "").strip()
+        key = f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"pid{pid}/dev{dev}")
+        rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": key,
+                     "gpu_model": (info.get("name") or "").strip(), "uuid": uuid, "bus": bus})
+    return pd.DataFrame(rows, columns=["pid", "device_id", "gpu_key", "gpu_model", "uuid", "bus"])
+
+
+def _load_meta(schema: Schema) -> dict:
+    for table in META_TABLES:
+        cols = schema.columns(table)
+        if {"name", "value"} <= set(cols):
+            return {str(k): str(v) for k, v in schema.con.execute(f"SELECT name, value FROM {table}").fetchall()}
+    return {}
+
+
+def _load_diagnostics(schema: Schema) -> list[str]:
+    cols = schema.columns(DIAGNOSTIC_TABLE)
+    if not cols or "severity" not in cols or "text" not in cols:
+        return []
+    rows = schema.con.execute(
+        f"SELECT text FROM {DIAGNOSTIC_TABLE} WHERE severity IN {DIAGNOSTIC_WARNING_LEVELS} ORDER BY rowid"
+    ).fetchall()
+    return [str(r[0]).strip() for r in rows]
+
+
+def load_report(path: str) -> Report:
+    """Load one SQLite export.
+
+    Args:
+        path: local path of a ``.sqlite`` export.
+    Returns:
+        A :class:`Report` with kernels, runtime calls, copies, NVTX ranges,
+        device identities, metadata and diagnostics.
+    Raises:
+        ProfileError: the file is missing, empty, not SQLite, not an Nsight
+        export, or holds no kernels. The message starts with the path.
+    """
+    con = connect_readonly(path)
+    try:
+        schema = Schema(con)
+        if not schema.has(KERNEL_TABLE) and not any(schema.has(t) for t in (*META_TABLES, STRING_TABLE)):
+            raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
+                               f"(no {KERNEL_TABLE}, StringIds or export metadata tables)")
+        strings = _strings(schema)
+        kernels, warnings = _load_kernels(schema, strings, path)
+        devices = _load_devices(schema, kernels)
+        keys = devices.set_index(["pid", "device_id"])["gpu_key"]
+        kernels["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(kernels[["pid", "device_id"]])).to_numpy()
+        copies = _load_copies(schema)
+        if not copies.empty:
+            copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
+        else:
+            copies["gpu_key"] = pd.Series(dtype=object)
+        return Report(
+            path=path,
+            kernels=kernels,
+            runtime=_load_runtime(schema, strings),
+            copies=copies,
+            nvtx=_load_nvtx(schema, strings),
+            devices=devices,
+            meta=_load_meta(schema),
+            diagnostics=_load_diagnostics(schema),
+            warnings=warnings,
+        )
+    except sqlite3.DatabaseError as exc:
+        raise ProfileError(f"{path}: SQLite error while reading ({exc})") from exc
+    finally:
+        con.close()
+
+
+@dataclass
+class GpuTrace:
+    """Everything one physical GPU needs for analysis, as plain arrays (ns).
+
+    ``kernels``: frame sorted by (pid, stream_id, start, end, correlation_id)
+    with start, end, pid, stream_id, correlation_id, name.
+    ``copies``: frame of this GPU's memcpy/memset rows (start, end, kind, copy_kind, bytes).
+    ``runtime``: CUDA runtime API calls of the processes that drive this GPU
+    (start, end, pid, tid, name) sorted by start.
+    ``nvtx``: NVTX ranges of those processes.
+    """
+
+    report: str
+    gpu_key: str
+    pids: tuple
+    device_ids: tuple
+    gpu_model: str
+    kernels: pd.DataFrame
+    copies: pd.DataFrame
+    runtime: pd.DataFrame
+    nvtx: pd.DataFrame
+    warnings: list = field(default_factory=list)
+
+
+def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
+    """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
+    share the physical GPU are unioned; streams stay per process)."""
+    devs = report.devices[report.devices["gpu_key"] == gpu_key]
+    if devs.empty:
+        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
+    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
+    kernels = report.kernels[report.kernels["gpu_key"] == gpu_key]
+    kernels = kernels.sort_values(["pid", "stream_id", "start", "end", "correlation_id"], kind="stable")
+    copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
+    runtime = report.runtime[report.runtime["pid"].isin(pids)].sort_values("start", kind="stable")
+    nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
+    models = sorted({m for m in devs["gpu_model"] if m})
+    return GpuTrace(
+        report=report.path, gpu_key=gpu_key, pids=pids,
+        device_ids=tuple(sorted(set(int(d) for d in devs["device_id"]))),
+        gpu_model=models[0] if models else "",
+        kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
+        runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
+        warnings=list(report.warnings) + [f"DIAGNOSTIC_EVENT: {d}" for d in report.diagnostics],
+    )
