@@ -90,11 +90,12 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return out.sort_values(by, kind="stable").reset_index(drop=True)
 
 
-def safe_name(text: str) -> str:
-    """A file-name-safe, collision-free rendering of a report path or GPU key."""
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(text) if "://" in text or os.sep in text and
-                  os.path.exists(text) else text)[:80]
-    return f"{base}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+def gpu_json_name(report: str, gpu_key: str) -> str:
+    """File name of one GPU's JSON: readable report and GPU parts plus a hash of both (no collisions)."""
+    def slug(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
+    digest = hashlib.sha1(f"{report}\0{gpu_key}".encode("utf-8")).hexdigest()[:10]
+    return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
 
 
 @contextlib.contextmanager
@@ -163,6 +164,6 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
         summary = {k: _plain(v) for k, v in row.items()}
         doc = {"report": row["report"], "gpu_key": row["gpu_key"], "roster": rosters.get(key, []),
                "_summary": summary}
-        write_json(os.path.join(gpu_dir, f"{safe_name(row['report'])}__{safe_name(row['gpu_key'])}.json"), doc)
+        write_json(os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"])), doc)
     paths["gpus"] = gpu_dir
     return paths
