@@ -1,0 +1,42 @@
+"""Shared fixtures: where the real exports are, and one CLI run over them."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = Path(os.environ.get("GPU_IDLE_PROFILES", REPO.parent / "shared" / "profiles")).resolve()
+
+
+def run_cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``gpu-idle`` as a real process (``python -m pipeline.cli``)."""
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"gpu-idle {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def profiles() -> Path:
+    if not (PROFILES / "fastvideo_h100_sp2_1s.sqlite").exists():
+        pytest.fail(f"real exports not found in {PROFILES} (set GPU_IDLE_PROFILES)")
+    return PROFILES
+
+
+@pytest.fixture(scope="session")
+def span_run(profiles, tmp_path_factory) -> Path:
+    """``gpu-idle run ../shared/profiles --out OUT --window span`` once per session; returns OUT."""
+    out = tmp_path_factory.mktemp("span_run")
+    run_cli("run", str(profiles), "--out", str(out), "--window", "span", "--config", "configs/profiles.yaml")
+    return out
+
+
+@pytest.fixture(scope="session")
+def span_fleet(span_run) -> pd.DataFrame:
+    return pd.read_csv(span_run / "fleet.csv", keep_default_na=False)

@@ -1,0 +1,101 @@
+"""Dask really runs the graph: one analyse task per GPU, locally and on a real scheduler + 2 workers."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster, get_task_stream
+
+from pipeline.config import load_config
+from pipeline.discover import discover
+from pipeline.graph import run_graph
+
+from conftest import REPO, run_cli
+
+EXPECTED_GPUS = 5  # fastvideo 2 + train 2 + tiny 1
+
+
+def _analyse_keys(stream) -> list[str]:
+    return sorted({t["key"] for t in stream if str(t["key"]).startswith("analyse-")})
+
+
+def test_local_cluster_one_task_per_gpu(profiles, span_fleet):
+    cfg = load_config([REPO / "configs" / "profiles.yaml"], {"analysis": {"window": "span"}})
+    paths, problems = discover([str(profiles)])
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client, get_task_stream(client) as ts:
+        fleet, rosters = run_graph(client, paths, cfg, problems)
+    keys = _analyse_keys(ts.data)
+    assert len(keys) == EXPECTED_GPUS
+    assert sum(str(t["key"]).startswith("load-") for t in ts.data) == 3
+    assert len(fleet) == EXPECTED_GPUS and set(fleet["status"]) == {"ok"}
+    # Same numbers as the CLI run.
+    assert sorted(fleet["idle_ns"].astype(int)) == sorted(span_fleet["idle_ns"].astype(int))
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1."""
+    bindir = Path(sys.executable).parent
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                              start_new_session=True)]
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        for i in range(2):
+            procs.append(subprocess.Popen(
+                [str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
+                 "--name", f"w{i}", "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True))
+        with Client(address) as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for p in procs[::-1]:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_external_scheduler_two_workers(dask_cluster, profiles, span_fleet, tmp_path):
+    out = tmp_path / "out"
+    with Client(dask_cluster) as client:
+        client.get_task_stream()  # installs the scheduler's task-stream plugin before the run
+        t0 = time.time()
+        proc = run_cli("run", str(profiles), "--out", str(out), "--window", "span",
+                       "--config", "configs/profiles.yaml", "--scheduler", dask_cluster)
+        stream = client.get_task_stream(start=t0 - 1)
+        workers = set(client.scheduler_info()["workers"])
+    assert f"scheduler {dask_cluster}" in proc.stdout
+    assert len(_analyse_keys(stream)) == EXPECTED_GPUS
+    assert len(workers) == 2
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    cols = ["report", "gpu_key", "window_ns", "busy_ns", "idle_ns", "copy_only_ns", "dark_ns", "gap_count",
+            "gap_total_ns", "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_cpu_ns", "idle_usd_per_month"]
+    pd.testing.assert_frame_equal(fleet[cols].reset_index(drop=True), span_fleet[cols].reset_index(drop=True))
+
+
+def test_env_scheduler_address(dask_cluster, profiles, tmp_path):
+    """DASK_SCHEDULER_ADDRESS sends the same graph to the running cluster."""
+    proc = run_cli("run", str(profiles / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "o"),
+                   env={"DASK_SCHEDULER_ADDRESS": dask_cluster})
+    assert f"scheduler {dask_cluster}" in proc.stdout
