@@ -60,7 +60,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     """
     a = cfg.analysis
     k = trace.kernels
-    win = choose_window(k["start"], k["end"], a.window, a.trim_s)
+    win = choose_window(k, trace.nvtx, a.window, a.trim_s, cfg.window)
     w0, w1 = win.start_ns, win.end_ns
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1)
     kw = gaps.kernels_in_window(k, w0, w1)

@@ -56,13 +56,18 @@ def summed_overlap(call_starts, call_ends, gap_starts, gap_ends) -> np.ndarray:
     a, b = iv.as_ns(gap_starts), iv.as_ns(gap_ends)
     if s.size == 0 or a.size == 0:
         return np.zeros(a.size, dtype=np.int64)
+    # Rebase to the earliest time so prefix sums stay far from int64 overflow
+    # even with epoch-based timestamps (~1.7e18 ns).
+    base = min(int(s[0]), int(a.min()))
+    s, e, a, b = s - base, e - base, a - base, b - base
     ps = np.concatenate(([0], np.cumsum(s, dtype=np.int64)))
     pe = np.concatenate(([0], np.cumsum(e, dtype=np.int64)))
 
     def F(t):
         ns = np.searchsorted(s, t, side="left")
         ne = np.searchsorted(e, t, side="left")
-        return (ns * t - ps[ns]) - (ne * t - pe[ne])
+        # (calls started before t) * t - their starts - ((calls ended before t) * t - their ends)
+        return (ns - ne) * t - (ps[ns] - pe[ne])
 
     return F(b) - F(a)
 

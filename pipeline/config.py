@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from .attribution import CategoryRules
+from .window import WindowRules
 
 
 class ConfigError(Exception):
@@ -92,6 +93,7 @@ class DaskConfig:
 class Config:
     analysis: AnalysisConfig = AnalysisConfig()
     categories: CategoryRules = CategoryRules()
+    window: WindowRules = WindowRules()
     cost: CostConfig = CostConfig()
     labels: tuple = ()
     dask: DaskConfig = DaskConfig()
@@ -102,7 +104,11 @@ class Config:
         Defaults: cluster ``default``, job = the file name without extension.
         """
         name = os.path.basename(report_path)
-        stem = name.split(".")[0] if "." in name else name
+        stem = name
+        for suffix in (".sqlite", ".nsys-rep", ".sqlite3", ".db"):
+            if stem.endswith(suffix):
+                stem = stem[: -len(suffix)]
+                break
         out = {"cluster": "default", "job": stem, "node": "", "rank": "", "gpu_model": None}
         for rule in self.labels:
             if fnmatch.fnmatch(report_path, rule.match) or fnmatch.fnmatch(name, rule.match):
@@ -143,7 +149,7 @@ def _build(cls, data: dict, where: str):
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping. Raises :class:`ConfigError`."""
     data = data or {}
-    allowed = {"analysis", "categories", "cost", "labels", "dask"}
+    allowed = {"analysis", "categories", "window", "cost", "labels", "dask"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -154,6 +160,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     return Config(
         analysis=_build(AnalysisConfig, data.get("analysis"), f"{where}: analysis"),
         categories=_build(CategoryRules, data.get("categories"), f"{where}: categories"),
+        window=_build(WindowRules, data.get("window"), f"{where}: window"),
         cost=_build(CostConfig, cost, f"{where}: cost"),
         labels=labels,
         dask=_build(DaskConfig, data.get("dask"), f"{where}: dask"),

@@ -279,16 +279,19 @@ def _load_devices(schema: Schema, kernels: pd.DataFrame) -> pd.DataFrame:
         wanted = [c for c in ("id", "name", "uuid", "busLocation") if c in gcols]
         for row in schema.con.execute(f"SELECT {', '.join(wanted)} FROM {GPU_TABLE}").fetchall():
             gpu_info[int(row[0])] = dict(zip(wanted, row))
-    cuda_map: dict[tuple[int, int], int] = {}
+    # (pid, cudaId) -> (gpuId or None, uuid as TARGET_INFO_CUDA_DEVICE gives it); gpuId is nullable.
+    cuda_map: dict[tuple[int, int], tuple] = {}
     dcols = schema.columns(CUDA_DEVICE_TABLE)
     if dcols and {"gpuId", "cudaId", "pid"} <= set(dcols):
-        for gpu_id, cuda_id, pid in schema.con.execute(
-                f"SELECT gpuId, cudaId, pid FROM {CUDA_DEVICE_TABLE}").fetchall():
-            cuda_map[(int(pid), int(cuda_id))] = int(gpu_id)
+        uuid_col = "uuid" if "uuid" in dcols else "NULL"
+        for gpu_id, cuda_id, pid, dev_uuid in schema.con.execute(
+                f"SELECT gpuId, cudaId, pid, {uuid_col} FROM {CUDA_DEVICE_TABLE}").fetchall():
+            cuda_map[(int(pid), int(cuda_id))] = (None if gpu_id is None else int(gpu_id), dev_uuid)
     rows = []
     for pid, dev in pairs.itertuples(index=False):
-        info = gpu_info.get(cuda_map.get((int(pid), int(dev)), -1), {})
-        uuid = (info.get("uuid") or "").strip()
+        gpu_id, dev_uuid = cuda_map.get((int(pid), int(dev)), (None, None))
+        info = gpu_info.get(gpu_id, {}) if gpu_id is not None else {}
+        uuid = (info.get("uuid") or dev_uuid or "").strip()
         bus = (info.get("busLocation") or "").strip()
         key = f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"pid{pid}/dev{dev}")
         rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": key,

@@ -1,27 +1,70 @@
 """Analysis window rules (SPEC "The analysis window").
 
-This module decides W = [w0, w1) for one GPU. Implemented rules, in order:
-explicit trim (seconds on the report's own clock) and span (first kernel start
-to last kernel end of that GPU, flagged untrimmed). The stable-iteration rules
-(NVTX iterations, kernel periodicity) plug in between them.
+Whole-profile numbers are polluted by warm-up, checkpoint and evaluation
+iterations, so W should be a run of stable iterations. Rules, in order:
+
+1. ``trim``: explicit ``--trim START END`` (seconds on the report's own clock);
+2. ``nvtx``: NVTX iteration ranges of the processes driving the GPU whose text
+   matches one of the configured patterns exactly (``re.fullmatch``), at least
+   ``min_iteration_ns`` long (op-level ranges never qualify);
+3. ``periodic``: iterations detected from the GPU's own kernel periodicity;
+4. ``span``: first kernel start to last kernel end, flagged untrimmed.
+
+For rules 2 and 3, warm-up iterations and outliers (longer than
+``outlier_factor`` × median, or shorter than median / ``outlier_factor``) are
+dropped and the longest run of consecutive similar iterations is kept (at most
+``max_iterations`` of them, the latest ones). Fewer than ``min_iterations``
+usable iterations: the rule abstains and the next one is tried.
+
+Everything here is pure: arrays and frames in, a :class:`Window` out.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True)
+class WindowRules:
+    """Parameters of the window rules (see module docstring). Lengths in ns."""
+
+    iteration_patterns: tuple = (r"[Ii]teration[ _#:]?\d+", r"ProfilerStep#\d+", r"train_step(?:[ _#]\d+)?",
+                                 r"[Ss]tep[ _#]?\d+")
+    min_iteration_ns: int = 1_000_000
+    warmup_iterations: int = 1
+    outlier_factor: float = 1.5
+    min_iterations: int = 3
+    max_iterations: int = 0  # 0 = keep the whole longest run
+    periodic_tolerance: float = 0.15
+    periodic_min_regular_share: float = 0.8
+
+
+@dataclass(frozen=True)
 class Window:
-    """W = [start_ns, end_ns) and the rule that chose it (``trim`` or ``span``)."""
+    """W = [start_ns, end_ns) and how it was chosen.
+
+    ``rule``: trim | nvtx | periodic | span. ``iterations``: iterations inside W
+    (0 for trim/span). ``iteration_mean_ns`` and ``iteration_cv`` describe them;
+    ``excluded``: ``(iteration index, reason)`` pairs; ``boundaries``: the start
+    times (ns) of every detected iteration (also those outside W), used by the
+    ``boundary`` and ``periodic`` categories; ``note``: why earlier rules abstained.
+    """
 
     start_ns: int
     end_ns: int
     rule: str
     untrimmed: bool
+    iterations: int = 0
+    iteration_mean_ns: float = 0.0
+    iteration_cv: float = 0.0
+    excluded: tuple = ()
+    boundaries: tuple = ()
+    note: str = ""
 
     @property
     def length_ns(self) -> int:
@@ -29,23 +72,32 @@ class Window:
 
 
 class WindowError(ValueError):
-    """No window can be chosen (e.g. a trim that misses every kernel)."""
+    """No window can be chosen (e.g. a trim that is empty, or a strict rule that abstains)."""
 
 
-def span_window(kernel_starts, kernel_ends) -> Window:
+@dataclass(frozen=True)
+class Iterations:
+    """Detected iterations: ``starts``/``ends`` int64 ns arrays in time order, and their source."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    source: str
+    excluded: dict = field(default_factory=dict)
+
+
+def span_window(kernel_starts, kernel_ends, note: str = "") -> Window:
     """First kernel start to last kernel end. Raises :class:`WindowError` when empty."""
     s = np.asarray(kernel_starts, dtype=np.int64)
     e = np.asarray(kernel_ends, dtype=np.int64)
     if s.size == 0:
         raise WindowError("no kernels on this GPU")
-    return Window(int(s.min()), int(e.max()), "span", True)
+    return Window(int(s.min()), int(e.max()), "span", True, note=note)
 
 
 def trim_window(start_s: float, end_s: float) -> Window:
-    """Explicit window from seconds on the report's clock (export ns / 1e9).
+    """Explicit window from seconds on the report's clock (export ns / 1e9), rounded to ns.
 
-    Converted with rounding to the nearest ns. Raises :class:`WindowError` if
-    ``end_s <= start_s``.
+    Raises :class:`WindowError` if ``end_s <= start_s``.
     """
     w0 = int(round(float(start_s) * NS_PER_S))
     w1 = int(round(float(end_s) * NS_PER_S))
@@ -54,10 +106,151 @@ def trim_window(start_s: float, end_s: float) -> Window:
     return Window(w0, w1, "trim", False)
 
 
-def choose_window(kernel_starts, kernel_ends, rule: str = "span", trim_s=None) -> Window:
-    """Apply the rules in order: explicit trim wins, else ``rule`` (``span``)."""
+def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None:
+    """Iteration ranges from NVTX: exact pattern match, long enough, top-level only.
+
+    ``nvtx``: frame with start, end, pid, tid, text (ns). When several threads
+    mark iterations, the thread with the most iterations wins (ties: lowest
+    pid, tid). Nested matches (a range inside another match) are dropped.
+    Returns ``None`` when no range matches.
+    """
+    if nvtx.empty:
+        return None
+    pattern = re.compile("|".join(f"(?:{p})" for p in rules.iteration_patterns))
+    texts = nvtx["text"].astype(str)
+    uniq = {t: bool(pattern.fullmatch(t.strip())) for t in texts.unique()}
+    hits = nvtx[texts.map(uniq) & ((nvtx["end"] - nvtx["start"]) >= rules.min_iteration_ns)]
+    if hits.empty:
+        return None
+    counts = hits.groupby(["pid", "tid"]).size().reset_index(name="n")
+    best = counts.sort_values(["n", "pid", "tid"], ascending=[False, True, True]).iloc[0]
+    mine = hits[(hits["pid"] == best["pid"]) & (hits["tid"] == best["tid"])].sort_values(["start", "end"])
+    starts = mine["start"].to_numpy(np.int64)
+    ends = mine["end"].to_numpy(np.int64)
+    outer_end = np.maximum.accumulate(ends)
+    top = np.ones(starts.size, dtype=bool)
+    top[1:] = starts[1:] >= outer_end[:-1]
+    return Iterations(starts[top], ends[top], "nvtx")
+
+
+def periodic_iterations(kernels: pd.DataFrame, rules: WindowRules) -> Iterations | None:
+    """Iterations from the kernel stream's own periodicity.
+
+    A kernel name is *regular* when it occurs at least ``min_iterations + 1``
+    times and at least ``periodic_min_regular_share`` of its inter-arrival times
+    lie within ±``periodic_tolerance`` of their median (which must be at least
+    ``min_iteration_ns``). The iteration period is the median shared by the most
+    regular names (per-iteration kernels are many; ties: the longer period);
+    the earliest-starting name with that period anchors the iterations:
+    iteration i runs from its i-th launch to its (i+1)-th.
+    Returns ``None`` when no name is regular.
+    """
+    if kernels.empty:
+        return None
+    k = kernels.sort_values(["start", "end"], kind="stable")
+    regular = []
+    for name, grp in k.groupby("name", sort=True):
+        t = np.unique(grp["start"].to_numpy(np.int64))
+        if t.size < rules.min_iterations + 1:
+            continue
+        d = np.diff(t)
+        med = float(np.median(d))
+        if med < rules.min_iteration_ns:
+            continue
+        share = float(np.mean(np.abs(d - med) <= rules.periodic_tolerance * med))
+        if share >= rules.periodic_min_regular_share:
+            regular.append((name, med, int(t[0]), t))
+    if not regular:
+        return None
+    meds = np.array([r[1] for r in regular])
+    support = [(int(np.sum(np.abs(meds - m) <= rules.periodic_tolerance * m)), m) for m in meds]
+    best_support, best_med = max(support)
+    anchors = [r for r in regular if abs(r[1] - best_med) <= rules.periodic_tolerance * best_med]
+    name, _, _, t = min(anchors, key=lambda r: (r[2], str(r[0])))
+    return Iterations(t[:-1], t[1:], "periodic")
+
+
+def select_stable(it: Iterations, rules: WindowRules) -> tuple[np.ndarray, dict]:
+    """Indices of the kept iterations and ``{index: reason}`` for the excluded ones.
+
+    Warm-up: the first ``warmup_iterations``. Outliers: length > factor × median
+    or < median / factor (median of the non-warm-up iterations). Kept: the
+    longest run of consecutive usable iterations (ties: the earliest), capped
+    to the latest ``max_iterations`` when set.
+    """
+    lengths = it.ends - it.starts
+    n = lengths.size
+    excluded: dict[int, str] = {}
+    for i in range(min(rules.warmup_iterations, n)):
+        excluded[i] = "warm-up"
+    rest = [i for i in range(n) if i not in excluded]
+    if rest:
+        med = float(np.median(lengths[rest]))
+        for i in rest:
+            ratio = lengths[i] / med if med > 0 else 1.0
+            if ratio > rules.outlier_factor or ratio < 1.0 / rules.outlier_factor:
+                excluded[i] = f"outlier ({ratio:.2f}x median)"
+    best: list[int] = []
+    run: list[int] = []
+    for i in range(n):
+        if i in excluded:
+            run = []
+            continue
+        run.append(i)
+        if len(run) > len(best):
+            best = list(run)
+    if rules.max_iterations and len(best) > rules.max_iterations:
+        for i in best[:-rules.max_iterations]:
+            excluded[i] = "beyond max_iterations"
+        best = best[-rules.max_iterations:]
+    for i in range(n):
+        if i not in excluded and i not in best:
+            excluded[i] = "outside the longest stable run"
+    return np.array(best, dtype=np.int64), excluded
+
+
+def iteration_window(it: Iterations, rules: WindowRules) -> tuple[Window | None, str]:
+    """A window over the stable run of ``it``, or ``(None, reason)`` when fewer than
+    ``min_iterations`` usable iterations exist."""
+    kept, excluded = select_stable(it, rules)
+    if kept.size < rules.min_iterations:
+        return None, (f"{it.source}: only {kept.size} usable iteration(s) of {it.starts.size} "
+                      f"(need {rules.min_iterations})")
+    lengths = (it.ends - it.starts)[kept].astype(float)
+    mean = float(lengths.mean())
+    cv = float(lengths.std() / mean) if mean > 0 else 0.0
+    return Window(int(it.starts[kept[0]]), int(it.ends[kept[-1]]), it.source, False, iterations=int(kept.size),
+                  iteration_mean_ns=round(mean, 1), iteration_cv=round(cv, 4),
+                  excluded=tuple(sorted(excluded.items())),
+                  boundaries=tuple(int(x) for x in it.starts)), ""
+
+
+def choose_window(kernels: pd.DataFrame, nvtx: pd.DataFrame, rule: str = "auto", trim_s=None,
+                  rules: WindowRules = WindowRules()) -> Window:
+    """Apply the rules in order and return the first window that applies.
+
+    ``rule``: ``auto`` (nvtx → periodic → span), ``span``, or a strict ``nvtx``
+    / ``periodic`` that raises :class:`WindowError` (the abstention reason)
+    instead of falling back. An explicit ``trim_s`` always wins.
+    """
     if trim_s is not None:
         return trim_window(*trim_s)
-    if rule != "span":
-        raise WindowError(f"unknown window rule {rule!r} (known: span)")
-    return span_window(kernel_starts, kernel_ends)
+    if rule == "span":
+        return span_window(kernels["start"], kernels["end"])
+    if rule not in ("auto", "nvtx", "periodic"):
+        raise WindowError(f"unknown window rule {rule!r} (known: auto, span, nvtx, periodic)")
+    notes = []
+    detectors = {"nvtx": lambda: nvtx_iterations(nvtx, rules),
+                 "periodic": lambda: periodic_iterations(kernels, rules)}
+    for name in (("nvtx", "periodic") if rule == "auto" else (rule,)):
+        it = detectors[name]()
+        if it is None:
+            notes.append(f"{name}: no iterations found")
+            continue
+        win, why = iteration_window(it, rules)
+        if win is not None:
+            return win
+        notes.append(why)
+    if rule != "auto":
+        raise WindowError("abstained: " + "; ".join(notes))
+    return span_window(kernels["start"], kernels["end"], note="; ".join(notes))

@@ -1,0 +1,327 @@
+"""Loader checks on small synthetic exports (pipeline.synth.ExportWriter, real schema),
+plus one end-to-end analyse_gpu on a two-process, one-GPU export with hand-computed numbers."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import stat
+
+import pytest
+
+from pipeline.analyse import analyse_gpu
+from pipeline.config import AnalysisConfig, Config
+from pipeline.load import ProfileError, connect_readonly, gpu_trace, load_report
+from pipeline.synth import SCHEMA, ExportWriter
+
+MS = 1_000_000  # ns per ms
+#: The window is pinned to the span rule so the hand-computed numbers do not depend on iteration detection.
+SPAN = Config(analysis=AnalysisConfig(window="span"))
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def build(path, fill, **kw):
+    w = ExportWriter(str(path), **kw)
+    fill(w)
+    return w.close()
+
+
+def two_procs_one_gpu(w: ExportWriter):
+    """pids 100 and 200 both drive physical GPU 0 (uuid aaa) as their CUDA device 0;
+    pid 300 drives GPU 1 (uuid bbb). Both processes use stream number 7."""
+    w.gpu(0, H100, uuid="aaa", bus="0000:01:00.0")
+    w.gpu(1, H100, uuid="bbb", bus="0000:02:00.0")
+    w.cuda_device(0, 0, 100)
+    w.cuda_device(0, 0, 200)
+    w.cuda_device(1, 0, 300)
+    w.kernel(pid=100, device=0, stream=7, start=0, end=10 * MS, name="gemm_a")
+    w.kernel(pid=100, device=0, stream=7, start=30 * MS, end=40 * MS, name="gemm_b")
+    w.kernel(pid=200, device=0, stream=7, start=5 * MS, end=20 * MS, name="ncclKernel_AllReduce")
+    w.kernel(pid=200, device=0, stream=7, start=42 * MS, end=50 * MS, name="gemm_c")
+    w.memcpy(pid=200, device=0, stream=9, start=38 * MS, end=44 * MS)
+    w.runtime(pid=100, tid=101, start=12 * MS, end=28 * MS, name="cudaStreamSynchronize_v3020")
+    w.runtime(pid=200, tid=201, start=21 * MS, end=39 * MS, name="cudaMemcpyAsync_ptsz_v7000")
+    # a third process on ANOTHER GPU, synchronising over the whole time
+    w.kernel(pid=300, device=0, stream=7, start=0, end=50 * MS, name="other_gpu")
+    w.runtime(pid=300, tid=301, start=0, end=50 * MS, name="cudaDeviceSynchronize_v3020")
+
+
+def one_kernel(w: ExportWriter):
+    w.kernel(pid=10, device=0, stream=1, start=0, end=100, name="k")
+
+
+# ---------------------------------------------------------------- GPU identity
+
+def test_two_processes_one_gpu_share_a_key(tmp_path):
+    rep = load_report(build(tmp_path / "x.sqlite", two_procs_one_gpu))
+    assert rep.gpu_keys() == ["GPU-aaa", "GPU-bbb"]
+    t = gpu_trace(rep, "GPU-aaa")
+    assert t.pids == (100, 200)
+    assert t.gpu_model == H100
+    assert sorted(t.kernels["name"]) == ["gemm_a", "gemm_b", "gemm_c", "ncclKernel_AllReduce"]
+    # only the calls of pids 100 and 200; pid 300 drives the other GPU
+    assert sorted(t.runtime["pid"].tolist()) == [100, 200]
+    assert gpu_trace(rep, "GPU-bbb").pids == (300,)
+
+
+def test_without_gpu_tables_key_is_pid_and_device(tmp_path):
+    def fill(w):
+        w.kernel(pid=10, device=1, stream=7, start=0, end=100, name="a")
+        w.kernel(pid=20, device=1, stream=7, start=0, end=100, name="b")
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    # no TARGET_INFO_* tables: each (pid, deviceId) is its own GPU
+    assert rep.gpu_keys() == ["pid10/dev1", "pid20/dev1"]
+    assert gpu_trace(rep, "pid10/dev1").gpu_model == ""
+
+
+def test_cuda_device_uuid_without_gpu_id(tmp_path):
+    # TARGET_INFO_CUDA_DEVICE.gpuId is nullable; the uuid there still identifies the GPU
+    def fill(w):
+        w.cuda_device(None, 0, 100, uuid="ccc")
+        w.cuda_device(None, 1, 200, uuid="ccc")
+        w.kernel(pid=100, device=0, stream=7, start=0, end=100, name="a")
+        w.kernel(pid=200, device=1, stream=7, start=50, end=200, name="b")
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    assert rep.gpu_keys() == ["GPU-ccc"]
+    assert gpu_trace(rep, "GPU-ccc").pids == (100, 200)
+
+
+def test_bus_id_identifies_gpu_without_uuid(tmp_path):
+    def fill(w):
+        w.gpu(3, "NVIDIA A100-SXM4-80GB", bus="0000:81:00.0")
+        w.cuda_device(3, 0, 100)
+        w.cuda_device(3, 2, 200)
+        w.kernel(pid=100, device=0, stream=1, start=0, end=100, name="a")
+        w.kernel(pid=200, device=2, stream=1, start=0, end=100, name="b")
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    assert rep.gpu_keys() == ["bus-0000:81:00.0"]
+
+
+# ---------------------------------------------------------------- bad inputs
+
+def test_no_kernel_table(tmp_path):
+    def fill(w):
+        w.runtime(pid=10, tid=11, start=0, end=10, name="cudaMalloc_v3020")
+    path = build(tmp_path / "nokernels.sqlite", fill)
+    with pytest.raises(ProfileError) as exc:
+        load_report(path)
+    assert str(exc.value).startswith(path)
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in str(exc.value)
+
+
+def test_zero_kernel_rows(tmp_path):
+    def fill(w):
+        w.runtime(pid=10, tid=11, start=0, end=10, name="cudaMalloc_v3020")
+    path = build(tmp_path / "empty_kernels.sqlite", fill)
+    con = sqlite3.connect(path)  # the writer only creates tables with rows: add an empty one
+    con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({SCHEMA['CUPTI_ACTIVITY_KIND_KERNEL']})")
+    con.commit()
+    con.close()
+    with pytest.raises(ProfileError) as exc:
+        load_report(path)
+    assert str(exc.value).startswith(path)
+    assert "zero rows" in str(exc.value)
+
+
+def test_zero_byte_file(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(ProfileError) as exc:
+        load_report(str(path))
+    assert str(exc.value).startswith(str(path))
+
+
+def test_not_sqlite(tmp_path):
+    path = tmp_path / "notes.sqlite"
+    path.write_text("this is not a database\n" * 100)
+    with pytest.raises(ProfileError) as exc:
+        load_report(str(path))
+    assert str(exc.value).startswith(str(path))
+
+
+def test_sqlite_but_not_nsight(tmp_path):
+    path = str(tmp_path / "other.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+    con.execute("INSERT INTO customers VALUES (1, 'x')")
+    con.commit()
+    con.close()
+    with pytest.raises(ProfileError) as exc:
+        load_report(path)
+    assert str(exc.value).startswith(path)
+    assert "not an Nsight Systems export" in str(exc.value)
+
+
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.sqlite")
+    with pytest.raises(ProfileError) as exc:
+        load_report(path)
+    assert str(exc.value).startswith(path)
+
+
+def test_kernels_with_end_before_start_dropped_and_counted(tmp_path):
+    def fill(w):
+        w.kernel(pid=10, device=0, stream=1, start=0, end=10, name="ok1")
+        w.kernel(pid=10, device=0, stream=1, start=20, end=15, name="bad1")  # end < start
+        w.kernel(pid=10, device=0, stream=1, start=40, end=30, name="bad2")  # end < start
+        w.kernel(pid=10, device=0, stream=1, start=50, end=50, name="zero")  # zero length: kept
+        w.kernel(pid=10, device=0, stream=1, start=60, end=70, name="ok2")
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    assert rep.kernels["name"].tolist() == ["ok1", "zero", "ok2"]
+    assert len(rep.warnings) == 1 and "dropped 2 kernel rows" in rep.warnings[0]
+    assert any("dropped 2" in w for w in gpu_trace(rep, "pid10/dev0").warnings)
+
+
+# ---------------------------------------------------------------- read-only
+
+def test_loader_opens_read_only(tmp_path):
+    path = build(tmp_path / "x.sqlite", two_procs_one_gpu)
+    before_bytes = open(path, "rb").read()
+    before = os.stat(path)
+    listing = sorted(os.listdir(tmp_path))
+    load_report(path)
+    after = os.stat(path)
+    assert hashlib.sha256(open(path, "rb").read()).digest() == hashlib.sha256(before_bytes).digest()
+    assert after.st_mtime_ns == before.st_mtime_ns
+    assert after.st_size == before.st_size
+    assert sorted(os.listdir(tmp_path)) == listing  # no -journal / -wal / -shm left behind
+
+
+def test_loader_connection_cannot_write(tmp_path):
+    # the connection the loader uses refuses writes (root ignores file modes, SQLite does not)
+    path = build(tmp_path / "x.sqlite", one_kernel)
+    con = connect_readonly(path)
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            con.execute("CREATE TABLE scratch (a INTEGER)")
+    finally:
+        con.close()
+
+
+def test_read_only_copy_loads(tmp_path):
+    path = build(tmp_path / "x.sqlite", two_procs_one_gpu)
+    ro_dir = tmp_path / "ro"
+    ro_dir.mkdir()
+    ro = ro_dir / "x.sqlite"
+    shutil.copy(path, ro)
+    os.chmod(ro, 0o444)
+    os.chmod(ro_dir, 0o555)
+    try:
+        rep = load_report(str(ro))
+        assert rep.gpu_keys() == ["GPU-aaa", "GPU-bbb"]
+        assert stat.S_IMODE(os.stat(ro).st_mode) == 0o444
+    finally:
+        os.chmod(ro_dir, 0o755)
+
+
+# ---------------------------------------------------------------- decoding
+
+def test_global_tid_decoding(tmp_path):
+    def fill(w):
+        w.kernel(pid=4242, device=0, stream=1, start=0, end=100, name="k")
+        w.runtime(pid=4242, tid=4243, start=0, end=10, name="cudaLaunchKernel_v7000")
+        w.runtime(pid=0xABCDE, tid=0xFFFFF, start=5, end=10, name="cudaFree")
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    assert rep.kernels["pid"].tolist() == [4242]
+    rt = rep.runtime.sort_values("start")
+    # globalTid = (1 << 48) | (pid << 24) | tid  ->  pid, tid recovered exactly
+    assert rt[["pid", "tid"]].values.tolist() == [[4242, 4243], [0xABCDE, 0xFFFFF]]
+    assert rt["name"].tolist() == ["cudaLaunchKernel", "cudaFree"]
+
+
+def test_nvtx_text_and_text_id(tmp_path):
+    def fill(w):
+        one_kernel(w)
+        w.nvtx(pid=10, tid=11, start=0, end=50, text="Iteration 1")
+        w.nvtx(pid=10, tid=11, start=50, end=100, text="Iteration 2", registered=True)
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    n = rep.nvtx.sort_values("start")
+    assert n["text"].tolist() == ["Iteration 1", "Iteration 2"]
+    assert n[["pid", "tid"]].values.tolist() == [[10, 11], [10, 11]]
+
+
+def test_meta_data_export_and_older_name(tmp_path):
+    new = load_report(build(tmp_path / "new.sqlite", one_kernel, schema_version="3.25.0"))
+    assert new.meta["EXPORT_SCHEMA_VERSION"] == "3.25.0"
+    old = load_report(build(tmp_path / "old.sqlite", one_kernel, schema_version="2.7.1",
+                            meta_table="EXPORT_META_DATA"))
+    assert old.meta["EXPORT_SCHEMA_VERSION"] == "2.7.1"
+
+
+def test_diagnostics_read(tmp_path):
+    def fill(w):
+        one_kernel(w)
+        w.diagnostic(0, "Some events were lost", severity=2)
+        w.diagnostic(0, "just info", severity=1)
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    assert rep.diagnostics == ["Some events were lost"]
+
+
+# ---------------------------------------------------------------- end to end on one GPU
+
+def test_analyse_two_processes_one_gpu(tmp_path):
+    rep = load_report(build(tmp_path / "job.sqlite", two_procs_one_gpu))
+    cfg = SPAN
+    res = analyse_gpu(gpu_trace(rep, "GPU-aaa"), cfg, cfg.labels_for(rep.path))
+    row = res.row
+    # window = span of this GPU's kernels: 0 .. 50 ms (pid 300's kernel is on the other GPU)
+    assert (row["window_start_ns"], row["window_end_ns"], row["window_ns"]) == (0, 50 * MS, 50 * MS)
+    assert row["window_rule"] == "span"
+    # union over BOTH processes: [0,10) u [5,20) = [0,20) 20 ms; [30,40) 10 ms; [42,50) 8 ms -> 38 ms busy
+    assert row["busy_ns"] == 38 * MS
+    # idle = 50 - 38 = 12 ms: holes [20,30) and [40,42)
+    assert row["idle_ns"] == 12 * MS
+    assert row["idle_pct"] == pytest.approx(24.0)  # 12 / 50
+    # memcpy [38,44) minus kernels [30,40) [42,50) -> [40,42) = 2 ms copy-only; dark = 12 - 2 = 10 ms
+    assert row["copy_only_ns"] == 2 * MS
+    assert row["dark_ns"] == 10 * MS
+    assert row["kernel_count"] == 4
+    assert row["stream_count"] == 2  # stream 7 of pid 100 and stream 7 of pid 200
+    # per-stream gaps: pid 100: 30 - 10 = 20 ms; pid 200: 42 - 20 = 22 ms -> 2 gaps, 42 ms
+    assert (row["gap_count"], row["gap_total_ns"], row["max_gap_ns"]) == (2, 42 * MS, 22 * MS)
+    assert (row["gaps_5_50ms"], row["gaps_5_50ms_ns"], row["gaps_le_5ms"], row["gaps_gt_50ms"]) == \
+        (2, 42 * MS, 0, 0)
+    assert row["sliver_count"] == 0
+    # categories:
+    #  pid 100 gap [10,30): sync call [12,28) covers 16/20 = 0.8 -> sync (20 ms)
+    #  pid 200 gap [20,42): sync covers [20,28) = 8/22 < 0.5; memcpyAsync [21,39) u copy [38,44) = [21,42) 21/22 -> data
+    #  (the NCCL kernel before it would say comm, but data comes first) (22 ms)
+    assert (row["cat_sync_ns"], row["cat_data_ns"], row["cat_comm_ns"], row["cat_cpu_ns"]) == (20 * MS, 22 * MS, 0, 0)
+    assert row["cat_sync_pct"] == pytest.approx(40.0)  # 20 / 50
+    assert row["cat_data_pct"] == pytest.approx(44.0)  # 22 / 50
+    assert row["main_category"] == "data"
+    # copy [38,44) inside pid 200's gap [20,42): [38,42) = 4 ms
+    assert row["copy_overlap_ns"] == 4 * MS
+    # cost: H100 at $4/h, 0.24 x 4 x 730 = 700.8; Amdahl 1 / 0.76 = 1.315789... -> 1.3158
+    assert row["gpu_model"] == H100
+    assert row["rate_usd_per_hour"] == 4.0
+    assert row["idle_usd_per_month"] == pytest.approx(700.8)
+    assert row["amdahl_speedup"] == pytest.approx(1.3158)
+    assert row["pids"] == "100,200"
+
+    roster = res.roster
+    # longest first: pid 200's 22 ms gap, then pid 100's 20 ms gap
+    assert [(g["pid"], g["stream_id"], g["start_ns"], g["length_ns"]) for g in roster] == [
+        (200, 7, 20 * MS, 22 * MS), (100, 7, 10 * MS, 20 * MS)]
+    assert (roster[0]["kernel_before"], roster[0]["kernel_after"]) == ("ncclKernel_AllReduce", "gemm_c")
+    assert (roster[1]["kernel_before"], roster[1]["kernel_after"]) == ("gemm_a", "gemm_b")
+    assert [g["category"] for g in roster] == ["data", "sync"]
+    assert [g["copy_overlap_ns"] for g in roster] == [4 * MS, 0]
+    # attribution: only pids 100 and 200; pid 300's cudaDeviceSynchronize must not appear
+    #  gap [20,42): memcpyAsync [21,39) -> 18 ms; streamSync [12,28) -> [20,28) 8 ms
+    #  gap [10,30): streamSync [12,28) -> 16 ms; memcpyAsync [21,39) -> [21,30) 9 ms
+    assert roster[0]["attribution"] == [{"api": "cudaMemcpyAsync", "overlap_ns": 18 * MS},
+                                        {"api": "cudaStreamSynchronize", "overlap_ns": 8 * MS}]
+    assert roster[1]["attribution"] == [{"api": "cudaStreamSynchronize", "overlap_ns": 16 * MS},
+                                        {"api": "cudaMemcpyAsync", "overlap_ns": 9 * MS}]
+
+
+def test_analyse_other_gpu_is_separate(tmp_path):
+    rep = load_report(build(tmp_path / "job.sqlite", two_procs_one_gpu))
+    cfg = SPAN
+    row = analyse_gpu(gpu_trace(rep, "GPU-bbb"), cfg, cfg.labels_for(rep.path)).row
+    # pid 300's single kernel fills its span [0,50) ms: busy 50 ms, idle 0, no gaps
+    assert (row["busy_ns"], row["idle_ns"], row["gap_count"]) == (50 * MS, 0, 0)
+    assert row["pids"] == "300"
+    assert row["idle_usd_per_month"] == 0.0
