@@ -17,7 +17,9 @@ from .config import Config
 from .load import GpuTrace
 from .window import choose_window
 
-CATEGORIES = ("sync", "data", "comm", "cpu")
+#: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
+GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
+CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
 
 #: DIAGNOSTIC_EVENT texts that mean the trace itself is incomplete.
 LOST_EVENTS = re.compile(r"lost|dropp|overflow|discard", re.IGNORECASE)
@@ -31,7 +33,7 @@ class GpuResult:
     roster: list = field(default_factory=list)
 
 
-def _roster_records(top: pd.DataFrame) -> list[dict]:
+def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
     records = []
     for g in top.itertuples(index=False):
         records.append({
@@ -40,6 +42,7 @@ def _roster_records(top: pd.DataFrame) -> list[dict]:
             "kernel_before": str(g.kernel_before), "kernel_after": str(g.kernel_after),
             "category": str(g.category), "copy_overlap_ns": int(g.copy_ns),
             "sync_overlap_ns": int(g.sync_ns),
+            "nvtx_range": attribution.enclosing_range(nvtx, int(g.start)),
             "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
         })
     return records
@@ -66,7 +69,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     kw = gaps.kernels_in_window(k, w0, w1)
     gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
     copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
-    categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories)
+    categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries)
+    holes = gaps.device_holes(k["start"], k["end"], w0, w1)
+    device_slivers = holes[holes <= a.min_gap_ns]
 
     lengths = categorised["length"].to_numpy(np.int64)
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
@@ -87,6 +92,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
         "gpu_model": model or rate_model,
         "window_rule": win.rule, "untrimmed": win.untrimmed,
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
+        "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
+        "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
+        "window_note": win.note,
         "kernel_count": int(len(kw)),
         "stream_count": int(kw[["pid", "stream_id"]].drop_duplicates().shape[0]),
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
@@ -99,13 +107,21 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["sliver_count"] = int(slivers.size)
     row["sliver_total_ns"] = int(slivers.sum())
     row["copy_overlap_ns"] = int(categorised["copy_ns"].sum()) if len(categorised) else 0
+    row["device_sliver_count"] = int(device_slivers.size)
+    row["device_sliver_ns"] = int(device_slivers.sum())
+    # launch (per GPU): sub-threshold device-level holes make up most of the idle.
+    launch_bound = bool(dev.idle_ns > 0 and row["device_sliver_ns"] >= a.launch_min_share * dev.idle_ns
+                        and 100.0 * row["device_sliver_ns"] / dev.window_ns >= a.actionable_pct)
+    row["launch_bound"] = launch_bound
+    category_ns = {cat: int(lengths[(categorised["category"] == cat).to_numpy()].sum()) if lengths.size else 0
+                   for cat in GAP_CATEGORIES}
+    category_ns["launch"] = row["device_sliver_ns"] if launch_bound else 0
     for cat in CATEGORIES:
-        ns = int(lengths[(categorised["category"] == cat).to_numpy()].sum()) if lengths.size else 0
-        row[f"cat_{cat}_ns"] = ns
-        row[f"cat_{cat}_pct"] = round(100.0 * ns / dev.window_ns, 4) if dev.window_ns else 0.0
-    shares = {cat: row[f"cat_{cat}_ns"] for cat in CATEGORIES}
-    top = max(shares, key=lambda c: (shares[c], -CATEGORIES.index(c)))
-    row["main_category"] = top if shares[top] > 0 else ""
+        row[f"cat_{cat}_ns"] = category_ns[cat]
+        row[f"cat_{cat}_pct"] = round(100.0 * category_ns[cat] / dev.window_ns, 4) if dev.window_ns else 0.0
+    ranked = sorted(CATEGORIES, key=lambda c: (-category_ns[c], CATEGORIES.index(c)))
+    row["main_category"] = ranked[0] if category_ns[ranked[0]] > 0 else ""
+    row["actionable"] = ",".join(c for c in ranked if row[f"cat_{c}_pct"] >= a.actionable_pct)
     row["rate_model"] = rate_model
     row["rate_usd_per_hour"] = rate
     row["rate_source"] = rate_source
@@ -115,4 +131,4 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["warnings"] = "; ".join(warnings)
     row["status"] = "partial" if any(LOST_EVENTS.search(w) for w in warnings) else "ok"
     row["error"] = ""
-    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size)))
+    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx))

@@ -31,6 +31,10 @@ class CategoryRules:
     ``*_min_fraction``: the share of the gap a witness must cover (0..1).
     ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel
     name before the gap that marks it as a collective.
+    ``quiet_max_fraction``: the CUDA API side is "quiet" in a gap when all calls
+    together cover less than this share of it (``boundary``).
+    ``periodic_min_ns`` / ``periodic_min_factor``: a ``periodic`` candidate gap is
+    at least this long and this many times the median gap.
     """
 
     sync_apis: tuple = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
@@ -43,6 +47,9 @@ class CategoryRules:
     sync_min_fraction: float = 0.5
     data_min_fraction: float = 0.5
     collective_kernel: str = r"nccl|allreduce|allgather|reducescatter|all_to_all|alltoall|broadcast"
+    quiet_max_fraction: float = 0.5
+    periodic_min_ns: int = 50_000_000
+    periodic_min_factor: float = 5.0
 
 
 def summed_overlap(call_starts, call_ends, gap_starts, gap_ends) -> np.ndarray:
@@ -104,41 +111,102 @@ def coverage(starts, ends, gaps: pd.DataFrame) -> np.ndarray:
     return iv.overlap_with_each(gaps["start"].to_numpy(np.int64), gaps["end"].to_numpy(np.int64), us, ue)
 
 
+def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules) -> np.ndarray:
+    """Which gaps are rare, very large and recurring (checkpoint, evaluation, GC).
+
+    Candidates: gaps at least ``periodic_min_ns`` long and ``periodic_min_factor``
+    × the median gap length. They are ``periodic`` when there are at least two,
+    they are rare (no more than half the iterations hold one, when iterations are
+    known), and they recur regularly: every ``k >= 2`` iterations (each spacing in
+    iterations within ±1 of the median spacing) or, without iteration boundaries,
+    at inter-arrival times within ±25 % of their median.
+    """
+    g = iv.as_ns(gap_starts)
+    x = iv.as_ns(lengths)
+    mask = np.zeros(x.size, dtype=bool)
+    if x.size < 2:
+        return mask
+    cand = np.flatnonzero((x >= rules.periodic_min_ns) & (x >= rules.periodic_min_factor * np.median(x)))
+    if cand.size < 2:
+        return mask
+    order = cand[np.argsort(g[cand], kind="stable")]
+    bounds = np.asarray(boundaries, dtype=np.int64)
+    if bounds.size >= 2:
+        iteration = np.searchsorted(bounds, g[order], side="right")
+        steps = np.diff(np.unique(iteration))
+        if steps.size == 0 or np.unique(iteration).size > max(1, bounds.size // 2):
+            return mask
+        k = float(np.median(steps))
+        regular = k >= 2 and bool(np.all(np.abs(steps - k) <= 1))
+    else:
+        d = np.diff(g[order]).astype(float)
+        med = float(np.median(d))
+        regular = med > 0 and bool(np.all(np.abs(d - med) <= 0.25 * med))
+    if regular:
+        mask[order] = True
+    return mask
+
+
 def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
-               rules: CategoryRules) -> pd.DataFrame:
+               rules: CategoryRules, boundaries=()) -> pd.DataFrame:
     """Attribute and categorise every gap (not just the roster).
 
-    Adds columns: ``sync_ns`` (union of synchronising calls inside the gap),
-    ``data_ns`` (union of transfer/pinned-alloc calls and copy-engine work),
-    ``copy_ns`` (copy-engine work inside the gap), ``category`` and
-    ``attribution`` (``[(api_name, ns), ...]`` by summed overlapped time, largest first).
+    Args:
+        gaps: per-stream gaps (start, end, length ns; kernel_before, kernel_after).
+        runtime: CUDA runtime calls of the processes driving this GPU.
+        copies: this GPU's memcpy/memset rows.
+        rules: thresholds and API name lists.
+        boundaries: start times (ns) of detected iterations, for ``boundary`` and
+            ``periodic``; empty when the window rule found no iterations.
+    Returns:
+        ``gaps`` plus ``copy_ns`` (copy-engine work inside the gap), ``sync_ns``
+        (union of synchronising calls inside it), ``data_ns`` (union of
+        transfer/pinned-alloc calls and copy-engine work), ``cpu_api_ns`` (union of
+        all CUDA API calls inside it), ``category`` and ``attribution``
+        (``[(api_name, ns), ...]`` by summed overlapped time, largest first).
 
-    Category, first match wins (SPEC): ``sync`` if synchronising calls cover at
-    least ``sync_min_fraction`` of the gap; ``data`` if transfers, pinned
-    allocations or copy-engine work cover at least ``data_min_fraction``;
-    ``comm`` if the kernel before the gap is a collective; else ``cpu``.
+    Category, first match wins (SPEC "Category"):
+      ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap;
+      ``data``: transfers, pinned allocations or copy engines cover >= ``data_min_fraction``;
+      ``comm``: the kernel before the gap is a collective (``collective_kernel``);
+      ``boundary``: an iteration starts inside the gap (``g0 <= b <= g1``) and the
+      CUDA API side is quiet (all calls cover < ``quiet_max_fraction``), unless the
+      gap is one of the rare large recurring ones;
+      ``periodic``: :func:`periodic_mask`;
+      ``cpu``: nothing on the CUDA API side explains it.
+    (``launch`` is per GPU, not per gap: see :mod:`pipeline.analyse`.)
     """
     out = gaps.copy()
     n = len(out)
+    zeros = np.zeros(n, np.int64)
     length = out["length"].to_numpy(np.int64)
+    g0 = out["start"].to_numpy(np.int64)
+    g1 = out["end"].to_numpy(np.int64)
     copy_s = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     copy_e = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     sync_calls = runtime[runtime["name"].isin(rules.sync_apis)]
     data_calls = runtime[runtime["name"].isin(rules.data_apis)]
-    out["copy_ns"] = coverage(copy_s, copy_e, out) if n else np.zeros(0, np.int64)
-    out["sync_ns"] = coverage(sync_calls["start"], sync_calls["end"], out) if n else np.zeros(0, np.int64)
+    out["copy_ns"] = coverage(copy_s, copy_e, out) if n else zeros
+    out["sync_ns"] = coverage(sync_calls["start"], sync_calls["end"], out) if n else zeros
     out["data_ns"] = coverage(np.concatenate((data_calls["start"].to_numpy(np.int64), copy_s)),
-                              np.concatenate((data_calls["end"].to_numpy(np.int64), copy_e)), out) if n else \
-        np.zeros(0, np.int64)
+                              np.concatenate((data_calls["end"].to_numpy(np.int64), copy_e)), out) if n else zeros
+    out["cpu_api_ns"] = coverage(runtime["start"], runtime["end"], out) if n else zeros
     collective = re.compile(rules.collective_kernel, re.IGNORECASE)
-    is_comm = out["kernel_before"].map(lambda k: bool(collective.search(str(k)))).to_numpy(bool) if n else \
-        np.zeros(0, bool)
+    is_comm = np.array([bool(collective.search(str(k))) for k in out["kernel_before"]], dtype=bool)
+    bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
+    # An iteration boundary b lies in [g0, g1] when the first boundary >= g0 is <= g1.
+    first = np.searchsorted(bounds, g0, side="left")
+    at_boundary = (first < bounds.size) & (bounds[np.minimum(first, max(bounds.size - 1, 0))] <= g1) \
+        if bounds.size else np.zeros(n, bool)
+    periodic = periodic_mask(g0, length, bounds, rules)
     with np.errstate(divide="ignore", invalid="ignore"):
-        sync_frac = np.where(length > 0, out["sync_ns"].to_numpy() / length, 0.0)
-        data_frac = np.where(length > 0, out["data_ns"].to_numpy() / length, 0.0)
+        frac = {name: np.where(length > 0, out[col].to_numpy() / np.maximum(length, 1), 0.0)
+                for name, col in (("sync", "sync_ns"), ("data", "data_ns"), ("api", "cpu_api_ns"))}
+    quiet = frac["api"] < rules.quiet_max_fraction
     out["category"] = np.select(
-        [sync_frac >= rules.sync_min_fraction, data_frac >= rules.data_min_fraction, is_comm],
-        ["sync", "data", "comm"], default="cpu") if n else pd.Series(dtype=object)
+        [frac["sync"] >= rules.sync_min_fraction, frac["data"] >= rules.data_min_fraction, is_comm,
+         at_boundary & quiet & ~periodic, periodic],
+        ["sync", "data", "comm", "boundary", "periodic"], default="cpu") if n else pd.Series(dtype=object)
     out["attribution"] = attribution_lists(api_overlap_table(runtime, out))
     return out
 
@@ -153,3 +221,19 @@ def attribution_lists(table: pd.DataFrame) -> list:
         order = nz[np.argsort(-row[nz], kind="stable")]
         lists.append([(names[j], int(row[j])) for j in order])
     return lists
+
+
+def enclosing_range(nvtx: pd.DataFrame, t: int) -> str:
+    """Text of the innermost NVTX range containing time ``t`` (ns), or ``""``.
+
+    Innermost = the latest-starting range with ``start <= t < end`` (ties: the
+    shortest). ``nvtx``: start, end, text of the GPU's processes.
+    """
+    if nvtx.empty:
+        return ""
+    hit = nvtx[(nvtx["start"] <= t) & (nvtx["end"] > t)]
+    if hit.empty:
+        return ""
+    hit = hit.assign(length=hit["end"] - hit["start"]).sort_values(["start", "length"], ascending=[False, True],
+                                                                     kind="stable")
+    return str(hit.iloc[0]["text"])

@@ -11,6 +11,7 @@ from .config import ConfigError, load_config
 from .discover import discover
 from .fleet import write_outputs
 from .graph import open_client, run_graph
+from .report.medical import write_records
 
 #: Columns shown in the terminal (the files hold all of them).
 SHOWN = ["job", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
@@ -45,8 +46,9 @@ def main():
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="YAML config, layered over the defaults (repeatable).")
-@click.option("--window", type=click.Choice(["span"]), default=None,
-              help="Window rule: span = first kernel start to last kernel end of each GPU.")
+@click.option("--window", type=click.Choice(["auto", "span", "nvtx", "periodic"]), default=None,
+              help="Window rule. auto (default): NVTX iterations, else kernel periodicity, else span; "
+                   "span: first kernel start to last kernel end; nvtx/periodic: that rule only (abstain otherwise).")
 @click.option("--trim", nargs=2, type=float, default=None, metavar="START END",
               help="Explicit window in seconds on the report's clock (wins over --window).")
 @click.option("--min-gap-ns", type=click.IntRange(min=0), default=None,
@@ -71,13 +73,14 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     with open_client(cfg, scheduler, log=click.echo) as client:
         fleet, rosters = run_graph(client, paths, cfg, problems)
     written = write_outputs(out_dir, fleet, rosters)
+    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
     click.echo(format_fleet(fleet))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
     click.echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) analysed, "
                f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
     click.echo(f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
-               f"{written['gpus']}/")
+               f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
     sys.exit(1 if failed else 0)
 
 

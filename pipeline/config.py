@@ -68,7 +68,10 @@ class AnalysisConfig:
     """Thresholds. ``min_gap_ns``: per-stream gaps strictly longer than this are kept (ns).
     ``roster_size``: gaps in each GPU's roster. ``window``: ``span`` (first kernel start to last
     kernel end per GPU). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
-    ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged."""
+    ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
+    ``actionable_pct``: a category under this % of W is filed, not acted on.
+    ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
+    holes make up at least this share of its idle (and are actionable)."""
 
     min_gap_ns: int = 1_000_000
     roster_size: int = 20
@@ -76,6 +79,7 @@ class AnalysisConfig:
     trim_s: tuple | None = None
     straggler_spread_pct: float = 10.0
     actionable_pct: float = 2.0
+    launch_min_share: float = 0.5
 
 
 @dataclass(frozen=True)

@@ -26,17 +26,20 @@ import pyarrow.parquet as pq
 FLEET_COLUMNS = [
     "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
     "gpu_model", "window_rule", "untrimmed", "window_start_ns", "window_end_ns", "window_ns",
+    "iterations", "iteration_mean_ns", "iteration_cv", "excluded_iterations", "window_note",
     "kernel_count", "stream_count", "busy_ns", "idle_ns", "idle_pct", "copy_only_ns", "dark_ns",
     "gap_count", "gap_total_ns", "max_gap_ns", "gaps_le_5ms", "gaps_5_50ms", "gaps_gt_50ms",
     "gaps_le_5ms_ns", "gaps_5_50ms_ns", "gaps_gt_50ms_ns", "sliver_count", "sliver_total_ns",
-    "copy_overlap_ns", "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_cpu_ns",
-    "cat_sync_pct", "cat_data_pct", "cat_comm_pct", "cat_cpu_pct", "main_category",
+    "copy_overlap_ns", "device_sliver_count", "device_sliver_ns", "launch_bound",
+    "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_boundary_ns", "cat_periodic_ns", "cat_launch_ns", "cat_cpu_ns",
+    "cat_sync_pct", "cat_data_pct", "cat_comm_pct", "cat_boundary_pct", "cat_periodic_pct", "cat_launch_pct",
+    "cat_cpu_pct", "main_category", "actionable",
     "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "amdahl_speedup",
     "straggler", "warnings", "status", "error",
 ]
 INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
     "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
-    "gaps_gt_50ms", "sliver_count")]
+    "gaps_gt_50ms", "sliver_count", "device_sliver_count", "iterations")]
 
 
 def error_row(report: str, labels: dict, message: str) -> dict:
@@ -70,7 +73,8 @@ def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
     fleet = pd.DataFrame(rows).reindex(columns=FLEET_COLUMNS)
     for col in INT_COLUMNS:
         fleet[col] = pd.array(fleet[col], dtype="Int64")
-    fleet["straggler"] = fleet["straggler"].fillna(False).astype(bool)
+    for col in ("straggler", "launch_bound", "untrimmed"):
+        fleet[col] = fleet[col].astype(object).where(fleet[col].notna(), False).astype(bool)
     fleet = fleet.sort_values(["report", "gpu_key"], na_position="first", kind="stable").reset_index(drop=True)
     return flag_stragglers(fleet, spread_pct)
 
@@ -90,10 +94,13 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return out.sort_values(by, kind="stable").reset_index(drop=True)
 
 
+def slug(text: str) -> str:
+    """``text`` made safe as a file name part (at most 80 characters)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
+
+
 def gpu_json_name(report: str, gpu_key: str) -> str:
     """File name of one GPU's JSON: readable report and GPU parts plus a hash of both (no collisions)."""
-    def slug(text: str) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
     digest = hashlib.sha1(f"{report}\0{gpu_key}".encode("utf-8")).hexdigest()[:10]
     return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
 
@@ -136,6 +143,12 @@ def write_json(path: str, obj) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, default=_json_default, allow_nan=True)
         fh.write("\n")
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8), atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:

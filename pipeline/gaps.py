@@ -136,3 +136,17 @@ def roster(gaps: pd.DataFrame, top_n: int) -> pd.DataFrame:
     """
     return gaps.sort_values(["length", "start", "pid", "stream_id"], ascending=[False, True, True, True],
                             kind="stable").head(top_n).reset_index(drop=True)
+
+
+def device_holes(kernel_starts, kernel_ends, w0: int, w1: int) -> np.ndarray:
+    """Lengths (ns) of the device-level idle holes in W: the complement of the
+    kernel union, edges included. They sum to ``DeviceIdle.idle_ns``.
+
+    Used for ``launch``: idle made of many sub-threshold slivers means the CPU
+    cannot issue kernels fast enough.
+    """
+    ks, ke = iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
+    hole_starts = np.concatenate(([w0], ke)).astype(np.int64)
+    hole_ends = np.concatenate((ks, [w1])).astype(np.int64)
+    lengths = hole_ends - hole_starts
+    return lengths[lengths > 0]

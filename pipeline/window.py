@@ -60,7 +60,7 @@ class Window:
     rule: str
     untrimmed: bool
     iterations: int = 0
-    iteration_mean_ns: float = 0.0
+    iteration_mean_ns: int = 0
     iteration_cv: float = 0.0
     excluded: tuple = ()
     boundaries: tuple = ()
@@ -220,7 +220,7 @@ def iteration_window(it: Iterations, rules: WindowRules) -> tuple[Window | None,
     mean = float(lengths.mean())
     cv = float(lengths.std() / mean) if mean > 0 else 0.0
     return Window(int(it.starts[kept[0]]), int(it.ends[kept[-1]]), it.source, False, iterations=int(kept.size),
-                  iteration_mean_ns=round(mean, 1), iteration_cv=round(cv, 4),
+                  iteration_mean_ns=int(round(mean)), iteration_cv=round(cv, 4),
                   excluded=tuple(sorted(excluded.items())),
                   boundaries=tuple(int(x) for x in it.starts)), ""
 

@@ -1,0 +1,1 @@
+"""Rendering for people: Markdown medical-record pages (and later HTML). No analysis here."""
