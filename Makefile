@@ -10,7 +10,7 @@ EXAMPLES := examples/fleet
 OUT ?= out/example
 PYTEST_ARGS ?=
 
-.PHONY: setup run examples test clean
+.PHONY: setup run examples test clean nsys
 
 setup: $(STAMP)
 
@@ -24,10 +24,15 @@ examples: $(STAMP)
 	$(BIN)/gpu-idle synth --example $(EXAMPLES)
 
 run: examples
-	$(BIN)/gpu-idle run $(EXAMPLES) --out $(OUT) --config configs/example.yaml
+	$(BIN)/gpu-idle run $(EXAMPLES) --out $(OUT) --config $(EXAMPLES)/labels.yaml
 
-test: $(STAMP)
+test: $(STAMP) nsys
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# A real Nsight Systems CLI (Debian's non-free nsight-systems 2022.4) unpacked into
+# tools/nsys/ for the export tests; no GPU needed, the system's apt setup untouched.
+nsys:
+	bash scripts/install_nsys.sh
 
 clean:
 	rm -rf $(VENV) out $(EXAMPLES) .pytest_cache *.egg-info

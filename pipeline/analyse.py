@@ -35,14 +35,15 @@ class GpuResult:
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
     records = []
-    for g in top.itertuples(index=False):
+    ranges = attribution.enclosing_ranges(nvtx, top["start"])
+    for g, nvtx_range in zip(top.itertuples(index=False), ranges):
         records.append({
             "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
             "length_ns": int(g.length), "end_ns": int(g.end),
             "kernel_before": str(g.kernel_before), "kernel_after": str(g.kernel_after),
             "category": str(g.category), "copy_overlap_ns": int(g.copy_ns),
             "sync_overlap_ns": int(g.sync_ns),
-            "nvtx_range": attribution.enclosing_range(nvtx, int(g.start)),
+            "nvtx_range": nvtx_range,
             "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
         })
     return records

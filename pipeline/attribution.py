@@ -223,17 +223,23 @@ def attribution_lists(table: pd.DataFrame) -> list:
     return lists
 
 
-def enclosing_range(nvtx: pd.DataFrame, t: int) -> str:
-    """Text of the innermost NVTX range containing time ``t`` (ns), or ``""``.
+def enclosing_ranges(nvtx: pd.DataFrame, times) -> list[str]:
+    """For each time ``t`` (ns), the text of the innermost NVTX range containing it, or ``""``.
 
     Innermost = the latest-starting range with ``start <= t < end`` (ties: the
-    shortest). ``nvtx``: start, end, text of the GPU's processes.
+    shortest). ``nvtx``: start, end, text of the GPU's processes. ``O(len(times) × ranges)``
+    numpy work: meant for the roster, not for every gap.
     """
-    if nvtx.empty:
-        return ""
-    hit = nvtx[(nvtx["start"] <= t) & (nvtx["end"] > t)]
-    if hit.empty:
-        return ""
-    hit = hit.assign(length=hit["end"] - hit["start"]).sort_values(["start", "length"], ascending=[False, True],
-                                                                     kind="stable")
-    return str(hit.iloc[0]["text"])
+    times = [int(t) for t in times]
+    if nvtx.empty or not times:
+        return [""] * len(times)
+    starts = nvtx["start"].to_numpy(np.int64)
+    ends = nvtx["end"].to_numpy(np.int64)
+    texts = nvtx["text"].to_numpy(object)
+    order = np.lexsort((ends - starts, -starts))  # latest start first, then shortest
+    starts, ends, texts = starts[order], ends[order], texts[order]
+    out = []
+    for t in times:
+        hit = np.flatnonzero((starts <= t) & (ends > t))
+        out.append(str(texts[hit[0]]) if hit.size else "")
+    return out

@@ -84,5 +84,30 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     sys.exit(1 if failed else 0)
 
 
+@main.command()
+@click.option("--example", "example_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the built-in example fleet (reports, truths, labels.yaml) into this folder.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="Write one synthetic training export to this .sqlite file.")
+@click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True, help="Ranks, one GPU each.")
+@click.option("--iterations", type=click.IntRange(min=1), default=12, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--profile", type=click.Choice(["balanced", "data-bound", "comm-heavy"]), default="balanced",
+              show_default=True, help="Which planted gaps dominate.")
+def synth(example_dir, out_path, gpus, iterations, seed, profile):
+    """Generate deterministic exports in the real Nsight Systems schema, with planted gaps
+    and their truth (``<file>.truth.json``)."""
+    from .synth import generate_training_report, make_example_fleet
+
+    if bool(example_dir) == bool(out_path):
+        raise click.UsageError("give exactly one of --example DIR or --out FILE.sqlite")
+    if example_dir:
+        paths = make_example_fleet(example_dir)
+        click.echo(f"example fleet: {len(paths)} report(s) in {example_dir} (labels: {example_dir}/labels.yaml)")
+        return
+    generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
+    click.echo(f"wrote {out_path} and {out_path}.truth.json")
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,195 @@
+"""The example-fleet generator: what it plants is exactly what the analysis finds.
+
+``pipeline.synth.generate_training_report`` writes an export and a truth JSON
+computed from its own plan in plain Python; these tests run the real per-GPU
+analysis (load_report -> gpu_trace -> analyse_gpu) and compare number for number.
+The roster size is raised so that the roster lists every gap above the threshold.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sqlite3
+
+import pytest
+
+from pipeline import synth
+from pipeline.analyse import analyse_gpu
+from pipeline.config import Config
+from pipeline.fleet import build_fleet
+from pipeline.load import gpu_trace, load_report
+
+LABELS = {"cluster": "c", "job": "j"}
+SMALL = {"gpus": 4, "iterations": 8, "seed": 7}
+
+
+def config(**analysis) -> Config:
+    """``Config()`` with a roster long enough to hold every gap, plus ``analysis`` overrides."""
+    cfg = Config()
+    return dataclasses.replace(cfg, analysis=dataclasses.replace(cfg.analysis, roster_size=1_000_000, **analysis))
+
+
+def analyse(path, cfg: Config) -> dict:
+    """pid -> (GpuTrace, GpuResult) for every GPU of the report."""
+    report = load_report(str(path))
+    out = {}
+    for key in report.gpu_keys():
+        trace = gpu_trace(report, key)
+        out[trace.pids[0]] = (trace, analyse_gpu(trace, cfg, LABELS))
+    return out
+
+
+def read_truth(report_path) -> dict:
+    with open(synth.truth_path(report_path), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def gap_set(gaps) -> list[tuple]:
+    return sorted((g["stream_id"], g["start_ns"], g["length_ns"], g["category"]) for g in gaps)
+
+
+def assert_matches(truth: dict, results: dict, window: str) -> None:
+    """Every expected number equal, every gap found with its category and nothing else above 1 ms."""
+    assert sorted(results) == sorted(g["pid"] for g in truth["gpus"])
+    for gpu in truth["gpus"]:
+        want = gpu["windows"][window]
+        _, res = results[gpu["pid"]]
+        row = res.row
+        assert row["status"] == "ok", row["warnings"]
+        assert row["window_rule"] == window
+        assert {k: row[k] for k in want["expected"]} == want["expected"], f"pid {gpu['pid']}"
+        assert row["gap_count"] == len(res.roster)
+        found = gap_set(res.roster)
+        assert found == gap_set(want["gaps"]), f"pid {gpu['pid']}"
+        inside = [g for g in gpu["planted"]
+                  if row["window_start_ns"] <= g["start_ns"] and g["end_ns"] <= row["window_end_ns"]]
+        assert inside and set(gap_set(inside)) <= set(found)
+        compute_gaps = [g for g in res.roster if g["stream_id"] == synth.COMPUTE_STREAM]
+        assert gap_set(compute_gaps) == gap_set(inside)
+
+
+@pytest.fixture(scope="module")
+def no_checkpoint(tmp_path_factory):
+    """A small balanced report without checkpoint: (path, truth)."""
+    path = str(tmp_path_factory.mktemp("synth") / "train.sqlite")
+    return path, synth.generate_training_report(path, checkpoint_iteration=None, **SMALL)
+
+
+@pytest.fixture(scope="module")
+def with_checkpoint(tmp_path_factory):
+    """The same small report with the default checkpoint iteration: (path, truth)."""
+    path = str(tmp_path_factory.mktemp("synth") / "train.sqlite")
+    return path, synth.generate_training_report(path, **SMALL)
+
+
+def test_span_window_matches_truth_exactly(no_checkpoint):
+    path, truth = no_checkpoint
+    assert_matches(truth, analyse(path, config(window="span")), "span")
+    planted = [g for gpu in truth["gpus"] for g in gpu["planted"]]
+    assert {g["category"] for g in planted} == {"sync", "data", "comm", "cpu"}
+    assert {g["kind"] for g in planted} == {"sync", "data", "comm", "cpu", "warmup", "straggler"}
+
+
+def test_nvtx_window_drops_warmup_and_checkpoint(with_checkpoint):
+    path, truth = with_checkpoint
+    assert_matches(truth, analyse(path, config(window="auto")), "nvtx")
+    for gpu in truth["gpus"]:
+        nvtx = gpu["windows"]["nvtx"]
+        kinds = {gpu["iterations"][i]["kind"] for i in nvtx["iterations"]}
+        assert kinds == {"steady"} and nvtx["expected"]["iterations"] == len(nvtx["iterations"]) >= 3
+        assert {g["kind"] for g in gpu["windows"]["span"]["gaps"]} >= {"warmup", "checkpoint"}
+        assert not {g["kind"] for g in nvtx["gaps"]} & {"warmup", "checkpoint"}
+
+
+def test_truth_json_is_the_returned_truth(with_checkpoint):
+    path, truth = with_checkpoint
+    assert read_truth(path) == truth
+
+
+def test_gpus_are_named_one_per_process(with_checkpoint):
+    path, truth = with_checkpoint
+    results = analyse(path, config())
+    uuids = set()
+    for gpu in truth["gpus"]:
+        trace, res = results[gpu["pid"]]
+        assert trace.device_ids == (0,) and trace.gpu_model == "NVIDIA H100 80GB HBM3"
+        assert gpu["uuid"] in trace.gpu_key
+        uuids.add(gpu["uuid"])
+    assert len(uuids) == len(truth["gpus"])
+
+
+def test_unnamed_gpus_write_no_gpu_tables(tmp_path):
+    path = str(tmp_path / "anon.sqlite")
+    truth = synth.generate_training_report(path, gpus=2, iterations=4, seed=3, name_gpus=False,
+                                           checkpoint_iteration=None)
+    with sqlite3.connect(path) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert not tables & {"TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE"}
+    results = analyse(path, config(window="span"))
+    assert all(trace.gpu_model == "" for trace, _ in results.values())
+    assert_matches(truth, results, "span")
+
+
+def test_straggler_is_the_flagged_gpu(with_checkpoint):
+    path, truth = with_checkpoint
+    rows = [res.row for _, res in analyse(path, config(window="auto")).values()]
+    fleet = build_fleet(rows, Config().analysis.straggler_spread_pct)
+    assert fleet.loc[fleet["straggler"], "pid"].tolist() == [truth["straggler_pid"]]
+
+
+@pytest.mark.xfail(strict=True, reason="attribution.periodic_mask counts one checkpoint seen on two streams "
+                                       "as a recurring (periodic) gap")
+def test_single_checkpoint_is_not_periodic(with_checkpoint):
+    path, truth = with_checkpoint
+    assert_matches(truth, analyse(path, config(window="span")), "span")
+
+
+def test_same_seed_same_bytes_other_seed_other_data(tmp_path):
+    paths = [str(tmp_path / d / "r.sqlite") for d in ("a", "b", "c")]
+    for p, seed in zip(paths, (5, 5, 6)):
+        os.makedirs(os.path.dirname(p))
+        synth.generate_training_report(p, gpus=2, iterations=5, seed=seed)
+
+    a, b, c = (snapshot(tmp_path / d) for d in ("a", "b", "c"))
+    assert a == b and set(a) == {"r.sqlite", "r.sqlite.truth.json"}
+    assert a["r.sqlite"] != c["r.sqlite"]
+
+
+def test_bad_options_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown profile"):
+        synth.generate_training_report(str(tmp_path / "x.sqlite"), profile="nope")
+    with pytest.raises(ValueError, match="straggler_rank"):
+        synth.generate_training_report(str(tmp_path / "x.sqlite"), gpus=2, straggler_rank=2)
+    with pytest.raises(ValueError, match="checkpoint_iteration"):
+        synth.generate_training_report(str(tmp_path / "x.sqlite"), iterations=4, checkpoint_iteration=0)
+
+
+def snapshot(folder) -> dict:
+    """File name -> sha256 of every file in ``folder``."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_example_fleet(tmp_path):
+    out = tmp_path / "fleet"
+    paths = synth.make_example_fleet(str(out))
+    first = snapshot(out)
+    assert synth.make_example_fleet(str(out)) == paths
+    assert snapshot(out) == first   # idempotent, byte for byte
+    assert 3 <= len(paths) <= 4 and sum(os.path.getsize(p) for p in paths) < 20 * 2 ** 20
+
+    truths = {p: read_truth(p) for p in paths}
+    assert {t["params"]["profile"] for t in truths.values()} == {"balanced", "data-bound", "comm-heavy"}
+    assert all(2 <= t["params"]["gpus"] <= 8 for t in truths.values())
+    assert any(t["straggler_pid"] for t in truths.values())
+    for path, truth in truths.items():   # status ok on every GPU, every number as planted
+        assert_matches(truth, analyse(path, config(window="auto")), "nvtx")
+
+    def planted_share(profile, category):
+        gaps = [g for t in truths.values() if t["params"]["profile"] == profile
+                for gpu in t["gpus"] for g in gpu["planted"] if g["kind"] == g["category"]]
+        return sum(g["category"] == category for g in gaps) / len(gaps)
+
+    assert planted_share("data-bound", "data") > 0.5
+    assert planted_share("comm-heavy", "comm") > 0.5
