@@ -73,6 +73,10 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries)
     holes = gaps.device_holes(k["start"], k["end"], w0, w1)
     device_slivers = holes[holes <= a.min_gap_ns]
+    # Category shares come from device-level holes (time when no stream runs a kernel), so they
+    # add up to at most the device idle and read as % of W; the per-stream roster is for fixing.
+    device_categorised = attribution.categorise(gaps.device_gaps(kw, w0, w1, a.min_gap_ns), trace.runtime,
+                                                copies_in, cfg.categories, win.boundaries)
 
     lengths = categorised["length"].to_numpy(np.int64)
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
@@ -114,8 +118,11 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     launch_bound = bool(dev.idle_ns > 0 and row["device_sliver_ns"] >= a.launch_min_share * dev.idle_ns
                         and 100.0 * row["device_sliver_ns"] / dev.window_ns >= a.actionable_pct)
     row["launch_bound"] = launch_bound
-    category_ns = {cat: int(lengths[(categorised["category"] == cat).to_numpy()].sum()) if lengths.size else 0
-                   for cat in GAP_CATEGORIES}
+    device_lengths = device_categorised["length"].to_numpy(np.int64)
+    device_cats = device_categorised["category"].to_numpy(object)
+    category_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in GAP_CATEGORIES}
+    row["device_gap_count"] = int(device_lengths.size)
+    row["device_gap_ns"] = int(device_lengths.sum())
     category_ns["launch"] = row["device_sliver_ns"] if launch_bound else 0
     for cat in CATEGORIES:
         row[f"cat_{cat}_ns"] = category_ns[cat]

@@ -111,39 +111,47 @@ def coverage(starts, ends, gaps: pd.DataFrame) -> np.ndarray:
     return iv.overlap_with_each(gaps["start"].to_numpy(np.int64), gaps["end"].to_numpy(np.int64), us, ue)
 
 
-def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules) -> np.ndarray:
+def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligible=None) -> np.ndarray:
     """Which gaps are rare, very large and recurring (checkpoint, evaluation, GC).
 
-    Candidates: gaps at least ``periodic_min_ns`` long and ``periodic_min_factor``
-    × the median gap length. They are ``periodic`` when there are at least two,
-    they are rare (no more than half the iterations hold one, when iterations are
-    known), and they recur regularly: every ``k >= 2`` iterations (each spacing in
-    iterations within ±1 of the median spacing) or, without iteration boundaries,
-    at inter-arrival times within ±25 % of their median.
+    Candidates: ``eligible`` gaps (default: all; the caller passes those not
+    already explained as sync, data or comm) at least ``periodic_min_ns`` long
+    and ``periodic_min_factor`` × the median gap length. Overlapping candidates
+    (one checkpoint seen on several streams) form one *event*. Events are
+    ``periodic`` when they are rare and recur regularly: with iteration
+    boundaries, at least two events, in no more than half the iterations, every
+    ``k >= 2`` iterations (each spacing within ±1 of the median spacing);
+    without boundaries, at least three events whose start spacings lie within
+    ±25 % of their median (two events give one spacing, which proves nothing).
     """
     g = iv.as_ns(gap_starts)
     x = iv.as_ns(lengths)
     mask = np.zeros(x.size, dtype=bool)
     if x.size < 2:
         return mask
-    cand = np.flatnonzero((x >= rules.periodic_min_ns) & (x >= rules.periodic_min_factor * np.median(x)))
+    ok = np.ones(x.size, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    cand = np.flatnonzero(ok & (x >= rules.periodic_min_ns) & (x >= rules.periodic_min_factor * np.median(x)))
     if cand.size < 2:
         return mask
-    order = cand[np.argsort(g[cand], kind="stable")]
+    event_starts, _ = iv.union(g[cand], g[cand] + x[cand])
+    if event_starts.size < 2:
+        return mask
     bounds = np.asarray(boundaries, dtype=np.int64)
     if bounds.size >= 2:
-        iteration = np.searchsorted(bounds, g[order], side="right")
-        steps = np.diff(np.unique(iteration))
-        if steps.size == 0 or np.unique(iteration).size > max(1, bounds.size // 2):
+        iteration = np.unique(np.searchsorted(bounds, event_starts, side="right"))
+        steps = np.diff(iteration)
+        if steps.size == 0 or iteration.size > max(1, bounds.size // 2):
             return mask
         k = float(np.median(steps))
         regular = k >= 2 and bool(np.all(np.abs(steps - k) <= 1))
     else:
-        d = np.diff(g[order]).astype(float)
+        if event_starts.size < 3:
+            return mask
+        d = np.diff(event_starts).astype(float)
         med = float(np.median(d))
         regular = med > 0 and bool(np.all(np.abs(d - med) <= 0.25 * med))
     if regular:
-        mask[order] = True
+        mask[cand] = True
     return mask
 
 
@@ -198,10 +206,11 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     first = np.searchsorted(bounds, g0, side="left")
     at_boundary = (first < bounds.size) & (bounds[np.minimum(first, max(bounds.size - 1, 0))] <= g1) \
         if bounds.size else np.zeros(n, bool)
-    periodic = periodic_mask(g0, length, bounds, rules)
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = {name: np.where(length > 0, out[col].to_numpy() / np.maximum(length, 1), 0.0)
                 for name, col in (("sync", "sync_ns"), ("data", "data_ns"), ("api", "cpu_api_ns"))}
+    explained = (frac["sync"] >= rules.sync_min_fraction) | (frac["data"] >= rules.data_min_fraction) | is_comm
+    periodic = periodic_mask(g0, length, bounds, rules, eligible=~explained)
     quiet = frac["api"] < rules.quiet_max_fraction
     out["category"] = np.select(
         [frac["sync"] >= rules.sync_min_fraction, frac["data"] >= rules.data_min_fraction, is_comm,

@@ -66,8 +66,8 @@ class LabelRule:
 @dataclass(frozen=True)
 class AnalysisConfig:
     """Thresholds. ``min_gap_ns``: per-stream gaps strictly longer than this are kept (ns).
-    ``roster_size``: gaps in each GPU's roster. ``window``: ``span`` (first kernel start to last
-    kernel end per GPU). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
+    ``roster_size``: gaps in each GPU's roster. ``window``: ``auto`` (NVTX iterations, else kernel
+    periodicity, else span), ``span``, ``nvtx`` or ``periodic`` (see :mod:`pipeline.window`). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
     ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
     ``actionable_pct``: a category under this % of W is filed, not acted on.
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
@@ -75,7 +75,7 @@ class AnalysisConfig:
 
     min_gap_ns: int = 1_000_000
     roster_size: int = 20
-    window: str = "span"
+    window: str = "auto"
     trim_s: tuple | None = None
     straggler_spread_pct: float = 10.0
     actionable_pct: float = 2.0
@@ -94,6 +94,17 @@ class DaskConfig:
 
 
 @dataclass(frozen=True)
+class ExportConfig:
+    """The ``.nsys-rep`` -> SQLite export stage. ``nsys``: path of the NVIDIA CLI (``None``: ``GPU_IDLE_NSYS``,
+    then ``PATH``, then the repo's ``tools/nsys``); ``cache_dir``: where exports are kept, keyed by the report's
+    content hash (``None``: ``~/.cache/gpu-idle/exports``); ``timeout_s``: seconds one export may take."""
+
+    nsys: str | None = None
+    cache_dir: str | None = None
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
 class Config:
     analysis: AnalysisConfig = AnalysisConfig()
     categories: CategoryRules = CategoryRules()
@@ -101,6 +112,7 @@ class Config:
     cost: CostConfig = CostConfig()
     labels: tuple = ()
     dask: DaskConfig = DaskConfig()
+    export: ExportConfig = ExportConfig()
 
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
@@ -153,7 +165,7 @@ def _build(cls, data: dict, where: str):
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping. Raises :class:`ConfigError`."""
     data = data or {}
-    allowed = {"analysis", "categories", "window", "cost", "labels", "dask"}
+    allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -168,6 +180,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         cost=_build(CostConfig, cost, f"{where}: cost"),
         labels=labels,
         dask=_build(DaskConfig, data.get("dask"), f"{where}: dask"),
+        export=_build(ExportConfig, data.get("export"), f"{where}: export"),
     )
 
 

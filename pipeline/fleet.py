@@ -30,7 +30,8 @@ FLEET_COLUMNS = [
     "kernel_count", "stream_count", "busy_ns", "idle_ns", "idle_pct", "copy_only_ns", "dark_ns",
     "gap_count", "gap_total_ns", "max_gap_ns", "gaps_le_5ms", "gaps_5_50ms", "gaps_gt_50ms",
     "gaps_le_5ms_ns", "gaps_5_50ms_ns", "gaps_gt_50ms_ns", "sliver_count", "sliver_total_ns",
-    "copy_overlap_ns", "device_sliver_count", "device_sliver_ns", "launch_bound",
+    "copy_overlap_ns", "device_gap_count", "device_gap_ns", "device_sliver_count", "device_sliver_ns",
+    "launch_bound",
     "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_boundary_ns", "cat_periodic_ns", "cat_launch_ns", "cat_cpu_ns",
     "cat_sync_pct", "cat_data_pct", "cat_comm_pct", "cat_boundary_pct", "cat_periodic_pct", "cat_launch_pct",
     "cat_cpu_pct", "main_category", "actionable",
@@ -39,7 +40,7 @@ FLEET_COLUMNS = [
 ]
 INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
     "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
-    "gaps_gt_50ms", "sliver_count", "device_sliver_count", "iterations")]
+    "gaps_gt_50ms", "sliver_count", "device_gap_count", "device_sliver_count", "iterations")]
 
 
 def error_row(report: str, labels: dict, message: str) -> dict:

@@ -150,3 +150,52 @@ def device_holes(kernel_starts, kernel_ends, w0: int, w1: int) -> np.ndarray:
     hole_ends = np.concatenate((ks, [w1])).astype(np.int64)
     lengths = hole_ends - hole_starts
     return lengths[lengths > 0]
+
+
+#: Stand-ins for the kernel before/after a device gap that touches an edge of W.
+WINDOW_START = "(window start)"
+WINDOW_END = "(window end)"
+
+
+def device_gaps(kernels: pd.DataFrame, w0: int, w1: int, min_gap_ns: int) -> pd.DataFrame:
+    """Device-level idle holes longer than ``min_gap_ns`` as gap rows.
+
+    The vertical cut: all streams of all processes on the GPU merged, so a hole
+    is time when no kernel runs at all. Rows look like :func:`stream_gaps` rows
+    (pid and stream_id are -1); holes at the edges of W name
+    :data:`WINDOW_START` / :data:`WINDOW_END` instead of a kernel. Together with
+    the sub-threshold holes of :func:`device_holes` they add up to the
+    device-level idle. These rows carry the category shares (% of W).
+
+    ``kernels``: output of :func:`kernels_in_window` (clipped to W).
+    """
+    # Zero-length kernels cover nothing; dropping them keeps device gaps + device slivers == idle
+    # (the holes of :func:`device_holes`).
+    merged = kernels[kernels["end"] > kernels["start"]].sort_values(["start", "end", "correlation_id"],
+                                                                     kind="stable")
+    s = merged["start"].to_numpy(np.int64)
+    e = merged["end"].to_numpy(np.int64)
+    names = merged["name"].to_numpy(object)
+    starts, lengths, before, after = [], [], [], []
+    if s.size == 0:
+        if w1 - w0 > min_gap_ns:
+            starts, lengths, before, after = [w0], [w1 - w0], [WINDOW_START], [WINDOW_END]
+    else:
+        if s[0] - w0 > min_gap_ns:
+            starts.append(w0), lengths.append(int(s[0] - w0)), before.append(WINDOW_START), after.append(names[0])
+        g_start, g_len, idx_after = iv.stream_gaps(s, e, min_gap_ns)
+        idx_before = iv.latest_end_index(e)[idx_after - 1] if idx_after.size else idx_after
+        starts.extend(g_start.tolist()), lengths.extend(g_len.tolist())
+        before.extend(names[idx_before].tolist()), after.extend(names[idx_after].tolist())
+        last_end = int(e.max())
+        if w1 - last_end > min_gap_ns:
+            starts.append(last_end), lengths.append(w1 - last_end)
+            before.append(names[int(iv.latest_end_index(e)[-1])]), after.append(WINDOW_END)
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    return pd.DataFrame({
+        "pid": np.full(starts.size, -1, np.int64), "stream_id": np.full(starts.size, -1, np.int64),
+        "start": starts[order], "length": lengths[order], "end": (starts + lengths)[order],
+        "kernel_before": np.asarray(before, dtype=object)[order], "kernel_after": np.asarray(after, dtype=object)[order],
+    })

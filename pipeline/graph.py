@@ -18,14 +18,27 @@ import os
 from distributed import Client, LocalCluster, as_completed
 
 from .analyse import GpuResult, analyse_gpu
-from .config import Config
+from .config import Config, ExportConfig
+from .export import export_report
 from .fleet import build_fleet, error_row
 from .load import ProfileError, Report, gpu_trace, load_report
 
 
-def load_task(path: str) -> Report:
-    """Load one report. Raises :class:`ProfileError` with the file and cause."""
-    return load_report(path)
+def load_task(path: str, export_cfg: ExportConfig) -> Report:
+    """Export (``.nsys-rep`` only, cached by content) and load one report.
+
+    The report keeps the path the user gave. Raises :class:`ProfileError` (or
+    :class:`~pipeline.export.ExportError`) naming that path and the cause.
+    """
+    sqlite_path = export_report(path, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
+    if sqlite_path == path:
+        return load_report(path)
+    try:
+        report = load_report(sqlite_path)
+    except ProfileError as exc:
+        raise ProfileError(f"{path}: (exported to {sqlite_path}) {exc}") from exc
+    report.path = path
+    return report
 
 
 def gpu_keys_task(report: Report) -> list[str]:
@@ -70,7 +83,7 @@ def run_graph(client: Client, paths: list[str], cfg: Config, problems=()) -> tup
     loads, keys_futures = {}, {}
     for path in paths:
         name = f"{os.path.basename(path)}-{_token(path)}-{run}"
-        loads[path] = client.submit(load_task, path, key=f"load-{name}", pure=False)
+        loads[path] = client.submit(load_task, path, cfg.export, key=f"load-{name}", pure=False)
         keys_futures[client.submit(gpu_keys_task, loads[path], key=f"gpus-{name}", pure=False)] = (path, name)
     analyses = []
     for fut in as_completed(list(keys_futures)):

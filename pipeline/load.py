@@ -164,7 +164,18 @@ def _read(con: sqlite3.Connection, sql: str) -> pd.DataFrame:
     return pd.read_sql_query(sql, con)
 
 
-def _load_kernels(schema: Schema, strings: dict[int, str], path: str) -> tuple[pd.DataFrame, list]:
+KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
+
+
+def _no_kernels() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64") for c in KERNEL_COLUMNS[:-1]} | {"name": pd.Series(dtype=object)})
+
+
+def _load_kernels(schema: Schema, strings: dict[int, str], path: str,
+                  required: bool = True) -> tuple[pd.DataFrame, list]:
+    if not required and (not schema.has(KERNEL_TABLE) or
+                         not schema.con.execute(f"SELECT 1 FROM {KERNEL_TABLE} LIMIT 1").fetchone()):
+        return _no_kernels(), []
     if not schema.has(KERNEL_TABLE):
         raise ProfileError(
             f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
@@ -317,11 +328,13 @@ def _load_diagnostics(schema: Schema) -> list[str]:
     return [str(r[0]).strip() for r in rows]
 
 
-def load_report(path: str) -> Report:
+def load_report(path: str, require_kernels: bool = True) -> Report:
     """Load one SQLite export.
 
     Args:
         path: local path of a ``.sqlite`` export.
+        require_kernels: when False, an export without kernels (a CPU-only
+            capture) loads with empty ``kernels`` and ``devices`` instead of raising.
     Returns:
         A :class:`Report` with kernels, runtime calls, copies, NVTX ranges,
         device identities, metadata and diagnostics.
@@ -336,7 +349,7 @@ def load_report(path: str) -> Report:
             raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
                                f"(no {KERNEL_TABLE}, StringIds or export metadata tables)")
         strings = _strings(schema)
-        kernels, warnings = _load_kernels(schema, strings, path)
+        kernels, warnings = _load_kernels(schema, strings, path, require_kernels)
         devices = _load_devices(schema, kernels)
         keys = devices.set_index(["pid", "device_id"])["gpu_key"]
         kernels["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(kernels[["pid", "device_id"]])).to_numpy()

@@ -230,6 +230,10 @@ H2D_BYTES_PER_NS = 25                  #: ~25 GB/s pinned host-to-device bandwid
 BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: SPEC size buckets (ns)
 #: Categories the truth assigns (SPEC order); ``periodic`` never: a report holds at most one checkpoint.
 TRUTH_CATEGORIES = ("sync", "data", "comm", "boundary", "cpu")
+#: Per-gap categories of the fleet columns ``cat_*_ns`` (SPEC order); ``launch`` is per GPU, not per gap.
+FLEET_GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
+#: The kernel before a device-level hole that opens W (a window edge: never a collective).
+DEVICE_WINDOW_START = "(window start)"
 MIN_STABLE_ITERATIONS = 3   #: the nvtx window needs this many stable iterations (pipeline default)
 
 #: PCIe bus ids of the eight GPUs of an HGX node.
@@ -805,6 +809,26 @@ def _stream_gaps(kernels, min_gap_ns: int) -> tuple[list, list]:
     return kept, slivers
 
 
+def _device_gaps(kernels, w0: int, w1: int, min_gap_ns: int) -> list:
+    """Device-level holes in W: every kernel of the GPU (all streams) merged in (start, end, correlation) order.
+
+    A hole runs from the latest end so far (W's start before the first kernel) to the
+    next kernel's start, plus one from the latest end to W's end. Returns
+    [(start, length, kernel_before)] for holes longer than ``min_gap_ns``; the kernel
+    before is the one that reached the latest end (ties: the later one), or
+    :data:`DEVICE_WINDOW_START` for a hole that opens W.
+    """
+    kept, reach, before = [], w0, DEVICE_WINDOW_START
+    for k in sorted(kernels, key=lambda k: (k.start, k.end, k.correlation)):
+        if k.start - reach > min_gap_ns:
+            kept.append((reach, k.start - reach, before))
+        if k.end >= reach:
+            reach, before = k.end, k.name
+    if w1 - reach > min_gap_ns:
+        kept.append((reach, w1 - reach, before))
+    return kept
+
+
 @dataclass(frozen=True)
 class _Witnesses:
     """What can explain gaps on one GPU, split as the category rules need."""
@@ -853,8 +877,11 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
 
     ``boundaries``: iteration start times the window rule knows (none for span).
     Returns ``{"expected": fleet-row numbers, "gaps": every per-stream gap above
-    ``min_gap_ns`` in W}``. Raises RuntimeError when a planted gap inside W does not
-    come out as planted, or a compute-stream gap was not planted (generator bugs).
+    ``min_gap_ns`` in W}``. The ``cat_*`` shares and ``device_gap_*`` come from the
+    device-level holes above ``min_gap_ns`` (all streams merged, W's edges included);
+    each per-stream gap keeps its own category. Raises RuntimeError when a planted gap
+    inside W does not come out as planted, a compute-stream gap was not planted, or
+    the device holes do not add up to the idle time (generator bugs).
     """
     kernels = [_Op(k.kind, k.stream, max(k.start, w0), min(k.end, w1), k.name, correlation=k.correlation)
                for k in r.ops if k.kind == "kernel" and k.end > w0 and k.start < w1]
@@ -867,7 +894,7 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
     found, slivers = _stream_gaps(kernels, min_gap_ns)
     planted = {(g.stream, g.start): g for g in r.gaps if w0 <= g.start and g.end <= w1}
     witnesses = _Witnesses.of(r.calls, copy_iv, rules)
-    gaps, cat_ns, copy_overlap = [], dict.fromkeys(TRUTH_CATEGORIES, 0), 0
+    gaps, copy_overlap = [], 0
     for stream, start, length, before in found:
         category = _categorise(start, length, before, witnesses, boundaries, rules)
         p = planted.pop((stream, start), None)
@@ -875,7 +902,6 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
             raise RuntimeError(f"synth: planted {p} came out as a {category} gap of {length} ns")
         if p is None and stream == COMPUTE_STREAM:
             raise RuntimeError(f"synth: rank {r.rank}: unplanned compute-stream gap at {start} ({length} ns)")
-        cat_ns[category] += length
         copy_overlap += witnesses.copies.covered(start, start + length)
         gaps.append({"stream_id": stream, "start_ns": start, "length_ns": length, "end_ns": start + length,
                      "category": category, "planted": p is not None, "kind": p.kind if p else "incidental",
@@ -885,6 +911,15 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
     lengths = [g["length_ns"] for g in gaps]
     holes = [h for h in busy_union.holes(w0, w1) if h <= min_gap_ns]
     idle = window - busy
+    # The category shares come from device-level holes (no kernel on any stream), not per-stream gaps.
+    device_gaps = _device_gaps(kernels, w0, w1, min_gap_ns)
+    cat_ns = dict.fromkeys(FLEET_GAP_CATEGORIES, 0)
+    for start, length, before in device_gaps:
+        cat_ns[_categorise(start, length, before, witnesses, boundaries, rules)] += length
+    device_gap_ns = sum(length for _, length, _ in device_gaps)
+    if device_gap_ns + sum(holes) != idle:
+        raise RuntimeError(f"synth: rank {r.rank}: device holes ({device_gap_ns} + {sum(holes)} ns) "
+                           f"do not add up to the idle time ({idle} ns)")
     expected = {
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": window,
         "kernel_count": len(kernels), "stream_count": len({k.stream for k in kernels}),
@@ -893,9 +928,10 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
         "gap_count": len(lengths), "gap_total_ns": sum(lengths), "max_gap_ns": max(lengths, default=0),
         **_size_buckets(lengths),
         "sliver_count": len(slivers), "sliver_total_ns": sum(slivers), "copy_overlap_ns": copy_overlap,
+        "device_gap_count": len(device_gaps), "device_gap_ns": device_gap_ns,
         "device_sliver_count": len(holes), "device_sliver_ns": sum(holes),
     }
-    for cat in TRUTH_CATEGORIES:
+    for cat in FLEET_GAP_CATEGORIES:
         expected[f"cat_{cat}_ns"] = cat_ns[cat]
         expected[f"cat_{cat}_pct"] = round(100.0 * cat_ns[cat] / window, 4)
     return {"expected": expected, "gaps": gaps}

@@ -20,6 +20,7 @@ Everything here is pure: arrays and frames in, a :class:`Window` out.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -249,7 +250,7 @@ def choose_window(kernels: pd.DataFrame, nvtx: pd.DataFrame, rule: str = "auto",
             continue
         win, why = iteration_window(it, rules)
         if win is not None:
-            return win
+            return dataclasses.replace(win, note="; ".join(notes))
         notes.append(why)
     if rule != "auto":
         raise WindowError("abstained: " + "; ".join(notes))

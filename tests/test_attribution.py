@@ -205,3 +205,32 @@ def test_normalised_names_drive_categories():
     # 60/100 sync, 60/100 data
     assert out["category"].tolist() == ["sync", "data"]
     assert out["attribution"].tolist() == [[("cudaStreamSynchronize", 60)], [("cudaMemcpyAsync", 60)]]
+
+
+def test_periodic_one_checkpoint_on_two_streams_is_not_recurring():
+    from pipeline.attribution import periodic_mask
+    MS = 1_000_000
+    # One 80 ms checkpoint seen on the compute stream and, 1 ms earlier, on the NCCL stream:
+    # the two candidates overlap ([500, 581) and [501, 581)) -> one event -> not periodic.
+    mask = periodic_mask([0, 10 * MS, 20 * MS, 30 * MS, 500 * MS, 501 * MS], [2 * MS] * 4 + [81 * MS, 80 * MS], (),
+                         CategoryRules())
+    assert mask.tolist() == [False] * 6
+
+
+def test_periodic_two_checkpoints_on_two_streams_recur():
+    from pipeline.attribution import periodic_mask
+    MS = 1_000_000
+    # Three checkpoints 400 ms apart (events at 500, 900, 1300 ms), each seen on two streams, among
+    # eight 2 ms gaps: median of the 14 lengths = 2 ms, so candidates need >= max(50, 5 x 2) ms: exactly
+    # the six ~80 ms gaps; 3 events, spacings 400 and 400 ms -> regular.
+    starts = [i * 10 * MS for i in range(8)] + [500 * MS, 501 * MS, 900 * MS, 901 * MS, 1300 * MS, 1301 * MS]
+    lengths = [2 * MS] * 8 + [81 * MS, 80 * MS] * 3
+    mask = periodic_mask(starts, lengths, (), CategoryRules())
+    assert mask.tolist() == [False] * 8 + [True] * 6
+    # Only two events without iteration boundaries: one spacing proves nothing.
+    assert not periodic_mask(starts[:12], lengths[:12], (), CategoryRules()).any()
+    # A candidate already explained (e.g. comm on the NCCL stream) is not eligible.
+    eligible = [True] * 14
+    eligible[9] = eligible[11] = eligible[13] = False  # the NCCL-stream copies of each checkpoint
+    assert periodic_mask(starts, lengths, (), CategoryRules(), eligible).tolist() == \
+        [False] * 8 + [True, False] * 3

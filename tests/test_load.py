@@ -283,14 +283,21 @@ def test_analyse_two_processes_one_gpu(tmp_path):
     assert (row["gaps_5_50ms"], row["gaps_5_50ms_ns"], row["gaps_le_5ms"], row["gaps_gt_50ms"]) == \
         (2, 42 * MS, 0, 0)
     assert row["sliver_count"] == 0
-    # categories:
-    #  pid 100 gap [10,30): sync call [12,28) covers 16/20 = 0.8 -> sync (20 ms)
-    #  pid 200 gap [20,42): sync covers [20,28) = 8/22 < 0.5; memcpyAsync [21,39) u copy [38,44) = [21,42) 21/22 -> data
-    #  (the NCCL kernel before it would say comm, but data comes first) (22 ms)
-    assert (row["cat_sync_ns"], row["cat_data_ns"], row["cat_comm_ns"], row["cat_cpu_ns"]) == (20 * MS, 22 * MS, 0, 0)
-    assert row["cat_sync_pct"] == pytest.approx(40.0)  # 20 / 50
-    assert row["cat_data_pct"] == pytest.approx(44.0)  # 22 / 50
-    assert row["main_category"] == "data"
+    # category shares come from the device-level holes (no kernel on any stream):
+    #  hole [20,30) 10 ms: sync call [12,28) covers [20,28) = 8/10 = 0.8 -> sync
+    #  hole [40,42)  2 ms: no sync call there; copy [38,44) covers [40,42) = 2/2 -> data
+    assert (row["cat_sync_ns"], row["cat_data_ns"], row["cat_comm_ns"], row["cat_cpu_ns"]) == (10 * MS, 2 * MS, 0, 0)
+    assert (row["device_gap_count"], row["device_gap_ns"]) == (2, 12 * MS)
+    assert row["cat_sync_pct"] == pytest.approx(20.0)  # 10 / 50
+    assert row["cat_data_pct"] == pytest.approx(4.0)  # 2 / 50
+    assert row["main_category"] == "sync"
+    assert row["actionable"] == "sync,data"  # both >= 2 % of W
+    # the per-stream roster keeps its own categories:
+    #  pid 100 gap [10,30): sync call [12,28) covers 16/20 = 0.8 -> sync
+    #  pid 200 gap [20,42): sync covers [20,28) = 8/22 < 0.5; memcpyAsync [21,39) u copy [38,44) = [21,42)
+    #  21/22 -> data (the NCCL kernel before it would say comm, but data comes first)
+    cats = {(g["pid"], g["length_ns"]): g["category"] for g in res.roster}
+    assert cats == {(100, 20 * MS): "sync", (200, 22 * MS): "data"}
     # copy [38,44) inside pid 200's gap [20,42): [38,42) = 4 ms
     assert row["copy_overlap_ns"] == 4 * MS
     # cost: H100 at $4/h, 0.24 x 4 x 730 = 700.8; Amdahl 1 / 0.76 = 1.315789... -> 1.3158

@@ -139,8 +139,6 @@ def test_straggler_is_the_flagged_gpu(with_checkpoint):
     assert fleet.loc[fleet["straggler"], "pid"].tolist() == [truth["straggler_pid"]]
 
 
-@pytest.mark.xfail(strict=True, reason="attribution.periodic_mask counts one checkpoint seen on two streams "
-                                       "as a recurring (periodic) gap")
 def test_single_checkpoint_is_not_periodic(with_checkpoint):
     path, truth = with_checkpoint
     assert_matches(truth, analyse(path, config(window="span")), "span")

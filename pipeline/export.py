@@ -1,0 +1,236 @@
+"""Turn Nsight Systems reports (``.nsys-rep``) into SQLite exports.
+
+The analysis reads SQLite (SPEC "Inputs"); a ``.nsys-rep`` is first exported
+with the NVIDIA CLI, ``nsys export --type sqlite``, run as an argument list (no
+shell). Exports are cached by content: the key is the SHA-256 of the report's
+bytes, so a report that did not change is never exported twice, whatever its
+name or mtime, and an edited report gets a fresh export.
+
+Nothing is ever written beside the user's report. Exports go to a cache
+directory: the ``cache_dir`` argument, else ``$GPU_IDLE_EXPORT_CACHE``, else
+``$XDG_CACHE_HOME/gpu-idle/exports`` (``~/.cache/gpu-idle/exports``). Each
+export is written under a temporary name in that directory and renamed into
+place only when ``nsys`` succeeded, so a crash or timeout never leaves a
+half-written file where a later run would take it for a finished export.
+
+Which ``nsys``: see :func:`find_nsys`. The project installs one for its own
+tests with ``make nsys`` (``tools/nsys/``, Debian's nsight-systems 2022.4; no
+GPU needed to export).
+
+Errors are :class:`ExportError`, a :class:`~pipeline.load.ProfileError`, so the
+pipeline turns a failed export into an error row like any unreadable report.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .load import ProfileError
+
+#: Environment variable naming the nsys binary to use.
+NSYS_ENV = "GPU_IDLE_NSYS"
+#: Environment variable naming the export cache directory.
+CACHE_ENV = "GPU_IDLE_EXPORT_CACHE"
+#: Where ``make nsys`` (scripts/install_nsys.sh) unpacks the CLI.
+REPO_NSYS = Path(__file__).resolve().parents[1] / "tools" / "nsys" / "usr" / "bin" / "nsys"
+#: Report suffixes that need exporting (``.qdrep`` is the pre-2021.4 name).
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+#: Suffixes that are already SQLite exports and pass through unchanged.
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
+#: Seconds one ``nsys export`` may run before it is killed.
+DEFAULT_TIMEOUT_S = 1800.0
+#: Lines of nsys's stderr quoted in an error message.
+STDERR_TAIL_LINES = 5
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HASH_CHUNK = 1 << 20  # bytes read per step while hashing
+
+
+class ExportError(ProfileError):
+    """A report cannot be exported to SQLite. The message names the report (or
+    the nsys binary, for :func:`find_nsys`) and the cause."""
+
+
+def _runnable(path: str | os.PathLike) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_nsys(configured: str | os.PathLike | None = None) -> str:
+    """Path of the ``nsys`` binary to export with.
+
+    Looked up in this order, first hit wins:
+
+    1. ``configured`` (e.g. from a config file or the ``nsys_path`` argument);
+    2. ``$GPU_IDLE_NSYS``;
+       (for 1 and 2 a bare name without a slash is looked up on ``$PATH``)
+    3. ``nsys`` on ``$PATH``;
+    4. the repository's own install, ``tools/nsys/usr/bin/nsys`` (``make nsys``).
+
+    An explicitly given path (1 or 2) that does not exist or is not executable
+    is an error, not a reason to fall through to the next place.
+
+    Returns:
+        The path as a string (not resolved: symlinks stay, ``nsys`` needs them).
+    Raises:
+        ExportError: no usable nsys; the message says where it looked and how to
+        get one.
+    """
+    for value, origin in ((configured, "configured nsys path"), (os.environ.get(NSYS_ENV), f"${NSYS_ENV}")):
+        if value:
+            path = os.path.expanduser(os.fspath(value))
+            if os.sep not in path:  # a bare command name: look it up on PATH
+                path = shutil.which(path) or path
+            if not _runnable(path):
+                raise ExportError(f"{origin} {path!r} is not an executable file")
+            return path
+    on_path = shutil.which("nsys")
+    if on_path:
+        return on_path
+    if _runnable(REPO_NSYS):
+        return str(REPO_NSYS)
+    raise ExportError(
+        "nsys (NVIDIA Nsight Systems CLI) not found: no configured path, "
+        f"${NSYS_ENV} unset, no 'nsys' on PATH and no {REPO_NSYS}; install Nsight Systems, "
+        f"set {NSYS_ENV}=/path/to/nsys, or run `make nsys` in the gpu-idle repository"
+    )
+
+
+def default_cache_dir() -> Path:
+    """``$GPU_IDLE_EXPORT_CACHE``, else ``$XDG_CACHE_HOME/gpu-idle/exports``
+    (``~/.cache/gpu-idle/exports`` when XDG_CACHE_HOME is unset)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.path.expanduser(os.environ[CACHE_ENV]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu-idle" / "exports"
+
+
+def content_key(path: str | os.PathLike) -> str:
+    """SHA-256 hex digest of the file's bytes (read in 1 MiB chunks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cached_export_path(rep_path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where the export of ``rep_path`` lives (or will live) in the cache:
+    ``<cache_dir>/<sha256 of the report>.sqlite``. Reads the whole report."""
+    return Path(cache_dir or default_cache_dir()) / f"{content_key(rep_path)}.sqlite"
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    """Last non-empty lines of a tool's output (progress bars redraw with '\\r')."""
+    parts = [p.strip() for p in text.replace("\r", "\n").splitlines()]
+    return " | ".join([p for p in parts if p][-lines:])
+
+
+def _run(cmd: list[str], timeout_s: float) -> tuple[int, str, str]:
+    """Run ``cmd`` in its own process group; on timeout kill the whole group
+    (nsys starts helpers) and re-raise :class:`subprocess.TimeoutExpired`."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+    """SQLite export of one Nsight Systems report; exports at most once per content.
+
+    Args:
+        rep_path: local path of a ``.nsys-rep`` (or legacy ``.qdrep``) report. A
+            ``.sqlite`` export is returned unchanged, without looking for nsys.
+        nsys_path: nsys binary to use; ``None`` looks it up with :func:`find_nsys`.
+        cache_dir: directory for exports; ``None`` means :func:`default_cache_dir`.
+            Created if missing. Nothing is ever written beside the report.
+        timeout_s: seconds ``nsys export`` may run before it is killed.
+    Returns:
+        Path (string) of the SQLite export: ``<cache_dir>/<sha256>.sqlite`` where
+        ``<sha256>`` is the hash of the report's bytes. When that file already
+        exists (same content exported before, under any name) it is reused and
+        nsys is not run.
+    Raises:
+        ExportError: every message starts with the report path and names the
+        cause: file missing or empty, unknown suffix, remote URL, nsys not found, nsys
+        exited non-zero (corrupt or truncated report; the message quotes the
+        last lines of nsys's stderr), nsys timed out, nsys produced no SQLite
+        file, or the cache directory cannot be written.
+    """
+    rep = os.fspath(rep_path)
+    lower = rep.lower()
+    if lower.endswith(SQLITE_SUFFIXES):
+        return rep
+    if "://" in rep:
+        raise ExportError(f"{rep}: nsys exports local files only; copy the report to local disk first")
+    if not lower.endswith(REPORT_SUFFIXES):
+        raise ExportError(f"{rep}: not an Nsight Systems report (expected {' or '.join(REPORT_SUFFIXES)} "
+                          f"or an SQLite export)")
+    if not os.path.isfile(rep):
+        raise ExportError(f"{rep}: file not found")
+    if os.path.getsize(rep) == 0:
+        raise ExportError(f"{rep}: empty file (0 bytes), not an Nsight Systems report")
+
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    try:
+        key = content_key(rep)
+    except OSError as exc:
+        raise ExportError(f"{rep}: cannot read the report ({exc})") from exc
+    final = cache / f"{key}.sqlite"
+    if final.is_file() and _is_sqlite(final):
+        return str(final)
+
+    try:
+        nsys = find_nsys(nsys_path)
+    except ExportError as exc:
+        raise ExportError(f"{rep}: cannot export to SQLite: {exc}") from None
+
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp.sqlite", dir=cache)
+        os.close(fd)
+    except OSError as exc:
+        raise ExportError(f"{rep}: cannot write to export cache {cache} ({exc})") from exc
+    tmp = Path(tmp_name)
+    cmd = [nsys, "export", "--type", "sqlite", "--output", str(tmp), "--force-overwrite", "true", rep]
+    try:
+        try:
+            code, out, err = _run(cmd, timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ExportError(f"{rep}: nsys export timed out after {timeout_s:g} s (killed)") from None
+        except OSError as exc:
+            raise ExportError(f"{rep}: cannot run nsys {nsys!r} ({exc})") from exc
+        if code != 0:
+            detail = _tail(err) or _tail(out) or "no output"
+            raise ExportError(f"{rep}: nsys export failed (exit {code}; corrupt or truncated report?): {detail}")
+        if not tmp.is_file() or not _is_sqlite(tmp):
+            detail = _tail(err) or _tail(out) or "no output"
+            raise ExportError(f"{rep}: nsys export exited 0 but wrote no SQLite file ({detail})")
+        os.replace(tmp, final)
+    except OSError as exc:
+        raise ExportError(f"{rep}: cannot write export to {final} ({exc})") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return str(final)

@@ -1,0 +1,72 @@
+/*
+ * A CPU-only "training loop" marked with NVTX ranges, recorded by the export
+ * tests with `nsys profile --trace=nvtx,osrt` (no GPU needed).
+ *
+ * On the main thread it pushes ten ranges "Iteration 0" .. "Iteration 9"; each
+ * holds one nested "forward" and one nested "backward" range that spin the CPU
+ * (busy loop, no sleep, so the durations are wall-clock CPU time):
+ *   - a normal iteration takes about BASE_MS (20 ms: forward 8 ms, backward 12 ms);
+ *   - iteration 0 is a slow warm-up, about 3x;
+ *   - iteration CHECKPOINT_ITER (6) is a slow checkpoint iteration, about 5x
+ *     (its extra time is a nested "checkpoint" range after backward).
+ * The test asserts these planted relative durations in the exported SQLite.
+ *
+ * Build: gcc -O1 -I<nsys>/target-linux-x64/nvtx/include app.c -o app -ldl
+ * (NVTX3 is header-only; it dlopens the injection library nsys provides.)
+ */
+#include <stdio.h>
+#include <time.h>
+#include <nvtx3/nvToolsExt.h>
+
+#define ITERATIONS 10
+#define BASE_MS 20.0
+#define FORWARD_SHARE 0.4
+#define WARMUP_FACTOR 3.0
+#define CHECKPOINT_ITER 6
+#define CHECKPOINT_FACTOR 5.0
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Spin for `ms` milliseconds of wall-clock time. */
+static volatile unsigned long sink;
+static void busy(double ms)
+{
+    double end = now_ms() + ms;
+    unsigned long x = 0;
+    while (now_ms() < end)
+        for (int i = 0; i < 1000; ++i)
+            x = x * 6364136223846793005UL + 1442695040888963407UL;
+    sink = x;
+}
+
+int main(void)
+{
+    char name[32];
+    for (int it = 0; it < ITERATIONS; ++it) {
+        double factor = it == 0 ? WARMUP_FACTOR : 1.0;
+        snprintf(name, sizeof name, "Iteration %d", it);
+        nvtxRangePushA(name);
+
+        nvtxRangePushA("forward");
+        busy(BASE_MS * FORWARD_SHARE * factor);
+        nvtxRangePop();
+
+        nvtxRangePushA("backward");
+        busy(BASE_MS * (1.0 - FORWARD_SHARE) * factor);
+        nvtxRangePop();
+
+        if (it == CHECKPOINT_ITER) {
+            nvtxRangePushA("checkpoint");
+            busy(BASE_MS * (CHECKPOINT_FACTOR - 1.0));
+            nvtxRangePop();
+        }
+        nvtxRangePop();
+    }
+    printf("nvtx_app: %d iterations done\n", ITERATIONS);
+    return 0;
+}

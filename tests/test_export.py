@@ -1,0 +1,360 @@
+"""pipeline.export on real Nsight Systems reports, recorded here without a GPU.
+
+A small C program (tests/nvtx_app/app.c) marks a ten-iteration "training loop"
+with NVTX push/pop ranges; the real ``nsys`` that ``make nsys`` unpacks into
+tools/nsys/ records it with ``--trace=nvtx,osrt`` (CPU only; sampling and
+context-switch tracing off, see PROFILE_OPTIONS), and
+``export_report`` turns the ``.nsys-rep`` into SQLite through ``nsys export``.
+The test then reads the NVTX ranges back with the loader and checks the planted
+durations: warm-up iteration 0 about 3x, checkpoint iteration 6 about 5x a
+normal ~20 ms iteration, each with nested forward/backward ranges.
+
+Nothing here is skipped: without tools/nsys or gcc the tests fail and say how
+to get them (`make test` runs `make nsys` first).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline import export
+from pipeline.export import ExportError, export_report, find_nsys
+from pipeline.load import ProfileError, load_report
+from pipeline.window import choose_window
+
+REPO = Path(__file__).resolve().parents[1]
+APP_SOURCE = REPO / "tests" / "nvtx_app" / "app.c"
+NSYS = export.REPO_NSYS
+NVTX_HEADER = "nvtx3/nvToolsExt.h"
+MS = 1_000_000  # ns per ms
+ITERATIONS = 10
+WARMUP, CHECKPOINT = 0, 6
+
+
+def _need_nsys() -> Path:
+    if not os.access(NSYS, os.X_OK):
+        pytest.fail(f"{NSYS} not found: run `make nsys` (scripts/install_nsys.sh) to unpack the "
+                    "Nsight Systems CLI into tools/nsys/; `make test` does this first")
+    return NSYS
+
+
+def _nvtx_include(nsys: Path) -> Path:
+    """``target-linux-x64/nvtx/include`` of the unpacked package (NVTX3, header-only)."""
+    root = REPO / "tools" / "nsys"
+    hits = sorted(root.glob(f"usr/lib/**/target-linux-x64/nvtx/include/{NVTX_HEADER}"))
+    if not hits:
+        pytest.fail(f"no {NVTX_HEADER} under {root}: reinstall with `NSYS_FORCE=1 make nsys`")
+    return hits[0].parent.parent
+
+
+def _write_exe(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture(scope="module")
+def nsys() -> Path:
+    return _need_nsys()
+
+
+#: ``nsys profile`` options. CPU sampling and context-switch tracing are off: with
+#: either on, nsys 2022.4 on a small VM intermittently never finishes after the app
+#: exits (its agent spins, "No transition in ...Profiler8ShutdownE ... InterruptE").
+PROFILE_OPTIONS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite", "true"]
+PROFILE_TIMEOUT_S = 120
+PROFILE_ATTEMPTS = 2
+
+
+def _end_agents(launcher_pid: int, grace_s: float = 5.0) -> None:
+    """End the ``nsys --start-agent`` that ``nsys profile`` (pid ``launcher_pid``)
+    daemonised, if it is still there after ``grace_s``: it is named by the
+    launcher's pid (``--session-name=profile-<app>-<pid>``) and is ours."""
+    suffix = f"-{launcher_pid}"
+    deadline = time.monotonic() + grace_s
+    while True:
+        agents = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--start-agent" in argv and any(a.startswith(b"--session-name=profile-") and
+                                                a.endswith(suffix.encode()) for a in argv):
+                agents.append(int(proc.name))
+        if not agents:
+            return
+        if time.monotonic() >= deadline:
+            for pid in agents:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            return
+        time.sleep(0.2)
+
+
+def _profile(nsys: Path, app: Path, out_base: Path) -> tuple[int | None, str]:
+    """Run ``nsys profile`` once; (exit code or None on timeout, output)."""
+    proc = subprocess.Popen([str(nsys), "profile", *PROFILE_OPTIONS, "-o", str(out_base), str(app)],
+                            cwd=out_base.parent, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=PROFILE_TIMEOUT_S)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        code = None
+    finally:
+        _end_agents(proc.pid)
+    return code, out
+
+
+@pytest.fixture(scope="module")
+def recording(nsys, tmp_path_factory) -> Path:
+    """Compile the NVTX app and record it with ``nsys profile --trace=nvtx,osrt``; the .nsys-rep."""
+    work = tmp_path_factory.mktemp("nvtx_app")
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        pytest.fail("gcc not found: the export tests compile tests/nvtx_app/app.c (apt-get install gcc libc6-dev)")
+    app = work / "app"
+    build = subprocess.run([cc, "-O1", "-Wall", "-I", str(_nvtx_include(nsys)), str(APP_SOURCE), "-o", str(app),
+                            "-ldl"], capture_output=True, text=True)
+    assert build.returncode == 0, f"compiling {APP_SOURCE} failed:\n{build.stderr}"
+    rep = work / "run.nsys-rep"
+    tries = []
+    for _ in range(PROFILE_ATTEMPTS):  # a second try only for nsys's own intermittent hang or failure
+        code, out = _profile(nsys, app, work / "run")
+        if code == 0 and rep.is_file() and rep.stat().st_size > 0:
+            assert "10 iterations done" in out
+            return rep
+        state = f"timed out after {PROFILE_TIMEOUT_S} s" if code is None else f"exited {code}"
+        tries.append(f"nsys profile {state}; wrote {rep.name}: {rep.is_file()}\n{out[-3000:]}")
+    pytest.fail("recording the NVTX app failed (is the importer link in tools/nsys missing? "
+                "`NSYS_FORCE=1 make nsys` reinstalls):\n" + "\n---\n".join(tries))
+
+
+@pytest.fixture(scope="module")
+def exported(recording, nsys, tmp_path_factory) -> str:
+    return export_report(recording, nsys_path=nsys, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+def _nvtx(sqlite_path: str) -> tuple[pd.DataFrame, dict]:
+    """NVTX ranges and export metadata of a CPU-only export (no kernels)."""
+    report = load_report(sqlite_path, require_kernels=False)
+    assert report.kernels.empty and not report.nvtx.empty
+    return report.nvtx, report.meta
+
+
+def test_window_from_the_real_capture_excludes_warmup_and_checkpoint(exported):
+    """capture -> export -> load -> window: the planted warm-up and checkpoint are dropped."""
+    report = load_report(exported, require_kernels=False)
+    win = choose_window(report.kernels, report.nvtx, "auto")
+    assert win.rule == "nvtx" and not win.untrimmed
+    excluded = dict(win.excluded)
+    assert excluded[WARMUP] == "warm-up"
+    assert excluded[CHECKPOINT].startswith("outlier")
+    # iterations 1..CHECKPOINT-1 form the longest stable run (CHECKPOINT+1..ITERATIONS-1 is shorter)
+    assert CHECKPOINT - 1 > ITERATIONS - 1 - CHECKPOINT
+    assert win.iterations == CHECKPOINT - 1
+    iters = report.nvtx[report.nvtx["text"].str.fullmatch(r"Iteration \d+")].sort_values("start")
+    assert win.start_ns == int(iters.iloc[1]["start"])
+    assert win.end_ns == int(iters.iloc[CHECKPOINT - 1]["end"])
+
+
+def test_export_is_a_real_nsight_export(exported, recording):
+    assert exported.endswith(".sqlite") and os.path.isfile(exported)
+    _, meta = _nvtx(exported)
+    assert meta.get("EXPORT_PRODUCT_NAME") == "NVIDIA Nsight Systems"
+    assert meta.get("EXPORT_PRODUCT_VERSION", "").startswith("2022.4")
+    assert os.path.samefile(meta["EXPORT_INPUT_PATH_ABS"], recording)
+
+
+def test_cpu_only_capture_is_an_error_for_the_gpu_loader(exported):
+    """No kernels, so the full loader refuses it with a ProfileError (an error row in a sweep)."""
+    with pytest.raises(ProfileError, match="CUPTI_ACTIVITY_KIND_KERNEL"):
+        load_report(exported)
+
+
+def test_nvtx_iterations_keep_their_planted_durations(exported):
+    nvtx, _ = _nvtx(exported)
+    iters = nvtx[nvtx["text"].str.fullmatch(r"Iteration \d+")].copy()
+    iters["n"] = iters["text"].str.split().str[1].astype(int)
+    iters = iters.sort_values("n").reset_index(drop=True)
+    assert iters["n"].tolist() == list(range(ITERATIONS))
+    assert iters["start"].is_monotonic_increasing
+    # One process, main thread only (tid == pid).
+    assert iters["pid"].nunique() == 1 and (iters["tid"] == iters["pid"]).all()
+
+    ms = (iters["end"] - iters["start"]) / MS
+    normal = ms.drop([WARMUP, CHECKPOINT])
+    base = normal.median()
+    assert 18 <= base <= 40, f"normal iteration {base:.1f} ms, planted 20 ms"
+    assert ((normal / base).between(0.8, 1.3)).all(), f"normal iterations not similar: {ms.round(1).tolist()}"
+    assert 2.5 <= ms[WARMUP] / base <= 4.0, f"warm-up {ms[WARMUP]:.1f} ms vs {base:.1f} ms (planted 3x)"
+    assert 4.2 <= ms[CHECKPOINT] / base <= 6.0, f"checkpoint {ms[CHECKPOINT]:.1f} ms vs {base:.1f} ms (planted 5x)"
+    assert set(ms.nlargest(2).index) == {WARMUP, CHECKPOINT}
+
+
+def test_forward_backward_nest_inside_each_iteration(exported):
+    nvtx, _ = _nvtx(exported)
+    counts = nvtx["text"].value_counts()
+    assert counts.get("forward") == ITERATIONS and counts.get("backward") == ITERATIONS
+    assert counts.get("checkpoint") == 1
+    iters = nvtx[nvtx["text"].str.startswith("Iteration ")]
+    for it in iters.itertuples():
+        inner = nvtx[(nvtx["start"] >= it.start) & (nvtx["end"] <= it.end) & (nvtx["text"] != it.text)]
+        names = inner.sort_values("start")["text"].tolist()
+        expected = ["forward", "backward"] + (["checkpoint"] if it.text == f"Iteration {CHECKPOINT}" else [])
+        assert names == expected, f"{it.text}: nested {names}"
+        fwd, bwd = (inner[inner["text"] == n].iloc[0] for n in ("forward", "backward"))
+        # Planted split: forward 40 %, backward 60 % of the iteration's work.
+        assert 1.2 <= (bwd["end"] - bwd["start"]) / (fwd["end"] - fwd["start"]) <= 1.8
+
+
+def test_second_export_reuses_the_cache(recording, nsys, tmp_path):
+    """Same content -> same cached file, nsys not run again (an invocation counter
+    wraps the real nsys); nothing is written beside the report."""
+    calls = tmp_path / "calls.log"
+    wrapper = _write_exe(tmp_path / "nsys-counting",
+                         f'#!/bin/sh\necho "$*" >> "{calls}"\nexec "{nsys}" "$@"\n')
+    cache = tmp_path / "cache"
+    beside_before = sorted(os.listdir(recording.parent))
+
+    first = export_report(recording, nsys_path=wrapper, cache_dir=cache)
+    assert len(calls.read_text().splitlines()) == 1
+    mtime = os.stat(first).st_mtime_ns
+    second = export_report(str(recording), nsys_path=wrapper, cache_dir=cache)
+    assert second == first
+    assert len(calls.read_text().splitlines()) == 1, "nsys ran again for an unchanged report"
+    assert os.stat(second).st_mtime_ns == mtime
+
+    # The key is the content, not the name: a renamed copy reuses the export too.
+    copy = tmp_path / "renamed.nsys-rep"
+    shutil.copyfile(recording, copy)
+    assert export_report(copy, nsys_path=wrapper, cache_dir=cache) == first
+    assert len(calls.read_text().splitlines()) == 1
+
+    # The command is an argument list writing a temporary name, then renamed.
+    argv = calls.read_text().splitlines()[0].split()
+    assert argv[:3] == ["export", "--type", "sqlite"] and "--force-overwrite" in argv
+    assert argv[argv.index("--output") + 1] != first
+    assert os.listdir(cache) == [os.path.basename(first)], "temporary files left in the cache"
+    assert sorted(os.listdir(recording.parent)) == beside_before, "something was written beside the report"
+
+
+def test_sqlite_input_passes_through_without_nsys(tmp_path, monkeypatch):
+    db = tmp_path / "run.sqlite"
+    db.write_bytes(b"")
+    monkeypatch.setenv(export.NSYS_ENV, str(tmp_path / "no-such-nsys"))
+    assert export_report(db, cache_dir=tmp_path / "cache") == str(db)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_corrupt_report_names_the_file_and_nsys_cause(nsys, tmp_path):
+    bad = tmp_path / "corrupt.nsys-rep"
+    bad.write_bytes(os.urandom(64 * 1024))
+    cache = tmp_path / "cache"
+    with pytest.raises(ExportError) as err:
+        export_report(bad, nsys_path=nsys, cache_dir=cache)
+    msg = str(err.value)
+    assert msg.startswith(str(bad)) and "nsys export failed" in msg
+    assert "Exportation error" in msg, f"nsys's own stderr not quoted: {msg}"
+    assert isinstance(err.value, ProfileError)
+    assert os.listdir(cache) == [], "a failed export left a file in the cache"
+
+
+def test_missing_or_empty_report(tmp_path):
+    with pytest.raises(ExportError, match="file not found"):
+        export_report(tmp_path / "gone.nsys-rep", cache_dir=tmp_path / "cache")
+    empty = tmp_path / "empty.nsys-rep"
+    empty.write_bytes(b"")
+    with pytest.raises(ExportError, match="empty file"):
+        export_report(empty, cache_dir=tmp_path / "cache")
+    with pytest.raises(ExportError, match="not an Nsight Systems report"):
+        export_report(tmp_path / "notes.txt", cache_dir=tmp_path / "cache")
+
+
+def test_missing_nsys_is_an_export_error(tmp_path, monkeypatch):
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"not really a report")
+    monkeypatch.delenv(export.NSYS_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(export, "REPO_NSYS", tmp_path / "tools" / "nsys" / "usr" / "bin" / "nsys")
+    with pytest.raises(ExportError) as err:
+        export_report(rep, cache_dir=tmp_path / "cache")
+    msg = str(err.value)
+    assert msg.startswith(str(rep)) and "nsys" in msg and "make nsys" in msg
+    with pytest.raises(ExportError, match="not an executable file"):
+        export_report(rep, nsys_path=tmp_path / "nope" / "nsys", cache_dir=tmp_path / "cache")
+
+
+def test_find_nsys_order(tmp_path, monkeypatch):
+    """configured > $GPU_IDLE_NSYS > PATH > the repo's tools/nsys."""
+    def fake(name):
+        d = tmp_path / name
+        d.mkdir()
+        return _write_exe(d / "nsys", "#!/bin/sh\nexit 0\n")
+
+    configured, env, on_path, repo = fake("configured"), fake("env"), fake("path"), fake("repo")
+    monkeypatch.setattr(export, "REPO_NSYS", repo)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.setenv(export.NSYS_ENV, str(env))
+    assert find_nsys(configured) == str(configured)
+    assert find_nsys() == str(env)
+    monkeypatch.delenv(export.NSYS_ENV)
+    assert find_nsys() == str(on_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert find_nsys() == str(repo)
+
+
+def test_hung_nsys_times_out(tmp_path):
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"x" * 100)
+    slow = _write_exe(tmp_path / "nsys-hangs", "#!/bin/sh\nsleep 60\n")
+    with pytest.raises(ExportError, match="timed out after 1 s") as err:
+        export_report(rep, nsys_path=slow, cache_dir=tmp_path / "cache", timeout_s=1)
+    assert str(err.value).startswith(str(rep))
+    assert os.listdir(tmp_path / "cache") == []
+
+
+def test_default_cache_dir_is_not_beside_reports(tmp_path, monkeypatch):
+    monkeypatch.delenv(export.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert export.default_cache_dir() == tmp_path / "xdg" / "gpu-idle" / "exports"
+    monkeypatch.setenv(export.CACHE_ENV, str(tmp_path / "mine"))
+    assert export.default_cache_dir() == tmp_path / "mine"
+
+
+def test_sweep_exports_reports_and_records_failures(recording, nsys, profiles, tmp_path):
+    """gpu-idle run on .nsys-rep inputs: each failure is that report's error row; the sweep goes on."""
+    from conftest import run_cli
+
+    corrupt = tmp_path / "broken run.nsys-rep"
+    corrupt.write_bytes(os.urandom(4096))
+    cfg = tmp_path / "export.yaml"
+    cfg.write_text(f"export: {{nsys: '{nsys}', cache_dir: '{tmp_path / 'cache'}'}}\n")
+    out = tmp_path / "out"
+    proc = run_cli("run", str(recording), str(corrupt), str(profiles / "tiny_2kernels.sqlite"), "--out", str(out),
+                   "--config", str(cfg), check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
+    assert fleet.loc[str(profiles / "tiny_2kernels.sqlite"), "status"] == "ok"
+    cpu_only = fleet.loc[str(recording)]
+    assert cpu_only["status"] == "error"
+    assert cpu_only["error"].startswith(f"{recording}: (exported to ")
+    assert "no CUPTI_ACTIVITY_KIND_KERNEL table" in cpu_only["error"]
+    broken = fleet.loc[str(corrupt)]
+    assert broken["status"] == "error" and broken["error"].startswith(str(corrupt))
+    assert "2 report(s) failed" in proc.stdout
