@@ -41,7 +41,6 @@ class WindowRules:
     outlier_factor: float = 1.5
     min_iterations: int = 3
     max_iterations: int = 0  # 0 = keep the whole longest run
-    periodic_tolerance: float = 0.15
     periodic_min_regular_share: float = 0.8
 
 
@@ -137,38 +136,49 @@ def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None
 def periodic_iterations(kernels: pd.DataFrame, rules: WindowRules) -> Iterations | None:
     """Iterations from the kernel stream's own periodicity.
 
-    A kernel name is *regular* when it occurs at least ``min_iterations + 1``
-    times and at least ``periodic_min_regular_share`` of its inter-arrival times
-    lie within ±``periodic_tolerance`` of their median (which must be at least
-    ``min_iteration_ns``). The iteration period is the median shared by the most
-    regular names (per-iteration kernels are many; ties: the longer period);
-    the earliest-starting name with that period anchors the iterations:
-    iteration i runs from its i-th launch to its (i+1)-th.
-    Returns ``None`` when no name is regular.
+    Works on the busiest stream (the most kernels; ties: lowest pid, stream),
+    in launch order, by *position*, not time: a training step launches the same
+    sequence of kernels every iteration, so a kernel that runs once per
+    iteration recurs every K positions even when iteration times vary. A name is
+    *regular* when it occurs at least ``min_iterations + 1`` times, at least
+    ``periodic_min_regular_share`` of its position spacings equal their median
+    K (within ±10 %, at least ±1: planted work varies the launch count a
+    little), K >= 2, and its median time spacing is at least ``min_iteration_ns``.
+    The period K is the one shared by the most regular names (ties: the larger
+    K); the earliest of those names anchors the iterations: iteration i runs
+    from its i-th launch to its (i+1)-th. Returns ``None`` when no name is regular.
     """
     if kernels.empty:
         return None
-    k = kernels.sort_values(["start", "end"], kind="stable")
+    sizes = kernels.groupby(["pid", "stream_id"]).size().reset_index(name="n")
+    top = sizes.sort_values(["n", "pid", "stream_id"], ascending=[False, True, True]).iloc[0]
+    stream = kernels[(kernels["pid"] == top["pid"]) & (kernels["stream_id"] == top["stream_id"])]
+    stream = stream.sort_values(["start", "end", "correlation_id"], kind="stable").reset_index(drop=True)
+    starts = stream["start"].to_numpy(np.int64)
     regular = []
-    for name, grp in k.groupby("name", sort=True):
-        t = np.unique(grp["start"].to_numpy(np.int64))
-        if t.size < rules.min_iterations + 1:
+    for name, positions in stream.groupby("name", sort=True).indices.items():
+        if positions.size < rules.min_iterations + 1:
             continue
-        d = np.diff(t)
-        med = float(np.median(d))
-        if med < rules.min_iteration_ns:
+        steps = np.diff(positions)
+        period = int(np.median(steps))
+        if period < 2 or float(np.mean(np.abs(steps - period) <= _slack(period))) < rules.periodic_min_regular_share:
             continue
-        share = float(np.mean(np.abs(d - med) <= rules.periodic_tolerance * med))
-        if share >= rules.periodic_min_regular_share:
-            regular.append((name, med, int(t[0]), t))
+        if float(np.median(np.diff(starts[positions]))) < rules.min_iteration_ns:
+            continue
+        regular.append((period, int(positions[0]), str(name), positions))
     if not regular:
         return None
-    meds = np.array([r[1] for r in regular])
-    support = [(int(np.sum(np.abs(meds - m) <= rules.periodic_tolerance * m)), m) for m in meds]
-    best_support, best_med = max(support)
-    anchors = [r for r in regular if abs(r[1] - best_med) <= rules.periodic_tolerance * best_med]
-    name, _, _, t = min(anchors, key=lambda r: (r[2], str(r[0])))
+    periods = [r[0] for r in regular]
+    support = {k: sum(abs(q - k) <= _slack(k) for q in periods) for k in set(periods)}
+    best = max(support, key=lambda k: (support[k], k))
+    _, _, _, positions = min((r for r in regular if abs(r[0] - best) <= _slack(best)), key=lambda r: r[1:3])
+    t = starts[positions]
     return Iterations(t[:-1], t[1:], "periodic")
+
+
+def _slack(period: int) -> int:
+    """Launch-count tolerance of a period of ``period`` kernels: ±10 %, at least ±1."""
+    return max(1, int(round(0.1 * period)))
 
 
 def select_stable(it: Iterations, rules: WindowRules) -> tuple[np.ndarray, dict]:

@@ -294,3 +294,27 @@ def test_auto_window_on_op_ranges_is_not_nvtx(profiles, tmp_path):
     errors = pd.read_csv(strict / "fleet.csv", keep_default_na=False)
     assert set(errors["status"]) == {"error"}
     assert errors["error"].str.contains("abstained: nvtx: no iterations found").all()
+
+
+def test_nvtx_less_export_uses_kernel_periodicity(tmp_path):
+    """An export without NVTX: iterations come from the kernels' own periodicity (rule ``periodic``)."""
+    w = ExportWriter(str(tmp_path / "no_nvtx.sqlite"))
+    starts = [0] + [20 + 10 * i for i in range(9)]  # iteration 0 is a 20 ms warm-up, then 10 ms each
+    for t in starts:
+        for offset, name in ((0, "embed"), (2, "gemm"), (4, "gemm"), (6, "gemm"), (8, "opt")):
+            w.kernel(pid=10, device=0, stream=7, start=(t + offset) * MS, end=(t + offset + 1) * MS, name=name)
+    w.close()
+    rep = load_report(str(tmp_path / "no_nvtx.sqlite"))
+    assert rep.nvtx.empty
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), Config(), {}).row
+    # embed and opt recur every 5 launches (gemm every 1-3: not regular); embed comes first and anchors:
+    # iterations [0,20), [20,30), ..., [90,100) ms; the warm-up is dropped -> 8 iterations, W = [20, 100) ms
+    assert (row["window_rule"], row["window_start_ns"], row["window_end_ns"]) == ("periodic", 20 * MS, 100 * MS)
+    assert (row["iterations"], row["iteration_mean_ns"], row["iteration_cv"]) == (8, 10 * MS, 0.0)
+    assert row["excluded_iterations"] == "0: warm-up"
+    assert row["window_note"] == "nvtx: no iterations found"
+    # 5 kernels of 1 ms per 10 ms iteration: busy 8 x 5 = 40 ms, idle 40 ms in 40 holes of exactly 1 ms
+    # (= the threshold, so no gap is kept) -> the idle is all slivers: launch-bound
+    assert (row["busy_ns"], row["idle_ns"], row["gap_count"]) == (40 * MS, 40 * MS, 0)
+    assert (row["device_sliver_count"], row["device_sliver_ns"], row["launch_bound"]) == (40, 40 * MS, True)
+    assert (row["cat_launch_ns"], row["cat_launch_pct"], row["main_category"]) == (40 * MS, 50.0, "launch")
