@@ -57,20 +57,23 @@ def main():
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
               help="Address of a running Dask scheduler; default: start a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
-def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers):
+@click.option("--no-cache", is_flag=True, help="Read every export from SQLite; do not use or fill the Parquet cache.")
+def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache):
     """Analyse every GPU of every report in INPUTS (files, directories, globs)."""
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
                                   ("trim_s", list(trim) if trim else None)) if v is not None}
     overrides = {"analysis": analysis}
     if workers:
         overrides["dask"] = {"n_workers": workers}
+    if no_cache:
+        overrides["cache"] = {"enabled": False}
     try:
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     paths, problems = discover(inputs)
     click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
-    with open_client(cfg, scheduler, log=click.echo) as client:
+    with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
         fleet, rosters = run_graph(client, paths, cfg, problems)
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)

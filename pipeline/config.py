@@ -105,6 +105,15 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class CacheConfig:
+    """Columnar (Parquet) cache of loaded exports, keyed by content hash. ``dir``: ``None`` means
+    ``$GPU_IDLE_CACHE`` or ``~/.cache/gpu-idle/columns``; ``enabled: false`` always reads SQLite."""
+
+    enabled: bool = True
+    dir: str | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     analysis: AnalysisConfig = AnalysisConfig()
     categories: CategoryRules = CategoryRules()
@@ -113,6 +122,7 @@ class Config:
     labels: tuple = ()
     dask: DaskConfig = DaskConfig()
     export: ExportConfig = ExportConfig()
+    cache: CacheConfig = CacheConfig()
 
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
@@ -165,7 +175,7 @@ def _build(cls, data: dict, where: str):
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping. Raises :class:`ConfigError`."""
     data = data or {}
-    allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export"}
+    allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export", "cache"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -181,6 +191,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         labels=labels,
         dask=_build(DaskConfig, data.get("dask"), f"{where}: dask"),
         export=_build(ExportConfig, data.get("export"), f"{where}: export"),
+        cache=_build(CacheConfig, data.get("cache"), f"{where}: cache"),
     )
 
 

@@ -18,23 +18,25 @@ import os
 from distributed import Client, LocalCluster, as_completed
 
 from .analyse import GpuResult, analyse_gpu
-from .config import Config, ExportConfig
+from .cache import load_cached
+from .config import CacheConfig, Config, ExportConfig
 from .export import export_report
 from .fleet import build_fleet, error_row
-from .load import ProfileError, Report, gpu_trace, load_report
+from .load import ProfileError, Report, gpu_trace
 
 
-def load_task(path: str, export_cfg: ExportConfig) -> Report:
-    """Export (``.nsys-rep`` only, cached by content) and load one report.
+def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Report:
+    """Export (``.nsys-rep`` only, cached by content) and load one report
+    (from the columnar cache when the same export was loaded before).
 
     The report keeps the path the user gave. Raises :class:`ProfileError` (or
     :class:`~pipeline.export.ExportError`) naming that path and the cause.
     """
     sqlite_path = export_report(path, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
     if sqlite_path == path:
-        return load_report(path)
+        return load_cached(path, cache_cfg.dir, cache_cfg.enabled)
     try:
-        report = load_report(sqlite_path)
+        report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled)
     except ProfileError as exc:
         raise ProfileError(f"{path}: (exported to {sqlite_path}) {exc}") from exc
     report.path = path
@@ -83,7 +85,7 @@ def run_graph(client: Client, paths: list[str], cfg: Config, problems=()) -> tup
     loads, keys_futures = {}, {}
     for path in paths:
         name = f"{os.path.basename(path)}-{_token(path)}-{run}"
-        loads[path] = client.submit(load_task, path, cfg.export, key=f"load-{name}", pure=False)
+        loads[path] = client.submit(load_task, path, cfg.export, cfg.cache, key=f"load-{name}", pure=False)
         keys_futures[client.submit(gpu_keys_task, loads[path], key=f"gpus-{name}", pure=False)] = (path, name)
     analyses = []
     for fut in as_completed(list(keys_futures)):
@@ -103,18 +105,27 @@ def run_graph(client: Client, paths: list[str], cfg: Config, problems=()) -> tup
 
 
 @contextlib.contextmanager
-def open_client(cfg: Config, scheduler: str | None = None, log=print):
+def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports: int | None = None):
     """A client on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
-    else on a new ``distributed.LocalCluster`` that is closed on exit."""
+    else on a new ``distributed.LocalCluster`` that is closed on exit: worker processes
+    for a fleet, or, for a single report, one in-process worker with threads (no
+    process pool to start, no data to move between processes)."""
     address = scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         with Client(address) as client:
             log(f"dask: scheduler {address}, dashboard {client.dashboard_link}")
             yield client
         return
-    with LocalCluster(n_workers=cfg.dask.n_workers, threads_per_worker=cfg.dask.threads_per_worker,
-                      processes=True, memory_limit=cfg.dask.memory_limit, dashboard_address=":0") as cluster, \
+    single = n_reports is not None and n_reports <= 1
+    if single:
+        options = dict(n_workers=1, threads_per_worker=max(cfg.dask.n_workers * cfg.dask.threads_per_worker, 1),
+                       processes=False)
+        what = f"in-process LocalCluster ({options['threads_per_worker']} threads, one report)"
+    else:
+        options = dict(n_workers=cfg.dask.n_workers, threads_per_worker=cfg.dask.threads_per_worker, processes=True)
+        what = f"LocalCluster with {cfg.dask.n_workers} worker processes"
+    with LocalCluster(memory_limit=cfg.dask.memory_limit, dashboard_address=":0", **options) as cluster, \
             Client(cluster) as client:
-        log(f"dask: LocalCluster with {cfg.dask.n_workers} workers, dashboard {client.dashboard_link}")
+        log(f"dask: {what}, dashboard {client.dashboard_link}")
         yield client
 

@@ -4,12 +4,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Keep the tests' caches out of the user's ~/.cache (inherited by every CLI run below).
+_CACHE_ROOT = tempfile.mkdtemp(prefix="gpu-idle-tests-")
+os.environ.setdefault("GPU_IDLE_CACHE", os.path.join(_CACHE_ROOT, "columns"))
+os.environ.setdefault("GPU_IDLE_EXPORT_CACHE", os.path.join(_CACHE_ROOT, "exports"))
 PROFILES = Path(os.environ.get("GPU_IDLE_PROFILES", REPO.parent / "shared" / "profiles")).resolve()
 
 

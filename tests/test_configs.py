@@ -20,3 +20,41 @@ def test_profiles_labels():
     labels = cfg.labels_for("/x/fastvideo_h100_sp2_1s.sqlite")
     assert (labels["cluster"], labels["job"], labels["gpu_model"]) == ("lab-h100", "fastvideo-sp2", "H100")
     assert cfg.labels_for("/x/other.sqlite")["job"] == "other"
+
+
+def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
+    """The second load of the same bytes comes from Parquet (SQLite not read) and is identical."""
+    import shutil
+
+    import pandas as pd
+
+    from pipeline import cache
+    from pipeline.analyse import analyse_gpu
+    from pipeline.load import gpu_trace
+
+    src = tmp_path / "a.sqlite"
+    shutil.copy(profiles / "train_h100_2gpu_nccl.sqlite", src)
+    first = cache.load_cached(str(src), tmp_path / "cache")
+    entries = list((tmp_path / "cache").iterdir())
+    assert len(entries) == 1 and entries[0].name.endswith(f"-v{cache.LOADER_VERSION}")
+    assert sorted(p.name for p in entries[0].iterdir()) == sorted(
+        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json"])
+
+    def no_sqlite(path, *a, **k):
+        raise AssertionError("SQLite read on a cache hit")
+
+    monkeypatch.setattr(cache, "load_report", no_sqlite)
+    renamed = tmp_path / "renamed.sqlite"
+    shutil.copy(src, renamed)  # same content, other name: same entry
+    second = cache.load_cached(str(renamed), tmp_path / "cache")
+    assert second.path == str(renamed)
+    for name in cache.FRAMES:
+        pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),
+                                      getattr(second, name).reset_index(drop=True), check_dtype=False)
+    assert (first.meta, first.diagnostics, first.warnings) == (second.meta, second.diagnostics, second.warnings)
+    cfg = load_config([], {"analysis": {"window": "span"}})
+    for key in first.gpu_keys():
+        a = analyse_gpu(gpu_trace(first, key), cfg, {}).row
+        b = analyse_gpu(gpu_trace(second, key), cfg, {}).row
+        a.pop("report"), b.pop("report")
+        assert a == b

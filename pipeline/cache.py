@@ -1,0 +1,105 @@
+"""Columnar cache of loaded reports: Parquet files keyed by the export's content hash.
+
+The first load of an export reads SQLite (only the columns the analysis needs)
+and writes each table of the :class:`~pipeline.load.Report` as Parquet into
+``<cache dir>/<sha256 of the export>-v<LOADER_VERSION>/``; a rerun on the same
+bytes reads the Parquet files instead, whatever the file is called now. The
+folder is written under a temporary name and renamed when complete, so a
+killed run never leaves a half cache that a later run would trust.
+
+Cache dir: the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
+``$XDG_CACHE_HOME/gpu-idle/columns`` (``~/.cache/gpu-idle/columns``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .export import content_key
+from .load import Report, load_report
+
+#: Bump when the loader's output changes meaning, so old caches are not reused.
+LOADER_VERSION = 1
+CACHE_ENV = "GPU_IDLE_CACHE"
+FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
+
+
+def default_cache_dir() -> Path:
+    """``$GPU_IDLE_CACHE``, else ``$XDG_CACHE_HOME/gpu-idle/columns``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.path.expanduser(os.environ[CACHE_ENV]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu-idle" / "columns"
+
+
+def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache folder of one export (reads the whole file to hash it)."""
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    return root / f"{content_key(sqlite_path)}-v{LOADER_VERSION}"
+
+
+def _write_entry(report: Report, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name in FRAMES:
+            frame = getattr(report, name)
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp / f"{name}.parquet")
+        (tmp / "report.json").write_text(json.dumps(
+            {"meta": report.meta, "diagnostics": report.diagnostics, "warnings": report.warnings}))
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another worker finished the same entry first: keep theirs
+            pass
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_entry(entry: Path, path: str) -> Report:
+    extra = json.loads((entry / "report.json").read_text())
+    frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
+    for name in ("kernels", "copies"):
+        if "gpu_key" in frames[name]:
+            frames[name]["gpu_key"] = frames[name]["gpu_key"].astype(object)
+    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=extra["warnings"],
+                  **frames)
+
+
+def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, enabled: bool = True) -> Report:
+    """Load an export, from the columnar cache when its content was loaded before.
+
+    Args:
+        sqlite_path: local SQLite export.
+        cache_dir: cache root (``None``: :func:`default_cache_dir`).
+        enabled: ``False`` reads SQLite and writes nothing.
+    Returns:
+        The :class:`Report`, identical to :func:`pipeline.load.load_report`'s.
+    Raises:
+        pipeline.load.ProfileError: as :func:`~pipeline.load.load_report`.
+    """
+    if not enabled:
+        return load_report(sqlite_path)
+    try:
+        entry = entry_dir(sqlite_path, cache_dir)
+    except OSError:
+        return load_report(sqlite_path)  # unreadable file: let the loader name the cause
+    if (entry / "report.json").exists():
+        try:
+            return _read_entry(entry, sqlite_path)
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            shutil.rmtree(entry, ignore_errors=True)  # damaged entry: rebuild it
+    report = load_report(sqlite_path)
+    try:
+        _write_entry(report, entry)
+    except OSError:
+        pass  # a read-only or full cache must never fail the analysis
+    return report
+
