@@ -7,7 +7,7 @@ context-switch tracing off, see PROFILE_OPTIONS), and
 ``export_report`` turns the ``.nsys-rep`` into SQLite through ``nsys export``.
 The test then reads the NVTX ranges back with the loader and checks the planted
 durations: warm-up iteration 0 about 3x, checkpoint iteration 6 about 5x a
-normal ~20 ms iteration, each with nested forward/backward ranges.
+normal ~50 ms iteration, each with nested forward/backward ranges.
 
 Nothing here is skipped: without tools/nsys or gcc the tests fail and say how
 to get them (`make test` runs `make nsys` first).
@@ -200,10 +200,12 @@ def test_nvtx_iterations_keep_their_planted_durations(exported):
     ms = (iters["end"] - iters["start"]) / MS
     normal = ms.drop([WARMUP, CHECKPOINT])
     base = normal.median()
-    assert 18 <= base <= 40, f"normal iteration {base:.1f} ms, planted 20 ms"
-    assert ((normal / base).between(0.8, 1.3)).all(), f"normal iterations not similar: {ms.round(1).tolist()}"
-    assert 2.5 <= ms[WARMUP] / base <= 4.0, f"warm-up {ms[WARMUP]:.1f} ms vs {base:.1f} ms (planted 3x)"
-    assert 4.2 <= ms[CHECKPOINT] / base <= 6.0, f"checkpoint {ms[CHECKPOINT]:.1f} ms vs {base:.1f} ms (planted 5x)"
+    # Wall-clock spins: on a loaded 2-CPU machine a range can overrun by scheduling delay, so the
+    # bounds leave room for that (still well apart: the window rule's outlier cut is 1.5x).
+    assert 48 <= base <= 75, f"normal iteration {base:.1f} ms, planted 50 ms"
+    assert ((normal / base).between(0.8, 1.4)).all(), f"normal iterations not similar: {ms.round(1).tolist()}"
+    assert 2.2 <= ms[WARMUP] / base <= 4.0, f"warm-up {ms[WARMUP]:.1f} ms vs {base:.1f} ms (planted 3x)"
+    assert 3.5 <= ms[CHECKPOINT] / base <= 6.0, f"checkpoint {ms[CHECKPOINT]:.1f} ms vs {base:.1f} ms (planted 5x)"
     assert set(ms.nlargest(2).index) == {WARMUP, CHECKPOINT}
 
 
@@ -220,7 +222,7 @@ def test_forward_backward_nest_inside_each_iteration(exported):
         assert names == expected, f"{it.text}: nested {names}"
         fwd, bwd = (inner[inner["text"] == n].iloc[0] for n in ("forward", "backward"))
         # Planted split: forward 40 %, backward 60 % of the iteration's work.
-        assert 1.2 <= (bwd["end"] - bwd["start"]) / (fwd["end"] - fwd["start"]) <= 1.8
+        assert 1.1 <= (bwd["end"] - bwd["start"]) / (fwd["end"] - fwd["start"]) <= 2.0
 
 
 def test_second_export_reuses_the_cache(recording, nsys, tmp_path):
