@@ -15,7 +15,7 @@ import pandas as pd
 from . import attribution, cost, gaps
 from .config import Config
 from .load import GpuTrace
-from .window import choose_window
+from .window import WindowError, choose_window
 
 #: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
 GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
@@ -27,10 +27,13 @@ LOST_EVENTS = re.compile(r"lost|dropp|overflow|discard", re.IGNORECASE)
 
 @dataclass
 class GpuResult:
-    """``row``: one fleet-table row (dict of scalars). ``roster``: list of gap dicts."""
+    """``row``: one fleet-table row (dict of scalars). ``roster``: the longest per-stream gaps
+    (which queue broke: for fixing work). ``device_roster``: the longest device-level gaps
+    (no kernel on any stream: true idle; pid and stream_id are -1)."""
 
     row: dict
     roster: list = field(default_factory=list)
+    device_roster: list = field(default_factory=list)
 
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
@@ -68,6 +71,10 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     w0, w1 = win.start_ns, win.end_ns
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1)
     kw = gaps.kernels_in_window(k, w0, w1)
+    if kw.empty:
+        raise WindowError(
+            f"no kernel of this GPU inside the {win.rule} window [{w0 / 1e9:.6f}, {w1 / 1e9:.6f}) s; its kernels run "
+            f"{int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock")
     gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
     copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
     categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries)
@@ -84,8 +91,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     model = labels.get("gpu_model") or trace.gpu_model
     rate_model, rate, rate_source = cost.find_rate(model, cfg.cost, labels.get("cluster"))
     warnings = list(trace.warnings)
-    if kw.empty:
-        warnings.append("no kernel inside the window")
+    if model and "not on the card" in rate_source:
+        warnings.append(f"GPU model {model!r} is not on the rate card; priced as {rate_model}")
 
     row = {
         "report": trace.report,
@@ -94,7 +101,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
         "gpu_key": trace.gpu_key,
         "pid": int(trace.pids[0]), "device_id": int(trace.device_ids[0]),
         "pids": ",".join(map(str, trace.pids)), "device_ids": ",".join(map(str, trace.device_ids)),
-        "gpu_model": model or rate_model,
+        "gpu_model": model or "",
         "window_rule": win.rule, "untrimmed": win.untrimmed,
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
         "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
@@ -139,4 +146,5 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["warnings"] = "; ".join(warnings)
     row["status"] = "partial" if any(LOST_EVENTS.search(w) for w in warnings) else "ok"
     row["error"] = ""
-    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx))
+    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx),
+                     device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx))

@@ -31,7 +31,7 @@ def format_fleet(fleet: pd.DataFrame) -> str:
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
         lines.append(ok[SHOWN].to_string(index=False))
     for row in fleet[fleet["status"] == "error"].itertuples():
-        lines.append(f"ERROR {row.report}: {row.error}")
+        lines.append(f"ERROR {row.error}")  # the message starts with the report path
     return "\n".join(lines)
 
 
@@ -56,10 +56,16 @@ def main():
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
               help="Address of a running Dask scheduler; default: start a LocalCluster.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers).")
 @click.option("--no-cache", is_flag=True, help="Read every export from SQLite; do not use or fill the Parquet cache.")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache):
-    """Analyse every GPU of every report in INPUTS (files, directories, globs)."""
+    """Analyse every GPU of every report in INPUTS: .nsys-rep reports (exported with nsys) or
+    .sqlite exports; files, directories (searched recursively) or globs; local paths or
+    fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
+    and records/<job>.md. Exit status 1 when any report failed (it still gets its row)."""
+    if trim and trim[1] <= trim[0]:
+        raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
                                   ("trim_s", list(trim) if trim else None)) if v is not None}
     overrides = {"analysis": analysis}
@@ -99,7 +105,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
               show_default=True, help="Which planted gaps dominate.")
 def synth(example_dir, out_path, gpus, iterations, seed, profile):
     """Generate deterministic exports in the real Nsight Systems schema, with planted gaps
-    and their truth (``<file>.truth.json``)."""
+    and their truth (FILE.truth.json beside each export)."""
     from .synth import generate_training_report, make_example_fleet
 
     if bool(example_dir) == bool(out_path):

@@ -31,7 +31,8 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> tuple
     source = "rate card"
     if chosen is None:
         chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
-        source = "rate card (default model)"
+        source = ("rate card (default model: export names no GPU)" if not text else
+                  f"rate card (default model: {model!r} is not on the card)")
         if chosen is None:
             raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
     usd = float(chosen.usd_per_gpu_hour)
@@ -39,6 +40,8 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> tuple
     if chosen.model in override:
         usd = float(override[chosen.model])
         source = f"cluster {cluster} override"
+    elif chosen.source:
+        source = f"{source}: {chosen.source}"
     return chosen.model, usd, source
 
 

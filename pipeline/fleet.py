@@ -81,17 +81,25 @@ def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
 
 
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per-job or per-cluster totals: GPUs, failed reports, window, idle, idle % (window-weighted), USD."""
+    """Per-job or per-cluster totals.
+
+    Columns: ``by``, GPUs analysed, reports that failed (distinct reports with an
+    error row), window and idle ns, window-weighted idle %, min/max GPU idle %,
+    per-stream gap total, idle USD per month, stragglers.
+    """
     ok = fleet[fleet["status"] != "error"]
-    grouped = ok.groupby(by, sort=True)
-    out = grouped.agg(gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
-                      gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
-                      min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
-                      stragglers=("straggler", "sum")).reset_index()
-    out["idle_pct"] = (100.0 * out["idle_ns"].astype(float) / out["window_ns"].astype(float)).round(4)
-    errors = fleet[fleet["status"] == "error"].groupby(by, sort=True).size().rename("failed_reports")
-    out = out.merge(errors.reset_index(), on=by, how="outer").fillna({"failed_reports": 0, "gpus": 0})
-    out["idle_usd_per_month"] = out["idle_usd_per_month"].astype(float).round(2)
+    out = ok.groupby(by, sort=True).agg(
+        gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
+        gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
+        min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
+        stragglers=("straggler", "sum")).reset_index()
+    failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
+    out = out.merge(failed.reset_index(), on=by, how="outer")
+    for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports"):
+        out[col] = out[col].fillna(0).astype("int64")
+    out["idle_usd_per_month"] = out["idle_usd_per_month"].astype(float).fillna(0.0).round(2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["idle_pct"] = (100.0 * out["idle_ns"] / out["window_ns"].where(out["window_ns"] > 0)).round(4)
     return out.sort_values(by, kind="stable").reset_index(drop=True)
 
 
@@ -132,17 +140,22 @@ def _json_default(value):
 
 
 def _plain(value):
+    """JSON-safe scalar: NA, NaN and ±inf become null (strict JSON has no Infinity)."""
     if value is None or value is pd.NA:
         return None
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
         return None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
     return value
 
 
 def write_json(path: str, obj) -> None:
     """Write ``obj`` as indented JSON, atomically."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, default=_json_default, allow_nan=True)
+        json.dump(obj, fh, indent=2, default=_json_default, allow_nan=False)
         fh.write("\n")
 
 
@@ -155,7 +168,7 @@ def write_text(path: str, text: str) -> None:
 def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     """Write the fleet table, rollups and per-GPU JSON files. Returns name -> path.
 
-    ``rosters`` maps (report, gpu_key) -> roster list.
+    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...]}``.
     """
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
@@ -171,13 +184,15 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
             rollup(fleet, by).to_csv(tmp, index=False)
         paths[name] = os.path.join(out_dir, f"{name}.csv")
     gpu_dir = os.path.join(out_dir, "gpus")
+    os.makedirs(gpu_dir, exist_ok=True)
     for row in fleet.to_dict("records"):
         if row["status"] == "error":
             continue
         key = (row["report"], row["gpu_key"])
         summary = {k: _plain(v) for k, v in row.items()}
-        doc = {"report": row["report"], "gpu_key": row["gpu_key"], "roster": rosters.get(key, []),
-               "_summary": summary}
+        both = rosters.get(key, {})
+        doc = {"report": row["report"], "gpu_key": row["gpu_key"], "roster": both.get("streams", []),
+               "device_roster": both.get("device", []), "_summary": summary}
         write_json(os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"])), doc)
     paths["gpus"] = gpu_dir
     return paths

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from dataclasses import dataclass
 
 from distributed import Client, LocalCluster, as_completed
 
@@ -25,7 +26,27 @@ from .fleet import build_fleet, error_row
 from .load import ProfileError, Report, gpu_trace
 
 
-def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Report:
+@dataclass(frozen=True)
+class LoadFailure:
+    """A report that could not be exported or loaded; ``message`` names the file and the cause.
+
+    Returned (not raised) by :func:`load_task` for the expected failures (bad
+    input), so Dask neither retries them nor logs a traceback; unexpected
+    exceptions still raise and become error rows all the same.
+    """
+
+    message: str
+
+
+def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Report | LoadFailure:
+    """:func:`load_report_for` that returns a :class:`LoadFailure` instead of raising ProfileError."""
+    try:
+        return load_report_for(path, export_cfg, cache_cfg)
+    except ProfileError as exc:
+        return LoadFailure(_describe(exc, path))
+
+
+def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Report:
     """Export (``.nsys-rep`` only, cached by content) and load one report
     (from the columnar cache when the same export was loaded before).
 
@@ -43,8 +64,9 @@ def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Re
     return report
 
 
-def gpu_keys_task(report: Report) -> list[str]:
-    return report.gpu_keys()
+def gpu_keys_task(report: Report | LoadFailure) -> list[str] | LoadFailure:
+    """The report's GPU keys (or its failure, passed through)."""
+    return report if isinstance(report, LoadFailure) else report.gpu_keys()
 
 
 def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> GpuResult:
@@ -60,7 +82,8 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> Gpu
 def reduce_task(results: list[GpuResult], error_rows: list[dict], spread_pct: float):
     """Fleet table and rosters from every per-GPU result and every error row."""
     rows = [r.row for r in results] + list(error_rows)
-    rosters = {(r.row["report"], r.row["gpu_key"]): r.roster for r in results}
+    rosters = {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster}
+               for r in results}
     return build_fleet(rows, spread_pct), rosters
 
 
@@ -92,10 +115,13 @@ def run_graph(client: Client, paths: list[str], cfg: Config, problems=()) -> tup
         path, name = keys_futures[fut]
         labels = cfg.labels_for(path)
         if fut.status != "finished":
-            exc = fut.exception()
-            error_rows.append(error_row(path, labels, _describe(exc, path)))
+            error_rows.append(error_row(path, labels, _describe(fut.exception(), path)))
             continue
-        for gpu in fut.result():
+        keys = fut.result()
+        if isinstance(keys, LoadFailure):
+            error_rows.append(error_row(path, labels, keys.message))
+            continue
+        for gpu in keys:
             analyses.append(client.submit(analyse_task, loads[path], gpu, cfg, labels,
                                           key=f"analyse-{name}-{gpu}", pure=False))
         del loads[path]

@@ -31,7 +31,7 @@ def test_amdahl():
 def test_find_rate_glob_on_export_model_name():
     model, usd, source = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())
     # default card: H100 at $4.00 via '*H100*'
-    assert (model, usd, source) == ("H100", 4.0, "rate card")
+    assert (model, usd, source) == ("H100", 4.0, "rate card: example list price; replace with your contract")
     model, usd, _ = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())
     assert (model, usd) == ("A100", 2.5)
     model, usd, _ = cost.find_rate("nvidia geforce rtx 3080", CostConfig())  # case-insensitive
@@ -43,7 +43,8 @@ def test_find_rate_default_model(name):
     card = CostConfig(default_model="A100")
     model, usd, source = cost.find_rate(name, card)
     assert (model, usd) == ("A100", 2.5)
-    assert "default" in source
+    assert source.startswith("rate card (default model: ")
+    assert ("not on the card" in source) == bool(name)  # says why: no model, or a model not on the card
 
 
 def test_find_rate_first_match_wins():

@@ -278,3 +278,13 @@ def test_roster_is_head_of_stream_gaps():
     # two longest gaps: 60 ms (after k6) and 50 ms (after k5)
     assert top["length"].tolist() == [60 * MS, 50 * MS]
     assert top["kernel_before"].tolist() == ["k6", "k5"]
+
+
+def test_json_scalars_non_finite_become_null():
+    import math
+
+    import numpy as np
+
+    from pipeline.fleet import _plain
+    assert [_plain(v) for v in (math.inf, -math.inf, math.nan, np.float64("inf"), np.int64(3), 2.5)] == \
+        [None, None, None, None, 3, 2.5]

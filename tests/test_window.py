@@ -227,10 +227,12 @@ def test_medical_record_format():
                     "idle_usd_per_month": 100.0 * (i + 1)})
         rows.append(row)
     fleet = pd.DataFrame(rows)
-    rosters = {("r.sqlite", "gpu0"): [{"pid": 1, "stream_id": 7, "start_ns": 5, "length_ns": 3 * MS,
-                                       "category": "sync", "nvtx_range": "Iteration 3"}],
-               ("r.sqlite", "gpu1"): [{"pid": 2, "stream_id": 7, "start_ns": 9, "length_ns": 7 * MS,
-                                       "category": "data", "nvtx_range": ""}]}
+    rosters = {("r.sqlite", "gpu0"): {"device": [{"pid": -1, "stream_id": -1, "start_ns": 5, "length_ns": 3 * MS,
+                                                  "category": "sync", "nvtx_range": "Iteration 3"}]},
+               ("r.sqlite", "gpu1"): {"device": [{"pid": -1, "stream_id": -1, "start_ns": 9, "length_ns": 7 * MS,
+                                                  "category": "data", "nvtx_range": ""}],
+                                      "streams": [{"pid": 2, "stream_id": 23, "start_ns": 1, "length_ns": 50 * MS,
+                                                   "category": "comm", "nvtx_range": ""}]}}
     page = job_record("train", fleet, rosters)
     lines = page.splitlines()
     # idle (20 + 40) / 200 = 30 %; sync (12 + 30) / 200 = 21 %, data 7 / 200 = 3.5 %, the rest 0 (filed)
@@ -238,8 +240,10 @@ def test_medical_record_format():
                         "straggler suspect gpu1; window: nvtx)")
     assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (filed) · boundary 0.00 % (filed) · "
                         "periodic 0.00 % (filed) · launch 0.00 % (filed) · cpu 0.00 % (filed)")
-    assert lines[9] == "| 1 | gpu1 | 2:7 | 9 | - | 7.000 ms | data |"
-    assert lines[10] == "| 2 | gpu0 | 1:7 | 5 | Iteration 3 | 3.000 ms | sync |"
+    # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time
+    assert lines[9] == "| 1 | gpu1 | 9 | - | 7.000 ms | data |"
+    assert lines[10] == "| 2 | gpu0 | 5 | Iteration 3 | 3.000 ms | sync |"
+    assert len(lines) == 13 and lines[12] == "Idle cost: $300.00 per month for these GPUs."
     assert job_record("train", fleet, rosters) == page  # deterministic
 
 

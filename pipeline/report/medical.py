@@ -2,8 +2,11 @@
 
 Line 1: device-level idle % with the per-GPU spread (min and max GPU named).
 Line 2: category shares (% of the window, summed over the job's GPUs).
-Then the five largest gaps of the job: start ns, the NVTX range it falls in,
-width and category. Deterministic (stable sort keys, fixed number formats), so
+Line 2 names the sub-threshold slivers that no category holds (unless the GPU
+is launch-bound), so the shares add up to the idle. Then the five largest
+device-level gaps of the job (time when no stream runs a kernel; per-stream
+gaps on a side stream are not idle GPU time): start ns, the NVTX range it falls
+in, width and category. Deterministic (stable sort keys, fixed number formats), so
 the page before and after a fix diffs cleanly.
 """
 from __future__ import annotations
@@ -25,7 +28,7 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
     Args:
         job: the job label.
         rows: the job's fleet rows (error rows included: they are listed, not counted).
-        rosters: ``(report, gpu_key) -> roster list`` from the run.
+        rosters: ``(report, gpu_key) -> {"streams": [...], "device": [...]}`` from the run.
         actionable_pct: categories under this share of W are marked "filed".
     """
     ok = rows[rows["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable")
@@ -47,20 +50,24 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
             pct = 100.0 * int(ok[f"cat_{cat}_ns"].astype("int64").sum()) / window
             shares.append((pct, cat))
         shares.sort(key=lambda x: (-x[0], CATEGORIES.index(x[1])))
+        slivers = 0 if "launch_bound" not in ok else int(
+            ok.loc[~ok["launch_bound"].astype(bool), "device_sliver_ns"].astype("int64").sum())
         lines.append("Categories: " + " · ".join(
-            f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares))
-        lines += ["", f"## {TOP_GAPS} largest gaps", "",
-                  "| # | GPU | stream | start ns | NVTX range | width | category |",
-                  "|---|---|---|---|---|---|---|"]
+            f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
+            + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else ""))
+        lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
+                  "| # | GPU | start ns | NVTX range | width | category |",
+                  "|---|---|---|---|---|---|"]
         gaps = []
         for row in ok.itertuples():
-            for g in rosters.get((row.report, row.gpu_key), []):
+            for g in rosters.get((row.report, row.gpu_key), {}).get("device", []):
                 gaps.append((-g["length_ns"], g["start_ns"], row.gpu_key, g))
         gaps.sort(key=lambda x: (x[0], x[1], x[2]))
         for i, (_, _, gpu, g) in enumerate(gaps[:TOP_GAPS], 1):
             where = (g.get("nvtx_range") or "-").replace("|", "\\|")
-            lines.append(f"| {i} | {gpu} | {g['pid']}:{g['stream_id']} | {g['start_ns']} | {where} | "
-                         f"{_ms(g['length_ns'])} | {g['category']} |")
+            lines.append(f"| {i} | {gpu} | {g['start_ns']} | {where} | {_ms(g['length_ns'])} | {g['category']} |")
+        if not gaps:
+            lines.append("| - | no gap above the threshold in the roster | | | | |")
         usd = float(ok["idle_usd_per_month"].astype(float).sum())
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs."]
     for row in rows[rows["status"] == "error"].sort_values("report").itertuples():
