@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import attribution, cost, gaps
+from . import intervals as iv
 from .config import Config
 from .load import GpuTrace
 from .window import WindowError, choose_window
@@ -34,6 +35,7 @@ class GpuResult:
     row: dict
     roster: list = field(default_factory=list)
     device_roster: list = field(default_factory=list)
+    timeline: dict = field(default_factory=dict)
 
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
@@ -50,6 +52,36 @@ def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
             "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
         })
     return records
+
+
+#: At most this many busy runs go into a timeline; beyond it the shortest holes are closed.
+TIMELINE_MAX_RUNS = 4000
+
+
+def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win) -> dict:
+    """A compact picture of one GPU's window for plots (all times int ns).
+
+    ``busy``: ``[[start, end], ...]`` kernel-union runs inside W (when there are
+    more than :data:`TIMELINE_MAX_RUNS`, the shortest holes between runs are
+    closed, so the picture keeps every long gap); ``gaps``: ``[[start, end,
+    category], ...]`` device-level gaps; ``iterations``: ``[[start, end], ...]``
+    detected iterations overlapping W; ``window``: ``[w0, w1]``.
+    """
+    w0, w1 = win.start_ns, win.end_ns
+    s, e = iv.union(kernels["start"], kernels["end"])
+    if s.size > TIMELINE_MAX_RUNS:
+        holes = s[1:] - e[:-1]
+        keep = np.sort(np.argsort(holes, kind="stable")[-(TIMELINE_MAX_RUNS - 1):])  # the longest holes stay
+        s = np.concatenate(([s[0]], s[1:][keep]))
+        e = np.concatenate((e[:-1][keep], [e[-1]]))
+    bounds = list(win.boundaries)
+    iterations = [[int(a), int(b)] for a, b in zip(bounds, bounds[1:]) if b > w0 and a < w1]
+    return {
+        "window": [int(w0), int(w1)],
+        "busy": [[int(a), int(b)] for a, b in zip(s, e)],
+        "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
+        "iterations": iterations,
+    }
 
 
 def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
@@ -147,4 +179,5 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["status"] = "partial" if any(LOST_EVENTS.search(w) for w in warnings) else "ok"
     row["error"] = ""
     return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx),
-                     device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx))
+                     device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx),
+                     timeline=timeline(kw, device_categorised, win))

@@ -168,7 +168,7 @@ def write_text(path: str, text: str) -> None:
 def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     """Write the fleet table, rollups and per-GPU JSON files. Returns name -> path.
 
-    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...]}``.
+    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``.
     """
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
@@ -192,7 +192,8 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
         summary = {k: _plain(v) for k, v in row.items()}
         both = rosters.get(key, {})
         doc = {"report": row["report"], "gpu_key": row["gpu_key"], "roster": both.get("streams", []),
-               "device_roster": both.get("device", []), "_summary": summary}
+               "device_roster": both.get("device", []), "timeline": both.get("timeline", {}),
+               "_summary": summary}
         write_json(os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"])), doc)
     paths["gpus"] = gpu_dir
     return paths

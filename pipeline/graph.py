@@ -82,8 +82,8 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> Gpu
 def reduce_task(results: list[GpuResult], error_rows: list[dict], spread_pct: float):
     """Fleet table and rosters from every per-GPU result and every error row."""
     rows = [r.row for r in results] + list(error_rows)
-    rosters = {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster}
-               for r in results}
+    rosters = {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
+                                                    "timeline": r.timeline} for r in results}
     return build_fleet(rows, spread_pct), rosters
 
 

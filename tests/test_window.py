@@ -322,3 +322,23 @@ def test_nvtx_less_export_uses_kernel_periodicity(tmp_path):
     assert (row["busy_ns"], row["idle_ns"], row["gap_count"]) == (40 * MS, 40 * MS, 0)
     assert (row["device_sliver_count"], row["device_sliver_ns"], row["launch_bound"]) == (40, 40 * MS, True)
     assert (row["cat_launch_ns"], row["cat_launch_pct"], row["main_category"]) == (40 * MS, 50.0, "launch")
+
+
+def test_timeline_keeps_long_gaps_when_compacting():
+    from pipeline.analyse import timeline
+    from pipeline.window import Window
+    # 6 kernels of 1 ms with holes 1, 5, 1, 9, 1 ms; keep at most 3 runs -> the two longest holes (9, 5) stay
+    starts = [0, 2, 8, 10, 20, 22]
+    kernels = kernel_frame([(t, t + 1, "k") for t in starts])
+    gaps = gap_frame([(3, 5, "k"), (11, 9, "k")]).assign(category=["cpu", "sync"])
+    win = Window(0, 23 * MS, "nvtx", False, boundaries=(0, 10 * MS, 20 * MS, 30 * MS))
+    import pipeline.analyse as analyse
+    old, analyse.TIMELINE_MAX_RUNS = analyse.TIMELINE_MAX_RUNS, 3
+    try:
+        t = timeline(kernels, gaps, win)
+    finally:
+        analyse.TIMELINE_MAX_RUNS = old
+    assert t["busy"] == [[0, 3 * MS], [8 * MS, 11 * MS], [20 * MS, 23 * MS]]
+    assert t["gaps"] == [[3 * MS, 8 * MS, "cpu"], [11 * MS, 20 * MS, "sync"]]
+    assert t["iterations"] == [[0, 10 * MS], [10 * MS, 20 * MS], [20 * MS, 30 * MS]]
+    assert t["window"] == [0, 23 * MS]
