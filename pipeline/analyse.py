@@ -6,7 +6,6 @@ holds the fleet-table row and the roster for the per-GPU JSON.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,15 +14,12 @@ import pandas as pd
 from . import attribution, cost, gaps
 from . import intervals as iv
 from .config import Config
-from .load import GpuTrace
+from .load import GpuTrace, marks_partial
 from .window import WindowError, choose_window
 
 #: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
 GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
 CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
-
-#: DIAGNOSTIC_EVENT texts that mean the trace itself is incomplete.
-LOST_EVENTS = re.compile(r"lost|dropp|overflow|discard", re.IGNORECASE)
 
 
 @dataclass
@@ -176,7 +172,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row["straggler"] = False
     row["warnings"] = "; ".join(warnings)
-    row["status"] = "partial" if any(LOST_EVENTS.search(w) for w in warnings) else "ok"
+    # partial: rows the loader dropped or events Nsight Systems lost (load.marks_partial).
+    row["status"] = "partial" if any(marks_partial(w) for w in warnings) else "ok"
     row["error"] = ""
     return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx),
                      device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx),

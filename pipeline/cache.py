@@ -18,7 +18,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -26,7 +25,7 @@ from .export import content_key
 from .load import Report, load_report
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 1
+LOADER_VERSION = 2
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
 

@@ -77,7 +77,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    paths, problems = discover(inputs)
+    paths, problems = discover(inputs, storage=cfg.storage)
     click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
     with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
         fleet, rosters = run_graph(client, paths, cfg, problems)
@@ -91,6 +91,44 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     click.echo(f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
                f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
     sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1)
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML config(s); the `sweep:` section names the inputs and the state folder.")
+@click.option("--state-dir", default=None, help="Results, history and nightly outputs (default: sweep.state_dir).")
+@click.option("--night", default=None, metavar="YYYY-MM-DD", help="Date of this run (default: today, UTC).")
+@click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
+@click.option("--report-only", is_flag=True, help="Rebuild the latest night's outputs from stored results only.")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
+              help="Address of a running Dask scheduler; default: start a LocalCluster.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
+def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, workers):
+    """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
+    result for the same content and configuration exists, analyse the rest, append the night to
+    the fleet history and write that night's tables, records and report. Exit status 1 when any
+    report failed."""
+    from . import sweep as sweeping
+
+    overrides = {"dask": {"n_workers": workers}} if workers else {}
+    try:
+        cfg = load_config(configs, overrides)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if report_only:
+        try:
+            out = sweeping.rebuild(cfg, state_dir, night)
+        except FileNotFoundError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"rebuilt {out} from stored results (nothing analysed)")
+        return
+    with open_client(cfg, scheduler, log=click.echo) as client:
+        fleet, summary = sweeping.sweep(cfg, client, inputs, state_dir, night, force, log=click.echo)
+    click.echo(format_fleet(fleet))
+    click.echo(summary.line())
+    click.echo(f"wrote {summary.out_dir}")
+    sys.exit(1 if summary.failed else 0)
 
 
 @main.command()
@@ -116,6 +154,10 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile):
         return
     generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
     click.echo(f"wrote {out_path} and {out_path}.truth.json")
+
+
+from .report.command import report as _report_command  # noqa: E402
+main.add_command(_report_command)
 
 
 if __name__ == "__main__":

@@ -85,12 +85,17 @@ class AnalysisConfig:
 @dataclass(frozen=True)
 class DaskConfig:
     """``scheduler``: address of a running scheduler (``tcp://host:8786``); ``None`` starts a
-    ``distributed.LocalCluster`` with ``n_workers`` processes of ``threads_per_worker`` threads."""
+    ``distributed.LocalCluster`` with ``n_workers`` processes of ``threads_per_worker`` threads and
+    ``memory_limit`` each. ``retries``: times a task that raised is retried (lost worker, I/O error).
+    ``memory_factor``: a report is refused up front when its export's size × this factor exceeds
+    the worker's memory limit (a clear error row instead of a killed worker)."""
 
     scheduler: str | None = None
     n_workers: int = 2
     threads_per_worker: int = 1
     memory_limit: str = "auto"
+    retries: int = 1
+    memory_factor: float = 1.5
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,31 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Reports in object storage (any fsspec URL, e.g. ``s3://bucket/prefix``); see :mod:`pipeline.storage`.
+    ``options``: keyword arguments for the fsspec filesystem of every remote URL (S3: ``endpoint_url``,
+    ``profile``, ``anon``, ``client_kwargs``, ``config_kwargs`` ...). ``cache_dir``: worker-local folder
+    remote files are staged to before SQLite opens them, keyed by URL, size and ETag (``None``:
+    ``$GPU_IDLE_STAGE_CACHE`` or ``~/.cache/gpu-idle/staged``). ``retries``: times a transient failure
+    (5xx, throttling, dropped connection) is retried (for S3 by botocore/s3fs themselves);
+    ``backoff_s``: first wait between retries made by gpu-idle itself (doubles each time)."""
+
+    options: dict = field(default_factory=dict)
+    cache_dir: str | None = None
+    retries: int = 4
+    backoff_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The nightly sweep. ``inputs``: paths, globs or URLs to discover every night;
+    ``state_dir``: results, history and nightly outputs (see :mod:`pipeline.sweep`)."""
+
+    inputs: tuple = ()
+    state_dir: str = "out/sweep"
+
+
+@dataclass(frozen=True)
 class Config:
     analysis: AnalysisConfig = AnalysisConfig()
     categories: CategoryRules = CategoryRules()
@@ -123,6 +153,8 @@ class Config:
     dask: DaskConfig = DaskConfig()
     export: ExportConfig = ExportConfig()
     cache: CacheConfig = CacheConfig()
+    storage: StorageConfig = StorageConfig()
+    sweep: SweepConfig = SweepConfig()
 
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
@@ -175,7 +207,7 @@ def _build(cls, data: dict, where: str):
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping. Raises :class:`ConfigError`."""
     data = data or {}
-    allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export", "cache"}
+    allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -192,6 +224,8 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         dask=_build(DaskConfig, data.get("dask"), f"{where}: dask"),
         export=_build(ExportConfig, data.get("export"), f"{where}: export"),
         cache=_build(CacheConfig, data.get("cache"), f"{where}: cache"),
+        storage=_build(StorageConfig, data.get("storage"), f"{where}: storage"),
+        sweep=_build(SweepConfig, data.get("sweep"), f"{where}: sweep"),
     )
 
 

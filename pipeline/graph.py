@@ -38,28 +38,80 @@ class LoadFailure:
     message: str
 
 
-def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Report | LoadFailure:
+def _worker_memory_limit() -> int | None:
+    """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().memory_manager.memory_limit or None
+    except (ValueError, AttributeError):
+        return None
+
+
+def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
+    """Refuse a local report whose size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
+
+    A clear error row beats a worker killed by its nanny in the middle of the
+    night. Raises :class:`ProfileError` naming the file, the estimate and the limit.
+    """
+    if not limit or "://" in path or not os.path.isfile(path):
+        return
+    need = os.path.getsize(path) * memory_factor
+    if need > limit:
+        raise ProfileError(
+            f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
+            f"({os.path.getsize(path) / 2**30:.2f} GiB file x {memory_factor:g}), worker memory limit "
+            f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+
+
+def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
+              memory_factor: float = 1.5, storage_cfg=None) -> Report | LoadFailure:
     """:func:`load_report_for` that returns a :class:`LoadFailure` instead of raising ProfileError."""
     try:
-        return load_report_for(path, export_cfg, cache_cfg)
+        check_memory(path, memory_factor, _worker_memory_limit())
+        return load_report_for(path, export_cfg, cache_cfg, storage_cfg)
     except ProfileError as exc:
         return LoadFailure(_describe(exc, path))
 
 
-def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig) -> Report:
-    """Export (``.nsys-rep`` only, cached by content) and load one report
-    (from the columnar cache when the same export was loaded before).
+def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None) -> Report:
+    """Stage (remote URLs only), export (``.nsys-rep`` only, cached by content) and load one
+    report (from the columnar cache when the same export was loaded before).
 
-    The report keeps the path the user gave. Raises :class:`ProfileError` (or
-    :class:`~pipeline.export.ExportError`) naming that path and the cause.
+    A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
+    worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
+    ``None``: defaults), see :mod:`pipeline.storage`. The report keeps the path or URL the
+    user gave. Raises :class:`ProfileError` (or :class:`~pipeline.export.ExportError`,
+    :class:`~pipeline.storage.StageError`) naming that path and the cause.
     """
-    sqlite_path = export_report(path, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
-    if sqlite_path == path:
-        return load_cached(path, cache_cfg.dir, cache_cfg.enabled)
+    from .config import StorageConfig
+    from .storage import is_remote, stage
+
+    if not is_remote(path):
+        sqlite_path = export_report(path, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
+        if sqlite_path == path:
+            return load_cached(path, cache_cfg.dir, cache_cfg.enabled)
+        try:
+            report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled)
+        except ProfileError as exc:
+            raise ProfileError(f"{path}: (exported to {sqlite_path}) {exc}") from exc
+        report.path = path
+        return report
+
+    st = storage_cfg or StorageConfig()
+    local = stage(path, st.options, st.cache_dir, st.retries, st.backoff_s)  # StageError names the URL
+    where, sqlite_path = f"staged to {local}", None
     try:
+        sqlite_path = export_report(local, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
+        if sqlite_path != local:
+            where += f", exported to {sqlite_path}"
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled)
-    except ProfileError as exc:
-        raise ProfileError(f"{path}: (exported to {sqlite_path}) {exc}") from exc
+    except ProfileError as exc:  # restate the message about the URL, not the local copy
+        message = str(exc)
+        for prefix in (local, sqlite_path):
+            if prefix and message.startswith(prefix):
+                message = message[len(prefix):].lstrip(": ")
+        raise type(exc)(f"{path}: ({where}) {message}") from exc
     report.path = path
     return report
 
@@ -98,33 +150,71 @@ def _describe(exc: BaseException, path: str) -> str:
     return f"{path}: {type(exc).__name__}: {message}"
 
 
-def run_graph(client: Client, paths: list[str], cfg: Config, problems=()) -> tuple:
+def run_graph(client: Client, paths: list[str], cfg: Config, problems=(), on_report=None) -> tuple:
     """Run the whole graph on ``client``. Returns ``(fleet DataFrame, rosters dict)``.
 
-    ``problems``: ``(input, message)`` pairs from discovery, recorded as error rows.
+    Args:
+        paths: report paths or URLs (already discovered).
+        problems: ``(input, message)`` pairs from discovery, recorded as error rows.
+        on_report: optional ``callback(path, results, error_row)`` called on the
+            client as soon as one report is finished: ``results`` is its list of
+            :class:`GpuResult` (empty when it failed), ``error_row`` the failure's
+            row or ``None``. The nightly sweep stores each report's results there,
+            so a sweep killed half-way keeps what it finished.
+    Each task is retried ``cfg.dask.retries`` times when it raises (a lost
+    worker, an I/O hiccup); bad input is returned as a value and never retried.
     """
     error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
     run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))
-    loads, keys_futures = {}, {}
+    retries = cfg.dask.retries
+    loads, pending = {}, {}
+    done = as_completed()
     for path in paths:
         name = f"{os.path.basename(path)}-{_token(path)}-{run}"
-        loads[path] = client.submit(load_task, path, cfg.export, cfg.cache, key=f"load-{name}", pure=False)
-        keys_futures[client.submit(gpu_keys_task, loads[path], key=f"gpus-{name}", pure=False)] = (path, name)
-    analyses = []
-    for fut in as_completed(list(keys_futures)):
-        path, name = keys_futures[fut]
-        labels = cfg.labels_for(path)
-        if fut.status != "finished":
-            error_rows.append(error_row(path, labels, _describe(fut.exception(), path)))
+        loads[path] = client.submit(load_task, path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage,
+                                    key=f"load-{name}", pure=False, retries=retries)
+        fut = client.submit(gpu_keys_task, loads[path], key=f"gpus-{name}", pure=False, retries=retries)
+        pending[fut.key] = ("keys", path, name)
+        done.add(fut)
+    analyses, collected, expected = [], {}, {}
+
+    def fail(path: str, message: str) -> None:
+        row = error_row(path, cfg.labels_for(path), message)
+        error_rows.append(row)
+        if on_report:
+            on_report(path, [], row)
+
+    for fut in done:
+        kind, path, name = pending.pop(fut.key)
+        if fut.status == "error":
+            fail(path, _describe(fut.exception(), path))
             continue
-        keys = fut.result()
-        if isinstance(keys, LoadFailure):
-            error_rows.append(error_row(path, labels, keys.message))
+        if fut.status == "cancelled":
+            fail(path, f"{path}: task cancelled before it finished (scheduler restarted or client lost)")
             continue
-        for gpu in keys:
-            analyses.append(client.submit(analyse_task, loads[path], gpu, cfg, labels,
-                                          key=f"analyse-{name}-{gpu}", pure=False))
-        del loads[path]
+        # "finished", or "lost" with a worker that died after computing it: result() waits while
+        # the scheduler computes it again from its recipe.
+        if kind == "keys":
+            keys = fut.result()
+            if isinstance(keys, LoadFailure):
+                fail(path, keys.message)
+                continue
+            if not keys:
+                fail(path, f"{path}: no GPU ran a kernel in this export")
+                continue
+            labels = cfg.labels_for(path)
+            expected[path], collected[path] = len(keys), []
+            for gpu in keys:
+                job = client.submit(analyse_task, loads[path], gpu, cfg, labels, key=f"analyse-{name}-{gpu}",
+                                    pure=False, retries=retries)
+                analyses.append(job)
+                pending[job.key] = ("analyse", path, name)
+                done.add(job)
+            del loads[path]  # the analyses hold it now; freed on the worker when they finish
+        else:
+            collected[path].append(fut.result())
+            if len(collected[path]) == expected[path] and on_report:
+                on_report(path, collected[path], None)
     reduce = client.submit(reduce_task, analyses, error_rows, cfg.analysis.straggler_spread_pct,
                            key=f"fleet-reduce-{run}", pure=False)
     return reduce.result()

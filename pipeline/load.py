@@ -38,8 +38,21 @@ STRING_TABLE = "StringIds"
 KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName", "name")
 #: NVTX event types that are ranges: NvtxPushPopRange (59), NvtxStartEndRange (60).
 NVTX_RANGE_TYPES = (59, 60)
+CONTEXT_TABLE = "TARGET_INFO_CUDA_CONTEXT_INFO"
 #: DIAGNOSTIC_EVENT severity levels that are warnings or errors (ENUM_DIAGNOSTIC_SEVERITY_LEVEL).
 DIAGNOSTIC_WARNING_LEVELS = (2, 3)
+#: Prefix of the per-GPU warnings that quote a DIAGNOSTIC_EVENT text.
+DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
+#: DIAGNOSTIC_EVENT texts saying the trace itself is incomplete. Nsight Systems writes, e.g.,
+#: "CUPTI dropped 1234 records. Some CUPTI events might be missing.", "Couldn't allocate CUPTI
+#: buffers 3 times.Some CUPTI events might be missing.", "Number of incomplete CUPTI events
+#: dropped: 12. ...", "Some events (42) were lost. ...", "Reading events from qdstrm: ... : Lost
+#: events = 7" (texts from the nsys binaries), at warning or info severity.
+LOST_EVENTS = re.compile(r"\blost\b|\bdropped\b|\bmissing\b|overflow|discard", re.IGNORECASE)
+#: ... unless the count it names is zero ("dropped 0 records", "Lost events = 0", "(0) were lost").
+_NO_LOSS = re.compile(r"(?:dropped|lost(?: events)?)\s*[:=]?\s*0\b|\(\s*0\s*\)\s*were lost", re.IGNORECASE)
+#: Start of the loader's warning about dropped kernel rows ("dropped N kernel rows ...").
+_DROPPED_ROWS = re.compile(r"dropped \d+ kernel rows\b")
 
 _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
 
@@ -88,6 +101,20 @@ def tid_of(global_tid) -> np.ndarray:
     return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
 
 
+def reports_lost_events(text: str) -> bool:
+    """True when a DIAGNOSTIC_EVENT text says events were lost or dropped (a non-zero count)."""
+    return bool(LOST_EVENTS.search(text)) and not _NO_LOSS.search(text)
+
+
+def marks_partial(warning: str) -> bool:
+    """True when a row warning means the GPU's data is incomplete (status ``partial``):
+    kernel rows the loader dropped, or a DIAGNOSTIC_EVENT that reports lost events.
+    Other warnings (GPUs without kernels, inferred processes, rate card) leave it ``ok``."""
+    if warning.startswith(DIAGNOSTIC_PREFIX):
+        return reports_lost_events(warning[len(DIAGNOSTIC_PREFIX):])
+    return bool(_DROPPED_ROWS.match(warning))
+
+
 def normalise_api_name(name: str) -> str:
     """``cudaStreamSynchronize_v3020`` -> ``cudaStreamSynchronize``; also drops
     ``_ptsz``/``_ptds`` (per-thread default stream) suffixes."""
@@ -105,12 +132,45 @@ def connect_readonly(path: str) -> sqlite3.Connection:
         raise ProfileError(f"{path}: file not found")
     if os.path.getsize(path) == 0:
         raise ProfileError(f"{path}: empty file (0 bytes), not an SQLite export")
+    _check_not_truncated(path)
     try:
         con = sqlite3.connect(readonly_uri(path), uri=True)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise ProfileError(f"{path}: not a readable SQLite database ({exc})") from exc
     return con
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_not_truncated(path: str) -> None:
+    """Raise :class:`ProfileError` when an SQLite file is shorter than its own header says.
+
+    The 100-byte database header holds the page size (offset 16) and, when the
+    "version-valid-for" number (offset 92) equals the change counter (offset 24),
+    the database size in pages (offset 28). A copy or download cut short is
+    shorter than ``page size x pages``; SQLite itself would only say "database
+    disk image is malformed", or nothing until a query reaches a missing page.
+    Files that do not start with the SQLite magic are left to SQLite to reject.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(_SQLITE_MAGIC):
+        return
+    if len(header) < 100:
+        raise ProfileError(f"{path}: truncated SQLite file ({size:,} bytes, shorter than the 100-byte "
+                           "SQLite header); the copy or download was cut short")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter = int.from_bytes(header[24:28], "big")
+    pages = int.from_bytes(header[28:32], "big")
+    valid_for = int.from_bytes(header[92:96], "big")
+    if pages and valid_for == change_counter and size < page_size * pages:
+        raise ProfileError(
+            f"{path}: truncated SQLite file ({size:,} bytes, but its header says {page_size * pages:,}: "
+            f"{pages:,} pages of {page_size:,} bytes); the copy or download was cut short")
 
 
 class Schema:
@@ -189,7 +249,7 @@ def _pid_expr(schema: Schema, table: str) -> tuple[str, bool]:
     for name in ("pid", "processId"):
         if name in cols:
             return name, False
-    return "0", False
+    return "-1", False  # no process column (older schema): see _infer_pids
 
 
 def _read(schema: "Schema", sql: str) -> pd.DataFrame:
@@ -217,9 +277,12 @@ def _no_kernels() -> pd.DataFrame:
 
 def _load_kernels(schema: Schema, strings: dict[int, str], path: str,
                   required: bool = True) -> tuple[pd.DataFrame, list]:
+    """Kernel rows (``KERNEL_COLUMNS`` plus ``context_id``, dropped by the caller) and the
+    loader's warnings. ``pid`` is -1 on every row when the table has no process column
+    (older schema): :func:`_infer_pids` fills it in."""
     if not required and (not schema.has(KERNEL_TABLE) or
                          not schema.con.execute(f"SELECT 1 FROM {KERNEL_TABLE} LIMIT 1").fetchone()):
-        return _no_kernels(), []
+        return _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
     if not schema.has(KERNEL_TABLE):
         raise ProfileError(
             f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
@@ -232,11 +295,12 @@ def _load_kernels(schema: Schema, strings: dict[int, str], path: str,
     pid_col, decode = _pid_expr(schema, KERNEL_TABLE)
     name_col = schema.first_column(KERNEL_TABLE, KERNEL_NAME_COLUMNS)
     dev = "deviceId" if "deviceId" in cols else "0"
+    ctx = "contextId" if "contextId" in cols else "0"
     stream = "streamId" if "streamId" in cols else "0"
     corr = "correlationId" if "correlationId" in cols else "0"
     sql = (
         f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, {stream} AS stream_id, "
-        f"{corr} AS correlation_id{', ' + name_col + ' AS name' if name_col else ''} "
+        f"{corr} AS correlation_id, {ctx} AS context_id{', ' + name_col + ' AS name' if name_col else ''} "
         f"FROM {KERNEL_TABLE}"
     )
     df = _read(schema, sql)
@@ -244,14 +308,91 @@ def _load_kernels(schema: Schema, strings: dict[int, str], path: str,
     if df.empty:
         raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
     bad = df["start"].isna() | df["end"].isna() | (df["end"] < df["start"]) | ((df["start"] == 0) & (df["end"] == 0))
+    if bad.all():
+        raise ProfileError(f"{path}: all {len(df):,} rows of {KERNEL_TABLE} have end < start or no timestamps "
+                           "(start = end = 0 or NULL): no usable kernel")
     if bad.any():
-        warnings.append(f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps")
+        warnings.append(f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps "
+                        f"(start = end = 0 or NULL); {int((~bad).sum())} of {len(df)} kept")
         df = df[~bad]
+    df = df.fillna({"device_id": 0, "stream_id": 0, "correlation_id": 0, "context_id": 0,
+                    "pid": -1 if pid_col == "-1" else 0})
     df = df.astype({"start": "int64", "end": "int64", "device_id": "int64", "stream_id": "int64",
-                    "correlation_id": "int64"})
+                    "correlation_id": "int64", "context_id": "int64"})
     df["pid"] = pid_of(df["pid"]) if decode else df["pid"].astype("int64")
     df["name"] = _resolve_text(df["name"], strings) if name_col else ""
     return df.reset_index(drop=True), warnings
+
+
+def _cuda_contexts(schema: Schema) -> dict[tuple[int, int], int]:
+    """(deviceId, contextId) -> processId from TARGET_INFO_CUDA_CONTEXT_INFO, where that pair
+    names one process only (context ids restart in every process)."""
+    cols = schema.columns(CONTEXT_TABLE)
+    if not {"processId", "deviceId", "contextId"} <= set(cols):
+        return {}
+    seen: dict[tuple[int, int], set] = {}
+    for pid, dev, ctx in schema.con.execute(f"SELECT processId, deviceId, contextId FROM {CONTEXT_TABLE}"):
+        if pid is not None and dev is not None and ctx is not None:
+            seen.setdefault((int(dev), int(ctx)), set()).add(int(pid))
+    return {key: next(iter(pids)) for key, pids in seen.items() if len(pids) == 1}
+
+
+#: A stream whose launch-matched rows come from one process at least this often belongs to it.
+STREAM_OWNER_SHARE = 0.9
+
+
+def _infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame | None,
+                contexts: dict[tuple[int, int], int]) -> np.ndarray:
+    """Process id of each row of a GPU-activity table that has no process column (older schema).
+
+    ``frame`` has start, correlation_id, device_id, context_id, stream_id; ``runtime`` the CUDA
+    runtime calls (start, correlation_id, pid); ``hints`` rows with known pids on the same streams
+    (the kernels, when placing copies).
+
+    1. Each row's launch: the runtime call with the same correlationId that started last
+       before the row (correlation ids restart in every process, and a window cut can drop
+       one process's call, so the id alone can name the wrong process).
+    2. A (device, context, stream) whose launch-matched rows (and hints) come from one process
+       at least :data:`STREAM_OWNER_SHARE` of the time belongs to that process: all its rows
+       get it, matched or not. Streams that processes really share keep the per-row answer.
+    3. Rows still open: TARGET_INFO_CUDA_CONTEXT_INFO's process of the (device, context), else
+       the only process the export shows doing CUDA work.
+    Returns int64 pids; -1 where nothing decides.
+    """
+    n = len(frame)
+    pid = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return pid
+    starts = frame["start"].to_numpy(np.int64)
+    corr = frame["correlation_id"].to_numpy(np.int64)
+    calls = runtime[["start", "correlation_id", "pid"]].astype("int64")
+    if not calls.empty:
+        rows = pd.DataFrame({"row": np.arange(n), "start": starts, "correlation_id": corr})
+        hit = pd.merge_asof(rows.sort_values("start", kind="stable"), calls.sort_values("start", kind="stable"),
+                            on="start", by="correlation_id", direction="backward").dropna(subset=["pid"])
+        pid[hit["row"].to_numpy(np.int64)] = hit["pid"].to_numpy(np.int64)
+
+    stream_cols = ["device_id", "context_id", "stream_id"]
+    votes = frame.loc[pid >= 0, stream_cols].assign(pid=pid[pid >= 0])
+    if hints is not None and not hints.empty:
+        votes = pd.concat([votes, hints.loc[hints["pid"] >= 0, stream_cols + ["pid"]]], ignore_index=True)
+    if not votes.empty:
+        counts = votes.groupby(stream_cols + ["pid"]).size().rename("n").reset_index()
+        counts["share"] = counts["n"] / counts.groupby(stream_cols)["n"].transform("sum")
+        owners = counts[counts["share"] >= STREAM_OWNER_SHARE].set_index(stream_cols)["pid"]
+        if not owners.empty:
+            owner = owners.reindex(pd.MultiIndex.from_frame(frame[stream_cols])).fillna(-1).to_numpy(np.int64)
+            pid = np.where(owner >= 0, owner, pid)
+    todo = pid < 0
+    if todo.any() and contexts:
+        keys = zip(frame["device_id"].to_numpy(np.int64)[todo], frame["context_id"].to_numpy(np.int64)[todo])
+        pid[todo] = [contexts.get((int(d), int(c)), -1) for d, c in keys]
+    todo = pid < 0
+    if todo.any():
+        cuda_pids = set(runtime["pid"].unique().tolist()) | set(contexts.values()) | set(pid[pid >= 0].tolist())
+        if len(cuda_pids) == 1:
+            pid[todo] = next(iter(cuda_pids))
+    return pid
 
 
 def _load_runtime(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
@@ -276,6 +417,8 @@ def _load_runtime(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
 
 
 def _load_copies(schema: Schema) -> pd.DataFrame:
+    """memcpy and memset rows, plus ``context_id`` (dropped by the caller); ``pid`` is -1 on
+    the rows of a table without a process column (older schema)."""
     frames = []
     for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
         cols = schema.columns(table)
@@ -286,13 +429,19 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
         nbytes = "bytes" if "bytes" in cols else "0"
         dev = "deviceId" if "deviceId" in cols else "0"
         stream = "streamId" if "streamId" in cols else "0"
+        ctx = "contextId" if "contextId" in cols else "0"
+        corr = "correlationId" if "correlationId" in cols else "0"
         df = _read(schema, f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, "
-                   f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes FROM {table}")
+                   f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
+                   f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
         df = df.dropna(subset=["start", "end"])
+        df = df.fillna({"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "context_id": 0,
+                        "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0})
         df["pid"] = pid_of(df["pid"]) if decode else df["pid"]
         df["kind"] = kind
         frames.append(df)
-    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes"]
+    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "context_id",
+               "correlation_id"]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
     df = pd.concat(frames, ignore_index=True)
@@ -308,7 +457,8 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     text = "text" if "text" in cols else "NULL"
     text_id = "textId" if "textId" in cols else "NULL"
     where = f"WHERE eventType IN {NVTX_RANGE_TYPES}" if "eventType" in cols else ""
-    df = _read(schema, f"SELECT start, end, globalTid AS gtid, {text} AS text, {text_id} AS text_id "
+    gtid = "globalTid" if "globalTid" in cols else "0"
+    df = _read(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
                f"FROM {NVTX_TABLE} {where}")
     df = df.dropna(subset=["start", "end"])
     df = df[df["end"] > df["start"]]
@@ -320,12 +470,15 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     return df[columns].reset_index(drop=True)
 
 
-def _load_devices(schema: Schema, kernels: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pid, device_id) that ran kernels, with its physical GPU.
+def _load_devices(schema: Schema, kernels: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+    """One row per (pid, device_id) that ran kernels, with its physical GPU, and warnings.
 
     The physical GPU comes from TARGET_INFO_CUDA_DEVICE (pid, cudaId -> gpuId)
     and TARGET_INFO_GPU (id -> uuid, busLocation, name) when present; else the
     key is ``pid<P>/dev<D>`` (SPEC "GPU").
+
+    GPUs that TARGET_INFO_GPU lists but that ran no kernel get no row: a GPU that
+    was never traced (or not used) is not an idle GPU. A warning says how many.
     """
     pairs = kernels[["pid", "device_id"]].drop_duplicates().sort_values(["pid", "device_id"])
     gpu_info: dict[int, dict] = {}
@@ -343,15 +496,42 @@ def _load_devices(schema: Schema, kernels: pd.DataFrame) -> pd.DataFrame:
                 f"SELECT gpuId, cudaId, pid, {uuid_col} FROM {CUDA_DEVICE_TABLE}").fetchall():
             cuda_map[(int(pid), int(cuda_id))] = (None if gpu_id is None else int(gpu_id), dev_uuid)
     rows = []
+    used_ids = set()
     for pid, dev in pairs.itertuples(index=False):
         gpu_id, dev_uuid = cuda_map.get((int(pid), int(dev)), (None, None))
+        if gpu_id is not None:
+            used_ids.add(gpu_id)
         info = gpu_info.get(gpu_id, {}) if gpu_id is not None else {}
         uuid = (info.get("uuid") or dev_uuid or "").strip()
         bus = (info.get("busLocation") or "").strip()
         key = f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"pid{pid}/dev{dev}")
         rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": key,
                      "gpu_model": (info.get("name") or "").strip(), "uuid": uuid, "bus": bus})
-    return pd.DataFrame(rows, columns=["pid", "device_id", "gpu_key", "gpu_model", "uuid", "bus"])
+    devices = pd.DataFrame(rows, columns=["pid", "device_id", "gpu_key", "gpu_model", "uuid", "bus"])
+    return devices, _untraced_gpus(gpu_info, used_ids, devices)
+
+
+def _untraced_gpus(gpu_info: dict[int, dict], used_ids: set, devices: pd.DataFrame) -> list[str]:
+    """The warning about GPUs TARGET_INFO_GPU lists that ran no kernel (none when all ran some)."""
+    listed = len(gpu_info)
+    if not listed or devices.empty:
+        return []
+    if used_ids:  # processes map to physical GPUs: name the ones without kernels
+        idle = [gpu_info[i] for i in sorted(gpu_info) if i not in used_ids]
+        if not idle:
+            return []
+        names = []
+        for info in idle:
+            uuid = (info.get("uuid") or "").strip()
+            bus = (info.get("busLocation") or "").strip()
+            names.append(f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"id {info.get('id')}"))
+        return [f"{len(idle)} of {listed} GPUs listed in {GPU_TABLE} ran no kernel in this export "
+                f"({', '.join(names)}): not traced or not used, so no row and not counted as idle"]
+    traced = devices["gpu_key"].nunique()
+    if traced >= listed:
+        return []
+    return [f"{listed - traced} of {listed} GPUs listed in {GPU_TABLE} ran no kernel in this export "
+            f"(kernels identify {traced}): not traced or not used, so no row and not counted as idle"]
 
 
 def _load_meta(schema: Schema) -> dict:
@@ -366,10 +546,39 @@ def _load_diagnostics(schema: Schema) -> list[str]:
     cols = schema.columns(DIAGNOSTIC_TABLE)
     if not cols or "severity" not in cols or "text" not in cols:
         return []
-    rows = schema.con.execute(
-        f"SELECT text FROM {DIAGNOSTIC_TABLE} WHERE severity IN {DIAGNOSTIC_WARNING_LEVELS} ORDER BY rowid"
-    ).fetchall()
-    return [str(r[0]).strip() for r in rows]
+    rows = schema.con.execute(f"SELECT severity, text FROM {DIAGNOSTIC_TABLE} ORDER BY rowid").fetchall()
+    texts = [(severity, str(text).strip()) for severity, text in rows if text is not None]
+    # Warnings and errors; and lost-event reports at any severity (they make the trace incomplete).
+    return [text for severity, text in texts if severity in DIAGNOSTIC_WARNING_LEVELS or reports_lost_events(text)]
+
+
+def _resolve_missing_pids(schema: Schema, kernels: pd.DataFrame, copies: pd.DataFrame,
+                          runtime: pd.DataFrame) -> list[str]:
+    """Fill in ``pid`` (in place) where a table has no process column (older schemas lack
+    ``globalPid``); returns the warning that says so, or nothing."""
+    tables = [t for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
+              if schema.columns(t) and _pid_expr(schema, t)[0] == "-1"]
+    if not tables:
+        return []
+    # Runtime calls identify processes only through globalTid.
+    calls = runtime if "globalTid" in schema.columns(RUNTIME_TABLE) else runtime.iloc[0:0]
+    contexts = _cuda_contexts(schema)
+    unresolved = 0
+    if KERNEL_TABLE in tables and not kernels.empty:
+        kernels["pid"] = _infer_pids(kernels, calls, None, contexts)
+        unresolved += int((kernels["pid"] < 0).sum())
+    if not copies.empty and (copies["pid"] < 0).any():
+        todo = copies["pid"] < 0
+        hints = kernels[["device_id", "context_id", "stream_id", "pid"]]
+        copies.loc[todo, "pid"] = _infer_pids(copies[todo], calls, hints, contexts)
+        unresolved += int((copies["pid"] < 0).sum())
+    for frame in (kernels, copies):
+        frame.loc[frame["pid"] < 0, "pid"] = 0
+    text = (f"older export schema: no globalPid column in {', '.join(tables)}; each row's process was taken "
+            "from its CUDA runtime launch (correlationId) or its stream")
+    if unresolved:
+        text += f"; {unresolved} rows could not be tied to a process and count under pid 0"
+    return [text]
 
 
 def load_report(path: str, require_kernels: bool = True) -> Report:
@@ -394,10 +603,15 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
                                f"(no {KERNEL_TABLE}, StringIds or export metadata tables)")
         strings = _strings(schema)
         kernels, warnings = _load_kernels(schema, strings, path, require_kernels)
-        devices = _load_devices(schema, kernels)
+        runtime = _load_runtime(schema, strings)
+        copies = _load_copies(schema)
+        warnings += _resolve_missing_pids(schema, kernels, copies, runtime)
+        kernels = kernels.drop(columns="context_id")
+        copies = copies.drop(columns=["context_id", "correlation_id"])
+        devices, device_warnings = _load_devices(schema, kernels)
+        warnings += device_warnings
         keys = devices.set_index(["pid", "device_id"])["gpu_key"]
         kernels["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(kernels[["pid", "device_id"]])).to_numpy()
-        copies = _load_copies(schema)
         if not copies.empty:
             copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
         else:
@@ -405,7 +619,7 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
         return Report(
             path=path,
             kernels=kernels,
-            runtime=_load_runtime(schema, strings),
+            runtime=runtime,
             copies=copies,
             nvtx=_load_nvtx(schema, strings),
             devices=devices,
@@ -462,5 +676,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         gpu_model=models[0] if models else "",
         kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
         runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
-        warnings=list(report.warnings) + [f"DIAGNOSTIC_EVENT: {d}" for d in report.diagnostics],
+        warnings=list(report.warnings) + [f"{DIAGNOSTIC_PREFIX}{d}" for d in report.diagnostics],
     )

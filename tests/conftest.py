@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import os
+import json
+import signal
 import subprocess
+import time
 import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from distributed import Client
 
 REPO = Path(__file__).resolve().parents[1]
 # Keep the tests' caches out of the user's ~/.cache (inherited by every CLI run below).
@@ -45,3 +49,44 @@ def span_run(profiles, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def span_fleet(span_run) -> pd.DataFrame:
     return pd.read_csv(span_run / "fleet.csv", keep_default_na=False)
+
+
+DASK_WORKERS: dict = {}
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1; yields the address.
+    ``DASK_WORKERS[address]`` holds the two worker ``Popen`` objects (for fault tests)."""
+    bindir = Path(sys.executable).parent
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                              start_new_session=True)]
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        for i in range(2):
+            procs.append(subprocess.Popen(
+                [str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
+                 "--name", f"w{i}", "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True))
+        with Client(address) as client:
+            client.wait_for_workers(2, timeout=60)
+        DASK_WORKERS[address] = procs[1:]
+        yield address
+    finally:
+        for p in procs[::-1]:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)

@@ -1,16 +1,9 @@
 """Dask really runs the graph: one analyse task per GPU, locally and on a real scheduler + 2 workers."""
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
-import pytest
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
@@ -38,42 +31,6 @@ def test_local_cluster_one_task_per_gpu(profiles, span_fleet):
     assert len(fleet) == EXPECTED_GPUS and set(fleet["status"]) == {"ok"}
     # Same numbers as the CLI run.
     assert sorted(fleet["idle_ns"].astype(int)) == sorted(span_fleet["idle_ns"].astype(int))
-
-
-@pytest.fixture
-def dask_cluster(tmp_path):
-    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1."""
-    bindir = Path(sys.executable).parent
-    sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                              start_new_session=True)]
-    try:
-        deadline = time.time() + 60
-        while not sched_file.exists() and time.time() < deadline:
-            time.sleep(0.2)
-        address = json.loads(sched_file.read_text())["address"]
-        for i in range(2):
-            procs.append(subprocess.Popen(
-                [str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                 "--name", f"w{i}", "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True))
-        with Client(address) as client:
-            client.wait_for_workers(2, timeout=60)
-        yield address
-    finally:
-        for p in procs[::-1]:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 def test_external_scheduler_two_workers(dask_cluster, profiles, span_fleet, tmp_path):

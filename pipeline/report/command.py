@@ -1,0 +1,26 @@
+"""``gpu-idle report RESULTS --out FILE [--format html|csv|md]``: command line only."""
+from __future__ import annotations
+
+import click
+
+from .html import FORMATS, ReportError, write_report
+
+
+@click.command()
+@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="File to write (e.g. report.html).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="html", show_default=True,
+              help="html: self-contained page with plots, trend and medical records; csv: the per-GPU cost "
+                   "table for spreadsheets; md: a short summary for chat or e-mail.")
+@click.option("--night", default=None, metavar="YYYY-MM-DD",
+              help="With a sweep state folder: the night to report (its history up to it); default the latest.")
+def report(results, out_path, fmt, night):
+    """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
+    state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
+    night is the current one and whose history gives the trend."""
+    try:
+        path = write_report(results, out_path, fmt, night)
+    except ReportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote {path}")

@@ -1,0 +1,182 @@
+"""The manager report: one self-contained HTML file, or the CSV / Markdown variants.
+
+``write_report(RESULTS, OUT, fmt)`` is what ``gpu-idle report`` and the nightly
+sweep call. RESULTS is a run output dir or a sweep state dir
+(:mod:`pipeline.report.summary` reads it and computes every number);
+this module only formats:
+
+* ``html``: Jinja2 template ``templates/report.html.j2`` with inline CSS, inline
+  SVG plots (:mod:`pipeline.report.plots`) and the medical-record pages rendered
+  from their Markdown as anchored sections: no network fetch at view time;
+* ``csv``: the per-GPU cost table for spreadsheets (plain numbers, one row per GPU);
+* ``md``: a short summary for chat or e-mail.
+"""
+from __future__ import annotations
+
+import html as html_lib
+import io
+import os
+import re
+
+import markdown as markdown_lib
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from ..analyse import CATEGORIES
+from ..fleet import write_text
+from . import plots
+from .summary import ReportError, Results, load_results, summarise
+
+FORMATS = ("html", "csv", "md")
+
+__all__ = ["FORMATS", "ReportError", "write_report", "render_html", "render_csv", "render_markdown"]
+
+
+# ---- numbers for people ---------------------------------------------------------------------
+
+def usd(value, decimals: int = 2) -> str:
+    """``$11,653.84``; negative as ``−$12.00``."""
+    value = float(value)
+    sign = "−" if round(value, decimals) < 0 else ""
+    return f"{sign}${abs(value):,.{decimals}f}"
+
+
+def signed_usd(value) -> str:
+    """``+$1,234.56`` / ``−$1,234.56`` / ``$0.00`` for changes."""
+    value = float(value)
+    if round(value, 2) == 0:
+        return "$0.00"
+    return ("+" if value > 0 else "−") + f"${abs(value):,.2f}"
+
+
+def pct(value, decimals: int = 2) -> str:
+    """``23.21 %``."""
+    return f"{float(value):,.{decimals}f} %"
+
+
+def ms(ns) -> str:
+    """Integer ns as ``1,234.567 ms``."""
+    return f"{int(ns) / 1e6:,.3f} ms"
+
+
+def _env() -> Environment:
+    env = Environment(loader=PackageLoader("pipeline.report", "templates"),
+                      autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms)
+    return env
+
+
+def _record_html(text: str) -> str:
+    """A medical-record page (Markdown) as HTML; raw HTML in it (job or NVTX names) is escaped."""
+    if text.startswith("# "):  # the page title; the report's section heading says it
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    body = markdown_lib.markdown(html_lib.escape(text, quote=False), extensions=["tables", "nl2br"])
+    # The page's own headings sit under the report's section heading.
+    body = re.sub(r"<(/?)h([1-4])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 2}>", body)
+    return body
+
+
+def render_html(res: Results) -> str:
+    """The report page for ``res`` (a complete HTML document)."""
+    s = summarise(res)
+    t = s["trend"]
+    worst = s["worst_gpu"]
+    title = ("no GPU analysed" if worst is None else
+             f"most expensive idle GPU: {worst['gpu_key']} ({worst['job']}, "
+             f"{os.path.basename(worst['report'])})")
+    svgs = {
+        "categories": plots.categories_by_job(s["categories"]),
+        "spread": plots.spread_by_job(s["spread"]),
+        "timeline": plots.gpu_timeline(s["worst_doc"], title),
+        "trend": plots.fleet_trend(t["nights"]),
+    }
+    records = [{"stem": stem, "anchor": "record-" + stem, "html": Markup(_record_html(text)),
+                "title": (text.splitlines()[0].removeprefix("# Medical record:").strip() if text else stem)}
+               for stem, text in s["records"].items()]
+    return _env().get_template("report.html.j2").render(
+        s=s, t=t, svgs={k: Markup(v) for k, v in svgs.items()}, records=records,
+        categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
+        timeline_title=title)
+
+
+#: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers).
+CSV_COLUMNS = ["run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
+               "rate_usd_per_hour", "rate_source", "window_ms", "busy_ms", "idle_ms", "idle_pct", "copy_only_ms",
+               "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
+               "idle_usd_per_month", "amdahl_speedup", "straggler", "status", "error"]
+
+
+def render_csv(res: Results) -> str:
+    """The per-GPU cost table of the current night, most expensive first (error rows last)."""
+    fleet = res.current.copy()
+    fleet["run_date"] = res.current_date
+    for col in ("window", "busy", "idle", "copy_only", "dark"):
+        fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
+    fleet["_usd"] = fleet["idle_usd_per_month"].astype(float)
+    fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
+                              na_position="last", kind="stable")
+    buf = io.StringIO()
+    fleet.reindex(columns=CSV_COLUMNS).to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue()
+
+
+def render_markdown(res: Results) -> str:
+    """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night."""
+    s = summarise(res)
+    t = s["trend"]
+    span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"
+    lines = [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
+             f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
+             + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")", ""]
+    if t["previous"]:
+        cur, prev = t["nights"][-1], t["nights"][-2]
+        lines.append(f"Since {t['previous']}: {signed_usd(cur['usd'] - prev['usd'])}/month "
+                     f"(was {usd(prev['usd'])}). History: {span}, {s['nights_count']} night(s).")
+        if t["new_jobs"]:
+            lines.append("New jobs: " + ", ".join(f"{j['job']} ({usd(j['usd'])})" for j in t["new_jobs"]) + ".")
+        if t["gone_jobs"]:
+            lines.append("Gone (fixed or not profiled): "
+                         + ", ".join(f"{j['job']} (was {usd(j['usd'])})" for j in t["gone_jobs"]) + ".")
+        if t["movers"]:
+            lines.append("Biggest movers: " + ", ".join(
+                f"{m['job']} {signed_usd(m['delta'])}" for m in t["movers"][:3]) + ".")
+        lines.append("")
+    lines.append("By cluster: " + ", ".join(f"{c['cluster']} {usd(c['idle_usd_per_month'])}"
+                                             for c in s["clusters"]) + ".")
+    lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
+    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
+    for r in s["top"][:5]:
+        lines.append(f"| {r['rank']} | {cell(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | {cell(r['job'])} | "
+                     f"{pct(r['idle_pct'])} | {r['main_category']} | {usd(r['usd'])} |")
+    rates = "; ".join(f"{r['model']} ${r['rate']:,.2f}/GPU-hour ({r['source']})" for r in s["rate_card"])
+    lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(results_dir, out_path, fmt: str = "html", night: str | None = None) -> str:
+    """Render RESULTS (run output dir or sweep state dir) as ``fmt`` into ``out_path``, atomically.
+
+    Args:
+        results_dir: a ``gpu-idle run --out`` folder or a nightly-sweep state folder.
+        out_path: the file to write (its folder is created).
+        fmt: ``html`` (default), ``csv`` or ``md``.
+        night: with a sweep state folder, the night to report (``YYYY-MM-DD``, history up to it);
+            default the latest.
+    Returns:
+        ``out_path`` as a string.
+    Raises:
+        ReportError: RESULTS holds no fleet table.
+        ValueError: unknown ``fmt``.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
+    res = load_results(os.fspath(results_dir), night)
+    text = {"html": render_html, "csv": render_csv, "md": render_markdown}[fmt](res)
+    out_path = os.fspath(out_path)
+    write_text(out_path, text)
+    # A page to share: readable as any new file would be (write_text's temporary file is 0600).
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(out_path, 0o666 & ~umask)
+    return out_path

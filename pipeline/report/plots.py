@@ -1,0 +1,186 @@
+"""The report's plots as inline SVG strings (matplotlib, no pyplot, no display, no JS).
+
+Each function takes plain values from :mod:`pipeline.report.summary` and returns
+an ``<svg>…</svg>`` string that goes straight into the HTML. Text stays text
+(``svg.fonttype: none``) and ids are salted per plot, so several plots can sit
+in one page, and the same input gives the same bytes.
+"""
+from __future__ import annotations
+
+import io
+import re
+import zlib
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ..analyse import CATEGORIES
+
+#: One colour per category, the same in every plot and in the HTML legend.
+CATEGORY_COLOURS = {
+    "sync": "#d62728", "data": "#ff7f0e", "comm": "#1f77b4", "boundary": "#9467bd",
+    "periodic": "#8c564b", "launch": "#e377c2", "cpu": "#bcbd22",
+}
+SLIVER_COLOUR = "#c7c7c7"
+KERNEL_COLOUR = "#2ca02c"
+STRAGGLER_COLOUR = "#d62728"
+#: Every plot is this wide (inches), so text has one size across the page once CSS fits it to the width.
+WIDTH = 13
+
+
+def _svg(fig: Figure, name: str) -> str:
+    """``fig`` as an inline ``<svg>`` element (no XML prolog), ids salted with ``name``."""
+    buf = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    start = text.find("<svg")
+    svg = text[start:]
+    # Responsive: keep the viewBox, let CSS size it.
+    svg = re.sub(r'^<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1', svg, count=1)
+    return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{name}"', 1)
+
+
+def _empty(name: str, message: str) -> str:
+    fig = Figure(figsize=(WIDTH, 0.8), layout="constrained")
+    ax = fig.add_subplot()
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#666")
+    return _svg(fig, name)
+
+
+def categories_by_job(rows: list[dict]) -> str:
+    """Stacked horizontal bars: per job, each category's share of the window (%), then slivers."""
+    if not rows:
+        return _empty("category-breakdown", "no analysed GPU")
+    fig = Figure(figsize=(WIDTH, 0.45 * len(rows) + 1.3), layout="constrained")
+    ax = fig.add_subplot()
+    jobs = [r["job"] for r in rows]
+    y = np.arange(len(rows))[::-1]
+    left = np.zeros(len(rows))
+    for cat in CATEGORIES:
+        vals = np.array([r["shares"][cat] for r in rows])
+        if vals.sum() <= 0:
+            continue
+        ax.barh(y, vals, left=left, color=CATEGORY_COLOURS[cat], label=cat, height=0.6, edgecolor="white",
+                linewidth=0.5)
+        left += vals
+    slivers = np.array([r["slivers"] for r in rows])
+    if slivers.sum() > 0:
+        ax.barh(y, slivers, left=left, color=SLIVER_COLOUR, label="sub-threshold slivers", height=0.6,
+                hatch="//", edgecolor="white", linewidth=0.5)
+        left += slivers
+    for yi, r, end in zip(y, rows, left):
+        ax.text(end + 0.4, yi, f"{r['idle_pct']:.1f} % idle", va="center", fontsize=9)
+    ax.set_yticks(y, jobs)
+    ax.set_xlabel("share of the analysis window (%), summed over the job's GPUs")
+    ax.set_xlim(0, max(float(left.max()) * 1.18, 1.0))
+    fig.legend(loc="outside lower center", ncol=8, frameon=False, fontsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig, "category-breakdown")
+
+
+def spread_by_job(rows: list[dict]) -> str:
+    """Per job: box of the GPUs' idle %, one dot per GPU, stragglers as red diamonds named."""
+    if not rows:
+        return _empty("idle-spread", "no analysed GPU")
+    fig = Figure(figsize=(WIDTH, 0.55 * len(rows) + 1.0), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))[::-1]
+    data = [[g["idle_pct"] for g in r["gpus"]] for r in rows]
+    ax.boxplot(data, positions=y, orientation="horizontal", widths=0.5, whis=(0, 100), showfliers=False,
+               patch_artist=True, boxprops={"facecolor": "#dbe9f6", "edgecolor": "#4a78a8"},
+               medianprops={"color": "#4a78a8"}, whiskerprops={"color": "#4a78a8"}, capprops={"color": "#4a78a8"})
+    for yi, r in zip(y, rows):
+        n = len(r["gpus"])
+        # Deterministic jitter: the same GPU lands in the same place every night.
+        jitter = [((zlib.crc32(g["gpu_key"].encode()) % 1000) / 1000.0 - 0.5) * 0.36 for g in r["gpus"]]
+        xs = [g["idle_pct"] for g in r["gpus"]]
+        normal = [i for i in range(n) if not r["gpus"][i]["straggler"]]
+        ax.scatter([xs[i] for i in normal], [yi + jitter[i] for i in normal], s=22, color="#333", alpha=0.75,
+                   zorder=3, linewidths=0)
+        for i in range(n):
+            if r["gpus"][i]["straggler"]:
+                ax.scatter([xs[i]], [yi + jitter[i]], s=80, marker="D", color=STRAGGLER_COLOUR, zorder=4,
+                           edgecolors="white")
+                ax.annotate(f"straggler {r['gpus'][i]['gpu_key'][:16]}", (xs[i], yi + jitter[i]),
+                            xytext=(8, 6), textcoords="offset points", fontsize=8, color=STRAGGLER_COLOUR)
+    ax.set_yticks(y, [f"{r['job']} ({len(r['gpus'])} GPU)" for r in rows])
+    ax.set_xlabel("device-level idle per GPU (% of its window)")
+    hi = max(max(d) for d in data if d)
+    ax.set_xlim(0, max(min(hi * 1.25, 105.0), 5.0))
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig, "idle-spread")
+
+
+def gpu_timeline(doc: dict | None, title: str) -> str:
+    """One GPU's window: NVTX iterations, kernel busy runs, device gaps coloured by category (ms from W start)."""
+    tl = (doc or {}).get("timeline") or {}
+    if not tl.get("window"):
+        return _empty("gpu-timeline", "no timeline for this GPU in the run folder")
+    w0, w1 = tl["window"]
+    ms = lambda ns: (ns - w0) / 1e6  # noqa: E731
+    fig = Figure(figsize=(WIDTH, 2.9), layout="constrained")
+    ax = fig.add_subplot()
+    its = tl.get("iterations") or []
+    for i, (a, b) in enumerate(its):
+        ax.broken_barh([(ms(a), ms(b) - ms(a))], (2.15, 0.7), facecolors="#e8e8e8" if i % 2 else "#cfd8e3",
+                       edgecolor="white", linewidth=0.8)
+        if (ms(b) - ms(a)) > (ms(w1) - ms(w0)) / 40:
+            ax.text((ms(a) + ms(b)) / 2, 2.5, f"it {i + 1}", ha="center", va="center", fontsize=7, color="#333")
+    busy = tl.get("busy") or []
+    # A thin edge keeps sub-pixel kernel runs visible on a long window.
+    ax.broken_barh([(ms(a), ms(b) - ms(a)) for a, b in busy], (1.15, 0.7), facecolors=KERNEL_COLOUR,
+                   edgecolor=KERNEL_COLOUR, linewidth=0.4)
+    if not its:
+        rule = ((doc or {}).get("_summary") or {}).get("window_rule") or "unknown"
+        ax.text(ms(w1) / 2, 2.5, f"no iterations in the window (window rule: {rule})",
+                ha="center", va="center", fontsize=8, color="#666")
+    seen = []
+    gaps = tl.get("gaps") or []
+    by_cat = {}
+    for a, b, cat in gaps:
+        by_cat.setdefault(cat, []).append((ms(a), ms(b) - ms(a)))
+    for cat in CATEGORIES:
+        if cat in by_cat:
+            ax.broken_barh(by_cat[cat], (0.15, 0.7), facecolors=CATEGORY_COLOURS[cat])
+            seen.append(cat)
+    ax.set_yticks([0.5, 1.5, 2.5], ["gaps", "kernels", "iterations"])
+    ax.set_xlim(0, ms(w1))
+    ax.set_ylim(0, 3)
+    ax.set_xlabel("ms from the start of the analysis window")
+    ax.set_title(title, fontsize=10, loc="left")
+    handles = [Patch(color=KERNEL_COLOUR, label="kernels")] + [
+        Patch(color=CATEGORY_COLOURS[c], label=f"{c} gap") for c in seen]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig, "gpu-timeline")
+
+
+def fleet_trend(nights: list[dict]) -> str:
+    """Fleet idle USD/month per night (one point per night of the history)."""
+    if not nights:
+        return _empty("fleet-trend", "no history")
+    fig = Figure(figsize=(WIDTH, 2.6), layout="constrained")
+    ax = fig.add_subplot()
+    x = np.arange(len(nights))
+    usd = [n["usd"] for n in nights]
+    ax.plot(x, usd, marker="o", color="#1f4e79", linewidth=2)
+    ax.fill_between(x, usd, color="#1f4e79", alpha=0.08)
+    for xi, n in zip(x, nights):
+        ax.annotate(f"${n['usd']:,.0f}", (xi, n["usd"]), xytext=(0, 8), textcoords="offset points",
+                    ha="center", fontsize=8)
+    step = max(1, len(nights) // 14)
+    ax.set_xticks(x[::step], [n["date"] for n in nights][::step], fontsize=8)
+    ax.set_ylabel("fleet idle $/month")
+    ax.set_ylim(0, max(usd) * 1.25 if max(usd) > 0 else 1)
+    ax.set_xlim(-0.5, len(nights) - 0.5)
+    ax.yaxis.set_major_formatter(lambda v, _: f"${v:,.0f}")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="y", alpha=0.3)
+    return _svg(fig, "fleet-trend")

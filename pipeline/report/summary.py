@@ -1,0 +1,302 @@
+"""The numbers of the manager report, computed once from the result files (no rendering here).
+
+RESULTS is either
+
+* a run output dir (``gpu-idle run ... --out DIR``): ``DIR/fleet.parquet``,
+  ``DIR/gpus/*.json``, ``DIR/records/<job>.md``; one night, no trend; or
+* a nightly-sweep state dir ``S``: ``S/history/run_date=YYYY-MM-DD/fleet.parquet``
+  (each night's full fleet table) and ``S/nights/YYYY-MM-DD/`` (that night's run
+  output dir). The latest night is the current one; the history gives the trend.
+
+:func:`load_results` reads the files, :func:`summarise` turns them into plain
+Python values (dicts, lists, floats) that the HTML, Markdown and CSV renderers
+format. Money is USD per month, percentages 0..100, times int ns.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..analyse import CATEGORIES
+from ..fleet import gpu_json_name, rollup, slug
+
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: Rows in the "most expensive idle GPUs" table.
+TOP_GPUS = 10
+#: Rows in the "biggest movers since the previous night" table.
+TOP_MOVERS = 10
+
+
+class ReportError(Exception):
+    """RESULTS holds nothing a report can be made of (the message says what is missing)."""
+
+
+@dataclass
+class Results:
+    """What a report is made of.
+
+    Attributes:
+        source: the RESULTS path as given.
+        kind: ``"run"`` (one run output dir) or ``"sweep"`` (a nightly-sweep state dir).
+        current: the current fleet table (the latest night of a sweep).
+        current_date: ``YYYY-MM-DD`` of the current night (a run: the date fleet.parquet was written).
+        run_dir: the current night's run output dir (gpus/, records/), None when absent.
+        history: ``[(date, fleet), ...]`` oldest first; a run dir has one entry.
+    """
+
+    source: str
+    kind: str
+    current: pd.DataFrame
+    current_date: str
+    run_dir: str | None
+    history: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+
+
+def _read_fleet(path: str) -> pd.DataFrame:
+    frame = pd.read_parquet(path)
+    return frame.drop(columns=[c for c in ("run_date",) if c in frame.columns])
+
+
+def _dated_dirs(parent: str, prefix: str = "") -> dict[str, str]:
+    """``{date: path}`` for the sub-folders of ``parent`` named ``<prefix>YYYY-MM-DD``."""
+    out = {}
+    if os.path.isdir(parent):
+        for name in os.listdir(parent):
+            date = name[len(prefix):] if name.startswith(prefix) else ""
+            if DATE_RE.match(date) and os.path.isdir(os.path.join(parent, name)):
+                out[date] = os.path.join(parent, name)
+    return out
+
+
+def is_sweep_dir(path: str) -> bool:
+    """True when ``path`` looks like a nightly-sweep state dir (``history/`` or ``nights/``)."""
+    return os.path.isdir(os.path.join(path, "history")) or os.path.isdir(os.path.join(path, "nights"))
+
+
+def load_results(results_dir: str, night: str | None = None) -> Results:
+    """Read a run output dir or a sweep state dir (see the module docstring).
+
+    Args:
+        results_dir: the folder.
+        night: for a sweep state dir, the night to report as current (``YYYY-MM-DD``; the
+            history after it is ignored); default the latest.
+    Raises:
+        ReportError: no fleet table found, or ``night`` is not in the history.
+    """
+    results_dir = os.fspath(results_dir)
+    if not is_sweep_dir(results_dir):
+        if night is not None:
+            raise ReportError(f"{results_dir}: a run output folder has no nights; --night needs a sweep state folder")
+        path = os.path.join(results_dir, "fleet.parquet")
+        if not os.path.exists(path):
+            raise ReportError(f"{results_dir}: no fleet.parquet (not a `gpu-idle run --out` folder) and no "
+                              f"history/ or nights/ (not a sweep state folder)")
+        fleet = _read_fleet(path)
+        date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
+        return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)])
+
+    nights = {d: p for d, p in _dated_dirs(os.path.join(results_dir, "nights")).items()
+              if os.path.exists(os.path.join(p, "fleet.parquet"))}
+    parts = {}
+    for date, part in _dated_dirs(os.path.join(results_dir, "history"), "run_date=").items():
+        files = sorted(glob.glob(os.path.join(part, "*.parquet")))
+        if files:
+            parts[date] = files
+    history = []
+    for date in sorted(set(parts) | set(nights)):
+        if date in parts:
+            fleet = pd.concat([_read_fleet(f) for f in parts[date]], ignore_index=True)
+        else:  # the night's run finished but its history partition is not written (yet)
+            fleet = _read_fleet(os.path.join(nights[date], "fleet.parquet"))
+        history.append((date, fleet))
+    if night is not None:
+        if night not in {d for d, _ in history}:
+            raise ReportError(f"{results_dir}: no night {night} (nights: {', '.join(d for d, _ in history) or 'none'})")
+        history = [(d, f) for d, f in history if d <= night]
+    if not history:
+        raise ReportError(f"{results_dir}: sweep state folder without any night "
+                          f"(no history/run_date=YYYY-MM-DD/*.parquet, no nights/YYYY-MM-DD/fleet.parquet)")
+    date, fleet = history[-1]
+    run_dir = nights.get(date)
+    if run_dir is not None:
+        fleet = _read_fleet(os.path.join(run_dir, "fleet.parquet"))
+    return Results(results_dir, "sweep", fleet, date, run_dir, history)
+
+
+def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
+    """The analysed rows (status ok or partial); error rows carry no numbers."""
+    return fleet[fleet["status"] != "error"]
+
+
+def fleet_usd(fleet: pd.DataFrame) -> float:
+    """Fleet idle USD per month: the sum over the analysed GPUs."""
+    return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
+
+
+def _job_usd(fleet: pd.DataFrame) -> dict[str, float]:
+    """``{job: idle USD/month}`` for every job with a row (a job whose reports all failed: 0)."""
+    usd = ok_rows(fleet).groupby("job", sort=True)["idle_usd_per_month"].sum()
+    return {str(j): float(usd.get(j, 0.0)) for j in sorted(fleet["job"].astype(str).unique())}
+
+
+def _job_cluster(fleet: pd.DataFrame) -> dict[str, str]:
+    return {str(j): ", ".join(sorted(set(g["cluster"].astype(str)))) for j, g in fleet.groupby("job", sort=True)}
+
+
+def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
+    """The ``n`` analysed GPUs with the highest idle USD/month (ties: report, then GPU key)."""
+    ok = ok_rows(fleet).copy()
+    ok["_usd"] = ok["idle_usd_per_month"].astype(float)
+    ok = ok.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True], kind="stable")
+    return ok.drop(columns="_usd").head(n)
+
+
+def rate_card(fleet: pd.DataFrame) -> list[dict]:
+    """The rate-card entries the current night used: model, USD per GPU-hour, source, GPU count."""
+    ok = ok_rows(fleet)
+    rows = []
+    keys = ["rate_model", "rate_usd_per_hour", "rate_source"]
+    for (model, rate, source), group in ok.groupby(keys, sort=True, dropna=False):
+        models = sorted(m for m in set(group["gpu_model"].astype(str)) if m and m not in ("None", "nan"))
+        rows.append({"model": str(model), "rate": float(rate), "source": str(source), "gpus": int(len(group)),
+                     "gpu_models": ", ".join(models) or "unknown"})
+    return rows
+
+
+def job_categories(fleet: pd.DataFrame) -> list[dict]:
+    """Per job: each category's share of the job's summed window (%), and the uncategorised slivers.
+
+    Same definition as the medical record's line 2: category ns summed over the
+    job's GPUs / summed window; ``slivers`` = sub-threshold holes of GPUs that are
+    not launch-bound (the part of the idle that no category holds).
+    """
+    out = []
+    for job, g in ok_rows(fleet).groupby("job", sort=True):
+        window = float(g["window_ns"].astype("int64").sum())
+        if window <= 0:
+            continue
+        shares = {c: 100.0 * float(g[f"cat_{c}_ns"].astype("int64").sum()) / window for c in CATEGORIES}
+        lb = g["launch_bound"].astype(bool)
+        slivers = 100.0 * float(g.loc[~lb, "device_sliver_ns"].astype("int64").sum()) / window
+        idle = 100.0 * float(g["idle_ns"].astype("int64").sum()) / window
+        out.append({"job": str(job), "shares": shares, "slivers": slivers, "idle_pct": idle})
+    return out
+
+
+def job_spread(fleet: pd.DataFrame) -> list[dict]:
+    """Per job: every GPU's idle % (GPU key, straggler flag), in table order."""
+    out = []
+    for job, g in ok_rows(fleet).groupby("job", sort=True):
+        g = g.sort_values(["report", "gpu_key"], kind="stable")
+        out.append({"job": str(job), "gpus": [
+            {"gpu_key": str(r.gpu_key), "idle_pct": float(r.idle_pct), "straggler": bool(r.straggler)}
+            for r in g.itertuples()]})
+    return out
+
+
+def gpu_doc(run_dir: str | None, report: str, gpu_key: str) -> dict | None:
+    """The GPU's ``gpus/*.json`` document (roster, timeline, summary), None when absent."""
+    if not run_dir:
+        return None
+    path = os.path.join(run_dir, "gpus", gpu_json_name(report, gpu_key))
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def records(run_dir: str | None) -> dict[str, str]:
+    """``{file stem: Markdown}`` of the medical-record pages (``records/<slug(job)>.md``)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(run_dir, "records", "*.md"))) if run_dir else []:
+        with open(path, encoding="utf-8") as fh:
+            out[os.path.splitext(os.path.basename(path))[0]] = fh.read()
+    return out
+
+
+def record_anchor(job: str) -> str:
+    """HTML id of a job's medical-record section (the page's file stem, prefixed)."""
+    return "record-" + slug(str(job))
+
+
+def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
+    """Fleet idle USD per night, and what changed between the last two nights.
+
+    Returns:
+        ``nights``: ``[{date, usd, delta, gpus, failed_reports, jobs}]`` oldest first
+        (``delta`` against the night before, None for the first);
+        ``previous`` / ``current``: the two dates compared (``previous`` None with one night);
+        ``new_jobs``: jobs only in the current night ``[{job, cluster, usd}]``;
+        ``gone_jobs``: jobs only in the previous night (fixed, or no longer profiled);
+        ``movers``: jobs in both nights with a non-zero change, by |Δ USD| descending
+        (ties: job), at most :data:`TOP_MOVERS`: ``[{job, cluster, before, after, delta}]``.
+    """
+    nights, prev_usd = [], None
+    for date, fleet in history:
+        usd = fleet_usd(fleet)
+        err = fleet[fleet["status"] == "error"]
+        nights.append({"date": date, "usd": usd, "delta": None if prev_usd is None else usd - prev_usd,
+                       "gpus": int(len(ok_rows(fleet))), "failed_reports": int(err["report"].nunique()),
+                       "jobs": int(fleet["job"].nunique())})
+        prev_usd = usd
+    out = {"nights": nights, "previous": None, "current": history[-1][0] if history else None,
+           "new_jobs": [], "gone_jobs": [], "movers": []}
+    if len(history) < 2:
+        return out
+    (d0, f0), (_, f1) = history[-2], history[-1]
+    before, after = _job_usd(f0), _job_usd(f1)
+    c0, c1 = _job_cluster(f0), _job_cluster(f1)
+    out["previous"] = d0
+    out["new_jobs"] = [{"job": j, "cluster": c1[j], "usd": after[j]} for j in sorted(set(after) - set(before))]
+    out["gone_jobs"] = [{"job": j, "cluster": c0[j], "usd": before[j]} for j in sorted(set(before) - set(after))]
+    movers = [{"job": j, "cluster": c1[j], "before": before[j], "after": after[j], "delta": after[j] - before[j]}
+              for j in sorted(set(before) & set(after)) if round(after[j] - before[j], 2) != 0]
+    movers.sort(key=lambda m: (-abs(m["delta"]), m["job"]))
+    out["movers"] = movers[:TOP_MOVERS]
+    return out
+
+
+def summarise(res: Results) -> dict:
+    """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
+    fleet = res.current
+    ok = ok_rows(fleet)
+    clusters = rollup(fleet, ["cluster"]) if len(fleet) else pd.DataFrame()
+    jobs = rollup(fleet, ["cluster", "job"]) if len(fleet) else pd.DataFrame()
+    dates = [d for d, _ in res.history]
+    recs = records(res.run_dir)
+    top = top_gpus(fleet)
+    top_rows = []
+    for rank, r in enumerate(top.itertuples(), 1):
+        top_rows.append({
+            "rank": rank, "report": str(r.report), "report_name": os.path.basename(str(r.report)),
+            "gpu_key": str(r.gpu_key), "job": str(r.job), "cluster": str(r.cluster), "node": str(r.node),
+            "gpu_model": str(r.gpu_model or ""), "idle_pct": float(r.idle_pct), "idle_ns": int(r.idle_ns),
+            "window_ns": int(r.window_ns), "main_category": str(r.main_category),
+            "usd": float(r.idle_usd_per_month), "amdahl": float(r.amdahl_speedup), "straggler": bool(r.straggler),
+            "anchor": record_anchor(r.job) if slug(str(r.job)) in recs else None})
+    worst = top.iloc[0] if len(top) else None
+    return {
+        "source": res.source, "kind": res.kind, "current_date": res.current_date,
+        "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
+        "nights_count": len(dates),
+        "fleet_usd": fleet_usd(fleet), "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
+        "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
+        "errors": [{"report": str(r.report), "error": str(r.error)}
+                   for r in fleet[fleet["status"] == "error"].itertuples()],
+        "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
+                           / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
+        "clusters": clusters.to_dict("records"), "jobs": jobs.to_dict("records"),
+        "job_anchor": {str(j): record_anchor(j) for j in fleet["job"].astype(str).unique() if slug(j) in recs},
+        "rate_card": rate_card(fleet), "top": top_rows,
+        "categories": job_categories(fleet), "spread": job_spread(fleet),
+        "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
+                                                 "job": str(worst["job"])},
+        "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
+        "trend": trend(res.history), "records": recs,
+    }

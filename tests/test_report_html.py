@@ -1,0 +1,257 @@
+"""The manager report (issue 6): numbers in the HTML against the fleet tables, CSV/Markdown
+variants, the CLI, and the page in real headless Chromium (screenshot kept in tests/artifacts/).
+
+The multi-night history is built here from one real run of the example fleet: three nights
+derived by scaling each job's idle columns by a per-night factor and dropping a job, laid out
+as the nightly sweep lays its state folder (``history/run_date=…/fleet.parquet`` and
+``nights/…/``). Every expected number is computed again here with plain pandas.
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_cli
+from pipeline.fleet import gpu_json_name, slug
+from pipeline.report.html import write_report
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+#: night -> {job: idle scale factor}; a job missing from a night was not profiled that night.
+NIGHTS = {
+    "2026-03-01": {"llm-pretrain": 1.30, "recsys-train": 1.20, "resnet-finetune": 0.90},
+    "2026-03-02": {"llm-pretrain": 1.10, "recsys-train": 1.00},                          # resnet gone
+    "2026-03-03": {"llm-pretrain": 0.80, "resnet-finetune": 1.50},                       # resnet new, recsys gone
+}
+SCALED = ["idle_ns", "idle_pct", "idle_usd_per_month", "dark_ns", "device_gap_ns",
+          *[f"cat_{c}_{u}" for c in ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+            for u in ("ns", "pct")]]
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory) -> Path:
+    """One real ``gpu-idle run`` of the built-in example fleet (22 GPUs, 3 jobs, 2 clusters)."""
+    root = tmp_path_factory.mktemp("report_example")
+    run_cli("synth", "--example", str(root / "ex"))
+    run_cli("run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml"))
+    return root / "out"
+
+
+def derive_night(base: pd.DataFrame, scale: dict[str, float]) -> pd.DataFrame:
+    """The base fleet restricted to the night's jobs, each job's idle columns times its factor."""
+    night = base[base["job"].isin(scale)].copy().reset_index(drop=True)
+    factor = night["job"].map(scale).astype(float)
+    for col in SCALED:
+        if col.endswith("_ns"):
+            night[col] = (night[col].astype(float) * factor).round().astype("Int64")
+        elif col == "idle_usd_per_month":
+            night[col] = (night[col].astype(float) * factor).round(2)
+        else:
+            night[col] = (night[col].astype(float) * factor).round(4)
+    return night
+
+
+@pytest.fixture(scope="module")
+def sweep_state(example_run, tmp_path_factory) -> tuple[Path, dict[str, pd.DataFrame]]:
+    """A sweep state folder with the three NIGHTS; returns it and ``{night: fleet}``."""
+    state = tmp_path_factory.mktemp("sweep_state")
+    base = pd.read_parquet(example_run / "fleet.parquet")
+    fleets = {}
+    for night, scale in NIGHTS.items():
+        fleet = derive_night(base, scale)
+        fleets[night] = fleet
+        part = state / "history" / f"run_date={night}"
+        part.mkdir(parents=True)
+        fleet.to_parquet(part / "fleet.parquet", index=False)
+        out = state / "nights" / night
+        shutil.copytree(example_run, out)
+        fleet.to_parquet(out / "fleet.parquet", index=False)
+        for job in set(base["job"]) - set(scale):  # the night's folder holds only its jobs
+            (out / "records" / f"{slug(job)}.md").unlink()
+            for row in base[base["job"] == job].itertuples():
+                (out / "gpus" / gpu_json_name(row.report, row.gpu_key)).unlink()
+    return state, fleets
+
+
+@pytest.fixture(scope="module")
+def sweep_html(sweep_state, tmp_path_factory) -> tuple[str, Path]:
+    path = tmp_path_factory.mktemp("report_html") / "report.html"
+    assert write_report(sweep_state[0], path) == str(path)
+    return path.read_text(encoding="utf-8"), path
+
+
+def money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def signed(x: float) -> str:
+    return "$0.00" if round(x, 2) == 0 else ("+" if x > 0 else "−") + f"${abs(x):,.2f}"
+
+
+def table(page: str, table_id: str) -> str:
+    m = re.search(rf'<table id="{table_id}">(.*?)</table>', page, re.S)
+    assert m, f"no table {table_id}"
+    return m.group(1)
+
+
+def cells(row_html: str) -> list[str]:
+    return [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row_html, re.S)]
+
+
+def rows_by(page: str, table_id: str, attr: str) -> dict[str, list[str]]:
+    return {html.unescape(k): cells(v) for k, v in
+            re.findall(rf'<tr {attr}="([^"]*)"[^>]*>(.*?)</tr>', table(page, table_id), re.S)}
+
+
+def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
+    state, fleets = sweep_state
+    page, _ = sweep_html
+    nights = sorted(fleets)
+    cur, prev = fleets[nights[-1]], fleets[nights[-2]]
+    ok = cur[cur["status"] != "error"]
+
+    # Headline: fleet, per cluster, per job.
+    total = ok["idle_usd_per_month"].astype(float).sum()
+    m = re.search(r'id="fleet-usd" data-usd="([0-9.]+)">([^<]+)<', page)
+    assert m and float(m.group(1)) == pytest.approx(total, abs=0.006) and m.group(2) == money(total)
+    clusters = rows_by(page, "clusters", "data-cluster")
+    for cluster, usd in ok.groupby("cluster")["idle_usd_per_month"].sum().items():
+        assert clusters[cluster][-1] == money(usd)
+        assert clusters[cluster][1] == str(int((ok["cluster"] == cluster).sum()))
+    jobs = rows_by(page, "jobs", "data-job")
+    assert set(jobs) == set(cur["job"])
+    for job, usd in ok.groupby("job")["idle_usd_per_month"].sum().items():
+        assert money(usd) in jobs[job]
+    # Rate card: every (model, rate, source) the night used.
+    card = table(page, "rate-card")
+    for (model, rate, source), _g in ok.groupby(["rate_model", "rate_usd_per_hour", "rate_source"]):
+        assert f"<td>{model}</td><td class=\"num\">{money(rate)}</td><td>{html.escape(source)}</td>" in card
+    assert f"{nights[0]} – {nights[-1]}" in page
+
+    # Top 10: order, job, idle %, main category, link to a medical record that is in the page.
+    expected = ok.assign(usd=ok["idle_usd_per_month"].astype(float)).sort_values(
+        ["usd", "report", "gpu_key"], ascending=[False, True, True]).head(10)
+    top = re.findall(r'<tr data-gpu="([^"]+)" data-report="([^"]+)">(.*?)</tr>', table(page, "top10"), re.S)
+    assert [(g, r) for g, r, _ in top] == list(zip(expected["gpu_key"], expected["report"]))
+    for (_, _, row), exp in zip(top, expected.itertuples()):
+        c = cells(row)
+        assert c[2] == exp.job and c[5] == f"{float(exp.idle_pct):.2f} %" and c[7] == exp.main_category
+        assert c[9] == money(exp.idle_usd_per_month)
+        anchor = re.search(r'href="#([^"]+)"', row).group(1)
+        assert anchor == f"record-{slug(exp.job)}" and f'<section class="record" id="{anchor}">' in page
+    # The medical records of the current night are embedded (rendered from their Markdown).
+    for job in cur["job"].unique():
+        md = (state / "nights" / nights[-1] / "records" / f"{slug(job)}.md").read_text()
+        first_gap = re.search(r"^\| 1 \| ([^|]+) \| (\d+) \|", md, re.M)
+        section = page.split(f'id="record-{slug(job)}"', 1)[1].split("</section>", 1)[0]
+        assert f"<td>{first_gap.group(2)}</td>" in section and "<table>" in section
+    assert 'id="record-recsys-train"' not in page  # not profiled on the current night
+
+    # Trend: per night total and change, new / gone jobs, movers by |Δ $|.
+    night_rows = rows_by(page, "nights", "data-date")
+    assert list(night_rows) == nights[::-1]
+    before = None
+    for night in nights:
+        f = fleets[night]
+        usd = f.loc[f["status"] != "error", "idle_usd_per_month"].astype(float).sum()
+        assert night_rows[night][4] == money(usd)
+        assert night_rows[night][5] == ("–" if before is None else signed(usd - before))
+        before = usd
+    prev_total = prev["idle_usd_per_month"].astype(float).sum()
+    assert re.search(r'id="fleet-delta">([^<]+)<', page).group(1) == signed(total - prev_total)
+    changes = re.findall(r'<tr data-change="(\w+)" data-job="([^"]+)">', table(page, "job-changes"))
+    assert changes == [("new", "resnet-finetune"), ("gone", "recsys-train")]
+    a = ok.groupby("job")["idle_usd_per_month"].sum()
+    b = prev[prev["status"] != "error"].groupby("job")["idle_usd_per_month"].sum()
+    both = sorted(set(a.index) & set(b.index))
+    deltas = sorted(((job, a[job] - b[job]) for job in both), key=lambda x: (-abs(x[1]), x[0]))
+    movers = rows_by(page, "movers", "data-job")
+    assert list(movers) == [j for j, _ in deltas]
+    for job, d in deltas:
+        assert movers[job] == [job, money(b[job]), money(a[job]), signed(d)]
+
+    # The four plots are inline SVG with drawn content; nothing is fetched at view time.
+    svgs = re.findall(r"<svg class=\"plot\"[^>]*>(.*?)</svg>", page, re.S)
+    assert len(svgs) == 4 and all(s.count("<path") >= 5 for s in svgs)
+    assert not re.search(r'(src|href)="(https?:)?//', page) and "<script" not in page and "<link" not in page
+
+
+def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, tmp_path):
+    state, fleets = sweep_state
+    older = write_report(state, tmp_path / "n2.html", night="2026-03-02")
+    page = Path(older).read_text()
+    n2 = fleets["2026-03-02"]
+    assert money(n2["idle_usd_per_month"].sum()) in re.search(r'id="fleet-usd"[^>]*>([^<]+)<', page).group(1)
+    assert 'data-date="2026-03-03"' not in page
+    # A plain run folder: one night, no comparison, still every section.
+    proc = run_cli("report", str(example_run), "--out", str(tmp_path / "run.html"))
+    assert proc.stdout.strip() == f"wrote {tmp_path / 'run.html'}"
+    page = (tmp_path / "run.html").read_text()
+    base = pd.read_parquet(example_run / "fleet.parquet")
+    assert f'>{money(base["idle_usd_per_month"].sum())}<' in page
+    assert "Only one night so far" in page and page.count('<svg class="plot"') == 4
+    bad = run_cli("report", str(tmp_path), "--out", str(tmp_path / "x.html"), check=False)
+    assert bad.returncode != 0 and "no fleet.parquet" in bad.stderr
+
+
+def test_csv_and_markdown_variants(sweep_state, tmp_path):
+    state, fleets = sweep_state
+    cur = fleets["2026-03-03"]
+    path = write_report(state, tmp_path / "gpus.csv", fmt="csv")
+    table_ = pd.read_csv(path, keep_default_na=False)
+    assert len(table_) == len(cur) and set(table_["run_date"]) == {"2026-03-03"}
+    assert list(table_["idle_usd_per_month"]) == sorted(cur["idle_usd_per_month"].astype(float), reverse=True)
+    assert table_["idle_usd_per_month"].sum() == pytest.approx(cur["idle_usd_per_month"].sum(), abs=0.01)
+    merged = table_.merge(cur, on=["report", "gpu_key"], suffixes=("", "_f"))
+    assert (merged["idle_ms"] - merged["idle_ns"].astype(float) / 1e6).abs().max() < 0.001
+    md = Path(write_report(state, tmp_path / "summary.md", fmt="md")).read_text()
+    prev = fleets["2026-03-02"]
+    assert money(cur["idle_usd_per_month"].sum()) in md.splitlines()[0]
+    assert f"Since 2026-03-02: {signed(cur['idle_usd_per_month'].sum() - prev['idle_usd_per_month'].sum())}" in md
+    assert "New jobs: resnet-finetune" in md and "Gone (fixed or not profiled): recsys-train" in md
+    with pytest.raises(ValueError):
+        write_report(state, tmp_path / "x.pdf", fmt="pdf")
+
+
+def test_report_in_headless_chromium(sweep_html):
+    """Real Chromium loads the file: no console error, every plot's SVG drawn; screenshot kept."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium not found: `make chromium` installs Debian's package")
+    _, path = sweep_html
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    if shot.exists():
+        shot.unlink()
+    with tempfile.TemporaryDirectory(prefix="gpu-idle-chromium-") as profile:
+        base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
+        url = path.resolve().as_uri()
+        shot_run = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1400,3000", url],
+                                  capture_output=True, text=True, timeout=180)
+        dom_run = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    for proc in (shot_run, dom_run):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+        assert not console, "\n".join(console)
+    assert shot.exists() and shot.stat().st_size > 50_000
+    with open(shot, "rb") as fh:
+        head = fh.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == (1400, 3000)
+    # The DOM after load: four plots, each with drawn paths and text, and the headline filled in.
+    dom = dom_run.stdout
+    svgs = re.findall(r'<svg class="plot"[^>]*>(.*?)</svg>', dom, re.S)
+    assert len(svgs) == 4
+    for svg in svgs:
+        assert svg.count("<path") >= 5 and "<text" in svg
+    assert re.search(r'id="fleet-usd"[^>]*>\$[0-9,]+\.\d\d<', dom)
+    os.chmod(shot, 0o644)

@@ -1,0 +1,131 @@
+"""The nightly sweep: incremental reruns, history, rebuilds, faults (issue #5)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from pipeline.synth import generate_training_report
+
+from conftest import DASK_WORKERS, REPO, run_cli
+
+def comparable(fleet: pd.DataFrame) -> pd.DataFrame:
+    return fleet.sort_values(["report", "gpu_key"]).reset_index(drop=True).astype(str)
+
+
+@pytest.fixture(scope="module")
+def fleet_dir(tmp_path_factory):
+    """24 small generated reports (2 GPUs each) plus one broken file."""
+    root = tmp_path_factory.mktemp("fleet")
+    for i in range(24):
+        generate_training_report(str(root / f"job{i % 3}-node{i:02d}.sqlite"), gpus=2, iterations=6, seed=i,
+                                 straggler_rank=None)
+    (root / "broken.sqlite").write_bytes(b"\0" * 1000)
+    return root
+
+
+def nightly(tmp_path, fleet_dir, **sweep):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cfg = tmp_path / "nightly.yaml"
+    state = tmp_path / "state"
+    cfg.write_text(f"sweep: {{inputs: ['{fleet_dir}'], state_dir: '{state}'}}\n"
+                   + "".join(f"{k}: {v}\n" for k, v in sweep.items()))
+    return cfg, state
+
+
+def history(state) -> pd.DataFrame:
+    return pd.read_parquet(state / "history")
+
+
+def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir):
+    cfg, state = nightly(tmp_path, fleet_dir)
+    first = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-27", check=False)
+    assert first.returncode == 1  # broken.sqlite failed
+    assert "sweep 2026-11-27: 25 report(s): 24 analysed, 0 reused, 1 failed: " in first.stdout
+    assert f"{fleet_dir / 'broken.sqlite'}: not a readable SQLite database" in first.stdout
+    second = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-28", check=False)
+    assert "25 report(s): 0 analysed, 24 reused, 1 failed" in second.stdout
+    hist = history(state)
+    assert sorted(hist["run_date"].astype(str).unique()) == ["2026-11-27", "2026-11-28"]
+    a = hist[hist["run_date"].astype(str) == "2026-11-27"].drop(columns="run_date")
+    b = hist[hist["run_date"].astype(str) == "2026-11-28"].drop(columns="run_date")
+    pd.testing.assert_frame_equal(comparable(a), comparable(b))
+    assert len(a) == 24 * 2 + 1 and not a.duplicated(["report", "gpu_key"]).any()
+    night = state / "nights" / "2026-11-28"
+    assert (night / "fleet.csv").exists() and len(list((night / "gpus").iterdir())) == 48
+    # a forced rerun analyses exactly that report again, with the same numbers
+    forced = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-28", "--force",
+                     str(fleet_dir / "job0-node00.sqlite"), check=False)
+    assert "25 report(s): 1 analysed, 23 reused, 1 failed" in forced.stdout
+    c = history(state)
+    c = c[c["run_date"].astype(str) == "2026-11-28"].drop(columns="run_date")
+    pd.testing.assert_frame_equal(comparable(b), comparable(c))
+    # make report: rebuild from stored results, nothing analysed
+    (night / "fleet.csv").unlink()
+    rebuilt = run_cli("sweep", "--config", str(cfg), "--report-only")
+    assert "nothing analysed" in rebuilt.stdout and (night / "fleet.csv").exists()
+    assert len(list((night / "gpus").iterdir())) == 48
+
+
+def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir):
+    cfg_full, state_full = nightly(tmp_path / "full", fleet_dir)
+    run_cli("sweep", "--config", str(cfg_full), "--night", "2026-11-29", check=False)
+    cfg, state = nightly(tmp_path / "killed", fleet_dir)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", "--config", str(cfg), "--night",
+                             "2026-11-29"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    results = state / "results"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if results.exists() and len(list(results.glob("*.parquet"))) >= 3:
+            break
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep: client and its worker processes
+    proc.wait()
+    stored = len(list(results.glob("*.parquet")))
+    assert 3 <= stored < 24, f"kill came too late ({stored} of 24 stored)"
+    assert not list(results.glob(".*")), "temporary files left behind"
+    restart = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-29", check=False)
+    assert f"{24 - stored} analysed, {stored} reused" in restart.stdout
+    pd.testing.assert_frame_equal(comparable(history(state)), comparable(history(state_full)))
+
+
+def test_worker_killed_mid_sweep_on_a_real_cluster(tmp_path, fleet_dir, dask_cluster):
+    cfg_local, state_local = nightly(tmp_path / "local", fleet_dir)
+    run_cli("sweep", "--config", str(cfg_local), "--night", "2026-11-30", check=False)
+    cfg, state = nightly(tmp_path / "cluster", fleet_dir, dask="{retries: 2}")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", "--config", str(cfg), "--night",
+                             "2026-11-30", "--scheduler", dask_cluster], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    results = state / "results"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if results.exists() and len(list(results.glob("*.parquet"))) >= 2:
+            break
+        time.sleep(0.01)
+    victim = DASK_WORKERS[dask_cluster][0]
+    os.killpg(victim.pid, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out  # only broken.sqlite fails
+    assert "25 report(s): 24 analysed, 0 reused, 1 failed" in out
+    pd.testing.assert_frame_equal(comparable(history(state)), comparable(history(state_local)))
+
+
+def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
+    cfg = tmp_path / "small-workers.yaml"
+    cfg.write_text("dask: {memory_limit: 256MiB, memory_factor: 1000}\n")
+    out = tmp_path / "out"
+    proc = run_cli("run", str(profiles / "fastvideo_h100_sp2_1s.sqlite"), str(profiles / "tiny_2kernels.sqlite"),
+                   "--out", str(out), "--config", str(cfg), check=False)
+    assert proc.returncode == 1
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
+    # 2,256,896 B x 1000 = 2.10 GiB > 0.25 GiB; tiny: 307,200 B x 1000 = 0.29 GiB > 0.25 GiB too
+    big = str(profiles / "fastvideo_h100_sp2_1s.sqlite")
+    assert fleet.loc[big, "error"] == (f"{big}: too big for one worker: about 2.10 GiB needed (0.00 GiB file x 1000), "
+                                       "worker memory limit 0.25 GiB; raise dask.memory_limit or trim the capture")
+    assert "Compute Failed" not in proc.stderr
