@@ -49,12 +49,12 @@ def _worker_memory_limit() -> int | None:
 
 
 def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
-    """Refuse a local report whose size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
+    """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
 
     A clear error row beats a worker killed by its nanny in the middle of the
     night. Raises :class:`ProfileError` naming the file, the estimate and the limit.
     """
-    if not limit or "://" in path or not os.path.isfile(path):
+    if not limit or not os.path.isfile(path):
         return
     need = os.path.getsize(path) * memory_factor
     if need > limit:
@@ -68,50 +68,48 @@ def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
               memory_factor: float = 1.5, storage_cfg=None) -> Report | LoadFailure:
     """:func:`load_report_for` that returns a :class:`LoadFailure` instead of raising ProfileError."""
     try:
-        check_memory(path, memory_factor, _worker_memory_limit())
-        return load_report_for(path, export_cfg, cache_cfg, storage_cfg)
+        return load_report_for(path, export_cfg, cache_cfg, storage_cfg, memory_factor)
     except ProfileError as exc:
         return LoadFailure(_describe(exc, path))
 
 
-def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None) -> Report:
-    """Stage (remote URLs only), export (``.nsys-rep`` only, cached by content) and load one
-    report (from the columnar cache when the same export was loaded before).
+def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
+                    memory_factor: float | None = None) -> Report:
+    """Stage (remote URLs only), check memory, export (``.nsys-rep`` only, cached by content)
+    and load one report (from the columnar cache when the same export was loaded before).
 
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
-    ``None``: defaults), see :mod:`pipeline.storage`. The report keeps the path or URL the
-    user gave. Raises :class:`ProfileError` (or :class:`~pipeline.export.ExportError`,
-    :class:`~pipeline.storage.StageError`) naming that path and the cause.
+    ``None``: defaults), see :mod:`pipeline.storage`. With ``memory_factor``, the local file
+    is checked against the worker's memory limit (:func:`check_memory`). The report keeps
+    the path or URL the user gave. Raises :class:`ProfileError` (or
+    :class:`~pipeline.export.ExportError`, :class:`~pipeline.storage.StageError`) naming
+    that path and the cause; messages about a staged or exported copy are restated
+    about the original, with the copies named in parentheses.
     """
     from .config import StorageConfig
     from .storage import is_remote, stage
 
-    if not is_remote(path):
-        sqlite_path = export_report(path, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
-        if sqlite_path == path:
-            return load_cached(path, cache_cfg.dir, cache_cfg.enabled)
-        try:
-            report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled)
-        except ProfileError as exc:
-            raise ProfileError(f"{path}: (exported to {sqlite_path}) {exc}") from exc
-        report.path = path
-        return report
-
-    st = storage_cfg or StorageConfig()
-    local = stage(path, st.options, st.cache_dir, st.retries, st.backoff_s)  # StageError names the URL
-    where, sqlite_path = f"staged to {local}", None
+    local = path
+    if is_remote(path):
+        st = storage_cfg or StorageConfig()
+        local = stage(path, st.options, st.cache_dir, st.retries, st.backoff_s)  # StageError names the URL
+    copies, sqlite_path = [f"staged to {local}"] if local != path else [], None
     try:
+        if memory_factor is not None:
+            check_memory(local, memory_factor, _worker_memory_limit())
         sqlite_path = export_report(local, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
         if sqlite_path != local:
-            where += f", exported to {sqlite_path}"
+            copies.append(f"exported to {sqlite_path}")
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled)
-    except ProfileError as exc:  # restate the message about the URL, not the local copy
+    except ProfileError as exc:
+        if not copies:
+            raise
         message = str(exc)
         for prefix in (local, sqlite_path):
             if prefix and message.startswith(prefix):
                 message = message[len(prefix):].lstrip(": ")
-        raise type(exc)(f"{path}: ({where}) {message}") from exc
+        raise type(exc)(f"{path}: ({', '.join(copies)}) {message}") from exc
     report.path = path
     return report
 

@@ -220,12 +220,13 @@ class FlakyProxy:
                 if fail:
                     payload = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code>'
                                b"<Message>injected by the test proxy</Message></Error>")
+                    # Count before answering: the client may retry and give up before this thread resumes.
+                    proxy.served.append((self.command, path.path, 503))
                     self.send_response(503)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
-                    proxy.served.append((self.command, path.path, 503))
                     return
                 conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items()
@@ -233,6 +234,7 @@ class FlakyProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                proxy.served.append((self.command, path.path, resp.status))
                 self.send_response(resp.status, resp.reason)
                 for key, value in resp.getheaders():
                     if key.lower() in ("transfer-encoding", "connection", "server", "date") or (
@@ -245,7 +247,6 @@ class FlakyProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 conn.close()
-                proxy.served.append((self.command, path.path, resp.status))
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = handle_any
 
