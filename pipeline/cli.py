@@ -10,7 +10,7 @@ from . import __version__
 from .config import ConfigError, load_config
 from .discover import discover
 from .fleet import write_outputs
-from .graph import open_client, run_graph
+from .graph import open_client, run_graph, run_inline, scheduler_address
 from .report.medical import write_records
 
 #: Columns shown in the terminal (the files hold all of them).
@@ -79,8 +79,12 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         raise click.UsageError(str(exc)) from exc
     paths, problems = discover(inputs, storage=cfg.storage)
     click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
-    with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
-        fleet, rosters = run_graph(client, paths, cfg, problems)
+    if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
+        click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
+        fleet, rosters = run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker)
+    else:
+        with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
+            fleet, rosters = run_graph(client, paths, cfg, problems)
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
     click.echo(format_fleet(fleet))

@@ -16,8 +16,6 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from distributed import Client, LocalCluster, as_completed
-
 from .analyse import GpuResult, analyse_gpu
 from .cache import load_cached
 from .config import CacheConfig, Config, ExportConfig
@@ -148,7 +146,30 @@ def _describe(exc: BaseException, path: str) -> str:
     return f"{path}: {type(exc).__name__}: {message}"
 
 
-def run_graph(client: Client, paths: list[str], cfg: Config, problems=(), on_report=None) -> tuple:
+def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2) -> tuple:
+    """The same task functions as :func:`run_graph`, called in this process, for a single
+    report with no scheduler configured: no cluster to start, no data to move. The GPUs
+    are analysed on ``threads`` threads. Returns ``(fleet DataFrame, rosters dict)``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    results = []
+    for path in paths:
+        report = load_task(path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage)
+        keys = gpu_keys_task(report)
+        if isinstance(keys, LoadFailure):
+            error_rows.append(error_row(path, cfg.labels_for(path), keys.message))
+            continue
+        if not keys:
+            error_rows.append(error_row(path, cfg.labels_for(path), f"{path}: no GPU ran a kernel in this export"))
+            continue
+        labels = cfg.labels_for(path)
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            results += list(pool.map(lambda gpu: analyse_task(report, gpu, cfg, labels), keys))
+    return reduce_task(results, error_rows, cfg.analysis.straggler_spread_pct)
+
+
+def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None) -> tuple:
     """Run the whole graph on ``client``. Returns ``(fleet DataFrame, rosters dict)``.
 
     Args:
@@ -163,6 +184,8 @@ def run_graph(client: Client, paths: list[str], cfg: Config, problems=(), on_rep
     worker, an I/O hiccup); bad input is returned as a value and never retried.
     """
     error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    from distributed import as_completed
+
     run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))
     retries = cfg.dask.retries
     loads, pending = {}, {}
@@ -218,13 +241,20 @@ def run_graph(client: Client, paths: list[str], cfg: Config, problems=(), on_rep
     return reduce.result()
 
 
+def scheduler_address(cfg: Config, scheduler: str | None = None) -> str | None:
+    """The Dask scheduler to use: the argument, else ``dask.scheduler``, else ``DASK_SCHEDULER_ADDRESS``."""
+    return scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+
+
 @contextlib.contextmanager
 def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports: int | None = None):
     """A client on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
     else on a new ``distributed.LocalCluster`` that is closed on exit: worker processes
     for a fleet, or, for a single report, one in-process worker with threads (no
     process pool to start, no data to move between processes)."""
-    address = scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    from distributed import Client, LocalCluster
+
+    address = scheduler_address(cfg, scheduler)
     if address:
         with Client(address) as client:
             log(f"dask: scheduler {address}, dashboard {client.dashboard_link}")
