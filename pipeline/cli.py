@@ -127,8 +127,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
             raise click.ClickException(str(exc)) from exc
         click.echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
-    with open_client(cfg, scheduler, log=click.echo) as client:
-        fleet, summary = sweeping.sweep(cfg, client, inputs, state_dir, night, force, log=click.echo)
+    fleet, summary = sweeping.sweep(cfg, lambda: open_client(cfg, scheduler, log=click.echo), inputs, state_dir,
+                                    night, force, log=click.echo)
     click.echo(format_fleet(fleet))
     click.echo(summary.line())
     click.echo(f"wrote {summary.out_dir}")

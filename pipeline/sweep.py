@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from .config import Config
 from .discover import discover
 from .export import content_key
-from .fleet import atomic_path, build_fleet, write_json, write_outputs
+from .fleet import atomic_path, build_fleet, error_row, write_json, write_outputs
 from .report.medical import write_records
 
 
@@ -105,13 +105,15 @@ class ResultStore:
         return rows, rosters
 
 
-def sweep(cfg: Config, client, inputs=(), state_dir: str | None = None, night: str | None = None,
+def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, night: str | None = None,
           force=(), log=print) -> tuple[pd.DataFrame, SweepSummary]:
-    """Run one nightly sweep on ``client``.
+    """Run one nightly sweep.
 
     Args:
         cfg: configuration (``cfg.sweep`` gives the default inputs and state folder).
-        client: a ``distributed.Client``.
+        open_client: a zero-argument context manager factory yielding a
+            ``distributed.Client``; called only when some report needs analysing,
+            so an unchanged night starts no cluster at all.
         inputs: extra inputs on top of ``cfg.sweep.inputs``.
         state_dir: overrides ``cfg.sweep.state_dir``.
         night: ``YYYY-MM-DD`` of this run (default: today, UTC).
@@ -154,8 +156,13 @@ def sweep(cfg: Config, client, inputs=(), state_dir: str | None = None, night: s
                                                   "timeline": r.timeline} for r in results})
 
     log(f"sweep {night}: {len(paths)} report(s) found, {summary.reused} unchanged, {len(todo)} to analyse")
-    fleet_new, rosters_new = run_graph(client, todo, cfg, problems, on_report=stored) if (todo or problems) \
-        else (pd.DataFrame(), {})
+    if todo:
+        with open_client() as client:
+            fleet_new, rosters_new = run_graph(client, todo, cfg, problems, on_report=stored)
+    else:
+        fleet_new = build_fleet([error_row(item, cfg.labels_for(item), message) for item, message in problems],
+                                cfg.analysis.straggler_spread_pct) if problems else pd.DataFrame()
+        rosters_new = {}
     rosters.update(rosters_new)
     all_rows = rows + fleet_new.to_dict("records")
     fleet = build_fleet(all_rows, cfg.analysis.straggler_spread_pct)
