@@ -24,7 +24,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-examples: $(STAMP)
+examples: $(EXAMPLES)/labels.yaml
+
+# Deterministic: generated once, the same bytes every time (delete the folder to regenerate).
+$(EXAMPLES)/labels.yaml: $(STAMP)
 	$(BIN)/gpu-idle synth --example $(EXAMPLES)
 
 run: examples
