@@ -82,6 +82,10 @@ class AnalysisConfig:
     launch_min_share: float = 0.5
 
 
+#: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.
+MIN_WORKER_MEMORY = 512 * 2**20
+
+
 @dataclass(frozen=True)
 class DaskConfig:
     """``scheduler``: address of a running scheduler (``tcp://host:8786``); ``None`` starts a
@@ -96,6 +100,21 @@ class DaskConfig:
     memory_limit: str = "auto"
     retries: int = 1
     memory_factor: float = 1.5
+
+    def __post_init__(self):
+        limit = self.memory_limit
+        if limit in (None, "auto", 0, "0"):
+            return
+        from dask.utils import parse_bytes
+
+        try:
+            size = parse_bytes(limit)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"dask.memory_limit {limit!r} is not a size like 4GiB ({exc})") from exc
+        if size < MIN_WORKER_MEMORY:
+            raise ConfigError(
+                f"dask.memory_limit {limit!r} is below {MIN_WORKER_MEMORY // 2**20} MiB: an idle worker already "
+                "uses about 200 MiB and Dask pauses a worker at 80 % of its limit, so its tasks would never run")
 
 
 @dataclass(frozen=True)
@@ -200,7 +219,7 @@ def _build(cls, data: dict, where: str):
     kwargs = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     try:
         return cls(**kwargs)
-    except TypeError as exc:
+    except (TypeError, ConfigError) as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 
 

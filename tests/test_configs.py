@@ -58,3 +58,14 @@ def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
         b = analyse_gpu(gpu_trace(second, key), cfg, {}).row
         a.pop("report"), b.pop("report")
         assert a == b
+
+
+def test_worker_memory_limit_too_small_is_refused(tmp_path):
+    import pytest
+
+    from pipeline.config import ConfigError
+    path = tmp_path / "small.yaml"
+    path.write_text("dask: {memory_limit: 300MiB}\n")
+    with pytest.raises(ConfigError, match=r"small.yaml: dask: dask.memory_limit '300MiB' is below 512 MiB"):
+        load_config([path])
+    assert load_config([], {"dask": {"memory_limit": "4GiB"}}).dask.memory_limit == "4GiB"

@@ -118,14 +118,17 @@ def test_worker_killed_mid_sweep_on_a_real_cluster(tmp_path, fleet_dir, dask_clu
 
 def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
     cfg = tmp_path / "small-workers.yaml"
-    cfg.write_text("dask: {memory_limit: 256MiB, memory_factor: 1000}\n")
+    # 1 GiB workers (well above an idle worker's own ~0.2 GiB, so Dask never pauses them) and an
+    # estimate of 1000 x the file size: fastvideo needs 2,256,896 B x 1000 = 2.10 GiB > 1 GiB -> refused;
+    # tiny needs 307,200 B x 1000 = 0.29 GiB -> analysed.
+    cfg.write_text("dask: {memory_limit: 1GiB, memory_factor: 1000}\n")
     out = tmp_path / "out"
     proc = run_cli("run", str(profiles / "fastvideo_h100_sp2_1s.sqlite"), str(profiles / "tiny_2kernels.sqlite"),
                    "--out", str(out), "--config", str(cfg), check=False)
     assert proc.returncode == 1
     fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
-    # 2,256,896 B x 1000 = 2.10 GiB > 0.25 GiB; tiny: 307,200 B x 1000 = 0.29 GiB > 0.25 GiB too
     big = str(profiles / "fastvideo_h100_sp2_1s.sqlite")
     assert fleet.loc[big, "error"] == (f"{big}: too big for one worker: about 2.10 GiB needed (0.00 GiB file x 1000), "
-                                       "worker memory limit 0.25 GiB; raise dask.memory_limit or trim the capture")
+                                       "worker memory limit 1.00 GiB; raise dask.memory_limit or trim the capture")
+    assert fleet.loc[str(profiles / "tiny_2kernels.sqlite"), "status"] == "ok"
     assert "Compute Failed" not in proc.stderr
