@@ -145,7 +145,10 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--profile", type=click.Choice(["balanced", "data-bound", "comm-heavy"]), default="balanced",
               show_default=True, help="Which planted gaps dominate.")
-def synth(example_dir, out_path, gpus, iterations, seed, profile):
+@click.option("--kernels", type=click.IntRange(min=100), default=None,
+              help="Fleet-scale report with this many kernels in all (fast, vectorised generator; "
+                   "every category planted; --iterations and --profile do not apply).")
+def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
     """Generate deterministic exports in the real Nsight Systems schema, with planted gaps
     and their truth (FILE.truth.json beside each export)."""
     from .synth import generate_training_report, make_example_fleet
@@ -156,7 +159,12 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile):
         paths = make_example_fleet(example_dir)
         click.echo(f"example fleet: {len(paths)} report(s) in {example_dir} (labels: {example_dir}/labels.yaml)")
         return
-    generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
+    if kernels:
+        from .synth import generate_scaled_report
+
+        generate_scaled_report(out_path, gpus=gpus, kernels=kernels, seed=seed)
+    else:
+        generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
     click.echo(f"wrote {out_path} and {out_path}.truth.json")
 
 

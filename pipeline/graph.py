@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 
 from .analyse import GpuResult, analyse_gpu
@@ -38,6 +39,8 @@ class LoadFailure:
 
 def _worker_memory_limit() -> int | None:
     """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
+    if "distributed" not in sys.modules:
+        return None  # not on a Dask worker (the in-process engine): no need to import distributed
     try:
         from distributed import get_worker
 

@@ -1336,7 +1336,7 @@ def _plan_scaled_rank(rank: int, pid: int, comm_tid: int, t0: int, n_kernels: in
 
     # Per iteration: hidden prefetch / memset under long kernels, loss.item(), checkpoint, NVTX.
     for i in range(iterations):
-        for lo, cnt, kind in ((first[i], f[i], "memcpy"), (first[i] + f[i], b[i], "memset")):
+        for lo, cnt, what in ((first[i], f[i], "memcpy"), (first[i] + f[i], b[i], "memset")):
             j = int(lo + np.argmax(dur[lo:lo + cnt]))
             if dur[j] < 40 * US:
                 continue
@@ -1344,7 +1344,7 @@ def _plan_scaled_rank(rank: int, pid: int, comm_tid: int, t0: int, n_kernels: in
             c1 = c0 + _draw(rng, (5 * US, 10 * US))
             s0 = max(c1 + 3 * US, int(start[j]) + 2 * US)
             s1 = min(s0 + int(dur[j] * rng.uniform(0.2, 0.6)), int(end[j]) - 2 * US)
-            if kind == "memcpy":
+            if what == "memcpy":
                 memcpy.add(start=s0, end=s1, stream=COPY_STREAM, kind=HTOD, bytes=(s1 - s0) * H2D_BYTES_PER_NS)
                 call(c0, c1, _api("cudaMemcpyAsync"), op_kind=_OP_MEMCPY, op_index=len(memcpy.cols["start"]) - 1)
             else:
@@ -1586,7 +1586,7 @@ def _np_buckets(lengths: np.ndarray) -> dict:
     return out
 
 
-def _ref_nvtx_window(iterations: list, window_rules) -> tuple[list, str]:
+def _ref_nvtx_window(iterations: list, window_rules) -> list:
     """Kept iteration indices of the SPEC nvtx rule: drop warm-up and outliers, keep the longest stable run."""
     lengths = np.array([it["nvtx_end_ns"] - it["nvtx_start_ns"] for it in iterations], np.int64)
     usable = np.ones(lengths.size, bool)
@@ -1601,7 +1601,7 @@ def _ref_nvtx_window(iterations: list, window_rules) -> tuple[list, str]:
             best = run
     if window_rules.max_iterations:
         best = best[-window_rules.max_iterations:]
-    return best, ""
+    return best
 
 
 def _check_planted(r: _ScaledRank, truth: dict, window: str) -> None:
@@ -1800,7 +1800,7 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
         span = _ref_window(r, int(k["start"].min()), int(k["end"].max()), np.zeros(0, np.int64), names,
                            collective, min_gap_ns, rules, analysis)
         span["expected"].update(iterations=0, iteration_mean_ns=0)
-        kept, _ = _ref_nvtx_window(r.iterations, window_rules)
+        kept = _ref_nvtx_window(r.iterations, window_rules)
         if len(kept) < window_rules.min_iterations:
             raise RuntimeError(f"synth: rank {r.rank}: only {len(kept)} stable iterations")
         its = [r.iterations[i] for i in kept]

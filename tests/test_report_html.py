@@ -255,3 +255,8 @@ def test_report_in_headless_chromium(sweep_html):
         assert svg.count("<path") >= 5 and "<text" in svg
     assert re.search(r'id="fleet-usd"[^>]*>\$[0-9,]+\.\d\d<', dom)
     os.chmod(shot, 0o644)
+
+
+def test_report_formats_constant_matches():
+    from pipeline.report import command, html
+    assert tuple(command.FORMATS) == tuple(html.FORMATS)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import click
 
-from .html import FORMATS, ReportError, write_report
+#: Output formats (pipeline.report.html.FORMATS; repeated here so that loading the CLI does not
+#: import matplotlib and the template engine).
+FORMATS = ("html", "csv", "md")
 
 
 @click.command()
@@ -19,6 +21,8 @@ def report(results, out_path, fmt, night):
     """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
     state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
     night is the current one and whose history gives the trend."""
+    from .html import ReportError, write_report
+
     try:
         path = write_report(results, out_path, fmt, night)
     except ReportError as exc:
