@@ -1,6 +1,7 @@
 """Command line only: parse, call, print. ``gpu-idle run INPUT... --out DIR``."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -80,7 +81,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     paths, problems = discover(inputs, storage=cfg.storage)
     click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
     if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
-        click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
+        if paths:
+            click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
         fleet, rosters = run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker)
     else:
         with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
@@ -130,8 +132,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     fleet, summary = sweeping.sweep(cfg, lambda: open_client(cfg, scheduler, log=click.echo), inputs, state_dir,
                                     night, force, log=click.echo)
     click.echo(format_fleet(fleet))
+    report_html = os.path.join(summary.out_dir, "report.html")
+    click.echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
     click.echo(summary.line())
-    click.echo(f"wrote {summary.out_dir}")
     sys.exit(1 if summary.failed else 0)
 
 

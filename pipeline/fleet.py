@@ -114,6 +114,15 @@ def gpu_json_name(report: str, gpu_key: str) -> str:
     return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str):
     """Yield a temporary path beside ``path``; rename it over ``path`` on success."""
@@ -123,6 +132,7 @@ def atomic_path(path: str):
     os.close(fd)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are for the team to read
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import atexit
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +19,7 @@ from distributed import Client
 REPO = Path(__file__).resolve().parents[1]
 # Keep the tests' caches out of the user's ~/.cache (inherited by every CLI run below).
 _CACHE_ROOT = tempfile.mkdtemp(prefix="gpu-idle-tests-")
+atexit.register(shutil.rmtree, _CACHE_ROOT, ignore_errors=True)
 os.environ.setdefault("GPU_IDLE_CACHE", os.path.join(_CACHE_ROOT, "columns"))
 os.environ.setdefault("GPU_IDLE_EXPORT_CACHE", os.path.join(_CACHE_ROOT, "exports"))
 PROFILES = Path(os.environ.get("GPU_IDLE_PROFILES", REPO.parent / "shared" / "profiles")).resolve()

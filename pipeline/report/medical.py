@@ -1,7 +1,7 @@
 """The per-job "medical record" page (SPEC "The medical record page").
 
 Line 1: device-level idle % with the per-GPU spread (min and max GPU named).
-Line 2: category shares (% of the window, summed over the job's GPUs).
+Line 2: category shares (category time over window time, both summed over the job's GPUs).
 Line 2 names the sub-threshold slivers that no category holds (unless the GPU
 is launch-bound), so the shares add up to the idle. Then the five largest
 device-level gaps of the job (time when no stream runs a kernel; per-stream
@@ -71,7 +71,7 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
         usd = float(ok["idle_usd_per_month"].astype(float).sum())
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs."]
     for row in rows[rows["status"] == "error"].sort_values("report").itertuples():
-        lines.append(f"- failed: {row.report}: {row.error}")
+        lines.append(f"- failed: {row.error}")  # the message starts with the report
     return "\n".join(lines) + "\n"
 
 

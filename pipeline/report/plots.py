@@ -75,7 +75,7 @@ def categories_by_job(rows: list[dict]) -> str:
     for yi, r, end in zip(y, rows, left):
         ax.text(end + 0.4, yi, f"{r['idle_pct']:.1f} % idle", va="center", fontsize=9)
     ax.set_yticks(y, jobs)
-    ax.set_xlabel("share of the analysis window (%), summed over the job's GPUs")
+    ax.set_xlabel("share of the job's analysis windows (%): category time / window time, both summed over its GPUs")
     ax.set_xlim(0, max(float(left.max()) * 1.18, 1.0))
     fig.legend(loc="outside lower center", ncol=8, frameon=False, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
