@@ -82,6 +82,14 @@ class ResultStore:
         self.dir = os.path.join(state_dir, "results")
         os.makedirs(self.dir, exist_ok=True)
 
+    def remove_leftovers(self) -> int:
+        """Delete temporary files a killed sweep left (``.<name>.<random>.tmp``: never read as
+        results). Call only when no other sweep writes to this state folder. Returns the count."""
+        stale = [f for f in os.listdir(self.dir) if f.startswith(".") and f.endswith(".tmp")]
+        for name in stale:
+            os.unlink(os.path.join(self.dir, name))
+        return len(stale)
+
     def _base(self, key: str) -> str:
         return os.path.join(self.dir, key)
 
@@ -127,6 +135,8 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     state = state_dir or cfg.sweep.state_dir
     night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
     store = ResultStore(state)
+    if store.remove_leftovers():
+        log(f"sweep {night}: removed temporary files of an interrupted sweep in {store.dir}")
     paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage)
     chash = config_hash(cfg)[:12]
     summary = SweepSummary(night=night, reports=len(paths) + len(problems))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -82,7 +82,6 @@ class Iterations:
     starts: np.ndarray
     ends: np.ndarray
     source: str
-    excluded: dict = field(default_factory=dict)
 
 
 def span_window(kernel_starts, kernel_ends, note: str = "") -> Window:

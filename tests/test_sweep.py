@@ -38,6 +38,15 @@ def nightly(tmp_path, fleet_dir, **sweep):
     return cfg, state
 
 
+def wait_for_results(results, count: int, proc, timeout_s: float = 120) -> None:
+    """Poll until ``count`` report results are stored under ``results`` (or the sweep ended)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and proc.poll() is None:
+        if results.exists() and len(list(results.glob("*.parquet"))) >= count:
+            return
+        time.sleep(0.01)
+
+
 def history(state) -> pd.DataFrame:
     return pd.read_parquet(state / "history")
 
@@ -80,34 +89,45 @@ def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir):
                              "2026-11-29"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     results = state / "results"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if results.exists() and len(list(results.glob("*.parquet"))) >= 3:
-            break
-        time.sleep(0.01)
+    wait_for_results(results, 3, proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep: client and its worker processes
     proc.wait()
     stored = len(list(results.glob("*.parquet")))
     assert 3 <= stored < 24, f"kill came too late ({stored} of 24 stored)"
-    assert not list(results.glob(".*")), "temporary files left behind"
+    # SIGKILL can stop a write half-way: only under a temporary name, never under a result's name
+    assert all(p.name.startswith(".") and p.name.endswith(".tmp") for p in results.glob(".*"))
     restart = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-29", check=False)
     assert f"{24 - stored} analysed, {stored} reused" in restart.stdout
+    assert not list(results.glob(".*")), "the restart leaves no temporary files"
     pd.testing.assert_frame_equal(comparable(history(state)), comparable(history(state_full)))
+
+
+def single_process_sweep(cfg_path, night: str) -> None:
+    """The same sweep in this one process: an in-process cluster, one worker thread."""
+    import contextlib
+
+    from distributed import Client, LocalCluster
+
+    from pipeline.config import load_config
+    from pipeline.sweep import sweep
+
+    @contextlib.contextmanager
+    def in_process():
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            yield client
+
+    sweep(load_config([cfg_path]), in_process, night=night, log=lambda *_: None)
 
 
 def test_worker_killed_mid_sweep_on_a_real_cluster(tmp_path, fleet_dir, dask_cluster):
     cfg_local, state_local = nightly(tmp_path / "local", fleet_dir)
-    run_cli("sweep", "--config", str(cfg_local), "--night", "2026-11-30", check=False)
+    single_process_sweep(cfg_local, "2026-11-30")
     cfg, state = nightly(tmp_path / "cluster", fleet_dir, dask="{retries: 2}")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", "--config", str(cfg), "--night",
                              "2026-11-30", "--scheduler", dask_cluster], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    results = state / "results"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if results.exists() and len(list(results.glob("*.parquet"))) >= 2:
-            break
-        time.sleep(0.01)
+    wait_for_results(state / "results", 2, proc)
     victim = DASK_WORKERS[dask_cluster][0]
     os.killpg(victim.pid, signal.SIGKILL)
     out, _ = proc.communicate(timeout=300)
