@@ -25,7 +25,7 @@ from .export import content_key
 from .load import Report, load_report
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 2
+LOADER_VERSION = 3
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
 
@@ -65,9 +65,6 @@ def _write_entry(report: Report, target: Path) -> None:
 def _read_entry(entry: Path, path: str) -> Report:
     extra = json.loads((entry / "report.json").read_text())
     frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
-    for name in ("kernels", "copies"):
-        if "gpu_key" in frames[name]:
-            frames[name]["gpu_key"] = frames[name]["gpu_key"].astype(object)
     return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=extra["warnings"],
                   **frames)
 

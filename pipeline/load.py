@@ -229,15 +229,23 @@ def _resolve_text(values: pd.Series, strings: dict[int, str]) -> pd.Series:
     """Map a column that may hold StringIds ids or inline text to text.
 
     Ids are resolved once per distinct id (``np.unique``), not once per row;
-    missing ids and NULLs become ``""``.
+    missing ids and NULLs become ``""``. The result is categorical: one small
+    code per row instead of a string object (kernel and API names repeat
+    millions of times in a large export).
     """
     if values.dtype.kind in "iuf":
         raw = values.to_numpy(dtype=np.float64 if values.dtype.kind == "f" else np.int64)
         ids = np.where(np.isnan(raw), -1, raw).astype(np.int64) if raw.dtype.kind == "f" else raw
         uniq, inverse = np.unique(ids, return_inverse=True)
         texts = np.array([strings.get(int(u), "") for u in uniq], dtype=object)
-        return pd.Series(texts[inverse], index=values.index)
+        return categorical(texts, inverse, values.index)
     return values.fillna("").astype(str)
+
+
+def categorical(texts: np.ndarray, codes: np.ndarray, index=None) -> pd.Series:
+    """A categorical Series whose row i is ``texts[codes[i]]`` (``texts`` may repeat)."""
+    categories, remap = np.unique(texts.astype(str), return_inverse=True)
+    return pd.Series(pd.Categorical.from_codes(remap[codes], categories=categories), index=index)
 
 
 def _pid_expr(schema: Schema, table: str) -> tuple[str, bool]:
@@ -408,10 +416,14 @@ def _load_runtime(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     df = df.dropna(subset=["start", "end"])
     df["pid"] = pid_of(df["gtid"])
     df["tid"] = tid_of(df["gtid"])
-    names = _resolve_text(df["name"], strings) if name_col else pd.Series("", index=df.index)
-    # Normalise each distinct name once, not once per row.
-    uniq = {n: normalise_api_name(n) for n in names.unique()}
-    df["name"] = names.map(uniq)
+    names = _resolve_text(df["name"], strings) if name_col else pd.Series("", index=df.index, dtype="category")
+    # Normalise each distinct name once, not once per row (two names may normalise to one).
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        normal = np.array([normalise_api_name(n) for n in names.cat.categories], dtype=object)
+        df["name"] = categorical(normal, names.cat.codes.to_numpy(), names.index)
+    else:
+        uniq = {n: normalise_api_name(n) for n in names.unique()}
+        df["name"] = names.map(uniq)
     df = df.astype({"start": "int64", "end": "int64", "correlation_id": "int64"})
     return df[columns].reset_index(drop=True)
 
@@ -611,7 +623,8 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
         devices, device_warnings = _load_devices(schema, kernels)
         warnings += device_warnings
         keys = devices.set_index(["pid", "device_id"])["gpu_key"]
-        kernels["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(kernels[["pid", "device_id"]])).to_numpy()
+        kernels["gpu_key"] = pd.Categorical(
+            keys.reindex(pd.MultiIndex.from_frame(kernels[["pid", "device_id"]])).to_numpy())
         if not copies.empty:
             copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
         else:
