@@ -116,8 +116,11 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
 
 
 def gpu_keys_task(report: Report | LoadFailure) -> list[str] | LoadFailure:
-    """The report's GPU keys (or its failure, passed through)."""
-    return report if isinstance(report, LoadFailure) else report.gpu_keys()
+    """The report's GPU keys, never empty: its failure is passed through, and a report in
+    which no GPU ran a kernel becomes a failure too (it must get a row, not vanish)."""
+    if isinstance(report, LoadFailure):
+        return report
+    return report.gpu_keys() or LoadFailure(f"{report.path}: no GPU ran a kernel in this export")
 
 
 def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> GpuResult:
@@ -162,9 +165,6 @@ def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2) -> 
         keys = gpu_keys_task(report)
         if isinstance(keys, LoadFailure):
             error_rows.append(error_row(path, cfg.labels_for(path), keys.message))
-            continue
-        if not keys:
-            error_rows.append(error_row(path, cfg.labels_for(path), f"{path}: no GPU ran a kernel in this export"))
             continue
         labels = cfg.labels_for(path)
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
@@ -222,9 +222,6 @@ def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None
             keys = fut.result()
             if isinstance(keys, LoadFailure):
                 fail(path, keys.message)
-                continue
-            if not keys:
-                fail(path, f"{path}: no GPU ran a kernel in this export")
                 continue
             labels = cfg.labels_for(path)
             expected[path], collected[path] = len(keys), []
