@@ -54,17 +54,18 @@ def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
 TIMELINE_MAX_RUNS = 4000
 
 
-def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win) -> dict:
+def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple | None = None) -> dict:
     """A compact picture of one GPU's window for plots (all times int ns).
 
     ``busy``: ``[[start, end], ...]`` kernel-union runs inside W (when there are
     more than :data:`TIMELINE_MAX_RUNS`, the shortest holes between runs are
     closed, so the picture keeps every long gap); ``gaps``: ``[[start, end,
     category], ...]`` device-level gaps; ``iterations``: ``[[start, end], ...]``
-    detected iterations overlapping W; ``window``: ``[w0, w1]``.
+    detected iterations overlapping W; ``window``: ``[w0, w1]``. ``runs``: the kernel
+    union in W (:func:`pipeline.gaps.busy_runs`) when already computed.
     """
     w0, w1 = win.start_ns, win.end_ns
-    s, e = iv.union(kernels["start"], kernels["end"])
+    s, e = runs if runs is not None else iv.union(kernels["start"], kernels["end"])
     if s.size > TIMELINE_MAX_RUNS:
         holes = s[1:] - e[:-1]
         keep = np.sort(np.argsort(holes, kind="stable")[-(TIMELINE_MAX_RUNS - 1):])  # the longest holes stay
@@ -97,7 +98,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     k = trace.kernels
     win = choose_window(k, trace.nvtx, a.window, a.trim_s, cfg.window)
     w0, w1 = win.start_ns, win.end_ns
-    dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1)
+    runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
+    dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
     kw = gaps.kernels_in_window(k, w0, w1)
     if kw.empty:
         raise WindowError(
@@ -105,13 +107,14 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
             f"{int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock")
     gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
     copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
-    categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries)
-    holes = gaps.device_holes(k["start"], k["end"], w0, w1)
+    calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories)
+    categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries, calls)
+    holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
     device_slivers = holes[holes <= a.min_gap_ns]
     # Category shares come from device-level holes (time when no stream runs a kernel), so they
     # add up to at most the device idle and read as % of W; the per-stream roster is for fixing.
     device_categorised = attribution.categorise(gaps.device_gaps(kw, w0, w1, a.min_gap_ns), trace.runtime,
-                                                copies_in, cfg.categories, win.boundaries)
+                                                copies_in, cfg.categories, win.boundaries, calls)
 
     lengths = categorised["length"].to_numpy(np.int64)
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
@@ -177,4 +180,4 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["error"] = ""
     return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx),
                      device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx),
-                     timeline=timeline(kw, device_categorised, win))
+                     timeline=timeline(kw, device_categorised, win, runs))

@@ -79,6 +79,92 @@ def summed_overlap(call_starts, call_ends, gap_starts, gap_ends) -> np.ndarray:
     return F(b) - F(a)
 
 
+@dataclass
+class CallIndex:
+    """One GPU's CUDA runtime calls (and copy-engine work), prepared once for every gap set.
+
+    ``per_name``: normalised API name (sorted) -> ``(starts, ends, start_prefix,
+    end_prefix, base)``: the name's call starts and ends, each sorted, rebased to
+    ``base`` (its earliest start) and their prefix sums, for :func:`summed_overlap`'s
+    ``F(t)``. ``all_runs``, ``sync_runs``, ``data_runs``, ``copy_runs``: unions
+    (:func:`pipeline.intervals.union`) of all calls, synchronising calls, transfer /
+    pinned-allocation calls plus copy-engine work, and copy-engine work alone.
+    Built by :func:`index_calls`; gives the same figures as preparing them per gap set.
+    """
+
+    per_name: dict
+    all_runs: tuple
+    sync_runs: tuple
+    data_runs: tuple
+    copy_runs: tuple
+
+
+def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRules") -> CallIndex:
+    """Prepare ``runtime`` (start, end, name) and ``copies`` (start, end) once per GPU."""
+    starts = runtime["start"].to_numpy(np.int64)
+    ends = runtime["end"].to_numpy(np.int64)
+    names = runtime["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        labels = list(names.cat.categories)
+    else:
+        codes, uniques = pd.factorize(names.to_numpy(object))
+        labels = list(uniques)
+    per_name = {}
+    order = np.argsort(codes, kind="stable")
+    edges = np.flatnonzero(np.diff(codes[order])) + 1
+    for group in np.split(order, edges) if order.size else []:
+        name = labels[codes[group[0]]] if codes[group[0]] >= 0 else None
+        if name is None:
+            continue
+        s = np.sort(starts[group])
+        e = np.sort(ends[group])
+        base = int(s[0])
+        s, e = s - base, e - base
+        per_name[str(name)] = (s, e, np.concatenate(([0], np.cumsum(s, dtype=np.int64))),
+                               np.concatenate(([0], np.cumsum(e, dtype=np.int64))), base)
+    per_name = dict(sorted(per_name.items()))
+    # Name lists are checked once per distinct name, then spread to the calls by code.
+    def by_name(api_names) -> np.ndarray:
+        wanted = set(api_names)
+        hit = np.array([str(x) in wanted for x in labels] + [False], dtype=bool)  # code -1: no name
+        return hit[codes]
+
+    sync = by_name(rules.sync_apis)
+    data = by_name(rules.data_apis)
+    copy_s = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    copy_e = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    return CallIndex(
+        per_name=per_name,
+        all_runs=iv.union(starts, ends),
+        sync_runs=iv.union(starts[sync], ends[sync]),
+        data_runs=iv.union(np.concatenate((starts[data], copy_s)), np.concatenate((ends[data], copy_e))),
+        copy_runs=iv.union(copy_s, copy_e),
+    )
+
+
+def overlap_by_name(calls: CallIndex, gaps: pd.DataFrame) -> pd.DataFrame:
+    """:func:`api_overlap_table` from a prepared :class:`CallIndex`: the same frame."""
+    g0 = gaps["start"].to_numpy(np.int64)
+    g1 = gaps["end"].to_numpy(np.int64)
+    cols = {}
+    if len(gaps):
+        for name, (s, e, ps, pe, base) in calls.per_name.items():
+            a, b = g0 - base, g1 - base
+
+            def F(t):
+                ns = np.searchsorted(s, t, side="left")
+                ne = np.searchsorted(e, t, side="left")
+                return (ns - ne) * t - (ps[ns] - pe[ne])
+
+            ov = F(b) - F(a)
+            if ov.any():
+                cols[name] = ov
+    table = pd.DataFrame(cols, index=gaps.index, dtype="int64")
+    order = table.sum().sort_values(ascending=False, kind="stable").index
+    return table[order]
+
+
 def api_overlap_table(runtime: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     """Gap × API-name matrix of summed overlap (ns).
 
@@ -156,7 +242,7 @@ def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligibl
 
 
 def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
-               rules: CategoryRules, boundaries=()) -> pd.DataFrame:
+               rules: CategoryRules, boundaries=(), calls: CallIndex | None = None) -> pd.DataFrame:
     """Attribute and categorise every gap (not just the roster).
 
     Args:
@@ -166,6 +252,8 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
         rules: thresholds and API name lists.
         boundaries: start times (ns) of detected iterations, for ``boundary`` and
             ``periodic``; empty when the window rule found no iterations.
+        calls: ``runtime`` and ``copies`` already prepared by :func:`index_calls`
+            (a GPU's stream and device gaps share one); built here when None.
     Returns:
         ``gaps`` plus ``copy_ns`` (copy-engine work inside the gap), ``sync_ns``
         (union of synchronising calls inside it), ``data_ns`` (union of
@@ -190,15 +278,10 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     length = out["length"].to_numpy(np.int64)
     g0 = out["start"].to_numpy(np.int64)
     g1 = out["end"].to_numpy(np.int64)
-    copy_s = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
-    copy_e = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
-    sync_calls = runtime[runtime["name"].isin(rules.sync_apis)]
-    data_calls = runtime[runtime["name"].isin(rules.data_apis)]
-    out["copy_ns"] = coverage(copy_s, copy_e, out) if n else zeros
-    out["sync_ns"] = coverage(sync_calls["start"], sync_calls["end"], out) if n else zeros
-    out["data_ns"] = coverage(np.concatenate((data_calls["start"].to_numpy(np.int64), copy_s)),
-                              np.concatenate((data_calls["end"].to_numpy(np.int64), copy_e)), out) if n else zeros
-    out["cpu_api_ns"] = coverage(runtime["start"], runtime["end"], out) if n else zeros
+    calls = calls if calls is not None else index_calls(runtime, copies, rules)
+    for col, runs in (("copy_ns", calls.copy_runs), ("sync_ns", calls.sync_runs), ("data_ns", calls.data_runs),
+                      ("cpu_api_ns", calls.all_runs)):
+        out[col] = iv.overlap_with_each(g0, g1, *runs) if n else zeros
     collective = re.compile(rules.collective_kernel, re.IGNORECASE)
     is_comm = np.array([bool(collective.search(str(k))) for k in out["kernel_before"]], dtype=bool)
     bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
@@ -216,7 +299,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
         [frac["sync"] >= rules.sync_min_fraction, frac["data"] >= rules.data_min_fraction, is_comm,
          at_boundary & quiet & ~periodic, periodic],
         ["sync", "data", "comm", "boundary", "periodic"], default="cpu") if n else pd.Series(dtype=object)
-    out["attribution"] = attribution_lists(api_overlap_table(runtime, out))
+    out["attribution"] = attribution_lists(overlap_by_name(calls, out))
     return out
 
 

@@ -25,7 +25,7 @@ from .export import content_key
 from .load import Report, load_report
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 3
+LOADER_VERSION = 4
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
 

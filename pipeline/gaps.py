@@ -37,15 +37,24 @@ class DeviceIdle:
     dark_ns: int
 
 
-def device_idle(kernel_starts, kernel_ends, copy_starts, copy_ends, w0: int, w1: int) -> DeviceIdle:
+def busy_runs(kernel_starts, kernel_ends, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel union inside W = [w0, w1): sorted disjoint ``(starts, ends)`` int64 ns runs
+    (kernels clipped to W first). Shared by :func:`device_idle`, :func:`device_holes` and the
+    timeline, which would otherwise each compute it."""
+    return iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
+
+
+def device_idle(kernel_starts, kernel_ends, copy_starts, copy_ends, w0: int, w1: int,
+                runs: tuple | None = None) -> DeviceIdle:
     """Device-level ("true") idle of one GPU inside W = [w0, w1).
 
     Kernel and copy intervals are clipped to W first (straddlers are cut, not
     dropped). No threshold. Copy-only time is the copy-engine union minus the
-    kernel union; dark time is the rest of the idle.
+    kernel union; dark time is the rest of the idle. ``runs``: the kernel union
+    (:func:`busy_runs`) when already computed.
     """
     window_ns = int(w1 - w0)
-    ks, ke = iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
+    ks, ke = runs if runs is not None else busy_runs(kernel_starts, kernel_ends, w0, w1)
     busy = iv.total_length(ks, ke)
     cs, ce = iv.clip(copy_starts, copy_ends, w0, w1)
     copy_only = iv.total_length(*iv.subtract(cs, ce, ks, ke))
@@ -61,10 +70,28 @@ def kernels_in_window(kernels: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
     """
     inside = (kernels["end"] > w0) & (kernels["start"] < w1) | (
         (kernels["start"] == kernels["end"]) & (kernels["start"] >= w0) & (kernels["start"] < w1))
-    k = kernels[inside].copy()
-    k["start"] = k["start"].clip(lower=w0)
-    k["end"] = k["end"].clip(upper=w1)
-    return k.sort_values(["pid", "stream_id", "start", "end", "correlation_id"], kind="stable").reset_index(drop=True)
+    rows = np.flatnonzero(inside.to_numpy())
+    start = np.maximum(kernels["start"].to_numpy(np.int64)[rows], w0)
+    end = np.minimum(kernels["end"].to_numpy(np.int64)[rows], w1)
+    pid = kernels["pid"].to_numpy(np.int64)[rows]
+    stream = kernels["stream_id"].to_numpy(np.int64)[rows]
+    corr = kernels["correlation_id"].to_numpy(np.int64)[rows]
+    order = np.lexsort((corr, end, start, stream, pid))  # last key sorts first; stable
+    k = kernels.iloc[rows[order]].reset_index(drop=True)
+    k["start"] = start[order]
+    k["end"] = end[order]
+    return k
+
+
+def name_lookup(names: pd.Series):
+    """A function from row positions (int array) to the kernel names at them (object array),
+    without turning a whole categorical column into Python strings first."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        categories = np.asarray(names.cat.categories, dtype=object)
+        return lambda idx: categories[codes[idx]]
+    values = names.to_numpy(object)
+    return lambda idx: values[idx]
 
 
 def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -83,7 +110,7 @@ def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, n
     all_lengths = []
     starts = kernels["start"].to_numpy(np.int64)
     ends = kernels["end"].to_numpy(np.int64)
-    names = kernels["name"].to_numpy(object)
+    names = name_lookup(kernels["name"])
     keys = kernels[["pid", "stream_id"]].to_numpy(np.int64)
     if len(kernels):
         bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
@@ -100,7 +127,7 @@ def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, n
         rows.append(pd.DataFrame({
             "pid": keys[lo, 0], "stream_id": keys[lo, 1],
             "start": g_start, "length": g_len, "end": g_start + g_len,
-            "kernel_before": names[lo + before], "kernel_after": names[lo + after],
+            "kernel_before": names(lo + before), "kernel_after": names(lo + after),
         }))
     columns = ["pid", "stream_id", "start", "length", "end", "kernel_before", "kernel_after"]
     gaps = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
@@ -138,14 +165,14 @@ def roster(gaps: pd.DataFrame, top_n: int) -> pd.DataFrame:
                             kind="stable").head(top_n).reset_index(drop=True)
 
 
-def device_holes(kernel_starts, kernel_ends, w0: int, w1: int) -> np.ndarray:
+def device_holes(kernel_starts, kernel_ends, w0: int, w1: int, runs: tuple | None = None) -> np.ndarray:
     """Lengths (ns) of the device-level idle holes in W: the complement of the
     kernel union, edges included. They sum to ``DeviceIdle.idle_ns``.
 
     Used for ``launch``: idle made of many sub-threshold slivers means the CPU
-    cannot issue kernels fast enough.
+    cannot issue kernels fast enough. ``runs``: :func:`busy_runs` when already computed.
     """
-    ks, ke = iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
+    ks, ke = runs if runs is not None else busy_runs(kernel_starts, kernel_ends, w0, w1)
     hole_starts = np.concatenate(([w0], ke)).astype(np.int64)
     hole_ends = np.concatenate((ks, [w1])).astype(np.int64)
     lengths = hole_ends - hole_starts
@@ -171,26 +198,30 @@ def device_gaps(kernels: pd.DataFrame, w0: int, w1: int, min_gap_ns: int) -> pd.
     """
     # Zero-length kernels cover nothing; dropping them keeps device gaps + device slivers == idle
     # (the holes of :func:`device_holes`).
-    merged = kernels[kernels["end"] > kernels["start"]].sort_values(["start", "end", "correlation_id"],
-                                                                     kind="stable")
-    s = merged["start"].to_numpy(np.int64)
-    e = merged["end"].to_numpy(np.int64)
-    names = merged["name"].to_numpy(object)
+    s = kernels["start"].to_numpy(np.int64)
+    e = kernels["end"].to_numpy(np.int64)
+    rows = np.flatnonzero(e > s)
+    rows = rows[np.lexsort((kernels["correlation_id"].to_numpy(np.int64)[rows], e[rows], s[rows]))]
+    s, e = s[rows], e[rows]
+    kernel_names = name_lookup(kernels["name"])
+
+    def names(idx):
+        return kernel_names(rows[np.asarray(idx, dtype=np.int64)])
     starts, lengths, before, after = [], [], [], []
     if s.size == 0:
         if w1 - w0 > min_gap_ns:
             starts, lengths, before, after = [w0], [w1 - w0], [WINDOW_START], [WINDOW_END]
     else:
         if s[0] - w0 > min_gap_ns:
-            starts.append(w0), lengths.append(int(s[0] - w0)), before.append(WINDOW_START), after.append(names[0])
+            starts.append(w0), lengths.append(int(s[0] - w0)), before.append(WINDOW_START), after.append(names(0))
         g_start, g_len, idx_after = iv.stream_gaps(s, e, min_gap_ns)
         idx_before = iv.latest_end_index(e)[idx_after - 1] if idx_after.size else idx_after
         starts.extend(g_start.tolist()), lengths.extend(g_len.tolist())
-        before.extend(names[idx_before].tolist()), after.extend(names[idx_after].tolist())
+        before.extend(names(idx_before).tolist()), after.extend(names(idx_after).tolist())
         last_end = int(e.max())
         if w1 - last_end > min_gap_ns:
             starts.append(last_end), lengths.append(w1 - last_end)
-            before.append(names[int(iv.latest_end_index(e)[-1])]), after.append(WINDOW_END)
+            before.append(names(int(iv.latest_end_index(e)[-1]))), after.append(WINDOW_END)
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.argsort(starts, kind="stable")

@@ -42,8 +42,11 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     s, e = s[keep], e[keep]
     if s.size == 0:
         return s, e
-    order = np.lexsort((e, s))
-    s, e = s[order], e[order]
+    if s.size > 1 and bool(np.any(s[1:] < s[:-1])):
+        # The order among equal starts does not change the runs, so a stable sort on
+        # start alone will do (and none at all for input already in start order).
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     run_end = np.maximum.accumulate(e)
     # A new run starts where the interval begins after everything before it ended.
     new_run = np.empty(s.size, dtype=bool)

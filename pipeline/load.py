@@ -66,8 +66,10 @@ class Report:
     """One export, loaded. All times are int64 ns on the report's own clock.
 
     Frames (one row per event):
-      ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name
-      ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name)
+      ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name, gpu_key;
+      grouped by GPU key (the export's row order within a GPU)
+      ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name),
+      sorted by start (stable)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
       copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes
       ``nvtx``: start, end, pid, tid, text (ranges only)
@@ -85,6 +87,23 @@ class Report:
     meta: dict = field(default_factory=dict)
     diagnostics: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
+
+    def runtime_rows(self, pids) -> np.ndarray:
+        """Row positions in ``runtime`` of the calls of ``pids``, ascending (so in the frame's
+        order). The per-process grouping is built once per report (a stable radix sort of
+        per-process codes), so each GPU's cut costs its own rows, not a pass over every call."""
+        if self._runtime_by_pid is None:
+            codes, pids_seen = pd.factorize(self.runtime["pid"].to_numpy(np.int64))
+            small = codes.astype(np.int16) if pids_seen.size < 2**15 else codes  # int16: radix sort
+            order = np.argsort(small, kind="stable")
+            edges = np.flatnonzero(np.diff(small[order])) + 1
+            groups = np.split(order, edges) if order.size else []
+            self._runtime_by_pid = {int(pids_seen[codes[g[0]]]): g for g in groups}
+        parts = [self._runtime_by_pid[int(p)] for p in pids if int(p) in self._runtime_by_pid]
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
 
     def gpu_keys(self) -> list[str]:
         """Sorted keys of every GPU that ran at least one kernel."""
@@ -228,18 +247,44 @@ def _strings(schema: Schema) -> dict[int, str]:
 def _resolve_text(values: pd.Series, strings: dict[int, str]) -> pd.Series:
     """Map a column that may hold StringIds ids or inline text to text.
 
-    Ids are resolved once per distinct id (``np.unique``), not once per row;
-    missing ids and NULLs become ``""``. The result is categorical: one small
+    Ids are resolved once per distinct id (:func:`distinct_codes`), not once per
+    row; missing ids and NULLs become ``""``. The result is categorical: one small
     code per row instead of a string object (kernel and API names repeat
     millions of times in a large export).
     """
     if values.dtype.kind in "iuf":
         raw = values.to_numpy(dtype=np.float64 if values.dtype.kind == "f" else np.int64)
         ids = np.where(np.isnan(raw), -1, raw).astype(np.int64) if raw.dtype.kind == "f" else raw
-        uniq, inverse = np.unique(ids, return_inverse=True)
-        texts = np.array([strings.get(int(u), "") for u in uniq], dtype=object)
-        return categorical(texts, inverse, values.index)
+        return resolve_ids(ids, strings, values.index)
     return values.fillna("").astype(str)
+
+
+def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(uniques, inverse)`` of an int64 array, like ``np.unique(ids, return_inverse=True)``.
+
+    StringIds ids are small and dense, so a lookup table of ``max(ids) + 1`` slots
+    does it in O(n) instead of sorting n ids; other inputs (negative or sparse ids)
+    fall back to ``np.unique``. ``uniques`` is sorted; ``ids == uniques[inverse]``.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return ids[:0], np.zeros(0, dtype=np.intp)
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high > 4 * ids.size + (1 << 20):
+        return np.unique(ids, return_inverse=True)
+    present = np.zeros(high + 1, dtype=bool)
+    present[ids] = True
+    uniques = np.flatnonzero(present)
+    slot = np.zeros(high + 1, dtype=np.intp)
+    slot[uniques] = np.arange(uniques.size)
+    return uniques.astype(np.int64), slot[ids]
+
+
+def resolve_ids(ids: np.ndarray, strings: dict[int, str], index=None) -> pd.Series:
+    """Categorical text of StringIds ``ids`` (int64, -1 for NULL); unknown ids give ``""``."""
+    uniques, inverse = distinct_codes(ids)
+    texts = np.array([strings.get(int(u), "") for u in uniques], dtype=object)
+    return categorical(texts, inverse, index)
 
 
 def categorical(texts: np.ndarray, codes: np.ndarray, index=None) -> pd.Series:
@@ -276,6 +321,110 @@ def _read(schema: "Schema", sql: str) -> pd.DataFrame:
         cursor.close()
 
 
+#: Tables with fewer rows than this are read by one query (splitting would cost more than it saves).
+SPLIT_MIN_ROWS = 250_000
+
+
+def read_threads() -> int:
+    """Threads for bulk reads: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def _rowid_range(schema: Schema, table: str) -> tuple[int, int] | None:
+    """``(min rowid, max rowid)`` of ``table`` (two b-tree lookups, no scan); None when empty
+    or the table has no rowid."""
+    try:
+        low = schema.con.execute(f"SELECT min(rowid) FROM {table}").fetchone()[0]
+        high = schema.con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return None  # WITHOUT ROWID table: read it whole
+    return None if low is None or high is None else (int(low), int(high))
+
+
+def split_queries(schema: Schema, table: str, sql: str, parts: int) -> list[str]:
+    """``sql`` (a ``SELECT ... FROM table`` without WHERE) as up to ``parts`` queries over
+    consecutive rowid ranges, each of at least :data:`SPLIT_MIN_ROWS` rowids. Their results,
+    concatenated in order, are the rows of ``sql`` in the same (rowid) order."""
+    span = _rowid_range(schema, table) if parts > 1 else None
+    if span is None:
+        return [sql]
+    low, high = span
+    parts = max(1, min(parts, (high - low + 1) // SPLIT_MIN_ROWS))
+    if parts == 1:
+        return [sql]
+    edges = [low + (high - low + 1) * i // parts for i in range(parts)] + [high + 1]
+    return [f"{sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in zip(edges, edges[1:])]
+
+
+def _fetch(uri: str, sql: str):
+    """One query on its own ADBC connection, as an Arrow table (the driver fills Arrow
+    columns in C without holding the GIL, so several run at once on threads)."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    try:
+        with adbc.connect(uri) as con, con.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetch_arrow_table()
+    except Exception as exc:  # the ADBC driver's own DatabaseError/OperationalError
+        raise sqlite3.DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def read_tables(schema: Schema, jobs: dict[str, tuple[str, str]], threads: int | None = None) -> dict:
+    """Read several tables at once: ``{name: (table, sql)}`` -> ``{name: pyarrow.Table}``.
+
+    Each large table is split by rowid (:func:`split_queries`) and every piece runs on a
+    thread with its own read-only connection; pieces are concatenated in rowid order, so
+    the rows are those of ``sql`` in the same order. Raises ``sqlite3.DatabaseError``.
+    """
+    import pyarrow as pa
+
+    threads = threads or read_threads()
+    pieces = [(name, q) for name, (table, sql) in jobs.items() for q in split_queries(schema, table, sql, threads)]
+    if len(pieces) <= 1 or threads == 1:
+        results = [_fetch(schema.uri, q) for _, q in pieces]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(threads, len(pieces))) as pool:
+            results = list(pool.map(lambda piece: _fetch(schema.uri, piece[1]), pieces))
+    out: dict = {}
+    for (name, _), table in zip(pieces, results):
+        out.setdefault(name, []).append(table)
+    return {name: (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) for name, tables in out.items()}
+
+
+def int_column(table, name: str, fill: int = 0) -> np.ndarray:
+    """Column ``name`` of an Arrow table as int64 numpy, NULLs replaced by ``fill``
+    (zero-copy when the column is one chunk of int64 without NULLs)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = table.column(name)
+    if pa.types.is_null(col.type):
+        return np.full(len(col), fill, dtype=np.int64)
+    if col.null_count:
+        col = pc.fill_null(col, pa.scalar(fill, col.type) if pa.types.is_integer(col.type) else fill)
+    if not pa.types.is_int64(col.type):
+        col = pc.cast(col, pa.int64(), safe=False)
+    return col.to_numpy()
+
+
+def text_column(table, name: str, strings: dict[int, str], index=None) -> pd.Series:
+    """Column ``name`` (StringIds ids, or inline text in older schemas) as categorical text."""
+    import pyarrow as pa
+
+    col = table.column(name)
+    if pa.types.is_integer(col.type) or pa.types.is_null(col.type):
+        return resolve_ids(int_column(table, name, -1), strings, index)
+    if pa.types.is_floating(col.type):
+        return resolve_ids(int_column(table, name, -1), strings, index)
+    return pd.Series(col.to_pandas(), index=index).fillna("").astype(str).astype("category")
+
+
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
 
 
@@ -283,23 +432,22 @@ def _no_kernels() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in KERNEL_COLUMNS[:-1]} | {"name": pd.Series(dtype=object)})
 
 
-def _load_kernels(schema: Schema, strings: dict[int, str], path: str,
-                  required: bool = True) -> tuple[pd.DataFrame, list]:
-    """Kernel rows (``KERNEL_COLUMNS`` plus ``context_id``, dropped by the caller) and the
-    loader's warnings. ``pid`` is -1 on every row when the table has no process column
-    (older schema): :func:`_infer_pids` fills it in."""
+def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str | None, bool, bool]:
+    """``(sql, decode_pid, has_name)`` that reads the kernel columns; ``sql`` is None when the
+    export has no kernels and ``required`` is False. Raises :class:`ProfileError` when
+    kernels are required and there is no table or no start/end column."""
     if not required and (not schema.has(KERNEL_TABLE) or
                          not schema.con.execute(f"SELECT 1 FROM {KERNEL_TABLE} LIMIT 1").fetchone()):
-        return _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
+        return None, False, False
     if not schema.has(KERNEL_TABLE):
         raise ProfileError(
             f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
             "(was the run profiled with --trace=cuda, and did it launch any kernel?)"
         )
     cols = schema.columns(KERNEL_TABLE)
-    for required in ("start", "end"):
-        if required not in cols:
-            raise ProfileError(f"{path}: {KERNEL_TABLE} has no '{required}' column")
+    for column in ("start", "end"):
+        if column not in cols:
+            raise ProfileError(f"{path}: {KERNEL_TABLE} has no '{column}' column")
     pid_col, decode = _pid_expr(schema, KERNEL_TABLE)
     name_col = schema.first_column(KERNEL_TABLE, KERNEL_NAME_COLUMNS)
     dev = "deviceId" if "deviceId" in cols else "0"
@@ -311,25 +459,51 @@ def _load_kernels(schema: Schema, strings: dict[int, str], path: str,
         f"{corr} AS correlation_id, {ctx} AS context_id{', ' + name_col + ' AS name' if name_col else ''} "
         f"FROM {KERNEL_TABLE}"
     )
-    df = _read(schema, sql)
-    warnings = []
-    if df.empty:
+    return sql, decode, name_col is not None
+
+
+def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
+                   has_name: bool) -> tuple[pd.DataFrame, list]:
+    """Kernel rows (``KERNEL_COLUMNS`` plus ``context_id``, dropped by the caller) from the
+    Arrow table of :func:`_kernel_query`, and the loader's warnings. ``pid`` is -1 on every
+    row when the table has no process column (older schema): :func:`_infer_pids` fills it in.
+    Raises :class:`ProfileError` when no row is usable."""
+    n = table.num_rows
+    if n == 0:
         raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
-    bad = df["start"].isna() | df["end"].isna() | (df["end"] < df["start"]) | ((df["start"] == 0) & (df["end"] == 0))
-    if bad.all():
-        raise ProfileError(f"{path}: all {len(df):,} rows of {KERNEL_TABLE} have end < start or no timestamps "
-                           "(start = end = 0 or NULL): no usable kernel")
+    missing = table.column("start").is_null().to_numpy(zero_copy_only=False) \
+        if table.column("start").null_count else np.zeros(n, dtype=bool)
+    if table.column("end").null_count:
+        missing = missing | table.column("end").is_null().to_numpy(zero_copy_only=False)
+    start, end = int_column(table, "start"), int_column(table, "end")
+    bad = missing | (end < start) | ((start == 0) & (end == 0))
+    warnings = []
+    keep = None
     if bad.any():
+        kept = int(n - bad.sum())
+        if kept == 0:
+            raise ProfileError(f"{path}: all {n:,} rows of {KERNEL_TABLE} have end < start or no timestamps "
+                               "(start = end = 0 or NULL): no usable kernel")
         warnings.append(f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps "
-                        f"(start = end = 0 or NULL); {int((~bad).sum())} of {len(df)} kept")
-        df = df[~bad]
-    df = df.fillna({"device_id": 0, "stream_id": 0, "correlation_id": 0, "context_id": 0,
-                    "pid": -1 if pid_col == "-1" else 0})
-    df = df.astype({"start": "int64", "end": "int64", "device_id": "int64", "stream_id": "int64",
-                    "correlation_id": "int64", "context_id": "int64"})
-    df["pid"] = pid_of(df["pid"]) if decode else df["pid"].astype("int64")
-    df["name"] = _resolve_text(df["name"], strings) if name_col else ""
-    return df.reset_index(drop=True), warnings
+                        f"(start = end = 0 or NULL); {kept} of {n} kept")
+        keep = np.flatnonzero(~bad)
+    pick = (lambda a: a) if keep is None else (lambda a: a[keep])
+    pid_raw = int_column(table, "pid")
+    columns = {
+        "start": pick(start), "end": pick(end),
+        "pid": pick(pid_of(pid_raw) if decode_pid else pid_raw),
+        "device_id": pick(int_column(table, "device_id")),
+        "stream_id": pick(int_column(table, "stream_id")),
+        "correlation_id": pick(int_column(table, "correlation_id")),
+        "context_id": pick(int_column(table, "context_id")),
+    }
+    df = pd.DataFrame(columns, copy=False)
+    if has_name:
+        names = text_column(table, "name", strings)
+        df["name"] = names if keep is None else names.iloc[keep].reset_index(drop=True)
+    else:
+        df["name"] = ""
+    return df, warnings
 
 
 def _cuda_contexts(schema: Schema) -> dict[tuple[int, int], int]:
@@ -403,29 +577,49 @@ def _infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame 
     return pid
 
 
-def _load_runtime(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
-    columns = ["start", "end", "pid", "tid", "correlation_id", "name"]
+RUNTIME_COLUMNS = ["start", "end", "pid", "tid", "correlation_id", "name"]
+
+
+def _runtime_query(schema: Schema) -> tuple[str | None, bool]:
+    """``(sql, has_name)`` reading the CUDA runtime API calls; sql is None without the table."""
     cols = schema.columns(RUNTIME_TABLE)
     if not cols:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns[:-1]} | {"name": pd.Series(dtype=str)})
+        return None, False
     name_col = "nameId" if "nameId" in cols else ("name" if "name" in cols else None)
     corr = "correlationId" if "correlationId" in cols else "0"
     tid_col = "globalTid" if "globalTid" in cols else "0"
-    df = _read(schema, f"SELECT start, end, {tid_col} AS gtid, {corr} AS correlation_id"
-               f"{', ' + name_col + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}")
-    df = df.dropna(subset=["start", "end"])
-    df["pid"] = pid_of(df["gtid"])
-    df["tid"] = tid_of(df["gtid"])
-    names = _resolve_text(df["name"], strings) if name_col else pd.Series("", index=df.index, dtype="category")
-    # Normalise each distinct name once, not once per row (two names may normalise to one).
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        normal = np.array([normalise_api_name(n) for n in names.cat.categories], dtype=object)
-        df["name"] = categorical(normal, names.cat.codes.to_numpy(), names.index)
+    return (f"SELECT start, end, {tid_col} AS gtid, {corr} AS correlation_id"
+            f"{', ' + name_col + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}"), name_col is not None
+
+
+def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFrame:
+    """Runtime calls (``RUNTIME_COLUMNS``; ``name`` normalised, categorical) from the Arrow
+    table of :func:`_runtime_query`; ``table`` None gives an empty frame. Rows without
+    start or end are dropped."""
+    if table is None:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in RUNTIME_COLUMNS[:-1]}
+                            | {"name": pd.Series(dtype=str)})
+    n = table.num_rows
+    keep = None
+    if table.column("start").null_count or table.column("end").null_count:
+        ok = ~(table.column("start").is_null().to_numpy(zero_copy_only=False)
+               | table.column("end").is_null().to_numpy(zero_copy_only=False))
+        keep = np.flatnonzero(ok)
+    pick = (lambda a: a) if keep is None else (lambda a: a[keep])
+    gtid = pick(int_column(table, "gtid"))
+    df = pd.DataFrame({"start": pick(int_column(table, "start")), "end": pick(int_column(table, "end")),
+                       "pid": pid_of(gtid), "tid": tid_of(gtid),
+                       "correlation_id": pick(int_column(table, "correlation_id"))}, copy=False)
+    if has_name:
+        names = text_column(table, "name", strings)
+        if keep is not None:
+            names = names.iloc[keep].reset_index(drop=True)
+        # Normalise each distinct name once, not once per row (two names may normalise to one).
+        normal = np.array([normalise_api_name(x) for x in names.cat.categories], dtype=object)
+        df["name"] = categorical(normal, names.cat.codes.to_numpy(), df.index)
     else:
-        uniq = {n: normalise_api_name(n) for n in names.unique()}
-        df["name"] = names.map(uniq)
-    df = df.astype({"start": "int64", "end": "int64", "correlation_id": "int64"})
-    return df[columns].reset_index(drop=True)
+        df["name"] = pd.Series("", index=df.index, dtype="category")
+    return df if n else df.iloc[0:0]
 
 
 def _load_copies(schema: Schema) -> pd.DataFrame:
@@ -482,8 +676,50 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     return df[columns].reset_index(drop=True)
 
 
-def _load_devices(schema: Schema, kernels: pd.DataFrame) -> tuple[pd.DataFrame, list]:
-    """One row per (pid, device_id) that ran kernels, with its physical GPU, and warnings.
+def _device_pairs(kernels: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows, sorted, and for
+    each row the index of its pair in ``pairs`` (hash-based, O(rows))."""
+    pid = kernels["pid"].to_numpy(np.int64)
+    dev = kernels["device_id"].to_numpy(np.int64)
+    if pid.size == 0:
+        return np.zeros(0, dtype=np.intp), pd.DataFrame({"pid": pd.Series(dtype="int64"),
+                                                         "device_id": pd.Series(dtype="int64")})
+    # One int64 per (pid, device): pids are 24-bit, device ids small; shift keeps the order.
+    dev_low = int(dev.min())
+    width = int(dev.max()) - dev_low + 1
+    combined = pid * width + (dev - dev_low)
+    codes, uniques = pd.factorize(combined, sort=True)
+    pairs = pd.DataFrame({"pid": uniques // width, "device_id": uniques % width + dev_low})
+    return codes, pairs
+
+
+def _gpu_key_column(devices: pd.DataFrame, pairs: pd.DataFrame, codes: np.ndarray) -> pd.Categorical:
+    """Per kernel row, its GPU key (categorical), from its pair code (:func:`_device_pairs`)."""
+    keys = devices.set_index(["pid", "device_id"])["gpu_key"].reindex(pd.MultiIndex.from_frame(pairs))
+    key_codes, key_names = pd.factorize(keys.to_numpy(), sort=True)
+    return pd.Categorical.from_codes(key_codes[codes], categories=key_names)
+
+
+def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows grouped by GPU key (stable: file order within a GPU), so that one GPU's
+    rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort."""
+    codes = kernels["gpu_key"].cat.codes.to_numpy()
+    if codes.size < 2 or not bool(np.any(codes[1:] < codes[:-1])):
+        return kernels
+    return kernels.iloc[np.argsort(codes, kind="stable")].reset_index(drop=True)
+
+
+def _in_start_order(calls: pd.DataFrame) -> pd.DataFrame:
+    """Rows stably sorted by start (no work when they already are, as exports usually are)."""
+    start = calls["start"].to_numpy(np.int64)
+    if start.size < 2 or not bool(np.any(start[1:] < start[:-1])):
+        return calls
+    return calls.iloc[np.argsort(start, kind="stable")].reset_index(drop=True)
+
+
+def _load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+    """One row per (pid, device_id) in ``pairs`` (those that ran kernels), with its physical
+    GPU, and warnings.
 
     The physical GPU comes from TARGET_INFO_CUDA_DEVICE (pid, cudaId -> gpuId)
     and TARGET_INFO_GPU (id -> uuid, busLocation, name) when present; else the
@@ -492,7 +728,6 @@ def _load_devices(schema: Schema, kernels: pd.DataFrame) -> tuple[pd.DataFrame, 
     GPUs that TARGET_INFO_GPU lists but that ran no kernel get no row: a GPU that
     was never traced (or not used) is not an idle GPU. A warning says how many.
     """
-    pairs = kernels[["pid", "device_id"]].drop_duplicates().sort_values(["pid", "device_id"])
     gpu_info: dict[int, dict] = {}
     gcols = schema.columns(GPU_TABLE)
     if gcols and "id" in gcols:
@@ -614,18 +849,32 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
             raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
                                f"(no {KERNEL_TABLE}, StringIds or export metadata tables)")
         strings = _strings(schema)
-        kernels, warnings = _load_kernels(schema, strings, path, require_kernels)
-        runtime = _load_runtime(schema, strings)
+        kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels)
+        runtime_sql, runtime_names = _runtime_query(schema)
+        jobs = {}
+        if kernel_sql:
+            jobs["kernels"] = (KERNEL_TABLE, kernel_sql)
+        if runtime_sql:
+            jobs["runtime"] = (RUNTIME_TABLE, runtime_sql)
+        tables = read_tables(schema, jobs)
+        if kernel_sql:
+            kernels, warnings = _kernels_frame(tables.pop("kernels"), strings, path, decode_pid, kernel_names)
+        else:
+            kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
+        runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
+        del tables
         copies = _load_copies(schema)
         warnings += _resolve_missing_pids(schema, kernels, copies, runtime)
         kernels = kernels.drop(columns="context_id")
         copies = copies.drop(columns=["context_id", "correlation_id"])
-        devices, device_warnings = _load_devices(schema, kernels)
+        pair_codes, pairs = _device_pairs(kernels)
+        devices, device_warnings = _load_devices(schema, pairs)
         warnings += device_warnings
-        keys = devices.set_index(["pid", "device_id"])["gpu_key"]
-        kernels["gpu_key"] = pd.Categorical(
-            keys.reindex(pd.MultiIndex.from_frame(kernels[["pid", "device_id"]])).to_numpy())
+        kernels["gpu_key"] = _gpu_key_column(devices, pairs, pair_codes)
+        kernels = _group_by_gpu(kernels)
+        runtime = _in_start_order(runtime)
         if not copies.empty:
+            keys = devices.set_index(["pid", "device_id"])["gpu_key"]
             copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
         else:
             copies["gpu_key"] = pd.Series(dtype=object)
@@ -650,8 +899,9 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
 class GpuTrace:
     """Everything one physical GPU needs for analysis, as plain arrays (ns).
 
-    ``kernels``: frame sorted by (pid, stream_id, start, end, correlation_id)
-    with start, end, pid, stream_id, correlation_id, name.
+    ``kernels``: frame with start, end, pid, stream_id, correlation_id, name, in the
+    export's row order (:func:`pipeline.gaps.kernels_in_window` puts them in per-stream
+    order).
     ``copies``: frame of this GPU's memcpy/memset rows (start, end, kind, copy_kind, bytes).
     ``runtime``: CUDA runtime API calls of the processes that drive this GPU
     (start, end, pid, tid, name) sorted by start.
@@ -670,6 +920,16 @@ class GpuTrace:
     warnings: list = field(default_factory=list)
 
 
+def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
+    """The kernel rows of one GPU: a slice when the rows are grouped by GPU key, else a filter."""
+    col = kernels["gpu_key"]
+    if isinstance(col.dtype, pd.CategoricalDtype) and gpu_key in col.cat.categories:
+        where = np.flatnonzero(col.cat.codes.to_numpy() == col.cat.categories.get_loc(gpu_key))
+        if where.size and where[-1] - where[0] + 1 == where.size:
+            return kernels.iloc[where[0]:where[-1] + 1]
+    return kernels[col == gpu_key]
+
+
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
     share the physical GPU are unioned; streams stay per process)."""
@@ -677,10 +937,9 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     if devs.empty:
         raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
     pids = tuple(sorted(set(int(p) for p in devs["pid"])))
-    kernels = report.kernels[report.kernels["gpu_key"] == gpu_key]
-    kernels = kernels.sort_values(["pid", "stream_id", "start", "end", "correlation_id"], kind="stable")
+    kernels = _gpu_rows(report.kernels, gpu_key)
     copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
-    runtime = report.runtime[report.runtime["pid"].isin(pids)].sort_values("start", kind="stable")
+    runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
     nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
     models = sorted({m for m in devs["gpu_model"] if m})
     return GpuTrace(

@@ -1,0 +1,153 @@
+"""The loader's and analysis' fast paths against a plain second computation.
+
+Each fast path (split parallel reads, lookup-table id resolution, the per-GPU call
+index, shared kernel union, slicing a GPU out of grouped rows) must give exactly
+what the straightforward computation gives; these tests fail on any difference.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline import attribution as at
+from pipeline import gaps, load
+from pipeline import intervals as iv
+from pipeline.attribution import CategoryRules
+from pipeline.synth import generate_scaled_report
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    """A generated 4-GPU report of 6,000 kernels (every category planted)."""
+    path = tmp_path_factory.mktemp("fast") / "scaled.sqlite"
+    generate_scaled_report(str(path), gpus=4, kernels=6_000, seed=3)
+    return str(path)
+
+
+def plain_kernels(path: str) -> pd.DataFrame:
+    """The kernel table read row by row with Python's sqlite3 (no ADBC, no split)."""
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT start, end, globalPid, deviceId, streamId, correlationId, s.value "
+                       "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                       "ORDER BY k.rowid").fetchall()
+    con.close()
+    df = pd.DataFrame(rows, columns=["start", "end", "gpid", "device_id", "stream_id", "correlation_id", "name"])
+    df["pid"] = (df["gpid"].to_numpy(np.int64) >> 24) & 0xFFFFFF
+    return df
+
+
+def test_split_reads_equal_one_plain_read(scaled, monkeypatch):
+    monkeypatch.setattr(load, "SPLIT_MIN_ROWS", 1_000)  # force several rowid ranges on several threads
+    schema = load.Schema(load.connect_readonly(scaled), load.readonly_uri(scaled))
+    sql = "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    pieces = load.split_queries(schema, load.KERNEL_TABLE, sql, 4)
+    assert len(pieces) == 4 and all("rowid >=" in q for q in pieces)
+    tables = load.read_tables(schema, {"k": (load.KERNEL_TABLE, sql)}, threads=4)
+    schema.close()
+    plain = plain_kernels(scaled)
+    assert tables["k"].num_rows == len(plain) == 6_000
+    assert np.array_equal(tables["k"].column("start").to_numpy(), plain["start"].to_numpy())
+    assert np.array_equal(tables["k"].column("end").to_numpy(), plain["end"].to_numpy())
+
+
+def test_loaded_kernels_equal_plain_read_grouped_by_gpu(scaled, monkeypatch):
+    monkeypatch.setattr(load, "SPLIT_MIN_ROWS", 1_000)
+    report = load.load_report(scaled)
+    plain = plain_kernels(scaled)
+    keys = report.devices.set_index(["pid", "device_id"])["gpu_key"]
+    plain["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(plain[["pid", "device_id"]])).to_numpy()
+    # grouped by GPU key, file order inside each GPU (a stable sort of the plain rows)
+    plain = plain.sort_values("gpu_key", kind="stable").reset_index(drop=True)
+    got = report.kernels
+    for col in ("start", "end", "pid", "device_id", "stream_id", "correlation_id"):
+        assert np.array_equal(got[col].to_numpy(np.int64), plain[col].to_numpy(np.int64)), col
+    assert got["name"].astype(str).tolist() == plain["name"].tolist()
+    assert got["gpu_key"].astype(str).tolist() == plain["gpu_key"].tolist()
+    for key in report.gpu_keys():  # the slice is exactly the GPU's rows
+        trace = load.gpu_trace(report, key)
+        assert len(trace.kernels) == int((plain["gpu_key"] == key).sum())
+        assert set(trace.kernels["gpu_key"].astype(str)) == {key}
+
+
+def test_runtime_cut_equals_filter_then_stable_sort(scaled):
+    report = load.load_report(scaled)
+    for key in report.gpu_keys():
+        trace = load.gpu_trace(report, key)
+        plain = report.runtime[report.runtime["pid"].isin(trace.pids)].sort_values("start", kind="stable")
+        assert np.array_equal(trace.runtime["start"].to_numpy(), plain["start"].to_numpy())
+        assert np.array_equal(trace.runtime["correlation_id"].to_numpy(), plain["correlation_id"].to_numpy())
+    assert not report.runtime.empty
+
+
+@pytest.mark.parametrize("ids", [
+    [5, 3, 5, 9, 3, 0],            # dense: lookup table
+    [7, -1, 7, 2],                 # NULL (-1): np.unique fallback
+    [10**12, 4, 10**12],           # sparse: fallback
+    [],
+])
+def test_distinct_codes_equal_np_unique(ids):
+    ids = np.array(ids, dtype=np.int64)
+    uniques, inverse = load.distinct_codes(ids)
+    expect_u, expect_i = np.unique(ids, return_inverse=True)
+    assert uniques.tolist() == expect_u.tolist()
+    assert inverse.tolist() == expect_i.tolist()
+
+
+def test_call_index_equals_per_gap_set_computation():
+    rng = np.random.default_rng(7)
+    n = 400
+    start = np.sort(rng.integers(0, 1_000_000, n))
+    runtime = pd.DataFrame({
+        "start": start, "end": start + rng.integers(0, 40_000, n),
+        "name": pd.Categorical(rng.choice(["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync",
+                                           "cudaHostAlloc"], n)),
+        "pid": 1, "tid": 1, "correlation_id": np.arange(n)})
+    g0 = np.sort(rng.integers(0, 1_000_000, 60))
+    gap_rows = pd.DataFrame({"start": g0, "end": g0 + rng.integers(1, 50_000, 60)})
+    gap_rows["length"] = gap_rows["end"] - gap_rows["start"]
+    gap_rows["kernel_before"] = "k"
+    gap_rows["kernel_after"] = "k"
+    copy_start = np.sort(rng.integers(0, 1_000_000, 30))
+    copies = pd.DataFrame({"start": copy_start, "end": copy_start + 10_000})
+    rules = CategoryRules()
+    calls = at.index_calls(runtime, copies, rules)
+    fast = at.overlap_by_name(calls, gap_rows)
+    plain = at.api_overlap_table(runtime, gap_rows)
+    assert list(fast.columns) == list(plain.columns) and len(fast.columns) == 4
+    assert np.array_equal(fast.to_numpy(), plain.to_numpy())
+    # the unions against a plain per-call computation
+    sync = runtime[runtime["name"] == "cudaStreamSynchronize"]
+    expect_sync = at.coverage(sync["start"], sync["end"], gap_rows)
+    assert np.array_equal(iv.overlap_with_each(g0, gap_rows["end"], *calls.sync_runs), expect_sync)
+    data = runtime[runtime["name"].isin(["cudaMemcpyAsync", "cudaHostAlloc"])]
+    expect_data = at.coverage(np.concatenate((data["start"], copies["start"])),
+                              np.concatenate((data["end"], copies["end"])), gap_rows)
+    assert np.array_equal(iv.overlap_with_each(g0, gap_rows["end"], *calls.data_runs), expect_data)
+    assert expect_sync.any() and expect_data.any()
+
+
+def test_union_unsorted_input_equals_sorted():
+    s = np.array([50, 10, 30, 10, 70], dtype=np.int64)
+    e = np.array([60, 20, 45, 35, 71], dtype=np.int64)
+    got = iv.union(s, e)
+    order = np.lexsort((e, s))
+    expect = iv.union(s[order], e[order])
+    assert got[0].tolist() == expect[0].tolist() == [10, 50, 70]
+    assert got[1].tolist() == expect[1].tolist() == [45, 60, 71]
+
+
+def test_shared_busy_runs_equal_separate_unions(scaled):
+    report = load.load_report(scaled)
+    trace = load.gpu_trace(report, report.gpu_keys()[0])
+    k = trace.kernels
+    w0 = int(k["start"].min()) + 1_000_000
+    w1 = int(k["end"].max()) - 1_000_000
+    runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
+    kw = gaps.kernels_in_window(k, w0, w1)
+    expect = iv.union(kw["start"], kw["end"])
+    assert runs[0].tolist() == expect[0].tolist() and runs[1].tolist() == expect[1].tolist()
+    assert gaps.device_holes(k["start"], k["end"], w0, w1, runs).tolist() == \
+        gaps.device_holes(k["start"], k["end"], w0, w1).tolist()
