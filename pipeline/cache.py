@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,13 +45,24 @@ def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> P
     return root / f"{content_key(sqlite_path)}-v{LOADER_VERSION}"
 
 
+#: Columns with few distinct values (names, GPU keys, process/device/stream/thread ids) are
+#: dictionary-encoded; timestamps and correlation ids are not (nearly every value differs, so
+#: trying costs CPU for nothing). No compression and no statistics: writing a 3M-kernel
+#: report's entry takes ~0.2 s of CPU instead of ~0.5 s with the defaults, for a cache
+#: about half the size of the SQLite export (the defaults give ~30 %).
+DICTIONARY_COLUMNS = ("name", "gpu_key", "pid", "device_id", "stream_id", "tid", "kind", "text", "gpu_model",
+                      "uuid", "bus")
+
+
 def _write_entry(report: Report, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         for name in FRAMES:
             frame = getattr(report, name)
-            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp / f"{name}.parquet")
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp / f"{name}.parquet",
+                           use_dictionary=[c for c in DICTIONARY_COLUMNS if c in frame.columns],
+                           compression="none", write_statistics=False)
         (tmp / "report.json").write_text(json.dumps(
             {"meta": report.meta, "diagnostics": report.diagnostics, "warnings": report.warnings}))
         try:
@@ -69,13 +81,35 @@ def _read_entry(entry: Path, path: str) -> Report:
                   **frames)
 
 
-def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, enabled: bool = True) -> Report:
+#: Cache entries being written on background threads (:func:`wait_for_writes` joins them).
+_PENDING: list[threading.Thread] = []
+
+
+def _write_quietly(report: Report, entry: Path) -> None:
+    try:
+        _write_entry(report, entry)
+    except (OSError, pa.ArrowException, ValueError):
+        pass  # a read-only or full cache must never fail the analysis
+
+
+def wait_for_writes() -> None:
+    """Block until every background cache write (``load_cached(..., background=True)``) is done."""
+    while _PENDING:
+        _PENDING.pop().join()
+
+
+def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, enabled: bool = True,
+                background: bool = False) -> Report:
     """Load an export, from the columnar cache when its content was loaded before.
 
     Args:
         sqlite_path: local SQLite export.
         cache_dir: cache root (``None``: :func:`default_cache_dir`).
         enabled: ``False`` reads SQLite and writes nothing.
+        background: write a new cache entry on a thread while the caller analyses the
+            report (it only reads the frames); call :func:`wait_for_writes` before
+            exiting. The thread is not a daemon, so the interpreter waits for it too,
+            and the entry appears under its final name only when complete.
     Returns:
         The :class:`Report`, identical to :func:`pipeline.load.load_report`'s.
     Raises:
@@ -93,9 +127,11 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
         except (OSError, ValueError, KeyError, pa.ArrowException):
             shutil.rmtree(entry, ignore_errors=True)  # damaged entry: rebuild it
     report = load_report(sqlite_path)
-    try:
-        _write_entry(report, entry)
-    except OSError:
-        pass  # a read-only or full cache must never fail the analysis
+    if background:
+        writer = threading.Thread(target=_write_quietly, args=(report, entry), name="gpu-idle-cache-write")
+        writer.start()
+        _PENDING.append(writer)
+    else:
+        _write_quietly(report, entry)
     return report
 

@@ -69,3 +69,24 @@ def test_worker_memory_limit_too_small_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"small.yaml: dask: dask.memory_limit '300MiB' is below 512 MiB"):
         load_config([path])
     assert load_config([], {"dask": {"memory_limit": "4GiB"}}).dask.memory_limit == "4GiB"
+
+
+def test_columnar_cache_written_in_background(tmp_path, profiles):
+    """``background=True``: the report comes back at once; the entry appears, complete, after
+    wait_for_writes, and a rerun reads it (equal frames)."""
+    import pandas as pd
+
+    from pipeline import cache
+
+    src = str(profiles / "train_h100_2gpu_nccl.sqlite")
+    first = cache.load_cached(src, tmp_path / "cache", background=True)
+    cache.wait_for_writes()
+    assert not cache._PENDING
+    entries = [p for p in (tmp_path / "cache").iterdir()]
+    assert [p.name for p in entries] == [f"{cache.content_key(src)}-v{cache.LOADER_VERSION}"]
+    assert sorted(p.name for p in entries[0].iterdir()) == sorted(
+        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json"])
+    second = cache._read_entry(entries[0], src)
+    for name in cache.FRAMES:
+        pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),
+                                      getattr(second, name).reset_index(drop=True), check_dtype=False)
