@@ -75,15 +75,30 @@ def log(*args) -> None:
 
 # -- measuring a subprocess ------------------------------------------------------
 
+#: A small launcher between the bench and the measured command: it forks (a few MiB, so the
+#: child's RSS before ``exec`` is not the bench's own, which ``wait4`` would report as the
+#: child's peak), execs the command, and prints the command's wall time and peak RSS.
+LAUNCHER = (
+    "import os, sys, time\n"
+    "t0 = time.perf_counter()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execvp(sys.argv[1], sys.argv[1:])\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "sys.stderr.write(f'\\n@@bench {time.perf_counter() - t0} {usage.ru_maxrss}\\n')\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def measure(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
-    """Run ``cmd``; wall time from spawn to exit, peak RSS of the whole process tree (sampled
-    every 20 ms with psutil) and the largest single process's peak (``wait4``'s ru_maxrss)."""
+    """Run ``cmd`` through :data:`LAUNCHER`: wall time from fork to exit, peak RSS of the
+    command's process tree (sampled every 20 ms with psutil) and the largest single
+    process's peak (``wait4``'s ru_maxrss of the command)."""
     import psutil
 
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
+    proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, *cmd], stdout=out, stderr=err, env=env, cwd=cwd)
     peak = [0]
     done = threading.Event()
 
@@ -95,7 +110,7 @@ def measure(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
         while not done.is_set():
             total = 0
             try:
-                procs = [root] + root.children(recursive=True)
+                procs = root.children(recursive=True)  # the command and its workers, not the launcher
             except psutil.NoSuchProcess:
                 break
             for p in procs:
@@ -108,16 +123,17 @@ def measure(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
+    proc.wait()
     done.set()
     sampler.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
     out.seek(0)
     err.seek(0)
-    return {"wall_s": wall, "tree_rss": max(peak[0], usage.ru_maxrss * 1024), "max_rss": usage.ru_maxrss * 1024,
-            "rc": proc.returncode, "stdout": out.read().decode(errors="replace"),
-            "stderr": err.read().decode(errors="replace")}
+    stderr = err.read().decode(errors="replace")
+    stderr, _, tail = stderr.rpartition("\n@@bench ")
+    wall, max_rss = tail.split()[:2]
+    max_rss = int(max_rss) * 1024
+    return {"wall_s": float(wall), "tree_rss": max(peak[0], max_rss), "max_rss": max_rss,
+            "rc": proc.returncode, "stdout": out.read().decode(errors="replace"), "stderr": stderr}
 
 
 def best(runs: list) -> dict:
