@@ -1,0 +1,30 @@
+"""Synthetic Nsight Systems SQLite exports in the real export schema.
+
+:class:`ExportWriter` (:mod:`.writer`) writes the tables the pipeline reads with the
+column names, types and encodings of Nsight Systems 2024-2026 exports (schema 3.x):
+names are ids into ``StringIds``; ``globalPid = (pid << 24)`` plus the vm bits,
+``globalTid = globalPid | tid``. Like real exports, a table is only created when it
+gets rows (call :meth:`ExportWriter.close` to finish the file).
+
+Tests use it to build small exports with hand-computable answers. Two generators build
+on it, each writing the truth of its planted gaps beside the export:
+
+* :mod:`.training`: :func:`generate_training_report` and the built-in example fleet
+  (:func:`make_example_fleet`), small data-parallel training runs planned as plain
+  Python objects;
+* :mod:`.scaled`: :func:`generate_scaled_report`, exports of millions of kernels
+  (vectorised with numpy, written in bulk) for the benchmarks.
+
+:mod:`.workload` holds what both share (time units, streams, API names, kernel catalogs).
+"""
+from .scaled import SCALED_TARGET_INFO_GPU, generate_scaled_report
+from .training import EXAMPLE_FLEET, EXAMPLE_LABELS_FILE, PROFILES, TrainingProfile, generate_training_report, \
+    make_example_fleet
+from .workload import COMPUTE_STREAM, COPY_STREAM, NCCL_STREAM, truth_path
+from .writer import SCHEMA, ExportWriter, global_pid, global_tid
+
+__all__ = [
+    "COMPUTE_STREAM", "COPY_STREAM", "EXAMPLE_FLEET", "EXAMPLE_LABELS_FILE", "ExportWriter", "NCCL_STREAM",
+    "PROFILES", "SCALED_TARGET_INFO_GPU", "SCHEMA", "TrainingProfile", "generate_scaled_report",
+    "generate_training_report", "global_pid", "global_tid", "make_example_fleet", "truth_path",
+]

@@ -1,0 +1,178 @@
+"""ExportWriter: Nsight Systems SQLite exports in the real export schema.
+
+Tables, column names and types, ``StringIds``, globalPid/globalTid encoding, NVTX, as
+Nsight Systems 2024-2026 (schema 3.x) writes them; tables are created only when they get rows.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+
+
+#: The high bits Nsight Systems sets on every serialized GlobalId (vmId 1 << 48 as seen in real exports).
+GLOBAL_ID_BASE = 0x1000000000000
+
+SCHEMA = {
+    "StringIds": "id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL",
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+        "greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER, "
+        "cacheConfig INTEGER, registersPerThread INTEGER NOT NULL, gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, "
+        "gridZ INTEGER NOT NULL, blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL, "
+        "staticSharedMemory INTEGER NOT NULL, dynamicSharedMemory INTEGER NOT NULL, "
+        "localMemoryPerThread INTEGER NOT NULL, localMemoryTotal INTEGER NOT NULL, gridId INTEGER NOT NULL, "
+        "sharedMemoryExecuted INTEGER, graphNodeId INTEGER, sharedMemoryLimitConfig INTEGER"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER, "
+        "correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId INTEGER"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+        "greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, deprecatedSrcId INTEGER, srcKind INTEGER, "
+        "dstKind INTEGER, srcDeviceId INTEGER, srcContextId INTEGER, dstDeviceId INTEGER, dstContextId INTEGER, "
+        "migrationCause INTEGER, graphNodeId INTEGER, virtualAddress INTEGER, copyCount INTEGER"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+        "greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "value INTEGER NOT NULL, bytes INTEGER NOT NULL, graphNodeId INTEGER, memKind INTEGER"),
+    "NVTX_EVENTS": (
+        "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, "
+        "color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, "
+        "uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, "
+        "floatValue REAL, jsonTextId INTEGER, jsonText TEXT, binaryData TEXT"),
+    "TARGET_INFO_GPU": (
+        "vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER, "
+        "l2CacheSize INTEGER, totalMemory INTEGER, smCount INTEGER, uuid TEXT, chipName TEXT, cuDevice INTEGER"),
+    "TARGET_INFO_CUDA_DEVICE": (
+        "gpuId INTEGER, cudaId INTEGER NOT NULL, pid INTEGER NOT NULL, uuid TEXT, numMultiprocessors INTEGER"),
+    "PROCESSES": "globalPid INTEGER, pid INTEGER, name TEXT",
+    "DIAGNOSTIC_EVENT": (
+        "timestamp INTEGER NOT NULL, timestampType INTEGER NOT NULL, source INTEGER NOT NULL, "
+        "severity INTEGER NOT NULL, text TEXT NOT NULL, globalPid INTEGER"),
+    "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
+}
+
+#: ENUM_CUDA_MEMCPY_OPER ids used by the generator.
+HTOD, DTOH, DTOD = 1, 2, 8
+#: NVTX event types: push/pop range.
+NVTX_PUSH_POP = 59
+#: eventClass of CUDA runtime rows in real exports.
+RUNTIME_EVENT_CLASS = 1
+
+
+def global_pid(pid: int) -> int:
+    """Serialized GlobalId of a process, as in ``globalPid`` columns."""
+    return GLOBAL_ID_BASE | (int(pid) << 24)
+
+
+def global_tid(pid: int, tid: int) -> int:
+    """Serialized GlobalId of a thread, as in ``globalTid`` columns."""
+    return global_pid(pid) | int(tid)
+
+
+class ExportWriter:
+    """Write a synthetic export. Times are int ns; every ``add_*`` returns nothing.
+
+    Example::
+
+        w = ExportWriter("x.sqlite")
+        w.kernel(pid=10, device=0, stream=7, start=0, end=100, name="gemm")
+        w.close()
+    """
+
+    def __init__(self, path: str, schema_version: str = "3.25.0", meta_table: str = "META_DATA_EXPORT"):
+        if os.path.exists(path):
+            os.unlink(path)
+        self.path = path
+        self.rows: dict[str, list[tuple]] = {}
+        self.strings: dict[str, int] = {}
+        self.meta_table = meta_table
+        self.meta = {"EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems", "EXPORT_SCHEMA_VERSION": schema_version,
+                     "EXPORT_PARAM_EXPORT_TYPE": "SQLite", "DERIVED_BY": "gpu-idle synth"}
+        self._corr = 0
+        self._pids: set[int] = set()
+
+    def string(self, text: str) -> int:
+        """Id of ``text`` in StringIds (interned)."""
+        if text not in self.strings:
+            self.strings[text] = len(self.strings) + 1
+        return self.strings[text]
+
+    def correlation(self) -> int:
+        """A fresh correlationId linking a runtime call to the GPU work it launched."""
+        self._corr += 1
+        return self._corr
+
+    def _add(self, table: str, row: tuple) -> None:
+        self.rows.setdefault(table, []).append(row)
+
+    def kernel(self, pid: int, device: int, stream: int, start: int, end: int, name: str,
+               correlation: int | None = None, context: int = 1) -> None:
+        self._pids.add(pid)
+        sid = self.string(name)
+        self._add("CUPTI_ACTIVITY_KIND_KERNEL", (
+            int(start), int(end), device, context, None, stream, correlation or self.correlation(),
+            global_pid(pid), sid, sid, None, 0, 0, 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, self._corr, 0, None, 0))
+
+    def runtime(self, pid: int, tid: int, start: int, end: int, name: str, correlation: int | None = None) -> None:
+        """One CUDA runtime API call (``name`` as exported, e.g. ``cudaStreamSynchronize_v3020``)."""
+        self._pids.add(pid)
+        self._add("CUPTI_ACTIVITY_KIND_RUNTIME", (
+            int(start), int(end), RUNTIME_EVENT_CLASS, global_tid(pid, tid),
+            correlation or self.correlation(), self.string(name), 0, None))
+
+    def memcpy(self, pid: int, device: int, stream: int, start: int, end: int, copy_kind: int = HTOD,
+               nbytes: int = 1 << 20, correlation: int | None = None) -> None:
+        self._add("CUPTI_ACTIVITY_KIND_MEMCPY", (
+            int(start), int(end), device, 1, None, stream, correlation or self.correlation(), global_pid(pid),
+            nbytes, copy_kind, None, 0, 0, device, 1, device, 1, None, None, None, 1))
+
+    def memset(self, pid: int, device: int, stream: int, start: int, end: int, nbytes: int = 1 << 20,
+               correlation: int | None = None) -> None:
+        self._add("CUPTI_ACTIVITY_KIND_MEMSET", (
+            int(start), int(end), device, 1, None, stream, correlation or self.correlation(), global_pid(pid),
+            0, nbytes, None, 0))
+
+    def nvtx(self, pid: int, tid: int, start: int, end: int, text: str, registered: bool = False) -> None:
+        """One push/pop range; ``registered`` stores the text through StringIds (textId)."""
+        text_col, text_id = (None, self.string(text)) if registered else (text, None)
+        self._add("NVTX_EVENTS", (
+            int(start), int(end), NVTX_PUSH_POP, None, None, None, text_col, global_tid(pid, tid), None, text_id,
+            None, None, None, None, None, None, None, None, None, None))
+
+    def gpu(self, gpu_id: int, name: str, uuid: str = "", bus: str = "") -> None:
+        """A physical GPU row (TARGET_INFO_GPU)."""
+        self._add("TARGET_INFO_GPU", (0, gpu_id, name, bus, 1, None, None, None, uuid, None, gpu_id))
+
+    def cuda_device(self, gpu_id: int, cuda_id: int, pid: int, uuid: str = "") -> None:
+        """Map a process's CUDA ordinal to a physical GPU (TARGET_INFO_CUDA_DEVICE)."""
+        self._add("TARGET_INFO_CUDA_DEVICE", (gpu_id, cuda_id, pid, uuid, 132))
+
+    def diagnostic(self, timestamp: int, text: str, severity: int = 2, pid: int | None = None) -> None:
+        self._add("DIAGNOSTIC_EVENT", (int(timestamp), 1, 3, severity, text,
+                                       global_pid(pid) if pid is not None else None))
+
+    def close(self) -> str:
+        """Write every table that has rows (plus StringIds, PROCESSES, metadata). Returns the path."""
+        tmp = self.path + ".tmp"
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        con = sqlite3.connect(tmp)
+        try:
+            self.rows["StringIds"] = [(i, s) for s, i in self.strings.items()]
+            self.rows["PROCESSES"] = [(global_pid(p), p, "python3") for p in sorted(self._pids)]
+            self.rows[self.meta_table] = list(self.meta.items())
+            for table, rows in self.rows.items():
+                if not rows:
+                    continue
+                ddl = SCHEMA.get(table, SCHEMA["META_DATA_EXPORT"])
+                con.execute(f"CREATE TABLE {table} ({ddl})")
+                marks = ",".join("?" * len(rows[0]))
+                con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+            con.commit()
+        finally:
+            con.close()
+        os.replace(tmp, self.path)
+        return self.path
