@@ -8,6 +8,7 @@ import click
 import pandas as pd
 
 from . import __version__
+from .cache import wait_for_writes
 from .config import ConfigError, load_config
 from .discover import discover
 from .fleet import write_outputs
@@ -85,8 +86,10 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
             click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
         fleet, rosters = run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker)
     else:
+        # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
+        gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")
         with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
-            fleet, rosters = run_graph(client, paths, cfg, problems)
+            fleet, rosters = run_graph(client, paths, cfg, problems, gpu_dir=gpu_dir)
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
     click.echo(format_fleet(fleet))
@@ -96,6 +99,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
                f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
     click.echo(f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
                f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
+    wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     sys.exit(1 if failed else 0)
 
 

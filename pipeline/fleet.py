@@ -175,10 +175,59 @@ def write_text(path: str, text: str) -> None:
         fh.write(text)
 
 
-def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
-    """Write the fleet table, rollups and per-GPU JSON files. Returns name -> path.
+def gpu_summary(row: dict) -> dict:
+    """The ``_summary`` object of a GPU's JSON: its fleet row with JSON-safe scalars (:func:`_plain`)."""
+    return {k: _plain(v) for k, v in row.items()}
 
-    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``.
+
+def summary_text(summary: dict) -> str:
+    """Compact JSON of a ``_summary`` object: equal texts mean equal objects, types included."""
+    return json.dumps(summary, default=_json_default, allow_nan=False)
+
+
+def _gpu_doc(summary: dict, both: dict) -> dict:
+    return {"report": summary["report"], "gpu_key": summary["gpu_key"], "roster": both.get("streams", []),
+            "device_roster": both.get("device", []), "timeline": both.get("timeline", {}), "_summary": summary}
+
+
+def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
+    """Write ``gpu_dir/<report>__<gpu>__<hash>.json`` (:func:`gpu_json_name`) for every analysed row of
+    ``fleet``, atomically: ``report``, ``gpu_key``, ``roster``, ``device_roster``, ``timeline`` and the
+    row as ``_summary``.
+
+    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``; an
+    entry that also holds ``"json"`` (the :func:`summary_text` of the ``_summary`` a worker already
+    wrote into that file) is left alone when the row gives the same text, and only its ``_summary``
+    is replaced otherwise (e.g. a straggler flag that needed the whole job). Returns
+    ``(report, gpu_key) -> summary_text`` of every file written or checked.
+    """
+    os.makedirs(gpu_dir, exist_ok=True)
+    texts = {}
+    for row in fleet.to_dict("records"):
+        if row["status"] == "error":
+            continue
+        key = (row["report"], row["gpu_key"])
+        summary = gpu_summary(row)
+        both = rosters.get(key, {})
+        path = os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"]))
+        texts[key] = text = summary_text(summary)
+        if "json" in both:
+            if both["json"] == text:
+                continue
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)  # a JSON round trip gives back the same values, so the same text
+            doc["_summary"] = summary
+        else:
+            doc = _gpu_doc(summary, both)
+        write_json(path, doc)
+    return texts
+
+
+def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
+    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path.
+
+    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``
+    (or ``{"device": [...], "json": ...}`` for a GPU whose file a worker already wrote).
     """
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
@@ -194,16 +243,6 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
             rollup(fleet, by).to_csv(tmp, index=False)
         paths[name] = os.path.join(out_dir, f"{name}.csv")
     gpu_dir = os.path.join(out_dir, "gpus")
-    os.makedirs(gpu_dir, exist_ok=True)
-    for row in fleet.to_dict("records"):
-        if row["status"] == "error":
-            continue
-        key = (row["report"], row["gpu_key"])
-        summary = {k: _plain(v) for k, v in row.items()}
-        both = rosters.get(key, {})
-        doc = {"report": row["report"], "gpu_key": row["gpu_key"], "roster": both.get("streams", []),
-               "device_roster": both.get("device", []), "timeline": both.get("timeline", {}),
-               "_summary": summary}
-        write_json(os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"])), doc)
+    write_gpu_docs(gpu_dir, fleet, rosters)
     paths["gpus"] = gpu_dir
     return paths

@@ -12,6 +12,7 @@ report becomes that report's error row and the sweep goes on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import sys
@@ -21,7 +22,7 @@ from .analyse import GpuResult, analyse_gpu
 from .cache import load_cached
 from .config import CacheConfig, Config, ExportConfig
 from .export import export_report
-from .fleet import build_fleet, error_row
+from .fleet import build_fleet, error_row, write_gpu_docs
 from .load import ProfileError, Report, gpu_trace
 
 
@@ -66,23 +67,25 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
 
 
 def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
-              memory_factor: float = 1.5, storage_cfg=None) -> Report | LoadFailure:
+              memory_factor: float = 1.5, storage_cfg=None, background_cache: bool = False) -> Report | LoadFailure:
     """:func:`load_report_for` that returns a :class:`LoadFailure` instead of raising ProfileError."""
     try:
-        return load_report_for(path, export_cfg, cache_cfg, storage_cfg, memory_factor)
+        return load_report_for(path, export_cfg, cache_cfg, storage_cfg, memory_factor, background_cache)
     except ProfileError as exc:
         return LoadFailure(_describe(exc, path))
 
 
 def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
-                    memory_factor: float | None = None) -> Report:
+                    memory_factor: float | None = None, background_cache: bool = False) -> Report:
     """Stage (remote URLs only), check memory, export (``.nsys-rep`` only, cached by content)
     and load one report (from the columnar cache when the same export was loaded before).
 
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
     ``None``: defaults), see :mod:`pipeline.storage`. With ``memory_factor``, the local file
-    is checked against the worker's memory limit (:func:`check_memory`). The report keeps
+    is checked against the worker's memory limit (:func:`check_memory`). With
+    ``background_cache``, a new columnar cache entry is written on a thread
+    (:func:`pipeline.cache.load_cached`). The report keeps
     the path or URL the user gave. Raises :class:`ProfileError` (or
     :class:`~pipeline.export.ExportError`, :class:`~pipeline.storage.StageError`) naming
     that path and the cause; messages about a staged or exported copy are restated
@@ -102,7 +105,7 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
         sqlite_path = export_report(local, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
-        report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled)
+        report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
     except ProfileError as exc:
         if not copies:
             raise
@@ -155,13 +158,15 @@ def _describe(exc: BaseException, path: str) -> str:
 def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2) -> tuple:
     """The same task functions as :func:`run_graph`, called in this process, for a single
     report with no scheduler configured: no cluster to start, no data to move. The GPUs
-    are analysed on ``threads`` threads. Returns ``(fleet DataFrame, rosters dict)``."""
+    are analysed on ``threads`` threads while a new columnar cache entry is written on
+    another (:func:`pipeline.cache.wait_for_writes` waits for it). Returns ``(fleet
+    DataFrame, rosters dict)``."""
     from concurrent.futures import ThreadPoolExecutor
 
     error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
     results = []
     for path in paths:
-        report = load_task(path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage)
+        report = load_task(path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage, background_cache=True)
         keys = gpu_keys_task(report)
         if isinstance(keys, LoadFailure):
             error_rows.append(error_row(path, cfg.labels_for(path), keys.message))
@@ -172,7 +177,64 @@ def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2) -> 
     return reduce_task(results, error_rows, cfg.analysis.straggler_spread_pct)
 
 
-def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None) -> tuple:
+#: Fleet mode (one task per report) when there are at least this many reports per worker thread.
+REPORTS_PER_THREAD = 2
+
+
+@dataclass
+class ReportOutcome:
+    """What :func:`report_task` sends back for one report: its per-GPU results, or its failure.
+
+    ``written``: the per-GPU JSON files were written by the worker into the output
+    folder; ``results`` then hold each GPU's row and device roster only (the rest is
+    in the files) and ``texts`` the :func:`~pipeline.fleet.summary_text` of each
+    file's ``_summary`` by GPU key.
+    """
+
+    results: list = dataclasses.field(default_factory=list)
+    failure: LoadFailure | None = None
+    written: bool = False
+    texts: dict = dataclasses.field(default_factory=dict)
+
+
+def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None) -> ReportOutcome:
+    """Load one report and analyse all its GPUs in one task (fleet mode: many small reports).
+
+    With ``gpu_dir`` (a folder the worker can write, e.g. that of a LocalCluster on
+    this machine), each GPU's JSON document is written there by the worker,
+    atomically, with the fleet row as ``_summary`` as the report's own rows give it
+    (stragglers flagged among the report's GPUs of each job; the client rewrites the
+    ``_summary`` of a file whose final fleet row differs), and only the rows and
+    device rosters travel back. If writing fails, the full results travel back and
+    the client writes them. Expected failures come back as ``failure``.
+    """
+    report = load_task(path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage)
+    keys = gpu_keys_task(report)
+    if isinstance(keys, LoadFailure):
+        return ReportOutcome(failure=keys)
+    results = [analyse_task(report, gpu, cfg, labels) for gpu in keys]
+    del report
+    if gpu_dir is None:
+        return ReportOutcome(results=results)
+    rosters = {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
+                                                    "timeline": r.timeline} for r in results}
+    try:
+        texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], cfg.analysis.straggler_spread_pct),
+                               rosters)
+    except OSError:
+        return ReportOutcome(results=results)
+    slim = [GpuResult(row=r.row, device_roster=r.device_roster) for r in results]
+    return ReportOutcome(results=slim, written=True, texts={gpu: text for (_, gpu), text in texts.items()})
+
+
+def _roster_entry(result: GpuResult, outcome: ReportOutcome) -> dict:
+    gpu = result.row["gpu_key"]
+    if outcome.written and gpu in outcome.texts:
+        return {"device": result.device_roster, "json": outcome.texts[gpu]}
+    return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
+
+
+def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None, gpu_dir: str | None = None) -> tuple:
     """Run the whole graph on ``client``. Returns ``(fleet DataFrame, rosters dict)``.
 
     Args:
@@ -183,9 +245,61 @@ def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None
             :class:`GpuResult` (empty when it failed), ``error_row`` the failure's
             row or ``None``. The nightly sweep stores each report's results there,
             so a sweep killed half-way keeps what it finished.
+        gpu_dir: fleet mode only: the folder the workers write the per-GPU JSON
+            documents into (they must see the same filesystem); the rosters of those
+            GPUs are then ``{"device": [...], "json": <summary text>}``, ready for
+            :func:`~pipeline.fleet.write_outputs`. Ignored with ``on_report`` (which needs every result).
+    Two shapes: with at least :data:`REPORTS_PER_THREAD` reports per worker thread
+    (fleet mode), one ``report-…`` task per report loads and analyses it (few tasks,
+    little for the scheduler and the client to do, reports spread over the workers);
+    otherwise per report ``load-…`` -> ``gpus-…`` -> one ``analyse-…-<gpu>`` task per
+    GPU -> ``fleet-reduce``, so the GPUs of a few big reports spread over the workers.
     Each task is retried ``cfg.dask.retries`` times when it raises (a lost
     worker, an I/O hiccup); bad input is returned as a value and never retried.
     """
+    threads = sum(client.nthreads().values()) or 1
+    if len(paths) >= REPORTS_PER_THREAD * threads:
+        return _run_fleet(client, paths, cfg, problems, on_report, None if on_report else gpu_dir)
+    return _run_fanout(client, paths, cfg, problems, on_report)
+
+
+def _run_fleet(client, paths: list[str], cfg: Config, problems, on_report, gpu_dir) -> tuple:
+    """Fleet mode of :func:`run_graph`: one task per report, the fleet table built on the client."""
+    from distributed import as_completed
+
+    error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))
+    names = {f"report-{os.path.basename(path)}-{_token(path)}-{run}": path for path in paths}
+    futures = client.map(report_task, paths, [cfg.labels_for(p) for p in paths], cfg=cfg, gpu_dir=gpu_dir,
+                         key=list(names), pure=False, retries=cfg.dask.retries)
+    results, rosters = [], {}
+    # with_results: results are gathered on the client's event loop, not by one blocking call each
+    for fut, outcome in as_completed(futures, with_results=True, raise_errors=False):
+        path = names[fut.key]
+        message = None
+        if fut.status == "cancelled" or not isinstance(outcome, (ReportOutcome, BaseException)):
+            message = f"{path}: task cancelled before it finished (scheduler restarted or client lost)"
+        elif isinstance(outcome, BaseException):
+            message = _describe(outcome, path)
+        elif outcome.failure is not None:
+            message = outcome.failure.message
+        fut.release()
+        if message is not None:
+            row = error_row(path, cfg.labels_for(path), message)
+            error_rows.append(row)
+            if on_report:
+                on_report(path, [], row)
+            continue
+        results += outcome.results
+        for r in outcome.results:
+            rosters[(r.row["report"], r.row["gpu_key"])] = _roster_entry(r, outcome)
+        if on_report:
+            on_report(path, outcome.results, None)
+    return build_fleet([r.row for r in results] + error_rows, cfg.analysis.straggler_spread_pct), rosters
+
+
+def _run_fanout(client, paths: list[str], cfg: Config, problems=(), on_report=None) -> tuple:
+    """Per-GPU mode of :func:`run_graph` (few reports): load -> gpus -> analyse per GPU -> fleet-reduce."""
     error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
     from distributed import as_completed
 

@@ -14,7 +14,22 @@ State folder ``S`` (``sweep.state_dir``):
     ``pyarrow.dataset`` or ``pandas.read_parquet(S/history)``).
 ``S/nights/YYYY-MM-DD/``
     that night's outputs, as ``gpu-idle run`` writes them (fleet.csv, jobs.csv,
-    clusters.csv, gpus/, records/) plus the HTML report when available.
+    clusters.csv, gpus/, records/) plus the HTML report when available, and
+    ``.manifest.json``, written last: the digest of what the night was made of
+    (configuration, every report's content key, discovery problems, the code),
+    the files it holds and what its report.html was rendered from.
+``S/identity-index.json``
+    the content hash of each local report with the (size, mtime, ctime, inode)
+    it had when hashed, so an untouched file is not read again; a file whose
+    stat differs is hashed again (the content hash stays the key).
+
+A night whose every report is already stored and whose inputs digest equals
+that of a complete earlier night (or of an earlier run of the same night)
+analyses nothing and writes nothing new: the tables, gpus/ and records/ of that
+night are hard-linked (copied where links are not possible) into the new
+night's folder, the history partition likewise, and only report.html is
+rendered again when the history it shows has changed. No cluster is started
+and the stored results are not read.
 
 Failed reports are not stored as results: they are tried again every night.
 """
@@ -25,7 +40,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 import sys
+import time
 
 import fsspec
 import pandas as pd
@@ -36,7 +53,6 @@ from .config import Config
 from .discover import discover
 from .export import content_key
 from .fleet import atomic_path, build_fleet, error_row, write_json, write_outputs
-from .report.medical import write_records
 
 
 @dataclasses.dataclass
@@ -73,6 +89,199 @@ def report_identity(path: str, storage_options: dict | None = None) -> str:
     token = json.dumps([info.get("ETag") or info.get("etag"), info.get("size"),
                         str(info.get("LastModified") or info.get("mtime") or "")], default=str)
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+class IdentityIndex:
+    """Recorded content hashes of local reports (``S/identity-index.json``).
+
+    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256]`` is trusted while
+    the file's stat still gives the same four numbers; otherwise the file is
+    hashed again. A file changed within the last :attr:`SETTLE_NS` ns (it may
+    still be being written, and a same-size rewrite within one timestamp tick
+    would not show) is hashed but not recorded. Remote objects are never
+    indexed (their identity costs no download anyway). Only the reports seen by
+    this sweep are kept when the index is saved.
+    """
+
+    NAME = "identity-index.json"
+    SETTLE_NS = 2_000_000_000
+
+    def __init__(self, state_dir: str):
+        self.path = os.path.join(state_dir, self.NAME)
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+            self.entries = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 5}
+        except (OSError, ValueError, AttributeError):
+            self.entries = {}
+        self.seen: dict = {}
+
+    def identity(self, path: str, storage_options: dict | None = None) -> str:
+        """:func:`report_identity` of ``path`` (64 hex digits), from the index when the file is untouched.
+
+        Raises OSError when a local file cannot be read.
+        """
+        if "://" in path and not path.startswith("file://"):
+            return report_identity(path, storage_options)
+        local = os.path.abspath(path.removeprefix("file://"))
+        st = os.stat(local)
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        entry = self.entries.get(local)
+        if entry is not None and entry[:4] == stamp:
+            self.seen[local] = entry
+            return entry[4]
+        digest = content_key(local)
+        after = os.stat(local)
+        if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
+                and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > self.SETTLE_NS):
+            self.seen[local] = stamp + [digest]
+        return digest
+
+    def save(self) -> None:
+        """Write the entries seen since this index was opened (atomically), when they differ from the file's."""
+        if self.seen != self.entries:
+            with atomic_path(self.path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(self.seen, fh, sort_keys=True)
+
+
+def code_digest() -> str:
+    """SHA-256 of the pipeline's own source (``*.py`` and report templates): outputs made by
+    other code are never reused."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".j2")):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as fh:
+                    digest.update(fh.read())
+    return digest.hexdigest()
+
+
+def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
+    """Digest of everything a night's outputs are made of: the config hash, every
+    ``(report, content-config key)``, the discovery problems and the code digest."""
+    doc = {"config": chash, "reports": sorted(keys.items()), "problems": sorted(map(list, problems)), "code": code}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+MANIFEST = ".manifest.json"
+
+
+def _read_manifest(night_dir: str) -> dict | None:
+    """The night folder's manifest when it is readable and every file it lists exists, else None."""
+    try:
+        with open(os.path.join(night_dir, MANIFEST), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        files = doc["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(os.path.exists(os.path.join(night_dir, rel)) for rel in files):
+        return None
+    return doc
+
+
+def _night_files(night_dir: str) -> list[str]:
+    """Every file under ``night_dir`` (relative paths, sorted), temporary files and the manifest excepted."""
+    out = []
+    for folder, dirs, files in os.walk(night_dir):
+        dirs.sort()
+        for name in sorted(files):
+            if name == MANIFEST or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            out.append(os.path.relpath(os.path.join(folder, name), night_dir))
+    return out
+
+
+def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
+    """Digest of what a night's report.html shows: the night's inputs and the history up to the night
+    (each partition file's and night table's size, mtime and inode)."""
+    stamps = []
+    for sub, prefix in (("history", "run_date="), ("nights", "")):
+        parent = os.path.join(state_dir, sub)
+        for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else ():
+            date = name[len(prefix):] if name.startswith(prefix) else ""
+            if not date or date > night:
+                continue
+            folder = os.path.join(parent, name)
+            files = ([os.path.join(folder, "fleet.parquet")] if sub == "nights"
+                     else [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".parquet")])
+            for path in files:
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                stamps.append([os.path.relpath(path, state_dir), st.st_size, st.st_mtime_ns, st.st_ino])
+    doc = {"inputs": inputs, "night": night, "history": stamps}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def link_file(src: str, dst: str) -> None:
+    """Make ``dst`` the same file as ``src``: a hard link (a copy where links are impossible),
+    created under a temporary name and renamed into place. Raises OSError when ``src`` is unreadable."""
+    folder = os.path.dirname(os.path.abspath(dst))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(dst)}.{os.urandom(6).hex()}.tmp")
+    try:
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def write_manifest(state_dir: str, night: str, inputs: str, html: str | None) -> None:
+    """Record the night's inputs digest, its files and its report.html's inputs (``None``: not rendered)."""
+    out = os.path.join(state_dir, "nights", night)
+    write_json(os.path.join(out, MANIFEST), {"inputs": inputs, "html": html, "files": _night_files(out)})
+
+
+def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
+    """Make ``nights/<night>`` from a complete earlier night with the same ``inputs`` digest, analysing nothing.
+
+    Looks at the night itself first (an unchanged rerun of the same night: nothing to
+    write unless the history its report shows changed), then the other nights, latest
+    first. The source night's files (report.html excepted) are hard-linked into the
+    night's folder and its history partition into ``history/run_date=<night>``;
+    report.html is rendered again unless the manifest shows it was rendered from the
+    same history. Returns the night's folder, or None when no night matches (nothing
+    is written then).
+    """
+    nights_dir = os.path.join(state_dir, "nights")
+    names = sorted(os.listdir(nights_dir), reverse=True) if os.path.isdir(nights_dir) else []
+    for source in [night] + [n for n in names if n != night]:
+        manifest = _read_manifest(os.path.join(nights_dir, source))
+        if manifest is not None and manifest.get("inputs") == inputs:
+            break
+    else:
+        return None
+    out = os.path.join(nights_dir, night)
+    history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
+    if source != night:
+        _drop_manifest(out)
+        for rel in manifest["files"]:
+            if rel != "report.html":
+                link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
+        manifest = dict(manifest, html=None)
+    if source != night or not os.path.exists(history):
+        link_file(os.path.join(out, "fleet.parquet"), history)
+    html = _html_inputs(state_dir, night, inputs)
+    if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
+        _drop_manifest(out)
+        write_manifest(state_dir, night, inputs, html if write_html(state_dir, out, night) else None)
+    return out
+
+
+def _drop_manifest(night_dir: str) -> None:
+    try:
+        os.unlink(os.path.join(night_dir, MANIFEST))
+    except FileNotFoundError:
+        pass
 
 
 class ResultStore:
@@ -128,10 +337,13 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         force: report paths to analyse again even if a result exists (``make rerun``).
     Returns:
         ``(fleet table of the night, summary)``. The night's table holds every
-        discovered report: reused results, new results and error rows.
+        discovered report: reused results, new results and error rows. When every
+        report is stored and an earlier night was made of the same inputs, that
+        night's outputs are reused (:func:`reuse_night`) and the table is read
+        back from the night's ``fleet.parquet``.
+    Raises:
+        OSError: the state folder cannot be written.
     """
-    from .graph import run_graph  # the only module that talks to Dask
-
     state = state_dir or cfg.sweep.state_dir
     night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
     store = ResultStore(state)
@@ -141,23 +353,38 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     chash = config_hash(cfg)[:12]
     summary = SweepSummary(night=night, reports=len(paths) + len(problems))
     forced = {os.path.abspath(p) if "://" not in p else p for p in force}
-    rows: list[dict] = []
-    rosters: dict = {}
+    index = IdentityIndex(state)
     keys: dict[str, str] = {}
-    todo = []
+    todo, stored_paths = [], []
     for path in paths:
         try:
-            keys[path] = f"{report_identity(path, cfg.storage.options)[:20]}-{chash}"
+            keys[path] = f"{index.identity(path, cfg.storage.options)[:20]}-{chash}"
         except OSError as exc:
             problems.append((path, f"{path}: cannot read ({exc})"))
             continue
         if store.has(keys[path]) and path not in forced:
-            got_rows, got_rosters = store.get(keys[path], path)
-            rows += got_rows
-            rosters.update(got_rosters)
-            summary.reused += 1
+            stored_paths.append(path)
         else:
             todo.append(path)
+    index.save()
+    summary.reused = len(stored_paths)
+    log(f"sweep {night}: {len(paths)} report(s) found, {summary.reused} unchanged, {len(todo)} to analyse")
+    inputs = inputs_digest(chash, keys, problems, code_digest())
+    if not todo:
+        out = reuse_night(state, night, inputs)
+        if out is not None:
+            fleet = pd.read_parquet(os.path.join(out, "fleet.parquet"))
+            errors = fleet[fleet["status"] == "error"].drop_duplicates("report")
+            summary.failed = list(zip(errors["report"], errors["error"]))
+            summary.out_dir = out
+            return fleet, summary
+
+    rows: list[dict] = []
+    rosters: dict = {}
+    for path in stored_paths:
+        got_rows, got_rosters = store.get(keys[path], path)
+        rows += got_rows
+        rosters.update(got_rosters)
 
     def stored(path, results, error):
         if error is None:
@@ -165,8 +392,9 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
                       {(path, r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
                                                   "timeline": r.timeline} for r in results})
 
-    log(f"sweep {night}: {len(paths)} report(s) found, {summary.reused} unchanged, {len(todo)} to analyse")
     if todo:
+        from .graph import run_graph  # the only module that talks to Dask
+
         with open_client() as client:
             fleet_new, rosters_new = run_graph(client, todo, cfg, problems, on_report=stored)
     else:
@@ -179,36 +407,71 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     summary.analysed = int(fleet_new[fleet_new["status"] != "error"]["report"].nunique()) if len(fleet_new) else 0
     errors = fleet[fleet["status"] == "error"].drop_duplicates("report")
     summary.failed = list(zip(errors["report"], errors["error"]))
-    summary.out_dir = write_night(state, night, fleet, rosters, cfg)
+    # A report that failed here has no stored result, so a later sweep analyses it again and never
+    # gets to reuse this night.
+    summary.out_dir = write_night(state, night, fleet, rosters, cfg, inputs)
     return fleet, summary
 
 
-def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> str:
-    """Write the night's history partition and output folder; returns the folder."""
+def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config,
+                inputs: str | None = None) -> str:
+    """Write the night's history partition and output folder; returns the folder.
+
+    The folder's manifest is removed first and, with ``inputs`` (the night's
+    :func:`inputs_digest`), written again last, so a later sweep with the same
+    inputs can reuse the night (:func:`reuse_night`); a night written half-way
+    has no manifest and is never reused.
+    """
+    from .report.medical import write_records
+
+    out = os.path.join(state_dir, "nights", night)
+    _drop_manifest(out)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     os.makedirs(os.path.dirname(history), exist_ok=True)
     with atomic_path(history) as tmp:
         pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
-    out = os.path.join(state_dir, "nights", night)
     write_outputs(out, fleet, rosters)
     write_records(out, fleet, rosters, cfg.analysis.actionable_pct)
-    write_html(state_dir, out)
+    html = write_html(state_dir, out, night)
+    if inputs is not None:
+        write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html else None)
     return out
 
 
-def write_html(state_dir: str, night_dir: str) -> str | None:
-    """The manager report of the state folder into the night's folder.
+def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str | None:
+    """The manager report of the state folder into the night's folder (``night``: the
+    night it reports, its history up to it; default the latest).
 
     The night's tables are already written when this runs; a failure here is
-    reported on stderr and leaves them in place (returns ``None``).
+    reported on stderr and leaves them in place (returns ``None``). Plots whose
+    inputs did not change are taken from ``S/cache/plots`` (kept
+    :data:`PLOT_CACHE_DAYS` days after their last use).
     """
     try:
         from .report.html import write_report
 
-        return write_report(state_dir, os.path.join(night_dir, "report.html"))
+        cache = os.path.join(state_dir, "cache", "plots")
+        start = time.time()
+        path = write_report(state_dir, os.path.join(night_dir, "report.html"), night=night, plot_cache=cache)
+        _prune(cache, start - PLOT_CACHE_DAYS * 86400)
+        return path
     except Exception as exc:  # noqa: BLE001 - the tables of the night must survive a broken report
         print(f"gpu-idle sweep: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
+
+
+#: Days a cached plot (``S/cache/plots``) is kept after it was last used.
+PLOT_CACHE_DAYS = 7
+
+
+def _prune(folder: str, before: float) -> None:
+    """Delete the files in ``folder`` last modified before ``before`` (a Unix time)."""
+    for entry in os.scandir(folder) if os.path.isdir(folder) else ():
+        try:
+            if entry.is_file() and entry.stat().st_mtime < before:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None) -> str:

@@ -77,8 +77,14 @@ def _record_html(text: str) -> str:
     return body
 
 
-def render_html(res: Results) -> str:
-    """The report page for ``res`` (a complete HTML document)."""
+def render_html(res: Results, plot_cache: str | None = None) -> str:
+    """The report page for ``res`` (a complete HTML document).
+
+    ``plot_cache``: a folder where the plots of the current night (categories,
+    spread, timeline) are kept by their inputs (:func:`plots.cached`), so a night
+    whose fleet did not change reuses them; None draws every plot. The trend is
+    drawn every time.
+    """
     s = summarise(res)
     t = s["trend"]
     worst = s["worst_gpu"]
@@ -86,9 +92,9 @@ def render_html(res: Results) -> str:
              f"most expensive idle GPU: {worst['gpu_key']} ({worst['job']}, "
              f"{os.path.basename(worst['report'])})")
     svgs = {
-        "categories": plots.categories_by_job(s["categories"]),
-        "spread": plots.spread_by_job(s["spread"]),
-        "timeline": plots.gpu_timeline(s["worst_doc"], title),
+        "categories": plots.cached(plot_cache, plots.categories_by_job, s["categories"]),
+        "spread": plots.cached(plot_cache, plots.spread_by_job, s["spread"]),
+        "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
         "trend": plots.fleet_trend(t["nights"]),
     }
     records = [{"stem": stem, "anchor": "record-" + stem, "html": Markup(_record_html(text)),
@@ -154,7 +160,8 @@ def render_markdown(res: Results) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(results_dir, out_path, fmt: str = "html", night: str | None = None) -> str:
+def write_report(results_dir, out_path, fmt: str = "html", night: str | None = None,
+                 plot_cache: str | None = None) -> str:
     """Render RESULTS (run output dir or sweep state dir) as ``fmt`` into ``out_path``, atomically.
 
     Args:
@@ -163,6 +170,7 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
         fmt: ``html`` (default), ``csv`` or ``md``.
         night: with a sweep state folder, the night to report (``YYYY-MM-DD``, history up to it);
             default the latest.
+        plot_cache: for ``html``, a folder keeping plots by their inputs (see :func:`render_html`).
     Returns:
         ``out_path`` as a string.
     Raises:
@@ -172,7 +180,7 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
     res = load_results(os.fspath(results_dir), night)
-    text = {"html": render_html, "csv": render_csv, "md": render_markdown}[fmt](res)
+    text = render_html(res, plot_cache) if fmt == "html" else {"csv": render_csv, "md": render_markdown}[fmt](res)
     out_path = os.fspath(out_path)
     write_text(out_path, text)
     # A page to share: readable as any new file would be (write_text's temporary file is 0600).

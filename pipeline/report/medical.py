@@ -11,6 +11,9 @@ the page before and after a fix diffs cleanly.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from ..analyse import CATEGORIES
@@ -22,6 +25,17 @@ def _ms(ns) -> str:
     return f"{int(ns) / 1e6:,.3f} ms"
 
 
+#: Fleet columns a medical record reads.
+RECORD_COLUMNS = ["report", "gpu_key", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
+                  "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
+                  *[f"cat_{c}_ns" for c in CATEGORIES]]
+
+
+def _plain_rows(rows: pd.DataFrame) -> list[dict]:
+    """The fleet rows as dicts of the :data:`RECORD_COLUMNS` the frame has (Python scalars)."""
+    return rows[[c for c in RECORD_COLUMNS if c in rows.columns]].to_dict("records")
+
+
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
     """Markdown page for one job.
 
@@ -30,28 +44,39 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
         rows: the job's fleet rows (error rows included: they are listed, not counted).
         rosters: ``(report, gpu_key) -> {"streams": [...], "device": [...]}`` from the run.
         actionable_pct: categories under this share of W are marked "filed".
+    Raises:
+        TypeError, ValueError: an analysed row without its window, idle or category ns.
     """
-    ok = rows[rows["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable")
+    return _record(job, _plain_rows(rows), rosters, actionable_pct, "launch_bound" in rows.columns)
+
+
+def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, has_launch_bound: bool) -> str:
+    """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
+    ok = sorted((r for r in rows if r["status"] != "error"), key=lambda r: (r["report"], r["gpu_key"]))
     lines = [f"# Medical record: {job}", ""]
-    if ok.empty:
+    if not ok:
         lines.append("No GPU of this job could be analysed.")
     else:
-        window = int(ok["window_ns"].astype("int64").sum())
-        idle = int(ok["idle_ns"].astype("int64").sum())
-        lo = ok.loc[ok["idle_pct"].astype(float).idxmin()]
-        hi = ok.loc[ok["idle_pct"].astype(float).idxmax()]
-        rules = ", ".join(sorted(set(ok["window_rule"].astype(str))))
+        window = sum(int(r["window_ns"]) for r in ok)
+        idle = sum(int(r["idle_ns"]) for r in ok)
+        pcts = [float(r["idle_pct"]) for r in ok]
+        valid = [i for i, v in enumerate(pcts) if not math.isnan(v)]
+        if not valid:
+            raise ValueError(f"job {job}: no analysed GPU has an idle %")
+        lo = ok[min(valid, key=lambda i: pcts[i])]   # the first minimum, as pandas' idxmin
+        hi = ok[max(valid, key=lambda i: pcts[i])]   # the first maximum, as pandas' idxmax
+        rules = ", ".join(sorted({str(r["window_rule"]) for r in ok}))
         lines.append(
             f"Idle {100.0 * idle / window:.2f} % device-level over {len(ok)} GPU(s) "
-            f"(min {float(lo.idle_pct):.2f} % {lo.gpu_key}, max {float(hi.idle_pct):.2f} % {hi.gpu_key}"
-            f"{', straggler suspect ' + str(hi.gpu_key) if bool(hi.straggler) else ''}; window: {rules})")
+            f"(min {float(lo['idle_pct']):.2f} % {lo['gpu_key']}, max {float(hi['idle_pct']):.2f} % {hi['gpu_key']}"
+            f"{', straggler suspect ' + str(hi['gpu_key']) if bool(hi['straggler']) else ''}; window: {rules})")
         shares = []
         for cat in CATEGORIES:
-            pct = 100.0 * int(ok[f"cat_{cat}_ns"].astype("int64").sum()) / window
+            pct = 100.0 * sum(int(r[f"cat_{cat}_ns"]) for r in ok) / window
             shares.append((pct, cat))
         shares.sort(key=lambda x: (-x[0], CATEGORIES.index(x[1])))
-        slivers = 0 if "launch_bound" not in ok else int(
-            ok.loc[~ok["launch_bound"].astype(bool), "device_sliver_ns"].astype("int64").sum())
+        slivers = 0 if not has_launch_bound else sum(
+            int(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
         lines.append("Categories: " + " · ".join(
             f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else ""))
@@ -59,31 +84,43 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
                   "| # | GPU | start ns | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]
         gaps = []
-        for row in ok.itertuples():
-            for g in rosters.get((row.report, row.gpu_key), {}).get("device", []):
-                gaps.append((-g["length_ns"], g["start_ns"], row.gpu_key, g))
+        for row in ok:
+            for g in rosters.get((row["report"], row["gpu_key"]), {}).get("device", []):
+                gaps.append((-g["length_ns"], g["start_ns"], row["gpu_key"], g))
         gaps.sort(key=lambda x: (x[0], x[1], x[2]))
         for i, (_, _, gpu, g) in enumerate(gaps[:TOP_GAPS], 1):
             where = (g.get("nvtx_range") or "-").replace("|", "\\|")
             lines.append(f"| {i} | {gpu} | {g['start_ns']} | {where} | {_ms(g['length_ns'])} | {g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
-        usd = float(ok["idle_usd_per_month"].astype(float).sum())
+        # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
+        usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs."]
-    for row in rows[rows["status"] == "error"].sort_values("report").itertuples():
-        lines.append(f"- failed: {row.error}")  # the message starts with the report
+    for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):
+        lines.append(f"- failed: {row['error']}")  # the message starts with the report
     return "\n".join(lines) + "\n"
 
 
 def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
-    """Write ``out_dir/records/<job>.md`` for every job; returns the paths (sorted by job)."""
+    """Write ``out_dir/records/<job>.md`` for every job; returns the paths (sorted by job).
+
+    ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
+    """
     import os
 
     from ..fleet import slug, write_text
 
+    by_job: dict = {}
+    jobs = fleet["job"].tolist()
+    for job, row in zip(jobs, _plain_rows(fleet)):
+        by_job.setdefault(job, []).append(row)
+    if not all(isinstance(job, str) for job in by_job):  # missing labels: keep pandas' grouping rules
+        groups = [(job, _plain_rows(rows)) for job, rows in fleet.groupby("job", sort=True, dropna=False)]
+    else:
+        groups = sorted(by_job.items())
     paths = []
-    for job, rows in fleet.groupby("job", sort=True, dropna=False):
+    for job, rows in groups:
         path = os.path.join(out_dir, "records", f"{slug(str(job))}.md")
-        write_text(path, job_record(str(job), rows, rosters, actionable_pct))
+        write_text(path, _record(str(job), rows, rosters, actionable_pct, "launch_bound" in fleet.columns))
         paths.append(path)
     return paths

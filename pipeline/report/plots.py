@@ -7,7 +7,10 @@ in one page, and the same input gives the same bytes.
 """
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import os
 import re
 import zlib
 
@@ -28,6 +31,43 @@ KERNEL_COLOUR = "#2ca02c"
 STRAGGLER_COLOUR = "#d62728"
 #: Every plot is this wide (inches), so text has one size across the page once CSS fits it to the width.
 WIDTH = 13
+
+
+def _source_digest() -> str:
+    """SHA-256 of this module's source and the matplotlib version: what else a plot's bytes depend on."""
+    import matplotlib
+
+    with open(__file__, "rb") as fh:
+        return hashlib.sha256(fh.read() + matplotlib.__version__.encode()).hexdigest()
+
+
+def cached(cache_dir: str | None, plot, *args) -> str:
+    """``plot(*args)`` (an SVG string), kept in ``cache_dir/<digest>.svg`` and read from there
+    when the same plot function was called with the same (JSON-serialisable) arguments by
+    the same code; ``cache_dir=None`` always draws. Plots are deterministic, so a cached
+    SVG is the same bytes as a new drawing. Cache files are written atomically and
+    touched when used (their mtime is the last use); an unreadable or unwritable
+    cache only means drawing again.
+    """
+    if cache_dir is None:
+        return plot(*args)
+    from ..fleet import write_text
+
+    key = json.dumps([plot.__name__, args, _source_digest()], sort_keys=True, default=str)
+    path = os.path.join(cache_dir, hashlib.sha256(key.encode()).hexdigest() + ".svg")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            svg = fh.read()
+        os.utime(path)  # last use, for whoever prunes the cache
+        return svg
+    except OSError:
+        pass
+    svg = plot(*args)
+    try:
+        write_text(path, svg)
+    except OSError:
+        pass
+    return svg
 
 
 def _svg(fig: Figure, name: str) -> str:

@@ -174,29 +174,43 @@ def job_categories(fleet: pd.DataFrame) -> list[dict]:
 
     Same definition as the medical record's line 2: category ns summed over the
     job's GPUs / summed window; ``slivers`` = sub-threshold holes of GPUs that are
-    not launch-bound (the part of the idle that no category holds).
+    not launch-bound (the part of the idle that no category holds). Jobs in sorted
+    order; a job whose summed window is not positive is left out. Sums are of
+    int64 ns (exact), so one grouped sum gives the same numbers as a sum per job.
     """
+    ok = ok_rows(fleet)
+    if ok.empty:
+        return []
+    columns = ["window_ns", "idle_ns"] + [f"cat_{c}_ns" for c in CATEGORIES]
+    frame = pd.DataFrame({c: ok[c].astype("int64") for c in columns}, index=ok.index)
+    frame["slivers_ns"] = ok["device_sliver_ns"].astype("int64").where(~ok["launch_bound"].astype(bool), 0)
+    frame["job"] = ok["job"]
     out = []
-    for job, g in ok_rows(fleet).groupby("job", sort=True):
-        window = float(g["window_ns"].astype("int64").sum())
+    for job, sums in zip(*_grouped_sums(frame)):
+        window = float(sums["window_ns"])
         if window <= 0:
             continue
-        shares = {c: 100.0 * float(g[f"cat_{c}_ns"].astype("int64").sum()) / window for c in CATEGORIES}
-        lb = g["launch_bound"].astype(bool)
-        slivers = 100.0 * float(g.loc[~lb, "device_sliver_ns"].astype("int64").sum()) / window
-        idle = 100.0 * float(g["idle_ns"].astype("int64").sum()) / window
-        out.append({"job": str(job), "shares": shares, "slivers": slivers, "idle_pct": idle})
+        shares = {c: 100.0 * float(sums[f"cat_{c}_ns"]) / window for c in CATEGORIES}
+        out.append({"job": str(job), "shares": shares, "slivers": 100.0 * float(sums["slivers_ns"]) / window,
+                    "idle_pct": 100.0 * float(sums["idle_ns"]) / window})
     return out
 
 
+def _grouped_sums(frame: pd.DataFrame) -> tuple[list, list[dict]]:
+    """``(jobs, [column -> int sum])`` of ``frame`` grouped by its ``job`` column, jobs sorted."""
+    sums = frame.groupby("job", sort=True).sum()
+    return list(sums.index), sums.to_dict("records")
+
+
 def job_spread(fleet: pd.DataFrame) -> list[dict]:
-    """Per job: every GPU's idle % (GPU key, straggler flag), in table order."""
+    """Per job (sorted): every GPU's idle % (GPU key, straggler flag), by report then GPU key."""
+    ok = ok_rows(fleet)[["job", "report", "gpu_key", "idle_pct", "straggler"]]
+    ok = ok.sort_values(["job", "report", "gpu_key"], kind="stable")  # stable: ties keep table order
     out = []
-    for job, g in ok_rows(fleet).groupby("job", sort=True):
-        g = g.sort_values(["report", "gpu_key"], kind="stable")
+    for job, g in ok.groupby("job", sort=True):
         out.append({"job": str(job), "gpus": [
-            {"gpu_key": str(r.gpu_key), "idle_pct": float(r.idle_pct), "straggler": bool(r.straggler)}
-            for r in g.itertuples()]})
+            {"gpu_key": str(key), "idle_pct": float(idle), "straggler": bool(flag)}
+            for key, idle, flag in zip(g["gpu_key"].tolist(), g["idle_pct"].tolist(), g["straggler"].tolist())]})
     return out
 
 

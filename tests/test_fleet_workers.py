@@ -1,0 +1,119 @@
+"""Fleet mode of the graph (one task per report; issue 4): workers write the per-GPU JSON, the client
+only the small tables, and every output is byte for byte what the client-side writer makes."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster, get_task_stream
+
+from pipeline.config import load_config
+from pipeline.discover import discover
+from pipeline.fleet import build_fleet, gpu_json_name, write_outputs
+from pipeline.graph import run_graph
+from pipeline.report.medical import write_records
+from pipeline.synth import generate_training_report
+
+from conftest import run_cli
+
+REPORTS = 4
+
+
+@pytest.fixture(scope="module")
+def fleet_dir(tmp_path_factory):
+    """Four small reports with a straggler rank each (2 GPUs), all labelled job ``train``, plus a broken file."""
+    root = tmp_path_factory.mktemp("fleet-workers")
+    for i in range(REPORTS):
+        generate_training_report(str(root / f"node{i}.sqlite"), gpus=2, iterations=6, seed=40 + i,
+                                 straggler_rank=i % 2)
+    (root / "broken.sqlite").write_bytes(b"\0" * 1000)
+    (root / "labels.yaml").write_text("labels:\n  - {match: '*.sqlite', cluster: lab, job: train}\n")
+    return root
+
+
+@contextlib.contextmanager
+def in_process_client():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+def files(folder) -> dict[str, bytes]:
+    out = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, folder)] = open(path, "rb").read()
+    return out
+
+
+def test_workers_write_the_same_gpu_json_as_the_client(fleet_dir, tmp_path):
+    cfg = load_config([fleet_dir / "labels.yaml"])
+    paths, problems = discover([str(fleet_dir)])
+    assert len(paths) == REPORTS + 1
+    with in_process_client() as client, get_task_stream(client) as ts:
+        ref_fleet, ref_rosters = run_graph(client, paths, cfg, problems)   # full rosters back to the client
+        new_fleet, new_rosters = run_graph(client, paths, cfg, problems, gpu_dir=str(tmp_path / "new" / "gpus"))
+    keys = {str(t["key"]).split("-", 1)[0] for t in ts.data}
+    assert keys == {"report"}  # 5 reports on one worker thread: one task per report, no per-GPU fan-out
+    ref, new = tmp_path / "ref", tmp_path / "new"
+    write_outputs(str(ref), ref_fleet, ref_rosters)
+    write_records(str(ref), ref_fleet, ref_rosters)
+    write_outputs(str(new), new_fleet, new_rosters)
+    write_records(str(new), new_fleet, new_rosters)
+    pd.testing.assert_frame_equal(ref_fleet, new_fleet)
+    assert len(new_fleet) == REPORTS * 2 + 1
+    broken = new_fleet[new_fleet["status"] == "error"]
+    assert broken["error"].tolist() == [f"{fleet_dir / 'broken.sqlite'}: not a readable SQLite database "
+                                        f"(file is not a database)"]
+    # The client got only rows and device rosters, plus the text of the summary each worker wrote.
+    assert all(set(v) == {"device", "json"} for v in new_rosters.values()) and len(new_rosters) == REPORTS * 2
+    assert all(set(v) == {"streams", "device", "timeline"} for v in ref_rosters.values())
+    # One straggler for the whole job: each worker, seeing one report, flagged its own slower GPU, and the
+    # client replaced those summaries; the files are the same bytes as the client-side writer's.
+    local = [json.loads(v["json"])["straggler"] for v in new_rosters.values()]
+    assert sum(local) == REPORTS and int(new_fleet["straggler"].sum()) == 1
+    ref_files, new_files = files(ref), files(new)
+    assert sorted(ref_files) == sorted(new_files)
+    assert len([f for f in new_files if f.startswith("gpus")]) == REPORTS * 2
+    assert [f for f in ref_files if ref_files[f] != new_files[f]] == []
+    row = new_fleet[new_fleet["straggler"]].iloc[0]
+    doc = json.loads(new_files[os.path.join("gpus", gpu_json_name(row["report"], row["gpu_key"]))])
+    assert doc["_summary"]["straggler"] is True and doc["timeline"]["window"] and doc["roster"]
+    assert not [f for f in os.listdir(new / "gpus") if f.startswith(".")]  # no temporary files left
+
+
+def test_cli_run_in_fleet_mode_matches_the_client_writer(fleet_dir, tmp_path):
+    out = tmp_path / "cli"
+    proc = run_cli("run", str(fleet_dir), "--out", str(out), "--config", str(fleet_dir / "labels.yaml"),
+                   "--workers", "1", check=False)
+    assert proc.returncode == 1  # broken.sqlite
+    cfg = load_config([fleet_dir / "labels.yaml"])
+    paths, problems = discover([str(fleet_dir)])
+    with in_process_client() as client:
+        fleet, rosters = run_graph(client, paths, cfg, problems)
+    ref = tmp_path / "ref"
+    write_outputs(str(ref), fleet, rosters)
+    write_records(str(ref), fleet, rosters, cfg.analysis.actionable_pct)
+    got, want = files(out), files(ref)
+    assert sorted(got) == sorted(want)
+    for name in want:
+        if name == "fleet.parquet":   # same table; the file's own metadata may differ
+            continue
+        assert got[name] == want[name], name
+
+
+def test_a_failing_worker_write_falls_back_to_the_client(fleet_dir, tmp_path):
+    """A gpu_dir the worker cannot write: the full results travel back, nothing is lost."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the gpus folder should be")
+    cfg = load_config([fleet_dir / "labels.yaml"])
+    paths = [p for p in discover([str(fleet_dir)])[0] if not p.endswith("broken.sqlite")]
+    with in_process_client() as client:
+        fleet, rosters = run_graph(client, paths, cfg, [], gpu_dir=str(blocker / "gpus"))
+    assert len(fleet) == REPORTS * 2 and set(fleet["status"]) == {"ok"}
+    assert all(set(v) == {"streams", "device", "timeline"} for v in rosters.values())
+    assert build_fleet(fleet.to_dict("records"))["straggler"].sum() == 1

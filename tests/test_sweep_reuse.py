@@ -1,0 +1,160 @@
+"""An unchanged nightly sweep reuses the last night's outputs instead of rebuilding them (issue 4:
+unchanged rerun <= 5 % of a full run); anything that changed makes it rebuild."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from pipeline import sweep as sweeping
+from pipeline.export import content_key
+from pipeline.report.html import write_report
+from pipeline.synth import generate_training_report
+
+from conftest import run_cli
+
+REPORTS = 6
+
+
+@pytest.fixture
+def fleet_dir(tmp_path):
+    root = tmp_path / "fleet"
+    root.mkdir()
+    for i in range(REPORTS):
+        generate_training_report(str(root / f"job{i % 2}-node{i}.sqlite"), gpus=2, iterations=6, seed=70 + i,
+                                 straggler_rank=None)
+    return root
+
+
+def sweep(fleet_dir, state, night, *extra):
+    proc = run_cli("sweep", str(fleet_dir), "--state-dir", str(state), "--night", night, "--workers", "1", *extra)
+    return proc.stdout
+
+
+def night_files(folder) -> dict[str, os.stat_result]:
+    out = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, folder)] = os.stat(path)
+    return out
+
+
+def read(path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def test_unchanged_sweep_reuses_the_last_night(fleet_dir, tmp_path):
+    state = tmp_path / "state"
+    first = sweep(fleet_dir, state, "2026-12-01")
+    assert f"{REPORTS} report(s): {REPORTS} analysed, 0 reused, 0 failed" in first
+    a, b = state / "nights" / "2026-12-01", state / "nights" / "2026-12-02"
+    before = night_files(a)
+    assert ".manifest.json" in before and "report.html" in before
+    assert len([f for f in before if f.startswith("gpus")]) == REPORTS * 2
+
+    second = sweep(fleet_dir, state, "2026-12-02")
+    assert f"{REPORTS} report(s): 0 analysed, {REPORTS} reused, 0 failed" in second
+    assert "dask:" not in second  # no cluster started
+    after = night_files(b)
+    assert sorted(after) == sorted(before)
+    for name in before:
+        if name in ("report.html", ".manifest.json"):
+            continue
+        # the same file, hard-linked from the night before
+        assert after[name].st_ino == before[name].st_ino, name
+        assert read(b / name) == read(a / name), name
+    hist = pd.read_parquet(state / "history")
+    first_night = hist[hist["run_date"].astype(str) == "2026-12-01"].drop(columns="run_date")
+    second_night = hist[hist["run_date"].astype(str) == "2026-12-02"].drop(columns="run_date")
+    pd.testing.assert_frame_equal(first_night.reset_index(drop=True), second_night.reset_index(drop=True))
+    # report.html is the one a fresh render of the second night gives (its trend has two nights)
+    write_report(state, tmp_path / "fresh.html", night="2026-12-02")
+    assert read(b / "report.html") == read(tmp_path / "fresh.html")
+    assert b"<title>GPU idle cost 2026-12-02</title>" in read(b / "report.html")
+
+    # The same night again: nothing is written at all.
+    third = sweep(fleet_dir, state, "2026-12-02")
+    assert f"{REPORTS} report(s): 0 analysed, {REPORTS} reused, 0 failed" in third
+    again = night_files(b)
+    assert {k: (v.st_ino, v.st_mtime_ns) for k, v in again.items()} == \
+           {k: (v.st_ino, v.st_mtime_ns) for k, v in after.items()}
+
+    # Every report's hash is recorded with its stat, and it is the SHA-256 of the file.
+    index = json.loads(read(state / "identity-index.json"))
+    assert len(index) == REPORTS
+    for path, (size, _, _, inode, digest) in index.items():
+        assert digest == hashlib.sha256(read(path)).hexdigest()
+        assert (size, inode) == (os.stat(path).st_size, os.stat(path).st_ino)
+
+
+def test_a_changed_report_or_a_damaged_night_is_rebuilt(fleet_dir, tmp_path):
+    state = tmp_path / "state"
+    sweep(fleet_dir, state, "2026-12-01")
+    a = state / "nights" / "2026-12-01"
+    # A damaged night (a file deleted) is not reused: the next night is written in full.
+    victim = sorted((a / "records").iterdir())[0]
+    victim_text = read(victim)
+    victim.unlink()
+    out = sweep(fleet_dir, state, "2026-12-02")
+    assert f"0 analysed, {REPORTS} reused" in out
+    b = state / "nights" / "2026-12-02"
+    assert read(b / "records" / victim.name) == victim_text
+    assert os.stat(b / "fleet.csv").st_ino != os.stat(a / "fleet.csv").st_ino  # written, not linked
+
+    # One report changes: it is analysed again and the night equals a fresh sweep of the same inputs.
+    changed = fleet_dir / "job1-node3.sqlite"
+    changed.unlink()
+    generate_training_report(str(changed), gpus=2, iterations=7, seed=999, straggler_rank=None)
+    out = sweep(fleet_dir, state, "2026-12-03")
+    assert f"{REPORTS} report(s): 1 analysed, {REPORTS - 1} reused, 0 failed" in out
+    fresh = tmp_path / "fresh"
+    sweep(fleet_dir, fresh, "2026-12-03")
+    c, f = night_files(state / "nights" / "2026-12-03"), night_files(fresh / "nights" / "2026-12-03")
+    assert sorted(c) == sorted(f)
+    for name in f:
+        if name in ("report.html", ".manifest.json", "fleet.parquet"):
+            continue
+        assert read(state / "nights" / "2026-12-03" / name) == read(fresh / "nights" / "2026-12-03" / name), name
+    old = pd.read_csv(b / "fleet.csv")
+    new = pd.read_csv(state / "nights" / "2026-12-03" / "fleet.csv")
+    diff = old.compare(new)
+    assert set(old.loc[diff.index, "report"]) == {str(changed)}
+
+
+def test_identity_index_trusts_only_untouched_files(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    state.mkdir()
+    report = tmp_path / "r.sqlite"
+    report.write_bytes(b"a" * 64)
+    monkeypatch.setattr(sweeping.IdentityIndex, "SETTLE_NS", 0)   # as if written long ago
+    index = sweeping.IdentityIndex(str(state))
+    assert index.identity(str(report)) == hashlib.sha256(b"a" * 64).hexdigest()
+    index.save()
+
+    # Untouched: the recorded hash, the file is not read.
+    def no_read(path):
+        raise AssertionError(f"{path} was hashed again")
+
+    monkeypatch.setattr(sweeping, "content_key", no_read)
+    assert sweeping.IdentityIndex(str(state)).identity(str(report)) == hashlib.sha256(b"a" * 64).hexdigest()
+    monkeypatch.setattr(sweeping, "content_key", content_key)
+
+    # Same size, mtime put back: the ctime still tells, and the new content is hashed.
+    stamp = os.stat(report)
+    with open(report, "r+b") as fh:
+        fh.write(b"b")
+    os.utime(report, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    index = sweeping.IdentityIndex(str(state))
+    assert index.identity(str(report)) == hashlib.sha256(b"b" + b"a" * 63).hexdigest()
+    # Changed just now (its ctime is fresh): hashed, but not recorded until it settles.
+    monkeypatch.undo()
+    assert sweeping.IdentityIndex.SETTLE_NS == 2_000_000_000
+    index = sweeping.IdentityIndex(str(state))
+    assert index.identity(str(report)) == hashlib.sha256(b"b" + b"a" * 63).hexdigest()
+    index.save()
+    assert json.loads(read(state / "identity-index.json")) == {}
