@@ -37,6 +37,11 @@ def format_fleet(fleet: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
+    """The ``dask:`` config overrides of ``--workers`` and ``--dashboard`` (only those given)."""
+    return {k: v for k, v in (("n_workers", workers), ("dashboard", dashboard)) if v is not None}
+
+
 @click.group()
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
@@ -61,7 +66,9 @@ def main():
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers).")
 @click.option("--no-cache", is_flag=True, help="Read every export from SQLite; do not use or fill the Parquet cache.")
-def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache):
+@click.option("--dashboard", default=None, metavar="ADDRESS",
+              help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
+def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):
     """Analyse every GPU of every report in INPUTS: .nsys-rep reports (exported with nsys) or
     .sqlite exports; files, directories (searched recursively) or globs; local paths or
     fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
@@ -70,9 +77,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
                                   ("trim_s", list(trim) if trim else None)) if v is not None}
-    overrides = {"analysis": analysis}
-    if workers:
-        overrides["dask"] = {"n_workers": workers}
+    overrides = {"analysis": analysis, "dask": _dask_overrides(workers, dashboard)}
     if no_cache:
         overrides["cache"] = {"enabled": False}
     try:
@@ -114,14 +119,16 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
               help="Address of a running Dask scheduler; default: start a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
-def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, workers):
+@click.option("--dashboard", default=None, metavar="ADDRESS",
+              help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
+def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, workers, dashboard):
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
     report failed."""
     from . import sweep as sweeping
 
-    overrides = {"dask": {"n_workers": workers}} if workers else {}
+    overrides = {"dask": _dask_overrides(workers, dashboard)}
     try:
         cfg = load_config(configs, overrides)
     except ConfigError as exc:

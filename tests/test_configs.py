@@ -90,3 +90,29 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
     for name in cache.FRAMES:
         pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),
                                       getattr(second, name).reset_index(drop=True), check_dtype=False)
+
+
+def test_json_text_is_strict_one_line_per_key():
+    import json
+    import math
+
+    import pytest
+
+    from pipeline.fleet import json_text
+
+    doc = {"report": "a.sqlite", "roster": [{"start_ns": 1, "api": "cudaMemcpyAsync"}], "timeline": {}}
+    text = json_text(doc)
+    assert text == ('{\n  "report": "a.sqlite",\n  "roster": [{"start_ns": 1, "api": "cudaMemcpyAsync"}],\n'
+                    '  "timeline": {}\n}\n')
+    assert json.loads(text) == doc
+    assert json_text([1, {"b": None}]) == '[\n  1,\n  {"b": null}\n]\n'
+    with pytest.raises(ValueError):
+        json_text({"x": math.nan})  # strict JSON: no NaN
+
+
+def test_dashboard_off_by_default_and_cli_flag(tmp_path):
+    from pipeline.cli import _dask_overrides
+
+    assert load_config([]).dask.dashboard is None
+    assert load_config([], {"dask": _dask_overrides(None, ":8787")}).dask.dashboard == ":8787"
+    assert _dask_overrides(3, None) == {"n_workers": 3}

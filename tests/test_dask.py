@@ -56,3 +56,24 @@ def test_env_scheduler_address(dask_cluster, profiles, tmp_path):
     proc = run_cli("run", str(profiles / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "o"),
                    env={"DASK_SCHEDULER_ADDRESS": dask_cluster})
     assert f"scheduler {dask_cluster}" in proc.stdout
+
+
+def test_local_cluster_settings_reach_the_worker_processes():
+    """open_client's LocalCluster runs its spawned workers with LOCAL_CLUSTER_SETTINGS (no
+    statistical profiler, slow ticks) and without a dashboard unless one is asked for."""
+    import dask
+
+    from pipeline.graph import LOCAL_CLUSTER_SETTINGS, open_client
+
+    def worker_settings():
+        import dask as d
+
+        return {k: d.config.get(k) for k in LOCAL_CLUSTER_SETTINGS}
+
+    cfg = load_config([], {"dask": {"n_workers": 1, "memory_limit": "1GiB"}})
+    lines = []
+    with open_client(cfg, log=lines.append, n_reports=5) as client:
+        seen = list(client.run(worker_settings).values())
+    assert seen == [dict(LOCAL_CLUSTER_SETTINGS)]
+    assert "no dashboard" in lines[0]
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # this process keeps its own config

@@ -260,3 +260,30 @@ def test_report_in_headless_chromium(sweep_html):
 def test_report_formats_constant_matches():
     from pipeline.report import command, html
     assert tuple(command.FORMATS) == tuple(html.FORMATS)
+
+
+def test_cached_render_is_identical_and_reuses_records(sweep_state, tmp_path):
+    """With a plot cache, the page is the same bytes as without; the medical records' HTML is
+    kept there (one file per record) and read back on the next render."""
+    from pipeline.report.html import render_html
+    from pipeline.report.summary import load_results
+
+    cache = tmp_path / "plots"
+    res = load_results(str(sweep_state[0]))
+    first = render_html(res, str(cache))
+    kept = sorted(p.name for p in cache.iterdir() if p.suffix == ".html")
+    assert len(kept) == len(re.findall(r'id="record-', first)) > 0
+    for p in cache.iterdir():  # a kept record is what the next render shows
+        if p.suffix == ".html":
+            p.write_text(p.read_text(encoding="utf-8").replace("<p>", "<p>KEPT ", 1), encoding="utf-8")
+    second = render_html(res, str(cache))
+    assert second.count("<p>KEPT ") == len(kept)
+    assert first == render_html(res, None)
+
+
+def test_job_cluster_lists_each_jobs_clusters_once():
+    from pipeline.report.summary import _job_cluster
+
+    fleet = pd.DataFrame({"job": ["b", "a", "a", "b", "a", None], "cluster": ["x", "y", "x", "x", "y", "z"]})
+    assert _job_cluster(fleet) == {"a": "x, y", "b": "x"}
+    assert list(_job_cluster(fleet)) == ["a", "b"]

@@ -13,6 +13,7 @@ this module only formats:
 """
 from __future__ import annotations
 
+import hashlib
 import html as html_lib
 import io
 import os
@@ -77,13 +78,19 @@ def _record_html(text: str) -> str:
     return body
 
 
+def _record_code() -> str:
+    """What a record's HTML depends on besides its text: this module's source and the markdown version."""
+    with open(__file__, "rb") as fh:
+        return hashlib.sha256(fh.read() + markdown_lib.__version__.encode()).hexdigest()
+
+
 def render_html(res: Results, plot_cache: str | None = None) -> str:
     """The report page for ``res`` (a complete HTML document).
 
     ``plot_cache``: a folder where the plots of the current night (categories,
-    spread, timeline) are kept by their inputs (:func:`plots.cached`), so a night
-    whose fleet did not change reuses them; None draws every plot. The trend is
-    drawn every time.
+    spread, timeline) and the HTML of the medical records are kept by their inputs
+    (:func:`plots.cached`), so a night whose fleet did not change reuses them; None
+    draws every plot. The trend is drawn every time.
     """
     s = summarise(res)
     t = s["trend"]
@@ -97,7 +104,8 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
         "trend": plots.fleet_trend(t["nights"]),
     }
-    records = [{"stem": stem, "anchor": "record-" + stem, "html": Markup(_record_html(text)),
+    records = [{"stem": stem, "anchor": "record-" + stem,
+                "html": Markup(plots.cached(plot_cache, _record_html, text, code=_record_code(), suffix=".html")),
                 "title": (text.splitlines()[0].removeprefix("# Medical record:").strip() if text else stem)}
                for stem, text in s["records"].items()]
     return _env().get_template("report.html.j2").render(

@@ -41,20 +41,22 @@ def _source_digest() -> str:
         return hashlib.sha256(fh.read() + matplotlib.__version__.encode()).hexdigest()
 
 
-def cached(cache_dir: str | None, plot, *args) -> str:
-    """``plot(*args)`` (an SVG string), kept in ``cache_dir/<digest>.svg`` and read from there
-    when the same plot function was called with the same (JSON-serialisable) arguments by
-    the same code; ``cache_dir=None`` always draws. Plots are deterministic, so a cached
-    SVG is the same bytes as a new drawing. Cache files are written atomically and
-    touched when used (their mtime is the last use); an unreadable or unwritable
-    cache only means drawing again.
+def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: str = ".svg") -> str:
+    """``plot(*args)`` (an SVG string), kept in ``cache_dir/<digest><suffix>`` and read from
+    there when the same plot function was called with the same (JSON-serialisable) arguments
+    by the same code (``code``: a digest of what else the result depends on; default this
+    module's source and the matplotlib version); ``cache_dir=None`` always draws. Plots are
+    deterministic, so a cached SVG is the same bytes as a new drawing. Cache files are
+    written atomically and touched when used (their mtime is the last use); an unreadable
+    or unwritable cache only means drawing again. Any other deterministic text renderer
+    can be kept the same way (the report's medical-record HTML is).
     """
     if cache_dir is None:
         return plot(*args)
     from ..fleet import write_text
 
-    key = json.dumps([plot.__name__, args, _source_digest()], sort_keys=True, default=str)
-    path = os.path.join(cache_dir, hashlib.sha256(key.encode()).hexdigest() + ".svg")
+    key = json.dumps([plot.__name__, args, code or _source_digest()], sort_keys=True, default=str)
+    path = os.path.join(cache_dir, hashlib.sha256(key.encode()).hexdigest() + suffix)
     try:
         with open(path, encoding="utf-8") as fh:
             svg = fh.read()

@@ -146,7 +146,12 @@ def _job_usd(fleet: pd.DataFrame) -> dict[str, float]:
 
 
 def _job_cluster(fleet: pd.DataFrame) -> dict[str, str]:
-    return {str(j): ", ".join(sorted(set(g["cluster"].astype(str)))) for j, g in fleet.groupby("job", sort=True)}
+    """``{job: "cluster[, cluster...]"}`` (sorted, distinct) for every job with a row, in job order."""
+    pairs = fleet.loc[fleet["job"].notna(), ["job", "cluster"]].drop_duplicates()
+    clusters: dict = {}
+    for job, cluster in zip(pairs["job"], pairs["cluster"].astype(str)):
+        clusters.setdefault(job, set()).add(cluster)
+    return {str(j): ", ".join(sorted(clusters[j])) for j in sorted(clusters)}
 
 
 def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
