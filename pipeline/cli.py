@@ -11,7 +11,7 @@ from . import __version__
 from .cache import wait_for_writes
 from .config import ConfigError, load_config
 from .discover import discover
-from .fleet import write_outputs
+from .fleet import build_fleet, write_outputs
 from .graph import open_client, run_graph, run_inline, scheduler_address
 from .report.medical import write_records
 
@@ -65,7 +65,9 @@ def main():
               help="Address of a running Dask scheduler; default: start a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers).")
-@click.option("--no-cache", is_flag=True, help="Read every export from SQLite; do not use or fill the Parquet cache.")
+@click.option("--no-cache", is_flag=True,
+              help="Read every export from SQLite and analyse every report; do not use or fill the Parquet "
+                   "or the result cache.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):
@@ -86,15 +88,15 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         raise click.UsageError(str(exc)) from exc
     paths, problems = discover(inputs, storage=cfg.storage)
     click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
-    if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
-        if paths:
-            click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
-        fleet, rosters = run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker)
-    else:
-        # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
-        gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")
-        with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
-            fleet, rosters = run_graph(client, paths, cfg, problems, gpu_dir=gpu_dir)
+    cache = _result_cache(cfg)
+    todo, rows, rosters = cache.lookup(paths) if cache else (paths, [], {})
+    slots = cache.slots(todo) if cache else None
+    fleet, new_rosters = _analyse(todo, cfg, problems, scheduler, out_dir, slots)
+    if rows:
+        fleet = build_fleet(rows + fleet.to_dict("records"), cfg.analysis.straggler_spread_pct)
+    rosters.update(new_rosters)
+    click.echo(f"{len(todo)} report(s) analysed, {len(paths) - len(todo)} reused "
+               + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
     click.echo(format_fleet(fleet))
@@ -106,6 +108,34 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
                f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
     wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     sys.exit(1 if failed else 0)
+
+
+def _result_cache(cfg):
+    """The result cache of ``gpu-idle run`` (:class:`~pipeline.results.RunCache`), or None when
+    ``cache.enabled`` is false (``--no-cache``) or its folder cannot be created (a warning says so)."""
+    from .results import RunCache
+
+    if not cfg.cache.enabled:
+        return None
+    try:
+        return RunCache(cfg)
+    except OSError as exc:
+        click.echo(f"gpu-idle: result cache not used: {exc}", err=True)
+        return None
+
+
+def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
+    """Analyse ``paths`` (none: only the discovery ``problems`` become rows, no engine starts): one
+    report with no scheduler in this process, else on Dask; each report's results go into its slot
+    as soon as it is done. Returns ``(fleet DataFrame, rosters)``."""
+    if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
+        if paths:
+            click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
+        return run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker, slots)
+    # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
+    gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")
+    with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
+        return run_graph(client, paths, cfg, problems, gpu_dir=gpu_dir, slots=slots)
 
 
 @main.command()

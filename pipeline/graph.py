@@ -24,6 +24,7 @@ from .config import CacheConfig, Config, ExportConfig
 from .export import export_report
 from .fleet import build_fleet, error_row, write_gpu_docs
 from .load import ProfileError, Report, gpu_trace
+from .results import ResultSlot, rosters_of
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,7 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> Gpu
 def reduce_task(results: list[GpuResult], error_rows: list[dict], spread_pct: float):
     """Fleet table and rosters from every per-GPU result and every error row."""
     rows = [r.row for r in results] + list(error_rows)
-    rosters = {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
-                                                    "timeline": r.timeline} for r in results}
-    return build_fleet(rows, spread_pct), rosters
+    return build_fleet(rows, spread_pct), rosters_of(results)
 
 
 def _token(text: str) -> str:
@@ -155,12 +154,12 @@ def _describe(exc: BaseException, path: str) -> str:
     return f"{path}: {type(exc).__name__}: {message}"
 
 
-def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2) -> tuple:
+def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2, slots: dict | None = None) -> tuple:
     """The same task functions as :func:`run_graph`, called in this process, for a single
     report with no scheduler configured: no cluster to start, no data to move. The GPUs
     are analysed on ``threads`` threads while a new columnar cache entry is written on
-    another (:func:`pipeline.cache.wait_for_writes` waits for it). Returns ``(fleet
-    DataFrame, rosters dict)``."""
+    another (:func:`pipeline.cache.wait_for_writes` waits for it). ``slots``: as in
+    :func:`run_graph`. Returns ``(fleet DataFrame, rosters dict)``."""
     from concurrent.futures import ThreadPoolExecutor
 
     error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
@@ -173,7 +172,10 @@ def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2) -> 
             continue
         labels = cfg.labels_for(path)
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            results += list(pool.map(lambda gpu: analyse_task(report, gpu, cfg, labels), keys))
+            done = list(pool.map(lambda gpu: analyse_task(report, gpu, cfg, labels), keys))
+        if slots and path in slots:
+            slots[path].put(done)
+        results += done
     return reduce_task(results, error_rows, cfg.analysis.straggler_spread_pct)
 
 
@@ -197,7 +199,8 @@ class ReportOutcome:
     texts: dict = dataclasses.field(default_factory=dict)
 
 
-def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None) -> ReportOutcome:
+def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None,
+                slot: ResultSlot | None = None) -> ReportOutcome:
     """Load one report and analyse all its GPUs in one task (fleet mode: many small reports).
 
     With ``gpu_dir`` (a folder the worker can write, e.g. that of a LocalCluster on
@@ -206,7 +209,9 @@ def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None
     (stragglers flagged among the report's GPUs of each job; the client rewrites the
     ``_summary`` of a file whose final fleet row differs), and only the rows and
     device rosters travel back. If writing fails, the full results travel back and
-    the client writes them. Expected failures come back as ``failure``.
+    the client writes them. With ``slot`` (the worker sees its filesystem too), the
+    results are stored there (:meth:`~pipeline.results.ResultSlot.put`). Expected
+    failures come back as ``failure``.
     """
     report = load_task(path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage)
     keys = gpu_keys_task(report)
@@ -214,13 +219,13 @@ def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None
         return ReportOutcome(failure=keys)
     results = [analyse_task(report, gpu, cfg, labels) for gpu in keys]
     del report
+    if slot is not None:
+        slot.put(results)
     if gpu_dir is None:
         return ReportOutcome(results=results)
-    rosters = {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
-                                                    "timeline": r.timeline} for r in results}
     try:
         texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], cfg.analysis.straggler_spread_pct),
-                               rosters)
+                               rosters_of(results))
     except OSError:
         return ReportOutcome(results=results)
     slim = [GpuResult(row=r.row, device_roster=r.device_roster) for r in results]
@@ -234,7 +239,8 @@ def _roster_entry(result: GpuResult, outcome: ReportOutcome) -> dict:
     return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
 
 
-def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None, gpu_dir: str | None = None) -> tuple:
+def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None, gpu_dir: str | None = None,
+              slots: dict | None = None) -> tuple:
     """Run the whole graph on ``client``. Returns ``(fleet DataFrame, rosters dict)``.
 
     Args:
@@ -249,6 +255,9 @@ def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None
             documents into (they must see the same filesystem); the rosters of those
             GPUs are then ``{"device": [...], "json": <summary text>}``, ready for
             :func:`~pipeline.fleet.write_outputs`. Ignored with ``on_report`` (which needs every result).
+        slots: optional ``path -> ResultSlot`` (:mod:`pipeline.results`): each finished
+            report's results are stored there, by the worker that analysed it when it
+            writes into ``gpu_dir`` (same filesystem), else on the client.
     Two shapes: with at least :data:`REPORTS_PER_THREAD` reports per worker thread
     (fleet mode), one ``report-…`` task per report loads and analyses it (few tasks,
     little for the scheduler and the client to do, reports spread over the workers);
@@ -258,20 +267,39 @@ def run_graph(client, paths: list[str], cfg: Config, problems=(), on_report=None
     worker, an I/O hiccup); bad input is returned as a value and never retried.
     """
     threads = sum(client.nthreads().values()) or 1
-    if len(paths) >= REPORTS_PER_THREAD * threads:
-        return _run_fleet(client, paths, cfg, problems, on_report, None if on_report else gpu_dir)
+    fleet_mode = len(paths) >= REPORTS_PER_THREAD * threads
+    if fleet_mode and gpu_dir and not on_report:
+        return _run_fleet(client, paths, cfg, problems, None, gpu_dir, slots)  # the workers store
+    on_report = _storing(on_report, slots)
+    if fleet_mode:
+        return _run_fleet(client, paths, cfg, problems, on_report, None)
     return _run_fanout(client, paths, cfg, problems, on_report)
 
 
-def _run_fleet(client, paths: list[str], cfg: Config, problems, on_report, gpu_dir) -> tuple:
+def _storing(on_report, slots: dict | None):
+    """``on_report`` that first stores each successful report into its slot (``slots``: path -> ResultSlot)."""
+    if not slots:
+        return on_report
+
+    def callback(path, results, error):
+        if error is None and path in slots:
+            slots[path].put(results)
+        if on_report:
+            on_report(path, results, error)
+    return callback
+
+
+def _run_fleet(client, paths: list[str], cfg: Config, problems, on_report, gpu_dir, slots=None) -> tuple:
     """Fleet mode of :func:`run_graph`: one task per report, the fleet table built on the client."""
     from distributed import as_completed
 
     error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
     run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))
     names = {f"report-{os.path.basename(path)}-{_token(path)}-{run}": path for path in paths}
-    futures = client.map(report_task, paths, [cfg.labels_for(p) for p in paths], cfg=cfg, gpu_dir=gpu_dir,
-                         key=list(names), pure=False, retries=cfg.dask.retries)
+    n = len(paths)
+    futures = client.map(report_task, paths, [cfg.labels_for(p) for p in paths], [cfg] * n, [gpu_dir] * n,
+                         [(slots or {}).get(p) for p in paths], key=list(names), pure=False,
+                         retries=cfg.dask.retries)
     results, rosters = [], {}
     # with_results: results are gathered on the client's event loop, not by one blocking call each
     for fut, outcome in as_completed(futures, with_results=True, raise_errors=False):

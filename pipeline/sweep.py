@@ -2,12 +2,13 @@
 
 State folder ``S`` (``sweep.state_dir``):
 
-``S/results/<content>-<config>.parquet`` + ``.json``
+``S/results/<content>-<settings>-<code>.parquet`` + ``.json``
     the fleet rows and the per-GPU rosters/timelines of one report, analysed
-    under one configuration. ``<content>`` is the SHA-256 of the report's bytes
-    (for remote objects: of their ETag, size and mtime), ``<config>`` the hash of
-    every setting that changes a number (analysis, categories, window, cost,
-    labels). Written atomically as each report finishes, so a sweep killed
+    under one configuration by one version of the code (:mod:`pipeline.results`:
+    ``<content>`` is the SHA-256 of the report's bytes, or for remote objects of
+    their ETag, size and mtime; ``<settings>`` the hash of every setting that
+    changes a number and of the report's labels; ``<code>`` the pipeline's
+    source). Written atomically as each report finishes, so a sweep killed
     half-way keeps what it finished and a restart does only the rest.
 ``S/history/run_date=YYYY-MM-DD/fleet.parquet``
     that night's whole fleet table (hive partitioning: read the history with
@@ -20,8 +21,8 @@ State folder ``S`` (``sweep.state_dir``):
     the files it holds and what its report.html was rendered from.
 ``S/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
-    it had when hashed, so an untouched file is not read again; a file whose
-    stat differs is hashed again (the content hash stays the key).
+    it had when hashed, so an untouched file is not read again
+    (:class:`~pipeline.results.IdentityIndex`).
 
 A night whose every report is already stored and whose inputs digest equals
 that of a complete earlier night (or of an earlier run of the same night)
@@ -44,15 +45,15 @@ import shutil
 import sys
 import time
 
-import fsspec
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .config import Config
 from .discover import discover
-from .export import content_key
 from .fleet import atomic_path, build_fleet, error_row, write_json, write_outputs
+from .results import (IdentityIndex, ResultStore, code_digest, config_hash, report_identity,  # noqa: F401 - public here
+                      result_key)
 
 
 @dataclasses.dataclass
@@ -71,93 +72,6 @@ class SweepSummary:
         more = f" (+{len(self.failed) - 3} more)" if len(self.failed) > 3 else ""
         return (f"sweep {self.night}: {self.reports} report(s): {self.analysed} analysed, {self.reused} reused, "
                 f"{len(self.failed)} failed" + (f": {causes}{more}" if self.failed else ""))
-
-
-def config_hash(cfg: Config) -> str:
-    """SHA-256 of every setting that can change a fleet number (not dask, cache or paths)."""
-    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "categories", "window", "cost", "labels")}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def report_identity(path: str, storage_options: dict | None = None) -> str:
-    """Content identity of a report: SHA-256 of a local file's bytes; for a remote object,
-    a hash of its ETag, size and modification time (no download needed)."""
-    if "://" not in path or path.startswith("file://"):
-        return content_key(path.removeprefix("file://"))
-    fs, key = fsspec.core.url_to_fs(path, **(storage_options or {}))
-    info = fs.info(key)
-    token = json.dumps([info.get("ETag") or info.get("etag"), info.get("size"),
-                        str(info.get("LastModified") or info.get("mtime") or "")], default=str)
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-class IdentityIndex:
-    """Recorded content hashes of local reports (``S/identity-index.json``).
-
-    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256]`` is trusted while
-    the file's stat still gives the same four numbers; otherwise the file is
-    hashed again. A file changed within the last :attr:`SETTLE_NS` ns (it may
-    still be being written, and a same-size rewrite within one timestamp tick
-    would not show) is hashed but not recorded. Remote objects are never
-    indexed (their identity costs no download anyway). Only the reports seen by
-    this sweep are kept when the index is saved.
-    """
-
-    NAME = "identity-index.json"
-    SETTLE_NS = 2_000_000_000
-
-    def __init__(self, state_dir: str):
-        self.path = os.path.join(state_dir, self.NAME)
-        try:
-            with open(self.path, encoding="utf-8") as fh:
-                loaded = json.load(fh)
-            self.entries = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 5}
-        except (OSError, ValueError, AttributeError):
-            self.entries = {}
-        self.seen: dict = {}
-
-    def identity(self, path: str, storage_options: dict | None = None) -> str:
-        """:func:`report_identity` of ``path`` (64 hex digits), from the index when the file is untouched.
-
-        Raises OSError when a local file cannot be read.
-        """
-        if "://" in path and not path.startswith("file://"):
-            return report_identity(path, storage_options)
-        local = os.path.abspath(path.removeprefix("file://"))
-        st = os.stat(local)
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        entry = self.entries.get(local)
-        if entry is not None and entry[:4] == stamp:
-            self.seen[local] = entry
-            return entry[4]
-        digest = content_key(local)
-        after = os.stat(local)
-        if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
-                and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > self.SETTLE_NS):
-            self.seen[local] = stamp + [digest]
-        return digest
-
-    def save(self) -> None:
-        """Write the entries seen since this index was opened (atomically), when they differ from the file's."""
-        if self.seen != self.entries:
-            with atomic_path(self.path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(self.seen, fh, sort_keys=True)
-
-
-def code_digest() -> str:
-    """SHA-256 of the pipeline's own source (``*.py`` and report templates): outputs made by
-    other code are never reused."""
-    root = os.path.dirname(os.path.abspath(__file__))
-    digest = hashlib.sha256()
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".j2")):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, root).encode() + b"\0")
-                with open(path, "rb") as fh:
-                    digest.update(fh.read())
-    return digest.hexdigest()
 
 
 def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
@@ -284,44 +198,6 @@ def _drop_manifest(night_dir: str) -> None:
         pass
 
 
-class ResultStore:
-    """Per-report results under ``S/results`` (see module docstring)."""
-
-    def __init__(self, state_dir: str):
-        self.dir = os.path.join(state_dir, "results")
-        os.makedirs(self.dir, exist_ok=True)
-
-    def remove_leftovers(self) -> int:
-        """Delete temporary files a killed sweep left (``.<name>.<random>.tmp``: never read as
-        results). Call only when no other sweep writes to this state folder. Returns the count."""
-        stale = [f for f in os.listdir(self.dir) if f.startswith(".") and f.endswith(".tmp")]
-        for name in stale:
-            os.unlink(os.path.join(self.dir, name))
-        return len(stale)
-
-    def _base(self, key: str) -> str:
-        return os.path.join(self.dir, key)
-
-    def has(self, key: str) -> bool:
-        return os.path.exists(self._base(key) + ".parquet") and os.path.exists(self._base(key) + ".json")
-
-    def put(self, key: str, rows: list[dict], rosters: dict) -> None:
-        """Store one report's rows and rosters; the Parquet file is renamed into place last."""
-        write_json(self._base(key) + ".json", [{"gpu_key": gpu, **value} for (_, gpu), value in rosters.items()])
-        with atomic_path(self._base(key) + ".parquet") as tmp:
-            pq.write_table(pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False), tmp)
-
-    def get(self, key: str, report: str) -> tuple[list[dict], dict]:
-        """Rows and rosters of a stored report, relabelled with its current path."""
-        rows = pq.read_table(self._base(key) + ".parquet").to_pandas().to_dict("records")
-        for row in rows:
-            row["report"] = report
-        with open(self._base(key) + ".json", encoding="utf-8") as fh:
-            docs = json.load(fh)
-        rosters = {(report, d.pop("gpu_key")): d for d in docs}
-        return rows, rosters
-
-
 def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, night: str | None = None,
           force=(), log=print) -> tuple[pd.DataFrame, SweepSummary]:
     """Run one nightly sweep.
@@ -350,7 +226,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     if store.remove_leftovers():
         log(f"sweep {night}: removed temporary files of an interrupted sweep in {store.dir}")
     paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage)
-    chash = config_hash(cfg)[:12]
+    chash, code = config_hash(cfg), code_digest()
     summary = SweepSummary(night=night, reports=len(paths) + len(problems))
     forced = {os.path.abspath(p) if "://" not in p else p for p in force}
     index = IdentityIndex(state)
@@ -358,7 +234,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     todo, stored_paths = [], []
     for path in paths:
         try:
-            keys[path] = f"{index.identity(path, cfg.storage.options)[:20]}-{chash}"
+            keys[path] = result_key(index.identity(path, cfg.storage.options), chash, cfg.labels_for(path), code)
         except OSError as exc:
             problems.append((path, f"{path}: cannot read ({exc})"))
             continue
@@ -369,7 +245,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     index.save()
     summary.reused = len(stored_paths)
     log(f"sweep {night}: {len(paths)} report(s) found, {summary.reused} unchanged, {len(todo)} to analyse")
-    inputs = inputs_digest(chash, keys, problems, code_digest())
+    inputs = inputs_digest(chash[:12], keys, problems, code)
     if not todo:
         out = reuse_night(state, night, inputs)
         if out is not None:
@@ -388,9 +264,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
 
     def stored(path, results, error):
         if error is None:
-            store.put(keys[path], [r.row for r in results],
-                      {(path, r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
-                                                  "timeline": r.timeline} for r in results})
+            store.put_results(keys[path], results)
 
     if todo:
         from .graph import run_graph  # the only module that talks to Dask
@@ -488,12 +362,14 @@ def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None)
     fleet = pd.read_parquet(os.path.join(state, "history", f"run_date={night}", "fleet.parquet"))
     store = ResultStore(state)
     rosters: dict = {}
-    chash = config_hash(cfg)[:12]
+    chash, code = config_hash(cfg), code_digest()
     for report in fleet.loc[fleet["status"] != "error", "report"].unique():
         try:
-            key = f"{report_identity(report, cfg.storage.options)[:20]}-{chash}"
+            key = result_key(report_identity(report, cfg.storage.options), chash, cfg.labels_for(report), code)
         except OSError:
             continue  # the report is gone: its rows stay, its rosters cannot be found again
-        if store.has(key):
+        # The night's table may come from earlier code: then so may its rosters.
+        key = key if store.has(key) else store.find(key.rsplit("-", 1)[0] + "-")
+        if key is not None:
             rosters.update(store.get(key, report)[1])
     return write_night(state, night, fleet, rosters, cfg)

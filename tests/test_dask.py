@@ -39,7 +39,8 @@ def test_external_scheduler_two_workers(dask_cluster, profiles, span_fleet, tmp_
         client.get_task_stream()  # installs the scheduler's task-stream plugin before the run
         t0 = time.time()
         proc = run_cli("run", str(profiles), "--out", str(out), "--window", "span",
-                       "--config", "configs/profiles.yaml", "--scheduler", dask_cluster)
+                       "--config", "configs/profiles.yaml", "--scheduler", dask_cluster,
+                       env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})  # span_run's results are not reused
         stream = client.get_task_stream(start=t0 - 1)
         workers = set(client.scheduler_info()["workers"])
     assert f"scheduler {dask_cluster}" in proc.stdout

@@ -315,7 +315,8 @@ def test_cli_through_a_flaky_endpoint(s3, fleet_bucket, tmp_path):
     with FlakyProxy(s3) as proxy:
         proxy.fail_gets = 2
         cfg = write_config(tmp_path / "s3.yaml", proxy.endpoint, tmp_path / "staged")
-        proc = run_cli("run", url, "--out", str(tmp_path / "out"), "--window", "span", "--config", str(cfg))
+        proc = run_cli("run", url, "--out", str(tmp_path / "out"), "--window", "span", "--config", str(cfg),
+                       env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})  # no stored result of an earlier test
         assert proxy.failed() == 2
     assert f"{url}: staged after 3 attempts (retried: GetObject: HTTP 503; GetObject: HTTP 503)" in proc.stderr
     fleet = pd.read_csv(tmp_path / "out" / "fleet.csv", keep_default_na=False)

@@ -144,7 +144,8 @@ def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
     cfg.write_text("dask: {memory_limit: 1GiB, memory_factor: 1000}\n")
     out = tmp_path / "out"
     proc = run_cli("run", str(profiles / "fastvideo_h100_sp2_1s.sqlite"), str(profiles / "tiny_2kernels.sqlite"),
-                   "--out", str(out), "--config", str(cfg), check=False)
+                   "--out", str(out), "--config", str(cfg), check=False,
+                   env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})  # no stored result of an earlier test
     assert proc.returncode == 1
     fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
     big = str(profiles / "fastvideo_h100_sp2_1s.sqlite")

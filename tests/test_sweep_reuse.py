@@ -9,6 +9,7 @@ import os
 import pandas as pd
 import pytest
 
+from pipeline import results as results_mod
 from pipeline import sweep as sweeping
 from pipeline.export import content_key
 from pipeline.report.html import write_report
@@ -140,9 +141,9 @@ def test_identity_index_trusts_only_untouched_files(tmp_path, monkeypatch):
     def no_read(path):
         raise AssertionError(f"{path} was hashed again")
 
-    monkeypatch.setattr(sweeping, "content_key", no_read)
+    monkeypatch.setattr(results_mod, "content_key", no_read)
     assert sweeping.IdentityIndex(str(state)).identity(str(report)) == hashlib.sha256(b"a" * 64).hexdigest()
-    monkeypatch.setattr(sweeping, "content_key", content_key)
+    monkeypatch.setattr(results_mod, "content_key", content_key)
 
     # Same size, mtime put back: the ctime still tells, and the new content is hashed.
     stamp = os.stat(report)

@@ -1,0 +1,305 @@
+"""Per-report results kept between runs: the nightly sweep's and ``gpu-idle run``'s.
+
+``<root>/results/<content>-<settings>-<code>.parquet`` + ``.json``
+    the fleet rows and the per-GPU rosters/timelines of one report. ``<content>``:
+    the report's identity (:func:`report_identity`, 20 hex digits); ``<settings>``:
+    the :func:`config_hash` and the labels the report's path gets (they name its
+    job and can pick its rate), 12 hex digits; ``<code>``: :func:`code_digest`,
+    8 hex digits, so results made by other pipeline code are never served.
+    Written atomically as each report finishes; only reports whose every GPU was
+    analysed are stored (a failure is tried again next time).
+``<root>/identity-index.json``
+    the content hash of each local report with the (size, mtime, ctime, inode)
+    it had when hashed (:class:`IdentityIndex`).
+
+The sweep's root is its state folder; ``gpu-idle run``'s is the columnar cache
+root (:func:`pipeline.cache.default_cache_dir`), see :class:`RunCache`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import time
+
+import fsspec
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .config import Config
+from .export import content_key
+from .fleet import atomic_path, write_json
+
+
+def config_hash(cfg: Config) -> str:
+    """SHA-256 of every setting that can change a fleet number (not dask, cache or paths)."""
+    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "categories", "window", "cost", "labels")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 of the pipeline's own source (``*.py`` and report templates): outputs made by
+    other code are never reused. Computed once per process (the code does not change under it)."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".j2")):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as fh:
+                    digest.update(fh.read())
+    return digest.hexdigest()
+
+
+def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
+    """Name of one report's stored result: ``<content>-<settings>-<code>`` (see module docstring).
+
+    Args:
+        identity: :func:`report_identity` of the report (hex).
+        chash: :func:`config_hash` of the configuration.
+        labels: ``cfg.labels_for(path)`` of the report.
+        code: :func:`code_digest`.
+    """
+    settings = hashlib.sha256(json.dumps([chash, labels], sort_keys=True, default=str).encode()).hexdigest()
+    return f"{identity[:20]}-{settings[:12]}-{code[:8]}"
+
+
+def report_identity(path: str, storage_options: dict | None = None) -> str:
+    """Content identity of a report: SHA-256 of a local file's bytes; for a remote object,
+    a hash of its ETag, size and modification time (no download needed)."""
+    if "://" not in path or path.startswith("file://"):
+        return content_key(path.removeprefix("file://"))
+    fs, key = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    info = fs.info(key)
+    token = json.dumps([info.get("ETag") or info.get("etag"), info.get("size"),
+                        str(info.get("LastModified") or info.get("mtime") or "")], default=str)
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class IdentityIndex:
+    """Recorded content hashes of local reports (``<root>/identity-index.json``).
+
+    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256]`` is trusted while
+    the file's stat still gives the same four numbers; otherwise the file is
+    hashed again. A file changed within the last :attr:`SETTLE_NS` ns (it may
+    still be being written, and a same-size rewrite within one timestamp tick
+    would not show) is hashed but not recorded. Remote objects are never
+    indexed (their identity costs no download anyway). When the index is saved,
+    only the reports seen since it was opened are kept, or, with ``keep_unseen``
+    (an index shared by runs over different inputs), also the earlier entries of
+    files that still exist.
+    """
+
+    NAME = "identity-index.json"
+    SETTLE_NS = 2_000_000_000
+
+    def __init__(self, state_dir: str, keep_unseen: bool = False):
+        self.path = os.path.join(state_dir, self.NAME)
+        self.keep_unseen = keep_unseen
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+            self.entries = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 5}
+        except (OSError, ValueError, AttributeError):
+            self.entries = {}
+        self.seen: dict = {}
+
+    def identity(self, path: str, storage_options: dict | None = None) -> str:
+        """:func:`report_identity` of ``path`` (64 hex digits), from the index when the file is untouched.
+
+        Raises OSError when a local file cannot be read.
+        """
+        if "://" in path and not path.startswith("file://"):
+            return report_identity(path, storage_options)
+        local = os.path.abspath(path.removeprefix("file://"))
+        st = os.stat(local)
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        entry = self.entries.get(local)
+        if entry is not None and entry[:4] == stamp:
+            self.seen[local] = entry
+            return entry[4]
+        digest = content_key(local)
+        after = os.stat(local)
+        if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
+                and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > self.SETTLE_NS):
+            self.seen[local] = stamp + [digest]
+        return digest
+
+    def save(self) -> None:
+        """Write the entries to keep (see the class docstring) atomically, when they differ from the file's.
+
+        Raises OSError when the folder cannot be written.
+        """
+        keep = dict(self.seen)
+        if self.keep_unseen:
+            keep = {**{k: v for k, v in self.entries.items() if os.path.exists(k)}, **keep}
+        if keep != self.entries:
+            with atomic_path(self.path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(keep, fh, sort_keys=True)
+
+
+def rosters_of(results: list) -> dict:
+    """``(report, gpu_key) -> {"streams", "device", "timeline"}`` of per-GPU results
+    (:class:`~pipeline.analyse.GpuResult`)."""
+    return {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
+                                                 "timeline": r.timeline} for r in results}
+
+
+class ResultStore:
+    """Per-report results under ``<root>/results`` (see the module docstring)."""
+
+    def __init__(self, state_dir: str):
+        self.dir = os.path.join(state_dir, "results")
+        os.makedirs(self.dir, exist_ok=True)
+
+    def remove_leftovers(self, older_than_s: float = 0.0) -> int:
+        """Delete temporary files a killed run left (``.<name>.<random>.tmp``: never read as
+        results) last modified more than ``older_than_s`` seconds ago. With 0, call only when
+        no other process writes to this folder. Returns the count."""
+        before = time.time() - older_than_s
+        count = 0
+        for entry in os.scandir(self.dir):
+            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                try:
+                    if older_than_s <= 0 or entry.stat().st_mtime < before:
+                        os.unlink(entry.path)
+                        count += 1
+                except FileNotFoundError:
+                    pass  # its writer renamed or removed it meanwhile
+        return count
+
+    def _base(self, key: str) -> str:
+        return os.path.join(self.dir, key)
+
+    def has(self, key: str) -> bool:
+        return os.path.exists(self._base(key) + ".parquet") and os.path.exists(self._base(key) + ".json")
+
+    def find(self, prefix: str) -> str | None:
+        """The most recently stored complete result whose key starts with ``prefix``, or None."""
+        names = [n[: -len(".parquet")] for n in os.listdir(self.dir)
+                 if n.startswith(prefix) and n.endswith(".parquet")]
+        found = [(os.path.getmtime(self._base(n) + ".parquet"), n) for n in names if self.has(n)]
+        return max(found)[1] if found else None
+
+    def put(self, key: str, rows: list[dict], rosters: dict) -> None:
+        """Store one report's rows and rosters; the Parquet file is renamed into place last.
+        Raises OSError when the folder cannot be written."""
+        write_json(self._base(key) + ".json", [{"gpu_key": gpu, **value} for (_, gpu), value in rosters.items()])
+        with atomic_path(self._base(key) + ".parquet") as tmp:
+            pq.write_table(pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False), tmp)
+
+    def put_results(self, key: str, results: list) -> bool:
+        """Store one report's per-GPU results (:class:`~pipeline.analyse.GpuResult`) unless it has
+        none or any GPU failed (an error row is tried again next time). Returns whether it was
+        stored. Raises OSError when the folder cannot be written."""
+        if not results or any(r.row.get("status") == "error" for r in results):
+            return False
+        self.put(key, [r.row for r in results], rosters_of(results))
+        return True
+
+    def get(self, key: str, report: str) -> tuple[list[dict], dict]:
+        """Rows and rosters of a stored report, relabelled with its current path.
+        Raises OSError, ValueError or ``pyarrow.ArrowException`` on a missing or damaged result."""
+        return self.get_many([(key, report)])
+
+    def get_many(self, items: list[tuple[str, str]]) -> tuple[list[dict], dict]:
+        """Rows and rosters of several stored reports (``(key, current path)`` pairs), relabelled
+        with their current paths; the rows are converted in one go (per report, pandas would
+        spend more time than the reading). Raises as :meth:`get`."""
+        tables, rosters = [], {}
+        for key, report in items:
+            table = pq.read_table(self._base(key) + ".parquet")
+            at = table.schema.get_field_index("report")
+            tables.append(table.set_column(at, "report", pa.array([report] * len(table), pa.string())))
+            with open(self._base(key) + ".json", encoding="utf-8") as fh:
+                rosters.update({(report, d.pop("gpu_key")): d for d in json.load(fh)})
+        if not tables:
+            return [], rosters
+        merged = pa.concat_tables(tables, promote_options="permissive")
+        return merged.to_pandas().to_dict("records"), rosters
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultSlot:
+    """Where one report's results go: a :class:`ResultStore` folder root and the report's key.
+    Plain data, so a Dask worker on the same filesystem can store the results itself."""
+
+    root: str
+    key: str
+
+    def put(self, results: list) -> bool:
+        """:meth:`ResultStore.put_results`, never raising on a read-only or full cache (returns False)."""
+        try:
+            return ResultStore(self.root).put_results(self.key, results)
+        except (OSError, ValueError, pa.ArrowException):
+            return False
+
+
+#: ``gpu-idle run``: temporary files in the result cache older than this (s) are a killed run's.
+LEFTOVER_AGE_S = 3600
+
+
+class RunCache:
+    """``gpu-idle run``'s result cache: ``results/`` and ``identity-index.json`` under the columnar
+    cache root (the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
+    ``~/.cache/gpu-idle/columns``), beside the ``<sha256>-v<N>`` entries of :mod:`pipeline.cache`.
+
+    Several runs may share it: the index keeps entries of reports other runs saw, and only
+    temporary files older than :data:`LEFTOVER_AGE_S` are removed. Raises OSError when the
+    root cannot be created.
+    """
+
+    def __init__(self, cfg: Config):
+        from .cache import default_cache_dir
+
+        self.root = str(cfg.cache.dir or default_cache_dir())
+        self.store = ResultStore(self.root)
+        self.store.remove_leftovers(LEFTOVER_AGE_S)
+        self.index = IdentityIndex(self.root, keep_unseen=True)
+        self.cfg = cfg
+        self.chash, self.code = config_hash(cfg), code_digest()
+        self.keys: dict[str, str] = {}
+
+    def lookup(self, paths: list[str]) -> tuple[list[str], list[dict], dict]:
+        """Split ``paths`` into those to analyse and the stored results of the others.
+
+        A report that cannot be read (to hash it) is left to the analysis, which names
+        the cause in its error row; a damaged stored result is analysed again. Returns
+        ``(paths to analyse, stored rows, stored rosters)``.
+        """
+        todo, hits = [], []
+        for path in paths:
+            try:
+                identity = self.index.identity(path, self.cfg.storage.options)
+            except Exception:  # noqa: BLE001 - unreadable or unreachable: the analysis says why
+                todo.append(path)
+                continue
+            self.keys[path] = key = result_key(identity, self.chash, self.cfg.labels_for(path), self.code)
+            (hits if self.store.has(key) else todo).append(path)
+        try:
+            rows, rosters = self.store.get_many([(self.keys[p], p) for p in hits])
+        except (OSError, ValueError, KeyError, pa.ArrowException):  # a damaged result: read them one by one
+            rows, rosters = [], {}
+            for path in hits:
+                try:
+                    got_rows, got_rosters = self.store.get(self.keys[path], path)
+                except (OSError, ValueError, KeyError, pa.ArrowException):
+                    todo.append(path)
+                    continue
+                rows += got_rows
+                rosters.update(got_rosters)
+        try:
+            self.index.save()
+        except OSError:
+            pass  # a read-only cache: the files are hashed again next time
+        return todo, rows, rosters
+
+    def slots(self, paths: list[str]) -> dict:
+        """``path -> ResultSlot``: where each report's results go (reports that could not be identified have none)."""
+        return {path: ResultSlot(self.root, self.keys[path]) for path in paths if path in self.keys}

@@ -1,0 +1,158 @@
+"""`gpu-idle run`'s per-report result cache: an unchanged rerun analyses nothing, starts no cluster
+and writes the same files; a changed report, configuration or code is analysed again; --no-cache
+neither reads nor writes it; failed reports are never stored."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline import results as results_mod
+from pipeline.cli import main
+from pipeline.synth import generate_scaled_report
+
+from conftest import run_cli
+
+REPORTS = 4
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv("GPU_IDLE_CACHE", str(root))
+    return root
+
+
+@pytest.fixture
+def fleet_dir(tmp_path):
+    root = tmp_path / "fleet"
+    root.mkdir()
+    for i in range(REPORTS):
+        generate_scaled_report(str(root / f"job{i}.sqlite"), gpus=2, kernels=2000, seed=40 + i)
+    return root
+
+
+def run(inputs, out, *extra, check=True):
+    return run_cli("run", *map(str, inputs), "--out", str(out), "--workers", "1", *extra, check=check)
+
+
+def tree(folder) -> dict[str, bytes]:
+    out = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = fh.read()
+    return out
+
+
+def stored(cache) -> list[str]:
+    folder = cache / "results"
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+def test_unchanged_rerun_analyses_nothing_and_writes_the_same_files(fleet_dir, cache, tmp_path):
+    first = run([fleet_dir], tmp_path / "a").stdout
+    assert f"{REPORTS} report(s) analysed, 0 reused" in first
+    assert "dask:" in first
+    assert len(stored(cache)) == 2 * REPORTS  # .parquet + .json each, stored by the workers
+    second = run([fleet_dir], tmp_path / "b").stdout
+    assert f"0 report(s) analysed, {REPORTS} reused" in second
+    assert "dask:" not in second and "engine:" not in second  # no cluster, nothing analysed in-process
+    a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
+    assert len([f for f in a if f.startswith("gpus")]) == 2 * REPORTS
+    assert any(f.startswith("records") for f in a)
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name] == b[name], name
+
+
+def test_changed_report_is_analysed_again_and_the_others_reused(fleet_dir, cache, tmp_path):
+    run([fleet_dir], tmp_path / "a")
+    changed = fleet_dir / "job0.sqlite"
+    changed.unlink()
+    generate_scaled_report(str(changed), gpus=2, kernels=2000, seed=99)
+    second = run([fleet_dir], tmp_path / "b").stdout
+    assert f"1 report(s) analysed, {REPORTS - 1} reused" in second
+    assert "engine: in this process" in second  # one report left to analyse
+    fresh = run([fleet_dir], tmp_path / "fresh", "--no-cache").stdout
+    assert f"{REPORTS} report(s) analysed, 0 reused" in fresh
+    b, ref = tree(tmp_path / "b"), tree(tmp_path / "fresh")
+    assert sorted(b) == sorted(ref)
+    for name in ref:
+        assert b[name] == ref[name], name
+    assert b["fleet.csv"] != tree(tmp_path / "a")["fleet.csv"]
+
+
+def test_changed_configuration_misses_the_cache(fleet_dir, cache, tmp_path):
+    run([fleet_dir], tmp_path / "a")
+    other = run([fleet_dir], tmp_path / "b", "--min-gap-ns", "500000").stdout
+    assert f"{REPORTS} report(s) analysed, 0 reused" in other
+    again = run([fleet_dir], tmp_path / "c", "--min-gap-ns", "500000").stdout
+    assert f"0 report(s) analysed, {REPORTS} reused" in again
+    assert tree(tmp_path / "b") == tree(tmp_path / "c")
+    assert tree(tmp_path / "a")["fleet.csv"] != tree(tmp_path / "b")["fleet.csv"]
+
+
+def test_no_cache_neither_reads_nor_writes(fleet_dir, cache, tmp_path):
+    off = run([fleet_dir], tmp_path / "a", "--no-cache").stdout
+    assert f"{REPORTS} report(s) analysed, 0 reused (result cache off)" in off
+    assert not cache.exists()
+    run([fleet_dir], tmp_path / "b")
+    before = {name: os.stat(cache / "results" / name).st_mtime_ns for name in stored(cache)}
+    index = (cache / "identity-index.json").read_bytes() if (cache / "identity-index.json").exists() else None
+    again = run([fleet_dir], tmp_path / "c", "--no-cache").stdout
+    assert f"{REPORTS} report(s) analysed, 0 reused (result cache off)" in again and "dask:" in again
+    assert {name: os.stat(cache / "results" / name).st_mtime_ns for name in stored(cache)} == before
+    assert ((cache / "identity-index.json").read_bytes() if index is not None else None) == index
+
+
+def test_failed_report_is_not_stored(fleet_dir, cache, tmp_path):
+    bad = fleet_dir / "broken.sqlite"
+    bad.write_bytes(b"this is not an SQLite database" * 10)
+    first = run([fleet_dir], tmp_path / "a", check=False)
+    assert first.returncode == 1
+    assert f"{REPORTS + 1} report(s) analysed, 0 reused" in first.stdout
+    assert len(stored(cache)) == 2 * REPORTS
+    second = run([fleet_dir], tmp_path / "b", check=False)
+    assert second.returncode == 1
+    assert f"1 report(s) analysed, {REPORTS} reused" in second.stdout
+    assert "broken.sqlite" in second.stdout
+    assert len(stored(cache)) == 2 * REPORTS
+    a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name] == b[name], name
+
+
+def test_single_report_in_process_is_reused(fleet_dir, cache, tmp_path):
+    report = fleet_dir / "job1.sqlite"
+    first = run([report], tmp_path / "a").stdout
+    assert "engine: in this process" in first and "1 report(s) analysed, 0 reused" in first
+    assert len(stored(cache)) == 2
+    second = run([report], tmp_path / "b").stdout
+    assert "0 report(s) analysed, 1 reused" in second and "engine:" not in second
+    assert tree(tmp_path / "a") == tree(tmp_path / "b")
+
+
+def test_other_code_is_not_served(fleet_dir, cache, tmp_path, monkeypatch):
+    """Results are keyed by the pipeline's code digest too: a changed pipeline analyses again."""
+    report = str(fleet_dir / "job2.sqlite")
+    runner = CliRunner()
+
+    def invoke(out):
+        got = runner.invoke(main, ["run", report, "--out", str(tmp_path / out)])
+        assert got.exit_code == 0, got.output
+        return got.output
+
+    assert "1 report(s) analysed, 0 reused" in invoke("a")
+    assert "0 report(s) analysed, 1 reused" in invoke("b")
+    monkeypatch.setattr(results_mod, "code_digest", lambda: "f" * 64)
+    assert "1 report(s) analysed, 0 reused" in invoke("c")
+    assert "0 report(s) analysed, 1 reused" in invoke("d")
+    labels = {"cluster": "default", "job": "x"}
+    assert (results_mod.result_key("a" * 64, "b" * 64, labels, "c" * 64)
+            != results_mod.result_key("a" * 64, "b" * 64, labels, "d" * 64))
+    assert (results_mod.result_key("a" * 64, "b" * 64, labels, "c" * 64)
+            != results_mod.result_key("a" * 64, "b" * 64, {**labels, "job": "y"}, "c" * 64))
