@@ -11,9 +11,10 @@ from . import __version__
 from .cache import wait_for_writes
 from .config import ConfigError, load_config
 from .discover import discover
-from .fleet import build_fleet, write_outputs
+from .fleet import build_fleet, write_json, write_outputs
 from .graph import open_client, run_graph, run_inline, scheduler_address
 from .report.medical import write_records
+from .results import MANIFEST, drop_manifest, folder_files, read_manifest
 
 #: Columns shown in the terminal (the files hold all of them).
 SHOWN = ["job", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
@@ -74,7 +75,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     """Analyse every GPU of every report in INPUTS: .nsys-rep reports (exported with nsys) or
     .sqlite exports; files, directories (searched recursively) or globs; local paths or
     fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
-    and records/<job>.md. Exit status 1 when any report failed (it still gets its row)."""
+    and records/<job>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
+    Exit status 1 when any report failed (it still gets its row)."""
     if trim and trim[1] <= trim[0]:
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
@@ -89,6 +91,13 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     paths, problems = discover(inputs, storage=cfg.storage)
     click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
     cache = _result_cache(cfg)
+    digest = cache.digest(paths, problems) if cache else None
+    if digest and (read_manifest(out_dir) or {}).get("inputs") == digest:
+        # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
+        cache.save_index()
+        click.echo(f"0 report(s) analysed, {len(paths)} reused: the outputs in {out_dir} are up to date "
+                   f"(result cache {cache.store.dir})")
+        _finish(pd.read_parquet(os.path.join(out_dir, "fleet.parquet")), f"kept everything in {out_dir}")
     todo, rows, rosters = cache.lookup(paths) if cache else (paths, [], {})
     slots = cache.slots(todo) if cache else None
     fleet, new_rosters = _analyse(todo, cfg, problems, scheduler, out_dir, slots)
@@ -97,16 +106,25 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     rosters.update(new_rosters)
     click.echo(f"{len(todo)} report(s) analysed, {len(paths) - len(todo)} reused "
                + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
+    drop_manifest(out_dir)  # the folder is about to change: never let an old manifest vouch for it
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
+    digest = cache.digest(paths, problems) if cache else None
+    if digest:  # every report's result is stored: a rerun with nothing changed can keep these files
+        write_json(os.path.join(out_dir, MANIFEST), {"inputs": digest, "files": folder_files(out_dir)})
+    wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
+    _finish(fleet, f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
+                   f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
+
+
+def _finish(fleet: pd.DataFrame, wrote: str) -> None:
+    """Print the fleet table, the totals and what was written; exit 1 when any report failed."""
     click.echo(format_fleet(fleet))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
     click.echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) analysed, "
                f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
-    click.echo(f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
-               f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
-    wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
+    click.echo(wrote)
     sys.exit(1 if failed else 0)
 
 

@@ -266,6 +266,29 @@ class RunCache:
         self.chash, self.code = config_hash(cfg), code_digest()
         self.keys: dict[str, str] = {}
 
+    def identify(self, paths: list[str]) -> list[str]:
+        """Compute the result key of every path not yet keyed (hashing only files the identity
+        index does not know); returns the paths that cannot be identified (unreadable or
+        unreachable: the analysis names the cause in its error row)."""
+        unknown = []
+        for path in paths:
+            if path in self.keys:
+                continue
+            try:
+                identity = self.index.identity(path, self.cfg.storage.options)
+            except Exception:  # noqa: BLE001 - unreadable or unreachable: the analysis says why
+                unknown.append(path)
+                continue
+            self.keys[path] = result_key(identity, self.chash, self.cfg.labels_for(path), self.code)
+        return unknown
+
+    def digest(self, paths: list[str], problems=()) -> str | None:
+        """:func:`inputs_digest` of a run over ``paths`` (with discovery ``problems``) when every
+        report has a stored result, else None: what an output folder's manifest records."""
+        if self.identify(paths) or not all(self.store.has(self.keys[p]) for p in paths):
+            return None
+        return inputs_digest(self.chash, {p: self.keys[p] for p in paths}, list(problems), self.code)
+
     def lookup(self, paths: list[str]) -> tuple[list[str], list[dict], dict]:
         """Split ``paths`` into those to analyse and the stored results of the others.
 
@@ -273,15 +296,10 @@ class RunCache:
         the cause in its error row; a damaged stored result is analysed again. Returns
         ``(paths to analyse, stored rows, stored rosters)``.
         """
+        unknown = set(self.identify(paths))
         todo, hits = [], []
         for path in paths:
-            try:
-                identity = self.index.identity(path, self.cfg.storage.options)
-            except Exception:  # noqa: BLE001 - unreadable or unreachable: the analysis says why
-                todo.append(path)
-                continue
-            self.keys[path] = key = result_key(identity, self.chash, self.cfg.labels_for(path), self.code)
-            (hits if self.store.has(key) else todo).append(path)
+            (hits if path not in unknown and self.store.has(self.keys[path]) else todo).append(path)
         try:
             rows, rosters = self.store.get_many([(self.keys[p], p) for p in hits])
         except (OSError, ValueError, KeyError, pa.ArrowException):  # a damaged result: read them one by one
@@ -294,12 +312,61 @@ class RunCache:
                     continue
                 rows += got_rows
                 rosters.update(got_rosters)
+        self.save_index()
+        return todo, rows, rosters
+
+    def save_index(self) -> None:
+        """Keep the content hashes learnt; a read-only cache only means hashing again next time."""
         try:
             self.index.save()
         except OSError:
-            pass  # a read-only cache: the files are hashed again next time
-        return todo, rows, rosters
+            pass
 
     def slots(self, paths: list[str]) -> dict:
         """``path -> ResultSlot``: where each report's results go (reports that could not be identified have none)."""
         return {path: ResultSlot(self.root, self.keys[path]) for path in paths if path in self.keys}
+
+
+def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
+    """Digest of everything a folder of outputs (a sweep night, a ``gpu-idle run --out``
+    folder) is made of: the config hash, every ``(report, result key)``, the discovery
+    problems and the code digest."""
+    doc = {"config": chash, "reports": sorted(keys.items()), "problems": sorted(map(list, problems)), "code": code}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+MANIFEST = ".manifest.json"
+
+
+def read_manifest(night_dir: str) -> dict | None:
+    """An output folder's manifest (a sweep night, a ``gpu-idle run --out`` folder) when it is readable
+    and every file it lists exists, else None."""
+    try:
+        with open(os.path.join(night_dir, MANIFEST), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        files = doc["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(os.path.exists(os.path.join(night_dir, rel)) for rel in files):
+        return None
+    return doc
+
+
+def folder_files(night_dir: str) -> list[str]:
+    """Every file under ``night_dir`` (relative paths, sorted), temporary files and the manifest excepted."""
+    out = []
+    for folder, dirs, files in os.walk(night_dir):
+        dirs.sort()
+        for name in sorted(files):
+            if name == MANIFEST or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            out.append(os.path.relpath(os.path.join(folder, name), night_dir))
+    return out
+
+
+def drop_manifest(night_dir: str) -> None:
+    """Remove a folder's manifest (before its files change), if it has one."""
+    try:
+        os.unlink(os.path.join(night_dir, MANIFEST))
+    except FileNotFoundError:
+        pass

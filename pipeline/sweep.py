@@ -52,8 +52,10 @@ import pyarrow.parquet as pq
 from .config import Config
 from .discover import discover
 from .fleet import atomic_path, build_fleet, error_row, write_json, write_outputs
-from .results import (IdentityIndex, ResultStore, code_digest, config_hash, report_identity,  # noqa: F401 - public here
-                      result_key)
+from .results import (  # noqa: F401 - IdentityIndex, code_digest and report_identity are public here too
+    MANIFEST, IdentityIndex, ResultStore, code_digest, config_hash, drop_manifest, folder_files, inputs_digest,
+    read_manifest, report_identity, result_key,
+)
 
 
 @dataclasses.dataclass
@@ -72,41 +74,6 @@ class SweepSummary:
         more = f" (+{len(self.failed) - 3} more)" if len(self.failed) > 3 else ""
         return (f"sweep {self.night}: {self.reports} report(s): {self.analysed} analysed, {self.reused} reused, "
                 f"{len(self.failed)} failed" + (f": {causes}{more}" if self.failed else ""))
-
-
-def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
-    """Digest of everything a night's outputs are made of: the config hash, every
-    ``(report, content-config key)``, the discovery problems and the code digest."""
-    doc = {"config": chash, "reports": sorted(keys.items()), "problems": sorted(map(list, problems)), "code": code}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
-
-MANIFEST = ".manifest.json"
-
-
-def _read_manifest(night_dir: str) -> dict | None:
-    """The night folder's manifest when it is readable and every file it lists exists, else None."""
-    try:
-        with open(os.path.join(night_dir, MANIFEST), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        files = doc["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not all(os.path.exists(os.path.join(night_dir, rel)) for rel in files):
-        return None
-    return doc
-
-
-def _night_files(night_dir: str) -> list[str]:
-    """Every file under ``night_dir`` (relative paths, sorted), temporary files and the manifest excepted."""
-    out = []
-    for folder, dirs, files in os.walk(night_dir):
-        dirs.sort()
-        for name in sorted(files):
-            if name == MANIFEST or (name.startswith(".") and name.endswith(".tmp")):
-                continue
-            out.append(os.path.relpath(os.path.join(folder, name), night_dir))
-    return out
 
 
 def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
@@ -152,7 +119,7 @@ def link_file(src: str, dst: str) -> None:
 def write_manifest(state_dir: str, night: str, inputs: str, html: str | None) -> None:
     """Record the night's inputs digest, its files and its report.html's inputs (``None``: not rendered)."""
     out = os.path.join(state_dir, "nights", night)
-    write_json(os.path.join(out, MANIFEST), {"inputs": inputs, "html": html, "files": _night_files(out)})
+    write_json(os.path.join(out, MANIFEST), {"inputs": inputs, "html": html, "files": folder_files(out)})
 
 
 def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
@@ -169,7 +136,7 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
     nights_dir = os.path.join(state_dir, "nights")
     names = sorted(os.listdir(nights_dir), reverse=True) if os.path.isdir(nights_dir) else []
     for source in [night] + [n for n in names if n != night]:
-        manifest = _read_manifest(os.path.join(nights_dir, source))
+        manifest = read_manifest(os.path.join(nights_dir, source))
         if manifest is not None and manifest.get("inputs") == inputs:
             break
     else:
@@ -177,7 +144,7 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
     out = os.path.join(nights_dir, night)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     if source != night:
-        _drop_manifest(out)
+        drop_manifest(out)
         for rel in manifest["files"]:
             if rel != "report.html":
                 link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
@@ -186,16 +153,9 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
         link_file(os.path.join(out, "fleet.parquet"), history)
     html = _html_inputs(state_dir, night, inputs)
     if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
-        _drop_manifest(out)
+        drop_manifest(out)
         write_manifest(state_dir, night, inputs, html if write_html(state_dir, out, night) else None)
     return out
-
-
-def _drop_manifest(night_dir: str) -> None:
-    try:
-        os.unlink(os.path.join(night_dir, MANIFEST))
-    except FileNotFoundError:
-        pass
 
 
 def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, night: str | None = None,
@@ -299,7 +259,7 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     from .report.medical import write_records
 
     out = os.path.join(state_dir, "nights", night)
-    _drop_manifest(out)
+    drop_manifest(out)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     os.makedirs(os.path.dirname(history), exist_ok=True)
     with atomic_path(history) as tmp:

@@ -38,9 +38,12 @@ def run(inputs, out, *extra, check=True):
 
 
 def tree(folder) -> dict[str, bytes]:
+    """Every output file's bytes by relative path (the folder's manifest excepted: it is not an output)."""
     out = {}
     for root, _, names in os.walk(folder):
         for name in names:
+            if name == results_mod.MANIFEST:
+                continue
             path = os.path.join(root, name)
             with open(path, "rb") as fh:
                 out[os.path.relpath(path, folder)] = fh.read()
@@ -156,3 +159,22 @@ def test_other_code_is_not_served(fleet_dir, cache, tmp_path, monkeypatch):
             != results_mod.result_key("a" * 64, "b" * 64, labels, "d" * 64))
     assert (results_mod.result_key("a" * 64, "b" * 64, labels, "c" * 64)
             != results_mod.result_key("a" * 64, "b" * 64, {**labels, "job": "y"}, "c" * 64))
+
+
+def test_rerun_into_the_same_folder_keeps_its_files(fleet_dir, cache, tmp_path):
+    """Same inputs, same settings, same code, same --out: nothing is analysed or written (the
+    folder's manifest vouches for it); a listed file gone, or a changed setting, rewrites."""
+    out = tmp_path / "out"
+    run([fleet_dir], out)
+    before = {p: os.stat(out / p).st_mtime_ns for p in tree(out)}
+    again = run([fleet_dir], out).stdout
+    assert f"0 report(s) analysed, {REPORTS} reused: the outputs in {out} are up to date" in again
+    assert "GPU(s) analysed, 0 report(s) failed" in again
+    assert {p: os.stat(out / p).st_mtime_ns for p in tree(out)} == before  # not one file rewritten
+    (out / "fleet.csv").unlink()
+    third = run([fleet_dir], out).stdout
+    assert "are up to date" not in third and f"0 report(s) analysed, {REPORTS} reused" in third
+    assert (out / "fleet.csv").exists()
+    fourth = run([fleet_dir], out, "--min-gap-ns", "500000").stdout
+    assert "are up to date" not in fourth and f"{REPORTS} report(s) analysed" in fourth
+
