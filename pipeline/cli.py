@@ -22,10 +22,20 @@ SHOWN = ["job", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "cop
          "status"]
 
 
-def format_fleet(fleet: pd.DataFrame) -> str:
-    """The fleet table for people: ns shown as ms with 3 decimals, errors listed below."""
+#: The terminal shows at most this many GPU rows (the most expensive); fleet.csv has them all.
+MAX_SHOWN_ROWS = 40
+
+
+def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
+    """The fleet table for people: ns shown as ms with 3 decimals, errors listed below. A fleet of
+    more than ``max_rows`` analysed GPUs shows the ``max_rows`` with the highest idle USD/month
+    (ties: fleet order) and says how many more fleet.csv holds."""
     ok = fleet[fleet["status"] != "error"].copy()
     lines = []
+    hidden = max(0, len(ok) - max_rows)
+    if hidden:
+        usd = ok["idle_usd_per_month"].astype(float)
+        ok = ok.loc[usd.sort_values(ascending=False, kind="stable").index[:max_rows]]
     if not ok.empty:
         for col in ("window", "idle", "copy_only", "dark", "gap_total"):
             ok[f"{col}_ms"] = (ok[f"{col}_ns"].astype(float) / 1e6).map("{:,.3f}".format)
@@ -33,6 +43,8 @@ def format_fleet(fleet: pd.DataFrame) -> str:
         ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
         lines.append(ok[SHOWN].to_string(index=False))
+    if hidden:
+        lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():
         lines.append(f"ERROR {row.error}")  # the message starts with the report path
     return "\n".join(lines)
