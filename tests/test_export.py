@@ -22,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -215,14 +216,19 @@ def test_forward_backward_nest_inside_each_iteration(exported):
     assert counts.get("forward") == ITERATIONS and counts.get("backward") == ITERATIONS
     assert counts.get("checkpoint") == 1
     iters = nvtx[nvtx["text"].str.startswith("Iteration ")]
+    ratios = []
     for it in iters.itertuples():
         inner = nvtx[(nvtx["start"] >= it.start) & (nvtx["end"] <= it.end) & (nvtx["text"] != it.text)]
         names = inner.sort_values("start")["text"].tolist()
         expected = ["forward", "backward"] + (["checkpoint"] if it.text == f"Iteration {CHECKPOINT}" else [])
         assert names == expected, f"{it.text}: nested {names}"
         fwd, bwd = (inner[inner["text"] == n].iloc[0] for n in ("forward", "backward"))
-        # Planted split: forward 40 %, backward 60 % of the iteration's work.
-        assert 1.1 <= (bwd["end"] - bwd["start"]) / (fwd["end"] - fwd["start"]) <= 2.0
+        ratios.append((bwd["end"] - bwd["start"]) / (fwd["end"] - fwd["start"]))
+    # Planted split: forward 40 %, backward 60 % of the iteration's work (1.5x). The ranges spin on
+    # the wall clock, so a busy machine that preempts the app stretches one range now and then:
+    # the median over the iterations must show the split.
+    assert len(ratios) == ITERATIONS
+    assert 1.1 <= float(np.median(ratios)) <= 2.0, [round(x, 2) for x in ratios]
 
 
 def test_second_export_reuses_the_cache(recording, nsys, tmp_path):
