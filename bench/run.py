@@ -544,7 +544,7 @@ def status(ok: bool | None) -> str:
     return "n/a" if ok is None else ("**met**" if ok else "**missed**")
 
 
-def write_results(r: dict) -> str:
+def write_results(r: dict, path: str = RESULTS) -> str:
     m = r["machine"]
     lines = ["# gpu-idle benchmark results", "",
              f"Written by `bench/run.py` ({r['finished']}, {r['elapsed_s']:.0f} s, code at `{m['git']}`). "
@@ -764,7 +764,7 @@ def write_results(r: dict) -> str:
                   "name real, messy gaps (partial witnesses near the 50 % thresholds, overlapping causes)."]
     lines.append("")
     text = "\n".join(lines)
-    with open(RESULTS, "w", encoding="utf-8") as fh:
+    with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     return text
 
@@ -882,9 +882,19 @@ def main(argv=None) -> int:
         r["updated"] = (f"sections not measured in this run are from the run of {old.get('finished')}, "
                         f"which started at load average {la}")
     r["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(os.path.join(DATA, "results.json"), "w", encoding="utf-8") as fh:
+    full = ({s for s in args.sizes.split(",") if s} == set(SIZES) and args.fleet == 200 and args.repeat >= 3
+            and not args.skip_nsys_ai)
+    # A quick look (fewer sizes, a small fleet, one round) must not replace the committed figures:
+    # it goes to bench/data unless --update merges it into the last full run.
+    partial = not (full or args.update)
+    stem = "results-partial" if partial else "results"
+    with open(os.path.join(DATA, f"{stem}.json"), "w", encoding="utf-8") as fh:
         json.dump(r, fh, indent=1, default=str)
-    log("\n" + write_results(r))
+    out = os.path.join(DATA, "RESULTS-partial.md") if partial else RESULTS
+    log("\n" + write_results(r, out))
+    if partial:
+        log(f"bench: a partial run: figures in {out}; {RESULTS} keeps the last full run's "
+            "(all sizes, nsys-ai, --fleet 200, --repeat 3; or add --update to merge this run into it)")
     return 0
 
 

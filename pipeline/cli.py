@@ -134,7 +134,7 @@ def _finish(fleet: pd.DataFrame, wrote: str) -> None:
     click.echo(format_fleet(fleet))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
-    click.echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) analysed, "
+    click.echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
                f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
     click.echo(wrote)
     sys.exit(1 if failed else 0)

@@ -403,6 +403,12 @@ LOCAL_CLUSTER_SETTINGS = {
 }
 
 
+#: Scheduler options without a dashboard: its HTTP server (health and metrics routes only, no
+#: bokeh) on a free local port, not Dask's default 8787, which a second run on the machine
+#: would find taken (a warning on stderr).
+NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
 @contextlib.contextmanager
 def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports: int | None = None):
     """A client on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
@@ -433,7 +439,8 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports:
     if cfg.dask.dashboard:
         settings.pop("distributed.worker.profile.enabled")  # the dashboard's profile pages need it
     with dask.config.set(settings), \
-            LocalCluster(memory_limit=cfg.dask.memory_limit, dashboard_address=cfg.dask.dashboard, **options) as cluster, \
+            LocalCluster(memory_limit=cfg.dask.memory_limit, dashboard_address=cfg.dask.dashboard,
+                         scheduler_kwargs=None if cfg.dask.dashboard else NO_DASHBOARD, **options) as cluster, \
             Client(cluster) as client:
         log(f"dask: {what}, " + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
                                  else "no dashboard (--dashboard :8787 serves one)"))

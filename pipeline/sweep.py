@@ -188,7 +188,13 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage)
     chash, code = config_hash(cfg), code_digest()
     summary = SweepSummary(night=night, reports=len(paths) + len(problems))
-    forced = {os.path.abspath(p) if "://" not in p else p for p in force}
+    def canonical(p: str) -> str:
+        return p if "://" in p else os.path.abspath(p)
+
+    forced = {canonical(p) for p in force}
+    for missing in sorted(forced - {canonical(p) for p in paths}):
+        log(f"sweep {night}: WARNING: --force {missing}: not among the discovered reports, nothing forced "
+            "(give the report's path as the inputs name it)")
     index = IdentityIndex(state)
     keys: dict[str, str] = {}
     todo, stored_paths = [], []
@@ -198,7 +204,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         except OSError as exc:
             problems.append((path, f"{path}: cannot read ({exc})"))
             continue
-        if store.has(keys[path]) and path not in forced:
+        if store.has(keys[path]) and canonical(path) not in forced:
             stored_paths.append(path)
         else:
             todo.append(path)

@@ -1,7 +1,9 @@
 """Dask really runs the graph: one analyse task per GPU, locally and on a real scheduler + 2 workers."""
 from __future__ import annotations
 
+import socket
 import time
+import warnings
 
 import pandas as pd
 from distributed import Client, LocalCluster, get_task_stream
@@ -73,8 +75,21 @@ def test_local_cluster_settings_reach_the_worker_processes():
 
     cfg = load_config([], {"dask": {"n_workers": 1, "memory_limit": "1GiB"}})
     lines = []
-    with open_client(cfg, log=lines.append, n_reports=5) as client:
-        seen = list(client.run(worker_settings).values())
+    taken = socket.socket()  # Dask's default dashboard port held, as by another run on the machine
+    try:
+        taken.bind(("127.0.0.1", 8787))
+        taken.listen()
+    except OSError:
+        pass  # already held by something else: the same situation
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with open_client(cfg, log=lines.append, n_reports=5) as client:
+                seen = list(client.run(worker_settings).values())
+                assert ":8787/" not in client.dashboard_link
+    finally:
+        taken.close()
+    assert not [w for w in caught if "8787" in str(w.message)]  # no "Port 8787 is already in use"
     assert seen == [dict(LOCAL_CLUSTER_SETTINGS)]
     assert "no dashboard" in lines[0]
     assert dask.config.get("distributed.worker.profile.enabled") is True  # this process keeps its own config

@@ -169,7 +169,7 @@ def test_rerun_into_the_same_folder_keeps_its_files(fleet_dir, cache, tmp_path):
     before = {p: os.stat(out / p).st_mtime_ns for p in tree(out)}
     again = run([fleet_dir], out).stdout
     assert f"0 report(s) analysed, {REPORTS} reused: the outputs in {out} are up to date" in again
-    assert "GPU(s) analysed, 0 report(s) failed" in again
+    assert f"{2 * REPORTS} GPU(s) in the fleet table, 0 report(s) failed" in again
     assert {p: os.stat(out / p).st_mtime_ns for p in tree(out)} == before  # not one file rewritten
     (out / "fleet.csv").unlink()
     third = run([fleet_dir], out).stdout

@@ -71,6 +71,12 @@ def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir):
     forced = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-28", "--force",
                      str(fleet_dir / "job0-node00.sqlite"), check=False)
     assert "25 report(s): 1 analysed, 23 reused, 1 failed" in forced.stdout
+    assert "WARNING" not in forced.stdout
+    typo = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-28", "--force", "job0-node00.sqlite",
+                   check=False)  # a bare file name is not how the inputs name it: said, not silently ignored
+    assert (f"WARNING: --force {os.path.abspath('job0-node00.sqlite')}: not among the discovered reports, "
+            "nothing forced") in typo.stdout
+    assert "25 report(s): 0 analysed, 24 reused, 1 failed" in typo.stdout
     c = history(state)
     c = c[c["run_date"].astype(str) == "2026-11-28"].drop(columns="run_date")
     pd.testing.assert_frame_equal(comparable(b), comparable(c))
