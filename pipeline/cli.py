@@ -17,7 +17,7 @@ from .report.medical import write_records
 from .results import MANIFEST, drop_manifest, folder_files, read_manifest
 
 #: Columns shown in the terminal (the files hold all of them).
-SHOWN = ["job", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
+SHOWN = ["job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
          "gap_count", "gap_total_ms", "main_category", "idle_usd_per_month", "amdahl_speedup", "straggler",
          "status"]
 
