@@ -167,6 +167,11 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """The whole configuration, one frozen section per YAML key (``configs/default.yaml`` spells
+    out every default): thresholds and window choice (``analysis``), category rules, window
+    rules, the GPU rate card (``cost``), label rules, and where and how the work runs (``dask``,
+    ``export``, ``cache``, ``storage``, ``sweep``). Built by :func:`load_config`."""
+
     analysis: AnalysisConfig = AnalysisConfig()
     categories: CategoryRules = CategoryRules()
     window: WindowRules = WindowRules()
