@@ -197,6 +197,7 @@ def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, 
     base = pd.read_parquet(example_run / "fleet.parquet")
     assert f'>{money(base["idle_usd_per_month"].sum())}<' in page
     assert "Only one night so far" in page and page.count('<svg class="plot"') == 4
+    assert "this page shows a single <code>gpu-idle run</code>" in page  # not a sweep's first night
     bad = run_cli("report", str(tmp_path), "--out", str(tmp_path / "x.html"), check=False)
     assert bad.returncode != 0 and "no fleet.parquet" in bad.stderr
 
