@@ -144,6 +144,26 @@ class IdentityIndex:
                 json.dump(keep, fh, sort_keys=True)
 
 
+def identities(index: IdentityIndex, paths: list[str], storage_options: dict | None = None) -> list:
+    """:meth:`IdentityIndex.identity` of each path, in order, on a few threads (SHA-256 of a file
+    runs without the GIL, so a first run over many reports hashes them in parallel). A path that
+    cannot be identified gives its exception instead of a digest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .load import read_threads
+
+    def one(path: str):
+        try:
+            return index.identity(path, storage_options)
+        except Exception as exc:  # noqa: BLE001 - returned: the caller decides per report
+            return exc
+
+    if len(paths) < 2:
+        return [one(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=read_threads()) as pool:
+        return list(pool.map(one, paths))
+
+
 def rosters_of(results: list) -> dict:
     """``(report, gpu_key) -> {"streams", "device", "timeline"}`` of per-GPU results
     (:class:`~pipeline.analyse.GpuResult`)."""
@@ -270,16 +290,13 @@ class RunCache:
         """Compute the result key of every path not yet keyed (hashing only files the identity
         index does not know); returns the paths that cannot be identified (unreadable or
         unreachable: the analysis names the cause in its error row)."""
+        todo = [p for p in paths if p not in self.keys]
         unknown = []
-        for path in paths:
-            if path in self.keys:
-                continue
-            try:
-                identity = self.index.identity(path, self.cfg.storage.options)
-            except Exception:  # noqa: BLE001 - unreadable or unreachable: the analysis says why
+        for path, identity in zip(todo, identities(self.index, todo, self.cfg.storage.options)):
+            if isinstance(identity, Exception):  # unreadable or unreachable: the analysis says why
                 unknown.append(path)
-                continue
-            self.keys[path] = result_key(identity, self.chash, self.cfg.labels_for(path), self.code)
+            else:
+                self.keys[path] = result_key(identity, self.chash, self.cfg.labels_for(path), self.code)
         return unknown
 
     def digest(self, paths: list[str], problems=()) -> str | None:

@@ -53,8 +53,8 @@ from .config import Config
 from .discover import discover
 from .fleet import atomic_path, build_fleet, error_row, write_json, write_outputs
 from .results import (  # noqa: F401 - IdentityIndex, code_digest and report_identity are public here too
-    MANIFEST, IdentityIndex, ResultStore, code_digest, config_hash, drop_manifest, folder_files, inputs_digest,
-    read_manifest, report_identity, result_key,
+    MANIFEST, IdentityIndex, ResultStore, code_digest, config_hash, drop_manifest, folder_files, identities,
+    inputs_digest, read_manifest, report_identity, result_key,
 )
 
 
@@ -198,12 +198,13 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     index = IdentityIndex(state)
     keys: dict[str, str] = {}
     todo, stored_paths = [], []
-    for path in paths:
-        try:
-            keys[path] = result_key(index.identity(path, cfg.storage.options), chash, cfg.labels_for(path), code)
-        except OSError as exc:
-            problems.append((path, f"{path}: cannot read ({exc})"))
+    for path, identity in zip(paths, identities(index, paths, cfg.storage.options)):
+        if isinstance(identity, OSError):
+            problems.append((path, f"{path}: cannot read ({identity})"))
             continue
+        if isinstance(identity, Exception):
+            raise identity
+        keys[path] = result_key(identity, chash, cfg.labels_for(path), code)
         if store.has(keys[path]) and canonical(path) not in forced:
             stored_paths.append(path)
         else:

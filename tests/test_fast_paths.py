@@ -151,3 +151,20 @@ def test_shared_busy_runs_equal_separate_unions(scaled):
     assert runs[0].tolist() == expect[0].tolist() and runs[1].tolist() == expect[1].tolist()
     assert gaps.device_holes(k["start"], k["end"], w0, w1, runs).tolist() == \
         gaps.device_holes(k["start"], k["end"], w0, w1).tolist()
+
+
+def test_threaded_identities_equal_one_by_one(tmp_path):
+    """results.identities hashes on threads: same digests, in order, as one call per path; an
+    unreadable path gives its exception in its place."""
+    from pipeline.export import content_key
+    from pipeline.results import IdentityIndex, identities
+
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"r{i}.sqlite"
+        p.write_bytes(bytes([i]) * (100_000 + i))
+        paths.append(str(p))
+    paths.insert(3, str(tmp_path / "missing.sqlite"))
+    got = identities(IdentityIndex(str(tmp_path / "state")), paths)
+    assert isinstance(got[3], OSError)
+    assert [g for i, g in enumerate(got) if i != 3] == [content_key(p) for i, p in enumerate(paths) if i != 3]
