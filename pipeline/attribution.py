@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .load import row_groups
 
 
 @dataclass(frozen=True)
@@ -52,41 +53,59 @@ class CategoryRules:
     periodic_min_factor: float = 5.0
 
 
+@dataclass(frozen=True)
+class OverlapPrefix:
+    """A set of calls prepared for summed overlaps: starts and ends, each sorted and rebased to
+    ``base`` (the earliest start, so prefix sums stay far from int64 overflow even with
+    epoch-based timestamps, ~1.7e18 ns), and their prefix sums. Built by :meth:`of`."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    start_prefix: np.ndarray
+    end_prefix: np.ndarray
+    base: int
+
+    @classmethod
+    def of(cls, call_starts, call_ends) -> "OverlapPrefix":
+        s = np.sort(iv.as_ns(call_starts))
+        e = np.sort(iv.as_ns(call_ends))
+        base = int(s[0]) if s.size else 0
+        s, e = s - base, e - base
+        return cls(s, e, np.concatenate(([0], np.cumsum(s, dtype=np.int64))),
+                   np.concatenate(([0], np.cumsum(e, dtype=np.int64))), base)
+
+    def summed(self, gap_starts, gap_ends) -> np.ndarray:
+        """For each gap ``[a, b)``, the sum over the calls of |call ∩ gap| in ns: ``F(b) - F(a)``
+        with ``F(t)`` as in the module docstring. Shape ``(n_gaps,)``."""
+        a, b = iv.as_ns(gap_starts), iv.as_ns(gap_ends)
+        if self.starts.size == 0 or a.size == 0:
+            return np.zeros(a.size, dtype=np.int64)
+        s, e, ps, pe = self.starts, self.ends, self.start_prefix, self.end_prefix
+
+        def F(t):
+            ns = np.searchsorted(s, t, side="left")
+            ne = np.searchsorted(e, t, side="left")
+            # (calls started before t) * t - their starts - ((calls ended before t) * t - their ends)
+            return (ns - ne) * t - (ps[ns] - pe[ne])
+
+        return F(b - self.base) - F(a - self.base)
+
+
 def summed_overlap(call_starts, call_ends, gap_starts, gap_ends) -> np.ndarray:
     """For each gap, the sum over calls of |call ∩ gap| in ns. Shape ``(n_gaps,)``.
 
     Calls may overlap each other (several threads); each is counted by its own
     intersection with the gap.
     """
-    s = np.sort(iv.as_ns(call_starts))
-    e = np.sort(iv.as_ns(call_ends))
-    a, b = iv.as_ns(gap_starts), iv.as_ns(gap_ends)
-    if s.size == 0 or a.size == 0:
-        return np.zeros(a.size, dtype=np.int64)
-    # Rebase to the earliest time so prefix sums stay far from int64 overflow
-    # even with epoch-based timestamps (~1.7e18 ns).
-    base = min(int(s[0]), int(a.min()))
-    s, e, a, b = s - base, e - base, a - base, b - base
-    ps = np.concatenate(([0], np.cumsum(s, dtype=np.int64)))
-    pe = np.concatenate(([0], np.cumsum(e, dtype=np.int64)))
-
-    def F(t):
-        ns = np.searchsorted(s, t, side="left")
-        ne = np.searchsorted(e, t, side="left")
-        # (calls started before t) * t - their starts - ((calls ended before t) * t - their ends)
-        return (ns - ne) * t - (ps[ns] - pe[ne])
-
-    return F(b) - F(a)
+    return OverlapPrefix.of(call_starts, call_ends).summed(gap_starts, gap_ends)
 
 
 @dataclass
 class CallIndex:
     """One GPU's CUDA runtime calls (and copy-engine work), prepared once for every gap set.
 
-    ``per_name``: normalised API name (sorted) -> ``(starts, ends, start_prefix,
-    end_prefix, base)``: the name's call starts and ends, each sorted, rebased to
-    ``base`` (its earliest start) and their prefix sums, for :func:`summed_overlap`'s
-    ``F(t)``. ``all_runs``, ``sync_runs``, ``data_runs``, ``copy_runs``: unions
+    ``per_name``: normalised API name (sorted) -> its calls' :class:`OverlapPrefix`.
+    ``all_runs``, ``sync_runs``, ``data_runs``, ``copy_runs``: unions
     (:func:`pipeline.intervals.union`) of all calls, synchronising calls, transfer /
     pinned-allocation calls plus copy-engine work, and copy-engine work alone.
     Built by :func:`index_calls`; gives the same figures as preparing them per gap set.
@@ -99,35 +118,34 @@ class CallIndex:
     copy_runs: tuple
 
 
+def _name_codes(runtime: pd.DataFrame) -> tuple[np.ndarray, list]:
+    """``(codes, names)``: each call's code into the list of distinct API names (-1: no name)."""
+    names = runtime["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        return names.cat.codes.to_numpy(), [str(x) for x in names.cat.categories]
+    codes, uniques = pd.factorize(names.to_numpy(object))
+    return codes, [str(x) for x in uniques]
+
+
+def _per_name(runtime: pd.DataFrame, codes: np.ndarray, labels: list) -> dict:
+    """API name (sorted) -> :class:`OverlapPrefix` of its calls."""
+    starts = runtime["start"].to_numpy(np.int64)
+    ends = runtime["end"].to_numpy(np.int64)
+    per_name = {labels[codes[g[0]]]: OverlapPrefix.of(starts[g], ends[g])
+                for g in row_groups(codes) if codes[g[0]] >= 0}
+    return dict(sorted(per_name.items()))
+
+
 def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRules") -> CallIndex:
     """Prepare ``runtime`` (start, end, name) and ``copies`` (start, end) once per GPU."""
     starts = runtime["start"].to_numpy(np.int64)
     ends = runtime["end"].to_numpy(np.int64)
-    names = runtime["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        codes = names.cat.codes.to_numpy()
-        labels = list(names.cat.categories)
-    else:
-        codes, uniques = pd.factorize(names.to_numpy(object))
-        labels = list(uniques)
-    per_name = {}
-    order = np.argsort(codes, kind="stable")
-    edges = np.flatnonzero(np.diff(codes[order])) + 1
-    for group in np.split(order, edges) if order.size else []:
-        name = labels[codes[group[0]]] if codes[group[0]] >= 0 else None
-        if name is None:
-            continue
-        s = np.sort(starts[group])
-        e = np.sort(ends[group])
-        base = int(s[0])
-        s, e = s - base, e - base
-        per_name[str(name)] = (s, e, np.concatenate(([0], np.cumsum(s, dtype=np.int64))),
-                               np.concatenate(([0], np.cumsum(e, dtype=np.int64))), base)
-    per_name = dict(sorted(per_name.items()))
+    codes, labels = _name_codes(runtime)
+
     # Name lists are checked once per distinct name, then spread to the calls by code.
     def by_name(api_names) -> np.ndarray:
         wanted = set(api_names)
-        hit = np.array([str(x) in wanted for x in labels] + [False], dtype=bool)  # code -1: no name
+        hit = np.array([x in wanted for x in labels] + [False], dtype=bool)  # code -1: no name
         return hit[codes]
 
     sync = by_name(rules.sync_apis)
@@ -135,7 +153,7 @@ def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRul
     copy_s = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     copy_e = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     return CallIndex(
-        per_name=per_name,
+        per_name=_per_name(runtime, codes, labels),
         all_runs=iv.union(starts, ends),
         sync_runs=iv.union(starts[sync], ends[sync]),
         data_runs=iv.union(np.concatenate((starts[data], copy_s)), np.concatenate((ends[data], copy_e))),
@@ -143,26 +161,23 @@ def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRul
     )
 
 
-def overlap_by_name(calls: CallIndex, gaps: pd.DataFrame) -> pd.DataFrame:
-    """:func:`api_overlap_table` from a prepared :class:`CallIndex`: the same frame."""
+def _overlap_table(per_name: dict, gaps: pd.DataFrame) -> pd.DataFrame:
+    """Gap × API-name matrix from :class:`OverlapPrefix` per name (see :func:`api_overlap_table`)."""
     g0 = gaps["start"].to_numpy(np.int64)
     g1 = gaps["end"].to_numpy(np.int64)
     cols = {}
-    if len(gaps):
-        for name, (s, e, ps, pe, base) in calls.per_name.items():
-            a, b = g0 - base, g1 - base
-
-            def F(t):
-                ns = np.searchsorted(s, t, side="left")
-                ne = np.searchsorted(e, t, side="left")
-                return (ns - ne) * t - (ps[ns] - pe[ne])
-
-            ov = F(b) - F(a)
-            if ov.any():
-                cols[name] = ov
+    for name, prefix in per_name.items() if len(gaps) else ():
+        ov = prefix.summed(g0, g1)
+        if ov.any():
+            cols[name] = ov
     table = pd.DataFrame(cols, index=gaps.index, dtype="int64")
     order = table.sum().sort_values(ascending=False, kind="stable").index
     return table[order]
+
+
+def overlap_by_name(calls: CallIndex, gaps: pd.DataFrame) -> pd.DataFrame:
+    """:func:`api_overlap_table` from a prepared :class:`CallIndex`: the same frame."""
+    return _overlap_table(calls.per_name, gaps)
 
 
 def api_overlap_table(runtime: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
@@ -174,27 +189,9 @@ def api_overlap_table(runtime: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame
     Returns:
         Frame indexed like ``gaps``, one int64 column per normalised API name
         that overlaps at least one gap; columns sorted by total overlap,
-        largest first.
+        largest first (ties: by name).
     """
-    g0 = gaps["start"].to_numpy(np.int64)
-    g1 = gaps["end"].to_numpy(np.int64)
-    cols = {}
-    if len(gaps) and len(runtime):
-        lo, hi = int(g0.min()), int(g1.max())
-        near = runtime[(runtime["end"] > lo) & (runtime["start"] < hi)]
-        for name, calls in near.groupby("name", sort=True):
-            ov = summed_overlap(calls["start"].to_numpy(), calls["end"].to_numpy(), g0, g1)
-            if ov.any():
-                cols[name] = ov
-    table = pd.DataFrame(cols, index=gaps.index, dtype="int64")
-    order = table.sum().sort_values(ascending=False, kind="stable").index
-    return table[order]
-
-
-def coverage(starts, ends, gaps: pd.DataFrame) -> np.ndarray:
-    """For each gap, the ns covered by the *union* of the given intervals."""
-    us, ue = iv.union(starts, ends)
-    return iv.overlap_with_each(gaps["start"].to_numpy(np.int64), gaps["end"].to_numpy(np.int64), us, ue)
+    return _overlap_table(_per_name(runtime, *_name_codes(runtime)), gaps)
 
 
 def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligible=None) -> np.ndarray:

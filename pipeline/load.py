@@ -91,15 +91,11 @@ class Report:
 
     def runtime_rows(self, pids) -> np.ndarray:
         """Row positions in ``runtime`` of the calls of ``pids``, ascending (so in the frame's
-        order). The per-process grouping is built once per report (a stable radix sort of
-        per-process codes), so each GPU's cut costs its own rows, not a pass over every call."""
+        order). The per-process grouping is built once per report (:func:`row_groups`), so
+        each GPU's cut costs its own rows, not a pass over every call."""
         if self._runtime_by_pid is None:
             codes, pids_seen = pd.factorize(self.runtime["pid"].to_numpy(np.int64))
-            small = codes.astype(np.int16) if pids_seen.size < 2**15 else codes  # int16: radix sort
-            order = np.argsort(small, kind="stable")
-            edges = np.flatnonzero(np.diff(small[order])) + 1
-            groups = np.split(order, edges) if order.size else []
-            self._runtime_by_pid = {int(pids_seen[codes[g[0]]]): g for g in groups}
+            self._runtime_by_pid = {int(pids_seen[codes[g[0]]]): g for g in row_groups(codes)}
         parts = [self._runtime_by_pid[int(p)] for p in pids if int(p) in self._runtime_by_pid]
         if not parts:
             return np.zeros(0, dtype=np.int64)
@@ -118,6 +114,18 @@ def pid_of(global_id) -> np.ndarray:
 def tid_of(global_tid) -> np.ndarray:
     """Thread id from a ``globalTid``: bits 0..23. Shape preserved."""
     return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
+
+
+def row_groups(codes: np.ndarray) -> list[np.ndarray]:
+    """Row positions grouped by code (one group per distinct code, in code order; each group
+    ascending, so in the rows' own order). Codes of a few thousand values at most, as
+    process or name codes are, are sorted as int16: numpy's stable sort is then a radix sort."""
+    codes = np.asarray(codes)
+    if codes.size == 0:
+        return []
+    small = codes.astype(np.int16) if codes.min() >= -2**15 and codes.max() < 2**15 else codes
+    order = np.argsort(small, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(small[order])) + 1)
 
 
 def reports_lost_events(text: str) -> bool:
@@ -195,14 +203,13 @@ def _check_not_truncated(path: str) -> None:
 class Schema:
     """What tables and columns one export really has (exact names).
 
-    ``con`` (Python sqlite3) answers the small questions; :meth:`bulk` opens an
-    ADBC connection on the same read-only URI for the large tables.
+    ``con`` (Python sqlite3) answers the small questions; the tables themselves are read
+    through ADBC on the same read-only ``uri`` (:func:`read_tables`, :func:`_read`).
     """
 
     def __init__(self, con: sqlite3.Connection, uri: str | None = None):
         self.con = con
         self.uri = uri
-        self._bulk = None
         rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
         self.tables = {r[0] for r in rows}
         self._columns: dict[str, dict[str, str]] = {}
@@ -210,18 +217,7 @@ class Schema:
     def has(self, table: str) -> bool:
         return table in self.tables
 
-    def bulk(self):
-        """The ADBC connection for bulk reads (opened on first use)."""
-        if self._bulk is None:
-            import adbc_driver_sqlite.dbapi as adbc
-
-            self._bulk = adbc.connect(self.uri)
-        return self._bulk
-
     def close(self) -> None:
-        if self._bulk is not None:
-            self._bulk.close()
-            self._bulk = None
         self.con.close()
 
     def columns(self, table: str) -> dict[str, str]:
@@ -242,21 +238,6 @@ def _strings(schema: Schema) -> dict[int, str]:
     if not schema.has(STRING_TABLE):
         return {}
     return dict(schema.con.execute(f"SELECT id, value FROM {STRING_TABLE}").fetchall())
-
-
-def _resolve_text(values: pd.Series, strings: dict[int, str]) -> pd.Series:
-    """Map a column that may hold StringIds ids or inline text to text.
-
-    Ids are resolved once per distinct id (:func:`distinct_codes`), not once per
-    row; missing ids and NULLs become ``""``. The result is categorical: one small
-    code per row instead of a string object (kernel and API names repeat
-    millions of times in a large export).
-    """
-    if values.dtype.kind in "iuf":
-        raw = values.to_numpy(dtype=np.float64 if values.dtype.kind == "f" else np.int64)
-        ids = np.where(np.isnan(raw), -1, raw).astype(np.int64) if raw.dtype.kind == "f" else raw
-        return resolve_ids(ids, strings, values.index)
-    return values.fillna("").astype(str)
 
 
 def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -306,19 +287,8 @@ def _pid_expr(schema: Schema, table: str) -> tuple[str, bool]:
 
 
 def _read(schema: "Schema", sql: str) -> pd.DataFrame:
-    """Run ``sql`` and return a frame. Bulk rows go through the ADBC SQLite driver
-    (C code straight into Arrow columns, several times faster than Python's
-    sqlite3 row tuples); the same read-only URI is used."""
-    cursor = schema.bulk().cursor()
-    try:
-        cursor.execute(sql)
-        return cursor.fetch_arrow_table().to_pandas()
-    except sqlite3.DatabaseError:
-        raise
-    except Exception as exc:  # the ADBC driver's own DatabaseError/OperationalError
-        raise sqlite3.DatabaseError(f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        cursor.close()
+    """Run one (small) query through :func:`_fetch` and return a frame."""
+    return _fetch(schema.uri, sql).to_pandas()
 
 
 #: Tables with fewer rows than this are read by one query (splitting would cost more than it saves).
@@ -418,9 +388,7 @@ def text_column(table, name: str, strings: dict[int, str], index=None) -> pd.Ser
     import pyarrow as pa
 
     col = table.column(name)
-    if pa.types.is_integer(col.type) or pa.types.is_null(col.type):
-        return resolve_ids(int_column(table, name, -1), strings, index)
-    if pa.types.is_floating(col.type):
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type):
         return resolve_ids(int_column(table, name, -1), strings, index)
     return pd.Series(col.to_pandas(), index=index).fillna("").astype(str).astype("category")
 
@@ -700,21 +668,22 @@ def _gpu_key_column(devices: pd.DataFrame, pairs: pd.DataFrame, codes: np.ndarra
     return pd.Categorical.from_codes(key_codes[codes], categories=key_names)
 
 
+def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows stably sorted by ``keys`` (one per row); no work when they already are."""
+    if keys.size < 2 or not bool(np.any(keys[1:] < keys[:-1])):
+        return frame
+    return frame.iloc[np.argsort(keys, kind="stable")].reset_index(drop=True)
+
+
 def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
     """Kernel rows grouped by GPU key (stable: file order within a GPU), so that one GPU's
     rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort."""
-    codes = kernels["gpu_key"].cat.codes.to_numpy()
-    if codes.size < 2 or not bool(np.any(codes[1:] < codes[:-1])):
-        return kernels
-    return kernels.iloc[np.argsort(codes, kind="stable")].reset_index(drop=True)
+    return _stably_sorted(kernels, kernels["gpu_key"].cat.codes.to_numpy())
 
 
 def _in_start_order(calls: pd.DataFrame) -> pd.DataFrame:
     """Rows stably sorted by start (no work when they already are, as exports usually are)."""
-    start = calls["start"].to_numpy(np.int64)
-    if start.size < 2 or not bool(np.any(start[1:] < start[:-1])):
-        return calls
-    return calls.iloc[np.argsort(start, kind="stable")].reset_index(drop=True)
+    return _stably_sorted(calls, calls["start"].to_numpy(np.int64))
 
 
 def _load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, list]:

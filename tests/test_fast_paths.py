@@ -114,18 +114,33 @@ def test_call_index_equals_per_gap_set_computation():
     copies = pd.DataFrame({"start": copy_start, "end": copy_start + 10_000})
     rules = CategoryRules()
     calls = at.index_calls(runtime, copies, rules)
-    fast = at.overlap_by_name(calls, gap_rows)
-    plain = at.api_overlap_table(runtime, gap_rows)
-    assert list(fast.columns) == list(plain.columns) and len(fast.columns) == 4
-    assert np.array_equal(fast.to_numpy(), plain.to_numpy())
-    # the unions against a plain per-call computation
+    g1 = gap_rows["end"].to_numpy()
+    # Plain reference: every call against every gap, |call ∩ gap| summed per name; columns by
+    # total overlap, largest first, ties by name (api_overlap_table's contract).
+    plain = {}
+    for name in sorted(runtime["name"].unique()):
+        c = runtime[runtime["name"] == name]
+        cs, ce = c["start"].to_numpy()[:, None], c["end"].to_numpy()[:, None]
+        plain[name] = np.maximum(0, np.minimum(ce, g1[None, :]) - np.maximum(cs, g0[None, :])).sum(axis=0)
+    order = sorted(plain, key=lambda k: -int(plain[k].sum()))
+    for fast in (at.overlap_by_name(calls, gap_rows), at.api_overlap_table(runtime, gap_rows)):
+        assert list(fast.columns) == order and len(order) == 4
+        assert np.array_equal(fast.to_numpy(), np.column_stack([plain[k] for k in order]))
+
+    # The unions against a plain per-nanosecond coverage of the calls each one should hold.
+    def covered(starts, ends) -> np.ndarray:
+        busy = np.zeros(1_200_000, dtype=bool)
+        for a, b in zip(starts, ends):
+            busy[a:b] = True
+        return np.array([int(busy[a:b].sum()) for a, b in zip(g0, g1)])
+
     sync = runtime[runtime["name"] == "cudaStreamSynchronize"]
-    expect_sync = at.coverage(sync["start"], sync["end"], gap_rows)
-    assert np.array_equal(iv.overlap_with_each(g0, gap_rows["end"], *calls.sync_runs), expect_sync)
+    expect_sync = covered(sync["start"], sync["end"])
+    assert np.array_equal(iv.overlap_with_each(g0, g1, *calls.sync_runs), expect_sync)
     data = runtime[runtime["name"].isin(["cudaMemcpyAsync", "cudaHostAlloc"])]
-    expect_data = at.coverage(np.concatenate((data["start"], copies["start"])),
-                              np.concatenate((data["end"], copies["end"])), gap_rows)
-    assert np.array_equal(iv.overlap_with_each(g0, gap_rows["end"], *calls.data_runs), expect_data)
+    expect_data = covered(np.concatenate((data["start"], copies["start"])),
+                          np.concatenate((data["end"], copies["end"])))
+    assert np.array_equal(iv.overlap_with_each(g0, g1, *calls.data_runs), expect_data)
     assert expect_sync.any() and expect_data.any()
 
 
