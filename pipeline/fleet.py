@@ -52,6 +52,12 @@ def error_row(report: str, labels: dict, message: str) -> dict:
     return row
 
 
+def problem_rows(problems, cfg) -> list[dict]:
+    """The error rows (:func:`error_row`) of discovery's ``(input, message)`` problems;
+    ``cfg`` (a :class:`~pipeline.config.Config`) labels each input."""
+    return [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+
+
 def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
     """Mark the highest-idle GPU of each job whose idle % spread exceeds ``spread_pct`` points.
 
@@ -162,14 +168,17 @@ def _plain(value):
     return value
 
 
+def compact_json(value) -> str:
+    """Strict (no NaN/Infinity), compact JSON of ``value`` on one line (numpy scalars as numbers)."""
+    return json.dumps(value, default=_json_default, allow_nan=False)
+
+
 def json_text(obj) -> str:
     """Strict JSON (no NaN/Infinity) of ``obj``, ending in a newline. A dict or list gets one
     line per top-level key or item, each value compact: readable and diff-friendly, yet
     written by the C encoder (``indent=`` would switch ``json`` to its pure-Python encoder,
     ~10x slower on the large rosters and timelines of per-GPU documents)."""
-    def compact(value) -> str:
-        return json.dumps(value, default=_json_default, allow_nan=False)
-
+    compact = compact_json
     if isinstance(obj, dict) and obj:
         return "{\n" + ",\n".join(f"  {compact(str(k))}: {compact(v)}" for k, v in obj.items()) + "\n}\n"
     if isinstance(obj, list) and obj:
@@ -179,9 +188,7 @@ def json_text(obj) -> str:
 
 def write_json(path: str, obj) -> None:
     """Write ``obj`` as :func:`json_text`, atomically."""
-    text = json_text(obj)
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_text(path, json_text(obj))
 
 
 def write_text(path: str, text: str) -> None:
@@ -197,7 +204,7 @@ def gpu_summary(row: dict) -> dict:
 
 def summary_text(summary: dict) -> str:
     """Compact JSON of a ``_summary`` object: equal texts mean equal objects, types included."""
-    return json.dumps(summary, default=_json_default, allow_nan=False)
+    return compact_json(summary)
 
 
 def _gpu_doc(summary: dict, both: dict) -> dict:

@@ -22,7 +22,7 @@ from .analyse import GpuResult, analyse_gpu
 from .cache import load_cached
 from .config import CacheConfig, Config, ExportConfig
 from .export import export_report
-from .fleet import build_fleet, error_row, write_gpu_docs
+from .fleet import build_fleet, error_row, problem_rows, write_gpu_docs
 from .load import ProfileError, Report, gpu_trace
 from .results import ResultSlot, rosters_of
 
@@ -162,7 +162,7 @@ def run_inline(paths: list[str], cfg: Config, problems=(), threads: int = 2, slo
     :func:`run_graph`. Returns ``(fleet DataFrame, rosters dict)``."""
     from concurrent.futures import ThreadPoolExecutor
 
-    error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    error_rows = problem_rows(problems, cfg)
     results = []
     for path in paths:
         report = load_task(path, cfg.export, cfg.cache, cfg.dask.memory_factor, cfg.storage, background_cache=True)
@@ -293,7 +293,7 @@ def _run_fleet(client, paths: list[str], cfg: Config, problems, on_report, gpu_d
     """Fleet mode of :func:`run_graph`: one task per report, the fleet table built on the client."""
     from distributed import as_completed
 
-    error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    error_rows = problem_rows(problems, cfg)
     run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))
     names = {f"report-{os.path.basename(path)}-{_token(path)}-{run}": path for path in paths}
     n = len(paths)
@@ -328,7 +328,7 @@ def _run_fleet(client, paths: list[str], cfg: Config, problems, on_report, gpu_d
 
 def _run_fanout(client, paths: list[str], cfg: Config, problems=(), on_report=None) -> tuple:
     """Per-GPU mode of :func:`run_graph` (few reports): load -> gpus -> analyse per GPU -> fleet-reduce."""
-    error_rows = [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+    error_rows = problem_rows(problems, cfg)
     from distributed import as_completed
 
     run = _token(repr((paths, os.getpid(), id(cfg), os.urandom(4))))

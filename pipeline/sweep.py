@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from .config import Config
 from .discover import discover
-from .fleet import atomic_path, build_fleet, error_row, write_json, write_outputs
+from .fleet import atomic_path, build_fleet, problem_rows, write_json, write_outputs
 from .results import (  # noqa: F401 - IdentityIndex, code_digest and report_identity are public here too
     MANIFEST, IdentityIndex, ResultStore, code_digest, config_hash, drop_manifest, folder_files, identities,
     inputs_digest, read_manifest, report_identity, result_key,
@@ -239,7 +239,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         with open_client() as client:
             fleet_new, rosters_new = run_graph(client, todo, cfg, problems, on_report=stored)
     else:
-        fleet_new = build_fleet([error_row(item, cfg.labels_for(item), message) for item, message in problems],
+        fleet_new = build_fleet(problem_rows(problems, cfg),
                                 cfg.analysis.straggler_spread_pct) if problems else pd.DataFrame()
         rosters_new = {}
     rosters.update(rosters_new)
