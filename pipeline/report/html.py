@@ -13,7 +13,6 @@ this module only formats:
 """
 from __future__ import annotations
 
-import hashlib
 import html as html_lib
 import io
 import os
@@ -80,8 +79,7 @@ def _record_html(text: str) -> str:
 
 def _record_code() -> str:
     """What a record's HTML depends on besides its text: this module's source and the markdown version."""
-    with open(__file__, "rb") as fh:
-        return hashlib.sha256(fh.read() + markdown_lib.__version__.encode()).hexdigest()
+    return plots.source_digest(__file__, markdown_lib.__version__)
 
 
 def render_html(res: Results, plot_cache: str | None = None) -> str:

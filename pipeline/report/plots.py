@@ -7,6 +7,7 @@ in one page, and the same input gives the same bytes.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -33,12 +34,19 @@ STRAGGLER_COLOUR = "#d62728"
 WIDTH = 13
 
 
+@functools.lru_cache(maxsize=None)
+def source_digest(module_file: str, library_version: str) -> str:
+    """SHA-256 of a module's source and the version of the library rendering with it: what a
+    cached rendering (:func:`cached`) depends on besides its arguments. Read once per process."""
+    with open(module_file, "rb") as fh:
+        return hashlib.sha256(fh.read() + library_version.encode()).hexdigest()
+
+
 def _source_digest() -> str:
-    """SHA-256 of this module's source and the matplotlib version: what else a plot's bytes depend on."""
+    """:func:`source_digest` of this module and matplotlib: what else a plot's bytes depend on."""
     import matplotlib
 
-    with open(__file__, "rb") as fh:
-        return hashlib.sha256(fh.read() + matplotlib.__version__.encode()).hexdigest()
+    return source_digest(__file__, matplotlib.__version__)
 
 
 def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: str = ".svg") -> str:
