@@ -458,7 +458,7 @@ def fleet(n: int, rounds: int = 2) -> dict:
         runs[name].append(check(measure([gpu_idle, "run", folder, "--out", out, "--workers", str(workers)],
                                         env=gpu_idle_env(cache)), f"fleet run ({name})"))
     res = {name: best(r) for name, r in runs.items()}
-    res["ceiling"] = fleet_ceiling(folder)
+    res["ceiling"] = fleet_ceiling(folder, rounds)
     # The nightly sweep skips reports whose result for the same content and configuration exists.
     state, cache = os.path.join(DATA, "fleet-sweep-state"), os.path.join(DATA, "fleet-cache-sweep")
     # First night; the same night again; the next night (the nightly case: a new night folder,
@@ -478,7 +478,7 @@ def fleet(n: int, rounds: int = 2) -> dict:
         for what in ("fleet-out", "fleet-cache"):
             shutil.rmtree(os.path.join(DATA, f"{what}-{tag}"), ignore_errors=True)
     shutil.rmtree(state, ignore_errors=True)
-    res["reports"], res["gpus"] = n, n * FLEET["gpus"]
+    res["reports"], res["gpus"], res["rounds"] = n, n * FLEET["gpus"], rounds
     return res
 
 
@@ -707,7 +707,8 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   "categories were not compared."]
     if fl:
         lines += ["", f"## 3. Fleet: {fl['reports']} reports x {FLEET['gpus']} GPUs ({FLEET['kernels']:,} kernels each)",
-                  "", "`--workers 1` and `--workers 2` alternate, twice each (best kept); the rest run once.", "",
+                  "", f"`--workers 1` and `--workers 2` alternate, {fl.get('rounds', 2)} times each (best kept), and so do the "
+                  "one- and two-process runs of the ceiling; the rest run once.", "",
                   "| run | wall | peak RSS (tree) |", "|---|---:|---:|"]
         for key, label in (("workers1", "`gpu-idle run DIR --out D1 --workers 1`"),
                            ("workers2", "`gpu-idle run DIR --out D2 --workers 2`"),
@@ -846,7 +847,7 @@ def main(argv=None) -> int:
         r["profile"] = profile_stage(os.path.join(DATA, "scale-1M.sqlite"), r["profile_txt"])
         log(f"bench: cProfile (1M): {json.dumps(r['profile'])} -> {r['profile_txt']}")
     if args.fleet:
-        r["fleet"] = fleet(args.fleet)
+        r["fleet"] = fleet(args.fleet, args.repeat)
         f = r["fleet"]
         log(f"bench: fleet {args.fleet}: workers 1 {f['workers1']['wall_s']:.1f} s, workers 2 "
             f"{f['workers2']['wall_s']:.1f} s ({f['workers1']['wall_s'] / f['workers2']['wall_s']:.2f}x); "

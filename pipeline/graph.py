@@ -409,6 +409,29 @@ LOCAL_CLUSTER_SETTINGS = {
 NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
 
 
+def worker_start_method(wanted: str) -> str:
+    """The :mod:`multiprocessing` start method for the LocalCluster's worker processes: ``wanted``
+    (``dask.start_method``) if this platform has it, else ``spawn``.
+
+    With ``fork`` the workers are copies of this process, taken from the cluster's event-loop
+    thread, with the pipeline, numpy, pandas and pyarrow already imported: a worker is ready in
+    milliseconds, where ``spawn`` re-imports everything (~0.6 s of CPU per worker, before the first
+    report; on the 200-report benchmark fleet the cluster is up 0.3-0.4 s sooner and closes 0.2 s
+    sooner). Nothing that breaks in a forked child runs in the client before the cluster starts: no
+    SQLite connection is open (reports are loaded only in workers), and the only threads are
+    Dask's own event loop and pyarrow's pools (pyarrow re-creates those after a fork). Python 3.12+
+    warns on any fork of a process with threads; that warning is silenced for these forks only.
+    """
+    import multiprocessing
+    import warnings
+
+    method = wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
+    if method == "fork":
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                category=DeprecationWarning)
+    return method
+
+
 @contextlib.contextmanager
 def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports: int | None = None):
     """A client on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
@@ -438,6 +461,8 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports:
     settings = dict(LOCAL_CLUSTER_SETTINGS)
     if cfg.dask.dashboard:
         settings.pop("distributed.worker.profile.enabled")  # the dashboard's profile pages need it
+    if not single:
+        settings["distributed.worker.multiprocessing-method"] = worker_start_method(cfg.dask.start_method)
     with dask.config.set(settings), \
             LocalCluster(memory_limit=cfg.dask.memory_limit, dashboard_address=cfg.dask.dashboard,
                          scheduler_kwargs=None if cfg.dask.dashboard else NO_DASHBOARD, **options) as cluster, \

@@ -117,3 +117,36 @@ def test_a_failing_worker_write_falls_back_to_the_client(fleet_dir, tmp_path):
     assert len(fleet) == REPORTS * 2 and set(fleet["status"]) == {"ok"}
     assert all(set(v) == {"streams", "device", "timeline"} for v in rosters.values())
     assert build_fleet(fleet.to_dict("records"))["straggler"].sum() == 1
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_local_cluster_workers_start_as_configured(method, monkeypatch):
+    """dask.start_method: forked workers are copies of the client process (an attribute set here is
+    there, without importing anything); spawned ones are fresh interpreters (it is not)."""
+    import pipeline
+    from pipeline.graph import open_client
+
+    monkeypatch.setattr(pipeline, "_start_method_probe", 42, raising=False)
+    cfg = load_config([], {"dask": {"n_workers": 1, "start_method": method}})
+
+    def probe():
+        import sys
+        return getattr(sys.modules.get("pipeline"), "_start_method_probe", None)
+
+    with open_client(cfg, log=lambda *_: None, n_reports=2) as client:
+        seen = list(client.run(probe).values())
+    assert seen == ([42] if method == "fork" else [None])
+
+
+def test_start_method_falls_back_to_spawn_where_fork_is_missing(monkeypatch):
+    import multiprocessing
+
+    from pipeline.config import ConfigError
+    from pipeline.graph import worker_start_method
+
+    assert worker_start_method("fork") == "fork"   # Linux
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert worker_start_method("fork") == "spawn"
+    assert worker_start_method("forkserver") == "spawn"
+    with pytest.raises(ConfigError, match="dask.start_method 'thread' is not one of fork, spawn, forkserver"):
+        load_config([], {"dask": {"start_method": "thread"}})
