@@ -726,8 +726,12 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                       f"all {fl['reports']} reports in one plain process took {c['one_s']:.1f} s, over half of them "
                       f"in each of two processes at once {c['two_s']:.1f} s: {fmt_ratio(c['ratio'])} is what two "
                       "workers can gain on this machine at best; the rest of the gap to 2x is the CPUs slowing "
-                      "each other down. The Dask runs also pay process start, cluster start-up (~1 s, serial) and "
-                      "the scheduler's share of the two CPUs."]
+                      "each other down. The Dask runs reach "
+                      f"{100 * fl['workers1']['wall_s'] / fl['workers2']['wall_s'] / c['ratio']:.0f} % of it; they "
+                      "also pay, serially, process start and imports (~0.35 s), hashing the inputs and starting "
+                      "the cluster (~0.3 s, workers forked from the client with everything imported) and the "
+                      "fleet tables and records at the end (~0.2 s), and the scheduler takes its share of the "
+                      "two CPUs."]
         lines += ["", "The first two runs start from an empty columnar cache each; the rerun finds the caches "
                   "(and the output folder) of the `--workers 2` run: every report's result is stored and the "
                   "folder's manifest still holds, so it analyses nothing and keeps the folder. `gpu-idle sweep` "
