@@ -12,7 +12,8 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
 NIGHTLY ?= configs/nightly.yaml
-SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml
+NIGHT ?=
+SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT),--night $(NIGHT))
 
 .PHONY: setup run examples test clean nsys chromium sweep rerun report bench
 
@@ -36,6 +37,8 @@ run: examples
 
 # The nightly sweep on the example fleet; `make rerun REPORT=path` analyses one report again;
 # `make report` rebuilds the latest night's outputs from stored results without analysing.
+# All three work on today's night (UTC), or on NIGHT=YYYY-MM-DD when given; `make report`
+# without NIGHT takes the latest night there is.
 sweep: examples
 	$(BIN)/gpu-idle sweep $(SWEEP_CONFIG)
 

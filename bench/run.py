@@ -403,18 +403,23 @@ def compare_totals(ours_span: list, theirs: list) -> list:
 
 def fleet_part_stage(folder: str, part: int, parts: int) -> None:
     """(Child process) ``pipeline.graph.report_task`` on every ``parts``-th report of ``folder`` from
-    ``part`` on, in a plain loop (no Dask), fresh columnar cache and output folder; prints the seconds."""
+    ``part`` on, in a plain loop (no Dask), fresh columnar and result cache and output folder, each
+    report's results stored as `gpu-idle run` stores them; prints the seconds."""
     from pipeline.config import load_config
     from pipeline.graph import report_task
+    from pipeline.results import RunCache
 
     scratch = tempfile.mkdtemp(prefix="gpu-idle-ceiling-", dir=DATA)
     os.environ["GPU_IDLE_CACHE"] = os.path.join(scratch, "cache")
     try:
         cfg = load_config([])
         paths = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".sqlite"))[part::parts]
+        runs = RunCache(cfg)
+        runs.digest(paths, [])
+        slots = runs.slots(paths)
         t0 = time.perf_counter()
         for path in paths:
-            report_task(path, cfg.labels_for(path), cfg, os.path.join(scratch, "gpus"))
+            report_task(path, cfg.labels_for(path), cfg, os.path.join(scratch, "gpus"), slots.get(path))
         print(json.dumps({"reports": len(paths), "seconds": time.perf_counter() - t0}))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -722,7 +727,7 @@ def write_results(r: dict, path: str = RESULTS) -> str:
             lines.append(f"| {label} | {fl[key]['wall_s']:.1f} s | {mib(fl[key]['tree_rss'])} |")
         if fl.get("ceiling"):
             c = fl["ceiling"]
-            lines += ["", f"Ceiling (no Dask): the per-report task (load, analyse, write the per-GPU JSON) over "
+            lines += ["", f"Ceiling (no Dask): the per-report task (load, analyse, write the per-GPU JSON, store the result) over "
                       f"all {fl['reports']} reports in one plain process took {c['one_s']:.1f} s, over half of them "
                       f"in each of two processes at once {c['two_s']:.1f} s: {fmt_ratio(c['ratio'])} is what two "
                       "workers can gain on this machine at best; the rest of the gap to 2x is the CPUs slowing "

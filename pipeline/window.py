@@ -111,21 +111,25 @@ def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None
     ``nvtx``: frame with start, end, pid, tid, text (ns). When several threads
     mark iterations, the thread with the most iterations wins (ties: lowest
     pid, tid). Nested matches (a range inside another match) are dropped.
-    Returns ``None`` when no range matches.
+    Returns ``None`` when no range matches. (numpy throughout: it runs once per
+    GPU, and pandas' per-call overhead was most of its time on small reports.)
     """
     if nvtx.empty:
         return None
     pattern = re.compile("|".join(f"(?:{p})" for p in rules.iteration_patterns))
-    texts = nvtx["text"].astype(str)
-    uniq = {t: bool(pattern.fullmatch(t.strip())) for t in texts.unique()}
-    hits = nvtx[texts.map(uniq) & ((nvtx["end"] - nvtx["start"]) >= rules.min_iteration_ns)]
-    if hits.empty:
+    codes, texts = pd.factorize(nvtx["text"].astype(str), sort=False)
+    matches = np.fromiter((bool(pattern.fullmatch(t.strip())) for t in texts), dtype=bool, count=len(texts))
+    starts, ends = nvtx["start"].to_numpy(np.int64), nvtx["end"].to_numpy(np.int64)
+    hit = matches[codes] & ((ends - starts) >= rules.min_iteration_ns)
+    if not hit.any():
         return None
-    counts = hits.groupby(["pid", "tid"]).size().reset_index(name="n")
-    best = counts.sort_values(["n", "pid", "tid"], ascending=[False, True, True]).iloc[0]
-    mine = hits[(hits["pid"] == best["pid"]) & (hits["tid"] == best["tid"])].sort_values(["start", "end"])
-    starts = mine["start"].to_numpy(np.int64)
-    ends = mine["end"].to_numpy(np.int64)
+    pids, tids = nvtx["pid"].to_numpy(np.int64)[hit], nvtx["tid"].to_numpy(np.int64)[hit]
+    threads, which, counts = np.unique(np.stack([pids, tids], axis=1), axis=0, return_inverse=True,
+                                       return_counts=True)
+    mine = which.reshape(-1) == np.argmax(counts)   # threads sorted by (pid, tid): the first max wins ties
+    starts, ends = starts[hit][mine], ends[hit][mine]
+    order = np.lexsort((ends, starts))
+    starts, ends = starts[order], ends[order]
     outer_end = np.maximum.accumulate(ends)
     top = np.ones(starts.size, dtype=bool)
     top[1:] = starts[1:] >= outer_end[:-1]

@@ -66,6 +66,20 @@ def test_nvtx_iterations_exact_names_and_top_level_only():
     assert ((it.ends - it.starts) // MS).tolist() == LENGTHS_MS
 
 
+def test_nvtx_iterations_come_from_the_thread_with_the_most():
+    """Two threads mark iterations: the one with more wins; a tie goes to the lowest (pid, tid)."""
+    more = nvtx_frame([(0, 5, "Iteration 0", 12), (5, 10, "Iteration 1", 12), (10, 15, "Iteration 2", 12)])
+    fewer = nvtx_frame([(100, 105, "Iteration 0", 3), (105, 110, "Iteration 1", 3)])
+    it = nvtx_iterations(pd.concat([fewer, more], ignore_index=True), RULES)
+    assert (it.starts // MS).tolist() == [0, 5, 10]
+    tie = nvtx_frame([(100, 105, "Iteration 0", 30), (105, 110, "Iteration 1", 30)])
+    other = nvtx_frame([(50, 55, "Iteration 0", 30), (55, 60, "Iteration 1", 30)]).assign(pid=9)
+    it = nvtx_iterations(pd.concat([tie, more.iloc[:2], other], ignore_index=True), RULES)
+    assert (it.starts // MS).tolist() == [50, 55]  # three threads with two each: pid 9 first
+    it = nvtx_iterations(pd.concat([tie, more.iloc[:2]], ignore_index=True), RULES)
+    assert (it.starts // MS).tolist() == [0, 5] and (it.ends // MS).tolist() == [5, 10]  # (10, 12) before (10, 30)
+
+
 def test_other_iteration_patterns():
     for text in ("ProfilerStep#7", "train_step", "step 4", "iteration_2"):
         it = nvtx_iterations(nvtx_frame([(0, 5, text)]), RULES)
