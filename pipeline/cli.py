@@ -116,7 +116,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     if rows:
         fleet = build_fleet(rows + fleet.to_dict("records"), cfg.analysis.straggler_spread_pct)
     rosters.update(new_rosters)
-    click.echo(f"{len(todo)} report(s) analysed, {len(paths) - len(todo)} reused "
+    failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(todo), "report"].nunique()
+    click.echo(f"{len(todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
+               + f", {len(paths) - len(todo)} reused "
                + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
     drop_manifest(out_dir)  # the folder is about to change: never let an old manifest vouch for it
     written = write_outputs(out_dir, fleet, rosters)
@@ -160,7 +162,8 @@ def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
     as soon as it is done. Returns ``(fleet DataFrame, rosters)``."""
     if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
         if paths:
-            click.echo("engine: in this process (one report, no scheduler configured: no cluster to start)")
+            click.echo("engine: in this process (one report, no scheduler configured: no cluster to start"
+                       + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         return run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker, slots)
     # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
     gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")

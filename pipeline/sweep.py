@@ -319,12 +319,16 @@ def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None)
     """``make report``: rebuild a night's outputs from stored results, analysing nothing.
 
     Uses the night's history table (default: the latest night) and the stored
-    rosters of its reports. Returns the night's folder.
+    rosters of its reports. Returns the night's folder. Raises FileNotFoundError when
+    there is no history yet or no such night. The folder gets no manifest (see
+    :func:`write_night`): a later sweep rewrites it rather than reusing it.
     """
     state = state_dir or cfg.sweep.state_dir
     nights = sorted(d.split("=", 1)[1] for d in os.listdir(os.path.join(state, "history")) if "=" in d)
     if not nights:
         raise FileNotFoundError(f"{state}: no sweep history yet (run `gpu-idle sweep` first)")
+    if night and night not in nights:
+        raise FileNotFoundError(f"{state}: no night {night} in the sweep history (nights: {', '.join(nights)})")
     night = night or nights[-1]
     fleet = pd.read_parquet(os.path.join(state, "history", f"run_date={night}", "fleet.parquet"))
     store = ResultStore(state)

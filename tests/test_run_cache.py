@@ -116,11 +116,11 @@ def test_failed_report_is_not_stored(fleet_dir, cache, tmp_path):
     bad.write_bytes(b"this is not an SQLite database" * 10)
     first = run([fleet_dir], tmp_path / "a", check=False)
     assert first.returncode == 1
-    assert f"{REPORTS + 1} report(s) analysed, 0 reused" in first.stdout
+    assert f"{REPORTS + 1} report(s) analysed (1 failed), 0 reused" in first.stdout
     assert len(stored(cache)) == 2 * REPORTS
     second = run([fleet_dir], tmp_path / "b", check=False)
     assert second.returncode == 1
-    assert f"1 report(s) analysed, {REPORTS} reused" in second.stdout
+    assert f"1 report(s) analysed (1 failed), {REPORTS} reused" in second.stdout
     assert "broken.sqlite" in second.stdout
     assert len(stored(cache)) == 2 * REPORTS
     a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
@@ -133,7 +133,10 @@ def test_single_report_in_process_is_reused(fleet_dir, cache, tmp_path):
     report = fleet_dir / "job1.sqlite"
     first = run([report], tmp_path / "a").stdout
     assert "engine: in this process" in first and "1 report(s) analysed, 0 reused" in first
+    assert "dashboard" not in first
     assert len(stored(cache)) == 2
+    asked = run([report], tmp_path / "c", "--no-cache", "--dashboard", ":0").stdout
+    assert "no cluster to start, so no dashboard)" in asked  # --dashboard not silently dropped
     second = run([report], tmp_path / "b").stdout
     assert "0 report(s) analysed, 1 reused" in second and "engine:" not in second
     assert tree(tmp_path / "a") == tree(tmp_path / "b")

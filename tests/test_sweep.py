@@ -85,6 +85,12 @@ def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir):
     rebuilt = run_cli("sweep", "--config", str(cfg), "--report-only")
     assert "nothing analysed" in rebuilt.stdout and (night / "fleet.csv").exists()
     assert len(list((night / "gpus").iterdir())) == 48
+    assert not (night / ".manifest.json").exists()  # rebuilt outputs vouch for nothing: the next sweep rewrites
+    earlier = run_cli("sweep", "--config", str(cfg), "--report-only", "--night", "2026-11-27")
+    assert "nothing analysed" in earlier.stdout
+    missing = run_cli("sweep", "--config", str(cfg), "--report-only", "--night", "2026-11-26", check=False)
+    assert missing.returncode == 1
+    assert f"{state}: no night 2026-11-26 in the sweep history (nights: 2026-11-27, 2026-11-28)" in missing.stderr
 
 
 def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir):

@@ -20,7 +20,7 @@ from pipeline.synth import ExportWriter
 from pipeline.window import (Iterations, WindowError, WindowRules, choose_window, nvtx_iterations,
                              periodic_iterations, select_stable)
 
-from conftest import REPO, run_cli
+from conftest import run_cli
 
 MS = 1_000_000
 RULES = WindowRules()
