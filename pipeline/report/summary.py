@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from ..analyse import CATEGORIES
 from ..fleet import gpu_json_name, rollup, slug
@@ -47,7 +48,8 @@ class Results:
         current: the current fleet table (the latest night of a sweep).
         current_date: ``YYYY-MM-DD`` of the current night (a run: the date fleet.parquet was written).
         run_dir: the current night's run output dir (gpus/, records/), None when absent.
-        history: ``[(date, fleet), ...]`` oldest first; a run dir has one entry.
+        history: ``[(date, fleet), ...]`` oldest first; a run dir has one entry (the whole
+            table); a sweep's nights hold only :data:`HISTORY_COLUMNS`.
     """
 
     source: str
@@ -58,7 +60,17 @@ class Results:
     history: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
 
 
-def _read_fleet(path: str) -> pd.DataFrame:
+#: The columns the history of earlier nights is read with (:func:`trend` needs no more); the
+#: current night's table is read whole. A year of nights stays a few column reads per night.
+HISTORY_COLUMNS = ["report", "job", "cluster", "status", "idle_usd_per_month"]
+
+
+def _read_fleet(path: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """A fleet table from Parquet without the ``run_date`` partition column; with ``columns``,
+    only those of them the file has."""
+    if columns is not None:
+        names = set(pq.read_schema(path).names)
+        return pq.read_table(path, columns=[c for c in columns if c in names]).to_pandas()
     frame = pd.read_parquet(path)
     return frame.drop(columns=[c for c in ("run_date",) if c in frame.columns])
 
@@ -108,24 +120,25 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
         files = sorted(glob.glob(os.path.join(part, "*.parquet")))
         if files:
             parts[date] = files
-    history = []
-    for date in sorted(set(parts) | set(nights)):
-        if date in parts:
-            fleet = pd.concat([_read_fleet(f) for f in parts[date]], ignore_index=True)
-        else:  # the night's run finished but its history partition is not written (yet)
-            fleet = _read_fleet(os.path.join(nights[date], "fleet.parquet"))
-        history.append((date, fleet))
+    dates = sorted(set(parts) | set(nights))
     if night is not None:
-        if night not in {d for d, _ in history}:
-            raise ReportError(f"{results_dir}: no night {night} (nights: {', '.join(d for d, _ in history) or 'none'})")
-        history = [(d, f) for d, f in history if d <= night]
-    if not history:
+        if night not in dates:
+            raise ReportError(f"{results_dir}: no night {night} (nights: {', '.join(dates) or 'none'})")
+        dates = [d for d in dates if d <= night]
+    if not dates:
         raise ReportError(f"{results_dir}: sweep state folder without any night "
                           f"(no history/run_date=YYYY-MM-DD/*.parquet, no nights/YYYY-MM-DD/fleet.parquet)")
-    date, fleet = history[-1]
+
+    def night_table(date: str, columns: list[str] | None) -> pd.DataFrame:
+        if date in parts:
+            return pd.concat([_read_fleet(f, columns) for f in parts[date]], ignore_index=True)
+        # the night's run finished but its history partition is not written (yet)
+        return _read_fleet(os.path.join(nights[date], "fleet.parquet"), columns)
+
+    history = [(date, night_table(date, HISTORY_COLUMNS)) for date in dates]
+    date = dates[-1]
     run_dir = nights.get(date)
-    if run_dir is not None:
-        fleet = _read_fleet(os.path.join(run_dir, "fleet.parquet"))
+    fleet = _read_fleet(os.path.join(run_dir, "fleet.parquet")) if run_dir is not None else night_table(date, None)
     return Results(results_dir, "sweep", fleet, date, run_dir, history)
 
 
