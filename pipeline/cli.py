@@ -204,7 +204,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         click.echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
     fleet, summary = sweeping.sweep(cfg, lambda: open_client(cfg, scheduler, log=click.echo), inputs, state_dir,
-                                    night, force, log=click.echo)
+                                    night, force, log=click.echo,
+                                    shared_files=not scheduler_address(cfg, scheduler))
     click.echo(format_fleet(fleet))
     report_html = os.path.join(summary.out_dir, "report.html")
     click.echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))

@@ -53,7 +53,7 @@ from .config import Config
 from .discover import discover
 from .fleet import atomic_path, build_fleet, problem_rows, write_json, write_outputs
 from .results import (  # noqa: F401 - IdentityIndex, code_digest and report_identity are public here too
-    MANIFEST, IdentityIndex, ResultStore, code_digest, config_hash, drop_manifest, folder_files, identities,
+    MANIFEST, IdentityIndex, ResultSlot, ResultStore, code_digest, config_hash, drop_manifest, folder_files, identities,
     inputs_digest, read_manifest, report_identity, result_key,
 )
 
@@ -159,7 +159,7 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
 
 
 def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, night: str | None = None,
-          force=(), log=print) -> tuple[pd.DataFrame, SweepSummary]:
+          force=(), log=print, shared_files: bool = False) -> tuple[pd.DataFrame, SweepSummary]:
     """Run one nightly sweep.
 
     Args:
@@ -171,6 +171,11 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         state_dir: overrides ``cfg.sweep.state_dir``.
         night: ``YYYY-MM-DD`` of this run (default: today, UTC).
         force: report paths to analyse again even if a result exists (``make rerun``).
+        shared_files: the workers see this machine's files (the embedded LocalCluster):
+            each worker then stores the results of the reports it analysed and writes
+            their per-GPU JSON into the night's folder itself, as ``gpu-idle run`` does,
+            and only the rows travel back. Otherwise (a remote cluster) the client stores
+            and writes everything as results arrive.
     Returns:
         ``(fleet table of the night, summary)``. The night's table holds every
         discovered report: reused results, new results and error rows. When every
@@ -229,15 +234,18 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         rows += got_rows
         rosters.update(got_rosters)
 
-    def stored(path, results, error):
-        if error is None:
-            store.put_results(keys[path], results)
-
     if todo:
         from .graph import run_graph  # the only module that talks to Dask
 
+        # Each report's result is stored as soon as it is done (a sweep killed half-way keeps
+        # what it finished): by its worker, or by the client when the workers are remote.
+        slots = {path: ResultSlot(state, keys[path]) for path in todo}
+        out = os.path.join(state, "nights", night)
+        if shared_files:
+            drop_manifest(out)  # the workers are about to write into the night's folder
         with open_client() as client:
-            fleet_new, rosters_new = run_graph(client, todo, cfg, problems, on_report=stored)
+            fleet_new, rosters_new = run_graph(client, todo, cfg, problems, slots=slots,
+                                               gpu_dir=os.path.join(out, "gpus") if shared_files else None)
     else:
         fleet_new = build_fleet(problem_rows(problems, cfg),
                                 cfg.analysis.straggler_spread_pct) if problems else pd.DataFrame()

@@ -51,11 +51,21 @@ def history(state) -> pd.DataFrame:
     return pd.read_parquet(state / "history")
 
 
-def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir):
+def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir, dask_cluster):
     cfg, state = nightly(tmp_path, fleet_dir)
     first = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-27", check=False)
     assert first.returncode == 1  # broken.sqlite failed
     assert "sweep 2026-11-27: 25 report(s): 24 analysed, 0 reused, 1 failed: " in first.stdout
+    # The LocalCluster's workers stored the results and wrote the per-GPU JSON into the night
+    # themselves: the same bytes as the client writes when the workers are remote (--scheduler).
+    ref = tmp_path / "ref"
+    run_cli("run", str(fleet_dir), "--out", str(ref), "--config", str(cfg), "--no-cache", "--scheduler",
+            dask_cluster, check=False)
+    night_gpus = state / "nights" / "2026-11-27" / "gpus"
+    assert sorted(os.listdir(night_gpus)) == sorted(os.listdir(ref / "gpus")) and len(os.listdir(night_gpus)) == 48
+    for name in os.listdir(ref / "gpus"):
+        assert (night_gpus / name).read_bytes() == (ref / "gpus" / name).read_bytes(), name
+    assert len(list((state / "results").glob("*.parquet"))) == 24
     assert f"{fleet_dir / 'broken.sqlite'}: not a readable SQLite database" in first.stdout
     second = run_cli("sweep", "--config", str(cfg), "--night", "2026-11-28", check=False)
     assert "25 report(s): 0 analysed, 24 reused, 1 failed" in second.stdout
