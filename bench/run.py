@@ -729,9 +729,9 @@ def write_results(r: dict, path: str = RESULTS) -> str:
             c = fl["ceiling"]
             lines += ["", f"Ceiling (no Dask): the per-report task (load, analyse, write the per-GPU JSON, store the result) over "
                       f"all {fl['reports']} reports in one plain process took {c['one_s']:.1f} s, over half of them "
-                      f"in each of two processes at once {c['two_s']:.1f} s: {fmt_ratio(c['ratio'])} is what two "
-                      "workers can gain on this machine at best; the rest of the gap to 2x is the CPUs slowing "
-                      "each other down. The Dask runs reach "
+                      f"in each of two processes at once {c['two_s']:.1f} s: {fmt_ratio(c['ratio'])} is what this "
+                      "machine gave two plain processes in this run (each also paying its own start-up and "
+                      "hashing); the rest of the gap to 2x is the CPUs slowing each other down. The Dask runs reach "
                       f"{100 * fl['workers1']['wall_s'] / fl['workers2']['wall_s'] / c['ratio']:.0f} % of it; they "
                       "also pay, serially, process start and imports (~0.35 s), hashing the inputs and starting "
                       "the cluster (~0.3 s, workers forked from the client with everything imported) and the "

@@ -178,7 +178,7 @@ def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
 @click.option("--state-dir", default=None, help="Results, history and nightly outputs (default: sweep.state_dir).")
 @click.option("--night", default=None, metavar="YYYY-MM-DD", help="Date of this run (default: today, UTC).")
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
-@click.option("--report-only", is_flag=True, help="Rebuild the latest night's outputs from stored results only.")
+@click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
               help="Address of a running Dask scheduler; default: start a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")

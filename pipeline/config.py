@@ -100,10 +100,11 @@ class DaskConfig:
     where the LocalCluster serves its dashboard (``":8787"``, ``":0"`` for any free port);
     ``None``: none (starting it costs ~0.3 s and it takes CPU from the workers while it runs).
     ``start_method``: how the LocalCluster starts its worker processes (:data:`START_METHODS`):
-    ``fork`` (default where the platform has it) copies this process, modules already imported, so a
-    worker is ready in milliseconds instead of re-importing numpy, pandas, pyarrow and the pipeline
-    (~0.6 s of CPU per worker, serial before the first report); ``spawn`` starts clean interpreters
-    (choose it if a library you load in the client does not survive ``fork``)."""
+    ``fork`` (the default; used on Linux only, elsewhere ``spawn``) copies this process, modules
+    already imported, so a worker is ready in milliseconds instead of re-importing numpy, pandas,
+    pyarrow and the pipeline (~0.6 s of CPU per worker, serial before the first report); ``spawn``
+    starts clean interpreters with Dask's worker environment (see
+    :func:`pipeline.graph.worker_start_method` for the trade-offs)."""
 
     scheduler: str | None = None
     n_workers: int = 2

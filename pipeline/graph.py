@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import os
 import sys
@@ -410,22 +411,33 @@ NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
 
 
 def worker_start_method(wanted: str) -> str:
-    """The :mod:`multiprocessing` start method for the LocalCluster's worker processes: ``wanted``
-    (``dask.start_method``) if this platform has it, else ``spawn``.
+    """The :mod:`multiprocessing` start method for the LocalCluster's worker processes:
+    ``wanted`` (``dask.start_method``), except that ``fork`` is used on Linux only (macOS has
+    ``fork`` but its system libraries may crash in a forked child, which is why Python itself
+    spawns there) and a method the platform lacks becomes ``spawn``.
 
     With ``fork`` the workers are copies of this process, taken from the cluster's event-loop
-    thread, with the pipeline, numpy, pandas and pyarrow already imported: a worker is ready in
-    milliseconds, where ``spawn`` re-imports everything (~0.6 s of CPU per worker, before the first
+    thread with the pipeline, numpy, pandas and pyarrow already imported: a worker is ready in
+    milliseconds, where ``spawn`` re-imports everything (~0.6 s of CPU per worker before its first
     report; on the 200-report benchmark fleet the cluster is up 0.3-0.4 s sooner and closes 0.2 s
-    sooner). Nothing that breaks in a forked child runs in the client before the cluster starts: no
-    SQLite connection is open (reports are loaded only in workers), and the only threads are
-    Dask's own event loop and pyarrow's pools (pyarrow re-creates those after a fork). Python 3.12+
-    warns on any fork of a process with threads; that warning is silenced for these forks only.
+    sooner). What the client holds at that moment is safe to copy: no SQLite connection is open
+    (reports are loaded only in workers), and pyarrow and fsspec re-create their thread pools and
+    event loop in a forked child. A Nanny restarting a dead worker forks again later, from the
+    same thread. Caveats of ``fork``, where ``spawn`` is the choice: Dask's
+    ``distributed.nanny.pre-spawn-environ`` (``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS=1``, ...)
+    takes effect only in a new interpreter, so forked workers keep this process's allocator and
+    thread settings; and a worker's RSS, which Dask's memory limit watches, includes the pages it
+    shares with the client (:func:`open_client` freezes the client's objects so that the workers'
+    garbage collector does not copy them). Python 3.12+ warns on any fork of a process with threads;
+    that one warning is filtered out for the rest of this process.
     """
     import multiprocessing
+    import sys
     import warnings
 
     method = wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
+    if method == "fork" and not sys.platform.startswith("linux"):
+        method = "spawn"
     if method == "fork":
         warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
                                 category=DeprecationWarning)
@@ -461,13 +473,20 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print, n_reports:
     settings = dict(LOCAL_CLUSTER_SETTINGS)
     if cfg.dask.dashboard:
         settings.pop("distributed.worker.profile.enabled")  # the dashboard's profile pages need it
-    if not single:
-        settings["distributed.worker.multiprocessing-method"] = worker_start_method(cfg.dask.start_method)
-    with dask.config.set(settings), \
-            LocalCluster(memory_limit=cfg.dask.memory_limit, dashboard_address=cfg.dask.dashboard,
-                         scheduler_kwargs=None if cfg.dask.dashboard else NO_DASHBOARD, **options) as cluster, \
-            Client(cluster) as client:
-        log(f"dask: {what}, " + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
-                                 else "no dashboard (--dashboard :8787 serves one)"))
-        yield client
+    method = None if single else worker_start_method(cfg.dask.start_method)
+    if method:
+        settings["distributed.worker.multiprocessing-method"] = method
+    if method == "fork":
+        gc.freeze()  # forked workers share the client's objects: their GC must not touch (copy) them
+    try:
+        with dask.config.set(settings), \
+                LocalCluster(memory_limit=cfg.dask.memory_limit, dashboard_address=cfg.dask.dashboard,
+                             scheduler_kwargs=None if cfg.dask.dashboard else NO_DASHBOARD, **options) as cluster, \
+                Client(cluster) as client:
+            log(f"dask: {what}, " + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
+                                     else "no dashboard (--dashboard :8787 serves one)"))
+            yield client
+    finally:
+        if method == "fork":
+            gc.unfreeze()
 

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import time
 
 import fsspec
@@ -172,11 +173,17 @@ def rosters_of(results: list) -> dict:
 
 def rows_table(rows: list[dict]) -> pa.Table:
     """Fleet rows (dicts) as an Arrow table: one column per key seen in any row (first-seen order),
-    ``None`` where a row lacks it. Straight from the Python values: building a pandas DataFrame
-    first cost ~2 ms per report for a handful of rows. Raises ``pyarrow.ArrowException`` on a
-    column whose values do not share a type."""
+    ``None`` where a row lacks it. Straight from the Python values (building a pandas DataFrame
+    first cost ~2 ms per report for a handful of rows); a column Arrow cannot type that way (e.g.
+    text with a float NaN in it) goes through pandas as before. Raises ``pyarrow.ArrowException``
+    when neither can."""
     names = list(dict.fromkeys(k for row in rows for k in row))
-    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names})
+    try:
+        return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names})
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        import pandas as pd
+
+        return pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
 
 
 class ResultStore:
@@ -262,10 +269,15 @@ class ResultSlot:
     key: str
 
     def put(self, results: list) -> bool:
-        """:meth:`ResultStore.put_results`, never raising on a read-only or full cache (returns False)."""
+        """:meth:`ResultStore.put_results`, never raising on a read-only or full cache: it returns
+        False and says so on stderr (the worker's, on a remote cluster), since the report will
+        then be analysed again by every later run."""
         try:
             return ResultStore(self.root).put_results(self.key, results)
-        except (OSError, ValueError, pa.ArrowException):
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            report = results[0].row.get("report") if results else self.key
+            print(f"gpu-idle: WARNING: result of {report} not stored in {self.root}: {type(exc).__name__}: {exc} "
+                  "(it will be analysed again next time)", file=sys.stderr)
             return False
 
 

@@ -183,7 +183,8 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         night's outputs are reused (:func:`reuse_night`) and the table is read
         back from the night's ``fleet.parquet``.
     Raises:
-        OSError: the state folder cannot be written.
+        OSError: the state folder cannot be written (a report's result that cannot be
+            stored is only warned about on stderr: that report is analysed again next night).
     """
     state = state_dir or cfg.sweep.state_dir
     night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
@@ -227,13 +228,6 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
             summary.out_dir = out
             return fleet, summary
 
-    rows: list[dict] = []
-    rosters: dict = {}
-    for path in stored_paths:
-        got_rows, got_rosters = store.get(keys[path], path)
-        rows += got_rows
-        rosters.update(got_rosters)
-
     if todo:
         from .graph import run_graph  # the only module that talks to Dask
 
@@ -250,6 +244,13 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         fleet_new = build_fleet(problem_rows(problems, cfg),
                                 cfg.analysis.straggler_spread_pct) if problems else pd.DataFrame()
         rosters_new = {}
+    # The stored results are read only now: forked workers would otherwise carry them too.
+    rows: list[dict] = []
+    rosters: dict = {}
+    for path in stored_paths:
+        got_rows, got_rosters = store.get(keys[path], path)
+        rows += got_rows
+        rosters.update(got_rosters)
     rosters.update(rosters_new)
     all_rows = rows + fleet_new.to_dict("records")
     fleet = build_fleet(all_rows, cfg.analysis.straggler_spread_pct)

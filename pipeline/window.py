@@ -117,7 +117,7 @@ def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None
     if nvtx.empty:
         return None
     pattern = re.compile("|".join(f"(?:{p})" for p in rules.iteration_patterns))
-    codes, texts = pd.factorize(nvtx["text"].astype(str), sort=False)
+    codes, texts = pd.factorize(nvtx["text"].fillna("").astype(str), sort=False)
     matches = np.fromiter((bool(pattern.fullmatch(t.strip())) for t in texts), dtype=bool, count=len(texts))
     starts, ends = nvtx["start"].to_numpy(np.int64), nvtx["end"].to_numpy(np.int64)
     hit = matches[codes] & ((ends - starts) >= rules.min_iteration_ns)

@@ -145,6 +145,10 @@ def test_start_method_falls_back_to_spawn_where_fork_is_missing(monkeypatch):
     from pipeline.graph import worker_start_method
 
     assert worker_start_method("fork") == "fork"   # Linux
+    assert worker_start_method("spawn") == "spawn"
+    monkeypatch.setattr("sys.platform", "darwin")  # has fork, but Python itself spawns there
+    assert worker_start_method("fork") == "spawn"
+    monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert worker_start_method("fork") == "spawn"
     assert worker_start_method("forkserver") == "spawn"

@@ -181,3 +181,31 @@ def test_rerun_into_the_same_folder_keeps_its_files(fleet_dir, cache, tmp_path):
     fourth = run([fleet_dir], out, "--min-gap-ns", "500000").stdout
     assert "are up to date" not in fourth and f"{REPORTS} report(s) analysed" in fourth
 
+
+
+def test_a_result_that_cannot_be_stored_is_warned_about(tmp_path, capsys):
+    """A full or read-only result cache does not stop the run, but it is said: every later run
+    would analyse that report again."""
+    from pipeline.analyse import GpuResult
+    from pipeline.results import ResultSlot
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    result = GpuResult(row={"report": "/data/job7.sqlite", "gpu_key": "GPU-0", "status": "ok"})
+    assert ResultSlot(str(blocker), "k1").put([result]) is False
+    err = capsys.readouterr().err
+    assert f"gpu-idle: WARNING: result of /data/job7.sqlite not stored in {blocker}: " in err
+    assert "(it will be analysed again next time)" in err
+
+
+def test_rows_table_keeps_every_key_and_falls_back_for_mixed_columns():
+    import math
+
+    from pipeline.results import rows_table
+
+    table = rows_table([{"report": "a", "idle_ns": 5}, {"report": "b", "idle_ns": None, "error": "boom"}])
+    assert table.column_names == ["report", "idle_ns", "error"]
+    assert table.to_pylist() == [{"report": "a", "idle_ns": 5, "error": None},
+                                 {"report": "b", "idle_ns": None, "error": "boom"}]
+    mixed = rows_table([{"warnings": "late"}, {"warnings": math.nan}])  # Arrow alone refuses text + NaN
+    assert mixed.column("warnings").to_pylist() == ["late", None]

@@ -175,3 +175,42 @@ def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
                                        "worker memory limit 1.00 GiB; raise dask.memory_limit or trim the capture")
     assert fleet.loc[str(profiles / "tiny_2kernels.sqlite"), "status"] == "ok"
     assert "Compute Failed" not in proc.stderr
+
+
+def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir, monkeypatch):
+    """shared_files (the embedded LocalCluster): run_graph gets the night's gpus/ folder and a result
+    slot per report, so workers store and write; a remote cluster (shared_files False) gets neither
+    folder nor worker writes, only slots the client fills."""
+    import contextlib
+
+    from distributed import Client, LocalCluster
+
+    from pipeline import graph
+    from pipeline import sweep as sweeping
+    from pipeline.config import load_config
+
+    seen = []
+    real = graph.run_graph
+
+    def spy(client, paths, cfg, problems=(), **kwargs):
+        seen.append(kwargs)
+        return real(client, paths, cfg, problems, **kwargs)
+
+    monkeypatch.setattr(graph, "run_graph", spy)
+
+    @contextlib.contextmanager
+    def in_process():
+        with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            yield client
+
+    cfg = load_config([], {"sweep": {"inputs": [str(fleet_dir)]}})
+    for shared, state in ((True, tmp_path / "local"), (False, tmp_path / "remote")):
+        fleet, summary = sweeping.sweep(cfg, in_process, state_dir=str(state), night="2026-11-27",
+                                        log=lambda *_: None, shared_files=shared)
+        assert summary.analysed == 24 and len(summary.failed) == 1
+        kwargs = seen.pop()
+        assert kwargs.get("gpu_dir") == (str(state / "nights" / "2026-11-27" / "gpus") if shared else None)
+        assert len(kwargs["slots"]) == 25 and "on_report" not in kwargs
+        assert len(list((state / "results").glob("*.parquet"))) == 24
+        assert len(list((state / "nights" / "2026-11-27" / "gpus").iterdir())) == 48
