@@ -1,0 +1,53 @@
+"""How the `gpu-idle` process ends (pipeline.cli.end_process): the exit status and every byte of
+output survive; the interpreter's teardown is skipped only when no other thread runs."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+PROBE = """
+import atexit, sys, threading, time
+from pipeline.cli import end_process
+atexit.register(lambda: print("teardown ran", flush=True))
+print("last line, no newline", end="")
+print("to stderr", file=sys.stderr, end="")
+if {thread}:
+    threading.Thread(target=time.sleep, args=(0.2,)).start()
+end_process({code!r})
+"""
+
+
+def probe(code, thread=False) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", PROBE.format(code=code, thread=thread)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_only_thread_left_exits_at_once_with_everything_flushed():
+    proc = probe(3)
+    assert proc.returncode == 3
+    assert proc.stdout == "last line, no newline"   # flushed, and no teardown (atexit) ran
+    assert proc.stderr == "to stderr"
+
+
+def test_other_threads_running_get_a_normal_exit():
+    proc = probe(4, thread=True)
+    assert proc.returncode == 4
+    assert proc.stdout == "last line, no newline" + "teardown ran\n"
+
+
+def test_exit_codes_follow_system_exit():
+    assert probe(None).returncode == 0
+    proc = probe("no reports found")
+    assert proc.returncode == 1 and proc.stderr.endswith("no reports found\n")
+
+
+def test_the_command_exits_with_its_status_and_full_output(tmp_path):
+    bad = tmp_path / "broken.sqlite"
+    bad.write_bytes(b"not a database" * 10)
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", str(bad), "--out", str(tmp_path / "o"),
+                           "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stdout.rstrip().endswith("medical record(s) in " + str(tmp_path / "o") + "/records/")
+    assert "0 GPU(s) in the fleet table, 1 report(s) failed" in proc.stdout
