@@ -50,6 +50,20 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     return "\n".join(lines)
 
 
+def echo(message: str = "", err: bool = False) -> None:
+    """``click.echo`` that outlives its reader: when stdout (or stderr) is a pipe whose reader has
+    gone (``gpu-idle run ... | head -1``), the stream is pointed at /dev/null and the command goes
+    on, so the output files are still written and the exit status still says whether a report
+    failed (click alone would end the command there, with status 1)."""
+    try:
+        click.echo(message, err=err)
+    except BrokenPipeError:
+        stream = sys.stderr if err else sys.stdout
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
 def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
     """The ``dask:`` config overrides of ``--workers`` and ``--dashboard`` (only those given)."""
     return {k: v for k, v in (("n_workers", workers), ("dashboard", dashboard)) if v is not None}
@@ -101,13 +115,13 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     paths, problems = discover(inputs, storage=cfg.storage)
-    click.echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
+    echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
     cache = _result_cache(cfg)
     digest = cache.digest(paths, problems) if cache else None
     if digest and (read_manifest(out_dir) or {}).get("inputs") == digest:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
         cache.save_index()
-        click.echo(f"0 report(s) analysed, {len(paths)} reused: the outputs in {out_dir} are up to date "
+        echo(f"0 report(s) analysed, {len(paths)} reused: the outputs in {out_dir} are up to date "
                    f"(result cache {cache.store.dir})")
         _finish(pd.read_parquet(os.path.join(out_dir, "fleet.parquet")), f"kept everything in {out_dir}")
     todo, rows, rosters = cache.lookup(paths) if cache else (paths, [], {})
@@ -117,7 +131,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         fleet = build_fleet(rows + fleet.to_dict("records"), cfg.analysis.straggler_spread_pct)
     rosters.update(new_rosters)
     failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(todo), "report"].nunique()
-    click.echo(f"{len(todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
+    echo(f"{len(todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
                + f", {len(paths) - len(todo)} reused "
                + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
     drop_manifest(out_dir)  # the folder is about to change: never let an old manifest vouch for it
@@ -133,12 +147,12 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
 
 def _finish(fleet: pd.DataFrame, wrote: str) -> None:
     """Print the fleet table, the totals and what was written; exit 1 when any report failed."""
-    click.echo(format_fleet(fleet))
+    echo(format_fleet(fleet))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
-    click.echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
+    echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
                f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
-    click.echo(wrote)
+    echo(wrote)
     sys.exit(1 if failed else 0)
 
 
@@ -152,7 +166,7 @@ def _result_cache(cfg):
     try:
         return RunCache(cfg)
     except OSError as exc:
-        click.echo(f"gpu-idle: result cache not used: {exc}", err=True)
+        echo(f"gpu-idle: result cache not used: {exc}", err=True)
         return None
 
 
@@ -162,12 +176,12 @@ def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
     as soon as it is done. Returns ``(fleet DataFrame, rosters)``."""
     if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
         if paths:
-            click.echo("engine: in this process (one report, no scheduler configured: no cluster to start"
+            echo("engine: in this process (one report, no scheduler configured: no cluster to start"
                        + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         return run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker, slots)
     # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
     gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")
-    with open_client(cfg, scheduler, log=click.echo, n_reports=len(paths)) as client:
+    with open_client(cfg, scheduler, log=echo, n_reports=len(paths)) as client:
         return run_graph(client, paths, cfg, problems, gpu_dir=gpu_dir, slots=slots)
 
 
@@ -201,15 +215,15 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
             out = sweeping.rebuild(cfg, state_dir, night)
         except FileNotFoundError as exc:
             raise click.ClickException(str(exc)) from exc
-        click.echo(f"rebuilt {out} from stored results (nothing analysed)")
+        echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
-    fleet, summary = sweeping.sweep(cfg, lambda: open_client(cfg, scheduler, log=click.echo), inputs, state_dir,
-                                    night, force, log=click.echo,
+    fleet, summary = sweeping.sweep(cfg, lambda: open_client(cfg, scheduler, log=echo), inputs, state_dir,
+                                    night, force, log=echo,
                                     shared_files=not scheduler_address(cfg, scheduler))
-    click.echo(format_fleet(fleet))
+    echo(format_fleet(fleet))
     report_html = os.path.join(summary.out_dir, "report.html")
-    click.echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
-    click.echo(summary.line())
+    echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
+    echo(summary.line())
     sys.exit(1 if summary.failed else 0)
 
 
@@ -235,7 +249,7 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
         raise click.UsageError("give exactly one of --example DIR or --out FILE.sqlite")
     if example_dir:
         paths = make_example_fleet(example_dir)
-        click.echo(f"example fleet: {len(paths)} report(s) in {example_dir} (labels: {example_dir}/labels.yaml)")
+        echo(f"example fleet: {len(paths)} report(s) in {example_dir} (labels: {example_dir}/labels.yaml)")
         return
     if kernels:
         from .synth import generate_scaled_report
@@ -243,7 +257,7 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
         generate_scaled_report(out_path, gpus=gpus, kernels=kernels, seed=seed)
     else:
         generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
-    click.echo(f"wrote {out_path} and {out_path}.truth.json")
+    echo(f"wrote {out_path} and {out_path}.truth.json")
 
 
 from .report.command import report as _report_command  # noqa: E402

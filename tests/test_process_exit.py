@@ -51,3 +51,20 @@ def test_the_command_exits_with_its_status_and_full_output(tmp_path):
     assert proc.returncode == 1
     assert proc.stdout.rstrip().endswith("medical record(s) in " + str(tmp_path / "o") + "/records/")
     assert "0 GPU(s) in the fleet table, 1 report(s) failed" in proc.stdout
+
+
+def test_a_reader_that_goes_away_does_not_stop_the_run(tmp_path):
+    """`gpu-idle run ... | head -1`: the pipe closes after the first line; the run still writes
+    every output file and exits with its own status (0 here), not click's broken-pipe 1."""
+    from pipeline.synth import generate_training_report
+
+    report = tmp_path / "one.sqlite"
+    generate_training_report(str(report), gpus=2, iterations=4, seed=5)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(report), "--out", str(out),
+                             "--no-cache"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()   # like head -1: later writes meet a pipe without a reader
+    assert proc.wait(timeout=120) == 0, proc.stderr.read().decode()
+    assert first.startswith(b"gpu-idle: 1 report(s) found")
+    assert (out / "fleet.csv").exists() and (out / "records").is_dir() and len(list((out / "gpus").iterdir())) == 2
