@@ -122,7 +122,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
         cache.save_index()
         echo(f"0 report(s) analysed, {len(paths)} reused: the outputs in {out_dir} are up to date "
-                   f"(result cache {cache.store.dir})")
+             f"(result cache {cache.store.dir})")
         _finish(pd.read_parquet(os.path.join(out_dir, "fleet.parquet")), f"kept everything in {out_dir}")
     todo, rows, rosters = cache.lookup(paths) if cache else (paths, [], {})
     slots = cache.slots(todo) if cache else None
@@ -132,8 +132,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     rosters.update(new_rosters)
     failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(todo), "report"].nunique()
     echo(f"{len(todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
-               + f", {len(paths) - len(todo)} reused "
-               + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
+         + f", {len(paths) - len(todo)} reused "
+         + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
     drop_manifest(out_dir)  # the folder is about to change: never let an old manifest vouch for it
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
@@ -151,7 +151,7 @@ def _finish(fleet: pd.DataFrame, wrote: str) -> None:
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
     echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
-               f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
+         f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
     echo(wrote)
     sys.exit(1 if failed else 0)
 
@@ -177,7 +177,7 @@ def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
     if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
         if paths:
             echo("engine: in this process (one report, no scheduler configured: no cluster to start"
-                       + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
+                 + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         return run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker, slots)
     # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
     gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")

@@ -432,7 +432,6 @@ def worker_start_method(wanted: str) -> str:
     that one warning is filtered out for the rest of this process.
     """
     import multiprocessing
-    import sys
     import warnings
 
     method = wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"

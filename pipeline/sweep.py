@@ -53,8 +53,8 @@ from .config import Config
 from .discover import discover
 from .fleet import atomic_path, build_fleet, problem_rows, write_json, write_outputs
 from .results import (  # noqa: F401 - IdentityIndex, code_digest and report_identity are public here too
-    MANIFEST, IdentityIndex, ResultSlot, ResultStore, code_digest, config_hash, drop_manifest, folder_files, identities,
-    inputs_digest, read_manifest, report_identity, result_key,
+    MANIFEST, IdentityIndex, ResultSlot, ResultStore, code_digest, config_hash, dated_dirs, drop_manifest, folder_files,
+    identities, inputs_digest, read_manifest, report_identity, result_key,
 )
 
 
@@ -81,12 +81,9 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
     (each partition file's and night table's size, mtime and inode)."""
     stamps = []
     for sub, prefix in (("history", "run_date="), ("nights", "")):
-        parent = os.path.join(state_dir, sub)
-        for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else ():
-            date = name[len(prefix):] if name.startswith(prefix) else ""
-            if not date or date > night:
+        for date, folder in sorted(dated_dirs(os.path.join(state_dir, sub), prefix).items()):
+            if date > night:
                 continue
-            folder = os.path.join(parent, name)
             files = ([os.path.join(folder, "fleet.parquet")] if sub == "nights"
                      else [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".parquet")])
             for path in files:
@@ -194,6 +191,7 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage)
     chash, code = config_hash(cfg), code_digest()
     summary = SweepSummary(night=night, reports=len(paths) + len(problems))
+
     def canonical(p: str) -> str:
         return p if "://" in p else os.path.abspath(p)
 

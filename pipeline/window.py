@@ -124,8 +124,8 @@ def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None
     if not hit.any():
         return None
     pids, tids = nvtx["pid"].to_numpy(np.int64)[hit], nvtx["tid"].to_numpy(np.int64)[hit]
-    threads, which, counts = np.unique(np.stack([pids, tids], axis=1), axis=0, return_inverse=True,
-                                       return_counts=True)
+    _, which, counts = np.unique(np.stack([pids, tids], axis=1), axis=0, return_inverse=True,
+                                 return_counts=True)
     mine = which.reshape(-1) == np.argmax(counts)   # threads sorted by (pid, tid): the first max wins ties
     starts, ends = starts[hit][mine], ends[hit][mine]
     order = np.lexsort((ends, starts))

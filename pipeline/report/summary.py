@@ -18,7 +18,6 @@ import datetime as dt
 import glob
 import json
 import os
-import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -26,8 +25,8 @@ import pyarrow.parquet as pq
 
 from ..analyse import CATEGORIES
 from ..fleet import gpu_json_name, rollup, slug
+from ..results import dated_dirs
 
-DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
 #: Rows in the "biggest movers since the previous night" table.
@@ -75,17 +74,6 @@ def _read_fleet(path: str, columns: list[str] | None = None) -> pd.DataFrame:
     return frame.drop(columns=[c for c in ("run_date",) if c in frame.columns])
 
 
-def _dated_dirs(parent: str, prefix: str = "") -> dict[str, str]:
-    """``{date: path}`` for the sub-folders of ``parent`` named ``<prefix>YYYY-MM-DD``."""
-    out = {}
-    if os.path.isdir(parent):
-        for name in os.listdir(parent):
-            date = name[len(prefix):] if name.startswith(prefix) else ""
-            if DATE_RE.match(date) and os.path.isdir(os.path.join(parent, name)):
-                out[date] = os.path.join(parent, name)
-    return out
-
-
 def is_sweep_dir(path: str) -> bool:
     """True when ``path`` looks like a nightly-sweep state dir (``history/`` or ``nights/``)."""
     return os.path.isdir(os.path.join(path, "history")) or os.path.isdir(os.path.join(path, "nights"))
@@ -113,10 +101,10 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
         date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
         return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)])
 
-    nights = {d: p for d, p in _dated_dirs(os.path.join(results_dir, "nights")).items()
+    nights = {d: p for d, p in dated_dirs(os.path.join(results_dir, "nights")).items()
               if os.path.exists(os.path.join(p, "fleet.parquet"))}
     parts = {}
-    for date, part in _dated_dirs(os.path.join(results_dir, "history"), "run_date=").items():
+    for date, part in dated_dirs(os.path.join(results_dir, "history"), "run_date=").items():
         files = sorted(glob.glob(os.path.join(part, "*.parquet")))
         if files:
             parts[date] = files
