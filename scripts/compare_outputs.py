@@ -1,0 +1,84 @@
+"""Check that two versions of gpu-idle write the same outputs, byte for byte.
+
+    python scripts/compare_outputs.py [BASE_REF]      (default: HEAD~1)
+
+Checks out BASE_REF into a temporary git worktree and runs both it and the working
+tree (with this interpreter, ``python -m pipeline.cli``, each with empty caches of its
+own) on the example fleet (``examples/fleet``, as ``make run``) and on
+``../shared/profiles`` (as the README's real-profile command), then compares every
+file the two runs wrote: fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
+and records/*. Files that say which run made them (the folder's ``.manifest.json``,
+which holds a digest of the pipeline's source) are not compared. Prints one line per
+case and exits 1 when any file differs or is missing on one side.
+"""
+from __future__ import annotations
+
+import filecmp
+import os
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(REPO), "shared", "profiles")
+SKIP = {".manifest.json"}
+
+CASES = [
+    ("example fleet", ["examples/fleet", "--config", "examples/fleet/labels.yaml"]),
+    ("shared profiles", [SHARED, "--window", "span", "--config", "configs/profiles.yaml"]),
+]
+
+
+def run(tree: str, args: list[str], out: str, cache: str) -> int:
+    env = dict(os.environ, PYTHONPATH=tree, GPU_IDLE_CACHE=os.path.join(cache, "columns"),
+               GPU_IDLE_EXPORT_CACHE=os.path.join(cache, "exports"), GPU_IDLE_STAGE_CACHE=os.path.join(cache, "staged"))
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *args, "--out", out], cwd=tree, env=env,
+                          capture_output=True, text=True)
+    return proc.returncode
+
+
+def files(root: str) -> set[str]:
+    out = set()
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name not in SKIP and not name.endswith(".tmp"):
+                out.add(os.path.relpath(os.path.join(folder, name), root))
+    return out
+
+
+def main() -> int:
+    base = sys.argv[1] if len(sys.argv) > 1 else "HEAD~1"
+    work = tempfile.mkdtemp(prefix="gpu-idle-compare-")
+    tree = os.path.join(work, "base")
+    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", tree, base], check=True, capture_output=True)
+    bad = 0
+    try:
+        # the example fleet is generated, not committed: both runs read the working tree's copy
+        if not os.path.exists(os.path.join(REPO, "examples", "fleet", "labels.yaml")):
+            subprocess.run([sys.executable, "-m", "pipeline.cli", "synth", "--example", "examples/fleet"], cwd=REPO,
+                           check=True)
+        os.symlink(os.path.join(REPO, "examples"), os.path.join(tree, "examples"))
+        for name, args in CASES:
+            if name == "shared profiles" and not os.path.isdir(SHARED):
+                print(f"{name}: skipped ({SHARED} not found)")
+                continue
+            outs = {}
+            for side, root in (("base", tree), ("work", REPO)):
+                outs[side] = os.path.join(work, f"{side}-{name.replace(' ', '-')}")
+                run(root, args, outs[side], os.path.join(work, f"cache-{side}-{name.replace(' ', '-')}"))
+            a, b = files(outs["base"]), files(outs["work"])
+            missing = sorted(a ^ b)
+            differ = sorted(f for f in a & b
+                            if not filecmp.cmp(os.path.join(outs["base"], f), os.path.join(outs["work"], f),
+                                               shallow=False))
+            ok = not missing and not differ and a
+            bad += not ok
+            print(f"{name}: {len(a & b)} file(s) compared, {len(differ)} differ, {len(missing)} on one side only"
+                  + ("" if ok else f": {(differ + missing)[:10]}") + f" [{base} vs working tree]")
+    finally:
+        subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", tree], capture_output=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
