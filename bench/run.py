@@ -246,9 +246,9 @@ def ours_run(path: str, repeat: int, extra=()) -> tuple[dict, dict]:
 
 def inproc_stage(path: str) -> None:
     """(Child process) time load_report + every gpu_trace/analyse_gpu with the default config, print JSON."""
-    from pipeline.analyse import analyse_gpu
+    from pipeline.analysis.analyse import analyse_gpu
     from pipeline.config import load_config
-    from pipeline.load import gpu_trace, load_report
+    from pipeline.load.report import gpu_trace, load_report
 
     cfg = load_config([])
     labels = cfg.labels_for(path)
@@ -260,7 +260,7 @@ def inproc_stage(path: str) -> None:
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cached_s = None
     try:   # the columnar cache (pipeline.cache), if this version of the pipeline has one: a warm load
-        from pipeline.cache import load_cached
+        from pipeline.load.cache import load_cached
 
         scratch = tempfile.mkdtemp(prefix="gpu-idle-cache-", dir=DATA)
         try:
@@ -294,9 +294,9 @@ def inproc(path: str, repeat: int) -> dict:
 
 def profile_stage(path: str, out_txt: str) -> dict:
     """cProfile of load_report and of the per-GPU analyses (default config); top entries written to ``out_txt``."""
-    from pipeline.analyse import analyse_gpu
+    from pipeline.analysis.analyse import analyse_gpu
     from pipeline.config import load_config
-    from pipeline.load import gpu_trace, load_report
+    from pipeline.load.report import gpu_trace, load_report
 
     cfg = load_config([])
     summary = {}
@@ -406,8 +406,8 @@ def fleet_part_stage(folder: str, part: int, parts: int) -> None:
     ``part`` on, in a plain loop (no Dask), fresh columnar and result cache and output folder, each
     report's results stored as `gpu-idle run` stores them; prints the seconds."""
     from pipeline.config import load_config
-    from pipeline.graph import report_task
-    from pipeline.results import RunCache
+    from pipeline.engine.graph import report_task
+    from pipeline.runs.results import RunCache
 
     scratch = tempfile.mkdtemp(prefix="gpu-idle-ceiling-", dir=DATA)
     os.environ["GPU_IDLE_CACHE"] = os.path.join(scratch, "cache")
@@ -489,9 +489,9 @@ def fleet(n: int, rounds: int = 2) -> dict:
 
 def accuracy(paths: list) -> dict:
     """Precision/recall per category (auto window): planted gaps inside W, and every per-stream gap."""
-    from pipeline.analyse import analyse_gpu
+    from pipeline.analysis.analyse import analyse_gpu
     from pipeline.config import load_config
-    from pipeline.load import gpu_trace, load_report
+    from pipeline.load.report import gpu_trace, load_report
 
     cfg = load_config([], {"analysis": {"roster_size": 10_000_000, "window": "auto"}})
     planted_pairs, all_pairs = [], []   # (truth category or None, predicted category or None)

@@ -8,13 +8,11 @@ import click
 import pandas as pd
 
 from . import __version__
-from .cache import wait_for_writes
 from .config import ConfigError, load_config
-from .discover import discover
-from .fleet import build_fleet, write_json, write_outputs
-from .graph import open_client, run_graph, run_inline, scheduler_address
-from .report.medical import write_records
-from .results import MANIFEST, drop_manifest, folder_files, read_manifest
+from .runs.driver import OutputError, RunFolder, drive
+from .runs.results import ResultCache
+from .runs.sweep import SweepBusy, check_night, rebuild
+from .runs.sweep import sweep as run_sweep
 
 #: Columns shown in the terminal (the files hold all of them).
 SHOWN = ["job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
@@ -114,35 +112,24 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    paths, problems = discover(inputs, storage=cfg.storage)
-    echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
     cache = _result_cache(cfg)
-    digest = cache.digest(paths, problems) if cache else None
-    if digest and (read_manifest(out_dir) or {}).get("inputs") == digest:
+    try:
+        result = drive(cfg, inputs, RunFolder(out_dir, log=echo), cache, scheduler, log=echo,
+                       progress_factory=progress_factory())
+    except OutputError as exc:
+        raise click.BadParameter(str(exc), param_hint="--out") from exc
+    where = f"(result cache {cache.store.dir})" if cache else "(result cache off)"
+    if result.kept:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
-        cache.save_index()
-        echo(f"0 report(s) analysed, {len(paths)} reused: the outputs in {out_dir} are up to date "
-             f"(result cache {cache.store.dir})")
-        _finish(pd.read_parquet(os.path.join(out_dir, "fleet.parquet")), f"kept everything in {out_dir}")
-    todo, rows, rosters = cache.lookup(paths) if cache else (paths, [], {})
-    slots = cache.slots(todo) if cache else None
-    fleet, new_rosters = _analyse(todo, cfg, problems, scheduler, out_dir, slots)
-    if rows:
-        fleet = build_fleet(rows + fleet.to_dict("records"), cfg.analysis.straggler_spread_pct)
-    rosters.update(new_rosters)
-    failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(todo), "report"].nunique()
-    echo(f"{len(todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
-         + f", {len(paths) - len(todo)} reused "
-         + (f"(result cache {cache.store.dir})" if cache else "(result cache off)"))
-    drop_manifest(out_dir)  # the folder is about to change: never let an old manifest vouch for it
-    written = write_outputs(out_dir, fleet, rosters)
-    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
-    digest = cache.digest(paths, problems) if cache else None
-    if digest:  # every report's result is stored: a rerun with nothing changed can keep these files
-        write_json(os.path.join(out_dir, MANIFEST), {"inputs": digest, "files": folder_files(out_dir)})
-    wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
-    _finish(fleet, f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
-                   f"{written['gpus']}/, {len(records)} medical record(s) in {out_dir}/records/")
+        echo(f"0 report(s) analysed, {result.reused} reused: the outputs in {out_dir} are up to date {where}")
+        _finish(result.fleet, f"kept everything in {out_dir}")
+    fleet = result.fleet
+    failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(result.todo), "report"].nunique()
+    echo(f"{len(result.todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
+         + f", {result.reused} reused {where}")
+    if result.engine_problem:
+        echo(f"gpu-idle: ERROR: {result.engine_problem}", err=True)
+    _finish(fleet, result.wrote)
 
 
 def _finish(fleet: pd.DataFrame, wrote: str) -> None:
@@ -157,32 +144,30 @@ def _finish(fleet: pd.DataFrame, wrote: str) -> None:
 
 
 def _result_cache(cfg):
-    """The result cache of ``gpu-idle run`` (:class:`~pipeline.results.RunCache`), or None when
-    ``cache.enabled`` is false (``--no-cache``) or its folder cannot be created (a warning says so)."""
-    from .results import RunCache
-
+    """The result cache of ``gpu-idle run`` (:meth:`~pipeline.runs.results.ResultCache.for_run`), or None
+    when ``cache.enabled`` is false (``--no-cache``) or its folder cannot be created (a warning says so)."""
     if not cfg.cache.enabled:
         return None
     try:
-        return RunCache(cfg)
+        return ResultCache.for_run(cfg)
     except OSError as exc:
         echo(f"gpu-idle: result cache not used: {exc}", err=True)
         return None
 
 
-def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
-    """Analyse ``paths`` (none: only the discovery ``problems`` become rows, no engine starts): one
-    report with no scheduler in this process, else on Dask; each report's results go into its slot
-    as soon as it is done. Returns ``(fleet DataFrame, rosters)``."""
-    if len(paths) <= 1 and not scheduler_address(cfg, scheduler):
-        if paths:
-            echo("engine: in this process (one report, no scheduler configured: no cluster to start"
-                 + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
-        return run_inline(paths, cfg, problems, cfg.dask.n_workers * cfg.dask.threads_per_worker, slots)
-    # Workers of a LocalCluster share this machine's filesystem: they write the per-GPU JSON themselves.
-    gpu_dir = None if scheduler_address(cfg, scheduler) else os.path.join(out_dir, "gpus")
-    with open_client(cfg, scheduler, log=echo, n_reports=len(paths)) as client:
-        return run_graph(client, paths, cfg, problems, gpu_dir=gpu_dir, slots=slots)
+def progress_factory():
+    """``total -> Progress`` for the driver: a bar on a terminal, a few plain lines otherwise."""
+    return None
+
+
+def _night(ctx, param, value):
+    """``--night``: a date written YYYY-MM-DD, nothing else (it names a folder)."""
+    if value is None:
+        return None
+    try:
+        return check_night(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[1]) from exc
 
 
 @main.command()
@@ -190,7 +175,8 @@ def _analyse(paths, cfg, problems, scheduler, out_dir, slots):
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="YAML config(s); the `sweep:` section names the inputs and the state folder.")
 @click.option("--state-dir", default=None, help="Results, history and nightly outputs (default: sweep.state_dir).")
-@click.option("--night", default=None, metavar="YYYY-MM-DD", help="Date of this run (default: today, UTC).")
+@click.option("--night", default=None, metavar="YYYY-MM-DD", callback=_night,
+              help="Date of this run (default: today, UTC).")
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
 @click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
@@ -203,8 +189,6 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
     report failed."""
-    from . import sweep as sweeping
-
     overrides = {"dask": _dask_overrides(workers, dashboard)}
     try:
         cfg = load_config(configs, overrides)
@@ -212,17 +196,23 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         raise click.UsageError(str(exc)) from exc
     if report_only:
         try:
-            out = sweeping.rebuild(cfg, state_dir, night)
+            out = rebuild(cfg, state_dir, night)
         except FileNotFoundError as exc:
             raise click.ClickException(str(exc)) from exc
         echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
-    fleet, summary = sweeping.sweep(cfg, lambda: open_client(cfg, scheduler, log=echo), inputs, state_dir,
-                                    night, force, log=echo,
-                                    shared_files=not scheduler_address(cfg, scheduler))
+    try:
+        fleet, summary = run_sweep(cfg, inputs, state_dir, night, force, scheduler, log=echo,
+                                   progress_factory=progress_factory())
+    except SweepBusy as exc:
+        raise click.ClickException(str(exc)) from exc
+    except OutputError as exc:
+        raise click.ClickException(f"cannot write the sweep's state folder: {exc}") from exc
     echo(format_fleet(fleet))
     report_html = os.path.join(summary.out_dir, "report.html")
     echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
+    if summary.engine_problem:
+        echo(f"gpu-idle: ERROR: {summary.engine_problem}", err=True)
     echo(summary.line())
     sys.exit(1 if summary.failed else 0)
 
@@ -261,6 +251,7 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
 
 
 from .report.command import report as _report_command  # noqa: E402
+
 main.add_command(_report_command)
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .attribution import CategoryRules
-from .window import WindowRules
+from .analysis.attribution import CategoryRules
+from .analysis.window import WindowRules
 
 
 class ConfigError(Exception):
@@ -104,7 +104,10 @@ class DaskConfig:
     already imported, so a worker is ready in milliseconds instead of re-importing numpy, pandas,
     pyarrow and the pipeline (~0.6 s of CPU per worker, serial before the first report); ``spawn``
     starts clean interpreters with Dask's worker environment (see
-    :func:`pipeline.graph.worker_start_method` for the trade-offs)."""
+    :func:`pipeline.engine.cluster.worker_start_method` for the trade-offs). ``no_workers_timeout_s``:
+    when the cluster has had no worker at all for this many seconds (every worker died, or none
+    could start or join), the reports not yet done become error rows and the run ends (``None``:
+    wait for workers forever, e.g. for a queue that may take hours to grant them)."""
 
     scheduler: str | None = None
     n_workers: int = 2
@@ -114,6 +117,7 @@ class DaskConfig:
     memory_factor: float = 1.5
     dashboard: str | None = None
     start_method: str = "fork"
+    no_workers_timeout_s: float | None = 120.0
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:

@@ -4,8 +4,9 @@
 
 Checks out BASE_REF into a temporary git worktree and runs both it and the working
 tree (with this interpreter, ``python -m pipeline.cli``, each with empty caches of its
-own) on the example fleet (``examples/fleet``, as ``make run``) and on
-``../shared/profiles`` (as the README's real-profile command), then compares every
+own, on the same absolute input paths) on the example fleet (``examples/fleet``, as
+``make run``) and on ``../shared/profiles`` (as the README's real-profile command,
+with the working tree's ``configs/profiles.yaml``), then compares every
 file the two runs wrote: fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
 and records/*. Files that say which run made them (the folder's ``.manifest.json``,
 which holds a digest of the pipeline's source) are not compared. Prints one line per
@@ -23,16 +24,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "profiles")
 SKIP = {".manifest.json"}
 
+EXAMPLES = os.path.join(REPO, "examples", "fleet")
 CASES = [
-    ("example fleet", ["examples/fleet", "--config", "examples/fleet/labels.yaml"]),
-    ("shared profiles", [SHARED, "--window", "span", "--config", "configs/profiles.yaml"]),
+    ("example fleet", [EXAMPLES, "--config", os.path.join(EXAMPLES, "labels.yaml")]),
+    ("shared profiles", [SHARED, "--window", "span", "--config", os.path.join(REPO, "configs", "profiles.yaml")]),
 ]
 
 
 def run(tree: str, args: list[str], out: str, cache: str) -> int:
+    os.makedirs(cache, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=tree, GPU_IDLE_CACHE=os.path.join(cache, "columns"),
                GPU_IDLE_EXPORT_CACHE=os.path.join(cache, "exports"), GPU_IDLE_STAGE_CACHE=os.path.join(cache, "staged"))
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *args, "--out", out], cwd=tree, env=env,
+    # the same input paths and the same working folder for both: the report paths in the outputs match
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *args, "--out", out], cwd=cache, env=env,
                           capture_output=True, text=True)
     return proc.returncode
 
@@ -57,7 +61,6 @@ def main() -> int:
         if not os.path.exists(os.path.join(REPO, "examples", "fleet", "labels.yaml")):
             subprocess.run([sys.executable, "-m", "pipeline.cli", "synth", "--example", "examples/fleet"], cwd=REPO,
                            check=True)
-        os.symlink(os.path.join(REPO, "examples"), os.path.join(tree, "examples"))
         for name, args in CASES:
             if name == "shared profiles" and not os.path.isdir(SHARED):
                 print(f"{name}: skipped ({SHARED} not found)")

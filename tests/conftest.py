@@ -1,15 +1,15 @@
 """Shared fixtures: where the real exports are, and one CLI run over them."""
 from __future__ import annotations
 
-import os
 import atexit
 import json
+import os
 import shutil
 import signal
 import subprocess
-import time
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd

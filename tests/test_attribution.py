@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline import attribution as at
-from pipeline.attribution import CategoryRules
-from pipeline.load import normalise_api_name
+from pipeline.analysis import attribution as at
+from pipeline.analysis.attribution import CategoryRules
+from pipeline.load.report import normalise_api_name
 
 
 def runtime(rows):
@@ -208,7 +208,7 @@ def test_normalised_names_drive_categories():
 
 
 def test_periodic_one_checkpoint_on_two_streams_is_not_recurring():
-    from pipeline.attribution import periodic_mask
+    from pipeline.analysis.attribution import periodic_mask
     MS = 1_000_000
     # One 80 ms checkpoint seen on the compute stream and, 1 ms earlier, on the NCCL stream:
     # the two candidates overlap ([500, 581) and [501, 581)) -> one event -> not periodic.
@@ -218,7 +218,7 @@ def test_periodic_one_checkpoint_on_two_streams_is_not_recurring():
 
 
 def test_periodic_two_checkpoints_on_two_streams_recur():
-    from pipeline.attribution import periodic_mask
+    from pipeline.analysis.attribution import periodic_mask
     MS = 1_000_000
     # Three checkpoints 400 ms apart (events at 500, 900, 1300 ms), each seen on two streams, among
     # eight 2 ms gaps: median of the 14 lengths = 2 ms, so candidates need >= max(50, 5 x 2) ms: exactly

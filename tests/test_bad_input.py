@@ -9,11 +9,11 @@ import sqlite3
 
 import pandas as pd
 import pytest
-
 from conftest import run_cli
-from pipeline.load import load_report, marks_partial, reports_lost_events
-from pipeline.synth import ExportWriter
 from test_export import nsys  # noqa: F401  (fixture: the repository's nsys, fails when `make nsys` was not run)
+
+from pipeline.load.report import load_report, marks_partial, reports_lost_events
+from pipeline.synth import ExportWriter
 
 
 def test_bad_files_become_error_rows_without_worker_tracebacks(tmp_path, profiles):
@@ -425,7 +425,7 @@ def test_same_file_named_twice_is_analysed_once(corpus, corpus_run):
 
 
 def test_symlink_to_a_listed_file_is_analysed_once(tmp_path, profiles):
-    from pipeline.discover import discover
+    from pipeline.inputs.discover import discover
 
     real = tmp_path / "tiny.sqlite"
     real.write_bytes((profiles / "tiny_2kernels.sqlite").read_bytes())

@@ -1,9 +1,9 @@
 """The YAML files in configs/ parse and say what the code does."""
 from __future__ import annotations
 
-from pipeline.config import Config, load_config
-
 from conftest import REPO
+
+from pipeline.config import Config, load_config
 
 
 def test_default_yaml_equals_builtin_defaults():
@@ -28,9 +28,9 @@ def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
 
     import pandas as pd
 
-    from pipeline import cache
-    from pipeline.analyse import analyse_gpu
-    from pipeline.load import gpu_trace
+    from pipeline.analysis.analyse import analyse_gpu
+    from pipeline.load import cache
+    from pipeline.load.report import gpu_trace
 
     src = tmp_path / "a.sqlite"
     shutil.copy(profiles / "train_h100_2gpu_nccl.sqlite", src)
@@ -76,7 +76,7 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
     wait_for_writes, and a rerun reads it (equal frames)."""
     import pandas as pd
 
-    from pipeline import cache
+    from pipeline.load import cache
 
     src = str(profiles / "train_h100_2gpu_nccl.sqlite")
     first = cache.load_cached(src, tmp_path / "cache", background=True)
@@ -98,7 +98,7 @@ def test_json_text_is_strict_one_line_per_key():
 
     import pytest
 
-    from pipeline.fleet import json_text
+    from pipeline.io import json_text
 
     doc = {"report": "a.sqlite", "roster": [{"start_ns": 1, "api": "cudaMemcpyAsync"}], "timeline": {}}
     text = json_text(doc)

@@ -5,9 +5,15 @@ import math
 
 import pytest
 
-from pipeline import cost
-from pipeline.config import Config, ConfigError, CostConfig, LabelRule, Rate, load_config
-
+from pipeline.analysis import cost
+from pipeline.config import (
+    Config,
+    ConfigError,
+    CostConfig,
+    LabelRule,
+    Rate,
+    load_config,
+)
 
 # ---------------------------------------------------------------- cost
 
@@ -29,7 +35,7 @@ def test_amdahl():
 
 
 def test_find_rate_glob_on_export_model_name():
-    model, usd, source = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())
+    model, usd, source, _ = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())
     # default card: H100 at $4.00 via '*H100*'
     assert (model, usd, source) == ("H100", 4.0, "rate card: example list price; replace with your contract")
     model, usd, _ = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())
@@ -41,7 +47,7 @@ def test_find_rate_glob_on_export_model_name():
 @pytest.mark.parametrize("name", ["", None, "Tesla V100-SXM2-16GB"])
 def test_find_rate_default_model(name):
     card = CostConfig(default_model="A100")
-    model, usd, source = cost.find_rate(name, card)
+    model, usd, source, _ = cost.find_rate(name, card)
     assert (model, usd) == ("A100", 2.5)
     assert source.startswith("rate card (default model: ")
     assert ("not on the card" in source) == bool(name)  # says why: no model, or a model not on the card
@@ -56,7 +62,7 @@ def test_find_rate_first_match_wins():
 
 def test_find_rate_cluster_override():
     card = CostConfig(cluster_rates={"east": {"H100": 3.25}})
-    model, usd, source = cost.find_rate("NVIDIA H100 80GB HBM3", card, cluster="east")
+    model, usd, source, _ = cost.find_rate("NVIDIA H100 80GB HBM3", card, cluster="east")
     assert (model, usd) == ("H100", 3.25)
     assert "east" in source
     # other clusters and models keep the card rate

@@ -6,13 +6,12 @@ import time
 import warnings
 
 import pandas as pd
+from conftest import REPO, run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
-from pipeline.discover import discover
-from pipeline.graph import run_graph
-
-from conftest import REPO, run_cli
+from pipeline.engine.graph import run_graph
+from pipeline.inputs.discover import discover
 
 EXPECTED_GPUS = 5  # fastvideo 2 + train 2 + tiny 1
 
@@ -66,7 +65,7 @@ def test_local_cluster_settings_reach_the_worker_processes():
     statistical profiler, slow ticks) and without a dashboard unless one is asked for."""
     import dask
 
-    from pipeline.graph import LOCAL_CLUSTER_SETTINGS, open_client
+    from pipeline.engine.graph import LOCAL_CLUSTER_SETTINGS, open_client
 
     def worker_settings():
         import dask as d

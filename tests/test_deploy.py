@@ -21,9 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from dask.utils import parse_bytes
-
 from conftest import REPO
+from dask.utils import parse_bytes
 
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "kubernetes"

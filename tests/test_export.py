@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import export
-from pipeline.export import ExportError, export_report, find_nsys
-from pipeline.load import ProfileError, load_report
-from pipeline.window import choose_window
+from pipeline.analysis.window import choose_window
+from pipeline.inputs import export
+from pipeline.inputs.export import ExportError, export_report, find_nsys
+from pipeline.load.report import ProfileError, load_report
 
 REPO = Path(__file__).resolve().parents[1]
 APP_SOURCE = REPO / "tests" / "nvtx_app" / "app.c"

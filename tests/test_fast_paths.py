@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import attribution as at
-from pipeline import gaps, load
-from pipeline import intervals as iv
-from pipeline.attribution import CategoryRules
+from pipeline.analysis import attribution as at
+from pipeline.analysis import gaps
+from pipeline.analysis import intervals as iv
+from pipeline.analysis.attribution import CategoryRules
+from pipeline.load import report as load
 from pipeline.synth import generate_scaled_report
 
 
@@ -171,8 +172,8 @@ def test_shared_busy_runs_equal_separate_unions(scaled):
 def test_threaded_identities_equal_one_by_one(tmp_path):
     """results.identities hashes on threads: same digests, in order, as one call per path; an
     unreadable path gives its exception in its place."""
-    from pipeline.export import content_key
-    from pipeline.results import IdentityIndex, identities
+    from pipeline.inputs.export import content_key
+    from pipeline.runs.results import IdentityIndex, identities
 
     paths = []
     for i in range(6):

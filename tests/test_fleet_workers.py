@@ -8,16 +8,16 @@ import os
 
 import pandas as pd
 import pytest
+from conftest import run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
-from pipeline.discover import discover
-from pipeline.fleet import build_fleet, gpu_json_name, write_outputs
-from pipeline.graph import run_graph
+from pipeline.engine.graph import run_graph
+from pipeline.engine.outputs import gpu_json_name, write_outputs
+from pipeline.engine.reduce import build_fleet
+from pipeline.inputs.discover import discover
 from pipeline.report.medical import write_records
 from pipeline.synth import generate_training_report
-
-from conftest import run_cli
 
 REPORTS = 4
 
@@ -124,7 +124,7 @@ def test_local_cluster_workers_start_as_configured(method, monkeypatch):
     """dask.start_method: forked workers are copies of the client process (an attribute set here is
     there, without importing anything); spawned ones are fresh interpreters (it is not)."""
     import pipeline
-    from pipeline.graph import open_client
+    from pipeline.engine.graph import open_client
 
     monkeypatch.setattr(pipeline, "_start_method_probe", 42, raising=False)
     cfg = load_config([], {"dask": {"n_workers": 1, "start_method": method}})
@@ -142,7 +142,7 @@ def test_start_method_falls_back_to_spawn_where_fork_is_missing(monkeypatch):
     import multiprocessing
 
     from pipeline.config import ConfigError
-    from pipeline.graph import worker_start_method
+    from pipeline.engine.graph import worker_start_method
 
     assert worker_start_method("fork") == "fork"   # Linux
     assert worker_start_method("spawn") == "spawn"

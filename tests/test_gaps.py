@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline import gaps
+from pipeline.analysis import gaps
 
 MS = 1_000_000  # ns per ms
 
@@ -285,6 +285,6 @@ def test_json_scalars_non_finite_become_null():
 
     import numpy as np
 
-    from pipeline.fleet import _plain
+    from pipeline.io import plain_scalar as _plain
     assert [_plain(v) for v in (math.inf, -math.inf, math.nan, np.float64("inf"), np.int64(3), 2.5)] == \
         [None, None, None, None, 3, 2.5]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline import intervals as iv
+from pipeline.analysis import intervals as iv
 
 
 def pairs(result):

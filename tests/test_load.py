@@ -10,9 +10,9 @@ import stat
 
 import pytest
 
-from pipeline.analyse import analyse_gpu
+from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import AnalysisConfig, Config
-from pipeline.load import ProfileError, connect_readonly, gpu_trace, load_report
+from pipeline.load.report import ProfileError, connect_readonly, gpu_trace, load_report
 from pipeline.synth import SCHEMA, ExportWriter
 
 MS = 1_000_000  # ns per ms

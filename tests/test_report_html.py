@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, run_cli
-from pipeline.fleet import gpu_json_name, slug
+
+from pipeline.engine.outputs import gpu_json_name
+from pipeline.io import slug
 from pipeline.report.html import write_report
 
 ARTIFACTS = REPO / "tests" / "artifacts"

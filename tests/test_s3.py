@@ -18,16 +18,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import run_cli
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
 from pipeline.config import StorageConfig, load_config  # noqa: E402
-from pipeline.discover import discover  # noqa: E402
-from pipeline.graph import LoadFailure, load_task  # noqa: E402
-from pipeline.storage import StageError, stage, stage_info  # noqa: E402
+from pipeline.engine.graph import LoadFailure, load_task  # noqa: E402
+from pipeline.inputs.discover import discover  # noqa: E402
+from pipeline.inputs.storage import StageError, stage, stage_info  # noqa: E402
 
 FLEET_BUCKET = "gpu-profiles"
 AWS_ENV = {

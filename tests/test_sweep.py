@@ -9,10 +9,10 @@ import time
 
 import pandas as pd
 import pytest
+from conftest import DASK_WORKERS, REPO, run_cli
 
 from pipeline.synth import generate_training_report
 
-from conftest import DASK_WORKERS, REPO, run_cli
 
 def comparable(fleet: pd.DataFrame) -> pd.DataFrame:
     return fleet.sort_values(["report", "gpu_key"]).reset_index(drop=True).astype(str)
@@ -131,7 +131,7 @@ def single_process_sweep(cfg_path, night: str) -> None:
     from distributed import Client, LocalCluster
 
     from pipeline.config import load_config
-    from pipeline.sweep import sweep
+    from pipeline.runs.sweep import sweep
 
     @contextlib.contextmanager
     def in_process():
@@ -185,9 +185,9 @@ def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir,
 
     from distributed import Client, LocalCluster
 
-    from pipeline import graph
-    from pipeline import sweep as sweeping
     from pipeline.config import load_config
+    from pipeline.engine import graph
+    from pipeline.runs import sweep as sweeping
 
     seen = []
     real = graph.run_graph

@@ -8,14 +8,13 @@ import os
 
 import pandas as pd
 import pytest
-
-from pipeline import results as results_mod
-from pipeline import sweep as sweeping
-from pipeline.export import content_key
-from pipeline.report.html import write_report
-from pipeline.synth import generate_training_report
-
 from conftest import run_cli
+
+from pipeline.inputs.export import content_key
+from pipeline.report.html import write_report
+from pipeline.runs import results as results_mod
+from pipeline.runs import sweep as sweeping
+from pipeline.synth import generate_training_report
 
 REPORTS = 6
 

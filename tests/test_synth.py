@@ -16,10 +16,10 @@ import sqlite3
 import pytest
 
 from pipeline import synth
-from pipeline.analyse import analyse_gpu
+from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
-from pipeline.fleet import build_fleet
-from pipeline.load import gpu_trace, load_report
+from pipeline.engine.reduce import build_fleet
+from pipeline.load.report import gpu_trace, load_report
 
 LABELS = {"cluster": "c", "job": "j"}
 SMALL = {"gpus": 4, "iterations": 8, "seed": 7}

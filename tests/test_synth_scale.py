@@ -16,9 +16,9 @@ import sqlite3
 import pytest
 
 from pipeline import synth
-from pipeline.analyse import CATEGORIES, GAP_CATEGORIES, analyse_gpu
+from pipeline.analysis.analyse import CATEGORIES, GAP_CATEGORIES, analyse_gpu
 from pipeline.config import load_config
-from pipeline.load import gpu_trace, load_report
+from pipeline.load.report import gpu_trace, load_report
 
 SMALL = {"gpus": 3, "kernels": 4_500, "iterations": 10, "seed": 11}
 WINDOWS = (("span", "span"), ("auto", "nvtx"))   # --window value, truth key

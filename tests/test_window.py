@@ -9,18 +9,24 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_cli
 
-from pipeline.analyse import analyse_gpu
-from pipeline.attribution import CategoryRules, categorise
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.attribution import CategoryRules, categorise
+from pipeline.analysis.window import (
+    Iterations,
+    WindowError,
+    WindowRules,
+    choose_window,
+    nvtx_iterations,
+    periodic_iterations,
+    select_stable,
+)
 from pipeline.config import Config, load_config
-from pipeline.fleet import build_fleet
-from pipeline.load import gpu_trace, load_report
+from pipeline.engine.reduce import build_fleet
+from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.medical import job_record
 from pipeline.synth import ExportWriter
-from pipeline.window import (Iterations, WindowError, WindowRules, choose_window, nvtx_iterations,
-                             periodic_iterations, select_stable)
-
-from conftest import run_cli
 
 MS = 1_000_000
 RULES = WindowRules()
@@ -339,14 +345,14 @@ def test_nvtx_less_export_uses_kernel_periodicity(tmp_path):
 
 
 def test_timeline_keeps_long_gaps_when_compacting():
-    from pipeline.analyse import timeline
-    from pipeline.window import Window
+    from pipeline.analysis.analyse import timeline
+    from pipeline.analysis.window import Window
     # 6 kernels of 1 ms with holes 1, 5, 1, 9, 1 ms; keep at most 3 runs -> the two longest holes (9, 5) stay
     starts = [0, 2, 8, 10, 20, 22]
     kernels = kernel_frame([(t, t + 1, "k") for t in starts])
     gaps = gap_frame([(3, 5, "k"), (11, 9, "k")]).assign(category=["cpu", "sync"])
     win = Window(0, 23 * MS, "nvtx", False, boundaries=(0, 10 * MS, 20 * MS, 30 * MS))
-    import pipeline.analyse as analyse
+    import pipeline.analysis.analyse as analyse
     old, analyse.TIMELINE_MAX_RUNS = analyse.TIMELINE_MAX_RUNS, 3
     try:
         t = timeline(kernels, gaps, win)

@@ -22,9 +22,9 @@ import markdown as markdown_lib
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from ..analyse import CATEGORIES
-from ..fleet import write_text
-from . import plots
+from ..analysis.analyse import CATEGORIES
+from ..io import write_text
+from ..report import plots
 from .summary import ReportError, Results, load_results, summarise
 
 FORMATS = ("html", "csv", "md")

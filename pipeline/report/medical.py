@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..analyse import CATEGORIES
+from ..analysis.analyse import CATEGORIES
 
 TOP_GAPS = 5
 
@@ -108,7 +108,7 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
     """
     import os
 
-    from ..fleet import slug, write_text
+    from ..io import slug, write_text
 
     by_job: dict = {}
     jobs = fleet["job"].tolist()

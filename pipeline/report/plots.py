@@ -20,7 +20,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..analyse import CATEGORIES
+from ..analysis.analyse import CATEGORIES
 
 #: One colour per category, the same in every plot and in the HTML legend.
 CATEGORY_COLOURS = {
@@ -61,7 +61,7 @@ def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: 
     """
     if cache_dir is None:
         return plot(*args)
-    from ..fleet import write_text
+    from ..io import write_text
 
     key = json.dumps([plot.__name__, args, code or _source_digest()], sort_keys=True, default=str)
     path = os.path.join(cache_dir, hashlib.sha256(key.encode()).hexdigest() + suffix)

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..analyse import CATEGORIES
-from ..fleet import gpu_json_name, rollup, slug
-from ..results import dated_dirs
+from ..analysis.analyse import CATEGORIES
+from ..engine.outputs import gpu_json_name
+from ..engine.reduce import rollup
+from ..io import slug
+from ..runs.results import dated_dirs
 
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10

@@ -9,15 +9,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..attribution import CategoryRules
-from .writer import (
-    DTOH, GLOBAL_ID_BASE, HTOD, NVTX_PUSH_POP, RUNTIME_EVENT_CLASS, SCHEMA, global_pid, global_tid,
-)
+from ..analysis.attribution import CategoryRules
 from .workload import (
-    ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_50MS, BUCKET_5MS, CAPTURE_START_NS, COMPUTE_STREAM,
-    COPY_STREAM, FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM,
-    TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective,
+    ADAM_OPTIMIZER,
+    API_EXPORT_NAMES,
+    BUCKET_5MS,
+    BUCKET_50MS,
+    CAPTURE_START_NS,
+    COMPUTE_STREAM,
+    COPY_STREAM,
+    FLEET_GAP_CATEGORIES,
+    H2D_BYTES_PER_NS,
+    HGX_BUS_IDS,
+    MS,
+    NCCL_STREAM,
+    TRANSFORMER_BACKWARD,
+    TRANSFORMER_FORWARD,
+    TRANSFORMER_HEAD,
+    US,
+    WITNESS_MARGIN_NS,
+    is_collective,
     truth_path,
+)
+from .writer import (
+    DTOH,
+    GLOBAL_ID_BASE,
+    HTOD,
+    NVTX_PUSH_POP,
+    RUNTIME_EVENT_CLASS,
+    SCHEMA,
+    global_pid,
+    global_tid,
 )
 
 # ---------------------------------------------------------------------------
@@ -719,8 +741,8 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
                            HGX_BUS_IDS[rank] if rank < len(HGX_BUS_IDS) else f"0000:{(0x18 + 16 * rank) % 256:02x}:00.0"))
     _write_scaled(path, ranks, identities, names, cluster_model, device_per_rank)
 
+    from ..analysis.window import WindowRules
     from ..config import AnalysisConfig
-    from ..window import WindowRules
     analysis, window_rules = AnalysisConfig(), WindowRules()
     gpu_truths = []
     for r, (uuid, bus) in zip(ranks, identities):

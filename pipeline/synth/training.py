@@ -10,15 +10,37 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from ..attribution import CategoryRules
-from .writer import DTOH, ExportWriter, HTOD
+from ..analysis.attribution import CategoryRules
 from .workload import (
-    ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_50MS, BUCKET_5MS, CAPTURE_START_NS, COMPUTE_STREAM,
-    CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START,
-    FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS,
-    MIN_STABLE_ITERATIONS, MS, NCCL_STREAM, SLIVER_NS, TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD,
-    TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, truth_path,
+    ADAM_OPTIMIZER,
+    API_EXPORT_NAMES,
+    BUCKET_5MS,
+    BUCKET_50MS,
+    CAPTURE_START_NS,
+    COMPUTE_STREAM,
+    CONVNET_BACKWARD,
+    CONVNET_FORWARD,
+    CONVNET_HEAD,
+    COPY_STREAM,
+    DEVICE_WINDOW_START,
+    FLEET_GAP_CATEGORIES,
+    H2D_BYTES_PER_NS,
+    HGX_BUS_IDS,
+    LAUNCH_CALL_NS,
+    LAUNCH_LEAD_NS,
+    MIN_STABLE_ITERATIONS,
+    MS,
+    NCCL_STREAM,
+    SLIVER_NS,
+    TRANSFORMER_BACKWARD,
+    TRANSFORMER_FORWARD,
+    TRANSFORMER_HEAD,
+    US,
+    WITNESS_MARGIN_NS,
+    is_collective,
+    truth_path,
 )
+from .writer import DTOH, HTOD, ExportWriter
 
 # ---------------------------------------------------------------------------
 # Example fleet: deterministic data-parallel training exports with planted gaps.

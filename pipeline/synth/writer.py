@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import sqlite3
 
-
-
 #: The high bits Nsight Systems sets on every serialized GlobalId (vmId 1 << 48 as seen in real exports).
 GLOBAL_ID_BASE = 0x1000000000000
 

@@ -30,9 +30,10 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import Config
-from .export import content_key
-from .fleet import atomic_path, write_json
+from ..config import Config
+from ..engine.reduce import rosters_of
+from ..inputs.export import content_key
+from ..io import atomic_path, is_leftover, remove_leftovers, write_json
 
 
 def config_hash(cfg: Config) -> str:
@@ -45,7 +46,7 @@ def config_hash(cfg: Config) -> str:
 def code_digest() -> str:
     """SHA-256 of the pipeline's own source (``*.py`` and report templates): outputs made by
     other code are never reused. Computed once per process (the code does not change under it)."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pipeline package
     digest = hashlib.sha256()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -151,7 +152,7 @@ def identities(index: IdentityIndex, paths: list[str], storage_options: dict | N
     cannot be identified gives its exception instead of a digest."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .load import read_threads
+    from ..load.sqlite import read_threads
 
     def one(path: str):
         try:
@@ -163,13 +164,6 @@ def identities(index: IdentityIndex, paths: list[str], storage_options: dict | N
         return [one(p) for p in paths]
     with ThreadPoolExecutor(max_workers=read_threads()) as pool:
         return list(pool.map(one, paths))
-
-
-def rosters_of(results: list) -> dict:
-    """``(report, gpu_key) -> {"streams", "device", "timeline"}`` of per-GPU results
-    (:class:`~pipeline.analyse.GpuResult`)."""
-    return {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
-                                                 "timeline": r.timeline} for r in results}
 
 
 def rows_table(rows: list[dict]) -> pa.Table:
@@ -195,20 +189,9 @@ class ResultStore:
         os.makedirs(self.dir, exist_ok=True)
 
     def remove_leftovers(self, older_than_s: float = 0.0) -> int:
-        """Delete temporary files a killed run left (``.<name>.<random>.tmp``: never read as
-        results) last modified more than ``older_than_s`` seconds ago. With 0, call only when
-        no other process writes to this folder. Returns the count."""
-        before = time.time() - older_than_s
-        count = 0
-        for entry in os.scandir(self.dir):
-            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
-                try:
-                    if older_than_s <= 0 or entry.stat().st_mtime < before:
-                        os.unlink(entry.path)
-                        count += 1
-                except FileNotFoundError:
-                    pass  # its writer renamed or removed it meanwhile
-        return count
+        """Delete temporary files a killed run left in the store (:func:`pipeline.io.remove_leftovers`)
+        last modified more than ``older_than_s`` seconds ago. Returns the count."""
+        return len(remove_leftovers(self.dir, older_than_s, recursive=False))
 
     def _base(self, key: str) -> str:
         return os.path.join(self.dir, key)
@@ -286,72 +269,84 @@ class ResultSlot:
 LEFTOVER_AGE_S = 3600
 
 
-class RunCache:
-    """``gpu-idle run``'s result cache: ``results/`` and ``identity-index.json`` under the columnar
-    cache root (the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
-    ``~/.cache/gpu-idle/columns``), beside the ``<sha256>-v<N>`` entries of :mod:`pipeline.cache`.
+class ResultCache:
+    """The results of earlier runs, as one run uses them: a :class:`ResultStore` under ``root``,
+    the :class:`IdentityIndex` beside it, and each report's result key (content + settings + code).
 
-    Several runs may share it: the index keeps entries of reports other runs saw, and only
-    temporary files older than :data:`LEFTOVER_AGE_S` are removed. Raises OSError when the
-    root cannot be created.
+    ``gpu-idle run``'s root is the columnar cache's folder (:meth:`for_run`), shared by runs over
+    different inputs; the sweep's is its state folder (:meth:`for_sweep`), which one sweep at a
+    time owns. Raises OSError when ``root`` cannot be created.
     """
 
-    def __init__(self, cfg: Config):
-        from .cache import default_cache_dir
-
-        self.root = str(cfg.cache.dir or default_cache_dir())
+    def __init__(self, root: str, cfg: Config, keep_unseen: bool, leftover_age_s: float):
+        self.root = str(root)
         self.store = ResultStore(self.root)
-        self.store.remove_leftovers(LEFTOVER_AGE_S)
-        self.index = IdentityIndex(self.root, keep_unseen=True)
+        self.removed_leftovers = self.store.remove_leftovers(leftover_age_s)
+        self.index = IdentityIndex(self.root, keep_unseen=keep_unseen)
         self.cfg = cfg
         self.chash, self.code = config_hash(cfg), code_digest()
         self.keys: dict[str, str] = {}
 
-    def identify(self, paths: list[str]) -> list[str]:
+    @classmethod
+    def for_run(cls, cfg: Config) -> "ResultCache":
+        """``gpu-idle run``'s cache: under ``cache.dir`` (else ``$GPU_IDLE_CACHE``, else
+        ``~/.cache/gpu-idle/columns``), beside the ``<sha256>-v<N>`` entries of
+        :mod:`pipeline.load.cache`; only temporary files older than :data:`LEFTOVER_AGE_S` are
+        removed (another run may be writing) and the index keeps entries of reports other runs saw."""
+        from ..load.cache import default_cache_dir
+
+        return cls(str(cfg.cache.dir or default_cache_dir()), cfg, keep_unseen=True, leftover_age_s=LEFTOVER_AGE_S)
+
+    @classmethod
+    def for_sweep(cls, state_dir: str, cfg: Config) -> "ResultCache":
+        """The sweep's cache in its state folder (held by one sweep at a time: every leftover goes)."""
+        return cls(state_dir, cfg, keep_unseen=False, leftover_age_s=0.0)
+
+    def identify(self, paths: list[str]) -> list[tuple[str, Exception]]:
         """Compute the result key of every path not yet keyed (hashing only files the identity
-        index does not know); returns the paths that cannot be identified (unreadable or
-        unreachable: the analysis names the cause in its error row)."""
+        index does not know). Returns ``(path, exception)`` for those that cannot be identified
+        (unreadable, unreachable): they are not analysed, their error row says why."""
         todo = [p for p in paths if p not in self.keys]
-        unknown = []
+        failed = []
         for path, identity in zip(todo, identities(self.index, todo, self.cfg.storage.options)):
-            if isinstance(identity, Exception):  # unreadable or unreachable: the analysis says why
-                unknown.append(path)
+            if isinstance(identity, Exception):
+                failed.append((path, identity))
             else:
                 self.keys[path] = result_key(identity, self.chash, self.cfg.labels_for(path), self.code)
-        return unknown
+        return failed
 
-    def digest(self, paths: list[str], problems=()) -> str | None:
-        """:func:`inputs_digest` of a run over ``paths`` (with discovery ``problems``) when every
-        report has a stored result, else None: what an output folder's manifest records."""
-        if self.identify(paths) or not all(self.store.has(self.keys[p]) for p in paths):
-            return None
+    def stored(self, path: str) -> bool:
+        """Whether an identified report's result is stored."""
+        return path in self.keys and self.store.has(self.keys[path])
+
+    def slot(self, path: str) -> "ResultSlot | None":
+        """Where the report's result goes (None for a report that could not be identified)."""
+        return ResultSlot(self.root, self.keys[path]) if path in self.keys else None
+
+    def digest(self, paths: list[str], problems=()) -> str:
+        """:func:`inputs_digest` of a run over the identified ``paths`` and the ``problems``: what an
+        output folder's manifest records."""
         return inputs_digest(self.chash, {p: self.keys[p] for p in paths}, list(problems), self.code)
 
-    def lookup(self, paths: list[str]) -> tuple[list[str], list[dict], dict]:
-        """Split ``paths`` into those to analyse and the stored results of the others.
-
-        A report that cannot be read (to hash it) is left to the analysis, which names
-        the cause in its error row; a damaged stored result is analysed again. Returns
-        ``(paths to analyse, stored rows, stored rosters)``.
-        """
-        unknown = set(self.identify(paths))
-        todo, hits = [], []
-        for path in paths:
-            (hits if path not in unknown and self.store.has(self.keys[path]) else todo).append(path)
+    def read(self, paths: list[str]) -> tuple[list[dict], dict, list[str]]:
+        """Rows and rosters of the stored results of ``paths``, relabelled with their paths, and
+        the paths whose stored result is damaged (to analyse again): ``(rows, rosters, damaged)``."""
+        errors = (OSError, ValueError, KeyError, pa.ArrowException)
         try:
-            rows, rosters = self.store.get_many([(self.keys[p], p) for p in hits])
-        except (OSError, ValueError, KeyError, pa.ArrowException):  # a damaged result: read them one by one
-            rows, rosters = [], {}
-            for path in hits:
-                try:
-                    got_rows, got_rosters = self.store.get(self.keys[path], path)
-                except (OSError, ValueError, KeyError, pa.ArrowException):
-                    todo.append(path)
-                    continue
-                rows += got_rows
-                rosters.update(got_rosters)
-        self.save_index()
-        return todo, rows, rosters
+            rows, rosters = self.store.get_many([(self.keys[p], p) for p in paths])
+            return rows, rosters, []
+        except errors:  # a damaged result: read them one by one
+            pass
+        rows, rosters, damaged = [], {}, []
+        for path in paths:
+            try:
+                got_rows, got_rosters = self.store.get(self.keys[path], path)
+            except errors:
+                damaged.append(path)
+                continue
+            rows += got_rows
+            rosters.update(got_rosters)
+        return rows, rosters, damaged
 
     def save_index(self) -> None:
         """Keep the content hashes learnt; a read-only cache only means hashing again next time."""
@@ -359,10 +354,6 @@ class RunCache:
             self.index.save()
         except OSError:
             pass
-
-    def slots(self, paths: list[str]) -> dict:
-        """``path -> ResultSlot``: where each report's results go (reports that could not be identified have none)."""
-        return {path: ResultSlot(self.root, self.keys[path]) for path in paths if path in self.keys}
 
 
 def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
@@ -412,7 +403,7 @@ def folder_files(night_dir: str) -> list[str]:
     for folder, dirs, files in os.walk(night_dir):
         dirs.sort()
         for name in sorted(files):
-            if name == MANIFEST or (name.startswith(".") and name.endswith(".tmp")):
+            if name == MANIFEST or is_leftover(name):
                 continue
             out.append(os.path.relpath(os.path.join(folder, name), night_dir))
     return out

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import fsspec
 
-from .load import ProfileError
+from ..model import ProfileError
 
 log = logging.getLogger(__name__)
 

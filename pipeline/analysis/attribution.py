@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..arrays import row_groups
 from . import intervals as iv
-from .load import row_groups
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .export import content_key
-from .load import Report, load_report
+from ..inputs.export import content_key
+from ..model import Report, RowWarning, WarningCode
+from .report import load_report
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 4
+LOADER_VERSION = 5
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
 
@@ -64,7 +65,8 @@ def _write_entry(report: Report, target: Path) -> None:
                            use_dictionary=[c for c in DICTIONARY_COLUMNS if c in frame.columns],
                            compression="none", write_statistics=False)
         (tmp / "report.json").write_text(json.dumps(
-            {"meta": report.meta, "diagnostics": report.diagnostics, "warnings": report.warnings}))
+            {"meta": report.meta, "diagnostics": report.diagnostics,
+             "warnings": [[w.code.value, w.text] for w in report.warnings]}))
         try:
             os.rename(tmp, target)
         except OSError:  # another worker finished the same entry first: keep theirs
@@ -77,8 +79,8 @@ def _write_entry(report: Report, target: Path) -> None:
 def _read_entry(entry: Path, path: str) -> Report:
     extra = json.loads((entry / "report.json").read_text())
     frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
-    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=extra["warnings"],
-                  **frames)
+    warnings = [RowWarning(WarningCode(code), text) for code, text in extra["warnings"]]
+    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings, **frames)
 
 
 #: Cache entries being written on background threads (:func:`wait_for_writes` joins them).

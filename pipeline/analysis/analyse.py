@@ -6,32 +6,22 @@ holds the fleet-table row and the roster for the per-GPU JSON.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
+from ..config import Config
+from ..model import (
+    CATEGORIES,
+    GAP_CATEGORIES,
+    GpuResult,
+    GpuTrace,
+    RowWarning,
+    WarningCode,
+    row_status,
+)
 from . import attribution, cost, gaps
 from . import intervals as iv
-from .config import Config
-from .load import GpuTrace, marks_partial
 from .window import WindowError, choose_window
-
-#: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
-GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
-CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
-
-
-@dataclass
-class GpuResult:
-    """``row``: one fleet-table row (dict of scalars). ``roster``: the longest per-stream gaps
-    (which queue broke: for fixing work). ``device_roster``: the longest device-level gaps
-    (no kernel on any stream: true idle; pid and stream_id are -1)."""
-
-    row: dict
-    roster: list = field(default_factory=list)
-    device_roster: list = field(default_factory=list)
-    timeline: dict = field(default_factory=dict)
 
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
@@ -120,10 +110,11 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
     idle_fraction = dev.idle_ns / dev.window_ns if dev.window_ns > 0 else 0.0
     model = labels.get("gpu_model") or trace.gpu_model
-    rate_model, rate, rate_source = cost.find_rate(model, cfg.cost, labels.get("cluster"))
+    rate_model, rate, rate_source, unlisted = cost.find_rate(model, cfg.cost, labels.get("cluster"))
     warnings = list(trace.warnings)
-    if model and "not on the card" in rate_source:
-        warnings.append(f"GPU model {model!r} is not on the rate card; priced as {rate_model}")
+    if unlisted:
+        warnings.append(RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD,
+                                   f"GPU model {model!r} is not on the rate card; priced as {rate_model}"))
 
     row = {
         "report": trace.report,
@@ -174,9 +165,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["idle_usd_per_month"] = round(cost.idle_usd_per_month(idle_fraction, rate, cfg.cost.hours_per_month), 2)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row["straggler"] = False
-    row["warnings"] = "; ".join(warnings)
-    # partial: rows the loader dropped or events Nsight Systems lost (load.marks_partial).
-    row["status"] = "partial" if any(marks_partial(w) for w in warnings) else "ok"
+    row["warnings"] = "; ".join(w.text for w in warnings)
+    # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
+    row["status"] = row_status(warnings)
     row["error"] = ""
     return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx),
                      device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx),

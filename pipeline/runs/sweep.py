@@ -36,12 +36,13 @@ Failed reports are not stored as results: they are tried again every night.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
 import json
 import os
-import shutil
+import socket
 import sys
 import time
 
@@ -49,12 +50,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import Config
-from .discover import discover
-from .fleet import atomic_path, build_fleet, problem_rows, write_json, write_outputs
-from .results import (  # noqa: F401 - IdentityIndex, code_digest and report_identity are public here too
-    MANIFEST, IdentityIndex, ResultSlot, ResultStore, code_digest, config_hash, dated_dirs, drop_manifest, folder_files,
-    identities, inputs_digest, read_manifest, report_identity, result_key,
+from ..config import Config
+from ..io import atomic_path, link_file, write_json
+from .driver import OutputFolder, drive, write_documents
+from .results import (
+    DATE_RE,
+    MANIFEST,
+    ResultCache,
+    ResultStore,
+    code_digest,
+    config_hash,
+    dated_dirs,
+    drop_manifest,
+    folder_files,
+    read_manifest,
+    report_identity,
+    result_key,
 )
 
 
@@ -68,6 +79,7 @@ class SweepSummary:
     reused: int = 0
     failed: list = dataclasses.field(default_factory=list)
     out_dir: str = ""
+    engine_problem: str | None = None
 
     def line(self) -> str:
         causes = "; ".join(err for _, err in self.failed[:3])
@@ -94,23 +106,6 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
                 stamps.append([os.path.relpath(path, state_dir), st.st_size, st.st_mtime_ns, st.st_ino])
     doc = {"inputs": inputs, "night": night, "history": stamps}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-
-
-def link_file(src: str, dst: str) -> None:
-    """Make ``dst`` the same file as ``src``: a hard link (a copy where links are impossible),
-    created under a temporary name and renamed into place. Raises OSError when ``src`` is unreadable."""
-    folder = os.path.dirname(os.path.abspath(dst))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(dst)}.{os.urandom(6).hex()}.tmp")
-    try:
-        try:
-            os.link(src, tmp)
-        except OSError:
-            shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
 
 
 def write_manifest(state_dir: str, night: str, inputs: str, html: str | None) -> None:
@@ -155,24 +150,72 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
     return out
 
 
-def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, night: str | None = None,
-          force=(), log=print, shared_files: bool = False) -> tuple[pd.DataFrame, SweepSummary]:
-    """Run one nightly sweep.
+class NightFolder(OutputFolder):
+    """One night of the sweep: ``S/nights/<night>/`` (the documents, report.html and the
+    manifest) and ``S/history/run_date=<night>/fleet.parquet``; an unchanged night is made
+    from an earlier one with the same inputs (:func:`reuse_night`)."""
+
+    def __init__(self, state_dir: str, night: str, log=print):
+        self.state_dir, self.night, self.log = state_dir, night, log
+        self.out_dir = os.path.join(state_dir, "nights", night)
+
+    def on_plan(self, paths, todo, reused) -> None:
+        self.log(f"sweep {self.night}: {len(paths)} report(s) found, {reused} unchanged, {len(todo)} to analyse")
+
+    def reuse(self, digest: str) -> pd.DataFrame | None:
+        out = reuse_night(self.state_dir, self.night, digest)
+        return None if out is None else pd.read_parquet(os.path.join(out, "fleet.parquet"))
+
+    def write(self, fleet, rosters, cfg, digest) -> str:
+        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest)
+
+
+class SweepBusy(Exception):
+    """Another sweep holds the state folder; the message says which process and since when."""
+
+
+@contextlib.contextmanager
+def sweep_lock(state_dir: str):
+    """Hold ``S/.sweep.lock`` (an exclusive ``flock``) while a sweep runs, so that two sweeps on one
+    state folder never analyse the same reports twice and overwrite each other's night.
+
+    Raises:
+        SweepBusy: another process holds it (its pid and start time are named).
+        OSError: the state folder cannot be created.
+    """
+    import fcntl
+
+    os.makedirs(state_dir, exist_ok=True)
+    path = os.path.join(state_dir, ".sweep.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            raise SweepBusy(f"{state_dir}: another sweep is running on this state folder ({holder}); "
+                            "this one did nothing: run it again when that one has ended") from None
+        os.ftruncate(fd, 0)
+        stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {stamp}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | None = None, force=(),
+          scheduler: str | None = None, log=print, progress_factory=None) -> tuple[pd.DataFrame, SweepSummary]:
+    """Run one nightly sweep (:func:`pipeline.runs.driver.drive` into a :class:`NightFolder`).
 
     Args:
         cfg: configuration (``cfg.sweep`` gives the default inputs and state folder).
-        open_client: a zero-argument context manager factory yielding a
-            ``distributed.Client``; called only when some report needs analysing,
-            so an unchanged night starts no cluster at all.
         inputs: extra inputs on top of ``cfg.sweep.inputs``.
         state_dir: overrides ``cfg.sweep.state_dir``.
         night: ``YYYY-MM-DD`` of this run (default: today, UTC).
         force: report paths to analyse again even if a result exists (``make rerun``).
-        shared_files: the workers see this machine's files (the embedded LocalCluster):
-            each worker then stores the results of the reports it analysed and writes
-            their per-GPU JSON into the night's folder itself, as ``gpu-idle run`` does,
-            and only the rows travel back. Otherwise (a remote cluster) the client stores
-            and writes everything as results arrive.
+        scheduler: a Dask scheduler address (else the config's, else a LocalCluster; a
+            night with nothing new to analyse starts none).
+        progress_factory: see :func:`~pipeline.runs.driver.drive`.
     Returns:
         ``(fleet table of the night, summary)``. The night's table holds every
         discovered report: reused results, new results and error rows. When every
@@ -180,85 +223,39 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
         night's outputs are reused (:func:`reuse_night`) and the table is read
         back from the night's ``fleet.parquet``.
     Raises:
+        ValueError: ``night`` is not a date ``YYYY-MM-DD``.
+        SweepBusy: another sweep is running on the same state folder.
         OSError: the state folder cannot be written (a report's result that cannot be
             stored is only warned about on stderr: that report is analysed again next night).
     """
     state = state_dir or cfg.sweep.state_dir
-    night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
-    store = ResultStore(state)
-    if store.remove_leftovers():
-        log(f"sweep {night}: removed temporary files of an interrupted sweep in {store.dir}")
-    paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage)
-    chash, code = config_hash(cfg), code_digest()
-    summary = SweepSummary(night=night, reports=len(paths) + len(problems))
-
-    def canonical(p: str) -> str:
-        return p if "://" in p else os.path.abspath(p)
-
-    forced = {canonical(p) for p in force}
-    for missing in sorted(forced - {canonical(p) for p in paths}):
-        log(f"sweep {night}: WARNING: --force {missing}: not among the discovered reports, nothing forced "
-            "(give the report's path as the inputs name it)")
-    index = IdentityIndex(state)
-    keys: dict[str, str] = {}
-    todo, stored_paths = [], []
-    for path, identity in zip(paths, identities(index, paths, cfg.storage.options)):
-        if isinstance(identity, OSError):
-            problems.append((path, f"{path}: cannot read ({identity})"))
-            continue
-        if isinstance(identity, Exception):
-            raise identity
-        keys[path] = result_key(identity, chash, cfg.labels_for(path), code)
-        if store.has(keys[path]) and canonical(path) not in forced:
-            stored_paths.append(path)
-        else:
-            todo.append(path)
-    index.save()
-    summary.reused = len(stored_paths)
-    log(f"sweep {night}: {len(paths)} report(s) found, {summary.reused} unchanged, {len(todo)} to analyse")
-    inputs = inputs_digest(chash[:12], keys, problems, code)
-    if not todo:
-        out = reuse_night(state, night, inputs)
-        if out is not None:
-            fleet = pd.read_parquet(os.path.join(out, "fleet.parquet"))
-            errors = fleet[fleet["status"] == "error"].drop_duplicates("report")
-            summary.failed = list(zip(errors["report"], errors["error"]))
-            summary.out_dir = out
-            return fleet, summary
-
-    if todo:
-        from .graph import run_graph  # the only module that talks to Dask
-
-        # Each report's result is stored as soon as it is done (a sweep killed half-way keeps
-        # what it finished): by its worker, or by the client when the workers are remote.
-        slots = {path: ResultSlot(state, keys[path]) for path in todo}
-        out = os.path.join(state, "nights", night)
-        if shared_files:
-            drop_manifest(out)  # the workers are about to write into the night's folder
-        with open_client() as client:
-            fleet_new, rosters_new = run_graph(client, todo, cfg, problems, slots=slots,
-                                               gpu_dir=os.path.join(out, "gpus") if shared_files else None)
-    else:
-        fleet_new = build_fleet(problem_rows(problems, cfg),
-                                cfg.analysis.straggler_spread_pct) if problems else pd.DataFrame()
-        rosters_new = {}
-    # The stored results are read only now: forked workers would otherwise carry them too.
-    rows: list[dict] = []
-    rosters: dict = {}
-    for path in stored_paths:
-        got_rows, got_rosters = store.get(keys[path], path)
-        rows += got_rows
-        rosters.update(got_rosters)
-    rosters.update(rosters_new)
-    all_rows = rows + fleet_new.to_dict("records")
-    fleet = build_fleet(all_rows, cfg.analysis.straggler_spread_pct)
-    summary.analysed = int(fleet_new[fleet_new["status"] != "error"]["report"].nunique()) if len(fleet_new) else 0
-    errors = fleet[fleet["status"] == "error"].drop_duplicates("report")
-    summary.failed = list(zip(errors["report"], errors["error"]))
-    # A report that failed here has no stored result, so a later sweep analyses it again and never
-    # gets to reuse this night.
-    summary.out_dir = write_night(state, night, fleet, rosters, cfg, inputs)
+    night = check_night(night) if night else dt.datetime.now(dt.timezone.utc).date().isoformat()
+    with sweep_lock(state):
+        cache = ResultCache.for_sweep(state, cfg)
+        if cache.removed_leftovers:
+            log(f"sweep {night}: removed temporary files of an interrupted sweep in {cache.store.dir}")
+        folder = NightFolder(state, night, log)
+        result = drive(cfg, list(cfg.sweep.inputs) + list(inputs), folder, cache, scheduler,
+                       lambda text: log(f"sweep {night}: {text}" if text.startswith("WARNING") else text),
+                       force, progress_factory)
+    fleet = result.fleet
+    new = fleet[fleet["report"].isin(result.todo) & (fleet["status"] != "error")] if len(fleet) else fleet
+    summary = SweepSummary(night=night, reports=result.reports, reused=result.reused,
+                           analysed=int(new["report"].nunique()) if len(new) else 0,
+                           failed=result.failed, out_dir=result.out_dir, engine_problem=result.engine_problem)
     return fleet, summary
+
+
+def check_night(night: str) -> str:
+    """``night`` when it is a real date written ``YYYY-MM-DD`` (it names folders under the state
+    folder: nothing else may reach them, e.g. ``../../x``). Raises ValueError otherwise."""
+    if not DATE_RE.match(night or ""):
+        raise ValueError(f"--night {night!r}: not a date written YYYY-MM-DD")
+    try:
+        dt.date.fromisoformat(night)
+    except ValueError as exc:
+        raise ValueError(f"--night {night!r}: not a real date ({exc})") from exc
+    return night
 
 
 def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config,
@@ -270,16 +267,13 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     inputs can reuse the night (:func:`reuse_night`); a night written half-way
     has no manifest and is never reused.
     """
-    from .report.medical import write_records
-
     out = os.path.join(state_dir, "nights", night)
     drop_manifest(out)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     os.makedirs(os.path.dirname(history), exist_ok=True)
     with atomic_path(history) as tmp:
         pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
-    write_outputs(out, fleet, rosters)
-    write_records(out, fleet, rosters, cfg.analysis.actionable_pct)
+    write_documents(out, fleet, rosters, cfg)
     html = write_html(state_dir, out, night)
     if inputs is not None:
         write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html else None)
@@ -296,7 +290,7 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
     :data:`PLOT_CACHE_DAYS` days after their last use).
     """
     try:
-        from .report.html import write_report
+        from ..report.html import write_report
 
         cache = os.path.join(state_dir, "cache", "plots")
         start = time.time()

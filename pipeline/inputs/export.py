@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .load import ProfileError
+from ..model import ProfileError
 
 #: Environment variable naming the nsys binary to use.
 NSYS_ENV = "GPU_IDLE_NSYS"

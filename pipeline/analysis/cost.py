@@ -8,12 +8,25 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from typing import NamedTuple
 
-from .config import CostConfig, Rate
+from ..config import CostConfig, Rate
 
 
-def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> tuple[str, float, str]:
-    """Rate for a GPU model name: ``(rate_model, usd_per_gpu_hour, source)``.
+class RateChoice(NamedTuple):
+    """The rate-card entry used for one GPU: ``model`` (the entry's model), ``usd_per_gpu_hour``,
+    ``source`` (why, for people) and ``unlisted``: the GPU names a model that is not on the
+    card, so the default model's rate was assumed and no cluster override replaced it (the
+    row then carries a ``model-not-on-rate-card`` warning)."""
+
+    model: str
+    usd_per_gpu_hour: float
+    source: str
+    unlisted: bool = False
+
+
+def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> RateChoice:
+    """Rate for a GPU model name (:class:`RateChoice`).
 
     Lookup: the first rate-card entry whose ``match`` glob (case-insensitive)
     or model name fits ``model``; an empty or unmatched model uses
@@ -29,7 +42,9 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> tuple
                 chosen = rate
                 break
     source = "rate card"
+    unlisted = False
     if chosen is None:
+        unlisted = bool(text)
         chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
         source = ("rate card (default model: export names no GPU)" if not text else
                   f"rate card (default model: {model!r} is not on the card)")
@@ -40,9 +55,10 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> tuple
     if chosen.model in override:
         usd = float(override[chosen.model])
         source = f"cluster {cluster} override"
+        unlisted = False
     elif chosen.source:
         source = f"{source}: {chosen.source}"
-    return chosen.model, usd, source
+    return RateChoice(chosen.model, usd, source, unlisted)
 
 
 def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import os
 
-from .storage import DEFAULT_RETRIES, bucket_problem, is_remote, missing_message, open_fs
+from .storage import (
+    DEFAULT_RETRIES,
+    bucket_problem,
+    is_remote,
+    missing_message,
+    open_fs,
+)
 
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
 GLOB_CHARS = set("*?[")

@@ -1,0 +1,142 @@
+"""The Dask cluster: the embedded ``distributed.LocalCluster`` or a running scheduler.
+
+:func:`open_client` is the only place a cluster is started or joined; what runs on it is
+:mod:`pipeline.engine.map`'s business. A LocalCluster keeps its scratch space (spilled
+data, worker folders) under the project's cache directory (``<cache.dir>/dask-scratch``),
+not under a fixed name in ``/tmp``; a cluster that cannot start its workers raises
+:class:`EngineError` with the cause instead of a traceback from deep inside Dask.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+
+from ..config import Config
+
+
+class EngineError(Exception):
+    """No cluster to run on: the LocalCluster could not start its workers, or the scheduler
+    cannot be reached. The message says which and why."""
+
+
+def scheduler_address(cfg: Config, scheduler: str | None = None) -> str | None:
+    """The Dask scheduler to use: the argument, else ``dask.scheduler``, else ``DASK_SCHEDULER_ADDRESS``."""
+    return scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+
+
+#: Dask settings of the embedded LocalCluster (its workers inherit them when spawned). The
+#: defaults suit a long-lived shared cluster watched on a dashboard; a batch run pays for
+#: them in CPU taken from the analysis: the statistical profiler walks every worker's stack
+#: every 10 ms, the event-loop tick and system monitor wake every process 50 and 2 times a
+#: second. On the 200-report benchmark fleet (2 CPUs) they cost ~10 % of the worker CPU and
+#: 0.4 s of the client's. With ``dask.dashboard`` set, the profiler stays on.
+LOCAL_CLUSTER_SETTINGS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "500ms",
+    "distributed.scheduler.work-stealing-interval": "500ms",
+}
+
+
+#: Scheduler options without a dashboard: its HTTP server (health and metrics routes only, no
+#: bokeh) on a free local port, not Dask's default 8787, which a second run on the machine
+#: would find taken (a warning on stderr).
+NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
+def worker_start_method(wanted: str) -> str:
+    """The :mod:`multiprocessing` start method for the LocalCluster's worker processes:
+    ``wanted`` (``dask.start_method``), except that ``fork`` is used on Linux only (macOS has
+    ``fork`` but its system libraries may crash in a forked child, which is why Python itself
+    spawns there) and a method the platform lacks becomes ``spawn``.
+
+    With ``fork`` the workers are copies of this process, taken from the cluster's event-loop
+    thread with the pipeline, numpy, pandas and pyarrow already imported: a worker is ready in
+    milliseconds, where ``spawn`` re-imports everything (~0.6 s of CPU per worker before its first
+    report; on the 200-report benchmark fleet the cluster is up 0.3-0.4 s sooner and closes 0.2 s
+    sooner). What the client holds at that moment is safe to copy: no SQLite connection is open
+    (reports are loaded only in workers), and pyarrow and fsspec re-create their thread pools and
+    event loop in a forked child. A Nanny restarting a dead worker forks again later, from the
+    same thread. Caveats of ``fork``, where ``spawn`` is the choice: Dask's
+    ``distributed.nanny.pre-spawn-environ`` (``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS=1``, ...)
+    takes effect only in a new interpreter, so forked workers keep this process's allocator and
+    thread settings; and a worker's RSS, which Dask's memory limit watches, includes the pages it
+    shares with the client (:func:`open_client` freezes the client's objects so that the workers'
+    garbage collector does not copy them). Python 3.12+ warns on any fork of a process with threads;
+    that one warning is filtered out for the rest of this process.
+    """
+    import multiprocessing
+    import warnings
+
+    method = wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
+    if method == "fork" and not sys.platform.startswith("linux"):
+        method = "spawn"
+    if method == "fork":
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                category=DeprecationWarning)
+    return method
+
+
+def scratch_dir(cfg: Config) -> str:
+    """Where the LocalCluster keeps its scratch space: ``dask-scratch`` under the columnar cache's
+    folder (``cache.dir``, else ``$GPU_IDLE_CACHE``, else ``~/.cache/gpu-idle/columns``)."""
+    from ..load.cache import default_cache_dir
+
+    return os.path.join(str(cfg.cache.dir or default_cache_dir()), "dask-scratch")
+
+
+@contextlib.contextmanager
+def open_client(cfg: Config, scheduler: str | None = None, log=print):
+    """A ``distributed.Client`` on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
+    else on a new ``distributed.LocalCluster`` of ``dask.n_workers`` processes that is closed on
+    exit. The LocalCluster serves a dashboard only when ``cfg.dask.dashboard`` names an address,
+    runs with :data:`LOCAL_CLUSTER_SETTINGS` and keeps its scratch space in :func:`scratch_dir`.
+
+    Raises:
+        EngineError: the scheduler cannot be reached, or the LocalCluster cannot start its
+            workers (the message gives Dask's reason).
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    address = scheduler_address(cfg, scheduler)
+    if address:
+        try:
+            client = Client(address)
+        except (OSError, TimeoutError) as exc:
+            raise EngineError(f"cannot reach the Dask scheduler at {address}: {type(exc).__name__}: {exc}") from exc
+        with client:
+            log(f"dask: scheduler {address}, dashboard {client.dashboard_link}")
+            yield client
+        return
+    settings = dict(LOCAL_CLUSTER_SETTINGS)
+    if cfg.dask.dashboard:
+        settings.pop("distributed.worker.profile.enabled")  # the dashboard's profile pages need it
+    method = worker_start_method(cfg.dask.start_method)
+    settings["distributed.worker.multiprocessing-method"] = method
+    scratch = scratch_dir(cfg)
+    settings["temporary-directory"] = scratch
+    if method == "fork":
+        gc.freeze()  # forked workers share the client's objects: their GC must not touch (copy) them
+    try:
+        with dask.config.set(settings):
+            try:
+                os.makedirs(scratch, exist_ok=True)
+                cluster = LocalCluster(n_workers=cfg.dask.n_workers, threads_per_worker=cfg.dask.threads_per_worker,
+                                       processes=True, memory_limit=cfg.dask.memory_limit,
+                                       dashboard_address=cfg.dask.dashboard, local_directory=scratch,
+                                       scheduler_kwargs=None if cfg.dask.dashboard else NO_DASHBOARD)
+            except Exception as exc:  # noqa: BLE001 - Dask raises many kinds here; all mean "no cluster"
+                raise EngineError(f"the LocalCluster could not start its {cfg.dask.n_workers} worker(s): "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            with cluster, Client(cluster) as client:
+                log(f"dask: LocalCluster with {cfg.dask.n_workers} worker processes, "
+                    + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
+                       else "no dashboard (--dashboard :8787 serves one)"))
+                yield client
+    finally:
+        if method == "fork":
+            gc.unfreeze()

@@ -1,0 +1,107 @@
+"""The run's documents: the fleet tables (Parquet, CSV, rollups) and one JSON per GPU.
+
+Outputs of one run in ``DIR``:
+  ``fleet.parquet`` / ``fleet.csv``: one row per (report, GPU), error rows included;
+  ``jobs.csv`` / ``clusters.csv``: rollups (:func:`~pipeline.engine.reduce.rollup`);
+  ``gpus/<report>__<gpu>__<hash>.json``: rosters, timeline and a final ``_summary`` per GPU.
+Every file is written to a temporary name in the same folder and renamed
+(:mod:`pipeline.io`), so a reader never sees a half-written file. Who writes the per-GPU
+files (the task that analysed the report, or the client) is decided in one place,
+:func:`pipeline.engine.map.map_reports`; this module only writes them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import atomic_path, compact_json, plain_scalar, prune, slug, write_json
+from .reduce import rollup
+
+
+def gpu_json_name(report: str, gpu_key: str) -> str:
+    """File name of one GPU's JSON: readable report and GPU parts plus a hash of both (no collisions)."""
+    digest = hashlib.sha1(f"{report}\0{gpu_key}".encode("utf-8")).hexdigest()[:10]
+    return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
+
+
+def gpu_summary(row: dict) -> dict:
+    """The ``_summary`` object of a GPU's JSON: its fleet row with JSON-safe scalars (:func:`~pipeline.io.plain_scalar`)."""
+    return {k: plain_scalar(v) for k, v in row.items()}
+
+
+def summary_text(summary: dict) -> str:
+    """Compact JSON of a ``_summary`` object: equal texts mean equal objects, types included."""
+    return compact_json(summary)
+
+
+def _gpu_doc(summary: dict, both: dict) -> dict:
+    return {"report": summary["report"], "gpu_key": summary["gpu_key"], "roster": both.get("streams", []),
+            "device_roster": both.get("device", []), "timeline": both.get("timeline", {}), "_summary": summary}
+
+
+def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
+    """Write ``gpu_dir/<report>__<gpu>__<hash>.json`` (:func:`gpu_json_name`) for every analysed row of
+    ``fleet``, atomically: ``report``, ``gpu_key``, ``roster``, ``device_roster``, ``timeline`` and the
+    row as ``_summary``.
+
+    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``; an
+    entry that also holds ``"json"`` (the :func:`summary_text` of the ``_summary`` a worker already
+    wrote into that file) is left alone when the row gives the same text, and only its ``_summary``
+    is replaced otherwise (e.g. a straggler flag that needed the whole job). Returns
+    ``(report, gpu_key) -> summary_text`` of every file written or checked.
+    """
+    os.makedirs(gpu_dir, exist_ok=True)
+    texts = {}
+    for row in fleet.to_dict("records"):
+        if row["status"] == "error":
+            continue
+        key = (row["report"], row["gpu_key"])
+        summary = gpu_summary(row)
+        both = rosters.get(key, {})
+        path = os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"]))
+        texts[key] = text = summary_text(summary)
+        if "json" in both:
+            if both["json"] == text:
+                continue
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)  # a JSON round trip gives back the same values, so the same text
+            doc["_summary"] = summary
+        else:
+            doc = _gpu_doc(summary, both)
+        write_json(path, doc)
+    return texts
+
+
+def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
+    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path.
+
+    ``gpus/`` ends up holding exactly one file per analysed row of ``fleet``: JSON files of
+    GPUs that are not in this fleet (an earlier run into the same folder, with other
+    inputs) are removed.
+
+    ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``
+    (or ``{"device": [...], "json": ...}`` for a GPU whose file a worker already wrote).
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {}
+    for name, frame in (("fleet", fleet),):
+        with atomic_path(os.path.join(out_dir, f"{name}.parquet")) as tmp:
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp)
+        paths["parquet"] = os.path.join(out_dir, "fleet.parquet")
+    with atomic_path(os.path.join(out_dir, "fleet.csv")) as tmp:
+        fleet.to_csv(tmp, index=False)
+    paths["csv"] = os.path.join(out_dir, "fleet.csv")
+    for name, by in (("jobs", ["cluster", "job"]), ("clusters", ["cluster"])):
+        with atomic_path(os.path.join(out_dir, f"{name}.csv")) as tmp:
+            rollup(fleet, by).to_csv(tmp, index=False)
+        paths[name] = os.path.join(out_dir, f"{name}.csv")
+    gpu_dir = os.path.join(out_dir, "gpus")
+    texts = write_gpu_docs(gpu_dir, fleet, rosters)
+    prune(gpu_dir, {gpu_json_name(report, gpu) for report, gpu in texts}, ".json")
+    paths["gpus"] = gpu_dir
+    return paths

@@ -1,0 +1,143 @@
+"""The reduce: per-GPU rows -> fleet table, stragglers, rollups.
+
+Runs on the client, once per run, over every report's rows (new, reused from the
+result store, and error rows): :func:`build_fleet` orders them and flags stragglers,
+:func:`rollup` sums them per job and per cluster.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: Column order of the fleet table (SPEC "Fleet table"; issue #2 names).
+FLEET_COLUMNS = [
+    "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
+    "gpu_model", "window_rule", "untrimmed", "window_start_ns", "window_end_ns", "window_ns",
+    "iterations", "iteration_mean_ns", "iteration_cv", "excluded_iterations", "window_note",
+    "kernel_count", "stream_count", "busy_ns", "idle_ns", "idle_pct", "copy_only_ns", "dark_ns",
+    "gap_count", "gap_total_ns", "max_gap_ns", "gaps_le_5ms", "gaps_5_50ms", "gaps_gt_50ms",
+    "gaps_le_5ms_ns", "gaps_5_50ms_ns", "gaps_gt_50ms_ns", "sliver_count", "sliver_total_ns",
+    "copy_overlap_ns", "device_gap_count", "device_gap_ns", "device_sliver_count", "device_sliver_ns",
+    "launch_bound",
+    "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_boundary_ns", "cat_periodic_ns", "cat_launch_ns", "cat_cpu_ns",
+    "cat_sync_pct", "cat_data_pct", "cat_comm_pct", "cat_boundary_pct", "cat_periodic_pct", "cat_launch_pct",
+    "cat_cpu_pct", "main_category", "actionable",
+    "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "amdahl_speedup",
+    "straggler", "warnings", "status", "error",
+]
+
+
+INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
+    "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
+    "gaps_gt_50ms", "sliver_count", "device_gap_count", "device_sliver_count", "iterations")]
+
+
+def error_row(report: str, labels: dict, message: str) -> dict:
+    """The fleet row of a report that could not be analysed: status ``error`` and the cause."""
+    row = {c: None for c in FLEET_COLUMNS}
+    row.update({"report": report, "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
+                "node": labels.get("node", ""), "rank": labels.get("rank", ""),
+                "status": "error", "error": message, "warnings": "", "straggler": False})
+    return row
+
+
+def problem_rows(problems, cfg) -> list[dict]:
+    """The error rows (:func:`error_row`) of discovery's ``(input, message)`` problems;
+    ``cfg`` (a :class:`~pipeline.config.Config`) labels each input."""
+    return [error_row(item, cfg.labels_for(item), message) for item, message in problems]
+
+
+def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
+    """Mark the highest-idle GPU of each job whose idle % spread exceeds ``spread_pct`` points.
+
+    SPEC "Straggler": within one job, if max − min of device-level idle % across
+    its GPUs exceeds 10 points, the GPU with the highest idle is the first
+    suspect. Error rows take no part. Ties: the first row in table order.
+    """
+    out = fleet.copy()
+    out["straggler"] = False
+    ok = out[out["status"] != "error"]
+    for _, group in ok.groupby("job", sort=True):
+        idle = group["idle_pct"].astype(float)
+        if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
+            out.loc[idle.idxmax(), "straggler"] = True
+    return out
+
+
+def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
+    """Rows -> fleet table in a stable order (report, gpu_key), stragglers flagged."""
+    fleet = pd.DataFrame(rows).reindex(columns=FLEET_COLUMNS)
+    for col in INT_COLUMNS:
+        fleet[col] = pd.array(fleet[col], dtype="Int64")
+    for col in ("straggler", "launch_bound", "untrimmed"):
+        fleet[col] = fleet[col].astype(object).where(fleet[col].notna(), False).astype(bool)
+    fleet = fleet.sort_values(["report", "gpu_key"], na_position="first", kind="stable").reset_index(drop=True)
+    return flag_stragglers(fleet, spread_pct)
+
+
+def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per-job or per-cluster totals.
+
+    Columns: ``by``, GPUs analysed, reports that failed (distinct reports with an
+    error row), window and idle ns, window-weighted idle %, min/max GPU idle %,
+    per-stream gap total, idle USD per month, stragglers.
+    """
+    ok = fleet[fleet["status"] != "error"]
+    out = ok.groupby(by, sort=True).agg(
+        gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
+        gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
+        min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
+        stragglers=("straggler", "sum")).reset_index()
+    failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
+    out = out.merge(failed.reset_index(), on=by, how="outer")
+    for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports"):
+        out[col] = out[col].fillna(0).astype("int64")
+    out["idle_usd_per_month"] = out["idle_usd_per_month"].astype(float).fillna(0.0).round(2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["idle_pct"] = (100.0 * out["idle_ns"] / out["window_ns"].where(out["window_ns"] > 0)).round(4)
+    return out.sort_values(by, kind="stable").reset_index(drop=True)
+
+
+def rosters_of(results: list) -> dict:
+    """``(report, gpu_key) -> {"streams", "device", "timeline"}`` of per-GPU results
+    (:class:`~pipeline.model.GpuResult`)."""
+    return {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
+                                                 "timeline": r.timeline} for r in results}
+
+
+def roster_entry(result, written_text: str | None) -> dict:
+    """The rosters entry of one GPU's result for :func:`~pipeline.engine.outputs.write_outputs`: the
+    full rosters, or, when its JSON file was already written (``written_text``: the
+    :func:`~pipeline.engine.outputs.summary_text` of its ``_summary``), the device roster and that text."""
+    if written_text is not None:
+        return {"device": result.device_roster, "json": written_text}
+    return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
+
+
+def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=None) -> tuple[pd.DataFrame, dict]:
+    """The one reduce of a run, on the client: ``(fleet table, rosters)``.
+
+    Args:
+        outcomes: :class:`~pipeline.engine.tasks.ReportOutcome` of every report analysed now
+            (a failure becomes that report's error row).
+        cfg: the configuration (labels of error rows, straggler spread).
+        problems: ``(input, message)`` pairs of inputs that never reached the analysis
+            (discovery, identification), each an error row.
+        stored_rows, stored_rosters: rows and rosters of reports reused from the result store.
+    Returns:
+        The fleet table (:func:`build_fleet` over every row) and ``(report, gpu_key) -> entry``
+        (:func:`roster_entry`).
+    """
+    rows = list(stored_rows)
+    rosters = dict(stored_rosters or {})
+    errors = problem_rows(problems, cfg)
+    for outcome in outcomes:
+        if outcome.failure is not None:
+            errors.append(error_row(outcome.path, cfg.labels_for(outcome.path), outcome.failure.message))
+            continue
+        for result in outcome.results:
+            rows.append(result.row)
+            gpu = result.row["gpu_key"]
+            text = outcome.texts.get(gpu) if outcome.written else None
+            rosters[(result.row["report"], gpu)] = roster_entry(result, text)
+    return build_fleet(rows + errors, cfg.analysis.straggler_spread_pct), rosters

@@ -1,0 +1,212 @@
+"""The tasks the engine maps over reports: plain functions of plain data, no scheduler in sight.
+
+``report_task`` (one report: load, analyse every GPU, optionally write its per-GPU JSON
+and store its result) is what :func:`pipeline.engine.map.map_reports` runs per report;
+``load_task`` -> ``gpu_keys_task`` -> ``analyse_task`` are the same work cut per GPU for
+the fan-out of a few large reports. Whatever runs them (this process, a LocalCluster, a
+remote scheduler), their results are the same values.
+
+Expected failures (bad input) are returned as :class:`~pipeline.model.Failure` values, so
+Dask neither retries them nor logs a traceback; a GPU whose analysis raises gets an error
+row of its own. Only what the engine itself cannot see coming (a worker that dies) is
+turned into a failure by the engine (:mod:`pipeline.engine.map`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from ..analysis.analyse import analyse_gpu
+from ..config import CacheConfig, Config, ExportConfig
+from ..inputs.export import export_report
+from ..load.cache import load_cached
+from ..load.report import gpu_trace
+from ..model import Failure, GpuResult, ProfileError, Report
+from .outputs import write_gpu_docs
+from .reduce import build_fleet, error_row, rosters_of
+
+
+@dataclasses.dataclass
+class ReportOutcome:
+    """What one report came to: its per-GPU results, or its failure.
+
+    ``results``: one :class:`~pipeline.model.GpuResult` per GPU (a GPU whose analysis
+    failed has an error row). ``written``: the task wrote the per-GPU JSON files itself;
+    ``results`` then hold each GPU's row and device roster only (the rest is in the files)
+    and ``texts`` the :func:`~pipeline.engine.outputs.summary_text` of each file's
+    ``_summary`` by GPU key. ``stored``: the task stored the results in the report's
+    result slot itself.
+    """
+
+    path: str
+    results: list = dataclasses.field(default_factory=list)
+    failure: Failure | None = None
+    written: bool = False
+    texts: dict = dataclasses.field(default_factory=dict)
+    stored: bool = False
+
+
+def _worker_memory_limit() -> int | None:
+    """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
+    if "distributed" not in sys.modules:
+        return None  # not on a Dask worker (in this process): no need to import distributed
+    try:
+        from distributed import get_worker
+
+        return get_worker().memory_manager.memory_limit or None
+    except (ValueError, AttributeError):
+        return None
+
+
+def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
+    """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
+
+    A clear error row beats a worker killed by its nanny in the middle of the
+    night. Raises :class:`~pipeline.model.ProfileError` naming the file, the estimate and the limit.
+    """
+    if not limit or not os.path.isfile(path):
+        return
+    need = os.path.getsize(path) * memory_factor
+    if need > limit:
+        raise ProfileError(
+            f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
+            f"({os.path.getsize(path) / 2**30:.2f} GiB file x {memory_factor:g}), worker memory limit "
+            f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+
+
+def describe(exc: BaseException, path: str) -> str:
+    """The error text of ``exc`` raised while analysing ``path``: starts with the path."""
+    message = str(exc)
+    if isinstance(exc, ProfileError) and message.startswith(path):
+        return message
+    return f"{path}: {type(exc).__name__}: {message}"
+
+
+def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
+                    memory_factor: float | None = None, background_cache: bool = False) -> Report:
+    """Stage (remote URLs only), check memory, export (``.nsys-rep`` only, cached by content)
+    and load one report (from the columnar cache when the same export was loaded before).
+
+    A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
+    worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
+    ``None``: defaults), see :mod:`pipeline.inputs.storage`. With ``memory_factor``, the local file
+    is checked against the worker's memory limit (:func:`check_memory`). With
+    ``background_cache``, a new columnar cache entry is written on a thread
+    (:func:`pipeline.load.cache.load_cached`). The report keeps
+    the path or URL the user gave. Raises :class:`~pipeline.model.ProfileError` (or
+    :class:`~pipeline.inputs.export.ExportError`, :class:`~pipeline.inputs.storage.StageError`) naming
+    that path and the cause; messages about a staged or exported copy are restated
+    about the original, with the copies named in parentheses.
+    """
+    from ..config import StorageConfig
+    from ..inputs.storage import is_remote, stage
+
+    local = path
+    if is_remote(path):
+        st = storage_cfg or StorageConfig()
+        local = stage(path, st.options, st.cache_dir, st.retries, st.backoff_s)  # StageError names the URL
+    copies, sqlite_path = [f"staged to {local}"] if local != path else [], None
+    try:
+        if memory_factor is not None:
+            check_memory(local, memory_factor, _worker_memory_limit())
+        sqlite_path = export_report(local, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
+        if sqlite_path != local:
+            copies.append(f"exported to {sqlite_path}")
+        report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
+    except ProfileError as exc:
+        if not copies:
+            raise
+        message = str(exc)
+        for prefix in (local, sqlite_path):
+            if prefix and message.startswith(prefix):
+                message = message[len(prefix):].lstrip(": ")
+        raise type(exc)(f"{path}: ({', '.join(copies)}) {message}") from exc
+    report.path = path
+    return report
+
+
+def load_task(path: str, cfg: Config, background_cache: bool = False) -> Report | Failure:
+    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings; a
+    :class:`~pipeline.model.ProfileError` comes back as a :class:`~pipeline.model.Failure`."""
+    try:
+        return load_report_for(path, cfg.export, cfg.cache, cfg.storage, cfg.dask.memory_factor, background_cache)
+    except ProfileError as exc:
+        return Failure(describe(exc, path))
+
+
+def gpu_keys_task(report: Report | Failure) -> list[str] | Failure:
+    """The report's GPU keys, never empty: its failure is passed through, and a report in
+    which no GPU ran a kernel becomes a failure too (it must get a row, not vanish)."""
+    if isinstance(report, Failure):
+        return report
+    return report.gpu_keys() or Failure(f"{report.path}: no GPU ran a kernel in this export")
+
+
+def gpu_error(path: str, labels: dict, gpu_key: str, message: str) -> GpuResult:
+    """The result of one GPU that could not be analysed: its error row (``message`` starts with the path)."""
+    row = error_row(path, labels, message)
+    row["gpu_key"] = gpu_key
+    return GpuResult(row=row)
+
+
+def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> GpuResult:
+    """Analyse one GPU; any failure becomes an error row for that GPU."""
+    try:
+        return analyse_gpu(gpu_trace(report, gpu_key), cfg, labels)
+    except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
+        return gpu_error(report.path, labels, gpu_key, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
+
+
+def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1) -> list[GpuResult]:
+    """:func:`analyse_task` for each GPU key, in order; on ``threads`` threads when more than one."""
+    if threads <= 1 or len(keys) <= 1:
+        return [analyse_task(report, gpu, cfg, labels) for gpu in keys]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda gpu: analyse_task(report, gpu, cfg, labels), keys))
+
+
+def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot) -> ReportOutcome:
+    """Store a report's results in ``slot`` (anything with ``put(results) -> bool``, e.g. a
+    :class:`~pipeline.runs.results.ResultSlot`) and write its per-GPU JSON into ``gpu_dir``, where given.
+
+    The documents are written atomically with the fleet row as ``_summary`` as the report's
+    own rows give it (stragglers flagged among the report's GPUs of each job; the reduce
+    rewrites the ``_summary`` of a file whose final fleet row differs); only the rows and
+    device rosters are kept in the outcome then. If writing fails, the full results stay in
+    the outcome and the client writes them.
+    """
+    if outcome.failure is not None:
+        return outcome
+    if slot is not None:
+        outcome.stored = slot.put(outcome.results) or outcome.stored
+    if gpu_dir is None:
+        return outcome
+    try:
+        texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in outcome.results],
+                                                    cfg.analysis.straggler_spread_pct), rosters_of(outcome.results))
+    except OSError:
+        return outcome
+    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster) for r in outcome.results]
+    outcome.written, outcome.texts = True, {gpu: text for (_, gpu), text in texts.items()}
+    return outcome
+
+
+def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None, slot=None,
+                threads: int = 1, background_cache: bool = False) -> ReportOutcome:
+    """Load one report and analyse all its GPUs in one task, then :func:`finish_report`.
+
+    ``threads``: GPUs analysed at once (in this process: one report, several GPUs).
+    ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
+    Expected failures come back as ``failure``.
+    """
+    report = load_task(path, cfg, background_cache)
+    keys = gpu_keys_task(report)
+    if isinstance(keys, Failure):
+        return ReportOutcome(path=path, failure=keys)
+    results = analyse_report(report, keys, cfg, labels, threads)
+    del report
+    return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot)
+

@@ -1,0 +1,83 @@
+"""Column decoding: StringIds resolution, categorical text, int64 columns, CUDA API names."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .tables import STRING_TABLE, Schema
+
+_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
+
+
+def normalise_api_name(name: str) -> str:
+    """``cudaStreamSynchronize_v3020`` -> ``cudaStreamSynchronize``; also drops
+    ``_ptsz``/``_ptds`` (per-thread default stream) suffixes."""
+    return _API_SUFFIX.sub("", name or "")
+
+
+def read_strings(schema: Schema) -> dict[int, str]:
+    if not schema.has(STRING_TABLE):
+        return {}
+    return dict(schema.con.execute(f"SELECT id, value FROM {STRING_TABLE}").fetchall())
+
+
+def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(uniques, inverse)`` of an int64 array, like ``np.unique(ids, return_inverse=True)``.
+
+    StringIds ids are small and dense, so a lookup table of ``max(ids) + 1`` slots
+    does it in O(n) instead of sorting n ids; other inputs (negative or sparse ids)
+    fall back to ``np.unique``. ``uniques`` is sorted; ``ids == uniques[inverse]``.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return ids[:0], np.zeros(0, dtype=np.intp)
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high > 4 * ids.size + (1 << 20):
+        return np.unique(ids, return_inverse=True)
+    present = np.zeros(high + 1, dtype=bool)
+    present[ids] = True
+    uniques = np.flatnonzero(present)
+    slot = np.zeros(high + 1, dtype=np.intp)
+    slot[uniques] = np.arange(uniques.size)
+    return uniques.astype(np.int64), slot[ids]
+
+
+def resolve_ids(ids: np.ndarray, strings: dict[int, str], index=None) -> pd.Series:
+    """Categorical text of StringIds ``ids`` (int64, -1 for NULL); unknown ids give ``""``."""
+    uniques, inverse = distinct_codes(ids)
+    texts = np.array([strings.get(int(u), "") for u in uniques], dtype=object)
+    return categorical(texts, inverse, index)
+
+
+def categorical(texts: np.ndarray, codes: np.ndarray, index=None) -> pd.Series:
+    """A categorical Series whose row i is ``texts[codes[i]]`` (``texts`` may repeat)."""
+    categories, remap = np.unique(texts.astype(str), return_inverse=True)
+    return pd.Series(pd.Categorical.from_codes(remap[codes], categories=categories), index=index)
+
+
+def int_column(table, name: str, fill: int = 0) -> np.ndarray:
+    """Column ``name`` of an Arrow table as int64 numpy, NULLs replaced by ``fill``
+    (zero-copy when the column is one chunk of int64 without NULLs)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = table.column(name)
+    if pa.types.is_null(col.type):
+        return np.full(len(col), fill, dtype=np.int64)
+    if col.null_count:
+        col = pc.fill_null(col, pa.scalar(fill, col.type) if pa.types.is_integer(col.type) else fill)
+    if not pa.types.is_int64(col.type):
+        col = pc.cast(col, pa.int64(), safe=False)
+    return col.to_numpy()
+
+
+def text_column(table, name: str, strings: dict[int, str], index=None) -> pd.Series:
+    """Column ``name`` (StringIds ids, or inline text in older schemas) as categorical text."""
+    import pyarrow as pa
+
+    col = table.column(name)
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type):
+        return resolve_ids(int_column(table, name, -1), strings, index)
+    return pd.Series(col.to_pandas(), index=index).fillna("").astype(str).astype("category")

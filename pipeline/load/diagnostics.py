@@ -1,0 +1,54 @@
+"""What the export says about itself: metadata and DIAGNOSTIC_EVENT texts (lost events).
+
+Whether a diagnostic says the trace is incomplete is read from Nsight Systems' own text
+(the export has no code for it); the warning the loader then attaches carries a
+:class:`~pipeline.model.WarningCode`, and a row's status comes from that code.
+"""
+from __future__ import annotations
+
+import re
+
+from ..model import DIAGNOSTIC_PREFIX, RowWarning, WarningCode
+from .tables import DIAGNOSTIC_TABLE, META_TABLES, Schema
+
+#: DIAGNOSTIC_EVENT severity levels that are warnings or errors (ENUM_DIAGNOSTIC_SEVERITY_LEVEL).
+DIAGNOSTIC_WARNING_LEVELS = (2, 3)
+#: DIAGNOSTIC_EVENT texts saying the trace itself is incomplete. Nsight Systems writes, e.g.,
+#: "CUPTI dropped 1234 records. Some CUPTI events might be missing.", "Couldn't allocate CUPTI
+#: buffers 3 times.Some CUPTI events might be missing.", "Number of incomplete CUPTI events
+#: dropped: 12. ...", "Some events (42) were lost. ...", "Reading events from qdstrm: ... : Lost
+#: events = 7" (texts from the nsys binaries), at warning or info severity.
+LOST_EVENTS = re.compile(r"\blost\b|\bdropped\b|\bmissing\b|overflow|discard", re.IGNORECASE)
+#: ... unless the count it names is zero ("dropped 0 records", "Lost events = 0", "(0) were lost").
+_NO_LOSS = re.compile(r"(?:dropped|lost(?: events)?)\s*[:=]?\s*0\b|\(\s*0\s*\)\s*were lost", re.IGNORECASE)
+
+
+def reports_lost_events(text: str) -> bool:
+    """True when a DIAGNOSTIC_EVENT text says events were lost or dropped (a non-zero count)."""
+    return bool(LOST_EVENTS.search(text)) and not _NO_LOSS.search(text)
+
+
+def load_meta(schema: Schema) -> dict:
+    for table in META_TABLES:
+        cols = schema.columns(table)
+        if {"name", "value"} <= set(cols):
+            return {str(k): str(v) for k, v in schema.con.execute(f"SELECT name, value FROM {table}").fetchall()}
+    return {}
+
+
+def load_diagnostics(schema: Schema) -> list[str]:
+    cols = schema.columns(DIAGNOSTIC_TABLE)
+    if not cols or "severity" not in cols or "text" not in cols:
+        return []
+    rows = schema.con.execute(f"SELECT severity, text FROM {DIAGNOSTIC_TABLE} ORDER BY rowid").fetchall()
+    texts = [(severity, str(text).strip()) for severity, text in rows if text is not None]
+    # Warnings and errors; and lost-event reports at any severity (they make the trace incomplete).
+    return [text for severity, text in texts if severity in DIAGNOSTIC_WARNING_LEVELS or reports_lost_events(text)]
+
+
+def diagnostic_warnings(texts: list[str]) -> list[RowWarning]:
+    """One row warning per DIAGNOSTIC_EVENT text (as :func:`load_diagnostics` keeps them), quoted
+    after :data:`~pipeline.model.DIAGNOSTIC_PREFIX`: code ``LOST_EVENTS`` when the text says events
+    were lost or dropped (:func:`reports_lost_events`; the row becomes ``partial``), else ``DIAGNOSTIC``."""
+    return [RowWarning(WarningCode.LOST_EVENTS if reports_lost_events(text) else WarningCode.DIAGNOSTIC,
+                       f"{DIAGNOSTIC_PREFIX}{text}") for text in texts]

@@ -1,0 +1,236 @@
+"""Processes and device identity: which process drove which physical GPU.
+
+Process ids come from ``globalPid`` / ``globalTid``, which Nsight Systems encodes as
+``(vmId << 56) | (pid << 24) | tid`` (:func:`pid_of`); older schemas have no process
+column, and each row's process is inferred (:func:`infer_pids`). A GPU is identified by
+what the export gives (uuid or bus id in ``TARGET_INFO_GPU`` / ``TARGET_INFO_CUDA_DEVICE``),
+else by (process, deviceId) (SPEC "GPU").
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import RowWarning, WarningCode
+from .tables import (
+    CONTEXT_TABLE,
+    CUDA_DEVICE_TABLE,
+    GPU_TABLE,
+    KERNEL_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    RUNTIME_TABLE,
+    Schema,
+)
+
+
+def pid_of(global_id) -> np.ndarray:
+    """Process id from a ``globalPid``/``globalTid``: bits 24..47. Shape preserved."""
+    return (np.asarray(global_id, dtype=np.int64) >> 24) & 0xFFFFFF
+
+
+def tid_of(global_tid) -> np.ndarray:
+    """Thread id from a ``globalTid``: bits 0..23. Shape preserved."""
+    return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
+
+
+def pid_column(schema: Schema, table: str) -> tuple[str, bool]:
+    """SQL for the process column of ``table`` and whether it needs decoding."""
+    cols = schema.columns(table)
+    for name in ("globalPid", "globalTid"):
+        if name in cols:
+            return name, True
+    for name in ("pid", "processId"):
+        if name in cols:
+            return name, False
+    return "-1", False  # no process column (older schema): see infer_pids
+
+
+def _cuda_contexts(schema: Schema) -> dict[tuple[int, int], int]:
+    """(deviceId, contextId) -> processId from TARGET_INFO_CUDA_CONTEXT_INFO, where that pair
+    names one process only (context ids restart in every process)."""
+    cols = schema.columns(CONTEXT_TABLE)
+    if not {"processId", "deviceId", "contextId"} <= set(cols):
+        return {}
+    seen: dict[tuple[int, int], set] = {}
+    for pid, dev, ctx in schema.con.execute(f"SELECT processId, deviceId, contextId FROM {CONTEXT_TABLE}"):
+        if pid is not None and dev is not None and ctx is not None:
+            seen.setdefault((int(dev), int(ctx)), set()).add(int(pid))
+    return {key: next(iter(pids)) for key, pids in seen.items() if len(pids) == 1}
+
+
+#: A stream whose launch-matched rows come from one process at least this often belongs to it.
+STREAM_OWNER_SHARE = 0.9
+
+
+def infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame | None,
+                contexts: dict[tuple[int, int], int]) -> np.ndarray:
+    """Process id of each row of a GPU-activity table that has no process column (older schema).
+
+    ``frame`` has start, correlation_id, device_id, context_id, stream_id; ``runtime`` the CUDA
+    runtime calls (start, correlation_id, pid); ``hints`` rows with known pids on the same streams
+    (the kernels, when placing copies).
+
+    1. Each row's launch: the runtime call with the same correlationId that started last
+       before the row (correlation ids restart in every process, and a window cut can drop
+       one process's call, so the id alone can name the wrong process).
+    2. A (device, context, stream) whose launch-matched rows (and hints) come from one process
+       at least :data:`STREAM_OWNER_SHARE` of the time belongs to that process: all its rows
+       get it, matched or not. Streams that processes really share keep the per-row answer.
+    3. Rows still open: TARGET_INFO_CUDA_CONTEXT_INFO's process of the (device, context), else
+       the only process the export shows doing CUDA work.
+    Returns int64 pids; -1 where nothing decides.
+    """
+    n = len(frame)
+    pid = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return pid
+    starts = frame["start"].to_numpy(np.int64)
+    corr = frame["correlation_id"].to_numpy(np.int64)
+    calls = runtime[["start", "correlation_id", "pid"]].astype("int64")
+    if not calls.empty:
+        rows = pd.DataFrame({"row": np.arange(n), "start": starts, "correlation_id": corr})
+        hit = pd.merge_asof(rows.sort_values("start", kind="stable"), calls.sort_values("start", kind="stable"),
+                            on="start", by="correlation_id", direction="backward").dropna(subset=["pid"])
+        pid[hit["row"].to_numpy(np.int64)] = hit["pid"].to_numpy(np.int64)
+
+    stream_cols = ["device_id", "context_id", "stream_id"]
+    votes = frame.loc[pid >= 0, stream_cols].assign(pid=pid[pid >= 0])
+    if hints is not None and not hints.empty:
+        votes = pd.concat([votes, hints.loc[hints["pid"] >= 0, stream_cols + ["pid"]]], ignore_index=True)
+    if not votes.empty:
+        counts = votes.groupby(stream_cols + ["pid"]).size().rename("n").reset_index()
+        counts["share"] = counts["n"] / counts.groupby(stream_cols)["n"].transform("sum")
+        owners = counts[counts["share"] >= STREAM_OWNER_SHARE].set_index(stream_cols)["pid"]
+        if not owners.empty:
+            owner = owners.reindex(pd.MultiIndex.from_frame(frame[stream_cols])).fillna(-1).to_numpy(np.int64)
+            pid = np.where(owner >= 0, owner, pid)
+    todo = pid < 0
+    if todo.any() and contexts:
+        keys = zip(frame["device_id"].to_numpy(np.int64)[todo], frame["context_id"].to_numpy(np.int64)[todo])
+        pid[todo] = [contexts.get((int(d), int(c)), -1) for d, c in keys]
+    todo = pid < 0
+    if todo.any():
+        cuda_pids = set(runtime["pid"].unique().tolist()) | set(contexts.values()) | set(pid[pid >= 0].tolist())
+        if len(cuda_pids) == 1:
+            pid[todo] = next(iter(cuda_pids))
+    return pid
+
+
+def device_pairs(kernels: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows, sorted, and for
+    each row the index of its pair in ``pairs`` (hash-based, O(rows))."""
+    pid = kernels["pid"].to_numpy(np.int64)
+    dev = kernels["device_id"].to_numpy(np.int64)
+    if pid.size == 0:
+        return np.zeros(0, dtype=np.intp), pd.DataFrame({"pid": pd.Series(dtype="int64"),
+                                                         "device_id": pd.Series(dtype="int64")})
+    # One int64 per (pid, device): pids are 24-bit, device ids small; shift keeps the order.
+    dev_low = int(dev.min())
+    width = int(dev.max()) - dev_low + 1
+    combined = pid * width + (dev - dev_low)
+    codes, uniques = pd.factorize(combined, sort=True)
+    pairs = pd.DataFrame({"pid": uniques // width, "device_id": uniques % width + dev_low})
+    return codes, pairs
+
+
+def gpu_key_column(devices: pd.DataFrame, pairs: pd.DataFrame, codes: np.ndarray) -> pd.Categorical:
+    """Per kernel row, its GPU key (categorical), from its pair code (:func:`device_pairs`)."""
+    keys = devices.set_index(["pid", "device_id"])["gpu_key"].reindex(pd.MultiIndex.from_frame(pairs))
+    key_codes, key_names = pd.factorize(keys.to_numpy(), sort=True)
+    return pd.Categorical.from_codes(key_codes[codes], categories=key_names)
+
+
+def load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+    """One row per (pid, device_id) in ``pairs`` (those that ran kernels), with its physical
+    GPU, and warnings.
+
+    The physical GPU comes from TARGET_INFO_CUDA_DEVICE (pid, cudaId -> gpuId)
+    and TARGET_INFO_GPU (id -> uuid, busLocation, name) when present; else the
+    key is ``pid<P>/dev<D>`` (SPEC "GPU").
+
+    GPUs that TARGET_INFO_GPU lists but that ran no kernel get no row: a GPU that
+    was never traced (or not used) is not an idle GPU. A warning says how many.
+    """
+    gpu_info: dict[int, dict] = {}
+    gcols = schema.columns(GPU_TABLE)
+    if gcols and "id" in gcols:
+        wanted = [c for c in ("id", "name", "uuid", "busLocation") if c in gcols]
+        for row in schema.con.execute(f"SELECT {', '.join(wanted)} FROM {GPU_TABLE}").fetchall():
+            gpu_info[int(row[0])] = dict(zip(wanted, row))
+    # (pid, cudaId) -> (gpuId or None, uuid as TARGET_INFO_CUDA_DEVICE gives it); gpuId is nullable.
+    cuda_map: dict[tuple[int, int], tuple] = {}
+    dcols = schema.columns(CUDA_DEVICE_TABLE)
+    if dcols and {"gpuId", "cudaId", "pid"} <= set(dcols):
+        uuid_col = "uuid" if "uuid" in dcols else "NULL"
+        for gpu_id, cuda_id, pid, dev_uuid in schema.con.execute(
+                f"SELECT gpuId, cudaId, pid, {uuid_col} FROM {CUDA_DEVICE_TABLE}").fetchall():
+            cuda_map[(int(pid), int(cuda_id))] = (None if gpu_id is None else int(gpu_id), dev_uuid)
+    rows = []
+    used_ids = set()
+    for pid, dev in pairs.itertuples(index=False):
+        gpu_id, dev_uuid = cuda_map.get((int(pid), int(dev)), (None, None))
+        if gpu_id is not None:
+            used_ids.add(gpu_id)
+        info = gpu_info.get(gpu_id, {}) if gpu_id is not None else {}
+        uuid = (info.get("uuid") or dev_uuid or "").strip()
+        bus = (info.get("busLocation") or "").strip()
+        key = f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"pid{pid}/dev{dev}")
+        rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": key,
+                     "gpu_model": (info.get("name") or "").strip(), "uuid": uuid, "bus": bus})
+    devices = pd.DataFrame(rows, columns=["pid", "device_id", "gpu_key", "gpu_model", "uuid", "bus"])
+    return devices, _untraced_gpus(gpu_info, used_ids, devices)
+
+
+def _untraced_gpus(gpu_info: dict[int, dict], used_ids: set, devices: pd.DataFrame) -> list[RowWarning]:
+    """The warning about GPUs TARGET_INFO_GPU lists that ran no kernel (none when all ran some)."""
+    listed = len(gpu_info)
+    if not listed or devices.empty:
+        return []
+    if used_ids:  # processes map to physical GPUs: name the ones without kernels
+        idle = [gpu_info[i] for i in sorted(gpu_info) if i not in used_ids]
+        if not idle:
+            return []
+        names = []
+        for info in idle:
+            uuid = (info.get("uuid") or "").strip()
+            bus = (info.get("busLocation") or "").strip()
+            names.append(f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"id {info.get('id')}"))
+        return [RowWarning(WarningCode.GPUS_WITHOUT_KERNELS,
+                           f"{len(idle)} of {listed} GPUs listed in {GPU_TABLE} ran no kernel in this export "
+                           f"({', '.join(names)}): not traced or not used, so no row and not counted as idle")]
+    traced = devices["gpu_key"].nunique()
+    if traced >= listed:
+        return []
+    return [RowWarning(WarningCode.GPUS_WITHOUT_KERNELS,
+                       f"{listed - traced} of {listed} GPUs listed in {GPU_TABLE} ran no kernel in this export "
+                       f"(kernels identify {traced}): not traced or not used, so no row and not counted as idle")]
+
+
+def resolve_missing_pids(schema: Schema, kernels: pd.DataFrame, copies: pd.DataFrame,
+                          runtime: pd.DataFrame) -> list[RowWarning]:
+    """Fill in ``pid`` (in place) where a table has no process column (older schemas lack
+    ``globalPid``); returns the warning that says so, or nothing."""
+    tables = [t for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
+              if schema.columns(t) and pid_column(schema, t)[0] == "-1"]
+    if not tables:
+        return []
+    # Runtime calls identify processes only through globalTid.
+    calls = runtime if "globalTid" in schema.columns(RUNTIME_TABLE) else runtime.iloc[0:0]
+    contexts = _cuda_contexts(schema)
+    unresolved = 0
+    if KERNEL_TABLE in tables and not kernels.empty:
+        kernels["pid"] = infer_pids(kernels, calls, None, contexts)
+        unresolved += int((kernels["pid"] < 0).sum())
+    if not copies.empty and (copies["pid"] < 0).any():
+        todo = copies["pid"] < 0
+        hints = kernels[["device_id", "context_id", "stream_id", "pid"]]
+        copies.loc[todo, "pid"] = infer_pids(copies[todo], calls, hints, contexts)
+        unresolved += int((copies["pid"] < 0).sum())
+    for frame in (kernels, copies):
+        frame.loc[frame["pid"] < 0, "pid"] = 0
+    text = (f"older export schema: no globalPid column in {', '.join(tables)}; each row's process was taken "
+            "from its CUDA runtime launch (correlationId) or its stream")
+    if unresolved:
+        text += f"; {unresolved} rows could not be tied to a process and count under pid 0"
+    return [RowWarning(WarningCode.INFERRED_PROCESSES, text)]

@@ -1,0 +1,342 @@
+"""Load one Nsight Systems SQLite export into tidy pandas frames (a :class:`~pipeline.model.Report`),
+and cut one GPU's rows out of it (a :class:`~pipeline.model.GpuTrace`).
+
+The pieces: :mod:`.tables` (what the export has), :mod:`.sqlite` (read-only reading),
+:mod:`.columns` (string ids, typed columns), :mod:`.processes` (processes and GPU
+identity), :mod:`.diagnostics` (metadata, lost events).
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+
+from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
+from .columns import (
+    categorical,
+    int_column,
+    normalise_api_name,
+    read_strings,
+    text_column,
+)
+from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta
+from .processes import (
+    device_pairs,
+    gpu_key_column,
+    load_devices,
+    pid_column,
+    pid_of,
+    resolve_missing_pids,
+    tid_of,
+)
+from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
+from .tables import (
+    KERNEL_NAME_COLUMNS,
+    KERNEL_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    META_TABLES,
+    NVTX_RANGE_TYPES,
+    NVTX_TABLE,
+    RUNTIME_TABLE,
+    STRING_TABLE,
+    Schema,
+)
+
+KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
+
+
+def _no_kernels() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64") for c in KERNEL_COLUMNS[:-1]} | {"name": pd.Series(dtype=object)})
+
+
+def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str | None, bool, bool]:
+    """``(sql, decode_pid, has_name)`` that reads the kernel columns; ``sql`` is None when the
+    export has no kernels and ``required`` is False. Raises :class:`ProfileError` when
+    kernels are required and there is no table or no start/end column."""
+    if not required and (not schema.has(KERNEL_TABLE) or
+                         not schema.con.execute(f"SELECT 1 FROM {KERNEL_TABLE} LIMIT 1").fetchone()):
+        return None, False, False
+    if not schema.has(KERNEL_TABLE):
+        raise ProfileError(
+            f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
+            "(was the run profiled with --trace=cuda, and did it launch any kernel?)"
+        )
+    cols = schema.columns(KERNEL_TABLE)
+    for column in ("start", "end"):
+        if column not in cols:
+            raise ProfileError(f"{path}: {KERNEL_TABLE} has no '{column}' column")
+    pid_col, decode = pid_column(schema, KERNEL_TABLE)
+    name_col = schema.first_column(KERNEL_TABLE, KERNEL_NAME_COLUMNS)
+    dev = "deviceId" if "deviceId" in cols else "0"
+    ctx = "contextId" if "contextId" in cols else "0"
+    stream = "streamId" if "streamId" in cols else "0"
+    corr = "correlationId" if "correlationId" in cols else "0"
+    sql = (
+        f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, {stream} AS stream_id, "
+        f"{corr} AS correlation_id, {ctx} AS context_id{', ' + name_col + ' AS name' if name_col else ''} "
+        f"FROM {KERNEL_TABLE}"
+    )
+    return sql, decode, name_col is not None
+
+
+def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
+                   has_name: bool) -> tuple[pd.DataFrame, list]:
+    """Kernel rows (``KERNEL_COLUMNS`` plus ``context_id``, dropped by the caller) from the
+    Arrow table of :func:`_kernel_query`, and the loader's warnings. ``pid`` is -1 on every
+    row when the table has no process column (older schema): :func:`infer_pids` fills it in.
+    Raises :class:`ProfileError` when no row is usable."""
+    n = table.num_rows
+    if n == 0:
+        raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
+    missing = table.column("start").is_null().to_numpy(zero_copy_only=False) \
+        if table.column("start").null_count else np.zeros(n, dtype=bool)
+    if table.column("end").null_count:
+        missing = missing | table.column("end").is_null().to_numpy(zero_copy_only=False)
+    start, end = int_column(table, "start"), int_column(table, "end")
+    bad = missing | (end < start) | ((start == 0) & (end == 0))
+    warnings = []
+    keep = None
+    if bad.any():
+        kept = int(n - bad.sum())
+        if kept == 0:
+            raise ProfileError(f"{path}: all {n:,} rows of {KERNEL_TABLE} have end < start or no timestamps "
+                               "(start = end = 0 or NULL): no usable kernel")
+        warnings.append(RowWarning(WarningCode.DROPPED_KERNEL_ROWS,
+                                   f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps "
+                                   f"(start = end = 0 or NULL); {kept} of {n} kept"))
+        keep = np.flatnonzero(~bad)
+    pick = (lambda a: a) if keep is None else (lambda a: a[keep])
+    pid_raw = int_column(table, "pid")
+    columns = {
+        "start": pick(start), "end": pick(end),
+        "pid": pick(pid_of(pid_raw) if decode_pid else pid_raw),
+        "device_id": pick(int_column(table, "device_id")),
+        "stream_id": pick(int_column(table, "stream_id")),
+        "correlation_id": pick(int_column(table, "correlation_id")),
+        "context_id": pick(int_column(table, "context_id")),
+    }
+    df = pd.DataFrame(columns, copy=False)
+    if has_name:
+        names = text_column(table, "name", strings)
+        df["name"] = names if keep is None else names.iloc[keep].reset_index(drop=True)
+    else:
+        df["name"] = ""
+    return df, warnings
+
+
+RUNTIME_COLUMNS = ["start", "end", "pid", "tid", "correlation_id", "name"]
+
+
+def _runtime_query(schema: Schema) -> tuple[str | None, bool]:
+    """``(sql, has_name)`` reading the CUDA runtime API calls; sql is None without the table."""
+    cols = schema.columns(RUNTIME_TABLE)
+    if not cols:
+        return None, False
+    name_col = "nameId" if "nameId" in cols else ("name" if "name" in cols else None)
+    corr = "correlationId" if "correlationId" in cols else "0"
+    tid_col = "globalTid" if "globalTid" in cols else "0"
+    return (f"SELECT start, end, {tid_col} AS gtid, {corr} AS correlation_id"
+            f"{', ' + name_col + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}"), name_col is not None
+
+
+def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFrame:
+    """Runtime calls (``RUNTIME_COLUMNS``; ``name`` normalised, categorical) from the Arrow
+    table of :func:`_runtime_query`; ``table`` None gives an empty frame. Rows without
+    start or end are dropped."""
+    if table is None:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in RUNTIME_COLUMNS[:-1]}
+                            | {"name": pd.Series(dtype=str)})
+    n = table.num_rows
+    keep = None
+    if table.column("start").null_count or table.column("end").null_count:
+        ok = ~(table.column("start").is_null().to_numpy(zero_copy_only=False)
+               | table.column("end").is_null().to_numpy(zero_copy_only=False))
+        keep = np.flatnonzero(ok)
+    pick = (lambda a: a) if keep is None else (lambda a: a[keep])
+    gtid = pick(int_column(table, "gtid"))
+    df = pd.DataFrame({"start": pick(int_column(table, "start")), "end": pick(int_column(table, "end")),
+                       "pid": pid_of(gtid), "tid": tid_of(gtid),
+                       "correlation_id": pick(int_column(table, "correlation_id"))}, copy=False)
+    if has_name:
+        names = text_column(table, "name", strings)
+        if keep is not None:
+            names = names.iloc[keep].reset_index(drop=True)
+        # Normalise each distinct name once, not once per row (two names may normalise to one).
+        normal = np.array([normalise_api_name(x) for x in names.cat.categories], dtype=object)
+        df["name"] = categorical(normal, names.cat.codes.to_numpy(), df.index)
+    else:
+        df["name"] = pd.Series("", index=df.index, dtype="category")
+    return df if n else df.iloc[0:0]
+
+
+def _load_copies(schema: Schema) -> pd.DataFrame:
+    """memcpy and memset rows, plus ``context_id`` (dropped by the caller); ``pid`` is -1 on
+    the rows of a table without a process column (older schema)."""
+    frames = []
+    for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
+        cols = schema.columns(table)
+        if not cols:
+            continue
+        pid_col, decode = pid_column(schema, table)
+        copy_kind = "copyKind" if (kind == "memcpy" and "copyKind" in cols) else "-1"
+        nbytes = "bytes" if "bytes" in cols else "0"
+        dev = "deviceId" if "deviceId" in cols else "0"
+        stream = "streamId" if "streamId" in cols else "0"
+        ctx = "contextId" if "contextId" in cols else "0"
+        corr = "correlationId" if "correlationId" in cols else "0"
+        df = read_frame(schema, f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, "
+                   f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
+                   f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
+        df = df.dropna(subset=["start", "end"])
+        df = df.fillna({"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "context_id": 0,
+                        "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0})
+        df["pid"] = pid_of(df["pid"]) if decode else df["pid"]
+        df["kind"] = kind
+        frames.append(df)
+    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "context_id",
+               "correlation_id"]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
+    df = pd.concat(frames, ignore_index=True)
+    df = df.astype({c: "int64" for c in columns if c != "kind"})
+    return df[columns]
+
+
+def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
+    columns = ["start", "end", "pid", "tid", "text"]
+    cols = schema.columns(NVTX_TABLE)
+    if not cols or "end" not in cols:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns[:-1]} | {"text": pd.Series(dtype=str)})
+    text = "text" if "text" in cols else "NULL"
+    text_id = "textId" if "textId" in cols else "NULL"
+    where = f"WHERE eventType IN {NVTX_RANGE_TYPES}" if "eventType" in cols else ""
+    gtid = "globalTid" if "globalTid" in cols else "0"
+    df = read_frame(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
+               f"FROM {NVTX_TABLE} {where}")
+    df = df.dropna(subset=["start", "end"])
+    df = df[df["end"] > df["start"]]
+    by_id = df["text_id"].map(lambda v: strings.get(int(v), "") if pd.notna(v) else None)
+    df["text"] = df["text"].where(df["text"].notna(), by_id).fillna("").astype(str)
+    df["pid"] = pid_of(df["gtid"].fillna(0))
+    df["tid"] = tid_of(df["gtid"].fillna(0))
+    df = df.astype({"start": "int64", "end": "int64"})
+    return df[columns].reset_index(drop=True)
+
+
+def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows stably sorted by ``keys`` (one per row); no work when they already are."""
+    if keys.size < 2 or not bool(np.any(keys[1:] < keys[:-1])):
+        return frame
+    return frame.iloc[np.argsort(keys, kind="stable")].reset_index(drop=True)
+
+
+def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows grouped by GPU key (stable: file order within a GPU), so that one GPU's
+    rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort."""
+    return _stably_sorted(kernels, kernels["gpu_key"].cat.codes.to_numpy())
+
+
+def _in_start_order(calls: pd.DataFrame) -> pd.DataFrame:
+    """Rows stably sorted by start (no work when they already are, as exports usually are)."""
+    return _stably_sorted(calls, calls["start"].to_numpy(np.int64))
+
+
+def load_report(path: str, require_kernels: bool = True) -> Report:
+    """Load one SQLite export.
+
+    Args:
+        path: local path of a ``.sqlite`` export.
+        require_kernels: when False, an export without kernels (a CPU-only
+            capture) loads with empty ``kernels`` and ``devices`` instead of raising.
+    Returns:
+        A :class:`Report` with kernels, runtime calls, copies, NVTX ranges,
+        device identities, metadata and diagnostics.
+    Raises:
+        ProfileError: the file is missing, empty, not SQLite, not an Nsight
+        export, or holds no kernels. The message starts with the path.
+    """
+    con = connect_readonly(path)
+    schema = Schema(con, readonly_uri(path))
+    try:
+        if not schema.has(KERNEL_TABLE) and not any(schema.has(t) for t in (*META_TABLES, STRING_TABLE)):
+            raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
+                               f"(no {KERNEL_TABLE}, StringIds or export metadata tables)")
+        strings = read_strings(schema)
+        kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels)
+        runtime_sql, runtime_names = _runtime_query(schema)
+        jobs = {}
+        if kernel_sql:
+            jobs["kernels"] = (KERNEL_TABLE, kernel_sql)
+        if runtime_sql:
+            jobs["runtime"] = (RUNTIME_TABLE, runtime_sql)
+        tables = read_tables(schema, jobs)
+        if kernel_sql:
+            kernels, warnings = _kernels_frame(tables.pop("kernels"), strings, path, decode_pid, kernel_names)
+        else:
+            kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
+        runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
+        del tables
+        copies = _load_copies(schema)
+        warnings += resolve_missing_pids(schema, kernels, copies, runtime)
+        kernels = kernels.drop(columns="context_id")
+        copies = copies.drop(columns=["context_id", "correlation_id"])
+        pair_codes, pairs = device_pairs(kernels)
+        devices, device_warnings = load_devices(schema, pairs)
+        warnings += device_warnings
+        kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+        kernels = _group_by_gpu(kernels)
+        runtime = _in_start_order(runtime)
+        if not copies.empty:
+            keys = devices.set_index(["pid", "device_id"])["gpu_key"]
+            copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
+        else:
+            copies["gpu_key"] = pd.Series(dtype=object)
+        return Report(
+            path=path,
+            kernels=kernels,
+            runtime=runtime,
+            copies=copies,
+            nvtx=_load_nvtx(schema, strings),
+            devices=devices,
+            meta=load_meta(schema),
+            diagnostics=load_diagnostics(schema),
+            warnings=warnings,
+        )
+    except sqlite3.DatabaseError as exc:
+        raise ProfileError(f"{path}: SQLite error while reading ({exc})") from exc
+    finally:
+        schema.close()
+
+
+def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
+    """The kernel rows of one GPU: a slice when the rows are grouped by GPU key, else a filter."""
+    col = kernels["gpu_key"]
+    if isinstance(col.dtype, pd.CategoricalDtype) and gpu_key in col.cat.categories:
+        where = np.flatnonzero(col.cat.codes.to_numpy() == col.cat.categories.get_loc(gpu_key))
+        if where.size and where[-1] - where[0] + 1 == where.size:
+            return kernels.iloc[where[0]:where[-1] + 1]
+    return kernels[col == gpu_key]
+
+
+def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
+    """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
+    share the physical GPU are unioned; streams stay per process)."""
+    devs = report.devices[report.devices["gpu_key"] == gpu_key]
+    if devs.empty:
+        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
+    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
+    kernels = _gpu_rows(report.kernels, gpu_key)
+    copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
+    runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
+    nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
+    models = sorted({m for m in devs["gpu_model"] if m})
+    return GpuTrace(
+        report=report.path, gpu_key=gpu_key, pids=pids,
+        device_ids=tuple(sorted(set(int(d) for d in devs["device_id"]))),
+        gpu_model=models[0] if models else "",
+        kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
+        runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
+        warnings=list(report.warnings) + diagnostic_warnings(report.diagnostics),
+    )

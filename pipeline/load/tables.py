@@ -1,0 +1,59 @@
+"""The Nsight Systems export's tables, and :class:`Schema`: what one export really has.
+
+Tables appear only when they hold data and columns change between Nsight Systems
+versions, so every table and column is looked up by its exact name in what the file
+actually has (``sqlite_master`` and ``PRAGMA table_info``), never by substring.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+NVTX_TABLE = "NVTX_EVENTS"
+GPU_TABLE = "TARGET_INFO_GPU"
+CUDA_DEVICE_TABLE = "TARGET_INFO_CUDA_DEVICE"
+DIAGNOSTIC_TABLE = "DIAGNOSTIC_EVENT"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+STRING_TABLE = "StringIds"
+#: Kernel name columns in order of preference (short names read best in a roster).
+KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName", "name")
+#: NVTX event types that are ranges: NvtxPushPopRange (59), NvtxStartEndRange (60).
+NVTX_RANGE_TYPES = (59, 60)
+CONTEXT_TABLE = "TARGET_INFO_CUDA_CONTEXT_INFO"
+
+
+class Schema:
+    """What tables and columns one export really has (exact names).
+
+    ``con`` (Python sqlite3) answers the small questions; the tables themselves are read
+    through ADBC on the same read-only ``uri`` (:func:`read_tables`, :func:`read_frame`).
+    """
+
+    def __init__(self, con: sqlite3.Connection, uri: str | None = None):
+        self.con = con
+        self.uri = uri
+        rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+        self.tables = {r[0] for r in rows}
+        self._columns: dict[str, dict[str, str]] = {}
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def close(self) -> None:
+        self.con.close()
+
+    def columns(self, table: str) -> dict[str, str]:
+        """Column name -> declared type (upper case) for ``table``; {} if absent."""
+        if table not in self.tables:
+            return {}
+        if table not in self._columns:
+            info = self.con.execute(f'PRAGMA table_info("{table}")').fetchall()
+            self._columns[table] = {r[1]: (r[2] or "").upper() for r in info}
+        return self._columns[table]
+
+    def first_column(self, table: str, candidates) -> str | None:
+        cols = self.columns(table)
+        return next((c for c in candidates if c in cols), None)

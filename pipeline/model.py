@@ -1,0 +1,161 @@
+"""The types every stage speaks, and nothing else: a loaded report, one GPU's trace, a
+GPU's result, a report that failed, category names and warning codes.
+
+Stages import from here instead of from each other (the loader, the analysis, the engine
+and the drivers all know a :class:`Report`; none needs another's module for it). Times are
+int64 nanoseconds on the report's own clock throughout.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .arrays import row_groups
+
+#: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
+GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
+#: Every category of the fleet table's ``cat_*`` columns, in SPEC order.
+CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+
+
+class ProfileError(Exception):
+    """A report cannot be analysed. The message names the file and the cause."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A report (or one GPU of it) that could not be analysed; ``message`` names the file and the cause.
+
+    Returned (not raised) by the engine's tasks for expected failures (bad input), so Dask
+    neither retries them nor logs a traceback; the reduce turns it into an error row.
+    """
+
+    message: str
+
+
+class WarningCode(str, enum.Enum):
+    """What a row warning is about. The status of a row comes from these codes, never from
+    the warning's wording (:func:`row_status`)."""
+
+    #: kernel rows the loader dropped (end < start, no timestamps): the GPU's data is incomplete.
+    DROPPED_KERNEL_ROWS = "dropped-kernel-rows"
+    #: a DIAGNOSTIC_EVENT saying Nsight Systems lost or dropped events: the trace is incomplete.
+    LOST_EVENTS = "lost-events"
+    #: any other DIAGNOSTIC_EVENT warning or error, quoted.
+    DIAGNOSTIC = "diagnostic"
+    #: GPUs the export lists that ran no kernel (not traced or not used): no row for them.
+    GPUS_WITHOUT_KERNELS = "gpus-without-kernels"
+    #: an older schema without process columns: processes were inferred from launches or streams.
+    INFERRED_PROCESSES = "inferred-processes"
+    #: the GPU model is not on the rate card: priced as the default model.
+    MODEL_NOT_ON_RATE_CARD = "model-not-on-rate-card"
+
+
+#: Codes that make a row ``partial``: the numbers rest on an incomplete trace.
+PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS})
+
+
+@dataclass(frozen=True)
+class RowWarning:
+    """One warning of a fleet row: its ``code`` (:class:`WarningCode`) and the ``text`` people read."""
+
+    code: WarningCode
+    text: str
+
+
+#: Prefix of the per-GPU warning text that quotes a DIAGNOSTIC_EVENT text.
+DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
+
+
+def row_status(warnings) -> str:
+    """``partial`` when any of ``warnings`` (:class:`RowWarning`) has a code in
+    :data:`PARTIAL_CODES` (rows the loader dropped, events Nsight Systems lost), else ``ok``."""
+    return "partial" if any(w.code in PARTIAL_CODES for w in warnings) else "ok"
+
+
+@dataclass
+class Report:
+    """One export, loaded. All times are int64 ns on the report's own clock.
+
+    Frames (one row per event):
+      ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name, gpu_key;
+      grouped by GPU key (the export's row order within a GPU)
+      ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name),
+      sorted by start (stable)
+      ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
+      copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes
+      ``nvtx``: start, end, pid, tid, text (ranges only)
+      ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus
+    ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
+    texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
+    (:class:`RowWarning`, each with its code).
+    """
+
+    path: str
+    kernels: pd.DataFrame
+    runtime: pd.DataFrame
+    copies: pd.DataFrame
+    nvtx: pd.DataFrame
+    devices: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    diagnostics: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
+
+    def runtime_rows(self, pids) -> np.ndarray:
+        """Row positions in ``runtime`` of the calls of ``pids``, ascending (so in the frame's
+        order). The per-process grouping is built once per report (:func:`row_groups`), so
+        each GPU's cut costs its own rows, not a pass over every call."""
+        if self._runtime_by_pid is None:
+            codes, pids_seen = pd.factorize(self.runtime["pid"].to_numpy(np.int64))
+            self._runtime_by_pid = {int(pids_seen[codes[g[0]]]): g for g in row_groups(codes)}
+        parts = [self._runtime_by_pid[int(p)] for p in pids if int(p) in self._runtime_by_pid]
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+
+    def gpu_keys(self) -> list[str]:
+        """Sorted keys of every GPU that ran at least one kernel."""
+        return sorted(self.devices["gpu_key"].unique().tolist())
+
+
+@dataclass
+class GpuTrace:
+    """Everything one physical GPU needs for analysis, as plain arrays (ns).
+
+    ``kernels``: frame with start, end, pid, stream_id, correlation_id, name, in the
+    export's row order (:func:`pipeline.analysis.gaps.kernels_in_window` puts them in per-stream
+    order).
+    ``copies``: frame of this GPU's memcpy/memset rows (start, end, kind, copy_kind, bytes).
+    ``runtime``: CUDA runtime API calls of the processes that drive this GPU
+    (start, end, pid, tid, name) sorted by start.
+    ``nvtx``: NVTX ranges of those processes.
+    ``warnings``: the report's :class:`RowWarning` and one per DIAGNOSTIC_EVENT text.
+    """
+
+    report: str
+    gpu_key: str
+    pids: tuple
+    device_ids: tuple
+    gpu_model: str
+    kernels: pd.DataFrame
+    copies: pd.DataFrame
+    runtime: pd.DataFrame
+    nvtx: pd.DataFrame
+    warnings: list = field(default_factory=list)
+
+
+@dataclass
+class GpuResult:
+    """``row``: one fleet-table row (dict of scalars). ``roster``: the longest per-stream gaps
+    (which queue broke: for fixing work). ``device_roster``: the longest device-level gaps
+    (no kernel on any stream: true idle; pid and stream_id are -1). ``timeline``: the
+    compact picture of the window for plots (:func:`pipeline.analysis.analyse.timeline`)."""
+
+    row: dict
+    roster: list = field(default_factory=list)
+    device_roster: list = field(default_factory=list)
+    timeline: dict = field(default_factory=dict)
