@@ -259,7 +259,7 @@ def inproc_stage(path: str) -> None:
     t2 = time.perf_counter()
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cached_s = None
-    try:   # the columnar cache (pipeline.cache), if this version of the pipeline has one: a warm load
+    try:   # the columnar cache (pipeline.load.cache), if this version of the pipeline has one: a warm load
         from pipeline.load.cache import load_cached
 
         scratch = tempfile.mkdtemp(prefix="gpu-idle-cache-", dir=DATA)
@@ -402,24 +402,23 @@ def compare_totals(ours_span: list, theirs: list) -> list:
 # -- 3. fleet --------------------------------------------------------------------------
 
 def fleet_part_stage(folder: str, part: int, parts: int) -> None:
-    """(Child process) ``pipeline.graph.report_task`` on every ``parts``-th report of ``folder`` from
+    """(Child process) ``pipeline.engine.tasks.report_task`` on every ``parts``-th report of ``folder`` from
     ``part`` on, in a plain loop (no Dask), fresh columnar and result cache and output folder, each
     report's results stored as `gpu-idle run` stores them; prints the seconds."""
     from pipeline.config import load_config
-    from pipeline.engine.graph import report_task
-    from pipeline.runs.results import RunCache
+    from pipeline.engine.tasks import report_task
+    from pipeline.runs.results import ResultCache
 
     scratch = tempfile.mkdtemp(prefix="gpu-idle-ceiling-", dir=DATA)
     os.environ["GPU_IDLE_CACHE"] = os.path.join(scratch, "cache")
     try:
         cfg = load_config([])
         paths = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".sqlite"))[part::parts]
-        runs = RunCache(cfg)
-        runs.digest(paths, [])
-        slots = runs.slots(paths)
+        runs = ResultCache.for_run(cfg)
+        runs.identify(paths)
         t0 = time.perf_counter()
         for path in paths:
-            report_task(path, cfg.labels_for(path), cfg, os.path.join(scratch, "gpus"), slots.get(path))
+            report_task(path, cfg.labels_for(path), cfg, os.path.join(scratch, "gpus"), runs.slot(path))
         print(json.dumps({"reports": len(paths), "seconds": time.perf_counter() - t0}))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -635,7 +634,7 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   "empty columnar cache (`$GPU_IDLE_CACHE` in a fresh folder: hash the file, read SQLite, write "
                   "the cache; the ratio and the targets use this run), *cached* the same command again. Load + "
                   "analysis: `load_report` + every `gpu_trace` + `analyse_gpu` timed inside a fresh interpreter "
-                  "(imports excluded); *cache load*: `pipeline.cache.load_cached` on a warm cache, in process.", "",
+                  "(imports excluded); *cache load*: `pipeline.load.cache.load_cached` on a warm cache, in process.", "",
                   "| kernels | file | floor | `gpu-idle run` first | ratio | cached | load | analysis "
                   "| load + analysis | ratio | cache load | RSS floor | RSS `gpu-idle run` (tree / largest process) "
                   "| RSS load + analysis |",

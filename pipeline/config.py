@@ -67,7 +67,7 @@ class LabelRule:
 class AnalysisConfig:
     """Thresholds. ``min_gap_ns``: per-stream gaps strictly longer than this are kept (ns).
     ``roster_size``: gaps in each GPU's roster. ``window``: ``auto`` (NVTX iterations, else kernel
-    periodicity, else span), ``span``, ``nvtx`` or ``periodic`` (see :mod:`pipeline.window`). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
+    periodicity, else span), ``span``, ``nvtx`` or ``periodic`` (see :mod:`pipeline.analysis.window`). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
     ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
     ``actionable_pct``: a category under this % of W is filed, not acted on.
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
@@ -159,7 +159,7 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    """Reports in object storage (any fsspec URL, e.g. ``s3://bucket/prefix``); see :mod:`pipeline.storage`.
+    """Reports in object storage (any fsspec URL, e.g. ``s3://bucket/prefix``); see :mod:`pipeline.inputs.storage`.
     ``options``: keyword arguments for the fsspec filesystem of every remote URL (S3: ``endpoint_url``,
     ``profile``, ``anon``, ``client_kwargs``, ``config_kwargs`` ...). ``cache_dir``: worker-local folder
     remote files are staged to before SQLite opens them, keyed by URL, size and ETag (``None``:
@@ -176,7 +176,7 @@ class StorageConfig:
 @dataclass(frozen=True)
 class SweepConfig:
     """The nightly sweep. ``inputs``: paths, globs or URLs to discover every night;
-    ``state_dir``: results, history and nightly outputs (see :mod:`pipeline.sweep`)."""
+    ``state_dir``: results, history and nightly outputs (see :mod:`pipeline.runs.sweep`)."""
 
     inputs: tuple = ()
     state_dir: str = "out/sweep"

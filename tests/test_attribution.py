@@ -1,4 +1,4 @@
-"""Hand-computed checks of pipeline.attribution: overlap sums, name grouping, categories."""
+"""Hand-computed checks of pipeline.analysis.attribution: overlap sums, name grouping, categories."""
 from __future__ import annotations
 
 import pandas as pd

@@ -12,7 +12,9 @@ import pytest
 from conftest import run_cli
 from test_export import nsys  # noqa: F401  (fixture: the repository's nsys, fails when `make nsys` was not run)
 
-from pipeline.load.report import load_report, marks_partial, reports_lost_events
+from pipeline.load.diagnostics import diagnostic_warnings, reports_lost_events
+from pipeline.load.report import load_report
+from pipeline.model import RowWarning, WarningCode, row_status
 from pipeline.synth import ExportWriter
 
 
@@ -335,12 +337,17 @@ def test_lost_event_texts():
             "CUPTI dropped 0 records.", "Some events (0) were lost.", "Reading events from qdstrm: cpu : Lost events = 0"]
     assert [reports_lost_events(t) for t in lost] == [True] * len(lost)
     assert [reports_lost_events(t) for t in fine] == [False] * len(fine)
-    assert marks_partial(f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}")
-    assert not marks_partial(f"DIAGNOSTIC_EVENT: {UNIFIED_MEMORY}")
-    assert marks_partial("dropped 1 kernel rows with end < start or no timestamps (start = end = 0 or NULL); 1 of 2 kept")
+    # A row's status comes from its warnings' codes: lost events and dropped rows make it partial.
+    assert [(w.code, w.text) for w in diagnostic_warnings([CUPTI_DROPPED, UNIFIED_MEMORY])] == [
+        (WarningCode.LOST_EVENTS, f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}"),
+        (WarningCode.DIAGNOSTIC, f"DIAGNOSTIC_EVENT: {UNIFIED_MEMORY}")]
+    assert row_status(diagnostic_warnings([CUPTI_DROPPED])) == "partial"
+    assert row_status(diagnostic_warnings([UNIFIED_MEMORY])) == "ok"
+    assert row_status([RowWarning(WarningCode.DROPPED_KERNEL_ROWS, "any wording")]) == "partial"
     # loader notes that are not data loss leave the row ok, whatever words they use
-    assert not marks_partial(f"2 of 4 GPUs listed in TARGET_INFO_GPU ran no kernel in this export (a, b): {UNTRACED}")
-    assert not marks_partial(OLD_SCHEMA + "; 3 rows could not be tied to a process and count under pid 0")
+    assert row_status([RowWarning(WarningCode.GPUS_WITHOUT_KERNELS, f"2 of 4 GPUs ... (a, b): {UNTRACED}"),
+                       RowWarning(WarningCode.INFERRED_PROCESSES, OLD_SCHEMA + "; 3 rows dropped or lost"),
+                       RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD, "events were lost")]) == "ok"
 
 
 def test_older_schema_export(corpus, corpus_run, profiles):
@@ -389,9 +396,10 @@ def test_older_schema_processes_sharing_a_stream_triple(tmp_path):
     report = load_report(path)
     by_pid = report.kernels.groupby("pid")["name"].agg(set).to_dict()
     assert by_pid == {100: {"k100"}, 200: {"k200"}}
-    assert report.warnings == [
+    assert report.warnings == [RowWarning(
+        WarningCode.INFERRED_PROCESSES,
         "older export schema: no globalPid column in CUPTI_ACTIVITY_KIND_KERNEL; each row's process was taken "
-        "from its CUDA runtime launch (correlationId) or its stream"]
+        "from its CUDA runtime launch (correlationId) or its stream")]
 
 
 def test_corrupt_nsys_rep(corpus, corpus_run):

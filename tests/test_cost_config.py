@@ -1,4 +1,4 @@
-"""Hand-computed checks of pipeline.cost and pipeline.config."""
+"""Hand-computed checks of pipeline.analysis.cost and pipeline.config."""
 from __future__ import annotations
 
 import math
@@ -38,9 +38,9 @@ def test_find_rate_glob_on_export_model_name():
     model, usd, source, _ = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())
     # default card: H100 at $4.00 via '*H100*'
     assert (model, usd, source) == ("H100", 4.0, "rate card: example list price; replace with your contract")
-    model, usd, _ = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())
+    model, usd, _, _ = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())
     assert (model, usd) == ("A100", 2.5)
-    model, usd, _ = cost.find_rate("nvidia geforce rtx 3080", CostConfig())  # case-insensitive
+    model, usd, _, _ = cost.find_rate("nvidia geforce rtx 3080", CostConfig())  # case-insensitive
     assert (model, usd) == ("RTX 3080", 0.25)
 
 

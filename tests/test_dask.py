@@ -10,7 +10,7 @@ from conftest import REPO, run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
-from pipeline.engine.graph import run_graph
+from pipeline.engine.map import OnDask, analyse_reports
 from pipeline.inputs.discover import discover
 
 EXPECTED_GPUS = 5  # fastvideo 2 + train 2 + tiny 1
@@ -25,7 +25,7 @@ def test_local_cluster_one_task_per_gpu(profiles, span_fleet):
     paths, problems = discover([str(profiles)])
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client, get_task_stream(client) as ts:
-        fleet, rosters = run_graph(client, paths, cfg, problems)
+        fleet, rosters = analyse_reports(paths, cfg, OnDask(client, shares_files=False), problems)
     keys = _analyse_keys(ts.data)
     assert len(keys) == EXPECTED_GPUS
     assert sum(str(t["key"]).startswith("load-") for t in ts.data) == 3
@@ -56,7 +56,7 @@ def test_external_scheduler_two_workers(dask_cluster, profiles, span_fleet, tmp_
 def test_env_scheduler_address(dask_cluster, profiles, tmp_path):
     """DASK_SCHEDULER_ADDRESS sends the same graph to the running cluster."""
     proc = run_cli("run", str(profiles / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "o"),
-                   env={"DASK_SCHEDULER_ADDRESS": dask_cluster})
+                   env={"DASK_SCHEDULER_ADDRESS": dask_cluster, "GPU_IDLE_CACHE": str(tmp_path / "cache")})
     assert f"scheduler {dask_cluster}" in proc.stdout
 
 
@@ -65,7 +65,7 @@ def test_local_cluster_settings_reach_the_worker_processes():
     statistical profiler, slow ticks) and without a dashboard unless one is asked for."""
     import dask
 
-    from pipeline.engine.graph import LOCAL_CLUSTER_SETTINGS, open_client
+    from pipeline.engine.cluster import LOCAL_CLUSTER_SETTINGS, open_client
 
     def worker_settings():
         import dask as d
@@ -83,7 +83,7 @@ def test_local_cluster_settings_reach_the_worker_processes():
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with open_client(cfg, log=lines.append, n_reports=5) as client:
+            with open_client(cfg, log=lines.append) as client:
                 seen = list(client.run(worker_settings).values())
                 assert ":8787/" not in client.dashboard_link
     finally:

@@ -1,4 +1,4 @@
-"""pipeline.export on real Nsight Systems reports, recorded here without a GPU.
+"""pipeline.inputs.export on real Nsight Systems reports, recorded here without a GPU.
 
 A small C program (tests/nvtx_app/app.c) marks a ten-iteration "training loop"
 with NVTX push/pop ranges; the real ``nsys`` that ``make nsys`` unpacks into

@@ -16,7 +16,9 @@ from pipeline.analysis import attribution as at
 from pipeline.analysis import gaps
 from pipeline.analysis import intervals as iv
 from pipeline.analysis.attribution import CategoryRules
+from pipeline.load import columns, sqlite
 from pipeline.load import report as load
+from pipeline.load import tables as schema_tables
 from pipeline.synth import generate_scaled_report
 
 
@@ -41,12 +43,12 @@ def plain_kernels(path: str) -> pd.DataFrame:
 
 
 def test_split_reads_equal_one_plain_read(scaled, monkeypatch):
-    monkeypatch.setattr(load, "SPLIT_MIN_ROWS", 1_000)  # force several rowid ranges on several threads
-    schema = load.Schema(load.connect_readonly(scaled), load.readonly_uri(scaled))
+    monkeypatch.setattr(sqlite, "SPLIT_MIN_ROWS", 1_000)  # force several rowid ranges on several threads
+    schema = schema_tables.Schema(sqlite.connect_readonly(scaled), sqlite.readonly_uri(scaled))
     sql = "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL"
-    pieces = load.split_queries(schema, load.KERNEL_TABLE, sql, 4)
+    pieces = sqlite.split_queries(schema, schema_tables.KERNEL_TABLE, sql, 4)
     assert len(pieces) == 4 and all("rowid >=" in q for q in pieces)
-    tables = load.read_tables(schema, {"k": (load.KERNEL_TABLE, sql)}, threads=4)
+    tables = sqlite.read_tables(schema, {"k": (schema_tables.KERNEL_TABLE, sql)}, threads=4)
     schema.close()
     plain = plain_kernels(scaled)
     assert tables["k"].num_rows == len(plain) == 6_000
@@ -55,7 +57,7 @@ def test_split_reads_equal_one_plain_read(scaled, monkeypatch):
 
 
 def test_loaded_kernels_equal_plain_read_grouped_by_gpu(scaled, monkeypatch):
-    monkeypatch.setattr(load, "SPLIT_MIN_ROWS", 1_000)
+    monkeypatch.setattr(sqlite, "SPLIT_MIN_ROWS", 1_000)
     report = load.load_report(scaled)
     plain = plain_kernels(scaled)
     keys = report.devices.set_index(["pid", "device_id"])["gpu_key"]
@@ -91,7 +93,7 @@ def test_runtime_cut_equals_filter_then_stable_sort(scaled):
 ])
 def test_distinct_codes_equal_np_unique(ids):
     ids = np.array(ids, dtype=np.int64)
-    uniques, inverse = load.distinct_codes(ids)
+    uniques, inverse = columns.distinct_codes(ids)
     expect_u, expect_i = np.unique(ids, return_inverse=True)
     assert uniques.tolist() == expect_u.tolist()
     assert inverse.tolist() == expect_i.tolist()

@@ -12,7 +12,7 @@ from conftest import run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
-from pipeline.engine.graph import run_graph
+from pipeline.engine.map import OnDask, analyse_reports
 from pipeline.engine.outputs import gpu_json_name, write_outputs
 from pipeline.engine.reduce import build_fleet
 from pipeline.inputs.discover import discover
@@ -55,8 +55,10 @@ def test_workers_write_the_same_gpu_json_as_the_client(fleet_dir, tmp_path):
     paths, problems = discover([str(fleet_dir)])
     assert len(paths) == REPORTS + 1
     with in_process_client() as client, get_task_stream(client) as ts:
-        ref_fleet, ref_rosters = run_graph(client, paths, cfg, problems)   # full rosters back to the client
-        new_fleet, new_rosters = run_graph(client, paths, cfg, problems, gpu_dir=str(tmp_path / "new" / "gpus"))
+        # full rosters back to the client, then the workers writing the per-GPU JSON themselves
+        ref_fleet, ref_rosters = analyse_reports(paths, cfg, OnDask(client, shares_files=False), problems)
+        new_fleet, new_rosters = analyse_reports(paths, cfg, OnDask(client, shares_files=True), problems,
+                                                 gpu_dir=str(tmp_path / "new" / "gpus"))
     keys = {str(t["key"]).split("-", 1)[0] for t in ts.data}
     assert keys == {"report"}  # 5 reports on one worker thread: one task per report, no per-GPU fan-out
     ref, new = tmp_path / "ref", tmp_path / "new"
@@ -94,7 +96,7 @@ def test_cli_run_in_fleet_mode_matches_the_client_writer(fleet_dir, tmp_path):
     cfg = load_config([fleet_dir / "labels.yaml"])
     paths, problems = discover([str(fleet_dir)])
     with in_process_client() as client:
-        fleet, rosters = run_graph(client, paths, cfg, problems)
+        fleet, rosters = analyse_reports(paths, cfg, OnDask(client, shares_files=False), problems)
     ref = tmp_path / "ref"
     write_outputs(str(ref), fleet, rosters)
     write_records(str(ref), fleet, rosters, cfg.analysis.actionable_pct)
@@ -113,7 +115,8 @@ def test_a_failing_worker_write_falls_back_to_the_client(fleet_dir, tmp_path):
     cfg = load_config([fleet_dir / "labels.yaml"])
     paths = [p for p in discover([str(fleet_dir)])[0] if not p.endswith("broken.sqlite")]
     with in_process_client() as client:
-        fleet, rosters = run_graph(client, paths, cfg, [], gpu_dir=str(blocker / "gpus"))
+        fleet, rosters = analyse_reports(paths, cfg, OnDask(client, shares_files=True), [],
+                                         gpu_dir=str(blocker / "gpus"))
     assert len(fleet) == REPORTS * 2 and set(fleet["status"]) == {"ok"}
     assert all(set(v) == {"streams", "device", "timeline"} for v in rosters.values())
     assert build_fleet(fleet.to_dict("records"))["straggler"].sum() == 1
@@ -124,7 +127,7 @@ def test_local_cluster_workers_start_as_configured(method, monkeypatch):
     """dask.start_method: forked workers are copies of the client process (an attribute set here is
     there, without importing anything); spawned ones are fresh interpreters (it is not)."""
     import pipeline
-    from pipeline.engine.graph import open_client
+    from pipeline.engine.cluster import open_client
 
     monkeypatch.setattr(pipeline, "_start_method_probe", 42, raising=False)
     cfg = load_config([], {"dask": {"n_workers": 1, "start_method": method}})
@@ -133,7 +136,7 @@ def test_local_cluster_workers_start_as_configured(method, monkeypatch):
         import sys
         return getattr(sys.modules.get("pipeline"), "_start_method_probe", None)
 
-    with open_client(cfg, log=lambda *_: None, n_reports=2) as client:
+    with open_client(cfg, log=lambda *_: None) as client:
         seen = list(client.run(probe).values())
     assert seen == ([42] if method == "fork" else [None])
 
@@ -142,7 +145,7 @@ def test_start_method_falls_back_to_spawn_where_fork_is_missing(monkeypatch):
     import multiprocessing
 
     from pipeline.config import ConfigError
-    from pipeline.engine.graph import worker_start_method
+    from pipeline.engine.cluster import worker_start_method
 
     assert worker_start_method("fork") == "fork"   # Linux
     assert worker_start_method("spawn") == "spawn"

@@ -1,4 +1,4 @@
-"""Hand-computed checks of pipeline.gaps: device idle, per-stream gaps, buckets, roster."""
+"""Hand-computed checks of pipeline.analysis.gaps: device idle, per-stream gaps, buckets, roster."""
 from __future__ import annotations
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""Hand-computed checks of pipeline.intervals (pure int64 interval math)."""
+"""Hand-computed checks of pipeline.analysis.intervals (pure int64 interval math)."""
 from __future__ import annotations
 
 import numpy as np

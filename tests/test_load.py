@@ -13,6 +13,7 @@ import pytest
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import AnalysisConfig, Config
 from pipeline.load.report import ProfileError, connect_readonly, gpu_trace, load_report
+from pipeline.model import WarningCode
 from pipeline.synth import SCHEMA, ExportWriter
 
 MS = 1_000_000  # ns per ms
@@ -169,8 +170,9 @@ def test_kernels_with_end_before_start_dropped_and_counted(tmp_path):
         w.kernel(pid=10, device=0, stream=1, start=60, end=70, name="ok2")
     rep = load_report(build(tmp_path / "x.sqlite", fill))
     assert rep.kernels["name"].tolist() == ["ok1", "zero", "ok2"]
-    assert len(rep.warnings) == 1 and "dropped 2 kernel rows" in rep.warnings[0]
-    assert any("dropped 2" in w for w in gpu_trace(rep, "pid10/dev0").warnings)
+    assert len(rep.warnings) == 1 and rep.warnings[0].code == WarningCode.DROPPED_KERNEL_ROWS
+    assert rep.warnings[0].text.startswith("dropped 2 kernel rows")
+    assert any("dropped 2" in w.text for w in gpu_trace(rep, "pid10/dev0").warnings)
 
 
 # ---------------------------------------------------------------- read-only

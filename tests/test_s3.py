@@ -24,9 +24,10 @@ boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
 from pipeline.config import StorageConfig, load_config  # noqa: E402
-from pipeline.engine.graph import LoadFailure, load_task  # noqa: E402
+from pipeline.engine.tasks import load_task  # noqa: E402
 from pipeline.inputs.discover import discover  # noqa: E402
 from pipeline.inputs.storage import StageError, stage, stage_info  # noqa: E402
+from pipeline.model import Failure  # noqa: E402
 
 FLEET_BUCKET = "gpu-profiles"
 AWS_ENV = {
@@ -186,8 +187,8 @@ def test_object_gone_before_load_is_an_error_naming_the_url(s3, tmp_path):
     for url, message in (
             (f"s3://{FLEET_BUCKET}/nightly/gone.sqlite", f"s3://{FLEET_BUCKET}/nightly/gone.sqlite: no such object"),
             ("s3://no-such-bucket/a.sqlite", "s3://no-such-bucket/a.sqlite: bucket 'no-such-bucket' does not exist")):
-        result = load_task(url, cfg.export, cfg.cache, 1.5, cfg.storage)
-        assert isinstance(result, LoadFailure) and result.message.startswith(message)
+        result = load_task(url, cfg)
+        assert isinstance(result, Failure) and result.message.startswith(message)
     assert staged_files(tmp_path / "staged") == []
 
 

@@ -125,21 +125,11 @@ def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir):
 
 
 def single_process_sweep(cfg_path, night: str) -> None:
-    """The same sweep in this one process: an in-process cluster, one worker thread."""
-    import contextlib
-
-    from distributed import Client, LocalCluster
-
+    """The same sweep from this process, on a LocalCluster of one worker."""
     from pipeline.config import load_config
     from pipeline.runs.sweep import sweep
 
-    @contextlib.contextmanager
-    def in_process():
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-                Client(cluster) as client:
-            yield client
-
-    sweep(load_config([cfg_path]), in_process, night=night, log=lambda *_: None)
+    sweep(load_config([cfg_path], {"dask": {"n_workers": 1}}), night=night, log=lambda *_: None)
 
 
 def test_worker_killed_mid_sweep_on_a_real_cluster(tmp_path, fleet_dir, dask_cluster):
@@ -178,39 +168,37 @@ def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
 
 
 def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir, monkeypatch):
-    """shared_files (the embedded LocalCluster): run_graph gets the night's gpus/ folder and a result
-    slot per report, so workers store and write; a remote cluster (shared_files False) gets neither
-    folder nor worker writes, only slots the client fills."""
-    import contextlib
-
-    from distributed import Client, LocalCluster
+    """The embedded LocalCluster (its workers see this machine's files): each report's task stores its
+    result and writes its per-GPU JSON into the night itself; on a remote scheduler the client stores
+    each result as it arrives and the reduce writes the JSON. The night's files are the same."""
+    from distributed import LocalCluster
 
     from pipeline.config import load_config
-    from pipeline.engine import graph
+    from pipeline.runs import driver
     from pipeline.runs import sweep as sweeping
 
     seen = []
-    real = graph.run_graph
+    real = driver.map_reports
 
-    def spy(client, paths, cfg, problems=(), **kwargs):
-        seen.append(kwargs)
-        return real(client, paths, cfg, problems, **kwargs)
+    def spy(jobs, cfg, backend, gpu_dir=None):
+        for outcome in real(jobs, cfg, backend, gpu_dir):
+            if outcome.failure is None:
+                seen.append((backend.shares_files, outcome.written))
+            yield outcome
 
-    monkeypatch.setattr(graph, "run_graph", spy)
-
-    @contextlib.contextmanager
-    def in_process():
-        with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \
-                Client(cluster) as client:
-            yield client
-
-    cfg = load_config([], {"sweep": {"inputs": [str(fleet_dir)]}})
-    for shared, state in ((True, tmp_path / "local"), (False, tmp_path / "remote")):
-        fleet, summary = sweeping.sweep(cfg, in_process, state_dir=str(state), night="2026-11-27",
-                                        log=lambda *_: None, shared_files=shared)
-        assert summary.analysed == 24 and len(summary.failed) == 1
-        kwargs = seen.pop()
-        assert kwargs.get("gpu_dir") == (str(state / "nights" / "2026-11-27" / "gpus") if shared else None)
-        assert len(kwargs["slots"]) == 25 and "on_report" not in kwargs
-        assert len(list((state / "results").glob("*.parquet"))) == 24
-        assert len(list((state / "nights" / "2026-11-27" / "gpus").iterdir())) == 48
+    monkeypatch.setattr(driver, "map_reports", spy)
+    cfg = load_config([], {"sweep": {"inputs": [str(fleet_dir)]}, "dask": {"n_workers": 1, "threads_per_worker": 2}})
+    nights = {}
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as remote:
+        for scheduler, state in ((None, tmp_path / "local"), (remote.scheduler_address, tmp_path / "remote")):
+            fleet, summary = sweeping.sweep(cfg, state_dir=str(state), night="2026-11-27", scheduler=scheduler,
+                                            log=lambda *_: None)
+            assert summary.analysed == 24 and len(summary.failed) == 1
+            shared = scheduler is None
+            assert seen == [(shared, shared)] * 24
+            seen.clear()
+            assert len(list((state / "results").glob("*.parquet"))) == 24
+            night = state / "nights" / "2026-11-27"
+            assert len(list((night / "gpus").iterdir())) == 48
+            nights[shared] = {p.name: p.read_bytes() for p in (night / "gpus").iterdir()}
+    assert nights[True] == nights[False]

@@ -13,7 +13,7 @@ from conftest import run_cli
 from pipeline.inputs.export import content_key
 from pipeline.report.html import write_report
 from pipeline.runs import results as results_mod
-from pipeline.runs import sweep as sweeping
+from pipeline.runs import results as sweeping
 from pipeline.synth import generate_training_report
 
 REPORTS = 6

@@ -2,7 +2,7 @@
 
 ``pipeline.synth.generate_scaled_report`` writes a distributed-training export
 (vectorised, bulk-written) and a truth computed from its own plan with plain
-numpy (not with pipeline.intervals, gaps or attribution). These tests analyse a
+numpy (not with pipeline.analysis.intervals, gaps or attribution). These tests analyse a
 small one (every category planted, one launch-bound GPU) with the real per-GPU
 stage (load_report -> gpu_trace -> analyse_gpu) for the ``span`` and ``auto``
 windows and compare number for number and gap for gap.

@@ -1,6 +1,6 @@
 """The per-GPU stage: window -> device idle -> gaps -> attribution -> cost -> one row.
 
-:func:`analyse_gpu` is a plain function of a :class:`~pipeline.load.GpuTrace` and
+:func:`analyse_gpu` is a plain function of a :class:`~pipeline.model.GpuTrace` and
 a :class:`~pipeline.config.Config`; it knows nothing about Dask. Its result
 holds the fleet-table row and the roster for the per-GPU JSON.
 """
@@ -52,7 +52,7 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     closed, so the picture keeps every long gap); ``gaps``: ``[[start, end,
     category], ...]`` device-level gaps; ``iterations``: ``[[start, end], ...]``
     detected iterations overlapping W; ``window``: ``[w0, w1]``. ``runs``: the kernel
-    union in W (:func:`pipeline.gaps.busy_runs`) when already computed.
+    union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
     """
     w0, w1 = win.start_ns, win.end_ns
     s, e = runs if runs is not None else iv.union(kernels["start"], kernels["end"])
@@ -82,7 +82,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
         :class:`GpuResult` with the row (times in int ns, percentages 0..100,
         money in USD) and the top ``roster_size`` gaps.
     Raises:
-        pipeline.window.WindowError: no window can be chosen.
+        pipeline.analysis.window.WindowError: no window can be chosen.
     """
     a = cfg.analysis
     k = trace.kernels

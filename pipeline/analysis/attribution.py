@@ -106,7 +106,7 @@ class CallIndex:
 
     ``per_name``: normalised API name (sorted) -> its calls' :class:`OverlapPrefix`.
     ``all_runs``, ``sync_runs``, ``data_runs``, ``copy_runs``: unions
-    (:func:`pipeline.intervals.union`) of all calls, synchronising calls, transfer /
+    (:func:`pipeline.analysis.intervals.union`) of all calls, synchronising calls, transfer /
     pinned-allocation calls plus copy-engine work, and copy-engine work alone.
     Built by :func:`index_calls`; gives the same figures as preparing them per gap set.
     """
@@ -267,7 +267,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
       gap is one of the rare large recurring ones;
       ``periodic``: :func:`periodic_mask`;
       ``cpu``: nothing on the CUDA API side explains it.
-    (``launch`` is per GPU, not per gap: see :mod:`pipeline.analyse`.)
+    (``launch`` is per GPU, not per gap: see :mod:`pipeline.analysis.analyse`.)
     """
     out = gaps.copy()
     n = len(out)

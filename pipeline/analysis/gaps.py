@@ -6,8 +6,8 @@
   end seen so far to the next kernel start, kept when longer than ``min_gap_ns``;
 * size buckets that always add up to the gap totals.
 
-Inputs are pandas frames from :class:`pipeline.load.GpuTrace`; the math itself
-lives in :mod:`pipeline.intervals`.
+Inputs are pandas frames from :class:`pipeline.model.GpuTrace`; the math itself
+lives in :mod:`pipeline.analysis.intervals`.
 """
 from __future__ import annotations
 

@@ -80,12 +80,27 @@ def worker_start_method(wanted: str) -> str:
     return method
 
 
-def scratch_dir(cfg: Config) -> str:
-    """Where the LocalCluster keeps its scratch space: ``dask-scratch`` under the columnar cache's
-    folder (``cache.dir``, else ``$GPU_IDLE_CACHE``, else ``~/.cache/gpu-idle/columns``)."""
+@contextlib.contextmanager
+def scratch_dir(cfg: Config):
+    """Where the LocalCluster keeps its scratch space while it runs: ``dask-scratch`` under the
+    columnar cache's folder (``cache.dir``, else ``$GPU_IDLE_CACHE``, else
+    ``~/.cache/gpu-idle/columns``); with the caches off (``--no-cache``), a new temporary folder
+    of this run's own, removed afterwards. Raises OSError when it cannot be created."""
+    import shutil
+    import tempfile
+
     from ..load.cache import default_cache_dir
 
-    return os.path.join(str(cfg.cache.dir or default_cache_dir()), "dask-scratch")
+    if cfg.cache.enabled:
+        folder = os.path.join(str(cfg.cache.dir or default_cache_dir()), "dask-scratch")
+        os.makedirs(folder, exist_ok=True)
+        yield folder
+        return
+    folder = tempfile.mkdtemp(prefix="gpu-idle-dask-scratch-")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -117,14 +132,11 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
         settings.pop("distributed.worker.profile.enabled")  # the dashboard's profile pages need it
     method = worker_start_method(cfg.dask.start_method)
     settings["distributed.worker.multiprocessing-method"] = method
-    scratch = scratch_dir(cfg)
-    settings["temporary-directory"] = scratch
     if method == "fork":
         gc.freeze()  # forked workers share the client's objects: their GC must not touch (copy) them
     try:
-        with dask.config.set(settings):
+        with scratch_dir(cfg) as scratch, dask.config.set({**settings, "temporary-directory": scratch}):
             try:
-                os.makedirs(scratch, exist_ok=True)
                 cluster = LocalCluster(n_workers=cfg.dask.n_workers, threads_per_worker=cfg.dask.threads_per_worker,
                                        processes=True, memory_limit=cfg.dask.memory_limit,
                                        dashboard_address=cfg.dask.dashboard, local_directory=scratch,

@@ -267,3 +267,15 @@ def map_reports(jobs: list[Job], cfg: Config, backend, gpu_dir: str | None = Non
         if not outcome.stored and outcome.failure is None and slot is not None:
             finish_report(outcome, cfg, None, slot)
         yield outcome
+
+
+def analyse_reports(paths: list[str], cfg: Config, backend, problems=(), gpu_dir: str | None = None,
+                    slots: dict | None = None) -> tuple:
+    """:func:`map_reports` over ``paths`` (labels from ``cfg``, ``slots``: path -> result slot),
+    then :func:`~pipeline.engine.reduce.reduce_outcomes` with the discovery ``problems``:
+    ``(fleet DataFrame, rosters dict)``. The whole engine in one call, for callers that keep no
+    result store (tests, notebooks)."""
+    from .reduce import reduce_outcomes
+
+    jobs = [Job(p, cfg.labels_for(p), (slots or {}).get(p)) for p in paths]
+    return reduce_outcomes(list(map_reports(jobs, cfg, backend, gpu_dir)), cfg, problems)

@@ -7,7 +7,7 @@ de-duplicated (the same file named twice is analysed once) and sorted, so runs
 are deterministic. Local paths come back as plain paths, remote ones as URLs
 (``s3://bucket/key``). Remote URLs are listed with the ``storage`` section of
 the config (endpoint, profile, anonymous access, retries; see
-:mod:`pipeline.storage`).
+:mod:`pipeline.inputs.storage`).
 """
 from __future__ import annotations
 

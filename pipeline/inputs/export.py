@@ -17,7 +17,7 @@ Which ``nsys``: see :func:`find_nsys`. The project installs one for its own
 tests with ``make nsys`` (``tools/nsys/``, Debian's nsight-systems 2022.4; no
 GPU needed to export).
 
-Errors are :class:`ExportError`, a :class:`~pipeline.load.ProfileError`, so the
+Errors are :class:`ExportError`, a :class:`~pipeline.model.ProfileError`, so the
 pipeline turns a failed export into an error row like any unreadable report.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ NSYS_ENV = "GPU_IDLE_NSYS"
 #: Environment variable naming the export cache directory.
 CACHE_ENV = "GPU_IDLE_EXPORT_CACHE"
 #: Where ``make nsys`` (scripts/install_nsys.sh) unpacks the CLI.
-REPO_NSYS = Path(__file__).resolve().parents[1] / "tools" / "nsys" / "usr" / "bin" / "nsys"
+REPO_NSYS = Path(__file__).resolve().parents[2] / "tools" / "nsys" / "usr" / "bin" / "nsys"
 #: Report suffixes that need exporting (``.qdrep`` is the pre-2021.4 name).
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 #: Suffixes that are already SQLite exports and pass through unchanged.

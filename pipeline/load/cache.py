@@ -1,7 +1,7 @@
 """Columnar cache of loaded reports: Parquet files keyed by the export's content hash.
 
 The first load of an export reads SQLite (only the columns the analysis needs)
-and writes each table of the :class:`~pipeline.load.Report` as Parquet into
+and writes each table of the :class:`~pipeline.model.Report` as Parquet into
 ``<cache dir>/<sha256 of the export>-v<LOADER_VERSION>/``; a rerun on the same
 bytes reads the Parquet files instead, whatever the file is called now. The
 folder is written under a temporary name and renamed when complete, so a
@@ -113,9 +113,9 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
             exiting. The thread is not a daemon, so the interpreter waits for it too,
             and the entry appears under its final name only when complete.
     Returns:
-        The :class:`Report`, identical to :func:`pipeline.load.load_report`'s.
+        The :class:`Report`, identical to :func:`pipeline.load.report.load_report`'s.
     Raises:
-        pipeline.load.ProfileError: as :func:`~pipeline.load.load_report`.
+        pipeline.model.ProfileError: as :func:`~pipeline.load.report.load_report`.
     """
     if not enabled:
         return load_report(sqlite_path)

@@ -13,7 +13,7 @@
     it had when hashed (:class:`IdentityIndex`).
 
 The sweep's root is its state folder; ``gpu-idle run``'s is the columnar cache
-root (:func:`pipeline.cache.default_cache_dir`), see :class:`RunCache`.
+root (:func:`pipeline.load.cache.default_cache_dir`), see :class:`ResultCache`.
 """
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ class ResultStore:
             pq.write_table(rows_table(rows), tmp)
 
     def put_results(self, key: str, results: list) -> bool:
-        """Store one report's per-GPU results (:class:`~pipeline.analyse.GpuResult`) unless it has
+        """Store one report's per-GPU results (:class:`~pipeline.model.GpuResult`) unless it has
         none or any GPU failed (an error row is tried again next time). Returns whether it was
         stored. Raises OSError when the folder cannot be written."""
         if not results or any(r.row.get("status") == "error" for r in results):

@@ -4,7 +4,7 @@ State folder ``S`` (``sweep.state_dir``):
 
 ``S/results/<content>-<settings>-<code>.parquet`` + ``.json``
     the fleet rows and the per-GPU rosters/timelines of one report, analysed
-    under one configuration by one version of the code (:mod:`pipeline.results`:
+    under one configuration by one version of the code (:mod:`pipeline.runs.results`:
     ``<content>`` is the SHA-256 of the report's bytes, or for remote objects of
     their ETag, size and mtime; ``<settings>`` the hash of every setting that
     changes a number and of the report's labels; ``<code>`` the pipeline's
@@ -22,7 +22,7 @@ State folder ``S`` (``sweep.state_dir``):
 ``S/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
     it had when hashed, so an untouched file is not read again
-    (:class:`~pipeline.results.IdentityIndex`).
+    (:class:`~pipeline.runs.results.IdentityIndex`).
 
 A night whose every report is already stored and whose inputs digest equals
 that of a complete earlier night (or of an earlier run of the same night)

@@ -51,8 +51,8 @@ from .writer import (
 # iterations, and the rows go to SQLite in bulk (constant columns inlined in the
 # INSERT, journal and fsync off on a temporary file that is renamed at the end).
 # The truth is computed from the plan with plain numpy written here (a sweep-line
-# union, prefix-sum coverage, the SPEC rules), never with pipeline.intervals,
-# pipeline.gaps or pipeline.attribution.
+# union, prefix-sum coverage, the SPEC rules), never with pipeline.analysis.intervals,
+# pipeline.analysis.gaps or pipeline.analysis.attribution.
 # ---------------------------------------------------------------------------
 
 SCALED_ITERATION_NS = 180 * MS          #: compute work of one steady iteration (kernels only)

@@ -48,8 +48,8 @@ from .writer import DTOH, HTOD, ExportWriter
 # A report is planned first as plain Python objects (one _RankTimeline per
 # rank: GPU ops, CPU-side CUDA calls, NVTX ranges, planted gaps), then written
 # through ExportWriter, and the "truth" is computed from the same plan with
-# plain Python (sweeps and sorted lists, independent of pipeline.intervals and
-# pipeline.gaps). All times are int ns on the capture clock.
+# plain Python (sweeps and sorted lists, independent of pipeline.analysis.intervals and
+# pipeline.analysis.gaps). All times are int ns on the capture clock.
 # ---------------------------------------------------------------------------
 
 

@@ -1,0 +1,204 @@
+"""A failure is a row in every mode of the engine, never a hang or a lost run (issue 11).
+
+Real worker processes die here: the LocalCluster's workers are forked from this process
+(``dask.start_method: fork``), so a function patched in this process before the run is
+what they run, and a task can really kill the process it runs in (SIGKILL, as an
+out-of-memory kill or a crash in a C extension would). The remote-scheduler test kills
+the worker processes of a real ``dask scheduler`` / ``dask worker`` pair.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from pipeline.config import load_config
+from pipeline.engine import tasks
+from pipeline.runs.driver import RunFolder, drive
+from pipeline.synth import generate_training_report
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Six small generated reports (2 GPUs each): ``r0.sqlite`` ... ``r5.sqlite``."""
+    root = tmp_path_factory.mktemp("engine-failures")
+    for i in range(6):
+        generate_training_report(str(root / f"r{i}.sqlite"), gpus=2, iterations=6, seed=300 + i,
+                                 straggler_rank=None)
+    return root
+
+
+def kill_self(attempts: Path) -> None:
+    """Count one attempt, then die as an OOM kill does: SIGKILL, no cleanup, no exception."""
+    with open(attempts, "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_in_process(inputs, out, **dask):
+    cfg = load_config([], {"dask": {"n_workers": 2, "start_method": "fork", **dask}, "cache": {"enabled": False}})
+    lines = []
+    result = drive(cfg, [str(p) for p in inputs], RunFolder(str(out), log=lines.append), None, log=lines.append)
+    return result, lines
+
+
+def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path, monkeypatch):
+    """Per-report mode (6 reports on 2 worker threads): r3 kills whichever worker runs it. It becomes one
+    error row saying the worker died and after how many attempts (the scheduler's allowed-failures + 1);
+    every other report is analysed. Before: the whole run raised KilledWorker."""
+    attempts = tmp_path / "attempts"
+    real = tasks.load_task
+
+    def load_task(path, cfg, background_cache=False):
+        if os.path.basename(path) == "r3.sqlite":
+            kill_self(attempts)
+        return real(path, cfg, background_cache)
+
+    monkeypatch.setattr(tasks, "load_task", load_task)
+    result, _ = run_in_process(sorted(fleet.glob("*.sqlite")), tmp_path / "out")
+    fleet_table = result.fleet
+    victim = str(fleet / "r3.sqlite")
+    tries = len(attempts.read_text().split())
+    assert tries == 4  # distributed.scheduler.allowed-failures (3) + 1, each on a fresh worker process
+    errors = fleet_table[fleet_table["status"] == "error"]
+    assert errors["report"].tolist() == [victim]
+    message = errors["error"].iloc[0]
+    assert message.startswith(f"{victim}: the Dask worker died while analysing it ({tries} attempts, last on tcp://")
+    assert message.endswith("): a crash in native code or an out-of-memory kill; the worker's log says which")
+    ok = fleet_table[fleet_table["status"] != "error"]
+    assert sorted(set(ok["report"])) == sorted(str(p) for p in fleet.glob("*.sqlite") if p.name != "r3.sqlite")
+    assert len(ok) == 10 and set(ok["status"]) == {"ok"}
+    assert len(list((tmp_path / "out" / "gpus").iterdir())) == 10
+
+
+def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_row(fleet, tmp_path, monkeypatch):
+    """Per-GPU fan-out (2 reports on 2 worker threads): the analysis of one GPU of r1 kills its worker every
+    time. That GPU gets the error row; the report's other GPU and the other report are analysed. Before: the
+    fleet-reduce task raised KilledWorker and the run ended with a traceback and no outputs."""
+    attempts = tmp_path / "attempts"
+    real = tasks.analyse_gpu
+    inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
+    victim_report = str(fleet / "r1.sqlite")
+
+    def analyse_gpu(trace, cfg, labels):
+        if trace.report == victim_report and trace.gpu_key == victim_gpu:
+            kill_self(attempts)
+        return real(trace, cfg, labels)
+
+    from pipeline.load.report import load_report
+
+    victim_gpu = load_report(victim_report).gpu_keys()[1]
+    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    result, _ = run_in_process(inputs, tmp_path / "out")
+    table = result.fleet.set_index(["report", "gpu_key"])
+    assert len(table) == 4
+    row = table.loc[(victim_report, victim_gpu)]
+    tries = len(attempts.read_text().split())
+    assert tries == 4
+    assert row["status"] == "error"
+    assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
+                                   f"({tries} attempts, last on tcp://")
+    others = table.drop(index=(victim_report, victim_gpu))
+    assert set(others["status"]) == {"ok"} and len(others) == 3
+
+
+def start_cluster(tmp_path: Path, workers: int = 1):
+    """A real scheduler and ``workers`` worker processes (each in its own process group)."""
+    bindir = Path(sys.executable).parent
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)]
+    deadline = time.time() + 60
+    while not sched_file.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    address = json.loads(sched_file.read_text())["address"]
+    for i in range(workers):
+        procs.append(subprocess.Popen([str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
+                                       "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                      start_new_session=True))
+    from distributed import Client
+
+    with Client(address) as client:
+        client.wait_for_workers(workers, timeout=60)
+    return address, procs
+
+
+def stop(procs) -> None:
+    for p in procs[::-1]:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(timeout=30)
+
+
+def test_every_worker_gone_ends_the_run_with_rows_and_a_message(fleet, tmp_path):
+    """A remote cluster whose only worker is killed (nanny and all) mid-run: within
+    ``dask.no_workers_timeout_s`` the reports not done become error rows saying so, the outputs are
+    written, stderr says why, exit status 1. Before: the run waited forever with no message."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    for i in range(12):  # enough work that the worker dies in the middle of it
+        shutil.copy(fleet / f"r{i % 6}.sqlite", slow / f"s{i:02d}.sqlite")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("dask: {no_workers_timeout_s: 3, retries: 0}\n")
+    address, procs = start_cluster(tmp_path)
+    out = tmp_path / "out"
+    env = {**os.environ, "GPU_IDLE_CACHE": str(tmp_path / "cache")}
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(slow), "--out", str(out),
+                                 "--config", str(cfg), "--scheduler", address], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        results = tmp_path / "cache" / "results"
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None and len(list(results.glob("*.parquet"))) < 1:
+            time.sleep(0.01)
+        os.killpg(procs[1].pid, signal.SIGKILL)  # the worker and its nanny
+        killed_at = time.time()
+        stdout, stderr = proc.communicate(timeout=120)
+        took = time.time() - killed_at
+    finally:
+        stop(procs)
+    assert proc.returncode == 1, stdout + stderr
+    assert took < 60
+    assert "gpu-idle: ERROR: no Dask worker left for 3 s: the reports not done are error rows" in stderr
+    table = pd.read_parquet(out / "fleet.parquet")
+    errors = table[table["status"] == "error"]
+    assert len(errors) >= 1 and len(table[table["status"] == "ok"]) >= 2
+    assert all(e == f"{r}: not analysed: no Dask worker left for 3 s (every worker died or none could start)"
+               for r, e in zip(errors["report"], errors["error"]))
+    assert set(table["report"]) == {str(p) for p in slow.glob("*.sqlite")}
+
+
+def test_a_cluster_that_cannot_start_workers_is_a_clear_message_and_rows(fleet, tmp_path):
+    """A LocalCluster whose workers cannot start (here a worker preload that exits): every report is an error
+    row naming the cause, stderr says the cluster could not start, exit status 1, within a bounded time."""
+    preload = tmp_path / "die.py"
+    preload.write_text("import os\nos._exit(3)\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "GPU_IDLE_CACHE": str(tmp_path / "cache"),
+           "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)])}
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", str(fleet / "r0.sqlite"),
+                           str(fleet / "r1.sqlite"), "--out", str(out)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert time.time() - started < 120
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gpu-idle: ERROR: the LocalCluster could not start its 2 worker(s): " in proc.stderr
+    table = pd.read_parquet(out / "fleet.parquet")
+    assert len(table) == 2 and set(table["status"]) == {"error"}
+    assert all(e.startswith(f"{r}: not analysed: the LocalCluster could not start its 2 worker(s): ")
+               for r, e in zip(table["report"], table["error"]))
+
