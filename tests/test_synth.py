@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import statistics
 
 import pytest
 
@@ -20,6 +21,7 @@ from pipeline.analyse import analyse_gpu
 from pipeline.config import Config
 from pipeline.fleet import build_fleet
 from pipeline.load import gpu_trace, load_report
+from pipeline.window import WindowRules
 
 LABELS = {"cluster": "c", "job": "j"}
 SMALL = {"gpus": 4, "iterations": 8, "seed": 7}
@@ -140,8 +142,44 @@ def test_straggler_is_the_flagged_gpu(with_checkpoint):
 
 
 def test_single_checkpoint_is_not_periodic(with_checkpoint):
+    """The one checkpoint pause is large enough to be a ``periodic`` candidate, but it does not
+    recur, so no gap is ``periodic``: the pause is ``cpu`` in the span window (no iteration known)
+    and ``boundary`` in an NVTX window that keeps the checkpoint iteration (the next iteration's
+    NVTX range starts inside it, and only its few D2H copies run on the CUDA side). The NCCL
+    stream's wait across the same pause is ``comm`` (its kernel before is a gradient bucket).
+    Expected values come from the plan: the planted pause and the NVTX iterations in the truth."""
     path, truth = with_checkpoint
-    assert_matches(truth, analyse(path, config(window="span")), "span")
+    span = analyse(path, config(window="span"))
+    assert_matches(truth, span, "span")   # every number and gap of the span window as planned
+    keep_all = dataclasses.replace(config(window="nvtx"), window=WindowRules(outlier_factor=4.0))
+    nvtx = analyse(path, keep_all)
+    checkpoint = truth["params"]["checkpoint_iteration"]
+    assert checkpoint == 5   # (2 x 8 iterations) // 3
+    for gpu in truth["gpus"]:
+        (pause,) = [g for g in gpu["planted"] if g["kind"] == "checkpoint"]
+        start, end = pause["start_ns"], pause["end_ns"]
+        # A periodic candidate: >= 50 ms and >= 5 x the median gap (CategoryRules' defaults).
+        median = statistics.median(g["length_ns"] for g in gpu["windows"]["span"]["gaps"])
+        assert pause["length_ns"] >= 50_000_000 and pause["length_ns"] >= 5 * median
+        next_start = gpu["iterations"][checkpoint + 1]["nvtx_start_ns"]
+        assert start <= next_start <= end   # the next iteration begins inside the pause
+        for results, want in ((span, "cpu"), (nvtx, "boundary")):
+            _, res = results[gpu["pid"]]
+            row = res.row
+            assert row["window_start_ns"] <= start and end <= row["window_end_ns"]
+            assert row["iterations"] == (0 if want == "cpu" else SMALL["iterations"] - 1)
+            assert [(g["start_ns"], g["length_ns"], g["category"]) for g in res.roster
+                    if g["stream_id"] == synth.COMPUTE_STREAM and g["start_ns"] == start] \
+                == [(start, pause["length_ns"], want)]
+            assert [(g["start_ns"], g["length_ns"], g["category"]) for g in res.device_roster
+                    if g["start_ns"] == start] == [(start, pause["length_ns"], want)]
+            nccl = [(g["category"], g["kernel_before"]) for g in res.roster
+                    if g["stream_id"] == synth.NCCL_STREAM and g["start_ns"] < end and start < g["end_ns"]]
+            assert nccl == [("comm", synth.PROFILES["balanced"].bucket_collective)]
+            assert [g for g in res.roster + res.device_roster if g["category"] == "periodic"] == []
+            assert row["cat_periodic_ns"] == 0
+        # No other device hole above 1 ms holds an iteration start: the pause is all of boundary.
+        assert nvtx[gpu["pid"]][1].row["cat_boundary_ns"] == pause["length_ns"]
 
 
 def test_same_seed_same_bytes_other_seed_other_data(tmp_path):
