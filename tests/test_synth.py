@@ -2,7 +2,8 @@
 
 ``pipeline.synth.generate_training_report`` writes an export and a truth JSON
 computed from its own plan in plain Python; these tests run the real per-GPU
-analysis (load_report -> gpu_trace -> analyse_gpu) and compare number for number.
+analysis (load_report -> gpu_trace -> analyse_gpu), or a real ``gpu-idle run`` and its
+output files, and compare number for number.
 The roster size is raised so that the roster lists every gap above the threshold.
 """
 from __future__ import annotations
@@ -14,10 +15,12 @@ import os
 import sqlite3
 import statistics
 
+import pandas as pd
 import pytest
 
+from conftest import run_cli
 from pipeline import synth
-from pipeline.analyse import analyse_gpu
+from pipeline.analyse import GpuResult, analyse_gpu
 from pipeline.config import Config
 from pipeline.fleet import build_fleet
 from pipeline.load import gpu_trace, load_report
@@ -105,9 +108,50 @@ def test_nvtx_window_drops_warmup_and_checkpoint(with_checkpoint):
         assert not {g["kind"] for g in nvtx["gaps"]} & {"warmup", "checkpoint"}
 
 
-def test_truth_json_is_the_returned_truth(with_checkpoint):
-    path, truth = with_checkpoint
-    assert read_truth(path) == truth
+def run_results(path, out) -> dict:
+    """pid -> (None, GpuResult) rebuilt from the per-GPU JSON files a ``gpu-idle run`` wrote in ``out``
+    (``_summary`` is the fleet row): the shape :func:`assert_matches` takes."""
+    results = {}
+    for doc_path in sorted((out / "gpus").glob("*.json")):
+        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        assert doc["report"] == doc["_summary"]["report"] == str(path)
+        results[doc["_summary"]["pid"]] = (None, GpuResult(row=doc["_summary"], roster=doc["roster"],
+                                                           device_roster=doc["device_roster"],
+                                                           timeline=doc["timeline"]))
+    return results
+
+
+def test_truth_json_is_what_gpu_idle_run_finds(with_checkpoint, tmp_path):
+    """The truth file beside the export, field by field, against the outputs of real ``gpu-idle run``
+    processes (``--window auto`` and ``--window span``, roster long enough for every gap): per GPU
+    its pid, device, uuid (the GPU key), model and straggler flag; per window every expected
+    fleet-row number, every per-stream gap with its category, the planted gaps inside W; for the
+    NVTX window the kept iterations (the others excluded, the timeline's iterations running from
+    one planned NVTX start to the next); the report's name and straggler pid. Not in any output,
+    so not compared: the generator's ``params``, ``format``, each GPU's ``rank`` and ``bus``.
+    The file is also the dict the generator returned."""
+    path, returned = with_checkpoint
+    truth = read_truth(path)
+    assert truth == returned
+    for window, key in (("auto", "nvtx"), ("span", "span")):
+        out = tmp_path / window
+        run_cli("run", path, "--out", str(out), "--window", window, "--limit", "1000000")
+        results = run_results(path, out)
+        assert_matches(truth, results, key)
+        fleet = pd.read_parquet(out / "fleet.parquet")
+        assert [os.path.basename(r) for r in fleet["report"]] == [truth["report"]] * len(truth["gpus"])
+        assert fleet.loc[fleet["straggler"], "pid"].tolist() == [truth["straggler_pid"]]
+        for gpu in truth["gpus"]:
+            _, res = results[gpu["pid"]]
+            row = res.row
+            assert (row["pid"], row["device_id"], row["gpu_key"], row["gpu_model"], row["straggler"]) == \
+                (gpu["pid"], gpu["device_id"], f"GPU-{gpu['uuid']}", gpu["gpu_model"], gpu["straggler"])
+            kept = gpu["windows"][key]["iterations"]
+            excluded = [int(item.split(":")[0]) for item in row["excluded_iterations"].split("; ") if item]
+            # span detects no iterations: none kept, none excluded
+            assert excluded == ([i for i in range(len(gpu["iterations"])) if i not in kept] if kept else [])
+            starts = [it["nvtx_start_ns"] for it in gpu["iterations"]]
+            assert res.timeline["iterations"] == [[starts[i], starts[i + 1]] for i in kept]
 
 
 def test_gpus_are_named_one_per_process(with_checkpoint):
