@@ -1,6 +1,10 @@
-"""The YAML files in configs/ parse and say what the code does."""
+"""The YAML configs (configs/*.yaml and the one deploy/'s ConfigMap carries) parse, run every GPU, and
+say what the code does."""
 from __future__ import annotations
 
+import sqlite3
+
+import yaml
 from conftest import REPO
 
 from pipeline.config import Config, load_config
@@ -10,9 +14,109 @@ def test_default_yaml_equals_builtin_defaults():
     assert load_config([REPO / "configs" / "default.yaml"]) == Config()
 
 
-def test_every_config_file_loads():
-    for path in sorted((REPO / "configs").glob("*.yaml")):
-        load_config([path])
+def gpu_idle_configs(folder) -> list:
+    """Every gpu-idle config of the repository: ``configs/*.yaml``, then each YAML file that a
+    Kubernetes ConfigMap under ``deploy/`` carries (written into ``folder`` as ``<manifest>-<key>``)."""
+    paths = sorted((REPO / "configs").glob("*.yaml"))
+    for manifest in sorted((REPO / "deploy").rglob("*.yaml")):
+        for doc in yaml.safe_load_all(manifest.read_text(encoding="utf-8")):
+            if doc and doc.get("kind") == "ConfigMap":
+                for key, text in sorted(doc["data"].items()):
+                    if key.endswith((".yaml", ".yml")):
+                        paths.append(folder / f"{manifest.stem}-{key}")
+                        paths[-1].write_text(text, encoding="utf-8")
+    return paths
+
+
+#: Fleet-row numbers that do not depend on ``min_gap_ns`` (taken from the generator's truth).
+THRESHOLD_FREE = ("window_start_ns", "window_end_ns", "window_ns", "kernel_count", "busy_ns", "idle_ns",
+                  "copy_only_ns", "dark_ns", "iterations")
+
+
+def kernel_holes(path: str, pid: int, w0: int, w1: int) -> tuple[list, list]:
+    """``(per-stream holes, device holes)``: lengths (ns, > 0) between process ``pid``'s kernels
+    clipped to [w0, w1), read straight from the export with sqlite3. Per stream: from the latest
+    end so far to the next start; device-level: between runs of the union of all streams, W's
+    edges included. A second computation, independent of pipeline.analysis.gaps."""
+    from pipeline.synth import global_pid
+
+    with sqlite3.connect(path) as con:
+        rows = con.execute("SELECT streamId, max(start, ?), min(end, ?) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                           "WHERE globalPid = ? AND end > ? AND start < ? ORDER BY start, end, correlationId",
+                           (w0, w1, global_pid(pid), w0, w1)).fetchall()
+    stream_holes, reach = [], {}
+    for stream, start, end in rows:
+        if stream in reach and start > reach[stream]:
+            stream_holes.append(start - reach[stream])
+        reach[stream] = max(reach.get(stream, end), end)
+    device_holes, edge = [], w0
+    for _, start, end in rows:
+        if start > edge:
+            device_holes.append(start - edge)
+        edge = max(edge, end)
+    return stream_holes, device_holes + ([w1 - edge] if w1 > edge else [])
+
+
+def split_at(min_gap: int, stream_holes: list, device_holes: list) -> dict:
+    """The fleet-row gap and sliver numbers for a threshold: holes longer than ``min_gap`` are gaps."""
+    gaps, slivers = [x for x in stream_holes if x > min_gap], [x for x in stream_holes if x <= min_gap]
+    device_gaps, device_slivers = [x for x in device_holes if x > min_gap], [x for x in device_holes if x <= min_gap]
+    return {"gap_count": len(gaps), "gap_total_ns": sum(gaps), "max_gap_ns": max(gaps, default=0),
+            "sliver_count": len(slivers), "sliver_total_ns": sum(slivers),
+            "device_gap_count": len(device_gaps), "device_gap_ns": sum(device_gaps),
+            "device_sliver_count": len(device_slivers), "device_sliver_ns": sum(device_slivers)}
+
+
+def test_every_config_file_analyses_every_gpu_with_its_settings(tmp_path):
+    """Each config, layered over the defaults as ``--config`` does, runs a small generated 2-GPU
+    H100 report through the in-process engine (what ``gpu-idle run`` uses for one report): every
+    GPU gets an ``ok`` row, and the settings the file makes (read here from the raw YAML, else
+    from configs/default.yaml) are the ones used: the window rule (window and iterations as the
+    generator's truth says), ``min_gap_ns`` (gap and sliver numbers, per stream and device-level,
+    recomputed from the export's kernel rows for that threshold), the rate card's H100 entry
+    (model, rate, source) and ``hours_per_month`` (idle $/month recomputed from the truth's idle
+    and window). The caches the file points to (e.g. /scratch on the cluster) are redirected
+    into tmp_path."""
+    from pipeline.engine.map import InProcess, analyse_reports
+    from pipeline.synth import generate_training_report
+
+    defaults = yaml.safe_load((REPO / "configs" / "default.yaml").read_text(encoding="utf-8"))
+    paths = gpu_idle_configs(tmp_path)
+    assert {p.name for p in paths} >= {"default.yaml", "nightly.yaml", "profiles.yaml",
+                                       "nightly-config-nightly.yaml"}
+    report = str(tmp_path / "train.sqlite")
+    truth = generate_training_report(report, gpus=2, iterations=5, seed=4, straggler_rank=None,
+                                     checkpoint_iteration=None)
+    holes = {}
+    for gpu in truth["gpus"]:   # the second computation gives the truth's numbers at its threshold
+        for rule, window in gpu["windows"].items():
+            want = window["expected"]
+            holes[gpu["pid"], rule] = kernel_holes(report, gpu["pid"], want["window_start_ns"], want["window_end_ns"])
+            split = split_at(truth["params"]["min_gap_ns"], *holes[gpu["pid"], rule])
+            assert split == {k: want[k] for k in split}
+    local = {"cache": {"dir": str(tmp_path / "columns")}, "export": {"cache_dir": str(tmp_path / "exports")},
+             "storage": {"cache_dir": str(tmp_path / "staged")}}
+    for path in paths:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+        def setting(section, key):
+            return (raw.get(section) or {}).get(key, defaults[section][key])
+
+        window = setting("analysis", "window")
+        rule = {"auto": "nvtx"}.get(window, window)   # the generated report has NVTX iterations
+        (h100,) = [r for r in setting("cost", "rates") if r["model"] == "H100"]
+        rate, hours = h100["usd_per_gpu_hour"], setting("cost", "hours_per_month")
+        fleet, _ = analyse_reports([report], load_config([path], local), InProcess())
+        rows = fleet.to_dict("records")
+        assert [(r["status"], r["error"], r["warnings"]) for r in rows] == [("ok", "", "")] * len(truth["gpus"]), \
+            path.name
+        for row, gpu in zip(rows, sorted(truth["gpus"], key=lambda g: f"GPU-{g['uuid']}")):
+            want = gpu["windows"][rule]["expected"]
+            expected = {"pid": gpu["pid"], "window_rule": rule, **{k: want[k] for k in THRESHOLD_FREE},
+                        **split_at(setting("analysis", "min_gap_ns"), *holes[gpu["pid"], rule]),
+                        "rate_model": "H100", "rate_usd_per_hour": rate, "rate_source": f"rate card: {h100['source']}",
+                        "idle_usd_per_month": round(want["idle_ns"] / want["window_ns"] * rate * hours, 2)}
+            assert {k: row[k] for k in expected} == expected, path.name
 
 
 def test_profiles_labels():

@@ -260,8 +260,22 @@ def test_report_in_headless_chromium(sweep_html):
 
 
 def test_report_formats_constant_matches():
+    """Both copies of the format list (the CLI's, kept apart so that loading the CLI does not
+    import the renderer, and the renderer's) are the three formats the README documents
+    (``--format html|csv|md``, html the default): what ``gpu-idle report --format`` accepts and
+    what ``write_report`` renders; any other format is refused by both."""
+    from click.testing import CliRunner
+
     from pipeline.report import command, html
-    assert tuple(command.FORMATS) == tuple(html.FORMATS)
+
+    documented = ("html", "csv", "md")
+    option = next(p for p in command.report.params if p.name == "fmt")
+    assert (tuple(option.type.choices), option.default) == (documented, "html")
+    assert tuple(command.FORMATS) == tuple(html.FORMATS) == documented
+    refused = CliRunner().invoke(command.report, [str(REPO), "--out", "x.pdf", "--format", "pdf"])
+    assert refused.exit_code == 2 and "'pdf' is not one of 'html', 'csv', 'md'" in refused.output
+    with pytest.raises(ValueError, match=r"^unknown report format 'pdf'; one of html, csv, md$"):
+        write_report(REPO, "x.pdf", "pdf")
 
 
 def test_cached_render_is_identical_and_reuses_records(sweep_state, tmp_path):

@@ -185,7 +185,7 @@ def test_rerun_into_the_same_folder_keeps_its_files(fleet_dir, cache, tmp_path):
 def test_a_result_that_cannot_be_stored_is_warned_about(tmp_path, capsys):
     """A full or read-only result cache does not stop the run, but it is said: every later run
     would analyse that report again."""
-    from pipeline.analysis.analyse import GpuResult
+    from pipeline.model import GpuResult
     from pipeline.runs.results import ResultSlot
 
     blocker = tmp_path / "not-a-folder"

@@ -160,10 +160,13 @@ def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
                    env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})  # no stored result of an earlier test
     assert proc.returncode == 1
     fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
-    big = str(profiles / "fastvideo_h100_sp2_1s.sqlite")
-    assert fleet.loc[big, "error"] == (f"{big}: too big for one worker: about 2.10 GiB needed (0.00 GiB file x 1000), "
-                                       "worker memory limit 1.00 GiB; raise dask.memory_limit or trim the capture")
-    assert fleet.loc[str(profiles / "tiny_2kernels.sqlite"), "status"] == "ok"
+    big, tiny = str(profiles / "fastvideo_h100_sp2_1s.sqlite"), str(profiles / "tiny_2kernels.sqlite")
+    assert (os.stat(big).st_size, os.stat(tiny).st_size) == (2_256_896, 307_200)   # the sizes worked with here
+    # 2,256,896 B = 2.15 MiB (/ 2**20 = 2.152); x 1000 = 2.10 GiB (/ 2**30 = 2.102); limit 2**30 B = 1.00 GiB.
+    assert fleet.loc[big, "error"] == (f"{big}: too big for one worker: about 2.10 GiB needed "
+                                       "(2.15 MiB file (2,256,896 bytes) x 1000), worker memory limit 1.00 GiB; "
+                                       "raise dask.memory_limit or trim the capture")
+    assert fleet.loc[tiny, "status"] == "ok"
     assert "Compute Failed" not in proc.stderr
 
 

@@ -2,7 +2,8 @@
 
 ``pipeline.synth.generate_training_report`` writes an export and a truth JSON
 computed from its own plan in plain Python; these tests run the real per-GPU
-analysis (load_report -> gpu_trace -> analyse_gpu) and compare number for number.
+analysis (load_report -> gpu_trace -> analyse_gpu), or a real ``gpu-idle run`` and its
+output files, and compare number for number.
 The roster size is raised so that the roster lists every gap above the threshold.
 """
 from __future__ import annotations
@@ -12,14 +13,19 @@ import hashlib
 import json
 import os
 import sqlite3
+import statistics
 
+import pandas as pd
 import pytest
+from conftest import run_cli
 
 from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.window import WindowRules
 from pipeline.config import Config
 from pipeline.engine.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
+from pipeline.model import GpuResult
 
 LABELS = {"cluster": "c", "job": "j"}
 SMALL = {"gpus": 4, "iterations": 8, "seed": 7}
@@ -103,9 +109,50 @@ def test_nvtx_window_drops_warmup_and_checkpoint(with_checkpoint):
         assert not {g["kind"] for g in nvtx["gaps"]} & {"warmup", "checkpoint"}
 
 
-def test_truth_json_is_the_returned_truth(with_checkpoint):
-    path, truth = with_checkpoint
-    assert read_truth(path) == truth
+def run_results(path, out) -> dict:
+    """pid -> (None, GpuResult) rebuilt from the per-GPU JSON files a ``gpu-idle run`` wrote in ``out``
+    (``_summary`` is the fleet row): the shape :func:`assert_matches` takes."""
+    results = {}
+    for doc_path in sorted((out / "gpus").glob("*.json")):
+        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        assert doc["report"] == doc["_summary"]["report"] == str(path)
+        results[doc["_summary"]["pid"]] = (None, GpuResult(row=doc["_summary"], roster=doc["roster"],
+                                                           device_roster=doc["device_roster"],
+                                                           timeline=doc["timeline"]))
+    return results
+
+
+def test_truth_json_is_what_gpu_idle_run_finds(with_checkpoint, tmp_path):
+    """The truth file beside the export, field by field, against the outputs of real ``gpu-idle run``
+    processes (``--window auto`` and ``--window span``, roster long enough for every gap): per GPU
+    its pid, device, uuid (the GPU key), model and straggler flag; per window every expected
+    fleet-row number, every per-stream gap with its category, the planted gaps inside W; for the
+    NVTX window the kept iterations (the others excluded, the timeline's iterations running from
+    one planned NVTX start to the next); the report's name and straggler pid. Not in any output,
+    so not compared: the generator's ``params``, ``format``, each GPU's ``rank`` and ``bus``.
+    The file is also the dict the generator returned."""
+    path, returned = with_checkpoint
+    truth = read_truth(path)
+    assert truth == returned
+    for window, key in (("auto", "nvtx"), ("span", "span")):
+        out = tmp_path / window
+        run_cli("run", path, "--out", str(out), "--window", window, "--limit", "1000000")
+        results = run_results(path, out)
+        assert_matches(truth, results, key)
+        fleet = pd.read_parquet(out / "fleet.parquet")
+        assert [os.path.basename(r) for r in fleet["report"]] == [truth["report"]] * len(truth["gpus"])
+        assert fleet.loc[fleet["straggler"], "pid"].tolist() == [truth["straggler_pid"]]
+        for gpu in truth["gpus"]:
+            _, res = results[gpu["pid"]]
+            row = res.row
+            assert (row["pid"], row["device_id"], row["gpu_key"], row["gpu_model"], row["straggler"]) == \
+                (gpu["pid"], gpu["device_id"], f"GPU-{gpu['uuid']}", gpu["gpu_model"], gpu["straggler"])
+            kept = gpu["windows"][key]["iterations"]
+            excluded = [int(item.split(":")[0]) for item in row["excluded_iterations"].split("; ") if item]
+            # span detects no iterations: none kept, none excluded
+            assert excluded == ([i for i in range(len(gpu["iterations"])) if i not in kept] if kept else [])
+            starts = [it["nvtx_start_ns"] for it in gpu["iterations"]]
+            assert res.timeline["iterations"] == [[starts[i], starts[i + 1]] for i in kept]
 
 
 def test_gpus_are_named_one_per_process(with_checkpoint):
@@ -140,8 +187,44 @@ def test_straggler_is_the_flagged_gpu(with_checkpoint):
 
 
 def test_single_checkpoint_is_not_periodic(with_checkpoint):
+    """The one checkpoint pause is large enough to be a ``periodic`` candidate, but it does not
+    recur, so no gap is ``periodic``: the pause is ``cpu`` in the span window (no iteration known)
+    and ``boundary`` in an NVTX window that keeps the checkpoint iteration (the next iteration's
+    NVTX range starts inside it, and only its few D2H copies run on the CUDA side). The NCCL
+    stream's wait across the same pause is ``comm`` (its kernel before is a gradient bucket).
+    Expected values come from the plan: the planted pause and the NVTX iterations in the truth."""
     path, truth = with_checkpoint
-    assert_matches(truth, analyse(path, config(window="span")), "span")
+    span = analyse(path, config(window="span"))
+    assert_matches(truth, span, "span")   # every number and gap of the span window as planned
+    keep_all = dataclasses.replace(config(window="nvtx"), window=WindowRules(outlier_factor=4.0))
+    nvtx = analyse(path, keep_all)
+    checkpoint = truth["params"]["checkpoint_iteration"]
+    assert checkpoint == 5   # (2 x 8 iterations) // 3
+    for gpu in truth["gpus"]:
+        (pause,) = [g for g in gpu["planted"] if g["kind"] == "checkpoint"]
+        start, end = pause["start_ns"], pause["end_ns"]
+        # A periodic candidate: >= 50 ms and >= 5 x the median gap (CategoryRules' defaults).
+        median = statistics.median(g["length_ns"] for g in gpu["windows"]["span"]["gaps"])
+        assert pause["length_ns"] >= 50_000_000 and pause["length_ns"] >= 5 * median
+        next_start = gpu["iterations"][checkpoint + 1]["nvtx_start_ns"]
+        assert start <= next_start <= end   # the next iteration begins inside the pause
+        for results, want in ((span, "cpu"), (nvtx, "boundary")):
+            _, res = results[gpu["pid"]]
+            row = res.row
+            assert row["window_start_ns"] <= start and end <= row["window_end_ns"]
+            assert row["iterations"] == (0 if want == "cpu" else SMALL["iterations"] - 1)
+            assert [(g["start_ns"], g["length_ns"], g["category"]) for g in res.roster
+                    if g["stream_id"] == synth.COMPUTE_STREAM and g["start_ns"] == start] \
+                == [(start, pause["length_ns"], want)]
+            assert [(g["start_ns"], g["length_ns"], g["category"]) for g in res.device_roster
+                    if g["start_ns"] == start] == [(start, pause["length_ns"], want)]
+            nccl = [(g["category"], g["kernel_before"]) for g in res.roster
+                    if g["stream_id"] == synth.NCCL_STREAM and g["start_ns"] < end and start < g["end_ns"]]
+            assert nccl == [("comm", synth.PROFILES["balanced"].bucket_collective)]
+            assert [g for g in res.roster + res.device_roster if g["category"] == "periodic"] == []
+            assert row["cat_periodic_ns"] == 0
+        # No other device hole above 1 ms holds an iteration start: the pause is all of boundary.
+        assert nvtx[gpu["pid"]][1].row["cat_boundary_ns"] == pause["length_ns"]
 
 
 def test_same_seed_same_bytes_other_seed_other_data(tmp_path):

@@ -67,11 +67,13 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
     """
     if not limit or not os.path.isfile(path):
         return
-    need = os.path.getsize(path) * memory_factor
+    size = os.path.getsize(path)
+    need = size * memory_factor
     if need > limit:
+        # The file in MiB and bytes: a small file with a large factor would read "0.00 GiB".
         raise ProfileError(
             f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
-            f"({os.path.getsize(path) / 2**30:.2f} GiB file x {memory_factor:g}), worker memory limit "
+            f"({size / 2**20:.2f} MiB file ({size:,} bytes) x {memory_factor:g}), worker memory limit "
             f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
 
 

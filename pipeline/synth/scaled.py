@@ -52,7 +52,9 @@ from .writer import (
 # INSERT, journal and fsync off on a temporary file that is renamed at the end).
 # The truth is computed from the plan with plain numpy written here (a sweep-line
 # union, prefix-sum coverage, the SPEC rules), never with pipeline.analysis.intervals,
-# pipeline.analysis.gaps or pipeline.analysis.attribution.
+# pipeline.analysis.gaps or pipeline.analysis.attribution. A gap is ``periodic`` when it is one of
+# the pauses planted as periodic: what was planted, not a second copy of the
+# product's detection rule (which may disagree: see tests/test_synth_scale.py).
 # ---------------------------------------------------------------------------
 
 SCALED_ITERATION_NS = 180 * MS          #: compute work of one steady iteration (kernels only)
@@ -377,38 +379,12 @@ def _ref_covered(runs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return upto(b) - upto(a)
 
 
-def _ref_periodic(g0: np.ndarray, x: np.ndarray, eligible: np.ndarray, bounds: np.ndarray,
-                  rules: CategoryRules) -> np.ndarray:
-    """SPEC ``periodic``: rare very large gaps (events = overlapping candidates) recurring every k >= 2
-    iterations (with iteration bounds), or at regular times (without: 3+ events, spacing within 25 %)."""
-    mask = np.zeros(x.size, bool)
-    if x.size < 2:
-        return mask
-    cand = np.flatnonzero(eligible & (x >= rules.periodic_min_ns) & (x >= rules.periodic_min_factor * np.median(x)))
-    if cand.size < 2:
-        return mask
-    events, _ = _ref_runs(g0[cand], g0[cand] + x[cand])
-    if events.size < 2:
-        return mask
-    if bounds.size >= 2:
-        hit = np.unique(np.searchsorted(bounds, events, side="right"))
-        steps = np.diff(hit)
-        if steps.size == 0 or hit.size > max(1, bounds.size // 2):
-            return mask
-        k = float(np.median(steps))
-        regular = k >= 2 and bool(np.all(np.abs(steps - k) <= 1))
-    else:
-        if events.size < 3:
-            return mask
-        d = np.diff(events).astype(float)
-        med = float(np.median(d))
-        regular = med > 0 and bool(np.all(np.abs(d - med) <= 0.25 * med))
-    mask[cand] = regular
-    return mask
+def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rules: CategoryRules,
+                    planted_periodic) -> np.ndarray:
+    """SPEC category of each gap, first match wins: sync, data, comm, boundary, periodic, cpu.
 
-
-def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rules: CategoryRules) -> np.ndarray:
-    """SPEC category of each gap, first match wins: sync, data, comm, boundary, periodic, cpu."""
+    ``periodic`` is what was planted (``planted_periodic``: the gap is one of the pauses planted
+    every ``SCALED_PERIOD`` iterations), not a copy of the product's detection rule."""
     g0 = np.asarray(g0, np.int64)
     length = np.asarray(length, np.int64)
     if g0.size == 0:
@@ -418,7 +394,7 @@ def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rule
     sync = frac["sync"] >= rules.sync_min_fraction
     data = frac["data"] >= rules.data_min_fraction
     comm = np.asarray(before_collective, bool)
-    periodic = _ref_periodic(g0, length, ~(sync | data | comm), bounds, rules)
+    periodic = np.asarray(planted_periodic, bool) & ~(sync | data | comm)
     nxt = np.searchsorted(bounds, g0, side="left")
     at_boundary = (nxt < bounds.size) & (bounds[np.minimum(nxt, max(bounds.size - 1, 0))] <= g1) \
         if bounds.size else np.zeros(g0.size, bool)
@@ -469,7 +445,10 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
         gaps.append((np.full(kept.size, stream), e[:-1][kept], length[kept], kname[sel][:-1][kept]))
     g_stream, g0, g_len, g_before = (np.concatenate(x) for x in zip(*gaps)) if gaps else [np.zeros(0, np.int64)] * 4
     slivers = np.concatenate(slivers) if slivers else np.zeros(0, np.int64)
-    g_cat = _ref_categories(g0, g_len, collective[g_before], witnesses, bounds, rules)
+    pauses = {(g["start_ns"], g["length_ns"]) for g in r.planted if g["kind"] == "periodic"}
+    g_cat = _ref_categories(g0, g_len, collective[g_before], witnesses, bounds, rules,
+                            [s == COMPUTE_STREAM and (a, x) in pauses
+                             for s, a, x in zip(g_stream.tolist(), g0.tolist(), g_len.tolist())])
 
     # Device holes: the complement of the kernel union in W, edges included.
     hs = np.concatenate(([w0], busy_runs[1]))
@@ -488,7 +467,11 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
     opens_w = d0 == w0
     before = kname[by_end[np.maximum(idx, 0)]]
     d_coll = np.where(opens_w, False, collective[before])
-    d_cat = _ref_categories(d0, d_len, d_coll, witnesses, bounds, rules)
+    holes_above = set(zip(d0.tolist(), d_len.tolist()))
+    if any(w0 <= a and a + x <= w1 and (a, x) not in holes_above for a, x in pauses):
+        raise RuntimeError(f"synth: rank {r.rank}: a planted periodic pause is not a device-level gap")
+    d_cat = _ref_categories(d0, d_len, d_coll, witnesses, bounds, rules,
+                            [(a, x) in pauses for a, x in zip(d0.tolist(), d_len.tolist())])
     dsl = hole[~dev]
 
     cat_ns = {cat: int(d_len[d_cat == cat].sum()) for cat in FLEET_GAP_CATEGORIES}
@@ -563,8 +546,8 @@ def _check_planted(r: _ScaledRank, truth: dict, window: str) -> None:
             continue
         g = found.get((p["stream_id"], p["start_ns"]))
         want = p["category"]
-        if window == "span" and p["kind"] in ("boundary", "periodic"):
-            want = None   # no iteration boundaries in span; periodicity is judged on the whole span
+        if window == "span" and p["kind"] == "boundary":
+            want = None   # no iteration boundaries in span
         if g is None or g["length_ns"] != p["length_ns"] or (want is not None and g["category"] != want):
             raise RuntimeError(f"synth: rank {r.rank}: planted {p} came out as {g} ({window} window)")
     compute = [g for g in truth["gaps"] if g["stream_id"] == COMPUTE_STREAM and g["kind"] == "incidental"]
@@ -707,7 +690,8 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
     ``nvtx`` window; ``None`` for the warm-up and checkpoint pauses) and, per
     window rule (``span``, and ``nvtx`` = what ``--window auto`` picks), the
     expected fleet-row numbers, every per-stream gap above ``min_gap_ns`` with its
-    category, and every device-level gap with its category.
+    category, and every device-level gap with its category (``periodic``: the planted
+    periodic pauses, in both windows; the other categories by the SPEC rules).
     """
     if gpus < 1:
         raise ValueError("gpus must be at least 1")
