@@ -101,7 +101,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     """Analyse every GPU of every report in INPUTS: .nsys-rep reports (exported with nsys) or
     .sqlite exports; files, directories (searched recursively) or globs; local paths or
     fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
-    and records/<job>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
+    and records/<job>__<hash>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
     Exit status 1 when any report failed (it still gets its row)."""
     if trim and trim[1] <= trim[0]:
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")

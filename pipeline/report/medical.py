@@ -11,6 +11,7 @@ the page before and after a fix diffs cleanly.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -101,14 +102,34 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
     return "\n".join(lines) + "\n"
 
 
-def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
-    """Write ``out_dir/records/<job>.md`` for every job; returns the paths (sorted by job).
+def record_stem(job: str) -> str:
+    """File stem of ``job``'s page (``records/<stem>.md``): the readable :func:`~pipeline.fleet.slug`
+    of the job name, ``__`` and the first 10 hex digits of the SHA-1 of the exact name (UTF-8), so
+    two jobs whose slugs are the same (``a b`` and ``a;b``) still get a page each. The same name
+    gives the same stem on every run, whatever other jobs there are."""
+    from ..fleet import slug
 
-    ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
+    digest = hashlib.sha1(job.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug(job)}__{digest}"
+
+
+def legacy_record_stem(job: str) -> str:
+    """The stem ``records/`` pages had before :func:`record_stem` (the slug alone; two jobs could share it)."""
+    from ..fleet import slug
+
+    return slug(job)
+
+
+def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
+    """Write ``out_dir/records/<record_stem(job)>.md`` for every job; returns the paths (sorted by job).
+
+    ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``. A page a
+    previous version wrote for one of these jobs under its old name (:func:`legacy_record_stem`)
+    is removed, so a folder written again holds each job's page once.
     """
     import os
 
-    from ..fleet import slug, write_text
+    from ..fleet import write_text
 
     by_job: dict = {}
     jobs = fleet["job"].tolist()
@@ -120,7 +141,15 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
         groups = sorted(by_job.items())
     paths = []
     for job, rows in groups:
-        path = os.path.join(out_dir, "records", f"{slug(str(job))}.md")
+        path = os.path.join(out_dir, "records", f"{record_stem(str(job))}.md")
         write_text(path, _record(str(job), rows, rosters, actionable_pct, "launch_bound" in fleet.columns))
         paths.append(path)
+    written = set(paths)
+    for job, _ in groups:
+        old = os.path.join(out_dir, "records", f"{legacy_record_stem(str(job))}.md")
+        if old not in written:
+            try:
+                os.unlink(old)
+            except FileNotFoundError:
+                pass
     return paths
