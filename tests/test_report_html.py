@@ -21,8 +21,8 @@ import pytest
 from conftest import REPO, run_cli
 
 from pipeline.engine.outputs import gpu_json_name
-from pipeline.io import slug
 from pipeline.report.html import write_report
+from pipeline.report.medical import record_stem
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 #: night -> {job: idle scale factor}; a job missing from a night was not profiled that night.
@@ -75,7 +75,7 @@ def sweep_state(example_run, tmp_path_factory) -> tuple[Path, dict[str, pd.DataF
         shutil.copytree(example_run, out)
         fleet.to_parquet(out / "fleet.parquet", index=False)
         for job in set(base["job"]) - set(scale):  # the night's folder holds only its jobs
-            (out / "records" / f"{slug(job)}.md").unlink()
+            (out / "records" / f"{record_stem(job)}.md").unlink()
             for row in base[base["job"] == job].itertuples():
                 (out / "gpus" / gpu_json_name(row.report, row.gpu_key)).unlink()
     return state, fleets
@@ -146,12 +146,12 @@ def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
         assert c[2] == exp.job and c[5] == f"{float(exp.idle_pct):.2f} %" and c[7] == exp.main_category
         assert c[9] == money(exp.idle_usd_per_month)
         anchor = re.search(r'href="#([^"]+)"', row).group(1)
-        assert anchor == f"record-{slug(exp.job)}" and f'<section class="record" id="{anchor}">' in page
+        assert anchor == f"record-{record_stem(exp.job)}" and f'<section class="record" id="{anchor}">' in page
     # The medical records of the current night are embedded (rendered from their Markdown).
     for job in cur["job"].unique():
-        md = (state / "nights" / nights[-1] / "records" / f"{slug(job)}.md").read_text()
+        md = (state / "nights" / nights[-1] / "records" / f"{record_stem(job)}.md").read_text()
         first_gap = re.search(r"^\| 1 \| ([^|]+) \| (\d+) \|", md, re.M)
-        section = page.split(f'id="record-{slug(job)}"', 1)[1].split("</section>", 1)[0]
+        section = page.split(f'id="record-{record_stem(job)}"', 1)[1].split("</section>", 1)[0]
         assert f"<td>{first_gap.group(2)}</td>" in section and "<table>" in section
     assert 'id="record-recsys-train"' not in page  # not profiled on the current night
 

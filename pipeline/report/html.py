@@ -102,6 +102,7 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
         "trend": plots.fleet_trend(t["nights"]),
     }
+    # One section per page, its id from the page's file stem (unique per job: summary.record_anchor links it).
     records = [{"stem": stem, "anchor": "record-" + stem,
                 "html": Markup(plots.cached(plot_cache, _record_html, text, code=_record_code(), suffix=".html")),
                 "title": (text.splitlines()[0].removeprefix("# Medical record:").strip() if text else stem)}

@@ -11,6 +11,7 @@ the page before and after a fix diffs cleanly.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -101,14 +102,30 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
     return "\n".join(lines) + "\n"
 
 
+def record_stem(job: str) -> str:
+    """File stem of ``job``'s page (``records/<stem>.md``): the job name itself when it is already a
+    safe file name (:func:`~pipeline.io.slug` leaves it as it is, e.g. ``llm-pretrain``, and it does
+    not start with a dot); otherwise its slug (leading dots dropped, at most 68 characters), ``__``
+    and the first 10 hex digits of the SHA-1 of the exact name (UTF-8), so two jobs whose slugs are
+    the same (``a b`` and ``a;b``) still get a page each. The same name gives the same stem on every
+    run, whatever other jobs there are."""
+    from ..io import slug
+
+    safe = slug(job)
+    if safe == job and not job.startswith("."):
+        return safe
+    digest = hashlib.sha1(job.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{safe.lstrip('.')[:68]}__{digest}"
+
+
 def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
-    """Write ``out_dir/records/<job>.md`` for every job; returns the paths (sorted by job).
+    """Write ``out_dir/records/<record_stem(job)>.md`` for every job; returns the paths (sorted by job).
 
     ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
     """
     import os
 
-    from ..io import slug, write_text
+    from ..io import write_text
 
     by_job: dict = {}
     jobs = fleet["job"].tolist()
@@ -120,7 +137,7 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
         groups = sorted(by_job.items())
     paths = []
     for job, rows in groups:
-        path = os.path.join(out_dir, "records", f"{slug(str(job))}.md")
+        path = os.path.join(out_dir, "records", f"{record_stem(str(job))}.md")
         write_text(path, _record(str(job), rows, rosters, actionable_pct, "launch_bound" in fleet.columns))
         paths.append(path)
     return paths

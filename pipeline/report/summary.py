@@ -3,7 +3,8 @@
 RESULTS is either
 
 * a run output dir (``gpu-idle run ... --out DIR``): ``DIR/fleet.parquet``,
-  ``DIR/gpus/*.json``, ``DIR/records/<job>.md``; one night, no trend; or
+  ``DIR/gpus/*.json``, ``DIR/records/<stem>.md`` (one per job,
+  :func:`~pipeline.report.medical.record_stem`); one night, no trend; or
 * a nightly-sweep state dir ``S``: ``S/history/run_date=YYYY-MM-DD/fleet.parquet``
   (each night's full fleet table) and ``S/nights/YYYY-MM-DD/`` (that night's run
   output dir). The latest night is the current one; the history gives the trend.
@@ -23,11 +24,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..analysis.analyse import CATEGORIES
 from ..engine.outputs import gpu_json_name
 from ..engine.reduce import rollup
-from ..io import slug
+from ..model import CATEGORIES
 from ..runs.results import dated_dirs
+from .medical import record_stem
 
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
@@ -234,17 +235,22 @@ def gpu_doc(run_dir: str | None, report: str, gpu_key: str) -> dict | None:
 
 
 def records(run_dir: str | None) -> dict[str, str]:
-    """``{file stem: Markdown}`` of the medical-record pages (``records/<slug(job)>.md``)."""
+    """``{file stem: Markdown}`` of the medical-record pages (``records/<record_stem(job)>.md``), by stem."""
+    folder = os.path.join(run_dir, "records") if run_dir else None
     out = {}
-    for path in sorted(glob.glob(os.path.join(run_dir, "records", "*.md"))) if run_dir else []:
-        with open(path, encoding="utf-8") as fh:
-            out[os.path.splitext(os.path.basename(path))[0]] = fh.read()
+    # listdir, not a glob: a job named ".x" has a page ".x__<hash>.md" (temporary files end in .tmp)
+    for name in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else []:
+        if name.endswith(".md"):
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                out[name[:-3]] = fh.read()
     return out
 
 
-def record_anchor(job: str) -> str:
-    """HTML id of a job's medical-record section (the page's file stem, prefixed)."""
-    return "record-" + slug(str(job))
+def record_anchor(job: str, recs: dict[str, str]) -> str | None:
+    """HTML id of ``job``'s medical-record section (its page's file stem, prefixed), None when
+    :func:`records` ``recs`` has no page of the job."""
+    stem = record_stem(str(job))
+    return "record-" + stem if stem in recs else None
 
 
 def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
@@ -301,7 +307,7 @@ def summarise(res: Results) -> dict:
             "gpu_model": str(r.gpu_model or ""), "idle_pct": float(r.idle_pct), "idle_ns": int(r.idle_ns),
             "window_ns": int(r.window_ns), "main_category": str(r.main_category),
             "usd": float(r.idle_usd_per_month), "amdahl": float(r.amdahl_speedup), "straggler": bool(r.straggler),
-            "anchor": record_anchor(r.job) if slug(str(r.job)) in recs else None})
+            "anchor": record_anchor(r.job, recs)})
     worst = top.iloc[0] if len(top) else None
     return {
         "source": res.source, "kind": res.kind, "current_date": res.current_date,
@@ -314,7 +320,7 @@ def summarise(res: Results) -> dict:
         "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
         "clusters": clusters.to_dict("records"), "jobs": jobs.to_dict("records"),
-        "job_anchor": {str(j): record_anchor(j) for j in fleet["job"].astype(str).unique() if slug(j) in recs},
+        "job_anchor": {j: a for j in fleet["job"].astype(str).unique() if (a := record_anchor(j, recs))},
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),

@@ -1,0 +1,100 @@
+"""Medical-record file names (records/<job>.md, or <slug>__<hash>.md when the name is not a safe file name): one page per job, even when two job names
+make the same slug, and the HTML report finds and links every page."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+from conftest import run_cli
+
+from pipeline.model import CATEGORIES
+from pipeline.report.html import write_report
+from pipeline.report.medical import job_record, record_stem, write_records
+from pipeline.report.summary import record_anchor
+from pipeline.report.summary import records as records_of
+
+
+def _rosters(out: Path) -> dict:
+    """``(report, gpu_key) -> {"device": [...]}`` from the run's gpus/*.json."""
+    rosters = {}
+    for path in glob.glob(str(out / "gpus" / "*.json")):
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        rosters[(doc["report"], doc["gpu_key"])] = {"device": doc["device_roster"]}
+    return rosters
+
+
+def test_jobs_whose_slugs_collide_get_a_page_each(tmp_path):
+    """`a b.sqlite` and `a;b.sqlite` (job labels default to the file names) both slug to `a_b`:
+    each job has its own page with its own title and numbers, and the report links both."""
+    from pipeline.synth import generate_training_report
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    generate_training_report(str(inputs / "a b.sqlite"), gpus=2, iterations=4, seed=5)
+    generate_training_report(str(inputs / "a;b.sqlite"), gpus=3, iterations=5, seed=6)
+    out = tmp_path / "out"
+    run_cli("run", str(inputs), "--out", str(out), "--no-cache")
+    fleet = pd.read_parquet(out / "fleet.parquet")
+    assert sorted(fleet["job"].unique()) == ["a b", "a;b"]
+    pages = sorted((out / "records").iterdir())
+    assert len(pages) == 2
+    rosters = _rosters(out)
+    texts = {}
+    for job, gpus in (("a b", 2), ("a;b", 3)):
+        [page] = [p for p in pages if p.read_text(encoding="utf-8").startswith(f"# Medical record: {job}\n")]
+        assert page.name.startswith("a_b__") and page.suffix == ".md"
+        rows = fleet[fleet["job"] == job]
+        idle = 100.0 * rows["idle_ns"].astype("int64").sum() / rows["window_ns"].astype("int64").sum()
+        text = page.read_text(encoding="utf-8")
+        assert text.splitlines()[2].startswith(f"Idle {idle:.2f} % device-level over {gpus} GPU(s)")
+        assert text == job_record(job, rows, rosters)   # the page as it always was: only its name is new
+        texts[job] = (page.stem, text)
+    assert texts["a b"][1] != texts["a;b"][1]
+
+    # The report: one section per page, each job's "medical record" link to its own section.
+    html = Path(write_report(out, tmp_path / "report.html")).read_text(encoding="utf-8")
+    for job, (stem, _) in texts.items():
+        assert html.count(f'<section class="record" id="record-{stem}">') == 1
+        row = re.search(rf'<tr data-job="{re.escape(job)}">(.*?)</tr>', html, re.S).group(1)
+        assert f'<a href="#record-{stem}">medical record</a>' in row
+        assert f"<h2>Medical record: {job}</h2>" in html
+
+
+def test_record_stem_is_the_name_when_safe_else_a_slug_and_a_stable_hash_of_the_exact_name():
+    assert record_stem("llm-pretrain") == "llm-pretrain"   # a safe name is its own stem (pages keep their names)
+    assert record_stem("a b") == "a_b__7dbde93504"         # SHA-1 of the name: the same on every run
+    assert record_stem("a;b") == "a_b__d1badebe6d"
+    assert record_stem("x" * 80) == "x" * 80
+    assert record_stem("x" * 81) == "x" * 68 + "__" + hashlib.sha1(b"x" * 81).hexdigest()[:10]  # slug cut at 80
+    assert record_stem(".hidden") == "hidden__" + hashlib.sha1(b".hidden").hexdigest()[:10]   # never a dot file
+
+
+def _fleet(jobs: dict[str, float]) -> pd.DataFrame:
+    """One analysed GPU per job, ``idle_pct`` as given, every category empty."""
+    rows = []
+    for i, (job, pct) in enumerate(jobs.items()):
+        rows.append({"job": job, "report": f"r{i}.sqlite", "gpu_key": "gpu0", "status": "ok", "error": "",
+                     "window_ns": 1_000_000, "idle_ns": int(pct * 10_000), "idle_pct": pct, "window_rule": "span",
+                     "straggler": False, "launch_bound": False, "device_sliver_ns": 0, "idle_usd_per_month": 1.0,
+                     **{f"cat_{c}_ns": 0 for c in CATEGORIES}})
+    return pd.DataFrame(rows)
+
+
+def test_every_job_page_is_read_and_linked(tmp_path):
+    """write_records names each page by record_stem; the report reads every page and links each job's."""
+    records = tmp_path / "records"
+    fleet = _fleet({"a b": 10.0, ".hidden": 20.0, "plain": 5.0})
+    paths = write_records(str(tmp_path), fleet, {})
+    assert paths == [str(records / f"{record_stem(j)}.md") for j in (".hidden", "a b", "plain")]
+    assert sorted(os.listdir(records)) == sorted(os.path.basename(p) for p in paths)
+    recs = records_of(str(tmp_path))
+    assert set(recs) == {record_stem(".hidden"), "a_b__7dbde93504", "plain"}
+    assert record_anchor("a b", recs) == "record-a_b__7dbde93504"
+    assert record_anchor("plain", recs) == "record-plain"
+    assert record_anchor("c", recs) is None
