@@ -156,8 +156,11 @@ def _result_cache(cfg):
 
 
 def progress_factory():
-    """``total -> Progress`` for the driver: a bar on a terminal, a few plain lines otherwise."""
-    return None
+    """``total -> Progress`` for the driver (:class:`~pipeline.progress.Progress` on stderr): a bar of
+    reports done on a terminal, a few plain ``gpu-idle: progress:`` lines otherwise (cron, CI, a log)."""
+    from .progress import Progress
+
+    return lambda total: Progress(total, what="reports")
 
 
 def _night(ctx, param, value):

@@ -174,7 +174,7 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
 def _tracked(outcomes, progress):
     for outcome in outcomes:
         if progress is not None:
-            progress.advance(1, outcome.path)
+            progress.advance(1, os.path.basename(outcome.path))
         yield outcome
 
 
