@@ -161,3 +161,19 @@ def link_file(src: str, dst: str) -> None:
 def slug(text: str) -> str:
     """``text`` made safe as a file name part (at most 80 characters)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
+
+
+#: A night's date in folder names (``nights/YYYY-MM-DD``, ``history/run_date=YYYY-MM-DD``).
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def dated_dirs(parent: str, prefix: str = "") -> dict[str, str]:
+    """``{date: path}`` for the sub-folders of ``parent`` named ``<prefix>YYYY-MM-DD`` (none when
+    ``parent`` does not exist)."""
+    out = {}
+    if os.path.isdir(parent):
+        for name in os.listdir(parent):
+            date = name[len(prefix):] if name.startswith(prefix) else ""
+            if DATE_RE.match(date) and os.path.isdir(os.path.join(parent, name)):
+                out[date] = os.path.join(parent, name)
+    return out

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from pipeline.analysis import attribution as at
-from pipeline.analysis.attribution import CategoryRules
+from pipeline.config import CategoryRules
 from pipeline.load.report import normalise_api_name
 
 

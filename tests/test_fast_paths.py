@@ -15,7 +15,7 @@ import pytest
 from pipeline.analysis import attribution as at
 from pipeline.analysis import gaps
 from pipeline.analysis import intervals as iv
-from pipeline.analysis.attribution import CategoryRules
+from pipeline.config import CategoryRules
 from pipeline.load import columns, sqlite
 from pipeline.load import report as load
 from pipeline.load import tables as schema_tables

@@ -21,8 +21,7 @@ from conftest import run_cli
 
 from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.analysis.window import WindowRules
-from pipeline.config import Config
+from pipeline.config import Config, WindowRules
 from pipeline.engine.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import GpuResult

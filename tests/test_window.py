@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.analysis.attribution import CategoryRules, categorise
+from pipeline.analysis.attribution import categorise
 from pipeline.analysis.window import (
     Iterations,
     WindowError,
@@ -22,7 +22,7 @@ from pipeline.analysis.window import (
     periodic_iterations,
     select_stable,
 )
-from pipeline.config import Config, load_config
+from pipeline.config import CategoryRules, Config, load_config
 from pipeline.engine.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.medical import job_record

@@ -21,36 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..arrays import row_groups
+from ..config import CategoryRules
 from . import intervals as iv
-
-
-@dataclass(frozen=True)
-class CategoryRules:
-    """What makes a gap ``sync``, ``data`` or ``comm`` (SPEC "Category").
-
-    ``sync_apis``/``data_apis``: exact normalised CUDA API names.
-    ``*_min_fraction``: the share of the gap a witness must cover (0..1).
-    ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel
-    name before the gap that marks it as a collective.
-    ``quiet_max_fraction``: the CUDA API side is "quiet" in a gap when all calls
-    together cover less than this share of it (``boundary``).
-    ``periodic_min_ns`` / ``periodic_min_factor``: a ``periodic`` candidate gap is
-    at least this long and this many times the median gap.
-    """
-
-    sync_apis: tuple = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-                        "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol",
-                        "cudaMemcpyToSymbol", "cuStreamSynchronize", "cuCtxSynchronize",
-                        "cuEventSynchronize")
-    data_apis: tuple = ("cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyToSymbolAsync",
-                        "cudaMemcpyFromSymbolAsync", "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister",
-                        "cuMemcpyHtoDAsync", "cuMemcpyHtoD", "cuMemHostAlloc", "cuMemAllocHost")
-    sync_min_fraction: float = 0.5
-    data_min_fraction: float = 0.5
-    collective_kernel: str = r"nccl|allreduce|allgather|reducescatter|all_to_all|alltoall|broadcast"
-    quiet_max_fraction: float = 0.5
-    periodic_min_ns: int = 50_000_000
-    periodic_min_factor: float = 5.0
 
 
 @dataclass(frozen=True)

@@ -27,21 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..config import WindowRules
+
 NS_PER_S = 1_000_000_000
-
-
-@dataclass(frozen=True)
-class WindowRules:
-    """Parameters of the window rules (see module docstring). Lengths in ns."""
-
-    iteration_patterns: tuple = (r"[Ii]teration[ _#:]?\d+", r"ProfilerStep#\d+", r"train_step(?:[ _#]\d+)?",
-                                 r"[Ss]tep[ _#]?\d+")
-    min_iteration_ns: int = 1_000_000
-    warmup_iterations: int = 1
-    outlier_factor: float = 1.5
-    min_iterations: int = 3
-    max_iterations: int = 0  # 0 = keep the whole longest run
-    periodic_min_regular_share: float = 0.8
 
 
 @dataclass(frozen=True)

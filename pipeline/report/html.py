@@ -22,8 +22,8 @@ import markdown as markdown_lib
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from ..analysis.analyse import CATEGORIES
 from ..io import write_text
+from ..model import CATEGORIES
 from ..report import plots
 from .summary import ReportError, Results, load_results, summarise
 

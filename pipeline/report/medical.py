@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..analysis.analyse import CATEGORIES
+from ..model import CATEGORIES
 
 TOP_GAPS = 5
 

@@ -20,7 +20,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..analysis.analyse import CATEGORIES
+from ..model import CATEGORIES
 
 #: One colour per category, the same in every plot and in the HTML legend.
 CATEGORY_COLOURS = {

@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from ..engine.outputs import gpu_json_name
 from ..engine.reduce import rollup
+from ..io import dated_dirs
 from ..model import CATEGORIES
-from ..runs.results import dated_dirs
 from .medical import record_stem
 
 #: Rows in the "most expensive idle GPUs" table.

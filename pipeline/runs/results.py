@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 
@@ -33,7 +32,12 @@ import pyarrow.parquet as pq
 from ..config import Config
 from ..engine.reduce import rosters_of
 from ..inputs.export import content_key
-from ..io import atomic_path, is_leftover, remove_leftovers, write_json
+from ..io import (
+    atomic_path,
+    is_leftover,
+    remove_leftovers,
+    write_json,
+)
 
 
 def config_hash(cfg: Config) -> str:
@@ -362,22 +366,6 @@ def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
     problems and the code digest."""
     doc = {"config": chash, "reports": sorted(keys.items()), "problems": sorted(map(list, problems)), "code": code}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
-
-#: A night's date in folder names (``nights/YYYY-MM-DD``, ``history/run_date=YYYY-MM-DD``).
-DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def dated_dirs(parent: str, prefix: str = "") -> dict[str, str]:
-    """``{date: path}`` for the sub-folders of ``parent`` named ``<prefix>YYYY-MM-DD`` (none when
-    ``parent`` does not exist)."""
-    out = {}
-    if os.path.isdir(parent):
-        for name in os.listdir(parent):
-            date = name[len(prefix):] if name.startswith(prefix) else ""
-            if DATE_RE.match(date) and os.path.isdir(os.path.join(parent, name)):
-                out[date] = os.path.join(parent, name)
-    return out
 
 
 MANIFEST = ".manifest.json"

@@ -51,16 +51,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import Config
-from ..io import atomic_path, link_file, write_json
+from ..io import DATE_RE, atomic_path, dated_dirs, link_file, write_json
 from .driver import OutputFolder, drive, write_documents
 from .results import (
-    DATE_RE,
     MANIFEST,
     ResultCache,
     ResultStore,
     code_digest,
     config_hash,
-    dated_dirs,
     drop_manifest,
     folder_files,
     read_manifest,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.attribution import CategoryRules
+from ..config import CategoryRules
 from .workload import (
     ADAM_OPTIMIZER,
     API_EXPORT_NAMES,
@@ -725,8 +725,7 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
                            HGX_BUS_IDS[rank] if rank < len(HGX_BUS_IDS) else f"0000:{(0x18 + 16 * rank) % 256:02x}:00.0"))
     _write_scaled(path, ranks, identities, names, cluster_model, device_per_rank)
 
-    from ..analysis.window import WindowRules
-    from ..config import AnalysisConfig
+    from ..config import AnalysisConfig, WindowRules
     analysis, window_rules = AnalysisConfig(), WindowRules()
     gpu_truths = []
     for r, (uuid, bus) in zip(ranks, identities):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from ..analysis.attribution import CategoryRules
+from ..config import CategoryRules
 from .workload import (
     ADAM_OPTIMIZER,
     API_EXPORT_NAMES,

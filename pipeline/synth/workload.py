@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..analysis.attribution import CategoryRules
+from ..config import CategoryRules
 
 US = 1_000                 #: ns per microsecond
 MS = 1_000_000             #: ns per millisecond
