@@ -54,6 +54,17 @@ def span_fleet(span_run) -> pd.DataFrame:
     return pd.read_csv(span_run / "fleet.csv", keep_default_na=False)
 
 
+def small_reports(root: Path, stem: str, count: int, seed: int) -> Path:
+    """``count`` small generated training exports (2 GPUs, 6 iterations, no straggler) in ``root``:
+    ``<stem>0.sqlite`` ... (seeds ``seed``, ``seed + 1``, ...); returns ``root``."""
+    from pipeline.synth import generate_training_report
+
+    for i in range(count):
+        generate_training_report(str(root / f"{stem}{i}.sqlite"), gpus=2, iterations=6, seed=seed + i,
+                                 straggler_rank=None)
+    return root
+
+
 DASK_WORKERS: dict = {}
 
 

@@ -6,14 +6,7 @@ import math
 import pytest
 
 from pipeline.analysis import cost
-from pipeline.config import (
-    Config,
-    ConfigError,
-    CostConfig,
-    LabelRule,
-    Rate,
-    load_config,
-)
+from pipeline.config import Config, ConfigError, CostConfig, LabelRule, Rate, load_config
 
 # ---------------------------------------------------------------- cost
 

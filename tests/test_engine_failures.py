@@ -19,22 +19,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, small_reports
 
 from pipeline.config import load_config
 from pipeline.engine import tasks
 from pipeline.runs.driver import RunFolder, drive
-from pipeline.synth import generate_training_report
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Six small generated reports (2 GPUs each): ``r0.sqlite`` ... ``r5.sqlite``."""
-    root = tmp_path_factory.mktemp("engine-failures")
-    for i in range(6):
-        generate_training_report(str(root / f"r{i}.sqlite"), gpus=2, iterations=6, seed=300 + i,
-                                 straggler_rank=None)
-    return root
+    return small_reports(tmp_path_factory.mktemp("engine-failures"), "r", 6, seed=300)
 
 
 def kill_self(attempts: Path) -> None:

@@ -10,21 +10,16 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, small_reports
 
 from pipeline.engine.outputs import gpu_json_name
 from pipeline.report.medical import record_stem
-from pipeline.synth import generate_training_report
 
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """Four small reports (2 GPUs each), jobs named after the files (the default label)."""
-    root = tmp_path_factory.mktemp("outputs")
-    for i in range(4):
-        generate_training_report(str(root / f"job{i}.sqlite"), gpus=2, iterations=6, seed=500 + i,
-                                 straggler_rank=None)
-    return root
+    return small_reports(tmp_path_factory.mktemp("outputs"), "job", 4, seed=500)
 
 
 def expected_files(fleet: pd.DataFrame) -> tuple[set, set]:

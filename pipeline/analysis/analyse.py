@@ -10,15 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
-from ..model import (
-    CATEGORIES,
-    GAP_CATEGORIES,
-    GpuResult,
-    GpuTrace,
-    RowWarning,
-    WarningCode,
-    row_status,
-)
+from ..model import CATEGORIES, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from . import attribution, cost, gaps
 from . import intervals as iv
 from .window import WindowError, choose_window

@@ -35,16 +35,8 @@ from typing import Iterator
 
 from ..config import Config
 from ..model import Failure
-from .tasks import (
-    ReportOutcome,
-    analyse_task,
-    describe,
-    finish_report,
-    gpu_error,
-    gpu_keys_task,
-    load_task,
-    report_task,
-)
+from .tasks import (ReportOutcome, analyse_task, describe, finish_report, gpu_error, gpu_keys_task, load_task,
+    report_task)
 
 #: Per-report tasks when there are at least this many reports per worker thread (else per-GPU fan-out).
 REPORTS_PER_THREAD = 2

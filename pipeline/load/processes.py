@@ -12,16 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import RowWarning, WarningCode
-from .tables import (
-    CONTEXT_TABLE,
-    CUDA_DEVICE_TABLE,
-    GPU_TABLE,
-    KERNEL_TABLE,
-    MEMCPY_TABLE,
-    MEMSET_TABLE,
-    RUNTIME_TABLE,
-    Schema,
-)
+from .tables import (CONTEXT_TABLE, CUDA_DEVICE_TABLE, GPU_TABLE, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
+    RUNTIME_TABLE, Schema)
 
 
 def pid_of(global_id) -> np.ndarray:

@@ -13,36 +13,12 @@ import numpy as np
 import pandas as pd
 
 from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
-from .columns import (
-    categorical,
-    int_column,
-    normalise_api_name,
-    read_strings,
-    text_column,
-)
+from .columns import categorical, int_column, normalise_api_name, read_strings, text_column
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta
-from .processes import (
-    device_pairs,
-    gpu_key_column,
-    load_devices,
-    pid_column,
-    pid_of,
-    resolve_missing_pids,
-    tid_of,
-)
+from .processes import device_pairs, gpu_key_column, load_devices, pid_column, pid_of, resolve_missing_pids, tid_of
 from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
-from .tables import (
-    KERNEL_NAME_COLUMNS,
-    KERNEL_TABLE,
-    MEMCPY_TABLE,
-    MEMSET_TABLE,
-    META_TABLES,
-    NVTX_RANGE_TYPES,
-    NVTX_TABLE,
-    RUNTIME_TABLE,
-    STRING_TABLE,
-    Schema,
-)
+from .tables import (KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES,
+    NVTX_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
 

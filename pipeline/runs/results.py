@@ -32,12 +32,7 @@ import pyarrow.parquet as pq
 from ..config import Config
 from ..engine.reduce import rosters_of
 from ..inputs.export import content_key
-from ..io import (
-    atomic_path,
-    is_leftover,
-    remove_leftovers,
-    write_json,
-)
+from ..io import atomic_path, is_leftover, remove_leftovers, write_json
 
 
 def config_hash(cfg: Config) -> str:

@@ -52,19 +52,9 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..io import DATE_RE, atomic_path, dated_dirs, link_file, write_json
-from .driver import OutputFolder, drive, write_documents
-from .results import (
-    MANIFEST,
-    ResultCache,
-    ResultStore,
-    code_digest,
-    config_hash,
-    drop_manifest,
-    folder_files,
-    read_manifest,
-    report_identity,
-    result_key,
-)
+from .driver import OutputError, OutputFolder, drive, write_documents
+from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
+    read_manifest, report_identity, result_key)
 
 
 @dataclasses.dataclass
@@ -179,13 +169,16 @@ def sweep_lock(state_dir: str):
 
     Raises:
         SweepBusy: another process holds it (its pid and start time are named).
-        OSError: the state folder cannot be created.
+        OutputError: the state folder cannot be created.
     """
     import fcntl
 
-    os.makedirs(state_dir, exist_ok=True)
     path = os.path.join(state_dir, ".sweep.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        os.makedirs(state_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise OutputError(f"{state_dir}: cannot write here ({exc.strerror or exc})") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -223,8 +216,9 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
     Raises:
         ValueError: ``night`` is not a date ``YYYY-MM-DD``.
         SweepBusy: another sweep is running on the same state folder.
-        OSError: the state folder cannot be written (a report's result that cannot be
-            stored is only warned about on stderr: that report is analysed again next night).
+        OutputError: the state folder or the night's folder cannot be written (found before
+            any analysis; a report's result that cannot be stored later is only warned about
+            on stderr: that report is analysed again next night).
     """
     state = state_dir or cfg.sweep.state_dir
     night = check_night(night) if night else dt.datetime.now(dt.timezone.utc).date().isoformat()

@@ -18,14 +18,8 @@ on it, each writing the truth of its planted gaps beside the export:
 :mod:`.workload` holds what both share (time units, streams, API names, kernel catalogs).
 """
 from .scaled import SCALED_TARGET_INFO_GPU, generate_scaled_report
-from .training import (
-    EXAMPLE_FLEET,
-    EXAMPLE_LABELS_FILE,
-    PROFILES,
-    TrainingProfile,
-    generate_training_report,
-    make_example_fleet,
-)
+from .training import (EXAMPLE_FLEET, EXAMPLE_LABELS_FILE, PROFILES, TrainingProfile, generate_training_report,
+    make_example_fleet)
 from .workload import COMPUTE_STREAM, COPY_STREAM, NCCL_STREAM, truth_path
 from .writer import SCHEMA, ExportWriter, global_pid, global_tid
 

@@ -10,37 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import CategoryRules
-from .workload import (
-    ADAM_OPTIMIZER,
-    API_EXPORT_NAMES,
-    BUCKET_5MS,
-    BUCKET_50MS,
-    CAPTURE_START_NS,
-    COMPUTE_STREAM,
-    COPY_STREAM,
-    FLEET_GAP_CATEGORIES,
-    H2D_BYTES_PER_NS,
-    HGX_BUS_IDS,
-    MS,
-    NCCL_STREAM,
-    TRANSFORMER_BACKWARD,
-    TRANSFORMER_FORWARD,
-    TRANSFORMER_HEAD,
-    US,
-    WITNESS_MARGIN_NS,
-    is_collective,
-    truth_path,
-)
-from .writer import (
-    DTOH,
-    GLOBAL_ID_BASE,
-    HTOD,
-    NVTX_PUSH_POP,
-    RUNTIME_EVENT_CLASS,
-    SCHEMA,
-    global_pid,
-    global_tid,
-)
+from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
+    COPY_STREAM, FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, TRANSFORMER_BACKWARD,
+    TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, truth_path)
+from .writer import DTOH, GLOBAL_ID_BASE, HTOD, NVTX_PUSH_POP, RUNTIME_EVENT_CLASS, SCHEMA, global_pid, global_tid
 
 # ---------------------------------------------------------------------------
 # Scaled generator: distributed-training exports of up to millions of kernels.
