@@ -198,7 +198,7 @@ class _Watchdog:
     """While the map runs: when the cluster has had no worker for ``backend.no_workers_timeout_s``
     seconds, cancel every future not done (the map then reports them as not analysed)."""
 
-    POLL_S = 0.5
+    POLL_S = 1.0
 
     def __init__(self, backend: OnDask, futures: list):
         self.backend = backend
@@ -222,7 +222,7 @@ class _Watchdog:
 
     def _workers(self) -> int | None:
         try:
-            return len(self.backend.client.scheduler_info(n_workers=-1).get("workers", {}))
+            return len(self.backend.client.scheduler_info(n_workers=1).get("workers", {}))  # one is enough
         except TypeError:  # older distributed: no n_workers argument
             return len(self.backend.client.scheduler_info().get("workers", {}))
         except Exception:  # noqa: BLE001 - the scheduler itself is unreachable: count as no worker
