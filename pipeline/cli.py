@@ -114,7 +114,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    paths, problems = discover(inputs, storage=cfg.storage)
+    paths, problems = discover(inputs, storage=cfg.storage, memory_limit=cfg.dask.memory_limit_bytes,
+                               memory_factor=cfg.dask.memory_factor)
     echo(f"gpu-idle: {len(paths)} report(s) found" + (f", {len(problems)} input problem(s)" if problems else ""))
     cache = _result_cache(cfg)
     digest = cache.digest(paths, problems) if cache else None

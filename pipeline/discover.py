@@ -11,9 +11,9 @@ the config (endpoint, profile, anonymous access, retries; see
 
 Every local report found is then judged by its ``os.stat`` before anything
 opens it (:func:`local_file_problem`): a FIFO, a device, a broken symlink, a
-symlink loop or a file that cannot be opened becomes a problem, as does a
-folder that cannot be listed, so the later stages only see regular, readable
-files.
+symlink loop, a file that cannot be opened or one too big for a worker becomes a
+problem, as does a folder that cannot be listed, so the later stages only see
+regular, readable files of acceptable size.
 """
 from __future__ import annotations
 
@@ -46,6 +46,18 @@ def reason(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
+def too_big(path: str, size: int, memory_factor: float, limit: int | None) -> str | None:
+    """The problem of a report of ``size`` bytes at ``path`` whose memory estimate, ``size`` ×
+    ``memory_factor``, exceeds a worker's memory ``limit`` (bytes; None or 0: no limit); None
+    when it fits. The message starts with ``path``."""
+    need = size * memory_factor
+    if not limit or need <= limit:
+        return None
+    return (f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
+            f"({size / 2**30:.2f} GiB file x {memory_factor:g}), worker memory limit "
+            f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+
+
 def stat_failure(exc: OSError, link_target: str | None) -> str:
     """Why ``os.stat`` of a path failed, in a message's words; ``link_target``: what the path
     itself points to when it is a symlink (``os.readlink``), else None."""
@@ -63,12 +75,13 @@ def _link_target(path: str) -> str | None:
         return None
 
 
-def local_file_problem(path: str) -> str | None:
+def local_file_problem(path: str, memory_limit: int | None = None, memory_factor: float = 1.5) -> str | None:
     """Why the local report ``path`` cannot be analysed, or None when it is a regular, readable
-    file. Judged by ``os.stat`` (following symlinks) before anything opens it: a FIFO or a device
-    is never opened (opening a FIFO blocks, reading /dev/zero never ends); a regular file is
-    opened (not read) to check it can be. The message starts with ``path``:
-    ``<path>: symlink loop``, ``<path>: broken symlink to <target>``,
+    file that fits a worker. Judged by ``os.stat`` (following symlinks) before anything opens it:
+    a FIFO or a device is never opened (opening a FIFO blocks, reading /dev/zero never ends); a
+    regular file is opened (not read) to check it can be; its size × ``memory_factor`` is checked
+    against ``memory_limit`` (bytes; None: not checked, see :func:`too_big`). The message starts
+    with ``path``: ``<path>: symlink loop``, ``<path>: broken symlink to <target>``,
     ``<path>: not a regular file: a FIFO``, ``<path>: cannot read: permission denied``... Raises nothing."""
     try:
         st = os.stat(path)
@@ -80,7 +93,7 @@ def local_file_problem(path: str) -> str | None:
         os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
     except OSError as exc:
         return f"{path}: {stat_failure(exc, None)}"
-    return None
+    return too_big(path, st.st_size, memory_factor, memory_limit)
 
 
 def _walk_local(top: str, suffixes) -> tuple[list[str], list[tuple[str, str]]]:
@@ -161,7 +174,8 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[li
     return [], [(item, f"{item}: no such file or directory")]
 
 
-def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None) -> tuple[list[str], list[tuple[str, str]]]:
+def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int | None = None,
+             memory_factor: float = 1.5) -> tuple[list[str], list[tuple[str, str]]]:
     """Return ``(report_paths, problems)``.
 
     Args:
@@ -169,11 +183,16 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None) -> tuple[list[str],
         suffixes: report file suffixes searched for in directories and prefixes.
         storage: the config's :class:`~pipeline.config.StorageConfig` (or anything
             with ``options`` and ``retries``) used for remote URLs; ``None``: defaults.
+        memory_limit: a worker's memory limit in bytes (``dask.memory_limit``); a local
+            report whose size in bytes × ``memory_factor`` exceeds it is a problem
+            (:func:`too_big`). None: sizes are not judged here (a worker still refuses
+            a report too big for its own limit).
+        memory_factor: ``dask.memory_factor``, the memory a report needs per byte of file.
     ``problems`` lists ``(input, message)``, each message starting with the input (the
     report path, for a report found but refused), so ``run`` and the sweep can record them
     as error rows and go on with the rest: inputs that matched nothing or could not be
     listed (missing bucket, access denied, unreachable endpoint), local folders that cannot
-    be listed, and local reports that are not regular, readable files
+    be listed, and local reports that are not regular, readable files of acceptable size
     (:func:`local_file_problem`; judged after de-duplication, by ``os.stat``, so none of
     them is ever opened, read or hashed). Remote reports are not judged here. Raises nothing
     for a bad input.
@@ -195,7 +214,7 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None) -> tuple[list[str],
         by_identity.setdefault(os.path.realpath(p) if local else p, os.path.normpath(p) if local else p)
     reports = []
     for path in sorted(by_identity.values()):
-        problem = None if "://" in path else local_file_problem(path)
+        problem = None if "://" in path else local_file_problem(path, memory_limit, memory_factor)
         if problem:
             problems.append((path, problem))
         else:

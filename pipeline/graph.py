@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .analyse import GpuResult, analyse_gpu
 from .cache import load_cached
 from .config import CacheConfig, Config, ExportConfig
+from .discover import too_big
 from .export import export_report
 from .fleet import build_fleet, error_row, problem_rows, write_gpu_docs
 from .load import ProfileError, Report, gpu_trace
@@ -56,16 +57,16 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
     """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
 
     A clear error row beats a worker killed by its nanny in the middle of the
-    night. Raises :class:`ProfileError` naming the file, the estimate and the limit.
+    night. Discovery refuses such a local report before the client reads it when
+    ``dask.memory_limit`` is a size; this check covers the limit only a worker knows
+    (``auto``, a remote cluster) and staged copies of remote reports. Raises
+    :class:`ProfileError` naming the file, the estimate and the limit (:func:`~pipeline.discover.too_big`).
     """
     if not limit or not os.path.isfile(path):
         return
-    need = os.path.getsize(path) * memory_factor
-    if need > limit:
-        raise ProfileError(
-            f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
-            f"({os.path.getsize(path) / 2**30:.2f} GiB file x {memory_factor:g}), worker memory limit "
-            f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+    problem = too_big(path, os.path.getsize(path), memory_factor, limit)
+    if problem:
+        raise ProfileError(problem)
 
 
 def load_task(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,

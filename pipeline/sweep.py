@@ -188,7 +188,8 @@ def sweep(cfg: Config, open_client, inputs=(), state_dir: str | None = None, nig
     store = ResultStore(state)
     if store.remove_leftovers():
         log(f"sweep {night}: removed temporary files of an interrupted sweep in {store.dir}")
-    paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage)
+    paths, problems = discover(list(cfg.sweep.inputs) + list(inputs), storage=cfg.storage,
+                               memory_limit=cfg.dask.memory_limit_bytes, memory_factor=cfg.dask.memory_factor)
     chash, code = config_hash(cfg), code_digest()
     summary = SweepSummary(night=night, reports=len(paths) + len(problems))
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import stat
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
 
 from conftest import REPO, run_cli
+from pipeline.config import load_config
+from pipeline.discover import discover
 from pipeline.synth import generate_training_report
 
 #: Reports of two GPUs each; their rows must come out the same whatever bad input is beside them.
@@ -208,6 +210,57 @@ def test_fifo_and_device_in_a_folder_are_rows_never_opened(tmp_path, good_dir, b
                                                  str(device): f"{device}: not a regular file: a character device"})
 
 
+# ------------------------------------------------------------------------ too big
+
+
+def sparse(path, size: int):
+    """A file of ``size`` bytes that takes no disk space (and a lifetime to hash)."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    return path
+
+
+#: 1 TiB: hashing it would take minutes on any machine; judging it by its size takes a stat.
+HUGE = 2**40
+SMALL_WORKERS = "dask: {memory_limit: 1GiB}\n"
+
+
+def too_big_message(path) -> str:
+    return (f"{path}: too big for one worker: about 1536.00 GiB needed (1024.00 GiB file x 1.5), worker memory "
+            "limit 1.00 GiB; raise dask.memory_limit or trim the capture")
+
+
+def timed_cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """:func:`run_cli` that asserts the run ended within 60 s (reading a huge file would take minutes)."""
+    start = time.monotonic()
+    proc = run_cli(*args, **kwargs)
+    elapsed = time.monotonic() - start
+    assert elapsed < 60, f"{elapsed:.1f} s: a huge file was read"
+    return proc
+
+
+def test_sizes_are_judged_only_against_a_memory_limit_that_is_a_size(tmp_path):
+    """``auto`` (the default) leaves sizes to the workers, which alone know their limit: discovery keeps
+    a huge file then; with ``1GiB`` it refuses it."""
+    huge = str(sparse(tmp_path / "huge.sqlite", HUGE))
+    for limit, expected in (("auto", ([huge], [])), ("1GiB", ([], [(huge, too_big_message(huge))]))):
+        dask_cfg = load_config([], {"dask": {"memory_limit": limit}}).dask
+        assert discover([huge], memory_limit=dask_cfg.memory_limit_bytes,
+                        memory_factor=dask_cfg.memory_factor) == expected
+
+
+def test_huge_report_is_refused_by_its_size_before_it_is_hashed(tmp_path, good_dir, baseline):
+    """Before: the client hashed the whole file (for the result cache) before a worker refused it."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    huge = sparse(inputs / "huge.sqlite", HUGE)
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL_WORKERS)
+    proc = timed_cli("run", str(inputs), "--out", str(tmp_path / "out"), "--config", str(config), check=False,
+                     env=caches(tmp_path), timeout=HANG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    check(fleet_of(tmp_path / "out"), baseline, {str(huge): too_big_message(huge)})
+
+
 # ------------------------------------------------------------------------ symlinks
 
 
@@ -222,3 +275,34 @@ def test_symlink_loop_and_broken_symlink_in_a_folder_are_named(tmp_path, good_di
     check(fleet_of(tmp_path / "out"), baseline, {
         str(inputs / "loop.sqlite"): f"{inputs / 'loop.sqlite'}: symlink loop",
         str(inputs / "broken.sqlite"): f"{inputs / 'broken.sqlite'}: broken symlink to gone/report.sqlite"})
+
+
+# ------------------------------------------------------------------------ the sweep, inputs named directly
+
+
+def test_sweep_names_device_fifo_huge_loop_and_broken_link_named_directly(tmp_path, good_dir, baseline):
+    """Before: the sweep blocked for ever hashing /dev/zero (and the FIFO), and the links were
+    "no such file or directory"."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    fifo = odd / "pipe.sqlite"
+    os.mkfifo(fifo)
+    huge = sparse(odd / "huge.sqlite", HUGE)
+    loop = odd / "loop.sqlite"
+    loop.symlink_to("loop.sqlite")
+    broken = odd / "broken.sqlite"
+    broken.symlink_to(odd / "gone.sqlite")
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL_WORKERS)
+    proc = timed_cli("sweep", str(inputs), "/dev/zero", str(fifo), str(huge), str(loop), str(broken),
+                     "--config", str(config), "--state-dir", str(tmp_path / "state"), "--night", "2026-11-01",
+                     check=False, env=caches(tmp_path), timeout=HANG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "sweep 2026-11-01: 7 report(s): 2 analysed, 0 reused, 5 failed" in proc.stdout
+    check(fleet_of(tmp_path / "state" / "nights" / "2026-11-01"), baseline, {
+        "/dev/zero": "/dev/zero: not a regular file: a character device",
+        str(fifo): f"{fifo}: not a regular file: a FIFO",
+        str(huge): too_big_message(huge),
+        str(loop): f"{loop}: symlink loop",
+        str(broken): f"{broken}: broken symlink to {odd / 'gone.sqlite'}"})
