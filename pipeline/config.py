@@ -163,18 +163,24 @@ class DaskConfig:
         if self.start_method not in START_METHODS:
             raise ConfigError(f"dask.start_method {self.start_method!r} is not one of {', '.join(START_METHODS)}")
         limit = self.memory_limit
-        if limit in (None, "auto", 0, "0"):
-            return
-        from dask.utils import parse_bytes
-
         try:
-            size = parse_bytes(limit)
+            size = self.memory_limit_bytes
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"dask.memory_limit {limit!r} is not a size like 4GiB ({exc})") from exc
-        if size < MIN_WORKER_MEMORY:
+        if size is not None and size < MIN_WORKER_MEMORY:
             raise ConfigError(
                 f"dask.memory_limit {limit!r} is below {MIN_WORKER_MEMORY // 2**20} MiB: an idle worker already "
                 "uses about 200 MiB and Dask pauses a worker at 80 % of its limit, so its tasks would never run")
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """``memory_limit`` in bytes (``"4GiB"`` -> 4294967296), or None for ``auto``/0 (then only a
+        running worker knows its limit). Raises ValueError or TypeError when it is not a size."""
+        if self.memory_limit in (None, "auto", 0, "0"):
+            return None
+        from dask.utils import parse_bytes
+
+        return parse_bytes(self.memory_limit)
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,13 @@ os.environ.setdefault("GPU_IDLE_EXPORT_CACHE", os.path.join(_CACHE_ROOT, "export
 PROFILES = Path(os.environ.get("GPU_IDLE_PROFILES", REPO.parent / "shared" / "profiles")).resolve()
 
 
-def run_cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``gpu-idle`` as a real process (``python -m pipeline.cli``)."""
+def run_cli(*args: str, check: bool = True, env: dict | None = None, timeout: float = 600,
+            preexec_fn=None) -> subprocess.CompletedProcess:
+    """Run ``gpu-idle`` as a real process (``python -m pipeline.cli``); ``timeout`` (s): raise
+    ``subprocess.TimeoutExpired`` (the process is killed) instead of waiting longer; ``preexec_fn``:
+    called in the child before it runs Python (e.g. to drop privileges)."""
     proc = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=600)
+                          text=True, env={**os.environ, **(env or {})}, timeout=timeout, preexec_fn=preexec_fn)
     if check and proc.returncode != 0:
         raise AssertionError(f"gpu-idle {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

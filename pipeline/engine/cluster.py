@@ -80,6 +80,21 @@ def worker_start_method(wanted: str) -> str:
     return method
 
 
+def local_worker_memory(cfg: Config) -> int | None:
+    """Bytes of memory each worker of the embedded LocalCluster may use: ``dask.memory_limit`` when it
+    is a size; for ``auto``, Dask's own rule (the machine's memory × min(1, threads per worker /
+    CPUs)); None for no limit (``0``/``null``). Discovery refuses a local report too big for it
+    before reading it (:func:`pipeline.inputs.discover.too_big`)."""
+    if cfg.dask.memory_limit_bytes:
+        return cfg.dask.memory_limit_bytes
+    if cfg.dask.memory_limit != "auto":
+        return None
+    import psutil
+
+    share = min(1.0, cfg.dask.threads_per_worker / (os.cpu_count() or 1))
+    return int(psutil.virtual_memory().total * share)
+
+
 @contextlib.contextmanager
 def scratch_dir(cfg: Config):
     """Where the LocalCluster keeps its scratch space while it runs: ``dask-scratch`` under the

@@ -19,6 +19,7 @@ import sys
 
 from ..analysis.analyse import analyse_gpu
 from ..config import CacheConfig, Config, ExportConfig
+from ..inputs.discover import too_big
 from ..inputs.export import export_report
 from ..load.cache import load_cached
 from ..load.report import gpu_trace
@@ -62,19 +63,18 @@ def _worker_memory_limit() -> int | None:
 def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
     """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
 
-    A clear error row beats a worker killed by its nanny in the middle of the
-    night. Raises :class:`~pipeline.model.ProfileError` naming the file, the estimate and the limit.
+    A clear error row beats a worker killed by its nanny in the middle of the night.
+    Discovery refuses such a local report before the client reads it when the limit is
+    known there (:func:`pipeline.engine.cluster.local_worker_memory`); this check covers the
+    limit only a worker knows (a remote cluster) and staged copies of remote reports.
+    Raises :class:`~pipeline.model.ProfileError` naming the file, the estimate and the limit
+    (:func:`~pipeline.inputs.discover.too_big`).
     """
     if not limit or not os.path.isfile(path):
         return
-    size = os.path.getsize(path)
-    need = size * memory_factor
-    if need > limit:
-        # The file in MiB and bytes: a small file with a large factor would read "0.00 GiB".
-        raise ProfileError(
-            f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
-            f"({size / 2**20:.2f} MiB file ({size:,} bytes) x {memory_factor:g}), worker memory limit "
-            f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+    problem = too_big(path, os.path.getsize(path), memory_factor, limit)
+    if problem:
+        raise ProfileError(problem)
 
 
 def describe(exc: BaseException, path: str) -> str:

@@ -8,10 +8,18 @@ are deterministic. Local paths come back as plain paths, remote ones as URLs
 (``s3://bucket/key``). Remote URLs are listed with the ``storage`` section of
 the config (endpoint, profile, anonymous access, retries; see
 :mod:`pipeline.inputs.storage`).
+
+Every local report found is then judged by its ``os.stat`` before anything
+opens it (:func:`local_file_problem`): a FIFO, a device, a broken symlink, a
+symlink loop, a file that cannot be opened or one too big for a worker becomes a
+problem, as does a folder that cannot be listed, so the later stages only see
+regular, readable files of acceptable size.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 from .storage import (
     DEFAULT_RETRIES,
@@ -29,13 +37,95 @@ class InputError(Exception):
     """An INPUT matched nothing (message names it)."""
 
 
+#: What a file that is not a regular file is, by its type bits (``stat.S_IFMT``).
+FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+              stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``os.stat`` mode ``mode`` is, for a message: ``"a FIFO"``, ``"a character device"``..."""
+    return FILE_KINDS.get(stat.S_IFMT(mode), f"a file of type {stat.S_IFMT(mode):#o}")
+
+
+def reason(exc: OSError) -> str:
+    """The cause of an OSError in a message's words: ``"permission denied"``, ``"no such file or directory"``."""
+    return (exc.strerror or str(exc)).lower()
+
+
+def too_big(path: str, size: int, memory_factor: float, limit: int | None) -> str | None:
+    """The problem of a report of ``size`` bytes at ``path`` whose memory estimate, ``size`` ×
+    ``memory_factor``, exceeds a worker's memory ``limit`` (bytes; None or 0: no limit); None
+    when it fits. The message starts with ``path``."""
+    need = size * memory_factor
+    if not limit or need <= limit:
+        return None
+    # The file in MiB and bytes: a small file with a large factor would read "0.00 GiB".
+    return (f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
+            f"({size / 2**20:.2f} MiB file ({size:,} bytes) x {memory_factor:g}), worker memory limit "
+            f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+
+
+def stat_failure(exc: OSError, link_target: str | None) -> str:
+    """Why ``os.stat`` of a path failed, in a message's words; ``link_target``: what the path
+    itself points to when it is a symlink (``os.readlink``), else None."""
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno == errno.ENOENT:
+        return f"broken symlink to {link_target}" if link_target is not None else "no such file or directory"
+    return f"cannot read: {reason(exc)}"
+
+
+def _link_target(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:  # not a symlink
+        return None
+
+
+def local_file_problem(path: str, memory_limit: int | None = None, memory_factor: float = 1.5) -> str | None:
+    """Why the local report ``path`` cannot be analysed, or None when it is a regular, readable
+    file that fits a worker. Judged by ``os.stat`` (following symlinks) before anything opens it:
+    a FIFO or a device is never opened (opening a FIFO blocks, reading /dev/zero never ends); a
+    regular file is opened (not read) to check it can be; its size × ``memory_factor`` is checked
+    against ``memory_limit`` (bytes; None: not checked, see :func:`too_big`). The message starts
+    with ``path``: ``<path>: symlink loop``, ``<path>: broken symlink to <target>``,
+    ``<path>: not a regular file: a FIFO``, ``<path>: cannot read: permission denied``... Raises nothing."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {stat_failure(exc, _link_target(path))}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file: {file_kind(st.st_mode)}"
+    try:  # O_NONBLOCK: should it have become a FIFO since the stat, the open still returns at once
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        return f"{path}: {stat_failure(exc, None)}"
+    return too_big(path, st.st_size, memory_factor, memory_limit)
+
+
+def _walk_local(top: str, suffixes) -> tuple[list[str], list[tuple[str, str]]]:
+    """The files under the local folder ``top`` whose names end with one of ``suffixes``, sorted
+    (symlinked folders are not entered), and a ``(folder, message)`` problem per folder that
+    cannot be listed (``<folder>: cannot read folder: permission denied``)."""
+    found: list[str] = []
+    problems: list[tuple[str, str]] = []
+
+    def unlisted(exc: OSError) -> None:
+        folder = exc.filename or top
+        problems.append((folder, f"{folder}: cannot read folder: {reason(exc)}"))
+
+    for folder, _, files in os.walk(top, onerror=unlisted):
+        found += [os.path.join(folder, name) for name in files if name.endswith(suffixes)]
+    return sorted(found), problems
+
+
 def _cause(exc: BaseException) -> str:
     text = str(exc).strip() or repr(exc)
     return f"{type(exc).__name__}: {text}"
 
 
-def _expand(item: str, suffixes, storage) -> tuple[list[str], str | None]:
-    """Reports of one INPUT, or a message saying why there are none."""
+def _expand(item: str, suffixes, storage) -> tuple[list[str], list[tuple[str, str]]]:
+    """Reports of one INPUT and ``(input, message)`` problems (see :func:`_match`)."""
     remote = is_remote(item)
     if remote:
         options = getattr(storage, "options", None) or {}
@@ -51,29 +141,48 @@ def _expand(item: str, suffixes, storage) -> tuple[list[str], str | None]:
         return _match(fs, path, item, remote, suffixes, render)
     except FileNotFoundError:  # e.g. listing a bucket that does not exist
         if remote:
-            return [], missing_message(fs, item, path)
-        return [], f"{item}: no such file or directory"
+            return [], [(item, missing_message(fs, item, path))]
+        return [], [(item, f"{item}: no such file or directory")]
 
 
-def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[list[str], str | None]:
+def _absent(path: str) -> bool:
+    """True when nothing at all is at the local ``path``, not even a broken symlink; False when
+    something is, or when that cannot be told (a folder on the way cannot be searched)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        pass
+    return False
+
+
+def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[list[str], list[tuple[str, str]]]:
+    """Reports of one INPUT and ``(input, message)`` problems: why it gave none, and (local
+    folders) each folder under it that cannot be listed. Locally, whatever is not a folder is
+    kept (a FIFO, a broken symlink...): :func:`discover` then says what it is."""
     if any(c in GLOB_CHARS for c in path):
-        matches = sorted(m for m in fs.glob(path) if fs.isfile(m))
+        matches = sorted(m for m in fs.glob(path) if (fs.isfile(m) if remote else not fs.isdir(m)))
         if not matches:
-            return [], (remote and bucket_problem(fs, item, path)) or f"{item}: no file matches this pattern"
-        return [render(m) for m in matches], None
+            return [], [(item, (remote and bucket_problem(fs, item, path)) or f"{item}: no file matches this pattern")]
+        return [render(m) for m in matches], []
     if fs.isdir(path):
-        matches = sorted(m for m in fs.find(path) if m.endswith(suffixes))
-        if not matches:
-            return [], f"{item}: {'prefix' if remote else 'directory'} holds no {' or '.join(suffixes)} file"
-        return [render(m) for m in matches], None
-    if fs.exists(path):
-        return [render(path)], None
+        if remote:
+            matches, problems = sorted(m for m in fs.find(path) if m.endswith(suffixes)), []
+        else:
+            matches, problems = _walk_local(path, suffixes)
+        if not matches and not problems:
+            return [], [(item, f"{item}: {'prefix' if remote else 'directory'} holds no {' or '.join(suffixes)} file")]
+        return [render(m) for m in matches], problems
+    if fs.exists(path) or not (remote or _absent(path)):
+        return [render(path)], []
     if remote:
-        return [], missing_message(fs, item, path)
-    return [], f"{item}: no such file or directory"
+        return [], [(item, missing_message(fs, item, path))]
+    return [], [(item, f"{item}: no such file or directory")]
 
 
-def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None) -> tuple[list[str], list[tuple[str, str]]]:
+def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int | None = None,
+             memory_factor: float = 1.5) -> tuple[list[str], list[tuple[str, str]]]:
     """Return ``(report_paths, problems)``.
 
     Args:
@@ -81,26 +190,40 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None) -> tuple[list[str],
         suffixes: report file suffixes searched for in directories and prefixes.
         storage: the config's :class:`~pipeline.config.StorageConfig` (or anything
             with ``options`` and ``retries``) used for remote URLs; ``None``: defaults.
-    ``problems`` lists ``(input, message)`` for inputs that matched nothing or
-    could not be listed (missing bucket, access denied, unreachable endpoint),
-    each message starting with the input, so the sweep can record them as
-    error rows and go on with the rest.
+        memory_limit: a worker's memory limit in bytes (``dask.memory_limit``); a local
+            report whose size in bytes × ``memory_factor`` exceeds it is a problem
+            (:func:`too_big`). None: sizes are not judged here (a worker still refuses
+            a report too big for its own limit).
+        memory_factor: ``dask.memory_factor``, the memory a report needs per byte of file.
+    ``problems`` lists ``(input, message)``, each message starting with the input (the
+    report path, for a report found but refused), so ``run`` and the sweep can record them
+    as error rows and go on with the rest: inputs that matched nothing or could not be
+    listed (missing bucket, access denied, unreachable endpoint), local folders that cannot
+    be listed, and local reports that are not regular, readable files of acceptable size
+    (:func:`local_file_problem`; judged after de-duplication, by ``os.stat``, so none of
+    them is ever opened, read or hashed). Remote reports are not judged here. Raises nothing
+    for a bad input.
     """
     found: list[str] = []
     problems: list[tuple[str, str]] = []
     for item in inputs:
         item = str(item)
         try:
-            paths, problem = _expand(item, suffixes, storage)
+            paths, item_problems = _expand(item, suffixes, storage)
         except Exception as exc:  # noqa: BLE001 - one bad input must not stop the sweep
-            paths, problem = [], f"{item}: cannot list ({_cause(exc)})"
+            paths, item_problems = [], [(item, f"{item}: cannot list ({_cause(exc)})")]
         found.extend(paths)
-        if problem:
-            problems.append((item, problem))
+        problems.extend(item_problems)
     # The same file named twice (other spelling, a symlink) is analysed once, under its first name.
     by_identity: dict[str, str] = {}
     for p in found:
         local = "://" not in p
         by_identity.setdefault(os.path.realpath(p) if local else p, os.path.normpath(p) if local else p)
-    unique = sorted(by_identity.values())
-    return unique, problems
+    reports = []
+    for path in sorted(by_identity.values()):
+        problem = None if "://" in path else local_file_problem(path, memory_limit, memory_factor)
+        if problem:
+            problems.append((path, problem))
+        else:
+            reports.append(path)
+    return reports, list(dict.fromkeys(problems))  # a folder reached twice is one problem

@@ -17,7 +17,7 @@ import os
 import pandas as pd
 
 from ..config import Config
-from ..engine.cluster import EngineError, open_client, scheduler_address
+from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
 from ..engine.outputs import write_outputs
 from ..engine.reduce import reduce_outcomes
@@ -199,7 +199,11 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         OutputError: the output folder cannot be written (raised before any analysis).
     """
     folder.prepare()
-    paths, problems = discover(list(inputs), storage=cfg.storage)
+    # Workers of a LocalCluster have a known memory limit: a local report too big for it is
+    # refused by its size before anything reads (or hashes) it. A remote worker checks its own.
+    limit = None if scheduler_address(cfg, scheduler) else local_worker_memory(cfg)
+    paths, problems = discover(list(inputs), storage=cfg.storage, memory_limit=limit,
+                               memory_factor=cfg.dask.memory_factor)
     folder.on_found(paths, problems)
     n_problems = len(problems)
     forced = {_canonical(p) for p in force}

@@ -1,0 +1,316 @@
+"""Inputs that are not readable regular files of acceptable size: each is its own error row, named
+with its cause, in ``gpu-idle run`` and ``gpu-idle sweep``; never a hang, a traceback or a silent
+skip, and every other row is the same as in a run without it.
+
+The bad inputs are judged by discovery before anything opens, reads or hashes them, so these runs
+use real processes with timeouts: a regression fails instead of hanging.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_cli
+from pipeline.config import load_config
+from pipeline.inputs.discover import discover
+from pipeline.synth import generate_training_report
+
+#: Reports of two GPUs each; their rows must come out the same whatever bad input is beside them.
+GOOD = ("good1.sqlite", "good2.sqlite")
+#: A run that hangs (a regression opening a FIFO or reading a device) fails after this many seconds.
+HANG_S = 120
+#: Linux: ``prctl(PR_CAPBSET_DROP, cap)`` and the capabilities that let root read any file.
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+
+
+def drop_read_override() -> None:
+    """``preexec_fn``: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so the
+    program run next (still uid 0, still the owner of the files it writes) gets EACCES on a
+    chmod-000 file or folder as any user would. Raises OSError when the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+
+@pytest.fixture(scope="session")
+def unprivileged(tmp_path_factory):
+    """``preexec_fn`` for :func:`run_cli` under which a chmod-000 file really gives EACCES: None when
+    not root; as root, :func:`drop_read_override` (the venv's interpreter lives under /root, mode
+    0700, so ``user="nobody"`` could not even start it). Checked with a real process; skips the
+    test, with the reason, when no mechanism gives EACCES here."""
+    preexec = drop_read_override if os.geteuid() == 0 else None
+    locked = tmp_path_factory.mktemp("probe") / "locked"
+    locked.write_text("secret")
+    locked.chmod(0)
+    try:
+        probe = subprocess.run([sys.executable, "-c", f"import pipeline; open({str(locked)!r})"], cwd=REPO,
+                               capture_output=True, text=True, timeout=60, preexec_fn=preexec)
+    except subprocess.SubprocessError as exc:  # prctl refused (no CAP_SETPCAP, e.g. a user namespace)
+        pytest.skip(f"cannot drop root's file-read capabilities here ({exc}): no EACCES to test")
+    finally:
+        locked.chmod(0o600)
+    if "PermissionError" not in probe.stderr:
+        pytest.skip(f"a chmod-000 file is readable here (euid {os.geteuid()}, exit {probe.returncode}): "
+                    f"no EACCES to test {probe.stderr[-300:]}")
+    return preexec
+
+
+@pytest.fixture
+def lock():
+    """``lock(path)``: chmod 000 until the test ends (then 0700, so tmp_path can be removed)."""
+    locked = []
+
+    def chmod0(path):
+        path.chmod(0)
+        locked.append(path)
+        return path
+
+    yield chmod0
+    for path in locked:
+        path.chmod(0o700)
+
+
+@pytest.fixture(scope="session")
+def good_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("good")
+    for seed, name in enumerate(GOOD):
+        generate_training_report(str(folder / name), gpus=2, iterations=6, seed=seed)
+    return folder
+
+
+def caches(root) -> dict:
+    """This test's own columnar, export and result caches (no result stored by another test is reused)."""
+    return {"GPU_IDLE_CACHE": str(root / "cache"), "GPU_IDLE_EXPORT_CACHE": str(root / "exports")}
+
+
+def fleet_of(out) -> pd.DataFrame:
+    """fleet.csv as text, exactly as written."""
+    return pd.read_csv(out / "fleet.csv", dtype=str, keep_default_na=False)
+
+
+def good_rows(fleet: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the :data:`GOOD` reports (any folder) without their path, in a stable order."""
+    rows = fleet[fleet["report"].map(os.path.basename).isin(GOOD)].drop(columns="report")
+    return rows.sort_values(["job", "gpu_key"]).reset_index(drop=True)
+
+
+@pytest.fixture(scope="session")
+def baseline(good_dir, tmp_path_factory) -> pd.DataFrame:
+    """:func:`good_rows` of a run over the good reports alone."""
+    root = tmp_path_factory.mktemp("baseline")
+    run_cli("run", str(good_dir), "--out", str(root / "out"), env=caches(root))
+    rows = good_rows(fleet_of(root / "out"))
+    assert len(rows) == 4 and set(rows["status"]) == {"ok"}
+    return rows
+
+
+def copy_good(good_dir, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in GOOD:
+        shutil.copyfile(good_dir / name, folder / name)
+    return folder
+
+
+def errors_of(fleet: pd.DataFrame) -> dict:
+    """``report -> error`` of the error rows."""
+    bad = fleet[fleet["status"] == "error"]
+    return dict(zip(bad["report"], bad["error"]))
+
+
+def check(fleet: pd.DataFrame, baseline: pd.DataFrame, errors: dict) -> None:
+    """The fleet is the baseline's good rows, unchanged, plus exactly one error row per ``errors`` entry."""
+    assert errors_of(fleet) == errors
+    assert len(fleet) == len(baseline) + len(errors)
+    pd.testing.assert_frame_equal(good_rows(fleet), baseline)
+
+
+# ------------------------------------------------------------------------ unreadable files and folders
+
+
+def unreadable_inputs(tmp_path, good_dir, lock) -> tuple:
+    """``(folder, expected errors)``: a folder holding the good reports, a chmod-000 copy of one
+    (locked.sqlite) and a chmod-000 folder holding copies of both (hidden/)."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    locked = inputs / "locked.sqlite"
+    shutil.copyfile(good_dir / GOOD[0], locked)
+    hidden = copy_good(good_dir, inputs / "hidden")
+    lock(locked)
+    lock(hidden)
+    return inputs, {str(locked): f"{locked}: cannot read: permission denied",
+                    str(hidden): f"{hidden}: cannot read folder: permission denied"}
+
+
+def test_unreadable_report_and_folder_are_rows_in_a_fresh_and_a_cached_run(tmp_path, good_dir, baseline,
+                                                                           unprivileged, lock):
+    """Before: the second run (good reports' results in the result cache) ended in a PermissionError
+    traceback with no output, and the unreadable folder's report was skipped silently."""
+    inputs, expected = unreadable_inputs(tmp_path, good_dir, lock)
+    for attempt in ("fresh", "cached"):
+        proc = run_cli("run", str(inputs), "--out", str(tmp_path / "out"), check=False, env=caches(tmp_path),
+                       timeout=HANG_S, preexec_fn=unprivileged)
+        assert proc.returncode == 1, (attempt, proc.stderr)
+        assert "Traceback" not in proc.stderr, attempt
+        assert "gpu-idle: 2 report(s) found, 2 input problem(s)" in proc.stdout, attempt
+        check(fleet_of(tmp_path / "out"), baseline, expected)
+
+
+def test_unreadable_report_alone_is_a_row(tmp_path, good_dir, unprivileged, lock):
+    """Before: a PermissionError traceback and no outputs at all."""
+    locked = tmp_path / "locked.sqlite"
+    shutil.copyfile(good_dir / GOOD[0], locked)
+    lock(locked)
+    proc = run_cli("run", str(locked), "--out", str(tmp_path / "out"), check=False, env=caches(tmp_path),
+                   timeout=HANG_S, preexec_fn=unprivileged)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    fleet = fleet_of(tmp_path / "out")
+    assert len(fleet) == 1
+    assert errors_of(fleet) == {str(locked): f"{locked}: cannot read: permission denied"}
+    assert "0 GPU(s) in the fleet table, 1 report(s) failed" in proc.stdout
+
+
+def test_sweep_names_unreadable_report_and_folder_every_night(tmp_path, good_dir, baseline, unprivileged, lock):
+    """Before: the unreadable report's row said "cannot read ([Errno 13] ...)" and the unreadable
+    folder was skipped silently. The second night reuses the first (nothing analysed)."""
+    inputs, expected = unreadable_inputs(tmp_path, good_dir, lock)
+    locked, hidden = expected
+    state = tmp_path / "state"
+    for night, analysed, reused in (("2026-11-01", 2, 0), ("2026-11-02", 0, 2)):
+        proc = run_cli("sweep", str(inputs), "--state-dir", str(state), "--night", night, check=False,
+                       env=caches(tmp_path), timeout=HANG_S, preexec_fn=unprivileged)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert (f"sweep {night}: 4 report(s): {analysed} analysed, {reused} reused, 2 failed: "
+                f"{expected[hidden]}; {expected[locked]}") in proc.stdout
+        check(fleet_of(state / "nights" / night), baseline, expected)
+
+
+# ------------------------------------------------------------------------ not regular files
+
+
+def test_fifo_and_device_in_a_folder_are_rows_never_opened(tmp_path, good_dir, baseline):
+    """Before: the run blocked for ever opening the FIFO to hash it (and /dev/zero never ends)."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    fifo = inputs / "pipe.sqlite"
+    os.mkfifo(fifo)
+    device = inputs / "zero.sqlite"
+    device.symlink_to("/dev/zero")
+    proc = run_cli("run", str(inputs), "--out", str(tmp_path / "out"), check=False, env=caches(tmp_path),
+                   timeout=HANG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    check(fleet_of(tmp_path / "out"), baseline, {str(fifo): f"{fifo}: not a regular file: a FIFO",
+                                                 str(device): f"{device}: not a regular file: a character device"})
+
+
+# ------------------------------------------------------------------------ too big
+
+
+def sparse(path, size: int):
+    """A file of ``size`` bytes that takes no disk space (and a lifetime to hash)."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    return path
+
+
+#: 1 TiB: hashing it would take minutes on any machine; judging it by its size takes a stat.
+HUGE = 2**40
+SMALL_WORKERS = "dask: {memory_limit: 1GiB}\n"
+
+
+def too_big_message(path, limit_gib: str = "1.00") -> str:
+    return (f"{path}: too big for one worker: about 1536.00 GiB needed (1048576.00 MiB file (1,099,511,627,776 "
+            f"bytes) x 1.5), worker memory limit {limit_gib} GiB; raise dask.memory_limit or trim the capture")
+
+
+def timed_cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """:func:`run_cli` that asserts the run ended within 60 s (reading a huge file would take minutes)."""
+    start = time.monotonic()
+    proc = run_cli(*args, **kwargs)
+    elapsed = time.monotonic() - start
+    assert elapsed < 60, f"{elapsed:.1f} s: a huge file was read"
+    return proc
+
+
+def test_sizes_are_judged_against_the_local_workers_memory_limit(tmp_path):
+    """Discovery refuses a report too big for the LocalCluster's workers: ``1GiB`` as set; ``auto`` as
+    Dask sets it (the machine's memory x min(1, threads per worker / CPUs), worked out here from
+    /proc/meminfo); ``0`` (no limit) keeps it. A remote cluster's workers check their own limit."""
+    from pipeline.engine.cluster import local_worker_memory
+
+    with open("/proc/meminfo", encoding="utf-8") as fh:
+        total = int(next(line for line in fh if line.startswith("MemTotal:")).split()[1]) * 1024
+    auto = int(total * min(1.0, 1 / (os.cpu_count() or 1)))
+    huge = str(sparse(tmp_path / "huge.sqlite", HUGE))
+    for limit, want in (("1GiB", 2**30), ("auto", auto), (0, None)):
+        cfg = load_config([], {"dask": {"memory_limit": limit}})
+        assert local_worker_memory(cfg) == want
+        expected = ([huge], []) if want is None else ([], [(huge, too_big_message(huge, f"{want / 2**30:.2f}"))])
+        assert discover([huge], memory_limit=local_worker_memory(cfg), memory_factor=cfg.dask.memory_factor) \
+            == expected
+
+
+def test_huge_report_is_refused_by_its_size_before_it_is_hashed(tmp_path, good_dir, baseline):
+    """Before: the client hashed the whole file (for the result cache) before a worker refused it."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    huge = sparse(inputs / "huge.sqlite", HUGE)
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL_WORKERS)
+    proc = timed_cli("run", str(inputs), "--out", str(tmp_path / "out"), "--config", str(config), check=False,
+                     env=caches(tmp_path), timeout=HANG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    check(fleet_of(tmp_path / "out"), baseline, {str(huge): too_big_message(huge)})
+
+
+# ------------------------------------------------------------------------ symlinks
+
+
+def test_symlink_loop_and_broken_symlink_in_a_folder_are_named(tmp_path, good_dir, baseline):
+    """Before: both were "no such file or directory", as if the user had mistyped a name."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    (inputs / "loop.sqlite").symlink_to("loop.sqlite")
+    (inputs / "broken.sqlite").symlink_to("gone/report.sqlite")
+    proc = run_cli("run", str(inputs), "--out", str(tmp_path / "out"), check=False, env=caches(tmp_path),
+                   timeout=HANG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    check(fleet_of(tmp_path / "out"), baseline, {
+        str(inputs / "loop.sqlite"): f"{inputs / 'loop.sqlite'}: symlink loop",
+        str(inputs / "broken.sqlite"): f"{inputs / 'broken.sqlite'}: broken symlink to gone/report.sqlite"})
+
+
+# ------------------------------------------------------------------------ the sweep, inputs named directly
+
+
+def test_sweep_names_device_fifo_huge_loop_and_broken_link_named_directly(tmp_path, good_dir, baseline):
+    """Before: the sweep blocked for ever hashing /dev/zero (and the FIFO), and the links were
+    "no such file or directory"."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    fifo = odd / "pipe.sqlite"
+    os.mkfifo(fifo)
+    huge = sparse(odd / "huge.sqlite", HUGE)
+    loop = odd / "loop.sqlite"
+    loop.symlink_to("loop.sqlite")
+    broken = odd / "broken.sqlite"
+    broken.symlink_to(odd / "gone.sqlite")
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL_WORKERS)
+    proc = timed_cli("sweep", str(inputs), "/dev/zero", str(fifo), str(huge), str(loop), str(broken),
+                     "--config", str(config), "--state-dir", str(tmp_path / "state"), "--night", "2026-11-01",
+                     check=False, env=caches(tmp_path), timeout=HANG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "sweep 2026-11-01: 7 report(s): 2 analysed, 0 reused, 5 failed" in proc.stdout
+    check(fleet_of(tmp_path / "state" / "nights" / "2026-11-01"), baseline, {
+        "/dev/zero": "/dev/zero: not a regular file: a character device",
+        str(fifo): f"{fifo}: not a regular file: a FIFO",
+        str(huge): too_big_message(huge),
+        str(loop): f"{loop}: symlink loop",
+        str(broken): f"{broken}: broken symlink to {odd / 'gone.sqlite'}"})
