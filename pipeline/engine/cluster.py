@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import sys
 
 from ..config import Config
+
+
+class QuietHeartbeat(logging.Filter):
+    """Drops the one log record a LocalCluster worker writes, traceback and all, when its heartbeat
+    finds the scheduler already gone: the cluster closing at the end of the run (a busy machine
+    closes the scheduler before a worker's last heartbeat). A worker that really loses its
+    scheduler mid-run is seen by the map (no worker left) and becomes rows, not a log line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to communicate with scheduler during heartbeat")
 
 
 class EngineError(Exception):
@@ -149,6 +160,9 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
     settings["distributed.worker.multiprocessing-method"] = method
     if method == "fork":
         gc.freeze()  # forked workers share the client's objects: their GC must not touch (copy) them
+    quiet = QuietHeartbeat()
+    worker_log = logging.getLogger("distributed.worker")
+    worker_log.addFilter(quiet)  # forked workers inherit it
     try:
         with scratch_dir(cfg) as scratch, dask.config.set({**settings, "temporary-directory": scratch}):
             try:
@@ -165,5 +179,6 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
                        else "no dashboard (--dashboard :8787 serves one)"))
                 yield client
     finally:
+        worker_log.removeFilter(quiet)
         if method == "fork":
             gc.unfreeze()

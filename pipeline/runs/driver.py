@@ -216,7 +216,8 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
             problems.append((path, f"{path}: cannot read ({exc})"))
         readable = [p for p in paths if p in cache.keys]
         stored = [p for p in readable if cache.stored(p) and _canonical(p) not in forced]
-        todo = [p for p in readable if p not in set(stored)]
+        stored_set = set(stored)
+        todo = [p for p in readable if p not in stored_set]
         cache.save_index()
     folder.on_plan(paths, todo, len(stored))
     identified = [p for p in paths if cache is not None and p in cache.keys]
