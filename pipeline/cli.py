@@ -80,14 +80,16 @@ def main():
               help="YAML config, layered over the defaults (repeatable).")
 @click.option("--window", type=click.Choice(["auto", "span", "nvtx", "periodic"]), default=None,
               help="Window rule. auto (default): NVTX iterations, else kernel periodicity, else span; "
-                   "span: first kernel start to last kernel end; nvtx/periodic: that rule only (abstain otherwise).")
+                   "span: first kernel start to last kernel end; nvtx/periodic: that rule only (a GPU where it "
+                   "finds no iterations gets an error row saying why).")
 @click.option("--trim", nargs=2, type=float, default=None, metavar="START END",
               help="Explicit window in seconds on the report's clock (wins over --window).")
 @click.option("--min-gap-ns", type=click.IntRange(min=0), default=None,
               help="Keep per-stream gaps longer than this (ns); default 1000000.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler; default: start a LocalCluster.")
+              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: start a "
+                   "LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers).")
 @click.option("--no-cache", is_flag=True,
@@ -183,7 +185,8 @@ def _night(ctx, param, value):
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
 @click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler; default: start a LocalCluster.")
+              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: start a "
+                   "LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")

@@ -197,3 +197,46 @@ def test_a_cluster_that_cannot_start_workers_is_a_clear_message_and_rows(fleet, 
     assert all(e.startswith(f"{r}: not analysed: the LocalCluster could not start its 2 worker(s): ")
                for r, e in zip(table["report"], table["error"]))
 
+
+
+def test_a_cluster_that_does_not_close_in_time_has_its_workers_killed(monkeypatch):
+    """The full suite once hung in LocalCluster.close: a worker its Nanny had forked again after a crash
+    never got the stop message, and close waits for it without a limit. close_cluster bounds the wait:
+    when the cluster's close does not finish in time (here it is made to time out at once), the real
+    worker processes are killed and close_cluster returns."""
+    from distributed import LocalCluster
+
+    from pipeline.engine.cluster import _worker_pids, close_cluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    pids = _worker_pids(cluster)
+    assert len(pids) == 2 and all(alive(pid, wait_s=0) for pid in pids)
+    real_close, calls = cluster.close, []
+
+    def close(timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise TimeoutError("as if a worker never answered")
+        return real_close(timeout=timeout)
+
+    monkeypatch.setattr(cluster, "close", close)
+    close_cluster(cluster, timeout_s=3)
+    assert calls == [3, 5]
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+def alive(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process ``pid`` still runs after up to ``wait_s`` seconds (a zombie waiting to be reaped
+    does not count)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
+                state = next(line for line in fh if line.startswith("State:")).split()[1]
+        except FileNotFoundError:
+            return False
+        if state == "Z":
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.1)

@@ -32,11 +32,14 @@ def expected_files(fleet: pd.DataFrame) -> tuple[set, set]:
 
 def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports, tmp_path):
     """Four reports, then two of them into the same --out: gpus/ and records/ hold exactly the two
-    reports' files (before: the four reports' eight per-GPU files and four records stayed)."""
+    reports' files (before: the four reports' eight per-GPU files and four records stayed), and the
+    manager report rendered from the four (`make run` renders DIR/report.html) is gone."""
     out = tmp_path / "out"
     env = {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
     run_cli("run", str(reports), "--out", str(out), env=env)
     assert len(os.listdir(out / "gpus")) == 8 and len(os.listdir(out / "records")) == 4
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    assert (out / "report.html").exists()
     run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), env=env)
     fleet = pd.read_parquet(out / "fleet.parquet")
     assert sorted(set(fleet["report"])) == [str(reports / "job1.sqlite"), str(reports / "job3.sqlite")]
@@ -44,6 +47,7 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     assert len(gpus) == 4 and records == {"job1.md", "job3.md"}
     assert set(os.listdir(out / "gpus")) == gpus
     assert set(os.listdir(out / "records")) == records
+    assert not (out / "report.html").exists()
 
 
 def test_resweeping_a_night_with_fewer_inputs_leaves_no_stale_files(reports, tmp_path):

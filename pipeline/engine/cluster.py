@@ -106,6 +106,43 @@ def local_worker_memory(cfg: Config) -> int | None:
     return int(psutil.virtual_memory().total * share)
 
 
+#: Seconds a LocalCluster may take to close before its remaining worker processes are killed.
+CLOSE_TIMEOUT_S = 30.0
+
+
+def _worker_pids(cluster) -> set[int]:
+    """Process ids of a LocalCluster's worker processes (each under its Nanny), as it holds them now."""
+    pids = set()
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
+        if pid:
+            pids.add(pid)
+    return pids
+
+
+def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    """Close a LocalCluster within ``timeout_s`` seconds; worker processes still there then are
+    killed (SIGKILL). A run must never hang on its own cleanup: a worker forked again by its
+    Nanny while the cluster closes (after a crash) can miss the stop message and wait forever."""
+    import signal
+
+    pids = _worker_pids(cluster)
+    try:
+        cluster.close(timeout=timeout_s)
+        return
+    except Exception:  # noqa: BLE001 - a timeout, or a cluster half-closed already: kill what is left
+        pass
+    for pid in pids | _worker_pids(cluster):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        cluster.close(timeout=5)
+    except Exception:  # noqa: BLE001 - nothing more can be done; its processes are gone
+        pass
+
+
 @contextlib.contextmanager
 def scratch_dir(cfg: Config):
     """Where the LocalCluster keeps its scratch space while it runs: ``dask-scratch`` under the
@@ -173,11 +210,18 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
             except Exception as exc:  # noqa: BLE001 - Dask raises many kinds here; all mean "no cluster"
                 raise EngineError(f"the LocalCluster could not start its {cfg.dask.n_workers} worker(s): "
                                   f"{type(exc).__name__}: {exc}") from exc
-            with cluster, Client(cluster) as client:
-                log(f"dask: LocalCluster with {cfg.dask.n_workers} worker processes, "
-                    + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
-                       else "no dashboard (--dashboard :8787 serves one)"))
-                yield client
+            try:
+                with Client(cluster) as client:
+                    log(f"dask: LocalCluster with {cfg.dask.n_workers} worker processes, "
+                        + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
+                           else "no dashboard (--dashboard :8787 serves one)"))
+                    yield client
+            finally:
+                close_cluster(cluster)
+                # Let Dask's own clean-up of its folders (finalizers of the closed scheduler's and
+                # workers' work dirs) run now, while the scratch folder still exists.
+                del cluster
+                gc.collect()
     finally:
         worker_log.removeFilter(quiet)
         if method == "fork":

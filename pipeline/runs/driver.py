@@ -132,6 +132,11 @@ class RunFolder(OutputFolder):
         return pd.read_parquet(os.path.join(self.out_dir, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
+        # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
+        # DIR/report.html, as `make run` does) would describe other outputs: it goes.
+        stale_html = os.path.join(self.out_dir, "report.html")
+        if os.path.exists(stale_html):
+            os.unlink(stale_html)
         written, records = write_documents(self.out_dir, fleet, rosters, cfg)
         if digest:
             write_folder_manifest(self.out_dir, digest)
