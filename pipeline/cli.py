@@ -214,6 +214,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         raise click.ClickException(str(exc)) from exc
     except OutputError as exc:
         raise click.ClickException(f"cannot write the sweep's state folder: {exc}") from exc
+    if summary.reports == 0:
+        echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
     echo(format_fleet(fleet))
     report_html = os.path.join(summary.out_dir, "report.html")
     echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))

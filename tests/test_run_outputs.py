@@ -40,7 +40,8 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     assert len(os.listdir(out / "gpus")) == 8 and len(os.listdir(out / "records")) == 4
     run_cli("report", str(out), "--out", str(out / "report.html"))
     assert (out / "report.html").exists()
-    run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), env=env)
+    second = run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), env=env)
+    assert "; removed 6 file(s) of an earlier run with other inputs" in second.stdout   # 4 per-GPU files, 2 records
     fleet = pd.read_parquet(out / "fleet.parquet")
     assert sorted(set(fleet["report"])) == [str(reports / "job1.sqlite"), str(reports / "job3.sqlite")]
     gpus, records = expected_files(fleet)
@@ -55,13 +56,21 @@ def test_resweeping_a_night_with_fewer_inputs_leaves_no_stale_files(reports, tmp
     night = state / "nights" / "2026-11-20"
     run_cli("sweep", str(reports), "--state-dir", str(state), "--night", "2026-11-20", "--workers", "1")
     assert len(os.listdir(night / "gpus")) == 8
-    run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", "2026-11-20")
+    again = run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", "2026-11-20")
+    assert "sweep 2026-11-20: removed 9 file(s) of an earlier run with other inputs" in again.stdout  # 6 + 3
     fleet = pd.read_parquet(night / "fleet.parquet")
     gpus, records = expected_files(fleet)
     assert set(os.listdir(night / "gpus")) == gpus and len(gpus) == 2
     assert set(os.listdir(night / "records")) == records == {"job0.md"}
     history = pd.read_parquet(state / "history" / "run_date=2026-11-20" / "fleet.parquet")
     assert set(history["report"]) == {str(reports / "job0.sqlite")}
+
+
+def test_a_sweep_that_finds_no_input_says_so(tmp_path):
+    """No sweep.inputs and no INPUTS (a misconfigured cron job): a warning on stderr, not a quiet night."""
+    proc = run_cli("sweep", "--state-dir", str(tmp_path / "state"), "--night", "2026-11-22")
+    assert "gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)" in proc.stderr
+    assert "sweep 2026-11-22: 0 report(s): 0 analysed, 0 reused, 0 failed" in proc.stdout
 
 
 @pytest.mark.parametrize("night", ["../../../x", "2026-13-01", "20261101", "2026-11-01/..", ""])

@@ -27,6 +27,19 @@ class QuietHeartbeat(logging.Filter):
         return not record.getMessage().startswith("Failed to communicate with scheduler during heartbeat")
 
 
+class ScratchGone(logging.Filter):
+    """Drops Dask's "Failed to remove ..." error for a work folder that no longer exists: with
+    ``--no-cache`` the run removes its temporary scratch folder itself, and Dask's own clean-up of
+    the scheduler's folder may come later (at interpreter exit) and find it gone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.getMessage().startswith("Failed to remove") and "No such file or directory"
+                    in record.getMessage())
+
+
+_SCRATCH_GONE = ScratchGone()
+
+
 class EngineError(Exception):
     """No cluster to run on: the LocalCluster could not start its workers, or the scheduler
     cannot be reached. The message says which and why."""
@@ -160,6 +173,7 @@ def scratch_dir(cfg: Config):
         yield folder
         return
     folder = tempfile.mkdtemp(prefix="gpu-idle-dask-scratch-")
+    logging.getLogger("distributed.diskutils").addFilter(_SCRATCH_GONE)  # the same filter once, kept
     try:
         yield folder
     finally:

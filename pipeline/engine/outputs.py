@@ -78,7 +78,8 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
 
 
 def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
-    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path.
+    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path,
+    and under ``"stale"`` the paths of the per-GPU files of an earlier run that were removed.
 
     ``gpus/`` ends up holding exactly one file per analysed row of ``fleet``: JSON files of
     GPUs that are not in this fleet (an earlier run into the same folder, with other
@@ -102,6 +103,7 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
         paths[name] = os.path.join(out_dir, f"{name}.csv")
     gpu_dir = os.path.join(out_dir, "gpus")
     texts = write_gpu_docs(gpu_dir, fleet, rosters)
-    prune(gpu_dir, {gpu_json_name(report, gpu) for report, gpu in texts}, ".json")
+    paths["stale"] = [os.path.join(gpu_dir, name) for name in
+                      prune(gpu_dir, {gpu_json_name(report, gpu) for report, gpu in texts}, ".json")]
     paths["gpus"] = gpu_dir
     return paths

@@ -99,14 +99,22 @@ class OutputFolder:
 def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> tuple[dict, list[str]]:
     """The run's documents in ``out_dir``: fleet tables, rollups, ``gpus/`` and ``records/``
     (:func:`~pipeline.engine.outputs.write_outputs`, :func:`~pipeline.report.medical.write_records`),
-    nothing else: per-GPU files and records of an earlier run with other inputs are removed.
-    Returns ``(written paths by name, record paths)``."""
+    nothing else: per-GPU files and records of an earlier run with other inputs are removed
+    (their paths under ``"stale"``). Returns ``(written paths by name, record paths)``."""
     from ..report.medical import write_records
 
     written = write_outputs(out_dir, fleet, rosters)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
-    prune(os.path.join(out_dir, "records"), {os.path.basename(p) for p in records}, ".md")
+    folder = os.path.join(out_dir, "records")
+    written["stale"] += [os.path.join(folder, name)
+                         for name in prune(folder, {os.path.basename(p) for p in records}, ".md")]
     return written, records
+
+
+def stale_note(written: dict) -> str:
+    """``"; removed N file(s) of an earlier run with other inputs"`` when :func:`write_documents` removed any."""
+    count = len(written.get("stale", []))
+    return f"; removed {count} file(s) of an earlier run with other inputs" if count else ""
 
 
 def write_folder_manifest(out_dir: str, digest: str, **extra) -> None:
@@ -141,7 +149,8 @@ class RunFolder(OutputFolder):
         if digest:
             write_folder_manifest(self.out_dir, digest)
         return (f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
-                f"{written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/")
+                f"{written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
+                + stale_note(written))
 
 
 def _canonical(path: str) -> str:

@@ -52,7 +52,7 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..io import DATE_RE, atomic_path, dated_dirs, link_file, write_json
-from .driver import OutputError, OutputFolder, drive, write_documents
+from .driver import OutputError, OutputFolder, drive, stale_note, write_documents
 from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     read_manifest, report_identity, result_key)
 
@@ -155,7 +155,7 @@ class NightFolder(OutputFolder):
         return None if out is None else pd.read_parquet(os.path.join(out, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest)
+        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log)
 
 
 class SweepBusy(Exception):
@@ -251,13 +251,14 @@ def check_night(night: str) -> str:
 
 
 def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config,
-                inputs: str | None = None) -> str:
+                inputs: str | None = None, log=None) -> str:
     """Write the night's history partition and output folder; returns the folder.
 
     The folder's manifest is removed first and, with ``inputs`` (the night's
     :func:`inputs_digest`), written again last, so a later sweep with the same
     inputs can reuse the night (:func:`reuse_night`); a night written half-way
-    has no manifest and is never reused.
+    has no manifest and is never reused. ``log``: where to say that files of an earlier
+    sweep of the night with other inputs were removed (None: nowhere).
     """
     out = os.path.join(state_dir, "nights", night)
     drop_manifest(out)
@@ -265,7 +266,9 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     os.makedirs(os.path.dirname(history), exist_ok=True)
     with atomic_path(history) as tmp:
         pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
-    write_documents(out, fleet, rosters, cfg)
+    written, _ = write_documents(out, fleet, rosters, cfg)
+    if log is not None and stale_note(written):
+        log(f"sweep {night}: {stale_note(written)[2:]}")
     html = write_html(state_dir, out, night)
     if inputs is not None:
         write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html else None)
