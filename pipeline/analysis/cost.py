@@ -16,8 +16,8 @@ from ..config import CostConfig, Rate
 class RateChoice(NamedTuple):
     """The rate-card entry used for one GPU: ``model`` (the entry's model), ``usd_per_gpu_hour``,
     ``source`` (why, for people) and ``unlisted``: the GPU names a model that is not on the
-    card, so the default model's rate was assumed and no cluster override replaced it (the
-    row then carries a ``model-not-on-rate-card`` warning)."""
+    card, so the default model was assumed (the row then carries a ``model-not-on-rate-card``
+    warning), whether or not a cluster override then replaced the default model's rate."""
 
     model: str
     usd_per_gpu_hour: float
@@ -31,7 +31,8 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> RateC
     Lookup: the first rate-card entry whose ``match`` glob (case-insensitive)
     or model name fits ``model``; an empty or unmatched model uses
     ``cost.default_model``. A cluster override (``cluster_rates[cluster][model]``)
-    replaces the rate. Raises ``KeyError`` when the default model is not on the card.
+    replaces the rate; ``source`` still says when the default model was assumed. Raises
+    ``KeyError`` when the default model is not on the card.
     """
     chosen: Rate | None = None
     text = (model or "").lower()
@@ -41,23 +42,25 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> RateC
             if text == rate.model.lower() or any(fnmatch.fnmatch(text, p.lower()) for p in patterns):
                 chosen = rate
                 break
-    source = "rate card"
+    assumed = ""
     unlisted = False
     if chosen is None:
         unlisted = bool(text)
         chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
-        source = ("rate card (default model: export names no GPU)" if not text else
-                  f"rate card (default model: {model!r} is not on the card)")
+        assumed = ("default model: export names no GPU" if not text else
+                   f"default model: {model!r} is not on the card")
         if chosen is None:
             raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
     usd = float(chosen.usd_per_gpu_hour)
     override = (cost.cluster_rates or {}).get(cluster or "", {}) or {}
     if chosen.model in override:
+        # The override replaces the rate, not the fact that the default model was assumed.
         usd = float(override[chosen.model])
-        source = f"cluster {cluster} override"
-        unlisted = False
-    elif chosen.source:
-        source = f"{source}: {chosen.source}"
+        source = f"cluster {cluster} override" + (f" ({assumed})" if assumed else "")
+    else:
+        source = f"rate card ({assumed})" if assumed else "rate card"
+        if chosen.source:
+            source = f"{source}: {chosen.source}"
     return RateChoice(chosen.model, usd, source, unlisted)
 
 
