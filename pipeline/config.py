@@ -253,11 +253,12 @@ class Config:
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
 
-        Defaults: cluster ``default``, job = the file name without extension.
+        Defaults: cluster ``default``, job = the file name without its report or export
+        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``).
         """
         name = os.path.basename(report_path)
         stem = name
-        for suffix in (".sqlite", ".nsys-rep", ".sqlite3", ".db"):
+        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db"):
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
                 break
