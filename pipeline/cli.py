@@ -98,8 +98,8 @@ def main():
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):
-    """Analyse every GPU of every report in INPUTS: .nsys-rep reports (exported with nsys) or
-    .sqlite exports; files, directories (searched recursively) or globs; local paths or
+    """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
+    with nsys) or .sqlite exports; files, directories (searched recursively) or globs; local paths or
     fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
     and records/<job>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
     Exit status 1 when any report failed (it still gets its row)."""

@@ -68,12 +68,16 @@ class Rate:
 
     ``match``: glob patterns (case-insensitive, ``fnmatch``) on the GPU model
     name as the export gives it, e.g. ``*H100*`` for ``NVIDIA H100 80GB HBM3``.
+    ``sms``: 0 for a whole-GPU entry; for a MIG profile entry, the SMs of the instances it
+    prices (e.g. 14 for an A100 ``1g.10gb``): it applies only to MIG instances of that many
+    SMs on a board ``match`` fits, and never to whole GPUs.
     """
 
     model: str
     usd_per_gpu_hour: float
     match: tuple = ()
     source: str = ""
+    sms: int = 0
 
 
 @dataclass(frozen=True)
@@ -249,11 +253,12 @@ class Config:
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
 
-        Defaults: cluster ``default``, job = the file name without extension.
+        Defaults: cluster ``default``, job = the file name without its report or export
+        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``).
         """
         name = os.path.basename(report_path)
         stem = name
-        for suffix in (".sqlite", ".nsys-rep", ".sqlite3", ".db"):
+        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db"):
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
                 break

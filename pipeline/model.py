@@ -52,10 +52,17 @@ class WarningCode(str, enum.Enum):
     INFERRED_PROCESSES = "inferred-processes"
     #: the GPU model is not on the rate card: priced as the default model.
     MODEL_NOT_ON_RATE_CARD = "model-not-on-rate-card"
+    #: a MIG instance whose SM count (or its board's) the export does not give: priced as the whole board.
+    MIG_SHARE_UNKNOWN = "mig-share-unknown"
+    #: processes see fewer SMs than their board but the export names no MIG instance: they cannot
+    #: be told apart (their kernels are unioned) and the row is priced as the whole board.
+    MIG_UNRESOLVED = "mig-unresolved"
 
 
-#: Codes that make a row ``partial``: the numbers rest on an incomplete trace.
-PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS})
+#: Codes that make a row ``partial``: the numbers rest on an incomplete trace, or on input that
+#: cannot say which GPU the kernels ran on or what share of a board they rented.
+PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
+                           WarningCode.MIG_UNRESOLVED})
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,9 @@ class RowWarning:
     code: WarningCode
     text: str
 
+
+#: Why a GPU's model is blank when the export lists no GPU at all (quoted in ``rate_source``).
+NO_GPU_NAMED = "export names no GPU"
 
 #: Prefix of the per-GPU warning text that quotes a DIAGNOSTIC_EVENT text.
 DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
@@ -88,7 +98,8 @@ class Report:
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
       copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes
       ``nvtx``: start, end, pid, tid, text (ranges only)
-      ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus
+      ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
+      (:func:`pipeline.load.gpus.load_devices`)
     ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
     texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
     (:class:`RowWarning`, each with its code).
@@ -124,7 +135,7 @@ class Report:
 
 @dataclass
 class GpuTrace:
-    """Everything one physical GPU needs for analysis, as plain arrays (ns).
+    """Everything one GPU (a physical GPU or a MIG instance) needs for analysis, as plain arrays (ns).
 
     ``kernels``: frame with start, end, pid, stream_id, correlation_id, name, in the
     export's row order (:func:`pipeline.analysis.gaps.kernels_in_window` puts them in per-stream
@@ -133,7 +144,9 @@ class GpuTrace:
     ``runtime``: CUDA runtime API calls of the processes that drive this GPU
     (start, end, pid, tid, name) sorted by start.
     ``nvtx``: NVTX ranges of those processes.
-    ``warnings``: the report's :class:`RowWarning` and one per DIAGNOSTIC_EVENT text.
+    ``warnings``: the report's :class:`RowWarning`, one per DIAGNOSTIC_EVENT text, and this GPU's own.
+    ``gpu_model``: "" when the export does not say (``model_note`` says why, for ``rate_source``).
+    ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
     """
 
     report: str
@@ -146,6 +159,10 @@ class GpuTrace:
     runtime: pd.DataFrame
     nvtx: pd.DataFrame
     warnings: list = field(default_factory=list)
+    model_note: str = ""
+    mig: bool = False
+    sms: int = 0
+    board_sms: int = 0
 
 
 @dataclass

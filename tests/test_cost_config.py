@@ -28,19 +28,19 @@ def test_amdahl():
 
 
 def test_find_rate_glob_on_export_model_name():
-    model, usd, source, _ = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())
+    model, usd, source = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())[:3]
     # default card: H100 at $4.00 via '*H100*'
     assert (model, usd, source) == ("H100", 4.0, "rate card: example list price; replace with your contract")
-    model, usd, _, _ = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())
+    model, usd = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())[:2]
     assert (model, usd) == ("A100", 2.5)
-    model, usd, _, _ = cost.find_rate("nvidia geforce rtx 3080", CostConfig())  # case-insensitive
+    model, usd = cost.find_rate("nvidia geforce rtx 3080", CostConfig())[:2]  # case-insensitive
     assert (model, usd) == ("RTX 3080", 0.25)
 
 
 @pytest.mark.parametrize("name", ["", None, "Tesla V100-SXM2-16GB"])
 def test_find_rate_default_model(name):
     card = CostConfig(default_model="A100")
-    model, usd, source, _ = cost.find_rate(name, card)
+    model, usd, source = cost.find_rate(name, card)[:3]
     assert (model, usd) == ("A100", 2.5)
     assert source.startswith("rate card (default model: ")
     assert ("not on the card" in source) == bool(name)  # says why: no model, or a model not on the card
@@ -55,7 +55,7 @@ def test_find_rate_first_match_wins():
 
 def test_find_rate_cluster_override():
     card = CostConfig(cluster_rates={"east": {"H100": 3.25}})
-    model, usd, source, _ = cost.find_rate("NVIDIA H100 80GB HBM3", card, cluster="east")
+    model, usd, source = cost.find_rate("NVIDIA H100 80GB HBM3", card, cluster="east")[:3]
     assert (model, usd) == ("H100", 3.25)
     assert "east" in source
     # other clusters and models keep the card rate

@@ -366,3 +366,62 @@ def test_sweep_exports_reports_and_records_failures(recording, nsys, profiles, t
     broken = fleet.loc[str(corrupt)]
     assert broken["status"] == "error" and broken["error"].startswith(str(corrupt))
     assert "2 report(s) failed" in proc.stdout
+
+
+# ---------------------------------------------------------------- report versions, .qdrep (issue 12, kind 9)
+
+def _cli_version(nsys: Path) -> str:
+    """The version ``nsys --version`` prints (``NVIDIA Nsight Systems version 2022.4.2.1-df9881f``)."""
+    out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, check=True).stdout
+    return out.strip().rsplit(" ", 1)[-1]
+
+
+def test_report_version_is_read_from_the_real_recording(recording, nsys):
+    # the report was written by the very nsys that recorded it
+    assert export.report_version(recording) == _cli_version(nsys)
+    assert export.nsys_version(str(nsys)) == _cli_version(nsys)
+
+
+def test_report_newer_than_the_nsys_names_both_versions_and_the_setting(recording, nsys, tmp_path):
+    # A report whose trailer says a later Nsight Systems wrote it, which this nsys cannot read:
+    # the real recording's header and trailer (its own version string patched to 2025.1, same
+    # length) around sections the old nsys cannot parse.
+    data = recording.read_bytes()
+    old = _cli_version(nsys)
+    release = ".".join(old.split(".")[:2])
+    new = old.replace(release, "2025.1", 1)
+    assert len(new) == len(old) and data.count(old.encode()) >= 1
+    newer = tmp_path / "from-2025.nsys-rep"
+    newer.write_bytes(data[:32] + os.urandom(4096) + data[-2048:].replace(old.encode(), new.encode()))
+    assert export.report_version(newer) == new
+    with pytest.raises(ExportError) as err:
+        export_report(newer, nsys_path=nsys, cache_dir=tmp_path / "cache")
+    msg = str(err.value)
+    assert msg.startswith(f"{newer}: written by Nsight Systems {new}, newer than the nsys that exports it "
+                          f"({nsys}, version {old}), which cannot read it: point export.nsys in the config "
+                          f"(or $GPU_IDLE_NSYS) at the nsys of Nsight Systems 2025.1 or newer (nsys export failed, exit ")
+    assert "Exportation error" in msg and "corrupt" not in msg
+
+
+def test_report_of_the_same_version_that_fails_is_still_called_corrupt(recording, nsys, tmp_path):
+    data = recording.read_bytes()
+    broken = tmp_path / "broken.nsys-rep"
+    broken.write_bytes(data[:32] + os.urandom(4096) + data[-2048:])   # version readable, same as the CLI's
+    assert export.report_version(broken) == _cli_version(nsys)
+    with pytest.raises(ExportError, match=r"nsys export failed \(exit \d+; corrupt or truncated report\?\)"):
+        export_report(broken, nsys_path=nsys, cache_dir=tmp_path / "cache")
+
+
+def test_qdrep_reports_are_found_named_and_exported(recording, nsys, tmp_path):
+    from pipeline.config import Config
+    from pipeline.inputs.discover import discover
+
+    folder = tmp_path / "2020"
+    folder.mkdir()
+    old = folder / "old-run.qdrep"          # the report suffix before Nsight Systems 2021.4
+    old.write_bytes(recording.read_bytes())
+    found, problems = discover([str(tmp_path)])
+    assert (found, problems) == ([str(old)], [])
+    assert Config().labels_for(str(old))["job"] == "old-run"
+    report = load_report(export_report(old, nsys_path=nsys, cache_dir=tmp_path / "cache"), require_kernels=False)
+    assert len(report.nvtx) > 0

@@ -102,11 +102,17 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
     idle_fraction = dev.idle_ns / dev.window_ns if dev.window_ns > 0 else 0.0
     model = labels.get("gpu_model") or trace.gpu_model
-    rate_model, rate, rate_source, unlisted = cost.find_rate(model, cfg.cost, labels.get("cluster"))
+    mig = cost.MigShare(trace.sms, trace.board_sms) if trace.mig else None
+    choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note)
+    rate_model, rate, rate_source = choice.model, choice.usd_per_gpu_hour, choice.source
     warnings = list(trace.warnings)
-    if unlisted:
+    if choice.unlisted:
         warnings.append(RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD,
                                    f"GPU model {model!r} is not on the rate card; priced as {rate_model}"))
+    if choice.share_unknown:
+        warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
+                                   "MIG instance of unknown size: the export gives no SM count for it, so its share of "
+                                   "the board is unknown and it is priced as the whole board (an upper bound)"))
 
     row = {
         "report": trace.report,

@@ -11,54 +11,90 @@ import math
 from typing import NamedTuple
 
 from ..config import CostConfig, Rate
+from ..model import NO_GPU_NAMED
 
 
 class RateChoice(NamedTuple):
     """The rate-card entry used for one GPU: ``model`` (the entry's model), ``usd_per_gpu_hour``,
-    ``source`` (why, for people) and ``unlisted``: the GPU names a model that is not on the
-    card, so the default model's rate was assumed and no cluster override replaced it (the
-    row then carries a ``model-not-on-rate-card`` warning)."""
+    ``source`` (why, for people), ``unlisted``: the GPU names a model that is not on the
+    card, so the default model was assumed (the row then carries a ``model-not-on-rate-card``
+    warning), whether or not a cluster override then replaced the default model's rate; and
+    ``share_unknown``: a MIG instance whose share of its board the export does not give,
+    priced at the whole board's rate (the row carries a ``mig-share-unknown`` warning)."""
 
     model: str
     usd_per_gpu_hour: float
     source: str
     unlisted: bool = False
+    share_unknown: bool = False
 
 
-def find_rate(model: str, cost: CostConfig, cluster: str | None = None) -> RateChoice:
-    """Rate for a GPU model name (:class:`RateChoice`).
+class MigShare(NamedTuple):
+    """A MIG instance's size: ``sms`` (the instance's SMs) and ``board_sms`` (its board's); 0 = unknown."""
 
-    Lookup: the first rate-card entry whose ``match`` glob (case-insensitive)
-    or model name fits ``model``; an empty or unmatched model uses
-    ``cost.default_model``. A cluster override (``cluster_rates[cluster][model]``)
-    replaces the rate. Raises ``KeyError`` when the default model is not on the card.
-    """
-    chosen: Rate | None = None
-    text = (model or "").lower()
-    if text:
-        for rate in cost.rates:
-            patterns = rate.match or (rate.model,)
-            if text == rate.model.lower() or any(fnmatch.fnmatch(text, p.lower()) for p in patterns):
-                chosen = rate
-                break
-    source = "rate card"
-    unlisted = False
-    if chosen is None:
-        unlisted = bool(text)
-        chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
-        source = ("rate card (default model: export names no GPU)" if not text else
-                  f"rate card (default model: {model!r} is not on the card)")
-        if chosen is None:
-            raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
-    usd = float(chosen.usd_per_gpu_hour)
+    sms: int
+    board_sms: int
+
+
+def _fits(text: str, rate: Rate) -> bool:
+    """Whether a (lower-case) model name fits a rate-card entry: its model name or a ``match`` glob."""
+    patterns = rate.match or (rate.model,)
+    return text == rate.model.lower() or any(fnmatch.fnmatch(text, p.lower()) for p in patterns)
+
+
+def _priced(chosen: Rate, cost: CostConfig, cluster: str | None, assumed: str, what: str = "rate card") -> tuple:
+    """``(usd, source)`` of a chosen entry: the card's rate, or the cluster's override of it. ``source``
+    names ``what`` was used (``rate card``, ``rate card MIG profile (14 SMs)``), the default model
+    when ``assumed`` says why it was, and the entry's own ``source``."""
     override = (cost.cluster_rates or {}).get(cluster or "", {}) or {}
     if chosen.model in override:
-        usd = float(override[chosen.model])
-        source = f"cluster {cluster} override"
-        unlisted = False
-    elif chosen.source:
-        source = f"{source}: {chosen.source}"
-    return RateChoice(chosen.model, usd, source, unlisted)
+        # The override replaces the rate, not the fact that the default model was assumed.
+        return float(override[chosen.model]), f"cluster {cluster} override" + (f" ({assumed})" if assumed else "")
+    source = f"{what} ({assumed})" if assumed else what
+    return float(chosen.usd_per_gpu_hour), f"{source}: {chosen.source}" if chosen.source else source
+
+
+def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: MigShare | None = None,
+              unnamed: str = "") -> RateChoice:
+    """Rate for a GPU model name (:class:`RateChoice`), in USD per GPU-hour.
+
+    Lookup: the first whole-GPU rate-card entry (``sms`` 0) whose ``match`` glob
+    (case-insensitive) or model name fits ``model``; an empty or unmatched model uses
+    ``cost.default_model`` (``unnamed``: why an empty model is empty, quoted in ``source``;
+    default :data:`~pipeline.model.NO_GPU_NAMED`). A
+    cluster override (``cluster_rates[cluster][model]``) replaces the rate; ``source`` still
+    says when the default model was assumed.
+
+    A MIG instance (``mig``, SPEC "GPU") is priced as its slice: the first MIG profile entry
+    (``sms`` equal to the instance's SMs) whose globs fit the board's ``model``, else the
+    board's rate × instance SMs / board SMs, else (a count unknown) the whole board's rate
+    with ``share_unknown`` set. ``source`` names the rule. Raises ``KeyError`` when the
+    default model is not on the card.
+    """
+    text = (model or "").lower()
+    if mig is not None and mig.sms and text:
+        profile = next((r for r in cost.rates if r.sms and r.sms == mig.sms and _fits(text, r)), None)
+        if profile is not None:
+            usd, source = _priced(profile, cost, cluster, "", f"rate card MIG profile ({mig.sms} SMs)")
+            return RateChoice(profile.model, usd, source)
+    chosen = next((r for r in cost.rates if not r.sms and _fits(text, r)), None) if text else None
+    assumed = ""
+    if chosen is None:
+        chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
+        assumed = f"default model: {model!r} is not on the card" if text else f"default model: {unnamed or NO_GPU_NAMED}"
+        if chosen is None:
+            raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
+    usd, source = _priced(chosen, cost, cluster, assumed)
+    unlisted = bool(text) and bool(assumed)
+    if mig is None:
+        return RateChoice(chosen.model, usd, source, unlisted)
+    if mig.sms and mig.board_sms:
+        return RateChoice(chosen.model, usd * mig.sms / mig.board_sms,
+                          f"MIG instance: {mig.sms}/{mig.board_sms} SMs of the board's rate (no MIG profile entry "
+                          f"for {mig.sms} SMs on the card); {source}", unlisted)
+    sizes = f"instance SMs {mig.sms or 'unknown'}, board SMs {mig.board_sms or 'unknown'}"
+    return RateChoice(chosen.model, usd, f"MIG instance of unknown size ({sizes}): priced at the whole board's "
+                      f"rate; {source}", unlisted, share_unknown=True)
 
 
 def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:

@@ -52,12 +52,14 @@ def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
 
     SPEC "Straggler": within one job, if max − min of device-level idle % across
     its GPUs exceeds 10 points, the GPU with the highest idle is the first
-    suspect. Error rows take no part. Ties: the first row in table order.
+    suspect. A job is a (cluster, job) pair, as in the rollups: jobs of the same
+    name in different clusters are different jobs. Error rows take no part. Ties:
+    the first row in table order.
     """
     out = fleet.copy()
     out["straggler"] = False
     ok = out[out["status"] != "error"]
-    for _, group in ok.groupby("job", sort=True):
+    for _, group in ok.groupby(["cluster", "job"], sort=True, dropna=False):
         idle = group["idle_pct"].astype(float)
         if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
             out.loc[idle.idxmax(), "straggler"] = True

@@ -87,7 +87,7 @@ def describe(exc: BaseException, path: str) -> str:
 
 def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
                     memory_factor: float | None = None, background_cache: bool = False) -> Report:
-    """Stage (remote URLs only), check memory, export (``.nsys-rep`` only, cached by content)
+    """Stage (remote URLs only), check memory, export (``.nsys-rep`` / ``.qdrep`` only, cached by content)
     and load one report (from the columnar cache when the same export was loaded before).
 
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the

@@ -1,7 +1,8 @@
 """Expand INPUT arguments (files, directories, globs; any fsspec URL) into report paths.
 
 Directories (and object-storage prefixes such as ``s3://bucket/prefix``) are
-searched recursively for ``*.sqlite`` and ``*.nsys-rep``; globs
+searched recursively for ``*.sqlite``, ``*.nsys-rep`` and ``*.qdrep`` (the name of
+reports before Nsight Systems 2021.4); globs
 (``s3://bucket/prefix/**/*.nsys-rep``) keep the files they match. Results are
 de-duplicated (the same file named twice is analysed once) and sorted, so runs
 are deterministic. Local paths come back as plain paths, remote ones as URLs
@@ -29,7 +30,8 @@ from .storage import (
     open_fs,
 )
 
-REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
+#: What a folder or prefix is searched for: SQLite exports and reports (``.qdrep``: before 2021.4).
+REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 GLOB_CHARS = set("*?[")
 
 

@@ -15,15 +15,20 @@ half-written file where a later run would take it for a finished export.
 
 Which ``nsys``: see :func:`find_nsys`. The project installs one for its own
 tests with ``make nsys`` (``tools/nsys/``, Debian's nsight-systems 2022.4; no
-GPU needed to export).
+GPU needed to export). An ``nsys`` cannot read reports written by a later Nsight
+Systems; when an export fails, the report's own version (:func:`report_version`)
+and the CLI's (:func:`nsys_version`) are compared, and a report newer than the CLI
+gets an error naming both and how to point ``export.nsys`` at a newer CLI.
 
 Errors are :class:`ExportError`, a :class:`~pipeline.model.ProfileError`, so the
 pipeline turns a failed export into an error row like any unreadable report.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -49,6 +54,14 @@ STDERR_TAIL_LINES = 5
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HASH_CHUNK = 1 << 20  # bytes read per step while hashing
+#: Bytes at the end of a report searched for its version (its trailer is about 1 KiB).
+REPORT_TAIL_BYTES = 64 * 1024
+#: In a report's trailer (the session information Nsight Systems 2020.3 to 2025 writes after
+#: the last section, before the closing ``[END]``), the version that wrote it is protobuf field
+#: 6, a string: tag 0x32, one length byte, then e.g. ``2023.1.2.43-32377213v0``.
+_REPORT_VERSION = re.compile(rb"\x32([\x05-\x7f])(20\d\d\.\d+(?:\.\d+)*(?:-[0-9A-Za-z]+)?)")
+#: A version as ``nsys --version`` prints it: ``NVIDIA Nsight Systems version 2022.4.2.1-df9881f``.
+_CLI_VERSION = re.compile(r"\b(20\d\d\.\d+(?:\.\d+)*(?:-[0-9A-Za-z]+)?)")
 
 
 class ExportError(ProfileError):
@@ -138,6 +151,51 @@ def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     return " | ".join([p for p in parts if p][-lines:])
 
 
+def report_version(path: str | os.PathLike) -> str | None:
+    """The Nsight Systems version that wrote a ``.nsys-rep`` / ``.qdrep`` report, e.g.
+    ``2023.1.2.43-32377213v0``, read from the report's trailer (see ``_REPORT_VERSION``:
+    the last :data:`REPORT_TAIL_BYTES` bytes are searched); None when it cannot be read
+    (unreadable, truncated, not a report). Raises nothing."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - REPORT_TAIL_BYTES))
+            tail = fh.read()
+    except OSError:
+        return None
+    hits = [m.group(2) for m in _REPORT_VERSION.finditer(tail) if m.group(1)[0] == len(m.group(2))]
+    return hits[-1].decode("ascii") if hits else None
+
+
+@functools.lru_cache(maxsize=8)
+def nsys_version(nsys: str) -> str | None:
+    """The version of the ``nsys`` binary at ``nsys`` (``nsys --version``), e.g. ``2022.4.2.1-df9881f``;
+    None when it cannot be run or says no version. Raises nothing."""
+    try:
+        code, out, err = _run([nsys, "--version"], 60.0)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _CLI_VERSION.search(out + err) if code == 0 else None
+    return match.group(1) if match else None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"2023.1.2.43-32377213v0"`` -> ``(2023, 1, 2, 43)``, for comparing versions."""
+    return tuple(int(part) for part in version.split("-", 1)[0].split("."))
+
+
+def _newer_report_message(rep: str, nsys: str, code: int, detail: str) -> str | None:
+    """The error of an export that failed because the report is newer than ``nsys`` (both
+    versions known, the report's later), else None."""
+    written, cli = report_version(rep), nsys_version(nsys)
+    if not written or not cli or version_key(written) <= version_key(cli):
+        return None
+    release = ".".join(map(str, version_key(written)[:2]))
+    return (f"{rep}: written by Nsight Systems {written}, newer than the nsys that exports it ({nsys}, version "
+            f"{cli}), which cannot read it: point export.nsys in the config (or ${NSYS_ENV}) at the nsys of "
+            f"Nsight Systems {release} or newer (nsys export failed, exit {code}: {detail})")
+
+
 def _run(cmd: list[str], timeout_s: float) -> tuple[int, str, str]:
     """Run ``cmd`` in its own process group; on timeout kill the whole group
     (nsys starts helpers) and re-raise :class:`subprocess.TimeoutExpired`."""
@@ -175,9 +233,10 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
     Raises:
         ExportError: every message starts with the report path and names the
         cause: file missing or empty, unknown suffix, remote URL, nsys not found, nsys
-        exited non-zero (corrupt or truncated report; the message quotes the
-        last lines of nsys's stderr), nsys timed out, nsys produced no SQLite
-        file, or the cache directory cannot be written.
+        exited non-zero (a report written by a newer Nsight Systems than ``nsys``: both
+        versions and how to configure a newer ``nsys``; else a corrupt or truncated
+        report; the message quotes the last lines of nsys's stderr), nsys timed out,
+        nsys produced no SQLite file, or the cache directory cannot be written.
     """
     rep = os.fspath(rep_path)
     lower = rep.lower()
@@ -224,7 +283,8 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
             raise ExportError(f"{rep}: cannot run nsys {nsys!r} ({exc})") from exc
         if code != 0:
             detail = _tail(err) or _tail(out) or "no output"
-            raise ExportError(f"{rep}: nsys export failed (exit {code}; corrupt or truncated report?): {detail}")
+            raise ExportError(_newer_report_message(rep, nsys, code, detail) or
+                              f"{rep}: nsys export failed (exit {code}; corrupt or truncated report?): {detail}")
         if not tmp.is_file() or not _is_sqlite(tmp):
             detail = _tail(err) or _tail(out) or "no output"
             raise ExportError(f"{rep}: nsys export exited 0 but wrote no SQLite file ({detail})")

@@ -27,7 +27,7 @@ from ..model import Report, RowWarning, WarningCode
 from .report import load_report
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 5
+LOADER_VERSION = 6
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
 
@@ -52,7 +52,7 @@ def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> P
 #: report's entry takes ~0.2 s of CPU instead of ~0.5 s with the defaults, for a cache
 #: about half the size of the SQLite export (the defaults give ~30 %).
 DICTIONARY_COLUMNS = ("name", "gpu_key", "pid", "device_id", "stream_id", "tid", "kind", "text", "gpu_model",
-                      "uuid", "bus")
+                      "uuid", "bus", "model_note")
 
 
 def _write_entry(report: Report, target: Path) -> None:

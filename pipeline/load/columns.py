@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .sqlite import text_rows
 from .tables import STRING_TABLE, Schema
 
 _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
@@ -18,9 +19,10 @@ def normalise_api_name(name: str) -> str:
 
 
 def read_strings(schema: Schema) -> dict[int, str]:
+    """StringIds as id -> text ({} without the table); text that is not UTF-8 gets replacement characters."""
     if not schema.has(STRING_TABLE):
         return {}
-    return dict(schema.con.execute(f"SELECT id, value FROM {STRING_TABLE}").fetchall())
+    return dict(text_rows(schema.con, f"SELECT id, value FROM {STRING_TABLE}"))
 
 
 def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..model import DIAGNOSTIC_PREFIX, RowWarning, WarningCode
+from .sqlite import text_rows
 from .tables import DIAGNOSTIC_TABLE, META_TABLES, Schema
 
 #: DIAGNOSTIC_EVENT severity levels that are warnings or errors (ENUM_DIAGNOSTIC_SEVERITY_LEVEL).
@@ -29,10 +30,13 @@ def reports_lost_events(text: str) -> bool:
 
 
 def load_meta(schema: Schema) -> dict:
+    """Export metadata (name -> value) from META_DATA_EXPORT or the older EXPORT_META_DATA; {} when
+    the export has neither (Nsight Systems 2020.x). Text that is not UTF-8 is kept, with
+    replacement characters."""
     for table in META_TABLES:
         cols = schema.columns(table)
         if {"name", "value"} <= set(cols):
-            return {str(k): str(v) for k, v in schema.con.execute(f"SELECT name, value FROM {table}").fetchall()}
+            return {str(k): str(v) for k, v in text_rows(schema.con, f"SELECT name, value FROM {table}")}
     return {}
 
 
@@ -40,7 +44,7 @@ def load_diagnostics(schema: Schema) -> list[str]:
     cols = schema.columns(DIAGNOSTIC_TABLE)
     if not cols or "severity" not in cols or "text" not in cols:
         return []
-    rows = schema.con.execute(f"SELECT severity, text FROM {DIAGNOSTIC_TABLE} ORDER BY rowid").fetchall()
+    rows = text_rows(schema.con, f"SELECT severity, text FROM {DIAGNOSTIC_TABLE} ORDER BY rowid")
     texts = [(severity, str(text).strip()) for severity, text in rows if text is not None]
     # Warnings and errors; and lost-event reports at any severity (they make the trace incomplete).
     return [text for severity, text in texts if severity in DIAGNOSTIC_WARNING_LEVELS or reports_lost_events(text)]

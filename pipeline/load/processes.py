@@ -1,10 +1,9 @@
-"""Processes and device identity: which process drove which physical GPU.
+"""Processes: which process each row belongs to, and the (process, device) pairs that ran kernels.
 
 Process ids come from ``globalPid`` / ``globalTid``, which Nsight Systems encodes as
 ``(vmId << 56) | (pid << 24) | tid`` (:func:`pid_of`); older schemas have no process
-column, and each row's process is inferred (:func:`infer_pids`). A GPU is identified by
-what the export gives (uuid or bus id in ``TARGET_INFO_GPU`` / ``TARGET_INFO_CUDA_DEVICE``),
-else by (process, deviceId) (SPEC "GPU").
+column, and each row's process is inferred (:func:`infer_pids`). Which GPU each (process,
+deviceId) pair is: :mod:`.gpus` (SPEC "GPU").
 """
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RowWarning, WarningCode
-from .tables import (CONTEXT_TABLE, CUDA_DEVICE_TABLE, GPU_TABLE, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
-    RUNTIME_TABLE, Schema)
+from .tables import CONTEXT_TABLE, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, Schema
 
 
 def pid_of(global_id) -> np.ndarray:
@@ -131,72 +129,6 @@ def gpu_key_column(devices: pd.DataFrame, pairs: pd.DataFrame, codes: np.ndarray
     keys = devices.set_index(["pid", "device_id"])["gpu_key"].reindex(pd.MultiIndex.from_frame(pairs))
     key_codes, key_names = pd.factorize(keys.to_numpy(), sort=True)
     return pd.Categorical.from_codes(key_codes[codes], categories=key_names)
-
-
-def load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, list]:
-    """One row per (pid, device_id) in ``pairs`` (those that ran kernels), with its physical
-    GPU, and warnings.
-
-    The physical GPU comes from TARGET_INFO_CUDA_DEVICE (pid, cudaId -> gpuId)
-    and TARGET_INFO_GPU (id -> uuid, busLocation, name) when present; else the
-    key is ``pid<P>/dev<D>`` (SPEC "GPU").
-
-    GPUs that TARGET_INFO_GPU lists but that ran no kernel get no row: a GPU that
-    was never traced (or not used) is not an idle GPU. A warning says how many.
-    """
-    gpu_info: dict[int, dict] = {}
-    gcols = schema.columns(GPU_TABLE)
-    if gcols and "id" in gcols:
-        wanted = [c for c in ("id", "name", "uuid", "busLocation") if c in gcols]
-        for row in schema.con.execute(f"SELECT {', '.join(wanted)} FROM {GPU_TABLE}").fetchall():
-            gpu_info[int(row[0])] = dict(zip(wanted, row))
-    # (pid, cudaId) -> (gpuId or None, uuid as TARGET_INFO_CUDA_DEVICE gives it); gpuId is nullable.
-    cuda_map: dict[tuple[int, int], tuple] = {}
-    dcols = schema.columns(CUDA_DEVICE_TABLE)
-    if dcols and {"gpuId", "cudaId", "pid"} <= set(dcols):
-        uuid_col = "uuid" if "uuid" in dcols else "NULL"
-        for gpu_id, cuda_id, pid, dev_uuid in schema.con.execute(
-                f"SELECT gpuId, cudaId, pid, {uuid_col} FROM {CUDA_DEVICE_TABLE}").fetchall():
-            cuda_map[(int(pid), int(cuda_id))] = (None if gpu_id is None else int(gpu_id), dev_uuid)
-    rows = []
-    used_ids = set()
-    for pid, dev in pairs.itertuples(index=False):
-        gpu_id, dev_uuid = cuda_map.get((int(pid), int(dev)), (None, None))
-        if gpu_id is not None:
-            used_ids.add(gpu_id)
-        info = gpu_info.get(gpu_id, {}) if gpu_id is not None else {}
-        uuid = (info.get("uuid") or dev_uuid or "").strip()
-        bus = (info.get("busLocation") or "").strip()
-        key = f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"pid{pid}/dev{dev}")
-        rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": key,
-                     "gpu_model": (info.get("name") or "").strip(), "uuid": uuid, "bus": bus})
-    devices = pd.DataFrame(rows, columns=["pid", "device_id", "gpu_key", "gpu_model", "uuid", "bus"])
-    return devices, _untraced_gpus(gpu_info, used_ids, devices)
-
-
-def _untraced_gpus(gpu_info: dict[int, dict], used_ids: set, devices: pd.DataFrame) -> list[RowWarning]:
-    """The warning about GPUs TARGET_INFO_GPU lists that ran no kernel (none when all ran some)."""
-    listed = len(gpu_info)
-    if not listed or devices.empty:
-        return []
-    if used_ids:  # processes map to physical GPUs: name the ones without kernels
-        idle = [gpu_info[i] for i in sorted(gpu_info) if i not in used_ids]
-        if not idle:
-            return []
-        names = []
-        for info in idle:
-            uuid = (info.get("uuid") or "").strip()
-            bus = (info.get("busLocation") or "").strip()
-            names.append(f"GPU-{uuid}" if uuid else (f"bus-{bus}" if bus else f"id {info.get('id')}"))
-        return [RowWarning(WarningCode.GPUS_WITHOUT_KERNELS,
-                           f"{len(idle)} of {listed} GPUs listed in {GPU_TABLE} ran no kernel in this export "
-                           f"({', '.join(names)}): not traced or not used, so no row and not counted as idle")]
-    traced = devices["gpu_key"].nunique()
-    if traced >= listed:
-        return []
-    return [RowWarning(WarningCode.GPUS_WITHOUT_KERNELS,
-                       f"{listed - traced} of {listed} GPUs listed in {GPU_TABLE} ran no kernel in this export "
-                       f"(kernels identify {traced}): not traced or not used, so no row and not counted as idle")]
 
 
 def resolve_missing_pids(schema: Schema, kernels: pd.DataFrame, copies: pd.DataFrame,

@@ -2,8 +2,8 @@
 and cut one GPU's rows out of it (a :class:`~pipeline.model.GpuTrace`).
 
 The pieces: :mod:`.tables` (what the export has), :mod:`.sqlite` (read-only reading),
-:mod:`.columns` (string ids, typed columns), :mod:`.processes` (processes and GPU
-identity), :mod:`.diagnostics` (metadata, lost events).
+:mod:`.columns` (string ids, typed columns), :mod:`.processes` (processes), :mod:`.gpus` (GPU
+identity, MIG instances, models), :mod:`.diagnostics` (metadata, lost events).
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pandas as pd
 from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .columns import categorical, int_column, normalise_api_name, read_strings, text_column
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta
-from .processes import device_pairs, gpu_key_column, load_devices, pid_column, pid_of, resolve_missing_pids, tid_of
+from .gpus import load_devices, sm_subset_warning
+from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
 from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
 from .tables import (KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES,
     NVTX_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
@@ -298,7 +299,8 @@ def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
-    share the physical GPU are unioned; streams stay per process)."""
+    share the physical GPU are unioned, a MIG instance is its own GPU; streams stay per
+    process). Raises ``KeyError`` for a GPU key the report does not have."""
     devs = report.devices[report.devices["gpu_key"] == gpu_key]
     if devs.empty:
         raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
@@ -308,11 +310,14 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
     nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
     models = sorted({m for m in devs["gpu_model"] if m})
+    notes = sorted({n for n in devs["model_note"] if n})
     return GpuTrace(
         report=report.path, gpu_key=gpu_key, pids=pids,
         device_ids=tuple(sorted(set(int(d) for d in devs["device_id"]))),
         gpu_model=models[0] if models else "",
         kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
         runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
-        warnings=list(report.warnings) + diagnostic_warnings(report.diagnostics),
+        warnings=list(report.warnings) + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
+        model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].all()),
+        sms=int(devs["sms"].max()), board_sms=int(devs["board_sms"].max()),
     )

@@ -68,6 +68,23 @@ def _check_not_truncated(path: str) -> None:
             f"{pages:,} pages of {page_size:,} bytes); the copy or download was cut short")
 
 
+def text_rows(con: sqlite3.Connection, sql: str) -> list[tuple]:
+    """Every row of ``sql`` on ``con``. Text that is not valid UTF-8 (real exports have it: a
+    Windows user name in the export metadata) is decoded with replacement characters instead of
+    failing the whole report. Raises ``sqlite3.DatabaseError`` for anything else."""
+    try:
+        return con.execute(sql).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc).lower():
+            raise
+    saved = con.text_factory
+    con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.text_factory = saved
+
+
 def read_frame(schema: "Schema", sql: str) -> pd.DataFrame:
     """Run one (small) query through :func:`_fetch` and return a frame."""
     return _fetch(schema.uri, sql).to_pandas()

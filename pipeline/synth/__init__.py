@@ -21,10 +21,10 @@ from .scaled import SCALED_TARGET_INFO_GPU, generate_scaled_report
 from .training import (EXAMPLE_FLEET, EXAMPLE_LABELS_FILE, PROFILES, TrainingProfile, generate_training_report,
     make_example_fleet)
 from .workload import COMPUTE_STREAM, COPY_STREAM, NCCL_STREAM, truth_path
-from .writer import SCHEMA, ExportWriter, global_pid, global_tid
+from .writer import KERNEL_COLUMNS_AFTER_2020, SCHEMA, SCHEMA_2020, ExportWriter, global_pid, global_tid
 
 __all__ = [
-    "COMPUTE_STREAM", "COPY_STREAM", "EXAMPLE_FLEET", "EXAMPLE_LABELS_FILE", "ExportWriter", "NCCL_STREAM",
-    "PROFILES", "SCALED_TARGET_INFO_GPU", "SCHEMA", "TrainingProfile", "generate_scaled_report",
+    "COMPUTE_STREAM", "COPY_STREAM", "EXAMPLE_FLEET", "EXAMPLE_LABELS_FILE", "ExportWriter", "KERNEL_COLUMNS_AFTER_2020",
+    "NCCL_STREAM", "PROFILES", "SCALED_TARGET_INFO_GPU", "SCHEMA", "SCHEMA_2020", "TrainingProfile", "generate_scaled_report",
     "generate_training_report", "global_pid", "global_tid", "make_example_fleet", "truth_path",
 ]

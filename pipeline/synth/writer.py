@@ -2,6 +2,9 @@
 
 Tables, column names and types, ``StringIds``, globalPid/globalTid encoding, NVTX, as
 Nsight Systems 2024-2026 (schema 3.x) writes them; tables are created only when they get rows.
+Older layouts can be written too (:data:`SCHEMA_2020`: the GPU tables of Nsight Systems
+2020.3-2021, as in real public exports of those versions; ``meta_table`` ``EXPORT_META_DATA``
+or none at all; ``drop_columns`` for columns a version does not have yet).
 """
 from __future__ import annotations
 
@@ -52,6 +55,27 @@ SCHEMA = {
     "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
 }
 
+#: The GPU tables as Nsight Systems 2020.3-2021 exports have them (column for column from real
+#: public exports): TARGET_INFO_GPU keyed by ``deviceId`` (no ``id``, uuid, SM count or CUDA
+#: ordinal yet), and TARGET_INFO_CUDA_GPU, one row per (process, CUDA device) with its name,
+#: PCI bus id (``<UNKNOWN_BUS_ID>`` when unknown) and SM count. No TARGET_INFO_CUDA_DEVICE.
+SCHEMA_2020 = {
+    "TARGET_INFO_GPU": "vmId INTEGER NOT NULL, deviceId INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER",
+    "TARGET_INFO_CUDA_GPU": (
+        "vmId INTEGER NOT NULL, name TEXT NOT NULL, pciBusId TEXT, globalMemoryBandwidth INTEGER NOT NULL, "
+        "globalMemorySize INTEGER NOT NULL, constantMemorySize INTEGER NOT NULL, l2CacheSize INTEGER NOT NULL, "
+        "numThreadsPerWarp INTEGER NOT NULL, coreClockRate INTEGER NOT NULL, numMemcpyEngines INTEGER NOT NULL, "
+        "numMultiprocessors INTEGER NOT NULL, maxIPC INTEGER NOT NULL, maxWarpsPerMultiprocessor INTEGER NOT NULL, "
+        "maxBlocksPerMultiprocessor INTEGER NOT NULL, maxRegistersPerBlock INTEGER NOT NULL, "
+        "maxSharedMemoryPerBlock INTEGER NOT NULL, maxThreadsPerBlock INTEGER NOT NULL, maxBlockDimX INTEGER NOT NULL, "
+        "maxBlockDimY INTEGER NOT NULL, maxBlockDimZ INTEGER NOT NULL, maxGridDimX INTEGER NOT NULL, "
+        "maxGridDimY INTEGER NOT NULL, maxGridDimZ INTEGER NOT NULL, computeCapabilityMajor INTEGER NOT NULL, "
+        "computeCapabilityMinor INTEGER NOT NULL, deviceId INTEGER NOT NULL, pid INTEGER, "
+        "maxSharedMemoryPerMultiprocessor INTEGER, maxRegistersPerMultiprocessor INTEGER"),
+}
+#: Kernel-table columns Nsight Systems 2020.3 does not have yet.
+KERNEL_COLUMNS_AFTER_2020 = ("greenContextId", "mangledName", "sharedMemoryLimitConfig")
+
 #: ENUM_CUDA_MEMCPY_OPER ids used by the generator.
 HTOD, DTOH, DTOD = 1, 2, 8
 #: NVTX event types: push/pop range.
@@ -80,13 +104,19 @@ class ExportWriter:
         w.close()
     """
 
-    def __init__(self, path: str, schema_version: str = "3.25.0", meta_table: str = "META_DATA_EXPORT"):
+    def __init__(self, path: str, schema_version: str = "3.25.0", meta_table: str | None = "META_DATA_EXPORT",
+                 drop_columns: dict | None = None):
+        """``meta_table``: ``META_DATA_EXPORT``, the older ``EXPORT_META_DATA``, or None for no
+        metadata table (Nsight Systems 2020.x). ``drop_columns``: table -> column names the
+        written table leaves out (a version without them, or a shape to test)."""
         if os.path.exists(path):
             os.unlink(path)
         self.path = path
         self.rows: dict[str, list[tuple]] = {}
         self.strings: dict[str, int] = {}
         self.meta_table = meta_table
+        self.drop_columns = {table: set(cols) for table, cols in (drop_columns or {}).items()}
+        self.ddl = dict(SCHEMA)
         self.meta = {"EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems", "EXPORT_SCHEMA_VERSION": schema_version,
                      "EXPORT_PARAM_EXPORT_TYPE": "SQLite", "DERIVED_BY": "gpu-idle synth"}
         self._corr = 0
@@ -140,13 +170,32 @@ class ExportWriter:
             int(start), int(end), NVTX_PUSH_POP, None, None, None, text_col, global_tid(pid, tid), None, text_id,
             None, None, None, None, None, None, None, None, None, None))
 
-    def gpu(self, gpu_id: int, name: str, uuid: str = "", bus: str = "") -> None:
-        """A physical GPU row (TARGET_INFO_GPU)."""
-        self._add("TARGET_INFO_GPU", (0, gpu_id, name, bus, 1, None, None, None, uuid, None, gpu_id))
+    def gpu(self, gpu_id: int, name: str, uuid: str = "", bus: str = "", sm_count: int | None = None,
+            cu_device: int | None = -1) -> None:
+        """A GPU row (TARGET_INFO_GPU): ``uuid`` as exports write it (no ``GPU-`` prefix; ``MIG-...``
+        for a MIG instance listed as a GPU), ``sm_count`` (``smCount``), ``cu_device`` (the CUDA
+        ordinal, ``cuDevice``; -1: same as ``gpu_id``, None: NULL)."""
+        cu = gpu_id if cu_device == -1 else cu_device
+        self._add("TARGET_INFO_GPU", (0, gpu_id, name, bus, 1, None, None, sm_count, uuid, None, cu))
 
-    def cuda_device(self, gpu_id: int, cuda_id: int, pid: int, uuid: str = "") -> None:
-        """Map a process's CUDA ordinal to a physical GPU (TARGET_INFO_CUDA_DEVICE)."""
-        self._add("TARGET_INFO_CUDA_DEVICE", (gpu_id, cuda_id, pid, uuid, 132))
+    def cuda_device(self, gpu_id: int | None, cuda_id: int, pid: int, uuid: str = "", sms: int | None = 132) -> None:
+        """Map a process's CUDA ordinal to a GPU (TARGET_INFO_CUDA_DEVICE): ``gpu_id`` (nullable),
+        ``uuid`` (``MIG-...`` on a MIG instance), ``sms``: the SMs the process sees
+        (``numMultiprocessors``: a MIG instance's own)."""
+        self._add("TARGET_INFO_CUDA_DEVICE", (gpu_id, cuda_id, pid, uuid, sms))
+
+    def gpu_2020(self, device_id: int, name: str, bus: str = "") -> None:
+        """A TARGET_INFO_GPU row in the Nsight Systems 2020.3-2021 layout (:data:`SCHEMA_2020`)."""
+        self.ddl["TARGET_INFO_GPU"] = SCHEMA_2020["TARGET_INFO_GPU"]
+        self._add("TARGET_INFO_GPU", (0x1000000000000, device_id, name, bus, 1))
+
+    def cuda_gpu_2020(self, device_id: int, pid: int, name: str, bus: str = "<UNKNOWN_BUS_ID>", sms: int = 72) -> None:
+        """A TARGET_INFO_CUDA_GPU row (Nsight Systems 2020.3-2021): process ``pid``'s CUDA device
+        ``device_id`` is a ``name`` GPU on ``bus`` with ``sms`` SMs."""
+        self.ddl["TARGET_INFO_CUDA_GPU"] = SCHEMA_2020["TARGET_INFO_CUDA_GPU"]
+        self._add("TARGET_INFO_CUDA_GPU", (0x1000000000000, name, bus, 4026531840, 48601, 65536, 6291456, 32,
+                                           1770000, 3, sms, 4, 32, 16, 65536, 49152, 1024, 1024, 1024, 64,
+                                           2147483647, 65535, 65535, 7, 5, device_id, pid, 65536, 65536))
 
     def diagnostic(self, timestamp: int, text: str, severity: int = 2, pid: int | None = None) -> None:
         self._add("DIAGNOSTIC_EVENT", (int(timestamp), 1, 3, severity, text,
@@ -161,14 +210,16 @@ class ExportWriter:
         try:
             self.rows["StringIds"] = [(i, s) for s, i in self.strings.items()]
             self.rows["PROCESSES"] = [(global_pid(p), p, "python3") for p in sorted(self._pids)]
-            self.rows[self.meta_table] = list(self.meta.items())
+            if self.meta_table:
+                self.rows[self.meta_table] = list(self.meta.items())
             for table, rows in self.rows.items():
                 if not rows:
                     continue
-                ddl = SCHEMA.get(table, SCHEMA["META_DATA_EXPORT"])
-                con.execute(f"CREATE TABLE {table} ({ddl})")
-                marks = ",".join("?" * len(rows[0]))
-                con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                columns = self.ddl.get(table, SCHEMA["META_DATA_EXPORT"]).split(", ")
+                keep = [i for i, c in enumerate(columns) if c.split()[0] not in self.drop_columns.get(table, ())]
+                con.execute(f"CREATE TABLE {table} ({', '.join(columns[i] for i in keep)})")
+                marks = ",".join("?" * len(keep))
+                con.executemany(f"INSERT INTO {table} VALUES ({marks})", [tuple(r[i] for i in keep) for r in rows])
             con.commit()
         finally:
             con.close()
