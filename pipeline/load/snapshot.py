@@ -209,10 +209,10 @@ def committed_state(path: str):
 
     That is ``path`` itself, read under SQLite's SHARED lock for as long as the block runs, when
     no sidecar holds part of the state (:func:`sidecars`; if the file changed all the same, as a
-    WAL checkpoint may, leaving the block raises the error of a file being written); else a recovered private copy in a
-    temporary folder (``$TMPDIR``; as large as the export and its sidecars), removed when the
-    block ends. Nothing is written beside ``path``. A path that is not a regular file is yielded
-    as it is (the loader names the problem).
+    WAL checkpoint may, leaving the block raises the error of a file being written); else a
+    recovered private copy in a temporary folder (``$TMPDIR``; as large as the export and its
+    sidecars), removed when the block ends. Nothing is written beside ``path``. A path that is
+    not a regular file is yielded as it is (the loader names the problem).
 
     Raises:
         ProfileError: another process holds SQLite's lock for writing the file (or keeps
