@@ -8,7 +8,7 @@ import click
 import pandas as pd
 
 from . import __version__
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, parse_seconds
 from .runs.driver import OutputError, RunFolder, drive
 from .runs.results import ResultCache
 from .runs.sweep import SweepBusy, check_night, rebuild
@@ -67,6 +67,19 @@ def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
     return {k: v for k, v in (("n_workers", workers), ("dashboard", dashboard)) if v is not None}
 
 
+class Seconds(click.ParamType):
+    """Seconds given as decimal text, kept exact (:class:`~decimal.Decimal`): ``1776781226.561295056``
+    is that many ns, never the nearest float (which is 48 ns off on the UTC-epoch clock)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_seconds(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 @click.group()
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
@@ -82,8 +95,9 @@ def main():
               help="Window rule. auto (default): NVTX iterations, else kernel periodicity, else span; "
                    "span: first kernel start to last kernel end; nvtx/periodic: that rule only (a GPU where it "
                    "finds no iterations gets an error row saying why).")
-@click.option("--trim", nargs=2, type=float, default=None, metavar="START END",
-              help="Explicit window in seconds on the report's clock (wins over --window).")
+@click.option("--trim", nargs=2, type=Seconds(), default=None, metavar="START END",
+              help="Explicit window in seconds on the report's clock (wins over --window); read as decimals, "
+                   "exact to the ns (e.g. 1776781226.561295056 on the UTC-epoch clock).")
 @click.option("--min-gap-ns", type=click.IntRange(min=0), default=None,
               help="Keep per-stream gaps longer than this (ns); default 1000000.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")

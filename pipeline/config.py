@@ -4,15 +4,100 @@ Layering: the built-in defaults below, then each ``--config`` file in order
 (mappings are merged key by key; lists and scalars replace), then command-line
 flags. ``configs/default.yaml`` spells the defaults out; a test keeps it equal
 to these dataclasses.
+
+Every value is checked when a config is built (:func:`config_from_dict`): the field types below
+(``Count``, ``Share``, ``Positive``, ...) carry their ranges, and pydantic validates each section's
+dataclass against them, so a wrong value is one :class:`ConfigError` naming the file, the key and
+what is expected, before any work starts.
 """
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
+import math
 import os
+import re
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import AfterValidator, BeforeValidator, Field
+
+NS_PER_S = 1_000_000_000
+#: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,
+#: so a float still tells the nanoseconds it was written with; above it (the UTC-epoch clock of
+#: ``nsys export``'s time-shift options, ~1.78e9 s) it cannot.
+FLOAT_EXACT_S = 2 ** 23
+
+
+def parse_seconds(value) -> Decimal:
+    """Seconds as an exact decimal, from decimal text (``"1776781226.561295056"``, ``"1e-3"``), an int,
+    a :class:`~decimal.Decimal`, or a float below :data:`FLOAT_EXACT_S` (its nearest ns is the one it
+    was written with). Raises ValueError for anything else: a bool, non-finite values, text that is
+    not a number, a float too large to hold nanoseconds (write such seconds as text)."""
+    if isinstance(value, float) and math.isfinite(value):
+        if abs(value) >= FLOAT_EXACT_S:
+            raise ValueError(
+                f"should be written as a string (quoted, with every digit): {value!r} is a float, which cannot "
+                f"hold nanoseconds at this size (floats are {math.ulp(value) * NS_PER_S:.0f} ns apart here)")
+        return Decimal(round(Decimal(value) * NS_PER_S)).scaleb(-9)
+    if isinstance(value, (str, int, Decimal)) and not isinstance(value, bool):
+        try:
+            seconds = Decimal(value.strip() if isinstance(value, str) else value)
+        except InvalidOperation:
+            seconds = None
+        if seconds is not None and seconds.is_finite():
+            return seconds
+    raise ValueError(f"should be seconds (a number, or decimal text like '1776781226.561295056'), got {value!r}")
+
+
+def seconds_to_ns(value) -> int:
+    """:func:`parse_seconds` of ``value`` as integer nanoseconds, exactly; digits finer than 1 ns are
+    rounded to the nearest ns (half to even). Raises ValueError (see :func:`parse_seconds`)."""
+    return int((parse_seconds(value) * NS_PER_S).to_integral_value(ROUND_HALF_EVEN))
+
+
+def _trim_pair(value):
+    """``analysis.trim_s``: None, or ``[START, END]`` seconds -> a pair of exact :class:`Decimal`, END > START."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError("should be [START, END], two times in seconds on the report's clock")
+    start, end = parse_seconds(value[0]), parse_seconds(value[1])
+    if end <= start:
+        raise ValueError(f"END ({end} s) must be after START ({start} s)")
+    return start, end
+
+
+def _regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"should be a regular expression ({exc})") from None
+    return pattern
+
+
+def _text(value):
+    """Labels are text; a YAML number (``rank: 3``) is taken as its text."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+# Value types of the settings, checked by pydantic when a config is built (:func:`config_from_dict`).
+# Numbers are strict: text is never taken for a number (YAML reads ``1e6`` as text), nor a bool.
+Count = Annotated[int, Field(strict=True, ge=0)]
+AtLeastOne = Annotated[int, Field(strict=True, ge=1)]
+Nanoseconds = Count  # a length in ns
+Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+Percent = Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+Factor = Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)]
+Flag = Annotated[bool, Field(strict=True)]
+Regex = Annotated[str, AfterValidator(_regex)]
+Label = Annotated[str | None, BeforeValidator(_text)]
+TrimSeconds = Annotated[tuple[Decimal, Decimal] | None, BeforeValidator(_trim_pair)]
 
 
 @dataclass(frozen=True)
@@ -29,33 +114,34 @@ class CategoryRules:
     at least this long and this many times the median gap.
     """
 
-    sync_apis: tuple = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-                        "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol",
-                        "cudaMemcpyToSymbol", "cuStreamSynchronize", "cuCtxSynchronize",
-                        "cuEventSynchronize")
-    data_apis: tuple = ("cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyToSymbolAsync",
-                        "cudaMemcpyFromSymbolAsync", "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister",
-                        "cuMemcpyHtoDAsync", "cuMemcpyHtoD", "cuMemHostAlloc", "cuMemAllocHost")
-    sync_min_fraction: float = 0.5
-    data_min_fraction: float = 0.5
-    collective_kernel: str = r"nccl|allreduce|allgather|reducescatter|all_to_all|alltoall|broadcast"
-    quiet_max_fraction: float = 0.5
-    periodic_min_ns: int = 50_000_000
-    periodic_min_factor: float = 5.0
+    sync_apis: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                                  "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol",
+                                  "cudaMemcpyToSymbol", "cuStreamSynchronize", "cuCtxSynchronize",
+                                  "cuEventSynchronize")
+    data_apis: tuple[str, ...] = ("cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync",
+                                  "cudaMemcpyToSymbolAsync", "cudaMemcpyFromSymbolAsync", "cudaHostAlloc",
+                                  "cudaMallocHost", "cudaHostRegister", "cuMemcpyHtoDAsync", "cuMemcpyHtoD",
+                                  "cuMemHostAlloc", "cuMemAllocHost")
+    sync_min_fraction: Share = 0.5
+    data_min_fraction: Share = 0.5
+    collective_kernel: Regex = r"nccl|allreduce|allgather|reducescatter|all_to_all|alltoall|broadcast"
+    quiet_max_fraction: Share = 0.5
+    periodic_min_ns: Nanoseconds = 50_000_000
+    periodic_min_factor: Positive = 5.0
 
 
 @dataclass(frozen=True)
 class WindowRules:
     """Parameters of the window rules (see module docstring). Lengths in ns."""
 
-    iteration_patterns: tuple = (r"[Ii]teration[ _#:]?\d+", r"ProfilerStep#\d+", r"train_step(?:[ _#]\d+)?",
-                                 r"[Ss]tep[ _#]?\d+")
-    min_iteration_ns: int = 1_000_000
-    warmup_iterations: int = 1
-    outlier_factor: float = 1.5
-    min_iterations: int = 3
-    max_iterations: int = 0  # 0 = keep the whole longest run
-    periodic_min_regular_share: float = 0.8
+    iteration_patterns: tuple[Regex, ...] = (r"[Ii]teration[ _#:]?\d+", r"ProfilerStep#\d+",
+                                             r"train_step(?:[ _#]\d+)?", r"[Ss]tep[ _#]?\d+")
+    min_iteration_ns: Nanoseconds = 1_000_000
+    warmup_iterations: Count = 1
+    outlier_factor: Factor = 1.5
+    min_iterations: AtLeastOne = 3
+    max_iterations: Count = 0  # 0 = keep the whole longest run
+    periodic_min_regular_share: Share = 0.8
 
 
 class ConfigError(Exception):
@@ -74,8 +160,8 @@ class Rate:
     """
 
     model: str
-    usd_per_gpu_hour: float
-    match: tuple = ()
+    usd_per_gpu_hour: Positive
+    match: tuple[str, ...] = ()
     source: str = ""
     sms: int = 0
 
@@ -84,15 +170,15 @@ class Rate:
 class CostConfig:
     """Rate card and month length. ``cluster_rates``: cluster -> model -> USD/GPU-hour overrides."""
 
-    hours_per_month: float = 730.0
+    hours_per_month: Annotated[Positive, Field(le=744)] = 730.0  # a month has at most 31 x 24 hours
     default_model: str = "H100"
-    rates: tuple = (
+    rates: tuple[Rate, ...] = (
         Rate("H100", 4.00, ("*H100*",), "example list price; replace with your contract"),
         Rate("A100", 2.50, ("*A100*",), "example list price; replace with your contract"),
         Rate("L40S", 1.50, ("*L40S*",), "example list price; replace with your contract"),
         Rate("RTX 3080", 0.25, ("*RTX 3080*",), "example list price; replace with your contract"),
     )
-    cluster_rates: dict = field(default_factory=dict)
+    cluster_rates: dict[str, dict[str, Positive]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,30 +186,32 @@ class LabelRule:
     """Labels for reports whose path matches ``match`` (fnmatch on the full path or the file name)."""
 
     match: str
-    cluster: str | None = None
-    job: str | None = None
-    node: str | None = None
-    rank: str | None = None
-    gpu_model: str | None = None
+    cluster: Label = None
+    job: Label = None
+    node: Label = None
+    rank: Label = None
+    gpu_model: Label = None
 
 
 @dataclass(frozen=True)
 class AnalysisConfig:
     """Thresholds. ``min_gap_ns``: per-stream gaps strictly longer than this are kept (ns).
     ``roster_size``: gaps in each GPU's roster. ``window``: ``auto`` (NVTX iterations, else kernel
-    periodicity, else span), ``span``, ``nvtx`` or ``periodic`` (see :mod:`pipeline.analysis.window`). ``trim_s``: explicit ``(start, end)`` seconds on the report's clock.
+    periodicity, else span), ``span``, ``nvtx`` or ``periodic`` (see :mod:`pipeline.analysis.window`).
+    ``trim_s``: explicit ``(start, end)`` seconds on the report's clock, exact (:class:`~decimal.Decimal`,
+    from text, ints or small floats: :func:`parse_seconds`).
     ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
     ``actionable_pct``: a category under this % of W is filed, not acted on.
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
     holes make up at least this share of its idle (and are actionable)."""
 
-    min_gap_ns: int = 1_000_000
-    roster_size: int = 20
-    window: str = "auto"
-    trim_s: tuple | None = None
-    straggler_spread_pct: float = 10.0
-    actionable_pct: float = 2.0
-    launch_min_share: float = 0.5
+    min_gap_ns: Nanoseconds = 1_000_000
+    roster_size: Count = 20
+    window: Literal["auto", "span", "nvtx", "periodic"] = "auto"
+    trim_s: TrimSeconds = None
+    straggler_spread_pct: Percent = 10.0
+    actionable_pct: Percent = 2.0
+    launch_min_share: Share = 0.5
 
 
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.
@@ -154,14 +242,14 @@ class DaskConfig:
     wait for workers forever, e.g. for a queue that may take hours to grant them)."""
 
     scheduler: str | None = None
-    n_workers: int = 2
-    threads_per_worker: int = 1
-    memory_limit: str = "auto"
-    retries: int = 1
-    memory_factor: float = 1.5
+    n_workers: AtLeastOne = 2
+    threads_per_worker: AtLeastOne = 1
+    memory_limit: str | int = "auto"
+    retries: Count = 1
+    memory_factor: Positive = 1.5
     dashboard: str | None = None
     start_method: str = "fork"
-    no_workers_timeout_s: float | None = 120.0
+    no_workers_timeout_s: Positive | None = 120.0
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:
@@ -195,7 +283,7 @@ class ExportConfig:
 
     nsys: str | None = None
     cache_dir: str | None = None
-    timeout_s: float = 1800.0
+    timeout_s: Positive = 1800.0
 
 
 @dataclass(frozen=True)
@@ -203,7 +291,7 @@ class CacheConfig:
     """Columnar (Parquet) cache of loaded exports, keyed by content hash. ``dir``: ``None`` means
     ``$GPU_IDLE_CACHE`` or ``~/.cache/gpu-idle/columns``; ``enabled: false`` always reads SQLite."""
 
-    enabled: bool = True
+    enabled: Flag = True
     dir: str | None = None
 
 
@@ -217,10 +305,10 @@ class StorageConfig:
     (5xx, throttling, dropped connection) is retried (for S3 by botocore/s3fs themselves);
     ``backoff_s``: first wait between retries made by gpu-idle itself (doubles each time)."""
 
-    options: dict = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     cache_dir: str | None = None
-    retries: int = 4
-    backoff_s: float = 0.5
+    retries: Count = 4
+    backoff_s: NonNegative = 0.5
 
 
 @dataclass(frozen=True)
@@ -228,7 +316,7 @@ class SweepConfig:
     """The nightly sweep. ``inputs``: paths, globs or URLs to discover every night;
     ``state_dir``: results, history and nightly outputs (see :mod:`pipeline.runs.sweep`)."""
 
-    inputs: tuple = ()
+    inputs: tuple[str, ...] = ()
     state_dir: str = "out/sweep"
 
 
@@ -282,46 +370,75 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _build(cls, data: dict, where: str):
-    if data is None:
+@functools.lru_cache(maxsize=None)
+def _adapter(cls):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls)
+
+
+def _number_hint(value) -> str:
+    """For a setting given as text that reads as a number: say so, and how to write it."""
+    try:
+        number = Decimal(value.strip()) if isinstance(value, str) else None
+    except InvalidOperation:
+        return ""
+    if number is None or not number.is_finite():
+        return ""
+    return f" (text, not a number; write it with digits only: {format(number.normalize(), 'f')})"
+
+
+def _problem(error: dict, section: str) -> str:
+    """One pydantic error as ``section.key: what is expected, got value``."""
+    key = ".".join(str(part) for part in (section, *error["loc"]))
+    expected = error["msg"].removeprefix("Value error, ").replace("Input should be", "should be")
+    if "input" not in error or error["type"] == "missing":
+        return f"{key}: {expected}"
+    return f"{key}: {expected}, got {error['input']!r}{_number_hint(error['input'])}"
+
+
+def _build(cls, data: dict, where: str, section: str):
+    """``cls`` (a section's dataclass) from its YAML mapping, every value checked against the field's
+    type (pydantic). Raises :class:`ConfigError` ``<where>: <section>.<key>: <what is expected>, got <value>``
+    (every problem of the section, joined by ``; ``)."""
+    from pydantic import ValidationError
+
+    if data is None or data == {}:
         return cls()
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{where}: {section}: expected a mapping, got {type(data).__name__}")
     names = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(names)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(names)}")
-    # YAML lists become tuples so the frozen dataclasses stay hashable.
-    kwargs = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+        raise ConfigError(f"{where}: {section}: unknown key(s) {sorted(unknown)}; allowed: {sorted(names)}")
     try:
-        return cls(**kwargs)
-    except (TypeError, ConfigError) as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
+        return _adapter(cls).validate_python(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: " + "; ".join(_problem(e, section) for e in exc.errors())) from None
+    except ConfigError as exc:  # a dataclass's own check (__post_init__)
+        raise ConfigError(f"{where}: {section}: {exc}") from exc
 
 
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
-    """Build a :class:`Config` from a parsed YAML mapping. Raises :class:`ConfigError`."""
+    """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
+    patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
     data = data or {}
     allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    cost = dict(data.get("cost") or {})
-    if "rates" in cost:
-        cost["rates"] = tuple(_build(Rate, r, f"{where}: cost.rates") for r in cost["rates"])
-    labels = tuple(_build(LabelRule, r, f"{where}: labels") for r in (data.get("labels") or []))
-    return Config(
-        analysis=_build(AnalysisConfig, data.get("analysis"), f"{where}: analysis"),
-        categories=_build(CategoryRules, data.get("categories"), f"{where}: categories"),
-        window=_build(WindowRules, data.get("window"), f"{where}: window"),
-        cost=_build(CostConfig, cost, f"{where}: cost"),
-        labels=labels,
-        dask=_build(DaskConfig, data.get("dask"), f"{where}: dask"),
-        export=_build(ExportConfig, data.get("export"), f"{where}: export"),
-        cache=_build(CacheConfig, data.get("cache"), f"{where}: cache"),
-        storage=_build(StorageConfig, data.get("storage"), f"{where}: storage"),
-        sweep=_build(SweepConfig, data.get("sweep"), f"{where}: sweep"),
-    )
+    cost = data.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("rates"), list):
+        cost = {**cost, "rates": tuple(_build(Rate, r, where, f"cost.rates.{i}") for i, r in enumerate(cost["rates"]))}
+    labels = data.get("labels") or []
+    if not isinstance(labels, list):
+        raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")
+    sections = {name: _build(cls, data.get(name), where, name) for name, cls in (
+        ("analysis", AnalysisConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
+        ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig))}
+    return Config(cost=_build(CostConfig, cost, where, "cost"),
+                  labels=tuple(_build(LabelRule, r, where, f"labels.{i}") for i, r in enumerate(labels)),
+                  **sections)
 
 
 def load_config(paths=(), overrides: dict | None = None) -> Config:

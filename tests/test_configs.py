@@ -187,7 +187,7 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
     cache.wait_for_writes()
     assert not cache._PENDING
     entries = [p for p in (tmp_path / "cache").iterdir()]
-    assert [p.name for p in entries] == [f"{cache.content_key(src)}-v{cache.LOADER_VERSION}"]
+    assert [p.name for p in entries] == [f"{cache.snapshot_key(src)}-v{cache.LOADER_VERSION}"]
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
         [f"{n}.parquet" for n in cache.FRAMES] + ["report.json"])
     second = cache._read_entry(entries[0], src)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from pipeline.inputs.export import content_key
+from pipeline.load.snapshot import snapshot_key
 from pipeline.report.html import write_report
 from pipeline.runs import results as results_mod
 from pipeline.runs import results as sweeping
@@ -140,9 +140,9 @@ def test_identity_index_trusts_only_untouched_files(tmp_path, monkeypatch):
     def no_read(path):
         raise AssertionError(f"{path} was hashed again")
 
-    monkeypatch.setattr(results_mod, "content_key", no_read)
+    monkeypatch.setattr(results_mod, "snapshot_key", no_read)
     assert sweeping.IdentityIndex(str(state)).identity(str(report)) == hashlib.sha256(b"a" * 64).hexdigest()
-    monkeypatch.setattr(results_mod, "content_key", content_key)
+    monkeypatch.setattr(results_mod, "snapshot_key", snapshot_key)
 
     # Same size, mtime put back: the ctime still tells, and the new content is hashed.
     stamp = os.stat(report)

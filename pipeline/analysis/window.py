@@ -3,7 +3,8 @@
 Whole-profile numbers are polluted by warm-up, checkpoint and evaluation
 iterations, so W should be a run of stable iterations. Rules, in order:
 
-1. ``trim``: explicit ``--trim START END`` (seconds on the report's own clock);
+1. ``trim``: explicit ``--trim START END`` (seconds on the report's own clock, parsed as
+   decimals into exact integer ns);
 2. ``nvtx``: NVTX iteration ranges of the processes driving the GPU whose text
    matches one of the configured patterns exactly (``re.fullmatch``), at least
    ``min_iteration_ns`` long (op-level ranges never qualify);
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..config import WindowRules
+from ..config import WindowRules, seconds_to_ns
 
 NS_PER_S = 1_000_000_000
 
@@ -81,13 +82,18 @@ def span_window(kernel_starts, kernel_ends, note: str = "") -> Window:
     return Window(int(s.min()), int(e.max()), "span", True, note=note)
 
 
-def trim_window(start_s: float, end_s: float) -> Window:
-    """Explicit window from seconds on the report's clock (export ns / 1e9), rounded to ns.
+def trim_window(start_s, end_s) -> Window:
+    """Explicit window from seconds on the report's clock (export ns / 1e9), exactly in integer ns:
+    decimal text (``"1776781226.561295056"``), :class:`~decimal.Decimal` or int seconds, or a float
+    small enough to hold every ns (:func:`pipeline.config.seconds_to_ns`; a float never carries the
+    value, so ns on the UTC-epoch clock of ~1.78e9 s stay exact).
 
-    Raises :class:`WindowError` if ``end_s <= start_s``.
+    Raises :class:`WindowError` if ``end_s <= start_s`` or either is not such a number of seconds.
     """
-    w0 = int(round(float(start_s) * NS_PER_S))
-    w1 = int(round(float(end_s) * NS_PER_S))
+    try:
+        w0, w1 = seconds_to_ns(start_s), seconds_to_ns(end_s)
+    except ValueError as exc:
+        raise WindowError(f"--trim: {exc}") from None
     if w1 <= w0:
         raise WindowError(f"--trim end ({end_s} s) must be after start ({start_s} s)")
     return Window(w0, w1, "trim", False)

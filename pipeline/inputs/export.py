@@ -122,12 +122,17 @@ def default_cache_dir() -> Path:
     return Path(base) / "gpu-idle" / "exports"
 
 
-def content_key(path: str | os.PathLike) -> str:
-    """SHA-256 hex digest of the file's bytes (read in 1 MiB chunks)."""
-    digest = hashlib.sha256()
+def hash_file(digest, path: str | os.PathLike) -> None:
+    """Feed the file's bytes to ``digest`` (a :mod:`hashlib` object), 1 MiB at a time. Raises OSError."""
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
             digest.update(chunk)
+
+
+def content_key(path: str | os.PathLike) -> str:
+    """SHA-256 hex digest of the file's bytes (read in 1 MiB chunks). Raises OSError."""
+    digest = hashlib.sha256()
+    hash_file(digest, path)
     return digest.hexdigest()
 
 

@@ -1,4 +1,5 @@
-"""Columnar cache of loaded reports: Parquet files keyed by the export's content hash.
+"""Columnar cache of loaded reports: Parquet files keyed by the export's content hash (with its
+``-wal`` / hot ``-journal`` sidecars when they hold part of its committed state).
 
 The first load of an export reads SQLite (only the columns the analysis needs)
 and writes each table of the :class:`~pipeline.model.Report` as Parquet into
@@ -22,9 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..inputs.export import content_key
 from ..model import Report, RowWarning, WarningCode
 from .report import load_report
+from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
 LOADER_VERSION = 6
@@ -41,9 +42,11 @@ def default_cache_dir() -> Path:
 
 
 def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache folder of one export (reads the whole file to hash it)."""
+    """The cache folder of one export (reads the whole file, and its sidecars, to hash it): keyed by
+    :func:`~pipeline.load.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
+    beside the file gets its own entry. Raises OSError (unreadable) or ProfileError (being written)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    return root / f"{content_key(sqlite_path)}-v{LOADER_VERSION}"
+    return root / f"{snapshot_key(sqlite_path)}-v{LOADER_VERSION}"
 
 
 #: Columns with few distinct values (names, GPU keys, process/device/stream/thread ids) are

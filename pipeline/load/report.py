@@ -17,6 +17,7 @@ from .columns import categorical, int_column, normalise_api_name, read_strings, 
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta
 from .gpus import load_devices, sm_subset_warning
 from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
+from .snapshot import committed_state
 from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
 from .tables import (KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES,
     NVTX_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
@@ -229,13 +230,22 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
             capture) loads with empty ``kernels`` and ``devices`` instead of raising.
     Returns:
         A :class:`Report` with kernels, runtime calls, copies, NVTX ranges,
-        device identities, metadata and diagnostics.
+        device identities, metadata and diagnostics, as the export's committed state
+        holds them (with what a ``-wal`` or hot ``-journal`` beside it says).
     Raises:
         ProfileError: the file is missing, empty, not SQLite, not an Nsight
-        export, or holds no kernels. The message starts with the path.
+        export, or holds no kernels; another process is writing it, or its committed
+        state (part of it in a ``-wal`` or hot ``-journal`` sidecar) cannot be recovered
+        (:func:`pipeline.load.snapshot.committed_state`). The message starts with the path.
     """
-    con = connect_readonly(path)
-    schema = Schema(con, readonly_uri(path))
+    with committed_state(path) as readable:
+        return _load_committed(path, readable, require_kernels)
+
+
+def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
+    """:func:`load_report` of ``path`` from ``readable``, a file holding its committed state by itself."""
+    con = connect_readonly(readable, shown=path)
+    schema = Schema(con, readonly_uri(readable))
     try:
         if not schema.has(KERNEL_TABLE) and not any(schema.has(t) for t in (*META_TABLES, STRING_TABLE)):
             raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "

@@ -1,7 +1,9 @@
 """Reading an SQLite export: strictly read-only, checked for truncation, tables in parallel.
 
 The file is opened read-only and immutable (``mode=ro&immutable=1`` URI): nothing is
-ever written into a user's profile, not even an index. Large tables are read in rowid
+ever written into a user's profile, not even an index. Immutable means SQLite looks at no
+sidecar and no lock, so the file opened must hold the committed state by itself: the loader
+opens what :func:`pipeline.load.snapshot.committed_state` gives it. Large tables are read in rowid
 ranges on threads, each with its own ADBC connection, straight into Arrow.
 """
 from __future__ import annotations
@@ -21,25 +23,30 @@ def readonly_uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
 
 
-def connect_readonly(path: str) -> sqlite3.Connection:
-    """Open ``path`` read-only and immutable; raises :class:`ProfileError`."""
+def connect_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
+    """Open ``path`` read-only and immutable; raises :class:`ProfileError` whose message starts
+    with ``shown`` (default ``path``: the name the user gave, when ``path`` is a private copy).
+
+    Immutable means SQLite ignores sidecars and locks: open only a file that holds the committed
+    state by itself (:func:`pipeline.load.snapshot.committed_state` gives one)."""
+    name = shown or path
     if not os.path.exists(path):
-        raise ProfileError(f"{path}: file not found")
+        raise ProfileError(f"{name}: file not found")
     if os.path.getsize(path) == 0:
-        raise ProfileError(f"{path}: empty file (0 bytes), not an SQLite export")
-    _check_not_truncated(path)
+        raise ProfileError(f"{name}: empty file (0 bytes), not an SQLite export")
+    _check_not_truncated(path, name)
     try:
         con = sqlite3.connect(readonly_uri(path), uri=True)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise ProfileError(f"{path}: not a readable SQLite database ({exc})") from exc
+        raise ProfileError(f"{name}: not a readable SQLite database ({exc})") from exc
     return con
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _check_not_truncated(path: str) -> None:
+def _check_not_truncated(path: str, name: str) -> None:
     """Raise :class:`ProfileError` when an SQLite file is shorter than its own header says.
 
     The 100-byte database header holds the page size (offset 16) and, when the
@@ -47,7 +54,7 @@ def _check_not_truncated(path: str) -> None:
     the database size in pages (offset 28). A copy or download cut short is
     shorter than ``page size x pages``; SQLite itself would only say "database
     disk image is malformed", or nothing until a query reaches a missing page.
-    Files that do not start with the SQLite magic are left to SQLite to reject.
+    Files that do not start with the SQLite magic are left to SQLite to reject. Messages name ``name``.
     """
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
@@ -55,7 +62,7 @@ def _check_not_truncated(path: str) -> None:
     if not header.startswith(_SQLITE_MAGIC):
         return
     if len(header) < 100:
-        raise ProfileError(f"{path}: truncated SQLite file ({size:,} bytes, shorter than the 100-byte "
+        raise ProfileError(f"{name}: truncated SQLite file ({size:,} bytes, shorter than the 100-byte "
                            "SQLite header); the copy or download was cut short")
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
@@ -64,7 +71,7 @@ def _check_not_truncated(path: str) -> None:
     valid_for = int.from_bytes(header[92:96], "big")
     if pages and valid_for == change_counter and size < page_size * pages:
         raise ProfileError(
-            f"{path}: truncated SQLite file ({size:,} bytes, but its header says {page_size * pages:,}: "
+            f"{name}: truncated SQLite file ({size:,} bytes, but its header says {page_size * pages:,}: "
             f"{pages:,} pages of {page_size:,} bytes); the copy or download was cut short")
 
 

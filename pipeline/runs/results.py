@@ -31,8 +31,8 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..engine.reduce import rosters_of
-from ..inputs.export import content_key
 from ..io import atomic_path, is_leftover, remove_leftovers, write_json
+from ..load.snapshot import sidecars, snapshot_key
 
 
 def config_hash(cfg: Config) -> str:
@@ -72,10 +72,12 @@ def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
 
 
 def report_identity(path: str, storage_options: dict | None = None) -> str:
-    """Content identity of a report: SHA-256 of a local file's bytes; for a remote object,
-    a hash of its ETag, size and modification time (no download needed)."""
+    """Content identity of a report: SHA-256 of a local file's bytes (and of its ``-wal`` / hot
+    ``-journal`` when they hold part of an export's committed state:
+    :func:`~pipeline.load.snapshot.snapshot_key`); for a remote object, a hash of its ETag, size
+    and modification time (no download needed)."""
     if "://" not in path or path.startswith("file://"):
-        return content_key(path.removeprefix("file://"))
+        return snapshot_key(path.removeprefix("file://"))
     fs, key = fsspec.core.url_to_fs(path, **(storage_options or {}))
     info = fs.info(key)
     token = json.dumps([info.get("ETag") or info.get("etag"), info.get("size"),
@@ -91,7 +93,8 @@ class IdentityIndex:
     hashed again. A file changed within the last :attr:`SETTLE_NS` ns (it may
     still be being written, and a same-size rewrite within one timestamp tick
     would not show) is hashed but not recorded. Remote objects are never
-    indexed (their identity costs no download anyway). When the index is saved,
+    indexed (their identity costs no download anyway), nor are exports with a ``-wal`` or hot
+    ``-journal`` sidecar (hashed with it every time). When the index is saved,
     only the reports seen since it was opened are kept, or, with ``keep_unseen``
     (an index shared by runs over different inputs), also the earlier entries of
     files that still exist.
@@ -119,13 +122,15 @@ class IdentityIndex:
         if "://" in path and not path.startswith("file://"):
             return report_identity(path, storage_options)
         local = os.path.abspath(path.removeprefix("file://"))
+        if sidecars(local):  # the main file's stat does not show what changed in a sidecar: hash it all
+            return snapshot_key(local)
         st = os.stat(local)
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         entry = self.entries.get(local)
         if entry is not None and entry[:4] == stamp:
             self.seen[local] = entry
             return entry[4]
-        digest = content_key(local)
+        digest = snapshot_key(local)
         after = os.stat(local)
         if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
                 and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > self.SETTLE_NS):

@@ -1,0 +1,149 @@
+"""Issue 12, kind 7: the configuration is checked before any work.
+
+A value of the wrong type or out of range is one message naming the file, the key and what is
+expected, and exit status 2 before anything starts (no cluster, no report read, nothing written)
+for `gpu-idle run` and `gpu-idle sweep` alike. Before: every GPU failed with numpy type errors,
+or the fleet showed negative dollars.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import run_cli
+
+from pipeline.config import Config, ConfigError, load_config
+from pipeline.synth import ExportWriter
+
+MS = 1_000_000
+
+#: The four cases of the issue: (YAML, the message after "<file>: ").
+NAMED = [
+    ("analysis:\n  min_gap_ns: 1e6\n",
+     "analysis.min_gap_ns: should be a valid integer, got '1e6' (text, not a number; write it with digits "
+     "only: 1000000)"),
+    ("analysis:\n  roster_size: abc\n", "analysis.roster_size: should be a valid integer, got 'abc'"),
+    ("cost:\n  rates:\n    - {model: H100, usd_per_gpu_hour: -4.0, match: ['*H100*']}\n",
+     "cost.rates.0.usd_per_gpu_hour: should be greater than 0, got -4.0"),
+    ("cost:\n  hours_per_month: 0\n", "cost.hours_per_month: should be greater than 0, got 0"),
+]
+
+
+@pytest.fixture
+def report(tmp_path):
+    w = ExportWriter(str(tmp_path / "one.sqlite"))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="gemm")
+    w.kernel(pid=10, device=0, stream=7, start=3 * MS, end=4 * MS, name="gemm")
+    return w.close()
+
+
+@pytest.mark.parametrize("yaml_text, message", NAMED)
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_bad_config_stops_before_any_work(tmp_path, report, yaml_text, message, command):
+    """Exit status 2 and one message `<file>: <key>: <what is expected>, got <value>`; no output
+    folder, no state folder, no cache, nothing analysed."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml_text)
+    out = tmp_path / "out"
+    env = {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
+    args = (["run", report, "--out", str(out)] if command == "run"
+            else ["sweep", report, "--state-dir", str(out)])
+    proc = run_cli(*args, "--config", str(bad), check=False, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"Error: {bad}: {message}" in " ".join(proc.stderr.split())
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert not out.exists() and not (tmp_path / "cache").exists()
+
+
+def write(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def config_error(tmp_path, text) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load_config([path])
+    message = str(exc.value)
+    assert message.startswith(f"{path}: "), message
+    return message[len(f"{path}: "):]
+
+
+def numeric_fields():
+    """Every int or float setting of every section (the defaults tell the type)."""
+    for section in dataclasses.fields(Config):
+        if section.name == "labels":
+            continue
+        for f in dataclasses.fields(section.default):
+            value = getattr(section.default, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield section.name, f.name, value
+
+
+NUMERIC = list(numeric_fields())
+
+
+def test_every_numeric_setting_is_covered():
+    """The variant below runs over all of them: 20-odd settings, not only the four of the issue."""
+    names = {f"{s}.{k}" for s, k, _ in NUMERIC}
+    assert {"analysis.min_gap_ns", "analysis.roster_size", "cost.hours_per_month", "categories.periodic_min_ns",
+            "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s"} <= names
+    assert len(NUMERIC) == 25
+
+
+@pytest.mark.parametrize("section, key, default", NUMERIC, ids=[f"{s}.{k}" for s, k, _ in NUMERIC])
+def test_each_numeric_setting_refuses_text_and_negatives(tmp_path, section, key, default):
+    """For each numeric setting: text is refused (it is not a number, whatever YAML made of it),
+    and so is -1 (no count, length, share, rate or time here may be negative); the default passes."""
+    text = config_error(tmp_path, f"{section}:\n  {key}: twenty\n")
+    kind = "integer" if isinstance(default, int) else "number"
+    assert text == f"{section}.{key}: should be a valid {kind}, got 'twenty'"
+    text = config_error(tmp_path, f"{section}:\n  {key}: -1\n")
+    assert text.startswith(f"{section}.{key}: should be greater than") and text.endswith(", got -1")
+    assert getattr(getattr(load_config([write(tmp_path, f"{section}:\n  {key}: {default!r}\n")]), section), key) \
+        == default
+
+
+@pytest.mark.parametrize("yaml_text, message", [
+    ("analysis:\n  launch_min_share: 1.5\n", "analysis.launch_min_share: should be less than or equal to 1, got 1.5"),
+    ("analysis:\n  actionable_pct: 101\n", "analysis.actionable_pct: should be less than or equal to 100, got 101"),
+    ("analysis:\n  window: spam\n",
+     "analysis.window: should be 'auto', 'span', 'nvtx' or 'periodic', got 'spam'"),
+    ("categories:\n  sync_min_fraction: 2\n", "categories.sync_min_fraction: should be less than or equal to 1, got 2"),
+    ("categories:\n  collective_kernel: 'nccl('\n",
+     "categories.collective_kernel: should be a regular expression (missing ), unterminated subpattern at "
+     "position 4), got 'nccl('"),
+    ("window:\n  iteration_patterns: ['Iteration \\d+', '[']\n",
+     "window.iteration_patterns.1: should be a regular expression (unterminated character set at position 0), "
+     "got '['"),
+    ("window:\n  outlier_factor: 0.5\n", "window.outlier_factor: should be greater than or equal to 1, got 0.5"),
+    ("window:\n  min_iterations: 0\n", "window.min_iterations: should be greater than or equal to 1, got 0"),
+    ("cost:\n  hours_per_month: 7300\n",
+     "cost.hours_per_month: should be less than or equal to 744, got 7300"),
+    ("cost:\n  rates:\n    - {model: H100, usd_per_gpu_hour: 0}\n",
+     "cost.rates.0.usd_per_gpu_hour: should be greater than 0, got 0"),
+    ("cost:\n  rates:\n    - {model: H100, usd_per_gpu_hour: '4'}\n",
+     "cost.rates.0.usd_per_gpu_hour: should be a valid number, got '4' (text, not a number; write it with "
+     "digits only: 4)"),
+    ("cost:\n  cluster_rates: {spot: {H100: -1.8}}\n",
+     "cost.cluster_rates.spot.H100: should be greater than 0, got -1.8"),
+    ("dask:\n  n_workers: 0\n", "dask.n_workers: should be greater than or equal to 1, got 0"),
+    ("dask:\n  no_workers_timeout_s: 0\n", "dask.no_workers_timeout_s: should be greater than 0, got 0"),
+    ("cache:\n  enabled: 'no'\n", "cache.enabled: should be a valid boolean, got 'no'"),
+    ("analysis:\n  min_gap_ns: 1500000.5\n", "analysis.min_gap_ns: should be a valid integer, got 1500000.5"),
+    ("analysis:\n  roster_size: true\n", "analysis.roster_size: should be a valid integer, got True"),
+])
+def test_range_type_and_pattern_checks(tmp_path, yaml_text, message):
+    assert config_error(tmp_path, yaml_text) == message
+
+
+def test_defaults_and_real_configs_still_load():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    assert load_config([repo / "configs" / "default.yaml"]) == Config()
+    for name in ("profiles.yaml", "nightly.yaml"):
+        load_config([repo / "configs" / name])
+    assert load_config([], {"analysis": {"min_gap_ns": 500_000}, "cost": {"hours_per_month": 720}}).cost \
+        .hours_per_month == 720.0
