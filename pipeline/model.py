@@ -52,18 +52,26 @@ class WarningCode(str, enum.Enum):
     INFERRED_PROCESSES = "inferred-processes"
     #: the GPU model is not on the rate card: priced as the default model.
     MODEL_NOT_ON_RATE_CARD = "model-not-on-rate-card"
+    #: exact duplicate rows (every column equal) the loader counted once.
+    DUPLICATE_ROWS = "duplicate-rows"
+    #: runtime, copy, NVTX or overhead rows the loader dropped (end < start, times far outside the capture).
+    DROPPED_ROWS = "dropped-rows"
 
 
-#: Codes that make a row ``partial``: the numbers rest on an incomplete trace.
-PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS})
+#: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace.
+PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.DUPLICATE_ROWS,
+                           WarningCode.DROPPED_ROWS})
 
 
 @dataclass(frozen=True)
 class RowWarning:
-    """One warning of a fleet row: its ``code`` (:class:`WarningCode`) and the ``text`` people read."""
+    """One warning of a fleet row: its ``code`` (:class:`WarningCode`) and the ``text`` people read.
+    ``pids``: the processes whose rows it is about (a loader warning then goes only to the GPUs
+    they drive); None: the whole report (every GPU)."""
 
     code: WarningCode
     text: str
+    pids: tuple | None = None
 
 
 #: Prefix of the per-GPU warning text that quotes a DIAGNOSTIC_EVENT text.
@@ -72,7 +80,8 @@ DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
 
 def row_status(warnings) -> str:
     """``partial`` when any of ``warnings`` (:class:`RowWarning`) has a code in
-    :data:`PARTIAL_CODES` (rows the loader dropped, events Nsight Systems lost), else ``ok``."""
+    :data:`PARTIAL_CODES` (rows the loader dropped or counted once, events or kernel records
+    Nsight Systems lost), else ``ok``."""
     return "partial" if any(w.code in PARTIAL_CODES for w in warnings) else "ok"
 
 
