@@ -29,7 +29,7 @@ from .report import load_report
 #: Bump when the loader's output changes meaning, so old caches are not reused.
 LOADER_VERSION = 6
 CACHE_ENV = "GPU_IDLE_CACHE"
-FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
+FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 
 
 def default_cache_dir() -> Path:

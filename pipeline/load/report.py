@@ -13,14 +13,15 @@ import numpy as np
 import pandas as pd
 
 from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
+from .caveats import load_overhead, lost_launches
 from .columns import categorical, int_column, normalise_api_name, read_strings, text_column
-from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta
+from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .integrity import (capture_of, dropped_warning, duplicate_mask, duplicates_warning, frame_codes,
     impossible_rows)
 from .processes import device_pairs, gpu_key_column, load_devices, pid_column, pid_of, resolve_missing_pids, tid_of
 from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
-from .tables import (KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES,
-    NVTX_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
+from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
+    META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
 
@@ -210,7 +211,14 @@ def _copies_by_table(copies: pd.DataFrame) -> dict[str, pd.DataFrame]:
             MEMSET_TABLE: copies[~is_memcpy].reset_index(drop=True)}
 
 
-#: Tables whose exact duplicate rows are counted once.
+def _overhead_by_table(overhead: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rows of :func:`~pipeline.load.caveats.load_overhead` split by the table they came from."""
+    own = overhead["own"].to_numpy(bool)
+    return {PROFILER_OVERHEAD_TABLE: overhead[own].reset_index(drop=True),
+            CUPTI_OVERHEAD_TABLE: overhead[~own].reset_index(drop=True)}
+
+
+#: Tables whose exact duplicate rows are counted once (overhead rows only ever count as a union).
 DEDUPLICATED = (KERNEL_TABLE, RUNTIME_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE)
 
 
@@ -306,12 +314,15 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
         runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
         del tables
         frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
-                  NVTX_TABLE: _load_nvtx(schema, strings)}
+                  NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
         frames, trust_warnings = _drop_untrustworthy(schema, path, frames)
         warnings += trust_warnings
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
         copies = pd.concat([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]], ignore_index=True)
+        overhead = pd.concat([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]], ignore_index=True)
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
+        untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
+                              lost_event_marks(schema)], ignore_index=True)
         kernels = kernels.drop(columns="context_id")
         copies = copies.drop(columns=["context_id", "correlation_id"])
         pair_codes, pairs = device_pairs(kernels)
@@ -332,6 +343,8 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
             copies=copies,
             nvtx=nvtx,
             devices=devices,
+            overhead=overhead,
+            untraced=untraced,
             meta=load_meta(schema),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
@@ -363,6 +376,8 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
     runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
     nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
+    overhead = report.overhead[report.overhead["pid"].isin(pids)]
+    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
     models = sorted({m for m in devs["gpu_model"] if m})
     return GpuTrace(
         report=report.path, gpu_key=gpu_key, pids=pids,
@@ -372,4 +387,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
         warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
         + diagnostic_warnings(report.diagnostics),
+        overhead=overhead.reset_index(drop=True), untraced=untraced.reset_index(drop=True),
     )
