@@ -17,6 +17,7 @@ from pipeline.config import Config
 from pipeline.engine.reduce import FLEET_COLUMNS, build_fleet
 from pipeline.load import caveats
 from pipeline.load.report import gpu_trace, load_report
+from pipeline.report.plots import gpu_timeline
 from pipeline.synth import ExportWriter
 
 MS = 1_000_000
@@ -97,6 +98,8 @@ def test_lost_kernel_records_are_untraced_not_cpu(tmp_path):
         "the window is untraced")
     assert (res.device_roster[0]["category"], res.device_roster[0]["length_ns"]) == ("untraced", 40_100_000)
     assert (res.roster[0]["category"], res.roster[0]["length_ns"]) == ("untraced", 40_100_000)
+    assert res.timeline["gaps"] == [[T0 + 29_900_000, T0 + 70 * MS, "untraced"]]
+    assert "untraced gap" in gpu_timeline({"timeline": res.timeline}, "lost records")  # drawn, in its own colour
 
 
 def test_window_leaves_out_iterations_of_lost_records(tmp_path):
@@ -425,7 +428,8 @@ def test_relative_clock_capture(tmp_path):
 def test_impossible_rows_of_every_table_are_dropped(tmp_path):
     """No capture metadata: the capture is what the other rows agree on (5.010 .. 5.056 s). Runtime, copy
     and NVTX rows with end < start or an end at INT64_MAX would skew attribution (a sync call over every
-    gap, copy-only idle everywhere, an NVTX range around every gap): each is dropped and counted."""
+    gap, copy-only idle everywhere, an NVTX range around every gap, profiler overhead over every gap):
+    each is dropped and counted."""
     path = tmp_path / "impossible.sqlite"
     w = ExportWriter(str(path))
     steady(w, pid=10)
@@ -435,12 +439,13 @@ def test_impossible_rows_of_every_table_are_dropped(tmp_path):
     w.memcpy(pid=10, device=0, stream=9, start=B + 20 * MS, end=INT64_MAX)
     w.memset(pid=10, device=0, stream=9, start=B + 27 * MS, end=B + 26 * MS)
     w.nvtx(pid=10, tid=11, start=B, end=INT64_MAX, text="setup")
+    w.overhead(pid=10, tid=11, start=B + 7 * MS, end=INT64_MAX)  # a CUPTI buffer flush over every gap
     w.close()
     res = analyse(path)["pid10/dev0"]
     row = res.row
     assert (row["window_ns"], row["busy_ns"], row["idle_ns"], row["copy_only_ns"]) == (46 * MS, 30 * MS, 16 * MS, 0)
-    # four 4 ms gaps, nothing on the CUDA API side left in them
-    assert (row["cat_cpu_ns"], row["cat_sync_ns"], row["cat_data_ns"]) == (16 * MS, 0, 0)
+    # four 4 ms gaps, nothing on the CUDA API side (nor profiler overhead) left in them
+    assert (row["cat_cpu_ns"], row["cat_sync_ns"], row["cat_data_ns"], row["cat_profiler_ns"]) == (16 * MS, 0, 0, 0)
     assert row["status"] == "partial"
     capture = "5.010000..5.056000 s on the report's clock, per the other rows"
     assert row["warnings"] == "; ".join([
@@ -450,6 +455,7 @@ def test_impossible_rows_of_every_table_are_dropped(tmp_path):
         "dropped 1 row of CUPTI_ACTIVITY_KIND_MEMCPY " + far_outside(capture, "5.030000", "9223372036.854776"),
         "dropped 1 row of CUPTI_ACTIVITY_KIND_MEMSET with end < start",
         "dropped 1 row of NVTX_EVENTS " + far_outside(capture, "5.010000", "9223372036.854776"),
+        "dropped 1 row of PROFILER_OVERHEAD " + far_outside(capture, "5.017000", "9223372036.854776"),
     ])
     assert {g["nvtx_range"] for g in res.device_roster} == {""}
     assert all(g["attribution"] == [] for g in res.device_roster)
