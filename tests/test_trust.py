@@ -188,8 +188,9 @@ def test_lost_launches_across_launch_apis_graphs_and_processes(tmp_path, monkeyp
 
 
 def test_dropped_events_inside_a_gap_make_it_untraced(tmp_path):
-    """A DIAGNOSTIC_EVENT saying events were lost, timed (target clock) inside a gap of a process of
-    this GPU, makes that gap untraced; one of another process, or on the host clock, places nothing."""
+    """A DIAGNOSTIC_EVENT saying events were lost, timed (target clock) inside a gap, of a process of
+    this GPU or of the session itself (globalPid with no process), makes that gap untraced; one of
+    another process, or on the host clock, places nothing."""
     path = tmp_path / "dropped.sqlite"
     w = ExportWriter(str(path))
     for i in range(5):  # 6 ms kernels every 10 ms: W = 46 ms, gaps [6,10) [16,20) [26,30) [36,40)
@@ -197,15 +198,16 @@ def test_dropped_events_inside_a_gap_make_it_untraced(tmp_path):
     w.diagnostic(17 * MS, CUPTI_DROPPED, severity=2, pid=10)
     w.diagnostic(27 * MS, SOME_LOST, severity=2, pid=99)
     w.diagnostic(7 * MS, INCOMPLETE_DROPPED, severity=1, pid=10, timestamp_type=2)
+    w.diagnostic(37 * MS, INCOMPLETE_DROPPED, severity=1, pid=0)  # the session's own (globalPid of no process)
     w.close()
     (res,) = analyse(path).values()
     row = res.row
-    assert (row["idle_ns"], row["cat_untraced_ns"], row["cat_cpu_ns"]) == (16 * MS, 4 * MS, 12 * MS)
-    assert row["untraced_usd_per_month"] == usd(4 * MS, 46 * MS)
+    assert (row["idle_ns"], row["cat_untraced_ns"], row["cat_cpu_ns"]) == (16 * MS, 8 * MS, 8 * MS)
+    assert row["untraced_usd_per_month"] == usd(8 * MS, 46 * MS)
     assert row["status"] == "partial"
     assert row["warnings"] == (f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {SOME_LOST}; "
-                               f"DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}")
-    assert [g["category"] for g in res.device_roster] == ["cpu", "untraced", "cpu", "cpu"]
+                               f"DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}; DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}")
+    assert [g["category"] for g in res.device_roster] == ["cpu", "untraced", "cpu", "untraced"]
 
 
 # ---------------------------------------------------------------- 4. profiler overhead: `profiler`

@@ -64,13 +64,15 @@ def lost_event_marks(schema: Schema) -> pd.DataFrame:
     """Where Nsight Systems said it lost events: one :data:`~pipeline.model.UNTRACED_COLUMNS` row
     (kind ``lost-events``, ``start``..``end`` = the 1 ns at its timestamp) per DIAGNOSTIC_EVENT whose
     text reports lost or dropped events (:func:`reports_lost_events`) and whose timestamp is on the
-    trace's clock; ``pid`` is its process, -1 when it names none (then it concerns every GPU)."""
+    trace's clock; ``pid`` is its process, -1 when it names none or only the session (then it concerns
+    every GPU)."""
     cols = schema.columns(DIAGNOSTIC_TABLE)
     if not {"timestamp", "text"} <= set(cols):
         return no_untraced()
     kind = "timestampType" if "timestampType" in cols else str(TARGET_TIMESTAMP)
     pid = "globalPid" if "globalPid" in cols else "NULL"
-    rows = [(int(t), -1 if g is None else int(pid_of(g)), str(text)) for t, g, text in schema.con.execute(
+    # pid 0: the session's own diagnostics (globalPid names no process), about every GPU like no pid at all
+    rows = [(int(t), (int(pid_of(g)) or -1) if g is not None else -1, str(text)) for t, g, text in schema.con.execute(
         f"SELECT timestamp, {pid}, text FROM {DIAGNOSTIC_TABLE} WHERE timestamp IS NOT NULL AND text IS NOT NULL "
         f"AND {kind} = {TARGET_TIMESTAMP} ORDER BY rowid") if reports_lost_events(str(text).strip())]
     if not rows:
