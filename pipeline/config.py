@@ -112,6 +112,9 @@ class CategoryRules:
     together cover less than this share of it (``boundary``).
     ``periodic_min_ns`` / ``periodic_min_factor``: a ``periodic`` candidate gap is
     at least this long and this many times the median gap.
+    ``profiler_overheads``: ENUM_CUPTI_OVERHEAD_TYPE names of the CUPTI_ACTIVITY_KIND_OVERHEAD rows
+    that are the profiler's (every PROFILER_OVERHEAD row is); ``profiler_min_fraction``: the share
+    of a gap they must cover, where the GPU is dark (no copy engine either), for ``profiler``.
     """
 
     sync_apis: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
@@ -128,6 +131,9 @@ class CategoryRules:
     quiet_max_fraction: Share = 0.5
     periodic_min_ns: Nanoseconds = 50_000_000
     periodic_min_factor: Positive = 5.0
+    profiler_overheads: tuple[str, ...] = ("OVERHEAD_CUPTI_BUFFER_FLUSH", "OVERHEAD_CUPTI_INSTRUMENTATION",
+                                           "OVERHEAD_CUPTI_RESOURCE", "OVERHEAD_COMMAND_BUFFER_FULL")
+    profiler_min_fraction: Share = 0.5
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,12 @@ from .arrays import row_groups
 GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
 #: Every category of the fleet table's ``cat_*`` columns, in SPEC order.
 CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+#: Causes of idle that are not the application's (SPEC "Category"): tested before every category,
+#: never priced as the application's fixable idle, never ``main_category`` or ``actionable``; shown
+#: apart in their own ``cat_*`` columns with their cost. ``profiler``: Nsight Systems' own overhead
+#: covers the gap; ``untraced``: the trace lost the records there (launches without kernel records,
+#: dropped events).
+CAVEATS = ("profiler", "untraced")
 
 
 class ProfileError(Exception):
@@ -57,20 +63,32 @@ class WarningCode(str, enum.Enum):
     #: processes see fewer SMs than their board but the export names no MIG instance: they cannot
     #: be told apart (their kernels are unioned) and the row is priced as the whole board.
     MIG_UNRESOLVED = "mig-unresolved"
+    #: exact duplicate rows (every column equal) the loader counted once.
+    DUPLICATE_ROWS = "duplicate-rows"
+    #: runtime, copy, NVTX or overhead rows the loader dropped (end < start, times far outside the capture).
+    DROPPED_ROWS = "dropped-rows"
+    #: CUDA launches of the GPU's processes without a kernel record: the trace lost them (``untraced``).
+    UNTRACED_LAUNCHES = "untraced-launches"
+    #: Nsight Systems' own overhead covers device gaps (``profiler``): a caveat, the trace is complete.
+    PROFILER_OVERHEAD = "profiler-overhead"
 
 
-#: Codes that make a row ``partial``: the numbers rest on an incomplete trace, or on input that
-#: cannot say which GPU the kernels ran on or what share of a board they rented.
+#: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
+#: input that cannot say which GPU the kernels ran on or what share of a board they rented.
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
-                           WarningCode.MIG_UNRESOLVED})
+                           WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
+                           WarningCode.UNTRACED_LAUNCHES})
 
 
 @dataclass(frozen=True)
 class RowWarning:
-    """One warning of a fleet row: its ``code`` (:class:`WarningCode`) and the ``text`` people read."""
+    """One warning of a fleet row: its ``code`` (:class:`WarningCode`) and the ``text`` people read.
+    ``pids``: the processes whose rows it is about (a loader warning then goes only to the GPUs
+    they drive); None: the whole report (every GPU)."""
 
     code: WarningCode
     text: str
+    pids: tuple | None = None
 
 
 #: Why a GPU's model is blank when the export lists no GPU at all (quoted in ``rate_source``).
@@ -82,8 +100,28 @@ DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
 
 def row_status(warnings) -> str:
     """``partial`` when any of ``warnings`` (:class:`RowWarning`) has a code in
-    :data:`PARTIAL_CODES` (rows the loader dropped, events Nsight Systems lost), else ``ok``."""
+    :data:`PARTIAL_CODES` (rows the loader dropped or counted once, events or kernel records
+    Nsight Systems lost), else ``ok``."""
     return "partial" if any(w.code in PARTIAL_CODES for w in warnings) else "ok"
+
+
+#: Columns of :attr:`Report.overhead` and :attr:`Report.untraced` (int64 but ``kind``, ``name``, ``own``).
+OVERHEAD_COLUMNS = ("start", "end", "pid", "kind", "own")
+UNTRACED_COLUMNS = ("kind", "pid", "correlation_id", "name", "call_start", "call_end", "start", "end")
+
+
+def _empty(columns, text=(), flags=()) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in text else bool if c in flags else "int64") for c in columns})
+
+
+def no_overhead() -> pd.DataFrame:
+    """An empty :attr:`Report.overhead` frame (an export without overhead tables)."""
+    return _empty(OVERHEAD_COLUMNS, text=("kind",), flags=("own",))
+
+
+def no_untraced() -> pd.DataFrame:
+    """An empty :attr:`Report.untraced` frame (nothing lost)."""
+    return _empty(UNTRACED_COLUMNS, text=("kind", "name"))
 
 
 @dataclass
@@ -100,6 +138,11 @@ class Report:
       ``nvtx``: start, end, pid, tid, text (ranges only)
       ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
       (:func:`pipeline.load.gpus.load_devices`)
+      ``overhead``: Nsight Systems / CUPTI overhead rows: start, end, pid, kind (ENUM_CUPTI_OVERHEAD_TYPE
+      name), own (True for PROFILER_OVERHEAD rows: the profiler's own work by definition)
+      ``untraced``: where the trace lost records (:mod:`pipeline.load.caveats`): kind ('launch' |
+      'lost-events'), pid (-1: any process), correlation_id, name, call_start, call_end, and
+      start, end: when the lost work may have run
     ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
     texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
     (:class:`RowWarning`, each with its code).
@@ -111,6 +154,8 @@ class Report:
     copies: pd.DataFrame
     nvtx: pd.DataFrame
     devices: pd.DataFrame
+    overhead: pd.DataFrame = field(default_factory=no_overhead)
+    untraced: pd.DataFrame = field(default_factory=no_untraced)
     meta: dict = field(default_factory=dict)
     diagnostics: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -144,6 +189,8 @@ class GpuTrace:
     ``runtime``: CUDA runtime API calls of the processes that drive this GPU
     (start, end, pid, tid, name) sorted by start.
     ``nvtx``: NVTX ranges of those processes.
+    ``overhead``, ``untraced``: the rows of :attr:`Report.overhead` and :attr:`Report.untraced` of
+    those processes (``untraced`` also those of no process, pid -1).
     ``warnings``: the report's :class:`RowWarning`, one per DIAGNOSTIC_EVENT text, and this GPU's own.
     ``gpu_model``: "" when the export does not say (``model_note`` says why, for ``rate_source``).
     ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
@@ -163,6 +210,8 @@ class GpuTrace:
     mig: bool = False
     sms: int = 0
     board_sms: int = 0
+    overhead: pd.DataFrame = field(default_factory=no_overhead)
+    untraced: pd.DataFrame = field(default_factory=no_untraced)
 
 
 @dataclass

@@ -102,6 +102,11 @@ UNIFIED_MEMORY = ("CUDA device 0: Unified Memory cannot be traced on devices tha
                   "transfers.Please verify that SLI/NVLink is functioning properly.")
 
 
+#: The profiler-overhead warning of GPU 0 of the real training export (see test_older_schema_export).
+TRAIN_FLUSH = ("profiler overhead covers 1 device gap, 2.434 ms of idle in the window (OVERHEAD_CUPTI_BUFFER_FLUSH): "
+               "Nsight Systems' own work, not the application's idle")
+
+
 NUMBER_COLUMNS = ("pid", "window_ns", "busy_ns", "idle_ns", "kernel_count")
 
 
@@ -359,8 +364,10 @@ def test_older_schema_export(corpus, corpus_run, profiles):
     assert old["gpu_key"].tolist() == ["pid144/dev0", "pid145/dev1"] == new["gpu_key"].tolist()
     assert old["pid"].tolist() == [144, 145] and old["pids"].tolist() == ["144", "145"]
     assert set(old["status"]) == {"ok"} and set(old["error"]) == {""}
-    assert set(old["warnings"]) == {OLD_SCHEMA}
-    assert set(new["warnings"]) == {""}
+    # GPU 0's device gap [60.362816, 60.365249) s is 62 % covered by pid 144's CUPTI buffer flushes
+    # (PROFILER_OVERHEAD, 1,507,495 of 2,433,526 ns): Nsight Systems' own work, a caveat (still ok)
+    assert old["warnings"].tolist() == [f"{OLD_SCHEMA}; {TRAIN_FLUSH}", OLD_SCHEMA]
+    assert new["warnings"].tolist() == [TRAIN_FLUSH, ""]
     same = [c for c in fleet.columns if c not in ("report", "job", "warnings")]
     pd.testing.assert_frame_equal(old[same], new[same])
     # the per-GPU rosters too: the gaps are explained by the same CUDA API calls (found through the pids)

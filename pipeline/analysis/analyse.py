@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
-from ..model import CATEGORIES, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
-from . import attribution, cost, gaps
+from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
+from . import attribution, caveats, cost, gaps
 from . import intervals as iv
 from .window import WindowError, choose_window
 
@@ -63,6 +63,11 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     }
 
 
+def _pct(part_ns: int, window_ns: int) -> float:
+    """``part_ns`` as % of the window (4 decimals); 0 for an empty window."""
+    return round(100.0 * part_ns / window_ns, 4) if window_ns else 0.0
+
+
 def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     """Compute every per-GPU number of the fleet table (SPEC "Definitions", "Cost").
 
@@ -78,7 +83,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     """
     a = cfg.analysis
     k = trace.kernels
-    win = choose_window(k, trace.nvtx, a.window, a.trim_s, cfg.window)
+    # iterations over holes where the trace lost records are not stable iterations
+    lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
+    win = choose_window(k, trace.nvtx, a.window, a.trim_s, cfg.window, untraced=lost_holes)
     w0, w1 = win.start_ns, win.end_ns
     runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
@@ -89,7 +96,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
             f"{int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock")
     gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
     copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
-    calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories)
+    calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories, trace.overhead, trace.untraced)
     categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries, calls)
     holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
     device_slivers = holes[holes <= a.min_gap_ns]
@@ -97,6 +104,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     # add up to at most the device idle and read as % of W; the per-stream roster is for fixing.
     device_categorised = attribution.categorise(gaps.device_gaps(kw, w0, w1, a.min_gap_ns), trace.runtime,
                                                 copies_in, cfg.categories, win.boundaries, calls)
+    device_lengths = device_categorised["length"].to_numpy(np.int64)
+    device_cats = device_categorised["category"].to_numpy(object)
+    caveat_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in CAVEATS}
 
     lengths = categorised["length"].to_numpy(np.int64)
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
@@ -106,6 +116,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note)
     rate_model, rate, rate_source = choice.model, choice.usd_per_gpu_hour, choice.source
     warnings = list(trace.warnings)
+    warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
+    warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
     if choice.unlisted:
         warnings.append(RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD,
                                    f"GPU model {model!r} is not on the rate card; priced as {rate_model}"))
@@ -141,19 +153,22 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["copy_overlap_ns"] = int(categorised["copy_ns"].sum()) if len(categorised) else 0
     row["device_sliver_count"] = int(device_slivers.size)
     row["device_sliver_ns"] = int(device_slivers.sum())
-    # launch (per GPU): sub-threshold device-level holes make up most of the idle.
-    launch_bound = bool(dev.idle_ns > 0 and row["device_sliver_ns"] >= a.launch_min_share * dev.idle_ns
+    # launch (per GPU): sub-threshold device-level holes make up most of the application's idle
+    # (the idle without the profiler's and the untraced time, which are not the application's).
+    app_idle_ns = dev.idle_ns - sum(caveat_ns.values())
+    launch_bound = bool(app_idle_ns > 0 and row["device_sliver_ns"] >= a.launch_min_share * app_idle_ns
                         and 100.0 * row["device_sliver_ns"] / dev.window_ns >= a.actionable_pct)
     row["launch_bound"] = launch_bound
-    device_lengths = device_categorised["length"].to_numpy(np.int64)
-    device_cats = device_categorised["category"].to_numpy(object)
     category_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in GAP_CATEGORIES}
     row["device_gap_count"] = int(device_lengths.size)
     row["device_gap_ns"] = int(device_lengths.sum())
     category_ns["launch"] = row["device_sliver_ns"] if launch_bound else 0
     for cat in CATEGORIES:
         row[f"cat_{cat}_ns"] = category_ns[cat]
-        row[f"cat_{cat}_pct"] = round(100.0 * category_ns[cat] / dev.window_ns, 4) if dev.window_ns else 0.0
+        row[f"cat_{cat}_pct"] = _pct(category_ns[cat], dev.window_ns)
+    # the causes that are not the application's: shown apart, never main_category or actionable
+    row.update({f"cat_{cat}_ns": caveat_ns[cat] for cat in CAVEATS})
+    row.update({f"cat_{cat}_pct": _pct(caveat_ns[cat], dev.window_ns) for cat in CAVEATS})
     ranked = sorted(CATEGORIES, key=lambda c: (-category_ns[c], CATEGORIES.index(c)))
     row["main_category"] = ranked[0] if category_ns[ranked[0]] > 0 else ""
     row["actionable"] = ",".join(c for c in ranked if row[f"cat_{c}_pct"] >= a.actionable_pct)
@@ -161,6 +176,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     row["rate_usd_per_hour"] = rate
     row["rate_source"] = rate_source
     row["idle_usd_per_month"] = round(cost.idle_usd_per_month(idle_fraction, rate, cfg.cost.hours_per_month), 2)
+    for cat in CAVEATS:  # what the idle that is not the application's costs (inside idle_usd_per_month)
+        share = caveat_ns[cat] / dev.window_ns if dev.window_ns else 0.0
+        row[f"{cat}_usd_per_month"] = round(cost.idle_usd_per_month(share, rate, cfg.cost.hours_per_month), 2)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)

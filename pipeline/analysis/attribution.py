@@ -15,14 +15,17 @@ gap ``[a, b)`` is ``F(b) − F(a)``: ``O((calls + gaps) · log calls)`` per name
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ..arrays import row_groups
 from ..config import CategoryRules
+from . import caveats
 from . import intervals as iv
+
+_NO_RUNS = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class CallIndex:
     ``all_runs``, ``sync_runs``, ``data_runs``, ``copy_runs``: unions
     (:func:`pipeline.analysis.intervals.union`) of all calls, synchronising calls, transfer /
     pinned-allocation calls plus copy-engine work, and copy-engine work alone.
+    ``profiler_runs``: the profiler's own work where no copy engine runs
+    (:func:`pipeline.analysis.caveats.profiler_runs`); ``untraced_runs``: when lost records may
+    have run (:func:`pipeline.analysis.caveats.untraced_runs`).
     Built by :func:`index_calls`; gives the same figures as preparing them per gap set.
     """
 
@@ -88,6 +94,8 @@ class CallIndex:
     sync_runs: tuple
     data_runs: tuple
     copy_runs: tuple
+    profiler_runs: tuple = field(default=_NO_RUNS)
+    untraced_runs: tuple = field(default=_NO_RUNS)
 
 
 def _name_codes(runtime: pd.DataFrame) -> tuple[np.ndarray, list]:
@@ -108,8 +116,11 @@ def _per_name(runtime: pd.DataFrame, codes: np.ndarray, labels: list) -> dict:
     return dict(sorted(per_name.items()))
 
 
-def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRules") -> CallIndex:
-    """Prepare ``runtime`` (start, end, name) and ``copies`` (start, end) once per GPU."""
+def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRules",
+                overhead: pd.DataFrame | None = None, untraced: pd.DataFrame | None = None) -> CallIndex:
+    """Prepare ``runtime`` (start, end, name) and ``copies`` (start, end) once per GPU; with them
+    the GPU's ``overhead`` and ``untraced`` rows (:class:`~pipeline.model.GpuTrace`), for the
+    ``profiler`` and ``untraced`` causes (none when None)."""
     starts = runtime["start"].to_numpy(np.int64)
     ends = runtime["end"].to_numpy(np.int64)
     codes, labels = _name_codes(runtime)
@@ -124,12 +135,15 @@ def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRul
     data = by_name(rules.data_apis)
     copy_s = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     copy_e = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    copy_runs = iv.union(copy_s, copy_e)
     return CallIndex(
         per_name=_per_name(runtime, codes, labels),
         all_runs=iv.union(starts, ends),
         sync_runs=iv.union(starts[sync], ends[sync]),
         data_runs=iv.union(np.concatenate((starts[data], copy_s)), np.concatenate((ends[data], copy_e))),
-        copy_runs=iv.union(copy_s, copy_e),
+        copy_runs=copy_runs,
+        profiler_runs=caveats.profiler_runs(overhead, rules, copy_runs) if overhead is not None else _NO_RUNS,
+        untraced_runs=caveats.untraced_runs(untraced) if untraced is not None else _NO_RUNS,
     )
 
 
@@ -230,7 +244,11 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
         all CUDA API calls inside it), ``category`` and ``attribution``
         (``[(api_name, ns), ...]`` by summed overlapped time, largest first).
 
-    Category, first match wins (SPEC "Category"):
+    Category, first match wins (SPEC "Category"); first the two causes that are not the
+    application's (:mod:`pipeline.analysis.caveats`), then the application's categories:
+      ``profiler``: the profiler's own work covers >= ``profiler_min_fraction`` of the gap where
+      no copy engine runs (``calls.profiler_runs``);
+      ``untraced``: lost records may have run in the gap (``calls.untraced_runs`` overlap it);
       ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap;
       ``data``: transfers, pinned allocations or copy engines cover >= ``data_min_fraction``;
       ``comm``: the kernel before the gap is a collective (``collective_kernel``);
@@ -251,6 +269,8 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     for col, runs in (("copy_ns", calls.copy_runs), ("sync_ns", calls.sync_runs), ("data_ns", calls.data_runs),
                       ("cpu_api_ns", calls.all_runs)):
         out[col] = iv.overlap_with_each(g0, g1, *runs) if n else zeros
+    profiler_ns = iv.overlap_with_each(g0, g1, *calls.profiler_runs) if n else zeros
+    untraced = (iv.overlap_with_each(g0, g1, *calls.untraced_runs) > 0) if n else zeros.astype(bool)
     collective = re.compile(rules.collective_kernel, re.IGNORECASE)
     is_comm = np.array([bool(collective.search(str(k))) for k in out["kernel_before"]], dtype=bool)
     bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
@@ -261,13 +281,18 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = {name: np.where(length > 0, out[col].to_numpy() / np.maximum(length, 1), 0.0)
                 for name, col in (("sync", "sync_ns"), ("data", "data_ns"), ("api", "cpu_api_ns"))}
+        profiler = np.where(length > 0, profiler_ns / np.maximum(length, 1), 0.0) >= rules.profiler_min_fraction
     explained = (frac["sync"] >= rules.sync_min_fraction) | (frac["data"] >= rules.data_min_fraction) | is_comm
+    explained |= profiler | untraced  # neither is a candidate for periodic
     periodic = periodic_mask(g0, length, bounds, rules, eligible=~explained)
     quiet = frac["api"] < rules.quiet_max_fraction
-    out["category"] = np.select(
+    application = np.select(
         [frac["sync"] >= rules.sync_min_fraction, frac["data"] >= rules.data_min_fraction, is_comm,
          at_boundary & quiet & ~periodic, periodic],
-        ["sync", "data", "comm", "boundary", "periodic"], default="cpu") if n else pd.Series(dtype=object)
+        ["sync", "data", "comm", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
+    # profiler and untraced are tested before the application's categories (SPEC "Category")
+    out["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application) \
+        if n else pd.Series(dtype=object)
     out["attribution"] = attribution_lists(overlap_by_name(calls, out))
     return out
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import WindowRules, seconds_to_ns
+from .intervals import overlap_with_each
 
 NS_PER_S = 1_000_000_000
 
@@ -178,19 +179,27 @@ def _slack(period: int) -> int:
     return max(1, int(round(0.1 * period)))
 
 
-def select_stable(it: Iterations, rules: WindowRules) -> tuple[np.ndarray, dict]:
+#: Why an iteration overlapping an untraced hole is left out of the window.
+UNTRACED_REASON = "untraced (lost kernel records)"
+
+
+def select_stable(it: Iterations, rules: WindowRules, untraced: tuple = ()) -> tuple[np.ndarray, dict]:
     """Indices of the kept iterations and ``{index: reason}`` for the excluded ones.
 
-    Warm-up: the first ``warmup_iterations``. Outliers: length > factor × median
-    or < median / factor (median of the non-warm-up iterations). Kept: the
-    longest run of consecutive usable iterations (ties: the earliest), capped
-    to the latest ``max_iterations`` when set.
+    Warm-up: the first ``warmup_iterations``. Untraced: iterations overlapping one of the
+    ``untraced`` holes (``(starts, ends)`` ns arrays, :func:`pipeline.analysis.caveats.untraced_spans`:
+    the trace lost records there, so their idle is not measured). Outliers: length > factor × median
+    or < median / factor (median of the other iterations). Kept: the longest run of consecutive
+    usable iterations (ties: the earliest), capped to the latest ``max_iterations`` when set.
     """
     lengths = it.ends - it.starts
     n = lengths.size
     excluded: dict[int, str] = {}
     for i in range(min(rules.warmup_iterations, n)):
         excluded[i] = "warm-up"
+    if len(untraced) and len(untraced[0]):
+        hit = np.flatnonzero(overlap_with_each(it.starts, it.ends, *untraced) > 0)
+        excluded.update({int(i): UNTRACED_REASON for i in hit if int(i) not in excluded})
     rest = [i for i in range(n) if i not in excluded]
     if rest:
         med = float(np.median(lengths[rest]))
@@ -217,10 +226,10 @@ def select_stable(it: Iterations, rules: WindowRules) -> tuple[np.ndarray, dict]
     return np.array(best, dtype=np.int64), excluded
 
 
-def iteration_window(it: Iterations, rules: WindowRules) -> tuple[Window | None, str]:
-    """A window over the stable run of ``it``, or ``(None, reason)`` when fewer than
-    ``min_iterations`` usable iterations exist."""
-    kept, excluded = select_stable(it, rules)
+def iteration_window(it: Iterations, rules: WindowRules, untraced: tuple = ()) -> tuple[Window | None, str]:
+    """A window over the stable run of ``it`` (:func:`select_stable`, ``untraced`` holes left out), or
+    ``(None, reason)`` when fewer than ``min_iterations`` usable iterations exist."""
+    kept, excluded = select_stable(it, rules, untraced)
     if kept.size < rules.min_iterations:
         return None, (f"{it.source}: only {kept.size} usable iteration(s) of {it.starts.size} "
                       f"(need {rules.min_iterations})")
@@ -234,12 +243,14 @@ def iteration_window(it: Iterations, rules: WindowRules) -> tuple[Window | None,
 
 
 def choose_window(kernels: pd.DataFrame, nvtx: pd.DataFrame, rule: str = "auto", trim_s=None,
-                  rules: WindowRules = WindowRules()) -> Window:
+                  rules: WindowRules = WindowRules(), untraced: tuple = ()) -> Window:
     """Apply the rules in order and return the first window that applies.
 
     ``rule``: ``auto`` (nvtx → periodic → span), ``span``, or a strict ``nvtx``
     / ``periodic`` that raises :class:`WindowError` (the abstention reason)
-    instead of falling back. An explicit ``trim_s`` always wins.
+    instead of falling back. An explicit ``trim_s`` always wins. ``untraced``: holes
+    ``(starts, ends)`` where the trace lost records; iterations overlapping them are not
+    stable iterations (:func:`select_stable`).
     """
     if trim_s is not None:
         return trim_window(*trim_s)
@@ -255,7 +266,7 @@ def choose_window(kernels: pd.DataFrame, nvtx: pd.DataFrame, rule: str = "auto",
         if it is None:
             notes.append(f"{name}: no iterations found")
             continue
-        win, why = iteration_window(it, rules)
+        win, why = iteration_window(it, rules, untraced)
         if win is not None:
             return dataclasses.replace(win, note="; ".join(notes))
         notes.append(why)

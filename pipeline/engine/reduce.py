@@ -21,8 +21,10 @@ FLEET_COLUMNS = [
     "launch_bound",
     "cat_sync_ns", "cat_data_ns", "cat_comm_ns", "cat_boundary_ns", "cat_periodic_ns", "cat_launch_ns", "cat_cpu_ns",
     "cat_sync_pct", "cat_data_pct", "cat_comm_pct", "cat_boundary_pct", "cat_periodic_pct", "cat_launch_pct",
-    "cat_cpu_pct", "main_category", "actionable",
-    "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "amdahl_speedup",
+    "cat_cpu_pct", "cat_profiler_ns", "cat_untraced_ns", "cat_profiler_pct", "cat_untraced_pct",
+    "main_category", "actionable",
+    "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "profiler_usd_per_month",
+    "untraced_usd_per_month", "amdahl_speedup",
     "straggler", "warnings", "status", "error",
 ]
 
@@ -82,19 +84,24 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
     Columns: ``by``, GPUs analysed, reports that failed (distinct reports with an
     error row), window and idle ns, window-weighted idle %, min/max GPU idle %,
-    per-stream gap total, idle USD per month, stragglers.
+    per-stream gap total, idle USD per month, stragglers, and apart the idle that is not
+    the application's (``profiler_ns``, ``untraced_ns`` and their USD per month).
     """
     ok = fleet[fleet["status"] != "error"]
     out = ok.groupby(by, sort=True).agg(
         gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
         gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
         min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
-        stragglers=("straggler", "sum")).reset_index()
+        stragglers=("straggler", "sum"), profiler_ns=("cat_profiler_ns", "sum"),
+        untraced_ns=("cat_untraced_ns", "sum"), profiler_usd_per_month=("profiler_usd_per_month", "sum"),
+        untraced_usd_per_month=("untraced_usd_per_month", "sum")).reset_index()
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
-    for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports"):
+    for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports", "profiler_ns",
+                "untraced_ns"):
         out[col] = out[col].fillna(0).astype("int64")
-    out["idle_usd_per_month"] = out["idle_usd_per_month"].astype(float).fillna(0.0).round(2)
+    for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month"):
+        out[col] = out[col].astype(float).fillna(0.0).round(2)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["idle_pct"] = (100.0 * out["idle_ns"] / out["window_ns"].where(out["window_ns"] > 0)).round(4)
     return out.sort_values(by, kind="stable").reset_index(drop=True)

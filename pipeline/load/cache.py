@@ -28,9 +28,9 @@ from .report import load_report
 from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 6
+LOADER_VERSION = 7
 CACHE_ENV = "GPU_IDLE_CACHE"
-FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices")
+FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 
 
 def default_cache_dir() -> Path:
@@ -69,7 +69,8 @@ def _write_entry(report: Report, target: Path) -> None:
                            compression="none", write_statistics=False)
         (tmp / "report.json").write_text(json.dumps(
             {"meta": report.meta, "diagnostics": report.diagnostics,
-             "warnings": [[w.code.value, w.text] for w in report.warnings]}))
+             "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
+                          for w in report.warnings]}))
         try:
             os.rename(tmp, target)
         except OSError:  # another worker finished the same entry first: keep theirs
@@ -82,7 +83,8 @@ def _write_entry(report: Report, target: Path) -> None:
 def _read_entry(entry: Path, path: str) -> Report:
     extra = json.loads((entry / "report.json").read_text())
     frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
-    warnings = [RowWarning(WarningCode(code), text) for code, text in extra["warnings"]]
+    warnings = [RowWarning(WarningCode(code), text, None if pids is None else tuple(pids))
+                for code, text, pids in extra["warnings"]]
     return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings, **frames)
 
 

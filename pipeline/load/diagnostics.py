@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import re
 
-from ..model import DIAGNOSTIC_PREFIX, RowWarning, WarningCode
+import numpy as np
+import pandas as pd
+
+from ..model import DIAGNOSTIC_PREFIX, UNTRACED_COLUMNS, RowWarning, WarningCode, no_untraced
+from .processes import pid_of
 from .sqlite import text_rows
 from .tables import DIAGNOSTIC_TABLE, META_TABLES, Schema
 
@@ -20,6 +24,8 @@ DIAGNOSTIC_WARNING_LEVELS = (2, 3)
 #: dropped: 12. ...", "Some events (42) were lost. ...", "Reading events from qdstrm: ... : Lost
 #: events = 7" (texts from the nsys binaries), at warning or info severity.
 LOST_EVENTS = re.compile(r"\blost\b|\bdropped\b|\bmissing\b|overflow|discard", re.IGNORECASE)
+#: ENUM_DIAGNOSTIC_TIMESTAMP_SOURCE id of timestamps on the trace's own clock (2 is the host's).
+TARGET_TIMESTAMP = 1
 #: ... unless the count it names is zero ("dropped 0 records", "Lost events = 0", "(0) were lost").
 _NO_LOSS = re.compile(r"(?:dropped|lost(?: events)?)\s*[:=]?\s*0\b|\(\s*0\s*\)\s*were lost", re.IGNORECASE)
 
@@ -56,3 +62,26 @@ def diagnostic_warnings(texts: list[str]) -> list[RowWarning]:
     were lost or dropped (:func:`reports_lost_events`; the row becomes ``partial``), else ``DIAGNOSTIC``."""
     return [RowWarning(WarningCode.LOST_EVENTS if reports_lost_events(text) else WarningCode.DIAGNOSTIC,
                        f"{DIAGNOSTIC_PREFIX}{text}") for text in texts]
+
+
+def lost_event_marks(schema: Schema) -> pd.DataFrame:
+    """Where Nsight Systems said it lost events: one :data:`~pipeline.model.UNTRACED_COLUMNS` row
+    (kind ``lost-events``, ``start``..``end`` = the 1 ns at its timestamp) per DIAGNOSTIC_EVENT whose
+    text reports lost or dropped events (:func:`reports_lost_events`) and whose timestamp is on the
+    trace's clock; ``pid`` is its process, -1 when it names none or only the session (then it concerns
+    every GPU)."""
+    cols = schema.columns(DIAGNOSTIC_TABLE)
+    if not {"timestamp", "text"} <= set(cols):
+        return no_untraced()
+    kind = "timestampType" if "timestampType" in cols else str(TARGET_TIMESTAMP)
+    pid = "globalPid" if "globalPid" in cols else "NULL"
+    # pid 0: the session's own diagnostics (globalPid names no process), about every GPU like no pid at all
+    rows = [(int(t), (int(pid_of(g)) or -1) if g is not None else -1, str(text)) for t, g, text in schema.con.execute(
+        f"SELECT timestamp, {pid}, text FROM {DIAGNOSTIC_TABLE} WHERE timestamp IS NOT NULL AND text IS NOT NULL "
+        f"AND {kind} = {TARGET_TIMESTAMP} ORDER BY rowid") if reports_lost_events(str(text).strip())]
+    if not rows:
+        return no_untraced()
+    t = np.array([r[0] for r in rows], dtype=np.int64)
+    return pd.DataFrame({"kind": "lost-events", "pid": np.array([r[1] for r in rows], dtype=np.int64),
+                         "correlation_id": np.zeros(t.size, np.int64), "name": DIAGNOSTIC_TABLE,
+                         "call_start": t, "call_end": t, "start": t, "end": t + 1})[list(UNTRACED_COLUMNS)]

@@ -13,14 +13,17 @@ import numpy as np
 import pandas as pd
 
 from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
+from .caveats import load_overhead, lost_launches
 from .columns import categorical, int_column, normalise_api_name, read_strings, text_column
-from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta
+from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .gpus import load_devices, sm_subset_warning
+from .integrity import (capture_of, dropped_warning, duplicate_mask, duplicates_warning, frame_codes,
+    impossible_rows)
 from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
 from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
-from .tables import (KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES,
-    NVTX_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
+from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
+    META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
 
@@ -76,6 +79,7 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
     bad = missing | (end < start) | ((start == 0) & (end == 0))
     warnings = []
     keep = None
+    pid = pid_of(int_column(table, "pid")) if decode_pid else int_column(table, "pid")
     if bad.any():
         kept = int(n - bad.sum())
         if kept == 0:
@@ -83,13 +87,12 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
                                "(start = end = 0 or NULL): no usable kernel")
         warnings.append(RowWarning(WarningCode.DROPPED_KERNEL_ROWS,
                                    f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps "
-                                   f"(start = end = 0 or NULL); {kept} of {n} kept"))
+                                   f"(start = end = 0 or NULL); {kept} of {n} kept", _pids_of(pid[bad])))
         keep = np.flatnonzero(~bad)
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])
-    pid_raw = int_column(table, "pid")
     columns = {
         "start": pick(start), "end": pick(end),
-        "pid": pick(pid_of(pid_raw) if decode_pid else pid_raw),
+        "pid": pick(pid),
         "device_id": pick(int_column(table, "device_id")),
         "stream_id": pick(int_column(table, "stream_id")),
         "correlation_id": pick(int_column(table, "correlation_id")),
@@ -194,13 +197,69 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     df = read_frame(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
                f"FROM {NVTX_TABLE} {where}")
     df = df.dropna(subset=["start", "end"])
-    df = df[df["end"] > df["start"]]
+    df = df[df["end"] != df["start"]]  # zero-length ranges mark nothing; end < start is counted by the loader
     by_id = df["text_id"].map(lambda v: strings.get(int(v), "") if pd.notna(v) else None)
     df["text"] = df["text"].where(df["text"].notna(), by_id).fillna("").astype(str)
     df["pid"] = pid_of(df["gtid"].fillna(0))
     df["tid"] = tid_of(df["gtid"].fillna(0))
     df = df.astype({"start": "int64", "end": "int64"})
     return df[columns].reset_index(drop=True)
+
+
+def _copies_by_table(copies: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rows of :func:`_load_copies` split by the table they came from (memcpy rows first)."""
+    is_memcpy = (copies["kind"] == "memcpy").to_numpy()
+    return {MEMCPY_TABLE: copies[is_memcpy].reset_index(drop=True),
+            MEMSET_TABLE: copies[~is_memcpy].reset_index(drop=True)}
+
+
+def _overhead_by_table(overhead: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rows of :func:`~pipeline.load.caveats.load_overhead` split by the table they came from."""
+    own = overhead["own"].to_numpy(bool)
+    return {PROFILER_OVERHEAD_TABLE: overhead[own].reset_index(drop=True),
+            CUPTI_OVERHEAD_TABLE: overhead[~own].reset_index(drop=True)}
+
+
+#: Tables whose exact duplicate rows are counted once (overhead rows only ever count as a union).
+DEDUPLICATED = (KERNEL_TABLE, RUNTIME_TABLE, MEMCPY_TABLE, MEMSET_TABLE, NVTX_TABLE)
+
+
+def _pids_of(pids: np.ndarray) -> tuple | None:
+    """The distinct processes of some rows, for a warning's scope; None (the whole report) when a
+    row's process is not known yet (older schemas: -1 until :func:`resolve_missing_pids`)."""
+    return None if (pids < 0).any() else tuple(int(p) for p in np.unique(pids))
+
+
+def _drop_rows(frame: pd.DataFrame, drop: np.ndarray) -> pd.DataFrame:
+    return frame.iloc[np.flatnonzero(~drop)].reset_index(drop=True) if drop.any() else frame
+
+
+def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list]:
+    """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
+    exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
+    the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left and the
+    warnings naming what was dropped. Raises :class:`ProfileError` when no kernel is left."""
+    duplicates, owners = {}, []
+    for table in DEDUPLICATED:
+        frame = frames[table]
+        copies = duplicate_mask(*frame_codes(frame)) if len(frame) > 1 else np.zeros(len(frame), bool)
+        duplicates[table] = int(copies.sum())
+        owners.append(frame["pid"].to_numpy(np.int64)[copies])
+        frames[table] = _drop_rows(frame, copies)
+    warnings = duplicates_warning(duplicates, _pids_of(np.concatenate(owners)))
+    stamps = [frame[c].to_numpy(np.int64) for frame in frames.values() for c in ("start", "end")]
+    kernels = frames[KERNEL_TABLE]
+    reference = (kernels if len(kernels) else frames[RUNTIME_TABLE])["start"].to_numpy(np.int64)
+    capture = capture_of(schema, stamps, reference)
+    for table, frame in frames.items():
+        starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
+        found = impossible_rows(table, starts, ends, capture)
+        warnings += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]))
+        frames[table] = _drop_rows(frame, found.bad)
+    if len(kernels) and not len(frames[KERNEL_TABLE]):
+        raise ProfileError(f"{path}: all {len(kernels):,} usable rows of {KERNEL_TABLE} are timed far outside the "
+                           f"capture ({capture.text}): no usable kernel")
+    return frames, warnings
 
 
 def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
@@ -265,8 +324,16 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
             kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
         runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
         del tables
-        copies = _load_copies(schema)
+        frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
+                  NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
+        frames, trust_warnings = _drop_untrustworthy(schema, path, frames)
+        warnings += trust_warnings
+        kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
+        copies = pd.concat([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]], ignore_index=True)
+        overhead = pd.concat([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]], ignore_index=True)
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
+        untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
+                              lost_event_marks(schema)], ignore_index=True)
         kernels = kernels.drop(columns="context_id")
         copies = copies.drop(columns=["context_id", "correlation_id"])
         pair_codes, pairs = device_pairs(kernels)
@@ -285,8 +352,10 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
             kernels=kernels,
             runtime=runtime,
             copies=copies,
-            nvtx=_load_nvtx(schema, strings),
+            nvtx=nvtx,
             devices=devices,
+            overhead=overhead,
+            untraced=untraced,
             meta=load_meta(schema),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
@@ -319,6 +388,8 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
     runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
     nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
+    overhead = report.overhead[report.overhead["pid"].isin(pids)]
+    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
     models = sorted({m for m in devs["gpu_model"] if m})
     notes = sorted({n for n in devs["model_note"] if n})
     return GpuTrace(
@@ -327,7 +398,9 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         gpu_model=models[0] if models else "",
         kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
         runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
-        warnings=list(report.warnings) + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
+        warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
+        + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
         model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].all()),
         sms=int(devs["sms"].max()), board_sms=int(devs["board_sms"].max()),
+        overhead=overhead.reset_index(drop=True), untraced=untraced.reset_index(drop=True),
     )

@@ -25,6 +25,15 @@ KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName", "name")
 #: NVTX event types that are ranges: NvtxPushPopRange (59), NvtxStartEndRange (60).
 NVTX_RANGE_TYPES = (59, 60)
 CONTEXT_TABLE = "TARGET_INFO_CUDA_CONTEXT_INFO"
+#: CUPTI's overhead records (driver, CUPTI and CUDA overheads, typed by ENUM_CUPTI_OVERHEAD_TYPE).
+CUPTI_OVERHEAD_TABLE = "CUPTI_ACTIVITY_KIND_OVERHEAD"
+#: Nsight Systems' own overhead (initialisation, buffer flushes, TLS allocation, instrumentation).
+PROFILER_OVERHEAD_TABLE = "PROFILER_OVERHEAD"
+OVERHEAD_TYPE_TABLE = "ENUM_CUPTI_OVERHEAD_TYPE"
+#: The capture's start: ``systemClockNs`` (2024+ exports) on the clock of the rows' timestamps.
+SESSION_START_TABLE = "TARGET_INFO_SESSION_START_TIME"
+#: The capture's extent: ``startTime``, ``stopTime``, ``duration`` (ns).
+ANALYSIS_DETAILS_TABLE = "ANALYSIS_DETAILS"
 
 
 class Schema:

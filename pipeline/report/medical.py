@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..model import CATEGORIES
+from ..model import CATEGORIES, CAVEATS
 
 TOP_GAPS = 5
 
@@ -29,7 +29,13 @@ def _ms(ns) -> str:
 #: Fleet columns a medical record reads.
 RECORD_COLUMNS = ["report", "gpu_key", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
-                  *[f"cat_{c}_ns" for c in CATEGORIES]]
+                  *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
+                  *[f"{c}_usd_per_month" for c in CAVEATS]]
+
+
+def _ns(value) -> int:
+    """An ns column's value, 0 when missing (a fleet table from before the column existed)."""
+    return 0 if value is None or pd.isna(value) else int(value)
 
 
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
@@ -78,9 +84,12 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
         shares.sort(key=lambda x: (-x[0], CATEGORIES.index(x[1])))
         slivers = 0 if not has_launch_bound else sum(
             int(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
+        apart = [(cat, sum(_ns(r.get(f"cat_{cat}_ns")) for r in ok)) for cat in CAVEATS]
+        apart = ", ".join(f"{cat} {100.0 * ns / window:.2f} %" for cat, ns in apart if ns)
         lines.append("Categories: " + " · ".join(
             f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
-            + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else ""))
+            + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
+            + (f" · not the application's: {apart}" if apart else ""))
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   "| # | GPU | start ns | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]
@@ -96,7 +105,11 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
             lines.append("| - | no gap above the threshold in the roster | | | | |")
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
         usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
-        lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs."]
+        caveat_usd = [(cat, float(np.nansum(np.array([r.get(f"{cat}_usd_per_month") for r in ok], dtype=float))))
+                      for cat in CAVEATS]
+        of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
+        lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
+                  + (f" (of which {of_which}: not the application's)." if of_which else ".")]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):
         lines.append(f"- failed: {row['error']}")  # the message starts with the report
     return "\n".join(lines) + "\n"

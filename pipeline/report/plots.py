@@ -20,12 +20,13 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..model import CATEGORIES
+from ..model import CATEGORIES, CAVEATS
 
-#: One colour per category, the same in every plot and in the HTML legend.
+#: One colour per category, the same in every plot and in the HTML legend; the causes that are not
+#: the application's (profiler overhead, untraced) in greys.
 CATEGORY_COLOURS = {
     "sync": "#d62728", "data": "#ff7f0e", "comm": "#1f77b4", "boundary": "#9467bd",
-    "periodic": "#8c564b", "launch": "#e377c2", "cpu": "#bcbd22",
+    "periodic": "#8c564b", "launch": "#e377c2", "cpu": "#bcbd22", "profiler": "#7f7f7f", "untraced": "#525252",
 }
 SLIVER_COLOUR = "#c7c7c7"
 KERNEL_COLOUR = "#2ca02c"
@@ -196,7 +197,7 @@ def gpu_timeline(doc: dict | None, title: str) -> str:
     by_cat = {}
     for a, b, cat in gaps:
         by_cat.setdefault(cat, []).append((ms(a), ms(b) - ms(a)))
-    for cat in CATEGORIES:
+    for cat in (*CATEGORIES, *CAVEATS):
         if cat in by_cat:
             ax.broken_barh(by_cat[cat], (0.15, 0.7), facecolors=CATEGORY_COLOURS[cat])
             seen.append(cat)

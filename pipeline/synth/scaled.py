@@ -11,7 +11,8 @@ import numpy as np
 
 from ..config import CategoryRules
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
-    COPY_STREAM, FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, TRANSFORMER_BACKWARD,
+    COPY_STREAM, FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, NOT_APPLICATION_CAUSES,
+    TRANSFORMER_BACKWARD,
     TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, truth_path)
 from .writer import DTOH, GLOBAL_ID_BASE, HTOD, NVTX_PUSH_POP, RUNTIME_EVENT_CLASS, SCHEMA, global_pid, global_tid
 
@@ -448,8 +449,11 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
     dsl = hole[~dev]
 
     cat_ns = {cat: int(d_len[d_cat == cat].sum()) for cat in FLEET_GAP_CATEGORIES}
+    # no overhead rows and a GPU record for every launch (checked when writing): nothing is not the application's
+    not_app = dict.fromkeys(NOT_APPLICATION_CAUSES, 0)
     dsl_ns = int(dsl.sum())
-    launch = bool(idle > 0 and dsl_ns >= analysis.launch_min_share * idle
+    app_idle = idle - sum(not_app.values())
+    launch = bool(app_idle > 0 and dsl_ns >= analysis.launch_min_share * app_idle
                   and 100.0 * dsl_ns / window >= analysis.actionable_pct)
     cat_ns["launch"] = dsl_ns if launch else 0
     lengths = g_len
@@ -470,6 +474,8 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
     for cat in ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu"):
         expected[f"cat_{cat}_ns"] = cat_ns[cat]
         expected[f"cat_{cat}_pct"] = round(100.0 * cat_ns[cat] / window, 4)
+    for cat in NOT_APPLICATION_CAUSES:
+        expected[f"cat_{cat}_ns"], expected[f"cat_{cat}_pct"] = not_app[cat], round(100.0 * not_app[cat] / window, 4)
     if expected["device_gap_ns"] + dsl_ns != idle:
         raise RuntimeError(f"synth: rank {r.rank}: device holes do not add up to the idle time")
     planted = {(g["stream_id"], g["start_ns"]): g for g in r.planted}
@@ -568,6 +574,9 @@ def _write_scaled(path: str, ranks: list, identities: list, names: list, cluster
                 table["call"][r.calls["op_index"][sel]] = np.flatnonzero(sel)
             if np.any(table["corr"] == 0):
                 raise RuntimeError(f"synth: rank {r.rank}: GPU work without a launching call")
+        launches = np.asarray(_SCALED_APIS, object)[r.calls["api"]] == "cudaLaunchKernel"
+        if np.any(launches & (r.calls["op_kind"] == _OP_NONE)):
+            raise RuntimeError(f"synth: rank {r.rank}: a launch without GPU work (the export would lose a record)")
 
     def gather(table: str, cols: list, sort=("start",)) -> list:
         parts = [getattr(r, table) for r in ranks]

@@ -13,8 +13,9 @@ import yaml
 from ..config import CategoryRules
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
     CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START, FLEET_GAP_CATEGORIES,
-    H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS, MIN_STABLE_ITERATIONS, MS, NCCL_STREAM, SLIVER_NS,
-    TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, truth_path)
+    H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS, MIN_STABLE_ITERATIONS, MS, NCCL_STREAM,
+    NOT_APPLICATION_CAUSES, SLIVER_NS, TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US,
+    WITNESS_MARGIN_NS, is_collective, truth_path)
 from .writer import DTOH, HTOD, ExportWriter
 
 # ---------------------------------------------------------------------------
@@ -654,6 +655,10 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
     for cat in FLEET_GAP_CATEGORIES:
         expected[f"cat_{cat}_ns"] = cat_ns[cat]
         expected[f"cat_{cat}_pct"] = round(100.0 * cat_ns[cat] / window, 4)
+    if any(c.api == "cudaLaunchKernel" and c.op is None for c in r.calls):
+        raise RuntimeError(f"synth: rank {r.rank}: a launch without GPU work (the export would lose a record)")
+    for cat in NOT_APPLICATION_CAUSES:  # no overhead rows, no lost records: nothing is not the application's
+        expected[f"cat_{cat}_ns"], expected[f"cat_{cat}_pct"] = 0, 0.0
     return {"expected": expected, "gaps": gaps}
 
 

@@ -37,6 +37,9 @@ BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: SPEC size buckets (ns)
 TRUTH_CATEGORIES = ("sync", "data", "comm", "boundary", "cpu")
 #: Per-gap categories of the fleet columns ``cat_*_ns`` (SPEC order); ``launch`` is per GPU, not per gap.
 FLEET_GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
+#: Causes of idle that are not the application's (fleet columns ``cat_profiler_*``, ``cat_untraced_*``):
+#: the generators write no profiler-overhead rows and a GPU record for every launch, so none holds any.
+NOT_APPLICATION_CAUSES = ("profiler", "untraced")
 #: The kernel before a device-level hole that opens W (a window edge: never a collective).
 DEVICE_WINDOW_START = "(window start)"
 MIN_STABLE_ITERATIONS = 3   #: the nvtx window needs this many stable iterations (pipeline default)

@@ -54,6 +54,34 @@ SCHEMA = {
         "severity INTEGER NOT NULL, text TEXT NOT NULL, globalPid INTEGER"),
     "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
 }
+#: Tables ExportWriter writes only when a test asks for them (profiler overhead, the capture's
+#: metadata); the generated fleets hold none of them.
+OPTIONAL_SCHEMA = {
+    "CUPTI_ACTIVITY_KIND_OVERHEAD": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER, "
+        "correlationId INTEGER, nameId INTEGER, overheadType INTEGER NOT NULL"),
+    "PROFILER_OVERHEAD": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, "
+        "overheadType INTEGER NOT NULL"),
+    "ENUM_CUPTI_OVERHEAD_TYPE": "id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT",
+    "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT, systemClockNs INTEGER",
+    "ANALYSIS_DETAILS": (
+        "globalVid INTEGER NOT NULL, duration INTEGER NOT NULL, startTime INTEGER NOT NULL, stopTime INTEGER NOT NULL"),
+}
+
+#: ENUM_CUPTI_OVERHEAD_TYPE as Nsight Systems 2024-2026 exports write it: id -> (name, label).
+OVERHEAD_TYPES = {
+    0: ("OVERHEAD_UNDEFINED", "Undefined"), 1: ("OVERHEAD_UNKNOWN", "Unknown"),
+    2: ("OVERHEAD_DRIVER_COMPILER", "Driver JIT compiler (CUDA)"),
+    3: ("OVERHEAD_CUPTI_BUFFER_FLUSH", "Buffer flush (Profiler)"),
+    4: ("OVERHEAD_CUPTI_INSTRUMENTATION", "Instrumentation (Profiler)"),
+    5: ("OVERHEAD_CUPTI_RESOURCE", "Resource creation/destruction (Profiler)"),
+    6: ("OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING", "Runtime module loading (CUDA)"),
+    7: ("OVERHEAD_LAZY_FUNCTION_LOADING", "Lazy function loading (CUDA)"),
+    8: ("OVERHEAD_COMMAND_BUFFER_FULL", "Command buffer full (CUDA)"),
+}
+#: eventClass of CUPTI_ACTIVITY_KIND_OVERHEAD rows in real exports.
+OVERHEAD_EVENT_CLASS = 103
 
 #: The GPU tables as Nsight Systems 2020.3-2021 exports have them (column for column from real
 #: public exports): TARGET_INFO_GPU keyed by ``deviceId`` (no ``id``, uuid, SM count or CUDA
@@ -197,9 +225,36 @@ class ExportWriter:
                                            1770000, 3, sms, 4, 32, 16, 65536, 49152, 1024, 1024, 1024, 64,
                                            2147483647, 65535, 65535, 7, 5, device_id, pid, 65536, 65536))
 
-    def diagnostic(self, timestamp: int, text: str, severity: int = 2, pid: int | None = None) -> None:
-        self._add("DIAGNOSTIC_EVENT", (int(timestamp), 1, 3, severity, text,
+    def diagnostic(self, timestamp: int, text: str, severity: int = 2, pid: int | None = None,
+                   timestamp_type: int = 1) -> None:
+        """One DIAGNOSTIC_EVENT row; ``timestamp_type`` 1 is a target timestamp (the trace's clock), 2 a host one."""
+        self._add("DIAGNOSTIC_EVENT", (int(timestamp), int(timestamp_type), 3, severity, text,
                                        global_pid(pid) if pid is not None else None))
+
+    def overhead(self, pid: int, tid: int, start: int, end: int, kind: str = "OVERHEAD_CUPTI_BUFFER_FLUSH",
+                 name: str = "CUPTI Buffer flush", table: str = "PROFILER_OVERHEAD") -> None:
+        """One profiler-overhead row on thread ``tid`` of ``pid``: ``kind`` is an ENUM_CUPTI_OVERHEAD_TYPE
+        name (:data:`OVERHEAD_TYPES`), ``name`` the function name (StringIds), ``table``
+        ``PROFILER_OVERHEAD`` or ``CUPTI_ACTIVITY_KIND_OVERHEAD``."""
+        type_id = next(i for i, (n, _) in OVERHEAD_TYPES.items() if n == kind)
+        if table == "PROFILER_OVERHEAD":
+            row = (int(start), int(end), global_tid(pid, tid), self.string(name), type_id)
+        else:
+            row = (int(start), int(end), OVERHEAD_EVENT_CLASS, global_tid(pid, tid), 0, self.string(name), type_id)
+        self._add(table, row)
+        self.rows["ENUM_CUPTI_OVERHEAD_TYPE"] = [(i, n, label) for i, (n, label) in OVERHEAD_TYPES.items()]
+
+    def session(self, system_clock_ns: int, duration_ns: int | None = None,
+                utc_epoch_ns: int = 1_779_000_000_000_000_000) -> None:
+        """The capture's start (TARGET_INFO_SESSION_START_TIME, ``systemClockNs`` as in 2026 exports) and,
+        with ``duration_ns``, its extent (ANALYSIS_DETAILS: startTime = ``system_clock_ns``, stopTime =
+        startTime + duration). Rows may then lie on that clock or on one relative to the start (0..duration),
+        as real exports do."""
+        self.rows["TARGET_INFO_SESSION_START_TIME"] = [(int(utc_epoch_ns), "2026-05-26T07:58:50",
+                                                        "2026-05-26T07:58:50", int(system_clock_ns))]
+        if duration_ns is not None:
+            self.rows["ANALYSIS_DETAILS"] = [(GLOBAL_ID_BASE, int(duration_ns), int(system_clock_ns),
+                                              int(system_clock_ns) + int(duration_ns))]
 
     def close(self) -> str:
         """Write every table that has rows (plus StringIds, PROCESSES, metadata). Returns the path."""
@@ -215,7 +270,8 @@ class ExportWriter:
             for table, rows in self.rows.items():
                 if not rows:
                     continue
-                columns = self.ddl.get(table, SCHEMA["META_DATA_EXPORT"]).split(", ")
+                ddl = self.ddl.get(table) or OPTIONAL_SCHEMA.get(table) or SCHEMA["META_DATA_EXPORT"]
+                columns = ddl.split(", ")
                 keep = [i for i, c in enumerate(columns) if c.split()[0] not in self.drop_columns.get(table, ())]
                 con.execute(f"CREATE TABLE {table} ({', '.join(columns[i] for i in keep)})")
                 marks = ",".join("?" * len(keep))

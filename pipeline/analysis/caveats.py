@@ -1,0 +1,97 @@
+"""The two causes of idle that are not the application's (SPEC "Category"), tested before every
+category and never priced as the application's fixable idle:
+
+* ``profiler``: Nsight Systems' own overhead rows (:attr:`~pipeline.model.GpuTrace.overhead`: every
+  PROFILER_OVERHEAD row, and the CUPTI_ACTIVITY_KIND_OVERHEAD kinds of
+  ``categories.profiler_overheads``) of the GPU's processes cover at least
+  ``categories.profiler_min_fraction`` of the gap, counted where no copy engine runs either
+  (a gap in which the copy engines work is the application's transfer, whatever the profiler did);
+* ``untraced``: the trace lost records there (:attr:`~pipeline.model.GpuTrace.untraced`): a lost
+  launch may have run in the gap, or Nsight Systems said it dropped events at a time inside it.
+
+Pure: one GPU's frames in, int64 ns runs and :class:`~pipeline.model.RowWarning` out.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..config import CategoryRules
+from ..model import RowWarning, WarningCode
+from . import intervals as iv
+
+
+def profiler_rows(overhead: pd.DataFrame, rules: CategoryRules) -> pd.DataFrame:
+    """The overhead rows that are the profiler's own work: PROFILER_OVERHEAD rows (``own``) and the
+    kinds named in ``rules.profiler_overheads``."""
+    return overhead[overhead["own"].to_numpy(bool) | overhead["kind"].isin(rules.profiler_overheads).to_numpy()]
+
+
+def profiler_runs(overhead: pd.DataFrame, rules: CategoryRules, copy_runs: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint ``(starts, ends)`` ns when the profiler's own work (:func:`profiler_rows`) ran
+    and no copy engine did (``copy_runs``: the union of the GPU's copies)."""
+    rows = profiler_rows(overhead, rules)
+    return iv.subtract(rows["start"].to_numpy(np.int64), rows["end"].to_numpy(np.int64), *copy_runs)
+
+
+def untraced_runs(untraced: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint ``(starts, ends)`` ns when lost work may have run (each at least 1 ns long,
+    so a dropped-events timestamp marks the gap it falls in)."""
+    starts = untraced["start"].to_numpy(np.int64)
+    return iv.union(starts, np.maximum(untraced["end"].to_numpy(np.int64), starts + 1))
+
+
+def untraced_spans(kernel_starts, kernel_ends, untraced: pd.DataFrame, min_gap_ns: int) -> tuple:
+    """The device-level holes of the whole trace (between the GPU's kernel runs, longer than
+    ``min_gap_ns``) that overlap :func:`untraced_runs`: ``(starts, ends)`` ns. The window rules leave
+    out the iterations that overlap them (:func:`pipeline.analysis.window.select_stable`)."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if untraced.empty:
+        return empty
+    s, e = iv.union(kernel_starts, kernel_ends)
+    h0, h1 = e[:-1], s[1:]
+    long = (h1 - h0) > min_gap_ns
+    h0, h1 = h0[long], h1[long]
+    hit = iv.overlap_with_each(h0, h1, *untraced_runs(untraced)) > 0
+    return h0[hit], h1[hit]
+
+
+def _id_runs(ids, most: int = 5) -> str:
+    """``1030..1069`` for consecutive ids, ``3, 5`` otherwise; at most ``most`` runs, then ``...``."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    runs = [f"{r[0]}..{r[-1]}" if r.size > 1 else str(r[0]) for r in np.split(ids, breaks)]
+    return ", ".join(runs[:most] + (["..."] if len(runs) > most else []))
+
+
+def untraced_warning(untraced: pd.DataFrame, untraced_ns: int) -> list[RowWarning]:
+    """The warning naming the GPU's lost launches (kind ``launch`` rows of ``untraced``): how many,
+    per process their correlationIds and APIs, when they were issued, and ``untraced_ns`` (the
+    device idle in the window that is ``untraced``). Nothing when no launch was lost."""
+    lost = untraced[untraced["kind"] == "launch"]
+    if lost.empty:
+        return []
+    n = len(lost)
+    who = "; ".join(f"pid {pid}, correlationIds {_id_runs(g['correlation_id'])} ({', '.join(sorted(set(g['name'])))})"
+                    for pid, g in lost.groupby("pid", sort=True))
+    issued = f"{int(lost['call_start'].min()) / 1e9:.6f}..{int(lost['call_end'].max()) / 1e9:.6f}"
+    return [RowWarning(WarningCode.UNTRACED_LAUNCHES,
+                       f"{n} CUDA launch{'es have' if n > 1 else ' has'} no kernel record (the trace lost "
+                       f"{'them' if n > 1 else 'it'}): {who}, issued {issued} s on the report's clock; "
+                       f"{untraced_ns / 1e6:.3f} ms of device idle in the window is untraced")]
+
+
+def profiler_warning(device_gaps: pd.DataFrame, overhead: pd.DataFrame, rules: CategoryRules) -> list[RowWarning]:
+    """The warning naming the device gaps categorised ``profiler`` (rows of ``device_gaps`` with
+    start, end, length, category): how many, their idle ns and the overhead kinds inside them."""
+    mine = device_gaps[device_gaps["category"] == "profiler"]
+    if mine.empty:
+        return []
+    rows = profiler_rows(overhead, rules)
+    g0, g1 = mine["start"].to_numpy(np.int64), mine["end"].to_numpy(np.int64)
+    kinds = sorted({str(kind) for kind, s, e in zip(rows["kind"], rows["start"], rows["end"])
+                    if bool(np.any((g0 < e) & (g1 > s)))})
+    n, ns = len(mine), int(mine["length"].sum())
+    return [RowWarning(WarningCode.PROFILER_OVERHEAD,
+                       f"profiler overhead covers {n} device gap{'s' if n > 1 else ''}, {ns / 1e6:.3f} ms of idle in "
+                       f"the window ({', '.join(kinds)}): Nsight Systems' own work, not the application's idle")]

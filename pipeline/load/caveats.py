@@ -1,0 +1,178 @@
+"""Where an idle gap may not be the application's (SPEC "Category": ``profiler`` and ``untraced``).
+
+* :func:`load_overhead`: Nsight Systems' own overhead rows (``PROFILER_OVERHEAD``: initialisation,
+  buffer flushes, TLS allocation, instrumentation) and CUPTI's (``CUPTI_ACTIVITY_KIND_OVERHEAD``,
+  typed by ``ENUM_CUPTI_OVERHEAD_TYPE``: buffer flush, command buffer full, module loading, ...).
+  Which kinds are the profiler's is the analysis' call (``categories.profiler_overheads``).
+* :func:`lost_launches`: CUDA launch calls whose correlationId has no kernel (nor copy) record
+  in their process, between the first and the last record the capture kept: the trace lost them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import OVERHEAD_COLUMNS, UNTRACED_COLUMNS, no_overhead, no_untraced
+from .processes import pid_of
+from .sqlite import read_frame
+from .tables import CUPTI_OVERHEAD_TABLE, OVERHEAD_TYPE_TABLE, PROFILER_OVERHEAD_TABLE, Schema
+
+#: ENUM_CUPTI_OVERHEAD_TYPE ids as Nsight Systems 2024-2026 number them, for exports without the table.
+OVERHEAD_TYPE_NAMES = {
+    0: "OVERHEAD_UNDEFINED", 1: "OVERHEAD_UNKNOWN", 2: "OVERHEAD_DRIVER_COMPILER", 3: "OVERHEAD_CUPTI_BUFFER_FLUSH",
+    4: "OVERHEAD_CUPTI_INSTRUMENTATION", 5: "OVERHEAD_CUPTI_RESOURCE", 6: "OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING",
+    7: "OVERHEAD_LAZY_FUNCTION_LOADING", 8: "OVERHEAD_COMMAND_BUFFER_FULL",
+}
+
+#: CUDA runtime and driver API calls that launch kernels (names normalised: no ``_v…``/``_ptsz`` suffix).
+#: A graph launch may run many kernels under its one correlationId (or only copies).
+LAUNCH_APIS = frozenset({
+    "cudaLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice", "cudaGraphLaunch",
+    "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice", "cuGraphLaunch",
+})
+
+
+def _overhead_type_names(schema: Schema) -> dict[int, str]:
+    if {"id", "name"} <= set(schema.columns(OVERHEAD_TYPE_TABLE)):
+        return {int(i): str(n) for i, n in schema.con.execute(f"SELECT id, name FROM {OVERHEAD_TYPE_TABLE}")}
+    return dict(OVERHEAD_TYPE_NAMES)
+
+
+def load_overhead(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
+    """Overhead rows of both tables (:data:`~pipeline.model.OVERHEAD_COLUMNS`): ``kind`` is the
+    ENUM_CUPTI_OVERHEAD_TYPE name (the row's own name in exports without ``overheadType``), ``own``
+    True for PROFILER_OVERHEAD rows. Rows without a thread (no process to tie them to) or without
+    timestamps are left out; rows with end < start are kept for the loader to count."""
+    types = None
+    frames = []
+    for table, own in ((PROFILER_OVERHEAD_TABLE, True), (CUPTI_OVERHEAD_TABLE, False)):
+        cols = schema.columns(table)
+        if not {"start", "end", "globalTid"} <= set(cols):
+            continue
+        kind = "overheadType" if "overheadType" in cols else "-1"
+        name = "nameId" if "nameId" in cols else "NULL"
+        df = read_frame(schema, f"SELECT start, end, globalTid AS gtid, {kind} AS type, {name} AS name_id "
+                                f"FROM {table} WHERE globalTid IS NOT NULL AND start IS NOT NULL AND end IS NOT NULL")
+        if df.empty:
+            continue
+        if kind != "-1":
+            types = _overhead_type_names(schema) if types is None else types
+            kinds = df["type"].map(lambda t: types.get(int(t), f"OVERHEAD_{int(t)}"))
+        else:
+            kinds = df["name_id"].map(lambda i: strings.get(int(i), "") if pd.notna(i) else "")
+        frames.append(pd.DataFrame({"start": df["start"].astype("int64"), "end": df["end"].astype("int64"),
+                                    "pid": pid_of(df["gtid"].astype("int64")), "kind": kinds.astype(object),
+                                    "own": own}))
+    if not frames:
+        return no_overhead()
+    return pd.concat(frames, ignore_index=True)[list(OVERHEAD_COLUMNS)]
+
+
+def _next_record_start(corr: np.ndarray, start: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """For each correlationId in ``after``, the start of the earliest record (``corr``, ``start``:
+    one process's kernel and copy rows) with the smallest correlationId above it (there is one)."""
+    order = np.lexsort((start, corr))
+    corr, start = corr[order], start[order]
+    first = np.ones(corr.size, dtype=bool)
+    first[1:] = corr[1:] != corr[:-1]
+    corr, start = corr[first], start[first]   # the earliest record of each correlationId
+    return start[np.searchsorted(corr, after, side="right")]
+
+
+def _keys(pid, corr) -> np.ndarray:
+    """One int64 key per (process, correlationId): correlationIds are per process (32 bits)."""
+    return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(corr, dtype=np.int64) & 0xFFFFFFFF)
+
+
+#: A process's correlationIds are looked up in a bitmap over their range when all the ranges together
+#: hold at most this many ids per record, plus :data:`BITMAP_SLACK` (one byte each); else by sorted keys.
+BITMAP_IDS_PER_RECORD = 32
+BITMAP_SLACK = 1 << 24
+
+
+def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
+    """Which calls (process, correlationId) have no record (``w_pid``, ``w_corr``) of their own
+    correlationId while their process has records with smaller and with larger ones. Shape ``(calls,)``.
+
+    CUPTI counts correlationIds up, so each process's range is dense: one bitmap over each range
+    answers in two passes. Sparse ranges are answered from the sorted (process, correlationId) keys."""
+    codes, pids = pd.factorize(w_pid)
+    lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
+    hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
+    np.minimum.at(lo, codes, w_corr)
+    np.maximum.at(hi, codes, w_corr)
+    call_code = pd.Index(pids).get_indexer(call_pid)
+    call_code[call_code < 0] = pids.size
+    lost = (call_corr > lo[call_code]) & (call_corr < hi[call_code])
+    rows = np.flatnonzero(lost)
+    lo, hi = lo[:-1], hi[:-1]
+    sizes = hi - lo + 1
+    if int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * w_corr.size + BITMAP_SLACK:
+        offset = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        present = np.zeros(int(sizes.sum()), dtype=bool)
+        present[offset[codes] + w_corr - lo[codes]] = True
+        code = call_code[rows]
+        lost[rows] = ~present[offset[code] + call_corr[rows] - lo[code]]
+        return lost
+    keys = np.sort(_keys(w_pid, w_corr))
+    wanted = _keys(call_pid[rows], call_corr[rows])
+    order = np.argsort(wanted, kind="stable")
+    at = np.minimum(np.searchsorted(keys, wanted[order]), keys.size - 1)
+    lost[rows[order]] = keys[at] != wanted[order]
+    return lost
+
+
+def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataFrame,
+                  by_process: bool = True) -> pd.DataFrame:
+    """Launch calls the trace kept no GPU record of (:data:`~pipeline.model.UNTRACED_COLUMNS`, kind
+    ``launch``), in (pid, correlationId) order.
+
+    A launch call (:data:`LAUNCH_APIS`; correlationId not 0) is lost when no kernel and no copy of
+    its process carries its correlationId (correlationIds are per process), and the process has
+    records with both smaller and larger correlationIds (launches before the first or after the
+    last record ran outside the capture: not lost). The lost work may have run from the call's
+    start (``start``) to the start of the next GPU record its process launched after it (``end``).
+
+    Args:
+        kernels, copies: start, pid, correlation_id of every kernel and copy row.
+        runtime: CUDA API calls (start, end, pid, correlation_id, name normalised).
+        by_process: False when the runtime calls name no process (older schemas without
+            ``globalTid``): correlationIds are then matched over the whole export and the lost
+            launches get pid -1 (every GPU).
+    """
+    names = runtime["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hit = np.array([str(c) in LAUNCH_APIS for c in names.cat.categories] + [False], dtype=bool)
+        is_launch = hit[names.cat.codes.to_numpy()]
+    else:
+        is_launch = names.astype(str).isin(LAUNCH_APIS).to_numpy()
+    call_corr = runtime["correlation_id"].to_numpy(np.int64)
+    rows = np.flatnonzero(is_launch & (call_corr != 0))
+    work = [f for f in (kernels, copies) if len(f)]
+    if not rows.size or not work:
+        return no_untraced()
+    call_corr = call_corr[rows]
+    call_pid = runtime["pid"].to_numpy(np.int64)[rows] if by_process else np.zeros(rows.size, np.int64)
+    w_corr = np.concatenate([f["correlation_id"].to_numpy(np.int64) for f in work])
+    w_pid = np.concatenate([f["pid"].to_numpy(np.int64) for f in work]) if by_process else np.zeros_like(w_corr)
+    keep = w_corr != 0  # records without a correlationId tie to no call
+    if not keep.all():
+        w_corr, w_pid = w_corr[keep], w_pid[keep]
+    lost = np.flatnonzero(_untraced_calls(w_pid, w_corr, call_pid, call_corr))
+    if not lost.size:
+        return no_untraced()
+    w_start = np.concatenate([f["start"].to_numpy(np.int64) for f in work])[keep]
+    ends = np.zeros(lost.size, dtype=np.int64)
+    for pid in np.unique(call_pid[lost]):  # the few processes that lost records
+        mine, gone = w_pid == pid, call_pid[lost] == pid
+        ends[gone] = _next_record_start(w_corr[mine], w_start[mine], call_corr[lost][gone])
+    sel = runtime.iloc[rows[lost]]
+    call_start = sel["start"].to_numpy(np.int64)
+    call_end = sel["end"].to_numpy(np.int64)
+    out = pd.DataFrame({
+        "kind": "launch", "pid": sel["pid"].to_numpy(np.int64) if by_process else -1,
+        "correlation_id": call_corr[lost], "name": sel["name"].astype(str).to_numpy(object),
+        "call_start": call_start, "call_end": call_end, "start": call_start, "end": np.maximum(ends, call_end)})
+    return out.sort_values(["pid", "correlation_id"], kind="stable").reset_index(drop=True)[list(UNTRACED_COLUMNS)]

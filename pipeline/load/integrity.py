@@ -1,0 +1,225 @@
+"""Rows that cannot be real (SPEC "Trusting the input"): exact duplicates, end < start, and times
+far outside the capture. Each is found, dropped (a duplicate is counted once), counted and named
+in a coded warning (:class:`~pipeline.model.WarningCode`), so the row that rests on them says
+``partial`` instead of printing a window of 9.2e12 ms.
+
+The capture is what the export says it was (``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``)
+and, where it says nothing, what the other rows agree on (:func:`capture_of`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..model import RowWarning, WarningCode
+from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, SESSION_START_TABLE, Schema
+
+#: Rows may stray this far (ns) outside the capture the export's metadata states (clock skew,
+#: work in flight when the capture stopped) before they count as impossible.
+SLACK_NS = 1_000_000_000
+#: Without metadata, the capture is the run of the rows' timestamps around their median in which
+#: no two neighbours are further apart than the larger of these: an hour, or this many times the
+#: run's extent so far (a stray INT64_MAX end or an epoch-clock timestamp is far beyond both).
+ROW_GAP_MIN_NS = 3_600 * 1_000_000_000
+ROW_GAP_FACTOR = 1_000
+#: Odd 64-bit multiplier of the row hash in :func:`duplicate_mask` (Fibonacci hashing).
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
+    """True for every row equal in all ``columns`` (equal-length arrays, integer or categorical
+    codes) to an earlier row: the copies to drop, never the first of them. Shape ``(n,)``.
+
+    A 64-bit hash of each row's first ``key`` columns (default: all) finds the candidates: rows
+    whose hash repeats (one sort of the hashes; exports without duplicates, the usual case, cost
+    no more). Only they are compared exactly, on every column."""
+    arrays = [np.asarray(c) for c in columns]
+    n = arrays[0].size if arrays else 0
+    if n < 2:
+        return np.zeros(n, dtype=bool)
+    h = np.zeros(n, dtype=np.uint64)
+    for a in arrays[:key]:
+        h = (h ^ a.astype(np.int64, copy=False).view(np.uint64)) * _HASH_MULTIPLIER
+    ordered = np.sort(h)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    mask = np.zeros(n, dtype=bool)
+    if repeated.size:
+        candidates = np.flatnonzero(np.isin(h, repeated))
+        exact = pd.DataFrame({i: a[candidates] for i, a in enumerate(arrays)}).duplicated(keep="first")
+        mask[candidates[exact.to_numpy()]] = True
+    return mask
+
+
+#: Columns that tell rows apart best, hashed first by :func:`frame_codes` users (:func:`duplicate_mask`'s ``key``).
+KEY_COLUMNS = ("start", "end", "correlation_id", "stream_id", "tid")
+
+
+def frame_codes(frame: pd.DataFrame) -> tuple[list[np.ndarray], int]:
+    """Every column of ``frame`` as an integer array (text and categories as codes), those of
+    :data:`KEY_COLUMNS` first, and how many of those there are: :func:`duplicate_mask`'s arguments."""
+    names = [c for c in KEY_COLUMNS if c in frame.columns]
+    key = len(names)
+    names += [c for c in frame.columns if c not in KEY_COLUMNS]
+    out = []
+    for name in names:
+        col = frame[name]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            out.append(col.cat.codes.to_numpy())
+        elif col.dtype == object or col.dtype == bool or pd.api.types.is_string_dtype(col.dtype):
+            out.append(pd.factorize(col, use_na_sentinel=False)[0])
+        else:
+            out.append(col.to_numpy(np.int64))
+    return out, key
+
+
+def duplicates_warning(counts: dict[str, int], pids: tuple | None = None) -> list[RowWarning]:
+    """The warning naming how many exact duplicates each table held (``counts``: table -> rows
+    dropped, in the order to name them; ``pids``: their processes, the warning's scope); nothing
+    when there were none."""
+    counts = {table: n for table, n in counts.items() if n}
+    total = sum(counts.values())
+    if not total:
+        return []
+    each = "each counted once" if total > 1 else "counted once"
+    return [RowWarning(WarningCode.DUPLICATE_ROWS,
+                       f"dropped {total} exact duplicate row{'s' if total > 1 else ''} ({each}): "
+                       + ", ".join(f"{n} of {table}" for table, n in counts.items()), pids)]
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns / 1e9:.6f}"
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What the capture's timestamps may be: rows starting before ``lo`` or ending after ``hi``
+    (ns; None: no bound) are impossible. ``text`` says what the capture is and where that comes from."""
+
+    lo: int | None
+    hi: int | None
+    text: str
+
+    def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
+        out = np.zeros(len(starts), dtype=bool)
+        if self.lo is not None:
+            out |= np.asarray(starts, dtype=np.int64) < self.lo
+        if self.hi is not None:
+            out |= np.asarray(ends, dtype=np.int64) > self.hi
+        return out
+
+
+def _first_row(schema: Schema, table: str, columns: tuple) -> tuple | None:
+    """The first row of ``columns`` of ``table`` when it has them all (and they are not NULL)."""
+    if not set(columns) <= set(schema.columns(table)):
+        return None
+    row = schema.con.execute(f"SELECT {', '.join(columns)} FROM {table} LIMIT 1").fetchone()
+    return None if row is None or any(v is None for v in row) else tuple(int(v) for v in row)
+
+
+def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, int | None, str | None]:
+    """``(lo, hi, source)`` of the capture as the export states it, on the rows' own clock. Exports
+    time rows on the system clock (ANALYSIS_DETAILS startTime..stopTime) or from the capture's
+    start (0..duration); the one holding the rows' median is theirs."""
+    details = _first_row(schema, ANALYSIS_DETAILS_TABLE, ("startTime", "stopTime"))
+    if details is not None and details[1] >= details[0]:
+        start, stop = details
+        for lo, hi in ((start, stop), (0, stop - start)):
+            if median is None or lo - SLACK_NS <= median <= hi + SLACK_NS:
+                return lo, hi, ANALYSIS_DETAILS_TABLE
+    session = _first_row(schema, SESSION_START_TABLE, ("systemClockNs",))
+    if session is not None:
+        start = session[0]
+        return (start if median is None or median >= start - SLACK_NS else 0), None, SESSION_START_TABLE
+    return None, None, None
+
+
+def _row_extent(stamps: list[np.ndarray], median: float | None) -> tuple[int, int] | None:
+    """The run of timestamps around ``median`` in which no two neighbours are further apart than
+    ``max(ROW_GAP_MIN_NS, ROW_GAP_FACTOR x the run's extent so far)``: ``(first, last)`` ns."""
+    stamps = [s for s in stamps if s.size]
+    if not stamps:
+        return None
+    lo, hi = min(int(s.min()) for s in stamps), max(int(s.max()) for s in stamps)
+    if hi - lo <= ROW_GAP_MIN_NS:
+        return lo, hi  # nothing can be far from the rest
+    v = np.unique(np.concatenate(stamps))
+    f = v.astype(np.float64)
+    a = b = int(np.clip(np.searchsorted(v, median if median is not None else v[v.size // 2]), 0, v.size - 1))
+    while True:
+        up = np.diff(f[b:]) > np.maximum(ROW_GAP_MIN_NS, ROW_GAP_FACTOR * (f[b:-1] - f[a]))
+        new_b = b + int(np.argmax(up)) if up.any() else v.size - 1
+        down = np.diff(f[:a + 1])[::-1] > np.maximum(ROW_GAP_MIN_NS, ROW_GAP_FACTOR * (f[new_b] - f[1:a + 1][::-1]))
+        new_a = a - int(np.argmax(down)) if down.any() else 0
+        if (new_a, new_b) == (a, b):
+            return int(v[a]), int(v[b])
+        a, b = new_a, new_b
+
+
+def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) -> Capture:
+    """The capture rows must lie in.
+
+    Args:
+        schema: the export (``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``).
+        stamps: every row's start and end timestamps (int64 ns arrays), of every table read.
+        reference: timestamps whose median places the rows on the export's clock (the kernels' starts).
+    Returns:
+        A :class:`Capture`: the stated bounds widened by :data:`SLACK_NS`; a bound the export does
+        not state is the end of the run of rows around the median (:func:`_row_extent`).
+    """
+    median = float(np.median(reference)) if reference.size else None
+    lo, hi, source = _stated_capture(schema, median)
+    extent = _row_extent(stamps, median) if lo is None or hi is None else None
+    if extent is None and (lo is None or hi is None):
+        return Capture(None, None, "")
+    shown_lo, shown_hi = (lo if lo is not None else extent[0]), (hi if hi is not None else extent[1])
+    text = {None: "the other rows", ANALYSIS_DETAILS_TABLE: ANALYSIS_DETAILS_TABLE}.get(
+        source, f"{source} and the other rows")
+    return Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
+                   shown_hi + SLACK_NS if hi is not None else shown_hi,
+                   f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
+
+
+@dataclass
+class Impossible:
+    """Rows of one table that cannot be real: ``reversed`` (end < start) and ``outside`` (times far
+    outside the capture), boolean masks over the table's rows; :attr:`bad` is either."""
+
+    table: str
+    reversed: np.ndarray
+    outside: np.ndarray
+
+    @property
+    def bad(self) -> np.ndarray:
+        return self.reversed | self.outside
+
+
+def impossible_rows(table: str, starts, ends, capture: Capture) -> Impossible:
+    """Which rows of ``table`` (start and end arrays, ns) have end < start or lie far outside ``capture``."""
+    s, e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    reversed_ = e < s
+    return Impossible(table, reversed_, capture.outside(s, e) & ~reversed_)
+
+
+def dropped_warning(found: Impossible, starts, ends, capture: Capture, pids: tuple | None = None) -> list[RowWarning]:
+    """The warning naming the rows of :func:`impossible_rows` that were dropped: how many, why, the
+    capture and the first far-outside row's times; nothing when none was. Kernel rows carry
+    ``DROPPED_KERNEL_ROWS``, the others ``DROPPED_ROWS``; ``pids``: the dropped rows' processes
+    (the warning's scope)."""
+    n_reversed, n_outside = int(found.reversed.sum()), int(found.outside.sum())
+    if not n_reversed + n_outside:
+        return []
+    parts = []
+    if n_reversed:
+        parts.append(f"{n_reversed} with end < start")
+    if n_outside:
+        first = int(np.argmax(found.outside))
+        parts.append(f"{n_outside} timed far outside the capture ({capture.text}; e.g. start "
+                     f"{_seconds(int(np.asarray(starts)[first]))} s, end {_seconds(int(np.asarray(ends)[first]))} s)")
+    total = n_reversed + n_outside
+    head = f"dropped {total} row{'s' if total > 1 else ''} of {found.table}"
+    text = f"{head}: {', '.join(parts)}" if len(parts) > 1 else f"{head} {parts[0].split(' ', 1)[1]}"
+    code = WarningCode.DROPPED_KERNEL_ROWS if found.table == KERNEL_TABLE else WarningCode.DROPPED_ROWS
+    return [RowWarning(code, text, pids)]
