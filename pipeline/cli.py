@@ -102,10 +102,11 @@ def main():
               help="Keep per-stream gaps longer than this (ns); default 1000000.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: start a "
-                   "LocalCluster.")
+              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: a LocalCluster, "
+                   "or, for a single report, this process (no cluster).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers).")
+              help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers); a single "
+                   "report runs in this process on as many threads.")
 @click.option("--no-cache", is_flag=True,
               help="Read every export from SQLite and analyse every report; do not use or fill the Parquet "
                    "or the result cache.")
@@ -199,8 +200,8 @@ def _night(ctx, param, value):
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
 @click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: start a "
-                   "LocalCluster.")
+              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: a LocalCluster, "
+                   "or, for a single report, this process (no cluster).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
