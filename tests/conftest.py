@@ -68,6 +68,18 @@ def small_reports(root: Path, stem: str, count: int, seed: int) -> Path:
     return root
 
 
+def scheduler_address(sched_file: Path, timeout_s: float = 60.0) -> str:
+    """The address a ``dask scheduler --scheduler-file FILE`` wrote, once the file holds it (it
+    appears empty before its text is written). Raises TimeoutError after ``timeout_s``."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            return json.loads(sched_file.read_text())["address"]
+        except (FileNotFoundError, ValueError, KeyError):
+            time.sleep(0.1)
+    raise TimeoutError(f"{sched_file}: no scheduler address after {timeout_s:g} s")
+
+
 DASK_WORKERS: dict = {}
 
 
@@ -83,10 +95,7 @@ def dask_cluster(tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                               start_new_session=True)]
     try:
-        deadline = time.time() + 60
-        while not sched_file.exists() and time.time() < deadline:
-            time.sleep(0.2)
-        address = json.loads(sched_file.read_text())["address"]
+        address = scheduler_address(sched_file)
         for i in range(2):
             procs.append(subprocess.Popen(
                 [str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, small_reports
+from conftest import REPO, scheduler_address, small_reports
 
 from pipeline.config import load_config
 from pipeline.engine import tasks
@@ -114,10 +114,7 @@ def start_cluster(tmp_path: Path, workers: int = 1):
     procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)]
-    deadline = time.time() + 60
-    while not sched_file.exists() and time.time() < deadline:
-        time.sleep(0.1)
-    address = json.loads(sched_file.read_text())["address"]
+    address = scheduler_address(sched_file)
     for i in range(workers):
         procs.append(subprocess.Popen([str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
                                        "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
