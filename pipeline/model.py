@@ -16,9 +16,9 @@ import pandas as pd
 from .arrays import row_groups
 
 #: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
-GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
+GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
 #: Every category of the fleet table's ``cat_*`` columns, in SPEC order.
-CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")
 #: Causes of idle that are not the application's (SPEC "Category"): tested before every category,
 #: never priced as the application's fixable idle, never ``main_category`` or ``actionable``; shown
 #: apart in their own ``cat_*`` columns with their cost. ``profiler``: Nsight Systems' own overhead

@@ -249,9 +249,11 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
       ``profiler``: the profiler's own work covers >= ``profiler_min_fraction`` of the gap where
       no copy engine runs (``calls.profiler_runs``);
       ``untraced``: lost records may have run in the gap (``calls.untraced_runs`` overlap it);
-      ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap;
       ``data``: transfers, pinned allocations or copy engines cover >= ``data_min_fraction``;
-      ``comm``: the kernel before the gap is a collective (``collective_kernel``);
+      ``comm``: the kernel before the gap is a collective (``collective_kernel``: NCCL and the
+      inference engines' own all-reduce / all-gather / reduce-scatter kernels);
+      ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap (the witness: a
+      full copy bar is ``data`` and a wait after a collective is ``comm``);
       ``boundary``: an iteration starts inside the gap (``g0 <= b <= g1``) and the
       CUDA API side is quiet (all calls cover < ``quiet_max_fraction``), unless the
       gap is one of the rare large recurring ones;
@@ -287,9 +289,9 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     periodic = periodic_mask(g0, length, bounds, rules, eligible=~explained)
     quiet = frac["api"] < rules.quiet_max_fraction
     application = np.select(
-        [frac["sync"] >= rules.sync_min_fraction, frac["data"] >= rules.data_min_fraction, is_comm,
+        [frac["data"] >= rules.data_min_fraction, is_comm, frac["sync"] >= rules.sync_min_fraction,
          at_boundary & quiet & ~periodic, periodic],
-        ["sync", "data", "comm", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
+        ["data", "comm", "sync", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
     # profiler and untraced are tested before the application's categories (SPEC "Category")
     out["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application) \
         if n else pd.Series(dtype=object)
