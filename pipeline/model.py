@@ -134,7 +134,9 @@ class Report:
       ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name),
       sorted by start (stable)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
-      copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes
+      copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes, src_kind, dst_kind
+      (ENUM_CUDA_MEM_KIND ids of the two sides: 1 pageable, 2 device, 7 pinned; -1 for memset or
+      when the export lacks the column)
       ``nvtx``: start, end, pid, tid, text (ranges only)
       ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
       (:func:`pipeline.load.gpus.load_devices`)

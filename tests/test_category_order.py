@@ -89,3 +89,49 @@ def test_fastvideo_headline_cause_does_not_flip_with_window_rule(fastvideo, pid)
     auto_row = analyse_gpu(gpu_trace(fastvideo, key), auto, {}).row
     assert span_row["window_rule"] == "span" and auto_row["window_rule"] != "span"
     assert (span_row["main_category"], auto_row["main_category"]) == ("data", "data")
+
+
+def test_sync_gap_says_what_it_waited_for(tmp_path):
+    # one stream: gemm_a [0,2) gap [2,12) gemm_b [12,13) gap [13,23) gemm_c [23,24) gap [24,34)
+    # gemm_d [34,35) gap [35,45) gemm_e [45,46) ms; every gap is sync (the copies cover <= 1/10):
+    #  [2,12):  cudaStreamSynchronize [1,11) (9/10) called while gemm_a ran -> waited on gemm_a (ends 2 ms)
+    #  [13,23): blocking cudaMemcpy [14,20) (6/10); a 4 B device-to-host copy into pageable memory
+    #           runs [14.5,15) inside it -> waited on that copy
+    #  [24,34): cudaStreamSynchronize [25,31) (6/10); a 1 MiB pinned host-to-device copy [26,27)
+    #  [35,45): cudaDeviceSynchronize [36,42) (6/10) called when the GPU was already idle and no
+    #           copy in flight -> the export shows nothing it waited for (None)
+    w = ExportWriter(str(tmp_path / "syncs.sqlite"))
+    for name, (s, e) in zip("abcde", [(0, 2), (12, 13), (23, 24), (34, 35), (45, 46)]):
+        w.kernel(pid=10, device=0, stream=7, start=s * MS, end=e * MS, name=f"gemm_{name}")
+    w.runtime(10, 11, 1 * MS, 11 * MS, "cudaStreamSynchronize_v3020")
+    w.runtime(10, 11, 14 * MS, 20 * MS, "cudaMemcpy_v3020")
+    w.memcpy(10, 0, 8, 14 * MS + MS // 2, 15 * MS, copy_kind=2, nbytes=4, src_kind=2, dst_kind=1)
+    w.runtime(10, 11, 25 * MS, 31 * MS, "cudaStreamSynchronize_v3020")
+    w.memcpy(10, 0, 8, 26 * MS, 27 * MS, copy_kind=1, nbytes=1 << 20, src_kind=7, dst_kind=2)
+    w.runtime(10, 11, 36 * MS, 42 * MS, "cudaDeviceSynchronize_v3020")
+    w.close()
+    rep = load_report(w.path)
+    res = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {})
+    assert res.row["cat_sync_ns"] == 40 * MS
+    want = {
+        2 * MS: {"what": "kernel", "name": "gemm_a", "end_ns": 2 * MS},
+        13 * MS: {"what": "memcpy", "direction": "DtoH", "bytes": 4, "host_memory": "pageable",
+                  "start_ns": 14 * MS + MS // 2, "end_ns": 15 * MS},
+        24 * MS: {"what": "memcpy", "direction": "HtoD", "bytes": 1 << 20, "host_memory": "pinned",
+                  "start_ns": 26 * MS, "end_ns": 27 * MS},
+        35 * MS: None,
+    }
+    for roster in (res.roster, res.device_roster):
+        assert {g["start_ns"]: g["category"] for g in roster} == dict.fromkeys(want, "sync")
+        assert {g["start_ns"]: g["sync_waited_for"] for g in roster} == want
+
+
+def test_only_sync_gaps_say_what_they_waited_for(tmp_path):
+    # gemm [0,1) gap [1,11) gemm [11,12): no call at all -> cpu, and no sync_waited_for
+    w = ExportWriter(str(tmp_path / "cpu.sqlite"))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="gemm")
+    w.kernel(pid=10, device=0, stream=7, start=11 * MS, end=12 * MS, name="gemm")
+    w.close()
+    rep = load_report(w.path)
+    res = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {})
+    assert [(g["category"], g["sync_waited_for"]) for g in res.roster] == [("cpu", None)]
