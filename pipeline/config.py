@@ -107,7 +107,11 @@ class CategoryRules:
     ``sync_apis``/``data_apis``: exact normalised CUDA API names.
     ``*_min_fraction``: the share of the gap a witness must cover (0..1).
     ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel
-    name before the gap that marks it as a collective.
+    name before the gap that marks it as a collective: NCCL, and by default the inference
+    engines' own collectives (vLLM/SGLang ``cross_device_reduce_1stage``/``_2stage``,
+    ``all_reduce``/``allreduce``, ``all_gather``/``allgather``, ``reduce_scatter``; an
+    ``all_`` spelling must not follow a letter, so ``small_reduce`` or a plain
+    ``reduce_kernel`` is not a collective).
     ``quiet_max_fraction``: the CUDA API side is "quiet" in a gap when all calls
     together cover less than this share of it (``boundary``).
     ``periodic_min_ns`` / ``periodic_min_factor``: a ``periodic`` candidate gap is
@@ -127,7 +131,8 @@ class CategoryRules:
                                   "cuMemHostAlloc", "cuMemAllocHost")
     sync_min_fraction: Share = 0.5
     data_min_fraction: Share = 0.5
-    collective_kernel: Regex = r"nccl|allreduce|allgather|reducescatter|all_to_all|alltoall|broadcast"
+    collective_kernel: Regex = (r"nccl|allreduce|(?<![a-z])all_reduce|allgather|(?<![a-z])all_gather|reduce_?scatter"
+                                r"|all_?to_?all|broadcast|cross_device_reduce")
     quiet_max_fraction: Share = 0.5
     periodic_min_ns: Nanoseconds = 50_000_000
     periodic_min_factor: Positive = 5.0

@@ -16,9 +16,9 @@ import pandas as pd
 from .arrays import row_groups
 
 #: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
-GAP_CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "cpu")
+GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
 #: Every category of the fleet table's ``cat_*`` columns, in SPEC order.
-CATEGORIES = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")
 #: Causes of idle that are not the application's (SPEC "Category"): tested before every category,
 #: never priced as the application's fixable idle, never ``main_category`` or ``actionable``; shown
 #: apart in their own ``cat_*`` columns with their cost. ``profiler``: Nsight Systems' own overhead
@@ -134,7 +134,9 @@ class Report:
       ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name),
       sorted by start (stable)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
-      copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes
+      copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes, src_kind, dst_kind
+      (ENUM_CUDA_MEM_KIND ids of the two sides: 1 pageable, 2 device, 7 pinned; -1 for memset or
+      when the export lacks the column)
       ``nvtx``: start, end, pid, tid, text (ranges only)
       ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
       (:func:`pipeline.load.gpus.load_devices`)

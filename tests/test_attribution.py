@@ -138,13 +138,22 @@ def test_category_cpu():
     assert out["attribution"].tolist() == [[("cudaLaunchKernel", 90), ("cudaStreamSynchronize", 10)]]
 
 
-def test_first_match_sync_beats_data_and_copy_overlap_reported():
+def test_first_match_data_beats_comm_and_sync_and_copy_overlap_reported():
     out = categorise([(1200, 1300, "ncclAllReduce")],
                      [(1200, 1300, "cudaDeviceSynchronize")],
                      [(1200, 1300)])
-    # sync (100/100), data (copy 100/100) and comm (nccl before) all match; sync is first
-    assert out["category"].tolist() == ["sync"]
+    # sync (100/100), data (copy 100/100) and comm (nccl before) all match; data is first (issue 13:
+    # a gap whose copy bar is full is data, the sync is only its witness)
+    assert out["category"].tolist() == ["data"]
     assert out["copy_ns"].tolist() == [100]
+
+
+def test_first_match_comm_beats_sync():
+    # the seed's Day 14 example: a sync spanning the whole gap after an AllReduce is comm
+    out = categorise([(1200, 1300, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL")],
+                     [(1200, 1300, "cudaStreamSynchronize")])
+    assert out["category"].tolist() == ["comm"]
+    assert out["sync_ns"].tolist() == [100]
 
 
 def test_first_match_data_beats_comm():

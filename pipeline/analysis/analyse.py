@@ -16,16 +16,18 @@ from . import intervals as iv
 from .window import WindowError, choose_window
 
 
-def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame) -> list[dict]:
+def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
+    """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes")."""
     records = []
     ranges = attribution.enclosing_ranges(nvtx, top["start"])
-    for g, nvtx_range in zip(top.itertuples(index=False), ranges):
+    waits = attribution.sync_waits(top, copies, calls.sync_runs)
+    for g, nvtx_range, waited in zip(top.itertuples(index=False), ranges, waits):
         records.append({
             "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
             "length_ns": int(g.length), "end_ns": int(g.end),
             "kernel_before": str(g.kernel_before), "kernel_after": str(g.kernel_after),
             "category": str(g.category), "copy_overlap_ns": int(g.copy_ns),
-            "sync_overlap_ns": int(g.sync_ns),
+            "sync_overlap_ns": int(g.sync_ns), "sync_waited_for": waited,
             "nvtx_range": nvtx_range,
             "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
         })
@@ -185,6 +187,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
     row["status"] = row_status(warnings)
     row["error"] = ""
-    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx),
-                     device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx),
+    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx,
+                                                     copies_in, calls),
+                     device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx,
+                                                   copies_in, calls),
                      timeline=timeline(kw, device_categorised, win, runs))

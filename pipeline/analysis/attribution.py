@@ -249,9 +249,11 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
       ``profiler``: the profiler's own work covers >= ``profiler_min_fraction`` of the gap where
       no copy engine runs (``calls.profiler_runs``);
       ``untraced``: lost records may have run in the gap (``calls.untraced_runs`` overlap it);
-      ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap;
       ``data``: transfers, pinned allocations or copy engines cover >= ``data_min_fraction``;
-      ``comm``: the kernel before the gap is a collective (``collective_kernel``);
+      ``comm``: the kernel before the gap is a collective (``collective_kernel``: NCCL and the
+      inference engines' own all-reduce / all-gather / reduce-scatter kernels);
+      ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap (the witness: a
+      full copy bar is ``data`` and a wait after a collective is ``comm``);
       ``boundary``: an iteration starts inside the gap (``g0 <= b <= g1``) and the
       CUDA API side is quiet (all calls cover < ``quiet_max_fraction``), unless the
       gap is one of the rare large recurring ones;
@@ -287,13 +289,78 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     periodic = periodic_mask(g0, length, bounds, rules, eligible=~explained)
     quiet = frac["api"] < rules.quiet_max_fraction
     application = np.select(
-        [frac["sync"] >= rules.sync_min_fraction, frac["data"] >= rules.data_min_fraction, is_comm,
+        [frac["data"] >= rules.data_min_fraction, is_comm, frac["sync"] >= rules.sync_min_fraction,
          at_boundary & quiet & ~periodic, periodic],
-        ["sync", "data", "comm", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
+        ["data", "comm", "sync", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
     # profiler and untraced are tested before the application's categories (SPEC "Category")
     out["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application) \
         if n else pd.Series(dtype=object)
     out["attribution"] = attribution_lists(overlap_by_name(calls, out))
+    return out
+
+
+#: ENUM_CUDA_MEMCPY_OPER ids -> direction names, and which side of the copy is host memory.
+COPY_DIRECTIONS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
+                   9: "HtoH", 10: "PtoP"}
+_HOST_SIDE = {1: "src_kind", 3: "src_kind", 9: "src_kind", 2: "dst_kind", 4: "dst_kind"}
+#: ENUM_CUDA_MEM_KIND ids of host memory -> names (anything else: ``unknown``).
+HOST_MEMORY = {1: "pageable", 7: "pinned"}
+
+
+def _copy_waited_for(c) -> dict:
+    """What a sync waited for when a copy row ``c`` (a row of a GPU's copies) was in flight."""
+    out = {"what": str(c.kind)}
+    if c.kind == "memcpy":
+        kind = int(c.copy_kind)
+        out["direction"] = COPY_DIRECTIONS.get(kind, "unknown")
+    out["bytes"] = int(c.bytes)
+    if c.kind == "memcpy":
+        side = _HOST_SIDE.get(kind)
+        out["host_memory"] = HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side else None
+    out.update(start_ns=int(c.start), end_ns=int(c.end))
+    return out
+
+
+def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> list:
+    """For each gap, what the synchronising call in it waited for, when the export shows it
+    (SPEC "Category" ``sync``); None for gaps that are not ``sync``. Meant for the roster (a
+    Python loop over the rows).
+
+    Args:
+        gaps: categorised gaps (start, end ns; kernel_before; category).
+        copies: the GPU's memcpy/memset rows (start, end ns; kind, copy_kind, bytes, src_kind,
+            dst_kind as :class:`pipeline.model.Report` holds them).
+        sync_runs: the union of synchronising calls (``CallIndex.sync_runs``: sorted, disjoint
+            starts and ends in ns).
+    Returns:
+        Per gap: None, or for the sync run overlapping the gap most ``[s0, s1)``: the copy in
+        flight during it that ends last (``{"what": "memcpy", "direction": "HtoD"|"DtoH"|...,
+        "bytes", "host_memory": "pageable"|"pinned"|"unknown"|None (no host side), "start_ns",
+        "end_ns"}``, or ``{"what": "memset", "bytes", "start_ns", "end_ns"}``); else, when the call
+        began before the gap (while the GPU still ran), the kernel before the gap
+        (``{"what": "kernel", "name", "end_ns"}``: the gap's start); else None (the GPU was
+        already idle and nothing was in flight).
+    """
+    run_s, run_e = (np.asarray(x, np.int64) for x in sync_runs)
+    cs = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    ce = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    out = []
+    for g in gaps.itertuples(index=False):
+        g0, g1 = int(g.start), int(g.end)
+        overlap = np.minimum(run_e, g1) - np.maximum(run_s, g0)
+        if g.category != "sync" or not (overlap > 0).any():
+            out.append(None)
+            continue
+        i = int(np.argmax(overlap))
+        s0, s1 = int(run_s[i]), int(run_e[i])
+        in_flight = np.flatnonzero((cs < s1) & (ce > s0))
+        if in_flight.size:
+            last = in_flight[np.argmax(ce[in_flight])]  # the first of the latest-ending ones
+            out.append(_copy_waited_for(next(copies.iloc[[last]].itertuples(index=False))))
+        elif s0 < g0:
+            out.append({"what": "kernel", "name": str(g.kernel_before), "end_ns": g0})
+        else:
+            out.append(None)
     return out
 
 

@@ -163,21 +163,23 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
         pid_col, decode = pid_column(schema, table)
         copy_kind = "copyKind" if (kind == "memcpy" and "copyKind" in cols) else "-1"
         nbytes = "bytes" if "bytes" in cols else "0"
+        src_kind, dst_kind = (c if (kind == "memcpy" and c in cols) else "-1" for c in ("srcKind", "dstKind"))
         dev = "deviceId" if "deviceId" in cols else "0"
         stream = "streamId" if "streamId" in cols else "0"
         ctx = "contextId" if "contextId" in cols else "0"
         corr = "correlationId" if "correlationId" in cols else "0"
         df = read_frame(schema, f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, "
                    f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
+                   f"{src_kind} AS src_kind, {dst_kind} AS dst_kind, "
                    f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
         df = df.dropna(subset=["start", "end"])
-        df = df.fillna({"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "context_id": 0,
-                        "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0})
+        df = df.fillna({"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
+                        "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0})
         df["pid"] = pid_of(df["pid"]) if decode else df["pid"]
         df["kind"] = kind
         frames.append(df)
-    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "context_id",
-               "correlation_id"]
+    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "src_kind", "dst_kind",
+               "context_id", "correlation_id"]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
     df = pd.concat(frames, ignore_index=True)

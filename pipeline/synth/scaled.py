@@ -355,7 +355,7 @@ def _ref_covered(runs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rules: CategoryRules,
                     planted_periodic) -> np.ndarray:
-    """SPEC category of each gap, first match wins: sync, data, comm, boundary, periodic, cpu.
+    """SPEC category of each gap, first match wins: data, comm, sync, boundary, periodic, cpu.
 
     ``periodic`` is what was planted (``planted_periodic``: the gap is one of the pauses planted
     every ``SCALED_PERIOD`` iterations), not a copy of the product's detection rule."""
@@ -373,8 +373,8 @@ def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rule
     at_boundary = (nxt < bounds.size) & (bounds[np.minimum(nxt, max(bounds.size - 1, 0))] <= g1) \
         if bounds.size else np.zeros(g0.size, bool)
     quiet = frac["api"] < rules.quiet_max_fraction
-    return np.select([sync, data, comm, at_boundary & quiet & ~periodic, periodic],
-                     ["sync", "data", "comm", "boundary", "periodic"], "cpu").astype(object)
+    return np.select([data, comm, sync, at_boundary & quiet & ~periodic, periodic],
+                     ["data", "comm", "sync", "boundary", "periodic"], "cpu").astype(object)
 
 
 def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: list, collective: np.ndarray,
@@ -471,7 +471,7 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
         "device_gap_count": int(d_len.size), "device_gap_ns": int(d_len.sum()),
         "launch_bound": launch,
     }
-    for cat in ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu"):
+    for cat in ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu"):
         expected[f"cat_{cat}_ns"] = cat_ns[cat]
         expected[f"cat_{cat}_pct"] = round(100.0 * cat_ns[cat] / window, 4)
     for cat in NOT_APPLICATION_CAUSES:

@@ -567,17 +567,17 @@ class _Witnesses:
 
 
 def _categorise(gap_start: int, length: int, before: str, w: _Witnesses, boundaries, rules: CategoryRules) -> str:
-    """SPEC category of one gap, first match wins: sync, data, comm, boundary, else cpu.
+    """SPEC category of one gap, first match wins: data, comm, sync, boundary, else cpu.
 
     ``periodic`` is not modelled: a report holds at most one checkpoint, which does not recur.
     """
     end = gap_start + length
-    if w.sync.covered(gap_start, end) / length >= rules.sync_min_fraction:
-        return "sync"
     if w.data.covered(gap_start, end) / length >= rules.data_min_fraction:
         return "data"
     if is_collective(before, rules):
         return "comm"
+    if w.sync.covered(gap_start, end) / length >= rules.sync_min_fraction:
+        return "sync"
     quiet = w.calls.covered(gap_start, end) / length < rules.quiet_max_fraction
     if quiet and any(gap_start <= b <= end for b in boundaries):
         return "boundary"

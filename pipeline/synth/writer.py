@@ -180,10 +180,12 @@ class ExportWriter:
             correlation or self.correlation(), self.string(name), 0, None))
 
     def memcpy(self, pid: int, device: int, stream: int, start: int, end: int, copy_kind: int = HTOD,
-               nbytes: int = 1 << 20, correlation: int | None = None) -> None:
+               nbytes: int = 1 << 20, correlation: int | None = None, src_kind: int = 0, dst_kind: int = 0) -> None:
+        """One copy; ``copy_kind``: ENUM_CUDA_MEMCPY_OPER (1 HtoD, 2 DtoH, 8 DtoD);
+        ``src_kind``/``dst_kind``: ENUM_CUDA_MEM_KIND (0 unknown, 1 pageable, 2 device, 7 pinned)."""
         self._add("CUPTI_ACTIVITY_KIND_MEMCPY", (
             int(start), int(end), device, 1, None, stream, correlation or self.correlation(), global_pid(pid),
-            nbytes, copy_kind, None, 0, 0, device, 1, device, 1, None, None, None, 1))
+            nbytes, copy_kind, None, src_kind, dst_kind, device, 1, device, 1, None, None, None, 1))
 
     def memset(self, pid: int, device: int, stream: int, start: int, end: int, nbytes: int = 1 << 20,
                correlation: int | None = None) -> None:
