@@ -132,3 +132,38 @@ def test_real_profile_fix_first(span_run):
     assert not set(fixes["category"]) & {"profiler", "untraced"}
     fleet_list = fixes[fixes["scope"] == "fleet"]
     assert list(fleet_list["usd_per_month"]) == sorted(fleet_list["usd_per_month"], reverse=True)
+
+
+def test_fix_list_per_job_ties_errors_and_caveats():
+    """Hand-made rows: job a has two GPUs (comm 30 + 10 ms, $100 + $50; sync $150 on one, a tie with comm
+    broken by name), job b one GPU whose idle is all untraced/profiler (no entry); an error row takes no part."""
+    from pipeline.analysis.fixfirst import fix_list
+
+    def row(job, gpu, iterations, window_ns=100 * MS, **cats):
+        r = {"report": f"{job}.sqlite", "gpu_key": gpu, "cluster": "c", "job": job, "status": "ok",
+             "window_ns": window_ns, "iterations": iterations, "idle_ns": 0, "idle_pct": 0.0,
+             "low_confidence": iterations < 5, "confidence_note": "few" if iterations < 5 else ""}
+        for cat, (ns, usd) in cats.items():
+            r.update({f"cat_{cat}_ns": ns, f"fix_{cat}_usd_per_month": usd})
+        return r
+
+    rows = [row("a", "g0", 6, comm=(30 * MS, 100.0), sync=(20 * MS, 150.0)),
+            row("a", "g1", 4, comm=(10 * MS, 50.0)),
+            row("b", "g0", 8, untraced=(50 * MS, 999.0), profiler=(40 * MS, 888.0)),
+            {"report": "bad.sqlite", "cluster": "c", "job": "a", "status": "error", "error": "boom"}]
+    rosters = {("a.sqlite", "g0"): {"device": [{"category": "comm", "start_ns": 5, "length_ns": 30 * MS},
+                                               {"category": "sync", "start_ns": 7, "length_ns": 20 * MS,
+                                                "nvtx_range": "step 3"}]},
+               ("a.sqlite", "g1"): {"device": [{"category": "comm", "start_ns": 9, "length_ns": 10 * MS}]}}
+    fixes = fix_list(build_fleet(rows), rosters)
+    assert list(zip(fixes["scope"], fixes["job"], fixes["rank"], fixes["category"], fixes["usd_per_month"])) == [
+        ("fleet", "", 1, "comm", 150.0), ("fleet", "", 2, "sync", 150.0),
+        ("job", "a", 1, "comm", 150.0), ("job", "a", 2, "sync", 150.0)]
+    job = fixes[fixes["scope"] == "job"].iloc[0]
+    # (30 + 10) / 200 ms = 20 % -> 1.25; the fewest iterations 4; g1 rests on 4 < 5
+    assert (job["speedup"], job["share_pct"], job["window_ns"], job["iterations"]) == (1.25, 20.0, 200 * MS, 4)
+    assert (job["gpus"], job["gpu_keys"], job["low_confidence"], job["confidence_note"]) == (
+        2, "a.sqlite g0; a.sqlite g1", True, "a.sqlite g1: few")
+    assert job["example_gaps"] == f"a.sqlite g0 @5 +{30 * MS}; a.sqlite g1 @9 +{10 * MS}"
+    assert fixes[fixes["scope"] == "job"].iloc[1]["example_gaps"] == f"a.sqlite g0 @7 +{20 * MS} [step 3]"
+    assert fixes["remedy"].iloc[0] == "overlap communication with compute; check the straggler first"
