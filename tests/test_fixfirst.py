@@ -167,3 +167,17 @@ def test_fix_list_per_job_ties_errors_and_caveats():
     assert job["example_gaps"] == f"a.sqlite g0 @5 +{30 * MS}; a.sqlite g1 @9 +{10 * MS}"
     assert fixes[fixes["scope"] == "job"].iloc[1]["example_gaps"] == f"a.sqlite g0 @7 +{20 * MS} [step 3]"
     assert fixes["remedy"].iloc[0] == "overlap communication with compute; check the straggler first"
+
+
+def test_implausible_flag_is_per_category():
+    """One GPU: cpu 95 ms of 100 (implausible), data 2 ms (not): only the cpu entry is flagged."""
+    from pipeline.analysis.fixfirst import fix_list
+
+    row = {"report": "r", "gpu_key": "g", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+           "iterations": 9, "idle_ns": 97 * MS, "idle_pct": 97.0, "low_confidence": False, "confidence_note": "",
+           "implausible_speedup": True, "cat_cpu_ns": 95 * MS, "fix_cpu_usd_per_month": 2774.0,
+           "cat_data_ns": 2 * MS, "fix_data_usd_per_month": 58.4}
+    fixes = fix_list(build_fleet([row]), {})
+    job = fixes[fixes["scope"] == "job"]
+    assert list(zip(job["category"], job["speedup"], job["implausible_speedup"])) == [
+        ("cpu", 20.0, True), ("data", round(100 / 98, 4), False)]

@@ -153,7 +153,8 @@ def _entries(rows: pd.DataFrame, rosters: dict, scope: str, cluster: str, job: s
             "gpus": int(len(part)), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(part["report"], part["gpu_key"])),
             "example_gaps": _examples(part, rosters, cat), "window_ns": window, "iterations": iterations,
             "low_confidence": bool(len(low)), "confidence_note": "; ".join(notes),
-            "implausible_speedup": s >= IMPLAUSIBLE_SHARE or bool(part["implausible_speedup"].astype(bool).any()),
+            "implausible_speedup": max([s] + [share(n, w) for n, w in zip(part[f"cat_{cat}_ns"], part["window_ns"])])
+            >= IMPLAUSIBLE_SHARE,
         })
     entries.sort(key=lambda e: (-e["usd_per_month"], e["category"]))
     for i, e in enumerate(entries, 1):
@@ -169,7 +170,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
     remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
-    fewest stable iterations of its GPUs, and the flags. ``profiler`` and ``untraced`` are never in it.
+    fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
+    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). ``profiler`` and ``untraced`` are never in it.
     Error rows take no part. Deterministic: rows sorted by report and GPU first.
     """
     ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable")
