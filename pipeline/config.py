@@ -214,7 +214,9 @@ class AnalysisConfig:
     ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
     ``actionable_pct``: a category under this % of W is filed, not acted on.
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
-    holes make up at least this share of its idle (and are actionable)."""
+    holes make up at least this share of its idle (and are actionable).
+    ``min_confidence_iterations``, ``min_confidence_window_ns``: fix-first dollar figures resting on
+    fewer stable iterations or a shorter window (ns) are flagged ``low_confidence`` (SPEC "Fix first")."""
 
     min_gap_ns: Nanoseconds = 1_000_000
     roster_size: Count = 20
@@ -223,6 +225,8 @@ class AnalysisConfig:
     straggler_spread_pct: Percent = 10.0
     actionable_pct: Percent = 2.0
     launch_min_share: Share = 0.5
+    min_confidence_iterations: Count = 5
+    min_confidence_window_ns: Nanoseconds = 1_000_000_000
 
 
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..config import Config
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
-from . import attribution, caveats, cost, gaps
+from . import attribution, caveats, cost, fixfirst, gaps
 from . import intervals as iv
 from .window import WindowError, choose_window
 
@@ -182,6 +182,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
         share = caveat_ns[cat] / dev.window_ns if dev.window_ns else 0.0
         row[f"{cat}_usd_per_month"] = round(cost.idle_usd_per_month(share, rate, cfg.cost.hours_per_month), 2)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
+    row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
+                                    a.min_confidence_iterations, a.min_confidence_window_ns))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).

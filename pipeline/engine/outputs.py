@@ -3,6 +3,8 @@
 Outputs of one run in ``DIR``:
   ``fleet.parquet`` / ``fleet.csv``: one row per (report, GPU), error rows included;
   ``jobs.csv`` / ``clusters.csv``: rollups (:func:`~pipeline.engine.reduce.rollup`);
+  ``fix_first.csv`` / ``fix_first.json``: the ranked fix-first lists of the fleet and of each job
+  (:func:`~pipeline.analysis.fixfirst.fix_list`);
   ``gpus/<report>__<gpu>__<hash>.json``: rosters, timeline and a final ``_summary`` per GPU.
 Every file is written to a temporary name in the same folder and renamed
 (:mod:`pipeline.io`), so a reader never sees a half-written file. Who writes the per-GPU
@@ -19,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..analysis.fixfirst import fix_list
 from ..io import atomic_path, compact_json, plain_scalar, prune, slug, write_json
 from .reduce import rollup
 
@@ -101,6 +104,12 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
         with atomic_path(os.path.join(out_dir, f"{name}.csv")) as tmp:
             rollup(fleet, by).to_csv(tmp, index=False)
         paths[name] = os.path.join(out_dir, f"{name}.csv")
+    fixes = fix_list(fleet, rosters)
+    with atomic_path(os.path.join(out_dir, "fix_first.csv")) as tmp:
+        fixes.to_csv(tmp, index=False)
+    paths["fix_first"] = os.path.join(out_dir, "fix_first.csv")
+    paths["fix_first_json"] = os.path.join(out_dir, "fix_first.json")
+    write_json(paths["fix_first_json"], [{k: plain_scalar(v) for k, v in e.items()} for e in fixes.to_dict("records")])
     gpu_dir = os.path.join(out_dir, "gpus")
     texts = write_gpu_docs(gpu_dir, fleet, rosters)
     paths["stale"] = [os.path.join(gpu_dir, name) for name in

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.fixfirst import FLEET_FIX_COLUMNS, fixable, rollup_columns
+
 #: Column order of the fleet table (SPEC "Fleet table"; issue #2 names).
 FLEET_COLUMNS = [
     "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
@@ -24,7 +26,7 @@ FLEET_COLUMNS = [
     "cat_cpu_pct", "cat_profiler_ns", "cat_untraced_ns", "cat_profiler_pct", "cat_untraced_pct",
     "main_category", "actionable",
     "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "profiler_usd_per_month",
-    "untraced_usd_per_month", "amdahl_speedup",
+    "untraced_usd_per_month", "amdahl_speedup", *FLEET_FIX_COLUMNS,
     "straggler", "warnings", "status", "error",
 ]
 
@@ -73,7 +75,7 @@ def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
     fleet = pd.DataFrame(rows).reindex(columns=FLEET_COLUMNS)
     for col in INT_COLUMNS:
         fleet[col] = pd.array(fleet[col], dtype="Int64")
-    for col in ("straggler", "launch_bound", "untrimmed"):
+    for col in ("straggler", "launch_bound", "untrimmed", "low_confidence", "implausible_speedup"):
         fleet[col] = fleet[col].astype(object).where(fleet[col].notna(), False).astype(bool)
     fleet = fleet.sort_values(["report", "gpu_key"], na_position="first", kind="stable").reset_index(drop=True)
     return flag_stragglers(fleet, spread_pct)
@@ -85,8 +87,13 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     Columns: ``by``, GPUs analysed, reports that failed (distinct reports with an
     error row), window and idle ns, window-weighted idle %, min/max GPU idle %,
     per-stream gap total, idle USD per month, stragglers, and apart the idle that is not
-    the application's (``profiler_ns``, ``untraced_ns`` and their USD per month).
+    the application's (``profiler_ns``, ``untraced_ns`` and their USD per month). Fix first
+    (:mod:`pipeline.analysis.fixfirst`): ``fix_<c>_usd_per_month`` summed over the GPUs,
+    ``fix_<c>_speedup`` = 1 / (1 − Σ cat_<c>_ns / Σ window_ns), the fewest stable iterations of a GPU
+    (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``).
     """
+    fix_usd = [f"fix_{c}_usd_per_month" for c in fixable()]
+    cat_ns = [f"cat_{c}_ns" for c in fixable()]
     ok = fleet[fleet["status"] != "error"]
     out = ok.groupby(by, sort=True).agg(
         gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
@@ -94,13 +101,16 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
         stragglers=("straggler", "sum"), profiler_ns=("cat_profiler_ns", "sum"),
         untraced_ns=("cat_untraced_ns", "sum"), profiler_usd_per_month=("profiler_usd_per_month", "sum"),
-        untraced_usd_per_month=("untraced_usd_per_month", "sum")).reset_index()
+        untraced_usd_per_month=("untraced_usd_per_month", "sum"), min_iterations=("iterations", "min"),
+        low_confidence_gpus=("low_confidence", "sum"),
+        **{c: (c, "sum") for c in fix_usd + cat_ns}).reset_index()
+    out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
     for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports", "profiler_ns",
-                "untraced_ns"):
+                "untraced_ns", "min_iterations", "low_confidence_gpus"):
         out[col] = out[col].fillna(0).astype("int64")
-    for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month"):
+    for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month", *fix_usd):
         out[col] = out[col].astype(float).fillna(0.0).round(2)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["idle_pct"] = (100.0 * out["idle_ns"] / out["window_ns"].where(out["window_ns"] > 0)).round(4)

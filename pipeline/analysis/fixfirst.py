@@ -1,0 +1,181 @@
+"""What to fix first, in dollars (SPEC "Fix first").
+
+Per GPU and per application category ``c`` (:data:`~pipeline.model.CATEGORIES`; the causes that
+are not the application's, :data:`~pipeline.model.CAVEATS` ``profiler`` and ``untraced``, never):
+
+* share ``s_c = cat_c_ns / window_ns`` (device-level idle of that category, 0..1);
+* recoverable USD per month ``= s_c × rate (USD per GPU-hour) × hours per month`` (default 730);
+* speed-up if that category alone vanished ``= 1 / (1 − s_c)`` (Amdahl; ``inf`` at ``s_c = 1``).
+
+Summed over GPUs (a job, a cluster, the fleet), the dollars add up and the share is window-weighted:
+``Σ cat_c_ns / Σ window_ns``. Every figure extrapolates a short capture to a month, so it carries the
+window and the stable iterations it rests on and is flagged ``low_confidence`` when they are too few
+(config ``analysis.min_confidence_iterations``, ``analysis.min_confidence_window_ns``); a speed-up
+resting on a share of at least :data:`IMPLAUSIBLE_SHARE` is flagged ``implausible_speedup``.
+
+Pure functions of numbers and frames; categories are looked up by name, never by position.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..model import CATEGORIES, CAVEATS
+
+#: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
+IMPLAUSIBLE_SHARE = 0.9
+
+#: One-line remedy per application category, in the field's terms (SPEC "Fix first").
+REMEDIES = {
+    "data": "pinned buffers allocated once, prefetch/overlap H2D with compute, more loader workers",
+    "sync": "find the .item() / progress-bar / hidden framework sync (same position every iteration = in the code)",
+    "comm": "overlap communication with compute; check the straggler first",
+    "boundary": "move per-iteration host work off the critical path",
+    "periodic": "asynchronous checkpoint / evaluation, GC control",
+    "launch": "CUDA graphs / torch.compile / larger kernels",
+    "cpu": "profile the host (data loader, GIL, I/O)",
+}
+
+#: Columns of the fix-first list (:func:`fix_list`), in order.
+FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "speedup", "share_pct",
+               "remedy", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "low_confidence",
+               "confidence_note", "implausible_speedup"]
+
+#: Example gaps (from the device rosters) quoted per fix-list entry.
+EXAMPLE_GAPS = 3
+
+
+def fixable(categories=CATEGORIES) -> tuple:
+    """The application categories of ``categories`` (never :data:`~pipeline.model.CAVEATS`), same order."""
+    return tuple(c for c in categories if c not in CAVEATS)
+
+
+def share(part_ns: int, window_ns: int) -> float:
+    """``part_ns / window_ns`` (0..1); 0.0 for an empty window."""
+    return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
+
+
+def recoverable_usd(share_: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:
+    """USD per month recoverable if a category holding ``share_`` (0..1) of the window vanished:
+    ``share × rate (USD per GPU-hour) × hours per month``."""
+    return float(share_) * float(usd_per_gpu_hour) * float(hours_per_month)
+
+
+def speedup(share_: float) -> float:
+    """Speed-up if a category holding ``share_`` (0..1) of the window alone vanished: ``1 / (1 − share)``;
+    ``inf`` at a share of 1."""
+    s = float(share_)
+    return math.inf if s >= 1.0 else 1.0 / (1.0 - s)
+
+
+def confidence(window_ns: int, iterations: int, min_iterations: int, min_window_ns: int) -> tuple[bool, str]:
+    """``(low_confidence, reason)`` of figures extrapolated from a window of ``window_ns`` ns holding
+    ``iterations`` stable iterations: low when ``iterations < min_iterations`` or
+    ``window_ns < min_window_ns``; ``reason`` names each shortfall ("" when confident)."""
+    reasons = []
+    if int(iterations) < int(min_iterations):
+        reasons.append(f"rests on {int(iterations)} stable iterations (fewer than {int(min_iterations)})")
+    if int(window_ns) < int(min_window_ns):
+        reasons.append(f"window {int(window_ns) / 1e9:.6f} s (under {int(min_window_ns) / 1e9:g} s)")
+    return bool(reasons), "; ".join(reasons)
+
+
+def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float,
+                hours_per_month: float, min_iterations: int, min_window_ns: int) -> dict:
+    """The fix-first columns of one GPU's fleet row.
+
+    Args:
+        category_ns: category name -> device-level idle ns of that category in the window.
+        window_ns, iterations: the analysis window (ns) and its stable iterations.
+        usd_per_gpu_hour, hours_per_month: the GPU's rate and the month (hours).
+        min_iterations, min_window_ns: below either, the figures are ``low_confidence``.
+    Returns:
+        ``fix_<c>_usd_per_month`` (rounded to cents) and ``fix_<c>_speedup`` (4 decimals) for each
+        application category ``c`` of ``category_ns``, ``low_confidence``, ``confidence_note`` and
+        ``implausible_speedup`` (some category holds at least :data:`IMPLAUSIBLE_SHARE` of the window).
+    """
+    out = {}
+    worst = 0.0
+    for cat in fixable(category_ns):
+        s = share(category_ns[cat], window_ns)
+        worst = max(worst, s)
+        out[f"fix_{cat}_usd_per_month"] = round(recoverable_usd(s, usd_per_gpu_hour, hours_per_month), 2)
+        out[f"fix_{cat}_speedup"] = round(speedup(s), 4)
+    out["low_confidence"], out["confidence_note"] = confidence(window_ns, iterations, min_iterations, min_window_ns)
+    out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE
+    return out
+
+
+#: Fleet-table columns :func:`gpu_columns` adds, in order.
+FLEET_FIX_COLUMNS = [f"fix_{c}_{k}" for c in fixable() for k in ("usd_per_month", "speedup")] + [
+    "low_confidence", "confidence_note", "implausible_speedup"]
+
+
+def rollup_columns(sums: pd.DataFrame) -> pd.DataFrame:
+    """Per-group speed-ups of a rollup: ``fix_<c>_speedup = 1 / (1 − Σ cat_c_ns / Σ window_ns)`` from
+    ``sums`` (columns ``window_ns`` and ``cat_<c>_ns``, one row per group); returns the new columns."""
+    out = pd.DataFrame(index=sums.index)
+    for cat in fixable():
+        out[f"fix_{cat}_speedup"] = [round(speedup(share(n, w)), 4) for n, w in
+                                     zip(sums[f"cat_{cat}_ns"].fillna(0), sums["window_ns"].fillna(0))]
+    return out
+
+
+def _examples(rows: pd.DataFrame, rosters: dict, cat: str) -> str:
+    """The longest :data:`EXAMPLE_GAPS` gaps of ``cat`` in the device rosters of ``rows``:
+    ``report gpu_key @start_ns +length_ns [nvtx range]``, ``; ``-joined."""
+    found = []
+    for report, gpu in zip(rows["report"], rows["gpu_key"]):
+        for g in (rosters.get((report, gpu)) or {}).get("device", []):
+            if g.get("category") == cat:
+                found.append((-int(g["length_ns"]), str(report), str(gpu), int(g["start_ns"]), g.get("nvtx_range") or ""))
+    found.sort()
+    return "; ".join(f"{r} {k} @{s} +{-n}" + (f" [{rng}]" if rng else "") for n, r, k, s, rng in found[:EXAMPLE_GAPS])
+
+
+def _entries(rows: pd.DataFrame, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
+    """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by name)."""
+    window = int(rows["window_ns"].fillna(0).sum())
+    iterations = int(rows["iterations"].fillna(0).min())
+    low = rows[rows["low_confidence"].astype(bool)]
+    notes = sorted({f"{r} {k}: {n}" for r, k, n in zip(low["report"], low["gpu_key"], low["confidence_note"])})
+    entries = []
+    for cat in fixable():
+        part = rows[rows[f"cat_{cat}_ns"].fillna(0) > 0]
+        if part.empty:
+            continue
+        s = share(int(rows[f"cat_{cat}_ns"].fillna(0).sum()), window)
+        entries.append({
+            "scope": scope, "cluster": cluster, "job": job, "category": cat,
+            "usd_per_month": round(float(rows[f"fix_{cat}_usd_per_month"].fillna(0).sum()), 2),
+            "speedup": round(speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
+            "gpus": int(len(part)), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(part["report"], part["gpu_key"])),
+            "example_gaps": _examples(part, rosters, cat), "window_ns": window, "iterations": iterations,
+            "low_confidence": bool(len(low)), "confidence_note": "; ".join(notes),
+            "implausible_speedup": max([s] + [share(n, w) for n, w in zip(part[f"cat_{cat}_ns"], part["window_ns"])])
+            >= IMPLAUSIBLE_SHARE,
+        })
+    entries.sort(key=lambda e: (-e["usd_per_month"], e["category"]))
+    for i, e in enumerate(entries, 1):
+        e["rank"] = i
+    return [{c: e[c] for c in FIX_COLUMNS} for e in entries]
+
+
+def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
+    """The ranked fix-first list (:data:`FIX_COLUMNS`): one list for the fleet (``scope`` ``fleet``,
+    blank cluster and job), then one per job (``scope`` ``job``, sorted by cluster, job).
+
+    Each entry is an application category with idle in the group: its recoverable USD per month
+    (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
+    remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
+    device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
+    fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
+    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). ``profiler`` and ``untraced`` are never in it.
+    Error rows take no part. Deterministic: rows sorted by report and GPU first.
+    """
+    ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable")
+    entries = _entries(ok, rosters, "fleet", "", "") if len(ok) else []
+    for (cluster, job), rows in ok.groupby(["cluster", "job"], sort=True, dropna=False):
+        entries += _entries(rows, rosters, "job", cluster, job)
+    return pd.DataFrame(entries, columns=FIX_COLUMNS)

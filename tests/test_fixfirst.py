@@ -1,0 +1,183 @@
+"""Fix first (SPEC "Fix first"): recoverable USD per category, speed-ups, the ranked list, confidence.
+
+Expected values are worked out by hand here (share x rate x hours), never with pipeline.analysis.fixfirst.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pandas as pd
+
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.config import Config
+from pipeline.engine.outputs import write_outputs
+from pipeline.engine.reduce import build_fleet, rollup, rosters_of
+from pipeline.load.report import gpu_trace, load_report
+from pipeline.synth import ExportWriter
+
+MS = 1_000_000
+#: H100 (the default model: these exports name no GPU) at 4.00 USD per GPU-hour, 730 hours a month.
+USD = 4.0 * 730
+SPAN = Config(analysis=dataclasses.replace(Config().analysis, window="span"))
+
+
+def analyse(path, cfg: Config = SPAN) -> list:
+    rep = load_report(str(path))
+    return [analyse_gpu(gpu_trace(rep, key), cfg, cfg.labels_for(rep.path)) for key in rep.gpu_keys()]
+
+
+def three_causes(path) -> str:
+    """Kernels [0,10) [30,40) [55,65) [75,85) [105,115) ms on stream 7: gap 10..30 under a
+    cudaStreamSynchronize (sync, 20 ms), 40..55 with nothing (cpu, 15 ms), 65..75 with a memcpy 66..74
+    (data, 10 ms), 85..105 under Nsight's own buffer flush (profiler, 20 ms: never in the list)."""
+    w = ExportWriter(str(path))
+    for i, (a, b) in enumerate(((0, 10), (30, 40), (55, 65), (75, 85), (105, 115))):
+        w.kernel(pid=10, device=0, stream=7, start=a * MS, end=b * MS, name=f"k{i}", correlation=100 + i)
+    w.runtime(pid=10, tid=11, start=10 * MS + 100_000, end=30 * MS - 100_000, name="cudaStreamSynchronize_v3020")
+    w.memcpy(pid=10, device=0, stream=8, start=66 * MS, end=74 * MS)
+    w.overhead(pid=10, tid=11, start=85 * MS + 500_000, end=105 * MS - 500_000)
+    return w.close()
+
+
+def test_gpu_columns_by_hand(tmp_path):
+    (res,) = analyse(three_causes(tmp_path / "three.sqlite"))
+    row = res.row
+    assert (row["window_ns"], row["cat_sync_ns"], row["cat_cpu_ns"], row["cat_data_ns"], row["cat_profiler_ns"]) == (
+        115 * MS, 20 * MS, 15 * MS, 10 * MS, 20 * MS)
+    # 20/115 x 4 x 730 = 507.826..; 15/115 x 2920 = 380.869..; 10/115 x 2920 = 253.913..
+    assert (row["fix_sync_usd_per_month"], row["fix_cpu_usd_per_month"], row["fix_data_usd_per_month"]) == (
+        507.83, 380.87, 253.91)
+    # 1 / (1 - 20/115) = 115/95; 115/100; 115/105
+    assert (row["fix_sync_speedup"], row["fix_cpu_speedup"], row["fix_data_speedup"]) == (1.2105, 1.15, 1.0952)
+    assert (row["fix_comm_usd_per_month"], row["fix_comm_speedup"]) == (0.0, 1.0)
+    assert not any(k.startswith(("fix_profiler", "fix_untraced")) for k in row)
+    # span window: 0 stable iterations, 0.115 s
+    assert (row["iterations"], row["low_confidence"], row["implausible_speedup"]) == (0, True, False)
+    assert row["confidence_note"] == "rests on 0 stable iterations (fewer than 5); window 0.115000 s (under 1 s)"
+
+
+def test_confidence_thresholds_from_config_and_implausible(tmp_path):
+    cfg = Config(analysis=dataclasses.replace(SPAN.analysis, min_confidence_iterations=0,
+                                              min_confidence_window_ns=100 * MS))
+    (res,) = analyse(three_causes(tmp_path / "three.sqlite"), cfg)
+    assert (res.row["low_confidence"], res.row["confidence_note"]) == (False, "")
+    # one 95 ms cpu gap in a 100 ms window: 95 % idle -> speed-up 20, flagged implausible
+    w = ExportWriter(str(tmp_path / "empty.sqlite"))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=1 * MS, name="a", correlation=1)
+    w.kernel(pid=10, device=0, stream=7, start=96 * MS, end=100 * MS, name="b", correlation=2)
+    (res,) = analyse(w.close(), cfg)
+    assert (res.row["cat_cpu_ns"], res.row["fix_cpu_speedup"], res.row["implausible_speedup"]) == (95 * MS, 20.0, True)
+    assert res.row["fix_cpu_usd_per_month"] == round(0.95 * USD, 2) == 2774.0
+    assert (res.row["window_ns"], res.row["low_confidence"]) == (100 * MS, False)  # exactly 0.1 s is not under
+
+
+def test_ranked_list_and_rollups(tmp_path):
+    results = analyse(three_causes(tmp_path / "three.sqlite"))
+    fleet = build_fleet([r.row for r in results])
+    out = tmp_path / "out"
+    write_outputs(str(out), fleet, rosters_of(results))
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    assert list(fixes["scope"]) == ["fleet"] * 3 + ["job"] * 3
+    fleet_list = fixes[fixes["scope"] == "fleet"]
+    assert list(fleet_list["category"]) == ["sync", "cpu", "data"]  # profiler (20 ms, tied largest) never
+    assert list(fleet_list["rank"]) == [1, 2, 3]
+    assert list(fleet_list["usd_per_month"]) == [507.83, 380.87, 253.91]
+    assert list(fleet_list["speedup"]) == [1.2105, 1.15, 1.0952]
+    assert fleet_list["remedy"].iloc[0].startswith("find the .item()")
+    assert fleet_list["remedy"].iloc[2].startswith("pinned buffers allocated once")
+    report = str(tmp_path / "three.sqlite")
+    gpu = fleet["gpu_key"].iloc[0]
+    assert fleet_list["example_gaps"].iloc[0] == f"{report} {gpu} @{10 * MS} +{20 * MS}"
+    assert list(fleet_list["window_ns"]) == [115 * MS] * 3 and list(fleet_list["iterations"]) == [0] * 3
+    assert list(fleet_list["low_confidence"]) == [True] * 3
+    assert json.loads((out / "fix_first.json").read_text())[0]["category"] == "sync"
+    jobs = pd.read_csv(out / "jobs.csv", keep_default_na=False)
+    assert (jobs["fix_sync_usd_per_month"].iloc[0], jobs["fix_cpu_speedup"].iloc[0]) == (507.83, 1.15)
+    assert (jobs["min_iterations"].iloc[0], jobs["low_confidence_gpus"].iloc[0]) == (0, 1)
+
+
+def test_rollup_sums_two_gpus():
+    """Two GPUs of one job: dollars add up, the speed-up is window-weighted (hand-made rows)."""
+    rows = []
+    for i, (cat_ns, usd) in enumerate(((30 * MS, 100.0), (10 * MS, 50.0))):
+        row = {"report": "r", "gpu_key": f"g{i}", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+               "iterations": 6 + i, "idle_ns": cat_ns, "idle_pct": 0.0, "low_confidence": False}
+        row.update({"cat_comm_ns": cat_ns, "fix_comm_usd_per_month": usd})
+        rows.append(row)
+    jobs = rollup(build_fleet(rows), ["cluster", "job"])
+    # (30 + 10) / 200 = 0.2 -> 1 / 0.8 = 1.25
+    assert (jobs["fix_comm_usd_per_month"].iloc[0], jobs["fix_comm_speedup"].iloc[0]) == (150.0, 1.25)
+    assert (jobs["min_iterations"].iloc[0], jobs["fix_sync_speedup"].iloc[0]) == (6, 1.0)
+
+
+def test_real_profile_fix_first(span_run):
+    """train_h100_2gpu_nccl with --window span: dollars from the fleet row's cat_*_ns, window_ns, rate, 730."""
+    fleet = pd.read_csv(span_run / "fleet.csv", keep_default_na=False)
+    rows = fleet[fleet["report"].str.endswith("train_h100_2gpu_nccl.sqlite")]
+    assert len(rows) == 2
+    cats = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+    for row in rows.to_dict("records"):
+        for cat in cats:
+            share = row[f"cat_{cat}_ns"] / row["window_ns"]
+            assert row[f"fix_{cat}_usd_per_month"] == round(share * row["rate_usd_per_hour"] * 730, 2)
+            assert row[f"fix_{cat}_speedup"] == round(1 / (1 - share), 4)
+    fixes = pd.read_csv(span_run / "fix_first.csv", keep_default_na=False)
+    job = rows["job"].iloc[0]
+    mine = fixes[(fixes["scope"] == "job") & (fixes["job"] == job)]
+    expected = sorted(((round(sum(r[f"fix_{c}_usd_per_month"] for r in rows.to_dict("records")), 2), c)
+                       for c in cats if rows[f"cat_{c}_ns"].sum() > 0), key=lambda t: (-t[0], t[1]))
+    assert [(u, c) for u, c in zip(mine["usd_per_month"], mine["category"])] == expected
+    assert not set(fixes["category"]) & {"profiler", "untraced"}
+    fleet_list = fixes[fixes["scope"] == "fleet"]
+    assert list(fleet_list["usd_per_month"]) == sorted(fleet_list["usd_per_month"], reverse=True)
+
+
+def test_fix_list_per_job_ties_errors_and_caveats():
+    """Hand-made rows: job a has two GPUs (comm 30 + 10 ms, $100 + $50; sync $150 on one, a tie with comm
+    broken by name), job b one GPU whose idle is all untraced/profiler (no entry); an error row takes no part."""
+    from pipeline.analysis.fixfirst import fix_list
+
+    def row(job, gpu, iterations, window_ns=100 * MS, **cats):
+        r = {"report": f"{job}.sqlite", "gpu_key": gpu, "cluster": "c", "job": job, "status": "ok",
+             "window_ns": window_ns, "iterations": iterations, "idle_ns": 0, "idle_pct": 0.0,
+             "low_confidence": iterations < 5, "confidence_note": "few" if iterations < 5 else ""}
+        for cat, (ns, usd) in cats.items():
+            r.update({f"cat_{cat}_ns": ns, f"fix_{cat}_usd_per_month": usd})
+        return r
+
+    rows = [row("a", "g0", 6, comm=(30 * MS, 100.0), sync=(20 * MS, 150.0)),
+            row("a", "g1", 4, comm=(10 * MS, 50.0)),
+            row("b", "g0", 8, untraced=(50 * MS, 999.0), profiler=(40 * MS, 888.0)),
+            {"report": "bad.sqlite", "cluster": "c", "job": "a", "status": "error", "error": "boom"}]
+    rosters = {("a.sqlite", "g0"): {"device": [{"category": "comm", "start_ns": 5, "length_ns": 30 * MS},
+                                               {"category": "sync", "start_ns": 7, "length_ns": 20 * MS,
+                                                "nvtx_range": "step 3"}]},
+               ("a.sqlite", "g1"): {"device": [{"category": "comm", "start_ns": 9, "length_ns": 10 * MS}]}}
+    fixes = fix_list(build_fleet(rows), rosters)
+    assert list(zip(fixes["scope"], fixes["job"], fixes["rank"], fixes["category"], fixes["usd_per_month"])) == [
+        ("fleet", "", 1, "comm", 150.0), ("fleet", "", 2, "sync", 150.0),
+        ("job", "a", 1, "comm", 150.0), ("job", "a", 2, "sync", 150.0)]
+    job = fixes[fixes["scope"] == "job"].iloc[0]
+    # (30 + 10) / 200 ms = 20 % -> 1.25; the fewest iterations 4; g1 rests on 4 < 5
+    assert (job["speedup"], job["share_pct"], job["window_ns"], job["iterations"]) == (1.25, 20.0, 200 * MS, 4)
+    assert (job["gpus"], job["gpu_keys"], job["low_confidence"], job["confidence_note"]) == (
+        2, "a.sqlite g0; a.sqlite g1", True, "a.sqlite g1: few")
+    assert job["example_gaps"] == f"a.sqlite g0 @5 +{30 * MS}; a.sqlite g1 @9 +{10 * MS}"
+    assert fixes[fixes["scope"] == "job"].iloc[1]["example_gaps"] == f"a.sqlite g0 @7 +{20 * MS} [step 3]"
+    assert fixes["remedy"].iloc[0] == "overlap communication with compute; check the straggler first"
+
+
+def test_implausible_flag_is_per_category():
+    """One GPU: cpu 95 ms of 100 (implausible), data 2 ms (not): only the cpu entry is flagged."""
+    from pipeline.analysis.fixfirst import fix_list
+
+    row = {"report": "r", "gpu_key": "g", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+           "iterations": 9, "idle_ns": 97 * MS, "idle_pct": 97.0, "low_confidence": False, "confidence_note": "",
+           "implausible_speedup": True, "cat_cpu_ns": 95 * MS, "fix_cpu_usd_per_month": 2774.0,
+           "cat_data_ns": 2 * MS, "fix_data_usd_per_month": 58.4}
+    fixes = fix_list(build_fleet([row]), {})
+    job = fixes[fixes["scope"] == "job"]
+    assert list(zip(job["category"], job["speedup"], job["implausible_speedup"])) == [
+        ("cpu", 20.0, True), ("data", round(100 / 98, 4), False)]
