@@ -13,7 +13,6 @@ this module only formats:
 """
 from __future__ import annotations
 
-import html as html_lib
 import io
 import os
 import re
@@ -25,6 +24,7 @@ from markupsafe import Markup
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
+from .medical import md_unescape
 from .summary import ReportError, Results, load_results, summarise
 
 FORMATS = ("html", "csv", "md")
@@ -67,11 +67,34 @@ def _env() -> Environment:
     return env
 
 
+#: Markdown syntax a medical record never needs and profile text must never reach: links,
+#: images, link references, autolinks and raw HTML (inline patterns, block and pre-processors).
+_UNSAFE_MARKDOWN = {"inlinePatterns": ("reference", "link", "image_link", "image_reference", "short_reference",
+                                       "short_image_ref", "autolink", "automail", "html", "entity"),
+                    "preprocessors": ("html_block",), "parser.blockprocessors": ("reference",)}
+
+
+def _markdown() -> markdown_lib.Markdown:
+    """A Markdown converter for record pages: tables and line breaks only. Nothing in the text can
+    become a link, an image or raw HTML (whatever the page holds, e.g. a page written before
+    profile text was escaped), and every ASCII punctuation character can be backslash-escaped
+    (as CommonMark allows; :func:`~pipeline.report.medical.md_text` relies on it)."""
+    md = markdown_lib.Markdown(extensions=["tables", "nl2br"])
+    for attr, names in _UNSAFE_MARKDOWN.items():
+        registry = md.parser.blockprocessors if attr == "parser.blockprocessors" else getattr(md, attr)
+        for name in names:
+            if name in registry:
+                registry.deregister(name)
+    md.ESCAPED_CHARS = sorted(set(md.ESCAPED_CHARS) | {chr(c) for c in range(33, 127) if not chr(c).isalnum()})
+    return md
+
+
 def _record_html(text: str) -> str:
-    """A medical-record page (Markdown) as HTML; raw HTML in it (job or NVTX names) is escaped."""
+    """A medical-record page (Markdown) as HTML: its text is text (``<``, ``&`` escaped by the
+    serializer), links, images and raw HTML are not rendered (see :func:`_markdown`)."""
     if text.startswith("# "):  # the page title; the report's section heading says it
         text = text.split("\n", 1)[1] if "\n" in text else ""
-    body = markdown_lib.markdown(html_lib.escape(text, quote=False), extensions=["tables", "nl2br"])
+    body = _markdown().convert(text)
     # The page's own headings sit under the report's section heading.
     body = re.sub(r"<(/?)h([1-4])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 2}>", body)
     return body
@@ -105,7 +128,7 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
     # One section per page, its id from the page's file stem (unique per job: summary.record_anchor links it).
     records = [{"stem": stem, "anchor": "record-" + stem,
                 "html": Markup(plots.cached(plot_cache, _record_html, text, code=_record_code(), suffix=".html")),
-                "title": (text.splitlines()[0].removeprefix("# Medical record:").strip() if text else stem)}
+                "title": (md_unescape(text.splitlines()[0].removeprefix("# Medical record:").strip()) if text else stem)}
                for stem, text in s["records"].items()]
     return _env().get_template("report.html.j2").render(
         s=s, t=t, svgs={k: Markup(v) for k, v in svgs.items()}, records=records,

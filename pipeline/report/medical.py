@@ -21,6 +21,25 @@ from ..model import CATEGORIES, CAVEATS
 
 TOP_GAPS = 5
 
+#: Characters of profile text (NVTX ranges, kernel and file names, labels, error messages) that
+#: Markdown would read as syntax (links, images, emphasis, raw HTML, autolinks, table cells,
+#: entities): each is written with a backslash before it (CommonMark escapes any ASCII punctuation).
+MARKDOWN_SPECIAL = "\\`*_[]<>|~&"
+
+
+def md_text(text) -> str:
+    """``text`` from a profile as literal Markdown text: every :data:`MARKDOWN_SPECIAL` character
+    backslash-escaped, line breaks as spaces, so no viewer makes it a link, HTML or a new line."""
+    text = " ".join(str(text).splitlines())
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
+
+
+def md_unescape(text: str) -> str:
+    """The profile text :func:`md_text` escaped (backslash escapes of ASCII punctuation removed)."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
 
 def _ms(ns) -> str:
     return f"{int(ns) / 1e6:,.3f} ms"
@@ -60,7 +79,7 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
 def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, has_launch_bound: bool) -> str:
     """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
     ok = sorted((r for r in rows if r["status"] != "error"), key=lambda r: (r["report"], r["gpu_key"]))
-    lines = [f"# Medical record: {job}", ""]
+    lines = [f"# Medical record: {md_text(job)}", ""]
     if not ok:
         lines.append("No GPU of this job could be analysed.")
     else:
@@ -75,8 +94,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
         rules = ", ".join(sorted({str(r["window_rule"]) for r in ok}))
         lines.append(
             f"Idle {100.0 * idle / window:.2f} % device-level over {len(ok)} GPU(s) "
-            f"(min {float(lo['idle_pct']):.2f} % {lo['gpu_key']}, max {float(hi['idle_pct']):.2f} % {hi['gpu_key']}"
-            f"{', straggler suspect ' + str(hi['gpu_key']) if bool(hi['straggler']) else ''}; window: {rules})")
+            f"(min {float(lo['idle_pct']):.2f} % {md_text(lo['gpu_key'])}, max {float(hi['idle_pct']):.2f} % "
+            f"{md_text(hi['gpu_key'])}{', straggler suspect ' + md_text(hi['gpu_key']) if bool(hi['straggler']) else ''}"
+            f"; window: {rules})")
         shares = []
         for cat in CATEGORIES:
             pct = 100.0 * sum(int(r[f"cat_{cat}_ns"]) for r in ok) / window
@@ -99,8 +119,8 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
                 gaps.append((-g["length_ns"], g["start_ns"], row["gpu_key"], g))
         gaps.sort(key=lambda x: (x[0], x[1], x[2]))
         for i, (_, _, gpu, g) in enumerate(gaps[:TOP_GAPS], 1):
-            where = (g.get("nvtx_range") or "-").replace("|", "\\|")
-            lines.append(f"| {i} | {gpu} | {g['start_ns']} | {where} | {_ms(g['length_ns'])} | {g['category']} |")
+            where = md_text(g.get("nvtx_range") or "-")
+            lines.append(f"| {i} | {md_text(gpu)} | {g['start_ns']} | {where} | {_ms(g['length_ns'])} | {g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
@@ -111,7 +131,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):
-        lines.append(f"- failed: {row['error']}")  # the message starts with the report
+        lines.append(f"- failed: {md_text(row['error'])}")  # the message starts with the report
     return "\n".join(lines) + "\n"
 
 
