@@ -122,8 +122,8 @@ def chromium_load(page: Path, shot: Path, size: str) -> str:
                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
         url = page.resolve().as_uri()
         shot_run = subprocess.run([*base, f"--screenshot={shot}", f"--window-size={size}", url],
-                                  capture_output=True, text=True, timeout=180)
-        dom_run = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+                                  capture_output=True, text=True, timeout=180, check=False)
+        dom_run = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=False)
     for proc in (shot_run, dom_run):
         assert proc.returncode == 0, proc.stderr[-3000:]
         console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]

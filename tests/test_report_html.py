@@ -148,7 +148,7 @@ def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
     # The medical records of the current night are embedded (rendered from their Markdown).
     for job in cur["job"].unique():
         md = (state / "nights" / nights[-1] / "records" / f"{record_stem(job)}.md").read_text()
-        first_gap = re.search(r"^\| 1 \| ([^|]+) \| (\d+) \|", md, re.M)
+        first_gap = re.search(r"^\| 1 \| ([^|]+) \| (\d+\.\d{6} s) \|", md, re.M)
         section = page.split(f'id="record-{record_stem(job)}"', 1)[1].split("</section>", 1)[0]
         assert f"<td>{first_gap.group(2)}</td>" in section and "<table>" in section
     assert 'id="record-recsys-train"' not in page  # not profiled on the current night

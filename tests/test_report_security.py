@@ -16,13 +16,16 @@ MS = 1_000_000
 B = 5_000_000_000
 NVTX = "Iteration 1 [x](javascript:alert(1)) <script>alert(2)</script> <https://evil.example/a> *em* a|b"
 KERNEL = "gemm<script>alert(3)</script>[k](javascript:alert(4))"
+UUID = "1111<script>alert(8)</script>[u](javascript:alert(9))"
+MODEL = "NVIDIA <img src=x onerror=alert(10)> H100"
 JOB = "job <script>alert(5)</script> [j](javascript:alert(6)) ![i](javascript:alert(7))"
 
 
 def hostile_export(path) -> None:
     """One GPU: kernels 0-10, 15-25, 30-40 ms (two 5 ms device-level gaps), one NVTX range over all."""
     w = ExportWriter(str(path))
-    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="GPU-1111")
+    w.gpu(0, MODEL, uuid=UUID)
+    w.cuda_device(0, 0, 10, uuid=UUID)
     for start in (0, 15, 30):
         w.kernel(pid=10, device=0, stream=7, start=B + start * MS, end=B + (start + 10) * MS, name=KERNEL)
     w.nvtx(pid=10, tid=11, start=B, end=B + 40 * MS, text=NVTX)
@@ -59,6 +62,10 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
     assert "<em>" not in page
     # the hostile text is there, as text
     assert html.escape(NVTX, quote=False) in page
+    # the GPU: short name from the model's safe characters, its full key (hostile uuid) only as a title
+    assert ('<abbr title="GPU-1111&lt;script&gt;alert(8)&lt;/script&gt;[u](javascript:alert(9)) in evil.sqlite">'
+            'img srcx onerroralert10 #1</abbr>') in page
+    assert "<img" not in page
     assert f"<h2>Medical record: {html.escape(JOB, quote=False)}</h2>" in page
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
     assert csp and csp.group(1) == ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "

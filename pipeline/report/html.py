@@ -75,11 +75,12 @@ _UNSAFE_MARKDOWN = {"inlinePatterns": ("reference", "link", "image_link", "image
 
 
 def _markdown() -> markdown_lib.Markdown:
-    """A Markdown converter for record pages: tables and line breaks only. Nothing in the text can
+    """A Markdown converter for record pages: tables, line breaks and abbreviations (a GPU's short
+    name with its full key on hover) only. Nothing in the text can
     become a link, an image or raw HTML (whatever the page holds, e.g. a page written before
     profile text was escaped), and every ASCII punctuation character can be backslash-escaped
     (as CommonMark allows; :func:`~pipeline.report.medical.md_text` relies on it)."""
-    md = markdown_lib.Markdown(extensions=["tables", "nl2br"])
+    md = markdown_lib.Markdown(extensions=["tables", "nl2br", "abbr"])
     for attr, names in _UNSAFE_MARKDOWN.items():
         registry = md.parser.blockprocessors if attr == "parser.blockprocessors" else getattr(md, attr)
         for name in names:
@@ -95,6 +96,8 @@ def _record_html(text: str) -> str:
     if text.startswith("# "):  # the page title; the report's section heading says it
         text = text.split("\n", 1)[1] if "\n" in text else ""
     body = _markdown().convert(text)
+    # An abbreviation's title is the definition's text as written: drop its Markdown escapes.
+    body = re.sub(r'(<abbr title=")([^"]*)(")', lambda m: m.group(1) + md_unescape(m.group(2)) + m.group(3), body)
     # The page's own headings sit under the report's section heading.
     body = re.sub(r"<(/?)h([1-4])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 2}>", body)
     return body
