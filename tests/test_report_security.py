@@ -18,7 +18,7 @@ NVTX = "Iteration 1 [x](javascript:alert(1)) <script>alert(2)</script> <https://
 KERNEL = "gemm<script>alert(3)</script>[k](javascript:alert(4))"
 UUID = "1111<script>alert(8)</script>[u](javascript:alert(9))"
 MODEL = "NVIDIA <img src=x onerror=alert(10)> H100"
-JOB = "job <script>alert(5)</script> [j](javascript:alert(6)) ![i](javascript:alert(7))"
+JOB = "job <script>alert(5)</script> [j](javascript:alert(6)) ![i](javascript:alert(7)) $\\nope{x}$"
 
 
 def hostile_export(path) -> None:
@@ -53,7 +53,7 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
     text = md.read_text(encoding="utf-8")
     # The Markdown page: profile text escaped, so no Markdown viewer makes it a link or HTML.
     assert text.splitlines()[0] == ("# Medical record: job \\<script\\>alert(5)\\</script\\> \\[j\\](javascript:alert(6))"
-                                    " !\\[i\\](javascript:alert(7))")
+                                    " !\\[i\\](javascript:alert(7)) $\\\\nope{x}$")
     assert ("Iteration 1 \\[x\\](javascript:alert(1)) \\<script\\>alert(2)\\</script\\> \\<https://evil.example/a\\>"
             " \\*em\\* a\\|b") in text
     page = (hostile_page / "report.html").read_text(encoding="utf-8")
@@ -66,6 +66,10 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
     assert ('<abbr title="GPU-1111&lt;script&gt;alert(8)&lt;/script&gt;[u](javascript:alert(9)) in evil.sqlite">'
             'img srcx onerroralert10 #1</abbr>') in page
     assert "<img" not in page
+    # matplotlib draws the job name as text, not as mathtext (no `$...$` formulas from profiles)
+    labels = re.findall(r"<text [^>]*>([^<]*)</text>", page)
+    assert html.escape(JOB, quote=False) in labels                           # the category plot
+    assert html.escape(JOB, quote=False) + " (1 GPU)" in labels              # the spread plot
     assert f"<h2>Medical record: {html.escape(JOB, quote=False)}</h2>" in page
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
     assert csp and csp.group(1) == ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
