@@ -76,6 +76,18 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
                                     "script-src 'none'; base-uri 'none'; form-action 'none'")
 
 
+def test_hostile_text_in_the_markdown_summary(hostile_page):
+    """`--format md` (for chat or e-mail): the job, cluster and GPU key are escaped Markdown text."""
+    out = hostile_page / "summary.md"
+    run_cli("report", str(hostile_page / "out"), "--out", str(out), "--format", "md")
+    text = out.read_text(encoding="utf-8")
+    assert "By cluster: \\<b\\>c\\</b\\> $730.00." in text
+    row = [line for line in text.splitlines() if line.startswith("| 1 |")]
+    assert row == ["| 1 | GPU-1111\\<script\\>alert(8)\\</script\\>\\[u\\](javascript:alert(9)) | job \\<script\\>alert(5)"
+                   "\\</script\\> \\[j\\](javascript:alert(6)) !\\[i\\](javascript:alert(7)) $\\\\nope{x}$ | 25.00 % | cpu | $730.00 |"]
+    assert not re.search(r"(?<!\\)[<\[]", text)   # every < and [ in the page is escaped
+
+
 def test_old_records_with_link_syntax_render_as_text():
     """A record written before the fix (unescaped profile text) still renders without links or HTML."""
     body = _record_html("# Medical record: x\n\n[a](javascript:alert(1)) <script>x</script> <https://e.x/> "

@@ -24,7 +24,7 @@ from markupsafe import Markup
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
-from .medical import md_unescape
+from .medical import md_text, md_unescape
 from .summary import ReportError, Results, load_results, summarise
 
 FORMATS = ("html", "csv", "md")
@@ -161,7 +161,9 @@ def render_csv(res: Results) -> str:
 
 
 def render_markdown(res: Results) -> str:
-    """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night."""
+    """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
+    Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
+    (:func:`~pipeline.report.medical.md_text`): never a link, emphasis or HTML in the reader's client."""
     s = summarise(res)
     t = s["trend"]
     span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"
@@ -173,22 +175,23 @@ def render_markdown(res: Results) -> str:
         lines.append(f"Since {t['previous']}: {signed_usd(cur['usd'] - prev['usd'])}/month "
                      f"(was {usd(prev['usd'])}). History: {span}, {s['nights_count']} night(s).")
         if t["new_jobs"]:
-            lines.append("New jobs: " + ", ".join(f"{j['job']} ({usd(j['usd'])})" for j in t["new_jobs"]) + ".")
+            lines.append("New jobs: " + ", ".join(f"{md_text(j['job'])} ({usd(j['usd'])})"
+                                                  for j in t["new_jobs"]) + ".")
         if t["gone_jobs"]:
             lines.append("Gone (fixed or not profiled): "
-                         + ", ".join(f"{j['job']} (was {usd(j['usd'])})" for j in t["gone_jobs"]) + ".")
+                         + ", ".join(f"{md_text(j['job'])} (was {usd(j['usd'])})" for j in t["gone_jobs"]) + ".")
         if t["movers"]:
             lines.append("Biggest movers: " + ", ".join(
-                f"{m['job']} {signed_usd(m['delta'])}" for m in t["movers"][:3]) + ".")
+                f"{md_text(m['job'])} {signed_usd(m['delta'])}" for m in t["movers"][:3]) + ".")
         lines.append("")
-    lines.append("By cluster: " + ", ".join(f"{c['cluster']} {usd(c['idle_usd_per_month'])}"
+    lines.append("By cluster: " + ", ".join(f"{md_text(c['cluster'])} {usd(c['idle_usd_per_month'])}"
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
-    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
     for r in s["top"][:5]:
-        lines.append(f"| {r['rank']} | {cell(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | {cell(r['job'])} | "
-                     f"{pct(r['idle_pct'])} | {r['main_category']} | {usd(r['usd'])} |")
-    rates = "; ".join(f"{r['model']} ${r['rate']:,.2f}/GPU-hour ({r['source']})" for r in s["rate_card"])
+        lines.append(f"| {r['rank']} | {md_text(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | "
+                     f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])} |")
+    rates = "; ".join(f"{md_text(r['model'])} ${r['rate']:,.2f}/GPU-hour ({md_text(r['source'])})"
+                      for r in s["rate_card"])
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
     return "\n".join(lines) + "\n"
 
