@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 
 import click
 import pandas as pd
@@ -30,6 +31,13 @@ SHOWN_HEADERS = {"device_gap_count": "device_gaps", "device_gap_ms": "device_gap
 MAX_SHOWN_ROWS = 40
 
 
+def printable(text) -> str:
+    """``text`` (from a profile or a label) safe for a terminal: control characters (escape
+    sequences, carriage returns, new lines) written as ``\\xNN``, so they cannot move the cursor,
+    recolour or overwrite what the table shows."""
+    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in str(text))
+
+
 def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     """The fleet table for people: ns shown as ms with 3 decimals (``-`` for a column an older fleet
     table lacks), device-level figures first, per-stream gap sums last (:data:`SHOWN_HEADERS`),
@@ -51,11 +59,13 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
         ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
         ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
+        for col in ("job", "node", "gpu_key", "gpu_model"):
+            ok[col] = ok[col].map(lambda v: v if v is None or v != v else printable(v))
         lines.append(ok[SHOWN].rename(columns=SHOWN_HEADERS).to_string(index=False))
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():
-        lines.append(f"ERROR {row.error}")  # the message starts with the report path
+        lines.append(f"ERROR {printable(row.error)}")  # the message starts with the report path
     return "\n".join(lines)
 
 

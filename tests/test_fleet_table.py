@@ -36,3 +36,13 @@ def test_an_old_fleet_without_device_gap_columns_still_prints():
     del row["device_gap_count"], row["device_gap_ns"]
     header, line = format_fleet(pd.DataFrame([row])).splitlines()
     assert "device_gaps_ms" in header and line.split()[6:11] == ["40.00", "-", "-", "0.000", "4.000"]
+
+
+def test_control_characters_from_profiles_cannot_drive_the_terminal():
+    """A job label with an ANSI escape and a carriage return is printed with them spelled out."""
+    fleet = pd.DataFrame([_row(job="a\x1b[31mred\rX"), _row(report="bad.sqlite", status="error",
+                                                          error="bad.sqlite: NVTX \x1b]0;title\x07")])
+    text = format_fleet(fleet)
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert text.splitlines()[1].split()[0] == "a\\x1b[31mred\\x0dX"
+    assert text.splitlines()[-1] == "ERROR bad.sqlite: NVTX \\x1b]0;title\\x07"
