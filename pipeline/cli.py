@@ -60,7 +60,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
         ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
         for col in ("job", "node", "gpu_key", "gpu_model"):
-            ok[col] = ok[col].map(lambda v: v if v is None or v != v else printable(v))
+            ok[col] = ok[col].map(lambda v: v if pd.isna(v) else printable(v))
         lines.append(ok[SHOWN].rename(columns=SHOWN_HEADERS).to_string(index=False))
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
