@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 
 import click
 import pandas as pd
@@ -15,17 +16,32 @@ from .runs.sweep import SweepBusy, check_night, rebuild
 from .runs.sweep import sweep as run_sweep
 
 #: Columns shown in the terminal (the files hold all of them).
-SHOWN = ["job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "copy_only_ms", "dark_ms",
-         "gap_count", "gap_total_ms", "main_category", "idle_usd_per_month", "amdahl_speedup", "straggler",
-         "status"]
+SHOWN = ["job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gap_count",
+         "device_gap_ms", "copy_only_ms", "dark_ms", "main_category", "idle_usd_per_month", "amdahl_speedup",
+         "straggler", "status", "gap_count", "gap_total_ms"]
+
+#: Headers of the printed table where they are not the column names: device-level figures first
+#: (time when no stream runs a kernel, at most the window); per-stream gap totals last, named as
+#: sums over the GPU's streams (they can exceed the window on a multi-stream GPU).
+SHOWN_HEADERS = {"device_gap_count": "device_gaps", "device_gap_ms": "device_gaps_ms",
+                 "gap_count": "stream_gaps (count over streams)", "gap_total_ms": "stream_gaps_ms (sum over streams)"}
 
 
 #: The terminal shows at most this many GPU rows (the most expensive); fleet.csv has them all.
 MAX_SHOWN_ROWS = 40
 
 
+def printable(text) -> str:
+    """``text`` (from a profile or a label) safe for a terminal: control characters (escape
+    sequences, carriage returns, new lines) written as ``\\xNN``, so they cannot move the cursor,
+    recolour or overwrite what the table shows."""
+    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in str(text))
+
+
 def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
-    """The fleet table for people: ns shown as ms with 3 decimals, errors listed below. A fleet of
+    """The fleet table for people: ns shown as ms with 3 decimals (``-`` for a column an older fleet
+    table lacks), device-level figures first, per-stream gap sums last (:data:`SHOWN_HEADERS`),
+    errors listed below. A fleet of
     more than ``max_rows`` analysed GPUs shows the ``max_rows`` with the highest idle USD/month
     (ties: fleet order) and says how many more fleet.csv holds."""
     ok = fleet[fleet["status"] != "error"].copy()
@@ -35,16 +51,21 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
         usd = ok["idle_usd_per_month"].astype(float)
         ok = ok.loc[usd.sort_values(ascending=False, kind="stable").index[:max_rows]]
     if not ok.empty:
-        for col in ("window", "idle", "copy_only", "dark", "gap_total"):
-            ok[f"{col}_ms"] = (ok[f"{col}_ns"].astype(float) / 1e6).map("{:,.3f}".format)
+        for col in ("window", "idle", "copy_only", "dark", "gap_total", "device_gap"):
+            ns = ok[f"{col}_ns"] if f"{col}_ns" in ok.columns else pd.Series(float("nan"), index=ok.index)
+            ok[f"{col}_ms"] = (ns.astype(float) / 1e6).map(lambda v: "-" if pd.isna(v) else f"{v:,.3f}")
+        if "device_gap_count" not in ok.columns:  # a fleet table from before the column existed
+            ok["device_gap_count"] = "-"
         ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
         ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
-        lines.append(ok[SHOWN].to_string(index=False))
+        for col in ("job", "node", "gpu_key", "gpu_model"):
+            ok[col] = ok[col].map(lambda v: v if pd.isna(v) else printable(v))
+        lines.append(ok[SHOWN].rename(columns=SHOWN_HEADERS).to_string(index=False))
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():
-        lines.append(f"ERROR {row.error}")  # the message starts with the report path
+        lines.append(f"ERROR {printable(row.error)}")  # the message starts with the report path
     return "\n".join(lines)
 
 

@@ -116,3 +116,25 @@ def dask_cluster(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+
+
+def chromium_load(page: Path, shot: Path, size: str) -> str:
+    """Load the file ``page`` in real headless Chromium twice: a screenshot into ``shot``
+    (``size``: ``"WIDTH,HEIGHT"``) and a dump of the DOM after load, which
+    it returns. Fails the test when Chromium is missing, exits non-zero or logs a console message."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium not found: `make chromium` installs Debian's package")
+    with tempfile.TemporaryDirectory(prefix="gpu-idle-chromium-") as profile:
+        base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
+        url = page.resolve().as_uri()
+        shot_run = subprocess.run([*base, f"--screenshot={shot}", f"--window-size={size}", url],
+                                  capture_output=True, text=True, timeout=180, check=False)
+        dom_run = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=False)
+    for proc in (shot_run, dom_run):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+        assert not console, "\n".join(console)
+    return dom_run.stdout

@@ -232,7 +232,7 @@ def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
     fleet["report"] = [f"r{i}.sqlite" for i in range(n)]
     fleet["gpu_key"] = [f"GPU-{i}" for i in range(n)]
     fleet["status"] = "ok"
-    for col in ("window_ns", "idle_ns", "copy_only_ns", "dark_ns", "gap_total_ns"):
+    for col in ("window_ns", "idle_ns", "copy_only_ns", "dark_ns", "gap_total_ns", "device_gap_ns"):
         fleet[col] = 1_000_000
     fleet["idle_usd_per_month"] = [5.0, 50.0, 1.0, 50.0, 20.0]
     text = format_fleet(fleet, max_rows=3)

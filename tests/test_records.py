@@ -98,3 +98,67 @@ def test_every_job_page_is_read_and_linked(tmp_path):
     assert record_anchor("a b", recs) == "record-a_b__7dbde93504"
     assert record_anchor("plain", recs) == "record-plain"
     assert record_anchor("c", recs) is None
+
+
+# ---------------------------------------------------------------- human units (issue 13)
+
+MS = 1_000_000
+B = 5_001_234_567   # the capture's clock: timestamps are ns on the Nsight Systems timeline
+
+
+def _two_gpu_export(path) -> None:
+    """One process on two A100s, 40 ms of kernels each (window: their span).
+    GPU-aaaa (device 0): kernels 0-10, 15-25, 32-40 ms: gaps of 5 ms at 10 ms and 7 ms at 25 ms, idle 12/40 = 30 %.
+    GPU-bbbb (device 1): kernels 0-18, 21-40 ms: a 3 ms gap at 18 ms, idle 3/40 = 7.5 %."""
+    from pipeline.synth.writer import ExportWriter
+
+    w = ExportWriter(str(path))
+    for dev, uuid in ((0, "aaaa"), (1, "bbbb")):
+        w.gpu(dev, "NVIDIA A100-SXM4-80GB", uuid=uuid)
+        w.cuda_device(dev, dev, 10, uuid=uuid)
+    for dev, spans in ((0, ((0, 10), (15, 25), (32, 40))), (1, ((0, 18), (21, 40)))):
+        for start, end in spans:
+            w.kernel(pid=10, device=dev, stream=7, start=B + start * MS, end=B + end * MS, name="gemm")
+    w.close()
+
+
+def test_record_in_human_units(tmp_path):
+    """Starts as seconds on the timeline (rounded to the µs: 5_011_234_567 ns -> 5.011235 s), widths in ms,
+    GPUs as model + number with their full key at the end; the HTML shows the key on hover only."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    _two_gpu_export(inputs / "two.sqlite")
+    out = tmp_path / "out"
+    run_cli("run", str(inputs), "--out", str(out), "--no-cache")
+    fleet = pd.read_parquet(out / "fleet.parquet")
+    assert sorted(fleet["gpu_key"]) == ["GPU-aaaa", "GPU-bbbb"]
+    rule = fleet["window_rule"].iloc[0]
+    text = (out / "records" / "two.md").read_text(encoding="utf-8")
+    a, b = "A100-SXM4-80GB #1", "A100-SXM4-80GB #2"
+    assert text.splitlines()[2] == (f"Idle 18.75 % device-level over 2 GPU(s) (min 7.50 % {b}, max 30.00 % {a}, "
+                                    f"straggler suspect {a}; window: {rule})")
+    table = text.split("|---|---|---|---|---|---|\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert text.count("| # | GPU | start (timeline) | NVTX range | width | category |") == 1
+    assert table == [f"| 1 | {a} | 5.026235 s | - | 7.000 ms | cpu |",
+                     f"| 2 | {a} | 5.011235 s | - | 5.000 ms | cpu |",
+                     f"| 3 | {b} | 5.019235 s | - | 3.000 ms | cpu |"]
+    assert text.splitlines()[-2:] == [f"*[{a}]: GPU-aaaa in two.sqlite", f"*[{b}]: GPU-bbbb in two.sqlite"]
+    # deterministic: the same run again gives the same page byte for byte
+    run_cli("run", str(inputs), "--out", str(tmp_path / "again"), "--no-cache")
+    assert (tmp_path / "again" / "records" / "two.md").read_text(encoding="utf-8") == text
+
+    page = Path(write_report(out, tmp_path / "report.html")).read_text(encoding="utf-8")
+    section = page.split('id="record-two"', 1)[1].split("</section>", 1)[0]
+    assert f'<td><abbr title="GPU-aaaa in two.sqlite">{a}</abbr></td>' in section
+    assert f'<abbr title="GPU-bbbb in two.sqlite">{b}</abbr>' in section
+    assert "GPU-aaaa" not in re.sub(r'title="[^"]*"', "", section)   # the full key only on hover
+    assert "<td>5.026235 s</td>" in section
+
+
+def test_timeline_seconds_and_short_models():
+    from pipeline.report.medical import short_model, timeline_s
+
+    assert [timeline_s(n) for n in (0, 499, 500, 10_599_360_207, 1_999_999_500, 123)] == [
+        "0.000000 s", "0.000000 s", "0.000001 s", "10.599360 s", "2.000000 s", "0.000000 s"]
+    assert [short_model(m) for m in ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090", "A100", "", None,
+                                     "<b>x</b> 9")] == ["H100", "GeForce RTX 4090", "A100", "GPU", "GPU", "bxb 9"]

@@ -12,13 +12,11 @@ import html
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, chromium_load, run_cli
 
 from pipeline.engine.outputs import gpu_json_name
 from pipeline.report.html import write_report
@@ -150,7 +148,7 @@ def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
     # The medical records of the current night are embedded (rendered from their Markdown).
     for job in cur["job"].unique():
         md = (state / "nights" / nights[-1] / "records" / f"{record_stem(job)}.md").read_text()
-        first_gap = re.search(r"^\| 1 \| ([^|]+) \| (\d+) \|", md, re.M)
+        first_gap = re.search(r"^\| 1 \| ([^|]+) \| (\d+\.\d{6} s) \|", md, re.M)
         section = page.split(f'id="record-{record_stem(job)}"', 1)[1].split("</section>", 1)[0]
         assert f"<td>{first_gap.group(2)}</td>" in section and "<table>" in section
     assert 'id="record-recsys-train"' not in page  # not profiled on the current night
@@ -224,33 +222,18 @@ def test_csv_and_markdown_variants(sweep_state, tmp_path):
 
 def test_report_in_headless_chromium(sweep_html):
     """Real Chromium loads the file: no console error, every plot's SVG drawn; screenshot kept."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("chromium not found: `make chromium` installs Debian's package")
     _, path = sweep_html
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report.png"
     if shot.exists():
         shot.unlink()
-    with tempfile.TemporaryDirectory(prefix="gpu-idle-chromium-") as profile:
-        base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
-        url = path.resolve().as_uri()
-        shot_run = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1400,3000", url],
-                                  capture_output=True, text=True, timeout=180)
-        dom_run = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180)
-    for proc in (shot_run, dom_run):
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-        assert not console, "\n".join(console)
+    dom = chromium_load(path, shot, "1400,3000")
     assert shot.exists() and shot.stat().st_size > 50_000
     with open(shot, "rb") as fh:
         head = fh.read(24)
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == (1400, 3000)
     # The DOM after load: four plots, each with drawn paths and text, and the headline filled in.
-    dom = dom_run.stdout
     svgs = re.findall(r'<svg class="plot"[^>]*>(.*?)</svg>', dom, re.S)
     assert len(svgs) == 4
     for svg in svgs:

@@ -249,14 +249,17 @@ def test_medical_record_format():
     page = job_record("train", fleet, rosters)
     lines = page.splitlines()
     # idle (20 + 40) / 200 = 30 %; sync (12 + 30) / 200 = 21 %, data 7 / 200 = 3.5 %, the rest 0 (filed)
-    assert lines[2] == ("Idle 30.00 % device-level over 2 GPU(s) (min 20.00 % gpu0, max 40.00 % gpu1, "
-                        "straggler suspect gpu1; window: nvtx)")
+    # no model known: the GPUs are "GPU #1" (gpu0) and "GPU #2" (gpu1), their keys in the last lines
+    assert lines[2] == ("Idle 30.00 % device-level over 2 GPU(s) (min 20.00 % GPU #1, max 40.00 % GPU #2, "
+                        "straggler suspect GPU #2; window: nvtx)")
     assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (filed) · boundary 0.00 % (filed) · "
                         "periodic 0.00 % (filed) · launch 0.00 % (filed) · cpu 0.00 % (filed)")
     # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time
-    assert lines[9] == "| 1 | gpu1 | 9 | - | 7.000 ms | data |"
-    assert lines[10] == "| 2 | gpu0 | 5 | Iteration 3 | 3.000 ms | sync |"
-    assert len(lines) == 13 and lines[12] == "Idle cost: $300.00 per month for these GPUs."
+    # starts in seconds on the timeline, to the µs: 9 ns and 5 ns are 0.000000 s
+    assert lines[9] == "| 1 | GPU #2 | 0.000000 s | - | 7.000 ms | data |"
+    assert lines[10] == "| 2 | GPU #1 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
+    assert len(lines) == 16 and lines[12] == "Idle cost: $300.00 per month for these GPUs."
+    assert lines[13:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
 
 

@@ -13,7 +13,6 @@ this module only formats:
 """
 from __future__ import annotations
 
-import html as html_lib
 import io
 import os
 import re
@@ -25,6 +24,7 @@ from markupsafe import Markup
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
+from .medical import md_text, md_unescape
 from .summary import ReportError, Results, load_results, summarise
 
 FORMATS = ("html", "csv", "md")
@@ -67,11 +67,37 @@ def _env() -> Environment:
     return env
 
 
+#: Markdown syntax a medical record never needs and profile text must never reach: links,
+#: images, link references, autolinks and raw HTML (inline patterns, block and pre-processors).
+_UNSAFE_MARKDOWN = {"inlinePatterns": ("reference", "link", "image_link", "image_reference", "short_reference",
+                                       "short_image_ref", "autolink", "automail", "html", "entity"),
+                    "preprocessors": ("html_block",), "parser.blockprocessors": ("reference",)}
+
+
+def _markdown() -> markdown_lib.Markdown:
+    """A Markdown converter for record pages: tables, line breaks and abbreviations (a GPU's short
+    name with its full key on hover) only. Nothing in the text can
+    become a link, an image or raw HTML (whatever the page holds, e.g. a page written before
+    profile text was escaped), and every ASCII punctuation character can be backslash-escaped
+    (as CommonMark allows; :func:`~pipeline.report.medical.md_text` relies on it)."""
+    md = markdown_lib.Markdown(extensions=["tables", "nl2br", "abbr"])
+    for attr, names in _UNSAFE_MARKDOWN.items():
+        registry = md.parser.blockprocessors if attr == "parser.blockprocessors" else getattr(md, attr)
+        for name in names:
+            if name in registry:
+                registry.deregister(name)
+    md.ESCAPED_CHARS = sorted(set(md.ESCAPED_CHARS) | {chr(c) for c in range(33, 127) if not chr(c).isalnum()})
+    return md
+
+
 def _record_html(text: str) -> str:
-    """A medical-record page (Markdown) as HTML; raw HTML in it (job or NVTX names) is escaped."""
+    """A medical-record page (Markdown) as HTML: its text is text (``<``, ``&`` escaped by the
+    serializer), links, images and raw HTML are not rendered (see :func:`_markdown`)."""
     if text.startswith("# "):  # the page title; the report's section heading says it
         text = text.split("\n", 1)[1] if "\n" in text else ""
-    body = markdown_lib.markdown(html_lib.escape(text, quote=False), extensions=["tables", "nl2br"])
+    body = _markdown().convert(text)
+    # An abbreviation's title is the definition's text as written: drop its Markdown escapes.
+    body = re.sub(r'(<abbr title=")([^"]*)(")', lambda m: m.group(1) + md_unescape(m.group(2)) + m.group(3), body)
     # The page's own headings sit under the report's section heading.
     body = re.sub(r"<(/?)h([1-4])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 2}>", body)
     return body
@@ -105,7 +131,7 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
     # One section per page, its id from the page's file stem (unique per job: summary.record_anchor links it).
     records = [{"stem": stem, "anchor": "record-" + stem,
                 "html": Markup(plots.cached(plot_cache, _record_html, text, code=_record_code(), suffix=".html")),
-                "title": (text.splitlines()[0].removeprefix("# Medical record:").strip() if text else stem)}
+                "title": (md_unescape(text.splitlines()[0].removeprefix("# Medical record:").strip()) if text else stem)}
                for stem, text in s["records"].items()]
     return _env().get_template("report.html.j2").render(
         s=s, t=t, svgs={k: Markup(v) for k, v in svgs.items()}, records=records,
@@ -135,7 +161,9 @@ def render_csv(res: Results) -> str:
 
 
 def render_markdown(res: Results) -> str:
-    """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night."""
+    """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
+    Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
+    (:func:`~pipeline.report.medical.md_text`): never a link, emphasis or HTML in the reader's client."""
     s = summarise(res)
     t = s["trend"]
     span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"
@@ -147,22 +175,23 @@ def render_markdown(res: Results) -> str:
         lines.append(f"Since {t['previous']}: {signed_usd(cur['usd'] - prev['usd'])}/month "
                      f"(was {usd(prev['usd'])}). History: {span}, {s['nights_count']} night(s).")
         if t["new_jobs"]:
-            lines.append("New jobs: " + ", ".join(f"{j['job']} ({usd(j['usd'])})" for j in t["new_jobs"]) + ".")
+            lines.append("New jobs: " + ", ".join(f"{md_text(j['job'])} ({usd(j['usd'])})"
+                                                  for j in t["new_jobs"]) + ".")
         if t["gone_jobs"]:
             lines.append("Gone (fixed or not profiled): "
-                         + ", ".join(f"{j['job']} (was {usd(j['usd'])})" for j in t["gone_jobs"]) + ".")
+                         + ", ".join(f"{md_text(j['job'])} (was {usd(j['usd'])})" for j in t["gone_jobs"]) + ".")
         if t["movers"]:
             lines.append("Biggest movers: " + ", ".join(
-                f"{m['job']} {signed_usd(m['delta'])}" for m in t["movers"][:3]) + ".")
+                f"{md_text(m['job'])} {signed_usd(m['delta'])}" for m in t["movers"][:3]) + ".")
         lines.append("")
-    lines.append("By cluster: " + ", ".join(f"{c['cluster']} {usd(c['idle_usd_per_month'])}"
+    lines.append("By cluster: " + ", ".join(f"{md_text(c['cluster'])} {usd(c['idle_usd_per_month'])}"
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
-    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
     for r in s["top"][:5]:
-        lines.append(f"| {r['rank']} | {cell(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | {cell(r['job'])} | "
-                     f"{pct(r['idle_pct'])} | {r['main_category']} | {usd(r['usd'])} |")
-    rates = "; ".join(f"{r['model']} ${r['rate']:,.2f}/GPU-hour ({r['source']})" for r in s["rate_card"])
+        lines.append(f"| {r['rank']} | {md_text(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | "
+                     f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])} |")
+    rates = "; ".join(f"{md_text(r['model'])} ${r['rate']:,.2f}/GPU-hour ({md_text(r['source'])})"
+                      for r in s["rate_card"])
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
     return "\n".join(lines) + "\n"
 

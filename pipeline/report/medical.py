@@ -5,14 +5,20 @@ Line 2: category shares (category time over window time, both summed over the jo
 Line 2 names the sub-threshold slivers that no category holds (unless the GPU
 is launch-bound), so the shares add up to the idle. Then the five largest
 device-level gaps of the job (time when no stream runs a kernel; per-stream
-gaps on a side stream are not idle GPU time): start ns, the NVTX range it falls
-in, width and category. Deterministic (stable sort keys, fixed number formats), so
+gaps on a side stream are not idle GPU time): its start in seconds on the report's
+clock (the Nsight Systems timeline's), the NVTX range it falls in, width in ms and
+category. GPUs are named short (model and their number in the job, ``H100 #3``); the
+page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
+Extra abbreviations: the HTML report shows the full key on hover). Profile text is
+escaped (:func:`md_text`). Deterministic (stable sort keys, fixed number formats), so
 the page before and after a fix diffs cleanly.
 """
 from __future__ import annotations
 
 import hashlib
 import math
+import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -21,13 +27,58 @@ from ..model import CATEGORIES, CAVEATS
 
 TOP_GAPS = 5
 
+#: Characters of profile text (NVTX ranges, kernel and file names, labels, error messages) that
+#: Markdown would read as syntax (links, images, emphasis, raw HTML, autolinks, table cells,
+#: entities): each is written with a backslash before it (CommonMark escapes any ASCII punctuation).
+MARKDOWN_SPECIAL = "\\`*_[]<>|~&"
+
+
+def md_text(text) -> str:
+    """``text`` from a profile as literal Markdown text: every :data:`MARKDOWN_SPECIAL` character
+    backslash-escaped, line breaks as spaces, so no viewer makes it a link, HTML or a new line."""
+    text = " ".join(str(text).splitlines())
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
+
+
+def md_unescape(text: str) -> str:
+    """The profile text :func:`md_text` escaped (backslash escapes of ASCII punctuation removed)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
 
 def _ms(ns) -> str:
     return f"{int(ns) / 1e6:,.3f} ms"
 
 
+def timeline_s(ns) -> str:
+    """Integer ns on the report's clock as the Nsight Systems timeline shows it: seconds with
+    6 decimals (rounded to the µs, half up), e.g. ``10.599360 s`` for 10_599_360_207 ns."""
+    us = (int(ns) + 500) // 1000
+    sign, us = ("-", -us) if us < 0 else ("", us)
+    return f"{sign}{us // 1_000_000}.{us % 1_000_000:06d} s"
+
+
+def short_model(model) -> str:
+    """A GPU model for people: without the ``NVIDIA`` prefix, up to its first word holding a
+    digit (``NVIDIA H100 80GB HBM3`` -> ``H100``, ``GeForce RTX 4090``), only letters, digits,
+    ``.``, ``_``, ``-`` and spaces kept; ``GPU`` when nothing is left (model unknown)."""
+    words = [re.sub(r"[^A-Za-z0-9._-]", "", w) for w in str(model or "").split()]
+    words = [w for w in words if w]
+    if words and words[0].upper() == "NVIDIA":
+        words = words[1:]
+    for i, w in enumerate(words):
+        if any(c.isdigit() for c in w):
+            words = words[:i + 1]
+            break
+    return " ".join(words) or "GPU"
+
+
+def short_names(rows: list[dict]) -> dict:
+    """``(report, gpu_key) -> "H100 #3"`` for a job's analysed rows, numbered 1.. in ``rows``' order."""
+    return {(r["report"], r["gpu_key"]): f"{short_model(r.get('gpu_model'))} #{i}" for i, r in enumerate(rows, 1)}
+
+
 #: Fleet columns a medical record reads.
-RECORD_COLUMNS = ["report", "gpu_key", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
+RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS]]
@@ -60,7 +111,7 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
 def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, has_launch_bound: bool) -> str:
     """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
     ok = sorted((r for r in rows if r["status"] != "error"), key=lambda r: (r["report"], r["gpu_key"]))
-    lines = [f"# Medical record: {job}", ""]
+    lines = [f"# Medical record: {md_text(job)}", ""]
     if not ok:
         lines.append("No GPU of this job could be analysed.")
     else:
@@ -73,10 +124,12 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
         lo = ok[min(valid, key=lambda i: pcts[i])]   # the first minimum, as pandas' idxmin
         hi = ok[max(valid, key=lambda i: pcts[i])]   # the first maximum, as pandas' idxmax
         rules = ", ".join(sorted({str(r["window_rule"]) for r in ok}))
+        names = short_names(ok)
+        lo_name, hi_name = names[(lo["report"], lo["gpu_key"])], names[(hi["report"], hi["gpu_key"])]
         lines.append(
             f"Idle {100.0 * idle / window:.2f} % device-level over {len(ok)} GPU(s) "
-            f"(min {float(lo['idle_pct']):.2f} % {lo['gpu_key']}, max {float(hi['idle_pct']):.2f} % {hi['gpu_key']}"
-            f"{', straggler suspect ' + str(hi['gpu_key']) if bool(hi['straggler']) else ''}; window: {rules})")
+            f"(min {float(lo['idle_pct']):.2f} % {lo_name}, max {float(hi['idle_pct']):.2f} % "
+            f"{hi_name}{', straggler suspect ' + hi_name if bool(hi['straggler']) else ''}; window: {rules})")
         shares = []
         for cat in CATEGORIES:
             pct = 100.0 * sum(int(r[f"cat_{cat}_ns"]) for r in ok) / window
@@ -91,16 +144,17 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
             + (f" · not the application's: {apart}" if apart else ""))
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
-                  "| # | GPU | start ns | NVTX range | width | category |",
+                  "| # | GPU | start (timeline) | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]
         gaps = []
         for row in ok:
             for g in rosters.get((row["report"], row["gpu_key"]), {}).get("device", []):
-                gaps.append((-g["length_ns"], g["start_ns"], row["gpu_key"], g))
-        gaps.sort(key=lambda x: (x[0], x[1], x[2]))
-        for i, (_, _, gpu, g) in enumerate(gaps[:TOP_GAPS], 1):
-            where = (g.get("nvtx_range") or "-").replace("|", "\\|")
-            lines.append(f"| {i} | {gpu} | {g['start_ns']} | {where} | {_ms(g['length_ns'])} | {g['category']} |")
+                gaps.append((-g["length_ns"], g["start_ns"], row["gpu_key"], names[(row["report"], row["gpu_key"])], g))
+        gaps.sort(key=lambda x: (x[0], x[1], x[2], x[3]))
+        for i, (_, _, _, gpu, g) in enumerate(gaps[:TOP_GAPS], 1):
+            where = md_text(g.get("nvtx_range") or "-")
+            lines.append(f"| {i} | {gpu} | {timeline_s(g['start_ns'])} | {where} | {_ms(g['length_ns'])} | "
+                         f"{g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
@@ -110,8 +164,10 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
+        lines += [""] + [f"*[{name}]: {md_text(key)} in {md_text(os.path.basename(str(report).rstrip('/')))}"
+                  for (report, key), name in names.items()]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):
-        lines.append(f"- failed: {row['error']}")  # the message starts with the report
+        lines.append(f"- failed: {md_text(row['error'])}")  # the message starts with the report
     return "\n".join(lines) + "\n"
 
 

@@ -81,6 +81,16 @@ def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: 
     return svg
 
 
+def _plain_text(plot):
+    """Draw ``plot`` with matplotlib's mathtext off: labels from profiles (job names, titles) are
+    shown as written, a ``$...$`` in them is no formula (and cannot fail the report)."""
+    @functools.wraps(plot)
+    def drawn(*args, **kwargs):
+        with rc_context({"text.parse_math": False}):
+            return plot(*args, **kwargs)
+    return drawn
+
+
 def _svg(fig: Figure, name: str) -> str:
     """``fig`` as an inline ``<svg>`` element (no XML prolog), ids salted with ``name``."""
     buf = io.StringIO()
@@ -94,6 +104,7 @@ def _svg(fig: Figure, name: str) -> str:
     return svg.replace("<svg", f'<svg class="plot" role="img" aria-label="{name}"', 1)
 
 
+@_plain_text
 def _empty(name: str, message: str) -> str:
     fig = Figure(figsize=(WIDTH, 0.8), layout="constrained")
     ax = fig.add_subplot()
@@ -102,6 +113,7 @@ def _empty(name: str, message: str) -> str:
     return _svg(fig, name)
 
 
+@_plain_text
 def categories_by_job(rows: list[dict]) -> str:
     """Stacked horizontal bars: per job, each category's share of the window (%), then slivers."""
     if not rows:
@@ -134,6 +146,7 @@ def categories_by_job(rows: list[dict]) -> str:
     return _svg(fig, "category-breakdown")
 
 
+@_plain_text
 def spread_by_job(rows: list[dict]) -> str:
     """Per job: box of the GPUs' idle %, one dot per GPU, stragglers as red diamonds named."""
     if not rows:
@@ -169,6 +182,7 @@ def spread_by_job(rows: list[dict]) -> str:
     return _svg(fig, "idle-spread")
 
 
+@_plain_text
 def gpu_timeline(doc: dict | None, title: str) -> str:
     """One GPU's window: NVTX iterations, kernel busy runs, device gaps coloured by category (ms from W start)."""
     tl = (doc or {}).get("timeline") or {}
@@ -213,6 +227,7 @@ def gpu_timeline(doc: dict | None, title: str) -> str:
     return _svg(fig, "gpu-timeline")
 
 
+@_plain_text
 def fleet_trend(nights: list[dict]) -> str:
     """Fleet idle USD/month per night (one point per night of the history)."""
     if not nights:
