@@ -54,7 +54,9 @@ def derive_night(base: pd.DataFrame, scale: dict[str, float]) -> pd.DataFrame:
             night[col] = (night[col].astype(float) * factor).round(2)
         else:
             night[col] = (night[col].astype(float) * factor).round(4)
-    return night
+    # Nights written before the fix-first columns existed: the report computes them from cat_<c>_ns.
+    return night.drop(columns=[c for c in night.columns if c.startswith("fix_")]
+                      + ["low_confidence", "confidence_note", "implausible_speedup"])
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +180,7 @@ def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
 
     # The four plots are inline SVG with drawn content; nothing is fetched at view time.
     svgs = re.findall(r"<svg class=\"plot\"[^>]*>(.*?)</svg>", page, re.S)
-    assert len(svgs) == 4 and all(s.count("<path") >= 5 for s in svgs)
+    assert len(svgs) == 5 and all(s.count("<path") >= 5 for s in svgs)
     assert not re.search(r'(src|href)="(https?:)?//', page) and "<script" not in page and "<link" not in page
 
 
@@ -195,7 +197,7 @@ def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, 
     page = (tmp_path / "run.html").read_text()
     base = pd.read_parquet(example_run / "fleet.parquet")
     assert f'>{money(base["idle_usd_per_month"].sum())}<' in page
-    assert "Only one night so far" in page and page.count('<svg class="plot"') == 4
+    assert "Only one night so far" in page and page.count('<svg class="plot"') == 5
     assert "this page shows a single <code>gpu-idle run</code>" in page  # not a sweep's first night
     bad = run_cli("report", str(tmp_path), "--out", str(tmp_path / "x.html"), check=False)
     assert bad.returncode != 0 and "no fleet.parquet" in bad.stderr
@@ -213,16 +215,18 @@ def test_csv_and_markdown_variants(sweep_state, tmp_path):
     assert (merged["idle_ms"] - merged["idle_ns"].astype(float) / 1e6).abs().max() < 0.001
     md = Path(write_report(state, tmp_path / "summary.md", fmt="md")).read_text()
     prev = fleets["2026-03-02"]
-    assert money(cur["idle_usd_per_month"].sum()) in md.splitlines()[0]
+    assert money(cur["idle_usd_per_month"].sum()) in next(ln for ln in md.splitlines() if ln.startswith("**GPU idle cost"))
     assert f"Since 2026-03-02: {signed(cur['idle_usd_per_month'].sum() - prev['idle_usd_per_month'].sum())}" in md
     assert "New jobs: resnet-finetune" in md and "Gone (fixed or not profiled): recsys-train" in md
     with pytest.raises(ValueError):
         write_report(state, tmp_path / "x.pdf", fmt="pdf")
 
 
-def test_report_in_headless_chromium(sweep_html):
-    """Real Chromium loads the file: no console error, every plot's SVG drawn; screenshot kept."""
-    _, path = sweep_html
+def test_report_in_headless_chromium(sweep_html, sweep_state):
+    """Real Chromium loads the file: no console error, every plot's SVG drawn, the fix-first list
+    first; screenshot kept."""
+    page, path = sweep_html
+    check_fix_first_page(page, sweep_state[1]["2026-03-03"])
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report.png"
     if shot.exists():
@@ -235,10 +239,11 @@ def test_report_in_headless_chromium(sweep_html):
     assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == (1400, 3000)
     # The DOM after load: four plots, each with drawn paths and text, and the headline filled in.
     svgs = re.findall(r'<svg class="plot"[^>]*>(.*?)</svg>', dom, re.S)
-    assert len(svgs) == 4
+    assert len(svgs) == 5
     for svg in svgs:
         assert svg.count("<path") >= 5 and "<text" in svg
     assert re.search(r'id="fleet-usd"[^>]*>\$[0-9,]+\.\d\d<', dom)
+    assert re.search(r'<table id="fix-list">.*?<tr data-category=', dom, re.S)
     os.chmod(shot, 0o644)
 
 
@@ -286,3 +291,82 @@ def test_job_cluster_lists_each_jobs_clusters_once():
     fleet = pd.DataFrame({"job": ["b", "a", "a", "b", "a", None], "cluster": ["x", "y", "x", "x", "y", "z"]})
     assert _job_cluster(fleet) == {"a": "x, y", "b": "x"}
     assert list(_job_cluster(fleet)) == ["a", "b"]
+
+
+# ---- issue 13: the fix-first list opens the page --------------------------------------------
+
+FIXABLE = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+
+
+def expected_fixes(fleet: pd.DataFrame) -> list[tuple[str, float]]:
+    """(category, USD/month) of the fleet, largest first (ties by name), recomputed from the raw
+    columns: per GPU round(cat_<c>_ns / window_ns × rate × 730, 2), summed per category; only
+    categories with idle on some GPU; never profiler / untraced."""
+    ok = fleet[fleet["status"] != "error"]
+    out = []
+    for c in FIXABLE:
+        ns = ok[f"cat_{c}_ns"].fillna(0).astype("int64")
+        if (ns > 0).sum() == 0:
+            continue
+        per_gpu = [round(int(n) / int(w) * float(r) * 730.0, 2)
+                   for n, w, r in zip(ns, ok["window_ns"], ok["rate_usd_per_hour"])]
+        out.append((c, round(sum(per_gpu), 2)))
+    return sorted(out, key=lambda e: (-e[1], e[0]))
+
+
+def first_section(page: str) -> str:
+    m = re.search(r"<main>\s*<section id=\"([^\"]+)\">(.*?)</section>", page, re.S)
+    assert m, "no section in <main>"
+    assert m.group(1) == "fix-first"
+    return m.group(2)
+
+
+def check_fix_first_page(page: str, fleet: pd.DataFrame) -> None:
+    sec = first_section(page)
+    rows = re.findall(r'<tr data-category="([^"]+)"[^>]*>(.*?)</tr>', sec, re.S)
+    want = expected_fixes(fleet)
+    assert want, "the example fleet has application idle"
+    assert [(c, cells(r)[0], cells(r)[2]) for c, r in rows] == [
+        (c, str(i), money(u)) for i, (c, u) in enumerate(want, 1)]
+    assert not {c for c, _ in rows} & {"profiler", "untraced"}
+    assert '<svg class="plot" role="img" aria-label="fix-first-usd"' in sec
+    gloss = re.search(r'<section id="glossary">(.*?)</section>', page, re.S).group(1)
+    assert [c for c in re.findall(r'<tr data-category="([^"]+)"', gloss)] == [
+        "data", "comm", "sync", "boundary", "periodic", "launch", "cpu"]
+    assert 'data-category="profiler"' in gloss and 'data-category="untraced"' in gloss
+    assert "extrapolat" in gloss and "fewer than 5 stable iterations" in gloss
+
+
+def test_fix_first_list_opens_the_page(example_run, tmp_path):
+    """A real run: the first section is the fix-first list, dollars recomputed from fleet.parquet."""
+    fleet = pd.read_parquet(example_run / "fleet.parquet")
+    page = Path(write_report(example_run, tmp_path / "r.html")).read_text(encoding="utf-8")
+    check_fix_first_page(page, fleet)
+
+
+def test_fix_first_list_of_an_older_run_folder(example_run, tmp_path):
+    """A run folder written before the fix columns and fix_first.* existed: the same list,
+    computed from the cat_<c>_ns columns."""
+    old = tmp_path / "old"
+    shutil.copytree(example_run, old)
+    fleet = pd.read_parquet(old / "fleet.parquet")
+    fleet = fleet.drop(columns=[c for c in fleet.columns if c.startswith("fix_")]
+                       + ["low_confidence", "confidence_note", "implausible_speedup"])
+    fleet.to_parquet(old / "fleet.parquet", index=False)
+    for name in ("fix_first.csv", "fix_first.json"):
+        (old / name).unlink(missing_ok=True)
+    page = Path(write_report(old, tmp_path / "r.html")).read_text(encoding="utf-8")
+    check_fix_first_page(page, fleet)
+
+
+def test_markdown_leads_with_the_fix_first_list(example_run, tmp_path):
+    fleet = pd.read_parquet(example_run / "fleet.parquet")
+    md = Path(write_report(example_run, tmp_path / "s.md", fmt="md")).read_text(encoding="utf-8")
+    want = expected_fixes(fleet)
+    lines = md.splitlines()
+    assert lines[0].startswith("**Fix first**")
+    table_rows = [ln for ln in lines[1:] if ln.startswith("| ")][1:1 + min(5, len(want))]
+    assert [[c.strip() for c in ln.strip("|").split("|")][:3] for ln in table_rows] == [
+        [str(i), c, money(u)] for i, (c, u) in enumerate(want[:5], 1)]
+    assert "profiler" not in "\n".join(table_rows) and "untraced" not in "\n".join(table_rows)
+    assert lines.index("") < next(i for i, ln in enumerate(lines) if ln.startswith("**GPU idle cost"))

@@ -21,11 +21,13 @@ import markdown as markdown_lib
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from ..analysis.fixfirst import REMEDIES
+from ..config import AnalysisConfig
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
 from .medical import md_text, md_unescape
-from .summary import ReportError, Results, load_results, summarise
+from .summary import TOP_FIXES, ReportError, Results, load_results, summarise
 
 FORMATS = ("html", "csv", "md")
 
@@ -57,6 +59,23 @@ def pct(value, decimals: int = 2) -> str:
 def ms(ns) -> str:
     """Integer ns as ``1,234.567 ms``."""
     return f"{int(ns) / 1e6:,.3f} ms"
+
+
+#: One-line meaning of each application category (the glossary of the page; remedies: fixfirst.REMEDIES).
+GLOSSARY = {
+    "data": "copy-engine work or host-to-device transfers / pinned allocation fill the gap: the data pipeline cannot keep up",
+    "comm": "the kernel before the gap is a collective (NCCL, custom all-reduce): the GPU waits for its peers",
+    "sync": "a synchronising call (stream/device/event sync, blocking memcpy) overlaps the gap: the host waits, then relaunches",
+    "boundary": "the CPU side is quiet and the gap sits at an iteration boundary",
+    "periodic": "rare, very large gaps every k iterations: checkpointing, evaluation, garbage collection",
+    "launch": "the idle is many sub-threshold slivers: the CPU cannot issue kernels fast enough",
+    "cpu": "nothing on the CUDA API side explains the gap (data loader, GIL, I/O)",
+}
+#: Causes that are not the application's: explained on the page, never in the fix-first list.
+CAVEAT_MEANINGS = {
+    "profiler": "Nsight's own overhead (buffer flushes, command buffer full): the gap would not exist unprofiled",
+    "untraced": "the trace is missing there (lost kernel records, dropped events); the row is partial",
+}
 
 
 def _env() -> Environment:
@@ -123,6 +142,8 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
              f"most expensive idle GPU: {worst['gpu_key']} ({worst['job']}, "
              f"{os.path.basename(worst['report'])})")
     svgs = {
+        "fixes": plots.cached(plot_cache, plots.fix_first_usd,
+                              [{"category": e["category"], "usd_per_month": e["usd_per_month"]} for e in s["fixes"]]),
         "categories": plots.cached(plot_cache, plots.categories_by_job, s["categories"]),
         "spread": plots.cached(plot_cache, plots.spread_by_job, s["spread"]),
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
@@ -136,7 +157,8 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
     return _env().get_template("report.html.j2").render(
         s=s, t=t, svgs={k: Markup(v) for k, v in svgs.items()}, records=records,
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
-        timeline_title=title)
+        timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
+        confidence=AnalysisConfig(), inf=float("inf"))
 
 
 #: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers).
@@ -160,6 +182,22 @@ def render_csv(res: Results) -> str:
     return buf.getvalue()
 
 
+def _markdown_fixes(fixes: list[dict]) -> list[str]:
+    """The Markdown variant's opening: the fleet's top :data:`~pipeline.report.summary.TOP_FIXES`
+    fix-first entries (rank, category, recoverable USD/month, speed-up, remedy, confidence), then a blank line."""
+    lines = ["**Fix first** (recoverable USD/month if the category's idle vanished; a short capture "
+             "extrapolated to a month)", ""]
+    if not fixes:
+        return lines + ["Nothing to fix: no application idle in the analysed GPUs.", ""]
+    lines += ["| # | category | $/month | speed-up | remedy | confidence |", "|---|---|---|---|---|---|"]
+    for e in fixes[:TOP_FIXES]:
+        flags = [f for f, on in (("low confidence", e["low_confidence"]),
+                                 ("implausible speed-up", e["implausible_speedup"])) if on]
+        lines.append(f"| {e['rank']} | {e['category']} | {usd(e['usd_per_month'])} | {e['speedup']:.3f}× | "
+                     f"{md_text(e['remedy'])} | {', '.join(flags) or 'ok'} |")
+    return lines + [""]
+
+
 def render_markdown(res: Results) -> str:
     """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
     Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
@@ -167,7 +205,8 @@ def render_markdown(res: Results) -> str:
     s = summarise(res)
     t = s["trend"]
     span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"
-    lines = [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
+    lines = _markdown_fixes(s["fixes"])
+    lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")", ""]
     if t["previous"]:

@@ -147,6 +147,28 @@ def categories_by_job(rows: list[dict]) -> str:
 
 
 @_plain_text
+def fix_first_usd(entries: list[dict]) -> str:
+    """One bar per application category: the fleet's recoverable USD per month
+    (:func:`pipeline.report.summary.fix_first` entries: ``category``, ``usd_per_month``), largest on top,
+    each labelled with its dollars."""
+    if not entries:
+        return _empty("fix-first-usd", "nothing to fix: no application idle in the analysed GPUs")
+    fig = Figure(figsize=(WIDTH, 0.45 * len(entries) + 1.1), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(entries))[::-1]
+    vals = [float(e["usd_per_month"]) for e in entries]
+    ax.barh(y, vals, color=[CATEGORY_COLOURS[e["category"]] for e in entries], height=0.6)
+    for yi, v in zip(y, vals):
+        ax.text(v, yi, f"  ${v:,.2f}", va="center", fontsize=9)
+    ax.set_yticks(y, [e["category"] for e in entries])
+    ax.set_xlabel("recoverable USD per month if the category's idle vanished (fleet total)")
+    ax.set_xlim(0, max(max(vals) * 1.2, 1.0))
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig, "fix-first-usd")
+
+
+@_plain_text
 def spread_by_job(rows: list[dict]) -> str:
     """Per job: box of the GPUs' idle %, one dot per GPU, stragglers as red diamonds named."""
     if not rows:

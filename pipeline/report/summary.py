@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow.parquet as pq
 
+from ..analysis import fixfirst
+from ..config import AnalysisConfig, CostConfig
 from ..engine.outputs import gpu_json_name
 from ..engine.reduce import rollup
 from ..io import dated_dirs
@@ -290,9 +292,52 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
     return out
 
 
+#: Entries of the fleet's fix-first list shown in the Markdown variant.
+TOP_FIXES = 5
+
+
+def with_fix_columns(fleet: pd.DataFrame) -> pd.DataFrame:
+    """``fleet`` with the per-GPU fix-first columns (:data:`~pipeline.analysis.fixfirst.FLEET_FIX_COLUMNS`).
+
+    A table written before they existed (an older run folder or sweep night) gets them from its
+    ``cat_<c>_ns``, ``window_ns``, ``iterations`` and ``rate_usd_per_hour`` with
+    :func:`~pipeline.analysis.fixfirst.gpu_columns` at the default month (``cost.hours_per_month``)
+    and confidence thresholds (``analysis.min_confidence_*``); a table that has them is returned as is.
+    """
+    if all(c in fleet.columns for c in fixfirst.FLEET_FIX_COLUMNS):
+        return fleet
+    cost, analysis = CostConfig(), AnalysisConfig()
+
+    def ns(value) -> int:
+        return 0 if value is None or pd.isna(value) else int(value)
+
+    rows = []
+    for r in fleet.to_dict("records"):
+        if r["status"] == "error":
+            rows.append({})
+            continue
+        rows.append(fixfirst.gpu_columns(
+            {c: ns(r.get(f"cat_{c}_ns")) for c in fixfirst.fixable()}, ns(r["window_ns"]), ns(r.get("iterations")),
+            float(r["rate_usd_per_hour"]), cost.hours_per_month, analysis.min_confidence_iterations,
+            analysis.min_confidence_window_ns))
+    added = pd.DataFrame(rows, index=fleet.index, columns=fixfirst.FLEET_FIX_COLUMNS)
+    return pd.concat([fleet.drop(columns=[c for c in fixfirst.FLEET_FIX_COLUMNS if c in fleet.columns]), added],
+                     axis=1)
+
+
+def fix_first(fleet: pd.DataFrame) -> list[dict]:
+    """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
+    largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
+    (no example gaps: the page quotes none). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
+    if not len(ok_rows(fleet)):
+        return []
+    fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
+    return fixes[fixes["scope"] == "fleet"].to_dict("records")
+
+
 def summarise(res: Results) -> dict:
     """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
-    fleet = res.current
+    fleet = with_fix_columns(res.current)  # an older table gets them: the rollups need them too
     ok = ok_rows(fleet)
     clusters = rollup(fleet, ["cluster"]) if len(fleet) else pd.DataFrame()
     jobs = rollup(fleet, ["cluster", "job"]) if len(fleet) else pd.DataFrame()
@@ -326,5 +371,5 @@ def summarise(res: Results) -> dict:
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
                                                  "job": str(worst["job"])},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
-        "trend": trend(res.history), "records": recs,
+        "trend": trend(res.history), "records": recs, "fixes": fix_first(fleet),
     }
