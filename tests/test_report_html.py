@@ -9,6 +9,7 @@ as the nightly sweep lays its state folder (``history/run_date=…/fleet.parquet
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -370,3 +371,21 @@ def test_markdown_leads_with_the_fix_first_list(example_run, tmp_path):
         [str(i), c, money(u)] for i, (c, u) in enumerate(want[:5], 1)]
     assert "profiler" not in "\n".join(table_rows) and "untraced" not in "\n".join(table_rows)
     assert lines.index("") < next(i for i, ln in enumerate(lines) if ln.startswith("**GPU idle cost"))
+
+
+def test_fix_first_list_of_the_real_profiles(span_run, tmp_path):
+    """The real exports (--window span): the page's list is the run's own fix_first.json fleet list,
+    and its dollars are recomputed from fleet.parquet; the profiler / untraced idle these exports
+    hold stays out of it."""
+    fleet = pd.read_parquet(span_run / "fleet.parquet")
+    ok = fleet[fleet["status"] != "error"]
+    assert (ok["cat_profiler_ns"].fillna(0).sum() + ok["cat_untraced_ns"].fillna(0).sum()) > 0
+    page = Path(write_report(span_run, tmp_path / "r.html")).read_text(encoding="utf-8")
+    check_fix_first_page(page, fleet)
+    written = [e for e in json.loads((span_run / "fix_first.json").read_text()) if e["scope"] == "fleet"]
+    assert [(e["category"], money(e["usd_per_month"])) for e in written] == [
+        (c, money(u)) for c, u in expected_fixes(fleet)]
+    sec = first_section(page)
+    for e in written:
+        if e["low_confidence"]:
+            assert html.escape(e["confidence_note"]) in sec
