@@ -165,7 +165,10 @@ def test_fix_list_per_job_ties_errors_and_caveats():
     assert (job["gpus"], job["gpu_keys"], job["low_confidence"], job["confidence_note"]) == (
         2, "a.sqlite g0; a.sqlite g1", True, "a.sqlite g1: few")
     assert job["example_gaps"] == f"a.sqlite g0 @5 +{30 * MS}; a.sqlite g1 @9 +{10 * MS}"
-    assert fixes[fixes["scope"] == "job"].iloc[1]["example_gaps"] == f"a.sqlite g0 @7 +{20 * MS} [step 3]"
+    sync = fixes[fixes["scope"] == "job"].iloc[1]
+    assert sync["example_gaps"] == f"a.sqlite g0 @7 +{20 * MS} [step 3]"
+    # sync rests on g0 alone (6 stable iterations): confident, whatever g1 of the same job is
+    assert (sync["gpus"], sync["low_confidence"], sync["confidence_note"]) == (1, False, "")
     assert fixes["remedy"].iloc[0] == "overlap communication with compute; check the straggler first"
 
 

@@ -138,13 +138,14 @@ def _entries(rows: pd.DataFrame, rosters: dict, scope: str, cluster: str, job: s
     """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by name)."""
     window = int(rows["window_ns"].fillna(0).sum())
     iterations = int(rows["iterations"].fillna(0).min())
-    low = rows[rows["low_confidence"].astype(bool)]
-    notes = sorted({f"{r} {k}: {n}" for r, k, n in zip(low["report"], low["gpu_key"], low["confidence_note"])})
     entries = []
     for cat in fixable():
         part = rows[rows[f"cat_{cat}_ns"].fillna(0) > 0]
         if part.empty:
             continue
+        # confidence of the GPUs this entry rests on (those with idle of the category), not of the whole group
+        low = part[part["low_confidence"].astype(bool)]
+        notes = sorted({f"{r} {k}: {n}" for r, k, n in zip(low["report"], low["gpu_key"], low["confidence_note"])})
         s = share(int(rows[f"cat_{cat}_ns"].fillna(0).sum()), window)
         entries.append({
             "scope": scope, "cluster": cluster, "job": job, "category": cat,
