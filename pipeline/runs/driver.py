@@ -112,9 +112,10 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
 
 def stale_note(written: dict) -> str:
-    """``"; removed N file(s) of an earlier run with other inputs"`` when :func:`write_documents` removed any."""
+    """``"removed N file(s) of an earlier run with other inputs"`` when :func:`write_documents` removed
+    any, else ``""``."""
     count = len(written.get("stale", []))
-    return f"; removed {count} file(s) of an earlier run with other inputs" if count else ""
+    return f"removed {count} file(s) of an earlier run with other inputs" if count else ""
 
 
 def write_folder_manifest(out_dir: str, digest: str, **extra) -> None:
@@ -146,11 +147,12 @@ class RunFolder(OutputFolder):
         if os.path.exists(stale_html):
             os.unlink(stale_html)
         written, records = write_documents(self.out_dir, fleet, rosters, cfg)
+        note = stale_note(written)
         if digest:
             write_folder_manifest(self.out_dir, digest)
         return (f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
                 f"{written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
-                + stale_note(written))
+                + (f"; {note}" if note else ""))
 
 
 def _canonical(path: str) -> str:

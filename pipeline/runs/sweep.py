@@ -267,8 +267,9 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     with atomic_path(history) as tmp:
         pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
     written, _ = write_documents(out, fleet, rosters, cfg)
-    if log is not None and stale_note(written):
-        log(f"sweep {night}: {stale_note(written)[2:]}")
+    note = stale_note(written)
+    if log is not None and note:
+        log(f"sweep {night}: {note}")
     html = write_html(state_dir, out, night)
     if inputs is not None:
         write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html else None)
