@@ -96,7 +96,12 @@ def comm_overlap(starts, ends, streams, collective, w0: int, w1: int) -> CommOve
 def stream_codes(pids, stream_ids) -> np.ndarray:
     """``(n,)`` int64 code per kernel, one per distinct (process id, stream id) pair (stream ids are
     per process: stream 7 of two processes are two streams)."""
-    pairs = np.stack([np.asarray(pids, dtype=np.int64), np.asarray(stream_ids, dtype=np.int64)], axis=1)
-    if pairs.shape[0] == 0:
+    p = np.asarray(pids, dtype=np.int64).reshape(-1)
+    st = np.asarray(stream_ids, dtype=np.int64).reshape(-1)
+    if p.size == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    # codes of each column, then of the pair (process major): 1-D sorts only, fast on millions of kernels
+    p_code = np.unique(p, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    s_values, s_code = np.unique(st, return_inverse=True)
+    pair = p_code * np.int64(s_values.size) + s_code.reshape(-1).astype(np.int64)
+    return np.unique(pair, return_inverse=True)[1].reshape(-1).astype(np.int64)
