@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..config import Config
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
-from . import attribution, caveats, cost, fixfirst, gaps
+from . import attribution, caveats, cost, fixfirst, gaps, overlap
 from . import intervals as iv
 from .window import WindowError, choose_window
 
@@ -174,6 +174,14 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     ranked = sorted(CATEGORIES, key=lambda c: (-category_ns[c], CATEGORIES.index(c)))
     row["main_category"] = ranked[0] if category_ns[ranked[0]] > 0 else ""
     row["actionable"] = ",".join(c for c in ranked if row[f"cat_{c}_pct"] >= a.actionable_pct)
+    # communication overlap (SPEC "Communication overlap"): collective time with / without compute
+    # on another stream; busy time, so priced apart from the idle below
+    comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
+                                attribution.collective_mask(kw["name"], cfg.categories), w0, w1)
+    row.update(comm_ns=comm.comm_ns, comm_overlapped_ns=comm.overlapped_ns, comm_exposed_ns=comm.exposed_ns,
+               comm_pct=_pct(comm.comm_ns, dev.window_ns),
+               comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),
+               comm_exposed_pct=_pct(comm.exposed_ns, dev.window_ns))
     row["rate_model"] = rate_model
     row["rate_usd_per_hour"] = rate
     row["rate_source"] = rate_source
@@ -181,6 +189,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
     for cat in CAVEATS:  # what the idle that is not the application's costs (inside idle_usd_per_month)
         share = caveat_ns[cat] / dev.window_ns if dev.window_ns else 0.0
         row[f"{cat}_usd_per_month"] = round(cost.idle_usd_per_month(share, rate, cfg.cost.hours_per_month), 2)
+    exposed_share = comm.exposed_ns / dev.window_ns if dev.window_ns else 0.0
+    row["comm_exposed_usd_per_month"] = round(cost.idle_usd_per_month(exposed_share, rate, cfg.cost.hours_per_month), 2)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
                                     a.min_confidence_iterations, a.min_confidence_window_ns))

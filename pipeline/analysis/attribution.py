@@ -224,6 +224,28 @@ def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligibl
     return mask
 
 
+def collective_mask(names, rules: CategoryRules) -> np.ndarray:
+    """Which kernel ``names`` are collectives: ``rules.collective_kernel`` (a regex, case-insensitive,
+    ``re.search``) matches them: NCCL and the inference engines' own all-reduce / all-gather /
+    reduce-scatter kernels (SPEC "Category" ``comm``). The one matcher of the ``comm`` category
+    and of communication overlap (:mod:`pipeline.analysis.overlap`).
+
+    Args:
+        names: a sequence or Series of kernel names (a categorical Series is matched once per category).
+    Returns:
+        ``(n,)`` bool array, in ``names``' order.
+    """
+    collective = re.compile(rules.collective_kernel, re.IGNORECASE)
+    if isinstance(names, pd.Series) and isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        labels = list(names.cat.categories)
+    else:
+        codes, labels = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    # each distinct name is matched once, then spread to the rows by its code (-1: a missing name)
+    hit = np.array([bool(collective.search(str(x))) for x in labels] + [False], dtype=bool)
+    return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
 def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
                rules: CategoryRules, boundaries=(), calls: CallIndex | None = None) -> pd.DataFrame:
     """Attribute and categorise every gap (not just the roster).
@@ -273,8 +295,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
         out[col] = iv.overlap_with_each(g0, g1, *runs) if n else zeros
     profiler_ns = iv.overlap_with_each(g0, g1, *calls.profiler_runs) if n else zeros
     untraced = (iv.overlap_with_each(g0, g1, *calls.untraced_runs) > 0) if n else zeros.astype(bool)
-    collective = re.compile(rules.collective_kernel, re.IGNORECASE)
-    is_comm = np.array([bool(collective.search(str(k))) for k in out["kernel_before"]], dtype=bool)
+    is_comm = collective_mask(out["kernel_before"], rules)
     bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
     # An iteration boundary b lies in [g0, g1] when the first boundary >= g0 is <= g1.
     first = np.searchsorted(bounds, g0, side="left")

@@ -11,6 +11,10 @@ import pandas as pd
 
 from ..analysis.fixfirst import FLEET_FIX_COLUMNS, fixable, rollup_columns
 
+#: Communication overlap columns (:mod:`pipeline.analysis.overlap`), in fleet-table order.
+COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_pct", "comm_overlapped_pct",
+                "comm_exposed_pct"]
+
 #: Column order of the fleet table (SPEC "Fleet table"; issue #2 names).
 FLEET_COLUMNS = [
     "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
@@ -25,11 +29,15 @@ FLEET_COLUMNS = [
     "cat_data_pct", "cat_comm_pct", "cat_sync_pct", "cat_boundary_pct", "cat_periodic_pct", "cat_launch_pct",
     "cat_cpu_pct", "cat_profiler_ns", "cat_untraced_ns", "cat_profiler_pct", "cat_untraced_pct",
     "main_category", "actionable",
+    *COMM_COLUMNS,
     "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "profiler_usd_per_month",
-    "untraced_usd_per_month", "amdahl_speedup", *FLEET_FIX_COLUMNS,
+    "untraced_usd_per_month", "comm_exposed_usd_per_month", "amdahl_speedup", *FLEET_FIX_COLUMNS,
     "straggler", "warnings", "status", "error",
 ]
 
+
+#: Communication overlap columns a rollup sums.
+ROLLUP_COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_exposed_usd_per_month"]
 
 INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
     "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
@@ -91,10 +99,15 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     (:mod:`pipeline.analysis.fixfirst`): ``fix_<c>_usd_per_month`` summed over the GPUs,
     ``fix_<c>_speedup`` = 1 / (1 − Σ cat_<c>_ns / Σ window_ns), the fewest stable iterations of a GPU
     (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``).
+    Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
+    ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
+    100 × Σ comm_exposed_ns / Σ window_ns (left out for a fleet table written before they existed).
     """
     fix_usd = [f"fix_{c}_usd_per_month" for c in fixable()]
     cat_ns = [f"cat_{c}_ns" for c in fixable()]
     ok = fleet[fleet["status"] != "error"]
+    # communication overlap, summed when the table has it (one written before it existed does not)
+    comm = [c for c in ROLLUP_COMM_COLUMNS if c in fleet.columns]
     out = ok.groupby(by, sort=True).agg(
         gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
         gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
@@ -103,17 +116,21 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         untraced_ns=("cat_untraced_ns", "sum"), profiler_usd_per_month=("profiler_usd_per_month", "sum"),
         untraced_usd_per_month=("untraced_usd_per_month", "sum"), min_iterations=("iterations", "min"),
         low_confidence_gpus=("low_confidence", "sum"),
-        **{c: (c, "sum") for c in fix_usd + cat_ns}).reset_index()
+        **{c: (c, "sum") for c in comm + fix_usd + cat_ns}).reset_index()
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
     for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports", "profiler_ns",
-                "untraced_ns", "min_iterations", "low_confidence_gpus"):
+                "untraced_ns", "min_iterations", "low_confidence_gpus", *[c for c in comm if c.endswith("_ns")]):
         out[col] = out[col].fillna(0).astype("int64")
-    for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month", *fix_usd):
+    for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month", *fix_usd,
+                *[c for c in comm if c.endswith("_usd_per_month")]):
         out[col] = out[col].astype(float).fillna(0.0).round(2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["idle_pct"] = (100.0 * out["idle_ns"] / out["window_ns"].where(out["window_ns"] > 0)).round(4)
+        window = out["window_ns"].where(out["window_ns"] > 0)
+        out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)
+        if "comm_exposed_ns" in comm:
+            out["comm_exposed_pct"] = (100.0 * out["comm_exposed_ns"] / window).round(4)
     return out.sort_values(by, kind="stable").reset_index(drop=True)
 
 

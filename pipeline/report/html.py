@@ -209,6 +209,11 @@ def render_markdown(res: Results) -> str:
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")", ""]
+    if s["comm"]:
+        c = s["comm"]
+        lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "
+                  f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
+                  f"{usd(c['usd'])}/month (busy time, not in the idle cost).", ""]
     if t["previous"]:
         cur, prev = t["nights"][-1], t["nights"][-2]
         lines.append(f"Since {t['previous']}: {signed_usd(cur['usd'] - prev['usd'])}/month "

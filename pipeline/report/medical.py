@@ -9,7 +9,9 @@ gaps on a side stream are not idle GPU time): its start in seconds on the report
 clock (the Nsight Systems timeline's), the NVTX range it falls in, width in ms and
 category. GPUs are named short (model and their number in the job, ``H100 #3``); the
 page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
-Extra abbreviations: the HTML report shows the full key on hover). Profile text is
+Extra abbreviations: the HTML report shows the full key on hover). After the idle cost, a job
+whose collectives ran with no compute beside them gets one line with that exposed communication
+(:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
 escaped (:func:`md_text`). Deterministic (stable sort keys, fixed number formats), so
 the page before and after a fix diffs cleanly.
 """
@@ -81,7 +83,7 @@ def short_names(rows: list[dict]) -> dict:
 RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
-                  *[f"{c}_usd_per_month" for c in CAVEATS]]
+                  *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month"]
 
 
 def _ns(value) -> int:
@@ -164,6 +166,13 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
+        exposed = sum(_ns(r.get("comm_exposed_ns")) for r in ok)
+        if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
+            comm = sum(_ns(r.get("comm_ns")) for r in ok)
+            comm_usd = float(np.nansum(np.array([r.get("comm_exposed_usd_per_month") for r in ok], dtype=float)))
+            lines.append(f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
+                         f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
+                         f"${comm_usd:,.2f} per month (busy time, not in the idle cost).")
         lines += [""] + [f"*[{name}]: {md_text(key)} in {md_text(os.path.basename(str(report).rstrip('/')))}"
                   for (report, key), name in names.items()]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):

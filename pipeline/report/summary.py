@@ -292,6 +292,26 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
     return out
 
 
+def comm_exposure(fleet: pd.DataFrame) -> dict | None:
+    """The fleet's exposed communication (:mod:`pipeline.analysis.overlap`), summed over the analysed
+    GPUs: ``comm_ns``, ``overlapped_ns``, ``exposed_ns``, ``window_ns`` (int ns), ``exposed_pct``
+    (of the summed windows, 0..100), ``usd`` (sum of ``comm_exposed_usd_per_month``) and ``gpus``
+    (those with exposed communication). None when no GPU has any, or the table was written before
+    the columns existed."""
+    ok = ok_rows(fleet)
+    if "comm_exposed_ns" not in ok.columns or not len(ok):
+        return None
+    exposed = ok["comm_exposed_ns"].fillna(0).astype("int64")
+    if int(exposed.sum()) == 0:
+        return None
+    window = int(ok["window_ns"].astype("int64").sum())
+    return {"comm_ns": int(ok["comm_ns"].fillna(0).astype("int64").sum()),
+            "overlapped_ns": int(ok["comm_overlapped_ns"].fillna(0).astype("int64").sum()),
+            "exposed_ns": int(exposed.sum()), "window_ns": window,
+            "exposed_pct": 100.0 * float(exposed.sum()) / float(window) if window else 0.0,
+            "usd": float(ok["comm_exposed_usd_per_month"].astype(float).sum()), "gpus": int((exposed > 0).sum())}
+
+
 #: Entries of the fleet's fix-first list shown in the Markdown variant.
 TOP_FIXES = 5
 
@@ -371,5 +391,5 @@ def summarise(res: Results) -> dict:
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
                                                  "job": str(worst["job"])},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
-        "trend": trend(res.history), "records": recs, "fixes": fix_first(fleet),
+        "trend": trend(res.history), "records": recs, "fixes": fix_first(fleet), "comm": comm_exposure(fleet),
     }
