@@ -6,14 +6,12 @@ import sys
 import unicodedata
 
 import click
-import pandas as pd
 
 from . import __version__
-from .config import ConfigError, load_config, parse_seconds
-from .runs.driver import OutputError, RunFolder, drive
-from .runs.results import ResultCache
-from .runs.sweep import SweepBusy, check_night, rebuild
-from .runs.sweep import sweep as run_sweep
+
+# Only click is imported here: ``gpu-idle --version`` and ``--help`` must not pay for pandas,
+# pyarrow, Dask or the report's libraries. Each command imports what it uses when it runs
+# (tests/test_startup.py holds this).
 
 #: Columns shown in the terminal (the files hold all of them).
 SHOWN = ["job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gap_count",
@@ -44,6 +42,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     errors listed below. A fleet of
     more than ``max_rows`` analysed GPUs shows the ``max_rows`` with the highest idle USD/month
     (ties: fleet order) and says how many more fleet.csv holds."""
+    import pandas as pd
+
     ok = fleet[fleet["status"] != "error"].copy()
     lines = []
     hidden = max(0, len(ok) - max_rows)
@@ -95,6 +95,8 @@ class Seconds(click.ParamType):
     name = "seconds"
 
     def convert(self, value, param, ctx):
+        from .config import parse_seconds
+
         try:
             return parse_seconds(value)
         except ValueError as exc:
@@ -139,6 +141,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
     and records/<job>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
     Exit status 1 when any report failed (it still gets its row)."""
+    from .config import ConfigError, load_config
+    from .runs.driver import OutputError, RunFolder, drive
+
     if trim and trim[1] <= trim[0]:
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
@@ -186,6 +191,8 @@ def _result_cache(cfg):
     when ``cache.enabled`` is false (``--no-cache``) or its folder cannot be created (a warning says so)."""
     if not cfg.cache.enabled:
         return None
+    from .runs.results import ResultCache
+
     try:
         return ResultCache.for_run(cfg)
     except OSError as exc:
@@ -205,6 +212,8 @@ def _night(ctx, param, value):
     """``--night``: a date written YYYY-MM-DD, nothing else (it names a folder)."""
     if value is None:
         return None
+    from .runs.sweep import check_night
+
     try:
         return check_night(value)
     except ValueError as exc:
@@ -231,6 +240,11 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
     report failed."""
+    from .config import ConfigError, load_config
+    from .runs.driver import OutputError
+    from .runs.sweep import SweepBusy, rebuild
+    from .runs.sweep import sweep as run_sweep
+
     overrides = {"dask": _dask_overrides(workers, dashboard)}
     try:
         cfg = load_config(configs, overrides)
@@ -302,7 +316,12 @@ main.add_command(_report_command)
 def entry() -> None:
     """The ``gpu-idle`` command (console script and ``python -m pipeline.cli``): :func:`main`, then
     :func:`end_process` with its exit status. Tests that call :func:`main` in-process (click's
-    ``CliRunner``) keep the normal interpreter exit."""
+    ``CliRunner``) keep the normal interpreter exit.
+
+    The pipeline does no linear algebra, so numpy's BLAS gets one thread
+    (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
+    numpy is imported, a quarter of numpy's import time on two CPUs."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
         code = 0

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, BeforeValidator, Field
 
 NS_PER_S = 1_000_000_000
@@ -463,6 +462,8 @@ def load_config(paths=(), overrides: dict | None = None) -> Config:
     (command-line flags). Raises :class:`ConfigError` naming the file.
     """
     merged: dict = {}
+    if paths:
+        import yaml  # only config files need it (the defaults are in code)
     for path in paths:
         try:
             with open(path, encoding="utf-8") as fh:

@@ -113,10 +113,19 @@ def local_worker_memory(cfg: Config) -> int | None:
         return cfg.dask.memory_limit_bytes
     if cfg.dask.memory_limit != "auto":
         return None
-    import psutil
-
     share = min(1.0, cfg.dask.threads_per_worker / (os.cpu_count() or 1))
-    return int(psutil.virtual_memory().total * share)
+    return int(total_memory() * share)
+
+
+def total_memory() -> int:
+    """The machine's memory in bytes, as ``psutil.virtual_memory().total`` gives it (Dask's figure):
+    on Linux ``sysconf`` answers the same (both are the kernel's ``totalram``) without importing psutil."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        import psutil
+
+        return int(psutil.virtual_memory().total)
 
 
 #: Seconds a LocalCluster may take to close before its remaining worker processes are killed.

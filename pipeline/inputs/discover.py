@@ -133,6 +133,9 @@ def _expand(item: str, suffixes, storage) -> tuple[list[str], list[tuple[str, st
         options = getattr(storage, "options", None) or {}
         retries = getattr(storage, "retries", DEFAULT_RETRIES)
         fs, path = open_fs(item, options, retries, fresh=True)
+    elif os.sep == "/" and not any(c in GLOB_CHARS for c in item) and "::" not in item \
+            and not item.startswith("data:"):
+        fs, path = _PLAIN_LOCAL, local_path(item)  # a file or folder: no need to import fsspec
     else:
         fs, path = open_fs(item)
 
@@ -145,6 +148,38 @@ def _expand(item: str, suffixes, storage) -> tuple[list[str], list[tuple[str, st
         if remote:
             return [], [(item, missing_message(fs, item, path))]
         return [], [(item, f"{item}: no such file or directory")]
+
+
+def local_path(item: str) -> str:
+    """The absolute path fsspec's local filesystem makes of ``item`` (POSIX): a ``file://``,
+    ``file:``, ``local://`` or ``local:`` prefix dropped, ``~`` expanded, a relative path put
+    under the working folder (``./`` and ``.`` dropped, nothing else normalised), trailing
+    ``/`` removed. Kept equal to ``fsspec.core.url_to_fs(item)[1]`` (tests/test_startup.py)."""
+    for prefix in ("file://", "file:", "local://", "local:"):
+        if item.startswith(prefix):
+            item = item[len(prefix):]
+            break
+    if item.startswith("~"):
+        item = os.path.expanduser(item)
+    elif not item.startswith("/"):
+        item = f"{os.getcwd()}/{'' if item == '.' else item[2:] if item.startswith('./') else item}"
+    return item.rstrip("/") or "/"
+
+
+class _PlainLocal:
+    """The two questions :func:`_match` asks of a local file or folder named without glob
+    characters, answered as fsspec's ``LocalFileSystem`` answers them (symlinks followed)."""
+
+    @staticmethod
+    def isdir(path: str) -> bool:
+        return os.path.isdir(path)
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        return os.path.exists(path)
+
+
+_PLAIN_LOCAL = _PlainLocal()
 
 
 def _absent(path: str) -> bool:

@@ -45,8 +45,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fsspec
-
 from ..model import ProfileError
 
 log = logging.getLogger(__name__)
@@ -128,6 +126,8 @@ def open_fs(url: str, storage_options: dict | None = None, retries: int = DEFAUL
 
     For S3 the instance's s3fs ``retries`` (attempts per call on dropped connections and
     truncated bodies) is set too: ``storage_options["retries"]`` if given, else ``retries + 1``."""
+    import fsspec  # here, not at import: a run over local exports never needs it
+
     if not is_remote(url):
         return fsspec.core.url_to_fs(url)
     opts = fs_options(url, storage_options, retries)

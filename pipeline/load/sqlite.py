@@ -138,13 +138,20 @@ def split_queries(schema: Schema, table: str, sql: str, parts: int) -> list[str]
 
 def _fetch(uri: str, sql: str):
     """One query on its own ADBC connection, as an Arrow table (the driver fills Arrow
-    columns in C without holding the GIL, so several run at once on threads)."""
-    import adbc_driver_sqlite.dbapi as adbc
+    columns in C without holding the GIL, so several run at once on threads).
+
+    The driver manager's low-level objects are used, not its DB-API module: that one imports
+    ``pyarrow.dataset`` (and looks for polars) on first use, ~40 ms of every run's start-up."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+    import pyarrow as pa
 
     try:
-        with adbc.connect(uri) as con, con.cursor() as cursor:
-            cursor.execute(sql)
-            return cursor.fetch_arrow_table()
+        with adbc_driver_sqlite.connect(uri) as db, adbc_driver_manager.AdbcConnection(db) as con, \
+                adbc_driver_manager.AdbcStatement(con) as statement:
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            return pa.RecordBatchReader.from_stream(stream).read_all()
     except Exception as exc:  # the ADBC driver's own DatabaseError/OperationalError
         raise sqlite3.DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 

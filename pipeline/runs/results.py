@@ -25,7 +25,6 @@ import os
 import sys
 import time
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -78,6 +77,8 @@ def report_identity(path: str, storage_options: dict | None = None) -> str:
     and modification time (no download needed)."""
     if "://" not in path or path.startswith("file://"):
         return snapshot_key(path.removeprefix("file://"))
+    import fsspec
+
     fs, key = fsspec.core.url_to_fs(path, **(storage_options or {}))
     info = fs.info(key)
     token = json.dumps([info.get("ETag") or info.get("etag"), info.get("size"),

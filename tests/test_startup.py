@@ -1,0 +1,76 @@
+"""Start-up cost, held structurally (issue 16): which libraries a command imports, not how long
+it takes (times depend on the machine; the bench measures them).
+
+``gpu-idle --version`` (and ``--help``) imports click and nothing heavy; ``gpu-idle run`` over
+one local report analyses it in its own process without the cluster (Dask, distributed), the
+plotting and templating libraries of ``gpu-idle report`` (matplotlib, jinja2, markdown), object
+storage (fsspec, s3fs), psutil, YAML (no config file given) or the ADBC DB-API module (which
+imports ``pyarrow.dataset``). Each probe runs in a fresh interpreter and prints the top-level
+packages loaded once the command is done.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROFILES, REPO
+
+#: Libraries that only some paths need (import them there, never at start-up).
+HEAVY = {"pandas", "numpy", "pyarrow", "dask", "distributed", "matplotlib", "jinja2", "markdown", "pydantic",
+         "fsspec", "s3fs", "botocore", "aiobotocore", "psutil", "yaml", "adbc_driver_manager", "adbc_driver_sqlite",
+         "tornado", "msgpack", "toolz", "tqdm", "scipy"}
+
+PROBE = """
+import json, os, sys
+os.environ["GPU_IDLE_CACHE"] = {cache!r}
+from pipeline.cli import main
+try:
+    main({args!r})
+except SystemExit:
+    pass
+print("@@" + json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r} or m in {extra!r})))
+"""
+
+
+def loaded(args: list[str], tmp_path, extra=()) -> set[str]:
+    """Modules among :data:`HEAVY` (any depth) and ``extra`` that ``gpu-idle ARGS`` has loaded when done."""
+    code = PROBE.format(cache=str(tmp_path / "cache"), args=args, heavy=HEAVY, extra=set(extra))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("@@"))
+    return set(json.loads(line[2:]))
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["run", "--help"]])
+def test_version_and_help_import_nothing_heavy(args, tmp_path):
+    assert loaded(args, tmp_path) == set()
+
+
+def test_one_local_report_loads_only_what_its_analysis_needs(tmp_path):
+    report = PROFILES / "tiny_2kernels.sqlite"
+    assert report.exists(), f"real export not found: {report}"
+    mods = loaded(["run", str(report), "--out", str(tmp_path / "out")], tmp_path,
+                  extra={"pyarrow.dataset", "adbc_driver_manager.dbapi"})
+    top = {m.split(".")[0] for m in mods}
+    # What the analysis itself is made of (and pydantic, which validates the config) ...
+    assert {"pandas", "numpy", "pyarrow", "adbc_driver_sqlite"} <= top
+    # ... and nothing of the cluster, the report, object storage or the DB-API layer.
+    assert top & {"dask", "distributed", "tornado", "msgpack", "matplotlib", "jinja2", "markdown", "fsspec", "s3fs",
+                  "botocore", "psutil", "yaml", "tqdm", "scipy"} == set()
+    assert mods & {"pyarrow.dataset", "adbc_driver_manager.dbapi"} == set()
+    assert (tmp_path / "out" / "fleet.csv").exists()
+
+
+@pytest.mark.parametrize("item", ["rel/x.sqlite", "./x", ".", "./", "/tmp/", "/", "~/a/", "~", "file:///tmp/x",
+                                  "file:rel", "local:///tmp/a/", "local:x", "a//b/", "..", "../x", "x/./y",
+                                  "file://~/x"])
+def test_local_paths_are_spelled_as_fsspec_spells_them(item):
+    """Discovery names a local file or folder without fsspec (:func:`local_path`); the paths it
+    reports must be those fsspec's local filesystem gave before."""
+    import fsspec
+
+    from pipeline.inputs.discover import local_path
+
+    assert local_path(item) == fsspec.core.url_to_fs(item)[1]
