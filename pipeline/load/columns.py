@@ -82,4 +82,16 @@ def text_column(table, name: str, strings: dict[int, str], index=None) -> pd.Ser
     col = table.column(name)
     if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type):
         return resolve_ids(int_column(table, name, -1), strings, index)
+    return _inline_text(col, index)
+
+
+def _inline_text(col, index=None) -> pd.Series:
     return pd.Series(col.to_pandas(), index=index).fillna("").astype(str).astype("category")
+
+
+def decoded_text(decoded, name: str, strings: dict[int, str], index=None) -> pd.Series:
+    """Column ``name`` of a :class:`~pipeline.load.sqlite.Decoded` (StringIds ids read with NULL as
+    -1, or inline text in older schemas) as categorical text, as :func:`text_column` gives it."""
+    if name in decoded.texts:
+        return _inline_text(decoded.texts[name], index)
+    return resolve_ids(decoded.ints[name], strings, index)

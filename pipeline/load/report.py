@@ -14,14 +14,14 @@ import pandas as pd
 
 from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
-from .columns import categorical, int_column, normalise_api_name, read_strings, text_column
+from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (capture_of, dropped_warning, duplicate_mask, duplicates_warning, frame_codes,
     impossible_rows)
 from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
-from .sqlite import connect_readonly, read_frame, read_tables, readonly_uri
+from .sqlite import connect_readonly, read_columns, read_frame, readonly_uri
 from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
     META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
@@ -30,6 +30,10 @@ KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_
 
 def _no_kernels() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in KERNEL_COLUMNS[:-1]} | {"name": pd.Series(dtype=object)})
+
+
+#: The result columns of :func:`_kernel_query` (``name`` only when the table has a name column).
+KERNEL_QUERY_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "context_id", "name"]
 
 
 def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str | None, bool, bool]:
@@ -62,24 +66,30 @@ def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str
     return sql, decode, name_col is not None
 
 
+def _in_place_pid(global_ids: np.ndarray) -> np.ndarray:
+    """:func:`~pipeline.load.processes.pid_of` of an int64 array, computed in it (no second array)."""
+    np.right_shift(global_ids, 24, out=global_ids)
+    np.bitwise_and(global_ids, 0xFFFFFF, out=global_ids)
+    return global_ids
+
+
 def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
                    has_name: bool) -> tuple[pd.DataFrame, list]:
     """Kernel rows (``KERNEL_COLUMNS`` plus ``context_id``, dropped by the caller) from the
-    Arrow table of :func:`_kernel_query`, and the loader's warnings. ``pid`` is -1 on every
-    row when the table has no process column (older schema): :func:`infer_pids` fills it in.
-    Raises :class:`ProfileError` when no row is usable."""
-    n = table.num_rows
+    :class:`~pipeline.load.sqlite.Decoded` columns of :func:`_kernel_query` (NULL read as 0, as -1
+    in ``name``), and the loader's warnings. ``pid`` is -1 on every row when the table has no
+    process column (older schema): :func:`infer_pids` fills it in. The decoded arrays become the
+    frame's columns (no copy when every row is kept). Raises :class:`ProfileError` when no row is usable."""
+    n = table.rows
     if n == 0:
         raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
-    missing = table.column("start").is_null().to_numpy(zero_copy_only=False) \
-        if table.column("start").null_count else np.zeros(n, dtype=bool)
-    if table.column("end").null_count:
-        missing = missing | table.column("end").is_null().to_numpy(zero_copy_only=False)
-    start, end = int_column(table, "start"), int_column(table, "end")
+    ints = table.ints
+    missing = table.null_mask("start") | table.null_mask("end") if table.nulls else np.zeros(n, dtype=bool)
+    start, end = ints["start"], ints["end"]
     bad = missing | (end < start) | ((start == 0) & (end == 0))
     warnings = []
     keep = None
-    pid = pid_of(int_column(table, "pid")) if decode_pid else int_column(table, "pid")
+    pid = _in_place_pid(ints["pid"]) if decode_pid else ints["pid"]
     if bad.any():
         kept = int(n - bad.sum())
         if kept == 0:
@@ -89,18 +99,19 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
                                    f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps "
                                    f"(start = end = 0 or NULL); {kept} of {n} kept", _pids_of(pid[bad])))
         keep = np.flatnonzero(~bad)
+    del bad, missing
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])
     columns = {
         "start": pick(start), "end": pick(end),
         "pid": pick(pid),
-        "device_id": pick(int_column(table, "device_id")),
-        "stream_id": pick(int_column(table, "stream_id")),
-        "correlation_id": pick(int_column(table, "correlation_id")),
-        "context_id": pick(int_column(table, "context_id")),
+        "device_id": pick(ints["device_id"]),
+        "stream_id": pick(ints["stream_id"]),
+        "correlation_id": pick(ints["correlation_id"]),
+        "context_id": pick(ints["context_id"]),
     }
     df = pd.DataFrame(columns, copy=False)
     if has_name:
-        names = text_column(table, "name", strings)
+        names = decoded_text(table, "name", strings)
         df["name"] = names if keep is None else names.iloc[keep].reset_index(drop=True)
     else:
         df["name"] = ""
@@ -108,6 +119,10 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
 
 
 RUNTIME_COLUMNS = ["start", "end", "pid", "tid", "correlation_id", "name"]
+
+
+#: The result columns of :func:`_runtime_query` (``name`` only when the table has a name column).
+RUNTIME_QUERY_COLUMNS = ["start", "end", "gtid", "correlation_id", "name"]
 
 
 def _runtime_query(schema: Schema) -> tuple[str | None, bool]:
@@ -123,25 +138,24 @@ def _runtime_query(schema: Schema) -> tuple[str | None, bool]:
 
 
 def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFrame:
-    """Runtime calls (``RUNTIME_COLUMNS``; ``name`` normalised, categorical) from the Arrow
-    table of :func:`_runtime_query`; ``table`` None gives an empty frame. Rows without
-    start or end are dropped."""
+    """Runtime calls (``RUNTIME_COLUMNS``; ``name`` normalised, categorical) from the
+    :class:`~pipeline.load.sqlite.Decoded` columns of :func:`_runtime_query` (NULL read as 0, as
+    -1 in ``name``); ``table`` None gives an empty frame. Rows without start or end are dropped."""
     if table is None:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in RUNTIME_COLUMNS[:-1]}
                             | {"name": pd.Series(dtype=str)})
-    n = table.num_rows
+    n = table.rows
     keep = None
-    if table.column("start").null_count or table.column("end").null_count:
-        ok = ~(table.column("start").is_null().to_numpy(zero_copy_only=False)
-               | table.column("end").is_null().to_numpy(zero_copy_only=False))
-        keep = np.flatnonzero(ok)
+    if "start" in table.nulls or "end" in table.nulls:
+        keep = np.flatnonzero(~(table.null_mask("start") | table.null_mask("end")))
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])
-    gtid = pick(int_column(table, "gtid"))
-    df = pd.DataFrame({"start": pick(int_column(table, "start")), "end": pick(int_column(table, "end")),
-                       "pid": pid_of(gtid), "tid": tid_of(gtid),
-                       "correlation_id": pick(int_column(table, "correlation_id"))}, copy=False)
+    gtid = pick(table.ints["gtid"])
+    tid = tid_of(gtid)
+    df = pd.DataFrame({"start": pick(table.ints["start"]), "end": pick(table.ints["end"]),
+                       "pid": _in_place_pid(gtid), "tid": tid,
+                       "correlation_id": pick(table.ints["correlation_id"])}, copy=False)
     if has_name:
-        names = text_column(table, "name", strings)
+        names = decoded_text(table, "name", strings)
         if keep is not None:
             names = names.iloc[keep].reset_index(drop=True)
         # Normalise each distinct name once, not once per row (two names may normalise to one).
@@ -316,10 +330,12 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         runtime_sql, runtime_names = _runtime_query(schema)
         jobs = {}
         if kernel_sql:
-            jobs["kernels"] = (KERNEL_TABLE, kernel_sql)
+            jobs["kernels"] = (KERNEL_TABLE, kernel_sql, KERNEL_QUERY_COLUMNS[:8 if kernel_names else 7],
+                               {"name": -1})
         if runtime_sql:
-            jobs["runtime"] = (RUNTIME_TABLE, runtime_sql)
-        tables = read_tables(schema, jobs)
+            jobs["runtime"] = (RUNTIME_TABLE, runtime_sql, RUNTIME_QUERY_COLUMNS[:5 if runtime_names else 4],
+                               {"name": -1})
+        tables = read_columns(schema, jobs)
         if kernel_sql:
             kernels, warnings = _kernels_frame(tables.pop("kernels"), strings, path, decode_pid, kernel_names)
         else:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import urllib.parse
 
+import numpy as np
 import pandas as pd
 
 from ..model import ProfileError
@@ -121,19 +123,26 @@ def _rowid_range(schema: Schema, table: str) -> tuple[int, int] | None:
     return None if low is None or high is None else (int(low), int(high))
 
 
-def split_queries(schema: Schema, table: str, sql: str, parts: int) -> list[str]:
-    """``sql`` (a ``SELECT ... FROM table`` without WHERE) as up to ``parts`` queries over
-    consecutive rowid ranges, each of at least :data:`SPLIT_MIN_ROWS` rowids. Their results,
-    concatenated in order, are the rows of ``sql`` in the same (rowid) order."""
-    span = _rowid_range(schema, table) if parts > 1 else None
+def rowid_ranges(schema: Schema, table: str, parts: int) -> list[tuple[int, int]] | None:
+    """Up to ``parts`` consecutive ``[first, past)`` rowid ranges covering ``table``, each of at
+    least :data:`SPLIT_MIN_ROWS` rowids; None when the table is empty or has no rowid."""
+    span = _rowid_range(schema, table)
     if span is None:
-        return [sql]
+        return None
     low, high = span
     parts = max(1, min(parts, (high - low + 1) // SPLIT_MIN_ROWS))
-    if parts == 1:
-        return [sql]
     edges = [low + (high - low + 1) * i // parts for i in range(parts)] + [high + 1]
-    return [f"{sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in zip(edges, edges[1:])]
+    return list(zip(edges, edges[1:]))
+
+
+def split_queries(schema: Schema, table: str, sql: str, parts: int) -> list[str]:
+    """``sql`` (a ``SELECT ... FROM table`` without WHERE) as up to ``parts`` queries over
+    consecutive rowid ranges (:func:`rowid_ranges`). Their results, concatenated in order, are
+    the rows of ``sql`` in the same (rowid) order."""
+    ranges = rowid_ranges(schema, table, parts) if parts > 1 else None
+    if ranges is None or len(ranges) == 1:
+        return [sql]
+    return [f"{sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in ranges]
 
 
 def _fetch(uri: str, sql: str):
@@ -178,3 +187,213 @@ def read_tables(schema: Schema, jobs: dict[str, tuple[str, str]], threads: int |
     for (name, _), table in zip(pieces, results):
         out.setdefault(name, []).append(table)
     return {name: (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) for name, tables in out.items()}
+
+
+
+#: Rows per Arrow batch the SQLite driver hands over (its default is 1,024): fewer, larger
+#: batches cost less Python per row; one batch of a kernel query is then ~4 MiB.
+BATCH_ROWS = 65_536
+
+
+class Decoded:
+    """The columns of one query, decoded batch by batch straight into numpy (no Arrow table of
+    the whole result is ever held: memory is the result's columns plus one batch per thread).
+
+    ``rows``: how many rows. ``ints``: column name -> int64 array of ``rows`` values, NULL as the
+    column's fill value (:func:`read_columns`), floating values truncated toward zero as
+    ``CAST(x AS INTEGER)`` would. ``nulls``: name -> bool array, True where the value was NULL (only
+    columns that had a NULL). ``texts``: name -> ``pyarrow.ChunkedArray`` of the columns whose
+    values are not numbers (inline text of older schemas); those are in neither ``ints`` nor ``nulls``.
+    """
+
+    def __init__(self, rows: int, ints: dict, nulls: dict, texts: dict):
+        self.rows, self.ints, self.nulls, self.texts = rows, ints, nulls, texts
+
+    def null_mask(self, name: str) -> np.ndarray:
+        """Bool array, True where ``name`` was NULL (all False when it never was)."""
+        mask = self.nulls.get(name)
+        return np.zeros(self.rows, dtype=bool) if mask is None else mask
+
+
+def _is_number(kind) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind) \
+        or pa.types.is_boolean(kind)
+
+
+def _as_int64(col, fill: int) -> np.ndarray | None:
+    """One batch's numeric column as int64 numpy, NULL as ``fill`` (None for a column of NULLs only)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_null(col.type):
+        return None
+    if col.null_count:
+        col = pc.fill_null(col, pa.scalar(fill, col.type) if pa.types.is_integer(col.type) else fill)
+    if not pa.types.is_int64(col.type):
+        col = pc.cast(col, pa.int64(), safe=False)
+    return col.to_numpy(zero_copy_only=False)
+
+
+class _Sink:
+    """Where the batches of every piece (rowid range) of one query land (:func:`read_columns`).
+
+    With ``ranges`` (dense rowids), each column is one array of ``capacity`` values allocated on
+    first use, and the piece of ``[first, past)`` writes its rows from ``first - low`` on;
+    :meth:`finish` then moves the pieces down over rowids no row used (none, in an export).
+    Without, each piece keeps its batches and :meth:`finish` joins them."""
+
+    def __init__(self, columns: list[str], fills: dict, ranges: list[tuple[int, int]] | None, pieces: int):
+        self.columns, self.fills = columns, fills
+        self.low = ranges[0][0] if ranges else 0
+        self.bounds = [(a - self.low, b - self.low) for a, b in ranges] if ranges else None
+        self.capacity = self.bounds[-1][1] if ranges else None
+        self.lock = threading.Lock()
+        self.ints: dict = {}
+        self.nulls: dict = {}
+        self.texts: dict = {}                        # name -> [(piece, seq, arrow array)]
+        self.null_batches: dict = {}                 # name -> [(piece, seq, rows)]: batches of NULLs only
+        self.counts = [0] * pieces
+        self.batches = [[] for _ in range(pieces)]  # without ranges: per piece, [(n, {name: (values, mask)})]
+
+    def _array(self, store: dict, name: str, dtype, fill) -> np.ndarray:
+        with self.lock:
+            if name not in store:
+                store[name] = np.full(self.capacity, fill, dtype=dtype)
+            return store[name]
+
+    def add(self, piece: int, seq: int, batch) -> None:
+        n = batch.num_rows
+        kept = {}
+        if self.bounds is not None:
+            first, past = self.bounds[piece]
+            at = first + self.counts[piece]
+            if at + n > past:
+                raise sqlite3.DatabaseError("a rowid range gave more rows than it has rowids")
+        for name, col in zip(batch.schema.names, batch.columns):
+            if name in self.texts or not _is_number(col.type):
+                with self.lock:
+                    self.texts.setdefault(name, []).append((piece, seq, col))
+                continue
+            fill = self.fills.get(name, 0)
+            values = _as_int64(col, fill)
+            if values is None:  # NULLs only: as text, should other batches of the column be text
+                with self.lock:
+                    self.null_batches.setdefault(name, []).append((piece, seq, n))
+            mask = None if not col.null_count else (np.ones(n, bool) if values is None
+                                                    else col.is_null().to_numpy(zero_copy_only=False))
+            if self.bounds is None:
+                kept[name] = (np.full(n, fill, np.int64) if values is None else values.copy(), mask)
+                continue
+            if values is not None:
+                self._array(self.ints, name, np.int64, fill)[at:at + n] = values
+            if mask is not None:
+                self._array(self.nulls, name, bool, False)[at:at + n] = mask
+        if self.bounds is None:
+            self.batches[piece].append((n, kept))
+        self.counts[piece] += n
+
+    def finish(self) -> Decoded:
+        import pyarrow as pa
+
+        rows = sum(self.counts)
+        names = [c for c in self.columns if c not in self.texts]
+        ints, nulls = {}, {}
+        if self.bounds is None:
+            batches = [b for piece in self.batches for b in piece]
+            for name in names:
+                fill = self.fills.get(name, 0)
+                parts = [kept[name][0] if name in kept else np.full(n, fill, np.int64) for n, kept in batches]
+                ints[name] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                masks = [kept[name][1] if name in kept else None for n, kept in batches]
+                if any(m is not None for m in masks):
+                    nulls[name] = np.concatenate([np.zeros(n, bool) if m is None else m
+                                                  for (n, _), m in zip(batches, masks)])
+        else:
+            moves, to = [], 0
+            for (first, _), count in zip(self.bounds, self.counts):
+                moves.append((first, to, count))
+                to += count
+            for store, out in ((self.ints, ints), (self.nulls, nulls)):
+                for name in names:
+                    arr = store.get(name)
+                    if arr is None:
+                        if store is self.ints:
+                            out[name] = np.full(rows, self.fills.get(name, 0), dtype=np.int64)
+                        continue
+                    for src, dst, count in moves:
+                        if src != dst and count:
+                            arr[dst:dst + count] = arr[src:src + count]
+                    out[name] = arr[:rows]
+        texts = {}
+        for name, chunks in self.texts.items():
+            kind = chunks[0][2].type
+            chunks = chunks + [(p, q, pa.nulls(n, kind)) for p, q, n in self.null_batches.get(name, ())]
+            texts[name] = pa.chunked_array([c for _, _, c in sorted(chunks, key=lambda t: (t[0], t[1]))], kind)
+        return Decoded(rows, ints, nulls, texts)
+
+
+def _stream_into(uri: str, sql: str, sink: _Sink, piece: int) -> None:
+    """Run ``sql`` on its own connection and hand each batch to ``sink`` as piece ``piece``."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+    import pyarrow as pa
+
+    try:
+        with adbc_driver_sqlite.connect(uri) as db, adbc_driver_manager.AdbcConnection(db) as con, \
+                adbc_driver_manager.AdbcStatement(con) as statement:
+            statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            for seq, batch in enumerate(pa.RecordBatchReader.from_stream(stream)):
+                sink.add(piece, seq, batch)
+    except sqlite3.DatabaseError:
+        raise
+    except Exception as exc:  # the ADBC driver's own DatabaseError/OperationalError
+        raise sqlite3.DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _dense_ranges(schema: Schema, table: str, parts: int) -> list[tuple[int, int]] | None:
+    """:func:`rowid_ranges` when the rowids are dense enough to size the result by them (an export
+    inserts its rows in order, so max - min + 1 is the row count): at most one rowid per 4 bytes of
+    the database. None otherwise (no rowid, empty, or sparse rowids)."""
+    ranges = rowid_ranges(schema, table, parts)
+    if ranges is None:
+        return None
+    page_size = schema.con.execute("PRAGMA page_size").fetchone()[0]
+    pages = schema.con.execute("PRAGMA page_count").fetchone()[0]
+    return ranges if ranges[-1][1] - ranges[0][0] <= max(page_size * pages // 4, 1) else None
+
+
+def read_columns(schema: Schema, jobs: dict[str, tuple[str, str, list, dict]], threads: int | None = None) -> dict:
+    """Read several tables at once, straight into numpy: ``{name: (table, sql, columns, fills)}`` ->
+    ``{name: Decoded}`` (:class:`Decoded`); ``columns``: the names ``sql`` gives its result columns,
+    ``fills``: column -> the value a NULL becomes (default 0).
+
+    Each table is read in consecutive rowid ranges (at least :data:`SPLIT_MIN_ROWS` rowids each, up
+    to ``threads`` of them), each range on its own read-only connection, all on ``threads`` threads
+    (default :func:`read_threads`): the driver decodes with the GIL released, so the tables and
+    ranges decode at once. Each batch is written into its columns' final arrays as it comes, so
+    memory is the result plus a batch per thread. Rows are those of ``sql`` in rowid order.
+    Raises ``sqlite3.DatabaseError``.
+    """
+    threads = threads or read_threads()
+    work, sinks = [], {}
+    for name, (table, sql, columns, fills) in jobs.items():
+        ranges = _dense_ranges(schema, table, threads)
+        queries = [sql] if ranges is None or len(ranges) == 1 else \
+            [f"{sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in ranges]
+        sinks[name] = _Sink(columns, fills, ranges, len(queries))
+        work += [(i, name, q) for i, q in enumerate(queries)]
+    work.sort(key=lambda w: w[0])  # every table's first range first: they decode side by side
+    if threads == 1 or len(work) == 1:
+        for i, name, q in work:
+            _stream_into(schema.uri, q, sinks[name], i)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(threads, len(work))) as pool:
+            for future in [pool.submit(_stream_into, schema.uri, q, sinks[name], i) for i, name, q in work]:
+                future.result()
+    return {name: sink.finish() for name, sink in sinks.items()}
