@@ -28,7 +28,7 @@ from .report import load_report
 from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 8
+LOADER_VERSION = 9
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 

@@ -92,36 +92,69 @@ BITMAP_IDS_PER_RECORD = 32
 BITMAP_SLACK = 1 << 24
 
 
+#: Rows handled at once by :func:`_untraced_calls` (its temporaries are this long, not the tables).
+CHUNK_ROWS = 1 << 20
+
+
+def _chunks(n: int):
+    return (slice(i, min(i + CHUNK_ROWS, n)) for i in range(0, n, CHUNK_ROWS))
+
+
 def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     """Which calls (process, correlationId) have no record (``w_pid``, ``w_corr``) of their own
     correlationId while their process has records with smaller and with larger ones. Shape ``(calls,)``.
 
     CUPTI counts correlationIds up, so each process's range is dense: one bitmap over each range
-    answers in two passes. Sparse ranges are answered from the sorted (process, correlationId) keys."""
-    codes, pids = pd.factorize(w_pid)
+    answers in two passes. Sparse ranges are answered from the sorted (process, correlationId) keys.
+    Both passes go :data:`CHUNK_ROWS` rows at a time, so their temporaries stay small."""
+    # the processes in order of first appearance (a hash table per chunk, not one over every record)
+    pids = pd.Index(list(dict.fromkeys(p for part in _chunks(w_pid.size) for p in pd.unique(w_pid[part]).tolist())),
+                    dtype=np.int64)
     lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
     hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
-    np.minimum.at(lo, codes, w_corr)
-    np.maximum.at(hi, codes, w_corr)
-    call_code = pd.Index(pids).get_indexer(call_pid)
-    call_code[call_code < 0] = pids.size
-    lost = (call_corr > lo[call_code]) & (call_corr < hi[call_code])
-    rows = np.flatnonzero(lost)
-    lo, hi = lo[:-1], hi[:-1]
-    sizes = hi - lo + 1
-    if int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * w_corr.size + BITMAP_SLACK:
-        offset = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        present = np.zeros(int(sizes.sum()), dtype=bool)
-        present[offset[codes] + w_corr - lo[codes]] = True
-        code = call_code[rows]
-        lost[rows] = ~present[offset[code] + call_corr[rows] - lo[code]]
+    for part in _chunks(w_pid.size):
+        codes = pids.get_indexer(w_pid[part])
+        np.minimum.at(lo, codes, w_corr[part])
+        np.maximum.at(hi, codes, w_corr[part])
+    sizes = hi[:-1] - lo[:-1] + 1
+    bitmap = int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * w_corr.size + BITMAP_SLACK
+    if bitmap:
+        offset = np.concatenate(([0], np.cumsum(sizes)[:-1], [0]))
+        present = np.zeros(int(sizes.sum()) + 1, dtype=bool)  # the last slot: for calls of no process
+        for part in _chunks(w_pid.size):
+            codes = pids.get_indexer(w_pid[part])
+            at = w_corr[part] - lo[codes]
+            at += offset[codes]
+            present[at] = True
+    lost = np.zeros(call_pid.size, dtype=bool)
+    for part in _chunks(call_pid.size):
+        code = pids.get_indexer(call_pid[part])
+        code[code < 0] = pids.size
+        corr = call_corr[part]
+        inside = (corr > lo[code]) & (corr < hi[code])
+        if bitmap:
+            at = np.where(inside, corr - lo[code] + offset[code], present.size - 1)
+            inside &= ~present[at]
+        lost[part] = inside
+    if bitmap:
         return lost
+    rows = np.flatnonzero(lost)
     keys = np.sort(_keys(w_pid, w_corr))
     wanted = _keys(call_pid[rows], call_corr[rows])
     order = np.argsort(wanted, kind="stable")
     at = np.minimum(np.searchsorted(keys, wanted[order]), keys.size - 1)
     lost[rows[order]] = keys[at] != wanted[order]
     return lost
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The integer arrays ``parts`` end to end, as int32 when every value fits (else int64); the
+    one array itself when there is one."""
+    if len(parts) == 1:
+        return parts[0]
+    small = all(p.size == 0 or (np.iinfo(np.int32).min <= p.min() and p.max() <= np.iinfo(np.int32).max)
+                for p in parts)
+    return np.concatenate(parts, dtype=np.int32 if small else np.int64, casting="unsafe")
 
 
 def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataFrame,
@@ -148,19 +181,20 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
         is_launch = hit[names.cat.codes.to_numpy()]
     else:
         is_launch = names.astype(str).isin(LAUNCH_APIS).to_numpy()
-    call_corr = runtime["correlation_id"].to_numpy(np.int64)
-    rows = np.flatnonzero(is_launch & (call_corr != 0))
+    call_corr = runtime["correlation_id"].to_numpy()  # ids as the loader keeps them (int32 when they fit)
+    is_launch = is_launch & (call_corr != 0)
     work = [f for f in (kernels, copies) if len(f)]
-    if not rows.size or not work:
+    if not is_launch.any() or not work:
         return no_untraced()
-    call_corr = call_corr[rows]
-    call_pid = runtime["pid"].to_numpy(np.int64)[rows] if by_process else np.zeros(rows.size, np.int64)
-    w_corr = np.concatenate([f["correlation_id"].to_numpy(np.int64) for f in work])
-    w_pid = np.concatenate([f["pid"].to_numpy(np.int64) for f in work]) if by_process else np.zeros_like(w_corr)
+    call_pid = runtime["pid"].to_numpy() if by_process else np.zeros(call_corr.size, np.int64)
+    w_corr = _joined([f["correlation_id"].to_numpy() for f in work])
+    w_pid = _joined([f["pid"].to_numpy() for f in work]) if by_process else np.zeros_like(w_corr)
     keep = w_corr != 0  # records without a correlationId tie to no call
     if not keep.all():
         w_corr, w_pid = w_corr[keep], w_pid[keep]
-    lost = np.flatnonzero(_untraced_calls(w_pid, w_corr, call_pid, call_corr))
+    # Every call is looked up (one call's answer does not depend on the others), so the columns are
+    # used as they are, not copied to the launches first; the launches are kept after.
+    lost = np.flatnonzero(_untraced_calls(w_pid, w_corr, call_pid, call_corr) & is_launch)
     if not lost.size:
         return no_untraced()
     w_start = np.concatenate([f["start"].to_numpy(np.int64) for f in work])[keep]
@@ -168,11 +202,11 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     for pid in np.unique(call_pid[lost]):  # the few processes that lost records
         mine, gone = w_pid == pid, call_pid[lost] == pid
         ends[gone] = _next_record_start(w_corr[mine], w_start[mine], call_corr[lost][gone])
-    sel = runtime.iloc[rows[lost]]
+    sel = runtime.iloc[lost]
     call_start = sel["start"].to_numpy(np.int64)
     call_end = sel["end"].to_numpy(np.int64)
     out = pd.DataFrame({
         "kind": "launch", "pid": sel["pid"].to_numpy(np.int64) if by_process else -1,
-        "correlation_id": call_corr[lost], "name": sel["name"].astype(str).to_numpy(object),
+        "correlation_id": call_corr[lost].astype(np.int64), "name": sel["name"].astype(str).to_numpy(object),
         "call_start": call_start, "call_end": call_end, "start": call_start, "end": np.maximum(ends, call_end)})
     return out.sort_values(["pid", "correlation_id"], kind="stable").reset_index(drop=True)[list(UNTRACED_COLUMNS)]

@@ -40,8 +40,12 @@ def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
     if n < 2:
         return np.zeros(n, dtype=bool)
     h = np.zeros(n, dtype=np.uint64)
+    column = np.empty(n, dtype=np.int64)  # each column as int64 in turn (ids may be int32), hashed in place
     for a in arrays[:key]:
-        h = (h ^ a.astype(np.int64, copy=False).view(np.uint64)) * _HASH_MULTIPLIER
+        np.copyto(column, a, casting="unsafe")
+        np.bitwise_xor(h, column.view(np.uint64), out=h)
+        np.multiply(h, _HASH_MULTIPLIER, out=h)
+    del column
     ordered = np.sort(h)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     mask = np.zeros(n, dtype=bool)
@@ -69,6 +73,8 @@ def frame_codes(frame: pd.DataFrame) -> tuple[list[np.ndarray], int]:
             out.append(col.cat.codes.to_numpy())
         elif col.dtype == object or col.dtype == bool or pd.api.types.is_string_dtype(col.dtype):
             out.append(pd.factorize(col, use_na_sentinel=False)[0])
+        elif pd.api.types.is_integer_dtype(col.dtype) and not isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+            out.append(col.to_numpy())  # as kept (int32 ids stay int32: duplicate_mask widens one at a time)
         else:
             out.append(col.to_numpy(np.int64))
     return out, key

@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from ..memory import release as release_memory
 from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
@@ -21,7 +22,7 @@ from .integrity import (capture_of, dropped_warning, duplicate_mask, duplicates_
     impossible_rows)
 from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
-from .sqlite import connect_readonly, read_columns, read_frame, readonly_uri
+from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
 from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
     META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
@@ -66,11 +67,36 @@ def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str
     return sql, decode, name_col is not None
 
 
-def _in_place_pid(global_ids: np.ndarray) -> np.ndarray:
-    """:func:`~pipeline.load.processes.pid_of` of an int64 array, computed in it (no second array)."""
-    np.right_shift(global_ids, 24, out=global_ids)
-    np.bitwise_and(global_ids, 0xFFFFFF, out=global_ids)
-    return global_ids
+_INT32 = np.iinfo(np.int32)
+
+
+def _narrow(ints: dict, name: str) -> np.ndarray:
+    """Column ``name`` taken out of ``ints`` (so its int64 array can go) as int32 when every value
+    fits, else as it is. Ids (process, thread, device, stream, correlationId) nearly always fit:
+    half the memory, the same values; every computation on them casts to int64 first."""
+    values = ints.pop(name)
+    if values.dtype == np.int32 or (values.size and (int(values.min()) < _INT32.min
+                                                     or int(values.max()) > _INT32.max)):
+        return values
+    return values.astype(np.int32)
+
+
+#: Columns of the kernel and runtime queries kept as int32 while their values fit (:class:`Query`).
+ID_COLUMNS = ("pid", "tid", "device_id", "stream_id", "correlation_id", "context_id", "name")
+
+
+def _kernel_columns(sql: str, decode_pid: bool, has_name: bool) -> Query:
+    """The :class:`~pipeline.load.sqlite.Query` of :func:`_kernel_query`'s ``sql``: names NULL as -1,
+    a ``globalPid`` decoded to the process id as it is read, ids as int32."""
+    return Query(KERNEL_TABLE, sql, KERNEL_QUERY_COLUMNS[:8 if has_name else 7], {"name": -1},
+                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS)
+
+
+def _runtime_columns(sql: str, has_name: bool) -> Query:
+    """The :class:`~pipeline.load.sqlite.Query` of :func:`_runtime_query`'s ``sql``: names NULL as -1,
+    ``globalTid`` read as its thread and process ids, ids as int32."""
+    return Query(RUNTIME_TABLE, sql, RUNTIME_QUERY_COLUMNS[:5 if has_name else 4], {"name": -1},
+                 {"gtid": [("tid", tid_of), ("pid", pid_of)]}, ID_COLUMNS)
 
 
 def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
@@ -89,7 +115,7 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
     bad = missing | (end < start) | ((start == 0) & (end == 0))
     warnings = []
     keep = None
-    pid = _in_place_pid(ints["pid"]) if decode_pid else ints["pid"]
+    pid = ints["pid"]  # decoded from globalPid as read (:func:`_kernel_columns`)
     if bad.any():
         kept = int(n - bad.sum())
         if kept == 0:
@@ -101,14 +127,11 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
         keep = np.flatnonzero(~bad)
     del bad, missing
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])
-    columns = {
-        "start": pick(start), "end": pick(end),
-        "pid": pick(pid),
-        "device_id": pick(ints["device_id"]),
-        "stream_id": pick(ints["stream_id"]),
-        "correlation_id": pick(ints["correlation_id"]),
-        "context_id": pick(ints["context_id"]),
-    }
+    ints["pid"] = pid
+    columns = {"start": pick(start), "end": pick(end)}
+    for name in ("pid", "device_id", "stream_id", "correlation_id"):
+        columns[name] = pick(_narrow(ints, name))
+    columns["context_id"] = pick(ints["context_id"])
     df = pd.DataFrame(columns, copy=False)
     if has_name:
         names = decoded_text(table, "name", strings)
@@ -149,11 +172,9 @@ def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFra
     if "start" in table.nulls or "end" in table.nulls:
         keep = np.flatnonzero(~(table.null_mask("start") | table.null_mask("end")))
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])
-    gtid = pick(table.ints["gtid"])
-    tid = tid_of(gtid)
-    df = pd.DataFrame({"start": pick(table.ints["start"]), "end": pick(table.ints["end"]),
-                       "pid": _in_place_pid(gtid), "tid": tid,
-                       "correlation_id": pick(table.ints["correlation_id"])}, copy=False)
+    ints = table.ints
+    df = pd.DataFrame({"start": pick(ints["start"]), "end": pick(ints["end"]),
+                       **{c: pick(_narrow(ints, c)) for c in ("pid", "tid", "correlation_id")}}, copy=False)
     if has_name:
         names = decoded_text(table, "name", strings)
         if keep is not None:
@@ -285,15 +306,32 @@ def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     return frame.iloc[np.argsort(keys, kind="stable")].reset_index(drop=True)
 
 
+def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
+    """:func:`_stably_sorted` of a frame the caller gives up (nothing else may use ``frame`` after:
+    its columns are taken out of it): the rows are reordered one column at a time, each old column
+    let go as its new one is made, so memory grows by one column, not by a copy of the frame."""
+    if keys.size < 2 or not bool(np.any(keys[1:] < keys[:-1])):
+        return frame
+    order = np.argsort(keys, kind="stable")
+    columns = {}
+    for name in list(frame.columns):
+        columns[name] = pd.Series(frame[name].array.take(order))
+        del frame[name]
+    return pd.DataFrame(columns, copy=False)
+
+
 def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
     """Kernel rows grouped by GPU key (stable: file order within a GPU), so that one GPU's
-    rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort."""
-    return _stably_sorted(kernels, kernels["gpu_key"].cat.codes.to_numpy())
+    rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort.
+    ``kernels`` is consumed (:func:`_sorted_consuming`)."""
+    return _sorted_consuming(kernels, kernels["gpu_key"].cat.codes.to_numpy())
 
 
-def _in_start_order(calls: pd.DataFrame) -> pd.DataFrame:
-    """Rows stably sorted by start (no work when they already are, as exports usually are)."""
-    return _stably_sorted(calls, calls["start"].to_numpy(np.int64))
+def _in_start_order(calls: pd.DataFrame, consume: bool = False) -> pd.DataFrame:
+    """Rows stably sorted by start (no work when they already are, as exports usually are);
+    ``consume``: ``calls`` is given up (:func:`_sorted_consuming`)."""
+    keys = calls["start"].to_numpy(np.int64)
+    return _sorted_consuming(calls, keys) if consume else _stably_sorted(calls, keys)
 
 
 def load_report(path: str, require_kernels: bool = True) -> Report:
@@ -328,14 +366,12 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         strings = read_strings(schema)
         kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels)
         runtime_sql, runtime_names = _runtime_query(schema)
-        jobs = {}
+        queries = {}
         if kernel_sql:
-            jobs["kernels"] = (KERNEL_TABLE, kernel_sql, KERNEL_QUERY_COLUMNS[:8 if kernel_names else 7],
-                               {"name": -1})
+            queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names)
         if runtime_sql:
-            jobs["runtime"] = (RUNTIME_TABLE, runtime_sql, RUNTIME_QUERY_COLUMNS[:5 if runtime_names else 4],
-                               {"name": -1})
-        tables = read_columns(schema, jobs)
+            queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
+        tables = read_columns(schema, queries)
         if kernel_sql:
             kernels, warnings = _kernels_frame(tables.pop("kernels"), strings, path, decode_pid, kernel_names)
         else:
@@ -349,6 +385,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
         copies = pd.concat([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]], ignore_index=True)
         overhead = pd.concat([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]], ignore_index=True)
+        del frames  # the frames above are the only references left: columns dropped below are freed
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
         untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
                               lost_event_marks(schema)], ignore_index=True)
@@ -359,12 +396,13 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         warnings += device_warnings
         kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
         kernels = _group_by_gpu(kernels)
-        runtime = _in_start_order(runtime)
+        runtime = _in_start_order(runtime, consume=True)
         if not copies.empty:
             keys = devices.set_index(["pid", "device_id"])["gpu_key"]
             copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
         else:
             copies["gpu_key"] = pd.Series(dtype=object)
+        release_memory()  # what reading and sorting freed: back to the system before the analysis
         return Report(
             path=path,
             kernels=kernels,

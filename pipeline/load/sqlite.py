@@ -14,10 +14,11 @@ import threading
 import urllib.parse
 
 import numpy as np
-import pandas as pd
 
-from ..model import ProfileError
 from .tables import Schema
+
+# pandas and pipeline.model (which imports pandas) are imported where used: the bench's reader
+# reference (bench/run.py) reads the columns with this module in a process that imports no more.
 
 
 def readonly_uri(path: str) -> str:
@@ -31,6 +32,8 @@ def connect_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
 
     Immutable means SQLite ignores sidecars and locks: open only a file that holds the committed
     state by itself (:func:`pipeline.load.snapshot.committed_state` gives one)."""
+    from ..model import ProfileError
+
     name = shown or path
     if not os.path.exists(path):
         raise ProfileError(f"{name}: file not found")
@@ -58,6 +61,8 @@ def _check_not_truncated(path: str, name: str) -> None:
     disk image is malformed", or nothing until a query reaches a missing page.
     Files that do not start with the SQLite magic are left to SQLite to reject. Messages name ``name``.
     """
+    from ..model import ProfileError
+
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         header = fh.read(100)
@@ -94,7 +99,7 @@ def text_rows(con: sqlite3.Connection, sql: str) -> list[tuple]:
         con.text_factory = saved
 
 
-def read_frame(schema: "Schema", sql: str) -> pd.DataFrame:
+def read_frame(schema: "Schema", sql: str) -> "pd.DataFrame":
     """Run one (small) query through :func:`_fetch` and return a frame."""
     return _fetch(schema.uri, sql).to_pandas()
 
@@ -236,16 +241,39 @@ def _as_int64(col, fill: int) -> np.ndarray | None:
     return col.to_numpy(zero_copy_only=False)
 
 
-class _Sink:
-    """Where the batches of every piece (rowid range) of one query land (:func:`read_columns`).
+_INT32 = np.iinfo(np.int32)
 
-    With ``ranges`` (dense rowids), each column is one array of ``capacity`` values allocated on
+
+class Query:
+    """One table to read with :func:`read_columns`.
+
+    ``table``, ``sql``: the table and the ``SELECT ... FROM table`` (no WHERE) that reads it;
+    ``columns``: the names ``sql`` gives its result columns; ``fills``: column -> the value a
+    NULL becomes (default 0); ``derive``: column -> ``[(name, function), ...]``: instead of the
+    column itself, each ``function`` of its int64 values (batch by batch) is kept under ``name``
+    (e.g. the process and thread ids of a ``globalTid``); ``small``: the kept columns (derived or
+    not) stored as int32 while every value fits (int64 from the first one that does not)."""
+
+    def __init__(self, table: str, sql: str, columns: list, fills: dict | None = None,
+                 derive: dict | None = None, small=()):
+        self.table, self.sql, self.columns = table, sql, list(columns)
+        self.fills, self.derive, self.small = dict(fills or {}), dict(derive or {}), frozenset(small)
+
+    def kept(self) -> list[str]:
+        """The names of the arrays :func:`read_columns` gives for this query."""
+        return [d for c in self.columns for d in ([n for n, _ in self.derive[c]] if c in self.derive else [c])]
+
+
+class _Sink:
+    """Where the batches of every piece (rowid range) of one :class:`Query` land (:func:`read_columns`).
+
+    With ``ranges`` (dense rowids), each kept column is one array of ``capacity`` values allocated on
     first use, and the piece of ``[first, past)`` writes its rows from ``first - low`` on;
     :meth:`finish` then moves the pieces down over rowids no row used (none, in an export).
     Without, each piece keeps its batches and :meth:`finish` joins them."""
 
-    def __init__(self, columns: list[str], fills: dict, ranges: list[tuple[int, int]] | None, pieces: int):
-        self.columns, self.fills = columns, fills
+    def __init__(self, query: Query, ranges: list[tuple[int, int]] | None, pieces: int):
+        self.query, self.fills = query, query.fills
         self.low = ranges[0][0] if ranges else 0
         self.bounds = [(a - self.low, b - self.low) for a, b in ranges] if ranges else None
         self.capacity = self.bounds[-1][1] if ranges else None
@@ -257,15 +285,34 @@ class _Sink:
         self.counts = [0] * pieces
         self.batches = [[] for _ in range(pieces)]  # without ranges: per piece, [(n, {name: (values, mask)})]
 
-    def _array(self, store: dict, name: str, dtype, fill) -> np.ndarray:
+    def _fill(self, name: str) -> int:
+        return self.fills.get(name, 0)
+
+    def _write(self, name: str, at: int, values: np.ndarray | None) -> None:
+        """``values`` into column ``name`` from row ``at`` (None: the column's fill, already there);
+        an int32 column becomes int64 when a value does not fit."""
+        fits = values is None or not values.size or name not in self.query.small or \
+            (_INT32.min <= int(values.min()) and int(values.max()) <= _INT32.max)
         with self.lock:
-            if name not in store:
-                store[name] = np.full(self.capacity, fill, dtype=dtype)
-            return store[name]
+            out = self.ints.get(name)
+            if out is None:
+                small = name in self.query.small and fits
+                out = self.ints[name] = np.full(self.capacity, self._fill(name), np.int32 if small else np.int64)
+            elif out.dtype == np.int32 and not fits:
+                out = self.ints[name] = out.astype(np.int64)
+            if values is not None:
+                out[at:at + values.size] = values
+
+    def _mask(self, name: str, at: int, mask: np.ndarray) -> None:
+        with self.lock:
+            if name not in self.nulls:
+                self.nulls[name] = np.zeros(self.capacity, dtype=bool)
+            self.nulls[name][at:at + mask.size] = mask
 
     def add(self, piece: int, seq: int, batch) -> None:
         n = batch.num_rows
         kept = {}
+        at = 0
         if self.bounds is not None:
             first, past = self.bounds[piece]
             at = first + self.counts[piece]
@@ -276,20 +323,24 @@ class _Sink:
                 with self.lock:
                     self.texts.setdefault(name, []).append((piece, seq, col))
                 continue
-            fill = self.fills.get(name, 0)
-            values = _as_int64(col, fill)
+            values = _as_int64(col, self._fill(name))
             if values is None:  # NULLs only: as text, should other batches of the column be text
                 with self.lock:
                     self.null_batches.setdefault(name, []).append((piece, seq, n))
             mask = None if not col.null_count else (np.ones(n, bool) if values is None
                                                     else col.is_null().to_numpy(zero_copy_only=False))
-            if self.bounds is None:
-                kept[name] = (np.full(n, fill, np.int64) if values is None else values.copy(), mask)
-                continue
-            if values is not None:
-                self._array(self.ints, name, np.int64, fill)[at:at + n] = values
-            if mask is not None:
-                self._array(self.nulls, name, bool, False)[at:at + n] = mask
+            derived = [(name, values)]
+            if name in self.query.derive:
+                full = np.full(n, self._fill(name), np.int64) if values is None else values
+                derived = [(d, fn(full)) for d, fn in self.query.derive[name]]
+            for out_name, out_values in derived:
+                if self.bounds is None:
+                    kept[out_name] = (np.full(n, self._fill(out_name), np.int64) if out_values is None
+                                      else np.array(out_values, dtype=np.int64), mask)
+                    continue
+                self._write(out_name, at, out_values)
+                if mask is not None:
+                    self._mask(out_name, at, mask)
         if self.bounds is None:
             self.batches[piece].append((n, kept))
         self.counts[piece] += n
@@ -298,14 +349,18 @@ class _Sink:
         import pyarrow as pa
 
         rows = sum(self.counts)
-        names = [c for c in self.columns if c not in self.texts]
+        names = [c for c in self.query.kept() if c not in self.texts]
         ints, nulls = {}, {}
         if self.bounds is None:
             batches = [b for piece in self.batches for b in piece]
             for name in names:
-                fill = self.fills.get(name, 0)
-                parts = [kept[name][0] if name in kept else np.full(n, fill, np.int64) for n, kept in batches]
-                ints[name] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                parts = [kept[name][0] if name in kept else np.full(n, self._fill(name), np.int64)
+                         for n, kept in batches]
+                values = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                if name in self.query.small and (not values.size or _INT32.min <= values.min() <= values.max()
+                                                 <= _INT32.max):
+                    values = values.astype(np.int32)
+                ints[name] = values
                 masks = [kept[name][1] if name in kept else None for n, kept in batches]
                 if any(m is not None for m in masks):
                     nulls[name] = np.concatenate([np.zeros(n, bool) if m is None else m
@@ -320,7 +375,8 @@ class _Sink:
                     arr = store.get(name)
                     if arr is None:
                         if store is self.ints:
-                            out[name] = np.full(rows, self.fills.get(name, 0), dtype=np.int64)
+                            small = name in self.query.small and _INT32.min <= self._fill(name) <= _INT32.max
+                            out[name] = np.full(rows, self._fill(name), dtype=np.int32 if small else np.int64)
                         continue
                     for src, dst, count in moves:
                         if src != dst and count:
@@ -366,26 +422,25 @@ def _dense_ranges(schema: Schema, table: str, parts: int) -> list[tuple[int, int
     return ranges if ranges[-1][1] - ranges[0][0] <= max(page_size * pages // 4, 1) else None
 
 
-def read_columns(schema: Schema, jobs: dict[str, tuple[str, str, list, dict]], threads: int | None = None) -> dict:
-    """Read several tables at once, straight into numpy: ``{name: (table, sql, columns, fills)}`` ->
-    ``{name: Decoded}`` (:class:`Decoded`); ``columns``: the names ``sql`` gives its result columns,
-    ``fills``: column -> the value a NULL becomes (default 0).
+def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None = None) -> dict:
+    """Read several tables at once, straight into numpy: ``{name: Query}`` -> ``{name: Decoded}``
+    (:class:`Query`, :class:`Decoded`).
 
     Each table is read in consecutive rowid ranges (at least :data:`SPLIT_MIN_ROWS` rowids each, up
     to ``threads`` of them), each range on its own read-only connection, all on ``threads`` threads
     (default :func:`read_threads`): the driver decodes with the GIL released, so the tables and
     ranges decode at once. Each batch is written into its columns' final arrays as it comes, so
-    memory is the result plus a batch per thread. Rows are those of ``sql`` in rowid order.
+    memory is the result plus a batch per thread. Rows are those of the query in rowid order.
     Raises ``sqlite3.DatabaseError``.
     """
     threads = threads or read_threads()
     work, sinks = [], {}
-    for name, (table, sql, columns, fills) in jobs.items():
-        ranges = _dense_ranges(schema, table, threads)
-        queries = [sql] if ranges is None or len(ranges) == 1 else \
-            [f"{sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in ranges]
-        sinks[name] = _Sink(columns, fills, ranges, len(queries))
-        work += [(i, name, q) for i, q in enumerate(queries)]
+    for name, query in queries.items():
+        ranges = _dense_ranges(schema, query.table, threads)
+        sqls = [query.sql] if ranges is None or len(ranges) == 1 else \
+            [f"{query.sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in ranges]
+        sinks[name] = _Sink(query, ranges, len(sqls))
+        work += [(i, name, q) for i, q in enumerate(sqls)]
     work.sort(key=lambda w: w[0])  # every table's first range first: they decode side by side
     if threads == 1 or len(work) == 1:
         for i, name, q in work:
