@@ -234,11 +234,27 @@ def _as_int64(col, fill: int) -> np.ndarray | None:
 
     if pa.types.is_null(col.type):
         return None
-    if col.null_count:
-        col = pc.fill_null(col, pa.scalar(fill, col.type) if pa.types.is_integer(col.type) else fill)
     if not pa.types.is_int64(col.type):
         col = pc.cast(col, pa.int64(), safe=False)
-    return col.to_numpy(zero_copy_only=False)
+    values = _view(col, np.int64)
+    if col.null_count:
+        values = values.copy()
+        values[_null_mask(col)] = fill
+    return values
+
+
+def _view(col, dtype) -> np.ndarray:
+    """A numpy view of a primitive Arrow array without NULLs (its values buffer; ``to_numpy``
+    would import pandas)."""
+    return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * np.dtype(dtype).itemsize)
+
+
+def _null_mask(col) -> np.ndarray:
+    """True where one batch's column is NULL, as numpy bools."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return _view(pc.cast(col.is_null(), pa.uint8()), np.uint8).view(bool)
 
 
 _INT32 = np.iinfo(np.int32)
@@ -327,8 +343,7 @@ class _Sink:
             if values is None:  # NULLs only: as text, should other batches of the column be text
                 with self.lock:
                     self.null_batches.setdefault(name, []).append((piece, seq, n))
-            mask = None if not col.null_count else (np.ones(n, bool) if values is None
-                                                    else col.is_null().to_numpy(zero_copy_only=False))
+            mask = None if not col.null_count else (np.ones(n, bool) if values is None else _null_mask(col))
             derived = [(name, values)]
             if name in self.query.derive:
                 full = np.full(n, self._fill(name), np.int64) if values is None else values

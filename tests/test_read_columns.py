@@ -1,0 +1,107 @@
+"""pipeline.load.sqlite.read_columns: tables decoded batch by batch straight into numpy (issue 16).
+
+Small exports built here, with the expected arrays written out by hand: rows in rowid order
+across the rowid ranges read on threads, NULLs as the fill value (and their masks), floats cut
+toward zero, inline text kept as text, derived columns, int32 storage that widens to int64 at the
+first value that does not fit, rowid holes closed, and a table without rowids.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from pipeline.load import sqlite as reader
+from pipeline.load.sqlite import Query, read_columns, readonly_uri
+from pipeline.load.tables import Schema
+
+
+def schema_of(path) -> Schema:
+    uri = readonly_uri(str(path))
+    return Schema(sqlite3.connect(uri, uri=True), uri)
+
+
+@pytest.fixture()
+def small_pieces(monkeypatch):
+    """Rowid ranges of at least 3 rowids and batches of 2 rows: a 10-row table is read as two ranges
+    (threads=2), each in several batches."""
+    monkeypatch.setattr(reader, "SPLIT_MIN_ROWS", 3)
+    monkeypatch.setattr(reader, "BATCH_ROWS", 2)
+
+
+def write(path, sql_rows, create="CREATE TABLE t (a INTEGER, b REAL, c TEXT, g INTEGER)"):
+    con = sqlite3.connect(path)
+    con.execute(create)
+    con.executemany(f"INSERT INTO t VALUES ({', '.join('?' * len(sql_rows[0]))})", sql_rows)
+    con.commit()
+    con.close()
+
+
+def test_rows_in_rowid_order_nulls_filled_and_masked(tmp_path, small_pieces):
+    # a: 0..9 with NULL at rows 2 and 7; b: floats cut toward zero (-1.7 -> -1, 2.9 -> 2)
+    rows = [(i if i not in (2, 7) else None, [-1.7, 2.9][i % 2], None, 0) for i in range(10)]
+    path = tmp_path / "t.sqlite"
+    write(path, rows)
+    got = read_columns(schema_of(path), {"t": Query("t", "SELECT a, b FROM t", ["a", "b"], {"a": -5})}, threads=2)["t"]
+    assert got.rows == 10
+    assert got.ints["a"].tolist() == [0, 1, -5, 3, 4, 5, 6, -5, 8, 9]
+    assert got.null_mask("a").tolist() == [i in (2, 7) for i in range(10)]
+    assert got.ints["b"].tolist() == [-1, 2] * 5
+    assert "b" not in got.nulls and not got.null_mask("b").any()
+
+
+def test_derived_and_int32_columns_widen_when_a_value_does_not_fit(tmp_path, small_pieces):
+    # g = (pid << 24) | tid: pid 7, tids 100..109; the last row's tid-derived value is huge
+    big = 2**40
+    rows = [(i, 0.0, None, (7 << 24) | (100 + i)) for i in range(9)] + [(big, 0.0, None, (7 << 24) | 109)]
+    path = tmp_path / "t.sqlite"
+    write(path, rows)
+    query = Query("t", "SELECT a, g FROM t", ["a", "g"],
+                  derive={"g": [("tid", lambda v: v & 0xFFFFFF), ("pid", lambda v: (v >> 24) & 0xFFFFFF)]},
+                  small={"a", "tid", "pid"})
+    assert query.kept() == ["a", "tid", "pid"]
+    got = read_columns(schema_of(path), {"t": query}, threads=2)["t"]
+    assert set(got.ints) == {"a", "tid", "pid"}      # g itself is not kept
+    assert got.ints["tid"].tolist() == list(range(100, 110)) and got.ints["tid"].dtype == np.int32
+    assert got.ints["pid"].tolist() == [7] * 10 and got.ints["pid"].dtype == np.int32
+    # a fits int32 until its last value (2**40): stored as int64, every value exact
+    assert got.ints["a"].tolist() == list(range(9)) + [big] and got.ints["a"].dtype == np.int64
+
+
+def test_inline_text_stays_text_in_order(tmp_path, small_pieces):
+    rows = [(i, 0.0, None if i == 4 else f"k{i}", 0) for i in range(10)]
+    path = tmp_path / "t.sqlite"
+    write(path, rows)
+    got = read_columns(schema_of(path), {"t": Query("t", "SELECT a, c FROM t", ["a", "c"])}, threads=2)["t"]
+    assert "c" not in got.ints
+    assert got.texts["c"].to_pylist() == [None if i == 4 else f"k{i}" for i in range(10)]
+
+
+def test_rowid_holes_are_closed(tmp_path, small_pieces):
+    # rowids 1..10 with 3, 4 and 8 deleted: 7 rows, a = their rowids
+    path = tmp_path / "t.sqlite"
+    write(path, [(i, 0.0, None, 0) for i in range(1, 11)])
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM t WHERE rowid IN (3, 4, 8)")
+    con.commit()
+    con.close()
+    got = read_columns(schema_of(path), {"t": Query("t", "SELECT a FROM t", ["a"], small={"a"})}, threads=2)["t"]
+    assert got.rows == 7
+    assert got.ints["a"].tolist() == [1, 2, 5, 6, 7, 9, 10]
+
+
+def test_a_table_without_rowid_and_an_empty_table(tmp_path, small_pieces):
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE w (k INTEGER PRIMARY KEY, v INTEGER) WITHOUT ROWID")
+    con.executemany("INSERT INTO w VALUES (?, ?)", [(k, None if k == 3 else 10 * k) for k in range(1, 6)])
+    con.execute("CREATE TABLE e (v INTEGER)")
+    con.commit()
+    con.close()
+    got = read_columns(schema_of(path), {"w": Query("w", "SELECT k, v FROM w", ["k", "v"], {"v": -1}, small={"v"}),
+                                         "e": Query("e", "SELECT v FROM e", ["v"])}, threads=2)
+    assert got["w"].ints["k"].tolist() == [1, 2, 3, 4, 5]
+    assert got["w"].ints["v"].tolist() == [10, 20, -1, 40, 50] and got["w"].ints["v"].dtype == np.int32
+    assert got["w"].null_mask("v").tolist() == [False, False, True, False, False]
+    assert got["e"].rows == 0 and got["e"].ints["v"].tolist() == []
