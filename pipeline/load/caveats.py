@@ -113,9 +113,10 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
     hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
     for part in _chunks(w_pid.size):
-        codes = pids.get_indexer(w_pid[part])
-        np.minimum.at(lo, codes, w_corr[part])
-        np.maximum.at(hi, codes, w_corr[part])
+        per_process = pd.Series(w_corr[part]).groupby(pids.get_indexer(w_pid[part])).agg(["min", "max"])
+        codes = per_process.index.to_numpy()
+        lo[codes] = np.minimum(lo[codes], per_process["min"].to_numpy(np.int64))
+        hi[codes] = np.maximum(hi[codes], per_process["max"].to_numpy(np.int64))
     sizes = hi[:-1] - lo[:-1] + 1
     bitmap = int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * w_corr.size + BITMAP_SLACK
     if bitmap:
