@@ -59,7 +59,7 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     iterations = [[int(a), int(b)] for a, b in zip(bounds, bounds[1:]) if b > w0 and a < w1]
     return {
         "window": [int(w0), int(w1)],
-        "busy": [[int(a), int(b)] for a, b in zip(s, e)],
+        "busy": np.column_stack((np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))).tolist(),
         "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
         "iterations": iterations,
     }
