@@ -105,3 +105,29 @@ def test_a_table_without_rowid_and_an_empty_table(tmp_path, small_pieces):
     assert got["w"].ints["v"].tolist() == [10, 20, -1, 40, 50] and got["w"].ints["v"].dtype == np.int32
     assert got["w"].null_mask("v").tolist() == [False, False, True, False, False]
     assert got["e"].rows == 0 and got["e"].ints["v"].tolist() == []
+
+
+def test_an_unchanged_export_is_hashed_once_per_process(tmp_path, monkeypatch):
+    """The run hashes each export for its result and again for its columnar cache entry: the second
+    time the key is remembered (same stat, file settled); a rewritten file is hashed again, and a
+    file changed within SETTLE_NS of hashing is hashed every time."""
+    import hashlib
+
+    from pipeline.load import snapshot
+
+    path = tmp_path / "e.sqlite"
+    path.write_bytes(b"abc")
+    calls = []
+    real = snapshot.content_key
+    monkeypatch.setattr(snapshot, "content_key", lambda p: calls.append(p) or real(p))
+    monkeypatch.setattr(snapshot, "SETTLE_NS", -10**18)   # every file counts as settled
+    abc, abcd = hashlib.sha256(b"abc").hexdigest(), hashlib.sha256(b"abcd").hexdigest()
+    assert [snapshot.snapshot_key(str(path)) for _ in range(3)] == [abc] * 3
+    assert len(calls) == 1
+    path.write_bytes(b"abcd")          # rewritten (another size: a new stamp even within one clock tick)
+    assert [snapshot.snapshot_key(str(path)) for _ in range(2)] == [abcd] * 2
+    assert len(calls) == 2
+    monkeypatch.setattr(snapshot, "SETTLE_NS", 10**18)    # nothing counts as settled
+    path.write_bytes(b"abc")
+    assert [snapshot.snapshot_key(str(path)) for _ in range(2)] == [abc] * 2
+    assert len(calls) == 4
