@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..model import CATEGORIES, CAVEATS
@@ -135,27 +136,36 @@ def _examples(rows: pd.DataFrame, rosters: dict, cat: str) -> str:
 
 
 def _entries(rows: pd.DataFrame, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
-    """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by name)."""
+    """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by name).
+
+    The columns are taken out of the frame once (a frame filter per category and column cost more
+    than the whole list: every run makes one list per job)."""
     window = int(rows["window_ns"].fillna(0).sum())
     iterations = int(rows["iterations"].fillna(0).min())
+    reports, keys = rows["report"].tolist(), rows["gpu_key"].tolist()
+    low_conf = rows["low_confidence"].astype(bool).to_numpy()
+    notes_col = rows["confidence_note"].tolist()
+    windows = rows["window_ns"].to_numpy(dtype=object)
     entries = []
     for cat in fixable():
-        part = rows[rows[f"cat_{cat}_ns"].fillna(0) > 0]
-        if part.empty:
+        cat_ns = rows[f"cat_{cat}_ns"]
+        filled = cat_ns.fillna(0)
+        at = np.flatnonzero((filled > 0).to_numpy())
+        if not at.size:
             continue
         # confidence of the GPUs this entry rests on (those with idle of the category), not of the whole group
-        low = part[part["low_confidence"].astype(bool)]
-        notes = sorted({f"{r} {k}: {n}" for r, k, n in zip(low["report"], low["gpu_key"], low["confidence_note"])})
-        s = share(int(rows[f"cat_{cat}_ns"].fillna(0).sum()), window)
+        low = [i for i in at if low_conf[i]]
+        notes = sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in low})
+        s = share(int(filled.sum()), window)
+        raw = cat_ns.to_numpy(dtype=object)
         entries.append({
             "scope": scope, "cluster": cluster, "job": job, "category": cat,
             "usd_per_month": round(float(rows[f"fix_{cat}_usd_per_month"].fillna(0).sum()), 2),
             "speedup": round(speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
-            "gpus": int(len(part)), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(part["report"], part["gpu_key"])),
-            "example_gaps": _examples(part, rosters, cat), "window_ns": window, "iterations": iterations,
-            "low_confidence": bool(len(low)), "confidence_note": "; ".join(notes),
-            "implausible_speedup": max([s] + [share(n, w) for n, w in zip(part[f"cat_{cat}_ns"], part["window_ns"])])
-            >= IMPLAUSIBLE_SHARE,
+            "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
+            "example_gaps": _examples(rows.iloc[at], rosters, cat), "window_ns": window, "iterations": iterations,
+            "low_confidence": bool(low), "confidence_note": "; ".join(notes),
+            "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
         })
     entries.sort(key=lambda e: (-e["usd_per_month"], e["category"]))
     for i, e in enumerate(entries, 1):
