@@ -813,10 +813,10 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   + (f"; `gpu-idle run {os.path.basename(TINY)} --out DIR` (the real 2-kernel export, fresh caches "
                      f"and output): {su['tiny']['wall_s']:.3f} s (peak RSS {mib(su['tiny']['tree_rss'])})"
                      if "tiny" in su else "") + ". Best of 5 after a warm-up. What each loads is held by "
-                  "`tests/test_startup.py`: click alone for `--version` and `--help`; for one local report, "
-                  "pandas, numpy, pyarrow, the ADBC SQLite driver and pydantic (the config), no Dask, "
-                  "matplotlib, jinja2, markdown, fsspec/s3fs, psutil or YAML. Most of the rest is importing "
-                  "pandas (with pyarrow), ~0.3 s on this machine when it is quiet."]
+                  "`tests/test_startup.py`: click alone for `--version` and `--help`; for one local report with "
+                  "the default settings, pandas, numpy, pyarrow and the ADBC SQLite driver, no Dask, "
+                  "matplotlib, jinja2, markdown, fsspec/s3fs, psutil, YAML or pydantic. Most of the rest is "
+                  "importing pandas (with numpy and pyarrow)."]
     if scale:
         lines += ["", "## 1. Scale: ours vs the decode floor (per report, all 8 GPUs)", "",
                   "*Decode floor*: `sqlite3 -readonly FILE` with `SELECT total(start), total(end), ... FROM "

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
-
 NS_PER_S = 1_000_000_000
 #: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,
 #: so a float still tells the nanoseconds it was written with; above it (the UTC-epoch clock of
@@ -85,18 +83,32 @@ def _text(value):
 
 # Value types of the settings, checked by pydantic when a config is built (:func:`config_from_dict`).
 # Numbers are strict: text is never taken for a number (YAML reads ``1e6`` as text), nor a bool.
-Count = Annotated[int, Field(strict=True, ge=0)]
-AtLeastOne = Annotated[int, Field(strict=True, ge=1)]
-Nanoseconds = Count  # a length in ns
-Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
-Percent = Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
-Positive = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
-Factor = Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)]
-Flag = Annotated[bool, Field(strict=True)]
-Regex = Annotated[str, AfterValidator(_regex)]
-Label = Annotated[str | None, BeforeValidator(_text)]
-TrimSeconds = Annotated[tuple[Decimal, Decimal] | None, BeforeValidator(_trim_pair)]
+# The dataclasses below name them in their (string) annotations; they are made, with pydantic,
+# only when a value has to be checked (:func:`_value_types`): a run with the defaults alone, as
+# `gpu-idle run FILE --out DIR` is, never imports pydantic (~0.05 s of its start).
+def _value_types() -> None:
+    """Define the value types (``Count``, ``Share``, ...) and pydantic's ``Field`` in this module,
+    where pydantic resolves the dataclasses' annotations. Idempotent."""
+    if "Count" in globals():
+        return
+    from pydantic import AfterValidator, BeforeValidator, Field
+
+    count = Annotated[int, Field(strict=True, ge=0)]
+    globals().update(
+        Field=Field,
+        Count=count,
+        AtLeastOne=Annotated[int, Field(strict=True, ge=1)],
+        Nanoseconds=count,  # a length in ns
+        Share=Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)],
+        Percent=Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)],
+        NonNegative=Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)],
+        Positive=Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)],
+        Factor=Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)],
+        Flag=Annotated[bool, Field(strict=True)],
+        Regex=Annotated[str, AfterValidator(_regex)],
+        Label=Annotated[str | None, BeforeValidator(_text)],
+        TrimSeconds=Annotated[tuple[Decimal, Decimal] | None, BeforeValidator(_trim_pair)],
+    )
 
 
 @dataclass(frozen=True)
@@ -388,6 +400,7 @@ def _merge(base: dict, over: dict) -> dict:
 def _adapter(cls):
     from pydantic import TypeAdapter
 
+    _value_types()
     return TypeAdapter(cls)
 
 
@@ -415,10 +428,10 @@ def _build(cls, data: dict, where: str, section: str):
     """``cls`` (a section's dataclass) from its YAML mapping, every value checked against the field's
     type (pydantic). Raises :class:`ConfigError` ``<where>: <section>.<key>: <what is expected>, got <value>``
     (every problem of the section, joined by ``; ``)."""
-    from pydantic import ValidationError
-
     if data is None or data == {}:
         return cls()
+    from pydantic import ValidationError
+
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {section}: expected a mapping, got {type(data).__name__}")
     names = {f.name: f for f in dataclasses.fields(cls)}
