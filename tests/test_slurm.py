@@ -242,3 +242,135 @@ def test_a_worker_job_cancelled_mid_sweep(slurm, fleet, local_night, tmp_path):
     assert job_state(slurm, victim_job)[0] == "CANCELLED"
     assert f"sweep {NIGHT}: 4 report(s): 4 analysed, 0 reused, 0 failed" in out, out
     assert_same_night(local_night, tmp_path / "state-cancel" / "nights" / NIGHT)
+
+
+# ---------------------------------------------------------------- what the product says when Slurm gives no worker
+
+def slurm_config(tmp_path: Path, wait_timeout_s: float = 6.0, **options):
+    """A config whose dask.slurm asks for one small worker job (1 CPU, 1 GiB), output in tmp_path."""
+    from pipeline.config import config_from_dict
+
+    options = {"cores": 1, "memory": "1GiB", "processes": 1, "interface": "lo",
+               "scheduler_options": {"dashboard_address": ":0"},
+               "job_extra_directives": [f"--output={tmp_path}/%x-%j.out"], **options}
+    return config_from_dict({"dask": {"slurm": {"options": options, "jobs": 1, "min_workers": 1,
+                                                "wait_timeout_s": wait_timeout_s}}})
+
+
+def open_fails(cfg) -> str:
+    """The EngineError text of open_client(cfg); the time it took is bounded by the caller's timeout."""
+    from pipeline.engine.cluster import EngineError, open_client
+
+    with pytest.raises(EngineError) as caught:
+        with open_client(cfg, log=lambda message: None):
+            pass
+    return str(caught.value)
+
+
+def worker_jobs_left(slurm, timeout_s: float = 30) -> list[str]:
+    """Jobs named dask-worker (SLURMCluster's default) still pending, running or completing
+    ``timeout_s`` seconds after the run gave up (the cancelled jobs leave within KillWait, 5 s)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = slurm.run("squeue", "-h", "-n", "dask-worker", "-t", "PD,R,CG", "-o", "%i").stdout.split()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+def test_no_controller_reachable(slurm, fleet, tmp_path):
+    """SLURM_CONF naming a controller port nothing listens on: `gpu-idle sweep` stops at once with
+    the cause, every report is an error row saying it, exit status 1."""
+    conf = tmp_path / "slurm.conf"
+    port = local_slurm.free_port()
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=\d+$", f"SlurmctldPort={port}", slurm.conf.read_text()))
+    config = night_config(tmp_path, fleet, tmp_path / "state", slurm={"options": {"interface": "lo"}})
+    start = time.monotonic()
+    proc = run_cli("sweep", "--config", str(config), "--config", "deploy/slurm/slurm.yaml", "--night", NIGHT,
+                   check=False, env={"SLURM_CONF": str(conf)}, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    message = f"no Slurm controller reachable: `scontrol ping` says: Slurmctld(primary) at"
+    assert f"gpu-idle: ERROR: {message}" in proc.stderr, proc.stderr
+    assert f"is DOWN (SLURM_CONF={conf})" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 60
+    fleet_rows = (tmp_path / "state" / "nights" / NIGHT / "fleet.csv").read_text().splitlines()[1:]
+    assert len(fleet_rows) == 4 and all(message in row and ",error," in row for row in fleet_rows), fleet_rows
+
+
+def test_slurm_refuses_the_worker_job(slurm, tmp_path):
+    """A partition that does not exist: sbatch --test-only's answer, before anything is submitted."""
+    message = open_fails(slurm_config(tmp_path, queue="nosuchqueue"))
+    assert message.startswith("Slurm refuses the worker job (sbatch --test-only): "), message
+    assert "invalid partition specified: nosuchqueue" in message, message
+    assert worker_jobs_left(slurm) == []
+
+
+def test_worker_jobs_stuck_pending(slurm, tmp_path):
+    """A job Slurm holds back (--begin an hour from now): after the bounded wait, the jobs pending
+    and Slurm's reason; the job is cancelled on the way out."""
+    start = time.monotonic()
+    message = open_fails(slurm_config(tmp_path, wait_timeout_s=5, job_extra_directives=[
+        f"--output={tmp_path}/%x-%j.out", "--begin=now+3600"]))
+    assert time.monotonic() - start < 60
+    assert re.fullmatch(r"0 of 1 Dask worker\(s\) joined the scheduler at tcp://127\.0\.0\.1:\d+ in \d+ s; "
+                        r"worker job\(s\) \d+ still pending \(Slurm's reason: BeginTime\): ask for less .*"
+                        r"or wait longer \(dask\.slurm\.wait_timeout_s\)", message), message
+    assert worker_jobs_left(slurm) == []
+
+
+def test_worker_job_running_but_never_connecting(slurm, tmp_path):
+    """A job that runs but whose worker never reaches the scheduler (here it sleeps before starting):
+    after the bounded wait, which job and where to look."""
+    message = open_fails(slurm_config(tmp_path, wait_timeout_s=8, job_script_prologue=["sleep 600"]))
+    assert re.fullmatch(r"0 of 1 Dask worker\(s\) joined the scheduler at tcp://127\.0\.0\.1:\d+ in \d+ s; "
+                        r"worker job\(s\) \d+ running but their Dask worker never connected: it cannot reach "
+                        r"the scheduler \(set `interface` .*read the job's output file\)", message), message
+    assert worker_jobs_left(slurm) == []
+
+
+def test_worker_job_that_ends_without_a_worker(slurm, tmp_path):
+    """A job whose python does not exist on the node ends at once: the wait stops then (not at the
+    timeout) and names the job and its state."""
+    start = time.monotonic()
+    message = open_fails(slurm_config(tmp_path, wait_timeout_s=120, python="/nonexistent/bin/python"))
+    assert time.monotonic() - start < 60, "waited for the timeout although the job had ended"
+    assert re.search(r"worker job\(s\) ended before their Dask worker joined \(\d+ FAILED\): read the job's "
+                     r"output file", message), message
+    (log,) = tmp_path.glob("dask-worker-*.out")
+    assert "/nonexistent/bin/python: No such file or directory" in log.read_text()
+
+
+def test_explain_no_workers_names_each_job_by_its_state():
+    """The message from squeue's states alone (no Slurm needed): pending with their reasons,
+    running without a worker, ended (state, or gone from squeue), in the order of the jobs."""
+    from pipeline.engine.slurm import explain_no_workers
+
+    states = {"11": ("PENDING", "Resources"), "12": ("PENDING", "Priority"), "13": ("RUNNING", "None"),
+              "14": ("FAILED", "NonZeroExitCode")}
+    message = explain_no_workers(["11", "12", "13", "14", "15"], states, 30, "tcp://10.0.0.1:8786", 0, 2)
+    assert message == (
+        "0 of 2 Dask worker(s) joined the scheduler at tcp://10.0.0.1:8786 in 30 s; "
+        "worker job(s) 11, 12 still pending (Slurm's reason: Priority, Resources): ask for less (cores, memory, "
+        "walltime in dask.slurm.jobqueue), another queue, or wait longer (dask.slurm.wait_timeout_s); "
+        "worker job(s) 13 running but their Dask worker never connected: it cannot reach the scheduler "
+        "(set `interface` to a network every node shares, check firewalls) or did not start (read the job's "
+        "output file); worker job(s) ended before their Dask worker joined (14 FAILED, 15 gone from squeue): "
+        "read the job's output file (the python of dask.slurm's job script must exist on the nodes, with "
+        "gpu-idle installed)")
+    assert explain_no_workers([], {}, 5, "tcp://h:1", 0, 1) == (
+        "0 of 1 Dask worker(s) joined the scheduler at tcp://h:1 in 5 s: no worker job was submitted "
+        "(sbatch failed; its error is in the log above)")
+
+
+def test_dask_slurm_config_is_checked():
+    """dask.slurm keys and values are checked when the config loads; deploy/slurm/slurm.yaml loads."""
+    from pipeline.config import ConfigError, SlurmConfig, config_from_dict, load_config
+
+    cfg = load_config([REPO / "deploy" / "slurm" / "slurm.yaml"])
+    assert cfg.dask.slurm == SlurmConfig(jobqueue="deploy/slurm/jobqueue.yaml", jobs=4, min_workers=1,
+                                         wait_timeout_s=1800.0)
+    assert config_from_dict({}).dask.slurm is None
+    with pytest.raises(ConfigError, match=r"dask\.slurm\.job: Unexpected keyword argument"):
+        config_from_dict({"dask": {"slurm": {"job": 2}}})
+    with pytest.raises(ConfigError, match=r"dask\.slurm\.min_workers: should be greater than or equal to 1, got 0"):
+        config_from_dict({"dask": {"slurm": {"min_workers": 0}}})

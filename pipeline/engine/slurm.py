@@ -82,7 +82,9 @@ def check_controller() -> None:
         raise EngineError(f"no Slurm here: {', '.join(missing)} not on PATH (dask.slurm submits the workers "
                           "with sbatch: run gpu-idle on a Slurm login node or inside a Slurm job)")
     proc = _run(["scontrol", "ping"])
-    said = " ".join((proc.stdout + " " + proc.stderr).split())
+    # Its answer, without the banner of asterisks it prints under a controller that is DOWN.
+    said = " ".join(" ".join(line.split()) for line in (proc.stdout + "\n" + proc.stderr).splitlines()
+                    if line.strip() and not line.strip().startswith("*"))
     if proc.returncode != 0 or " is UP" not in said:
         raise EngineError(f"no Slurm controller reachable: `scontrol ping` says: {said or f'exit {proc.returncode}'} "
                           f"(SLURM_CONF={os.environ.get('SLURM_CONF', 'the default')})")
