@@ -178,7 +178,7 @@ def test_nightly_sweep_on_slurm_equals_the_local_run(slurm, fleet, local_night, 
     assert f"sweep {NIGHT}: 4 report(s): 4 analysed, 0 reused, 0 failed" in out, out
     assert re.search(r"dask: SLURMCluster, scheduler tcp://127\.0\.0\.1:\d+", out), out
     joined = int(re.search(r"dask: (\d+) Slurm worker\(s\) joined", out).group(1))
-    assert joined >= 1 and joined % 4 == 0, out  # whole jobs of 4 worker processes
+    assert joined >= 1, out  # min_workers: 1 (the job's other workers join as they start)
     assert_same_night(local_night, tmp_path / "state-slurm" / "nights" / NIGHT)
     # The worker jobs were Slurm jobs named as jobqueue.yaml says; all gone once the sweep ended.
     workers = slurm.run("squeue", "-h", "--states=all", "-n", "gpu-idle-worker", "-o", "%i %T").stdout.split("\n")
