@@ -294,6 +294,27 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
     echo(f"wrote {out_path} and {out_path}.truth.json")
 
 
+@main.command("slurm-job")
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML config with a dask.slurm section (repeatable; later files win).")
+def slurm_job(configs):
+    """Print the worker job script that `dask.slurm` submits to Slurm (nothing is submitted; a
+    scheduler starts in this process only to fill in its address)."""
+    try:
+        cfg = load_config(configs)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if cfg.dask.slurm is None:
+        raise click.UsageError("no dask.slurm section in the config (e.g. --config deploy/slurm/slurm.yaml)")
+    from .engine.cluster import EngineError
+    from .engine.slurm import job_script
+
+    try:
+        echo(job_script(cfg))
+    except EngineError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 from .report.command import report as _report_command  # noqa: E402
 
 main.add_command(_report_command)

@@ -23,7 +23,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
 NS_PER_S = 1_000_000_000
 #: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,
@@ -233,6 +233,30 @@ class AnalysisConfig:
 MIN_WORKER_MEMORY = 512 * 2**20
 
 
+@dataclass(frozen=True)
+class SlurmConfig:
+    """``dask.slurm``: the run's workers are Slurm jobs that dask-jobqueue's ``SLURMCluster``
+    submits (:mod:`pipeline.engine.slurm`); the scheduler runs in the gpu-idle process.
+
+    ``jobqueue``: a dask-jobqueue file in dask config format whose ``jobqueue: slurm:`` mapping
+    gives the ``SLURMCluster`` options (what one worker job asks for: cores, memory, processes,
+    walltime, queue ...; ``deploy/slurm/jobqueue.yaml``), relative to the working directory;
+    ``None``: dask's own configuration (``~/.config/dask/jobqueue.yaml``). ``options``:
+    ``SLURMCluster`` keyword arguments over the file's. ``jobs``: worker jobs submitted.
+    ``min_workers``: Dask workers that must have joined before the reports are sent.
+    ``wait_timeout_s``: seconds to wait for them; then the run stops with a message that says
+    why none came (jobs pending and Slurm's reason, jobs running whose worker never joined, jobs
+    that ended)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    jobqueue: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    jobs: AtLeastOne = 4
+    min_workers: AtLeastOne = 1
+    wait_timeout_s: Positive = 1800.0
+
+
 #: Values of ``dask.start_method`` (:mod:`multiprocessing` start methods).
 START_METHODS = ("fork", "spawn", "forkserver")
 
@@ -254,7 +278,9 @@ class DaskConfig:
     :func:`pipeline.engine.cluster.worker_start_method` for the trade-offs). ``no_workers_timeout_s``:
     when the cluster has had no worker at all for this many seconds (every worker died, or none
     could start or join), the reports not yet done become error rows and the run ends (``None``:
-    wait for workers forever, e.g. for a queue that may take hours to grant them)."""
+    wait for workers forever, e.g. for a queue that may take hours to grant them). ``slurm``:
+    start the workers as Slurm jobs (:class:`SlurmConfig`); ``None``: no Slurm (a ``scheduler``
+    address wins over it)."""
 
     scheduler: str | None = None
     n_workers: AtLeastOne = 2
@@ -265,6 +291,7 @@ class DaskConfig:
     dashboard: str | None = None
     start_method: str = "fork"
     no_workers_timeout_s: Positive | None = 120.0
+    slurm: SlurmConfig | None = None
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:

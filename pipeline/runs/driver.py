@@ -166,7 +166,7 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
     if not jobs:
         return outcomes, None
     address = scheduler_address(cfg, scheduler)
-    if len(jobs) == 1 and not address:
+    if len(jobs) == 1 and not address and cfg.dask.slurm is None:
         log("engine: in this process (one report, no scheduler configured: no cluster to start"
             + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         backend = InProcess(cfg.dask.n_workers * cfg.dask.threads_per_worker)
@@ -174,7 +174,10 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
         return outcomes, None
     try:
         with open_client(cfg, scheduler, log=log) as client:
-            backend = OnDask(client, shares_files=not address, no_workers_timeout_s=cfg.dask.no_workers_timeout_s)
+            # Workers on other machines (a scheduler's, Slurm jobs') may not see this one's folders:
+            # the client writes the outputs and stores the results.
+            remote = bool(address) or cfg.dask.slurm is not None
+            backend = OnDask(client, shares_files=not remote, no_workers_timeout_s=cfg.dask.no_workers_timeout_s)
             outcomes = list(_tracked(map_reports(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None
@@ -217,7 +220,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
     folder.prepare()
     # Workers of a LocalCluster have a known memory limit: a local report too big for it is
     # refused by its size before anything reads (or hashes) it. A remote worker checks its own.
-    limit = None if scheduler_address(cfg, scheduler) else local_worker_memory(cfg)
+    limit = None if scheduler_address(cfg, scheduler) or cfg.dask.slurm is not None else local_worker_memory(cfg)
     paths, problems = discover(list(inputs), storage=cfg.storage, memory_limit=limit,
                                memory_factor=cfg.dask.memory_factor)
     folder.on_found(paths, problems)
