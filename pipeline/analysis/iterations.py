@@ -118,19 +118,23 @@ def local_exclusions(lengths: np.ndarray, has: np.ndarray, span_starts: np.ndarr
                      rules: WindowRules, untraced: tuple = ()) -> dict[int, str]:
     """``{position: reason}`` of the iterations one GPU leaves out on its own.
 
-    No extent (``has`` False): :data:`NO_KERNEL_REASON`. Warm-up: the first ``warmup_iterations``
-    of those with an extent. Untraced: their span [``span_starts``, ``span_ends``) overlaps one of
-    the ``untraced`` holes (``(starts, ends)`` ns, :func:`pipeline.analysis.caveats.untraced_spans`).
-    Outliers: ``lengths`` > factor x median or < median / factor (median of the others left).
+    Untraced: the iteration's span [``span_starts``, ``span_ends``) overlaps one of the
+    ``untraced`` holes (``(starts, ends)`` ns, :func:`pipeline.analysis.caveats.untraced_spans`: the
+    trace lost kernel records there); for an iteration without an extent on the GPU (``has``
+    False) the span is its NVTX range, and it is untraced when that range overlaps a hole (its
+    kernels were probably lost), else :data:`NO_KERNEL_REASON`. Warm-up: the first
+    ``warmup_iterations`` of those with an extent (checked before untraced). Outliers: ``lengths``
+    > factor x median or < median / factor (median of the others left).
     """
     n = lengths.size
-    excluded: dict[int, str] = {int(i): NO_KERNEL_REASON for i in np.flatnonzero(~has)}
-    with_extent = [int(i) for i in np.flatnonzero(has)]
-    for i in with_extent[:rules.warmup_iterations]:
-        excluded[i] = WARMUP_REASON
+    hit: set[int] = set()
     if len(untraced) and len(untraced[0]):
-        hit = np.flatnonzero(overlap_with_each(span_starts, span_ends, *untraced) > 0)
-        excluded.update({int(i): UNTRACED_REASON for i in hit if int(i) not in excluded})
+        hit = {int(i) for i in np.flatnonzero(overlap_with_each(span_starts, span_ends, *untraced) > 0)}
+    excluded: dict[int, str] = {int(i): UNTRACED_REASON if int(i) in hit else NO_KERNEL_REASON
+                                for i in np.flatnonzero(~has)}
+    for i in [int(i) for i in np.flatnonzero(has)][:rules.warmup_iterations]:
+        excluded[i] = WARMUP_REASON
+    excluded.update({i: UNTRACED_REASON for i in sorted(hit) if i not in excluded})
     rest = [i for i in range(n) if i not in excluded]
     if rest:
         med = float(np.median(lengths[rest]))
@@ -217,17 +221,19 @@ def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame
     notes = [f"{it.source}: {it.note}"] if it.note else []
     starts, ends = it.starts, it.ends
     lengths = ends - starts
-    span_ends = ends
+    span_starts, span_ends = starts, ends
     if it.source == "nvtx" and runtime is not None:
         g0, g1 = project(it, runtime, kernels)
         if (g0 >= 0).any():
             starts, ends, lengths = g0, g1, gpu_lengths(g0, g1)
-            span_ends = np.where(g0 >= 0, g0 + lengths, -1)
+            # on the GPU: from its extent's start over its length; without an extent: its NVTX range
+            span_starts = np.where(g0 >= 0, g0, it.starts)
+            span_ends = np.where(g0 >= 0, g0 + lengths, it.ends)
         else:
             notes.append(f"nvtx: the thread that marks the iterations (pid {it.thread[0]}, tid {it.thread[1]}) "
                          "launched no kernel of this GPU from inside them: the window is on their CPU-side ranges")
     has = starts >= 0
-    excluded = local_exclusions(lengths, has, starts, span_ends, rules, untraced)
+    excluded = local_exclusions(lengths, has, span_starts, span_ends, rules, untraced)
     run = longest_run([i not in excluded for i in range(numbers.size)])
     if rules.max_iterations:
         run = run[-rules.max_iterations:]

@@ -202,8 +202,9 @@ def _agree_across_reports(outcomes: list, rows: list, rosters: dict, plans: dict
     kept = [p for p in sorted(forced) if slots[p] is not None and cache.store.has(slots[p].key)]
     got_rows, got_rosters, damaged, _ = cache.read(kept, slots) if kept else ([], {}, [], {})
     redo = [p for p in sorted(forced) if p not in kept or p in damaged]
-    log(f"engine: {len(forced)} report(s) of jobs spread over several reports follow their job's iterations"
-        + (f"; analysing {len(redo)} again" if redo else ""))
+    if redo:
+        log(f"engine: analysing {len(redo)} report(s) again so that every GPU of their job keeps the same "
+            "iterations (a job spread over several reports)")
     jobs = [Job(p, cfg.labels_for(p), slots[p], forced[p]) for p in redo]
     again, _ = _analyse(jobs, cfg, scheduler, gpu_dir, log, None)
     done = set(forced)
