@@ -24,7 +24,7 @@ from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import too_big
 from ..inputs.export import export_report
 from ..load.cache import load_cached
-from ..load.report import gpu_trace
+from ..load.report import gpu_trace, plan_trace
 from ..model import Failure, GpuResult, ProfileError, Report
 from .outputs import write_gpu_docs
 from .reduce import build_fleet, error_row, rosters_of
@@ -158,7 +158,7 @@ def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None
     """One GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.analyse.plan_gpu`);
     None when they cannot be found (the GPU's analysis then says why in its error row)."""
     try:
-        return plan_gpu(gpu_trace(report, gpu_key), cfg)
+        return plan_gpu(plan_trace(report, gpu_key), cfg)
     except Exception:  # noqa: BLE001 - analyse_task turns the same failure into the GPU's error row
         return None
 
