@@ -368,3 +368,30 @@ def test_real_two_gpu_job_keeps_the_same_iterations(profiles):
                                                     "(gpu pid144/dev0: outlier (1.52x median))")
     assert (int(rows.loc[145, "window_end_ns"]), int(rows.loc[144, "window_end_ns"])) == (60_383_682_191,
                                                                                           60_383_678_936)
+
+
+def test_sweep_rebuild_uses_the_forced_result(two_reports, tmp_path):
+    """A night's rebuild (``--report-only``) takes each report's rosters from the stored result its rows came
+    from: rank 0's under the job's agreement (its timeline's window is the agreed one)."""
+    import json
+
+    folder, config = two_reports
+    cfg = tmp_path / "nightly.yaml"
+    state = tmp_path / "state"
+    cfg.write_text(f"sweep: {{inputs: ['{folder}/rank0.sqlite', '{folder}/rank1.sqlite'], state_dir: '{state}'}}\n"
+                   + config.read_text())
+    run_cli("sweep", "--config", str(cfg), "--night", "2026-11-30", "--workers", "1")
+    night = state / "nights" / "2026-11-30"
+
+    def windows() -> dict:
+        docs = [json.loads(p.read_text()) for p in (night / "gpus").glob("*.json")]
+        return {d["_summary"]["pid"]: (d["timeline"]["window"], d["_summary"]["kept_iterations"]) for d in docs}
+
+    want = {10: ([57 * MS, 104 * MS], "5-9"), 20: ([65 * MS, 112 * MS], "5-9")}
+    assert windows() == want
+    check_two_ranks(pd.read_csv(night / "fleet.csv", keep_default_na=False), "pid20/dev0 in rank1.sqlite")
+    for doc in (night / "gpus").glob("*.json"):
+        doc.unlink()
+    rebuilt = run_cli("sweep", "--config", str(cfg), "--report-only")
+    assert "nothing analysed" in rebuilt.stdout
+    assert windows() == want

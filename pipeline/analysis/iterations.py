@@ -369,7 +369,8 @@ class Decision:
 def decide(plan: IterationPlan, agreement: Agreement, rules: WindowRules, me: tuple) -> Decision:
     """:class:`Decision` of GPU ``me`` = ``(report, gpu key)`` with ``plan`` under ``agreement``
     (the agreement of ``plan.source`` among its job's GPUs)."""
-    kept = tuple(n for n in agreement.kept if n in set(plan.numbers))
+    mine = set(plan.numbers)
+    kept = tuple(n for n in agreement.kept if n in mine)
     if len(kept) < rules.min_iterations:
         many = len(agreement.gpus) > 1
         return Decision("", (), (), f"{plan.source}: only {len(kept)} usable iteration(s) "
@@ -396,7 +397,8 @@ def agreed_window(plan: IterationPlan, agreement: Agreement, rules: WindowRules,
     mean = float(lengths.mean())
     cv = float(lengths.std() / mean) if mean > 0 else 0.0
     status = dict(d.excluded)
-    extents = tuple((n, s, e, "kept" if n in set(d.kept) else status[n])
+    status.update({n: "kept" for n in d.kept})
+    extents = tuple((n, s, e, status[n])
                     for n, s, e in zip(plan.numbers, plan.starts, plan.ends) if s >= 0)
     return Window(int(starts[idx].min()), int(ends[idx].max()), plan.source, False, iterations=int(idx.size),
                   iteration_mean_ns=int(round(mean)), iteration_cv=round(cv, 4), excluded=d.excluded,
