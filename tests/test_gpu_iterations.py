@@ -15,8 +15,9 @@ import pytest
 from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.analysis.iterations import (Agreement, IterationPlan, agree, compact_numbers, gpu_lengths, project)
-from pipeline.analysis.window import Iterations, iteration_numbers
+from pipeline.analysis.iterations import (Agreement, IterationPlan, agree, compact_numbers, gpu_lengths, plan_window,
+    project)
+from pipeline.analysis.window import Iterations, WindowError, iteration_numbers
 from pipeline.config import Config, load_config
 from pipeline.engine.map import InProcess, Job, OnDask, analyse_reports, map_reports
 from pipeline.load.report import gpu_trace, load_report
@@ -120,6 +121,25 @@ def test_agree_keeps_numbers_usable_on_every_gpu():
     assert capped.kept == (4, 5, 6, 7) and capped.capped == (1, 2, 3)
 
 
+def test_a_job_that_agrees_on_too_few_iterations_falls_back():
+    """Usable 1-3 on one GPU and 3-5 on the other: only 3 is usable on both (need 3): span under auto
+    (the note says why), an error under the strict rule."""
+    def plan(excluded):
+        n = tuple(range(6))
+        return IterationPlan("nvtx", n, tuple(10 * x * MS for x in n), tuple((10 * x + 7) * MS for x in n),
+                             (10 * MS,) * 6, tuple(excluded))
+    a = plan([(0, "warm-up"), (4, "outlier (2.00x median)"), (5, "outlier (2.00x median)")])
+    b = plan([(0, "warm-up"), (1, "outlier (2.00x median)"), (2, "outlier (2.00x median)")])
+    agreement = agree([(("r", "a"), a), (("r", "b"), b)])["nvtx"]
+    assert agreement.kept == (3,)
+    kernels = pd.DataFrame({"start": [0, 40 * MS], "end": [7 * MS, 57 * MS]})
+    win = plan_window(a, kernels, "auto", agreement=agreement, me=("r", "a"))
+    assert (win.rule, win.start_ns, win.end_ns, win.untrimmed) == ("span", 0, 57 * MS, True)
+    assert win.note == "nvtx: only 1 usable iteration(s) on every GPU of the job (2 GPUs; need 3)"
+    with pytest.raises(WindowError, match="abstained: nvtx: only 1 usable iteration"):
+        plan_window(a, kernels, "nvtx", agreement=agreement, me=("r", "a"))
+
+
 # ------------------------------------------------------------------ one GPU: projection
 
 def test_asynchronous_launches_put_the_window_on_the_gpu_timeline(tmp_path):
@@ -145,7 +165,8 @@ def test_asynchronous_launches_put_the_window_on_the_gpu_timeline(tmp_path):
 
 def test_graph_launch_runs_many_kernels_under_one_correlation(tmp_path):
     w = ExportWriter(str(tmp_path / "graph.sqlite"))
-    for i in range(6):  # one cudaGraphLaunch per 10 ms range, three kernels 5 ms later: [c+5,c+7), [c+7,c+9), [c+9,c+12)
+    # one cudaGraphLaunch per 10 ms range, three kernels 5 ms later: [c+5,c+7), [c+7,c+9), [c+9,c+12)
+    for i in range(6):
         c = 10 * i
         iteration(w, 10, i, c, c + 10, [(c + 5, c + 7), (c + 7, c + 9), (c + 9, c + 12)], graph=True)
     w.close()

@@ -252,7 +252,8 @@ def select_stable(it: Iterations, rules: WindowRules, untraced: tuple = ()) -> t
 
 
 def choose_window(kernels: pd.DataFrame, nvtx: pd.DataFrame, rule: str = "auto", trim_s=None,
-                  rules: WindowRules = WindowRules(), untraced: tuple = (), runtime: pd.DataFrame | None = None) -> Window:
+                  rules: WindowRules = WindowRules(), untraced: tuple = (),
+                  runtime: pd.DataFrame | None = None) -> Window:
     """Apply the rules in order and return the first window that applies, for one GPU on its own.
 
     ``rule``: ``auto`` (nvtx → periodic → span), ``span``, or a strict ``nvtx``

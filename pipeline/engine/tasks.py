@@ -4,8 +4,8 @@
 on them, analyse every GPU, optionally write its per-GPU JSON and store its result) is what
 :func:`pipeline.engine.map.map_reports` runs per report; ``load_task`` -> ``gpu_keys_task``
 -> ``plan_task`` (per GPU) -> ``agreed_task`` (per GPU, given every plan of its report) are
-the same work cut per GPU for the fan-out of a few large reports. Whatever runs them (this process, a LocalCluster, a
-remote scheduler), their results are the same values.
+the same work cut per GPU for the fan-out of a few large reports. Whatever runs them (this
+process, a LocalCluster, a remote scheduler), their results are the same values.
 
 Expected failures (bad input) are returned as :class:`~pipeline.model.Failure` values, so
 Dask neither retries them nor logs a traceback; a GPU whose analysis raises gets an error

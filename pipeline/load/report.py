@@ -389,8 +389,8 @@ def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
     untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
     return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
                     kernels=_gpu_rows(report.kernels, gpu_key), copies=report.copies.iloc[:0],
-                    runtime=report.runtime.iloc[report.runtime_rows(pids)], nvtx=report.nvtx[report.nvtx["pid"].isin(pids)],
-                    untraced=untraced)
+                    runtime=report.runtime.iloc[report.runtime_rows(pids)],
+                    nvtx=report.nvtx[report.nvtx["pid"].isin(pids)], untraced=untraced)
 
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:

@@ -9,7 +9,8 @@
     job and can pick its rate), 12 hex digits; ``<code>``: :func:`code_digest`,
     8 hex digits, so results made by other pipeline code are never served;
     ``<agreement>``: only for a report analysed with its job's agreement forced
-    (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically as each report finishes; only reports whose every GPU was
+    (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically
+    as each report finishes; only reports whose every GPU was
     analysed are stored (a failure is tried again next time).
 ``<root>/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
