@@ -221,9 +221,14 @@ class GpuResult:
     """``row``: one fleet-table row (dict of scalars). ``roster``: the longest per-stream gaps
     (which queue broke: for fixing work). ``device_roster``: the longest device-level gaps
     (no kernel on any stream: true idle; pid and stream_id are -1). ``timeline``: the
-    compact picture of the window for plots (:func:`pipeline.analysis.analyse.timeline`)."""
+    compact picture of the window for plots (:func:`pipeline.analysis.analyse.timeline`).
+    ``plan``: the GPU's iterations before its job's GPUs agreed
+    (:class:`pipeline.analysis.iterations.IterationPlan`; None when unknown, e.g. an error row
+    of a GPU that could not be planned): kept with the result so that the GPUs of a job spread
+    over several reports can agree later."""
 
     row: dict
     roster: list = field(default_factory=list)
     device_roster: list = field(default_factory=list)
     timeline: dict = field(default_factory=dict)
+    plan: object = None

@@ -13,7 +13,8 @@ from ..config import Config
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from . import attribution, caveats, cost, fixfirst, gaps, overlap
 from . import intervals as iv
-from .window import WindowError, choose_window
+from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
+from .window import WindowError, span_window, trim_window
 
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
@@ -45,8 +46,11 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     more than :data:`TIMELINE_MAX_RUNS`, the shortest holes between runs are
     closed, so the picture keeps every long gap); ``gaps``: ``[[start, end,
     category], ...]`` device-level gaps; ``iterations``: ``[[start, end], ...]``
-    detected iterations overlapping W; ``window``: ``[w0, w1]``. ``runs``: the kernel
-    union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
+    from one detected iteration start (``boundaries``: the NVTX ranges' own starts for
+    ``nvtx``) to the next, overlapping W; ``iteration_extents``: ``[[number, start, end,
+    status], ...]`` every iteration's extent on the GPU timeline (status ``kept`` or why it
+    was left out; :mod:`pipeline.analysis.iterations`); ``window``: ``[w0, w1]``. ``runs``: the
+    kernel union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
     """
     w0, w1 = win.start_ns, win.end_ns
     s, e = runs if runs is not None else iv.union(kernels["start"], kernels["end"])
@@ -62,6 +66,7 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
         "busy": [[int(a), int(b)] for a, b in zip(s, e)],
         "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
         "iterations": iterations,
+        "iteration_extents": [[int(n), int(a), int(b), str(status)] for n, a, b, status in win.extents],
     }
 
 
@@ -70,24 +75,55 @@ def _pct(part_ns: int, window_ns: int) -> float:
     return round(100.0 * part_ns / window_ns, 4) if window_ns else 0.0
 
 
-def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
+def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
+    """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
+    with the configured rule; iterations over holes where the trace lost records are left out).
+    An empty plan (no source) for ``--trim`` and the ``span`` rule, which need no iterations.
+    Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule."""
+    a = cfg.analysis
+    if a.trim_s is not None or a.window == "span":
+        return IterationPlan()
+    k = trace.kernels
+    lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
+    return plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, a.window, lost_holes)
+
+
+def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, agreement: Agreement | None = None):
+    """The analysis window W of ``trace`` (SPEC "The analysis window"): ``--trim``, the ``span`` rule,
+    or the iterations of ``plan`` (:func:`plan_gpu` when None) that ``agreement`` (the agreement of
+    its job's GPUs on ``plan.source``; None: this GPU alone) keeps. Raises
+    :class:`~pipeline.analysis.window.WindowError` when no window can be chosen."""
+    a = cfg.analysis
+    k = trace.kernels
+    if a.trim_s is not None:
+        return trim_window(*a.trim_s)
+    if a.window == "span":
+        return span_window(k["start"], k["end"])
+    plan = plan if plan is not None else plan_gpu(trace, cfg)
+    return plan_window(plan, k, a.window, cfg.window, agreement, (trace.report, trace.gpu_key))
+
+
+def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
+                agreement: Agreement | None = None) -> GpuResult:
     """Compute every per-GPU number of the fleet table (SPEC "Definitions", "Cost").
 
     Args:
         trace: one physical GPU's kernels, copies, runtime calls and NVTX.
         cfg: thresholds, category rules and rate card.
         labels: cluster, job, node, rank and optional gpu_model for this report.
+        plan: this GPU's iterations (:func:`plan_gpu`; None: computed here).
+        agreement: what the GPUs of its job keep for ``plan.source``
+            (:func:`pipeline.analysis.iterations.agree`; None: this GPU alone).
     Returns:
         :class:`GpuResult` with the row (times in int ns, percentages 0..100,
-        money in USD) and the top ``roster_size`` gaps.
+        money in USD), the top ``roster_size`` gaps and ``plan``.
     Raises:
         pipeline.analysis.window.WindowError: no window can be chosen.
     """
     a = cfg.analysis
     k = trace.kernels
-    # iterations over holes where the trace lost records are not stable iterations
-    lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
-    win = choose_window(k, trace.nvtx, a.window, a.trim_s, cfg.window, untraced=lost_holes)
+    plan = plan if plan is not None else plan_gpu(trace, cfg)
+    win = gpu_window(trace, cfg, plan, agreement)
     w0, w1 = win.start_ns, win.end_ns
     runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
@@ -140,6 +176,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
         "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
         "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
+        "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
         "kernel_count": int(len(kw)),
         "stream_count": int(kw[["pid", "stream_id"]].drop_duplicates().shape[0]),
@@ -203,4 +240,4 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
                                                      copies_in, calls),
                      device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx,
                                                    copies_in, calls),
-                     timeline=timeline(kw, device_categorised, win, runs))
+                     timeline=timeline(kw, device_categorised, win, runs), plan=plan)

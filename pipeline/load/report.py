@@ -378,6 +378,21 @@ def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
     return kernels[col == gpu_key]
 
 
+def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
+    """The part of :func:`gpu_trace` that finding one GPU's iterations reads (kernels, NVTX,
+    runtime calls and untraced rows of its processes; no copies, overhead or warnings), cut
+    cheaply: the runtime calls in the frame's order. Raises ``KeyError`` for an unknown GPU key."""
+    devs = report.devices[report.devices["gpu_key"] == gpu_key]
+    if devs.empty:
+        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
+    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
+    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
+    return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
+                    kernels=_gpu_rows(report.kernels, gpu_key), copies=report.copies.iloc[:0],
+                    runtime=report.runtime.iloc[report.runtime_rows(pids)],
+                    nvtx=report.nvtx[report.nvtx["pid"].isin(pids)], untraced=untraced)
+
+
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
     share the physical GPU are unioned, a MIG instance is its own GPU; streams stay per

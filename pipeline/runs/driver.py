@@ -17,6 +17,7 @@ import os
 import pandas as pd
 
 from ..config import Config
+from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
 from ..engine.outputs import write_outputs
@@ -190,6 +191,33 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
     return outcomes, problem
 
 
+def _agree_across_reports(outcomes: list, rows: list, rosters: dict, plans: dict, cfg: Config,
+                          cache: ResultCache | None, scheduler: str | None, gpu_dir: str, log) -> tuple:
+    """The reports of jobs spread over several reports whose GPUs did not keep what their job's
+    agreement gives them (:func:`~pipeline.engine.agreement.forced_agreements`, over the results
+    analysed now and the stored ones): their result under the job's agreement, from the store when
+    it is there, else analysed again now with the agreement forced (and stored under its own key).
+    Returns ``(outcomes, rows, rosters, paths analysed again)`` with those reports replaced."""
+    forced = forced_agreements(entries_of(outcomes, rows, plans), cfg)
+    if not forced:
+        return outcomes, rows, rosters, []
+    slots = {p: cache.slot(p, a) if cache is not None else None for p, a in forced.items()}
+    kept = [p for p in sorted(forced) if slots[p] is not None and cache.store.has(slots[p].key)]
+    got_rows, got_rosters, damaged, _ = cache.read(kept, slots) if kept else ([], {}, [], {})
+    redo = [p for p in sorted(forced) if p not in kept or p in damaged]
+    if redo:
+        log(f"engine: analysing {len(redo)} report(s) again so that every GPU of their job keeps the same "
+            "iterations (a job spread over several reports)")
+    jobs = [Job(p, cfg.labels_for(p), slots[p], forced[p]) for p in redo]
+    again, _ = _analyse(jobs, cfg, scheduler, gpu_dir, log, None)
+    done = set(forced)
+    outcomes = [o for o in outcomes if o.path not in done] + again
+    rows = [r for r in rows if r.get("report") not in done] + got_rows
+    rosters = {k: v for k, v in rosters.items() if k[0] not in done}
+    rosters.update(got_rosters)
+    return outcomes, rows, rosters, redo
+
+
 def _tracked(outcomes, progress):
     for outcome in outcomes:
         if progress is not None:
@@ -256,12 +284,16 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         if progress is not None:
             progress.close()
     # Stored results are read only now: forked workers would otherwise carry them too.
-    rows, rosters, damaged = cache.read(stored) if cache is not None else ([], {}, [])
+    rows, rosters, damaged, plans = cache.read(stored) if cache is not None else ([], {}, [], {})
     if damaged:  # unreadable stored results: analyse those reports again
         more = [Job(p, cfg.labels_for(p), cache.slot(p)) for p in damaged]
         again, _ = _analyse(more, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log, None)
         outcomes += again
         todo += damaged
+    # A job spread over several reports: its GPUs keep the same iterations (a second round, usually empty).
+    outcomes, rows, rosters, redone = _agree_across_reports(outcomes, rows, rosters, plans, cfg, cache, scheduler,
+                                                             os.path.join(folder.out_dir, "gpus"), log)
+    todo += [p for p in redone if p not in todo]
     fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters)
     if cache is not None and not all(cache.stored(p) for p in identified):
         digest = None  # a report without a stored result is analysed again next time: nothing to keep

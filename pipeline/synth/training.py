@@ -672,24 +672,39 @@ def _stable_run(kinds: list[str]) -> list[int]:
     return best
 
 
+def _gpu_extents(r: _RankTimeline) -> list[tuple[int, int]]:
+    """Each NVTX iteration on the GPU timeline: ``(first start, last end)`` of the kernels launched by the
+    calls its marking thread (the main thread, tid = pid) made inside the range (start in [range start,
+    range end)); plain loops over the plan (every iteration of the plan launches kernels)."""
+    out = []
+    for it in r.iterations:
+        mine = [c.op for c in r.calls if c.tid == r.pid and c.op is not None and c.op.kind == "kernel"
+                and it["nvtx_start_ns"] <= c.start < it["nvtx_end_ns"]]
+        out.append((min(k.start for k in mine), max(k.end for k in mine)))
+    return out
+
+
 def _rank_truth(r: _RankTimeline, min_gap_ns: int, rules: CategoryRules) -> dict:
-    """Truth of one rank's GPU for the ``span`` window and, with 3+ stable iterations, the ``nvtx`` window."""
+    """Truth of one rank's GPU for the ``span`` window and, with 3+ stable iterations, the ``nvtx`` window
+    (on the GPU timeline: from the first kept iteration's first kernel to the last one's last kernel; an
+    iteration's length runs to the next iteration's first kernel)."""
     kernels = [op for op in r.ops if op.kind == "kernel"]
     span = _window_truth(r, min(k.start for k in kernels), max(k.end for k in kernels), (), min_gap_ns, rules)
+    span["expected"]["kept_iterations"] = ""
     windows = {"span": {"rule": "span", "iterations": [], **span}}
     kept = _stable_run([it["kind"] for it in r.iterations])
     if len(kept) >= MIN_STABLE_ITERATIONS:
-        its = [r.iterations[i] for i in kept]
-        w0, w1 = its[0]["nvtx_start_ns"], its[-1]["nvtx_end_ns"]
+        extents = _gpu_extents(r)
+        lengths = [max(e, extents[i + 1][0] if i + 1 < len(extents) else e) - s for i, (s, e) in enumerate(extents)]
+        w0, w1 = min(extents[i][0] for i in kept), max(extents[i][1] for i in kept)
         nvtx = _window_truth(r, w0, w1, [it["nvtx_start_ns"] for it in r.iterations], min_gap_ns, rules)
         nvtx["expected"]["iterations"] = len(kept)
-        nvtx["expected"]["iteration_mean_ns"] = round(sum(it["nvtx_end_ns"] - it["nvtx_start_ns"] for it in its)
-                                                      / len(its))
+        nvtx["expected"]["iteration_mean_ns"] = round(sum(lengths[i] for i in kept) / len(kept))
+        nvtx["expected"]["kept_iterations"] = f"{kept[0]}-{kept[-1]}"
         windows["nvtx"] = {"rule": "nvtx", "iterations": kept, **nvtx}
     planted = [{"stream_id": g.stream, "start_ns": g.start, "length_ns": g.length, "end_ns": g.end,
                 "category": g.category, "kind": g.kind} for g in r.gaps]
     return {"planted": planted, "iterations": r.iterations, "windows": windows}
-
 
 
 def _resolve_options(profile, gpus: int, iterations: int, straggler_rank, checkpoint_iteration,
@@ -734,7 +749,9 @@ def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, 
     (``gpus[i]``, keyed by ``pid``): every ``planted`` gap (stream, start, length,
     SPEC category, kind), the NVTX ``iterations`` (warmup/steady/checkpoint), and
     per window rule (``windows["span"]``: first kernel start to last kernel end;
-    ``windows["nvtx"]``: the longest run of steady iterations, present with 3+)
+    ``windows["nvtx"]``: the longest run of steady iterations, present with 3+, on the GPU
+    timeline: from the first kernel the first kept iteration launched to the last kernel the
+    last one launched)
     the ``expected`` fleet-row numbers for a ``min_gap_ns`` threshold (keys named
     like the fleet columns) and every per-stream ``gaps`` entry above it with its
     category, planted ones marked. Computed from the plan in plain Python.
