@@ -357,11 +357,13 @@ class Config:
         """Merge every label rule matching ``report_path`` (later rules win).
 
         Defaults: cluster ``default``, job = the file name without its report or export
-        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``).
+        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``; for PyTorch profiler
+        traces ``.pt.trace.json.gz``, ``.pt.trace.json``, ``.json.gz``, ``.json``).
         """
         name = os.path.basename(report_path)
         stem = name
-        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db"):
+        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db",
+                       ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
                 break
