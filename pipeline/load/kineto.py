@@ -67,8 +67,9 @@ CATEGORIES = {
 KIND_LABELS = {KERNEL: "kernel events", RUNTIME: "cuda_runtime events", MEMCPY: "gpu_memcpy events",
                MEMSET: "gpu_memset events", ANNOTATION: "user_annotation ranges"}
 STEP = re.compile(r"ProfilerStep#\d+")
-#: Events decoded per batch: large enough that per-batch costs vanish, small enough to stay cheap.
-BATCH = 20_000
+#: Events decoded per batch: a batch's structs (~0.5 KB an event) are its transient memory; ~2k keep that
+#: to ~1 MB while per-batch costs (a few Arrow calls) stay under 0.3 µs an event.
+BATCH = 2_048
 #: ENUM_CUDA_MEMCPY_OPER ids of Kineto's memcpy names (``Memcpy HtoD (...)``).
 COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7, "DtoD": 8, "HtoH": 9,
               "PtoP": 10}
@@ -200,7 +201,26 @@ def read_text(path: str) -> bytes | bytearray:
         fh.seek(0)
         if head == b"\x1f\x8b":
             return _gunzip(fh, path)
-        return fh.read()
+        return _read_plain(fh)
+
+
+def _read_plain(fh) -> bytearray:
+    """The whole file into one buffer of its size (``read()`` would join chunks: twice the memory)."""
+    size = os.fstat(fh.fileno()).st_size
+    out = bytearray(size)
+    view, pos = memoryview(out), 0
+    while pos < size:
+        n = fh.readinto(view[pos:])
+        if not n:
+            break
+        pos += n
+    view.release()
+    if pos < size:  # the file shrank meanwhile
+        del out[pos:]
+    else:
+        rest = fh.read()  # ... or grew
+        out += rest
+    return out
 
 
 # -- events -> columns ------------------------------------------------------------------------
@@ -219,21 +239,78 @@ def _int(value, default: int = 0) -> int:
     return default
 
 
+#: The columns every kind of event gets (``ok``: its ts and dur were usable numbers).
+COLUMNS = ("start", "end", "ok", "pid", "tid", "device_id", "correlation_id", "bytes", "name_code")
+
+
+def _times(ts: list, dur: list, base: int, path: str, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(start, end, ok)`` ns of events from their raw ``ts``/``dur`` texts (``ok`` False: dropped later)."""
+    try:
+        start, bad_ts = raws_to_ns(ts)
+        length, bad_dur = raws_to_ns(dur)
+    except TimeTextError as exc:
+        raise ProfileError(f"{path}: {label}: {exc}") from None
+    if base:
+        if start.size and int(start.max()) + base + max(int(length.max()), 0) > (1 << 63) - 1:
+            raise ProfileError(f"{path}: {label}: baseTimeNanoseconds + ts does not fit in 64-bit nanoseconds")
+        start += base
+    return start, start + length, ~(bad_ts | bad_dur)
+
+
 class _Columns:
-    """Column chunks of one kind of event, filled batch by batch (times stay raw until the end)."""
+    """Column chunks of one kind of event, one chunk of int64 arrays per batch: times are converted
+    batch by batch, so no event keeps its batch's JSON text alive."""
 
-    def __init__(self) -> None:
-        self.ts: list = []
-        self.dur: list = []
-        self.pid: list[int] = []
-        self.tid: list[int] = []
-        self.device: list[int] = []
-        self.corr: list[int] = []
-        self.nbytes: list[int] = []
-        self.name: list[int] = []
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.chunks: dict[str, list] = {c: [] for c in COLUMNS}
 
-    def __len__(self) -> int:
-        return len(self.ts)
+    def add(self, events: list, names: "_Names", base: int, path: str, gpu: bool) -> None:
+        """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)."""
+        if not events:
+            return
+        start, end, ok = _times([e.ts for e in events], [e.dur for e in events], base, path, self.label)
+        pid, tid, device, corr, nbytes = [], [], [], [], []
+        for e in events:  # ints as they come (the usual case) without a call; anything else through _int
+            args = e.args if type(e.args) is _Args else None
+            if gpu:
+                pid.append(-1)
+                v = e.pid if args is None or args.device is None else args.device
+                device.append(v if type(v) is int else _int(v))
+                v = e.tid if args is None or args.stream is None else args.stream
+                tid.append(v if type(v) is int else _int(v))
+                v = 0 if args is None else args.bytes
+                nbytes.append(v if type(v) is int else _int(v))
+            else:
+                v = e.pid
+                pid.append(v if type(v) is int else _int(v, -1))
+                v = e.tid
+                tid.append(v if type(v) is int else _int(v, -1))
+                device.append(-1)
+                nbytes.append(0)
+            v = 0 if args is None else args.correlation
+            corr.append(v if type(v) is int else _int(v))
+        for name, values in (("start", start), ("end", end), ("ok", ok), ("pid", pid), ("tid", tid),
+                             ("device_id", device), ("correlation_id", corr), ("bytes", nbytes)):
+            self.chunks[name].append(np.asarray(values, dtype=bool if name == "ok" else np.int64))
+        known, code = names.codes.get, names.code
+        self.chunks["name_code"].append(np.fromiter(
+            (c if type(e.name) is str and (c := known(e.name)) is not None else code(e.name) for e in events),
+            dtype=np.int64,
+            count=len(events)))
+
+    def frame(self) -> tuple[pd.DataFrame, int]:
+        """The events as one frame (:data:`COLUMNS` but ``ok``) and how many were dropped for a missing
+        or unusable ts or dur."""
+        cols = {c: (np.concatenate(chunks) if chunks else np.zeros(0, dtype=bool if c == "ok" else np.int64))
+                for c, chunks in self.chunks.items()}
+        self.chunks = {c: [] for c in COLUMNS}
+        ok = cols.pop("ok")
+        frame = pd.DataFrame(cols, copy=False)
+        dropped = int(ok.size - ok.sum())
+        if dropped:
+            frame = frame[ok].reset_index(drop=True)
+        return frame, dropped
 
 
 class _Names:
@@ -256,103 +333,43 @@ class _Names:
         return out
 
 
-def _add_gpu(cols: _Columns, names: _Names, events: list) -> None:
-    for e in events:
-        a = e.args
-        args = a if isinstance(a, _Args) else None
-        cols.ts.append(e.ts)
-        cols.dur.append(e.dur)
-        device = args.device if args is not None and args.device is not None else e.pid
-        cols.device.append(_int(device))
-        stream = args.stream if args is not None and args.stream is not None else e.tid
-        cols.tid.append(_int(stream))
-        cols.corr.append(_int(args.correlation) if args is not None else 0)
-        cols.nbytes.append(_int(args.bytes) if args is not None else 0)
-        cols.name.append(names.code(e.name))
-
-
-def _add_cpu(cols: _Columns, names: _Names, events: list, correlated: bool) -> None:
-    for e in events:
-        cols.ts.append(e.ts)
-        cols.dur.append(e.dur)
-        cols.pid.append(_int(e.pid, -1))
-        cols.tid.append(_int(e.tid, -1))
-        a = e.args
-        cols.corr.append(_int(a.correlation) if correlated and isinstance(a, _Args) else 0)
-        cols.name.append(names.code(e.name))
-
-
-def _decode_batch(raws: list, path: str) -> list:
+def _decode_batch(raws: list) -> list:
     text = b"[" + b",".join(raws) + b"]"
     try:
         return _BATCH.decode(text)
     except msgspec.ValidationError:  # an ``args`` that is not an object: read this batch loosely
-        return [e for e in _LOOSE.decode(text)]
+        return _LOOSE.decode(text)
 
 
-def _collect(raws: list, path: str) -> tuple[dict, _Names, int]:
-    """Column chunks per kind (:data:`CATEGORIES`), the interned names, and how many events had
-    ``ph: "X"``."""
+def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple | None]:
+    """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
+    ``ph: "X"``; and ``(start, end)`` ns of the profiler's own ``Trace`` span (None: absent)."""
     names = _Names()
-    cols = {kind: _Columns() for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
+    cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
     complete = 0
-    capture = []
+    span = None
     for at in range(0, len(raws), BATCH):
-        picked: dict[str, list] = {KERNEL: [], MEMCPY: [], MEMSET: [], RUNTIME: [], ANNOTATION: []}
-        for e in _decode_batch(raws[at:at + BATCH], path):
+        picked: dict[str, list] = {kind: [] for kind in cols}
+        for e in _decode_batch(raws[at:at + BATCH]):
             if e.ph != "X":
                 continue
             complete += 1
             kind = CATEGORIES.get(e.cat) if isinstance(e.cat, str) else None
             if kind is None:
-                if e.cat == "Trace" and e.pid == "Spans":
-                    capture.append(e)  # the profiler's own span: the capture
+                if e.cat == "Trace" and e.pid == "Spans":  # the profiler's own span: the capture
+                    start, end, ok = _times([e.ts], [e.dur], base, path, "Trace span")
+                    if ok[0]:
+                        span = (int(start[0]), int(end[0])) if span is None else \
+                            (min(span[0], int(start[0])), max(span[1], int(end[0])))
                 continue
             if kind == CPU_OP:
                 if isinstance(e.name, str) and STEP.fullmatch(e.name):
                     picked[ANNOTATION].append(e)
                 continue
             picked[kind].append(e)
-        for kind in (KERNEL, MEMCPY, MEMSET):
-            _add_gpu(cols[kind], names, picked[kind])
-        _add_cpu(cols[RUNTIME], names, picked[RUNTIME], True)
-        _add_cpu(cols[ANNOTATION], names, picked[ANNOTATION], False)
-    cols["capture"] = capture
-    return cols, names, complete
-
-
-def _times(cols: _Columns, base: int, path: str, label: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(start, end, bad)`` ns of a kind's events (``bad``: rows without a usable ts or dur, dropped)."""
-    try:
-        ts, bad_ts = raws_to_ns(cols.ts)
-        dur, bad_dur = raws_to_ns(cols.dur)
-    except TimeTextError as exc:
-        raise ProfileError(f"{path}: {label}: {exc}") from None
-    keep = ~(bad_ts | bad_dur)
-    start = ts + base if base else ts
-    if base and ts.size and (int(ts.max()) + base > (1 << 63) - 1 - max(int(dur.max()), 0)):
-        raise ProfileError(f"{path}: {label}: baseTimeNanoseconds + ts does not fit in 64-bit nanoseconds")
-    return start, start + dur, keep
-
-
-def _frame(cols: _Columns, names: np.ndarray, base: int, path: str, kind: str) -> tuple[pd.DataFrame, int]:
-    """The events of one kind as a frame (start, end, pid, tid, device_id, correlation_id, bytes,
-    name code) and how many were dropped for a missing or unusable ts/dur."""
-    start, end, keep = _times(cols, base, path, KIND_LABELS[kind])
-    n = len(cols)
-    frame = pd.DataFrame({
-        "start": start, "end": end,
-        "pid": np.asarray(cols.pid, dtype=np.int64) if cols.pid else np.full(n, -1, np.int64),
-        "tid": np.asarray(cols.tid, dtype=np.int64) if n else np.zeros(0, np.int64),
-        "device_id": np.asarray(cols.device, dtype=np.int64) if cols.device else np.zeros(n, np.int64),
-        "correlation_id": np.asarray(cols.corr, dtype=np.int64) if n else np.zeros(0, np.int64),
-        "bytes": np.asarray(cols.nbytes, dtype=np.int64) if cols.nbytes else np.zeros(n, np.int64),
-        "name_code": np.asarray(cols.name, dtype=np.int64) if n else np.zeros(0, np.int64),
-    })
-    dropped = int(n - keep.sum())
-    if dropped:
-        frame = frame[keep].reset_index(drop=True)
-    return frame, dropped
+        for kind, events in picked.items():
+            cols[kind].add(events, names, base, path, gpu=kind in (KERNEL, MEMCPY, MEMSET))
+    return cols, names, complete, span
 
 
 def _named(codes: np.ndarray, names: np.ndarray, normalise=None) -> pd.Categorical:
@@ -431,27 +448,18 @@ def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
         {"pid": "int64", "device_id": "int64", "mig": bool, "sms": "int64", "board_sms": "int64"})
 
 
-def _capture(spans: list, stamps: list[np.ndarray], base: int, path: str) -> Capture:
+def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
     """The capture rows must lie in: the profiler's own ``Trace`` span (± :data:`SLACK_NS`), else
     the run of the rows' timestamps (:func:`~pipeline.load.integrity._row_extent`)."""
-    if spans:
-        start, end, keep = _times(_span_columns(spans), base, path, "Trace span")
-        if keep.any():
-            lo, hi = int(start[keep].min()), int(end[keep].max())
-            return Capture(lo - SLACK_NS, hi + SLACK_NS,
-                           f"{lo / 1e9:.6f}..{hi / 1e9:.6f} s on the trace's clock, per its PyTorch Profiler span")
+    if span is not None:
+        lo, hi = span
+        return Capture(lo - SLACK_NS, hi + SLACK_NS,
+                       f"{lo / 1e9:.6f}..{hi / 1e9:.6f} s on the trace's clock, per its PyTorch Profiler span")
     extent = _row_extent(stamps, None)
     if extent is None:
         return Capture(None, None, "")
     return Capture(extent[0], extent[1], f"{extent[0] / 1e9:.6f}..{extent[1] / 1e9:.6f} s on the trace's clock, "
                                          "per the other events")
-
-
-def _span_columns(spans: list) -> _Columns:
-    cols = _Columns()
-    cols.ts = [e.ts for e in spans]
-    cols.dur = [e.dur for e in spans]
-    return cols
 
 
 def _base_ns(raw, path: str) -> int:
@@ -541,14 +549,12 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
     raws, props, dist, base = _parse(path, text)
-    cols, names_seen, complete = _collect(raws, path)
-    del raws
+    cols, names_seen, complete, span = _collect(raws, base, path)
+    del raws, text
     names = names_seen.array()
     frames, missing = {}, {}
     for kind in (KERNEL, RUNTIME, MEMCPY, MEMSET, ANNOTATION):
-        frames[kind], missing[kind] = _frame(cols[kind], names, base, path, kind)
-    spans = cols.pop("capture")
-    del cols, text
+        frames[kind], missing[kind] = cols.pop(kind).frame()
     if not sum(len(frames[k]) + missing[k] for k in (KERNEL, MEMCPY, MEMSET)):
         raise ProfileError(f"{path}: no GPU events in this trace ({complete:,} complete events, none of category "
                            "kernel, gpu_memcpy or gpu_memset): was it profiled with ProfilerActivity.CUDA, and did "
@@ -558,7 +564,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
                            "ts or dur): nothing ran on a GPU while the profiler recorded")
     warnings = _dropped_rows_warning(missing)
     stamps = [f[c].to_numpy(np.int64) for f in frames.values() for c in ("start", "end")]
-    frames, trust = _drop_untrustworthy(frames, _capture(spans, stamps, base, path), path)
+    frames, trust = _drop_untrustworthy(frames, _capture(span, stamps), path)
     warnings += trust
     runtime_raw, nvtx_raw = frames[RUNTIME], frames[ANNOTATION]
     main_pid = _main_pid(runtime_raw, nvtx_raw)

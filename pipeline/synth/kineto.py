@@ -174,3 +174,99 @@ class KinetoWriter:
         self._raw.close()
         os.replace(self._tmp, self.path)
         return self.path
+
+
+#: A kernel name of the length real PyTorch kernels have (templated ATen / cuDNN / NCCL names run to 200+ chars).
+_SCALED_KERNELS = (
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::CUDAFunctor_add<float> >"
+    "(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1}>(int, "
+    "at::native::gpu_kernel_impl<at::native::CUDAFunctor_add<float> >(at::TensorIteratorBase&, "
+    "at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1})",
+    "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel",
+    "void cutlass::Kernel<cutlass_80_tensorop_f16_s16816gemm_relu_f16_256x128_32x3_nn_align8>(cutlass_80_tensorop_"
+    "f16_s16816gemm_relu_f16_256x128_32x3_nn_align8::Params)",
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+)
+
+
+def generate_scaled_trace(path: str, kernels: int, *, seed: int = 0, pid: int = 4242, device: int = 0,
+                          base_time_ns: int = 1_780_000_000_000_000_000, iteration_kernels: int = 2_000) -> dict:
+    """A large PyTorch profiler trace for benchmarks, written fast (plain text, no json per event).
+
+    Per kernel, as a real trace holds: an ``aten::`` ``cpu_op`` with input shapes, its
+    ``cudaLaunchKernel`` ``cuda_runtime`` call, the ``ac2g`` flow pair, and the kernel with its
+    launch ``args``; every 50th kernel also an HtoD copy and its ``cudaMemcpyAsync``; every
+    ``iteration_kernels`` kernels a ``ProfilerStep#N`` range. Kernels run back to back on stream 7
+    (every 8th, an NCCL kernel on stream 13) with 2-9 µs launch gaps, and one 2 ms gap per
+    iteration. About 1.3 KB of JSON per kernel (1 GB ≈ 800k kernels). Deterministic from ``seed``.
+    Returns ``{"kernels", "events", "bytes"}``.
+    """
+    import random
+
+    rng = random.Random(seed)
+    out = open(path + ".tmp", "w", encoding="utf-8", newline="\n")
+    props = json.dumps({"id": device, "name": "NVIDIA H100 80GB HBM3", "numSms": 132})
+    out.write('{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    ' + props + '\n  ],\n'
+              '  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},\n  "traceEvents": [\n')
+    out.write(f'  {{"ph": "M", "name": "process_name", "pid": {pid}, "tid": 0, "args": {{"name": "python3"}}}}')
+    t = 1_000_000_000  # ns after base
+    cpu = t - 50_000
+    events = 1
+    step, step_start = 0, cpu
+    lines = []
+    for i in range(kernels):
+        corr = i + 1
+        name = _SCALED_KERNELS[3] if i % 8 == 7 else _SCALED_KERNELS[i % 3]
+        stream = 13 if i % 8 == 7 else 7
+        if i and i % iteration_kernels == 0:
+            lines.append(f'  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": {pid}, '
+                         f'"tid": {pid}, "ts": {micros(step_start)}, "dur": {micros(cpu - step_start)}, '
+                         f'"args": {{"External id": {corr}}}}}')
+            step, step_start = step + 1, cpu
+            t += 2_000_000
+        op_start = cpu
+        launch = op_start + 2_000 + rng.randint(0, 999)
+        launch_end = launch + 4_000 + rng.randint(0, 2_999)
+        cpu = launch_end + 1_000 + rng.randint(0, 999)
+        start = max(t + 2_000 + rng.randint(0, 7_000), launch_end + 1_000)
+        end = start + 5_000 + rng.randint(0, 200_000)
+        t = end if stream == 7 else t
+        lines.append(f'  {{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": {pid}, "tid": {pid}, '
+                     f'"ts": {micros(op_start)}, "dur": {micros(cpu - op_start)}, "args": {{"External id": {corr}, '
+                     f'"Record function id": 0, "Ev Idx": {i}, "Input Dims": [[8, 1024, 4096], [4096, 4096], []], '
+                     f'"Input type": ["c10::BFloat16", "c10::BFloat16", ""]}}}}')
+        lines.append(f'  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {pid}, "tid": {pid}, '
+                     f'"ts": {micros(launch)}, "dur": {micros(launch_end - launch)}, "args": {{"External id": {corr}, '
+                     f'"cbid": 211, "correlation": {corr}}}}}')
+        lines.append(f'  {{"ph": "s", "id": {corr}, "pid": {pid}, "tid": {pid}, "ts": {micros(launch)}, '
+                     f'"cat": "ac2g", "name": "ac2g"}}')
+        lines.append(f'  {{"ph": "f", "id": {corr}, "pid": {device}, "tid": {stream}, "ts": {micros(start)}, '
+                     f'"cat": "ac2g", "name": "ac2g", "bp": "e"}}')
+        lines.append(f'  {{"ph": "X", "cat": "kernel", "name": {json.dumps(name)}, "pid": {device}, "tid": {stream}, '
+                     f'"ts": {micros(start)}, "dur": {micros(end - start)}, "args": {{"External id": {corr}, '
+                     f'"queued": 0, "device": {device}, "context": 1, "stream": {stream}, "correlation": {corr}, '
+                     f'"registers per thread": 128, "shared memory": 49152, "blocks per SM": 1.939394, '
+                     f'"warps per SM": 15.515152, "grid": [256, 1, 1], "block": [256, 1, 1], '
+                     f'"est. achieved occupancy %": 25}}}}')
+        events += 5
+        if i % 50 == 49:
+            c0 = cpu
+            cpu += 8_000
+            lines.append(f'  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": {pid}, '
+                         f'"tid": {pid}, "ts": {micros(c0)}, "dur": {micros(cpu - c0)}, "args": {{"External id": '
+                         f'{corr}, "cbid": 41, "correlation": {kernels + corr}}}}}')
+            lines.append(f'  {{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": '
+                         f'{device}, "tid": 20, "ts": {micros(c0 + 3_000)}, "dur": 4.000, "args": {{"External id": '
+                         f'{corr}, "device": {device}, "context": 1, "stream": 20, "correlation": {kernels + corr}, '
+                         f'"bytes": 1048576, "memory bandwidth (GB/s)": 262.144}}}}')
+            events += 2
+        if len(lines) >= 10_000:
+            out.write(",\n" + ",\n".join(lines))
+            lines = []
+        cpu = max(cpu, t - 400_000)  # the CPU runs at most 0.4 ms ahead of the GPU
+    if lines:
+        out.write(",\n" + ",\n".join(lines))
+    out.write('\n  ],\n  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": ' + str(base_time_ns) + "\n}\n")
+    out.close()
+    os.replace(path + ".tmp", path)
+    return {"kernels": kernels, "events": events, "bytes": os.path.getsize(path)}
