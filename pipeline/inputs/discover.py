@@ -58,6 +58,8 @@ def looks_like_trace(head: bytes) -> bool:
             head = zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
         except zlib.error:
             return True
+        if not head:  # not even the first bytes inflate (a damaged or truncated header)
+            return True
     head = head[:SNIFF_BYTES]
     return any(marker in head for marker in TRACE_MARKERS)
 

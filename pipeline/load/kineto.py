@@ -600,7 +600,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
             "stream_id": c["tid"].to_numpy(np.int64), "kind": kind, "copy_kind": copy_kind,
             "bytes": c["bytes"].to_numpy(np.int64), "src_kind": src_kind, "dst_kind": dst_kind,
             "correlation_id": c["correlation_id"].to_numpy(np.int64)}))
-    copies = pd.concat(parts, ignore_index=True).astype({"kind": object})
+    copies = pd.concat(parts, ignore_index=True)
 
     untraced = lost_launches(kernels, copies, runtime)
     copies = copies.drop(columns="correlation_id")
