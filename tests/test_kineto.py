@@ -468,3 +468,29 @@ def test_loader_errors_direct(tmp_path):
                                        '"ts": 1e20, "dur": 1}]}')
     with pytest.raises(ProfileError, match="does not fit in 64-bit nanoseconds"):
         load_kineto(big)
+
+
+def test_fsspec_urls_are_discovered_staged_and_loaded(tmp_path):
+    """Any fsspec URL (here fsspec's in-memory filesystem): a prefix lists the traces (a non-trace JSON
+    beside them is left out), and a trace is staged with its suffix kept and loaded like a local one."""
+    import fsspec
+
+    from pipeline.config import CacheConfig, ExportConfig, StorageConfig
+    from pipeline.engine.tasks import load_report_for
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/kineto15/job/rank0.pt.trace.json.gz", gzip.compress(TRACE.encode(), mtime=0))
+    fs.pipe("/kineto15/job/plain.json", TRACE.encode())
+    fs.pipe("/kineto15/job/notes.json", b'{"x": 1}')
+    try:
+        found, problems = discover(["memory://kineto15"])
+        # (fsspec renders in-memory paths with a leading slash)
+        assert found == ["memory:///kineto15/job/plain.json", "memory:///kineto15/job/rank0.pt.trace.json.gz"]
+        assert problems == []
+        url = found[1]
+        report = load_report_for(url, ExportConfig(), CacheConfig(enabled=False),
+                                 StorageConfig(cache_dir=str(tmp_path / "staged")))
+        assert report.path == url and report.kernels["start"].min() == BASE
+        assert [p.name[-len(".json.gz"):] for p in (tmp_path / "staged").iterdir()] == [".json.gz"]
+    finally:
+        fs.rm("/kineto15", recursive=True)
