@@ -73,7 +73,7 @@ def run_hta(py: str, trace: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hta-") as folder:
         os.symlink(trace, os.path.join(folder, os.path.basename(trace)))
         t0 = time.perf_counter()
-        proc = subprocess.run([py, "-c", HTA_SCRIPT, folder], capture_output=True, text=True, cwd=folder)
+        proc = subprocess.run([py, "-c", HTA_SCRIPT, folder], check=False, capture_output=True, text=True, cwd=folder)
         wall = time.perf_counter() - t0
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -122,7 +122,8 @@ def conventions(trace: str) -> list[tuple[str, int]]:
     3. HTA's time arithmetic: a float ``ts`` is read as float64 and the event rounded inward to whole µs
        (``ts`` up, ``ts + dur`` down); integer ``ts`` stay, ends are ``ts + dur`` in float µs.
     """
-    text = gzip.open(trace).read() if trace.endswith(".gz") else open(trace, "rb").read()
+    with (gzip.open(trace) if trace.endswith(".gz") else open(trace, "rb")) as fh:
+        text = fh.read()
     exact = json.loads(text, parse_float=Decimal, parse_int=Decimal)["traceEvents"]
     floats = json.loads(text)["traceEvents"]
     gpu_cats = {"kernel", "gpu_memcpy", "gpu_memset"}

@@ -57,7 +57,8 @@ def reference(path: Path, min_gap_ns: int = MS) -> dict:
     """Span-window figures of the trace's one GPU, from the stdlib json parser (numbers as Decimal)
     and plain Python: µs × 1000 rounded half to even; union by a sorted sweep; per-stream gaps from the
     latest end seen on the stream."""
-    doc = json.loads(gzip.open(path).read(), parse_float=Decimal, parse_int=Decimal)
+    with gzip.open(path) as fh:
+        doc = json.loads(fh.read(), parse_float=Decimal, parse_int=Decimal)
     base = int(doc.get("baseTimeNanoseconds", 0))
 
     def ns(value) -> int:
@@ -177,7 +178,8 @@ def test_ns_resolution_trace_is_exact_where_floats_are_not(kineto):
     of 6,078 of the 6,095 wrong."""
     path = kineto / "v100_resnet_ns_rank0.json.gz"
     report = load_kineto(str(path))
-    doc = json.loads(gzip.open(path).read(), parse_float=str)
+    with gzip.open(path) as fh:
+        doc = json.loads(fh.read(), parse_float=str)
     exact, floats = [], []
     for e in doc["traceEvents"]:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):

@@ -48,6 +48,7 @@ from .gpus import DEVICE_COLUMNS, board_name
 from .integrity import (SLACK_NS, Capture, _row_extent, dropped_warning, duplicate_mask, duplicates_warning,
     frame_codes, impossible_rows)
 from .kineto_time import TimeTextError, raws_to_ns
+from .processes import device_pairs, gpu_key_column
 from .report import _group_by_gpu, _in_start_order
 
 #: File names read as PyTorch profiler traces (``*.pt.trace.json`` and ``*.pt.trace.json.gz`` end so too).
@@ -604,8 +605,6 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
 
     untraced = lost_launches(kernels, copies, runtime)
     copies = copies.drop(columns="correlation_id")
-    from .processes import device_pairs, gpu_key_column
-
     pair_codes, pairs = device_pairs(kernels)
     devices = _devices(pairs, props)
     kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)

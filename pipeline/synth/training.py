@@ -833,8 +833,8 @@ def generate_training_traces(folder: str, *, gpus: int = 2, iterations: int = 10
     :func:`generate_training_report` for the one GPU of its file (``device_id`` R; no uuid or bus: a
     trace names none). Returns the trace paths in rank order.
     """
-    profile, straggler, checkpoint, ranks, identities = _planned(gpus, iterations, seed, profile, straggler_rank,
-                                                                 checkpoint_iteration)
+    profile, straggler, checkpoint, ranks, _ = _planned(gpus, iterations, seed, profile, straggler_rank,
+                                                        checkpoint_iteration)
     os.makedirs(folder, exist_ok=True)
     rules = CategoryRules()
     model = cluster_model if style == "2024" else ""
