@@ -15,7 +15,7 @@ NIGHTLY ?= configs/nightly.yaml
 NIGHT ?=
 SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT),--night $(NIGHT))
 
-.PHONY: setup run examples test clean nsys chromium slurm k8s-schemas sweep rerun report bench
+.PHONY: setup run examples test clean nsys chromium slurm k8s-schemas sweep rerun report bench bench-hta
 
 setup: $(STAMP)
 
@@ -58,6 +58,12 @@ test: $(STAMP) nsys chromium slurm k8s-schemas
 bench: $(STAMP)
 	command -v sqlite3 >/dev/null || { apt-get update && apt-get install -y sqlite3; }
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/hta.py
+
+# Issue 15: gpu-idle vs HTA 0.5.0 (own venv in bench/.venv-hta) on the PyTorch profiler traces in
+# ../shared/kineto: idle per rank, each difference explained, time per trace. Writes bench/RESULTS-hta.md.
+bench-hta: $(STAMP)
+	$(BIN)/python bench/hta.py
 
 # A real Nsight Systems CLI (Debian's non-free nsight-systems 2022.4) unpacked into
 # tools/nsys/ for the export tests; no GPU needed, the system's apt setup untouched.

@@ -104,7 +104,7 @@ TrimSeconds = Annotated[tuple[Decimal, Decimal] | None, BeforeValidator(_trim_pa
 class CategoryRules:
     """What makes a gap ``sync``, ``data`` or ``comm`` (SPEC "Category").
 
-    ``sync_apis``/``data_apis``: exact normalised CUDA API names.
+    ``sync_apis``/``data_apis``: exact normalised CUDA API names (and their HIP twins, for ROCm traces).
     ``*_min_fraction``: the share of the gap a witness must cover (0..1).
     ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel
     name before the gap that marks it as a collective: NCCL, and by default the inference
@@ -124,11 +124,18 @@ class CategoryRules:
     sync_apis: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
                                   "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol",
                                   "cudaMemcpyToSymbol", "cuStreamSynchronize", "cuCtxSynchronize",
-                                  "cuEventSynchronize")
+                                  "cuEventSynchronize",
+                                  # ROCm (HIP) names, as PyTorch profiler traces on AMD GPUs spell them
+                                  "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+                                  "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D", "hipMemcpy3D",
+                                  "hipMemcpyFromSymbol", "hipMemcpyToSymbol")
     data_apis: tuple[str, ...] = ("cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync",
                                   "cudaMemcpyToSymbolAsync", "cudaMemcpyFromSymbolAsync", "cudaHostAlloc",
                                   "cudaMallocHost", "cudaHostRegister", "cuMemcpyHtoDAsync", "cuMemcpyHtoD",
-                                  "cuMemHostAlloc", "cuMemAllocHost")
+                                  "cuMemHostAlloc", "cuMemAllocHost",
+                                  "hipMemcpyAsync", "hipMemcpy2DAsync", "hipMemcpy3DAsync", "hipMemcpyToSymbolAsync",
+                                  "hipMemcpyFromSymbolAsync", "hipHostMalloc", "hipHostAlloc", "hipMallocHost",
+                                  "hipHostRegister", "hipMemcpyHtoDAsync", "hipMemcpyHtoD")
     sync_min_fraction: Share = 0.5
     data_min_fraction: Share = 0.5
     collective_kernel: Regex = (r"nccl|allreduce|(?<![a-z])all_reduce|allgather|(?<![a-z])all_gather|reduce_?scatter"
@@ -384,11 +391,13 @@ class Config:
         """Merge every label rule matching ``report_path`` (later rules win).
 
         Defaults: cluster ``default``, job = the file name without its report or export
-        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``).
+        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``; for PyTorch profiler
+        traces ``.pt.trace.json.gz``, ``.pt.trace.json``, ``.json.gz``, ``.json``).
         """
         name = os.path.basename(report_path)
         stem = name
-        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db"):
+        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db",
+                       ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
                 break

@@ -289,7 +289,7 @@ def test_no_controller_reachable(slurm, fleet, tmp_path):
     proc = run_cli("sweep", "--config", str(config), "--config", "deploy/slurm/slurm.yaml", "--night", NIGHT,
                    check=False, env={"SLURM_CONF": str(conf)}, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    message = f"no Slurm controller reachable: `scontrol ping` says: Slurmctld(primary) at"
+    message = "no Slurm controller reachable: `scontrol ping` says: Slurmctld(primary) at"
     assert f"gpu-idle: ERROR: {message}" in proc.stderr, proc.stderr
     assert f"is DOWN (SLURM_CONF={conf})" in proc.stderr, proc.stderr
     assert time.monotonic() - start < 60

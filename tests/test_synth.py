@@ -21,8 +21,9 @@ from conftest import run_cli
 
 from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.config import Config, WindowRules
+from pipeline.config import Config, WindowRules, load_config
 from pipeline.engine.reduce import build_fleet
+from pipeline.load.kineto import is_kineto_path, load_kineto
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import GpuResult
 
@@ -37,8 +38,8 @@ def config(**analysis) -> Config:
 
 
 def analyse(path, cfg: Config) -> dict:
-    """pid -> (GpuTrace, GpuResult) for every GPU of the report."""
-    report = load_report(str(path))
+    """pid -> (GpuTrace, GpuResult) for every GPU of the report (an export or a PyTorch profiler trace)."""
+    report = (load_kineto if is_kineto_path(str(path)) else load_report)(str(path))
     out = {}
     for key in report.gpu_keys():
         trace = gpu_trace(report, key)
@@ -247,8 +248,9 @@ def test_bad_options_are_refused(tmp_path):
 
 
 def snapshot(folder) -> dict:
-    """File name -> sha256 of every file in ``folder``."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+    """Path under ``folder`` -> sha256 of every file in it (subfolders too)."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_example_fleet(tmp_path):
@@ -257,7 +259,13 @@ def test_example_fleet(tmp_path):
     first = snapshot(out)
     assert synth.make_example_fleet(str(out)) == paths
     assert snapshot(out) == first   # idempotent, byte for byte
-    assert 3 <= len(paths) <= 4 and sum(os.path.getsize(p) for p in paths) < 20 * 2 ** 20
+    traces = [p for p in paths if p.endswith(".pt.trace.json.gz")]
+    assert len(paths) - len(traces) == 4 and sum(os.path.getsize(p) for p in paths) < 20 * 2 ** 20
+    # one job profiled with the PyTorch profiler: a folder with one trace per rank, one job by its label
+    assert [os.path.relpath(p, out) for p in traces] == ["vit-train-pytorch/rank0.pt.trace.json.gz",
+                                                         "vit-train-pytorch/rank1.pt.trace.json.gz"]
+    labels = load_config([str(out / "labels.yaml")])
+    assert {labels.labels_for(p)["job"] for p in traces} == {"vit-train-pytorch"}
 
     truths = {p: read_truth(p) for p in paths}
     assert {t["params"]["profile"] for t in truths.values()} == {"balanced", "data-bound", "comm-heavy"}

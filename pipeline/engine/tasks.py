@@ -24,6 +24,7 @@ from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import too_big
 from ..inputs.export import export_report
 from ..load.cache import load_cached
+from ..load.kineto import is_kineto_path
 from ..load.report import gpu_trace, plan_trace
 from ..model import Failure, GpuResult, ProfileError, Report
 from .outputs import write_gpu_docs
@@ -90,7 +91,9 @@ def describe(exc: BaseException, path: str) -> str:
 def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
                     memory_factor: float | None = None, background_cache: bool = False) -> Report:
     """Stage (remote URLs only), check memory, export (``.nsys-rep`` / ``.qdrep`` only, cached by content)
-    and load one report (from the columnar cache when the same export was loaded before).
+    and load one report (from the columnar cache when the same export was loaded before). A PyTorch
+    profiler trace (``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``) is not exported: it is read by
+    :func:`pipeline.load.kineto.load_kineto` (and cached the same way).
 
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
@@ -114,7 +117,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     try:
         if memory_factor is not None:
             check_memory(local, memory_factor, _worker_memory_limit())
-        sqlite_path = export_report(local, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
+        sqlite_path = local if is_kineto_path(local) else export_report(local, export_cfg.nsys, export_cfg.cache_dir,
+                                                                         export_cfg.timeout_s)
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
@@ -154,6 +158,13 @@ def gpu_error(path: str, labels: dict, gpu_key: str, message: str) -> GpuResult:
     return GpuResult(row=row)
 
 
+def trace_labels(report: Report, labels: dict) -> dict:
+    """``labels`` with the rank a PyTorch profiler trace names (``distributedInfo.rank``, in
+    ``report.meta``) where the labels give none; other labels and other reports: unchanged."""
+    rank = report.meta.get("rank") if report.meta.get("format") == "kineto" else None
+    return {**labels, "rank": str(rank)} if rank is not None and not labels.get("rank") else labels
+
+
 def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None:
     """One GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.analyse.plan_gpu`);
     None when they cannot be found (the GPU's analysis then says why in its error row)."""
@@ -175,10 +186,11 @@ def report_agreements(path: str, keys: list[str], plans: list, cfg: Config, forc
 def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: IterationPlan | None = None,
                  agreements: dict | None = None) -> GpuResult:
     """Analyse one GPU with its ``plan`` under its job's ``agreements`` (``{source: Agreement}``;
-    None: the GPU alone); any failure becomes an error row for that GPU (which keeps the plan)."""
+    None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
+    for that GPU (which keeps the plan)."""
     try:
         agreement = (agreements or {}).get(plan.source) if plan is not None else None
-        return analyse_gpu(gpu_trace(report, gpu_key), cfg, labels, plan, agreement)
+        return analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
         result = gpu_error(report.path, labels, gpu_key, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
         result.plan = plan

@@ -2,7 +2,10 @@
 
 Directories (and object-storage prefixes such as ``s3://bucket/prefix``) are
 searched recursively for ``*.sqlite``, ``*.nsys-rep`` and ``*.qdrep`` (the name of
-reports before Nsight Systems 2021.4); globs
+reports before Nsight Systems 2021.4) and PyTorch profiler traces: ``*.pt.trace.json(.gz)``,
+and any other ``*.json`` / ``*.json.gz`` whose first bytes read as a Chrome trace
+(:func:`looks_like_trace`; other JSON, such as the truth files beside generated exports or a
+run's own outputs, is not a report); globs
 (``s3://bucket/prefix/**/*.nsys-rep``) keep the files they match. Results are
 de-duplicated (the same file named twice is analysed once) and sorted, so runs
 are deterministic. Local paths come back as plain paths, remote ones as URLs
@@ -21,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import zlib
 
 from .storage import (
     DEFAULT_RETRIES,
@@ -30,9 +34,52 @@ from .storage import (
     open_fs,
 )
 
-#: What a folder or prefix is searched for: SQLite exports and reports (``.qdrep``: before 2021.4).
-REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
+#: What a folder or prefix is searched for: SQLite exports and reports (``.qdrep``: before 2021.4),
+#: PyTorch profiler traces (``.json`` and ``.json.gz`` only when :func:`looks_like_trace`).
+REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
+#: JSON names that are PyTorch profiler traces by name (``tensorboard_trace_handler`` writes them).
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+#: JSON names kept only when their first bytes read as a trace.
+JSON_SUFFIXES = (".json", ".json.gz")
+#: How much of a JSON file (uncompressed) :func:`looks_like_trace` reads.
+SNIFF_BYTES = 1 << 20
+#: Keys of which one appears near the start of every Chrome / PyTorch profiler trace.
+TRACE_MARKERS = (b'"traceEvents"', b'"ph"', b'"deviceProperties"', b'"distributedInfo"')
 GLOB_CHARS = set("*?[")
+
+
+def looks_like_trace(head: bytes) -> bool:
+    """True when ``head``, the first bytes of a ``.json`` or ``.json.gz`` file, may be a Chrome trace
+    (a PyTorch profiler trace): gzip data that does not inflate (a damaged trace is a report with
+    an error row, not a file to ignore), or JSON text with one of :data:`TRACE_MARKERS` in its
+    first :data:`SNIFF_BYTES`. Other JSON is not a report."""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+        except zlib.error:
+            return True
+        if not head:  # not even the first bytes inflate (a damaged or truncated header)
+            return True
+    head = head[:SNIFF_BYTES]
+    return any(marker in head for marker in TRACE_MARKERS)
+
+
+def _keep_json(name: str, read_head) -> bool:
+    """Whether a ``.json``/``.json.gz`` file found in a folder is a report: by name
+    (:data:`TRACE_SUFFIXES`), else by its first bytes (``read_head()``; unreadable: kept, so the
+    report's row says why)."""
+    lower = name.lower()
+    if not lower.endswith(JSON_SUFFIXES) or lower.endswith(TRACE_SUFFIXES):
+        return True
+    try:
+        return looks_like_trace(read_head())
+    except (OSError, ValueError):
+        return True
+
+
+def _local_head(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(SNIFF_BYTES)
 
 
 class InputError(Exception):
@@ -117,7 +164,8 @@ def _walk_local(top: str, suffixes) -> tuple[list[str], list[tuple[str, str]]]:
         problems.append((folder, f"{folder}: cannot read folder: {reason(exc)}"))
 
     for folder, _, files in os.walk(top, onerror=unlisted):
-        found += [os.path.join(folder, name) for name in files if name.endswith(suffixes)]
+        found += [path for path in (os.path.join(folder, name) for name in files if name.endswith(suffixes))
+                  if _keep_json(path, lambda p=path: _local_head(p))]
     return sorted(found), problems
 
 
@@ -170,7 +218,9 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[li
         return [render(m) for m in matches], []
     if fs.isdir(path):
         if remote:
-            matches, problems = sorted(m for m in fs.find(path) if m.endswith(suffixes)), []
+            matches = sorted(m for m in fs.find(path) if m.endswith(suffixes)
+                             and _keep_json(m, lambda m=m: fs.cat_file(m, start=0, end=SNIFF_BYTES)))
+            problems = []
         else:
             matches, problems = _walk_local(path, suffixes)
         if not matches and not problems:

@@ -1,0 +1,498 @@
+"""PyTorch profiler (Kineto) traces as a second input (issue 15).
+
+Right values: the issue's table for three real traces (span window, 1 ms), and for all six an
+independent second computation in this file (the stdlib ``json`` parser with ``Decimal`` numbers
+and a plain-Python union and per-stream sweep; no pipeline code), through a real ``gpu-idle run``
+over the traces and the Nsight exports together. Small hand-written traces pin the loader's
+reading of each format variant, the exact time arithmetic and the error rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import PROFILES, run_cli
+
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.config import Config, load_config
+from pipeline.engine.tasks import trace_labels
+from pipeline.inputs.discover import discover
+from pipeline.load import cache
+from pipeline.load.kineto import load_kineto
+from pipeline.load.kineto_time import micros_text_to_ns, raws_to_ns
+from pipeline.load.report import gpu_trace
+from pipeline.model import ProfileError, WarningCode
+from pipeline.synth.kineto import KinetoWriter
+
+KINETO = Path(os.environ.get("GPU_IDLE_KINETO", PROFILES.parent / "kineto")).resolve()
+FILES = ("ws128_sampled_rank0", "ws128_sampled_rank1", "a100_ws2_nccl_rank0", "v100_resnet_ns_rank0",
+         "mi250_rocm_minitoy", "a100_ws16_5streams_rank0")
+#: The issue's table (span window, 1 ms): window, busy, idle, copy-only, dark, gaps, gap total, buckets.
+ISSUE_TABLE = {
+    "ws128_sampled_rank0": (1_222_818_000, 547_303_000, 675_515_000, 349_000, 675_166_000, 147, 3_425_248_000,
+                            (104, 33, 10)),
+    "a100_ws2_nccl_rank0": (660_551_005, 155_215_315, 505_335_690, 2_284_699, 503_050_991, 38, 794_910_418,
+                            (17, 18, 3)),
+    "v100_resnet_ns_rank0": (480_029_179, 468_153_602, 11_875_577, 4_300_839, 7_574_738, 1, 2_113_556, (1, 0, 0)),
+}
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def kineto() -> Path:
+    if not (KINETO / "ws128_sampled_rank0.json.gz").exists():
+        pytest.fail(f"real PyTorch profiler traces not found in {KINETO} (set GPU_IDLE_KINETO)")
+    return KINETO
+
+
+# -- the independent second computation --------------------------------------------------------
+
+def reference(path: Path, min_gap_ns: int = MS) -> dict:
+    """Span-window figures of the trace's one GPU, from the stdlib json parser (numbers as Decimal)
+    and plain Python: µs × 1000 rounded half to even; union by a sorted sweep; per-stream gaps from the
+    latest end seen on the stream."""
+    with gzip.open(path) as fh:
+        doc = json.loads(fh.read(), parse_float=Decimal, parse_int=Decimal)
+    base = int(doc.get("baseTimeNanoseconds", 0))
+
+    def ns(value) -> int:
+        return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
+
+    kernels, copies = [], []
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            start = base + ns(e["ts"])
+            item = (start, start + ns(e["dur"]), int(e["args"]["stream"]))
+            (kernels if e["cat"] == "kernel" else copies).append(item)
+    assert len({int(e["args"]["device"]) for e in doc["traceEvents"] if e.get("cat") == "kernel"}) == 1
+    w0, w1 = min(k[0] for k in kernels), max(k[1] for k in kernels)
+
+    def union(intervals) -> int:
+        total, reach = 0, None
+        for s, e in sorted(intervals):
+            s, e = max(s, w0), min(e, w1)
+            if e <= s:
+                continue
+            if reach is None or s > reach:
+                total += e - s
+                reach = e
+            elif e > reach:
+                total += e - reach
+                reach = e
+        return total
+
+    busy = union((s, e) for s, e, _ in kernels)
+    anything = union([(s, e) for s, e, _ in kernels] + [(s, e) for s, e, _ in copies])
+    gaps = []
+    for stream in {k[2] for k in kernels}:
+        latest = None
+        for s, e in sorted((s, e) for s, e, x in kernels if x == stream):
+            if latest is not None and s - latest > min_gap_ns:
+                gaps.append(s - latest)
+            latest = e if latest is None else max(latest, e)
+    buckets = (sum(g <= 5 * MS for g in gaps), sum(5 * MS < g <= 50 * MS for g in gaps), sum(g > 50 * MS for g in gaps))
+    return {"window": w1 - w0, "busy": busy, "idle": w1 - w0 - busy, "copy_only": anything - busy,
+            "dark": w1 - w0 - anything, "gaps": len(gaps), "gap_total": sum(gaps), "buckets": buckets}
+
+
+def figures(row) -> tuple:
+    return (int(row.window_ns), int(row.busy_ns), int(row.idle_ns), int(row.copy_only_ns), int(row.dark_ns),
+            int(row.gap_count), int(row.gap_total_ns),
+            (int(row.gaps_le_5ms), int(row.gaps_5_50ms), int(row.gaps_gt_50ms)))
+
+
+@pytest.fixture(scope="module")
+def mixed_run(kineto, profiles, tmp_path_factory) -> Path:
+    """One ``gpu-idle run`` over the six traces and the Nsight exports together, then ``gpu-idle report``."""
+    out = tmp_path_factory.mktemp("kineto_mixed")
+    labels = out / "labels.yaml"
+    labels.write_text("labels:\n  - {match: '*/ws128_sampled_rank*', cluster: kineto, job: ws128}\n")
+    run_cli("run", str(kineto), str(profiles), "--out", str(out), "--window", "span",
+            "--config", "configs/profiles.yaml", "--config", str(labels))
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def mixed_fleet(mixed_run) -> pd.DataFrame:
+    return pd.read_csv(mixed_run / "fleet.csv", keep_default_na=False)
+
+
+def trace_row(fleet: pd.DataFrame, stem: str):
+    hit = fleet[fleet["report"].str.endswith(f"/{stem}.json.gz")]
+    assert len(hit) == 1, f"{stem}: {len(hit)} rows"
+    return hit.iloc[0]
+
+
+@pytest.mark.parametrize("stem", sorted(ISSUE_TABLE))
+def test_right_values_of_the_issue(mixed_fleet, kineto, stem):
+    row = trace_row(mixed_fleet, stem)
+    assert int(row.device_id) == 0 and row.window_rule == "span" and row.status == "ok"
+    assert figures(row) == ISSUE_TABLE[stem]
+    want = reference(kineto / f"{stem}.json.gz")   # the table is what the second computation finds too
+    assert ISSUE_TABLE[stem] == (want["window"], want["busy"], want["idle"], want["copy_only"], want["dark"],
+                                 want["gaps"], want["gap_total"], want["buckets"])
+
+
+@pytest.mark.parametrize("stem", ["ws128_sampled_rank1", "mi250_rocm_minitoy", "a100_ws16_5streams_rank0"])
+def test_other_traces_match_a_second_computation(mixed_fleet, kineto, stem):
+    row = trace_row(mixed_fleet, stem)
+    assert row.status == "ok" and row.window_rule == "span"
+    want = reference(kineto / f"{stem}.json.gz")
+    assert figures(row) == (want["window"], want["busy"], want["idle"], want["copy_only"], want["dark"],
+                            want["gaps"], want["gap_total"], want["buckets"])
+    # and the figures that make these traces what they are (worked out once by the second computation)
+    assert {"ws128_sampled_rank1": (1_231_182_000, 146), "mi250_rocm_minitoy": (8_594_445, 1),
+            "a100_ws16_5streams_rank0": (1_227_177_000, 115)}[stem] == (want["window"], want["gaps"])
+
+
+def test_one_fleet_table_and_one_report_for_both_formats(mixed_run, mixed_fleet):
+    assert len(mixed_fleet) == 6 + 5 and set(mixed_fleet["status"]) == {"ok"}
+    nsight = mixed_fleet[mixed_fleet["report"].str.endswith(".sqlite")]
+    assert len(nsight) == 5
+    fastvideo = nsight[nsight["report"].str.endswith("fastvideo_h100_sp2_1s.sqlite") & (nsight["pid"] == 111)].iloc[0]
+    assert int(fastvideo.idle_ns) == 938_099_846   # the Nsight rows are what they are alone (test_real_profiles)
+    # identity and cost from the traces: model from deviceProperties -> rate card, rank from distributedInfo
+    a100 = trace_row(mixed_fleet, "a100_ws2_nccl_rank0")
+    assert (a100.gpu_model, a100.rate_model, float(a100.rate_usd_per_hour)) == ("NVIDIA A100-PG509-200", "A100", 2.5)
+    assert a100.gpu_key == "pid2910249/dev0" and str(a100["rank"]) == "0"
+    ws1 = trace_row(mixed_fleet, "ws128_sampled_rank1")
+    assert ws1.gpu_model == "" and ws1.rate_model == "H100" and "no deviceProperties" in ws1.rate_source
+    assert str(ws1["rank"]) == "1" and (ws1.cluster, ws1.job) == ("kineto", "ws128")   # the job's label: one job
+    jobs = pd.read_csv(mixed_run / "jobs.csv", keep_default_na=False)
+    assert int(jobs.loc[jobs["job"] == "ws128", "gpus"].iloc[0]) == 2
+    page = (mixed_run / "report.html").read_text(encoding="utf-8")
+    assert all(text in page for text in ("ws128", "pid2910249/dev0", "v100_resnet_ns_rank0", "fastvideo_h100_sp2_1s",
+                                         "train_h100_2gpu_nccl"))
+
+
+def test_ns_resolution_trace_is_exact_where_floats_are_not(kineto):
+    """v100_resnet_ns: ts at epoch magnitude with 3 decimals. The loader's ns equal the decimal reading
+    on every GPU event; a float64 reading (ts and dur as floats, summed, × 1000, rounded) gets the end
+    of 6,078 of the 6,095 wrong."""
+    path = kineto / "v100_resnet_ns_rank0.json.gz"
+    report = load_kineto(str(path))
+    with gzip.open(path) as fh:
+        doc = json.loads(fh.read(), parse_float=str)
+    exact, floats = [], []
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            start = micros_text_to_ns(e["ts"])
+            exact.append((start, start + micros_text_to_ns(e["dur"])))
+            floats.append(round((float(e["ts"]) + float(e["dur"])) * 1000))
+    got = sorted(zip(pd.concat([report.kernels["start"], report.copies["start"]]),
+                     pd.concat([report.kernels["end"], report.copies["end"]])))
+    assert got == sorted(exact) and len(got) == 6_095
+    assert sum(f != e for f, (_, e) in zip(floats, exact)) == 6_078
+
+
+# -- time arithmetic ---------------------------------------------------------------------------
+
+def test_microsecond_text_to_ns_is_exact_and_rounds_half_to_even():
+    # 3 decimals: exact; the value at epoch magnitude a float64 cannot hold
+    assert micros_text_to_ns("1712195495519689.047") == 1_712_195_495_519_689_047
+    assert round(float("1712195495519689.047") * 1000) != 1_712_195_495_519_689_047
+    assert micros_text_to_ns("68.0") == 68_000 and micros_text_to_ns("12") == 12_000
+    assert micros_text_to_ns("1.5e3") == 1_500_000 and micros_text_to_ns('"7.25"') == 7_250
+    # finer than 1 ns: to the nearest, ties to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, 1002.5 -> 1002, 1003.5 -> 1004
+    assert [micros_text_to_ns(t) for t in ("0.0005", "0.0015", "0.0025", "1.0025", "1.0035", "1.00251")] == \
+        [0, 2, 2, 1002, 1004, 1003]
+    ns, bad = raws_to_ns([b"4458676522690.655", b"null", b"0.0015", b'"3"', b"abc"])
+    assert ns.tolist() == [4_458_676_522_690_655, 0, 2, 3_000, 0] and bad.tolist() == [False, True, False, False, True]
+
+
+# -- hand-written traces -----------------------------------------------------------------------
+
+def write(path: Path, text: str, compress: bool | None = None) -> str:
+    data = text.encode()
+    if compress if compress is not None else str(path).endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    path.write_bytes(data)
+    return str(path)
+
+
+def span_config() -> Config:
+    cfg = Config()
+    return dataclasses.replace(cfg, analysis=dataclasses.replace(cfg.analysis, window="span"))
+
+
+def analyse_one(path: str, cfg: Config | None = None):
+    report = load_kineto(path)
+    (key,) = report.gpu_keys()
+    return report, analyse_gpu(gpu_trace(report, key), cfg or span_config(), trace_labels(report, {}))
+
+
+#: Base-relative µs text, as PyTorch 2.x writes it. Device 0, pid 500:
+#:   K1 stream 7 [0, 100 µs) launched by cudaLaunchKernel (corr 1) on thread 501
+#:   K2 stream 7 [2,100, 2,150 µs) with no CPU launch event (corr 2): still busy, owned by pid 500
+#:   K3 stream 20 [1,000, 1,200 µs) launched by the driver (cuda_driver cuLaunchKernel, corr 3)
+#:   HtoD copy stream 30 [1,500, 1,800.5 µs) after cudaMemcpyAsync [1,400, 1,850 µs) (corr 4)
+TRACE = """{
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "numSms": 108}],
+  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
+  "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 500, "tid": 500, "ts": 0.000, "dur": 2150.000},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 500, "tid": 500, "ts": 0.000, "dur": 10.000, "args": {"External id": 9}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 500, "tid": 501, "ts": 0.000, "dur": 5.000, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 500, "tid": 501, "ts": 900.000, "dur": 5.000, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 500, "tid": 501, "ts": 1400.000, "dur": 450.000, "args": {"correlation": 4}},
+  {"ph": "s", "id": 1, "pid": 500, "tid": 501, "ts": 0.000, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "K1", "pid": 0, "tid": 7, "ts": 0.000, "dur": 100.000, "args": {"device": 0, "stream": 7, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "K2", "pid": 0, "tid": 7, "ts": 2100.000, "dur": 50.000, "args": {"device": 0, "stream": 7, "correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "K3", "pid": 0, "tid": 20, "ts": 1000.000, "dur": 200.000, "args": {"device": 0, "stream": 20, "correlation": 3}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 30, "ts": 1500.000, "dur": 300.500, "args": {"device": 0, "stream": 30, "correlation": 4, "bytes": 4096}},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#7", "pid": 0, "tid": 7, "ts": 0.000, "dur": 2150.000},
+  {"ph": "M", "name": "process_name", "pid": 500, "tid": 0, "args": {"name": "python3"}}
+  ],
+  "baseTimeNanoseconds": 1700000000000000000
+}"""
+BASE = 1_700_000_000_000_000_000
+
+
+def test_hand_trace_is_read_like_an_export(tmp_path):
+    report, result = analyse_one(write(tmp_path / "t.pt.trace.json", TRACE))
+    k = report.kernels.sort_values("start")
+    # every time is base + µs × 1000
+    assert k[["start", "end", "pid", "device_id", "stream_id", "correlation_id"]].values.tolist() == [
+        [BASE, BASE + 100_000, 500, 0, 7, 1],
+        [BASE + 1_000_000, BASE + 1_200_000, 500, 0, 20, 3],
+        [BASE + 2_100_000, BASE + 2_150_000, 500, 0, 7, 2]]     # K2: no launch event, the trace's process
+    assert k["name"].astype(str).tolist() == ["K1", "K3", "K2"]
+    assert report.runtime[["start", "pid", "tid", "correlation_id"]].values.tolist() == [
+        [BASE, 500, 501, 1], [BASE + 900_000, 500, 501, 3], [BASE + 1_400_000, 500, 501, 4]]
+    assert report.runtime["name"].astype(str).tolist() == ["cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync"]
+    c = report.copies.iloc[0]
+    assert (c.start, c.end, c.kind, c.copy_kind, c.bytes, c.src_kind, c.dst_kind, c.stream_id) == (
+        BASE + 1_500_000, BASE + 1_800_500, "memcpy", 1, 4096, 7, 2, 30)   # HtoD, pinned -> device
+    assert report.nvtx.values.tolist() == [[BASE, BASE + 2_150_000, 500, 500, "ProfilerStep#7"]]  # CPU side only
+    assert report.devices[["gpu_key", "gpu_model", "sms"]].values.tolist() == [["pid500/dev0", "NVIDIA A100-SXM4-80GB",
+                                                                                108]]
+    assert report.meta == {"format": "kineto", "rank": "3", "world_size": "8", "base_time_ns": str(BASE)}
+    row = result.row
+    # W = [0, 2,150 µs) = 2,150,000 ns; busy = 100,000 + 200,000 + 50,000 = 350,000; idle 1,800,000
+    # copy-only: the copy [1,500, 1,800.5 µs) touches no kernel: 300,500; dark = 1,800,000 - 300,500
+    assert (row["window_ns"], row["busy_ns"], row["idle_ns"], row["copy_only_ns"], row["dark_ns"]) == (
+        2_150_000, 350_000, 1_800_000, 300_500, 1_499_500)
+    # stream 7: 2,100,000 - 100,000 = 2,000,000 > 1 ms: one gap; stream 20 has one kernel
+    assert (row["gap_count"], row["gap_total_ns"], row["gaps_le_5ms"]) == (1, 2_000_000, 1)
+    gap = result.roster[0]
+    assert (gap["stream_id"], gap["length_ns"], gap["kernel_before"], gap["kernel_after"]) == (7, 2_000_000, "K1", "K2")
+    # in the gap [100, 2,100 µs): the copy call for its whole 450 µs, the driver launch for its 5 µs, the copy
+    # engine for 300.5 µs; the calls cover 455 of 2,000 µs (< half: not data), nothing syncs: cpu
+    assert gap["attribution"] == [{"api": "cudaMemcpyAsync", "overlap_ns": 450_000},
+                                  {"api": "cuLaunchKernel", "overlap_ns": 5_000}]
+    assert (gap["copy_overlap_ns"], gap["category"], gap["nvtx_range"]) == (300_500, "cpu", "ProfilerStep#7")
+    assert row["rank"] == "3" and row["rate_model"] == "A100" and row["status"] == "ok"
+
+
+def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
+    """PyTorch 1.8-1.9 spelling: Kernel / Runtime / Memcpy / Memset, ProfilerStep as an Operator,
+    tid "stream 7" and no args.stream, integer µs, no deviceProperties / distributedInfo / base."""
+    text = """{"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 77, "tid": "77", "ts": 100, "dur": 3000},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 77, "tid": "77", "ts": 100, "dur": 5, "args": {"correlation": 11, "external id": 1}},
+  {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": "stream 9", "ts": 110, "dur": 40, "args": {"device": 0, "correlation": 11}},
+  {"ph": "X", "cat": "Kernel", "name": "relu", "pid": 0, "tid": "stream 9", "ts": 1300, "dur": 20, "args": {"device": 0, "correlation": 12}},
+  {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 9", "ts": 200, "dur": 2, "args": {"device": 0, "correlation": 13, "bytes": 64}},
+  {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": "stream 9", "ts": 1320, "dur": 3, "args": {"device": 0, "correlation": 14, "bytes": 4}}
+]}"""
+    report, result = analyse_one(write(tmp_path / "old.json", text))
+    assert report.kernels[["start", "end", "stream_id", "pid"]].values.tolist() == [
+        [110_000, 150_000, 9, 77], [1_300_000, 1_320_000, 9, 77]]
+    assert report.copies[["kind", "copy_kind", "src_kind", "dst_kind"]].values.tolist() == [
+        ["memcpy", 2, 2, 1], ["memset", -1, -1, -1]]
+    assert report.nvtx["text"].tolist() == ["ProfilerStep#1"] and report.runtime["tid"].tolist() == [77]
+    assert report.devices["model_note"].tolist() == ["export names no GPU (the trace has no deviceProperties)"]
+    assert report.meta == {"format": "kineto"}
+    # W = [110, 1,320 µs): 1,210,000; busy 40,000 + 20,000; the memset [200, 202) µs is copy-only: 2,000
+    row = result.row
+    assert (row["window_ns"], row["busy_ns"], row["copy_only_ns"], row["gap_count"], row["gap_total_ns"]) == (
+        1_210_000, 60_000, 2_000, 1, 1_150_000)
+    assert row["rate_model"] == "H100" and "no deviceProperties" in row["rate_source"] and row["rank"] == ""
+
+
+ROCM = """{"traceEvents": [
+  {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 9, "tid": 9, "ts": 0.000, "dur": 2.000, "args": {"correlation": 1, "stream": "0x0"}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "hipDeviceSynchronize", "pid": 9, "tid": 9, "ts": 200.000, "dur": 2800.000, "args": {"correlation": 2}},
+  %s
+  {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 9, "tid": 9, "ts": 3060.000, "dur": 2.000, "args": {"correlation": 4}},
+  {"ph": "X", "cat": "kernel", "name": "k0", "pid": 2, "tid": 0, "ts": 10.000, "dur": 90.000, "args": {"device": 2, "stream": 0, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "k1", "pid": 2, "tid": 0, "ts": 3100.000, "dur": 100.000, "args": {"device": 2, "stream": 0, "correlation": 4}}
+]}"""
+LOST = ('{"ph": "X", "cat": "cuda_runtime", "name": "hipExtModuleLaunchKernel", "pid": 9, "tid": 9, "ts": 3050.000, '
+        '"dur": 2.000, "args": {"correlation": 3}},')
+
+
+def test_rocm_hip_sync_is_a_sync_witness(tmp_path):
+    """HIP runtime names under cuda_runtime (ROCm traces; ``args.stream`` "0x0" is text): the gap
+    [100, 3,100 µs) = 3,000,000 ns on device 2 is covered by hipDeviceSynchronize [200, 3,000 µs),
+    2.8 of 3.0 ms >= half: ``sync``, as cudaDeviceSynchronize would make it."""
+    report, result = analyse_one(write(tmp_path / "rocm.json", ROCM % ""))
+    assert report.devices[["device_id", "gpu_key"]].values.tolist() == [[2, "pid9/dev2"]]
+    row = result.row
+    assert (row["cat_sync_ns"], row["status"], result.device_roster[0]["category"]) == (3_000_000, "ok", "sync")
+    assert result.device_roster[0]["attribution"][0] == {"api": "hipDeviceSynchronize", "overlap_ns": 2_800_000}
+
+
+def test_rocm_lost_hip_launch_is_untraced(tmp_path):
+    """A hipExtModuleLaunchKernel (corr 3) with no kernel, between kernels of corr 1 and 4: a launch
+    the trace lost (as a cudaLaunchKernel would be); the gap is untraced and the row partial."""
+    report, result = analyse_one(write(tmp_path / "rocm.json", ROCM % LOST))
+    assert report.untraced[["name", "correlation_id", "call_start", "end"]].values.tolist() == [
+        ["hipExtModuleLaunchKernel", 3, 3_050_000, 3_100_000]]
+    row = result.row
+    assert (row["cat_untraced_ns"], row["cat_sync_ns"], row["status"]) == (3_000_000, 0, "partial")
+    assert "correlationIds 3 (hipExtModuleLaunchKernel)" in row["warnings"]
+
+
+def test_list_form_duplicates_and_events_without_times(tmp_path):
+    """A trace may be a bare list of events; an exact duplicate kernel counts once; an event without
+    ``dur`` or with a ``ts`` that is not a number is dropped and said; both make the row partial."""
+    ev = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %s, "dur": %s, "args": {"device": 0, "stream": 7, "correlation": %d}}'
+    text = "[" + ",".join([ev % ("0", "10", 1), ev % ("0", "10", 1), ev % ("5000", "10", 2),
+                           ev % ("6000", "null", 3), ev % ('"soon"', "10", 4)]) + "]"
+    report = load_kineto(write(tmp_path / "list.json.gz", text))
+    assert report.kernels[["start", "end"]].values.tolist() == [[0, 10_000], [5_000_000, 5_010_000]]
+    texts = {w.code: w.text for w in report.warnings}
+    assert texts[WarningCode.DROPPED_KERNEL_ROWS] == "dropped 2 events without a usable ts or dur: 2 kernel events"
+    assert texts[WarningCode.DUPLICATE_ROWS] == "dropped 1 exact duplicate row (counted once): 1 of kernel events"
+    _, result = analyse_one(str(tmp_path / "list.json.gz"))
+    assert result.row["status"] == "partial" and result.row["busy_ns"] == 20_000
+
+
+def test_writer_styles_round_trip_exactly(tmp_path):
+    """What KinetoWriter writes (both styles) loads back to the same ns."""
+    for style, base in (("2024", 1_780_000_000_000_000_000), ("2021", None)):
+        path = str(tmp_path / f"w{style}.json.gz")
+        w = KinetoWriter(path, pid=42, devices=[(1, "NVIDIA H100 80GB HBM3", 132)], rank=1, world_size=2,
+                         base_time_ns=base, style=style)
+        t0 = 1_780_000_000_123_456_789
+        w.runtime(42, t0, t0 + 4_001, "cudaLaunchKernel", 5)
+        w.kernel(1, 7, t0 + 10_003, t0 + 2_010_007, "gemm", 5)
+        w.annotation(42, t0 - 1, t0 + 3_000_000, "ProfilerStep#0")
+        w.close()
+        r = load_kineto(path)
+        assert r.kernels[["start", "end", "device_id", "stream_id", "pid"]].values.tolist() == [
+            [t0 + 10_003, t0 + 2_010_007, 1, 7, 42]]
+        assert r.nvtx[["start", "end"]].values.tolist() == [[t0 - 1, t0 + 3_000_000]]
+        assert r.devices["gpu_model"].tolist() == (["NVIDIA H100 80GB HBM3"] if style == "2024" else [""])
+
+
+# -- discovery and the cache -------------------------------------------------------------------
+
+def test_folders_find_traces_beside_exports_but_not_other_json(tmp_path, profiles):
+    folder = tmp_path / "mixed"
+    (folder / "job").mkdir(parents=True)
+    os.symlink(profiles / "tiny_2kernels.sqlite", folder / "tiny.sqlite")
+    write(folder / "job" / "rank0.pt.trace.json.gz", TRACE)
+    write(folder / "job" / "rank1.json", TRACE)                       # sniffed: a trace
+    write(folder / "plain.json.gz", TRACE)
+    write(folder / "job" / "rank0.pt.trace.json.gz.truth.json", '{"format": "truth", "gpus": []}')
+    write(folder / "settings.json", '{"x": 1}')
+    (folder / "broken.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")  # damaged gzip: a report with an error row
+    found, problems = discover([str(folder)])
+    assert [os.path.relpath(p, folder) for p in found] == [
+        "broken.json.gz", "job/rank0.pt.trace.json.gz", "job/rank1.json", "plain.json.gz", "tiny.sqlite"]
+    assert problems == []
+    assert load_config([]).labels_for(str(folder / "job" / "rank0.pt.trace.json.gz"))["job"] == "rank0"
+
+
+def test_columnar_cache_serves_the_same_report(tmp_path):
+    path = write(tmp_path / "t.json.gz", TRACE)
+    first = cache.load_cached(path, tmp_path / "cache")
+    (entry,) = list((tmp_path / "cache").iterdir())
+    assert entry.name.endswith(f"-kineto{cache.KINETO_LOADER_VERSION}-v{cache.LOADER_VERSION}")
+    second = cache.load_cached(path, tmp_path / "cache")
+    for name in cache.FRAMES:
+        pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),
+                                      getattr(second, name).reset_index(drop=True), check_categorical=False)
+    assert (first.meta, first.warnings) == (second.meta, second.warnings)
+
+
+# -- broken input ------------------------------------------------------------------------------
+
+def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
+    real = (kineto / "ws128_sampled_rank0.json.gz").read_bytes()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    cases = {
+        "truncated.json.gz": real[: len(real) // 2],
+        "damaged.json.gz": real[:20] + bytes(64) + real[84:],
+        "empty.json": b"",
+        "notjson.json": b"SQLite format 3\x00" + bytes(100),
+        "cut.json": TRACE[: len(TRACE) // 2].encode(),
+        "object.json": b'{"schemaVersion": 1, "runs": []}',
+        "scalar.json": b'"hello"',
+        "cpu_only.json": b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, '
+                         b'"ts": 1.0, "dur": 2.0}]}',
+        "copies_only.json": b'{"traceEvents": [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)",'
+                            b' "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, "args": {"device": 0, "stream": 7}}]}',
+    }
+    for name, data in cases.items():
+        (bad / name).write_bytes(data)
+    out = tmp_path / "out"
+    proc = run_cli("run", *[str(bad / n) for n in cases], str(kineto / "mi250_rocm_minitoy.json.gz"),
+                   "--out", str(out), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
+    assert fleet.loc[str(kineto / "mi250_rocm_minitoy.json.gz"), "status"] == "ok"
+    error = {name: fleet.loc[str(bad / name), "error"] for name in cases}
+    p = {name: str(bad / name) for name in cases}
+    assert error["truncated.json.gz"].startswith(f"{p['truncated.json.gz']}: truncated gzip file: the compressed "
+                                                 "stream ends before its end marker (")
+    assert error["damaged.json.gz"].startswith(f"{p['damaged.json.gz']}: damaged gzip data after ")
+    assert error["empty.json"] == f"{p['empty.json']}: empty file (0 bytes), not a PyTorch profiler trace"
+    assert error["notjson.json"] == (f"{p['notjson.json']}: not valid JSON (JSON is malformed: invalid character "
+                                     "(byte 0)): not a readable PyTorch profiler trace")
+    assert error["cut.json"] == (f"{p['cut.json']}: truncated JSON (the file ends inside the trace): not a readable "
+                                 "PyTorch profiler trace")
+    assert error["object.json"] == (f"{p['object.json']}: not a PyTorch profiler trace: the JSON object has no "
+                                    "traceEvents list")
+    assert error["scalar.json"].startswith(f"{p['scalar.json']}: not a PyTorch profiler trace: the JSON is not an "
+                                           "object with traceEvents nor a list of events (")
+    assert error["cpu_only.json"].startswith(f"{p['cpu_only.json']}: no GPU events in this trace (1 complete events, "
+                                             "none of category kernel, gpu_memcpy or gpu_memset)")
+    assert error["copies_only.json"].startswith(f"{p['copies_only.json']}: no usable kernel events in this trace")
+    assert set(fleet["status"]) == {"ok", "error"} and (fleet["status"] == "error").sum() == len(cases)
+
+
+def test_loader_errors_direct(tmp_path):
+    with pytest.raises(ProfileError, match=r": cannot read: no such file or directory$"):
+        load_kineto(str(tmp_path / "missing.json"))
+    big = write(tmp_path / "big.json", '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+                                       '"ts": 1e20, "dur": 1}]}')
+    with pytest.raises(ProfileError, match="does not fit in 64-bit nanoseconds"):
+        load_kineto(big)
+
+
+def test_fsspec_urls_are_discovered_staged_and_loaded(tmp_path):
+    """Any fsspec URL (here fsspec's in-memory filesystem): a prefix lists the traces (a non-trace JSON
+    beside them is left out), and a trace is staged with its suffix kept and loaded like a local one."""
+    import fsspec
+
+    from pipeline.config import CacheConfig, ExportConfig, StorageConfig
+    from pipeline.engine.tasks import load_report_for
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/kineto15/job/rank0.pt.trace.json.gz", gzip.compress(TRACE.encode(), mtime=0))
+    fs.pipe("/kineto15/job/plain.json", TRACE.encode())
+    fs.pipe("/kineto15/job/notes.json", b'{"x": 1}')
+    try:
+        found, problems = discover(["memory://kineto15"])
+        # (fsspec renders in-memory paths with a leading slash)
+        assert found == ["memory:///kineto15/job/plain.json", "memory:///kineto15/job/rank0.pt.trace.json.gz"]
+        assert problems == []
+        url = found[1]
+        report = load_report_for(url, ExportConfig(), CacheConfig(enabled=False),
+                                 StorageConfig(cache_dir=str(tmp_path / "staged")))
+        assert report.path == url and report.kernels["start"].min() == BASE
+        assert [p.name[-len(".json.gz"):] for p in (tmp_path / "staged").iterdir()] == [".json.gz"]
+    finally:
+        fs.rm("/kineto15", recursive=True)
