@@ -72,6 +72,18 @@ def test_stream_lanes_and_merging():
     capped = lanes.capped(got, max_runs=3, min_runs=1)   # 3 runs over 3 lanes: one run each
     assert capped[0]["runs"] == [[10, 105]] and capped[0]["runs_total"] == 3
     assert capped[2]["runs"] == [[15, 25]] and capped[2]["runs_total"] == 1
+    # 4 runs: the one-run lanes take 1 each, 1:7 the 2 left: its 10 ns hole closes, the 60 ns one stays
+    assert [x["runs"] for x in lanes.capped(got, max_runs=4, min_runs=1)] == [
+        [[10, 40], [100, 105]], [[50, 60]], [[15, 25]]]
+
+
+def test_run_budget_gives_what_small_lanes_leave_to_the_busy_ones():
+    # 2,400 runs over lanes of 164, 10,000, 45 and 113 runs: the small ones keep all theirs (45 + 113 + 164 =
+    # 322), the busy one the 2,078 left
+    assert lanes.run_budget([164, 10_000, 45, 113], 2400, 50) == [164, 2078, 45, 113]
+    assert lanes.run_budget([5000, 5000], 2400, 50) == [1200, 1200]
+    assert lanes.run_budget([10, 10, 10], 20, 8) == [8, 8, 8]    # the floor wins over the total
+    assert lanes.run_budget([], 2400, 50) == []
 
 
 def test_copy_lanes_by_direction():

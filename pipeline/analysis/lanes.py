@@ -7,8 +7,8 @@ the *context*: W widened by a margin either side (:func:`context_range`), so the
 the window left out.
 
 A GPU with 10,000 gaps must still give a small document, so lanes are aggregated: each lane is the
-union of its intervals, and beyond its share of :data:`LANES_MAX_RUNS` the shortest holes between
-runs are closed (:func:`~pipeline.analysis.intervals.cap_runs`); more than :data:`MAX_STREAM_LANES`
+union of its intervals, and beyond its share of :data:`LANES_MAX_RUNS` (:func:`run_budget`) the
+shortest holes between runs are closed (:func:`~pipeline.analysis.intervals.cap_runs`); more than :data:`MAX_STREAM_LANES`
 streams are drawn as the busiest ones and one lane for the rest; at most :data:`MAX_MARKS`
 iterations are listed. Each lane says how many runs it had before capping. Pure: frames in, plain
 dicts and lists out (JSON-ready).
@@ -23,7 +23,7 @@ from .attribution import COPY_DIRECTIONS
 
 #: The context either side of W: W / CONTEXT_DIVISOR (5 %) or one mean iteration, whichever is longer.
 CONTEXT_DIVISOR = 20
-#: At most this many runs over all lanes of one GPU; each lane gets an equal share, at least LANE_MIN_RUNS.
+#: At most this many runs over all lanes of one GPU (:func:`run_budget`), each lane at least LANE_MIN_RUNS.
 LANES_MAX_RUNS = 2400
 LANE_MIN_RUNS = 50
 #: At most this many stream lanes: beyond it the busiest MAX_STREAM_LANES - 1 streams get a lane each
@@ -154,15 +154,27 @@ def copy_lanes(copies: pd.DataFrame, context: tuple[int, int], window: tuple[int
     return lanes
 
 
+def run_budget(counts: list[int], max_runs: int = LANES_MAX_RUNS, min_runs: int = LANE_MIN_RUNS) -> list[int]:
+    """Runs each lane may keep: ``max_runs`` shared out, smallest lanes first, each getting what it has
+    up to an equal share of what is left (at least ``min_runs``), so the runs a small lane does not use
+    go to the busier ones. The total is at most ``max(max_runs, min_runs × lanes)``."""
+    budget = [0] * len(counts)
+    left = max_runs
+    for done, i in enumerate(sorted(range(len(counts)), key=lambda i: (counts[i], i))):
+        budget[i] = min(counts[i], max(min_runs, left // (len(counts) - done)))
+        left -= budget[i]
+    return budget
+
+
 def capped(lanes: list[dict], max_runs: int = LANES_MAX_RUNS, min_runs: int = LANE_MIN_RUNS) -> list[dict]:
-    """The lanes as JSON-ready dicts: each lane's runs capped to ``max(min_runs, max_runs // lanes)``
-    (:func:`~pipeline.analysis.intervals.cap_runs`), as ``runs`` ``[[start, end], ...]`` with
-    ``runs_total``, the number of runs before capping."""
-    share = max(min_runs, max_runs // max(len(lanes), 1))
+    """The lanes as JSON-ready dicts: each lane's runs capped to its :func:`run_budget`
+    (:func:`~pipeline.analysis.intervals.cap_runs`: the shortest holes closed), as ``runs``
+    ``[[start, end], ...]`` with ``runs_total``, the number of runs before capping."""
+    budget = run_budget([int(lane["runs"][0].size) for lane in lanes], max_runs, min_runs)
     out = []
-    for lane in lanes:
+    for lane, keep in zip(lanes, budget):
         s, e = lane["runs"]
-        cs, ce = iv.cap_runs(s, e, share)
+        cs, ce = iv.cap_runs(s, e, max(keep, 1))
         out.append({**{k: v for k, v in lane.items() if k != "runs"}, "runs_total": int(s.size),
                     "runs": [[int(a), int(b)] for a, b in zip(cs, ce)]})
     return out
