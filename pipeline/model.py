@@ -135,8 +135,10 @@ class Report:
       sorted by start (stable)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
       copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes, src_kind, dst_kind
-      (ENUM_CUDA_MEM_KIND ids of the two sides: 1 pageable, 2 device, 7 pinned; -1 for memset or
-      when the export lacks the column)
+      (memory kinds of the two sides as Nsight Systems' ENUM_CUDA_MEM_KIND numbers them: 0 pageable,
+      1 pinned, 2 device, 7 unknown (:data:`pipeline.load.report.MEM_KINDS`; an export numbering them
+      otherwise is translated by the names in its own table); -1 for memset or when the export lacks
+      the column)
       ``nvtx``: start, end, pid, tid, text (ranges only)
       ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
       (:func:`pipeline.load.gpus.load_devices`)
@@ -148,6 +150,9 @@ class Report:
     ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
     texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
     (:class:`RowWarning`, each with its code).
+    ``capture_start_ns``: where the Nsight Systems timeline puts its zero, on the rows' clock (ns;
+    None when unknown), and ``capture_start_source`` where that comes from
+    (:func:`pipeline.load.integrity.capture_start`).
     """
 
     path: str
@@ -161,6 +166,8 @@ class Report:
     meta: dict = field(default_factory=dict)
     diagnostics: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    capture_start_ns: int | None = None
+    capture_start_source: str = ""
     _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
 
     def runtime_rows(self, pids) -> np.ndarray:
@@ -196,6 +203,7 @@ class GpuTrace:
     ``warnings``: the report's :class:`RowWarning`, one per DIAGNOSTIC_EVENT text, and this GPU's own.
     ``gpu_model``: "" when the export does not say (``model_note`` says why, for ``rate_source``).
     ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
+    ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
     """
 
     report: str
@@ -214,6 +222,8 @@ class GpuTrace:
     board_sms: int = 0
     overhead: pd.DataFrame = field(default_factory=no_overhead)
     untraced: pd.DataFrame = field(default_factory=no_untraced)
+    capture_start_ns: int | None = None
+    capture_start_source: str = ""
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 from conftest import run_cli
 
+from pipeline.engine.outputs import gpu_page_name
 from pipeline.model import CATEGORIES
 from pipeline.report.html import write_report
 from pipeline.report.medical import job_record, record_stem, write_records
@@ -151,7 +152,12 @@ def test_record_in_human_units(tmp_path):
     section = page.split('id="record-two"', 1)[1].split("</section>", 1)[0]
     assert f'<td><abbr title="GPU-aaaa in two.sqlite">{a}</abbr></td>' in section
     assert f'<abbr title="GPU-bbbb in two.sqlite">{b}</abbr>' in section
-    assert "GPU-aaaa" not in re.sub(r'title="[^"]*"', "", section)   # the full key only on hover
+    assert "GPU-aaaa" not in re.sub(r'(title|href)="[^"]*"', "", section)   # the full key only on hover
+    # the record's GPU list links each GPU's page, written beside the report
+    for key, name in (("GPU-aaaa", a), ("GPU-bbbb", b)):
+        href = f"gpu-pages/{gpu_page_name(str(inputs / 'two.sqlite'), key)}"
+        assert f'<li><a href="{href}">{name}</a></li>' in section and (tmp_path / href).is_file()
+        assert f"- [{name}](../{href})" in text
     assert "<td>5.026235 s</td>" in section
 
 

@@ -11,18 +11,20 @@ import pandas as pd
 
 from ..config import Config
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
-from . import attribution, caveats, cost, fixfirst, gaps, overlap
+from . import attribution, caveats, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .window import WindowError, span_window, trim_window
 
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
-    """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes")."""
+    """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes"); the copies
+    overlapping each gap: :func:`pipeline.analysis.attribution.gap_copies`."""
     records = []
     ranges = attribution.enclosing_ranges(nvtx, top["start"])
     waits = attribution.sync_waits(top, copies, calls.sync_runs)
-    for g, nvtx_range, waited in zip(top.itertuples(index=False), ranges, waits):
+    in_gaps = attribution.gap_copies(top, copies)
+    for g, nvtx_range, waited, copied in zip(top.itertuples(index=False), ranges, waits, in_gaps):
         records.append({
             "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
             "length_ns": int(g.length), "end_ns": int(g.end),
@@ -31,6 +33,7 @@ def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame,
             "sync_overlap_ns": int(g.sync_ns), "sync_waited_for": waited,
             "nvtx_range": nvtx_range,
             "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
+            **copied,
         })
     return records
 
@@ -54,11 +57,7 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     """
     w0, w1 = win.start_ns, win.end_ns
     s, e = runs if runs is not None else iv.union(kernels["start"], kernels["end"])
-    if s.size > TIMELINE_MAX_RUNS:
-        holes = s[1:] - e[:-1]
-        keep = np.sort(np.argsort(holes, kind="stable")[-(TIMELINE_MAX_RUNS - 1):])  # the longest holes stay
-        s = np.concatenate(([s[0]], s[1:][keep]))
-        e = np.concatenate((e[:-1][keep], [e[-1]]))
+    s, e = iv.cap_runs(s, e, TIMELINE_MAX_RUNS)  # the longest holes stay
     bounds = list(win.boundaries)
     iterations = [[int(a), int(b)] for a, b in zip(bounds, bounds[1:]) if b > w0 and a < w1]
     return {
@@ -240,4 +239,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                                                      copies_in, calls),
                      device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx,
                                                    copies_in, calls),
-                     timeline=timeline(kw, device_categorised, win, runs), plan=plan)
+                     timeline={**timeline(kw, device_categorised, win, runs),
+                               **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
+                                                   trace.capture_start_source)},
+                     plan=plan)

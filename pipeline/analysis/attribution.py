@@ -324,8 +324,9 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
 COPY_DIRECTIONS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
                    9: "HtoH", 10: "PtoP"}
 _HOST_SIDE = {1: "src_kind", 3: "src_kind", 9: "src_kind", 2: "dst_kind", 4: "dst_kind"}
-#: ENUM_CUDA_MEM_KIND ids of host memory -> names (anything else: ``unknown``).
-HOST_MEMORY = {1: "pageable", 7: "pinned"}
+#: Memory kinds of host memory (ENUM_CUDA_MEM_KIND as the loader gives them,
+#: :data:`pipeline.load.report.MEM_KINDS`) -> names (anything else: ``unknown``).
+HOST_MEMORY = {0: "pageable", 1: "pinned"}
 
 
 def _copy_waited_for(c) -> dict:
@@ -339,6 +340,40 @@ def _copy_waited_for(c) -> dict:
         side = _HOST_SIDE.get(kind)
         out["host_memory"] = HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side else None
     out.update(start_ns=int(c.start), end_ns=int(c.end))
+    return out
+
+
+#: Copies listed per roster gap (the ones overlapping it most); the others are counted.
+COPIES_PER_GAP = 5
+
+
+def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER_GAP) -> list[dict]:
+    """For each gap, the copy-engine rows (memcpy/memset) overlapping it. Meant for the roster (a
+    Python loop over its rows, numpy over the copies).
+
+    Args:
+        gaps: gap rows (start, end ns).
+        copies: the GPU's memcpy/memset rows as :class:`pipeline.model.Report` holds them (start, end
+            ns; kind, copy_kind, bytes, src_kind, dst_kind).
+        limit: copies listed per gap.
+    Returns:
+        Per gap ``{"copies": [...], "copy_count": n, "copy_bytes": b}``: the ``limit`` rows overlapping
+        the gap most (ties: earlier start), each as in ``sync_waited_for`` (``what``, ``direction``,
+        ``bytes``, ``host_memory`` ``pageable``/``pinned``/``unknown``/None, ``start_ns``, ``end_ns``)
+        plus ``overlap_ns`` (its time inside the gap); ``copy_count`` and ``copy_bytes``: every
+        overlapping row, counted and its bytes summed.
+    """
+    cs = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    ce = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    nbytes = copies["bytes"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    out = []
+    for g in gaps.itertuples(index=False):
+        overlap = np.minimum(ce, int(g.end)) - np.maximum(cs, int(g.start))
+        hit = np.flatnonzero(overlap > 0)
+        top = hit[np.lexsort((cs[hit], -overlap[hit]))][:limit]
+        listed = [dict(_copy_waited_for(c), overlap_ns=int(overlap[i]))
+                  for i, c in zip(top, copies.iloc[top].itertuples(index=False))]
+        out.append({"copies": listed, "copy_count": int(hit.size), "copy_bytes": int(nbytes[hit].sum())})
     return out
 
 

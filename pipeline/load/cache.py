@@ -29,7 +29,7 @@ from .report import load_report
 from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 8
+LOADER_VERSION = 9
 #: Bump when the PyTorch profiler (Kineto) loader's output changes meaning; its entries are named
 #: ``<sha256>-kineto<K>-v<LOADER_VERSION>`` (it shares code with the Nsight loader).
 KINETO_LOADER_VERSION = 1
@@ -79,6 +79,7 @@ def _write_entry(report: Report, target: Path) -> None:
                            compression="none", write_statistics=False)
         (tmp / "report.json").write_text(json.dumps(
             {"meta": report.meta, "diagnostics": report.diagnostics,
+             "capture_start": [report.capture_start_ns, report.capture_start_source],
              "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
                           for w in report.warnings]}))
         try:
@@ -95,7 +96,9 @@ def _read_entry(entry: Path, path: str) -> Report:
     frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
     warnings = [RowWarning(WarningCode(code), text, None if pids is None else tuple(pids))
                 for code, text, pids in extra["warnings"]]
-    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings, **frames)
+    start_ns, start_source = extra["capture_start"]
+    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings,
+                  capture_start_ns=start_ns, capture_start_source=start_source, **frames)
 
 
 #: Cache entries being written on background threads (:func:`wait_for_writes` joins them).

@@ -7,8 +7,9 @@ is launch-bound), so the shares add up to the idle. Then the five largest
 device-level gaps of the job (time when no stream runs a kernel; per-stream
 gaps on a side stream are not idle GPU time): its start in seconds on the report's
 clock (the Nsight Systems timeline's), the NVTX range it falls in, width in ms and
-category. GPUs are named short (model and their number in the job, ``H100 #3``); the
-page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
+category, then a link per GPU to its page (``../gpu-pages/<stem>.html``, written beside the report by
+``gpu-idle report``: :mod:`pipeline.report.gpu_page`). GPUs are named short (model and their number in the
+job, ``H100 #3``); the page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
 Extra abbreviations: the HTML report shows the full key on hover). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
 (:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
@@ -25,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..engine.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
 
 TOP_GAPS = 5
@@ -159,6 +161,11 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
                          f"{g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
+        lines += ["", "## GPU pages", "",
+                  f"Each GPU's timeline and gap rosters (`{PAGES_DIR}/`, written beside the report by `gpu-idle report`):",
+                  ""]
+        lines += [f"- [{name}](../{PAGES_DIR}/{gpu_page_name(str(report), str(key))})"
+                  for (report, key), name in names.items()]
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
         usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
         caveat_usd = [(cat, float(np.nansum(np.array([r.get(f"{cat}_usd_per_month") for r in ok], dtype=float))))

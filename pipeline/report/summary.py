@@ -345,14 +345,40 @@ def with_fix_columns(fleet: pd.DataFrame) -> pd.DataFrame:
                      axis=1)
 
 
+#: GPUs named (linked to their pages) per fix-first entry of the report.
+FIX_GPUS = 3
+
+
+def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS) -> list[dict]:
+    """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
+    (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key): ``[{report, gpu_key, usd}]``."""
+    ok = ok_rows(with_fix_columns(fleet))
+    column = f"fix_{category}_usd_per_month"
+    usd = ok[column].astype(float).fillna(0.0)
+    rows = ok.assign(_usd=usd)[usd > 0].sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
+                                                    kind="stable").head(n)
+    return [{"report": str(r), "gpu_key": str(g), "usd": float(u)}
+            for r, g, u in zip(rows["report"], rows["gpu_key"], rows["_usd"])]
+
+
 def fix_first(fleet: pd.DataFrame) -> list[dict]:
     """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
-    (no example gaps: the page quotes none). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
+    (no example gaps: the page quotes none) and ``top_gpus``, the GPUs with the most of it
+    (:func:`fix_gpus`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
-    return fixes[fixes["scope"] == "fleet"].to_dict("records")
+    return [dict(e, top_gpus=fix_gpus(fleet, e["category"])) for e in fixes[fixes["scope"] == "fleet"].to_dict("records")]
+
+
+def stragglers(fleet: pd.DataFrame) -> list[dict]:
+    """The straggler suspects of the analysed rows: ``[{cluster, job, report, gpu_key, idle_pct}]``,
+    by cluster, job, report, GPU key."""
+    ok = ok_rows(fleet)
+    rows = ok[ok["straggler"].fillna(False).astype(bool)].sort_values(["cluster", "job", "report", "gpu_key"], kind="stable")
+    return [{"cluster": str(c), "job": str(j), "report": str(r), "gpu_key": str(g), "idle_pct": float(p)}
+            for c, j, r, g, p in zip(rows["cluster"], rows["job"], rows["report"], rows["gpu_key"], rows["idle_pct"])]
 
 
 def summarise(res: Results) -> dict:
@@ -392,4 +418,5 @@ def summarise(res: Results) -> dict:
                                                  "job": str(worst["job"])},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": trend(res.history), "records": recs, "fixes": fix_first(fleet), "comm": comm_exposure(fleet),
+        "stragglers": stragglers(fleet),
     }

@@ -20,7 +20,7 @@ from ..config import Config
 from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
-from ..engine.outputs import write_outputs
+from ..engine.outputs import PAGES_DIR, write_outputs
 from ..engine.reduce import reduce_outcomes
 from ..engine.tasks import ReportOutcome
 from ..inputs.discover import discover
@@ -143,10 +143,12 @@ class RunFolder(OutputFolder):
 
     def write(self, fleet, rosters, cfg, digest) -> str:
         # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
-        # DIR/report.html, as `make run` does) would describe other outputs: it goes.
+        # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
+        # GPU pages rendered beside it (DIR/gpu-pages/*.html).
         stale_html = os.path.join(self.out_dir, "report.html")
         if os.path.exists(stale_html):
             os.unlink(stale_html)
+        prune(os.path.join(self.out_dir, PAGES_DIR), set(), ".html")
         written, records = write_documents(self.out_dir, fleet, rosters, cfg)
         note = stale_note(written)
         if digest:
