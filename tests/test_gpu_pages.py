@@ -239,9 +239,13 @@ def page_rows(page: str, table_id: str) -> list[dict]:
     return rows
 
 
+#: GPUs of the example fleet: 22 in its four Nsight exports, one in each of its two PyTorch profiler traces.
+EXAMPLE_GPUS = 22 + 2
+
+
 @pytest.fixture(scope="module")
 def example_folder(tmp_path_factory) -> Path:
-    """The example fleet (22 GPUs): `gpu-idle run`, then `gpu-idle report DIR --out DIR/report.html`."""
+    """The example fleet (:data:`EXAMPLE_GPUS` GPUs): `gpu-idle run`, then `gpu-idle report DIR --out DIR/report.html`."""
     root = tmp_path_factory.mktemp("gpu_pages_example")
     run_cli("synth", "--example", str(root / "ex"))
     run_cli("run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml"))
@@ -257,7 +261,7 @@ def test_every_gpu_has_a_page_and_every_link_resolves(example_folder):
     fleet = pd.read_parquet(out / "fleet.parquet")
     ok = fleet[fleet["status"] != "error"]
     names = {gpu_page_name(r, g) for r, g in zip(ok["report"], ok["gpu_key"])}
-    assert len(names) == 22 and set(os.listdir(out / PAGES_DIR)) == names
+    assert len(names) == EXAMPLE_GPUS and set(os.listdir(out / PAGES_DIR)) == names
     assert {n[:-5] for n in names} == {n[:-5] for n in os.listdir(out / "gpus")}  # the JSON's stems
     linked = {p.name for p in assert_links_resolve(out / "report.html") if p.parent.name == PAGES_DIR}
     report = (out / "report.html").read_text(encoding="utf-8")
@@ -286,7 +290,7 @@ def test_example_pages_in_headless_chromium(example_folder, tmp_path):
     drawn; one screenshot kept in tests/artifacts/."""
     ARTIFACTS.mkdir(exist_ok=True)
     pages = sorted((example_folder / PAGES_DIR).iterdir())
-    assert len(pages) == 22
+    assert len(pages) == EXAMPLE_GPUS
     for i, page in enumerate(pages):
         shot = ARTIFACTS / "gpu-page.png" if i == 0 else tmp_path / (page.stem + ".png")
         dom = chromium_load(page, shot, "1400,2400")
@@ -324,7 +328,8 @@ def test_stale_pages_are_pruned(example_folder, tmp_path):
     shutil.copytree(example_folder, out)
     (out / PAGES_DIR / "gone.sqlite__GPU-x__0123456789.html").write_text("old", encoding="utf-8")
     run_cli("report", str(out), "--out", str(out / "report.html"))
-    assert len([n for n in os.listdir(out / PAGES_DIR) if n.endswith(".html")]) == 22 and not (out / PAGES_DIR / "gone.sqlite__GPU-x__0123456789.html").exists()
+    pages = [n for n in os.listdir(out / PAGES_DIR) if n.endswith(".html")]
+    assert len(pages) == EXAMPLE_GPUS and not (out / PAGES_DIR / "gone.sqlite__GPU-x__0123456789.html").exists()
 
 
 # ---------------------------------------------------------------- the real exports
