@@ -192,6 +192,53 @@ def test_ns_resolution_trace_is_exact_where_floats_are_not(kineto):
     assert sum(f != e for f, (_, e) in zip(floats, exact)) == 6_078
 
 
+def step_lengths(path: Path) -> list[int]:
+    """The ``ProfilerStep#N`` iterations of a trace on the GPU timeline, worked out here from the stdlib
+    json parser (no pipeline code): each step's kernels are those whose ``args.correlation`` is that of a
+    ``cuda_runtime`` call the step's own thread started inside the step's range; its extent runs from
+    their first start to their last end; its length from its start to the next step's start (or its own
+    end when later; the last step: its own end), in ns."""
+    with gzip.open(path) as fh:
+        doc = json.loads(fh.read(), parse_float=Decimal, parse_int=Decimal)
+    base = int(doc.get("baseTimeNanoseconds", 0))
+
+    def ns(value) -> int:
+        return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
+
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((base + ns(e["ts"]), base + ns(e["ts"]) + ns(e["dur"]), e["tid"]) for e in events
+                   if str(e.get("name", "")).startswith("ProfilerStep#"))
+    extents = []
+    for s0, s1, tid in steps:
+        corr = {int(e["args"]["correlation"]) for e in events if e.get("cat") == "cuda_runtime"
+                and e["tid"] == tid and s0 <= base + ns(e["ts"]) < s1}
+        mine = [(base + ns(e["ts"]), base + ns(e["ts"]) + ns(e["dur"])) for e in events
+                if e.get("cat") == "kernel" and int(e["args"].get("correlation", -1)) in corr]
+        extents.append((min(a for a, _ in mine), max(b for _, b in mine)))
+    return [max(b, nxt[0]) - a for (a, b), nxt in zip(extents, extents[1:])] + [extents[-1][1] - extents[-1][0]]
+
+
+def test_auto_window_of_a_real_trace_does_not_take_a_layer_for_an_iteration(kineto):
+    """a100_ws2_nccl: its three ProfilerStep iterations are too few for the nvtx rule (warm-up leaves 2);
+    the kernels' own periodicity finds a ~1.2 ms pattern (a layer), far shorter than a step: no iteration.
+    `--window auto` falls back to the span, flagged untrimmed (before: an 11.8 ms `periodic` window of
+    the 660 ms span, none of the step's NCCL in it)."""
+    path = kineto / "a100_ws2_nccl_rank0.json.gz"
+    lengths = step_lengths(path)
+    assert lengths == [222_054_811, 219_732_155, 218_764_039]    # median 219.732155 ms
+    _, result = analyse_one(str(path), Config())
+    row = result.row
+    # the span window, as the issue's table gives it (and reference() computes it)
+    assert (row["window_rule"], row["untrimmed"], row["window_ns"]) == ("span", True, ISSUE_TABLE[path.name[:-8]][0])
+    assert row["window_ns"] == 660_551_005 and row["iterations"] == 0
+    assert row["window_note"].startswith("nvtx: only 2 usable iteration(s) of 3 (need 3); periodic: its iterations "
+                                         "(median ")
+    assert row["window_note"].endswith(") are shorter than the NVTX iterations (median 219.732 ms) / 1.5: a pattern "
+                                       "inside a step, not an iteration")
+    period = float(row["window_note"].split("(median ")[1].split(" ms")[0])
+    assert period * 1.5 < 219.732     # about 1.186 ms
+
+
 # -- time arithmetic ---------------------------------------------------------------------------
 
 def test_microsecond_text_to_ns_is_exact_and_rounds_half_to_even():

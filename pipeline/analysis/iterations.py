@@ -17,7 +17,8 @@ Choosing the window is split so that the GPUs of one job can agree:
    of them (``nvtx``, then ``periodic``; :mod:`pipeline.analysis.window`), on the GPU timeline,
    numbered (:func:`~pipeline.analysis.window.iteration_numbers`; ``periodic``: positions), and
    what this GPU alone leaves out (warm-up, untraced, outliers, no kernel) ->
-   :class:`IterationPlan`;
+   :class:`IterationPlan`; ``periodic`` iterations far shorter than NVTX iterations that were too few
+   are a pattern inside a step, not iterations (:func:`sub_step`);
 2. :func:`agree` (per job, over the plans of its GPUs): an iteration number is usable only if it
    is usable on every GPU of the job whose plan uses the same rule; the kept run is the longest
    run of consecutive usable numbers (consecutive in the sorted numbers any of those GPUs has;
@@ -250,7 +251,8 @@ def plan_iterations(kernels: pd.DataFrame, nvtx: pd.DataFrame, runtime: pd.DataF
     """One GPU's :class:`IterationPlan` under window ``rule`` (``auto``: nvtx, then periodic; or a
     strict ``nvtx`` / ``periodic``): the first rule whose iterations hold a run of at least
     ``min_iterations`` that this GPU alone could keep; else a plan without source whose note says
-    why each rule abstained.
+    why each rule abstained. Under ``auto``, ``periodic`` also abstains when NVTX iterations were found
+    but too few and its iterations are far shorter than theirs (:func:`sub_step`).
 
     ``kernels``: this GPU's kernels (start, end, pid, stream_id, correlation_id, name); ``nvtx``:
     the ranges of its processes (start, end, pid, tid, text); ``runtime``: their CUDA calls
@@ -263,6 +265,7 @@ def plan_iterations(kernels: pd.DataFrame, nvtx: pd.DataFrame, runtime: pd.DataF
     detectors = {"nvtx": lambda: nvtx_iterations(nvtx, rules),
                  "periodic": lambda: periodic_iterations(kernels, rules)}
     notes = []
+    steps: IterationPlan | None = None   # the NVTX iterations, when they abstained
     for name in (("nvtx", "periodic") if rule == "auto" else (rule,)):
         it = detectors[name]()
         if it is None:
@@ -271,11 +274,41 @@ def plan_iterations(kernels: pd.DataFrame, nvtx: pd.DataFrame, runtime: pd.DataF
         plan, run = _plan_of(it, runtime, kernels, rules, untraced)
         if plan.note:
             notes.append(plan.note)
+        too_short = sub_step(plan, steps, rules) if name == "periodic" else ""
+        if too_short:
+            notes.append(too_short)
+            continue
         if run >= rules.min_iterations:
             return dataclasses.replace(plan, note="; ".join(notes))
         notes.append(f"{it.source}: only {run} usable iteration(s) of {it.starts.size} "
                      f"(need {rules.min_iterations})")
+        steps = plan if name == "nvtx" else steps
     return IterationPlan(note="; ".join(notes))
+
+
+def median_length(plan: IterationPlan) -> float:
+    """Median (ns) of the lengths of ``plan``'s iterations that have one (> 0; an NVTX iteration
+    without a kernel on the GPU has none); 0.0 when none has."""
+    lengths = [x for x in plan.lengths if x > 0]
+    return float(np.median(lengths)) if lengths else 0.0
+
+
+def sub_step(periodic: IterationPlan, steps: IterationPlan | None, rules: WindowRules) -> str:
+    """Why the ``periodic`` iterations are a pattern inside a step rather than iterations, or ``""``.
+
+    When the NVTX iterations (``steps``: their plan, which abstained: too few usable ones) exist, a
+    kernel period whose median length is below their median length / ``outlier_factor`` (what the
+    outlier test would call far too short an iteration) repeats within a step (a layer, a micro-batch),
+    so its window would cut a step apart: the rule abstains. ``steps`` None (no NVTX iterations), or
+    periodic iterations as long as the steps: ``""``. Lengths: :func:`median_length`.
+    """
+    if steps is None:
+        return ""
+    step, period = median_length(steps), median_length(periodic)
+    if step <= 0 or period <= 0 or period * rules.outlier_factor >= step:
+        return ""
+    return (f"periodic: its iterations (median {period / 1e6:,.3f} ms) are shorter than the NVTX iterations "
+            f"(median {step / 1e6:,.3f} ms) / {rules.outlier_factor:g}: a pattern inside a step, not an iteration")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ iterations, so W should be a run of stable iterations. Rules, in order:
 2. ``nvtx``: NVTX iteration ranges of the processes driving the GPU whose text
    matches one of the configured patterns exactly (``re.fullmatch``), at least
    ``min_iteration_ns`` long (op-level ranges never qualify);
-3. ``periodic``: iterations detected from the GPU's own kernel periodicity;
+3. ``periodic``: iterations detected from the GPU's own kernel periodicity (under ``auto``, not when
+   NVTX iterations that abstained are far longer: a pattern inside a step,
+   :func:`pipeline.analysis.iterations.sub_step`);
 4. ``span``: first kernel start to last kernel end, flagged untrimmed.
 
 For rules 2 and 3, warm-up iterations and outliers (longer than
