@@ -192,6 +192,50 @@ def test_iteration_without_kernels_is_left_out(tmp_path):
                                           "from inside it")
 
 
+def test_extent_and_length_to_the_next_start_are_both_in_the_json_and_on_the_page(tmp_path):
+    """An iteration whose kernels end early and whose range runs on (a checkpoint after them): its GPU
+    extent is short, its length to the next iteration's start long. The outlier test judges the second
+    against the median; the JSON holds both and the median, and the GPU page shows them side by side
+    (before: the page showed the extent as "length" beside "outlier (2.00x median)")."""
+    import html
+    import re
+
+    from pipeline.report.gpu_page import render_gpu_page
+
+    w = ExportWriter(str(tmp_path / "pause.sqlite"))
+    lagging_rank(w, pid=10, lag=2, pause_at=5)
+    w.close()
+    res = one_gpu(tmp_path / "pause.sqlite")
+    # CPU starts c = 0, 10, 20, 30, 40, 50 (20 ms: the pause), 70, 80; extents [c + 2, c + 9): 7 ms each.
+    # Lengths to the next extent's start: 10 ms, but 5: 52 -> 72 = 20 ms, and 7 (the last): its extent, 7 ms.
+    # Median after the warm-up (0): median(10, 10, 10, 10, 20, 10, 7) = 10 ms; 5: 20 / 10 = 2.00x an outlier,
+    # 7: 0.70x is not (1 / 1.5 = 0.67). Runs 1-4 and 6-7: 1-4 kept.
+    tl = res.timeline
+    assert tl["iteration_extents"] == [[i, (c + 2) * MS, (c + 9) * MS, why] for i, c, why in [
+        (0, 0, "warm-up"), (1, 10, "kept"), (2, 20, "kept"), (3, 30, "kept"), (4, 40, "kept"),
+        (5, 50, "outlier (2.00x median)"), (6, 70, "outside the longest stable run"),
+        (7, 80, "outside the longest stable run")]]
+    assert tl["iteration_lengths"] == [[i, n * MS] for i, n in enumerate([10, 10, 10, 10, 10, 20, 10, 7])]
+    assert tl["iteration_length_median_ns"] == 10 * MS
+    assert (res.row["kept_iterations"], res.row["iteration_mean_ns"]) == ("1-4", 10 * MS)
+    doc = {"report": str(tmp_path / "pause.sqlite"), "gpu_key": res.row["gpu_key"], "roster": res.roster,
+           "device_roster": res.device_roster, "timeline": tl, "_summary": res.row}
+    page = render_gpu_page(doc, {"report": "../report.html", "record": None})
+    # the context: W [12, 49) ms widened by max(37 / 20, 10) = 10 ms -> [2, 59): iterations 0..5 overlap it
+    body = re.search(r'<table id="iteration-table">(.*?)</table>', page, re.S).group(1)
+    rows = {}
+    for attrs, cells in re.findall(r"<tr (data-iteration[^>]*)>(.*?)</tr>", body, re.S):
+        data = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', attrs))
+        rows[data["iteration"]] = {"data": data, "cells": [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+                                                          for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)]}
+    assert sorted(rows, key=int) == ["0", "1", "2", "3", "4", "5"]
+    five = rows["5"]
+    assert (five["data"]["extent-ns"], five["data"]["length-ns"]) == (str(7 * MS), str(20 * MS))
+    assert five["cells"][3:] == ["7.000 ms", "20.000 ms", "2.00×", "excluded: outlier (2.00x median)"]
+    assert rows["1"]["cells"][3:] == ["7.000 ms", "10.000 ms", "1.00×", "kept"]
+    assert f'<span id="iteration-median" data-median-ns="{10 * MS}">10.000 ms</span>' in page
+
+
 def test_ranges_of_a_thread_that_launches_nothing_stay_cpu_side(tmp_path):
     """NVTX pushed by thread 11, kernels launched by thread 12: no projection, the CPU ranges, and a note."""
     w = ExportWriter(str(tmp_path / "other_thread.sqlite"))

@@ -303,13 +303,15 @@ def test_example_pages_in_headless_chromium(example_folder, tmp_path):
 
 def test_iterations_on_the_pages(example_folder):
     """Each page lists the GPU's iterations: the kept ones are as many as the row's `iterations`,
-    the excluded ones carry the reason the row's `excluded_iterations` gives."""
+    the excluded ones carry the reason the row's `excluded_iterations` gives; each shows its GPU extent
+    and its length to the next iteration's start (the one the outlier test divides by the median: the
+    example's checkpoint iterations have a short extent and a long length, e.g. 36.398 ms and 144.184 ms)."""
     fleet = pd.read_parquet(example_folder / "fleet.parquet")
-    seen_warmup = False
+    seen_warmup = seen_outlier = False
     for r in fleet[fleet["status"] != "error"].itertuples():
         page = (example_folder / PAGES_DIR / gpu_page_name(r.report, r.gpu_key)).read_text(encoding="utf-8")
         body = re.search(r'<table id="iteration-table">(.*?)</table>', page, re.S).group(1)
-        rows = re.findall(r'<tr data-iteration="(\d+)">.*?<td>([^<]*)</td></tr>', body, re.S)
+        rows = re.findall(r'<tr data-iteration="(\d+)"[^>]*>.*?<td>([^<]*)</td></tr>', body, re.S)
         kept = [i for i, what in rows if what == "kept"]
         assert len(kept) == int(r.iterations), r.gpu_key
         reasons = dict(part.split(": ", 1) for part in str(r.excluded_iterations).split("; ") if part)
@@ -317,7 +319,23 @@ def test_iterations_on_the_pages(example_folder):
             if what != "kept":
                 assert what == "excluded: " + html.escape(reasons[i], quote=False)
                 seen_warmup |= reasons[i] == "warm-up"
-    assert seen_warmup
+        # both lengths, from the JSON's extents: the extent (end - start) and the length the outlier test
+        # uses, to the next iteration's start (or the own end when later; the last: its own end)
+        doc = json.loads((example_folder / "gpus" / gpu_json_name(r.report, r.gpu_key)).read_text(encoding="utf-8"))
+        ext = doc["timeline"]["iteration_extents"]
+        want = {str(n): (b - a, max(b, nxt[1]) - a) for (n, a, b, _), nxt in zip(ext, ext[1:] + [[0, 0, 0, ""]])}
+        median = doc["timeline"]["iteration_length_median_ns"]
+        for attrs, cells in re.findall(r'<tr (data-iteration="\d+"[^>]*)>(.*?)</tr>', body, re.S):
+            data = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', attrs))
+            extent, length = want[data["iteration"]]
+            assert (int(data["extent-ns"]), int(data["length-ns"])) == (extent, length), (r.gpu_key, data)
+            texts = re.findall(r"<td[^>]*>([^<]*)</td>", cells)
+            assert texts[3:6] == [f"{extent / 1e6:,.3f} ms", f"{length / 1e6:,.3f} ms", f"{length / median:.2f}×"]
+            m = re.fullmatch(r"excluded: outlier \((\d+\.\d\d)x median\)", texts[6])
+            if m:   # the reason's ratio is this length over this median
+                seen_outlier = m.group(1) == f"{length / median:.2f}" and length > 1.5 * median > extent
+                assert seen_outlier, (r.gpu_key, texts)
+    assert seen_warmup and seen_outlier
 
 
 def test_stale_pages_are_pruned(example_folder, tmp_path):
@@ -394,10 +412,12 @@ def test_real_gpu_page_values(span_run, profiles, tmp_path, name, pid, zero):
     assert want["zero"] == zero
     first = page_rows(page, "device-roster")[0]
     us = (want["start"] - want["zero"] + 500) // 1000     # seconds from the capture start, to the µs
+    clock = (want["start"] + 500) // 1000                  # seconds on the report's clock (export ns / 10⁹)
     assert first["data"]["start-ns"] == str(want["start"]) and first["data"]["length-ns"] == str(want["length"])
-    assert first["cells"][:4] == ["1", f"{us // 1_000_000}.{us % 1_000_000:06d} s", str(want["start"]),
+    assert first["cells"][:5] == ["1", f"{us // 1_000_000}.{us % 1_000_000:06d} s",
+                                  f"{clock // 1_000_000}.{clock % 1_000_000:06d} s", str(want["start"]),
                                   f"{want['length'] / 1e6:,.3f} ms"]
-    assert first["cells"][5].split(" → ") == [want["before"], want["after"]]
+    assert first["cells"][6].split(" → ") == [want["before"], want["after"]]
     assert (int(first["data"]["copies"]), int(first["data"]["copy-bytes"])) == (want["copies"], want["bytes"])
     if want["top_copy"]:
         overlap, _, nbytes, op, kind = want["top_copy"]
@@ -405,12 +425,17 @@ def test_real_gpu_page_values(span_run, profiles, tmp_path, name, pid, zero):
                     f"{nbytes} B")
         direction = _DIRECTIONS[op] if op != "memset" else "memset"
         text = " ".join(x for x in (direction, size, _HOST.get(kind, "")) if x)
-        assert first["cells"][7].startswith(f"{text}, {overlap / 1e6:,.3f} ms in the gap"), first["cells"][7]
+        assert first["cells"][8].startswith(f"{text}, {overlap / 1e6:,.3f} ms in the gap"), first["cells"][8]
     w0, w1 = want["window"]   # the span window, from the capture start
     a, b = (w0 - want["zero"] + 500) // 1000, (w1 - want["zero"] + 500) // 1000
     assert (f"{a // 1_000_000}.{a % 1_000_000:06d} s – {b // 1_000_000}.{b % 1_000_000:06d} s from the capture start "
             f"({w0} – {w1} ns on the export's clock)") in page
+    a, b = (w0 + 500) // 1000, (w1 + 500) // 1000           # the same window on the report's clock
+    assert (f'<span id="window-clock">{a // 1_000_000}.{a % 1_000_000:06d} s – {b // 1_000_000}.{b % 1_000_000:06d} s '
+            "on the report's clock (what <code>--trim</code> takes)</span>") in page
     assert f"ANALYSIS_DETAILS.startTime = {zero} ns" in page
+    z = (zero + 500) // 1000
+    assert f": report clock = s from capture start + {z // 1_000_000}.{z % 1_000_000:06d} s." in page
 
 
 # ---------------------------------------------------------------- 10,000 gaps: a small page
@@ -493,5 +518,5 @@ def test_a_json_without_the_page_keys_still_renders():
     page = gpu_page.render_gpu_page(doc, {"report": "../report.html", "record": None})
     assert gpu_page.NO_CAPTURE_START.replace("'", "&#39;") in page
     [row] = page_rows(page, "device-roster")
-    assert row["cells"][1:3] == ["3.000000 s", "3000000000"]     # seconds on the report's clock
+    assert row["cells"][1:4] == ["3.000000 s", "3.000000 s", "3000000000"]     # both on the report's clock
     assert "this GPU's JSON predates the lanes" in page and 'data-more-gaps' not in page

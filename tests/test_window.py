@@ -16,6 +16,7 @@ from pipeline.analysis.attribution import categorise
 from pipeline.analysis.window import (Iterations, WindowError, WindowRules, choose_window, nvtx_iterations,
     periodic_iterations, select_stable)
 from pipeline.config import CategoryRules, Config, load_config
+from pipeline.engine.outputs import gpu_page_name
 from pipeline.engine.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.medical import job_record
@@ -281,11 +282,16 @@ def test_medical_record_format():
     assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (filed) · boundary 0.00 % (filed) · "
                         "periodic 0.00 % (filed) · launch 0.00 % (filed) · cpu 0.00 % (filed)")
     # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time
-    # starts in seconds on the timeline, to the µs: 9 ns and 5 ns are 0.000000 s
+    # starts in seconds on the report's clock (the column says so), to the µs: 9 ns and 5 ns are 0.000000 s
+    assert lines[7] == "| # | GPU | start (report clock, s) | NVTX range | width | category |"
     assert lines[9] == "| 1 | GPU #2 | 0.000000 s | - | 7.000 ms | data |"
     assert lines[10] == "| 2 | GPU #1 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
-    assert len(lines) == 16 and lines[12] == "Idle cost: $300.00 per month for these GPUs."
-    assert lines[13:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
+    # then the GPU pages (one link per GPU), the idle cost and the GPUs' full keys
+    assert lines[12] == "## GPU pages" and lines[16:18] == [
+        f"- [GPU #1](../gpu-pages/{gpu_page_name('r.sqlite', 'gpu0')})",
+        f"- [GPU #2](../gpu-pages/{gpu_page_name('r.sqlite', 'gpu1')})"]
+    assert len(lines) == 23 and lines[19] == "Idle cost: $300.00 per month for these GPUs."
+    assert lines[20:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
 
 

@@ -52,7 +52,10 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     from one detected iteration start (``boundaries``: the NVTX ranges' own starts for
     ``nvtx``) to the next, overlapping W; ``iteration_extents``: ``[[number, start, end,
     status], ...]`` every iteration's extent on the GPU timeline (status ``kept`` or why it
-    was left out; :mod:`pipeline.analysis.iterations`); ``window``: ``[w0, w1]``. ``runs``: the
+    was left out; :mod:`pipeline.analysis.iterations`); ``iteration_lengths``: ``[[number, length],
+    ...]`` the same iterations' lengths for the stability test (from the extent's start to the next
+    iteration's start, or its own end when later), and ``iteration_length_median_ns``, the median
+    length the outlier test compared them with (None without iterations); ``window``: ``[w0, w1]``. ``runs``: the
     kernel union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
     """
     w0, w1 = win.start_ns, win.end_ns
@@ -66,6 +69,8 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
         "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
         "iterations": iterations,
         "iteration_extents": [[int(n), int(a), int(b), str(status)] for n, a, b, status in win.extents],
+        "iteration_lengths": [[int(x[0]), int(n)] for x, n in zip(win.extents, win.lengths)],
+        "iteration_length_median_ns": int(win.length_median_ns) if win.length_median_ns else None,
     }
 
 

@@ -117,7 +117,28 @@ def gpu_lengths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def local_exclusions(lengths: np.ndarray, has: np.ndarray, span_starts: np.ndarray, span_ends: np.ndarray,
                      rules: WindowRules, untraced: tuple = ()) -> dict[int, str]:
-    """``{position: reason}`` of the iterations one GPU leaves out on its own.
+    """``{position: reason}`` of the iterations one GPU leaves out on its own
+    (:func:`exclusions_and_median` without the median)."""
+    return exclusions_and_median(lengths, has, span_starts, span_ends, rules, untraced)[0]
+
+
+def median_ns(values) -> int:
+    """The median of int ns ``values``, exactly, rounded to the ns (a half ns, of an even count, to the
+    even ns); 0 for none."""
+    v = sorted(int(x) for x in values)
+    if not v:
+        return 0
+    if len(v) % 2:
+        return v[len(v) // 2]
+    q, r = divmod(v[len(v) // 2 - 1] + v[len(v) // 2], 2)
+    return q + 1 if r and q % 2 else q
+
+
+def exclusions_and_median(lengths: np.ndarray, has: np.ndarray, span_starts: np.ndarray, span_ends: np.ndarray,
+                          rules: WindowRules, untraced: tuple = ()) -> tuple[dict[int, str], int]:
+    """``({position: reason}, median ns)``: the iterations one GPU leaves out on its own, and the median
+    length the outlier test compared them with (:func:`median_ns` of the iterations left after
+    warm-up, untraced and no-kernel ones; 0 when none is left).
 
     Untraced: the iteration's span [``span_starts``, ``span_ends``) overlaps one of the
     ``untraced`` holes (``(starts, ends)`` ns, :func:`pipeline.analysis.caveats.untraced_spans`: the
@@ -143,7 +164,7 @@ def local_exclusions(lengths: np.ndarray, has: np.ndarray, span_starts: np.ndarr
             ratio = lengths[i] / med if med > 0 else 1.0
             if ratio > rules.outlier_factor or ratio < 1.0 / rules.outlier_factor:
                 excluded[i] = f"outlier ({ratio:.2f}x median)"
-    return excluded
+    return excluded, median_ns(lengths[rest])
 
 
 def longest_run(usable) -> list[int]:
@@ -182,7 +203,8 @@ class IterationPlan:
     GPU-side extent (-1 when it has none); ``lengths``: the ns the stability test compared (0 for
     none); ``excluded``: ``(number, reason)`` this GPU leaves out on its own; ``boundaries``: the
     iteration start times the ``boundary`` and ``periodic`` categories use (the NVTX ranges' own
-    starts for ``nvtx``); ``note``: earlier rules' abstentions and how the iterations were found.
+    starts for ``nvtx``); ``note``: earlier rules' abstentions and how the iterations were found;
+    ``median_ns``: the median length the outlier test compared ``lengths`` with (0: none).
     """
 
     source: str = ""
@@ -193,6 +215,7 @@ class IterationPlan:
     excluded: tuple = ()
     boundaries: tuple = ()
     note: str = ""
+    median_ns: int = 0
 
     def usable(self) -> set:
         """The numbers this GPU can keep."""
@@ -212,7 +235,8 @@ class IterationPlan:
                    starts=tuple(int(x) for x in doc["starts"]), ends=tuple(int(x) for x in doc["ends"]),
                    lengths=tuple(int(x) for x in doc["lengths"]),
                    excluded=tuple((int(n), str(r)) for n, r in doc["excluded"]),
-                   boundaries=tuple(int(x) for x in doc["boundaries"]), note=str(doc["note"]))
+                   boundaries=tuple(int(x) for x in doc["boundaries"]), note=str(doc["note"]),
+                   median_ns=int(doc.get("median_ns", 0)))
 
 
 def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame, rules: WindowRules,
@@ -234,7 +258,7 @@ def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame
             notes.append(f"nvtx: the thread that marks the iterations (pid {it.thread[0]}, tid {it.thread[1]}) "
                          "launched no kernel of this GPU from inside them: the window is on their CPU-side ranges")
     has = starts >= 0
-    excluded = local_exclusions(lengths, has, span_starts, span_ends, rules, untraced)
+    excluded, median = exclusions_and_median(lengths, has, span_starts, span_ends, rules, untraced)
     run = longest_run([i not in excluded for i in range(numbers.size)])
     if rules.max_iterations:
         run = run[-rules.max_iterations:]
@@ -242,7 +266,7 @@ def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame
         source=it.source, numbers=tuple(int(x) for x in numbers), starts=tuple(int(x) for x in starts),
         ends=tuple(int(x) for x in ends), lengths=tuple(int(x) for x in lengths),
         excluded=tuple(sorted((int(numbers[i]), why) for i, why in excluded.items())),
-        boundaries=tuple(int(x) for x in it.starts), note="; ".join(notes))
+        boundaries=tuple(int(x) for x in it.starts), note="; ".join(notes), median_ns=median)
     return plan, len(run)
 
 
@@ -431,11 +455,12 @@ def agreed_window(plan: IterationPlan, agreement: Agreement, rules: WindowRules,
     cv = float(lengths.std() / mean) if mean > 0 else 0.0
     status = dict(d.excluded)
     status.update({n: "kept" for n in d.kept})
-    extents = tuple((n, s, e, status[n])
-                    for n, s, e in zip(plan.numbers, plan.starts, plan.ends) if s >= 0)
+    drawn = [i for i, s in enumerate(plan.starts) if s >= 0]
+    extents = tuple((plan.numbers[i], plan.starts[i], plan.ends[i], status[plan.numbers[i]]) for i in drawn)
     return Window(int(starts[idx].min()), int(ends[idx].max()), plan.source, False, iterations=int(idx.size),
                   iteration_mean_ns=int(round(mean)), iteration_cv=round(cv, 4), excluded=d.excluded,
-                  boundaries=plan.boundaries, note=plan.note, kept=d.kept, extents=extents), ""
+                  boundaries=plan.boundaries, note=plan.note, kept=d.kept, extents=extents,
+                  lengths=tuple(int(plan.lengths[i]) for i in drawn), length_median_ns=int(plan.median_ns)), ""
 
 
 def plan_window(plan: IterationPlan, kernels: pd.DataFrame, rule: str = "auto", rules: WindowRules = WindowRules(),

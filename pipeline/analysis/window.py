@@ -47,7 +47,11 @@ class Window:
     ``boundary`` and ``periodic`` categories; ``note``: why earlier rules abstained.
     ``kept``: the numbers of the iterations inside W (the same on every GPU of a job,
     :mod:`pipeline.analysis.iterations`); ``extents``: ``(number, start ns, end ns, status)``
-    of every iteration with a GPU-side extent, status ``"kept"`` or the reason it was left out.
+    of every iteration with a GPU-side extent, status ``"kept"`` or the reason it was left out;
+    ``lengths``: each of those iterations' length (ns) for the stability test, in ``extents``' order (from
+    its extent's start to the next iteration's start, or its own end when later:
+    :func:`pipeline.analysis.iterations.gpu_lengths`); ``length_median_ns``: the median length the
+    outlier test compared them with (0: none).
     """
 
     start_ns: int
@@ -62,6 +66,8 @@ class Window:
     note: str = ""
     kept: tuple = ()
     extents: tuple = ()
+    lengths: tuple = ()
+    length_median_ns: int = 0
 
     @property
     def length_ns(self) -> int:

@@ -10,7 +10,8 @@ can write it from any run folder or sweep night, beside the report that links it
   :func:`pipeline.report.plots.gpu_lanes`): one lane per stream, one per copy direction, the
   device-level gaps by category, the iterations (the excluded ones with their reason), the window's edges;
 * the rosters as tables (:func:`gap_rows`): each gap's start in seconds from the capture start (the
-  Nsight Systems timeline's zero) and in export ns, width, category, kernels around it, the CUDA API
+  Nsight Systems GUI timeline's zero), in seconds on the report's clock (export ns / 10⁹: the medical
+  record's clock, what ``--trim`` takes) and in export ns, width, category, kernels around it, the CUDA API
   calls by overlapped time, the copies in it and the NVTX range it falls in; the gaps beyond the
   roster are counted with their total (:func:`more_gaps`).
 
@@ -179,7 +180,8 @@ def _waited_text(w: dict | None) -> str:
 
 def gap_rows(roster: list[dict], zero: int, anchor: str) -> list[dict]:
     """The rows of a roster table: ``id`` (``<anchor>-<start_ns>``, or with pid and stream for
-    per-stream gaps), ``stream``, ``start_s`` (:func:`since` ``zero``), ``start_ns``, ``length_ns``,
+    per-stream gaps), ``stream``, ``start_s`` (:func:`since` ``zero``), ``clock_s`` (seconds on the
+    report's clock: export ns / 10⁹, as the medical record and ``--trim``), ``start_ns``, ``length_ns``,
     ``category``, kernels ``before`` / ``after`` (cut to :data:`NAME_CHARS`, full text in ``*_full``),
     ``calls`` and ``copies`` (texts, the first :data:`CALLS_SHOWN`, the rest counted in ``*_more``),
     ``copy_count`` and ``copy_bytes`` (every copy overlapping the gap), ``copy_overlap_ns``, ``nvtx``, ``waited``."""
@@ -190,7 +192,8 @@ def gap_rows(roster: list[dict], zero: int, anchor: str) -> list[dict]:
         copies = g.get("copies", [])
         rows.append({
             "n": n, "id": f"{anchor}-{g['start_ns']}" if not stream else f"{anchor}-{g['pid']}-{g['stream_id']}-{g['start_ns']}",
-            "stream": stream, "start_s": since(g["start_ns"], zero), "start_ns": int(g["start_ns"]),
+            "stream": stream, "start_s": since(g["start_ns"], zero), "clock_s": timeline_s(g["start_ns"]),
+            "start_ns": int(g["start_ns"]),
             "length_ns": int(g["length_ns"]), "category": g["category"],
             "before": _cut(g["kernel_before"]), "before_full": g["kernel_before"],
             "after": _cut(g["kernel_after"]), "after_full": g["kernel_after"],
@@ -232,11 +235,24 @@ def lane_rows(timeline: dict) -> list[dict]:
 
 
 def iteration_rows(timeline: dict, zero: int) -> tuple[list[dict], int]:
-    """The iterations table (at most :data:`ITERATIONS_SHOWN`) and how many more there are."""
+    """The iterations table (at most :data:`ITERATIONS_SHOWN`) and how many more there are.
+
+    Each row: ``index`` (the iteration's number), ``start_s`` (:func:`since` ``zero``), ``clock_s`` (seconds
+    on the report's clock, export ns / 10⁹), ``start_ns``, ``extent_ns`` (its GPU extent: first kernel start
+    to last kernel end), ``length_ns`` (its length for the stability test, from the extent's start to the
+    next iteration's start or its own end when later: the JSON's ``iteration_lengths``; None in a JSON
+    written before them), ``ratio`` (``length_ns`` / the JSON's ``iteration_length_median_ns``, None
+    without), ``reason`` (``""`` when kept)."""
     marks = _marks_of(timeline)
     total = int(timeline.get("marks_total", len(marks)))
-    rows = [{"index": i, "start_s": since(a, zero), "start_ns": int(a), "length_ns": int(b) - int(a),
-             "reason": r} for i, a, b, r in marks[:ITERATIONS_SHOWN]]
+    lengths = {int(n): int(x) for n, x in timeline.get("iteration_lengths") or []}
+    median = timeline.get("iteration_length_median_ns")
+    rows = []
+    for i, a, b, r in marks[:ITERATIONS_SHOWN]:
+        length = lengths.get(int(i))
+        rows.append({"index": i, "start_s": since(a, zero), "clock_s": timeline_s(a), "start_ns": int(a),
+                     "extent_ns": int(b) - int(a), "length_ns": length,
+                     "ratio": length / int(median) if length is not None and median else None, "reason": r})
     return rows, total - len(rows)
 
 
@@ -249,7 +265,7 @@ def _env() -> Environment:
     env = Environment(loader=PackageLoader("pipeline.report", "templates"),
                       autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(ms=ms, bytes=human_bytes, since=since)
+    env.filters.update(ms=ms, bytes=human_bytes, since=since, clock=timeline_s)
     return env
 
 
@@ -271,7 +287,7 @@ def page_context(doc: dict, links: dict) -> dict:
                                                    doc.get("device_roster", [])),
         "streams": streams, "streams_more": more_gaps(s.get("gap_count"), s.get("gap_total_ns"), doc.get("roster", [])),
         "categories": category_rows(s), "lanes": lane_rows(tl), "iterations": iterations,
-        "more_iterations": more_iterations,
+        "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION,
     }
