@@ -31,7 +31,7 @@ from ..model import CATEGORIES
 from ..report import plots
 from .medical import md_text, md_unescape
 from .summary import (TOP_FIXES, ReportError, Results, gpu_doc, load_results, ok_rows, record_anchor, records,
-    summarise)
+    summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
 
@@ -212,17 +212,22 @@ def _short_gpu(gpu_key: str) -> str:
 
 #: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers).
 CSV_COLUMNS = ["run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
-               "rate_usd_per_hour", "rate_source", "window_ms", "busy_ms", "idle_ms", "idle_pct", "copy_only_ms",
-               "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
-               "idle_usd_per_month", "amdahl_speedup", "straggler", "status", "error"]
+               "rate_usd_per_hour", "rate_source", "window_ms", "iterations", "kept_iterations", "busy_ms", "idle_ms",
+               "idle_pct", "copy_only_ms", "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
+               "idle_usd_per_month", "amdahl_speedup", "low_confidence", "confidence_note", "comm_exposed_ms",
+               "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler", "status", "error"]
 
 
 def render_csv(res: Results) -> str:
-    """The per-GPU cost table of the current night, most expensive first (error rows last)."""
-    fleet = res.current.copy()
+    """The per-GPU cost table of the current night (:data:`CSV_COLUMNS`), most expensive first (error rows
+    last). A table written before a column existed leaves it empty (``low_confidence`` and
+    ``confidence_note`` are then computed from the window and iterations, as the HTML report does)."""
+    fleet = with_fix_columns(res.current) if len(res.current) else res.current.copy()
+    fleet = fleet.copy()
     fleet["run_date"] = res.current_date
-    for col in ("window", "busy", "idle", "copy_only", "dark"):
-        fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
+    for col in ("window", "busy", "idle", "copy_only", "dark", "comm_exposed"):
+        if f"{col}_ns" in fleet.columns:   # comm_exposed_ns: not in tables written before it existed
+            fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
     fleet["_usd"] = fleet["idle_usd_per_month"].astype(float)
     fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
                               na_position="last", kind="stable")
@@ -247,6 +252,34 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def reconcile_text(rc: dict) -> str:
+    """One sentence saying how the fix-first list adds up to the headline idle cost
+    (:func:`~pipeline.report.summary.reconcile`): the list, the slivers no category holds, profiler and
+    untraced time, idle in no category and rounding (the last two only when not zero)."""
+    parts = [f"{usd(rc['fixes'])} (the list)", f"{usd(rc['slivers'])} of sub-threshold slivers on GPUs that are "
+             "not launch-bound (no category holds them)", f"{usd(rc['profiler'])} of profiler overhead",
+             f"{usd(rc['untraced'])} of untraced time"]
+    if rc["other"]:
+        parts.append(f"{usd(rc['other'])} of idle in no category")
+    if rc["rounding"]:
+        parts.append(f"{usd(rc['rounding'])} of rounding to cents")
+    return (f"How the list adds up to the headline: {usd(rc['headline'])}/month idle = "
+            + " + ".join(parts).replace(f"{usd(rc['fixes'])} (the list)", f"{usd(rc['fixes'])} (the fix-first list)")
+            + ".")
+
+
+def _markdown_legend(rows: list[dict]) -> list[str]:
+    """What the markers of the Markdown variant's GPU table mean, when any row has one."""
+    out = []
+    assumed = [r for r in rows if r["rate_assumed"]]
+    if assumed:
+        out.append(f"({md_text(assumed[0]['rate_marker'])}): the GPU's model is not on the rate card or not named, "
+                   "priced at the default model's rate (`cost.default_model`).")
+    if any(r["low_confidence"] for r in rows):
+        out.append("(low confidence: …): a short window or few stable iterations extrapolated to a month.")
+    return [""] + out if out else []
+
+
 def render_markdown(res: Results) -> str:
     """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
     Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
@@ -255,6 +288,8 @@ def render_markdown(res: Results) -> str:
     t = s["trend"]
     span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"
     lines = _markdown_fixes(s["fixes"])
+    if s["reconcile"] and s["fixes"]:
+        lines += [reconcile_text(s["reconcile"]), ""]
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")", ""]
@@ -281,8 +316,11 @@ def render_markdown(res: Results) -> str:
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:
+        marks = "".join(f" ({m})" for m in (r["rate_marker"], r["confidence_marker"]) if m)
         lines.append(f"| {r['rank']} | {md_text(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | "
-                     f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])} |")
+                     f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])}"
+                     f"{md_text(marks)} |")
+    lines += _markdown_legend(s["top"][:5])
     rates = "; ".join(f"{md_text(r['model'])} ${r['rate']:,.2f}/GPU-hour ({md_text(r['source'])})"
                       for r in s["rate_card"])
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
