@@ -41,7 +41,11 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     run_cli("report", str(out), "--out", str(out / "report.html"))
     assert (out / "report.html").exists() and len(os.listdir(out / PAGES_DIR)) == 8   # a page per GPU beside it
     second = run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), env=env)
-    assert "; removed 6 file(s) of an earlier run with other inputs" in second.stdout   # 4 per-GPU files, 2 records
+    # 4 per-GPU files and 2 records of job0 and job2, the report.html and the 8 GPU pages: 15 files, every one
+    # counted (before: "removed 6 file(s)", and an empty gpu-pages/ stayed)
+    assert ("; removed 15 file(s) of an earlier run (6 per-GPU file(s) and record(s) of other inputs; report.html "
+            "and 8 GPU page(s) rendered from its outputs: `gpu-idle report DIR --out DIR/report.html` renders them "
+            "again), and the emptied folder gpu-pages/\n") in second.stdout
     fleet = pd.read_parquet(out / "fleet.parquet")
     assert sorted(set(fleet["report"])) == [str(reports / "job1.sqlite"), str(reports / "job3.sqlite")]
     gpus, records = expected_files(fleet)
@@ -49,9 +53,16 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     assert set(os.listdir(out / "gpus")) == gpus
     assert set(os.listdir(out / "records")) == records
     assert not (out / "report.html").exists()
-    assert os.listdir(out / PAGES_DIR) == []   # the GPU pages rendered beside that report went with it
+    assert not (out / PAGES_DIR).exists()   # the GPU pages rendered beside that report went with it, and their folder
     run_cli("report", str(out), "--out", str(out / "report.html"))
     assert set(os.listdir(out / PAGES_DIR)) == {gpu_page_name(r, g) for r, g in zip(fleet["report"], fleet["gpu_key"])}
+    # the same two again after the report: only what the report rendered goes (its pages, 4, and itself)
+    (out / PAGES_DIR / "notes.txt").write_text("mine")   # not a page: kept, and so is the folder
+    third = run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), "--no-cache",
+                    env=env)
+    assert ("; removed 5 file(s) of an earlier run (report.html and 4 GPU page(s) rendered from its outputs: "
+            "`gpu-idle report DIR --out DIR/report.html` renders them again)\n") in third.stdout
+    assert os.listdir(out / PAGES_DIR) == ["notes.txt"] and not (out / "report.html").exists()
 
 
 def test_resweeping_a_night_with_fewer_inputs_leaves_no_stale_files(reports, tmp_path):

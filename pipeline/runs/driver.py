@@ -24,7 +24,7 @@ from ..engine.outputs import PAGES_DIR, write_outputs
 from ..engine.reduce import reduce_outcomes
 from ..engine.tasks import ReportOutcome
 from ..inputs.discover import discover
-from ..io import prune, remove_leftovers, write_json
+from ..io import prune, remove_if_empty, remove_leftovers, write_json
 from ..load.cache import wait_for_writes
 from ..model import Failure
 from .results import MANIFEST, ResultCache, drop_manifest, folder_files, read_manifest
@@ -113,10 +113,25 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
 
 def stale_note(written: dict) -> str:
-    """``"removed N file(s) of an earlier run with other inputs"`` when :func:`write_documents` removed
-    any, else ``""``."""
-    count = len(written.get("stale", []))
-    return f"removed {count} file(s) of an earlier run with other inputs" if count else ""
+    """What a run removed of an earlier one, for people; ``""`` when nothing.
+
+    ``written["stale"]``: the per-GPU files and records of other inputs :func:`write_documents` removed
+    (alone: ``"removed N file(s) of an earlier run with other inputs"``); ``written["stale_report"]``: the
+    manager report (``report.html``) and the GPU pages rendered from the folder's earlier contents that
+    :meth:`RunFolder.write` removed, counted too and said apart, with ``written["stale_dirs"]``, the
+    folders left empty that went with them (``gpu-pages/``)."""
+    documents = written.get("stale", [])
+    rendered = written.get("stale_report", [])
+    count = len(documents) + len(rendered)
+    if not rendered:
+        return f"removed {count} file(s) of an earlier run with other inputs" if count else ""
+    pages = sum(os.path.basename(os.path.dirname(p)) == PAGES_DIR for p in rendered)
+    what = [x for x in ("report.html" if pages < len(rendered) else "", f"{pages} GPU page(s)" if pages else "") if x]
+    parts = [f"{len(documents)} per-GPU file(s) and record(s) of other inputs"] if documents else []
+    parts.append(" and ".join(what) + " rendered from its outputs: `gpu-idle report DIR --out DIR/report.html` "
+                 "renders them again")
+    dirs = "".join(f", and the emptied folder {os.path.basename(d)}/" for d in written.get("stale_dirs", []))
+    return f"removed {count} file(s) of an earlier run ({'; '.join(parts)}){dirs}"
 
 
 def write_folder_manifest(out_dir: str, digest: str, **extra) -> None:
@@ -145,11 +160,16 @@ class RunFolder(OutputFolder):
         # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
         # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
         # GPU pages rendered beside it (DIR/gpu-pages/*.html).
+        rendered = []
         stale_html = os.path.join(self.out_dir, "report.html")
         if os.path.exists(stale_html):
             os.unlink(stale_html)
-        prune(os.path.join(self.out_dir, PAGES_DIR), set(), ".html")
+            rendered.append(stale_html)
+        pages = os.path.join(self.out_dir, PAGES_DIR)
+        rendered += [os.path.join(pages, name) for name in prune(pages, set(), ".html")]
+        emptied = [pages] if remove_if_empty(pages) else []   # gpu-idle report makes it again
         written, records = write_documents(self.out_dir, fleet, rosters, cfg)
+        written.update(stale_report=rendered, stale_dirs=emptied)
         note = stale_note(written)
         if digest:
             write_folder_manifest(self.out_dir, digest)
