@@ -4,6 +4,7 @@ Expected values are worked out by hand in the comments.
 """
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 
 import numpy as np
@@ -258,8 +259,13 @@ def test_medical_record_format():
     # starts in seconds on the timeline, to the µs: 9 ns and 5 ns are 0.000000 s
     assert lines[9] == "| 1 | GPU #2 | 0.000000 s | - | 7.000 ms | data |"
     assert lines[10] == "| 2 | GPU #1 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
-    assert len(lines) == 16 and lines[12] == "Idle cost: $300.00 per month for these GPUs."
-    assert lines[13:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
+    # a link per GPU to its page, named <report>__<gpu>__<first 10 hex of sha1("report\0gpu")>.html
+    pages = {g: hashlib.sha1(f"r.sqlite\0{g}".encode()).hexdigest()[:10] for g in ("gpu0", "gpu1")}
+    assert lines[12] == "## GPU pages"
+    assert lines[16:18] == [f"- [GPU #1](../gpu-pages/r.sqlite__gpu0__{pages['gpu0']}.html)",
+                            f"- [GPU #2](../gpu-pages/r.sqlite__gpu1__{pages['gpu1']}.html)"]
+    assert len(lines) == 23 and lines[19] == "Idle cost: $300.00 per month for these GPUs."
+    assert lines[20:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
 
 

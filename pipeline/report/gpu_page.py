@@ -291,8 +291,9 @@ def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None) -> st
 
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
                     plot_cache: str | None = None) -> dict:
-    """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically, and
-    remove the pages there of GPUs not in ``rows`` (an earlier run's).
+    """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
+    whose file already holds the same text is left alone), and remove the pages there of GPUs not in
+    ``rows`` (an earlier run's).
 
     Args:
         rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.
@@ -313,11 +314,24 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         name = gpu_page_name(report, gpu_key)
         links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
         path = os.path.join(folder, name)
-        write_text(path, render_gpu_page(doc, links, plot_cache))
-        _shareable(path)
+        if _write_if_changed(path, render_gpu_page(doc, links, plot_cache)):
+            _shareable(path)
         hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
     prune(folder, {os.path.basename(h) for h in hrefs.values()}, ".html")
     return hrefs
+
+
+def _write_if_changed(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically unless the file already holds exactly it (a night made
+    from an earlier one keeps its hard-linked pages). Returns whether it wrote."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_text(path, text)
+    return True
 
 
 def _shareable(path: str) -> None:
