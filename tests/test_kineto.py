@@ -20,6 +20,7 @@ import pytest
 from conftest import PROFILES, run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.attribution import gap_copies
 from pipeline.config import Config, load_config
 from pipeline.engine.tasks import trace_labels
 from pipeline.inputs.discover import discover
@@ -270,7 +271,7 @@ def test_hand_trace_is_read_like_an_export(tmp_path):
     assert report.runtime["name"].astype(str).tolist() == ["cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync"]
     c = report.copies.iloc[0]
     assert (c.start, c.end, c.kind, c.copy_kind, c.bytes, c.src_kind, c.dst_kind, c.stream_id) == (
-        BASE + 1_500_000, BASE + 1_800_500, "memcpy", 1, 4096, 7, 2, 30)   # HtoD, pinned -> device
+        BASE + 1_500_000, BASE + 1_800_500, "memcpy", 1, 4096, 1, 2, 30)   # HtoD, pinned (1) -> device (2)
     assert report.nvtx.values.tolist() == [[BASE, BASE + 2_150_000, 500, 500, "ProfilerStep#7"]]  # CPU side only
     assert report.devices[["gpu_key", "gpu_model", "sms"]].values.tolist() == [["pid500/dev0", "NVIDIA A100-SXM4-80GB",
                                                                                 108]]
@@ -307,7 +308,7 @@ def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
     assert report.kernels[["start", "end", "stream_id", "pid"]].values.tolist() == [
         [110_000, 150_000, 9, 77], [1_300_000, 1_320_000, 9, 77]]
     assert report.copies[["kind", "copy_kind", "src_kind", "dst_kind"]].values.tolist() == [
-        ["memcpy", 2, 2, 1], ["memset", -1, -1, -1]]
+        ["memcpy", 2, 2, 0], ["memset", -1, -1, -1]]   # DtoH, device (2) -> pageable (0), as an export numbers them
     assert report.nvtx["text"].tolist() == ["ProfilerStep#1"] and report.runtime["tid"].tolist() == [77]
     assert report.devices["model_note"].tolist() == ["export names no GPU (the trace has no deviceProperties)"]
     assert report.meta == {"format": "kineto"}
@@ -316,6 +317,101 @@ def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
     assert (row["window_ns"], row["busy_ns"], row["copy_only_ns"], row["gap_count"], row["gap_total_ns"]) == (
         1_210_000, 60_000, 2_000, 1, 1_150_000)
     assert row["rate_model"] == "H100" and "no deviceProperties" in row["rate_source"] and row["rank"] == ""
+
+
+#: One copy-engine event per way traces name copies, each 100 µs in the gap [100, 10,000 µs) of device 0:
+#: (cat, name, (copy_kind, src_kind, dst_kind) as an Nsight export numbers them (ENUM_CUDA_MEMCPY_OPER:
+#: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, 0 unknown; ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, 7 unknown),
+#: what the roster says: direction, host memory).
+COPY_VARIANTS = [
+    ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", (1, 1, 2), "HtoD", "pinned"),
+    ("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", (1, 0, 2), "HtoD", "pageable"),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", (2, 2, 1), "DtoH", "pinned"),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", (2, 2, 0), "DtoH", "pageable"),
+    ("gpu_memcpy", "Memcpy DtoD (Device -> Device)", (8, 2, 2), "DtoD", None),          # no host side
+    ("gpu_memcpy", "Memcpy PtoP (Device -> Device)", (10, 2, 2), "PtoP", None),
+    ("Memcpy", "Memcpy HtoD (Pinned -> Device)", (1, 1, 2), "HtoD", "pinned"),          # PyTorch 1.8-1.9 category
+    ("Memcpy", "Memcpy DtoH (Device -> Pageable)", (2, 2, 0), "DtoH", "pageable"),
+    ("gpu_memcpy", "Memcpy HtoD (Managed -> Device)", (1, 4, 2), "HtoD", "unknown"),    # managed: neither
+    # ROCm: Kineto names the host side "Host" (pinned or pageable unsaid); older ROCm traces name copies
+    # by roctracer's operation (CopyHostToDevice) or the HIP call (hipMemcpyDtoHAsync): direction only
+    ("gpu_memcpy", "Memcpy HtoD (Host -> Device)", (1, 7, 2), "HtoD", "unknown"),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Host)", (2, 2, 7), "DtoH", "unknown"),
+    ("gpu_memcpy", "CopyHostToDevice", (1, 7, 2), "HtoD", "unknown"),
+    ("gpu_memcpy", "CopyDeviceToHost2D", (2, 2, 7), "DtoH", "unknown"),
+    ("gpu_memcpy", "CopyDeviceToDevice", (8, 2, 2), "DtoD", None),
+    ("gpu_memcpy", "hipMemcpyDtoHAsync", (2, 2, 7), "DtoH", "unknown"),
+    ("gpu_memcpy", "hipMemcpyHtoD", (1, 7, 2), "HtoD", "unknown"),
+    ("gpu_memcpy", "hipMemcpyAsync", (0, 7, 7), "unknown", "unknown"),                 # no direction named
+    ("gpu_memcpy", "Memcpy <unknown> (? -> ?)", (0, 7, 7), "unknown", "unknown"),
+    ("gpu_memset", "Memset (Device)", (-1, -1, -1), None, None),
+    ("Memset", "Memset (Unknown)", (-1, -1, -1), None, None),
+    ("gpu_memset", "FillBuffer", (-1, -1, -1), None, None),                            # ROCm's memset
+]
+
+
+def test_copy_memory_kinds_as_an_export_numbers_them(tmp_path):
+    """Every naming of a copy gives copy_kind / src_kind / dst_kind in the Nsight export's numbering
+    (the one the roster's consumers read), so the gap's copies say pinned where the trace says Pinned
+    and pageable where it says Pageable, never the other way round; ROCm's Host side is unknown."""
+    kernel = ('{"ph": "X", "cat": "kernel", "name": "K%d", "pid": 0, "tid": 7, "ts": %d, "dur": 100, '
+              '"args": {"device": 0, "stream": 7, "correlation": %d}}')
+    copy = ('{"ph": "X", "cat": "%s", "name": "%s", "pid": 0, "tid": 30, "ts": %d, "dur": 100, '
+            '"args": {"device": 0, "stream": 30, "correlation": %d, "bytes": %d}}')
+    events = [kernel % (1, 0, 1), kernel % (2, 10_000, 2)]
+    events += [copy % (cat, name, 200 + 400 * i, 10 + i, 1000 + i) for i, (cat, name, *_) in enumerate(COPY_VARIANTS)]
+    report = load_kineto(write(tmp_path / "copies.json", '{"traceEvents": [%s]}' % ",\n".join(events)))
+    c = report.copies.sort_values("start")
+    assert [tuple(r) for r in c[["copy_kind", "src_kind", "dst_kind"]].values.tolist()] == [v[2] for v in COPY_VARIANTS]
+    assert c["bytes"].tolist() == [1000 + i for i in range(len(COPY_VARIANTS))]
+    # the gap [100, 10,000 µs) between K1 and K2 holds every copy, each 100 µs inside it
+    (got,) = gap_copies(pd.DataFrame({"start": [100_000], "end": [10_000_000]}), c, limit=len(COPY_VARIANTS))
+    assert [(x["what"], x.get("direction"), x.get("host_memory"), x["overlap_ns"]) for x in got["copies"]] == [
+        ("memset" if v[2][0] == -1 else "memcpy", v[3], v[4], 100_000) for v in COPY_VARIANTS]
+    # and through the analysis: the roster's gap lists the five first (equal overlaps: earlier first)
+    _, result = analyse_one(str(tmp_path / "copies.json"))
+    gap = result.device_roster[0]
+    assert (gap["start_ns"], gap["length_ns"], gap["copy_count"]) == (100_000, 9_900_000, len(COPY_VARIANTS))
+    assert [x.get("host_memory") for x in gap["copies"]] == ["pinned", "pageable", "pinned", "pageable", None]
+
+
+def test_the_real_traces_copies_say_pinned_and_pageable(kineto):
+    """ws128_sampled_rank0 names 8 copies ``Memcpy HtoD (Pinned -> Device)``, 16 ``Memcpy HtoD (Pageable ->
+    Device)``, 8 ``Memcpy DtoH (Device -> Pageable)`` and 8 DtoD (counted by the stdlib json parser here);
+    the loader gives them the export's ids (pinned 1, pageable 0, device 2) and the roster's words."""
+    path = kineto / "ws128_sampled_rank0.json.gz"
+    with gzip.open(path) as fh:
+        doc = json.load(fh)
+    names = pd.Series([e["name"] for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"]).value_counts().to_dict()
+    assert names == {"Memcpy HtoD (Pageable -> Device)": 16, "Memcpy HtoD (Pinned -> Device)": 8,
+                     "Memcpy DtoH (Device -> Pageable)": 8, "Memcpy DtoD (Device -> Device)": 8}
+    c = load_kineto(str(path)).copies
+    memcpy = c[c["kind"] == "memcpy"]
+    assert memcpy.groupby(["copy_kind", "src_kind", "dst_kind"]).size().to_dict() == {
+        (1, 0, 2): 16, (1, 1, 2): 8, (2, 2, 0): 8, (8, 2, 2): 8}
+    words = [x["host_memory"] for x in
+             gap_copies(pd.DataFrame({"start": [c["start"].min()], "end": [c["end"].max()]}), memcpy, limit=40)[0]["copies"]]
+    assert pd.Series(words, dtype=object).value_counts(dropna=False).to_dict() == {"pageable": 24, "pinned": 8, None: 8}
+
+
+def test_writer_names_copies_as_kineto_does(tmp_path):
+    """KinetoWriter spells a copy's sides by the ids both loaders give (0 pageable, 1 pinned, 2 device):
+    the host side is pageable unless told, and what it writes loads back to the same ids."""
+    path = str(tmp_path / "w.json")
+    w = KinetoWriter(path, pid=1, devices=[(0, "NVIDIA A100-SXM4-80GB", 108)])
+    w.runtime(1, 0, 1_000, "cudaLaunchKernel", 1)
+    w.kernel(0, 7, 2_000, 3_000, "k", 1)
+    w.memcpy(0, 20, 4_000, 5_000, 1, 64, 2)                             # HtoD, default
+    w.memcpy(0, 20, 6_000, 7_000, 2, 64, 3)                             # DtoH, default
+    w.memcpy(0, 20, 8_000, 9_000, 1, 64, 4, src_kind=1, dst_kind=2)     # HtoD from pinned memory
+    w.memcpy(0, 20, 10_000, 11_000, 8, 64, 5)                           # DtoD
+    w.close()
+    with open(path, encoding="utf-8") as fh:
+        names = [e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "gpu_memcpy"]
+    assert names == ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)",
+                     "Memcpy HtoD (Pinned -> Device)", "Memcpy DtoD (Device -> Device)"]
+    c = load_kineto(path).copies.sort_values("start")
+    assert c[["copy_kind", "src_kind", "dst_kind"]].values.tolist() == [[1, 0, 2], [2, 2, 0], [1, 1, 2], [8, 2, 2]]
 
 
 ROCM = """{"traceEvents": [

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..model import COPY_DIRECTIONS
 from . import intervals as iv
-from .attribution import COPY_DIRECTIONS
 
 #: The context either side of W: W / CONTEXT_DIVISOR (5 %) or one mean iteration, whichever is longer.
 CONTEXT_DIVISOR = 20
@@ -45,7 +45,7 @@ def context_range(w0: int, w1: int, iteration_mean_ns: int, first_ns: int, last_
 
 def copy_directions(copies: pd.DataFrame) -> np.ndarray:
     """Per copy row its direction: ``memset``, else the ENUM_CUDA_MEMCPY_OPER name of ``copy_kind``
-    (:data:`~pipeline.analysis.attribution.COPY_DIRECTIONS`: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
+    (:data:`~pipeline.model.COPY_DIRECTIONS`: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
     ...), ``unknown`` for an id it does not list. Shape ``(len(copies),)``, object."""
     kinds = copies["kind"].to_numpy(object)
     codes = copies["copy_kind"].to_numpy(np.int64)

@@ -8,7 +8,8 @@ What is read (``ph: "X"`` complete events; anything else is skipped):
   ``gpu_memset`` / ``Memset`` (copy-engine work). ``args.device`` is the device (else the event's
   ``pid``, which Kineto sets to the device index), ``args.stream`` the stream (else ``tid``),
   ``args.correlation`` the correlation id, ``args.bytes`` the size. A memcpy's direction and memory
-  kinds come from its name, ``Memcpy HtoD (Pinned -> Device)``.
+  kinds come from its name, ``Memcpy HtoD (Pinned -> Device)`` (:func:`memcpy_kinds`), as the ids an
+  Nsight export gives them (:data:`~pipeline.model.MEM_KINDS`: 0 pageable, 1 pinned, 2 device).
 * CPU side: ``cuda_runtime`` / ``Runtime`` / ``cuda_driver`` events (ROCm traces use the same
   categories with HIP names, ``hipLaunchKernel``) with ``args.correlation``: the runtime table.
   Each GPU event's process is the process of the runtime call with its correlation id; GPU events
@@ -41,7 +42,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..model import NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode, no_overhead, no_untraced
+from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
+    no_overhead, no_untraced)
 from .caveats import lost_launches
 from .columns import normalise_api_name
 from .gpus import DEVICE_COLUMNS, board_name
@@ -71,13 +73,50 @@ STEP = re.compile(r"ProfilerStep#\d+")
 #: Events decoded per batch: a batch's structs (~0.5 KB an event) are its transient memory; ~2k keep that
 #: to ~1 MB while per-batch costs (a few Arrow calls) stay under 0.3 µs an event.
 BATCH = 2_048
-#: ENUM_CUDA_MEMCPY_OPER ids of Kineto's memcpy names (``Memcpy HtoD (...)``).
-COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7, "DtoD": 8, "HtoH": 9,
-              "PtoP": 10}
-#: ENUM_CUDA_MEM_KIND ids of Kineto's memory kind names (``(Pinned -> Device)``); ROCm's ``Host`` is unknown.
-MEMORY_KINDS = {"Pageable": 1, "Device": 2, "Array": 3, "Managed": 4, "Device Static": 5, "Managed Static": 6,
-                "Pinned": 7}
-_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\(\s*([^()]*?)\s*->\s*([^()]*?)\s*\))?")
+#: Copy directions as memcpy event names spell them -> ENUM_CUDA_MEMCPY_OPER ids (the ``copy_kind``
+#: column, named by :data:`~pipeline.model.COPY_DIRECTIONS`): Kineto's own (``Memcpy HtoD (...)``, CUDA
+#: and ROCm), older ROCm traces' roctracer names (``CopyHostToDevice``, ``CopyDeviceToHost2D``) and HIP
+#: API names (``hipMemcpyDtoHAsync``, ``hipMemcpyPeer``).
+COPY_KINDS = {**{name: kind for kind, name in COPY_DIRECTIONS.items()},
+              "HostToDevice": 1, "DeviceToHost": 2, "DeviceToDevice": 8, "HostToHost": 9, "Peer": 10}
+#: Kineto's memory kind names, lower case (``Memcpy HtoD (Pinned -> Device)``: CUPTI's memory kinds as
+#: Kineto's ``memoryKindString`` spells them) -> :data:`~pipeline.model.MEM_KINDS` ids, the ids the
+#: Nsight loader gives too. ROCm traces name the host side ``Host`` (pinned or pageable unsaid): like any
+#: name not listed, unknown.
+KINETO_MEMORY_KINDS = {"pageable": MEM_KINDS["PAGEABLE"], "pinned": MEM_KINDS["PINNED"],
+                       "device": MEM_KINDS["DEVICE"], "array": MEM_KINDS["ARRAY"], "managed": MEM_KINDS["MANAGED"],
+                       "device static": MEM_KINDS["DEVICE_STATIC"], "managed static": MEM_KINDS["MANAGED_STATIC"],
+                       "unknown": MEM_KINDS["UNKNOWN"]}
+#: The memory of a side a direction names (``HtoD``: host -> device) when the name gives no kinds.
+_SIDE_KINDS = {"H": MEM_KINDS["UNKNOWN"], "D": MEM_KINDS["DEVICE"], "P": MEM_KINDS["DEVICE"], "A": MEM_KINDS["ARRAY"]}
+_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)\s*(?:\(\s*([^()]*?)\s*->\s*([^()]*?)\s*\))?")
+_DIRECTION = re.compile("|".join(sorted(COPY_KINDS, key=len, reverse=True)))
+
+
+def memcpy_kinds(name: str) -> tuple[int, int, int]:
+    """``(copy_kind, src_kind, dst_kind)`` of a memcpy event from its name: ENUM_CUDA_MEMCPY_OPER and
+    :data:`~pipeline.model.MEM_KINDS` ids, as the Nsight loader gives them.
+
+    ``Memcpy HtoD (Pinned -> Device)`` -> ``(1, 1, 2)``; ``Memcpy DtoH (Device -> Pageable)`` -> ``(2, 2, 0)``;
+    ROCm's ``Memcpy HtoD (Host -> Device)`` -> ``(1, 7, 2)`` (the host memory's kind unsaid). A name
+    without kinds (``CopyHostToDevice``, ``hipMemcpyDtoHAsync``) has its direction's sides: device 2,
+    array 3, host memory 7 (unknown); a name without a direction (``hipMemcpyAsync``) is ``(0, 7, 7)``.
+    """
+    text = str(name)
+    m = _MEMCPY_NAME.search(text)
+    kind = COPY_KINDS.get(m.group(1), 0) if m else 0
+    if not kind:
+        d = _DIRECTION.search(text)
+        kind = COPY_KINDS[d.group()] if d else 0
+    if kind:
+        short = COPY_DIRECTIONS[kind]
+        src, dst = _SIDE_KINDS[short[0]], _SIDE_KINDS[short[-1]]
+    else:
+        src = dst = MEM_KINDS["UNKNOWN"]
+    if m and m.group(2) is not None:
+        src = KINETO_MEMORY_KINDS.get(m.group(2).lower(), MEM_KINDS["UNKNOWN"])
+        dst = KINETO_MEMORY_KINDS.get(m.group(3).lower(), MEM_KINDS["UNKNOWN"])
+    return kind, src, dst
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -384,14 +423,9 @@ def _named(codes: np.ndarray, names: np.ndarray, normalise=None) -> pd.Categoric
 
 
 def _memcpy_kinds(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(copy_kind, src_kind, dst_kind)`` per memcpy row from its name (ENUM ids; -1 unknown)."""
+    """``(copy_kind, src_kind, dst_kind)`` per memcpy row (:func:`memcpy_kinds` of its name, once per name)."""
     used, inverse = np.unique(codes, return_inverse=True)
-    table = np.full((max(used.size, 1), 3), -1, dtype=np.int64)
-    for i, code in enumerate(used):
-        m = _MEMCPY_NAME.search(str(names[code]))
-        if m:
-            table[i] = (COPY_KINDS.get(m.group(1), 0), MEMORY_KINDS.get(m.group(2) or "", -1),
-                        MEMORY_KINDS.get(m.group(3) or "", -1))
+    table = np.array([memcpy_kinds(names[code]) for code in used] or [(0, 0, 0)], dtype=np.int64)
     rows = table[inverse.reshape(-1)] if codes.size else np.zeros((0, 3), dtype=np.int64)
     return rows[:, 0], rows[:, 1], rows[:, 2]
 
