@@ -168,7 +168,8 @@ class Report:
     (:class:`RowWarning`, each with its code).
     ``capture_start_ns``: where the Nsight Systems timeline puts its zero, on the rows' clock (ns;
     None when unknown), and ``capture_start_source`` where that comes from
-    (:func:`pipeline.load.integrity.capture_start`).
+    (:func:`pipeline.load.integrity.capture_start`; for a PyTorch profiler trace the start of its
+    profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
     """
 
     path: str

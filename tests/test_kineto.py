@@ -319,6 +319,34 @@ def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
     assert row["rate_model"] == "H100" and "no deviceProperties" in row["rate_source"] and row["rank"] == ""
 
 
+def test_capture_start_is_the_profiler_span_else_the_earliest_event(tmp_path):
+    """The timeline's zero: the start of the profiler's own Trace span (the earliest, named as it is,
+    when there are several), else the earliest event read; base + ts × 1000 as every time."""
+    base = 1_000_000_000_000_000_000
+    events = [
+        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4, "tid": 4, "ts": 5.250, "dur": 2, "args": {"correlation": 1}}',
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20.000, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 1}}',
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2000.000, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 2}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4, "tid": 4, "ts": 1.000, "dur": 1}',   # not read
+    ]
+    span0 = ('{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", '
+             '"ts": 3.125, "dur": 3000}')
+    span1 = ('{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (1)", "pid": "Spans", "tid": "PyTorch Profiler", '
+             '"ts": 4.000, "dur": 5000}')
+
+    def start(name: str, evs: list) -> tuple:
+        text = '{"traceEvents": [%s], "baseTimeNanoseconds": %d}' % (",".join(evs), base)
+        r = load_kineto(write(tmp_path / name, text))
+        return r.capture_start_ns, r.capture_start_source
+
+    # no span: the runtime call at 5.250 µs is the earliest event read (the cpu_op at 1 µs is not read)
+    assert start("none.json", events) == (base + 5_250, "the trace's earliest event (it has no profiler span)")
+    assert start("one.json", events + [span0]) == (
+        base + 3_125, 'the trace\'s profiler span ("PyTorch Profiler (0)" Trace event)')
+    assert start("two.json", [span1] + events + [span0]) == (
+        base + 3_125, 'the trace\'s profiler span ("PyTorch Profiler (0)" Trace event)')
+
+
 #: One copy-engine event per way traces name copies, each 100 µs in the gap [100, 10,000 µs) of device 0:
 #: (cat, name, (copy_kind, src_kind, dst_kind) as an Nsight export numbers them (ENUM_CUDA_MEMCPY_OPER:
 #: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, 0 unknown; ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, 7 unknown),

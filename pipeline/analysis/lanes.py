@@ -206,7 +206,8 @@ def gpu_picture(kernels: pd.DataFrame, copies: pd.DataFrame, gaps: pd.DataFrame,
     """The keys the GPU's page adds to its JSON ``timeline`` (all ns; see README "What it writes").
 
     ``context`` ``[c0, c1]`` (:func:`context_range`); ``capture_start_ns`` and ``capture_start_source``
-    (the timeline's zero, :func:`pipeline.load.integrity.capture_start`; None and ``""`` when unknown);
+    (the timeline's zero, :func:`pipeline.load.integrity.capture_start` or for a PyTorch profiler trace
+    :func:`pipeline.load.kineto.capture_start`; None and ``""`` when unknown);
     ``lanes``: stream lanes (:func:`stream_lanes`, :func:`merge_quiet_streams`) then copy lanes
     (:func:`copy_lanes`), capped (:func:`capped`); ``marks`` and ``marks_total``: the iterations
     (:func:`iteration_marks`). ``win``: the :class:`~pipeline.analysis.window.Window`.

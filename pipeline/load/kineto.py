@@ -23,7 +23,9 @@ What is read (``ph: "X"`` complete events; anything else is skipped):
   or bus id, so a GPU's key is ``pid<P>/dev<D>`` as for Nsight exports without GPU tables.
 * Time: :mod:`.kineto_time` (decimal text -> exact int ns, never a float). With
   ``baseTimeNanoseconds`` every time is that base plus ``ts``; the report's clock is then Unix-epoch
-  ns, as it already is for traces whose ``ts`` are epoch microseconds.
+  ns, as it already is for traces whose ``ts`` are epoch microseconds. The timeline's zero (the
+  report's ``capture_start_ns``, from which the GPU pages count seconds) is the start of the profiler's
+  own ``Trace`` span, else the earliest event (:func:`capture_start`).
 
 Memory: the JSON text is held once (a gzip file is inflated into one buffer of its uncompressed
 size), the event list is split into raw slices of it (``msgspec.Raw``: no copy, no dict), and the
@@ -383,7 +385,8 @@ def _decode_batch(raws: list) -> list:
 
 def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple | None]:
     """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
-    ``ph: "X"``; and ``(start, end)`` ns of the profiler's own ``Trace`` span (None: absent)."""
+    ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
+    earliest start, named as it is, to the latest end; None: absent)."""
     names = _Names()
     cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
     complete = 0
@@ -399,8 +402,11 @@ def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple
                 if e.cat == "Trace" and e.pid == "Spans":  # the profiler's own span: the capture
                     start, end, ok = _times([e.ts], [e.dur], base, path, "Trace span")
                     if ok[0]:
-                        span = (int(start[0]), int(end[0])) if span is None else \
-                            (min(span[0], int(start[0])), max(span[1], int(end[0])))
+                        lo, hi, name = int(start[0]), int(end[0]), str(e.name)
+                        if span is not None:
+                            lo, name = (lo, name) if lo < span[0] else (span[0], span[2])
+                            hi = max(hi, span[1])
+                        span = (lo, hi, name)
                 continue
             if kind == CPU_OP:
                 if isinstance(e.name, str) and STEP.fullmatch(e.name):
@@ -487,7 +493,7 @@ def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
     """The capture rows must lie in: the profiler's own ``Trace`` span (± :data:`SLACK_NS`), else
     the run of the rows' timestamps (:func:`~pipeline.load.integrity._row_extent`)."""
     if span is not None:
-        lo, hi = span
+        lo, hi = span[:2]
         return Capture(lo - SLACK_NS, hi + SLACK_NS,
                        f"{lo / 1e9:.6f}..{hi / 1e9:.6f} s on the trace's clock, per its PyTorch Profiler span")
     extent = _row_extent(stamps, None)
@@ -495,6 +501,24 @@ def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
         return Capture(None, None, "")
     return Capture(extent[0], extent[1], f"{extent[0] / 1e9:.6f}..{extent[1] / 1e9:.6f} s on the trace's clock, "
                                          "per the other events")
+
+
+#: Where a trace's timeline zero comes from when it has no profiler span (:func:`capture_start`).
+EARLIEST_EVENT = "the trace's earliest event (it has no profiler span)"
+
+
+def capture_start(span: tuple | None, frames: dict[str, pd.DataFrame]) -> tuple[int | None, str]:
+    """The trace's timeline zero (int ns on the report's clock) and where it comes from: the start of
+    the profiler's own span (the ``Trace`` event, ``"PyTorch Profiler (0)"``: when the profiler started
+    recording), else the earliest start of the events read (``frames``, after the untrustworthy ones
+    are dropped; :data:`EARLIEST_EVENT`); ``(None, "")`` without any. The Nsight loader's counterpart
+    is :func:`pipeline.load.integrity.capture_start`."""
+    if span is not None:
+        return int(span[0]), f'the trace\'s profiler span ("{span[2]}" Trace event)'
+    starts = [f["start"].to_numpy(np.int64) for f in frames.values() if len(f)]
+    if not starts:
+        return None, ""
+    return min(int(s.min()) for s in starts), EARLIEST_EVENT
 
 
 def _base_ns(raw, path: str) -> int:
@@ -573,7 +597,8 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     Returns:
         The Report the Nsight loader would make of the same evidence (see the module doc), with
         ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "base_time_ns": ...}``
-        (the keys the trace gives; values as text).
+        (the keys the trace gives; values as text) and the timeline's zero in ``capture_start_ns`` /
+        ``capture_start_source`` (:func:`capture_start`).
     Raises:
         ProfileError: empty file, damaged or truncated gzip, not JSON or truncated JSON, JSON that is
         not a trace, a time that is not a number or does not fit int64 ns, no GPU events or no
@@ -601,6 +626,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     stamps = [f[c].to_numpy(np.int64) for f in frames.values() for c in ("start", "end")]
     frames, trust = _drop_untrustworthy(frames, _capture(span, stamps), path)
     warnings += trust
+    start_ns, start_source = capture_start(span, frames)
     runtime_raw, nvtx_raw = frames[RUNTIME], frames[ANNOTATION]
     main_pid = _main_pid(runtime_raw, nvtx_raw)
 
@@ -658,4 +684,4 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         meta["base_time_ns"] = str(base)
     return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
                   overhead=no_overhead(), untraced=untraced if len(untraced) else no_untraced(), meta=meta,
-                  diagnostics=[], warnings=warnings)
+                  diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)
