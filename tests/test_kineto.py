@@ -542,6 +542,10 @@ def test_columnar_cache_serves_the_same_report(tmp_path):
 
 # -- broken input ------------------------------------------------------------------------------
 
+KERNEL_EVENT = (b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, '
+                b'"args": {"device": 0, "stream": 7}}')
+
+
 def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
     real = (kineto / "ws128_sampled_rank0.json.gz").read_bytes()
     bad = tmp_path / "bad"
@@ -558,13 +562,22 @@ def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
                          b'"ts": 1.0, "dur": 2.0}]}',
         "copies_only.json": b'{"traceEvents": [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)",'
                             b' "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, "args": {"device": 0, "stream": 7}}]}',
+        # JSON, but not a trace: a list of numbers, of strings, of objects that are not events; a trace
+        # with a stray number; one whose 2,051st item (in the second batch of 2,048) is null
+        "numbers.json": b"[1, 2, 3]",
+        "strings.json.gz": gzip.compress(b'["a", "b"]', mtime=0),
+        "objects.json": b'[{"a": 1}, {"b": 2}]',
+        "stray.json": b'{"traceEvents": [' + KERNEL_EVENT + b', 7]}',
+        "late.json": b'{"traceEvents": [' + b", ".join([KERNEL_EVENT] * 2_050) + b", null]}",
     }
     for name, data in cases.items():
         (bad / name).write_bytes(data)
     out = tmp_path / "out"
     proc = run_cli("run", *[str(bad / n) for n in cases], str(kineto / "mi250_rocm_minitoy.json.gz"),
                    "--out", str(out), check=False)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    # (several reports: a LocalCluster ran them) bad input is a row, never an exception a worker logs or
+    # Dask retries
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "Compute Failed" not in proc.stderr
     fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
     assert fleet.loc[str(kineto / "mi250_rocm_minitoy.json.gz"), "status"] == "ok"
     error = {name: fleet.loc[str(bad / name), "error"] for name in cases}
@@ -584,6 +597,16 @@ def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
     assert error["cpu_only.json"].startswith(f"{p['cpu_only.json']}: no GPU events in this trace (1 complete events, "
                                              "none of category kernel, gpu_memcpy or gpu_memset)")
     assert error["copies_only.json"].startswith(f"{p['copies_only.json']}: no usable kernel events in this trace")
+    assert error["numbers.json"] == (f"{p['numbers.json']}: not a PyTorch profiler trace: item 0 of the JSON list "
+                                     "is a number (1), not an event object")
+    assert error["strings.json.gz"] == (f"{p['strings.json.gz']}: not a PyTorch profiler trace: item 0 of the JSON "
+                                        'list is a string ("a"), not an event object')
+    assert error["objects.json"] == (f"{p['objects.json']}: not a PyTorch profiler trace: none of the 2 objects of "
+                                     'the JSON list is a trace event (none has a "ph")')
+    assert error["stray.json"] == (f"{p['stray.json']}: not a PyTorch profiler trace: item 1 of traceEvents is a "
+                                   "number (7), not an event object")
+    assert error["late.json"] == (f"{p['late.json']}: not a PyTorch profiler trace: item 2,050 of traceEvents is "
+                                  "null, not an event object")
     assert set(fleet["status"]) == {"ok", "error"} and (fleet["status"] == "error").sum() == len(cases)
 
 

@@ -375,26 +375,50 @@ class _Names:
         return out
 
 
-def _decode_batch(raws: list) -> list:
+#: JSON types by the Python type msgspec decodes them to, for messages.
+_JSON_TYPES = {int: "a number", float: "a number", str: "a string", list: "a list"}
+
+
+def _not_an_event(raws: list, at: int, path: str, where: str) -> ProfileError:
+    """The error for a batch (``raws``, item ``at`` on) holding an item that is not a JSON object."""
+    for i, raw in enumerate(raws):
+        text = bytes(raw).strip()
+        if not text.startswith(b"{"):
+            shown = text[:40].decode("utf-8", "replace")
+            what = _JSON_TYPES.get(type(msgspec.json.decode(text)))
+            return ProfileError(f"{path}: not a PyTorch profiler trace: item {at + i:,} of {where} is "
+                                f"{f'{what} ({shown})' if what else shown}, not an event object")
+    return ProfileError(f"{path}: not a PyTorch profiler trace: {where} holds items that are not event objects")
+
+
+def _decode_batch(raws: list, at: int, path: str, where: str) -> list:
+    """The events of ``raws`` (items ``at``... of ``where``, the trace's event list). Raises
+    :class:`ProfileError` when one is not a JSON object (``[1, 2, 3]`` is JSON, not a trace)."""
     text = b"[" + b",".join(raws) + b"]"
     try:
         return _BATCH.decode(text)
     except msgspec.ValidationError:  # an ``args`` that is not an object: read this batch loosely
-        return _LOOSE.decode(text)
+        try:
+            return _LOOSE.decode(text)
+        except msgspec.ValidationError:  # an item that is not an object at all
+            raise _not_an_event(raws, at, path, where) from None
 
 
-def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple | None]:
+def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tuple[dict, _Names, int, tuple | None]:
     """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
     ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
-    earliest start, named as it is, to the latest end; None: absent)."""
+    earliest start, named as it is, to the latest end; None: absent). ``where``: what ``raws`` are
+    (for messages). Raises :class:`ProfileError` when an item is not an event object, or when no
+    item has a ``ph`` (objects, but not trace events)."""
     names = _Names()
     cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
-    complete = 0
+    complete = phased = 0
     span = None
     for at in range(0, len(raws), BATCH):
         picked: dict[str, list] = {kind: [] for kind in cols}
-        for e in _decode_batch(raws[at:at + BATCH]):
+        for e in _decode_batch(raws[at:at + BATCH], at, path, where):
             if e.ph != "X":
+                phased += e.ph is not None
                 continue
             complete += 1
             kind = CATEGORIES.get(e.cat) if isinstance(e.cat, str) else None
@@ -415,6 +439,9 @@ def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple
             picked[kind].append(e)
         for kind, events in picked.items():
             cols[kind].add(events, names, base, path, gpu=kind in (KERNEL, MEMCPY, MEMSET))
+    if raws and not complete + phased:
+        raise ProfileError(f"{path}: not a PyTorch profiler trace: none of the {len(raws):,} objects of {where} "
+                           'is a trace event (none has a "ph")')
     return cols, names, complete, span
 
 
@@ -534,8 +561,9 @@ def _base_ns(raw, path: str) -> int:
         raise ProfileError(f"{path}: baseTimeNanoseconds is not an integer ({text[:40].decode('utf-8', 'replace')!r})") from None
 
 
-def _parse(path: str, text) -> tuple[list, Any, Any, int]:
-    """``(raw events, deviceProperties, distributedInfo, base ns)`` of a trace's text."""
+def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
+    """``(raw events, deviceProperties, distributedInfo, base ns, where)`` of a trace's text; ``where``
+    names the event list for messages (``traceEvents`` or ``the JSON list``)."""
     try:
         top = _TOP.decode(text)
     except msgspec.ValidationError as exc:
@@ -545,10 +573,11 @@ def _parse(path: str, text) -> tuple[list, Any, Any, int]:
         what = "truncated JSON (the file ends inside the trace)" if "truncated" in str(exc) else f"not valid JSON ({exc})"
         raise ProfileError(f"{path}: {what}: not a readable PyTorch profiler trace") from None
     if isinstance(top, list):
-        return top, None, None, 0
+        return top, None, None, 0, "the JSON list"
     if top.traceEvents is None:
         raise ProfileError(f"{path}: not a PyTorch profiler trace: the JSON object has no traceEvents list")
-    return top.traceEvents, top.deviceProperties, top.distributedInfo, _base_ns(top.baseTimeNanoseconds, path)
+    return (top.traceEvents, top.deviceProperties, top.distributedInfo, _base_ns(top.baseTimeNanoseconds, path),
+            "traceEvents")
 
 
 def _dropped_rows_warning(counts: dict[str, int]) -> list[RowWarning]:
@@ -601,15 +630,16 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         ``capture_start_source`` (:func:`capture_start`).
     Raises:
         ProfileError: empty file, damaged or truncated gzip, not JSON or truncated JSON, JSON that is
-        not a trace, a time that is not a number or does not fit int64 ns, no GPU events or no
-        kernels. The message starts with the path and says why.
+        not a trace (not an object with traceEvents nor a list; an item of the event list that is not
+        an object, ``[1, 2, 3]``; objects none of which has a ``ph``), a time that is not a number or
+        does not fit int64 ns, no GPU events or no kernels. The message starts with the path and says why.
     """
     try:
         text = read_text(path)
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
-    raws, props, dist, base = _parse(path, text)
-    cols, names_seen, complete, span = _collect(raws, base, path)
+    raws, props, dist, base, where = _parse(path, text)
+    cols, names_seen, complete, span = _collect(raws, base, path, where)
     del raws, text
     names = names_seen.array()
     frames, missing = {}, {}
