@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from conftest import PROFILES, run_cli
 
+from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import gap_copies
 from pipeline.config import Config, load_config
@@ -509,6 +510,38 @@ def test_writer_styles_round_trip_exactly(tmp_path):
         assert r.devices["gpu_model"].tolist() == (["NVIDIA H100 80GB HBM3"] if style == "2024" else [""])
 
 
+# -- the command line --------------------------------------------------------------------------
+
+def test_help_texts_name_traces_and_gpu_pages():
+    """``--help`` says what the README says: the tool reads PyTorch profiler traces too, ``run`` takes
+    their file names, ``report`` writes the GPU pages beside the report, ``synth --example`` writes traces."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    def help_of(*command: str) -> str:
+        result = CliRunner().invoke(main, [*command, "--help"], terminal_width=100)
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    assert "in Nsight Systems profiles and PyTorch profiler (Kineto) traces" in help_of()
+    run = help_of("run")
+    assert ".sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz))" in run
+    assert "the others are skipped, and stderr says which" in run
+    assert "(and every trace from its JSON)" in help_of("run")
+    report = help_of("report")
+    assert "one page per analysed GPU, written beside it in gpu-pages/" in report
+    assert "html also writes gpu-pages/ beside it" in report
+    synth = help_of("synth")
+    assert "--example also writes a job's PyTorch profiler (Kineto) traces, one per rank" in synth
+    assert "vit-train-pytorch/rank{0,1}.pt.trace.json.gz" in synth.replace("vit- train", "vit-train")
+    # the README says the same
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert "NVIDIA Nsight Systems profiles and PyTorch profiler (Kineto) traces" in readme
+    assert "PyTorch profiler traces (`.json`, `.json.gz`, `*.pt.trace.json(.gz)`" in readme
+    assert "`vit-train-pytorch/rank{0,1}.pt.trace.json.gz`" in readme and "`gpu-pages/" in readme
+
+
 # -- discovery and the cache -------------------------------------------------------------------
 
 def test_folders_find_traces_beside_exports_but_not_other_json(tmp_path, profiles):
@@ -521,11 +554,38 @@ def test_folders_find_traces_beside_exports_but_not_other_json(tmp_path, profile
     write(folder / "job" / "rank0.pt.trace.json.gz.truth.json", '{"format": "truth", "gpus": []}')
     write(folder / "settings.json", '{"x": 1}')
     (folder / "broken.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")  # damaged gzip: a report with an error row
-    found, problems = discover([str(folder)])
+    (folder / "job" / "crashed.json").write_bytes(b"")                   # a profiler that died: 0 bytes
+    (folder / "job" / "gone.json.gz").write_bytes(b"")
+    write(folder / "job" / "rank1.json.truth.json", '{\n "format": "gpu-idle synth truth v1",\n "gpus": []\n}')
+    skipped = []
+    found, problems = discover([str(folder), str(folder / "job")], skipped=skipped)   # job/ reached twice
     assert [os.path.relpath(p, folder) for p in found] == [
         "broken.json.gz", "job/rank0.pt.trace.json.gz", "job/rank1.json", "plain.json.gz", "tiny.sqlite"]
     assert problems == []
     assert load_config([]).labels_for(str(folder / "job" / "rank0.pt.trace.json.gz"))["job"] == "rank0"
+    # what the search passed over, each once, sorted: empty files, JSON that is not a trace, gpu-idle's truth
+    assert [(os.path.relpath(p, folder), why) for p, why in skipped] == [
+        ("job/crashed.json", "empty"), ("job/gone.json.gz", "empty"),
+        ("job/rank0.pt.trace.json.gz.truth.json", "not a trace"), ("job/rank1.json.truth.json", "gpu-idle truth"),
+        ("settings.json", "not a trace")]
+    assert discover([str(folder)])[0] == found          # without the list: the same reports
+
+
+def test_skipped_json_is_said_on_stderr_but_not_gpu_idles_truth_files(tmp_path):
+    """A folder's empty or non-trace .json files are named on stderr (5 at most, the rest counted); the
+    truth files gpu-idle writes beside its generated traces are not reports and not mentioned."""
+    folder = tmp_path / "in"
+    synth.generate_training_traces(str(folder / "job"), gpus=1, iterations=4, seed=3)   # rank0 + its truth
+    run = run_cli("run", str(folder), "--out", str(tmp_path / "quiet"), "--no-cache")
+    assert "not PyTorch profiler traces" not in run.stderr + run.stdout
+    (folder / "a-crashed.json").write_bytes(b"")
+    for name in ("b.json", "c.json", "d.json", "e.json", "f.json", "g.json.gz"):
+        write(folder / name, '{"x": 1}')
+    run = run_cli("run", str(folder), "--out", str(tmp_path / "noisy"), "--no-cache")
+    f = str(folder)
+    assert f"gpu-idle: skipped 7 .json file(s) that are not PyTorch profiler traces: {f}/a-crashed.json (empty), " \
+           f"{f}/b.json, {f}/c.json, {f}/d.json, {f}/e.json and 2 more\n" in run.stderr
+    assert "1 GPU(s) in the fleet table, 0 report(s) failed" in run.stdout
 
 
 def test_columnar_cache_serves_the_same_report(tmp_path):
@@ -632,10 +692,11 @@ def test_fsspec_urls_are_discovered_staged_and_loaded(tmp_path):
     fs.pipe("/kineto15/job/plain.json", TRACE.encode())
     fs.pipe("/kineto15/job/notes.json", b'{"x": 1}')
     try:
-        found, problems = discover(["memory://kineto15"])
+        skipped = []
+        found, problems = discover(["memory://kineto15"], skipped=skipped)
         # (fsspec renders in-memory paths with a leading slash)
         assert found == ["memory:///kineto15/job/plain.json", "memory:///kineto15/job/rank0.pt.trace.json.gz"]
-        assert problems == []
+        assert problems == [] and skipped == [("memory:///kineto15/job/notes.json", "not a trace")]
         url = found[1]
         report = load_report_for(url, ExportConfig(), CacheConfig(enabled=False),
                                  StorageConfig(cache_dir=str(tmp_path / "staged")))
