@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import __version__
 from .config import ConfigError, load_config, parse_seconds
+from .inputs.discover import skipped_note
 from .runs.driver import OutputError, RunFolder, drive
 from .runs.results import ResultCache
 from .runs.sweep import SweepBusy, check_night, rebuild
@@ -104,7 +105,8 @@ class Seconds(click.ParamType):
 @click.group()
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
-    """Find, explain and price every idle gap on every GPU in Nsight Systems exports."""
+    """Find, explain and price every idle gap on every GPU in Nsight Systems profiles and PyTorch
+    profiler (Kineto) traces."""
 
 
 @main.command()
@@ -129,16 +131,19 @@ def main():
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers); a single "
                    "report runs in this process on as many threads.")
 @click.option("--no-cache", is_flag=True,
-              help="Read every export from SQLite and analyse every report; do not use or fill the Parquet "
-                   "or the result cache.")
+              help="Read every export from SQLite (and every trace from its JSON) and analyse every report; "
+                   "do not use or fill the Parquet or the result cache.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):
     """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
-    with nsys) or .sqlite exports; files, directories (searched recursively) or globs; local paths or
-    fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
-    and records/<job>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
-    Exit status 1 when any report failed (it still gets its row)."""
+    with nsys), .sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz));
+    files, directories (searched recursively) or globs; local paths or fsspec URLs. In a directory a
+    .json / .json.gz not named *.pt.trace.json(.gz) is read only when its first MiB reads as a trace
+    (the others are skipped, and stderr says which). Writes DIR/fleet.parquet, fleet.csv, jobs.csv,
+    clusters.csv, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
+    changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
+    the GPU pages. Exit status 1 when any report failed (it still gets its row)."""
     if trim and trim[1] <= trim[0]:
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
@@ -156,6 +161,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
                        progress_factory=progress_factory())
     except OutputError as exc:
         raise click.BadParameter(str(exc), param_hint="--out") from exc
+    note = skipped_note(result.skipped)
+    if note:  # an empty trace of a profiler that crashed must not vanish without a word
+        echo(f"gpu-idle: {note}", err=True)
     where = f"(result cache {cache.store.dir})" if cache else "(result cache off)"
     if result.kept:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
@@ -263,7 +271,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
 
 @main.command()
 @click.option("--example", "example_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the built-in example fleet (reports, truths, labels.yaml) into this folder.")
+              help="Write the built-in example fleet into this folder: four Nsight Systems exports, one job "
+                   "profiled with the PyTorch profiler (vit-train-pytorch/rank{0,1}.pt.trace.json.gz), "
+                   "their truths and labels.yaml.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Write one synthetic training export to this .sqlite file.")
 @click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True, help="Ranks, one GPU each.")
@@ -276,7 +286,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
                    "every category planted; --iterations and --profile do not apply).")
 def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
     """Generate deterministic exports in the real Nsight Systems schema, with planted gaps
-    and their truth (FILE.truth.json beside each export)."""
+    and their truth (FILE.truth.json beside each export); --example also writes a job's PyTorch
+    profiler (Kineto) traces, one per rank, with their truths."""
     from .synth import generate_training_report, make_example_fleet
 
     if bool(example_dir) == bool(out_path):

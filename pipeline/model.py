@@ -26,6 +26,21 @@ CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")
 #: dropped events).
 CAVEATS = ("profiler", "untraced")
 
+#: ENUM_CUDA_MEMCPY_OPER: a copy's direction id (the ``copy_kind`` column of :attr:`Report.copies`)
+#: -> its name, for every input format (an Nsight export's ``copyKind``, a PyTorch profiler trace's
+#: ``Memcpy HtoD (...)`` name); 0: a memcpy of unknown direction, -1: a memset.
+COPY_DIRECTIONS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
+                   9: "HtoH", 10: "PtoP"}
+#: ENUM_CUDA_MEM_KIND as Nsight Systems exports write it (2020-2026): the ids of the ``src_kind`` and
+#: ``dst_kind`` columns of :attr:`Report.copies` whatever the input format. The Nsight loader translates
+#: an export's own ids by their names (:func:`pipeline.load.report.mem_kind_ids`), the PyTorch profiler
+#: loader the kind names of its memcpy events (:data:`pipeline.load.kineto.KINETO_MEMORY_KINDS`);
+#: consumers read these ids only (:data:`HOST_MEMORY`).
+MEM_KINDS = {"PAGEABLE": 0, "PINNED": 1, "DEVICE": 2, "ARRAY": 3, "MANAGED": 4, "DEVICE_STATIC": 5,
+             "MANAGED_STATIC": 6, "UNKNOWN": 7}
+#: The host memory of a copy's host side, for people, by :data:`MEM_KINDS` id (any other id: ``unknown``).
+HOST_MEMORY = {MEM_KINDS["PAGEABLE"]: "pageable", MEM_KINDS["PINNED"]: "pinned"}
+
 
 class ProfileError(Exception):
     """A report cannot be analysed. The message names the file and the cause."""
@@ -136,9 +151,10 @@ class Report:
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
       copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes, src_kind, dst_kind
       (memory kinds of the two sides as Nsight Systems' ENUM_CUDA_MEM_KIND numbers them: 0 pageable,
-      1 pinned, 2 device, 7 unknown (:data:`pipeline.load.report.MEM_KINDS`; an export numbering them
-      otherwise is translated by the names in its own table); -1 for memset or when the export lacks
-      the column)
+      1 pinned, 2 device, 7 unknown (:data:`MEM_KINDS`, for every input format: an export numbering
+      them otherwise is translated by the names in its own table, a PyTorch profiler trace's kind
+      names by :data:`pipeline.load.kineto.KINETO_MEMORY_KINDS`); -1 for memset or when the export
+      lacks the column)
       ``nvtx``: start, end, pid, tid, text (ranges only)
       ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
       (:func:`pipeline.load.gpus.load_devices`)
@@ -152,7 +168,8 @@ class Report:
     (:class:`RowWarning`, each with its code).
     ``capture_start_ns``: where the Nsight Systems timeline puts its zero, on the rows' clock (ns;
     None when unknown), and ``capture_start_source`` where that comes from
-    (:func:`pipeline.load.integrity.capture_start`).
+    (:func:`pipeline.load.integrity.capture_start`; for a PyTorch profiler trace the start of its
+    profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
     """
 
     path: str

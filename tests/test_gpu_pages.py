@@ -4,17 +4,19 @@ size on a GPU with 10,000 gaps. Every expected value is worked out by hand here 
 arithmetic) or recomputed from the SQLite file with sqlite3."""
 from __future__ import annotations
 
+import gzip
 import html
 import json
 import os
 import re
 import sqlite3
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, chromium_load, run_cli
+from conftest import PROFILES, REPO, chromium_load, run_cli
 
 from pipeline.analysis import intervals as iv
 from pipeline.analysis import lanes
@@ -438,6 +440,73 @@ def test_real_gpu_page_values(span_run, profiles, tmp_path, name, pid, zero):
     assert f": report clock = s from capture start + {z // 1_000_000}.{z % 1_000_000:06d} s." in page
 
 
+# ---------------------------------------------------------------- the real PyTorch profiler traces
+
+KINETO = Path(os.environ.get("GPU_IDLE_KINETO", PROFILES.parent / "kineto")).resolve()
+#: A ROCm trace relative to baseTimeNanoseconds, and one with epoch-µs integer ts.
+TRACES = ("mi250_rocm_minitoy.json.gz", "ws128_sampled_rank0.json.gz")
+
+
+@pytest.fixture(scope="module")
+def trace_run(tmp_path_factory) -> Path:
+    """``gpu-idle run`` (--window span) over two real traces, then ``gpu-idle report`` into the folder."""
+    if not (KINETO / TRACES[0]).exists():
+        pytest.fail(f"real PyTorch profiler traces not found in {KINETO} (set GPU_IDLE_KINETO)")
+    out = tmp_path_factory.mktemp("trace_pages") / "out"
+    run_cli("run", *[str(KINETO / t) for t in TRACES], "--out", str(out), "--window", "span")
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    return out
+
+
+def _trace_facts(path: Path) -> dict:
+    """The profiler span's start (the Trace event) and the span window (first kernel start, last kernel
+    end) in ns on the trace's clock, read here with the stdlib json parser, numbers as Decimal:
+    baseTimeNanoseconds + µs × 1000 (exact for these 0-3 decimal values)."""
+    with gzip.open(path) as fh:
+        doc = json.loads(fh.read(), parse_float=Decimal, parse_int=Decimal)
+    base = int(doc.get("baseTimeNanoseconds", 0))
+
+    def ns(value) -> int:
+        return base + int(Decimal(value) * 1000)
+
+    (span,) = [e for e in doc["traceEvents"] if e.get("cat") == "Trace" and e.get("ph") == "X"]
+    kernels = [(ns(e["ts"]), ns(e["ts"]) + int(Decimal(e["dur"]) * 1000)) for e in doc["traceEvents"]
+               if e.get("cat") == "kernel"]
+    return {"zero": ns(span["ts"]), "name": span["name"], "window": (min(k[0] for k in kernels),
+                                                                      max(k[1] for k in kernels))}
+
+
+def _seconds_text(ns: int) -> str:
+    us = (ns + 500) // 1000        # to the µs, half up
+    return f"{us // 1_000_000}.{us % 1_000_000:06d} s"
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_trace_pages_count_seconds_from_the_profiler_span(trace_run, name):
+    """A PyTorch profiler trace's page counts seconds from its profiler span's start (the Trace event
+    "PyTorch Profiler (0)"), says so, and calls the ns the trace's (never the export's); its JSON holds
+    the same zero. Values from the trace itself, read here with json + Decimal."""
+    want = _trace_facts(KINETO / name)
+    fleet = pd.read_csv(trace_run / "fleet.csv", keep_default_na=False)
+    row = fleet[fleet["report"] == str(KINETO / name)].iloc[0]
+    doc = json.loads((trace_run / "gpus" / gpu_json_name(row.report, row.gpu_key)).read_text(encoding="utf-8"))
+    source = f'the trace\'s profiler span ("{want["name"]}" Trace event)'
+    assert (doc["timeline"]["capture_start_ns"], doc["timeline"]["capture_start_source"]) == (want["zero"], source)
+    assert want["name"] == "PyTorch Profiler (0)"
+    page = html.unescape((trace_run / PAGES_DIR / gpu_page_name(row.report, row.gpu_key)).read_text(encoding="utf-8"))
+    assert f'<dd id="zero">{source} = {want["zero"]} ns: when the PyTorch profiler started recording this trace</dd>' in page
+    w0, w1 = want["window"]
+    assert (f"{_seconds_text(w0 - want['zero'])} – {_seconds_text(w1 - want['zero'])} from the capture start "
+            f"({w0} – {w1} ns on the trace's clock)") in page
+    first = page_rows(page, "device-roster")[0]
+    start = int(first["data"]["start-ns"])
+    assert first["cells"][1:4] == [_seconds_text(start - want["zero"]), _seconds_text(start), str(start)]
+    assert '<th class="num">start (ns, trace)</th>' in page
+    assert "export" not in page.lower() and "predates" not in page
+    # seconds from the span's start, not from 1970: the span lasts seconds, the window lies inside it
+    assert 0 <= w0 - want["zero"] < w1 - want["zero"] < 10 * 10**9
+
+
 # ---------------------------------------------------------------- 10,000 gaps: a small page
 
 N_GAPS = 10_000
@@ -520,3 +589,16 @@ def test_a_json_without_the_page_keys_still_renders():
     [row] = page_rows(page, "device-roster")
     assert row["cells"][1:4] == ["3.000000 s", "3.000000 s", "3000000000"]     # both on the report's clock
     assert "this GPU's JSON predates the lanes" in page and 'data-more-gaps' not in page
+
+
+def test_capture_zero_says_why_seconds_are_on_the_reports_clock():
+    """No capture start: a JSON written before the key existed says it predates it; a JSON whose report
+    gave none (the key is there, null) says the report states none; either way the zero is 0."""
+    assert gpu_page.capture_zero({}) == (0, gpu_page.NO_CAPTURE_START)
+    assert gpu_page.capture_zero({"capture_start_ns": None, "capture_start_source": ""}) == (
+        0, "the report's clock (its ns / 10⁹): the report states no capture start")
+    assert gpu_page.capture_zero({"capture_start_ns": 7, "capture_start_source": "x"}) == (7, "x = 7 ns")
+    assert gpu_page.clock_words("/a/rank0.pt.trace.json.gz")["noun"] == "trace"
+    assert gpu_page.clock_words("s3://b/k/x.JSON")["noun"] == "trace"
+    assert gpu_page.clock_words("/a/x.sqlite")["noun"] == gpu_page.clock_words("/a/x.nsys-rep")["noun"] == "export"
+

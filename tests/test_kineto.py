@@ -19,7 +19,9 @@ import pandas as pd
 import pytest
 from conftest import PROFILES, run_cli
 
+from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.attribution import gap_copies
 from pipeline.config import Config, load_config
 from pipeline.engine.tasks import trace_labels
 from pipeline.inputs.discover import discover
@@ -317,7 +319,7 @@ def test_hand_trace_is_read_like_an_export(tmp_path):
     assert report.runtime["name"].astype(str).tolist() == ["cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync"]
     c = report.copies.iloc[0]
     assert (c.start, c.end, c.kind, c.copy_kind, c.bytes, c.src_kind, c.dst_kind, c.stream_id) == (
-        BASE + 1_500_000, BASE + 1_800_500, "memcpy", 1, 4096, 7, 2, 30)   # HtoD, pinned -> device
+        BASE + 1_500_000, BASE + 1_800_500, "memcpy", 1, 4096, 1, 2, 30)   # HtoD, pinned (1) -> device (2)
     assert report.nvtx.values.tolist() == [[BASE, BASE + 2_150_000, 500, 500, "ProfilerStep#7"]]  # CPU side only
     assert report.devices[["gpu_key", "gpu_model", "sms"]].values.tolist() == [["pid500/dev0", "NVIDIA A100-SXM4-80GB",
                                                                                 108]]
@@ -354,7 +356,7 @@ def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
     assert report.kernels[["start", "end", "stream_id", "pid"]].values.tolist() == [
         [110_000, 150_000, 9, 77], [1_300_000, 1_320_000, 9, 77]]
     assert report.copies[["kind", "copy_kind", "src_kind", "dst_kind"]].values.tolist() == [
-        ["memcpy", 2, 2, 1], ["memset", -1, -1, -1]]
+        ["memcpy", 2, 2, 0], ["memset", -1, -1, -1]]   # DtoH, device (2) -> pageable (0), as an export numbers them
     assert report.nvtx["text"].tolist() == ["ProfilerStep#1"] and report.runtime["tid"].tolist() == [77]
     assert report.devices["model_note"].tolist() == ["export names no GPU (the trace has no deviceProperties)"]
     assert report.meta == {"format": "kineto"}
@@ -363,6 +365,129 @@ def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
     assert (row["window_ns"], row["busy_ns"], row["copy_only_ns"], row["gap_count"], row["gap_total_ns"]) == (
         1_210_000, 60_000, 2_000, 1, 1_150_000)
     assert row["rate_model"] == "H100" and "no deviceProperties" in row["rate_source"] and row["rank"] == ""
+
+
+def test_capture_start_is_the_profiler_span_else_the_earliest_event(tmp_path):
+    """The timeline's zero: the start of the profiler's own Trace span (the earliest, named as it is,
+    when there are several), else the earliest event read; base + ts × 1000 as every time."""
+    base = 1_000_000_000_000_000_000
+    events = [
+        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4, "tid": 4, "ts": 5.250, "dur": 2, "args": {"correlation": 1}}',
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20.000, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 1}}',
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2000.000, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 2}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4, "tid": 4, "ts": 1.000, "dur": 1}',   # not read
+    ]
+    span0 = ('{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", '
+             '"ts": 3.125, "dur": 3000}')
+    span1 = ('{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (1)", "pid": "Spans", "tid": "PyTorch Profiler", '
+             '"ts": 4.000, "dur": 5000}')
+
+    def start(name: str, evs: list) -> tuple:
+        text = '{"traceEvents": [%s], "baseTimeNanoseconds": %d}' % (",".join(evs), base)
+        r = load_kineto(write(tmp_path / name, text))
+        return r.capture_start_ns, r.capture_start_source
+
+    # no span: the runtime call at 5.250 µs is the earliest event read (the cpu_op at 1 µs is not read)
+    assert start("none.json", events) == (base + 5_250, "the trace's earliest event (it has no profiler span)")
+    assert start("one.json", events + [span0]) == (
+        base + 3_125, 'the trace\'s profiler span ("PyTorch Profiler (0)" Trace event)')
+    assert start("two.json", [span1] + events + [span0]) == (
+        base + 3_125, 'the trace\'s profiler span ("PyTorch Profiler (0)" Trace event)')
+
+
+#: One copy-engine event per way traces name copies, each 100 µs in the gap [100, 10,000 µs) of device 0:
+#: (cat, name, (copy_kind, src_kind, dst_kind) as an Nsight export numbers them (ENUM_CUDA_MEMCPY_OPER:
+#: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, 0 unknown; ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, 7 unknown),
+#: what the roster says: direction, host memory).
+COPY_VARIANTS = [
+    ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", (1, 1, 2), "HtoD", "pinned"),
+    ("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", (1, 0, 2), "HtoD", "pageable"),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", (2, 2, 1), "DtoH", "pinned"),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", (2, 2, 0), "DtoH", "pageable"),
+    ("gpu_memcpy", "Memcpy DtoD (Device -> Device)", (8, 2, 2), "DtoD", None),          # no host side
+    ("gpu_memcpy", "Memcpy PtoP (Device -> Device)", (10, 2, 2), "PtoP", None),
+    ("Memcpy", "Memcpy HtoD (Pinned -> Device)", (1, 1, 2), "HtoD", "pinned"),          # PyTorch 1.8-1.9 category
+    ("Memcpy", "Memcpy DtoH (Device -> Pageable)", (2, 2, 0), "DtoH", "pageable"),
+    ("gpu_memcpy", "Memcpy HtoD (Managed -> Device)", (1, 4, 2), "HtoD", "unknown"),    # managed: neither
+    # ROCm: Kineto names the host side "Host" (pinned or pageable unsaid); older ROCm traces name copies
+    # by roctracer's operation (CopyHostToDevice) or the HIP call (hipMemcpyDtoHAsync): direction only
+    ("gpu_memcpy", "Memcpy HtoD (Host -> Device)", (1, 7, 2), "HtoD", "unknown"),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Host)", (2, 2, 7), "DtoH", "unknown"),
+    ("gpu_memcpy", "CopyHostToDevice", (1, 7, 2), "HtoD", "unknown"),
+    ("gpu_memcpy", "CopyDeviceToHost2D", (2, 2, 7), "DtoH", "unknown"),
+    ("gpu_memcpy", "CopyDeviceToDevice", (8, 2, 2), "DtoD", None),
+    ("gpu_memcpy", "hipMemcpyDtoHAsync", (2, 2, 7), "DtoH", "unknown"),
+    ("gpu_memcpy", "hipMemcpyHtoD", (1, 7, 2), "HtoD", "unknown"),
+    ("gpu_memcpy", "hipMemcpyAsync", (0, 7, 7), "unknown", "unknown"),                 # no direction named
+    ("gpu_memcpy", "Memcpy <unknown> (? -> ?)", (0, 7, 7), "unknown", "unknown"),
+    ("gpu_memset", "Memset (Device)", (-1, -1, -1), None, None),
+    ("Memset", "Memset (Unknown)", (-1, -1, -1), None, None),
+    ("gpu_memset", "FillBuffer", (-1, -1, -1), None, None),                            # ROCm's memset
+]
+
+
+def test_copy_memory_kinds_as_an_export_numbers_them(tmp_path):
+    """Every naming of a copy gives copy_kind / src_kind / dst_kind in the Nsight export's numbering
+    (the one the roster's consumers read), so the gap's copies say pinned where the trace says Pinned
+    and pageable where it says Pageable, never the other way round; ROCm's Host side is unknown."""
+    kernel = ('{"ph": "X", "cat": "kernel", "name": "K%d", "pid": 0, "tid": 7, "ts": %d, "dur": 100, '
+              '"args": {"device": 0, "stream": 7, "correlation": %d}}')
+    copy = ('{"ph": "X", "cat": "%s", "name": "%s", "pid": 0, "tid": 30, "ts": %d, "dur": 100, '
+            '"args": {"device": 0, "stream": 30, "correlation": %d, "bytes": %d}}')
+    events = [kernel % (1, 0, 1), kernel % (2, 10_000, 2)]
+    events += [copy % (cat, name, 200 + 400 * i, 10 + i, 1000 + i) for i, (cat, name, *_) in enumerate(COPY_VARIANTS)]
+    report = load_kineto(write(tmp_path / "copies.json", '{"traceEvents": [%s]}' % ",\n".join(events)))
+    c = report.copies.sort_values("start")
+    assert [tuple(r) for r in c[["copy_kind", "src_kind", "dst_kind"]].values.tolist()] == [v[2] for v in COPY_VARIANTS]
+    assert c["bytes"].tolist() == [1000 + i for i in range(len(COPY_VARIANTS))]
+    # the gap [100, 10,000 µs) between K1 and K2 holds every copy, each 100 µs inside it
+    (got,) = gap_copies(pd.DataFrame({"start": [100_000], "end": [10_000_000]}), c, limit=len(COPY_VARIANTS))
+    assert [(x["what"], x.get("direction"), x.get("host_memory"), x["overlap_ns"]) for x in got["copies"]] == [
+        ("memset" if v[2][0] == -1 else "memcpy", v[3], v[4], 100_000) for v in COPY_VARIANTS]
+    # and through the analysis: the roster's gap lists the five first (equal overlaps: earlier first)
+    _, result = analyse_one(str(tmp_path / "copies.json"))
+    gap = result.device_roster[0]
+    assert (gap["start_ns"], gap["length_ns"], gap["copy_count"]) == (100_000, 9_900_000, len(COPY_VARIANTS))
+    assert [x.get("host_memory") for x in gap["copies"]] == ["pinned", "pageable", "pinned", "pageable", None]
+
+
+def test_the_real_traces_copies_say_pinned_and_pageable(kineto):
+    """ws128_sampled_rank0 names 8 copies ``Memcpy HtoD (Pinned -> Device)``, 16 ``Memcpy HtoD (Pageable ->
+    Device)``, 8 ``Memcpy DtoH (Device -> Pageable)`` and 8 DtoD (counted by the stdlib json parser here);
+    the loader gives them the export's ids (pinned 1, pageable 0, device 2) and the roster's words."""
+    path = kineto / "ws128_sampled_rank0.json.gz"
+    with gzip.open(path) as fh:
+        doc = json.load(fh)
+    names = pd.Series([e["name"] for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"]).value_counts().to_dict()
+    assert names == {"Memcpy HtoD (Pageable -> Device)": 16, "Memcpy HtoD (Pinned -> Device)": 8,
+                     "Memcpy DtoH (Device -> Pageable)": 8, "Memcpy DtoD (Device -> Device)": 8}
+    c = load_kineto(str(path)).copies
+    memcpy = c[c["kind"] == "memcpy"]
+    assert memcpy.groupby(["copy_kind", "src_kind", "dst_kind"]).size().to_dict() == {
+        (1, 0, 2): 16, (1, 1, 2): 8, (2, 2, 0): 8, (8, 2, 2): 8}
+    words = [x["host_memory"] for x in
+             gap_copies(pd.DataFrame({"start": [c["start"].min()], "end": [c["end"].max()]}), memcpy, limit=40)[0]["copies"]]
+    assert pd.Series(words, dtype=object).value_counts(dropna=False).to_dict() == {"pageable": 24, "pinned": 8, None: 8}
+
+
+def test_writer_names_copies_as_kineto_does(tmp_path):
+    """KinetoWriter spells a copy's sides by the ids both loaders give (0 pageable, 1 pinned, 2 device):
+    the host side is pageable unless told, and what it writes loads back to the same ids."""
+    path = str(tmp_path / "w.json")
+    w = KinetoWriter(path, pid=1, devices=[(0, "NVIDIA A100-SXM4-80GB", 108)])
+    w.runtime(1, 0, 1_000, "cudaLaunchKernel", 1)
+    w.kernel(0, 7, 2_000, 3_000, "k", 1)
+    w.memcpy(0, 20, 4_000, 5_000, 1, 64, 2)                             # HtoD, default
+    w.memcpy(0, 20, 6_000, 7_000, 2, 64, 3)                             # DtoH, default
+    w.memcpy(0, 20, 8_000, 9_000, 1, 64, 4, src_kind=1, dst_kind=2)     # HtoD from pinned memory
+    w.memcpy(0, 20, 10_000, 11_000, 8, 64, 5)                           # DtoD
+    w.close()
+    with open(path, encoding="utf-8") as fh:
+        names = [e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "gpu_memcpy"]
+    assert names == ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)",
+                     "Memcpy HtoD (Pinned -> Device)", "Memcpy DtoD (Device -> Device)"]
+    c = load_kineto(path).copies.sort_values("start")
+    assert c[["copy_kind", "src_kind", "dst_kind"]].values.tolist() == [[1, 0, 2], [2, 2, 0], [1, 1, 2], [8, 2, 2]]
 
 
 ROCM = """{"traceEvents": [
@@ -432,6 +557,38 @@ def test_writer_styles_round_trip_exactly(tmp_path):
         assert r.devices["gpu_model"].tolist() == (["NVIDIA H100 80GB HBM3"] if style == "2024" else [""])
 
 
+# -- the command line --------------------------------------------------------------------------
+
+def test_help_texts_name_traces_and_gpu_pages():
+    """``--help`` says what the README says: the tool reads PyTorch profiler traces too, ``run`` takes
+    their file names, ``report`` writes the GPU pages beside the report, ``synth --example`` writes traces."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    def help_of(*command: str) -> str:
+        result = CliRunner().invoke(main, [*command, "--help"], terminal_width=100)
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    assert "in Nsight Systems profiles and PyTorch profiler (Kineto) traces" in help_of()
+    run = help_of("run")
+    assert ".sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz))" in run
+    assert "the others are skipped, and stderr says which" in run
+    assert "(and every trace from its JSON)" in help_of("run")
+    report = help_of("report")
+    assert "one page per analysed GPU, written beside it in gpu-pages/" in report
+    assert "html also writes gpu-pages/ beside it" in report
+    synth = help_of("synth")
+    assert "--example also writes a job's PyTorch profiler (Kineto) traces, one per rank" in synth
+    assert "vit-train-pytorch/rank{0,1}.pt.trace.json.gz" in synth.replace("vit- train", "vit-train")
+    # the README says the same
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert "NVIDIA Nsight Systems profiles and PyTorch profiler (Kineto) traces" in readme
+    assert "PyTorch profiler traces (`.json`, `.json.gz`, `*.pt.trace.json(.gz)`" in readme
+    assert "`vit-train-pytorch/rank{0,1}.pt.trace.json.gz`" in readme and "`gpu-pages/" in readme
+
+
 # -- discovery and the cache -------------------------------------------------------------------
 
 def test_folders_find_traces_beside_exports_but_not_other_json(tmp_path, profiles):
@@ -444,11 +601,38 @@ def test_folders_find_traces_beside_exports_but_not_other_json(tmp_path, profile
     write(folder / "job" / "rank0.pt.trace.json.gz.truth.json", '{"format": "truth", "gpus": []}')
     write(folder / "settings.json", '{"x": 1}')
     (folder / "broken.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")  # damaged gzip: a report with an error row
-    found, problems = discover([str(folder)])
+    (folder / "job" / "crashed.json").write_bytes(b"")                   # a profiler that died: 0 bytes
+    (folder / "job" / "gone.json.gz").write_bytes(b"")
+    write(folder / "job" / "rank1.json.truth.json", '{\n "format": "gpu-idle synth truth v1",\n "gpus": []\n}')
+    skipped = []
+    found, problems = discover([str(folder), str(folder / "job")], skipped=skipped)   # job/ reached twice
     assert [os.path.relpath(p, folder) for p in found] == [
         "broken.json.gz", "job/rank0.pt.trace.json.gz", "job/rank1.json", "plain.json.gz", "tiny.sqlite"]
     assert problems == []
     assert load_config([]).labels_for(str(folder / "job" / "rank0.pt.trace.json.gz"))["job"] == "rank0"
+    # what the search passed over, each once, sorted: empty files, JSON that is not a trace, gpu-idle's truth
+    assert [(os.path.relpath(p, folder), why) for p, why in skipped] == [
+        ("job/crashed.json", "empty"), ("job/gone.json.gz", "empty"),
+        ("job/rank0.pt.trace.json.gz.truth.json", "not a trace"), ("job/rank1.json.truth.json", "gpu-idle truth"),
+        ("settings.json", "not a trace")]
+    assert discover([str(folder)])[0] == found          # without the list: the same reports
+
+
+def test_skipped_json_is_said_on_stderr_but_not_gpu_idles_truth_files(tmp_path):
+    """A folder's empty or non-trace .json files are named on stderr (5 at most, the rest counted); the
+    truth files gpu-idle writes beside its generated traces are not reports and not mentioned."""
+    folder = tmp_path / "in"
+    synth.generate_training_traces(str(folder / "job"), gpus=1, iterations=4, seed=3)   # rank0 + its truth
+    run = run_cli("run", str(folder), "--out", str(tmp_path / "quiet"), "--no-cache")
+    assert "not PyTorch profiler traces" not in run.stderr + run.stdout
+    (folder / "a-crashed.json").write_bytes(b"")
+    for name in ("b.json", "c.json", "d.json", "e.json", "f.json", "g.json.gz"):
+        write(folder / name, '{"x": 1}')
+    run = run_cli("run", str(folder), "--out", str(tmp_path / "noisy"), "--no-cache")
+    f = str(folder)
+    assert f"gpu-idle: skipped 7 .json file(s) that are not PyTorch profiler traces: {f}/a-crashed.json (empty), " \
+           f"{f}/b.json, {f}/c.json, {f}/d.json, {f}/e.json and 2 more\n" in run.stderr
+    assert "1 GPU(s) in the fleet table, 0 report(s) failed" in run.stdout
 
 
 def test_columnar_cache_serves_the_same_report(tmp_path):
@@ -464,6 +648,10 @@ def test_columnar_cache_serves_the_same_report(tmp_path):
 
 
 # -- broken input ------------------------------------------------------------------------------
+
+KERNEL_EVENT = (b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, '
+                b'"args": {"device": 0, "stream": 7}}')
+
 
 def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
     real = (kineto / "ws128_sampled_rank0.json.gz").read_bytes()
@@ -481,13 +669,22 @@ def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
                          b'"ts": 1.0, "dur": 2.0}]}',
         "copies_only.json": b'{"traceEvents": [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)",'
                             b' "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, "args": {"device": 0, "stream": 7}}]}',
+        # JSON, but not a trace: a list of numbers, of strings, of objects that are not events; a trace
+        # with a stray number; one whose 2,051st item (in the second batch of 2,048) is null
+        "numbers.json": b"[1, 2, 3]",
+        "strings.json.gz": gzip.compress(b'["a", "b"]', mtime=0),
+        "objects.json": b'[{"a": 1}, {"b": 2}]',
+        "stray.json": b'{"traceEvents": [' + KERNEL_EVENT + b', 7]}',
+        "late.json": b'{"traceEvents": [' + b", ".join([KERNEL_EVENT] * 2_050) + b", null]}",
     }
     for name, data in cases.items():
         (bad / name).write_bytes(data)
     out = tmp_path / "out"
     proc = run_cli("run", *[str(bad / n) for n in cases], str(kineto / "mi250_rocm_minitoy.json.gz"),
                    "--out", str(out), check=False)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    # (several reports: a LocalCluster ran them) bad input is a row, never an exception a worker logs or
+    # Dask retries
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "Compute Failed" not in proc.stderr
     fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).set_index("report")
     assert fleet.loc[str(kineto / "mi250_rocm_minitoy.json.gz"), "status"] == "ok"
     error = {name: fleet.loc[str(bad / name), "error"] for name in cases}
@@ -507,6 +704,16 @@ def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
     assert error["cpu_only.json"].startswith(f"{p['cpu_only.json']}: no GPU events in this trace (1 complete events, "
                                              "none of category kernel, gpu_memcpy or gpu_memset)")
     assert error["copies_only.json"].startswith(f"{p['copies_only.json']}: no usable kernel events in this trace")
+    assert error["numbers.json"] == (f"{p['numbers.json']}: not a PyTorch profiler trace: item 0 of the JSON list "
+                                     "is a number (1), not an event object")
+    assert error["strings.json.gz"] == (f"{p['strings.json.gz']}: not a PyTorch profiler trace: item 0 of the JSON "
+                                        'list is a string ("a"), not an event object')
+    assert error["objects.json"] == (f"{p['objects.json']}: not a PyTorch profiler trace: none of the 2 objects of "
+                                     'the JSON list is a trace event (none has a "ph")')
+    assert error["stray.json"] == (f"{p['stray.json']}: not a PyTorch profiler trace: item 1 of traceEvents is a "
+                                   "number (7), not an event object")
+    assert error["late.json"] == (f"{p['late.json']}: not a PyTorch profiler trace: item 2,050 of traceEvents is "
+                                  "null, not an event object")
     assert set(fleet["status"]) == {"ok", "error"} and (fleet["status"] == "error").sum() == len(cases)
 
 
@@ -532,10 +739,11 @@ def test_fsspec_urls_are_discovered_staged_and_loaded(tmp_path):
     fs.pipe("/kineto15/job/plain.json", TRACE.encode())
     fs.pipe("/kineto15/job/notes.json", b'{"x": 1}')
     try:
-        found, problems = discover(["memory://kineto15"])
+        skipped = []
+        found, problems = discover(["memory://kineto15"], skipped=skipped)
         # (fsspec renders in-memory paths with a leading slash)
         assert found == ["memory:///kineto15/job/plain.json", "memory:///kineto15/job/rank0.pt.trace.json.gz"]
-        assert problems == []
+        assert problems == [] and skipped == [("memory:///kineto15/job/notes.json", "not a trace")]
         url = found[1]
         report = load_report_for(url, ExportConfig(), CacheConfig(enabled=False),
                                  StorageConfig(cache_dir=str(tmp_path / "staged")))

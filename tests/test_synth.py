@@ -9,6 +9,7 @@ The roster size is raised so that the roster lists every gap above the threshold
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
@@ -281,3 +282,37 @@ def test_example_fleet(tmp_path):
 
     assert planted_share("data-bound", "data") > 0.5
     assert planted_share("comm-heavy", "comm") > 0.5
+
+
+def test_example_traces_name_their_copies_as_the_export_of_the_same_plan(tmp_path):
+    """The example fleet's PyTorch profiler job (:data:`synth.EXAMPLE_KINETO_JOB`) and an Nsight export
+    of the same plan: every copy of a rank is in both, with the same direction, size and host memory
+    (pageable: the plan's cudaMemcpyAsync calls copy from ordinary host memory), never "unknown"; the
+    traces spell it as Kineto does (``Memcpy HtoD (Pageable -> Device)``)."""
+    from pipeline.analysis.attribution import gap_copies
+
+    spec = dict(synth.EXAMPLE_KINETO_JOB)
+    traces = synth.generate_training_traces(str(tmp_path / spec.pop("folder")), **spec)
+    export = str(tmp_path / "same-plan.sqlite")
+    spec.pop("labels")
+    synth.generate_training_report(export, **spec)
+    nsight = load_report(export)
+
+    def copies(c) -> list[tuple]:
+        memcpy = c[c["kind"] == "memcpy"].sort_values(["start", "end"])
+        listed = gap_copies(pd.DataFrame({"start": [memcpy["start"].min()], "end": [memcpy["end"].max()]}),
+                            memcpy, limit=len(memcpy))[0]["copies"]
+        return [(x["start_ns"], x["end_ns"], x["direction"], x["bytes"], x["host_memory"]) for x in listed]
+
+    seen = set()
+    for rank, path in enumerate(traces):
+        with gzip.open(path) as fh:
+            names = {e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "gpu_memcpy"}
+        assert names == {"Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"}, path
+        trace = load_kineto(path)
+        pid = int(trace.runtime["pid"].iloc[0])
+        got = copies(trace.copies)
+        assert got == copies(nsight.copies[nsight.copies["pid"] == pid]) and len(got) > 10
+        seen |= {(d, h) for _, _, d, _, h in got}
+    assert seen == {("HtoD", "pageable"), ("DtoH", "pageable")}
+

@@ -4,6 +4,7 @@ Expected values are worked out by hand in the comments.
 """
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 
 import numpy as np
@@ -16,7 +17,6 @@ from pipeline.analysis.attribution import categorise
 from pipeline.analysis.window import (Iterations, WindowError, WindowRules, choose_window, nvtx_iterations,
     periodic_iterations, select_stable)
 from pipeline.config import CategoryRules, Config, load_config
-from pipeline.engine.outputs import gpu_page_name
 from pipeline.engine.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.medical import job_record
@@ -286,10 +286,11 @@ def test_medical_record_format():
     assert lines[7] == "| # | GPU | start (report clock, s) | NVTX range | width | category |"
     assert lines[9] == "| 1 | GPU #2 | 0.000000 s | - | 7.000 ms | data |"
     assert lines[10] == "| 2 | GPU #1 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
-    # then the GPU pages (one link per GPU), the idle cost and the GPUs' full keys
-    assert lines[12] == "## GPU pages" and lines[16:18] == [
-        f"- [GPU #1](../gpu-pages/{gpu_page_name('r.sqlite', 'gpu0')})",
-        f"- [GPU #2](../gpu-pages/{gpu_page_name('r.sqlite', 'gpu1')})"]
+    # a link per GPU to its page, named <report>__<gpu>__<first 10 hex of sha1("report\0gpu")>.html
+    pages = {g: hashlib.sha1(f"r.sqlite\0{g}".encode()).hexdigest()[:10] for g in ("gpu0", "gpu1")}
+    assert lines[12] == "## GPU pages"
+    assert lines[16:18] == [f"- [GPU #1](../gpu-pages/r.sqlite__gpu0__{pages['gpu0']}.html)",
+                            f"- [GPU #2](../gpu-pages/r.sqlite__gpu1__{pages['gpu1']}.html)"]
     assert len(lines) == 23 and lines[19] == "Idle cost: $300.00 per month for these GPUs."
     assert lines[20:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic

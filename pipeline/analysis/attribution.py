@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..arrays import row_groups
 from ..config import CategoryRules
+from ..model import COPY_DIRECTIONS, HOST_MEMORY
 from . import caveats
 from . import intervals as iv
 
@@ -320,13 +321,9 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     return out
 
 
-#: ENUM_CUDA_MEMCPY_OPER ids -> direction names, and which side of the copy is host memory.
-COPY_DIRECTIONS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
-                   9: "HtoH", 10: "PtoP"}
+#: Which side of a copy is host memory, by ENUM_CUDA_MEMCPY_OPER id (:data:`pipeline.model.COPY_DIRECTIONS`
+#: names them); its memory kind is named by :data:`pipeline.model.HOST_MEMORY` (the ids both loaders give).
 _HOST_SIDE = {1: "src_kind", 3: "src_kind", 9: "src_kind", 2: "dst_kind", 4: "dst_kind"}
-#: Memory kinds of host memory (ENUM_CUDA_MEM_KIND as the loader gives them,
-#: :data:`pipeline.load.report.MEM_KINDS`) -> names (anything else: ``unknown``).
-HOST_MEMORY = {0: "pageable", 1: "pinned"}
 
 
 def _copy_waited_for(c) -> dict:
@@ -336,9 +333,10 @@ def _copy_waited_for(c) -> dict:
         kind = int(c.copy_kind)
         out["direction"] = COPY_DIRECTIONS.get(kind, "unknown")
     out["bytes"] = int(c.bytes)
-    if c.kind == "memcpy":
+    if c.kind == "memcpy":  # no host side: None; a direction the input does not say: it may have one
         side = _HOST_SIDE.get(kind)
-        out["host_memory"] = HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side else None
+        out["host_memory"] = (HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side
+                              else None if kind in COPY_DIRECTIONS else "unknown")
     out.update(start_ns=int(c.start), end_ns=int(c.end))
     return out
 

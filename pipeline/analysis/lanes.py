@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..model import COPY_DIRECTIONS
 from . import intervals as iv
-from .attribution import COPY_DIRECTIONS
 
 #: The context either side of W: W / CONTEXT_DIVISOR (5 %) or one mean iteration, whichever is longer.
 CONTEXT_DIVISOR = 20
@@ -45,7 +45,7 @@ def context_range(w0: int, w1: int, iteration_mean_ns: int, first_ns: int, last_
 
 def copy_directions(copies: pd.DataFrame) -> np.ndarray:
     """Per copy row its direction: ``memset``, else the ENUM_CUDA_MEMCPY_OPER name of ``copy_kind``
-    (:data:`~pipeline.analysis.attribution.COPY_DIRECTIONS`: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
+    (:data:`~pipeline.model.COPY_DIRECTIONS`: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
     ...), ``unknown`` for an id it does not list. Shape ``(len(copies),)``, object."""
     kinds = copies["kind"].to_numpy(object)
     codes = copies["copy_kind"].to_numpy(np.int64)
@@ -206,7 +206,8 @@ def gpu_picture(kernels: pd.DataFrame, copies: pd.DataFrame, gaps: pd.DataFrame,
     """The keys the GPU's page adds to its JSON ``timeline`` (all ns; see README "What it writes").
 
     ``context`` ``[c0, c1]`` (:func:`context_range`); ``capture_start_ns`` and ``capture_start_source``
-    (the timeline's zero, :func:`pipeline.load.integrity.capture_start`; None and ``""`` when unknown);
+    (the timeline's zero, :func:`pipeline.load.integrity.capture_start` or for a PyTorch profiler trace
+    :func:`pipeline.load.kineto.capture_start`; None and ``""`` when unknown);
     ``lanes``: stream lanes (:func:`stream_lanes`, :func:`merge_quiet_streams`) then copy lanes
     (:func:`copy_lanes`), capped (:func:`capped`); ``marks`` and ``marks_total``: the iterations
     (:func:`iteration_marks`). ``win``: the :class:`~pipeline.analysis.window.Window`.

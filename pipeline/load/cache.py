@@ -32,7 +32,7 @@ from .snapshot import snapshot_key
 LOADER_VERSION = 9
 #: Bump when the PyTorch profiler (Kineto) loader's output changes meaning; its entries are named
 #: ``<sha256>-kineto<K>-v<LOADER_VERSION>`` (it shares code with the Nsight loader).
-KINETO_LOADER_VERSION = 1
+KINETO_LOADER_VERSION = 2
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 

@@ -8,7 +8,8 @@ What is read (``ph: "X"`` complete events; anything else is skipped):
   ``gpu_memset`` / ``Memset`` (copy-engine work). ``args.device`` is the device (else the event's
   ``pid``, which Kineto sets to the device index), ``args.stream`` the stream (else ``tid``),
   ``args.correlation`` the correlation id, ``args.bytes`` the size. A memcpy's direction and memory
-  kinds come from its name, ``Memcpy HtoD (Pinned -> Device)``.
+  kinds come from its name, ``Memcpy HtoD (Pinned -> Device)`` (:func:`memcpy_kinds`), as the ids an
+  Nsight export gives them (:data:`~pipeline.model.MEM_KINDS`: 0 pageable, 1 pinned, 2 device).
 * CPU side: ``cuda_runtime`` / ``Runtime`` / ``cuda_driver`` events (ROCm traces use the same
   categories with HIP names, ``hipLaunchKernel``) with ``args.correlation``: the runtime table.
   Each GPU event's process is the process of the runtime call with its correlation id; GPU events
@@ -22,7 +23,9 @@ What is read (``ph: "X"`` complete events; anything else is skipped):
   or bus id, so a GPU's key is ``pid<P>/dev<D>`` as for Nsight exports without GPU tables.
 * Time: :mod:`.kineto_time` (decimal text -> exact int ns, never a float). With
   ``baseTimeNanoseconds`` every time is that base plus ``ts``; the report's clock is then Unix-epoch
-  ns, as it already is for traces whose ``ts`` are epoch microseconds.
+  ns, as it already is for traces whose ``ts`` are epoch microseconds. The timeline's zero (the
+  report's ``capture_start_ns``, from which the GPU pages count seconds) is the start of the profiler's
+  own ``Trace`` span, else the earliest event (:func:`capture_start`).
 
 Memory: the JSON text is held once (a gzip file is inflated into one buffer of its uncompressed
 size), the event list is split into raw slices of it (``msgspec.Raw``: no copy, no dict), and the
@@ -41,7 +44,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..model import NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode, no_overhead, no_untraced
+from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
+    no_overhead, no_untraced)
 from .caveats import lost_launches
 from .columns import normalise_api_name
 from .gpus import DEVICE_COLUMNS, board_name
@@ -71,13 +75,50 @@ STEP = re.compile(r"ProfilerStep#\d+")
 #: Events decoded per batch: a batch's structs (~0.5 KB an event) are its transient memory; ~2k keep that
 #: to ~1 MB while per-batch costs (a few Arrow calls) stay under 0.3 µs an event.
 BATCH = 2_048
-#: ENUM_CUDA_MEMCPY_OPER ids of Kineto's memcpy names (``Memcpy HtoD (...)``).
-COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7, "DtoD": 8, "HtoH": 9,
-              "PtoP": 10}
-#: ENUM_CUDA_MEM_KIND ids of Kineto's memory kind names (``(Pinned -> Device)``); ROCm's ``Host`` is unknown.
-MEMORY_KINDS = {"Pageable": 1, "Device": 2, "Array": 3, "Managed": 4, "Device Static": 5, "Managed Static": 6,
-                "Pinned": 7}
-_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\(\s*([^()]*?)\s*->\s*([^()]*?)\s*\))?")
+#: Copy directions as memcpy event names spell them -> ENUM_CUDA_MEMCPY_OPER ids (the ``copy_kind``
+#: column, named by :data:`~pipeline.model.COPY_DIRECTIONS`): Kineto's own (``Memcpy HtoD (...)``, CUDA
+#: and ROCm), older ROCm traces' roctracer names (``CopyHostToDevice``, ``CopyDeviceToHost2D``) and HIP
+#: API names (``hipMemcpyDtoHAsync``, ``hipMemcpyPeer``).
+COPY_KINDS = {**{name: kind for kind, name in COPY_DIRECTIONS.items()},
+              "HostToDevice": 1, "DeviceToHost": 2, "DeviceToDevice": 8, "HostToHost": 9, "Peer": 10}
+#: Kineto's memory kind names, lower case (``Memcpy HtoD (Pinned -> Device)``: CUPTI's memory kinds as
+#: Kineto's ``memoryKindString`` spells them) -> :data:`~pipeline.model.MEM_KINDS` ids, the ids the
+#: Nsight loader gives too. ROCm traces name the host side ``Host`` (pinned or pageable unsaid): like any
+#: name not listed, unknown.
+KINETO_MEMORY_KINDS = {"pageable": MEM_KINDS["PAGEABLE"], "pinned": MEM_KINDS["PINNED"],
+                       "device": MEM_KINDS["DEVICE"], "array": MEM_KINDS["ARRAY"], "managed": MEM_KINDS["MANAGED"],
+                       "device static": MEM_KINDS["DEVICE_STATIC"], "managed static": MEM_KINDS["MANAGED_STATIC"],
+                       "unknown": MEM_KINDS["UNKNOWN"]}
+#: The memory of a side a direction names (``HtoD``: host -> device) when the name gives no kinds.
+_SIDE_KINDS = {"H": MEM_KINDS["UNKNOWN"], "D": MEM_KINDS["DEVICE"], "P": MEM_KINDS["DEVICE"], "A": MEM_KINDS["ARRAY"]}
+_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)\s*(?:\(\s*([^()]*?)\s*->\s*([^()]*?)\s*\))?")
+_DIRECTION = re.compile("|".join(sorted(COPY_KINDS, key=len, reverse=True)))
+
+
+def memcpy_kinds(name: str) -> tuple[int, int, int]:
+    """``(copy_kind, src_kind, dst_kind)`` of a memcpy event from its name: ENUM_CUDA_MEMCPY_OPER and
+    :data:`~pipeline.model.MEM_KINDS` ids, as the Nsight loader gives them.
+
+    ``Memcpy HtoD (Pinned -> Device)`` -> ``(1, 1, 2)``; ``Memcpy DtoH (Device -> Pageable)`` -> ``(2, 2, 0)``;
+    ROCm's ``Memcpy HtoD (Host -> Device)`` -> ``(1, 7, 2)`` (the host memory's kind unsaid). A name
+    without kinds (``CopyHostToDevice``, ``hipMemcpyDtoHAsync``) has its direction's sides: device 2,
+    array 3, host memory 7 (unknown); a name without a direction (``hipMemcpyAsync``) is ``(0, 7, 7)``.
+    """
+    text = str(name)
+    m = _MEMCPY_NAME.search(text)
+    kind = COPY_KINDS.get(m.group(1), 0) if m else 0
+    if not kind:
+        d = _DIRECTION.search(text)
+        kind = COPY_KINDS[d.group()] if d else 0
+    if kind:
+        short = COPY_DIRECTIONS[kind]
+        src, dst = _SIDE_KINDS[short[0]], _SIDE_KINDS[short[-1]]
+    else:
+        src = dst = MEM_KINDS["UNKNOWN"]
+    if m and m.group(2) is not None:
+        src = KINETO_MEMORY_KINDS.get(m.group(2).lower(), MEM_KINDS["UNKNOWN"])
+        dst = KINETO_MEMORY_KINDS.get(m.group(3).lower(), MEM_KINDS["UNKNOWN"])
+    return kind, src, dst
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -334,25 +375,50 @@ class _Names:
         return out
 
 
-def _decode_batch(raws: list) -> list:
+#: JSON types by the Python type msgspec decodes them to, for messages.
+_JSON_TYPES = {int: "a number", float: "a number", str: "a string", list: "a list"}
+
+
+def _not_an_event(raws: list, at: int, path: str, where: str) -> ProfileError:
+    """The error for a batch (``raws``, item ``at`` on) holding an item that is not a JSON object."""
+    for i, raw in enumerate(raws):
+        text = bytes(raw).strip()
+        if not text.startswith(b"{"):
+            shown = text[:40].decode("utf-8", "replace")
+            what = _JSON_TYPES.get(type(msgspec.json.decode(text)))
+            return ProfileError(f"{path}: not a PyTorch profiler trace: item {at + i:,} of {where} is "
+                                f"{f'{what} ({shown})' if what else shown}, not an event object")
+    return ProfileError(f"{path}: not a PyTorch profiler trace: {where} holds items that are not event objects")
+
+
+def _decode_batch(raws: list, at: int, path: str, where: str) -> list:
+    """The events of ``raws`` (items ``at``... of ``where``, the trace's event list). Raises
+    :class:`ProfileError` when one is not a JSON object (``[1, 2, 3]`` is JSON, not a trace)."""
     text = b"[" + b",".join(raws) + b"]"
     try:
         return _BATCH.decode(text)
     except msgspec.ValidationError:  # an ``args`` that is not an object: read this batch loosely
-        return _LOOSE.decode(text)
+        try:
+            return _LOOSE.decode(text)
+        except msgspec.ValidationError:  # an item that is not an object at all
+            raise _not_an_event(raws, at, path, where) from None
 
 
-def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple | None]:
+def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tuple[dict, _Names, int, tuple | None]:
     """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
-    ``ph: "X"``; and ``(start, end)`` ns of the profiler's own ``Trace`` span (None: absent)."""
+    ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
+    earliest start, named as it is, to the latest end; None: absent). ``where``: what ``raws`` are
+    (for messages). Raises :class:`ProfileError` when an item is not an event object, or when no
+    item has a ``ph`` (objects, but not trace events)."""
     names = _Names()
     cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
-    complete = 0
+    complete = phased = 0
     span = None
     for at in range(0, len(raws), BATCH):
         picked: dict[str, list] = {kind: [] for kind in cols}
-        for e in _decode_batch(raws[at:at + BATCH]):
+        for e in _decode_batch(raws[at:at + BATCH], at, path, where):
             if e.ph != "X":
+                phased += e.ph is not None
                 continue
             complete += 1
             kind = CATEGORIES.get(e.cat) if isinstance(e.cat, str) else None
@@ -360,8 +426,11 @@ def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple
                 if e.cat == "Trace" and e.pid == "Spans":  # the profiler's own span: the capture
                     start, end, ok = _times([e.ts], [e.dur], base, path, "Trace span")
                     if ok[0]:
-                        span = (int(start[0]), int(end[0])) if span is None else \
-                            (min(span[0], int(start[0])), max(span[1], int(end[0])))
+                        lo, hi, name = int(start[0]), int(end[0]), str(e.name)
+                        if span is not None:
+                            lo, name = (lo, name) if lo < span[0] else (span[0], span[2])
+                            hi = max(hi, span[1])
+                        span = (lo, hi, name)
                 continue
             if kind == CPU_OP:
                 if isinstance(e.name, str) and STEP.fullmatch(e.name):
@@ -370,6 +439,9 @@ def _collect(raws: list, base: int, path: str) -> tuple[dict, _Names, int, tuple
             picked[kind].append(e)
         for kind, events in picked.items():
             cols[kind].add(events, names, base, path, gpu=kind in (KERNEL, MEMCPY, MEMSET))
+    if raws and not complete + phased:
+        raise ProfileError(f"{path}: not a PyTorch profiler trace: none of the {len(raws):,} objects of {where} "
+                           'is a trace event (none has a "ph")')
     return cols, names, complete, span
 
 
@@ -384,14 +456,9 @@ def _named(codes: np.ndarray, names: np.ndarray, normalise=None) -> pd.Categoric
 
 
 def _memcpy_kinds(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(copy_kind, src_kind, dst_kind)`` per memcpy row from its name (ENUM ids; -1 unknown)."""
+    """``(copy_kind, src_kind, dst_kind)`` per memcpy row (:func:`memcpy_kinds` of its name, once per name)."""
     used, inverse = np.unique(codes, return_inverse=True)
-    table = np.full((max(used.size, 1), 3), -1, dtype=np.int64)
-    for i, code in enumerate(used):
-        m = _MEMCPY_NAME.search(str(names[code]))
-        if m:
-            table[i] = (COPY_KINDS.get(m.group(1), 0), MEMORY_KINDS.get(m.group(2) or "", -1),
-                        MEMORY_KINDS.get(m.group(3) or "", -1))
+    table = np.array([memcpy_kinds(names[code]) for code in used] or [(0, 0, 0)], dtype=np.int64)
     rows = table[inverse.reshape(-1)] if codes.size else np.zeros((0, 3), dtype=np.int64)
     return rows[:, 0], rows[:, 1], rows[:, 2]
 
@@ -453,7 +520,7 @@ def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
     """The capture rows must lie in: the profiler's own ``Trace`` span (± :data:`SLACK_NS`), else
     the run of the rows' timestamps (:func:`~pipeline.load.integrity._row_extent`)."""
     if span is not None:
-        lo, hi = span
+        lo, hi = span[:2]
         return Capture(lo - SLACK_NS, hi + SLACK_NS,
                        f"{lo / 1e9:.6f}..{hi / 1e9:.6f} s on the trace's clock, per its PyTorch Profiler span")
     extent = _row_extent(stamps, None)
@@ -461,6 +528,24 @@ def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
         return Capture(None, None, "")
     return Capture(extent[0], extent[1], f"{extent[0] / 1e9:.6f}..{extent[1] / 1e9:.6f} s on the trace's clock, "
                                          "per the other events")
+
+
+#: Where a trace's timeline zero comes from when it has no profiler span (:func:`capture_start`).
+EARLIEST_EVENT = "the trace's earliest event (it has no profiler span)"
+
+
+def capture_start(span: tuple | None, frames: dict[str, pd.DataFrame]) -> tuple[int | None, str]:
+    """The trace's timeline zero (int ns on the report's clock) and where it comes from: the start of
+    the profiler's own span (the ``Trace`` event, ``"PyTorch Profiler (0)"``: when the profiler started
+    recording), else the earliest start of the events read (``frames``, after the untrustworthy ones
+    are dropped; :data:`EARLIEST_EVENT`); ``(None, "")`` without any. The Nsight loader's counterpart
+    is :func:`pipeline.load.integrity.capture_start`."""
+    if span is not None:
+        return int(span[0]), f'the trace\'s profiler span ("{span[2]}" Trace event)'
+    starts = [f["start"].to_numpy(np.int64) for f in frames.values() if len(f)]
+    if not starts:
+        return None, ""
+    return min(int(s.min()) for s in starts), EARLIEST_EVENT
 
 
 def _base_ns(raw, path: str) -> int:
@@ -476,8 +561,9 @@ def _base_ns(raw, path: str) -> int:
         raise ProfileError(f"{path}: baseTimeNanoseconds is not an integer ({text[:40].decode('utf-8', 'replace')!r})") from None
 
 
-def _parse(path: str, text) -> tuple[list, Any, Any, int]:
-    """``(raw events, deviceProperties, distributedInfo, base ns)`` of a trace's text."""
+def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
+    """``(raw events, deviceProperties, distributedInfo, base ns, where)`` of a trace's text; ``where``
+    names the event list for messages (``traceEvents`` or ``the JSON list``)."""
     try:
         top = _TOP.decode(text)
     except msgspec.ValidationError as exc:
@@ -487,10 +573,11 @@ def _parse(path: str, text) -> tuple[list, Any, Any, int]:
         what = "truncated JSON (the file ends inside the trace)" if "truncated" in str(exc) else f"not valid JSON ({exc})"
         raise ProfileError(f"{path}: {what}: not a readable PyTorch profiler trace") from None
     if isinstance(top, list):
-        return top, None, None, 0
+        return top, None, None, 0, "the JSON list"
     if top.traceEvents is None:
         raise ProfileError(f"{path}: not a PyTorch profiler trace: the JSON object has no traceEvents list")
-    return top.traceEvents, top.deviceProperties, top.distributedInfo, _base_ns(top.baseTimeNanoseconds, path)
+    return (top.traceEvents, top.deviceProperties, top.distributedInfo, _base_ns(top.baseTimeNanoseconds, path),
+            "traceEvents")
 
 
 def _dropped_rows_warning(counts: dict[str, int]) -> list[RowWarning]:
@@ -539,18 +626,20 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     Returns:
         The Report the Nsight loader would make of the same evidence (see the module doc), with
         ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "base_time_ns": ...}``
-        (the keys the trace gives; values as text).
+        (the keys the trace gives; values as text) and the timeline's zero in ``capture_start_ns`` /
+        ``capture_start_source`` (:func:`capture_start`).
     Raises:
         ProfileError: empty file, damaged or truncated gzip, not JSON or truncated JSON, JSON that is
-        not a trace, a time that is not a number or does not fit int64 ns, no GPU events or no
-        kernels. The message starts with the path and says why.
+        not a trace (not an object with traceEvents nor a list; an item of the event list that is not
+        an object, ``[1, 2, 3]``; objects none of which has a ``ph``), a time that is not a number or
+        does not fit int64 ns, no GPU events or no kernels. The message starts with the path and says why.
     """
     try:
         text = read_text(path)
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
-    raws, props, dist, base = _parse(path, text)
-    cols, names_seen, complete, span = _collect(raws, base, path)
+    raws, props, dist, base, where = _parse(path, text)
+    cols, names_seen, complete, span = _collect(raws, base, path, where)
     del raws, text
     names = names_seen.array()
     frames, missing = {}, {}
@@ -567,6 +656,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     stamps = [f[c].to_numpy(np.int64) for f in frames.values() for c in ("start", "end")]
     frames, trust = _drop_untrustworthy(frames, _capture(span, stamps), path)
     warnings += trust
+    start_ns, start_source = capture_start(span, frames)
     runtime_raw, nvtx_raw = frames[RUNTIME], frames[ANNOTATION]
     main_pid = _main_pid(runtime_raw, nvtx_raw)
 
@@ -624,4 +714,4 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         meta["base_time_ns"] = str(base)
     return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
                   overhead=no_overhead(), untraced=untraced if len(untraced) else no_untraced(), meta=meta,
-                  diagnostics=[], warnings=warnings)
+                  diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)

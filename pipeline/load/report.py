@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
+from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
 from .columns import categorical, int_column, normalise_api_name, read_strings, text_column
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
@@ -152,10 +152,8 @@ def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFra
     return df if n else df.iloc[0:0]
 
 
-#: ENUM_CUDA_MEM_KIND as Nsight Systems exports write it (2020-2026): the ids the loader gives
-#: ``src_kind`` and ``dst_kind``, whatever ids the export itself uses (it names them in its table).
-MEM_KINDS = {"PAGEABLE": 0, "PINNED": 1, "DEVICE": 2, "ARRAY": 3, "MANAGED": 4, "DEVICE_STATIC": 5,
-             "MANAGED_STATIC": 6, "UNKNOWN": 7}
+# ``src_kind`` and ``dst_kind`` get :data:`pipeline.model.MEM_KINDS` ids (shared with the PyTorch profiler
+# loader), whatever ids the export itself uses (it names them in its table).
 
 
 def mem_kind_ids(schema: Schema) -> dict[int, int]:

@@ -10,8 +10,9 @@ can write it from any run folder or sweep night, beside the report that links it
   :func:`pipeline.report.plots.gpu_lanes`): one lane per stream, one per copy direction, the
   device-level gaps by category, the iterations (the excluded ones with their reason), the window's edges;
 * the rosters as tables (:func:`gap_rows`): each gap's start in seconds from the capture start (the
-  Nsight Systems GUI timeline's zero), in seconds on the report's clock (export ns / 10⁹: the medical
-  record's clock, what ``--trim`` takes) and in export ns, width, category, kernels around it, the CUDA API
+  Nsight Systems GUI timeline's zero; for a PyTorch profiler trace the start of its profiler span), in
+  seconds on the report's clock (its ns / 10⁹: the medical record's clock, what ``--trim`` takes) and in
+  ns on the report's own clock (:func:`clock_words`), width, category, kernels around it, the CUDA API
   calls by overlapped time, the copies in it and the NVTX range it falls in; the gaps beyond the
   roster are counted with their total (:func:`more_gaps`).
 
@@ -44,7 +45,18 @@ ITERATIONS_SHOWN = 100
 #: Kernel names longer than this are cut in the tables (the full name on hover).
 NAME_CHARS = 90
 #: What the seconds count from when the GPU's JSON does not hold the capture start (older outputs).
-NO_CAPTURE_START = "the report's clock (export ns / 10⁹): this GPU's JSON predates the capture start"
+NO_CAPTURE_START = "the report's clock (its ns / 10⁹): this GPU's JSON predates the capture start"
+#: ... and when it holds none because the report states none and has no event to take it from.
+UNKNOWN_CAPTURE_START = "the report's clock (its ns / 10⁹): the report states no capture start"
+#: How the page names the report's clock and its timeline's zero, by the report's format
+#: (:func:`clock_words`): ``noun`` of the ns column and clock, ``zero`` what the seconds count from,
+#: ``axis`` the timeline's x label.
+CLOCK_WORDS = {
+    "export": {"noun": "export", "zero": "the zero of the Nsight Systems timeline",
+               "axis": "seconds from the capture start (as the Nsight Systems timeline shows them)"},
+    "trace": {"noun": "trace", "zero": "when the PyTorch profiler started recording this trace",
+              "axis": "seconds from the capture start (the PyTorch profiler's span)"},
+}
 
 
 # ---- small pure helpers ---------------------------------------------------------------------
@@ -89,11 +101,20 @@ def more_gaps(count, total_ns, roster: list[dict]) -> tuple[int, int]:
 
 def capture_zero(timeline: dict) -> tuple[int, str]:
     """``(zero ns, where it comes from)``: the timeline's capture start when the JSON holds it, else 0
-    and :data:`NO_CAPTURE_START`."""
+    and :data:`NO_CAPTURE_START` (a JSON written before it existed) or :data:`UNKNOWN_CAPTURE_START`
+    (the report gave none)."""
     start = timeline.get("capture_start_ns")
     if start is None:
-        return 0, NO_CAPTURE_START
+        return 0, UNKNOWN_CAPTURE_START if "capture_start_ns" in timeline else NO_CAPTURE_START
     return int(start), f"{timeline.get('capture_start_source') or 'capture start'} = {int(start)} ns"
+
+
+def clock_words(report: str) -> dict:
+    """:data:`CLOCK_WORDS` of the report at path or URL ``report``: ``trace`` for a PyTorch profiler
+    trace (a name the loader reads as one, :func:`pipeline.load.kineto.is_kineto_path`), else ``export``."""
+    from ..load.kineto import is_kineto_path
+
+    return CLOCK_WORDS["trace" if is_kineto_path(str(report)) else "export"]
 
 
 # ---- the timeline picture -------------------------------------------------------------------
@@ -141,7 +162,7 @@ def timeline_view(doc: dict, title: str) -> dict:
               "gaps": {c: _seconds(sorted(s), zero, tol) for c, s in sorted(lane_gaps.get(lane["label"], {}).items())}}
              for lane in _lanes_of(tl)]
     return {
-        "title": title,
+        "title": title, "xlabel": clock_words(doc.get("report", ""))["axis"],
         "context": [(int(context[0]) - zero) / 1e9, (int(context[1]) - zero) / 1e9],
         "window": [(int(window[0]) - zero) / 1e9, (int(window[1]) - zero) / 1e9],
         "marks": [[i, (int(a) - zero) / 1e9, (int(b) - zero) / 1e9, r] for i, a, b, r in _marks_of(tl)],
@@ -281,7 +302,7 @@ def page_context(doc: dict, links: dict) -> dict:
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
         "s": s, "doc": doc, "name": name, "report_name": os.path.basename(str(doc["report"]).rstrip("/")),
-        "zero": zero, "zero_text": zero_text, "links": links,
+        "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"]), "links": links,
         "window": tl.get("window"), "context": tl.get("context"),
         "device": device, "device_more": more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"),
                                                    doc.get("device_roster", [])),
@@ -307,8 +328,9 @@ def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None) -> st
 
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
                     plot_cache: str | None = None) -> dict:
-    """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically, and
-    remove the pages there of GPUs not in ``rows`` (an earlier run's).
+    """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
+    whose file already holds the same text is left alone), and remove the pages there of GPUs not in
+    ``rows`` (an earlier run's).
 
     Args:
         rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.
@@ -329,11 +351,24 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         name = gpu_page_name(report, gpu_key)
         links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
         path = os.path.join(folder, name)
-        write_text(path, render_gpu_page(doc, links, plot_cache))
-        _shareable(path)
+        if _write_if_changed(path, render_gpu_page(doc, links, plot_cache)):
+            _shareable(path)
         hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
     prune(folder, {os.path.basename(h) for h in hrefs.values()}, ".html")
     return hrefs
+
+
+def _write_if_changed(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically unless the file already holds exactly it (a night made
+    from an earlier one keeps its hard-linked pages). Returns whether it wrote."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_text(path, text)
+    return True
 
 
 def _shareable(path: str) -> None:

@@ -310,7 +310,8 @@ def gpu_lanes(view: dict) -> str:
     (the longest device gaps, numbered as in the page's table; one band per category present, in
     category order); ``lanes`` ``[{label, kind, direction,
     spans, gaps: {category: spans}}]`` (kernels of a stream, or copies of a direction, with the
-    stream's longest gaps by category); ``title``.
+    stream's longest gaps by category); ``title``; ``xlabel`` what the seconds count from (default:
+    the Nsight Systems timeline's zero).
     """
     lanes = view["lanes"]
     rows = ["iterations", "device gaps"] + [lane["label"] for lane in lanes]
@@ -358,8 +359,8 @@ def gpu_lanes(view: dict) -> str:
     ax.set_xlim(c0, c1)
     ax.set_ylim(0, n + 0.2)
     ax.ticklabel_format(axis="x", useOffset=False, style="plain")
-    ax.set_xlabel("seconds from the capture start (as the Nsight Systems timeline shows them); "
-                  "dashed lines: the analysis window, grey: the context around it")
+    ax.set_xlabel(view.get("xlabel", "seconds from the capture start (as the Nsight Systems timeline shows them)")
+                  + "; dashed lines: the analysis window, grey: the context around it")
     ax.set_title(view["title"], fontsize=10, loc="left")
     handles = [Patch(color=KERNEL_COLOUR, label="kernels")] + [
         Patch(color=colour, label=direction) for direction, colour in directions] + [

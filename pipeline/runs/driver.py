@@ -39,7 +39,9 @@ class RunResult:
     reports analysed now (failed or not); ``reused``: reports whose stored result was used; ``failed``: ``(report, error)`` of every report with an error row;
     ``kept``: the output folder was already up to date and nothing was written;
     ``engine_problem``: why reports could not be analysed at all (no cluster, no worker
-    left), else ``None``; ``wrote``: what the folder wrote, for people.
+    left), else ``None``; ``wrote``: what the folder wrote, for people; ``skipped``: ``(path, why)``
+    of the JSON files a folder search passed over as not traces
+    (:func:`~pipeline.inputs.discover.discover`, said by :func:`~pipeline.inputs.discover.skipped_note`).
     """
 
     fleet: pd.DataFrame
@@ -51,6 +53,7 @@ class RunResult:
     kept: bool = False
     engine_problem: str | None = None
     wrote: str = ""
+    skipped: list = dataclasses.field(default_factory=list)
 
 
 class OutputError(Exception):
@@ -271,8 +274,9 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
     # Workers of a LocalCluster have a known memory limit: a local report too big for it is
     # refused by its size before anything reads (or hashes) it. A remote worker checks its own.
     limit = None if scheduler_address(cfg, scheduler) or cfg.dask.slurm is not None else local_worker_memory(cfg)
+    skipped: list = []
     paths, problems = discover(list(inputs), storage=cfg.storage, memory_limit=limit,
-                               memory_factor=cfg.dask.memory_factor)
+                               memory_factor=cfg.dask.memory_factor, skipped=skipped)
     folder.on_found(paths, problems)
     n_problems = len(problems)
     forced = {_canonical(p) for p in force}
@@ -295,7 +299,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         kept = folder.reuse(digest)
         if kept is not None:
             return RunResult(fleet=kept, out_dir=folder.out_dir, reports=len(paths) + n_problems,
-                             reused=len(stored), kept=True, failed=_failures(kept))
+                             reused=len(stored), kept=True, failed=_failures(kept), skipped=skipped)
     drop_manifest(folder.out_dir)  # the folder is about to change: no old manifest may vouch for it
     jobs = [Job(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
@@ -323,7 +327,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
     wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,
-                     wrote=wrote)
+                     wrote=wrote, skipped=skipped)
 
 
 def _failures(fleet: pd.DataFrame) -> list:

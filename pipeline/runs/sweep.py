@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import Config
+from ..inputs.discover import skipped_note
 from ..io import DATE_RE, atomic_path, dated_dirs, link_file, write_json
 from .driver import OutputError, OutputFolder, drive, stale_note, write_documents
 from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
@@ -230,6 +231,9 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
         result = drive(cfg, list(cfg.sweep.inputs) + list(inputs), folder, cache, scheduler,
                        lambda text: log(f"sweep {night}: {text}" if text.startswith("WARNING") else text),
                        force, progress_factory)
+    note = skipped_note(result.skipped)
+    if note:
+        log(f"sweep {night}: {note}")
     fleet = result.fleet
     new = fleet[fleet["report"].isin(result.todo) & (fleet["status"] != "error")] if len(fleet) else fleet
     summary = SweepSummary(night=night, reports=result.reports, reused=result.reused,

@@ -23,9 +23,21 @@ import io
 import json
 import os
 
-#: Memcpy names by ENUM_CUDA_MEMCPY_OPER id, and memory kind names by ENUM_CUDA_MEM_KIND id, as Kineto writes them.
+from ..model import MEM_KINDS
+
+#: Memcpy names by ENUM_CUDA_MEMCPY_OPER id, and memory kind names by :data:`~pipeline.model.MEM_KINDS` id
+#: (the ids both loaders give ``src_kind`` / ``dst_kind``), spelled as Kineto writes them
+#: (``Memcpy HtoD (Pinned -> Device)``; CUPTI's memory kinds by Kineto's ``memoryKindString``).
 MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
-MEMORY_KINDS = {0: "Unknown", 1: "Pageable", 2: "Device", 7: "Pinned"}
+MEMORY_KINDS = {MEM_KINDS["PAGEABLE"]: "Pageable", MEM_KINDS["PINNED"]: "Pinned", MEM_KINDS["DEVICE"]: "Device",
+                MEM_KINDS["ARRAY"]: "Array", MEM_KINDS["MANAGED"]: "Managed",
+                MEM_KINDS["DEVICE_STATIC"]: "Device Static", MEM_KINDS["MANAGED_STATIC"]: "Managed Static",
+                MEM_KINDS["UNKNOWN"]: "Unknown"}
+#: The memory a side of a copy is in when :meth:`KinetoWriter.memcpy` is not told: a host side is ordinary
+#: (pageable) host memory, as ``tensor.cpu()``, ``loss.item()`` and a DataLoader without ``pin_memory`` use.
+_DEFAULT_SIDES = {1: (MEM_KINDS["PAGEABLE"], MEM_KINDS["DEVICE"]), 2: (MEM_KINDS["DEVICE"], MEM_KINDS["PAGEABLE"]),
+                  8: (MEM_KINDS["DEVICE"], MEM_KINDS["DEVICE"]), 9: (MEM_KINDS["PAGEABLE"], MEM_KINDS["PAGEABLE"]),
+                  10: (MEM_KINDS["DEVICE"], MEM_KINDS["DEVICE"])}
 #: Kineto's cbid of a few runtime calls (CUPTI callback ids); others get 0.
 CBIDS = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaMemsetAsync": 51, "cudaStreamSynchronize": 131,
          "cudaDeviceSynchronize": 165, "cudaEventSynchronize": 133}
@@ -129,12 +141,16 @@ class KinetoWriter:
         self._gpu("kernel", device, stream, start, end, name, correlation, None)
 
     def memcpy(self, device: int, stream: int, start: int, end: int, copy_kind: int, nbytes: int, correlation: int,
-               src_kind: int = 0, dst_kind: int = 0) -> None:
-        """A copy; ``copy_kind``, ``src_kind``, ``dst_kind``: ENUM ids (named as Kineto names them)."""
-        if not src_kind and not dst_kind:  # the sides a direction implies (pinned host memory)
-            src_kind, dst_kind = {1: (7, 2), 2: (2, 7), 8: (2, 2)}.get(int(copy_kind), (0, 0))
+               src_kind: int | None = None, dst_kind: int | None = None) -> None:
+        """A copy named as Kineto names it: ``Memcpy HtoD (Pageable -> Device)``. ``copy_kind``:
+        ENUM_CUDA_MEMCPY_OPER id (:data:`MEMCPY_KINDS`); ``src_kind``, ``dst_kind``:
+        :data:`~pipeline.model.MEM_KINDS` ids (0 pageable, 1 pinned, 2 device, 7 unknown), None: the
+        sides the direction implies, host memory pageable (:data:`_DEFAULT_SIDES`)."""
+        sides = _DEFAULT_SIDES.get(int(copy_kind), (MEM_KINDS["UNKNOWN"], MEM_KINDS["UNKNOWN"]))
+        src_kind = sides[0] if src_kind is None else int(src_kind)
+        dst_kind = sides[1] if dst_kind is None else int(dst_kind)
         name = (f"Memcpy {MEMCPY_KINDS.get(int(copy_kind), 'Unknown')} "
-                f"({MEMORY_KINDS.get(int(src_kind), 'Unknown')} -> {MEMORY_KINDS.get(int(dst_kind), 'Unknown')})")
+                f"({MEMORY_KINDS.get(src_kind, 'Unknown')} -> {MEMORY_KINDS.get(dst_kind, 'Unknown')})")
         self._gpu("memcpy", device, stream, start, end, name, correlation, nbytes)
 
     def memset(self, device: int, stream: int, start: int, end: int, nbytes: int, correlation: int) -> None:

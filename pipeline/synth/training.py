@@ -826,7 +826,7 @@ def _write_kineto(path: str, r: _RankTimeline, world: int, model: str, style: st
             raise RuntimeError(f"synth: {op.kind} at {op.start} has no launching call")
         if op.kind == "kernel":
             w.kernel(r.rank, op.stream, op.start, op.end, op.name, op.correlation)
-        elif op.kind == "memcpy":
+        elif op.kind == "memcpy":  # host side pageable, as the plan's copies are (and its Nsight export says)
             w.memcpy(r.rank, op.stream, op.start, op.end, op.copy_kind, op.nbytes, op.correlation)
         else:
             w.memset(r.rank, op.stream, op.start, op.end, op.nbytes, op.correlation)
