@@ -245,6 +245,8 @@ def test_reconcile_by_hand_on_a_synthetic_fleet():
     # a table without the caveats' dollar columns: their share of the GPU's idle dollars, 20/300 x 438 = 29.20
     older = fleet.drop(columns=["profiler_usd_per_month", "untraced_usd_per_month"])
     assert reconcile(older, fixes)["profiler"] == 29.2 and reconcile(older, fixes)["untraced"] == 14.6
+    # ... and without launch_bound: a GPU with launch idle is the launch-bound one (its slivers are that idle)
+    assert reconcile(fleet.drop(columns=["launch_bound"]), fixes) == rc
     # idle no part holds (a hand-made inconsistency: 30 ms more idle on g0): said apart, never hidden
     odd = fleet.copy()
     odd.loc[0, "idle_ns"] = 330 * MS    # g0's $438.00 now over 330 ms: slivers 120/330 x 438 = 159.27..

@@ -14,7 +14,10 @@ can write it from any run folder or sweep night, beside the report that links it
   seconds on the report's clock (its ns / 10⁹: the medical record's clock, what ``--trim`` takes) and in
   ns on the report's own clock (:func:`clock_words`), width, category, kernels around it, the CUDA API
   calls by overlapped time, the copies in it and the NVTX range it falls in; the gaps beyond the
-  roster are counted with their total (:func:`more_gaps`).
+  roster are counted with their total (:func:`more_gaps`);
+* the iterations around the window (:func:`iteration_rows`): each one's start on both clocks, its GPU
+  extent, its length to the next iteration's start (what the outlier test compares), that length over
+  the median the test used, and kept or why not.
 
 A GPU with 10,000 gaps gives a small page: the JSON holds capped lanes and the top gaps only, and
 the drawing merges what lies closer than its resolution (:data:`RESOLUTION`). Same Content-Security-

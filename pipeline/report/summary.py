@@ -460,7 +460,9 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
 
     idle = ns("idle_ns")
     app = sum((ns(f"cat_{c}_ns") for c in fixfirst.fixable()), pd.Series(0, index=ok.index, dtype="int64"))
-    launch = ok["launch_bound"].fillna(False).astype(bool) if "launch_bound" in ok.columns else False
+    # launch-bound: its slivers are cat_launch_ns (a table from before the column: the GPUs with launch idle)
+    launch = (ok["launch_bound"].fillna(False).astype(bool) if "launch_bound" in ok.columns
+              else ns("cat_launch_ns") > 0)
     slivers = ns("device_sliver_ns").where(~launch, 0)
     prof, untr = ns("cat_profiler_ns"), ns("cat_untraced_ns")
     other = idle - app - slivers - prof - untr
