@@ -15,7 +15,7 @@ NIGHTLY ?= configs/nightly.yaml
 NIGHT ?=
 SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT),--night $(NIGHT))
 
-.PHONY: setup run examples test clean nsys chromium sweep rerun report bench
+.PHONY: setup run examples test clean nsys chromium slurm k8s-schemas sweep rerun report bench bench-hta
 
 setup: $(STAMP)
 
@@ -49,7 +49,7 @@ rerun: examples
 report: $(STAMP)
 	$(BIN)/gpu-idle sweep $(SWEEP_CONFIG) --report-only
 
-test: $(STAMP) nsys chromium
+test: $(STAMP) nsys chromium slurm k8s-schemas
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Benchmarks (issue 4; minutes, not part of make test): generated reports up to 3M kernels vs the
@@ -58,6 +58,12 @@ test: $(STAMP) nsys chromium
 bench: $(STAMP)
 	command -v sqlite3 >/dev/null || { apt-get update && apt-get install -y sqlite3; }
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/hta.py
+
+# Issue 15: gpu-idle vs HTA 0.5.0 (own venv in bench/.venv-hta) on the PyTorch profiler traces in
+# ../shared/kineto: idle per rank, each difference explained, time per trace. Writes bench/RESULTS-hta.md.
+bench-hta: $(STAMP)
+	$(BIN)/python bench/hta.py
 
 # A real Nsight Systems CLI (Debian's non-free nsight-systems 2022.4) unpacked into
 # tools/nsys/ for the export tests; no GPU needed, the system's apt setup untouched.
@@ -67,6 +73,20 @@ nsys:
 # Debian's chromium for the report's browser test (headless screenshot, console errors).
 chromium:
 	command -v chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)
+
+# Debian's Slurm and munge for tests/test_slurm.py, which starts a single-node Slurm of its own
+# (scripts/local_slurm.py: generated slurm.conf, key and sockets in a temporary folder; the
+# packages' services are not started and /etc is not used).
+slurm:
+	command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
+	  || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge)
+
+# The Dask operator's DaskCluster CRD for tests/test_deploy.py: dask-kubernetes' wheel, downloaded
+# (not installed: its dependencies would upgrade python-dateutil under pandas) into tools/wheels/.
+DASK_KUBERNETES := 2026.3.0
+k8s-schemas: $(STAMP)
+	test -f tools/wheels/dask_kubernetes-$(DASK_KUBERNETES)-py3-none-any.whl \
+	  || $(BIN)/python -m pip download --quiet --no-deps --dest tools/wheels dask-kubernetes==$(DASK_KUBERNETES)
 
 clean:
 	rm -rf $(VENV) out $(EXAMPLES) .pytest_cache *.egg-info

@@ -4,10 +4,14 @@ from __future__ import annotations
 import os
 import sys
 import unicodedata
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 # Only click is imported here: ``gpu-idle --version`` and ``--help`` must not pay for pandas,
 # pyarrow, Dask or the report's libraries. Each command imports what it uses when it runs
@@ -106,7 +110,8 @@ class Seconds(click.ParamType):
 @click.group()
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
-    """Find, explain and price every idle gap on every GPU in Nsight Systems exports."""
+    """Find, explain and price every idle gap on every GPU in Nsight Systems profiles and PyTorch
+    profiler (Kineto) traces."""
 
 
 @main.command()
@@ -131,17 +136,21 @@ def main():
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers); a single "
                    "report runs in this process on as many threads.")
 @click.option("--no-cache", is_flag=True,
-              help="Read every export from SQLite and analyse every report; do not use or fill the Parquet "
-                   "or the result cache.")
+              help="Read every export from SQLite (and every trace from its JSON) and analyse every report; "
+                   "do not use or fill the Parquet or the result cache.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):
     """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
-    with nsys) or .sqlite exports; files, directories (searched recursively) or globs; local paths or
-    fsspec URLs. Writes DIR/fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
-    and records/<job>.md (and DIR/.manifest.json: a rerun with nothing changed keeps them all).
-    Exit status 1 when any report failed (it still gets its row)."""
+    with nsys), .sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz));
+    files, directories (searched recursively) or globs; local paths or fsspec URLs. In a directory a
+    .json / .json.gz not named *.pt.trace.json(.gz) is read only when its first MiB reads as a trace
+    (the others are skipped, and stderr says which). Writes DIR/fleet.parquet, fleet.csv, jobs.csv,
+    clusters.csv, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
+    changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
+    the GPU pages. Exit status 1 when any report failed (it still gets its row)."""
     from .config import ConfigError, load_config
+    from .inputs.discover import skipped_note
     from .runs.driver import OutputError, RunFolder, drive
 
     if trim and trim[1] <= trim[0]:
@@ -161,6 +170,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
                        progress_factory=progress_factory())
     except OutputError as exc:
         raise click.BadParameter(str(exc), param_hint="--out") from exc
+    note = skipped_note(result.skipped)
+    if note:  # an empty trace of a profiler that crashed must not vanish without a word
+        echo(f"gpu-idle: {note}", err=True)
     where = f"(result cache {cache.store.dir})" if cache else "(result cache off)"
     if result.kept:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
@@ -277,7 +289,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
 
 @main.command()
 @click.option("--example", "example_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the built-in example fleet (reports, truths, labels.yaml) into this folder.")
+              help="Write the built-in example fleet into this folder: four Nsight Systems exports, one job "
+                   "profiled with the PyTorch profiler (vit-train-pytorch/rank{0,1}.pt.trace.json.gz), "
+                   "their truths and labels.yaml.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Write one synthetic training export to this .sqlite file.")
 @click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True, help="Ranks, one GPU each.")
@@ -290,7 +304,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
                    "every category planted; --iterations and --profile do not apply).")
 def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
     """Generate deterministic exports in the real Nsight Systems schema, with planted gaps
-    and their truth (FILE.truth.json beside each export)."""
+    and their truth (FILE.truth.json beside each export); --example also writes a job's PyTorch
+    profiler (Kineto) traces, one per rank, with their truths."""
     from .synth import generate_training_report, make_example_fleet
 
     if bool(example_dir) == bool(out_path):
@@ -306,6 +321,29 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
     else:
         generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
     echo(f"wrote {out_path} and {out_path}.truth.json")
+
+
+@main.command("slurm-job")
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML config with a dask.slurm section (repeatable; later files win).")
+def slurm_job(configs):
+    """Print the worker job script that `dask.slurm` submits to Slurm (nothing is submitted; a
+    scheduler starts in this process only to fill in its address)."""
+    from .config import ConfigError, load_config
+
+    try:
+        cfg = load_config(configs)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if cfg.dask.slurm is None:
+        raise click.UsageError("no dask.slurm section in the config (e.g. --config deploy/slurm/slurm.yaml)")
+    from .engine.cluster import EngineError
+    from .engine.slurm import job_script
+
+    try:
+        echo(job_script(cfg))
+    except EngineError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 from .report.command import report as _report_command  # noqa: E402

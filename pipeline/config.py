@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 NS_PER_S = 1_000_000_000
 #: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,
@@ -111,11 +111,22 @@ def _value_types() -> None:
     )
 
 
+if TYPE_CHECKING:  # the names the annotations use, for linters and type checkers; at run time :func:`_value_types` makes them
+    from pydantic import Field
+
+    Count = AtLeastOne = Nanoseconds = int
+    Share = Percent = NonNegative = Positive = Factor = float
+    Flag = bool
+    Regex = str
+    Label = str | None
+    TrimSeconds = tuple[Decimal, Decimal] | None
+
+
 @dataclass(frozen=True)
 class CategoryRules:
     """What makes a gap ``sync``, ``data`` or ``comm`` (SPEC "Category").
 
-    ``sync_apis``/``data_apis``: exact normalised CUDA API names.
+    ``sync_apis``/``data_apis``: exact normalised CUDA API names (and their HIP twins, for ROCm traces).
     ``*_min_fraction``: the share of the gap a witness must cover (0..1).
     ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel
     name before the gap that marks it as a collective: NCCL, and by default the inference
@@ -135,11 +146,18 @@ class CategoryRules:
     sync_apis: tuple[str, ...] = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
                                   "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol",
                                   "cudaMemcpyToSymbol", "cuStreamSynchronize", "cuCtxSynchronize",
-                                  "cuEventSynchronize")
+                                  "cuEventSynchronize",
+                                  # ROCm (HIP) names, as PyTorch profiler traces on AMD GPUs spell them
+                                  "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+                                  "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D", "hipMemcpy3D",
+                                  "hipMemcpyFromSymbol", "hipMemcpyToSymbol")
     data_apis: tuple[str, ...] = ("cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync",
                                   "cudaMemcpyToSymbolAsync", "cudaMemcpyFromSymbolAsync", "cudaHostAlloc",
                                   "cudaMallocHost", "cudaHostRegister", "cuMemcpyHtoDAsync", "cuMemcpyHtoD",
-                                  "cuMemHostAlloc", "cuMemAllocHost")
+                                  "cuMemHostAlloc", "cuMemAllocHost",
+                                  "hipMemcpyAsync", "hipMemcpy2DAsync", "hipMemcpy3DAsync", "hipMemcpyToSymbolAsync",
+                                  "hipMemcpyFromSymbolAsync", "hipHostMalloc", "hipHostAlloc", "hipMallocHost",
+                                  "hipHostRegister", "hipMemcpyHtoDAsync", "hipMemcpyHtoD")
     sync_min_fraction: Share = 0.5
     data_min_fraction: Share = 0.5
     collective_kernel: Regex = (r"nccl|allreduce|(?<![a-z])all_reduce|allgather|(?<![a-z])all_gather|reduce_?scatter"
@@ -244,6 +262,31 @@ class AnalysisConfig:
 MIN_WORKER_MEMORY = 512 * 2**20
 
 
+@dataclass(frozen=True)
+class SlurmConfig:
+    """``dask.slurm``: the run's workers are Slurm jobs that dask-jobqueue's ``SLURMCluster``
+    submits (:mod:`pipeline.engine.slurm`); the scheduler runs in the gpu-idle process.
+
+    ``jobqueue``: a dask-jobqueue file in dask config format whose ``jobqueue: slurm:`` mapping
+    gives the ``SLURMCluster`` options (what one worker job asks for: cores, memory, processes,
+    walltime, queue ...; ``deploy/slurm/jobqueue.yaml``), relative to the working directory;
+    ``None``: dask's own configuration (``~/.config/dask/jobqueue.yaml``). ``options``:
+    ``SLURMCluster`` keyword arguments over the file's. ``jobs``: worker jobs submitted.
+    ``min_workers``: Dask workers that must have joined before the reports are sent.
+    ``wait_timeout_s``: seconds to wait for them; then the run stops with a message that says
+    why none came (jobs pending and Slurm's reason, jobs running whose worker never joined, jobs
+    that ended)."""
+
+    # pydantic reads this when it checks a value (a plain dict: pydantic is not imported here).
+    __pydantic_config__ = {"extra": "forbid"}
+
+    jobqueue: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    jobs: AtLeastOne = 4
+    min_workers: AtLeastOne = 1
+    wait_timeout_s: Positive = 1800.0
+
+
 #: Values of ``dask.start_method`` (:mod:`multiprocessing` start methods).
 START_METHODS = ("fork", "spawn", "forkserver")
 
@@ -265,7 +308,9 @@ class DaskConfig:
     :func:`pipeline.engine.cluster.worker_start_method` for the trade-offs). ``no_workers_timeout_s``:
     when the cluster has had no worker at all for this many seconds (every worker died, or none
     could start or join), the reports not yet done become error rows and the run ends (``None``:
-    wait for workers forever, e.g. for a queue that may take hours to grant them)."""
+    wait for workers forever, e.g. for a queue that may take hours to grant them). ``slurm``:
+    start the workers as Slurm jobs (:class:`SlurmConfig`); ``None``: no Slurm (a ``scheduler``
+    address wins over it)."""
 
     scheduler: str | None = None
     n_workers: AtLeastOne = 2
@@ -276,6 +321,7 @@ class DaskConfig:
     dashboard: str | None = None
     start_method: str = "fork"
     no_workers_timeout_s: Positive | None = 120.0
+    slurm: SlurmConfig | None = None
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:
@@ -368,11 +414,13 @@ class Config:
         """Merge every label rule matching ``report_path`` (later rules win).
 
         Defaults: cluster ``default``, job = the file name without its report or export
-        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``).
+        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``; for PyTorch profiler
+        traces ``.pt.trace.json.gz``, ``.pt.trace.json``, ``.json.gz``, ``.json``).
         """
         name = os.path.basename(report_path)
         stem = name
-        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db"):
+        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db",
+                       ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
                 break

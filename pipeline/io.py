@@ -112,6 +112,16 @@ def prune(folder: str, keep: set[str], suffix: str) -> list[str]:
     return stale
 
 
+def remove_if_empty(folder: str) -> bool:
+    """Remove ``folder`` when it exists and holds nothing (what :func:`prune` may leave); True when it was
+    removed. A missing folder, one that still holds a file, or one that cannot be removed is left as it is."""
+    try:
+        os.rmdir(folder)
+    except OSError:   # missing, not empty, or not ours to remove
+        return False
+    return True
+
+
 def is_leftover(name: str) -> bool:
     """Whether a file name is a temporary file of :func:`atomic_path` (``.<name>.<random>.tmp``)."""
     return name.startswith(".") and name.endswith(".tmp")

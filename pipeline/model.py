@@ -26,6 +26,21 @@ CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")
 #: dropped events).
 CAVEATS = ("profiler", "untraced")
 
+#: ENUM_CUDA_MEMCPY_OPER: a copy's direction id (the ``copy_kind`` column of :attr:`Report.copies`)
+#: -> its name, for every input format (an Nsight export's ``copyKind``, a PyTorch profiler trace's
+#: ``Memcpy HtoD (...)`` name); 0: a memcpy of unknown direction, -1: a memset.
+COPY_DIRECTIONS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
+                   9: "HtoH", 10: "PtoP"}
+#: ENUM_CUDA_MEM_KIND as Nsight Systems exports write it (2020-2026): the ids of the ``src_kind`` and
+#: ``dst_kind`` columns of :attr:`Report.copies` whatever the input format. The Nsight loader translates
+#: an export's own ids by their names (:func:`pipeline.load.report.mem_kind_ids`), the PyTorch profiler
+#: loader the kind names of its memcpy events (:data:`pipeline.load.kineto.KINETO_MEMORY_KINDS`);
+#: consumers read these ids only (:data:`HOST_MEMORY`).
+MEM_KINDS = {"PAGEABLE": 0, "PINNED": 1, "DEVICE": 2, "ARRAY": 3, "MANAGED": 4, "DEVICE_STATIC": 5,
+             "MANAGED_STATIC": 6, "UNKNOWN": 7}
+#: The host memory of a copy's host side, for people, by :data:`MEM_KINDS` id (any other id: ``unknown``).
+HOST_MEMORY = {MEM_KINDS["PAGEABLE"]: "pageable", MEM_KINDS["PINNED"]: "pinned"}
+
 
 class ProfileError(Exception):
     """A report cannot be analysed. The message names the file and the cause."""
@@ -135,8 +150,11 @@ class Report:
       sorted by start (stable)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
       copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes, src_kind, dst_kind
-      (ENUM_CUDA_MEM_KIND ids of the two sides: 1 pageable, 2 device, 7 pinned; -1 for memset or
-      when the export lacks the column)
+      (memory kinds of the two sides as Nsight Systems' ENUM_CUDA_MEM_KIND numbers them: 0 pageable,
+      1 pinned, 2 device, 7 unknown (:data:`MEM_KINDS`, for every input format: an export numbering
+      them otherwise is translated by the names in its own table, a PyTorch profiler trace's kind
+      names by :data:`pipeline.load.kineto.KINETO_MEMORY_KINDS`); -1 for memset or when the export
+      lacks the column)
       ``nvtx``: start, end, pid, tid, text (ranges only)
       ``devices``: pid, device_id, gpu_key, gpu_model, uuid, bus, mig, sms, board_sms, model_note
       (:func:`pipeline.load.gpus.load_devices`)
@@ -148,6 +166,10 @@ class Report:
     ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
     texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
     (:class:`RowWarning`, each with its code).
+    ``capture_start_ns``: where the Nsight Systems timeline puts its zero, on the rows' clock (ns;
+    None when unknown), and ``capture_start_source`` where that comes from
+    (:func:`pipeline.load.integrity.capture_start`; for a PyTorch profiler trace the start of its
+    profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
     """
 
     path: str
@@ -161,6 +183,8 @@ class Report:
     meta: dict = field(default_factory=dict)
     diagnostics: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    capture_start_ns: int | None = None
+    capture_start_source: str = ""
     _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
 
     def runtime_rows(self, pids) -> np.ndarray:
@@ -196,6 +220,7 @@ class GpuTrace:
     ``warnings``: the report's :class:`RowWarning`, one per DIAGNOSTIC_EVENT text, and this GPU's own.
     ``gpu_model``: "" when the export does not say (``model_note`` says why, for ``rate_source``).
     ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
+    ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
     """
 
     report: str
@@ -214,6 +239,8 @@ class GpuTrace:
     board_sms: int = 0
     overhead: pd.DataFrame = field(default_factory=no_overhead)
     untraced: pd.DataFrame = field(default_factory=no_untraced)
+    capture_start_ns: int | None = None
+    capture_start_source: str = ""
 
 
 @dataclass
@@ -221,9 +248,14 @@ class GpuResult:
     """``row``: one fleet-table row (dict of scalars). ``roster``: the longest per-stream gaps
     (which queue broke: for fixing work). ``device_roster``: the longest device-level gaps
     (no kernel on any stream: true idle; pid and stream_id are -1). ``timeline``: the
-    compact picture of the window for plots (:func:`pipeline.analysis.analyse.timeline`)."""
+    compact picture of the window for plots (:func:`pipeline.analysis.analyse.timeline`).
+    ``plan``: the GPU's iterations before its job's GPUs agreed
+    (:class:`pipeline.analysis.iterations.IterationPlan`; None when unknown, e.g. an error row
+    of a GPU that could not be planned): kept with the result so that the GPUs of a job spread
+    over several reports can agree later."""
 
     row: dict
     roster: list = field(default_factory=list)
     device_roster: list = field(default_factory=list)
     timeline: dict = field(default_factory=dict)
+    plan: object = None

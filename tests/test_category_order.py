@@ -100,14 +100,15 @@ def test_sync_gap_says_what_it_waited_for(tmp_path):
     #  [24,34): cudaStreamSynchronize [25,31) (6/10); a 1 MiB pinned host-to-device copy [26,27)
     #  [35,45): cudaDeviceSynchronize [36,42) (6/10) called when the GPU was already idle and no
     #           copy in flight -> the export shows nothing it waited for (None)
+    # Memory kinds as Nsight Systems numbers them (ENUM_CUDA_MEM_KIND): 0 pageable, 1 pinned, 2 device.
     w = ExportWriter(str(tmp_path / "syncs.sqlite"))
     for name, (s, e) in zip("abcde", [(0, 2), (12, 13), (23, 24), (34, 35), (45, 46)]):
         w.kernel(pid=10, device=0, stream=7, start=s * MS, end=e * MS, name=f"gemm_{name}")
     w.runtime(10, 11, 1 * MS, 11 * MS, "cudaStreamSynchronize_v3020")
     w.runtime(10, 11, 14 * MS, 20 * MS, "cudaMemcpy_v3020")
-    w.memcpy(10, 0, 8, 14 * MS + MS // 2, 15 * MS, copy_kind=2, nbytes=4, src_kind=2, dst_kind=1)
+    w.memcpy(10, 0, 8, 14 * MS + MS // 2, 15 * MS, copy_kind=2, nbytes=4, src_kind=2, dst_kind=0)
     w.runtime(10, 11, 25 * MS, 31 * MS, "cudaStreamSynchronize_v3020")
-    w.memcpy(10, 0, 8, 26 * MS, 27 * MS, copy_kind=1, nbytes=1 << 20, src_kind=7, dst_kind=2)
+    w.memcpy(10, 0, 8, 26 * MS, 27 * MS, copy_kind=1, nbytes=1 << 20, src_kind=1, dst_kind=2)
     w.runtime(10, 11, 36 * MS, 42 * MS, "cudaDeviceSynchronize_v3020")
     w.close()
     rep = load_report(w.path)

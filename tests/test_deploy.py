@@ -4,9 +4,8 @@ Every YAML parses and holds the kinds and fields the deployment relies on; the
 Kubernetes pieces agree with each other (one image, the scheduler Service the
 CronJob talks to, the mounted config, memory limits) and with the sweep's command
 line; the dask-jobqueue config builds its Slurm job script (offline: the
-scheduler starts in-process, nothing is submitted); deploy/slurm/launch.py
-imports and drives a sweep end to end against a stand-in cluster; the
-Dockerfile is coherent line by line.
+scheduler starts in-process, nothing is submitted); the Dockerfile is coherent
+line by line. tests/test_slurm.py runs deploy/slurm on a real Slurm.
 """
 from __future__ import annotations
 
@@ -16,9 +15,9 @@ import math
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
@@ -63,13 +62,6 @@ def pod_specs() -> dict[str, dict]:
 def option(args: list[str], name: str) -> str:
     assert name in args, f"{name} not in {args}"
     return args[args.index(name) + 1]
-
-
-def load_launch():
-    spec = importlib.util.spec_from_file_location("gpu_idle_slurm_launch", SLURM / "launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------- YAML everywhere
@@ -219,16 +211,150 @@ def test_environment_variables_are_ones_the_pipeline_reads():
     assert {n for n in names if n not in source} == set()
 
 
-# ---------------------------------------------------------------- Slurm
+# ---------------------------------------------------------------- published schemas
+
+#: The Kubernetes versions the manifests must be valid for: the oldest deploy/README.md names
+#: (1.27+, for the CronJob's timeZone) and the newest kubernetes-validate knows.
+K8S_MINIMUM = "1.27.0"
+#: Where `make k8s-schemas` puts dask-kubernetes' wheel (pip download --no-deps: only its CRD
+#: files are read, the package is not installed); GPU_IDLE_DASK_KUBERNETES_WHEEL names another.
+WHEELS = REPO / "tools" / "wheels"
+CRD_IN_WHEEL = "dask_kubernetes/operator/deployment/helm/dask-kubernetes-operator/crds/daskcluster.yaml"
+
+
+def k8s_versions() -> list[str]:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    return sorted({K8S_MINIMUM, kubernetes_validate.latest_version()})
+
+
+def core_objects() -> list[dict]:
+    return [d for d in k8s_docs() if d["kind"] != "DaskCluster"]
+
+
+def validate_core(doc: dict, version: str) -> None:
+    """kubernetes-validate in strict mode (an unknown field is an error, as with
+    `kubectl apply --validate=strict`); raises its ValidationError."""
+    import kubernetes_validate
+
+    kubernetes_validate.validate(doc, version, strict=True)
+
+
+def strict(schema):
+    """The CRD's OpenAPI schema with ``additionalProperties: false`` on every object that lists its
+    properties and does not keep unknown fields: what the API server's strict field validation does
+    (by default it would silently prune an unknown field, so a misspelt one would vanish)."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict(v) for k, v in schema.items()}
+    if "properties" in out and "additionalProperties" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
 
 @pytest.fixture(scope="module")
-def launch():
+def daskcluster_crd() -> dict:
+    """The DaskCluster CustomResourceDefinition that the Dask operator ships (in dask-kubernetes'
+    wheel, its Helm chart's crds/ folder)."""
+    import os
+    import zipfile
+
+    named = os.environ.get("GPU_IDLE_DASK_KUBERNETES_WHEEL")
+    wheels = [Path(named)] if named else sorted(WHEELS.glob("dask_kubernetes-*.whl"))
+    if not wheels:
+        message = f"no dask-kubernetes wheel in {WHEELS}: `make k8s-schemas` downloads it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        crd = yaml.safe_load(wheel.read(CRD_IN_WHEEL))
+    assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["names"]["kind"] == "DaskCluster"
+    return crd
+
+
+def validate_daskcluster(doc: dict, crd: dict) -> None:
+    """A DaskCluster against the CRD: apiVersion group/version served by it, and the object against
+    that version's openAPIV3Schema made :func:`strict`; raises jsonschema's ValidationError."""
+    import jsonschema
+
+    group, _, version = doc["apiVersion"].partition("/")
+    assert group == crd["spec"]["group"] and doc["kind"] == crd["spec"]["names"]["kind"]
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version and v["served"]]
+    schema = strict(served["schema"]["openAPIV3Schema"])
+    schema["properties"] = {**schema["properties"], "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                            "metadata": {"type": "object"}}
+    jsonschema.Draft7Validator(schema).validate(doc)
+
+
+@pytest.mark.parametrize("version", k8s_versions() if importlib.util.find_spec("kubernetes_validate") else [K8S_MINIMUM])
+def test_core_objects_valid_for_kubernetes(version):
+    """ConfigMap, PersistentVolumeClaim and CronJob against Kubernetes' own schemas."""
+    kinds = sorted(d["kind"] for d in core_objects())
+    assert kinds == ["ConfigMap", "CronJob", "PersistentVolumeClaim"]
+    for doc in core_objects():
+        validate_core(doc, version)
+
+
+def test_daskcluster_valid_for_the_operator_crd(daskcluster_crd):
+    validate_daskcluster(one("DaskCluster"), daskcluster_crd)
+
+
+@pytest.mark.parametrize("where, mutate", [
+    ("CronJob", lambda d: d["spec"].update(concurencyPolicy=d["spec"].pop("concurrencyPolicy"))),  # misspelt key
+    ("CronJob", lambda d: d["spec"]["jobTemplate"]["spec"].update(backoffLimit="two")),            # wrong type
+    ("PersistentVolumeClaim", lambda d: d["spec"].update(accessMode=d["spec"].pop("accessModes"))),
+    ("ConfigMap", lambda d: d.update(datas=d.pop("data"))),
+])
+def test_a_wrong_field_fails_kubernetes_validation(where, mutate):
+    import copy
+
+    import kubernetes_validate
+
+    doc = copy.deepcopy(one(where))
+    validate_core(doc, K8S_MINIMUM)
+    mutate(doc)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_core(doc, K8S_MINIMUM)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["spec"]["worker"].update(replica=d["spec"]["worker"].pop("replicas")),       # misspelt key
+    lambda d: d["spec"]["worker"].update(replicas="4"),                                        # wrong type
+    lambda d: d["spec"]["worker"]["spec"]["containers"][0].update(imagePullPolicyy="Always"),  # in the pod spec
+    lambda d: d["spec"]["scheduler"]["service"]["ports"][0].update(port="8786"),
+    lambda d: d["spec"]["scheduler"].pop("spec"),                                              # required
+])
+def test_a_wrong_field_fails_the_daskcluster_crd(daskcluster_crd, mutate):
+    import copy
+
+    import jsonschema
+
+    doc = copy.deepcopy(one("DaskCluster"))
+    mutate(doc)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_daskcluster(doc, daskcluster_crd)
+
+
+# ---------------------------------------------------------------- Slurm (offline; tests/test_slurm.py runs it on a real Slurm)
+
+@pytest.fixture(scope="module")
+def jobqueue_options():
     pytest.importorskip("dask_jobqueue", reason="pip install -e '.[test]' installs dask-jobqueue")
-    return load_launch()
+    from pipeline.config import load_config
+    from pipeline.engine.slurm import cluster_options
+
+    cfg = load_config([SLURM / "slurm.yaml"])
+    assert cfg.dask.slurm.jobqueue == "deploy/slurm/jobqueue.yaml"
+    return cluster_options(cfg.dask.slurm.__class__(jobqueue=str(REPO / cfg.dask.slurm.jobqueue)))
 
 
-def test_launch_imports_and_reads_the_jobqueue_config(launch, tmp_path):
-    options = launch.cluster_options(SLURM / "jobqueue.yaml")
+def test_product_reads_the_jobqueue_config(jobqueue_options, tmp_path):
+    from pipeline.config import SlurmConfig
+    from pipeline.engine.cluster import EngineError
+    from pipeline.engine.slurm import cluster_options
+
+    options = jobqueue_options
     assert options["job_name"] == "gpu-idle-worker"
     assert "death_timeout" in options and "job_extra_directives" in options
     assert None not in options.values() and "name" not in options
@@ -236,16 +362,19 @@ def test_launch_imports_and_reads_the_jobqueue_config(launch, tmp_path):
     assert set(raw) == {"jobqueue"} and set(raw["jobqueue"]) == {"slurm"}
     bad = tmp_path / "other.yaml"
     bad.write_text("jobqueue:\n  pbs: {cores: 1}\n")
-    with pytest.raises(ValueError, match="jobqueue: slurm"):
-        launch.cluster_options(bad)
+    with pytest.raises(EngineError, match="jobqueue: slurm"):
+        cluster_options(SlurmConfig(jobqueue=str(bad)))
+    # dask.slurm.options win over the file's
+    over = cluster_options(SlurmConfig(jobqueue=str(SLURM / "jobqueue.yaml"), options={"cores": 2, "queue": "gpu"}))
+    assert (over["cores"], over["queue"], over["processes"]) == (2, "gpu", options["processes"])
 
 
-def test_jobqueue_config_builds_its_slurm_job_script(launch):
+def test_jobqueue_config_builds_its_slurm_job_script(jobqueue_options):
     """SLURMCluster(**config).job_script() offline: the scheduler starts in this process,
     no job is submitted, no Slurm installation is needed."""
     from dask_jobqueue import SLURMCluster
 
-    options = launch.cluster_options(SLURM / "jobqueue.yaml")
+    options = jobqueue_options
     with SLURMCluster(**{**options, "scheduler_options": {"dashboard_address": ":0"}}) as cluster:
         script = cluster.job_script()
         address = cluster.scheduler_address
@@ -267,68 +396,18 @@ def test_jobqueue_config_builds_its_slurm_job_script(launch):
     assert "export OMP_NUM_THREADS=1" in script
 
 
-def test_launch_print_job_script(launch, capsys):
-    assert launch.main(["--print-job-script"]) == 0
-    assert "#SBATCH --cpus-per-task=" in capsys.readouterr().out
+def test_slurm_job_command_prints_the_worker_job_script(jobqueue_options):
+    """`gpu-idle slurm-job --config deploy/slurm/slurm.yaml` (from the checkout, as the docs say)."""
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "slurm-job", "--config", "deploy/slurm/slurm.yaml"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH -J gpu-idle-worker" in proc.stdout and "#SBATCH --cpus-per-task=4" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "slurm-job"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "no dask.slurm section in the config" in proc.stderr
 
 
-def test_launch_requires_a_config(launch):
-    with pytest.raises(SystemExit):
-        launch.parse_args([])
-    args, sweep_args = launch.parse_args(["--config", "c.yaml", "--jobs", "3", "--force", "r.sqlite"])
-    assert (args.config, args.jobs, sweep_args) == ("c.yaml", 3, ["--force", "r.sqlite"])
-
-
-class StandInCluster:
-    """What launch.main uses of a SLURMCluster, backed by an in-process LocalCluster on TCP."""
-
-    def __init__(self):
-        from distributed import LocalCluster
-
-        self.local = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
-                                  host="127.0.0.1", dashboard_address=":0")
-        self.scaled = []
-
-    scheduler_address = property(lambda self: self.local.scheduler_address)
-    dashboard_link = property(lambda self: self.local.dashboard_link)
-
-    def scale(self, jobs):
-        self.scaled.append(jobs)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.local.close()
-
-
-def test_launch_runs_the_sweep_on_its_cluster(launch, tmp_path, monkeypatch, capsys):
-    """launch.main: scale, wait for a worker, then the real `gpu-idle sweep` in-process
-    against that cluster's address; the exit status is the sweep's."""
-    from pipeline.synth import generate_training_report
-
-    report = tmp_path / "in" / "night.sqlite"
-    report.parent.mkdir()
-    generate_training_report(str(report), gpus=1, iterations=4, seed=3)
-    config = tmp_path / "nightly.yaml"
-    state = tmp_path / "state"
-    config.write_text(yaml.safe_dump({"sweep": {"inputs": [str(report.parent)], "state_dir": str(state)}}))
-    stand_in = StandInCluster()
-    monkeypatch.setattr(launch, "build_cluster", lambda path: stand_in)
-    calls = []
-    real_run_sweep = launch.run_sweep
-    monkeypatch.setattr(launch, "run_sweep", lambda *a: calls.append(a) or real_run_sweep(*a))
-
-    status = launch.main(["--config", str(config), "--jobs", "2", "--wait-timeout", "60", "--night", "2026-01-02"])
-    out = capsys.readouterr().out
-    assert status == 0, out
-    assert stand_in.scaled == [2]
-    assert calls == [(str(config), stand_in.scheduler_address, ["--night", "2026-01-02"])]
-    fleet = pd.read_csv(state / "nights" / "2026-01-02" / "fleet.csv", keep_default_na=False)
-    assert set(fleet["status"]) == {"ok"} and fleet["report"].str.endswith("night.sqlite").all(), out
-
-
-def test_sbatch_script(launch):
+def test_sbatch_script():
     path = SLURM / "nightly.sbatch"
     text = path.read_text()
     lines = text.splitlines()
@@ -337,7 +416,7 @@ def test_sbatch_script(launch):
     directives = [line for line in lines if line.startswith("#SBATCH")]
     assert directives and all(lines.index(d) < first_command for d in directives), "#SBATCH after a command is ignored"
     assert any(d.startswith("#SBATCH --time=") for d in directives)
-    assert "deploy/slurm/launch.py" in text and "deploy/slurm/jobqueue.yaml" in text and '"$@"' in text
+    assert "-m pipeline.cli sweep" in text and "deploy/slurm/slurm.yaml" in text and '"$@"' in text
     assert re.search(r"^#\s+0 2 \* \* \* .*nightly\.sbatch", text, re.M), "the nightly scrontab/cron line"
     subprocess.run(["bash", "-n", str(path)], check=True)
 

@@ -84,10 +84,10 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
     victim_report = str(fleet / "r1.sqlite")
 
-    def analyse_gpu(trace, cfg, labels):
+    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
             kill_self(attempts)
-        return real(trace, cfg, labels)
+        return real(trace, cfg, labels, *args, **kwargs)
 
     from pipeline.load.report import load_report
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import pandas as pd
 
@@ -184,3 +183,98 @@ def test_implausible_flag_is_per_category():
     job = fixes[fixes["scope"] == "job"]
     assert list(zip(job["category"], job["speedup"], job["implausible_speedup"])) == [
         ("cpu", 20.0, True), ("data", round(100 / 98, 4), False)]
+
+
+# ---- how the list adds up to the headline (issue 14 tryout, point 4) -------------------------
+
+def test_reconcile_by_hand_on_a_real_analysis(tmp_path):
+    """three_causes (span, 115 ms): idle 65 ms = sync 20 + cpu 15 + data 10 (the list) + profiler 20 ms, no
+    slivers. Headline 65/115 x 2920 = 1,650.434.. -> $1,650.43; list 507.83 + 380.87 + 253.91 = $1,142.61;
+    profiler 20/115 x 2920 = $507.83; 1,142.61 + 507.83 = 1,650.44: one cent of rounding (-$0.01)."""
+    from pipeline.report.summary import fix_first, reconcile
+
+    results = analyse(three_causes(tmp_path / "three.sqlite"))
+    fleet = build_fleet([r.row for r in results])
+    assert fleet["idle_usd_per_month"].tolist() == [1650.43]
+    rc = reconcile(fleet, fix_first(fleet))
+    assert {k: v for k, v in rc.items() if k != "ns"} == {
+        "headline": 1650.43, "fixes": 1142.61, "slivers": 0.0, "profiler": 507.83, "untraced": 0.0, "other": 0.0,
+        "rounding": -0.01}
+    assert rc["ns"] == {"idle": 65 * MS, "fixes": 45 * MS, "slivers": 0, "profiler": 20 * MS, "untraced": 0,
+                        "other": 0}
+
+
+def reconcile_fleet() -> pd.DataFrame:
+    """Two hand-made GPUs (730 hours a month).
+    g0: W 1 s, idle 300 ms = sync 100 + cpu 50 + profiler 20 + untraced 10 + 120 ms of slivers (not
+        launch-bound); $2/h: idle 0.3 x 2 x 730 = $438.00; sync 0.1 x 1460 = $146.00, cpu $73.00,
+        profiler 0.02 x 1460 = $29.20, untraced $14.60; slivers 120/300 x 438 = $175.20.
+    g1: W 2 s, idle 500 ms = launch 400 (its slivers: launch-bound) + data 100; $3/h: idle 0.25 x 3 x 730 =
+        $547.50; launch 0.2 x 2190 = $438.00, data 0.05 x 2190 = $109.50.
+    An error row takes no part."""
+    base = {c: 0 for c in ("cat_data_ns", "cat_comm_ns", "cat_sync_ns", "cat_boundary_ns", "cat_periodic_ns",
+                           "cat_launch_ns", "cat_cpu_ns", "cat_profiler_ns", "cat_untraced_ns")}
+    g0 = {**base, "report": "a.sqlite", "gpu_key": "g0", "cluster": "c", "job": "j", "status": "ok",
+          "gpu_model": "H100", "window_ns": 1000 * MS, "iterations": 10, "rate_usd_per_hour": 2.0,
+          "idle_ns": 300 * MS, "cat_sync_ns": 100 * MS, "cat_cpu_ns": 50 * MS, "cat_profiler_ns": 20 * MS,
+          "cat_untraced_ns": 10 * MS, "device_sliver_ns": 120 * MS, "launch_bound": False,
+          "idle_usd_per_month": 438.0, "profiler_usd_per_month": 29.2, "untraced_usd_per_month": 14.6}
+    g1 = {**base, "report": "b.sqlite", "gpu_key": "g1", "cluster": "c", "job": "j", "status": "ok",
+          "gpu_model": "H100", "window_ns": 2000 * MS, "iterations": 10, "rate_usd_per_hour": 3.0,
+          "idle_ns": 500 * MS, "cat_launch_ns": 400 * MS, "cat_data_ns": 100 * MS, "device_sliver_ns": 400 * MS,
+          "launch_bound": True, "idle_usd_per_month": 547.5, "profiler_usd_per_month": 0.0,
+          "untraced_usd_per_month": 0.0}
+    bad = {"report": "c.sqlite", "gpu_key": "", "cluster": "c", "job": "j", "status": "error", "error": "broken"}
+    return pd.DataFrame([g0, g1, bad])
+
+
+def test_reconcile_by_hand_on_a_synthetic_fleet():
+    from pipeline.report.summary import fix_first, reconcile
+
+    fleet = reconcile_fleet()
+    fixes = fix_first(fleet)   # the fix columns computed from cat_<c>_ns at 730 hours (a table without them)
+    assert [(e["category"], e["usd_per_month"]) for e in fixes] == [
+        ("launch", 438.0), ("sync", 146.0), ("data", 109.5), ("cpu", 73.0)]
+    rc = reconcile(fleet, fixes)
+    # 438.00 + 547.50 = 985.50 = (438 + 146 + 109.50 + 73) + 175.20 + 29.20 + 14.60 = 766.50 + 219.00
+    assert {k: v for k, v in rc.items() if k != "ns"} == {
+        "headline": 985.5, "fixes": 766.5, "slivers": 175.2, "profiler": 29.2, "untraced": 14.6, "other": 0.0,
+        "rounding": 0.0}
+    assert rc["ns"] == {"idle": 800 * MS, "fixes": 650 * MS, "slivers": 120 * MS, "profiler": 20 * MS,
+                        "untraced": 10 * MS, "other": 0}
+    # a table without the caveats' dollar columns: their share of the GPU's idle dollars, 20/300 x 438 = 29.20
+    older = fleet.drop(columns=["profiler_usd_per_month", "untraced_usd_per_month"])
+    assert reconcile(older, fixes)["profiler"] == 29.2 and reconcile(older, fixes)["untraced"] == 14.6
+    # ... and without launch_bound: a GPU with launch idle is the launch-bound one (its slivers are that idle)
+    assert reconcile(fleet.drop(columns=["launch_bound"]), fixes) == rc
+    # idle no part holds (a hand-made inconsistency: 30 ms more idle on g0): said apart, never hidden
+    odd = fleet.copy()
+    odd.loc[0, "idle_ns"] = 330 * MS    # g0's $438.00 now over 330 ms: slivers 120/330 x 438 = 159.27..
+    rc = reconcile(odd, fixes)
+    assert rc["ns"]["other"] == 30 * MS and (rc["other"], rc["slivers"]) == (39.82, 159.27)   # 30/330 x 438 = 39.818..
+
+
+def test_compact_markers_of_a_gpu_figure():
+    """The top-10 table's markers: from the confidence note's kinds and the window / iterations, and from
+    rate_source saying the default model was assumed; nothing for a confident GPU on the card."""
+    from pipeline.analysis.fixfirst import confidence, confidence_kinds, confidence_marker
+    from pipeline.report.summary import figure_caveats
+
+    low, note = confidence(8_594_445, 0, 5, 1_000_000_000)
+    assert (low, note) == (True, "rests on 0 stable iterations (fewer than 5); window 0.008594 s (under 1 s)")
+    assert confidence_kinds(note) == ["fewer than 5 stable iterations", "window under 1 s"]
+    assert confidence_marker(note, 8_594_445, 0) == "low confidence: 0 stable iterations, 8.6 ms window"
+    # 1 iteration of a 3 s window, thresholds 2 iterations and 5 s
+    note = confidence(3_000_000_000, 1, 2, 5_000_000_000)[1]
+    assert confidence_marker(note, 3_000_000_000, 1) == "low confidence: 1 stable iteration, 3.00 s window"
+    assert confidence_marker("", 1, 1) == ""
+    card = "rate card: example list price; replace with your contract"
+    fine = {"low_confidence": False, "confidence_note": "", "rate_source": card, "rate_model": "H100",
+            "gpu_model": "NVIDIA H100 80GB HBM3", "window_ns": 2_000_000_000, "iterations": 9}
+    assert figure_caveats(fine) == {"low_confidence": False, "confidence_note": "", "confidence_marker": "",
+                                    "rate_assumed": False, "rate_marker": "", "rate_title": ""}
+    unnamed = dict(fine, gpu_model="", rate_source="cluster spot override (default model: export names no GPU)")
+    got = figure_caveats(unnamed)
+    assert (got["rate_assumed"], got["rate_marker"], got["rate_title"]) == (
+        True, "≈ H100 rate", "the GPU's model is not named: priced as H100, the default model (cluster spot override "
+        "(default model: export names no GPU))")

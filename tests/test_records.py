@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 from conftest import run_cli
 
+from pipeline.engine.outputs import gpu_page_name
 from pipeline.model import CATEGORIES
 from pipeline.report.html import write_report
 from pipeline.report.medical import job_record, record_stem, write_records
@@ -103,16 +104,19 @@ def test_every_job_page_is_read_and_linked(tmp_path):
 # ---------------------------------------------------------------- human units (issue 13)
 
 MS = 1_000_000
-B = 5_001_234_567   # the capture's clock: timestamps are ns on the Nsight Systems timeline
+B = 5_001_234_567   # the report's clock: timestamps are export ns on it
+START = 4_000_000_000   # the capture starts 1,001,234,567 ns before the first kernel (ANALYSIS_DETAILS.startTime)
 
 
 def _two_gpu_export(path) -> None:
     """One process on two A100s, 40 ms of kernels each (window: their span).
     GPU-aaaa (device 0): kernels 0-10, 15-25, 32-40 ms: gaps of 5 ms at 10 ms and 7 ms at 25 ms, idle 12/40 = 30 %.
-    GPU-bbbb (device 1): kernels 0-18, 21-40 ms: a 3 ms gap at 18 ms, idle 3/40 = 7.5 %."""
+    GPU-bbbb (device 1): kernels 0-18, 21-40 ms: a 3 ms gap at 18 ms, idle 3/40 = 7.5 %.
+    The capture starts at START (4 s on the report's clock) and lasts 2 s."""
     from pipeline.synth.writer import ExportWriter
 
     w = ExportWriter(str(path))
+    w.session(system_clock_ns=START, duration_ns=2_000_000_000)
     for dev, uuid in ((0, "aaaa"), (1, "bbbb")):
         w.gpu(dev, "NVIDIA A100-SXM4-80GB", uuid=uuid)
         w.cuda_device(dev, dev, 10, uuid=uuid)
@@ -123,8 +127,10 @@ def _two_gpu_export(path) -> None:
 
 
 def test_record_in_human_units(tmp_path):
-    """Starts as seconds on the timeline (rounded to the µs: 5_011_234_567 ns -> 5.011235 s), widths in ms,
-    GPUs as model + number with their full key at the end; the HTML shows the key on hover only."""
+    """Starts as seconds on the report's clock (export ns / 10⁹, rounded to the µs: 5_011_234_567 ns ->
+    5.011235 s; the column says so), widths in ms, GPUs as model + number with their full key at the end;
+    the HTML shows the key on hover only. The GPU page gives the same start on the report's clock beside
+    the seconds from the capture start that the Nsight Systems GUI shows."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     _two_gpu_export(inputs / "two.sqlite")
@@ -138,7 +144,7 @@ def test_record_in_human_units(tmp_path):
     assert text.splitlines()[2] == (f"Idle 18.75 % device-level over 2 GPU(s) (min 7.50 % {b}, max 30.00 % {a}, "
                                     f"straggler suspect {a}; window: {rule})")
     table = text.split("|---|---|---|---|---|---|\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert text.count("| # | GPU | start (timeline) | NVTX range | width | category |") == 1
+    assert text.count("| # | GPU | start (report clock, s) | NVTX range | width | category |") == 1
     assert table == [f"| 1 | {a} | 5.026235 s | - | 7.000 ms | cpu |",
                      f"| 2 | {a} | 5.011235 s | - | 5.000 ms | cpu |",
                      f"| 3 | {b} | 5.019235 s | - | 3.000 ms | cpu |"]
@@ -151,8 +157,20 @@ def test_record_in_human_units(tmp_path):
     section = page.split('id="record-two"', 1)[1].split("</section>", 1)[0]
     assert f'<td><abbr title="GPU-aaaa in two.sqlite">{a}</abbr></td>' in section
     assert f'<abbr title="GPU-bbbb in two.sqlite">{b}</abbr>' in section
-    assert "GPU-aaaa" not in re.sub(r'title="[^"]*"', "", section)   # the full key only on hover
+    assert "GPU-aaaa" not in re.sub(r'(title|href)="[^"]*"', "", section)   # the full key only on hover
+    # the record's GPU list links each GPU's page, written beside the report
+    for key, name in (("GPU-aaaa", a), ("GPU-bbbb", b)):
+        href = f"gpu-pages/{gpu_page_name(str(inputs / 'two.sqlite'), key)}"
+        assert f'<li><a href="{href}">{name}</a></li>' in section and (tmp_path / href).is_file()
+        assert f"- [{name}](../{href})" in text
     assert "<td>5.026235 s</td>" in section
+    # the GPU page of GPU-aaaa: its longest gap (B + 25 ms = 5,026,234,567 ns) at 5.026235 s on the report's
+    # clock, as in the record, and at 5,026,234,567 - 4,000,000,000 = 1,026,234,567 ns = 1.026235 s from the
+    # capture start
+    gpu_page = (tmp_path / "gpu-pages" / gpu_page_name(str(inputs / "two.sqlite"), "GPU-aaaa")).read_text("utf-8")
+    row = re.search(r'<tr id="d-5026234567"[^>]*>(.*?)</tr>', gpu_page, re.S).group(1)
+    assert re.findall(r'<td class="num"[^>]*>([^<]*)</td>', row)[:5] == [
+        "1", "1.026235 s", "5.026235 s", "5026234567", "7.000 ms"]
 
 
 def test_timeline_seconds_and_short_models():

@@ -387,5 +387,148 @@ def test_fix_first_list_of_the_real_profiles(span_run, tmp_path):
         (c, money(u)) for c, u in expected_fixes(fleet)]
     sec = first_section(page)
     for e in written:
-        if e["low_confidence"]:
-            assert html.escape(e["confidence_note"]) in sec
+        if e["low_confidence"]:   # the hover names how many GPUs and the first few; the file, every one and why
+            low = e["confidence_note"].count(": ")
+            assert f'title="low confidence on {low} of the {e["gpus"]} GPU(s) with {e["category"]} idle (' in sec
+    # the list, the slivers, and the profiler and untraced time these exports hold add up to the headline
+    got = check_reconciliation(page, fleet)
+    assert got["profiler"] + got["untraced"] > 0
+
+
+# ---- issue 14 tryout: markers, reconciliation, short hover texts, CSV columns ------------------
+
+def reconcile_on_page(page: str) -> dict:
+    m = re.search(r'<p class="note" id="fix-reconcile" ([^>]*)>(.*?)</p>', page, re.S)
+    assert m, "no reconciliation under the fix-first list"
+    return {k: float(v) for k, v in re.findall(r'data-([a-z]+)="([-0-9.]+)"', m.group(1))} | {"text": m.group(2)}
+
+
+def check_reconciliation(page: str, fleet: pd.DataFrame) -> dict:
+    """The figures under the fix-first list, recomputed from the fleet table: headline = Σ idle_usd_per_month,
+    list = the expected fix-first sum, slivers = Σ idle_usd × device_sliver_ns / idle_ns over GPUs that are
+    not launch-bound, profiler and untraced their columns; they add up to the headline within the cents
+    that rounding every GPU's figures leaves (at most 10 rounded figures a GPU, ½ cent each). In ns the
+    identity is exact."""
+    ok = fleet[fleet["status"] != "error"]
+    got = reconcile_on_page(page)
+    idle = ok["idle_ns"].astype("int64")
+    app = sum(ok[f"cat_{c}_ns"].fillna(0).astype("int64") for c in FIXABLE)
+    slivers = ok["device_sliver_ns"].astype("int64").where(~ok["launch_bound"].astype(bool), 0)
+    prof, untr = ok["cat_profiler_ns"].astype("int64"), ok["cat_untraced_ns"].astype("int64")
+    assert int(idle.sum()) == int(app.sum() + slivers.sum() + prof.sum() + untr.sum())
+    usd = ok["idle_usd_per_month"].astype(float)
+    want = {"headline": round(usd.sum(), 2), "fixes": round(sum(u for _, u in expected_fixes(fleet)), 2),
+            "slivers": round(float((usd * slivers / idle).sum()), 2),
+            "profiler": round(ok["profiler_usd_per_month"].astype(float).sum(), 2),
+            "untraced": round(ok["untraced_usd_per_month"].astype(float).sum(), 2), "other": 0.0}
+    assert {k: got[k] for k in want} == want
+    rounding = round(want["headline"] - want["fixes"] - want["slivers"] - want["profiler"] - want["untraced"], 2)
+    assert got["rounding"] == rounding and abs(rounding) <= 0.05 * len(ok)
+    text = html.unescape(re.sub(r"<[^>]+>", "", got["text"]))
+    assert f"The list adds up to {money(want['fixes'])} of the {money(want['headline'])} idle cost per month" in text
+    assert text.endswith("are in the list.") and f"= {money(want['headline'])}." in text
+    return want | {"rounding": rounding}
+
+
+def test_fix_first_total_is_reconciled_with_the_headline(example_run, tmp_path):
+    """The example fleet: list $11,164.96 of the $12,224.40 headline; the rest is the slivers of the GPUs
+    that are not launch-bound ($1,059.39) and five cents of rounding; no profiler or untraced time."""
+    fleet = pd.read_parquet(example_run / "fleet.parquet")
+    page = Path(write_report(example_run, tmp_path / "r.html")).read_text(encoding="utf-8")
+    got = check_reconciliation(page, fleet)
+    assert got == {"headline": 12224.40, "fixes": 11164.96, "slivers": 1059.39, "profiler": 0.0, "untraced": 0.0,
+                   "other": 0.0, "rounding": 0.05}
+    md = Path(write_report(example_run, tmp_path / "s.md", fmt="md")).read_text(encoding="utf-8")
+    assert ("How the list adds up to the headline: $12,224.40/month idle = $11,164.96 (the fix-first list) + "
+            "$1,059.39 of sub-threshold slivers on GPUs that are not launch-bound (no category holds them) + $0.00 "
+            "of profiler overhead + $0.00 of untraced time + $0.05 of rounding to cents.") in md
+
+
+def test_low_confidence_hover_text_is_short(example_run, tmp_path):
+    """The fix-first list's low-confidence hover: how many GPUs, each kind of shortfall with its count, the
+    first three by the short names of the medical records, how many more; not every absolute path (before:
+    a multi-KB title). The full list stays in fix_first.json."""
+    fleet = pd.read_parquet(example_run / "fleet.parquet")
+    page = Path(write_report(example_run, tmp_path / "r.html")).read_text(encoding="utf-8")
+    rows = dict(re.findall(r'<tr data-category="([^"]+)">(.*?)</tr>', table(page, "fix-list"), re.S))
+    ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"])
+    written = {e["category"]: e for e in json.loads((example_run / "fix_first.json").read_text()) if e["scope"] == "fleet"}
+    for cat, row in rows.items():
+        title = html.unescape(re.search(r'class="tag lowconf" title="([^"]*)"', row).group(1))
+        part = ok[ok[f"cat_{cat}_ns"] > 0]
+        low = part[part["low_confidence"]]
+        # every GPU of the example fleet rests on a window under 1 s (about 0.25-0.39 s), none on too few iterations
+        assert all(n.startswith("window 0.") and n.endswith(" s (under 1 s)") for n in low["confidence_note"])
+        names = []
+        for r in low.head(3).itertuples():   # the record's numbering: the job's GPUs by report and GPU key
+            job = ok[ok["job"] == r.job]
+            number = list(zip(job["report"], job["gpu_key"])).index((r.report, r.gpu_key)) + 1
+            model = {"NVIDIA H100 80GB HBM3": "H100", "A100": "A100", "NVIDIA A100-SXM4-80GB": "A100-SXM4-80GB"}[r.gpu_model]
+            names.append(f"{model} #{number} in {r.job}")
+        more = len(low) - 3
+        assert title == (f"low confidence on {len(low)} of the {len(part)} GPU(s) with {cat} idle (window under 1 s: "
+                         f"{len(low)}): " + ", ".join(names) + (f" and {more} more" if more > 0 else "")
+                         + ". Every GPU and why: fix_first.json")
+        assert len(title) < 300 and "/" not in title.replace("fix_first.json", "")
+        assert len(written[cat]["confidence_note"]) > 1000    # the full list, kept in the file
+    assert rows["comm"] and "H100 #1 in llm-pretrain, H100 #2 in llm-pretrain, H100 #3 in llm-pretrain" in html.unescape(
+        rows["comm"])
+
+
+def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
+    """A toy ROCm trace ("AMD Radeon Graphics", not on the rate card: priced as the default model H100) over
+    an 8,594,445 ns span with no stable iteration tops the table: the top-10 row, the Markdown top 5 and
+    the CSV say so; an H100 export beside it is priced at its own rate (no rate marker)."""
+    from conftest import PROFILES
+
+    from pipeline.synth import generate_training_report
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    generate_training_report(str(inputs / "train.sqlite"), gpus=1, iterations=8, seed=3, straggler_rank=None)
+    toy = PROFILES.parent / "kineto" / "mi250_rocm_minitoy.json.gz"
+    out = tmp_path / "out"
+    run_cli("run", str(toy), str(inputs), "--out", str(out))
+    fleet = pd.read_parquet(out / "fleet.parquet")
+    t = fleet[fleet["report"] == str(toy)].iloc[0]
+    h = fleet[fleet["report"] != str(toy)].iloc[0]
+    assert (t.gpu_model, t.rate_model, int(t.window_ns), int(t.iterations)) == ("AMD Radeon Graphics", "H100", 8_594_445, 0)
+    assert (h.gpu_model, h.rate_model, bool(h.low_confidence)) == ("NVIDIA H100 80GB HBM3", "H100", True)
+    page = Path(write_report(out, tmp_path / "r.html")).read_text(encoding="utf-8")
+    top = re.findall(r'<tr data-gpu="([^"]+)" data-report="([^"]+)">(.*?)</tr>', table(page, "top10"), re.S)
+    assert html.unescape(top[0][1]) == str(toy)
+    mark = re.search(r'<td class="caveats">(.*?)</td>', top[0][2], re.S).group(1)
+    tags = [(html.unescape(a), html.unescape(b)) for a, b in re.findall(r'title="([^"]*)">([^<]*)</span>', mark)]
+    source = "rate card (default model: 'AMD Radeon Graphics' is not on the card): example list price; replace with your contract"
+    assert t.rate_source == source
+    # 8,594,445 ns = 8.6 ms; 0 stable iterations (fewer than 5)
+    assert tags == [(f"AMD Radeon Graphics is not on the rate card: priced as H100, the default model ({source})",
+                     "≈ H100 rate"),
+                    ("rests on 0 stable iterations (fewer than 5); window 0.008594 s (under 1 s)",
+                     "low confidence: 0 stable iterations, 8.6 ms window")]
+    other = re.search(r'<td class="caveats">(.*?)</td>', top[1][2], re.S).group(1)
+    assert "≈" not in other      # on the card: its own rate
+    # the export: 4 stable iterations (fewer than 5) over 169,023,922 ns = 169.0 ms
+    assert (int(h.iterations), int(h.window_ns)) == (4, 169_023_922)
+    assert ">low confidence: 4 stable iterations, 169.0 ms window</span>" in other
+    legend = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<p class="note" id="top10-legend">(.*?)</p>', page, re.S).group(1)))
+    assert legend.startswith("≈ H100 rate the GPU's model is not on the rate card") and "low confidence the figure" in legend
+
+    md = Path(write_report(out, tmp_path / "s.md", fmt="md")).read_text(encoding="utf-8")
+    first = next(ln for ln in md.splitlines() if ln.startswith("| 1 | pid"))
+    assert first.endswith(f"| {money(t.idle_usd_per_month)} (≈ H100 rate) (low confidence: 0 stable iterations, "
+                          "8.6 ms window) |")
+    assert ("(≈ H100 rate): the GPU's model is not on the rate card or not named, priced at the default model's rate "
+            "(`cost.default_model`).") in md
+
+    csv = pd.read_csv(write_report(out, tmp_path / "g.csv", fmt="csv"), keep_default_na=False)
+    for col in ("iterations", "kept_iterations", "low_confidence", "confidence_note", "comm_exposed_ms",
+                "comm_exposed_pct", "comm_exposed_usd_per_month"):
+        assert col in csv.columns, col
+    rows = csv.set_index("report")
+    for r in (t, h):
+        c = rows.loc[r.report]
+        assert (int(c.iterations), str(c.kept_iterations), bool(c.low_confidence), c.confidence_note) == (
+            int(r.iterations), r.kept_iterations, bool(r.low_confidence), r.confidence_note)
+        assert (c.comm_exposed_ms, c.comm_exposed_pct, c.comm_exposed_usd_per_month) == (
+            round(int(r.comm_exposed_ns) / 1e6, 3), r.comm_exposed_pct, r.comm_exposed_usd_per_month)

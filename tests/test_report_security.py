@@ -10,6 +10,7 @@ import pytest
 from conftest import chromium_load, run_cli
 
 from pipeline.report.html import _record_html
+from pipeline.report.medical import record_stem
 from pipeline.synth.writer import ExportWriter
 
 MS = 1_000_000
@@ -58,7 +59,9 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
             " \\*em\\* a\\|b") in text
     page = (hostile_page / "report.html").read_text(encoding="utf-8")
     assert "<script" not in page.lower() and "<b>c</b>" not in page
-    assert not re.search(r'href="(?!#)', page)   # every link is an anchor of the page itself
+    # every link is an anchor of the page itself or the GPU's page beside it (a file name of safe characters)
+    assert not re.search(r'href="(?!#|gpu-pages/[A-Za-z0-9_.-]+\.html")', page)
+    assert re.search(r'href="gpu-pages/evil\.sqlite__[A-Za-z0-9_.-]+\.html"', page)
     assert "<em>" not in page
     # the hostile text is there, as text
     assert html.escape(NVTX, quote=False) in page
@@ -86,7 +89,8 @@ def test_hostile_text_in_the_markdown_summary(hostile_page):
     gpus = lines.index("| # | GPU | job | idle | main category | $/month |")  # after the fix-first table
     row = [line for line in lines[gpus:] if line.startswith("| 1 |")]
     assert row == [("| 1 | GPU-1111\\<script\\>alert(8)\\</script\\>\\[u\\](javascript:alert(9)) | job \\<script\\>alert(5)"
-                   "\\</script\\> \\[j\\](javascript:alert(6)) !\\[i\\](javascript:alert(7)) $\\\\nope{x}$ | 25.00 % | cpu | $730.00 |")]
+                   "\\</script\\> \\[j\\](javascript:alert(6)) !\\[i\\](javascript:alert(7)) $\\\\nope{x}$ | 25.00 % | cpu | $730.00 "
+                   "(low confidence: 0 stable iterations, 40.0 ms window) |")]   # a 40 ms span window
     assert not re.search(r"(?<!\\)[<\[]", text)   # every < and [ in the page is escaped
 
 
@@ -105,5 +109,26 @@ def test_hostile_page_in_headless_chromium(hostile_page):
     assert shot.exists() and shot.stat().st_size > 10_000
     assert "<script" not in dom.lower()
     hrefs = re.findall(r'href="([^"]*)"', dom)
-    assert hrefs and all(h.startswith("#") for h in hrefs) and "javascript:" not in " ".join(hrefs)
+    assert hrefs and all(h.startswith("#") or re.fullmatch(r"gpu-pages/[A-Za-z0-9_.-]+\.html", h) for h in hrefs)
+    assert "javascript:" not in " ".join(hrefs)
     assert html.escape(NVTX, quote=False) in dom and html.escape(JOB, quote=False) in dom
+
+
+def test_hostile_gpu_page(hostile_page):
+    """The GPU's own page: the kernel name, NVTX range, GPU key and job are text; its only links are
+    its own anchors and the report beside it; same Content-Security-Policy; real Chromium loads it."""
+    [page_path] = list((hostile_page / "gpu-pages").iterdir())
+    page = page_path.read_text(encoding="utf-8")
+    assert "<script" not in page.lower() and "<img" not in page and "<b>c</b>" not in page
+    assert html.escape(KERNEL, quote=False) in page and html.escape(NVTX, quote=False) in page
+    assert html.escape(JOB, quote=False) in page and html.escape("GPU-" + UUID, quote=False) in page
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs and all(h.startswith("#") or h in ("../report.html", "../report.html#record-" + record_stem(JOB))
+                         for h in hrefs), hrefs
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
+    assert csp and csp.group(1) == ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                                    "script-src 'none'; base-uri 'none'; form-action 'none'")
+    labels = re.findall(r"<text [^>]*>([^<]*)</text>", page)   # the plot's title names the GPU as text
+    assert any(html.escape("GPU-" + UUID, quote=False) in label for label in labels)
+    dom = chromium_load(page_path, hostile_page / "hostile-gpu.png", "1200,1600")
+    assert "<script" not in dom.lower() and html.escape(KERNEL, quote=False) in dom

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, run_cli, small_reports
 
-from pipeline.engine.outputs import gpu_json_name
+from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
 from pipeline.report.medical import record_stem
 
 
@@ -39,9 +39,13 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     run_cli("run", str(reports), "--out", str(out), env=env)
     assert len(os.listdir(out / "gpus")) == 8 and len(os.listdir(out / "records")) == 4
     run_cli("report", str(out), "--out", str(out / "report.html"))
-    assert (out / "report.html").exists()
+    assert (out / "report.html").exists() and len(os.listdir(out / PAGES_DIR)) == 8   # a page per GPU beside it
     second = run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), env=env)
-    assert "; removed 6 file(s) of an earlier run with other inputs" in second.stdout   # 4 per-GPU files, 2 records
+    # 4 per-GPU files and 2 records of job0 and job2, the report.html and the 8 GPU pages: 15 files, every one
+    # counted (before: "removed 6 file(s)", and an empty gpu-pages/ stayed)
+    assert ("; removed 15 file(s) of an earlier run (6 per-GPU file(s) and record(s) of other inputs; report.html "
+            "and 8 GPU page(s) rendered from its outputs: `gpu-idle report DIR --out DIR/report.html` renders them "
+            "again), and the emptied folder gpu-pages/\n") in second.stdout
     fleet = pd.read_parquet(out / "fleet.parquet")
     assert sorted(set(fleet["report"])) == [str(reports / "job1.sqlite"), str(reports / "job3.sqlite")]
     gpus, records = expected_files(fleet)
@@ -49,6 +53,16 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     assert set(os.listdir(out / "gpus")) == gpus
     assert set(os.listdir(out / "records")) == records
     assert not (out / "report.html").exists()
+    assert not (out / PAGES_DIR).exists()   # the GPU pages rendered beside that report went with it, and their folder
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    assert set(os.listdir(out / PAGES_DIR)) == {gpu_page_name(r, g) for r, g in zip(fleet["report"], fleet["gpu_key"])}
+    # the same two again after the report: only what the report rendered goes (its pages, 4, and itself)
+    (out / PAGES_DIR / "notes.txt").write_text("mine")   # not a page: kept, and so is the folder
+    third = run_cli("run", str(reports / "job1.sqlite"), str(reports / "job3.sqlite"), "--out", str(out), "--no-cache",
+                    env=env)
+    assert ("; removed 5 file(s) of an earlier run (report.html and 4 GPU page(s) rendered from its outputs: "
+            "`gpu-idle report DIR --out DIR/report.html` renders them again)\n") in third.stdout
+    assert os.listdir(out / PAGES_DIR) == ["notes.txt"] and not (out / "report.html").exists()
 
 
 def test_resweeping_a_night_with_fewer_inputs_leaves_no_stale_files(reports, tmp_path):
@@ -62,6 +76,8 @@ def test_resweeping_a_night_with_fewer_inputs_leaves_no_stale_files(reports, tmp
     gpus, records = expected_files(fleet)
     assert set(os.listdir(night / "gpus")) == gpus and len(gpus) == 2
     assert set(os.listdir(night / "records")) == records == {"job0.md"}
+    # the night's report.html is rendered again, its GPU pages beside it: the two of this sweep only
+    assert set(os.listdir(night / PAGES_DIR)) == {gpu_page_name(r, g) for r, g in zip(fleet["report"], fleet["gpu_key"])}
     history = pd.read_parquet(state / "history" / "run_date=2026-11-20" / "fleet.parquet")
     assert set(history["report"]) == {str(reports / "job0.sqlite")}
 

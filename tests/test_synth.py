@@ -9,6 +9,7 @@ The roster size is raised so that the roster lists every gap above the threshold
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
@@ -21,8 +22,9 @@ from conftest import run_cli
 
 from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.config import Config, WindowRules
+from pipeline.config import Config, WindowRules, load_config
 from pipeline.engine.reduce import build_fleet
+from pipeline.load.kineto import is_kineto_path, load_kineto
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import GpuResult
 
@@ -37,8 +39,8 @@ def config(**analysis) -> Config:
 
 
 def analyse(path, cfg: Config) -> dict:
-    """pid -> (GpuTrace, GpuResult) for every GPU of the report."""
-    report = load_report(str(path))
+    """pid -> (GpuTrace, GpuResult) for every GPU of the report (an export or a PyTorch profiler trace)."""
+    report = (load_kineto if is_kineto_path(str(path)) else load_report)(str(path))
     out = {}
     for key in report.gpu_keys():
         trace = gpu_trace(report, key)
@@ -247,8 +249,9 @@ def test_bad_options_are_refused(tmp_path):
 
 
 def snapshot(folder) -> dict:
-    """File name -> sha256 of every file in ``folder``."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+    """Path under ``folder`` -> sha256 of every file in it (subfolders too)."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_example_fleet(tmp_path):
@@ -257,7 +260,13 @@ def test_example_fleet(tmp_path):
     first = snapshot(out)
     assert synth.make_example_fleet(str(out)) == paths
     assert snapshot(out) == first   # idempotent, byte for byte
-    assert 3 <= len(paths) <= 4 and sum(os.path.getsize(p) for p in paths) < 20 * 2 ** 20
+    traces = [p for p in paths if p.endswith(".pt.trace.json.gz")]
+    assert len(paths) - len(traces) == 4 and sum(os.path.getsize(p) for p in paths) < 20 * 2 ** 20
+    # one job profiled with the PyTorch profiler: a folder with one trace per rank, one job by its label
+    assert [os.path.relpath(p, out) for p in traces] == ["vit-train-pytorch/rank0.pt.trace.json.gz",
+                                                         "vit-train-pytorch/rank1.pt.trace.json.gz"]
+    labels = load_config([str(out / "labels.yaml")])
+    assert {labels.labels_for(p)["job"] for p in traces} == {"vit-train-pytorch"}
 
     truths = {p: read_truth(p) for p in paths}
     assert {t["params"]["profile"] for t in truths.values()} == {"balanced", "data-bound", "comm-heavy"}
@@ -273,3 +282,37 @@ def test_example_fleet(tmp_path):
 
     assert planted_share("data-bound", "data") > 0.5
     assert planted_share("comm-heavy", "comm") > 0.5
+
+
+def test_example_traces_name_their_copies_as_the_export_of_the_same_plan(tmp_path):
+    """The example fleet's PyTorch profiler job (:data:`synth.EXAMPLE_KINETO_JOB`) and an Nsight export
+    of the same plan: every copy of a rank is in both, with the same direction, size and host memory
+    (pageable: the plan's cudaMemcpyAsync calls copy from ordinary host memory), never "unknown"; the
+    traces spell it as Kineto does (``Memcpy HtoD (Pageable -> Device)``)."""
+    from pipeline.analysis.attribution import gap_copies
+
+    spec = dict(synth.EXAMPLE_KINETO_JOB)
+    traces = synth.generate_training_traces(str(tmp_path / spec.pop("folder")), **spec)
+    export = str(tmp_path / "same-plan.sqlite")
+    spec.pop("labels")
+    synth.generate_training_report(export, **spec)
+    nsight = load_report(export)
+
+    def copies(c) -> list[tuple]:
+        memcpy = c[c["kind"] == "memcpy"].sort_values(["start", "end"])
+        listed = gap_copies(pd.DataFrame({"start": [memcpy["start"].min()], "end": [memcpy["end"].max()]}),
+                            memcpy, limit=len(memcpy))[0]["copies"]
+        return [(x["start_ns"], x["end_ns"], x["direction"], x["bytes"], x["host_memory"]) for x in listed]
+
+    seen = set()
+    for rank, path in enumerate(traces):
+        with gzip.open(path) as fh:
+            names = {e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "gpu_memcpy"}
+        assert names == {"Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"}, path
+        trace = load_kineto(path)
+        pid = int(trace.runtime["pid"].iloc[0])
+        got = copies(trace.copies)
+        assert got == copies(nsight.copies[nsight.copies["pid"] == pid]) and len(got) > 10
+        seen |= {(d, h) for _, _, d, _, h in got}
+    assert seen == {("HtoD", "pageable"), ("DtoH", "pageable")}
+

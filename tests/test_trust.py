@@ -104,7 +104,7 @@ def test_lost_kernel_records_are_untraced_not_cpu(tmp_path):
 
 def test_window_leaves_out_iterations_of_lost_records(tmp_path):
     """12 NVTX iterations of 10 launches; iterations 3..6 lost their kernels. The NVTX window keeps the
-    longest stable run without the hole (8..11), not 1..11 with the hole inside."""
+    longest stable run without the hole (7..11 on the GPU timeline), not 1..11 with the hole inside."""
     path = tmp_path / "lost_iterations.sqlite"
     w = ExportWriter(str(path))
     launches(w, n=120)
@@ -114,16 +114,19 @@ def test_window_leaves_out_iterations_of_lost_records(tmp_path):
     w.close()
     (res,) = analyse(path).values()
     row = res.row
-    # the hole [T0 + 29.9, T0 + 70) ms overlaps iterations 3..7 (7 starts at T0 + 69.9 ms); 0 is warm-up;
-    # the longest run left is 8..11: [T0 + 79.9, T0 + 119.9) ms
+    # On the GPU timeline (the launches of iteration k are those of kernels 10k..10k+9): iteration k runs
+    # [T0 + 10k, T0 + 10k + 9.9) ms; 3..6 have no kernel left, and their NVTX ranges overlap the hole
+    # [T0 + 29.9, T0 + 70) ms: untraced. Iteration 2's length runs to the next iteration on the GPU (7, at
+    # T0 + 70 ms) over the hole: untraced too. 7 starts on the GPU at T0 + 70 ms, where the hole ends, so it
+    # is clean (its NVTX range, from T0 + 69.9 ms, touched the hole). 0 is warm-up; the longest run left is
+    # 7..11: [T0 + 70, T0 + 119.9) ms.
     untraced = "untraced (lost kernel records)"
-    assert (row["window_rule"], row["iterations"]) == ("nvtx", 4)
-    assert (row["window_start_ns"], row["window_end_ns"], row["window_ns"]) == (89_900_000, 129_900_000, 40 * MS)
+    assert (row["window_rule"], row["iterations"], row["kept_iterations"]) == ("nvtx", 5, "7-11")
+    assert (row["window_start_ns"], row["window_end_ns"], row["window_ns"]) == (80 * MS, 129_900_000, 49_900_000)
     assert row["excluded_iterations"] == "; ".join(
-        ["0: warm-up", "1: outside the longest stable run", "2: outside the longest stable run"]
-        + [f"{k}: {untraced}" for k in range(3, 8)])
-    # kernels 80..119 inside W: 36 ms busy, 40 slivers of 0.1 ms (the first at W's start)
-    assert (row["kernel_count"], row["busy_ns"], row["idle_ns"], row["cat_untraced_ns"]) == (40, 36 * MS, 4 * MS, 0)
+        ["0: warm-up", "1: outside the longest stable run"] + [f"{k}: {untraced}" for k in range(2, 7)])
+    # kernels 70..119 inside W: 45 ms busy, 49 slivers of 0.1 ms between them
+    assert (row["kernel_count"], row["busy_ns"], row["idle_ns"], row["cat_untraced_ns"]) == (50, 45 * MS, 4_900_000, 0)
     assert row["status"] == "partial"  # the trace lost records, even if not inside this window
     assert row["warnings"] == (
         "40 CUDA launches have no kernel record (the trace lost them): pid 10, correlationIds 1030..1069 "

@@ -4,6 +4,7 @@ Expected values are worked out by hand in the comments.
 """
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 
 import numpy as np
@@ -145,6 +146,32 @@ def test_abstain_and_fallback_to_span():
         choose_window(kernels, two, "nvtx")
 
 
+def test_periodic_shorter_than_the_nvtx_steps_is_a_sub_step_pattern():
+    """NVTX steps exist but are too few (2, one of them warm-up): a kernel period much shorter than
+    those steps repeats inside a step (a layer), not an iteration: ``periodic`` abstains and the window
+    is the span, flagged untrimmed (the a100_ws2 PyTorch trace's case, issue 14 tryout point 8)."""
+    # periodic_kernels(): fwd every 10 ms from 20 ms (20 ms warm-up at 0), iterations
+    # [0,20), [20,30), ..., [90,100): lengths 20, 10 x 8 -> median 10 ms. The last kernel, opt, ends at 109 ms.
+    steps = nvtx_frame([(0, 50, "Iteration 0"), (50, 100, "Iteration 1")])   # CPU-side: 50 ms each, median 50 ms
+    win = choose_window(periodic_kernels(), steps, "auto")
+    # 10 ms x outlier_factor 1.5 = 15 ms < 50 ms: a sub-step pattern
+    assert (win.rule, win.untrimmed, win.start_ns, win.end_ns, win.iterations) == ("span", True, 0, 109 * MS, 0)
+    assert win.note == ("nvtx: only 1 usable iteration(s) of 2 (need 3); periodic: its iterations (median "
+                        "10.000 ms) are shorter than the NVTX iterations (median 50.000 ms) / 1.5: a pattern inside "
+                        "a step, not an iteration")
+    # steps of 15 ms: 10 ms x 1.5 = 15 ms is not below 15 ms -> the period is an iteration, as before
+    win = choose_window(periodic_kernels(), nvtx_frame([(0, 15, "Iteration 0"), (15, 30, "Iteration 1")]), "auto")
+    assert (win.rule, win.start_ns, win.end_ns, win.iterations) == ("periodic", 20 * MS, 100 * MS, 8)
+    assert win.note == "nvtx: only 1 usable iteration(s) of 2 (need 3)"
+    # steps of 15.1 ms: 15 ms < 15.1 ms -> abstains; three steps of 15.1, 16, 17 ms: median 16 ms
+    win = choose_window(periodic_kernels(), nvtx_frame([(0, 15.1, "step 0"), (20, 36, "step 1"),
+                                                        (40, 57, "step 2")]), "auto")
+    assert win.rule == "span" and "(median 16.000 ms) / 1.5: a pattern inside a step" in win.note
+    # a strict --window periodic never looks at NVTX: the period is the window
+    win = choose_window(periodic_kernels(), steps, "periodic")
+    assert (win.rule, win.start_ns, win.end_ns) == ("periodic", 20 * MS, 100 * MS)
+
+
 def test_trim_wins():
     win = choose_window(periodic_kernels(), planted_iterations(), "auto", trim_s=(0.0215, 0.05))
     assert (win.rule, win.start_ns, win.end_ns) == ("trim", 21_500_000, 50_000_000)
@@ -255,11 +282,17 @@ def test_medical_record_format():
     assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (filed) · boundary 0.00 % (filed) · "
                         "periodic 0.00 % (filed) · launch 0.00 % (filed) · cpu 0.00 % (filed)")
     # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time
-    # starts in seconds on the timeline, to the µs: 9 ns and 5 ns are 0.000000 s
+    # starts in seconds on the report's clock (the column says so), to the µs: 9 ns and 5 ns are 0.000000 s
+    assert lines[7] == "| # | GPU | start (report clock, s) | NVTX range | width | category |"
     assert lines[9] == "| 1 | GPU #2 | 0.000000 s | - | 7.000 ms | data |"
     assert lines[10] == "| 2 | GPU #1 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
-    assert len(lines) == 16 and lines[12] == "Idle cost: $300.00 per month for these GPUs."
-    assert lines[13:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
+    # a link per GPU to its page, named <report>__<gpu>__<first 10 hex of sha1("report\0gpu")>.html
+    pages = {g: hashlib.sha1(f"r.sqlite\0{g}".encode()).hexdigest()[:10] for g in ("gpu0", "gpu1")}
+    assert lines[12] == "## GPU pages"
+    assert lines[16:18] == [f"- [GPU #1](../gpu-pages/r.sqlite__gpu0__{pages['gpu0']}.html)",
+                            f"- [GPU #2](../gpu-pages/r.sqlite__gpu1__{pages['gpu1']}.html)"]
+    assert len(lines) == 23 and lines[19] == "Idle cost: $300.00 per month for these GPUs."
+    assert lines[20:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
 
 

@@ -11,17 +11,20 @@ import pandas as pd
 
 from ..config import Config
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
-from . import attribution, caveats, cost, fixfirst, gaps, overlap
+from . import attribution, caveats, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
-from .window import WindowError, choose_window
+from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
+from .window import WindowError, span_window, trim_window
 
 
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
-    """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes")."""
+    """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes"); the copies
+    overlapping each gap: :func:`pipeline.analysis.attribution.gap_copies`."""
     records = []
     ranges = attribution.enclosing_ranges(nvtx, top["start"])
     waits = attribution.sync_waits(top, copies, calls.sync_runs)
-    for g, nvtx_range, waited in zip(top.itertuples(index=False), ranges, waits):
+    in_gaps = attribution.gap_copies(top, copies)
+    for g, nvtx_range, waited, copied in zip(top.itertuples(index=False), ranges, waits, in_gaps):
         records.append({
             "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
             "length_ns": int(g.length), "end_ns": int(g.end),
@@ -30,6 +33,7 @@ def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame,
             "sync_overlap_ns": int(g.sync_ns), "sync_waited_for": waited,
             "nvtx_range": nvtx_range,
             "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
+            **copied,
         })
     return records
 
@@ -45,16 +49,18 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     more than :data:`TIMELINE_MAX_RUNS`, the shortest holes between runs are
     closed, so the picture keeps every long gap); ``gaps``: ``[[start, end,
     category], ...]`` device-level gaps; ``iterations``: ``[[start, end], ...]``
-    detected iterations overlapping W; ``window``: ``[w0, w1]``. ``runs``: the kernel
-    union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
+    from one detected iteration start (``boundaries``: the NVTX ranges' own starts for
+    ``nvtx``) to the next, overlapping W; ``iteration_extents``: ``[[number, start, end,
+    status], ...]`` every iteration's extent on the GPU timeline (status ``kept`` or why it
+    was left out; :mod:`pipeline.analysis.iterations`); ``iteration_lengths``: ``[[number, length],
+    ...]`` the same iterations' lengths for the stability test (from the extent's start to the next
+    iteration's start, or its own end when later), and ``iteration_length_median_ns``, the median
+    length the outlier test compared them with (None without iterations); ``window``: ``[w0, w1]``. ``runs``: the
+    kernel union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
     """
     w0, w1 = win.start_ns, win.end_ns
     s, e = runs if runs is not None else iv.union(kernels["start"], kernels["end"])
-    if s.size > TIMELINE_MAX_RUNS:
-        holes = s[1:] - e[:-1]
-        keep = np.sort(np.argsort(holes, kind="stable")[-(TIMELINE_MAX_RUNS - 1):])  # the longest holes stay
-        s = np.concatenate(([s[0]], s[1:][keep]))
-        e = np.concatenate((e[:-1][keep], [e[-1]]))
+    s, e = iv.cap_runs(s, e, TIMELINE_MAX_RUNS)  # the longest holes stay
     bounds = list(win.boundaries)
     iterations = [[int(a), int(b)] for a, b in zip(bounds, bounds[1:]) if b > w0 and a < w1]
     return {
@@ -62,6 +68,9 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
         "busy": np.column_stack((np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))).tolist(),
         "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
         "iterations": iterations,
+        "iteration_extents": [[int(n), int(a), int(b), str(status)] for n, a, b, status in win.extents],
+        "iteration_lengths": [[int(x[0]), int(n)] for x, n in zip(win.extents, win.lengths)],
+        "iteration_length_median_ns": int(win.length_median_ns) if win.length_median_ns else None,
     }
 
 
@@ -70,24 +79,55 @@ def _pct(part_ns: int, window_ns: int) -> float:
     return round(100.0 * part_ns / window_ns, 4) if window_ns else 0.0
 
 
-def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
+def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
+    """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
+    with the configured rule; iterations over holes where the trace lost records are left out).
+    An empty plan (no source) for ``--trim`` and the ``span`` rule, which need no iterations.
+    Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule."""
+    a = cfg.analysis
+    if a.trim_s is not None or a.window == "span":
+        return IterationPlan()
+    k = trace.kernels
+    lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
+    return plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, a.window, lost_holes)
+
+
+def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, agreement: Agreement | None = None):
+    """The analysis window W of ``trace`` (SPEC "The analysis window"): ``--trim``, the ``span`` rule,
+    or the iterations of ``plan`` (:func:`plan_gpu` when None) that ``agreement`` (the agreement of
+    its job's GPUs on ``plan.source``; None: this GPU alone) keeps. Raises
+    :class:`~pipeline.analysis.window.WindowError` when no window can be chosen."""
+    a = cfg.analysis
+    k = trace.kernels
+    if a.trim_s is not None:
+        return trim_window(*a.trim_s)
+    if a.window == "span":
+        return span_window(k["start"], k["end"])
+    plan = plan if plan is not None else plan_gpu(trace, cfg)
+    return plan_window(plan, k, a.window, cfg.window, agreement, (trace.report, trace.gpu_key))
+
+
+def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
+                agreement: Agreement | None = None) -> GpuResult:
     """Compute every per-GPU number of the fleet table (SPEC "Definitions", "Cost").
 
     Args:
         trace: one physical GPU's kernels, copies, runtime calls and NVTX.
         cfg: thresholds, category rules and rate card.
         labels: cluster, job, node, rank and optional gpu_model for this report.
+        plan: this GPU's iterations (:func:`plan_gpu`; None: computed here).
+        agreement: what the GPUs of its job keep for ``plan.source``
+            (:func:`pipeline.analysis.iterations.agree`; None: this GPU alone).
     Returns:
         :class:`GpuResult` with the row (times in int ns, percentages 0..100,
-        money in USD) and the top ``roster_size`` gaps.
+        money in USD), the top ``roster_size`` gaps and ``plan``.
     Raises:
         pipeline.analysis.window.WindowError: no window can be chosen.
     """
     a = cfg.analysis
     k = trace.kernels
-    # iterations over holes where the trace lost records are not stable iterations
-    lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
-    win = choose_window(k, trace.nvtx, a.window, a.trim_s, cfg.window, untraced=lost_holes)
+    plan = plan if plan is not None else plan_gpu(trace, cfg)
+    win = gpu_window(trace, cfg, plan, agreement)
     w0, w1 = win.start_ns, win.end_ns
     runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
@@ -140,6 +180,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
         "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
         "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
+        "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
         "kernel_count": int(len(kw)),
         "stream_count": int(kw[["pid", "stream_id"]].drop_duplicates().shape[0]),
@@ -203,4 +244,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict) -> GpuResult:
                                                      copies_in, calls),
                      device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx,
                                                    copies_in, calls),
-                     timeline=timeline(kw, device_categorised, win, runs))
+                     timeline={**timeline(kw, device_categorised, win, runs),
+                               **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
+                                                   trace.capture_start_source)},
+                     plan=plan)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..arrays import row_groups
 from ..config import CategoryRules
+from ..model import COPY_DIRECTIONS, HOST_MEMORY
 from . import caveats
 from . import intervals as iv
 
@@ -320,12 +321,9 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     return out
 
 
-#: ENUM_CUDA_MEMCPY_OPER ids -> direction names, and which side of the copy is host memory.
-COPY_DIRECTIONS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
-                   9: "HtoH", 10: "PtoP"}
+#: Which side of a copy is host memory, by ENUM_CUDA_MEMCPY_OPER id (:data:`pipeline.model.COPY_DIRECTIONS`
+#: names them); its memory kind is named by :data:`pipeline.model.HOST_MEMORY` (the ids both loaders give).
 _HOST_SIDE = {1: "src_kind", 3: "src_kind", 9: "src_kind", 2: "dst_kind", 4: "dst_kind"}
-#: ENUM_CUDA_MEM_KIND ids of host memory -> names (anything else: ``unknown``).
-HOST_MEMORY = {1: "pageable", 7: "pinned"}
 
 
 def _copy_waited_for(c) -> dict:
@@ -335,10 +333,45 @@ def _copy_waited_for(c) -> dict:
         kind = int(c.copy_kind)
         out["direction"] = COPY_DIRECTIONS.get(kind, "unknown")
     out["bytes"] = int(c.bytes)
-    if c.kind == "memcpy":
+    if c.kind == "memcpy":  # no host side: None; a direction the input does not say: it may have one
         side = _HOST_SIDE.get(kind)
-        out["host_memory"] = HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side else None
+        out["host_memory"] = (HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side
+                              else None if kind in COPY_DIRECTIONS else "unknown")
     out.update(start_ns=int(c.start), end_ns=int(c.end))
+    return out
+
+
+#: Copies listed per roster gap (the ones overlapping it most); the others are counted.
+COPIES_PER_GAP = 5
+
+
+def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER_GAP) -> list[dict]:
+    """For each gap, the copy-engine rows (memcpy/memset) overlapping it. Meant for the roster (a
+    Python loop over its rows, numpy over the copies).
+
+    Args:
+        gaps: gap rows (start, end ns).
+        copies: the GPU's memcpy/memset rows as :class:`pipeline.model.Report` holds them (start, end
+            ns; kind, copy_kind, bytes, src_kind, dst_kind).
+        limit: copies listed per gap.
+    Returns:
+        Per gap ``{"copies": [...], "copy_count": n, "copy_bytes": b}``: the ``limit`` rows overlapping
+        the gap most (ties: earlier start), each as in ``sync_waited_for`` (``what``, ``direction``,
+        ``bytes``, ``host_memory`` ``pageable``/``pinned``/``unknown``/None, ``start_ns``, ``end_ns``)
+        plus ``overlap_ns`` (its time inside the gap); ``copy_count`` and ``copy_bytes``: every
+        overlapping row, counted and its bytes summed.
+    """
+    cs = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    ce = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    nbytes = copies["bytes"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
+    out = []
+    for g in gaps.itertuples(index=False):
+        overlap = np.minimum(ce, int(g.end)) - np.maximum(cs, int(g.start))
+        hit = np.flatnonzero(overlap > 0)
+        top = hit[np.lexsort((cs[hit], -overlap[hit]))][:limit]
+        listed = [dict(_copy_waited_for(c), overlap_ns=int(overlap[i]))
+                  for i, c in zip(top, copies.iloc[top].itertuples(index=False))]
+        out.append({"copies": listed, "copy_count": int(hit.size), "copy_bytes": int(nbytes[hit].sum())})
     return out
 
 

@@ -14,6 +14,10 @@ from ..config import CostConfig, Rate
 from ..model import NO_GPU_NAMED
 
 
+#: How ``source`` names the default model when it was assumed (:func:`rate_assumed` looks for it).
+ASSUMED = "default model:"
+
+
 class RateChoice(NamedTuple):
     """The rate-card entry used for one GPU: ``model`` (the entry's model), ``usd_per_gpu_hour``,
     ``source`` (why, for people), ``unlisted``: the GPU names a model that is not on the
@@ -81,7 +85,7 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
     assumed = ""
     if chosen is None:
         chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
-        assumed = f"default model: {model!r} is not on the card" if text else f"default model: {unnamed or NO_GPU_NAMED}"
+        assumed = (f"{ASSUMED} {model!r} is not on the card" if text else f"{ASSUMED} {unnamed or NO_GPU_NAMED}")
         if chosen is None:
             raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
     usd, source = _priced(chosen, cost, cluster, assumed)
@@ -95,6 +99,13 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
     sizes = f"instance SMs {mig.sms or 'unknown'}, board SMs {mig.board_sms or 'unknown'}"
     return RateChoice(chosen.model, usd, f"MIG instance of unknown size ({sizes}): priced at the whole board's "
                       f"rate; {source}", unlisted, share_unknown=True)
+
+
+def rate_assumed(rate_source) -> bool:
+    """Whether a row's ``rate_source`` (:func:`find_rate`'s ``source``) says the GPU was priced at the
+    default model's rate because its model is not on the card or not named (``(default model: …``),
+    also under a cluster override or a MIG share of it."""
+    return f"({ASSUMED} " in str(rate_source or "")
 
 
 def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:

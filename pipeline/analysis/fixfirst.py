@@ -18,6 +18,7 @@ Pure functions of numbers and frames; categories are looked up by name, never by
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -80,6 +81,37 @@ def confidence(window_ns: int, iterations: int, min_iterations: int, min_window_
     if int(window_ns) < int(min_window_ns):
         reasons.append(f"window {int(window_ns) / 1e9:.6f} s (under {int(min_window_ns) / 1e9:g} s)")
     return bool(reasons), "; ".join(reasons)
+
+
+def confidence_kinds(note: str) -> list[str]:
+    """The kinds of shortfall a :func:`confidence` note names, without the GPU's own numbers:
+    ``"fewer than 5 stable iterations"``, ``"window under 1 s"`` (a reason of another shape is kept
+    as it is). ``[]`` for an empty note."""
+    kinds = []
+    for reason in (r for r in str(note or "").split("; ") if r):
+        fewer = re.fullmatch(r"rests on \d+ stable iterations \(fewer than (\d+)\)", reason)
+        short = re.fullmatch(r"window -?[\d.]+ s \(under ([^)]+)\)", reason)
+        kinds.append(f"fewer than {fewer.group(1)} stable iterations" if fewer
+                     else f"window under {short.group(1)}" if short else reason)
+    return kinds
+
+
+def confidence_marker(note: str, window_ns: int, iterations: int) -> str:
+    """A compact marker of a low-confidence figure for a table cell, from its :func:`confidence` note
+    and its window: ``"low confidence: 8.6 ms window"``, ``"low confidence: 3 stable iterations"``,
+    both joined by ``", "``; ``""`` when the note is empty. Windows under 1 s in ms (one decimal),
+    else in s (two decimals)."""
+    kinds = confidence_kinds(note)
+    if not kinds:
+        return ""
+    parts = []
+    if any(k.startswith("fewer than ") for k in kinds):
+        parts.append(f"{int(iterations)} stable iteration{'' if int(iterations) == 1 else 's'}")
+    if any(k.startswith("window under ") for k in kinds):
+        w = int(window_ns)
+        parts.append((f"{w / 1e6:,.1f} ms" if w < 1_000_000_000 else f"{w / 1e9:,.2f} s") + " window")
+    parts += [k for k in kinds if not k.startswith(("fewer than ", "window under "))]
+    return "low confidence: " + ", ".join(parts)
 
 
 def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float,

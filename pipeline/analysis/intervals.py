@@ -57,6 +57,20 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], run_end[last]
 
 
+def cap_runs(starts: np.ndarray, ends: np.ndarray, max_runs: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_runs`` (>= 1) runs covering sorted disjoint runs: when there are more, the
+    shortest holes between neighbours are closed (ties: the earlier hole is closed first), so every long hole
+    stays open. A picture of a lane, not a measure: the closed holes count as covered. Two ``(k,)``
+    int64 arrays, ``k <= max(max_runs, 1)``; input with few enough runs comes back as it is."""
+    s, e = as_ns(starts), as_ns(ends)
+    if s.size <= max_runs:
+        return s, e
+    keep_n = max(int(max_runs), 1) - 1
+    holes = s[1:] - e[:-1]
+    keep = np.sort(np.argsort(holes, kind="stable")[holes.size - keep_n:]) if keep_n else np.zeros(0, np.int64)
+    return np.concatenate(([s[0]], s[1:][keep])), np.concatenate((e[:-1][keep], [e[-1]]))
+
+
 def total_length(starts: np.ndarray, ends: np.ndarray) -> int:
     """Sum of ``end - start`` over disjoint intervals, in ns (int)."""
     return int(np.sum(as_ns(ends) - as_ns(starts), dtype=I64))

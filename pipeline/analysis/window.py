@@ -8,20 +8,23 @@ iterations, so W should be a run of stable iterations. Rules, in order:
 2. ``nvtx``: NVTX iteration ranges of the processes driving the GPU whose text
    matches one of the configured patterns exactly (``re.fullmatch``), at least
    ``min_iteration_ns`` long (op-level ranges never qualify);
-3. ``periodic``: iterations detected from the GPU's own kernel periodicity;
+3. ``periodic``: iterations detected from the GPU's own kernel periodicity (under ``auto``, not when
+   NVTX iterations that abstained are far longer: a pattern inside a step,
+   :func:`pipeline.analysis.iterations.sub_step`);
 4. ``span``: first kernel start to last kernel end, flagged untrimmed.
 
 For rules 2 and 3, warm-up iterations and outliers (longer than
 ``outlier_factor`` × median, or shorter than median / ``outlier_factor``) are
 dropped and the longest run of consecutive similar iterations is kept (at most
 ``max_iterations`` of them, the latest ones). Fewer than ``min_iterations``
-usable iterations: the rule abstains and the next one is tried.
+usable iterations: the rule abstains and the next one is tried. NVTX iterations
+are put on the GPU timeline first, and the GPUs of one job keep the same
+iteration numbers (:mod:`pipeline.analysis.iterations`).
 
 Everything here is pure: arrays and frames in, a :class:`Window` out.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -29,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from ..config import WindowRules, seconds_to_ns
-from .intervals import overlap_with_each
 
 NS_PER_S = 1_000_000_000
 
@@ -40,9 +42,16 @@ class Window:
 
     ``rule``: trim | nvtx | periodic | span. ``iterations``: iterations inside W
     (0 for trim/span). ``iteration_mean_ns`` and ``iteration_cv`` describe them;
-    ``excluded``: ``(iteration index, reason)`` pairs; ``boundaries``: the start
+    ``excluded``: ``(iteration number, reason)`` pairs; ``boundaries``: the start
     times (ns) of every detected iteration (also those outside W), used by the
     ``boundary`` and ``periodic`` categories; ``note``: why earlier rules abstained.
+    ``kept``: the numbers of the iterations inside W (the same on every GPU of a job,
+    :mod:`pipeline.analysis.iterations`); ``extents``: ``(number, start ns, end ns, status)``
+    of every iteration with a GPU-side extent, status ``"kept"`` or the reason it was left out;
+    ``lengths``: each of those iterations' length (ns) for the stability test, in ``extents``' order (from
+    its extent's start to the next iteration's start, or its own end when later:
+    :func:`pipeline.analysis.iterations.gpu_lengths`); ``length_median_ns``: the median length the
+    outlier test compared them with (0: none).
     """
 
     start_ns: int
@@ -55,6 +64,10 @@ class Window:
     excluded: tuple = ()
     boundaries: tuple = ()
     note: str = ""
+    kept: tuple = ()
+    extents: tuple = ()
+    lengths: tuple = ()
+    length_median_ns: int = 0
 
     @property
     def length_ns(self) -> int:
@@ -67,11 +80,43 @@ class WindowError(ValueError):
 
 @dataclass(frozen=True)
 class Iterations:
-    """Detected iterations: ``starts``/``ends`` int64 ns arrays in time order, and their source."""
+    """Detected iterations: ``starts``/``ends`` int64 ns arrays in time order, and their source.
+
+    ``numbers``: each iteration's number (int64 array; ``None``: their positions 0, 1, ...);
+    ``thread``: ``(pid, tid)`` of the thread whose NVTX ranges they are (``None`` for ``periodic``);
+    ``note``: what people should know about the numbering.
+    """
 
     starts: np.ndarray
     ends: np.ndarray
     source: str
+    numbers: np.ndarray | None = None
+    thread: tuple | None = None
+    note: str = ""
+
+    def numbered(self) -> np.ndarray:
+        """The iteration numbers (int64), positions when none were given."""
+        return np.arange(self.starts.size, dtype=np.int64) if self.numbers is None else self.numbers
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def iteration_numbers(texts) -> tuple[np.ndarray, str]:
+    """Numbers of NVTX iterations from their texts, in time order: the last run of digits of each
+    text (``Iteration 12`` -> 12, ``ProfilerStep#7`` -> 7) when every text has one and they increase
+    strictly; else their positions 0, 1, ... (``train_step`` ranges, or numbering that restarts,
+    e.g. per epoch). Returns ``(numbers int64, note)``; the note says why digits were not used."""
+    found = [_DIGITS.findall(str(t)) for t in texts]
+    positions = np.arange(len(found), dtype=np.int64)
+    if not found or not any(found):
+        return positions, ""
+    if not all(found):
+        return positions, "iterations numbered by position (not every iteration text has a number)"
+    numbers = np.array([int(f[-1]) for f in found], dtype=np.int64)
+    if numbers.size > 1 and not bool(np.all(np.diff(numbers) > 0)):
+        return positions, "iterations numbered by position (their texts' numbers do not increase)"
+    return numbers, ""
 
 
 def span_window(kernel_starts, kernel_ends, note: str = "") -> Window:
@@ -105,8 +150,9 @@ def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None
 
     ``nvtx``: frame with start, end, pid, tid, text (ns). When several threads
     mark iterations, the thread with the most iterations wins (ties: lowest
-    pid, tid). Nested matches (a range inside another match) are dropped.
-    Returns ``None`` when no range matches. (numpy throughout: it runs once per
+    pid, tid). Nested matches (a range inside another match) are dropped. The
+    iterations carry the winning thread (``thread``) and their numbers
+    (:func:`iteration_numbers`). Returns ``None`` when no range matches. (numpy throughout: it runs once per
     GPU, and pandas' per-call overhead was most of its time on small reports.)
     """
     if nvtx.empty:
@@ -121,14 +167,19 @@ def nvtx_iterations(nvtx: pd.DataFrame, rules: WindowRules) -> Iterations | None
     pids, tids = nvtx["pid"].to_numpy(np.int64)[hit], nvtx["tid"].to_numpy(np.int64)[hit]
     _, which, counts = np.unique(np.stack([pids, tids], axis=1), axis=0, return_inverse=True,
                                  return_counts=True)
-    mine = which.reshape(-1) == np.argmax(counts)   # threads sorted by (pid, tid): the first max wins ties
+    threads = np.unique(np.stack([pids, tids], axis=1), axis=0)
+    best = int(np.argmax(counts))   # threads sorted by (pid, tid): the first max wins ties
+    mine = which.reshape(-1) == best
+    text_of = np.asarray(texts, dtype=object)[codes[hit][mine]]
     starts, ends = starts[hit][mine], ends[hit][mine]
     order = np.lexsort((ends, starts))
-    starts, ends = starts[order], ends[order]
+    starts, ends, text_of = starts[order], ends[order], text_of[order]
     outer_end = np.maximum.accumulate(ends)
     top = np.ones(starts.size, dtype=bool)
     top[1:] = starts[1:] >= outer_end[:-1]
-    return Iterations(starts[top], ends[top], "nvtx")
+    numbers, note = iteration_numbers([str(t).strip() for t in text_of[top]])
+    return Iterations(starts[top], ends[top], "nvtx", numbers=numbers,
+                      thread=(int(threads[best][0]), int(threads[best][1])), note=note)
 
 
 def periodic_iterations(kernels: pd.DataFrame, rules: WindowRules) -> Iterations | None:
@@ -184,92 +235,48 @@ UNTRACED_REASON = "untraced (lost kernel records)"
 
 
 def select_stable(it: Iterations, rules: WindowRules, untraced: tuple = ()) -> tuple[np.ndarray, dict]:
-    """Indices of the kept iterations and ``{index: reason}`` for the excluded ones.
+    """One GPU on its own: positions of the kept iterations and ``{position: reason}`` for the others.
 
     Warm-up: the first ``warmup_iterations``. Untraced: iterations overlapping one of the
     ``untraced`` holes (``(starts, ends)`` ns arrays, :func:`pipeline.analysis.caveats.untraced_spans`:
     the trace lost records there, so their idle is not measured). Outliers: length > factor × median
     or < median / factor (median of the other iterations). Kept: the longest run of consecutive
     usable iterations (ties: the earliest), capped to the latest ``max_iterations`` when set.
+    (:func:`pipeline.analysis.iterations.agree` makes the same choice over the GPUs of a job.)
     """
-    lengths = it.ends - it.starts
-    n = lengths.size
-    excluded: dict[int, str] = {}
-    for i in range(min(rules.warmup_iterations, n)):
-        excluded[i] = "warm-up"
-    if len(untraced) and len(untraced[0]):
-        hit = np.flatnonzero(overlap_with_each(it.starts, it.ends, *untraced) > 0)
-        excluded.update({int(i): UNTRACED_REASON for i in hit if int(i) not in excluded})
-    rest = [i for i in range(n) if i not in excluded]
-    if rest:
-        med = float(np.median(lengths[rest]))
-        for i in rest:
-            ratio = lengths[i] / med if med > 0 else 1.0
-            if ratio > rules.outlier_factor or ratio < 1.0 / rules.outlier_factor:
-                excluded[i] = f"outlier ({ratio:.2f}x median)"
-    best: list[int] = []
-    run: list[int] = []
-    for i in range(n):
-        if i in excluded:
-            run = []
-            continue
-        run.append(i)
-        if len(run) > len(best):
-            best = list(run)
+    from .iterations import CAPPED_REASON, OUTSIDE_REASON, local_exclusions, longest_run
+
+    n = it.starts.size
+    excluded = local_exclusions(it.ends - it.starts, np.ones(n, dtype=bool), it.starts, it.ends, rules, untraced)
+    best = longest_run([i not in excluded for i in range(n)])
     if rules.max_iterations and len(best) > rules.max_iterations:
         for i in best[:-rules.max_iterations]:
-            excluded[i] = "beyond max_iterations"
+            excluded[i] = CAPPED_REASON
         best = best[-rules.max_iterations:]
     for i in range(n):
         if i not in excluded and i not in best:
-            excluded[i] = "outside the longest stable run"
+            excluded[i] = OUTSIDE_REASON
     return np.array(best, dtype=np.int64), excluded
 
 
-def iteration_window(it: Iterations, rules: WindowRules, untraced: tuple = ()) -> tuple[Window | None, str]:
-    """A window over the stable run of ``it`` (:func:`select_stable`, ``untraced`` holes left out), or
-    ``(None, reason)`` when fewer than ``min_iterations`` usable iterations exist."""
-    kept, excluded = select_stable(it, rules, untraced)
-    if kept.size < rules.min_iterations:
-        return None, (f"{it.source}: only {kept.size} usable iteration(s) of {it.starts.size} "
-                      f"(need {rules.min_iterations})")
-    lengths = (it.ends - it.starts)[kept].astype(float)
-    mean = float(lengths.mean())
-    cv = float(lengths.std() / mean) if mean > 0 else 0.0
-    return Window(int(it.starts[kept[0]]), int(it.ends[kept[-1]]), it.source, False, iterations=int(kept.size),
-                  iteration_mean_ns=int(round(mean)), iteration_cv=round(cv, 4),
-                  excluded=tuple(sorted(excluded.items())),
-                  boundaries=tuple(int(x) for x in it.starts)), ""
-
-
 def choose_window(kernels: pd.DataFrame, nvtx: pd.DataFrame, rule: str = "auto", trim_s=None,
-                  rules: WindowRules = WindowRules(), untraced: tuple = ()) -> Window:
-    """Apply the rules in order and return the first window that applies.
+                  rules: WindowRules = WindowRules(), untraced: tuple = (),
+                  runtime: pd.DataFrame | None = None) -> Window:
+    """Apply the rules in order and return the first window that applies, for one GPU on its own.
 
     ``rule``: ``auto`` (nvtx → periodic → span), ``span``, or a strict ``nvtx``
     / ``periodic`` that raises :class:`WindowError` (the abstention reason)
     instead of falling back. An explicit ``trim_s`` always wins. ``untraced``: holes
     ``(starts, ends)`` where the trace lost records; iterations overlapping them are not
-    stable iterations (:func:`select_stable`).
+    stable iterations (:func:`select_stable`). ``runtime``: the CUDA calls of the GPU's
+    processes, to put NVTX iterations on the GPU timeline (``None``: their CPU-side ranges).
+    The GPUs of a job agree through :mod:`pipeline.analysis.iterations` instead.
     """
     if trim_s is not None:
         return trim_window(*trim_s)
     if rule == "span":
         return span_window(kernels["start"], kernels["end"])
-    if rule not in ("auto", "nvtx", "periodic"):
-        raise WindowError(f"unknown window rule {rule!r} (known: auto, span, nvtx, periodic)")
-    notes = []
-    detectors = {"nvtx": lambda: nvtx_iterations(nvtx, rules),
-                 "periodic": lambda: periodic_iterations(kernels, rules)}
-    for name in (("nvtx", "periodic") if rule == "auto" else (rule,)):
-        it = detectors[name]()
-        if it is None:
-            notes.append(f"{name}: no iterations found")
-            continue
-        win, why = iteration_window(it, rules, untraced)
-        if win is not None:
-            return dataclasses.replace(win, note="; ".join(notes))
-        notes.append(why)
-    if rule != "auto":
-        raise WindowError("abstained: " + "; ".join(notes))
-    return span_window(kernels["start"], kernels["end"], note="; ".join(notes))
+    from .iterations import plan_iterations, plan_window
+
+    plan = plan_iterations(kernels, nvtx, runtime, rules, rule, untraced)
+    return plan_window(plan, kernels, rule, rules)

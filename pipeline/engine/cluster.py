@@ -1,4 +1,4 @@
-"""The Dask cluster: the embedded ``distributed.LocalCluster`` or a running scheduler.
+"""The Dask cluster: the embedded ``distributed.LocalCluster``, a running scheduler, or Slurm worker jobs.
 
 :func:`open_client` is the only place a cluster is started or joined; what runs on it is
 :mod:`pipeline.engine.map`'s business. A LocalCluster keeps its scratch space (spilled
@@ -41,8 +41,8 @@ _SCRATCH_GONE = ScratchGone()
 
 
 class EngineError(Exception):
-    """No cluster to run on: the LocalCluster could not start its workers, or the scheduler
-    cannot be reached. The message says which and why."""
+    """No cluster to run on: the LocalCluster could not start its workers, the scheduler
+    cannot be reached, or Slurm gave no worker. The message says which and why."""
 
 
 def scheduler_address(cfg: Config, scheduler: str | None = None) -> str | None:
@@ -192,13 +192,15 @@ def scratch_dir(cfg: Config):
 @contextlib.contextmanager
 def open_client(cfg: Config, scheduler: str | None = None, log=print):
     """A ``distributed.Client`` on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
+    else on Slurm worker jobs when ``cfg.dask.slurm`` is set (:func:`pipeline.engine.slurm.open_slurm_client`),
     else on a new ``distributed.LocalCluster`` of ``dask.n_workers`` processes that is closed on
     exit. The LocalCluster serves a dashboard only when ``cfg.dask.dashboard`` names an address,
     runs with :data:`LOCAL_CLUSTER_SETTINGS` and keeps its scratch space in :func:`scratch_dir`.
 
     Raises:
-        EngineError: the scheduler cannot be reached, or the LocalCluster cannot start its
-            workers (the message gives Dask's reason).
+        EngineError: the scheduler cannot be reached, the LocalCluster cannot start its
+            workers (the message gives Dask's reason), or Slurm gives no worker (the message
+            says why: no controller, a refused job, jobs pending, workers that never connect).
     """
     import dask
     from distributed import Client, LocalCluster
@@ -211,6 +213,12 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
             raise EngineError(f"cannot reach the Dask scheduler at {address}: {type(exc).__name__}: {exc}") from exc
         with client:
             log(f"dask: scheduler {address}, dashboard {client.dashboard_link}")
+            yield client
+        return
+    if cfg.dask.slurm is not None:
+        from .slurm import open_slurm_client
+
+        with open_slurm_client(cfg, log=log) as client:
             yield client
         return
     settings = dict(LOCAL_CLUSTER_SETTINGS)

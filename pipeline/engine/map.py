@@ -10,7 +10,9 @@ each finishes, whatever runs the work:
   ``report-…`` task per report; with fewer, larger reports, the same work fans out per GPU
   (``load-…`` -> ``gpus-…`` -> one ``analyse-…-<gpu>`` per GPU, the loaded report staying
   on the worker that read it) and the client puts each report's GPUs back together. That
-  is a scheduling choice inside this backend; both shapes yield the same outcomes.
+  is a scheduling choice inside this backend; both shapes yield the same outcomes (in the
+  fan-out, ``plan-…-<gpu>`` tasks find each GPU's iterations and every ``analyse-…`` task of
+  the report waits for all of them, so the report's GPUs agree on the window before analysing).
 
 Every report comes back, never an exception: bad input is a failure value from the task;
 a task that raises is retried ``dask.retries`` times and then becomes a failure; a task
@@ -35,8 +37,8 @@ from typing import Iterator
 
 from ..config import Config
 from ..model import Failure
-from .tasks import (ReportOutcome, analyse_task, describe, finish_report, gpu_error, gpu_keys_task, load_task,
-    report_task)
+from .tasks import (ReportOutcome, agreed_task, describe, finish_report, gpu_error, gpu_keys_task, load_task,
+    plan_task, report_task)
 
 #: Per-report tasks when there are at least this many reports per worker thread (else per-GPU fan-out).
 REPORTS_PER_THREAD = 2
@@ -45,11 +47,15 @@ REPORTS_PER_THREAD = 2
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One report to analyse: its ``path`` (or URL), its ``labels`` and where its result goes
-    (``slot``: anything with ``put(results) -> bool``, or None)."""
+    (``slot``: anything with ``put(results) -> bool``, or None). ``forced``: the agreement of its
+    job's GPUs (``{source: Agreement}``) when the job spans several reports and the report's own
+    GPUs alone agreed otherwise (:mod:`pipeline.engine.agreement`); None: its GPUs agree among
+    themselves."""
 
     path: str
     labels: dict
     slot: object = None
+    forced: dict | None = None
 
 
 class InProcess:
@@ -64,7 +70,8 @@ class InProcess:
     def outcomes(self, jobs: list[Job], cfg: Config, gpu_dir: str | None) -> Iterator[ReportOutcome]:
         """One :class:`ReportOutcome` per job, in order."""
         for job in jobs:
-            yield report_task(job.path, job.labels, cfg, gpu_dir, job.slot, self.threads, background_cache=True)
+            yield report_task(job.path, job.labels, cfg, gpu_dir, job.slot, self.threads, background_cache=True,
+                              forced=job.forced)
 
 
 def _token(text: str) -> str:
@@ -141,8 +148,8 @@ class OnDask:
         write_dir = gpu_dir if self.shares_files else None
         slots = [job.slot if self.shares_files else None for job in jobs]
         futures = self.client.map(report_task, [j.path for j in jobs], [j.labels for j in jobs], [cfg] * len(jobs),
-                                  [write_dir] * len(jobs), slots, key=list(by_key), pure=False,
-                                  retries=cfg.dask.retries)
+                                  [write_dir] * len(jobs), slots, [1] * len(jobs), [False] * len(jobs),
+                                  [j.forced for j in jobs], key=list(by_key), pure=False, retries=cfg.dask.retries)
         with _Watchdog(self, futures):
             for fut in as_completed(futures):
                 job = by_key[fut.key]
@@ -175,9 +182,14 @@ class OnDask:
                     if isinstance(keys, Failure):
                         yield ReportOutcome(path=job.path, failure=keys)
                         continue
+                    # the report's GPUs agree on their iterations before any is analysed: each analysis
+                    # task waits for every plan of its report (small values) and agrees on its own
+                    plans = [self.client.submit(plan_task, loads[job.path], key, cfg, key=f"plan-{name}-{key}",
+                                                pure=False, retries=retries) for key in keys]
                     for key in keys:
-                        task = self.client.submit(analyse_task, loads[job.path], key, cfg, job.labels,
-                                                  key=f"analyse-{name}-{key}", pure=False, retries=retries)
+                        task = self.client.submit(agreed_task, loads[job.path], key, cfg, job.labels, list(keys),
+                                                  plans, job.forced, key=f"analyse-{name}-{key}", pure=False,
+                                                  retries=retries)
                         pending[task.key] = (job, name, key)
                         watchdog.add(task)
                         done.add(task)
@@ -266,8 +278,13 @@ def analyse_reports(paths: list[str], cfg: Config, backend, problems=(), gpu_dir
     """:func:`map_reports` over ``paths`` (labels from ``cfg``, ``slots``: path -> result slot),
     then :func:`~pipeline.engine.reduce.reduce_outcomes` with the discovery ``problems``:
     ``(fleet DataFrame, rosters dict)``. The whole engine in one call, for callers that keep no
-    result store (tests, notebooks)."""
+    result store (tests, notebooks). The reports of a job spread over several reports whose GPUs
+    kept other iterations than their job's agreement are analysed again with it forced
+    (:func:`~pipeline.engine.agreement.rerun_disagreeing`; not stored)."""
+    from .agreement import rerun_disagreeing
     from .reduce import reduce_outcomes
 
     jobs = [Job(p, cfg.labels_for(p), (slots or {}).get(p)) for p in paths]
-    return reduce_outcomes(list(map_reports(jobs, cfg, backend, gpu_dir)), cfg, problems)
+    outcomes = list(map_reports(jobs, cfg, backend, gpu_dir))
+    outcomes, _ = rerun_disagreeing(outcomes, cfg, lambda again: list(map_reports(again, cfg, backend, gpu_dir)))
+    return reduce_outcomes(outcomes, cfg, problems)

@@ -32,6 +32,16 @@ def gpu_json_name(report: str, gpu_key: str) -> str:
     return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
 
 
+#: Folder of the per-GPU HTML pages, beside the report that links them (:mod:`pipeline.report.gpu_page`).
+PAGES_DIR = "gpu-pages"
+
+
+def gpu_page_name(report: str, gpu_key: str) -> str:
+    """File name of one GPU's HTML page: its JSON's stem (:func:`gpu_json_name`) with ``.html``; only
+    ``[A-Za-z0-9_.-]`` characters, so it is safe in a link."""
+    return gpu_json_name(report, gpu_key)[:-len(".json")] + ".html"
+
+
 def gpu_summary(row: dict) -> dict:
     """The ``_summary`` object of a GPU's JSON: its fleet row with JSON-safe scalars (:func:`~pipeline.io.plain_scalar`)."""
     return {k: plain_scalar(v) for k, v in row.items()}

@@ -19,7 +19,7 @@ COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_pct", 
 FLEET_COLUMNS = [
     "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
     "gpu_model", "window_rule", "untrimmed", "window_start_ns", "window_end_ns", "window_ns",
-    "iterations", "iteration_mean_ns", "iteration_cv", "excluded_iterations", "window_note",
+    "iterations", "iteration_mean_ns", "iteration_cv", "excluded_iterations", "kept_iterations", "window_note",
     "kernel_count", "stream_count", "busy_ns", "idle_ns", "idle_pct", "copy_only_ns", "dark_ns",
     "gap_count", "gap_total_ns", "max_gap_ns", "gaps_le_5ms", "gaps_5_50ms", "gaps_gt_50ms",
     "gaps_le_5ms_ns", "gaps_5_50ms_ns", "gaps_gt_50ms_ns", "sliver_count", "sliver_total_ns",

@@ -1,10 +1,11 @@
 """The tasks the engine maps over reports: plain functions of plain data, no scheduler in sight.
 
-``report_task`` (one report: load, analyse every GPU, optionally write its per-GPU JSON
-and store its result) is what :func:`pipeline.engine.map.map_reports` runs per report;
-``load_task`` -> ``gpu_keys_task`` -> ``analyse_task`` are the same work cut per GPU for
-the fan-out of a few large reports. Whatever runs them (this process, a LocalCluster, a
-remote scheduler), their results are the same values.
+``report_task`` (one report: load, plan every GPU's iterations, let the report's GPUs agree
+on them, analyse every GPU, optionally write its per-GPU JSON and store its result) is what
+:func:`pipeline.engine.map.map_reports` runs per report; ``load_task`` -> ``gpu_keys_task``
+-> ``plan_task`` (per GPU) -> ``agreed_task`` (per GPU, given every plan of its report) are
+the same work cut per GPU for the fan-out of a few large reports. Whatever runs them (this
+process, a LocalCluster, a remote scheduler), their results are the same values.
 
 Expected failures (bad input) are returned as :class:`~pipeline.model.Failure` values, so
 Dask neither retries them nor logs a traceback; a GPU whose analysis raises gets an error
@@ -17,12 +18,14 @@ import dataclasses
 import os
 import sys
 
-from ..analysis.analyse import analyse_gpu
+from ..analysis.analyse import analyse_gpu, plan_gpu
+from ..analysis.iterations import IterationPlan, agree
 from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import too_big
 from ..inputs.export import export_report
 from ..load.cache import load_cached
-from ..load.report import gpu_trace
+from ..load.kineto import is_kineto_path
+from ..load.report import gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report
 from .outputs import write_gpu_docs
@@ -89,7 +92,9 @@ def describe(exc: BaseException, path: str) -> str:
 def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
                     memory_factor: float | None = None, background_cache: bool = False) -> Report:
     """Stage (remote URLs only), check memory, export (``.nsys-rep`` / ``.qdrep`` only, cached by content)
-    and load one report (from the columnar cache when the same export was loaded before).
+    and load one report (from the columnar cache when the same export was loaded before). A PyTorch
+    profiler trace (``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``) is not exported: it is read by
+    :func:`pipeline.load.kineto.load_kineto` (and cached the same way).
 
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
@@ -113,7 +118,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     try:
         if memory_factor is not None:
             check_memory(local, memory_factor, _worker_memory_limit())
-        sqlite_path = export_report(local, export_cfg.nsys, export_cfg.cache_dir, export_cfg.timeout_s)
+        sqlite_path = local if is_kineto_path(local) else export_report(local, export_cfg.nsys, export_cfg.cache_dir,
+                                                                         export_cfg.timeout_s)
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
@@ -153,16 +159,56 @@ def gpu_error(path: str, labels: dict, gpu_key: str, message: str) -> GpuResult:
     return GpuResult(row=row)
 
 
-def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> GpuResult:
-    """Analyse one GPU; any failure becomes an error row for that GPU. The memory its analysis
-    freed goes back to the system (:func:`pipeline.memory.release`), so GPUs analysed one after
-    another, or on two threads, do not pile up freed heap."""
+def trace_labels(report: Report, labels: dict) -> dict:
+    """``labels`` with the rank a PyTorch profiler trace names (``distributedInfo.rank``, in
+    ``report.meta``) where the labels give none; other labels and other reports: unchanged."""
+    rank = report.meta.get("rank") if report.meta.get("format") == "kineto" else None
+    return {**labels, "rank": str(rank)} if rank is not None and not labels.get("rank") else labels
+
+
+def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None:
+    """One GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.analyse.plan_gpu`);
+    None when they cannot be found (the GPU's analysis then says why in its error row)."""
     try:
-        return analyse_gpu(gpu_trace(report, gpu_key), cfg, labels)
+        return plan_gpu(plan_trace(report, gpu_key), cfg)
+    except Exception:  # noqa: BLE001 - analyse_task turns the same failure into the GPU's error row
+        return None
+
+
+def report_agreements(path: str, keys: list[str], plans: list, cfg: Config, forced: dict | None = None) -> dict:
+    """``{source: Agreement}`` of a report's GPUs (one job: its GPUs share the report's labels) from
+    their ``plans`` (:func:`~pipeline.analysis.iterations.agree`), or ``forced``: the agreement of
+    the whole job when it spans several reports (:mod:`pipeline.engine.agreement`)."""
+    if forced is not None:
+        return forced
+    return agree([((path, key), plan) for key, plan in zip(keys, plans)], cfg.window)
+
+
+def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: IterationPlan | None = None,
+                 agreements: dict | None = None) -> GpuResult:
+    """Analyse one GPU with its ``plan`` under its job's ``agreements`` (``{source: Agreement}``;
+    None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
+    for that GPU (which keeps the plan). The memory its analysis freed goes back to the system
+    (:func:`pipeline.memory.release`), so GPUs analysed one after another, or on two threads, do not
+    pile up freed heap."""
+    try:
+        agreement = (agreements or {}).get(plan.source) if plan is not None else None
+        return analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
-        return gpu_error(report.path, labels, gpu_key, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
+        result = gpu_error(report.path, labels, gpu_key, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
+        result.plan = plan
+        return result
     finally:
         release_memory()
+
+
+def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: list[str], plans: list,
+                forced: dict | None = None) -> GpuResult:
+    """:func:`analyse_task` of GPU ``gpu_key`` once the ``plans`` of all the report's GPUs (``keys``,
+    same order) are known: the GPUs of the report agree (:func:`report_agreements`) before any of
+    them is analysed. The per-GPU fan-out's analysis task."""
+    plan = plans[keys.index(gpu_key)]
+    return analyse_task(report, gpu_key, cfg, labels, plan, report_agreements(report.path, keys, plans, cfg, forced))
 
 
 #: GPUs of more kernels than this (on average) are analysed one at a time, whatever ``threads``:
@@ -172,17 +218,28 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict) -> Gpu
 THREADED_MAX_GPU_KERNELS = 250_000
 
 
-def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1) -> list[GpuResult]:
-    """:func:`analyse_task` for each GPU key, in order; on ``threads`` threads when more than one
-    and the GPUs are not large (:data:`THREADED_MAX_GPU_KERNELS`)."""
-    if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
-        threads = 1
-    if threads <= 1 or len(keys) <= 1:
-        return [analyse_task(report, gpu, cfg, labels) for gpu in keys]
+def _each(fn, items: list, threads: int) -> list:
+    """``[fn(item) for item in items]``, on ``threads`` threads when more than one."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda gpu: analyse_task(report, gpu, cfg, labels), keys))
+        return list(pool.map(fn, items))
+
+
+def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1,
+                   forced: dict | None = None) -> list[GpuResult]:
+    """Every GPU of the report, in ``keys`` order: their plans (:func:`plan_task`), the report's
+    agreement (:func:`report_agreements`; ``forced``: the job's), then :func:`analyse_task` for each;
+    each step on ``threads`` threads when more than one and the GPUs are not large
+    (:data:`THREADED_MAX_GPU_KERNELS`)."""
+    if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
+        threads = 1
+    plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads)
+    agreements = report_agreements(report.path, keys, plans, cfg, forced)
+    return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements), list(zip(keys, plans)),
+                 threads)
 
 
 def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot) -> ReportOutcome:
@@ -206,24 +263,27 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
                                                     cfg.analysis.straggler_spread_pct), rosters_of(outcome.results))
     except OSError:
         return outcome
-    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster) for r in outcome.results]
+    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan) for r in outcome.results]
     outcome.written, outcome.texts = True, {gpu: text for (_, gpu), text in texts.items()}
     return outcome
 
 
 def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None, slot=None,
-                threads: int = 1, background_cache: bool = False) -> ReportOutcome:
-    """Load one report and analyse all its GPUs in one task, then :func:`finish_report`.
+                threads: int = 1, background_cache: bool = False, forced: dict | None = None) -> ReportOutcome:
+    """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then
+    :func:`finish_report`.
 
     ``threads``: GPUs analysed at once (in this process: one report, several GPUs).
     ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
+    ``forced``: the agreement of the report's job when it spans several reports (``{source:
+    Agreement}``), instead of the agreement of the report's own GPUs.
     Expected failures come back as ``failure``.
     """
     report = load_task(path, cfg, background_cache)
     keys = gpu_keys_task(report)
     if isinstance(keys, Failure):
         return ReportOutcome(path=path, failure=keys)
-    results = analyse_report(report, keys, cfg, labels, threads)
+    results = analyse_report(report, keys, cfg, labels, threads, forced)
     del report
     return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot)
 

@@ -2,7 +2,11 @@
 
 Directories (and object-storage prefixes such as ``s3://bucket/prefix``) are
 searched recursively for ``*.sqlite``, ``*.nsys-rep`` and ``*.qdrep`` (the name of
-reports before Nsight Systems 2021.4); globs
+reports before Nsight Systems 2021.4) and PyTorch profiler traces: ``*.pt.trace.json(.gz)``,
+and any other ``*.json`` / ``*.json.gz`` whose first bytes read as a Chrome trace
+(:func:`looks_like_trace`; other JSON, such as the truth files beside generated exports or a
+run's own outputs, is not a report: :func:`discover` can list it, :func:`skipped_note` says so
+for people, leaving gpu-idle's own truth files unsaid); globs
 (``s3://bucket/prefix/**/*.nsys-rep``) keep the files they match. Results are
 de-duplicated (the same file named twice is analysed once) and sorted, so runs
 are deterministic. Local paths come back as plain paths, remote ones as URLs
@@ -21,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import zlib
 
 from .storage import (
     DEFAULT_RETRIES,
@@ -30,9 +35,80 @@ from .storage import (
     open_fs,
 )
 
-#: What a folder or prefix is searched for: SQLite exports and reports (``.qdrep``: before 2021.4).
-REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
+#: What a folder or prefix is searched for: SQLite exports and reports (``.qdrep``: before 2021.4),
+#: PyTorch profiler traces (``.json`` and ``.json.gz`` only when :func:`looks_like_trace`).
+REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
+#: JSON names that are PyTorch profiler traces by name (``tensorboard_trace_handler`` writes them).
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+#: JSON names kept only when their first bytes read as a trace.
+JSON_SUFFIXES = (".json", ".json.gz")
+#: How much of a JSON file (uncompressed) :func:`looks_like_trace` reads.
+SNIFF_BYTES = 1 << 20
+#: Keys of which one appears near the start of every Chrome / PyTorch profiler trace.
+TRACE_MARKERS = (b'"traceEvents"', b'"ph"', b'"deviceProperties"', b'"distributedInfo"')
 GLOB_CHARS = set("*?[")
+
+
+def looks_like_trace(head: bytes) -> bool:
+    """True when ``head``, the first bytes of a ``.json`` or ``.json.gz`` file, may be a Chrome trace
+    (a PyTorch profiler trace): gzip data that does not inflate (a damaged trace is a report with
+    an error row, not a file to ignore), or JSON text with one of :data:`TRACE_MARKERS` in its
+    first :data:`SNIFF_BYTES`. Other JSON is not a report."""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+        except zlib.error:
+            return True
+        if not head:  # not even the first bytes inflate (a damaged or truncated header)
+            return True
+    head = head[:SNIFF_BYTES]
+    return any(marker in head for marker in TRACE_MARKERS)
+
+
+#: What the first bytes of gpu-idle's own truth files hold (``<file>.truth.json`` beside each generated
+#: export and trace, :func:`pipeline.synth.workload.truth_path`): skipped without a word.
+TRUTH_MARKER = b'"format": "gpu-idle synth'
+#: Why a ``.json`` / ``.json.gz`` found in a folder is not a report (:func:`_skip_json`).
+NOT_A_TRACE, EMPTY, TRUTH = "not a trace", "empty", "gpu-idle truth"
+#: Names listed in :func:`skipped_note` (the others are counted).
+SKIPPED_SHOWN = 5
+
+
+def _skip_json(name: str, read_head) -> str | None:
+    """None when a ``.json``/``.json.gz`` file found in a folder is a report: by name
+    (:data:`TRACE_SUFFIXES`), else by its first bytes (``read_head()``; unreadable: kept, so the
+    report's row says why); else why it is not: :data:`EMPTY` (0 bytes: a profiler that died before
+    writing?), :data:`TRUTH` (gpu-idle's own truth file) or :data:`NOT_A_TRACE`."""
+    lower = name.lower()
+    if not lower.endswith(JSON_SUFFIXES) or lower.endswith(TRACE_SUFFIXES):
+        return None
+    try:
+        head = read_head()
+        if looks_like_trace(head):
+            return None
+    except (OSError, ValueError):
+        return None
+    if not head:
+        return EMPTY
+    return TRUTH if TRUTH_MARKER in head[:4096] else NOT_A_TRACE
+
+
+def skipped_note(skipped) -> str | None:
+    """One line naming the JSON files a folder search passed over (``skipped``: ``(path, why)`` from
+    :func:`discover`), or None when there is none to mention: gpu-idle's own truth files are not
+    mentioned. ``skipped 2 .json file(s) that are not PyTorch profiler traces: /d/a.json (empty),
+    /d/b.json``; at most :data:`SKIPPED_SHOWN` names, the others counted (``... and 3 more``)."""
+    listed = [(p, why) for p, why in skipped if why != TRUTH]
+    if not listed:
+        return None
+    names = ", ".join(p + (" (empty)" if why == EMPTY else "") for p, why in listed[:SKIPPED_SHOWN])
+    more = f" and {len(listed) - SKIPPED_SHOWN} more" if len(listed) > SKIPPED_SHOWN else ""
+    return f"skipped {len(listed)} .json file(s) that are not PyTorch profiler traces: {names}{more}"
+
+
+def _local_head(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(SNIFF_BYTES)
 
 
 class InputError(Exception):
@@ -105,10 +181,11 @@ def local_file_problem(path: str, memory_limit: int | None = None, memory_factor
     return too_big(path, st.st_size, memory_factor, memory_limit)
 
 
-def _walk_local(top: str, suffixes) -> tuple[list[str], list[tuple[str, str]]]:
+def _walk_local(top: str, suffixes, skipped: list) -> tuple[list[str], list[tuple[str, str]]]:
     """The files under the local folder ``top`` whose names end with one of ``suffixes``, sorted
     (symlinked folders are not entered), and a ``(folder, message)`` problem per folder that
-    cannot be listed (``<folder>: cannot read folder: permission denied``)."""
+    cannot be listed (``<folder>: cannot read folder: permission denied``). JSON files that are not
+    reports (:func:`_skip_json`) are added to ``skipped`` as ``(path, why)``."""
     found: list[str] = []
     problems: list[tuple[str, str]] = []
 
@@ -117,7 +194,12 @@ def _walk_local(top: str, suffixes) -> tuple[list[str], list[tuple[str, str]]]:
         problems.append((folder, f"{folder}: cannot read folder: {reason(exc)}"))
 
     for folder, _, files in os.walk(top, onerror=unlisted):
-        found += [os.path.join(folder, name) for name in files if name.endswith(suffixes)]
+        for path in (os.path.join(folder, name) for name in files if name.endswith(suffixes)):
+            why = _skip_json(path, lambda p=path: _local_head(p))
+            if why is None:
+                found.append(path)
+            else:
+                skipped.append((path, why))
     return sorted(found), problems
 
 
@@ -126,7 +208,7 @@ def _cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _expand(item: str, suffixes, storage) -> tuple[list[str], list[tuple[str, str]]]:
+def _expand(item: str, suffixes, storage, skipped: list) -> tuple[list[str], list[tuple[str, str]]]:
     """Reports of one INPUT and ``(input, message)`` problems (see :func:`_match`)."""
     remote = is_remote(item)
     if remote:
@@ -143,7 +225,7 @@ def _expand(item: str, suffixes, storage) -> tuple[list[str], list[tuple[str, st
         return fs.unstrip_protocol(p) if remote else p
 
     try:
-        return _match(fs, path, item, remote, suffixes, render)
+        return _match(fs, path, item, remote, suffixes, render, skipped)
     except FileNotFoundError:  # e.g. listing a bucket that does not exist
         if remote:
             return [], [(item, missing_message(fs, item, path))]
@@ -194,10 +276,12 @@ def _absent(path: str) -> bool:
     return False
 
 
-def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[list[str], list[tuple[str, str]]]:
+def _match(fs, path: str, item: str, remote: bool, suffixes, render,
+           skipped: list) -> tuple[list[str], list[tuple[str, str]]]:
     """Reports of one INPUT and ``(input, message)`` problems: why it gave none, and (local
     folders) each folder under it that cannot be listed. Locally, whatever is not a folder is
-    kept (a FIFO, a broken symlink...): :func:`discover` then says what it is."""
+    kept (a FIFO, a broken symlink...): :func:`discover` then says what it is. JSON files of a
+    folder or prefix that are not reports go to ``skipped`` (``(path or URL, why)``)."""
     if any(c in GLOB_CHARS for c in path):
         matches = sorted(m for m in fs.glob(path) if (fs.isfile(m) if remote else not fs.isdir(m)))
         if not matches:
@@ -205,9 +289,15 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[li
         return [render(m) for m in matches], []
     if fs.isdir(path):
         if remote:
-            matches, problems = sorted(m for m in fs.find(path) if m.endswith(suffixes)), []
+            matches, problems = [], []
+            for m in sorted(m for m in fs.find(path) if m.endswith(suffixes)):
+                why = _skip_json(m, lambda m=m: fs.cat_file(m, start=0, end=SNIFF_BYTES))
+                if why is None:
+                    matches.append(m)
+                else:
+                    skipped.append((render(m), why))
         else:
-            matches, problems = _walk_local(path, suffixes)
+            matches, problems = _walk_local(path, suffixes, skipped)
         if not matches and not problems:
             return [], [(item, f"{item}: {'prefix' if remote else 'directory'} holds no {' or '.join(suffixes)} file")]
         return [render(m) for m in matches], problems
@@ -219,7 +309,7 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render) -> tuple[li
 
 
 def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int | None = None,
-             memory_factor: float = 1.5) -> tuple[list[str], list[tuple[str, str]]]:
+             memory_factor: float = 1.5, skipped: list | None = None) -> tuple[list[str], list[tuple[str, str]]]:
     """Return ``(report_paths, problems)``.
 
     Args:
@@ -232,6 +322,10 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int |
             (:func:`too_big`). None: sizes are not judged here (a worker still refuses
             a report too big for its own limit).
         memory_factor: ``dask.memory_factor``, the memory a report needs per byte of file.
+        skipped: a list to which ``(path, why)`` is added for every ``.json`` / ``.json.gz`` a
+            folder or prefix search passed over after reading its first bytes (:func:`_skip_json`:
+            ``empty``, ``not a trace``, ``gpu-idle truth``; :func:`skipped_note` says it for people),
+            sorted by path; None: not collected.
     ``problems`` lists ``(input, message)``, each message starting with the input (the
     report path, for a report found but refused), so ``run`` and the sweep can record them
     as error rows and go on with the rest: inputs that matched nothing or could not be
@@ -243,10 +337,11 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int |
     """
     found: list[str] = []
     problems: list[tuple[str, str]] = []
+    passed_over: list[tuple[str, str]] = []
     for item in inputs:
         item = str(item)
         try:
-            paths, item_problems = _expand(item, suffixes, storage)
+            paths, item_problems = _expand(item, suffixes, storage, passed_over)
         except Exception as exc:  # noqa: BLE001 - one bad input must not stop the sweep
             paths, item_problems = [], [(item, f"{item}: cannot list ({_cause(exc)})")]
         found.extend(paths)
@@ -256,6 +351,13 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int |
     for p in found:
         local = "://" not in p
         by_identity.setdefault(os.path.realpath(p) if local else p, os.path.normpath(p) if local else p)
+    if skipped is not None:  # a file reached twice (two inputs, a symlink) is said once
+        seen = set()
+        for path, why in sorted(passed_over):
+            key = os.path.realpath(path) if "://" not in path else path
+            if key not in seen:
+                seen.add(key)
+                skipped.append((path, why))
     reports = []
     for path in sorted(by_identity.values()):
         problem = None if "://" in path else local_file_problem(path, memory_limit, memory_factor)

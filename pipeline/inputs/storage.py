@@ -59,7 +59,7 @@ SELF_RETRYING = ("s3", "s3a")
 #: Protocols whose first path component is a bucket / container.
 BUCKET_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2")
 #: Suffixes kept on staged files (the exporter and loader look at them).
-KEEP_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite3", ".sqlite")
+KEEP_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite3", ".sqlite", ".json.gz", ".json")
 #: Errors that no retry can fix.
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
                     ValueError, TypeError, NotImplementedError)

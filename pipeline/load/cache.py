@@ -24,11 +24,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..model import Report, RowWarning, WarningCode
+from .kineto import is_kineto_path, load_kineto
 from .report import load_report
 from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 9
+LOADER_VERSION = 10
+#: Bump when the PyTorch profiler (Kineto) loader's output changes meaning; its entries are named
+#: ``<sha256>-kineto<K>-v<LOADER_VERSION>`` (it shares code with the Nsight loader).
+KINETO_LOADER_VERSION = 2
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 
@@ -46,7 +50,13 @@ def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> P
     :func:`~pipeline.load.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
     beside the file gets its own entry. Raises OSError (unreadable) or ProfileError (being written)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    return root / f"{snapshot_key(sqlite_path)}-v{LOADER_VERSION}"
+    tag = f"kineto{KINETO_LOADER_VERSION}-v{LOADER_VERSION}" if is_kineto_path(sqlite_path) else f"v{LOADER_VERSION}"
+    return root / f"{snapshot_key(sqlite_path)}-{tag}"
+
+
+def _load(path: str) -> Report:
+    """The loader of ``path``'s format: a PyTorch profiler trace (``.json``, ``.json.gz``) or an SQLite export."""
+    return load_kineto(path) if is_kineto_path(path) else load_report(path)
 
 
 #: Columns with few distinct values (names, GPU keys, process/device/stream/thread ids) are
@@ -69,6 +79,7 @@ def _write_entry(report: Report, target: Path) -> None:
                            compression="none", write_statistics=False)
         (tmp / "report.json").write_text(json.dumps(
             {"meta": report.meta, "diagnostics": report.diagnostics,
+             "capture_start": [report.capture_start_ns, report.capture_start_source],
              "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
                           for w in report.warnings]}))
         try:
@@ -85,7 +96,9 @@ def _read_entry(entry: Path, path: str) -> Report:
     frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
     warnings = [RowWarning(WarningCode(code), text, None if pids is None else tuple(pids))
                 for code, text, pids in extra["warnings"]]
-    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings, **frames)
+    start_ns, start_source = extra["capture_start"]
+    return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings,
+                  capture_start_ns=start_ns, capture_start_source=start_source, **frames)
 
 
 #: Cache entries being written on background threads (:func:`wait_for_writes` joins them).
@@ -110,7 +123,8 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
     """Load an export, from the columnar cache when its content was loaded before.
 
     Args:
-        sqlite_path: local SQLite export.
+        sqlite_path: local SQLite export, or a PyTorch profiler trace (``.json``, ``.json.gz``:
+            :func:`pipeline.load.kineto.load_kineto`).
         cache_dir: cache root (``None``: :func:`default_cache_dir`).
         enabled: ``False`` reads SQLite and writes nothing.
         background: write a new cache entry on a thread while the caller analyses the
@@ -118,22 +132,23 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
             exiting. The thread is not a daemon, so the interpreter waits for it too,
             and the entry appears under its final name only when complete.
     Returns:
-        The :class:`Report`, identical to :func:`pipeline.load.report.load_report`'s.
+        The :class:`Report`, identical to :func:`pipeline.load.report.load_report`'s
+        (:func:`~pipeline.load.kineto.load_kineto`'s for a trace).
     Raises:
         pipeline.model.ProfileError: as :func:`~pipeline.load.report.load_report`.
     """
     if not enabled:
-        return load_report(sqlite_path)
+        return _load(sqlite_path)
     try:
         entry = entry_dir(sqlite_path, cache_dir)
     except OSError:
-        return load_report(sqlite_path)  # unreadable file: let the loader name the cause
+        return _load(sqlite_path)  # unreadable file: let the loader name the cause
     if (entry / "report.json").exists():
         try:
             return _read_entry(entry, sqlite_path)
         except (OSError, ValueError, KeyError, pa.ArrowException):
             shutil.rmtree(entry, ignore_errors=True)  # damaged entry: rebuild it
-    report = load_report(sqlite_path)
+    report = _load(sqlite_path)
     if background:
         writer = threading.Thread(target=_write_quietly, args=(report, entry), name="gpu-idle-cache-write")
         writer.start()

@@ -24,13 +24,18 @@ OVERHEAD_TYPE_NAMES = {
     7: "OVERHEAD_LAZY_FUNCTION_LOADING", 8: "OVERHEAD_COMMAND_BUFFER_FULL",
 }
 
-#: CUDA runtime and driver API calls that launch kernels (names normalised: no ``_v…``/``_ptsz`` suffix).
+#: CUDA runtime and driver API calls that launch kernels (names normalised: no ``_v…``/``_ptsz`` suffix),
+#: and their HIP twins.
 #: A graph launch may run many kernels under its one correlationId (or only copies).
 LAUNCH_APIS = frozenset({
     "cudaLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
     "cudaLaunchCooperativeKernelMultiDevice", "cudaGraphLaunch",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync", "cuLaunchKernel", "cuLaunchKernelEx",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice", "cuGraphLaunch",
+    # ROCm (HIP), as PyTorch profiler traces on AMD GPUs name them
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+    "hipHccModuleLaunchKernel", "hipLaunchCooperativeKernel", "hipLaunchCooperativeKernelMultiDevice",
+    "hipExtLaunchMultiKernelMultiDevice", "hipGraphLaunch",
 })
 
 

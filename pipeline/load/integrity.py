@@ -188,6 +188,28 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
                    f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
 
 
+#: Where the timeline's zero comes from when the export states no capture start (:func:`capture_start`).
+EARLIEST_ROW = "the report's earliest timestamp (the export states no capture start)"
+
+
+def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) -> tuple[int | None, str]:
+    """Where the Nsight Systems timeline puts its zero, on the rows' clock (int ns), and where that
+    comes from: ``ANALYSIS_DETAILS.startTime`` (or 0 when the rows count from the capture's start),
+    else ``TARGET_INFO_SESSION_START_TIME.systemClockNs`` (likewise), else the earliest of ``stamps``
+    (the rows kept, :data:`EARLIEST_ROW`); ``(None, "")`` with no row at all. ``reference``: the
+    timestamps whose median places the rows on the export's clock (the kernels' starts), as for
+    :func:`capture_of`."""
+    median = float(np.median(reference)) if reference.size else None
+    lo, _, source = _stated_capture(schema, median)
+    if lo is not None:
+        column = "startTime" if source == ANALYSIS_DETAILS_TABLE else "systemClockNs"
+        return int(lo), f"{source}.{column}" if lo else f"{source} (the rows count from the capture's start)"
+    stamps = [s for s in stamps if s.size]
+    if not stamps:
+        return None, ""
+    return min(int(s.min()) for s in stamps), EARLIEST_ROW
+
+
 @dataclass
 class Impossible:
     """Rows of one table that cannot be real: ``reversed`` (end < start) and ``outside`` (times far

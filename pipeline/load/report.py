@@ -13,18 +13,18 @@ import numpy as np
 import pandas as pd
 
 from ..memory import release as release_memory
-from ..model import GpuTrace, ProfileError, Report, RowWarning, WarningCode
+from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .gpus import load_devices, sm_subset_warning
-from .integrity import (capture_of, dropped_warning, duplicate_mask, duplicates_warning, frame_codes,
-    impossible_rows)
+from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
+    frame_codes, impossible_rows)
 from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
 from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
-from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
-    META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
+from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
+    MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
 
@@ -187,9 +187,40 @@ def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFra
     return df if n else df.iloc[0:0]
 
 
+# ``src_kind`` and ``dst_kind`` get :data:`pipeline.model.MEM_KINDS` ids (shared with the PyTorch profiler
+# loader), whatever ids the export itself uses (it names them in its table).
+
+
+def mem_kind_ids(schema: Schema) -> dict[int, int]:
+    """The export's ENUM_CUDA_MEM_KIND ids -> :data:`MEM_KINDS` ids, by the names it gives them
+    (``CUDA_MEMOPR_MEMORY_KIND_PINNED`` -> 1); an id whose name is not known maps to 7 (unknown). Empty
+    when the export has no such table: its ids are then read as :data:`MEM_KINDS` ids."""
+    if not {"id", "name"} <= set(schema.columns(MEM_KIND_TABLE)):
+        return {}
+    out = {}
+    for kind_id, name in schema.con.execute(f"SELECT id, name FROM {MEM_KIND_TABLE}").fetchall():
+        if kind_id is not None:
+            suffix = str(name or "").upper().removeprefix("CUDA_MEMOPR_MEMORY_KIND_")
+            out[int(kind_id)] = MEM_KINDS.get(suffix, MEM_KINDS["UNKNOWN"])
+    return out
+
+
+def _canonical_kinds(values: pd.Series, ids: dict[int, int]) -> pd.Series:
+    """``src_kind`` / ``dst_kind`` values as :data:`MEM_KINDS` ids (``ids``: :func:`mem_kind_ids`); -1
+    (no such column, a memset) stays; an id the table does not list becomes 7 (unknown)."""
+    if not ids:
+        return values
+    v = values.to_numpy(np.int64)
+    out = np.where(v == -1, -1, MEM_KINDS["UNKNOWN"])
+    for export_id, kind in ids.items():
+        out[v == export_id] = kind
+    return pd.Series(out, index=values.index)
+
+
 def _load_copies(schema: Schema) -> pd.DataFrame:
     """memcpy and memset rows, plus ``context_id`` (dropped by the caller); ``pid`` is -1 on
-    the rows of a table without a process column (older schema)."""
+    the rows of a table without a process column (older schema); ``src_kind`` and ``dst_kind`` as
+    :data:`MEM_KINDS` ids (:func:`mem_kind_ids`), -1 for a memset or a schema without them."""
     frames = []
     for table, kind in ((MEMCPY_TABLE, "memcpy"), (MEMSET_TABLE, "memset")):
         cols = schema.columns(table)
@@ -219,6 +250,9 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
     df = pd.concat(frames, ignore_index=True)
     df = df.astype({c: "int64" for c in columns if c != "kind"})
+    ids = mem_kind_ids(schema)
+    for column in ("src_kind", "dst_kind"):
+        df[column] = _canonical_kinds(df[column], ids).astype("int64")
     return df[columns]
 
 
@@ -297,6 +331,14 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
         raise ProfileError(f"{path}: all {len(kernels):,} usable rows of {KERNEL_TABLE} are timed far outside the "
                            f"capture ({capture.text}): no usable kernel")
     return frames, warnings
+
+
+def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame]) -> tuple[int | None, str]:
+    """The timeline's zero of the export (int ns on the rows' clock) and its source
+    (:func:`~pipeline.load.integrity.capture_start`), from the rows ``frames`` kept."""
+    kernels = frames[KERNEL_TABLE]
+    reference = (kernels if len(kernels) else frames[RUNTIME_TABLE])["start"].to_numpy(np.int64)
+    return capture_start(schema, [f["start"].to_numpy(np.int64) for f in frames.values()], reference)
 
 
 def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
@@ -382,6 +424,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
                   NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
         frames, trust_warnings = _drop_untrustworthy(schema, path, frames)
         warnings += trust_warnings
+        start_ns, start_source = _capture_start(schema, frames)
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
         copies = pd.concat([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]], ignore_index=True)
         overhead = pd.concat([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]], ignore_index=True)
@@ -415,6 +458,8 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
             meta=load_meta(schema),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
+            capture_start_ns=start_ns,
+            capture_start_source=start_source,
         )
     except sqlite3.DatabaseError as exc:
         raise ProfileError(f"{path}: SQLite error while reading ({exc})") from exc
@@ -430,6 +475,21 @@ def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
         if where.size and where[-1] - where[0] + 1 == where.size:
             return kernels.iloc[where[0]:where[-1] + 1]
     return kernels[col == gpu_key]
+
+
+def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
+    """The part of :func:`gpu_trace` that finding one GPU's iterations reads (kernels, NVTX,
+    runtime calls and untraced rows of its processes; no copies, overhead or warnings), cut
+    cheaply: the runtime calls in the frame's order. Raises ``KeyError`` for an unknown GPU key."""
+    devs = report.devices[report.devices["gpu_key"] == gpu_key]
+    if devs.empty:
+        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
+    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
+    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
+    return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
+                    kernels=_gpu_rows(report.kernels, gpu_key), copies=report.copies.iloc[:0],
+                    runtime=report.runtime.iloc[report.runtime_rows(pids)],
+                    nvtx=report.nvtx[report.nvtx["pid"].isin(pids)], untraced=untraced)
 
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
@@ -459,4 +519,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].all()),
         sms=int(devs["sms"].max()), board_sms=int(devs["board_sms"].max()),
         overhead=overhead.reset_index(drop=True), untraced=untraced.reset_index(drop=True),
+        capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
     )

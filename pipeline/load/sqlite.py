@@ -12,10 +12,14 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .tables import Schema
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 # pandas and pipeline.model (which imports pandas) are imported where used: the bench's reader
 # reference (bench/run.py) reads the columns with this module in a process that imports no more.

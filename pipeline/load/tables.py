@@ -30,6 +30,8 @@ CUPTI_OVERHEAD_TABLE = "CUPTI_ACTIVITY_KIND_OVERHEAD"
 #: Nsight Systems' own overhead (initialisation, buffer flushes, TLS allocation, instrumentation).
 PROFILER_OVERHEAD_TABLE = "PROFILER_OVERHEAD"
 OVERHEAD_TYPE_TABLE = "ENUM_CUPTI_OVERHEAD_TYPE"
+#: Memory kinds of a copy's two sides (``srcKind``, ``dstKind``): id -> name (``CUDA_MEMOPR_MEMORY_KIND_PINNED``).
+MEM_KIND_TABLE = "ENUM_CUDA_MEM_KIND"
 #: The capture's start: ``systemClockNs`` (2024+ exports) on the clock of the rows' timestamps.
 SESSION_START_TABLE = "TARGET_INFO_SESSION_START_TIME"
 #: The capture's extent: ``startTime``, ``stopTime``, ``duration`` (ns).

@@ -11,7 +11,7 @@ FORMATS = ("html", "csv", "md")
 @click.command()
 @click.argument("results", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="File to write (e.g. report.html).")
+              help="File to write (e.g. report.html); html also writes gpu-pages/ beside it.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="html", show_default=True,
               help="html: self-contained page with plots, trend and medical records; csv: the per-GPU cost "
                    "table for spreadsheets; md: a short summary for chat or e-mail.")
@@ -20,7 +20,10 @@ FORMATS = ("html", "csv", "md")
 def report(results, out_path, fmt, night):
     """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
     state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
-    night is the current one and whose history gives the trend."""
+    night is the current one and whose history gives the trend. The HTML report comes with one
+    page per analysed GPU, written beside it in gpu-pages/ (pages of GPUs no longer in the fleet
+    are removed from there) and linked from it; render it into the run folder itself
+    (--out DIR/report.html) so the medical records' links to those pages resolve."""
     from .html import ReportError, write_report
 
     try:

@@ -13,9 +13,11 @@ this module only formats:
 """
 from __future__ import annotations
 
+import html as html_lib
 import io
 import os
 import re
+import uuid
 
 import markdown as markdown_lib
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -23,11 +25,13 @@ from markupsafe import Markup
 
 from ..analysis.fixfirst import REMEDIES
 from ..config import AnalysisConfig
+from ..engine.outputs import PAGES_DIR
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
 from .medical import md_text, md_unescape
-from .summary import TOP_FIXES, ReportError, Results, load_results, summarise
+from .summary import (TOP_FIXES, ReportError, Results, gpu_doc, load_results, ok_rows, record_anchor, records,
+    summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
 
@@ -109,12 +113,40 @@ def _markdown() -> markdown_lib.Markdown:
     return md
 
 
-def _record_html(text: str) -> str:
+#: A record's link to a GPU page, as :func:`~pipeline.report.medical.job_record` writes it: an unescaped
+#: ``[`` (profile text never has one: :func:`~pipeline.report.medical.md_text`), a short GPU name, and a
+#: page name of safe characters only (:func:`~pipeline.engine.outputs.gpu_page_name`).
+_PAGE_LINK = re.compile(r"(?<![\\\[])\[([A-Za-z0-9._ #-]+)\]\(\.\./" + PAGES_DIR + r"/([A-Za-z0-9_.-]+\.html)\)")
+
+
+def _page_links(text: str, pages) -> tuple[str, dict]:
+    """``text`` with each GPU-page link (:data:`_PAGE_LINK`) replaced by a placeholder, and the
+    placeholder -> HTML map: ``<a href="gpu-pages/NAME.html">label</a>`` when NAME is in ``pages``
+    (the pages written beside the report), else the label as text. Markdown never sees the links
+    (its link syntax stays off, see :func:`_markdown`)."""
+    nonce = uuid.uuid4().hex
+    found: dict = {}
+
+    def token(m: re.Match) -> str:
+        key = f"GPUPAGE{nonce}N{len(found)}E"
+        label = html_lib.escape(m.group(1))
+        found[key] = (f'<a href="{PAGES_DIR}/{m.group(2)}">{label}</a>' if m.group(2) in pages else label)
+        return key
+
+    return _PAGE_LINK.sub(token, text), found
+
+
+def _record_html(text: str, pages=()) -> str:
     """A medical-record page (Markdown) as HTML: its text is text (``<``, ``&`` escaped by the
-    serializer), links, images and raw HTML are not rendered (see :func:`_markdown`)."""
+    serializer), links, images and raw HTML are not rendered (see :func:`_markdown`), except the
+    record's own links to GPU pages that exist beside the report (``pages``: their file names;
+    :func:`_page_links`)."""
     if text.startswith("# "):  # the page title; the report's section heading says it
         text = text.split("\n", 1)[1] if "\n" in text else ""
+    text, links = _page_links(text, set(pages))
     body = _markdown().convert(text)
+    for key, link in links.items():
+        body = body.replace(key, link)
     # An abbreviation's title is the definition's text as written: drop its Markdown escapes.
     body = re.sub(r'(<abbr title=")([^"]*)(")', lambda m: m.group(1) + md_unescape(m.group(2)) + m.group(3), body)
     # The page's own headings sit under the report's section heading.
@@ -127,14 +159,17 @@ def _record_code() -> str:
     return plots.source_digest(__file__, markdown_lib.__version__)
 
 
-def render_html(res: Results, plot_cache: str | None = None) -> str:
+def render_html(res: Results, plot_cache: str | None = None, pages: dict | None = None) -> str:
     """The report page for ``res`` (a complete HTML document).
 
     ``plot_cache``: a folder where the plots of the current night (categories,
     spread, timeline) and the HTML of the medical records are kept by their inputs
     (:func:`plots.cached`), so a night whose fleet did not change reuses them; None
-    draws every plot. The trend is drawn every time.
+    draws every plot. The trend is drawn every time. ``pages``: ``(report, gpu_key) -> href``
+    of the GPU pages written beside the report (:func:`~pipeline.report.gpu_page.write_gpu_pages`),
+    linked from the GPU tables, the fix-first list, the stragglers, the timeline and the records.
     """
+    pages = pages or {}
     s = summarise(res)
     t = s["trend"]
     worst = s["worst_gpu"]
@@ -151,29 +186,48 @@ def render_html(res: Results, plot_cache: str | None = None) -> str:
     }
     # One section per page, its id from the page's file stem (unique per job: summary.record_anchor links it).
     records = [{"stem": stem, "anchor": "record-" + stem,
-                "html": Markup(plots.cached(plot_cache, _record_html, text, code=_record_code(), suffix=".html")),
+                "html": Markup(plots.cached(plot_cache, _record_html, text, *_page_names(pages),
+                                            code=_record_code(), suffix=".html")),
                 "title": (md_unescape(text.splitlines()[0].removeprefix("# Medical record:").strip()) if text else stem)}
                for stem, text in s["records"].items()]
     return _env().get_template("report.html.j2").render(
         s=s, t=t, svgs={k: Markup(v) for k, v in svgs.items()}, records=records,
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
-        confidence=AnalysisConfig(), inf=float("inf"))
+        confidence=AnalysisConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
+        short=_short_gpu)
+
+
+def _page_names(pages: dict) -> tuple:
+    """``()`` without GPU pages, else ``(sorted page file names,)``: the extra argument of a cached
+    record's rendering (a record rendered without pages keeps its cache key)."""
+    return (sorted(os.path.basename(h) for h in pages.values()),) if pages else ()
+
+
+def _short_gpu(gpu_key: str) -> str:
+    """A GPU key short enough for a link in a table cell: at most 24 characters."""
+    key = str(gpu_key)
+    return key if len(key) <= 24 else key[:23] + "…"
 
 
 #: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers).
 CSV_COLUMNS = ["run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
-               "rate_usd_per_hour", "rate_source", "window_ms", "busy_ms", "idle_ms", "idle_pct", "copy_only_ms",
-               "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
-               "idle_usd_per_month", "amdahl_speedup", "straggler", "status", "error"]
+               "rate_usd_per_hour", "rate_source", "window_ms", "iterations", "kept_iterations", "busy_ms", "idle_ms",
+               "idle_pct", "copy_only_ms", "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
+               "idle_usd_per_month", "amdahl_speedup", "low_confidence", "confidence_note", "comm_exposed_ms",
+               "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler", "status", "error"]
 
 
 def render_csv(res: Results) -> str:
-    """The per-GPU cost table of the current night, most expensive first (error rows last)."""
-    fleet = res.current.copy()
+    """The per-GPU cost table of the current night (:data:`CSV_COLUMNS`), most expensive first (error rows
+    last). A table written before a column existed leaves it empty (``low_confidence`` and
+    ``confidence_note`` are then computed from the window and iterations, as the HTML report does)."""
+    fleet = with_fix_columns(res.current) if len(res.current) else res.current.copy()
+    fleet = fleet.copy()
     fleet["run_date"] = res.current_date
-    for col in ("window", "busy", "idle", "copy_only", "dark"):
-        fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
+    for col in ("window", "busy", "idle", "copy_only", "dark", "comm_exposed"):
+        if f"{col}_ns" in fleet.columns:   # comm_exposed_ns: not in tables written before it existed
+            fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
     fleet["_usd"] = fleet["idle_usd_per_month"].astype(float)
     fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
                               na_position="last", kind="stable")
@@ -198,6 +252,34 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def reconcile_text(rc: dict) -> str:
+    """One sentence saying how the fix-first list adds up to the headline idle cost
+    (:func:`~pipeline.report.summary.reconcile`): the list, the slivers no category holds, profiler and
+    untraced time, idle in no category and rounding (the last two only when not zero)."""
+    parts = [f"{usd(rc['fixes'])} (the list)", f"{usd(rc['slivers'])} of sub-threshold slivers on GPUs that are "
+             "not launch-bound (no category holds them)", f"{usd(rc['profiler'])} of profiler overhead",
+             f"{usd(rc['untraced'])} of untraced time"]
+    if rc["other"]:
+        parts.append(f"{usd(rc['other'])} of idle in no category")
+    if rc["rounding"]:
+        parts.append(f"{usd(rc['rounding'])} of rounding to cents")
+    return (f"How the list adds up to the headline: {usd(rc['headline'])}/month idle = "
+            + " + ".join(parts).replace(f"{usd(rc['fixes'])} (the list)", f"{usd(rc['fixes'])} (the fix-first list)")
+            + ".")
+
+
+def _markdown_legend(rows: list[dict]) -> list[str]:
+    """What the markers of the Markdown variant's GPU table mean, when any row has one."""
+    out = []
+    assumed = [r for r in rows if r["rate_assumed"]]
+    if assumed:
+        out.append(f"({md_text(assumed[0]['rate_marker'])}): the GPU's model is not on the rate card or not named, "
+                   "priced at the default model's rate (`cost.default_model`).")
+    if any(r["low_confidence"] for r in rows):
+        out.append("(low confidence: …): a short window or few stable iterations extrapolated to a month.")
+    return [""] + out if out else []
+
+
 def render_markdown(res: Results) -> str:
     """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
     Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
@@ -206,6 +288,8 @@ def render_markdown(res: Results) -> str:
     t = s["trend"]
     span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"
     lines = _markdown_fixes(s["fixes"])
+    if s["reconcile"] and s["fixes"]:
+        lines += [reconcile_text(s["reconcile"]), ""]
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")", ""]
@@ -232,8 +316,11 @@ def render_markdown(res: Results) -> str:
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:
+        marks = "".join(f" ({m})" for m in (r["rate_marker"], r["confidence_marker"]) if m)
         lines.append(f"| {r['rank']} | {md_text(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | "
-                     f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])} |")
+                     f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])}"
+                     f"{md_text(marks)} |")
+    lines += _markdown_legend(s["top"][:5])
     rates = "; ".join(f"{md_text(r['model'])} ${r['rate']:,.2f}/GPU-hour ({md_text(r['source'])})"
                       for r in s["rate_card"])
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
@@ -260,11 +347,26 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
     res = load_results(os.fspath(results_dir), night)
-    text = render_html(res, plot_cache) if fmt == "html" else {"csv": render_csv, "md": render_markdown}[fmt](res)
     out_path = os.fspath(out_path)
+    if fmt == "html":
+        text = render_html(res, plot_cache, write_pages(res, out_path, plot_cache))
+    else:
+        text = {"csv": render_csv, "md": render_markdown}[fmt](res)
     write_text(out_path, text)
     # A page to share: readable as any new file would be (write_text's temporary file is 0600).
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(out_path, 0o666 & ~umask)
     return out_path
+
+
+def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> dict:
+    """One page per analysed GPU of the current night that has its JSON, into ``gpu-pages/`` beside
+    ``out_path`` (:func:`~pipeline.report.gpu_page.write_gpu_pages`; pages of other GPUs there are
+    removed). Returns ``(report, gpu_key) -> href`` relative to the report's folder."""
+    from .gpu_page import write_gpu_pages
+
+    ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
+    recs = records(res.run_dir)
+    rows = [(str(r), str(g), record_anchor(str(j), recs)) for r, g, j in zip(ok["report"], ok["gpu_key"], ok["job"])]
+    return write_gpu_pages(rows, lambda report, gpu: gpu_doc(res.run_dir, report, gpu), out_path, plot_cache)

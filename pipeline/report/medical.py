@@ -6,9 +6,11 @@ Line 2 names the sub-threshold slivers that no category holds (unless the GPU
 is launch-bound), so the shares add up to the idle. Then the five largest
 device-level gaps of the job (time when no stream runs a kernel; per-stream
 gaps on a side stream are not idle GPU time): its start in seconds on the report's
-clock (the Nsight Systems timeline's), the NVTX range it falls in, width in ms and
-category. GPUs are named short (model and their number in the job, ``H100 #3``); the
-page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
+clock (column ``start (report clock, s)``: export ns / 10⁹, the clock ``--trim`` takes; not the
+Nsight Systems GUI's timeline, which counts from the capture start: the GPU pages give both), the
+NVTX range it falls in, width in ms and category, then a link per GPU to its page (``../gpu-pages/<stem>.html``, written beside the report by
+``gpu-idle report``: :mod:`pipeline.report.gpu_page`). GPUs are named short (model and their number in the
+job, ``H100 #3``); the page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
 Extra abbreviations: the HTML report shows the full key on hover). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
 (:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
@@ -25,9 +27,13 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..engine.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
 
 TOP_GAPS = 5
+#: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
+#: ``--trim`` takes them), which does not depend on where the capture started.
+START_COLUMN = "start (report clock, s)"
 
 #: Characters of profile text (NVTX ranges, kernel and file names, labels, error messages) that
 #: Markdown would read as syntax (links, images, emphasis, raw HTML, autolinks, table cells,
@@ -52,8 +58,9 @@ def _ms(ns) -> str:
 
 
 def timeline_s(ns) -> str:
-    """Integer ns on the report's clock as the Nsight Systems timeline shows it: seconds with
-    6 decimals (rounded to the µs, half up), e.g. ``10.599360 s`` for 10_599_360_207 ns."""
+    """Integer ns as seconds with 6 decimals (rounded to the µs, half up), e.g. ``10.599360 s`` for
+    10_599_360_207 ns: export ns on the report's clock (what ``--trim`` takes), or ns from the capture
+    start (what the Nsight Systems GUI's timeline shows) when given a difference."""
     us = (int(ns) + 500) // 1000
     sign, us = ("-", -us) if us < 0 else ("", us)
     return f"{sign}{us // 1_000_000}.{us % 1_000_000:06d} s"
@@ -146,7 +153,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
             + (f" · not the application's: {apart}" if apart else ""))
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
-                  "| # | GPU | start (timeline) | NVTX range | width | category |",
+                  f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]
         gaps = []
         for row in ok:
@@ -159,6 +166,11 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
                          f"{g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
+        lines += ["", "## GPU pages", "",
+                  f"Each GPU's timeline and gap rosters (`{PAGES_DIR}/`, written beside the report by `gpu-idle report`):",
+                  ""]
+        lines += [f"- [{name}](../{PAGES_DIR}/{gpu_page_name(str(report), str(key))})"
+                  for (report, key), name in names.items()]
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
         usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
         caveat_usd = [(cat, float(np.nansum(np.array([r.get(f"{cat}_usd_per_month") for r in ok], dtype=float))))

@@ -18,7 +18,8 @@ import zlib
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, PathPatch
+from matplotlib.path import Path
 
 from ..model import CATEGORIES, CAVEATS
 
@@ -272,3 +273,99 @@ def fleet_trend(nights: list[dict]) -> str:
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(axis="y", alpha=0.3)
     return _svg(fig, "fleet-trend")
+
+
+#: Colours of the GPU page's copy lanes, by direction; other directions are grey.
+COPY_COLOURS = {"HtoD": "#17becf", "DtoH": "#aec7e8", "DtoD": "#98df8a", "PtoP": "#c49c94", "memset": "#dbdb8d"}
+OTHER_COPY_COLOUR = "#b0b0b0"
+#: Kept and excluded iterations on the GPU page.
+KEPT_COLOURS = ("#cfd8e3", "#e8e8e8")
+EXCLUDED_COLOUR = "#f4c7c3"
+
+
+def _spans_path(spans, y: float, height: float) -> Path:
+    """One compound path of rectangles ``[x0, x1]`` × ``[y, y + height]``: a lane of any number of
+    bars is one SVG element (about 60 bytes a bar), not one element per bar."""
+    verts, codes = [], []
+    for x0, x1 in spans:
+        verts += [(x0, y), (x1, y), (x1, y + height), (x0, y + height), (x0, y)]
+        codes += [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY]
+    return Path(verts, codes)
+
+
+def _bars(ax, spans, y: float, height: float, colour: str, **kw) -> None:
+    """Draw ``spans`` (``[[x0, x1], ...]`` in axis units) as bars of one colour on one row."""
+    if spans:
+        ax.add_patch(PathPatch(_spans_path(spans, y, height), facecolor=colour, edgecolor="none", **kw))
+
+
+@_plain_text
+def gpu_lanes(view: dict) -> str:
+    """The GPU page's timeline: one row per lane, x in seconds from the capture start.
+
+    ``view`` (plain values, :func:`pipeline.report.gpu_page.timeline_view`; times already in seconds
+    from the capture start, spans merged to the drawing's resolution): ``context`` and ``window``
+    ``[x0, x1]``; ``marks`` ``[[index, x0, x1, reason], ...]`` (iterations, ``reason`` ``""`` when
+    kept); ``gaps`` ``{category: [[x0, x1], ...]}`` (device-level gaps); ``numbers`` ``[[x, n], ...]``
+    (the longest device gaps, numbered as in the page's table; one band per category present, in
+    category order); ``lanes`` ``[{label, kind, direction,
+    spans, gaps: {category: spans}}]`` (kernels of a stream, or copies of a direction, with the
+    stream's longest gaps by category); ``title``; ``xlabel`` what the seconds count from (default:
+    the Nsight Systems timeline's zero).
+    """
+    lanes = view["lanes"]
+    rows = ["iterations", "device gaps"] + [lane["label"] for lane in lanes]
+    n = len(rows)
+    fig = Figure(figsize=(WIDTH, 0.34 * n + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    (c0, c1), (w0, w1) = view["context"], view["window"]
+    top = lambda i: n - 1 - i  # noqa: E731 - row i's bottom, first row on top
+    for x0, x1 in ((c0, w0), (w1, c1)):
+        if x1 > x0:
+            ax.axvspan(x0, x1, color="#f0f0f0", zorder=0)
+    kept = [m for m in view["marks"] if not m[3]]
+    excluded = [m for m in view["marks"] if m[3]]
+    for parity in (0, 1):
+        _bars(ax, [[m[1], m[2]] for j, m in enumerate(kept) if j % 2 == parity], top(0) + 0.15, 0.7,
+              KEPT_COLOURS[parity])
+    _bars(ax, [[m[1], m[2]] for m in excluded], top(0) + 0.15, 0.7, EXCLUDED_COLOUR, hatch="//")
+    for index, x0, x1, reason in view["marks"]:
+        if (x1 - x0) > (c1 - c0) / 25:
+            ax.text((x0 + x1) / 2, top(0) + 0.5, f"#{index}" + (f" {reason.split(' ')[0]}" if reason else ""),
+                    ha="center", va="center", fontsize=7, color="#333", clip_on=True)
+    # one band per category present, so a category is seen wherever it is, however dense the gaps
+    seen = [cat for cat in (*CATEGORIES, *CAVEATS) if view["gaps"].get(cat)]
+    band = 0.7 / max(len(seen), 1)
+    for j, cat in enumerate(seen):
+        _bars(ax, view["gaps"][cat], top(1) + 0.85 - (j + 1) * band, band, CATEGORY_COLOURS[cat])
+    for x, number in view["numbers"]:
+        ax.text(x, top(1) + 0.5, str(number), ha="center", va="center", fontsize=7, fontweight="bold", color="#111",
+                clip_on=True)
+    directions = []
+    for i, lane in enumerate(lanes, 2):
+        if lane["kind"] == "copy":
+            colour = COPY_COLOURS.get(lane["direction"], OTHER_COPY_COLOUR)
+            directions.append((lane["direction"], colour))
+        else:
+            colour = KERNEL_COLOUR
+        for cat, spans in lane.get("gaps", {}).items():
+            _bars(ax, spans, top(i) + 0.05, 0.2, CATEGORY_COLOURS.get(cat, SLIVER_COLOUR))
+            if cat not in seen:
+                seen.append(cat)
+        _bars(ax, lane["spans"], top(i) + 0.25, 0.6, colour)
+    for x in (w0, w1):
+        ax.axvline(x, color="#1f4e79", linestyle="--", linewidth=1)
+    ax.set_yticks([top(i) + 0.5 for i in range(n)], rows, fontsize=8)
+    ax.set_xlim(c0, c1)
+    ax.set_ylim(0, n + 0.2)
+    ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+    ax.set_xlabel(view.get("xlabel", "seconds from the capture start (as the Nsight Systems timeline shows them)")
+                  + "; dashed lines: the analysis window, grey: the context around it")
+    ax.set_title(view["title"], fontsize=10, loc="left")
+    handles = [Patch(color=KERNEL_COLOUR, label="kernels")] + [
+        Patch(color=colour, label=direction) for direction, colour in directions] + [
+        Patch(color=CATEGORY_COLOURS[c], label=f"{c} gap") for c in seen if c in CATEGORY_COLOURS] + [
+        Patch(facecolor=EXCLUDED_COLOUR, hatch="//", label="excluded iteration")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8), frameon=False, fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig, "gpu-lanes")

@@ -25,12 +25,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
+from ..analysis.cost import rate_assumed
 from ..config import AnalysisConfig, CostConfig
 from ..engine.outputs import gpu_json_name
 from ..engine.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
-from .medical import record_stem
+from .medical import record_stem, short_names
 
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
@@ -345,14 +346,156 @@ def with_fix_columns(fleet: pd.DataFrame) -> pd.DataFrame:
                      axis=1)
 
 
+#: GPUs named (linked to their pages) per fix-first entry of the report.
+FIX_GPUS = 3
+
+
+def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS) -> list[dict]:
+    """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
+    (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key): ``[{report, gpu_key, usd}]``."""
+    ok = ok_rows(with_fix_columns(fleet))
+    column = f"fix_{category}_usd_per_month"
+    usd = ok[column].astype(float).fillna(0.0)
+    rows = ok.assign(_usd=usd)[usd > 0].sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
+                                                    kind="stable").head(n)
+    return [{"report": str(r), "gpu_key": str(g), "usd": float(u)}
+            for r, g, u in zip(rows["report"], rows["gpu_key"], rows["_usd"])]
+
+
 def fix_first(fleet: pd.DataFrame) -> list[dict]:
     """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
-    (no example gaps: the page quotes none). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
+    (no example gaps: the page quotes none) and ``top_gpus``, the GPUs with the most of it
+    (:func:`fix_gpus`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
-    return fixes[fixes["scope"] == "fleet"].to_dict("records")
+    return [dict(e, top_gpus=fix_gpus(fleet, e["category"]), confidence_title=confidence_title(fleet, e["category"]))
+            for e in fixes[fixes["scope"] == "fleet"].to_dict("records")]
+
+
+#: GPUs named in a fix-first entry's low-confidence hover text (the others are counted).
+TITLE_GPUS = 3
+
+
+def gpu_names(fleet: pd.DataFrame) -> dict:
+    """``(report, gpu_key) -> "H100 #3 in llm-pretrain"`` for the analysed rows: the GPU's short name in
+    its job's medical record (:func:`~pipeline.report.medical.short_names`: model and number, by report
+    and GPU key) and the job."""
+    ok = ok_rows(fleet).sort_values(["report", "gpu_key"], kind="stable")
+    out = {}
+    for job, rows in ok.groupby("job", sort=True, dropna=False):
+        plain = [{"report": str(r), "gpu_key": str(g), "gpu_model": m}
+                 for r, g, m in zip(rows["report"], rows["gpu_key"], rows["gpu_model"])]
+        out.update({key: f"{name} in {job}" for key, name in short_names(plain).items()})
+    return out
+
+
+def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) -> str:
+    """The hover text of a fix-first entry's low-confidence marker, short whatever the fleet's size: how
+    many of the entry's GPUs (those with idle of ``category``) are low confidence, each kind of shortfall
+    with its count (:func:`~pipeline.analysis.fixfirst.confidence_kinds`), the first ``n`` of them by
+    short name (:func:`gpu_names`; by report and GPU key) and how many more; the full list (report, GPU
+    key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low."""
+    ok = ok_rows(with_fix_columns(fleet)).sort_values(["report", "gpu_key"], kind="stable")
+    part = ok[ok[f"cat_{category}_ns"].fillna(0) > 0]
+    low = part[part["low_confidence"].fillna(False).astype(bool)]
+    if low.empty:
+        return ""
+    kinds: dict = {}
+    for note in low["confidence_note"]:
+        for kind in fixfirst.confidence_kinds(note):
+            kinds[kind] = kinds.get(kind, 0) + 1
+    names = gpu_names(fleet)
+    shown = [names[(str(r), str(g))] for r, g in zip(low["report"].head(n), low["gpu_key"].head(n))]
+    more = len(low) - len(shown)
+    return (f"low confidence on {len(low)} of the {len(part)} GPU(s) with {category} idle ("
+            + "; ".join(f"{k}: {c}" for k, c in sorted(kinds.items(), key=lambda kc: (-kc[1], kc[0])))
+            + "): " + ", ".join(shown) + (f" and {more} more" if more else "")
+            + ". Every GPU and why: fix_first.json")
+
+
+def figure_caveats(row: dict) -> dict:
+    """What qualifies one GPU's dollar figure (the top-10 table's and ``--format md``'s markers):
+    ``low_confidence`` (bool) with ``confidence_marker`` (:func:`~pipeline.analysis.fixfirst.confidence_marker`,
+    e.g. ``low confidence: 8.6 ms window``) and ``confidence_note``; ``rate_assumed`` (the GPU's model is not
+    on the rate card or not named, so it is priced at the default model's rate:
+    :func:`~pipeline.analysis.cost.rate_assumed`) with ``rate_marker`` (``≈ H100 rate``) and ``rate_title``
+    (why, quoting ``rate_source``). A row from before the confidence columns: not low."""
+    low = bool(row.get("low_confidence")) and not pd.isna(row.get("low_confidence"))
+    note = "" if not low else str(row.get("confidence_note") or "")
+    assumed = rate_assumed(row.get("rate_source"))
+    model, rate = str(row.get("rate_model") or ""), str(row.get("rate_source") or "")
+    named = str(row.get("gpu_model") or "")
+    named = "" if named in ("None", "nan") else named
+    why = f"{named} is not on the rate card" if named else "the GPU's model is not named"
+    return {"low_confidence": low, "confidence_note": note,
+            "confidence_marker": fixfirst.confidence_marker(note, int(row.get("window_ns") or 0),
+                                                            int(row.get("iterations") or 0)) if low else "",
+            "rate_assumed": assumed, "rate_marker": f"≈ {model} rate" if assumed else "",
+            "rate_title": f"{why}: priced as {model}, the default model ({rate})" if assumed else ""}
+
+
+def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
+    """How the fix-first list adds up to the headline idle USD per month, in whole cents.
+
+    Every device-level idle ns of a GPU is in exactly one of: an application category (the list, filed
+    categories under 2 % included), the sub-threshold slivers of a GPU that is not launch-bound (no
+    category holds them; on a launch-bound GPU they are ``launch``), ``profiler``, ``untraced``
+    (``idle_ns = Σ cat_<c>_ns + slivers + cat_profiler_ns + cat_untraced_ns``). Each GPU's dollars are
+    shares of its ``idle_usd_per_month`` in proportion to those ns (profiler and untraced: their own
+    ``*_usd_per_month`` columns when the table has them), so::
+
+        headline = fix-first sum + slivers + profiler + untraced + other + rounding
+
+    with ``other`` the idle ns no part holds (0 for tables this pipeline writes) and ``rounding`` what
+    rounding every GPU's figures to cents leaves (a few cents). Returns ``{headline, fixes, slivers,
+    profiler, untraced, other, rounding}`` in USD (each a whole number of cents) and the same parts in
+    ns summed over the analysed GPUs under ``ns`` (``idle``, ``fixes``, ``slivers``, ``profiler``,
+    ``untraced``, ``other``)."""
+    ok = ok_rows(fleet)
+
+    def ns(col: str) -> pd.Series:
+        return ok[col].fillna(0).astype("int64") if col in ok.columns else pd.Series(0, index=ok.index, dtype="int64")
+
+    idle = ns("idle_ns")
+    app = sum((ns(f"cat_{c}_ns") for c in fixfirst.fixable()), pd.Series(0, index=ok.index, dtype="int64"))
+    # launch-bound: its slivers are cat_launch_ns (a table from before the column: the GPUs with launch idle)
+    launch = (ok["launch_bound"].fillna(False).astype(bool) if "launch_bound" in ok.columns
+              else ns("cat_launch_ns") > 0)
+    slivers = ns("device_sliver_ns").where(~launch, 0)
+    prof, untr = ns("cat_profiler_ns"), ns("cat_untraced_ns")
+    other = idle - app - slivers - prof - untr
+    usd = ok["idle_usd_per_month"].astype(float).fillna(0.0)
+    per_ns = (usd / idle.where(idle > 0)).fillna(0.0)      # each GPU's USD per month per idle ns
+
+    def share(part: pd.Series) -> float:
+        return float((per_ns * part).sum())
+
+    def caveat(cat: str, part: pd.Series) -> float:
+        col = f"{cat}_usd_per_month"
+        return float(ok[col].astype(float).fillna(0.0).sum()) if col in ok.columns else share(part)
+
+    def cents(x: float) -> int:
+        return int(round(x * 100))
+
+    c = {"headline": cents(fleet_usd(fleet)), "fixes": sum(cents(e["usd_per_month"]) for e in fixes),
+         "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler", prof)),
+         "untraced": cents(caveat("untraced", untr)), "other": cents(share(other))}
+    c["rounding"] = c["headline"] - sum(v for k, v in c.items() if k != "headline")
+    out = {k: v / 100 for k, v in c.items()}
+    out["ns"] = {"idle": int(idle.sum()), "fixes": int(app.sum()), "slivers": int(slivers.sum()),
+                 "profiler": int(prof.sum()), "untraced": int(untr.sum()), "other": int(other.sum())}
+    return out
+
+
+def stragglers(fleet: pd.DataFrame) -> list[dict]:
+    """The straggler suspects of the analysed rows: ``[{cluster, job, report, gpu_key, idle_pct}]``,
+    by cluster, job, report, GPU key."""
+    ok = ok_rows(fleet)
+    rows = ok[ok["straggler"].fillna(False).astype(bool)].sort_values(["cluster", "job", "report", "gpu_key"], kind="stable")
+    return [{"cluster": str(c), "job": str(j), "report": str(r), "gpu_key": str(g), "idle_pct": float(p)}
+            for c, j, r, g, p in zip(rows["cluster"], rows["job"], rows["report"], rows["gpu_key"], rows["idle_pct"])]
 
 
 def summarise(res: Results) -> dict:
@@ -364,6 +507,7 @@ def summarise(res: Results) -> dict:
     dates = [d for d, _ in res.history]
     recs = records(res.run_dir)
     top = top_gpus(fleet)
+    fixes = fix_first(fleet)
     top_rows = []
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
@@ -372,7 +516,7 @@ def summarise(res: Results) -> dict:
             "gpu_model": str(r.gpu_model or ""), "idle_pct": float(r.idle_pct), "idle_ns": int(r.idle_ns),
             "window_ns": int(r.window_ns), "main_category": str(r.main_category),
             "usd": float(r.idle_usd_per_month), "amdahl": float(r.amdahl_speedup), "straggler": bool(r.straggler),
-            "anchor": record_anchor(r.job, recs)})
+            "anchor": record_anchor(r.job, recs), **figure_caveats(r._asdict())})
     worst = top.iloc[0] if len(top) else None
     return {
         "source": res.source, "kind": res.kind, "current_date": res.current_date,
@@ -391,5 +535,6 @@ def summarise(res: Results) -> dict:
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
                                                  "job": str(worst["job"])},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
-        "trend": trend(res.history), "records": recs, "fixes": fix_first(fleet), "comm": comm_exposure(fleet),
+        "trend": trend(res.history), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
+        "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
     }

@@ -17,13 +17,14 @@ import os
 import pandas as pd
 
 from ..config import Config
+from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
-from ..engine.outputs import write_outputs
+from ..engine.outputs import PAGES_DIR, write_outputs
 from ..engine.reduce import reduce_outcomes
 from ..engine.tasks import ReportOutcome
 from ..inputs.discover import discover
-from ..io import prune, remove_leftovers, write_json
+from ..io import prune, remove_if_empty, remove_leftovers, write_json
 from ..load.cache import wait_for_writes
 from ..model import Failure
 from .results import MANIFEST, ResultCache, drop_manifest, folder_files, read_manifest
@@ -38,7 +39,9 @@ class RunResult:
     reports analysed now (failed or not); ``reused``: reports whose stored result was used; ``failed``: ``(report, error)`` of every report with an error row;
     ``kept``: the output folder was already up to date and nothing was written;
     ``engine_problem``: why reports could not be analysed at all (no cluster, no worker
-    left), else ``None``; ``wrote``: what the folder wrote, for people.
+    left), else ``None``; ``wrote``: what the folder wrote, for people; ``skipped``: ``(path, why)``
+    of the JSON files a folder search passed over as not traces
+    (:func:`~pipeline.inputs.discover.discover`, said by :func:`~pipeline.inputs.discover.skipped_note`).
     """
 
     fleet: pd.DataFrame
@@ -50,6 +53,7 @@ class RunResult:
     kept: bool = False
     engine_problem: str | None = None
     wrote: str = ""
+    skipped: list = dataclasses.field(default_factory=list)
 
 
 class OutputError(Exception):
@@ -112,10 +116,25 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
 
 def stale_note(written: dict) -> str:
-    """``"removed N file(s) of an earlier run with other inputs"`` when :func:`write_documents` removed
-    any, else ``""``."""
-    count = len(written.get("stale", []))
-    return f"removed {count} file(s) of an earlier run with other inputs" if count else ""
+    """What a run removed of an earlier one, for people; ``""`` when nothing.
+
+    ``written["stale"]``: the per-GPU files and records of other inputs :func:`write_documents` removed
+    (alone: ``"removed N file(s) of an earlier run with other inputs"``); ``written["stale_report"]``: the
+    manager report (``report.html``) and the GPU pages rendered from the folder's earlier contents that
+    :meth:`RunFolder.write` removed, counted too and said apart, with ``written["stale_dirs"]``, the
+    folders left empty that went with them (``gpu-pages/``)."""
+    documents = written.get("stale", [])
+    rendered = written.get("stale_report", [])
+    count = len(documents) + len(rendered)
+    if not rendered:
+        return f"removed {count} file(s) of an earlier run with other inputs" if count else ""
+    pages = sum(os.path.basename(os.path.dirname(p)) == PAGES_DIR for p in rendered)
+    what = [x for x in ("report.html" if pages < len(rendered) else "", f"{pages} GPU page(s)" if pages else "") if x]
+    parts = [f"{len(documents)} per-GPU file(s) and record(s) of other inputs"] if documents else []
+    parts.append(" and ".join(what) + " rendered from its outputs: `gpu-idle report DIR --out DIR/report.html` "
+                 "renders them again")
+    dirs = "".join(f", and the emptied folder {os.path.basename(d)}/" for d in written.get("stale_dirs", []))
+    return f"removed {count} file(s) of an earlier run ({'; '.join(parts)}){dirs}"
 
 
 def write_folder_manifest(out_dir: str, digest: str, **extra) -> None:
@@ -142,11 +161,18 @@ class RunFolder(OutputFolder):
 
     def write(self, fleet, rosters, cfg, digest) -> str:
         # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
-        # DIR/report.html, as `make run` does) would describe other outputs: it goes.
+        # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
+        # GPU pages rendered beside it (DIR/gpu-pages/*.html).
+        rendered = []
         stale_html = os.path.join(self.out_dir, "report.html")
         if os.path.exists(stale_html):
             os.unlink(stale_html)
+            rendered.append(stale_html)
+        pages = os.path.join(self.out_dir, PAGES_DIR)
+        rendered += [os.path.join(pages, name) for name in prune(pages, set(), ".html")]
+        emptied = [pages] if remove_if_empty(pages) else []   # gpu-idle report makes it again
         written, records = write_documents(self.out_dir, fleet, rosters, cfg)
+        written.update(stale_report=rendered, stale_dirs=emptied)
         note = stale_note(written)
         if digest:
             write_folder_manifest(self.out_dir, digest)
@@ -166,7 +192,7 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
     if not jobs:
         return outcomes, None
     address = scheduler_address(cfg, scheduler)
-    if len(jobs) == 1 and not address:
+    if len(jobs) == 1 and not address and cfg.dask.slurm is None:
         log("engine: in this process (one report, no scheduler configured: no cluster to start"
             + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         backend = InProcess(cfg.dask.n_workers * cfg.dask.threads_per_worker)
@@ -174,7 +200,10 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
         return outcomes, None
     try:
         with open_client(cfg, scheduler, log=log) as client:
-            backend = OnDask(client, shares_files=not address, no_workers_timeout_s=cfg.dask.no_workers_timeout_s)
+            # Workers on other machines (a scheduler's, Slurm jobs') may not see this one's folders:
+            # the client writes the outputs and stores the results.
+            remote = bool(address) or cfg.dask.slurm is not None
+            backend = OnDask(client, shares_files=not remote, no_workers_timeout_s=cfg.dask.no_workers_timeout_s)
             outcomes = list(_tracked(map_reports(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None
@@ -185,6 +214,33 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
                      for j in jobs if j.path not in done]
         return outcomes, message
     return outcomes, problem
+
+
+def _agree_across_reports(outcomes: list, rows: list, rosters: dict, plans: dict, cfg: Config,
+                          cache: ResultCache | None, scheduler: str | None, gpu_dir: str, log) -> tuple:
+    """The reports of jobs spread over several reports whose GPUs did not keep what their job's
+    agreement gives them (:func:`~pipeline.engine.agreement.forced_agreements`, over the results
+    analysed now and the stored ones): their result under the job's agreement, from the store when
+    it is there, else analysed again now with the agreement forced (and stored under its own key).
+    Returns ``(outcomes, rows, rosters, paths analysed again)`` with those reports replaced."""
+    forced = forced_agreements(entries_of(outcomes, rows, plans), cfg)
+    if not forced:
+        return outcomes, rows, rosters, []
+    slots = {p: cache.slot(p, a) if cache is not None else None for p, a in forced.items()}
+    kept = [p for p in sorted(forced) if slots[p] is not None and cache.store.has(slots[p].key)]
+    got_rows, got_rosters, damaged, _ = cache.read(kept, slots) if kept else ([], {}, [], {})
+    redo = [p for p in sorted(forced) if p not in kept or p in damaged]
+    if redo:
+        log(f"engine: analysing {len(redo)} report(s) again so that every GPU of their job keeps the same "
+            "iterations (a job spread over several reports)")
+    jobs = [Job(p, cfg.labels_for(p), slots[p], forced[p]) for p in redo]
+    again, _ = _analyse(jobs, cfg, scheduler, gpu_dir, log, None)
+    done = set(forced)
+    outcomes = [o for o in outcomes if o.path not in done] + again
+    rows = [r for r in rows if r.get("report") not in done] + got_rows
+    rosters = {k: v for k, v in rosters.items() if k[0] not in done}
+    rosters.update(got_rosters)
+    return outcomes, rows, rosters, redo
 
 
 def _tracked(outcomes, progress):
@@ -217,9 +273,10 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
     folder.prepare()
     # Workers of a LocalCluster have a known memory limit: a local report too big for it is
     # refused by its size before anything reads (or hashes) it. A remote worker checks its own.
-    limit = None if scheduler_address(cfg, scheduler) else local_worker_memory(cfg)
+    limit = None if scheduler_address(cfg, scheduler) or cfg.dask.slurm is not None else local_worker_memory(cfg)
+    skipped: list = []
     paths, problems = discover(list(inputs), storage=cfg.storage, memory_limit=limit,
-                               memory_factor=cfg.dask.memory_factor)
+                               memory_factor=cfg.dask.memory_factor, skipped=skipped)
     folder.on_found(paths, problems)
     n_problems = len(problems)
     forced = {_canonical(p) for p in force}
@@ -242,7 +299,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         kept = folder.reuse(digest)
         if kept is not None:
             return RunResult(fleet=kept, out_dir=folder.out_dir, reports=len(paths) + n_problems,
-                             reused=len(stored), kept=True, failed=_failures(kept))
+                             reused=len(stored), kept=True, failed=_failures(kept), skipped=skipped)
     drop_manifest(folder.out_dir)  # the folder is about to change: no old manifest may vouch for it
     jobs = [Job(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
@@ -253,12 +310,16 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         if progress is not None:
             progress.close()
     # Stored results are read only now: forked workers would otherwise carry them too.
-    rows, rosters, damaged = cache.read(stored) if cache is not None else ([], {}, [])
+    rows, rosters, damaged, plans = cache.read(stored) if cache is not None else ([], {}, [], {})
     if damaged:  # unreadable stored results: analyse those reports again
         more = [Job(p, cfg.labels_for(p), cache.slot(p)) for p in damaged]
         again, _ = _analyse(more, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log, None)
         outcomes += again
         todo += damaged
+    # A job spread over several reports: its GPUs keep the same iterations (a second round, usually empty).
+    outcomes, rows, rosters, redone = _agree_across_reports(outcomes, rows, rosters, plans, cfg, cache, scheduler,
+                                                             os.path.join(folder.out_dir, "gpus"), log)
+    todo += [p for p in redone if p not in todo]
     fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters)
     if cache is not None and not all(cache.stored(p) for p in identified):
         digest = None  # a report without a stored result is analysed again next time: nothing to keep
@@ -266,7 +327,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
     wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,
-                     wrote=wrote)
+                     wrote=wrote, skipped=skipped)
 
 
 def _failures(fleet: pd.DataFrame) -> list:

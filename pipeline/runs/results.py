@@ -1,12 +1,16 @@
 """Per-report results kept between runs: the nightly sweep's and ``gpu-idle run``'s.
 
-``<root>/results/<content>-<settings>-<code>.parquet`` + ``.json``
-    the fleet rows and the per-GPU rosters/timelines of one report. ``<content>``:
+``<root>/results/<content>-<settings>-<code>[-<agreement>].parquet`` + ``.json``
+    the fleet rows and the per-GPU rosters/timelines and iteration plans of one report
+    (the plans let a later run recompute the agreement of a job spread over several
+    reports without analysing them again). ``<content>``:
     the report's identity (:func:`report_identity`, 20 hex digits); ``<settings>``:
     the :func:`config_hash` and the labels the report's path gets (they name its
     job and can pick its rate), 12 hex digits; ``<code>``: :func:`code_digest`,
-    8 hex digits, so results made by other pipeline code are never served.
-    Written atomically as each report finishes; only reports whose every GPU was
+    8 hex digits, so results made by other pipeline code are never served;
+    ``<agreement>``: only for a report analysed with its job's agreement forced
+    (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically
+    as each report finishes; only reports whose every GPU was
     analysed are stored (a failure is tried again next time).
 ``<root>/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
@@ -211,10 +215,16 @@ class ResultStore:
         found = [(os.path.getmtime(self._base(n) + ".parquet"), n) for n in names if self.has(n)]
         return max(found)[1] if found else None
 
-    def put(self, key: str, rows: list[dict], rosters: dict) -> None:
-        """Store one report's rows and rosters; the Parquet file is renamed into place last.
-        Raises OSError when the folder cannot be written."""
-        write_json(self._base(key) + ".json", [{"gpu_key": gpu, **value} for (_, gpu), value in rosters.items()])
+    def put(self, key: str, rows: list[dict], rosters: dict, plans: dict | None = None) -> None:
+        """Store one report's rows, rosters and iteration plans (``(report, gpu key) ->``
+        :class:`~pipeline.analysis.iterations.IterationPlan`, under ``"plan"`` in each GPU's JSON
+        entry); the Parquet file is renamed into place last. Raises OSError when the folder cannot
+        be written."""
+        plans = plans or {}
+        write_json(self._base(key) + ".json",
+                   [{"gpu_key": gpu, **value,
+                     **({"plan": plans[(r, gpu)].to_json()} if plans.get((r, gpu)) is not None else {})}
+                    for (r, gpu), value in rosters.items()])
         with atomic_path(self._base(key) + ".parquet") as tmp:
             pq.write_table(rows_table(rows), tmp)
 
@@ -224,29 +234,41 @@ class ResultStore:
         stored. Raises OSError when the folder cannot be written."""
         if not results or any(r.row.get("status") == "error" for r in results):
             return False
-        self.put(key, [r.row for r in results], rosters_of(results))
+        self.put(key, [r.row for r in results], rosters_of(results),
+                 {(r.row["report"], r.row["gpu_key"]): r.plan for r in results})
         return True
 
-    def get(self, key: str, report: str) -> tuple[list[dict], dict]:
-        """Rows and rosters of a stored report, relabelled with its current path.
-        Raises OSError, ValueError or ``pyarrow.ArrowException`` on a missing or damaged result."""
+    def get(self, key: str, report: str) -> tuple[list[dict], dict, dict]:
+        """Rows, rosters and iteration plans of a stored report, relabelled with its current path.
+        Raises OSError, ValueError, KeyError or ``pyarrow.ArrowException`` on a missing or damaged result."""
         return self.get_many([(key, report)])
 
-    def get_many(self, items: list[tuple[str, str]]) -> tuple[list[dict], dict]:
-        """Rows and rosters of several stored reports (``(key, current path)`` pairs), relabelled
-        with their current paths; the rows are converted in one go (per report, pandas would
-        spend more time than the reading). Raises as :meth:`get`."""
-        tables, rosters = [], {}
+    def get_many(self, items: list[tuple[str, str]]) -> tuple[list[dict], dict, dict]:
+        """Rows, rosters and iteration plans (``(report, gpu key) -> IterationPlan``) of several
+        stored reports (``(key, current path)`` pairs), relabelled with their current paths; the
+        rows are converted in one go (per report, pandas would spend more time than the reading).
+        Raises as :meth:`get`."""
+        from ..analysis.iterations import IterationPlan
+
+        tables, rosters, plans = [], {}, {}
         for key, report in items:
             table = pq.read_table(self._base(key) + ".parquet")
             at = table.schema.get_field_index("report")
             tables.append(table.set_column(at, "report", pa.array([report] * len(table), pa.string())))
             with open(self._base(key) + ".json", encoding="utf-8") as fh:
-                rosters.update({(report, d.pop("gpu_key")): d for d in json.load(fh)})
+                for d in json.load(fh):
+                    gpu = d.pop("gpu_key")
+                    plan = d.pop("plan", None)
+                    if plan is not None:
+                        try:
+                            plans[(report, gpu)] = IterationPlan.from_json(plan)
+                        except (KeyError, TypeError) as exc:
+                            raise ValueError(f"{key}: damaged iteration plan of {gpu}") from exc
+                    rosters[(report, gpu)] = d
         if not tables:
-            return [], rosters
+            return [], rosters, plans
         merged = pa.concat_tables(tables, promote_options="permissive")
-        return merged.to_pandas().to_dict("records"), rosters
+        return merged.to_pandas().to_dict("records"), rosters, plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,34 +346,46 @@ class ResultCache:
         """Whether an identified report's result is stored."""
         return path in self.keys and self.store.has(self.keys[path])
 
-    def slot(self, path: str) -> "ResultSlot | None":
-        """Where the report's result goes (None for a report that could not be identified)."""
-        return ResultSlot(self.root, self.keys[path]) if path in self.keys else None
+    def slot(self, path: str, agreements: dict | None = None) -> "ResultSlot | None":
+        """Where the report's result goes (None for a report that could not be identified); with
+        ``agreements`` (``{source: Agreement}``), the result of the report analysed with its job's
+        agreement forced (:mod:`pipeline.engine.agreement`)."""
+        if path not in self.keys:
+            return None
+        if agreements is None:
+            return ResultSlot(self.root, self.keys[path])
+        from ..engine.agreement import agreement_token
+
+        return ResultSlot(self.root, f"{self.keys[path]}-{agreement_token(agreements)}")
 
     def digest(self, paths: list[str], problems=()) -> str:
         """:func:`inputs_digest` of a run over the identified ``paths`` and the ``problems``: what an
         output folder's manifest records."""
         return inputs_digest(self.chash, {p: self.keys[p] for p in paths}, list(problems), self.code)
 
-    def read(self, paths: list[str]) -> tuple[list[dict], dict, list[str]]:
-        """Rows and rosters of the stored results of ``paths``, relabelled with their paths, and
-        the paths whose stored result is damaged (to analyse again): ``(rows, rosters, damaged)``."""
+    def read(self, paths: list[str], slots: dict | None = None) -> tuple[list[dict], dict, list[str], dict]:
+        """Rows, rosters and iteration plans of the stored results of ``paths``, relabelled with
+        their paths, and the paths whose stored result is damaged (to analyse again):
+        ``(rows, rosters, damaged, plans)``. ``slots``: path -> :class:`ResultSlot` to read
+        instead of the report's own result (a forced agreement's)."""
         errors = (OSError, ValueError, KeyError, pa.ArrowException)
+        keys = {p: (slots or {}).get(p).key if (slots or {}).get(p) is not None else self.keys[p] for p in paths}
         try:
-            rows, rosters = self.store.get_many([(self.keys[p], p) for p in paths])
-            return rows, rosters, []
+            rows, rosters, plans = self.store.get_many([(keys[p], p) for p in paths])
+            return rows, rosters, [], plans
         except errors:  # a damaged result: read them one by one
             pass
-        rows, rosters, damaged = [], {}, []
+        rows, rosters, damaged, plans = [], {}, [], {}
         for path in paths:
             try:
-                got_rows, got_rosters = self.store.get(self.keys[path], path)
+                got_rows, got_rosters, got_plans = self.store.get(keys[path], path)
             except errors:
                 damaged.append(path)
                 continue
             rows += got_rows
             rosters.update(got_rosters)
-        return rows, rosters, damaged
+            plans.update(got_plans)
+        return rows, rosters, damaged, plans
 
     def save_index(self) -> None:
         """Keep the content hashes learnt; a read-only cache only means hashing again next time."""

@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import Config
+from ..inputs.discover import skipped_note
 from ..io import DATE_RE, atomic_path, dated_dirs, link_file, write_json
 from .driver import OutputError, OutputFolder, drive, stale_note, write_documents
 from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
@@ -230,6 +231,9 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
         result = drive(cfg, list(cfg.sweep.inputs) + list(inputs), folder, cache, scheduler,
                        lambda text: log(f"sweep {night}: {text}" if text.startswith("WARNING") else text),
                        force, progress_factory)
+    note = skipped_note(result.skipped)
+    if note:
+        log(f"sweep {night}: {note}")
     fleet = result.fleet
     new = fleet[fleet["report"].isin(result.todo) & (fleet["status"] != "error")] if len(fleet) else fleet
     summary = SweepSummary(night=night, reports=result.reports, reused=result.reused,
@@ -312,6 +316,31 @@ def _prune(folder: str, before: float) -> None:
             pass
 
 
+#: Fleet columns that tell a report's results under its job's forced agreement from its own.
+_WINDOW_COLUMNS = ("gpu_key", "window_start_ns", "window_end_ns", "kept_iterations", "excluded_iterations")
+
+
+def _night_rosters(store: ResultStore, key: str, report: str, rows: pd.DataFrame) -> dict:
+    """The rosters of ``report`` stored under ``key``, or under one of its forced-agreement variants
+    (``<key>-<agreement>``: a job spread over several reports, :mod:`pipeline.engine.agreement`)
+    whose rows have the night's windows (``rows``: the night's fleet rows of the report)."""
+    def windows(frame) -> list:
+        cols = [c for c in _WINDOW_COLUMNS if c in frame]
+        return sorted(tuple(str(v) for v in r) for r in frame[cols].itertuples(index=False))
+
+    got_rows, got_rosters, _ = store.get(key, report)
+    want = windows(rows)
+    if windows(pd.DataFrame(got_rows)) == want:
+        return got_rosters
+    for name in sorted(n[: -len(".parquet")] for n in os.listdir(store.dir)
+                       if n.startswith(key + "-") and n.endswith(".parquet")):
+        if store.has(name):
+            other_rows, other_rosters, _ = store.get(name, report)
+            if windows(pd.DataFrame(other_rows)) == want:
+                return other_rosters
+    return got_rosters
+
+
 def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None) -> str:
     """``make report``: rebuild a night's outputs from stored results, analysing nothing.
 
@@ -339,5 +368,5 @@ def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None)
         # The night's table may come from earlier code: then so may its rosters.
         key = key if store.has(key) else store.find(key.rsplit("-", 1)[0] + "-")
         if key is not None:
-            rosters.update(store.get(key, report)[1])
+            rosters.update(_night_rosters(store, key, report, fleet[fleet["report"] == report]))
     return write_night(state, night, fleet, rosters, cfg)

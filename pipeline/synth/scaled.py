@@ -498,14 +498,38 @@ def _np_buckets(lengths: np.ndarray) -> dict:
     return out
 
 
-def _ref_nvtx_window(iterations: list, window_rules) -> list:
-    """Kept iteration indices of the SPEC nvtx rule: drop warm-up and outliers, keep the longest stable run."""
-    lengths = np.array([it["nvtx_end_ns"] - it["nvtx_start_ns"] for it in iterations], np.int64)
+def _ref_gpu_extents(r: _ScaledRank) -> np.ndarray:
+    """``(iterations, 2)`` int64: each NVTX iteration on the GPU timeline, from the first start to the last
+    end of the kernels launched by calls of the marking thread (tid = pid) that started inside its range."""
+    c = r.calls
+    mine = (c["tid"] == r.pid) & (c["op_kind"] == _OP_KERNEL)
+    call_start, k = c["start"][mine], c["op_index"][mine]
+    k_start, k_end = r.kernels["start"][k], r.kernels["end"][k]
+    out = np.zeros((len(r.iterations), 2), np.int64)
+    for i, it in enumerate(r.iterations):
+        inside = (call_start >= it["nvtx_start_ns"]) & (call_start < it["nvtx_end_ns"])
+        out[i] = k_start[inside].min(), k_end[inside].max()
+    return out
+
+
+def _ref_lengths(extents: np.ndarray) -> np.ndarray:
+    """Each iteration's length on the GPU: to the later of its own end and the next one's start."""
+    nxt = np.append(extents[1:, 0], extents[-1, 1])
+    return np.maximum(extents[:, 1], nxt) - extents[:, 0]
+
+
+def _ref_usable(lengths: np.ndarray, window_rules) -> np.ndarray:
+    """One GPU's usable iterations under the SPEC nvtx rule: not warm-up, not an outlier."""
     usable = np.ones(lengths.size, bool)
     usable[:window_rules.warmup_iterations] = False
     med = float(np.median(lengths[window_rules.warmup_iterations:]))
     ratio = lengths / med
     usable &= (ratio <= window_rules.outlier_factor) & (ratio >= 1.0 / window_rules.outlier_factor)
+    return usable
+
+
+def _ref_nvtx_window(usable: np.ndarray, window_rules) -> list:
+    """Kept iteration indices: the longest run of iterations usable on every GPU of the job."""
     best, run = [], []
     for i, ok in enumerate(usable):
         run = run + [i] if ok else []
@@ -670,7 +694,8 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
     10). Deterministic from ``seed``. Returns the truth (also written to
     ``<path>.truth.json``): per GPU the planted gaps (category as planted for the
     ``nvtx`` window; ``None`` for the warm-up and checkpoint pauses) and, per
-    window rule (``span``, and ``nvtx`` = what ``--window auto`` picks), the
+    window rule (``span``, and ``nvtx`` = what ``--window auto`` picks: the iterations
+    usable on every GPU of the report, on each GPU's own timeline), the
     expected fleet-row numbers, every per-stream gap above ``min_gap_ns`` with its
     category, and every device-level gap with its category (``periodic``: the planted
     periodic pauses, in both windows; the other categories by the SPEC rules).
@@ -709,21 +734,23 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
 
     from ..config import AnalysisConfig, WindowRules
     analysis, window_rules = AnalysisConfig(), WindowRules()
+    # the GPUs of the job keep the same iterations: those usable on every one of them
+    extents = [_ref_gpu_extents(r) for r in ranks]
+    lengths = [_ref_lengths(e) for e in extents]
+    kept = _ref_nvtx_window(np.logical_and.reduce([_ref_usable(x, window_rules) for x in lengths]), window_rules)
     gpu_truths = []
-    for r, (uuid, bus) in zip(ranks, identities):
+    for r, (uuid, bus), ext, length in zip(ranks, identities, extents, lengths):
         k = r.kernels
         span = _ref_window(r, int(k["start"].min()), int(k["end"].max()), np.zeros(0, np.int64), names,
                            collective, min_gap_ns, rules, analysis)
-        span["expected"].update(iterations=0, iteration_mean_ns=0)
-        kept = _ref_nvtx_window(r.iterations, window_rules)
+        span["expected"].update(iterations=0, iteration_mean_ns=0, kept_iterations="")
         if len(kept) < window_rules.min_iterations:
             raise RuntimeError(f"synth: rank {r.rank}: only {len(kept)} stable iterations")
-        its = [r.iterations[i] for i in kept]
         bounds = np.array([it["nvtx_start_ns"] for it in r.iterations], np.int64)
-        nvtx = _ref_window(r, its[0]["nvtx_start_ns"], its[-1]["nvtx_end_ns"], bounds, names, collective,
+        nvtx = _ref_window(r, int(ext[kept, 0].min()), int(ext[kept, 1].max()), bounds, names, collective,
                            min_gap_ns, rules, analysis)
-        lengths = [it["nvtx_end_ns"] - it["nvtx_start_ns"] for it in its]
-        nvtx["expected"].update(iterations=len(kept), iteration_mean_ns=int(round(float(np.mean(lengths)))))
+        nvtx["expected"].update(iterations=len(kept), iteration_mean_ns=int(round(float(np.mean(length[kept])))),
+                                kept_iterations=f"{kept[0]}-{kept[-1]}")
         _check_planted(r, span, "span")
         _check_planted(r, nvtx, "nvtx")
         if nvtx["expected"]["launch_bound"] != r.launch_bound:

@@ -6,6 +6,7 @@ import bisect
 import json
 import os
 import random
+import re
 from dataclasses import dataclass, field
 
 import yaml
@@ -672,24 +673,39 @@ def _stable_run(kinds: list[str]) -> list[int]:
     return best
 
 
+def _gpu_extents(r: _RankTimeline) -> list[tuple[int, int]]:
+    """Each NVTX iteration on the GPU timeline: ``(first start, last end)`` of the kernels launched by the
+    calls its marking thread (the main thread, tid = pid) made inside the range (start in [range start,
+    range end)); plain loops over the plan (every iteration of the plan launches kernels)."""
+    out = []
+    for it in r.iterations:
+        mine = [c.op for c in r.calls if c.tid == r.pid and c.op is not None and c.op.kind == "kernel"
+                and it["nvtx_start_ns"] <= c.start < it["nvtx_end_ns"]]
+        out.append((min(k.start for k in mine), max(k.end for k in mine)))
+    return out
+
+
 def _rank_truth(r: _RankTimeline, min_gap_ns: int, rules: CategoryRules) -> dict:
-    """Truth of one rank's GPU for the ``span`` window and, with 3+ stable iterations, the ``nvtx`` window."""
+    """Truth of one rank's GPU for the ``span`` window and, with 3+ stable iterations, the ``nvtx`` window
+    (on the GPU timeline: from the first kept iteration's first kernel to the last one's last kernel; an
+    iteration's length runs to the next iteration's first kernel)."""
     kernels = [op for op in r.ops if op.kind == "kernel"]
     span = _window_truth(r, min(k.start for k in kernels), max(k.end for k in kernels), (), min_gap_ns, rules)
+    span["expected"]["kept_iterations"] = ""
     windows = {"span": {"rule": "span", "iterations": [], **span}}
     kept = _stable_run([it["kind"] for it in r.iterations])
     if len(kept) >= MIN_STABLE_ITERATIONS:
-        its = [r.iterations[i] for i in kept]
-        w0, w1 = its[0]["nvtx_start_ns"], its[-1]["nvtx_end_ns"]
+        extents = _gpu_extents(r)
+        lengths = [max(e, extents[i + 1][0] if i + 1 < len(extents) else e) - s for i, (s, e) in enumerate(extents)]
+        w0, w1 = min(extents[i][0] for i in kept), max(extents[i][1] for i in kept)
         nvtx = _window_truth(r, w0, w1, [it["nvtx_start_ns"] for it in r.iterations], min_gap_ns, rules)
         nvtx["expected"]["iterations"] = len(kept)
-        nvtx["expected"]["iteration_mean_ns"] = round(sum(it["nvtx_end_ns"] - it["nvtx_start_ns"] for it in its)
-                                                      / len(its))
+        nvtx["expected"]["iteration_mean_ns"] = round(sum(lengths[i] for i in kept) / len(kept))
+        nvtx["expected"]["kept_iterations"] = f"{kept[0]}-{kept[-1]}"
         windows["nvtx"] = {"rule": "nvtx", "iterations": kept, **nvtx}
     planted = [{"stream_id": g.stream, "start_ns": g.start, "length_ns": g.length, "end_ns": g.end,
                 "category": g.category, "kind": g.kind} for g in r.gaps]
     return {"planted": planted, "iterations": r.iterations, "windows": windows}
-
 
 
 def _resolve_options(profile, gpus: int, iterations: int, straggler_rank, checkpoint_iteration,
@@ -710,6 +726,32 @@ def _resolve_options(profile, gpus: int, iterations: int, straggler_rank, checkp
     if checkpoint_iteration is not None and not 1 <= checkpoint_iteration < iterations:
         raise ValueError(f"checkpoint_iteration must be in 1..{iterations - 1} (0 is the warm-up)")
     return profile, straggler_rank, checkpoint_iteration
+
+
+def _planned(gpus: int, iterations: int, seed: int, profile, straggler_rank, checkpoint_iteration) -> tuple:
+    """``(profile, straggler, checkpoint, ranks, identities)``: the plan of every rank and each GPU's
+    (uuid, bus), drawn from ``seed`` in one fixed order (so a report's bytes depend on its options only)."""
+    rng = random.Random(seed)
+    profile, straggler, checkpoint = _resolve_options(profile, gpus, iterations, straggler_rank,
+                                                      checkpoint_iteration, rng)
+    ranks = _plan_report(profile, gpus, iterations, rng, straggler, checkpoint)
+    identities = [_gpu_identity(r.rank, rng) for r in ranks]
+    return profile, straggler, checkpoint, ranks, identities
+
+
+def _gpu_truth(r: _RankTimeline, identity: tuple, device_id: int, model: str, straggler, min_gap_ns: int,
+               rules: CategoryRules) -> dict:
+    uuid, bus = identity
+    return {"rank": r.rank, "pid": r.pid, "device_id": device_id, "uuid": uuid, "bus": bus, "gpu_model": model,
+            "straggler": r.rank == straggler, **_rank_truth(r, min_gap_ns, rules)}
+
+
+def _write_truth(path: str, truth: dict) -> None:
+    tmp = truth_path(path) + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(truth, fh, indent=1)
+        fh.write("\n")
+    os.replace(tmp, truth_path(path))
 
 
 def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, seed: int = 0,
@@ -734,26 +776,19 @@ def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, 
     (``gpus[i]``, keyed by ``pid``): every ``planted`` gap (stream, start, length,
     SPEC category, kind), the NVTX ``iterations`` (warmup/steady/checkpoint), and
     per window rule (``windows["span"]``: first kernel start to last kernel end;
-    ``windows["nvtx"]``: the longest run of steady iterations, present with 3+)
+    ``windows["nvtx"]``: the longest run of steady iterations, present with 3+, on the GPU
+    timeline: from the first kernel the first kept iteration launched to the last kernel the
+    last one launched)
     the ``expected`` fleet-row numbers for a ``min_gap_ns`` threshold (keys named
     like the fleet columns) and every per-stream ``gaps`` entry above it with its
     category, planted ones marked. Computed from the plan in plain Python.
     """
-    rng = random.Random(seed)
-    profile, straggler, checkpoint = _resolve_options(profile, gpus, iterations, straggler_rank,
-                                                      checkpoint_iteration, rng)
-    ranks = _plan_report(profile, gpus, iterations, rng, straggler, checkpoint)
-    identities = [_gpu_identity(r.rank, rng) for r in ranks]
+    profile, straggler, checkpoint, ranks, identities = _planned(gpus, iterations, seed, profile, straggler_rank,
+                                                                 checkpoint_iteration)
     _write_export(path, ranks, identities, cluster_model, name_gpus)
     rules = CategoryRules()
-    gpu_truths = []
-    for r, (uuid, bus) in zip(ranks, identities):
-        gpu_truths.append({
-            "rank": r.rank, "pid": r.pid, "device_id": 0,
-            "uuid": uuid if name_gpus else "", "bus": bus if name_gpus else "",
-            "gpu_model": cluster_model if name_gpus else "", "straggler": r.rank == straggler,
-            **_rank_truth(r, min_gap_ns, rules),
-        })
+    gpu_truths = [_gpu_truth(r, identity if name_gpus else ("", ""), 0, cluster_model if name_gpus else "",
+                             straggler, min_gap_ns, rules) for r, identity in zip(ranks, identities)]
     truth = {
         "format": "gpu-idle synth truth v1",
         "report": os.path.basename(path),
@@ -764,12 +799,79 @@ def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, 
         "straggler_pid": ranks[straggler].pid if straggler is not None else None,
         "gpus": gpu_truths,
     }
-    tmp = truth_path(path) + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(truth, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, truth_path(path))
+    _write_truth(path, truth)
     return truth
+
+
+#: ``baseTimeNanoseconds`` of generated PyTorch profiler traces: the traces' times are written relative
+#: to it, and it plus ``ts`` is the plan's own clock again (real traces use the Unix epoch).
+KINETO_BASE_TIME_NS = 9_000_000_000
+#: The NVTX texts of the plan as a PyTorch training loop's ``record_function`` ranges are named.
+_ITERATION_TEXT = re.compile(r"Iteration (\d+)")
+
+
+def _write_kineto(path: str, r: _RankTimeline, world: int, model: str, style: str) -> None:
+    """One rank's trace through :class:`~pipeline.synth.kineto.KinetoWriter`: the process drives device
+    ``rank`` (its LOCAL_RANK); correlation ids count its own calls in start order, as CUPTI's do."""
+    from .kineto import KinetoWriter
+
+    w = KinetoWriter(path, pid=r.pid, devices=[(r.rank, model, 108)] if model else [], rank=r.rank,
+                     world_size=world, base_time_ns=KINETO_BASE_TIME_NS, style=style)
+    for corr, c in enumerate(sorted(r.calls, key=lambda c: (c.start, c.tid)), start=1):
+        w.runtime(c.tid, c.start, c.end, c.api, corr)
+        if c.op is not None:
+            c.op.correlation = corr
+    for op in sorted(r.ops, key=lambda op: (op.start, op.stream)):
+        if not op.correlation:
+            raise RuntimeError(f"synth: {op.kind} at {op.start} has no launching call")
+        if op.kind == "kernel":
+            w.kernel(r.rank, op.stream, op.start, op.end, op.name, op.correlation)
+        elif op.kind == "memcpy":  # host side pageable, as the plan's copies are (and its Nsight export says)
+            w.memcpy(r.rank, op.stream, op.start, op.end, op.copy_kind, op.nbytes, op.correlation)
+        else:
+            w.memset(r.rank, op.stream, op.start, op.end, op.nbytes, op.correlation)
+    for start, end, text, _ in sorted(r.nvtx):
+        w.annotation(r.pid, start, end, _ITERATION_TEXT.sub(r"ProfilerStep#\1", text))
+    w.close()
+
+
+def generate_training_traces(folder: str, *, gpus: int = 2, iterations: int = 10, seed: int = 0,
+                             cluster_model: str = "NVIDIA A100-SXM4-80GB", profile: str | TrainingProfile = "balanced",
+                             straggler_rank: int | str | None = None, checkpoint_iteration: int | str | None = "auto",
+                             min_gap_ns: int = 1_000_000, labels: dict | None = None, style: str = "2024",
+                             suffix: str = ".pt.trace.json.gz") -> list[str]:
+    """The same training job as :func:`generate_training_report`, profiled with the PyTorch profiler:
+    one trace per rank, ``<folder>/rank<R><suffix>``, each with its truth beside it.
+
+    Rank R's process drives device R; its trace has ``distributedInfo`` (rank R of ``gpus``),
+    ``deviceProperties`` naming ``cluster_model`` (empty: none), times relative to
+    :data:`KINETO_BASE_TIME_NS`, the NVTX iterations as ``ProfilerStep#N`` ranges and its CUDA calls as
+    ``cuda_runtime`` events (``style``: see :mod:`pipeline.synth.kineto`). Each truth is that of
+    :func:`generate_training_report` for the one GPU of its file (``device_id`` R; no uuid or bus: a
+    trace names none). Returns the trace paths in rank order.
+    """
+    profile, straggler, checkpoint, ranks, _ = _planned(gpus, iterations, seed, profile, straggler_rank,
+                                                        checkpoint_iteration)
+    os.makedirs(folder, exist_ok=True)
+    rules = CategoryRules()
+    model = cluster_model if style == "2024" else ""
+    paths = []
+    for r in ranks:
+        path = os.path.join(folder, f"rank{r.rank}{suffix}")
+        _write_kineto(path, r, gpus, model, style)
+        _write_truth(path, {
+            "format": "gpu-idle synth truth v1",
+            "report": os.path.basename(path),
+            "params": {"gpus": gpus, "iterations": iterations, "seed": seed, "profile": profile.name,
+                       "cluster_model": model, "name_gpus": bool(model), "straggler_rank": straggler,
+                       "checkpoint_iteration": checkpoint, "min_gap_ns": min_gap_ns, "trace": "kineto",
+                       "style": style, "rank": r.rank},
+            "labels": dict(labels or {}),
+            "straggler_pid": r.pid if straggler == r.rank else None,
+            "gpus": [_gpu_truth(r, ("", ""), r.rank, model, straggler, min_gap_ns, rules)],
+        })
+        paths.append(path)
+    return paths
 
 
 #: The built-in example fleet: one job over two 8-GPU nodes (comm-heavy, a straggler on node02),
@@ -786,16 +888,21 @@ EXAMPLE_FLEET = (
      "name_gpus": False, "straggler_rank": "auto",
      "labels": {"cluster": "a100-west", "job": "recsys-train", "node": "node11", "gpu_model": "A100"}},
 )
+#: The example fleet's job profiled with the PyTorch profiler instead: one trace per rank in its own folder.
+EXAMPLE_KINETO_JOB = {"folder": "vit-train-pytorch", "gpus": 2, "iterations": 10, "seed": 401, "profile": "balanced",
+                      "cluster_model": "NVIDIA A100-SXM4-80GB", "straggler_rank": None,
+                      "labels": {"cluster": "a100-west", "job": "vit-train-pytorch", "node": "node15"}}
 EXAMPLE_LABELS_FILE = "labels.yaml"
 
 
 def make_example_fleet(out_dir: str) -> list[str]:
-    """Write the :data:`EXAMPLE_FLEET` reports (+ truths) and a ``labels.yaml`` config into ``out_dir``.
+    """Write the :data:`EXAMPLE_FLEET` reports (+ truths), the :data:`EXAMPLE_KINETO_JOB` traces (one
+    folder, one PyTorch profiler trace per rank, + truths) and a ``labels.yaml`` config into ``out_dir``.
 
     Deterministic: the same bytes on every call. Returns the report paths in
-    fleet order. ``labels.yaml`` (``gpu-idle run DIR --config DIR/labels.yaml``)
-    puts both llm-pretrain nodes into one job and names the GPU model of the
-    export that has no GPU tables.
+    fleet order (the traces last). ``labels.yaml`` (``gpu-idle run DIR --config DIR/labels.yaml``)
+    puts both llm-pretrain nodes into one job, the traces' folder into one job, and names the GPU
+    model of the export that has no GPU tables.
     """
     os.makedirs(out_dir, exist_ok=True)
     paths, rules = [], []
@@ -805,6 +912,10 @@ def make_example_fleet(out_dir: str) -> list[str]:
         generate_training_report(path, **spec)
         paths.append(path)
         rules.append({"match": f"*{os.path.basename(path)}", **spec["labels"]})
+    spec = dict(EXAMPLE_KINETO_JOB)
+    folder = spec.pop("folder")
+    paths += generate_training_traces(os.path.join(out_dir, folder), **spec)
+    rules.append({"match": f"*/{folder}/*", **spec["labels"]})
     with open(os.path.join(out_dir, EXAMPLE_LABELS_FILE), "w", encoding="utf-8") as fh:
         fh.write("# Labels of the gpu-idle example fleet (written by pipeline.synth.make_example_fleet).\n")
         yaml.safe_dump({"labels": rules}, fh, sort_keys=False)

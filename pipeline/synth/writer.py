@@ -64,6 +64,7 @@ OPTIONAL_SCHEMA = {
         "start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, "
         "overheadType INTEGER NOT NULL"),
     "ENUM_CUPTI_OVERHEAD_TYPE": "id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT",
+    "ENUM_CUDA_MEM_KIND": "id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT",
     "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT, systemClockNs INTEGER",
     "ANALYSIS_DETAILS": (
         "globalVid INTEGER NOT NULL, duration INTEGER NOT NULL, startTime INTEGER NOT NULL, stopTime INTEGER NOT NULL"),
@@ -104,6 +105,9 @@ SCHEMA_2020 = {
 #: Kernel-table columns Nsight Systems 2020.3 does not have yet.
 KERNEL_COLUMNS_AFTER_2020 = ("greenContextId", "mangledName", "sharedMemoryLimitConfig")
 
+#: ENUM_CUDA_MEM_KIND as Nsight Systems 2024-2026 exports write it: id -> name suffix.
+NSYS_MEM_KINDS = {0: "PAGEABLE", 1: "PINNED", 2: "DEVICE", 3: "ARRAY", 4: "MANAGED", 5: "DEVICE_STATIC",
+                  6: "MANAGED_STATIC", 7: "UNKNOWN"}
 #: ENUM_CUDA_MEMCPY_OPER ids used by the generator.
 HTOD, DTOH, DTOD = 1, 2, 8
 #: NVTX event types: push/pop range.
@@ -182,7 +186,8 @@ class ExportWriter:
     def memcpy(self, pid: int, device: int, stream: int, start: int, end: int, copy_kind: int = HTOD,
                nbytes: int = 1 << 20, correlation: int | None = None, src_kind: int = 0, dst_kind: int = 0) -> None:
         """One copy; ``copy_kind``: ENUM_CUDA_MEMCPY_OPER (1 HtoD, 2 DtoH, 8 DtoD);
-        ``src_kind``/``dst_kind``: ENUM_CUDA_MEM_KIND (0 unknown, 1 pageable, 2 device, 7 pinned)."""
+        ``src_kind``/``dst_kind``: ENUM_CUDA_MEM_KIND as Nsight Systems numbers it (0 pageable, 1 pinned,
+        2 device, 7 unknown)."""
         self._add("CUPTI_ACTIVITY_KIND_MEMCPY", (
             int(start), int(end), device, 1, None, stream, correlation or self.correlation(), global_pid(pid),
             nbytes, copy_kind, None, src_kind, dst_kind, device, 1, device, 1, None, None, None, 1))
@@ -245,6 +250,13 @@ class ExportWriter:
             row = (int(start), int(end), OVERHEAD_EVENT_CLASS, global_tid(pid, tid), 0, self.string(name), type_id)
         self._add(table, row)
         self.rows["ENUM_CUPTI_OVERHEAD_TYPE"] = [(i, n, label) for i, (n, label) in OVERHEAD_TYPES.items()]
+
+    def mem_kinds(self, names: dict | None = None) -> None:
+        """The ENUM_CUDA_MEM_KIND table (id -> ``CUDA_MEMOPR_MEMORY_KIND_<NAME>``): ``names`` maps ids to
+        the ``<NAME>`` part (``PINNED``); default Nsight Systems' own numbering (:data:`NSYS_MEM_KINDS`)."""
+        names = NSYS_MEM_KINDS if names is None else names
+        self.rows["ENUM_CUDA_MEM_KIND"] = [(int(i), f"CUDA_MEMOPR_MEMORY_KIND_{n}", n.replace("_", " ").title())
+                                           for i, n in sorted(names.items())]
 
     def session(self, system_clock_ns: int, duration_ns: int | None = None,
                 utc_epoch_ns: int = 1_779_000_000_000_000_000) -> None:

@@ -1,0 +1,126 @@
+"""The GPUs of one job keep the same iterations, also when the job spans several reports.
+
+Inside one report the GPUs agree before any is analysed (:func:`pipeline.engine.tasks.analyse_report`:
+every GPU of a report shares its labels, so its job). A job spread over several reports (one
+export per rank or per node, put into one job by the labels: the same ``(cluster, job)``, as for
+stragglers) is checked after the map: :func:`forced_agreements` computes the job's agreement
+(:func:`pipeline.analysis.iterations.agree`) from the iteration plans of all its GPUs, analysed
+now or stored, and names the reports one of whose GPUs kept something else than the job's
+agreement gives it; those reports are analysed again with the job's agreement forced (a second
+round through the same map, usually empty; :func:`rerun_disagreeing`). The plans do not depend
+on the agreement, so the second round never changes the agreement: one round is enough.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from ..analysis.iterations import IterationPlan, agree, compact_numbers, decide
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuEntry:
+    """One GPU's part in its job's agreement: ``report`` (path), ``gpu`` (key), ``job``
+    (``(cluster, job)``), its ``plan`` (None: unknown) and its fleet ``row``."""
+
+    report: str
+    gpu: str
+    job: tuple
+    plan: IterationPlan | None
+    row: dict
+
+
+def _job(row: dict) -> tuple:
+    return (str(row.get("cluster") or ""), str(row.get("job") or ""))
+
+
+def entries_of(outcomes, rows=(), plans: dict | None = None) -> list[GpuEntry]:
+    """The :class:`GpuEntry` of every GPU result in ``outcomes``
+    (:class:`~pipeline.engine.tasks.ReportOutcome`) and of stored ``rows`` with their ``plans``
+    (``(report, gpu key) -> IterationPlan``). Rows without a GPU key (a report's error row) take no part."""
+    out = []
+    for outcome in outcomes:
+        if outcome.failure is not None:
+            continue
+        for r in outcome.results:
+            if r.row.get("gpu_key"):
+                out.append(GpuEntry(str(r.row["report"]), str(r.row["gpu_key"]), _job(r.row), r.plan, r.row))
+    for row in rows:
+        if row.get("gpu_key"):
+            key = (str(row["report"]), str(row["gpu_key"]))
+            out.append(GpuEntry(key[0], key[1], _job(row), (plans or {}).get(key), row))
+    return out
+
+
+def expected_columns(plan: IterationPlan, agreement, cfg, me: tuple) -> tuple:
+    """``(window_rule, kept_iterations, excluded_iterations)`` the fleet row of GPU ``me`` =
+    ``(report, gpu key)`` gets from ``plan`` under ``agreement``, as
+    :func:`pipeline.analysis.analyse.analyse_gpu` writes them (an abstention: ``("span", "", "")``
+    under ``auto``; ``("", "", "")``, an error row, under a strict rule)."""
+    d = decide(plan, agreement, cfg.window, me)
+    if d.rule:
+        return (d.rule, compact_numbers(d.kept), "; ".join(f"{n}: {why}" for n, why in d.excluded))
+    return ("span", "", "") if cfg.analysis.window == "auto" else ("", "", "")
+
+
+def _actual_columns(row: dict) -> tuple:
+    if row.get("status") == "error":
+        return ("", "", "")
+    return tuple(str(row.get(c) or "") for c in ("window_rule", "kept_iterations", "excluded_iterations"))
+
+
+def forced_agreements(entries: list[GpuEntry], cfg) -> dict[str, dict]:
+    """``{report: {source: Agreement}}`` for each report of a job that spans several reports one of
+    whose GPUs kept other iterations than the job's agreement gives it (:func:`expected_columns`
+    against its row). GPUs without a plan, or whose plan has no iterations (``--trim``, ``span``,
+    no rule applies), take no part; a GPU whose row is an error for another cause than the window
+    is not compared (analysing it again would not help)."""
+    by_job: dict[tuple, list] = {}
+    for e in entries:
+        by_job.setdefault(e.job, []).append(e)
+    out = {}
+    for _, group in sorted(by_job.items()):
+        if len({e.report for e in group}) < 2:
+            continue
+        agreements = agree([((e.report, e.gpu), e.plan) for e in group], cfg.window)
+        for e in group:
+            if e.plan is None or not e.plan.source:
+                continue
+            if e.row.get("status") == "error" and "abstained" not in str(e.row.get("error") or ""):
+                continue
+            want = expected_columns(e.plan, agreements[e.plan.source], cfg, (e.report, e.gpu))
+            if want != _actual_columns(e.row):
+                out[e.report] = agreements
+    return out
+
+
+def agreement_token(agreements: dict) -> str:
+    """12 hex digits naming a forced agreement (``{source: Agreement}``): part of the result key of
+    a report analysed under it (:meth:`pipeline.runs.results.ResultCache.slot`)."""
+    doc = {source: a.to_json() for source, a in sorted(agreements.items())}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def replace_reports(outcomes: list, again: list) -> list:
+    """``outcomes`` with each report's outcome replaced by its outcome in ``again`` (same path)."""
+    redone = {o.path for o in again}
+    return [o for o in outcomes if o.path not in redone] + list(again)
+
+
+def rerun_disagreeing(outcomes: list, cfg, run, rows=(), plans: dict | None = None, slot_for=None) -> tuple:
+    """The second round: analyse again, with their job's agreement forced, the reports
+    :func:`forced_agreements` names among ``outcomes`` and the stored ``rows`` (with their ``plans``).
+
+    ``run(jobs) -> list of ReportOutcome`` maps :class:`~pipeline.engine.map.Job` values on the run's
+    backend; ``slot_for(path, agreements)`` gives each job's result slot (None: not stored).
+    Returns ``(outcomes with the redone reports replaced, {path: agreements} of the redone reports)``.
+    """
+    from .map import Job
+
+    forced = forced_agreements(entries_of(outcomes, rows, plans), cfg)
+    if not forced:
+        return outcomes, {}
+    jobs = [Job(path, cfg.labels_for(path), slot_for(path, agreements) if slot_for else None, agreements)
+            for path, agreements in sorted(forced.items())]
+    return replace_reports(outcomes, run(jobs)), forced

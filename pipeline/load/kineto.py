@@ -1,0 +1,717 @@
+"""Load one PyTorch profiler (Kineto) Chrome-trace JSON into the same :class:`~pipeline.model.Report`
+the Nsight Systems loader makes, so every later stage (windows, gaps, attribution, categories,
+cost, fleet, records, report) runs unchanged.
+
+What is read (``ph: "X"`` complete events; anything else is skipped):
+
+* GPU work: ``cat`` ``kernel`` / ``Kernel`` (kernels), ``gpu_memcpy`` / ``Memcpy`` and
+  ``gpu_memset`` / ``Memset`` (copy-engine work). ``args.device`` is the device (else the event's
+  ``pid``, which Kineto sets to the device index), ``args.stream`` the stream (else ``tid``),
+  ``args.correlation`` the correlation id, ``args.bytes`` the size. A memcpy's direction and memory
+  kinds come from its name, ``Memcpy HtoD (Pinned -> Device)`` (:func:`memcpy_kinds`), as the ids an
+  Nsight export gives them (:data:`~pipeline.model.MEM_KINDS`: 0 pageable, 1 pinned, 2 device).
+* CPU side: ``cuda_runtime`` / ``Runtime`` / ``cuda_driver`` events (ROCm traces use the same
+  categories with HIP names, ``hipLaunchKernel``) with ``args.correlation``: the runtime table.
+  Each GPU event's process is the process of the runtime call with its correlation id; GPU events
+  without a CPU launch event (sampled traces, calls before the profiler started) belong to the
+  trace's process (the one that made the most runtime calls) and stay in the GPU's busy time.
+* NVTX: ``user_annotation`` ranges on CPU threads (``ProfilerStep#N``, ``nccl:all_reduce``,
+  ``record_function`` labels) and ``ProfilerStep#N`` ``cpu_op`` events (older traces): the window
+  rules find iterations among them as among NVTX ranges.
+* Identity: ``deviceProperties`` (``id``, ``name``, ``numSms``) names each device's model (which the
+  rate card prices); ``distributedInfo`` gives the rank and world size (``meta``); there is no uuid
+  or bus id, so a GPU's key is ``pid<P>/dev<D>`` as for Nsight exports without GPU tables.
+* Time: :mod:`.kineto_time` (decimal text -> exact int ns, never a float). With
+  ``baseTimeNanoseconds`` every time is that base plus ``ts``; the report's clock is then Unix-epoch
+  ns, as it already is for traces whose ``ts`` are epoch microseconds. The timeline's zero (the
+  report's ``capture_start_ns``, from which the GPU pages count seconds) is the start of the profiler's
+  own ``Trace`` span, else the earliest event (:func:`capture_start`).
+
+Memory: the JSON text is held once (a gzip file is inflated into one buffer of its uncompressed
+size), the event list is split into raw slices of it (``msgspec.Raw``: no copy, no dict), and the
+events are decoded in batches into small structs that keep only the fields above; only the GPU,
+runtime and annotation events become columns. Peak ≈ the JSON text plus ~70 bytes per event plus
+the columns (see ``README.md``, "PyTorch profiler traces").
+"""
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
+    no_overhead, no_untraced)
+from .caveats import lost_launches
+from .columns import normalise_api_name
+from .gpus import DEVICE_COLUMNS, board_name
+from .integrity import (SLACK_NS, Capture, _row_extent, dropped_warning, duplicate_mask, duplicates_warning,
+    frame_codes, impossible_rows)
+from .kineto_time import TimeTextError, raws_to_ns
+from .processes import device_pairs, gpu_key_column
+from .report import _group_by_gpu, _in_start_order
+
+#: File names read as PyTorch profiler traces (``*.pt.trace.json`` and ``*.pt.trace.json.gz`` end so too).
+KINETO_SUFFIXES = (".json.gz", ".json")
+
+#: Event categories -> what they are. Old traces (2020-2021) spell them with capitals.
+KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION, CPU_OP = "kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op"
+CATEGORIES = {
+    "kernel": KERNEL, "Kernel": KERNEL,
+    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "Memset": MEMSET,
+    "cuda_runtime": RUNTIME, "Runtime": RUNTIME, "cuda_driver": RUNTIME, "Driver": RUNTIME,
+    "user_annotation": ANNOTATION, "User Annotation": ANNOTATION,
+    "cpu_op": CPU_OP, "Operator": CPU_OP,
+}
+#: Names of the table each kind is reported under in warnings (the trace's own category names).
+KIND_LABELS = {KERNEL: "kernel events", RUNTIME: "cuda_runtime events", MEMCPY: "gpu_memcpy events",
+               MEMSET: "gpu_memset events", ANNOTATION: "user_annotation ranges"}
+STEP = re.compile(r"ProfilerStep#\d+")
+#: Events decoded per batch: a batch's structs (~0.5 KB an event) are its transient memory; ~2k keep that
+#: to ~1 MB while per-batch costs (a few Arrow calls) stay under 0.3 µs an event.
+BATCH = 2_048
+#: Copy directions as memcpy event names spell them -> ENUM_CUDA_MEMCPY_OPER ids (the ``copy_kind``
+#: column, named by :data:`~pipeline.model.COPY_DIRECTIONS`): Kineto's own (``Memcpy HtoD (...)``, CUDA
+#: and ROCm), older ROCm traces' roctracer names (``CopyHostToDevice``, ``CopyDeviceToHost2D``) and HIP
+#: API names (``hipMemcpyDtoHAsync``, ``hipMemcpyPeer``).
+COPY_KINDS = {**{name: kind for kind, name in COPY_DIRECTIONS.items()},
+              "HostToDevice": 1, "DeviceToHost": 2, "DeviceToDevice": 8, "HostToHost": 9, "Peer": 10}
+#: Kineto's memory kind names, lower case (``Memcpy HtoD (Pinned -> Device)``: CUPTI's memory kinds as
+#: Kineto's ``memoryKindString`` spells them) -> :data:`~pipeline.model.MEM_KINDS` ids, the ids the
+#: Nsight loader gives too. ROCm traces name the host side ``Host`` (pinned or pageable unsaid): like any
+#: name not listed, unknown.
+KINETO_MEMORY_KINDS = {"pageable": MEM_KINDS["PAGEABLE"], "pinned": MEM_KINDS["PINNED"],
+                       "device": MEM_KINDS["DEVICE"], "array": MEM_KINDS["ARRAY"], "managed": MEM_KINDS["MANAGED"],
+                       "device static": MEM_KINDS["DEVICE_STATIC"], "managed static": MEM_KINDS["MANAGED_STATIC"],
+                       "unknown": MEM_KINDS["UNKNOWN"]}
+#: The memory of a side a direction names (``HtoD``: host -> device) when the name gives no kinds.
+_SIDE_KINDS = {"H": MEM_KINDS["UNKNOWN"], "D": MEM_KINDS["DEVICE"], "P": MEM_KINDS["DEVICE"], "A": MEM_KINDS["ARRAY"]}
+_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)\s*(?:\(\s*([^()]*?)\s*->\s*([^()]*?)\s*\))?")
+_DIRECTION = re.compile("|".join(sorted(COPY_KINDS, key=len, reverse=True)))
+
+
+def memcpy_kinds(name: str) -> tuple[int, int, int]:
+    """``(copy_kind, src_kind, dst_kind)`` of a memcpy event from its name: ENUM_CUDA_MEMCPY_OPER and
+    :data:`~pipeline.model.MEM_KINDS` ids, as the Nsight loader gives them.
+
+    ``Memcpy HtoD (Pinned -> Device)`` -> ``(1, 1, 2)``; ``Memcpy DtoH (Device -> Pageable)`` -> ``(2, 2, 0)``;
+    ROCm's ``Memcpy HtoD (Host -> Device)`` -> ``(1, 7, 2)`` (the host memory's kind unsaid). A name
+    without kinds (``CopyHostToDevice``, ``hipMemcpyDtoHAsync``) has its direction's sides: device 2,
+    array 3, host memory 7 (unknown); a name without a direction (``hipMemcpyAsync``) is ``(0, 7, 7)``.
+    """
+    text = str(name)
+    m = _MEMCPY_NAME.search(text)
+    kind = COPY_KINDS.get(m.group(1), 0) if m else 0
+    if not kind:
+        d = _DIRECTION.search(text)
+        kind = COPY_KINDS[d.group()] if d else 0
+    if kind:
+        short = COPY_DIRECTIONS[kind]
+        src, dst = _SIDE_KINDS[short[0]], _SIDE_KINDS[short[-1]]
+    else:
+        src = dst = MEM_KINDS["UNKNOWN"]
+    if m and m.group(2) is not None:
+        src = KINETO_MEMORY_KINDS.get(m.group(2).lower(), MEM_KINDS["UNKNOWN"])
+        dst = KINETO_MEMORY_KINDS.get(m.group(3).lower(), MEM_KINDS["UNKNOWN"])
+    return kind, src, dst
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The ``args`` fields the loader reads (any JSON type: checked when used)."""
+
+    device: Any = None
+    stream: Any = None
+    correlation: Any = None
+    bytes: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    """One trace event, only the fields the loader reads; ``ts``/``dur`` stay raw JSON text."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = msgspec.Raw(b"null")
+    dur: msgspec.Raw = msgspec.Raw(b"null")
+    args: _Args | None = None
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """:class:`_Event` for a batch whose ``args`` is not an object somewhere (read as anything)."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = msgspec.Raw(b"null")
+    dur: msgspec.Raw = msgspec.Raw(b"null")
+    args: Any = None
+
+
+class _Trace(msgspec.Struct):
+    """The top-level object of a trace; the events stay raw slices of the text."""
+
+    traceEvents: list[msgspec.Raw] | None = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    baseTimeNanoseconds: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_TOP = msgspec.json.Decoder(_Trace | list[msgspec.Raw])
+_BATCH = msgspec.json.Decoder(list[_Event])
+_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
+
+
+def is_kineto_path(path: str) -> bool:
+    """True for a file name the Kineto loader reads (``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``)."""
+    return str(path).lower().endswith(KINETO_SUFFIXES)
+
+
+# -- reading the text -------------------------------------------------------------------------
+
+def _gzip_size_hint(fh) -> int:
+    """The gzip trailer's ISIZE (uncompressed size mod 2**32) of an open file: a size hint only."""
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    if size < 18:
+        return 0
+    fh.seek(size - 4)
+    hint = int.from_bytes(fh.read(4), "little")
+    fh.seek(0)
+    return hint
+
+
+def _gunzip(fh, path: str) -> bytearray:
+    """The whole uncompressed text of a gzip file (every member), into one buffer sized from the
+    trailer when that is right (no regrowth). Raises :class:`ProfileError` for a damaged or
+    truncated stream."""
+    out = bytearray(_gzip_size_hint(fh))
+    view, pos = memoryview(out), 0
+
+    def put(data: bytes) -> None:
+        nonlocal view, pos
+        end = pos + len(data)
+        if end <= len(out):
+            view[pos:end] = data
+        else:  # the hint was wrong (a file over 4 GiB, several members): grow
+            view.release()
+            out[pos:] = data
+            view = memoryview(out)
+        pos = end
+
+    d = zlib.decompressobj(wbits=31)
+    try:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                break
+            put(d.decompress(chunk))
+            while d.eof and d.unused_data:
+                rest = d.unused_data
+                if not rest.strip(b"\x00"):
+                    break  # zero padding after the last member
+                d = zlib.decompressobj(wbits=31)
+                put(d.decompress(rest))
+        put(d.flush())
+    except zlib.error as exc:
+        view.release()
+        raise ProfileError(f"{path}: damaged gzip data after {pos:,} uncompressed bytes ({exc})") from None
+    view.release()
+    if not d.eof:
+        raise ProfileError(f"{path}: truncated gzip file: the compressed stream ends before its end marker "
+                           f"({pos:,} bytes uncompressed so far); copy it again or re-save the trace")
+    if pos < len(out):
+        del out[pos:]
+    return out
+
+
+def read_text(path: str) -> bytes | bytearray:
+    """The JSON text of a trace file (inflated when it is gzip, whatever its name says).
+    Raises :class:`ProfileError` (empty, damaged or truncated gzip) and OSError (unreadable)."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        if not head:
+            raise ProfileError(f"{path}: empty file (0 bytes), not a PyTorch profiler trace")
+        fh.seek(0)
+        if head == b"\x1f\x8b":
+            return _gunzip(fh, path)
+        return _read_plain(fh)
+
+
+def _read_plain(fh) -> bytearray:
+    """The whole file into one buffer of its size (``read()`` would join chunks: twice the memory)."""
+    size = os.fstat(fh.fileno()).st_size
+    out = bytearray(size)
+    view, pos = memoryview(out), 0
+    while pos < size:
+        n = fh.readinto(view[pos:])
+        if not n:
+            break
+        pos += n
+    view.release()
+    if pos < size:  # the file shrank meanwhile
+        del out[pos:]
+    else:
+        rest = fh.read()  # ... or grew
+        out += rest
+    return out
+
+
+# -- events -> columns ------------------------------------------------------------------------
+
+def _int(value, default: int = 0) -> int:
+    """An int from a JSON value: ints as they are, text in any base Python reads (``"7"``,
+    ``"0x0"``) or with a number inside (``"stream 7"``); ``default`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            digits = re.search(r"-?\d+", value)
+            return int(digits.group()) if digits else default
+    return default
+
+
+#: The columns every kind of event gets (``ok``: its ts and dur were usable numbers).
+COLUMNS = ("start", "end", "ok", "pid", "tid", "device_id", "correlation_id", "bytes", "name_code")
+
+
+def _times(ts: list, dur: list, base: int, path: str, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(start, end, ok)`` ns of events from their raw ``ts``/``dur`` texts (``ok`` False: dropped later)."""
+    try:
+        start, bad_ts = raws_to_ns(ts)
+        length, bad_dur = raws_to_ns(dur)
+    except TimeTextError as exc:
+        raise ProfileError(f"{path}: {label}: {exc}") from None
+    if base:
+        if start.size and int(start.max()) + base + max(int(length.max()), 0) > (1 << 63) - 1:
+            raise ProfileError(f"{path}: {label}: baseTimeNanoseconds + ts does not fit in 64-bit nanoseconds")
+        start += base
+    return start, start + length, ~(bad_ts | bad_dur)
+
+
+class _Columns:
+    """Column chunks of one kind of event, one chunk of int64 arrays per batch: times are converted
+    batch by batch, so no event keeps its batch's JSON text alive."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.chunks: dict[str, list] = {c: [] for c in COLUMNS}
+
+    def add(self, events: list, names: "_Names", base: int, path: str, gpu: bool) -> None:
+        """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)."""
+        if not events:
+            return
+        start, end, ok = _times([e.ts for e in events], [e.dur for e in events], base, path, self.label)
+        pid, tid, device, corr, nbytes = [], [], [], [], []
+        for e in events:  # ints as they come (the usual case) without a call; anything else through _int
+            args = e.args if type(e.args) is _Args else None
+            if gpu:
+                pid.append(-1)
+                v = e.pid if args is None or args.device is None else args.device
+                device.append(v if type(v) is int else _int(v))
+                v = e.tid if args is None or args.stream is None else args.stream
+                tid.append(v if type(v) is int else _int(v))
+                v = 0 if args is None else args.bytes
+                nbytes.append(v if type(v) is int else _int(v))
+            else:
+                v = e.pid
+                pid.append(v if type(v) is int else _int(v, -1))
+                v = e.tid
+                tid.append(v if type(v) is int else _int(v, -1))
+                device.append(-1)
+                nbytes.append(0)
+            v = 0 if args is None else args.correlation
+            corr.append(v if type(v) is int else _int(v))
+        for name, values in (("start", start), ("end", end), ("ok", ok), ("pid", pid), ("tid", tid),
+                             ("device_id", device), ("correlation_id", corr), ("bytes", nbytes)):
+            self.chunks[name].append(np.asarray(values, dtype=bool if name == "ok" else np.int64))
+        known, code = names.codes.get, names.code
+        self.chunks["name_code"].append(np.fromiter(
+            (c if type(e.name) is str and (c := known(e.name)) is not None else code(e.name) for e in events),
+            dtype=np.int64,
+            count=len(events)))
+
+    def frame(self) -> tuple[pd.DataFrame, int]:
+        """The events as one frame (:data:`COLUMNS` but ``ok``) and how many were dropped for a missing
+        or unusable ts or dur."""
+        cols = {c: (np.concatenate(chunks) if chunks else np.zeros(0, dtype=bool if c == "ok" else np.int64))
+                for c, chunks in self.chunks.items()}
+        self.chunks = {c: [] for c in COLUMNS}
+        ok = cols.pop("ok")
+        frame = pd.DataFrame(cols, copy=False)
+        dropped = int(ok.size - ok.sum())
+        if dropped:
+            frame = frame[ok].reset_index(drop=True)
+        return frame, dropped
+
+
+class _Names:
+    """Interned event names: each distinct name once, rows hold its code."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def code(self, name) -> int:
+        text = name if isinstance(name, str) else ("" if name is None else str(name))
+        code = self.codes.get(text)
+        if code is None:
+            code = self.codes[text] = len(self.codes)
+        return code
+
+    def array(self) -> np.ndarray:
+        out = np.empty(len(self.codes), dtype=object)
+        for text, code in self.codes.items():
+            out[code] = text
+        return out
+
+
+#: JSON types by the Python type msgspec decodes them to, for messages.
+_JSON_TYPES = {int: "a number", float: "a number", str: "a string", list: "a list"}
+
+
+def _not_an_event(raws: list, at: int, path: str, where: str) -> ProfileError:
+    """The error for a batch (``raws``, item ``at`` on) holding an item that is not a JSON object."""
+    for i, raw in enumerate(raws):
+        text = bytes(raw).strip()
+        if not text.startswith(b"{"):
+            shown = text[:40].decode("utf-8", "replace")
+            what = _JSON_TYPES.get(type(msgspec.json.decode(text)))
+            return ProfileError(f"{path}: not a PyTorch profiler trace: item {at + i:,} of {where} is "
+                                f"{f'{what} ({shown})' if what else shown}, not an event object")
+    return ProfileError(f"{path}: not a PyTorch profiler trace: {where} holds items that are not event objects")
+
+
+def _decode_batch(raws: list, at: int, path: str, where: str) -> list:
+    """The events of ``raws`` (items ``at``... of ``where``, the trace's event list). Raises
+    :class:`ProfileError` when one is not a JSON object (``[1, 2, 3]`` is JSON, not a trace)."""
+    text = b"[" + b",".join(raws) + b"]"
+    try:
+        return _BATCH.decode(text)
+    except msgspec.ValidationError:  # an ``args`` that is not an object: read this batch loosely
+        try:
+            return _LOOSE.decode(text)
+        except msgspec.ValidationError:  # an item that is not an object at all
+            raise _not_an_event(raws, at, path, where) from None
+
+
+def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tuple[dict, _Names, int, tuple | None]:
+    """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
+    ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
+    earliest start, named as it is, to the latest end; None: absent). ``where``: what ``raws`` are
+    (for messages). Raises :class:`ProfileError` when an item is not an event object, or when no
+    item has a ``ph`` (objects, but not trace events)."""
+    names = _Names()
+    cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
+    complete = phased = 0
+    span = None
+    for at in range(0, len(raws), BATCH):
+        picked: dict[str, list] = {kind: [] for kind in cols}
+        for e in _decode_batch(raws[at:at + BATCH], at, path, where):
+            if e.ph != "X":
+                phased += e.ph is not None
+                continue
+            complete += 1
+            kind = CATEGORIES.get(e.cat) if isinstance(e.cat, str) else None
+            if kind is None:
+                if e.cat == "Trace" and e.pid == "Spans":  # the profiler's own span: the capture
+                    start, end, ok = _times([e.ts], [e.dur], base, path, "Trace span")
+                    if ok[0]:
+                        lo, hi, name = int(start[0]), int(end[0]), str(e.name)
+                        if span is not None:
+                            lo, name = (lo, name) if lo < span[0] else (span[0], span[2])
+                            hi = max(hi, span[1])
+                        span = (lo, hi, name)
+                continue
+            if kind == CPU_OP:
+                if isinstance(e.name, str) and STEP.fullmatch(e.name):
+                    picked[ANNOTATION].append(e)
+                continue
+            picked[kind].append(e)
+        for kind, events in picked.items():
+            cols[kind].add(events, names, base, path, gpu=kind in (KERNEL, MEMCPY, MEMSET))
+    if raws and not complete + phased:
+        raise ProfileError(f"{path}: not a PyTorch profiler trace: none of the {len(raws):,} objects of {where} "
+                           'is a trace event (none has a "ph")')
+    return cols, names, complete, span
+
+
+def _named(codes: np.ndarray, names: np.ndarray, normalise=None) -> pd.Categorical:
+    """A categorical of ``names[codes]`` over the distinct names used (normalised when asked)."""
+    used, inverse = np.unique(codes, return_inverse=True)
+    texts = names[used] if used.size else np.zeros(0, dtype=object)
+    if normalise is not None:
+        texts = np.array([normalise(str(t)) for t in texts], dtype=object)
+    categories, remap = np.unique(texts.astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(remap[inverse].reshape(-1), categories=categories)
+
+
+def _memcpy_kinds(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(copy_kind, src_kind, dst_kind)`` per memcpy row (:func:`memcpy_kinds` of its name, once per name)."""
+    used, inverse = np.unique(codes, return_inverse=True)
+    table = np.array([memcpy_kinds(names[code]) for code in used] or [(0, 0, 0)], dtype=np.int64)
+    rows = table[inverse.reshape(-1)] if codes.size else np.zeros((0, 3), dtype=np.int64)
+    return rows[:, 0], rows[:, 1], rows[:, 2]
+
+
+def _owners(gpu: pd.DataFrame, runtime: pd.DataFrame, main_pid: int) -> np.ndarray:
+    """The process of each GPU event: that of the runtime call with its correlation id, else ``main_pid``."""
+    corr = gpu["correlation_id"].to_numpy(np.int64)
+    if runtime.empty or corr.size == 0:
+        return np.full(corr.size, main_pid, dtype=np.int64)
+    calls = runtime[runtime["correlation_id"] != 0].drop_duplicates("correlation_id")
+    owner = pd.Series(calls["pid"].to_numpy(np.int64), index=calls["correlation_id"].to_numpy(np.int64))
+    found = owner.reindex(corr).to_numpy()
+    return np.where(pd.isna(found), main_pid, found).astype(np.int64)
+
+
+def _main_pid(runtime: pd.DataFrame, nvtx: pd.DataFrame) -> int:
+    """The trace's process: the one with the most runtime calls, else annotations, else 0."""
+    for frame in (runtime, nvtx):
+        pids = frame["pid"].to_numpy(np.int64) if len(frame) else np.zeros(0, np.int64)
+        pids = pids[pids >= 0]
+        if pids.size:
+            values, counts = np.unique(pids, return_counts=True)
+            return int(values[np.argmax(counts)])
+    return 0
+
+
+def _device_table(props) -> dict[int, dict]:
+    """``deviceProperties`` as device id -> its entry (entries without an int ``id`` are skipped)."""
+    out = {}
+    if isinstance(props, list):
+        for entry in props:
+            if isinstance(entry, dict) and isinstance(entry.get("id"), int):
+                out[entry["id"]] = entry
+    return out
+
+
+def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
+    """The devices frame (:data:`~pipeline.load.gpus.DEVICE_COLUMNS`) of the (pid, device) pairs."""
+    table = _device_table(props)
+    rows = []
+    for pid, dev in pairs.itertuples(index=False):
+        entry = table.get(int(dev))
+        model = board_name(entry.get("name")) if entry else ""
+        sms = _int(entry.get("numSms")) if entry else 0
+        if model:
+            note = ""
+        elif props is None:
+            note = f"{NO_GPU_NAMED} (the trace has no deviceProperties)"
+        else:
+            note = f"the trace's deviceProperties do not name device {int(dev)} (ids {sorted(table)})"
+        rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": f"pid{int(pid)}/dev{int(dev)}",
+                     "gpu_model": model, "uuid": "", "bus": "", "mig": False, "sms": max(sms, 0),
+                     "board_sms": max(sms, 0), "model_note": note})
+    return pd.DataFrame(rows, columns=DEVICE_COLUMNS).astype(
+        {"pid": "int64", "device_id": "int64", "mig": bool, "sms": "int64", "board_sms": "int64"})
+
+
+def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
+    """The capture rows must lie in: the profiler's own ``Trace`` span (± :data:`SLACK_NS`), else
+    the run of the rows' timestamps (:func:`~pipeline.load.integrity._row_extent`)."""
+    if span is not None:
+        lo, hi = span[:2]
+        return Capture(lo - SLACK_NS, hi + SLACK_NS,
+                       f"{lo / 1e9:.6f}..{hi / 1e9:.6f} s on the trace's clock, per its PyTorch Profiler span")
+    extent = _row_extent(stamps, None)
+    if extent is None:
+        return Capture(None, None, "")
+    return Capture(extent[0], extent[1], f"{extent[0] / 1e9:.6f}..{extent[1] / 1e9:.6f} s on the trace's clock, "
+                                         "per the other events")
+
+
+#: Where a trace's timeline zero comes from when it has no profiler span (:func:`capture_start`).
+EARLIEST_EVENT = "the trace's earliest event (it has no profiler span)"
+
+
+def capture_start(span: tuple | None, frames: dict[str, pd.DataFrame]) -> tuple[int | None, str]:
+    """The trace's timeline zero (int ns on the report's clock) and where it comes from: the start of
+    the profiler's own span (the ``Trace`` event, ``"PyTorch Profiler (0)"``: when the profiler started
+    recording), else the earliest start of the events read (``frames``, after the untrustworthy ones
+    are dropped; :data:`EARLIEST_EVENT`); ``(None, "")`` without any. The Nsight loader's counterpart
+    is :func:`pipeline.load.integrity.capture_start`."""
+    if span is not None:
+        return int(span[0]), f'the trace\'s profiler span ("{span[2]}" Trace event)'
+    starts = [f["start"].to_numpy(np.int64) for f in frames.values() if len(f)]
+    if not starts:
+        return None, ""
+    return min(int(s.min()) for s in starts), EARLIEST_EVENT
+
+
+def _base_ns(raw, path: str) -> int:
+    """``baseTimeNanoseconds`` as an exact int (0 when absent)."""
+    if raw is None:
+        return 0
+    text = bytes(raw).strip().strip(b'"')
+    if text in (b"", b"null"):
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        raise ProfileError(f"{path}: baseTimeNanoseconds is not an integer ({text[:40].decode('utf-8', 'replace')!r})") from None
+
+
+def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
+    """``(raw events, deviceProperties, distributedInfo, base ns, where)`` of a trace's text; ``where``
+    names the event list for messages (``traceEvents`` or ``the JSON list``)."""
+    try:
+        top = _TOP.decode(text)
+    except msgspec.ValidationError as exc:
+        raise ProfileError(f"{path}: not a PyTorch profiler trace: the JSON is not an object with traceEvents "
+                           f"nor a list of events ({exc})") from None
+    except msgspec.DecodeError as exc:
+        what = "truncated JSON (the file ends inside the trace)" if "truncated" in str(exc) else f"not valid JSON ({exc})"
+        raise ProfileError(f"{path}: {what}: not a readable PyTorch profiler trace") from None
+    if isinstance(top, list):
+        return top, None, None, 0, "the JSON list"
+    if top.traceEvents is None:
+        raise ProfileError(f"{path}: not a PyTorch profiler trace: the JSON object has no traceEvents list")
+    return (top.traceEvents, top.deviceProperties, top.distributedInfo, _base_ns(top.baseTimeNanoseconds, path),
+            "traceEvents")
+
+
+def _dropped_rows_warning(counts: dict[str, int]) -> list[RowWarning]:
+    counts = {k: n for k, n in counts.items() if n}
+    if not counts:
+        return []
+    total = sum(counts.values())
+    code = WarningCode.DROPPED_KERNEL_ROWS if counts.get(KERNEL) else WarningCode.DROPPED_ROWS
+    return [RowWarning(code, f"dropped {total} event{'s' if total > 1 else ''} without a usable ts or dur: "
+                       + ", ".join(f"{n} {KIND_LABELS[k]}" for k, n in counts.items()))]
+
+
+def _drop_untrustworthy(frames: dict[str, pd.DataFrame], capture: Capture, path: str) -> tuple[dict, list]:
+    """Exact duplicate events (counted once) and events with end < start or far outside the capture,
+    dropped and named in warnings, as the Nsight loader does (:mod:`~pipeline.load.integrity`)."""
+    duplicates, owners = {}, []
+    for kind, frame in frames.items():
+        copies = duplicate_mask(*frame_codes(frame)) if len(frame) > 1 else np.zeros(len(frame), bool)
+        duplicates[KIND_LABELS[kind]] = int(copies.sum())
+        owners.append(frame["pid"].to_numpy(np.int64)[copies])
+        if copies.any():
+            frames[kind] = frame[~copies].reset_index(drop=True)
+    warnings = duplicates_warning(duplicates)
+    kernels_before = len(frames[KERNEL])
+    for kind, frame in frames.items():
+        starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
+        found = impossible_rows(KIND_LABELS[kind], starts, ends, capture)
+        for w in dropped_warning(found, starts, ends, capture):
+            code = WarningCode.DROPPED_KERNEL_ROWS if kind == KERNEL else WarningCode.DROPPED_ROWS
+            warnings.append(RowWarning(code, w.text, w.pids))
+        if found.bad.any():
+            frames[kind] = frame[~found.bad].reset_index(drop=True)
+    if kernels_before and not len(frames[KERNEL]):
+        raise ProfileError(f"{path}: all {kernels_before:,} kernel events have end < start or lie far outside the "
+                           f"capture ({capture.text}): no usable kernel")
+    return frames, warnings
+
+
+def load_kineto(path: str, require_kernels: bool = True) -> Report:
+    """Load one PyTorch profiler trace (JSON, gzip or not) into a :class:`~pipeline.model.Report`.
+
+    Args:
+        path: local path of the trace (``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``).
+        require_kernels: when False, a trace without kernels loads with empty ``kernels`` and
+            ``devices`` instead of raising.
+    Returns:
+        The Report the Nsight loader would make of the same evidence (see the module doc), with
+        ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "base_time_ns": ...}``
+        (the keys the trace gives; values as text) and the timeline's zero in ``capture_start_ns`` /
+        ``capture_start_source`` (:func:`capture_start`).
+    Raises:
+        ProfileError: empty file, damaged or truncated gzip, not JSON or truncated JSON, JSON that is
+        not a trace (not an object with traceEvents nor a list; an item of the event list that is not
+        an object, ``[1, 2, 3]``; objects none of which has a ``ph``), a time that is not a number or
+        does not fit int64 ns, no GPU events or no kernels. The message starts with the path and says why.
+    """
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    raws, props, dist, base, where = _parse(path, text)
+    cols, names_seen, complete, span = _collect(raws, base, path, where)
+    del raws, text
+    names = names_seen.array()
+    frames, missing = {}, {}
+    for kind in (KERNEL, RUNTIME, MEMCPY, MEMSET, ANNOTATION):
+        frames[kind], missing[kind] = cols.pop(kind).frame()
+    if not sum(len(frames[k]) + missing[k] for k in (KERNEL, MEMCPY, MEMSET)):
+        raise ProfileError(f"{path}: no GPU events in this trace ({complete:,} complete events, none of category "
+                           "kernel, gpu_memcpy or gpu_memset): was it profiled with ProfilerActivity.CUDA, and did "
+                           "the GPU run anything while the profiler recorded?")
+    if require_kernels and not len(frames[KERNEL]):
+        raise ProfileError(f"{path}: no usable kernel events in this trace ({missing[KERNEL]:,} without a usable "
+                           "ts or dur): nothing ran on a GPU while the profiler recorded")
+    warnings = _dropped_rows_warning(missing)
+    stamps = [f[c].to_numpy(np.int64) for f in frames.values() for c in ("start", "end")]
+    frames, trust = _drop_untrustworthy(frames, _capture(span, stamps), path)
+    warnings += trust
+    start_ns, start_source = capture_start(span, frames)
+    runtime_raw, nvtx_raw = frames[RUNTIME], frames[ANNOTATION]
+    main_pid = _main_pid(runtime_raw, nvtx_raw)
+
+    runtime = pd.DataFrame({c: runtime_raw[c].to_numpy(np.int64) for c in ("start", "end", "pid", "tid",
+                                                                             "correlation_id")})
+    runtime["name"] = _named(runtime_raw["name_code"].to_numpy(np.int64), names, normalise_api_name)
+
+    nvtx = nvtx_raw[nvtx_raw["end"] != nvtx_raw["start"]]
+    nvtx = pd.DataFrame({"start": nvtx["start"].to_numpy(np.int64), "end": nvtx["end"].to_numpy(np.int64),
+                         "pid": nvtx["pid"].to_numpy(np.int64), "tid": nvtx["tid"].to_numpy(np.int64),
+                         "text": names[nvtx["name_code"].to_numpy(np.int64)].astype(str)
+                         if len(nvtx) else np.zeros(0, dtype=str)})
+
+    k = frames[KERNEL]
+    kernels = pd.DataFrame({"start": k["start"].to_numpy(np.int64), "end": k["end"].to_numpy(np.int64),
+                            "pid": _owners(k, runtime, main_pid), "device_id": k["device_id"].to_numpy(np.int64),
+                            "stream_id": k["tid"].to_numpy(np.int64),
+                            "correlation_id": k["correlation_id"].to_numpy(np.int64)})
+    kernels["name"] = _named(k["name_code"].to_numpy(np.int64), names)
+
+    parts = []
+    for kind in (MEMCPY, MEMSET):
+        c = frames[kind]
+        codes = c["name_code"].to_numpy(np.int64)
+        if kind == MEMCPY:
+            copy_kind, src_kind, dst_kind = _memcpy_kinds(names, codes)
+        else:
+            copy_kind = src_kind = dst_kind = np.full(len(c), -1, dtype=np.int64)
+        parts.append(pd.DataFrame({
+            "start": c["start"].to_numpy(np.int64), "end": c["end"].to_numpy(np.int64),
+            "pid": _owners(c, runtime, main_pid), "device_id": c["device_id"].to_numpy(np.int64),
+            "stream_id": c["tid"].to_numpy(np.int64), "kind": kind, "copy_kind": copy_kind,
+            "bytes": c["bytes"].to_numpy(np.int64), "src_kind": src_kind, "dst_kind": dst_kind,
+            "correlation_id": c["correlation_id"].to_numpy(np.int64)}))
+    copies = pd.concat(parts, ignore_index=True)
+
+    untraced = lost_launches(kernels, copies, runtime)
+    copies = copies.drop(columns="correlation_id")
+    pair_codes, pairs = device_pairs(kernels)
+    devices = _devices(pairs, props)
+    kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+    kernels = _group_by_gpu(kernels)
+    runtime = _in_start_order(runtime)
+    if not copies.empty:
+        keys = devices.set_index(["pid", "device_id"])["gpu_key"]
+        copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
+    else:
+        copies["gpu_key"] = pd.Series(dtype=object)
+    meta = {"format": "kineto"}
+    if isinstance(dist, dict):
+        for key in ("rank", "world_size"):
+            if isinstance(dist.get(key), int):
+                meta[key] = str(dist[key])
+    if base:
+        meta["base_time_ns"] = str(base)
+    return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
+                  overhead=no_overhead(), untraced=untraced if len(untraced) else no_untraced(), meta=meta,
+                  diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)

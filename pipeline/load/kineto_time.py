@@ -1,0 +1,111 @@
+"""Kineto timestamps as exact integer nanoseconds: JSON number text (microseconds) -> int64 ns.
+
+The PyTorch profiler writes ``ts`` and ``dur`` in microseconds as JSON numbers: integers
+(``1682725898082228``), one decimal (``68.0``) or three (``4458676522690.655``), sometimes at
+Unix-epoch magnitude (``1712195495519689.047`` µs), where a float64 is 0.25 µs coarse and cannot
+hold the nanoseconds. So the numbers are never parsed as floats: their JSON text is read as a
+decimal and scaled by 1000.
+
+Rounding: a value with at most 3 decimals is an exact number of ns (no rounding). A value with
+more decimals (finer than 1 ns) is rounded to the nearest ns, ties to even (``0.0005`` µs -> 0 ns,
+``0.0015`` µs -> 2 ns). ``ts`` and ``dur`` are converted separately, so an event's end is
+``ts_ns + dur_ns`` (the Kineto README's rule, and HTA's order of operations without its float).
+
+The fast path is vectorised in Arrow: the texts are cast to ``decimal128(38, 3)``, which Arrow
+parses exactly from the digits and refuses (``ArrowInvalid``) when a value has more than 3 decimals;
+the unscaled 128-bit integers of a decimal with scale 3 *are* the ns values. Texts Arrow refuses
+take the slow path, Python's :mod:`decimal` with 100 digits of precision, one value at a time.
+"""
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: 100 significant digits: far more than any timestamp, so scaling never rounds; only the final
+#: quantize to whole ns does (half to even).
+_CONTEXT = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_EVEN, Emax=10_000, Emin=-10_000)
+_NS = decimal.Decimal(1)
+INT64_MAX = (1 << 63) - 1
+
+
+class TimeTextError(ValueError):
+    """A ``ts``/``dur`` text that is not a decimal number of microseconds (message says which)."""
+
+
+def micros_text_to_ns(text: str | bytes) -> int:
+    """One microsecond value, as JSON text (``b"12.345"``, ``"1.5e3"``, a quoted ``"\\"7\\""``),
+    to integer ns, rounded half to even below 1 ns. Raises :class:`TimeTextError` for anything
+    that is not a finite decimal number."""
+    raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray, memoryview)) else str(text)
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+        raw = raw[1:-1].strip()
+    try:
+        value = decimal.Decimal(raw)
+    except decimal.InvalidOperation:
+        raise TimeTextError(f"not a number: {raw[:40]!r}") from None
+    if not value.is_finite():
+        raise TimeTextError(f"not a finite number: {raw[:40]!r}")
+    return int(_CONTEXT.scaleb(value, 3).quantize(_NS, context=_CONTEXT))
+
+
+def _unscaled_int64(dec: pa.Array) -> np.ndarray:
+    """The unscaled integers of a ``decimal128`` array without nulls, as int64. Raises
+    :class:`TimeTextError` when one does not fit in 64 bits."""
+    n = len(dec)
+    words = np.frombuffer(dec.buffers()[1], dtype="<i8", count=2 * (dec.offset + n))[2 * dec.offset:]
+    low, high = words[0::2], words[1::2]
+    if np.any(high != (low >> 63)):
+        raise TimeTextError("a timestamp does not fit in 64-bit nanoseconds")
+    return low.astype(np.int64, copy=True)
+
+
+def micros_texts_to_ns(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``(ns, bad)`` for an Arrow string (or binary) array of JSON number texts in µs.
+
+    ``ns``: int64 ns (0 where ``bad``); ``bad``: True where the text is ``null``, empty or not a
+    finite decimal number (the caller drops those events and says so). Exact as the module says;
+    values with more than 3 decimals are rounded half to even. Raises :class:`TimeTextError` when
+    a value does not fit in int64 ns.
+    """
+    if pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type):
+        texts = texts.cast(pa.string())  # JSON text is UTF-8 (msgspec validated it)
+    n = len(texts)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    if pc.any(pc.match_substring(texts, '"')).as_py():
+        texts = pc.utf8_trim(texts, '"')
+    try:
+        return _unscaled_int64(texts.cast(pa.decimal128(38, 3))), np.zeros(n, dtype=bool)
+    except pa.ArrowInvalid:
+        pass  # more than 3 decimals, a null, or not a number: one value at a time
+    out = np.zeros(n, dtype=np.int64)
+    bad = np.zeros(n, dtype=bool)
+    for i, text in enumerate(texts.to_pylist()):
+        if text is None or text.strip() in ("", "null"):
+            bad[i] = True
+            continue
+        try:
+            value = micros_text_to_ns(text)
+        except TimeTextError:
+            bad[i] = True
+            continue
+        if not -INT64_MAX <= value <= INT64_MAX:
+            raise TimeTextError(f"{text!r} µs does not fit in 64-bit nanoseconds")
+        out[i] = value
+    return out, bad
+
+
+def raws_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`micros_texts_to_ns` of a list of raw JSON values (``msgspec.Raw`` or bytes); the
+    texts are joined into one buffer and split by Arrow, so no Python object is made per value."""
+    if not raws:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    joined = b"\n".join(raws)  # a JSON number or string never holds a raw newline
+    parts = pc.split_pattern(pa.array([joined], type=pa.binary()), b"\n").values
+    if len(parts) != len(raws):  # a value held a newline after all (invalid JSON): go one by one
+        parts = pa.array([bytes(r) for r in raws], type=pa.binary())
+    return micros_texts_to_ns(parts)

@@ -1,0 +1,381 @@
+"""One self-contained HTML page per analysed GPU, for the engineer: ``<report folder>/gpu-pages/<stem>.html``.
+
+The page is rendered from the GPU's stored JSON alone (``gpus/<stem>.json``: its ``_summary``,
+``timeline``, ``roster`` and ``device_roster``; :mod:`pipeline.engine.outputs`), so ``gpu-idle report``
+can write it from any run folder or sweep night, beside the report that links it. It shows:
+
+* the GPU's numbers (idle, copy-only, dark, category shares, cost, window rule, iterations; the
+  communication split when the row has it);
+* a timeline of the GPU in and around its window (:func:`timeline_view`,
+  :func:`pipeline.report.plots.gpu_lanes`): one lane per stream, one per copy direction, the
+  device-level gaps by category, the iterations (the excluded ones with their reason), the window's edges;
+* the rosters as tables (:func:`gap_rows`): each gap's start in seconds from the capture start (the
+  Nsight Systems GUI timeline's zero; for a PyTorch profiler trace the start of its profiler span), in
+  seconds on the report's clock (its ns / 10⁹: the medical record's clock, what ``--trim`` takes) and in
+  ns on the report's own clock (:func:`clock_words`), width, category, kernels around it, the CUDA API
+  calls by overlapped time, the copies in it and the NVTX range it falls in; the gaps beyond the
+  roster are counted with their total (:func:`more_gaps`);
+* the iterations around the window (:func:`iteration_rows`): each one's start on both clocks, its GPU
+  extent, its length to the next iteration's start (what the outlier test compares), that length over
+  the median the test used, and kept or why not.
+
+A GPU with 10,000 gaps gives a small page: the JSON holds capped lanes and the top gaps only, and
+the drawing merges what lies closer than its resolution (:data:`RESOLUTION`). Same Content-Security-
+Policy as the report: inline styles and SVG only, no script, nothing fetched.
+"""
+from __future__ import annotations
+
+import os
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from ..engine.outputs import PAGES_DIR, gpu_page_name
+from ..io import prune, write_text
+from ..model import CATEGORIES, CAVEATS
+from . import plots
+from .medical import short_model, timeline_s
+
+#: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
+#: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
+RESOLUTION = 2000
+#: Device gaps numbered on the timeline (the first rows of the device roster).
+NUMBERED = 10
+#: CUDA API calls and copies listed per gap (the others are counted).
+CALLS_SHOWN = 5
+#: Iterations listed in the page's table (the others are counted).
+ITERATIONS_SHOWN = 100
+#: Kernel names longer than this are cut in the tables (the full name on hover).
+NAME_CHARS = 90
+#: What the seconds count from when the GPU's JSON does not hold the capture start (older outputs).
+NO_CAPTURE_START = "the report's clock (its ns / 10⁹): this GPU's JSON predates the capture start"
+#: ... and when it holds none because the report states none and has no event to take it from.
+UNKNOWN_CAPTURE_START = "the report's clock (its ns / 10⁹): the report states no capture start"
+#: How the page names the report's clock and its timeline's zero, by the report's format
+#: (:func:`clock_words`): ``noun`` of the ns column and clock, ``zero`` what the seconds count from,
+#: ``axis`` the timeline's x label.
+CLOCK_WORDS = {
+    "export": {"noun": "export", "zero": "the zero of the Nsight Systems timeline",
+               "axis": "seconds from the capture start (as the Nsight Systems timeline shows them)"},
+    "trace": {"noun": "trace", "zero": "when the PyTorch profiler started recording this trace",
+              "axis": "seconds from the capture start (the PyTorch profiler's span)"},
+}
+
+
+# ---- small pure helpers ---------------------------------------------------------------------
+
+def merge_close(spans, tol: float) -> list[list]:
+    """``spans`` (``[[start, end], ...]``, sorted by start) with every hole of at most ``tol``
+    closed and every span at least ``tol`` wide: what a drawing of resolution ``tol`` shows."""
+    out: list[list] = []
+    for a, b in spans:
+        b = max(b, a + tol)
+        if out and a - out[-1][1] <= tol:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def since(ns: int, zero: int) -> str:
+    """Export ns as seconds from ``zero`` (the capture start), rounded to the µs: ``120.525546 s``."""
+    return timeline_s(int(ns) - int(zero))
+
+
+def human_bytes(n: int) -> str:
+    """Bytes for people, binary units: ``512 B``, ``4.0 KiB``, ``160.0 MiB``, ``1.5 GiB``."""
+    n = int(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n} B"
+
+
+def ms(ns) -> str:
+    """Integer ns as ``1,234.567 ms``."""
+    return f"{int(ns) / 1e6:,.3f} ms"
+
+
+def more_gaps(count, total_ns, roster: list[dict]) -> tuple[int, int]:
+    """``(gaps, ns)`` beyond the roster: the summary's ``count`` and ``total_ns`` of every gap minus
+    the roster's own (the roster is the head of the same gaps, so both are exact)."""
+    return int(count or 0) - len(roster), int(total_ns or 0) - sum(int(g["length_ns"]) for g in roster)
+
+
+def capture_zero(timeline: dict) -> tuple[int, str]:
+    """``(zero ns, where it comes from)``: the timeline's capture start when the JSON holds it, else 0
+    and :data:`NO_CAPTURE_START` (a JSON written before it existed) or :data:`UNKNOWN_CAPTURE_START`
+    (the report gave none)."""
+    start = timeline.get("capture_start_ns")
+    if start is None:
+        return 0, UNKNOWN_CAPTURE_START if "capture_start_ns" in timeline else NO_CAPTURE_START
+    return int(start), f"{timeline.get('capture_start_source') or 'capture start'} = {int(start)} ns"
+
+
+def clock_words(report: str) -> dict:
+    """:data:`CLOCK_WORDS` of the report at path or URL ``report``: ``trace`` for a PyTorch profiler
+    trace (a name the loader reads as one, :func:`pipeline.load.kineto.is_kineto_path`), else ``export``."""
+    from ..load.kineto import is_kineto_path
+
+    return CLOCK_WORDS["trace" if is_kineto_path(str(report)) else "export"]
+
+
+# ---- the timeline picture -------------------------------------------------------------------
+
+def _seconds(spans, zero: int, tol: float) -> list[list]:
+    """Export-ns spans as seconds from ``zero``, merged to the resolution ``tol`` (s)."""
+    return merge_close([[(int(a) - zero) / 1e9, (int(b) - zero) / 1e9] for a, b in spans], tol)
+
+
+def _lanes_of(timeline: dict) -> list[dict]:
+    """The JSON's lanes, or for an older JSON without them one lane of the kernel union in W."""
+    if "lanes" in timeline:
+        return timeline["lanes"]
+    return [{"label": "all streams", "kind": "stream", "runs": timeline.get("busy", [])}]
+
+
+def _marks_of(timeline: dict) -> list:
+    """The JSON's iterations ``[[index, start, end, reason], ...]`` (older JSON: its kept ones)."""
+    if "marks" in timeline:
+        return timeline["marks"]
+    return [[i, a, b, ""] for i, (a, b) in enumerate(timeline.get("iterations", []))]
+
+
+def timeline_view(doc: dict, title: str) -> dict:
+    """The plain values :func:`pipeline.report.plots.gpu_lanes` draws (seconds from the capture start).
+
+    Every span list is merged to the drawing's resolution (context length / :data:`RESOLUTION`):
+    the kernels of each lane, the device gaps per category, the stream roster's gaps per lane and
+    category, so the picture's size does not grow with the number of gaps.
+    """
+    tl = doc.get("timeline") or {}
+    zero, _ = capture_zero(tl)
+    window = tl["window"]
+    context = tl.get("context") or window
+    tol = (int(context[1]) - int(context[0])) / 1e9 / RESOLUTION
+    by_cat: dict = {}
+    for a, b, cat in tl.get("gaps", []):
+        by_cat.setdefault(cat, []).append([a, b])
+    lane_gaps: dict = {}
+    for g in doc.get("roster", []):
+        lane_gaps.setdefault(f"{g['pid']}:{g['stream_id']}", {}).setdefault(g["category"], []).append(
+            [g["start_ns"], g["end_ns"]])
+    lanes = [{"label": lane["label"], "kind": lane["kind"], "direction": lane.get("direction", ""),
+              "spans": _seconds(lane["runs"], zero, tol),
+              "gaps": {c: _seconds(sorted(s), zero, tol) for c, s in sorted(lane_gaps.get(lane["label"], {}).items())}}
+             for lane in _lanes_of(tl)]
+    return {
+        "title": title, "xlabel": clock_words(doc.get("report", ""))["axis"],
+        "context": [(int(context[0]) - zero) / 1e9, (int(context[1]) - zero) / 1e9],
+        "window": [(int(window[0]) - zero) / 1e9, (int(window[1]) - zero) / 1e9],
+        "marks": [[i, (int(a) - zero) / 1e9, (int(b) - zero) / 1e9, r] for i, a, b, r in _marks_of(tl)],
+        "gaps": {c: _seconds(s, zero, tol) for c, s in sorted(by_cat.items())},
+        "numbers": [[(int(g["start_ns"]) + int(g["length_ns"]) / 2 - zero) / 1e9, n]
+                    for n, g in enumerate(doc.get("device_roster", [])[:NUMBERED], 1)],
+        "lanes": lanes,
+    }
+
+
+# ---- the tables -----------------------------------------------------------------------------
+
+def _cut(name: str) -> str:
+    name = str(name)
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 1] + "…"
+
+
+def _copy_text(c: dict) -> str:
+    """One copy of a gap: ``HtoD 160.0 MiB pageable, 6.070 ms in the gap`` (a memcpy by its direction,
+    ``pageable`` / ``pinned`` / ``unknown`` for its host side), ``memset 1.0 MiB, ...``."""
+    parts = [c.get("direction") or c.get("what", "copy"), human_bytes(c.get("bytes", 0))]
+    if c.get("host_memory"):
+        parts.append(c["host_memory"])
+    text = " ".join(parts)
+    return text + (f", {ms(c['overlap_ns'])} in the gap" if "overlap_ns" in c else "")
+
+
+def _waited_text(w: dict | None) -> str:
+    """What a sync gap's call waited for (``sync_waited_for``), for people; ``""`` when nothing."""
+    if not w:
+        return ""
+    if w.get("what") == "kernel":
+        return f"kernel {_cut(w.get('name', ''))}"
+    return w.get("what", "copy") + " " + _copy_text({k: v for k, v in w.items() if k != "overlap_ns"})
+
+
+def gap_rows(roster: list[dict], zero: int, anchor: str) -> list[dict]:
+    """The rows of a roster table: ``id`` (``<anchor>-<start_ns>``, or with pid and stream for
+    per-stream gaps), ``stream``, ``start_s`` (:func:`since` ``zero``), ``clock_s`` (seconds on the
+    report's clock: export ns / 10⁹, as the medical record and ``--trim``), ``start_ns``, ``length_ns``,
+    ``category``, kernels ``before`` / ``after`` (cut to :data:`NAME_CHARS`, full text in ``*_full``),
+    ``calls`` and ``copies`` (texts, the first :data:`CALLS_SHOWN`, the rest counted in ``*_more``),
+    ``copy_count`` and ``copy_bytes`` (every copy overlapping the gap), ``copy_overlap_ns``, ``nvtx``, ``waited``."""
+    rows = []
+    for n, g in enumerate(roster, 1):
+        stream = "" if int(g["pid"]) < 0 else f"{g['pid']}:{g['stream_id']}"
+        calls = g.get("attribution", [])
+        copies = g.get("copies", [])
+        rows.append({
+            "n": n, "id": f"{anchor}-{g['start_ns']}" if not stream else f"{anchor}-{g['pid']}-{g['stream_id']}-{g['start_ns']}",
+            "stream": stream, "start_s": since(g["start_ns"], zero), "clock_s": timeline_s(g["start_ns"]),
+            "start_ns": int(g["start_ns"]),
+            "length_ns": int(g["length_ns"]), "category": g["category"],
+            "before": _cut(g["kernel_before"]), "before_full": g["kernel_before"],
+            "after": _cut(g["kernel_after"]), "after_full": g["kernel_after"],
+            "calls": [f"{c['api']} {ms(c['overlap_ns'])}" for c in calls[:CALLS_SHOWN]],
+            "calls_more": max(len(calls) - CALLS_SHOWN, 0),
+            "copies": [_copy_text(c) for c in copies[:CALLS_SHOWN]],
+            "copies_more": int(g.get("copy_count", len(copies))) - len(copies[:CALLS_SHOWN]),
+            "copy_count": int(g.get("copy_count", len(copies))), "copy_bytes": int(g.get("copy_bytes", 0)),
+            "copy_overlap_ns": int(g.get("copy_overlap_ns", 0)),
+            "nvtx": g.get("nvtx_range", ""), "waited": _waited_text(g.get("sync_waited_for")),
+        })
+    return rows
+
+
+def _num(summary: dict, key: str, default=0):
+    value = summary.get(key)
+    return default if value is None else value
+
+
+def category_rows(summary: dict) -> list[dict]:
+    """Per category (the application's, then the caveats): ``ns``, ``pct`` of W, ``usd`` recoverable per
+    month (``fix_<c>_usd_per_month``, None for caveats or an older row), ``apart`` (a caveat)."""
+    rows = []
+    for cat in (*CATEGORIES, *CAVEATS):
+        rows.append({"category": cat, "ns": int(_num(summary, f"cat_{cat}_ns")),
+                     "pct": float(_num(summary, f"cat_{cat}_pct", 0.0)),
+                     "usd": summary.get(f"fix_{cat}_usd_per_month"), "apart": cat in CAVEATS})
+    return rows
+
+
+def lane_rows(timeline: dict) -> list[dict]:
+    """The lanes table: label, kind, kernels or copies and bytes in W, busy ns in W, per-stream gaps
+    and their ns in W, runs drawn of runs total."""
+    return [{"label": lane["label"], "kind": lane["kind"], "kernels": lane.get("kernels"),
+             "copies": lane.get("copies"), "bytes": lane.get("bytes"), "busy_ns": lane.get("busy_ns"),
+             "gaps": lane.get("gaps"), "gap_ns": lane.get("gap_ns"), "drawn": len(lane.get("runs", [])),
+             "total": lane.get("runs_total", len(lane.get("runs", [])))}
+            for lane in timeline.get("lanes", [])]
+
+
+def iteration_rows(timeline: dict, zero: int) -> tuple[list[dict], int]:
+    """The iterations table (at most :data:`ITERATIONS_SHOWN`) and how many more there are.
+
+    Each row: ``index`` (the iteration's number), ``start_s`` (:func:`since` ``zero``), ``clock_s`` (seconds
+    on the report's clock, export ns / 10⁹), ``start_ns``, ``extent_ns`` (its GPU extent: first kernel start
+    to last kernel end), ``length_ns`` (its length for the stability test, from the extent's start to the
+    next iteration's start or its own end when later: the JSON's ``iteration_lengths``; None in a JSON
+    written before them), ``ratio`` (``length_ns`` / the JSON's ``iteration_length_median_ns``, None
+    without), ``reason`` (``""`` when kept)."""
+    marks = _marks_of(timeline)
+    total = int(timeline.get("marks_total", len(marks)))
+    lengths = {int(n): int(x) for n, x in timeline.get("iteration_lengths") or []}
+    median = timeline.get("iteration_length_median_ns")
+    rows = []
+    for i, a, b, r in marks[:ITERATIONS_SHOWN]:
+        length = lengths.get(int(i))
+        rows.append({"index": i, "start_s": since(a, zero), "clock_s": timeline_s(a), "start_ns": int(a),
+                     "extent_ns": int(b) - int(a), "length_ns": length,
+                     "ratio": length / int(median) if length is not None and median else None, "reason": r})
+    return rows, total - len(rows)
+
+
+# ---- the page -------------------------------------------------------------------------------
+
+COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_exposed_pct", "comm_exposed_usd_per_month")
+
+
+def _env() -> Environment:
+    env = Environment(loader=PackageLoader("pipeline.report", "templates"),
+                      autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(ms=ms, bytes=human_bytes, since=since, clock=timeline_s)
+    return env
+
+
+def page_context(doc: dict, links: dict) -> dict:
+    """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
+    the report), ``record`` (href of the job's medical record, or None)."""
+    s = doc.get("_summary") or {}
+    tl = doc.get("timeline") or {}
+    zero, zero_text = capture_zero(tl)
+    name = f"{short_model(s.get('gpu_model'))} {doc['gpu_key']}"
+    device = gap_rows(doc.get("device_roster", []), zero, "d")
+    streams = gap_rows(doc.get("roster", []), zero, "s")
+    iterations, more_iterations = iteration_rows(tl, zero)
+    return {
+        "s": s, "doc": doc, "name": name, "report_name": os.path.basename(str(doc["report"]).rstrip("/")),
+        "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"]), "links": links,
+        "window": tl.get("window"), "context": tl.get("context"),
+        "device": device, "device_more": more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"),
+                                                   doc.get("device_roster", [])),
+        "streams": streams, "streams_more": more_gaps(s.get("gap_count"), s.get("gap_total_ns"), doc.get("roster", [])),
+        "categories": category_rows(s), "lanes": lane_rows(tl), "iterations": iterations,
+        "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
+        "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
+        "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION,
+    }
+
+
+def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None) -> str:
+    """The GPU's page (a complete HTML document) from its JSON ``doc``; ``links``: see
+    :func:`page_context`; ``plot_cache``: where the timeline SVG is kept by its inputs
+    (:func:`pipeline.report.plots.cached`), None draws it."""
+    ctx = page_context(doc, links)
+    svg = ""
+    if ctx["window"]:
+        view = timeline_view(doc, f"{ctx['name']} in {ctx['report_name']}")
+        svg = plots.cached(plot_cache, plots.gpu_lanes, view)
+    return _env().get_template("gpu.html.j2").render(svg=Markup(svg), **ctx)
+
+
+def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
+                    plot_cache: str | None = None) -> dict:
+    """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
+    whose file already holds the same text is left alone), and remove the pages there of GPUs not in
+    ``rows`` (an earlier run's).
+
+    Args:
+        rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.
+        docs: ``callable(report, gpu_key) -> dict | None``, the GPU's JSON (None: no page).
+        out_path: the report's path; pages link back to it (``../<its name>``) and to the job's
+            medical record there (``../<its name>#<anchor>``).
+        plot_cache: see :func:`render_gpu_page`.
+    Returns:
+        ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
+    """
+    folder = os.path.join(os.path.dirname(os.path.abspath(out_path)), PAGES_DIR)
+    back = "../" + os.path.basename(out_path)
+    hrefs = {}
+    for report, gpu_key, anchor in rows:
+        doc = docs(report, gpu_key)
+        if doc is None:
+            continue
+        name = gpu_page_name(report, gpu_key)
+        links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
+        path = os.path.join(folder, name)
+        if _write_if_changed(path, render_gpu_page(doc, links, plot_cache)):
+            _shareable(path)
+        hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
+    prune(folder, {os.path.basename(h) for h in hrefs.values()}, ".html")
+    return hrefs
+
+
+def _write_if_changed(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically unless the file already holds exactly it (a night made
+    from an earlier one keeps its hard-linked pages). Returns whether it wrote."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_text(path, text)
+    return True
+
+
+def _shareable(path: str) -> None:
+    """Make a written page readable as any new file would be (write_text's temporary file is 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
