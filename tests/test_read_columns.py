@@ -131,3 +131,12 @@ def test_an_unchanged_export_is_hashed_once_per_process(tmp_path, monkeypatch):
     path.write_bytes(b"abc")
     assert [snapshot.snapshot_key(str(path)) for _ in range(2)] == [abc] * 2
     assert len(calls) == 4
+
+
+def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):
+    """A capture whose export has none of the tables asked for (CPU only) gives no query: an empty
+    result, not a thread pool of zero workers (the real nsys capture of tests/test_export.py)."""
+    path = tmp_path / "t.sqlite"
+    sqlite3.connect(path).close()
+    for threads in (1, 2, 4):
+        assert read_columns(schema_of(path), {}, threads=threads) == {}

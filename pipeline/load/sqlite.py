@@ -461,7 +461,7 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
         sinks[name] = _Sink(query, ranges, len(sqls))
         work += [(i, name, q) for i, q in enumerate(sqls)]
     work.sort(key=lambda w: w[0])  # every table's first range first: they decode side by side
-    if threads == 1 or len(work) == 1:
+    if threads == 1 or len(work) <= 1:  # no query at all (a CPU-only capture): nothing to decode
         for i, name, q in work:
             _stream_into(schema.uri, q, sinks[name], i)
     else:
