@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import os
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment
 from markupsafe import Markup
 
 from ..engine.outputs import PAGES_DIR, gpu_page_name
 from ..io import prune, write_text
 from ..model import CATEGORIES, CAVEATS
 from . import plots
+from .jinja import environment
 from .medical import short_model, timeline_s
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
@@ -286,11 +287,7 @@ COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_expose
 
 
 def _env() -> Environment:
-    env = Environment(loader=PackageLoader("pipeline.report", "templates"),
-                      autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(ms=ms, bytes=human_bytes, since=since, clock=timeline_s)
-    return env
+    return environment(ms=ms, bytes=human_bytes, since=since, clock=timeline_s)
 
 
 def page_context(doc: dict, links: dict) -> dict:

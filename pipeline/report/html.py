@@ -20,7 +20,7 @@ import re
 import uuid
 
 import markdown as markdown_lib
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis.fixfirst import REMEDIES
@@ -29,6 +29,7 @@ from ..engine.outputs import PAGES_DIR
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
+from .jinja import environment
 from .medical import md_text, md_unescape
 from .summary import (TOP_FIXES, ReportError, Results, gpu_doc, load_results, ok_rows, record_anchor, records,
     summarise, with_fix_columns)
@@ -83,11 +84,7 @@ CAVEAT_MEANINGS = {
 
 
 def _env() -> Environment:
-    env = Environment(loader=PackageLoader("pipeline.report", "templates"),
-                      autoescape=select_autoescape(["html", "j2"]), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms)
-    return env
+    return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms)
 
 
 #: Markdown syntax a medical record never needs and profile text must never reach: links,
