@@ -143,16 +143,9 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args | None = None
 
 
-class _LooseEvent(msgspec.Struct, gc=False):
+class _LooseEvent(_Event, gc=False):
     """:class:`_Event` for a batch whose ``args`` is not an object somewhere (read as anything)."""
 
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: msgspec.Raw = msgspec.Raw(b"null")
-    dur: msgspec.Raw = msgspec.Raw(b"null")
     args: Any = None
 
 
