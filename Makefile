@@ -10,6 +10,9 @@ EXAMPLES := examples/fleet
 OUT ?= out/example
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# bench/hta.py's options (--quick, --skip-big, --big-only, --big-kernels N, --repeat N); `make bench
+# BENCH_ARGS=--quick` passes --quick on to it too unless HTA_ARGS is given.
+HTA_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 
 NIGHTLY ?= configs/nightly.yaml
 NIGHT ?=
@@ -58,12 +61,14 @@ test: $(STAMP) nsys chromium slurm k8s-schemas
 bench: $(STAMP)
 	command -v sqlite3 >/dev/null || { apt-get update && apt-get install -y sqlite3; }
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
-	$(BIN)/python bench/hta.py
+	$(BIN)/python bench/hta.py $(HTA_ARGS)
 
 # Issue 15: gpu-idle vs HTA 0.5.0 (own venv in bench/.venv-hta) on the PyTorch profiler traces in
-# ../shared/kineto: idle per rank, each difference explained, time per trace. Writes bench/RESULTS-hta.md.
+# ../shared/kineto: idle per rank, each difference explained, time per trace; then the loader's peak
+# memory on a generated trace of about 1.06 GB (cached in bench/data/; HTA_ARGS=--skip-big leaves it
+# out). Writes bench/RESULTS-hta.md (a partial run: bench/data/RESULTS-hta-partial.md).
 bench-hta: $(STAMP)
-	$(BIN)/python bench/hta.py
+	$(BIN)/python bench/hta.py $(HTA_ARGS)
 
 # A real Nsight Systems CLI (Debian's non-free nsight-systems 2022.4) unpacked into
 # tools/nsys/ for the export tests; no GPU needed, the system's apt setup untouched.

@@ -14,9 +14,20 @@ holding that one trace. For each trace the script records
 * time per trace, whole process (HTA: its venv's python running the analysis; ours: ``python -m
   pipeline.cli run FILE --window span --no-cache``) and in process (HTA: ``TraceAnalysis`` +
   ``get_temporal_breakdown``; ours: ``load_kineto`` + ``gpu_trace`` + ``analyse_gpu``), best of
-  ``--repeat`` runs.
+  ``--repeat`` runs;
+* memory on a large generated trace (issue 15: peak memory <= 1.5x the uncompressed JSON): a trace of
+  ``--big-kernels`` kernels (default 820k: about 1.06 GB of JSON, 4.1M events) written by
+  :func:`pipeline.synth.kineto.generate_scaled_trace` once into ``bench/data/`` (again when missing), and
+  its gzip form; each loaded in a fresh interpreter (:func:`big_stage`) that imports the loader first,
+  then records its RSS (``/proc/self/statm``), loads the trace (``load_kineto``), reads its peak RSS
+  (``getrusage(RUSAGE_SELF).ru_maxrss``: the kernel's high-water mark, nothing sampled), runs
+  ``gpu_trace`` + ``analyse_gpu`` on its GPUs and reads the peak again. The figure judged is the growth
+  of the peak over the RSS before loading, divided by the JSON's size in bytes. ``--skip-big`` leaves
+  the section out; ``--big-only`` measures only it (no HTA).
 
-Writes ``bench/RESULTS-hta.md`` (``--out``) and prints it. Needs PyPI for the first run only.
+Writes ``bench/RESULTS-hta.md`` (``--out``) and prints it; a partial run (``--quick``, ``--skip-big``,
+``--big-only``, ``--repeat`` under 3) writes ``bench/data/RESULTS-hta-partial.md`` instead, so it never
+replaces the committed figures. Needs PyPI for the first run only.
 """
 from __future__ import annotations
 
@@ -26,6 +37,7 @@ import gzip
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,6 +50,11 @@ sys.path.insert(0, REPO)
 HTA_VERSION = "0.5.0"
 HTA_VENV = os.path.join(HERE, ".venv-hta")
 KINETO = os.path.join(os.path.dirname(REPO), "shared", "kineto")
+DATA = os.path.join(HERE, "data")
+#: Kernels of the large generated trace: 820k is about 1.06 GB of JSON (issue 15 asks for >= 1 GB).
+BIG_KERNELS = 820_000
+#: Issue 15's targets: the trace's size and the loading process's peak RSS growth per byte of JSON.
+BIG_BYTES, BIG_FACTOR = 1_000_000_000, 1.5
 
 #: Run inside HTA's venv: times and the temporal breakdown as JSON on the last line of stdout.
 HTA_SCRIPT = """
@@ -179,19 +196,123 @@ def fmt_ms(ns) -> str:
     return f"{ns / 1e6:,.3f}"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default=KINETO, help="folder of .json.gz traces (default ../shared/kineto)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per timing (best kept)")
-    parser.add_argument("--out", default=os.path.join(HERE, "RESULTS-hta.md"))
-    args = parser.parse_args(argv)
+# -- memory on a large generated trace ----------------------------------------------------------
+
+def big_trace(kernels: int) -> dict:
+    """The generated trace of ``kernels`` kernels in ``bench/data/`` (written when missing, or when its
+    record does not match the file): ``{"path", "gz", "kernels", "events", "bytes", "gz_bytes"}``, sizes
+    in bytes. The gzip form (level 6, mtime 0) is made from the JSON the same way."""
+    from pipeline.synth.kineto import generate_scaled_trace
+
+    os.makedirs(DATA, exist_ok=True)
+    path = os.path.join(DATA, f"kineto-{kernels}.pt.trace.json")
+    record = path + ".meta"  # not *.json: nothing reads it as a trace
+    meta = None
+    if os.path.exists(path) and os.path.exists(record):
+        with open(record, encoding="utf-8") as fh:
+            meta = json.load(fh)
+        if meta.get("bytes") != os.path.getsize(path) or meta.get("kernels") != kernels:
+            meta = None
+    if meta is None:
+        log(f"bench: generating a Kineto trace of {kernels:,} kernels into {path}")
+        meta = generate_scaled_trace(path, kernels)
+        tmp = record + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(meta, fh)
+        os.replace(tmp, record)
+    gz = path + ".gz"
+    if not os.path.exists(gz) or os.path.getmtime(gz) < os.path.getmtime(path):
+        log(f"bench: compressing it into {gz}")
+        with open(path, "rb") as src, open(gz + ".tmp", "wb") as raw:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as dst:
+                while chunk := src.read(1 << 24):
+                    dst.write(chunk)
+        os.replace(gz + ".tmp", gz)
+    return dict(meta, path=path, gz=gz, gz_bytes=os.path.getsize(gz))
+
+
+def _rss() -> int:
+    """This process's resident set now (bytes), from ``/proc/self/statm``."""
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def big_stage(path: str) -> None:
+    """(Child process) RSS before loading ``path``, peak RSS after ``load_kineto`` and after
+    ``gpu_trace`` + ``analyse_gpu`` of every GPU (bytes; ``ru_maxrss`` is KiB on Linux), the times
+    (s), the events' counts: JSON on the last line of stdout. Everything is imported before the
+    RSS is taken, so the growth is the loading's own."""
+    import gc
+
+    from pipeline.analysis.analyse import analyse_gpu
+    from pipeline.config import Config
+    from pipeline.load.kineto import load_kineto
+    from pipeline.load.report import gpu_trace
+
+    cfg = Config()
+    gc.collect()
+    before = _rss()
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    t0 = time.perf_counter()
+    report = load_kineto(path)
+    t1 = time.perf_counter()
+    peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    after_load = _rss()
+    rows = [analyse_gpu(gpu_trace(report, key), cfg, {}).row for key in report.gpu_keys()]
+    t2 = time.perf_counter()
+    peak_all = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"rss_before": before, "peak_before": peak_before, "peak_load": peak_load,
+                      "rss_after_load": after_load, "peak_all": peak_all, "load_s": t1 - t0,
+                      "analysis_s": t2 - t1, "kernels": len(report.kernels), "copies": len(report.copies),
+                      "runtime": len(report.runtime), "gpus": len(rows)}))
+
+
+def big_once(path: str) -> dict:
+    """:func:`big_stage` of ``path`` in a fresh interpreter, plus ``wall_s`` (the whole process)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "_big", path], check=False,
+                          capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: loading {path} failed:\n{proc.stderr}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]), wall_s=wall)
+
+
+def big_section(kernels: int) -> tuple[list[str], dict]:
+    """The "Memory on a large generated trace" section (markdown lines) and its raw figures."""
+    trace = big_trace(kernels)
+    figures = {"trace": {k: v for k, v in trace.items() if k not in ("path", "gz")}}
+    lines = ["", "## Memory on a large generated trace", "",
+             f"`generate_scaled_trace(path, {kernels:,})` (`bench/data/`): {trace['bytes']:,} bytes of JSON "
+             f"({trace['bytes'] / 1e9:.2f} GB; {'>=' if trace['bytes'] >= BIG_BYTES else 'UNDER'} the 1 GB asked), "
+             f"{trace['events']:,} events, {trace['kernels']:,} kernels; its gzip form {trace['gz_bytes']:,} bytes. "
+             "Each loaded once in a fresh interpreter that imports the loader and the analysis first: growth = "
+             "peak RSS (`ru_maxrss`) - RSS just before `load_kineto`; target (issue 15): growth <= "
+             f"{BIG_FACTOR}x the uncompressed JSON's bytes, judged on the peak of the whole run (load, then "
+             "`gpu_trace` + `analyse_gpu` of its GPUs).", "",
+             "| file | RSS before load MB | peak after load_kineto MB | growth / JSON | peak after analysis MB | "
+             "growth / JSON | <= 1.5x | load s | analysis s | whole process s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, path in (("JSON", trace["path"]), ("gzip", trace["gz"])):
+        log(f"bench: memory of load_kineto on {path}")
+        got = big_once(path)
+        assert got["kernels"] == trace["kernels"], (got, trace)
+        load_x = (got["peak_load"] - got["rss_before"]) / trace["bytes"]
+        all_x = (got["peak_all"] - got["rss_before"]) / trace["bytes"]
+        got.update(load_x=load_x, all_x=all_x, met=all_x <= BIG_FACTOR)
+        figures[label] = got
+        lines.append(f"| `{os.path.basename(path)}` ({label}) | {got['rss_before'] / 1e6:,.0f} | "
+                     f"{got['peak_load'] / 1e6:,.0f} | {load_x:.2f}x | {got['peak_all'] / 1e6:,.0f} | {all_x:.2f}x | "
+                     f"{'met' if got['met'] else 'missed'} | {got['load_s']:.1f} | {got['analysis_s']:.1f} | "
+                     f"{got['wall_s']:.1f} |")
+    return lines, figures
+
+
+def hta_tables(traces_dir: str, repeat: int) -> list[str]:
+    """The idle-per-rank and time-per-trace tables (markdown lines) of every trace in ``traces_dir``."""
     py = hta_python()
-    traces = sorted(os.path.join(args.traces, n) for n in os.listdir(args.traces) if n.endswith((".json", ".json.gz")))
-    lines = [f"# gpu-idle vs HTA {HTA_VERSION} on PyTorch profiler traces", "",
-             f"Machine: {os.cpu_count()} CPUs; best of {args.repeat} runs. `python bench/hta.py` (issue 15). HTA: "
-             "`TraceAnalysis(trace_dir=D).get_temporal_breakdown(visualize=False)`, one trace per folder, in "
-             "`bench/.venv-hta`. Ours: `--window span` (the whole span of the GPU's kernels).", "",
-             "## Idle per rank", "",
+    traces = sorted(os.path.join(traces_dir, n) for n in os.listdir(traces_dir) if n.endswith((".json", ".json.gz")))
+    lines = ["## Idle per rank", "",
              "| trace | ours idle ms | HTA idle ms | ours under HTA's conventions, step by step (ms) | = HTA? |",
              "|---|---|---|---|---|"]
     run_ours(min(traces, key=os.path.getsize))  # imports and first-call costs out of the timings
@@ -201,12 +322,12 @@ def main(argv=None) -> int:
     for trace in traces:
         name = os.path.basename(trace)
         log(f"bench: {name}")
-        hta = [run_hta(py, trace) for _ in range(args.repeat)]
+        hta = [run_hta(py, trace) for _ in range(repeat)]
         if any("error" in h for h in hta):
             lines.append(f"| `{name}` | | HTA failed: {next(h['error'] for h in hta if 'error' in h)} | | |")
             continue
-        ours = [run_ours(trace) for _ in range(args.repeat)]
-        walls = [ours_wall(trace) for _ in range(args.repeat)]
+        ours = [run_ours(trace) for _ in range(repeat)]
+        walls = [ours_wall(trace) for _ in range(repeat)]
         ours_idle = ours[0]["rows"][0]["idle_ns"]
         hta_idle = round(hta[0]["rows"][0]["idle_time(us)"] * 1000)
         steps = conventions(trace)
@@ -219,14 +340,52 @@ def main(argv=None) -> int:
         o_wall, o_in = min(walls), min(o["in_process_s"] for o in ours)
         timing.append(f"| `{name}` | {h_wall:.2f} | {o_wall:.2f} | {h_wall / o_wall:.1f}x | {h_in:.3f} | {o_in:.3f} | "
                       f"{h_in / o_in:.1f}x |")
-    text = "\n".join(lines + timing + [
+    return lines + timing + [
         "", "HTA's whole process includes importing HTA (about 2 s of its time); ours includes starting "
-        "`gpu-idle run` (Dask not started: one report is analysed in process) and writing its outputs.", ""])
-    with open(args.out, "w", encoding="utf-8") as fh:
+        "`gpu-idle run` (Dask not started: one report is analysed in process) and writing its outputs."]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default=KINETO, help="folder of .json.gz traces (default ../shared/kineto)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per timing (best kept)")
+    parser.add_argument("--out", default=None,
+                        help="default bench/RESULTS-hta.md (a partial run: bench/data/RESULTS-hta-partial.md)")
+    parser.add_argument("--quick", action="store_true", help="a smoke test: --repeat 1 --skip-big")
+    parser.add_argument("--skip-big", action="store_true", help="leave out the memory section (the large trace)")
+    parser.add_argument("--big-only", action="store_true", help="only the memory section (no HTA)")
+    parser.add_argument("--big-kernels", type=int, default=BIG_KERNELS,
+                        help=f"kernels of the large generated trace (default {BIG_KERNELS:,}: about 1.06 GB of JSON)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeat, args.skip_big = 1, True
+    if args.skip_big and args.big_only:
+        parser.error("--skip-big and --big-only leave nothing to run")
+    partial = args.quick or args.skip_big or args.big_only or args.repeat < 3 or args.big_kernels != BIG_KERNELS
+    out = args.out or (os.path.join(DATA, "RESULTS-hta-partial.md") if partial else os.path.join(HERE, "RESULTS-hta.md"))
+    lines = [f"# gpu-idle vs HTA {HTA_VERSION} on PyTorch profiler traces", "",
+             f"Machine: {os.cpu_count()} CPUs; best of {args.repeat} runs. `python bench/hta.py` (issue 15). HTA: "
+             "`TraceAnalysis(trace_dir=D).get_temporal_breakdown(visualize=False)`, one trace per folder, in "
+             "`bench/.venv-hta`. Ours: `--window span` (the whole span of the GPU's kernels).", ""]
+    if not args.big_only:
+        lines += hta_tables(args.traces, args.repeat)
+    if not args.skip_big:
+        big, figures = big_section(args.big_kernels)
+        lines += big
+        os.makedirs(DATA, exist_ok=True)
+        with open(os.path.join(DATA, "results-hta-big.json.tmp"), "w", encoding="utf-8") as fh:
+            json.dump(figures, fh, indent=1)
+        os.replace(os.path.join(DATA, "results-hta-big.json.tmp"), os.path.join(DATA, "results-hta-big.json"))
+    text = "\n".join(lines + [""])
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out + ".tmp", "w", encoding="utf-8") as fh:
         fh.write(text)
+    os.replace(out + ".tmp", out)
     print(text)
     return 0
 
-
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["_big"]:
+        big_stage(sys.argv[2])
+    else:
+        sys.exit(main())
