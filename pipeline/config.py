@@ -297,7 +297,9 @@ class DaskConfig:
     ``distributed.LocalCluster`` with ``n_workers`` processes of ``threads_per_worker`` threads and
     ``memory_limit`` each. ``retries``: times a task that raised is retried (lost worker, I/O error).
     ``memory_factor``: a report is refused up front when its export's size × this factor exceeds
-    the worker's memory limit (a clear error row instead of a killed worker). ``dashboard``:
+    the worker's memory limit (a clear error row instead of a killed worker); for a gzip PyTorch
+    trace the size is that of the JSON it inflates to, read from its gzip trailer (exact for one
+    gzip member under 4 GiB, else a lower bound: :mod:`pipeline.inputs.gzip_size`). ``dashboard``:
     where the LocalCluster serves its dashboard (``":8787"``, ``":0"`` for any free port);
     ``None``: none (starting it costs ~0.3 s and it takes CPU from the workers while it runs).
     ``start_method``: how the LocalCluster starts its worker processes (:data:`START_METHODS`):

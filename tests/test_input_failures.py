@@ -269,6 +269,124 @@ def test_huge_report_is_refused_by_its_size_before_it_is_hashed(tmp_path, good_d
     check(fleet_of(tmp_path / "out"), baseline, {str(huge): too_big_message(huge)})
 
 
+# ------------------------------------------------------------------------ too big once inflated (.json.gz)
+
+#: A trace of exactly 1,000,000 bytes of JSON (spaces pad it): gzip makes it about a thousand times smaller.
+MILLION = (b'{"traceEvents": []' + b" " * (1_000_000 - 19) + b"}")
+
+
+def gzip_file(path, *members: bytes):
+    """``path`` holding one gzip member per item of ``members`` (mtime 0), one after the other."""
+    import gzip
+
+    path.write_bytes(b"".join(gzip.compress(m, mtime=0) for m in members))
+    return str(path)
+
+
+def handmade_gzip(path, size: int, isize: int):
+    """A file of ``size`` bytes with a gzip header (10 bytes), nothing (a sparse hole) and a trailer whose
+    ISIZE is ``isize``: what the trailer says of a member that would take hours to write."""
+    with open(path, "wb") as fh:
+        fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03")
+        fh.seek(size - 8)
+        fh.write(b"\x00\x00\x00\x00" + isize.to_bytes(4, "little"))
+    assert os.path.getsize(path) == size
+    return str(path)
+
+
+def test_inflated_size_from_the_gzip_trailer(tmp_path):
+    """One helper for the loader's buffer and the memory check: the exact size of one member; the
+    smallest ISIZE + k x 2**32 not below the compressed size when ISIZE has wrapped (k = 1 and 2 here,
+    on sparse files: no 4 GiB written); the compressed size when that cannot be one member's size
+    (deflate stops at 1032:1) or ISIZE is 0; for several members at least the last one's size."""
+    from pipeline.inputs.gzip_size import file_inflated_size
+
+    one = gzip_file(tmp_path / "one.json.gz", MILLION)
+    assert file_inflated_size(one) == 1_000_000
+    # two members, 100,000 + 1,000 bytes: the trailer gives the last one's 1,000 and the head shows a
+    # second member, so the size is max(1,000, the file's size), a lower bound of 101,000
+    two = gzip_file(tmp_path / "two.json.gz", b"x" * 100_000, b"y" * 1_000)
+    assert os.path.getsize(two) < 1_000 and file_inflated_size(two) == 1_000
+    three = gzip_file(tmp_path / "three.json.gz", b"x" * 10_000, b"y" * 10_000, b"z" * 7)
+    assert 7 < os.path.getsize(three) and file_inflated_size(three) == os.path.getsize(three)
+    # ISIZE wrapped: 4,300,000 compressed bytes with ISIZE 1,000 are 2**32 + 1,000 = 4,294,968,296 bytes
+    # inflated (4,294,968,296 <= 1032 x 4,300,000 = 4,437,600,000); 6 GiB with ISIZE 123: 2 x 2**32 + 123
+    assert file_inflated_size(handmade_gzip(tmp_path / "w1.json.gz", 4_300_000, 1_000)) == 4_294_968_296
+    assert file_inflated_size(handmade_gzip(tmp_path / "w2.json.gz", 6 * 2**30, 123)) == 8_589_934_715
+    # 1,000,000 bytes cannot inflate to 2**32 + 10 (over 1032 x): not one member; ISIZE 0: padding
+    assert file_inflated_size(handmade_gzip(tmp_path / "odd.json.gz", 1_000_000, 10)) == 1_000_000
+    assert file_inflated_size(handmade_gzip(tmp_path / "pad.json.gz", 5_000_000, 0)) == 5_000_000
+    (tmp_path / "plain.json.gz").write_bytes(MILLION)  # the name says gzip, the bytes do not
+    assert file_inflated_size(str(tmp_path / "plain.json.gz")) is None
+    (tmp_path / "stub.json.gz").write_bytes(b"\x1f\x8b\x08")
+    assert file_inflated_size(str(tmp_path / "stub.json.gz")) == 0
+
+
+def test_memory_factor_applies_to_the_json_a_gzip_trace_inflates_to(tmp_path):
+    """Before: a .json.gz was judged by its compressed size (here about 1,000 times smaller than the
+    JSON a worker holds), so a trace that cannot fit was not refused. Now the inflated size from the
+    gzip trailer x dask.memory_factor is judged, whatever the name (gzip by its magic bytes); a plain
+    .json (or a gzip file that is not a trace's) by its size."""
+    from pipeline.engine.tasks import check_memory
+    from pipeline.model import ProfileError
+
+    gz = gzip_file(tmp_path / "rank0.pt.trace.json.gz", MILLION)
+    gz_size = os.path.getsize(gz)
+    assert gz_size * 1000 < 2**29  # the compressed size alone would pass
+    # 1,000,000 B x 1000 = 1e9 B = 0.93 GiB (/ 2**30 = 0.9313) > 2**29 B = 0.50 GiB; 1e6 B = 0.95 MiB (0.9537)
+    refused = (f"{gz}: too big for one worker: about 0.93 GiB needed (0.95 MiB of JSON once inflated (1,000,000 "
+               f"bytes, per the gzip trailer of the {gz_size / 2**20:.2f} MiB ({gz_size:,} bytes) file) x 1000), "
+               "worker memory limit 0.50 GiB; raise dask.memory_limit or trim the capture")
+    assert discover([gz], memory_limit=2**29, memory_factor=1000) == ([], [(gz, refused)])
+    with pytest.raises(ProfileError) as caught:
+        check_memory(gz, 1000, 2**29)
+    assert str(caught.value) == refused
+    # exactly at the limit (1e6 x 1000 = 1e9 bytes) it fits; a byte less does not
+    assert discover([gz], memory_limit=10**9, memory_factor=1000) == ([gz], [])
+    check_memory(gz, 1000, 10**9)
+    assert discover([gz], memory_limit=10**9 - 1, memory_factor=1000)[0] == []
+    # gzip named .json: inflated all the same (the loader inflates it too)
+    named = gzip_file(tmp_path / "named.json", MILLION)
+    assert discover([named], memory_limit=2**29, memory_factor=1000)[1] == [(named, refused.replace(gz, named))]
+    # plain JSON and a gzip .sqlite (not inflated by anything): their own size
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(MILLION)
+    assert discover([str(plain)], memory_limit=2**29, memory_factor=1000) == ([], [(str(plain), (
+        f"{plain}: too big for one worker: about 0.93 GiB needed (0.95 MiB file (1,000,000 bytes) x 1000), worker "
+        "memory limit 0.50 GiB; raise dask.memory_limit or trim the capture"))])
+    packed = gzip_file(tmp_path / "packed.sqlite", MILLION)
+    assert discover([packed], memory_limit=2**29, memory_factor=1000) == ([packed], [])
+    check_memory(packed, 1000, 2**29)
+
+
+def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path, monkeypatch):
+    """A remote trace is judged where it is staged, by the worker (its limit; discovery does not stat
+    remote files): a .json.gz too big once inflated is refused there, naming the URL and the copy."""
+    import fsspec
+
+    from pipeline.config import CacheConfig, ExportConfig, StorageConfig
+    from pipeline.engine import tasks
+    from pipeline.model import ProfileError
+
+    fs = fsspec.filesystem("memory")
+    gz = gzip_file(tmp_path / "src.json.gz", MILLION)
+    gz_size = os.path.getsize(gz)
+    fs.pipe("/kmem15/rank0.pt.trace.json.gz", open(gz, "rb").read())
+    monkeypatch.setattr(tasks, "_worker_memory_limit", lambda: 2**29)
+    url = "memory:///kmem15/rank0.pt.trace.json.gz"
+    try:
+        with pytest.raises(ProfileError) as caught:
+            tasks.load_report_for(url, ExportConfig(), CacheConfig(enabled=False),
+                                  StorageConfig(cache_dir=str(tmp_path / "staged")), memory_factor=1000)
+    finally:
+        fs.rm("/kmem15", recursive=True)
+    (staged,) = (tmp_path / "staged").iterdir()
+    assert str(caught.value) == (
+        f"{url}: (staged to {staged}) too big for one worker: about 0.93 GiB needed (0.95 MiB of JSON once "
+        f"inflated (1,000,000 bytes, per the gzip trailer of the {gz_size / 2**20:.2f} MiB ({gz_size:,} bytes) "
+        "file) x 1000), worker memory limit 0.50 GiB; raise dask.memory_limit or trim the capture")
+
+
 # ------------------------------------------------------------------------ symlinks
 
 

@@ -647,6 +647,27 @@ def test_columnar_cache_serves_the_same_report(tmp_path):
     assert (first.meta, first.warnings) == (second.meta, second.warnings)
 
 
+def test_gzip_text_is_every_member_inflated_into_one_buffer(tmp_path):
+    """The loader sizes its buffer from the gzip trailer (``pipeline.inputs.gzip_size``, shared with the
+    memory check) and still reads every member: several small ones (seen in the head: the buffer starts
+    at the file's size and grows), a first member too long to look past (the buffer starts at the last
+    member's size and grows), zero padding after the last member; the same report as one member."""
+    import random
+
+    from pipeline.load.kineto import read_text
+
+    text = TRACE.encode()
+    noise = random.Random(0).randbytes(200_000)  # incompressible: a first member of 200 KB compressed
+    cases = {"one": [text], "three": [text[:100], text[100:-50], text[-50:]], "long": [noise, text],
+             "padded": [text]}
+    for name, members in cases.items():
+        data = b"".join(gzip.compress(m, mtime=0) for m in members) + (bytes(512) if name == "padded" else b"")
+        (tmp_path / f"{name}.json.gz").write_bytes(data)
+        assert bytes(read_text(str(tmp_path / f"{name}.json.gz"))) == b"".join(members), name
+    one, three = load_kineto(str(tmp_path / "one.json.gz")), load_kineto(str(tmp_path / "three.json.gz"))
+    pd.testing.assert_frame_equal(one.kernels, three.kernels)
+
+
 # -- broken input ------------------------------------------------------------------------------
 
 KERNEL_EVENT = (b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, '

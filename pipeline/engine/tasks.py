@@ -21,7 +21,7 @@ import sys
 from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..config import CacheConfig, Config, ExportConfig
-from ..inputs.discover import too_big
+from ..inputs.discover import inflated_json_size, too_big
 from ..inputs.export import export_report
 from ..load.cache import load_cached
 from ..load.kineto import is_kineto_path
@@ -65,7 +65,9 @@ def _worker_memory_limit() -> int | None:
 
 
 def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
-    """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes).
+    """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes);
+    for a gzip trace, the size of the JSON it inflates to (from its gzip trailer:
+    :func:`~pipeline.inputs.discover.inflated_json_size`).
 
     A clear error row beats a worker killed by its nanny in the middle of the night.
     Discovery refuses such a local report before the client reads it when the limit is
@@ -76,7 +78,11 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
     """
     if not limit or not os.path.isfile(path):
         return
-    problem = too_big(path, os.path.getsize(path), memory_factor, limit)
+    try:
+        inflated = inflated_json_size(path)
+    except OSError:  # unreadable: the loader says so
+        inflated = None
+    problem = too_big(path, os.path.getsize(path), memory_factor, limit, inflated)
     if problem:
         raise ProfileError(problem)
 

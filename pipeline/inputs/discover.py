@@ -27,6 +27,7 @@ import os
 import stat
 import zlib
 
+from .gzip_size import inflated_size
 from .storage import (
     DEFAULT_RETRIES,
     bucket_problem,
@@ -130,17 +131,38 @@ def reason(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-def too_big(path: str, size: int, memory_factor: float, limit: int | None) -> str | None:
-    """The problem of a report of ``size`` bytes at ``path`` whose memory estimate, ``size`` ×
-    ``memory_factor``, exceeds a worker's memory ``limit`` (bytes; None or 0: no limit); None
-    when it fits. The message starts with ``path``."""
-    need = size * memory_factor
+def too_big(path: str, size: int, memory_factor: float, limit: int | None, inflated: int | None = None) -> str | None:
+    """The problem of a report of ``size`` bytes at ``path`` whose memory estimate exceeds a worker's
+    memory ``limit`` (bytes; None or 0: no limit); None when it fits. The estimate is ``size`` ×
+    ``memory_factor``, or for a gzip trace ``inflated`` (the bytes of JSON it inflates to, from its
+    gzip trailer: :func:`inflated_json_size`) × ``memory_factor``: the loader holds the inflated text.
+    The message starts with ``path`` and says which size was used."""
+    need = (size if inflated is None else inflated) * memory_factor
     if not limit or need <= limit:
         return None
     # The file in MiB and bytes: a small file with a large factor would read "0.00 GiB".
+    if inflated is None:
+        what = f"{size / 2**20:.2f} MiB file ({size:,} bytes)"
+    else:
+        what = (f"{inflated / 2**20:,.2f} MiB of JSON once inflated ({inflated:,} bytes, per the gzip trailer of "
+                f"the {size / 2**20:,.2f} MiB ({size:,} bytes) file)")
     return (f"{path}: too big for one worker: about {need / 2**30:.2f} GiB needed "
-            f"({size / 2**20:.2f} MiB file ({size:,} bytes) x {memory_factor:g}), worker memory limit "
+            f"({what} x {memory_factor:g}), worker memory limit "
             f"{limit / 2**30:.2f} GiB; raise dask.memory_limit or trim the capture")
+
+
+def inflated_json_size(path: str, fh=None) -> int | None:
+    """The bytes of JSON a PyTorch trace at ``path`` (a ``.json`` or ``.json.gz`` name) inflates to when
+    it is gzip data (by its magic bytes, whatever the name says): the gzip trailer's size
+    (:func:`~pipeline.inputs.gzip_size.inflated_size`: exact for one member under 4 GiB, else a lower
+    bound). None for another name or a file that is not gzip: its own size is what a worker holds.
+    ``fh``: the file already open (binary, seekable), else it is opened. Raises OSError (unreadable)."""
+    if not path.lower().endswith(JSON_SUFFIXES):
+        return None
+    if fh is not None:
+        return inflated_size(fh)
+    with open(path, "rb") as own:
+        return inflated_size(own)
 
 
 def stat_failure(exc: OSError, link_target: str | None) -> str:
@@ -164,8 +186,10 @@ def local_file_problem(path: str, memory_limit: int | None = None, memory_factor
     """Why the local report ``path`` cannot be analysed, or None when it is a regular, readable
     file that fits a worker. Judged by ``os.stat`` (following symlinks) before anything opens it:
     a FIFO or a device is never opened (opening a FIFO blocks, reading /dev/zero never ends); a
-    regular file is opened (not read) to check it can be; its size × ``memory_factor`` is checked
-    against ``memory_limit`` (bytes; None: not checked, see :func:`too_big`). The message starts
+    regular file is opened to check it can be (nothing read, except for a gzip trace: its first
+    bytes and its trailer, :func:`inflated_json_size`); its size (a gzip trace's: the JSON it
+    inflates to) × ``memory_factor`` is checked against ``memory_limit`` (bytes; None: not checked,
+    see :func:`too_big`). The message starts
     with ``path``: ``<path>: symlink loop``, ``<path>: broken symlink to <target>``,
     ``<path>: not a regular file: a FIFO``, ``<path>: cannot read: permission denied``... Raises nothing."""
     try:
@@ -175,10 +199,15 @@ def local_file_problem(path: str, memory_limit: int | None = None, memory_factor
     if not stat.S_ISREG(st.st_mode):
         return f"{path}: not a regular file: {file_kind(st.st_mode)}"
     try:  # O_NONBLOCK: should it have become a FIFO since the stat, the open still returns at once
-        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return f"{path}: {stat_failure(exc, None)}"
-    return too_big(path, st.st_size, memory_factor, memory_limit)
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            inflated = inflated_json_size(path, fh) if memory_limit else None
+    except OSError as exc:
+        return f"{path}: {stat_failure(exc, None)}"
+    return too_big(path, st.st_size, memory_factor, memory_limit, inflated)
 
 
 def _walk_local(top: str, suffixes, skipped: list) -> tuple[list[str], list[tuple[str, str]]]:

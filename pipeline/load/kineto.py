@@ -44,6 +44,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..inputs.gzip_size import GZIP_MAGIC, inflated_size
 from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
     no_overhead, no_untraced)
 from .caveats import lost_launches
@@ -170,23 +171,12 @@ def is_kineto_path(path: str) -> bool:
 
 # -- reading the text -------------------------------------------------------------------------
 
-def _gzip_size_hint(fh) -> int:
-    """The gzip trailer's ISIZE (uncompressed size mod 2**32) of an open file: a size hint only."""
-    fh.seek(0, os.SEEK_END)
-    size = fh.tell()
-    if size < 18:
-        return 0
-    fh.seek(size - 4)
-    hint = int.from_bytes(fh.read(4), "little")
-    fh.seek(0)
-    return hint
-
-
 def _gunzip(fh, path: str) -> bytearray:
     """The whole uncompressed text of a gzip file (every member), into one buffer sized from the
-    trailer when that is right (no regrowth). Raises :class:`ProfileError` for a damaged or
-    truncated stream."""
-    out = bytearray(_gzip_size_hint(fh))
+    trailer (:func:`~pipeline.inputs.gzip_size.inflated_size`: exact for one member under 4 GiB, the
+    case of every PyTorch trace; else a lower bound, and the buffer grows). Raises :class:`ProfileError`
+    for a damaged or truncated stream."""
+    out = bytearray(inflated_size(fh) or 0)
     view, pos = memoryview(out), 0
 
     def put(data: bytes) -> None:
@@ -194,7 +184,7 @@ def _gunzip(fh, path: str) -> bytearray:
         end = pos + len(data)
         if end <= len(out):
             view[pos:end] = data
-        else:  # the hint was wrong (a file over 4 GiB, several members): grow
+        else:  # the size was a lower bound (several members): grow
             view.release()
             out[pos:] = data
             view = memoryview(out)
@@ -234,7 +224,7 @@ def read_text(path: str) -> bytes | bytearray:
         if not head:
             raise ProfileError(f"{path}: empty file (0 bytes), not a PyTorch profiler trace")
         fh.seek(0)
-        if head == b"\x1f\x8b":
+        if head == GZIP_MAGIC:
             return _gunzip(fh, path)
         return _read_plain(fh)
 
