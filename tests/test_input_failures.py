@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -297,12 +298,16 @@ def handmade_gzip(path, size: int, isize: int):
 def test_inflated_size_from_the_gzip_trailer(tmp_path):
     """One helper for the loader's buffer and the memory check: the exact size of one member; the
     smallest ISIZE + k x 2**32 not below the compressed size when ISIZE has wrapped (k = 1 and 2 here,
-    on sparse files: no 4 GiB written); the compressed size when that cannot be one member's size
+    on sparse files: no 4 GiB written; data that deflate made larger is no wrap); the compressed size when
+    that cannot be one member's size
     (deflate stops at 1032:1) or ISIZE is 0; for several members at least the last one's size."""
     from pipeline.inputs.gzip_size import file_inflated_size
 
     one = gzip_file(tmp_path / "one.json.gz", MILLION)
     assert file_inflated_size(one) == 1_000_000
+    # incompressible: the file is larger than its data, which is no wrap of ISIZE
+    noise = gzip_file(tmp_path / "noise.json.gz", random.Random(0).randbytes(200_000))
+    assert os.path.getsize(noise) > 200_000 and file_inflated_size(noise) == 200_000
     # two members, 100,000 + 1,000 bytes: the trailer gives the last one's 1,000 and the head shows a
     # second member, so the size is max(1,000, the file's size), a lower bound of 101,000
     two = gzip_file(tmp_path / "two.json.gz", b"x" * 100_000, b"y" * 1_000)
@@ -313,6 +318,10 @@ def test_inflated_size_from_the_gzip_trailer(tmp_path):
     # inflated (4,294,968,296 <= 1032 x 4,300,000 = 4,437,600,000); 6 GiB with ISIZE 123: 2 x 2**32 + 123
     assert file_inflated_size(handmade_gzip(tmp_path / "w1.json.gz", 4_300_000, 1_000)) == 4_294_968_296
     assert file_inflated_size(handmade_gzip(tmp_path / "w2.json.gz", 6 * 2**30, 123)) == 8_589_934_715
+    # 2**32 + 5,000,000 bytes with ISIZE 4,990,000 (2**32 + 4,990,000 inflated: 10,000 bytes under the file,
+    # within deflate's growth of (2**32 + 5e6) / 1024 + 64 = 4,199,310 bytes) is no second wrap
+    assert file_inflated_size(handmade_gzip(tmp_path / "w3.json.gz", 2**32 + 5_000_000, 4_990_000)) \
+        == 2**32 + 4_990_000
     # 1,000,000 bytes cannot inflate to 2**32 + 10 (over 1032 x): not one member; ISIZE 0: padding
     assert file_inflated_size(handmade_gzip(tmp_path / "odd.json.gz", 1_000_000, 10)) == 1_000_000
     assert file_inflated_size(handmade_gzip(tmp_path / "pad.json.gz", 5_000_000, 0)) == 5_000_000

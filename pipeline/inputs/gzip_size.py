@@ -7,8 +7,9 @@ A gzip member ends with ISIZE, its uncompressed size mod 2**32, little endian, i
 (RFC 1952, 2.3.1). Two things keep that from being the file's uncompressed size:
 
 * ISIZE wraps at 4 GiB. A member of ISIZE ``i`` inflates to ``i + k * 2**32`` bytes for some k >= 0;
-  the smallest such size that is not below the compressed size is taken (JSON compresses 10-20x, so its
-  text is never smaller than its gzip file; incompressible data may come out a few bytes under it).
+  the smallest such size that is not below the compressed size less deflate's largest growth is taken
+  (:func:`least_inflated`: JSON compresses 10-20x, so its text is never smaller than its gzip file;
+  incompressible data comes out a little under it, by at most zlib's ``deflateBound``, about 0.03%).
   Deflate cannot compress more than 1032:1, so a candidate above 1032 x the compressed size is not one
   member's size: the file is then treated as having several members (below).
 * A file may hold several members one after the other (``cat a.gz b.gz``, bgzip's blocks of at most
@@ -36,6 +37,13 @@ MAX_RATIO = 1032
 #: a bgzip block (at most 64 KiB); inflating them takes well under a millisecond.
 HEAD_SNIFF = 1 << 17
 WRAP = 1 << 32
+
+
+def least_inflated(size: int) -> int:
+    """The fewest bytes a gzip file of ``size`` bytes can inflate to when its compressor does not pad:
+    ``size`` less deflate's largest growth of incompressible data (zlib's ``deflateBound``: n/4096 +
+    n/16384 + n/2**25 + 13 bytes, taken as n/1024) and 64 bytes of gzip header and trailer."""
+    return max(0, size - size // 1024 - 64)
 
 
 def _first_member_ends_early(fh, size: int) -> bool:
@@ -75,7 +83,7 @@ def inflated_size(fh) -> int | None:
     fh.seek(0)
     several = _first_member_ends_early(fh, size)
     fh.seek(0)
-    wraps = max(0, -(-(size - isize) // WRAP))  # the smallest k with isize + k * 2**32 >= size
+    wraps = max(0, -(-(least_inflated(size) - isize) // WRAP))  # the smallest k: isize + k * 2**32 >= that
     guess = isize + wraps * WRAP
     if several or not isize or guess > MAX_RATIO * size:  # ISIZE 0: zero padding at the end, or an empty member
         return max(isize, size)
