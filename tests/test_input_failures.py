@@ -298,9 +298,9 @@ def handmade_gzip(path, size: int, isize: int):
 def test_inflated_size_from_the_gzip_trailer(tmp_path):
     """One helper for the loader's buffer and the memory check: the exact size of one member; the
     smallest ISIZE + k x 2**32 not below the compressed size when ISIZE has wrapped (k = 1 and 2 here,
-    on sparse files: no 4 GiB written; data that deflate made larger is no wrap); the compressed size when
-    that cannot be one member's size
-    (deflate stops at 1032:1) or ISIZE is 0; for several members at least the last one's size."""
+    on sparse files: no 4 GiB written; data that deflate made larger is no wrap); the compressed size
+    less deflate's growth when that cannot be one member's size (deflate stops at 1032:1) or ISIZE is 0;
+    for several members at least the last one's size."""
     from pipeline.inputs.gzip_size import file_inflated_size
 
     one = gzip_file(tmp_path / "one.json.gz", MILLION)
@@ -309,22 +309,24 @@ def test_inflated_size_from_the_gzip_trailer(tmp_path):
     noise = gzip_file(tmp_path / "noise.json.gz", random.Random(0).randbytes(200_000))
     assert os.path.getsize(noise) > 200_000 and file_inflated_size(noise) == 200_000
     # two members, 100,000 + 1,000 bytes: the trailer gives the last one's 1,000 and the head shows a
-    # second member, so the size is max(1,000, the file's size), a lower bound of 101,000
+    # second member, so the size is max(1,000, the least the file's size can inflate to), a lower bound of
+    # 101,000 (the least a file of n bytes inflates to: n - n // 1024 - 64, here about 100 bytes)
     two = gzip_file(tmp_path / "two.json.gz", b"x" * 100_000, b"y" * 1_000)
     assert os.path.getsize(two) < 1_000 and file_inflated_size(two) == 1_000
     three = gzip_file(tmp_path / "three.json.gz", b"x" * 10_000, b"y" * 10_000, b"z" * 7)
-    assert 7 < os.path.getsize(three) and file_inflated_size(three) == os.path.getsize(three)
+    assert file_inflated_size(three) == os.path.getsize(three) - 64 > 7  # (about 110 bytes: n // 1024 = 0)
     # ISIZE wrapped: 4,300,000 compressed bytes with ISIZE 1,000 are 2**32 + 1,000 = 4,294,968,296 bytes
     # inflated (4,294,968,296 <= 1032 x 4,300,000 = 4,437,600,000); 6 GiB with ISIZE 123: 2 x 2**32 + 123
     assert file_inflated_size(handmade_gzip(tmp_path / "w1.json.gz", 4_300_000, 1_000)) == 4_294_968_296
     assert file_inflated_size(handmade_gzip(tmp_path / "w2.json.gz", 6 * 2**30, 123)) == 8_589_934_715
     # 2**32 + 5,000,000 bytes with ISIZE 4,990,000 (2**32 + 4,990,000 inflated: 10,000 bytes under the file,
-    # within deflate's growth of (2**32 + 5e6) / 1024 + 64 = 4,199,310 bytes) is no second wrap
+    # within deflate's growth of (2**32 + 5e6) // 1024 + 64 = 4,199,250 bytes) is no second wrap
     assert file_inflated_size(handmade_gzip(tmp_path / "w3.json.gz", 2**32 + 5_000_000, 4_990_000)) \
         == 2**32 + 4_990_000
-    # 1,000,000 bytes cannot inflate to 2**32 + 10 (over 1032 x): not one member; ISIZE 0: padding
-    assert file_inflated_size(handmade_gzip(tmp_path / "odd.json.gz", 1_000_000, 10)) == 1_000_000
-    assert file_inflated_size(handmade_gzip(tmp_path / "pad.json.gz", 5_000_000, 0)) == 5_000_000
+    # 1,000,000 bytes cannot inflate to 2**32 + 10 (over 1032 x): not one member, at least
+    # 1,000,000 - 976 - 64 = 998,960 bytes; ISIZE 0 (padding): 5,000,000 - 4,882 - 64 = 4,995,054
+    assert file_inflated_size(handmade_gzip(tmp_path / "odd.json.gz", 1_000_000, 10)) == 998_960
+    assert file_inflated_size(handmade_gzip(tmp_path / "pad.json.gz", 5_000_000, 0)) == 4_995_054
     (tmp_path / "plain.json.gz").write_bytes(MILLION)  # the name says gzip, the bytes do not
     assert file_inflated_size(str(tmp_path / "plain.json.gz")) is None
     (tmp_path / "stub.json.gz").write_bytes(b"\x1f\x8b\x08")

@@ -15,7 +15,7 @@ A gzip member ends with ISIZE, its uncompressed size mod 2**32, little endian, i
 * A file may hold several members one after the other (``cat a.gz b.gz``, bgzip's blocks of at most
   64 KiB); its trailer gives the last member's ISIZE only. The first :data:`HEAD_SNIFF` bytes are
   inflated (output discarded) to see whether the first member ends there; a file seen to hold several
-  members gets ``max(ISIZE, compressed size)``, a lower bound of its size and nothing more. Members
+  members gets ``max(ISIZE, least_inflated(compressed size))``, a lower bound of its size and nothing more. Members
   beyond the first :data:`HEAD_SNIFF` bytes are not looked for: such a file is taken as one member.
   An ISIZE of 0 (zero padding after the last member, or an empty last member) is read the same way.
 
@@ -86,7 +86,7 @@ def inflated_size(fh) -> int | None:
     wraps = max(0, -(-(least_inflated(size) - isize) // WRAP))  # the smallest k: isize + k * 2**32 >= that
     guess = isize + wraps * WRAP
     if several or not isize or guess > MAX_RATIO * size:  # ISIZE 0: zero padding at the end, or an empty member
-        return max(isize, size)
+        return max(isize, least_inflated(size))
     return guess
 
 
