@@ -636,7 +636,57 @@ def startup(repeat: int) -> dict:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
         res["tiny"] = {k: v for k, v in best(tiny[1:]).items() if k not in ("stdout", "stderr")}
+        res.update(startup_floors(n))
+        res["imports"] = tiny_imports()
     return res
+
+
+#: What any Python tool built on the same libraries pays before its first line of work.
+LIBRARY_IMPORTS = "import numpy, pyarrow, pandas"
+
+
+def startup_floors(n: int) -> dict:
+    """Where a start-up goes that is not ours: ``python -c pass`` (the interpreter's own start) and
+    ``python -c "import numpy, pyarrow, pandas"`` (the libraries the analysis is written in), best of ``n``
+    after a warm-up each, in seconds."""
+    out = {}
+    for key, code in (("python_s", "pass"), ("libraries_s", LIBRARY_IMPORTS)):
+        runs = [check(measure([sys.executable, "-c", code]), f"python -c {code!r}") for _ in range(n + 1)][1:]
+        out[key] = best(runs)["wall_s"]
+    return out
+
+
+def import_times(stderr: str) -> dict:
+    """``python -X importtime``'s report (``import time: self | cumulative | name`` lines, µs) summed by
+    top-level package: ``{package: seconds}`` of own import time, largest first."""
+    by_package: dict = {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        parts = line[len("import time:"):].split("|")
+        try:
+            own = int(parts[0])
+        except ValueError:   # the header line
+            continue
+        name = parts[2].strip().split(".")[0]
+        by_package[name] = by_package.get(name, 0) + own / 1e6
+    return dict(sorted(by_package.items(), key=lambda kv: -kv[1]))
+
+
+def tiny_imports() -> dict:
+    """One ``gpu-idle run`` of the 2-kernel export under ``python -X importtime`` (fresh caches and output):
+    ``{"wall_s", "import_s", "packages": {package: seconds}}``, the own import time by top-level package
+    (:func:`import_times`) and their sum; the rest of ``wall_s`` is the interpreter's start and the work."""
+    scratch = tempfile.mkdtemp(prefix="gpu-idle-bench-", dir=DATA)
+    try:
+        run = check(measure([sys.executable, "-X", "importtime", "-m", "pipeline.cli", "run", TINY, "--out",
+                             os.path.join(scratch, "out")], env=gpu_idle_env(os.path.join(scratch, "cache"))),
+                    "gpu-idle run (tiny, -X importtime)")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    packages = import_times(run["stderr"])
+    return {"wall_s": run["wall_s"], "import_s": sum(packages.values()),
+            "packages": {name: round(sec, 4) for name, sec in packages.items() if sec >= 0.001}}
 
 
 # -- 4. accuracy -------------------------------------------------------------------------
@@ -726,8 +776,10 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         out.append(("start-up: `gpu-idle --version` <= 0.15 s", f"{v:.3f} s", v <= 0.15))
         if "tiny" in su:
             t = su["tiny"]["wall_s"]
+            floors = (f"; of that, Python's own start takes {su['python_s']:.3f} s and `{LIBRARY_IMPORTS}` "
+                      f"alone {su['libraries_s']:.3f} s" if "libraries_s" in su else "")
             out.append(("start-up: `gpu-idle run` on the 2-kernel real export <= 0.5 s",
-                        f"{t:.3f} s (peak RSS {mib(su['tiny']['tree_rss'])})", t <= 0.5))
+                        f"{t:.3f} s (peak RSS {mib(su['tiny']['tree_rss'])}){floors}", t <= 0.5))
     if "3M" in scale:
         rss = scale["3M"]["e2e"]["tree_rss"]
         out.append(("peak RSS of `gpu-idle run` on 3M kernels <= 600 MB",
@@ -817,6 +869,22 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   "the default settings, pandas, numpy, pyarrow and the ADBC SQLite driver, no Dask, "
                   "matplotlib, jinja2, markdown, fsspec/s3fs, psutil, YAML or pydantic. Most of the rest is "
                   "importing pandas (with numpy and pyarrow)."]
+        if "libraries_s" in su:
+            lines += ["", f"Floors measured the same way in this run: `python -c pass` {su['python_s']:.3f} s; "
+                      f"`python -c \"{LIBRARY_IMPORTS}\"` {su['libraries_s']:.3f} s, what any tool written with "
+                      "these libraries pays before its first line of work."]
+        imp = su.get("imports")
+        if imp:
+            top = list(imp["packages"].items())[:8]
+            rest = imp["import_s"] - sum(v for _, v in top)
+            lines += ["", f"Where the 2-kernel run's time goes: one run under `python -X importtime` took "
+                      f"{imp['wall_s']:.3f} s, {imp['import_s']:.3f} s of it importing modules (own time, by "
+                      "top-level package; the tracing itself adds a little):", "",
+                      "| package | import s |", "|---|---:|"]
+            lines += [f"| `{name}` | {sec:.3f} |" for name, sec in top]
+            lines += [f"| other packages | {rest:.3f} |",
+                      f"| **not imports**: interpreter start, reading and analysing the report, writing the "
+                      f"outputs | {imp['wall_s'] - imp['import_s']:.3f} |"]
     if scale:
         lines += ["", "## 1. Scale: ours vs the decode floor (per report, all 8 GPUs)", "",
                   "*Decode floor*: `sqlite3 -readonly FILE` with `SELECT total(start), total(end), ... FROM "
