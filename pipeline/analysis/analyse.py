@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
+from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from . import attribution, caveats, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
@@ -20,19 +21,24 @@ from .window import WindowError, span_window, trim_window
 def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
     """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes"); the copies
     overlapping each gap: :func:`pipeline.analysis.attribution.gap_copies`."""
+    if top.empty:
+        return []
     records = []
     ranges = attribution.enclosing_ranges(nvtx, top["start"])
     waits = attribution.sync_waits(top, copies, calls.sync_runs)
     in_gaps = attribution.gap_copies(top, copies)
-    for g, nvtx_range, waited, copied in zip(top.itertuples(index=False), ranges, waits, in_gaps):
+    columns = zip(*(top[c].tolist() for c in ("pid", "stream_id", "start", "length", "end", "kernel_before",
+                                              "kernel_after", "category", "copy_ns", "sync_ns", "attribution")))
+    for g, nvtx_range, waited, copied in zip(columns, ranges, waits, in_gaps):
+        pid, stream_id, start, length, end, before, after, category, copy_ns, sync_ns, apis = g
         records.append({
-            "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
-            "length_ns": int(g.length), "end_ns": int(g.end),
-            "kernel_before": str(g.kernel_before), "kernel_after": str(g.kernel_after),
-            "category": str(g.category), "copy_overlap_ns": int(g.copy_ns),
-            "sync_overlap_ns": int(g.sync_ns), "sync_waited_for": waited,
+            "pid": int(pid), "stream_id": int(stream_id), "start_ns": int(start),
+            "length_ns": int(length), "end_ns": int(end),
+            "kernel_before": str(before), "kernel_after": str(after),
+            "category": str(category), "copy_overlap_ns": int(copy_ns),
+            "sync_overlap_ns": int(sync_ns), "sync_waited_for": waited,
             "nvtx_range": nvtx_range,
-            "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
+            "attribution": [{"api": name, "overlap_ns": ns} for name, ns in apis],
             **copied,
         })
     return records
@@ -66,7 +72,8 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     return {
         "window": [int(w0), int(w1)],
         "busy": np.column_stack((np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))).tolist(),
-        "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
+        "gaps": [[int(a), int(b), str(c)] for a, b, c in zip(device_gaps["start"].tolist(), device_gaps["end"].tolist(),
+                                                              device_gaps["category"].tolist())],
         "iterations": iterations,
         "iteration_extents": [[int(n), int(a), int(b), str(status)] for n, a, b, status in win.extents],
         "iteration_lengths": [[int(x[0]), int(n)] for x, n in zip(win.extents, win.lengths)],
@@ -137,7 +144,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
             f"no kernel of this GPU inside the {win.rule} window [{w0 / 1e9:.6f}, {w1 / 1e9:.6f}) s; its kernels run "
             f"{int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock")
     gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
-    copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
+    copies_in = where(trace.copies, (trace.copies["end"].to_numpy(np.int64) > w0)
+                      & (trace.copies["start"].to_numpy(np.int64) < w1))
     calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories, trace.overhead, trace.untraced)
     categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries, calls)
     holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
@@ -183,7 +191,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
         "kernel_count": int(len(kw)),
-        "stream_count": int(kw[["pid", "stream_id"]].drop_duplicates().shape[0]),
+        "stream_count": int(gaps.stream_edges(kw["pid"].to_numpy(np.int64), kw["stream_id"].to_numpy(np.int64)).size - 1),
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
         "idle_pct": round(100.0 * idle_fraction, 4),
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..frames import take_rows
 from . import intervals as iv
 
 #: Bucket edges in ns: [threshold, 5 ms], (5 ms, 50 ms], > 50 ms (SPEC "Size distribution").
@@ -68,19 +69,15 @@ def kernels_in_window(kernels: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
     Order: (pid, stream_id, start, end, correlation_id) (SPEC tie-break). Zero-
     length kernels inside W are kept (they carry names and never open a gap).
     """
-    inside = (kernels["end"] > w0) & (kernels["start"] < w1) | (
-        (kernels["start"] == kernels["end"]) & (kernels["start"] >= w0) & (kernels["start"] < w1))
-    rows = np.flatnonzero(inside.to_numpy())
-    start = np.maximum(kernels["start"].to_numpy(np.int64)[rows], w0)
-    end = np.minimum(kernels["end"].to_numpy(np.int64)[rows], w1)
+    s, e = kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64)
+    rows = np.flatnonzero((e > w0) & (s < w1) | ((s == e) & (s >= w0) & (s < w1)))
+    start = np.maximum(s[rows], w0)
+    end = np.minimum(e[rows], w1)
     pid = kernels["pid"].to_numpy(np.int64)[rows]
     stream = kernels["stream_id"].to_numpy(np.int64)[rows]
     corr = kernels["correlation_id"].to_numpy(np.int64)[rows]
     order = np.lexsort((corr, end, start, stream, pid))  # last key sorts first; stable
-    k = kernels.iloc[rows[order]].reset_index(drop=True)
-    k["start"] = start[order]
-    k["end"] = end[order]
-    return k
+    return take_rows(kernels, rows[order], start=start[order], end=end[order])
 
 
 def name_lookup(names: pd.Series):
@@ -106,34 +103,47 @@ def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, n
         kernel_before, kernel_after; ``all_lengths`` holds every positive
         gap length on every stream (for the sub-threshold sliver count).
     """
-    rows = []
     all_lengths = []
     starts = kernels["start"].to_numpy(np.int64)
     ends = kernels["end"].to_numpy(np.int64)
-    names = name_lookup(kernels["name"])
-    keys = kernels[["pid", "stream_id"]].to_numpy(np.int64)
-    if len(kernels):
-        bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
-        edges = np.concatenate(([0], bounds, [len(kernels)]))
-    else:
-        edges = np.array([0])
+    pids = kernels["pid"].to_numpy(np.int64)
+    streams = kernels["stream_id"].to_numpy(np.int64)
+    edges = stream_edges(pids, streams)
+    found = {c: [] for c in ("pid", "stream_id", "start", "length", "before", "after")}
     for lo, hi in zip(edges[:-1], edges[1:]):
         s, e = starts[lo:hi], ends[lo:hi]
         all_lengths.append(iv.all_gaps(s, e))
         g_start, g_len, after = iv.stream_gaps(s, e, min_gap_ns)
         if g_len.size == 0:
             continue
-        before = iv.latest_end_index(e)[after - 1]
-        rows.append(pd.DataFrame({
-            "pid": keys[lo, 0], "stream_id": keys[lo, 1],
-            "start": g_start, "length": g_len, "end": g_start + g_len,
-            "kernel_before": names(lo + before), "kernel_after": names(lo + after),
-        }))
-    columns = ["pid", "stream_id", "start", "length", "end", "kernel_before", "kernel_after"]
-    gaps = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        {c: pd.Series(dtype="int64" if c not in ("kernel_before", "kernel_after") else object) for c in columns})
+        for column, values in (("pid", np.full(g_len.size, pids[lo])), ("stream_id", np.full(g_len.size, streams[lo])),
+                               ("start", g_start), ("length", g_len), ("before", lo + iv.latest_end_index(e)[after - 1]),
+                               ("after", lo + after)):
+            found[column].append(values)
+    joined = {c: np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+              for c, parts in found.items()}
+    names = name_lookup(kernels["name"]) if joined["start"].size else (lambda idx: np.zeros(0, dtype=object))
+    gaps = pd.DataFrame({
+        "pid": joined["pid"], "stream_id": joined["stream_id"], "start": joined["start"], "length": joined["length"],
+        "end": joined["start"] + joined["length"],
+        "kernel_before": _objects(names(joined["before"])), "kernel_after": _objects(names(joined["after"]))})
     lengths = np.concatenate(all_lengths) if all_lengths else np.zeros(0, dtype=np.int64)
-    return gaps[columns], lengths
+    return gaps, lengths
+
+
+def _objects(values) -> np.ndarray:
+    """``values`` as an object array (a frame keeps it as it is: no text type inferred)."""
+    return np.asarray(values, dtype=object)
+
+
+def stream_edges(pids: np.ndarray, streams: np.ndarray) -> np.ndarray:
+    """Where each stream's rows begin in rows grouped per (pid, stream) (:func:`kernels_in_window`'s
+    order), and the row count last: ``[0, b1, ..., n]`` (``[0]`` for no rows)."""
+    if pids.size == 0:
+        return np.array([0])
+    bounds = np.flatnonzero((pids[1:] != pids[:-1]) | (streams[1:] != streams[:-1])) + 1
+    return np.concatenate(([0], bounds, [pids.size]))
+
 
 
 def buckets(lengths: np.ndarray) -> dict:
@@ -161,8 +171,11 @@ def roster(gaps: pd.DataFrame, top_n: int) -> pd.DataFrame:
 
     The roster is the head, not the whole: totals come from the summary.
     """
-    return gaps.sort_values(["length", "start", "pid", "stream_id"], ascending=[False, True, True, True],
-                            kind="stable").head(top_n).reset_index(drop=True)
+    if gaps.empty:
+        return gaps.reset_index(drop=True)
+    order = np.lexsort(tuple(gaps[c].to_numpy(np.int64) for c in ("stream_id", "pid", "start"))
+                       + (-gaps["length"].to_numpy(np.int64),))  # the last key sorts first; stable
+    return gaps.iloc[order[:max(top_n, 0)]].reset_index(drop=True)
 
 
 def device_holes(kernel_starts, kernel_ends, w0: int, w1: int, runs: tuple | None = None) -> np.ndarray:
