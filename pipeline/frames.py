@@ -21,6 +21,8 @@ def take_rows(frame: pd.DataFrame, rows: np.ndarray, **replace) -> pd.DataFrame:
     for name, col in frame.items():
         if name in replace:
             columns[name] = replace[name]
+        elif col.dtype == object:  # as a Series: a frame made of an object array would infer text
+            columns[name] = pd.Series(col.to_numpy()[rows], dtype=object, copy=False)
         elif isinstance(col.dtype, np.dtype):
             columns[name] = col.to_numpy()[rows]
         else:
@@ -28,6 +30,15 @@ def take_rows(frame: pd.DataFrame, rows: np.ndarray, **replace) -> pd.DataFrame:
     if not columns:
         return frame.iloc[rows].reset_index(drop=True)
     return pd.DataFrame(columns, copy=False)
+
+
+def rows(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
+    """``frame.iloc[positions].reset_index(drop=True)`` (``positions``: ascending row positions, no
+    repeats); when they are every row, a shallow copy of ``frame`` (copy-on-write) with that index."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size == len(frame):  # ascending and distinct: every row, in order
+        return where(frame, np.ones(len(frame), dtype=bool))
+    return take_rows(frame, positions)
 
 
 def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

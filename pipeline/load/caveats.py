@@ -175,7 +175,8 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     start (``start``) to the start of the next GPU record its process launched after it (``end``).
 
     Args:
-        kernels, copies: start, pid, correlation_id of every kernel and copy row.
+        kernels, copies: start, pid, correlation_id of every kernel and copy row (frames, or
+            mappings of column arrays).
         runtime: CUDA API calls (start, end, pid, correlation_id, name normalised).
         by_process: False when the runtime calls name no process (older schemas without
             ``globalTid``): correlationIds are then matched over the whole export and the lost
@@ -189,12 +190,12 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
         is_launch = names.astype(str).isin(LAUNCH_APIS).to_numpy()
     call_corr = runtime["correlation_id"].to_numpy()  # ids as the loader keeps them (int32 when they fit)
     is_launch = is_launch & (call_corr != 0)
-    work = [f for f in (kernels, copies) if len(f)]
+    work = [f for f in (kernels, copies) if len(f["start"])]
     if not is_launch.any() or not work:
         return no_untraced()
     call_pid = runtime["pid"].to_numpy() if by_process else np.zeros(call_corr.size, np.int64)
-    w_corr = _joined([f["correlation_id"].to_numpy() for f in work])
-    w_pid = _joined([f["pid"].to_numpy() for f in work]) if by_process else np.zeros_like(w_corr)
+    w_corr = _joined([np.asarray(f["correlation_id"]) for f in work])
+    w_pid = _joined([np.asarray(f["pid"]) for f in work]) if by_process else np.zeros_like(w_corr)
     keep = w_corr != 0  # records without a correlationId tie to no call
     if not keep.all():
         w_corr, w_pid = w_corr[keep], w_pid[keep]
@@ -203,7 +204,7 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     lost = np.flatnonzero(_untraced_calls(w_pid, w_corr, call_pid, call_corr) & is_launch)
     if not lost.size:
         return no_untraced()
-    w_start = np.concatenate([f["start"].to_numpy(np.int64) for f in work])[keep]
+    w_start = np.concatenate([np.asarray(f["start"], dtype=np.int64) for f in work])[keep]
     ends = np.zeros(lost.size, dtype=np.int64)
     for pid in np.unique(call_pid[lost]):  # the few processes that lost records
         mine, gone = w_pid == pid, call_pid[lost] == pid

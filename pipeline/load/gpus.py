@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ..model import NO_GPU_NAMED, RowWarning, WarningCode
@@ -257,9 +258,11 @@ def sm_subset_warning(devices: pd.DataFrame) -> list[RowWarning]:
     although the export names no MIG instance: they may be MIG instances (their kernels are then
     wrongly unioned here) or share the board under an MPS SM limit; the export cannot say which.
     Code ``MIG_UNRESOLVED`` (the row is partial). [] for MIG instances and whole GPUs."""
-    part = devices[~devices["mig"] & (devices["sms"] > 0) & (devices["sms"] < devices["board_sms"])]
-    if part.empty:
+    sms = devices["sms"].to_numpy(np.int64)
+    subset = ~devices["mig"].to_numpy(bool) & (sms > 0) & (sms < devices["board_sms"].to_numpy(np.int64))
+    if not subset.any():
         return []
+    part = devices[subset]
     board = int(part["board_sms"].max())
     known = devices[devices["sms"] > 0].sort_values("pid")[["pid", "sms"]].drop_duplicates()
     seen = " and ".join(f"pid {int(p)} sees {int(s)}" for p, s in known.itertuples(index=False))

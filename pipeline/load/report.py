@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from ..frames import rows, where
 from ..memory import release as release_memory
 from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
@@ -20,7 +21,7 @@ from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
     frame_codes, impossible_rows)
-from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
+from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
 from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
 from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
@@ -441,8 +442,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         kernels = _group_by_gpu(kernels)
         runtime = _in_start_order(runtime, consume=True)
         if not copies.empty:
-            keys = devices.set_index(["pid", "device_id"])["gpu_key"]
-            copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
+            copies["gpu_key"] = pair_keys(devices, copies["pid"], copies["device_id"])
         else:
             copies["gpu_key"] = pd.Series(dtype=object)
         release_memory()  # what reading and sorting freed: back to the system before the analysis
@@ -477,47 +477,58 @@ def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
     return kernels[col == gpu_key]
 
 
+def _gpu_devices(report: Report, gpu_key: str) -> pd.DataFrame:
+    """The ``devices`` rows of one GPU. Raises ``KeyError`` for a GPU key the report does not have."""
+    hit = (report.devices["gpu_key"] == gpu_key).to_numpy(bool)
+    if not hit.any():
+        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
+    return where(report.devices, hit)
+
+
+def _of_processes(frame: pd.DataFrame, pids: tuple, anyone: bool = False) -> pd.DataFrame:
+    """The rows of ``frame`` whose ``pid`` is one of ``pids`` (``anyone``: and those of no process,
+    pid < 0), with a fresh index."""
+    if frame.empty:
+        return frame.reset_index(drop=True)
+    pid = frame["pid"].to_numpy(np.int64)
+    return where(frame, np.isin(pid, pids) | (pid < 0) if anyone else np.isin(pid, pids))
+
+
 def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
     """The part of :func:`gpu_trace` that finding one GPU's iterations reads (kernels, NVTX,
     runtime calls and untraced rows of its processes; no copies, overhead or warnings), cut
     cheaply: the runtime calls in the frame's order. Raises ``KeyError`` for an unknown GPU key."""
-    devs = report.devices[report.devices["gpu_key"] == gpu_key]
-    if devs.empty:
-        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
-    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
-    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
+    devs = _gpu_devices(report, gpu_key)
+    pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
     return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
                     kernels=_gpu_rows(report.kernels, gpu_key), copies=report.copies.iloc[:0],
                     runtime=report.runtime.iloc[report.runtime_rows(pids)],
-                    nvtx=report.nvtx[report.nvtx["pid"].isin(pids)], untraced=untraced)
+                    nvtx=report.nvtx[np.isin(report.nvtx["pid"].to_numpy(np.int64), pids)],
+                    untraced=_of_processes(report.untraced, pids, True))
 
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
     share the physical GPU are unioned, a MIG instance is its own GPU; streams stay per
     process). Raises ``KeyError`` for a GPU key the report does not have."""
-    devs = report.devices[report.devices["gpu_key"] == gpu_key]
-    if devs.empty:
-        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
-    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
+    devs = _gpu_devices(report, gpu_key)
+    pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
     kernels = _gpu_rows(report.kernels, gpu_key)
-    copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
-    runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
-    nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
-    overhead = report.overhead[report.overhead["pid"].isin(pids)]
-    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
-    models = sorted({m for m in devs["gpu_model"] if m})
-    notes = sorted({n for n in devs["model_note"] if n})
+    copies = where(report.copies, (report.copies["gpu_key"] == gpu_key).to_numpy(bool)) \
+        if not report.copies.empty else report.copies.reset_index(drop=True)
+    runtime = _in_start_order(rows(report.runtime, report.runtime_rows(pids)))
+    models = sorted({m for m in devs["gpu_model"].tolist() if m})
+    notes = sorted({n for n in devs["model_note"].tolist() if n})
     return GpuTrace(
         report=report.path, gpu_key=gpu_key, pids=pids,
-        device_ids=tuple(sorted(set(int(d) for d in devs["device_id"]))),
+        device_ids=tuple(sorted(set(devs["device_id"].to_numpy(np.int64).tolist()))),
         gpu_model=models[0] if models else "",
-        kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
-        runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
+        kernels=kernels.reset_index(drop=True), copies=copies,
+        runtime=runtime, nvtx=_of_processes(report.nvtx, pids),
         warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
         + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
-        model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].all()),
-        sms=int(devs["sms"].max()), board_sms=int(devs["board_sms"].max()),
-        overhead=overhead.reset_index(drop=True), untraced=untraced.reset_index(drop=True),
+        model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].to_numpy(bool).all()),
+        sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
+        overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
     )
