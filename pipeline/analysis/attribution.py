@@ -14,6 +14,7 @@ gap ``[a, b)`` is ``F(b) − F(a)``: ``O((calls + gaps) · log calls)`` per name
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ import pandas as pd
 
 from ..arrays import row_groups
 from ..config import CategoryRules
+from ..frames import with_columns
 from ..model import COPY_DIRECTIONS, HOST_MEMORY
 from . import caveats
 from . import intervals as iv
@@ -245,15 +247,21 @@ def collective_mask(names, rules: CategoryRules) -> np.ndarray:
     Returns:
         ``(n,)`` bool array, in ``names``' order.
     """
-    collective = re.compile(rules.collective_kernel, re.IGNORECASE)
     if isinstance(names, pd.Series) and isinstance(names.dtype, pd.CategoricalDtype):
         codes = names.cat.codes.to_numpy()
         labels = list(names.cat.categories)
     else:
         codes, labels = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
     # each distinct name is matched once, then spread to the rows by its code (-1: a missing name)
-    hit = np.array([bool(collective.search(str(x))) for x in labels] + [False], dtype=bool)
+    hit = np.array([_is_collective(rules.collective_kernel, str(x)) for x in labels] + [False], dtype=bool)
     return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_collective(pattern: str, name: str) -> bool:
+    """``pattern`` (case-insensitive) found in the kernel ``name``: each name is matched once per process
+    (the same names come back on every GPU and in every gap set; long C++ names take ~50 µs each)."""
+    return re.search(pattern, name, re.IGNORECASE) is not None
 
 
 def _object_array(items: list) -> np.ndarray:
@@ -335,8 +343,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     added["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application).astype(object) \
         if n else np.zeros(0, dtype=object)
     added["attribution"] = _object_array(_attribution_lists(*_overlap_matrix(calls.per_name, g0, g1)))
-    # one frame made at once (a copy of ``gaps`` grown a column at a time costs ~10x more)
-    return pd.DataFrame({**{c: gaps[c] for c in gaps.columns}, **added}, index=gaps.index)
+    return with_columns(gaps, added)
 
 
 #: Which side of a copy is host memory, by ENUM_CUDA_MEMCPY_OPER id (:data:`pipeline.model.COPY_DIRECTIONS`

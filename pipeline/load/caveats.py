@@ -105,6 +105,13 @@ def _chunks(n: int):
     return (slice(i, min(i + CHUNK_ROWS, n)) for i in range(0, n, CHUNK_ROWS))
 
 
+def _process_codes(pids: pd.Index, values: np.ndarray) -> np.ndarray:
+    """Each of ``values``' position in ``pids`` (distinct process ids), -1 where it is none of them."""
+    if pids.size == 1:  # one process: a comparison, not a hash table
+        return np.where(values == pids[0], 0, -1)
+    return pids.get_indexer(values)
+
+
 def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     """Which calls (process, correlationId) have no record (``w_pid``, ``w_corr``) of their own
     correlationId while their process has records with smaller and with larger ones. Shape ``(calls,)``.
@@ -118,6 +125,10 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
     hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
     for part in _chunks(w_pid.size):
+        if pids.size == 1:  # one process (the usual trace): its range without grouping
+            lo[0] = min(lo[0], int(w_corr[part].min()))
+            hi[0] = max(hi[0], int(w_corr[part].max()))
+            continue
         per_process = pd.Series(w_corr[part]).groupby(pids.get_indexer(w_pid[part])).agg(["min", "max"])
         codes = per_process.index.to_numpy()
         lo[codes] = np.minimum(lo[codes], per_process["min"].to_numpy(np.int64))
@@ -128,13 +139,13 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
         offset = np.concatenate(([0], np.cumsum(sizes)[:-1], [0]))
         present = np.zeros(int(sizes.sum()) + 1, dtype=bool)  # the last slot: for calls of no process
         for part in _chunks(w_pid.size):
-            codes = pids.get_indexer(w_pid[part])
+            codes = _process_codes(pids, w_pid[part])
             at = w_corr[part] - lo[codes]
             at += offset[codes]
             present[at] = True
     lost = np.zeros(call_pid.size, dtype=bool)
     for part in _chunks(call_pid.size):
-        code = pids.get_indexer(call_pid[part])
+        code = _process_codes(pids, call_pid[part])
         code[code < 0] = pids.size
         corr = call_corr[part]
         inside = (corr > lo[code]) & (corr < hi[code])
