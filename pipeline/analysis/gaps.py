@@ -126,14 +126,9 @@ def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, n
     gaps = pd.DataFrame({
         "pid": joined["pid"], "stream_id": joined["stream_id"], "start": joined["start"], "length": joined["length"],
         "end": joined["start"] + joined["length"],
-        "kernel_before": _objects(names(joined["before"])), "kernel_after": _objects(names(joined["after"]))})
+        "kernel_before": names(joined["before"]), "kernel_after": names(joined["after"])})
     lengths = np.concatenate(all_lengths) if all_lengths else np.zeros(0, dtype=np.int64)
     return gaps, lengths
-
-
-def _objects(values) -> np.ndarray:
-    """``values`` as an object array (a frame keeps it as it is: no text type inferred)."""
-    return np.asarray(values, dtype=object)
 
 
 def stream_edges(pids: np.ndarray, streams: np.ndarray) -> np.ndarray:
