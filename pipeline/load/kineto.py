@@ -281,10 +281,10 @@ COLUMNS = ("start", "end", "ok", "pid", "tid", "device_id", "correlation_id", "b
 def _times(ts: list, dur: list, base: int, path: str, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(start, end, ok)`` ns of events from their raw ``ts``/``dur`` texts (``ok`` False: dropped later)."""
     try:
-        start, bad_ts = raws_to_ns(ts)
-        length, bad_dur = raws_to_ns(dur)
+        values, bad = raws_to_ns(ts + dur)  # one conversion for both
     except TimeTextError as exc:
         raise ProfileError(f"{path}: {label}: {exc}") from None
+    start, length, bad_ts, bad_dur = values[:len(ts)], values[len(ts):], bad[:len(ts)], bad[len(ts):]
     if base:
         if start.size and int(start.max()) + base + max(int(length.max()), 0) > (1 << 63) - 1:
             raise ProfileError(f"{path}: {label}: baseTimeNanoseconds + ts does not fit in 64-bit nanoseconds")
@@ -296,15 +296,18 @@ class _Columns:
     """Column chunks of one kind of event, one chunk of int64 arrays per batch: times are converted
     batch by batch, so no event keeps its batch's JSON text alive."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, gpu: bool) -> None:
         self.label = label
+        self.gpu = gpu
         self.chunks: dict[str, list] = {c: [] for c in COLUMNS}
 
-    def add(self, events: list, names: "_Names", base: int, path: str, gpu: bool) -> None:
-        """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)."""
+    def add(self, events: list, names: "_Names", times: tuple) -> None:
+        """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)
+        and their ``(start, end, ok)`` (:func:`_times`)."""
         if not events:
             return
-        start, end, ok = _times([e.ts for e in events], [e.dur for e in events], base, path, self.label)
+        gpu = self.gpu
+        start, end, ok = times
         pid, tid, device, corr, nbytes = [], [], [], [], []
         for e in events:  # ints as they come (the usual case) without a call; anything else through _int
             args = e.args if type(e.args) is _Args else None
@@ -404,6 +407,27 @@ def _decode_batch(raws: list, at: int, path: str, where: str) -> list:
             raise _not_an_event(raws, at, path, where) from None
 
 
+def _batch_times(cols: dict, picked: dict, base: int, path: str) -> list[tuple]:
+    """``[(kind, events, (start, end, ok))]`` for one batch's events of each kind (``picked``): the
+    times of every kind converted at once (:func:`_times`); kind by kind when that fails, so the
+    error names the kind, as it is for a trace whose kinds are converted apart."""
+    groups = [(kind, events) for kind, events in picked.items() if events]
+    if not groups:
+        return []
+    every = [e for _, events in groups for e in events]
+    try:
+        start, end, ok = _times([e.ts for e in every], [e.dur for e in every], base, path, "")
+    except ProfileError:  # the kind that fails says so (or none does: each fits on its own)
+        return [(kind, events, _times([e.ts for e in events], [e.dur for e in events], base, path,
+                                      cols[kind].label)) for kind, events in groups]
+    out, at = [], 0
+    for kind, events in groups:
+        n = len(events)
+        out.append((kind, events, (start[at:at + n], end[at:at + n], ok[at:at + n])))
+        at += n
+    return out
+
+
 def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tuple[dict, _Names, int, tuple | None]:
     """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
     ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
@@ -411,7 +435,8 @@ def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tu
     (for messages). Raises :class:`ProfileError` when an item is not an event object, or when no
     item has a ``ph`` (objects, but not trace events)."""
     names = _Names()
-    cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
+    cols = {kind: _Columns(KIND_LABELS[kind], kind in (KERNEL, MEMCPY, MEMSET))
+            for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
     complete = phased = 0
     span = None
     for at in range(0, len(raws), BATCH):
@@ -437,8 +462,8 @@ def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tu
                     picked[ANNOTATION].append(e)
                 continue
             picked[kind].append(e)
-        for kind, events in picked.items():
-            cols[kind].add(events, names, base, path, gpu=kind in (KERNEL, MEMCPY, MEMSET))
+        for kind, events, times in _batch_times(cols, picked, base, path):
+            cols[kind].add(events, names, times)
     if raws and not complete + phased:
         raise ProfileError(f"{path}: not a PyTorch profiler trace: none of the {len(raws):,} objects of {where} "
                            'is a trace event (none has a "ph")')
