@@ -64,15 +64,17 @@ def load_overhead(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
             continue
         if kind != "-1":
             types = _overhead_type_names(schema) if types is None else types
-            kinds = df["type"].map(lambda t: types.get(int(t), f"OVERHEAD_{int(t)}"))
+            kinds = [types.get(int(t), f"OVERHEAD_{int(t)}") for t in df["type"].tolist()]
         else:
-            kinds = df["name_id"].map(lambda i: strings.get(int(i), "") if pd.notna(i) else "")
-        frames.append(pd.DataFrame({"start": df["start"].astype("int64"), "end": df["end"].astype("int64"),
-                                    "pid": pid_of(df["gtid"].astype("int64")), "kind": kinds.astype(object),
-                                    "own": own}))
+            kinds = [strings.get(int(i), "") if pd.notna(i) else "" for i in df["name_id"].tolist()]
+        frames.append({"start": df["start"].to_numpy().astype(np.int64), "end": df["end"].to_numpy().astype(np.int64),
+                       "pid": pid_of(df["gtid"].to_numpy().astype(np.int64)), "kind": np.array(kinds, dtype=object),
+                       "own": np.full(len(df), own)})
     if not frames:
         return no_overhead()
-    return pd.concat(frames, ignore_index=True)[list(OVERHEAD_COLUMNS)]
+    # kind as a Series: a frame made of an object array would infer text
+    joined = {c: np.concatenate([f[c] for f in frames]) for c in OVERHEAD_COLUMNS}
+    return pd.DataFrame({**joined, "kind": pd.Series(joined["kind"], dtype=object)}, copy=False)
 
 
 def _next_record_start(corr: np.ndarray, start: np.ndarray, after: np.ndarray) -> np.ndarray:

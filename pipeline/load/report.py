@@ -206,16 +206,28 @@ def mem_kind_ids(schema: Schema) -> dict[int, int]:
     return out
 
 
-def _canonical_kinds(values: pd.Series, ids: dict[int, int]) -> pd.Series:
-    """``src_kind`` / ``dst_kind`` values as :data:`MEM_KINDS` ids (``ids``: :func:`mem_kind_ids`); -1
-    (no such column, a memset) stays; an id the table does not list becomes 7 (unknown)."""
+def _canonical_kinds(values: np.ndarray, ids: dict[int, int]) -> np.ndarray:
+    """``src_kind`` / ``dst_kind`` values (int64 array) as :data:`MEM_KINDS` ids (``ids``:
+    :func:`mem_kind_ids`); -1 (no such column, a memset) stays; an id the table does not list becomes
+    7 (unknown)."""
     if not ids:
         return values
-    v = values.to_numpy(np.int64)
-    out = np.where(v == -1, -1, MEM_KINDS["UNKNOWN"])
+    out = np.where(values == -1, -1, MEM_KINDS["UNKNOWN"]).astype(np.int64)
     for export_id, kind in ids.items():
-        out[v == export_id] = kind
-    return pd.Series(out, index=values.index)
+        out[values == export_id] = kind
+    return out
+
+
+def _filled(values: np.ndarray, fill: int | None) -> np.ndarray:
+    """A column read from SQLite as int64 (NULL read as ``fill``; None: there is none)."""
+    if fill is not None and values.dtype.kind in "fO":
+        values = np.where(pd.isna(values), fill, values)
+    return values.astype(np.int64)
+
+
+#: The columns of :func:`_load_copies` (``kind`` text, the others int64), in order.
+COPY_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "src_kind", "dst_kind",
+                "context_id", "correlation_id"]
 
 
 def _load_copies(schema: Schema) -> pd.DataFrame:
@@ -239,22 +251,22 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
                    f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
                    f"{src_kind} AS src_kind, {dst_kind} AS dst_kind, "
                    f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
-        df = df.dropna(subset=["start", "end"])
-        df = df.fillna({"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
-                        "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0})
-        df["pid"] = pid_of(df["pid"]) if decode else df["pid"]
-        df["kind"] = kind
-        frames.append(df)
-    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "src_kind", "dst_kind",
-               "context_id", "correlation_id"]
+        keep = ~(pd.isna(df["start"].to_numpy()) | pd.isna(df["end"].to_numpy()))  # rows without times: dropped
+        fills = {"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
+                 "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0}
+        rows = {c: _filled(df[c].to_numpy()[keep], fills.get(c)) for c in COPY_COLUMNS if c != "kind"}
+        if decode:
+            rows["pid"] = pid_of(rows["pid"])
+        rows["kind"] = np.full(int(keep.sum()), kind, dtype=object)
+        frames.append(rows)
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
-    df = pd.concat(frames, ignore_index=True)
-    df = df.astype({c: "int64" for c in columns if c != "kind"})
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in COPY_COLUMNS}).astype({"kind": str})
+    df = {c: np.concatenate([f[c] for f in frames]) for c in COPY_COLUMNS}
+    df["kind"] = pd.array(df["kind"], dtype="str")
     ids = mem_kind_ids(schema)
     for column in ("src_kind", "dst_kind"):
-        df[column] = _canonical_kinds(df[column], ids).astype("int64")
-    return df[columns]
+        df[column] = _canonical_kinds(df[column], ids)
+    return pd.DataFrame(df, copy=False)
 
 
 def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
@@ -280,16 +292,14 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
 
 def _copies_by_table(copies: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The rows of :func:`_load_copies` split by the table they came from (memcpy rows first)."""
-    is_memcpy = (copies["kind"] == "memcpy").to_numpy()
-    return {MEMCPY_TABLE: copies[is_memcpy].reset_index(drop=True),
-            MEMSET_TABLE: copies[~is_memcpy].reset_index(drop=True)}
+    is_memcpy = (copies["kind"] == "memcpy").to_numpy(bool)
+    return {MEMCPY_TABLE: where(copies, is_memcpy), MEMSET_TABLE: where(copies, ~is_memcpy)}
 
 
 def _overhead_by_table(overhead: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The rows of :func:`~pipeline.load.caveats.load_overhead` split by the table they came from."""
     own = overhead["own"].to_numpy(bool)
-    return {PROFILER_OVERHEAD_TABLE: overhead[own].reset_index(drop=True),
-            CUPTI_OVERHEAD_TABLE: overhead[~own].reset_index(drop=True)}
+    return {PROFILER_OVERHEAD_TABLE: where(overhead, own), CUPTI_OVERHEAD_TABLE: where(overhead, ~own)}
 
 
 #: Tables whose exact duplicate rows are counted once (overhead rows only ever count as a union).
