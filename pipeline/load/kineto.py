@@ -48,7 +48,7 @@ from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Rep
     no_overhead, no_untraced)
 from .caveats import lost_launches
 from .columns import normalise_api_name
-from .gpus import DEVICE_COLUMNS, board_name
+from .gpus import board_name, devices_frame
 from .integrity import (SLACK_NS, Capture, _row_extent, dropped_warning, duplicate_mask, duplicates_warning,
     impossible_rows, key_first)
 from .kineto_time import TimeTextError, raws_to_ns
@@ -528,7 +528,7 @@ def _device_table(props) -> dict[int, dict]:
 def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
     """The devices frame (:data:`~pipeline.load.gpus.DEVICE_COLUMNS`) of the (pid, device) pairs."""
     table = _device_table(props)
-    cols = {c: [] for c in DEVICE_COLUMNS}
+    rows = []
     for pid, dev in zip(pairs["pid"].to_numpy(np.int64).tolist(), pairs["device_id"].to_numpy(np.int64).tolist()):
         entry = table.get(dev)
         model = board_name(entry.get("name")) if entry else ""
@@ -539,14 +539,9 @@ def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
             note = f"{NO_GPU_NAMED} (the trace has no deviceProperties)"
         else:
             note = f"the trace's deviceProperties do not name device {dev} (ids {sorted(table)})"
-        for column, value in (("pid", pid), ("device_id", dev), ("gpu_key", f"pid{pid}/dev{dev}"), ("gpu_model", model),
-                              ("uuid", ""), ("bus", ""), ("mig", False), ("sms", max(sms, 0)),
-                              ("board_sms", max(sms, 0)), ("model_note", note)):
-            cols[column].append(value)
-    types = {"pid": np.int64, "device_id": np.int64, "mig": bool, "sms": np.int64, "board_sms": np.int64}
-    # text columns: str when there are rows (inferred), object when there are none
-    return pd.DataFrame({c: np.array(v, dtype=types[c]) if c in types else (v if v else np.zeros(0, dtype=object))
-                         for c, v in cols.items()})
+        rows.append({"pid": pid, "device_id": dev, "gpu_key": f"pid{pid}/dev{dev}", "gpu_model": model, "uuid": "",
+                     "bus": "", "mig": False, "sms": max(sms, 0), "board_sms": max(sms, 0), "model_note": note})
+    return devices_frame(rows)
 
 
 def _copies(memcpy: dict, memset: dict, names: np.ndarray, runtime: dict, main_pid: int) -> dict[str, np.ndarray]:
