@@ -310,12 +310,19 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
       ``cpu``: nothing on the CUDA API side explains it.
     (``launch`` is per GPU, not per gap: see :mod:`pipeline.analysis.analyse`.)
     """
-    n = len(gaps)
-    zeros = np.zeros(n, np.int64)
-    length = gaps["length"].to_numpy(np.int64)
-    g0 = gaps["start"].to_numpy(np.int64)
-    g1 = gaps["end"].to_numpy(np.int64)
     calls = calls if calls is not None else index_calls(runtime, copies, rules)
+    return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls))
+
+
+def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex) -> dict:
+    """The columns :func:`categorise` adds to ``gaps`` (a frame, or columns: name -> array), as
+    name -> array: ``copy_ns``, ``sync_ns``, ``data_ns``, ``cpu_api_ns``, ``category`` and
+    ``attribution`` (object arrays the last two)."""
+    length = np.asarray(gaps["length"], dtype=np.int64)
+    g0 = np.asarray(gaps["start"], dtype=np.int64)
+    g1 = np.asarray(gaps["end"], dtype=np.int64)
+    n = length.size
+    zeros = np.zeros(n, np.int64)
     added = {col: iv.overlap_with_each(g0, g1, *runs) if n else zeros
              for col, runs in (("copy_ns", calls.copy_runs), ("sync_ns", calls.sync_runs),
                                ("data_ns", calls.data_runs), ("cpu_api_ns", calls.all_runs))}
@@ -343,7 +350,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     added["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application).astype(object) \
         if n else np.zeros(0, dtype=object)
     added["attribution"] = _object_array(_attribution_lists(*_overlap_matrix(calls.per_name, g0, g1)))
-    return with_columns(gaps, added)
+    return added
 
 
 #: Which side of a copy is host memory, by ENUM_CUDA_MEMCPY_OPER id (:data:`pipeline.model.COPY_DIRECTIONS`
@@ -387,7 +394,7 @@ def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER
     Python loop over its rows, numpy over the copies).
 
     Args:
-        gaps: gap rows (start, end ns).
+        gaps: gap rows (start, end ns): a frame, or columns (name -> array).
         copies: the GPU's memcpy/memset rows as :class:`pipeline.model.Report` holds them (start, end
             ns; kind, copy_kind, bytes, src_kind, dst_kind).
         limit: copies listed per gap.
@@ -398,7 +405,8 @@ def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER
         plus ``overlap_ns`` (its time inside the gap); ``copy_count`` and ``copy_bytes``: every
         overlapping row, counted and its bytes summed.
     """
-    g0, g1 = gaps["start"].to_numpy(np.int64).tolist(), gaps["end"].to_numpy(np.int64).tolist()
+    g0 = np.asarray(gaps["start"], dtype=np.int64).tolist()
+    g1 = np.asarray(gaps["end"], dtype=np.int64).tolist()
     if not len(copies):
         return [{"copies": [], "copy_count": 0, "copy_bytes": 0} for _ in g0]
     cs = copies["start"].to_numpy(np.int64)
@@ -421,7 +429,7 @@ def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> li
     Python loop over the rows).
 
     Args:
-        gaps: categorised gaps (start, end ns; kernel_before; category).
+        gaps: categorised gaps (start, end ns; kernel_before; category): a frame, or columns.
         copies: the GPU's memcpy/memset rows (start, end ns; kind, copy_kind, bytes, src_kind,
             dst_kind as :class:`pipeline.model.Report` holds them).
         sync_runs: the union of synchronising calls (``CallIndex.sync_runs``: sorted, disjoint
@@ -440,7 +448,7 @@ def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> li
     ce = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     out, waited = [], {}  # waited: gap position -> the copy row it waited for
     for at, (g0, g1, category, before) in enumerate(zip(
-            gaps["start"].to_numpy(np.int64).tolist(), gaps["end"].to_numpy(np.int64).tolist(),
+            np.asarray(gaps["start"], dtype=np.int64).tolist(), np.asarray(gaps["end"], dtype=np.int64).tolist(),
             gaps["category"].tolist(), gaps["kernel_before"].tolist())):
         out.append(None)
         if category != "sync":

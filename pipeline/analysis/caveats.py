@@ -93,17 +93,16 @@ def untraced_warning(untraced: pd.DataFrame, untraced_ns: int) -> list[RowWarnin
 
 
 def profiler_warning(device_gaps: pd.DataFrame, overhead: pd.DataFrame, rules: CategoryRules) -> list[RowWarning]:
-    """The warning naming the device gaps categorised ``profiler`` (rows of ``device_gaps`` with
-    start, end, length, category): how many, their idle ns and the overhead kinds inside them."""
-    hit = device_gaps["category"].to_numpy(object) == "profiler"
+    """The warning naming the device gaps categorised ``profiler`` (rows of ``device_gaps``, a frame or
+    columns, with start, end, length, category): how many, their idle ns and the overhead kinds inside them."""
+    hit = np.asarray(device_gaps["category"], dtype=object) == "profiler"
     if not hit.any():
         return []
-    mine = device_gaps[hit]
     rows = profiler_rows(overhead, rules)
-    g0, g1 = mine["start"].to_numpy(np.int64), mine["end"].to_numpy(np.int64)
+    g0, g1 = np.asarray(device_gaps["start"], dtype=np.int64)[hit], np.asarray(device_gaps["end"], dtype=np.int64)[hit]
     kinds = sorted({str(kind) for kind, s, e in zip(rows["kind"], rows["start"], rows["end"])
                     if bool(np.any((g0 < e) & (g1 > s)))})
-    n, ns = len(mine), int(mine["length"].sum())
+    n, ns = int(hit.sum()), int(np.asarray(device_gaps["length"], dtype=np.int64)[hit].sum())
     return [RowWarning(WarningCode.PROFILER_OVERHEAD,
                        f"profiler overhead covers {n} device gap{'s' if n > 1 else ''}, {ns / 1e6:.3f} ms of idle in "
                        f"the window ({', '.join(kinds)}): Nsight Systems' own work, not the application's idle")]

@@ -80,7 +80,7 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
     Args:
         kernels: the GPU's kernels (start, end ns; pid, stream_id).
         gaps: its per-stream gaps in W (:func:`pipeline.analysis.gaps.stream_gaps`: pid, stream_id,
-            length ns): counted per lane.
+            length ns; a frame or columns): counted per lane.
         context: ``(c0, c1)`` ns; window: ``(w0, w1)`` ns.
     Returns:
         dicts ``kind="stream"``, ``label`` (``"pid:stream"``), ``pid``, ``stream_id``, ``kernels`` (in W),
@@ -93,8 +93,8 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
     pids, streams = kernels["pid"].to_numpy(np.int64)[near], kernels["stream_id"].to_numpy(np.int64)[near]
     s, e = s[near], e[near]
     gap_n, gap_ns = {}, {}
-    for p, st, n in zip(gaps["pid"].to_numpy(np.int64), gaps["stream_id"].to_numpy(np.int64),
-                        gaps["length"].to_numpy(np.int64)):
+    for p, st, n in zip(np.asarray(gaps["pid"], dtype=np.int64), np.asarray(gaps["stream_id"], dtype=np.int64),
+                        np.asarray(gaps["length"], dtype=np.int64)):
         gap_n[(p, st)] = gap_n.get((p, st), 0) + 1
         gap_ns[(p, st)] = gap_ns.get((p, st), 0) + int(n)
     order = np.lexsort((streams, pids))
