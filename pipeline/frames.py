@@ -63,3 +63,13 @@ def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     if not mask.any():
         return frame.iloc[:0].reset_index(drop=True)
     return take_rows(frame, np.flatnonzero(mask))
+
+
+def concat_rows(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(parts, ignore_index=True)`` of frames with the same columns and dtypes (rows of one
+    table split apart): when at most one part has rows, that part (a shallow copy with a fresh index)
+    instead of a concatenation."""
+    full = [p for p in parts if len(p)]
+    if len(full) == 1:
+        return where(full[0], np.ones(len(full[0]), dtype=bool))
+    return pd.concat(parts, ignore_index=True)

@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from ..frames import rows, where
+from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
 from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
@@ -437,14 +437,14 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         warnings += trust_warnings
         start_ns, start_source = _capture_start(schema, frames)
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
-        copies = pd.concat([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]], ignore_index=True)
-        overhead = pd.concat([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]], ignore_index=True)
+        copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
+        overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
         del frames  # the frames above are the only references left: columns dropped below are freed
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
         untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
                               lost_event_marks(schema)], ignore_index=True)
-        kernels = kernels.drop(columns="context_id")
-        copies = copies.drop(columns=["context_id", "correlation_id"])
+        del kernels["context_id"]  # kernels and copies are this function's own frames
+        del copies["context_id"], copies["correlation_id"]
         pair_codes, pairs = device_pairs(kernels)
         devices, device_warnings = load_devices(schema, pairs)
         warnings += device_warnings
