@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
-    no_overhead, no_untraced)
+    no_overhead)
 from .caveats import lost_launches
 from .columns import normalise_api_name
 from .gpus import board_name, devices_frame
@@ -725,7 +725,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
                             "name": _named(k["name_code"], names),
                             "gpu_key": gpu_key_column(devices, pairs, pair_codes)}, copy=False)
     copies = _copies(tables[MEMCPY], tables[MEMSET], names, rt, main_pid)
-    untraced = lost_launches(kernels, copies, runtime)
+    untraced = lost_launches(kernels, copies, runtime)  # an empty no_untraced() when nothing was lost
     del copies["correlation_id"]
     copies["gpu_key"] = pair_keys(devices, copies["pid"], copies["device_id"]) if _rows(copies) \
         else np.zeros(0, dtype=object)
@@ -740,5 +740,5 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     if base:
         meta["base_time_ns"] = str(base)
     return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
-                  overhead=no_overhead(), untraced=untraced if len(untraced) else no_untraced(), meta=meta,
+                  overhead=no_overhead(), untraced=untraced, meta=meta,
                   diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)
