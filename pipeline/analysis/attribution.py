@@ -259,8 +259,9 @@ def collective_mask(names, rules: CategoryRules) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def _is_collective(pattern: str, name: str) -> bool:
-    """``pattern`` (case-insensitive) found in the kernel ``name``: each name is matched once per process
-    (the same names come back on every GPU and in every gap set; long C++ names take ~50 µs each)."""
+    """``pattern`` (case-insensitive) found in the kernel ``name``. Remembered for the last 4096 names
+    matched: the same names come back on every GPU and in every gap set, and a long C++ name takes
+    ~50 µs to search."""
     return re.search(pattern, name, re.IGNORECASE) is not None
 
 

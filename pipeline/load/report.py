@@ -254,11 +254,11 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
         keep = ~(pd.isna(df["start"].to_numpy()) | pd.isna(df["end"].to_numpy()))  # rows without times: dropped
         fills = {"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
                  "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0}
-        rows = {c: _filled(df[c].to_numpy()[keep], fills.get(c)) for c in COPY_COLUMNS if c != "kind"}
+        columns = {c: _filled(df[c].to_numpy()[keep], fills.get(c)) for c in COPY_COLUMNS if c != "kind"}
         if decode:
-            rows["pid"] = pid_of(rows["pid"])
-        rows["kind"] = np.full(int(keep.sum()), kind, dtype=object)
-        frames.append(rows)
+            columns["pid"] = pid_of(columns["pid"])
+        columns["kind"] = np.full(int(keep.sum()), kind, dtype=object)
+        frames.append(columns)
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in COPY_COLUMNS}).astype({"kind": str})
     df = {c: np.concatenate([f[c] for f in frames]) for c in COPY_COLUMNS}
