@@ -270,6 +270,8 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
 
 
 def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
+    """NVTX ranges (start, end, pid, tid: int64; text): rows without both times or of zero length are
+    left out."""
     columns = ["start", "end", "pid", "tid", "text"]
     cols = schema.columns(NVTX_TABLE)
     if not cols or "end" not in cols:
@@ -280,14 +282,16 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     gtid = "globalTid" if "globalTid" in cols else "0"
     df = read_frame(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
                f"FROM {NVTX_TABLE} {where}")
-    df = df.dropna(subset=["start", "end"])
-    df = df[df["end"] != df["start"]]  # zero-length ranges mark nothing; end < start is counted by the loader
-    by_id = df["text_id"].map(lambda v: strings.get(int(v), "") if pd.notna(v) else None)
-    df["text"] = df["text"].where(df["text"].notna(), by_id).fillna("").astype(str)
-    df["pid"] = pid_of(df["gtid"].fillna(0))
-    df["tid"] = tid_of(df["gtid"].fillna(0))
-    df = df.astype({"start": "int64", "end": "int64"})
-    return df[columns].reset_index(drop=True)
+    start, end = df["start"].to_numpy(), df["end"].to_numpy()
+    keep = ~(pd.isna(start) | pd.isna(end))
+    keep[keep] = end[keep] != start[keep]  # zero-length ranges mark nothing; end < start is counted by the loader
+    threads = _filled(df["gtid"].to_numpy()[keep], 0)
+    # the inline text, else the StringIds text of its id, else ""
+    texts = [str(inline) if pd.notna(inline) else strings.get(int(ref), "") if pd.notna(ref) else ""
+             for inline, ref in zip(df["text"].to_numpy(object)[keep].tolist(),
+                                    df["text_id"].to_numpy(object)[keep].tolist())]
+    return pd.DataFrame({"start": start[keep].astype(np.int64), "end": end[keep].astype(np.int64),
+                         "pid": pid_of(threads), "tid": tid_of(threads), "text": pd.array(texts, dtype="str")})
 
 
 def _copies_by_table(copies: pd.DataFrame) -> dict[str, pd.DataFrame]:
