@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
+from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from . import attribution, caveats, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
@@ -17,22 +18,34 @@ from .iterations import Agreement, IterationPlan, compact_numbers, plan_iteratio
 from .window import WindowError, span_window, trim_window
 
 
-def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
-    """The per-GPU JSON's roster entries of the gaps ``top`` (see README "What it writes"); the copies
+#: The columns of a categorised gap a roster entry reads.
+_ROSTER_COLUMNS = ("pid", "stream_id", "start", "length", "end", "kernel_before", "kernel_after", "category", "copy_ns",
+                   "sync_ns", "attribution")
+
+
+def _roster_records(categorised: dict, top_n: int, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
+    """The per-GPU JSON's roster entries of the ``top_n`` longest of the ``categorised`` gaps (columns:
+    name -> array; :func:`pipeline.analysis.gaps.roster_rows`; see README "What it writes"); the copies
     overlapping each gap: :func:`pipeline.analysis.attribution.gap_copies`."""
+    rows = gaps.roster_rows(categorised, top_n)
+    if not rows.size:
+        return []
+    top = {c: categorised[c][rows] for c in _ROSTER_COLUMNS}
     records = []
     ranges = attribution.enclosing_ranges(nvtx, top["start"])
     waits = attribution.sync_waits(top, copies, calls.sync_runs)
     in_gaps = attribution.gap_copies(top, copies)
-    for g, nvtx_range, waited, copied in zip(top.itertuples(index=False), ranges, waits, in_gaps):
+    columns = zip(*(top[c].tolist() for c in _ROSTER_COLUMNS))
+    for g, nvtx_range, waited, copied in zip(columns, ranges, waits, in_gaps):
+        pid, stream_id, start, length, end, before, after, category, copy_ns, sync_ns, apis = g
         records.append({
-            "pid": int(g.pid), "stream_id": int(g.stream_id), "start_ns": int(g.start),
-            "length_ns": int(g.length), "end_ns": int(g.end),
-            "kernel_before": str(g.kernel_before), "kernel_after": str(g.kernel_after),
-            "category": str(g.category), "copy_overlap_ns": int(g.copy_ns),
-            "sync_overlap_ns": int(g.sync_ns), "sync_waited_for": waited,
+            "pid": int(pid), "stream_id": int(stream_id), "start_ns": int(start),
+            "length_ns": int(length), "end_ns": int(end),
+            "kernel_before": str(before), "kernel_after": str(after),
+            "category": str(category), "copy_overlap_ns": int(copy_ns),
+            "sync_overlap_ns": int(sync_ns), "sync_waited_for": waited,
             "nvtx_range": nvtx_range,
-            "attribution": [{"api": name, "overlap_ns": ns} for name, ns in g.attribution],
+            "attribution": [{"api": name, "overlap_ns": ns} for name, ns in apis],
             **copied,
         })
     return records
@@ -42,7 +55,7 @@ def _roster_records(top: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFrame,
 TIMELINE_MAX_RUNS = 4000
 
 
-def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple | None = None) -> dict:
+def timeline(kernels, device_gaps, win, runs: tuple | None = None) -> dict:
     """A compact picture of one GPU's window for plots (all times int ns).
 
     ``busy``: ``[[start, end], ...]`` kernel-union runs inside W (when there are
@@ -56,7 +69,8 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     ...]`` the same iterations' lengths for the stability test (from the extent's start to the next
     iteration's start, or its own end when later), and ``iteration_length_median_ns``, the median
     length the outlier test compared them with (None without iterations); ``window``: ``[w0, w1]``. ``runs``: the
-    kernel union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed.
+    kernel union in W (:func:`pipeline.analysis.gaps.busy_runs`) when already computed. ``kernels`` (start, end)
+    and ``device_gaps`` (start, end, category) are frames or columns (name -> array).
     """
     w0, w1 = win.start_ns, win.end_ns
     s, e = runs if runs is not None else iv.union(kernels["start"], kernels["end"])
@@ -66,7 +80,8 @@ def timeline(kernels: pd.DataFrame, device_gaps: pd.DataFrame, win, runs: tuple 
     return {
         "window": [int(w0), int(w1)],
         "busy": np.column_stack((np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))).tolist(),
-        "gaps": [[int(g.start), int(g.end), str(g.category)] for g in device_gaps.itertuples(index=False)],
+        "gaps": [[int(a), int(b), str(c)] for a, b, c in zip(device_gaps["start"].tolist(), device_gaps["end"].tolist(),
+                                                              device_gaps["category"].tolist())],
         "iterations": iterations,
         "iteration_extents": [[int(n), int(a), int(b), str(status)] for n, a, b, status in win.extents],
         "iteration_lengths": [[int(x[0]), int(n)] for x, n in zip(win.extents, win.lengths)],
@@ -131,26 +146,28 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     w0, w1 = win.start_ns, win.end_ns
     runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
-    kw = gaps.kernels_in_window(k, w0, w1)
-    if kw.empty:
+    kw = gaps.window_columns(k, w0, w1)
+    if not kw["start"].size:
         raise WindowError(
             f"no kernel of this GPU inside the {win.rule} window [{w0 / 1e9:.6f}, {w1 / 1e9:.6f}) s; its kernels run "
             f"{int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock")
-    gap_frame, all_lengths = gaps.stream_gaps(kw, a.min_gap_ns)
-    copies_in = trace.copies[(trace.copies["end"] > w0) & (trace.copies["start"] < w1)]
+    gap_frame, all_lengths = gaps.stream_gap_columns(kw, a.min_gap_ns)
+    copies_in = where(trace.copies, (trace.copies["end"].to_numpy(np.int64) > w0)
+                      & (trace.copies["start"].to_numpy(np.int64) < w1))
     calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories, trace.overhead, trace.untraced)
-    categorised = attribution.categorise(gap_frame, trace.runtime, copies_in, cfg.categories, win.boundaries, calls)
+    categorised = {**gap_frame, **attribution.categorised_columns(gap_frame, cfg.categories, win.boundaries, calls)}
     holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
     device_slivers = holes[holes <= a.min_gap_ns]
     # Category shares come from device-level holes (time when no stream runs a kernel), so they
     # add up to at most the device idle and read as % of W; the per-stream roster is for fixing.
-    device_categorised = attribution.categorise(gaps.device_gaps(kw, w0, w1, a.min_gap_ns), trace.runtime,
-                                                copies_in, cfg.categories, win.boundaries, calls)
-    device_lengths = device_categorised["length"].to_numpy(np.int64)
-    device_cats = device_categorised["category"].to_numpy(object)
+    device_gaps = gaps.device_gap_columns(kw, w0, w1, a.min_gap_ns)
+    device_categorised = {**device_gaps,
+                          **attribution.categorised_columns(device_gaps, cfg.categories, win.boundaries, calls)}
+    device_lengths = device_categorised["length"]
+    device_cats = device_categorised["category"]
     caveat_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in CAVEATS}
 
-    lengths = categorised["length"].to_numpy(np.int64)
+    lengths = categorised["length"]
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
     idle_fraction = dev.idle_ns / dev.window_ns if dev.window_ns > 0 else 0.0
     model = labels.get("gpu_model") or trace.gpu_model
@@ -182,8 +199,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
         "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
-        "kernel_count": int(len(kw)),
-        "stream_count": int(kw[["pid", "stream_id"]].drop_duplicates().shape[0]),
+        "kernel_count": int(kw["start"].size),
+        "stream_count": int(gaps.stream_edges(kw["pid"], kw["stream_id"]).size - 1),
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
         "idle_pct": round(100.0 * idle_fraction, 4),
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
@@ -193,7 +210,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     row.update(gaps.buckets(lengths))
     row["sliver_count"] = int(slivers.size)
     row["sliver_total_ns"] = int(slivers.sum())
-    row["copy_overlap_ns"] = int(categorised["copy_ns"].sum()) if len(categorised) else 0
+    row["copy_overlap_ns"] = int(categorised["copy_ns"].sum()) if lengths.size else 0
     row["device_sliver_count"] = int(device_slivers.size)
     row["device_sliver_ns"] = int(device_slivers.sum())
     # launch (per GPU): sub-threshold device-level holes make up most of the application's idle
@@ -240,10 +257,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
     row["status"] = row_status(warnings)
     row["error"] = ""
-    return GpuResult(row=row, roster=_roster_records(gaps.roster(categorised, a.roster_size), trace.nvtx,
-                                                     copies_in, calls),
-                     device_roster=_roster_records(gaps.roster(device_categorised, a.roster_size), trace.nvtx,
-                                                   copies_in, calls),
+    return GpuResult(row=row, roster=_roster_records(categorised, a.roster_size, trace.nvtx, copies_in, calls),
+                     device_roster=_roster_records(device_categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      timeline={**timeline(kw, device_categorised, win, runs),
                                **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
                                                    trace.capture_start_source)},

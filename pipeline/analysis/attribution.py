@@ -14,6 +14,7 @@ gap ``[a, b)`` is ``F(b) − F(a)``: ``O((calls + gaps) · log calls)`` per name
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ import pandas as pd
 
 from ..arrays import row_groups
 from ..config import CategoryRules
+from ..frames import with_columns
 from ..model import COPY_DIRECTIONS, HOST_MEMORY
 from . import caveats
 from . import intervals as iv
@@ -148,18 +150,27 @@ def index_calls(runtime: pd.DataFrame, copies: pd.DataFrame, rules: "CategoryRul
     )
 
 
-def _overlap_table(per_name: dict, gaps: pd.DataFrame) -> pd.DataFrame:
-    """Gap × API-name matrix from :class:`OverlapPrefix` per name (see :func:`api_overlap_table`)."""
-    g0 = gaps["start"].to_numpy(np.int64)
-    g1 = gaps["end"].to_numpy(np.int64)
-    cols = {}
-    for name, prefix in per_name.items() if len(gaps) else ():
+def _overlap_matrix(per_name: dict, g0: np.ndarray, g1: np.ndarray) -> tuple[list, np.ndarray]:
+    """``(names, matrix)``: the gap × API-name matrix of summed overlap (ns, int64, shape ``(gaps,
+    names)``) from :class:`OverlapPrefix` per name, only the names that overlap a gap, ordered by
+    total overlap, largest first (ties: in ``per_name``'s order, sorted by name)."""
+    names, cols = [], []
+    for name, prefix in per_name.items() if g0.size else ():
         ov = prefix.summed(g0, g1)
         if ov.any():
-            cols[name] = ov
-    table = pd.DataFrame(cols, index=gaps.index, dtype="int64")
-    order = table.sum().sort_values(ascending=False, kind="stable").index
-    return table[order]
+            names.append(name)
+            cols.append(ov)
+    if not cols:
+        return [], np.zeros((g0.size, 0), np.int64)
+    matrix = np.column_stack(cols).astype(np.int64, copy=False)
+    order = np.argsort(-matrix.sum(axis=0), kind="stable")
+    return [names[j] for j in order], matrix[:, order]
+
+
+def _overlap_table(per_name: dict, gaps: pd.DataFrame) -> pd.DataFrame:
+    """Gap × API-name matrix from :class:`OverlapPrefix` per name (see :func:`api_overlap_table`)."""
+    names, matrix = _overlap_matrix(per_name, gaps["start"].to_numpy(np.int64), gaps["end"].to_numpy(np.int64))
+    return pd.DataFrame(matrix, index=gaps.index, columns=names, dtype="int64")
 
 
 def overlap_by_name(calls: CallIndex, gaps: pd.DataFrame) -> pd.DataFrame:
@@ -236,15 +247,31 @@ def collective_mask(names, rules: CategoryRules) -> np.ndarray:
     Returns:
         ``(n,)`` bool array, in ``names``' order.
     """
-    collective = re.compile(rules.collective_kernel, re.IGNORECASE)
     if isinstance(names, pd.Series) and isinstance(names.dtype, pd.CategoricalDtype):
         codes = names.cat.codes.to_numpy()
         labels = list(names.cat.categories)
     else:
         codes, labels = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
     # each distinct name is matched once, then spread to the rows by its code (-1: a missing name)
-    hit = np.array([bool(collective.search(str(x))) for x in labels] + [False], dtype=bool)
+    hit = np.array([_is_collective(rules.collective_kernel, str(x)) for x in labels] + [False], dtype=bool)
     return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_collective(pattern: str, name: str) -> bool:
+    """``pattern`` (case-insensitive) found in the kernel ``name``. Remembered for the last 4096 names
+    matched: the same names come back on every GPU and in every gap set, and a long C++ name takes
+    ~50 µs to search."""
+    return re.search(pattern, name, re.IGNORECASE) is not None
+
+
+def _object_array(items: list) -> np.ndarray:
+    """``items`` (lists, tuples, ...) as a 1-D object array, one item per element (``np.array`` would
+    make a 2-D array of equal-length lists)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
 
 
 def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
@@ -284,26 +311,32 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
       ``cpu``: nothing on the CUDA API side explains it.
     (``launch`` is per GPU, not per gap: see :mod:`pipeline.analysis.analyse`.)
     """
-    out = gaps.copy()
-    n = len(out)
-    zeros = np.zeros(n, np.int64)
-    length = out["length"].to_numpy(np.int64)
-    g0 = out["start"].to_numpy(np.int64)
-    g1 = out["end"].to_numpy(np.int64)
     calls = calls if calls is not None else index_calls(runtime, copies, rules)
-    for col, runs in (("copy_ns", calls.copy_runs), ("sync_ns", calls.sync_runs), ("data_ns", calls.data_runs),
-                      ("cpu_api_ns", calls.all_runs)):
-        out[col] = iv.overlap_with_each(g0, g1, *runs) if n else zeros
+    return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls))
+
+
+def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex) -> dict:
+    """The columns :func:`categorise` adds to ``gaps`` (a frame, or columns: name -> array), as
+    name -> array: ``copy_ns``, ``sync_ns``, ``data_ns``, ``cpu_api_ns``, ``category`` and
+    ``attribution`` (object arrays the last two)."""
+    length = np.asarray(gaps["length"], dtype=np.int64)
+    g0 = np.asarray(gaps["start"], dtype=np.int64)
+    g1 = np.asarray(gaps["end"], dtype=np.int64)
+    n = length.size
+    zeros = np.zeros(n, np.int64)
+    added = {col: iv.overlap_with_each(g0, g1, *runs) if n else zeros
+             for col, runs in (("copy_ns", calls.copy_runs), ("sync_ns", calls.sync_runs),
+                               ("data_ns", calls.data_runs), ("cpu_api_ns", calls.all_runs))}
     profiler_ns = iv.overlap_with_each(g0, g1, *calls.profiler_runs) if n else zeros
     untraced = (iv.overlap_with_each(g0, g1, *calls.untraced_runs) > 0) if n else zeros.astype(bool)
-    is_comm = collective_mask(out["kernel_before"], rules)
+    is_comm = collective_mask(gaps["kernel_before"], rules)
     bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
     # An iteration boundary b lies in [g0, g1] when the first boundary >= g0 is <= g1.
     first = np.searchsorted(bounds, g0, side="left")
     at_boundary = (first < bounds.size) & (bounds[np.minimum(first, max(bounds.size - 1, 0))] <= g1) \
         if bounds.size else np.zeros(n, bool)
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = {name: np.where(length > 0, out[col].to_numpy() / np.maximum(length, 1), 0.0)
+        frac = {name: np.where(length > 0, added[col] / np.maximum(length, 1), 0.0)
                 for name, col in (("sync", "sync_ns"), ("data", "data_ns"), ("api", "cpu_api_ns"))}
         profiler = np.where(length > 0, profiler_ns / np.maximum(length, 1), 0.0) >= rules.profiler_min_fraction
     explained = (frac["sync"] >= rules.sync_min_fraction) | (frac["data"] >= rules.data_min_fraction) | is_comm
@@ -315,10 +348,10 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
          at_boundary & quiet & ~periodic, periodic],
         ["data", "comm", "sync", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
     # profiler and untraced are tested before the application's categories (SPEC "Category")
-    out["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application) \
-        if n else pd.Series(dtype=object)
-    out["attribution"] = attribution_lists(overlap_by_name(calls, out))
-    return out
+    added["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application).astype(object) \
+        if n else np.zeros(0, dtype=object)
+    added["attribution"] = _object_array(_attribution_lists(*_overlap_matrix(calls.per_name, g0, g1)))
+    return added
 
 
 #: Which side of a copy is host memory, by ENUM_CUDA_MEMCPY_OPER id (:data:`pipeline.model.COPY_DIRECTIONS`
@@ -326,19 +359,31 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
 _HOST_SIDE = {1: "src_kind", 3: "src_kind", 9: "src_kind", 2: "dst_kind", 4: "dst_kind"}
 
 
-def _copy_waited_for(c) -> dict:
-    """What a sync waited for when a copy row ``c`` (a row of a GPU's copies) was in flight."""
-    out = {"what": str(c.kind)}
-    if c.kind == "memcpy":
-        kind = int(c.copy_kind)
+def _copy_waited_for(c: dict) -> dict:
+    """What a sync waited for when a copy row ``c`` (a row of a GPU's copies, column -> value) was in flight."""
+    out = {"what": str(c["kind"])}
+    if c["kind"] == "memcpy":
+        kind = int(c["copy_kind"])
         out["direction"] = COPY_DIRECTIONS.get(kind, "unknown")
-    out["bytes"] = int(c.bytes)
-    if c.kind == "memcpy":  # no host side: None; a direction the input does not say: it may have one
+    out["bytes"] = int(c["bytes"])
+    if c["kind"] == "memcpy":  # no host side: None; a direction the input does not say: it may have one
         side = _HOST_SIDE.get(kind)
-        out["host_memory"] = (HOST_MEMORY.get(int(getattr(c, side)), "unknown") if side
+        out["host_memory"] = (HOST_MEMORY.get(int(c[side]), "unknown") if side
                               else None if kind in COPY_DIRECTIONS else "unknown")
-    out.update(start_ns=int(c.start), end_ns=int(c.end))
+    out.update(start_ns=int(c["start"]), end_ns=int(c["end"]))
     return out
+
+
+def _copies_waited_for(copies: pd.DataFrame, rows) -> dict[int, dict]:
+    """:func:`_copy_waited_for` of the copy rows at positions ``rows`` (any order, repeats allowed):
+    position -> its dict. The rows are taken out of ``copies`` at once, then read as plain values."""
+    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    if not rows.size:
+        return {}
+    picked = copies.iloc[rows]
+    columns = {c: picked[c].tolist() for c in picked.columns}
+    return {i: _copy_waited_for({c: values[j] for c, values in columns.items()})
+            for j, i in enumerate(rows.tolist())}
 
 
 #: Copies listed per roster gap (the ones overlapping it most); the others are counted.
@@ -350,7 +395,7 @@ def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER
     Python loop over its rows, numpy over the copies).
 
     Args:
-        gaps: gap rows (start, end ns).
+        gaps: gap rows (start, end ns): a frame, or columns (name -> array).
         copies: the GPU's memcpy/memset rows as :class:`pipeline.model.Report` holds them (start, end
             ns; kind, copy_kind, bytes, src_kind, dst_kind).
         limit: copies listed per gap.
@@ -361,18 +406,22 @@ def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER
         plus ``overlap_ns`` (its time inside the gap); ``copy_count`` and ``copy_bytes``: every
         overlapping row, counted and its bytes summed.
     """
-    cs = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
-    ce = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
-    nbytes = copies["bytes"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
-    out = []
-    for g in gaps.itertuples(index=False):
-        overlap = np.minimum(ce, int(g.end)) - np.maximum(cs, int(g.start))
+    g0 = np.asarray(gaps["start"], dtype=np.int64).tolist()
+    g1 = np.asarray(gaps["end"], dtype=np.int64).tolist()
+    if not len(copies):
+        return [{"copies": [], "copy_count": 0, "copy_bytes": 0} for _ in g0]
+    cs = copies["start"].to_numpy(np.int64)
+    ce = copies["end"].to_numpy(np.int64)
+    nbytes = copies["bytes"].to_numpy(np.int64)
+    found = []  # per gap: (the rows listed, their overlap, how many overlap, their bytes)
+    for a, b in zip(g0, g1):
+        overlap = np.minimum(ce, b) - np.maximum(cs, a)
         hit = np.flatnonzero(overlap > 0)
         top = hit[np.lexsort((cs[hit], -overlap[hit]))][:limit]
-        listed = [dict(_copy_waited_for(c), overlap_ns=int(overlap[i]))
-                  for i, c in zip(top, copies.iloc[top].itertuples(index=False))]
-        out.append({"copies": listed, "copy_count": int(hit.size), "copy_bytes": int(nbytes[hit].sum())})
-    return out
+        found.append((top.tolist(), overlap[top].tolist(), int(hit.size), int(nbytes[hit].sum())))
+    rows = _copies_waited_for(copies, [i for top, _, _, _ in found for i in top])
+    return [{"copies": [dict(rows[i], overlap_ns=int(ns)) for i, ns in zip(top, ns_each)], "copy_count": count,
+             "copy_bytes": total} for top, ns_each, count, total in found]
 
 
 def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> list:
@@ -381,7 +430,7 @@ def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> li
     Python loop over the rows).
 
     Args:
-        gaps: categorised gaps (start, end ns; kernel_before; category).
+        gaps: categorised gaps (start, end ns; kernel_before; category): a frame, or columns.
         copies: the GPU's memcpy/memset rows (start, end ns; kind, copy_kind, bytes, src_kind,
             dst_kind as :class:`pipeline.model.Report` holds them).
         sync_runs: the union of synchronising calls (``CallIndex.sync_runs``: sorted, disjoint
@@ -398,30 +447,41 @@ def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> li
     run_s, run_e = (np.asarray(x, np.int64) for x in sync_runs)
     cs = copies["start"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
     ce = copies["end"].to_numpy(np.int64) if len(copies) else np.zeros(0, np.int64)
-    out = []
-    for g in gaps.itertuples(index=False):
-        g0, g1 = int(g.start), int(g.end)
+    out, waited = [], {}  # waited: gap position -> the copy row it waited for
+    for at, (g0, g1, category, before) in enumerate(zip(
+            np.asarray(gaps["start"], dtype=np.int64).tolist(), np.asarray(gaps["end"], dtype=np.int64).tolist(),
+            gaps["category"].tolist(), gaps["kernel_before"].tolist())):
+        out.append(None)
+        if category != "sync":
+            continue
         overlap = np.minimum(run_e, g1) - np.maximum(run_s, g0)
-        if g.category != "sync" or not (overlap > 0).any():
-            out.append(None)
+        if not (overlap > 0).any():
             continue
         i = int(np.argmax(overlap))
         s0, s1 = int(run_s[i]), int(run_e[i])
         in_flight = np.flatnonzero((cs < s1) & (ce > s0))
         if in_flight.size:
-            last = in_flight[np.argmax(ce[in_flight])]  # the first of the latest-ending ones
-            out.append(_copy_waited_for(next(copies.iloc[[last]].itertuples(index=False))))
+            waited[at] = int(in_flight[np.argmax(ce[in_flight])])  # the first of the latest-ending ones
         elif s0 < g0:
-            out.append({"what": "kernel", "name": str(g.kernel_before), "end_ns": g0})
-        else:
-            out.append(None)
+            out[at] = {"what": "kernel", "name": str(before), "end_ns": g0}
+    rows = _copies_waited_for(copies, list(waited.values()))
+    for at, row in waited.items():
+        out[at] = dict(rows[row])
     return out
 
 
 def attribution_lists(table: pd.DataFrame) -> list:
-    """Per gap, ``[(api_name, overlapped_ns), ...]`` largest first, zeros dropped."""
+    """Per gap, ``[(api_name, overlapped_ns), ...]`` largest first (ties: in the table's column
+    order), zeros dropped."""
     names = list(table.columns)
     values = table.to_numpy(np.int64) if names else np.zeros((len(table), 0), np.int64)
+    return _attribution_lists(names, values)
+
+
+def _attribution_lists(names: list, values: np.ndarray) -> list:
+    """:func:`attribution_lists` of a matrix (rows: gaps, columns: ``names``)."""
+    if not names:
+        return [[] for _ in range(values.shape[0])]
     lists = []
     for row in values:
         nz = np.flatnonzero(row)

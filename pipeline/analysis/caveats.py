@@ -24,19 +24,28 @@ from . import intervals as iv
 def profiler_rows(overhead: pd.DataFrame, rules: CategoryRules) -> pd.DataFrame:
     """The overhead rows that are the profiler's own work: PROFILER_OVERHEAD rows (``own``) and the
     kinds named in ``rules.profiler_overheads``."""
-    return overhead[overhead["own"].to_numpy(bool) | overhead["kind"].isin(rules.profiler_overheads).to_numpy()]
+    return overhead[_profiler_mask(overhead, rules)]
+
+
+def _profiler_mask(overhead: pd.DataFrame, rules: CategoryRules) -> np.ndarray:
+    """Which rows :func:`profiler_rows` keeps: ``(n,)`` bool."""
+    return overhead["own"].to_numpy(bool) | overhead["kind"].isin(rules.profiler_overheads).to_numpy()
 
 
 def profiler_runs(overhead: pd.DataFrame, rules: CategoryRules, copy_runs: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Sorted disjoint ``(starts, ends)`` ns when the profiler's own work (:func:`profiler_rows`) ran
     and no copy engine did (``copy_runs``: the union of the GPU's copies)."""
-    rows = profiler_rows(overhead, rules)
-    return iv.subtract(rows["start"].to_numpy(np.int64), rows["end"].to_numpy(np.int64), *copy_runs)
+    if overhead.empty:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    mine = _profiler_mask(overhead, rules)
+    return iv.subtract(overhead["start"].to_numpy(np.int64)[mine], overhead["end"].to_numpy(np.int64)[mine], *copy_runs)
 
 
 def untraced_runs(untraced: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Sorted disjoint ``(starts, ends)`` ns when lost work may have run (each at least 1 ns long,
     so a dropped-events timestamp marks the gap it falls in)."""
+    if untraced.empty:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     starts = untraced["start"].to_numpy(np.int64)
     return iv.union(starts, np.maximum(untraced["end"].to_numpy(np.int64), starts + 1))
 
@@ -68,7 +77,9 @@ def untraced_warning(untraced: pd.DataFrame, untraced_ns: int) -> list[RowWarnin
     """The warning naming the GPU's lost launches (kind ``launch`` rows of ``untraced``): how many,
     per process their correlationIds and APIs, when they were issued, and ``untraced_ns`` (the
     device idle in the window that is ``untraced``). Nothing when no launch was lost."""
-    lost = untraced[untraced["kind"] == "launch"]
+    if untraced.empty:
+        return []
+    lost = untraced[(untraced["kind"] == "launch").to_numpy(bool)]
     if lost.empty:
         return []
     n = len(lost)
@@ -82,16 +93,16 @@ def untraced_warning(untraced: pd.DataFrame, untraced_ns: int) -> list[RowWarnin
 
 
 def profiler_warning(device_gaps: pd.DataFrame, overhead: pd.DataFrame, rules: CategoryRules) -> list[RowWarning]:
-    """The warning naming the device gaps categorised ``profiler`` (rows of ``device_gaps`` with
-    start, end, length, category): how many, their idle ns and the overhead kinds inside them."""
-    mine = device_gaps[device_gaps["category"] == "profiler"]
-    if mine.empty:
+    """The warning naming the device gaps categorised ``profiler`` (rows of ``device_gaps``, a frame or
+    columns, with start, end, length, category): how many, their idle ns and the overhead kinds inside them."""
+    hit = np.asarray(device_gaps["category"], dtype=object) == "profiler"
+    if not hit.any():
         return []
     rows = profiler_rows(overhead, rules)
-    g0, g1 = mine["start"].to_numpy(np.int64), mine["end"].to_numpy(np.int64)
+    g0, g1 = np.asarray(device_gaps["start"], dtype=np.int64)[hit], np.asarray(device_gaps["end"], dtype=np.int64)[hit]
     kinds = sorted({str(kind) for kind, s, e in zip(rows["kind"], rows["start"], rows["end"])
                     if bool(np.any((g0 < e) & (g1 > s)))})
-    n, ns = len(mine), int(mine["length"].sum())
+    n, ns = int(hit.sum()), int(np.asarray(device_gaps["length"], dtype=np.int64)[hit].sum())
     return [RowWarning(WarningCode.PROFILER_OVERHEAD,
                        f"profiler overhead covers {n} device gap{'s' if n > 1 else ''}, {ns / 1e6:.3f} ms of idle in "
                        f"the window ({', '.join(kinds)}): Nsight Systems' own work, not the application's idle")]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..frames import take_rows
 from . import intervals as iv
 
 #: Bucket edges in ns: [threshold, 5 ms], (5 ms, 50 ms], > 50 ms (SPEC "Size distribution").
@@ -68,19 +69,32 @@ def kernels_in_window(kernels: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
     Order: (pid, stream_id, start, end, correlation_id) (SPEC tie-break). Zero-
     length kernels inside W are kept (they carry names and never open a gap).
     """
-    inside = (kernels["end"] > w0) & (kernels["start"] < w1) | (
-        (kernels["start"] == kernels["end"]) & (kernels["start"] >= w0) & (kernels["start"] < w1))
-    rows = np.flatnonzero(inside.to_numpy())
-    start = np.maximum(kernels["start"].to_numpy(np.int64)[rows], w0)
-    end = np.minimum(kernels["end"].to_numpy(np.int64)[rows], w1)
+    rows, columns = _in_window(kernels, w0, w1)
+    return take_rows(kernels, rows, start=columns["start"], end=columns["end"])
+
+
+def window_columns(kernels: pd.DataFrame, w0: int, w1: int) -> dict:
+    """:func:`kernels_in_window` as columns: ``start``, ``end``, ``pid``, ``stream_id``,
+    ``correlation_id`` (int64 arrays) and ``name`` (a Series with a fresh index, the frame's dtype):
+    what the analysis reads of them, without making the frame."""
+    rows, columns = _in_window(kernels, w0, w1)
+    columns["name"] = kernels["name"].take(rows).reset_index(drop=True)
+    return columns
+
+
+def _in_window(kernels: pd.DataFrame, w0: int, w1: int) -> tuple[np.ndarray, dict]:
+    """``(rows, columns)``: the positions of the kernels in W in per-stream order
+    (:func:`kernels_in_window`) and their int64 columns, ``start`` and ``end`` clipped to W."""
+    s, e = kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64)
+    rows = np.flatnonzero((e > w0) & (s < w1) | ((s == e) & (s >= w0) & (s < w1)))
+    start = np.maximum(s[rows], w0)
+    end = np.minimum(e[rows], w1)
     pid = kernels["pid"].to_numpy(np.int64)[rows]
     stream = kernels["stream_id"].to_numpy(np.int64)[rows]
     corr = kernels["correlation_id"].to_numpy(np.int64)[rows]
     order = np.lexsort((corr, end, start, stream, pid))  # last key sorts first; stable
-    k = kernels.iloc[rows[order]].reset_index(drop=True)
-    k["start"] = start[order]
-    k["end"] = end[order]
-    return k
+    return rows[order], {"start": start[order], "end": end[order], "pid": pid[order], "stream_id": stream[order],
+                         "correlation_id": corr[order]}
 
 
 def name_lookup(names: pd.Series):
@@ -98,7 +112,8 @@ def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, n
     """Per-stream gaps longer than ``min_gap_ns`` and every positive gap length.
 
     Args:
-        kernels: output of :func:`kernels_in_window` (sorted per stream).
+        kernels: output of :func:`kernels_in_window` (sorted per stream), or
+            :func:`window_columns`.
         min_gap_ns: keep gaps strictly longer than this (default config 1 ms).
     Returns:
         ``(gaps, all_lengths)``: ``gaps`` has one row per kept gap with pid,
@@ -106,34 +121,47 @@ def stream_gaps(kernels: pd.DataFrame, min_gap_ns: int) -> tuple[pd.DataFrame, n
         kernel_before, kernel_after; ``all_lengths`` holds every positive
         gap length on every stream (for the sub-threshold sliver count).
     """
-    rows = []
+    gaps, lengths = stream_gap_columns(kernels, min_gap_ns)
+    return pd.DataFrame(gaps), lengths
+
+
+def stream_gap_columns(kernels, min_gap_ns: int) -> tuple[dict, np.ndarray]:
+    """:func:`stream_gaps` with the gaps as columns (name -> array; the names object arrays)."""
     all_lengths = []
-    starts = kernels["start"].to_numpy(np.int64)
-    ends = kernels["end"].to_numpy(np.int64)
-    names = name_lookup(kernels["name"])
-    keys = kernels[["pid", "stream_id"]].to_numpy(np.int64)
-    if len(kernels):
-        bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
-        edges = np.concatenate(([0], bounds, [len(kernels)]))
-    else:
-        edges = np.array([0])
+    starts = np.asarray(kernels["start"], dtype=np.int64)
+    ends = np.asarray(kernels["end"], dtype=np.int64)
+    pids = np.asarray(kernels["pid"], dtype=np.int64)
+    streams = np.asarray(kernels["stream_id"], dtype=np.int64)
+    edges = stream_edges(pids, streams)
+    found = {c: [] for c in ("pid", "stream_id", "start", "length", "before", "after")}
     for lo, hi in zip(edges[:-1], edges[1:]):
         s, e = starts[lo:hi], ends[lo:hi]
         all_lengths.append(iv.all_gaps(s, e))
         g_start, g_len, after = iv.stream_gaps(s, e, min_gap_ns)
         if g_len.size == 0:
             continue
-        before = iv.latest_end_index(e)[after - 1]
-        rows.append(pd.DataFrame({
-            "pid": keys[lo, 0], "stream_id": keys[lo, 1],
-            "start": g_start, "length": g_len, "end": g_start + g_len,
-            "kernel_before": names(lo + before), "kernel_after": names(lo + after),
-        }))
-    columns = ["pid", "stream_id", "start", "length", "end", "kernel_before", "kernel_after"]
-    gaps = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        {c: pd.Series(dtype="int64" if c not in ("kernel_before", "kernel_after") else object) for c in columns})
+        for column, values in (("pid", np.full(g_len.size, pids[lo])), ("stream_id", np.full(g_len.size, streams[lo])),
+                               ("start", g_start), ("length", g_len), ("before", lo + iv.latest_end_index(e)[after - 1]),
+                               ("after", lo + after)):
+            found[column].append(values)
+    joined = {c: np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+              for c, parts in found.items()}
+    names = name_lookup(kernels["name"]) if joined["start"].size else (lambda idx: np.zeros(0, dtype=object))
+    gaps = {"pid": joined["pid"], "stream_id": joined["stream_id"], "start": joined["start"],
+            "length": joined["length"], "end": joined["start"] + joined["length"],
+            "kernel_before": names(joined["before"]), "kernel_after": names(joined["after"])}
     lengths = np.concatenate(all_lengths) if all_lengths else np.zeros(0, dtype=np.int64)
-    return gaps[columns], lengths
+    return gaps, lengths
+
+
+def stream_edges(pids: np.ndarray, streams: np.ndarray) -> np.ndarray:
+    """Where each stream's rows begin in rows grouped per (pid, stream) (:func:`kernels_in_window`'s
+    order), and the row count last: ``[0, b1, ..., n]`` (``[0]`` for no rows)."""
+    if pids.size == 0:
+        return np.array([0])
+    bounds = np.flatnonzero((pids[1:] != pids[:-1]) | (streams[1:] != streams[:-1])) + 1
+    return np.concatenate(([0], bounds, [pids.size]))
+
 
 
 def buckets(lengths: np.ndarray) -> dict:
@@ -161,8 +189,17 @@ def roster(gaps: pd.DataFrame, top_n: int) -> pd.DataFrame:
 
     The roster is the head, not the whole: totals come from the summary.
     """
-    return gaps.sort_values(["length", "start", "pid", "stream_id"], ascending=[False, True, True, True],
-                            kind="stable").head(top_n).reset_index(drop=True)
+    if gaps.empty:
+        return gaps.reset_index(drop=True)
+    return gaps.iloc[roster_rows(gaps, top_n)].reset_index(drop=True)
+
+
+def roster_rows(gaps, top_n: int) -> np.ndarray:
+    """The row positions of :func:`roster` (``gaps``: a frame or columns with length, start, pid,
+    stream_id), longest first."""
+    order = np.lexsort(tuple(np.asarray(gaps[c], dtype=np.int64) for c in ("stream_id", "pid", "start"))
+                       + (-np.asarray(gaps["length"], dtype=np.int64),))  # the last key sorts first; stable
+    return order[:max(top_n, 0)]
 
 
 def device_holes(kernel_starts, kernel_ends, w0: int, w1: int, runs: tuple | None = None) -> np.ndarray:
@@ -194,14 +231,19 @@ def device_gaps(kernels: pd.DataFrame, w0: int, w1: int, min_gap_ns: int) -> pd.
     the sub-threshold holes of :func:`device_holes` they add up to the
     device-level idle. These rows carry the category shares (% of W).
 
-    ``kernels``: output of :func:`kernels_in_window` (clipped to W).
+    ``kernels``: output of :func:`kernels_in_window` (clipped to W), or :func:`window_columns`.
     """
+    return pd.DataFrame(device_gap_columns(kernels, w0, w1, min_gap_ns))
+
+
+def device_gap_columns(kernels, w0: int, w1: int, min_gap_ns: int) -> dict:
+    """:func:`device_gaps` as columns (name -> array; the names object arrays)."""
     # Zero-length kernels cover nothing; dropping them keeps device gaps + device slivers == idle
     # (the holes of :func:`device_holes`).
-    s = kernels["start"].to_numpy(np.int64)
-    e = kernels["end"].to_numpy(np.int64)
+    s = np.asarray(kernels["start"], dtype=np.int64)
+    e = np.asarray(kernels["end"], dtype=np.int64)
     rows = np.flatnonzero(e > s)
-    rows = rows[np.lexsort((kernels["correlation_id"].to_numpy(np.int64)[rows], e[rows], s[rows]))]
+    rows = rows[np.lexsort((np.asarray(kernels["correlation_id"], dtype=np.int64)[rows], e[rows], s[rows]))]
     s, e = s[rows], e[rows]
     kernel_names = name_lookup(kernels["name"])
 
@@ -225,8 +267,8 @@ def device_gaps(kernels: pd.DataFrame, w0: int, w1: int, min_gap_ns: int) -> pd.
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.argsort(starts, kind="stable")
-    return pd.DataFrame({
+    return {
         "pid": np.full(starts.size, -1, np.int64), "stream_id": np.full(starts.size, -1, np.int64),
         "start": starts[order], "length": lengths[order], "end": (starts + lengths)[order],
         "kernel_before": np.asarray(before, dtype=object)[order], "kernel_after": np.asarray(after, dtype=object)[order],
-    })
+    }

@@ -47,10 +47,12 @@ def copy_directions(copies: pd.DataFrame) -> np.ndarray:
     """Per copy row its direction: ``memset``, else the ENUM_CUDA_MEMCPY_OPER name of ``copy_kind``
     (:data:`~pipeline.model.COPY_DIRECTIONS`: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
     ...), ``unknown`` for an id it does not list. Shape ``(len(copies),)``, object."""
-    kinds = copies["kind"].to_numpy(object)
     codes = copies["copy_kind"].to_numpy(np.int64)
-    return np.array(["memset" if k == "memset" else COPY_DIRECTIONS.get(int(c), "unknown")
-                     for k, c in zip(kinds, codes)], dtype=object)
+    ids, inverse = np.unique(codes, return_inverse=True)  # each direction named once
+    names = np.array([COPY_DIRECTIONS.get(int(c), "unknown") for c in ids] + ["memset"], dtype=object)
+    inverse = inverse.reshape(-1)
+    inverse[copies["kind"].to_numpy(object) == "memset"] = ids.size
+    return names[inverse]
 
 
 def _runs(starts, ends, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +80,7 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
     Args:
         kernels: the GPU's kernels (start, end ns; pid, stream_id).
         gaps: its per-stream gaps in W (:func:`pipeline.analysis.gaps.stream_gaps`: pid, stream_id,
-            length ns): counted per lane.
+            length ns; a frame or columns): counted per lane.
         context: ``(c0, c1)`` ns; window: ``(w0, w1)`` ns.
     Returns:
         dicts ``kind="stream"``, ``label`` (``"pid:stream"``), ``pid``, ``stream_id``, ``kernels`` (in W),
@@ -91,8 +93,8 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
     pids, streams = kernels["pid"].to_numpy(np.int64)[near], kernels["stream_id"].to_numpy(np.int64)[near]
     s, e = s[near], e[near]
     gap_n, gap_ns = {}, {}
-    for p, st, n in zip(gaps["pid"].to_numpy(np.int64), gaps["stream_id"].to_numpy(np.int64),
-                        gaps["length"].to_numpy(np.int64)):
+    for p, st, n in zip(np.asarray(gaps["pid"], dtype=np.int64), np.asarray(gaps["stream_id"], dtype=np.int64),
+                        np.asarray(gaps["length"], dtype=np.int64)):
         gap_n[(p, st)] = gap_n.get((p, st), 0) + 1
         gap_ns[(p, st)] = gap_ns.get((p, st), 0) + int(n)
     order = np.lexsort((streams, pids))
@@ -141,9 +143,8 @@ def copy_lanes(copies: pd.DataFrame, context: tuple[int, int], window: tuple[int
         return []
     s, e = copies["start"].to_numpy(np.int64), copies["end"].to_numpy(np.int64)
     near = np.flatnonzero(_in_window(s, e, c0, c1))
-    frame = copies.iloc[near]
-    s, e, nbytes = s[near], e[near], frame["bytes"].to_numpy(np.int64)
-    directions = copy_directions(frame)
+    s, e, nbytes = s[near], e[near], copies["bytes"].to_numpy(np.int64)[near]
+    directions = copy_directions(copies)[near]
     rank = {d: i for i, d in enumerate(COPY_LANE_ORDER)}
     lanes = []
     for d in sorted(set(directions), key=lambda d: (rank.get(d, len(rank)), d)):
@@ -213,9 +214,9 @@ def gpu_picture(kernels: pd.DataFrame, copies: pd.DataFrame, gaps: pd.DataFrame,
     (:func:`iteration_marks`). ``win``: the :class:`~pipeline.analysis.window.Window`.
     """
     w = (win.start_ns, win.end_ns)
-    parts = [kernels[["start", "end"]]] + ([copies[["start", "end"]]] if len(copies) else [])
-    first = min(int(p["start"].min()) for p in parts if len(p))
-    last = max(int(p["end"].max()) for p in parts if len(p))
+    parts = [kernels] + ([copies] if len(copies) else [])
+    first = min(int(p["start"].to_numpy(np.int64).min()) for p in parts if len(p))
+    last = max(int(p["end"].to_numpy(np.int64).max()) for p in parts if len(p))
     context = context_range(*w, win.iteration_mean_ns, first, last)
     streams = merge_quiet_streams(stream_lanes(kernels, gaps, context, w), w)
     marks, total = iteration_marks(win.extents, context)

@@ -64,15 +64,17 @@ def load_overhead(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
             continue
         if kind != "-1":
             types = _overhead_type_names(schema) if types is None else types
-            kinds = df["type"].map(lambda t: types.get(int(t), f"OVERHEAD_{int(t)}"))
+            kinds = [types.get(int(t), f"OVERHEAD_{int(t)}") for t in df["type"].tolist()]
         else:
-            kinds = df["name_id"].map(lambda i: strings.get(int(i), "") if pd.notna(i) else "")
-        frames.append(pd.DataFrame({"start": df["start"].astype("int64"), "end": df["end"].astype("int64"),
-                                    "pid": pid_of(df["gtid"].astype("int64")), "kind": kinds.astype(object),
-                                    "own": own}))
+            kinds = [strings.get(int(i), "") if pd.notna(i) else "" for i in df["name_id"].tolist()]
+        frames.append({"start": df["start"].to_numpy().astype(np.int64), "end": df["end"].to_numpy().astype(np.int64),
+                       "pid": pid_of(df["gtid"].to_numpy().astype(np.int64)), "kind": np.array(kinds, dtype=object),
+                       "own": np.full(len(df), own)})
     if not frames:
         return no_overhead()
-    return pd.concat(frames, ignore_index=True)[list(OVERHEAD_COLUMNS)]
+    # kind as a Series: a frame made of an object array would infer text
+    joined = {c: np.concatenate([f[c] for f in frames]) for c in OVERHEAD_COLUMNS}
+    return pd.DataFrame({**joined, "kind": pd.Series(joined["kind"], dtype=object)}, copy=False)
 
 
 def _next_record_start(corr: np.ndarray, start: np.ndarray, after: np.ndarray) -> np.ndarray:
@@ -105,6 +107,13 @@ def _chunks(n: int):
     return (slice(i, min(i + CHUNK_ROWS, n)) for i in range(0, n, CHUNK_ROWS))
 
 
+def _process_codes(pids: pd.Index, values: np.ndarray) -> np.ndarray:
+    """Each of ``values``' position in ``pids`` (distinct process ids), -1 where it is none of them."""
+    if pids.size == 1:  # one process: a comparison, not a hash table
+        return np.where(values == pids[0], 0, -1)
+    return pids.get_indexer(values)
+
+
 def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     """Which calls (process, correlationId) have no record (``w_pid``, ``w_corr``) of their own
     correlationId while their process has records with smaller and with larger ones. Shape ``(calls,)``.
@@ -118,6 +127,10 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
     hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
     for part in _chunks(w_pid.size):
+        if pids.size == 1:  # one process (the usual trace): its range without grouping
+            lo[0] = min(lo[0], int(w_corr[part].min()))
+            hi[0] = max(hi[0], int(w_corr[part].max()))
+            continue
         per_process = pd.Series(w_corr[part]).groupby(pids.get_indexer(w_pid[part])).agg(["min", "max"])
         codes = per_process.index.to_numpy()
         lo[codes] = np.minimum(lo[codes], per_process["min"].to_numpy(np.int64))
@@ -128,13 +141,13 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
         offset = np.concatenate(([0], np.cumsum(sizes)[:-1], [0]))
         present = np.zeros(int(sizes.sum()) + 1, dtype=bool)  # the last slot: for calls of no process
         for part in _chunks(w_pid.size):
-            codes = pids.get_indexer(w_pid[part])
+            codes = _process_codes(pids, w_pid[part])
             at = w_corr[part] - lo[codes]
             at += offset[codes]
             present[at] = True
     lost = np.zeros(call_pid.size, dtype=bool)
     for part in _chunks(call_pid.size):
-        code = pids.get_indexer(call_pid[part])
+        code = _process_codes(pids, call_pid[part])
         code[code < 0] = pids.size
         corr = call_corr[part]
         inside = (corr > lo[code]) & (corr < hi[code])
@@ -175,7 +188,8 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     start (``start``) to the start of the next GPU record its process launched after it (``end``).
 
     Args:
-        kernels, copies: start, pid, correlation_id of every kernel and copy row.
+        kernels, copies: start, pid, correlation_id of every kernel and copy row (frames, or
+            mappings of column arrays).
         runtime: CUDA API calls (start, end, pid, correlation_id, name normalised).
         by_process: False when the runtime calls name no process (older schemas without
             ``globalTid``): correlationIds are then matched over the whole export and the lost
@@ -189,12 +203,12 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
         is_launch = names.astype(str).isin(LAUNCH_APIS).to_numpy()
     call_corr = runtime["correlation_id"].to_numpy()  # ids as the loader keeps them (int32 when they fit)
     is_launch = is_launch & (call_corr != 0)
-    work = [f for f in (kernels, copies) if len(f)]
+    work = [f for f in (kernels, copies) if len(f["start"])]
     if not is_launch.any() or not work:
         return no_untraced()
     call_pid = runtime["pid"].to_numpy() if by_process else np.zeros(call_corr.size, np.int64)
-    w_corr = _joined([f["correlation_id"].to_numpy() for f in work])
-    w_pid = _joined([f["pid"].to_numpy() for f in work]) if by_process else np.zeros_like(w_corr)
+    w_corr = _joined([np.asarray(f["correlation_id"]) for f in work])
+    w_pid = _joined([np.asarray(f["pid"]) for f in work]) if by_process else np.zeros_like(w_corr)
     keep = w_corr != 0  # records without a correlationId tie to no call
     if not keep.all():
         w_corr, w_pid = w_corr[keep], w_pid[keep]
@@ -203,7 +217,7 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     lost = np.flatnonzero(_untraced_calls(w_pid, w_corr, call_pid, call_corr) & is_launch)
     if not lost.size:
         return no_untraced()
-    w_start = np.concatenate([f["start"].to_numpy(np.int64) for f in work])[keep]
+    w_start = np.concatenate([np.asarray(f["start"], dtype=np.int64) for f in work])[keep]
     ends = np.zeros(lost.size, dtype=np.int64)
     for pid in np.unique(call_pid[lost]):  # the few processes that lost records
         mine, gone = w_pid == pid, call_pid[lost] == pid

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ..model import NO_GPU_NAMED, RowWarning, WarningCode
@@ -212,7 +213,7 @@ def load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, lis
     by_ref = {g.ref: g for g in listed}
     cuda = cuda_devices(schema)
     rows, used = [], set()
-    for pid, dev in pairs.itertuples(index=False):
+    for pid, dev in zip(pairs["pid"].to_numpy(np.int64).tolist(), pairs["device_id"].to_numpy(np.int64).tolist()):
         cd = cuda.get((int(pid), int(dev))) or cuda.get((-1, int(dev)))
         gpu = by_ref.get(cd.gpu_id) if cd is not None and cd.gpu_id is not None else None
         if gpu is None and cd is not None and cd.bus:  # TARGET_INFO_CUDA_GPU: the bus id names the listed GPU
@@ -222,9 +223,24 @@ def load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, lis
             if is_mig(gpu.uuid):  # an instance in use: its board is in use too
                 used.update(g.ref for g in listed if g.bus and g.bus == gpu.bus)
         rows.append(_identify(pid, dev, cd, gpu, listed))
-    devices = pd.DataFrame(rows, columns=DEVICE_COLUMNS).astype(
-        {"pid": "int64", "device_id": "int64", "mig": bool, "sms": "int64", "board_sms": "int64"})
+    devices = devices_frame(rows)
     return devices, _untraced_gpus([g for g in listed if g.cuda], used, devices)
+
+
+#: The numeric columns of the devices frame and their types (the others are text).
+_DEVICE_TYPES = {"pid": np.int64, "device_id": np.int64, "mig": bool, "sms": np.int64, "board_sms": np.int64}
+
+
+def devices_frame(rows: list[dict]) -> pd.DataFrame:
+    """The devices frame (:data:`DEVICE_COLUMNS`) of ``rows`` (one dict per device, those keys): pid,
+    device_id, sms and board_sms int64, mig bool, the others text (object when there is no row), as
+    ``pd.DataFrame(rows).astype(...)`` makes them, column by column (a fraction of its cost)."""
+    columns = {}
+    for c in DEVICE_COLUMNS:
+        values = [row[c] for row in rows]
+        columns[c] = (np.array(values, dtype=_DEVICE_TYPES[c]) if c in _DEVICE_TYPES
+                      else values if values else np.zeros(0, dtype=object))
+    return pd.DataFrame(columns)
 
 
 def _gpu_label(gpu: ListedGpu) -> str:
@@ -257,9 +273,11 @@ def sm_subset_warning(devices: pd.DataFrame) -> list[RowWarning]:
     although the export names no MIG instance: they may be MIG instances (their kernels are then
     wrongly unioned here) or share the board under an MPS SM limit; the export cannot say which.
     Code ``MIG_UNRESOLVED`` (the row is partial). [] for MIG instances and whole GPUs."""
-    part = devices[~devices["mig"] & (devices["sms"] > 0) & (devices["sms"] < devices["board_sms"])]
-    if part.empty:
+    sms = devices["sms"].to_numpy(np.int64)
+    subset = ~devices["mig"].to_numpy(bool) & (sms > 0) & (sms < devices["board_sms"].to_numpy(np.int64))
+    if not subset.any():
         return []
+    part = devices[subset]
     board = int(part["board_sms"].max())
     known = devices[devices["sms"] > 0].sort_values("pid")[["pid", "sms"]].drop_duplicates()
     seen = " and ".join(f"pid {int(p)} sees {int(s)}" for p, s in known.itertuples(index=False))

@@ -60,12 +60,18 @@ def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
 KEY_COLUMNS = ("start", "end", "correlation_id", "stream_id", "tid")
 
 
+def key_first(names) -> tuple[list[str], int]:
+    """Column ``names`` with those of :data:`KEY_COLUMNS` first (in its order), the others after in
+    their own order, and how many key columns there are (:func:`duplicate_mask`'s ``key``)."""
+    names = list(names)
+    first = [c for c in KEY_COLUMNS if c in names]
+    return first + [c for c in names if c not in KEY_COLUMNS], len(first)
+
+
 def frame_codes(frame: pd.DataFrame) -> tuple[list[np.ndarray], int]:
     """Every column of ``frame`` as an integer array (text and categories as codes), those of
     :data:`KEY_COLUMNS` first, and how many of those there are: :func:`duplicate_mask`'s arguments."""
-    names = [c for c in KEY_COLUMNS if c in frame.columns]
-    key = len(names)
-    names += [c for c in frame.columns if c not in KEY_COLUMNS]
+    names, key = key_first(frame.columns)
     out = []
     for name in names:
         col = frame[name]

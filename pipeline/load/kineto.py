@@ -46,14 +46,14 @@ import pandas as pd
 
 from ..inputs.gzip_size import GZIP_MAGIC, inflated_size
 from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
-    no_overhead, no_untraced)
+    no_overhead)
 from .caveats import lost_launches
 from .columns import normalise_api_name
-from .gpus import DEVICE_COLUMNS, board_name
+from .gpus import board_name, devices_frame
 from .integrity import (SLACK_NS, Capture, _row_extent, dropped_warning, duplicate_mask, duplicates_warning,
-    frame_codes, impossible_rows)
+    impossible_rows, key_first)
 from .kineto_time import TimeTextError, raws_to_ns
-from .processes import device_pairs, gpu_key_column
+from .processes import device_pairs, gpu_key_column, pair_keys
 from .report import _group_by_gpu, _in_start_order
 
 #: File names read as PyTorch profiler traces (``*.pt.trace.json`` and ``*.pt.trace.json.gz`` end so too).
@@ -271,10 +271,10 @@ COLUMNS = ("start", "end", "ok", "pid", "tid", "device_id", "correlation_id", "b
 def _times(ts: list, dur: list, base: int, path: str, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(start, end, ok)`` ns of events from their raw ``ts``/``dur`` texts (``ok`` False: dropped later)."""
     try:
-        start, bad_ts = raws_to_ns(ts)
-        length, bad_dur = raws_to_ns(dur)
+        values, bad = raws_to_ns(ts + dur)  # one conversion for both
     except TimeTextError as exc:
         raise ProfileError(f"{path}: {label}: {exc}") from None
+    start, length, bad_ts, bad_dur = values[:len(ts)], values[len(ts):], bad[:len(ts)], bad[len(ts):]
     if base:
         if start.size and int(start.max()) + base + max(int(length.max()), 0) > (1 << 63) - 1:
             raise ProfileError(f"{path}: {label}: baseTimeNanoseconds + ts does not fit in 64-bit nanoseconds")
@@ -286,15 +286,18 @@ class _Columns:
     """Column chunks of one kind of event, one chunk of int64 arrays per batch: times are converted
     batch by batch, so no event keeps its batch's JSON text alive."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, gpu: bool) -> None:
         self.label = label
+        self.gpu = gpu
         self.chunks: dict[str, list] = {c: [] for c in COLUMNS}
 
-    def add(self, events: list, names: "_Names", base: int, path: str, gpu: bool) -> None:
-        """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)."""
+    def add(self, events: list, names: "_Names", times: tuple) -> None:
+        """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)
+        and their ``(start, end, ok)`` (:func:`_times`)."""
         if not events:
             return
-        start, end, ok = _times([e.ts for e in events], [e.dur for e in events], base, path, self.label)
+        gpu = self.gpu
+        start, end, ok = times
         pid, tid, device, corr, nbytes = [], [], [], [], []
         for e in events:  # ints as they come (the usual case) without a call; anything else through _int
             args = e.args if type(e.args) is _Args else None
@@ -324,18 +327,25 @@ class _Columns:
             dtype=np.int64,
             count=len(events)))
 
-    def frame(self) -> tuple[pd.DataFrame, int]:
-        """The events as one frame (:data:`COLUMNS` but ``ok``) and how many were dropped for a missing
-        or unusable ts or dur."""
+    def table(self) -> tuple[dict[str, np.ndarray], int]:
+        """The events as a table (:data:`COLUMNS` but ``ok``: name -> int64 array, one value per event)
+        and how many were dropped for a missing or unusable ts or dur."""
         cols = {c: (np.concatenate(chunks) if chunks else np.zeros(0, dtype=bool if c == "ok" else np.int64))
                 for c, chunks in self.chunks.items()}
         self.chunks = {c: [] for c in COLUMNS}
         ok = cols.pop("ok")
-        frame = pd.DataFrame(cols, copy=False)
         dropped = int(ok.size - ok.sum())
-        if dropped:
-            frame = frame[ok].reset_index(drop=True)
-        return frame, dropped
+        return (_kept(cols, ok) if dropped else cols), dropped
+
+
+def _kept(table: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows of a table (name -> array) where ``keep`` (one bool per row) is True."""
+    return {c: values[keep] for c, values in table.items()}
+
+
+def _rows(table: dict[str, np.ndarray]) -> int:
+    """The number of rows of a table (name -> array, ``start`` among them)."""
+    return int(table["start"].size)
 
 
 class _Names:
@@ -387,6 +397,27 @@ def _decode_batch(raws: list, at: int, path: str, where: str) -> list:
             raise _not_an_event(raws, at, path, where) from None
 
 
+def _batch_times(cols: dict, picked: dict, base: int, path: str) -> list[tuple]:
+    """``[(kind, events, (start, end, ok))]`` for one batch's events of each kind (``picked``): the
+    times of every kind converted at once (:func:`_times`); kind by kind when that fails, so the
+    error names the kind, as it is for a trace whose kinds are converted apart."""
+    groups = [(kind, events) for kind, events in picked.items() if events]
+    if not groups:
+        return []
+    every = [e for _, events in groups for e in events]
+    try:
+        start, end, ok = _times([e.ts for e in every], [e.dur for e in every], base, path, "")
+    except ProfileError:  # the kind that fails says so (or none does: each fits on its own)
+        return [(kind, events, _times([e.ts for e in events], [e.dur for e in events], base, path,
+                                      cols[kind].label)) for kind, events in groups]
+    out, at = [], 0
+    for kind, events in groups:
+        n = len(events)
+        out.append((kind, events, (start[at:at + n], end[at:at + n], ok[at:at + n])))
+        at += n
+    return out
+
+
 def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tuple[dict, _Names, int, tuple | None]:
     """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
     ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
@@ -394,7 +425,8 @@ def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tu
     (for messages). Raises :class:`ProfileError` when an item is not an event object, or when no
     item has a ``ph`` (objects, but not trace events)."""
     names = _Names()
-    cols = {kind: _Columns(KIND_LABELS[kind]) for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
+    cols = {kind: _Columns(KIND_LABELS[kind], kind in (KERNEL, MEMCPY, MEMSET))
+            for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
     complete = phased = 0
     span = None
     for at in range(0, len(raws), BATCH):
@@ -420,8 +452,8 @@ def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tu
                     picked[ANNOTATION].append(e)
                 continue
             picked[kind].append(e)
-        for kind, events in picked.items():
-            cols[kind].add(events, names, base, path, gpu=kind in (KERNEL, MEMCPY, MEMSET))
+        for kind, events, times in _batch_times(cols, picked, base, path):
+            cols[kind].add(events, names, times)
     if raws and not complete + phased:
         raise ProfileError(f"{path}: not a PyTorch profiler trace: none of the {len(raws):,} objects of {where} "
                            'is a trace event (none has a "ph")')
@@ -446,21 +478,26 @@ def _memcpy_kinds(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.
     return rows[:, 0], rows[:, 1], rows[:, 2]
 
 
-def _owners(gpu: pd.DataFrame, runtime: pd.DataFrame, main_pid: int) -> np.ndarray:
-    """The process of each GPU event: that of the runtime call with its correlation id, else ``main_pid``."""
-    corr = gpu["correlation_id"].to_numpy(np.int64)
-    if runtime.empty or corr.size == 0:
+def _owners(corr: np.ndarray, runtime: dict[str, np.ndarray], main_pid: int) -> np.ndarray:
+    """The process of each GPU event (``corr``: their correlation ids): that of the first runtime call
+    (``runtime``: a table with ``correlation_id`` and ``pid``) with its correlation id, else ``main_pid``."""
+    corr = np.asarray(corr, dtype=np.int64)
+    call_corr = runtime["correlation_id"]
+    if not call_corr.size or corr.size == 0:
         return np.full(corr.size, main_pid, dtype=np.int64)
-    calls = runtime[runtime["correlation_id"] != 0].drop_duplicates("correlation_id")
-    owner = pd.Series(calls["pid"].to_numpy(np.int64), index=calls["correlation_id"].to_numpy(np.int64))
-    found = owner.reindex(corr).to_numpy()
-    return np.where(pd.isna(found), main_pid, found).astype(np.int64)
+    calls = np.flatnonzero(call_corr != 0)
+    ids, first = np.unique(call_corr[calls], return_index=True)  # the first call of each id
+    if not ids.size:
+        return np.full(corr.size, main_pid, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, corr), ids.size - 1)
+    return np.where(ids[at] == corr, runtime["pid"][calls[first[at]]], main_pid).astype(np.int64)
 
 
-def _main_pid(runtime: pd.DataFrame, nvtx: pd.DataFrame) -> int:
-    """The trace's process: the one with the most runtime calls, else annotations, else 0."""
-    for frame in (runtime, nvtx):
-        pids = frame["pid"].to_numpy(np.int64) if len(frame) else np.zeros(0, np.int64)
+def _main_pid(runtime: dict[str, np.ndarray], nvtx: dict[str, np.ndarray]) -> int:
+    """The trace's process: the one with the most runtime calls, else annotations, else 0 (``runtime``,
+    ``nvtx``: tables with a ``pid`` column)."""
+    for table in (runtime, nvtx):
+        pids = np.asarray(table["pid"], dtype=np.int64)
         pids = pids[pids >= 0]
         if pids.size:
             values, counts = np.unique(pids, return_counts=True)
@@ -482,8 +519,8 @@ def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
     """The devices frame (:data:`~pipeline.load.gpus.DEVICE_COLUMNS`) of the (pid, device) pairs."""
     table = _device_table(props)
     rows = []
-    for pid, dev in pairs.itertuples(index=False):
-        entry = table.get(int(dev))
+    for pid, dev in zip(pairs["pid"].to_numpy(np.int64).tolist(), pairs["device_id"].to_numpy(np.int64).tolist()):
+        entry = table.get(dev)
         model = board_name(entry.get("name")) if entry else ""
         sms = _int(entry.get("numSms")) if entry else 0
         if model:
@@ -491,12 +528,29 @@ def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
         elif props is None:
             note = f"{NO_GPU_NAMED} (the trace has no deviceProperties)"
         else:
-            note = f"the trace's deviceProperties do not name device {int(dev)} (ids {sorted(table)})"
-        rows.append({"pid": int(pid), "device_id": int(dev), "gpu_key": f"pid{int(pid)}/dev{int(dev)}",
-                     "gpu_model": model, "uuid": "", "bus": "", "mig": False, "sms": max(sms, 0),
-                     "board_sms": max(sms, 0), "model_note": note})
-    return pd.DataFrame(rows, columns=DEVICE_COLUMNS).astype(
-        {"pid": "int64", "device_id": "int64", "mig": bool, "sms": "int64", "board_sms": "int64"})
+            note = f"the trace's deviceProperties do not name device {dev} (ids {sorted(table)})"
+        rows.append({"pid": pid, "device_id": dev, "gpu_key": f"pid{pid}/dev{dev}", "gpu_model": model, "uuid": "",
+                     "bus": "", "mig": False, "sms": max(sms, 0), "board_sms": max(sms, 0), "model_note": note})
+    return devices_frame(rows)
+
+
+def _copies(memcpy: dict, memset: dict, names: np.ndarray, runtime: dict, main_pid: int) -> dict[str, np.ndarray]:
+    """The columns of :attr:`~pipeline.model.Report.copies` but ``gpu_key``, plus ``correlation_id``, from
+    the memcpy and memset events (tables; ``names``: the interned event names; ``runtime``: the runtime
+    calls' table, for each copy's process, :func:`_owners`). Memcpy rows first."""
+    copy_kind, src_kind, dst_kind = _memcpy_kinds(names, memcpy["name_code"])
+    unset = np.full(_rows(memset), -1, dtype=np.int64)  # a memset has no direction nor memory kinds
+
+    def both(column: str) -> np.ndarray:
+        return np.concatenate((memcpy[column], memset[column]))
+    return {"start": both("start"), "end": both("end"),
+            "pid": _owners(both("correlation_id"), runtime, main_pid), "device_id": both("device_id"),
+            "stream_id": both("tid"),
+            "kind": pd.array(np.repeat(np.array([MEMCPY, MEMSET], dtype=object), [_rows(memcpy), _rows(memset)]),
+                             dtype="str"),
+            "copy_kind": np.concatenate((copy_kind, unset)), "bytes": both("bytes"),
+            "src_kind": np.concatenate((src_kind, unset)), "dst_kind": np.concatenate((dst_kind, unset)),
+            "correlation_id": both("correlation_id")}
 
 
 def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
@@ -517,15 +571,16 @@ def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
 EARLIEST_EVENT = "the trace's earliest event (it has no profiler span)"
 
 
-def capture_start(span: tuple | None, frames: dict[str, pd.DataFrame]) -> tuple[int | None, str]:
+def capture_start(span: tuple | None, frames: dict) -> tuple[int | None, str]:
     """The trace's timeline zero (int ns on the report's clock) and where it comes from: the start of
     the profiler's own span (the ``Trace`` event, ``"PyTorch Profiler (0)"``: when the profiler started
-    recording), else the earliest start of the events read (``frames``, after the untrustworthy ones
-    are dropped; :data:`EARLIEST_EVENT`); ``(None, "")`` without any. The Nsight loader's counterpart
-    is :func:`pipeline.load.integrity.capture_start`."""
+    recording), else the earliest start of the events read (``frames``: kind -> its events, a frame or
+    a table of column arrays with ``start``, after the untrustworthy ones are dropped;
+    :data:`EARLIEST_EVENT`); ``(None, "")`` without any. The Nsight loader's counterpart is
+    :func:`pipeline.load.integrity.capture_start`."""
     if span is not None:
         return int(span[0]), f'the trace\'s profiler span ("{span[2]}" Trace event)'
-    starts = [f["start"].to_numpy(np.int64) for f in frames.values() if len(f)]
+    starts = [s for s in (np.asarray(f["start"], dtype=np.int64) for f in frames.values()) if s.size]
     if not starts:
         return None, ""
     return min(int(s.min()) for s in starts), EARLIEST_EVENT
@@ -573,30 +628,31 @@ def _dropped_rows_warning(counts: dict[str, int]) -> list[RowWarning]:
                        + ", ".join(f"{n} {KIND_LABELS[k]}" for k, n in counts.items()))]
 
 
-def _drop_untrustworthy(frames: dict[str, pd.DataFrame], capture: Capture, path: str) -> tuple[dict, list]:
+def _drop_untrustworthy(tables: dict[str, dict], capture: Capture, path: str) -> tuple[dict, list]:
     """Exact duplicate events (counted once) and events with end < start or far outside the capture,
-    dropped and named in warnings, as the Nsight loader does (:mod:`~pipeline.load.integrity`)."""
-    duplicates, owners = {}, []
-    for kind, frame in frames.items():
-        copies = duplicate_mask(*frame_codes(frame)) if len(frame) > 1 else np.zeros(len(frame), bool)
+    dropped and named in warnings, as the Nsight loader does (:mod:`~pipeline.load.integrity`).
+    ``tables``: kind -> its events (name -> int64 array)."""
+    duplicates = {}
+    for kind, table in tables.items():
+        names, key = key_first(table)
+        copies = duplicate_mask([table[c] for c in names], key) if _rows(table) > 1 else np.zeros(_rows(table), bool)
         duplicates[KIND_LABELS[kind]] = int(copies.sum())
-        owners.append(frame["pid"].to_numpy(np.int64)[copies])
         if copies.any():
-            frames[kind] = frame[~copies].reset_index(drop=True)
+            tables[kind] = _kept(table, ~copies)
     warnings = duplicates_warning(duplicates)
-    kernels_before = len(frames[KERNEL])
-    for kind, frame in frames.items():
-        starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
+    kernels_before = _rows(tables[KERNEL])
+    for kind, table in tables.items():
+        starts, ends = table["start"], table["end"]
         found = impossible_rows(KIND_LABELS[kind], starts, ends, capture)
         for w in dropped_warning(found, starts, ends, capture):
             code = WarningCode.DROPPED_KERNEL_ROWS if kind == KERNEL else WarningCode.DROPPED_ROWS
             warnings.append(RowWarning(code, w.text, w.pids))
         if found.bad.any():
-            frames[kind] = frame[~found.bad].reset_index(drop=True)
-    if kernels_before and not len(frames[KERNEL]):
+            tables[kind] = _kept(table, ~found.bad)
+    if kernels_before and not _rows(tables[KERNEL]):
         raise ProfileError(f"{path}: all {kernels_before:,} kernel events have end < start or lie far outside the "
                            f"capture ({capture.text}): no usable kernel")
-    return frames, warnings
+    return tables, warnings
 
 
 def load_kineto(path: str, require_kernels: bool = True) -> Report:
@@ -625,69 +681,47 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     cols, names_seen, complete, span = _collect(raws, base, path, where)
     del raws, text
     names = names_seen.array()
-    frames, missing = {}, {}
+    tables, missing = {}, {}
     for kind in (KERNEL, RUNTIME, MEMCPY, MEMSET, ANNOTATION):
-        frames[kind], missing[kind] = cols.pop(kind).frame()
-    if not sum(len(frames[k]) + missing[k] for k in (KERNEL, MEMCPY, MEMSET)):
+        tables[kind], missing[kind] = cols.pop(kind).table()
+    if not sum(_rows(tables[k]) + missing[k] for k in (KERNEL, MEMCPY, MEMSET)):
         raise ProfileError(f"{path}: no GPU events in this trace ({complete:,} complete events, none of category "
                            "kernel, gpu_memcpy or gpu_memset): was it profiled with ProfilerActivity.CUDA, and did "
                            "the GPU run anything while the profiler recorded?")
-    if require_kernels and not len(frames[KERNEL]):
+    if require_kernels and not _rows(tables[KERNEL]):
         raise ProfileError(f"{path}: no usable kernel events in this trace ({missing[KERNEL]:,} without a usable "
                            "ts or dur): nothing ran on a GPU while the profiler recorded")
     warnings = _dropped_rows_warning(missing)
-    stamps = [f[c].to_numpy(np.int64) for f in frames.values() for c in ("start", "end")]
-    frames, trust = _drop_untrustworthy(frames, _capture(span, stamps), path)
+    stamps = [t[c] for t in tables.values() for c in ("start", "end")]
+    tables, trust = _drop_untrustworthy(tables, _capture(span, stamps), path)
     warnings += trust
-    start_ns, start_source = capture_start(span, frames)
-    runtime_raw, nvtx_raw = frames[RUNTIME], frames[ANNOTATION]
-    main_pid = _main_pid(runtime_raw, nvtx_raw)
+    start_ns, start_source = capture_start(span, tables)
+    rt, annotations = tables[RUNTIME], tables[ANNOTATION]
+    main_pid = _main_pid(rt, annotations)
 
-    runtime = pd.DataFrame({c: runtime_raw[c].to_numpy(np.int64) for c in ("start", "end", "pid", "tid",
-                                                                             "correlation_id")})
-    runtime["name"] = _named(runtime_raw["name_code"].to_numpy(np.int64), names, normalise_api_name)
+    runtime = pd.DataFrame({**{c: rt[c] for c in ("start", "end", "pid", "tid", "correlation_id")},
+                            "name": _named(rt["name_code"], names, normalise_api_name)}, copy=False)
+    ranges = _kept(annotations, annotations["end"] != annotations["start"])
+    nvtx = pd.DataFrame({**{c: ranges[c] for c in ("start", "end", "pid", "tid")},
+                         "text": names[ranges["name_code"]].astype(str) if _rows(ranges) else np.zeros(0, dtype=str)},
+                        copy=False)
 
-    nvtx = nvtx_raw[nvtx_raw["end"] != nvtx_raw["start"]]
-    nvtx = pd.DataFrame({"start": nvtx["start"].to_numpy(np.int64), "end": nvtx["end"].to_numpy(np.int64),
-                         "pid": nvtx["pid"].to_numpy(np.int64), "tid": nvtx["tid"].to_numpy(np.int64),
-                         "text": names[nvtx["name_code"].to_numpy(np.int64)].astype(str)
-                         if len(nvtx) else np.zeros(0, dtype=str)})
-
-    k = frames[KERNEL]
-    kernels = pd.DataFrame({"start": k["start"].to_numpy(np.int64), "end": k["end"].to_numpy(np.int64),
-                            "pid": _owners(k, runtime, main_pid), "device_id": k["device_id"].to_numpy(np.int64),
-                            "stream_id": k["tid"].to_numpy(np.int64),
-                            "correlation_id": k["correlation_id"].to_numpy(np.int64)})
-    kernels["name"] = _named(k["name_code"].to_numpy(np.int64), names)
-
-    parts = []
-    for kind in (MEMCPY, MEMSET):
-        c = frames[kind]
-        codes = c["name_code"].to_numpy(np.int64)
-        if kind == MEMCPY:
-            copy_kind, src_kind, dst_kind = _memcpy_kinds(names, codes)
-        else:
-            copy_kind = src_kind = dst_kind = np.full(len(c), -1, dtype=np.int64)
-        parts.append(pd.DataFrame({
-            "start": c["start"].to_numpy(np.int64), "end": c["end"].to_numpy(np.int64),
-            "pid": _owners(c, runtime, main_pid), "device_id": c["device_id"].to_numpy(np.int64),
-            "stream_id": c["tid"].to_numpy(np.int64), "kind": kind, "copy_kind": copy_kind,
-            "bytes": c["bytes"].to_numpy(np.int64), "src_kind": src_kind, "dst_kind": dst_kind,
-            "correlation_id": c["correlation_id"].to_numpy(np.int64)}))
-    copies = pd.concat(parts, ignore_index=True)
-
-    untraced = lost_launches(kernels, copies, runtime)
-    copies = copies.drop(columns="correlation_id")
-    pair_codes, pairs = device_pairs(kernels)
+    k = tables[KERNEL]
+    kernel_pid = _owners(k["correlation_id"], rt, main_pid)
+    pair_codes, pairs = device_pairs({"pid": kernel_pid, "device_id": k["device_id"]})
     devices = _devices(pairs, props)
-    kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+    kernels = pd.DataFrame({"start": k["start"], "end": k["end"], "pid": kernel_pid, "device_id": k["device_id"],
+                            "stream_id": k["tid"], "correlation_id": k["correlation_id"],
+                            "name": _named(k["name_code"], names),
+                            "gpu_key": gpu_key_column(devices, pairs, pair_codes)}, copy=False)
+    copies = _copies(tables[MEMCPY], tables[MEMSET], names, rt, main_pid)
+    untraced = lost_launches(kernels, copies, runtime)  # an empty no_untraced() when nothing was lost
+    del copies["correlation_id"]
+    copies["gpu_key"] = pair_keys(devices, copies["pid"], copies["device_id"]) if _rows(copies) \
+        else np.zeros(0, dtype=object)
+    copies = pd.DataFrame(copies, copy=False)
     kernels = _group_by_gpu(kernels)
     runtime = _in_start_order(runtime)
-    if not copies.empty:
-        keys = devices.set_index(["pid", "device_id"])["gpu_key"]
-        copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
-    else:
-        copies["gpu_key"] = pd.Series(dtype=object)
     meta = {"format": "kineto"}
     if isinstance(dist, dict):
         for key in ("rank", "world_size"):
@@ -696,5 +730,5 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     if base:
         meta["base_time_ns"] = str(base)
     return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
-                  overhead=no_overhead(), untraced=untraced if len(untraced) else no_untraced(), meta=meta,
+                  overhead=no_overhead(), untraced=untraced, meta=meta,
                   diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)

@@ -13,8 +13,9 @@ more decimals (finer than 1 ns) is rounded to the nearest ns, ties to even (``0.
 
 The fast path is vectorised in Arrow: the texts are cast to ``decimal128(38, 3)``, which Arrow
 parses exactly from the digits and refuses (``ArrowInvalid``) when a value has more than 3 decimals;
-the unscaled 128-bit integers of a decimal with scale 3 *are* the ns values. Texts Arrow refuses
-take the slow path, Python's :mod:`decimal` with 100 digits of precision, one value at a time.
+the unscaled 128-bit integers of a decimal with scale 3 *are* the ns values. When Arrow refuses some
+texts of an array, the plain ones (digits, at most 3 decimals) still take that path and only the
+others the slow one, Python's :mod:`decimal` with 100 digits of precision, one value at a time.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ import pyarrow.compute as pc
 _CONTEXT = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_EVEN, Emax=10_000, Emin=-10_000)
 _NS = decimal.Decimal(1)
 INT64_MAX = (1 << 63) - 1
+#: A plain decimal number of µs with at most 3 decimals (an exact number of ns), short enough for
+#: ``decimal128(38, 3)``: what the Arrow path reads.
+_PLAIN = r"^-?[0-9]{1,30}(\.[0-9]{1,3})?$"
 
 
 class TimeTextError(ValueError):
@@ -81,10 +85,18 @@ def micros_texts_to_ns(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     try:
         return _unscaled_int64(texts.cast(pa.decimal128(38, 3))), np.zeros(n, dtype=bool)
     except pa.ArrowInvalid:
-        pass  # more than 3 decimals, a null, or not a number: one value at a time
+        pass  # more than 3 decimals, a null, or not a number: those one at a time
     out = np.zeros(n, dtype=np.int64)
     bad = np.zeros(n, dtype=bool)
-    for i, text in enumerate(texts.to_pylist()):
+    plain = pc.match_substring_regex(texts, _PLAIN).fill_null(False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(~plain)
+    if plain.any():
+        try:  # plain decimals (at most 3 decimals) still go through Arrow, exactly as above
+            out[plain] = _unscaled_int64(texts.filter(pa.array(plain)).cast(pa.decimal128(38, 3)))
+        except (pa.ArrowInvalid, TimeTextError):
+            rows = np.arange(n)  # all one at a time: the message names the value
+    values = texts.take(pa.array(rows)).to_pylist() if rows.size < n else texts.to_pylist()
+    for i, text in zip(rows.tolist(), values):
         if text is None or text.strip() in ("", "null"):
             bad[i] = True
             continue

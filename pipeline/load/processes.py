@@ -107,14 +107,14 @@ def infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame |
     return pid
 
 
-def device_pairs(kernels: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows, sorted, and for
-    each row the index of its pair in ``pairs`` (hash-based, O(rows))."""
-    pid = kernels["pid"].to_numpy(np.int64)
-    dev = kernels["device_id"].to_numpy(np.int64)
+def device_pairs(kernels) -> tuple[np.ndarray, pd.DataFrame]:
+    """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows (a frame, or a mapping
+    of column arrays), sorted, and for each row the index of its pair in ``pairs`` (hash-based, O(rows))."""
+    pid = np.asarray(kernels["pid"], dtype=np.int64)
+    dev = np.asarray(kernels["device_id"], dtype=np.int64)
     if pid.size == 0:
-        return np.zeros(0, dtype=np.intp), pd.DataFrame({"pid": pd.Series(dtype="int64"),
-                                                         "device_id": pd.Series(dtype="int64")})
+        return np.zeros(0, dtype=np.intp), pd.DataFrame({"pid": np.zeros(0, np.int64),
+                                                         "device_id": np.zeros(0, np.int64)})
     # One int64 per (pid, device): pids are 24-bit, device ids small; shift keeps the order.
     dev_low = int(dev.min())
     width = int(dev.max()) - dev_low + 1
@@ -124,11 +124,30 @@ def device_pairs(kernels: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     return codes, pairs
 
 
+def pair_keys(devices: pd.DataFrame, pid, device_id) -> np.ndarray:
+    """Per row (``pid``, ``device_id``: int arrays of one length), the ``gpu_key`` of that pair in
+    ``devices`` (one row per pair); None where ``devices`` has no such pair. Object array. Each
+    distinct pair is looked up once."""
+    pid = np.asarray(pid, dtype=np.int64)
+    dev = np.asarray(device_id, dtype=np.int64)
+    if pid.size == 0:
+        return np.zeros(0, dtype=object)
+    known = dict(zip(zip(devices["pid"].to_numpy(np.int64).tolist(), devices["device_id"].to_numpy(np.int64).tolist()),
+                     devices["gpu_key"].tolist()))
+    # one int64 per pair (process ids and device ids fit in 32 bits), then each distinct one looked up
+    codes, combined = pd.factorize((pid << 32) | (dev & 0xFFFFFFFF))
+    first = np.zeros(combined.size, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)  # the first row of each pair
+    keys = np.array([known.get(pair) for pair in zip(pid[first].tolist(), dev[first].tolist())],
+                    dtype=object)
+    return keys[codes]
+
+
 def gpu_key_column(devices: pd.DataFrame, pairs: pd.DataFrame, codes: np.ndarray) -> pd.Categorical:
     """Per kernel row, its GPU key (categorical), from its pair code (:func:`device_pairs`)."""
-    keys = devices.set_index(["pid", "device_id"])["gpu_key"].reindex(pd.MultiIndex.from_frame(pairs))
-    key_codes, key_names = pd.factorize(keys.to_numpy(), sort=True)
-    return pd.Categorical.from_codes(key_codes[codes], categories=key_names)
+    keys = pair_keys(devices, pairs["pid"].to_numpy(np.int64), pairs["device_id"].to_numpy(np.int64))
+    key_codes, key_names = pd.factorize(keys, sort=True)
+    return pd.Categorical.from_codes(key_codes[codes], categories=pd.Index(key_names, dtype="str"))
 
 
 def resolve_missing_pids(schema: Schema, kernels: pd.DataFrame, copies: pd.DataFrame,

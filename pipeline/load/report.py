@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
 from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode
 from .caveats import load_overhead, lost_launches
@@ -20,7 +21,7 @@ from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
     frame_codes, impossible_rows)
-from .processes import device_pairs, gpu_key_column, pid_column, pid_of, resolve_missing_pids, tid_of
+from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
 from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
 from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
@@ -205,16 +206,28 @@ def mem_kind_ids(schema: Schema) -> dict[int, int]:
     return out
 
 
-def _canonical_kinds(values: pd.Series, ids: dict[int, int]) -> pd.Series:
-    """``src_kind`` / ``dst_kind`` values as :data:`MEM_KINDS` ids (``ids``: :func:`mem_kind_ids`); -1
-    (no such column, a memset) stays; an id the table does not list becomes 7 (unknown)."""
+def _canonical_kinds(values: np.ndarray, ids: dict[int, int]) -> np.ndarray:
+    """``src_kind`` / ``dst_kind`` values (int64 array) as :data:`MEM_KINDS` ids (``ids``:
+    :func:`mem_kind_ids`); -1 (no such column, a memset) stays; an id the table does not list becomes
+    7 (unknown)."""
     if not ids:
         return values
-    v = values.to_numpy(np.int64)
-    out = np.where(v == -1, -1, MEM_KINDS["UNKNOWN"])
+    out = np.where(values == -1, -1, MEM_KINDS["UNKNOWN"]).astype(np.int64)
     for export_id, kind in ids.items():
-        out[v == export_id] = kind
-    return pd.Series(out, index=values.index)
+        out[values == export_id] = kind
+    return out
+
+
+def _filled(values: np.ndarray, fill: int | None) -> np.ndarray:
+    """A column read from SQLite as int64 (NULL read as ``fill``; None: there is none)."""
+    if fill is not None and values.dtype.kind in "fO":
+        values = np.where(pd.isna(values), fill, values)
+    return values.astype(np.int64)
+
+
+#: The columns of :func:`_load_copies` (``kind`` text, the others int64), in order.
+COPY_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "src_kind", "dst_kind",
+                "context_id", "correlation_id"]
 
 
 def _load_copies(schema: Schema) -> pd.DataFrame:
@@ -238,25 +251,27 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
                    f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
                    f"{src_kind} AS src_kind, {dst_kind} AS dst_kind, "
                    f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
-        df = df.dropna(subset=["start", "end"])
-        df = df.fillna({"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
-                        "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0})
-        df["pid"] = pid_of(df["pid"]) if decode else df["pid"]
-        df["kind"] = kind
-        frames.append(df)
-    columns = ["start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "src_kind", "dst_kind",
-               "context_id", "correlation_id"]
+        keep = ~(pd.isna(df["start"].to_numpy()) | pd.isna(df["end"].to_numpy()))  # rows without times: dropped
+        fills = {"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
+                 "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0}
+        columns = {c: _filled(df[c].to_numpy()[keep], fills.get(c)) for c in COPY_COLUMNS if c != "kind"}
+        if decode:
+            columns["pid"] = pid_of(columns["pid"])
+        columns["kind"] = np.full(int(keep.sum()), kind, dtype=object)
+        frames.append(columns)
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns}).astype({"kind": str})
-    df = pd.concat(frames, ignore_index=True)
-    df = df.astype({c: "int64" for c in columns if c != "kind"})
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in COPY_COLUMNS}).astype({"kind": str})
+    df = {c: np.concatenate([f[c] for f in frames]) for c in COPY_COLUMNS}
+    df["kind"] = pd.array(df["kind"], dtype="str")
     ids = mem_kind_ids(schema)
     for column in ("src_kind", "dst_kind"):
-        df[column] = _canonical_kinds(df[column], ids).astype("int64")
-    return df[columns]
+        df[column] = _canonical_kinds(df[column], ids)
+    return pd.DataFrame(df, copy=False)
 
 
 def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
+    """NVTX ranges (start, end, pid, tid: int64; text): rows without both times or of zero length are
+    left out."""
     columns = ["start", "end", "pid", "tid", "text"]
     cols = schema.columns(NVTX_TABLE)
     if not cols or "end" not in cols:
@@ -267,28 +282,28 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     gtid = "globalTid" if "globalTid" in cols else "0"
     df = read_frame(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
                f"FROM {NVTX_TABLE} {where}")
-    df = df.dropna(subset=["start", "end"])
-    df = df[df["end"] != df["start"]]  # zero-length ranges mark nothing; end < start is counted by the loader
-    by_id = df["text_id"].map(lambda v: strings.get(int(v), "") if pd.notna(v) else None)
-    df["text"] = df["text"].where(df["text"].notna(), by_id).fillna("").astype(str)
-    df["pid"] = pid_of(df["gtid"].fillna(0))
-    df["tid"] = tid_of(df["gtid"].fillna(0))
-    df = df.astype({"start": "int64", "end": "int64"})
-    return df[columns].reset_index(drop=True)
+    start, end = df["start"].to_numpy(), df["end"].to_numpy()
+    keep = ~(pd.isna(start) | pd.isna(end))
+    keep[keep] = end[keep] != start[keep]  # zero-length ranges mark nothing; end < start is counted by the loader
+    threads = _filled(df["gtid"].to_numpy()[keep], 0)
+    # the inline text, else the StringIds text of its id, else ""
+    texts = [str(inline) if pd.notna(inline) else strings.get(int(ref), "") if pd.notna(ref) else ""
+             for inline, ref in zip(df["text"].to_numpy(object)[keep].tolist(),
+                                    df["text_id"].to_numpy(object)[keep].tolist())]
+    return pd.DataFrame({"start": start[keep].astype(np.int64), "end": end[keep].astype(np.int64),
+                         "pid": pid_of(threads), "tid": tid_of(threads), "text": pd.array(texts, dtype="str")})
 
 
 def _copies_by_table(copies: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The rows of :func:`_load_copies` split by the table they came from (memcpy rows first)."""
-    is_memcpy = (copies["kind"] == "memcpy").to_numpy()
-    return {MEMCPY_TABLE: copies[is_memcpy].reset_index(drop=True),
-            MEMSET_TABLE: copies[~is_memcpy].reset_index(drop=True)}
+    is_memcpy = (copies["kind"] == "memcpy").to_numpy(bool)
+    return {MEMCPY_TABLE: where(copies, is_memcpy), MEMSET_TABLE: where(copies, ~is_memcpy)}
 
 
 def _overhead_by_table(overhead: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The rows of :func:`~pipeline.load.caveats.load_overhead` split by the table they came from."""
     own = overhead["own"].to_numpy(bool)
-    return {PROFILER_OVERHEAD_TABLE: overhead[own].reset_index(drop=True),
-            CUPTI_OVERHEAD_TABLE: overhead[~own].reset_index(drop=True)}
+    return {PROFILER_OVERHEAD_TABLE: where(overhead, own), CUPTI_OVERHEAD_TABLE: where(overhead, ~own)}
 
 
 #: Tables whose exact duplicate rows are counted once (overhead rows only ever count as a union).
@@ -426,14 +441,14 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         warnings += trust_warnings
         start_ns, start_source = _capture_start(schema, frames)
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
-        copies = pd.concat([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]], ignore_index=True)
-        overhead = pd.concat([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]], ignore_index=True)
+        copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
+        overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
         del frames  # the frames above are the only references left: columns dropped below are freed
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
         untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
                               lost_event_marks(schema)], ignore_index=True)
-        kernels = kernels.drop(columns="context_id")
-        copies = copies.drop(columns=["context_id", "correlation_id"])
+        del kernels["context_id"]  # kernels and copies are this function's own frames
+        del copies["context_id"], copies["correlation_id"]
         pair_codes, pairs = device_pairs(kernels)
         devices, device_warnings = load_devices(schema, pairs)
         warnings += device_warnings
@@ -441,8 +456,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
         kernels = _group_by_gpu(kernels)
         runtime = _in_start_order(runtime, consume=True)
         if not copies.empty:
-            keys = devices.set_index(["pid", "device_id"])["gpu_key"]
-            copies["gpu_key"] = keys.reindex(pd.MultiIndex.from_frame(copies[["pid", "device_id"]])).to_numpy()
+            copies["gpu_key"] = pair_keys(devices, copies["pid"], copies["device_id"])
         else:
             copies["gpu_key"] = pd.Series(dtype=object)
         release_memory()  # what reading and sorting freed: back to the system before the analysis
@@ -477,47 +491,58 @@ def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
     return kernels[col == gpu_key]
 
 
+def _gpu_devices(report: Report, gpu_key: str) -> pd.DataFrame:
+    """The ``devices`` rows of one GPU. Raises ``KeyError`` for a GPU key the report does not have."""
+    hit = (report.devices["gpu_key"] == gpu_key).to_numpy(bool)
+    if not hit.any():
+        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
+    return where(report.devices, hit)
+
+
+def _of_processes(frame: pd.DataFrame, pids: tuple, anyone: bool = False) -> pd.DataFrame:
+    """The rows of ``frame`` whose ``pid`` is one of ``pids`` (``anyone``: and those of no process,
+    pid < 0), with a fresh index."""
+    if frame.empty:
+        return frame.reset_index(drop=True)
+    pid = frame["pid"].to_numpy(np.int64)
+    return where(frame, np.isin(pid, pids) | (pid < 0) if anyone else np.isin(pid, pids))
+
+
 def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
     """The part of :func:`gpu_trace` that finding one GPU's iterations reads (kernels, NVTX,
     runtime calls and untraced rows of its processes; no copies, overhead or warnings), cut
     cheaply: the runtime calls in the frame's order. Raises ``KeyError`` for an unknown GPU key."""
-    devs = report.devices[report.devices["gpu_key"] == gpu_key]
-    if devs.empty:
-        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
-    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
-    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
+    devs = _gpu_devices(report, gpu_key)
+    pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
     return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
                     kernels=_gpu_rows(report.kernels, gpu_key), copies=report.copies.iloc[:0],
                     runtime=report.runtime.iloc[report.runtime_rows(pids)],
-                    nvtx=report.nvtx[report.nvtx["pid"].isin(pids)], untraced=untraced)
+                    nvtx=report.nvtx[np.isin(report.nvtx["pid"].to_numpy(np.int64), pids)],
+                    untraced=_of_processes(report.untraced, pids, True))
 
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
     share the physical GPU are unioned, a MIG instance is its own GPU; streams stay per
     process). Raises ``KeyError`` for a GPU key the report does not have."""
-    devs = report.devices[report.devices["gpu_key"] == gpu_key]
-    if devs.empty:
-        raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
-    pids = tuple(sorted(set(int(p) for p in devs["pid"])))
+    devs = _gpu_devices(report, gpu_key)
+    pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
     kernels = _gpu_rows(report.kernels, gpu_key)
-    copies = report.copies[report.copies["gpu_key"] == gpu_key] if not report.copies.empty else report.copies
-    runtime = _in_start_order(report.runtime.iloc[report.runtime_rows(pids)])
-    nvtx = report.nvtx[report.nvtx["pid"].isin(pids)]
-    overhead = report.overhead[report.overhead["pid"].isin(pids)]
-    untraced = report.untraced[report.untraced["pid"].isin(pids) | (report.untraced["pid"] < 0)]
-    models = sorted({m for m in devs["gpu_model"] if m})
-    notes = sorted({n for n in devs["model_note"] if n})
+    copies = where(report.copies, (report.copies["gpu_key"] == gpu_key).to_numpy(bool)) \
+        if not report.copies.empty else report.copies.reset_index(drop=True)
+    runtime = _in_start_order(rows(report.runtime, report.runtime_rows(pids)))
+    models = sorted({m for m in devs["gpu_model"].tolist() if m})
+    notes = sorted({n for n in devs["model_note"].tolist() if n})
     return GpuTrace(
         report=report.path, gpu_key=gpu_key, pids=pids,
-        device_ids=tuple(sorted(set(int(d) for d in devs["device_id"]))),
+        device_ids=tuple(sorted(set(devs["device_id"].to_numpy(np.int64).tolist()))),
         gpu_model=models[0] if models else "",
-        kernels=kernels.reset_index(drop=True), copies=copies.reset_index(drop=True),
-        runtime=runtime.reset_index(drop=True), nvtx=nvtx.reset_index(drop=True),
+        kernels=kernels.reset_index(drop=True), copies=copies,
+        runtime=runtime, nvtx=_of_processes(report.nvtx, pids),
         warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
         + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
-        model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].all()),
-        sms=int(devs["sms"].max()), board_sms=int(devs["board_sms"].max()),
-        overhead=overhead.reset_index(drop=True), untraced=untraced.reset_index(drop=True),
+        model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].to_numpy(bool).all()),
+        sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
+        overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
     )
