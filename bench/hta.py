@@ -13,8 +13,9 @@ holding that one trace. For each trace the script records
   HTA's number;
 * time per trace, whole process (HTA: its venv's python running the analysis; ours: ``python -m
   pipeline.cli run FILE --window span --no-cache``) and in process (HTA: ``TraceAnalysis`` +
-  ``get_temporal_breakdown``; ours: ``load_kineto`` + ``gpu_trace`` + ``analyse_gpu``), best of
-  ``--repeat`` runs;
+  ``get_temporal_breakdown``; ours: ``load_kineto`` + ``gpu_trace`` + ``analyse_gpu``): whole process
+  best of ``--repeat`` runs; in process best of :data:`IN_PROCESS_ROUNDS` rounds in each of HTA's
+  ``--repeat`` processes, and of as many rounds of ours in this process;
 * memory on a large generated trace (issue 15: peak memory <= 1.5x the uncompressed JSON): a trace of
   ``--big-kernels`` kernels (default 820k: about 1.06 GB of JSON, 4.1M events) written by
   :func:`pipeline.synth.kineto.generate_scaled_trace` once into ``bench/data/`` (again when missing), and
@@ -49,6 +50,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 HTA_VERSION = "0.5.0"
 HTA_VENV = os.path.join(HERE, ".venv-hta")
+#: Issue 15's target: ours at least this many times faster than HTA's load + analysis, in process, per trace.
+SPEED_TARGET = 2.0
 KINETO = os.path.join(os.path.dirname(REPO), "shared", "kineto")
 DATA = os.path.join(HERE, "data")
 #: Kernels of the large generated trace: 820k is about 1.06 GB of JSON (issue 15 asks for >= 1 GB).
@@ -66,9 +69,17 @@ analysis = TraceAnalysis(trace_dir=sys.argv[1])
 t2 = time.perf_counter()
 df = analysis.get_temporal_breakdown(visualize=False)
 t3 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "analysis_s": t3 - t2,
-                  "rows": json.loads(df.to_json(orient="records"))}))
+best = t3 - t1
+for _ in range(int(sys.argv[2]) - 1):  # more in-process rounds, best kept; their time is not the whole process's
+    a = time.perf_counter()
+    TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)
+    best = min(best, time.perf_counter() - a)
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "analysis_s": t3 - t2, "best_in_process_s": best,
+                  "extra_s": time.perf_counter() - t3, "rows": json.loads(df.to_json(orient="records"))}))
 """
+
+#: In-process rounds per trace, for HTA and for ours (best kept): a small trace takes milliseconds.
+IN_PROCESS_ROUNDS = 5
 
 
 def log(text: str) -> None:
@@ -85,17 +96,20 @@ def hta_python() -> str:
     return py
 
 
-def run_hta(py: str, trace: str) -> dict:
-    """HTA on a folder holding only ``trace``: its JSON plus ``wall_s``, the whole process."""
+def run_hta(py: str, trace: str, rounds: int = 1) -> dict:
+    """HTA on a folder holding only ``trace``: its JSON plus ``wall_s``, the whole process (start, import,
+    one load + analysis, exit), and ``best_in_process_s``, the best of ``rounds`` load + analysis rounds
+    in that process (the extra rounds' time is taken out of ``wall_s``)."""
     with tempfile.TemporaryDirectory(prefix="hta-") as folder:
         os.symlink(trace, os.path.join(folder, os.path.basename(trace)))
         t0 = time.perf_counter()
-        proc = subprocess.run([py, "-c", HTA_SCRIPT, folder], check=False, capture_output=True, text=True, cwd=folder)
+        proc = subprocess.run([py, "-c", HTA_SCRIPT, folder, str(rounds)], check=False, capture_output=True,
+                              text=True, cwd=folder)
         wall = time.perf_counter() - t0
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["wall_s"] = wall
+    out["wall_s"] = wall - out["extra_s"]
     return out
 
 
@@ -319,14 +333,15 @@ def hta_tables(traces_dir: str, repeat: int) -> list[str]:
     timing = ["", "## Time per trace (s)", "",
               "| trace | HTA whole process | ours whole process | speed-up | HTA load + analysis in process | "
               "ours load + analysis in process | speed-up |", "|---|---|---|---|---|---|---|"]
+    speedups, imports = {}, []
     for trace in traces:
         name = os.path.basename(trace)
         log(f"bench: {name}")
-        hta = [run_hta(py, trace) for _ in range(repeat)]
+        hta = [run_hta(py, trace, IN_PROCESS_ROUNDS) for _ in range(repeat)]
         if any("error" in h for h in hta):
             lines.append(f"| `{name}` | | HTA failed: {next(h['error'] for h in hta if 'error' in h)} | | |")
             continue
-        ours = [run_ours(trace) for _ in range(repeat)]
+        ours = [run_ours(trace) for _ in range(repeat * IN_PROCESS_ROUNDS)]  # as many rounds as HTA's
         walls = [ours_wall(trace) for _ in range(repeat)]
         ours_idle = ours[0]["rows"][0]["idle_ns"]
         hta_idle = round(hta[0]["rows"][0]["idle_time(us)"] * 1000)
@@ -336,13 +351,22 @@ def hta_tables(traces_dir: str, repeat: int) -> list[str]:
         lines.append(f"| `{name}` | {fmt_ms(ours_idle)} | {fmt_ms(hta_idle)} | {chain} | "
                      f"{'yes' if steps[-1][1] == hta_idle else f'no ({fmt_ms(steps[-1][1] - hta_idle)} apart)'} |")
         h_wall = min(h["wall_s"] for h in hta)
-        h_in = min(h["load_s"] + h["analysis_s"] for h in hta)
+        h_in = min(h["best_in_process_s"] for h in hta)
         o_wall, o_in = min(walls), min(o["in_process_s"] for o in ours)
         timing.append(f"| `{name}` | {h_wall:.2f} | {o_wall:.2f} | {h_wall / o_wall:.1f}x | {h_in:.3f} | {o_in:.3f} | "
                       f"{h_in / o_in:.1f}x |")
-    return lines + timing + [
-        "", "HTA's whole process includes importing HTA (about 2 s of its time); ours includes starting "
-        "`gpu-idle run` (Dask not started: one report is analysed in process) and writing its outputs."]
+        speedups[name] = h_in / o_in
+        imports.append(min(h["import_s"] for h in hta))
+    target = []
+    if speedups:
+        worst = min(speedups, key=speedups.get)
+        met = speedups[worst] >= SPEED_TARGET
+        target = ["", f"Target (issue 15): ours >= {SPEED_TARGET:g}x faster than HTA's load + analysis in process on every "
+                  f"trace: **{'met' if met else 'missed'}**, the least {speedups[worst]:.1f}x (`{worst}`)."]
+    return lines + timing + target + [
+        "", f"HTA's whole process includes importing HTA ({min(imports, default=0):.2f} s at best in this run); ours "
+        "includes starting `gpu-idle run` (Python, pandas, numpy and pyarrow: see bench/RESULTS.md, section 0; Dask "
+        "is not started for one report) and writing its outputs."]
 
 
 def main(argv=None) -> int:
@@ -364,7 +388,10 @@ def main(argv=None) -> int:
     partial = args.quick or args.skip_big or args.big_only or args.repeat < 3 or args.big_kernels != BIG_KERNELS
     out = args.out or (os.path.join(DATA, "RESULTS-hta-partial.md") if partial else os.path.join(HERE, "RESULTS-hta.md"))
     lines = [f"# gpu-idle vs HTA {HTA_VERSION} on PyTorch profiler traces", "",
-             f"Machine: {os.cpu_count()} CPUs; best of {args.repeat} runs. `python bench/hta.py` (issue 15). HTA: "
+             f"Machine: {os.cpu_count()} CPUs; whole process best of {args.repeat} runs, in process best of "
+             f"{IN_PROCESS_ROUNDS} rounds in each of HTA's processes (ours: of as many rounds, "
+             f"{args.repeat * IN_PROCESS_ROUNDS}). "
+             "`python bench/hta.py` (issue 15). HTA: "
              "`TraceAnalysis(trace_dir=D).get_temporal_breakdown(visualize=False)`, one trace per folder, in "
              "`bench/.venv-hta`. Ours: `--window span` (the whole span of the GPU's kernels).", ""]
     if not args.big_only:
