@@ -387,7 +387,13 @@ def main(argv=None) -> int:
         parser.error("--skip-big and --big-only leave nothing to run")
     partial = args.quick or args.skip_big or args.big_only or args.repeat < 3 or args.big_kernels != BIG_KERNELS
     out = args.out or (os.path.join(DATA, "RESULTS-hta-partial.md") if partial else os.path.join(HERE, "RESULTS-hta.md"))
+    started, load_start = time.time(), os.getloadavg()
+    git = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True,
+                         text=True).stdout.strip() or "?"
     lines = [f"# gpu-idle vs HTA {HTA_VERSION} on PyTorch profiler traces", "",
+             f"Written by `bench/hta.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, code at "
+             f"`{git}`); load average (1/5/15 min) at the start {'/'.join(f'{x:.1f}' for x in load_start)} "
+             "(anything well above 0: other work shared the CPUs). "
              f"Machine: {os.cpu_count()} CPUs; whole process best of {args.repeat} runs, in process best of "
              f"{IN_PROCESS_ROUNDS} rounds in each of HTA's processes (ours: of as many rounds, "
              f"{args.repeat * IN_PROCESS_ROUNDS}). "
@@ -403,6 +409,8 @@ def main(argv=None) -> int:
         with open(os.path.join(DATA, "results-hta-big.json.tmp"), "w", encoding="utf-8") as fh:
             json.dump(figures, fh, indent=1)
         os.replace(os.path.join(DATA, "results-hta-big.json.tmp"), os.path.join(DATA, "results-hta-big.json"))
+    lines += ["", f"Took {time.time() - started:.0f} s; load average at the end "
+              f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}."]
     text = "\n".join(lines + [""])
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out + ".tmp", "w", encoding="utf-8") as fh:

@@ -492,8 +492,9 @@ def _build(cls, data: dict, where: str, section: str):
         return _adapter(cls).validate_python(data)
     except ValidationError as exc:
         raise ConfigError(f"{where}: " + "; ".join(_problem(e, section) for e in exc.errors())) from None
-    except ConfigError as exc:  # a dataclass's own check (__post_init__)
-        raise ConfigError(f"{where}: {section}: {exc}") from exc
+    except ConfigError as exc:  # a dataclass's own check (__post_init__); its text may name the key already
+        named = str(exc).startswith(f"{section}.")
+        raise ConfigError(f"{where}: {exc}" if named else f"{where}: {section}: {exc}") from exc
 
 
 def config_from_dict(data: dict, where: str = "<config>") -> Config:

@@ -127,6 +127,30 @@ def test_sync_gap_says_what_it_waited_for(tmp_path):
         assert {g["start_ns"]: g["sync_waited_for"] for g in roster} == want
 
 
+def test_a_sync_gap_did_not_wait_for_a_copy_that_started_after_it(tmp_path):
+    # Two exports of one shape (as in a real PyTorch trace: a cudaDeviceSynchronize of 158 ms over
+    # several gaps): gemm_a [0,2) gap [2,12) gemm_b [12,30) ms on stream 7; the call [1,25) covers the
+    # whole gap (sync). A 2 MiB device-to-device copy [20,21) runs after the gap, while gemm_b runs:
+    #  - alone, it is not what the gap waited for: the call began while gemm_a ran -> gemm_a;
+    #  - with a 4 KiB copy [5,6) inside the gap too, that one (in flight during call and gap).
+    # Before: the copy that ended last during the whole call, [20,21), in both.
+    for inside, want in ((False, {"what": "kernel", "name": "gemm_a", "end_ns": 2 * MS}),
+                         (True, {"what": "memcpy", "direction": "DtoD", "bytes": 4096, "host_memory": None,
+                                 "start_ns": 5 * MS, "end_ns": 6 * MS})):
+        w = ExportWriter(str(tmp_path / f"long_sync_{inside}.sqlite"))
+        w.kernel(pid=10, device=0, stream=7, start=0, end=2 * MS, name="gemm_a")
+        w.kernel(pid=10, device=0, stream=7, start=12 * MS, end=30 * MS, name="gemm_b")
+        w.runtime(10, 11, 1 * MS, 25 * MS, "cudaDeviceSynchronize_v3020")
+        w.memcpy(10, 0, 8, 20 * MS, 21 * MS, copy_kind=8, nbytes=2 << 20, src_kind=2, dst_kind=2)
+        if inside:
+            w.memcpy(10, 0, 8, 5 * MS, 6 * MS, copy_kind=8, nbytes=4096, src_kind=2, dst_kind=2)
+        w.close()
+        rep = load_report(w.path)
+        res = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {})
+        for roster in (res.roster, res.device_roster):
+            assert [(g["start_ns"], g["category"], g["sync_waited_for"]) for g in roster] == [(2 * MS, "sync", want)]
+
+
 def test_only_sync_gaps_say_what_they_waited_for(tmp_path):
     # gemm [0,1) gap [1,11) gemm [11,12): no call at all -> cpu, and no sync_waited_for
     w = ExportWriter(str(tmp_path / "cpu.sqlite"))

@@ -170,7 +170,7 @@ def test_worker_memory_limit_too_small_is_refused(tmp_path):
     from pipeline.config import ConfigError
     path = tmp_path / "small.yaml"
     path.write_text("dask: {memory_limit: 300MiB}\n")
-    with pytest.raises(ConfigError, match=r"small.yaml: dask: dask.memory_limit '300MiB' is below 512 MiB"):
+    with pytest.raises(ConfigError, match=r"small.yaml: dask.memory_limit '300MiB' is below 512 MiB"):
         load_config([path])
     assert load_config([], {"dask": {"memory_limit": "4GiB"}}).dask.memory_limit == "4GiB"
 

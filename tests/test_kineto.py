@@ -358,7 +358,7 @@ def test_older_traces_capital_categories_string_tids_no_metadata(tmp_path):
     assert report.copies[["kind", "copy_kind", "src_kind", "dst_kind"]].values.tolist() == [
         ["memcpy", 2, 2, 0], ["memset", -1, -1, -1]]   # DtoH, device (2) -> pageable (0), as an export numbers them
     assert report.nvtx["text"].tolist() == ["ProfilerStep#1"] and report.runtime["tid"].tolist() == [77]
-    assert report.devices["model_note"].tolist() == ["export names no GPU (the trace has no deviceProperties)"]
+    assert report.devices["model_note"].tolist() == ["trace names no GPU (it has no deviceProperties)"]
     assert report.meta == {"format": "kineto"}
     # W = [110, 1,320 µs): 1,210,000; busy 40,000 + 20,000; the memset [200, 202) µs is copy-only: 2,000
     row = result.row

@@ -437,7 +437,7 @@ def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> li
             starts and ends in ns).
     Returns:
         Per gap: None, or for the sync run overlapping the gap most ``[s0, s1)``: the copy in
-        flight during it that ends last (``{"what": "memcpy", "direction": "HtoD"|"DtoH"|...,
+        flight during both that run and the gap that ends last (``{"what": "memcpy", "direction": "HtoD"|"DtoH"|...,
         "bytes", "host_memory": "pageable"|"pinned"|"unknown"|None (no host side), "start_ns",
         "end_ns"}``, or ``{"what": "memset", "bytes", "start_ns", "end_ns"}``); else, when the call
         began before the gap (while the GPU still ran), the kernel before the gap
@@ -459,7 +459,9 @@ def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> li
             continue
         i = int(np.argmax(overlap))
         s0, s1 = int(run_s[i]), int(run_e[i])
-        in_flight = np.flatnonzero((cs < s1) & (ce > s0))
+        # in flight while the call waited *and* the stream was idle: a copy that only starts after the
+        # gap ended (the call outlived the gap) is not what this gap waited for
+        in_flight = np.flatnonzero((cs < min(s1, g1)) & (ce > max(s0, g0)))
         if in_flight.size:
             waited[at] = int(in_flight[np.argmax(ce[in_flight])])  # the first of the latest-ending ones
         elif s0 < g0:

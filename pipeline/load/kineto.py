@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..inputs.gzip_size import GZIP_MAGIC, inflated_size
-from ..model import (COPY_DIRECTIONS, MEM_KINDS, NO_GPU_NAMED, ProfileError, Report, RowWarning, WarningCode,
+from ..model import (COPY_DIRECTIONS, MEM_KINDS, ProfileError, Report, RowWarning, WarningCode,
     no_overhead)
 from .caveats import lost_launches
 from .columns import normalise_api_name
@@ -73,6 +73,9 @@ CATEGORIES = {
 KIND_LABELS = {KERNEL: "kernel events", RUNTIME: "cuda_runtime events", MEMCPY: "gpu_memcpy events",
                MEMSET: "gpu_memset events", ANNOTATION: "user_annotation ranges"}
 STEP = re.compile(r"ProfilerStep#\d+")
+#: A device's ``model_note`` (quoted in ``rate_source``) when the trace has no ``deviceProperties``: the
+#: trace's own wording of :data:`pipeline.model.NO_GPU_NAMED`.
+TRACE_NAMES_NO_GPU = "trace names no GPU (it has no deviceProperties)"
 #: Events decoded per batch: a batch's structs (~0.5 KB an event) are its transient memory; ~2k keep that
 #: to ~1 MB while per-batch costs (a few Arrow calls) stay under 0.3 µs an event.
 BATCH = 2_048
@@ -526,7 +529,7 @@ def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
         if model:
             note = ""
         elif props is None:
-            note = f"{NO_GPU_NAMED} (the trace has no deviceProperties)"
+            note = TRACE_NAMES_NO_GPU
         else:
             note = f"the trace's deviceProperties do not name device {dev} (ids {sorted(table)})"
         rows.append({"pid": pid, "device_id": dev, "gpu_key": f"pid{pid}/dev{dev}", "gpu_model": model, "uuid": "",
