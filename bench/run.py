@@ -547,14 +547,21 @@ def fleet_ceiling(folder: str, rounds: int = 2, one_process: bool = True) -> dic
     return {"one_s": min(one), "two_s": min(two), "ratio": min(one) / min(two)}
 
 
-def fleet(n: int, rounds: int = 2) -> dict:
-    folder = os.path.join(DATA, f"fleet{n}")
+def ensure_fleet(name: str, n: int, pattern: str, first_seed: int, params: dict, what: str) -> str:
+    """``bench/data/<name>``, holding ``n`` reports named ``pattern.format(i)``, report ``i`` generated
+    (:func:`ensure_report`) with seed ``first_seed + i`` and ``params`` unless already there. Returns the folder."""
+    folder = os.path.join(DATA, name)
     made = 0.0
     for i in range(n):
-        _, t = ensure_report(os.path.join(folder, f"job{i:03d}.sqlite"), seed=1000 + i, **FLEET)
+        _, t = ensure_report(os.path.join(folder, pattern.format(i)), seed=first_seed + i, **params)
         made += t or 0.0
     if made:
-        log(f"bench: generated fleet of {n} reports in {made:.1f} s")
+        log(f"bench: generated {what} {n} reports in {made:.1f} s")
+    return folder
+
+
+def fleet(n: int, rounds: int = 2) -> dict:
+    folder = ensure_fleet(f"fleet{n}", n, "job{:03d}.sqlite", 1000, FLEET, "fleet of")
     gpu_idle = os.path.join(os.path.dirname(sys.executable), "gpu-idle")
     runs = {"workers1": [], "workers2": [], "rerun": []}
     order = [("workers1", 1, "1"), ("workers2", 2, "2")] * rounds + [("rerun", 2, "2")]
@@ -593,13 +600,7 @@ def fleet_small(n: int, rounds: int = 2) -> dict:
     machine's two-process ceiling for the same per-report work (:func:`fleet_ceiling`, no Dask),
     alternating, best of ``rounds`` each. ``ratio`` = Dask / ceiling; ``overhead_ms`` = the extra wall
     time per report, what the scheduler (and the run's own start, discovery and reduce) cost a task."""
-    folder = os.path.join(DATA, f"fleet-small{n}")
-    made = 0.0
-    for i in range(n):
-        _, t = ensure_report(os.path.join(folder, f"job{i:04d}.sqlite"), seed=5000 + i, **FLEET_SMALL)
-        made += t or 0.0
-    if made:
-        log(f"bench: generated {n} small reports in {made:.1f} s")
+    folder = ensure_fleet(f"fleet-small{n}", n, "job{:04d}.sqlite", 5000, FLEET_SMALL, "small")
     gpu_idle = os.path.join(os.path.dirname(sys.executable), "gpu-idle")
     dask, two = [], []
     for _ in range(rounds):
