@@ -13,6 +13,7 @@ this module only formats:
 """
 from __future__ import annotations
 
+import functools
 import html as html_lib
 import io
 import os
@@ -83,7 +84,10 @@ CAVEAT_MEANINGS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def _env() -> Environment:
+    """The page's Jinja environment, made once per process: it keeps its compiled templates
+    (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
     return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms)
 
 

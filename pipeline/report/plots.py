@@ -92,11 +92,12 @@ def _plain_text(plot):
     return drawn
 
 
-def _svg(fig: Figure, name: str) -> str:
-    """``fig`` as an inline ``<svg>`` element (no XML prolog), ids salted with ``name``."""
+def _svg(fig: Figure, name: str, tight: bool = True) -> str:
+    """``fig`` as an inline ``<svg>`` element (no XML prolog), ids salted with ``name``; ``tight``:
+    cropped to what is drawn (one more drawing pass), else the figure as laid out."""
     buf = io.StringIO()
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+        fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None, metadata={"Date": None})
     text = buf.getvalue()
     start = text.find("<svg")
     svg = text[start:]
@@ -278,6 +279,11 @@ def fleet_trend(nights: list[dict]) -> str:
 #: Colours of the GPU page's copy lanes, by direction; other directions are grey.
 COPY_COLOURS = {"HtoD": "#17becf", "DtoH": "#aec7e8", "DtoD": "#98df8a", "PtoP": "#c49c94", "memset": "#dbdb8d"}
 OTHER_COPY_COLOUR = "#b0b0b0"
+#: The GPU page's timeline: height of a lane, width of a lane label's character at 8 pt (DejaVu Sans'
+#: widest common glyphs, so a label is never cut), legend columns (inches, inches, count).
+LANE_INCH = 0.34
+LANE_LABEL_INCH = 0.075
+LEGEND_COLUMNS = 8
 #: Kept and excluded iterations on the GPU page.
 KEPT_COLOURS = ("#cfd8e3", "#e8e8e8")
 EXCLUDED_COLOUR = "#f4c7c3"
@@ -296,7 +302,9 @@ def _spans_path(spans, y: float, height: float) -> Path:
 def _bars(ax, spans, y: float, height: float, colour: str, **kw) -> None:
     """Draw ``spans`` (``[[x0, x1], ...]`` in axis units) as bars of one colour on one row."""
     if spans:
-        ax.add_patch(PathPatch(_spans_path(spans, y, height), facecolor=colour, edgecolor="none", **kw))
+        # add_artist, not add_patch: the limits are set by the caller, so the bars need not update
+        # the data limits (a third of the drawing's time on a page with many lanes).
+        ax.add_artist(PathPatch(_spans_path(spans, y, height), facecolor=colour, edgecolor="none", **kw))
 
 
 @_plain_text
@@ -316,7 +324,26 @@ def gpu_lanes(view: dict) -> str:
     lanes = view["lanes"]
     rows = ["iterations", "device gaps"] + [lane["label"] for lane in lanes]
     n = len(rows)
-    fig = Figure(figsize=(WIDTH, 0.34 * n + 1.6), layout="constrained")
+    # the legend's entries, known before drawing: the figure's margins depend on how many rows it has
+    bands = [cat for cat in (*CATEGORIES, *CAVEATS) if view["gaps"].get(cat)]  # one band each, category order
+    seen, directions = list(bands), []
+    for lane in lanes:
+        if lane["kind"] == "copy" and lane["direction"] not in (d for d, _ in directions):
+            directions.append((lane["direction"], COPY_COLOURS.get(lane["direction"], OTHER_COPY_COLOUR)))
+        seen += [cat for cat in lane.get("gaps", {}) if cat not in seen]
+    handles = [Patch(color=KERNEL_COLOUR, label="kernels")] + [
+        Patch(color=colour, label=direction) for direction, colour in directions] + [
+        Patch(color=CATEGORY_COLOURS[c], label=f"{c} gap") for c in seen if c in CATEGORY_COLOURS] + [
+        Patch(facecolor=EXCLUDED_COLOUR, hatch="//", label="excluded iteration")]
+    # A fixed layout (margins from the labels' lengths; no layout engine, no tight crop): the figure
+    # is drawn once, not three times, and a page per GPU of the whole fleet is drawn every night.
+    left = LANE_LABEL_INCH * max(len(r) for r in rows) + 0.25
+    bottom = 0.75 + 0.24 * -(-len(handles) // LEGEND_COLUMNS)
+    above = 0.4  # the title
+    height = LANE_INCH * n + bottom + above
+    fig = Figure(figsize=(WIDTH, height))
+    fig.subplots_adjust(left=min(left, WIDTH / 2) / WIDTH, right=1 - 0.35 / WIDTH, bottom=bottom / height,
+                        top=1 - above / height)
     ax = fig.add_subplot()
     (c0, c1), (w0, w1) = view["context"], view["window"]
     top = lambda i: n - 1 - i  # noqa: E731 - row i's bottom, first row on top
@@ -334,24 +361,16 @@ def gpu_lanes(view: dict) -> str:
             ax.text((x0 + x1) / 2, top(0) + 0.5, f"#{index}" + (f" {reason.split(' ')[0]}" if reason else ""),
                     ha="center", va="center", fontsize=7, color="#333", clip_on=True)
     # one band per category present, so a category is seen wherever it is, however dense the gaps
-    seen = [cat for cat in (*CATEGORIES, *CAVEATS) if view["gaps"].get(cat)]
-    band = 0.7 / max(len(seen), 1)
-    for j, cat in enumerate(seen):
+    band = 0.7 / max(len(bands), 1)
+    for j, cat in enumerate(bands):
         _bars(ax, view["gaps"][cat], top(1) + 0.85 - (j + 1) * band, band, CATEGORY_COLOURS[cat])
     for x, number in view["numbers"]:
         ax.text(x, top(1) + 0.5, str(number), ha="center", va="center", fontsize=7, fontweight="bold", color="#111",
                 clip_on=True)
-    directions = []
     for i, lane in enumerate(lanes, 2):
-        if lane["kind"] == "copy":
-            colour = COPY_COLOURS.get(lane["direction"], OTHER_COPY_COLOUR)
-            directions.append((lane["direction"], colour))
-        else:
-            colour = KERNEL_COLOUR
+        colour = COPY_COLOURS.get(lane["direction"], OTHER_COPY_COLOUR) if lane["kind"] == "copy" else KERNEL_COLOUR
         for cat, spans in lane.get("gaps", {}).items():
             _bars(ax, spans, top(i) + 0.05, 0.2, CATEGORY_COLOURS.get(cat, SLIVER_COLOUR))
-            if cat not in seen:
-                seen.append(cat)
         _bars(ax, lane["spans"], top(i) + 0.25, 0.6, colour)
     for x in (w0, w1):
         ax.axvline(x, color="#1f4e79", linestyle="--", linewidth=1)
@@ -362,10 +381,7 @@ def gpu_lanes(view: dict) -> str:
     ax.set_xlabel(view.get("xlabel", "seconds from the capture start (as the Nsight Systems timeline shows them)")
                   + "; dashed lines: the analysis window, grey: the context around it")
     ax.set_title(view["title"], fontsize=10, loc="left")
-    handles = [Patch(color=KERNEL_COLOUR, label="kernels")] + [
-        Patch(color=colour, label=direction) for direction, colour in directions] + [
-        Patch(color=CATEGORY_COLOURS[c], label=f"{c} gap") for c in seen if c in CATEGORY_COLOURS] + [
-        Patch(facecolor=EXCLUDED_COLOUR, hatch="//", label="excluded iteration")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 8), frameon=False, fontsize=8)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.05 / height),
+               ncol=min(len(handles), LEGEND_COLUMNS), frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig, "gpu-lanes")
+    return _svg(fig, "gpu-lanes", tight=False)
