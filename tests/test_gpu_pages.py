@@ -602,3 +602,29 @@ def test_capture_zero_says_why_seconds_are_on_the_reports_clock():
     assert gpu_page.clock_words("s3://b/k/x.JSON")["noun"] == "trace"
     assert gpu_page.clock_words("/a/x.sqlite")["noun"] == gpu_page.clock_words("/a/x.nsys-rep")["noun"] == "export"
 
+
+
+def test_the_report_task_draws_the_page_timelines_ahead(profiles, tmp_path):
+    """A per-report task given a plot cache (the nightly sweep's) draws each written GPU's page
+    timeline there from the file it just wrote; the page rendered later finds exactly that drawing,
+    and it is the drawing made without any cache."""
+    from pipeline.config import load_config
+    from pipeline.engine.tasks import report_task
+    from pipeline.report import plots
+
+    cfg = load_config([])
+    path = str(profiles / "train_h100_2gpu_nccl.sqlite")
+    gpu_dir, cache = tmp_path / "gpus", tmp_path / "plots"
+    outcome = report_task(path, cfg.labels_for(path), cfg, str(gpu_dir), None, plots=str(cache))
+    assert outcome.failure is None and outcome.written
+    docs = [json.loads(p.read_text()) for p in sorted(gpu_dir.glob("*.json"))]
+    assert len(docs) == 2                      # pid 144 and pid 145, each with a window
+    drawn = sorted(p.read_text() for p in cache.glob("*.svg"))
+    fresh = sorted(plots.gpu_lanes(gpu_page.timeline_view(
+        d, f"{gpu_page.page_context(d, {'report': 'r', 'record': None})['name']} in train_h100_2gpu_nccl.sqlite"))
+        for d in docs)
+    assert drawn == fresh and len(drawn) == 2
+    before = {p.name: p.stat().st_mtime_ns for p in cache.glob("*.svg")}
+    for d in docs:   # the page takes the drawing from the cache: nothing new is drawn there
+        assert gpu_page.timeline_svg(d, str(cache)) in drawn
+    assert sorted(p.name for p in cache.glob("*.svg")) == sorted(before)

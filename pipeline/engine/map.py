@@ -50,12 +50,15 @@ class Job:
     (``slot``: anything with ``put(results) -> bool``, or None). ``forced``: the agreement of its
     job's GPUs (``{source: Agreement}``) when the job spans several reports and the report's own
     GPUs alone agreed otherwise (:mod:`pipeline.engine.agreement`); None: its GPUs agree among
-    themselves."""
+    themselves. ``plots``: a plot cache folder where the task that writes the report's per-GPU JSON
+    also draws each GPU page's timeline ahead of the report (:func:`~pipeline.engine.tasks.finish_report`;
+    the nightly sweep's ``S/cache/plots``), or None."""
 
     path: str
     labels: dict
     slot: object = None
     forced: dict | None = None
+    plots: str | None = None
 
 
 class InProcess:
@@ -71,7 +74,7 @@ class InProcess:
         """One :class:`ReportOutcome` per job, in order."""
         for job in jobs:
             yield report_task(job.path, job.labels, cfg, gpu_dir, job.slot, self.threads, background_cache=True,
-                              forced=job.forced)
+                              forced=job.forced, plots=job.plots)
 
 
 def _token(text: str) -> str:
@@ -149,7 +152,8 @@ class OnDask:
         slots = [job.slot if self.shares_files else None for job in jobs]
         futures = self.client.map(report_task, [j.path for j in jobs], [j.labels for j in jobs], [cfg] * len(jobs),
                                   [write_dir] * len(jobs), slots, [1] * len(jobs), [False] * len(jobs),
-                                  [j.forced for j in jobs], key=list(by_key), pure=False, retries=cfg.dask.retries)
+                                  [j.forced for j in jobs], [j.plots for j in jobs], key=list(by_key), pure=False,
+                                  retries=cfg.dask.retries)
         with _Watchdog(self, futures):
             for fut in as_completed(futures):
                 job = by_key[fut.key]

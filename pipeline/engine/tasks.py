@@ -28,7 +28,7 @@ from ..load.kineto import is_kineto_path
 from ..load.report import gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report
-from .outputs import write_gpu_docs
+from .outputs import gpu_json_name, write_gpu_docs
 from .reduce import build_fleet, error_row, rosters_of
 
 
@@ -248,7 +248,8 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
                  threads)
 
 
-def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot) -> ReportOutcome:
+def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot,
+                  plots: str | None = None) -> ReportOutcome:
     """Store a report's results in ``slot`` (anything with ``put(results) -> bool``, e.g. a
     :class:`~pipeline.runs.results.ResultSlot`) and write its per-GPU JSON into ``gpu_dir``, where given.
 
@@ -256,7 +257,10 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
     own rows give it (stragglers flagged among the report's GPUs of each job; the reduce
     rewrites the ``_summary`` of a file whose final fleet row differs); only the rows and
     device rosters are kept in the outcome then. If writing fails, the full results stay in
-    the outcome and the client writes them.
+    the outcome and the client writes them. With ``plots`` (a plot cache folder), each written
+    GPU's page timeline is drawn into it from the file just written
+    (:func:`pipeline.report.gpu_page.draw_timelines`): the report finds them drawn, and a fleet's
+    pages are drawn by all the workers instead of one after another by the client.
     """
     if outcome.failure is not None:
         return outcome
@@ -271,11 +275,16 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
         return outcome
     outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan) for r in outcome.results]
     outcome.written, outcome.texts = True, {gpu: text for (_, gpu), text in texts.items()}
+    if plots is not None:
+        from ..report.gpu_page import draw_timelines
+
+        draw_timelines([os.path.join(gpu_dir, gpu_json_name(report, gpu)) for report, gpu in texts], plots)
     return outcome
 
 
 def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None, slot=None,
-                threads: int = 1, background_cache: bool = False, forced: dict | None = None) -> ReportOutcome:
+                threads: int = 1, background_cache: bool = False, forced: dict | None = None,
+                plots: str | None = None) -> ReportOutcome:
     """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then
     :func:`finish_report`.
 
@@ -283,6 +292,7 @@ def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None
     ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
+    ``plots``: see :func:`finish_report`.
     Expected failures come back as ``failure``.
     """
     report = load_task(path, cfg, background_cache)
@@ -291,5 +301,5 @@ def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None
         return ReportOutcome(path=path, failure=keys)
     results = analyse_report(report, keys, cfg, labels, threads, forced)
     del report
-    return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot)
+    return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot, plots)
 

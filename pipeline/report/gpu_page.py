@@ -26,6 +26,7 @@ Policy as the report: inline styles and SVG only, no script, nothing fetched.
 from __future__ import annotations
 
 import functools
+import json
 import os
 
 from jinja2 import Environment
@@ -318,16 +319,38 @@ def page_context(doc: dict, links: dict) -> dict:
     }
 
 
+def timeline_svg(doc: dict, plot_cache: str | None = None) -> str:
+    """The page's timeline (an ``<svg>`` string, :func:`pipeline.report.plots.gpu_lanes`) of the GPU's
+    JSON ``doc``, "" when it has no window; ``plot_cache``: where it is kept by its inputs
+    (:func:`pipeline.report.plots.cached`), None draws it."""
+    if not (doc.get("timeline") or {}).get("window"):
+        return ""
+    name = f"{short_model((doc.get('_summary') or {}).get('gpu_model'))} {doc['gpu_key']}"
+    view = timeline_view(doc, f"{name} in {os.path.basename(str(doc['report']).rstrip('/'))}")
+    return plots.cached(plot_cache, plots.gpu_lanes, view)
+
+
+def draw_timelines(doc_paths: list[str], plot_cache: str) -> int:
+    """Draw the timeline of each GPU JSON file in ``doc_paths`` into ``plot_cache`` (:func:`timeline_svg`),
+    ahead of the report that shows it: what a worker does after writing a report's files. A file
+    that cannot be read or drawn is skipped (the report draws it again and says what is wrong).
+    Returns how many were drawn or found drawn."""
+    done = 0
+    for path in doc_paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                timeline_svg(json.load(fh), plot_cache)
+            done += 1
+        except Exception:  # noqa: BLE001 - only a head start: the report draws (and fails) for real
+            continue
+    return done
+
+
 def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None) -> str:
     """The GPU's page (a complete HTML document) from its JSON ``doc``; ``links``: see
-    :func:`page_context`; ``plot_cache``: where the timeline SVG is kept by its inputs
-    (:func:`pipeline.report.plots.cached`), None draws it."""
+    :func:`page_context`; ``plot_cache``: see :func:`timeline_svg`."""
     ctx = page_context(doc, links)
-    svg = ""
-    if ctx["window"]:
-        view = timeline_view(doc, f"{ctx['name']} in {ctx['report_name']}")
-        svg = plots.cached(plot_cache, plots.gpu_lanes, view)
-    return _env().get_template("gpu.html.j2").render(svg=Markup(svg), **ctx)
+    return _env().get_template("gpu.html.j2").render(svg=Markup(timeline_svg(doc, plot_cache)), **ctx)
 
 
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,

@@ -65,10 +65,12 @@ class OutputFolder:
 
     ``out_dir``: the folder of fleet tables, ``gpus/`` and ``records/``. Subclasses say what
     to print when the inputs are known, how to reuse an earlier identical folder, and what
-    to write besides the run's documents.
+    to write besides the run's documents. ``plots``: the plot cache of the report written with
+    the folder, where the tasks draw the GPU pages' timelines ahead (None: no report, nothing drawn).
     """
 
     out_dir: str
+    plots: str | None = None
 
     def prepare(self) -> None:
         """Check that the folder can be written and remove the temporary files a killed run left
@@ -301,7 +303,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
             return RunResult(fleet=kept, out_dir=folder.out_dir, reports=len(paths) + n_problems,
                              reused=len(stored), kept=True, failed=_failures(kept), skipped=skipped)
     drop_manifest(folder.out_dir)  # the folder is about to change: no old manifest may vouch for it
-    jobs = [Job(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None) for p in todo]
+    jobs = [Job(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
     try:
         outcomes, engine_problem = _analyse(jobs, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log,

@@ -147,6 +147,7 @@ class NightFolder(OutputFolder):
     def __init__(self, state_dir: str, night: str, log=print):
         self.state_dir, self.night, self.log = state_dir, night, log
         self.out_dir = os.path.join(state_dir, "nights", night)
+        self.plots = plot_cache_dir(state_dir)
 
     def on_plan(self, paths, todo, reused) -> None:
         self.log(f"sweep {self.night}: {len(paths)} report(s) found, {reused} unchanged, {len(todo)} to analyse")
@@ -292,7 +293,7 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
     try:
         from ..report.html import write_report
 
-        cache = os.path.join(state_dir, "cache", "plots")
+        cache = plot_cache_dir(state_dir)
         start = time.time()
         path = write_report(state_dir, os.path.join(night_dir, "report.html"), night=night, plot_cache=cache)
         _prune(cache, start - PLOT_CACHE_DAYS * 86400)
@@ -304,6 +305,12 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
 
 #: Days a cached plot (``S/cache/plots``) is kept after it was last used.
 PLOT_CACHE_DAYS = 7
+
+
+def plot_cache_dir(state_dir: str) -> str:
+    """``S/cache/plots``: the report's plots and GPU-page timelines kept by their inputs across nights
+    (:func:`pipeline.report.plots.cached`); the workers draw new GPUs' timelines into it."""
+    return os.path.join(state_dir, "cache", "plots")
 
 
 def _prune(folder: str, before: float) -> None:
