@@ -43,6 +43,23 @@ def test_cap_runs_closes_the_shortest_holes():
     assert [x.tolist() for x in iv.cap_runs(np.array([0, 10, 20]), np.array([5, 15, 25]), 2)] == [[0, 20], [15, 25]]
 
 
+def test_cap_runs_keeps_what_a_stable_sort_keeps():
+    # a second computation: the last k of a stable ascending argsort of the holes, on many small
+    # random lanes with many equal holes (the ties go to the later hole)
+    rng = np.random.default_rng(16)
+    for _ in range(500):
+        n = int(rng.integers(2, 40))
+        starts = np.cumsum(rng.integers(1, 4, n) + rng.integers(0, 3, n))
+        ends = starts + 1
+        cap = int(rng.integers(1, n + 1))
+        holes = starts[1:] - ends[:-1]
+        keep = np.sort(np.argsort(holes, kind="stable")[holes.size - (cap - 1):]) if cap > 1 else np.zeros(0, int)
+        want_s, want_e = np.concatenate(([starts[0]], starts[1:][keep])), np.concatenate((ends[:-1][keep], [ends[-1]]))
+        got_s, got_e = iv.cap_runs(starts, ends, cap)
+        assert got_s.tolist() == (want_s.tolist() if cap < n else starts.tolist())
+        assert got_e.tolist() == (want_e.tolist() if cap < n else ends.tolist())
+
+
 def test_context_range():
     # W = [1000, 3000): 5 % of W = 100 ns either side, or one mean iteration when longer
     assert lanes.context_range(1000, 3000, 0, 500, 5000) == (900, 3100)
