@@ -645,3 +645,21 @@ def test_the_report_task_draws_the_page_timelines_ahead(profiles, tmp_path):
     for d in docs:   # the page takes the drawing from the cache: nothing new is drawn there
         assert gpu_page.timeline_svg(d, str(cache)) in drawn
     assert sorted(p.name for p in cache.glob("*.svg")) == sorted(before)
+
+
+def test_overlapping_iterations_are_drawn_in_two_bands():
+    """A pipelined job's iterations overlap on the GPU (N+1 starts before N ends): the page's
+    iterations row splits into two half bands, alternate iterations in start order, so none hides
+    another; iterations that only touch keep the one full band."""
+    from pipeline.report import plots
+
+    touching = [[1, 0.0, 1.0, ""], [2, 1.0, 2.0, ""], [3, 2.0, 3.0, "outlier x"]]
+    assert not plots.overlapping(touching)
+    assert plots._iteration_rows(touching, 10) == [(touching, 10.15, 0.7)]
+    pipelined = [[2, 0.8, 2.0, ""], [1, 0.0, 1.0, "warm-up"], [3, 1.9, 3.0, ""]]   # 1|2 and 2|3 overlap
+    assert plots.overlapping(pipelined)
+    assert plots._iteration_rows(pipelined, 10) == [
+        ([[1, 0.0, 1.0, "warm-up"], [3, 1.9, 3.0, ""]], 10.5, 0.35), ([[2, 0.8, 2.0, ""]], 10.12, 0.35)]
+    svg = plots.gpu_lanes({"title": "t", "context": [0.0, 3.0], "window": [0.0, 3.0], "marks": pipelined,
+                           "gaps": {}, "numbers": [], "lanes": []})
+    assert svg.count(">#2<") == 1 and svg.count(">#1 warm-up<") == 1

@@ -307,6 +307,23 @@ def _bars(ax, spans, y: float, height: float, colour: str, **kw) -> None:
         ax.add_artist(PathPatch(_spans_path(spans, y, height), facecolor=colour, edgecolor="none", **kw))
 
 
+def overlapping(marks) -> bool:
+    """Whether any two iterations ``[[index, x0, x1, reason], ...]`` overlap on the GPU timeline (a
+    pipelined job: iteration N+1's kernels start before N's last one ends)."""
+    spans = sorted((m[1], m[2]) for m in marks)
+    return any(b0 < a1 for (_, a1), (b0, _) in zip(spans, spans[1:]))
+
+
+def _iteration_rows(marks, bottom: float) -> list[tuple[list, float, float]]:
+    """The iterations' row of the GPU page as ``[(marks, y, height), ...]``: one band of the whole row;
+    when iterations overlap, two half-height bands, alternate iterations (in start order) in each, so
+    no iteration is drawn over another."""
+    if not overlapping(marks):
+        return [(list(marks), bottom + 0.15, 0.7)]
+    ordered = sorted(marks, key=lambda m: (m[1], m[0]))
+    return [(ordered[0::2], bottom + 0.5, 0.35), (ordered[1::2], bottom + 0.12, 0.35)]
+
+
 @_plain_text
 def gpu_lanes(view: dict) -> str:
     """The GPU page's timeline: one row per lane, x in seconds from the capture start.
@@ -350,16 +367,15 @@ def gpu_lanes(view: dict) -> str:
     for x0, x1 in ((c0, w0), (w1, c1)):
         if x1 > x0:
             ax.axvspan(x0, x1, color="#f0f0f0", zorder=0)
-    kept = [m for m in view["marks"] if not m[3]]
-    excluded = [m for m in view["marks"] if m[3]]
-    for parity in (0, 1):
-        _bars(ax, [[m[1], m[2]] for j, m in enumerate(kept) if j % 2 == parity], top(0) + 0.15, 0.7,
-              KEPT_COLOURS[parity])
-    _bars(ax, [[m[1], m[2]] for m in excluded], top(0) + 0.15, 0.7, EXCLUDED_COLOUR, hatch="//")
-    for index, x0, x1, reason in view["marks"]:
-        if (x1 - x0) > (c1 - c0) / 25:
-            ax.text((x0 + x1) / 2, top(0) + 0.5, f"#{index}" + (f" {reason.split(' ')[0]}" if reason else ""),
-                    ha="center", va="center", fontsize=7, color="#333", clip_on=True)
+    for lane, y, h in _iteration_rows(view["marks"], top(0)):
+        kept = [m for m in lane if not m[3]]
+        for parity in (0, 1):
+            _bars(ax, [[m[1], m[2]] for j, m in enumerate(kept) if j % 2 == parity], y, h, KEPT_COLOURS[parity])
+        _bars(ax, [[m[1], m[2]] for m in lane if m[3]], y, h, EXCLUDED_COLOUR, hatch="//")
+        for index, x0, x1, reason in lane:
+            if (x1 - x0) > (c1 - c0) / 25:
+                ax.text((x0 + x1) / 2, y + h / 2, f"#{index}" + (f" {reason.split(' ')[0]}" if reason else ""),
+                        ha="center", va="center", fontsize=7, color="#333", clip_on=True)
     # one band per category present, so a category is seen wherever it is, however dense the gaps
     band = 0.7 / max(len(bands), 1)
     for j, cat in enumerate(bands):
