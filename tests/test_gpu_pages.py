@@ -663,3 +663,46 @@ def test_overlapping_iterations_are_drawn_in_two_bands():
     svg = plots.gpu_lanes({"title": "t", "context": [0.0, 3.0], "window": [0.0, 3.0], "marks": pipelined,
                            "gaps": {}, "numbers": [], "lanes": []})
     assert svg.count(">#2<") == 1 and svg.count(">#1 warm-up<") == 1
+
+
+def test_pages_are_kept_by_their_json_text(profiles, tmp_path):
+    """With a plot cache, a GPU page is kept there by its JSON's text, its links and the code: the
+    next night renders none of an unchanged GPU's pages again and writes the same bytes as a page
+    rendered without any cache; a changed JSON gives a new page."""
+    from pipeline.config import load_config
+    from pipeline.engine.tasks import report_task
+
+    cfg = load_config([])
+    path = str(profiles / "train_h100_2gpu_nccl.sqlite")
+    gpu_dir = tmp_path / "gpus"
+    report_task(path, cfg.labels_for(path), cfg, str(gpu_dir), None)
+    texts = {(json.loads(p.read_text())["report"], json.loads(p.read_text())["gpu_key"]): p.read_text()
+             for p in gpu_dir.glob("*.json")}
+    rows = [(r, g, None) for r, g in sorted(texts)]
+    cache = tmp_path / "plots"
+    night1 = gpu_page.write_gpu_pages(rows, lambda r, g: texts[(r, g)], str(tmp_path / "n1" / "report.html"), str(cache))
+    kept = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert sorted(p.suffix for p in cache.iterdir()) == [".html", ".html", ".svg", ".svg"]
+    renders = []
+    real = gpu_page.render_gpu_page
+    gpu_page.render_gpu_page = lambda *a, **k: renders.append(1) or real(*a, **k)
+    try:
+        night2 = gpu_page.write_gpu_pages(rows, lambda r, g: texts[(r, g)], str(tmp_path / "n2" / "report.html"),
+                                          str(cache))
+        assert renders == []                                   # every page came from the cache
+        fresh = gpu_page.write_gpu_pages(rows, lambda r, g: texts[(r, g)], str(tmp_path / "n3" / "report.html"))
+        assert len(renders) == 2                               # no cache: both rendered
+    finally:
+        gpu_page.render_gpu_page = real
+    assert sorted(p.name for p in cache.iterdir()) == sorted(kept)
+    for key in night1:
+        pages = [(tmp_path / n / night[key]).read_text() for n, night in (("n1", night1), ("n2", night2), ("n3", fresh))]
+        assert pages[0] == pages[1] == pages[2]
+    # the same GPU with another number in its JSON: a new page, not the kept one
+    (r, g), text = sorted(texts.items())[0]
+    doc = json.loads(text)
+    doc["_summary"]["idle_pct"] = 12.5
+    changed = json.dumps(doc)
+    out = gpu_page.write_gpu_pages([(r, g, None)], lambda *_: changed, str(tmp_path / "n4" / "report.html"), str(cache))
+    before, after = (tmp_path / "n1" / night1[(r, g)]).read_text(), (tmp_path / "n4" / out[(r, g)]).read_text()
+    assert after != before and after == gpu_page.render_gpu_page(doc, {"report": "../report.html", "record": None})

@@ -353,6 +353,23 @@ def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None) -> st
     return _env().get_template("gpu.html.j2").render(svg=Markup(timeline_svg(doc, plot_cache)), **ctx)
 
 
+def page_from_json(text: str, links: dict, plot_cache: str | None = None) -> str:
+    """:func:`render_gpu_page` of the GPU JSON ``text`` (what the page cache keys on)."""
+    return render_gpu_page(json.loads(text), links, plot_cache)
+
+
+@functools.lru_cache(maxsize=1)
+def _page_code() -> str:
+    """What a page depends on besides its JSON and links: the pipeline's source and templates
+    (:func:`pipeline.runs.results.code_digest`) and the versions of matplotlib and Jinja."""
+    import jinja2
+    import matplotlib
+
+    from ..runs.results import code_digest
+
+    return f"{code_digest()}-{matplotlib.__version__}-{jinja2.__version__}"
+
+
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
                     plot_cache: str | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
@@ -361,10 +378,12 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
 
     Args:
         rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.
-        docs: ``callable(report, gpu_key) -> dict | None``, the GPU's JSON (None: no page).
+        docs: ``callable(report, gpu_key) -> str | None``, the text of the GPU's JSON (None: no page).
         out_path: the report's path; pages link back to it (``../<its name>``) and to the job's
             medical record there (``../<its name>#<anchor>``).
-        plot_cache: see :func:`render_gpu_page`.
+        plot_cache: see :func:`render_gpu_page`; the whole page is kept there too, by the JSON's text,
+            its links and the pipeline's code (:func:`page_from_json`): a night whose GPUs did not
+            change renders none of their pages again.
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
     """
@@ -372,13 +391,14 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
     back = "../" + os.path.basename(out_path)
     hrefs = {}
     for report, gpu_key, anchor in rows:
-        doc = docs(report, gpu_key)
-        if doc is None:
+        text = docs(report, gpu_key)
+        if text is None:
             continue
         name = gpu_page_name(report, gpu_key)
         links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
         path = os.path.join(folder, name)
-        if _write_if_changed(path, render_gpu_page(doc, links, plot_cache)):
+        page = plots.cached(plot_cache, page_from_json, text, links, plot_cache, code=_page_code(), suffix=".html")
+        if _write_if_changed(path, page):
             _shareable(path)
         hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
     prune(folder, {os.path.basename(h) for h in hrefs.values()}, ".html")

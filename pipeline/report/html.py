@@ -32,7 +32,7 @@ from ..model import CATEGORIES
 from ..report import plots
 from .jinja import environment
 from .medical import md_text, md_unescape
-from .summary import (TOP_FIXES, ReportError, Results, gpu_doc, load_results, ok_rows, record_anchor, records,
+from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchor, records,
     summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
@@ -370,4 +370,4 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
     recs = records(res.run_dir)
     rows = [(str(r), str(g), record_anchor(str(j), recs)) for r, g, j in zip(ok["report"], ok["gpu_key"], ok["job"])]
-    return write_gpu_pages(rows, lambda report, gpu: gpu_doc(res.run_dir, report, gpu), out_path, plot_cache)
+    return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache)

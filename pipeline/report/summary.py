@@ -228,13 +228,19 @@ def job_spread(fleet: pd.DataFrame) -> list[dict]:
 
 def gpu_doc(run_dir: str | None, report: str, gpu_key: str) -> dict | None:
     """The GPU's ``gpus/*.json`` document (roster, timeline, summary), None when absent."""
+    text = gpu_json_text(run_dir, report, gpu_key)
+    return None if text is None else json.loads(text)
+
+
+def gpu_json_text(run_dir: str | None, report: str, gpu_key: str) -> str | None:
+    """The text of the GPU's ``gpus/*.json`` file, None when absent."""
     if not run_dir:
         return None
-    path = os.path.join(run_dir, "gpus", gpu_json_name(report, gpu_key))
-    if not os.path.exists(path):
+    try:
+        with open(os.path.join(run_dir, "gpus", gpu_json_name(report, gpu_key)), encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
         return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 def records(run_dir: str | None) -> dict[str, str]:
