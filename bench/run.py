@@ -851,30 +851,32 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
 
 
 def where_time_goes(r: dict) -> list[str]:
-    """The section that says, from this run's own measurements, where the time of each missed
-    speed target goes: the whole run at each size of 1M kernels and more split into the libraries'
-    import, load, analysis and the rest (the difference), each against the decode floor; what the
+    """The section that says, from the bench's own measurements, where the time of each missed
+    speed target goes: the whole run at each size of 1M kernels and more split into load, analysis
+    and the rest (the difference), each against the decode floor; what the
     2-kernel run spends before its first line of work; what nsys-ai's figure would leave us; the
     small-report fleet's per-report overhead. Markdown lines ([] when no target is missed)."""
     scale, su, ns = r.get("scale", {}), r.get("startup") or {}, r.get("nsysai", {})
     if all(ok is not False for _, _, ok in targets(r)):
         return []
     lines = ["", "## Where the time of the missed targets goes", "",
-             "Every figure below is from this run. *Libraries*: `python -c \"" + LIBRARY_IMPORTS + "\"` (interpreter "
+             "Every figure below is measured by `make bench` (in the run, or the runs, named at the top). *Libraries*: `python -c \"" + LIBRARY_IMPORTS + "\"` (interpreter "
              "start included), what any tool built on them pays first. *Load*, *analysis*: timed inside a fresh "
              "interpreter (section 1). *Reader*: the project's own column reader alone, in a process of its own "
-             "(its interpreter start and pyarrow import included). *The rest*: `gpu-idle run` less the three: our "
-             "own modules' import, hashing the file, writing the columnar cache and the output files, exit.", "",
-             "| kernels | decode floor | `gpu-idle run` | libraries | load | analysis | the rest | reader alone |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "(its interpreter start and pyarrow import included). *The rest*: `gpu-idle run` less load and "
+             "analysis: the interpreter's start and every import (numpy, pyarrow and pandas alone: the "
+             "libraries' figure of section 0), hashing the file, writing the columnar cache and the output "
+             "files, exit.", "",
+             "| kernels | decode floor | `gpu-idle run` | load | analysis | the rest | reader alone |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
     libs = su.get("libraries_s")
     for k in [k for k in ("1M", "2M", "3M", "10M") if k in scale]:
         s = scale[k]
         fl, e2e, ip = s["floor"]["wall_s"], s["e2e"]["wall_s"], s["inproc"]
-        rest = e2e - (libs or 0) - ip["load_s"] - ip["analyse_s"]
+        rest = e2e - ip["load_s"] - ip["analyse_s"]
         cell = lambda x: f"{x:.2f} s ({x / fl:.2f}x)"  # noqa: E731 - s and x the floor
-        lines.append(f"| {s['kernels']:,} | {fl:.2f} s | {cell(e2e)} | {cell(libs) if libs else 'n/a'} | "
-                     f"{cell(ip['load_s'])} | {cell(ip['analyse_s'])} | {cell(rest)} | {cell(s['reader']['wall_s'])} |")
+        lines.append(f"| {s['kernels']:,} | {fl:.2f} s | {cell(e2e)} | {cell(ip['load_s'])} | {cell(ip['analyse_s'])} "
+                     f"| {cell(rest)} | {cell(s['reader']['wall_s'])} |")
     notes = []
     name = next((k for k in ("3M", "2M") if k in scale), None)
     if name is not None:
@@ -1103,10 +1105,12 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                       "machine gave two plain processes in this run (each also paying its own start-up and "
                       "hashing); the rest of the gap to 2x is the CPUs slowing each other down. The Dask runs reach "
                       f"{100 * fl['workers1']['wall_s'] / fl['workers2']['wall_s'] / c['ratio']:.0f} % of it; they "
-                      "also pay, serially, process start and imports (~0.35 s), hashing the inputs and starting "
-                      "the cluster (~0.3 s, workers forked from the client with everything imported) and the "
-                      "fleet tables and records at the end (~0.2 s), and the scheduler takes its share of the "
-                      "two CPUs."]
+                      "also pay, serially in the client, start-up and imports, discovering and hashing the inputs "
+                      "and, at the end, the fleet tables and records"
+                      + (f" ({fl['workers2']['wall_s'] - fl['workers2']['tasks_s']:.1f} s of the 2-worker run: its "
+                         f"wall time less its analysis, {fl['workers2']['tasks_s']:.1f} s by its own progress line)"
+                         if fl["workers2"].get("tasks_s") is not None else "")
+                      + ", and the scheduler takes its share of the two CPUs."]
         lines += ["", "The first two runs start from an empty columnar cache each; the rerun finds the caches "
                   "(and the output folder) of the `--workers 2` run: every report's result is stored and the "
                   "folder's manifest still holds, so it analyses nothing and keeps the folder. `gpu-idle sweep` "
