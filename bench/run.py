@@ -764,7 +764,12 @@ def fmt_ratio(x: float | None) -> str:
 
 
 def status(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("**met**" if ok else "**missed**")
+    """A target's status: met, missed, or not measured (None: the run left out what judges it)."""
+    return "**not measured**" if ok is None else ("**met**" if ok else "**missed**")
+
+
+#: Said of a target whose measurement this run left out (``--sizes``, ``--skip-nsys-ai``, ``--fleet 0``, ...).
+NOT_MEASURED = "not measured in this run"
 
 
 def gb(n: float) -> str:
@@ -786,6 +791,9 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
                     ", ".join(f"{k}: {v:.2f}x ({scale[k]['inproc']['stages_s']:.2f} s vs "
                               f"{scale[k]['floor']['wall_s']:.2f} s)" for k, v in st.items()),
                     all(v <= 1.2 for v in st.values())))
+    else:
+        out += [("whole `gpu-idle run` <= 2x the decode floor at 2M and 3M kernels", NOT_MEASURED + " (no 2M or 3M size)",
+                 None), ("load + analysis in process <= 1.2x the decode floor (2M, 3M)", NOT_MEASURED, None)]
     su = r.get("startup")
     if su:
         v = su["version"]["wall_s"]
@@ -801,6 +809,8 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         out.append(("peak RSS of `gpu-idle run` on 3M kernels <= 600 MB",
                     f"{gb(rss)} ({mib(rss)}; load + analysis in one process {mib(scale['3M']['inproc']['maxrss'])})",
                     rss <= 600e6))
+    else:
+        out.append(("peak RSS of `gpu-idle run` on 3M kernels <= 600 MB", NOT_MEASURED, None))
     if "10M" in scale:
         s10 = scale["10M"]
         rss = s10["e2e"]["tree_rss"]
@@ -811,6 +821,14 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
                     (f" vs {base['e2e_ns_per_kernel']:.0f} at 1M ({per:.2f}x; load + analysis "
                      f"{s10['stages_ns_per_kernel'] / base['stages_ns_per_kernel']:.2f}x)" if base else ""),
                     rss < 2e9 and (per is not None and per <= 1.2)))
+    else:
+        out.append(("10M-kernel report analysed under 2 GB, time per kernel within 1.2x of the 1M figure",
+                    NOT_MEASURED, None))
+    if not ns.get("3M"):
+        out.append(("&gt;= 5x faster than nsys-ai 0.3.0's per-GPU runs summed (cold) at 3M kernels, identical "
+                    "totals", NOT_MEASURED, None))
+    if not ns:
+        out.append(("identical idle and gap totals to nsys-ai at every size", NOT_MEASURED, None))
     if ns:
         at3 = ns.get("3M")
         if at3:
@@ -826,16 +844,26 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         speed = fl["workers1"]["wall_s"] / fl["workers2"]["wall_s"]
         share = speed / fl["ceiling"]["ratio"]
         out.append((f"fleet: 2 workers >= 95 % of this machine's two-process ceiling ({fl['reports']} reports)",
-                    f"{100 * share:.0f} % ({speed:.2f}x of the ceiling's {fl['ceiling']['ratio']:.2f}x)", share >= 0.95))
+                    f"{100 * share:.0f} % ({speed:.2f}x of the ceiling's {fl['ceiling']['ratio']:.2f}x)"
+                    + ("; two plain processes gained nothing over one on this fleet, so the share cannot judge it"
+                       if fl["ceiling"]["ratio"] <= 1 else ""),
+                    share >= 0.95 if fl["ceiling"]["ratio"] > 1 else None))
+    else:
+        out.append(("fleet: 2 workers >= 95 % of this machine's two-process ceiling", NOT_MEASURED, None))
     fs = r.get("fleet_small")
     if fs:
         out.append((f"fleet of {fs['reports']:,} small reports within 1.15x of the two-process ceiling",
-                    f"{fs['ratio']:.2f}x ({fs['run']['wall_s']:.1f} s vs {fs['ceiling_two_s']:.1f} s; scheduler and "
+                    f"{fs['ratio']:.3f}x ({fs['run']['wall_s']:.2f} s vs {fs['ceiling_two_s']:.2f} s; scheduler and "
                     f"run overhead {fs['overhead_ms']:.1f} ms per report)", fs["ratio"] <= 1.15))
+    else:
+        out.append(("fleet of small reports within 1.15x of the two-process ceiling", NOT_MEASURED, None))
+    if not fl:
+        out.append(("unchanged rerun <= 5 % of a full run (kept)", NOT_MEASURED, None))
     if fl:
         if "sweep_next_night" in fl:
             rerun = max(fl["sweep_rerun"]["wall_s"], fl["sweep_next_night"]["wall_s"]) / fl["sweep"]["wall_s"]
-            how = "`gpu-idle sweep` rerun / first sweep, the slower of the same and the next night"
+            how = ("`gpu-idle sweep` rerun / first sweep, the slower of the same and the next night; the first sweep "
+                   "also draws a page per GPU, see section 3")
         else:
             rerun = fl["rerun"]["wall_s"] / fl["workers2"]["wall_s"]
             how = "`gpu-idle run` rerun / first run"
@@ -847,6 +875,8 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         lo = min(vals) if vals else None
         out.append(("planted-gap precision and recall >= 0.95 for every category (kept)",
                     "n/a" if lo is None else f"lowest {lo:.3f}", lo is not None and lo >= 0.95))
+    else:
+        out.append(("planted-gap precision and recall >= 0.95 for every category (kept)", NOT_MEASURED, None))
     return out
 
 
@@ -857,8 +887,13 @@ def where_time_goes(r: dict) -> list[str]:
     2-kernel run spends before its first line of work; what nsys-ai's figure would leave us; the
     small-report fleet's per-report overhead. Markdown lines ([] when no target is missed)."""
     scale, su, ns = r.get("scale", {}), r.get("startup") or {}, r.get("nsysai", {})
-    if all(ok is not False for _, _, ok in targets(r)):
+    missed_names = [name for name, _, ok in targets(r) if ok is False]
+    if not missed_names:
         return []
+
+    def missed(prefix: str) -> bool:
+        return any(name.startswith(prefix) for name in missed_names)
+
     lines = ["", "## Where the time of the missed targets goes", "",
              "Every figure below is measured by `make bench` (in the run, or the runs, named at the top). *Libraries*: `python -c \"" + LIBRARY_IMPORTS + "\"` (interpreter "
              "start included), what any tool built on them pays first. *Load*, *analysis*: timed inside a fresh "
@@ -869,6 +904,8 @@ def where_time_goes(r: dict) -> list[str]:
              "files, exit.", "",
              "| kernels | decode floor | `gpu-idle run` | load | analysis | the rest | reader alone |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
+    if not any(k in scale for k in ("1M", "2M", "3M", "10M")):
+        lines = lines[:4]   # no size of 1M kernels or more in this run: no table
     libs = su.get("libraries_s")
     for k in [k for k in ("1M", "2M", "3M", "10M") if k in scale]:
         s = scale[k]
@@ -879,7 +916,7 @@ def where_time_goes(r: dict) -> list[str]:
                      f"| {cell(rest)} | {cell(s['reader']['wall_s'])} |")
     notes = []
     name = next((k for k in ("3M", "2M") if k in scale), None)
-    if name is not None:
+    if name is not None and (missed("whole `gpu-idle run`") or missed("load + analysis")):
         at = scale[name]
         fl, ip = at["floor"]["wall_s"], at["inproc"]
         load_x, analysis_x = ip["load_s"] / fl, ip["analyse_s"] / fl
@@ -893,7 +930,7 @@ def where_time_goes(r: dict) -> list[str]:
             "than the `sqlite3` shell's `total()` over the same values. Analysis is numpy work over every kernel "
             "and CUDA API call of each GPU (sorts, unions, searches: the profile's top entries).")
     tiny = su.get("tiny")
-    if tiny and libs:
+    if tiny and libs and missed("start-up: `gpu-idle run`"):
         imp = su.get("imports") or {}
         top = ", ".join(f"`{p}` {v:.2f} s" for p, v in list(imp.get("packages", {}).items())[:4])
         notes.append(
@@ -902,7 +939,7 @@ def where_time_goes(r: dict) -> list[str]:
             f"({100 * libs / tiny['wall_s']:.0f} % of the run) before the analysis starts"
             + (f"; by package, the largest imports are {top} (section 0)" if top else "") + ".")
     at3 = ns.get("3M")
-    if at3 and "3M" in scale:
+    if at3 and "3M" in scale and missed("&gt;= 5x faster than nsys-ai"):
         need = at3["cold"]["sum_s"] / 5
         ip, first = scale["3M"]["inproc"], at3["cold"]["runs"][0]
         notes.append(
@@ -913,17 +950,25 @@ def where_time_goes(r: dict) -> list[str]:
             + (", so the target is below what our load alone takes: it needs a faster decode, not a faster analysis."
                if need < ip["load_s"] else "."))
     fl = r.get("fleet")
-    if fl and fl.get("ceiling") and fl["workers2"].get("tasks_s") is not None:
+    if fl and fl.get("ceiling") and fl["workers2"].get("tasks_s") is not None and missed("fleet: 2 workers"):
         w2, two = fl["workers2"], fl["ceiling"]["two_s"]
+        excess = w2["tasks_s"] - two
         notes.append(
             f"**Fleet, 2 workers ({fl['reports']} reports).** The run took {w2['wall_s']:.1f} s; its analysis, "
             f"from starting the cluster to the last report's result (the run's own progress line), "
             f"{w2['tasks_s']:.1f} s, against {two:.1f} s for the same per-report work in two plain processes. "
             f"The other {w2['wall_s'] - w2['tasks_s']:.1f} s run one after another in the client: start-up and "
-            "imports, discovering and hashing the inputs, then the fleet tables, rollups and records at the end. "
-            f"The analysis' own excess ({w2['tasks_s'] - two:+.1f} s) is starting the cluster (two worker "
-            "processes, each importing the pipeline), the scheduler, and the client sharing the two CPUs with "
-            "the workers.")
+            "imports, discovering and hashing the inputs, then the fleet tables, rollups and records at the end."
+            + (f" The analysis' own excess ({excess:.1f} s) is starting the cluster (two worker processes, each "
+               "importing the pipeline), the scheduler, and the client sharing the two CPUs with the workers."
+               if excess > 0 else " The analysis itself is no slower than the plain processes."))
+    if fl and missed("unchanged rerun") and "sweep_next_night" in fl:
+        notes.append(
+            f"**Unchanged rerun.** The same night again took {fl['sweep_rerun']['wall_s']:.1f} s and the next night "
+            f"{fl['sweep_next_night']['wall_s']:.1f} s, against {fl['sweep']['wall_s']:.1f} s for the first sweep: "
+            "the next night reads every stored result, writes the night's tables, records and report (with its "
+            "new trend) and takes each GPU page from the plot cache; with few reports, start-up and the report "
+            "weigh more than the analysis they save.")
     fs = r.get("fleet_small")
     if fs and not fs["ratio"] <= 1.15:
         tasks = fs["run"].get("tasks_s")
@@ -1115,9 +1160,15 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   "(and the output folder) of the `--workers 2` run: every report's result is stored and the "
                   "folder's manifest still holds, so it analyses nothing and keeps the folder. `gpu-idle sweep` "
                   "(the nightly job) keeps results per report content, settings and code and skips unchanged "
-                  "reports; its first run starts from an empty state and cache. An unchanged night reuses the "
-                  "last complete night's files (hard links) and redraws only what shows the new night (the "
-                  "trend in report.html)."]
+                  "reports; its first run starts from an empty state and cache. Unlike `gpu-idle run`, the sweep "
+                  "also writes report.html and a page per GPU (" + f"{fl['gpus']:,}" + " here): the workers draw "
+                  "each GPU's timeline (matplotlib) right after its report's analysis, and the report renders "
+                  "the pages"
+                  + (f", so the first sweep takes {fl['sweep']['wall_s'] - fl['workers2']['wall_s']:.1f} s more "
+                     "than the same `--workers 2` run" if "sweep" in fl else "")
+                  + ". An unchanged night reuses the last complete night's files (hard links) and redraws only "
+                  "what shows the new night (the trend in report.html); the next night takes every GPU page from "
+                  "the plot cache (kept by the page's JSON, links and code), so it renders none again."]
     fs = r.get("fleet_small")
     if fs:
         lines += ["", f"## 3b. Fleet of {fs['reports']:,} small reports ({FLEET_SMALL['gpus']} GPUs, "
@@ -1293,13 +1344,18 @@ def main(argv=None) -> int:
     if args.update and os.path.exists(previous):
         with open(previous, encoding="utf-8") as fh:
             old = json.load(fh)
+        kept = []
         for key in ("startup", "scale", "nsysai", "nsysai_device0", "profile", "profile_txt", "profile_size", "fleet",
                     "fleet_small", "accuracy"):
             if not r.get(key) and old.get(key):
                 r[key] = old[key]
+                kept.append(key)
+        names = {"startup": "start-up (0)", "scale": "scale (1)", "profile": "the profile (1)", "nsysai": "nsys-ai (2)",
+                 "fleet": "fleet (3)", "fleet_small": "small fleet (3b)", "accuracy": "accuracy (4)"}
         la = "/".join(f"{x:.1f}" for x in old.get("loadavg_start", ()))
-        r["updated"] = (f"sections not measured in this run are from the run of {old.get('finished')}, "
-                        f"which started at load average {la}")
+        r["updated"] = (f"{', '.join(names[k] for k in kept if k in names) or 'nothing'} from the run of "
+                        f"{old.get('finished')} (code at `{old.get('machine', {}).get('git', '?')}`), which started at "
+                        f"load average {la}; the rest from this run")
     r["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     full = ({s for s in args.sizes.split(",") if s} == set(SIZES) and args.fleet == 200 and args.repeat >= 3
             and args.fleet_small == 2000 and not args.skip_nsys_ai)
