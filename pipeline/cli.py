@@ -280,7 +280,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
     echo(format_fleet(fleet))
     report_html = os.path.join(summary.out_dir, "report.html")
-    echo(f"wrote {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
+    echo(f"night folder: {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
     if summary.engine_problem:
         echo(f"gpu-idle: ERROR: {summary.engine_problem}", err=True)
     echo(summary.line())

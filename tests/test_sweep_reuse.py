@@ -60,6 +60,7 @@ def test_unchanged_sweep_reuses_the_last_night(fleet_dir, tmp_path):
     second = sweep(fleet_dir, state, "2026-12-02")
     assert f"{REPORTS} report(s): 0 analysed, {REPORTS} reused, 0 failed" in second
     assert "dask:" not in second  # no cluster started
+    assert f"sweep 2026-12-02: nothing changed since night 2026-12-01: its files linked into {b}" in second
     after = night_files(b)
     assert sorted(after) == sorted(before)
     for name in before:
@@ -80,6 +81,7 @@ def test_unchanged_sweep_reuses_the_last_night(fleet_dir, tmp_path):
     # The same night again: nothing is written at all.
     third = sweep(fleet_dir, state, "2026-12-02")
     assert f"{REPORTS} report(s): 0 analysed, {REPORTS} reused, 0 failed" in third
+    assert "sweep 2026-12-02: nothing changed since this night's last sweep: its files kept" in third
     again = night_files(b)
     assert {k: (v.st_ino, v.st_mtime_ns) for k, v in again.items()} == \
            {k: (v.st_ino, v.st_mtime_ns) for k, v in after.items()}

@@ -111,8 +111,8 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
     first. The source night's files (report.html excepted) are hard-linked into the
     night's folder and its history partition into ``history/run_date=<night>``;
     report.html is rendered again unless the manifest shows it was rendered from the
-    same history. Returns the night's folder, or None when no night matches (nothing
-    is written then).
+    same history. Returns ``(the night's folder, the night it was made from)``, or None when no
+    night matches (nothing is written then).
     """
     nights_dir = os.path.join(state_dir, "nights")
     names = sorted(os.listdir(nights_dir), reverse=True) if os.path.isdir(nights_dir) else []
@@ -136,7 +136,7 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
     if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
         drop_manifest(out)
         write_manifest(state_dir, night, inputs, html if write_html(state_dir, out, night) else None)
-    return out
+    return out, source
 
 
 class NightFolder(OutputFolder):
@@ -153,8 +153,14 @@ class NightFolder(OutputFolder):
         self.log(f"sweep {self.night}: {len(paths)} report(s) found, {reused} unchanged, {len(todo)} to analyse")
 
     def reuse(self, digest: str) -> pd.DataFrame | None:
-        out = reuse_night(self.state_dir, self.night, digest)
-        return None if out is None else pd.read_parquet(os.path.join(out, "fleet.parquet"))
+        found = reuse_night(self.state_dir, self.night, digest)
+        if found is None:
+            return None
+        out, source = found
+        self.log(f"sweep {self.night}: nothing changed since " + (
+            "this night's last sweep: its files kept" if source == self.night else
+            f"night {source}: its files linked into {out}, its report rendered for this night"))
+        return pd.read_parquet(os.path.join(out, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
         return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log)
