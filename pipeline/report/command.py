@@ -30,4 +30,19 @@ def report(results, out_path, fmt, night):
         path = write_report(results, out_path, fmt, night)
     except ReportError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"wrote {path}")
+    click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else ""))
+
+
+def pages_note(report_path: str) -> str:
+    """`` and N GPU page(s) in <folder>`` for the pages beside an HTML report (the folder holds exactly
+    the pages of the report just written: the others were removed), "" when there are none."""
+    import os
+
+    from ..engine.outputs import PAGES_DIR
+
+    folder = os.path.join(os.path.dirname(os.path.abspath(report_path)), PAGES_DIR)
+    try:
+        n = sum(1 for name in os.listdir(folder) if name.endswith(".html"))
+    except FileNotFoundError:
+        return ""
+    return f" and {n} GPU page(s) in {folder}{os.sep}" if n else ""
