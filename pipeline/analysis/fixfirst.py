@@ -155,11 +155,11 @@ def rollup_columns(sums: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _examples(rows: pd.DataFrame, rosters: dict, cat: str) -> str:
-    """The longest :data:`EXAMPLE_GAPS` gaps of ``cat`` in the device rosters of ``rows``:
-    ``report gpu_key @start_ns +length_ns [nvtx range]``, ``; ``-joined."""
+def _examples(reports: list, gpu_keys: list, rosters: dict, cat: str) -> str:
+    """The longest :data:`EXAMPLE_GAPS` gaps of ``cat`` in the device rosters of the GPUs ``zip(reports,
+    gpu_keys)``: ``report gpu_key @start_ns +length_ns [nvtx range]``, ``; ``-joined."""
     found = []
-    for report, gpu in zip(rows["report"], rows["gpu_key"]):
+    for report, gpu in zip(reports, gpu_keys):
         for g in (rosters.get((report, gpu)) or {}).get("device", []):
             if g.get("category") == cat:
                 found.append((-int(g["length_ns"]), str(report), str(gpu), int(g["start_ns"]), g.get("nvtx_range") or ""))
@@ -167,35 +167,50 @@ def _examples(rows: pd.DataFrame, rosters: dict, cat: str) -> str:
     return "; ".join(f"{r} {k} @{s} +{-n}" + (f" [{rng}]" if rng else "") for n, r, k, s, rng in found[:EXAMPLE_GAPS])
 
 
-def _entries(rows: pd.DataFrame, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
-    """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by name).
+def _group_columns(rows: pd.DataFrame) -> dict:
+    """The columns :func:`_entries` reads, taken out of the analysed fleet rows once as numpy arrays
+    (a frame filter per group, category and column cost more than the whole list: every run makes
+    one list per job). Missing values are kept as they are (``raw``) and as 0 (``filled``)."""
+    cols = {"report": np.asarray(rows["report"].tolist(), dtype=object),
+            "gpu_key": np.asarray(rows["gpu_key"].tolist(), dtype=object),
+            "window": rows["window_ns"].fillna(0).to_numpy(), "window_raw": rows["window_ns"].to_numpy(dtype=object),
+            "iterations": rows["iterations"].fillna(0).to_numpy(),
+            "low_confidence": rows["low_confidence"].astype(bool).to_numpy(),
+            "confidence_note": np.asarray(rows["confidence_note"].tolist(), dtype=object)}
+    for cat in fixable():
+        cols[f"cat_{cat}"] = rows[f"cat_{cat}_ns"].fillna(0).to_numpy()
+        cols[f"cat_{cat}_raw"] = rows[f"cat_{cat}_ns"].to_numpy(dtype=object)
+        cols[f"usd_{cat}"] = rows[f"fix_{cat}_usd_per_month"].fillna(0).to_numpy()
+    return cols
 
-    The columns are taken out of the frame once (a frame filter per category and column cost more
-    than the whole list: every run makes one list per job)."""
-    window = int(rows["window_ns"].fillna(0).sum())
-    iterations = int(rows["iterations"].fillna(0).min())
-    reports, keys = rows["report"].tolist(), rows["gpu_key"].tolist()
-    low_conf = rows["low_confidence"].astype(bool).to_numpy()
-    notes_col = rows["confidence_note"].tolist()
-    windows = rows["window_ns"].to_numpy(dtype=object)
+
+def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
+    """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by
+    name): ``group`` holds the rows' positions in ``cols`` (:func:`_group_columns`), in row order."""
+    window = int(cols["window"][group].sum())
+    iterations = int(cols["iterations"][group].min())
+    reports, keys = cols["report"][group].tolist(), cols["gpu_key"][group].tolist()
+    low_conf = cols["low_confidence"][group]
+    notes_col = cols["confidence_note"][group].tolist()
+    windows = cols["window_raw"][group]
     entries = []
     for cat in fixable():
-        cat_ns = rows[f"cat_{cat}_ns"]
-        filled = cat_ns.fillna(0)
-        at = np.flatnonzero((filled > 0).to_numpy())
+        filled = cols[f"cat_{cat}"][group]
+        at = np.flatnonzero(filled > 0)
         if not at.size:
             continue
         # confidence of the GPUs this entry rests on (those with idle of the category), not of the whole group
         low = [i for i in at if low_conf[i]]
         notes = sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in low})
         s = share(int(filled.sum()), window)
-        raw = cat_ns.to_numpy(dtype=object)
+        raw = cols[f"cat_{cat}_raw"][group]
         entries.append({
             "scope": scope, "cluster": cluster, "job": job, "category": cat,
-            "usd_per_month": round(float(rows[f"fix_{cat}_usd_per_month"].fillna(0).sum()), 2),
+            "usd_per_month": round(float(cols[f"usd_{cat}"][group].sum()), 2),
             "speedup": round(speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
-            "example_gaps": _examples(rows.iloc[at], rosters, cat), "window_ns": window, "iterations": iterations,
+            "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
+            "window_ns": window, "iterations": iterations,
             "low_confidence": bool(low), "confidence_note": "; ".join(notes),
             "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
         })
@@ -217,8 +232,11 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). ``profiler`` and ``untraced`` are never in it.
     Error rows take no part. Deterministic: rows sorted by report and GPU first.
     """
-    ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable")
-    entries = _entries(ok, rosters, "fleet", "", "") if len(ok) else []
+    ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)
+    if not len(ok):
+        return pd.DataFrame([], columns=FIX_COLUMNS)
+    cols = _group_columns(ok)
+    entries = _entries(cols, np.arange(len(ok)), rosters, "fleet", "", "")
     for (cluster, job), rows in ok.groupby(["cluster", "job"], sort=True, dropna=False):
-        entries += _entries(rows, rosters, "job", cluster, job)
+        entries += _entries(cols, rows.index.to_numpy(), rosters, "job", cluster, job)  # positions: index reset
     return pd.DataFrame(entries, columns=FIX_COLUMNS)
