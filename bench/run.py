@@ -1344,18 +1344,22 @@ def main(argv=None) -> int:
     if args.update and os.path.exists(previous):
         with open(previous, encoding="utf-8") as fh:
             old = json.load(fh)
-        kept = []
+        la = "/".join(f"{x:.1f}" for x in old.get("loadavg_start", ()))
+        theirs = (f"the run of {old.get('finished')} (code at `{old.get('machine', {}).get('git', '?')}`), which "
+                  f"started at load average {la}")
+        r["sources"] = {}   # section -> the run it was measured in, kept through later updates
         for key in ("startup", "scale", "nsysai", "nsysai_device0", "profile", "profile_txt", "profile_size", "fleet",
                     "fleet_small", "accuracy"):
             if not r.get(key) and old.get(key):
                 r[key] = old[key]
-                kept.append(key)
+                r["sources"][key] = old.get("sources", {}).get(key, theirs)
         names = {"startup": "start-up (0)", "scale": "scale (1)", "profile": "the profile (1)", "nsysai": "nsys-ai (2)",
                  "fleet": "fleet (3)", "fleet_small": "small fleet (3b)", "accuracy": "accuracy (4)"}
-        la = "/".join(f"{x:.1f}" for x in old.get("loadavg_start", ()))
-        r["updated"] = (f"{', '.join(names[k] for k in kept if k in names) or 'nothing'} from the run of "
-                        f"{old.get('finished')} (code at `{old.get('machine', {}).get('git', '?')}`), which started at "
-                        f"load average {la}; the rest from this run")
+        by_source: dict = {}
+        for key, source in r["sources"].items():
+            if key in names:
+                by_source.setdefault(source, []).append(names[key])
+        r["updated"] = "; ".join(f"{', '.join(v)} from {src}" for src, v in by_source.items()) + "; the rest from this run"
     r["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     full = ({s for s in args.sizes.split(",") if s} == set(SIZES) and args.fleet == 200 and args.repeat >= 3
             and args.fleet_small == 2000 and not args.skip_nsys_ai)
