@@ -1,6 +1,8 @@
 """``gpu-idle report RESULTS --out FILE [--format html|csv|md]``: command line only."""
 from __future__ import annotations
 
+import os
+
 import click
 
 #: Output formats (pipeline.report.html.FORMATS; repeated here so that loading the CLI does not
@@ -36,8 +38,6 @@ def report(results, out_path, fmt, night):
 def pages_note(report_path: str) -> str:
     """`` and N GPU page(s) in <folder>`` for the pages beside an HTML report (the folder holds exactly
     the pages of the report just written: the others were removed), "" when there are none."""
-    import os
-
     from ..engine.outputs import PAGES_DIR
 
     folder = os.path.join(os.path.dirname(os.path.abspath(report_path)), PAGES_DIR)

@@ -295,18 +295,25 @@ def _env() -> Environment:
     return environment(ms=ms, bytes=human_bytes, since=since, clock=timeline_s)
 
 
+def page_names(doc: dict) -> tuple[str, str]:
+    """``(GPU name, report file name)`` of the GPU's JSON ``doc``, as the page and its timeline's title
+    show them (e.g. ``("H100 GPU-0e66...", "job000.sqlite")``)."""
+    return (f"{short_model((doc.get('_summary') or {}).get('gpu_model'))} {doc['gpu_key']}",
+            os.path.basename(str(doc["report"]).rstrip("/")))
+
+
 def page_context(doc: dict, links: dict) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None)."""
     s = doc.get("_summary") or {}
     tl = doc.get("timeline") or {}
     zero, zero_text = capture_zero(tl)
-    name = f"{short_model(s.get('gpu_model'))} {doc['gpu_key']}"
+    name, report_name = page_names(doc)
     device = gap_rows(doc.get("device_roster", []), zero, "d")
     streams = gap_rows(doc.get("roster", []), zero, "s")
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
-        "s": s, "doc": doc, "name": name, "report_name": os.path.basename(str(doc["report"]).rstrip("/")),
+        "s": s, "doc": doc, "name": name, "report_name": report_name,
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"]), "links": links,
         "window": tl.get("window"), "context": tl.get("context"),
         "device": device, "device_more": more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"),
@@ -325,8 +332,8 @@ def timeline_svg(doc: dict, plot_cache: str | None = None) -> str:
     (:func:`pipeline.report.plots.cached`), None draws it."""
     if not (doc.get("timeline") or {}).get("window"):
         return ""
-    name = f"{short_model((doc.get('_summary') or {}).get('gpu_model'))} {doc['gpu_key']}"
-    view = timeline_view(doc, f"{name} in {os.path.basename(str(doc['report']).rstrip('/'))}")
+    name, report_name = page_names(doc)
+    view = timeline_view(doc, f"{name} in {report_name}")
     return plots.cached(plot_cache, plots.gpu_lanes, view)
 
 

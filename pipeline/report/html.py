@@ -86,8 +86,7 @@ CAVEAT_MEANINGS = {
 
 @functools.lru_cache(maxsize=None)
 def _env() -> Environment:
-    """The page's Jinja environment, made once per process: it keeps its compiled templates
-    (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
+    """The report page's Jinja environment, made once per process: it keeps its compiled templates."""
     return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms)
 
 

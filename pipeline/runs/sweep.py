@@ -103,7 +103,7 @@ def write_manifest(state_dir: str, night: str, inputs: str, html: str | None) ->
     write_json(os.path.join(out, MANIFEST), {"inputs": inputs, "html": html, "files": folder_files(out)})
 
 
-def reuse_night(state_dir: str, night: str, inputs: str) -> str | None:
+def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | None:
     """Make ``nights/<night>`` from a complete earlier night with the same ``inputs`` digest, analysing nothing.
 
     Looks at the night itself first (an unchanged rerun of the same night: nothing to
