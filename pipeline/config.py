@@ -353,11 +353,14 @@ class DaskConfig:
 class ExportConfig:
     """The ``.nsys-rep`` -> SQLite export stage. ``nsys``: path of the NVIDIA CLI (``None``: ``GPU_IDLE_NSYS``,
     then ``PATH``, then the repo's ``tools/nsys``); ``cache_dir``: where exports are kept, keyed by the report's
-    content hash (``None``: ``~/.cache/gpu-idle/exports``); ``timeout_s``: seconds one export may take."""
+    content hash (``None``: ``~/.cache/gpu-idle/exports``); ``timeout_s``: seconds one export may take;
+    ``read_timeout_s``: seconds reading one report (SQLite export or trace) may take, after which it is an
+    error row saying so (:mod:`pipeline.load.limits`)."""
 
     nsys: str | None = None
     cache_dir: str | None = None
     timeout_s: Positive = 1800.0
+    read_timeout_s: Positive = 600.0
 
 
 @dataclass(frozen=True)

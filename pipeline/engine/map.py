@@ -141,7 +141,7 @@ class OnDask:
 
         if isinstance(exc, KilledWorker):
             return killed_message(path, exc, what)
-        return describe(exc, path) if not what else f"{path}: {what}{type(exc).__name__}: {exc}"
+        return describe(exc, path, what)
 
     def _per_report(self, jobs: list[Job], cfg: Config, gpu_dir: str | None) -> Iterator[ReportOutcome]:
         from distributed import as_completed

@@ -7,16 +7,21 @@ on them, analyse every GPU, optionally write its per-GPU JSON and store its resu
 the same work cut per GPU for the fan-out of a few large reports. Whatever runs them (this
 process, a LocalCluster, a remote scheduler), their results are the same values.
 
-Expected failures (bad input) are returned as :class:`~pipeline.model.Failure` values, so
-Dask neither retries them nor logs a traceback; a GPU whose analysis raises gets an error
-row of its own. Only what the engine itself cannot see coming (a worker that dies) is
-turned into a failure by the engine (:mod:`pipeline.engine.map`).
+Every failure while analysing a report is returned as a :class:`~pipeline.model.Failure`
+value, with a message naming the file and the cause (:func:`describe`): bad input (a
+:class:`~pipeline.model.ProfileError`) as the loader states it, and anything else too (an input
+the loader did not foresee, running out of memory, nesting too deep) in plain words, so a run
+in this process never stops at one report, and Dask neither retries them nor logs a traceback;
+a GPU whose analysis raises gets an error row of its own. Only what the engine itself cannot
+see coming (a worker that dies) is turned into a failure by the engine (:mod:`pipeline.engine.map`).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
+import traceback
 
 from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
@@ -25,9 +30,11 @@ from ..inputs.discover import inflated_json_size, too_big
 from ..inputs.export import export_report
 from ..load.cache import load_cached
 from ..load.kineto import is_kineto_path
+from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report
+from .cluster import local_worker_memory
 from .outputs import gpu_json_name, write_gpu_docs
 from .reduce import build_fleet, error_row, rosters_of
 
@@ -52,15 +59,24 @@ class ReportOutcome:
     stored: bool = False
 
 
-def _worker_memory_limit() -> int | None:
-    """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
+def _dask_worker():
+    """The Dask worker running this task, or None (this process runs it: no worker)."""
     if "distributed" not in sys.modules:
         return None  # not on a Dask worker (in this process): no need to import distributed
     try:
         from distributed import get_worker
 
-        return get_worker().memory_manager.memory_limit or None
-    except (ValueError, AttributeError):
+        return get_worker()
+    except ValueError:
+        return None
+
+
+def _worker_memory_limit() -> int | None:
+    """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
+    try:
+        worker = _dask_worker()
+        return (worker.memory_manager.memory_limit or None) if worker is not None else None
+    except AttributeError:
         return None
 
 
@@ -87,16 +103,64 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
         raise ProfileError(problem)
 
 
-def describe(exc: BaseException, path: str) -> str:
-    """The error text of ``exc`` raised while analysing ``path``: starts with the path."""
-    message = str(exc)
-    if isinstance(exc, ProfileError) and message.startswith(path):
-        return message
-    return f"{path}: {type(exc).__name__}: {message}"
+#: This package's folder: the frames of a traceback that are gpu-idle's own (:func:`_raised_at`).
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (raised in pipeline/load/x.py:12, fn)``: the last frame of gpu-idle's own code in ``exc``'s
+    traceback (where a developer starts), or ``""`` when it has none."""
+    last = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+            last = (frame.f_code.co_filename, line, frame.f_code.co_name)
+    if last is None:
+        return ""
+    return f" (raised in {os.path.relpath(last[0], os.path.dirname(_PACKAGE))}:{last[1]}, {last[2]})"
+
+
+def _exception_text(exc: BaseException) -> str:
+    """``str(exc)`` in plain words: one that only lists the decimal module's signals
+    (``[<class 'decimal.InvalidOperation'>]``) says the arithmetic on a number failed, and which signal;
+    an empty one is the first line of the exception type's own description; never raises; cut like
+    profile text."""
+    try:
+        text = str(exc).strip()
+    except Exception:  # noqa: BLE001 - an exception whose message cannot be made
+        text = ""
+    if text.startswith("[<class "):  # the decimal module's signals, as it lists them
+        signals = ", ".join(re.findall(r"<class '([^']+)'>", text))
+        text = f"the arithmetic on a number failed ({signals})"
+    elif not text:
+        doc = (type(exc).__doc__ or "").strip().splitlines()
+        text = doc[0].rstrip(".") if doc else "no message"
+    return cut_text(text)
+
+
+def describe(exc: BaseException, path: str, what: str = "") -> str:
+    """The error text of ``exc`` raised while analysing ``path`` (``what``: the part, e.g. ``"GPU x: "``),
+    starting with the path. A :class:`~pipeline.model.ProfileError` is the loader's own statement; any
+    other exception is said in plain words, with its type, its message and where gpu-idle raised it:
+    running out of memory and nesting too deep with what to do about them. Never raises."""
+    message = _exception_text(exc)
+    if isinstance(exc, ProfileError):
+        if message.startswith(f"{path}:"):
+            message = message[len(path) + 1:].lstrip()
+        return f"{path}: {what}{message}"
+    kind = type(exc).__name__
+    if isinstance(exc, MemoryError):  # numpy's own (_ArrayMemoryError) says how much it asked for
+        return (f"{path}: {what}ran out of memory while analysing it (MemoryError: {message}); it needs more memory "
+                "than this process may use: give the workers more (dask.memory_limit) or trim the capture")
+    if isinstance(exc, RecursionError):
+        return (f"{path}: {what}nested too deeply to analyse (RecursionError: {message}): not a profile as a "
+                "profiler writes it")
+    return (f"{path}: {what}unexpected {kind} while analysing it: {message}{_raised_at(exc)}; gpu-idle could not "
+            "make sense of this report (please report it, with the file)")
 
 
 def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
-                    memory_factor: float | None = None, background_cache: bool = False) -> Report:
+                    memory_factor: float | None = None, background_cache: bool = False,
+                    memory_limit: int | None = None) -> Report:
     """Stage (remote URLs only), check memory, export (``.nsys-rep`` / ``.qdrep`` only, cached by content)
     and load one report (from the columnar cache when the same export was loaded before). A PyTorch
     profiler trace (``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``) is not exported: it is read by
@@ -105,7 +169,10 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
     ``None``: defaults), see :mod:`pipeline.inputs.storage`. With ``memory_factor``, the local file
-    is checked against the worker's memory limit (:func:`check_memory`). With
+    is checked against the worker's memory limit (:func:`check_memory`; ``memory_limit``, bytes: the
+    limit of this process when it is no Dask worker, the in-process engine's), and a gzip trace is
+    inflated to at most that limit / ``memory_factor`` bytes whatever its trailer says. Reading is
+    bounded by ``export_cfg.read_timeout_s`` (:mod:`pipeline.load.limits`). With
     ``background_cache``, a new columnar cache entry is written on a thread
     (:func:`pipeline.load.cache.load_cached`). The report keeps
     the path or URL the user gave. Raises :class:`~pipeline.model.ProfileError` (or
@@ -121,14 +188,18 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
         st = storage_cfg or StorageConfig()
         local = stage(path, st.options, st.cache_dir, st.retries, st.backoff_s)  # StageError names the URL
     copies, sqlite_path = [f"staged to {local}"] if local != path else [], None
+    limit = _worker_memory_limit() or memory_limit
+    limits = ReadLimits(export_cfg.read_timeout_s,
+                        int(limit / memory_factor) if limit and memory_factor is not None else None)
     try:
         if memory_factor is not None:
-            check_memory(local, memory_factor, _worker_memory_limit())
+            check_memory(local, memory_factor, limit)
         sqlite_path = local if is_kineto_path(local) else export_report(local, export_cfg.nsys, export_cfg.cache_dir,
                                                                          export_cfg.timeout_s)
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
-        report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
+        with reading_under(limits):
+            report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
     except ProfileError as exc:
         if not copies:
             raise
@@ -142,11 +213,15 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
 
 
 def load_task(path: str, cfg: Config, background_cache: bool = False) -> Report | Failure:
-    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings; a
-    :class:`~pipeline.model.ProfileError` comes back as a :class:`~pipeline.model.Failure`."""
+    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings (run in this
+    process, not on a Dask worker: within the memory a local worker would have, the limit discovery
+    judged the report against, :func:`~pipeline.engine.cluster.local_worker_memory`); any exception
+    comes back as a :class:`~pipeline.model.Failure` (:func:`describe`)."""
     try:
-        return load_report_for(path, cfg.export, cfg.cache, cfg.storage, cfg.dask.memory_factor, background_cache)
-    except ProfileError as exc:
+        in_process = None if _dask_worker() is not None else local_worker_memory(cfg)
+        return load_report_for(path, cfg.export, cfg.cache, cfg.storage, cfg.dask.memory_factor, background_cache,
+                               in_process)
+    except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
         return Failure(describe(exc, path))
 
 
@@ -201,7 +276,7 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: 
         agreement = (agreements or {}).get(plan.source) if plan is not None else None
         return analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
-        result = gpu_error(report.path, labels, gpu_key, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
+        result = gpu_error(report.path, labels, gpu_key, describe(exc, report.path, f"GPU {gpu_key}: "))
         result.plan = plan
         return result
     finally:
@@ -212,9 +287,15 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
                 forced: dict | None = None) -> GpuResult:
     """:func:`analyse_task` of GPU ``gpu_key`` once the ``plans`` of all the report's GPUs (``keys``,
     same order) are known: the GPUs of the report agree (:func:`report_agreements`) before any of
-    them is analysed. The per-GPU fan-out's analysis task."""
+    them is analysed. The per-GPU fan-out's analysis task; any failure is the GPU's error row."""
     plan = plans[keys.index(gpu_key)]
-    return analyse_task(report, gpu_key, cfg, labels, plan, report_agreements(report.path, keys, plans, cfg, forced))
+    try:
+        agreements = report_agreements(report.path, keys, plans, cfg, forced)
+    except Exception as exc:  # noqa: BLE001 - every failure must become a row
+        result = gpu_error(report.path, labels, gpu_key, describe(exc, report.path, f"GPU {gpu_key}: "))
+        result.plan = plan
+        return result
+    return analyse_task(report, gpu_key, cfg, labels, plan, agreements)
 
 
 #: GPUs of more kernels than this (on average) are analysed one at a time, whatever ``threads``:
@@ -293,13 +374,16 @@ def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
     ``plots``: see :func:`finish_report`.
-    Expected failures come back as ``failure``.
+    Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
     report = load_task(path, cfg, background_cache)
     keys = gpu_keys_task(report)
     if isinstance(keys, Failure):
         return ReportOutcome(path=path, failure=keys)
-    results = analyse_report(report, keys, cfg, labels, threads, forced)
-    del report
-    return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot, plots)
+    try:
+        results = analyse_report(report, keys, cfg, labels, threads, forced)
+        del report
+        return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot, plots)
+    except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
+        return ReportOutcome(path=path, failure=Failure(describe(exc, path)))
 

@@ -7,11 +7,16 @@ A gzip member ends with ISIZE, its uncompressed size mod 2**32, little endian, i
 (RFC 1952, 2.3.1). Two things keep that from being the file's uncompressed size:
 
 * ISIZE wraps at 4 GiB. A member of ISIZE ``i`` inflates to ``i + k * 2**32`` bytes for some k >= 0;
-  the smallest such size that is not below the compressed size less deflate's largest growth is taken
+  the candidates are the sizes not below the compressed size less deflate's largest growth
   (:func:`least_inflated`: JSON compresses 10-20x, so its text is never smaller than its gzip file;
-  incompressible data comes out a little under it, by at most zlib's ``deflateBound``, about 0.03%).
-  Deflate cannot compress more than 1032:1, so a candidate above 1032 x the compressed size is not one
-  member's size: the file is then treated as having several members (below).
+  incompressible data comes out a little under it, by at most zlib's ``deflateBound``, about 0.03%)
+  and not above 1032 x the compressed size (deflate cannot compress more than 1032:1). Of them, the one
+  nearest (on a log scale) to what the first :data:`HEAD_SNIFF` compressed bytes inflate to, scaled to the
+  whole file, is taken: a 6 MB file whose head inflates 700:1 is taken for the 4 GiB + ISIZE it holds,
+  not for ISIZE; a trace compressing 10-20x keeps the smallest. (A file whose head compresses far less
+  than the rest can still be underestimated: the loader stops inflating at the worker's budget,
+  :func:`pipeline.load.kineto.read_text`.) When the smallest candidate is above 1032 x the compressed
+  size, it is not one member's size: the file is then treated as having several members (below).
 * A file may hold several members one after the other (``cat a.gz b.gz``, bgzip's blocks of at most
   64 KiB); its trailer gives the last member's ISIZE only. The first :data:`HEAD_SNIFF` bytes are
   inflated (output discarded) to see whether the first member ends there; a file seen to hold several
@@ -19,8 +24,9 @@ A gzip member ends with ISIZE, its uncompressed size mod 2**32, little endian, i
   beyond the first :data:`HEAD_SNIFF` bytes are not looked for: such a file is taken as one member.
   An ISIZE of 0 (zero padding after the last member, or an empty last member) is read the same way.
 
-So the size returned is the exact size of a one-member file under 4 GiB, and otherwise a lower bound
-(for data that does not grow when compressed); only inflating the whole file gives more.
+So the size returned is the exact size of a one-member file under 4 GiB, and otherwise an estimate
+(for several members a lower bound); only inflating the whole file gives more, which is why the loader
+never inflates past the budget the estimate was judged against.
 """
 from __future__ import annotations
 
@@ -46,27 +52,32 @@ def least_inflated(size: int) -> int:
     return max(0, size - size // 1024 - 64)
 
 
-def _first_member_ends_early(fh, size: int) -> bool:
-    """True when the gzip data read from ``fh`` (at offset 0, ``size`` bytes) holds a second member that
-    starts within its first :data:`HEAD_SNIFF` bytes (zero padding after a member is not a member)."""
+def _sniff_head(fh, size: int) -> tuple[bool, float | None]:
+    """``(several, ratio)`` of the gzip data read from ``fh`` (at offset 0, ``size`` bytes): ``several``
+    is True when a second member starts within its first :data:`HEAD_SNIFF` bytes (zero padding after a
+    member is not a member); ``ratio`` is how many bytes each compressed byte of that head inflated to
+    (None when the head is damaged or inflates to nothing)."""
     head = fh.read(min(size, HEAD_SNIFF))
     d = zlib.decompressobj(wbits=31)
-    data = head
+    data, produced = head, 0
     try:
         while data and not d.eof:
-            d.decompress(data, 1 << 20)  # output discarded, 1 MiB at a time
+            produced += len(d.decompress(data, 1 << 20))  # output discarded, 1 MiB at a time
             data = d.unconsumed_tail
     except zlib.error:
-        return False  # damaged: the loader says so when it reads the file
+        return False, None  # damaged: the loader says so when it reads the file
+    consumed = len(head) - (len(d.unused_data) if d.eof else len(data))
+    ratio = produced / consumed if produced and consumed else None
     if not d.eof:
-        return False
+        return False, ratio
     end = len(head) - len(d.unused_data)
-    return bool(d.unused_data.strip(b"\x00")) or (end < size and len(head) < size)
+    return bool(d.unused_data.strip(b"\x00")) or (end < size and len(head) < size), ratio
 
 
 def inflated_size(fh) -> int | None:
     """The uncompressed size (bytes) of the gzip data in the open, seekable binary file ``fh``, from its
-    trailer (see the module doc: exact for one member under 4 GiB, else a lower bound); None when the
+    trailer and the ratio of its head (see the module doc: exact for one member under 4 GiB, else an
+    estimate); None when the
     file does not start with the gzip magic bytes ``1f 8b`` (whatever its name). A gzip file too short to
     hold a member gives 0. Reads the first 2 and last 4 bytes and at most :data:`HEAD_SNIFF` more; leaves
     ``fh`` at offset 0. Raises OSError when the file cannot be read."""
@@ -81,12 +92,16 @@ def inflated_size(fh) -> int | None:
     fh.seek(size - 4)
     isize = int.from_bytes(fh.read(4), "little")
     fh.seek(0)
-    several = _first_member_ends_early(fh, size)
+    several, ratio = _sniff_head(fh, size)
     fh.seek(0)
     wraps = max(0, -(-(least_inflated(size) - isize) // WRAP))  # the smallest k: isize + k * 2**32 >= that
     guess = isize + wraps * WRAP
     if several or not isize or guess > MAX_RATIO * size:  # ISIZE 0: zero padding at the end, or an empty member
         return max(isize, least_inflated(size))
+    if ratio is not None:  # the candidate nearest (log scale) to the head's ratio x the file's size
+        predicted = ratio * size
+        while guess + WRAP <= MAX_RATIO * size and guess * (guess + WRAP) < predicted * predicted:
+            guess += WRAP
     return guess
 
 

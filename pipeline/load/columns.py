@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .limits import cut_sql
 from .sqlite import text_rows
 from .tables import STRING_TABLE, Schema
 
@@ -19,10 +20,12 @@ def normalise_api_name(name: str) -> str:
 
 
 def read_strings(schema: Schema) -> dict[int, str]:
-    """StringIds as id -> text ({} without the table); text that is not UTF-8 gets replacement characters."""
+    """StringIds as id -> text ({} without the table); text that is not UTF-8 gets replacement characters;
+    text longer than :data:`~pipeline.load.limits.MAX_TEXT_CHARS` is cut by SQLite as it is read
+    (:func:`~pipeline.load.limits.cut_sql`), so a 10 MB name never reaches Python whole."""
     if not schema.has(STRING_TABLE):
         return {}
-    return dict(text_rows(schema.con, f"SELECT id, value FROM {STRING_TABLE}"))
+    return dict(text_rows(schema.con, f"SELECT id, {cut_sql('value')} FROM {STRING_TABLE}"))
 
 
 def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,9 +56,17 @@ def resolve_ids(ids: np.ndarray, strings: dict[int, str], index=None) -> pd.Seri
     return categorical(texts, inverse, index)
 
 
+def text_objects(values) -> np.ndarray:
+    """``values`` (a sequence or array) as an object array of Python ``str`` (``None`` as ``""``, other
+    values as their ``str``). Never a fixed-width ``<U`` array: numpy sizes those by the longest text,
+    so one long name among 400 short ones would cost 400 times its size (issue 23)."""
+    return np.array([v if type(v) is str else "" if v is None else str(v) for v in values], dtype=object)
+
+
 def categorical(texts: np.ndarray, codes: np.ndarray, index=None) -> pd.Series:
-    """A categorical Series whose row i is ``texts[codes[i]]`` (``texts`` may repeat)."""
-    categories, remap = np.unique(texts.astype(str), return_inverse=True)
+    """A categorical Series whose row i is ``texts[codes[i]]`` (``texts`` may repeat; any values, as
+    :func:`text_objects` makes them text)."""
+    categories, remap = np.unique(text_objects(texts), return_inverse=True)
     return pd.Series(pd.Categorical.from_codes(remap[codes], categories=categories), index=index)
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import zlib
 from typing import Any
 
@@ -48,11 +49,13 @@ from ..inputs.gzip_size import GZIP_MAGIC, inflated_size
 from ..model import (COPY_DIRECTIONS, MEM_KINDS, ProfileError, Report, RowWarning, WarningCode,
     no_overhead)
 from .caveats import lost_launches
-from .columns import normalise_api_name
+from .columns import normalise_api_name, text_objects
 from .gpus import board_name, devices_frame
 from .integrity import (SLACK_NS, Capture, _row_extent, dropped_warning, duplicate_mask, duplicates_warning,
     impossible_rows, key_first)
-from .kineto_time import TimeTextError, raws_to_ns
+from .kineto_time import BEYOND_INT64, INT64_MAX, TimeRangeError, TimeTextError, raws_to_ns
+from .limits import ReadTimeout, cut_text
+from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys
 from .report import _group_by_gpu, _in_start_order
 
@@ -174,43 +177,58 @@ def is_kineto_path(path: str) -> bool:
 
 # -- reading the text -------------------------------------------------------------------------
 
-def _gunzip(fh, path: str) -> bytearray:
+#: Bytes of text one inflate call may produce: memory is never more than this past the bound of
+#: :func:`_gunzip` (deflate turns 1 MiB of input into up to 1 GiB of output).
+INFLATE_STEP = 1 << 24
+
+
+def _gunzip(fh, path: str, max_bytes: int | None = None) -> bytearray:
     """The whole uncompressed text of a gzip file (every member), into one buffer sized from the
     trailer (:func:`~pipeline.inputs.gzip_size.inflated_size`: exact for one member under 4 GiB, the
-    case of every PyTorch trace; else a lower bound, and the buffer grows). Raises :class:`ProfileError`
-    for a damaged or truncated stream."""
-    out = bytearray(inflated_size(fh) or 0)
+    case of every PyTorch trace; else an estimate, and the buffer grows). Inflating stops past
+    ``max_bytes`` (None: no bound), whatever the trailer says. Raises :class:`ProfileError` for a
+    damaged or truncated stream, and for text longer than ``max_bytes``."""
+    expected = inflated_size(fh) or 0
+    out = bytearray(expected if max_bytes is None else min(expected, max_bytes))
     view, pos = memoryview(out), 0
 
     def put(data: bytes) -> None:
         nonlocal view, pos
         end = pos + len(data)
+        if max_bytes is not None and end > max_bytes:
+            raise ProfileError(
+                f"{path}: inflates to more than {max_bytes:,} bytes (stopped there), the most a worker may hold for "
+                f"it (its memory limit / dask.memory_factor), though its gzip trailer gives {expected:,}: the "
+                "trailer's 32-bit size wraps every 4 GiB, or the file holds several gzip members; too big for one "
+                "worker: raise dask.memory_limit or trim the capture")
         if end <= len(out):
             view[pos:end] = data
-        else:  # the size was a lower bound (several members): grow
+        else:  # the size was an estimate (several members): grow
             view.release()
             out[pos:] = data
             view = memoryview(out)
         pos = end
 
     d = zlib.decompressobj(wbits=31)
+    pending = b""
     try:
         while True:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                break
-            put(d.decompress(chunk))
-            while d.eof and d.unused_data:
-                rest = d.unused_data
-                if not rest.strip(b"\x00"):
-                    break  # zero padding after the last member
+            if not pending:
+                pending = fh.read(1 << 20)
+                if not pending:
+                    break
+            if d.eof:  # a member ended: what follows is another member, or zero padding
+                if not pending.strip(b"\x00"):
+                    pending = b""
+                    continue
                 d = zlib.decompressobj(wbits=31)
-                put(d.decompress(rest))
+            put(d.decompress(pending, INFLATE_STEP))
+            pending = d.unused_data if d.eof else d.unconsumed_tail
         put(d.flush())
     except zlib.error as exc:
-        view.release()
         raise ProfileError(f"{path}: damaged gzip data after {pos:,} uncompressed bytes ({exc})") from None
-    view.release()
+    finally:
+        view.release()
     if not d.eof:
         raise ProfileError(f"{path}: truncated gzip file: the compressed stream ends before its end marker "
                            f"({pos:,} bytes uncompressed so far); copy it again or re-save the trace")
@@ -219,16 +237,17 @@ def _gunzip(fh, path: str) -> bytearray:
     return out
 
 
-def read_text(path: str) -> bytes | bytearray:
-    """The JSON text of a trace file (inflated when it is gzip, whatever its name says).
-    Raises :class:`ProfileError` (empty, damaged or truncated gzip) and OSError (unreadable)."""
+def read_text(path: str, max_inflated: int | None = None) -> bytes | bytearray:
+    """The JSON text of a trace file (inflated when it is gzip, whatever its name says; to at most
+    ``max_inflated`` bytes, None: no bound). Raises :class:`ProfileError` (empty, damaged or truncated
+    gzip, inflating past ``max_inflated``) and OSError (unreadable)."""
     with open(path, "rb") as fh:
         head = fh.read(2)
         if not head:
             raise ProfileError(f"{path}: empty file (0 bytes), not a PyTorch profiler trace")
         fh.seek(0)
         if head == GZIP_MAGIC:
-            return _gunzip(fh, path)
+            return _gunzip(fh, path, max_inflated)
         return _read_plain(fh)
 
 
@@ -263,24 +282,41 @@ def _int(value, default: int = 0) -> int:
             return int(value, 0)
         except ValueError:
             digits = re.search(r"-?\d+", value)
-            return int(digits.group()) if digits else default
+            try:
+                return int(digits.group()) if digits else default
+            except ValueError:  # more digits than Python converts (4,300): no id of a trace
+                return default
     return default
 
 
 #: The columns every kind of event gets (``ok``: its ts and dur were usable numbers).
 COLUMNS = ("start", "end", "ok", "pid", "tid", "device_id", "correlation_id", "bytes", "name_code")
+#: The trace fields the id columns of GPU and of CPU events come from (for messages).
+ID_FIELDS_GPU = {"device_id": "device id (args.device, else pid)", "tid": "stream (args.stream, else tid)",
+                 "correlation_id": "correlation id (args.correlation)", "bytes": "size (args.bytes)"}
+ID_FIELDS_CPU = {"pid": "process id (pid)", "tid": "thread id (tid)",
+                 "correlation_id": "correlation id (args.correlation)"}
 
 
 def _times(ts: list, dur: list, base: int, path: str, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(start, end, ok)`` ns of events from their raw ``ts``/``dur`` texts (``ok`` False: dropped later)."""
+    """``(start, end, ok)`` ns of events from their raw ``ts``/``dur`` texts (``ok`` False: dropped later).
+    Raises :class:`ProfileError` naming the field and value when a time, or ``base + ts + dur``, does not
+    fit in 64-bit nanoseconds."""
     try:
         values, bad = raws_to_ns(ts + dur)  # one conversion for both
+    except TimeRangeError as exc:
+        field = "a time" if exc.index is None else ("ts" if exc.index < len(ts) else "dur")
+        raise ProfileError(f"{path}: {label}: {field} {exc}") from None
     except TimeTextError as exc:
         raise ProfileError(f"{path}: {label}: {exc}") from None
     start, length, bad_ts, bad_dur = values[:len(ts)], values[len(ts):], bad[:len(ts)], bad[len(ts):]
+    if start.size and not (-INT64_MAX <= int(start.min()) + base + min(int(length.min()), 0)
+                           and int(start.max()) + base + max(int(length.max()), 0) <= INT64_MAX):
+        begins = start.astype(object) + base  # exact (Python ints): which events overflow, if any
+        if any(not -INT64_MAX <= t <= INT64_MAX for t in (*begins, *(begins + length.astype(object)))):
+            what = "baseTimeNanoseconds + ts + dur" if base else "ts + dur"
+            raise ProfileError(f"{path}: {label}: {what} of an event {BEYOND_INT64}")
     if base:
-        if start.size and int(start.max()) + base + max(int(length.max()), 0) > (1 << 63) - 1:
-            raise ProfileError(f"{path}: {label}: baseTimeNanoseconds + ts does not fit in 64-bit nanoseconds")
         start += base
     return start, start + length, ~(bad_ts | bad_dur)
 
@@ -289,10 +325,22 @@ class _Columns:
     """Column chunks of one kind of event, one chunk of int64 arrays per batch: times are converted
     batch by batch, so no event keeps its batch's JSON text alive."""
 
-    def __init__(self, label: str, gpu: bool) -> None:
+    def __init__(self, label: str, gpu: bool, path: str = "") -> None:
         self.label = label
         self.gpu = gpu
+        self.path = path
         self.chunks: dict[str, list] = {c: [] for c in COLUMNS}
+
+    def _ids(self, name: str, values: list) -> np.ndarray:
+        """``values`` (ints) as int64. Raises :class:`ProfileError` naming the field and the value when
+        one does not fit in 64 bits (a device id of 2**70 is no device a profiler numbers)."""
+        try:
+            return np.asarray(values, dtype=np.int64)
+        except OverflowError:
+            value = next(v for v in values if not -INT64_MAX - 1 <= v <= INT64_MAX)
+            field = (ID_FIELDS_GPU if self.gpu else ID_FIELDS_CPU).get(name, name)
+            raise ProfileError(f"{self.path}: {self.label}: {field} {value} does not fit in 64 bits: not an id a "
+                               "profiler writes") from None
 
     def add(self, events: list, names: "_Names", times: tuple) -> None:
         """Append one batch's ``events`` (GPU events read device/stream from ``args``, CPU ones pid/tid)
@@ -321,9 +369,11 @@ class _Columns:
                 nbytes.append(0)
             v = 0 if args is None else args.correlation
             corr.append(v if type(v) is int else _int(v))
-        for name, values in (("start", start), ("end", end), ("ok", ok), ("pid", pid), ("tid", tid),
-                             ("device_id", device), ("correlation_id", corr), ("bytes", nbytes)):
+        for name, values in (("start", start), ("end", end), ("ok", ok)):
             self.chunks[name].append(np.asarray(values, dtype=bool if name == "ok" else np.int64))
+        for name, values in (("pid", pid), ("tid", tid), ("device_id", device), ("correlation_id", corr),
+                             ("bytes", nbytes)):
+            self.chunks[name].append(self._ids(name, values))
         known, code = names.codes.get, names.code
         self.chunks["name_code"].append(np.fromiter(
             (c if type(e.name) is str and (c := known(e.name)) is not None else code(e.name) for e in events),
@@ -352,13 +402,14 @@ def _rows(table: dict[str, np.ndarray]) -> int:
 
 
 class _Names:
-    """Interned event names: each distinct name once, rows hold its code."""
+    """Interned event names: each distinct name once (cut to :data:`~pipeline.load.limits.MAX_TEXT_CHARS`
+    characters, :func:`~pipeline.load.limits.cut_text`), rows hold its code."""
 
     def __init__(self) -> None:
         self.codes: dict[str, int] = {}
 
     def code(self, name) -> int:
-        text = name if isinstance(name, str) else ("" if name is None else str(name))
+        text = cut_text(name if isinstance(name, str) else ("" if name is None else str(name)))
         code = self.codes.get(text)
         if code is None:
             code = self.codes[text] = len(self.codes)
@@ -421,18 +472,23 @@ def _batch_times(cols: dict, picked: dict, base: int, path: str) -> list[tuple]:
     return out
 
 
-def _collect(raws: list, base: int, path: str, where: str = "traceEvents") -> tuple[dict, _Names, int, tuple | None]:
+def _collect(raws: list, base: int, path: str, where: str = "traceEvents",
+             deadline=None) -> tuple[dict, _Names, int, tuple | None]:
     """Per kind (:data:`CATEGORIES`), its :class:`_Columns`; the interned names; how many events had
     ``ph: "X"``; and ``(start, end, name)`` of the profiler's own ``Trace`` span (ns; several: from the
     earliest start, named as it is, to the latest end; None: absent). ``where``: what ``raws`` are
-    (for messages). Raises :class:`ProfileError` when an item is not an event object, or when no
-    item has a ``ph`` (objects, but not trace events)."""
+    (for messages). ``deadline``: the time bound (:class:`~pipeline.load.limits.Deadline`, looked at
+    between batches; None: the current limits'). Raises :class:`ProfileError` when an item is not an
+    event object, or when no item has a ``ph`` (objects, but not trace events);
+    :class:`~pipeline.load.limits.ReadTimeout` once the deadline has passed."""
     names = _Names()
-    cols = {kind: _Columns(KIND_LABELS[kind], kind in (KERNEL, MEMCPY, MEMSET))
+    cols = {kind: _Columns(KIND_LABELS[kind], kind in (KERNEL, MEMCPY, MEMSET), path)
             for kind in (KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION)}
     complete = phased = 0
     span = None
+    deadline = read_limits().deadline() if deadline is None else deadline
     for at in range(0, len(raws), BATCH):
+        deadline.check()
         picked: dict[str, list] = {kind: [] for kind in cols}
         for e in _decode_batch(raws[at:at + BATCH], at, path, where):
             if e.ph != "X":
@@ -469,7 +525,7 @@ def _named(codes: np.ndarray, names: np.ndarray, normalise=None) -> pd.Categoric
     texts = names[used] if used.size else np.zeros(0, dtype=object)
     if normalise is not None:
         texts = np.array([normalise(str(t)) for t in texts], dtype=object)
-    categories, remap = np.unique(texts.astype(str), return_inverse=True)
+    categories, remap = np.unique(text_objects(texts), return_inverse=True)
     return pd.Categorical.from_codes(remap[inverse].reshape(-1), categories=categories)
 
 
@@ -526,6 +582,7 @@ def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
         entry = table.get(dev)
         model = board_name(entry.get("name")) if entry else ""
         sms = _int(entry.get("numSms")) if entry else 0
+        sms = sms if 0 <= sms <= 1 << 20 else 0  # no GPU has a million SMs: the count is unknown
         if model:
             note = ""
         elif props is None:
@@ -596,10 +653,14 @@ def _base_ns(raw, path: str) -> int:
     text = bytes(raw).strip().strip(b'"')
     if text in (b"", b"null"):
         return 0
+    shown = text[:40].decode("utf-8", "replace")
     try:
-        return int(text)
+        base = int(text)
     except ValueError:
-        raise ProfileError(f"{path}: baseTimeNanoseconds is not an integer ({text[:40].decode('utf-8', 'replace')!r})") from None
+        raise ProfileError(f"{path}: baseTimeNanoseconds is not an integer ({shown!r})") from None
+    if not -INT64_MAX <= base <= INT64_MAX:
+        raise ProfileError(f"{path}: baseTimeNanoseconds {shown} {BEYOND_INT64}")
+    return base
 
 
 def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
@@ -673,15 +734,29 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     Raises:
         ProfileError: empty file, damaged or truncated gzip, not JSON or truncated JSON, JSON that is
         not a trace (not an object with traceEvents nor a list; an item of the event list that is not
-        an object, ``[1, 2, 3]``; objects none of which has a ``ph``), a time that is not a number or
-        does not fit int64 ns, no GPU events or no kernels. The message starts with the path and says why.
+        an object, ``[1, 2, 3]``; objects none of which has a ``ph``; nested too deeply to read), a time
+        that is not a number or does not fit int64 ns, an id beyond 64 bits, no GPU events or no
+        kernels; a gzip file inflating past the current limits' ``max_inflated`` bytes, or reading past
+        their time bound (:mod:`pipeline.load.limits`). The message starts with the path and says why.
+
+    Event names longer than :data:`~pipeline.load.limits.MAX_TEXT_CHARS` characters are cut
+    (:func:`~pipeline.load.limits.cut_text`).
     """
+    limits = read_limits()
+    deadline = limits.deadline()
     try:
-        text = read_text(path)
+        text = read_text(path, limits.max_inflated)
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
-    raws, props, dist, base, where = _parse(path, text)
-    cols, names_seen, complete, span = _collect(raws, base, path, where)
+    try:
+        raws, props, dist, base, where = _parse(path, text)
+        cols, names_seen, complete, span = _collect(raws, base, path, where, deadline)
+    except RecursionError:
+        raise ProfileError(f"{path}: JSON nested deeper than it can be read (about {sys.getrecursionlimit():,} "
+                           "levels; a PyTorch profiler trace nests a few): not a trace as the profiler writes it"
+                           ) from None
+    except ReadTimeout as exc:
+        raise ProfileError(f"{path}: {exc}") from None
     del raws, text
     names = names_seen.array()
     tables, missing = {}, {}
@@ -706,7 +781,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
                             "name": _named(rt["name_code"], names, normalise_api_name)}, copy=False)
     ranges = _kept(annotations, annotations["end"] != annotations["start"])
     nvtx = pd.DataFrame({**{c: ranges[c] for c in ("start", "end", "pid", "tid")},
-                         "text": names[ranges["name_code"]].astype(str) if _rows(ranges) else np.zeros(0, dtype=str)},
+                         "text": pd.array(names[ranges["name_code"]], dtype="str")},
                         copy=False)
 
     k = tables[KERNEL]

@@ -39,10 +39,30 @@ class TimeTextError(ValueError):
     """A ``ts``/``dur`` text that is not a decimal number of microseconds (message says which)."""
 
 
+#: What is said of a time beyond int64 ns (after the value), by the trace loader too.
+BEYOND_INT64 = (f"does not fit in 64-bit nanoseconds (beyond ±{INT64_MAX / 1e9 / 86400 / 365.25:.0f} years): "
+                "not a time a profiler writes")
+
+
+class TimeRangeError(TimeTextError):
+    """A ``ts``/``dur`` that is a number, but not one 64-bit nanoseconds can hold (the message names the
+    value); ``index``: its position in the array converted (:func:`micros_texts_to_ns`), when known."""
+
+    def __init__(self, text: str, index: int | None = None):
+        super().__init__(f"{text} µs {BEYOND_INT64}")
+        self.text, self.index = text, index
+
+
+#: Decimal exponent (of the most significant digit, in µs) from which a value cannot be int64 ns:
+#: 1e16 µs = 1e19 ns > INT64_MAX. Larger values are refused before any arithmetic (1e308, 1e999999999
+#: would otherwise cost the digits they name).
+_MAX_ADJUSTED = 16
+
+
 def micros_text_to_ns(text: str | bytes) -> int:
     """One microsecond value, as JSON text (``b"12.345"``, ``"1.5e3"``, a quoted ``"\\"7\\""``),
     to integer ns, rounded half to even below 1 ns. Raises :class:`TimeTextError` for anything
-    that is not a finite decimal number."""
+    that is not a finite decimal number, :class:`TimeRangeError` for one beyond int64 ns."""
     raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray, memoryview)) else str(text)
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] == '"':
@@ -53,7 +73,14 @@ def micros_text_to_ns(text: str | bytes) -> int:
         raise TimeTextError(f"not a number: {raw[:40]!r}") from None
     if not value.is_finite():
         raise TimeTextError(f"not a finite number: {raw[:40]!r}")
-    return int(_CONTEXT.scaleb(value, 3).quantize(_NS, context=_CONTEXT))
+    if value and value.adjusted() >= _MAX_ADJUSTED:
+        raise TimeRangeError(raw[:40])
+    if value and value.adjusted() < -_MAX_ADJUSTED:  # far below 1 ns: rounds to 0 (quantize would refuse it)
+        return 0
+    ns = int(_CONTEXT.scaleb(value, 3).quantize(_NS, context=_CONTEXT))
+    if not -INT64_MAX <= ns <= INT64_MAX:
+        raise TimeRangeError(raw[:40])
+    return ns
 
 
 def _unscaled_int64(dec: pa.Array) -> np.ndarray:
@@ -72,8 +99,8 @@ def micros_texts_to_ns(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
     ``ns``: int64 ns (0 where ``bad``); ``bad``: True where the text is ``null``, empty or not a
     finite decimal number (the caller drops those events and says so). Exact as the module says;
-    values with more than 3 decimals are rounded half to even. Raises :class:`TimeTextError` when
-    a value does not fit in int64 ns.
+    values with more than 3 decimals are rounded half to even. Raises :class:`TimeRangeError` (its
+    ``index`` set) when a value does not fit in int64 ns.
     """
     if pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type):
         texts = texts.cast(pa.string())  # JSON text is UTF-8 (msgspec validated it)
@@ -84,8 +111,8 @@ def micros_texts_to_ns(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         texts = pc.utf8_trim(texts, '"')
     try:
         return _unscaled_int64(texts.cast(pa.decimal128(38, 3))), np.zeros(n, dtype=bool)
-    except pa.ArrowInvalid:
-        pass  # more than 3 decimals, a null, or not a number: those one at a time
+    except (pa.ArrowInvalid, TimeTextError):
+        pass  # more than 3 decimals, a null, not a number, or too large: those one at a time
     out = np.zeros(n, dtype=np.int64)
     bad = np.zeros(n, dtype=bool)
     plain = pc.match_substring_regex(texts, _PLAIN).fill_null(False).to_numpy(zero_copy_only=False)
@@ -102,11 +129,11 @@ def micros_texts_to_ns(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
             continue
         try:
             value = micros_text_to_ns(text)
+        except TimeRangeError as exc:
+            raise TimeRangeError(exc.text, i) from None
         except TimeTextError:
             bad[i] = True
             continue
-        if not -INT64_MAX <= value <= INT64_MAX:
-            raise TimeTextError(f"{text!r} µs does not fit in 64-bit nanoseconds")
         out[i] = value
     return out, bad
 

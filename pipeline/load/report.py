@@ -21,6 +21,8 @@ from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
     frame_codes, impossible_rows)
+from .limits import ReadTimeout, cut_sql
+from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
 from .snapshot import committed_state
 from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
@@ -62,7 +64,7 @@ def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str
     corr = "correlationId" if "correlationId" in cols else "0"
     sql = (
         f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, {stream} AS stream_id, "
-        f"{corr} AS correlation_id, {ctx} AS context_id{', ' + name_col + ' AS name' if name_col else ''} "
+        f"{corr} AS correlation_id, {ctx} AS context_id{', ' + cut_sql(name_col) + ' AS name' if name_col else ''} "
         f"FROM {KERNEL_TABLE}"
     )
     return sql, decode, name_col is not None
@@ -158,7 +160,7 @@ def _runtime_query(schema: Schema) -> tuple[str | None, bool]:
     corr = "correlationId" if "correlationId" in cols else "0"
     tid_col = "globalTid" if "globalTid" in cols else "0"
     return (f"SELECT start, end, {tid_col} AS gtid, {corr} AS correlation_id"
-            f"{', ' + name_col + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}"), name_col is not None
+            f"{', ' + cut_sql(name_col) + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}"), name_col is not None
 
 
 def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFrame:
@@ -276,7 +278,7 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     cols = schema.columns(NVTX_TABLE)
     if not cols or "end" not in cols:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns[:-1]} | {"text": pd.Series(dtype=str)})
-    text = "text" if "text" in cols else "NULL"
+    text = cut_sql("text") if "text" in cols else "NULL"
     text_id = "textId" if "textId" in cols else "NULL"
     where = f"WHERE eventType IN {NVTX_RANGE_TYPES}" if "eventType" in cols else ""
     gtid = "globalTid" if "globalTid" in cols else "0"
@@ -406,16 +408,27 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
         ProfileError: the file is missing, empty, not SQLite, not an Nsight
         export, or holds no kernels; another process is writing it, or its committed
         state (part of it in a ``-wal`` or hot ``-journal`` sidecar) cannot be recovered
-        (:func:`pipeline.load.snapshot.committed_state`). The message starts with the path.
+        (:func:`pipeline.load.snapshot.committed_state`); a table it reads is a view
+        (:class:`~pipeline.load.tables.Schema`); reading took longer than the time bound
+        (``export.read_timeout_s``, :mod:`pipeline.load.limits`). The message starts with the path.
+
+    Text longer than :data:`~pipeline.load.limits.MAX_TEXT_CHARS` characters (kernel and API names,
+    NVTX text, StringIds) is cut where SQLite reads it (:func:`~pipeline.load.limits.cut_sql`).
     """
+    deadline = read_limits().deadline()
     with committed_state(path) as readable:
-        return _load_committed(path, readable, require_kernels)
+        return _load_committed(path, readable, require_kernels, deadline)
 
 
-def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
-    """:func:`load_report` of ``path`` from ``readable``, a file holding its committed state by itself."""
+def _load_committed(path: str, readable: str, require_kernels: bool, deadline=None) -> Report:
+    """:func:`load_report` of ``path`` from ``readable``, a file holding its committed state by itself,
+    within ``deadline`` (a :class:`~pipeline.load.limits.Deadline`; None: no time bound)."""
     con = connect_readonly(readable, shown=path)
-    schema = Schema(con, readonly_uri(readable))
+    try:
+        schema = Schema(con, readonly_uri(readable), path, deadline)
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise _read_error(path, exc, deadline) from exc
     try:
         if not schema.has(KERNEL_TABLE) and not any(schema.has(t) for t in (*META_TABLES, STRING_TABLE)):
             raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
@@ -475,10 +488,19 @@ def _load_committed(path: str, readable: str, require_kernels: bool) -> Report:
             capture_start_ns=start_ns,
             capture_start_source=start_source,
         )
-    except sqlite3.DatabaseError as exc:
-        raise ProfileError(f"{path}: SQLite error while reading ({exc})") from exc
+    except (sqlite3.DatabaseError, ReadTimeout) as exc:
+        raise _read_error(path, exc, deadline) from exc
     finally:
         schema.close()
+
+
+def _read_error(path: str, exc: Exception, deadline) -> ProfileError:
+    """The :class:`ProfileError` of an SQLite error or :class:`~pipeline.load.limits.ReadTimeout` while
+    reading ``path``: the time bound's message when ``deadline`` has passed (SQLite says only
+    "interrupted" when its progress handler stopped a query)."""
+    if isinstance(exc, ReadTimeout) or (deadline is not None and deadline.expired()):
+        return ProfileError(f"{path}: {exc if isinstance(exc, ReadTimeout) else deadline.error()}")
+    return ProfileError(f"{path}: SQLite error while reading ({exc})")
 
 
 def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:

@@ -5,6 +5,11 @@ ever written into a user's profile, not even an index. Immutable means SQLite lo
 sidecar and no lock, so the file opened must hold the committed state by itself: the loader
 opens what :func:`pipeline.load.snapshot.committed_state` gives it. Large tables are read in rowid
 ranges on threads, each with its own ADBC connection, straight into Arrow.
+
+Reading has a time bound, the schema's :class:`~pipeline.load.limits.Deadline`: SQLite's progress
+handler stops the queries of the schema's own sqlite3 connection; the ADBC driver cannot be cancelled,
+so the bulk reads only scan tables (never a view: :class:`~pipeline.load.tables.Schema` refuses them)
+and look at the clock between two batches (:class:`~pipeline.load.limits.ReadTimeout`).
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .limits import ReadTimeout
 from .tables import Schema
 
 if TYPE_CHECKING:  # annotations only
@@ -105,7 +111,7 @@ def text_rows(con: sqlite3.Connection, sql: str) -> list[tuple]:
 
 def read_frame(schema: "Schema", sql: str) -> "pd.DataFrame":
     """Run one (small) query through :func:`_fetch` and return a frame."""
-    return _fetch(schema.uri, sql).to_pandas()
+    return _fetch(schema.uri, sql, schema.deadline).to_pandas()
 
 
 #: Tables with fewer rows than this are read by one query (splitting would cost more than it saves).
@@ -154,22 +160,47 @@ def split_queries(schema: Schema, table: str, sql: str, parts: int) -> list[str]
     return [f"{sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in ranges]
 
 
-def _fetch(uri: str, sql: str):
+def _fetch(uri: str, sql: str, deadline=None):
     """One query on its own ADBC connection, as an Arrow table (the driver fills Arrow
-    columns in C without holding the GIL, so several run at once on threads).
+    columns in C without holding the GIL, so several run at once on threads). ``deadline``
+    (a :class:`~pipeline.load.limits.Deadline`, or None) is looked at before and between batches.
 
     The driver manager's low-level objects are used, not its DB-API module: that one imports
-    ``pyarrow.dataset`` (and looks for polars) on first use, ~40 ms of every run's start-up."""
+    ``pyarrow.dataset`` (and looks for polars) on first use, ~40 ms of every run's start-up.
+    Raises ``sqlite3.DatabaseError``, :class:`~pipeline.load.limits.ReadTimeout`."""
+    import pyarrow as pa
+
+    batches = []
+    schema = _stream(uri, sql, deadline, lambda seq, batch: batches.append(batch))
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _stream(uri: str, sql: str, deadline, each, batch_rows: int | None = None):
+    """Run ``sql`` on its own ADBC connection and call ``each(seq, batch)`` for every Arrow batch
+    (``batch_rows`` rows each; None: the driver's default), looking at ``deadline`` before and
+    between batches. Returns the result's schema. Raises ``sqlite3.DatabaseError`` (the driver's
+    errors restated), :class:`~pipeline.load.limits.ReadTimeout`."""
     import adbc_driver_manager
     import adbc_driver_sqlite
     import pyarrow as pa
 
+    if deadline is not None:
+        deadline.check()
     try:
         with adbc_driver_sqlite.connect(uri) as db, adbc_driver_manager.AdbcConnection(db) as con, \
                 adbc_driver_manager.AdbcStatement(con) as statement:
+            if batch_rows:
+                statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
-            return pa.RecordBatchReader.from_stream(stream).read_all()
+            reader = pa.RecordBatchReader.from_stream(stream)
+            for seq, batch in enumerate(reader):
+                if deadline is not None:
+                    deadline.check()
+                each(seq, batch)
+            return reader.schema
+    except (sqlite3.DatabaseError, ReadTimeout):
+        raise
     except Exception as exc:  # the ADBC driver's own DatabaseError/OperationalError
         raise sqlite3.DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -186,12 +217,12 @@ def read_tables(schema: Schema, jobs: dict[str, tuple[str, str]], threads: int |
     threads = threads or read_threads()
     pieces = [(name, q) for name, (table, sql) in jobs.items() for q in split_queries(schema, table, sql, threads)]
     if len(pieces) <= 1 or threads == 1:
-        results = [_fetch(schema.uri, q) for _, q in pieces]
+        results = [_fetch(schema.uri, q, schema.deadline) for _, q in pieces]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(pieces))) as pool:
-            results = list(pool.map(lambda piece: _fetch(schema.uri, piece[1]), pieces))
+            results = list(pool.map(lambda piece: _fetch(schema.uri, piece[1], schema.deadline), pieces))
     out: dict = {}
     for (name, _), table in zip(pieces, results):
         out.setdefault(name, []).append(table)
@@ -409,24 +440,9 @@ class _Sink:
         return Decoded(rows, ints, nulls, texts)
 
 
-def _stream_into(uri: str, sql: str, sink: _Sink, piece: int) -> None:
-    """Run ``sql`` on its own connection and hand each batch to ``sink`` as piece ``piece``."""
-    import adbc_driver_manager
-    import adbc_driver_sqlite
-    import pyarrow as pa
-
-    try:
-        with adbc_driver_sqlite.connect(uri) as db, adbc_driver_manager.AdbcConnection(db) as con, \
-                adbc_driver_manager.AdbcStatement(con) as statement:
-            statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-            statement.set_sql_query(sql)
-            stream, _ = statement.execute_query()
-            for seq, batch in enumerate(pa.RecordBatchReader.from_stream(stream)):
-                sink.add(piece, seq, batch)
-    except sqlite3.DatabaseError:
-        raise
-    except Exception as exc:  # the ADBC driver's own DatabaseError/OperationalError
-        raise sqlite3.DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+def _stream_into(uri: str, sql: str, sink: _Sink, piece: int, deadline=None) -> None:
+    """Run ``sql`` on its own connection and hand each batch to ``sink`` as piece ``piece`` (:func:`_stream`)."""
+    _stream(uri, sql, deadline, lambda seq, batch: sink.add(piece, seq, batch), BATCH_ROWS)
 
 
 def _dense_ranges(schema: Schema, table: str, parts: int) -> list[tuple[int, int]] | None:
@@ -450,7 +466,7 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
     (default :func:`read_threads`): the driver decodes with the GIL released, so the tables and
     ranges decode at once. Each batch is written into its columns' final arrays as it comes, so
     memory is the result plus a batch per thread. Rows are those of the query in rowid order.
-    Raises ``sqlite3.DatabaseError``.
+    Raises ``sqlite3.DatabaseError``, :class:`~pipeline.load.limits.ReadTimeout` (``schema.deadline``).
     """
     threads = threads or read_threads()
     work, sinks = [], {}
@@ -463,11 +479,12 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
     work.sort(key=lambda w: w[0])  # every table's first range first: they decode side by side
     if threads == 1 or len(work) <= 1:  # no query at all (a CPU-only capture): nothing to decode
         for i, name, q in work:
-            _stream_into(schema.uri, q, sinks[name], i)
+            _stream_into(schema.uri, q, sinks[name], i, schema.deadline)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(work))) as pool:
-            for future in [pool.submit(_stream_into, schema.uri, q, sinks[name], i) for i, name, q in work]:
+            for future in [pool.submit(_stream_into, schema.uri, q, sinks[name], i, schema.deadline)
+                           for i, name, q in work]:
                 future.result()
     return {name: sink.finish() for name, sink in sinks.items()}

@@ -43,23 +43,48 @@ class Schema:
 
     ``con`` (Python sqlite3) answers the small questions; the tables themselves are read
     through ADBC on the same read-only ``uri`` (:func:`read_tables`, :func:`read_frame`).
+    ``shown``: the report's name in messages (default: the file ``uri`` names). ``deadline``: the
+    time bound of reading it (a :class:`~pipeline.load.limits.Deadline`; None: none), installed on
+    ``con`` and kept for the bulk reads.
+
+    A view is never read: Nsight Systems writes tables only, and a view in place of one can expand
+    itself or recurse forever. Asking about a table that is a view (:meth:`has`, :meth:`columns`)
+    raises :class:`~pipeline.model.ProfileError` naming it (table names are matched as SQLite
+    matches them, ignoring case).
     """
 
-    def __init__(self, con: sqlite3.Connection, uri: str | None = None):
+    def __init__(self, con: sqlite3.Connection, uri: str | None = None, shown: str | None = None, deadline=None):
         self.con = con
         self.uri = uri
-        rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+        self.shown = shown or uri or "export"
+        self.deadline = deadline
+        if deadline is not None:
+            deadline.install(con)
+        rows = con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table','view')").fetchall()
         self.tables = {r[0] for r in rows}
+        self.views = {r[0].lower() for r in rows if r[1] == "view"}
         self._columns: dict[str, dict[str, str]] = {}
 
+    def _refuse_view(self, table: str) -> None:
+        if table.lower() in self.views:
+            from ..model import ProfileError  # imports pandas: only when refusing
+
+            raise ProfileError(f"{self.shown}: {table} is a view, not a table as Nsight Systems writes it (a view "
+                               "can expand itself or recurse without end, so gpu-idle never reads one); export the "
+                               "report again with nsys export")
+
     def has(self, table: str) -> bool:
+        """True when the export has ``table``. Raises ProfileError when it is a view."""
+        self._refuse_view(table)
         return table in self.tables
 
     def close(self) -> None:
         self.con.close()
 
     def columns(self, table: str) -> dict[str, str]:
-        """Column name -> declared type (upper case) for ``table``; {} if absent."""
+        """Column name -> declared type (upper case) for ``table``; {} if absent. Raises ProfileError
+        when it is a view."""
+        self._refuse_view(table)
         if table not in self.tables:
             return {}
         if table not in self._columns:
