@@ -98,23 +98,30 @@ TRACES = {
 # -- hostile exports ---------------------------------------------------------------------------
 
 def steady(w: ExportWriter, n: int = 5, pid: int = 10) -> None:
-    """``n`` 6 ms kernels every 10 ms on stream 7, and a CUDA call."""
+    """``n`` 6 ms kernels every 10 ms on stream 7, a CUDA call and an NVTX range."""
     for i in range(n):
         w.kernel(pid=pid, device=0, stream=7, start=i * 10 * MS, end=i * 10 * MS + 6 * MS, name="gemm")
     w.runtime(pid=pid, tid=pid + 1, start=0, end=MS, name="cudaLaunchKernel_v7000")
-
-
-def replace_by_view(path: str, table: str, view_sql: str, view_name: str | None = None) -> None:
-    """Rename ``table`` to ``<table>_real`` and create a view in its place (``view_sql`` may use the real table)."""
-    con = sqlite3.connect(path)
-    con.execute(f"ALTER TABLE {table} RENAME TO {table}_real")
-    con.execute(f"CREATE VIEW {view_name or table} AS {view_sql.format(real=table + '_real')}")
-    con.commit()
-    con.close()
+    w.nvtx(pid=pid, tid=pid + 1, start=0, end=9 * MS, text="setup")
 
 
 VIEW = ("{table} is a view, not a table as Nsight Systems writes it (a view can expand itself or recurse without "
         "end, so gpu-idle never reads one); export the report again with nsys export")
+RECURSE = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+#: name -> (table, the view made in its place, the view's name when not the table's): each export is an
+#: ordinary one (:func:`steady`) whose table was renamed ``<table>_real`` and replaced by the view.
+VIEWS = {
+    # StringIds a view doubling its texts without end (300 KB of file)
+    "stringids_view.sqlite": ("StringIds", "WITH RECURSIVE r(id, value) AS (SELECT id, value FROM {real} UNION ALL "
+                                           "SELECT id + 1000, value || value FROM r) SELECT id, value FROM r", None),
+    # the kernel table an infinitely recursive view that never gives a row (a hang at 100 % CPU, flat memory)
+    "kernel_recursive_view.sqlite": ("CUPTI_ACTIVITY_KIND_KERNEL", RECURSE + "SELECT k.* FROM r, {real} k WHERE r.n < 0",
+                                     None),
+    # other tables: a view named in other letter case (SQLite reads it under the table's name), NVTX without end
+    "runtime_view_lower_case.sqlite": ("CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT * FROM {real}",
+                                       "cupti_activity_kind_runtime"),
+    "nvtx_view.sqlite": ("NVTX_EVENTS", RECURSE + "SELECT e.* FROM r, {real} e", None),
+}
 
 
 def make_exports(folder) -> dict:
@@ -132,37 +139,16 @@ def make_exports(folder) -> dict:
     w.runtime(pid=10, tid=11, start=0, end=MS, name="cudaLaunchKernel_v7000")
     w.close()
     out["long_name.sqlite"] = None
-    # StringIds a view doubling its texts without end (300 KB of file)
-    w = ExportWriter(str(folder / "stringids_view.sqlite"))
-    steady(w)
-    w.close()
-    replace_by_view(str(folder / "stringids_view.sqlite"), "StringIds",
-                    "WITH RECURSIVE r(id, value) AS (SELECT id, value FROM {real} UNION ALL "
-                    "SELECT id + 1000, value || value FROM r) SELECT id, value FROM r")
-    out["stringids_view.sqlite"] = VIEW.format(table="StringIds")
-    # the kernel table an infinitely recursive view that never gives a row (a hang at 100 % CPU, flat memory)
-    w = ExportWriter(str(folder / "kernel_recursive_view.sqlite"))
-    steady(w)
-    w.close()
-    replace_by_view(str(folder / "kernel_recursive_view.sqlite"), "CUPTI_ACTIVITY_KIND_KERNEL",
-                    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
-                    "SELECT k.* FROM r, {real} k WHERE r.n < 0")
-    out["kernel_recursive_view.sqlite"] = VIEW.format(table="CUPTI_ACTIVITY_KIND_KERNEL")
-    # other tables, a view named in other letter case (SQLite reads it under the table's name)
-    w = ExportWriter(str(folder / "runtime_view_lower_case.sqlite"))
-    steady(w)
-    w.close()
-    replace_by_view(str(folder / "runtime_view_lower_case.sqlite"), "CUPTI_ACTIVITY_KIND_RUNTIME",
-                    "SELECT * FROM {real}", view_name="cupti_activity_kind_runtime")
-    out["runtime_view_lower_case.sqlite"] = VIEW.format(table="CUPTI_ACTIVITY_KIND_RUNTIME")
-    w = ExportWriter(str(folder / "nvtx_view.sqlite"))
-    steady(w)
-    w.nvtx(pid=10, tid=11, start=0, end=9 * MS, text="setup")
-    w.close()
-    replace_by_view(str(folder / "nvtx_view.sqlite"), "NVTX_EVENTS",
-                    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
-                    "SELECT e.* FROM r, {real} e")
-    out["nvtx_view.sqlite"] = VIEW.format(table="NVTX_EVENTS")
+    for name, (table, view_sql, view_name) in VIEWS.items():
+        w = ExportWriter(str(folder / name))
+        steady(w)
+        w.close()
+        con = sqlite3.connect(folder / name)
+        con.execute(f"ALTER TABLE {table} RENAME TO {table}_real")
+        con.execute(f"CREATE VIEW {view_name or table} AS {view_sql.format(real=table + '_real')}")
+        con.commit()
+        con.close()
+        out[name] = VIEW.format(table=table)
     return out
 
 
