@@ -388,6 +388,29 @@ def test_a_ten_megabyte_kernel_name_is_cut_and_never_widened(hostile, tmp_path):
     assert len(report.kernels["name"].cat.categories) == 400
 
 
+def test_inline_texts_of_older_schemas_are_cut_as_sqlite_reads_them(tmp_path):
+    """Kernel names, CUDA API names and NVTX text held in the tables themselves (older schemas; any
+    schema's column may hold text whatever its declared type): cut to the same rule as StringIds text."""
+    from pipeline.load.report import load_report
+
+    path = str(tmp_path / "inline.sqlite")
+    w = ExportWriter(path)
+    w.kernel(pid=10, device=0, stream=7, start=0, end=6 * MS, name="x" * LONG)
+    w.kernel(pid=10, device=0, stream=7, start=10 * MS, end=16 * MS, name="k1")
+    w.runtime(pid=10, tid=11, start=0, end=MS, name="c" * LONG)
+    w.nvtx(pid=10, tid=11, start=0, end=9 * MS, text="n" * LONG)
+    w.close()
+    con = sqlite3.connect(path)
+    for table, column in (("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId")):
+        con.execute(f"UPDATE {table} SET {column} = (SELECT value FROM StringIds WHERE id = {column})")
+    con.commit()
+    con.close()
+    report = load_report(path)
+    assert report.kernels["name"].tolist() == [cut("x" * LONG), "k1"]
+    assert report.runtime["name"].tolist() == [cut("c" * LONG)]
+    assert report.nvtx["text"].tolist() == [cut("n" * LONG)]
+
+
 def test_cut_text_in_sql_and_in_python_agree():
     """The loader cuts text in SQLite (exports) and in Python (traces): the same text both ways, and
     exactly the stated rule; short texts, integers and NULL pass unchanged."""
