@@ -14,8 +14,10 @@ each finishes, whatever runs the work:
   fan-out, ``plan-…-<gpu>`` tasks find each GPU's iterations and every ``analyse-…`` task of
   the report waits for all of them, so the report's GPUs agree on the window before analysing).
 
-Every report comes back, never an exception: bad input is a failure value from the task;
-a task that raises is retried ``dask.retries`` times and then becomes a failure; a task
+Every report comes back, never an exception: bad input, and any exception while analysing a
+report, is a failure value from the task (:func:`~pipeline.engine.tasks.describe`); a task that
+raises all the same (its arguments cannot be unpickled, say) is retried ``dask.retries`` times and
+then becomes a failure described the same way; a task
 whose worker dies every time it runs (a crash in native code, an out-of-memory kill) is a
 failure saying so and after how many attempts; and when no worker is left at all for
 ``dask.no_workers_timeout_s`` seconds, the reports not done become failures saying that, so
