@@ -92,6 +92,74 @@ def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
     return {k: v for k, v in (("n_workers", workers), ("dashboard", dashboard)) if v is not None}
 
 
+#: What each exit status of ``gpu-idle`` means; the commands' ``--help`` and the README say the same.
+EXIT_STATUSES = {
+    0: "every report analysed (or nothing to do)",
+    1: "a report failed (its row says why), or the command could not finish",
+    2: "nothing done: a wrong option, config, scheduler address or --out",
+    130: "interrupted by SIGINT (Ctrl-C); the worker processes end with it",
+    143: "interrupted by SIGTERM; the worker processes end with it",
+}
+EXIT_HELP = "\b\nExit status:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_STATUSES.items())
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised in the main thread (:func:`_interrupt`). A ``BaseException``, so
+    no ``except Exception`` of the pipeline takes it for one report's failure: it unwinds every
+    ``with`` (the cluster is closed and its worker processes end) up to :func:`entry`, which exits
+    with 128 + ``signum``."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    """The handler of SIGINT and SIGTERM in the ``gpu-idle`` process: raise :class:`Interrupted`
+    once; a second signal while the run cleans up is ignored (the clean-up is bounded)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    raise Interrupted(signum)
+
+
+def _default_signals() -> None:
+    """In a process forked from ``gpu-idle`` (a LocalCluster worker): SIGINT and SIGTERM back to
+    the system's default, so that they end it at once, even while a thread of it holds the GIL
+    (the Nanny's terminate, the run's clean-up)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except ValueError:  # not the main thread: cannot happen right after fork, where only it runs
+            pass
+
+
+def install_interrupts() -> None:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in this process; processes forked from it get
+    the default actions back (:func:`_default_signals`)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
+    os.register_at_fork(after_in_child=_default_signals)
+
+
+def _scheduler(ctx, param, value):
+    """``--scheduler`` (or ``DASK_SCHEDULER_ADDRESS``): an address gpu-idle can connect to, checked
+    before any work (:func:`pipeline.config.check_scheduler_address`)."""
+    if value is None:
+        return None
+    from .config import check_scheduler_address
+
+    try:
+        return check_scheduler_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
 class Seconds(click.ParamType):
     """Seconds given as decimal text, kept exact (:class:`~decimal.Decimal`): ``1776781226.561295056``
     is that many ns, never the nearest float (which is 48 ns off on the UTC-epoch clock)."""
@@ -107,14 +175,14 @@ class Seconds(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-@click.group()
+@click.group(epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
     """Find, explain and price every idle gap on every GPU in Nsight Systems profiles and PyTorch
     profiler (Kineto) traces."""
 
 
-@main.command()
+@main.command(epilog=EXIT_HELP)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
@@ -129,9 +197,10 @@ def main():
 @click.option("--min-gap-ns", type=click.IntRange(min=0), default=None,
               help="Keep per-stream gaps longer than this (ns); default 1000000.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")
-@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: a LocalCluster, "
-                   "or, for a single report, this process (no cluster).")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", callback=_scheduler,
+              help="Address of a running Dask scheduler, tcp://HOST:PORT or HOST:PORT (also DASK_SCHEDULER_ADDRESS; "
+                   "tls:// with Dask's TLS configuration); default: a LocalCluster, or, for a single report, this "
+                   "process (no cluster). A scheduler that does not answer in dask.connect_timeout_s is an error.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers); a single "
                    "report runs in this process on as many threads.")
@@ -148,7 +217,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     (the others are skipped, and stderr says which). Writes DIR/fleet.parquet, fleet.csv, jobs.csv,
     clusters.csv, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
-    the GPU pages. Exit status 1 when any report failed (it still gets its row)."""
+    the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .config import ConfigError, load_config
     from .inputs.discover import skipped_note
     from .runs.driver import OutputError, RunFolder, drive
@@ -232,7 +301,7 @@ def _night(ctx, param, value):
         raise click.BadParameter(str(exc).split(": ", 1)[1]) from exc
 
 
-@main.command()
+@main.command(epilog=EXIT_HELP)
 @click.argument("inputs", nargs=-1)
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="YAML config(s); the `sweep:` section names the inputs and the state folder.")
@@ -241,9 +310,10 @@ def _night(ctx, param, value):
               help="Date of this run (default: today, UTC).")
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
 @click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
-@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: a LocalCluster, "
-                   "or, for a single report, this process (no cluster).")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", callback=_scheduler,
+              help="Address of a running Dask scheduler, tcp://HOST:PORT or HOST:PORT (also DASK_SCHEDULER_ADDRESS; "
+                   "tls:// with Dask's TLS configuration); default: a LocalCluster, or, for a single report, this "
+                   "process (no cluster). A scheduler that does not answer in dask.connect_timeout_s is an error.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
@@ -251,7 +321,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
-    report failed."""
+    report failed; see below."""
     from .config import ConfigError, load_config
     from .runs.driver import OutputError
     from .runs.sweep import SweepBusy, rebuild
@@ -348,6 +418,7 @@ def slurm_job(configs):
 
 from .report.command import report as _report_command  # noqa: E402
 
+_report_command.epilog = EXIT_HELP
 main.add_command(_report_command)
 
 
@@ -356,21 +427,33 @@ def entry() -> None:
     :func:`end_process` with its exit status. Tests that call :func:`main` in-process (click's
     ``CliRunner``) keep the normal interpreter exit.
 
+    SIGINT and SIGTERM end it with exit status 130 and 143 (:data:`EXIT_STATUSES`), after the
+    cluster it started is closed and its worker processes have ended (:class:`Interrupted`).
+
     The pipeline does no linear algebra, so numpy's BLAS gets one thread
     (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
     numpy is imported, a quarter of numpy's import time on two CPUs."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    install_interrupts()
     try:
         main()
         code = 0
     except SystemExit as exc:
         code = exc.code
+    except Interrupted as exc:
+        import signal
+
+        code = 128 + exc.signum
+        echo(f"gpu-idle: interrupted by {signal.Signals(exc.signum).name}: stopped, exit status {code} "
+             "(the outputs of this run may be incomplete; run it again)", err=True)
+        end_process(code, wait_for_threads=False)
     end_process(code)
 
 
-def end_process(code) -> None:
+def end_process(code, wait_for_threads: bool = True) -> None:
     """End the process with exit status ``code`` (``SystemExit`` semantics: None is 0, a text is
-    printed to stderr and gives 1), skipping the interpreter's teardown when nothing else runs.
+    printed to stderr and gives 1), skipping the interpreter's teardown when nothing else runs
+    (or, with ``wait_for_threads=False``, an interrupted run's, even when other threads run).
 
     With pandas, pyarrow and matplotlib loaded, finalising the interpreter (destroying every
     module's objects) takes ~0.15 s, a sixth of an unchanged rerun. So when the main thread is the
@@ -387,7 +470,7 @@ def end_process(code) -> None:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    if threading.active_count() > 1:
+    if wait_for_threads and threading.active_count() > 1:
         raise SystemExit(code)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
