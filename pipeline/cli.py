@@ -103,50 +103,6 @@ EXIT_STATUSES = {
 EXIT_HELP = "\b\nExit status:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_STATUSES.items())
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM, raised in the main thread (:func:`_interrupt`). A ``BaseException``, so
-    no ``except Exception`` of the pipeline takes it for one report's failure: it unwinds every
-    ``with`` (the cluster is closed and its worker processes end) up to :func:`entry`, which exits
-    with 128 + ``signum``."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _interrupt(signum, frame):
-    """The handler of SIGINT and SIGTERM in the ``gpu-idle`` process: raise :class:`Interrupted`
-    once; a second signal while the run cleans up is ignored (the clean-up is bounded)."""
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    raise Interrupted(signum)
-
-
-def _default_signals() -> None:
-    """In a process forked from ``gpu-idle`` (a LocalCluster worker): SIGINT and SIGTERM back to
-    the system's default, so that they end it at once, even while a thread of it holds the GIL
-    (the Nanny's terminate, the run's clean-up)."""
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except ValueError:  # not the main thread: cannot happen right after fork, where only it runs
-            pass
-
-
-def install_interrupts() -> None:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in this process; processes forked from it get
-    the default actions back (:func:`_default_signals`)."""
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _interrupt)
-    os.register_at_fork(after_in_child=_default_signals)
-
-
 def _scheduler(ctx, param, value):
     """``--scheduler`` (or ``DASK_SCHEDULER_ADDRESS``): an address gpu-idle can connect to, checked
     before any work (:func:`pipeline.config.check_scheduler_address`)."""
@@ -427,26 +383,25 @@ def entry() -> None:
     :func:`end_process` with its exit status. Tests that call :func:`main` in-process (click's
     ``CliRunner``) keep the normal interpreter exit.
 
-    SIGINT and SIGTERM end it with exit status 130 and 143 (:data:`EXIT_STATUSES`), after the
-    cluster it started is closed and its worker processes have ended (:class:`Interrupted`).
+    SIGINT ends it with exit status 130, SIGTERM with 143 (:data:`EXIT_STATUSES`), after the cluster
+    it started is closed and its worker processes have ended (:mod:`pipeline.interrupts`).
 
     The pipeline does no linear algebra, so numpy's BLAS gets one thread
     (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
     numpy is imported, a quarter of numpy's import time on two CPUs."""
+    from . import interrupts
+
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    install_interrupts()
+    interrupts.install()
     try:
         main()
         code = 0
     except SystemExit as exc:
         code = exc.code
-    except Interrupted as exc:
-        import signal
-
-        code = 128 + exc.signum
-        echo(f"gpu-idle: interrupted by {signal.Signals(exc.signum).name}: stopped, exit status {code} "
+    except interrupts.Interrupted as exc:
+        echo(f"gpu-idle: interrupted by {exc.name}: stopped, exit status {exc.status} "
              "(the outputs of this run may be incomplete; run it again)", err=True)
-        end_process(code, wait_for_threads=False)
+        end_process(exc.status, wait_for_threads=False)
     end_process(code)
 
 

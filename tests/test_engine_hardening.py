@@ -74,6 +74,19 @@ def test_a_yaml_alias_bomb_is_refused_at_load(tmp_path, reports, place):
     stopped_before_work(proc, out, f"{bomb}:", "aliases", "expand")
 
 
+def test_a_jobqueue_file_is_read_the_same_way(tmp_path):
+    """dask.slurm.jobqueue names another YAML file, read when the Slurm cluster starts: the same bound."""
+    from pipeline.config import SlurmConfig
+    from pipeline.engine.cluster import EngineError
+    from pipeline.engine.slurm import cluster_options
+
+    levels = ["  a0: &a0 [lol]"] + [f"  a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    path = tmp_path / "jobqueue.yaml"
+    path.write_text("jobqueue:\n  slurm:\n    cores: 1\nx:\n" + "\n".join(levels) + "\n")
+    with pytest.raises(EngineError, match=r"^dask\.slurm\.jobqueue .*jobqueue\.yaml: YAML aliases would expand"):
+        cluster_options(SlurmConfig(jobqueue=str(path)))
+
+
 def test_a_recursive_alias_is_refused(tmp_path, reports):
     bomb = tmp_path / "loop.yaml"
     bomb.write_text("storage:\n  options:\n    client_kwargs: &loop [1, *loop]\n")
@@ -235,6 +248,18 @@ def test_a_peer_that_is_no_scheduler_is_one_line(tmp_path, reports, answer, expe
     assert proc.stdout.count(f"not analysed: ") == 2
 
 
+def test_a_refused_connection_is_one_line(tmp_path, reports):
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    proc = run_cli("run", *reports, "--out", str(tmp_path / "out"), "--scheduler", address, "--no-cache",
+                   check=False, timeout=HUNG_S)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("gpu-idle: ERROR:")]
+    assert errors == [f"gpu-idle: ERROR: cannot reach the Dask scheduler at {address}: Connection refused"]
+
+
 # --- point 10: signals ---------------------------------------------------------------------------
 
 #: A collective-kernel pattern that backtracks for minutes on any kernel name of 16 characters or
@@ -261,8 +286,10 @@ def alive(processes) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, signum, status):
+@pytest.mark.parametrize("command, signum, status", [("run", signal.SIGTERM, 143), ("run", signal.SIGINT, 130),
+                                                     ("sweep", signal.SIGTERM, 143)],
+                         ids=["run-SIGTERM", "run-SIGINT", "sweep-SIGTERM"])
+def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, command, signum, status):
     """A real run on a LocalCluster (--workers 2) whose workers are busy in a GIL-holding regular
     expression gets the signal once a worker has spent a second of CPU on it. The run exits with
     128 + the signal's number and says so on stderr, and no process it started (worker or other)
@@ -270,8 +297,9 @@ def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, signu
     for as long as the expression runs); SIGINT printed `Aborted!` and exited 1."""
     config = tmp_path / "stuck.yaml"
     config.write_text(STUCK)
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
-                             "--workers", "2", "--no-cache", "--config", str(config)], cwd=REPO,
+    where = ["--out", str(tmp_path / "out"), "--no-cache"] if command == "run" else ["--state-dir", str(tmp_path / "s")]
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", command, *reports, *where,
+                             "--workers", "2", "--config", str(config)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     parent = psutil.Process(proc.pid)
     seen: dict = {}
@@ -300,6 +328,27 @@ def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, signu
                 p.kill()
             except psutil.Error:
                 pass
+        proc.wait(timeout=HUNG_S)
+
+
+def test_sigterm_outside_a_cluster_still_ends_the_process_at_once(tmp_path, reports):
+    """One report runs in the gpu-idle process, its GPUs on threads; one of them holds the GIL
+    (the same expression), so no Python handler could run: SIGTERM keeps the system's action and
+    ends the process at once (a shell shows 143), as before."""
+    config = tmp_path / "stuck.yaml"
+    config.write_text(STUCK)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", reports[0], "--out", str(tmp_path / "out"),
+                             "--no-cache", "--config", str(config)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        me = psutil.Process(proc.pid)
+        deadline = time.monotonic() + HUNG_S
+        while me.cpu_times().user < 2.0 and time.monotonic() < deadline:  # imports, then the expression
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HUNG_S) == -signal.SIGTERM
+    finally:
+        proc.kill()
         proc.wait(timeout=HUNG_S)
 
 

@@ -15,6 +15,7 @@ import os
 import sys
 
 from ..config import Config, check_scheduler_address
+from ..interrupts import while_cluster_runs
 
 
 class QuietHeartbeat(logging.Filter):
@@ -230,7 +231,7 @@ def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     try:
-        cluster.close(timeout=min(5.0, timeout_s))
+        cluster.close(timeout=5)
     except Exception:  # noqa: BLE001 - nothing more can be done; its processes are gone
         pass
 
@@ -261,6 +262,14 @@ def scratch_dir(cfg: Config):
 
 @contextlib.contextmanager
 def open_client(cfg: Config, scheduler: str | None = None, log=print):
+    """:func:`_open_client` with SIGTERM raising :class:`~pipeline.interrupts.Interrupted` while the
+    cluster is open (in the ``gpu-idle`` command), so a terminated run closes it (see there)."""
+    with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _open_client(cfg: Config, scheduler: str | None = None, log=print):
     """A ``distributed.Client`` on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
     else on Slurm worker jobs when ``cfg.dask.slurm`` is set (:func:`pipeline.engine.slurm.open_slurm_client`),
     else on a new ``distributed.LocalCluster`` of ``dask.n_workers`` processes that is closed on
@@ -321,7 +330,7 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
                            else "no dashboard (--dashboard :8787 serves one)"))
                     yield client
             except BaseException as exc:
-                # A signal (pipeline.cli.Interrupted, KeyboardInterrupt), not a failure: the run
+                # A signal (pipeline.interrupts.Interrupted, KeyboardInterrupt), not a failure: the run
                 # is over, its workers are ended at once, busy or not.
                 interrupted = not isinstance(exc, Exception)
                 raise
