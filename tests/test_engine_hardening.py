@@ -22,7 +22,7 @@ import time
 
 import psutil
 import pytest
-from conftest import REPO, run_cli, small_reports
+from conftest import REPO, run_cli, scheduler_address, small_reports
 
 #: Seconds any process of these tests may take before it counts as hung (the test fails, the process is killed).
 HUNG_S = 120
@@ -246,6 +246,36 @@ def test_a_peer_that_is_no_scheduler_is_one_line(tmp_path, reports, answer, expe
     errors = [line for line in proc.stderr.splitlines() if line.startswith("gpu-idle: ERROR:")]
     assert len(errors) == 1 and address in errors[0] and expected in errors[0], proc.stderr
     assert proc.stdout.count(f"not analysed: ") == 2
+
+
+def test_tls_with_dask_s_certificates_runs(tmp_path, reports):
+    """tls:// is accepted when Dask's configuration names the TLS files (here by environment, for a
+    real `dask scheduler --protocol tls` and one worker): the run is analysed over TLS. Without
+    them the same address is exit 2 (above)."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True, timeout=HUNG_S)
+    env = {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(cert)}
+    for role in ("SCHEDULER", "WORKER", "CLIENT"):
+        env |= {f"DASK_DISTRIBUTED__COMM__TLS__{role}__CERT": str(cert), f"DASK_DISTRIBUTED__COMM__TLS__{role}__KEY": str(key)}
+    bindir, sched_file = os.path.dirname(sys.executable), tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([os.path.join(bindir, "dask"), "scheduler", "--protocol", "tls", "--host", "127.0.0.1",
+                               "--port", "0", "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        address = scheduler_address(sched_file)
+        assert address.startswith("tls://127.0.0.1:")
+        procs.append(subprocess.Popen([os.path.join(bindir, "dask"), "worker", address, "--nthreads", "1",
+                                       "--no-dashboard", "--local-directory", str(tmp_path / "w")],
+                                      env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        proc = run_cli("run", *reports, "--out", str(tmp_path / "out"), "--scheduler", address, "--no-cache",
+                       env=env, timeout=HUNG_S)
+        assert f"dask: scheduler {address}" in proc.stdout
+        assert "2 report(s) analysed, 0 reused" in proc.stdout and "0 report(s) failed" in proc.stdout
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+            p.wait(timeout=HUNG_S)
 
 
 def test_a_refused_connection_is_one_line(tmp_path, reports):

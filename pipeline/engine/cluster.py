@@ -95,11 +95,15 @@ def check_scheduler(address: str, timeout_s: float) -> None:
     except OSError as exc:  # refused, no route, unknown host
         raise EngineError(f"cannot reach the Dask scheduler at {address}: {exc.strerror or _one_line(exc)}") from None
 
+    from distributed.security import Security
+
+    tls = Security().get_connection_args("client")  # what Client itself would use (tls:// needs it)
+
     async def handshake():
-        comm = await asyncio.wait_for(connect(address, timeout=timeout_s), timeout_s)
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **tls), timeout_s)
         await comm.close()
 
-    not_dask = f"the peer at {address} does not speak Dask's protocol (is it a Dask scheduler's address?"
+    not_dask = f"the peer at {address} is not a Dask scheduler: it does not speak Dask's protocol"
     # Dask logs what it cannot deserialize (CRITICAL, with a traceback): here that is the answer, said once below.
     protocol_log = logging.getLogger("distributed.protocol.core")
     was_disabled, protocol_log.disabled = protocol_log.disabled, True
@@ -109,11 +113,11 @@ def check_scheduler(address: str, timeout_s: float) -> None:
         raise EngineError(f"the Dask scheduler at {address} accepted the connection but sent nothing in "
                           f"{timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, and alive?") from None
     except MemoryError:  # the first 8 bytes it sent, read as Dask's frame length, are an impossible size
-        raise EngineError(f"{not_dask} what it sent reads as a message of an impossible size)") from None
+        raise EngineError(f"{not_dask} (what it sent reads as a message of an impossible size)") from None
     except OSError as exc:  # closed the connection at once, or during the handshake
         raise EngineError(f"cannot reach the Dask scheduler at {address}: {_one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - a garbage frame: ValueError, msgpack's errors ...
-        raise EngineError(f"{not_dask} {_one_line(exc)})") from None
+        raise EngineError(f"{not_dask} ({_one_line(exc)})") from None
     finally:
         protocol_log.disabled = was_disabled
 
@@ -262,25 +266,30 @@ def scratch_dir(cfg: Config):
 
 @contextlib.contextmanager
 def open_client(cfg: Config, scheduler: str | None = None, log=print):
-    """:func:`_open_client` with SIGTERM raising :class:`~pipeline.interrupts.Interrupted` while the
-    cluster is open (in the ``gpu-idle`` command), so a terminated run closes it (see there)."""
-    with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
-        yield client
-
-
-@contextlib.contextmanager
-def _open_client(cfg: Config, scheduler: str | None = None, log=print):
     """A ``distributed.Client`` on ``scheduler`` (or ``cfg.dask.scheduler`` / ``DASK_SCHEDULER_ADDRESS``),
     else on Slurm worker jobs when ``cfg.dask.slurm`` is set (:func:`pipeline.engine.slurm.open_slurm_client`),
     else on a new ``distributed.LocalCluster`` of ``dask.n_workers`` processes that is closed on
     exit. The LocalCluster serves a dashboard only when ``cfg.dask.dashboard`` names an address,
     runs with :data:`LOCAL_CLUSTER_SETTINGS` and keeps its scratch space in :func:`scratch_dir`.
 
+    While the cluster is open, SIGTERM raises :class:`~pipeline.interrupts.Interrupted` (in the
+    ``gpu-idle`` command: :func:`~pipeline.interrupts.while_cluster_runs`), so a terminated run
+    closes it: a LocalCluster within :data:`INTERRUPTED_CLOSE_TIMEOUT_S`, its workers killed after.
+
+    A scheduler address is checked first (:func:`check_scheduler`, within ``dask.connect_timeout_s``).
+
     Raises:
         EngineError: the scheduler cannot be reached, the LocalCluster cannot start its
             workers (the message gives Dask's reason), or Slurm gives no worker (the message
             says why: no controller, a refused job, jobs pending, workers that never connect).
     """
+    with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _open_client(cfg: Config, scheduler: str | None = None, log=print):
+    """:func:`open_client` without the signal handling."""
     import dask
     from distributed import Client, LocalCluster
 
