@@ -138,7 +138,7 @@ def main():
     profiler (Kineto) traces."""
 
 
-@main.command(epilog=EXIT_HELP)
+@main.command()
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
@@ -257,7 +257,7 @@ def _night(ctx, param, value):
         raise click.BadParameter(str(exc).split(": ", 1)[1]) from exc
 
 
-@main.command(epilog=EXIT_HELP)
+@main.command()
 @click.argument("inputs", nargs=-1)
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="YAML config(s); the `sweep:` section names the inputs and the state folder.")
@@ -374,8 +374,9 @@ def slurm_job(configs):
 
 from .report.command import report as _report_command  # noqa: E402
 
-_report_command.epilog = EXIT_HELP
 main.add_command(_report_command)
+for _command in main.commands.values():  # every command's --help ends with the exit statuses
+    _command.epilog = EXIT_HELP
 
 
 def entry() -> None:

@@ -616,8 +616,8 @@ def _expanded_size(node, sizes: dict, open_: set) -> int:
 
 
 def load_yaml(path, what: str = "config"):
-    """The data of the YAML file ``path`` (safe types only), for a file named in the config or
-    on the command line (``what`` names it in messages: ``config``, ``dask.slurm.jobqueue``).
+    """The data of the YAML file ``path`` (safe types only): a ``--config`` file, or one a config
+    names (``dask.slurm.jobqueue``); ``what`` names it in the message ``cannot read <what>``.
 
     Aliases may not add more than :data:`MAX_ALIAS_NODES` nodes when expanded, nor refer to
     themselves: checked on the composed document, before anything is built from it.
