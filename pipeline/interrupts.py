@@ -9,13 +9,15 @@ ends at once), because a Python handler runs only when the main thread gets the 
 analysing a report in this process may hold it for as long as it likes (a catastrophic regular
 expression). Processes forked from this one (LocalCluster workers) get the system's actions back
 for both signals: a worker must die of SIGTERM (its Nanny's, the clean-up's) even while one of its
-threads holds the GIL.
+threads holds the GIL; on Linux they also die when this process dies unannounced (SIGKILL).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import threading
 
 #: The signals that interrupt a run.
@@ -56,22 +58,54 @@ def _raise(signum, frame) -> None:
     raise Interrupted(signum)
 
 
+#: Linux's prctl option that has the kernel send a process a signal when its parent dies.
+PR_SET_PDEATHSIG = 1
+_forked_by = 0  # the pid of the process that forks, recorded just before (os.register_at_fork)
+_prctl = None  # libc's prctl, found by install()
+
+
+def _before_fork() -> None:
+    global _forked_by
+    _forked_by = os.getpid()
+
+
 def _defaults_in_child() -> None:
+    """In a forked child: the system's actions for SIGINT and SIGTERM, and (Linux) SIGKILL from
+    the kernel when the parent dies, however it dies (SIGKILL, an out-of-memory kill): Dask's own
+    watch of the parent is a thread of the worker, which cannot run while another holds the GIL.
+    The kernel sends it when the thread that forked the child ends; Dask forks a worker from a
+    thread that lives as long as that worker (the process's watcher)."""
     for sig in SIGNALS:
         try:
             signal.signal(sig, signal.SIG_DFL)
         except ValueError:  # not the main thread: cannot happen right after fork, where only it runs
             pass
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != _forked_by:  # the parent died between the fork and prctl
+            os._exit(1)
+
+
+def _find_prctl():
+    """libc's ``prctl`` (Linux), looked up before any fork (a child must not load libraries), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # no prctl in this libc: Dask's own watch remains
+        return None
 
 
 def install() -> None:
     """For the ``gpu-idle`` process: SIGINT raises :class:`Interrupted` (not KeyboardInterrupt,
     which click turns into ``Aborted!`` and exit 1), :func:`while_cluster_runs` takes SIGTERM too,
-    and forked processes get the system's actions for both back. Call it from the main thread."""
-    global _installed
+    and forked processes get the system's actions for both back and die with this process
+    (:func:`_defaults_in_child`). Call it from the main thread."""
+    global _installed, _prctl
     signal.signal(signal.SIGINT, _raise)
     if not _installed:
-        os.register_at_fork(after_in_child=_defaults_in_child)
+        _prctl = _find_prctl()
+        os.register_at_fork(before=_before_fork, after_in_child=_defaults_in_child)
     _installed = True
 
 

@@ -361,6 +361,37 @@ def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, comma
         proc.wait(timeout=HUNG_S)
 
 
+def test_workers_die_with_a_killed_parent(tmp_path, reports):
+    """SIGKILL (an out-of-memory kill) leaves the run no chance to close its cluster: the kernel
+    ends the workers with it (PR_SET_PDEATHSIG), even busy in the GIL-holding expression. Before:
+    both ran on, orphaned."""
+    config = tmp_path / "stuck.yaml"
+    config.write_text(STUCK)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
+                             "--no-cache", "--workers", "2", "--config", str(config)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(proc.pid)
+    seen: dict = {}
+    try:
+        deadline = time.monotonic() + HUNG_S
+        while time.monotonic() < deadline and not any(p.cpu_times().user > 1.0 for p in seen.values() if alive([p])):
+            seen.update(descendants(parent))
+            time.sleep(0.1)
+        seen.update(descendants(parent))
+        proc.kill()
+        assert proc.wait(timeout=HUNG_S) == -signal.SIGKILL
+        end = time.monotonic() + 20
+        while alive(seen.values()) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert len(seen) >= 2 and not alive(seen.values()), f"still running: {alive(seen.values())}"
+    finally:
+        for p in seen.values():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+
 def test_sigterm_outside_a_cluster_still_ends_the_process_at_once(tmp_path, reports):
     """One report runs in the gpu-idle process, its GPUs on threads; one of them holds the GIL
     (the same expression), so no Python handler could run: SIGTERM keeps the system's action and
