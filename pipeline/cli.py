@@ -92,6 +92,30 @@ def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
     return {k: v for k, v in (("n_workers", workers), ("dashboard", dashboard)) if v is not None}
 
 
+#: What each exit status of ``gpu-idle`` means; the commands' ``--help`` and the README say the same.
+EXIT_STATUSES = {
+    0: "every report analysed (or nothing to do)",
+    1: "a report failed (its row says why), or the command could not finish",
+    2: "nothing done: a wrong option, config, scheduler address or --out",
+    130: "interrupted by SIGINT (Ctrl-C); the worker processes end with it",
+    143: "interrupted by SIGTERM; the worker processes end with it",
+}
+EXIT_HELP = "\b\nExit status:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_STATUSES.items())
+
+
+def _scheduler(ctx, param, value):
+    """``--scheduler`` (or ``DASK_SCHEDULER_ADDRESS``): an address gpu-idle can connect to, checked
+    before any work (:func:`pipeline.config.check_scheduler_address`)."""
+    if value is None:
+        return None
+    from .config import check_scheduler_address
+
+    try:
+        return check_scheduler_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
 class Seconds(click.ParamType):
     """Seconds given as decimal text, kept exact (:class:`~decimal.Decimal`): ``1776781226.561295056``
     is that many ns, never the nearest float (which is 48 ns off on the UTC-epoch clock)."""
@@ -107,7 +131,7 @@ class Seconds(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-@click.group()
+@click.group(epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
     """Find, explain and price every idle gap on every GPU in Nsight Systems profiles and PyTorch
@@ -129,9 +153,10 @@ def main():
 @click.option("--min-gap-ns", type=click.IntRange(min=0), default=None,
               help="Keep per-stream gaps longer than this (ns); default 1000000.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="Roster size per GPU (default 20).")
-@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: a LocalCluster, "
-                   "or, for a single report, this process (no cluster).")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", callback=_scheduler,
+              help="Address of a running Dask scheduler, tcp://HOST:PORT or HOST:PORT (also DASK_SCHEDULER_ADDRESS; "
+                   "tls:// with Dask's TLS configuration); default: a LocalCluster, or, for a single report, this "
+                   "process (no cluster). A scheduler that does not answer in dask.connect_timeout_s is an error.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the embedded LocalCluster (default 2, from dask.n_workers); a single "
                    "report runs in this process on as many threads.")
@@ -148,7 +173,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     (the others are skipped, and stderr says which). Writes DIR/fleet.parquet, fleet.csv, jobs.csv,
     clusters.csv, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
-    the GPU pages. Exit status 1 when any report failed (it still gets its row)."""
+    the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .config import ConfigError, load_config
     from .inputs.discover import skipped_note
     from .runs.driver import OutputError, RunFolder, drive
@@ -241,9 +266,10 @@ def _night(ctx, param, value):
               help="Date of this run (default: today, UTC).")
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
 @click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
-@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS",
-              help="Address of a running Dask scheduler (also DASK_SCHEDULER_ADDRESS); default: a LocalCluster, "
-                   "or, for a single report, this process (no cluster).")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", callback=_scheduler,
+              help="Address of a running Dask scheduler, tcp://HOST:PORT or HOST:PORT (also DASK_SCHEDULER_ADDRESS; "
+                   "tls:// with Dask's TLS configuration); default: a LocalCluster, or, for a single report, this "
+                   "process (no cluster). A scheduler that does not answer in dask.connect_timeout_s is an error.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
@@ -251,7 +277,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
-    report failed."""
+    report failed; see below."""
     from .config import ConfigError, load_config
     from .runs.driver import OutputError
     from .runs.sweep import SweepBusy, rebuild
@@ -349,6 +375,8 @@ def slurm_job(configs):
 from .report.command import report as _report_command  # noqa: E402
 
 main.add_command(_report_command)
+for _command in main.commands.values():  # every command's --help ends with the exit statuses
+    _command.epilog = EXIT_HELP
 
 
 def entry() -> None:
@@ -356,21 +384,32 @@ def entry() -> None:
     :func:`end_process` with its exit status. Tests that call :func:`main` in-process (click's
     ``CliRunner``) keep the normal interpreter exit.
 
+    SIGINT ends it with exit status 130, SIGTERM with 143 (:data:`EXIT_STATUSES`), after the cluster
+    it started is closed and its worker processes have ended (:mod:`pipeline.interrupts`).
+
     The pipeline does no linear algebra, so numpy's BLAS gets one thread
     (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
     numpy is imported, a quarter of numpy's import time on two CPUs."""
+    from . import interrupts
+
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    interrupts.install()
     try:
         main()
         code = 0
     except SystemExit as exc:
         code = exc.code
+    except interrupts.Interrupted as exc:
+        echo(f"gpu-idle: interrupted by {exc.name}: stopped, exit status {exc.status} "
+             "(the outputs of this run may be incomplete; run it again)", err=True)
+        end_process(exc.status, wait_for_threads=False)
     end_process(code)
 
 
-def end_process(code) -> None:
+def end_process(code, wait_for_threads: bool = True) -> None:
     """End the process with exit status ``code`` (``SystemExit`` semantics: None is 0, a text is
-    printed to stderr and gives 1), skipping the interpreter's teardown when nothing else runs.
+    printed to stderr and gives 1), skipping the interpreter's teardown when nothing else runs
+    (or, with ``wait_for_threads=False``, an interrupted run's, even when other threads run).
 
     With pandas, pyarrow and matplotlib loaded, finalising the interpreter (destroying every
     module's objects) takes ~0.15 s, a sixth of an unchanged rerun. So when the main thread is the
@@ -387,7 +426,7 @@ def end_process(code) -> None:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    if threading.active_count() > 1:
+    if wait_for_threads and threading.active_count() > 1:
         raise SystemExit(code)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

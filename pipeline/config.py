@@ -18,6 +18,7 @@ import functools
 import math
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -27,13 +28,22 @@ NS_PER_S = 1_000_000_000
 #: so a float still tells the nanoseconds it was written with; above it (the UTC-epoch clock of
 #: ``nsys export``'s time-shift options, ~1.78e9 s) it cannot.
 FLOAT_EXACT_S = 2 ** 23
+#: The largest count or length in ns a setting may hold: the analysis keeps times as int64 ns.
+INT64_MAX = 2**63 - 1
+#: The seconds an int64 ns clock can tell (about ±292 years around its zero): a time beyond them
+#: (``trim_s``, ``--trim``) has no nanosecond to land on.
+CLOCK_MIN_S, CLOCK_MAX_S = Decimal(-(2**63)).scaleb(-9), Decimal(INT64_MAX).scaleb(-9)
+#: The longest wait (seconds) a timeout or back-off setting may ask for: ``threading.TIMEOUT_MAX``
+#: on Linux, the most a timed wait or ``time.sleep`` accepts without OverflowError.
+MAX_WAIT_S = threading.TIMEOUT_MAX
 
 
 def parse_seconds(value) -> Decimal:
     """Seconds as an exact decimal, from decimal text (``"1776781226.561295056"``, ``"1e-3"``), an int,
     a :class:`~decimal.Decimal`, or a float below :data:`FLOAT_EXACT_S` (its nearest ns is the one it
     was written with). Raises ValueError for anything else: a bool, non-finite values, text that is
-    not a number, a float too large to hold nanoseconds (write such seconds as text)."""
+    not a number, a float too large to hold nanoseconds (write such seconds as text), seconds
+    outside the int64 ns clock (:data:`CLOCK_MIN_S` .. :data:`CLOCK_MAX_S`)."""
     if isinstance(value, float) and math.isfinite(value):
         if abs(value) >= FLOAT_EXACT_S:
             raise ValueError(
@@ -46,6 +56,10 @@ def parse_seconds(value) -> Decimal:
         except InvalidOperation:
             seconds = None
         if seconds is not None and seconds.is_finite():
+            if seconds > CLOCK_MAX_S:
+                raise ValueError(f"should be at most {CLOCK_MAX_S} s (the int64 nanosecond clock)")
+            if seconds < CLOCK_MIN_S:
+                raise ValueError(f"should be at least {CLOCK_MIN_S} s (the int64 nanosecond clock)")
             return seconds
     raise ValueError(f"should be seconds (a number, or decimal text like '1776781226.561295056'), got {value!r}")
 
@@ -76,6 +90,53 @@ def _regex(pattern: str) -> str:
     return pattern
 
 
+#: Dask schedulers gpu-idle connects to: plain TCP, or TLS when Dask's configuration holds the
+#: certificates (:func:`check_scheduler_address`). ``inproc://`` (one process), ``ucx://`` (needs
+#: ucx-py and GPUs on the client) and ``ws(s)://`` are refused.
+SCHEDULER_SCHEMES = ("tcp", "tls")
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]")
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` if it is a Dask scheduler address gpu-idle can connect to: ``[tcp://]HOST:PORT``
+    (a host name, an IPv4 address or an ``[IPv6]`` address; port 1..65535), or ``tls://HOST:PORT``
+    when Dask's configuration names the client's TLS files (``distributed.comm.tls.ca-file`` and
+    ``distributed.comm.tls.client.cert``). Raises ValueError saying what is wrong (other schemes,
+    no host, no port, a path after the port, TLS without certificates)."""
+    if not isinstance(address, str):
+        raise ValueError(f"should be an address like tcp://HOST:8786, got {address!r}")
+    scheme, sep, rest = address.strip().partition("://")
+    if not sep:
+        scheme, rest = "tcp", address.strip()
+    scheme = scheme.lower()
+    if scheme not in SCHEDULER_SCHEMES:
+        raise ValueError(f"{address!r}: {scheme}:// is not supported (use tcp://HOST:PORT, HOST:PORT or tls://HOST:PORT)")
+    host, colon, port = rest.rpartition(":")
+    if not colon or rest.endswith("]"):
+        raise ValueError(f"{address!r}: no port (write HOST:PORT, e.g. tcp://sched:8786)")
+    if not host:
+        raise ValueError(f"{address!r}: no host (write HOST:PORT, e.g. tcp://sched:8786)")
+    if "/" in port or "?" in port or "#" in port:
+        raise ValueError(f"{address!r}: nothing may follow the port")
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"{address!r}: the port must be a number from 1 to 65535, got {port!r}")
+    if not _HOST.fullmatch(host):
+        raise ValueError(f"{address!r}: {host!r} is not a host name or IP address")
+    if scheme == "tls":
+        import dask.config  # dask's own configuration only (not distributed): the files a tls:// client needs
+
+        missing = [key for key in ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert")
+                   if not dask.config.get(key, None)]
+        if missing:
+            raise ValueError(f"{address!r}: tls:// needs TLS certificates in Dask's configuration "
+                             f"({', '.join(missing)} not set); or use tcp://")
+    return address.strip()
+
+
+def _scheduler_or_none(address):
+    return None if address is None else check_scheduler_address(address)
+
+
 def _text(value):
     """Labels are text; a YAML number (``rank: 3``) is taken as its text."""
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
@@ -93,16 +154,20 @@ def _value_types() -> None:
         return
     from pydantic import AfterValidator, BeforeValidator, Field
 
-    count = Annotated[int, Field(strict=True, ge=0)]
+    count = Annotated[int, Field(strict=True, ge=0, le=INT64_MAX)]
     globals().update(
         Field=Field,
         Count=count,
-        AtLeastOne=Annotated[int, Field(strict=True, ge=1)],
-        Nanoseconds=count,  # a length in ns
+        AtLeastOne=Annotated[int, Field(strict=True, ge=1, le=INT64_MAX)],
+        Nanoseconds=count,  # a length in ns, on the int64 ns clock
         Share=Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)],
         Percent=Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)],
         NonNegative=Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)],
         Positive=Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)],
+        # seconds to wait or sleep: at most what a timed wait can take (threading.TIMEOUT_MAX, ~292 years)
+        Timeout=Annotated[float, Field(strict=True, gt=0, le=MAX_WAIT_S, allow_inf_nan=False)],
+        Delay=Annotated[float, Field(strict=True, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)],
+        SchedulerAddress=Annotated[str | None, AfterValidator(_scheduler_or_none)],
         Factor=Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)],
         Flag=Annotated[bool, Field(strict=True)],
         Regex=Annotated[str, AfterValidator(_regex)],
@@ -115,7 +180,8 @@ if TYPE_CHECKING:  # the names the annotations use, for linters and type checker
     from pydantic import Field
 
     Count = AtLeastOne = Nanoseconds = int
-    Share = Percent = NonNegative = Positive = Factor = float
+    Share = Percent = NonNegative = Positive = Factor = Timeout = Delay = float
+    SchedulerAddress = str | None
     Flag = bool
     Regex = str
     Label = str | None
@@ -284,7 +350,7 @@ class SlurmConfig:
     options: dict[str, Any] = field(default_factory=dict)
     jobs: AtLeastOne = 4
     min_workers: AtLeastOne = 1
-    wait_timeout_s: Positive = 1800.0
+    wait_timeout_s: Timeout = 1800.0
 
 
 #: Values of ``dask.start_method`` (:mod:`multiprocessing` start methods).
@@ -312,9 +378,12 @@ class DaskConfig:
     could start or join), the reports not yet done become error rows and the run ends (``None``:
     wait for workers forever, e.g. for a queue that may take hours to grant them). ``slurm``:
     start the workers as Slurm jobs (:class:`SlurmConfig`); ``None``: no Slurm (a ``scheduler``
-    address wins over it)."""
+    address wins over it). ``scheduler`` is ``tcp://HOST:PORT`` or ``HOST:PORT`` (``tls://`` when
+    Dask's configuration holds the TLS files; :func:`check_scheduler_address`); ``connect_timeout_s``:
+    seconds to connect to it and complete Dask's handshake, after which the run stops with a
+    message saying what the peer did (:func:`pipeline.engine.cluster.check_scheduler`)."""
 
-    scheduler: str | None = None
+    scheduler: SchedulerAddress = None
     n_workers: AtLeastOne = 2
     threads_per_worker: AtLeastOne = 1
     memory_limit: str | int = "auto"
@@ -322,7 +391,8 @@ class DaskConfig:
     memory_factor: Positive = 1.5
     dashboard: str | None = None
     start_method: str = "fork"
-    no_workers_timeout_s: Positive | None = 120.0
+    no_workers_timeout_s: Timeout | None = 120.0
+    connect_timeout_s: Timeout = 30.0
     slurm: SlurmConfig | None = None
 
     def __post_init__(self):
@@ -359,8 +429,8 @@ class ExportConfig:
 
     nsys: str | None = None
     cache_dir: str | None = None
-    timeout_s: Positive = 1800.0
-    read_timeout_s: Positive = 600.0
+    timeout_s: Timeout = 1800.0
+    read_timeout_s: Timeout = 600.0
 
 
 @dataclass(frozen=True)
@@ -385,7 +455,7 @@ class StorageConfig:
     options: dict[str, Any] = field(default_factory=dict)
     cache_dir: str | None = None
     retries: Count = 4
-    backoff_s: NonNegative = 0.5
+    backoff_s: Delay = 0.5
 
 
 @dataclass(frozen=True)
@@ -522,6 +592,74 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
                   **sections)
 
 
+#: The most nodes (values, keys, list items) that YAML aliases may add to a file when expanded:
+#: an anchor shared a few times is fine, a "billion laughs" (9 levels of 9 aliases: 387 million
+#: strings from 10 lines) is refused before anything expands it.
+MAX_ALIAS_NODES = 10_000
+
+
+def _expanded_size(node, sizes: dict, open_: set) -> int:
+    """Nodes of the YAML ``node`` with every alias expanded (aliases are the same node object met
+    again); ``sizes``: memo by ``id``; ``open_``: nodes being counted (a node met inside itself is
+    an alias that refers to itself). Raises ValueError for such a loop."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise ValueError("an alias refers to itself (its anchor's own value contains it)")
+    open_.add(key)
+    total = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for child in (item if isinstance(item, tuple) else (item,)):
+                total += _expanded_size(child, sizes, open_)
+    open_.discard(key)
+    sizes[key] = total
+    return total
+
+
+def load_yaml(path, what: str = "config"):
+    """The data of the YAML file ``path`` (safe types only): a ``--config`` file, or one a config
+    names (``dask.slurm.jobqueue``); ``what`` names it in the message ``cannot read <what>``.
+
+    Aliases may not add more than :data:`MAX_ALIAS_NODES` nodes when expanded, nor refer to
+    themselves: checked on the composed document, before anything is built from it.
+
+    Raises:
+        ConfigError: ``<path>: <why>``: the file cannot be read, is not UTF-8 text (a binary
+            file), is not valid YAML, nests too deeply, or its aliases expand too far.
+    """
+    import yaml  # only config files need it (the defaults are in code)
+
+    class Loader(yaml.SafeLoader):
+        def compose_document(self):
+            node = super().compose_document()
+            sizes: dict = {}  # id -> expanded size, for every distinct node: the nodes written in the file
+            try:
+                expanded = _expanded_size(node, sizes, set()) if node is not None else 0
+            except ValueError as exc:
+                raise ConfigError(f"{path}: YAML aliases: {exc}") from None
+            if expanded - len(sizes) > MAX_ALIAS_NODES:
+                raise ConfigError(
+                    f"{path}: YAML aliases would expand its {len(sizes):,} node(s) to {expanded:,}: more than "
+                    f"{MAX_ALIAS_NODES:,} added by aliases are refused (write the values out, or share fewer)")
+            return node
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        return yaml.load(raw.decode("utf-8"), Loader=Loader)  # noqa: S506 - Loader is a SafeLoader
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a YAML text file (byte {exc.start} is not UTF-8 text: {exc.reason}); "
+                          f"is it a binary file?") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML ({exc})") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML (nested too deeply)") from None
+
+
 def load_config(paths=(), overrides: dict | None = None) -> Config:
     """Read YAML files in order over the defaults, then apply ``overrides``.
 
@@ -529,16 +667,8 @@ def load_config(paths=(), overrides: dict | None = None) -> Config:
     (command-line flags). Raises :class:`ConfigError` naming the file.
     """
     merged: dict = {}
-    if paths:
-        import yaml  # only config files need it (the defaults are in code)
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML ({exc})") from exc
+        data = load_yaml(path, "config") or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         config_from_dict(data, path)  # validate each file on its own, so errors name it

@@ -14,7 +14,8 @@ import logging
 import os
 import sys
 
-from ..config import Config
+from ..config import Config, check_scheduler_address
+from ..interrupts import while_cluster_runs
 
 
 class QuietHeartbeat(logging.Filter):
@@ -46,8 +47,79 @@ class EngineError(Exception):
 
 
 def scheduler_address(cfg: Config, scheduler: str | None = None) -> str | None:
-    """The Dask scheduler to use: the argument, else ``dask.scheduler``, else ``DASK_SCHEDULER_ADDRESS``."""
-    return scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    """The Dask scheduler to use: the argument, else ``dask.scheduler``, else ``DASK_SCHEDULER_ADDRESS``.
+
+    Raises:
+        EngineError: the address is not one gpu-idle can connect to
+            (:func:`~pipeline.config.check_scheduler_address`; the command line checks it first).
+    """
+    address = scheduler or cfg.dask.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if address is None:
+        return None
+    try:
+        return check_scheduler_address(address)
+    except ValueError as exc:
+        raise EngineError(f"Dask scheduler address {exc}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (Dask's messages may run over several lines)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def check_scheduler(address: str, timeout_s: float) -> None:
+    """Open one connection to the Dask scheduler at ``address`` and do Dask's handshake (the
+    scheduler speaks first), all within ``timeout_s`` seconds, then close it: what
+    ``distributed.Client`` would meet, without its unbounded wait for the handshake (a peer that
+    accepts and never answers) or its tracebacks (a peer speaking another protocol makes Dask
+    read a frame length from its bytes: an HTTP answer asks numpy for 3 EiB).
+
+    Raises:
+        EngineError: one line: the address cannot be reached (refused, unknown host, no TCP
+            connection in time), the peer accepted but sent nothing in ``timeout_s``, or what it
+            sent is not Dask's protocol.
+    """
+    import asyncio
+    import socket
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    host, port = parse_host_port(parse_address(address)[1])
+    try:  # the TCP connection first, so that "refused" or "no route" is not taken for a silent peer
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except socket.timeout:
+        raise EngineError(f"cannot reach the Dask scheduler at {address}: no TCP connection in {timeout_s:g} s "
+                          "(dask.connect_timeout_s)") from None
+    except OSError as exc:  # refused, no route, unknown host
+        raise EngineError(f"cannot reach the Dask scheduler at {address}: {exc.strerror or _one_line(exc)}") from None
+
+    from distributed.security import Security
+
+    tls = Security().get_connection_args("client")  # what Client itself would use (tls:// needs it)
+
+    async def handshake():
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **tls), timeout_s)
+        await comm.close()
+
+    not_dask = f"the peer at {address} is not a Dask scheduler: it does not speak Dask's protocol"
+    # Dask logs what it cannot deserialize (CRITICAL, with a traceback): here that is the answer, said once below.
+    protocol_log = logging.getLogger("distributed.protocol.core")
+    was_disabled, protocol_log.disabled = protocol_log.disabled, True
+    try:
+        asyncio.run(handshake())
+    except asyncio.TimeoutError:
+        raise EngineError(f"the Dask scheduler at {address} accepted the connection but sent nothing in "
+                          f"{timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, and alive?") from None
+    except MemoryError:  # the first 8 bytes it sent, read as Dask's frame length, are an impossible size
+        raise EngineError(f"{not_dask} (what it sent reads as a message of an impossible size)") from None
+    except OSError as exc:  # closed the connection at once, or during the handshake
+        raise EngineError(f"cannot reach the Dask scheduler at {address}: {_one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - a garbage frame: ValueError, msgpack's errors ...
+        raise EngineError(f"{not_dask} ({_one_line(exc)})") from None
+    finally:
+        protocol_log.disabled = was_disabled
 
 
 #: Dask settings of the embedded LocalCluster (its workers inherit them when spawned). The
@@ -130,6 +202,9 @@ def total_memory() -> int:
 
 #: Seconds a LocalCluster may take to close before its remaining worker processes are killed.
 CLOSE_TIMEOUT_S = 30.0
+#: The same when the run was interrupted (SIGINT, SIGTERM): a worker busy in code that holds the
+#: GIL cannot act on the stop message, and nothing it computes is wanted any more.
+INTERRUPTED_CLOSE_TIMEOUT_S = 2.0
 
 
 def _worker_pids(cluster) -> set[int]:
@@ -197,20 +272,35 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
     exit. The LocalCluster serves a dashboard only when ``cfg.dask.dashboard`` names an address,
     runs with :data:`LOCAL_CLUSTER_SETTINGS` and keeps its scratch space in :func:`scratch_dir`.
 
+    While the cluster is open, SIGTERM raises :class:`~pipeline.interrupts.Interrupted` (in the
+    ``gpu-idle`` command: :func:`~pipeline.interrupts.while_cluster_runs`), so a terminated run
+    closes it: a LocalCluster within :data:`INTERRUPTED_CLOSE_TIMEOUT_S`, its workers killed after.
+
+    A scheduler address is checked first (:func:`check_scheduler`, within ``dask.connect_timeout_s``).
+
     Raises:
         EngineError: the scheduler cannot be reached, the LocalCluster cannot start its
             workers (the message gives Dask's reason), or Slurm gives no worker (the message
             says why: no controller, a refused job, jobs pending, workers that never connect).
     """
+    with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _open_client(cfg: Config, scheduler: str | None = None, log=print):
+    """:func:`open_client` without the signal handling."""
     import dask
     from distributed import Client, LocalCluster
 
     address = scheduler_address(cfg, scheduler)
     if address:
+        timeout_s = cfg.dask.connect_timeout_s
+        check_scheduler(address, timeout_s)
         try:
-            client = Client(address)
-        except (OSError, TimeoutError) as exc:
-            raise EngineError(f"cannot reach the Dask scheduler at {address}: {type(exc).__name__}: {exc}") from exc
+            client = Client(address, timeout=timeout_s)
+        except Exception as exc:  # noqa: BLE001 - whatever Dask raises, it means "no scheduler to run on"
+            raise EngineError(f"cannot connect to the Dask scheduler at {address}: {_one_line(exc)}") from exc
         with client:
             log(f"dask: scheduler {address}, dashboard {client.dashboard_link}")
             yield client
@@ -241,14 +331,20 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
             except Exception as exc:  # noqa: BLE001 - Dask raises many kinds here; all mean "no cluster"
                 raise EngineError(f"the LocalCluster could not start its {cfg.dask.n_workers} worker(s): "
                                   f"{type(exc).__name__}: {exc}") from exc
+            interrupted = False
             try:
                 with Client(cluster) as client:
                     log(f"dask: LocalCluster with {cfg.dask.n_workers} worker processes, "
                         + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
                            else "no dashboard (--dashboard :8787 serves one)"))
                     yield client
+            except BaseException as exc:
+                # A signal (pipeline.interrupts.Interrupted, KeyboardInterrupt), not a failure: the run
+                # is over, its workers are ended at once, busy or not.
+                interrupted = not isinstance(exc, Exception)
+                raise
             finally:
-                close_cluster(cluster)
+                close_cluster(cluster, INTERRUPTED_CLOSE_TIMEOUT_S if interrupted else CLOSE_TIMEOUT_S)
                 # Let Dask's own clean-up of its folders (finalizers of the closed scheduler's and
                 # workers' work dirs) run now, while the scratch folder still exists.
                 del cluster

@@ -24,9 +24,7 @@ import subprocess
 import tempfile
 import time
 
-import yaml
-
-from ..config import Config, SlurmConfig
+from ..config import Config, ConfigError, SlurmConfig, load_yaml
 from .cluster import EngineError
 
 #: Seconds one Slurm client command (``scontrol``, ``squeue``, ``sbatch --test-only``) may take.
@@ -42,18 +40,16 @@ def cluster_options(slurm: SlurmConfig) -> dict:
     them. With no file, only ``slurm.options`` (dask-jobqueue reads the rest from dask's config).
 
     Raises:
-        EngineError: the file cannot be read, is not YAML, or has no ``jobqueue: slurm:`` mapping.
+        EngineError: the file cannot be read, is not YAML (or its aliases expand too far:
+            :func:`~pipeline.config.load_yaml`), or has no ``jobqueue: slurm:`` mapping.
     """
     options: dict = {}
     if slurm.jobqueue:
         path = slurm.jobqueue
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise EngineError(f"dask.slurm.jobqueue {path}: cannot read it ({exc.strerror})") from exc
-        except yaml.YAMLError as exc:
-            raise EngineError(f"dask.slurm.jobqueue {path}: invalid YAML ({exc})") from exc
+            data = load_yaml(path, "it") or {}
+        except ConfigError as exc:
+            raise EngineError(f"dask.slurm.jobqueue {exc}") from exc
         section = (data.get("jobqueue") or {}).get("slurm") if isinstance(data, dict) else None
         if not isinstance(section, dict):
             raise EngineError(f"dask.slurm.jobqueue {path}: no 'jobqueue: slurm:' mapping")
