@@ -425,11 +425,11 @@ BOUNDED = _bounded()
 
 
 def test_the_bounded_settings_are_all_there():
-    """13 integer settings, 4 timeouts and back-offs (dask.slurm.wait_timeout_s: its own test below)."""
+    """13 integer settings, 5 timeouts and back-offs (dask.slurm.wait_timeout_s: its own test below)."""
     names = {f"{s}.{k}" for s, k, _ in BOUNDED}
-    assert len(BOUNDED) == 17
+    assert len(BOUNDED) == 18
     assert {"analysis.min_gap_ns", "analysis.roster_size", "dask.retries", "dask.connect_timeout_s",
-            "dask.no_workers_timeout_s", "export.timeout_s", "storage.backoff_s"} <= names
+            "dask.no_workers_timeout_s", "export.timeout_s", "export.read_timeout_s", "storage.backoff_s"} <= names
 
 
 @pytest.mark.parametrize("section, key, default", BOUNDED, ids=[f"{s}.{k}" for s, k, _ in BOUNDED])
