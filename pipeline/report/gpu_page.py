@@ -33,7 +33,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..engine.outputs import PAGES_DIR, gpu_page_name
-from ..io import prune, write_text
+from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
 from . import plots
 from .jinja import environment
@@ -377,11 +377,27 @@ def _page_code() -> str:
     return f"{code_digest()}-{matplotlib.__version__}-{jinja2.__version__}"
 
 
+class PagesIncomplete(OSError):
+    """Writing the GPU pages failed part-way (a full disk): ``written`` of ``total`` pages are in ``folder``
+    (each whole: they are written atomically); ``cause``: the error."""
+
+    def __init__(self, folder: str, written: int, total: int, cause: OSError):
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.folder, self.written, self.total, self.cause = folder, written, total, cause
+
+
+#: Beside a report written with GPU pages: the product's record of what it rendered there (the pages
+#: in ``gpu-pages/`` and the report file; :func:`~pipeline.runs.results.read_manifest`'s format).
+PAGES_MANIFEST = ".gpu-pages.json"
+
+
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
                     plot_cache: str | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
-    whose file already holds the same text is left alone), and remove the pages there of GPUs not in
-    ``rows`` (an earlier run's).
+    whose file already holds the same text is left alone), and remove the pages there that an earlier
+    report wrote (its record, :data:`PAGES_MANIFEST` beside the report, lists them) and this one does not.
+    Files there that no record of ours lists are never touched. The record then lists this report's
+    pages (size, SHA-256) and claims the report file itself (:func:`record_report` fills in its content).
 
     Args:
         rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.
@@ -393,23 +409,98 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
             change renders none of their pages again.
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
+    Raises:
+        OutputError: ``gpu-pages/`` is a symbolic link or not a folder.
+        PagesIncomplete: a page could not be written (the pages before it are in place).
     """
-    folder = os.path.join(os.path.dirname(os.path.abspath(out_path)), PAGES_DIR)
+    from ..io import real_dir
+    from ..runs.results import drop_manifest, write_folder_manifest
+
+    report_dir = os.path.dirname(os.path.abspath(out_path))
+    folder = real_dir(os.path.join(report_dir, PAGES_DIR))
     back = "../" + os.path.basename(out_path)
+    todo = [(report, gpu_key, anchor, text) for report, gpu_key, anchor in rows
+            if (text := docs(report, gpu_key)) is not None]
+    names = [gpu_page_name(report, gpu_key) for report, gpu_key, _, _ in todo]
+    owned = drop_manifest(report_dir, [f"{PAGES_DIR}/{n}" for n in names] + [os.path.basename(out_path)],
+                          PAGES_MANIFEST)
     hrefs = {}
-    for report, gpu_key, anchor in rows:
-        text = docs(report, gpu_key)
-        if text is None:
-            continue
-        name = gpu_page_name(report, gpu_key)
-        links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
-        path = os.path.join(folder, name)
-        page = plots.cached(plot_cache, page_from_json, text, links, plot_cache, code=_page_code(), suffix=".html")
-        if _write_if_changed(path, page):
-            _shareable(path)
-        hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
-    prune(folder, {os.path.basename(h) for h in hrefs.values()}, ".html")
+    try:
+        for (report, gpu_key, anchor, text), name in zip(todo, names):
+            links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
+            path = os.path.join(folder, name)
+            page = plots.cached(plot_cache, page_from_json, text, links, plot_cache, code=_page_code(),
+                                suffix=".html")
+            if _write_if_changed(path, page):
+                _shareable(path)
+            hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
+    except OSError as exc:
+        raise PagesIncomplete(folder, len(hrefs), len(todo), exc) from exc
+    prune(folder, set(names), _in_pages(owned))
+    files = {f"{PAGES_DIR}/{n}": file_entry(os.path.join(folder, n)) for n in names}
+    write_folder_manifest(report_dir, {**files, os.path.basename(out_path): None}, None, name=PAGES_MANIFEST)
     return hrefs
+
+
+def _in_pages(files: dict) -> dict:
+    """``name -> entry`` of a record's files in ``gpu-pages/``."""
+    return {rel[len(PAGES_DIR) + 1:]: e for rel, e in files.items() if rel.startswith(PAGES_DIR + "/")}
+
+
+def pages_folder(report_path: str) -> str:
+    """``gpu-pages/`` beside a report file."""
+    return os.path.join(os.path.dirname(os.path.abspath(report_path)), PAGES_DIR)
+
+
+def written_pages(report_path: str) -> int:
+    """How many GPU pages the record beside ``report_path`` (:data:`PAGES_MANIFEST`) lists."""
+    from ..runs.results import read_manifest
+
+    doc = read_manifest(os.path.dirname(os.path.abspath(report_path)), PAGES_MANIFEST)
+    return len(_in_pages(doc["files"])) if doc else 0
+
+
+def record_report(report_path: str) -> None:
+    """Record the report file just written (its size and SHA-256) in the record of its GPU pages
+    (:data:`PAGES_MANIFEST`), so that a later ``gpu-idle run`` into the folder can prove it rendered it.
+    Raises OSError when the record cannot be written."""
+    from ..runs.results import read_manifest, write_folder_manifest
+
+    report_dir = os.path.dirname(os.path.abspath(report_path))
+    doc = read_manifest(report_dir, PAGES_MANIFEST)
+    if doc is not None:
+        files = {**doc["files"], os.path.basename(report_path): file_entry(report_path)}
+        write_folder_manifest(report_dir, files, None, name=PAGES_MANIFEST)
+
+
+def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
+    """Remove the report and GPU pages that ``gpu-idle report`` rendered into ``report_dir`` (as its
+    record, :data:`PAGES_MANIFEST`, proves: a file changed since it was written, or one it does not list,
+    is kept), the record itself and ``gpu-pages/`` when that leaves it empty. Returns ``(removed file
+    paths, removed folders)``. Raises OutputError when ``gpu-pages`` is a symbolic link, OSError when a
+    file cannot be removed."""
+    from ..io import real_dir, remove_if_empty
+    from ..runs.results import read_manifest
+
+    doc = read_manifest(report_dir, PAGES_MANIFEST)
+    if doc is None:
+        return [], []
+    folder = os.path.join(report_dir, PAGES_DIR)
+    top = {rel: e for rel, e in doc["files"].items() if "/" not in rel}
+    removed = [os.path.join(report_dir, n) for n in prune(report_dir, set(), top)]
+    if os.path.lexists(folder):
+        removed += [os.path.join(folder, n) for n in prune(real_dir(folder), set(), _in_pages(doc["files"]))]
+    os.unlink(os.path.join(report_dir, PAGES_MANIFEST))
+    return removed, [folder] if remove_if_empty(folder) else []
+
+
+def rendered_files(report_dir: str) -> set[str]:
+    """The paths (relative to ``report_dir``) of what ``gpu-idle report`` rendered there, as its record
+    (:data:`PAGES_MANIFEST`) lists them, and the record itself; empty without one."""
+    from ..runs.results import read_manifest
+
+    doc = read_manifest(report_dir, PAGES_MANIFEST)
+    return set(doc["files"]) | {PAGES_MANIFEST} if doc else set()
 
 
 def _write_if_changed(path: str, text: str) -> bool:
