@@ -480,7 +480,8 @@ def folder_files(night_dir: str) -> list[str]:
 
 def drop_manifest(night_dir: str, claim=(), name: str = MANIFEST) -> dict:
     """Before a folder's files change: its manifest is rewritten to vouch for nothing (``inputs`` None,
-    ``complete`` False) while still listing the files the product wrote there, plus ``claim`` (relative
+    ``complete`` False) while still listing the files the product wrote there (and what else it says),
+    plus ``claim`` (relative
     paths about to be written, by name), so that a run killed half-way leaves a folder still known as the
     product's. Returns the files' entries as they were. ``name``: see :func:`read_manifest`. Raises
     OSError when it cannot be written."""
@@ -488,5 +489,6 @@ def drop_manifest(night_dir: str, claim=(), name: str = MANIFEST) -> dict:
     files = dict(doc["files"])
     for rel in claim:
         files.setdefault(rel, None)
-    write_folder_manifest(night_dir, files, None, complete=False, name=name)
+    extra = {k: v for k, v in doc.items() if k not in ("inputs", "complete", "files")}
+    write_folder_manifest(night_dir, files, None, False, name, **extra)
     return doc["files"]

@@ -100,7 +100,8 @@ def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | N
     """Record the night's inputs digest (None: never reused), its files (with their sizes and SHA-256)
     and its report.html's inputs (``None``: not rendered). Raises OSError when it cannot be written."""
     out = os.path.join(state_dir, "nights", night)
-    write_folder_manifest(out, folder_files(out), inputs, html=html)
+    report = "report.html" if os.path.exists(os.path.join(out, "report.html")) else None
+    write_folder_manifest(out, folder_files(out), inputs, html=html, report=report)
 
 
 def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | None:
