@@ -268,7 +268,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     if report_only:
         try:
             out = rebuild(cfg, state_dir, night)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, OutputError) as exc:
             raise click.ClickException(str(exc)) from exc
         except IncompleteOutputs as exc:
             echo(f"gpu-idle: ERROR: {exc}", err=True)
