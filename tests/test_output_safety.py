@@ -6,6 +6,8 @@ exactly what is missing (exit 1, no traceback) instead of leaving a half folder 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import fcntl
 import hashlib
 import json
@@ -237,16 +239,33 @@ def test_kept_only_when_the_files_hold_what_the_manifest_says(reports, tmp_path,
 
 # ---- 9. a full disk -----------------------------------------------------------------------------
 
+@dataclasses.dataclass
+class Disk:
+    """A folder that fills up: ``path``; ``preexec``: what the ``gpu-idle`` process needs before it runs
+    (None on a real small file system); ``cause``: the error its writes then get."""
+
+    path: Path
+    preexec: object
+    cause: str
+
+
 @contextlib.contextmanager
-def small_disk(folder: Path, size_kib: int):
-    """A tmpfs of ``size_kib`` KiB mounted on ``folder`` (a real ENOSPC when it fills)."""
+def small_disk(folder: Path, size_kib: int, file_limit: int):
+    """A tmpfs of ``size_kib`` KiB mounted on ``folder``, a real ENOSPC when it fills. Where no tmpfs can
+    be mounted (a container without the right), every file the ``gpu-idle`` process writes is limited
+    to ``file_limit`` bytes instead (RLIMIT_FSIZE: a larger write fails with EFBIG, "File too large";
+    Python ignores the SIGXFSZ that comes with it)."""
+    import resource
+
     folder.mkdir(parents=True, exist_ok=True)
     got = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
                          capture_output=True, text=True)
     if got.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({got.stderr.strip()}): a full disk cannot be made")
+        yield Disk(folder, lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit)),
+                   os.strerror(errno.EFBIG))
+        return
     try:
-        yield folder
+        yield Disk(folder, None, os.strerror(errno.ENOSPC))
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
@@ -270,13 +289,13 @@ def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
     complete = outputs_of(pd.read_parquet(roomy / "fleet.parquet"))
     assert len(complete) == 15   # 6 tables, 8 per-GPU files, 1 record
     sizes = sorted((roomy / rel).stat().st_size for rel in complete)
-    with small_disk(tmp_path / "disk", (sum(sizes) - sizes[-1] - sizes[-2]) // 1024) as disk:
-        out = disk / "out"
-        proc = run_cli("run", str(report), "--out", str(out), check=False, env=env)
+    with small_disk(tmp_path / "disk", (sum(sizes) - sizes[-1] - sizes[-2]) // 1024, sizes[-2] - 1) as disk:
+        out = disk.path / "out"
+        proc = run_cli("run", str(report), "--out", str(out), check=False, env=env, preexec_fn=disk.preexec)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
         line = missing_line(proc.stderr)
-        assert line.startswith(f"gpu-idle: ERROR: {out}: the outputs are incomplete (No space left on device")
+        assert line.startswith(f"gpu-idle: ERROR: {out}: the outputs are incomplete ({disk.cause}")
         present = {rel for rel in complete if (out / rel).exists()
                    and (out / rel).read_bytes() == (roomy / rel).read_bytes()}
         missing = sorted(complete - present)
@@ -296,15 +315,15 @@ def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
 def test_a_full_disk_as_the_sweeps_state_folder_writes_no_history_row(reports, tmp_path):
     """The sweep's state folder fills while the night is written: exit 1, no traceback, the line says what
     is missing, and the night gets no history row (before: the row was written first, then a traceback)."""
-    with small_disk(tmp_path / "disk", 160) as disk:
-        state = disk / "state"
+    with small_disk(tmp_path / "disk", 160, 20_000) as disk:
+        state = disk.path / "state"
         proc = run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", "2026-12-01",
-                       check=False)
+                       check=False, preexec_fn=disk.preexec)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr
         line = missing_line(proc.stderr)
         assert line.startswith(f"gpu-idle: ERROR: {state / 'nights' / '2026-12-01'}: the outputs are incomplete "
-                               "(No space left on device")
+                               f"({disk.cause}")
         assert not (state / "history" / "run_date=2026-12-01").exists()
 
 
@@ -321,12 +340,13 @@ def test_a_full_disk_as_report_out_says_what_is_missing(tmp_path, env):
     run_cli("report", str(out), "--out", str(roomy / "report.html"))
     pages = sorted(os.listdir(roomy / PAGES_DIR))
     page_size = max((roomy / PAGES_DIR / p).stat().st_size for p in pages if p.endswith(".html"))
-    with small_disk(tmp_path / "disk", 3 * page_size // 1024 + 8) as disk:
-        proc = run_cli("report", str(out), "--out", str(disk / "report.html"), check=False)
+    with small_disk(tmp_path / "disk", 3 * page_size // 1024 + 8, page_size // 2) as small:
+        disk = small.path
+        proc = run_cli("report", str(out), "--out", str(disk / "report.html"), check=False, preexec_fn=small.preexec)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr
         written = sorted(p for p in os.listdir(disk / PAGES_DIR) if p.endswith(".html")) \
             if (disk / PAGES_DIR).exists() else []
         assert len(written) < 8 and not (disk / "report.html").exists()
-        assert (f"Error: {disk / 'report.html'}: not written (No space left on device); "
+        assert (f"Error: {disk / 'report.html'}: not written ({small.cause}); "
                 f"{len(written)} of 8 GPU page(s) written in {disk / PAGES_DIR}{os.sep}") in proc.stderr
