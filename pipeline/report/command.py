@@ -24,9 +24,10 @@ def report(results, out_path, fmt, night):
     """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
     state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
     night is the current one and whose history gives the trend. The HTML report comes with one
-    page per analysed GPU, written beside it in gpu-pages/ (pages of GPUs no longer in the fleet
-    are removed from there) and linked from it; render it into the run folder itself
-    (--out DIR/report.html) so the medical records' links to those pages resolve."""
+    page per analysed GPU, written beside it in gpu-pages/ (pages an earlier report wrote there of
+    GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
+    linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
+    records' links to those pages resolve. Exit status 1 when it cannot be written."""
     from ..io import OutputError, folder_lock
     from .html import ReportError, write_report
 

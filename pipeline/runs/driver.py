@@ -94,7 +94,7 @@ def incomplete(out_dir: str, targets: list[str], since_ns: int, exc: OSError, ex
 
 def not_ours(out_dir: str) -> list[str]:
     """The files under ``out_dir`` (relative paths, sorted) that the product cannot prove it wrote: not
-    listed in its manifest or in ``gpu-pages/.manifest.json`` (:func:`~pipeline.report.gpu_page.rendered_files`),
+    listed in its manifest or in the record of a report rendered there (:func:`~pipeline.report.gpu_page.rendered_files`),
     not its lock file, not one of its temporary files in a folder it writes. Symbolic links count as
     files (never followed)."""
     from ..report.gpu_page import rendered_files
@@ -176,8 +176,9 @@ class OutputFolder:
         return None
 
     def write(self, fleet: pd.DataFrame, rosters: dict, cfg: Config, digest: str | None) -> str:
-        """Write the run's documents (and, with ``digest``, the manifest that lets a later
-        identical run keep them). Returns what was written, for people."""
+        """Write the run's documents and, last, the manifest listing them (with ``digest``, the one that
+        lets a later identical run keep them). Returns what was written, for people. Raises
+        :class:`IncompleteOutputs` when a file cannot be written (what is missing is named)."""
         raise NotImplementedError
 
 
