@@ -313,18 +313,30 @@ def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
 
 
 def test_a_full_disk_as_the_sweeps_state_folder_writes_no_history_row(reports, tmp_path):
-    """The sweep's state folder fills while the night is written: exit 1, no traceback, the line says what
-    is missing, and the night gets no history row (before: the row was written first, then a traceback)."""
+    """The sweep's state folder fills while the night is written: exit 1, no traceback, the line names
+    every file of the night not written (counted against the same sweep on a roomy disk), and the night
+    gets no history row (before: the row was written first, then a traceback)."""
+    night = "2026-12-01"
+    roomy = tmp_path / "roomy"
+    run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(roomy), "--night", night)
+    complete = outputs_of(pd.read_parquet(roomy / "nights" / night / "fleet.parquet"))
     with small_disk(tmp_path / "disk", 160, 20_000) as disk:
         state = disk.path / "state"
-        proc = run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", "2026-12-01",
+        proc = run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", night,
                        check=False, preexec_fn=disk.preexec)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr
         line = missing_line(proc.stderr)
-        assert line.startswith(f"gpu-idle: ERROR: {state / 'nights' / '2026-12-01'}: the outputs are incomplete "
-                               f"({disk.cause}")
-        assert not (state / "history" / "run_date=2026-12-01").exists()
+        folder = state / "nights" / night
+        assert line.startswith(f"gpu-idle: ERROR: {folder}: the outputs are incomplete ({disk.cause}")
+        present = {rel for rel in complete if (folder / rel).exists()
+                   and (folder / rel).read_bytes() == (roomy / "nights" / night / rel).read_bytes()}
+        missing = sorted(complete - present)
+        assert missing, "the disk did not fill: nothing to check"
+        assert (f"missing {len(missing)} of {len(complete)} file(s): {', '.join(missing)}; no history row for the "
+                f"night (history/run_date={night})") in line
+        assert not (state / "history" / f"run_date={night}").exists()
+        assert (roomy / "history" / f"run_date={night}" / "fleet.parquet").exists()
 
 
 def test_a_full_disk_as_report_out_says_what_is_missing(tmp_path, env):

@@ -171,7 +171,8 @@ class NightFolder(OutputFolder):
         return pd.read_parquet(os.path.join(out, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log)
+        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log,
+                           since_ns=self.changing_ns)
 
 
 #: The sweep's lock file in its state folder (:func:`sweep_lock`).
@@ -254,7 +255,7 @@ def check_night(night: str) -> str:
 
 
 def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config,
-                inputs: str | None = None, log=None) -> str:
+                inputs: str | None = None, log=None, since_ns: int = 0) -> str:
     """Write the night's history partition and output folder; returns the folder.
 
     The folder's manifest is marked as changing first (it vouches for nothing) and written again last,
@@ -262,7 +263,9 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     sweep with the same inputs can reuse the night (:func:`reuse_night`); a night written half-way is
     never reused. The history partition is written only once the night's documents are: a night whose
     outputs could not be completed has none. ``log``: where to say that files of an earlier
-    sweep of the night with other inputs were removed (None: nowhere).
+    sweep of the night with other inputs were removed (None: nowhere). ``since_ns``: when the folder
+    was marked as changing (:meth:`~pipeline.runs.driver.OutputFolder.begin`; 0: now), so that the
+    files written since count as written when some are missing.
 
     Raises:
         IncompleteOutputs: a file could not be written (a full disk): the message says what is missing.
@@ -270,7 +273,7 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     out = os.path.join(state_dir, "nights", night)
     os.makedirs(out, exist_ok=True)
     drop_manifest(out)
-    since = os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
+    since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     row = f"no history row for the night (history/run_date={night})"
     targets = planned_files(fleet)
