@@ -44,7 +44,7 @@ def report(results, out_path, fmt, night):
 def pages_note(report_path: str) -> str:
     """`` and N GPU page(s) in <folder>`` for the pages beside an HTML report (those its folder's manifest
     lists: the report just written's; files of others there are not counted), "" when there are none."""
-    from .gpu_page import pages_folder, written_pages
+    from .rendered import pages_folder, written_pages
 
     n = written_pages(report_path)
     return f" and {n} GPU page(s) in {pages_folder(report_path)}{os.sep}" if n else ""

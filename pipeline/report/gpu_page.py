@@ -33,7 +33,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..engine.outputs import PAGES_DIR, gpu_page_name
-from ..io import LOCK, file_entry, prune, write_text
+from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
 from . import plots
 from .jinja import environment
@@ -386,47 +386,13 @@ class PagesIncomplete(OSError):
         self.folder, self.written, self.total, self.cause = folder, written, total, cause
 
 
-#: Beside a report written with GPU pages into a folder that is not the product's (no manifest of its own,
-#: and other files in it): the product's record of what it rendered there, the pages in ``gpu-pages/``
-#: and the report file (:func:`~pipeline.runs.results.read_manifest`'s format). A run folder, a sweep
-#: night or a new folder records them in its own manifest instead (:func:`record_name`).
-PAGES_MANIFEST = ".gpu-pages.json"
-
-
-def record_name(report_dir: str) -> str:
-    """The file that records what a report rendered into ``report_dir``: the folder's own manifest
-    (:data:`~pipeline.runs.results.MANIFEST`) when it has one or holds nothing yet, else :data:`PAGES_MANIFEST`."""
-    from ..runs.results import MANIFEST, read_manifest
-
-    if read_manifest(report_dir, PAGES_MANIFEST) is not None:
-        return PAGES_MANIFEST
-    if read_manifest(report_dir) is not None:
-        return MANIFEST
-    try:
-        empty = not [n for n in os.listdir(report_dir) if n != LOCK]
-    except FileNotFoundError:
-        empty = True
-    return MANIFEST if empty else PAGES_MANIFEST
-
-
-def _record(report_dir: str, name: str, files: dict, doc: dict | None, report: str) -> None:
-    """Write the record ``name`` in ``report_dir`` with ``files``, keeping what else ``doc`` (the record as
-    read) says (a run's inputs digest and completeness, a night's report inputs); ``report``: the report file."""
-    from ..runs.results import write_folder_manifest
-
-    doc = doc or {"inputs": None, "complete": False}
-    extra = {k: v for k, v in doc.items() if k not in ("inputs", "complete", "files", "report")}
-    write_folder_manifest(report_dir, files, doc.get("inputs"), doc.get("complete", False), name, report=report,
-                          **extra)
-
-
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
                     plot_cache: str | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
     whose file already holds the same text is left alone), and remove the pages there that an earlier
-    report wrote (the folder's record, :func:`record_name`, lists them) and this one does not. Files
+    report wrote (the folder's record, :func:`~pipeline.report.rendered.record_name`, lists them) and this one does not. Files
     there that no record of ours lists are never touched. The record then lists this report's pages
-    (size, SHA-256) and claims the report file itself (:func:`record_report` fills in its content);
+    (size, SHA-256) and claims the report file itself (:func:`~pipeline.report.rendered.record_report` fills in its content);
     it claims them before any is written, so a report killed half-way leaves them known as ours.
 
     Args:
@@ -445,6 +411,7 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
     """
     from ..io import real_dir
     from ..runs.results import read_manifest
+    from .rendered import in_pages, record, record_name
 
     report_dir = os.path.dirname(os.path.abspath(out_path))
     folder = real_dir(os.path.join(report_dir, PAGES_DIR))
@@ -457,7 +424,7 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
     doc = read_manifest(report_dir, name)
     owned = dict(doc["files"]) if doc else {}
     claims = {f"{PAGES_DIR}/{n}": None for n in names}
-    _record(report_dir, name, {**owned, **claims, report_name: None}, doc, report_name)
+    record(report_dir, name, {**owned, **claims, report_name: None}, doc, report_name)
     hrefs = {}
     try:
         for (report, gpu_key, anchor, text), page_name in zip(todo, names):
@@ -470,88 +437,11 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
             hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{page_name}"
     except OSError as exc:
         raise PagesIncomplete(folder, len(hrefs), len(todo), exc) from exc
-    prune(folder, set(names), _in_pages(owned))
+    prune(folder, set(names), in_pages(owned))
     kept = {rel: e for rel, e in owned.items() if not rel.startswith(PAGES_DIR + "/") and rel != report_name}
     pages = {rel: file_entry(os.path.join(report_dir, rel)) for rel in claims}
-    _record(report_dir, name, {**kept, **pages, report_name: None}, doc, report_name)
+    record(report_dir, name, {**kept, **pages, report_name: None}, doc, report_name)
     return hrefs
-
-
-def _in_pages(files: dict) -> dict:
-    """``name -> entry`` of a record's files in ``gpu-pages/``."""
-    return {rel[len(PAGES_DIR) + 1:]: e for rel, e in files.items() if rel.startswith(PAGES_DIR + "/")}
-
-
-def pages_folder(report_path: str) -> str:
-    """``gpu-pages/`` beside a report file."""
-    return os.path.join(os.path.dirname(os.path.abspath(report_path)), PAGES_DIR)
-
-
-def _report_record(report_path: str) -> tuple[str, str, dict] | None:
-    """``(folder, record name, record)`` of the record that claims the report file ``report_path``."""
-    from ..runs.results import MANIFEST, read_manifest
-
-    report_dir = os.path.dirname(os.path.abspath(report_path))
-    for name in (PAGES_MANIFEST, MANIFEST):
-        doc = read_manifest(report_dir, name)
-        if doc is not None and doc.get("report") == os.path.basename(report_path):
-            return report_dir, name, doc
-    return None
-
-
-def written_pages(report_path: str) -> int:
-    """How many GPU pages the record of the report ``report_path`` lists (:func:`write_gpu_pages`)."""
-    found = _report_record(report_path)
-    return len(_in_pages(found[2]["files"])) if found else 0
-
-
-def record_report(report_path: str) -> None:
-    """Record the report file just written (its size and SHA-256) in the record of its GPU pages
-    (:func:`write_gpu_pages`), so that a later ``gpu-idle run`` into the folder can prove it rendered it.
-    Raises OSError when the record cannot be written."""
-    found = _report_record(report_path)
-    if found is not None:
-        report_dir, name, doc = found
-        files = {**doc["files"], os.path.basename(report_path): file_entry(report_path)}
-        _record(report_dir, name, files, doc, os.path.basename(report_path))
-
-
-def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
-    """Remove the report and GPU pages that ``gpu-idle report`` rendered into ``report_dir`` (as the
-    folder's record proves, :func:`write_gpu_pages`: a file changed since it was written, or one it does
-    not list, is kept), their entries in the record (:data:`PAGES_MANIFEST` goes), and ``gpu-pages/``
-    when that leaves it empty. Returns ``(removed file paths, removed folders)``. Raises OutputError
-    when ``gpu-pages`` is a symbolic link, OSError when a file cannot be removed."""
-    from ..io import real_dir, remove_if_empty
-    from ..runs.results import MANIFEST, read_manifest
-
-    folder = os.path.join(report_dir, PAGES_DIR)
-    removed = []
-    for name in (PAGES_MANIFEST, MANIFEST):
-        doc = read_manifest(report_dir, name)
-        report = doc.get("report") if doc else None
-        if not isinstance(report, str):
-            continue
-        rendered = {report} | {rel for rel in doc["files"] if rel.startswith(PAGES_DIR + "/")}
-        top = {rel: e for rel, e in doc["files"].items() if rel == report and "/" not in rel}
-        removed += [os.path.join(report_dir, n) for n in prune(report_dir, set(), top)]
-        if os.path.lexists(folder):
-            removed += [os.path.join(folder, n) for n in prune(real_dir(folder), set(), _in_pages(doc["files"]))]
-        if name == PAGES_MANIFEST:
-            os.unlink(os.path.join(report_dir, name))
-        else:
-            rest = {rel: e for rel, e in doc["files"].items() if rel not in rendered}
-            _record(report_dir, name, rest, dict(doc, complete=False, inputs=None), None)
-    return removed, [folder] if removed and remove_if_empty(folder) else []
-
-
-def rendered_files(report_dir: str) -> set[str]:
-    """The paths (relative to ``report_dir``) of what ``gpu-idle report`` rendered there into a folder that
-    was not the product's, as :data:`PAGES_MANIFEST` lists them, and that record itself; empty without one."""
-    from ..runs.results import read_manifest
-
-    doc = read_manifest(report_dir, PAGES_MANIFEST)
-    return set(doc["files"]) | {PAGES_MANIFEST} if doc else set()
 
 
 def _write_if_changed(path: str, text: str) -> bool:

@@ -348,7 +348,8 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
-    from .gpu_page import PagesIncomplete, pages_folder, record_report
+    from .gpu_page import PagesIncomplete
+    from .rendered import pages_folder, record_report
 
     res = load_results(os.fspath(results_dir), night)
     out_path = os.fspath(out_path)

@@ -94,10 +94,10 @@ def incomplete(out_dir: str, targets: list[str], since_ns: int, exc: OSError, ex
 
 def not_ours(out_dir: str) -> list[str]:
     """The files under ``out_dir`` (relative paths, sorted) that the product cannot prove it wrote: not
-    listed in its manifest or in the record of a report rendered there (:func:`~pipeline.report.gpu_page.rendered_files`),
+    listed in its manifest or in the record of a report rendered there (:func:`~pipeline.report.rendered.rendered_files`),
     not its lock file, not one of its temporary files in a folder it writes. Symbolic links count as
     files (never followed)."""
-    from ..report.gpu_page import rendered_files
+    from ..report.rendered import rendered_files
 
     doc = read_manifest(out_dir)
     owned = set(doc["files"]) | {MANIFEST} if doc else set()
@@ -283,7 +283,7 @@ class RunFolder(OutputFolder):
         return pd.read_parquet(os.path.join(self.out_dir, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-        from ..report.gpu_page import remove_rendered
+        from ..report.rendered import remove_rendered
 
         targets = planned_files(fleet)
         try:

@@ -414,7 +414,7 @@ def read_manifest(night_dir: str, name: str = MANIFEST) -> dict | None:
     ``complete`` False. None when it is missing, unreadable or malformed (a listed path that would leave
     the folder, e.g. ``../x``, makes it malformed). It says nothing about whether the files still hold
     what it lists: :func:`manifest_holds`. ``name``: the manifest's file name (a report's record of its
-    GPU pages is another: :data:`~pipeline.report.gpu_page.PAGES_MANIFEST`)."""
+    GPU pages is another: :data:`~pipeline.report.rendered.PAGES_MANIFEST`)."""
     path = os.path.join(night_dir, name)
     try:
         if os.path.islink(path):
