@@ -244,7 +244,8 @@ LEFTOVER_RE = re.compile(r"^\.(.+)\.[A-Za-z0-9_]+\.tmp$")
 
 
 def is_leftover(name: str) -> bool:
-    """Whether a file name is a temporary file of :func:`atomic_path` (``.<name>.<random>.tmp``, :data:`LEFTOVER_RE`)."""
+    """Whether a file name is a temporary file of :func:`atomic_path` (``.<name>.<random>.tmp``,
+    :data:`LEFTOVER_RE`)."""
     return bool(LEFTOVER_RE.match(name))
 
 

@@ -308,7 +308,8 @@ def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
     moved = tmp_path / "moved"
     rerun = run_cli("run", str(report), "--out", str(moved), env=env)   # room again: the folder is completed
     assert "0 report(s) analysed, 1 reused" in rerun.stdout
-    assert {rel: (moved / rel).read_bytes() for rel in complete} == {rel: (roomy / rel).read_bytes() for rel in complete}
+    assert {rel: (moved / rel).read_bytes() for rel in complete} == \
+        {rel: (roomy / rel).read_bytes() for rel in complete}
     assert manifest(moved)["complete"] is True
 
 

@@ -390,10 +390,11 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
                     plot_cache: str | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
     whose file already holds the same text is left alone), and remove the pages there that an earlier
-    report wrote (the folder's record, :func:`~pipeline.report.rendered.record_name`, lists them) and this one does not. Files
-    there that no record of ours lists are never touched. The record then lists this report's pages
-    (size, SHA-256) and claims the report file itself (:func:`~pipeline.report.rendered.record_report` fills in its content);
-    it claims them before any is written, so a report killed half-way leaves them known as ours.
+    report wrote (the folder's record lists them: :func:`~pipeline.report.rendered.record_name`) and this
+    one does not. Files there that no record of ours lists are never touched. The record then lists this
+    report's pages (size, SHA-256) and claims the report file itself (its content is recorded by
+    :func:`~pipeline.report.rendered.record_report`); it claims them before any is written, so a report
+    killed half-way leaves them known as ours.
 
     Args:
         rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.

@@ -371,7 +371,8 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
         raise ReportNotWritten(f"{out_path}: not written ({os_cause(exc.cause)}); {exc.written} of "
                                f"{exc.total} GPU page(s) written in {exc.folder}{os.sep}") from exc
     except OSError as exc:
-        where = f"; {len(pages)} of {len(pages)} GPU page(s) written in {pages_folder(out_path)}{os.sep}" if pages else ""
+        where = (f"; {len(pages)} of {len(pages)} GPU page(s) written in {pages_folder(out_path)}{os.sep}"
+                 if pages else "")
         raise ReportNotWritten(f"{out_path}: not written ({os_cause(exc)}){where}") from exc
     return out_path
 

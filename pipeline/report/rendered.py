@@ -68,15 +68,16 @@ def _report_record(report_path: str) -> tuple[str, str, dict] | None:
 
 
 def written_pages(report_path: str) -> int:
-    """How many GPU pages the record of the report ``report_path`` lists (:func:`write_gpu_pages`)."""
+    """How many GPU pages the record of the report ``report_path`` lists
+    (:func:`~pipeline.report.gpu_page.write_gpu_pages`)."""
     found = _report_record(report_path)
     return len(in_pages(found[2]["files"])) if found else 0
 
 
 def record_report(report_path: str) -> None:
     """Record the report file just written (its size and SHA-256) in the record of its GPU pages
-    (:func:`write_gpu_pages`), so that a later ``gpu-idle run`` into the folder can prove it rendered it.
-    Raises OSError when the record cannot be written."""
+    (:func:`~pipeline.report.gpu_page.write_gpu_pages`), so that a later ``gpu-idle run`` into the folder
+    can prove it rendered it. Raises OSError when the record cannot be written."""
     found = _report_record(report_path)
     if found is not None:
         report_dir, name, doc = found
@@ -86,8 +87,8 @@ def record_report(report_path: str) -> None:
 
 def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
     """Remove the report and GPU pages that ``gpu-idle report`` rendered into ``report_dir`` (as the
-    folder's record proves, :func:`write_gpu_pages`: a file changed since it was written, or one it does
-    not list, is kept), their entries in the record (:data:`PAGES_MANIFEST` goes), and ``gpu-pages/``
+    folder's record proves, :func:`~pipeline.report.gpu_page.write_gpu_pages`: a file changed since it
+    was written, or one it does not list, is kept), their entries in the record (:data:`PAGES_MANIFEST` goes), and ``gpu-pages/``
     when that leaves it empty. Returns ``(removed file paths, removed folders)``. Raises OutputError
     when ``gpu-pages`` is a symbolic link, OSError when a file cannot be removed."""
     from ..io import real_dir, remove_if_empty

@@ -94,8 +94,8 @@ def incomplete(out_dir: str, targets: list[str], since_ns: int, exc: OSError, ex
 
 def not_ours(out_dir: str) -> list[str]:
     """The files under ``out_dir`` (relative paths, sorted) that the product cannot prove it wrote: not
-    listed in its manifest or in the record of a report rendered there (:func:`~pipeline.report.rendered.rendered_files`),
-    not its lock file, not one of its temporary files in a folder it writes. Symbolic links count as
+    listed in its manifest or in the record of a report rendered there
+    (:func:`~pipeline.report.rendered.rendered_files`), not its lock file, not one of its temporary files in a folder it writes. Symbolic links count as
     files (never followed)."""
     from ..report.rendered import rendered_files
 

@@ -428,8 +428,8 @@ def read_manifest(night_dir: str, name: str = MANIFEST) -> dict | None:
         files, doc["complete"] = {rel: None for rel in files}, False
     if not isinstance(files, dict) or not all(isinstance(rel, str) and _inside(rel) for rel in files):
         return None
-    if not all(e is None or (isinstance(e, dict) and isinstance(e.get("size"), int) and isinstance(e.get("sha256"), str))
-               for e in files.values()):
+    if not all(e is None or (isinstance(e, dict) and isinstance(e.get("size"), int)
+                             and isinstance(e.get("sha256"), str)) for e in files.values()):
         return None
     doc["files"] = files
     doc["complete"] = doc.get("complete") is True
