@@ -237,6 +237,23 @@ def test_kept_only_when_the_files_hold_what_the_manifest_says(reports, tmp_path,
     assert "kept everything" in again.stdout
 
 
+def test_a_manifest_of_earlier_code_proves_ownership_but_keeps_nothing(reports, tmp_path, env):
+    """A folder whose manifest lists its files by name only (earlier code): the folder is the product's
+    (no refusal, its stale files pruned by name), but nothing vouches for the files' content, so the
+    rerun rewrites them and its manifest records every file's size and SHA-256."""
+    out = tmp_path / "out"
+    report = str(reports / "job0.sqlite")
+    run_cli("run", report, "--out", str(out), env=env)
+    doc = manifest(out)
+    (out / MANIFEST).write_text(json.dumps({"inputs": doc["inputs"], "files": sorted(doc["files"])}))
+    proc = run_cli("run", report, "--out", str(out), env=env)
+    assert "kept everything" not in proc.stdout and "0 report(s) analysed, 1 reused" in proc.stdout
+    again = manifest(out)
+    assert again["complete"] is True and again["inputs"] == doc["inputs"]
+    assert again["files"] == {rel: {"size": (out / rel).stat().st_size, "sha256": sha256(out / rel)}
+                              for rel in sorted(doc["files"])}
+
+
 # ---- 9. a full disk -----------------------------------------------------------------------------
 
 @dataclasses.dataclass
