@@ -176,7 +176,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .config import ConfigError, load_config
     from .inputs.discover import skipped_note
-    from .runs.driver import OutputError, RunFolder, drive
+    from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
     if trim and trim[1] <= trim[0]:
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
@@ -195,6 +195,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
                        progress_factory=progress_factory())
     except OutputError as exc:
         raise click.BadParameter(str(exc), param_hint="--out") from exc
+    except IncompleteOutputs as exc:
+        echo(f"gpu-idle: ERROR: {exc}", err=True)
+        sys.exit(1)
     note = skipped_note(result.skipped)
     if note:  # an empty trace of a profiler that crashed must not vanish without a word
         echo(f"gpu-idle: {note}", err=True)
@@ -279,7 +282,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     the fleet history and write that night's tables, records and report. Exit status 1 when any
     report failed; see below."""
     from .config import ConfigError, load_config
-    from .runs.driver import OutputError
+    from .runs.driver import IncompleteOutputs, OutputError
     from .runs.sweep import SweepBusy, rebuild
     from .runs.sweep import sweep as run_sweep
 
@@ -291,8 +294,11 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     if report_only:
         try:
             out = rebuild(cfg, state_dir, night)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, OutputError) as exc:
             raise click.ClickException(str(exc)) from exc
+        except IncompleteOutputs as exc:
+            echo(f"gpu-idle: ERROR: {exc}", err=True)
+            sys.exit(1)
         echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
     try:
@@ -302,6 +308,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         raise click.ClickException(str(exc)) from exc
     except OutputError as exc:
         raise click.ClickException(f"cannot write the sweep's state folder: {exc}") from exc
+    except IncompleteOutputs as exc:
+        echo(f"gpu-idle: ERROR: {exc}", err=True)
+        sys.exit(1)
     if summary.reports == 0:
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
     echo(format_fleet(fleet))

@@ -7,11 +7,13 @@ named ``.<name>.<random>.tmp`` beside its target.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 
 import numpy as np
@@ -95,15 +97,130 @@ def write_text(path: str, text: str) -> None:
         fh.write(text)
 
 
-def prune(folder: str, keep: set[str], suffix: str) -> list[str]:
-    """Remove the files of ``folder`` whose name ends with ``suffix`` and is not in ``keep`` (names,
-    not paths): what an earlier run with other inputs left in a reused output folder. Returns the
-    removed names, sorted; a missing folder removes nothing. Raises OSError when a file cannot be removed."""
+def os_cause(exc: OSError) -> str:
+    """The cause of an OSError for people: its ``strerror`` (``No space left on device``), also for the
+    errors of pyarrow, which carry the errno only in their text (``... [errno 28] ...``)."""
+    found = re.search(r"\[errno (\d+)\]", str(exc))
+    code = exc.errno if isinstance(exc.errno, int) else (int(found.group(1)) if found else None)
+    return os.strerror(code) if code else (exc.strerror or str(exc))
+
+
+class OutputError(Exception):
+    """An output folder cannot be written, or is not the product's to write; the message names it and the cause."""
+
+
+class FolderBusy(OutputError):
+    """Another process holds the folder's lock (:func:`folder_lock`); the message names it."""
+
+
+#: The lock file a ``gpu-idle run`` or ``gpu-idle report`` holds in the folder it writes (:func:`folder_lock`).
+LOCK = ".gpu-idle.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str, name: str = LOCK, what: str = "another gpu-idle process is writing this folder",
+                command: str = "gpu-idle", keep: bool = False):
+    """Hold ``folder/name`` (an exclusive ``flock``) while the body runs: one writer per folder. The file
+    names its holder (``pid N on HOST, <command>, started <UTC time>``); only a running process holds
+    the lock, so a killed one never blocks the next. Never waits. The file is removed when the body
+    ends (a file whose lock was taken after it was removed is never trusted: the path is checked to
+    still be the locked file), unless ``keep`` (it then stays, naming the last holder).
+
+    Raises:
+        FolderBusy: another process holds it (``<folder>: <what> (<holder>); this one did nothing: ...``).
+        OutputError: the folder or the lock file cannot be created.
+    """
+    import datetime as dt
+    import fcntl
+    import socket
+
+    path = os.path.join(folder, name)
+    while True:
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as exc:
+            raise OutputError(f"{folder}: cannot write here ({os_cause(exc)})") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise FolderBusy(f"{folder}: {what} ({holder}); this one did nothing: run it again when that one "
+                             "has ended") from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.lstat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)   # its holder removed it between our open and our lock: take the new one
     try:
-        names = os.listdir(folder)
+        stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, {command}, started {stamp}".encode(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only its holder goes unnamed
+        yield
+    finally:
+        if not keep:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def real_dir(path: str) -> str:
+    """Make sure ``path`` is a real folder (created when missing), never a symbolic link: the product
+    writes and deletes only in folders it can see are what they look like. Returns ``path``.
+
+    Raises:
+        OutputError: ``path`` is a symbolic link, or not a folder, or cannot be created.
+    """
+    if os.path.islink(path):
+        raise OutputError(f"{path}: a symbolic link (not followed: gpu-idle writes only into real folders); "
+                          "replace it with a folder, or choose another output folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError as exc:
+        raise OutputError(f"{path}: not a folder") from exc
+    return path
+
+
+def same_file(path: str, entry: dict | None) -> bool:
+    """Whether ``path`` is a regular file (not a link) holding what ``entry`` (:func:`file_entry`) says;
+    ``None`` (a file claimed by name only) matches any regular file."""
+    try:
+        st = os.lstat(path)
     except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if entry is None:
+        return True
+    return st.st_size == entry.get("size") and file_entry(path)["sha256"] == entry.get("sha256")
+
+
+def file_entry(path: str) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of a file's content. Raises OSError when it cannot be read."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return {"size": size, "sha256": digest.hexdigest()}
+
+
+def prune(folder: str, keep: set[str], owned: dict) -> list[str]:
+    """Remove the files of ``folder`` that the product wrote and this run does not: every name of
+    ``owned`` (``name -> entry``, from the folder's manifest: :func:`file_entry` or None) not in ``keep``
+    whose file still holds what the entry says (a file changed since is someone's now: kept). Nothing
+    else is ever removed; a symbolic link is never followed. Returns the removed names, sorted; a missing
+    folder removes nothing. Raises OSError when a file cannot be removed."""
+    if not os.path.isdir(folder) or os.path.islink(folder):
         return []
-    stale = sorted(n for n in names if n.endswith(suffix) and n not in keep and not n.startswith("."))
+    stale = sorted(n for n in owned if n not in keep and "/" not in n and same_file(os.path.join(folder, n), owned[n]))
     for name in stale:
         try:
             os.unlink(os.path.join(folder, name))
@@ -122,19 +239,27 @@ def remove_if_empty(folder: str) -> bool:
     return True
 
 
+#: A temporary file of :func:`atomic_path` or :func:`link_file`: ``.<name>.<random>.tmp``.
+LEFTOVER_RE = re.compile(r"^\.(.+)\.[A-Za-z0-9_]+\.tmp$")
+
+
 def is_leftover(name: str) -> bool:
-    """Whether a file name is a temporary file of :func:`atomic_path` (``.<name>.<random>.tmp``)."""
-    return name.startswith(".") and name.endswith(".tmp")
+    """Whether a file name is a temporary file of :func:`atomic_path` (``.<name>.<random>.tmp``,
+    :data:`LEFTOVER_RE`)."""
+    return bool(LEFTOVER_RE.match(name))
 
 
-def remove_leftovers(folder: str, older_than_s: float = 0.0, recursive: bool = True) -> list[str]:
-    """Delete the temporary files (:func:`is_leftover`) a killed run left under ``folder`` (and its
-    sub-folders with ``recursive``), last modified more than ``older_than_s`` seconds ago (0: all;
-    only when no other process writes there). Returns their paths; a missing folder has none."""
+def remove_leftovers(folder: str, older_than_s: float = 0.0, recursive: bool = False) -> list[str]:
+    """Delete the temporary files (:func:`is_leftover`) a killed run left in ``folder`` (and, with
+    ``recursive``, in its real sub-folders: symbolic links are never followed), regular files only, last
+    modified more than ``older_than_s`` seconds ago (0: all; only when no other process writes there).
+    Returns their paths; a missing folder or a symbolic link has none."""
     import time
 
     before = time.time() - older_than_s
     removed = []
+    if os.path.islink(folder):
+        return removed
     for root, dirs, files in os.walk(folder):
         if not recursive:
             dirs[:] = []
@@ -143,7 +268,8 @@ def remove_leftovers(folder: str, older_than_s: float = 0.0, recursive: bool = T
                 continue
             path = os.path.join(root, name)
             try:
-                if older_than_s <= 0 or os.stat(path).st_mtime < before:
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode) and (older_than_s <= 0 or st.st_mtime < before):
                     os.unlink(path)
                     removed.append(path)
             except FileNotFoundError:
@@ -153,9 +279,9 @@ def remove_leftovers(folder: str, older_than_s: float = 0.0, recursive: bool = T
 
 def link_file(src: str, dst: str) -> None:
     """Make ``dst`` the same file as ``src``: a hard link (a copy where links are impossible),
-    created under a temporary name and renamed into place. Raises OSError when ``src`` is unreadable."""
-    folder = os.path.dirname(os.path.abspath(dst))
-    os.makedirs(folder, exist_ok=True)
+    created under a temporary name and renamed into place. Raises OSError when ``src`` is unreadable,
+    :class:`OutputError` when ``dst``'s folder is a symbolic link."""
+    folder = real_dir(os.path.dirname(os.path.abspath(dst)))
     tmp = os.path.join(folder, f".{os.path.basename(dst)}.{os.urandom(6).hex()}.tmp")
     try:
         try:

@@ -42,9 +42,12 @@ def in_process_client():
 
 
 def files(folder) -> dict[str, bytes]:
+    """Every output file's bytes by relative path (the folder's manifest excepted: it is not an output)."""
     out = {}
     for root, _, names in os.walk(folder):
         for name in names:
+            if name == ".manifest.json":
+                continue
             path = os.path.join(root, name)
             out[os.path.relpath(path, folder)] = open(path, "rb").read()
     return out

@@ -358,15 +358,24 @@ def test_iterations_on_the_pages(example_folder):
 
 
 def test_stale_pages_are_pruned(example_folder, tmp_path):
-    """A report rendered into a folder holding pages of other GPUs (an earlier run's) removes them."""
+    """A report rendered again after a GPU left the fleet removes that GPU's page, which the earlier
+    report wrote (the folder's manifest lists it); a page no manifest lists (someone's) is kept."""
     import shutil
 
     out = tmp_path / "out"
     shutil.copytree(example_folder, out)
     (out / PAGES_DIR / "gone.sqlite__GPU-x__0123456789.html").write_text("old", encoding="utf-8")
     run_cli("report", str(out), "--out", str(out / "report.html"))
-    pages = [n for n in os.listdir(out / PAGES_DIR) if n.endswith(".html")]
-    assert len(pages) == EXAMPLE_GPUS and not (out / PAGES_DIR / "gone.sqlite__GPU-x__0123456789.html").exists()
+    fleet = pd.read_parquet(out / "fleet.parquet")
+    ok = fleet[fleet["status"] != "error"]
+    left = gpu_page_name(ok["report"].iloc[0], ok["gpu_key"].iloc[0])
+    assert (out / PAGES_DIR / left).exists()
+    fleet.drop(index=ok.index[0]).to_parquet(out / "fleet.parquet", index=False)   # that GPU left the fleet
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    pages = {n for n in os.listdir(out / PAGES_DIR) if n.endswith(".html")}
+    now = {gpu_page_name(r, g) for r, g in zip(ok["report"].iloc[1:], ok["gpu_key"].iloc[1:])}
+    assert len(now) == EXAMPLE_GPUS - 1 and pages == now | {"gone.sqlite__GPU-x__0123456789.html"}
+    assert (out / PAGES_DIR / "gone.sqlite__GPU-x__0123456789.html").read_text(encoding="utf-8") == "old"
 
 
 # ---------------------------------------------------------------- the real exports

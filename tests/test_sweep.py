@@ -1,6 +1,7 @@
 """The nightly sweep: incremental reruns, history, rebuilds, faults (issue #5)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -95,7 +96,7 @@ def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir, dask_
     rebuilt = run_cli("sweep", "--config", str(cfg), "--report-only")
     assert "nothing analysed" in rebuilt.stdout and (night / "fleet.csv").exists()
     assert len(list((night / "gpus").iterdir())) == 48
-    assert not (night / ".manifest.json").exists()  # rebuilt outputs vouch for nothing: the next sweep rewrites
+    assert json.loads((night / ".manifest.json").read_text())["inputs"] is None  # rebuilt outputs vouch for nothing: the next sweep rewrites
     earlier = run_cli("sweep", "--config", str(cfg), "--report-only", "--night", "2026-11-27")
     assert "nothing analysed" in earlier.stdout
     missing = run_cli("sweep", "--config", str(cfg), "--report-only", "--night", "2026-11-26", check=False)

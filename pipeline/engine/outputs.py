@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis.fixfirst import fix_list
-from ..io import atomic_path, compact_json, plain_scalar, prune, slug, write_json
+from ..io import atomic_path, compact_json, plain_scalar, prune, real_dir, slug, write_json
 from .reduce import rollup
 
 
@@ -68,7 +68,7 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     is replaced otherwise (e.g. a straggler flag that needed the whole job). Returns
     ``(report, gpu_key) -> summary_text`` of every file written or checked.
     """
-    os.makedirs(gpu_dir, exist_ok=True)
+    real_dir(gpu_dir)
     texts = {}
     for row in fleet.to_dict("records"):
         if row["status"] == "error":
@@ -90,13 +90,27 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     return texts
 
 
-def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
-    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path,
-    and under ``"stale"`` the paths of the per-GPU files of an earlier run that were removed.
+#: The fleet tables every run writes at the top of its folder (:func:`write_outputs`).
+TABLE_FILES = ("fleet.parquet", "fleet.csv", "jobs.csv", "clusters.csv", "fix_first.csv", "fix_first.json")
 
-    ``gpus/`` ends up holding exactly one file per analysed row of ``fleet``: JSON files of
-    GPUs that are not in this fleet (an earlier run into the same folder, with other
-    inputs) are removed.
+
+def planned_outputs(fleet: pd.DataFrame) -> list[str]:
+    """The relative paths :func:`write_outputs` writes for ``fleet``: :data:`TABLE_FILES` and
+    ``gpus/<name>`` (:func:`gpu_json_name`) of every analysed row."""
+    ok = fleet[fleet["status"] != "error"] if len(fleet) else fleet
+    gpus = [f"gpus/{gpu_json_name(r, g)}" for r, g in zip(ok["report"], ok["gpu_key"])] if len(ok) else []
+    return list(TABLE_FILES) + sorted(set(gpus))
+
+
+def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict | None = None) -> dict:
+    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path,
+    under ``"stale"`` the paths of the per-GPU files of an earlier run that were removed, and under
+    ``"files"`` the relative paths written (:func:`planned_outputs`).
+
+    ``gpus/`` ends up holding one file per analysed row of ``fleet``, and of the files an earlier run
+    wrote there (``owned``: ``name -> entry`` of ``gpus/`` in the folder's manifest,
+    :func:`~pipeline.io.prune`) only those: the JSON files of GPUs not in this fleet (an earlier run
+    into the same folder, with other inputs) are removed; files no manifest lists are never touched.
 
     ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``
     (or ``{"device": [...], "json": ...}`` for a GPU whose file a worker already wrote).
@@ -122,7 +136,8 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     write_json(paths["fix_first_json"], [{k: plain_scalar(v) for k, v in e.items()} for e in fixes.to_dict("records")])
     gpu_dir = os.path.join(out_dir, "gpus")
     texts = write_gpu_docs(gpu_dir, fleet, rosters)
-    paths["stale"] = [os.path.join(gpu_dir, name) for name in
-                      prune(gpu_dir, {gpu_json_name(report, gpu) for report, gpu in texts}, ".json")]
+    names = {gpu_json_name(report, gpu) for report, gpu in texts}
+    paths["stale"] = [os.path.join(gpu_dir, name) for name in prune(gpu_dir, names, owned or {})]
     paths["gpus"] = gpu_dir
+    paths["files"] = list(TABLE_FILES) + sorted(f"gpus/{n}" for n in names)
     return paths

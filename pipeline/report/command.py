@@ -1,6 +1,7 @@
 """``gpu-idle report RESULTS --out FILE [--format html|csv|md]``: command line only."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
@@ -23,26 +24,27 @@ def report(results, out_path, fmt, night):
     """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
     state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
     night is the current one and whose history gives the trend. The HTML report comes with one
-    page per analysed GPU, written beside it in gpu-pages/ (pages of GPUs no longer in the fleet
-    are removed from there) and linked from it; render it into the run folder itself
-    (--out DIR/report.html) so the medical records' links to those pages resolve."""
+    page per analysed GPU, written beside it in gpu-pages/ (pages an earlier report wrote there of
+    GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
+    linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
+    records' links to those pages resolve. Exit status 1 when it cannot be written."""
+    from ..io import OutputError, folder_lock
     from .html import ReportError, write_report
 
     try:
-        path = write_report(results, out_path, fmt, night)
-    except ReportError as exc:
+        # html writes gpu-pages/ beside the report (and records them in a run folder): one writer at a time
+        with folder_lock(os.path.dirname(os.path.abspath(out_path)), command="gpu-idle report") \
+                if fmt == "html" else contextlib.nullcontext():
+            path = write_report(results, out_path, fmt, night)
+    except (ReportError, OutputError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else ""))
 
 
 def pages_note(report_path: str) -> str:
-    """`` and N GPU page(s) in <folder>`` for the pages beside an HTML report (the folder holds exactly
-    the pages of the report just written: the others were removed), "" when there are none."""
-    from ..engine.outputs import PAGES_DIR
+    """`` and N GPU page(s) in <folder>`` for the pages beside an HTML report (those its folder's manifest
+    lists: the report just written's; files of others there are not counted), "" when there are none."""
+    from .rendered import pages_folder, written_pages
 
-    folder = os.path.join(os.path.dirname(os.path.abspath(report_path)), PAGES_DIR)
-    try:
-        n = sum(1 for name in os.listdir(folder) if name.endswith(".html"))
-    except FileNotFoundError:
-        return ""
-    return f" and {n} GPU page(s) in {folder}{os.sep}" if n else ""
+    n = written_pages(report_path)
+    return f" and {n} GPU page(s) in {pages_folder(report_path)}{os.sep}" if n else ""

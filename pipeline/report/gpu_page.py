@@ -33,7 +33,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..engine.outputs import PAGES_DIR, gpu_page_name
-from ..io import prune, write_text
+from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
 from . import plots
 from .jinja import environment
@@ -377,11 +377,24 @@ def _page_code() -> str:
     return f"{code_digest()}-{matplotlib.__version__}-{jinja2.__version__}"
 
 
+class PagesIncomplete(OSError):
+    """Writing the GPU pages failed part-way (a full disk): ``written`` of ``total`` pages are in ``folder``
+    (each whole: they are written atomically); ``cause``: the error."""
+
+    def __init__(self, folder: str, written: int, total: int, cause: OSError):
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.folder, self.written, self.total, self.cause = folder, written, total, cause
+
+
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
                     plot_cache: str | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
-    whose file already holds the same text is left alone), and remove the pages there of GPUs not in
-    ``rows`` (an earlier run's).
+    whose file already holds the same text is left alone), and remove the pages there that an earlier
+    report wrote (the folder's record lists them: :func:`~pipeline.report.rendered.record_name`) and this
+    one does not. Files there that no record of ours lists are never touched. The record then lists this
+    report's pages (size, SHA-256) and claims the report file itself (its content is recorded by
+    :func:`~pipeline.report.rendered.record_report`); it claims them before any is written, so a report
+    killed half-way leaves them known as ours.
 
     Args:
         rows: ``(report, gpu_key, record anchor or None)`` of the analysed GPUs.
@@ -393,22 +406,42 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
             change renders none of their pages again.
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
+    Raises:
+        OutputError: ``gpu-pages/`` is a symbolic link or not a folder.
+        PagesIncomplete: a page could not be written (the pages before it are in place).
     """
-    folder = os.path.join(os.path.dirname(os.path.abspath(out_path)), PAGES_DIR)
-    back = "../" + os.path.basename(out_path)
+    from ..io import real_dir
+    from ..runs.results import read_manifest
+    from .rendered import in_pages, record, record_name
+
+    report_dir = os.path.dirname(os.path.abspath(out_path))
+    folder = real_dir(os.path.join(report_dir, PAGES_DIR))
+    report_name = os.path.basename(out_path)
+    back = "../" + report_name
+    todo = [(report, gpu_key, anchor, text) for report, gpu_key, anchor in rows
+            if (text := docs(report, gpu_key)) is not None]
+    names = [gpu_page_name(report, gpu_key) for report, gpu_key, _, _ in todo]
+    name = record_name(report_dir)
+    doc = read_manifest(report_dir, name)
+    owned = dict(doc["files"]) if doc else {}
+    claims = {f"{PAGES_DIR}/{n}": None for n in names}
+    record(report_dir, name, {**owned, **claims, report_name: None}, doc, report_name)
     hrefs = {}
-    for report, gpu_key, anchor in rows:
-        text = docs(report, gpu_key)
-        if text is None:
-            continue
-        name = gpu_page_name(report, gpu_key)
-        links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
-        path = os.path.join(folder, name)
-        page = plots.cached(plot_cache, page_from_json, text, links, plot_cache, code=_page_code(), suffix=".html")
-        if _write_if_changed(path, page):
-            _shareable(path)
-        hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{name}"
-    prune(folder, {os.path.basename(h) for h in hrefs.values()}, ".html")
+    try:
+        for (report, gpu_key, anchor, text), page_name in zip(todo, names):
+            links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
+            path = os.path.join(folder, page_name)
+            page = plots.cached(plot_cache, page_from_json, text, links, plot_cache, code=_page_code(),
+                                suffix=".html")
+            if _write_if_changed(path, page):
+                _shareable(path)
+            hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{page_name}"
+    except OSError as exc:
+        raise PagesIncomplete(folder, len(hrefs), len(todo), exc) from exc
+    prune(folder, set(names), in_pages(owned))
+    kept = {rel: e for rel, e in owned.items() if not rel.startswith(PAGES_DIR + "/") and rel != report_name}
+    pages = {rel: file_entry(os.path.join(report_dir, rel)) for rel in claims}
+    record(report_dir, name, {**kept, **pages, report_name: None}, doc, report_name)
     return hrefs
 
 

@@ -27,7 +27,7 @@ from markupsafe import Markup
 from ..analysis.fixfirst import REMEDIES
 from ..config import AnalysisConfig
 from ..engine.outputs import PAGES_DIR
-from ..io import write_text
+from ..io import os_cause, write_text
 from ..model import CATEGORIES
 from ..report import plots
 from .jinja import environment
@@ -37,7 +37,7 @@ from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_resul
 
 FORMATS = ("html", "csv", "md")
 
-__all__ = ["FORMATS", "ReportError", "write_report", "render_html", "render_csv", "render_markdown"]
+__all__ = ["FORMATS", "ReportError", "ReportNotWritten", "write_report", "render_html", "render_csv", "render_markdown"]
 
 
 # ---- numbers for people ---------------------------------------------------------------------
@@ -341,23 +341,45 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     Returns:
         ``out_path`` as a string.
     Raises:
-        ReportError: RESULTS holds no fleet table.
+        ReportError: RESULTS holds no fleet table; :class:`ReportNotWritten` (a ReportError): the file or
+            its GPU pages could not be written (a full disk).
+        OutputError: ``gpu-pages/`` beside ``out_path`` is a symbolic link or not a folder.
         ValueError: unknown ``fmt``.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
+    from .gpu_page import PagesIncomplete
+    from .rendered import pages_folder, record_report
+
     res = load_results(os.fspath(results_dir), night)
     out_path = os.fspath(out_path)
-    if fmt == "html":
-        text = render_html(res, plot_cache, write_pages(res, out_path, plot_cache))
-    else:
-        text = {"csv": render_csv, "md": render_markdown}[fmt](res)
-    write_text(out_path, text)
-    # A page to share: readable as any new file would be (write_text's temporary file is 0600).
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(out_path, 0o666 & ~umask)
+    pages = {}
+    try:
+        if fmt == "html":
+            pages = write_pages(res, out_path, plot_cache)
+            text = render_html(res, plot_cache, pages)
+        else:
+            text = {"csv": render_csv, "md": render_markdown}[fmt](res)
+        write_text(out_path, text)
+        # A page to share: readable as any new file would be (write_text's temporary file is 0600).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out_path, 0o666 & ~umask)
+        if fmt == "html":
+            record_report(out_path)
+    except PagesIncomplete as exc:
+        raise ReportNotWritten(f"{out_path}: not written ({os_cause(exc.cause)}); {exc.written} of "
+                               f"{exc.total} GPU page(s) written in {exc.folder}{os.sep}") from exc
+    except OSError as exc:
+        where = (f"; {len(pages)} of {len(pages)} GPU page(s) written in {pages_folder(out_path)}{os.sep}"
+                 if pages else "")
+        raise ReportNotWritten(f"{out_path}: not written ({os_cause(exc)}){where}") from exc
     return out_path
+
+
+class ReportNotWritten(ReportError):
+    """The report (or its GPU pages) could not be written, e.g. on a full disk; the message names the
+    file, the cause and how many GPU pages were written."""
 
 
 def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> dict:

@@ -11,6 +11,7 @@ analysed, which are reused, how failures become rows and who stores what, is her
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 
@@ -20,14 +21,19 @@ from ..config import Config
 from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
-from ..engine.outputs import PAGES_DIR, write_outputs
+from ..engine.outputs import PAGES_DIR, planned_outputs, write_outputs
 from ..engine.reduce import reduce_outcomes
 from ..engine.tasks import ReportOutcome
 from ..inputs.discover import discover
-from ..io import prune, remove_if_empty, remove_leftovers, write_json
+from ..io import LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, os_cause, prune, real_dir, remove_leftovers
 from ..load.cache import wait_for_writes
 from ..model import Failure
-from .results import MANIFEST, ResultCache, drop_manifest, folder_files, read_manifest
+from .results import MANIFEST, ResultCache, drop_manifest, manifest_holds, read_manifest, write_folder_manifest
+
+__all__ = ["OutputError", "IncompleteOutputs", "OutputFolder", "RunFolder", "drive", "write_documents"]
+
+#: The sub-folders a run writes into (and the only ones where it removes its temporary files).
+SUBDIRS = ("gpus", "records", PAGES_DIR)
 
 
 @dataclasses.dataclass
@@ -56,8 +62,58 @@ class RunResult:
     skipped: list = dataclasses.field(default_factory=list)
 
 
-class OutputError(Exception):
-    """The output folder cannot be written; the message names it and the cause."""
+class IncompleteOutputs(Exception):
+    """Writing the outputs failed part-way (a full disk, an I/O error): the message names the folder, the
+    cause and every file missing; the folder's manifest vouches for nothing (it is never kept as is)."""
+
+
+def incomplete(out_dir: str, targets: list[str], since_ns: int, exc: OSError, extra: str = "") -> IncompleteOutputs:
+    """The :class:`IncompleteOutputs` of a write of ``targets`` (relative paths) into ``out_dir`` that
+    failed with ``exc``: a target is missing unless it is a regular file modified at or after
+    ``since_ns`` (the folder's manifest was marked as changing then, on the same clock)."""
+    def written(rel: str) -> bool:
+        try:
+            st = os.lstat(os.path.join(out_dir, rel))
+        except OSError:
+            return False
+        return st.st_mtime_ns >= since_ns and os.path.isfile(os.path.join(out_dir, rel))
+
+    missing = sorted(rel for rel in targets if not written(rel))
+    where = ""
+    if isinstance(exc.filename, str):   # a temporary file (.<name>.<random>.tmp) is named by its target
+        name = os.path.basename(exc.filename)
+        found = LEFTOVER_RE.match(name)
+        target = os.path.join(os.path.dirname(exc.filename), found.group(1) if found else name)
+        where = f" writing {os.path.relpath(target, out_dir)}"
+    shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+    what = (f"missing {len(missing)} of {len(targets)} file(s): {shown}" if missing
+            else f"every file written but not the folder's manifest ({MANIFEST})")
+    return IncompleteOutputs(f"{out_dir}: the outputs are incomplete ({os_cause(exc)}{where}): {what}{extra}; "
+                             "the folder vouches for nothing until a run completes it (free space, run again)")
+
+
+def not_ours(out_dir: str) -> list[str]:
+    """The files under ``out_dir`` (relative paths, sorted) that the product cannot prove it wrote: not
+    listed in its manifest or in the record of a report rendered there
+    (:func:`~pipeline.report.rendered.rendered_files`), not its lock file, not one of its temporary files in a folder it writes. Symbolic links count as
+    files (never followed)."""
+    from ..report.rendered import rendered_files
+
+    doc = read_manifest(out_dir)
+    owned = set(doc["files"]) | {MANIFEST} if doc else set()
+    owned |= rendered_files(out_dir)
+    ours_dirs = {""} | set(SUBDIRS)
+    out = []
+    for folder, dirs, files in os.walk(out_dir):
+        rel_dir = os.path.relpath(folder, out_dir)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        entries = files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        for name in entries:
+            rel = os.path.join(rel_dir, name)
+            if rel in owned or (rel_dir == "" and name == LOCK) or (rel_dir in ours_dirs and is_leftover(name)):
+                continue
+            out.append(rel)
+    return sorted(out)
 
 
 class OutputFolder:
@@ -67,23 +123,46 @@ class OutputFolder:
     to print when the inputs are known, how to reuse an earlier identical folder, and what
     to write besides the run's documents. ``plots``: the plot cache of the report written with
     the folder, where the tasks draw the GPU pages' timelines ahead (None: no report, nothing drawn).
+    ``changing_ns``: when :meth:`begin` marked the folder as changing (file-system clock, ns).
     """
 
     out_dir: str
     plots: str | None = None
+    changing_ns: int = 0
+
+    def holding(self):
+        """A context held for the whole run (:class:`RunFolder`: the folder's lock); none by default."""
+        return contextlib.nullcontext()
 
     def prepare(self) -> None:
-        """Check that the folder can be written and remove the temporary files a killed run left
-        in it, before any analysis. Raises :class:`OutputError` naming the folder and the cause."""
+        """Check that the folder can be written and that its sub-folders are real folders (never a
+        symbolic link), and remove the temporary files a killed run left in the folders it writes (its
+        top level, ``gpus/``, ``records/``, ``gpu-pages/``: nowhere else), before any analysis.
+        Raises :class:`OutputError` naming the folder and the cause."""
         try:
-            os.makedirs(self.out_dir, exist_ok=True)
+            os.makedirs(self.out_dir, exist_ok=True)   # the folder itself may be a link the user made
+            for sub in SUBDIRS:
+                path = os.path.join(self.out_dir, sub)
+                if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+                    real_dir(path)  # raises, naming it
             probe = os.path.join(self.out_dir, f".write-probe.{os.getpid()}.tmp")
             with open(probe, "w", encoding="utf-8"):
                 pass
             os.unlink(probe)
-            remove_leftovers(self.out_dir)
+            for folder in (self.out_dir, *(os.path.join(self.out_dir, sub) for sub in SUBDIRS)):
+                remove_leftovers(folder)
         except OSError as exc:
-            raise OutputError(f"{self.out_dir}: cannot write here ({exc.strerror or exc})") from exc
+            raise OutputError(f"{self.out_dir}: cannot write here ({os_cause(exc)})") from exc
+
+    def begin(self) -> None:
+        """Mark the folder as changing before anything in it does (its manifest vouches for nothing, yet
+        still lists the product's files: :func:`~pipeline.runs.results.drop_manifest`). Raises
+        :class:`OutputError` when that cannot be written (nothing has changed then)."""
+        try:
+            drop_manifest(self.out_dir)
+            self.changing_ns = os.lstat(os.path.join(self.out_dir, MANIFEST)).st_mtime_ns
+        except OSError as exc:
+            raise OutputError(f"{self.out_dir}: cannot write here ({os_cause(exc)})") from exc
 
     def on_found(self, paths: list[str], problems: list) -> None:
         """Called once the inputs are discovered."""
@@ -97,23 +176,44 @@ class OutputFolder:
         return None
 
     def write(self, fleet: pd.DataFrame, rosters: dict, cfg: Config, digest: str | None) -> str:
-        """Write the run's documents (and, with ``digest``, the manifest that lets a later
-        identical run keep them). Returns what was written, for people."""
+        """Write the run's documents and, last, the manifest listing them (with ``digest``, the one that
+        lets a later identical run keep them). Returns what was written, for people. Raises
+        :class:`IncompleteOutputs` when a file cannot be written (what is missing is named)."""
         raise NotImplementedError
+
+
+def planned_files(fleet: pd.DataFrame) -> list[str]:
+    """Every file :func:`write_documents` writes for ``fleet`` (relative paths): the tables and per-GPU
+    files (:func:`~pipeline.engine.outputs.planned_outputs`) and a record per job."""
+    from ..report.medical import record_stem
+
+    jobs = fleet["job"].unique() if len(fleet) else []
+    return planned_outputs(fleet) + sorted({f"records/{record_stem(str(job))}.md" for job in jobs})
 
 
 def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> tuple[dict, list[str]]:
     """The run's documents in ``out_dir``: fleet tables, rollups, ``gpus/`` and ``records/``
     (:func:`~pipeline.engine.outputs.write_outputs`, :func:`~pipeline.report.medical.write_records`),
-    nothing else: per-GPU files and records of an earlier run with other inputs are removed
-    (their paths under ``"stale"``). Returns ``(written paths by name, record paths)``."""
+    nothing else: the per-GPU files and records an earlier run wrote there (its manifest lists them) for
+    other inputs are removed (their paths under ``"stale"``); files no manifest lists are never touched.
+    The manifest claims every file about to be written first (:func:`planned_files`), so that a run
+    killed half-way leaves them known as the product's. Returns ``(written paths by name, record paths)``,
+    the relative paths of every file written under ``"files"``. Raises OSError when a file cannot be
+    written, :class:`OutputError` when a sub-folder is a symbolic link."""
     from ..report.medical import write_records
 
-    written = write_outputs(out_dir, fleet, rosters)
+    owned = drop_manifest(out_dir, claim=planned_files(fleet))
+
+    def owned_in(sub: str) -> dict:
+        return {rel[len(sub) + 1:]: e for rel, e in owned.items() if rel.startswith(sub + "/")}
+
+    real_dir(os.path.join(out_dir, "records"))
+    written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
-                         for name in prune(folder, {os.path.basename(p) for p in records}, ".md")]
+                         for name in prune(folder, {os.path.basename(p) for p in records}, owned_in("records"))]
+    written["files"] += sorted(os.path.relpath(p, out_dir) for p in records)
     return written, records
 
 
@@ -139,45 +239,64 @@ def stale_note(written: dict) -> str:
     return f"removed {count} file(s) of an earlier run ({'; '.join(parts)}){dirs}"
 
 
-def write_folder_manifest(out_dir: str, digest: str, **extra) -> None:
-    """Record what ``out_dir`` is made of (``digest``) and its files, written last."""
-    write_json(os.path.join(out_dir, MANIFEST), {"inputs": digest, **extra, "files": folder_files(out_dir)})
-
-
 class RunFolder(OutputFolder):
-    """``gpu-idle run --out DIR``: the documents, and ``DIR/.manifest.json`` when every report's
-    result is stored, so that an unchanged rerun into the same folder keeps it as it is."""
+    """``gpu-idle run --out DIR``: the documents and ``DIR/.manifest.json``, the product's proof of
+    what it wrote there (every file's size and SHA-256), and, when every report's result is stored, of
+    what the folder was made of, so that an unchanged rerun into the same folder keeps it as it is.
+
+    The folder must be new, empty, or the product's (its manifest, or only files the product can
+    prove it wrote); one run or report at a time writes it (``DIR/.gpu-idle.lock``, :meth:`holding`)."""
 
     def __init__(self, out_dir: str, log=print):
         self.out_dir = out_dir
         self.log = log
+
+    def holding(self):
+        """Refuse a folder that holds files the product did not write (:func:`not_ours`), then hold its lock.
+        Raises OutputError (naming those files), or :class:`~pipeline.io.FolderBusy` naming the holder."""
+        @contextlib.contextmanager
+        def held():
+            self._refuse_foreign()
+            with folder_lock(self.out_dir, command="gpu-idle run"):
+                self._refuse_foreign()   # again, now that no other writer can change it
+                yield
+        return held()
+
+    def _refuse_foreign(self) -> None:
+        if not os.path.isdir(self.out_dir) or read_manifest(self.out_dir) is not None:
+            return
+        foreign = not_ours(self.out_dir)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise OutputError(f"{self.out_dir}: holds {len(foreign)} file(s) gpu-idle did not write ({shown}) and no "
+                              f"manifest of its own ({MANIFEST}): give a new or empty folder, or move those "
+                              "files away (gpu-idle never deletes or overwrites a file it cannot prove it wrote)")
 
     def on_found(self, paths, problems) -> None:
         self.log(f"gpu-idle: {len(paths)} report(s) found"
                  + (f", {len(problems)} input problem(s)" if problems else ""))
 
     def reuse(self, digest: str) -> pd.DataFrame | None:
-        if (read_manifest(self.out_dir) or {}).get("inputs") != digest:
+        doc = read_manifest(self.out_dir)
+        if (doc or {}).get("inputs") != digest or not manifest_holds(self.out_dir, doc):
             return None
         return pd.read_parquet(os.path.join(self.out_dir, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-        # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
-        # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
-        # GPU pages rendered beside it (DIR/gpu-pages/*.html).
-        rendered = []
-        stale_html = os.path.join(self.out_dir, "report.html")
-        if os.path.exists(stale_html):
-            os.unlink(stale_html)
-            rendered.append(stale_html)
-        pages = os.path.join(self.out_dir, PAGES_DIR)
-        rendered += [os.path.join(pages, name) for name in prune(pages, set(), ".html")]
-        emptied = [pages] if remove_if_empty(pages) else []   # gpu-idle report makes it again
-        written, records = write_documents(self.out_dir, fleet, rosters, cfg)
-        written.update(stale_report=rendered, stale_dirs=emptied)
+        from ..report.rendered import remove_rendered
+
+        targets = planned_files(fleet)
+        try:
+            # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
+            # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
+            # GPU pages rendered beside it (DIR/gpu-pages/*.html), as far as gpu-pages/.manifest.json proves them.
+            rendered, emptied = remove_rendered(self.out_dir)
+            written, records = write_documents(self.out_dir, fleet, rosters, cfg)
+            written.update(stale_report=rendered, stale_dirs=emptied)
+            write_folder_manifest(self.out_dir, written["files"], digest)
+        except OSError as exc:
+            raise incomplete(self.out_dir, targets, self.changing_ns, exc) from exc
         note = stale_note(written)
-        if digest:
-            write_folder_manifest(self.out_dir, digest)
         return (f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
                 f"{written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
                 + (f"; {note}" if note else ""))
@@ -270,8 +389,17 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
     Returns:
         :class:`RunResult`.
     Raises:
-        OutputError: the output folder cannot be written (raised before any analysis).
+        OutputError: the output folder cannot be written, or is not the product's (raised before any
+            analysis); :class:`~pipeline.io.FolderBusy` (an OutputError): another process writes it.
+        IncompleteOutputs: writing the outputs failed part-way (a full disk): the message says what is missing.
     """
+    with folder.holding():
+        return _drive(cfg, inputs, folder, cache, scheduler, log, force, progress_factory)
+
+
+def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, scheduler, log, force,
+           progress_factory) -> RunResult:
+    """:func:`drive`, with the folder held."""
     folder.prepare()
     # Workers of a LocalCluster have a known memory limit: a local report too big for it is
     # refused by its size before anything reads (or hashes) it. A remote worker checks its own.
@@ -302,7 +430,7 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         if kept is not None:
             return RunResult(fleet=kept, out_dir=folder.out_dir, reports=len(paths) + n_problems,
                              reused=len(stored), kept=True, failed=_failures(kept), skipped=skipped)
-    drop_manifest(folder.out_dir)  # the folder is about to change: no old manifest may vouch for it
+    folder.begin()  # the folder is about to change: no old manifest may vouch for it
     jobs = [Job(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
     try:

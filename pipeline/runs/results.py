@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..engine.reduce import rosters_of
-from ..io import atomic_path, is_leftover, remove_leftovers, write_json
+from ..io import atomic_path, file_entry, is_leftover, remove_leftovers, write_json
 from ..load.snapshot import sidecars, snapshot_key
 
 
@@ -406,35 +406,89 @@ def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
 MANIFEST = ".manifest.json"
 
 
-def read_manifest(night_dir: str) -> dict | None:
-    """An output folder's manifest (a sweep night, a ``gpu-idle run --out`` folder) when it is readable
-    and every file it lists exists, else None."""
+def read_manifest(night_dir: str, name: str = MANIFEST) -> dict | None:
+    """An output folder's manifest (a sweep night, a ``gpu-idle run --out`` folder, a ``gpu-pages/``
+    folder), the product's proof of which files it wrote there: ``{"inputs": digest or None, "complete":
+    bool, "files": {relative path: {"size": bytes, "sha256": hex} or None (claimed by name: about to be
+    written)}, ...}``. A manifest of earlier code (``"files"`` a list) reads with every entry None and
+    ``complete`` False. None when it is missing, unreadable or malformed (a listed path that would leave
+    the folder, e.g. ``../x``, makes it malformed). It says nothing about whether the files still hold
+    what it lists: :func:`manifest_holds`. ``name``: the manifest's file name (a report's record of its
+    GPU pages is another: :data:`~pipeline.report.rendered.PAGES_MANIFEST`)."""
+    path = os.path.join(night_dir, name)
     try:
-        with open(os.path.join(night_dir, MANIFEST), encoding="utf-8") as fh:
+        if os.path.islink(path):
+            return None
+        with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
         files = doc["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not all(os.path.exists(os.path.join(night_dir, rel)) for rel in files):
+    if isinstance(files, list):
+        files, doc["complete"] = {rel: None for rel in files}, False
+    if not isinstance(files, dict) or not all(isinstance(rel, str) and _inside(rel) for rel in files):
         return None
+    if not all(e is None or (isinstance(e, dict) and isinstance(e.get("size"), int)
+                             and isinstance(e.get("sha256"), str)) for e in files.values()):
+        return None
+    doc["files"] = files
+    doc["complete"] = doc.get("complete") is True
     return doc
 
 
+def _inside(rel: str) -> bool:
+    """Whether a manifest's relative path names a file inside its folder."""
+    return bool(rel) and not os.path.isabs(rel) and os.path.normpath(rel) == rel and not rel.startswith("..")
+
+
+def manifest_holds(night_dir: str, doc: dict | None) -> bool:
+    """Whether ``doc`` (:func:`read_manifest`) is complete and every file it lists is a regular file holding
+    exactly the bytes it lists (size and SHA-256): only then may the folder be kept as it is."""
+    from ..io import same_file
+
+    return bool(doc) and doc["complete"] and all(
+        e is not None and same_file(os.path.join(night_dir, rel), e) for rel, e in doc["files"].items())
+
+
+def write_folder_manifest(night_dir: str, files, inputs: str | None, complete: bool = True, name: str = MANIFEST,
+                          **extra) -> None:
+    """Write ``night_dir``'s manifest, atomically: ``inputs`` (the :func:`inputs_digest` a later identical
+    run may keep the folder by; None: never kept), ``complete`` and every file of ``files`` (relative
+    paths: all must exist) with its size and SHA-256, or, as a ``dict``, the entries as they are (None:
+    claimed by name); ``name``: see :func:`read_manifest`. Raises OSError when the folder cannot be
+    written or a file read."""
+    if not isinstance(files, dict):
+        files = {rel: file_entry(os.path.join(night_dir, rel)) for rel in sorted(files)}
+    write_json(os.path.join(night_dir, name), {"inputs": inputs, "complete": complete, **extra,
+                                                   "files": dict(sorted(files.items()))})
+
+
 def folder_files(night_dir: str) -> list[str]:
-    """Every file under ``night_dir`` (relative paths, sorted), temporary files and the manifest excepted."""
+    """Every regular file under ``night_dir`` (relative paths, sorted; symbolic links neither listed nor
+    followed), temporary files, lock files and the folder's own manifest excepted."""
     out = []
     for folder, dirs, files in os.walk(night_dir):
         dirs.sort()
         for name in sorted(files):
-            if name == MANIFEST or is_leftover(name):
+            path = os.path.join(folder, name)
+            if is_leftover(name) or name.endswith(".lock") or (name == MANIFEST and folder == night_dir) \
+                    or os.path.islink(path):
                 continue
-            out.append(os.path.relpath(os.path.join(folder, name), night_dir))
+            out.append(os.path.relpath(path, night_dir))
     return out
 
 
-def drop_manifest(night_dir: str) -> None:
-    """Remove a folder's manifest (before its files change), if it has one."""
-    try:
-        os.unlink(os.path.join(night_dir, MANIFEST))
-    except FileNotFoundError:
-        pass
+def drop_manifest(night_dir: str, claim=(), name: str = MANIFEST) -> dict:
+    """Before a folder's files change: its manifest is rewritten to vouch for nothing (``inputs`` None,
+    ``complete`` False) while still listing the files the product wrote there (and what else it says),
+    plus ``claim`` (relative
+    paths about to be written, by name), so that a run killed half-way leaves a folder still known as the
+    product's. Returns the files' entries as they were. ``name``: see :func:`read_manifest`. Raises
+    OSError when it cannot be written."""
+    doc = read_manifest(night_dir, name) or {"files": {}}
+    files = dict(doc["files"])
+    for rel in claim:
+        files.setdefault(rel, None)
+    extra = {k: v for k, v in doc.items() if k not in ("inputs", "complete", "files")}
+    write_folder_manifest(night_dir, files, None, False, name, **extra)
+    return doc["files"]

@@ -42,7 +42,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import socket
 import sys
 import time
 
@@ -52,10 +51,10 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..inputs.discover import skipped_note
-from ..io import DATE_RE, atomic_path, dated_dirs, link_file, write_json
-from .driver import OutputError, OutputFolder, drive, stale_note, write_documents
+from ..io import DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, real_dir
+from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
 from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
-    read_manifest, report_identity, result_key)
+    manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
 
 @dataclasses.dataclass
@@ -97,10 +96,12 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def write_manifest(state_dir: str, night: str, inputs: str, html: str | None) -> None:
-    """Record the night's inputs digest, its files and its report.html's inputs (``None``: not rendered)."""
+def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | None) -> None:
+    """Record the night's inputs digest (None: never reused), its files (with their sizes and SHA-256)
+    and its report.html's inputs (``None``: not rendered). Raises OSError when it cannot be written."""
     out = os.path.join(state_dir, "nights", night)
-    write_json(os.path.join(out, MANIFEST), {"inputs": inputs, "html": html, "files": folder_files(out)})
+    report = "report.html" if os.path.exists(os.path.join(out, "report.html")) else None
+    write_folder_manifest(out, folder_files(out), inputs, html=html, report=report)
 
 
 def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | None:
@@ -118,7 +119,8 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
     names = sorted(os.listdir(nights_dir), reverse=True) if os.path.isdir(nights_dir) else []
     for source in [night] + [n for n in names if n != night]:
         manifest = read_manifest(os.path.join(nights_dir, source))
-        if manifest is not None and manifest.get("inputs") == inputs:
+        if (manifest is not None and manifest.get("inputs") == inputs
+                and manifest_holds(os.path.join(nights_dir, source), manifest)):
             break
     else:
         return None
@@ -153,7 +155,13 @@ class NightFolder(OutputFolder):
         self.log(f"sweep {self.night}: {len(paths)} report(s) found, {reused} unchanged, {len(todo)} to analyse")
 
     def reuse(self, digest: str) -> pd.DataFrame | None:
-        found = reuse_night(self.state_dir, self.night, digest)
+        try:
+            found = reuse_night(self.state_dir, self.night, digest)
+        except OSError as exc:
+            raise IncompleteOutputs(f"{self.out_dir}: the outputs are incomplete ({os_cause(exc)}): the night "
+                                    "could not be made from an earlier one with the same inputs; no history row "
+                                    f"for the night (history/run_date={self.night}) unless its files were all "
+                                    "in place; free space and run again") from exc
         if found is None:
             return None
         out, source = found
@@ -163,43 +171,28 @@ class NightFolder(OutputFolder):
         return pd.read_parquet(os.path.join(out, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log)
+        return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log,
+                           since_ns=self.changing_ns)
 
 
-class SweepBusy(Exception):
-    """Another sweep holds the state folder; the message says which process and since when."""
+#: The sweep's lock file in its state folder (:func:`sweep_lock`).
+SWEEP_LOCK = ".sweep.lock"
+
+#: Another sweep holds the state folder; the message says which process and since when.
+SweepBusy = FolderBusy
 
 
-@contextlib.contextmanager
 def sweep_lock(state_dir: str):
-    """Hold ``S/.sweep.lock`` (an exclusive ``flock``) while a sweep runs, so that two sweeps on one
-    state folder never analyse the same reports twice and overwrite each other's night.
+    """Hold ``S/.sweep.lock`` (:func:`pipeline.io.folder_lock`, the one lock of every writer) while a sweep
+    runs, so that two sweeps on one state folder never analyse the same reports twice and overwrite each
+    other's night.
 
     Raises:
         SweepBusy: another process holds it (its pid and start time are named).
         OutputError: the state folder cannot be created.
     """
-    import fcntl
-
-    path = os.path.join(state_dir, ".sweep.lock")
-    try:
-        os.makedirs(state_dir, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise OutputError(f"{state_dir}: cannot write here ({exc.strerror or exc})") from exc
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            raise SweepBusy(f"{state_dir}: another sweep is running on this state folder ({holder}); "
-                            "this one did nothing: run it again when that one has ended") from None
-        os.ftruncate(fd, 0)
-        stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {stamp}".encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
+    return folder_lock(state_dir, SWEEP_LOCK, "another sweep is running on this state folder", "gpu-idle sweep",
+                       keep=True)
 
 
 def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | None = None, force=(),
@@ -262,28 +255,46 @@ def check_night(night: str) -> str:
 
 
 def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config,
-                inputs: str | None = None, log=None) -> str:
+                inputs: str | None = None, log=None, since_ns: int = 0) -> str:
     """Write the night's history partition and output folder; returns the folder.
 
-    The folder's manifest is removed first and, with ``inputs`` (the night's
-    :func:`inputs_digest`), written again last, so a later sweep with the same
-    inputs can reuse the night (:func:`reuse_night`); a night written half-way
-    has no manifest and is never reused. ``log``: where to say that files of an earlier
-    sweep of the night with other inputs were removed (None: nowhere).
+    The folder's manifest is marked as changing first (it vouches for nothing) and written again last,
+    with ``inputs`` (the night's :func:`inputs_digest`; None: a rebuilt night, never reused), so a later
+    sweep with the same inputs can reuse the night (:func:`reuse_night`); a night written half-way is
+    never reused. The history partition is written only once the night's documents are: a night whose
+    outputs could not be completed has none. ``log``: where to say that files of an earlier
+    sweep of the night with other inputs were removed (None: nowhere). ``since_ns``: when the folder
+    was marked as changing (:meth:`~pipeline.runs.driver.OutputFolder.begin`; 0: now), so that the
+    files written since count as written when some are missing.
+
+    Raises:
+        IncompleteOutputs: a file could not be written (a full disk): the message says what is missing.
     """
     out = os.path.join(state_dir, "nights", night)
+    os.makedirs(out, exist_ok=True)
     drop_manifest(out)
+    since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
-    os.makedirs(os.path.dirname(history), exist_ok=True)
-    with atomic_path(history) as tmp:
-        pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
-    written, _ = write_documents(out, fleet, rosters, cfg)
+    row = f"no history row for the night (history/run_date={night})"
+    targets = planned_files(fleet)
+    try:
+        written, _ = write_documents(out, fleet, rosters, cfg)
+    except OSError as exc:
+        raise incomplete(out, targets, since, exc, f"; {row}") from exc
     note = stale_note(written)
     if log is not None and note:
         log(f"sweep {night}: {note}")
-    html = write_html(state_dir, out, night)
-    if inputs is not None:
-        write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html else None)
+    try:
+        # The history row only once the night's documents are complete (its report reads the history).
+        real_dir(os.path.dirname(history))
+        with atomic_path(history) as tmp:
+            pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
+        html = write_html(state_dir, out, night)
+        write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html and inputs else None)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(history)
+        raise incomplete(out, targets, since, exc, f"; {row}") from exc
     return out
 
 

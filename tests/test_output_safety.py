@@ -1,0 +1,382 @@
+"""The output folders are the product's and only the product's (issue 23, points 1, 2 and 9): a run
+never deletes or writes through what it cannot prove it wrote (its manifest, its temporary-name
+pattern, at the depths it writes), never follows a symlinked sub-folder, holds the folder while it
+writes it, keeps a folder only when the files hold what its manifest says, and on a full disk says
+exactly what is missing (exit 1, no traceback) instead of leaving a half folder vouched for."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import run_cli, small_reports
+
+from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
+from pipeline.report.medical import record_stem
+
+MANIFEST = ".manifest.json"
+#: The fleet tables every run writes at the top of its folder.
+TABLES = ["clusters.csv", "fix_first.csv", "fix_first.json", "fleet.csv", "fleet.parquet", "jobs.csv"]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """Three small reports (2 GPUs each), jobs named after the files."""
+    return small_reports(tmp_path_factory.mktemp("safety"), "job", 3, seed=910)
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (symlinks not followed) by relative path, with its bytes."""
+    out = {}
+    for root, dirs, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                with open(path, "rb") as fh:
+                    out[os.path.relpath(path, folder)] = fh.read()
+    return out
+
+
+def outputs_of(fleet: pd.DataFrame) -> set[str]:
+    """The relative paths of the files a run of ``fleet`` writes, worked out from its rows."""
+    ok = fleet[fleet["status"] != "error"]
+    gpus = {f"gpus/{gpu_json_name(r, g)}" for r, g in zip(ok["report"], ok["gpu_key"])}
+    return set(TABLES) | gpus | {f"records/{record_stem(str(j))}.md" for j in fleet["job"].unique()}
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / MANIFEST).read_text())
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---- 1. never delete or write what is not ours ------------------------------------------------
+
+#: Files a person keeps in a folder, at the places the product writes (and deeper).
+FOREIGN = {"records/notes.md": "my notes", "gpus/data.json": '{"mine": 1}', "report.html": "<p>my page</p>",
+           f"{PAGES_DIR}/mine.html": "<p>mine</p>", "deep/nested/.important.tmp": "not a leftover",
+           ".fleet.csv.keep.tmp.bak": "a backup"}
+
+
+def plant(folder: Path, files: dict) -> None:
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+
+
+@pytest.mark.parametrize("names", [list(FOREIGN), ["records/notes.md"], ["deep/nested/.important.tmp"],
+                                   ["fleet.csv"]])
+def test_a_folder_holding_files_not_ours_is_refused_and_nothing_in_it_is_touched(reports, tmp_path, env, names):
+    """--out S where S holds someone's files and no manifest of ours: exit 2 naming them, every file as
+    it was, nothing analysed (before: all of them deleted, exit 0, "removed 4 file(s) of an earlier run")."""
+    out = tmp_path / "S"
+    files = {n: FOREIGN.get(n, "a table of mine") for n in names}
+    plant(out, files)
+    proc = run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), check=False, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"Invalid value for --out: {out}: holds {len(files)} file(s) gpu-idle did not write" in proc.stderr
+    for rel in sorted(files)[:3]:
+        assert rel in proc.stderr
+    assert "report(s) analysed" not in proc.stdout and "Traceback" not in proc.stderr
+    assert tree(out) == {rel: text.encode() for rel, text in files.items()}
+
+
+def test_a_folder_of_ours_keeps_the_files_it_did_not_write(reports, tmp_path, env):
+    """A run folder with a person's files added at every depth: a rerun with other inputs removes only
+    the files the manifest lists (and its own temporary files where it writes); theirs stay, byte for byte."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
+    first = outputs_of(pd.read_parquet(out / "fleet.parquet"))
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    pages = {p for p in os.listdir(out / PAGES_DIR) if p.endswith(".html")}
+    assert len(pages) == 2
+    mine = {k: v for k, v in FOREIGN.items() if k != "report.html"}   # report.html is now the product's
+    plant(out, mine)
+    leftovers = [out / ".fleet.csv.k2j3l4.tmp", out / "gpus" / ".x.json.ab12cd.tmp"]
+    for path in leftovers:
+        path.write_text("half-written by a killed run")
+    proc = run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), env=env)
+    second = outputs_of(pd.read_parquet(out / "fleet.parquet"))
+    gone = {p for p in first - second} | {"report.html"} | {f"{PAGES_DIR}/{p}" for p in pages}
+    # what went: job0's 2 per-GPU files and its record, the report and its 2 pages (counted), nothing else
+    assert len(gone) == 6
+    assert ("; removed 6 file(s) of an earlier run (3 per-GPU file(s) and record(s) of other inputs; report.html "
+            "and 2 GPU page(s) rendered from its outputs") in proc.stdout
+    files = tree(out)
+    assert {rel: files[rel] for rel in mine} == {rel: text.encode() for rel, text in mine.items()}
+    assert not any(p.exists() for p in leftovers)
+    assert set(files) == second | set(mine) | {MANIFEST}   # the lock went with its holder
+    assert set(manifest(out)["files"]) == second
+
+
+@pytest.mark.parametrize("sub", [PAGES_DIR, "gpus", "records"])
+def test_a_symlinked_sub_folder_is_never_followed(reports, tmp_path, env, sub):
+    """OUT/<sub> a symlink to another folder: `run` and `report` refuse it, naming it, and the other
+    folder's files are as they were (before: run deleted its *.html, report wrote pages into it)."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
+    elsewhere = tmp_path / "elsewhere"
+    plant(elsewhere, {"a.html": "<p>a</p>", "b.json": "{}", "c.md": "c"})
+    before = tree(elsewhere)
+    if (out / sub).exists():
+        shutil.rmtree(out / sub)
+    (out / sub).symlink_to(elsewhere, target_is_directory=True)
+    proc = run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), check=False, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{out / sub}: a symbolic link (not followed: gpu-idle writes only into real folders)" in proc.stderr
+    assert tree(elsewhere) == before and "Traceback" not in proc.stderr
+    if sub == PAGES_DIR:
+        rep = run_cli("report", str(out), "--out", str(out / "report.html"), check=False)
+        assert rep.returncode == 1, rep.stdout + rep.stderr
+        assert f"{out / sub}: a symbolic link (not followed" in rep.stderr and "Traceback" not in rep.stderr
+        assert tree(elsewhere) == before and not (out / "report.html").exists()
+
+
+def test_report_into_a_folder_of_pages_it_did_not_write_keeps_them(reports, tmp_path, env):
+    """`report --out X/report.html` where X/gpu-pages/ holds a person's pages: theirs stay; the report's own
+    pages are listed in the pages folder's manifest, and the next report removes only those it wrote."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
+    share = tmp_path / "share"
+    plant(share, {f"{PAGES_DIR}/mine.html": "<p>mine</p>", f"{PAGES_DIR}/old.html": "<p>old</p>"})
+    rep = run_cli("report", str(out), "--out", str(share / "report.html"))
+    fleet = pd.read_parquet(out / "fleet.parquet")
+    pages = {gpu_page_name(r, g) for r, g in zip(fleet["report"], fleet["gpu_key"])}
+    assert set(os.listdir(share / PAGES_DIR)) == pages | {"mine.html", "old.html"}
+    assert set(json.loads((share / ".gpu-pages.json").read_text())["files"]) == \
+        {f"{PAGES_DIR}/{p}" for p in pages} | {"report.html"}
+    assert f"and 2 GPU page(s) in {share / PAGES_DIR}{os.sep}" in rep.stdout
+    run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), env=env)
+    run_cli("report", str(out), "--out", str(share / "report.html"))
+    fleet = pd.read_parquet(out / "fleet.parquet")
+    now = {gpu_page_name(r, g) for r, g in zip(fleet["report"], fleet["gpu_key"])}
+    assert set(os.listdir(share / PAGES_DIR)) == now | {"mine.html", "old.html"}
+    assert (share / PAGES_DIR / "mine.html").read_text() == "<p>mine</p>"
+
+
+# ---- 2. one run at a time, and a manifest that covers the files' content ------------------------
+
+@contextlib.contextmanager
+def held(folder: Path, holder: str):
+    """Hold ``folder/.gpu-idle.lock`` (an exclusive flock) from this process, naming ``holder`` in it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".gpu-idle.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_a_run_into_a_folder_another_run_writes_is_refused_naming_it(reports, tmp_path, env):
+    """While one process holds the folder (run B), another run into it (A) stops at once, naming the
+    holder, and writes nothing (before: it wrote over B's tables half-way through B's run)."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
+    before = {k: v for k, v in tree(out).items() if k != ".gpu-idle.lock"}
+    with held(out, f"pid {os.getpid()} on testhost, gpu-idle run, started 2026-12-01T16:00:00+00:00"):
+        proc = run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), check=False, env=env)
+        rep = run_cli("report", str(out), "--out", str(out / "report.html"), check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"{out}: another gpu-idle process is writing this folder (pid {os.getpid()} on testhost, gpu-idle run, "
+            "started 2026-12-01T16:00:00+00:00)") in proc.stderr
+    assert "report(s) analysed" not in proc.stdout
+    assert rep.returncode == 1 and "another gpu-idle process is writing this folder" in rep.stderr
+    assert {k: v for k, v in tree(out).items() if k != ".gpu-idle.lock"} == before
+    after = run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), env=env)   # released with its holder
+    assert "1 report(s) analysed" in after.stdout
+    assert not (out / ".gpu-idle.lock").exists()   # removed by the run that held it last
+
+
+@pytest.mark.parametrize("change", ["other run's tables", "same-size edit"])
+def test_kept_only_when_the_files_hold_what_the_manifest_says(reports, tmp_path, env, change):
+    """Run A, then B's tables land in A's folder under A's manifest (the interleaving of two runs): the
+    next A run rewrites A's outputs instead of "kept everything" with B's dollars; so does a same-size edit."""
+    out, other = tmp_path / "a", tmp_path / "b"
+    report = str(reports / "job2.sqlite")
+    run_cli("run", report, "--out", str(out), env=env)
+    mine = tree(out)
+    assert ".gpu-idle.lock" not in mine
+    run_cli("run", report, "--out", str(other), "--min-gap-ns", "50000000", env=env)
+    if change == "other run's tables":
+        for name in TABLES:
+            shutil.copyfile(other / name, out / name)
+        assert (out / "fleet.parquet").read_bytes() != mine["fleet.parquet"]
+    else:
+        text = (out / "fleet.csv").read_bytes()
+        edited = text.replace(b"0", b"1", 1)
+        assert len(edited) == len(text) and edited != text
+        (out / "fleet.csv").write_bytes(edited)
+    proc = run_cli("run", report, "--out", str(out), env=env)
+    assert "kept everything" not in proc.stdout and "are up to date" not in proc.stdout
+    assert "0 report(s) analysed, 1 reused" in proc.stdout
+    assert {k: v for k, v in tree(out).items() if k not in (MANIFEST, ".gpu-idle.lock")} == \
+        {k: v for k, v in mine.items() if k not in (MANIFEST, ".gpu-idle.lock")}
+    doc = manifest(out)
+    assert doc["files"] == {rel: {"size": (out / rel).stat().st_size, "sha256": sha256(out / rel)}
+                            for rel in sorted(doc["files"])}
+    again = run_cli("run", report, "--out", str(out), env=env)
+    assert "kept everything" in again.stdout
+
+
+def test_a_manifest_of_earlier_code_proves_ownership_but_keeps_nothing(reports, tmp_path, env):
+    """A folder whose manifest lists its files by name only (earlier code): the folder is the product's
+    (no refusal, its stale files pruned by name), but nothing vouches for the files' content, so the
+    rerun rewrites them and its manifest records every file's size and SHA-256."""
+    out = tmp_path / "out"
+    report = str(reports / "job0.sqlite")
+    run_cli("run", report, "--out", str(out), env=env)
+    doc = manifest(out)
+    (out / MANIFEST).write_text(json.dumps({"inputs": doc["inputs"], "files": sorted(doc["files"])}))
+    proc = run_cli("run", report, "--out", str(out), env=env)
+    assert "kept everything" not in proc.stdout and "0 report(s) analysed, 1 reused" in proc.stdout
+    again = manifest(out)
+    assert again["complete"] is True and again["inputs"] == doc["inputs"]
+    assert again["files"] == {rel: {"size": (out / rel).stat().st_size, "sha256": sha256(out / rel)}
+                              for rel in sorted(doc["files"])}
+
+
+# ---- 9. a full disk -----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Disk:
+    """A folder that fills up: ``path``; ``preexec``: what the ``gpu-idle`` process needs before it runs
+    (None on a real small file system); ``cause``: the error its writes then get."""
+
+    path: Path
+    preexec: object
+    cause: str
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size_kib: int, file_limit: int):
+    """A tmpfs of ``size_kib`` KiB mounted on ``folder``, a real ENOSPC when it fills. Where no tmpfs can
+    be mounted (a container without the right), every file the ``gpu-idle`` process writes is limited
+    to ``file_limit`` bytes instead (RLIMIT_FSIZE: a larger write fails with EFBIG, "File too large";
+    Python ignores the SIGXFSZ that comes with it)."""
+    import resource
+
+    folder.mkdir(parents=True, exist_ok=True)
+    got = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
+                         capture_output=True, text=True)
+    if got.returncode != 0:
+        yield Disk(folder, lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit)),
+                   os.strerror(errno.EFBIG))
+        return
+    try:
+        yield Disk(folder, None, os.strerror(errno.ENOSPC))
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def missing_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if "outputs are incomplete" in line]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
+    """--out on a disk that fills half-way: exit 1, one line naming the cause and every missing file (as
+    counted against the complete folder the same run makes on a roomy disk), no traceback, no manifest
+    vouching for the half folder; a run with room again completes it."""
+    from pipeline.synth import generate_training_report
+
+    report = tmp_path / "wide.sqlite"
+    generate_training_report(str(report), gpus=8, iterations=6, seed=77, straggler_rank=None)
+    roomy = tmp_path / "roomy"
+    run_cli("run", str(report), "--out", str(roomy), env=env)
+    complete = outputs_of(pd.read_parquet(roomy / "fleet.parquet"))
+    assert len(complete) == 15   # 6 tables, 8 per-GPU files, 1 record
+    sizes = sorted((roomy / rel).stat().st_size for rel in complete)
+    with small_disk(tmp_path / "disk", (sum(sizes) - sizes[-1] - sizes[-2]) // 1024, sizes[-2] - 1) as disk:
+        out = disk.path / "out"
+        proc = run_cli("run", str(report), "--out", str(out), check=False, env=env, preexec_fn=disk.preexec)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+        line = missing_line(proc.stderr)
+        assert line.startswith(f"gpu-idle: ERROR: {out}: the outputs are incomplete ({disk.cause}")
+        present = {rel for rel in complete if (out / rel).exists()
+                   and (out / rel).read_bytes() == (roomy / rel).read_bytes()}
+        missing = sorted(complete - present)
+        assert missing, "the disk did not fill: nothing to check"
+        assert f"missing {len(missing)} of {len(complete)} file(s): {', '.join(missing)}" in line
+        doc = manifest(out) if (out / MANIFEST).exists() else {"inputs": None, "complete": False}
+        assert doc.get("inputs") is None and doc.get("complete") is False
+        assert "kept everything" not in proc.stdout
+        shutil.copytree(out, tmp_path / "moved", symlinks=True)
+    moved = tmp_path / "moved"
+    rerun = run_cli("run", str(report), "--out", str(moved), env=env)   # room again: the folder is completed
+    assert "0 report(s) analysed, 1 reused" in rerun.stdout
+    assert {rel: (moved / rel).read_bytes() for rel in complete} == \
+        {rel: (roomy / rel).read_bytes() for rel in complete}
+    assert manifest(moved)["complete"] is True
+
+
+def test_a_full_disk_as_the_sweeps_state_folder_writes_no_history_row(reports, tmp_path):
+    """The sweep's state folder fills while the night is written: exit 1, no traceback, the line names
+    every file of the night not written (counted against the same sweep on a roomy disk), and the night
+    gets no history row (before: the row was written first, then a traceback)."""
+    night = "2026-12-01"
+    roomy = tmp_path / "roomy"
+    run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(roomy), "--night", night)
+    complete = outputs_of(pd.read_parquet(roomy / "nights" / night / "fleet.parquet"))
+    with small_disk(tmp_path / "disk", 160, 20_000) as disk:
+        state = disk.path / "state"
+        proc = run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", night,
+                       check=False, preexec_fn=disk.preexec)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        line = missing_line(proc.stderr)
+        folder = state / "nights" / night
+        assert line.startswith(f"gpu-idle: ERROR: {folder}: the outputs are incomplete ({disk.cause}")
+        present = {rel for rel in complete if (folder / rel).exists()
+                   and (folder / rel).read_bytes() == (roomy / "nights" / night / rel).read_bytes()}
+        missing = sorted(complete - present)
+        assert missing, "the disk did not fill: nothing to check"
+        assert (f"missing {len(missing)} of {len(complete)} file(s): {', '.join(missing)}; no history row for the "
+                f"night (history/run_date={night})") in line
+        assert not (state / "history" / f"run_date={night}").exists()
+        assert (roomy / "history" / f"run_date={night}" / "fleet.parquet").exists()
+
+
+def test_a_full_disk_as_report_out_says_what_is_missing(tmp_path, env):
+    """`report --out` on a disk with room for some GPU pages only: exit 1, no traceback, a line naming the
+    cause and what was not written (report.html, the pages missing)."""
+    from pipeline.synth import generate_training_report
+
+    report = tmp_path / "wide.sqlite"
+    generate_training_report(str(report), gpus=8, iterations=6, seed=78, straggler_rank=None)
+    out = tmp_path / "out"
+    run_cli("run", str(report), "--out", str(out), env=env)
+    roomy = tmp_path / "roomy"
+    run_cli("report", str(out), "--out", str(roomy / "report.html"))
+    pages = sorted(os.listdir(roomy / PAGES_DIR))
+    page_size = max((roomy / PAGES_DIR / p).stat().st_size for p in pages if p.endswith(".html"))
+    with small_disk(tmp_path / "disk", 3 * page_size // 1024 + 8, page_size // 2) as small:
+        disk = small.path
+        proc = run_cli("report", str(out), "--out", str(disk / "report.html"), check=False, preexec_fn=small.preexec)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        written = sorted(p for p in os.listdir(disk / PAGES_DIR) if p.endswith(".html")) \
+            if (disk / PAGES_DIR).exists() else []
+        assert len(written) < 8 and not (disk / "report.html").exists()
+        assert (f"Error: {disk / 'report.html'}: not written ({small.cause}); "
+                f"{len(written)} of 8 GPU page(s) written in {disk / PAGES_DIR}{os.sep}") in proc.stderr
