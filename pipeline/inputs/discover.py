@@ -28,6 +28,7 @@ import re
 import stat
 import zlib
 
+from ..text import printable
 from .gzip_size import inflated_size
 from .storage import (
     DEFAULT_RETRIES,
@@ -101,11 +102,12 @@ def skipped_note(skipped) -> str | None:
     """One line naming the JSON files a folder search passed over (``skipped``: ``(path, why)`` from
     :func:`discover`), or None when there is none to mention: gpu-idle's own truth files are not
     mentioned. ``skipped 2 .json file(s) that are not PyTorch profiler traces: /d/a.json (empty),
-    /d/b.json``; at most :data:`SKIPPED_SHOWN` names, the others counted (``... and 3 more``)."""
+    /d/b.json``; at most :data:`SKIPPED_SHOWN` names (terminal-safe: :func:`~pipeline.text.printable`),
+    the others counted (``... and 3 more``)."""
     listed = [(p, why) for p, why in skipped if why != TRUTH]
     if not listed:
         return None
-    names = ", ".join(p + (" (empty)" if why == EMPTY else "") for p, why in listed[:SKIPPED_SHOWN])
+    names = ", ".join(printable(p) + (" (empty)" if why == EMPTY else "") for p, why in listed[:SKIPPED_SHOWN])
     more = f" and {len(listed) - SKIPPED_SHOWN} more" if len(listed) > SKIPPED_SHOWN else ""
     return f"skipped {len(listed)} .json file(s) that are not PyTorch profiler traces: {names}{more}"
 
