@@ -30,8 +30,8 @@ from ..engine.outputs import PAGES_DIR
 from ..io import write_text
 from ..model import CATEGORIES
 from ..report import plots
-from .jinja import environment
 from ..text import csv_safe, md_text, md_unescape
+from .jinja import environment
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchor, records,
     summarise, with_fix_columns)
 
