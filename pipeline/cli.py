@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import os
 import sys
-import unicodedata
 from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
+from .text import printable  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -31,13 +31,6 @@ SHOWN_HEADERS = {"device_gap_count": "device_gaps", "device_gap_ms": "device_gap
 
 #: The terminal shows at most this many GPU rows (the most expensive); fleet.csv has them all.
 MAX_SHOWN_ROWS = 40
-
-
-def printable(text) -> str:
-    """``text`` (from a profile or a label) safe for a terminal: control characters (escape
-    sequences, carriage returns, new lines) written as ``\\xNN``, so they cannot move the cursor,
-    recolour or overwrite what the table shows."""
-    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in str(text))
 
 
 def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:

@@ -8,12 +8,14 @@ the worker processes of a real ``dask scheduler`` / ``dask worker`` pair.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -75,43 +77,103 @@ def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path
     assert len(list((tmp_path / "out" / "gpus").iterdir())) == 10
 
 
+def unfinished(key: str) -> list | None:
+    """The keys other than ``key`` that the scheduler (a LocalCluster's, in this process) still has to run
+    (waiting, queued, no worker, processing); None when no running scheduler knows ``key``. Read on the
+    scheduler's event loop, so the task table is not changing under the read."""
+    from distributed import Scheduler
+
+    async def look(scheduler):
+        return sorted(str(k) for k, ts in scheduler.tasks.items()
+                      if k != key and ts.state in ("waiting", "queued", "no-worker", "processing"))
+
+    for scheduler in list(Scheduler._instances):
+        if scheduler.status.name == "running" and key in scheduler.tasks:
+            return asyncio.run_coroutine_threadsafe(look(scheduler), scheduler.loop.asyncio_loop).result(30)
+    return None
+
+
+def hold_until_released(hold: Path, timeout_s: float = 120) -> None:
+    """In a task on a Dask worker: leave the worker's thread pool (its other tasks run meanwhile), write
+    ``hold/ready-<pid>`` (the task's key) and wait until the test creates ``hold/go-<pid>``
+    (:func:`release_when_alone`). Bounded: after ``timeout_s`` it returns anyway (the test's assertions
+    then say what happened)."""
+    from distributed import get_worker, secede
+
+    key = get_worker().get_current_task()
+    secede()
+    go = hold / f"go-{os.getpid()}"
+    (hold / f"ready-{os.getpid()}.tmp").write_text(str(key))
+    (hold / f"ready-{os.getpid()}.tmp").rename(hold / f"ready-{os.getpid()}")
+    deadline = time.monotonic() + timeout_s
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def release_when_alone(hold: Path, done: Path, others: int, stop: threading.Event) -> None:
+    """In this process, while the run goes on: release each held task (``hold/ready-<pid>``, see
+    :func:`hold_until_released`) once the ``others`` other analyses have each run once (a line each in
+    ``done``: then every task of the run has been submitted) and the scheduler has nothing else left to
+    run (:func:`unfinished`). The held task's worker then dies with no other task in processing on it,
+    so the scheduler suspects no other task of its death."""
+    while not stop.wait(0.02):
+        for ready in hold.glob("ready-*[0-9]"):
+            go = hold / ready.name.replace("ready-", "go-")
+            if go.exists():
+                continue
+            ran = len(done.read_text().split()) if done.exists() else 0
+            if ran >= others and unfinished(ready.read_text()) == []:
+                go.touch()
+
+
 def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_row(fleet, tmp_path, monkeypatch):
     """Per-GPU fan-out (2 reports on 2 worker threads): the analysis of one GPU of r1 kills its worker every
     time. That GPU gets the error row; the report's other GPU and the other report are analysed. Before: the
     fleet-reduce task raised KilledWorker and the run ended with a traceback and no outputs.
 
-    Known scheduler behaviour: a sibling GPU's task that sat on the dying worker at each of the 4
-    deaths is blamed too (Dask counts every task processing on a dead worker as suspect). Until the
-    engine re-runs such a sibling alone, the scenario is run up to 3 times and judged on the first run
-    where the sibling escaped; the victim's row is checked on that run exactly."""
+    Dask counts every task processing on a dead worker as suspect, so a sibling GPU's task that sat on
+    the dying worker at each of its 4 deaths would be blamed too. Deterministic: before each death the
+    victim holds (:func:`hold_until_released`) until the test has seen every other task of the run
+    done and none left to run (:func:`release_when_alone`); before, the scenario was run up to 3 times
+    for a run where the sibling escaped."""
     real = tasks.analyse_gpu
     inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
     victim_report = str(fleet / "r1.sqlite")
+    attempts, done, hold = tmp_path / "attempts", tmp_path / "done", tmp_path / "hold"
+    hold.mkdir()
 
     def analyse_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
+            hold_until_released(hold)
             kill_self(attempts)
-        return real(trace, cfg, labels, *args, **kwargs)
+        result = real(trace, cfg, labels, *args, **kwargs)
+        with open(done, "a", encoding="utf-8") as fh:
+            fh.write(f"{trace.report}:{trace.gpu_key}\n")
+        return result
 
     from pipeline.load.report import load_report
 
     victim_gpu = load_report(victim_report).gpu_keys()[1]
     monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
-    for run in range(3):
-        attempts = tmp_path / f"attempts{run}"
-        result, _ = run_in_process(inputs, tmp_path / f"out{run}")
-        table = result.fleet.set_index(["report", "gpu_key"])
-        if set(table.drop(index=(victim_report, victim_gpu))["status"]) == {"ok"}:
-            break
+    stop = threading.Event()
+    releaser = threading.Thread(target=release_when_alone, args=(hold, done, 3, stop), daemon=True)
+    releaser.start()  # 3: r0's 2 GPUs and r1's other GPU
+    try:
+        result, _ = run_in_process(inputs, tmp_path / "out")
+    finally:
+        stop.set()
+        releaser.join()
+    table = result.fleet.set_index(["report", "gpu_key"])
     assert len(table) == 4
     row = table.loc[(victim_report, victim_gpu)]
     tries = len(attempts.read_text().split())
     assert tries == 4
+    assert len(list(hold.glob("go-*"))) == 4  # each death came after the release
     assert row["status"] == "error"
     assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
                                    f"({tries} attempts, last on tcp://")
     others = table.drop(index=(victim_report, victim_gpu))
-    assert set(others["status"]) == {"ok"} and len(others) == 3
+    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
 
 
 def start_cluster(tmp_path: Path, workers: int = 1):

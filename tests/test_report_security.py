@@ -54,7 +54,7 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
     text = md.read_text(encoding="utf-8")
     # The Markdown page: profile text escaped, so no Markdown viewer makes it a link or HTML.
     assert text.splitlines()[0] == ("# Medical record: job \\<script\\>alert(5)\\</script\\> \\[j\\](javascript:alert(6))"
-                                    " !\\[i\\](javascript:alert(7)) $\\\\nope{x}$")
+                                    " !\\[i\\](javascript:alert(7)) \\$\\\\nope{x}\\$")
     assert ("Iteration 1 \\[x\\](javascript:alert(1)) \\<script\\>alert(2)\\</script\\> \\<https://evil.example/a\\>"
             " \\*em\\* a\\|b") in text
     page = (hostile_page / "report.html").read_text(encoding="utf-8")
@@ -89,7 +89,7 @@ def test_hostile_text_in_the_markdown_summary(hostile_page):
     gpus = lines.index("| # | GPU | job | idle | main category | $/month |")  # after the fix-first table
     row = [line for line in lines[gpus:] if line.startswith("| 1 |")]
     assert row == [("| 1 | GPU-1111\\<script\\>alert(8)\\</script\\>\\[u\\](javascript:alert(9)) | job \\<script\\>alert(5)"
-                   "\\</script\\> \\[j\\](javascript:alert(6)) !\\[i\\](javascript:alert(7)) $\\\\nope{x}$ | 25.00 % | cpu | $730.00 "
+                   "\\</script\\> \\[j\\](javascript:alert(6)) !\\[i\\](javascript:alert(7)) \\$\\\\nope{x}\\$ | 25.00 % | cpu | $730.00 "
                    "(low confidence: 0 stable iterations, 40.0 ms window) |")]   # a 40 ms span window
     assert not re.search(r"(?<!\\)[<\[]", text)   # every < and [ in the page is escaped
 

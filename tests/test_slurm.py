@@ -11,6 +11,7 @@ without them skips these tests; in CI (CI=true) their absence fails.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -110,12 +111,13 @@ def local_night(fleet, tmp_path_factory) -> Path:
     return folder / "state-local" / "nights" / NIGHT
 
 
-def submit_nightly(slurm, config: Path, fleet: Path) -> str:
+def submit_nightly(slurm, config: Path, fleet: Path, **extra_env: str) -> str:
     """`cd CHECKOUT && sbatch deploy/slurm/nightly.sbatch --config labels.yaml --night NIGHT` with
     GPU_IDLE_CONFIG=config (as deploy/README.md says); the job id. GPU_IDLE_PYTHON names this
-    test's interpreter (a fresh clone's .venv/bin/python under `make test`)."""
+    test's interpreter (a fresh clone's .venv/bin/python under `make test`). ``extra_env`` is added
+    to the job's environment, which the worker jobs it submits inherit (sbatch exports it all)."""
     env = {**os.environ, **slurm.env, "GPU_IDLE_CONFIG": str(config), "GPU_IDLE_PYTHON": sys.executable,
-           "PYTHONPATH": str(REPO)}
+           "PYTHONPATH": str(REPO), **extra_env}
     proc = subprocess.run(["sbatch", "--parsable", "deploy/slurm/nightly.sbatch", "--config",
                            str(fleet / "labels.yaml"), "--night", NIGHT],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
@@ -195,9 +197,46 @@ def test_nightly_sweep_on_slurm_equals_the_local_run(slurm, fleet, local_night, 
     assert any((REPO / "logs" / "slurm" / f"gpu-idle-worker-{j}.out").exists() for j in states), "worker logs"
 
 
+#: A Dask worker preload (``distributed.worker.preload``) for :func:`test_a_worker_job_cancelled_mid_sweep`:
+#: on the worker, every report's load (``pipeline.engine.tasks.load_task``, whichever task calls it) first
+#: writes ``held-*`` (the worker's address) into FOLDER and then waits until FOLDER/release exists. So no
+#: report can finish before the test has cancelled a worker job and seen its worker leave the scheduler.
+HOLD_PRELOAD = '''
+import os
+import threading
+import time
+from pathlib import Path
+
+FOLDER = Path({folder!r})
+
+
+def dask_setup(worker):
+    from pipeline.engine import tasks
+
+    real = tasks.load_task
+
+    def load_task(*args, **kwargs):
+        release = FOLDER / "release"
+        if not release.exists():
+            held = FOLDER / f"held-{{os.getpid()}}-{{threading.get_ident()}}"
+            held.write_text(worker.address)
+            deadline = time.monotonic() + 600  # bounded: a test that never releases fails, it does not hang
+            while not release.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return real(*args, **kwargs)
+
+    tasks.load_task = load_task
+'''
+
+
 def test_a_worker_job_cancelled_mid_sweep(slurm, fleet, local_night, tmp_path):
     """`scancel` of a worker job while one of its workers is computing: its tasks are recomputed
-    on the other job's workers and the night is still complete and identical to the local run."""
+    on the other job's workers and the night is still complete and identical to the local run.
+
+    Deterministic: every worker runs :data:`HOLD_PRELOAD`, so each report's task holds until the
+    test releases it, which it does only once the cancelled job's worker has left the scheduler;
+    the tasks the victim held were certainly still processing when the cancel took effect (before,
+    the chosen task could finish first: 3 failures in 6 runs)."""
     from distributed import Client
 
     def rescheduled(keys, dask_scheduler=None) -> dict:  # nested: pickled by value
@@ -211,8 +250,12 @@ def test_a_worker_job_cancelled_mid_sweep(slurm, fleet, local_night, tmp_path):
             out[key] = bool(lost) and any(finish == "processing" for _, finish, _ in story[lost[0]:])
         return out
 
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    preload = tmp_path / "hold_preload.py"
+    preload.write_text(HOLD_PRELOAD.format(folder=str(hold)))
     config = night_config(tmp_path, fleet, tmp_path / "state-cancel", slurm={"options": {"interface": "lo"}})
-    job_id = submit_nightly(slurm, config, fleet)
+    job_id = submit_nightly(slurm, config, fleet, DASK_DISTRIBUTED__WORKER__PRELOAD=json.dumps([str(preload)]))
     deadline = time.monotonic() + SCHEDULER_TIMEOUT_S
     address = None
     while address is None and time.monotonic() < deadline:
@@ -221,26 +264,37 @@ def test_a_worker_job_cancelled_mid_sweep(slurm, fleet, local_night, tmp_path):
         time.sleep(0.2)
     assert address, f"the nightly job {job_id} printed no scheduler address in {SCHEDULER_TIMEOUT_S} s:\n" \
                     + nightly_output(job_id)
-    victim = None
-    with Client(address, timeout=30) as client:
-        while victim is None and time.monotonic() < deadline:
-            for worker, keys in client.processing().items():
-                if keys:
-                    # (a lambda travels by value: os.environ.get would carry this process's environ)
-                    job = client.run(lambda: __import__("os").environ["SLURM_JOB_ID"], workers=[worker])[worker]
-                    slurm.run("scancel", job)
-                    victim = (worker, job, list(keys))
-                    break
-            time.sleep(0.05)
-        assert victim, f"no worker was computing within {SCHEDULER_TIMEOUT_S} s:\n" + nightly_output(job_id)
-        worker, victim_job, keys = victim
-        # The scheduler sees the job's workers go and sends their tasks elsewhere: a task that was
-        # processing on the victim goes processing -> released (worker clean-up) -> processing again.
-        while worker in client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
-            time.sleep(0.1)
-        stories = client.run_on_scheduler(rescheduled, keys)
-        # The sweep was not over when its worker went: tasks were still processing there.
-        still_running = job_state(slurm, job_id)[0]
+    try:
+        with Client(address, timeout=30) as client:
+            victim = None
+            while victim is None and time.monotonic() < deadline:
+                for held in sorted(hold.glob("held-*")):
+                    worker = held.read_text()
+                    keys = client.processing().get(worker) if worker else None
+                    if keys:  # a worker holding a report's task: its tasks cannot finish before the release
+                        # (a lambda travels by value: os.environ.get would carry this process's environ)
+                        job = client.run(lambda: __import__("os").environ["SLURM_JOB_ID"], workers=[worker])[worker]
+                        slurm.run("scancel", job)
+                        victim = (worker, job, list(keys))
+                        break
+                time.sleep(0.05)
+            assert victim, f"no worker held a task within {SCHEDULER_TIMEOUT_S} s:\n" + nightly_output(job_id)
+            worker, victim_job, keys = victim
+            # The scheduler sees the job's workers go and sends their tasks elsewhere: a task that was
+            # processing on the victim goes processing -> released (worker clean-up) -> processing again.
+            while worker in client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert worker not in client.scheduler_info(n_workers=-1)["workers"], f"{worker} did not leave"
+            # The sweep was not over when its worker went: every report's task was still held.
+            still_running = job_state(slurm, job_id)[0]
+            (hold / "release").touch()
+            deadline = time.monotonic() + SCHEDULER_TIMEOUT_S
+            stories = client.run_on_scheduler(rescheduled, keys)
+            while not any(stories.values()) and time.monotonic() < deadline:
+                time.sleep(0.2)  # the clean-up's transitions may still be on their way
+                stories = client.run_on_scheduler(rescheduled, keys)
+    finally:
+        (hold / "release").touch()  # whatever failed above, the night's tasks go on
     assert still_running == "RUNNING", nightly_output(job_id)
     assert any(stories.values()), f"no task of the cancelled worker {worker} (job {victim_job}) was rescheduled: {keys}"
     state = wait_for_job(slurm, job_id)

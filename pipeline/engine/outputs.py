@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from ..analysis.fixfirst import fix_list
 from ..io import atomic_path, compact_json, plain_scalar, prune, real_dir, slug, write_json
+from ..text import csv_safe
 from .reduce import rollup
 
 
@@ -122,15 +123,15 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
             pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp)
         paths["parquet"] = os.path.join(out_dir, "fleet.parquet")
     with atomic_path(os.path.join(out_dir, "fleet.csv")) as tmp:
-        fleet.to_csv(tmp, index=False)
+        csv_safe(fleet).to_csv(tmp, index=False)
     paths["csv"] = os.path.join(out_dir, "fleet.csv")
     for name, by in (("jobs", ["cluster", "job"]), ("clusters", ["cluster"])):
         with atomic_path(os.path.join(out_dir, f"{name}.csv")) as tmp:
-            rollup(fleet, by).to_csv(tmp, index=False)
+            csv_safe(rollup(fleet, by)).to_csv(tmp, index=False)
         paths[name] = os.path.join(out_dir, f"{name}.csv")
     fixes = fix_list(fleet, rosters)
     with atomic_path(os.path.join(out_dir, "fix_first.csv")) as tmp:
-        fixes.to_csv(tmp, index=False)
+        csv_safe(fixes).to_csv(tmp, index=False)
     paths["fix_first"] = os.path.join(out_dir, "fix_first.csv")
     paths["fix_first_json"] = os.path.join(out_dir, "fix_first.json")
     write_json(paths["fix_first_json"], [{k: plain_scalar(v) for k, v in e.items()} for e in fixes.to_dict("records")])

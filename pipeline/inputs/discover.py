@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import zlib
 
+from ..text import printable
 from .gzip_size import inflated_size
 from .storage import (
     DEFAULT_RETRIES,
@@ -66,9 +68,11 @@ def looks_like_trace(head: bytes) -> bool:
     return any(marker in head for marker in TRACE_MARKERS)
 
 
-#: What the first bytes of gpu-idle's own truth files hold (``<file>.truth.json`` beside each generated
-#: export and trace, :func:`pipeline.synth.workload.truth_path`): skipped without a word.
-TRUTH_MARKER = b'"format": "gpu-idle synth'
+#: How gpu-idle's own truth files begin (``<file>.truth.json`` beside each generated export and trace,
+#: written by :func:`pipeline.synth.workload.write_truth`, ``"format"`` the first key): an object whose
+#: first member is ``"format": "gpu-idle synth...``, with any JSON whitespace (indented or compact).
+#: Such a file is skipped without a word.
+TRUTH_MARKER = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"gpu-idle synth')
 #: Why a ``.json`` / ``.json.gz`` found in a folder is not a report (:func:`_skip_json`).
 NOT_A_TRACE, EMPTY, TRUTH = "not a trace", "empty", "gpu-idle truth"
 #: Names listed in :func:`skipped_note` (the others are counted).
@@ -91,18 +95,19 @@ def _skip_json(name: str, read_head) -> str | None:
         return None
     if not head:
         return EMPTY
-    return TRUTH if TRUTH_MARKER in head[:4096] else NOT_A_TRACE
+    return TRUTH if TRUTH_MARKER.match(head[:4096]) else NOT_A_TRACE
 
 
 def skipped_note(skipped) -> str | None:
     """One line naming the JSON files a folder search passed over (``skipped``: ``(path, why)`` from
     :func:`discover`), or None when there is none to mention: gpu-idle's own truth files are not
     mentioned. ``skipped 2 .json file(s) that are not PyTorch profiler traces: /d/a.json (empty),
-    /d/b.json``; at most :data:`SKIPPED_SHOWN` names, the others counted (``... and 3 more``)."""
+    /d/b.json``; at most :data:`SKIPPED_SHOWN` names (terminal-safe: :func:`~pipeline.text.printable`),
+    the others counted (``... and 3 more``)."""
     listed = [(p, why) for p, why in skipped if why != TRUTH]
     if not listed:
         return None
-    names = ", ".join(p + (" (empty)" if why == EMPTY else "") for p, why in listed[:SKIPPED_SHOWN])
+    names = ", ".join(printable(p) + (" (empty)" if why == EMPTY else "") for p, why in listed[:SKIPPED_SHOWN])
     more = f" and {len(listed) - SKIPPED_SHOWN} more" if len(listed) > SKIPPED_SHOWN else ""
     return f"skipped {len(listed)} .json file(s) that are not PyTorch profiler traces: {names}{more}"
 

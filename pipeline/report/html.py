@@ -30,8 +30,8 @@ from ..engine.outputs import PAGES_DIR
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
 from ..report import plots
+from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .medical import md_text, md_unescape
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchor, records,
     summarise, with_fix_columns)
 
@@ -102,7 +102,7 @@ def _markdown() -> markdown_lib.Markdown:
     name with its full key on hover) only. Nothing in the text can
     become a link, an image or raw HTML (whatever the page holds, e.g. a page written before
     profile text was escaped), and every ASCII punctuation character can be backslash-escaped
-    (as CommonMark allows; :func:`~pipeline.report.medical.md_text` relies on it)."""
+    (as CommonMark allows; :func:`~pipeline.text.md_text` relies on it)."""
     md = markdown_lib.Markdown(extensions=["tables", "nl2br", "abbr"])
     for attr, names in _UNSAFE_MARKDOWN.items():
         registry = md.parser.blockprocessors if attr == "parser.blockprocessors" else getattr(md, attr)
@@ -114,7 +114,7 @@ def _markdown() -> markdown_lib.Markdown:
 
 
 #: A record's link to a GPU page, as :func:`~pipeline.report.medical.job_record` writes it: an unescaped
-#: ``[`` (profile text never has one: :func:`~pipeline.report.medical.md_text`), a short GPU name, and a
+#: ``[`` (profile text never has one: :func:`~pipeline.text.md_text`), a short GPU name, and a
 #: page name of safe characters only (:func:`~pipeline.engine.outputs.gpu_page_name`).
 _PAGE_LINK = re.compile(r"(?<![\\\[])\[([A-Za-z0-9._ #-]+)\]\(\.\./" + PAGES_DIR + r"/([A-Za-z0-9_.-]+\.html)\)")
 
@@ -232,7 +232,7 @@ def render_csv(res: Results) -> str:
     fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
                               na_position="last", kind="stable")
     buf = io.StringIO()
-    fleet.reindex(columns=CSV_COLUMNS).to_csv(buf, index=False, lineterminator="\n")
+    csv_safe(fleet.reindex(columns=CSV_COLUMNS)).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 
@@ -283,7 +283,7 @@ def _markdown_legend(rows: list[dict]) -> list[str]:
 def render_markdown(res: Results) -> str:
     """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
     Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
-    (:func:`~pipeline.report.medical.md_text`): never a link, emphasis or HTML in the reader's client."""
+    (:func:`~pipeline.text.md_text`): never a link, emphasis or HTML in the reader's client."""
     s = summarise(res)
     t = s["trend"]
     span = s["current_date"] if s["first_date"] == s["last_date"] else f"{s['first_date']} – {s['last_date']}"

@@ -14,7 +14,8 @@ job, ``H100 #3``); the page ends with one ``*[H100 #3]: <gpu_key> in <report fil
 Extra abbreviations: the HTML report shows the full key on hover). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
 (:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
-escaped (:func:`md_text`). Deterministic (stable sort keys, fixed number formats), so
+escaped (:func:`~pipeline.text.md_text`: Markdown syntax, ``$`` math, control and bidirectional
+characters). Deterministic (stable sort keys, fixed number formats), so
 the page before and after a fix diffs cleanly.
 """
 from __future__ import annotations
@@ -29,29 +30,12 @@ import pandas as pd
 
 from ..engine.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
+from ..text import md_text
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
 #: ``--trim`` takes them), which does not depend on where the capture started.
 START_COLUMN = "start (report clock, s)"
-
-#: Characters of profile text (NVTX ranges, kernel and file names, labels, error messages) that
-#: Markdown would read as syntax (links, images, emphasis, raw HTML, autolinks, table cells,
-#: entities): each is written with a backslash before it (CommonMark escapes any ASCII punctuation).
-MARKDOWN_SPECIAL = "\\`*_[]<>|~&"
-
-
-def md_text(text) -> str:
-    """``text`` from a profile as literal Markdown text: every :data:`MARKDOWN_SPECIAL` character
-    backslash-escaped, line breaks as spaces, so no viewer makes it a link, HTML or a new line."""
-    text = " ".join(str(text).splitlines())
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
-
-
-def md_unescape(text: str) -> str:
-    """The profile text :func:`md_text` escaped (backslash escapes of ASCII punctuation removed)."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
-
 
 def _ms(ns) -> str:
     return f"{int(ns) / 1e6:,.3f} ms"

@@ -2,7 +2,6 @@
 kernels with planted gaps of every category, and their truth computed with plain numpy."""
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from ..config import CategoryRules
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
     COPY_STREAM, FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, NOT_APPLICATION_CAUSES,
     TRANSFORMER_BACKWARD,
-    TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, truth_path)
+    TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, write_truth)
 from .writer import DTOH, GLOBAL_ID_BASE, HTOD, NVTX_PUSH_POP, RUNTIME_EVENT_CLASS, SCHEMA, global_pid, global_tid
 
 # ---------------------------------------------------------------------------
@@ -771,9 +770,5 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
         "kernel_count": int(sum(g["kernel_count"] for g in gpu_truths)),
         "gpus": gpu_truths,
     }
-    tmp = truth_path(path) + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(truth, fh, separators=(",", ":"))
-        fh.write("\n")
-    os.replace(tmp, truth_path(path))
+    write_truth(path, truth, compact=True)
     return truth

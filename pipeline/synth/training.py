@@ -3,7 +3,6 @@ planted gaps, and their truth computed with plain Python from the same plan."""
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import random
 import re
@@ -16,7 +15,7 @@ from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS
     CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START, FLEET_GAP_CATEGORIES,
     H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS, MIN_STABLE_ITERATIONS, MS, NCCL_STREAM,
     NOT_APPLICATION_CAUSES, SLIVER_NS, TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US,
-    WITNESS_MARGIN_NS, is_collective, truth_path)
+    WITNESS_MARGIN_NS, is_collective, write_truth)
 from .writer import DTOH, HTOD, ExportWriter
 
 # ---------------------------------------------------------------------------
@@ -746,14 +745,6 @@ def _gpu_truth(r: _RankTimeline, identity: tuple, device_id: int, model: str, st
             "straggler": r.rank == straggler, **_rank_truth(r, min_gap_ns, rules)}
 
 
-def _write_truth(path: str, truth: dict) -> None:
-    tmp = truth_path(path) + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(truth, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, truth_path(path))
-
-
 def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, seed: int = 0,
                              cluster_model: str = "NVIDIA H100 80GB HBM3", name_gpus: bool = True,
                              profile: str | TrainingProfile = "balanced", straggler_rank: int | str | None = "auto",
@@ -799,7 +790,7 @@ def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, 
         "straggler_pid": ranks[straggler].pid if straggler is not None else None,
         "gpus": gpu_truths,
     }
-    _write_truth(path, truth)
+    write_truth(path, truth)
     return truth
 
 
@@ -859,7 +850,7 @@ def generate_training_traces(folder: str, *, gpus: int = 2, iterations: int = 10
     for r in ranks:
         path = os.path.join(folder, f"rank{r.rank}{suffix}")
         _write_kineto(path, r, gpus, model, style)
-        _write_truth(path, {
+        write_truth(path, {
             "format": "gpu-idle synth truth v1",
             "report": os.path.basename(path),
             "params": {"gpus": gpus, "iterations": iterations, "seed": seed, "profile": profile.name,

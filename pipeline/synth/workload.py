@@ -2,6 +2,8 @@
 catalogs of transformer and convnet training steps, and small truth helpers."""
 from __future__ import annotations
 
+import json
+import os
 import re
 
 from ..config import CategoryRules
@@ -121,3 +123,22 @@ def is_collective(name: str, rules: CategoryRules) -> bool:
 def truth_path(report_path: str) -> str:
     """Where a generator writes the truth (JSON) of ``report_path``: beside it, ``.truth.json`` added."""
     return str(report_path) + ".truth.json"
+
+
+def write_truth(report_path: str, truth: dict, compact: bool = False) -> None:
+    """Write ``truth`` (a dict whose first key is ``"format"``, ``"gpu-idle synth ..."``) to
+    :func:`truth_path` of ``report_path``, atomically (a temporary file renamed): indented one space,
+    or with ``compact`` without any whitespace (fleet-scale truths). The folder search knows the file
+    as gpu-idle's own either way (:data:`pipeline.inputs.discover.TRUTH_MARKER`).
+
+    Raises:
+        ValueError: ``truth`` does not start with a ``format`` naming gpu-idle synth.
+        OSError: the file cannot be written.
+    """
+    if not str(next(iter(truth), "")) == "format" or not str(truth["format"]).startswith("gpu-idle synth"):
+        raise ValueError("a truth's first key is its format, 'gpu-idle synth ...'")
+    tmp = truth_path(report_path) + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(truth, fh, **({"separators": (",", ":")} if compact else {"indent": 1}))
+        fh.write("\n")
+    os.replace(tmp, truth_path(report_path))

@@ -1,0 +1,95 @@
+"""Text from profiles and labels (file names, job and cluster labels, NVTX ranges, kernel names,
+error messages that quote them) made safe for where the product writes it: a terminal
+(:func:`printable`), Markdown (:func:`md_text`) and CSV files opened in a spreadsheet
+(:func:`csv_safe`). One definition each, used by the CLI and by every writer.
+
+Standard library only at import time: the CLI imports this module at start-up (only click and
+this, tests/test_startup.py); :func:`csv_safe` imports pandas when it is called.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+#: Unicode categories of characters that are never shown as themselves: controls (``Cc``: C0, DEL
+#: and C1, e.g. ESC that starts a terminal escape sequence, CR that overwrites a line), format
+#: characters (``Cf``: the bidirectional embeddings, overrides and isolates U+202A-U+202E,
+#: U+2066-U+2069, the marks U+200E, U+200F, U+061C, zero-width spaces and joiners, U+FEFF), which
+#: reorder or hide the text around them, line and paragraph separators (``Zl``, ``Zp``: new lines
+#: to some viewers) and lone surrogates (``Cs``: a file name that is not UTF-8).
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def escape_code(char: str) -> str:
+    """``char`` written as a Python-style escape: ``\\x1b`` (code point below 256), ``\\u202e``,
+    ``\\U000e0041``."""
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text) -> str:
+    """``text`` (anything; ``str()`` of it) safe for a terminal and for a text file read with ``cat``:
+    every character of a :data:`HIDDEN_CATEGORIES` category written as its :func:`escape_code`, so it
+    cannot move the cursor, recolour, set the window title, clear the screen, overwrite or reorder
+    what is shown around it. Everything else (accents, CJK, emoji) is kept as it is."""
+    return "".join(escape_code(c) if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in str(text))
+
+
+#: Characters of profile text that Markdown would read as syntax (links, images, emphasis, raw HTML,
+#: autolinks, table cells, entities, ``$...$`` math in GitHub, GitLab, Jupyter and other viewers):
+#: each is written with a backslash before it (CommonMark escapes any ASCII punctuation).
+MARKDOWN_SPECIAL = "\\`*_[]<>|~&$"
+
+
+def md_text(text) -> str:
+    """``text`` from a profile as literal Markdown text on one line: line breaks as spaces, every other
+    hidden character as its escape (:func:`printable`), then every :data:`MARKDOWN_SPECIAL` character
+    backslash-escaped (the escapes' backslashes too), so no viewer makes it a link, HTML, math or a
+    new line, and no raw control or bidirectional character reaches the page."""
+    text = printable(" ".join(str(text).splitlines()))
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
+
+
+def md_unescape(text: str) -> str:
+    """The text :func:`md_text` gave, its backslash escapes of ASCII punctuation removed (the escapes
+    of hidden characters, ``\\x1b``, stay)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+
+
+#: First characters that make a spreadsheet (Excel, LibreOffice, Google Sheets) read a CSV cell as a
+#: formula (``=HYPERLINK(...)``, ``@SUM(...)``, ``+1+cmd|...``, ``-2+3``), tab and carriage return
+#: included (OWASP, "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """One CSV cell's value: a text starting with a :data:`FORMULA_START` character gets a leading
+    ``'`` (the spreadsheet shows the text, never runs it); anything else is returned as it is."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
+def csv_safe(frame):
+    """``frame`` (a pandas DataFrame) for ``to_csv``: every text cell of its text columns (object,
+    string or categorical dtype) through :func:`csv_cell`. Numeric, boolean and datetime columns are
+    untouched (a negative number stays a number); the frame itself is not changed (a copy is returned
+    when a cell changes, else ``frame``)."""
+    import pandas as pd
+
+    changed = {}
+    for i in range(frame.shape[1]):
+        column = frame.iloc[:, i]
+        if not (pd.api.types.is_object_dtype(column) or pd.api.types.is_string_dtype(column)
+                or isinstance(column.dtype, pd.CategoricalDtype)):
+            continue
+        values = column.astype(object).tolist()
+        safe = [csv_cell(v) for v in values]
+        if any(a is not b for a, b in zip(safe, values)):
+            changed[i] = pd.Series(safe, index=column.index, dtype=object)
+    if not changed:
+        return frame
+    out = frame.copy()
+    for i, safe in changed.items():
+        out.isetitem(i, safe)
+    return out

@@ -1,0 +1,161 @@
+"""Text from profiles, file names and labels is shown, never obeyed (issue 23, point 12): in the terminal
+table and its ERROR lines, in records/*.md and `report --format md` no escape byte, control or
+bidirectional character arrives raw and `$...$` is no formula; in every CSV the product writes, a text
+cell never starts as a spreadsheet formula. Real CLI runs over exports named and labelled hostilely."""
+from __future__ import annotations
+
+import csv
+import io
+import unicodedata
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import run_cli
+
+from pipeline.synth.writer import ExportWriter
+from pipeline.text import csv_safe, printable
+
+MS = 1_000_000
+B = 5_000_000_000
+#: A file name (so a job name, the default label) that sets the terminal's title, clears the screen and
+#: reverses and isolates what follows: ESC ] 0 ; ... BEL, ESC [ 2 J, U+202E, U+2066 ... U+2069, U+200F, U+061C.
+EVIL = "evil\x1b]0;pwned\x07\x1b[2J\u202etxt\u2066x\u2069\u200f\u061c"
+#: The same as the terminal shows it (each escape written out by hand, not by the code under test).
+EVIL_SHOWN = r"evil\x1b]0;pwned\x07\x1b[2J\u202etxt\u2066x\u2069\u200f\u061c"
+#: ... and as Markdown text: every backslash, [ and ] escaped.
+EVIL_MD = r"evil\\x1b\]0;pwned\\x07\\x1b\[2J\\u202etxt\\u2066x\\u2069\\u200f\\u061c"
+BAD = "bad\x1b[2J\u202e"            # an export that cannot be read: its error row and ERROR line
+NVTX = "step \u202e $a$ \x1b[1m"     # the NVTX range the gaps fall in: in the record's gap table
+JOB = '=HYPERLINK("http://evil.example/x","$x$")'   # a label: a formula and math
+CLUSTER = "@SUM(1+1)"
+NODE = "-2+3"
+RANK = "+cmd|' /C calc'!A0"
+
+#: Characters that must never reach a page or the terminal as themselves (new line aside).
+HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+
+
+def hidden(text: str) -> list[str]:
+    """The characters of ``text`` of a :data:`HIDDEN` category, new lines aside."""
+    return [c for c in text if c != "\n" and unicodedata.category(c) in HIDDEN]
+
+
+def export(path) -> None:
+    """One GPU: kernels 0-10, 15-25, 30-40 ms (two 5 ms device-level gaps) under one NVTX range."""
+    w = ExportWriter(str(path))
+    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="1111-2222")
+    w.cuda_device(0, 0, 10, uuid="1111-2222")
+    for start in (0, 15, 30):
+        w.kernel(pid=10, device=0, stream=7, start=B + start * MS, end=B + (start + 10) * MS, name="gemm")
+    w.nvtx(pid=10, tid=11, start=B, end=B + 40 * MS, text=NVTX)
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """`gpu-idle run` over ``EVIL.sqlite``, ``labelled.sqlite`` (job, cluster, node, rank labels of
+    formulas) and ``BAD.sqlite`` (not an export), then `report --format md` and `--format csv`."""
+    root = tmp_path_factory.mktemp("text-safety")
+    (root / "in").mkdir()
+    export(root / "in" / f"{EVIL}.sqlite")
+    export(root / "in" / "labelled.sqlite")
+    (root / "in" / f"{BAD}.sqlite").write_bytes(b"not an export at all")
+    (root / "labels.yaml").write_text(yaml.safe_dump({"labels": [
+        {"match": "*labelled.sqlite", "job": JOB, "cluster": CLUSTER, "node": NODE, "rank": RANK}]}), encoding="utf-8")
+    run = run_cli("run", str(root / "in"), "--out", str(root / "out"), "--config", str(root / "labels.yaml"),
+                  "--no-cache", check=False)
+    assert run.returncode == 1, run.stdout + run.stderr       # the bad export failed (its row says why)
+    run_cli("report", str(root / "out"), "--out", str(root / "summary.md"), "--format", "md")
+    run_cli("report", str(root / "out"), "--out", str(root / "costs.csv"), "--format", "csv")
+    return root, run
+
+
+def test_the_terminal_table_and_error_lines_show_escapes(hostile):
+    root, run = hostile
+    assert hidden(run.stdout) == [] and hidden(run.stderr) == []
+    rows = {line.split()[0]: line for line in run.stdout.splitlines() if line.split()}
+    assert EVIL_SHOWN in rows
+    errors = [line for line in run.stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"ERROR {root / 'in'}/bad\\x1b[2J\\u202e.sqlite: ")
+
+
+def test_records_hold_no_raw_control_or_bidi_character_and_no_math(hostile):
+    root, _ = hostile
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (root / "out" / "records").iterdir()}
+    assert len(pages) == 3
+    for name, text in pages.items():
+        assert hidden(text) == [], name
+    titles = sorted(text.splitlines()[0] for text in pages.values())
+    assert titles == sorted([f"# Medical record: {EVIL_MD}", r"# Medical record: bad\\x1b\[2J\\u202e",
+                             r'# Medical record: =HYPERLINK("http://evil.example/x","\$x\$")'])
+    [evil] = [text for text in pages.values() if text.startswith(f"# Medical record: {EVIL_MD}\n")]
+    assert r"| step \\u202e \$a\$ \\x1b\[1m |" in evil       # the NVTX range of the largest gaps
+    [bad] = [text for text in pages.values() if "bad" in text.splitlines()[0]]
+    folder = str(root / "in").replace("_", "\\_")                  # a pytest folder: no other special
+    assert f"- failed: {folder}/bad\\\\x1b\\[2J\\\\u202e.sqlite: " in bad
+
+
+def test_the_markdown_summary_holds_no_raw_control_or_bidi_character_and_no_math(hostile):
+    root, _ = hostile
+    text = (root / "summary.md").read_text(encoding="utf-8")
+    assert hidden(text) == []
+    assert r'=HYPERLINK("http://evil.example/x","\$x\$")' in text
+    assert EVIL_MD in text
+    assert "$x$" not in text and "$a$" not in text
+
+
+#: Every CSV the product writes in a run folder, and the report's.
+CSVS = ["out/fleet.csv", "out/jobs.csv", "out/clusters.csv", "out/fix_first.csv", "costs.csv"]
+
+
+@pytest.mark.parametrize("name", CSVS)
+def test_no_csv_cell_starts_a_formula(hostile, name):
+    root, _ = hostile
+    rows = list(csv.DictReader(io.StringIO((root / name).read_text(encoding="utf-8"))))
+    assert rows
+    cells = [v for row in rows for v in row.values()]
+    assert [v for v in cells if v[:1] in ("=", "+", "-", "@", "\t", "\r")] == []
+    jobs = {row["job"] for row in rows if "job" in row}
+    clusters = {row["cluster"] for row in rows if "cluster" in row}
+    assert "'" + CLUSTER in clusters
+    if name != "out/clusters.csv":
+        assert "'" + JOB in jobs
+    if "node" in rows[0]:
+        assert "'" + NODE in {row["node"] for row in rows} and "'" + RANK in {row["rank"] for row in rows}
+
+
+def test_csv_safe_touches_text_cells_only():
+    """Numbers (a negative one too), booleans and missing values stay as they are; text cells starting
+    with = + - @ tab or CR get a leading quote, other text is unchanged; the frame given is not changed."""
+    frame = pd.DataFrame({"n": [-1, 2, 3, 4, 5, 6, 7], "x": [-0.5, 1.0, 2.0, 3.0, 4.0, 5.0, float("nan")],
+                          "ok": [True, False, True, True, False, True, False],
+                          "text": ["-1", "=A1", "+B", "@C", "\tD", "\rE", None],
+                          "plain": ["a-b", "x=1", "", "'q", "é", "1", "z"]})
+    before = frame.copy()
+    out = csv_safe(frame).to_csv(index=False, lineterminator="\n")
+    assert out == ("n,x,ok,text,plain\n-1,-0.5,True,'-1,a-b\n2,1.0,False,'=A1,x=1\n3,2.0,True,'+B,\n"
+                   "4,3.0,True,'@C,'q\n5,4.0,False,'\tD,é\n6,5.0,True,'\rE,1\n7,,False,,z\n")
+    pd.testing.assert_frame_equal(frame, before)
+    numbers = pd.DataFrame({"n": [-1], "s": ["ok"]})
+    assert csv_safe(numbers) is numbers
+
+
+@pytest.mark.parametrize("char, shown", [
+    ("\x1b", r"\x1b"), ("\x07", r"\x07"), ("\r", r"\x0d"), ("\n", r"\x0a"), ("\x7f", r"\x7f"),
+    ("\x9b", r"\x9b"),                                         # C1 CSI: an escape sequence in one byte
+    ("\u202a", r"\u202a"), ("\u202b", r"\u202b"), ("\u202c", r"\u202c"), ("\u202d", r"\u202d"),
+    ("\u202e", r"\u202e"), ("\u2066", r"\u2066"), ("\u2067", r"\u2067"), ("\u2068", r"\u2068"),
+    ("\u2069", r"\u2069"), ("\u200e", r"\u200e"), ("\u200f", r"\u200f"), ("\u061c", r"\u061c"),
+    ("\u200b", r"\u200b"), ("\ufeff", r"\ufeff"), ("\u2028", r"\u2028"), ("\u2029", r"\u2029"),
+    ("\U000e0041", r"\U000e0041"),                             # a tag character (invisible)
+    ("\udcff", r"\udcff"),                                     # a lone surrogate: a file name not in UTF-8
+])
+def test_printable_writes_each_hidden_character_as_its_escape(char, shown):
+    assert printable(f"a{char}b") == f"a{shown}b"
+
+
+def test_printable_keeps_visible_text():
+    text = "H100 — 日本語 é ß 🚀 [x] $y$ <z> a_b"
+    assert printable(text) == text
