@@ -343,12 +343,25 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
         paths = make_example_fleet(example_dir)
         echo(f"example fleet: {len(paths)} report(s) in {example_dir} (labels: {example_dir}/labels.yaml)")
         return
-    if kernels:
-        from .synth import generate_scaled_report
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    except OSError as exc:
+        raise click.BadParameter(f"{out_path}: cannot create its folder ({exc.strerror or exc})",
+                                 param_hint="--out") from exc
+    try:
+        if kernels:
+            from .synth import generate_scaled_report
 
-        generate_scaled_report(out_path, gpus=gpus, kernels=kernels, seed=seed)
-    else:
-        generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
+            generate_scaled_report(out_path, gpus=gpus, kernels=kernels, seed=seed)
+        else:
+            generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
+    except ValueError as exc:  # the plan is checked before anything is written
+        raise click.BadParameter(str(exc), param_hint="--kernels" if kernels else "--gpus/--iterations") from exc
+    except RuntimeError as exc:  # the written export does not hold what was planted (too small to plant it)
+        for path in (out_path, f"{out_path}.truth.json"):
+            if os.path.exists(path):
+                os.unlink(path)
+        raise click.ClickException(f"{exc}; nothing written: give more --kernels (or fewer --gpus)") from exc
     echo(f"wrote {out_path} and {out_path}.truth.json")
 
 

@@ -316,3 +316,23 @@ def test_example_traces_name_their_copies_as_the_export_of_the_same_plan(tmp_pat
         seen |= {(d, h) for _, _, d, _, h in got}
     assert seen == {("HtoD", "pageable"), ("DtoH", "pageable")}
 
+
+
+def test_synth_sizes_it_cannot_plant_are_one_line_and_nothing_written(tmp_path):
+    """`synth --kernels` with too few kernels per GPU and iteration is a usage error (exit 2), one that
+    cannot plant every category at its size is exit 1 with nothing left behind, and an --out folder that
+    does not exist is made. Before: tracebacks (ValueError, RuntimeError with a written export left,
+    sqlite3.OperationalError)."""
+    from conftest import run_cli
+
+    few = run_cli("synth", "--kernels", "100", "--gpus", "8", "--out", str(tmp_path / "few.sqlite"), check=False)
+    assert few.returncode == 2 and "Traceback" not in few.stderr
+    assert "Invalid value for --kernels: too few kernels per iteration (1): need at least 31" in few.stderr
+    small = tmp_path / "small" / "x.sqlite"
+    cut = run_cli("synth", "--kernels", "1000", "--gpus", "2", "--out", str(small), check=False)
+    assert cut.returncode == 1 and "Traceback" not in cut.stderr
+    assert "not as planted; nothing written: give more --kernels" in cut.stderr
+    assert os.listdir(small.parent) == []
+    deep = tmp_path / "a" / "b" / "x.sqlite"
+    run_cli("synth", "--gpus", "1", "--iterations", "3", "--out", str(deep))
+    assert sorted(os.listdir(deep.parent)) == ["x.sqlite", "x.sqlite.truth.json"]
