@@ -22,7 +22,7 @@ from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import inflated_json_size, too_big
-from ..inputs.export import export_report
+from ..inputs.export import export_report, export_source
 from ..load.cache import load_cached
 from ..load.kineto import is_kineto_path
 from ..load.report import gpu_trace, plan_trace
@@ -108,7 +108,9 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     is checked against the worker's memory limit (:func:`check_memory`). With
     ``background_cache``, a new columnar cache entry is written on a thread
     (:func:`pipeline.load.cache.load_cached`). The report keeps
-    the path or URL the user gave. Raises :class:`~pipeline.model.ProfileError` (or
+    the path or URL the user gave; its ``sources`` name the cache entries it was read from (the
+    columnar cache entry, the cached export), for its stored result to record. Raises
+    :class:`~pipeline.model.ProfileError` (or
     :class:`~pipeline.inputs.export.ExportError`, :class:`~pipeline.inputs.storage.StageError`) naming
     that path and the cause; messages about a staged or exported copy are restated
     about the original, with the copies named in parentheses.
@@ -129,6 +131,9 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
+        exported = export_source(sqlite_path) if sqlite_path != local else None
+        if exported is not None:
+            report.sources.append(exported)
     except ProfileError as exc:
         if not copies:
             raise
@@ -199,7 +204,9 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: 
     pile up freed heap."""
     try:
         agreement = (agreements or {}).get(plan.source) if plan is not None else None
-        return analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
+        result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
+        result.sources = list(report.sources)
+        return result
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
         result = gpu_error(report.path, labels, gpu_key, f"{report.path}: GPU {gpu_key}: {type(exc).__name__}: {exc}")
         result.plan = plan
@@ -273,7 +280,8 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
                                                     cfg.analysis.straggler_spread_pct), rosters_of(outcome.results))
     except OSError:
         return outcome
-    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan) for r in outcome.results]
+    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources)
+                       for r in outcome.results]
     outcome.written, outcome.texts = True, {gpu: text for (_, gpu), text in texts.items()}
     if plots is not None:
         from ..report.gpu_page import draw_timelines
