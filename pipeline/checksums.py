@@ -109,6 +109,13 @@ def check_file(folder: str | os.PathLike, name: str, sums: dict, digest: str | N
     _checked(name, digest, sums)
 
 
+def record_digest(key: str, values: list) -> str:
+    """SHA-256 hex digest of one record of a JSON index (``key`` and its JSON ``values``), kept with the
+    record so that a record changed in place is dropped, not trusted
+    (:class:`pipeline.runs.results.IdentityIndex`)."""
+    return hashlib.sha256(json.dumps([key, values]).encode()).hexdigest()
+
+
 def entry_digest(sums: dict) -> str:
     """One SHA-256 hex digest of a whole entry: of the ``(name, digest)`` pairs of its sidecar
     document ``sums`` (:func:`read_sums`), in name order."""

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -309,3 +310,29 @@ def test_changed_stored_result_is_not_served(report, tmp_path, change):
     want = sorted((tmp_path / "truth0" / "gpus").glob("*.json"))
     assert [json.loads(p.read_text())["device_roster"] for p in gpus] == \
         [json.loads(p.read_text())["device_roster"] for p in want]
+
+
+def test_changed_identity_index_entry_does_not_serve_another_reports_result(tmp_path):
+    """The identity index is a cache of content hashes: an entry whose hash was changed in place to
+    another report's must not make that report's result be served (relabelled) for this one."""
+    from pipeline.runs.results import IdentityIndex
+
+    a, b = tmp_path / "x" / "job.sqlite", tmp_path / "y" / "job.sqlite"  # same labels: same result key per content
+    a.parent.mkdir()
+    b.parent.mkdir()
+    generate_scaled_report(str(a), gpus=2, kernels=2000, seed=60)
+    generate_scaled_report(str(b), gpus=2, kernels=2000, seed=61)
+    settled = max(os.stat(p).st_ctime_ns for p in (a, b)) + IdentityIndex.SETTLE_NS
+    while time.time_ns() <= settled:  # the index records only files that have settled
+        time.sleep(0.1)
+    cache = tmp_path / "cache"
+    run(a, tmp_path / "a", cache)
+    run(b, tmp_path / "b", cache)
+    path = cache / IdentityIndex.NAME
+    index = json.loads(path.read_text())
+    index[str(a)][4] = index[str(b)][4]
+    path.write_text(json.dumps(index))
+    again = run(a, tmp_path / "again", cache)
+    assert_same_fleet(fleet(tmp_path / "again"), fleet(tmp_path / "a"))
+    assert "1 reused" in again.stdout  # its own stored result, found by its real hash
+    assert any(str(path) in line for line in notes(again)), again.stderr

@@ -37,7 +37,8 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..checksums import EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums, write_sums
+from ..checksums import (EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums, record_digest,
+                         write_sums)
 from ..config import Config
 from ..engine.reduce import rosters_of
 from ..io import atomic_path, is_leftover, remove_leftovers, write_json
@@ -99,9 +100,12 @@ def report_identity(path: str, storage_options: dict | None = None) -> str:
 class IdentityIndex:
     """Recorded content hashes of local reports (``<root>/identity-index.json``).
 
-    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256]`` is trusted while
+    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256, check]`` is trusted while
     the file's stat still gives the same four numbers; otherwise the file is
-    hashed again. A file changed within the last :attr:`SETTLE_NS` ns (it may
+    hashed again. ``check`` is the SHA-256 of the path and the five values
+    (:func:`pipeline.checksums.record_digest`): an entry changed in place (which could name
+    another report's content, and so its result) fails it and is dropped, the file hashed
+    again, with one line on stderr. A file changed within the last :attr:`SETTLE_NS` ns (it may
     still be being written, and a same-size rewrite within one timestamp tick
     would not show) is hashed but not recorded. Remote objects are never
     indexed (their identity costs no download anyway), nor are exports with a ``-wal`` or hot
@@ -120,9 +124,13 @@ class IdentityIndex:
         try:
             with open(self.path, encoding="utf-8") as fh:
                 loaded = json.load(fh)
-            self.entries = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 5}
+            sealed = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 6}
         except (OSError, ValueError, AttributeError):
-            self.entries = {}
+            sealed = {}
+        self.entries = {k: v for k, v in sealed.items() if v[5] == record_digest(k, v[:5])}
+        if len(self.entries) < len(sealed):
+            note(f"identity index {self.path} failed its check: {len(sealed) - len(self.entries)} entr(y/ies) "
+                 "changed since written; those reports are hashed again")
         self.seen: dict = {}
 
     def identity(self, path: str, storage_options: dict | None = None) -> str:
@@ -145,7 +153,7 @@ class IdentityIndex:
         after = os.stat(local)
         if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
                 and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > self.SETTLE_NS):
-            self.seen[local] = stamp + [digest]
+            self.seen[local] = stamp + [digest, record_digest(local, stamp + [digest])]
         return digest
 
     def save(self) -> None:
