@@ -98,22 +98,54 @@ def read_checked(folder: str | os.PathLike, name: str, sums: dict) -> bytes:
     return data
 
 
-def check_file(folder: str | os.PathLike, name: str, sums: dict, digest: str | None = None) -> None:
-    """Check the file ``name`` of ``folder`` against ``sums`` without keeping its bytes; ``digest``: its
-    SHA-256 when the caller has it already (e.g. a remembered content key). Raises :class:`EntryCheckFailed`."""
-    if digest is None:
-        try:
-            digest = file_digest(os.path.join(folder, name))
-        except OSError as exc:
-            raise _unreadable(name, exc) from None
-    _checked(name, digest, sums)
-
-
 def record_digest(key: str, values: list) -> str:
     """SHA-256 hex digest of one record of a JSON index (``key`` and its JSON ``values``), kept with the
     record so that a record changed in place is dropped, not trusted
     (:class:`pipeline.runs.results.IdentityIndex`)."""
     return hashlib.sha256(json.dumps([key, values]).encode()).hexdigest()
+
+
+#: The checksum sidecar of a cache entry that is one file: ``<file>`` + this (:func:`sidecar_of`).
+FILE_SUMS_SUFFIX = ".sums.json"
+
+
+def sidecar_of(path: str | os.PathLike) -> str:
+    """The checksum sidecar of the one-file cache entry ``path``: ``<path>.sums.json``."""
+    return f"{os.fspath(path)}{FILE_SUMS_SUFFIX}"
+
+
+def seal_file(path: str | os.PathLike, digest: str) -> None:
+    """Record ``digest`` (the SHA-256 of the one-file entry ``path``, hashed before it was renamed into
+    place) in its sidecar (:func:`sidecar_of`). Raises OSError."""
+    write_sums(sidecar_of(path), {os.path.basename(path): digest})
+
+
+def content_digest(path: str) -> str:
+    """SHA-256 of the one-file entry ``path`` as the loader hashes it anyway
+    (:func:`~pipeline.load.snapshot.snapshot_key`, remembered per process), so a checked entry is read
+    once. Raises OSError, or :class:`EntryCheckFailed` when another process holds SQLite's write lock on it."""
+    from .load.snapshot import snapshot_key  # a layer above this module
+    from .model import ProfileError
+
+    try:
+        return snapshot_key(path)
+    except ProfileError as exc:
+        raise EntryCheckFailed(f"cannot be read ({exc})") from None
+
+
+def check_sealed_file(path: str | os.PathLike, digest_of=content_digest) -> None:
+    """Check the one-file entry ``path`` against its sidecar: ``digest_of(path)`` (its SHA-256, by default
+    :func:`content_digest`) must be the recorded one. Raises :class:`EntryCheckFailed` (no sidecar, file
+    missing or unreadable, other bytes)."""
+    sums = read_sums(sidecar_of(path))
+    name = os.path.basename(path)
+    try:
+        digest = digest_of(os.fspath(path))
+    except FileNotFoundError:
+        raise EntryCheckFailed(f"{name} is missing (its checksum file is left)") from None
+    except OSError as exc:
+        raise _unreadable(name, exc) from None
+    _checked(name, digest, sums)
 
 
 def entry_digest(sums: dict) -> str:

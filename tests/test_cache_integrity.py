@@ -24,9 +24,11 @@ import pytest
 from conftest import run_cli
 
 from pipeline.inputs.export import export_report
+from pipeline.inputs.storage import stage_info
 from pipeline.load.report import load_report
 from pipeline.synth import generate_scaled_report
 from test_export import _write_exe, nsys, recording  # noqa: F401 - fixtures: the real nsys and a real .nsys-rep
+from test_s3 import client, s3  # noqa: F401 - fixture: a real S3-compatible server on 127.0.0.1
 
 KINETO = Path(os.environ.get("GPU_IDLE_KINETO", Path(__file__).resolve().parents[2] / "shared" / "kineto"))
 #: The option that makes "the next run with a new config" (the stored result of the first run is not its).
@@ -252,6 +254,26 @@ def test_damaged_export_in_the_export_cache_is_exported_again(recording, nsys, t
     assert export_report(recording, nsys_path=wrapper, cache_dir=cache) == again
     assert len(calls.read_text().splitlines()) == 2, "the new export is served from then on"
     assert not capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["byte-changed", "no-checksum"])
+def test_changed_staged_copy_of_a_remote_report_is_downloaded_again(s3, profiles, tmp_path, capsys, damage):
+    """The staging cache of remote reports: a copy whose bytes changed in place (same size, so the size
+    check passes) or that has no checksum is downloaded again, not analysed."""
+    bucket, source = f"integrity-{damage}", profiles / "tiny_2kernels.sqlite"
+    client(s3).create_bucket(Bucket=bucket)
+    client(s3).upload_file(str(source), bucket, "run.sqlite")
+    url, options, cache = f"s3://{bucket}/run.sqlite", {"endpoint_url": s3}, tmp_path / "staged"
+    first = stage_info(url, options, cache)
+    assert first.downloaded
+    capsys.readouterr()
+    (_byte_changed if damage == "byte-changed" else _no_checksum)(Path(first.path))
+    again = stage_info(url, options, cache)
+    assert again.downloaded and again.path == first.path
+    assert Path(again.path).read_bytes() == source.read_bytes()
+    [note] = [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
+    assert url in note and "downloaded again" in note
+    assert not stage_info(url, options, cache).downloaded
 
 
 # -- (d) stored results --------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..checksums import EntryCheckFailed, check_file, note, read_sums, source, write_sums
+from ..checksums import EntryCheckFailed, check_sealed_file, note, read_sums, seal_file, sidecar_of, source
 from ..model import ProfileError
 
 #: Environment variable naming the nsys binary to use.
@@ -59,8 +59,6 @@ DEFAULT_TIMEOUT_S = 1800.0
 #: Lines of nsys's stderr quoted in an error message.
 STDERR_TAIL_LINES = 5
 
-#: The checksum sidecar of a cached export: ``<export name>`` + this (:func:`sums_path`).
-SUMS_SUFFIX = ".sums.json"
 #: Files SQLite may leave beside an export another tool opened; removed with an export that fails its check.
 SQLITE_SIDECARS = ("-wal", "-journal", "-shm")
 
@@ -156,24 +154,15 @@ def cached_export_path(rep_path: str | os.PathLike, cache_dir: str | os.PathLike
 
 def sums_path(export: str | os.PathLike) -> Path:
     """The checksum sidecar of the cached export ``export``: ``<export>.sums.json``."""
-    return Path(f"{os.fspath(export)}{SUMS_SUFFIX}")
+    return Path(sidecar_of(export))
 
 
 def check_export(export: Path) -> None:
     """Check a cached export against its sidecar (:func:`sums_path`): its whole content (and any ``-wal``
-    or hot ``-journal`` beside it, which would change it) must hash to the recorded SHA-256. The hash is
-    :func:`~pipeline.load.snapshot.snapshot_key`'s, remembered for the export's columnar cache entry, so a
-    checked export is read once. Raises :class:`~pipeline.checksums.EntryCheckFailed` saying what is wrong."""
-    from ..load.snapshot import snapshot_key  # it imports this module
-
-    sums = read_sums(sums_path(export))
-    try:
-        digest = snapshot_key(str(export))
-    except FileNotFoundError:
-        raise EntryCheckFailed("is missing (its checksum file is left)") from None
-    except (OSError, ProfileError) as exc:
-        raise EntryCheckFailed(f"cannot be read ({exc})") from None
-    check_file(export.parent, export.name, sums, digest)
+    or hot ``-journal`` beside it, which would change it) must hash to the recorded SHA-256
+    (:func:`pipeline.checksums.check_sealed_file`; the hash is remembered for the export's columnar cache
+    entry, so a checked export is read once). Raises :class:`~pipeline.checksums.EntryCheckFailed`."""
+    check_sealed_file(export)
 
 
 def export_source(export: str | os.PathLike) -> dict | None:
@@ -352,7 +341,7 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
             raise ExportError(f"{rep}: nsys export exited 0 but wrote no SQLite file ({detail})")
         digest = content_key(tmp)
         os.replace(tmp, final)
-        write_sums(sums_path(final), {final.name: digest})
+        seal_file(final, digest)
     except OSError as exc:
         raise ExportError(f"{rep}: cannot write export to {final} ({exc})") from exc
     finally:
