@@ -1,7 +1,7 @@
 """Content checksums of cache entries: written with each entry, checked on every use (README "Caches").
 
-Every cache entry (a columnar cache folder, an export in the export cache, a stored result) has a
-small JSON *sidecar*, ``{"sha256": {file name: hex digest}, ...}``, written after the files it
+Every cache entry (a columnar cache folder, an export in the export cache, a stored result, a
+staged copy of a remote report, a cached plot or page of the report) has a small JSON *sidecar*, ``{"sha256": {file name: hex digest}, ...}``, written after the files it
 covers and atomically (under a temporary name, then renamed), so an entry without a readable
 sidecar is one a killed run or an older version left. Using an entry means reading its files'
 bytes once, hashing them (SHA-256, ~1-2 GB/s) and parsing those same bytes: no second pass. A file
@@ -48,12 +48,9 @@ def write_sums(sidecar: str | os.PathLike, files: dict, **extra) -> None:
         json.dump({"sha256": dict(sorted(files.items())), **extra}, fh, sort_keys=True)
 
 
-def seal(sidecar: str | os.PathLike, folder: str | os.PathLike, names, **extra) -> dict:
-    """:func:`write_sums` of the files ``names`` of ``folder`` (hashed from disk); returns the sidecar's
-    document. Raises OSError."""
-    files = {name: file_digest(os.path.join(folder, name)) for name in names}
-    write_sums(sidecar, files, **extra)
-    return {"sha256": files, **extra}
+def seal(sidecar: str | os.PathLike, folder: str | os.PathLike, names, **extra) -> None:
+    """:func:`write_sums` of the files ``names`` of ``folder`` (hashed from disk) and ``extra``. Raises OSError."""
+    write_sums(sidecar, {name: file_digest(os.path.join(folder, name)) for name in names}, **extra)
 
 
 def read_sums(sidecar: str | os.PathLike) -> dict:
@@ -159,6 +156,15 @@ def source(entry: str | os.PathLike, sums_path: str | os.PathLike, sums: dict) -
     """What a result computed from the cache entry ``entry`` (a folder or a file) records of it:
     ``{"entry": its absolute path, "sums": its sidecar's, "digest":`` :func:`entry_digest` ``}``."""
     return {"entry": os.path.abspath(entry), "sums": os.path.abspath(sums_path), "digest": entry_digest(sums)}
+
+
+def file_source(path: str | os.PathLike) -> dict | None:
+    """:func:`source` of the one-file entry ``path`` (a cached export, a staged copy), or None when it has
+    no readable sidecar (:func:`sidecar_of`)."""
+    try:
+        return source(path, sidecar_of(path), read_sums(sidecar_of(path)))
+    except EntryCheckFailed:
+        return None
 
 
 def check_source(src: dict) -> None:

@@ -358,3 +358,39 @@ def test_changed_identity_index_entry_does_not_serve_another_reports_result(tmp_
     assert_same_fleet(fleet(tmp_path / "again"), fleet(tmp_path / "a"))
     assert "1 reused" in again.stdout  # its own stored result, found by its real hash
     assert any(str(path) in line for line in notes(again)), again.stderr
+
+
+@pytest.mark.parametrize("kind", [".html", ".svg"], ids=["gpu-page", "timeline"])
+def test_changed_plot_cache_entry_is_drawn_again(profiles, tmp_path, capsys, kind):
+    """The report's plot cache keeps GPU pages (with their numbers) and the timelines the workers draw
+    ahead of them: one changed in place is rendered again, so the page written is the one rendered
+    without any cache."""
+    from pipeline.config import load_config
+    from pipeline.engine.tasks import report_task
+    from pipeline.report import gpu_page
+
+    cfg = load_config([])
+    path = str(profiles / "train_h100_2gpu_nccl.sqlite")
+    report_task(path, cfg.labels_for(path), cfg, str(tmp_path / "gpus"), None)
+    texts = {(json.loads(p.read_text())["report"], json.loads(p.read_text())["gpu_key"]): p.read_text()
+             for p in (tmp_path / "gpus").glob("*.json")}
+    rows = [(r, g, None) for r, g in sorted(texts)]
+    cache = tmp_path / "plots"
+
+    def pages(night: str, plot_cache) -> dict:
+        written = gpu_page.write_gpu_pages(rows, lambda r, g: texts[(r, g)], str(tmp_path / night / "report.html"),
+                                           plot_cache)
+        return {key: (tmp_path / night / name).read_text() for key, name in written.items()}
+
+    if kind == ".html":
+        pages("n1", str(cache))
+    else:
+        gpu_page.draw_timelines([str(p) for p in sorted((tmp_path / "gpus").glob("*.json"))], str(cache))
+    [changed, *_] = sorted(cache.glob(f"*{kind}"))
+    text = changed.read_text()
+    digit = next(i for i, ch in enumerate(text) if ch.isdigit() and i > len(text) // 2)
+    changed.write_text(text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:])
+    capsys.readouterr()
+    assert pages("n2", str(cache)) == pages("fresh", None)
+    [note] = [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
+    assert changed.name in note and "drawn again" in note

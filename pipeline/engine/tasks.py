@@ -22,7 +22,8 @@ from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import inflated_json_size, too_big
-from ..inputs.export import export_report, export_source
+from ..checksums import file_source
+from ..inputs.export import export_report
 from ..load.cache import load_cached
 from ..load.kineto import is_kineto_path
 from ..load.report import gpu_trace, plan_trace
@@ -109,7 +110,7 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     ``background_cache``, a new columnar cache entry is written on a thread
     (:func:`pipeline.load.cache.load_cached`). The report keeps
     the path or URL the user gave; its ``sources`` name the cache entries it was read from (the
-    columnar cache entry, the cached export), for its stored result to record. Raises
+    columnar cache entry, the staged copy, the cached export), for its stored result to record. Raises
     :class:`~pipeline.model.ProfileError` (or
     :class:`~pipeline.inputs.export.ExportError`, :class:`~pipeline.inputs.storage.StageError`) naming
     that path and the cause; messages about a staged or exported copy are restated
@@ -131,9 +132,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
-        exported = export_source(sqlite_path) if sqlite_path != local else None
-        if exported is not None:
-            report.sources.append(exported)
+        copies_used = [copy for copy in dict.fromkeys([local, sqlite_path]) if copy != path]
+        report.sources += [src for src in map(file_source, copies_used) if src is not None]
     except ProfileError as exc:
         if not copies:
             raise

@@ -41,7 +41,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..checksums import EntryCheckFailed, check_sealed_file, note, read_sums, seal_file, sidecar_of, source
+from ..checksums import EntryCheckFailed, check_sealed_file, note, seal_file, sidecar_of
 from ..model import ProfileError
 
 #: Environment variable naming the nsys binary to use.
@@ -163,15 +163,6 @@ def check_export(export: Path) -> None:
     (:func:`pipeline.checksums.check_sealed_file`; the hash is remembered for the export's columnar cache
     entry, so a checked export is read once). Raises :class:`~pipeline.checksums.EntryCheckFailed`."""
     check_sealed_file(export)
-
-
-def export_source(export: str | os.PathLike) -> dict | None:
-    """What a result computed from the cached export ``export`` records of it
-    (:func:`pipeline.checksums.source`), or None when it has no readable checksum sidecar."""
-    try:
-        return source(export, sums_path(export), read_sums(sums_path(export)))
-    except EntryCheckFailed:
-        return None
 
 
 def _discard_export(final: Path) -> None:
