@@ -1,9 +1,10 @@
 """Content checksums of cache entries: written with each entry, checked on every use (README "Caches").
 
 Every cache entry (a columnar cache folder, an export in the export cache, a stored result, a
-staged copy of a remote report, a cached plot or page of the report) has a small JSON *sidecar*, ``{"sha256": {file name: hex digest}, ...}``, written after the files it
-covers and atomically (under a temporary name, then renamed), so an entry without a readable
-sidecar is one a killed run or an older version left. Using an entry means reading its files'
+staged copy of a remote report, a cached plot or page of the report) has a small JSON *sidecar*,
+``{"sha256": {file name: hex digest}, ...}``, written after the files it covers and atomically
+(under a temporary name, then renamed), so an entry without a readable sidecar is one a killed
+run or an older version left. Using an entry means reading its files'
 bytes once, hashing them (SHA-256, ~1-2 GB/s) and parsing those same bytes: no second pass. A file
 whose bytes differ from its recorded digest, a missing or unreadable file or sidecar is a
 :class:`EntryCheckFailed`: the caller treats the entry as a cache miss (removes it, rebuilds it and
