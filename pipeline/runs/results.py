@@ -13,7 +13,8 @@
     as each report finishes; only reports whose every GPU was
     analysed are stored (a failure is tried again next time). ``.sums.json``, written last, holds
     the SHA-256 of the other two files and the cache entries the result was computed from
-    (:func:`pipeline.checksums.source`: the columnar cache entry, the cached export). A result is
+    (:func:`pipeline.checksums.source`: the columnar cache entry, the staged copy, the cached
+    export). A result is
     served only while its files match their checksums and each entry it came from is either gone
     or still holds the content it recorded; otherwise it is a miss: removed, the report analysed
     again, one line on stderr says so (:meth:`ResultCache.stored`).
@@ -402,9 +403,8 @@ class ResultCache:
         if path not in self.keys:
             return False
         key = self.keys[path]
-        base = os.path.join(self.store.dir, key)
-        if not any(os.path.exists(base + suffix) for suffix in (ResultStore.ROWS, ResultStore.SUMS)):
-            return False
+        if not os.path.exists(os.path.join(self.store.dir, key) + ResultStore.SUMS):
+            return False  # not stored, or being stored right now (its checksums come last): a plain miss
         try:
             self.store.check(key)
         except (OSError, ValueError) as exc:
