@@ -177,6 +177,7 @@ def test_changed_entries_on_a_local_cluster_are_rebuilt(tmp_path):
     second = run(folder, tmp_path / "second", cache, *NEW_CONFIG)
     assert "dask:" in second.stdout  # two reports: analysed on the workers
     assert_same_fleet(fleet(tmp_path / "second"), truth(folder, tmp_path, *NEW_CONFIG))
+    assert len(notes(second)) == 2, second.stderr  # said by the workers, on the run's stderr
 
 
 # -- (b) a cache file with a valid but wrong schema ---------------------------------------------------------
