@@ -109,12 +109,12 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     is checked against the worker's memory limit (:func:`check_memory`). With
     ``background_cache``, a new columnar cache entry is written on a thread
     (:func:`pipeline.load.cache.load_cached`). The report keeps
-    the path or URL the user gave; its ``sources`` name the cache entries it was read from (the
-    columnar cache entry, the staged copy, the cached export), for its stored result to record. Raises
-    :class:`~pipeline.model.ProfileError` (or
+    the path or URL the user gave. Raises :class:`~pipeline.model.ProfileError` (or
     :class:`~pipeline.inputs.export.ExportError`, :class:`~pipeline.inputs.storage.StageError`) naming
     that path and the cause; messages about a staged or exported copy are restated
-    about the original, with the copies named in parentheses.
+    about the original, with the copies named in parentheses. The report's ``sources`` name the cache
+    entries it was read from (the columnar cache entry, the staged copy, the cached export), for its
+    stored result to record.
     """
     from ..config import StorageConfig
     from ..inputs.storage import is_remote, stage
@@ -132,8 +132,6 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}")
         report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
-        copies_used = [copy for copy in dict.fromkeys([local, sqlite_path]) if copy != path]
-        report.sources += [src for src in map(file_source, copies_used) if src is not None]
     except ProfileError as exc:
         if not copies:
             raise
@@ -143,6 +141,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
                 message = message[len(prefix):].lstrip(": ")
         raise type(exc)(f"{path}: ({', '.join(copies)}) {message}") from exc
     report.path = path
+    copies_used = [copy for copy in dict.fromkeys([local, sqlite_path]) if copy != path]
+    report.sources += [src for src in map(file_source, copies_used) if src is not None]
     return report
 
 
