@@ -179,6 +179,8 @@ class Report:
     None when unknown), and ``capture_start_source`` where that comes from
     (:func:`pipeline.load.integrity.capture_start`; for a PyTorch profiler trace the start of its
     profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
+    ``sources``: the cache entries the report was read from (:func:`pipeline.checksums.source`
+    dicts: the columnar cache entry, the export cache's export), for its stored result to record.
     """
 
     path: str
@@ -194,6 +196,7 @@ class Report:
     warnings: list = field(default_factory=list)
     capture_start_ns: int | None = None
     capture_start_source: str = ""
+    sources: list = field(default_factory=list)
     _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
 
     def runtime_rows(self, pids) -> np.ndarray:
@@ -261,10 +264,12 @@ class GpuResult:
     ``plan``: the GPU's iterations before its job's GPUs agreed
     (:class:`pipeline.analysis.iterations.IterationPlan`; None when unknown, e.g. an error row
     of a GPU that could not be planned): kept with the result so that the GPUs of a job spread
-    over several reports can agree later."""
+    over several reports can agree later. ``sources``: the cache entries the GPU's report was read from
+    (:attr:`Report.sources`), recorded with its stored result."""
 
     row: dict
     roster: list = field(default_factory=list)
     device_roster: list = field(default_factory=list)
     timeline: dict = field(default_factory=dict)
     plan: object = None
+    sources: list = field(default_factory=list)

@@ -142,7 +142,7 @@ def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
     entries = list((tmp_path / "cache").iterdir())
     assert len(entries) == 1 and entries[0].name.endswith(f"-v{cache.LOADER_VERSION}")
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
-        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json"])
+        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json", cache.SUMS])
 
     def no_sqlite(path, *a, **k):
         raise AssertionError("SQLite read on a cache hit")
@@ -189,7 +189,7 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
     entries = [p for p in (tmp_path / "cache").iterdir()]
     assert [p.name for p in entries] == [f"{cache.snapshot_key(src)}-v{cache.LOADER_VERSION}"]
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
-        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json"])
+        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json", cache.SUMS])
     second = cache._read_entry(entries[0], src)
     for name in cache.FRAMES:
         pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),

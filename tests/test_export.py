@@ -258,7 +258,8 @@ def test_second_export_reuses_the_cache(recording, nsys, tmp_path):
     argv = calls.read_text().splitlines()[0].split()
     assert argv[:3] == ["export", "--type", "sqlite"] and "--force-overwrite" in argv
     assert argv[argv.index("--output") + 1] != first
-    assert os.listdir(cache) == [os.path.basename(first)], "temporary files left in the cache"
+    assert sorted(os.listdir(cache)) == [os.path.basename(first), os.path.basename(export.sums_path(first))], \
+        "temporary files left in the cache"
     assert sorted(os.listdir(recording.parent)) == beside_before, "something was written beside the report"
 
 

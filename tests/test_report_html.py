@@ -273,6 +273,9 @@ def test_report_formats_constant_matches():
 def test_cached_render_is_identical_and_reuses_records(sweep_state, tmp_path):
     """With a plot cache, the page is the same bytes as without; the medical records' HTML is
     kept there (one file per record) and read back on the next render."""
+    import hashlib
+
+    from pipeline.checksums import seal_file
     from pipeline.report.html import render_html
     from pipeline.report.summary import load_results
 
@@ -281,9 +284,10 @@ def test_cached_render_is_identical_and_reuses_records(sweep_state, tmp_path):
     first = render_html(res, str(cache))
     kept = sorted(p.name for p in cache.iterdir() if p.suffix == ".html")
     assert len(kept) == len(re.findall(r'id="record-', first)) > 0
-    for p in cache.iterdir():  # a kept record is what the next render shows
+    for p in cache.iterdir():  # a kept record is what the next render shows (its checksum rewritten to match)
         if p.suffix == ".html":
             p.write_text(p.read_text(encoding="utf-8").replace("<p>", "<p>KEPT ", 1), encoding="utf-8")
+            seal_file(p, hashlib.sha256(p.read_bytes()).hexdigest())
     second = render_html(res, str(cache))
     assert second.count("<p>KEPT ") == len(kept)
     assert first == render_html(res, None)

@@ -58,7 +58,7 @@ def test_unchanged_rerun_analyses_nothing_and_writes_the_same_files(fleet_dir, c
     first = run([fleet_dir], tmp_path / "a").stdout
     assert f"{REPORTS} report(s) analysed, 0 reused" in first
     assert "dask:" in first
-    assert len(stored(cache)) == 2 * REPORTS  # .parquet + .json each, stored by the workers
+    assert len(stored(cache)) == 3 * REPORTS  # .parquet + .json + .sums.json each, stored by the workers
     second = run([fleet_dir], tmp_path / "b").stdout
     assert f"0 report(s) analysed, {REPORTS} reused" in second
     assert "dask:" not in second and "engine:" not in second  # no cluster, nothing analysed in-process
@@ -116,12 +116,12 @@ def test_failed_report_is_not_stored(fleet_dir, cache, tmp_path):
     first = run([fleet_dir], tmp_path / "a", check=False)
     assert first.returncode == 1
     assert f"{REPORTS + 1} report(s) analysed (1 failed), 0 reused" in first.stdout
-    assert len(stored(cache)) == 2 * REPORTS
+    assert len(stored(cache)) == 3 * REPORTS
     second = run([fleet_dir], tmp_path / "b", check=False)
     assert second.returncode == 1
     assert f"1 report(s) analysed (1 failed), {REPORTS} reused" in second.stdout
     assert "broken.sqlite" in second.stdout
-    assert len(stored(cache)) == 2 * REPORTS
+    assert len(stored(cache)) == 3 * REPORTS
     a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
     assert sorted(a) == sorted(b)
     for name in a:
@@ -133,7 +133,7 @@ def test_single_report_in_process_is_reused(fleet_dir, cache, tmp_path):
     first = run([report], tmp_path / "a").stdout
     assert "engine: in this process" in first and "1 report(s) analysed, 0 reused" in first
     assert "dashboard" not in first
-    assert len(stored(cache)) == 2
+    assert len(stored(cache)) == 3
     asked = run([report], tmp_path / "c", "--no-cache", "--dashboard", ":0").stdout
     assert "no cluster to start, so no dashboard)" in asked  # --dashboard not silently dropped
     second = run([report], tmp_path / "b").stdout

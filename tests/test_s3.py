@@ -80,7 +80,8 @@ def write_config(path: Path, endpoint: str, cache_dir: Path, **storage) -> Path:
 
 
 def staged_files(cache_dir: Path) -> list[Path]:
-    return sorted(p for p in cache_dir.iterdir()) if cache_dir.exists() else []
+    """The staged copies (not their checksum sidecars)."""
+    return sorted(p for p in cache_dir.iterdir() if not p.name.endswith(".sums.json")) if cache_dir.exists() else []
 
 
 def test_s3_run_equals_local_run(s3, fleet_bucket, span_run, span_fleet, profiles, tmp_path):

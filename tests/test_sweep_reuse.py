@@ -89,7 +89,7 @@ def test_unchanged_sweep_reuses_the_last_night(fleet_dir, tmp_path):
     # Every report's hash is recorded with its stat, and it is the SHA-256 of the file.
     index = json.loads(read(state / "identity-index.json"))
     assert len(index) == REPORTS
-    for path, (size, _, _, inode, digest) in index.items():
+    for path, (size, _, _, inode, digest, _) in index.items():
         assert digest == hashlib.sha256(read(path)).hexdigest()
         assert (size, inode) == (os.stat(path).st_size, os.stat(path).st_ino)
 

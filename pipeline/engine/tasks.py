@@ -27,6 +27,7 @@ from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import inflated_json_size, too_big
+from ..checksums import file_source
 from ..inputs.export import export_report
 from ..load.cache import load_cached
 from ..load.kineto import is_kineto_path
@@ -178,7 +179,9 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     the path or URL the user gave. Raises :class:`~pipeline.model.ProfileError` (or
     :class:`~pipeline.inputs.export.ExportError`, :class:`~pipeline.inputs.storage.StageError`) naming
     that path and the cause; messages about a staged or exported copy are restated
-    about the original, with the copies named in parentheses.
+    about the original, with the copies named in parentheses. The report's ``sources`` name the cache
+    entries it was read from (the columnar cache entry, the staged copy, the cached export), for its
+    stored result to record.
     """
     from ..config import StorageConfig
     from ..inputs.storage import is_remote, stage
@@ -209,6 +212,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
                 message = message[len(prefix):].lstrip(": ")
         raise type(exc)(f"{path}: ({', '.join(copies)}) {message}") from exc
     report.path = path
+    copies_used = [copy for copy in dict.fromkeys([local, sqlite_path]) if copy != path]
+    report.sources += [src for src in map(file_source, copies_used) if src is not None]
     return report
 
 
@@ -274,7 +279,9 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: 
     pile up freed heap."""
     try:
         agreement = (agreements or {}).get(plan.source) if plan is not None else None
-        return analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
+        result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
+        result.sources = list(report.sources)
+        return result
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
         result = gpu_error(report.path, labels, gpu_key, describe(exc, report.path, f"GPU {gpu_key}: "))
         result.plan = plan
@@ -354,7 +361,8 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
                                                     cfg.analysis.straggler_spread_pct), rosters_of(outcome.results))
     except OSError:
         return outcome
-    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan) for r in outcome.results]
+    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources)
+                       for r in outcome.results]
     outcome.written, outcome.texts = True, {gpu: text for (_, gpu), text in texts.items()}
     if plots is not None:
         from ..report.gpu_page import draw_timelines

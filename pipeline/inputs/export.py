@@ -11,7 +11,13 @@ directory: the ``cache_dir`` argument, else ``$GPU_IDLE_EXPORT_CACHE``, else
 ``$XDG_CACHE_HOME/gpu-idle/exports`` (``~/.cache/gpu-idle/exports``). Each
 export is written under a temporary name in that directory and renamed into
 place only when ``nsys`` succeeded, so a crash or timeout never leaves a
-half-written file where a later run would take it for a finished export.
+half-written file where a later run would take it for a finished export. Beside
+it, ``<sha256>.sqlite.sums.json`` records the SHA-256 of the whole export
+(:mod:`pipeline.checksums`, written after it); a cached export is served only
+when its bytes still have that digest (hashed once per process, and the same
+hash keys its columnar cache entry: :func:`~pipeline.load.snapshot.snapshot_key`).
+A truncated or changed export, or one without a checksum, is exported again,
+with one line on stderr saying so.
 
 Which ``nsys``: see :func:`find_nsys`. The project installs one for its own
 tests with ``make nsys`` (``tools/nsys/``, Debian's nsight-systems 2022.4; no
@@ -35,6 +41,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..checksums import EntryCheckFailed, check_sealed_file, note, seal_file, sidecar_of
 from ..model import ProfileError
 
 #: Environment variable naming the nsys binary to use.
@@ -51,6 +58,9 @@ SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 DEFAULT_TIMEOUT_S = 1800.0
 #: Lines of nsys's stderr quoted in an error message.
 STDERR_TAIL_LINES = 5
+
+#: Files SQLite may leave beside an export another tool opened; removed with an export that fails its check.
+SQLITE_SIDECARS = ("-wal", "-journal", "-shm")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HASH_CHUNK = 1 << 20  # bytes read per step while hashing
@@ -140,6 +150,26 @@ def cached_export_path(rep_path: str | os.PathLike, cache_dir: str | os.PathLike
     """Where the export of ``rep_path`` lives (or will live) in the cache:
     ``<cache_dir>/<sha256 of the report>.sqlite``. Reads the whole report."""
     return Path(cache_dir or default_cache_dir()) / f"{content_key(rep_path)}.sqlite"
+
+
+def sums_path(export: str | os.PathLike) -> Path:
+    """The checksum sidecar of the cached export ``export``: ``<export>.sums.json``."""
+    return Path(sidecar_of(export))
+
+
+def check_export(export: Path) -> None:
+    """Check a cached export against its sidecar (:func:`sums_path`): its whole content (and any ``-wal``
+    or hot ``-journal`` beside it, which would change it) must hash to the recorded SHA-256
+    (:func:`pipeline.checksums.check_sealed_file`; the hash is remembered for the export's columnar cache
+    entry, so a checked export is read once). Raises :class:`~pipeline.checksums.EntryCheckFailed`."""
+    check_sealed_file(export)
+
+
+def _discard_export(final: Path) -> None:
+    """Remove what SQLite left beside a cached export that failed its check, and its sidecar (the export
+    itself is replaced atomically by the new one: a run still reading it never finds it gone)."""
+    for extra in [Path(f"{final}{suffix}") for suffix in SQLITE_SIDECARS] + [sums_path(final)]:
+        extra.unlink(missing_ok=True)
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -233,8 +263,10 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
     Returns:
         Path (string) of the SQLite export: ``<cache_dir>/<sha256>.sqlite`` where
         ``<sha256>`` is the hash of the report's bytes. When that file already
-        exists (same content exported before, under any name) it is reused and
-        nsys is not run.
+        exists (same content exported before, under any name) and its bytes still
+        match the checksum recorded when it was written (:func:`check_export`), it is
+        reused and nsys is not run; otherwise it is exported again (a line on stderr
+        says why), never served.
     Raises:
         ExportError: every message starts with the report path and names the
         cause: file missing or empty, unknown suffix, remote URL, nsys not found, nsys
@@ -263,8 +295,13 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
     except OSError as exc:
         raise ExportError(f"{rep}: cannot read the report ({exc})") from exc
     final = cache / f"{key}.sqlite"
-    if final.is_file() and _is_sqlite(final):
-        return str(final)
+    if final.exists() or sums_path(final).exists():
+        try:
+            check_export(final)
+            return str(final)
+        except EntryCheckFailed as exc:
+            _discard_export(final)
+            note(f"{rep}: cached export {final} failed its check: {exc}; exported again")
 
     try:
         nsys = find_nsys(nsys_path)
@@ -293,7 +330,9 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         if not tmp.is_file() or not _is_sqlite(tmp):
             detail = _tail(err) or _tail(out) or "no output"
             raise ExportError(f"{rep}: nsys export exited 0 but wrote no SQLite file ({detail})")
+        digest = content_key(tmp)
         os.replace(tmp, final)
+        seal_file(final, digest)
     except OSError as exc:
         raise ExportError(f"{rep}: cannot write export to {final} ({exc})") from exc
     finally:

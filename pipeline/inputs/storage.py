@@ -14,7 +14,9 @@ new ETag and so a new entry. An object whose store gives no version tag is
 downloaded every time (never trusted stale). Files are written under a
 temporary name in the cache directory, checked against the listed size, and
 renamed into place, so a killed or failed download never leaves a half file
-that a later run would take for a finished copy. The cache dir: the
+that a later run would take for a finished copy; ``<copy>.sums.json`` beside it
+records its SHA-256 (:mod:`pipeline.checksums`), and a copy whose bytes no longer
+match (or without it) is downloaded again, with one line on stderr. The cache dir: the
 ``storage.cache_dir`` config value, else ``$GPU_IDLE_STAGE_CACHE``, else
 ``$XDG_CACHE_HOME/gpu-idle/staged`` (``~/.cache/gpu-idle/staged``); delete it
 at any time.
@@ -45,6 +47,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..checksums import EntryCheckFailed, check_sealed_file, file_digest, note, seal_file, sidecar_of
 from ..model import ProfileError
 
 log = logging.getLogger(__name__)
@@ -265,7 +268,12 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
     final = cache / f"{key}{_suffix(url)}"
     if tag is not None and final.is_file() and final.stat().st_size == size:
-        return Staged(url, str(final), size, downloaded=False)
+        try:
+            check_sealed_file(final)
+            return Staged(url, str(final), size, downloaded=False)
+        except EntryCheckFailed as exc:
+            Path(sidecar_of(final)).unlink(missing_ok=True)
+            note(f"{url}: staged copy {final} failed its check: {exc}; downloaded again")
 
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -284,6 +292,7 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
             got = os.path.getsize(tmp_name)
             if got != size:
                 raise _Incomplete(f"incomplete download: {got} of {size} bytes")
+            digest = file_digest(tmp_name)
             os.replace(tmp_name, final)
             break
         except FileNotFoundError:
@@ -300,6 +309,10 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
             if os.path.exists(tmp_name):
                 os.unlink(tmp_name)
 
+    try:
+        seal_file(final, digest)
+    except OSError as exc:
+        raise StageError(f"{url}: cannot write to staging cache {cache} ({exc})") from exc
     attempts = _attempts(counter, "GetObject", tries)
     retried = tuple(counter.failures if counter is not None else failures)
     if attempts > 1 or retried:

@@ -8,6 +8,14 @@ bytes reads the Parquet files instead, whatever the file is called now. The
 folder is written under a temporary name and renamed when complete, so a
 killed run never leaves a half cache that a later run would trust.
 
+Each entry holds :data:`SUMS` (the SHA-256 of each of its files, written last:
+:mod:`pipeline.checksums`), checked as the files are read: an entry whose bytes changed
+since (a value edited in place, a file replaced by another Parquet, a truncated or
+missing file) or that has no checksums (an earlier version's) is a cache miss: removed,
+read again from the export and written anew, with one line on stderr saying so, never a
+failure and never a number from the bad entry. A report read from an entry records it in
+``Report.sources`` (its stored result then records it too: :mod:`pipeline.runs.results`).
+
 Cache dir: the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
 ``$XDG_CACHE_HOME/gpu-idle/columns`` (``~/.cache/gpu-idle/columns``).
 """
@@ -23,6 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal, source
 from ..model import Report, RowWarning, WarningCode
 from .kineto import is_kineto_path, load_kineto
 from .report import load_report
@@ -35,6 +44,10 @@ LOADER_VERSION = 11  # 11: text longer than pipeline.load.limits.MAX_TEXT_CHARS 
 KINETO_LOADER_VERSION = 2
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
+#: The files of an entry besides its checksums: one Parquet file per frame, and the report's other fields.
+ENTRY_FILES = tuple(f"{name}.parquet" for name in FRAMES) + ("report.json",)
+#: The entry's checksum sidecar (:func:`pipeline.checksums.seal`), written after :data:`ENTRY_FILES`.
+SUMS = "checksums.json"
 
 
 def default_cache_dir() -> Path:
@@ -82,6 +95,7 @@ def _write_entry(report: Report, target: Path) -> None:
              "capture_start": [report.capture_start_ns, report.capture_start_source],
              "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
                           for w in report.warnings]}))
+        seal(tmp / SUMS, tmp, ENTRY_FILES)
         try:
             os.rename(tmp, target)
         except OSError:  # another worker finished the same entry first: keep theirs
@@ -92,13 +106,21 @@ def _write_entry(report: Report, target: Path) -> None:
 
 
 def _read_entry(entry: Path, path: str) -> Report:
-    extra = json.loads((entry / "report.json").read_text())
-    frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in FRAMES}
+    """The report kept in ``entry`` (its path set to ``path``), each file checked against the entry's
+    :data:`SUMS` as it is read (one read of its bytes, hashed, then parsed); ``Report.sources`` names
+    the entry (:func:`pipeline.checksums.source`). Raises
+    :class:`~pipeline.checksums.EntryCheckFailed` (changed, missing or no checksums), or OSError,
+    ValueError, KeyError, TypeError or ``pyarrow.ArrowException`` when checked bytes do not parse."""
+    sums = read_sums(entry / SUMS)
+    extra = json.loads(read_checked(entry, "report.json", sums))
+    frames = {name: pq.read_table(pa.BufferReader(read_checked(entry, f"{name}.parquet", sums))).to_pandas()
+              for name in FRAMES}
     warnings = [RowWarning(WarningCode(code), text, None if pids is None else tuple(pids))
                 for code, text, pids in extra["warnings"]]
     start_ns, start_source = extra["capture_start"]
     return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings,
-                  capture_start_ns=start_ns, capture_start_source=start_source, **frames)
+                  capture_start_ns=start_ns, capture_start_source=start_source,
+                  sources=[source(entry, entry / SUMS, sums)], **frames)
 
 
 #: Cache entries being written on background threads (:func:`wait_for_writes` joins them).
@@ -134,6 +156,8 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
     Returns:
         The :class:`Report`, identical to :func:`pipeline.load.report.load_report`'s
         (:func:`~pipeline.load.kineto.load_kineto`'s for a trace).
+    An entry that fails its check is a miss (see the module docstring).
+
     Raises:
         pipeline.model.ProfileError: as :func:`~pipeline.load.report.load_report`.
     """
@@ -143,11 +167,16 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
         entry = entry_dir(sqlite_path, cache_dir)
     except OSError:
         return _load(sqlite_path)  # unreadable file: let the loader name the cause
-    if (entry / "report.json").exists():
+    if entry.exists():
         try:
             return _read_entry(entry, sqlite_path)
-        except (OSError, ValueError, KeyError, pa.ArrowException):
-            shutil.rmtree(entry, ignore_errors=True)  # damaged entry: rebuild it
+        except EntryCheckFailed as exc:
+            problem = str(exc)
+        except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+            problem = f"does not parse ({type(exc).__name__}: {exc})"
+        shutil.rmtree(entry, ignore_errors=True)
+        note(f"{sqlite_path}: columnar cache entry {entry} failed its check: {problem}; removed, and rebuilt "
+             "from the file itself")
     report = _load(sqlite_path)
     if background:
         writer = threading.Thread(target=_write_quietly, args=(report, entry), name="gpu-idle-cache-write")

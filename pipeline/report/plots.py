@@ -57,26 +57,34 @@ def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: 
     by the same code (``code``: a digest of what else the result depends on; default this
     module's source and the matplotlib version); ``cache_dir=None`` always draws. Plots are
     deterministic, so a cached SVG is the same bytes as a new drawing. Cache files are
-    written atomically and touched when used (their mtime is the last use); an unreadable
-    or unwritable cache only means drawing again. Any other deterministic text renderer
-    can be kept the same way (the report's medical-record HTML is).
+    written atomically, each with the SHA-256 of its bytes beside it (``<file>.sums.json``,
+    :mod:`pipeline.checksums`), and touched when used (their mtime is the last use); a file
+    whose bytes no longer match is drawn again (one line on stderr says so), never shown; an
+    unreadable or unwritable cache only means drawing again. Any other deterministic text
+    renderer can be kept the same way (the report's medical-record HTML and the GPU pages are).
     """
     if cache_dir is None:
         return plot(*args)
+    from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
     from ..io import write_text
 
     key = json.dumps([plot.__name__, args, code or _source_digest()], sort_keys=True, default=str)
-    path = os.path.join(cache_dir, hashlib.sha256(key.encode()).hexdigest() + suffix)
+    name = hashlib.sha256(key.encode()).hexdigest() + suffix
+    path = os.path.join(cache_dir, name)
     try:
-        with open(path, encoding="utf-8") as fh:
-            svg = fh.read()
-        os.utime(path)  # last use, for whoever prunes the cache
+        svg = read_checked(cache_dir, name, read_sums(sidecar_of(path))).decode("utf-8")
+        for used in (path, sidecar_of(path)):
+            os.utime(used)  # last use, for whoever prunes the cache
         return svg
-    except OSError:
+    except EntryCheckFailed as exc:
+        if os.path.exists(path):
+            note(f"plot cache entry {path} failed its check: {exc}; drawn again")
+    except (OSError, UnicodeDecodeError):
         pass
     svg = plot(*args)
     try:
         write_text(path, svg)
+        seal_file(path, hashlib.sha256(svg.encode("utf-8")).hexdigest())
     except OSError:
         pass
     return svg

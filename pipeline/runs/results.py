@@ -1,6 +1,6 @@
 """Per-report results kept between runs: the nightly sweep's and ``gpu-idle run``'s.
 
-``<root>/results/<content>-<settings>-<code>[-<agreement>].parquet`` + ``.json``
+``<root>/results/<content>-<settings>-<code>[-<agreement>].parquet`` + ``.json`` + ``.sums.json``
     the fleet rows and the per-GPU rosters/timelines and iteration plans of one report
     (the plans let a later run recompute the agreement of a job spread over several
     reports without analysing them again). ``<content>``:
@@ -11,7 +11,13 @@
     ``<agreement>``: only for a report analysed with its job's agreement forced
     (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically
     as each report finishes; only reports whose every GPU was
-    analysed are stored (a failure is tried again next time).
+    analysed are stored (a failure is tried again next time). ``.sums.json``, written last, holds
+    the SHA-256 of the other two files and the cache entries the result was computed from
+    (:func:`pipeline.checksums.source`: the columnar cache entry, the staged copy, the cached
+    export). A result is
+    served only while its files match their checksums and each entry it came from is either gone
+    or still holds the content it recorded; otherwise it is a miss: removed, the report analysed
+    again, one line on stderr says so (:meth:`ResultCache.stored`).
 ``<root>/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
     it had when hashed (:class:`IdentityIndex`).
@@ -32,6 +38,8 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..checksums import (EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums, record_digest,
+                         write_sums)
 from ..config import Config
 from ..engine.reduce import rosters_of
 from ..io import atomic_path, file_entry, is_leftover, remove_leftovers, write_json
@@ -93,9 +101,12 @@ def report_identity(path: str, storage_options: dict | None = None) -> str:
 class IdentityIndex:
     """Recorded content hashes of local reports (``<root>/identity-index.json``).
 
-    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256]`` is trusted while
+    An entry ``path -> [size, mtime_ns, ctime_ns, inode, sha256, check]`` is trusted while
     the file's stat still gives the same four numbers; otherwise the file is
-    hashed again. A file changed within the last :attr:`SETTLE_NS` ns (it may
+    hashed again. ``check`` is the SHA-256 of the path and the five values
+    (:func:`pipeline.checksums.record_digest`): an entry changed in place (which could name
+    another report's content, and so its result) fails it and is dropped, the file hashed
+    again, with one line on stderr. A file changed within the last :attr:`SETTLE_NS` ns (it may
     still be being written, and a same-size rewrite within one timestamp tick
     would not show) is hashed but not recorded. Remote objects are never
     indexed (their identity costs no download anyway), nor are exports with a ``-wal`` or hot
@@ -114,9 +125,13 @@ class IdentityIndex:
         try:
             with open(self.path, encoding="utf-8") as fh:
                 loaded = json.load(fh)
-            self.entries = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 5}
+            sealed = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 6}
         except (OSError, ValueError, AttributeError):
-            self.entries = {}
+            sealed = {}
+        self.entries = {k: v for k, v in sealed.items() if v[5] == record_digest(k, v[:5])}
+        if len(self.entries) < len(sealed):
+            note(f"identity index {self.path} failed its check: {len(sealed) - len(self.entries)} entr(y/ies) "
+                 "changed since written; those reports are hashed again")
         self.seen: dict = {}
 
     def identity(self, path: str, storage_options: dict | None = None) -> str:
@@ -139,7 +154,7 @@ class IdentityIndex:
         after = os.stat(local)
         if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
                 and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > self.SETTLE_NS):
-            self.seen[local] = stamp + [digest]
+            self.seen[local] = stamp + [digest, record_digest(local, stamp + [digest])]
         return digest
 
     def save(self) -> None:
@@ -202,11 +217,15 @@ class ResultStore:
         last modified more than ``older_than_s`` seconds ago. Returns the count."""
         return len(remove_leftovers(self.dir, older_than_s, recursive=False))
 
+    #: The three files of a stored result, by role; the sidecar is written last (:meth:`put`).
+    ROWS, ROSTERS, SUMS = ".parquet", ".json", ".sums.json"
+
     def _base(self, key: str) -> str:
         return os.path.join(self.dir, key)
 
     def has(self, key: str) -> bool:
-        return os.path.exists(self._base(key) + ".parquet") and os.path.exists(self._base(key) + ".json")
+        """Whether every file of the result ``key`` exists (not whether it passes its check: :meth:`check`)."""
+        return all(os.path.exists(self._base(key) + suffix) for suffix in (self.ROWS, self.ROSTERS, self.SUMS))
 
     def find(self, prefix: str) -> str | None:
         """The most recently stored complete result whose key starts with ``prefix``, or None."""
@@ -215,18 +234,49 @@ class ResultStore:
         found = [(os.path.getmtime(self._base(n) + ".parquet"), n) for n in names if self.has(n)]
         return max(found)[1] if found else None
 
-    def put(self, key: str, rows: list[dict], rosters: dict, plans: dict | None = None) -> None:
+    def _sums(self, key: str) -> dict:
+        return read_sums(self._base(key) + self.SUMS)
+
+    def check(self, key: str, files: bool = True) -> None:
+        """Check the stored result ``key``: each cache entry it was computed from is gone or holds the
+        content recorded (:func:`pipeline.checksums.check_source`) and, with ``files``, its files match
+        their recorded SHA-256 (:meth:`get` checks those as it reads them). Raises
+        :class:`~pipeline.checksums.EntryCheckFailed` saying what is wrong."""
+        sums = self._sums(key)
+        for src in sums.get("sources", []):
+            check_source(src)
+        for suffix in (self.ROWS, self.ROSTERS) if files else ():
+            read_checked(self.dir, key + suffix, sums)
+
+    def discard(self, key: str) -> None:
+        """Remove the stored result ``key`` (its sidecar first, so a reader never trusts the rest)."""
+        for suffix in (self.SUMS, self.ROWS, self.ROSTERS):
+            try:
+                os.unlink(self._base(key) + suffix)
+            except FileNotFoundError:
+                pass
+
+    def put(self, key: str, rows: list[dict], rosters: dict, plans: dict | None = None, sources=()) -> None:
         """Store one report's rows, rosters and iteration plans (``(report, gpu key) ->``
         :class:`~pipeline.analysis.iterations.IterationPlan`, under ``"plan"`` in each GPU's JSON
-        entry); the Parquet file is renamed into place last. Raises OSError when the folder cannot
-        be written."""
+        entry), then the checksums of both files and the ``sources`` (the cache entries the result
+        was computed from, :func:`pipeline.checksums.source` dicts) in the sidecar, renamed into place
+        last. Raises OSError when the folder cannot be written."""
         plans = plans or {}
-        write_json(self._base(key) + ".json",
+        base = self._base(key)
+        try:
+            os.unlink(base + self.SUMS)  # an earlier result under this key is no longer vouched for
+        except FileNotFoundError:
+            pass
+        write_json(base + self.ROSTERS,
                    [{"gpu_key": gpu, **value,
                      **({"plan": plans[(r, gpu)].to_json()} if plans.get((r, gpu)) is not None else {})}
                     for (r, gpu), value in rosters.items()])
-        with atomic_path(self._base(key) + ".parquet") as tmp:
+        with atomic_path(base + self.ROWS) as tmp:
             pq.write_table(rows_table(rows), tmp)
+        unique = list({json.dumps(src, sort_keys=True): src for src in sources}.values())
+        write_sums(base + self.SUMS, {key + suffix: file_digest(base + suffix) for suffix in (self.ROWS, self.ROSTERS)},
+                   sources=unique)
 
     def put_results(self, key: str, results: list) -> bool:
         """Store one report's per-GPU results (:class:`~pipeline.model.GpuResult`) unless it has
@@ -235,12 +285,16 @@ class ResultStore:
         if not results or any(r.row.get("status") == "error" for r in results):
             return False
         self.put(key, [r.row for r in results], rosters_of(results),
-                 {(r.row["report"], r.row["gpu_key"]): r.plan for r in results})
+                 {(r.row["report"], r.row["gpu_key"]): r.plan for r in results},
+                 [src for r in results for src in r.sources])
         return True
 
     def get(self, key: str, report: str) -> tuple[list[dict], dict, dict]:
-        """Rows, rosters and iteration plans of a stored report, relabelled with its current path.
-        Raises OSError, ValueError, KeyError or ``pyarrow.ArrowException`` on a missing or damaged result."""
+        """Rows, rosters and iteration plans of a stored report, relabelled with its current path; each
+        file checked against its recorded SHA-256 as it is read (the cache entries it came from are
+        checked by :meth:`check`). Raises OSError, ValueError (a file that fails its check:
+        :class:`~pipeline.checksums.EntryCheckFailed`), KeyError or ``pyarrow.ArrowException`` on a
+        missing or damaged result."""
         return self.get_many([(key, report)])
 
     def get_many(self, items: list[tuple[str, str]]) -> tuple[list[dict], dict, dict]:
@@ -252,19 +306,19 @@ class ResultStore:
 
         tables, rosters, plans = [], {}, {}
         for key, report in items:
-            table = pq.read_table(self._base(key) + ".parquet")
+            sums = self._sums(key)
+            table = pq.read_table(pa.BufferReader(read_checked(self.dir, key + self.ROWS, sums)))
             at = table.schema.get_field_index("report")
             tables.append(table.set_column(at, "report", pa.array([report] * len(table), pa.string())))
-            with open(self._base(key) + ".json", encoding="utf-8") as fh:
-                for d in json.load(fh):
-                    gpu = d.pop("gpu_key")
-                    plan = d.pop("plan", None)
-                    if plan is not None:
-                        try:
-                            plans[(report, gpu)] = IterationPlan.from_json(plan)
-                        except (KeyError, TypeError) as exc:
-                            raise ValueError(f"{key}: damaged iteration plan of {gpu}") from exc
-                    rosters[(report, gpu)] = d
+            for d in json.loads(read_checked(self.dir, key + self.ROSTERS, sums)):
+                gpu = d.pop("gpu_key")
+                plan = d.pop("plan", None)
+                if plan is not None:
+                    try:
+                        plans[(report, gpu)] = IterationPlan.from_json(plan)
+                    except (KeyError, TypeError) as exc:
+                        raise ValueError(f"{key}: damaged iteration plan of {gpu}") from exc
+                rosters[(report, gpu)] = d
         if not tables:
             return [], rosters, plans
         merged = pa.concat_tables(tables, promote_options="permissive")
@@ -343,8 +397,26 @@ class ResultCache:
         return failed
 
     def stored(self, path: str) -> bool:
-        """Whether an identified report's result is stored."""
-        return path in self.keys and self.store.has(self.keys[path])
+        """Whether an identified report's result is stored and passes its check
+        (:meth:`ResultStore.check`); one that fails is removed, a line on stderr says why, and the
+        report is analysed again."""
+        if path not in self.keys:
+            return False
+        key = self.keys[path]
+        if not os.path.exists(os.path.join(self.store.dir, key) + ResultStore.SUMS):
+            return False  # not stored, or being stored right now (its checksums come last): a plain miss
+        try:
+            self.store.check(key)
+        except (OSError, ValueError) as exc:
+            self._reject(path, key, exc)
+            return False
+        return True
+
+    def _reject(self, path: str, key: str, exc: Exception) -> None:
+        """Say that the stored result ``key`` of ``path`` failed its check, and remove it."""
+        why = str(exc) if isinstance(exc, EntryCheckFailed) else f"cannot be read ({type(exc).__name__}: {exc})"
+        note(f"{path}: stored result {key} in {self.store.dir} failed its check: {why}; analysed again")
+        self.store.discard(key)
 
     def slot(self, path: str, agreements: dict | None = None) -> "ResultSlot | None":
         """Where the report's result goes (None for a report that could not be identified); with
@@ -371,6 +443,8 @@ class ResultCache:
         errors = (OSError, ValueError, KeyError, pa.ArrowException)
         keys = {p: (slots or {}).get(p).key if (slots or {}).get(p) is not None else self.keys[p] for p in paths}
         try:
+            for path in paths:
+                self.store.check(keys[path], files=False)  # its files are checked as they are read
             rows, rosters, plans = self.store.get_many([(keys[p], p) for p in paths])
             return rows, rosters, [], plans
         except errors:  # a damaged result: read them one by one
@@ -378,8 +452,10 @@ class ResultCache:
         rows, rosters, damaged, plans = [], {}, [], {}
         for path in paths:
             try:
+                self.store.check(keys[path], files=False)
                 got_rows, got_rosters, got_plans = self.store.get(keys[path], path)
-            except errors:
+            except errors as exc:
+                self._reject(path, keys[path], exc)
                 damaged.append(path)
                 continue
             rows += got_rows

@@ -1,0 +1,407 @@
+"""Issue 23 point 3: every cache entry carries a checksum of its content and is checked on use.
+
+A value changed in place inside a columnar cache entry (the file still reads), a cache file replaced
+by a valid Parquet of another schema, a truncated or edited export in the export cache and a changed
+stored result are each a cache miss: rebuilt (with a one-line note on stderr), never a failure and
+never a number from the bad entry. A stored result records the checksums of the entries it came
+from and is not served once such an entry holds other content. Real files and real ``gpu-idle``
+processes throughout; the truth is the same run without any cache (``--no-cache``: SQLite read
+directly), compared exactly."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import run_cli
+
+from pipeline.inputs.export import export_report
+from pipeline.inputs.storage import stage_info
+from pipeline.load.report import load_report
+from pipeline.synth import generate_scaled_report
+from test_export import _write_exe, nsys, recording  # noqa: F401 - fixtures: the real nsys and a real .nsys-rep
+from test_s3 import client, s3  # noqa: F401 - fixture: a real S3-compatible server on 127.0.0.1
+
+KINETO = Path(os.environ.get("GPU_IDLE_KINETO", Path(__file__).resolve().parents[2] / "shared" / "kineto"))
+#: The option that makes "the next run with a new config" (the stored result of the first run is not its).
+NEW_CONFIG = ("--min-gap-ns", "500000")
+#: The checksum sidecar of a columnar cache entry (README "Caches").
+SUMS = "checksums.json"
+
+
+@pytest.fixture
+def report(tmp_path) -> Path:
+    path = tmp_path / "in" / "job.sqlite"
+    path.parent.mkdir()
+    generate_scaled_report(str(path), gpus=2, kernels=2000, seed=40)
+    return path
+
+
+def run(inputs, out, cache, *extra, check=True) -> subprocess.CompletedProcess:
+    inputs = inputs if isinstance(inputs, list) else [inputs]
+    return run_cli("run", *map(str, inputs), "--out", str(out), "--workers", "1", *extra, check=check,
+                   env={"GPU_IDLE_CACHE": str(cache)})
+
+
+def fleet(out) -> pd.DataFrame:
+    return pd.read_parquet(Path(out) / "fleet.parquet").sort_values(["report", "gpu_key"]).reset_index(drop=True)
+
+
+def truth(inputs, tmp_path, *extra) -> pd.DataFrame:
+    """The fleet of the same run read straight from the inputs (no cache read or written)."""
+    out = tmp_path / f"truth{len(list(tmp_path.glob('truth*')))}"
+    run(inputs, out, tmp_path / "unused-cache", "--no-cache", *extra)
+    return fleet(out)
+
+
+def entries(cache) -> list[Path]:
+    return sorted(p for p in Path(cache).iterdir() if p.is_dir() and "-v" in p.name and not p.name.startswith("."))
+
+
+def rewrite_parquet(path: Path, change) -> None:
+    """Rewrite ``path`` with ``change(table) -> table`` applied, as the cache writes it (same options)."""
+    table = change(pq.read_table(path))
+    pq.write_table(table, path, compression="none", write_statistics=False)
+
+
+def set_value(table: pa.Table, column: str, row: int, value) -> pa.Table:
+    values = table.column(column).to_pylist()
+    values[row] = value
+    at = table.schema.get_field_index(column)
+    return table.set_column(at, table.schema.field(at), pa.array(values, table.schema.field(at).type))
+
+
+def cover_the_gpu(table: pa.Table) -> pa.Table:
+    """One kernel's ``end`` moved to the last end of its GPU: that GPU is never idle after it."""
+    frame = table.select(["start", "end", "gpu_key"]).to_pandas()
+    gpu = sorted(frame["gpu_key"].astype(str).unique())[0]
+    mine = frame[frame["gpu_key"].astype(str) == gpu]
+    first = int(mine["start"].idxmin())
+    return set_value(table, "end", first, int(mine["end"].max()))
+
+
+def reseal(entry: Path) -> None:
+    """Write the entry's checksum sidecar so that it matches its (changed) files: a change the
+    checksum cannot see (a tool or an older writer that rewrote the entry and its checksums)."""
+    sums = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(entry.iterdir()) if p.name != SUMS}
+    (entry / SUMS).write_text(json.dumps({"sha256": sums}))
+
+
+def assert_same_fleet(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(got, want)
+
+
+def notes(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if "failed its check" in line]
+
+
+def run_on_changed_entry(inputs, tmp_path, change, *options) -> tuple[Path, subprocess.CompletedProcess]:
+    """Run once (filling the caches), apply ``change(entry)`` to the columnar cache entry, run again with
+    :data:`NEW_CONFIG` into ``tmp_path/second``; that run must exit 0. Returns (entry, second run)."""
+    cache = tmp_path / "cache"
+    run(inputs, tmp_path / "first", cache, *options)
+    [entry] = entries(cache)
+    change(entry)
+    second = run(inputs, tmp_path / "second", cache, *options, *NEW_CONFIG, check=False)
+    assert second.returncode == 0, second.stdout + second.stderr
+    return entry, second
+
+
+# -- (a) a value changed inside a columnar cache entry -------------------------------------------------------
+
+def _more_warnings(entry: Path) -> None:
+    doc = json.loads((entry / "report.json").read_text())
+    doc["warnings"].append(["dropped-kernel-rows", "dropped 1 kernel row", None])
+    (entry / "report.json").write_text(json.dumps(doc))
+
+
+def _other_model(entry: Path) -> None:
+    rewrite_parquet(entry / "devices.parquet", lambda t: set_value(t, "gpu_model", 0, "NVIDIA A100-SXM4-80GB"))
+
+
+CHANGES = {
+    "kernel-end": lambda entry: rewrite_parquet(entry / "kernels.parquet", cover_the_gpu),
+    "gpu-model": _other_model,
+    "report-json": _more_warnings,
+    "truncated": lambda entry: (entry / "kernels.parquet").write_bytes((entry / "kernels.parquet").read_bytes()[:500]),
+    "missing": lambda entry: (entry / "copies.parquet").unlink(),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_changed_column_entry_is_rebuilt_and_gives_the_true_numbers(report, tmp_path, change):
+    cache = tmp_path / "cache"
+    entry, second = run_on_changed_entry(report, tmp_path, CHANGES[change])
+    want = truth(report, tmp_path, *NEW_CONFIG)
+    assert_same_fleet(fleet(tmp_path / "second"), want)
+    assert set(want["status"]) == {"ok"}
+    [note] = notes(second)
+    assert note.startswith("gpu-idle: WARNING: ") and str(report) in note and entry.name in note and "rebuilt" in note
+    assert "Traceback" not in second.stderr
+    # the entry was rebuilt whole, and the stored result of that run is the true one
+    third = run(report, tmp_path / "third", cache, *NEW_CONFIG)
+    assert "0 report(s) analysed, 1 reused" in third.stdout and not notes(third)
+    assert_same_fleet(fleet(tmp_path / "third"), want)
+    fourth = run(report, tmp_path / "fourth", cache, "--min-gap-ns", "250000")  # read from the rebuilt entry
+    assert not notes(fourth)
+    assert_same_fleet(fleet(tmp_path / "fourth"), truth(report, tmp_path, "--min-gap-ns", "250000"))
+
+
+def test_changed_entry_of_a_pytorch_trace_is_rebuilt(tmp_path):
+    trace = tmp_path / "in" / "rank0.json.gz"
+    trace.parent.mkdir()
+    shutil.copyfile(KINETO / "ws128_sampled_rank0.json.gz", trace)
+    entry, second = run_on_changed_entry(trace, tmp_path, CHANGES["kernel-end"], "--window", "span")
+    assert "-kineto" in entry.name
+    assert_same_fleet(fleet(tmp_path / "second"), truth(trace, tmp_path, "--window", "span", *NEW_CONFIG))
+    assert len(notes(second)) == 1
+
+
+def test_changed_entries_on_a_local_cluster_are_rebuilt(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        generate_scaled_report(str(folder / f"job{i}.sqlite"), gpus=2, kernels=2000, seed=50 + i)
+    cache = tmp_path / "cache"
+    run(folder, tmp_path / "first", cache)
+    for entry in entries(cache):
+        rewrite_parquet(entry / "kernels.parquet", cover_the_gpu)
+    second = run(folder, tmp_path / "second", cache, *NEW_CONFIG)
+    assert "dask:" in second.stdout  # two reports: analysed on the workers
+    assert_same_fleet(fleet(tmp_path / "second"), truth(folder, tmp_path, *NEW_CONFIG))
+    assert len(notes(second)) == 2, second.stderr  # said by the workers, on the run's stderr
+
+
+# -- (b) a cache file with a valid but wrong schema ---------------------------------------------------------
+
+def _renamed_column(entry: Path) -> None:
+    rewrite_parquet(entry / "kernels.parquet", lambda t: t.rename_columns(["stop" if n == "end" else n
+                                                                           for n in t.column_names]))
+
+
+def _text_times(entry: Path) -> None:
+    rewrite_parquet(entry / "kernels.parquet", lambda t: t.set_column(
+        t.schema.get_field_index("end"), "end", pa.array([str(v) for v in t.column("end").to_pylist()])))
+
+
+def _other_table(entry: Path) -> None:
+    shutil.copyfile(entry / "kernels.parquet", entry / "devices.parquet")
+
+
+SCHEMAS = {"renamed-column": _renamed_column, "text-times": _text_times, "other-table": _other_table}
+
+
+@pytest.mark.parametrize("schema", sorted(SCHEMAS))
+def test_wrong_schema_in_a_column_entry_is_a_miss_not_a_failure(report, tmp_path, schema):
+    cache = tmp_path / "cache"
+    _, second = run_on_changed_entry(report, tmp_path, SCHEMAS[schema])
+    assert_same_fleet(fleet(tmp_path / "second"), truth(report, tmp_path, *NEW_CONFIG))
+    assert len(notes(second)) == 1
+    third = run(report, tmp_path / "third", cache, "--min-gap-ns", "250000")
+    assert not notes(third)
+
+
+# -- (c) the export cache ---------------------------------------------------------------------------------------
+
+def _truncated(export: Path) -> None:
+    with open(export, "r+b") as fh:  # the 16-byte SQLite header stays
+        fh.truncate(export.stat().st_size // 2)
+
+
+def _byte_changed(export: Path) -> None:
+    data = bytearray(export.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    export.write_bytes(bytes(data))
+
+
+def _no_checksum(export: Path) -> None:
+    """An export cached by a version that recorded no checksum: only the export is left."""
+    for other in export.parent.iterdir():
+        if other != export:
+            other.unlink()
+
+
+DAMAGE = {"truncated": _truncated, "byte-changed": _byte_changed, "no-checksum": _no_checksum}
+
+
+def _nvtx(path) -> pd.DataFrame:
+    return load_report(str(path), require_kernels=False).nvtx
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_export_in_the_export_cache_is_exported_again(recording, nsys, tmp_path, capsys, damage):
+    calls = tmp_path / "calls.log"
+    wrapper = _write_exe(tmp_path / "nsys-counting", f'#!/bin/sh\necho "$*" >> "{calls}"\nexec "{nsys}" "$@"\n')
+    cache = tmp_path / "exports"
+    first = Path(export_report(recording, nsys_path=wrapper, cache_dir=cache))
+    good = tmp_path / "good.sqlite"
+    shutil.copyfile(first, good)
+    capsys.readouterr()
+    DAMAGE[damage](first)
+    again = export_report(recording, nsys_path=wrapper, cache_dir=cache)
+    assert len(calls.read_text().splitlines()) == 2, "the damaged export was served"
+    assert again == str(first)
+    pd.testing.assert_frame_equal(_nvtx(again), _nvtx(good))
+    [note] = [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
+    assert str(recording) in note and first.name in note and "exported again" in note
+    assert export_report(recording, nsys_path=wrapper, cache_dir=cache) == again
+    assert len(calls.read_text().splitlines()) == 2, "the new export is served from then on"
+    assert not capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["byte-changed", "no-checksum"])
+def test_changed_staged_copy_of_a_remote_report_is_downloaded_again(s3, profiles, tmp_path, capsys, damage):
+    """The staging cache of remote reports: a copy whose bytes changed in place (same size, so the size
+    check passes) or that has no checksum is downloaded again, not analysed."""
+    bucket, source = f"integrity-{damage}", profiles / "tiny_2kernels.sqlite"
+    client(s3).create_bucket(Bucket=bucket)
+    client(s3).upload_file(str(source), bucket, "run.sqlite")
+    url, options, cache = f"s3://{bucket}/run.sqlite", {"endpoint_url": s3}, tmp_path / "staged"
+    first = stage_info(url, options, cache)
+    assert first.downloaded
+    capsys.readouterr()
+    (_byte_changed if damage == "byte-changed" else _no_checksum)(Path(first.path))
+    again = stage_info(url, options, cache)
+    assert again.downloaded and again.path == first.path
+    assert Path(again.path).read_bytes() == source.read_bytes()
+    [note] = [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
+    assert url in note and "downloaded again" in note
+    assert not stage_info(url, options, cache).downloaded
+
+
+# -- (d) stored results --------------------------------------------------------------------------------------
+
+def test_result_of_an_entry_that_later_holds_other_content_is_not_served(report, tmp_path):
+    """The issue's sequence: a changed entry gives a result that is stored; the entry is restored; the
+    stored result must not be served. The change here is one the checksum cannot see (the entry's
+    checksums rewritten to match), so the result it gives is stored; its recorded source checksum
+    then differs from the restored entry's."""
+    cache = tmp_path / "cache"
+    run(report, tmp_path / "first", cache)
+    [entry] = entries(cache)
+    original = tmp_path / "original-entry"
+    shutil.copytree(entry, original)
+    rewrite_parquet(entry / "kernels.parquet", cover_the_gpu)
+    reseal(entry)
+    run(report, tmp_path / "forged", cache, *NEW_CONFIG)
+    want = truth(report, tmp_path, *NEW_CONFIG)
+    forged = fleet(tmp_path / "forged")
+    assert not forged["idle_pct"].equals(want["idle_pct"]), "the change must matter for the test to mean anything"
+    shutil.rmtree(entry)
+    shutil.copytree(original, entry)  # restored
+    again = run(report, tmp_path / "again", cache, *NEW_CONFIG)
+    assert "1 report(s) analysed, 0 reused" in again.stdout
+    assert_same_fleet(fleet(tmp_path / "again"), want)
+    assert any("stored result" in line and str(report) in line for line in notes(again)), again.stderr
+
+
+def _stored(cache) -> tuple[Path, Path]:
+    [parquet] = sorted((Path(cache) / "results").glob("*.parquet"))
+    return parquet, parquet.with_suffix(".json")
+
+
+def _idle_pct_changed(cache) -> None:
+    parquet, _ = _stored(cache)
+    rewrite_parquet(parquet, lambda t: set_value(t, "idle_pct", 0, 0.0))
+
+
+def _roster_changed(cache) -> None:
+    _, rosters = _stored(cache)
+    doc = json.loads(rosters.read_text())
+    doc[0]["device"][0]["length_ns"] += 1000
+    rosters.write_text(json.dumps(doc))
+
+
+def _no_result_checksum(cache) -> None:
+    """A result stored by a version that recorded no checksums: only its rows and rosters are left."""
+    parquet, rosters = _stored(cache)
+    for other in parquet.parent.iterdir():
+        if other not in (parquet, rosters):
+            other.unlink()
+
+
+@pytest.mark.parametrize("change", [_idle_pct_changed, _roster_changed, _no_result_checksum],
+                         ids=["fleet-row", "roster", "no-checksum"])
+def test_changed_stored_result_is_not_served(report, tmp_path, change):
+    cache = tmp_path / "cache"
+    run(report, tmp_path / "first", cache)
+    change(cache)
+    second = run(report, tmp_path / "second", cache)
+    assert "1 report(s) analysed, 0 reused" in second.stdout
+    assert_same_fleet(fleet(tmp_path / "second"), truth(report, tmp_path))
+    if change is not _no_result_checksum:  # that one is a plain miss: it may be a result being stored now
+        assert any("stored result" in line for line in notes(second)), second.stderr
+    gpus = sorted((tmp_path / "second" / "gpus").glob("*.json"))
+    want = sorted((tmp_path / "truth0" / "gpus").glob("*.json"))
+    assert [json.loads(p.read_text())["device_roster"] for p in gpus] == \
+        [json.loads(p.read_text())["device_roster"] for p in want]
+
+
+def test_changed_identity_index_entry_does_not_serve_another_reports_result(tmp_path):
+    """The identity index is a cache of content hashes: an entry whose hash was changed in place to
+    another report's must not make that report's result be served (relabelled) for this one."""
+    from pipeline.runs.results import IdentityIndex
+
+    a, b = tmp_path / "x" / "job.sqlite", tmp_path / "y" / "job.sqlite"  # same labels: same result key per content
+    a.parent.mkdir()
+    b.parent.mkdir()
+    generate_scaled_report(str(a), gpus=2, kernels=2000, seed=60)
+    generate_scaled_report(str(b), gpus=2, kernels=2000, seed=61)
+    settled = max(os.stat(p).st_ctime_ns for p in (a, b)) + IdentityIndex.SETTLE_NS
+    while time.time_ns() <= settled:  # the index records only files that have settled
+        time.sleep(0.1)
+    cache = tmp_path / "cache"
+    run(a, tmp_path / "a", cache)
+    run(b, tmp_path / "b", cache)
+    path = cache / IdentityIndex.NAME
+    index = json.loads(path.read_text())
+    index[str(a)][4] = index[str(b)][4]
+    path.write_text(json.dumps(index))
+    again = run(a, tmp_path / "again", cache)
+    assert_same_fleet(fleet(tmp_path / "again"), fleet(tmp_path / "a"))
+    assert "1 reused" in again.stdout  # its own stored result, found by its real hash
+    assert any(str(path) in line for line in notes(again)), again.stderr
+
+
+@pytest.mark.parametrize("kind", [".html", ".svg"], ids=["gpu-page", "timeline"])
+def test_changed_plot_cache_entry_is_drawn_again(profiles, tmp_path, capsys, kind):
+    """The report's plot cache keeps GPU pages (with their numbers) and the timelines the workers draw
+    ahead of them: one changed in place is rendered again, so the page written is the one rendered
+    without any cache."""
+    from pipeline.config import load_config
+    from pipeline.engine.tasks import report_task
+    from pipeline.report import gpu_page
+
+    cfg = load_config([])
+    path = str(profiles / "train_h100_2gpu_nccl.sqlite")
+    report_task(path, cfg.labels_for(path), cfg, str(tmp_path / "gpus"), None)
+    texts = {(json.loads(p.read_text())["report"], json.loads(p.read_text())["gpu_key"]): p.read_text()
+             for p in (tmp_path / "gpus").glob("*.json")}
+    rows = [(r, g, None) for r, g in sorted(texts)]
+    cache = tmp_path / "plots"
+
+    def pages(night: str, plot_cache) -> dict:
+        written = gpu_page.write_gpu_pages(rows, lambda r, g: texts[(r, g)], str(tmp_path / night / "report.html"),
+                                           plot_cache)
+        return {key: (tmp_path / night / name).read_text() for key, name in written.items()}
+
+    if kind == ".html":
+        pages("n1", str(cache))
+    else:
+        gpu_page.draw_timelines([str(p) for p in sorted((tmp_path / "gpus").glob("*.json"))], str(cache))
+    [changed, *_] = sorted(cache.glob(f"*{kind}"))
+    text = changed.read_text()
+    digit = next(i for i, ch in enumerate(text) if ch.isdigit() and i > len(text) // 2)
+    changed.write_text(text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:])
+    capsys.readouterr()
+    assert pages("n2", str(cache)) == pages("fresh", None)
+    [note] = [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
+    assert changed.name in note and "drawn again" in note
