@@ -20,11 +20,7 @@ import json
 import os
 import sys
 
-from .io import atomic_path
-
-#: Bytes read per step when a file is hashed without being kept.
-CHUNK = 1 << 20
-
+from .io import atomic_path, file_sha256
 
 class EntryCheckFailed(ValueError):
     """A cache entry whose content is not what its sidecar records (or that has no readable
@@ -33,12 +29,8 @@ class EntryCheckFailed(ValueError):
 
 
 def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 hex digest of a file's bytes, read in 1 MiB chunks. Raises OSError."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """SHA-256 hex digest of a file's bytes (:func:`pipeline.io.file_sha256`). Raises OSError."""
+    return file_sha256(path)[0]
 
 
 def write_sums(sidecar: str | os.PathLike, files: dict, **extra) -> None:

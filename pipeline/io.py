@@ -201,15 +201,28 @@ def same_file(path: str, entry: dict | None) -> bool:
     return st.st_size == entry.get("size") and file_entry(path)["sha256"] == entry.get("sha256")
 
 
-def file_entry(path: str) -> dict:
-    """``{"size": bytes, "sha256": hex}`` of a file's content. Raises OSError when it cannot be read."""
+#: Bytes read per step when a file is hashed without being kept (:func:`file_sha256`).
+HASH_CHUNK = 1 << 20
+
+
+def file_sha256(path: str | os.PathLike) -> tuple[str, int]:
+    """``(SHA-256 hex digest, size in bytes)`` of a file's content, read in :data:`HASH_CHUNK` steps: the
+    one file hash of the output manifests (:func:`file_entry`) and of the cache checksums
+    (:mod:`pipeline.checksums`). Raises OSError when it cannot be read."""
     digest = hashlib.sha256()
     size = 0
     with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
+        while chunk := fh.read(HASH_CHUNK):
             digest.update(chunk)
             size += len(chunk)
-    return {"size": size, "sha256": digest.hexdigest()}
+    return digest.hexdigest(), size
+
+
+def file_entry(path: str) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of a file's content (:func:`file_sha256`). Raises OSError when it
+    cannot be read."""
+    sha, size = file_sha256(path)
+    return {"size": size, "sha256": sha}
 
 
 def prune(folder: str, keep: set[str], owned: dict) -> list[str]:

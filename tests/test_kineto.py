@@ -113,7 +113,7 @@ def figures(row) -> tuple:
 def mixed_run(kineto, profiles, tmp_path_factory) -> Path:
     """One ``gpu-idle run`` over the six traces and the Nsight exports together, then ``gpu-idle report``."""
     out = tmp_path_factory.mktemp("kineto_mixed")
-    labels = out / "labels.yaml"
+    labels = tmp_path_factory.mktemp("kineto_mixed_config") / "labels.yaml"  # not in --out: not gpu-idle's file
     labels.write_text("labels:\n  - {match: '*/ws128_sampled_rank*', cluster: kineto, job: ws128}\n")
     run_cli("run", str(kineto), str(profiles), "--out", str(out), "--window", "span",
             "--config", "configs/profiles.yaml", "--config", str(labels))

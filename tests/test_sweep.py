@@ -193,7 +193,7 @@ def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir,
     monkeypatch.setattr(driver, "map_reports", spy)
     cfg = load_config([], {"sweep": {"inputs": [str(fleet_dir)]}, "dask": {"n_workers": 1, "threads_per_worker": 2}})
     nights = {}
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as remote:
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", dashboard_address=None) as remote:
         for scheduler, state in ((None, tmp_path / "local"), (remote.scheduler_address, tmp_path / "remote")):
             fleet, summary = sweeping.sweep(cfg, state_dir=str(state), night="2026-11-27", scheduler=scheduler,
                                             log=lambda *_: None)
