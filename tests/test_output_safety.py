@@ -337,7 +337,8 @@ def test_a_full_disk_as_the_sweeps_state_folder_writes_no_history_row(reports, t
     night = "2026-12-01"
     roomy = tmp_path / "roomy"
     run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(roomy), "--night", night)
-    complete = outputs_of(pd.read_parquet(roomy / "nights" / night / "fleet.parquet"))
+    complete = outputs_of(pd.read_parquet(roomy / "nights" / night / "fleet.parquet")) | {"report.html"}
+    assert (roomy / "nights" / night / "report.html").exists()
     with small_disk(tmp_path / "disk", 160, 20_000) as disk:
         state = disk.path / "state"
         proc = run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", night,
@@ -380,3 +381,46 @@ def test_a_full_disk_as_report_out_says_what_is_missing(tmp_path, env):
         assert len(written) < 8 and not (disk / "report.html").exists()
         assert (f"Error: {disk / 'report.html'}: not written ({small.cause}); "
                 f"{len(written)} of 8 GPU page(s) written in {disk / PAGES_DIR}{os.sep}") in proc.stderr
+
+
+def test_a_stored_report_that_fails_now_is_not_kept_as_a_failure(reports, tmp_path):
+    """A report whose result is stored fails when analysed again (here its read meets a tiny time
+    bound, with the columnar cache gone): the night has its error row, but no manifest may vouch for
+    it, so the next plain sweep rebuilds the night from the stored result (exit 0, no error row).
+    Before: the failed night kept the good night's inputs digest and every later sweep printed the
+    same error row, reused."""
+    night, report = "2026-12-01", str(reports / "job0.sqlite")
+    state = tmp_path / "state"
+    run_cli("sweep", report, "--state-dir", str(state), "--night", night, env={"GPU_IDLE_CACHE": str(tmp_path / "c1")})
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("export:\n  read_timeout_s: 0.000001\n")
+    failed = run_cli("sweep", report, "--state-dir", str(state), "--night", night, "--config", str(tiny),
+                     "--force", report, check=False, env={"GPU_IDLE_CACHE": str(tmp_path / "c2")})
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    fleet = pd.read_parquet(state / "nights" / night / "fleet.parquet")
+    assert list(fleet["status"]) == ["error"]
+    assert manifest(state / "nights" / night).get("inputs") is None
+    again = run_cli("sweep", report, "--state-dir", str(state), "--night", night,
+                    env={"GPU_IDLE_CACHE": str(tmp_path / "c2")})
+    fleet = pd.read_parquet(state / "nights" / night / "fleet.parquet")
+    assert list(fleet["status"]) == ["ok", "ok"], again.stdout
+
+
+def test_a_rebuild_waits_for_no_sweep_it_is_refused(reports, tmp_path):
+    """`sweep --report-only` (make report) holds the state folder's lock as a sweep does: while another
+    process holds it, the rebuild is refused naming the holder and the night is left as it was
+    (before: it rewrote the night under a running sweep)."""
+    night, state = "2026-12-01", tmp_path / "state"
+    run_cli("sweep", str(reports / "job0.sqlite"), "--state-dir", str(state), "--night", night,
+            env={"GPU_IDLE_CACHE": str(tmp_path / "c")})
+    before = tree(state / "nights" / night)
+    with open(state / ".sweep.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fh.seek(0)
+        fh.truncate()
+        fh.write("pid 1 on test-host, gpu-idle sweep, started now")
+        fh.flush()
+        proc = run_cli("sweep", "--state-dir", str(state), "--night", night, "--report-only", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "another sweep is running on this state folder (pid 1 on test-host" in proc.stderr
+    assert tree(state / "nights" / night) == before

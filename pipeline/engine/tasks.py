@@ -344,8 +344,9 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
     The documents are written atomically with the fleet row as ``_summary`` as the report's
     own rows give it (stragglers flagged among the report's GPUs of each job; the reduce
     rewrites the ``_summary`` of a file whose final fleet row differs); only the rows and
-    device rosters are kept in the outcome then. If writing fails, the full results stay in
-    the outcome and the client writes them. With ``plots`` (a plot cache folder), each written
+    device rosters are kept in the outcome then. If writing fails (for any reason: the result is
+    stored by then, so the report is not a failure), the full results stay in the outcome and the
+    client writes them. With ``plots`` (a plot cache folder), each written
     GPU's page timeline is drawn into it from the file just written
     (:func:`pipeline.report.gpu_page.draw_timelines`): the report finds them drawn, and a fleet's
     pages are drawn by all the workers instead of one after another by the client.
@@ -359,7 +360,7 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
     try:
         texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in outcome.results],
                                                     cfg.analysis.straggler_spread_pct), rosters_of(outcome.results))
-    except OSError:
+    except Exception:  # noqa: BLE001 - the result is stored and analysed: the client writes its files instead
         return outcome
     outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources)
                        for r in outcome.results]
@@ -367,7 +368,10 @@ def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot
     if plots is not None:
         from ..report.gpu_page import draw_timelines
 
-        draw_timelines([os.path.join(gpu_dir, gpu_json_name(report, gpu)) for report, gpu in texts], plots)
+        try:
+            draw_timelines([os.path.join(gpu_dir, gpu_json_name(report, gpu)) for report, gpu in texts], plots)
+        except Exception:  # noqa: BLE001 - drawing ahead only saves the report time: it draws what is missing
+            pass
     return outcome
 
 

@@ -451,8 +451,11 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
                                                              os.path.join(folder.out_dir, "gpus"), log)
     todo += [p for p in redone if p not in todo]
     fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters)
-    if cache is not None and not all(cache.stored(p) for p in identified):
-        digest = None  # a report without a stored result is analysed again next time: nothing to keep
+    failed_now = set(fleet.loc[fleet["status"] == "error", "report"]) if "status" in fleet else set()
+    if cache is not None and (not all(cache.stored(p) for p in identified) or failed_now & set(identified)):
+        # A report without a stored result is analysed again next time, and so is one that failed now
+        # although a result of it is stored (a read time bound, memory, a lost worker): nothing to keep.
+        digest = None
     wrote = folder.write(fleet, rosters, cfg, digest)
     wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,

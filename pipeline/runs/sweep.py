@@ -137,7 +137,13 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
     html = _html_inputs(state_dir, night, inputs)
     if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
         drop_manifest(out)
-        write_manifest(state_dir, night, inputs, html if write_html(state_dir, out, night) else None)
+        try:
+            drawn = write_html(state_dir, out, night)
+        except OSError as exc:  # a full disk: the night stays without a manifest, and says so
+            raise IncompleteOutputs(f"{out}: the outputs are incomplete ({os_cause(exc)}): missing report.html; "
+                                    "the folder vouches for nothing until a run completes it (free space, "
+                                    "run again)") from exc
+        write_manifest(state_dir, night, inputs, html if drawn else None)
     return out, source
 
 
@@ -276,7 +282,7 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     row = f"no history row for the night (history/run_date={night})"
-    targets = planned_files(fleet)
+    targets = planned_files(fleet) + ["report.html"]
     try:
         written, _ = write_documents(out, fleet, rosters, cfg)
     except OSError as exc:
@@ -291,10 +297,12 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
             pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
         html = write_html(state_dir, out, night)
         write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html and inputs else None)
-    except OSError as exc:
+    except BaseException as exc:  # a full disk, or an interruption (SIGINT, SIGTERM): no row for a half night
         with contextlib.suppress(FileNotFoundError):
             os.unlink(history)
-        raise incomplete(out, targets, since, exc, f"; {row}") from exc
+        if isinstance(exc, OSError):
+            raise incomplete(out, targets, since, exc, f"; {row}") from exc
+        raise
     return out
 
 
@@ -303,7 +311,8 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
     night it reports, its history up to it; default the latest).
 
     The night's tables are already written when this runs; a failure here is
-    reported on stderr and leaves them in place (returns ``None``). Plots whose
+    reported on stderr and leaves them in place (returns ``None``), except a file that cannot be
+    written (OSError: a full disk), raised so that the night is not sealed without it. Plots whose
     inputs did not change are taken from ``S/cache/plots`` (kept
     :data:`PLOT_CACHE_DAYS` days after their last use).
     """
@@ -315,6 +324,8 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
         path = write_report(state_dir, os.path.join(night_dir, "report.html"), night=night, plot_cache=cache)
         _prune(cache, start - PLOT_CACHE_DAYS * 86400)
         return path
+    except OSError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the tables of the night must survive a broken report
         print(f"gpu-idle sweep: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
@@ -369,11 +380,21 @@ def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None)
     """``make report``: rebuild a night's outputs from stored results, analysing nothing.
 
     Uses the night's history table (default: the latest night) and the stored
-    rosters of its reports. Returns the night's folder. Raises FileNotFoundError when
-    there is no history yet or no such night. The folder gets no manifest (see
+    rosters of its reports, holding the state folder's lock (:func:`sweep_lock`) as a sweep does.
+    Returns the night's folder. The folder's manifest has no inputs digest (see
     :func:`write_night`): a later sweep rewrites it rather than reusing it.
+
+    Raises:
+        FileNotFoundError: there is no history yet, or no such night.
+        SweepBusy: a sweep (or another rebuild) holds the state folder.
     """
     state = state_dir or cfg.sweep.state_dir
+    with sweep_lock(state):
+        return _rebuild(cfg, state, night)
+
+
+def _rebuild(cfg: Config, state: str, night: str | None) -> str:
+    """:func:`rebuild`, with the state folder held."""
     nights = sorted(d.split("=", 1)[1] for d in os.listdir(os.path.join(state, "history")) if "=" in d)
     if not nights:
         raise FileNotFoundError(f"{state}: no sweep history yet (run `gpu-idle sweep` first)")
