@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__
-from .text import printable  # standard library only (pipeline/text.py)
+from .text import message, printable  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -107,7 +107,7 @@ def _scheduler(ctx, param, value):
     try:
         return check_scheduler_address(value)
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
+        raise click.BadParameter(message(exc)) from exc
 
 
 class Seconds(click.ParamType):
@@ -122,7 +122,7 @@ class Seconds(click.ParamType):
         try:
             return parse_seconds(value)
         except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            self.fail(message(exc), param, ctx)
 
 
 @click.group(epilog=EXIT_HELP)
@@ -182,15 +182,15 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     try:
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(message(exc)) from exc
     cache = _result_cache(cfg)
     try:
         result = drive(cfg, inputs, RunFolder(out_dir, log=echo), cache, scheduler, log=echo,
                        progress_factory=progress_factory())
     except OutputError as exc:
-        raise click.BadParameter(str(exc), param_hint="--out") from exc
+        raise click.BadParameter(message(exc), param_hint="--out") from exc
     except IncompleteOutputs as exc:
-        echo(f"gpu-idle: ERROR: {exc}", err=True)
+        echo(f"gpu-idle: ERROR: {message(exc)}", err=True)
         sys.exit(1)
     note = skipped_note(result.skipped)
     if note:  # an empty trace of a profiler that crashed must not vanish without a word
@@ -205,7 +205,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     echo(f"{len(result.todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
          + f", {result.reused} reused {where}")
     if result.engine_problem:
-        echo(f"gpu-idle: ERROR: {result.engine_problem}", err=True)
+        echo(f"gpu-idle: ERROR: {message(result.engine_problem)}", err=True)
     _finish(fleet, result.wrote)
 
 
@@ -230,7 +230,7 @@ def _result_cache(cfg):
     try:
         return ResultCache.for_run(cfg)
     except OSError as exc:
-        echo(f"gpu-idle: result cache not used: {exc}", err=True)
+        echo(f"gpu-idle: result cache not used: {message(exc)}", err=True)
         return None
 
 
@@ -251,7 +251,7 @@ def _night(ctx, param, value):
     try:
         return check_night(value)
     except ValueError as exc:
-        raise click.BadParameter(str(exc).split(": ", 1)[1]) from exc
+        raise click.BadParameter(message(str(exc).split(": ", 1)[1])) from exc
 
 
 @main.command()
@@ -284,14 +284,14 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     try:
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(message(exc)) from exc
     if report_only:
         try:
             out = rebuild(cfg, state_dir, night)
         except (FileNotFoundError, OutputError) as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(message(exc)) from exc
         except IncompleteOutputs as exc:
-            echo(f"gpu-idle: ERROR: {exc}", err=True)
+            echo(f"gpu-idle: ERROR: {message(exc)}", err=True)
             sys.exit(1)
         echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
@@ -299,11 +299,11 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         fleet, summary = run_sweep(cfg, inputs, state_dir, night, force, scheduler, log=echo,
                                    progress_factory=progress_factory())
     except SweepBusy as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(message(exc)) from exc
     except OutputError as exc:
-        raise click.ClickException(f"cannot write the sweep's state folder: {exc}") from exc
+        raise click.ClickException(f"cannot write the sweep's state folder: {message(exc)}") from exc
     except IncompleteOutputs as exc:
-        echo(f"gpu-idle: ERROR: {exc}", err=True)
+        echo(f"gpu-idle: ERROR: {message(exc)}", err=True)
         sys.exit(1)
     if summary.reports == 0:
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
@@ -311,7 +311,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
     report_html = os.path.join(summary.out_dir, "report.html")
     echo(f"night folder: {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
     if summary.engine_problem:
-        echo(f"gpu-idle: ERROR: {summary.engine_problem}", err=True)
+        echo(f"gpu-idle: ERROR: {message(summary.engine_problem)}", err=True)
     echo(summary.line())
     sys.exit(1 if summary.failed else 0)
 
@@ -356,12 +356,12 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
         else:
             generate_training_report(out_path, gpus=gpus, iterations=iterations, seed=seed, profile=profile)
     except ValueError as exc:  # the plan is checked before anything is written
-        raise click.BadParameter(str(exc), param_hint="--kernels" if kernels else "--gpus/--iterations") from exc
+        raise click.BadParameter(message(exc), param_hint="--kernels" if kernels else "--gpus/--iterations") from exc
     except RuntimeError as exc:  # the written export does not hold what was planted (too small to plant it)
         for path in (out_path, f"{out_path}.truth.json"):
             if os.path.exists(path):
                 os.unlink(path)
-        raise click.ClickException(f"{exc}; nothing written: give more --kernels (or fewer --gpus)") from exc
+        raise click.ClickException(f"{message(exc)}; nothing written: give more --kernels (or fewer --gpus)") from exc
     echo(f"wrote {out_path} and {out_path}.truth.json")
 
 
@@ -376,7 +376,7 @@ def slurm_job(configs):
     try:
         cfg = load_config(configs)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(message(exc)) from exc
     if cfg.dask.slurm is None:
         raise click.UsageError("no dask.slurm section in the config (e.g. --config deploy/slurm/slurm.yaml)")
     from .engine.cluster import EngineError
@@ -385,7 +385,7 @@ def slurm_job(configs):
     try:
         echo(job_script(cfg))
     except EngineError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(message(exc)) from exc
 
 
 from .report.command import report as _report_command  # noqa: E402

@@ -37,6 +37,13 @@ def printable(text) -> str:
     return "".join(escape_code(c) if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in str(text))
 
 
+def message(exc) -> str:
+    """An error message (an exception, or any text) safe for a terminal: each line :func:`printable`, the
+    line breaks kept. What the CLI prints of every error, since a message may quote a file name, a lock
+    file's holder or a label that holds escape sequences."""
+    return "\n".join(printable(line) for line in str(exc).split("\n"))
+
+
 #: Characters of profile text that Markdown would read as syntax (links, images, emphasis, raw HTML,
 #: autolinks, table cells, entities, ``$...$`` math in GitHub, GitLab, Jupyter and other viewers):
 #: each is written with a backslash before it (CommonMark escapes any ASCII punctuation).

@@ -143,7 +143,7 @@ def test_a_symlinked_sub_folder_is_never_followed(reports, tmp_path, env, sub):
     assert tree(elsewhere) == before and "Traceback" not in proc.stderr
     if sub == PAGES_DIR:
         rep = run_cli("report", str(out), "--out", str(out / "report.html"), check=False)
-        assert rep.returncode == 1, rep.stdout + rep.stderr
+        assert rep.returncode == 2, rep.stdout + rep.stderr  # nothing done: README "Exit status"
         assert f"{out / sub}: a symbolic link (not followed" in rep.stderr and "Traceback" not in rep.stderr
         assert tree(elsewhere) == before and not (out / "report.html").exists()
 
@@ -199,7 +199,7 @@ def test_a_run_into_a_folder_another_run_writes_is_refused_naming_it(reports, tm
     assert (f"{out}: another gpu-idle process is writing this folder (pid {os.getpid()} on testhost, gpu-idle run, "
             "started 2026-12-01T16:00:00+00:00)") in proc.stderr
     assert "report(s) analysed" not in proc.stdout
-    assert rep.returncode == 1 and "another gpu-idle process is writing this folder" in rep.stderr
+    assert rep.returncode == 2 and "another gpu-idle process is writing this folder" in rep.stderr
     assert {k: v for k, v in tree(out).items() if k != ".gpu-idle.lock"} == before
     after = run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), env=env)   # released with its holder
     assert "1 report(s) analysed" in after.stdout
@@ -424,3 +424,50 @@ def test_a_rebuild_waits_for_no_sweep_it_is_refused(reports, tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "another sweep is running on this state folder (pid 1 on test-host" in proc.stderr
     assert tree(state / "nights" / night) == before
+
+
+def test_a_persons_file_where_a_run_writes_is_never_overwritten(reports, tmp_path, env):
+    """A folder of ours (it has our manifest) where a person put a file at a path a later run writes
+    (the record of a job that run adds): that run is refused (exit 2) naming the file, and neither the
+    file nor the folder's outputs change. Before: the record overwrote the notes (exit 0) and the next
+    run with other inputs removed them as 'of an earlier run'."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
+    notes = out / "records" / f"{record_stem('job1')}.md"
+    notes.write_text("my precious notes\n")
+    before = tree(out)
+    proc = run_cli("run", str(reports / "job0.sqlite"), str(reports / "job1.sqlite"), "--out", str(out),
+                   check=False, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "1 file(s) this run writes are there already and are not gpu-idle's (records/job1.md)" in proc.stderr
+    after = tree(out)
+    claimed = manifest(out)
+    assert claimed["inputs"] is None and claimed["complete"] is False
+    new = sorted(set(after) - set(before))  # the per-GPU files job1's task wrote: claimed as ours, by name
+    assert new and all(rel.startswith("gpus/job1.sqlite__") for rel in new)
+    assert all(claimed["files"][rel] is None for rel in new)
+    assert {rel: after[rel] for rel in before if rel != MANIFEST} == {rel: b for rel, b in before.items() if rel != MANIFEST}
+    # Moved away, the same run writes the folder; job1's result was stored by the refused run: reused.
+    notes.unlink()
+    again = run_cli("run", str(reports / "job0.sqlite"), str(reports / "job1.sqlite"), "--out", str(out), env=env)
+    assert "0 report(s) analysed, 2 reused" in again.stdout
+    assert notes.read_text() != "my precious notes\n"
+
+
+def test_names_and_holders_in_error_messages_reach_the_terminal_escaped(reports, tmp_path, env):
+    """A foreign file's name and a lock holder's text (the lock file is anyone's to write) are quoted in
+    the refusal messages: their escape sequences are spelled out (pipeline.text.message), never sent raw
+    to the terminal (before: a file named with ESC ]0; set the window title)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x\x1b]0;PWNED\x07\u202e.txt").write_text("mine")
+    proc = run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), check=False, env=env)
+    assert proc.returncode == 2
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr and "\u202e" not in proc.stderr
+    assert "x\\x1b]0;PWNED\\x07\\u202e.txt" in proc.stderr
+    ours = tmp_path / "ours"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(ours), env=env)
+    with held(ours, "pid 7 \x1b[2J\x1b]0;evil\x07"):
+        busy = run_cli("run", str(reports / "job0.sqlite"), "--out", str(ours), check=False, env=env)
+    assert busy.returncode == 2 and "\x1b" not in busy.stderr
+    assert "(pid 7 \\x1b[2J\\x1b]0;evil\\x07)" in busy.stderr

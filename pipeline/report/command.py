@@ -27,8 +27,11 @@ def report(results, out_path, fmt, night):
     page per analysed GPU, written beside it in gpu-pages/ (pages an earlier report wrote there of
     GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
     linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
-    records' links to those pages resolve. Exit status 1 when it cannot be written."""
+    records' links to those pages resolve. Exit status 1 when it cannot be written (RESULTS unreadable,
+    a full disk), 2 when --out is a folder not to write into (a symlinked gpu-pages/, another gpu-idle
+    process writing it)."""
     from ..io import OutputError, folder_lock
+    from ..text import message
     from .html import ReportError, write_report
 
     try:
@@ -36,8 +39,10 @@ def report(results, out_path, fmt, night):
         with folder_lock(os.path.dirname(os.path.abspath(out_path)), command="gpu-idle report") \
                 if fmt == "html" else contextlib.nullcontext():
             path = write_report(results, out_path, fmt, night)
-    except (ReportError, OutputError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except OutputError as exc:  # a folder not to write (a symlinked gpu-pages/, another writer): nothing done, 2
+        raise click.BadParameter(message(exc), param_hint="--out") from exc
+    except ReportError as exc:
+        raise click.ClickException(message(exc)) from exc
     click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else ""))
 
 

@@ -116,6 +116,27 @@ def not_ours(out_dir: str) -> list[str]:
     return sorted(out)
 
 
+def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str]:
+    """The paths of ``targets`` (relative to ``out_dir``) that a run would overwrite although the product
+    cannot prove it wrote them: present (a file or a link), not listed in the folder's manifest or in the
+    record of a report rendered there (:func:`not_ours`' proofs), and not written by this run (modified
+    before ``since_ns``, when :meth:`OutputFolder.begin` marked the folder as changing; its tasks' per-GPU
+    files come after). Sorted."""
+    from ..report.rendered import rendered_files
+
+    doc = read_manifest(out_dir)
+    owned = (set(doc["files"]) if doc else set()) | rendered_files(out_dir)
+    out = []
+    for rel in targets:
+        try:
+            st = os.lstat(os.path.join(out_dir, rel))
+        except FileNotFoundError:
+            continue
+        if rel not in owned and st.st_mtime_ns < since_ns:
+            out.append(rel)
+    return sorted(out)
+
+
 class OutputFolder:
     """Where a run's outputs go, and what is kept beside them (see :class:`RunFolder`).
 
@@ -286,6 +307,15 @@ class RunFolder(OutputFolder):
         from ..report.rendered import remove_rendered
 
         targets = planned_files(fleet)
+        taken = foreign_targets(self.out_dir, targets, self.changing_ns)
+        if taken:
+            with contextlib.suppress(OSError):  # what this run's tasks wrote stays known as the product's
+                drop_manifest(self.out_dir, claim=[rel for rel in targets if rel not in taken
+                                                   and os.path.lexists(os.path.join(self.out_dir, rel))])
+            shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+            raise OutputError(f"{self.out_dir}: {len(taken)} file(s) this run writes are there already and are not "
+                              f"gpu-idle's ({shown}): move them away and run again (the results are stored: "
+                              "nothing is analysed again); gpu-idle never overwrites a file it cannot prove it wrote")
         try:
             # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
             # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
@@ -390,7 +420,9 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         :class:`RunResult`.
     Raises:
         OutputError: the output folder cannot be written, or is not the product's (raised before any
-            analysis); :class:`~pipeline.io.FolderBusy` (an OutputError): another process writes it.
+            analysis), or a file the run would write is there and not the product's
+            (:func:`foreign_targets`: raised before anything is written, the results stored);
+            :class:`~pipeline.io.FolderBusy` (an OutputError): another process writes it.
         IncompleteOutputs: writing the outputs failed part-way (a full disk): the message says what is missing.
     """
     with folder.holding():

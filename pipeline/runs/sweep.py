@@ -277,12 +277,15 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
         IncompleteOutputs: a file could not be written (a full disk): the message says what is missing.
     """
     out = os.path.join(state_dir, "nights", night)
-    os.makedirs(out, exist_ok=True)
-    drop_manifest(out)
-    since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     row = f"no history row for the night (history/run_date={night})"
     targets = planned_files(fleet) + ["report.html"]
+    try:
+        os.makedirs(out, exist_ok=True)
+        drop_manifest(out)
+        since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
+    except OSError as exc:
+        raise incomplete(out, targets, since_ns or time.time_ns(), exc, f"; {row}") from exc
     try:
         written, _ = write_documents(out, fleet, rosters, cfg)
     except OSError as exc:
