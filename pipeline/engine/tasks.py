@@ -25,6 +25,7 @@ import traceback
 
 from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
+from ..analysis.window import WindowError
 from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import inflated_json_size, too_big
 from ..checksums import file_source
@@ -138,13 +139,20 @@ def _exception_text(exc: BaseException) -> str:
     return cut_text(text)
 
 
+#: Exceptions whose message is the product's own statement of why a report or GPU has no figures
+#: (:func:`describe` gives it as it is, never as an unexpected error to report).
+STATED = (ProfileError, WindowError)
+
+
 def describe(exc: BaseException, path: str, what: str = "") -> str:
     """The error text of ``exc`` raised while analysing ``path`` (``what``: the part, e.g. ``"GPU x: "``),
-    starting with the path. A :class:`~pipeline.model.ProfileError` is the loader's own statement; any
-    other exception is said in plain words, with its type, its message and where gpu-idle raised it:
-    running out of memory and nesting too deep with what to do about them. Never raises."""
+    starting with the path. A :class:`~pipeline.model.ProfileError` (the loader's) or a
+    :class:`~pipeline.analysis.window.WindowError` (a window rule that abstains, an empty trim: README
+    "The analysis window") is the product's own statement, given as it is; any other exception is said
+    in plain words, with its type, its message and where gpu-idle raised it: running out of memory and
+    nesting too deep with what to do about them. Never raises."""
     message = _exception_text(exc)
-    if isinstance(exc, ProfileError):
+    if isinstance(exc, STATED):
         if message.startswith(f"{path}:"):
             message = message[len(path) + 1:].lstrip()
         return f"{path}: {what}{message}"
