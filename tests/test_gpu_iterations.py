@@ -76,6 +76,9 @@ def test_iteration_numbers_from_texts():
     assert numbers.tolist() == [0, 1, 2] and note.endswith("do not increase)")
     numbers, note = iteration_numbers(["Iteration 1", "train_step"])
     assert numbers.tolist() == [0, 1] and "not every iteration text has a number" in note
+    numbers, note = iteration_numbers(["ProfilerStep#1", "ProfilerStep#99999999999999999999999"])  # was OverflowError
+    assert numbers.tolist() == [0, 1] and note.endswith("(a number in their texts is beyond int64)")
+    assert iteration_numbers(["s 1", f"s {2**63 - 1}"])[0].tolist() == [1, 2**63 - 1]
 
 
 def test_compact_numbers():

@@ -113,7 +113,10 @@ def iteration_numbers(texts) -> tuple[np.ndarray, str]:
         return positions, ""
     if not all(found):
         return positions, "iterations numbered by position (not every iteration text has a number)"
-    numbers = np.array([int(f[-1]) for f in found], dtype=np.int64)
+    values = [int(f[-1]) for f in found]
+    if max(values) > np.iinfo(np.int64).max:
+        return positions, "iterations numbered by position (a number in their texts is beyond int64)"
+    numbers = np.array(values, dtype=np.int64)
     if numbers.size > 1 and not bool(np.all(np.diff(numbers) > 0)):
         return positions, "iterations numbered by position (their texts' numbers do not increase)"
     return numbers, ""
