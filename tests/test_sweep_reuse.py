@@ -160,3 +160,25 @@ def test_identity_index_trusts_only_untouched_files(tmp_path, monkeypatch):
     assert index.identity(str(report)) == hashlib.sha256(b"b" + b"a" * 63).hexdigest()
     index.save()
     assert json.loads(read(state / "identity-index.json")) == {}
+
+
+def test_a_night_made_from_another_keeps_nothing_of_its_own_earlier_sweep(fleet_dir, tmp_path):
+    """Night A swept without labels, night B with labels that rename the jobs, then A again with B's
+    labels: A is made from B (same inputs) and holds exactly B's files, report.html aside; the records
+    of A's unlabelled jobs are gone (before: they stayed beside B's, listed in A's new manifest, and its
+    report showed both sets)."""
+    labels = tmp_path / "labels.yaml"
+    labels.write_text("labels:\n  - {match: '*job0-*', job: train-a}\n  - {match: '*job1-*', job: train-b}\n")
+    state = tmp_path / "state"
+    sweep(fleet_dir, state, "2026-12-01")
+    a, b = state / "nights" / "2026-12-01", state / "nights" / "2026-12-02"
+    assert sorted(os.listdir(a / "records")) == sorted(f"job{i % 2}-node{i}.md" for i in range(REPORTS))
+    sweep(fleet_dir, state, "2026-12-02", "--config", str(labels))
+    out = sweep(fleet_dir, state, "2026-12-01", "--config", str(labels))
+    assert "nothing changed since night 2026-12-02" in out
+    assert sorted(os.listdir(a / "records")) == ["train-a.md", "train-b.md"]
+    files_a = {k for k in night_files(a) if k not in ("report.html", ".manifest.json")}
+    files_b = {k for k in night_files(b) if k not in ("report.html", ".manifest.json")}
+    assert files_a == files_b
+    listed = set(json.loads((a / ".manifest.json").read_text())["files"])
+    assert listed - {"report.html"} == files_a

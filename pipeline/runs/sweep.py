@@ -51,7 +51,8 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..inputs.discover import skipped_note
-from ..io import DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, real_dir
+from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, real_dir,
+                  same_file)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
 from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
@@ -110,8 +111,9 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
     Looks at the night itself first (an unchanged rerun of the same night: nothing to
     write unless the history its report shows changed), then the other nights, latest
     first. The source night's files (report.html excepted) are hard-linked into the
-    night's folder and its history partition into ``history/run_date=<night>``;
-    report.html is rendered again unless the manifest shows it was rendered from the
+    night's folder and its history partition into ``history/run_date=<night>``, and the files an
+    earlier sweep of this night wrote that the source has not are removed (as its manifest lists them,
+    unchanged since); report.html is rendered again unless the manifest shows it was rendered from the
     same history. Returns ``(the night's folder, the night it was made from)``, or None when no
     night matches (nothing is written then).
     """
@@ -127,10 +129,16 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
     out = os.path.join(nights_dir, night)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     if source != night:
-        drop_manifest(out)
+        earlier = drop_manifest(out)   # what this night's earlier sweep wrote (its manifest lists it)
         for rel in manifest["files"]:
             if rel != "report.html":
                 link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
+        # The night is the source's now: files of its earlier sweep the source has not (records of other
+        # jobs, per-GPU files and pages of other GPUs) go, when they still hold what that sweep wrote.
+        for rel, entry in sorted(earlier.items()):
+            path = os.path.join(out, rel)
+            if rel not in manifest["files"] and rel != "report.html" and same_file(path, entry):
+                os.unlink(path)
         manifest = dict(manifest, html=None)
     if source != night or not os.path.exists(history):
         link_file(os.path.join(out, "fleet.parquet"), history)
