@@ -205,16 +205,24 @@ def same_file(path: str, entry: dict | None) -> bool:
 HASH_CHUNK = 1 << 20
 
 
-def file_sha256(path: str | os.PathLike) -> tuple[str, int]:
-    """``(SHA-256 hex digest, size in bytes)`` of a file's content, read in :data:`HASH_CHUNK` steps: the
-    one file hash of the output manifests (:func:`file_entry`) and of the cache checksums
-    (:mod:`pipeline.checksums`). Raises OSError when it cannot be read."""
-    digest = hashlib.sha256()
+def hash_into(digest, path: str | os.PathLike) -> int:
+    """Feed a file's bytes to ``digest`` (a :mod:`hashlib` object), :data:`HASH_CHUNK` bytes at a time;
+    returns how many bytes it read. Raises OSError when it cannot be read."""
     size = 0
     with open(path, "rb") as fh:
         while chunk := fh.read(HASH_CHUNK):
             digest.update(chunk)
             size += len(chunk)
+    return size
+
+
+def file_sha256(path: str | os.PathLike) -> tuple[str, int]:
+    """``(SHA-256 hex digest, size in bytes)`` of a file's content (:func:`hash_into`): the one file hash
+    of the output manifests (:func:`file_entry`), the cache checksums (:mod:`pipeline.checksums`) and
+    the reports' content keys (:func:`pipeline.inputs.export.content_key`). Raises OSError when it
+    cannot be read."""
+    digest = hashlib.sha256()
+    size = hash_into(digest, path)
     return digest.hexdigest(), size
 
 

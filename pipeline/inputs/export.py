@@ -32,7 +32,6 @@ pipeline turns a failed export into an error row like any unreadable report.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shutil
@@ -42,6 +41,7 @@ import tempfile
 from pathlib import Path
 
 from ..checksums import EntryCheckFailed, check_sealed_file, note, seal_file, sidecar_of
+from ..io import file_sha256
 from ..model import ProfileError
 
 #: Environment variable naming the nsys binary to use.
@@ -63,7 +63,6 @@ STDERR_TAIL_LINES = 5
 SQLITE_SIDECARS = ("-wal", "-journal", "-shm")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_HASH_CHUNK = 1 << 20  # bytes read per step while hashing
 #: Bytes at the end of a report searched for its version (its trailer is about 1 KiB).
 REPORT_TAIL_BYTES = 64 * 1024
 #: In a report's trailer (the session information Nsight Systems 2020.3 to 2025 writes after
@@ -132,18 +131,10 @@ def default_cache_dir() -> Path:
     return Path(base) / "gpu-idle" / "exports"
 
 
-def hash_file(digest, path: str | os.PathLike) -> None:
-    """Feed the file's bytes to ``digest`` (a :mod:`hashlib` object), 1 MiB at a time. Raises OSError."""
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
-            digest.update(chunk)
-
-
 def content_key(path: str | os.PathLike) -> str:
-    """SHA-256 hex digest of the file's bytes (read in 1 MiB chunks). Raises OSError."""
-    digest = hashlib.sha256()
-    hash_file(digest, path)
-    return digest.hexdigest()
+    """A report's content key: the SHA-256 hex digest of the file's bytes (:func:`pipeline.io.file_sha256`).
+    Raises OSError."""
+    return file_sha256(path)[0]
 
 
 def cached_export_path(rep_path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -295,7 +286,9 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
     except OSError as exc:
         raise ExportError(f"{rep}: cannot read the report ({exc})") from exc
     final = cache / f"{key}.sqlite"
-    if final.exists() or sums_path(final).exists():
+    # A sidecar without its export is one being written right now (sealed before the rename): exported
+    # here too, nothing discarded.
+    if final.exists():
         try:
             check_export(final)
             return str(final)
@@ -331,8 +324,8 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
             detail = _tail(err) or _tail(out) or "no output"
             raise ExportError(f"{rep}: nsys export exited 0 but wrote no SQLite file ({detail})")
         digest = content_key(tmp)
+        seal_file(final, digest)  # first: an export in place is never without its checksum
         os.replace(tmp, final)
-        seal_file(final, digest)
     except OSError as exc:
         raise ExportError(f"{rep}: cannot write export to {final} ({exc})") from exc
     finally:

@@ -33,7 +33,8 @@ import struct
 import tempfile
 import time
 
-from ..inputs.export import content_key, hash_file
+from ..inputs.export import content_key
+from ..io import hash_into
 from ..model import ProfileError
 
 try:
@@ -120,10 +121,10 @@ def snapshot_key(path: str) -> str:
             return _remembered_key(path)
         digest = hashlib.sha256()
         try:
-            hash_file(digest, path)
+            hash_into(digest, path)
             for side in extra:
                 digest.update(b"\0" + side[len(path):].encode() + b"\0")
-                hash_file(digest, side)
+                hash_into(digest, side)
         except FileNotFoundError:
             continue  # a checkpoint or commit removed a sidecar meanwhile: look again
         return digest.hexdigest()

@@ -38,8 +38,8 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..checksums import (EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums, record_digest,
-                         write_sums)
+from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums,
+                         record_digest, write_sums)
 from ..config import Config
 from ..engine.reduce import rosters_of
 from ..io import atomic_path, file_entry, is_leftover, remove_leftovers, write_json
@@ -218,7 +218,7 @@ class ResultStore:
         return len(remove_leftovers(self.dir, older_than_s, recursive=False))
 
     #: The three files of a stored result, by role; the sidecar is written last (:meth:`put`).
-    ROWS, ROSTERS, SUMS = ".parquet", ".json", ".sums.json"
+    ROWS, ROSTERS, SUMS = ".parquet", ".json", FILE_SUMS_SUFFIX
 
     def _base(self, key: str) -> str:
         return os.path.join(self.dir, key)
