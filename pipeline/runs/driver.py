@@ -319,7 +319,8 @@ class RunFolder(OutputFolder):
         try:
             # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
             # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the
-            # GPU pages rendered beside it (DIR/gpu-pages/*.html), as far as gpu-pages/.manifest.json proves them.
+            # GPU pages rendered beside it (DIR/gpu-pages/*.html), as far as the folder's record of them proves
+            # (rendered.remove_rendered).
             rendered, emptied = remove_rendered(self.out_dir)
             written, records = write_documents(self.out_dir, fleet, rosters, cfg)
             written.update(stale_report=rendered, stale_dirs=emptied)

@@ -2,8 +2,9 @@
 
 State folder ``S`` (``sweep.state_dir``):
 
-``S/results/<content>-<settings>-<code>.parquet`` + ``.json``
-    the fleet rows and the per-GPU rosters/timelines of one report, analysed
+``S/results/<content>-<settings>-<code>.parquet`` + ``.json`` + ``.sums.json``
+    the fleet rows and the per-GPU rosters/timelines of one report (and their checksums, with those of
+    the cache entries they came from: :mod:`pipeline.checksums`), analysed
     under one configuration by one version of the code (:mod:`pipeline.runs.results`:
     ``<content>`` is the SHA-256 of the report's bytes, or for remote objects of
     their ETag, size and mtime; ``<settings>`` the hash of every setting that
