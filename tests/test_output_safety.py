@@ -471,3 +471,17 @@ def test_names_and_holders_in_error_messages_reach_the_terminal_escaped(reports,
         busy = run_cli("run", str(reports / "job0.sqlite"), "--out", str(ours), check=False, env=env)
     assert busy.returncode == 2 and "\x1b" not in busy.stderr
     assert "(pid 7 \\x1b[2J\\x1b]0;evil\\x07)" in busy.stderr
+
+
+def test_a_persons_file_in_records_is_no_record_of_the_report(reports, tmp_path, env):
+    """A person's Markdown file in a run folder's records/ is kept (never deleted) and is no medical record
+    of the fleet: the report shows the records of the fleet's jobs only (before: 'Medical record: my-notes'
+    among the jobs)."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
+    (out / "records" / "my-notes.md").write_text("# my-notes\n\nthe secret plan\n")
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    html = (out / "report.html").read_text()
+    assert "the secret plan" not in html and "my-notes" not in html
+    assert f'id="record-{record_stem("job0")}"' in html
+    assert (out / "records" / "my-notes.md").read_text() == "# my-notes\n\nthe secret plan\n"

@@ -94,7 +94,7 @@ def test_every_job_page_is_read_and_linked(tmp_path):
     paths = write_records(str(tmp_path), fleet, {})
     assert paths == [str(records / f"{record_stem(j)}.md") for j in (".hidden", "a b", "plain")]
     assert sorted(os.listdir(records)) == sorted(os.path.basename(p) for p in paths)
-    recs = records_of(str(tmp_path))
+    recs = records_of(str(tmp_path), fleet["job"].unique())
     assert set(recs) == {record_stem(".hidden"), "a_b__7dbde93504", "plain"}
     assert record_anchor("a b", recs) == "record-a_b__7dbde93504"
     assert record_anchor("plain", recs) == "record-plain"

@@ -389,6 +389,6 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     from .gpu_page import write_gpu_pages
 
     ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
-    recs = records(res.run_dir)
+    recs = records(res.run_dir, ok["job"].unique())
     rows = [(str(r), str(g), record_anchor(str(j), recs)) for r, g, j in zip(ok["report"], ok["gpu_key"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache)

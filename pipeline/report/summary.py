@@ -243,15 +243,20 @@ def gpu_json_text(run_dir: str | None, report: str, gpu_key: str) -> str | None:
         return None
 
 
-def records(run_dir: str | None) -> dict[str, str]:
-    """``{file stem: Markdown}`` of the medical-record pages (``records/<record_stem(job)>.md``), by stem."""
+def records(run_dir: str | None, jobs) -> dict[str, str]:
+    """``{file stem: Markdown}`` of the medical-record pages of ``jobs`` (the fleet's job names):
+    ``records/<record_stem(job)>.md``, by stem, those that exist. Only these: another file in
+    ``records/`` (a person's notes) is no record of this fleet and is never shown."""
     folder = os.path.join(run_dir, "records") if run_dir else None
     out = {}
-    # listdir, not a glob: a job named ".x" has a page ".x__<hash>.md" (temporary files end in .tmp)
-    for name in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else []:
-        if name.endswith(".md"):
-            with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                out[name[:-3]] = fh.read()
+    if not folder or not os.path.isdir(folder):
+        return out
+    for stem in sorted({record_stem(str(job)) for job in jobs}):
+        try:
+            with open(os.path.join(folder, stem + ".md"), encoding="utf-8") as fh:
+                out[stem] = fh.read()
+        except FileNotFoundError:
+            pass
     return out
 
 
@@ -511,7 +516,7 @@ def summarise(res: Results) -> dict:
     clusters = rollup(fleet, ["cluster"]) if len(fleet) else pd.DataFrame()
     jobs = rollup(fleet, ["cluster", "job"]) if len(fleet) else pd.DataFrame()
     dates = [d for d, _ in res.history]
-    recs = records(res.run_dir)
+    recs = records(res.run_dir, fleet["job"].unique() if "job" in fleet else [])
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
     top_rows = []
