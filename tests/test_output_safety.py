@@ -485,3 +485,32 @@ def test_a_persons_file_in_records_is_no_record_of_the_report(reports, tmp_path,
     assert "the secret plan" not in html and "my-notes" not in html
     assert f'id="record-{record_stem("job0")}"' in html
     assert (out / "records" / "my-notes.md").read_text() == "# my-notes\n\nthe secret plan\n"
+
+
+def test_per_gpu_files_a_killed_run_left_unlisted_are_known_as_ours(reports, tmp_path, env):
+    """A run killed after its tasks wrote per-GPU files and before its manifest listed them leaves gpus/
+    files no manifest lists (the state is made here as such a kill leaves it: a new folder, its manifest
+    marked as changing with nothing listed, gpus/ as the tasks wrote it). Their content proves them ours
+    (their name is the hash of the report and GPU they name): the same run again writes the folder (was
+    refused as 'not gpu-idle's'), and a run with other inputs removes them; a person's gpus/data.json beside
+    them is kept."""
+    done = tmp_path / "done"
+    inputs = [str(reports / "job0.sqlite"), str(reports / "job1.sqlite")]
+    run_cli("run", *inputs, "--out", str(done), env=env)
+    out = tmp_path / "out"
+    shutil.copytree(done / "gpus", out / "gpus")
+    (out / "gpus" / "data.json").write_text('{\n  "report": "mine",\n  "gpu_key": "x"\n}\n')
+    (out / MANIFEST).write_text(json.dumps({"inputs": None, "complete": False, "files": {}}))
+    killed = sorted(os.listdir(done / "gpus"))
+    assert len(killed) == 4
+    again = run_cli("run", *inputs, "--out", str(out), check=False, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(os.listdir(out / "gpus")) == sorted(killed + ["data.json"])
+    # Killed again, in a folder of ours: the manifest still lists the tables and records, not gpus/.
+    doc = manifest(out)
+    doc.update(inputs=None, complete=False, files={k: v for k, v in doc["files"].items() if not k.startswith("gpus/")})
+    (out / MANIFEST).write_text(json.dumps(doc))
+    other = run_cli("run", str(reports / "job2.sqlite"), "--out", str(out), env=env)
+    left = sorted(os.listdir(out / "gpus"))
+    assert "data.json" in left and not set(killed) & set(left), other.stdout
+    assert len(left) == 3 and all(n.startswith("job2.sqlite__") for n in left if n != "data.json")

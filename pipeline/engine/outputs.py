@@ -33,6 +33,23 @@ def gpu_json_name(report: str, gpu_key: str) -> str:
     return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
 
 
+def proven_gpu_doc(path: str) -> bool:
+    """Whether ``path`` is a per-GPU JSON the product wrote, proven by its own content: a regular file
+    whose first two lines (:func:`~pipeline.io.json_text` puts ``report`` and ``gpu_key`` there, see
+    :func:`write_gpu_docs`) name the report and GPU whose :func:`gpu_json_name` is its name (a hash of
+    both). What a run killed before its manifest listed them left in ``gpus/`` is known as ours by this;
+    a person's file is not (it would have to name itself by that hash). Reads at most 64 KiB."""
+    try:
+        if not os.path.isfile(path) or os.path.islink(path):
+            return False
+        with open(path, "rb") as fh:
+            head = fh.read(65536).decode("utf-8", "replace").split("\n")
+        first = json.loads("{" + ",".join(line.rstrip(",") for line in head[1:3]) + "}")
+        return gpu_json_name(str(first["report"]), str(first["gpu_key"])) == os.path.basename(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 #: Folder of the per-GPU HTML pages, beside the report that links them (:mod:`pipeline.report.gpu_page`).
 PAGES_DIR = "gpu-pages"
 
@@ -110,7 +127,7 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
 
     ``gpus/`` ends up holding one file per analysed row of ``fleet``, and of the files an earlier run
     wrote there (``owned``: ``name -> entry`` of ``gpus/`` in the folder's manifest,
-    :func:`~pipeline.io.prune`) only those: the JSON files of GPUs not in this fleet (an earlier run
+    :func:`~pipeline.io.prune`, and the files :func:`proven_gpu_doc` proves ours) only those: the JSON files of GPUs not in this fleet (an earlier run
     into the same folder, with other inputs) are removed; files no manifest lists are never touched.
 
     ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``
@@ -138,7 +155,12 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
     gpu_dir = os.path.join(out_dir, "gpus")
     texts = write_gpu_docs(gpu_dir, fleet, rosters)
     names = {gpu_json_name(report, gpu) for report, gpu in texts}
-    paths["stale"] = [os.path.join(gpu_dir, name) for name in prune(gpu_dir, names, owned or {})]
+    owned = dict(owned or {})
+    for name in sorted(os.listdir(gpu_dir)):  # a killed run's files no manifest lists: ours by their content
+        if name.endswith(".json") and name not in names and name not in owned \
+                and proven_gpu_doc(os.path.join(gpu_dir, name)):
+            owned[name] = None
+    paths["stale"] = [os.path.join(gpu_dir, name) for name in prune(gpu_dir, names, owned)]
     paths["gpus"] = gpu_dir
     paths["files"] = list(TABLE_FILES) + sorted(f"gpus/{n}" for n in names)
     return paths

@@ -21,7 +21,7 @@ from ..config import Config
 from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
-from ..engine.outputs import PAGES_DIR, planned_outputs, write_outputs
+from ..engine.outputs import PAGES_DIR, planned_outputs, proven_gpu_doc, write_outputs
 from ..engine.reduce import reduce_outcomes
 from ..engine.tasks import ReportOutcome
 from ..inputs.discover import discover
@@ -119,7 +119,8 @@ def not_ours(out_dir: str) -> list[str]:
 def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str]:
     """The paths of ``targets`` (relative to ``out_dir``) that a run would overwrite although the product
     cannot prove it wrote them: present (a file or a link), not listed in the folder's manifest or in the
-    record of a report rendered there (:func:`not_ours`' proofs), and not written by this run (modified
+    record of a report rendered there (:func:`not_ours`' proofs) nor a per-GPU file proven ours by its
+    content (:func:`~pipeline.engine.outputs.proven_gpu_doc`: a killed run's), and not written by this run (modified
     before ``since_ns``, when :meth:`OutputFolder.begin` marked the folder as changing; its tasks' per-GPU
     files come after). Sorted."""
     from ..report.rendered import rendered_files
@@ -132,7 +133,8 @@ def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str
             st = os.lstat(os.path.join(out_dir, rel))
         except FileNotFoundError:
             continue
-        if rel not in owned and st.st_mtime_ns < since_ns:
+        if rel not in owned and st.st_mtime_ns < since_ns \
+                and not (rel.startswith("gpus/") and proven_gpu_doc(os.path.join(out_dir, rel))):
             out.append(rel)
     return sorted(out)
 
