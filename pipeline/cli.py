@@ -107,7 +107,9 @@ def _scheduler(ctx, param, value):
     try:
         return check_scheduler_address(value)
     except ValueError as exc:
-        raise click.BadParameter(message(exc)) from exc
+        from_env = ctx.get_parameter_source(param.name) == click.core.ParameterSource.ENVIRONMENT
+        raise click.BadParameter(message(exc), param_hint="DASK_SCHEDULER_ADDRESS (the environment)"
+                                 if from_env else None) from exc
 
 
 class Seconds(click.ParamType):

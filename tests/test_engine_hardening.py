@@ -192,6 +192,9 @@ def test_an_unsupported_or_malformed_address_is_exit_2(tmp_path, reports, addres
         env["DASK_SCHEDULER_ADDRESS"] = address
     proc = run_cli(*args, check=False, env=env, timeout=HUNG_S)
     stopped_before_work(proc, out, repr(address), expected)
+    if given != "config":  # the message names where the address came from
+        named = {"flag": "Invalid value for '--scheduler'", "env": "Invalid value for DASK_SCHEDULER_ADDRESS"}
+        assert named[given] in proc.stderr, proc.stderr
 
 
 class Peer:
