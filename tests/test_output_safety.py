@@ -514,3 +514,24 @@ def test_per_gpu_files_a_killed_run_left_unlisted_are_known_as_ours(reports, tmp
     left = sorted(os.listdir(out / "gpus"))
     assert "data.json" in left and not set(killed) & set(left), other.stdout
     assert len(left) == 3 and all(n.startswith("job2.sqlite__") for n in left if n != "data.json")
+
+
+def test_a_second_report_into_the_folder_of_anothers_pages_is_refused(reports, tmp_path, env):
+    """Two reports rendered into one folder would share gpu-pages/: the second is refused (exit 2, naming
+    the first) and the first's pages and links stay whole (before: the second removed the first's pages,
+    'wrote … 2 GPU page(s)', and every GPU link of the first report was broken)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(a), env=env)
+    run_cli("run", str(reports / "job1.sqlite"), "--out", str(b), env=env)
+    share = tmp_path / "share"
+    run_cli("report", str(a), "--out", str(share / "first.html"))
+    before = tree(share)
+    proc = run_cli("report", str(b), "--out", str(share / "second.html"), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{share / PAGES_DIR}: holds the GPU pages of another report beside it (first.html)" in proc.stderr
+    assert tree(share) == before
+    (share / "first.html").unlink()  # the first report gone: its pages are the second's to replace
+    run_cli("report", str(b), "--out", str(share / "second.html"))
+    fleet = pd.read_parquet(b / "fleet.parquet")
+    assert sorted(os.listdir(share / PAGES_DIR)) == sorted(gpu_page_name(r, g) for r, g in
+                                                         zip(fleet["report"], fleet["gpu_key"]))

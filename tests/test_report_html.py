@@ -193,12 +193,14 @@ def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, 
     assert money(n2["idle_usd_per_month"].sum()) in re.search(r'id="fleet-usd"[^>]*>([^<]+)<', page).group(1)
     assert 'data-date="2026-03-03"' not in page
     # A plain run folder: one night, no comparison, still every section.
-    proc = run_cli("report", str(example_run), "--out", str(tmp_path / "run.html"))
-    pages = tmp_path / "gpu-pages"
+    # (Into a folder of its own: n2.html's GPU pages are beside it, and a second report is refused there.)
+    run_html = tmp_path / "run" / "run.html"
+    proc = run_cli("report", str(example_run), "--out", str(run_html))
+    pages = tmp_path / "run" / "gpu-pages"
     n_pages = len(list(pages.glob("*.html")))
     assert n_pages == len(pd.read_parquet(example_run / "fleet.parquet").query("status != 'error'"))
-    assert proc.stdout.strip() == f"wrote {tmp_path / 'run.html'} and {n_pages} GPU page(s) in {pages}{os.sep}"
-    page = (tmp_path / "run.html").read_text()
+    assert proc.stdout.strip() == f"wrote {run_html} and {n_pages} GPU page(s) in {pages}{os.sep}"
+    page = run_html.read_text()
     base = pd.read_parquet(example_run / "fleet.parquet")
     assert f'>{money(base["idle_usd_per_month"].sum())}<' in page
     assert "Only one night so far" in page and page.count('<svg class="plot"') == 5

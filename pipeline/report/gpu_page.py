@@ -407,10 +407,11 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
     Raises:
-        OutputError: ``gpu-pages/`` is a symbolic link or not a folder.
+        OutputError: ``gpu-pages/`` is a symbolic link or not a folder, or holds the pages of another
+            report file beside it (one that still exists: its links would break).
         PagesIncomplete: a page could not be written (the pages before it are in place).
     """
-    from ..io import real_dir
+    from ..io import OutputError, real_dir
     from ..runs.results import read_manifest
     from .rendered import in_pages, record, record_name
 
@@ -423,6 +424,11 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
     names = [gpu_page_name(report, gpu_key) for report, gpu_key, _, _ in todo]
     name = record_name(report_dir)
     doc = read_manifest(report_dir, name)
+    other = (doc or {}).get("report")
+    if other and other != report_name and os.path.isfile(os.path.join(report_dir, other)):
+        # gpu-pages/ holds one report's pages: this one's would replace them under the other's links.
+        raise OutputError(f"{folder}: holds the GPU pages of another report beside it ({other}), which link "
+                          f"to them; render {report_name} into another folder, or remove {other} first")
     owned = dict(doc["files"]) if doc else {}
     claims = {f"{PAGES_DIR}/{n}": None for n in names}
     record(report_dir, name, {**owned, **claims, report_name: None}, doc, report_name)
