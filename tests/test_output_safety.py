@@ -208,8 +208,10 @@ def test_a_run_into_a_folder_another_run_writes_is_refused_naming_it(reports, tm
 
 @pytest.mark.parametrize("change", ["other run's tables", "same-size edit"])
 def test_kept_only_when_the_files_hold_what_the_manifest_says(reports, tmp_path, env, change):
-    """Run A, then B's tables land in A's folder under A's manifest (the interleaving of two runs): the
-    next A run rewrites A's outputs instead of "kept everything" with B's dollars; so does a same-size edit."""
+    """Run A, then B's tables land in A's folder under A's manifest (the interleaving of two runs of earlier
+    code, which took no lock), or a same-size edit: the next A run never says "kept everything" with B's
+    dollars; the changed files no longer hold what A wrote, so it refuses to overwrite them (exit 2, naming
+    them) and keeps nothing; once they are moved away, A's outputs are written again, and kept after."""
     out, other = tmp_path / "a", tmp_path / "b"
     report = str(reports / "job2.sqlite")
     run_cli("run", report, "--out", str(out), env=env)
@@ -225,8 +227,17 @@ def test_kept_only_when_the_files_hold_what_the_manifest_says(reports, tmp_path,
         edited = text.replace(b"0", b"1", 1)
         assert len(edited) == len(text) and edited != text
         (out / "fleet.csv").write_bytes(edited)
-    proc = run_cli("run", report, "--out", str(out), env=env)
+    changed = sorted(TABLES if change == "other run's tables" else ["fleet.csv"])
+    before = tree(out)
+    proc = run_cli("run", report, "--out", str(out), check=False, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "kept everything" not in proc.stdout and "are up to date" not in proc.stdout
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    assert f"or were changed since it wrote them ({shown})" in proc.stderr
+    assert {k: v for k, v in tree(out).items() if k != MANIFEST} == {k: v for k, v in before.items() if k != MANIFEST}
+    for name in changed:
+        (out / name).unlink()
+    proc = run_cli("run", report, "--out", str(out), env=env)
     assert "0 report(s) analysed, 1 reused" in proc.stdout
     assert {k: v for k, v in tree(out).items() if k not in (MANIFEST, ".gpu-idle.lock")} == \
         {k: v for k, v in mine.items() if k not in (MANIFEST, ".gpu-idle.lock")}
@@ -439,7 +450,8 @@ def test_a_persons_file_where_a_run_writes_is_never_overwritten(reports, tmp_pat
     proc = run_cli("run", str(reports / "job0.sqlite"), str(reports / "job1.sqlite"), "--out", str(out),
                    check=False, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
-    assert "1 file(s) this run writes are there already and are not gpu-idle's (records/job1.md)" in proc.stderr
+    assert ("1 file(s) this run writes are there already and are not gpu-idle's, or were changed since it wrote "
+            "them (records/job1.md)") in proc.stderr
     after = tree(out)
     claimed = manifest(out)
     assert claimed["inputs"] is None and claimed["complete"] is False
@@ -535,3 +547,28 @@ def test_a_second_report_into_the_folder_of_anothers_pages_is_refused(reports, t
     fleet = pd.read_parquet(b / "fleet.parquet")
     assert sorted(os.listdir(share / PAGES_DIR)) == sorted(gpu_page_name(r, g) for r, g in
                                                          zip(fleet["report"], fleet["gpu_key"]))
+
+
+@pytest.mark.parametrize("edited", ["fleet.csv", "records", "gpus"])
+def test_an_output_a_person_edited_is_never_overwritten(reports, tmp_path, env, edited):
+    """An output of ours that a person changed since (its size and SHA-256 are no longer the manifest's) is
+    theirs now: a run that would write it again is refused (exit 2, naming it) and the edit stays (before:
+    overwritten, exit 0). A run interrupted while it rewrote its outputs leaves them claimed by name, so the
+    next run is not refused."""
+    out = tmp_path / "out"
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), "--no-cache", env=env)
+    rel = {"fleet.csv": "fleet.csv", "records": f"records/{record_stem('job0')}.md",
+           "gpus": next(f"gpus/{n}" for n in sorted(os.listdir(out / "gpus")))}[edited]
+    with open(out / rel, "a", encoding="utf-8") as fh:
+        fh.write("\nMY EDIT\n")
+    mine = (out / rel).read_bytes()
+    proc = run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), "--no-cache", check=False, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert f"or were changed since it wrote them ({rel})" in proc.stderr
+    assert (out / rel).read_bytes() == mine
+    # As an interrupted rewrite leaves it: every output claimed by name, whatever it holds now.
+    doc = manifest(out)
+    doc.update(inputs=None, complete=False, files={k: None for k in doc["files"]})
+    (out / MANIFEST).write_text(json.dumps(doc))
+    run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), "--no-cache", env=env)
+    assert b"MY EDIT" not in (out / rel).read_bytes() and manifest(out)["complete"] is True

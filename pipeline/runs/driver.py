@@ -21,7 +21,7 @@ from ..config import Config
 from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, Job, OnDask, map_reports
-from ..engine.outputs import PAGES_DIR, planned_outputs, proven_gpu_doc, write_outputs
+from ..engine.outputs import PAGES_DIR, TABLE_FILES, planned_outputs, proven_gpu_doc, write_outputs
 from ..engine.reduce import reduce_outcomes
 from ..engine.tasks import ReportOutcome
 from ..inputs.discover import discover
@@ -118,23 +118,56 @@ def not_ours(out_dir: str) -> list[str]:
 
 def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str]:
     """The paths of ``targets`` (relative to ``out_dir``) that a run would overwrite although the product
-    cannot prove it wrote them: present (a file or a link), not listed in the folder's manifest or in the
-    record of a report rendered there (:func:`not_ours`' proofs) nor a per-GPU file proven ours by its
-    content (:func:`~pipeline.engine.outputs.proven_gpu_doc`: a killed run's), and not written by this run (modified
+    cannot prove they hold what it wrote: present (a file or a link), not written by this run (modified
     before ``since_ns``, when :meth:`OutputFolder.begin` marked the folder as changing; its tasks' per-GPU
-    files come after). Sorted."""
+    files come after), and either listed nowhere (not in the folder's manifest, not in the record of a
+    report rendered there: :func:`not_ours`' proofs; nor a per-GPU file proven ours by its content,
+    :func:`~pipeline.engine.outputs.proven_gpu_doc`, a killed run's) or listed with a size and SHA-256
+    it no longer has (a person edited it since). Sorted."""
+    from ..io import same_file
     from ..report.rendered import rendered_files
 
     doc = read_manifest(out_dir)
-    owned = (set(doc["files"]) if doc else set()) | rendered_files(out_dir)
+    entries = dict(doc["files"]) if doc else {}
+    named = rendered_files(out_dir)
     out = []
     for rel in targets:
+        path = os.path.join(out_dir, rel)
         try:
-            st = os.lstat(os.path.join(out_dir, rel))
+            st = os.lstat(path)
         except FileNotFoundError:
             continue
-        if rel not in owned and st.st_mtime_ns < since_ns \
-                and not (rel.startswith("gpus/") and proven_gpu_doc(os.path.join(out_dir, rel))):
+        if st.st_mtime_ns >= since_ns:
+            continue
+        if rel in entries:
+            if not same_file(path, entries[rel]):   # None (claimed by name) matches any regular file
+                out.append(rel)
+        elif rel not in named and not (rel.startswith("gpus/") and proven_gpu_doc(path)):
+            out.append(rel)
+    return sorted(out)
+
+
+def not_to_overwrite(out_dir: str, paths: list[str], after: str = "") -> OutputError:
+    """The refusal of a run that would overwrite ``paths`` (relative, sorted; :func:`edited_outputs`,
+    :func:`foreign_targets`): the first five named, ``after`` said after "run again"."""
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return OutputError(f"{out_dir}: {len(paths)} file(s) this run writes are there already and are not gpu-idle's, "
+                       f"or were changed since it wrote them ({shown}): move them away and run again{after}; "
+                       "gpu-idle never overwrites a file it cannot prove holds what it wrote")
+
+
+def edited_outputs(out_dir: str, doc: dict) -> list[str]:
+    """The run's documents (fleet tables, ``gpus/``, ``records/``: what a run writes again) that the
+    manifest ``doc`` lists with a size and SHA-256 they no longer have: a person changed them since, so
+    they are theirs now and a run refuses to overwrite them (checked before any analysis: the tasks write
+    ``gpus/`` as they go). Files missing or claimed by name only are not. Sorted relative paths."""
+    from ..io import same_file
+
+    out = []
+    for rel, entry in doc["files"].items():
+        documents = rel in TABLE_FILES or rel.startswith(("gpus/", "records/"))
+        if documents and entry is not None and os.path.lexists(os.path.join(out_dir, rel)) \
+                and not same_file(os.path.join(out_dir, rel), entry):
             out.append(rel)
     return sorted(out)
 
@@ -286,7 +319,16 @@ class RunFolder(OutputFolder):
         return held()
 
     def _refuse_foreign(self) -> None:
-        if not os.path.isdir(self.out_dir) or read_manifest(self.out_dir) is not None:
+        if not os.path.isdir(self.out_dir):
+            return
+        for sub in SUBDIRS:   # a symlinked sub-folder is said as such, with or without a manifest
+            if os.path.islink(os.path.join(self.out_dir, sub)):
+                real_dir(os.path.join(self.out_dir, sub))  # raises, naming it
+        doc = read_manifest(self.out_dir)
+        if doc is not None:
+            edited = edited_outputs(self.out_dir, doc)
+            if edited:
+                raise not_to_overwrite(self.out_dir, edited)
             return
         foreign = not_ours(self.out_dir)
         if foreign:
@@ -314,10 +356,7 @@ class RunFolder(OutputFolder):
             with contextlib.suppress(OSError):  # what this run's tasks wrote stays known as the product's
                 drop_manifest(self.out_dir, claim=[rel for rel in targets if rel not in taken
                                                    and os.path.lexists(os.path.join(self.out_dir, rel))])
-            shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
-            raise OutputError(f"{self.out_dir}: {len(taken)} file(s) this run writes are there already and are not "
-                              f"gpu-idle's ({shown}): move them away and run again (the results are stored: "
-                              "nothing is analysed again); gpu-idle never overwrites a file it cannot prove it wrote")
+            raise not_to_overwrite(self.out_dir, taken, " (the results are stored: nothing is analysed again)")
         try:
             # A manager report rendered from the folder's earlier contents (gpu-idle report DIR --out
             # DIR/report.html, as `make run` does) would describe other outputs: it goes, and so do the

@@ -563,8 +563,8 @@ def drop_manifest(night_dir: str, claim=(), name: str = MANIFEST) -> dict:
     OSError when it cannot be written."""
     doc = read_manifest(night_dir, name) or {"files": {}}
     files = dict(doc["files"])
-    for rel in claim:
-        files.setdefault(rel, None)
+    for rel in claim:   # about to be written: its old size and SHA-256 vouch for it no longer
+        files[rel] = None
     extra = {k: v for k, v in doc.items() if k not in ("inputs", "complete", "files")}
     write_folder_manifest(night_dir, files, None, False, name, **extra)
     return doc["files"]
