@@ -90,7 +90,8 @@ EXIT_STATUSES = {
     0: "every report analysed (or nothing to do)",
     1: "a report failed (its row says why), or the command could not finish (e.g. a full disk: one line "
        "counts and names the files not written)",
-    2: "nothing done: a wrong option, config, scheduler address or --out (not gpu-idle's, or being written)",
+    2: "nothing done: a wrong option, config, scheduler address, RESULTS or --out (not gpu-idle's, or being "
+       "written)",
     130: "interrupted by SIGINT (Ctrl-C); the worker processes end with it",
     143: "interrupted by SIGTERM; the worker processes end with it",
 }

@@ -206,7 +206,9 @@ def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, 
     assert "Only one night so far" in page and page.count('<svg class="plot"') == 5
     assert "this page shows a single <code>gpu-idle run</code>" in page  # not a sweep's first night
     bad = run_cli("report", str(tmp_path), "--out", str(tmp_path / "x.html"), check=False)
-    assert bad.returncode != 0 and "no fleet.parquet" in bad.stderr
+    assert bad.returncode == 2 and "no fleet.parquet" in bad.stderr  # nothing done: README "Exit status"
+    night = run_cli("report", str(example_run), "--out", str(tmp_path / "y.html"), "--night", "2026-01-01", check=False)
+    assert night.returncode == 2 and "--night needs a sweep state folder" in night.stderr
 
 
 def test_csv_and_markdown_variants(sweep_state, tmp_path):

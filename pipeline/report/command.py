@@ -27,12 +27,12 @@ def report(results, out_path, fmt, night):
     page per analysed GPU, written beside it in gpu-pages/ (pages an earlier report wrote there of
     GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
     linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
-    records' links to those pages resolve. Exit status 1 when it cannot be written (RESULTS unreadable,
-    a full disk), 2 when --out is a folder not to write into (a symlinked gpu-pages/, another gpu-idle
-    process writing it)."""
+    records' links to those pages resolve. Exit status 1 when it cannot be written (a full disk), 2
+    when nothing could be done: RESULTS is no results folder, no such --night, or --out is a folder not
+    to write into (a symlinked gpu-pages/, another report's pages, another gpu-idle process writing it)."""
     from ..io import OutputError, folder_lock
     from ..text import message
-    from .html import ReportError, write_report
+    from .html import ReportError, ReportNotWritten, write_report
 
     try:
         # html writes gpu-pages/ beside the report (and records them in a run folder): one writer at a time
@@ -41,8 +41,10 @@ def report(results, out_path, fmt, night):
             path = write_report(results, out_path, fmt, night)
     except OutputError as exc:  # a folder not to write (a symlinked gpu-pages/, another writer): nothing done, 2
         raise click.BadParameter(message(exc), param_hint="--out") from exc
-    except ReportError as exc:
+    except ReportNotWritten as exc:  # begun, not finished (a full disk): 1
         raise click.ClickException(message(exc)) from exc
+    except ReportError as exc:  # RESULTS is no results folder, no such --night: nothing done, 2
+        raise click.UsageError(message(exc)) from exc
     click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else ""))
 
 
