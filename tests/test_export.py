@@ -28,6 +28,7 @@ import pytest
 
 from pipeline.analysis.window import choose_window
 from pipeline.inputs import export
+from pipeline.checksums import sidecar_of
 from pipeline.inputs.export import ExportError, export_report, find_nsys
 from pipeline.load.report import ProfileError, load_report
 
@@ -258,7 +259,7 @@ def test_second_export_reuses_the_cache(recording, nsys, tmp_path):
     argv = calls.read_text().splitlines()[0].split()
     assert argv[:3] == ["export", "--type", "sqlite"] and "--force-overwrite" in argv
     assert argv[argv.index("--output") + 1] != first
-    assert sorted(os.listdir(cache)) == [os.path.basename(first), os.path.basename(export.sums_path(first))], \
+    assert sorted(os.listdir(cache)) == [os.path.basename(first), os.path.basename(sidecar_of(first))], \
         "temporary files left in the cache"
     assert sorted(os.listdir(recording.parent)) == beside_before, "something was written beside the report"
 

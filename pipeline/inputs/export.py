@@ -143,23 +143,10 @@ def cached_export_path(rep_path: str | os.PathLike, cache_dir: str | os.PathLike
     return Path(cache_dir or default_cache_dir()) / f"{content_key(rep_path)}.sqlite"
 
 
-def sums_path(export: str | os.PathLike) -> Path:
-    """The checksum sidecar of the cached export ``export``: ``<export>.sums.json``."""
-    return Path(sidecar_of(export))
-
-
-def check_export(export: Path) -> None:
-    """Check a cached export against its sidecar (:func:`sums_path`): its whole content (and any ``-wal``
-    or hot ``-journal`` beside it, which would change it) must hash to the recorded SHA-256
-    (:func:`pipeline.checksums.check_sealed_file`; the hash is remembered for the export's columnar cache
-    entry, so a checked export is read once). Raises :class:`~pipeline.checksums.EntryCheckFailed`."""
-    check_sealed_file(export)
-
-
 def _discard_export(final: Path) -> None:
     """Remove what SQLite left beside a cached export that failed its check, and its sidecar (the export
     itself is replaced atomically by the new one: a run still reading it never finds it gone)."""
-    for extra in [Path(f"{final}{suffix}") for suffix in SQLITE_SIDECARS] + [sums_path(final)]:
+    for extra in [Path(f"{final}{suffix}") for suffix in SQLITE_SIDECARS] + [Path(sidecar_of(final))]:
         extra.unlink(missing_ok=True)
 
 
@@ -255,7 +242,7 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         Path (string) of the SQLite export: ``<cache_dir>/<sha256>.sqlite`` where
         ``<sha256>`` is the hash of the report's bytes. When that file already
         exists (same content exported before, under any name) and its bytes still
-        match the checksum recorded when it was written (:func:`check_export`), it is
+        match the checksum recorded when it was written (:func:`~pipeline.checksums.check_sealed_file`), it is
         reused and nsys is not run; otherwise it is exported again (a line on stderr
         says why), never served.
     Raises:
@@ -290,7 +277,7 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
     # here too, nothing discarded.
     if final.exists():
         try:
-            check_export(final)
+            check_sealed_file(final)  # its whole content (and a -wal or hot -journal beside it)
             return str(final)
         except EntryCheckFailed as exc:
             _discard_export(final)

@@ -42,7 +42,7 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
                          record_digest, write_sums)
 from ..config import Config
 from ..engine.reduce import rosters_of
-from ..io import atomic_path, file_entry, is_leftover, remove_leftovers, write_json
+from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
 from ..load.snapshot import sidecars, snapshot_key
 
 
@@ -541,13 +541,13 @@ def write_folder_manifest(night_dir: str, files, inputs: str | None, complete: b
 
 def folder_files(night_dir: str) -> list[str]:
     """Every regular file under ``night_dir`` (relative paths, sorted; symbolic links neither listed nor
-    followed), temporary files, lock files and the folder's own manifest excepted."""
+    followed), temporary files, the folder's own lock file (:data:`~pipeline.io.LOCK`) and manifest excepted."""
     out = []
     for folder, dirs, files in os.walk(night_dir):
         dirs.sort()
         for name in sorted(files):
             path = os.path.join(folder, name)
-            if is_leftover(name) or name.endswith(".lock") or (name == MANIFEST and folder == night_dir) \
+            if is_leftover(name) or (name in (MANIFEST, LOCK) and folder == night_dir) \
                     or os.path.islink(path):
                 continue
             out.append(os.path.relpath(path, night_dir))
