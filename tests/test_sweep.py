@@ -43,9 +43,15 @@ def wait_for_results(results, count: int, proc, timeout_s: float = 120) -> None:
     """Poll until ``count`` report results are stored under ``results`` (or the sweep ended)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None:
-        if results.exists() and len(list(results.glob("*.parquet"))) >= count:
+        if results.exists() and stored_count(results) >= count:
             return
         time.sleep(0.01)
+
+
+def stored_count(results) -> int:
+    """Results stored whole: a result counts once its checksums sidecar (written last) is in place; a
+    kill between the table and its sidecar leaves a table that the next sweep analyses again."""
+    return len(list(results.glob("*.sums.json")))
 
 
 def history(state) -> pd.DataFrame:
@@ -115,7 +121,7 @@ def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir):
     wait_for_results(results, 3, proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep: client and its worker processes
     proc.wait()
-    stored = len(list(results.glob("*.parquet")))
+    stored = stored_count(results)
     assert 3 <= stored < 24, f"kill came too late ({stored} of 24 stored)"
     # SIGKILL can stop a write half-way: only under a temporary name, never under a result's name
     assert all(p.name.startswith(".") and p.name.endswith(".tmp") for p in results.glob(".*"))
