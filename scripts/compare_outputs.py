@@ -5,8 +5,9 @@
 Checks out BASE_REF into a temporary git worktree and runs both it and the working
 tree (with this interpreter, ``python -m pipeline.cli``, each with empty caches of its
 own, on the same absolute input paths) on the example fleet (``examples/fleet``, as
-``make run``) and on ``../shared/profiles`` (as the README's real-profile command,
-with the working tree's ``configs/profiles.yaml``), then compares every
+``make run``), on ``../shared/profiles`` (as the README's real-profile command,
+with the working tree's ``configs/profiles.yaml``, with the span window and the automatic one)
+and on the PyTorch traces in ``../shared/kineto`` (both windows), then compares every
 file the two runs wrote: fleet.parquet, fleet.csv, jobs.csv, clusters.csv, gpus/*.json
 and records/*. Files that say which run made them (the folder's ``.manifest.json``,
 which holds a digest of the pipeline's source) are not compared. Prints one line per
@@ -22,13 +23,19 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "profiles")
+KINETO = os.path.join(os.path.dirname(REPO), "shared", "kineto")
 SKIP = {".manifest.json"}
 
 EXAMPLES = os.path.join(REPO, "examples", "fleet")
 CASES = [
     ("example fleet", [EXAMPLES, "--config", os.path.join(EXAMPLES, "labels.yaml")]),
     ("shared profiles", [SHARED, "--window", "span", "--config", os.path.join(REPO, "configs", "profiles.yaml")]),
+    ("shared profiles auto", [SHARED, "--config", os.path.join(REPO, "configs", "profiles.yaml")]),
+    ("shared kineto", [KINETO]),
+    ("shared kineto span", [KINETO, "--window", "span"]),
 ]
+NEEDS = {"shared profiles": SHARED, "shared profiles auto": SHARED, "shared kineto": KINETO,
+         "shared kineto span": KINETO}
 
 
 def run(tree: str, args: list[str], out: str, cache: str) -> int:
@@ -62,8 +69,8 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "pipeline.cli", "synth", "--example", "examples/fleet"], cwd=REPO,
                            check=True)
         for name, args in CASES:
-            if name == "shared profiles" and not os.path.isdir(SHARED):
-                print(f"{name}: skipped ({SHARED} not found)")
+            if name in NEEDS and not os.path.isdir(NEEDS[name]):
+                print(f"{name}: skipped ({NEEDS[name]} not found)")
                 continue
             outs = {}
             for side, root in (("base", tree), ("work", REPO)):
