@@ -159,7 +159,8 @@ def main():
                    "report runs in this process on as many threads.")
 @click.option("--no-cache", is_flag=True,
               help="Read every export from SQLite (and every trace from its JSON) and analyse every report; "
-                   "do not use or fill the Parquet or the result cache.")
+                   "use and fill no cache of any kind (exports, staged copies, Parquet, results): a .nsys-rep is "
+                   "exported, a remote report staged, into a temporary folder removed afterwards.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):

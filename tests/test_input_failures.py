@@ -387,7 +387,7 @@ def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path
     url = "memory:///kmem15/rank0.pt.trace.json.gz"
     try:
         with pytest.raises(ProfileError) as caught:
-            tasks.load_report_for(url, ExportConfig(), CacheConfig(enabled=False),
+            tasks.load_report_for(url, ExportConfig(), CacheConfig(dir=str(tmp_path / "columns")),
                                   StorageConfig(cache_dir=str(tmp_path / "staged")), memory_factor=1000)
     finally:
         fs.rm("/kmem15", recursive=True)

@@ -90,9 +90,11 @@ def test_s3_run_equals_local_run(s3, fleet_bucket, span_run, span_fleet, profile
     cache = tmp_path / "staged"
     cfg = write_config(tmp_path / "s3.yaml", s3, cache)
     out = tmp_path / "out"
-    # --no-cache: the staged copies are read from SQLite, not from the local run's Parquet cache.
-    proc = run_cli("run", f"s3://{FLEET_BUCKET}/nightly", "--out", str(out), "--window", "span", "--no-cache",
-                   "--config", "configs/profiles.yaml", "--config", str(cfg))
+    # A cache root of its own: the staged copies are read from SQLite, not from the local run's Parquet
+    # cache (--no-cache would keep no staged copy either).
+    proc = run_cli("run", f"s3://{FLEET_BUCKET}/nightly", "--out", str(out), "--window", "span",
+                   "--config", "configs/profiles.yaml", "--config", str(cfg),
+                   env={"GPU_IDLE_CACHE": str(tmp_path / "columns")})
     assert "3 report(s) found" in proc.stdout
     remote = pd.read_csv(out / "fleet.csv", keep_default_na=False)
     local = span_fleet.copy()

@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import sys
+import tempfile
 import traceback
 
 from ..analysis.analyse import analyse_gpu, plan_gpu
@@ -189,26 +191,47 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     that path and the cause; messages about a staged or exported copy are restated
     about the original, with the copies named in parentheses. The report's ``sources`` name the cache
     entries it was read from (the columnar cache entry, the staged copy, the cached export), for its
-    stored result to record.
+    stored result to record. With ``cache_cfg.enabled`` false (``--no-cache``) no cache of any kind is
+    read or written: the staged copy and the export go to a temporary folder removed before this returns
+    (or raises), and messages say so instead of naming them.
     """
+    if cache_cfg.enabled:
+        return _load_report_for(path, export_cfg, cache_cfg, storage_cfg, memory_factor, background_cache,
+                                memory_limit, None)
+    # --no-cache: no cache of any kind; a staged copy and an export live in a folder of this call's own
+    scratch = tempfile.mkdtemp(prefix="gpu-idle-no-cache-")
+    try:
+        return _load_report_for(path, export_cfg, cache_cfg, storage_cfg, memory_factor, False, memory_limit,
+                                scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg, memory_factor,
+                     background_cache: bool, memory_limit, scratch: str | None) -> Report:
+    """:func:`load_report_for`; ``scratch``: None (caches on), or the temporary folder that the staged
+    copy and the export go to (``--no-cache``: errors then name no copy, which is gone when they are read)."""
     from ..config import StorageConfig
     from ..inputs.storage import is_remote, stage
 
-    local = path
+    local, cached = path, scratch is None
     if is_remote(path):
         st = storage_cfg or StorageConfig()
-        local = stage(path, st.options, st.cache_dir, st.retries, st.backoff_s)  # StageError names the URL
-    copies, sqlite_path = [f"staged to {local}"] if local != path else [], None
+        local = stage(path, st.options, scratch or st.cache_dir, st.retries, st.backoff_s,
+                      cached)  # StageError names the URL
+    temporary = "into a temporary file, since removed"
+    copies = [f"staged to {local}" if cached else f"staged {temporary}"] if local != path else []
+    sqlite_path = None
     limit = _worker_memory_limit() or memory_limit
     limits = ReadLimits(export_cfg.read_timeout_s,
                         int(limit / memory_factor) if limit and memory_factor is not None else None)
     try:
         if memory_factor is not None:
             check_memory(local, memory_factor, limit)
-        sqlite_path = local if is_kineto_path(local) else export_report(local, export_cfg.nsys, export_cfg.cache_dir,
-                                                                         export_cfg.timeout_s)
+        sqlite_path = local if is_kineto_path(local) else export_report(
+            local, export_cfg.nsys, scratch or export_cfg.cache_dir, export_cfg.timeout_s, cached)
         if sqlite_path != local:
-            copies.append(f"exported to {sqlite_path}")
+            copies.append(f"exported to {sqlite_path}" if cached else f"exported with nsys {temporary}")
         with reading_under(limits):
             report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
     except ProfileError as exc:
@@ -220,8 +243,9 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
                 message = message[len(prefix):].lstrip(": ")
         raise type(exc)(f"{path}: ({', '.join(copies)}) {message}") from exc
     report.path = path
-    copies_used = [copy for copy in dict.fromkeys([local, sqlite_path]) if copy != path]
-    report.sources += [src for src in map(file_source, copies_used) if src is not None]
+    if cached:
+        copies_used = [copy for copy in dict.fromkeys([local, sqlite_path]) if copy != path]
+        report.sources += [src for src in map(file_source, copies_used) if src is not None]
     return report
 
 

@@ -17,7 +17,9 @@ it, ``<sha256>.sqlite.sums.json`` records the SHA-256 of the whole export
 when its bytes still have that digest (hashed once per process, and the same
 hash keys its columnar cache entry: :func:`~pipeline.load.snapshot.snapshot_key`).
 A truncated or changed export, or one without a checksum, is exported again,
-with one line on stderr saying so.
+with one line on stderr saying so. With ``--no-cache`` (``cached=False``) no cache
+is read or written: the report is exported into a temporary folder that the caller
+removes once the export is loaded (:func:`pipeline.engine.tasks.load_report_for`).
 
 Which ``nsys``: see :func:`find_nsys`. The project installs one for its own
 tests with ``make nsys`` (``tools/nsys/``, Debian's nsight-systems 2022.4; no
@@ -228,7 +230,7 @@ def _run(cmd: list[str], timeout_s: float) -> tuple[int, str, str]:
 
 def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | None = None,
                   cache_dir: str | os.PathLike | None = None,
-                  timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+                  timeout_s: float = DEFAULT_TIMEOUT_S, cached: bool = True) -> str:
     """SQLite export of one Nsight Systems report; exports at most once per content.
 
     Args:
@@ -238,20 +240,23 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         cache_dir: directory for exports; ``None`` means :func:`default_cache_dir`.
             Created if missing. Nothing is ever written beside the report.
         timeout_s: seconds ``nsys export`` may run before it is killed.
+        cached: False (``--no-cache``): ``cache_dir`` is a temporary folder of the caller's (which
+            removes it when done), not a cache: no earlier export is looked for, the export is
+            written there as ``export.sqlite`` without a checksum sidecar, and no message names a cache.
     Returns:
         Path (string) of the SQLite export: ``<cache_dir>/<sha256>.sqlite`` where
         ``<sha256>`` is the hash of the report's bytes. When that file already
         exists (same content exported before, under any name) and its bytes still
         match the checksum recorded when it was written (:func:`~pipeline.checksums.check_sealed_file`), it is
         reused and nsys is not run; otherwise it is exported again (a line on stderr
-        says why), never served.
+        says why), never served. Not ``cached``: ``<cache_dir>/export.sqlite``, exported now.
     Raises:
         ExportError: every message starts with the report path and names the
         cause: file missing or empty, unknown suffix, remote URL, nsys not found, nsys
         exited non-zero (a report written by a newer Nsight Systems than ``nsys``: both
         versions and how to configure a newer ``nsys``; else a corrupt or truncated
         report; the message quotes the last lines of nsys's stderr), nsys timed out,
-        nsys produced no SQLite file, or the cache directory cannot be written.
+        nsys produced no SQLite file, or the cache directory (the temporary folder) cannot be written.
     """
     rep = os.fspath(rep_path)
     lower = rep.lower()
@@ -268,14 +273,15 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         raise ExportError(f"{rep}: empty file (0 bytes), not an Nsight Systems report")
 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = f"export cache {cache}" if cached else f"temporary folder {cache}"
     try:
-        key = content_key(rep)
+        key = content_key(rep) if cached else "export"
     except OSError as exc:
         raise ExportError(f"{rep}: cannot read the report ({exc})") from exc
     final = cache / f"{key}.sqlite"
     # A sidecar without its export is one being written right now (sealed before the rename): exported
     # here too, nothing discarded.
-    if final.exists():
+    if cached and final.exists():
         try:
             check_sealed_file(final)  # its whole content (and a -wal or hot -journal beside it)
             return str(final)
@@ -293,7 +299,7 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         fd, tmp_name = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp.sqlite", dir=cache)
         os.close(fd)
     except OSError as exc:
-        raise ExportError(f"{rep}: cannot write to export cache {cache} ({exc})") from exc
+        raise ExportError(f"{rep}: cannot write to {folder} ({exc})") from exc
     tmp = Path(tmp_name)
     cmd = [nsys, "export", "--type", "sqlite", "--output", str(tmp), "--force-overwrite", "true", rep]
     try:
@@ -310,8 +316,8 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         if not tmp.is_file() or not _is_sqlite(tmp):
             detail = _tail(err) or _tail(out) or "no output"
             raise ExportError(f"{rep}: nsys export exited 0 but wrote no SQLite file ({detail})")
-        digest = content_key(tmp)
-        seal_file(final, digest)  # first: an export in place is never without its checksum
+        if cached:
+            seal_file(final, content_key(tmp))  # first: an export in place is never without its checksum
         os.replace(tmp, final)
     except OSError as exc:
         raise ExportError(f"{rep}: cannot write export to {final} ({exc})") from exc

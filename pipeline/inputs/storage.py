@@ -19,7 +19,8 @@ records its SHA-256 (:mod:`pipeline.checksums`), and a copy whose bytes no longe
 match (or without it) is downloaded again, with one line on stderr. The cache dir: the
 ``storage.cache_dir`` config value, else ``$GPU_IDLE_STAGE_CACHE``, else
 ``$XDG_CACHE_HOME/gpu-idle/staged`` (``~/.cache/gpu-idle/staged``); delete it
-at any time.
+at any time. With ``--no-cache`` (``cached=False``) nothing is kept: the object is
+downloaded into a temporary folder that the caller removes once the report is loaded.
 
 Storage options (``storage.options`` in the config) go to fsspec unchanged for
 every remote URL: for S3, ``endpoint_url``, ``profile``, ``anon``, ``key`` /
@@ -213,13 +214,13 @@ def _suffix(url: str) -> str:
 
 
 def stage(url: str, storage_options: dict | None = None, cache_dir: str | os.PathLike | None = None,
-          retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S) -> str:
+          retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S, cached: bool = True) -> str:
     """Local path of ``url``: local paths unchanged, remote objects staged (see :func:`stage_info`)."""
-    return stage_info(url, storage_options, cache_dir, retries, backoff_s).path
+    return stage_info(url, storage_options, cache_dir, retries, backoff_s, cached).path
 
 
 def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | os.PathLike | None = None,
-               retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S) -> Staged:
+               retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S, cached: bool = True) -> Staged:
     """Stage one remote object into the local cache (at most once per object version).
 
     Args:
@@ -229,6 +230,9 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
         cache_dir: staging directory (``None``: :func:`default_cache_dir`).
         retries: how often a transient failure is retried (see the module doc).
         backoff_s: first wait between attempts retried here (doubles each time).
+        cached: False (``--no-cache``): ``cache_dir`` is a temporary folder of the caller's (which
+            removes it when done), not a cache: no earlier copy is looked for, the copy gets no
+            checksum sidecar, and no message names a cache.
     Returns:
         :class:`Staged`.
     Raises:
@@ -266,8 +270,9 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
     tag = _version_tag(info)
     key = hashlib.sha256(json.dumps([url, size, tag]).encode("utf-8")).hexdigest()
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    folder = f"staging cache {cache}" if cached else f"temporary folder {cache}"
     final = cache / f"{key}{_suffix(url)}"
-    if tag is not None and final.is_file() and final.stat().st_size == size:
+    if cached and tag is not None and final.is_file() and final.stat().st_size == size:
         try:
             check_sealed_file(final)
             return Staged(url, str(final), size, downloaded=False)
@@ -278,7 +283,7 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StageError(f"{url}: cannot write to staging cache {cache} ({exc})") from exc
+        raise StageError(f"{url}: cannot write to {folder} ({exc})") from exc
     failures: list[str] = []
     tries = 0
     # An incomplete copy is retried here even when the library retries requests itself.
@@ -292,7 +297,7 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
             got = os.path.getsize(tmp_name)
             if got != size:
                 raise _Incomplete(f"incomplete download: {got} of {size} bytes")
-            digest = file_digest(tmp_name)
+            digest = file_digest(tmp_name) if cached else None
             os.replace(tmp_name, final)
             break
         except FileNotFoundError:
@@ -310,9 +315,10 @@ def stage_info(url: str, storage_options: dict | None = None, cache_dir: str | o
                 os.unlink(tmp_name)
 
     try:
-        seal_file(final, digest)
+        if cached:
+            seal_file(final, digest)
     except OSError as exc:
-        raise StageError(f"{url}: cannot write to staging cache {cache} ({exc})") from exc
+        raise StageError(f"{url}: cannot write to {folder} ({exc})") from exc
     attempts = _attempts(counter, "GetObject", tries)
     retried = tuple(counter.failures if counter is not None else failures)
     if attempts > 1 or retried:

@@ -57,7 +57,7 @@ from .kineto_time import BEYOND_INT64, INT64_MAX, TimeRangeError, TimeTextError,
 from .limits import ReadTimeout, cut_text
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys
-from .report import _group_by_gpu, _in_start_order
+from .report import _group_by_gpu, _in_start_order, counted, no_kernel_ran
 
 #: File names read as PyTorch profiler traces (``*.pt.trace.json`` and ``*.pt.trace.json.gz`` end so too).
 KINETO_SUFFIXES = (".json.gz", ".json")
@@ -766,6 +766,12 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         raise ProfileError(f"{path}: no GPU events in this trace ({complete:,} complete events, none of category "
                            "kernel, gpu_memcpy or gpu_memset): was it profiled with ProfilerActivity.CUDA, and did "
                            "the GPU run anything while the profiler recorded?")
+    copied = [k for k in (MEMCPY, MEMSET) if _rows(tables[k])]
+    if require_kernels and not _rows(tables[KERNEL]) and not missing[KERNEL] and copied:
+        traced = [counted(_rows(tables[k]), KIND_LABELS[k][:-1], KIND_LABELS[k]) for k in copied]
+        devices = np.concatenate([tables[k]["device_id"] for k in copied]).tolist()
+        raise ProfileError(f"{path}: no kernel events in this trace, but "
+                           f"{no_kernel_ran(traced, devices, 'the profiler recorded')}")
     if require_kernels and not _rows(tables[KERNEL]):
         raise ProfileError(f"{path}: no usable kernel events in this trace ({missing[KERNEL]:,} without a usable "
                            "ts or dur): nothing ran on a GPU while the profiler recorded")

@@ -40,18 +40,71 @@ def _no_kernels() -> pd.DataFrame:
 KERNEL_QUERY_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "context_id", "name"]
 
 
+def counted(n: int, one: str, many: str) -> str:
+    """``n`` with the noun that fits it: ``counted(1, "memset", "memsets")`` is ``1 memset``, thousands
+    separated (``1,234 memsets``)."""
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def no_kernel_ran(traced: list[str], devices, when: str) -> str:
+    """The message tail of a capture that traced GPU copies but no kernel (an Nsight export, a PyTorch
+    profiler trace): ``traced``: what was traced, counted (``["5 memory copies (CUPTI_ACTIVITY_KIND_MEMCPY)",
+    "1 memset (...)"]``); ``devices``: the device ids they ran on; ``when``: ``profiling``, ``the profiler
+    recorded``. E.g. ``5 memory copies (…) and 1 memset (…) on 2 devices (0, 1), and no kernel ran while
+    profiling: there is no kernel to measure idle time between``."""
+    ids = sorted({int(d) for d in devices})
+    what = traced[0] if len(traced) == 1 else ", ".join(traced[:-1]) + " and " + traced[-1]
+    return (f"{what} on {counted(len(ids), 'device', 'devices')} ({', '.join(map(str, ids))}), and no kernel ran "
+            f"while {when}: there is no kernel to measure idle time between")
+
+
+def _copies_traced(schema: Schema) -> str | None:
+    """``but CUDA was traced: …`` (:func:`no_kernel_ran`) when the export holds memcpy or memset rows;
+    None when it holds neither."""
+    traced, devices = [], set()
+    for table, one, many in ((MEMCPY_TABLE, "memory copy", "memory copies"), (MEMSET_TABLE, "memset", "memsets")):
+        if not schema.has(table):
+            continue
+        rows = int(schema.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        if rows:
+            traced.append(f"{counted(rows, one, many)} ({table})")
+            dev = "deviceId" if "deviceId" in schema.columns(table) else "0"
+            devices |= {int(d or 0) for (d,) in schema.con.execute(f"SELECT DISTINCT {dev} FROM {table}")}
+    return f"but CUDA was traced: {no_kernel_ran(traced, devices, 'profiling')}" if traced else None
+
+
+#: Tables whose names start so are the enumerations (``ENUM_CUDA_MEM_KIND`` ...) every export holds,
+#: whatever was traced; nsys export writes them last, just before its metadata (:data:`META_TABLES`).
+ENUM_PREFIX = "ENUM_"
+
+
+def _cut_short(schema: Schema, path: str) -> str | None:
+    """The error of an export without kernels that looks cut short: none of the tables nsys export
+    writes last (the export metadata, :data:`META_TABLES`, nor an ``ENUM_*`` table), so the tables of
+    captured data after the last one it has may be missing too (an export interrupted, or a copy made
+    while it was written). None when the export holds them (a complete export that holds no kernels)."""
+    if any(schema.has(t) for t in META_TABLES) or any(t.startswith(ENUM_PREFIX) for t in schema.tables):
+        return None
+    return (f"{path}: incomplete export: its {counted(len(schema.tables), 'table has', 'tables have')} no "
+            f"{KERNEL_TABLE}, no export metadata ({META_TABLES[0]}) and none of the {ENUM_PREFIX}* tables that "
+            "nsys export writes last: the export looks cut short (interrupted, or copied while it was being "
+            "written); export the report again with nsys export --type sqlite")
+
+
 def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str | None, bool, bool]:
     """``(sql, decode_pid, has_name)`` that reads the kernel columns; ``sql`` is None when the
     export has no kernels and ``required`` is False. Raises :class:`ProfileError` when
-    kernels are required and there is no table or no start/end column."""
+    kernels are required and there is no table (the message says whether the export looks cut short,
+    :func:`_cut_short`, or traced copies and no kernel, :func:`_copies_traced`) or no start/end column."""
     if not required and (not schema.has(KERNEL_TABLE) or
                          not schema.con.execute(f"SELECT 1 FROM {KERNEL_TABLE} LIMIT 1").fetchone()):
         return None, False, False
     if not schema.has(KERNEL_TABLE):
-        raise ProfileError(
+        copies = _copies_traced(schema)
+        raise ProfileError(_cut_short(schema, path) or (
+            f"{path}: no {KERNEL_TABLE} table, {copies}" if copies else
             f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
-            "(was the run profiled with --trace=cuda, and did it launch any kernel?)"
-        )
+            "(was the run profiled with --trace=cuda, and did it launch any kernel?)"))
     cols = schema.columns(KERNEL_TABLE)
     for column in ("start", "end"):
         if column not in cols:
@@ -103,15 +156,17 @@ def _runtime_columns(sql: str, has_name: bool) -> Query:
 
 
 def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
-                   has_name: bool) -> tuple[pd.DataFrame, list]:
+                   has_name: bool, copies: str | None = None) -> tuple[pd.DataFrame, list]:
     """Kernel rows (``KERNEL_COLUMNS`` plus ``context_id``, dropped by the caller) from the
     :class:`~pipeline.load.sqlite.Decoded` columns of :func:`_kernel_query` (NULL read as 0, as -1
     in ``name``), and the loader's warnings. ``pid`` is -1 on every row when the table has no
     process column (older schema): :func:`infer_pids` fills it in. The decoded arrays become the
-    frame's columns (no copy when every row is kept). Raises :class:`ProfileError` when no row is usable."""
+    frame's columns (no copy when every row is kept). Raises :class:`ProfileError` when no row is usable
+    (``copies``: what the export traced instead, :func:`_copies_traced`, said when the table has no row)."""
     n = table.rows
     if n == 0:
-        raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
+        raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows, {copies}" if copies else
+                           f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
     ints = table.ints
     missing = table.null_mask("start") | table.null_mask("end") if table.nulls else np.zeros(n, dtype=bool)
     start, end = ints["start"], ints["end"]
@@ -443,7 +498,9 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
         tables = read_columns(schema, queries)
         if kernel_sql:
-            kernels, warnings = _kernels_frame(tables.pop("kernels"), strings, path, decode_pid, kernel_names)
+            found = tables.pop("kernels")
+            kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
+                                               None if found.rows else _copies_traced(schema))
         else:
             kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
         runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
