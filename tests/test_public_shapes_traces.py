@@ -68,6 +68,8 @@ COLLECTIVES = [
     "ncclDevKernel_Generic(ncclDevComm*, channelMasks, ncclWork*)",                # RCCL under ROCm 6
     "void rcclKernel<256u>(WorkInfo*)",                                             # early RCCL
     "void RcclKernelScalarAllGather<float>(DeviceControl_t*, void*, void*, int)",
+    "mscclKernel_Sum_hip_bfloat16_Simple_false",                                    # RCCL's MSCCL (ROCm)
+    "void aiter::cross_device_reduce_2stage<__hip_bfloat16, 8, false>(...)",       # AMD aiter (ROCm)
     "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
     "__nv_bfloat16*, int, int)",
     "void quickreduce::allreduce_prototype_twoshot<quickreduce::CodecFP, false>(...)",  # vLLM quick reduce (ROCm)
@@ -114,7 +116,7 @@ def test_compute_kernels_with_operator_words_are_not_collectives():
 
 
 def test_communication_libraries_kernels_are_collectives():
-    # main missed RCCL's own rcclKernel / RcclKernelScalar…, DeepEP, NVSHMEM and userbuffers kernels
+    # main missed RCCL's own rcclKernel / RcclKernelScalar… / mscclKernel_…, DeepEP, NVSHMEM and userbuffers kernels
     assert collective_mask(COLLECTIVES, RULES).tolist() == [True] * len(COLLECTIVES)
 
 
