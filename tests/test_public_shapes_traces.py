@@ -3,7 +3,9 @@
 Kind 2: a collective is a kernel the communication libraries name (NCCL/RCCL ``ncclKernel_…``,
 ``ncclDevKernel_…``, NVSHMEM, DeepEP, custom all-reduce kernels); never a compute kernel whose name
 holds an operator word (``broadcast``, ``reduce``, ``gather``, ``scatter``: elementwise, cub, CUTLASS,
-Triton names); a trace that says it ran on one rank (``distributedInfo.world_size`` 1) has none.
+Triton names); a trace that says it ran on one rank has none (a PyTorch trace's
+``distributedInfo.world_size`` 1; an Nsight capture whose launch says one rank: ``WORLD_SIZE=1`` in
+the process environment, ``torchrun --nproc_per_node=1``).
 
 Kind 5: a ROCm trace numbers its devices by the node's GPUs (kernels on device 2 or 9) while
 ``deviceProperties`` may list only id 0: when every entry names one model, that is the model; when
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 
 import numpy as np
 import pandas as pd
@@ -25,7 +28,7 @@ from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import collective_mask
 from pipeline.config import CategoryRules, load_config
 from pipeline.load.kineto import load_kineto
-from pipeline.load.report import gpu_trace
+from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import WarningCode
 from pipeline.synth import ExportWriter
 from pipeline.synth.kineto import KinetoWriter
@@ -238,3 +241,63 @@ def test_real_rocm_trace_keeps_its_model():
     assert rep.devices[["device_id", "gpu_model", "sms"]].values.tolist() == [[2, "AMD Radeon Graphics", 104]]
     assert not [w for w in rep.warnings if w.code == WarningCode.GPU_MODEL_UNRESOLVED]
     assert np.all(collective_mask(rep.kernels["name"], RULES) == False)  # noqa: E712 (a ROCm toy: no collective)
+
+
+# ---------------------------------------------------------------- kind 2: Nsight exports that say their rank count
+
+
+def _nsight_capture(path, capture: list[tuple[str, str]]):
+    """One GPU, stream 7: gemm [0,1), ncclDevKernel_AllReduce [3,4), gemm [6,7) ms (gaps [1,3) and [4,6));
+    ``capture``: the META_DATA_CAPTURE rows (name, value) as Nsight Systems writes them."""
+    w = ExportWriter(str(path))
+    for i, name in enumerate(["gemm", COLLECTIVES[1], "gemm"]):
+        w.kernel(pid=10, device=0, stream=7, start=3 * i * MS, end=(3 * i + 1) * MS, name=name)
+    w.close()
+    con = sqlite3.connect(str(path))
+    con.execute("CREATE TABLE META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)")
+    con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", capture)
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def _env(*pairs: str) -> list[tuple[str, str]]:
+    return [("PROCESS_0:COMMAND", "python3"), ("PROCESS_0:ARGUMENT_0", "train.py")] + \
+        [("PROCESS_0:ENVIRONMENT_VARIABLE", p) for p in ("HOME=/root", *pairs)]
+
+
+def _torchrun(*args: str) -> list[tuple[str, str]]:
+    return [("PROCESS_0:COMMAND", "/usr/local/bin/torchrun")] + \
+        [(f"PROCESS_0:ARGUMENT_{i}", a) for i, a in enumerate(args)] + [("PROCESS_0:ENVIRONMENT_VARIABLE", "")]
+
+
+@pytest.mark.parametrize("capture, world", [
+    (_env("WORLD_SIZE=1", "RANK=0"), "1"),                         # a rank wrapped in nsys by its launcher
+    (_env("OMPI_COMM_WORLD_SIZE=1"), "1"),                         # Open MPI
+    (_torchrun("--nnodes=1", "--nproc_per_node=1", "t.py"), "1"),  # nsys wrapping torchrun
+    (_torchrun("--nproc-per-node", "1", "t.py"), "1"),             # one node by default
+    (_env("WORLD_SIZE=8"), "8"),
+    (_torchrun("--nnodes=2", "--nproc_per_node=4", "t.py"), "8"),
+    (_torchrun("--nnodes=1:4", "--nproc_per_node=1", "t.py"), None),  # elastic: no number
+    (_torchrun("t.py"), None),                                     # says nothing
+    (_torchrun("--nproc_per_node=2", "t.py") + [("PROCESS_0:ENVIRONMENT_VARIABLE", "WORLD_SIZE=1")], None),  # disagree
+    (_env(), None),
+])
+def test_nsight_capture_of_one_rank_has_no_collectives(tmp_path, capture, world):
+    # W = [0,7) ms, idle 4 ms. One rank: the gap after the all-reduce is `cpu` like the other (4 ms
+    # cpu), comm 0. Otherwise (several ranks, or unknown): that gap is `comm` (2 ms), comm 1 ms exposed.
+    # main: always comm (it read no rank count from an export).
+    rep = load_report(_nsight_capture(tmp_path / "n.sqlite", capture))
+    assert rep.meta.get("world_size") == world
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
+    one = world == "1"
+    assert (row["window_ns"], row["idle_ns"]) == (7 * MS, 4 * MS)
+    assert (row["cat_comm_ns"], row["cat_cpu_ns"]) == ((0, 4 * MS) if one else (2 * MS, 2 * MS))
+    assert (row["comm_ns"], row["comm_exposed_ns"]) == ((0, 0) if one else (MS, MS))
+
+
+def test_real_torchrun_capture_names_two_ranks():
+    # train_h100_2gpu_nccl was captured as `torchrun --nnodes=1 --nproc_per_node=2 …`: two ranks, its
+    # NCCL kernels stay collectives; the other real exports do not say (python -c, bash -c pytest)
+    assert load_report("/work/shared/profiles/train_h100_2gpu_nccl.sqlite").meta["world_size"] == "2"
+    assert "world_size" not in load_report("/work/shared/profiles/tiny_2kernels.sqlite").meta

@@ -18,6 +18,7 @@ from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, Warni
 from .caveats import load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
+from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
     frame_codes, impossible_rows)
@@ -482,7 +483,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             devices=devices,
             overhead=overhead,
             untraced=untraced,
-            meta=load_meta(schema),
+            meta=with_world_size(load_meta(schema), capture_world_size(schema)),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
             capture_start_ns=start_ns,
