@@ -581,16 +581,25 @@ def _sms(entry: dict | None) -> int:
     return sms if 0 <= sms <= 1 << 20 else 0
 
 
+def _entries(props) -> list[dict]:
+    """The ``deviceProperties`` entries that are objects (with an ``id`` or not)."""
+    return [e for e in props if isinstance(e, dict)] if isinstance(props, list) else []
+
+
+def _models(props) -> list[str]:
+    """The board models the ``deviceProperties`` entries name, sorted, each once."""
+    return sorted({board_name(e.get("name")) for e in _entries(props)} - {""})
+
+
 def _sole_model(props) -> tuple[str, int]:
     """The model (and SM count, 0 when the entries differ) every ``deviceProperties`` entry names,
     when they name one (a single entry, or all entries the same board); ``("", 0)`` when they name
     none or several."""
-    entries = [e for e in props if isinstance(e, dict)] if isinstance(props, list) else []
-    models = {board_name(e.get("name")) for e in entries} - {""}
+    models = _models(props)
     if len(models) != 1:
         return "", 0
-    counts = {_sms(e) for e in entries}
-    return models.pop(), counts.pop() if len(counts) == 1 else 0
+    counts = {_sms(e) for e in _entries(props)}
+    return models[0], counts.pop() if len(counts) == 1 else 0
 
 
 def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]]:
@@ -628,8 +637,7 @@ def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]
 
 def _unresolved_note(dev: int, table: dict, props) -> str:
     """Why device ``dev``'s model cannot be told from ``deviceProperties`` (``table``: by id)."""
-    entries = [e for e in props if isinstance(e, dict)] if isinstance(props, list) else []
-    models = sorted({board_name(e.get("name")) for e in entries} - {""})
+    models = _models(props)
     listed = f"device {dev} (ids {sorted(table)})"
     if dev in table:
         return f"the trace's deviceProperties entry of device {dev} names no model"
