@@ -194,12 +194,25 @@ class CategoryRules:
 
     ``sync_apis``/``data_apis``: exact normalised CUDA API names (and their HIP twins, for ROCm traces).
     ``*_min_fraction``: the share of the gap a witness must cover (0..1).
-    ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel
-    name before the gap that marks it as a collective: NCCL, and by default the inference
-    engines' own collectives (vLLM/SGLang ``cross_device_reduce_1stage``/``_2stage``,
-    ``all_reduce``/``allreduce``, ``all_gather``/``allgather``, ``reduce_scatter``; an
-    ``all_`` spelling must not follow a letter, so ``small_reduce`` or a plain
-    ``reduce_kernel`` is not a collective).
+    ``collective_kernel``: regex (case-insensitive, ``re.search``) on the kernel name before the gap
+    that marks it as a collective, by the names communication libraries give their device kernels:
+    NCCL and RCCL (``ncclKernel_…``, ``ncclDevKernel_…``, older ``ncclAllReduceRingLLKernel_…``;
+    RCCL keeps them under ROCm; ``rcclKernel``, ``RcclKernelScalar…``, MSCCL ``mscclKernel_…``,
+    MSCCL++), NVSHMEM (``nvshmem…``), DeepEP (``deep_ep::``), TransformerEngine / TensorRT-LLM
+    userbuffers (``userbuffers_…``), and the inference engines' custom all-reduce kernels
+    (vLLM/SGLang/aiter ``cross_device_reduce_1stage``/``_2stage``, vLLM's quick reduce
+    ``allreduce_prototype_…``, TensorRT-LLM ``oneShotAllReduceKernel``/``twoShotAllReduceKernel``/
+    ``allreduce_fusion_kernel_…``, PyTorch symmetric memory ``one_shot_all_reduce_kernel``,
+    ``multimem_all_gather_kernel``, ``all_to_all_vdev``). A collective word (``all_reduce``/
+    ``allreduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``) counts only where no letter
+    precedes it (``smallreduce`` is none); a bare operator word that compute libraries also use
+    never does: ``broadcast``, ``reduce``, ``gather``, ``scatter`` (``elementwise_kernel
+    <…broadcast…>``, ``cub::DeviceReduceKernel``, ``scatter_gather_elementwise_kernel``).
+    ``compute_kernel``: regex (case-insensitive, ``re.search``) on the kernel name: the kernels
+    compute libraries and code generators name (Triton/Inductor ``triton_…``, named after the ops
+    they fuse, e.g. ``triton_poi_fused_all_reduce_0``; ``at::native::…``; ``cub::…``; CUTLASS) are
+    never collectives, whatever words their names hold. The one matcher of the two is
+    :func:`pipeline.analysis.attribution.is_collective_kernel`.
     ``quiet_max_fraction``: the CUDA API side is "quiet" in a gap when all calls
     together cover less than this share of it (``boundary``).
     ``periodic_min_ns`` / ``periodic_min_factor``: a ``periodic`` candidate gap is
@@ -226,8 +239,11 @@ class CategoryRules:
                                   "hipHostRegister", "hipMemcpyHtoDAsync", "hipMemcpyHtoD")
     sync_min_fraction: Share = 0.5
     data_min_fraction: Share = 0.5
-    collective_kernel: Regex = (r"nccl|allreduce|(?<![a-z])all_reduce|allgather|(?<![a-z])all_gather|reduce_?scatter"
-                                r"|all_?to_?all|broadcast|cross_device_reduce")
+    collective_kernel: Regex = (r"(?<![a-z])nccl|(?<![a-z])rccl|(?<![a-z])msccl|(?<![a-z])nvshmem|deep_ep::"
+                                r"|(?<![a-z])userbuffers_|cross_device_reduce|allreduce_prototype|allreduce_fusion"
+                                r"|(?:one|two)_?shot_?all_?reduce"
+                                r"|(?<![a-z])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)")
+    compute_kernel: Regex = r"^\s*(?:void\s+)?(?:triton_|at::native::|at_cuda_detail::|cub::|cutlass(?:::|_))"
     quiet_max_fraction: Share = 0.5
     periodic_min_ns: Nanoseconds = 50_000_000
     periodic_min_factor: Positive = 5.0

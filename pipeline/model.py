@@ -86,6 +86,9 @@ class WarningCode(str, enum.Enum):
     UNTRACED_LAUNCHES = "untraced-launches"
     #: Nsight Systems' own overhead covers device gaps (``profiler``): a caveat, the trace is complete.
     PROFILER_OVERHEAD = "profiler-overhead"
+    #: the trace names its devices' models, but not this device's, and the names it gives differ: the
+    #: model is blank and the row is priced as the default model.
+    GPU_MODEL_UNRESOLVED = "gpu-model-unresolved"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
@@ -233,6 +236,7 @@ class GpuTrace:
     ``gpu_model``: "" when the export does not say (``model_note`` says why, for ``rate_source``).
     ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
     ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
+    ``world_size``: the ranks the report says its job ran on (:func:`world_size`; 0: it does not say).
     """
 
     report: str
@@ -253,6 +257,15 @@ class GpuTrace:
     untraced: pd.DataFrame = field(default_factory=no_untraced)
     capture_start_ns: int | None = None
     capture_start_source: str = ""
+    world_size: int = 0
+
+
+def world_size(meta: dict) -> int:
+    """The ranks a report's ``meta`` says its job ran on: a PyTorch profiler trace's
+    ``distributedInfo.world_size`` (``meta["world_size"]``, text); 0 when it does not say or the
+    value is not a positive integer."""
+    text = str(meta.get("world_size", ""))
+    return int(text) if text.isdigit() and int(text) > 0 else 0
 
 
 @dataclass

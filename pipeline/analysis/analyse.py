@@ -155,14 +155,16 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     copies_in = where(trace.copies, (trace.copies["end"].to_numpy(np.int64) > w0)
                       & (trace.copies["start"].to_numpy(np.int64) < w1))
     calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories, trace.overhead, trace.untraced)
-    categorised = {**gap_frame, **attribution.categorised_columns(gap_frame, cfg.categories, win.boundaries, calls)}
+    categorised = {**gap_frame, **attribution.categorised_columns(gap_frame, cfg.categories, win.boundaries, calls,
+                                                                         trace.world_size)}
     holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
     device_slivers = holes[holes <= a.min_gap_ns]
     # Category shares come from device-level holes (time when no stream runs a kernel), so they
     # add up to at most the device idle and read as % of W; the per-stream roster is for fixing.
     device_gaps = gaps.device_gap_columns(kw, w0, w1, a.min_gap_ns)
     device_categorised = {**device_gaps,
-                          **attribution.categorised_columns(device_gaps, cfg.categories, win.boundaries, calls)}
+                          **attribution.categorised_columns(device_gaps, cfg.categories, win.boundaries, calls,
+                                                             trace.world_size)}
     device_lengths = device_categorised["length"]
     device_cats = device_categorised["category"]
     caveat_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in CAVEATS}
@@ -235,7 +237,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     # communication overlap (SPEC "Communication overlap"): collective time with / without compute
     # on another stream; busy time, so priced apart from the idle below
     comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
-                                attribution.collective_mask(kw["name"], cfg.categories), w0, w1)
+                                attribution.collective_mask(kw["name"], cfg.categories, trace.world_size), w0, w1)
     row.update(comm_ns=comm.comm_ns, comm_overlapped_ns=comm.overlapped_ns, comm_exposed_ns=comm.exposed_ns,
                comm_pct=_pct(comm.comm_ns, dev.window_ns),
                comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),

@@ -236,14 +236,17 @@ def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligibl
     return mask
 
 
-def collective_mask(names, rules: CategoryRules) -> np.ndarray:
-    """Which kernel ``names`` are collectives: ``rules.collective_kernel`` (a regex, case-insensitive,
-    ``re.search``) matches them: NCCL and the inference engines' own all-reduce / all-gather /
-    reduce-scatter kernels (SPEC "Category" ``comm``). The one matcher of the ``comm`` category
+def collective_mask(names, rules: CategoryRules, world_size: int = 0) -> np.ndarray:
+    """Which kernel ``names`` are collectives (:func:`is_collective_kernel`: NCCL/RCCL and the other
+    communication libraries' device kernels, the inference engines' own all-reduce / all-gather /
+    reduce-scatter kernels; SPEC "Category" ``comm``). The one matcher of the ``comm`` category
     and of communication overlap (:mod:`pipeline.analysis.overlap`).
 
     Args:
         names: a sequence or Series of kernel names (a categorical Series is matched once per category).
+        rules: the category rules (``collective_kernel``, ``compute_kernel``).
+        world_size: the ranks the trace says its job ran on (0: unknown). A trace of one rank has no
+            collectives: a communication kernel there has no peer to wait for (all False).
     Returns:
         ``(n,)`` bool array, in ``names``' order.
     """
@@ -252,16 +255,26 @@ def collective_mask(names, rules: CategoryRules) -> np.ndarray:
         labels = list(names.cat.categories)
     else:
         codes, labels = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    if world_size == 1 or not len(codes):
+        return np.zeros(len(codes), dtype=bool)
     # each distinct name is matched once, then spread to the rows by its code (-1: a missing name)
-    hit = np.array([_is_collective(rules.collective_kernel, str(x)) for x in labels] + [False], dtype=bool)
-    return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
+    hit = np.array([is_collective_kernel(str(x), rules) for x in labels] + [False], dtype=bool)
+    return hit[codes]
 
 
-@functools.lru_cache(maxsize=4096)
-def _is_collective(pattern: str, name: str) -> bool:
-    """``pattern`` (case-insensitive) found in the kernel ``name``. Remembered for the last 4096 names
-    matched: the same names come back on every GPU and in every gap set, and a long C++ name takes
-    ~50 µs to search."""
+def is_collective_kernel(name: str, rules: CategoryRules) -> bool:
+    """True when the kernel ``name`` is a collective: ``rules.collective_kernel`` is found in it and
+    ``rules.compute_kernel`` (a compute library's or code generator's name: ``triton_…``,
+    ``at::native::…``, ``cub::…``, CUTLASS) is not (both regexes, case-insensitive, ``re.search``).
+    The one definition of a collective kernel (also for :mod:`pipeline.synth`)."""
+    return _found(rules.collective_kernel, name) and not _found(rules.compute_kernel, name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _found(pattern: str, name: str) -> bool:
+    """``pattern`` (case-insensitive) found in the kernel ``name``. Remembered for the last 8192
+    (pattern, name) pairs: the same names come back on every GPU and in every gap set, and a long
+    C++ name takes ~50 µs to search."""
     return re.search(pattern, name, re.IGNORECASE) is not None
 
 
@@ -275,7 +288,8 @@ def _object_array(items: list) -> np.ndarray:
 
 
 def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
-               rules: CategoryRules, boundaries=(), calls: CallIndex | None = None) -> pd.DataFrame:
+               rules: CategoryRules, boundaries=(), calls: CallIndex | None = None,
+               world_size: int = 0) -> pd.DataFrame:
     """Attribute and categorise every gap (not just the roster).
 
     Args:
@@ -287,6 +301,8 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
             ``periodic``; empty when the window rule found no iterations.
         calls: ``runtime`` and ``copies`` already prepared by :func:`index_calls`
             (a GPU's stream and device gaps share one); built here when None.
+        world_size: the ranks the trace says its job ran on (0: unknown; 1: no gap is ``comm``,
+            :func:`collective_mask`).
     Returns:
         ``gaps`` plus ``copy_ns`` (copy-engine work inside the gap), ``sync_ns``
         (union of synchronising calls inside it), ``data_ns`` (union of
@@ -300,8 +316,9 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
       no copy engine runs (``calls.profiler_runs``);
       ``untraced``: lost records may have run in the gap (``calls.untraced_runs`` overlap it);
       ``data``: transfers, pinned allocations or copy engines cover >= ``data_min_fraction``;
-      ``comm``: the kernel before the gap is a collective (``collective_kernel``: NCCL and the
-      inference engines' own all-reduce / all-gather / reduce-scatter kernels);
+      ``comm``: the kernel before the gap is a collective (:func:`is_collective_kernel`: NCCL/RCCL
+      and the other communication libraries' kernels, the inference engines' own all-reduce /
+      all-gather / reduce-scatter kernels; none on a trace of one rank);
       ``sync``: synchronising calls cover >= ``sync_min_fraction`` of the gap (the witness: a
       full copy bar is ``data`` and a wait after a collective is ``comm``);
       ``boundary``: an iteration starts inside the gap (``g0 <= b <= g1``) and the
@@ -312,13 +329,13 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     (``launch`` is per GPU, not per gap: see :mod:`pipeline.analysis.analyse`.)
     """
     calls = calls if calls is not None else index_calls(runtime, copies, rules)
-    return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls))
+    return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls, world_size))
 
 
-def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex) -> dict:
+def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex, world_size: int = 0) -> dict:
     """The columns :func:`categorise` adds to ``gaps`` (a frame, or columns: name -> array), as
     name -> array: ``copy_ns``, ``sync_ns``, ``data_ns``, ``cpu_api_ns``, ``category`` and
-    ``attribution`` (object arrays the last two)."""
+    ``attribution`` (object arrays the last two). ``world_size``: as for :func:`categorise`."""
     length = np.asarray(gaps["length"], dtype=np.int64)
     g0 = np.asarray(gaps["start"], dtype=np.int64)
     g1 = np.asarray(gaps["end"], dtype=np.int64)
@@ -329,7 +346,7 @@ def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex
                                ("data_ns", calls.data_runs), ("cpu_api_ns", calls.all_runs))}
     profiler_ns = iv.overlap_with_each(g0, g1, *calls.profiler_runs) if n else zeros
     untraced = (iv.overlap_with_each(g0, g1, *calls.untraced_runs) > 0) if n else zeros.astype(bool)
-    is_comm = collective_mask(gaps["kernel_before"], rules)
+    is_comm = collective_mask(gaps["kernel_before"], rules, world_size)
     bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
     # An iteration boundary b lies in [g0, g1] when the first boundary >= g0 is <= g1.
     first = np.searchsorted(bounds, g0, side="left")

@@ -4,8 +4,8 @@ Per GPU inside the window W = [w0, w1), with every kernel interval clipped to W 
 cut at the edge, not dropped; SPEC "Kernel interval"):
 
 * **collective** kernels are those :func:`pipeline.analysis.attribution.collective_mask` names,
-  the same configurable pattern (``categories.collective_kernel``) as the ``comm`` category;
-  every other kernel is **compute**. Copy-engine work (memcpy/memset) is neither: it is not a
+  the same configurable patterns (``categories.collective_kernel``, less ``categories.compute_kernel``)
+  as the ``comm`` category, none on a trace of one rank; every other kernel is **compute**. Copy-engine work (memcpy/memset) is neither: it is not a
   kernel, so a collective beside a copy alone is exposed;
 * ``comm_ns = |C|``, ``C`` the union of the collective intervals (two collectives running at once
   on two streams count once: a union, not a sum). An NCCL kernel's length is communication plus

@@ -38,10 +38,10 @@ from .report import load_report
 from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 11  # 11: text longer than pipeline.load.limits.MAX_TEXT_CHARS is cut
+LOADER_VERSION = 12  # 12: meta holds the world size the capture's launch gives (pipeline.load.ranks)
 #: Bump when the PyTorch profiler (Kineto) loader's output changes meaning; its entries are named
 #: ``<sha256>-kineto<K>-v<LOADER_VERSION>`` (it shares code with the Nsight loader).
-KINETO_LOADER_VERSION = 2
+KINETO_LOADER_VERSION = 3  # 3: a device deviceProperties do not list gets the one model they name, else a warning
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 #: The files of an entry besides its checksums: one Parquet file per frame, and the report's other fields.

@@ -574,24 +574,77 @@ def _device_table(props) -> dict[int, dict]:
     return out
 
 
-def _devices(pairs: pd.DataFrame, props) -> pd.DataFrame:
-    """The devices frame (:data:`~pipeline.load.gpus.DEVICE_COLUMNS`) of the (pid, device) pairs."""
+def _sms(entry: dict | None) -> int:
+    """A ``deviceProperties`` entry's ``numSms`` (0: none, or not a plausible count: no GPU has a
+    million SMs)."""
+    sms = _int(entry.get("numSms")) if entry else 0
+    return sms if 0 <= sms <= 1 << 20 else 0
+
+
+def _entries(props) -> list[dict]:
+    """The ``deviceProperties`` entries that are objects (with an ``id`` or not)."""
+    return [e for e in props if isinstance(e, dict)] if isinstance(props, list) else []
+
+
+def _models(props) -> list[str]:
+    """The board models the ``deviceProperties`` entries name, sorted, each once."""
+    return sorted({board_name(e.get("name")) for e in _entries(props)} - {""})
+
+
+def _sole_model(props) -> tuple[str, int]:
+    """The model (and SM count, 0 when the entries differ) every ``deviceProperties`` entry names,
+    when they name one (a single entry, or all entries the same board); ``("", 0)`` when they name
+    none or several."""
+    models = _models(props)
+    if len(models) != 1:
+        return "", 0
+    counts = {_sms(e) for e in _entries(props)}
+    return models[0], counts.pop() if len(counts) == 1 else 0
+
+
+def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]]:
+    """The devices frame (:data:`~pipeline.load.gpus.DEVICE_COLUMNS`) of the (pid, device) pairs, and
+    the warnings of the devices whose model cannot be told.
+
+    A device's model is its ``deviceProperties`` entry's name (by ``id``). A device the entries do
+    not list (kernels on device 2 or 9 while the one entry has id 0: ROCm traces number devices by
+    the node's visible GPUs) gets the model every entry names, when they name one (a single entry,
+    or all the same); else its model is blank, ``model_note`` says why, and a ``gpu-model-unresolved``
+    warning (:class:`~pipeline.model.WarningCode`) goes to its process's rows. A trace without
+    ``deviceProperties`` names no GPU (:data:`TRACE_NAMES_NO_GPU`, no warning: nothing contradicts).
+    """
     table = _device_table(props)
-    rows = []
+    sole, sole_sms = _sole_model(props)
+    rows, warnings = [], []
     for pid, dev in zip(pairs["pid"].to_numpy(np.int64).tolist(), pairs["device_id"].to_numpy(np.int64).tolist()):
         entry = table.get(dev)
-        model = board_name(entry.get("name")) if entry else ""
-        sms = _int(entry.get("numSms")) if entry else 0
-        sms = sms if 0 <= sms <= 1 << 20 else 0  # no GPU has a million SMs: the count is unknown
+        model, sms = (board_name(entry.get("name")), _sms(entry)) if entry else ("", 0)
+        if not model and sole:
+            model, sms = sole, sms or sole_sms
         if model:
             note = ""
         elif props is None:
             note = TRACE_NAMES_NO_GPU
         else:
-            note = f"the trace's deviceProperties do not name device {dev} (ids {sorted(table)})"
+            note = _unresolved_note(dev, table, props)
+            warnings.append(RowWarning(WarningCode.GPU_MODEL_UNRESOLVED,
+                                       f"GPU model unknown for device {dev}: {note}; priced as the default model "
+                                       "(cost.default_model); a gpu_model label for this report names it", (pid,)))
         rows.append({"pid": pid, "device_id": dev, "gpu_key": f"pid{pid}/dev{dev}", "gpu_model": model, "uuid": "",
-                     "bus": "", "mig": False, "sms": max(sms, 0), "board_sms": max(sms, 0), "model_note": note})
-    return devices_frame(rows)
+                     "bus": "", "mig": False, "sms": sms, "board_sms": sms, "model_note": note})
+    return devices_frame(rows), warnings
+
+
+def _unresolved_note(dev: int, table: dict, props) -> str:
+    """Why device ``dev``'s model cannot be told from ``deviceProperties`` (``table``: by id)."""
+    models = _models(props)
+    listed = f"device {dev} (ids {sorted(table)})"
+    if dev in table:
+        return f"the trace's deviceProperties entry of device {dev} names no model"
+    if len(models) > 1:
+        return (f"the trace's deviceProperties do not list {listed} and name {len(models)} different models "
+                f"({', '.join(map(repr, models))})")
+    return f"the trace's deviceProperties do not name {listed}"
 
 
 def _copies(memcpy: dict, memset: dict, names: np.ndarray, runtime: dict, main_pid: int) -> dict[str, np.ndarray]:
@@ -793,7 +846,8 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     k = tables[KERNEL]
     kernel_pid = _owners(k["correlation_id"], rt, main_pid)
     pair_codes, pairs = device_pairs({"pid": kernel_pid, "device_id": k["device_id"]})
-    devices = _devices(pairs, props)
+    devices, model_warnings = _devices(pairs, props)
+    warnings += model_warnings
     kernels = pd.DataFrame({"start": k["start"], "end": k["end"], "pid": kernel_pid, "device_id": k["device_id"],
                             "stream_id": k["tid"], "correlation_id": k["correlation_id"],
                             "name": _named(k["name_code"], names),

@@ -14,10 +14,11 @@ import pandas as pd
 
 from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
-from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode
+from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
+from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
     frame_codes, impossible_rows)
@@ -539,7 +540,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             devices=devices,
             overhead=overhead,
             untraced=untraced,
-            meta=load_meta(schema),
+            meta=with_world_size(load_meta(schema), capture_world_size(schema)),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
             capture_start_ns=start_ns,
@@ -624,4 +625,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
         overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
+        world_size=world_size(report.meta),
     )

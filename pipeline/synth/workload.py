@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
+from ..analysis.attribution import is_collective_kernel
 from ..config import CategoryRules
 
 US = 1_000                 #: ns per microsecond
@@ -116,8 +116,9 @@ CONVNET_BACKWARD = (
 
 
 def is_collective(name: str, rules: CategoryRules) -> bool:
-    """True when ``name`` is a collective kernel by the category rules' regex (SPEC "comm")."""
-    return re.search(rules.collective_kernel, name, re.IGNORECASE) is not None
+    """True when ``name`` is a collective kernel by the category rules (SPEC "comm"): the analysis' own
+    matcher, :func:`pipeline.analysis.attribution.is_collective_kernel`."""
+    return is_collective_kernel(name, rules)
 
 
 def truth_path(report_path: str) -> str:
