@@ -173,7 +173,8 @@ class Report:
       'lost-events'), pid (-1: any process), correlation_id, name, call_start, call_end, and
       start, end: when the lost work may have run
     ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
-    texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
+    texts from DIAGNOSTIC_EVENT with the process that said them
+    (:func:`pipeline.load.diagnostics.load_diagnostics`); ``warnings``: what the loader itself noticed
     (:class:`RowWarning`, each with its code).
     ``capture_start_ns``: where the Nsight Systems timeline puts its zero, on the rows' clock (ns;
     None when unknown), and ``capture_start_source`` where that comes from

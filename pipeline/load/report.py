@@ -562,7 +562,7 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         kernels=kernels.reset_index(drop=True), copies=copies,
         runtime=runtime, nvtx=_of_processes(report.nvtx, pids),
         warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
-        + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
+        + diagnostic_warnings(report.diagnostics, pids) + sm_subset_warning(devs),
         model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].to_numpy(bool).all()),
         sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
         overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
