@@ -86,6 +86,9 @@ class WarningCode(str, enum.Enum):
     UNTRACED_LAUNCHES = "untraced-launches"
     #: Nsight Systems' own overhead covers device gaps (``profiler``): a caveat, the trace is complete.
     PROFILER_OVERHEAD = "profiler-overhead"
+    #: the capture range the export states (ANALYSIS_DETAILS, TARGET_INFO_SESSION_START_TIME) does not hold
+    #: the export's own rows: the rows are trusted (none dropped for it), the metadata is not.
+    CAPTURE_DISAGREES = "capture-disagrees"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on

@@ -19,6 +19,7 @@ from conftest import run_cli
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
 from pipeline.load.report import gpu_trace, load_report
+from pipeline.model import WarningCode
 from pipeline.synth import ExportWriter
 
 MS = 1_000_000
@@ -162,3 +163,120 @@ def test_diagnostics_without_a_process_column(tmp_path):
 def test_which_texts_bear_on_the_gpu_trace(text, bears):
     from pipeline.load.diagnostics import bears_on_gpu_trace
     assert bears_on_gpu_trace(text) is bears
+
+
+# ---------------------------------------------------------------- 4. capture range the rows do not fit
+
+#: Kernels as in the issue's export: 0.93 .. 1.97 s on the report's clock, 5 of 40 ms:
+#: [930, 970) [1190, 1230) [1450, 1490) [1710, 1750) [1930, 1970) ms. W = 1,040 ms, 200 ms busy,
+#: 840 ms idle in 4 gaps of 220, 220, 220, 180 ms.
+KERNEL_STARTS_MS = (930, 1190, 1450, 1710, 1930)
+
+
+def older_export(path, start_ms: int, stop_ms: int, fill=None, launches: bool = True) -> str:
+    """A Nsight Systems 2022.2 export (schema 2.9.1, no TARGET_INFO_SESSION_START_TIME) whose
+    ANALYSIS_DETAILS says the capture ran ``start_ms`` .. ``stop_ms`` on the rows' clock. pid 10: the
+    kernels of :data:`KERNEL_STARTS_MS`, each launched 5 ms before it starts (cudaLaunchKernel of 1 ms;
+    none with ``launches`` False);
+    an NVTX range "main" over the whole run, [50, 1980) ms; a profiler-overhead row (CUDA initialisation)
+    at [100, 120) ms; then ``fill(w)``."""
+    w = ExportWriter(str(path), schema_version="2.9.1")
+    w.rows["ANALYSIS_DETAILS"] = [(0x1000000000000, (stop_ms - start_ms) * MS, start_ms * MS, stop_ms * MS)]
+    for start in KERNEL_STARTS_MS:
+        corr = w.correlation()
+        if launches:
+            w.runtime(pid=10, tid=11, start=(start - 5) * MS, end=(start - 4) * MS, name="cudaLaunchKernel_v7000",
+                      correlation=corr)
+        w.kernel(pid=10, device=0, stream=7, start=start * MS, end=(start + 40) * MS, name="gemm", correlation=corr)
+    w.nvtx(pid=10, tid=11, start=50 * MS, end=1980 * MS, text="main")
+    w.overhead(pid=10, tid=11, start=100 * MS, end=120 * MS, kind="OVERHEAD_CUPTI_RESOURCE", name="cuInit")
+    if fill:
+        fill(w)
+    return w.close()
+
+
+def disagrees(stated: str, rows: str, outside: str) -> str:
+    return (f"ANALYSIS_DETAILS states the capture as {stated} s on the report's clock, but the export's own rows "
+            f"run {rows} s ({outside} lie outside it): the rows are trusted, none is dropped for that")
+
+
+def kept_and_analysed(path, counts: tuple):
+    """The report at ``path``, after checking how many rows it kept of each kind (kernels, runtime calls,
+    copies, NVTX ranges, overhead), and its one GPU's result, after checking the kernels' figures are the
+    5 kernels' (W = 1,040 ms, 200 ms busy, 840 ms idle)."""
+    rep = load_report(path)
+    assert (len(rep.kernels), len(rep.runtime), len(rep.copies), len(rep.nvtx), len(rep.overhead)) == counts
+    (res,) = analyse(path).values()
+    row = res.row
+    assert (row["kernel_count"], row["window_ns"], row["busy_ns"], row["idle_ns"]) == (5, 1040 * MS, 200 * MS,
+                                                                                       840 * MS)
+    return rep, res
+
+
+@pytest.mark.parametrize("start_ms, stop_ms, outside", [
+    # the issue's export: the capture 1.17 .. 3.44 s starts after the first rows (NVTX at 50 ms, overhead at
+    # 100 ms: both before 1.17 s - 1 s of slack); the kernels at 0.93 s are inside the slack
+    (1170, 3440, "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+    # a capture shorter than the data, inside it (1.40 .. 1.50 s: slack 0.40 .. 2.50 s)
+    (1400, 1500, "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+    # a capture earlier than the data (0.05 .. 0.50 s: slack up to 1.50 s): the last 2 kernels, their
+    # launches and the NVTX range end after it
+    (50, 500, "2 rows of CUPTI_ACTIVITY_KIND_KERNEL, 2 of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS"),
+])
+def test_capture_range_that_the_rows_do_not_fit(tmp_path, start_ms, stop_ms, outside):
+    rep, res = kept_and_analysed(older_export(tmp_path / "old.sqlite", start_ms, stop_ms), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "ok"
+    stated = f"{start_ms / 1000:.6f}..{stop_ms / 1000:.6f}"
+    assert row["warnings"] == disagrees(stated, "0.050000..1.980000", outside)
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES]
+    assert {g["nvtx_range"] for g in res.device_roster} == {"main"}  # every gap lies in the kept NVTX range
+
+
+def test_only_the_kernels_fit_the_stated_capture(tmp_path):
+    """ANALYSIS_DETAILS 1.93 .. 2.50 s (with 1 s of slack: from 0.93 s) holds the kernels and nothing
+    else: a cudaMalloc at 0.20 s, a 100 ms copy at 0.30 s, the NVTX range and the overhead row; the rows
+    run on from the kernels back to 0.05 s without a break (no gap over 1 s), so the stated capture is
+    wrong, not they: all kept, said once."""
+    def before(w):
+        w.runtime(pid=10, tid=11, start=200 * MS, end=210 * MS, name="cudaMalloc_v3020")
+        w.memcpy(pid=10, device=0, stream=9, start=300 * MS, end=400 * MS)
+    _, res = kept_and_analysed(older_export(tmp_path / "kernels_only.sqlite", 1930, 2500, before, launches=False),
+                               (5, 1, 1, 1, 1))
+    assert res.row["status"] == "ok"
+    assert res.row["warnings"] == disagrees(
+        "1.930000..2.500000", "0.050000..1.980000",
+        "1 row of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of CUPTI_ACTIVITY_KIND_MEMCPY, 1 of NVTX_EVENTS, "
+        "1 of PROFILER_OVERHEAD")
+
+
+def test_garbage_is_still_dropped_when_the_capture_range_disagrees(tmp_path):
+    """The issue's shape plus impossible rows: an NVTX range ending at INT64_MAX, a runtime call starting
+    at -2^62 ns, an overhead row starting 200 years later. They are dropped and counted against the
+    rows' own extent (0.05 .. 1.98 s); the real rows stay; the row is partial for the dropped ones."""
+    future = 200 * 365 * 86400 * S
+
+    def garbage(w):
+        w.nvtx(pid=10, tid=11, start=60 * MS, end=INT64_MAX, text="broken")
+        w.runtime(pid=10, tid=11, start=-(2 ** 62), end=900 * MS, name="cudaStreamSynchronize_v3020")
+        w.overhead(pid=10, tid=11, start=future, end=future + MS)
+    _, res = kept_and_analysed(older_export(tmp_path / "garbage.sqlite", 1170, 3440, garbage), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "partial"
+    capture = ("0.050000..1.980000 s on the report's clock, per the export's own rows "
+               "(ANALYSIS_DETAILS states 1.170000..3.440000 s)")
+    assert row["warnings"] == "; ".join([
+        disagrees("1.170000..3.440000", "0.050000..1.980000", "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+        f"dropped 1 row of CUPTI_ACTIVITY_KIND_RUNTIME timed far outside the capture ({capture}; e.g. start "
+        f"{-(2 ** 62) / 1e9:.6f} s, end 0.900000 s)",
+        f"dropped 1 row of NVTX_EVENTS timed far outside the capture ({capture}; e.g. start 0.060000 s, "
+        "end 9223372036.854776 s)",
+        f"dropped 1 row of PROFILER_OVERHEAD timed far outside the capture ({capture}; e.g. start "
+        f"{future / 1e9:.6f} s, end {(future + MS) / 1e9:.6f} s)",
+    ])
+
+
+def test_a_capture_the_rows_fit_is_unchanged(tmp_path):
+    """ANALYSIS_DETAILS 0.04 .. 2.00 s holds every row: no warning, nothing dropped, status ok."""
+    _, res = kept_and_analysed(older_export(tmp_path / "fits.sqlite", 40, 2000), (5, 5, 0, 1, 1))
+    assert (res.row["status"], res.row["warnings"]) == ("ok", "")
