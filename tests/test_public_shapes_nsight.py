@@ -280,3 +280,17 @@ def test_a_capture_the_rows_fit_is_unchanged(tmp_path):
     """ANALYSIS_DETAILS 0.04 .. 2.00 s holds every row: no warning, nothing dropped, status ok."""
     _, res = kept_and_analysed(older_export(tmp_path / "fits.sqlite", 40, 2000), (5, 5, 0, 1, 1))
     assert (res.row["status"], res.row["warnings"]) == ("ok", "")
+
+
+def test_session_start_after_the_first_rows(tmp_path):
+    """No ANALYSIS_DETAILS, only TARGET_INFO_SESSION_START_TIME at 1.17 s (slack: from 0.17 s): the NVTX range
+    (0.05 s) and the overhead row (0.10 s) run on before it, 0.05 s from the rows after it: kept, said once."""
+    def session_only(w):
+        del w.rows["ANALYSIS_DETAILS"]
+        w.session(1170 * MS)
+    _, res = kept_and_analysed(older_export(tmp_path / "session.sqlite", 0, 1, session_only), (5, 5, 0, 1, 1))
+    assert res.row["status"] == "ok"
+    assert res.row["warnings"] == (
+        "TARGET_INFO_SESSION_START_TIME states the capture's start as 1.170000 s on the report's clock, but the "
+        "export's own rows run 0.050000..1.980000 s (1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD lie outside it): "
+        "the rows are trusted, none is dropped for that")
