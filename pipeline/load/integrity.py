@@ -180,17 +180,25 @@ def _runs_past(stamps: list[np.ndarray], capture: Capture) -> bool:
     """True when rows outside ``capture`` join on to the rows inside it: the nearest timestamp beyond
     either bound is no further from the run of timestamps inside than ``max(SLACK_NS, that run's
     extent)``. A stale row seconds away from a capture's worth of rows, or an INT64_MAX end, does not
-    join; rows that run on past a stated bound do (the bound is wrong)."""
-    stamps = [s for s in stamps if s.size]
-    if not stamps:
-        return False
-    v = np.unique(np.concatenate(stamps))
-    inside = ~capture.outside(v, v)
-    if not inside.any():
-        return True
-    a, b = int(np.argmax(inside)), int(v.size - 1 - np.argmax(inside[::-1]))
-    reach = max(SLACK_NS, int(v[b]) - int(v[a]))
-    return (a > 0 and int(v[a]) - int(v[a - 1]) <= reach) or (b < v.size - 1 and int(v[b + 1]) - int(v[b]) <= reach)
+    join; rows that run on past a stated bound do (the bound is wrong). One pass over ``stamps``, no sort."""
+    first = last = below = above = None
+    for s in stamps:
+        if not s.size:
+            continue
+        early = s < capture.lo if capture.lo is not None else np.zeros(s.size, dtype=bool)
+        late = s > capture.hi if capture.hi is not None else np.zeros(s.size, dtype=bool)
+        inside = s[~(early | late)]
+        if inside.size:
+            first = int(inside.min()) if first is None else min(first, int(inside.min()))
+            last = int(inside.max()) if last is None else max(last, int(inside.max()))
+        if early.any():
+            below = int(s[early].max()) if below is None else max(below, int(s[early].max()))
+        if late.any():
+            above = int(s[late].min()) if above is None else min(above, int(s[late].min()))
+    if first is None:
+        return below is not None or above is not None
+    reach = max(SLACK_NS, last - first)
+    return (below is not None and first - below <= reach) or (above is not None and above - last <= reach)
 
 
 def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) -> Capture:
