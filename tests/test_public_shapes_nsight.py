@@ -133,7 +133,8 @@ def test_processes_sharing_a_gpu_count_one_message_once(tmp_path):
     assert len(rows) == 2
     shared = next(r for r in rows.values() if r["kernel_count"] == 6)
     alone = next(r for r in rows.values() if r["kernel_count"] == 3)
-    assert (shared["status"], shared["warnings"]) == ("partial", f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED} (reported 2 times)")
+    assert (shared["status"], shared["warnings"]) == ("partial",
+                                                      f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED} (reported 2 times)")
     assert (alone["status"], alone["warnings"]) == ("ok", "")
 
 

@@ -239,10 +239,11 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
 def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowWarning]:
     """The one warning of a report whose stated capture does not hold its rows (``capture.stated``, from
     :func:`capture_of`): what the export states, what its rows run, and ``outside`` (table -> rows kept
-    though outside the stated capture, in the order to name them); nothing when the metadata agrees."""
-    if capture.stated is None:
-        return []
+    though outside the stated capture, in the order to name them); nothing when the metadata agrees or
+    no row kept lies outside it (those that did were dropped anyway: end < start)."""
     counts = [(table, n) for table, n in outside.items() if n]
+    if capture.stated is None or not counts:
+        return []
     named = ", ".join(f"{n} row{'s' if n > 1 else ''} of {table}" if i == 0 else f"{n} of {table}"
                       for i, (table, n) in enumerate(counts))
     verb = "lies" if sum(n for _, n in counts) == 1 else "lie"

@@ -326,7 +326,8 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
     the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left and the
-    warnings naming what was dropped (and, once, a stated capture the rows do not fit). Raises :class:`ProfileError` when no kernel is left."""
+    warnings naming what was dropped (and, once, a stated capture the rows do not fit). Raises
+    :class:`ProfileError` when no kernel is left."""
     duplicates, owners = {}, []
     for table in DEDUPLICATED:
         frame = frames[table]
