@@ -89,6 +89,9 @@ class WarningCode(str, enum.Enum):
     #: the trace names its devices' models, but not this device's, and the names it gives differ: the
     #: model is blank and the row is priced as the default model.
     GPU_MODEL_UNRESOLVED = "gpu-model-unresolved"
+    #: the capture range the export states (ANALYSIS_DETAILS, TARGET_INFO_SESSION_START_TIME) does not hold
+    #: the export's own rows: the rows are trusted (none dropped for it), the metadata is not.
+    CAPTURE_DISAGREES = "capture-disagrees"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
@@ -176,7 +179,8 @@ class Report:
       'lost-events'), pid (-1: any process), correlation_id, name, call_start, call_end, and
       start, end: when the lost work may have run
     ``meta``: export metadata (name -> value); ``diagnostics``: warning/error
-    texts from DIAGNOSTIC_EVENT; ``warnings``: what the loader itself noticed
+    texts from DIAGNOSTIC_EVENT with the process that said them
+    (:func:`pipeline.load.diagnostics.load_diagnostics`); ``warnings``: what the loader itself noticed
     (:class:`RowWarning`, each with its code).
     ``capture_start_ns``: where the Nsight Systems timeline puts its zero, on the rows' clock (ns;
     None when unknown), and ``capture_start_source`` where that comes from

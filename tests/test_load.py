@@ -257,7 +257,7 @@ def test_diagnostics_read(tmp_path):
         w.diagnostic(0, "Some events were lost", severity=2)
         w.diagnostic(0, "just info", severity=1)
     rep = load_report(build(tmp_path / "x.sqlite", fill))
-    assert rep.diagnostics == ["Some events were lost"]
+    assert rep.diagnostics == [{"pid": 0, "text": "Some events were lost"}]  # globalPid NULL: the session's
 
 
 # ---------------------------------------------------------------- end to end on one GPU

@@ -208,8 +208,9 @@ def test_dropped_events_inside_a_gap_make_it_untraced(tmp_path):
     assert (row["idle_ns"], row["cat_untraced_ns"], row["cat_cpu_ns"]) == (16 * MS, 8 * MS, 8 * MS)
     assert row["untraced_usd_per_month"] == usd(8 * MS, 46 * MS)
     assert row["status"] == "partial"
-    assert row["warnings"] == (f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {SOME_LOST}; "
-                               f"DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}; DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}")
+    # pid 99's message is not this GPU's (issue 24); the same text twice is named once, with its count
+    assert row["warnings"] == (f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; "
+                               f"DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED} (reported 2 times)")
     assert [g["category"] for g in res.device_roster] == ["cpu", "untraced", "cpu", "untraced"]
 
 

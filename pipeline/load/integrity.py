@@ -4,7 +4,10 @@ in a coded warning (:class:`~pipeline.model.WarningCode`), so the row that rests
 ``partial`` instead of printing a window of 9.2e12 ms.
 
 The capture is what the export says it was (``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``)
-and, where it says nothing, what the other rows agree on (:func:`capture_of`).
+and, where it says nothing, what the other rows agree on (:func:`capture_of`). When the export's own
+rows run on past the capture it states (an older export whose ANALYSIS_DETAILS range does not hold its
+kernels), the metadata is wrong, not the rows: the rows' own extent is the capture, and one warning per
+report says so (:func:`disagreement_warning`).
 """
 from __future__ import annotations
 
@@ -112,6 +115,9 @@ class Capture:
     lo: int | None
     hi: int | None
     text: str
+    #: When the capture the export states does not hold its own rows (:func:`capture_of`): that stated
+    #: capture (slack included; its ``text`` says where it comes from), else None.
+    stated: Capture | None = None
 
     def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
@@ -170,6 +176,31 @@ def _row_extent(stamps: list[np.ndarray], median: float | None) -> tuple[int, in
         a, b = new_a, new_b
 
 
+def _runs_past(stamps: list[np.ndarray], capture: Capture) -> bool:
+    """True when rows outside ``capture`` join on to the rows inside it: the nearest timestamp beyond
+    either bound is no further from the run of timestamps inside than ``max(SLACK_NS, that run's
+    extent)``. A stale row seconds away from a capture's worth of rows, or an INT64_MAX end, does not
+    join; rows that run on past a stated bound do (the bound is wrong). One pass over ``stamps``, no sort."""
+    first = last = below = above = None
+    for s in stamps:
+        if not s.size:
+            continue
+        early = s < capture.lo if capture.lo is not None else np.zeros(s.size, dtype=bool)
+        late = s > capture.hi if capture.hi is not None else np.zeros(s.size, dtype=bool)
+        inside = s[~(early | late)]
+        if inside.size:
+            first = int(inside.min()) if first is None else min(first, int(inside.min()))
+            last = int(inside.max()) if last is None else max(last, int(inside.max()))
+        if early.any():
+            below = int(s[early].max()) if below is None else max(below, int(s[early].max()))
+        if late.any():
+            above = int(s[late].min()) if above is None else min(above, int(s[late].min()))
+    if first is None:
+        return below is not None or above is not None
+    reach = max(SLACK_NS, last - first)
+    return (below is not None and first - below <= reach) or (above is not None and above - last <= reach)
+
+
 def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) -> Capture:
     """The capture rows must lie in.
 
@@ -179,7 +210,9 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
         reference: timestamps whose median places the rows on the export's clock (the kernels' starts).
     Returns:
         A :class:`Capture`: the stated bounds widened by :data:`SLACK_NS`; a bound the export does
-        not state is the end of the run of rows around the median (:func:`_row_extent`).
+        not state is the end of the run of rows around the median (:func:`_row_extent`). When the rows
+        run on past a stated bound (:func:`_runs_past`), the metadata disagrees with the data and the
+        data wins: the capture is the run of rows around the median, its ``stated`` the export's.
     """
     median = float(np.median(reference)) if reference.size else None
     lo, hi, source = _stated_capture(schema, median)
@@ -189,9 +222,35 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
     shown_lo, shown_hi = (lo if lo is not None else extent[0]), (hi if hi is not None else extent[1])
     text = {None: "the other rows", ANALYSIS_DETAILS_TABLE: ANALYSIS_DETAILS_TABLE}.get(
         source, f"{source} and the other rows")
-    return Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
-                   shown_hi + SLACK_NS if hi is not None else shown_hi,
-                   f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
+    stated = Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
+                     shown_hi + SLACK_NS if hi is not None else shown_hi,
+                     f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
+    if source is None or not _runs_past(stamps, stated):
+        return stated
+    rows = _row_extent(stamps, median)
+    said = f"{_seconds(lo)}..{_seconds(hi)} s" if hi is not None else f"a start at {_seconds(lo)} s"
+    stated_text = (f"{source} states the capture as {said} on the report's clock" if hi is not None
+                   else f"{source} states the capture's start as {_seconds(lo)} s on the report's clock")
+    return Capture(rows[0], rows[1], f"{_seconds(rows[0])}..{_seconds(rows[1])} s on the report's clock, per the "
+                   f"export's own rows ({source} states {said})",
+                   Capture(stated.lo, stated.hi if hi is not None else None, stated_text))
+
+
+def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowWarning]:
+    """The one warning of a report whose stated capture does not hold its rows (``capture.stated``, from
+    :func:`capture_of`): what the export states, what its rows run, and ``outside`` (table -> rows kept
+    though outside the stated capture, in the order to name them); nothing when the metadata agrees or
+    no row kept lies outside it (those that did were dropped anyway: end < start)."""
+    counts = [(table, n) for table, n in outside.items() if n]
+    if capture.stated is None or not counts:
+        return []
+    named = ", ".join(f"{n} row{'s' if n > 1 else ''} of {table}" if i == 0 else f"{n} of {table}"
+                      for i, (table, n) in enumerate(counts))
+    verb = "lies" if sum(n for _, n in counts) == 1 else "lie"
+    return [RowWarning(WarningCode.CAPTURE_DISAGREES,
+                       f"{capture.stated.text}, but the export's own rows run {_seconds(capture.lo)}.."
+                       f"{_seconds(capture.hi)} s ({named} {verb} outside it): the rows are trusted, none is "
+                       "dropped for that")]
 
 
 #: Where the timeline's zero comes from when the export states no capture start (:func:`capture_start`).

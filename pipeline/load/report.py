@@ -20,8 +20,8 @@ from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
-from .integrity import (capture_of, capture_start, dropped_warning, duplicate_mask, duplicates_warning,
-    frame_codes, impossible_rows)
+from .integrity import (capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
+    duplicates_warning, frame_codes, impossible_rows)
 from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
@@ -382,7 +382,8 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
     the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left and the
-    warnings naming what was dropped. Raises :class:`ProfileError` when no kernel is left."""
+    warnings naming what was dropped (and, once, a stated capture the rows do not fit). Raises
+    :class:`ProfileError` when no kernel is left."""
     duplicates, owners = {}, []
     for table in DEDUPLICATED:
         frame = frames[table]
@@ -395,11 +396,15 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     kernels = frames[KERNEL_TABLE]
     reference = (kernels if len(kernels) else frames[RUNTIME_TABLE])["start"].to_numpy(np.int64)
     capture = capture_of(schema, stamps, reference)
+    dropped, kept_outside = [], {}
     for table, frame in frames.items():
         starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
         found = impossible_rows(table, starts, ends, capture)
-        warnings += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]))
+        dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]))
+        if capture.stated is not None:  # the export's stated capture does not hold its rows: kept, counted
+            kept_outside[table] = int((capture.stated.outside(starts, ends) & ~found.bad).sum())
         frames[table] = _drop_rows(frame, found.bad)
+    warnings += disagreement_warning(capture, kept_outside) + dropped
     if len(kernels) and not len(frames[KERNEL_TABLE]):
         raise ProfileError(f"{path}: all {len(kernels):,} usable rows of {KERNEL_TABLE} are timed far outside the "
                            f"capture ({capture.text}): no usable kernel")
@@ -620,7 +625,7 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         kernels=kernels.reset_index(drop=True), copies=copies,
         runtime=runtime, nvtx=_of_processes(report.nvtx, pids),
         warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
-        + diagnostic_warnings(report.diagnostics) + sm_subset_warning(devs),
+        + diagnostic_warnings(report.diagnostics, pids) + sm_subset_warning(devs),
         model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].to_numpy(bool).all()),
         sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
         overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),

@@ -1,0 +1,297 @@
+"""Issue 24, kinds 3 and 4: shapes of public Nsight Systems exports that were silently wrong.
+
+3. Other processes' capture diagnostics on a GPU's row: a GPU row carries the DIAGNOSTIC_EVENT
+   messages of its own processes and the session-wide ones that bear on the GPU trace (not CPU
+   sampling, OS runtime, ftrace...), each distinct text once, with a count.
+4. A capture range (ANALYSIS_DETAILS) that the export's own rows do not fit: the rows are trusted,
+   not dropped as "far outside the capture", and one coded warning says so; INT64_MAX and other
+   impossible timestamps are still dropped and counted.
+
+Every input is a small export in the real schema (ExportWriter); every expected number is worked out
+by hand in the comments.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.config import Config
+from pipeline.load.report import gpu_trace, load_report
+from pipeline.model import WarningCode
+from pipeline.synth import ExportWriter
+
+MS = 1_000_000
+S = 1_000_000_000
+INT64_MAX = 9_223_372_036_854_775_807
+AUTO = Config()
+
+
+def analyse(path, cfg: Config = AUTO) -> dict:
+    """GPU key -> GpuResult of every GPU of the export at ``path``."""
+    rep = load_report(str(path))
+    return {key: analyse_gpu(gpu_trace(rep, key), cfg, cfg.labels_for(rep.path)) for key in rep.gpu_keys()}
+
+
+# ---------------------------------------------------------------- 3. diagnostics of other processes
+
+#: Texts as Nsight Systems writes them (format strings of the nsys 2025 binaries, filled in).
+NO_CUDA = "No CUDA events collected. Does the process use CUDA?"
+NO_NVTX = "No NVTX events collected. Does the process use NVTX?"
+NO_OSRT = "No OS runtime libraries events collected. Does the process use OS runtime libraries?"
+SAMPLING_LOST = ("Sampling events were lost in the interval 5000000 - 6000000 (1000000) ns. Thread states and CPU "
+                 "utilization on the timeline might be incorrect. Try reducing the sampling rate.")
+SOME_LOST_CPU = ("Some events (42) were lost. Certain charts (including CPU utilization) on the timeline may display "
+                 "incorrect data. Try to decrease sampling rate and start a new profiling session.")
+PARANOID = ("Collection of CPU IP/backtrace samples or context switch data disabled. perf event paranoid level is 4. "
+            "Change the paranoid level to 2 to enable CPU IP/backtrace sample or context switch data collection.")
+FTRACE_LOST = "FTrace: Cpu3 lost event field: lost value: 12"
+UNIFIED_MEMORY = ("CUDA device 0: Unified Memory cannot be traced on devices that don't support peer-to-peer "
+                  "transfers.Please verify that SLI/NVLink is functioning properly.")
+CUPTI_DROPPED = "CUPTI dropped 5 records. Some CUPTI events might be missing."
+GPU_DISCARDED = ("12 GPU events were discarded as their timestamps could not be converted. Note that nsys cannot "
+                 "convert GPU timestamps coming from non-NVIDIA devices.")
+QDSTRM_LOST = "Reading events from qdstrm: session 1: Lost events = 7"
+
+
+def one_gpu_nine_helpers(w: ExportWriter) -> None:
+    """pid 10 runs 1,536 kernels of 1 ms every 3 ms on device 0: W = [0, 4606) ms, 1,536 ms busy,
+    3,070 ms idle (1,535 gaps of 2 ms). Helper pids 101..109 each say 3 things (27 messages); the
+    session (globalPid of no process) says CPU sampling lost events at 5.5 ms, in the gap [4, 6) ms,
+    and that perf is paranoid; pid 10 itself says twice that Unified Memory cannot be traced."""
+    for i in range(1536):
+        w.kernel(pid=10, device=0, stream=7, start=3 * i * MS, end=(3 * i + 1) * MS, name="gemm")
+    for pid in range(101, 110):
+        for text in (NO_CUDA, NO_NVTX, NO_OSRT):
+            w.diagnostic(MS, text, severity=2, pid=pid)
+    w.diagnostic(5_500_000, SAMPLING_LOST, severity=2, pid=0)
+    w.diagnostic(0, PARANOID, severity=2, pid=None)
+    w.diagnostic(MS, UNIFIED_MEMORY, severity=2, pid=10)
+    w.diagnostic(3 * MS, UNIFIED_MEMORY, severity=2, pid=10)
+
+
+def test_helpers_diagnostics_stay_off_the_gpu_row(tmp_path):
+    """Through the CLI: the GPU row says its own process's message once, with its count; the helpers'
+    27 messages and the session's CPU-sampling ones are not on it, and the CPU-sampling loss inside a
+    gap neither makes the row partial nor the gap untraced."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    w = ExportWriter(str(folder / "helpers.sqlite"))
+    one_gpu_nine_helpers(w)
+    w.close()
+    out = tmp_path / "out"
+    run_cli("run", str(folder), "--out", str(out), "--no-cache")
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    (row,) = fleet.to_dict("records")
+    assert (row["gpu_key"], int(row["kernel_count"]), int(row["window_ns"]), int(row["idle_ns"])) == (
+        "pid10/dev0", 1536, 4606 * MS, 3070 * MS)
+    assert (row["status"], int(row["cat_untraced_ns"]), int(row["cat_cpu_ns"])) == ("ok", 0, 3070 * MS)
+    assert row["warnings"] == f"DIAGNOSTIC_EVENT: {UNIFIED_MEMORY} (reported 2 times)"
+
+
+def test_each_gpu_gets_its_own_and_the_sessions_gpu_diagnostics(tmp_path):
+    """Two GPU processes (pid 10 dev 0, pid 20 dev 1), 5 kernels of 6 ms every 10 ms each (W = 46 ms,
+    4 gaps of 4 ms: [6,10) [16,20) [26,30) [36,40)). pid 10's CUPTI loss (at 17 ms) is pid 10's only;
+    the session's GPU-event loss (globalPid NULL, at 27 ms) is both GPUs'; the session's CPU-side losses
+    (at 7 and 37 ms) and ftrace's are nobody's. Untraced: pid 10 [16,20) + [26,30) = 8 ms; pid 20
+    [26,30) = 4 ms."""
+    path = tmp_path / "two.sqlite"
+    w = ExportWriter(str(path))
+    for pid, device in ((10, 0), (20, 1)):
+        for i in range(5):
+            w.kernel(pid=pid, device=device, stream=7, start=i * 10 * MS, end=i * 10 * MS + 6 * MS, name="gemm")
+    w.diagnostic(17 * MS, CUPTI_DROPPED, severity=2, pid=10)
+    w.diagnostic(7 * MS, SOME_LOST_CPU, severity=2, pid=0)
+    w.diagnostic(27 * MS, GPU_DISCARDED, severity=2, pid=None)
+    w.diagnostic(37 * MS, FTRACE_LOST, severity=2, pid=0)
+    w.diagnostic(MS, NO_CUDA, severity=2, pid=30)
+    w.close()
+    results = analyse(path)
+    first, second = results["pid10/dev0"].row, results["pid20/dev1"].row
+    assert (first["status"], first["idle_ns"], first["cat_untraced_ns"]) == ("partial", 16 * MS, 8 * MS)
+    assert (second["status"], second["idle_ns"], second["cat_untraced_ns"]) == ("partial", 16 * MS, 4 * MS)
+    assert first["warnings"] == f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {GPU_DISCARDED}"
+    assert second["warnings"] == f"DIAGNOSTIC_EVENT: {GPU_DISCARDED}"
+
+
+def test_processes_sharing_a_gpu_count_one_message_once(tmp_path):
+    """pids 10 and 11 share device 0 (one UUID): both report the same CUPTI loss; the GPU's row names it
+    once, 'reported 2 times', and is partial; a third process on another GPU has its own row, clean."""
+    path = tmp_path / "shared.sqlite"
+    w = ExportWriter(str(path))
+    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="GPU-aaaa")
+    w.gpu(1, "NVIDIA H100 80GB HBM3", uuid="GPU-bbbb")
+    for pid, device, gpu_id, uuid in ((10, 0, 0, "GPU-aaaa"), (11, 0, 0, "GPU-aaaa"), (12, 1, 1, "GPU-bbbb")):
+        w.cuda_device(gpu_id, device, pid, uuid=uuid)
+        for i in range(3):
+            w.kernel(pid=pid, device=device, stream=7, start=i * 10 * MS, end=i * 10 * MS + 4 * MS, name="gemm")
+    w.diagnostic(MS, CUPTI_DROPPED, severity=2, pid=10)
+    w.diagnostic(MS, CUPTI_DROPPED, severity=2, pid=11)
+    w.close()
+    rows = {key: res.row for key, res in analyse(path).items()}
+    assert len(rows) == 2
+    shared = next(r for r in rows.values() if r["kernel_count"] == 6)
+    alone = next(r for r in rows.values() if r["kernel_count"] == 3)
+    assert (shared["status"], shared["warnings"]) == ("partial",
+                                                      f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED} (reported 2 times)")
+    assert (alone["status"], alone["warnings"]) == ("ok", "")
+
+
+def test_diagnostics_without_a_process_column(tmp_path):
+    """An older DIAGNOSTIC_EVENT without globalPid: every message is the session's; the CPU-sampling ones
+    stay off, the GPU one is kept once with its count."""
+    path = tmp_path / "old.sqlite"
+    w = ExportWriter(str(path), drop_columns={"DIAGNOSTIC_EVENT": {"globalPid"}})
+    for i in range(3):
+        w.kernel(pid=10, device=0, stream=7, start=i * 10 * MS, end=i * 10 * MS + 4 * MS, name="gemm")
+    w.diagnostic(MS, SAMPLING_LOST, severity=2)
+    w.diagnostic(MS, UNIFIED_MEMORY, severity=2)
+    w.diagnostic(2 * MS, UNIFIED_MEMORY, severity=3)
+    w.diagnostic(3 * MS, UNIFIED_MEMORY, severity=2)
+    w.close()
+    (res,) = analyse(path).values()
+    assert (res.row["status"], res.row["warnings"]) == ("ok", f"DIAGNOSTIC_EVENT: {UNIFIED_MEMORY} (reported 3 times)")
+
+
+@pytest.mark.parametrize("text, bears", [
+    (CUPTI_DROPPED, True), (UNIFIED_MEMORY, True), (GPU_DISCARDED, True), (NO_CUDA, True),
+    (QDSTRM_LOST, True),  # names no subsystem: it may be the GPU trace's loss
+    (SAMPLING_LOST, False), (SOME_LOST_CPU, False), (PARANOID, False), (FTRACE_LOST, False), (NO_OSRT, False),
+    ("Failed to write raw CPU sampling data to the /tmp directory. Check if the /tmp directory is full.", False),
+    ("Number of used Debuginfod cached files: 0.", False),
+])
+def test_which_texts_bear_on_the_gpu_trace(text, bears):
+    from pipeline.load.diagnostics import bears_on_gpu_trace
+    assert bears_on_gpu_trace(text) is bears
+
+
+# ---------------------------------------------------------------- 4. capture range the rows do not fit
+
+#: Kernels as in the issue's export: 0.93 .. 1.97 s on the report's clock, 5 of 40 ms:
+#: [930, 970) [1190, 1230) [1450, 1490) [1710, 1750) [1930, 1970) ms. W = 1,040 ms, 200 ms busy,
+#: 840 ms idle in 4 gaps of 220, 220, 220, 180 ms.
+KERNEL_STARTS_MS = (930, 1190, 1450, 1710, 1930)
+
+
+def older_export(path, start_ms: int, stop_ms: int, fill=None, launches: bool = True) -> str:
+    """A Nsight Systems 2022.2 export (schema 2.9.1, no TARGET_INFO_SESSION_START_TIME) whose
+    ANALYSIS_DETAILS says the capture ran ``start_ms`` .. ``stop_ms`` on the rows' clock. pid 10: the
+    kernels of :data:`KERNEL_STARTS_MS`, each launched 5 ms before it starts (cudaLaunchKernel of 1 ms;
+    none with ``launches`` False);
+    an NVTX range "main" over the whole run, [50, 1980) ms; a profiler-overhead row (CUDA initialisation)
+    at [100, 120) ms; then ``fill(w)``."""
+    w = ExportWriter(str(path), schema_version="2.9.1")
+    w.rows["ANALYSIS_DETAILS"] = [(0x1000000000000, (stop_ms - start_ms) * MS, start_ms * MS, stop_ms * MS)]
+    for start in KERNEL_STARTS_MS:
+        corr = w.correlation()
+        if launches:
+            w.runtime(pid=10, tid=11, start=(start - 5) * MS, end=(start - 4) * MS, name="cudaLaunchKernel_v7000",
+                      correlation=corr)
+        w.kernel(pid=10, device=0, stream=7, start=start * MS, end=(start + 40) * MS, name="gemm", correlation=corr)
+    w.nvtx(pid=10, tid=11, start=50 * MS, end=1980 * MS, text="main")
+    w.overhead(pid=10, tid=11, start=100 * MS, end=120 * MS, kind="OVERHEAD_CUPTI_RESOURCE", name="cuInit")
+    if fill:
+        fill(w)
+    return w.close()
+
+
+def disagrees(stated: str, rows: str, outside: str) -> str:
+    return (f"ANALYSIS_DETAILS states the capture as {stated} s on the report's clock, but the export's own rows "
+            f"run {rows} s ({outside} lie outside it): the rows are trusted, none is dropped for that")
+
+
+def kept_and_analysed(path, counts: tuple):
+    """The report at ``path``, after checking how many rows it kept of each kind (kernels, runtime calls,
+    copies, NVTX ranges, overhead), and its one GPU's result, after checking the kernels' figures are the
+    5 kernels' (W = 1,040 ms, 200 ms busy, 840 ms idle)."""
+    rep = load_report(path)
+    assert (len(rep.kernels), len(rep.runtime), len(rep.copies), len(rep.nvtx), len(rep.overhead)) == counts
+    (res,) = analyse(path).values()
+    row = res.row
+    assert (row["kernel_count"], row["window_ns"], row["busy_ns"], row["idle_ns"]) == (5, 1040 * MS, 200 * MS,
+                                                                                       840 * MS)
+    return rep, res
+
+
+@pytest.mark.parametrize("start_ms, stop_ms, outside", [
+    # the issue's export: the capture 1.17 .. 3.44 s starts after the first rows (NVTX at 50 ms, overhead at
+    # 100 ms: both before 1.17 s - 1 s of slack); the kernels at 0.93 s are inside the slack
+    (1170, 3440, "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+    # a capture shorter than the data, inside it (1.40 .. 1.50 s: slack 0.40 .. 2.50 s)
+    (1400, 1500, "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+    # a capture earlier than the data (0.05 .. 0.50 s: slack up to 1.50 s): the last 2 kernels, their
+    # launches and the NVTX range end after it
+    (50, 500, "2 rows of CUPTI_ACTIVITY_KIND_KERNEL, 2 of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS"),
+])
+def test_capture_range_that_the_rows_do_not_fit(tmp_path, start_ms, stop_ms, outside):
+    rep, res = kept_and_analysed(older_export(tmp_path / "old.sqlite", start_ms, stop_ms), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "ok"
+    stated = f"{start_ms / 1000:.6f}..{stop_ms / 1000:.6f}"
+    assert row["warnings"] == disagrees(stated, "0.050000..1.980000", outside)
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES]
+    assert {g["nvtx_range"] for g in res.device_roster} == {"main"}  # every gap lies in the kept NVTX range
+
+
+def test_only_the_kernels_fit_the_stated_capture(tmp_path):
+    """ANALYSIS_DETAILS 1.93 .. 2.50 s (with 1 s of slack: from 0.93 s) holds the kernels and nothing
+    else: a cudaMalloc at 0.20 s, a 100 ms copy at 0.30 s, the NVTX range and the overhead row; the rows
+    run on from the kernels back to 0.05 s without a break (no gap over 1 s), so the stated capture is
+    wrong, not they: all kept, said once."""
+    def before(w):
+        w.runtime(pid=10, tid=11, start=200 * MS, end=210 * MS, name="cudaMalloc_v3020")
+        w.memcpy(pid=10, device=0, stream=9, start=300 * MS, end=400 * MS)
+    _, res = kept_and_analysed(older_export(tmp_path / "kernels_only.sqlite", 1930, 2500, before, launches=False),
+                               (5, 1, 1, 1, 1))
+    assert res.row["status"] == "ok"
+    assert res.row["warnings"] == disagrees(
+        "1.930000..2.500000", "0.050000..1.980000",
+        "1 row of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of CUPTI_ACTIVITY_KIND_MEMCPY, 1 of NVTX_EVENTS, "
+        "1 of PROFILER_OVERHEAD")
+
+
+def test_garbage_is_still_dropped_when_the_capture_range_disagrees(tmp_path):
+    """The issue's shape plus impossible rows: an NVTX range ending at INT64_MAX, a runtime call starting
+    at -2^62 ns, an overhead row starting 200 years later. They are dropped and counted against the
+    rows' own extent (0.05 .. 1.98 s); the real rows stay; the row is partial for the dropped ones."""
+    future = 200 * 365 * 86400 * S
+
+    def garbage(w):
+        w.nvtx(pid=10, tid=11, start=60 * MS, end=INT64_MAX, text="broken")
+        w.runtime(pid=10, tid=11, start=-(2 ** 62), end=900 * MS, name="cudaStreamSynchronize_v3020")
+        w.overhead(pid=10, tid=11, start=future, end=future + MS)
+    _, res = kept_and_analysed(older_export(tmp_path / "garbage.sqlite", 1170, 3440, garbage), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "partial"
+    capture = ("0.050000..1.980000 s on the report's clock, per the export's own rows "
+               "(ANALYSIS_DETAILS states 1.170000..3.440000 s)")
+    assert row["warnings"] == "; ".join([
+        disagrees("1.170000..3.440000", "0.050000..1.980000", "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+        f"dropped 1 row of CUPTI_ACTIVITY_KIND_RUNTIME timed far outside the capture ({capture}; e.g. start "
+        f"{-(2 ** 62) / 1e9:.6f} s, end 0.900000 s)",
+        f"dropped 1 row of NVTX_EVENTS timed far outside the capture ({capture}; e.g. start 0.060000 s, "
+        "end 9223372036.854776 s)",
+        f"dropped 1 row of PROFILER_OVERHEAD timed far outside the capture ({capture}; e.g. start "
+        f"{future / 1e9:.6f} s, end {(future + MS) / 1e9:.6f} s)",
+    ])
+
+
+def test_a_capture_the_rows_fit_is_unchanged(tmp_path):
+    """ANALYSIS_DETAILS 0.04 .. 2.00 s holds every row: no warning, nothing dropped, status ok."""
+    _, res = kept_and_analysed(older_export(tmp_path / "fits.sqlite", 40, 2000), (5, 5, 0, 1, 1))
+    assert (res.row["status"], res.row["warnings"]) == ("ok", "")
+
+
+def test_session_start_after_the_first_rows(tmp_path):
+    """No ANALYSIS_DETAILS, only TARGET_INFO_SESSION_START_TIME at 1.17 s (slack: from 0.17 s): the NVTX range
+    (0.05 s) and the overhead row (0.10 s) run on before it, 0.05 s from the rows after it: kept, said once."""
+    def session_only(w):
+        del w.rows["ANALYSIS_DETAILS"]
+        w.session(1170 * MS)
+    _, res = kept_and_analysed(older_export(tmp_path / "session.sqlite", 0, 1, session_only), (5, 5, 0, 1, 1))
+    assert res.row["status"] == "ok"
+    assert res.row["warnings"] == (
+        "TARGET_INFO_SESSION_START_TIME states the capture's start as 1.170000 s on the report's clock, but the "
+        "export's own rows run 0.050000..1.980000 s (1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD lie outside it): "
+        "the rows are trusted, none is dropped for that")
