@@ -171,7 +171,8 @@ def test_utc_epoch_nsight_export_beside_an_error_row_keeps_exact_ns(tmp_path):
 
 def test_sweep_nights_mixing_reused_and_fresh_rows_keep_exact_ns(tmp_path):
     """Night 1: trace A and a broken .sqlite. Night 2: A (reused from the store), trace B (fresh) and the
-    broken file. Both nights' outputs and history partitions hold the exact ns."""
+    broken file. Both nights' outputs and history partitions hold the exact ns, and so does night 2
+    rebuilt from its history and the stored rosters (``--report-only``)."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     trace_a(inputs)
@@ -195,6 +196,11 @@ def test_sweep_nights_mixing_reused_and_fresh_rows_keep_exact_ns(tmp_path):
     history = pd.read_parquet(state / "history")
     assert str(history["window_start_ns"].dtype) == "Int64"
     assert sorted(history["window_start_ns"].dropna().tolist()) == [S_A, S_A, S_B]
+    # make report: the night rebuilt from its history row and the stored rosters, as exact
+    (state / "nights" / "2026-11-28" / "fleet.csv").unlink()
+    rebuilt = run_cli("sweep", "--config", str(cfg), "--report-only")
+    assert "nothing analysed" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    assert_exact(state / "nights" / "2026-11-28", {"a.json": A, "b.json": B}, {"a.json": A_GAPS, "b.json": B_GAPS})
 
 
 def row(report: str, **values) -> dict:
@@ -219,12 +225,13 @@ def test_build_fleet_refuses_a_fraction_in_an_integer_column():
         build_fleet([row("a", gpu_key="g", window_start_ns=2.5)])
 
 
-@pytest.mark.parametrize("warnings", ["", float("nan")])
-def test_result_store_round_trip_keeps_exact_ns_beside_missing_values(tmp_path, warnings):
-    """Two GPUs of one stored report, one with a blank where the other holds epoch-scale ns (and, in the
-    variant, a float NaN in a text column, which Arrow cannot type straight from Python): read back as
-    the same Python ints (before: through float64, 1752916352777000333 came back 1752916352777000448)."""
-    rows = [{"report": "r", "gpu_key": "g0", "window_start_ns": S_A, "iteration_mean_ns": None, "warnings": warnings},
+@pytest.mark.parametrize("missing", [None, float("nan")])
+def test_result_store_round_trip_keeps_exact_ns_beside_missing_values(tmp_path, missing):
+    """Two GPUs of one stored report, one with a blank (None, or in the variant a float NaN, also in a
+    text column, which Arrow cannot type straight from Python) where the other holds epoch-scale ns:
+    read back as the same Python ints (before: through float64, 1752916352777000333 came back
+    1752916352777000448)."""
+    rows = [{"report": "r", "gpu_key": "g0", "window_start_ns": S_A, "iteration_mean_ns": missing, "warnings": missing},
             {"report": "r", "gpu_key": "g1", "window_start_ns": S_N, "iteration_mean_ns": S_B, "warnings": "w"}]
     assert rows_table(rows).column("iteration_mean_ns").to_pylist() == [None, S_B]
     store = ResultStore(str(tmp_path))

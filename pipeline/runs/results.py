@@ -205,9 +205,12 @@ def rows_table(rows: list[dict]) -> pa.Table:
     for name in names:
         values = [row.get(name) for row in rows]
         try:
-            columns[name] = pa.array(int_column(values, name) if name in ints else values)
+            column = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            columns[name] = pa.array(values, from_pandas=True)
+            column = pa.array(values, from_pandas=True)
+        if name in ints and not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
+            column = pa.array(int_column(values, name))  # a float NaN or a whole float beside the ints
+        columns[name] = column
     return pa.table(columns) if names else pa.Table.from_pydict({})
 
 
