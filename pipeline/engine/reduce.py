@@ -42,7 +42,8 @@ ROLLUP_COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm
 #: Fleet columns of whole numbers (ns, counts, ids): nullable ``Int64`` in every fleet frame, ``int64`` in
 #: Arrow and Parquet, plain digits in CSV and JSON, made straight from the rows' Python ints and never
 #: through float64, which holds ns at the UTC-epoch scale (~1.75e18 ns since 1970) only to 256 ns. The
-#: one declaration of them (:func:`fleet_frame`, the result store, the outputs read it).
+#: one declaration of them: :func:`fleet_frame` and the result store
+#: (:func:`~pipeline.runs.results.rows_table`) type by it.
 INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
     "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
     "gaps_gt_50ms", "sliver_count", "device_gap_count", "device_sliver_count", "iterations")]
