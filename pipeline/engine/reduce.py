@@ -39,9 +39,68 @@ FLEET_COLUMNS = [
 #: Communication overlap columns a rollup sums.
 ROLLUP_COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_exposed_usd_per_month"]
 
+#: Fleet columns of whole numbers (ns, counts, ids): nullable ``Int64`` in every fleet frame, ``int64`` in
+#: Arrow and Parquet, plain digits in CSV and JSON, made straight from the rows' Python ints and never
+#: through float64, which holds ns at the UTC-epoch scale (~1.75e18 ns since 1970) only to 256 ns. The
+#: one declaration of them: :func:`fleet_frame` and the result store
+#: (:func:`~pipeline.runs.results.rows_table`) type by it.
 INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
     "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
     "gaps_gt_50ms", "sliver_count", "device_gap_count", "device_sliver_count", "iterations")]
+
+#: Fleet columns of flags: ``bool``, False where a row has none (an error row).
+BOOL_COLUMNS = ["straggler", "launch_bound", "untrimmed", "low_confidence", "implausible_speedup"]
+
+#: Rollup columns of whole numbers (:func:`rollup`): ``int64``, 0 where a group has none.
+ROLLUP_INT_COLUMNS = ["gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports", "profiler_ns",
+                      "untraced_ns", "min_iterations", "low_confidence_gpus", "comm_ns", "comm_overlapped_ns",
+                      "comm_exposed_ns"]
+
+
+def int_column(values: list, name: str) -> pd.arrays.IntegerArray:
+    """Nullable ``Int64`` of ``values`` (Python or numpy ints; None, NaN or ``pd.NA`` where missing; a
+    whole float is taken as its value), converted one object at a time: exact for every 64-bit integer,
+    where a float64 column in between (what a frame of rows infers beside a missing value) is off by up
+    to 128 ns at 1.75e18. Raises ValueError naming the column ``name`` for a value that is no whole
+    number (a fraction, text)."""
+    try:
+        return pd.array(values, dtype="Int64")
+    except (TypeError, ValueError) as exc:
+        bad = next((v for v in values if not _whole(v)), None)
+        raise ValueError(f"fleet column {name}: {bad!r} is not a whole number") from exc
+
+
+def _whole(value) -> bool:
+    """Whether ``value`` is missing or a whole number (what :func:`int_column` takes)."""
+    if value is None or value is pd.NA or isinstance(value, (int, np.integer)):
+        return True
+    try:
+        return bool(value != value) or float(value).is_integer()
+    except (TypeError, ValueError):
+        return False
+
+
+def _flag(value) -> bool:
+    """A flag column's value: False when missing (None, NaN, ``pd.NA``)."""
+    return False if value is None or value is pd.NA or (isinstance(value, float) and value != value) else bool(value)
+
+
+def fleet_frame(rows: list[dict]) -> pd.DataFrame:
+    """Fleet rows (dicts; a key a row lacks is missing there) as a frame of :data:`FLEET_COLUMNS` in
+    their order, typed from the start: :data:`INT_COLUMNS` ``Int64`` (:func:`int_column`),
+    :data:`BOOL_COLUMNS` ``bool``, the others as pandas infers them from the rows. Raises ValueError
+    for a value of an integer column that is no whole number."""
+    typed = set(INT_COLUMNS) | set(BOOL_COLUMNS)
+    others = pd.DataFrame(rows, columns=[c for c in FLEET_COLUMNS if c not in typed])
+    columns = {}
+    for c in FLEET_COLUMNS:
+        if c in typed:
+            values = [row.get(c) for row in rows]
+            columns[c] = (int_column(values, c) if c in INT_COLUMNS
+                          else np.fromiter(map(_flag, values), dtype=bool, count=len(values)))
+        else:
+            columns[c] = others[c]
+    return pd.DataFrame(columns, index=others.index)
 
 
 def error_row(report: str, labels: dict, message: str) -> dict:
@@ -79,12 +138,9 @@ def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
 
 
 def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
-    """Rows -> fleet table in a stable order (report, gpu_key), stragglers flagged."""
-    fleet = pd.DataFrame(rows).reindex(columns=FLEET_COLUMNS)
-    for col in INT_COLUMNS:
-        fleet[col] = pd.array(fleet[col], dtype="Int64")
-    for col in ("straggler", "launch_bound", "untrimmed", "low_confidence", "implausible_speedup"):
-        fleet[col] = fleet[col].astype(object).where(fleet[col].notna(), False).astype(bool)
+    """Rows (dicts, :func:`fleet_frame`) -> fleet table in a stable order (report, gpu_key), stragglers
+    flagged. Raises ValueError for a value of an integer column that is no whole number."""
+    fleet = fleet_frame(rows)
     fleet = fleet.sort_values(["report", "gpu_key"], na_position="first", kind="stable").reset_index(drop=True)
     return flag_stragglers(fleet, spread_pct)
 
@@ -135,8 +191,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
-    for col in ("gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports", "profiler_ns",
-                "untraced_ns", "min_iterations", "low_confidence_gpus", *[c for c in comm if c.endswith("_ns")]):
+    for col in (c for c in ROLLUP_INT_COLUMNS if c in out.columns):
         out[col] = out[col].fillna(0).astype("int64")
     for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month", *fix_usd,
                 *[c for c in comm if c.endswith("_usd_per_month")]):

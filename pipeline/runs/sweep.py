@@ -52,8 +52,8 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..inputs.discover import skipped_note
-from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, real_dir,
-                  same_file)
+from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, plain_scalar,
+                  real_dir, same_file)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
 from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
@@ -371,19 +371,21 @@ def _night_rosters(store: ResultStore, key: str, report: str, rows: pd.DataFrame
     """The rosters of ``report`` stored under ``key``, or under one of its forced-agreement variants
     (``<key>-<agreement>``: a job spread over several reports, :mod:`pipeline.engine.agreement`)
     whose rows have the night's windows (``rows``: the night's fleet rows of the report)."""
-    def windows(frame) -> list:
-        cols = [c for c in _WINDOW_COLUMNS if c in frame]
-        return sorted(tuple(str(v) for v in r) for r in frame[cols].itertuples(index=False))
+    cols = [c for c in _WINDOW_COLUMNS if c in rows]
+
+    def windows(records: list[dict]) -> list:
+        # compared as Python values (exact ints, None where missing), never through a frame's float64
+        return sorted(tuple(str(plain_scalar(r.get(c))) for c in cols) for r in records)
 
     got_rows, got_rosters, _ = store.get(key, report)
-    want = windows(rows)
-    if windows(pd.DataFrame(got_rows)) == want:
+    want = windows(rows.to_dict("records"))
+    if windows(got_rows) == want:
         return got_rosters
     for name in sorted(n[: -len(".parquet")] for n in os.listdir(store.dir)
                        if n.startswith(key + "-") and n.endswith(".parquet")):
         if store.has(name):
             other_rows, other_rosters, _ = store.get(name, report)
-            if windows(pd.DataFrame(other_rows)) == want:
+            if windows(other_rows) == want:
                 return other_rosters
     return got_rosters
 
