@@ -32,6 +32,20 @@ PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: Paths under the package (folders: every ``*.py`` below them) that a stored result depends on.
 RESULT_CODE = ("load", "analysis", "engine", "inputs", "model.py", "config.py", "arrays.py", "frames.py",
                "text.py", "memory.py", "io.py", "checksums.py", "runs/results.py")
+#: Every other path of the package, with why no stored result depends on it: each module is in
+#: :data:`RESULT_CODE` or here (tests/test_result_keys.py holds it), so a new module is classified when added.
+OUTSIDE_RESULTS = {
+    "__init__.py": "the package's version and a note on its layout",
+    "code_keys.py": "these digests (what they cover changes the digests themselves)",
+    "cli.py": "the command line: parses options, prints tables and messages",
+    "progress.py": "progress lines for people",
+    "interrupts.py": "how a run ends on a signal",
+    "report": "renders stored results: the report, the GPU pages, the medical records",
+    "synth": "generators of example and test inputs",
+    "runs/__init__.py": "the package marker",
+    "runs/driver.py": "which reports are analysed and which reused; writes the output folder",
+    "runs/sweep.py": "the nightly schedule, its nights and history",
+}
 #: :data:`RESULT_CODE` and what writes an output folder's documents from results.
 DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py")
 #: Paths left out of :func:`rendered_code` (they draw nothing a page shows).

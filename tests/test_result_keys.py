@@ -99,3 +99,16 @@ def test_keys_change_only_with_what_they_depend_on(case, baseline, tmp_path):
     got = keys(parent)
     assert {k for k in got if got[k] != baseline[k]} == changed, (case, got, baseline)
     assert set(got) == {"result", "folder", "page"}
+
+
+def test_every_module_is_declared_in_or_outside_the_result_code():
+    """A module added to the package (a new loader, a new stage) must be declared as something results
+    depend on or not (pipeline/code_keys.py), never left out of the key by omission."""
+    from pipeline import code_keys
+
+    modules = [rel for rel in code_keys._files(None) if rel.endswith(".py")]
+    inside = set(code_keys._files(code_keys.RESULT_CODE))
+    outside = set(code_keys._files(tuple(code_keys.OUTSIDE_RESULTS)))
+    assert not inside & outside, sorted(inside & outside)
+    assert sorted(set(modules) - inside - outside) == []
+    assert {"analysis/gaps.py", "load/sqlite.py", "engine/tasks.py", "config.py"} <= inside
