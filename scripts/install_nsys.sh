@@ -124,6 +124,7 @@ APT_OPTS=(
     -o "Dir::Cache::srcpkgcache="
     -o "Acquire::Languages=none"
     -o "APT::Sandbox::User=$(id -un)"
+    -o "DPkg::Lock::Timeout=600"
 )
 
 t0=$(date +%s.%N)

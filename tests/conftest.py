@@ -24,6 +24,68 @@ os.environ.setdefault("GPU_IDLE_CACHE", os.path.join(_CACHE_ROOT, "columns"))
 os.environ.setdefault("GPU_IDLE_EXPORT_CACHE", os.path.join(_CACHE_ROOT, "exports"))
 PROFILES = Path(os.environ.get("GPU_IDLE_PROFILES", REPO.parent / "shared" / "profiles")).resolve()
 
+#: What a test can need from the system, by its marker (registered in pyproject.toml): the fixtures and the
+#: helper functions that need it, and what provides it. `make check` (``--quick``) skips the marked tests,
+#: saying why; `make test` installs all three first. tests/test_markers.py checks that every test reaching
+#: one of these fixtures or helpers (from its body, its fixtures, or module functions they call) is marked.
+SYSTEM_NEEDS = {
+    "needs_nsys": ({"nsys"}, {"_need_nsys"}, "the Nsight Systems CLI in tools/nsys (`make nsys`)"),
+    "needs_chromium": (set(), {"chromium_load"}, "Debian's chromium (`make chromium`, as root)"),
+    "needs_slurm": ({"slurm"}, set(), "Debian's slurm-wlm and munge (`make slurm`, as root)"),
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--quick", action="store_true",
+                     help="skip the tests that need system packages (markers " + ", ".join(SYSTEM_NEEDS) + ")")
+    parser.addoption("--list-system-needs", action="store_true",
+                     help="print, for every collected test, its needs_* markers and the needs found from its code")
+
+
+def _names(code, seen: set) -> set:
+    """The global names ``code`` (a code object, nested ones included) refers to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names") and id(const) not in seen:
+            seen.add(id(const))
+            names |= _names(const, seen)
+    return names
+
+
+def found_needs(item) -> set[str]:
+    """The :data:`SYSTEM_NEEDS` markers that ``item`` reaches: through the fixtures it uses (transitively),
+    or through the helpers its function or its fixtures' functions call, following the module-level
+    functions they call in turn."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    funcs = [getattr(item, "function", None)]
+    for name, defs in getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).items():
+        funcs += [d.func for d in defs]
+    reached, seen, todo = set(), set(), [f for f in funcs if hasattr(f, "__code__")]
+    while todo:
+        func = todo.pop()
+        if id(func) in seen:
+            continue
+        seen.add(id(func))
+        for name in _names(func.__code__, set()):
+            reached.add(name)
+            value = getattr(func, "__globals__", {}).get(name)
+            if hasattr(value, "__code__") and getattr(value, "__module__", None) == func.__module__:
+                todo.append(value)
+    return {mark for mark, (fixture_names, helpers, _) in SYSTEM_NEEDS.items()
+            if fixtures & fixture_names or reached & helpers}
+
+
+def pytest_collection_modifyitems(config, items):
+    """``--quick``: the tests marked with a :data:`SYSTEM_NEEDS` marker are skipped, the reason naming
+    what they need. ``--list-system-needs``: print ``nodeid<TAB>markers<TAB>found needs`` per test."""
+    for item in items:
+        marks = sorted(m for m in SYSTEM_NEEDS if item.get_closest_marker(m))
+        if config.getoption("--list-system-needs"):
+            print(f"NEEDS\t{item.nodeid}\t{','.join(marks)}\t{','.join(sorted(found_needs(item)))}")
+        if config.getoption("--quick") and marks:
+            why = "; ".join(SYSTEM_NEEDS[m][2] for m in marks)
+            item.add_marker(pytest.mark.skip(reason=f"make check: needs {why}; `make test` runs it"))
+
 
 def run_cli(*args: str, check: bool = True, env: dict | None = None, timeout: float = 600,
             preexec_fn=None) -> subprocess.CompletedProcess:

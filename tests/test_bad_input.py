@@ -242,6 +242,7 @@ def error_of(fleet: pd.DataFrame, path: str) -> str:
     return row["error"]
 
 
+@pytest.mark.needs_nsys
 def test_corpus_run_finishes_with_every_report_accounted_for(corpus, corpus_run, profiles):
     proc, fleet, out = corpus_run
     assert proc.returncode == 1  # some reports failed; the sweep still finished
@@ -256,11 +257,13 @@ def test_corpus_run_finishes_with_every_report_accounted_for(corpus, corpus_run,
     assert int(jobs["failed_reports"].sum()) == len(failed)
 
 
+@pytest.mark.needs_nsys
 def test_zero_byte_file(corpus, corpus_run):
     path = corpus["empty.sqlite"]
     assert error_of(corpus_run[1], path) == f"{path}: empty file (0 bytes), not an SQLite export"
 
 
+@pytest.mark.needs_nsys
 def test_truncated_sqlite(corpus, corpus_run, profiles):
     path = corpus["truncated.sqlite"]
     size = (profiles / TRAIN).stat().st_size
@@ -270,6 +273,7 @@ def test_truncated_sqlite(corpus, corpus_run, profiles):
         "4,096 bytes); the copy or download was cut short")
 
 
+@pytest.mark.needs_nsys
 def test_sqlite_that_is_not_an_nsight_export(corpus, corpus_run):
     path = corpus["not_nsight.sqlite"]
     assert error_of(corpus_run[1], path) == (
@@ -277,17 +281,20 @@ def test_sqlite_that_is_not_an_nsight_export(corpus, corpus_run):
         "(no CUPTI_ACTIVITY_KIND_KERNEL, StringIds or export metadata tables)")
 
 
+@pytest.mark.needs_nsys
 def test_export_without_kernel_table(corpus, corpus_run):
     path = corpus["no_kernel_table.sqlite"]
     assert error_of(corpus_run[1], path) == f"{path}: {NO_KERNEL_TABLE}"
 
 
+@pytest.mark.needs_nsys
 def test_kernel_table_with_zero_rows(corpus, corpus_run):
     path = corpus["zero_kernel_rows.sqlite"]
     assert error_of(corpus_run[1], path) == (
         f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows: no kernel ran while profiling")
 
 
+@pytest.mark.needs_nsys
 def test_gpus_without_kernels_are_not_idle_gpus(corpus, corpus_run):
     """4 GPUs listed, kernels on 2: two rows (not four, no 100 %-idle rows), each saying so."""
     fleet = corpus_run[1]
@@ -306,6 +313,7 @@ def test_gpus_without_kernels_are_not_idle_gpus(corpus, corpus_run):
         f"2 of 4 GPUs listed in TARGET_INFO_GPU ran no kernel in this export (kernels identify 2): {UNTRACED}"}
 
 
+@pytest.mark.needs_nsys
 def test_kernels_with_end_before_start_or_no_timestamps(corpus, corpus_run):
     fleet = corpus_run[1]
     rows = rows_of(fleet, corpus["bad_kernel_rows.sqlite"])
@@ -322,6 +330,7 @@ def test_kernels_with_end_before_start_or_no_timestamps(corpus, corpus_run):
         "(start = end = 0 or NULL): no usable kernel")
 
 
+@pytest.mark.needs_nsys
 def test_diagnostic_events_reporting_lost_events(corpus, corpus_run):
     rows = rows_of(corpus_run[1], corpus["lost_events.sqlite"])
     assert len(rows) == 1
@@ -355,6 +364,7 @@ def test_lost_event_texts():
                        RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD, "events were lost")]) == "ok"
 
 
+@pytest.mark.needs_nsys
 def test_older_schema_export(corpus, corpus_run, profiles):
     """EXPORT_META_DATA and no globalPid: processes come from the CUDA runtime launches, and
     every number equals the analysis of the original export."""
@@ -409,6 +419,7 @@ def test_older_schema_processes_sharing_a_stream_triple(tmp_path):
         "from its CUDA runtime launch (correlationId) or its stream")]
 
 
+@pytest.mark.needs_nsys
 def test_corrupt_nsys_rep(corpus, corpus_run):
     path = corpus["corrupt.nsys-rep"]
     assert error_of(corpus_run[1], path) == (
@@ -416,6 +427,7 @@ def test_corrupt_nsys_rep(corpus, corpus_run):
         "Exportation error: Version tag is not found in the stream.")
 
 
+@pytest.mark.needs_nsys
 def test_file_name_with_spaces_quotes_and_non_ascii(corpus, corpus_run, profiles):
     fleet, out = corpus_run[1], corpus_run[2]
     path = corpus[ODD_NAME]
@@ -432,6 +444,7 @@ def test_file_name_with_spaces_quotes_and_non_ascii(corpus, corpus_run, profiles
     assert [d["report"] for d in docs if d["report"] == path] == [path]
 
 
+@pytest.mark.needs_nsys
 def test_same_file_named_twice_is_analysed_once(corpus, corpus_run):
     """some_gpus.sqlite came in three times (in its folder, by name, and as DIR/../DIR/./NAME)."""
     rows = rows_of(corpus_run[1], corpus["some_gpus.sqlite"])

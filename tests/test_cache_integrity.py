@@ -236,6 +236,7 @@ def _nvtx(path) -> pd.DataFrame:
     return load_report(str(path), require_kernels=False).nvtx
 
 
+@pytest.mark.needs_nsys
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_damaged_export_in_the_export_cache_is_exported_again(recording, nsys, tmp_path, capsys, damage):
     calls = tmp_path / "calls.log"

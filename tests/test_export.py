@@ -159,6 +159,7 @@ def _nvtx(sqlite_path: str) -> tuple[pd.DataFrame, dict]:
     return report.nvtx, report.meta
 
 
+@pytest.mark.needs_nsys
 def test_window_from_the_real_capture_excludes_warmup_and_checkpoint(exported):
     """capture -> export -> load -> window: the planted warm-up and checkpoint are dropped."""
     report = load_report(exported, require_kernels=False)
@@ -175,6 +176,7 @@ def test_window_from_the_real_capture_excludes_warmup_and_checkpoint(exported):
     assert win.end_ns == int(iters.iloc[CHECKPOINT - 1]["end"])
 
 
+@pytest.mark.needs_nsys
 def test_export_is_a_real_nsight_export(exported, recording):
     assert exported.endswith(".sqlite") and os.path.isfile(exported)
     _, meta = _nvtx(exported)
@@ -183,12 +185,14 @@ def test_export_is_a_real_nsight_export(exported, recording):
     assert os.path.samefile(meta["EXPORT_INPUT_PATH_ABS"], recording)
 
 
+@pytest.mark.needs_nsys
 def test_cpu_only_capture_is_an_error_for_the_gpu_loader(exported):
     """No kernels, so the full loader refuses it with a ProfileError (an error row in a sweep)."""
     with pytest.raises(ProfileError, match="CUPTI_ACTIVITY_KIND_KERNEL"):
         load_report(exported)
 
 
+@pytest.mark.needs_nsys
 def test_nvtx_iterations_keep_their_planted_durations(exported):
     nvtx, _ = _nvtx(exported)
     iters = nvtx[nvtx["text"].str.fullmatch(r"Iteration \d+")].copy()
@@ -211,6 +215,7 @@ def test_nvtx_iterations_keep_their_planted_durations(exported):
     assert set(ms.nlargest(2).index) == {WARMUP, CHECKPOINT}
 
 
+@pytest.mark.needs_nsys
 def test_forward_backward_nest_inside_each_iteration(exported):
     nvtx, _ = _nvtx(exported)
     counts = nvtx["text"].value_counts()
@@ -232,6 +237,7 @@ def test_forward_backward_nest_inside_each_iteration(exported):
     assert 1.1 <= float(np.median(ratios)) <= 2.0, [round(x, 2) for x in ratios]
 
 
+@pytest.mark.needs_nsys
 def test_second_export_reuses_the_cache(recording, nsys, tmp_path):
     """Same content -> same cached file, nsys not run again (an invocation counter
     wraps the real nsys); nothing is written beside the report."""
@@ -272,6 +278,7 @@ def test_sqlite_input_passes_through_without_nsys(tmp_path, monkeypatch):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.needs_nsys
 def test_corrupt_report_names_the_file_and_nsys_cause(nsys, tmp_path):
     bad = tmp_path / "corrupt.nsys-rep"
     bad.write_bytes(os.urandom(64 * 1024))
@@ -347,6 +354,7 @@ def test_default_cache_dir_is_not_beside_reports(tmp_path, monkeypatch):
     assert export.default_cache_dir() == tmp_path / "mine"
 
 
+@pytest.mark.needs_nsys
 def test_sweep_exports_reports_and_records_failures(recording, nsys, profiles, tmp_path):
     """gpu-idle run on .nsys-rep inputs: each failure is that report's error row; the sweep goes on."""
     from conftest import run_cli
@@ -378,12 +386,14 @@ def _cli_version(nsys: Path) -> str:
     return out.strip().rsplit(" ", 1)[-1]
 
 
+@pytest.mark.needs_nsys
 def test_report_version_is_read_from_the_real_recording(recording, nsys):
     # the report was written by the very nsys that recorded it
     assert export.report_version(recording) == _cli_version(nsys)
     assert export.nsys_version(str(nsys)) == _cli_version(nsys)
 
 
+@pytest.mark.needs_nsys
 def test_report_newer_than_the_nsys_names_both_versions_and_the_setting(recording, nsys, tmp_path):
     # A report whose trailer says a later Nsight Systems wrote it, which this nsys cannot read:
     # the real recording's header and trailer (its own version string patched to 2025.1, same
@@ -405,6 +415,7 @@ def test_report_newer_than_the_nsys_names_both_versions_and_the_setting(recordin
     assert "Exportation error" in msg and "corrupt" not in msg
 
 
+@pytest.mark.needs_nsys
 def test_report_of_the_same_version_that_fails_is_still_called_corrupt(recording, nsys, tmp_path):
     data = recording.read_bytes()
     broken = tmp_path / "broken.nsys-rep"
@@ -414,6 +425,7 @@ def test_report_of_the_same_version_that_fails_is_still_called_corrupt(recording
         export_report(broken, nsys_path=nsys, cache_dir=tmp_path / "cache")
 
 
+@pytest.mark.needs_nsys
 def test_qdrep_reports_are_found_named_and_exported(recording, nsys, tmp_path):
     from pipeline.config import Config
     from pipeline.inputs.discover import discover

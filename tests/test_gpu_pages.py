@@ -304,6 +304,7 @@ def test_every_gpu_has_a_page_and_every_link_resolves(example_folder):
         assert (out / "report.html").resolve() in files
 
 
+@pytest.mark.needs_chromium
 def test_example_pages_in_headless_chromium(example_folder, tmp_path):
     """Real Chromium loads every GPU page of the example fleet: no console message, the timeline
     drawn; one screenshot kept in tests/artifacts/."""
@@ -380,6 +381,7 @@ def test_stale_pages_are_pruned(example_folder, tmp_path):
 
 # ---------------------------------------------------------------- the real exports
 
+@pytest.mark.needs_chromium
 def test_real_pages_in_headless_chromium(span_run, tmp_path):
     """Every GPU of the real exports (--window span) gets a page that Chromium loads without a console message."""
     run_cli("report", str(span_run), "--out", str(tmp_path / "report.html"))

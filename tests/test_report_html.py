@@ -230,6 +230,7 @@ def test_csv_and_markdown_variants(sweep_state, tmp_path):
         write_report(state, tmp_path / "x.pdf", fmt="pdf")
 
 
+@pytest.mark.needs_chromium
 def test_report_in_headless_chromium(sweep_html, sweep_state):
     """Real Chromium loads the file: no console error, every plot's SVG drawn, the fix-first list
     first; screenshot kept."""

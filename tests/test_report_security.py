@@ -102,6 +102,7 @@ def test_old_records_with_link_syntax_render_as_text():
     assert "[a](javascript:alert(1)) &lt;script&gt;x&lt;/script&gt; &lt;https://e.x/&gt;" in body
 
 
+@pytest.mark.needs_chromium
 def test_hostile_page_in_headless_chromium(hostile_page):
     path = hostile_page / "report.html"
     shot = hostile_page / "hostile.png"
@@ -114,6 +115,7 @@ def test_hostile_page_in_headless_chromium(hostile_page):
     assert html.escape(NVTX, quote=False) in dom and html.escape(JOB, quote=False) in dom
 
 
+@pytest.mark.needs_chromium
 def test_hostile_gpu_page(hostile_page):
     """The GPU's own page: the kernel name, NVTX range, GPU key and job are text; its only links are
     its own anchors and the report beside it; same Content-Security-Policy; real Chromium loads it."""

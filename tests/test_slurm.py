@@ -163,6 +163,7 @@ def assert_same_night(local: Path, slurm_night: Path) -> None:
         assert (slurm_night / name).read_bytes() == (local / name).read_bytes(), name
 
 
+@pytest.mark.needs_slurm
 def test_local_slurm_runs_a_job(slurm, tmp_path):
     """The cluster itself: one node, idle, a batch job runs on it and writes its output."""
     assert slurm.node_state() == "idle"
@@ -173,6 +174,7 @@ def test_local_slurm_runs_a_job(slurm, tmp_path):
     assert out.read_text() == f"hello from {job_id}\n"
 
 
+@pytest.mark.needs_slurm
 def test_nightly_sweep_on_slurm_equals_the_local_run(slurm, fleet, local_night, tmp_path):
     """`sbatch deploy/slurm/nightly.sbatch`: the nightly job runs the scheduler and the sweep, the
     SLURMCluster submits worker jobs from deploy/slurm/jobqueue.yaml (4 workers of 8 GiB each,
@@ -229,6 +231,7 @@ def dask_setup(worker):
 '''
 
 
+@pytest.mark.needs_slurm
 def test_a_worker_job_cancelled_mid_sweep(slurm, fleet, local_night, tmp_path):
     """`scancel` of a worker job while one of its workers is computing: its tasks are recomputed
     on the other job's workers and the night is still complete and identical to the local run.
@@ -340,6 +343,7 @@ def worker_jobs_left(slurm, timeout_s: float = 30) -> list[str]:
         time.sleep(0.5)
 
 
+@pytest.mark.needs_slurm
 def test_no_controller_reachable(slurm, fleet, tmp_path):
     """SLURM_CONF naming a controller port nothing listens on: `gpu-idle sweep` stops at once with
     the cause, every report is an error row saying it, exit status 1."""
@@ -359,6 +363,7 @@ def test_no_controller_reachable(slurm, fleet, tmp_path):
     assert len(fleet_rows) == report_count(fleet) and all(message in row and ",error," in row for row in fleet_rows), fleet_rows
 
 
+@pytest.mark.needs_slurm
 def test_slurm_refuses_the_worker_job(slurm, tmp_path):
     """A partition that does not exist: sbatch --test-only's answer, before anything is submitted."""
     message = open_fails(slurm_config(tmp_path, queue="nosuchqueue"))
@@ -367,6 +372,7 @@ def test_slurm_refuses_the_worker_job(slurm, tmp_path):
     assert worker_jobs_left(slurm) == []
 
 
+@pytest.mark.needs_slurm
 def test_worker_jobs_stuck_pending(slurm, tmp_path):
     """A job Slurm holds back (--begin an hour from now): after the bounded wait, the jobs pending
     and Slurm's reason; the job is cancelled on the way out."""
@@ -380,6 +386,7 @@ def test_worker_jobs_stuck_pending(slurm, tmp_path):
     assert worker_jobs_left(slurm) == []
 
 
+@pytest.mark.needs_slurm
 def test_worker_job_running_but_never_connecting(slurm, tmp_path):
     """A job that runs but whose worker never reaches the scheduler (here it sleeps before starting):
     after the bounded wait, which job and where to look."""
@@ -390,6 +397,7 @@ def test_worker_job_running_but_never_connecting(slurm, tmp_path):
     assert worker_jobs_left(slurm) == []
 
 
+@pytest.mark.needs_slurm
 def test_worker_job_that_ends_without_a_worker(slurm, tmp_path):
     """A job whose python does not exist on the node ends at once: the wait stops then (not at the
     timeout) and names the job and its state."""

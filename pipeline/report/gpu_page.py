@@ -367,14 +367,14 @@ def page_from_json(text: str, links: dict, plot_cache: str | None = None) -> str
 
 @functools.lru_cache(maxsize=1)
 def _page_code() -> str:
-    """What a page depends on besides its JSON and links: the pipeline's source and templates
-    (:func:`pipeline.runs.results.code_digest`) and the versions of matplotlib and Jinja."""
+    """What a page depends on besides its JSON and links: the code and templates that render it
+    (:func:`pipeline.code_keys.rendered_code`) and the versions of matplotlib and Jinja."""
     import jinja2
     import matplotlib
 
-    from ..runs.results import code_digest
+    from ..code_keys import rendered_code
 
-    return f"{code_digest()}-{matplotlib.__version__}-{jinja2.__version__}"
+    return f"{rendered_code()}-{matplotlib.__version__}-{jinja2.__version__}"
 
 
 class PagesIncomplete(OSError):

@@ -38,10 +38,12 @@ WIDTH = 13
 
 @functools.lru_cache(maxsize=None)
 def source_digest(module_file: str, library_version: str) -> str:
-    """SHA-256 of a module's source and the version of the library rendering with it: what a
-    cached rendering (:func:`cached`) depends on besides its arguments. Read once per process."""
-    with open(module_file, "rb") as fh:
-        return hashlib.sha256(fh.read() + library_version.encode()).hexdigest()
+    """SHA-256 of a module's meaning (:func:`pipeline.code_keys.module_digest`: docstrings and comments
+    aside) and the version of the library rendering with it: what a cached rendering (:func:`cached`)
+    depends on besides its arguments. Read once per process."""
+    from ..code_keys import module_digest
+
+    return hashlib.sha256((module_digest(module_file) + library_version).encode()).hexdigest()
 
 
 def _source_digest() -> str:

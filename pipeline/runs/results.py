@@ -7,7 +7,8 @@
     the report's identity (:func:`report_identity`, 20 hex digits); ``<settings>``:
     the :func:`config_hash` and the labels the report's path gets (they name its
     job and can pick its rate), 12 hex digits; ``<code>``: :func:`code_digest`,
-    8 hex digits, so results made by other pipeline code are never served;
+    8 hex digits, so results made by other code (of what results depend on:
+    :data:`pipeline.code_keys.RESULT_CODE`) are never served;
     ``<agreement>``: only for a report analysed with its job's agreement forced
     (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically
     as each report finishes; only reports whose every GPU was
@@ -28,7 +29,6 @@ root (:func:`pipeline.load.cache.default_cache_dir`), see :class:`ResultCache`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums,
                          record_digest, write_sums)
+from .. import code_keys
 from ..config import Config
 from ..engine.reduce import INT_COLUMNS, int_column, rosters_of
 from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
@@ -52,21 +53,12 @@ def config_hash(cfg: Config) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """SHA-256 of the pipeline's own source (``*.py`` and report templates): outputs made by
-    other code are never reused. Computed once per process (the code does not change under it)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pipeline package
-    digest = hashlib.sha256()
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".j2")):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, root).encode() + b"\0")
-                with open(path, "rb") as fh:
-                    digest.update(fh.read())
-    return digest.hexdigest()
+    """Digest of the code a stored result depends on (:func:`pipeline.code_keys.result_code`: the
+    loaders, the analysis, the engine's per-report work, the model and configuration, by their meaning,
+    docstrings and comments aside): results made by other code are never served; a docstring, a
+    template, the report's rendering, the generators or the CLI changing leaves every key as it was."""
+    return code_keys.result_code()
 
 
 def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
@@ -443,7 +435,7 @@ class ResultCache:
     def digest(self, paths: list[str], problems=()) -> str:
         """:func:`inputs_digest` of a run over the identified ``paths`` and the ``problems``: what an
         output folder's manifest records."""
-        return inputs_digest(self.chash, {p: self.keys[p] for p in paths}, list(problems), self.code)
+        return inputs_digest(self.chash, {p: self.keys[p] for p in paths}, list(problems), code_keys.document_code())
 
     def read(self, paths: list[str], slots: dict | None = None) -> tuple[list[dict], dict, list[str], dict]:
         """Rows, rosters and iteration plans of the stored results of ``paths``, relabelled with
@@ -484,7 +476,8 @@ class ResultCache:
 def inputs_digest(chash: str, keys: dict, problems: list, code: str) -> str:
     """Digest of everything a folder of outputs (a sweep night, a ``gpu-idle run --out``
     folder) is made of: the config hash, every ``(report, result key)``, the discovery
-    problems and the code digest."""
+    problems and ``code``, the digest of what writes the folder's documents
+    (:func:`pipeline.code_keys.document_code`)."""
     doc = {"config": chash, "reports": sorted(keys.items()), "problems": sorted(map(list, problems)), "code": code}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 

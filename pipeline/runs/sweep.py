@@ -79,8 +79,11 @@ class SweepSummary:
 
 
 def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
-    """Digest of what a night's report.html shows: the night's inputs and the history up to the night
-    (each partition file's and night table's size, mtime and inode)."""
+    """Digest of what a night's report.html shows and is rendered by: the night's inputs, the history up
+    to the night (each partition file's and night table's size, mtime and inode) and the code and
+    templates that render it (:func:`pipeline.code_keys.rendered_code`)."""
+    from ..code_keys import rendered_code
+
     stamps = []
     for sub, prefix in (("history", "run_date="), ("nights", "")):
         for date, folder in sorted(dated_dirs(os.path.join(state_dir, sub), prefix).items()):
@@ -94,7 +97,7 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
                 except OSError:
                     continue
                 stamps.append([os.path.relpath(path, state_dir), st.st_size, st.st_mtime_ns, st.st_ino])
-    doc = {"inputs": inputs, "night": night, "history": stamps}
+    doc = {"inputs": inputs, "night": night, "history": stamps, "code": rendered_code()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

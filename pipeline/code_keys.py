@@ -1,0 +1,138 @@
+"""Digests of the pipeline's own code, by what each kind of stored output depends on.
+
+A stored output is reused only while the code that made it is unchanged; which code that is, is
+declared here once, per kind of output (docs/operations/stores.md lists every store and what
+invalidates it):
+
+- :data:`RESULT_CODE`: what a report's stored result (its fleet rows, rosters, timelines and plans,
+  :mod:`pipeline.runs.results`) is computed by: the loaders, the exports and staging, the analysis,
+  the engine's per-report work, the model and configuration, and the result's own storage format.
+  Not the report's rendering (``report/``), the generators (``synth/``), the CLI or the sweep.
+- :data:`DOCUMENT_CODE`: what an output folder's documents (tables, ``gpus/``, ``records/``) are
+  written by besides: the medical records and the driver (a folder made by other code is written
+  again; nothing is analysed again).
+- :func:`rendered_code`: what the HTML report and the GPU pages are rendered by: every module but
+  the generators and the CLI, and the report's templates (a template edit renders them again and
+  analyses nothing).
+
+Python modules are digested by their meaning, not their text (:func:`module_digest`): the parsed
+syntax tree without docstrings, so that a comment, a docstring or a blank line changes no key.
+Templates are digested by their bytes.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import os
+
+#: The ``pipeline`` package folder.
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+#: Paths under the package (folders: every ``*.py`` below them) that a stored result depends on.
+RESULT_CODE = ("load", "analysis", "engine", "inputs", "model.py", "config.py", "arrays.py", "frames.py",
+               "text.py", "memory.py", "io.py", "checksums.py", "runs/results.py")
+#: Every other path of the package, with why no stored result depends on it: each module is in
+#: :data:`RESULT_CODE` or here (tests/test_result_keys.py holds it), so a new module is classified when added.
+OUTSIDE_RESULTS = {
+    "__init__.py": "the package's version and a note on its layout",
+    "code_keys.py": "these digests (what they cover changes the digests themselves)",
+    "cli.py": "the command line: parses options, prints tables and messages",
+    "progress.py": "progress lines for people",
+    "interrupts.py": "how a run ends on a signal",
+    "report": "renders stored results: the report, the GPU pages, the medical records",
+    "synth": "generators of example and test inputs",
+    "runs/__init__.py": "the package marker",
+    "runs/driver.py": "which reports are analysed and which reused; writes the output folder",
+    "runs/sweep.py": "the nightly schedule, its nights and history",
+}
+#: :data:`RESULT_CODE` and what writes an output folder's documents from results.
+DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py")
+#: Paths left out of :func:`rendered_code` (they draw nothing a page shows).
+NOT_RENDERED = ("synth", "cli.py")
+#: Files digested by their bytes (not Python): the report's templates.
+TEMPLATE_SUFFIXES = (".j2",)
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` without the docstring of its module, classes and functions (a body left empty keeps
+    a ``pass``, so that the tree stays valid)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def source_meaning(source: str | bytes, name: str = "<module>") -> str:
+    """The meaning of Python ``source``: ``ast.dump`` of its syntax tree without docstrings, comments,
+    layout or line numbers. Raises SyntaxError when it does not parse."""
+    return ast.dump(_strip_docstrings(ast.parse(source, filename=name)))
+
+
+@functools.lru_cache(maxsize=None)
+def module_digest(path: str) -> str:
+    """SHA-256 hex digest of the Python file ``path``'s :func:`source_meaning` (a file that does not
+    parse: of its bytes). Read once per process. Raises OSError when it cannot be read."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        data = source_meaning(data, path).encode()
+    except (SyntaxError, ValueError):
+        pass
+    return hashlib.sha256(data).hexdigest()
+
+
+def _under(rel: str, parts: tuple[str, ...]) -> bool:
+    """Whether the package path ``rel`` is one of ``parts`` or in one of those folders."""
+    return any(rel == p or rel.startswith(p + "/") for p in parts)
+
+
+def _files(parts: tuple[str, ...] | None, excluded: tuple[str, ...] = ()) -> list[str]:
+    """The ``*.py`` and template files (relative to :data:`PACKAGE`, ``/``-separated, sorted) under
+    ``parts`` (None: the whole package) and not under ``excluded``."""
+    found = []
+    for folder, dirs, files in os.walk(PACKAGE):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), PACKAGE).replace(os.sep, "/")
+            if (name.endswith((".py",) + TEMPLATE_SUFFIXES) and (parts is None or _under(rel, parts))
+                    and not _under(rel, excluded)):
+                found.append(rel)
+    return sorted(found)
+
+
+def code_digest_of(parts: tuple[str, ...] | None, excluded: tuple[str, ...] = ()) -> str:
+    """SHA-256 hex digest of the code under ``parts`` (None: the whole package) but not ``excluded``:
+    each file's path and its :func:`module_digest` (a template: its bytes' SHA-256)."""
+    digest = hashlib.sha256()
+    for rel in _files(parts, excluded):
+        path = os.path.join(PACKAGE, rel)
+        if rel.endswith(".py"):
+            one = module_digest(path)
+        else:
+            with open(path, "rb") as fh:
+                one = hashlib.sha256(fh.read()).hexdigest()
+        digest.update(f"{rel}\0{one}\n".encode())
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def result_code() -> str:
+    """Digest of :data:`RESULT_CODE` (:func:`code_digest_of`); once per process."""
+    return code_digest_of(RESULT_CODE)
+
+
+@functools.lru_cache(maxsize=1)
+def document_code() -> str:
+    """Digest of :data:`DOCUMENT_CODE`; once per process."""
+    return code_digest_of(DOCUMENT_CODE)
+
+
+@functools.lru_cache(maxsize=1)
+def rendered_code() -> str:
+    """Digest of what renders the report and the GPU pages: the whole package but :data:`NOT_RENDERED`, templates
+    included; once per process."""
+    return code_digest_of(None, NOT_RENDERED)
