@@ -181,6 +181,7 @@ def _files_under(root) -> list[str]:
         if os.path.isdir(root) else []
 
 
+@pytest.mark.needs_nsys
 def test_no_cache_exports_into_a_temporary_folder_and_names_no_cache(tmp_path, recording, profiles):
     """A real CPU-only ``.nsys-rep`` (recorded by the real nsys) and a cut-short export, run with
     ``--no-cache`` by the real CLI: the export cache (``$GPU_IDLE_EXPORT_CACHE``) and the columnar cache
