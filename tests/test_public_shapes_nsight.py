@@ -12,12 +12,17 @@ by hand in the comments.
 """
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import pandas as pd
 import pytest
 from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
+from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import WarningCode
 from pipeline.synth import ExportWriter
@@ -383,3 +388,28 @@ def test_rows_beyond_a_bound_must_continue_without_a_longer_step(tmp_path):
         "12.000000 s, end 12.001000 s)"])
     assert sorted(rep.runtime["start"].tolist())[-3:] == [4200 * MS, 6200 * MS, 8200 * MS]
     assert rep.capture_start_ns == 50 * MS
+
+
+def test_the_gpu_page_counts_seconds_from_the_rows_start(tmp_path):
+    """The real CLI on the issue's export with the stale kernel at 61 s: the GPU's JSON and page count
+    seconds from the rows' start, 0.05 s (the zero the loader judged the rows by), not from
+    ANALYSIS_DETAILS' 1.17 s, which put the NVTX range and the first kernels at negative seconds. The
+    window 0.93 .. 1.97 s shows as 0.880000 .. 1.920000 s; the first gap of the roster (the longest, 220 ms,
+    earliest first) starts at 0.97 s: 0.920000 s."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    report = older_export(inputs / "stale.sqlite", 1170, 3440, stale_kernel)
+    out = tmp_path / "out"
+    run_cli("run", str(inputs), "--out", str(out), "--window", "span", "--no-cache")
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    doc = json.loads((out / "gpus" / gpu_json_name(report, "pid10/dev0")).read_text(encoding="utf-8"))
+    source = "the export's own rows' start (ANALYSIS_DETAILS.startTime states 1.170000 s, after them)"
+    assert (doc["timeline"]["capture_start_ns"], doc["timeline"]["capture_start_source"]) == (50 * MS, source)
+    assert (doc["_summary"]["status"], doc["_summary"]["window_ns"]) == ("partial", 1040 * MS)
+    page = html.unescape((out / PAGES_DIR / gpu_page_name(report, "pid10/dev0")).read_text(encoding="utf-8"))
+    assert f'<dd id="zero">{source} = {50 * MS} ns: ' in page
+    assert "0.880000 s – 1.920000 s from the capture start (930000000 – 1970000000 ns" in page
+    body = re.search(r'<table id="device-roster">(.*?)</table>', page, re.S).group(1)
+    first = re.search(r"<tr id=[^>]*>(.*?)</tr>", body, re.S).group(1)
+    cells = [html.unescape(re.sub(r"<[^>]+>", " ", c)).split() for c in re.findall(r"<td[^>]*>(.*?)</td>", first, re.S)]
+    assert [" ".join(c) for c in cells[1:4]] == ["0.920000 s", "0.970000 s", str(970 * MS)]
