@@ -5,7 +5,10 @@
    sampling, OS runtime, ftrace...), each distinct text once, with a count.
 4. A capture range (ANALYSIS_DETAILS) that the export's own rows do not fit: the rows are trusted,
    not dropped as "far outside the capture", and one coded warning says so; INT64_MAX and other
-   impossible timestamps are still dropped and counted.
+   impossible timestamps are still dropped and counted. Each stated bound is judged on its own: a bound
+   the rows do not run past stands, and a row isolated beyond a bound (a stale row 59 s away, a row
+   after a step longer than the rows' extent) is dropped; the timeline's zero is the rows' start when
+   they start before the stated one.
 
 Every input is a small export in the real schema (ExportWriter); every expected number is worked out
 by hand in the comments.
