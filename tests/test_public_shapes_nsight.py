@@ -5,12 +5,19 @@
    sampling, OS runtime, ftrace...), each distinct text once, with a count.
 4. A capture range (ANALYSIS_DETAILS) that the export's own rows do not fit: the rows are trusted,
    not dropped as "far outside the capture", and one coded warning says so; INT64_MAX and other
-   impossible timestamps are still dropped and counted.
+   impossible timestamps are still dropped and counted. Each stated bound is judged on its own: a bound
+   the rows do not run past stands, and a row isolated beyond a bound (a stale row 59 s away, a row
+   after a step longer than the rows' extent) is dropped; the timeline's zero is the rows' start when
+   they start before the stated one.
 
 Every input is a small export in the real schema (ExportWriter); every expected number is worked out
 by hand in the comments.
 """
 from __future__ import annotations
+
+import html
+import json
+import re
 
 import pandas as pd
 import pytest
@@ -18,6 +25,7 @@ from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
+from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import WarningCode
 from pipeline.synth import ExportWriter
@@ -254,7 +262,8 @@ def test_only_the_kernels_fit_the_stated_capture(tmp_path):
 def test_garbage_is_still_dropped_when_the_capture_range_disagrees(tmp_path):
     """The issue's shape plus impossible rows: an NVTX range ending at INT64_MAX, a runtime call starting
     at -2^62 ns, an overhead row starting 200 years later. They are dropped and counted against the
-    rows' own extent (0.05 .. 1.98 s); the real rows stay; the row is partial for the dropped ones."""
+    rows' own start (0.05 s: the stated start is contradicted) and the stated end (3.44 s, which the real
+    rows do not run past; 4.44 s with the slack); the real rows stay; the row is partial for the dropped ones."""
     future = 200 * 365 * 86400 * S
 
     def garbage(w):
@@ -264,8 +273,8 @@ def test_garbage_is_still_dropped_when_the_capture_range_disagrees(tmp_path):
     _, res = kept_and_analysed(older_export(tmp_path / "garbage.sqlite", 1170, 3440, garbage), (5, 5, 0, 1, 1))
     row = res.row
     assert row["status"] == "partial"
-    capture = ("0.050000..1.980000 s on the report's clock, per the export's own rows "
-               "(ANALYSIS_DETAILS states 1.170000..3.440000 s)")
+    capture = ("0.050000..3.440000 s on the report's clock, per the export's own rows for the start and "
+               "ANALYSIS_DETAILS for the end (ANALYSIS_DETAILS states 1.170000..3.440000 s)")
     assert row["warnings"] == "; ".join([
         disagrees("1.170000..3.440000", "0.050000..1.980000", "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
         f"dropped 1 row of CUPTI_ACTIVITY_KIND_RUNTIME timed far outside the capture ({capture}; e.g. start "
@@ -295,3 +304,115 @@ def test_session_start_after_the_first_rows(tmp_path):
         "TARGET_INFO_SESSION_START_TIME states the capture's start as 1.170000 s on the report's clock, but the "
         "export's own rows run 0.050000..1.980000 s (1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD lie outside it): "
         "the rows are trusted, none is dropped for that")
+
+
+# ---- each stated bound judged on its own: a bound the rows do not run past stands
+
+def per_rows_and_details(stated: str, shown: str) -> str:
+    """The capture's text when the rows replace the stated start and ANALYSIS_DETAILS' end stands."""
+    return (f"{shown} s on the report's clock, per the export's own rows for the start and ANALYSIS_DETAILS for "
+            f"the end (ANALYSIS_DETAILS states {stated} s)")
+
+
+def stale_kernel(w):
+    w.kernel(pid=10, device=0, stream=7, start=61 * S, end=61 * S + 1000, name="gemm", correlation=w.correlation())
+
+
+def stale_nvtx(w):
+    w.nvtx(pid=10, tid=11, start=61 * S, end=61 * S + 1000, text="stale")
+
+
+def stale_runtime(w):
+    w.runtime(pid=10, tid=11, start=61 * S, end=61 * S + 1000, name="cudaStreamSynchronize_v3020")
+
+
+@pytest.mark.parametrize("fill, table", [(stale_kernel, "CUPTI_ACTIVITY_KIND_KERNEL"), (stale_nvtx, "NVTX_EVENTS"),
+                                         (stale_runtime, "CUPTI_ACTIVITY_KIND_RUNTIME")])
+def test_a_stale_row_beyond_the_end_the_rows_agree_with_is_dropped(tmp_path, fill, table):
+    """The issue's export (ANALYSIS_DETAILS 1.17 .. 3.44 s, rows from the NVTX range at 0.05 s to its end at
+    1.98 s) plus one row at 61.000000 .. 61.000001 s. The start is contradicted: the rows inside the stated
+    capture with its slack (0.17 .. 4.44 s) run 0.925 .. 1.98 s (the first launch at 0.925 s), reach
+    max(1 s, 1.055 s) = 1.055 s; below 0.17 s lie 0.12, 0.10, 0.05 s, steps of 0.805, 0.02, 0.05 s: all
+    continue them, the start is the rows' 0.05 s. The end is not: the nearest row beyond 4.44 s is 59.02 s
+    after 1.98 s, so the end stands at 3.44 s (+ 1 s) and the stale row is dropped and counted: the GPU is
+    partial, the 5 kernels' figures stay (W = 1,040 ms, 840 ms idle, not 60.07 s and 60.03 s idle); the
+    timeline's zero is the rows' start, 0.05 s, not ANALYSIS_DETAILS' 1.17 s."""
+    rep, res = kept_and_analysed(older_export(tmp_path / "stale.sqlite", 1170, 3440, fill), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "partial"
+    capture = per_rows_and_details("1.170000..3.440000", "0.050000..3.440000")
+    assert row["warnings"] == "; ".join([
+        disagrees("1.170000..3.440000", "0.050000..1.980000", "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+        f"dropped 1 row of {table} timed far outside the capture ({capture}; e.g. start 61.000000 s, "
+        "end 61.000001 s)"])
+    assert (rep.capture_start_ns, rep.capture_start_source) == (
+        50 * MS, "the export's own rows' start (ANALYSIS_DETAILS.startTime states 1.170000 s, after them)")
+
+
+@pytest.mark.parametrize("fill, table", [(stale_nvtx, "NVTX_EVENTS"), (stale_runtime, "CUPTI_ACTIVITY_KIND_RUNTIME")])
+def test_an_isolated_row_beyond_a_contradicted_end_is_dropped(tmp_path, fill, table):
+    """ANALYSIS_DETAILS 0.05 .. 0.50 s (slack: -0.95 .. 1.50 s; it holds the kernels' median start, 1.45 s,
+    so it is the rows' clock) and a stale row at 61 s (not a kernel: it would move the median). Inside: 0.05 ..
+    1.49 s (the third kernel's end), reach max(1 s, 1.44 s) = 1.44 s. Beyond 1.50 s: 1.705 s (the fourth
+    launch), ... 1.97 s (the last kernel's end), 1.98 s (the NVTX range's end), no step over 0.215 s: they
+    continue the rows, the end is the rows' 1.98 s; then 61 s, a step of 59.02 s: an outlier, dropped. The
+    start (0.05 s, -0.95 s with the slack) holds every row: it stands, and so does the timeline's zero."""
+    rep, res = kept_and_analysed(older_export(tmp_path / "late.sqlite", 50, 500, fill), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "partial"
+    capture = ("0.050000..1.980000 s on the report's clock, per ANALYSIS_DETAILS for the start and the export's own "
+               "rows for the end (ANALYSIS_DETAILS states 0.050000..0.500000 s)")
+    assert row["warnings"] == "; ".join([
+        disagrees("0.050000..0.500000", "0.050000..1.980000",
+                  "2 rows of CUPTI_ACTIVITY_KIND_KERNEL, 2 of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS"),
+        f"dropped 1 row of {table} timed far outside the capture ({capture}; e.g. start 61.000000 s, "
+        "end 61.000001 s)"])
+    assert (rep.capture_start_ns, rep.capture_start_source) == (50 * MS, "ANALYSIS_DETAILS.startTime")
+
+
+def test_rows_beyond_a_bound_must_continue_without_a_longer_step(tmp_path):
+    """ANALYSIS_DETAILS 1.17 .. 3.44 s (slack: 0.17 .. 4.44 s) and cudaStreamSynchronize calls of 1 ms at
+    4.2, 6.2, 8.2 and 12.0 s. Inside: 0.925 .. 4.201 s, reach max(1 s, 3.276 s) = 3.276 s. Beyond 4.44 s:
+    6.2 s (a step of 1.999 s from 4.201 s: longer than 1 s, shorter than the reach), 6.201, 8.2, 8.201 s,
+    then 12.0 s, a step of 3.799 s: the end is the rows' 8.201 s, the call at 12.0 s an outlier (the
+    nearest row alone would keep it). The start is the rows' 0.05 s, as in the issue's export."""
+    def syncs(w):
+        for start_ms in (4200, 6200, 8200, 12000):
+            w.runtime(pid=10, tid=11, start=start_ms * MS, end=(start_ms + 1) * MS, name="cudaStreamSynchronize_v3020")
+    rep, res = kept_and_analysed(older_export(tmp_path / "syncs.sqlite", 1170, 3440, syncs), (5, 8, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "partial"
+    capture = ("0.050000..8.201000 s on the report's clock, per the export's own rows "
+               "(ANALYSIS_DETAILS states 1.170000..3.440000 s)")
+    assert row["warnings"] == "; ".join([
+        disagrees("1.170000..3.440000", "0.050000..8.201000",
+                  "2 rows of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+        f"dropped 1 row of CUPTI_ACTIVITY_KIND_RUNTIME timed far outside the capture ({capture}; e.g. start "
+        "12.000000 s, end 12.001000 s)"])
+    assert sorted(rep.runtime["start"].tolist())[-3:] == [4200 * MS, 6200 * MS, 8200 * MS]
+    assert rep.capture_start_ns == 50 * MS
+
+
+def test_the_gpu_page_counts_seconds_from_the_rows_start(tmp_path):
+    """The real CLI on the issue's export with the stale kernel at 61 s: the GPU's JSON and page count
+    seconds from the rows' start, 0.05 s (the zero the loader judged the rows by), not from
+    ANALYSIS_DETAILS' 1.17 s, which put the NVTX range and the first kernels at negative seconds. The
+    window 0.93 .. 1.97 s shows as 0.880000 .. 1.920000 s; the first gap of the roster (the longest, 220 ms,
+    earliest first) starts at 0.97 s: 0.920000 s."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    report = older_export(inputs / "stale.sqlite", 1170, 3440, stale_kernel)
+    out = tmp_path / "out"
+    run_cli("run", str(inputs), "--out", str(out), "--window", "span", "--no-cache")
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    doc = json.loads((out / "gpus" / gpu_json_name(report, "pid10/dev0")).read_text(encoding="utf-8"))
+    source = "the export's own rows' start (ANALYSIS_DETAILS.startTime states 1.170000 s, after them)"
+    assert (doc["timeline"]["capture_start_ns"], doc["timeline"]["capture_start_source"]) == (50 * MS, source)
+    assert (doc["_summary"]["status"], doc["_summary"]["window_ns"]) == ("partial", 1040 * MS)
+    page = html.unescape((out / PAGES_DIR / gpu_page_name(report, "pid10/dev0")).read_text(encoding="utf-8"))
+    assert f'<dd id="zero">{source} = {50 * MS} ns: ' in page
+    assert "0.880000 s – 1.920000 s from the capture start (930000000 – 1970000000 ns" in page
+    body = re.search(r'<table id="device-roster">(.*?)</table>', page, re.S).group(1)
+    first = re.search(r"<tr id=[^>]*>(.*?)</tr>", body, re.S).group(1)
+    cells = [html.unescape(re.sub(r"<[^>]+>", " ", c)).split() for c in re.findall(r"<td[^>]*>(.*?)</td>", first, re.S)]
+    assert [" ".join(c) for c in cells[1:4]] == ["0.920000 s", "0.970000 s", str(970 * MS)]

@@ -233,3 +233,42 @@ def test_no_cache_keeps_no_staged_copy_of_a_remote_report(tmp_path, s3, fleet_bu
     pd.testing.assert_frame_equal(remote.drop(columns=["report"]), local.drop(columns=["report"]))
     assert not staged.exists() and not (tmp_path / "columns").exists()
     assert os.listdir(temp) == []
+
+
+# ---------------------------------------------------------- cut short with an empty kernel table
+
+def empty_kernels(path: str, tables: int) -> str:
+    """:func:`incomplete` of an export cut short whose kernel table is there but holds no row."""
+    return incomplete(path, tables).replace("no CUPTI_ACTIVITY_KIND_KERNEL,",
+                                            "an empty CUPTI_ACTIVITY_KIND_KERNEL (no row),")
+
+
+def test_a_cut_short_export_with_copies_and_an_empty_kernel_table_is_incomplete(tmp_path):
+    """No export metadata, no ENUM_* table: 3 tables, the copies' and memsets' (3 copies and a memset on
+    device 0) and an empty kernel table, as an export interrupted after creating it. Incomplete, not
+    "CUDA was traced ... no kernel ran": the kernels' rows may be what is missing."""
+    w = ExportWriter(str(tmp_path / "cut_empty.sqlite"), meta_table=None)
+    for i in range(3):
+        w.memcpy(pid=10, device=0, stream=7, start=i * 2 * MS, end=i * 2 * MS + MS)
+    w.memset(pid=10, device=0, stream=7, start=10 * MS, end=11 * MS)
+    path = w.close()
+    from pipeline.synth.writer import SCHEMA
+
+    con = sqlite3.connect(path)
+    con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({SCHEMA['CUPTI_ACTIVITY_KIND_KERNEL']})")
+    con.commit()
+    con.close()
+    assert load_error(path) == empty_kernels(path, 3)
+
+
+def test_the_real_export_cut_short_after_its_kernel_table_was_created(tmp_path, profiles):
+    """The real tiny export's first 10 tables, the last its kernel table, emptied (an export interrupted
+    before its rows were written): incomplete. With its 2 kernel rows left in it, it loads as before."""
+    kept = cut_short(profiles / TINY, tmp_path / "kept.sqlite", 10)
+    assert len(load_report(kept).kernels) == 2
+    path = cut_short(profiles / TINY, tmp_path / "emptied.sqlite", 10)
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.commit()
+    con.close()
+    assert load_error(path) == empty_kernels(path, 10)

@@ -4,10 +4,11 @@ in a coded warning (:class:`~pipeline.model.WarningCode`), so the row that rests
 ``partial`` instead of printing a window of 9.2e12 ms.
 
 The capture is what the export says it was (``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``)
-and, where it says nothing, what the other rows agree on (:func:`capture_of`). When the export's own
-rows run on past the capture it states (an older export whose ANALYSIS_DETAILS range does not hold its
-kernels), the metadata is wrong, not the rows: the rows' own extent is the capture, and one warning per
-report says so (:func:`disagreement_warning`).
+and, where it says nothing, what the other rows agree on (:func:`capture_of`). Each stated bound is
+judged on its own: when the export's own rows run on past it without a break (an older export whose
+ANALYSIS_DETAILS range starts after its first rows), that bound is wrong, not the rows: the rows' own
+end on that side is the capture's, and one warning per report says so (:func:`disagreement_warning`);
+a bound the rows do not run past stands, and a row isolated beyond it is dropped.
 """
 from __future__ import annotations
 
@@ -118,6 +119,11 @@ class Capture:
     #: When the capture the export states does not hold its own rows (:func:`capture_of`): that stated
     #: capture (slack included; its ``text`` says where it comes from), else None.
     stated: Capture | None = None
+    #: With ``stated``: ``(first, last)`` ns of the rows trusted (those inside the stated capture and
+    #: those that run on past a bound of it); else None.
+    run: tuple[int, int] | None = None
+    #: With ``stated``: True when ``lo`` is the rows' own start, not the stated one (:func:`capture_start`).
+    start_from_rows: bool = False
 
     def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
@@ -176,12 +182,30 @@ def _row_extent(stamps: list[np.ndarray], median: float | None) -> tuple[int, in
         a, b = new_a, new_b
 
 
-def _runs_past(stamps: list[np.ndarray], capture: Capture) -> bool:
-    """True when rows outside ``capture`` join on to the rows inside it: the nearest timestamp beyond
-    either bound is no further from the run of timestamps inside than ``max(SLACK_NS, that run's
-    extent)``. A stale row seconds away from a capture's worth of rows, or an INT64_MAX end, does not
-    join; rows that run on past a stated bound do (the bound is wrong). One pass over ``stamps``, no sort."""
-    first = last = below = above = None
+def _continuation(beyond: np.ndarray, edge: int, reach: int) -> int | None:
+    """The far end of the timestamps ``beyond`` a bound (int64 ns, all on one side of ``edge``, any
+    order) that continue the rows inside it: from ``edge`` (the inside timestamp nearest that side)
+    outwards, each step to the next timestamp no longer than ``reach`` ns. None when the nearest is
+    further than ``reach`` (the rows beyond are isolated from those inside, the bound stands)."""
+    v = np.unique(beyond)
+    if v[0] < edge:
+        v = v[::-1]
+    steps = np.abs(np.diff(np.concatenate(([float(edge)], v.astype(np.float64)))))
+    breaks = steps > reach
+    n = int(np.argmax(breaks)) if breaks.any() else v.size  # timestamps reached before the first break
+    return int(v[n - 1]) if n else None
+
+
+def _run_past(stamps: list[np.ndarray], capture: Capture, judged: tuple[bool, bool]
+              ) -> tuple[tuple[int, int] | None, int | None, int | None]:
+    """How the rows lie against ``capture`` (the stated one, slack included): ``(inside, lo, hi)``.
+    ``inside``: ``(first, last)`` ns of the timestamps inside it (None: none is). ``lo`` (``hi``): when
+    ``judged[0]`` (``judged[1]``) and rows run on below ``capture.lo`` (above ``capture.hi``) as a
+    contiguous continuation of the rows inside (:func:`_continuation`, ``reach`` = ``max(SLACK_NS,
+    last - first)``), the furthest of them: the rows' own bound on that side; else None. Only the
+    timestamps beyond the bounds are sorted (usually none)."""
+    first = last = None
+    below, above = [], []
     for s in stamps:
         if not s.size:
             continue
@@ -191,14 +215,16 @@ def _runs_past(stamps: list[np.ndarray], capture: Capture) -> bool:
         if inside.size:
             first = int(inside.min()) if first is None else min(first, int(inside.min()))
             last = int(inside.max()) if last is None else max(last, int(inside.max()))
-        if early.any():
-            below = int(s[early].max()) if below is None else max(below, int(s[early].max()))
-        if late.any():
-            above = int(s[late].min()) if above is None else min(above, int(s[late].min()))
+        if judged[0] and early.any():
+            below.append(s[early])
+        if judged[1] and late.any():
+            above.append(s[late])
     if first is None:
-        return below is not None or above is not None
+        return None, None, None
     reach = max(SLACK_NS, last - first)
-    return (below is not None and first - below <= reach) or (above is not None and above - last <= reach)
+    lo = _continuation(np.concatenate(below), first, reach) if below else None
+    hi = _continuation(np.concatenate(above), last, reach) if above else None
+    return (first, last), lo, hi
 
 
 def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) -> Capture:
@@ -210,9 +236,15 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
         reference: timestamps whose median places the rows on the export's clock (the kernels' starts).
     Returns:
         A :class:`Capture`: the stated bounds widened by :data:`SLACK_NS`; a bound the export does
-        not state is the end of the run of rows around the median (:func:`_row_extent`). When the rows
-        run on past a stated bound (:func:`_runs_past`), the metadata disagrees with the data and the
-        data wins: the capture is the run of rows around the median, its ``stated`` the export's.
+        not state is the end of the run of rows around the median (:func:`_row_extent`). Each stated
+        bound is judged on its own (:func:`_run_past`): when the timestamps beyond it form a contiguous
+        continuation of those inside the stated capture (from the inside ones outwards, no step longer
+        than ``max(SLACK_NS, the inside ones' extent)``), the metadata disagrees with the data and the
+        data wins on that side: the bound is the furthest of them (no slack), the rows after a longer
+        step are outliers (still outside). A bound no row runs past that way stands, whatever lies far
+        beyond it (a stale row seconds away, an INT64_MAX end). With a bound replaced, ``stated`` is
+        the export's capture, ``run`` the rows trusted; with no row inside the stated capture at all,
+        both bounds are the run of rows around the median.
     """
     median = float(np.median(reference)) if reference.size else None
     lo, hi, source = _stated_capture(schema, median)
@@ -225,15 +257,34 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
     stated = Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
                      shown_hi + SLACK_NS if hi is not None else shown_hi,
                      f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
-    if source is None or not _runs_past(stamps, stated):
+    if source is None:
         return stated
-    rows = _row_extent(stamps, median)
+    inside, new_lo, new_hi = _run_past(stamps, stated, (True, hi is not None))
+    if inside is None:  # no row inside the stated capture: it says nothing of the rows
+        if not any(s.size for s in stamps):
+            return stated
+        new_lo, new_hi = _row_extent(stamps, median)
+        inside = (new_lo, new_hi)
+    elif new_lo is None and new_hi is None:
+        return stated
     said = f"{_seconds(lo)}..{_seconds(hi)} s" if hi is not None else f"a start at {_seconds(lo)} s"
     stated_text = (f"{source} states the capture as {said} on the report's clock" if hi is not None
                    else f"{source} states the capture's start as {_seconds(lo)} s on the report's clock")
-    return Capture(rows[0], rows[1], f"{_seconds(rows[0])}..{_seconds(rows[1])} s on the report's clock, per the "
-                   f"export's own rows ({source} states {said})",
-                   Capture(stated.lo, stated.hi if hi is not None else None, stated_text))
+    cap_lo = new_lo if new_lo is not None else stated.lo
+    cap_hi = new_hi if new_hi is not None else stated.hi
+    if new_lo is not None and (new_hi is not None or hi is None):
+        per = "per the export's own rows"
+    elif new_lo is not None:
+        per = f"per the export's own rows for the start and {source} for the end"
+    else:
+        per = f"per {source} for the start and the export's own rows for the end"
+    return Capture(cap_lo, cap_hi,
+                   f"{_seconds(new_lo if new_lo is not None else lo)}.."
+                   f"{_seconds(new_hi if new_hi is not None else shown_hi)} s on the report's clock, {per} "
+                   f"({source} states {said})",
+                   Capture(stated.lo, stated.hi if hi is not None else None, stated_text),
+                   (new_lo if new_lo is not None else inside[0], new_hi if new_hi is not None else inside[1]),
+                   new_lo is not None)
 
 
 def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowWarning]:
@@ -248,26 +299,34 @@ def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowW
                       for i, (table, n) in enumerate(counts))
     verb = "lies" if sum(n for _, n in counts) == 1 else "lie"
     return [RowWarning(WarningCode.CAPTURE_DISAGREES,
-                       f"{capture.stated.text}, but the export's own rows run {_seconds(capture.lo)}.."
-                       f"{_seconds(capture.hi)} s ({named} {verb} outside it): the rows are trusted, none is "
+                       f"{capture.stated.text}, but the export's own rows run {_seconds(capture.run[0])}.."
+                       f"{_seconds(capture.run[1])} s ({named} {verb} outside it): the rows are trusted, none is "
                        "dropped for that")]
 
 
 #: Where the timeline's zero comes from when the export states no capture start (:func:`capture_start`).
 EARLIEST_ROW = "the report's earliest timestamp (the export states no capture start)"
+#: ... when the export's own rows start before the capture start it states (:func:`capture_of`):
+#: the stated start's source and its seconds on the report's clock fill it in.
+ROWS_START = "the export's own rows' start ({} states {} s, after them)"
 
 
-def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) -> tuple[int | None, str]:
+def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray,
+                  capture: Capture | None = None) -> tuple[int | None, str]:
     """Where the Nsight Systems timeline puts its zero, on the rows' clock (int ns), and where that
     comes from: ``ANALYSIS_DETAILS.startTime`` (or 0 when the rows count from the capture's start),
     else ``TARGET_INFO_SESSION_START_TIME.systemClockNs`` (likewise), else the earliest of ``stamps``
     (the rows kept, :data:`EARLIEST_ROW`); ``(None, "")`` with no row at all. ``reference``: the
     timestamps whose median places the rows on the export's clock (the kernels' starts), as for
-    :func:`capture_of`."""
+    :func:`capture_of`. ``capture``: the loader's (:func:`capture_of`); when the rows run on before
+    the stated start (``capture.start_from_rows``), the zero is its start, the rows' own
+    (:data:`ROWS_START`), so no kept row is timed before the zero."""
     median = float(np.median(reference)) if reference.size else None
     lo, _, source = _stated_capture(schema, median)
     if lo is not None:
         column = "startTime" if source == ANALYSIS_DETAILS_TABLE else "systemClockNs"
+        if capture is not None and capture.start_from_rows:
+            return int(capture.lo), ROWS_START.format(f"{source}.{column}" if lo else source, _seconds(lo))
         return int(lo), f"{source}.{column}" if lo else f"{source} (the rows count from the capture's start)"
     stamps = [s for s in stamps if s.size]
     if not stamps:

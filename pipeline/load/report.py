@@ -20,7 +20,7 @@ from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
-from .integrity import (capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
+from .integrity import (Capture, capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
     duplicates_warning, frame_codes, impossible_rows)
 from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
@@ -79,17 +79,20 @@ def _copies_traced(schema: Schema) -> str | None:
 ENUM_PREFIX = "ENUM_"
 
 
-def _cut_short(schema: Schema, path: str) -> str | None:
+def _cut_short(schema: Schema, path: str, empty: bool = False) -> str | None:
     """The error of an export without kernels that looks cut short: none of the tables nsys export
     writes last (the export metadata, :data:`META_TABLES`, nor an ``ENUM_*`` table), so the tables of
     captured data after the last one it has may be missing too (an export interrupted, or a copy made
-    while it was written). None when the export holds them (a complete export that holds no kernels)."""
+    while it was written), and so may the rows of the last one. ``empty``: the kernel table is there
+    but holds no row (else there is none). None when the export holds them (a complete export that
+    holds no kernels)."""
     if any(schema.has(t) for t in META_TABLES) or any(t.startswith(ENUM_PREFIX) for t in schema.tables):
         return None
-    return (f"{path}: incomplete export: its {counted(len(schema.tables), 'table has', 'tables have')} no "
-            f"{KERNEL_TABLE}, no export metadata ({META_TABLES[0]}) and none of the {ENUM_PREFIX}* tables that "
-            "nsys export writes last: the export looks cut short (interrupted, or copied while it was being "
-            "written); export the report again with nsys export --type sqlite")
+    return (f"{path}: incomplete export: its {counted(len(schema.tables), 'table has', 'tables have')} "
+            f"{'an empty ' + KERNEL_TABLE + ' (no row)' if empty else 'no ' + KERNEL_TABLE}, no export metadata "
+            f"({META_TABLES[0]}) and none of the {ENUM_PREFIX}* tables that nsys export writes last: the export "
+            "looks cut short (interrupted, or copied while it was being written); export the report again with "
+            "nsys export --type sqlite")
 
 
 def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str | None, bool, bool]:
@@ -378,11 +381,11 @@ def _drop_rows(frame: pd.DataFrame, drop: np.ndarray) -> pd.DataFrame:
     return frame.iloc[np.flatnonzero(~drop)].reset_index(drop=True) if drop.any() else frame
 
 
-def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list]:
+def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list, Capture]:
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
-    the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left and the
-    warnings naming what was dropped (and, once, a stated capture the rows do not fit). Raises
+    the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left, the
+    warnings naming what was dropped (and, once, a stated capture the rows do not fit) and the capture. Raises
     :class:`ProfileError` when no kernel is left."""
     duplicates, owners = {}, []
     for table in DEDUPLICATED:
@@ -408,15 +411,16 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     if len(kernels) and not len(frames[KERNEL_TABLE]):
         raise ProfileError(f"{path}: all {len(kernels):,} usable rows of {KERNEL_TABLE} are timed far outside the "
                            f"capture ({capture.text}): no usable kernel")
-    return frames, warnings
+    return frames, warnings, capture
 
 
-def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame]) -> tuple[int | None, str]:
+def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame], capture: Capture) -> tuple[int | None, str]:
     """The timeline's zero of the export (int ns on the rows' clock) and its source
-    (:func:`~pipeline.load.integrity.capture_start`), from the rows ``frames`` kept."""
+    (:func:`~pipeline.load.integrity.capture_start`), from the rows ``frames`` kept and the ``capture``
+    they were judged by (:func:`_drop_untrustworthy`)."""
     kernels = frames[KERNEL_TABLE]
     reference = (kernels if len(kernels) else frames[RUNTIME_TABLE])["start"].to_numpy(np.int64)
-    return capture_start(schema, [f["start"].to_numpy(np.int64) for f in frames.values()], reference)
+    return capture_start(schema, [f["start"].to_numpy(np.int64) for f in frames.values()], reference, capture)
 
 
 def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
@@ -505,6 +509,8 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         tables = read_columns(schema, queries)
         if kernel_sql:
             found = tables.pop("kernels")
+            if not found.rows and (cut := _cut_short(schema, path, empty=True)):
+                raise ProfileError(cut)
             kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
                                                None if found.rows else _copies_traced(schema))
         else:
@@ -513,9 +519,9 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         del tables
         frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
                   NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
-        frames, trust_warnings = _drop_untrustworthy(schema, path, frames)
+        frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames)
         warnings += trust_warnings
-        start_ns, start_source = _capture_start(schema, frames)
+        start_ns, start_source = _capture_start(schema, frames, capture)
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
         copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
         overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
