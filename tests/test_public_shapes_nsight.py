@@ -411,6 +411,10 @@ def test_the_gpu_page_counts_seconds_from_the_rows_start(tmp_path):
     assert (doc["_summary"]["status"], doc["_summary"]["window_ns"]) == ("partial", 1040 * MS)
     page = html.unescape((out / PAGES_DIR / gpu_page_name(report, "pid10/dev0")).read_text(encoding="utf-8"))
     assert f'<dd id="zero">{source} = {50 * MS} ns: ' in page
+    # the zero is not the Nsight Systems timeline's (that counts from the stated start, 1.17 s): said so
+    assert (f'<dd id="zero">{source} = {50 * MS} ns: ' + "the export's first rows, not the zero of the Nsight "
+            "Systems timeline") in page
+    assert "the Nsight Systems GUI" not in page
     assert "0.880000 s – 1.920000 s from the capture start (930000000 – 1970000000 ns" in page
     body = re.search(r'<table id="device-roster">(.*?)</table>', page, re.S).group(1)
     first = re.search(r"<tr id=[^>]*>(.*?)</tr>", body, re.S).group(1)

@@ -308,7 +308,8 @@ def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowW
 EARLIEST_ROW = "the report's earliest timestamp (the export states no capture start)"
 #: ... when the export's own rows start before the capture start it states (:func:`capture_of`):
 #: the stated start's source and its seconds on the report's clock fill it in.
-ROWS_START = "the export's own rows' start ({} states {} s, after them)"
+ROWS_START_WORDS = "the export's own rows' start"
+ROWS_START = ROWS_START_WORDS + " ({} states {} s, after them)"
 
 
 def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray,

@@ -59,9 +59,10 @@ UNKNOWN_CAPTURE_START = "the report's clock (its ns / 10⁹): the report states 
 #: ``axis`` the timeline's x label.
 CLOCK_WORDS = {
     "export": {"noun": "export", "zero": "the zero of the Nsight Systems timeline",
-               "axis": "seconds from the capture start (as the Nsight Systems timeline shows them)"},
+               "axis": "seconds from the capture start (as the Nsight Systems timeline shows them)",
+               "gui": " (what the Nsight Systems GUI's timeline shows)"},
     "trace": {"noun": "trace", "zero": "when the PyTorch profiler started recording this trace",
-              "axis": "seconds from the capture start (the PyTorch profiler's span)"},
+              "axis": "seconds from the capture start (the PyTorch profiler's span)", "gui": ""},
 }
 
 
@@ -115,12 +116,25 @@ def capture_zero(timeline: dict) -> tuple[int, str]:
     return int(start), f"{timeline.get('capture_start_source') or 'capture start'} = {int(start)} ns"
 
 
-def clock_words(report: str) -> dict:
+#: The export's words when its timeline zero is its own rows' start, not the capture start it states
+#: (:data:`pipeline.load.integrity.ROWS_START`): the Nsight Systems timeline counts from the stated start.
+ROWS_ZERO_WORDS = {"zero": "the export's first rows, not the zero of the Nsight Systems timeline (which counts from "
+                           "the capture start the export states, after those rows)",
+                   "axis": "seconds from the export's first rows (the Nsight Systems timeline counts from the stated "
+                           "capture start)", "gui": ""}
+
+
+def clock_words(report: str, zero_source: str = "") -> dict:
     """:data:`CLOCK_WORDS` of the report at path or URL ``report``: ``trace`` for a PyTorch profiler
     trace (a name the loader reads as one, :func:`pipeline.load.kineto.is_kineto_path`), else ``export``."""
+    from ..load.integrity import ROWS_START_WORDS
     from ..load.kineto import is_kineto_path
 
-    return CLOCK_WORDS["trace" if is_kineto_path(str(report)) else "export"]
+    if is_kineto_path(str(report)):
+        return CLOCK_WORDS["trace"]
+    if str(zero_source).startswith(ROWS_START_WORDS):
+        return {**CLOCK_WORDS["export"], **ROWS_ZERO_WORDS}
+    return CLOCK_WORDS["export"]
 
 
 # ---- the timeline picture -------------------------------------------------------------------
@@ -168,7 +182,7 @@ def timeline_view(doc: dict, title: str) -> dict:
               "gaps": {c: _seconds(sorted(s), zero, tol) for c, s in sorted(lane_gaps.get(lane["label"], {}).items())}}
              for lane in _lanes_of(tl)]
     return {
-        "title": title, "xlabel": clock_words(doc.get("report", ""))["axis"],
+        "title": title, "xlabel": clock_words(doc.get("report", ""), tl.get("capture_start_source", ""))["axis"],
         "context": [(int(context[0]) - zero) / 1e9, (int(context[1]) - zero) / 1e9],
         "window": [(int(window[0]) - zero) / 1e9, (int(window[1]) - zero) / 1e9],
         "marks": [[i, (int(a) - zero) / 1e9, (int(b) - zero) / 1e9, r] for i, a, b, r in _marks_of(tl)],
@@ -314,7 +328,8 @@ def page_context(doc: dict, links: dict) -> dict:
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
         "s": s, "doc": doc, "name": name, "report_name": report_name,
-        "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"]), "links": links,
+        "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),
+        "links": links,
         "window": tl.get("window"), "context": tl.get("context"),
         "device": device, "device_more": more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"),
                                                    doc.get("device_roster", [])),
