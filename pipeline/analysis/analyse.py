@@ -179,6 +179,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings = list(trace.warnings)
     warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
+    warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size)
     if choice.unlisted:
         warnings.append(RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD,
                                    f"GPU model {model!r} is not on the rate card; priced as {rate_model}"))

@@ -24,7 +24,7 @@ import pandas as pd
 from ..arrays import row_groups
 from ..config import CategoryRules
 from ..frames import with_columns
-from ..model import COPY_DIRECTIONS, HOST_MEMORY
+from ..model import COPY_DIRECTIONS, HOST_MEMORY, RowWarning, WarningCode
 from . import caveats
 from . import intervals as iv
 
@@ -260,6 +260,22 @@ def collective_mask(names, rules: CategoryRules, world_size: int = 0) -> np.ndar
     # each distinct name is matched once, then spread to the rows by its code (-1: a missing name)
     hit = np.array([is_collective_kernel(str(x), rules) for x in labels] + [False], dtype=bool)
     return hit[codes]
+
+
+def one_rank_warning(names, rules: CategoryRules, world_size: int) -> list[RowWarning]:
+    """A :attr:`~pipeline.model.WarningCode.ONE_RANK_COLLECTIVES` warning when the trace says its job
+    ran on one rank (``world_size`` 1, a :class:`~pipeline.model.RankCount` naming its source) while
+    kernels of ``names`` (one per kernel row, e.g. the window's) are named like collectives
+    (:func:`is_collective_kernel`): :func:`collective_mask` counted none of them; else ``[]``."""
+    if world_size != 1:
+        return []
+    n = int(collective_mask(names, rules).sum())
+    if not n:
+        return []
+    source = getattr(world_size, "source", "") or "the trace's metadata"
+    return [RowWarning(WarningCode.ONE_RANK_COLLECTIVES,
+                       f"{n} kernel{'s' if n != 1 else ''} named like collectives (NCCL, all-reduce...) not counted "
+                       f"as communication: {source} says the job ran on one rank")]
 
 
 def is_collective_kernel(name: str, rules: CategoryRules) -> bool:
