@@ -190,6 +190,9 @@ class Report:
     None when unknown), and ``capture_start_source`` where that comes from
     (:func:`pipeline.load.integrity.capture_start`; for a PyTorch profiler trace the start of its
     profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
+    ``kernel_aliases``: kernel name (as in ``kernels``) -> the export's other names of the kernels so
+    named (an Nsight export's ``demangledName``/``mangledName`` beside the ``shortName`` it keeps:
+    :func:`pipeline.load.kernel_names.kernel_aliases`; {} when it has one name column, and for PyTorch traces).
     ``sources``: the cache entries the report was read from (:func:`pipeline.checksums.source`
     dicts: the columnar cache entry, the export cache's export), for its stored result to record.
     """
@@ -208,6 +211,7 @@ class Report:
     capture_start_ns: int | None = None
     capture_start_source: str = ""
     sources: list = field(default_factory=list)
+    kernel_aliases: dict = field(default_factory=dict)
     _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
 
     def runtime_rows(self, pids) -> np.ndarray:
@@ -245,6 +249,7 @@ class GpuTrace:
     ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
     ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
     ``world_size``: the ranks the report says its job ran on (:func:`world_size`; 0: it does not say).
+    ``kernel_aliases``: the report's (:attr:`Report.kernel_aliases`), for the collective matcher.
     """
 
     report: str
@@ -266,6 +271,7 @@ class GpuTrace:
     capture_start_ns: int | None = None
     capture_start_source: str = ""
     world_size: int = 0
+    kernel_aliases: dict = field(default_factory=dict)
 
 
 class RankCount(int):

@@ -27,6 +27,7 @@ from conftest import run_cli
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import collective_mask, one_rank_warning
 from pipeline.config import CategoryRules, load_config
+from pipeline.load.cache import load_cached, wait_for_writes
 from pipeline.load.kineto import load_kineto
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import WarningCode
@@ -419,3 +420,60 @@ def test_unreadable_world_size_in_a_kineto_trace_says_nothing(tmp_path, value):
     assert "world_size" not in rep.meta
     row = _only({k: analyse_gpu(gpu_trace(rep, k), SPAN, {}).row for k in rep.gpu_keys()})
     assert (row["cat_comm_ns"], row["comm_ns"], row["status"]) == (4 * MS, 2 * MS, "ok")
+
+
+# ---------------------------------------------------------------- kind 2, review: every name of an Nsight kernel
+
+#: (shortName, demangledName, mangledName) of kernels whose short name alone misleads: the loader keeps
+#: the short name (KERNEL_NAME_COLUMNS), the matcher sees all three.
+NAMED_THREE_WAYS = [
+    ("all_reduce_kernel", "void at::native::all_reduce_kernel<float>(float*)",        # ATen: compute
+     "_ZN2at6native17all_reduce_kernelIfEEvPT_"),
+    ("AllGatherKernel", "AllGatherKernel", "_ZN7cutlass15AllGatherKernelEv"),          # mangled CUTLASS: compute
+    ("dispatch", "void deep_ep::intranode::dispatch<8, 768>(int4*, float*)", None),     # DeepEP: a collective
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None),  # NCCL
+]
+
+
+def _nsight_three_names(path) -> str:
+    """Stream 7: gemm [0,1), then per NAMED_THREE_WAYS entry i its kernel [6i+3, 6i+4) and gemm
+    [6i+6, 6i+7) ms; every gap 2 ms. Each kernel's three name columns as the entry gives them."""
+    w = ExportWriter(str(path))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="gemm")
+    for i, (short, _, _) in enumerate(NAMED_THREE_WAYS):
+        w.kernel(pid=10, device=0, stream=7, start=(6 * i + 3) * MS, end=(6 * i + 4) * MS, name=short)
+        w.kernel(pid=10, device=0, stream=7, start=(6 * i + 6) * MS, end=(6 * i + 7) * MS, name="gemm")
+    ids = [(w.string(short), w.string(full), None if mangled is None else w.string(mangled))
+           for short, full, mangled in NAMED_THREE_WAYS]
+    w.close()
+    con = sqlite3.connect(str(path))
+    con.executemany("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ?, mangledName = ? WHERE shortName = ?",
+                    [(full, mangled, short) for short, full, mangled in ids])
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def test_nsight_kernels_are_matched_by_all_their_names(tmp_path):
+    # W = [0,25) ms, busy 9 ms, idle 16 ms (8 gaps of 2 ms). Collectives: DeepEP's dispatch (by its
+    # demangled name) and NCCL: the gaps after them are comm (4 ms), the other six cpu (12 ms); comm_ns 2 ms.
+    # main matched short names only: all_reduce_kernel and AllGatherKernel were collectives (their
+    # vetoes live in the other names), dispatch was not: cat_comm 6 ms, comm_ns 3 ms.
+    path = _nsight_three_names(tmp_path / "three.sqlite")
+    reports = [load_report(path), load_cached(path, cache_dir=tmp_path / "c")]
+    wait_for_writes()
+    reports.append(load_cached(path, cache_dir=tmp_path / "c"))
+    assert reports[2].sources  # read from the cache entry
+    for rep in reports:
+        assert rep.kernel_aliases["dispatch"] == (NAMED_THREE_WAYS[2][1],)
+        row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
+        assert (row["window_ns"], row["busy_ns"], row["idle_ns"]) == (25 * MS, 9 * MS, 16 * MS)
+        assert (row["cat_comm_ns"], row["cat_cpu_ns"]) == (4 * MS, 12 * MS)
+        assert (row["comm_ns"], row["comm_exposed_ns"]) == (2 * MS, 2 * MS)
+
+
+def test_every_name_is_matched_and_any_veto_wins():
+    names = [short for short, _, _ in NAMED_THREE_WAYS]
+    aliases = {short: tuple(n for n in (full, mangled) if n and n != short) for short, full, mangled in NAMED_THREE_WAYS}
+    assert collective_mask(names, RULES, 2, aliases).tolist() == [False, False, True, True]
