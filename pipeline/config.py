@@ -203,7 +203,8 @@ class CategoryRules:
     (vLLM/SGLang/aiter ``cross_device_reduce_1stage``/``_2stage``, vLLM's quick reduce
     ``allreduce_prototype_…``, TensorRT-LLM ``oneShotAllReduceKernel``/``twoShotAllReduceKernel``/
     ``allreduce_fusion_kernel_…``, PyTorch symmetric memory ``one_shot_all_reduce_kernel``,
-    ``multimem_all_gather_kernel``, ``all_to_all_vdev``; PyTorch intra-node comm
+    ``multimem_all_gather_kernel``, ``all_to_all_vdev``; vLLM/SGLang's ``custom_all_reduce``/
+    ``custom_reduce_scatter``; PyTorch intra-node comm
     ``hybridCubeMeshAllReduceKernel``). A CamelCase collective word (``AllReduce``, ``AllGather``,
     ``ReduceScatter``, ``AllToAll``, capital first letter, case-sensitive) counts anywhere: compute
     libraries do not name kernels so (cub has ``BlockReduce``/``DeviceReduce``). A lower-case one
@@ -246,7 +247,7 @@ class CategoryRules:
     data_min_fraction: Share = 0.5
     collective_kernel: Regex = (r"(?<![a-z])nccl|(?<![a-z])rccl|(?<![a-z])msccl|(?<![a-z])nvshmem|deep_ep::"
                                 r"|(?<![a-z])userbuffers_|cross_device_reduce|allreduce_prototype|allreduce_fusion"
-                                r"|(?:one|two)_?shot_?all_?reduce|multimem_\w*(?:all_?reduce|all_?gather|reduce_?scatter)"
+                                r"|(?:one|two)_?shot_?all_?reduce|(?:multimem_\w*|custom_)(?:all_?reduce|all_?gather|reduce_?scatter)"
                                 r"|(?-i:AllReduce|AllGather|ReduceScatter|AllToAll)"
                                 r"|(?<![a-z0-9_])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)")
     compute_kernel: Regex = (r"^\s*(?:void\s+)?(?:triton_|at::native::|at_cuda_detail::|cub::|cutlass(?:::|_)"
