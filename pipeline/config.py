@@ -203,15 +203,21 @@ class CategoryRules:
     (vLLM/SGLang/aiter ``cross_device_reduce_1stage``/``_2stage``, vLLM's quick reduce
     ``allreduce_prototype_…``, TensorRT-LLM ``oneShotAllReduceKernel``/``twoShotAllReduceKernel``/
     ``allreduce_fusion_kernel_…``, PyTorch symmetric memory ``one_shot_all_reduce_kernel``,
-    ``multimem_all_gather_kernel``, ``all_to_all_vdev``). A collective word (``all_reduce``/
-    ``allreduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``) counts only where no letter
-    precedes it (``smallreduce`` is none); a bare operator word that compute libraries also use
-    never does: ``broadcast``, ``reduce``, ``gather``, ``scatter`` (``elementwise_kernel
+    ``multimem_all_gather_kernel``, ``all_to_all_vdev``; vLLM/SGLang's ``custom_all_reduce``/
+    ``custom_reduce_scatter``; PyTorch intra-node comm
+    ``hybridCubeMeshAllReduceKernel``). A CamelCase collective word (``AllReduce``, ``AllGather``,
+    ``ReduceScatter``, ``AllToAll``, capital first letter, case-sensitive) counts anywhere: compute
+    libraries do not name kernels so (cub has ``BlockReduce``/``DeviceReduce``). A lower-case one
+    (``all_reduce``/``allreduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``) counts only at
+    the start of an identifier component (the name's start, after ``::``, a space, ``<``, ``(``),
+    never after ``_``, a letter or a digit (``block_all_reduce_layernorm_kernel``, ``warp_all_reduce``,
+    ``smallreduce`` are none); a bare operator word that compute libraries also use never does: ``broadcast``, ``reduce``, ``gather``, ``scatter`` (``elementwise_kernel
     <…broadcast…>``, ``cub::DeviceReduceKernel``, ``scatter_gather_elementwise_kernel``).
     ``compute_kernel``: regex (case-insensitive, ``re.search``) on the kernel name: the kernels
     compute libraries and code generators name (Triton/Inductor ``triton_…``, named after the ops
     they fuse, e.g. ``triton_poi_fused_all_reduce_0``; ``at::native::…``; ``cub::…``; CUTLASS) are
-    never collectives, whatever words their names hold. The one matcher of the two is
+    never collectives, whatever words their names hold; also their mangled forms (``_ZN2at6native…``,
+    ``_ZN3cub…``, ``_ZN7cutlass…``). The one matcher of the two is
     :func:`pipeline.analysis.attribution.is_collective_kernel`.
     ``quiet_max_fraction``: the CUDA API side is "quiet" in a gap when all calls
     together cover less than this share of it (``boundary``).
@@ -241,9 +247,11 @@ class CategoryRules:
     data_min_fraction: Share = 0.5
     collective_kernel: Regex = (r"(?<![a-z])nccl|(?<![a-z])rccl|(?<![a-z])msccl|(?<![a-z])nvshmem|deep_ep::"
                                 r"|(?<![a-z])userbuffers_|cross_device_reduce|allreduce_prototype|allreduce_fusion"
-                                r"|(?:one|two)_?shot_?all_?reduce"
-                                r"|(?<![a-z])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)")
-    compute_kernel: Regex = r"^\s*(?:void\s+)?(?:triton_|at::native::|at_cuda_detail::|cub::|cutlass(?:::|_))"
+                                r"|(?:one|two)_?shot_?all_?reduce|(?:multimem_\w*|custom_)(?:all_?reduce|all_?gather|reduce_?scatter)"
+                                r"|(?-i:AllReduce|AllGather|ReduceScatter|AllToAll)"
+                                r"|(?<![a-z0-9_])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)")
+    compute_kernel: Regex = (r"^\s*(?:void\s+)?(?:triton_|at::native::|at_cuda_detail::|cub::|cutlass(?:::|_)"
+                             r"|_ZN2at6native|_ZN14at_cuda_detail|_ZN3cub|_ZN7cutlass)")
     quiet_max_fraction: Share = 0.5
     periodic_min_ns: Nanoseconds = 50_000_000
     periodic_min_factor: Positive = 5.0

@@ -8,6 +8,7 @@ int64 nanoseconds on the report's own clock throughout.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,6 +93,9 @@ class WarningCode(str, enum.Enum):
     #: the capture range the export states (ANALYSIS_DETAILS, TARGET_INFO_SESSION_START_TIME) does not hold
     #: the export's own rows: the rows are trusted (none dropped for it), the metadata is not.
     CAPTURE_DISAGREES = "capture-disagrees"
+    #: the trace says its job ran on one rank yet holds kernels named like collectives (NCCL...): they
+    #: were not counted as communication (no ``comm`` gap, no ``comm_ns``); a caveat, not partial.
+    ONE_RANK_COLLECTIVES = "one-rank-collectives"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
@@ -186,6 +190,9 @@ class Report:
     None when unknown), and ``capture_start_source`` where that comes from
     (:func:`pipeline.load.integrity.capture_start`; for a PyTorch profiler trace the start of its
     profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
+    ``kernel_aliases``: kernel name (as in ``kernels``) -> the export's other names of the kernels so
+    named (an Nsight export's ``demangledName``/``mangledName`` beside the ``shortName`` it keeps:
+    :func:`pipeline.load.kernel_names.kernel_aliases`; {} when it has one name column, and for PyTorch traces).
     ``sources``: the cache entries the report was read from (:func:`pipeline.checksums.source`
     dicts: the columnar cache entry, the export cache's export), for its stored result to record.
     """
@@ -204,6 +211,7 @@ class Report:
     capture_start_ns: int | None = None
     capture_start_source: str = ""
     sources: list = field(default_factory=list)
+    kernel_aliases: dict = field(default_factory=dict)
     _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
 
     def runtime_rows(self, pids) -> np.ndarray:
@@ -241,6 +249,7 @@ class GpuTrace:
     ``mig``: a MIG instance; ``sms``: the SMs its processes see, ``board_sms``: its board's (0: unknown).
     ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
     ``world_size``: the ranks the report says its job ran on (:func:`world_size`; 0: it does not say).
+    ``kernel_aliases``: the report's (:attr:`Report.kernel_aliases`), for the collective matcher.
     """
 
     report: str
@@ -262,14 +271,52 @@ class GpuTrace:
     capture_start_ns: int | None = None
     capture_start_source: str = ""
     world_size: int = 0
+    kernel_aliases: dict = field(default_factory=dict)
 
 
-def world_size(meta: dict) -> int:
-    """The ranks a report's ``meta`` says its job ran on: a PyTorch profiler trace's
-    ``distributedInfo.world_size`` (``meta["world_size"]``, text); 0 when it does not say or the
-    value is not a positive integer."""
-    text = str(meta.get("world_size", ""))
-    return int(text) if text.isdigit() and int(text) > 0 else 0
+class RankCount(int):
+    """A job's number of ranks (an ``int``; 0: unknown) and ``source``, where it was read, as people
+    read it (``"the trace's distributedInfo.world_size"``, ``"WORLD_SIZE=1 in the capture's process
+    environment"``; "" when unknown)."""
+
+    source: str
+
+    def __new__(cls, value: int = 0, source: str = ""):
+        self = super().__new__(cls, value)
+        self.source = source
+        return self
+
+
+#: A rank count as metadata text gives it: 1 to 9 ASCII decimal digits (``str.isdigit`` also accepts
+#: ``²`` and other Unicode digits ``int()`` refuses; more digits are no plausible job size).
+_RANK_COUNT_TEXT = re.compile(r"[0-9]{1,9}")
+
+
+def rank_count(text) -> int:
+    """The positive number of ranks ``text`` (a metadata string, surrounding blanks ignored) spells
+    in ASCII decimal digits (:data:`_RANK_COUNT_TEXT`), else 0 (anything else: ``²``, ``1.0``,
+    ``-1``, ``True``, a non-string, a number of ten digits or more). Never raises: a metadata hint
+    never fails a report."""
+    if not isinstance(text, str) or not _RANK_COUNT_TEXT.fullmatch(text.strip()):
+        return 0
+    return int(text.strip())
+
+
+#: ``meta`` key naming where ``meta["world_size"]`` was read (Nsight exports: :mod:`pipeline.load.ranks`).
+WORLD_SIZE_SOURCE = "world_size_source"
+
+
+def world_size(meta: dict) -> RankCount:
+    """The ranks a report's ``meta`` says its job ran on (:func:`rank_count` of ``meta["world_size"]``,
+    text: a PyTorch profiler trace's ``distributedInfo.world_size``, or what an Nsight capture's launch
+    says, :mod:`pipeline.load.ranks`), with its source (``meta[WORLD_SIZE_SOURCE]``; a PyTorch trace's
+    ``distributedInfo``). 0 when it does not say or the value is not a positive ASCII integer."""
+    n = rank_count(meta.get("world_size", ""))
+    if not n:
+        return RankCount(0)
+    source = meta.get(WORLD_SIZE_SOURCE) or ("the trace's distributedInfo.world_size"
+                                             if meta.get("format") == "kineto" else "the report's metadata")
+    return RankCount(n, str(source))
 
 
 @dataclass

@@ -25,8 +25,9 @@ import pytest
 from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.analysis.attribution import collective_mask
+from pipeline.analysis.attribution import collective_mask, one_rank_warning
 from pipeline.config import CategoryRules, load_config
+from pipeline.load.cache import load_cached, wait_for_writes
 from pipeline.load.kineto import load_kineto
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import WarningCode
@@ -301,3 +302,178 @@ def test_real_torchrun_capture_names_two_ranks():
     # NCCL kernels stay collectives; the other real exports do not say (python -c, bash -c pytest)
     assert load_report("/work/shared/profiles/train_h100_2gpu_nccl.sqlite").meta["world_size"] == "2"
     assert "world_size" not in load_report("/work/shared/profiles/tiny_2kernels.sqlite").meta
+
+
+# ---------------------------------------------------------------- kind 2, review: word boundaries, CamelCase, vetoes
+
+#: Compute kernels whose collective word follows ``_``, a letter or a digit (not an identifier's start),
+#: and compute libraries' mangled names (the veto holds for them too). main matched every one.
+AFTER_UNDERSCORE = [
+    "void (anonymous namespace)::block_all_reduce_layernorm_kernel<float>(float*)",
+    "void fused_all_gather_matmul_epilogue<float>(float*)",      # async-TP's op name, inside a kernel name
+    "void warp_all_reduce<float, 32>(float*)",
+    "rms_norm_reduce_scatter_fused_kernel",
+    "my_all_to_all_permute_kernel",
+    "_ZN2at6native18all_reduce_kernelIfEEvPT_",                 # mangled at::native::all_reduce_kernel<float>
+    "_ZN7cutlass6KernelINS_9reduction21ReduceScatterEpilogueEEEvNT_6ParamsE",  # mangled cutlass::Kernel<…>
+    "_ZN3cub18CUB_200200_890_NS16AllReduceAdapterIfEEvPf",       # mangled cub name holding a CamelCase word
+]
+
+#: Collectives named with CamelCase words (main missed three of them): PyTorch intra-node comm (c10d/intra_node_comm.cu), NCCL's own pre-2.3
+#: kernel names, MORI's SDMA kernels: CamelCase communication words inside an identifier.
+CAMEL_CASE = [
+    "void c10d::intra_node_comm::hybridCubeMeshAllReduceKernel<true>(c10::BFloat16*, unsigned long, ...)",
+    "void c10d::intra_node_comm::oneShotAllReduceKernel<true>(c10::BFloat16*, unsigned long, ...)",
+    "void c10d::intra_node_comm::twoShotAllReduceKernel<true>(c10::BFloat16*, unsigned long, ...)",
+    "void ReduceScatterKernel<256, 8, FuncSum<float>, float>(KernelArgs<float>)",
+    "void mori::SdmaReduceScatterKernel<float>(int, int, float*)",
+    "void customAllGatherKernel<__nv_bfloat16>(...)",
+]
+
+
+def test_collective_words_after_an_underscore_or_in_mangled_compute_names_are_not_collectives():
+    # main: (?<![a-z]) let `_` and digits precede the word, and the veto only knew demangled prefixes
+    assert collective_mask(AFTER_UNDERSCORE, RULES, world_size=2).tolist() == [False] * len(AFTER_UNDERSCORE)
+
+
+def test_camel_case_collective_words_are_collectives():
+    # main missed hybridCubeMeshAllReduceKernel, SdmaReduceScatterKernel, customAllGatherKernel (a letter
+    # precedes the word); one/twoShot… matched via `(one|two)_?shot`, ReduceScatterKernel at the start.
+    # A lower-case word at an identifier's start still counts
+    assert collective_mask(CAMEL_CASE, RULES, world_size=2).tolist() == [True] * len(CAMEL_CASE)
+    assert collective_mask(["c10d::all_reduce_kernel<float>", "all_gather_into_tensor_kernel", "allToAllV"],
+                           RULES).tolist() == [True, True, True]
+    # a bare operator word or a lower-case word glued to another never
+    assert collective_mask(["BlockReduceKernel", "DeviceReduceSingleTileKernel", "blockallreduce"],
+                           RULES).tolist() == [False, False, False]
+
+
+def test_block_all_reduce_layernorm_is_compute_in_a_two_rank_trace(tmp_path):
+    # gemm [10,11), ncclDevKernel_AllReduce [13,14), block_all_reduce_layernorm [16,17), gemm [19,20) ms,
+    # world_size 2: W = 10 ms, busy 4 ms, idle 6 ms. Gaps [11,13) after gemm: cpu; [14,16) after NCCL:
+    # comm; [17,19) after the layer norm: cpu (main: comm, 4 ms; comm_ns 2 ms). comm_ns: the NCCL 1 ms.
+    names = ["gemm", COLLECTIVES[1], AFTER_UNDERSCORE[0], "gemm"]
+    row = _only(_rows(_kineto(tmp_path / "t.json", names, rank=0, world_size=2)))
+    assert (row["window_ns"], row["busy_ns"], row["idle_ns"]) == (10 * MS, 4 * MS, 6 * MS)
+    assert (row["cat_comm_ns"], row["cat_cpu_ns"]) == (2 * MS, 4 * MS)
+    assert (row["comm_ns"], row["comm_exposed_ns"]) == (MS, MS)
+
+
+# ---------------------------------------------------------------- kind 2, review: one rank says so
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_one_rank_trace_with_collective_names_warns(tmp_path, world_size):
+    # gemm, ncclDevKernel_Generic, gemm, ncclKernel_AllReduce, gemm (as above): one rank: both NCCL
+    # kernels uncounted, one coded warning naming them (2) and the source; not partial. Two ranks: none.
+    names = ["gemm", COLLECTIVES[4], "gemm", COLLECTIVES[0], "gemm"]
+    rep = load_kineto(str(_kineto(tmp_path / "r.json", names, rank=0, world_size=world_size)))
+    trace = gpu_trace(rep, rep.gpu_keys()[0])
+    row = analyse_gpu(trace, SPAN, {}).row
+    assert row["status"] == "ok" and row["comm_ns"] == (0 if world_size == 1 else 2 * MS)
+    text = ("2 kernels named like collectives (NCCL, all-reduce...) not counted as communication: "
+            "the trace's distributedInfo.world_size says the job ran on one rank")
+    assert (text in row["warnings"]) == (world_size == 1)
+    codes = [w.code for w in one_rank_warning(trace.kernels["name"], RULES, trace.world_size)]
+    assert codes == ([WarningCode.ONE_RANK_COLLECTIVES] if world_size == 1 else [])
+
+
+@pytest.mark.parametrize("capture, source", [
+    (_env("WORLD_SIZE=1"), "WORLD_SIZE=1 in the capture's process environment"),
+    (_torchrun("--nproc_per_node=1", "t.py"), "the captured torchrun --nnodes=1 --nproc_per_node=1"),
+])
+def test_nsight_one_rank_capture_with_nccl_warns_naming_its_source(tmp_path, capture, source):
+    # the _nsight_capture export: one ncclDevKernel_AllReduce in W, not counted (cat_comm 0, comm 0)
+    rep = load_report(_nsight_capture(tmp_path / "n.sqlite", capture))
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
+    assert (row["cat_comm_ns"], row["comm_ns"], row["status"]) == (0, 0, "ok")
+    assert (f"1 kernel named like collectives (NCCL, all-reduce...) not counted as communication: {source} "
+            "says the job ran on one rank") in row["warnings"]
+
+
+# ---------------------------------------------------------------- kind 2, review: unreadable rank counts
+
+@pytest.mark.parametrize("capture", [
+    _env("WORLD_SIZE=²"),                                  # main: ValueError in int(), an error row
+    _env("WORLD_SIZE=١"),                                  # Arabic-Indic one: main read it as 1 rank
+    _env("WORLD_SIZE=" + "9" * 5000),                      # main: int() refuses > 4300 digits
+    _torchrun("--nproc_per_node=²", "t.py"),               # main: ValueError
+    [("PROCESS_0:COMMAND", "torchrun"), ("PROCESS_0:ARGUMENT_²", "--nproc_per_node=1")],  # main: ValueError
+])
+def test_unreadable_world_size_in_a_capture_says_nothing(tmp_path, capture):
+    # unreadable: rank count unknown, so the all-reduce's gap is `comm` (2 ms), comm 1 ms; no error
+    rep = load_report(_nsight_capture(tmp_path / "n.sqlite", capture))
+    assert "world_size" not in rep.meta
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
+    assert (row["cat_comm_ns"], row["comm_ns"], row["status"]) == (2 * MS, MS, "ok")
+
+
+@pytest.mark.parametrize("value", ['"²"', '"1.0"', "true", "-1", "1" + "0" * 30, "9" * 5000])
+def test_unreadable_world_size_in_a_kineto_trace_says_nothing(tmp_path, value):
+    # distributedInfo.world_size of no positive ASCII integer: unknown, the NCCL gaps are `comm` (4 ms).
+    # main: "True" / "-1" / the 31-digit number landed in meta, and 5000 digits failed the whole trace.
+    names = ["gemm", COLLECTIVES[4], "gemm", COLLECTIVES[0], "gemm"]
+    path = _kineto(tmp_path / "r.json", names, rank=0, world_size=1)
+    text = open(path).read()
+    assert '"world_size": 1' in text
+    open(path, "w").write(text.replace('"world_size": 1', f'"world_size": {value}'))
+    rep = load_kineto(str(path))
+    assert "world_size" not in rep.meta
+    row = _only({k: analyse_gpu(gpu_trace(rep, k), SPAN, {}).row for k in rep.gpu_keys()})
+    assert (row["cat_comm_ns"], row["comm_ns"], row["status"]) == (4 * MS, 2 * MS, "ok")
+
+
+# ---------------------------------------------------------------- kind 2, review: every name of an Nsight kernel
+
+#: (shortName, demangledName, mangledName) of kernels whose short name alone misleads: the loader keeps
+#: the short name (KERNEL_NAME_COLUMNS), the matcher sees all three.
+NAMED_THREE_WAYS = [
+    ("all_reduce_kernel", "void at::native::all_reduce_kernel<float>(float*)",        # ATen: compute
+     "_ZN2at6native17all_reduce_kernelIfEEvPT_"),
+    ("AllGatherKernel", "AllGatherKernel", "_ZN7cutlass15AllGatherKernelEv"),          # mangled CUTLASS: compute
+    ("dispatch", "void deep_ep::intranode::dispatch<8, 768>(int4*, float*)", None),     # DeepEP: a collective
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None),  # NCCL
+]
+
+
+def _nsight_three_names(path) -> str:
+    """Stream 7: gemm [0,1), then per NAMED_THREE_WAYS entry i its kernel [6i+3, 6i+4) and gemm
+    [6i+6, 6i+7) ms; every gap 2 ms. Each kernel's three name columns as the entry gives them."""
+    w = ExportWriter(str(path))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="gemm")
+    for i, (short, _, _) in enumerate(NAMED_THREE_WAYS):
+        w.kernel(pid=10, device=0, stream=7, start=(6 * i + 3) * MS, end=(6 * i + 4) * MS, name=short)
+        w.kernel(pid=10, device=0, stream=7, start=(6 * i + 6) * MS, end=(6 * i + 7) * MS, name="gemm")
+    ids = [(w.string(short), w.string(full), None if mangled is None else w.string(mangled))
+           for short, full, mangled in NAMED_THREE_WAYS]
+    w.close()
+    con = sqlite3.connect(str(path))
+    con.executemany("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ?, mangledName = ? WHERE shortName = ?",
+                    [(full, mangled, short) for short, full, mangled in ids])
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def test_nsight_kernels_are_matched_by_all_their_names(tmp_path):
+    # W = [0,25) ms, busy 9 ms, idle 16 ms (8 gaps of 2 ms). Collectives: DeepEP's dispatch (by its
+    # demangled name) and NCCL: the gaps after them are comm (4 ms), the other six cpu (12 ms); comm_ns 2 ms.
+    # main matched short names only: all_reduce_kernel and AllGatherKernel were collectives (their
+    # vetoes live in the other names), dispatch was not: cat_comm 6 ms, comm_ns 3 ms.
+    path = _nsight_three_names(tmp_path / "three.sqlite")
+    reports = [load_report(path), load_cached(path, cache_dir=tmp_path / "c")]
+    wait_for_writes()
+    reports.append(load_cached(path, cache_dir=tmp_path / "c"))
+    assert reports[2].sources  # read from the cache entry
+    for rep in reports:
+        assert rep.kernel_aliases["dispatch"] == (NAMED_THREE_WAYS[2][1],)
+        row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
+        assert (row["window_ns"], row["busy_ns"], row["idle_ns"]) == (25 * MS, 9 * MS, 16 * MS)
+        assert (row["cat_comm_ns"], row["cat_cpu_ns"]) == (4 * MS, 12 * MS)
+        assert (row["comm_ns"], row["comm_exposed_ns"]) == (2 * MS, 2 * MS)
+
+
+def test_every_name_is_matched_and_any_veto_wins():
+    names = [short for short, _, _ in NAMED_THREE_WAYS]
+    aliases = {short: tuple(n for n in (full, mangled) if n and n != short) for short, full, mangled in NAMED_THREE_WAYS}
+    assert collective_mask(names, RULES, 2, aliases).tolist() == [False, False, True, True]

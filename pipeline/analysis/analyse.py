@@ -156,7 +156,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                       & (trace.copies["start"].to_numpy(np.int64) < w1))
     calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories, trace.overhead, trace.untraced)
     categorised = {**gap_frame, **attribution.categorised_columns(gap_frame, cfg.categories, win.boundaries, calls,
-                                                                         trace.world_size)}
+                                                                         trace.world_size, trace.kernel_aliases)}
     holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
     device_slivers = holes[holes <= a.min_gap_ns]
     # Category shares come from device-level holes (time when no stream runs a kernel), so they
@@ -164,7 +164,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     device_gaps = gaps.device_gap_columns(kw, w0, w1, a.min_gap_ns)
     device_categorised = {**device_gaps,
                           **attribution.categorised_columns(device_gaps, cfg.categories, win.boundaries, calls,
-                                                             trace.world_size)}
+                                                             trace.world_size, trace.kernel_aliases)}
     device_lengths = device_categorised["length"]
     device_cats = device_categorised["category"]
     caveat_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in CAVEATS}
@@ -179,6 +179,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings = list(trace.warnings)
     warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
+    warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
     if choice.unlisted:
         warnings.append(RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD,
                                    f"GPU model {model!r} is not on the rate card; priced as {rate_model}"))
@@ -237,7 +238,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     # communication overlap (SPEC "Communication overlap"): collective time with / without compute
     # on another stream; busy time, so priced apart from the idle below
     comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
-                                attribution.collective_mask(kw["name"], cfg.categories, trace.world_size), w0, w1)
+                                attribution.collective_mask(kw["name"], cfg.categories, trace.world_size,
+                                                            trace.kernel_aliases), w0, w1)
     row.update(comm_ns=comm.comm_ns, comm_overlapped_ns=comm.overlapped_ns, comm_exposed_ns=comm.exposed_ns,
                comm_pct=_pct(comm.comm_ns, dev.window_ns),
                comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),

@@ -24,7 +24,7 @@ import pandas as pd
 from ..arrays import row_groups
 from ..config import CategoryRules
 from ..frames import with_columns
-from ..model import COPY_DIRECTIONS, HOST_MEMORY
+from ..model import COPY_DIRECTIONS, HOST_MEMORY, RowWarning, WarningCode
 from . import caveats
 from . import intervals as iv
 
@@ -236,7 +236,7 @@ def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligibl
     return mask
 
 
-def collective_mask(names, rules: CategoryRules, world_size: int = 0) -> np.ndarray:
+def collective_mask(names, rules: CategoryRules, world_size: int = 0, aliases: dict | None = None) -> np.ndarray:
     """Which kernel ``names`` are collectives (:func:`is_collective_kernel`: NCCL/RCCL and the other
     communication libraries' device kernels, the inference engines' own all-reduce / all-gather /
     reduce-scatter kernels; SPEC "Category" ``comm``). The one matcher of the ``comm`` category
@@ -247,6 +247,8 @@ def collective_mask(names, rules: CategoryRules, world_size: int = 0) -> np.ndar
         rules: the category rules (``collective_kernel``, ``compute_kernel``).
         world_size: the ranks the trace says its job ran on (0: unknown). A trace of one rank has no
             collectives: a communication kernel there has no peer to wait for (all False).
+        aliases: name -> the export's other names of the kernels so named
+            (:attr:`pipeline.model.GpuTrace.kernel_aliases`; None: none), seen by the matcher too.
     Returns:
         ``(n,)`` bool array, in ``names``' order.
     """
@@ -258,16 +260,39 @@ def collective_mask(names, rules: CategoryRules, world_size: int = 0) -> np.ndar
     if world_size == 1 or not len(codes):
         return np.zeros(len(codes), dtype=bool)
     # each distinct name is matched once, then spread to the rows by its code (-1: a missing name)
-    hit = np.array([is_collective_kernel(str(x), rules) for x in labels] + [False], dtype=bool)
+    aliases = aliases or {}
+    hit = np.array([is_collective_kernel(str(x), rules, aliases.get(str(x), ())) for x in labels] + [False],
+                   dtype=bool)
     return hit[codes]
 
 
-def is_collective_kernel(name: str, rules: CategoryRules) -> bool:
-    """True when the kernel ``name`` is a collective: ``rules.collective_kernel`` is found in it and
-    ``rules.compute_kernel`` (a compute library's or code generator's name: ``triton_…``,
-    ``at::native::…``, ``cub::…``, CUTLASS) is not (both regexes, case-insensitive, ``re.search``).
-    The one definition of a collective kernel (also for :mod:`pipeline.synth`)."""
-    return _found(rules.collective_kernel, name) and not _found(rules.compute_kernel, name)
+def one_rank_warning(names, rules: CategoryRules, world_size: int, aliases: dict | None = None) -> list[RowWarning]:
+    """A :attr:`~pipeline.model.WarningCode.ONE_RANK_COLLECTIVES` warning when the trace says its job
+    ran on one rank (``world_size`` 1, a :class:`~pipeline.model.RankCount` naming its source) while
+    kernels of ``names`` (one per kernel row, e.g. the window's) are named like collectives
+    (:func:`is_collective_kernel`, also by their ``aliases``): :func:`collective_mask` counted none of
+    them; else ``[]``."""
+    if world_size != 1:
+        return []
+    n = int(collective_mask(names, rules, 0, aliases).sum())
+    if not n:
+        return []
+    source = getattr(world_size, "source", "") or "the trace's metadata"
+    return [RowWarning(WarningCode.ONE_RANK_COLLECTIVES,
+                       f"{n} kernel{'s' if n != 1 else ''} named like collectives (NCCL, all-reduce...) not counted "
+                       f"as communication: {source} says the job ran on one rank")]
+
+
+def is_collective_kernel(name: str, rules: CategoryRules, aliases=()) -> bool:
+    """True when the kernel ``name`` is a collective: ``rules.collective_kernel`` is found in it or in
+    one of its ``aliases`` (the export's other names of that kernel: an Nsight export's
+    ``demangledName``/``mangledName`` beside its ``shortName``), and ``rules.compute_kernel`` (a compute
+    library's or code generator's name: ``triton_…``, ``at::native::…``, ``cub::…``, CUTLASS, also
+    mangled) is found in none of them (both regexes, case-insensitive, ``re.search``). The one
+    definition of a collective kernel (also for :mod:`pipeline.synth`)."""
+    names = (name, *aliases)
+    return (any(_found(rules.collective_kernel, n) for n in names)
+            and not any(_found(rules.compute_kernel, n) for n in names))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -289,7 +314,7 @@ def _object_array(items: list) -> np.ndarray:
 
 def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
                rules: CategoryRules, boundaries=(), calls: CallIndex | None = None,
-               world_size: int = 0) -> pd.DataFrame:
+               world_size: int = 0, aliases: dict | None = None) -> pd.DataFrame:
     """Attribute and categorise every gap (not just the roster).
 
     Args:
@@ -303,6 +328,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
             (a GPU's stream and device gaps share one); built here when None.
         world_size: the ranks the trace says its job ran on (0: unknown; 1: no gap is ``comm``,
             :func:`collective_mask`).
+        aliases: the kernels' other names (:func:`collective_mask`).
     Returns:
         ``gaps`` plus ``copy_ns`` (copy-engine work inside the gap), ``sync_ns``
         (union of synchronising calls inside it), ``data_ns`` (union of
@@ -329,13 +355,14 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     (``launch`` is per GPU, not per gap: see :mod:`pipeline.analysis.analyse`.)
     """
     calls = calls if calls is not None else index_calls(runtime, copies, rules)
-    return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls, world_size))
+    return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls, world_size, aliases))
 
 
-def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex, world_size: int = 0) -> dict:
+def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex, world_size: int = 0,
+                        aliases: dict | None = None) -> dict:
     """The columns :func:`categorise` adds to ``gaps`` (a frame, or columns: name -> array), as
     name -> array: ``copy_ns``, ``sync_ns``, ``data_ns``, ``cpu_api_ns``, ``category`` and
-    ``attribution`` (object arrays the last two). ``world_size``: as for :func:`categorise`."""
+    ``attribution`` (object arrays the last two). ``world_size``, ``aliases``: as for :func:`categorise`."""
     length = np.asarray(gaps["length"], dtype=np.int64)
     g0 = np.asarray(gaps["start"], dtype=np.int64)
     g1 = np.asarray(gaps["end"], dtype=np.int64)
@@ -346,7 +373,7 @@ def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex
                                ("data_ns", calls.data_runs), ("cpu_api_ns", calls.all_runs))}
     profiler_ns = iv.overlap_with_each(g0, g1, *calls.profiler_runs) if n else zeros
     untraced = (iv.overlap_with_each(g0, g1, *calls.untraced_runs) > 0) if n else zeros.astype(bool)
-    is_comm = collective_mask(gaps["kernel_before"], rules, world_size)
+    is_comm = collective_mask(gaps["kernel_before"], rules, world_size, aliases)
     bounds = np.sort(np.asarray(boundaries, dtype=np.int64))
     # An iteration boundary b lies in [g0, g1] when the first boundary >= g0 is <= g1.
     first = np.searchsorted(bounds, g0, side="left")

@@ -38,7 +38,7 @@ from .report import load_report
 from .snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
-LOADER_VERSION = 13  # 12: meta holds the world size the capture's launch gives (pipeline.load.ranks); 13: diagnostics carry their process; a stated capture the rows do not fit is not trusted
+LOADER_VERSION = 14  # 12: meta holds the world size the capture's launch gives (pipeline.load.ranks); 13: diagnostics carry their process; a stated capture the rows do not fit is not trusted; 14: meta names where the world size was read (world_size_source), an unreadable one says nothing; kernel_aliases (an export's other kernel names)
 #: Bump when the PyTorch profiler (Kineto) loader's output changes meaning; its entries are named
 #: ``<sha256>-kineto<K>-v<LOADER_VERSION>`` (it shares code with the Nsight loader).
 KINETO_LOADER_VERSION = 3  # 3: a device deviceProperties do not list gets the one model they name, else a warning
@@ -93,6 +93,7 @@ def _write_entry(report: Report, target: Path) -> None:
         (tmp / "report.json").write_text(json.dumps(
             {"meta": report.meta, "diagnostics": report.diagnostics,
              "capture_start": [report.capture_start_ns, report.capture_start_source],
+             "kernel_aliases": {name: list(others) for name, others in report.kernel_aliases.items()},
              "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
                           for w in report.warnings]}))
         seal(tmp / SUMS, tmp, ENTRY_FILES)
@@ -120,6 +121,7 @@ def _read_entry(entry: Path, path: str) -> Report:
     start_ns, start_source = extra["capture_start"]
     return Report(path=path, meta=extra["meta"], diagnostics=extra["diagnostics"], warnings=warnings,
                   capture_start_ns=start_ns, capture_start_source=start_source,
+                  kernel_aliases={name: tuple(others) for name, others in extra["kernel_aliases"].items()},
                   sources=[source(entry, entry / SUMS, sums)], **frames)
 
 

@@ -161,7 +161,7 @@ class _Trace(msgspec.Struct):
 
     traceEvents: list[msgspec.Raw] | None = None
     deviceProperties: Any = None
-    distributedInfo: Any = None
+    distributedInfo: msgspec.Raw = msgspec.Raw(b"null")  # read by _distributed_info: a hint never fails a trace
     baseTimeNanoseconds: msgspec.Raw = msgspec.Raw(b"null")
 
 
@@ -699,6 +699,15 @@ def capture_start(span: tuple | None, frames: dict) -> tuple[int | None, str]:
     return min(int(s.min()) for s in starts), EARLIEST_EVENT
 
 
+def _distributed_info(raw: msgspec.Raw):
+    """The trace's ``distributedInfo`` object (rank, world size: hints), or None when it is none or
+    unreadable (an integer beyond 64 bits): a hint never fails the trace."""
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, ValueError):
+        return None
+
+
 def _base_ns(raw, path: str) -> int:
     """``baseTimeNanoseconds`` as an exact int (0 when absent)."""
     if raw is None:
@@ -731,7 +740,7 @@ def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
         return top, None, None, 0, "the JSON list"
     if top.traceEvents is None:
         raise ProfileError(f"{path}: not a PyTorch profiler trace: the JSON object has no traceEvents list")
-    return (top.traceEvents, top.deviceProperties, top.distributedInfo, _base_ns(top.baseTimeNanoseconds, path),
+    return (top.traceEvents, top.deviceProperties, _distributed_info(top.distributedInfo), _base_ns(top.baseTimeNanoseconds, path),
             "traceEvents")
 
 
@@ -863,7 +872,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     meta = {"format": "kineto"}
     if isinstance(dist, dict):
         for key in ("rank", "world_size"):
-            if isinstance(dist.get(key), int):
+            if type(dist.get(key)) is int and 0 <= dist[key] < 10 ** 9:  # not True, not absurd
                 meta[key] = str(dist[key])
     if base:
         meta["base_time_ns"] = str(base)

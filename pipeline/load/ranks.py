@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..model import WORLD_SIZE_SOURCE, RankCount, rank_count
 from .sqlite import text_rows
 from .tables import Schema
 
@@ -25,31 +26,37 @@ CAPTURE_TABLE = "META_DATA_CAPTURE"
 WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 #: torchrun's options, ``--name=value`` or ``--name value`` (``_`` or ``-`` between words).
 _TORCHRUN_OPTION = re.compile(r"--(nnodes|nproc[_-]per[_-]node)(?:=(.*))?$")
+#: ``ARGUMENT_<i>``'s index: ASCII digits (``str.isdigit`` also takes ``²``, which ``int()`` refuses).
+_ARGUMENT_INDEX = re.compile(r"[0-9]{1,9}")
 
 
-def capture_world_size(schema: Schema) -> int:
-    """The job's number of ranks as the capture's launch says it (module doc); 0 when it does not
-    say, or says several different numbers. Reads ``META_DATA_CAPTURE`` (absent: 0)."""
+def capture_world_size(schema: Schema) -> RankCount:
+    """The job's number of ranks as the capture's launch says it (module doc), with its source; 0 when
+    it does not say, or says several different numbers. Reads ``META_DATA_CAPTURE`` (absent: 0). A
+    value that is no ASCII integer (``WORLD_SIZE=²``) says nothing (:func:`pipeline.model.rank_count`):
+    never an error."""
     if not {"name", "value"} <= set(schema.columns(CAPTURE_TABLE)):
-        return 0
+        return RankCount(0)
     rows = [(str(k), "" if v is None else str(v)) for k, v in text_rows(schema.con,
                                                                        f"SELECT name, value FROM {CAPTURE_TABLE}")]
-    sizes = {n for n in (_from_environment(rows), _from_torchrun(rows)) if n}
-    return sizes.pop() if len(sizes) == 1 else 0
+    found = [c for c in (_from_environment(rows), _from_torchrun(rows)) if c]
+    if len({int(c) for c in found}) != 1:
+        return RankCount(0)
+    return RankCount(found[0], " and ".join(c.source for c in found))
 
 
-def _from_environment(rows: list[tuple[str, str]]) -> int:
+def _from_environment(rows: list[tuple[str, str]]) -> RankCount:
     """The one positive size the processes' :data:`WORLD_SIZE_VARIABLES` give, else 0."""
-    sizes = set()
+    sizes: dict[int, str] = {}
     for name, value in rows:
         if name.endswith(":ENVIRONMENT_VARIABLE") and "=" in value:
             var, _, text = value.partition("=")
-            if var in WORLD_SIZE_VARIABLES and text.strip().isdigit() and int(text) > 0:
-                sizes.add(int(text))
-    return sizes.pop() if len(sizes) == 1 else 0
+            if var in WORLD_SIZE_VARIABLES and rank_count(text):
+                sizes.setdefault(rank_count(text), f"{var}={text.strip()} in the capture's process environment")
+    return RankCount(*sizes.popitem()) if len(sizes) == 1 else RankCount(0)
 
 
-def _from_torchrun(rows: list[tuple[str, str]]) -> int:
+def _from_torchrun(rows: list[tuple[str, str]]) -> RankCount:
     """``nnodes × nproc_per_node`` of a launched ``torchrun`` whose arguments give ``nproc_per_node`` as
     an integer (``nnodes``: 1 unless given; an elastic range ``1:4`` is no number), else 0."""
     commands = [(name.split(":")[0], value) for name, value in rows if name.endswith(":COMMAND")]
@@ -58,19 +65,24 @@ def _from_torchrun(rows: list[tuple[str, str]]) -> int:
             continue
         numbered = [(name.rpartition("_")[2], value) for name, value in rows
                     if name.startswith(f"{process}:ARGUMENT_")]
-        args = [value for index, value in sorted((int(i), v) for i, v in numbered if i.isdigit())]
+        args = [value for index, value in sorted((int(i), v) for i, v in numbered if _ARGUMENT_INDEX.fullmatch(i))]
         found = {"nnodes": "1"}  # torchrun's default (and --standalone's): one node
         for i, arg in enumerate(args):
             match = _TORCHRUN_OPTION.match(arg)
             if match:
                 value = match.group(2) if match.group(2) is not None else (args[i + 1] if i + 1 < len(args) else "")
                 found["nnodes" if match.group(1) == "nnodes" else "nproc"] = value
-        if found.get("nnodes", "").isdigit() and found.get("nproc", "").isdigit():
-            return int(found["nnodes"]) * int(found["nproc"])
-    return 0
+        nodes, nproc = rank_count(found.get("nnodes")), rank_count(found.get("nproc"))
+        if nodes and nproc:
+            return RankCount(nodes * nproc, f"the captured torchrun --nnodes={nodes} --nproc_per_node={nproc}")
+    return RankCount(0)
 
 
 def with_world_size(meta: dict, size: int) -> dict:
-    """``meta`` with ``world_size`` (text, as a PyTorch trace's ``meta`` has it) when ``size`` is
-    known (> 0) and ``meta`` does not name one already; ``meta`` itself otherwise."""
-    return {**meta, "world_size": str(size)} if size > 0 and "world_size" not in meta else meta
+    """``meta`` with ``world_size`` (text, as a PyTorch trace's ``meta`` has it) and, when ``size`` is a
+    :class:`~pipeline.model.RankCount`, its source (``meta[WORLD_SIZE_SOURCE]``) when ``size`` is known
+    (> 0) and ``meta`` does not name one already; ``meta`` itself otherwise."""
+    if size <= 0 or "world_size" in meta:
+        return meta
+    source = getattr(size, "source", "")
+    return {**meta, "world_size": str(int(size)), **({WORLD_SIZE_SOURCE: source} if source else {})}

@@ -18,6 +18,7 @@ from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, Warni
 from .caveats import load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
+from .kernel_names import kernel_aliases
 from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (Capture, capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
@@ -556,6 +557,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             warnings=warnings,
             capture_start_ns=start_ns,
             capture_start_source=start_source,
+            kernel_aliases=kernel_aliases(schema, strings),
         )
     except (sqlite3.DatabaseError, ReadTimeout) as exc:
         raise _read_error(path, exc, deadline) from exc
@@ -636,5 +638,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
         overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
-        world_size=world_size(report.meta),
+        world_size=world_size(report.meta), kernel_aliases=report.kernel_aliases,
     )

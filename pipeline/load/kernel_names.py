@@ -1,0 +1,37 @@
+"""The other names an Nsight Systems export gives its kernels (SPEC "Category" ``comm``).
+
+An export names each kernel up to three ways (``shortName``, ``demangledName``, ``mangledName``);
+the loader keeps the first of :data:`~pipeline.load.tables.KERNEL_NAME_COLUMNS` it has (the short
+name: it reads best in a roster). The short name drops the namespace and the template arguments
+(``vectorized_elementwise_kernel`` for ``void at::native::vectorized_elementwise_kernel<4, …>``),
+which is what says a compute library's kernel from a collective: the collective matcher
+(:func:`pipeline.analysis.attribution.is_collective_kernel`) sees every name of a kernel.
+"""
+from __future__ import annotations
+
+from .limits import cut_sql
+from .sqlite import text_rows
+from .tables import KERNEL_NAME_COLUMNS, KERNEL_TABLE, Schema
+
+
+def kernel_aliases(schema: Schema, strings: dict[int, str]) -> dict[str, tuple[str, ...]]:
+    """Loaded kernel name -> the export's other names of the kernels so named (text, sorted, each
+    different from the name), for the names that have any; {} when the kernel table has no second
+    name column (or no kernel table). ``strings``: StringIds (id -> text); a name column holding text
+    itself (older exports) is read as it is. Texts are cut as the loader cuts them
+    (:func:`~pipeline.load.limits.cut_sql`). One ``SELECT DISTINCT`` over the kernel table."""
+    if not schema.has(KERNEL_TABLE):
+        return {}
+    present = [c for c in KERNEL_NAME_COLUMNS if c in schema.columns(KERNEL_TABLE)]
+    if len(present) < 2:
+        return {}
+    sql = f"SELECT DISTINCT {', '.join(cut_sql(c) for c in present)} FROM {KERNEL_TABLE}"
+    found: dict[str, set[str]] = {}
+    for row in text_rows(schema.con, sql):
+        names = [strings.get(v) if isinstance(v, int) else v for v in row]
+        if names[0] is None:
+            continue
+        others = {str(n) for n in names[1:] if n is not None and str(n) != str(names[0])}
+        if others:
+            found.setdefault(str(names[0]), set()).update(others)
+    return {name: tuple(sorted(others)) for name, others in found.items()}
