@@ -21,6 +21,9 @@ import os
 import sys
 
 from .io import atomic_path, file_sha256
+from .model import ProfileError
+from .snapshot import snapshot_key
+
 
 class EntryCheckFailed(ValueError):
     """A cache entry whose content is not what its sidecar records (or that has no readable
@@ -112,11 +115,8 @@ def seal_file(path: str | os.PathLike, digest: str) -> None:
 
 def content_digest(path: str) -> str:
     """SHA-256 of the one-file entry ``path`` as the loader hashes it anyway
-    (:func:`~pipeline.load.snapshot.snapshot_key`, remembered per process), so a checked entry is read
+    (:func:`~pipeline.snapshot.snapshot_key`, remembered per process), so a checked entry is read
     once. Raises OSError, or :class:`EntryCheckFailed` when another process holds SQLite's write lock on it."""
-    from .load.snapshot import snapshot_key  # a layer above this module
-    from .model import ProfileError
-
     try:
         return snapshot_key(path)
     except ProfileError as exc:

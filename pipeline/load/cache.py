@@ -35,7 +35,7 @@ from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal, s
 from ..model import Report, RowWarning, WarningCode
 from .kineto import is_kineto_path, load_kineto
 from .report import load_report
-from .snapshot import snapshot_key
+from ..snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
 LOADER_VERSION = 11  # 11: text longer than pipeline.load.limits.MAX_TEXT_CHARS is cut
@@ -60,7 +60,7 @@ def default_cache_dir() -> Path:
 
 def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """The cache folder of one export (reads the whole file, and its sidecars, to hash it): keyed by
-    :func:`~pipeline.load.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
+    :func:`~pipeline.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
     beside the file gets its own entry. Raises OSError (unreadable) or ProfileError (being written)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     tag = f"kineto{KINETO_LOADER_VERSION}-v{LOADER_VERSION}" if is_kineto_path(sqlite_path) else f"v{LOADER_VERSION}"

@@ -43,7 +43,7 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
 from ..config import Config
 from ..engine.reduce import rosters_of
 from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
-from ..load.snapshot import sidecars, snapshot_key
+from ..snapshot import sidecars, snapshot_key
 
 
 def config_hash(cfg: Config) -> str:
@@ -85,7 +85,7 @@ def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
 def report_identity(path: str, storage_options: dict | None = None) -> str:
     """Content identity of a report: SHA-256 of a local file's bytes (and of its ``-wal`` / hot
     ``-journal`` when they hold part of an export's committed state:
-    :func:`~pipeline.load.snapshot.snapshot_key`); for a remote object, a hash of its ETag, size
+    :func:`~pipeline.snapshot.snapshot_key`); for a remote object, a hash of its ETag, size
     and modification time (no download needed)."""
     if "://" not in path or path.startswith("file://"):
         return snapshot_key(path.removeprefix("file://"))
