@@ -503,12 +503,12 @@ def compare_totals(ours_span: list, theirs: list) -> list:
 # -- 3. fleet --------------------------------------------------------------------------
 
 def fleet_part_stage(folder: str, part: int, parts: int) -> None:
-    """(Child process) ``pipeline.engine.tasks.report_task`` on every ``parts``-th report of ``folder`` from
+    """(Child process) ``pipeline.work.tasks.report_task`` on every ``parts``-th report of ``folder`` from
     ``part`` on, in a plain loop (no Dask), fresh columnar and result cache and output folder, each
     report's results stored as `gpu-idle run` stores them; prints the seconds."""
     from pipeline.config import load_config
-    from pipeline.engine.tasks import report_task
-    from pipeline.runs.results import ResultCache
+    from pipeline.work.tasks import report_task
+    from pipeline.store.results import ResultCache
 
     scratch = tempfile.mkdtemp(prefix="gpu-idle-ceiling-", dir=DATA)
     os.environ["GPU_IDLE_CACHE"] = os.path.join(scratch, "cache")

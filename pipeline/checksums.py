@@ -11,7 +11,7 @@ whose bytes differ from its recorded digest, a missing or unreadable file or sid
 says so in one line, :func:`note`), never as a failure and never as a number.
 
 :func:`entry_digest` is one digest of a whole entry (of its sidecar's digests): what a stored
-result records of each entry it was computed from (:mod:`pipeline.runs.results`).
+result records of each entry it was computed from (:mod:`pipeline.store.results`).
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def read_checked(folder: str | os.PathLike, name: str, sums: dict) -> bytes:
 def record_digest(key: str, values: list) -> str:
     """SHA-256 hex digest of one record of a JSON index (``key`` and its JSON ``values``), kept with the
     record so that a record changed in place is dropped, not trusted
-    (:class:`pipeline.runs.results.IdentityIndex`)."""
+    (:class:`pipeline.store.results.IdentityIndex`)."""
     return hashlib.sha256(json.dumps([key, values]).encode()).hexdigest()
 
 

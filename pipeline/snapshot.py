@@ -88,7 +88,7 @@ _KEYS: dict = {}
 
 def _remembered_key(path: str) -> str:
     """:func:`~pipeline.checksums.file_digest` of ``path``, hashed once per process: a run hashes
-    each export for its result (:class:`~pipeline.runs.results.IdentityIndex`) and again for its
+    each export for its result (:class:`~pipeline.store.results.IdentityIndex`) and again for its
     columnar cache entry, and on a 3M-kernel export each hash reads 311 MB. The key is reused only
     while the file's size, modification and change times and inode are those it was hashed with,
     and only for a file that had not changed for :data:`SETTLE_NS` before it was hashed and did not

@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO, scheduler_address, small_reports
 
 from pipeline.config import load_config
-from pipeline.engine import tasks
+from pipeline.work import tasks
 from pipeline.runs.driver import RunFolder, drive
 
 

@@ -12,8 +12,8 @@ from conftest import run_cli
 
 from pipeline.snapshot import snapshot_key
 from pipeline.report.html import write_report
-from pipeline.runs import results as results_mod
-from pipeline.runs import results as sweeping
+from pipeline.store import results as results_mod
+from pipeline.store import results as sweeping
 from pipeline.synth import generate_training_report
 
 REPORTS = 6

@@ -14,7 +14,7 @@ since (a value edited in place, a file replaced by another Parquet, a truncated 
 missing file) or that has no checksums (an earlier version's) is a cache miss: removed,
 read again from the export and written anew, with one line on stderr saying so, never a
 failure and never a number from the bad entry. A report read from an entry records it in
-``Report.sources`` (its stored result then records it too: :mod:`pipeline.runs.results`).
+``Report.sources`` (its stored result then records it too: :mod:`pipeline.store.results`).
 
 Cache dir: the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
 ``$XDG_CACHE_HOME/gpu-idle/columns`` (``~/.cache/gpu-idle/columns``).

@@ -1,7 +1,7 @@
 """One self-contained HTML page per analysed GPU, for the engineer: ``<report folder>/gpu-pages/<stem>.html``.
 
 The page is rendered from the GPU's stored JSON alone (``gpus/<stem>.json``: its ``_summary``,
-``timeline``, ``roster`` and ``device_roster``; :mod:`pipeline.engine.outputs`), so ``gpu-idle report``
+``timeline``, ``roster`` and ``device_roster``; :mod:`pipeline.fleet.outputs`), so ``gpu-idle report``
 can write it from any run folder or sweep night, beside the report that links it. It shows:
 
 * the GPU's numbers (idle, copy-only, dark, category shares, cost, window rule, iterations; the
@@ -32,7 +32,7 @@ import os
 from jinja2 import Environment
 from markupsafe import Markup
 
-from ..engine.outputs import PAGES_DIR, gpu_page_name
+from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
 from . import plots
@@ -368,11 +368,11 @@ def page_from_json(text: str, links: dict, plot_cache: str | None = None) -> str
 @functools.lru_cache(maxsize=1)
 def _page_code() -> str:
     """What a page depends on besides its JSON and links: the pipeline's source and templates
-    (:func:`pipeline.runs.results.code_digest`) and the versions of matplotlib and Jinja."""
+    (:func:`pipeline.store.results.code_digest`) and the versions of matplotlib and Jinja."""
     import jinja2
     import matplotlib
 
-    from ..runs.results import code_digest
+    from ..store.results import code_digest
 
     return f"{code_digest()}-{matplotlib.__version__}-{jinja2.__version__}"
 
@@ -412,7 +412,7 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         PagesIncomplete: a page could not be written (the pages before it are in place).
     """
     from ..io import OutputError, real_dir
-    from ..runs.results import read_manifest
+    from ..store.results import read_manifest
     from .rendered import in_pages, record, record_name
 
     report_dir = os.path.dirname(os.path.abspath(out_path))

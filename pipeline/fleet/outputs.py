@@ -2,7 +2,7 @@
 
 Outputs of one run in ``DIR``:
   ``fleet.parquet`` / ``fleet.csv``: one row per (report, GPU), error rows included;
-  ``jobs.csv`` / ``clusters.csv``: rollups (:func:`~pipeline.engine.reduce.rollup`);
+  ``jobs.csv`` / ``clusters.csv``: rollups (:func:`~pipeline.fleet.reduce.rollup`);
   ``fix_first.csv`` / ``fix_first.json``: the ranked fix-first lists of the fleet and of each job
   (:func:`~pipeline.analysis.fixfirst.fix_list`);
   ``gpus/<report>__<gpu>__<hash>.json``: rosters, timeline and a final ``_summary`` per GPU.

@@ -157,9 +157,9 @@ def rosters_of(results: list) -> dict:
 
 
 def roster_entry(result, written_text: str | None) -> dict:
-    """The rosters entry of one GPU's result for :func:`~pipeline.engine.outputs.write_outputs`: the
+    """The rosters entry of one GPU's result for :func:`~pipeline.fleet.outputs.write_outputs`: the
     full rosters, or, when its JSON file was already written (``written_text``: the
-    :func:`~pipeline.engine.outputs.summary_text` of its ``_summary``), the device roster and that text."""
+    :func:`~pipeline.fleet.outputs.summary_text` of its ``_summary``), the device roster and that text."""
     if written_text is not None:
         return {"device": result.device_roster, "json": written_text}
     return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
@@ -169,7 +169,7 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     """The one reduce of a run, on the client: ``(fleet table, rosters)``.
 
     Args:
-        outcomes: :class:`~pipeline.engine.tasks.ReportOutcome` of every report analysed now
+        outcomes: :class:`~pipeline.work.tasks.ReportOutcome` of every report analysed now
             (a failure becomes that report's error row).
         cfg: the configuration (labels of error rows, straggler spread).
         problems: ``(input, message)`` pairs of inputs that never reached the analysis

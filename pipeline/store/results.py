@@ -9,7 +9,7 @@
     job and can pick its rate), 12 hex digits; ``<code>``: :func:`code_digest`,
     8 hex digits, so results made by other pipeline code are never served;
     ``<agreement>``: only for a report analysed with its job's agreement forced
-    (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically
+    (:func:`~pipeline.work.agreement.agreement_token`, 12 hex digits). Written atomically
     as each report finishes; only reports whose every GPU was
     analysed are stored (a failure is tried again next time). ``.sums.json``, written last, holds
     the SHA-256 of the other two files and the cache entries the result was computed from
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums,
                          record_digest, write_sums)
 from ..config import Config
-from ..engine.reduce import rosters_of
+from ..fleet.reduce import rosters_of
 from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
 from ..snapshot import sidecars, snapshot_key
 
@@ -421,12 +421,12 @@ class ResultCache:
     def slot(self, path: str, agreements: dict | None = None) -> "ResultSlot | None":
         """Where the report's result goes (None for a report that could not be identified); with
         ``agreements`` (``{source: Agreement}``), the result of the report analysed with its job's
-        agreement forced (:mod:`pipeline.engine.agreement`)."""
+        agreement forced (:mod:`pipeline.work.agreement`)."""
         if path not in self.keys:
             return None
         if agreements is None:
             return ResultSlot(self.root, self.keys[path])
-        from ..engine.agreement import agreement_token
+        from ..work.agreement import agreement_token
 
         return ResultSlot(self.root, f"{self.keys[path]}-{agreement_token(agreements)}")
 
