@@ -9,7 +9,7 @@ Outputs of one run in ``DIR``:
 Every file is written to a temporary name in the same folder and renamed
 (:mod:`pipeline.io`), so a reader never sees a half-written file. Who writes the per-GPU
 files (the task that analysed the report, or the client) is decided in one place,
-:func:`pipeline.engine.map.map_reports`; this module only writes them.
+:func:`pipeline.runs.driver.analysed`; this module only writes them.
 """
 from __future__ import annotations
 
