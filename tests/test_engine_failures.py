@@ -139,6 +139,52 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
 
 
+def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
+    """Per-GPU fan-out (2 reports on one worker of 2 threads): r0 is being loaded on the worker at each death
+    of one GPU analysis of r1, so the scheduler gives up r0's load with it; the engine runs r0 again alone
+    (whole, in one task) and both its GPUs are analysed; the culprit GPU's row says its worker died."""
+    real_load, real_analyse = tasks.load_task, tasks.analyse_gpu
+    inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
+    victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
+    attempts, running = tmp_path / "attempts", tmp_path / "running"
+    running.mkdir()
+    first_round = 4
+
+    def deaths() -> int:
+        return len(attempts.read_text().split()) if attempts.exists() else 0
+
+    def load_task(path, cfg, background_cache=False):
+        if path == bystander:
+            (running / str(os.getpid())).touch()
+            while deaths() < first_round:    # being loaded at each of the culprit's first deaths
+                time.sleep(0.02)
+        return real_load(path, cfg, background_cache)
+
+    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+        if trace.report == victim_report and trace.gpu_key == victim_gpu:
+            while deaths() < first_round and not (running / str(os.getpid())).exists():
+                time.sleep(0.02)
+            kill_self(attempts)
+        return real_analyse(trace, cfg, labels, *args, **kwargs)
+
+    from pipeline.load.report import load_report
+
+    victim_gpu = load_report(victim_report).gpu_keys()[1]
+    monkeypatch.setattr(tasks, "load_task", load_task)
+    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
+    table = result.fleet.set_index(["report", "gpu_key"])
+    assert len(table) == 4
+    tries = deaths()
+    assert tries == 2 * first_round
+    row = table.loc[(victim_report, victim_gpu)]
+    assert row["status"] == "error"
+    assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
+                                   f"({tries} attempts, last on tcp://")
+    others = table.drop(index=(victim_report, victim_gpu))
+    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+
+
 def start_cluster(tmp_path: Path, workers: int = 1):
     """A real scheduler and ``workers`` worker processes (each in its own process group)."""
     bindir = Path(sys.executable).parent

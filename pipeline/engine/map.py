@@ -23,8 +23,9 @@ failures saying that, so the run ends within a bounded time instead of waiting f
 
 Dask suspects every task processing on a worker when it dies, so a task that merely sat beside
 the culprit at each of its deaths is given up too. A task given up so is run again once
-everything else is done, alone on the cluster (so alone on its worker): if it finishes, it was
-a bystander and its result stands; if its worker dies again, it is the culprit for sure.
+everything else is done, alone on the cluster (so alone on its worker; an item whose opening was
+given up runs again whole, in one task): if it finishes, it was a bystander and its result
+stands; if its worker dies again, it is the culprit for sure.
 """
 from __future__ import annotations
 
@@ -256,8 +257,10 @@ class OnDask:
                 item = items[i]
                 if part is None:  # the item's parts (or its failure)
                     value, failure = self._settle(fut, work, work.name(item))
-                    if isinstance(failure, KilledWorker):
-                        failure = killed_message(work.name(item), failure)
+                    if isinstance(failure, KilledWorker):  # opening it: run it again alone, whole
+                        opened.pop(i, None)
+                        suspects.append(self._suspect_whole(work, item, failure, f"again-{fut.key}", finished))
+                        continue
                     keys, why = value if failure is None else (None, failure)
                     if keys is None:
                         opened.pop(i, None)
