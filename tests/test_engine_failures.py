@@ -39,6 +39,29 @@ def kill_self(attempts: Path) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+#: Deaths after which Dask gives a task up: distributed.scheduler.allowed-failures (3) + 1.
+FIRST_ROUND = 4
+
+
+def deaths(attempts: Path) -> int:
+    """Worker deaths so far (:func:`kill_self` counts each)."""
+    return len(attempts.read_text().split()) if attempts.exists() else 0
+
+
+def stay_beside(running: Path, attempts: Path) -> None:
+    """In a bystander's task: say it runs on this worker, and stay until the culprit died :data:`FIRST_ROUND` times."""
+    (running / str(os.getpid())).touch()
+    while deaths(attempts) < FIRST_ROUND:
+        time.sleep(0.02)
+
+
+def die_beside(running: Path, attempts: Path) -> None:
+    """In the culprit's task: in the first round wait until a bystander runs on this worker too, then die."""
+    while deaths(attempts) < FIRST_ROUND and not (running / str(os.getpid())).exists():
+        time.sleep(0.02)
+    kill_self(attempts)
+
+
 def run_in_process(inputs, out, **dask):
     cfg = load_config([], {"dask": {"n_workers": 2, "start_method": "fork", **dask}, "cache": {"enabled": False}})
     lines = []
@@ -59,28 +82,20 @@ def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path
     attempts, running = tmp_path / "attempts", tmp_path / "running"
     running.mkdir()
     real = tasks.load_task
-    first_round = 4  # distributed.scheduler.allowed-failures (3) + 1
-
-    def deaths() -> int:
-        return len(attempts.read_text().split()) if attempts.exists() else 0
 
     def load_task(path, cfg, background_cache=False):
         if os.path.basename(path) == "r0.sqlite":
-            (running / str(os.getpid())).touch()
-            while deaths() < first_round:    # beside r3 at each of its first deaths
-                time.sleep(0.02)
+            stay_beside(running, attempts)
         if os.path.basename(path) == "r3.sqlite":
-            while deaths() < first_round and not (running / str(os.getpid())).exists():
-                time.sleep(0.02)             # die only with r0 running on this worker too
-            kill_self(attempts)
+            die_beside(running, attempts)
         return real(path, cfg, background_cache)
 
     monkeypatch.setattr(tasks, "load_task", load_task)
     result, _ = run_in_process(sorted(fleet.glob("*.sqlite")), tmp_path / "out", n_workers=1, threads_per_worker=2)
     fleet_table = result.fleet
     victim = str(fleet / "r3.sqlite")
-    tries = deaths()
-    assert tries == 2 * first_round  # beside r0, then alone
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND  # beside r0, then alone
     errors = fleet_table[fleet_table["status"] == "error"]
     assert errors["report"].tolist() == [victim], errors["error"].tolist()
     message = errors["error"].iloc[0]
@@ -106,20 +121,12 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     victim_report = str(fleet / "r1.sqlite")
     attempts, running = tmp_path / "attempts", tmp_path / "running"
     running.mkdir()
-    first_round = 4
-
-    def deaths() -> int:
-        return len(attempts.read_text().split()) if attempts.exists() else 0
 
     def analyse_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == sibling_gpu:
-            (running / str(os.getpid())).touch()
-            while deaths() < first_round:
-                time.sleep(0.02)
+            stay_beside(running, attempts)
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
-            while deaths() < first_round and not (running / str(os.getpid())).exists():
-                time.sleep(0.02)
-            kill_self(attempts)
+            die_beside(running, attempts)
         return real(trace, cfg, labels, *args, **kwargs)
 
     from pipeline.load.report import load_report
@@ -130,8 +137,8 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     table = result.fleet.set_index(["report", "gpu_key"])
     assert len(table) == 4
     row = table.loc[(victim_report, victim_gpu)]
-    tries = deaths()
-    assert tries == 2 * first_round
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND
     assert row["status"] == "error"
     assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
                                    f"({tries} attempts, last on tcp://")
@@ -148,23 +155,15 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
     victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
     attempts, running = tmp_path / "attempts", tmp_path / "running"
     running.mkdir()
-    first_round = 4
-
-    def deaths() -> int:
-        return len(attempts.read_text().split()) if attempts.exists() else 0
 
     def load_task(path, cfg, background_cache=False):
         if path == bystander:
-            (running / str(os.getpid())).touch()
-            while deaths() < first_round:    # being loaded at each of the culprit's first deaths
-                time.sleep(0.02)
+            stay_beside(running, attempts)
         return real_load(path, cfg, background_cache)
 
     def analyse_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
-            while deaths() < first_round and not (running / str(os.getpid())).exists():
-                time.sleep(0.02)
-            kill_self(attempts)
+            die_beside(running, attempts)
         return real_analyse(trace, cfg, labels, *args, **kwargs)
 
     from pipeline.load.report import load_report
@@ -175,12 +174,46 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
     result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
     table = result.fleet.set_index(["report", "gpu_key"])
     assert len(table) == 4
-    tries = deaths()
-    assert tries == 2 * first_round
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND
     row = table.loc[(victim_report, victim_gpu)]
     assert row["status"] == "error"
     assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
                                    f"({tries} attempts, last on tcp://")
+    others = table.drop(index=(victim_report, victim_gpu))
+    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+
+
+def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
+    """Per-GPU fan-out (2 reports on one worker of 2 threads): one GPU of r0 is being planned at each death of
+    one GPU analysis of r1, so the scheduler gives up that plan, and the analyses waiting for it, with the
+    culprit; the engine runs them again alone (the plans first) and every GPU of r0 is analysed."""
+    real_plan, real_analyse = tasks.plan_gpu, tasks.analyse_gpu
+    inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
+    victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
+    attempts, running = tmp_path / "attempts", tmp_path / "running"
+    running.mkdir()
+
+    def plan_gpu(trace, cfg):
+        if trace.report == bystander and trace.gpu_key == planned_gpu:
+            stay_beside(running, attempts)
+        return real_plan(trace, cfg)
+
+    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+        if trace.report == victim_report and trace.gpu_key == victim_gpu:
+            die_beside(running, attempts)
+        return real_analyse(trace, cfg, labels, *args, **kwargs)
+
+    from pipeline.load.report import load_report
+
+    victim_gpu, planned_gpu = load_report(victim_report).gpu_keys()[1], load_report(bystander).gpu_keys()[0]
+    monkeypatch.setattr(tasks, "plan_gpu", plan_gpu)
+    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
+    table = result.fleet.set_index(["report", "gpu_key"])
+    assert len(table) == 4
+    assert deaths(attempts) == 2 * FIRST_ROUND
+    assert table.loc[(victim_report, victim_gpu), "status"] == "error"
     others = table.drop(index=(victim_report, victim_gpu))
     assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
 

@@ -29,6 +29,7 @@ stands; if its worker dies again, it is the culprit for sure.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -296,8 +297,12 @@ class OnDask:
     def _suspect_part(self, work: Work, items: list, i: int, part, exc, key: str, opened, keys: list, firsts: list,
                       complete, finished: list) -> _Suspect:
         def again():
-            return self.client.submit(work.second, opened, items[i], part, keys, firsts, key=key, pure=False,
-                                      retries=self.retries)
+            # what it waits for was given up with it (the opened item, a first step): that runs again too
+            submit = functools.partial(self.client.submit, pure=False, retries=self.retries)
+            source = opened if opened.status != "error" else submit(work.open, items[i], key=f"{key}-open")
+            known = firsts if source is opened and all(f.status != "error" for f in firsts) else [
+                submit(work.first, source, k, key=f"{key}-first-{k}") for k in keys]
+            return submit(work.second, source, items[i], part, keys, known, key=key)
 
         def settle(value, failure):
             result = value if failure is None else work.part_failed(items[i], part, failure)
