@@ -503,12 +503,13 @@ def compare_totals(ours_span: list, theirs: list) -> list:
 # -- 3. fleet --------------------------------------------------------------------------
 
 def fleet_part_stage(folder: str, part: int, parts: int) -> None:
-    """(Child process) ``pipeline.engine.tasks.report_task`` on every ``parts``-th report of ``folder`` from
+    """(Child process) ``pipeline.work.tasks.report_task`` on every ``parts``-th report of ``folder`` from
     ``part`` on, in a plain loop (no Dask), fresh columnar and result cache and output folder, each
     report's results stored as `gpu-idle run` stores them; prints the seconds."""
     from pipeline.config import load_config
-    from pipeline.engine.tasks import report_task
-    from pipeline.runs.results import ResultCache
+    from pipeline.runs.driver import Todo, report_sinks
+    from pipeline.store.results import ResultCache
+    from pipeline.work.tasks import report_task
 
     scratch = tempfile.mkdtemp(prefix="gpu-idle-ceiling-", dir=DATA)
     os.environ["GPU_IDLE_CACHE"] = os.path.join(scratch, "cache")
@@ -519,7 +520,9 @@ def fleet_part_stage(folder: str, part: int, parts: int) -> None:
         runs.identify(paths)
         t0 = time.perf_counter()
         for path in paths:
-            report_task(path, cfg.labels_for(path), cfg, os.path.join(scratch, "gpus"), runs.slot(path))
+            labels = cfg.labels_for(path)
+            report_task(path, labels, cfg, report_sinks(Todo(path, labels, runs.slot(path)), cfg,
+                                                        os.path.join(scratch, "gpus")))
         print(json.dumps({"reports": len(paths), "seconds": time.perf_counter() - t0}))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

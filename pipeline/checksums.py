@@ -11,7 +11,7 @@ whose bytes differ from its recorded digest, a missing or unreadable file or sid
 says so in one line, :func:`note`), never as a failure and never as a number.
 
 :func:`entry_digest` is one digest of a whole entry (of its sidecar's digests): what a stored
-result records of each entry it was computed from (:mod:`pipeline.runs.results`).
+result records of each entry it was computed from (:mod:`pipeline.store.results`).
 """
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ import os
 import sys
 
 from .io import atomic_path, file_sha256
+from .model import ProfileError
+from .snapshot import snapshot_key
+
 
 class EntryCheckFailed(ValueError):
     """A cache entry whose content is not what its sidecar records (or that has no readable
@@ -91,7 +94,7 @@ def read_checked(folder: str | os.PathLike, name: str, sums: dict) -> bytes:
 def record_digest(key: str, values: list) -> str:
     """SHA-256 hex digest of one record of a JSON index (``key`` and its JSON ``values``), kept with the
     record so that a record changed in place is dropped, not trusted
-    (:class:`pipeline.runs.results.IdentityIndex`)."""
+    (:class:`pipeline.store.results.IdentityIndex`)."""
     return hashlib.sha256(json.dumps([key, values]).encode()).hexdigest()
 
 
@@ -112,11 +115,8 @@ def seal_file(path: str | os.PathLike, digest: str) -> None:
 
 def content_digest(path: str) -> str:
     """SHA-256 of the one-file entry ``path`` as the loader hashes it anyway
-    (:func:`~pipeline.load.snapshot.snapshot_key`, remembered per process), so a checked entry is read
+    (:func:`~pipeline.snapshot.snapshot_key`, remembered per process), so a checked entry is read
     once. Raises OSError, or :class:`EntryCheckFailed` when another process holds SQLite's write lock on it."""
-    from .load.snapshot import snapshot_key  # a layer above this module
-    from .model import ProfileError
-
     try:
         return snapshot_key(path)
     except ProfileError as exc:

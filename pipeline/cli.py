@@ -225,11 +225,11 @@ def _finish(fleet: pd.DataFrame, wrote: str) -> None:
 
 
 def _result_cache(cfg):
-    """The result cache of ``gpu-idle run`` (:meth:`~pipeline.runs.results.ResultCache.for_run`), or None
+    """The result cache of ``gpu-idle run`` (:meth:`~pipeline.store.results.ResultCache.for_run`), or None
     when ``cache.enabled`` is false (``--no-cache``) or its folder cannot be created (a warning says so)."""
     if not cfg.cache.enabled:
         return None
-    from .runs.results import ResultCache
+    from .store.results import ResultCache
 
     try:
         return ResultCache.for_run(cfg)

@@ -5,7 +5,7 @@ declared here once, per kind of output (docs/operations/stores.md lists every st
 invalidates it):
 
 - :data:`RESULT_CODE`: what a report's stored result (its fleet rows, rosters, timelines and plans,
-  :mod:`pipeline.runs.results`) is computed by: the loaders, the exports and staging, the analysis,
+  :mod:`pipeline.store.results`) is computed by: the loaders, the exports and staging, the analysis,
   the engine's per-report work, the model and configuration, and the result's own storage format.
   Not the report's rendering (``report/``), the generators (``synth/``), the CLI or the sweep.
 - :data:`DOCUMENT_CODE`: what an output folder's documents (tables, ``gpus/``, ``records/``) are
@@ -30,8 +30,8 @@ import os
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 #: Paths under the package (folders: every ``*.py`` below them) that a stored result depends on.
-RESULT_CODE = ("load", "analysis", "engine", "inputs", "model.py", "config.py", "arrays.py", "frames.py",
-               "text.py", "memory.py", "io.py", "checksums.py", "runs/results.py")
+RESULT_CODE = ("load", "analysis", "engine", "work", "fleet", "inputs", "model.py", "config.py", "arrays.py",
+               "frames.py", "text.py", "memory.py", "io.py", "checksums.py", "snapshot.py", "store")
 #: Every other path of the package, with why no stored result depends on it: each module is in
 #: :data:`RESULT_CODE` or here (tests/test_result_keys.py holds it), so a new module is classified when added.
 OUTSIDE_RESULTS = {

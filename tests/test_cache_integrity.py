@@ -349,7 +349,7 @@ def test_changed_stored_result_is_not_served(report, tmp_path, change):
 def test_changed_identity_index_entry_does_not_serve_another_reports_result(tmp_path):
     """The identity index is a cache of content hashes: an entry whose hash was changed in place to
     another report's must not make that report's result be served (relabelled) for this one."""
-    from pipeline.runs.results import IdentityIndex
+    from pipeline.store.results import IdentityIndex
 
     a, b = tmp_path / "x" / "job.sqlite", tmp_path / "y" / "job.sqlite"  # same labels: same result key per content
     a.parent.mkdir()
@@ -378,12 +378,13 @@ def test_changed_plot_cache_entry_is_drawn_again(profiles, tmp_path, capsys, kin
     ahead of them: one changed in place is rendered again, so the page written is the one rendered
     without any cache."""
     from pipeline.config import load_config
-    from pipeline.engine.tasks import report_task
+    from pipeline.runs.driver import Todo, report_sinks
+    from pipeline.work.tasks import report_task
     from pipeline.report import gpu_page
 
     cfg = load_config([])
     path = str(profiles / "train_h100_2gpu_nccl.sqlite")
-    report_task(path, cfg.labels_for(path), cfg, str(tmp_path / "gpus"), None)
+    report_task(path, cfg.labels_for(path), cfg, report_sinks(Todo(path, {}), cfg, str(tmp_path / "gpus")))
     texts = {(json.loads(p.read_text())["report"], json.loads(p.read_text())["gpu_key"]): p.read_text()
              for p in (tmp_path / "gpus").glob("*.json")}
     rows = [(r, g, None) for r, g in sorted(texts)]

@@ -18,7 +18,7 @@ from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import categorise, collective_mask
 from pipeline.analysis.overlap import CommOverlap, comm_overlap, stream_codes
 from pipeline.config import CategoryRules, load_config
-from pipeline.engine.reduce import COMM_COLUMNS, FLEET_COLUMNS, rollup
+from pipeline.fleet.reduce import COMM_COLUMNS, FLEET_COLUMNS, rollup
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.html import write_report
 from pipeline.report.medical import job_record

@@ -23,7 +23,7 @@ from conftest import run_cli
 from pipeline.inputs.export import content_key
 from pipeline.load import cache
 from pipeline.load.report import load_report
-from pipeline.load.snapshot import sidecars, snapshot_key
+from pipeline.snapshot import sidecars, snapshot_key
 from pipeline.synth import ExportWriter
 
 MS = 1_000_000

@@ -77,7 +77,8 @@ def test_every_config_file_analyses_every_gpu_with_its_settings(tmp_path):
     (model, rate, source) and ``hours_per_month`` (idle $/month recomputed from the truth's idle
     and window). The caches the file points to (e.g. /scratch on the cluster) are redirected
     into tmp_path."""
-    from pipeline.engine.map import InProcess, analyse_reports
+    from helpers.engine import analyse_reports
+    from pipeline.engine.map import InProcess
     from pipeline.synth import generate_training_report
 
     defaults = yaml.safe_load((REPO / "configs" / "default.yaml").read_text(encoding="utf-8"))

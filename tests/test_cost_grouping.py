@@ -10,7 +10,7 @@ import pytest
 from pipeline.analysis import cost
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import AnalysisConfig, Config, CostConfig, LabelRule
-from pipeline.engine.reduce import build_fleet
+from pipeline.fleet.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.synth import ExportWriter
 

@@ -10,7 +10,8 @@ from conftest import REPO, run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
-from pipeline.engine.map import OnDask, analyse_reports
+from helpers.engine import analyse_reports
+from pipeline.engine.map import OnDask
 from pipeline.inputs.discover import discover
 
 EXPECTED_GPUS = 5  # fastvideo 2 + train 2 + tiny 1

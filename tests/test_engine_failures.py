@@ -8,14 +8,12 @@ the worker processes of a real ``dask scheduler`` / ``dask worker`` pair.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import pytest
 from conftest import REPO, scheduler_address, small_reports
 
 from pipeline.config import load_config
-from pipeline.engine import tasks
+from pipeline.work import tasks
 from pipeline.runs.driver import RunFolder, drive
 
 
@@ -41,6 +39,29 @@ def kill_self(attempts: Path) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+#: Deaths after which Dask gives a task up: distributed.scheduler.allowed-failures (3) + 1.
+FIRST_ROUND = 4
+
+
+def deaths(attempts: Path) -> int:
+    """Worker deaths so far (:func:`kill_self` counts each)."""
+    return len(attempts.read_text().split()) if attempts.exists() else 0
+
+
+def stay_beside(running: Path, attempts: Path) -> None:
+    """In a bystander's task: say it runs on this worker, and stay until the culprit died :data:`FIRST_ROUND` times."""
+    (running / str(os.getpid())).touch()
+    while deaths(attempts) < FIRST_ROUND:
+        time.sleep(0.02)
+
+
+def die_beside(running: Path, attempts: Path) -> None:
+    """In the culprit's task: in the first round wait until a bystander runs on this worker too, then die."""
+    while deaths(attempts) < FIRST_ROUND and not (running / str(os.getpid())).exists():
+        time.sleep(0.02)
+    kill_self(attempts)
+
+
 def run_in_process(inputs, out, **dask):
     cfg = load_config([], {"dask": {"n_workers": 2, "start_method": "fork", **dask}, "cache": {"enabled": False}})
     lines = []
@@ -49,43 +70,34 @@ def run_in_process(inputs, out, **dask):
 
 
 def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path, monkeypatch):
-    """Per-report mode (6 reports on 2 worker threads): r3 kills whichever worker runs it. It becomes one
-    error row saying the worker died and after how many attempts (the scheduler's allowed-failures + 1);
-    every other report is analysed. Before: the whole run raised KilledWorker.
+    """Per-report mode (6 reports on one worker of 2 threads): r3 kills whichever worker runs it. It becomes
+    one error row saying the worker died and after how many attempts; every other report is analysed, r0
+    too, although it sat beside r3 at each of its deaths. Before: the whole run raised KilledWorker; then
+    r0 was given up with r3 (Dask suspects every task on a dying worker) and the test held r3 until it was
+    alone to avoid that.
 
-    Deterministic as the per-GPU test below: before each death r3 holds (:func:`hold_until_released`) until
-    the other 5 reports have been loaded and the scheduler has nothing else left to run
-    (:func:`release_when_alone`), so no sibling report is on the dying worker to be blamed too (it failed
-    once that way in a run of this file)."""
-    attempts, done, hold = tmp_path / "attempts", tmp_path / "done", tmp_path / "hold"
-    hold.mkdir()
+    At each of r3's first deaths r0 is running on the same worker (it waits there until r3 has died
+    ``allowed-failures + 1`` times), so the scheduler gives both up; the engine then runs each again
+    alone: r0 finishes, r3 kills its worker as many times again."""
+    attempts, running = tmp_path / "attempts", tmp_path / "running"
+    running.mkdir()
     real = tasks.load_task
 
     def load_task(path, cfg, background_cache=False):
+        if os.path.basename(path) == "r0.sqlite":
+            stay_beside(running, attempts)
         if os.path.basename(path) == "r3.sqlite":
-            hold_until_released(hold)
-            kill_self(attempts)
-        report = real(path, cfg, background_cache)
-        with open(done, "a", encoding="utf-8") as fh:
-            fh.write(f"{path}\n")
-        return report
+            die_beside(running, attempts)
+        return real(path, cfg, background_cache)
 
     monkeypatch.setattr(tasks, "load_task", load_task)
-    stop = threading.Event()
-    releaser = threading.Thread(target=release_when_alone, args=(hold, done, 5, stop), daemon=True)
-    releaser.start()
-    try:
-        result, _ = run_in_process(sorted(fleet.glob("*.sqlite")), tmp_path / "out")
-    finally:
-        stop.set()
-        releaser.join()
-    assert len(list(hold.glob("go-*"))) == 4  # each death came after the release
+    result, _ = run_in_process(sorted(fleet.glob("*.sqlite")), tmp_path / "out", n_workers=1, threads_per_worker=2)
     fleet_table = result.fleet
     victim = str(fleet / "r3.sqlite")
-    tries = len(attempts.read_text().split())
-    assert tries == 4  # distributed.scheduler.allowed-failures (3) + 1, each on a fresh worker process
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND  # beside r0, then alone
     errors = fleet_table[fleet_table["status"] == "error"]
-    assert errors["report"].tolist() == [victim]
+    assert errors["report"].tolist() == [victim], errors["error"].tolist()
     message = errors["error"].iloc[0]
     assert message.startswith(f"{victim}: the Dask worker died while analysing it ({tries} attempts, last on tcp://")
     assert message.endswith("): a crash in native code or an out-of-memory kill; the worker's log says which")
@@ -95,101 +107,113 @@ def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path
     assert len(list((tmp_path / "out" / "gpus").iterdir())) == 10
 
 
-def unfinished(key: str) -> list | None:
-    """The keys other than ``key`` that the scheduler (a LocalCluster's, in this process) still has to run
-    (waiting, queued, no worker, processing); None when no running scheduler knows ``key``. Read on the
-    scheduler's event loop, so the task table is not changing under the read."""
-    from distributed import Scheduler
-
-    async def look(scheduler):
-        return sorted(str(k) for k, ts in scheduler.tasks.items()
-                      if k != key and ts.state in ("waiting", "queued", "no-worker", "processing"))
-
-    for scheduler in list(Scheduler._instances):
-        if scheduler.status.name == "running" and key in scheduler.tasks:
-            return asyncio.run_coroutine_threadsafe(look(scheduler), scheduler.loop.asyncio_loop).result(30)
-    return None
-
-
-def hold_until_released(hold: Path, timeout_s: float = 120) -> None:
-    """In a task on a Dask worker: leave the worker's thread pool (its other tasks run meanwhile), write
-    ``hold/ready-<pid>`` (the task's key) and wait until the test creates ``hold/go-<pid>``
-    (:func:`release_when_alone`). Bounded: after ``timeout_s`` it returns anyway (the test's assertions
-    then say what happened)."""
-    from distributed import get_worker, secede
-
-    key = get_worker().get_current_task()
-    secede()
-    go = hold / f"go-{os.getpid()}"
-    (hold / f"ready-{os.getpid()}.tmp").write_text(str(key))
-    (hold / f"ready-{os.getpid()}.tmp").rename(hold / f"ready-{os.getpid()}")
-    deadline = time.monotonic() + timeout_s
-    while not go.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-def release_when_alone(hold: Path, done: Path, others: int, stop: threading.Event) -> None:
-    """In this process, while the run goes on: release each held task (``hold/ready-<pid>``, see
-    :func:`hold_until_released`) once the ``others`` other analyses have each run once (a line each in
-    ``done``: then every task of the run has been submitted) and the scheduler has nothing else left to
-    run (:func:`unfinished`). The held task's worker then dies with no other task in processing on it,
-    so the scheduler suspects no other task of its death."""
-    while not stop.wait(0.02):
-        for ready in hold.glob("ready-*[0-9]"):
-            go = hold / ready.name.replace("ready-", "go-")
-            if go.exists():
-                continue
-            ran = len(done.read_text().split()) if done.exists() else 0
-            if ran >= others and unfinished(ready.read_text()) == []:
-                go.touch()
-
-
 def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_row(fleet, tmp_path, monkeypatch):
-    """Per-GPU fan-out (2 reports on 2 worker threads): the analysis of one GPU of r1 kills its worker every
-    time. That GPU gets the error row; the report's other GPU and the other report are analysed. Before: the
-    fleet-reduce task raised KilledWorker and the run ended with a traceback and no outputs.
+    """Per-GPU fan-out (2 reports on one worker of 2 threads): the analysis of one GPU of r1 kills its worker
+    every time. That GPU gets the error row; the report's other GPU and the other report are analysed,
+    r1's other GPU too, although it sat beside the victim at each of its deaths. Before: the fleet-reduce
+    task raised KilledWorker; then the sibling GPU was given up with the victim and the test retried the
+    scenario up to 3 times, later held the victim until it was alone, for a run where the sibling escaped.
 
-    Dask counts every task processing on a dead worker as suspect, so a sibling GPU's task that sat on
-    the dying worker at each of its 4 deaths would be blamed too. Deterministic: before each death the
-    victim holds (:func:`hold_until_released`) until the test has seen every other task of the run
-    done and none left to run (:func:`release_when_alone`); before, the scenario was run up to 3 times
-    for a run where the sibling escaped."""
+    The sibling waits on the same worker until the victim has died ``allowed-failures + 1`` times, so the
+    scheduler gives both up; the engine then runs each again alone."""
     real = tasks.analyse_gpu
     inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
     victim_report = str(fleet / "r1.sqlite")
-    attempts, done, hold = tmp_path / "attempts", tmp_path / "done", tmp_path / "hold"
-    hold.mkdir()
+    attempts, running = tmp_path / "attempts", tmp_path / "running"
+    running.mkdir()
+
+    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+        if trace.report == victim_report and trace.gpu_key == sibling_gpu:
+            stay_beside(running, attempts)
+        if trace.report == victim_report and trace.gpu_key == victim_gpu:
+            die_beside(running, attempts)
+        return real(trace, cfg, labels, *args, **kwargs)
+
+    from pipeline.load.report import load_report
+
+    sibling_gpu, victim_gpu = load_report(victim_report).gpu_keys()[:2]
+    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
+    table = result.fleet.set_index(["report", "gpu_key"])
+    assert len(table) == 4
+    row = table.loc[(victim_report, victim_gpu)]
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND
+    assert row["status"] == "error"
+    assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
+                                   f"({tries} attempts, last on tcp://")
+    others = table.drop(index=(victim_report, victim_gpu))
+    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+
+
+def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
+    """Per-GPU fan-out (2 reports on one worker of 2 threads): r0 is being loaded on the worker at each death
+    of one GPU analysis of r1, so the scheduler gives up r0's load with it; the engine runs r0 again alone
+    (whole, in one task) and both its GPUs are analysed; the culprit GPU's row says its worker died."""
+    real_load, real_analyse = tasks.load_task, tasks.analyse_gpu
+    inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
+    victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
+    attempts, running = tmp_path / "attempts", tmp_path / "running"
+    running.mkdir()
+
+    def load_task(path, cfg, background_cache=False):
+        if path == bystander:
+            stay_beside(running, attempts)
+        return real_load(path, cfg, background_cache)
 
     def analyse_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
-            hold_until_released(hold)
-            kill_self(attempts)
-        result = real(trace, cfg, labels, *args, **kwargs)
-        with open(done, "a", encoding="utf-8") as fh:
-            fh.write(f"{trace.report}:{trace.gpu_key}\n")
-        return result
+            die_beside(running, attempts)
+        return real_analyse(trace, cfg, labels, *args, **kwargs)
 
     from pipeline.load.report import load_report
 
     victim_gpu = load_report(victim_report).gpu_keys()[1]
+    monkeypatch.setattr(tasks, "load_task", load_task)
     monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
-    stop = threading.Event()
-    releaser = threading.Thread(target=release_when_alone, args=(hold, done, 3, stop), daemon=True)
-    releaser.start()  # 3: r0's 2 GPUs and r1's other GPU
-    try:
-        result, _ = run_in_process(inputs, tmp_path / "out")
-    finally:
-        stop.set()
-        releaser.join()
+    result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
     table = result.fleet.set_index(["report", "gpu_key"])
     assert len(table) == 4
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND
     row = table.loc[(victim_report, victim_gpu)]
-    tries = len(attempts.read_text().split())
-    assert tries == 4
-    assert len(list(hold.glob("go-*"))) == 4  # each death came after the release
     assert row["status"] == "error"
     assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
                                    f"({tries} attempts, last on tcp://")
+    others = table.drop(index=(victim_report, victim_gpu))
+    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+
+
+def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
+    """Per-GPU fan-out (2 reports on one worker of 2 threads): one GPU of r0 is being planned at each death of
+    one GPU analysis of r1, so the scheduler gives up that plan, and the analyses waiting for it, with the
+    culprit; the engine runs them again alone (the plans first) and every GPU of r0 is analysed."""
+    real_plan, real_analyse = tasks.plan_gpu, tasks.analyse_gpu
+    inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
+    victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
+    attempts, running = tmp_path / "attempts", tmp_path / "running"
+    running.mkdir()
+
+    def plan_gpu(trace, cfg):
+        if trace.report == bystander and trace.gpu_key == planned_gpu:
+            stay_beside(running, attempts)
+        return real_plan(trace, cfg)
+
+    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+        if trace.report == victim_report and trace.gpu_key == victim_gpu:
+            die_beside(running, attempts)
+        return real_analyse(trace, cfg, labels, *args, **kwargs)
+
+    from pipeline.load.report import load_report
+
+    victim_gpu, planned_gpu = load_report(victim_report).gpu_keys()[1], load_report(bystander).gpu_keys()[0]
+    monkeypatch.setattr(tasks, "plan_gpu", plan_gpu)
+    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
+    table = result.fleet.set_index(["report", "gpu_key"])
+    assert len(table) == 4
+    assert deaths(attempts) == 2 * FIRST_ROUND
+    assert table.loc[(victim_report, victim_gpu), "status"] == "error"
     others = table.drop(index=(victim_report, victim_gpu))
     assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.analysis.window import choose_window
+from helpers.window import choose_window
 from pipeline.inputs import export
 from pipeline.checksums import sidecar_of
 from pipeline.inputs.export import ExportError, export_report, find_nsys

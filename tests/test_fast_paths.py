@@ -175,7 +175,7 @@ def test_threaded_identities_equal_one_by_one(tmp_path):
     """results.identities hashes on threads: same digests, in order, as one call per path; an
     unreadable path gives its exception in its place."""
     from pipeline.inputs.export import content_key
-    from pipeline.runs.results import IdentityIndex, identities
+    from pipeline.store.results import IdentityIndex, identities
 
     paths = []
     for i in range(6):

@@ -11,8 +11,8 @@ import pandas as pd
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
-from pipeline.engine.outputs import write_outputs
-from pipeline.engine.reduce import build_fleet, rollup, rosters_of
+from pipeline.fleet.outputs import write_outputs
+from pipeline.fleet.reduce import build_fleet, rollup, rosters_of
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.synth import ExportWriter
 

@@ -12,9 +12,10 @@ from conftest import run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
 from pipeline.config import load_config
-from pipeline.engine.map import OnDask, analyse_reports
-from pipeline.engine.outputs import gpu_json_name, write_outputs
-from pipeline.engine.reduce import build_fleet
+from helpers.engine import analyse_reports
+from pipeline.engine.map import OnDask
+from pipeline.fleet.outputs import gpu_json_name, write_outputs
+from pipeline.fleet.reduce import build_fleet
 from pipeline.inputs.discover import discover
 from pipeline.report.medical import write_records
 from pipeline.synth import generate_training_report

@@ -19,7 +19,9 @@ from pipeline.analysis.iterations import (Agreement, IterationPlan, agree, compa
     project)
 from pipeline.analysis.window import Iterations, WindowError, iteration_numbers
 from pipeline.config import Config, load_config
-from pipeline.engine.map import InProcess, Job, OnDask, analyse_reports, map_reports
+from helpers.engine import analyse_reports
+from pipeline.engine.map import InProcess, OnDask
+from pipeline.runs.driver import Todo, analysed
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.synth import ExportWriter
 
@@ -338,17 +340,17 @@ def test_two_single_gpu_reports_of_one_job_keep_the_same_iterations(two_reports)
 
 
 def test_forced_agreement_goes_through_the_same_map(two_reports):
-    """The second round is a Job with the job's agreement forced, on the same map."""
+    """The second round is a report to analyse with the job's agreement forced, on the same map."""
     folder, config = two_reports
     cfg = load_config([config])
-    outcomes = list(map_reports([Job(str(folder / "rank0.sqlite"), cfg.labels_for("rank0.sqlite"))], cfg,
+    outcomes = list(analysed([Todo(str(folder / "rank0.sqlite"), cfg.labels_for("rank0.sqlite"))], cfg,
                                 InProcess()))
     assert outcomes[0].results[0].row["kept_iterations"] == "1-9"
-    plan1 = list(map_reports([Job(str(folder / "rank1.sqlite"), cfg.labels_for("rank1.sqlite"))], cfg,
+    plan1 = list(analysed([Todo(str(folder / "rank1.sqlite"), cfg.labels_for("rank1.sqlite"))], cfg,
                              InProcess()))[0].results[0].plan
     agreements = agree([((str(folder / "rank0.sqlite"), "pid10/dev0"), outcomes[0].results[0].plan),
                         ((str(folder / "rank1.sqlite"), "pid20/dev0"), plan1)], cfg.window)
-    again = list(map_reports([Job(str(folder / "rank0.sqlite"), cfg.labels_for("rank0.sqlite"), forced=agreements)],
+    again = list(analysed([Todo(str(folder / "rank0.sqlite"), cfg.labels_for("rank0.sqlite"), forced=agreements)],
                              cfg, InProcess()))
     assert again[0].results[0].row["kept_iterations"] == "5-9"
 
@@ -386,12 +388,12 @@ def test_on_dask_both_shapes_agree(two_reports, tmp_path):
         keys = sorted(str(t["key"]).split("-")[0] for t in ts.data)
         assert keys == ["analyse", "analyse", "gpus", "load", "plan", "plan"]  # a plan task per GPU, then agreed
         import pipeline.engine.map as engine_map
-        old, engine_map.REPORTS_PER_THREAD = engine_map.REPORTS_PER_THREAD, 1   # two reports: one task each
+        old, engine_map.ITEMS_PER_THREAD = engine_map.ITEMS_PER_THREAD, 1   # two reports: one task each
         try:
             per_report, _ = analyse_reports([str(folder / "rank0.sqlite"), str(folder / "rank1.sqlite")], cfg,
                                             OnDask(client, shares_files=False))
         finally:
-            engine_map.REPORTS_PER_THREAD = old
+            engine_map.ITEMS_PER_THREAD = old
     check_two_ranks(fanned, "pid20/dev0")
     check_two_ranks(per_report, "pid20/dev0 in rank1.sqlite")
 

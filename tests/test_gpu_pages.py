@@ -21,7 +21,7 @@ from conftest import PROFILES, REPO, chromium_load, run_cli
 from pipeline.analysis import intervals as iv
 from pipeline.analysis import lanes
 from pipeline.analysis.attribution import gap_copies
-from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
+from pipeline.fleet.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
 from pipeline.load.integrity import EARLIEST_ROW
 from pipeline.load.report import load_report
 from pipeline.report import gpu_page
@@ -637,13 +637,15 @@ def test_the_report_task_draws_the_page_timelines_ahead(profiles, tmp_path):
     timeline there from the file it just wrote; the page rendered later finds exactly that drawing,
     and it is the drawing made without any cache."""
     from pipeline.config import load_config
-    from pipeline.engine.tasks import report_task
+    from pipeline.runs.driver import Todo, report_sinks
+    from pipeline.work.tasks import report_task
     from pipeline.report import plots
 
     cfg = load_config([])
     path = str(profiles / "train_h100_2gpu_nccl.sqlite")
     gpu_dir, cache = tmp_path / "gpus", tmp_path / "plots"
-    outcome = report_task(path, cfg.labels_for(path), cfg, str(gpu_dir), None, plots=str(cache))
+    outcome = report_task(path, cfg.labels_for(path), cfg,
+                          report_sinks(Todo(path, {}, plots=str(cache)), cfg, str(gpu_dir)))
     assert outcome.failure is None and outcome.written
     docs = [json.loads(p.read_text()) for p in sorted(gpu_dir.glob("*.json"))]
     assert len(docs) == 2                      # pid 144 and pid 145, each with a window
@@ -681,12 +683,13 @@ def test_pages_are_kept_by_their_json_text(profiles, tmp_path):
     next night renders none of an unchanged GPU's pages again and writes the same bytes as a page
     rendered without any cache; a changed JSON gives a new page."""
     from pipeline.config import load_config
-    from pipeline.engine.tasks import report_task
+    from pipeline.runs.driver import Todo, report_sinks
+    from pipeline.work.tasks import report_task
 
     cfg = load_config([])
     path = str(profiles / "train_h100_2gpu_nccl.sqlite")
     gpu_dir = tmp_path / "gpus"
-    report_task(path, cfg.labels_for(path), cfg, str(gpu_dir), None)
+    report_task(path, cfg.labels_for(path), cfg, report_sinks(Todo(path, {}), cfg, str(gpu_dir)))
     texts = {(json.loads(p.read_text())["report"], json.loads(p.read_text())["gpu_key"]): p.read_text()
              for p in gpu_dir.glob("*.json")}
     rows = [(r, g, None) for r, g in sorted(texts)]

@@ -334,8 +334,9 @@ def test_unexpected_exceptions_are_rows_in_plain_words(good, tmp_path, monkeypat
     import decimal
 
     from pipeline.config import Config
-    from pipeline.engine import tasks
-    from pipeline.engine.map import InProcess, Job, map_reports
+    from pipeline.work import tasks
+    from pipeline.engine.map import InProcess
+    from pipeline.runs.driver import Todo, analysed
 
     raised = {"a.sqlite": decimal.InvalidOperation([decimal.InvalidOperation]), "b.sqlite": MemoryError(),
               "c.sqlite": RecursionError("maximum recursion depth exceeded"), "d.sqlite": KeyError("stream")}
@@ -346,10 +347,10 @@ def test_unexpected_exceptions_are_rows_in_plain_words(good, tmp_path, monkeypat
     monkeypatch.setattr(tasks, "load_cached", load_cached)
     for name in raised:
         os.symlink(good, tmp_path / name)
-    jobs = [Job(str(tmp_path / n), {}) for n in raised]
-    outcomes = {os.path.basename(o.path): o.failure.message for o in map_reports(jobs, Config(), InProcess())}
+    todos = [Todo(str(tmp_path / n), {}) for n in raised]
+    outcomes = {os.path.basename(o.path): o.failure.message for o in analysed(todos, Config(), InProcess())}
     p = {n: str(tmp_path / n) for n in raised}
-    where = "(raised in pipeline/engine/tasks.py:"
+    where = "(raised in pipeline/work/tasks.py:"
     assert outcomes["a.sqlite"].startswith(f"{p['a.sqlite']}: unexpected InvalidOperation while analysing it: the "
                                            f"arithmetic on a number failed (decimal.InvalidOperation) {where}")
     assert outcomes["b.sqlite"] == (f"{p['b.sqlite']}: ran out of memory while analysing it (MemoryError: Out of "

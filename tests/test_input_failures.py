@@ -338,7 +338,7 @@ def test_memory_factor_applies_to_the_json_a_gzip_trace_inflates_to(tmp_path):
     JSON a worker holds), so a trace that cannot fit was not refused. Now the inflated size from the
     gzip trailer x dask.memory_factor is judged, whatever the name (gzip by its magic bytes); a plain
     .json (or a gzip file that is not a trace's) by its size."""
-    from pipeline.engine.tasks import check_memory
+    from pipeline.work.tasks import check_memory
     from pipeline.model import ProfileError
 
     gz = gzip_file(tmp_path / "rank0.pt.trace.json.gz", MILLION)
@@ -376,7 +376,7 @@ def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path
     import fsspec
 
     from pipeline.config import CacheConfig, ExportConfig, StorageConfig
-    from pipeline.engine import tasks
+    from pipeline.work import tasks
     from pipeline.model import ProfileError
 
     fs = fsspec.filesystem("memory")

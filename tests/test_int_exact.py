@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_cli
 
-from pipeline.engine.reduce import INT_COLUMNS, build_fleet, error_row
-from pipeline.runs.results import ResultStore, rows_table
+from pipeline.fleet.reduce import INT_COLUMNS, build_fleet, error_row
+from pipeline.store.results import ResultStore, rows_table
 from pipeline.synth import ExportWriter
 from pipeline.synth.kineto import KinetoWriter
 

@@ -23,7 +23,7 @@ from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import gap_copies
 from pipeline.config import Config, load_config
-from pipeline.engine.tasks import trace_labels
+from pipeline.work.tasks import trace_labels
 from pipeline.inputs.discover import discover
 from pipeline.load import cache
 from pipeline.load.kineto import load_kineto
@@ -755,7 +755,7 @@ def test_fsspec_urls_are_discovered_staged_and_loaded(tmp_path):
     import fsspec
 
     from pipeline.config import CacheConfig, ExportConfig, StorageConfig
-    from pipeline.engine.tasks import load_report_for
+    from pipeline.work.tasks import load_report_for
 
     fs = fsspec.filesystem("memory")
     fs.pipe("/kineto15/job/rank0.pt.trace.json.gz", gzip.compress(TRACE.encode(), mtime=0))

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli, small_reports
 
-from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
+from pipeline.fleet.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
 from pipeline.report.medical import record_stem
 
 MANIFEST = ".manifest.json"

@@ -25,7 +25,7 @@ from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
-from pipeline.engine.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
+from pipeline.fleet.outputs import PAGES_DIR, gpu_json_name, gpu_page_name
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import WarningCode
 from pipeline.synth import ExportWriter

@@ -113,13 +113,13 @@ def test_an_unchanged_export_is_hashed_once_per_process(tmp_path, monkeypatch):
     file changed within SETTLE_NS of hashing is hashed every time."""
     import hashlib
 
-    from pipeline.load import snapshot
+    from pipeline import snapshot
 
     path = tmp_path / "e.sqlite"
     path.write_bytes(b"abc")
     calls = []
-    real = snapshot.content_key
-    monkeypatch.setattr(snapshot, "content_key", lambda p: calls.append(p) or real(p))
+    real = snapshot.file_sha256
+    monkeypatch.setattr(snapshot, "file_sha256", lambda p: calls.append(p) or real(p))
     monkeypatch.setattr(snapshot, "SETTLE_NS", -10**18)   # every file counts as settled
     abc, abcd = hashlib.sha256(b"abc").hexdigest(), hashlib.sha256(b"abcd").hexdigest()
     assert [snapshot.snapshot_key(str(path)) for _ in range(3)] == [abc] * 3

@@ -11,7 +11,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from pipeline.engine.outputs import gpu_json_name
+from pipeline.fleet.outputs import gpu_json_name
 
 
 def row(fleet: pd.DataFrame, report: str, pid: int) -> pd.Series:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from conftest import run_cli
 
-from pipeline.engine.outputs import gpu_page_name
+from pipeline.fleet.outputs import gpu_page_name
 from pipeline.model import CATEGORIES
 from pipeline.report.html import write_report
 from pipeline.report.medical import job_record, record_stem, write_records

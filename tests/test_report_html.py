@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, chromium_load, run_cli
 
-from pipeline.engine.outputs import gpu_json_name
+from pipeline.fleet.outputs import gpu_json_name
 from pipeline.report.html import write_report
 from pipeline.report.medical import record_stem
 

@@ -2,8 +2,8 @@
 
 Each case edits a copy of the ``pipeline`` package in a temporary folder (never the worktree) and
 computes, in a fresh interpreter importing that copy, the keys the product stores outputs under:
-a report's result key (:func:`pipeline.runs.results.result_key` with the code digest), an output
-folder's inputs digest (:meth:`pipeline.runs.results.ResultCache.digest`) and a GPU page's cache key
+a report's result key (:func:`pipeline.store.results.result_key` with the code digest), an output
+folder's inputs digest (:meth:`pipeline.store.results.ResultCache.digest`) and a GPU page's cache key
 (``pipeline.report.gpu_page._page_code``). The same computation on the unedited copy is the baseline.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import json, sys, tempfile
 import pipeline
 from pipeline.config import Config
 from pipeline.report.gpu_page import _page_code
-from pipeline.runs.results import ResultCache, code_digest, config_hash, result_key
+from pipeline.store.results import ResultCache, code_digest, config_hash, result_key
 
 cfg = Config()
 with tempfile.TemporaryDirectory() as root:
@@ -111,4 +111,4 @@ def test_every_module_is_declared_in_or_outside_the_result_code():
     outside = set(code_keys._files(tuple(code_keys.OUTSIDE_RESULTS)))
     assert not inside & outside, sorted(inside & outside)
     assert sorted(set(modules) - inside - outside) == []
-    assert {"analysis/gaps.py", "load/sqlite.py", "engine/tasks.py", "config.py"} <= inside
+    assert {"analysis/gaps.py", "load/sqlite.py", "work/tasks.py", "config.py"} <= inside

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from conftest import run_cli
 
 from pipeline.cli import main
-from pipeline.runs import results as results_mod
+from pipeline.store import results as results_mod
 from pipeline.synth import generate_scaled_report
 
 REPORTS = 4
@@ -186,7 +186,7 @@ def test_a_result_that_cannot_be_stored_is_warned_about(tmp_path, capsys):
     """A full or read-only result cache does not stop the run, but it is said: every later run
     would analyse that report again."""
     from pipeline.model import GpuResult
-    from pipeline.runs.results import ResultSlot
+    from pipeline.store.results import ResultSlot
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
@@ -200,7 +200,7 @@ def test_a_result_that_cannot_be_stored_is_warned_about(tmp_path, capsys):
 def test_rows_table_keeps_every_key_and_falls_back_for_mixed_columns():
     import math
 
-    from pipeline.runs.results import rows_table
+    from pipeline.store.results import rows_table
 
     table = rows_table([{"report": "a", "idle_ns": 5}, {"report": "b", "idle_ns": None, "error": "boom"}])
     assert table.column_names == ["report", "idle_ns", "error"]

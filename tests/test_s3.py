@@ -24,7 +24,7 @@ boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
 
 from pipeline.config import StorageConfig, load_config  # noqa: E402
-from pipeline.engine.tasks import load_task  # noqa: E402
+from pipeline.work.tasks import load_task  # noqa: E402
 from pipeline.inputs.discover import discover  # noqa: E402
 from pipeline.inputs.storage import StageError, stage, stage_info  # noqa: E402
 from pipeline.model import Failure  # noqa: E402

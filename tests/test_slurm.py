@@ -200,7 +200,7 @@ def test_nightly_sweep_on_slurm_equals_the_local_run(slurm, fleet, local_night, 
 
 
 #: A Dask worker preload (``distributed.worker.preload``) for :func:`test_a_worker_job_cancelled_mid_sweep`:
-#: on the worker, every report's load (``pipeline.engine.tasks.load_task``, whichever task calls it) first
+#: on the worker, every report's load (``pipeline.work.tasks.load_task``, whichever task calls it) first
 #: writes ``held-*`` (the worker's address) into FOLDER and then waits until FOLDER/release exists. So no
 #: report can finish before the test has cancelled a worker job and seen its worker leave the scheduler.
 HOLD_PRELOAD = '''
@@ -213,7 +213,7 @@ FOLDER = Path({folder!r})
 
 
 def dask_setup(worker):
-    from pipeline.engine import tasks
+    from pipeline.work import tasks
 
     real = tasks.load_task
 

@@ -188,7 +188,7 @@ def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir,
     from pipeline.runs import sweep as sweeping
 
     seen = []
-    real = driver.map_reports
+    real = driver.analysed
 
     def spy(jobs, cfg, backend, gpu_dir=None):
         for outcome in real(jobs, cfg, backend, gpu_dir):
@@ -196,7 +196,7 @@ def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir,
                 seen.append((backend.shares_files, outcome.written))
             yield outcome
 
-    monkeypatch.setattr(driver, "map_reports", spy)
+    monkeypatch.setattr(driver, "analysed", spy)
     cfg = load_config([], {"sweep": {"inputs": [str(fleet_dir)]}, "dask": {"n_workers": 1, "threads_per_worker": 2}})
     nights = {}
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", dashboard_address=None) as remote:

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from pipeline.load.snapshot import snapshot_key
+from pipeline.snapshot import snapshot_key
 from pipeline.report.html import write_report
-from pipeline.runs import results as results_mod
-from pipeline.runs import results as sweeping
+from pipeline.store import results as results_mod
+from pipeline.store import results as sweeping
 from pipeline.synth import generate_training_report
 
 REPORTS = 6

@@ -23,7 +23,7 @@ from conftest import run_cli
 from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config, WindowRules, load_config
-from pipeline.engine.reduce import build_fleet
+from pipeline.fleet.reduce import build_fleet
 from pipeline.load.kineto import is_kineto_path, load_kineto
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import GpuResult

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-from pipeline.analysis.window import choose_window, trim_window
+from helpers.window import choose_window
+from pipeline.analysis.window import trim_window
 from pipeline.config import ConfigError, load_config, seconds_to_ns
 from pipeline.synth import ExportWriter
 

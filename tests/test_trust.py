@@ -14,7 +14,7 @@ from conftest import REPO, run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
-from pipeline.engine.reduce import FLEET_COLUMNS, build_fleet
+from pipeline.fleet.reduce import FLEET_COLUMNS, build_fleet
 from pipeline.load import caveats
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.plots import gpu_timeline

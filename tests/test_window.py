@@ -14,10 +14,11 @@ from conftest import run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import categorise
-from pipeline.analysis.window import (Iterations, WindowError, WindowRules, choose_window, nvtx_iterations,
-    periodic_iterations, select_stable)
+from helpers.window import choose_window, select_stable
+from pipeline.analysis.window import (Iterations, WindowError, WindowRules, nvtx_iterations,
+    periodic_iterations)
 from pipeline.config import CategoryRules, Config, load_config
-from pipeline.engine.reduce import build_fleet
+from pipeline.fleet.reduce import build_fleet
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.report.medical import job_record
 from pipeline.synth import ExportWriter

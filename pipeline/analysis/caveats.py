@@ -53,7 +53,7 @@ def untraced_runs(untraced: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def untraced_spans(kernel_starts, kernel_ends, untraced: pd.DataFrame, min_gap_ns: int) -> tuple:
     """The device-level holes of the whole trace (between the GPU's kernel runs, longer than
     ``min_gap_ns``) that overlap :func:`untraced_runs`: ``(starts, ends)`` ns. The window rules leave
-    out the iterations that overlap them (:func:`pipeline.analysis.window.select_stable`)."""
+    out the iterations that overlap them (:func:`pipeline.analysis.iterations.local_exclusions`)."""
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if untraced.empty:
         return empty

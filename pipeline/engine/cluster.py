@@ -16,6 +16,8 @@ import sys
 
 from ..config import Config, check_scheduler_address
 from ..interrupts import while_cluster_runs
+from .errors import EngineError
+from .slurm import open_slurm_client
 
 
 class QuietHeartbeat(logging.Filter):
@@ -39,11 +41,6 @@ class ScratchGone(logging.Filter):
 
 
 _SCRATCH_GONE = ScratchGone()
-
-
-class EngineError(Exception):
-    """No cluster to run on: the LocalCluster could not start its workers, the scheduler
-    cannot be reached, or Slurm gave no worker. The message says which and why."""
 
 
 def scheduler_address(cfg: Config, scheduler: str | None = None) -> str | None:
@@ -306,8 +303,6 @@ def _open_client(cfg: Config, scheduler: str | None = None, log=print):
             yield client
         return
     if cfg.dask.slurm is not None:
-        from .slurm import open_slurm_client
-
         with open_slurm_client(cfg, log=log) as client:
             yield client
         return

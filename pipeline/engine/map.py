@@ -1,96 +1,122 @@
-"""The one map: "analyse this report" over every input, on an interchangeable backend.
+"""The one map: a given unit of work over every input, on an interchangeable backend.
 
-:func:`map_reports` yields one :class:`~pipeline.engine.tasks.ReportOutcome` per report, as
-each finishes, whatever runs the work:
+:func:`map_work` yields one outcome per item, as each finishes, whatever runs the work. What the
+work computes is the caller's (``pipeline.work``); this module only knows its shape, the
+:class:`Work` contract: an item runs whole in one task, or cut in parts (open the item once,
+list its parts, a first step per part, then a second step per part once every first step of
+the item is known, and the part results gathered into the item's outcome).
 
-- :class:`InProcess`: this process, for one report with no scheduler configured (no
-  cluster to start, no data to move); its GPUs on threads.
+- :class:`InProcess`: this process, for one item with no scheduler configured (no cluster to
+  start, no data to move); the work may use its threads.
 - :class:`OnDask`: a ``distributed.Client`` on the embedded LocalCluster or a remote
-  scheduler. With at least :data:`REPORTS_PER_THREAD` reports per worker thread, one
-  ``report-…`` task per report; with fewer, larger reports, the same work fans out per GPU
-  (``load-…`` -> ``gpus-…`` -> one ``analyse-…-<gpu>`` per GPU, the loaded report staying
-  on the worker that read it) and the client puts each report's GPUs back together. That
-  is a scheduling choice inside this backend; both shapes yield the same outcomes (in the
-  fan-out, ``plan-…-<gpu>`` tasks find each GPU's iterations and every ``analyse-…`` task of
-  the report waits for all of them, so the report's GPUs agree on the window before analysing).
+  scheduler. With at least :data:`ITEMS_PER_THREAD` items per worker thread, one task per
+  item; with fewer, larger items, the work fans out per part (the opened item staying on the
+  worker that opened it) and the client gathers each item's parts. Both shapes yield the
+  same outcomes.
 
-Every report comes back, never an exception: bad input, and any exception while analysing a
-report, is a failure value from the task (:func:`~pipeline.engine.tasks.describe`); a task that
-raises all the same (its arguments cannot be unpickled, say) is retried ``dask.retries`` times and
-then becomes a failure described the same way; a task
-whose worker dies every time it runs (a crash in native code, an out-of-memory kill) is a
-failure saying so and after how many attempts; and when no worker is left at all for
-``dask.no_workers_timeout_s`` seconds, the reports not done become failures saying that, so
-the run ends within a bounded time instead of waiting forever.
+Every item comes back, never an exception: a task that raises (its arguments cannot be
+unpickled, say) is retried ``retries`` times and then becomes the work's failure outcome with
+the work's description of the exception; a task whose worker dies every time it runs (a crash
+in native code, an out-of-memory kill) is a failure saying so and after how many attempts; and
+when no worker is left at all for ``no_workers_timeout_s`` seconds, the items not done become
+failures saying that, so the run ends within a bounded time instead of waiting forever.
 
-This module decides, in one place (:func:`map_reports`), who writes the per-GPU JSON and
-stores each report's result: the task that analysed the whole report, when it runs where
-the output folder is (this process, a LocalCluster); otherwise the client, as the outcome
-arrives (the per-GPU documents then in the reduce).
+Dask suspects every task processing on a worker when it dies, so a task that merely sat beside
+the culprit at each of its deaths is given up too. A task given up so is run again once
+everything else is done, alone on the cluster (so alone on its worker; an item whose opening was
+given up runs again whole, in one task): if it finishes, it was a bystander and its result
+stands; if its worker dies again, it is the culprit for sure.
 """
 from __future__ import annotations
 
-import dataclasses
+import functools
 import hashlib
 import os
 import threading
 import time
-from typing import Iterator
+from typing import Iterator, Protocol
 
-from ..config import Config
-from ..model import Failure
-from .tasks import (ReportOutcome, agreed_task, describe, finish_report, gpu_error, gpu_keys_task, load_task,
-    plan_task, report_task)
-
-#: Per-report tasks when there are at least this many reports per worker thread (else per-GPU fan-out).
-REPORTS_PER_THREAD = 2
+#: One task per item when there are at least this many items per worker thread (else per-part fan-out).
+ITEMS_PER_THREAD = 2
 
 
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """One report to analyse: its ``path`` (or URL), its ``labels`` and where its result goes
-    (``slot``: anything with ``put(results) -> bool``, or None). ``forced``: the agreement of its
-    job's GPUs (``{source: Agreement}``) when the job spans several reports and the report's own
-    GPUs alone agreed otherwise (:mod:`pipeline.engine.agreement`); None: its GPUs agree among
-    themselves. ``plots``: a plot cache folder where the task that writes the report's per-GPU JSON
-    also draws each GPU page's timeline ahead of the report (:func:`~pipeline.engine.tasks.finish_report`;
-    the nightly sweep's ``S/cache/plots``), or None."""
+class Work(Protocol):
+    """What :func:`map_work` maps: plain functions of plain (picklable) data, each never raising for
+    an expected failure (they return it as a value). ``steps``: the names of its tasks, in this
+    order: whole, open, parts, first, second (task keys are ``<step>-<item>-<run>[-<part>]``)."""
 
-    path: str
-    labels: dict
-    slot: object = None
-    forced: dict | None = None
-    plots: str | None = None
+    steps: tuple
+
+    def name(self, item) -> str:
+        """The item's name (a path): names its tasks and starts every failure text about it."""
+
+    def whole(self, item, threads: int = 1):
+        """The item's outcome, computed in one task (with ``threads`` threads of this process)."""
+
+    def failed(self, item, text: str):
+        """The outcome of an item whose task failed: ``text`` names the item and the cause."""
+
+    def describe(self, exc: BaseException, name: str, what: str = "") -> str:
+        """The failure text of ``exc`` raised by a task of the item ``name`` (``what``: the part's label)."""
+
+    def open(self, item):
+        """The item opened for its parts (kept on the worker that opened it)."""
+
+    def parts(self, opened) -> tuple:
+        """``(part keys, None)``, or ``(None, failure text)`` when it has no part to compute."""
+
+    def first(self, opened, part):
+        """The first step of one part (a small value)."""
+
+    def second(self, opened, item, part, keys: list, firsts: list):
+        """The result of one part, given the ``firsts`` of every part ``keys`` (same order)."""
+
+    def part_label(self, part) -> str:
+        """The label of a part in a failure text (e.g. ``"GPU x: "``)."""
+
+    def part_failed(self, item, part, text: str):
+        """The result of one part whose task failed."""
+
+    def gather(self, item, results: list):
+        """The item's outcome from its parts' results (in the order of its keys)."""
+
+
+def killed_message(path: str, exc: BaseException, what: str = "", earlier: int = 0) -> str:
+    """The failure text of a task whose worker died every time it ran it (``distributed.KilledWorker``);
+    ``earlier``: attempts of an earlier round (beside other tasks) before this one (alone)."""
+    attempts = getattr(exc, "allowed_failures", None)
+    tries = f"{attempts + 1 + earlier} attempts" if isinstance(attempts, int) else "every attempt"
+    worker = getattr(getattr(exc, "last_worker", None), "address", None)
+    return (f"{path}: {what}the Dask worker died while analysing it ({tries}"
+            + (f", last on {worker}" if worker else "") + "): a crash in native code or an out-of-memory kill; "
+            "the worker's log says which")
 
 
 class InProcess:
-    """Run every report in this process, one after another, its GPUs on ``threads`` threads
-    (while a new columnar cache entry is written on another: :func:`pipeline.load.cache.wait_for_writes`)."""
+    """Run every item in this process, one after another, each on ``threads`` threads."""
 
     shares_files = True
 
     def __init__(self, threads: int = 1):
         self.threads = max(1, threads)
 
-    def outcomes(self, jobs: list[Job], cfg: Config, gpu_dir: str | None) -> Iterator[ReportOutcome]:
-        """One :class:`ReportOutcome` per job, in order."""
-        for job in jobs:
-            yield report_task(job.path, job.labels, cfg, gpu_dir, job.slot, self.threads, background_cache=True,
-                              forced=job.forced, plots=job.plots)
+    def outcomes(self, work: Work, items: list) -> Iterator:
+        """One outcome per item, in order."""
+        for item in items:
+            yield work.whole(item, self.threads)
 
 
 def _token(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
 
 
-def killed_message(path: str, exc: BaseException, what: str = "") -> str:
-    """The failure text of a task whose worker died every time it ran it (``distributed.KilledWorker``)."""
-    attempts = getattr(exc, "allowed_failures", None)
-    tries = f"{attempts + 1} attempts" if isinstance(attempts, int) else "every attempt"
-    worker = getattr(getattr(exc, "last_worker", None), "address", None)
-    return (f"{path}: {what}the Dask worker died while analysing it ({tries}"
-            + (f", last on {worker}" if worker else "") + "): a crash in native code or an out-of-memory kill; "
-            "the worker's log says which")
+class _Suspect:
+    """A task given up because its worker died (``distributed.KilledWorker`` ``exc``), to run again
+    alone: ``again()`` submits it anew; ``settle(value, failure text)`` takes the alone run's result;
+    ``name`` and ``what`` start its failure text."""
+
+    def __init__(self, exc, again, settle, name: str, what: str = ""):
+        self.exc, self.again, self.settle, self.name, self.what = exc, again, settle, name, what
 
 
 class OnDask:
@@ -98,118 +124,193 @@ class OnDask:
 
     Args:
         client: the client (embedded LocalCluster or remote scheduler).
-        shares_files: the workers see this machine's files (a LocalCluster): per-report
-            tasks then write their per-GPU JSON and store their results themselves.
+        shares_files: the workers see this machine's files (a LocalCluster): a task may then
+            write its outputs itself (the caller's decision; this only says where it runs).
         no_workers_timeout_s: when the cluster has had no worker at all for this long (s),
-            the reports not done become failures (``None``: wait forever).
+            the items not done become failures (``None``: wait forever).
+        retries: times a task that raised is run again (``dask.retries``).
     """
 
-    def __init__(self, client, shares_files: bool, no_workers_timeout_s: float | None = None):
+    def __init__(self, client, shares_files: bool, no_workers_timeout_s: float | None = None, retries: int = 0):
         self.client = client
         self.shares_files = shares_files
         self.no_workers_timeout_s = no_workers_timeout_s
+        self.retries = retries
         self.lost_all_workers = False
 
-    def outcomes(self, jobs: list[Job], cfg: Config, gpu_dir: str | None) -> Iterator[ReportOutcome]:
-        """One :class:`ReportOutcome` per job, in the order they finish."""
+    def outcomes(self, work: Work, items: list) -> Iterator:
+        """One outcome per item, in the order they finish."""
         threads = sum(self.client.nthreads().values()) or 1
-        if len(jobs) >= REPORTS_PER_THREAD * threads:
-            yield from self._per_report(jobs, cfg, gpu_dir)
+        if len(items) >= ITEMS_PER_THREAD * threads:
+            yield from self._whole(work, items)
         else:
-            yield from self._per_gpu(jobs, cfg)
+            yield from self._parts(work, items)
 
-    def _name(self, job: Job, run: str) -> str:
-        return f"{os.path.basename(job.path)}-{_token(job.path)}-{run}"
+    def _name(self, work: Work, item, run: str) -> str:
+        name = work.name(item)
+        return f"{os.path.basename(name)}-{_token(name)}-{run}"
 
-    def _settle(self, fut, path: str, what: str = "") -> tuple:
-        """``(value, None)`` of a done future, or ``(None, failure text)``. A future whose result was
-        lost with its worker after it finished is waited for while the scheduler recomputes it."""
+    def _run_token(self, work: Work, items: list) -> str:
+        return _token(repr(([work.name(i) for i in items], os.getpid(), id(work), os.urandom(4))))
+
+    def _settle(self, fut, work: Work, name: str, what: str = "") -> tuple:
+        """``(value, None)`` of a done future, ``(None, failure text)``, or ``(None, KilledWorker)`` for
+        a task given up because its worker died. A future whose result was lost with its worker after
+        it finished is waited for while the scheduler recomputes it."""
         if fut.status not in ("error", "cancelled"):
             try:
                 return fut.result(), None
             except Exception:  # noqa: BLE001 - it failed after all: described below
                 pass
-        return None, self._failure(fut, path, what)
-
-    def _failure(self, fut, path: str, what: str = "") -> str:
-        """The failure text of a future that did not finish."""
         if fut.status == "cancelled":
             if self.lost_all_workers:
-                return (f"{path}: {what}not analysed: no Dask worker left for {self.no_workers_timeout_s:g} s "
-                        "(every worker died or none could start)")
-            return f"{path}: {what}task cancelled before it finished (scheduler restarted or client lost)"
+                return None, (f"{name}: {what}not analysed: no Dask worker left for {self.no_workers_timeout_s:g} s "
+                              "(every worker died or none could start)")
+            return None, f"{name}: {what}task cancelled before it finished (scheduler restarted or client lost)"
         exc = fut.exception()
         from distributed.scheduler import KilledWorker
 
         if isinstance(exc, KilledWorker):
-            return killed_message(path, exc, what)
-        return describe(exc, path, what)
+            return None, exc
+        return None, work.describe(exc, name, what)
 
-    def _per_report(self, jobs: list[Job], cfg: Config, gpu_dir: str | None) -> Iterator[ReportOutcome]:
+    def _alone(self, suspects: list, watchdog, work: Work) -> None:
+        """Run each suspect again, one at a time, once nothing else runs (see the module docstring): a
+        worker that dies now had no other task of this run. Its attempts count both rounds."""
+        from distributed import wait
+        from distributed.scheduler import KilledWorker
+
+        for suspect in suspects:
+            fut = suspect.again()
+            watchdog.add(fut)
+            wait([fut])
+            value, failure = self._settle(fut, work, suspect.name, suspect.what)
+            if isinstance(failure, KilledWorker):
+                first = getattr(suspect.exc, "allowed_failures", None)
+                failure = killed_message(suspect.name, failure, suspect.what,
+                                         first + 1 if isinstance(first, int) else 0)
+            fut.release()
+            suspect.settle(value, failure)
+
+    def _whole(self, work: Work, items: list) -> Iterator:
         from distributed import as_completed
+        from distributed.scheduler import KilledWorker
 
-        run = _token(repr(([j.path for j in jobs], os.getpid(), id(cfg), os.urandom(4))))
-        by_key = {f"report-{self._name(job, run)}": job for job in jobs}
-        write_dir = gpu_dir if self.shares_files else None
-        slots = [job.slot if self.shares_files else None for job in jobs]
-        futures = self.client.map(report_task, [j.path for j in jobs], [j.labels for j in jobs], [cfg] * len(jobs),
-                                  [write_dir] * len(jobs), slots, [1] * len(jobs), [False] * len(jobs),
-                                  [j.forced for j in jobs], [j.plots for j in jobs], key=list(by_key), pure=False,
-                                  retries=cfg.dask.retries)
-        with _Watchdog(self, futures):
+        run = self._run_token(work, items)
+        step = work.steps[0]
+        by_key = {f"{step}-{self._name(work, item, run)}": item for item in items}
+        futures = self.client.map(work.whole, items, key=list(by_key), pure=False, retries=self.retries)
+        suspects: list = []
+        done: list = []
+        with _Watchdog(self, futures) as watchdog:
             for fut in as_completed(futures):
-                job = by_key[fut.key]
-                outcome, failure = self._settle(fut, job.path)
+                item = by_key[fut.key]
+                outcome, failure = self._settle(fut, work, work.name(item))
                 fut.release()
-                yield outcome if failure is None else ReportOutcome(path=job.path, failure=Failure(failure))
+                if isinstance(failure, KilledWorker):
+                    suspects.append(self._suspect_whole(work, item, failure, f"again-{fut.key}", done))
+                    continue
+                yield outcome if failure is None else work.failed(item, failure)
+            self._alone(suspects, watchdog, work)
+        yield from done
 
-    def _per_gpu(self, jobs: list[Job], cfg: Config) -> Iterator[ReportOutcome]:
+    def _suspect_whole(self, work: Work, item, exc, key: str, done: list) -> _Suspect:
+        def again():
+            return self.client.submit(work.whole, item, key=key, pure=False, retries=self.retries)
+
+        def settle(value, failure):
+            done.append(value if failure is None else work.failed(item, failure))
+
+        return _Suspect(exc, again, settle, work.name(item))
+
+    def _parts(self, work: Work, items: list) -> Iterator:
         from distributed import as_completed
+        from distributed.scheduler import KilledWorker
 
-        run = _token(repr(([j.path for j in jobs], os.getpid(), id(cfg), os.urandom(4))))
-        retries = cfg.dask.retries
-        loads, pending, futures = {}, {}, []
+        run = self._run_token(work, items)
+        _, open_step, parts_step, first_step, second_step = work.steps
+        retries = self.retries
+        opened, firsts, pending, futures = {}, {}, {}, []
         done = as_completed()
-        for job in jobs:
-            name = self._name(job, run)
-            loads[job.path] = self.client.submit(load_task, job.path, cfg, key=f"load-{name}", pure=False,
-                                                 retries=retries)
-            fut = self.client.submit(gpu_keys_task, loads[job.path], key=f"gpus-{name}", pure=False, retries=retries)
-            pending[fut.key] = (job, name, None)
+        for i, item in enumerate(items):
+            name = self._name(work, item, run)
+            opened[i] = self.client.submit(work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries)
+            fut = self.client.submit(work.parts, opened[i], key=f"{parts_step}-{name}", pure=False, retries=retries)
+            pending[fut.key] = (i, name, None)
             futures.append(fut)
             done.add(fut)
-        collected: dict[str, dict] = {}
+        collected: dict[int, dict] = {}
+        keys_of: dict[int, list] = {}
+        suspects: list = []
+        finished: list = []
+
+        def complete(i, part, result):
+            collected[i][part] = result
+            if all(r is not None for r in collected[i].values()):
+                opened.pop(i, None)
+                firsts.pop(i, None)
+                return work.gather(items[i], list(collected.pop(i).values()))
+            return None
+
         with _Watchdog(self, futures) as watchdog:
             for fut in done:
-                job, name, gpu = pending.pop(fut.key)
-                if gpu is None:  # the report's GPU keys (or its failure)
-                    keys, failure = self._settle(fut, job.path)
-                    keys = Failure(failure) if failure is not None else keys
-                    if isinstance(keys, Failure):
-                        yield ReportOutcome(path=job.path, failure=keys)
+                i, name, part = pending.pop(fut.key)
+                item = items[i]
+                if part is None:  # the item's parts (or its failure)
+                    value, failure = self._settle(fut, work, work.name(item))
+                    if isinstance(failure, KilledWorker):  # opening it: run it again alone, whole
+                        opened.pop(i, None)
+                        suspects.append(self._suspect_whole(work, item, failure, f"again-{fut.key}", finished))
                         continue
-                    # the report's GPUs agree on their iterations before any is analysed: each analysis
-                    # task waits for every plan of its report (small values) and agrees on its own
-                    plans = [self.client.submit(plan_task, loads[job.path], key, cfg, key=f"plan-{name}-{key}",
-                                                pure=False, retries=retries) for key in keys]
-                    for key in keys:
-                        task = self.client.submit(agreed_task, loads[job.path], key, cfg, job.labels, list(keys),
-                                                  plans, job.forced, key=f"analyse-{name}-{key}", pure=False,
-                                                  retries=retries)
-                        pending[task.key] = (job, name, key)
+                    keys, why = value if failure is None else (None, failure)
+                    if keys is None:
+                        opened.pop(i, None)
+                        yield work.failed(item, why)
+                        continue
+                    # every second step of the item waits for all its first steps (small values)
+                    firsts[i] = [self.client.submit(work.first, opened[i], key_, key=f"{first_step}-{name}-{key_}",
+                                                    pure=False, retries=retries) for key_ in keys]
+                    keys_of[i] = list(keys)
+                    for key_ in keys:
+                        task = self.client.submit(work.second, opened[i], item, key_, list(keys), firsts[i],
+                                                  key=f"{second_step}-{name}-{key_}", pure=False, retries=retries)
+                        pending[task.key] = (i, name, key_)
                         watchdog.add(task)
                         done.add(task)
-                    collected[job.path] = dict.fromkeys(keys)
-                    del loads[job.path]  # the analyses hold it now; freed on the worker when they finish
+                    collected[i] = dict.fromkeys(keys)
                     continue
-                result, failure = self._settle(fut, job.path, f"GPU {gpu}: ")
-                if failure is not None:
-                    result = gpu_error(job.path, job.labels, gpu, failure)
+                label = work.part_label(part)
+                result, failure = self._settle(fut, work, work.name(item), label)
                 fut.release()
-                collected[job.path][gpu] = result
-                if all(r is not None for r in collected[job.path].values()):
-                    results = list(collected.pop(job.path).values())
-                    yield ReportOutcome(path=job.path, results=results)
+                if isinstance(failure, KilledWorker):
+                    suspects.append(self._suspect_part(work, items, i, part, failure, f"again-{fut.key}",
+                                                       opened[i], keys_of[i], firsts[i], complete, finished))
+                    continue
+                if failure is not None:
+                    result = work.part_failed(item, part, failure)
+                outcome = complete(i, part, result)
+                if outcome is not None:
+                    yield outcome
+            self._alone(suspects, watchdog, work)
+        yield from finished
+
+    def _suspect_part(self, work: Work, items: list, i: int, part, exc, key: str, opened, keys: list, firsts: list,
+                      complete, finished: list) -> _Suspect:
+        def again():
+            # what it waits for was given up with it (the opened item, a first step): that runs again too
+            submit = functools.partial(self.client.submit, pure=False, retries=self.retries)
+            source = opened if opened.status != "error" else submit(work.open, items[i], key=f"{key}-open")
+            known = firsts if source is opened and all(f.status != "error" for f in firsts) else [
+                submit(work.first, source, k, key=f"{key}-first-{k}") for k in keys]
+            return submit(work.second, source, items[i], part, keys, known, key=key)
+
+        def settle(value, failure):
+            result = value if failure is None else work.part_failed(items[i], part, failure)
+            outcome = complete(i, part, result)
+            if outcome is not None:
+                finished.append(outcome)
+
+        return _Suspect(exc, again, settle, work.name(items[i]), work.part_label(part))
 
 
 class _Watchdog:
@@ -261,36 +362,7 @@ class _Watchdog:
                 since = None
 
 
-def map_reports(jobs: list[Job], cfg: Config, backend, gpu_dir: str | None = None) -> Iterator[ReportOutcome]:
-    """Analyse every job on ``backend`` (:class:`InProcess` or :class:`OnDask`): one
-    :class:`~pipeline.engine.tasks.ReportOutcome` per job, as each finishes.
-
-    Who writes and stores: when the backend runs where ``gpu_dir`` is (``backend.shares_files``)
-    and a report is analysed in one task, that task writes the report's per-GPU JSON into
-    ``gpu_dir`` and stores its result in ``job.slot``; otherwise the result is stored here, on
-    the client, as the outcome arrives (a run killed half-way keeps what it finished), and the
-    per-GPU documents are written by the reduce (:func:`pipeline.engine.outputs.write_outputs`).
-    """
-    slots = {job.path: job.slot for job in jobs}
-    for outcome in backend.outcomes(jobs, cfg, gpu_dir if backend.shares_files else None):
-        slot = slots.get(outcome.path)
-        if not outcome.stored and outcome.failure is None and slot is not None:
-            finish_report(outcome, cfg, None, slot)
-        yield outcome
-
-
-def analyse_reports(paths: list[str], cfg: Config, backend, problems=(), gpu_dir: str | None = None,
-                    slots: dict | None = None) -> tuple:
-    """:func:`map_reports` over ``paths`` (labels from ``cfg``, ``slots``: path -> result slot),
-    then :func:`~pipeline.engine.reduce.reduce_outcomes` with the discovery ``problems``:
-    ``(fleet DataFrame, rosters dict)``. The whole engine in one call, for callers that keep no
-    result store (tests, notebooks). The reports of a job spread over several reports whose GPUs
-    kept other iterations than their job's agreement are analysed again with it forced
-    (:func:`~pipeline.engine.agreement.rerun_disagreeing`; not stored)."""
-    from .agreement import rerun_disagreeing
-    from .reduce import reduce_outcomes
-
-    jobs = [Job(p, cfg.labels_for(p), (slots or {}).get(p)) for p in paths]
-    outcomes = list(map_reports(jobs, cfg, backend, gpu_dir))
-    outcomes, _ = rerun_disagreeing(outcomes, cfg, lambda again: list(map_reports(again, cfg, backend, gpu_dir)))
-    return reduce_outcomes(outcomes, cfg, problems)
+def map_work(work: Work, items: list, backend) -> Iterator:
+    """``work`` over every item on ``backend`` (:class:`InProcess` or :class:`OnDask`): one outcome per
+    item, as each finishes (see the module docstring for the failures it turns into outcomes)."""
+    yield from backend.outcomes(work, items)

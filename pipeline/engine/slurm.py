@@ -6,7 +6,7 @@ or inside the nightly Slurm job: ``deploy/slurm/nightly.sbatch``), ``dask.slurm.
 are submitted with ``sbatch``, and the run starts once ``dask.slurm.min_workers`` workers joined.
 The jobs are cancelled (``scancel``, by dask-jobqueue) when the run ends, however it ends.
 
-What fails says why, as :class:`~pipeline.engine.cluster.EngineError` (the run's reports become
+What fails says why, as :class:`~pipeline.engine.errors.EngineError` (the run's reports become
 error rows with that text, and ``gpu-idle sweep`` prints it and exits 1):
 
 - no Slurm client commands on ``PATH``, or no controller answering ``scontrol ping``;
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from ..config import Config, ConfigError, SlurmConfig, load_yaml
-from .cluster import EngineError
+from .errors import EngineError
 
 #: Seconds one Slurm client command (``scontrol``, ``squeue``, ``sbatch --test-only``) may take.
 COMMAND_TIMEOUT_S = 60.0

@@ -117,10 +117,6 @@ def _local_head(path: str) -> bytes:
         return fh.read(SNIFF_BYTES)
 
 
-class InputError(Exception):
-    """An INPUT matched nothing (message names it)."""
-
-
 #: What a file that is not a regular file is, by its type bits (``stat.S_IFMT``).
 FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
               stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}

@@ -15,11 +15,11 @@ half-written file where a later run would take it for a finished export. Beside
 it, ``<sha256>.sqlite.sums.json`` records the SHA-256 of the whole export
 (:mod:`pipeline.checksums`, written after it); a cached export is served only
 when its bytes still have that digest (hashed once per process, and the same
-hash keys its columnar cache entry: :func:`~pipeline.load.snapshot.snapshot_key`).
+hash keys its columnar cache entry: :func:`~pipeline.snapshot.snapshot_key`).
 A truncated or changed export, or one without a checksum, is exported again,
 with one line on stderr saying so. With ``--no-cache`` (``cached=False``) no cache
 is read or written: the report is exported into a temporary folder that the caller
-removes once the export is loaded (:func:`pipeline.engine.tasks.load_report_for`).
+removes once the export is loaded (:func:`pipeline.work.tasks.load_report_for`).
 
 Which ``nsys``: see :func:`find_nsys`. The project installs one for its own
 tests with ``make nsys`` (``tools/nsys/``, Debian's nsight-systems 2022.4; no
@@ -137,12 +137,6 @@ def content_key(path: str | os.PathLike) -> str:
     """A report's content key: the SHA-256 hex digest of the file's bytes (:func:`pipeline.io.file_sha256`).
     Raises OSError."""
     return file_sha256(path)[0]
-
-
-def cached_export_path(rep_path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
-    """Where the export of ``rep_path`` lives (or will live) in the cache:
-    ``<cache_dir>/<sha256 of the report>.sqlite``. Reads the whole report."""
-    return Path(cache_dir or default_cache_dir()) / f"{content_key(rep_path)}.sqlite"
 
 
 def _discard_export(final: Path) -> None:

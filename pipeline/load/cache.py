@@ -14,7 +14,7 @@ since (a value edited in place, a file replaced by another Parquet, a truncated 
 missing file) or that has no checksums (an earlier version's) is a cache miss: removed,
 read again from the export and written anew, with one line on stderr saying so, never a
 failure and never a number from the bad entry. A report read from an entry records it in
-``Report.sources`` (its stored result then records it too: :mod:`pipeline.runs.results`).
+``Report.sources`` (its stored result then records it too: :mod:`pipeline.store.results`).
 
 Cache dir: the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
 ``$XDG_CACHE_HOME/gpu-idle/columns`` (``~/.cache/gpu-idle/columns``).
@@ -35,7 +35,7 @@ from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal, s
 from ..model import Report, RowWarning, WarningCode
 from .kineto import is_kineto_path, load_kineto
 from .report import load_report
-from .snapshot import snapshot_key
+from ..snapshot import snapshot_key
 
 #: Bump when the loader's output changes meaning, so old caches are not reused.
 LOADER_VERSION = 14  # 12: meta holds the world size the capture's launch gives (pipeline.load.ranks); 13: diagnostics carry their process; a stated capture the rows do not fit is not trusted; 14: meta names where the world size was read (world_size_source), an unreadable one says nothing; kernel_aliases (an export's other kernel names)
@@ -60,7 +60,7 @@ def default_cache_dir() -> Path:
 
 def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """The cache folder of one export (reads the whole file, and its sidecars, to hash it): keyed by
-    :func:`~pipeline.load.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
+    :func:`~pipeline.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
     beside the file gets its own entry. Raises OSError (unreadable) or ProfileError (being written)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     tag = f"kineto{KINETO_LOADER_VERSION}-v{LOADER_VERSION}" if is_kineto_path(sqlite_path) else f"v{LOADER_VERSION}"

@@ -70,39 +70,13 @@ def categorical(texts: np.ndarray, codes: np.ndarray, index=None) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(remap[codes], categories=categories), index=index)
 
 
-def int_column(table, name: str, fill: int = 0) -> np.ndarray:
-    """Column ``name`` of an Arrow table as int64 numpy, NULLs replaced by ``fill``
-    (zero-copy when the column is one chunk of int64 without NULLs)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    col = table.column(name)
-    if pa.types.is_null(col.type):
-        return np.full(len(col), fill, dtype=np.int64)
-    if col.null_count:
-        col = pc.fill_null(col, pa.scalar(fill, col.type) if pa.types.is_integer(col.type) else fill)
-    if not pa.types.is_int64(col.type):
-        col = pc.cast(col, pa.int64(), safe=False)
-    return col.to_numpy()
-
-
-def text_column(table, name: str, strings: dict[int, str], index=None) -> pd.Series:
-    """Column ``name`` (StringIds ids, or inline text in older schemas) as categorical text."""
-    import pyarrow as pa
-
-    col = table.column(name)
-    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type):
-        return resolve_ids(int_column(table, name, -1), strings, index)
-    return _inline_text(col, index)
-
-
 def _inline_text(col, index=None) -> pd.Series:
     return pd.Series(col.to_pandas(), index=index).fillna("").astype(str).astype("category")
 
 
 def decoded_text(decoded, name: str, strings: dict[int, str], index=None) -> pd.Series:
     """Column ``name`` of a :class:`~pipeline.load.sqlite.Decoded` (StringIds ids read with NULL as
-    -1, or inline text in older schemas) as categorical text, as :func:`text_column` gives it."""
+    -1, or inline text in older schemas) as categorical text."""
     if name in decoded.texts:
         return _inline_text(decoded.texts[name], index)
     return resolve_ids(decoded.ints[name], strings, index)

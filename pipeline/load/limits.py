@@ -15,7 +15,7 @@ reading it may take, and how many bytes a gzip trace may inflate to.
   ``dask.memory_factor``, the budget its size was checked against), whatever its trailer says.
 
 The engine states the limits of the report it loads with :func:`reading_under`
-(:func:`pipeline.engine.tasks.load_report_for`); a loader called directly gets the configuration's
+(:func:`pipeline.work.tasks.load_report_for`); a loader called directly gets the configuration's
 defaults (:func:`current`).
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from .integrity import (Capture, capture_of, capture_start, disagreement_warning
 from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
-from .snapshot import committed_state
+from ..snapshot import committed_state
 from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
 from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
     MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
@@ -474,7 +474,7 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
         ProfileError: the file is missing, empty, not SQLite, not an Nsight
         export, or holds no kernels; another process is writing it, or its committed
         state (part of it in a ``-wal`` or hot ``-journal`` sidecar) cannot be recovered
-        (:func:`pipeline.load.snapshot.committed_state`); a table it reads is a view
+        (:func:`pipeline.snapshot.committed_state`); a table it reads is a view
         (:class:`~pipeline.load.tables.Schema`); reading took longer than the time bound
         (``export.read_timeout_s``, :mod:`pipeline.load.limits`). The message starts with the path.
 

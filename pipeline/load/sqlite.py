@@ -3,7 +3,7 @@
 The file is opened read-only and immutable (``mode=ro&immutable=1`` URI): nothing is
 ever written into a user's profile, not even an index. Immutable means SQLite looks at no
 sidecar and no lock, so the file opened must hold the committed state by itself: the loader
-opens what :func:`pipeline.load.snapshot.committed_state` gives it. Large tables are read in rowid
+opens what :func:`pipeline.snapshot.committed_state` gives it. Large tables are read in rowid
 ranges on threads, each with its own ADBC connection, straight into Arrow.
 
 Reading has a time bound, the schema's :class:`~pipeline.load.limits.Deadline`: SQLite's progress
@@ -41,7 +41,7 @@ def connect_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
     with ``shown`` (default ``path``: the name the user gave, when ``path`` is a private copy).
 
     Immutable means SQLite ignores sidecars and locks: open only a file that holds the committed
-    state by itself (:func:`pipeline.load.snapshot.committed_state` gives one)."""
+    state by itself (:func:`pipeline.snapshot.committed_state` gives one)."""
     from ..model import ProfileError
 
     name = shown or path

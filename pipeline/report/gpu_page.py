@@ -1,7 +1,7 @@
 """One self-contained HTML page per analysed GPU, for the engineer: ``<report folder>/gpu-pages/<stem>.html``.
 
 The page is rendered from the GPU's stored JSON alone (``gpus/<stem>.json``: its ``_summary``,
-``timeline``, ``roster`` and ``device_roster``; :mod:`pipeline.engine.outputs`), so ``gpu-idle report``
+``timeline``, ``roster`` and ``device_roster``; :mod:`pipeline.fleet.outputs`), so ``gpu-idle report``
 can write it from any run folder or sweep night, beside the report that links it. It shows:
 
 * the GPU's numbers (idle, copy-only, dark, category shares, cost, window rule, iterations; the
@@ -32,7 +32,7 @@ import os
 from jinja2 import Environment
 from markupsafe import Markup
 
-from ..engine.outputs import PAGES_DIR, gpu_page_name
+from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
 from . import plots
@@ -427,7 +427,7 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         PagesIncomplete: a page could not be written (the pages before it are in place).
     """
     from ..io import OutputError, real_dir
-    from ..runs.results import read_manifest
+    from ..store.results import read_manifest
     from .rendered import in_pages, record, record_name
 
     report_dir = os.path.dirname(os.path.abspath(out_path))

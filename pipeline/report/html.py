@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from ..analysis.fixfirst import REMEDIES
 from ..config import AnalysisConfig
-from ..engine.outputs import PAGES_DIR
+from ..fleet.outputs import PAGES_DIR
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
 from ..report import plots
@@ -115,7 +115,7 @@ def _markdown() -> markdown_lib.Markdown:
 
 #: A record's link to a GPU page, as :func:`~pipeline.report.medical.job_record` writes it: an unescaped
 #: ``[`` (profile text never has one: :func:`~pipeline.text.md_text`), a short GPU name, and a
-#: page name of safe characters only (:func:`~pipeline.engine.outputs.gpu_page_name`).
+#: page name of safe characters only (:func:`~pipeline.fleet.outputs.gpu_page_name`).
 _PAGE_LINK = re.compile(r"(?<![\\\[])\[([A-Za-z0-9._ #-]+)\]\(\.\./" + PAGES_DIR + r"/([A-Za-z0-9_.-]+\.html)\)")
 
 

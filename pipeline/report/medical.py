@@ -28,7 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..engine.outputs import PAGES_DIR, gpu_page_name
+from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
 from ..text import md_text
 

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import os
 
-from ..engine.outputs import PAGES_DIR
+from ..fleet.outputs import PAGES_DIR
 from ..io import LOCK, file_entry, prune
 
 #: Beside a report written with GPU pages into a folder that is not the product's (no manifest of its own,
 #: and other files in it): the product's record of what it rendered there, the pages in ``gpu-pages/``
-#: and the report file (:func:`~pipeline.runs.results.read_manifest`'s format). A run folder, a sweep
+#: and the report file (:func:`~pipeline.store.results.read_manifest`'s format). A run folder, a sweep
 #: night or a new folder records them in its own manifest instead (:func:`record_name`).
 PAGES_MANIFEST = ".gpu-pages.json"
 
 
 def record_name(report_dir: str) -> str:
     """The file that records what a report rendered into ``report_dir``: the folder's own manifest
-    (:data:`~pipeline.runs.results.MANIFEST`) when it has one or holds nothing yet, else :data:`PAGES_MANIFEST`."""
-    from ..runs.results import MANIFEST, read_manifest
+    (:data:`~pipeline.store.results.MANIFEST`) when it has one or holds nothing yet, else :data:`PAGES_MANIFEST`."""
+    from ..store.results import MANIFEST, read_manifest
 
     if read_manifest(report_dir, PAGES_MANIFEST) is not None:
         return PAGES_MANIFEST
@@ -37,7 +37,7 @@ def record_name(report_dir: str) -> str:
 def record(report_dir: str, name: str, files: dict, doc: dict | None, report: str) -> None:
     """Write the record ``name`` in ``report_dir`` with ``files``, keeping what else ``doc`` (the record as
     read) says (a run's inputs digest and completeness, a night's report inputs); ``report``: the report file."""
-    from ..runs.results import write_folder_manifest
+    from ..store.results import write_folder_manifest
 
     doc = doc or {"inputs": None, "complete": False}
     extra = {k: v for k, v in doc.items() if k not in ("inputs", "complete", "files", "report")}
@@ -57,7 +57,7 @@ def pages_folder(report_path: str) -> str:
 
 def _report_record(report_path: str) -> tuple[str, str, dict] | None:
     """``(folder, record name, record)`` of the record that claims the report file ``report_path``."""
-    from ..runs.results import MANIFEST, read_manifest
+    from ..store.results import MANIFEST, read_manifest
 
     report_dir = os.path.dirname(os.path.abspath(report_path))
     for name in (PAGES_MANIFEST, MANIFEST):
@@ -92,7 +92,7 @@ def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
     when that leaves it empty. Returns ``(removed file paths, removed folders)``. Raises OutputError
     when ``gpu-pages`` is a symbolic link, OSError when a file cannot be removed."""
     from ..io import real_dir, remove_if_empty
-    from ..runs.results import MANIFEST, read_manifest
+    from ..store.results import MANIFEST, read_manifest
 
     folder = os.path.join(report_dir, PAGES_DIR)
     removed = []
@@ -117,7 +117,7 @@ def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
 def rendered_files(report_dir: str) -> set[str]:
     """The paths (relative to ``report_dir``) of what ``gpu-idle report`` rendered there into a folder that
     was not the product's, as :data:`PAGES_MANIFEST` lists them, and that record itself; empty without one."""
-    from ..runs.results import read_manifest
+    from ..store.results import read_manifest
 
     doc = read_manifest(report_dir, PAGES_MANIFEST)
     return set(doc["files"]) | {PAGES_MANIFEST} if doc else set()

@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 from ..analysis import fixfirst
 from ..analysis.cost import rate_assumed
 from ..config import AnalysisConfig, CostConfig
-from ..engine.outputs import gpu_json_name
-from ..engine.reduce import rollup
+from ..fleet.outputs import gpu_json_name
+from ..fleet.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
 from .medical import record_stem, short_names

@@ -13,22 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 
 import pandas as pd
 
 from ..config import Config
-from ..engine.agreement import entries_of, forced_agreements
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
-from ..engine.map import InProcess, Job, OnDask, map_reports
-from ..engine.outputs import PAGES_DIR, TABLE_FILES, planned_outputs, proven_gpu_doc, write_outputs
-from ..engine.reduce import reduce_outcomes
-from ..engine.tasks import ReportOutcome
+from ..engine.map import InProcess, OnDask, map_work
+from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, write_gpu_docs,
+                             write_outputs)
+from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
 from ..inputs.discover import discover
 from ..io import LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, os_cause, prune, real_dir, remove_leftovers
 from ..load.cache import wait_for_writes
 from ..model import Failure
-from .results import MANIFEST, ResultCache, drop_manifest, manifest_holds, read_manifest, write_folder_manifest
+from ..store.results import MANIFEST, ResultCache, drop_manifest, manifest_holds, read_manifest, write_folder_manifest
+from ..work.agreement import entries_of, forced_agreements
+from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
 
 __all__ = ["OutputError", "IncompleteOutputs", "OutputFolder", "RunFolder", "drive", "write_documents"]
 
@@ -122,7 +124,7 @@ def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str
     before ``since_ns``, when :meth:`OutputFolder.begin` marked the folder as changing; its tasks' per-GPU
     files come after), and either listed nowhere (not in the folder's manifest, not in the record of a
     report rendered there: :func:`not_ours`' proofs; nor a per-GPU file proven ours by its content,
-    :func:`~pipeline.engine.outputs.proven_gpu_doc`, a killed run's) or listed with a size and SHA-256
+    :func:`~pipeline.fleet.outputs.proven_gpu_doc`, a killed run's) or listed with a size and SHA-256
     it no longer has (a person edited it since). Sorted."""
     from ..io import same_file
     from ..report.rendered import rendered_files
@@ -212,7 +214,7 @@ class OutputFolder:
 
     def begin(self) -> None:
         """Mark the folder as changing before anything in it does (its manifest vouches for nothing, yet
-        still lists the product's files: :func:`~pipeline.runs.results.drop_manifest`). Raises
+        still lists the product's files: :func:`~pipeline.store.results.drop_manifest`). Raises
         :class:`OutputError` when that cannot be written (nothing has changed then)."""
         try:
             drop_manifest(self.out_dir)
@@ -228,7 +230,7 @@ class OutputFolder:
 
     def reuse(self, digest: str) -> pd.DataFrame | None:
         """The fleet table of an earlier folder made of exactly ``digest``
-        (:func:`~pipeline.runs.results.inputs_digest`), made this run's outputs; None when there is none."""
+        (:func:`~pipeline.store.results.inputs_digest`), made this run's outputs; None when there is none."""
         return None
 
     def write(self, fleet: pd.DataFrame, rosters: dict, cfg: Config, digest: str | None) -> str:
@@ -240,7 +242,7 @@ class OutputFolder:
 
 def planned_files(fleet: pd.DataFrame) -> list[str]:
     """Every file :func:`write_documents` writes for ``fleet`` (relative paths): the tables and per-GPU
-    files (:func:`~pipeline.engine.outputs.planned_outputs`) and a record per job."""
+    files (:func:`~pipeline.fleet.outputs.planned_outputs`) and a record per job."""
     from ..report.medical import record_stem
 
     jobs = fleet["job"].unique() if len(fleet) else []
@@ -249,7 +251,7 @@ def planned_files(fleet: pd.DataFrame) -> list[str]:
 
 def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> tuple[dict, list[str]]:
     """The run's documents in ``out_dir``: fleet tables, rollups, ``gpus/`` and ``records/``
-    (:func:`~pipeline.engine.outputs.write_outputs`, :func:`~pipeline.report.medical.write_records`),
+    (:func:`~pipeline.fleet.outputs.write_outputs`, :func:`~pipeline.report.medical.write_records`),
     nothing else: the per-GPU files and records an earlier run wrote there (its manifest lists them) for
     other inputs are removed (their paths under ``"stale"``); files no manifest lists are never touched.
     The manifest claims every file about to be written first (:func:`planned_files`), so that a run
@@ -378,7 +380,74 @@ def _canonical(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
-def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, log, progress):
+@dataclasses.dataclass(frozen=True)
+class Todo:
+    """One report to analyse and where its result goes: its ``path`` (or URL), its ``labels``, its
+    result ``slot`` (anything with ``put(results) -> bool``, e.g. a
+    :class:`~pipeline.store.results.ResultSlot`; None: not stored), ``forced``: its job's agreement
+    (:class:`~pipeline.work.tasks.Job`), and ``plots``: a plot cache folder where the task that writes
+    the report's per-GPU JSON also draws each GPU page's timeline ahead of the report (the nightly
+    sweep's ``S/cache/plots``), or None."""
+
+    path: str
+    labels: dict
+    slot: object = None
+    forced: dict | None = None
+    plots: str | None = None
+
+
+def write_report_docs(gpu_dir: str, spread_pct: float, results: list) -> dict:
+    """Write one report's per-GPU JSON into ``gpu_dir`` (atomically), with the fleet row as
+    ``_summary`` as the report's own rows give it (stragglers flagged among the report's GPUs of each
+    job, ``spread_pct``: ``analysis.straggler_spread_pct``; the reduce rewrites the ``_summary`` of a
+    file whose final fleet row differs). Returns ``{(report, gpu key): (file path, summary text)}``.
+    Raises OSError."""
+    texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], spread_pct), rosters_of(results))
+    return {key: (os.path.join(gpu_dir, gpu_json_name(*key)), text) for key, text in texts.items()}
+
+
+def draw_report_timelines(plot_cache: str, doc_paths: list[str]) -> None:
+    """Draw the page timelines of the GPU JSON files ``doc_paths`` into ``plot_cache``
+    (:func:`pipeline.report.gpu_page.draw_timelines`; imported here only: it needs matplotlib)."""
+    from ..report.gpu_page import draw_timelines
+
+    draw_timelines(doc_paths, plot_cache)
+
+
+def report_sinks(todo: Todo, cfg: Config, gpu_dir: str | None) -> Sinks:
+    """The sinks of a task that analyses ``todo`` where ``gpu_dir`` is (this process, a LocalCluster):
+    store in its slot, write its per-GPU JSON into ``gpu_dir``, draw its pages' timelines into its
+    plot cache (each where given)."""
+    return Sinks(store=todo.slot.put if todo.slot is not None else None,
+                 write=(functools.partial(write_report_docs, gpu_dir, cfg.analysis.straggler_spread_pct)
+                        if gpu_dir is not None else None),
+                 draw=(functools.partial(draw_report_timelines, todo.plots)
+                       if gpu_dir is not None and todo.plots is not None else None))
+
+
+def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None):
+    """Analyse every report on ``backend`` (:class:`~pipeline.engine.map.InProcess` or
+    :class:`~pipeline.engine.map.OnDask`): one :class:`~pipeline.work.tasks.ReportOutcome` per report,
+    as each finishes.
+
+    Who writes and stores: when the backend runs where ``gpu_dir`` is (``backend.shares_files``)
+    and a report is analysed in one task, that task writes the report's per-GPU JSON into
+    ``gpu_dir`` and stores its result in ``todo.slot`` (its :func:`report_sinks`); otherwise the
+    result is stored here, on the client, as the outcome arrives (a run killed half-way keeps what it
+    finished), and the per-GPU documents are written by the reduce (:func:`write_outputs`).
+    """
+    here = gpu_dir if backend.shares_files else None
+    jobs = [Job(t.path, t.labels, t.forced, report_sinks(t, cfg, here) if backend.shares_files else None)
+            for t in todos]
+    slots = {t.path: t.slot for t in todos}
+    for outcome in map_work(ReportWork(cfg), jobs, backend):
+        slot = slots.get(outcome.path)
+        if not outcome.stored and outcome.failure is None and slot is not None:
+            outcome.stored = slot.put(outcome.results) or outcome.stored
+        yield outcome
+
+
+def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str, log, progress):
     """Map the jobs on the right backend and collect their outcomes: one report with no scheduler
     in this process, else on Dask. Returns ``(outcomes, engine problem or None)``."""
     outcomes: list[ReportOutcome] = []
@@ -389,15 +458,16 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
         log("engine: in this process (one report, no scheduler configured: no cluster to start"
             + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         backend = InProcess(cfg.dask.n_workers * cfg.dask.threads_per_worker)
-        outcomes = list(_tracked(map_reports(jobs, cfg, backend, gpu_dir), progress))
+        outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
         return outcomes, None
     try:
         with open_client(cfg, scheduler, log=log) as client:
             # Workers on other machines (a scheduler's, Slurm jobs') may not see this one's folders:
             # the client writes the outputs and stores the results.
             remote = bool(address) or cfg.dask.slurm is not None
-            backend = OnDask(client, shares_files=not remote, no_workers_timeout_s=cfg.dask.no_workers_timeout_s)
-            outcomes = list(_tracked(map_reports(jobs, cfg, backend, gpu_dir), progress))
+            backend = OnDask(client, shares_files=not remote, no_workers_timeout_s=cfg.dask.no_workers_timeout_s,
+                             retries=cfg.dask.retries)
+            outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None
     except EngineError as exc:
@@ -412,7 +482,7 @@ def _analyse(jobs: list[Job], cfg: Config, scheduler: str | None, gpu_dir: str, 
 def _agree_across_reports(outcomes: list, rows: list, rosters: dict, plans: dict, cfg: Config,
                           cache: ResultCache | None, scheduler: str | None, gpu_dir: str, log) -> tuple:
     """The reports of jobs spread over several reports whose GPUs did not keep what their job's
-    agreement gives them (:func:`~pipeline.engine.agreement.forced_agreements`, over the results
+    agreement gives them (:func:`~pipeline.work.agreement.forced_agreements`, over the results
     analysed now and the stored ones): their result under the job's agreement, from the store when
     it is there, else analysed again now with the agreement forced (and stored under its own key).
     Returns ``(outcomes, rows, rosters, paths analysed again)`` with those reports replaced."""
@@ -426,7 +496,7 @@ def _agree_across_reports(outcomes: list, rows: list, rosters: dict, plans: dict
     if redo:
         log(f"engine: analysing {len(redo)} report(s) again so that every GPU of their job keeps the same "
             "iterations (a job spread over several reports)")
-    jobs = [Job(p, cfg.labels_for(p), slots[p], forced[p]) for p in redo]
+    jobs = [Todo(p, cfg.labels_for(p), slots[p], forced[p]) for p in redo]
     again, _ = _analyse(jobs, cfg, scheduler, gpu_dir, log, None)
     done = set(forced)
     outcomes = [o for o in outcomes if o.path not in done] + again
@@ -505,7 +575,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
             return RunResult(fleet=kept, out_dir=folder.out_dir, reports=len(paths) + n_problems,
                              reused=len(stored), kept=True, failed=_failures(kept), skipped=skipped)
     folder.begin()  # the folder is about to change: no old manifest may vouch for it
-    jobs = [Job(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
+    jobs = [Todo(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
     try:
         outcomes, engine_problem = _analyse(jobs, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log,
@@ -516,7 +586,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     # Stored results are read only now: forked workers would otherwise carry them too.
     rows, rosters, damaged, plans = cache.read(stored) if cache is not None else ([], {}, [], {})
     if damaged:  # unreadable stored results: analyse those reports again
-        more = [Job(p, cfg.labels_for(p), cache.slot(p)) for p in damaged]
+        more = [Todo(p, cfg.labels_for(p), cache.slot(p)) for p in damaged]
         again, _ = _analyse(more, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log, None)
         outcomes += again
         todo += damaged

@@ -5,7 +5,7 @@ State folder ``S`` (``sweep.state_dir``):
 ``S/results/<content>-<settings>-<code>.parquet`` + ``.json`` + ``.sums.json``
     the fleet rows and the per-GPU rosters/timelines of one report (and their checksums, with those of
     the cache entries they came from: :mod:`pipeline.checksums`), analysed
-    under one configuration by one version of the code (:mod:`pipeline.runs.results`:
+    under one configuration by one version of the code (:mod:`pipeline.store.results`:
     ``<content>`` is the SHA-256 of the report's bytes, or for remote objects of
     their ETag, size and mtime; ``<settings>`` the hash of every setting that
     changes a number and of the report's labels; ``<code>`` the pipeline's
@@ -23,7 +23,7 @@ State folder ``S`` (``sweep.state_dir``):
 ``S/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
     it had when hashed, so an untouched file is not read again
-    (:class:`~pipeline.runs.results.IdentityIndex`).
+    (:class:`~pipeline.store.results.IdentityIndex`).
 
 A night whose every report is already stored and whose inputs digest equals
 that of a complete earlier night (or of an earlier run of the same night)
@@ -55,7 +55,7 @@ from ..inputs.discover import skipped_note
 from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, plain_scalar,
                   real_dir, same_file)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
-from .results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
+from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
 
@@ -372,7 +372,7 @@ _WINDOW_COLUMNS = ("gpu_key", "window_start_ns", "window_end_ns", "kept_iteratio
 
 def _night_rosters(store: ResultStore, key: str, report: str, rows: pd.DataFrame) -> dict:
     """The rosters of ``report`` stored under ``key``, or under one of its forced-agreement variants
-    (``<key>-<agreement>``: a job spread over several reports, :mod:`pipeline.engine.agreement`)
+    (``<key>-<agreement>``: a job spread over several reports, :mod:`pipeline.work.agreement`)
     whose rows have the night's windows (``rows``: the night's fleet rows of the report)."""
     cols = [c for c in _WINDOW_COLUMNS if c in rows]
 

@@ -35,8 +35,6 @@ LAUNCH_CALL_NS = (3 * US, 7 * US)      #: duration of one cudaLaunchKernel call
 WITNESS_MARGIN_NS = 25 * US
 H2D_BYTES_PER_NS = 25                  #: ~25 GB/s pinned host-to-device bandwidth
 BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: SPEC size buckets (ns)
-#: Categories the truth assigns (SPEC order); ``periodic`` never: a report holds at most one checkpoint.
-TRUTH_CATEGORIES = ("data", "comm", "sync", "boundary", "cpu")
 #: Per-gap categories of the fleet columns ``cat_*_ns`` (SPEC order); ``launch`` is per GPU, not per gap.
 FLEET_GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
 #: Causes of idle that are not the application's (fleet columns ``cat_profiler_*``, ``cat_untraced_*``):

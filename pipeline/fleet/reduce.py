@@ -43,7 +43,7 @@ ROLLUP_COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm
 #: Arrow and Parquet, plain digits in CSV and JSON, made straight from the rows' Python ints and never
 #: through float64, which holds ns at the UTC-epoch scale (~1.75e18 ns since 1970) only to 256 ns. The
 #: one declaration of them: :func:`fleet_frame` and the result store
-#: (:func:`~pipeline.runs.results.rows_table`) type by it.
+#: (:func:`~pipeline.store.results.rows_table`) type by it.
 INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
     "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
     "gaps_gt_50ms", "sliver_count", "device_gap_count", "device_sliver_count", "iterations")]
@@ -212,9 +212,9 @@ def rosters_of(results: list) -> dict:
 
 
 def roster_entry(result, written_text: str | None) -> dict:
-    """The rosters entry of one GPU's result for :func:`~pipeline.engine.outputs.write_outputs`: the
+    """The rosters entry of one GPU's result for :func:`~pipeline.fleet.outputs.write_outputs`: the
     full rosters, or, when its JSON file was already written (``written_text``: the
-    :func:`~pipeline.engine.outputs.summary_text` of its ``_summary``), the device roster and that text."""
+    :func:`~pipeline.fleet.outputs.summary_text` of its ``_summary``), the device roster and that text."""
     if written_text is not None:
         return {"device": result.device_roster, "json": written_text}
     return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
@@ -224,7 +224,7 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     """The one reduce of a run, on the client: ``(fleet table, rosters)``.
 
     Args:
-        outcomes: :class:`~pipeline.engine.tasks.ReportOutcome` of every report analysed now
+        outcomes: :class:`~pipeline.work.tasks.ReportOutcome` of every report analysed now
             (a failure becomes that report's error row).
         cfg: the configuration (labels of error rows, straggler spread).
         problems: ``(input, message)`` pairs of inputs that never reached the analysis

@@ -2,14 +2,14 @@
 
 Outputs of one run in ``DIR``:
   ``fleet.parquet`` / ``fleet.csv``: one row per (report, GPU), error rows included;
-  ``jobs.csv`` / ``clusters.csv``: rollups (:func:`~pipeline.engine.reduce.rollup`);
+  ``jobs.csv`` / ``clusters.csv``: rollups (:func:`~pipeline.fleet.reduce.rollup`);
   ``fix_first.csv`` / ``fix_first.json``: the ranked fix-first lists of the fleet and of each job
   (:func:`~pipeline.analysis.fixfirst.fix_list`);
   ``gpus/<report>__<gpu>__<hash>.json``: rosters, timeline and a final ``_summary`` per GPU.
 Every file is written to a temporary name in the same folder and renamed
 (:mod:`pipeline.io`), so a reader never sees a half-written file. Who writes the per-GPU
 files (the task that analysed the report, or the client) is decided in one place,
-:func:`pipeline.engine.map.map_reports`; this module only writes them.
+:func:`pipeline.runs.driver.analysed`; this module only writes them.
 """
 from __future__ import annotations
 

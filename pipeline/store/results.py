@@ -10,7 +10,7 @@
     8 hex digits, so results made by other code (of what results depend on:
     :data:`pipeline.code_keys.RESULT_CODE`) are never served;
     ``<agreement>``: only for a report analysed with its job's agreement forced
-    (:func:`~pipeline.engine.agreement.agreement_token`, 12 hex digits). Written atomically
+    (:func:`~pipeline.work.agreement.agreement_token`, 12 hex digits). Written atomically
     as each report finishes; only reports whose every GPU was
     analysed are stored (a failure is tried again next time). ``.sums.json``, written last, holds
     the SHA-256 of the other two files and the cache entries the result was computed from
@@ -42,9 +42,9 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
                          record_digest, write_sums)
 from .. import code_keys
 from ..config import Config
-from ..engine.reduce import INT_COLUMNS, int_column, rosters_of
+from ..fleet.reduce import INT_COLUMNS, int_column, rosters_of
 from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
-from ..load.snapshot import sidecars, snapshot_key
+from ..snapshot import sidecars, snapshot_key
 
 
 def config_hash(cfg: Config) -> str:
@@ -77,7 +77,7 @@ def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
 def report_identity(path: str, storage_options: dict | None = None) -> str:
     """Content identity of a report: SHA-256 of a local file's bytes (and of its ``-wal`` / hot
     ``-journal`` when they hold part of an export's committed state:
-    :func:`~pipeline.load.snapshot.snapshot_key`); for a remote object, a hash of its ETag, size
+    :func:`~pipeline.snapshot.snapshot_key`); for a remote object, a hash of its ETag, size
     and modification time (no download needed)."""
     if "://" not in path or path.startswith("file://"):
         return snapshot_key(path.removeprefix("file://"))
@@ -187,7 +187,7 @@ def rows_table(rows: list[dict]) -> pa.Table:
     ``None`` where a row lacks it. Straight from the Python values, column by column (building a
     pandas DataFrame first cost ~2 ms per report for a handful of rows, and typed a column of ints
     beside a ``None`` as float64, off by up to 128 ns at epoch-scale ns): the fleet's integer columns
-    (:data:`~pipeline.engine.reduce.INT_COLUMNS`) are exact ``int64`` (NaN there is missing). A column
+    (:data:`~pipeline.fleet.reduce.INT_COLUMNS`) are exact ``int64`` (NaN there is missing). A column
     Arrow cannot type that way (e.g. text with a float NaN in it) is read with NaN as missing.
     Raises ValueError for a fraction in an integer column, ``pyarrow.ArrowException`` for a column
     Arrow cannot type at all."""
@@ -423,12 +423,12 @@ class ResultCache:
     def slot(self, path: str, agreements: dict | None = None) -> "ResultSlot | None":
         """Where the report's result goes (None for a report that could not be identified); with
         ``agreements`` (``{source: Agreement}``), the result of the report analysed with its job's
-        agreement forced (:mod:`pipeline.engine.agreement`)."""
+        agreement forced (:mod:`pipeline.work.agreement`)."""
         if path not in self.keys:
             return None
         if agreements is None:
             return ResultSlot(self.root, self.keys[path])
-        from ..engine.agreement import agreement_token
+        from ..work.agreement import agreement_token
 
         return ResultSlot(self.root, f"{self.keys[path]}-{agreement_token(agreements)}")
 

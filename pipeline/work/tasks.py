@@ -1,11 +1,14 @@
-"""The tasks the engine maps over reports: plain functions of plain data, no scheduler in sight.
+"""The unit of work of one report: stage, size check, export, load, plan, agree, analyse.
 
+Plain functions of plain data, no scheduler in sight. :class:`ReportWork` is what the engine
+maps (:func:`pipeline.engine.map.map_work`, its :class:`~pipeline.engine.map.Work` contract):
 ``report_task`` (one report: load, plan every GPU's iterations, let the report's GPUs agree
-on them, analyse every GPU, optionally write its per-GPU JSON and store its result) is what
-:func:`pipeline.engine.map.map_reports` runs per report; ``load_task`` -> ``gpu_keys_task``
--> ``plan_task`` (per GPU) -> ``agreed_task`` (per GPU, given every plan of its report) are
-the same work cut per GPU for the fan-out of a few large reports. Whatever runs them (this
-process, a LocalCluster, a remote scheduler), their results are the same values.
+on them, analyse every GPU, then hand the results to the report's :class:`Sinks`) per report;
+``load_task`` -> ``gpu_keys_task`` -> ``plan_task`` (per GPU) -> ``agreed_task`` (per GPU, given
+every plan of its report) are the same work cut per GPU for the fan-out of a few large reports.
+Whatever runs them (this process, a LocalCluster, a remote scheduler), their results are the
+same values. Where the outputs go (per-GPU JSON, the result store, page timelines) is not this
+module's business: the driver gives each job its sinks (:mod:`pipeline.runs.driver`).
 
 Every failure while analysing a report is returned as a :class:`~pipeline.model.Failure`
 value, with a message naming the file and the cause (:func:`describe`): bad input (a
@@ -24,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+from typing import Callable
 
 from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
@@ -38,9 +42,35 @@ from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report
-from .cluster import local_worker_memory
-from .outputs import gpu_json_name, write_gpu_docs
-from .reduce import build_fleet, error_row, rosters_of
+from ..engine.cluster import local_worker_memory
+from ..fleet.reduce import error_row
+
+
+@dataclasses.dataclass(frozen=True)
+class Sinks:
+    """Where one report's outputs go when the task that analysed it makes them (given by the driver;
+    picklable: they travel to the worker). Each is None when that output is not made in the task.
+
+    ``store(results) -> bool``: keep the results (True: stored). ``write(results) -> {(report, gpu key):
+    (file path, summary text)}``: write the per-GPU JSON. ``draw(file paths)``: draw the page timelines
+    of the files just written."""
+
+    store: Callable | None = None
+    write: Callable | None = None
+    draw: Callable | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One report to analyse: its ``path`` (or URL), its ``labels``, ``forced``: the agreement of its
+    job's GPUs (``{source: Agreement}``) when the job spans several reports and the report's own GPUs
+    alone agreed otherwise (:mod:`pipeline.work.agreement`; None: its GPUs agree among themselves),
+    and its ``sinks`` (None: the task makes no output; the client stores and writes)."""
+
+    path: str
+    labels: dict
+    forced: dict | None = None
+    sinks: Sinks | None = None
 
 
 @dataclasses.dataclass
@@ -48,11 +78,11 @@ class ReportOutcome:
     """What one report came to: its per-GPU results, or its failure.
 
     ``results``: one :class:`~pipeline.model.GpuResult` per GPU (a GPU whose analysis
-    failed has an error row). ``written``: the task wrote the per-GPU JSON files itself;
-    ``results`` then hold each GPU's row and device roster only (the rest is in the files)
-    and ``texts`` the :func:`~pipeline.engine.outputs.summary_text` of each file's
-    ``_summary`` by GPU key. ``stored``: the task stored the results in the report's
-    result slot itself.
+    failed has an error row). ``written``: the task wrote the per-GPU JSON files itself
+    (its :attr:`Sinks.write`); ``results`` then hold each GPU's row and device roster only (the
+    rest is in the files) and ``texts`` the :func:`~pipeline.fleet.outputs.summary_text` of each
+    file's ``_summary`` by GPU key. ``stored``: the task stored the results itself (its
+    :attr:`Sinks.store`).
     """
 
     path: str
@@ -296,7 +326,7 @@ def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None
 def report_agreements(path: str, keys: list[str], plans: list, cfg: Config, forced: dict | None = None) -> dict:
     """``{source: Agreement}`` of a report's GPUs (one job: its GPUs share the report's labels) from
     their ``plans`` (:func:`~pipeline.analysis.iterations.agree`), or ``forced``: the agreement of
-    the whole job when it spans several reports (:mod:`pipeline.engine.agreement`)."""
+    the whole job when it spans several reports (:mod:`pipeline.work.agreement`)."""
     if forced is not None:
         return forced
     return agree([((path, key), plan) for key, plan in zip(keys, plans)], cfg.window)
@@ -368,56 +398,45 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
                  threads)
 
 
-def finish_report(outcome: ReportOutcome, cfg: Config, gpu_dir: str | None, slot,
-                  plots: str | None = None) -> ReportOutcome:
-    """Store a report's results in ``slot`` (anything with ``put(results) -> bool``, e.g. a
-    :class:`~pipeline.runs.results.ResultSlot`) and write its per-GPU JSON into ``gpu_dir``, where given.
+def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
+    """Hand a report's results to its ``sinks``: store them, then write its per-GPU JSON and draw
+    their page timelines, each where given.
 
-    The documents are written atomically with the fleet row as ``_summary`` as the report's
-    own rows give it (stragglers flagged among the report's GPUs of each job; the reduce
-    rewrites the ``_summary`` of a file whose final fleet row differs); only the rows and
-    device rosters are kept in the outcome then. If writing fails (for any reason: the result is
-    stored by then, so the report is not a failure), the full results stay in the outcome and the
-    client writes them. With ``plots`` (a plot cache folder), each written
-    GPU's page timeline is drawn into it from the file just written
-    (:func:`pipeline.report.gpu_page.draw_timelines`): the report finds them drawn, and a fleet's
-    pages are drawn by all the workers instead of one after another by the client.
+    If writing fails (for any reason: the result is stored by then, so the report is not a failure),
+    the full results stay in the outcome and the client writes them; otherwise only the rows and
+    device rosters are kept in the outcome. Drawing ahead only saves the report time: a failure
+    there is ignored (the report draws what is missing).
     """
-    if outcome.failure is not None:
+    if outcome.failure is not None or sinks is None:
         return outcome
-    if slot is not None:
-        outcome.stored = slot.put(outcome.results) or outcome.stored
-    if gpu_dir is None:
+    if sinks.store is not None:
+        outcome.stored = sinks.store(outcome.results) or outcome.stored
+    if sinks.write is None:
         return outcome
     try:
-        texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in outcome.results],
-                                                    cfg.analysis.straggler_spread_pct), rosters_of(outcome.results))
+        files = sinks.write(outcome.results)
     except Exception:  # noqa: BLE001 - the result is stored and analysed: the client writes its files instead
         return outcome
     outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources)
                        for r in outcome.results]
-    outcome.written, outcome.texts = True, {gpu: text for (_, gpu), text in texts.items()}
-    if plots is not None:
-        from ..report.gpu_page import draw_timelines
-
+    outcome.written, outcome.texts = True, {gpu: text for (_, gpu), (_, text) in files.items()}
+    if sinks.draw is not None:
         try:
-            draw_timelines([os.path.join(gpu_dir, gpu_json_name(report, gpu)) for report, gpu in texts], plots)
+            sinks.draw([path for path, _ in files.values()])
         except Exception:  # noqa: BLE001 - drawing ahead only saves the report time: it draws what is missing
             pass
     return outcome
 
 
-def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None, slot=None,
-                threads: int = 1, background_cache: bool = False, forced: dict | None = None,
-                plots: str | None = None) -> ReportOutcome:
-    """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then
-    :func:`finish_report`.
+def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None, threads: int = 1,
+                background_cache: bool = False, forced: dict | None = None) -> ReportOutcome:
+    """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then hand the
+    results to its ``sinks`` (:func:`finish_report`).
 
     ``threads``: GPUs analysed at once (in this process: one report, several GPUs).
     ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
-    ``plots``: see :func:`finish_report`.
     Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
     report = load_task(path, cfg, background_cache)
@@ -427,7 +446,54 @@ def report_task(path: str, labels: dict, cfg: Config, gpu_dir: str | None = None
     try:
         results = analyse_report(report, keys, cfg, labels, threads, forced)
         del report
-        return finish_report(ReportOutcome(path=path, results=results), cfg, gpu_dir, slot, plots)
+        return finish_report(ReportOutcome(path=path, results=results), sinks)
     except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
         return ReportOutcome(path=path, failure=Failure(describe(exc, path)))
 
+
+class ReportWork:
+    """The report's unit of work as the engine maps it (:class:`pipeline.engine.map.Work`): whole
+    (:func:`report_task`) or cut per GPU (:func:`load_task`, :func:`gpu_keys_task`, :func:`plan_task`,
+    :func:`agreed_task`), over :class:`Job` items, under the run's configuration ``cfg``."""
+
+    steps = ("report", "load", "gpus", "plan", "analyse")
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def name(self, job: Job) -> str:
+        return job.path
+
+    def whole(self, job: Job, threads: int = 1) -> ReportOutcome:
+        """:func:`report_task`; a new columnar cache entry is written on a thread in this process
+        (the run waits for it: :func:`pipeline.load.cache.wait_for_writes`), not on a Dask worker."""
+        return report_task(job.path, job.labels, self.cfg, job.sinks, threads, background_cache=_dask_worker() is None,
+                           forced=job.forced)
+
+    def failed(self, job: Job, text: str) -> ReportOutcome:
+        return ReportOutcome(path=job.path, failure=Failure(text))
+
+    def describe(self, exc: BaseException, name: str, what: str = "") -> str:
+        return describe(exc, name, what)
+
+    def open(self, job: Job) -> Report | Failure:
+        return load_task(job.path, self.cfg)
+
+    def parts(self, report: Report | Failure) -> tuple:
+        keys = gpu_keys_task(report)
+        return (None, keys.message) if isinstance(keys, Failure) else (keys, None)
+
+    def first(self, report: Report, gpu_key: str) -> IterationPlan | None:
+        return plan_task(report, gpu_key, self.cfg)
+
+    def second(self, report: Report, job: Job, gpu_key: str, keys: list, plans: list) -> GpuResult:
+        return agreed_task(report, gpu_key, self.cfg, job.labels, keys, plans, job.forced)
+
+    def part_label(self, gpu_key: str) -> str:
+        return f"GPU {gpu_key}: "
+
+    def part_failed(self, job: Job, gpu_key: str, text: str) -> GpuResult:
+        return gpu_error(job.path, job.labels, gpu_key, text)
+
+    def gather(self, job: Job, results: list) -> ReportOutcome:
+        return ReportOutcome(path=job.path, results=results)

@@ -33,9 +33,8 @@ import struct
 import tempfile
 import time
 
-from ..inputs.export import content_key
-from ..io import hash_into
-from ..model import ProfileError
+from .io import file_sha256, hash_into
+from .model import ProfileError
 
 try:
     import fcntl
@@ -88,8 +87,8 @@ _KEYS: dict = {}
 
 
 def _remembered_key(path: str) -> str:
-    """:func:`~pipeline.inputs.export.content_key` of ``path``, hashed once per process: a run hashes
-    each export for its result (:class:`~pipeline.runs.results.IdentityIndex`) and again for its
+    """:func:`~pipeline.checksums.file_digest` of ``path``, hashed once per process: a run hashes
+    each export for its result (:class:`~pipeline.store.results.IdentityIndex`) and again for its
     columnar cache entry, and on a 3M-kernel export each hash reads 311 MB. The key is reused only
     while the file's size, modification and change times and inode are those it was hashed with,
     and only for a file that had not changed for :data:`SETTLE_NS` before it was hashed and did not
@@ -99,7 +98,7 @@ def _remembered_key(path: str) -> str:
     key = _KEYS.get(stamp)
     if key is not None:
         return key
-    key = content_key(path)
+    key = file_sha256(path)[0]
     after = os.stat(path)
     if ((after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == stamp[1:]
             and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS):
@@ -110,7 +109,7 @@ def _remembered_key(path: str) -> str:
 def snapshot_key(path: str) -> str:
     """Content identity (64 hex digits) of the export's committed state (see module docstring).
 
-    Equals :func:`~pipeline.inputs.export.content_key` when no sidecar holds part of it (hashed once
+    Equals :func:`~pipeline.checksums.file_digest` when no sidecar holds part of it (hashed once
     per process while the file is unchanged: :func:`_remembered_key`), else the SHA-256 of the main
     file's bytes followed, per sidecar, by its suffix (``-wal``, ``-journal``) and its bytes. Raises
     OSError when a file cannot be read.

@@ -1,13 +1,13 @@
 """The GPUs of one job keep the same iterations, also when the job spans several reports.
 
-Inside one report the GPUs agree before any is analysed (:func:`pipeline.engine.tasks.analyse_report`:
+Inside one report the GPUs agree before any is analysed (:func:`pipeline.work.tasks.analyse_report`:
 every GPU of a report shares its labels, so its job). A job spread over several reports (one
 export per rank or per node, put into one job by the labels: the same ``(cluster, job)``, as for
 stragglers) is checked after the map: :func:`forced_agreements` computes the job's agreement
 (:func:`pipeline.analysis.iterations.agree`) from the iteration plans of all its GPUs, analysed
 now or stored, and names the reports one of whose GPUs kept something else than the job's
 agreement gives it; those reports are analysed again with the job's agreement forced (a second
-round through the same map, usually empty; :func:`rerun_disagreeing`). The plans do not depend
+round through the same map, usually empty: :mod:`pipeline.runs.driver`). The plans do not depend
 on the agreement, so the second round never changes the agreement: one round is enough.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _job(row: dict) -> tuple:
 
 def entries_of(outcomes, rows=(), plans: dict | None = None) -> list[GpuEntry]:
     """The :class:`GpuEntry` of every GPU result in ``outcomes``
-    (:class:`~pipeline.engine.tasks.ReportOutcome`) and of stored ``rows`` with their ``plans``
+    (:class:`~pipeline.work.tasks.ReportOutcome`) and of stored ``rows`` with their ``plans``
     (``(report, gpu key) -> IterationPlan``). Rows without a GPU key (a report's error row) take no part."""
     out = []
     for outcome in outcomes:
@@ -97,30 +97,6 @@ def forced_agreements(entries: list[GpuEntry], cfg) -> dict[str, dict]:
 
 def agreement_token(agreements: dict) -> str:
     """12 hex digits naming a forced agreement (``{source: Agreement}``): part of the result key of
-    a report analysed under it (:meth:`pipeline.runs.results.ResultCache.slot`)."""
+    a report analysed under it (:meth:`pipeline.store.results.ResultCache.slot`)."""
     doc = {source: a.to_json() for source, a in sorted(agreements.items())}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def replace_reports(outcomes: list, again: list) -> list:
-    """``outcomes`` with each report's outcome replaced by its outcome in ``again`` (same path)."""
-    redone = {o.path for o in again}
-    return [o for o in outcomes if o.path not in redone] + list(again)
-
-
-def rerun_disagreeing(outcomes: list, cfg, run, rows=(), plans: dict | None = None, slot_for=None) -> tuple:
-    """The second round: analyse again, with their job's agreement forced, the reports
-    :func:`forced_agreements` names among ``outcomes`` and the stored ``rows`` (with their ``plans``).
-
-    ``run(jobs) -> list of ReportOutcome`` maps :class:`~pipeline.engine.map.Job` values on the run's
-    backend; ``slot_for(path, agreements)`` gives each job's result slot (None: not stored).
-    Returns ``(outcomes with the redone reports replaced, {path: agreements} of the redone reports)``.
-    """
-    from .map import Job
-
-    forced = forced_agreements(entries_of(outcomes, rows, plans), cfg)
-    if not forced:
-        return outcomes, {}
-    jobs = [Job(path, cfg.labels_for(path), slot_for(path, agreements) if slot_for else None, agreements)
-            for path, agreements in sorted(forced.items())]
-    return replace_reports(outcomes, run(jobs)), forced
