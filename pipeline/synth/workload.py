@@ -34,10 +34,10 @@ LAUNCH_CALL_NS = (3 * US, 7 * US)      #: duration of one cudaLaunchKernel call
 #: the next kernel's launch call (at most LEAD + CALL = 16 us before the kernel).
 WITNESS_MARGIN_NS = 25 * US
 H2D_BYTES_PER_NS = 25                  #: ~25 GB/s pinned host-to-device bandwidth
-BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: SPEC size buckets (ns)
-#: Categories the truth assigns (SPEC order); ``periodic`` never: a report holds at most one checkpoint.
+BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: size buckets (ns), docs/definitions.md#size-buckets
+#: Categories the truth assigns (docs/definitions.md#categories); ``periodic`` never: at most one checkpoint.
 TRUTH_CATEGORIES = ("data", "comm", "sync", "boundary", "cpu")
-#: Per-gap categories of the fleet columns ``cat_*_ns`` (SPEC order); ``launch`` is per GPU, not per gap.
+#: Per-gap categories of the columns ``cat_*_ns`` (docs/definitions.md#categories); ``launch`` is per GPU.
 FLEET_GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
 #: Causes of idle that are not the application's (fleet columns ``cat_profiler_*``, ``cat_untraced_*``):
 #: the generators write no profiler-overhead rows and a GPU record for every launch, so none holds any.
@@ -116,7 +116,7 @@ CONVNET_BACKWARD = (
 
 
 def is_collective(name: str, rules: CategoryRules) -> bool:
-    """True when ``name`` is a collective kernel by the category rules' regex (SPEC "comm")."""
+    """True when ``name`` is a collective kernel by the rules' regex (docs/definitions.md#categories, ``comm``)."""
     return re.search(rules.collective_kernel, name, re.IGNORECASE) is not None
 
 
