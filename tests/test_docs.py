@@ -197,3 +197,41 @@ def test_the_category_order_is_the_models():
 
     text = " ".join((DOCS / "definitions.md").read_text(encoding="utf-8").split())
     assert "The order is `model.CATEGORIES`: " + ", ".join(f"`{c}`" for c in CATEGORIES) + "." in text
+
+
+def layout_block() -> list[str]:
+    """The lines of the ``pipeline/`` tree in docs/architecture.md (its first code block)."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("\n```\n", 1)[1].split("\n```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_layout_names_every_module_and_only_modules_that_exist():
+    """docs/architecture.md's tree of pipeline/ names each module where it is (a folder ``  name/``, its
+    modules ``    name.py`` below it), and every module of pipeline/ appears in it."""
+    listed, folder = [], None
+    for line in layout_block():
+        if m := re.match(r"^  (\w+)/\s", line + " "):
+            folder = m.group(1)
+        elif m := re.match(r"^    (\w+\.py)\s", line + " "):
+            listed.append(f"{folder}/{m.group(1)}")
+        elif m := re.match(r"^  (\w+\.py)\s", line + " "):
+            folder = None
+            listed.append(m.group(1))
+        elif re.match(r"^\S", line) and not line.startswith("pipeline/"):
+            break
+    missing = [p for p in listed if not (REPO / "pipeline" / p).is_file()]
+    assert missing == [], f"docs/architecture.md lists modules that do not exist: {missing}"
+    words = set(re.findall(r"[\w.]+\.py", "\n".join(layout_block())))
+    unlisted = [str(p.relative_to(REPO)) for p in sorted((REPO / "pipeline").rglob("*.py"))
+                if p.name != "__init__.py" and p.name not in words]
+    assert unlisted == [], f"docs/architecture.md does not name {unlisted}"
+    assert len(listed) >= 40
+
+
+def test_every_pipeline_path_the_docs_name_exists():
+    """A ``pipeline/….py`` path named in README.md or docs/ is a file of the repository."""
+    missing = sorted({f"{path.relative_to(REPO)}: {name}" for path in markdown_files()
+                      for name in re.findall(r"\bpipeline/[\w/]+\.py\b", path.read_text(encoding="utf-8"))
+                      if not (REPO / name).is_file()})
+    assert missing == []
