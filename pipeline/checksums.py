@@ -1,4 +1,4 @@
-"""Content checksums of cache entries: written with each entry, checked on every use (README "Caches").
+"""Content checksums of cache entries: written with each entry, checked on every use (docs/operations.md#caches).
 
 Every cache entry (a columnar cache folder, an export in the export cache, a stored result, a
 staged copy of a remote report, a cached plot or page of the report) has a small JSON *sidecar*,

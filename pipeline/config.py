@@ -190,7 +190,7 @@ if TYPE_CHECKING:  # the names the annotations use, for linters and type checker
 
 @dataclass(frozen=True)
 class CategoryRules:
-    """What makes a gap ``sync``, ``data`` or ``comm`` (SPEC "Category").
+    """What makes a gap ``sync``, ``data`` or ``comm`` (docs/definitions.md#categories).
 
     ``sync_apis``/``data_apis``: exact normalised CUDA API names (and their HIP twins, for ROCm traces).
     ``*_min_fraction``: the share of the gap a witness must cover (0..1).
@@ -335,7 +335,7 @@ class AnalysisConfig:
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
     holes make up at least this share of its idle (and are actionable).
     ``min_confidence_iterations``, ``min_confidence_window_ns``: fix-first dollar figures resting on
-    fewer stable iterations or a shorter window (ns) are flagged ``low_confidence`` (SPEC "Fix first")."""
+    fewer stable iterations or a shorter window (ns) are flagged ``low_confidence`` (docs/definitions.md#fix-first)."""
 
     min_gap_ns: Nanoseconds = 1_000_000
     roster_size: Count = 20

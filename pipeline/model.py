@@ -16,11 +16,11 @@ import pandas as pd
 
 from .arrays import row_groups
 
-#: Per-gap categories in SPEC order (first match wins), then the per-GPU ``launch``.
+#: Per-gap categories in the order of docs/definitions.md#categories (first match wins), then the per-GPU ``launch``.
 GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
-#: Every category of the fleet table's ``cat_*`` columns, in SPEC order.
+#: Every category of the fleet table's ``cat_*`` columns, in the order of docs/definitions.md#categories.
 CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")
-#: Causes of idle that are not the application's (SPEC "Category"): tested before every category,
+#: Causes of idle that are not the application's (docs/definitions.md#caveats): tested before every category,
 #: never priced as the application's fixable idle, never ``main_category`` or ``actionable``; shown
 #: apart in their own ``cat_*`` columns with their cost. ``profiler``: Nsight Systems' own overhead
 #: covers the gap; ``untraced``: the trace lost the records there (launches without kernel records,

@@ -1,6 +1,6 @@
 """The committed state of an SQLite export, read without writing anything beside it.
 
-The main file alone is not always what SQLite calls the database (SPEC "Trusting the input"):
+The main file alone is not always what SQLite calls the database (docs/definitions.md#trusting-the-input):
 
 - in WAL mode, committed transactions live in ``<file>-wal`` until a checkpoint copies them
   into the main file;

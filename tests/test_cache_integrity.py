@@ -33,7 +33,7 @@ from test_s3 import client, s3  # noqa: F401 - fixture: a real S3-compatible ser
 KINETO = Path(os.environ.get("GPU_IDLE_KINETO", Path(__file__).resolve().parents[2] / "shared" / "kineto"))
 #: The option that makes "the next run with a new config" (the stored result of the first run is not its).
 NEW_CONFIG = ("--min-gap-ns", "500000")
-#: The checksum sidecar of a columnar cache entry (README "Caches").
+#: The checksum sidecar of a columnar cache entry (docs/operations.md#caches).
 SUMS = "checksums.json"
 
 

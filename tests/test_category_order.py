@@ -1,4 +1,4 @@
-"""Issue 13: causes named as the field names them (SPEC "Category": data, comm, sync, boundary,
+"""Issue 13: causes named as the field names them (docs/definitions.md#categories: data, comm, sync, boundary,
 periodic, launch, cpu; profiler/untraced before them) and collectives that are not NCCL.
 
 Expected values are worked out by hand in the comments.

@@ -1,4 +1,4 @@
-"""Issue 14 point 2: exposed vs overlapped communication (SPEC "Communication overlap").
+"""Issue 14 point 2: exposed vs overlapped communication (docs/definitions.md#communication-overlap).
 
 Per GPU inside W: ``comm_ns`` = |union of the collective kernels clipped to W|; ``comm_overlapped_ns`` =
 the part of it when a compute (non-collective) kernel runs on *another* stream of the GPU;
@@ -253,7 +253,7 @@ def test_fleet_columns_in_order():
     i = FLEET_COLUMNS.index("comm_ns")
     assert FLEET_COLUMNS[i:i + 6] == COMM_COLUMNS and FLEET_COLUMNS[i - 1] == "actionable"
     assert FLEET_COLUMNS[FLEET_COLUMNS.index("untraced_usd_per_month") + 1] == "comm_exposed_usd_per_month"
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "outputs.md").read_text()
     assert all(f"`{c}`" in readme for c in COMM_COLUMNS + ["comm_exposed_usd_per_month"])
     assert "overlap.py" in readme
 

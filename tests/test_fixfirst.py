@@ -1,4 +1,4 @@
-"""Fix first (SPEC "Fix first"): recoverable USD per category, speed-ups, the ranked list, confidence.
+"""Fix first (docs/definitions.md#fix-first): recoverable USD per category, speed-ups, the ranked list, confidence.
 
 Expected values are worked out by hand here (share x rate x hours), never with pipeline.analysis.fixfirst.
 """

@@ -1,4 +1,4 @@
-"""Windows on the GPU timeline, one per job (SPEC "The analysis window", last paragraph; issue 14 point 3).
+"""Windows on the GPU timeline, one per job (docs/definitions.md#one-choice-per-job; issue 14 point 3).
 
 NVTX iterations are put on the GPU by correlationId (kernels launched from inside the range on
 the marking thread), numbered, and all GPUs of one job keep the same numbers: GPUs of one report

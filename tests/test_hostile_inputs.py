@@ -52,7 +52,7 @@ def capped() -> None:
 
 
 def cut(text: str) -> str:
-    """The text the loader keeps of ``text`` (the README's rule: first 4096 characters, an ellipsis,
+    """What the loader keeps of ``text`` (docs/inputs.md#limits-on-hostile-input: first 4096 characters, an ellipsis,
     the full length)."""
     return text if len(text) <= TEXT_CAP else text[:TEXT_CAP] + f"\u2026 ({len(text)} characters, cut at {TEXT_CAP})"
 

@@ -1,4 +1,4 @@
-"""Issue 12, kind 2: MIG instances are their own GPUs (SPEC "GPU"), priced as their slice.
+"""Issue 12, kind 2: MIG instances are their own GPUs, priced as their slice (docs/definitions.md#cost).
 
 Exports are built in the real schema (ExportWriter): TARGET_INFO_GPU lists the board with its
 ``smCount``; TARGET_INFO_CUDA_DEVICE maps each process's CUDA device to it (``gpuId``) with the

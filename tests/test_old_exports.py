@@ -80,7 +80,7 @@ def test_2020_export_without_the_per_process_table_uses_the_listing(tmp_path):
 
 
 def test_2020_processes_on_one_bus_id_are_one_gpu(tmp_path):
-    # TARGET_INFO_CUDA_GPU gives each process's device its PCI bus id: one physical GPU (SPEC "GPU")
+    # TARGET_INFO_CUDA_GPU gives each process's device its PCI bus id: one physical GPU (docs/definitions.md)
     w = writer_2020(tmp_path / "shared.sqlite")
     w.gpu_2020(0, "A100-PCIE-40GB", bus="0000:99:00.0")
     w.cuda_gpu_2020(0, 10, "A100-PCIE-40GB", bus="0000:99:00.0", sms=108)

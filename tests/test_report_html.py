@@ -258,7 +258,7 @@ def test_report_in_headless_chromium(sweep_html, sweep_state):
 
 def test_report_formats_constant_matches():
     """Both copies of the format list (the CLI's, kept apart so that loading the CLI does not
-    import the renderer, and the renderer's) are the three formats the README documents
+    import the renderer, and the renderer's) are the three formats docs/outputs.md documents
     (``--format html|csv|md``, html the default): what ``gpu-idle report --format`` accepts and
     what ``write_report`` renders; any other format is refused by both."""
     from click.testing import CliRunner

@@ -470,7 +470,7 @@ def test_impossible_rows_of_every_table_are_dropped(tmp_path):
 # ---------------------------------------------------------------- the fleet table, end to end
 
 def test_fleet_table_shows_the_causes_apart(tmp_path):
-    """Through the CLI: the new columns are in fleet.csv (and its README table), the rollups show the
+    """Through the CLI: the new columns are in fleet.csv (and its docs/outputs.md table), the rollups show the
     caveats' time and cost apart, and the application's columns do not hold them."""
     folder = tmp_path / "in"
     folder.mkdir()
@@ -482,7 +482,7 @@ def test_fleet_table_shows_the_causes_apart(tmp_path):
     new = ["cat_profiler_ns", "cat_untraced_ns", "cat_profiler_pct", "cat_untraced_pct", "profiler_usd_per_month",
            "untraced_usd_per_month"]
     assert [c for c in FLEET_COLUMNS if c in new] == new and set(new) <= set(fleet.columns)
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "outputs.md").read_text()
     assert all(f"`{c}`" in readme for c in new if not c.endswith("_pct"))
     lost, flush = fleet.loc["lost"], fleet.loc["flush"]
     assert (int(lost["cat_untraced_ns"]), lost["status"], int(lost["cat_cpu_ns"])) == (40_100_000, "partial", 0)

@@ -25,7 +25,7 @@ _ROSTER_COLUMNS = ("pid", "stream_id", "start", "length", "end", "kernel_before"
 
 def _roster_records(categorised: dict, top_n: int, nvtx: pd.DataFrame, copies: pd.DataFrame, calls) -> list[dict]:
     """The per-GPU JSON's roster entries of the ``top_n`` longest of the ``categorised`` gaps (columns:
-    name -> array; :func:`pipeline.analysis.gaps.roster_rows`; see README "What it writes"); the copies
+    name -> array; :func:`pipeline.analysis.gaps.roster_rows`; docs/outputs.md#per-gpu-json); the copies
     overlapping each gap: :func:`pipeline.analysis.attribution.gap_copies`."""
     rows = gaps.roster_rows(categorised, top_n)
     if not rows.size:
@@ -108,7 +108,7 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
 
 
 def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, agreement: Agreement | None = None):
-    """The analysis window W of ``trace`` (SPEC "The analysis window"): ``--trim``, the ``span`` rule,
+    """The analysis window W of ``trace`` (docs/definitions.md#the-analysis-window): ``--trim``, the ``span`` rule,
     or the iterations of ``plan`` (:func:`plan_gpu` when None) that ``agreement`` (the agreement of
     its job's GPUs on ``plan.source``; None: this GPU alone) keeps. Raises
     :class:`~pipeline.analysis.window.WindowError` when no window can be chosen."""
@@ -124,7 +124,7 @@ def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, 
 
 def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
                 agreement: Agreement | None = None) -> GpuResult:
-    """Compute every per-GPU number of the fleet table (SPEC "Definitions", "Cost").
+    """Compute every per-GPU number of the fleet table (docs/definitions.md, docs/definitions.md#cost).
 
     Args:
         trace: one physical GPU's kernels, copies, runtime calls and NVTX.
@@ -235,7 +235,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     ranked = sorted(CATEGORIES, key=lambda c: (-category_ns[c], CATEGORIES.index(c)))
     row["main_category"] = ranked[0] if category_ns[ranked[0]] > 0 else ""
     row["actionable"] = ",".join(c for c in ranked if row[f"cat_{c}_pct"] >= a.actionable_pct)
-    # communication overlap (SPEC "Communication overlap"): collective time with / without compute
+    # communication overlap (docs/definitions.md#communication-overlap): collective time with / without compute
     # on another stream; busy time, so priced apart from the idle below
     comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
                                 attribution.collective_mask(kw["name"], cfg.categories, trace.world_size,

@@ -1,6 +1,6 @@
 """Explain each gap: CPU-side CUDA API calls and copy-engine work inside it.
 
-SPEC "Attribution": for a gap on a GPU, the CUDA runtime API calls of the
+docs/definitions.md#attribution: for a gap on a GPU, the CUDA runtime API calls of the
 processes that drive that GPU that overlap the gap, each counted by its
 intersection with the gap (not its full length), grouped by normalised API name
 and sorted by overlapped time. Copy-engine work (memcpy/memset) overlapping the
@@ -239,7 +239,7 @@ def periodic_mask(gap_starts, lengths, boundaries, rules: CategoryRules, eligibl
 def collective_mask(names, rules: CategoryRules, world_size: int = 0, aliases: dict | None = None) -> np.ndarray:
     """Which kernel ``names`` are collectives (:func:`is_collective_kernel`: NCCL/RCCL and the other
     communication libraries' device kernels, the inference engines' own all-reduce / all-gather /
-    reduce-scatter kernels; SPEC "Category" ``comm``). The one matcher of the ``comm`` category
+    reduce-scatter kernels; docs/definitions.md#categories, ``comm``). The one matcher of the ``comm`` category
     and of communication overlap (:mod:`pipeline.analysis.overlap`).
 
     Args:
@@ -336,7 +336,7 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
         all CUDA API calls inside it), ``category`` and ``attribution``
         (``[(api_name, ns), ...]`` by summed overlapped time, largest first).
 
-    Category, first match wins (SPEC "Category"); first the two causes that are not the
+    Category, first match wins (docs/definitions.md#categories); first the two causes that are not the
     application's (:mod:`pipeline.analysis.caveats`), then the application's categories:
       ``profiler``: the profiler's own work covers >= ``profiler_min_fraction`` of the gap where
       no copy engine runs (``calls.profiler_runs``);
@@ -391,7 +391,7 @@ def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex
         [frac["data"] >= rules.data_min_fraction, is_comm, frac["sync"] >= rules.sync_min_fraction,
          at_boundary & quiet & ~periodic, periodic],
         ["data", "comm", "sync", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
-    # profiler and untraced are tested before the application's categories (SPEC "Category")
+    # profiler and untraced are tested before the application's categories (docs/definitions.md#caveats)
     added["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application).astype(object) \
         if n else np.zeros(0, dtype=object)
     added["attribution"] = _object_array(_attribution_lists(*_overlap_matrix(calls.per_name, g0, g1)))
@@ -470,7 +470,7 @@ def gap_copies(gaps: pd.DataFrame, copies: pd.DataFrame, limit: int = COPIES_PER
 
 def sync_waits(gaps: pd.DataFrame, copies: pd.DataFrame, sync_runs: tuple) -> list:
     """For each gap, what the synchronising call in it waited for, when the export shows it
-    (SPEC "Category" ``sync``); None for gaps that are not ``sync``. Meant for the roster (a
+    (docs/definitions.md#attribution, ``sync``); None for gaps that are not ``sync``. Meant for the roster (a
     Python loop over the rows).
 
     Args:

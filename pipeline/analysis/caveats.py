@@ -1,4 +1,4 @@
-"""The two causes of idle that are not the application's (SPEC "Category"), tested before every
+"""The two causes of idle that are not the application's (docs/definitions.md#caveats), tested before every
 category and never priced as the application's fixable idle:
 
 * ``profiler``: Nsight Systems' own overhead rows (:attr:`~pipeline.model.GpuTrace.overhead`: every

@@ -1,4 +1,4 @@
-"""Price idle time (SPEC "Cost").
+"""Price idle time (docs/definitions.md#cost).
 
 idle USD per month = idle fraction × rate (USD per GPU-hour) × hours per month
 (default 730, i.e. 8760 h / 12). Amdahl speed-up from removing the idle part
@@ -69,7 +69,7 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
     cluster override (``cluster_rates[cluster][model]``) replaces the rate; ``source`` still
     says when the default model was assumed.
 
-    A MIG instance (``mig``, SPEC "GPU") is priced as its slice: the first MIG profile entry
+    A MIG instance (``mig``; docs/definitions.md#cost) is priced as its slice: the first MIG profile entry
     (``sms`` equal to the instance's SMs) whose globs fit the board's ``model``, else the
     board's rate × instance SMs / board SMs, else (a count unknown) the whole board's rate
     with ``share_unknown`` set. ``source`` names the rule. Raises ``KeyError`` when the

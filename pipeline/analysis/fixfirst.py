@@ -1,4 +1,4 @@
-"""What to fix first, in dollars (SPEC "Fix first").
+"""What to fix first, in dollars (docs/definitions.md#fix-first).
 
 Per GPU and per application category ``c`` (:data:`~pipeline.model.CATEGORIES`; the causes that
 are not the application's, :data:`~pipeline.model.CAVEATS` ``profiler`` and ``untraced``, never):
@@ -28,7 +28,7 @@ from ..model import CATEGORIES, CAVEATS
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
 IMPLAUSIBLE_SHARE = 0.9
 
-#: One-line remedy per application category, in the field's terms (SPEC "Fix first").
+#: One-line remedy per application category, in the field's terms (docs/definitions.md#fix-first).
 REMEDIES = {
     "data": "pinned buffers allocated once, prefetch/overlap H2D with compute, more loader workers",
     "sync": "find the .item() / progress-bar / hidden framework sync (same position every iteration = in the code)",

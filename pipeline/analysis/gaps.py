@@ -1,4 +1,4 @@
-"""Per-GPU idle metrics over an analysis window (SPEC "Definitions").
+"""Per-GPU idle metrics over an analysis window (docs/definitions.md#device-level-idle).
 
 * device-level idle: |W| minus the union of all kernel intervals clipped to W,
   split into copy-only (copy engines busy, no kernel) and dark time;
@@ -19,7 +19,7 @@ import pandas as pd
 from ..frames import take_rows
 from . import intervals as iv
 
-#: Bucket edges in ns: [threshold, 5 ms], (5 ms, 50 ms], > 50 ms (SPEC "Size distribution").
+#: Bucket edges in ns: [threshold, 5 ms], (5 ms, 50 ms], > 50 ms (docs/definitions.md#size-buckets).
 BUCKET_5MS = 5_000_000
 BUCKET_50MS = 50_000_000
 
@@ -66,7 +66,7 @@ def device_idle(kernel_starts, kernel_ends, copy_starts, copy_ends, w0: int, w1:
 def kernels_in_window(kernels: pd.DataFrame, w0: int, w1: int) -> pd.DataFrame:
     """Kernels that intersect W, clipped to it, in per-stream order.
 
-    Order: (pid, stream_id, start, end, correlation_id) (SPEC tie-break). Zero-
+    Order: (pid, stream_id, start, end, correlation_id) (docs/definitions.md#per-stream-gaps). Zero-
     length kernels inside W are kept (they carry names and never open a gap).
     """
     rows, columns = _in_window(kernels, w0, w1)

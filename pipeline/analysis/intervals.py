@@ -21,7 +21,7 @@ def clip(starts: np.ndarray, ends: np.ndarray, w0: int, w1: int) -> tuple[np.nda
     """Clip intervals to the window ``[w0, w1)`` and drop those left empty.
 
     Intervals that straddle an edge are cut at the edge, never dropped
-    (SPEC "Kernel interval"). Shapes: two ``(n,)`` int64 arrays in, two ``(m,)``
+    (docs/definitions.md#kernel-interval). Shapes: two ``(n,)`` int64 arrays in, two ``(m,)``
     arrays out with ``m <= n``, order preserved.
     """
     s = np.maximum(as_ns(starts), I64(w0))
@@ -169,7 +169,7 @@ def stream_gaps(starts, ends, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray, 
     """Gaps on one stream whose kernels are already in start order.
 
     Kernels must be sorted by (start, end, correlationId). A gap runs from the
-    latest end seen so far to the next kernel's start (SPEC "Per-stream gap"),
+    latest end seen so far to the next kernel's start (docs/definitions.md#per-stream-gaps),
     so overlapping or zero-length rows never make a gap out of busy time.
     Kept when strictly longer than ``min_gap_ns``.
 

@@ -1,4 +1,4 @@
-"""Iterations on the GPU timeline, numbered, and one choice per job (SPEC "The analysis window").
+"""Iterations on the GPU timeline, numbered, and one choice per job (docs/definitions.md#the-analysis-window).
 
 NVTX ranges are CPU-side: with asynchronous launches the GPU runs an iteration's kernels later
 than its range. :func:`project` puts each NVTX iteration on the GPU, as Nsight Systems' own

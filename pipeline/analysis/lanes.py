@@ -204,7 +204,7 @@ def iteration_marks(extents, context: tuple[int, int], max_marks: int = MAX_MARK
 
 def gpu_picture(kernels: pd.DataFrame, copies: pd.DataFrame, gaps: pd.DataFrame, win,
                 capture_start_ns: int | None, capture_start_source: str) -> dict:
-    """The keys the GPU's page adds to its JSON ``timeline`` (all ns; see README "What it writes").
+    """The keys the GPU's page adds to its JSON ``timeline`` (all ns; docs/outputs.md#per-gpu-json).
 
     ``context`` ``[c0, c1]`` (:func:`context_range`); ``capture_start_ns`` and ``capture_start_source``
     (the timeline's zero, :func:`pipeline.load.integrity.capture_start` or for a PyTorch profiler trace

@@ -1,7 +1,7 @@
-"""Exposed vs overlapped communication of one GPU (SPEC "Communication overlap", the seed's Day 11).
+"""Exposed vs overlapped communication of one GPU (docs/definitions.md#communication-overlap).
 
 Per GPU inside the window W = [w0, w1), with every kernel interval clipped to W (straddlers are
-cut at the edge, not dropped; SPEC "Kernel interval"):
+cut at the edge, not dropped; docs/definitions.md#kernel-interval):
 
 * **collective** kernels are those :func:`pipeline.analysis.attribution.collective_mask` names,
   the same configurable patterns (``categories.collective_kernel``, less ``categories.compute_kernel``)
@@ -9,14 +9,14 @@ cut at the edge, not dropped; SPEC "Kernel interval"):
   kernel, so a collective beside a copy alone is exposed;
 * ``comm_ns = |C|``, ``C`` the union of the collective intervals (two collectives running at once
   on two streams count once: a union, not a sum). An NCCL kernel's length is communication plus
-  waiting for the slowest peer (SPEC "Known traps"), so ``comm_ns`` holds both;
+  waiting for the slowest peer (docs/definitions.md#communication-overlap), so ``comm_ns`` holds both;
 * ``overlapped_ns = |⋃_s (C_s ∩ K_{≠s})|``: the instants when a collective runs on some stream
   ``s`` while a compute kernel runs on *another* stream of the same GPU. ``C_s`` is the union of
   the collectives on stream ``s``, ``K_{≠s}`` the union of the compute kernels on every other
   stream. A stream is a (process, stream id) pair: stream ids are per process, and two processes
   sharing one GPU (MPS) run on different streams. A compute kernel on the *same* stream does not
   count: a stream runs its work in order, so a same-stream overlap in the trace can only be a
-  timestamp artefact, not work done while communicating (SPEC: "some compute kernel runs on
+  timestamp artefact, not work done while communicating ("some compute kernel runs on
   another stream");
 * ``exposed_ns = comm_ns − overlapped_ns``: collective time with no compute kernel on another
   stream, when the GPU only communicates (or waits for its peers). This is what overlapping
@@ -50,7 +50,7 @@ class CommOverlap(NamedTuple):
 def comm_overlap(starts, ends, streams, collective, w0: int, w1: int) -> CommOverlap:
     """Split one GPU's collective kernel time inside W = [w0, w1) into overlapped and exposed.
 
-    Definitions in the module docstring (SPEC "Communication overlap").
+    Definitions in the module docstring (docs/definitions.md#communication-overlap).
 
     Args:
         starts, ends: ``(n,)`` int64 ns, every kernel of the GPU (any order; half-open intervals;

@@ -1,4 +1,4 @@
-"""Analysis window rules (SPEC "The analysis window").
+"""Analysis window rules (docs/definitions.md#the-analysis-window).
 
 Whole-profile numbers are polluted by warm-up, checkpoint and evaluation
 iterations, so W should be a run of stable iterations. Rules, in order:

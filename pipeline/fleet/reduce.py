@@ -15,7 +15,7 @@ from ..analysis.fixfirst import FLEET_FIX_COLUMNS, fixable, rollup_columns
 COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_pct", "comm_overlapped_pct",
                 "comm_exposed_pct"]
 
-#: Column order of the fleet table (SPEC "Fleet table"; issue #2 names).
+#: Column order of the fleet table (docs/outputs.md#fleet-table; issue #2 names).
 FLEET_COLUMNS = [
     "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
     "gpu_model", "window_rule", "untrimmed", "window_start_ns", "window_end_ns", "window_ns",
@@ -121,7 +121,7 @@ def problem_rows(problems, cfg) -> list[dict]:
 def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
     """Mark the highest-idle GPU of each job whose idle % spread exceeds ``spread_pct`` points.
 
-    SPEC "Straggler": within one job, if max − min of device-level idle % across
+    docs/definitions.md#stragglers: within one job, if max − min of device-level idle % across
     its GPUs exceeds 10 points, the GPU with the highest idle is the first
     suspect. A job is a (cluster, job) pair, as in the rollups: jobs of the same
     name in different clusters are different jobs. Error rows take no part. Ties:

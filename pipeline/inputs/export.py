@@ -1,6 +1,6 @@
 """Turn Nsight Systems reports (``.nsys-rep``) into SQLite exports.
 
-The analysis reads SQLite (SPEC "Inputs"); a ``.nsys-rep`` is first exported
+The analysis reads SQLite (docs/inputs.md#nsight-systems-reports); a ``.nsys-rep`` is first exported
 with the NVIDIA CLI, ``nsys export --type sqlite``, run as an argument list (no
 shell). Exports are cached by content: the key is the SHA-256 of the report's
 bytes, so a report that did not change is never exported twice, whatever its

@@ -1,4 +1,4 @@
-"""Where an idle gap may not be the application's (SPEC "Category": ``profiler`` and ``untraced``).
+"""Where an idle gap may not be the application's (docs/definitions.md#caveats: ``profiler`` and ``untraced``).
 
 * :func:`load_overhead`: Nsight Systems' own overhead rows (``PROFILER_OVERHEAD``: initialisation,
   buffer flushes, TLS allocation, instrumentation) and CUPTI's (``CUPTI_ACTIVITY_KIND_OVERHEAD``,

@@ -1,5 +1,5 @@
 """GPU identity and model: which GPU (a physical board, or a MIG instance of one) each process's
-CUDA device is, what model it is and how many SMs it has (SPEC "GPU").
+CUDA device is, what model it is and how many SMs it has (docs/definitions.md#gpus-and-mig-instances).
 
 What the export gives, by Nsight Systems version (tables and columns as in real exports):
 

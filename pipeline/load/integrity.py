@@ -1,4 +1,4 @@
-"""Rows that cannot be real (SPEC "Trusting the input"): exact duplicates, end < start, and times
+"""Rows that cannot be real (docs/definitions.md#trusting-the-input): exact duplicates, end < start, and times
 far outside the capture. Each is found, dropped (a duplicate is counted once), counted and named
 in a coded warning (:class:`~pipeline.model.WarningCode`), so the row that rests on them says
 ``partial`` instead of printing a window of 9.2e12 ms.

@@ -1,4 +1,4 @@
-"""The other names an Nsight Systems export gives its kernels (SPEC "Category" ``comm``).
+"""The other names an Nsight Systems export gives its kernels (docs/definitions.md#categories, ``comm``).
 
 An export names each kernel up to three ways (``shortName``, ``demangledName``, ``mangledName``);
 the loader keeps the first of :data:`~pipeline.load.tables.KERNEL_NAME_COLUMNS` it has (the short

@@ -31,7 +31,7 @@ Memory: the JSON text is held once (a gzip file is inflated into one buffer of i
 size), the event list is split into raw slices of it (``msgspec.Raw``: no copy, no dict), and the
 events are decoded in batches into small structs that keep only the fields above; only the GPU,
 runtime and annotation events become columns. Peak ≈ the JSON text plus ~70 bytes per event plus
-the columns (see ``README.md``, "PyTorch profiler traces").
+the columns (docs/inputs.md#memory).
 """
 from __future__ import annotations
 

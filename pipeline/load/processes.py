@@ -3,7 +3,7 @@
 Process ids come from ``globalPid`` / ``globalTid``, which Nsight Systems encodes as
 ``(vmId << 56) | (pid << 24) | tid`` (:func:`pid_of`); older schemas have no process
 column, and each row's process is inferred (:func:`infer_pids`). Which GPU each (process,
-deviceId) pair is: :mod:`.gpus` (SPEC "GPU").
+deviceId) pair is: :mod:`.gpus` (docs/definitions.md#gpus-and-mig-instances).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How many ranks an Nsight Systems capture says its job ran on (SPEC "Category" ``comm``: a trace
+"""How many ranks an Nsight Systems capture says its job ran on (docs/definitions.md#categories, ``comm``: a trace
 of one rank has no collectives, for its communication kernels have no peer to wait for).
 
 Nsight Systems keeps the launched process's environment and command line in ``META_DATA_CAPTURE``

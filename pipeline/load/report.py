@@ -615,7 +615,7 @@ def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
 
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
-    """Cut one GPU's rows out of a loaded report (SPEC "GPU": processes that
+    """Cut one GPU's rows out of a loaded report (docs/definitions.md#gpus-and-mig-instances: processes that
     share the physical GPU are unioned, a MIG instance is its own GPU; streams stay per
     process). Raises ``KeyError`` for a GPU key the report does not have."""
     devs = _gpu_devices(report, gpu_key)

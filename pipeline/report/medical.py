@@ -1,4 +1,4 @@
-"""The per-job "medical record" page (SPEC "The medical record page").
+"""The per-job "medical record" page (docs/outputs.md#medical-records).
 
 Line 1: device-level idle % with the per-GPU spread (min and max GPU named).
 Line 2: category shares (category time over window time, both summed over the job's GPUs).

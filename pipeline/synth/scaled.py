@@ -24,7 +24,7 @@ from .writer import DTOH, GLOBAL_ID_BASE, HTOD, NVTX_PUSH_POP, RUNTIME_EVENT_CLA
 # iterations, and the rows go to SQLite in bulk (constant columns inlined in the
 # INSERT, journal and fsync off on a temporary file that is renamed at the end).
 # The truth is computed from the plan with plain numpy written here (a sweep-line
-# union, prefix-sum coverage, the SPEC rules), never with pipeline.analysis.intervals,
+# union, prefix-sum coverage, the rules of docs/definitions.md), never with pipeline.analysis.intervals,
 # pipeline.analysis.gaps or pipeline.analysis.attribution. A gap is ``periodic`` when it is one of
 # the pauses planted as periodic: what was planted, not a second copy of the
 # product's detection rule (which may disagree: see tests/test_synth_scale.py).
@@ -320,7 +320,7 @@ def _plan_scaled_rank(rank: int, pid: int, comm_tid: int, t0: int, n_kernels: in
                        memset.arrays(), nvtx, iters, planted)
 
 
-# -- scaled truth: plain numpy reference of the SPEC definitions ---------------
+# -- scaled truth: plain numpy reference of docs/definitions.md ---
 
 def _ref_runs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of [start, end) intervals by a sweep line: +1 at each start, -1 at each end.
@@ -354,7 +354,7 @@ def _ref_covered(runs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rules: CategoryRules,
                     planted_periodic) -> np.ndarray:
-    """SPEC category of each gap, first match wins: data, comm, sync, boundary, periodic, cpu.
+    """Category of each gap, first match wins (docs/definitions.md#categories): data .. periodic, cpu.
 
     ``periodic`` is what was planted (``planted_periodic``: the gap is one of the pauses planted
     every ``SCALED_PERIOD`` iterations), not a copy of the product's detection rule."""
@@ -518,7 +518,7 @@ def _ref_lengths(extents: np.ndarray) -> np.ndarray:
 
 
 def _ref_usable(lengths: np.ndarray, window_rules) -> np.ndarray:
-    """One GPU's usable iterations under the SPEC nvtx rule: not warm-up, not an outlier."""
+    """One GPU's usable iterations under the nvtx rule (docs/definitions.md#stable-iterations)."""
     usable = np.ones(lengths.size, bool)
     usable[:window_rules.warmup_iterations] = False
     med = float(np.median(lengths[window_rules.warmup_iterations:]))
@@ -681,7 +681,7 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
     for every kernel and copy, NVTX ``Iteration N`` ranges (plus ``forward``,
     ``backward``, ``save_checkpoint``). Iteration 0 is a slow warm-up, iteration
     ``iterations - 2`` ends with a checkpoint save. Planted gaps on the compute stream,
-    by category (SPEC): ``sync`` (a synchronising call spans it), ``data`` (H2D copies
+    by category (docs/definitions.md#categories): ``sync`` (a synchronising call spans it), ``data`` (H2D copies
     and their cudaMemcpyAsync / cudaHostAlloc calls fill it), ``comm`` (after an
     NCCL AllGather), ``cpu`` (nothing), ``boundary`` (a quiet gap before an iteration
     starts), ``periodic`` (a ~60 ms pause every 4 iterations); ``launch_ranks``
@@ -697,7 +697,7 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
     usable on every GPU of the report, on each GPU's own timeline), the
     expected fleet-row numbers, every per-stream gap above ``min_gap_ns`` with its
     category, and every device-level gap with its category (``periodic``: the planted
-    periodic pauses, in both windows; the other categories by the SPEC rules).
+    periodic pauses, in both windows; the other categories by the rules of docs/definitions.md#categories).
     """
     if gpus < 1:
         raise ValueError("gpus must be at least 1")

@@ -567,7 +567,7 @@ class _Witnesses:
 
 
 def _categorise(gap_start: int, length: int, before: str, w: _Witnesses, boundaries, rules: CategoryRules) -> str:
-    """SPEC category of one gap, first match wins: data, comm, sync, boundary, else cpu.
+    """The category of one gap (docs/definitions.md#categories), first match wins: data, comm, sync, boundary, else cpu.
 
     ``periodic`` is not modelled: a report holds at most one checkpoint, which does not recur.
     """
@@ -765,7 +765,7 @@ def generate_training_report(path: str, *, gpus: int = 8, iterations: int = 12, 
 
     Returns the truth dict (also written as JSON beside the export). Per GPU
     (``gpus[i]``, keyed by ``pid``): every ``planted`` gap (stream, start, length,
-    SPEC category, kind), the NVTX ``iterations`` (warmup/steady/checkpoint), and
+    category, kind), the NVTX ``iterations`` (warmup/steady/checkpoint), and
     per window rule (``windows["span"]``: first kernel start to last kernel end;
     ``windows["nvtx"]``: the longest run of steady iterations, present with 3+, on the GPU
     timeline: from the first kernel the first kept iteration launched to the last kernel the

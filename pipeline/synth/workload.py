@@ -34,8 +34,8 @@ LAUNCH_CALL_NS = (3 * US, 7 * US)      #: duration of one cudaLaunchKernel call
 #: the next kernel's launch call (at most LEAD + CALL = 16 us before the kernel).
 WITNESS_MARGIN_NS = 25 * US
 H2D_BYTES_PER_NS = 25                  #: ~25 GB/s pinned host-to-device bandwidth
-BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: SPEC size buckets (ns)
-#: Per-gap categories of the fleet columns ``cat_*_ns`` (SPEC order); ``launch`` is per GPU, not per gap.
+BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: size buckets (ns), docs/definitions.md#size-buckets
+#: Per-gap categories of the columns ``cat_*_ns`` (docs/definitions.md#categories); ``launch`` is per GPU.
 FLEET_GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
 #: Causes of idle that are not the application's (fleet columns ``cat_profiler_*``, ``cat_untraced_*``):
 #: the generators write no profiler-overhead rows and a GPU record for every launch, so none holds any.
@@ -114,7 +114,7 @@ CONVNET_BACKWARD = (
 
 
 def is_collective(name: str, rules: CategoryRules) -> bool:
-    """True when ``name`` is a collective kernel by the category rules (SPEC "comm"): the analysis' own
+    """True when ``name`` is a collective kernel by the category rules (docs/definitions.md#categories, ``comm``): the analysis' own
     matcher, :func:`pipeline.analysis.attribution.is_collective_kernel`."""
     return is_collective_kernel(name, rules)
 

@@ -179,8 +179,8 @@ STATED = (ProfileError, WindowError)
 def describe(exc: BaseException, path: str, what: str = "") -> str:
     """The error text of ``exc`` raised while analysing ``path`` (``what``: the part, e.g. ``"GPU x: "``),
     starting with the path. A :class:`~pipeline.model.ProfileError` (the loader's) or a
-    :class:`~pipeline.analysis.window.WindowError` (a window rule that abstains, an empty trim: README
-    "The analysis window") is the product's own statement, given as it is; any other exception is said
+    :class:`~pipeline.analysis.window.WindowError` (a window rule that abstains, an empty trim:
+    docs/definitions.md#the-analysis-window) is the product's own statement, given as it is; any other exception is said
     in plain words, with its type, its message and where gpu-idle raised it: running out of memory and
     nesting too deep with what to do about them. Never raises."""
     message = _exception_text(exc)
