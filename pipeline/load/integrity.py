@@ -23,9 +23,15 @@ from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, SESSION_START_TABLE, S
 #: Rows may stray this far (ns) outside the capture the export's metadata states (clock skew,
 #: work in flight when the capture stopped) before they count as impossible.
 SLACK_NS = 1_000_000_000
-#: Without metadata, the capture is the run of the rows' timestamps around their median in which
-#: no two neighbours are further apart than the larger of these: an hour, or this many times the
-#: run's extent so far (a stray INT64_MAX end or an epoch-clock timestamp is far beyond both).
+#: On a side of the capture the export states no trusted bound for (none stated, stated on another
+#: clock, or contradicted: :func:`capture_of`), the capture ends where the rows' body does: the run of
+#: timestamps around the kernels' median in which no step to the next is longer than the larger of
+#: these: 1 s, or this many times the run's extent so far (:func:`_row_extent`; a stray INT64_MAX end,
+#: an epoch-clock timestamp or a stale row a minute away is far beyond both).
+BODY_GAP_MIN_NS = SLACK_NS
+BODY_GAP_FACTOR = 1
+#: ... for a PyTorch profiler trace without its profiler span (:mod:`pipeline.load.kineto`): an hour,
+#: or 1,000 times the run's extent.
 ROW_GAP_MIN_NS = 3_600 * 1_000_000_000
 ROW_GAP_FACTOR = 1_000
 #: Odd 64-bit multiplier of the row hash in :func:`duplicate_mask` (Fibonacci hashing).
@@ -124,6 +130,9 @@ class Capture:
     run: tuple[int, int] | None = None
     #: With ``stated``: True when ``lo`` is the rows' own start, not the stated one (:func:`capture_start`).
     start_from_rows: bool = False
+    #: When the rows do not fit the capture ANALYSIS_DETAILS states at all (:func:`_unfit_details`): its
+    #: ``startTime`` (ns), which :func:`capture_start` names; else None.
+    unfit_start: int | None = None
 
     def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
@@ -143,12 +152,19 @@ def _first_row(schema: Schema, table: str, columns: tuple) -> tuple | None:
     return None if row is None or any(v is None for v in row) else tuple(int(v) for v in row)
 
 
+def _details(schema: Schema) -> tuple[int, int] | None:
+    """``(startTime, stopTime)`` ns of the export's ANALYSIS_DETAILS, when it states one (stop >= start)."""
+    details = _first_row(schema, ANALYSIS_DETAILS_TABLE, ("startTime", "stopTime"))
+    return details if details is not None and details[1] >= details[0] else None
+
+
 def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, int | None, str | None]:
     """``(lo, hi, source)`` of the capture as the export states it, on the rows' own clock. Exports
     time rows on the system clock (ANALYSIS_DETAILS startTime..stopTime) or from the capture's
-    start (0..duration); the one holding the rows' median is theirs."""
-    details = _first_row(schema, ANALYSIS_DETAILS_TABLE, ("startTime", "stopTime"))
-    if details is not None and details[1] >= details[0]:
+    start (0..duration); the one holding the rows' median (with :data:`SLACK_NS`) is theirs. When
+    neither holds it, ANALYSIS_DETAILS is not the rows' (:func:`_unfit_details`)."""
+    details = _details(schema)
+    if details is not None:
         start, stop = details
         for lo, hi in ((start, stop), (0, stop - start)):
             if median is None or lo - SLACK_NS <= median <= hi + SLACK_NS:
@@ -160,22 +176,31 @@ def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, i
     return None, None, None
 
 
-def _row_extent(stamps: list[np.ndarray], median: float | None) -> tuple[int, int] | None:
-    """The run of timestamps around ``median`` in which no two neighbours are further apart than
-    ``max(ROW_GAP_MIN_NS, ROW_GAP_FACTOR x the run's extent so far)``: ``(first, last)`` ns."""
+def _unfit_details(schema: Schema, median: float | None, source: str | None) -> tuple[int, int] | None:
+    """ANALYSIS_DETAILS' ``(startTime, stopTime)`` when the export states it but the rows do not fit it
+    at all (the kernels' ``median`` lies outside it as stated and counted from the capture's start, so
+    :func:`_stated_capture` found no capture, ``source`` None); else None."""
+    return _details(schema) if source is None and median is not None else None
+
+
+def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = BODY_GAP_MIN_NS,
+                factor: int = BODY_GAP_FACTOR) -> tuple[int, int] | None:
+    """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle timestamp) in which
+    no two neighbours are further apart than ``max(gap_min, factor x the run's extent so far)``, grown
+    outwards from the median until it stops: ``(first, last)`` ns; None without any timestamp."""
     stamps = [s for s in stamps if s.size]
     if not stamps:
         return None
     lo, hi = min(int(s.min()) for s in stamps), max(int(s.max()) for s in stamps)
-    if hi - lo <= ROW_GAP_MIN_NS:
+    if hi - lo <= gap_min:
         return lo, hi  # nothing can be far from the rest
     v = np.unique(np.concatenate(stamps))
     f = v.astype(np.float64)
     a = b = int(np.clip(np.searchsorted(v, median if median is not None else v[v.size // 2]), 0, v.size - 1))
     while True:
-        up = np.diff(f[b:]) > np.maximum(ROW_GAP_MIN_NS, ROW_GAP_FACTOR * (f[b:-1] - f[a]))
+        up = np.diff(f[b:]) > np.maximum(gap_min, factor * (f[b:-1] - f[a]))
         new_b = b + int(np.argmax(up)) if up.any() else v.size - 1
-        down = np.diff(f[:a + 1])[::-1] > np.maximum(ROW_GAP_MIN_NS, ROW_GAP_FACTOR * (f[new_b] - f[1:a + 1][::-1]))
+        down = np.diff(f[:a + 1])[::-1] > np.maximum(gap_min, factor * (f[new_b] - f[1:a + 1][::-1]))
         new_a = a - int(np.argmax(down)) if down.any() else 0
         if (new_a, new_b) == (a, b):
             return int(v[a]), int(v[b])
@@ -257,6 +282,17 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
     stated = Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
                      shown_hi + SLACK_NS if hi is not None else shown_hi,
                      f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
+    unfit = _unfit_details(schema, median, source)
+    if unfit is not None:  # the rows' body is the capture; say what was stated and not trusted
+        said = f"{_seconds(unfit[0])}..{_seconds(unfit[1])} s"
+        return Capture(shown_lo, shown_hi,
+                       f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per the export's own "
+                       f"rows ({ANALYSIS_DETAILS_TABLE} states {said}, {UNFIT})",
+                       Capture(unfit[0] - SLACK_NS, unfit[1] + SLACK_NS,
+                               f"{ANALYSIS_DETAILS_TABLE} states the capture as {said}, {UNFIT} (the kernels' median "
+                               f"start, {_seconds(int(median))} s, lies outside it both as stated and counted from the "
+                               "capture's start)"),
+                       (shown_lo, shown_hi), True, unfit[0])
     if source is None:
         return stated
     inside, new_lo, new_hi = _run_past(stamps, stated, (True, hi is not None))
@@ -304,12 +340,18 @@ def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowW
                        "dropped for that")]
 
 
+#: What is said of a stated capture that the export's rows do not fit at all (:func:`capture_of`).
+UNFIT = "which the rows do not fit"
+
+
 #: Where the timeline's zero comes from when the export states no capture start (:func:`capture_start`).
 EARLIEST_ROW = "the report's earliest timestamp (the export states no capture start)"
 #: ... when the export's own rows start before the capture start it states (:func:`capture_of`):
 #: the stated start's source and its seconds on the report's clock fill it in.
 ROWS_START_WORDS = "the export's own rows' start"
 ROWS_START = ROWS_START_WORDS + " ({} states {} s, after them)"
+#: ... when the rows do not fit the capture ANALYSIS_DETAILS states at all (:func:`_unfit_details`).
+ROWS_START_UNFIT = ROWS_START_WORDS + " ({} states {} s, " + UNFIT + ")"
 
 
 def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray,
@@ -322,6 +364,9 @@ def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarra
     :func:`capture_of`. ``capture``: the loader's (:func:`capture_of`); when the rows run on before
     the stated start (``capture.start_from_rows``), the zero is its start, the rows' own
     (:data:`ROWS_START`), so no kept row is timed before the zero."""
+    if capture is not None and capture.unfit_start is not None and capture.lo is not None:
+        return int(capture.lo), ROWS_START_UNFIT.format(f"{ANALYSIS_DETAILS_TABLE}.startTime",
+                                                        _seconds(capture.unfit_start))
     median = float(np.median(reference)) if reference.size else None
     lo, _, source = _stated_capture(schema, median)
     if lo is not None:
