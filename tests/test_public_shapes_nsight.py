@@ -8,7 +8,10 @@
    impossible timestamps are still dropped and counted. Each stated bound is judged on its own: a bound
    the rows do not run past stands, and a row isolated beyond a bound (a stale row 59 s away, a row
    after a step longer than the rows' extent) is dropped; the timeline's zero is the rows' start when
-   they start before the stated one.
+   they start before the stated one. On a side with no trusted stated bound (none stated, stated on
+   another clock, or the rows not fitting it at all) the rows' body decides: from the kernels' median
+   outwards, steps of at most max(1 s, its extent so far); a row after a longer step is dropped and
+   counted, and a stated capture the rows do not fit is said, in the warning and the zero.
 
 Every input is a small export in the real schema (ExportWriter); every expected number is worked out
 by hand in the comments.

@@ -9,6 +9,15 @@ judged on its own: when the export's own rows run on past it without a break (an
 ANALYSIS_DETAILS range starts after its first rows), that bound is wrong, not the rows: the rows' own
 end on that side is the capture's, and one warning per report says so (:func:`disagreement_warning`);
 a bound the rows do not run past stands, and a row isolated beyond it is dropped.
+
+On a side with no trusted stated bound (none stated, stated on another clock than the rows', or
+contradicted), the rows' own body decides, one rule everywhere: from the rows around the kernels'
+median outwards while each step to the next timestamp is at most ``max(1 s, the body's extent so
+far)`` (:func:`_row_extent`); rows beyond a longer step are dropped and counted (the GPU ``partial``).
+A stated capture the rows do not fit at all is said once (:func:`disagreement_warning`) and in the
+timeline's zero (:data:`ROWS_START_UNFIT`). The risk: an export without trusted metadata whose real
+work pauses longer than its body's extent loses the part after the pause, visibly (``partial``, the
+rows counted), never silently.
 """
 from __future__ import annotations
 
@@ -269,7 +278,10 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
         step are outliers (still outside). A bound no row runs past that way stands, whatever lies far
         beyond it (a stale row seconds away, an INT64_MAX end). With a bound replaced, ``stated`` is
         the export's capture, ``run`` the rows trusted; with no row inside the stated capture at all,
-        both bounds are the run of rows around the median.
+        both bounds are the run of rows around the median. When the kernels' median fits
+        ANALYSIS_DETAILS on neither clock and no session start is stated (:func:`_unfit_details`),
+        both bounds are that run, ``stated`` is ANALYSIS_DETAILS' range (slack included) and
+        ``unfit_start`` its start, for the warning and the zero that say it is not trusted.
     """
     median = float(np.median(reference)) if reference.size else None
     lo, hi, source = _stated_capture(schema, median)
@@ -363,7 +375,8 @@ def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarra
     timestamps whose median places the rows on the export's clock (the kernels' starts), as for
     :func:`capture_of`. ``capture``: the loader's (:func:`capture_of`); when the rows run on before
     the stated start (``capture.start_from_rows``), the zero is its start, the rows' own
-    (:data:`ROWS_START`), so no kept row is timed before the zero."""
+    (:data:`ROWS_START`), so no kept row is timed before the zero; likewise when the rows do not fit
+    ANALYSIS_DETAILS at all (``capture.unfit_start``, :data:`ROWS_START_UNFIT`)."""
     if capture is not None and capture.unfit_start is not None and capture.lo is not None:
         return int(capture.lo), ROWS_START_UNFIT.format(f"{ANALYSIS_DETAILS_TABLE}.startTime",
                                                         _seconds(capture.unfit_start))
