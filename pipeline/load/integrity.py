@@ -43,6 +43,8 @@ BODY_GAP_FACTOR = 1
 #: or 1,000 times the run's extent.
 ROW_GAP_MIN_NS = 3_600 * 1_000_000_000
 ROW_GAP_FACTOR = 1_000
+#: What is said of a stated capture that the export's rows do not fit at all (:func:`capture_of`).
+UNFIT = "which the rows do not fit"
 #: Odd 64-bit multiplier of the row hash in :func:`duplicate_mask` (Fibonacci hashing).
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
@@ -350,10 +352,6 @@ def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowW
                        f"{capture.stated.text}, but the export's own rows run {_seconds(capture.run[0])}.."
                        f"{_seconds(capture.run[1])} s ({named} {verb} outside it): the rows are trusted, none is "
                        "dropped for that")]
-
-
-#: What is said of a stated capture that the export's rows do not fit at all (:func:`capture_of`).
-UNFIT = "which the rows do not fit"
 
 
 #: Where the timeline's zero comes from when the export states no capture start (:func:`capture_start`).
