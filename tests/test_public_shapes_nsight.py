@@ -508,7 +508,8 @@ def test_only_a_session_start_the_end_is_the_rows_body(tmp_path):
     rep, row = body_analysed(body_export(tmp_path / "session.sqlite", 0, lambda w: w.session(1400 * MS)))
     assert row["warnings"] == (
         "dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL timed far outside the capture (1.400000..3.400000 s on the "
-        "report's clock, per TARGET_INFO_SESSION_START_TIME and the other rows; e.g. start 73.200000 s, end "
+        "report's clock, per TARGET_INFO_SESSION_START_TIME and the rows' own run, up to a pause longer than "
+        "the work on both sides of it, for the end; e.g. start 73.200000 s, end "
         "73.250000 s)")
     assert (rep.capture_start_ns, rep.capture_start_source) == (1400 * MS, "TARGET_INFO_SESSION_START_TIME.systemClockNs")
 
@@ -553,5 +554,43 @@ def test_no_metadata_the_body_decides_and_keeps_a_pause_no_longer_than_it(tmp_pa
                                                                                        300 * MS)
     assert row["warnings"] == (
         "dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL timed far outside the capture (1.500000..5.250000 s on the "
-        "report's clock, per the other rows; e.g. start 73.200000 s, end 73.250000 s)")
+        "report's clock, per the rows' own run, up to a pause longer than "
+        "the work on both sides of it (the export states no capture); e.g. start 73.200000 s, end 73.250000 s)")
     assert rep.capture_start_source == "the report's earliest timestamp (the export states no capture start)"
+
+
+#: Kernels (50 ms each) of exports with no metadata at all: two parts of real work and a pause.
+EARLY_6 = (1000, 1190, 1380, 1570, 1760, 1950)     # 1.00 .. 2.00 s: extent 1.0 s
+EARLY_4 = (1000, 1316, 1633, 1950)
+LATE_4 = (3500, 3983, 4466, 4950)                 # 3.50 .. 5.00 s: extent 1.5 s, after a 1.5 s pause
+LATE_6 = (3500, 3790, 4080, 4370, 4660, 4950)
+SHORT_LATE = (4500, 4950)                         # 4.50 .. 5.00 s: extent 0.5 s, after a 2.5 s pause
+STALE = (61_000, 200_000)                         # two stale kernels, 59 s and 198 s on
+
+
+@pytest.mark.parametrize("starts, kept", [
+    # a 1.5 s pause, no longer than the 1.5 s of work after it: kept whichever part holds the kernels' median
+    # (6 early: the median 1.665 s is early, and the body so far is 1.0 s: the first rule dropped the late part)
+    (EARLY_6 + LATE_4, 10),
+    (EARLY_4 + LATE_6, 10),
+    # a 2.5 s pause, longer than the 1.0 s before it and the 0.5 s after it: the 2 rows after it are dropped
+    (EARLY_6 + SHORT_LATE, 6),
+    # stale rows 59 s and 198 s on: the step to 61 s leads to 0.05 s of rows (up to the longer step to 200 s)
+    (EARLY_6 + STALE, 6),
+    # the pause kept, the stale rows after the late part dropped
+    (EARLY_6 + LATE_4 + STALE, 10),
+], ids=["dense-early", "dense-late", "short-late", "two-stale", "pause-and-stale"])
+def test_a_pause_between_two_parts_of_work_is_kept_whatever_their_density(tmp_path, starts, kept):
+    """No metadata at all: the rows' body decides, and a step ends it only when it is longer than 1 s, the
+    body so far and the rows it leads to (up to the next longer step). Found by a tryout: with 6 kernels
+    before a 1.5 s pause and 4 after it, the late part (real work) was dropped; with 4 and 6, kept."""
+    w = ExportWriter(str(tmp_path / "bare.sqlite"))
+    for start in starts:
+        w.kernel(pid=10, device=0, stream=7, start=start * MS, end=(start + 50) * MS, name="gemm")
+    rep = load_report(w.close())
+    assert sorted(rep.kernels["start"].tolist()) == sorted(s * MS for s in starts)[:kept]
+    dropped = [x for x in rep.warnings if x.code == WarningCode.DROPPED_KERNEL_ROWS]
+    assert len(dropped) == (kept < len(starts))
+    if dropped:
+        n = len(starts) - kept
+        assert f"dropped {n} row{'s' if n > 1 else ''} of CUPTI_ACTIVITY_KIND_KERNEL timed far outside" in dropped[0].text

@@ -13,11 +13,12 @@ a bound the rows do not run past stands, and a row isolated beyond it is dropped
 On a side with no trusted stated bound (none stated, stated on another clock than the rows', or
 contradicted), the rows' own body decides, one rule everywhere: from the rows around the kernels'
 median outwards while each step to the next timestamp is at most ``max(1 s, the body's extent so
-far)`` (:func:`_row_extent`); rows beyond a longer step are dropped and counted (the GPU ``partial``).
+far, the extent of the rows it leads to)`` (:func:`_row_extent`); rows beyond a longer step are
+dropped and counted (the GPU ``partial``).
 A stated capture the rows do not fit at all is said once (:func:`disagreement_warning`) and in the
 timeline's zero (:data:`ROWS_START_UNFIT`). The risk: an export without trusted metadata whose real
-work pauses longer than its body's extent loses the part after the pause, visibly (``partial``, the
-rows counted), never silently.
+work pauses longer than both the work before and the work after the pause loses the part beyond it,
+visibly (``partial``, the rows counted), never silently.
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ BODY_GAP_FACTOR = 1
 #: or 1,000 times the run's extent.
 ROW_GAP_MIN_NS = 3_600 * 1_000_000_000
 ROW_GAP_FACTOR = 1_000
+#: Where a capture bound the export does not state comes from (:func:`capture_of`, :func:`_row_extent`):
+#: the run of rows around the kernels' median, up to a pause longer than it and than the rows after it.
+ROWS_OWN_RUN = "the rows' own run, up to a pause longer than the work on both sides of it"
 #: What is said of a stated capture that the export's rows do not fit at all (:func:`capture_of`).
 UNFIT = "which the rows do not fit"
 #: Odd 64-bit multiplier of the row hash in :func:`duplicate_mask` (Fibonacci hashing).
@@ -196,9 +200,15 @@ def _unfit_details(schema: Schema, median: float | None, source: str | None) -> 
 
 def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = BODY_GAP_MIN_NS,
                 factor: int = BODY_GAP_FACTOR) -> tuple[int, int] | None:
-    """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle timestamp) in which
-    no two neighbours are further apart than ``max(gap_min, factor x the run's extent so far)``, grown
-    outwards from the median until it stops: ``(first, last)`` ns; None without any timestamp."""
+    """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle timestamp), grown
+    outwards from the median: ``(first, last)`` ns; None without any timestamp.
+
+    A step to the next timestamp ends the run when it is longer than each of: ``gap_min``, ``factor``
+    x the run's extent so far, and the extent of the rows it leads to (from the step outwards, up to
+    the next step longer than this one). So a pause between two parts of real work is crossed
+    whichever part holds the median (the pause is no longer than the part beyond it, or than the
+    part before it), while a stale row or a few rows far from everything else (a step longer than the
+    run and than themselves) are left out, whatever the density of the rows on either side."""
     stamps = [s for s in stamps if s.size]
     if not stamps:
         return None
@@ -207,12 +217,29 @@ def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = B
         return lo, hi  # nothing can be far from the rest
     v = np.unique(np.concatenate(stamps))
     f = v.astype(np.float64)
+    d = np.diff(f)  # d[j]: the step from v[j] to v[j + 1]
+    cand = np.flatnonzero(d > gap_min)  # only these steps can end the run
+
+    def beyond_up(j: int) -> float:  # extent of v[j + 1 ..] up to the next step longer than d[j]
+        longer = cand[(cand > j) & (d[cand] > d[j])]
+        return f[int(longer[0]) if longer.size else v.size - 1] - f[j + 1]
+
+    def beyond_down(j: int) -> float:  # extent of v[.. j] down to the next step longer than d[j]
+        longer = cand[(cand < j) & (d[cand] > d[j])]
+        return f[j] - f[int(longer[-1]) + 1 if longer.size else 0]
+
     a = b = int(np.clip(np.searchsorted(v, median if median is not None else v[v.size // 2]), 0, v.size - 1))
     while True:
-        up = np.diff(f[b:]) > np.maximum(gap_min, factor * (f[b:-1] - f[a]))
-        new_b = b + int(np.argmax(up)) if up.any() else v.size - 1
-        down = np.diff(f[:a + 1])[::-1] > np.maximum(gap_min, factor * (f[new_b] - f[1:a + 1][::-1]))
-        new_a = a - int(np.argmax(down)) if down.any() else 0
+        new_b = v.size - 1
+        for j in cand[cand >= b]:
+            if d[j] > max(gap_min, factor * (f[j] - f[a]), beyond_up(int(j))):
+                new_b = int(j)
+                break
+        new_a = 0
+        for j in cand[cand < a][::-1]:
+            if d[j] > max(gap_min, factor * (f[new_b] - f[j + 1]), beyond_down(int(j))):
+                new_a = int(j) + 1
+                break
         if (new_a, new_b) == (a, b):
             return int(v[a]), int(v[b])
         a, b = new_a, new_b
@@ -291,8 +318,8 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
     if extent is None and (lo is None or hi is None):
         return Capture(None, None, "")
     shown_lo, shown_hi = (lo if lo is not None else extent[0]), (hi if hi is not None else extent[1])
-    text = {None: "the other rows", ANALYSIS_DETAILS_TABLE: ANALYSIS_DETAILS_TABLE}.get(
-        source, f"{source} and the other rows")
+    text = {None: ROWS_OWN_RUN + " (the export states no capture)",
+            ANALYSIS_DETAILS_TABLE: ANALYSIS_DETAILS_TABLE}.get(source, f"{source} and {ROWS_OWN_RUN}, for the end")
     stated = Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
                      shown_hi + SLACK_NS if hi is not None else shown_hi,
                      f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
