@@ -8,7 +8,10 @@
    impossible timestamps are still dropped and counted. Each stated bound is judged on its own: a bound
    the rows do not run past stands, and a row isolated beyond a bound (a stale row 59 s away, a row
    after a step longer than the rows' extent) is dropped; the timeline's zero is the rows' start when
-   they start before the stated one.
+   they start before the stated one. On a side with no trusted stated bound (none stated, stated on
+   another clock, or the rows not fitting it at all) the rows' body decides: from the kernels' median
+   outwards, steps of at most max(1 s, its extent so far); a row after a longer step is dropped and
+   counted, and a stated capture the rows do not fit is said, in the warning and the zero.
 
 Every input is a small export in the real schema (ExportWriter); every expected number is worked out
 by hand in the comments.
@@ -420,3 +423,174 @@ def test_the_gpu_page_counts_seconds_from_the_rows_start(tmp_path):
     first = re.search(r"<tr id=[^>]*>(.*?)</tr>", body, re.S).group(1)
     cells = [html.unescape(re.sub(r"<[^>]+>", " ", c)).split() for c in re.findall(r"<td[^>]*>(.*?)</td>", first, re.S)]
     assert [" ".join(c) for c in cells[1:4]] == ["0.920000 s", "0.970000 s", str(970 * MS)]
+
+
+# ---- no trusted stated bound: the rows' own body decides (steps of at most max(1 s, its extent so far))
+
+def unfit(stated: str, median: str, rows: str, outside: str) -> str:
+    """The capture-disagrees warning of an export whose rows do not fit its ANALYSIS_DETAILS at all."""
+    return (f"ANALYSIS_DETAILS states the capture as {stated} s, which the rows do not fit (the kernels' median start, "
+            f"{median} s, lies outside it both as stated and counted from the capture's start), but the export's own "
+            f"rows run {rows} s ({outside} lie outside it): the rows are trusted, none is dropped for that")
+
+
+def per_rows_unfit(shown: str, stated: str) -> str:
+    return f"{shown} s on the report's clock, per the export's own rows (ANALYSIS_DETAILS states {stated} s, which " \
+           "the rows do not fit)"
+
+
+@pytest.mark.parametrize("stop_ms, fill, table, median, outside", [
+    # the tryout's repro: ANALYSIS_DETAILS 0.05 .. 0.50 s and the stale kernel at 61 s. The 6 kernels' median start
+    # is (1.45 + 1.71) / 2 = 1.58 s, outside 0.05 .. 0.50 s + 1 s and 0 .. 0.45 s + 1 s: no stated bound is trusted.
+    # Outside 0.50 + 1 s among the rows kept: the 4th and 5th kernels, their launches (1.705, 1.925 s), the NVTX end.
+    # main: the stale kernel kept by the one-hour rule (W 60.07 s, 59.87 s idle), ok, no warning.
+    (500, stale_kernel, "CUPTI_ACTIVITY_KIND_KERNEL", "1.580000",
+     "2 rows of CUPTI_ACTIVITY_KIND_KERNEL, 2 of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS"),
+    # ANALYSIS_DETAILS 0.05 .. 0.40 s (+1 s: 1.40 s) and a stale NVTX range at 61 s: the 5 kernels' median start,
+    # 1.45 s, lies outside. Outside 1.40 s: kernels 3-5 (ends 1.49, 1.75, 1.97 s), launches 1.445, 1.705, 1.925 s
+    # and the NVTX range's end. main: the range kept, ok.
+    (400, stale_nvtx, "NVTX_EVENTS", "1.450000",
+     "3 rows of CUPTI_ACTIVITY_KIND_KERNEL, 3 of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS"),
+])
+def test_an_isolated_row_is_dropped_when_no_stated_bound_is_trusted(tmp_path, stop_ms, fill, table, median, outside):
+    """The body from the median outwards: down 1.45 .. 0.05 s (steps up to 0.26 s), up to the NVTX end 1.98 s; the
+    next timestamp, 61 s, is 59.02 s on, over max(1 s, 1.93 s): dropped and counted, the GPU partial, the 5 kernels'
+    figures (W 1,040 ms, 840 ms idle). The zero is the rows' start, 0.05 s, and says why."""
+    rep, res = kept_and_analysed(older_export(tmp_path / "unfit.sqlite", 50, stop_ms, fill), (5, 5, 0, 1, 1))
+    row = res.row
+    assert row["status"] == "partial"
+    stated = f"0.050000..{stop_ms / 1000:.6f}"
+    assert row["warnings"] == "; ".join([
+        unfit(stated, median, "0.050000..1.980000", outside),
+        f"dropped 1 row of {table} timed far outside the capture ({per_rows_unfit('0.050000..1.980000', stated)}; "
+        "e.g. start 61.000000 s, end 61.000001 s)"])
+    assert [w.code for w in rep.warnings][0] == WarningCode.CAPTURE_DISAGREES
+    assert (rep.capture_start_ns, rep.capture_start_source) == (
+        50 * MS, "the export's own rows' start (ANALYSIS_DETAILS.startTime states 0.050000 s, which the rows do not fit)")
+
+
+#: 5 kernels of 50 ms at 2.0, 2.3, 2.6, 2.9, 3.2 s (offsets from the run's base, ms): W = 1.25 s, 0.25 s busy,
+#: 1.0 s idle in 4 gaps of 250 ms; an NVTX range 1.5 .. 3.4 s; one stale kernel 70 s after the last, at 73.2 s.
+BODY_KERNELS_MS = (2000, 2300, 2600, 2900, 3200)
+
+
+def body_export(path, base_ms: int, metadata) -> str:
+    """:data:`BODY_KERNELS_MS` and the NVTX range, ``base_ms`` later, plus the stale kernel; ``metadata(w)``."""
+    w = ExportWriter(str(path))
+    for start in BODY_KERNELS_MS:
+        w.kernel(pid=10, device=0, stream=7, start=(base_ms + start) * MS, end=(base_ms + start + 50) * MS, name="gemm")
+    w.kernel(pid=10, device=0, stream=7, start=(base_ms + 73_200) * MS, end=(base_ms + 73_250) * MS, name="gemm")
+    w.nvtx(pid=10, tid=11, start=(base_ms + 1500) * MS, end=(base_ms + 3400) * MS, text="main")
+    metadata(w)
+    return w.close()
+
+
+def body_analysed(path):
+    rep = load_report(path)
+    assert (len(rep.kernels), len(rep.nvtx)) == (5, 1)
+    (res,) = analyse(path).values()
+    row = res.row
+    assert (row["status"], row["kernel_count"], row["window_ns"], row["busy_ns"], row["idle_ns"]) == (
+        "partial", 5, 1250 * MS, 250 * MS, 1000 * MS)
+    return rep, row
+
+
+def details(start_ms: int, stop_ms: int):
+    def write(w):
+        w.rows["ANALYSIS_DETAILS"] = [(0x1000000000000, (stop_ms - start_ms) * MS, start_ms * MS, stop_ms * MS)]
+    return write
+
+
+def test_only_a_session_start_the_end_is_the_rows_body(tmp_path):
+    """Only TARGET_INFO_SESSION_START_TIME, at 1.4 s (no end stated; median start 2.75 s fits it): the end is the
+    body's, 1.5 .. 3.4 s from 2.75 s (steps up to 0.5 s); the kernel at 73.2 s is 69.8 s on: dropped, partial.
+    main: kept by the one-hour rule, W 71.25 s, ok."""
+    rep, row = body_analysed(body_export(tmp_path / "session.sqlite", 0, lambda w: w.session(1400 * MS)))
+    assert row["warnings"] == (
+        "dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL timed far outside the capture (1.400000..3.400000 s on the "
+        "report's clock, per TARGET_INFO_SESSION_START_TIME and the rows' own run, up to a pause longer than "
+        "the work on both sides of it, for the end; e.g. start 73.200000 s, end "
+        "73.250000 s)")
+    assert (rep.capture_start_ns, rep.capture_start_source) == (1400 * MS, "TARGET_INFO_SESSION_START_TIME.systemClockNs")
+
+
+@pytest.mark.parametrize("base_ms, start_ms, stop_ms, outside", [
+    # rows counted from the capture's start (1.5 .. 3.4 s) but ANALYSIS_DETAILS on the system clock, 5000 .. 5000.5 s,
+    # and 0 .. 0.5 s from its start: the median 2.75 s fits neither (+1 s). Every row kept lies outside it.
+    (0, 5_000_000, 5_000_500, "5 rows of CUPTI_ACTIVITY_KIND_KERNEL, 1 of NVTX_EVENTS"),
+    # rows on the system clock from 5001.5 s, ANALYSIS_DETAILS 5000.5 .. 5001.2 s (+1 s: 5002.2 s): the median
+    # 5002.75 s lies outside; outside: kernels 2-5 (from 5002.3 s) and the NVTX end 5003.4 s.
+    (5_000_000, 5_000_500, 5_001_200, "4 rows of CUPTI_ACTIVITY_KIND_KERNEL, 1 of NVTX_EVENTS"),
+])
+def test_rows_on_another_clock_than_the_stated_capture(tmp_path, base_ms, start_ms, stop_ms, outside):
+    """The body (1.5 .. 3.4 s after the base) is the capture; the stale kernel is dropped; the zero is the
+    body's start and names the stated start. main: kept (one-hour rule), ok, no warning, the zero "the report's
+    earliest timestamp (the export states no capture start)"."""
+    rep, row = body_analysed(body_export(tmp_path / "clock.sqlite", base_ms, details(start_ms, stop_ms)))
+    stated = f"{start_ms / 1000:.6f}..{stop_ms / 1000:.6f}"
+    rows = f"{(base_ms + 1500) / 1000:.6f}..{(base_ms + 3400) / 1000:.6f}"
+    median = f"{(base_ms + 2750) / 1000:.6f}"
+    assert row["warnings"] == "; ".join([
+        unfit(stated, median, rows, outside),
+        f"dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL timed far outside the capture ({per_rows_unfit(rows, stated)}; "
+        f"e.g. start {(base_ms + 73_200) / 1000:.6f} s, end {(base_ms + 73_250) / 1000:.6f} s)"])
+    assert (rep.capture_start_ns, rep.capture_start_source) == (
+        (base_ms + 1500) * MS,
+        f"the export's own rows' start (ANALYSIS_DETAILS.startTime states {start_ms / 1000:.6f} s, which the rows do "
+        "not fit)")
+
+
+def test_no_metadata_the_body_decides_and_keeps_a_pause_no_longer_than_it(tmp_path):
+    """No metadata at all: the same rule. The body 1.5 .. 3.4 s (extent 1.9 s) keeps a kernel 1.8 s after it
+    (5.2 s: a step of 1.8 s <= 1.9 s; extent then 3.75 s), and drops the one at 73.2 s (a step of 68 s), partial.
+    W = 2.0 .. 5.25 s = 3.25 s, busy 0.3 s."""
+    def later(w):
+        w.kernel(pid=10, device=0, stream=7, start=5200 * MS, end=5250 * MS, name="gemm")
+    path = body_export(tmp_path / "bare.sqlite", 0, later)
+    rep = load_report(path)
+    (res,) = analyse(path).values()
+    row = res.row
+    assert (row["status"], row["kernel_count"], row["window_ns"], row["busy_ns"]) == ("partial", 6, 3250 * MS,
+                                                                                       300 * MS)
+    assert row["warnings"] == (
+        "dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL timed far outside the capture (1.500000..5.250000 s on the "
+        "report's clock, per the rows' own run, up to a pause longer than "
+        "the work on both sides of it (the export states no capture); e.g. start 73.200000 s, end 73.250000 s)")
+    assert rep.capture_start_source == "the report's earliest timestamp (the export states no capture start)"
+
+
+#: Kernels (50 ms each) of exports with no metadata at all: two parts of real work and a pause.
+EARLY_6 = (1000, 1190, 1380, 1570, 1760, 1950)     # 1.00 .. 2.00 s: extent 1.0 s
+EARLY_4 = (1000, 1316, 1633, 1950)
+LATE_4 = (3500, 3983, 4466, 4950)                 # 3.50 .. 5.00 s: extent 1.5 s, after a 1.5 s pause
+LATE_6 = (3500, 3790, 4080, 4370, 4660, 4950)
+SHORT_LATE = (4500, 4950)                         # 4.50 .. 5.00 s: extent 0.5 s, after a 2.5 s pause
+STALE = (61_000, 200_000)                         # two stale kernels, 59 s and 198 s on
+
+
+@pytest.mark.parametrize("starts, kept", [
+    # a 1.5 s pause, no longer than the 1.5 s of work after it: kept whichever part holds the kernels' median
+    # (6 early: the median 1.665 s is early, and the body so far is 1.0 s: the first rule dropped the late part)
+    (EARLY_6 + LATE_4, 10),
+    (EARLY_4 + LATE_6, 10),
+    # a 2.5 s pause, longer than the 1.0 s before it and the 0.5 s after it: the 2 rows after it are dropped
+    (EARLY_6 + SHORT_LATE, 6),
+    # stale rows 59 s and 198 s on: the step to 61 s leads to 0.05 s of rows (up to the longer step to 200 s)
+    (EARLY_6 + STALE, 6),
+    # the pause kept, the stale rows after the late part dropped
+    (EARLY_6 + LATE_4 + STALE, 10),
+], ids=["dense-early", "dense-late", "short-late", "two-stale", "pause-and-stale"])
+def test_a_pause_between_two_parts_of_work_is_kept_whatever_their_density(tmp_path, starts, kept):
+    """No metadata at all: the rows' body decides, and a step ends it only when it is longer than 1 s, the
+    body so far and the rows it leads to (up to the next longer step). Found by a tryout: with 6 kernels
+    before a 1.5 s pause and 4 after it, the late part (real work) was dropped; with 4 and 6, kept."""
+    w = ExportWriter(str(tmp_path / "bare.sqlite"))
+    for start in starts:
+        w.kernel(pid=10, device=0, stream=7, start=start * MS, end=(start + 50) * MS, name="gemm")
+    rep = load_report(w.close())
+    assert sorted(rep.kernels["start"].tolist()) == sorted(s * MS for s in starts)[:kept]
+    dropped = [x for x in rep.warnings if x.code == WarningCode.DROPPED_KERNEL_ROWS]
+    assert len(dropped) == (kept < len(starts))
+    if dropped:
+        n = len(starts) - kept
+        assert f"dropped {n} row{'s' if n > 1 else ''} of CUPTI_ACTIVITY_KIND_KERNEL timed far outside" in dropped[0].text

@@ -477,3 +477,30 @@ def test_every_name_is_matched_and_any_veto_wins():
     names = [short for short, _, _ in NAMED_THREE_WAYS]
     aliases = {short: tuple(n for n in (full, mangled) if n and n != short) for short, full, mangled in NAMED_THREE_WAYS}
     assert collective_mask(names, RULES, 2, aliases).tolist() == [False, False, True, True]
+
+
+def _python_m(*args: str) -> list[tuple[str, str]]:
+    return [("PROCESS_0:COMMAND", "/usr/bin/python3.11")] + \
+        [(f"PROCESS_0:ARGUMENT_{i}", a) for i, a in enumerate(args)] + [("PROCESS_0:ENVIRONMENT_VARIABLE", "")]
+
+
+@pytest.mark.parametrize("capture, world", [
+    # the training script's own --nproc_per_node=1 is its argument, not torchrun's: 2 ranks
+    # (main: read as 1 rank, the all-reduce dropped and a false one-rank-collectives warning)
+    (_torchrun("--nproc_per_node=2", "train.py", "--nproc_per_node=1"), "2"),
+    (_torchrun("--nproc-per-node", "2", "-m", "pkg.train", "--nproc_per_node", "1"), "2"),
+    (_torchrun("--standalone", "--nproc_per_node=2", "train.py", "--nnodes=3"), "2"),
+    (_torchrun("train.py", "--nproc_per_node=1"), None),  # torchrun itself says nothing
+    # torchrun run as a module of python
+    (_python_m("-m", "torch.distributed.run", "--nproc_per_node=2", "train.py", "--nproc_per_node=1"), "2"),
+    (_python_m("-u", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "4", "t.py"), "8"),
+    (_python_m("train.py", "--nproc_per_node=1"), None),  # a script of python, not torchrun
+])
+def test_torchrun_reads_its_own_arguments_not_the_scripts(tmp_path, capture, world):
+    # W = [0,7) ms, idle 4 ms; several ranks (or unknown): the gap after the all-reduce is comm (2 ms)
+    rep = load_report(_nsight_capture(tmp_path / "n.sqlite", capture))
+    assert rep.meta.get("world_size") == world
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
+    assert (row["window_ns"], row["idle_ns"], row["cat_comm_ns"], row["comm_exposed_ns"]) == (7 * MS, 4 * MS,
+                                                                                           2 * MS, MS)
+    assert row["warnings"] == ""  # main: "one-rank-collectives" for the 1 rank it read

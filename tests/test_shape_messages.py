@@ -7,6 +7,8 @@
   whose capture traced no CUDA (a real CPU-only ``nsys`` recording) keeps that hint.
 * A capture that traced copies and memsets but ran no kernel (no kernel table, or an empty one; an
   Nsight export or a PyTorch profiler trace) says so: how many copies, on how many devices.
+* A complete export whose runtime table holds kernel launch calls but no kernel record: the launches
+  are counted and named, the kernel trace lost them (or kernel tracing was off), not "no kernel ran".
 * ``--no-cache`` means no cache of any kind: a real ``.nsys-rep`` is exported by the real ``nsys`` into
   a temporary folder removed afterwards; the export cache stays absent, the temporary folder holds
   nothing afterwards, and no message names a cache.
@@ -272,3 +274,65 @@ def test_the_real_export_cut_short_after_its_kernel_table_was_created(tmp_path, 
     con.commit()
     con.close()
     assert load_error(path) == empty_kernels(path, 10)
+
+
+# ---------------------------------------------------------- launches called, no kernel record
+
+def _launches_without_kernels(path, launches: dict, copies: int = 0, kernel_table: bool = True) -> str:
+    """A complete export (metadata present) whose CUPTI_ACTIVITY_KIND_RUNTIME holds ``launches`` (API name
+    as Nsight writes it -> count) calls of 10 us each, 1 ms apart, a cudaMalloc and a cudaStreamSynchronize
+    (no launches), ``copies`` 1 ms copies on device 0, and an empty kernel table (none: ``kernel_table`` False)."""
+    w = ExportWriter(str(path))
+    t = 0
+    for name, count in launches.items():
+        for _ in range(count):
+            w.runtime(pid=10, tid=11, start=t, end=t + 10_000, name=name, correlation=w.correlation())
+            t += MS
+    w.runtime(pid=10, tid=11, start=t, end=t + MS, name="cudaMalloc_v3020")
+    w.runtime(pid=10, tid=11, start=t + 2 * MS, end=t + 3 * MS, name="cudaStreamSynchronize_v3020")
+    for i in range(copies):
+        w.memcpy(pid=10, device=0, stream=7, start=(20 + 2 * i) * MS, end=(21 + 2 * i) * MS)
+    out = w.close()
+    if kernel_table:
+        from pipeline.synth.writer import SCHEMA
+
+        con = sqlite3.connect(out)
+        con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({SCHEMA['CUPTI_ACTIVITY_KIND_KERNEL']})")
+        con.commit()
+        con.close()
+    return out
+
+
+def lost_launches(n: str, calls: str) -> str:
+    return (f"but {n} called ({calls}, in CUPTI_ACTIVITY_KIND_RUNTIME) and no kernel record exists: the kernel "
+            "trace lost them (or kernel tracing was off while the run was profiled)")
+
+
+def test_launch_calls_without_kernel_records_say_the_trace_lost_them(tmp_path):
+    """3 cudaLaunchKernel calls, an empty kernel table (main: "has zero rows: no kernel ran while profiling",
+    which the 3 launches contradict). cudaMalloc and cudaStreamSynchronize are no launches."""
+    path = _launches_without_kernels(tmp_path / "lost.sqlite", {"cudaLaunchKernel_v7000": 3})
+    assert load_error(path) == (f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows, "
+                                + lost_launches("3 kernel launches were", "3 cudaLaunchKernel"))
+
+
+def test_launches_of_several_apis_and_copies_without_kernel_records(tmp_path):
+    """Variants: a driver launch, a graph launch, per-thread-stream suffixes, and 2 copies: the launches
+    (2 + 1 + 1 = 4) are named, most first, then by name; the copies are no sign the kernels ran or not."""
+    path = _launches_without_kernels(tmp_path / "apis.sqlite", {"cuLaunchKernel": 2, "cudaGraphLaunch_v10000": 1,
+                                                                "cudaLaunchKernel_ptsz_v7000": 1}, copies=2)
+    assert load_error(path) == (f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows, " + lost_launches(
+        "4 kernel launches were", "2 cuLaunchKernel, 1 cudaGraphLaunch, 1 cudaLaunchKernel"))
+
+
+def test_one_launch_call_and_no_kernel_table(tmp_path):
+    """No kernel table at all (kernel tracing off), 1 launch (main: the --trace=cuda hint)."""
+    path = _launches_without_kernels(tmp_path / "one.sqlite", {"cudaLaunchKernel_v7000": 1}, kernel_table=False)
+    assert load_error(path) == (f"{path}: no CUPTI_ACTIVITY_KIND_KERNEL table, "
+                                + lost_launches("1 kernel launch was", "1 cudaLaunchKernel"))
+
+
+def test_an_empty_kernel_table_and_no_launch_call_keeps_its_text(tmp_path):
+    """Runtime calls, none a launch: no kernel ran, as before."""
+    path = _launches_without_kernels(tmp_path / "none.sqlite", {})
+    assert load_error(path) == f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows: no kernel ran while profiling"

@@ -412,7 +412,8 @@ def test_kernel_before_the_session_start_is_dropped(tmp_path):
     assert (row["window_start_ns"], row["window_ns"], row["idle_ns"], row["kernel_count"]) == (B, 46 * MS, 16 * MS, 5)
     assert row["status"] == "partial"
     assert row["warnings"] == "dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL " + far_outside(
-        "5.000000..5.056000 s on the report's clock, per TARGET_INFO_SESSION_START_TIME and the other rows",
+        "5.000000..5.056000 s on the report's clock, per TARGET_INFO_SESSION_START_TIME and the rows' own run, "
+        "up to a pause longer than the work on both sides of it, for the end",
         "0.000000", "0.001000")
 
 
@@ -453,7 +454,8 @@ def test_impossible_rows_of_every_table_are_dropped(tmp_path):
     # four 4 ms gaps, nothing on the CUDA API side (nor profiler overhead) left in them
     assert (row["cat_cpu_ns"], row["cat_sync_ns"], row["cat_data_ns"], row["cat_profiler_ns"]) == (16 * MS, 0, 0, 0)
     assert row["status"] == "partial"
-    capture = "5.010000..5.056000 s on the report's clock, per the other rows"
+    capture = ("5.010000..5.056000 s on the report's clock, per the rows' own run, up to a pause longer than "
+               "the work on both sides of it (the export states no capture)")
     assert row["warnings"] == "; ".join([
         "dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL " + far_outside(capture, "5.051000", "9223372036.854776"),
         "dropped 2 rows of CUPTI_ACTIVITY_KIND_RUNTIME: 1 with end < start, 1 "

@@ -9,6 +9,16 @@ judged on its own: when the export's own rows run on past it without a break (an
 ANALYSIS_DETAILS range starts after its first rows), that bound is wrong, not the rows: the rows' own
 end on that side is the capture's, and one warning per report says so (:func:`disagreement_warning`);
 a bound the rows do not run past stands, and a row isolated beyond it is dropped.
+
+On a side with no trusted stated bound (none stated, stated on another clock than the rows', or
+contradicted), the rows' own body decides, one rule everywhere: from the rows around the kernels'
+median outwards while each step to the next timestamp is at most ``max(1 s, the body's extent so
+far, the extent of the rows it leads to)`` (:func:`_row_extent`); rows beyond a longer step are
+dropped and counted (the GPU ``partial``).
+A stated capture the rows do not fit at all is said once (:func:`disagreement_warning`) and in the
+timeline's zero (:data:`ROWS_START_UNFIT`). The risk: an export without trusted metadata whose real
+work pauses longer than both the work before and the work after the pause loses the part beyond it,
+visibly (``partial``, the rows counted), never silently.
 """
 from __future__ import annotations
 
@@ -23,11 +33,22 @@ from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, SESSION_START_TABLE, S
 #: Rows may stray this far (ns) outside the capture the export's metadata states (clock skew,
 #: work in flight when the capture stopped) before they count as impossible.
 SLACK_NS = 1_000_000_000
-#: Without metadata, the capture is the run of the rows' timestamps around their median in which
-#: no two neighbours are further apart than the larger of these: an hour, or this many times the
-#: run's extent so far (a stray INT64_MAX end or an epoch-clock timestamp is far beyond both).
+#: On a side of the capture the export states no trusted bound for (none stated, stated on another
+#: clock, or contradicted: :func:`capture_of`), the capture ends where the rows' body does: the run of
+#: timestamps around the kernels' median in which no step to the next is longer than the larger of
+#: these: 1 s, or this many times the run's extent so far (:func:`_row_extent`; a stray INT64_MAX end,
+#: an epoch-clock timestamp or a stale row a minute away is far beyond both).
+BODY_GAP_MIN_NS = SLACK_NS
+BODY_GAP_FACTOR = 1
+#: ... for a PyTorch profiler trace without its profiler span (:mod:`pipeline.load.kineto`): an hour,
+#: or 1,000 times the run's extent.
 ROW_GAP_MIN_NS = 3_600 * 1_000_000_000
 ROW_GAP_FACTOR = 1_000
+#: Where a capture bound the export does not state comes from (:func:`capture_of`, :func:`_row_extent`):
+#: the run of rows around the kernels' median, up to a pause longer than it and than the rows after it.
+ROWS_OWN_RUN = "the rows' own run, up to a pause longer than the work on both sides of it"
+#: What is said of a stated capture that the export's rows do not fit at all (:func:`capture_of`).
+UNFIT = "which the rows do not fit"
 #: Odd 64-bit multiplier of the row hash in :func:`duplicate_mask` (Fibonacci hashing).
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
@@ -124,6 +145,9 @@ class Capture:
     run: tuple[int, int] | None = None
     #: With ``stated``: True when ``lo`` is the rows' own start, not the stated one (:func:`capture_start`).
     start_from_rows: bool = False
+    #: When the rows do not fit the capture ANALYSIS_DETAILS states at all (:func:`_unfit_details`): its
+    #: ``startTime`` (ns), which :func:`capture_start` names; else None.
+    unfit_start: int | None = None
 
     def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
@@ -143,12 +167,19 @@ def _first_row(schema: Schema, table: str, columns: tuple) -> tuple | None:
     return None if row is None or any(v is None for v in row) else tuple(int(v) for v in row)
 
 
+def _details(schema: Schema) -> tuple[int, int] | None:
+    """``(startTime, stopTime)`` ns of the export's ANALYSIS_DETAILS, when it states one (stop >= start)."""
+    details = _first_row(schema, ANALYSIS_DETAILS_TABLE, ("startTime", "stopTime"))
+    return details if details is not None and details[1] >= details[0] else None
+
+
 def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, int | None, str | None]:
     """``(lo, hi, source)`` of the capture as the export states it, on the rows' own clock. Exports
     time rows on the system clock (ANALYSIS_DETAILS startTime..stopTime) or from the capture's
-    start (0..duration); the one holding the rows' median is theirs."""
-    details = _first_row(schema, ANALYSIS_DETAILS_TABLE, ("startTime", "stopTime"))
-    if details is not None and details[1] >= details[0]:
+    start (0..duration); the one holding the rows' median (with :data:`SLACK_NS`) is theirs. When
+    neither holds it, ANALYSIS_DETAILS is not the rows' (:func:`_unfit_details`)."""
+    details = _details(schema)
+    if details is not None:
         start, stop = details
         for lo, hi in ((start, stop), (0, stop - start)):
             if median is None or lo - SLACK_NS <= median <= hi + SLACK_NS:
@@ -160,23 +191,55 @@ def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, i
     return None, None, None
 
 
-def _row_extent(stamps: list[np.ndarray], median: float | None) -> tuple[int, int] | None:
-    """The run of timestamps around ``median`` in which no two neighbours are further apart than
-    ``max(ROW_GAP_MIN_NS, ROW_GAP_FACTOR x the run's extent so far)``: ``(first, last)`` ns."""
+def _unfit_details(schema: Schema, median: float | None, source: str | None) -> tuple[int, int] | None:
+    """ANALYSIS_DETAILS' ``(startTime, stopTime)`` when the export states it but the rows do not fit it
+    at all (the kernels' ``median`` lies outside it as stated and counted from the capture's start, so
+    :func:`_stated_capture` found no capture, ``source`` None); else None."""
+    return _details(schema) if source is None and median is not None else None
+
+
+def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = BODY_GAP_MIN_NS,
+                factor: int = BODY_GAP_FACTOR) -> tuple[int, int] | None:
+    """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle timestamp), grown
+    outwards from the median: ``(first, last)`` ns; None without any timestamp.
+
+    A step to the next timestamp ends the run when it is longer than each of: ``gap_min``, ``factor``
+    x the run's extent so far, and the extent of the rows it leads to (from the step outwards, up to
+    the next step longer than this one). So a pause between two parts of real work is crossed
+    whichever part holds the median (the pause is no longer than the part beyond it, or than the
+    part before it), while a stale row or a few rows far from everything else (a step longer than the
+    run and than themselves) are left out, whatever the density of the rows on either side."""
     stamps = [s for s in stamps if s.size]
     if not stamps:
         return None
     lo, hi = min(int(s.min()) for s in stamps), max(int(s.max()) for s in stamps)
-    if hi - lo <= ROW_GAP_MIN_NS:
+    if hi - lo <= gap_min:
         return lo, hi  # nothing can be far from the rest
     v = np.unique(np.concatenate(stamps))
     f = v.astype(np.float64)
+    d = np.diff(f)  # d[j]: the step from v[j] to v[j + 1]
+    cand = np.flatnonzero(d > gap_min)  # only these steps can end the run
+
+    def beyond_up(j: int) -> float:  # extent of v[j + 1 ..] up to the next step longer than d[j]
+        longer = cand[(cand > j) & (d[cand] > d[j])]
+        return f[int(longer[0]) if longer.size else v.size - 1] - f[j + 1]
+
+    def beyond_down(j: int) -> float:  # extent of v[.. j] down to the next step longer than d[j]
+        longer = cand[(cand < j) & (d[cand] > d[j])]
+        return f[j] - f[int(longer[-1]) + 1 if longer.size else 0]
+
     a = b = int(np.clip(np.searchsorted(v, median if median is not None else v[v.size // 2]), 0, v.size - 1))
     while True:
-        up = np.diff(f[b:]) > np.maximum(ROW_GAP_MIN_NS, ROW_GAP_FACTOR * (f[b:-1] - f[a]))
-        new_b = b + int(np.argmax(up)) if up.any() else v.size - 1
-        down = np.diff(f[:a + 1])[::-1] > np.maximum(ROW_GAP_MIN_NS, ROW_GAP_FACTOR * (f[new_b] - f[1:a + 1][::-1]))
-        new_a = a - int(np.argmax(down)) if down.any() else 0
+        new_b = v.size - 1
+        for j in cand[cand >= b]:
+            if d[j] > max(gap_min, factor * (f[j] - f[a]), beyond_up(int(j))):
+                new_b = int(j)
+                break
+        new_a = 0
+        for j in cand[cand < a][::-1]:
+            if d[j] > max(gap_min, factor * (f[new_b] - f[j + 1]), beyond_down(int(j))):
+                new_a = int(j) + 1
+                break
         if (new_a, new_b) == (a, b):
             return int(v[a]), int(v[b])
         a, b = new_a, new_b
@@ -244,7 +307,10 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
         step are outliers (still outside). A bound no row runs past that way stands, whatever lies far
         beyond it (a stale row seconds away, an INT64_MAX end). With a bound replaced, ``stated`` is
         the export's capture, ``run`` the rows trusted; with no row inside the stated capture at all,
-        both bounds are the run of rows around the median.
+        both bounds are the run of rows around the median. When the kernels' median fits
+        ANALYSIS_DETAILS on neither clock and no session start is stated (:func:`_unfit_details`),
+        both bounds are that run, ``stated`` is ANALYSIS_DETAILS' range (slack included) and
+        ``unfit_start`` its start, for the warning and the zero that say it is not trusted.
     """
     median = float(np.median(reference)) if reference.size else None
     lo, hi, source = _stated_capture(schema, median)
@@ -252,11 +318,22 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
     if extent is None and (lo is None or hi is None):
         return Capture(None, None, "")
     shown_lo, shown_hi = (lo if lo is not None else extent[0]), (hi if hi is not None else extent[1])
-    text = {None: "the other rows", ANALYSIS_DETAILS_TABLE: ANALYSIS_DETAILS_TABLE}.get(
-        source, f"{source} and the other rows")
+    text = {None: ROWS_OWN_RUN + " (the export states no capture)",
+            ANALYSIS_DETAILS_TABLE: ANALYSIS_DETAILS_TABLE}.get(source, f"{source} and {ROWS_OWN_RUN}, for the end")
     stated = Capture(shown_lo - SLACK_NS if lo is not None else shown_lo,
                      shown_hi + SLACK_NS if hi is not None else shown_hi,
                      f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per {text}")
+    unfit = _unfit_details(schema, median, source)
+    if unfit is not None:  # the rows' body is the capture; say what was stated and not trusted
+        said = f"{_seconds(unfit[0])}..{_seconds(unfit[1])} s"
+        return Capture(shown_lo, shown_hi,
+                       f"{_seconds(shown_lo)}..{_seconds(shown_hi)} s on the report's clock, per the export's own "
+                       f"rows ({ANALYSIS_DETAILS_TABLE} states {said}, {UNFIT})",
+                       Capture(unfit[0] - SLACK_NS, unfit[1] + SLACK_NS,
+                               f"{ANALYSIS_DETAILS_TABLE} states the capture as {said}, {UNFIT} (the kernels' median "
+                               f"start, {_seconds(int(median))} s, lies outside it both as stated and counted from the "
+                               "capture's start)"),
+                       (shown_lo, shown_hi), True, unfit[0])
     if source is None:
         return stated
     inside, new_lo, new_hi = _run_past(stamps, stated, (True, hi is not None))
@@ -310,6 +387,8 @@ EARLIEST_ROW = "the report's earliest timestamp (the export states no capture st
 #: the stated start's source and its seconds on the report's clock fill it in.
 ROWS_START_WORDS = "the export's own rows' start"
 ROWS_START = ROWS_START_WORDS + " ({} states {} s, after them)"
+#: ... when the rows do not fit the capture ANALYSIS_DETAILS states at all (:func:`_unfit_details`).
+ROWS_START_UNFIT = ROWS_START_WORDS + " ({} states {} s, " + UNFIT + ")"
 
 
 def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray,
@@ -321,7 +400,11 @@ def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarra
     timestamps whose median places the rows on the export's clock (the kernels' starts), as for
     :func:`capture_of`. ``capture``: the loader's (:func:`capture_of`); when the rows run on before
     the stated start (``capture.start_from_rows``), the zero is its start, the rows' own
-    (:data:`ROWS_START`), so no kept row is timed before the zero."""
+    (:data:`ROWS_START`), so no kept row is timed before the zero; likewise when the rows do not fit
+    ANALYSIS_DETAILS at all (``capture.unfit_start``, :data:`ROWS_START_UNFIT`)."""
+    if capture is not None and capture.unfit_start is not None and capture.lo is not None:
+        return int(capture.lo), ROWS_START_UNFIT.format(f"{ANALYSIS_DETAILS_TABLE}.startTime",
+                                                        _seconds(capture.unfit_start))
     median = float(np.median(reference)) if reference.size else None
     lo, _, source = _stated_capture(schema, median)
     if lo is not None:

@@ -51,8 +51,8 @@ from ..model import (COPY_DIRECTIONS, MEM_KINDS, ProfileError, Report, RowWarnin
 from .caveats import lost_launches
 from .columns import normalise_api_name, text_objects
 from .gpus import board_name, devices_frame
-from .integrity import (SLACK_NS, Capture, _row_extent, dropped_warning, duplicate_mask, duplicates_warning,
-    impossible_rows, key_first)
+from .integrity import (ROW_GAP_FACTOR, ROW_GAP_MIN_NS, SLACK_NS, Capture, _row_extent, dropped_warning,
+                        duplicate_mask, duplicates_warning, impossible_rows, key_first)
 from .kineto_time import BEYOND_INT64, INT64_MAX, TimeRangeError, TimeTextError, raws_to_ns
 from .limits import ReadTimeout, cut_text
 from .limits import current as read_limits
@@ -673,7 +673,7 @@ def _capture(span: tuple | None, stamps: list[np.ndarray]) -> Capture:
         lo, hi = span[:2]
         return Capture(lo - SLACK_NS, hi + SLACK_NS,
                        f"{lo / 1e9:.6f}..{hi / 1e9:.6f} s on the trace's clock, per its PyTorch Profiler span")
-    extent = _row_extent(stamps, None)
+    extent = _row_extent(stamps, None, ROW_GAP_MIN_NS, ROW_GAP_FACTOR)
     if extent is None:
         return Capture(None, None, "")
     return Capture(extent[0], extent[1], f"{extent[0] / 1e9:.6f}..{extent[1] / 1e9:.6f} s on the trace's clock, "

@@ -7,7 +7,8 @@ Nsight Systems keeps the launched process's environment and command line in ``ME
 size in its environment (:data:`WORLD_SIZE_VARIABLES`: ``WORLD_SIZE`` set by torchrun and
 torch.distributed launchers, ``OMPI_COMM_WORLD_SIZE`` by Open MPI, ``PMI_SIZE`` by MPICH / Slurm
 PMI); a capture of the launcher itself names the size in its arguments (``torchrun --nnodes=1
---nproc_per_node=2``; one node unless ``--nnodes`` says otherwise). Nothing else is guessed: one
+--nproc_per_node=2``, or ``python -m torch.distributed.run ...``; one node unless ``--nnodes`` says
+otherwise; only torchrun's own options, before the training script: the script's arguments are its own). Nothing else is guessed: one
 process and one GPU in a report is not one rank (multi-node jobs are profiled one rank per
 report), and a torchrun without ``--nproc_per_node`` says nothing.
 """
@@ -26,6 +27,12 @@ CAPTURE_TABLE = "META_DATA_CAPTURE"
 WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 #: torchrun's options, ``--name=value`` or ``--name value`` (``_`` or ``-`` between words).
 _TORCHRUN_OPTION = re.compile(r"--(nnodes|nproc[_-]per[_-]node)(?:=(.*))?$")
+#: torchrun's options that take no value (``-`` or ``_`` between words, read as ``_``); every other
+#: option without ``=`` takes the next argument as its value.
+_TORCHRUN_FLAGS = frozenset({"standalone", "m", "module", "no_python", "run_path"})
+#: The python modules that are torchrun (``python -m torch.distributed.run``), and the python commands.
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_PYTHON = re.compile(r"python[0-9.]*")
 #: ``ARGUMENT_<i>``'s index: ASCII digits (``str.isdigit`` also takes ``²``, which ``int()`` refuses).
 _ARGUMENT_INDEX = re.compile(r"[0-9]{1,9}")
 
@@ -56,16 +63,43 @@ def _from_environment(rows: list[tuple[str, str]]) -> RankCount:
     return RankCount(*sizes.popitem()) if len(sizes) == 1 else RankCount(0)
 
 
+def _launcher_arguments(command: str, args: list[str]) -> list[str] | None:
+    """The arguments torchrun itself reads of a captured ``command`` and its ``args``: all of them for
+    ``torchrun``, those after ``-m torch.distributed.run`` (or ``.launch``) for a python; None for
+    any other command. Only torchrun's own options are kept: they end at the first positional
+    argument that is no option's value (the training script, or ``-m``'s module), after which come
+    the script's own arguments (``train.py --nproc_per_node=1``)."""
+    name = os.path.basename(command)
+    if name == "torchrun":
+        rest = args
+    elif _PYTHON.fullmatch(name):
+        modules = [i for i in range(len(args) - 1) if args[i] == "-m"]
+        if not modules or args[modules[0] + 1] not in _TORCHRUN_MODULES:
+            return None
+        rest = args[modules[0] + 2:]
+    else:
+        return None
+    own, i = [], 0
+    while i < len(rest) and rest[i].startswith("-"):
+        arg = rest[i]
+        takes_value = "=" not in arg and arg.lstrip("-").replace("-", "_") not in _TORCHRUN_FLAGS
+        own += rest[i:i + 2] if takes_value else [arg]
+        i += 2 if takes_value else 1
+    return own
+
+
 def _from_torchrun(rows: list[tuple[str, str]]) -> RankCount:
-    """``nnodes × nproc_per_node`` of a launched ``torchrun`` whose arguments give ``nproc_per_node`` as
-    an integer (``nnodes``: 1 unless given; an elastic range ``1:4`` is no number), else 0."""
+    """``nnodes × nproc_per_node`` of a launched ``torchrun`` (or ``python -m torch.distributed.run``)
+    whose own arguments (:func:`_launcher_arguments`) give ``nproc_per_node`` as an integer
+    (``nnodes``: 1 unless given; an elastic range ``1:4`` is no number), else 0."""
     commands = [(name.split(":")[0], value) for name, value in rows if name.endswith(":COMMAND")]
     for process, command in commands:
-        if os.path.basename(command) != "torchrun":
-            continue
         numbered = [(name.rpartition("_")[2], value) for name, value in rows
                     if name.startswith(f"{process}:ARGUMENT_")]
-        args = [value for index, value in sorted((int(i), v) for i, v in numbered if _ARGUMENT_INDEX.fullmatch(i))]
+        args = _launcher_arguments(command, [value for index, value in sorted(
+            (int(i), v) for i, v in numbered if _ARGUMENT_INDEX.fullmatch(i))])
+        if args is None:
+            continue
         found = {"nnodes": "1"}  # torchrun's default (and --standalone's): one node
         for i, arg in enumerate(args):
             match = _TORCHRUN_OPTION.match(arg)

@@ -15,7 +15,7 @@ import pandas as pd
 from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
 from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
-from .caveats import load_overhead, lost_launches
+from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
 from .kernel_names import kernel_aliases
@@ -75,6 +75,39 @@ def _copies_traced(schema: Schema) -> str | None:
     return f"but CUDA was traced: {no_kernel_ran(traced, devices, 'profiling')}" if traced else None
 
 
+def _launches_called(schema: Schema) -> str | None:
+    """``but N kernel launches were called (…) and no kernel record exists: …`` when the export's
+    CUPTI_ACTIVITY_KIND_RUNTIME holds calls that launch kernels (:data:`~pipeline.load.caveats.LAUNCH_APIS`,
+    names normalised, counted most first) though it has no kernel row: the kernel trace lost them, or
+    kernel tracing was off. None when no launch was called (then no kernel ran)."""
+    cols = schema.columns(RUNTIME_TABLE)
+    if "nameId" in cols and {"id", "value"} <= set(schema.columns(STRING_TABLE)):
+        sql = (f"SELECT s.value, count(*) FROM {RUNTIME_TABLE} r JOIN {STRING_TABLE} s ON s.id = r.nameId "
+               "GROUP BY r.nameId")
+    elif "name" in cols:
+        sql = f"SELECT name, count(*) FROM {RUNTIME_TABLE} GROUP BY name"
+    else:
+        return None
+    calls: dict[str, int] = {}
+    for name, n in schema.con.execute(sql):
+        api = normalise_api_name(str(name))
+        if api in LAUNCH_APIS:
+            calls[api] = calls.get(api, 0) + int(n)
+    if not calls:
+        return None
+    total = sum(calls.values())
+    named = ", ".join(f"{n:,} {api}" for api, n in sorted(calls.items(), key=lambda c: (-c[1], c[0])))
+    return (f"but {counted(total, 'kernel launch was', 'kernel launches were')} called ({named}, in {RUNTIME_TABLE}) "
+            "and no kernel record exists: the kernel trace lost them (or kernel tracing was off while the run was "
+            "profiled)")
+
+
+def _no_kernel_cause(schema: Schema) -> str | None:
+    """Why a complete export holds no kernel row, when it says: launches called (:func:`_launches_called`),
+    else copies traced (:func:`_copies_traced`); None when it says neither."""
+    return _launches_called(schema) or _copies_traced(schema)
+
+
 #: Tables whose names start so are the enumerations (``ENUM_CUDA_MEM_KIND`` ...) every export holds,
 #: whatever was traced; nsys export writes them last, just before its metadata (:data:`META_TABLES`).
 ENUM_PREFIX = "ENUM_"
@@ -100,12 +133,12 @@ def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str
     """``(sql, decode_pid, has_name)`` that reads the kernel columns; ``sql`` is None when the
     export has no kernels and ``required`` is False. Raises :class:`ProfileError` when
     kernels are required and there is no table (the message says whether the export looks cut short,
-    :func:`_cut_short`, or traced copies and no kernel, :func:`_copies_traced`) or no start/end column."""
+    :func:`_cut_short`, or called launches or traced copies and no kernel, :func:`_no_kernel_cause`) or no start/end column."""
     if not required and (not schema.has(KERNEL_TABLE) or
                          not schema.con.execute(f"SELECT 1 FROM {KERNEL_TABLE} LIMIT 1").fetchone()):
         return None, False, False
     if not schema.has(KERNEL_TABLE):
-        copies = _copies_traced(schema)
+        copies = _no_kernel_cause(schema)
         raise ProfileError(_cut_short(schema, path) or (
             f"{path}: no {KERNEL_TABLE} table, {copies}" if copies else
             f"{path}: no {KERNEL_TABLE} table: the export holds no CUDA kernels "
@@ -167,7 +200,7 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
     in ``name``), and the loader's warnings. ``pid`` is -1 on every row when the table has no
     process column (older schema): :func:`infer_pids` fills it in. The decoded arrays become the
     frame's columns (no copy when every row is kept). Raises :class:`ProfileError` when no row is usable
-    (``copies``: what the export traced instead, :func:`_copies_traced`, said when the table has no row)."""
+    (``copies``: what the export says of it instead, :func:`_no_kernel_cause`, said when the table has no row)."""
     n = table.rows
     if n == 0:
         raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows, {copies}" if copies else
@@ -513,7 +546,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             if not found.rows and (cut := _cut_short(schema, path, empty=True)):
                 raise ProfileError(cut)
             kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
-                                               None if found.rows else _copies_traced(schema))
+                                               None if found.rows else _no_kernel_cause(schema))
         else:
             kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
         runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
