@@ -4,6 +4,7 @@ run's own settings (docs/definitions.md#categories, docs/inputs.md, docs/definit
 from __future__ import annotations
 
 import ast
+import os
 import itertools
 import pathlib
 
@@ -154,3 +155,97 @@ def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
     # cpu also on tiny_2kernels' GPU (0 stable iterations): low confidence under any
     assert ok.loc[ok["cat_launch_ns"] > 0, "iterations"].tolist() == [14, 14]
     assert old["launch"][1] == "ok" and old["cpu"][1].startswith("low confidence")
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) one registry of input kinds
+
+
+def test_a_folder_of_every_kind_is_found_and_read_by_its_loader(tmp_path, profiles):
+    """``gpu-idle run FOLDER`` on a.sqlite3 and b.db (SQLite exports), c.qdrep (a report to export: nsys
+    is not found here, so its row says the exporter was asked), d.pt.trace.json.gz (a PyTorch trace),
+    and two files passed over by their content: e.db (not SQLite) and f.json (not a trace). a, b and d
+    get the rows their originals get, read by the SQLite and the Kineto loader; the jobs are the stems.
+    On i25-merge a.sqlite3 and b.db were not found in a folder (and b.db named alone failed to export)."""
+    import shutil
+
+    import pandas as pd
+
+    from tests.conftest import run_cli
+
+    kineto = profiles.parent / "kineto" / "mi250_rocm_minitoy.json.gz"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copyfile(profiles / "tiny_2kernels.sqlite", folder / "a.sqlite3")
+    shutil.copyfile(profiles / "train_h100_2gpu_nccl.sqlite", folder / "b.db")
+    (folder / "c.qdrep").write_bytes(b"a qdrep-like report: exported by nsys first\n" * 64)
+    shutil.copyfile(kineto, folder / "d.pt.trace.json.gz")
+    (folder / "e.db").write_bytes(b"not an SQLite database\n")
+    (folder / "f.json").write_text('{"not": "a trace"}\n')
+    env = {"GPU_IDLE_CACHE": str(tmp_path / "columns"), "GPU_IDLE_EXPORT_CACHE": str(tmp_path / "exports"),
+           "GPU_IDLE_NSYS": str(tmp_path / "no-nsys-here")}
+    proc = run_cli("run", str(folder), "--out", str(tmp_path / "out"), env=env, check=False)
+    assert proc.returncode == 1, proc.stderr  # c.qdrep's row is an error: nsys is not there
+    fleet = pd.read_parquet(tmp_path / "out" / "fleet.parquet")
+    names = {os.path.basename(r) for r in fleet["report"]}
+    assert names == {"a.sqlite3", "b.db", "c.qdrep", "d.pt.trace.json.gz"}
+    assert sorted(set(fleet["job"])) == ["a", "b", "c", "d"]
+    c = fleet[fleet["job"] == "c"]
+    assert c["status"].tolist() == ["error"] and "nsys" in c["error"].iloc[0]
+    run_cli("run", str(profiles / "tiny_2kernels.sqlite"), str(profiles / "train_h100_2gpu_nccl.sqlite"), str(kineto),
+            "--out", str(tmp_path / "direct"), env=env)
+    direct = pd.read_parquet(tmp_path / "direct" / "fleet.parquet")
+    columns = ["gpu_key", "window_ns", "busy_ns", "idle_ns", *[f"cat_{c}_ns" for c in model.CATEGORIES]]
+    for job, original in (("a", "tiny_2kernels"), ("b", "train_h100_2gpu_nccl"), ("d", "mi250_rocm_minitoy")):
+        got = fleet[fleet["job"] == job].sort_values("gpu_key")[columns].reset_index(drop=True)
+        want = direct[direct["job"] == original].sort_values("gpu_key")[columns].reset_index(drop=True)
+        assert len(got) and got.equals(want), job
+    assert fleet.loc[fleet["job"] == "d", "gpu_key"].str.startswith("pid").all()   # Kineto: pid<P>/dev<D>
+    assert fleet.loc[fleet["job"] == "a", "gpu_key"].str.startswith("GPU-").all()  # Nsight: its GPU table
+    assert "e.db (not SQLite)" in proc.stderr and "f.json" in proc.stderr
+
+
+def test_the_registry_answers_for_every_kind():
+    from pipeline import kinds
+
+    assert kinds.kind_of("/x/A.SQLITE3") is kinds.SQLITE_EXPORT and kinds.kind_of("s3://b/k.db") is kinds.SQLITE_EXPORT
+    assert kinds.kind_of("r.qdrep") is kinds.NSYS_REPORT and kinds.NSYS_REPORT.needs_export
+    assert kinds.kind_of("r.pt.trace.json.gz").loader == kinds.KINETO and kinds.kind_of("r.txt") is None
+    assert [kinds.stem(n) for n in ("j.nsys-rep", "j.sqlite3", "j.db", "j.pt.trace.json.gz", "j.json", "j.txt")] \
+        == ["j", "j", "j", "j", "j", "j.txt"]
+    assert not kinds.needs_sniff("r.pt.trace.json") and kinds.needs_sniff("r.json") and kinds.needs_sniff("r.db")
+    assert kinds.passed_over("r.db", b"SQLite format 3\x00...") is None
+    assert kinds.passed_over("r.db", b"text") == "not SQLite"
+
+
+def _suffix_spellings():
+    """Registry suffixes spelled outside pipeline/kinds.py where a file's kind is judged: in a tuple,
+    list or set literal, or as the argument of ``endswith`` / ``removesuffix`` / an ``in`` or ``==`` test
+    (``.json`` alone, an output's name as much as an input's, is not counted)."""
+    from pipeline import kinds
+
+    suffixes = set(kinds.SUFFIXES)
+
+    def spelled(node) -> list[str]:
+        return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                and n.value.lower() in suffixes]
+
+    found = []
+    for path, tree in _modules():
+        if path.as_posix() == "pipeline/kinds.py":
+            continue
+        for node in ast.walk(tree):
+            judged = (isinstance(node, (ast.Tuple, ast.List, ast.Set))
+                      or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                          and node.func.attr in ("endswith", "removesuffix", "startswith"))
+                      or isinstance(node, ast.Compare))
+            # ".json" alone names outputs too (gpus/*.json, a stored result's rosters): not a kind test
+            if judged and set(spelled(node)) - {".json"}:
+                found.append(f"{path}:{node.lineno}: {sorted(set(spelled(node)))}")
+    return sorted(set(found))
+
+
+def test_every_suffix_list_comes_from_the_registry():
+    """On i25-merge: discover's three lists, storage's KEEP_SUFFIXES, export's two, load/kineto's and
+    config's labels_for each spelled their own."""
+    assert _suffix_spellings() == []
