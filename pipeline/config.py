@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+from . import kinds
+
 NS_PER_S = 1_000_000_000
 #: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,
 #: so a float still tells the nanoseconds it was written with; above it (the UTC-epoch clock of
@@ -512,18 +514,11 @@ class Config:
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
 
-        Defaults: cluster ``default``, job = the file name without its report or export
-        suffix (``.sqlite``, ``.nsys-rep``, ``.qdrep``, ``.sqlite3``, ``.db``; for PyTorch profiler
-        traces ``.pt.trace.json.gz``, ``.pt.trace.json``, ``.json.gz``, ``.json``).
+        Defaults: cluster ``default``, job = the file name without its input kind's suffix
+        (:func:`pipeline.kinds.stem`: ``job7.nsys-rep``, ``job7.sqlite3``, ``job7.pt.trace.json.gz`` -> ``job7``).
         """
         name = os.path.basename(report_path)
-        stem = name
-        for suffix in (".sqlite", ".nsys-rep", ".qdrep", ".sqlite3", ".db",
-                       ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
-            if stem.endswith(suffix):
-                stem = stem[: -len(suffix)]
-                break
-        out = {"cluster": "default", "job": stem, "node": "", "rank": "", "gpu_model": None}
+        out = {"cluster": "default", "job": kinds.stem(name), "node": "", "rank": "", "gpu_model": None}
         for rule in self.labels:
             if fnmatch.fnmatch(report_path, rule.match) or fnmatch.fnmatch(name, rule.match):
                 for key in ("cluster", "job", "node", "rank", "gpu_model"):

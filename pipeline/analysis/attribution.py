@@ -24,7 +24,7 @@ import pandas as pd
 from ..arrays import row_groups
 from ..config import CategoryRules
 from ..frames import with_columns
-from ..model import COPY_DIRECTIONS, HOST_MEMORY, RowWarning, WarningCode
+from ..model import COPY_DIRECTIONS, GAP_CATEGORIES, HOST_MEMORY, RowWarning, WarningCode
 from . import caveats
 from . import intervals as iv
 
@@ -358,6 +358,20 @@ def categorise(gaps: pd.DataFrame, runtime: pd.DataFrame, copies: pd.DataFrame,
     return with_columns(gaps, categorised_columns(gaps, rules, boundaries, calls, world_size, aliases))
 
 
+def first_match(conditions: dict, n: int) -> np.ndarray:
+    """Each of ``n`` gaps' application category: the first of :data:`pipeline.model.GAP_CATEGORIES` (the
+    order of docs/definitions.md#categories, first match wins) whose condition holds, else the last one
+    (``cpu``: nothing explains the gap). ``conditions``: category -> bool array of length ``n`` for every
+    category but the last. Returns a ``<U`` string array of length ``n`` (an empty object array for
+    ``n == 0``). Raises ValueError when ``conditions`` does not name exactly those categories."""
+    *ruled, fallback = GAP_CATEGORIES
+    if set(conditions) != set(ruled):
+        raise ValueError(f"conditions for {sorted(conditions)}, expected one for each of {ruled}")
+    if not n:
+        return np.zeros(0, dtype=object)
+    return np.select([conditions[c] for c in ruled], ruled, default=fallback)
+
+
 def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex, world_size: int = 0,
                         aliases: dict | None = None) -> dict:
     """The columns :func:`categorise` adds to ``gaps`` (a frame, or columns: name -> array), as
@@ -387,10 +401,9 @@ def categorised_columns(gaps, rules: CategoryRules, boundaries, calls: CallIndex
     explained |= profiler | untraced  # neither is a candidate for periodic
     periodic = periodic_mask(g0, length, bounds, rules, eligible=~explained)
     quiet = frac["api"] < rules.quiet_max_fraction
-    application = np.select(
-        [frac["data"] >= rules.data_min_fraction, is_comm, frac["sync"] >= rules.sync_min_fraction,
-         at_boundary & quiet & ~periodic, periodic],
-        ["data", "comm", "sync", "boundary", "periodic"], default="cpu") if n else np.zeros(0, dtype=object)
+    application = first_match({"data": frac["data"] >= rules.data_min_fraction, "comm": is_comm,
+                               "sync": frac["sync"] >= rules.sync_min_fraction,
+                               "boundary": at_boundary & quiet & ~periodic, "periodic": periodic}, n)
     # profiler and untraced are tested before the application's categories (docs/definitions.md#caveats)
     added["category"] = np.select([profiler, untraced], ["profiler", "untraced"], default=application).astype(object) \
         if n else np.zeros(0, dtype=object)

@@ -109,7 +109,11 @@ def rate_assumed(rate_source) -> bool:
 
 
 def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:
-    """USD per month wasted by one GPU idle ``idle_fraction`` (0..1) of the time."""
+    """USD per month of a share of one GPU's time: ``idle_fraction`` (0..1, ns of the share / ``window_ns``)
+    × ``usd_per_gpu_hour`` × ``hours_per_month`` (docs/definitions.md#cost), unrounded. The one pricing
+    formula: the headline idle, the caveats' and the exposed communication's dollars and fix-first's
+    recoverable dollars (:mod:`pipeline.analysis.fixfirst`) all come from it. Raises ValueError or
+    TypeError for values that are not numbers."""
     return float(idle_fraction) * float(usd_per_gpu_hour) * float(hours_per_month)
 
 

@@ -4,8 +4,10 @@ Per GPU and per application category ``c`` (:data:`~pipeline.model.CATEGORIES`; 
 are not the application's, :data:`~pipeline.model.CAVEATS` ``profiler`` and ``untraced``, never):
 
 * share ``s_c = cat_c_ns / window_ns`` (device-level idle of that category, 0..1);
-* recoverable USD per month ``= s_c × rate (USD per GPU-hour) × hours per month`` (default 730);
-* speed-up if that category alone vanished ``= 1 / (1 − s_c)`` (Amdahl; ``inf`` at ``s_c = 1``).
+* recoverable USD per month ``= s_c × rate (USD per GPU-hour) × hours per month`` (default 730),
+  priced by the one pricing function :func:`pipeline.analysis.cost.idle_usd_per_month`;
+* speed-up if that category alone vanished ``= 1 / (1 − s_c)`` (Amdahl; ``inf`` at ``s_c = 1``):
+  :func:`pipeline.analysis.cost.amdahl_speedup`.
 
 Summed over GPUs (a job, a cluster, the fleet), the dollars add up and the share is window-weighted:
 ``Σ cat_c_ns / Σ window_ns``. Every figure extrapolates a short capture to a month, so it carries the
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CATEGORIES, CAVEATS
+from .cost import amdahl_speedup, idle_usd_per_month
 
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
 IMPLAUSIBLE_SHARE = 0.9
@@ -56,19 +59,6 @@ def fixable(categories=CATEGORIES) -> tuple:
 def share(part_ns: int, window_ns: int) -> float:
     """``part_ns / window_ns`` (0..1); 0.0 for an empty window."""
     return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
-
-
-def recoverable_usd(share_: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:
-    """USD per month recoverable if a category holding ``share_`` (0..1) of the window vanished:
-    ``share × rate (USD per GPU-hour) × hours per month``."""
-    return float(share_) * float(usd_per_gpu_hour) * float(hours_per_month)
-
-
-def speedup(share_: float) -> float:
-    """Speed-up if a category holding ``share_`` (0..1) of the window alone vanished: ``1 / (1 − share)``;
-    ``inf`` at a share of 1."""
-    s = float(share_)
-    return math.inf if s >= 1.0 else 1.0 / (1.0 - s)
 
 
 def confidence(window_ns: int, iterations: int, min_iterations: int, min_window_ns: int) -> tuple[bool, str]:
@@ -133,8 +123,8 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
     for cat in fixable(category_ns):
         s = share(category_ns[cat], window_ns)
         worst = max(worst, s)
-        out[f"fix_{cat}_usd_per_month"] = round(recoverable_usd(s, usd_per_gpu_hour, hours_per_month), 2)
-        out[f"fix_{cat}_speedup"] = round(speedup(s), 4)
+        out[f"fix_{cat}_usd_per_month"] = round(idle_usd_per_month(s, usd_per_gpu_hour, hours_per_month), 2)
+        out[f"fix_{cat}_speedup"] = round(amdahl_speedup(s), 4)
     out["low_confidence"], out["confidence_note"] = confidence(window_ns, iterations, min_iterations, min_window_ns)
     out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE
     return out
@@ -150,7 +140,7 @@ def rollup_columns(sums: pd.DataFrame) -> pd.DataFrame:
     ``sums`` (columns ``window_ns`` and ``cat_<c>_ns``, one row per group); returns the new columns."""
     out = pd.DataFrame(index=sums.index)
     for cat in fixable():
-        out[f"fix_{cat}_speedup"] = [round(speedup(share(n, w)), 4) for n, w in
+        out[f"fix_{cat}_speedup"] = [round(amdahl_speedup(share(n, w)), 4) for n, w in
                                      zip(sums[f"cat_{cat}_ns"].fillna(0), sums["window_ns"].fillna(0))]
     return out
 
@@ -207,7 +197,7 @@ def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: 
         entries.append({
             "scope": scope, "cluster": cluster, "job": job, "category": cat,
             "usd_per_month": round(float(cols[f"usd_{cat}"][group].sum()), 2),
-            "speedup": round(speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
+            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
             "window_ns": window, "iterations": iterations,

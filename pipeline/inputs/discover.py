@@ -1,11 +1,12 @@
 """Expand INPUT arguments (files, directories, globs; any fsspec URL) into report paths.
 
-Directories (and object-storage prefixes such as ``s3://bucket/prefix``) are
-searched recursively for ``*.sqlite``, ``*.nsys-rep`` and ``*.qdrep`` (the name of
-reports before Nsight Systems 2021.4) and PyTorch profiler traces: ``*.pt.trace.json(.gz)``,
-and any other ``*.json`` / ``*.json.gz`` whose first bytes read as a Chrome trace
-(:func:`looks_like_trace`; other JSON, such as the truth files beside generated exports or a
-run's own outputs, is not a report: :func:`discover` can list it, :func:`skipped_note` says so
+Directories (and object-storage prefixes such as ``s3://bucket/prefix``) are searched recursively for
+the input kinds of :mod:`pipeline.kinds` (docs/inputs.md): Nsight Systems reports (``*.nsys-rep``,
+``*.qdrep``: the name before Nsight Systems 2021.4), SQLite exports (``*.sqlite``, ``*.sqlite3``, and
+``*.db`` whose first bytes are SQLite's), PyTorch profiler traces (``*.pt.trace.json(.gz)``, and any
+other ``*.json`` / ``*.json.gz`` whose first bytes read as a Chrome trace:
+:func:`pipeline.kinds.looks_like_trace`; other JSON, such as the truth files beside generated exports
+or a run's own outputs, is not a report: :func:`discover` can list it, :func:`skipped_note` says so
 for people, leaving gpu-idle's own truth files unsaid); globs
 (``s3://bucket/prefix/**/*.nsys-rep``) keep the files they match. Results are
 de-duplicated (the same file named twice is analysed once) and sorted, so runs
@@ -26,8 +27,8 @@ import errno
 import os
 import re
 import stat
-import zlib
 
+from .. import kinds
 from ..text import printable
 from .gzip_size import inflated_size
 from .storage import (
@@ -38,34 +39,11 @@ from .storage import (
     open_fs,
 )
 
-#: What a folder or prefix is searched for: SQLite exports and reports (``.qdrep``: before 2021.4),
-#: PyTorch profiler traces (``.json`` and ``.json.gz`` only when :func:`looks_like_trace`).
-REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
-#: JSON names that are PyTorch profiler traces by name (``tensorboard_trace_handler`` writes them).
-TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
-#: JSON names kept only when their first bytes read as a trace.
-JSON_SUFFIXES = (".json", ".json.gz")
-#: How much of a JSON file (uncompressed) :func:`looks_like_trace` reads.
-SNIFF_BYTES = 1 << 20
-#: Keys of which one appears near the start of every Chrome / PyTorch profiler trace.
-TRACE_MARKERS = (b'"traceEvents"', b'"ph"', b'"deviceProperties"', b'"distributedInfo"')
+#: What a folder or prefix is searched for: every suffix of every input kind (:data:`pipeline.kinds.SUFFIXES`);
+#: a name shared with other files (``.json``, ``.json.gz``, ``.db``) is kept only when its first bytes
+#: read as its kind (:func:`pipeline.kinds.passed_over`).
+REPORT_SUFFIXES = kinds.SUFFIXES
 GLOB_CHARS = set("*?[")
-
-
-def looks_like_trace(head: bytes) -> bool:
-    """True when ``head``, the first bytes of a ``.json`` or ``.json.gz`` file, may be a Chrome trace
-    (a PyTorch profiler trace): gzip data that does not inflate (a damaged trace is a report with
-    an error row, not a file to ignore), or JSON text with one of :data:`TRACE_MARKERS` in its
-    first :data:`SNIFF_BYTES`. Other JSON is not a report."""
-    if head[:2] == b"\x1f\x8b":
-        try:
-            head = zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
-        except zlib.error:
-            return True
-        if not head:  # not even the first bytes inflate (a damaged or truncated header)
-            return True
-    head = head[:SNIFF_BYTES]
-    return any(marker in head for marker in TRACE_MARKERS)
 
 
 #: How gpu-idle's own truth files begin (``<file>.truth.json`` beside each generated export and trace,
@@ -73,29 +51,30 @@ def looks_like_trace(head: bytes) -> bool:
 #: first member is ``"format": "gpu-idle synth...``, with any JSON whitespace (indented or compact).
 #: Such a file is skipped without a word.
 TRUTH_MARKER = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"gpu-idle synth')
-#: Why a ``.json`` / ``.json.gz`` found in a folder is not a report (:func:`_skip_json`).
-NOT_A_TRACE, EMPTY, TRUTH = "not a trace", "empty", "gpu-idle truth"
+#: Why a file found in a folder is not a report (:func:`_skip`), besides its kind's ``not_it``
+#: (``"not a trace"``, ``"not SQLite"``).
+NOT_A_TRACE, EMPTY, TRUTH = kinds.PYTORCH_TRACE.not_it, "empty", "gpu-idle truth"
 #: Names listed in :func:`skipped_note` (the others are counted).
 SKIPPED_SHOWN = 5
 
 
-def _skip_json(name: str, read_head) -> str | None:
-    """None when a ``.json``/``.json.gz`` file found in a folder is a report: by name
-    (:data:`TRACE_SUFFIXES`), else by its first bytes (``read_head()``; unreadable: kept, so the
-    report's row says why); else why it is not: :data:`EMPTY` (0 bytes: a profiler that died before
-    writing?), :data:`TRUTH` (gpu-idle's own truth file) or :data:`NOT_A_TRACE`."""
-    lower = name.lower()
-    if not lower.endswith(JSON_SUFFIXES) or lower.endswith(TRACE_SUFFIXES):
+def _skip(name: str, read_head) -> str | None:
+    """None when a file found in a folder is a report: by its name (:func:`pipeline.kinds.needs_sniff`
+    False), else by its first bytes (``read_head()``; unreadable: kept, so the report's row says why);
+    else why it is not: :data:`EMPTY` (0 bytes: a profiler that died before writing?), :data:`TRUTH`
+    (gpu-idle's own truth file) or its kind's ``not_it`` (:data:`NOT_A_TRACE`, ``"not SQLite"``)."""
+    if not kinds.needs_sniff(name):
         return None
     try:
         head = read_head()
-        if looks_like_trace(head):
+        why = kinds.passed_over(name, head)
+        if why is None:
             return None
     except (OSError, ValueError):
         return None
     if not head:
         return EMPTY
-    return TRUTH if TRUTH_MARKER.match(head[:4096]) else NOT_A_TRACE
+    return TRUTH if TRUTH_MARKER.match(head[:4096]) else why
 
 
 def skipped_note(skipped) -> str | None:
@@ -107,14 +86,17 @@ def skipped_note(skipped) -> str | None:
     listed = [(p, why) for p, why in skipped if why != TRUTH]
     if not listed:
         return None
-    names = ", ".join(printable(p) + (" (empty)" if why == EMPTY else "") for p, why in listed[:SKIPPED_SHOWN])
+    traces = all(kinds.kind_of(p) is kinds.PYTORCH_TRACE for p, _ in listed)
+    names = ", ".join(printable(p) + ("" if why == NOT_A_TRACE else f" ({why})")
+                      for p, why in listed[:SKIPPED_SHOWN])
     more = f" and {len(listed) - SKIPPED_SHOWN} more" if len(listed) > SKIPPED_SHOWN else ""
-    return f"skipped {len(listed)} .json file(s) that are not PyTorch profiler traces: {names}{more}"
+    what = ".json file(s) that are not PyTorch profiler traces" if traces else "file(s) that are not reports"
+    return f"skipped {len(listed)} {what}: {names}{more}"
 
 
 def _local_head(path: str) -> bytes:
     with open(path, "rb") as fh:
-        return fh.read(SNIFF_BYTES)
+        return fh.read(kinds.SNIFF_BYTES)
 
 
 #: What a file that is not a regular file is, by its type bits (``stat.S_IFMT``).
@@ -158,7 +140,7 @@ def inflated_json_size(path: str, fh=None) -> int | None:
     (:func:`~pipeline.inputs.gzip_size.inflated_size`: exact for one member under 4 GiB, else a lower
     bound). None for another name or a file that is not gzip: its own size is what a worker holds.
     ``fh``: the file already open (binary, seekable), else it is opened. Raises OSError (unreadable)."""
-    if not path.lower().endswith(JSON_SUFFIXES):
+    if not kinds.is_trace(path):
         return None
     if fh is not None:
         return inflated_size(fh)
@@ -215,7 +197,7 @@ def _walk_local(top: str, suffixes, skipped: list) -> tuple[list[str], list[tupl
     """The files under the local folder ``top`` whose names end with one of ``suffixes``, sorted
     (symlinked folders are not entered), and a ``(folder, message)`` problem per folder that
     cannot be listed (``<folder>: cannot read folder: permission denied``). JSON files that are not
-    reports (:func:`_skip_json`) are added to ``skipped`` as ``(path, why)``."""
+    reports (:func:`_skip`) are added to ``skipped`` as ``(path, why)``."""
     found: list[str] = []
     problems: list[tuple[str, str]] = []
 
@@ -224,8 +206,8 @@ def _walk_local(top: str, suffixes, skipped: list) -> tuple[list[str], list[tupl
         problems.append((folder, f"{folder}: cannot read folder: {reason(exc)}"))
 
     for folder, _, files in os.walk(top, onerror=unlisted):
-        for path in (os.path.join(folder, name) for name in files if name.endswith(suffixes)):
-            why = _skip_json(path, lambda p=path: _local_head(p))
+        for path in (os.path.join(folder, name) for name in files if name.lower().endswith(suffixes)):
+            why = _skip(path, lambda p=path: _local_head(p))
             if why is None:
                 found.append(path)
             else:
@@ -320,8 +302,8 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render,
     if fs.isdir(path):
         if remote:
             matches, problems = [], []
-            for m in sorted(m for m in fs.find(path) if m.endswith(suffixes)):
-                why = _skip_json(m, lambda m=m: fs.cat_file(m, start=0, end=SNIFF_BYTES))
+            for m in sorted(m for m in fs.find(path) if m.lower().endswith(suffixes)):
+                why = _skip(m, lambda m=m: fs.cat_file(m, start=0, end=kinds.SNIFF_BYTES))
                 if why is None:
                     matches.append(m)
                 else:
@@ -353,7 +335,7 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int |
             a report too big for its own limit).
         memory_factor: ``dask.memory_factor``, the memory a report needs per byte of file.
         skipped: a list to which ``(path, why)`` is added for every ``.json`` / ``.json.gz`` a
-            folder or prefix search passed over after reading its first bytes (:func:`_skip_json`:
+            folder or prefix search passed over after reading its first bytes (:func:`_skip`:
             ``empty``, ``not a trace``, ``gpu-idle truth``; :func:`skipped_note` says it for people),
             sorted by path; None: not collected.
     ``problems`` lists ``(input, message)``, each message starting with the input (the

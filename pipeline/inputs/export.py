@@ -42,6 +42,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .. import kinds
 from ..checksums import EntryCheckFailed, check_sealed_file, note, seal_file, sidecar_of
 from ..io import file_sha256
 from ..model import ProfileError
@@ -52,10 +53,6 @@ NSYS_ENV = "GPU_IDLE_NSYS"
 CACHE_ENV = "GPU_IDLE_EXPORT_CACHE"
 #: Where ``make nsys`` (scripts/install_nsys.sh) unpacks the CLI.
 REPO_NSYS = Path(__file__).resolve().parents[2] / "tools" / "nsys" / "usr" / "bin" / "nsys"
-#: Report suffixes that need exporting (``.qdrep`` is the pre-2021.4 name).
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-#: Suffixes that are already SQLite exports and pass through unchanged.
-SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 #: Seconds one ``nsys export`` may run before it is killed.
 DEFAULT_TIMEOUT_S = 1800.0
 #: Lines of nsys's stderr quoted in an error message.
@@ -253,13 +250,13 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         nsys produced no SQLite file, or the cache directory (the temporary folder) cannot be written.
     """
     rep = os.fspath(rep_path)
-    lower = rep.lower()
-    if lower.endswith(SQLITE_SUFFIXES):
+    kind = kinds.kind_of(rep)  # the registry says which kinds need exporting (docs/inputs.md)
+    if kind is kinds.SQLITE_EXPORT:
         return rep
     if "://" in rep:
         raise ExportError(f"{rep}: nsys exports local files only; copy the report to local disk first")
-    if not lower.endswith(REPORT_SUFFIXES):
-        raise ExportError(f"{rep}: not an Nsight Systems report (expected {' or '.join(REPORT_SUFFIXES)} "
+    if kind is None or not kind.needs_export:
+        raise ExportError(f"{rep}: not an Nsight Systems report (expected {' or '.join(kinds.NSYS_REPORT.named)} "
                           f"or an SQLite export)")
     if not os.path.isfile(rep):
         raise ExportError(f"{rep}: file not found")

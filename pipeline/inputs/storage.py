@@ -48,6 +48,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import kinds
 from ..checksums import EntryCheckFailed, check_sealed_file, file_digest, note, seal_file, sidecar_of
 from ..model import ProfileError
 
@@ -62,8 +63,6 @@ MAX_BACKOFF_S = 20.0
 SELF_RETRYING = ("s3", "s3a")
 #: Protocols whose first path component is a bucket / container.
 BUCKET_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2")
-#: Suffixes kept on staged files (the exporter and loader look at them).
-KEEP_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite3", ".sqlite", ".json.gz", ".json")
 #: Errors that no retry can fix.
 PERMANENT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
                     ValueError, TypeError, NotImplementedError)
@@ -206,11 +205,10 @@ def _version_tag(info: dict) -> str | None:
 
 
 def _suffix(url: str) -> str:
+    """The suffix a staged copy of ``url`` keeps, so the exporter and the loader read it as its input kind:
+    its :func:`pipeline.kinds.suffix_of` (lower case), else its last suffix (at most 16 characters)."""
     name = url.rstrip("/").rsplit("/", 1)[-1].lower()
-    for suffix in KEEP_SUFFIXES:
-        if name.endswith(suffix):
-            return suffix
-    return Path(name).suffix[:16]
+    return kinds.suffix_of(name) or Path(name).suffix[:16]
 
 
 def stage(url: str, storage_options: dict | None = None, cache_dir: str | os.PathLike | None = None,

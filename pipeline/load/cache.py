@@ -31,9 +31,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import kinds
 from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal, source
 from ..model import Report, RowWarning, WarningCode
-from .kineto import is_kineto_path, load_kineto
+from .kineto import load_kineto
 from .report import load_report
 from ..snapshot import snapshot_key
 
@@ -63,13 +64,21 @@ def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> P
     :func:`~pipeline.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
     beside the file gets its own entry. Raises OSError (unreadable) or ProfileError (being written)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    tag = f"kineto{KINETO_LOADER_VERSION}-v{LOADER_VERSION}" if is_kineto_path(sqlite_path) else f"v{LOADER_VERSION}"
+    kineto = kinds.kind_of(sqlite_path) is kinds.PYTORCH_TRACE
+    tag = f"kineto{KINETO_LOADER_VERSION}-v{LOADER_VERSION}" if kineto else f"v{LOADER_VERSION}"
     return root / f"{snapshot_key(sqlite_path)}-{tag}"
 
 
+#: The loader of each :data:`pipeline.kinds.InputKind.loader` (a report to export reaches here as its SQLite export).
+LOADERS = {kinds.SQLITE: load_report, kinds.KINETO: load_kineto}
+
+
 def _load(path: str) -> Report:
-    """The loader of ``path``'s format: a PyTorch profiler trace (``.json``, ``.json.gz``) or an SQLite export."""
-    return load_kineto(path) if is_kineto_path(path) else load_report(path)
+    """``path`` read by the loader of its input kind (:func:`pipeline.kinds.kind_of`): a PyTorch profiler
+    trace by :func:`~pipeline.load.kineto.load_kineto`, an SQLite export (any other name: the loader
+    says what it is not) by :func:`~pipeline.load.report.load_report`."""
+    kind = kinds.kind_of(path)
+    return LOADERS[kind.loader if kind is not None else kinds.SQLITE](path)
 
 
 #: Columns with few distinct values (names, GPU keys, process/device/stream/thread ids) are

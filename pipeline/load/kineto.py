@@ -45,6 +45,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from .. import kinds
 from ..inputs.gzip_size import GZIP_MAGIC, inflated_size
 from ..model import (COPY_DIRECTIONS, MEM_KINDS, ProfileError, Report, RowWarning, WarningCode,
     no_overhead)
@@ -59,8 +60,6 @@ from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys
 from .report import _group_by_gpu, _in_start_order, counted, no_kernel_ran
 
-#: File names read as PyTorch profiler traces (``*.pt.trace.json`` and ``*.pt.trace.json.gz`` end so too).
-KINETO_SUFFIXES = (".json.gz", ".json")
 
 #: Event categories -> what they are. Old traces (2020-2021) spell them with capitals.
 KERNEL, MEMCPY, MEMSET, RUNTIME, ANNOTATION, CPU_OP = "kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op"
@@ -171,8 +170,9 @@ _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 
 
 def is_kineto_path(path: str) -> bool:
-    """True for a file name the Kineto loader reads (``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``)."""
-    return str(path).lower().endswith(KINETO_SUFFIXES)
+    """True for a file name the Kineto loader reads: a PyTorch profiler trace by its name
+    (:func:`pipeline.kinds.is_trace`: ``.json``, ``.json.gz``, ``.pt.trace.json(.gz)``)."""
+    return kinds.is_trace(str(path))
 
 
 # -- reading the text -------------------------------------------------------------------------

@@ -126,11 +126,11 @@ ROWS_ZERO_WORDS = {"zero": "the export's first rows, not the zero of the Nsight 
 
 def clock_words(report: str, zero_source: str = "") -> dict:
     """:data:`CLOCK_WORDS` of the report at path or URL ``report``: ``trace`` for a PyTorch profiler
-    trace (a name the loader reads as one, :func:`pipeline.load.kineto.is_kineto_path`), else ``export``."""
+    trace (its input kind by name: :func:`pipeline.kinds.is_trace`), else ``export``."""
+    from ..kinds import is_trace
     from ..load.integrity import ROWS_START_WORDS
-    from ..load.kineto import is_kineto_path
 
-    if is_kineto_path(str(report)):
+    if is_trace(str(report)):
         return CLOCK_WORDS["trace"]
     if str(zero_source).startswith(ROWS_START_WORDS):
         return {**CLOCK_WORDS["export"], **ROWS_ZERO_WORDS}

@@ -31,6 +31,7 @@ from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
+from ..store.results import read_manifest
 from .medical import record_stem, short_names
 
 #: Rows in the "most expensive idle GPUs" table.
@@ -103,7 +104,7 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
         if not os.path.exists(path):
             raise ReportError(f"{results_dir}: no fleet.parquet (not a `gpu-idle run --out` folder) and no "
                               f"history/ or nights/ (not a sweep state folder)")
-        fleet = _read_fleet(path)
+        fleet = _priced(_read_fleet(path), results_dir)  # an older table: its fix columns priced as its run did
         date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
         return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)])
 
@@ -133,6 +134,7 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
     date = dates[-1]
     run_dir = nights.get(date)
     fleet = _read_fleet(os.path.join(run_dir, "fleet.parquet")) if run_dir is not None else night_table(date, None)
+    fleet = _priced(fleet, run_dir)
     return Results(results_dir, "sweep", fleet, date, run_dir, history)
 
 
@@ -328,17 +330,38 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
 TOP_FIXES = 5
 
 
-def with_fix_columns(fleet: pd.DataFrame) -> pd.DataFrame:
+#: The manifest key under which a run folder or sweep night records the settings that price its fix-first
+#: columns (:func:`pricing_settings`), so a table without those columns is re-priced as its run priced it.
+PRICING = "pricing"
+
+
+def pricing_settings(cfg) -> dict:
+    """The settings of the configuration ``cfg`` (a :class:`~pipeline.config.Config`) that the fix-first
+    columns of a fleet row depend on besides the row itself (docs/definitions.md#fix-first): ``{
+    "hours_per_month": float, "min_confidence_iterations": int, "min_confidence_window_ns": int}``.
+    The rate is the row's own ``rate_usd_per_hour`` (the run's rate card, overrides and MIG share)."""
+    return {"hours_per_month": float(cfg.cost.hours_per_month),
+            "min_confidence_iterations": int(cfg.analysis.min_confidence_iterations),
+            "min_confidence_window_ns": int(cfg.analysis.min_confidence_window_ns)}
+
+
+def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.DataFrame:
     """``fleet`` with the per-GPU fix-first columns (:data:`~pipeline.analysis.fixfirst.FLEET_FIX_COLUMNS`).
 
     A table written before they existed (an older run folder or sweep night) gets them from its
     ``cat_<c>_ns``, ``window_ns``, ``iterations`` and ``rate_usd_per_hour`` with
-    :func:`~pipeline.analysis.fixfirst.gpu_columns` at the default month (``cost.hours_per_month``)
-    and confidence thresholds (``analysis.min_confidence_*``); a table that has them is returned as is.
+    :func:`~pipeline.analysis.fixfirst.gpu_columns`, priced with the run's ``settings``
+    (:func:`pricing_settings`, as its folder's manifest records them under :data:`PRICING`); a setting
+    they do not name (a folder of code that recorded none) is the default (``cost.hours_per_month``,
+    ``analysis.min_confidence_*``). A table that has the columns is returned as is.
     """
     if all(c in fleet.columns for c in fixfirst.FLEET_FIX_COLUMNS):
         return fleet
     cost, analysis = CostConfig(), AnalysisConfig()
+    given = settings or {}
+    hours = float(given.get("hours_per_month", cost.hours_per_month))
+    min_iterations = int(given.get("min_confidence_iterations", analysis.min_confidence_iterations))
+    min_window_ns = int(given.get("min_confidence_window_ns", analysis.min_confidence_window_ns))
 
     def ns(value) -> int:
         return 0 if value is None or pd.isna(value) else int(value)
@@ -350,11 +373,20 @@ def with_fix_columns(fleet: pd.DataFrame) -> pd.DataFrame:
             continue
         rows.append(fixfirst.gpu_columns(
             {c: ns(r.get(f"cat_{c}_ns")) for c in fixfirst.fixable()}, ns(r["window_ns"]), ns(r.get("iterations")),
-            float(r["rate_usd_per_hour"]), cost.hours_per_month, analysis.min_confidence_iterations,
-            analysis.min_confidence_window_ns))
+            float(r["rate_usd_per_hour"]), hours, min_iterations, min_window_ns))
     added = pd.DataFrame(rows, index=fleet.index, columns=fixfirst.FLEET_FIX_COLUMNS)
     return pd.concat([fleet.drop(columns=[c for c in fixfirst.FLEET_FIX_COLUMNS if c in fleet.columns]), added],
                      axis=1)
+
+
+def _priced(fleet: pd.DataFrame, folder: str | None) -> pd.DataFrame:
+    """:func:`with_fix_columns` of ``fleet`` with the settings the manifest of ``folder`` (the run folder or
+    the night's) records under :data:`PRICING` (none recorded, or no folder: the defaults)."""
+    if not len(fleet):
+        return fleet
+    doc = read_manifest(folder) if folder else None
+    settings = doc.get(PRICING) if doc else None
+    return with_fix_columns(fleet, settings if isinstance(settings, dict) else None)
 
 
 #: GPUs named (linked to their pages) per fix-first entry of the report.

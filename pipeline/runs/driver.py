@@ -367,7 +367,9 @@ class RunFolder(OutputFolder):
             rendered, emptied = remove_rendered(self.out_dir)
             written, records = write_documents(self.out_dir, fleet, rosters, cfg)
             written.update(stale_report=rendered, stale_dirs=emptied)
-            write_folder_manifest(self.out_dir, written["files"], digest)
+            from ..report.summary import PRICING, pricing_settings  # what re-prices an older table as this run
+
+            write_folder_manifest(self.out_dir, written["files"], digest, **{PRICING: pricing_settings(cfg)})
         except OSError as exc:
             raise incomplete(self.out_dir, targets, self.changing_ns, exc) from exc
         note = stale_note(written)

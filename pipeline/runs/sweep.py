@@ -55,6 +55,7 @@ from ..inputs.discover import skipped_note
 from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, plain_scalar,
                   real_dir, same_file)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
+from ..report.summary import PRICING, pricing_settings
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
@@ -101,12 +102,13 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | None) -> None:
-    """Record the night's inputs digest (None: never reused), its files (with their sizes and SHA-256)
-    and its report.html's inputs (``None``: not rendered). Raises OSError when it cannot be written."""
+def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | None, pricing: dict | None) -> None:
+    """Record the night's inputs digest (None: never reused), its files (with their sizes and SHA-256),
+    its report.html's inputs (``None``: not rendered) and the settings that priced its fix-first columns
+    (:func:`pipeline.report.summary.pricing_settings`; None: not known). Raises OSError when it cannot be written."""
     out = os.path.join(state_dir, "nights", night)
     report = "report.html" if os.path.exists(os.path.join(out, "report.html")) else None
-    write_folder_manifest(out, folder_files(out), inputs, html=html, report=report)
+    write_folder_manifest(out, folder_files(out), inputs, html=html, report=report, **{PRICING: pricing})
 
 
 def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | None:
@@ -155,7 +157,7 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
             raise IncompleteOutputs(f"{out}: the outputs are incomplete ({os_cause(exc)}): missing report.html; "
                                     "the folder vouches for nothing until a run completes it (free space, "
                                     "run again)") from exc
-        write_manifest(state_dir, night, inputs, html if drawn else None)
+        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING))
     return out, source
 
 
@@ -311,7 +313,8 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
         with atomic_path(history) as tmp:
             pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
         html = write_html(state_dir, out, night)
-        write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html and inputs else None)
+        write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html and inputs else None,
+                       pricing_settings(cfg))
     except BaseException as exc:  # a full disk, or an interruption (SIGINT, SIGTERM): no row for a half night
         with contextlib.suppress(FileNotFoundError):
             os.unlink(history)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import CategoryRules
+from ..model import CATEGORIES, GAP_CATEGORIES
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
-    COPY_STREAM, FLEET_GAP_CATEGORIES, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, NOT_APPLICATION_CAUSES,
+    COPY_STREAM, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, NOT_APPLICATION_CAUSES,
     TRANSFORMER_BACKWARD,
     TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US, WITNESS_MARGIN_NS, is_collective, write_truth)
 from .writer import DTOH, GLOBAL_ID_BASE, HTOD, NVTX_PUSH_POP, RUNTIME_EVENT_CLASS, SCHEMA, global_pid, global_tid
@@ -37,6 +38,8 @@ SCALED_MIN_COMPUTE_KERNELS = 30         #: compute-stream kernels per iteration 
 SCALED_MIN_KERNEL_NS = 20 * US
 SCALED_PERIOD, SCALED_PERIOD_FIRST = 4, 2   #: a periodic pause in iterations 2, 6, 10, ...
 SCALED_PLANTS_PER_ITERATION = 3         #: planted sync/data/comm/cpu gaps per steady iteration
+#: The planted gaps' pool, drawn in this order before it is shuffled: (category, weight) pairs.
+SCALED_PLANT_MIX = (("sync", 1), ("data", 1), ("comm", 1), ("cpu", 1))
 SCALED_BOUNDARY_SHARE = 0.3             #: share of iteration starts preceded by a planted boundary gap
 SCALED_GAP_NS = {
     "sync": (1_500 * US, 4 * MS), "data": (2 * MS, 5 * MS), "comm": (1_200 * US, 3 * MS),
@@ -165,8 +168,8 @@ def _plan_scaled_rank(rank: int, pid: int, comm_tid: int, t0: int, n_kernels: in
         pre = rng.integers(SCALED_NORMAL_SLIVER_NS[0], SCALED_NORMAL_SLIVER_NS[1] + 1, n)
     pre[0] = 0
     steady = [i for i in range(1, iterations) if i != checkpoint]
-    pool = [cat for _ in range(len(steady) * SCALED_PLANTS_PER_ITERATION // 4 + 1)
-            for cat in ("sync", "data", "comm", "cpu")]
+    rounds = len(steady) * SCALED_PLANTS_PER_ITERATION // sum(w for _, w in SCALED_PLANT_MIX) + 1
+    pool = [cat for _ in range(rounds) for cat, weight in SCALED_PLANT_MIX for _ in range(weight)]
     rng.shuffle(pool)
     plants = []   # (kernel index before the gap, length, category, kind)
     comm_name = names.index(SCALED_COMM_COLLECTIVE)
@@ -372,8 +375,10 @@ def _ref_categories(g0, length, before_collective, witnesses: dict, bounds, rule
     at_boundary = (nxt < bounds.size) & (bounds[np.minimum(nxt, max(bounds.size - 1, 0))] <= g1) \
         if bounds.size else np.zeros(g0.size, bool)
     quiet = frac["api"] < rules.quiet_max_fraction
-    return np.select([data, comm, sync, at_boundary & quiet & ~periodic, periodic],
-                     ["data", "comm", "sync", "boundary", "periodic"], "cpu").astype(object)
+    holds = {"data": data, "comm": comm, "sync": sync, "boundary": at_boundary & quiet & ~periodic,
+             "periodic": periodic}
+    *ruled, fallback = GAP_CATEGORIES  # the model's order: first match wins, the last one when none holds
+    return np.select([holds[c] for c in ruled], ruled, fallback).astype(object)
 
 
 def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: list, collective: np.ndarray,
@@ -447,7 +452,7 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
                             [(a, x) in pauses for a, x in zip(d0.tolist(), d_len.tolist())])
     dsl = hole[~dev]
 
-    cat_ns = {cat: int(d_len[d_cat == cat].sum()) for cat in FLEET_GAP_CATEGORIES}
+    cat_ns = {cat: int(d_len[d_cat == cat].sum()) for cat in GAP_CATEGORIES}
     # no overhead rows and a GPU record for every launch (checked when writing): nothing is not the application's
     not_app = dict.fromkeys(NOT_APPLICATION_CAUSES, 0)
     dsl_ns = int(dsl.sum())
@@ -470,7 +475,7 @@ def _ref_window(r: _ScaledRank, w0: int, w1: int, bounds: np.ndarray, names: lis
         "device_gap_count": int(d_len.size), "device_gap_ns": int(d_len.sum()),
         "launch_bound": launch,
     }
-    for cat in ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu"):
+    for cat in CATEGORIES:
         expected[f"cat_{cat}_ns"] = cat_ns[cat]
         expected[f"cat_{cat}_pct"] = round(100.0 * cat_ns[cat] / window, 4)
     for cat in NOT_APPLICATION_CAUSES:

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..config import CategoryRules
+from ..model import GAP_CATEGORIES
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
-    CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START, FLEET_GAP_CATEGORIES,
+    CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START,
     H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS, MIN_STABLE_ITERATIONS, MS, NCCL_STREAM,
     NOT_APPLICATION_CAUSES, SLIVER_NS, TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US,
     WITNESS_MARGIN_NS, is_collective, write_truth)
@@ -634,7 +635,7 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
     idle = window - busy
     # The category shares come from device-level holes (no kernel on any stream), not per-stream gaps.
     device_gaps = _device_gaps(kernels, w0, w1, min_gap_ns)
-    cat_ns = dict.fromkeys(FLEET_GAP_CATEGORIES, 0)
+    cat_ns = dict.fromkeys(GAP_CATEGORIES, 0)
     for start, length, before in device_gaps:
         cat_ns[_categorise(start, length, before, witnesses, boundaries, rules)] += length
     device_gap_ns = sum(length for _, length, _ in device_gaps)
@@ -652,7 +653,7 @@ def _window_truth(r: _RankTimeline, w0: int, w1: int, boundaries, min_gap_ns: in
         "device_gap_count": len(device_gaps), "device_gap_ns": device_gap_ns,
         "device_sliver_count": len(holes), "device_sliver_ns": sum(holes),
     }
-    for cat in FLEET_GAP_CATEGORIES:
+    for cat in GAP_CATEGORIES:
         expected[f"cat_{cat}_ns"] = cat_ns[cat]
         expected[f"cat_{cat}_pct"] = round(100.0 * cat_ns[cat] / window, 4)
     if any(c.api == "cudaLaunchKernel" and c.op is None for c in r.calls):

@@ -7,6 +7,7 @@ import os
 
 from ..analysis.attribution import is_collective_kernel
 from ..config import CategoryRules
+from ..model import CAVEATS
 
 US = 1_000                 #: ns per microsecond
 MS = 1_000_000             #: ns per millisecond
@@ -35,11 +36,10 @@ LAUNCH_CALL_NS = (3 * US, 7 * US)      #: duration of one cudaLaunchKernel call
 WITNESS_MARGIN_NS = 25 * US
 H2D_BYTES_PER_NS = 25                  #: ~25 GB/s pinned host-to-device bandwidth
 BUCKET_5MS, BUCKET_50MS = 5 * MS, 50 * MS   #: size buckets (ns), docs/definitions.md#size-buckets
-#: Per-gap categories of the columns ``cat_*_ns`` (docs/definitions.md#categories); ``launch`` is per GPU.
-FLEET_GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
-#: Causes of idle that are not the application's (fleet columns ``cat_profiler_*``, ``cat_untraced_*``):
-#: the generators write no profiler-overhead rows and a GPU record for every launch, so none holds any.
-NOT_APPLICATION_CAUSES = ("profiler", "untraced")
+#: Causes of idle that are not the application's (fleet columns ``cat_profiler_*``, ``cat_untraced_*``:
+#: :data:`pipeline.model.CAVEATS`): the generators write no profiler-overhead rows and a GPU record for
+#: every launch, so none holds any.
+NOT_APPLICATION_CAUSES = CAVEATS
 #: The kernel before a device-level hole that opens W (a window edge: never a collective).
 DEVICE_WINDOW_START = "(window start)"
 MIN_STABLE_ITERATIONS = 3   #: the nvtx window needs this many stable iterations (pipeline default)
