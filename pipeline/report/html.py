@@ -29,6 +29,7 @@ from ..config import AnalysisConfig
 from ..fleet.outputs import PAGES_DIR
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
+from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
@@ -210,12 +211,8 @@ def _short_gpu(gpu_key: str) -> str:
     return key if len(key) <= 24 else key[:23] + "…"
 
 
-#: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers).
-CSV_COLUMNS = ["run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
-               "rate_usd_per_hour", "rate_source", "window_ms", "iterations", "kept_iterations", "busy_ms", "idle_ms",
-               "idle_pct", "copy_only_ms", "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
-               "idle_usd_per_month", "amdahl_speedup", "low_confidence", "confidence_note", "comm_exposed_ms",
-               "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler", "status", "error"]
+#: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers): :data:`pipeline.schema.REPORT_CSV`.
+CSV_COLUMNS = schema.shown("report-csv")
 
 
 def render_csv(res: Results) -> str:
@@ -225,14 +222,14 @@ def render_csv(res: Results) -> str:
     fleet = with_fix_columns(res.current) if len(res.current) else res.current.copy()
     fleet = fleet.copy()
     fleet["run_date"] = res.current_date
-    for col in ("window", "busy", "idle", "copy_only", "dark", "comm_exposed"):
-        if f"{col}_ns" in fleet.columns:   # comm_exposed_ns: not in tables written before it existed
-            fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
+    fleet = schema.conform(fleet, [c for c in schema.REPORT_CSV if c != "run_date"])  # an older table: left empty
+    for col in (c for c in schema.REPORT_CSV if schema.display_name(c) != c):
+        fleet[schema.display_name(col)] = (fleet[col].astype("Float64") / 1e6).round(3)
     fleet["_usd"] = fleet["idle_usd_per_month"].astype(float)
     fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
                               na_position="last", kind="stable")
     buf = io.StringIO()
-    csv_safe(fleet.reindex(columns=CSV_COLUMNS)).to_csv(buf, index=False, lineterminator="\n")
+    csv_safe(fleet[CSV_COLUMNS]).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 
