@@ -33,7 +33,8 @@ from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchor, records,
+from .medical import job_keys
+from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
@@ -185,7 +186,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
         "trend": plots.fleet_trend(t["nights"]),
     }
-    # One section per page, its id from the page's file stem (unique per job: summary.record_anchor links it).
+    # One section per page, its id from the page's file stem (unique per job: summary.record_anchors links it).
     records = [{"stem": stem, "anchor": "record-" + stem,
                 "html": Markup(plots.cached(plot_cache, _record_html, text, *_page_names(pages),
                                             code=_record_code(), suffix=".html")),
@@ -386,6 +387,8 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     from .gpu_page import write_gpu_pages
 
     ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
-    recs = records(res.run_dir, ok["job"].unique())
-    rows = [(str(r), str(g), record_anchor(str(j), recs)) for r, g, j in zip(ok["report"], ok["gpu_key"], ok["job"])]
+    keys = job_keys(res.current)
+    anchors = record_anchors(keys, records(res.run_dir, keys))
+    rows = [(str(r), str(g), anchors.get((str(c), str(j))))
+            for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache)

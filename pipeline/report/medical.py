@@ -24,12 +24,14 @@ import hashlib
 import math
 import os
 import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
+from ..schema import JOB_KEY
 from ..text import md_text
 
 TOP_GAPS = 5
@@ -91,7 +93,7 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
     """Markdown page for one job.
 
     Args:
-        job: the job label.
+        job: the job's title (:func:`job_titles`).
         rows: the job's fleet rows (error rows included: they are listed, not counted).
         rosters: ``(report, gpu_key) -> {"streams": [...], "device": [...]}`` from the run.
         actionable_pct: categories under this share of W are marked "filed".
@@ -192,26 +194,55 @@ def record_stem(job: str) -> str:
     return f"{safe.lstrip('.')[:68]}__{digest}"
 
 
+def job_keys(fleet: pd.DataFrame) -> list[tuple]:
+    """The fleet's jobs: its distinct :data:`~pipeline.schema.JOB_KEY` pairs ``(cluster, job)`` (as text),
+    sorted by job name, then cluster."""
+    if not len(fleet):
+        return []
+    pairs = zip(*(fleet[c].tolist() for c in JOB_KEY))
+    return sorted({(str(c), str(j)) for c, j in pairs}, key=lambda k: (k[1], k[0]))
+
+
+def job_titles(keys) -> dict:
+    """``(cluster, job) -> title`` for people: the job name when only one cluster runs a job of that name,
+    else ``<cluster>/<job>`` (two clusters that each run ``train`` run two jobs)."""
+    names = Counter(job for _, job in keys)
+    return {(cluster, job): job if names[job] == 1 else f"{cluster}/{job}" for cluster, job in keys}
+
+
+def record_stems(keys) -> dict:
+    """``(cluster, job) -> file stem`` of each job's page (``records/<stem>.md``): :func:`record_stem` of the
+    job name when only one cluster runs a job of that name (the name a record always had), else
+    ``<record_stem(cluster)>--<record_stem(job)>``; a stem two jobs would still share (a job literally named
+    ``A--train`` beside cluster A's ``train``) gets ``__`` and 10 hex digits of the SHA-1 of the key."""
+    names = Counter(job for _, job in keys)
+    stems = {(c, j): record_stem(j) if names[j] == 1 else f"{record_stem(c)}--{record_stem(j)}" for c, j in keys}
+    taken = Counter(stems.values())
+    for (c, j), stem in list(stems.items()):
+        if taken[stem] > 1:
+            digest = hashlib.sha1(f"{c}\0{j}".encode("utf-8", "surrogatepass")).hexdigest()[:10]
+            stems[(c, j)] = f"{stem}__{digest}"
+    return stems
+
+
 def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
-    """Write ``out_dir/records/<record_stem(job)>.md`` for every job; returns the paths (sorted by job).
+    """Write ``out_dir/records/<stem>.md`` for every job (:data:`~pipeline.schema.JOB_KEY`: one page per
+    ``(cluster, job)``, named by :func:`record_stems`, titled by :func:`job_titles`); returns the paths
+    (sorted by job name, then cluster).
 
     ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
     """
-    import os
-
     from ..io import write_text
 
-    by_job: dict = {}
-    jobs = fleet["job"].tolist()
-    for job, row in zip(jobs, _plain_rows(fleet)):
-        by_job.setdefault(job, []).append(row)
-    if not all(isinstance(job, str) for job in by_job):  # missing labels: keep pandas' grouping rules
-        groups = [(job, _plain_rows(rows)) for job, rows in fleet.groupby("job", sort=True, dropna=False)]
-    else:
-        groups = sorted(by_job.items())
+    keys = job_keys(fleet)
+    stems, titles = record_stems(keys), job_titles(keys)
+    by_job: dict = {k: [] for k in keys}
+    pairs = zip(*(fleet[c].tolist() for c in JOB_KEY)) if len(fleet) else []
+    for (cluster, job), row in zip(pairs, _plain_rows(fleet)):
+        by_job[(str(cluster), str(job))].append(row)
     paths = []
-    for job, rows in groups:
-        path = os.path.join(out_dir, "records", f"{record_stem(str(job))}.md")
-        write_text(path, _record(str(job), rows, rosters, actionable_pct, "launch_bound" in fleet.columns))
+    for key in keys:
+        path = os.path.join(out_dir, "records", f"{stems[key]}.md")
+        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct, "launch_bound" in fleet.columns))
         paths.append(path)
     return paths

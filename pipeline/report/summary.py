@@ -31,7 +31,8 @@ from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
-from .medical import record_stem, short_names
+from ..schema import CLUSTER_KEY, JOB_KEY
+from .medical import job_keys, job_titles, record_stems, short_names
 
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
@@ -146,19 +147,12 @@ def fleet_usd(fleet: pd.DataFrame) -> float:
     return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
 
 
-def _job_usd(fleet: pd.DataFrame) -> dict[str, float]:
-    """``{job: idle USD/month}`` for every job with a row (a job whose reports all failed: 0)."""
-    usd = ok_rows(fleet).groupby("job", sort=True)["idle_usd_per_month"].sum()
-    return {str(j): float(usd.get(j, 0.0)) for j in sorted(fleet["job"].astype(str).unique())}
-
-
-def _job_cluster(fleet: pd.DataFrame) -> dict[str, str]:
-    """``{job: "cluster[, cluster...]"}`` (sorted, distinct) for every job with a row, in job order."""
-    pairs = fleet.loc[fleet["job"].notna(), ["job", "cluster"]].drop_duplicates()
-    clusters: dict = {}
-    for job, cluster in zip(pairs["job"], pairs["cluster"].astype(str)):
-        clusters.setdefault(job, set()).add(cluster)
-    return {str(j): ", ".join(sorted(clusters[j])) for j in sorted(clusters)}
+def _job_usd(fleet: pd.DataFrame) -> dict[tuple, float]:
+    """``{(cluster, job): idle USD/month}`` for every job (:data:`~pipeline.schema.JOB_KEY`) with a row (a job
+    whose reports all failed: 0)."""
+    ok = ok_rows(fleet)
+    usd = ok.groupby([ok[c].astype(str) for c in JOB_KEY], sort=True)["idle_usd_per_month"].sum()
+    return {k: float(usd.get(k, 0.0)) for k in job_keys(fleet)}
 
 
 def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
@@ -196,7 +190,8 @@ def job_categories(fleet: pd.DataFrame) -> list[dict]:
     columns = ["window_ns", "idle_ns"] + [f"cat_{c}_ns" for c in CATEGORIES]
     frame = pd.DataFrame({c: ok[c].astype("int64") for c in columns}, index=ok.index)
     frame["slivers_ns"] = ok["device_sliver_ns"].astype("int64").where(~ok["launch_bound"].astype(bool), 0)
-    frame["job"] = ok["job"]
+    for c in JOB_KEY:
+        frame[c] = ok[c].astype(str)
     out = []
     for job, sums in zip(*_grouped_sums(frame)):
         window = float(sums["window_ns"])
@@ -209,18 +204,26 @@ def job_categories(fleet: pd.DataFrame) -> list[dict]:
 
 
 def _grouped_sums(frame: pd.DataFrame) -> tuple[list, list[dict]]:
-    """``(jobs, [column -> int sum])`` of ``frame`` grouped by its ``job`` column, jobs sorted."""
-    sums = frame.groupby("job", sort=True).sum()
-    return list(sums.index), sums.to_dict("records")
+    """``(job titles, [column -> int sum])`` of ``frame`` grouped by its :data:`~pipeline.schema.JOB_KEY`
+    columns (text), by job name then cluster; titles: :func:`~pipeline.report.medical.job_titles`."""
+    sums = frame.groupby(list(JOB_KEY), sort=True).sum()
+    keys = list(sums.index)
+    titles = job_titles(keys)
+    at = sorted(range(len(keys)), key=lambda i: (keys[i][1], keys[i][0]))
+    records = sums.to_dict("records")
+    return [titles[keys[i]] for i in at], [records[i] for i in at]
 
 
 def job_spread(fleet: pd.DataFrame) -> list[dict]:
-    """Per job (sorted): every GPU's idle % (GPU key, straggler flag), by report then GPU key."""
-    ok = ok_rows(fleet)[["job", "report", "gpu_key", "idle_pct", "straggler"]]
-    ok = ok.sort_values(["job", "report", "gpu_key"], kind="stable")  # stable: ties keep table order
+    """Per job (:data:`~pipeline.schema.JOB_KEY`, by job name then cluster; ``job``: its title,
+    :func:`~pipeline.report.medical.job_titles`): every GPU's idle % (GPU key, straggler flag), by report then GPU key."""
+    ok = ok_rows(fleet)[["cluster", "job", "report", "gpu_key", "idle_pct", "straggler"]]
+    ok = ok.assign(cluster=ok["cluster"].astype(str), job=ok["job"].astype(str))
+    ok = ok.sort_values(["job", "cluster", "report", "gpu_key"], kind="stable")  # stable: ties keep table order
+    titles = job_titles(job_keys(ok))
     out = []
-    for job, g in ok.groupby("job", sort=True):
-        out.append({"job": str(job), "gpus": [
+    for key, g in ok.groupby(["job", "cluster"], sort=True):
+        out.append({"job": titles[(key[1], key[0])], "gpus": [
             {"gpu_key": str(key), "idle_pct": float(idle), "straggler": bool(flag)}
             for key, idle, flag in zip(g["gpu_key"].tolist(), g["idle_pct"].tolist(), g["straggler"].tolist())]})
     return out
@@ -243,15 +246,16 @@ def gpu_json_text(run_dir: str | None, report: str, gpu_key: str) -> str | None:
         return None
 
 
-def records(run_dir: str | None, jobs) -> dict[str, str]:
-    """``{file stem: Markdown}`` of the medical-record pages of ``jobs`` (the fleet's job names):
-    ``records/<record_stem(job)>.md``, by stem, those that exist. Only these: another file in
+def records(run_dir: str | None, keys) -> dict[str, str]:
+    """``{file stem: Markdown}`` of the medical-record pages of the jobs ``keys`` (the fleet's
+    ``(cluster, job)`` pairs, :func:`~pipeline.report.medical.job_keys`): ``records/<stem>.md``
+    (:func:`~pipeline.report.medical.record_stems`), by stem, those that exist. Only these: another file in
     ``records/`` (a person's notes) is no record of this fleet and is never shown."""
     folder = os.path.join(run_dir, "records") if run_dir else None
     out = {}
     if not folder or not os.path.isdir(folder):
         return out
-    for stem in sorted({record_stem(str(job)) for job in jobs}):
+    for stem in sorted(set(record_stems(keys).values())):
         try:
             with open(os.path.join(folder, stem + ".md"), encoding="utf-8") as fh:
                 out[stem] = fh.read()
@@ -260,11 +264,10 @@ def records(run_dir: str | None, jobs) -> dict[str, str]:
     return out
 
 
-def record_anchor(job: str, recs: dict[str, str]) -> str | None:
-    """HTML id of ``job``'s medical-record section (its page's file stem, prefixed), None when
-    :func:`records` ``recs`` has no page of the job."""
-    stem = record_stem(str(job))
-    return "record-" + stem if stem in recs else None
+def record_anchors(keys, recs: dict[str, str]) -> dict:
+    """``(cluster, job) -> HTML id`` of each job's medical-record section (its page's file stem, prefixed)
+    among ``keys``, for the jobs whose page :func:`records` ``recs`` has."""
+    return {key: "record-" + stem for key, stem in record_stems(keys).items() if stem in recs}
 
 
 def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
@@ -285,7 +288,7 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
         err = fleet[fleet["status"] == "error"]
         nights.append({"date": date, "usd": usd, "delta": None if prev_usd is None else usd - prev_usd,
                        "gpus": int(len(ok_rows(fleet))), "failed_reports": int(err["report"].nunique()),
-                       "jobs": int(fleet["job"].nunique())})
+                       "jobs": len(job_keys(fleet))})
         prev_usd = usd
     out = {"nights": nights, "previous": None, "current": history[-1][0] if history else None,
            "new_jobs": [], "gone_jobs": [], "movers": []}
@@ -293,12 +296,16 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
         return out
     (d0, f0), (_, f1) = history[-2], history[-1]
     before, after = _job_usd(f0), _job_usd(f1)
-    c0, c1 = _job_cluster(f0), _job_cluster(f1)
+    titles = job_titles(set(before) | set(after))
+
+    def order(keys) -> list:
+        return sorted(keys, key=lambda k: (k[1], k[0]))
+
     out["previous"] = d0
-    out["new_jobs"] = [{"job": j, "cluster": c1[j], "usd": after[j]} for j in sorted(set(after) - set(before))]
-    out["gone_jobs"] = [{"job": j, "cluster": c0[j], "usd": before[j]} for j in sorted(set(before) - set(after))]
-    movers = [{"job": j, "cluster": c1[j], "before": before[j], "after": after[j], "delta": after[j] - before[j]}
-              for j in sorted(set(before) & set(after)) if round(after[j] - before[j], 2) != 0]
+    out["new_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": after[k]} for k in order(set(after) - set(before))]
+    out["gone_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": before[k]} for k in order(set(before) - set(after))]
+    movers = [{"job": titles[k], "cluster": k[0], "before": before[k], "after": after[k], "delta": after[k] - before[k]}
+              for k in order(set(before) & set(after)) if round(after[k] - before[k], 2) != 0]
     movers.sort(key=lambda m: (-abs(m["delta"]), m["job"]))
     out["movers"] = movers[:TOP_MOVERS]
     return out
@@ -394,11 +401,13 @@ def gpu_names(fleet: pd.DataFrame) -> dict:
     its job's medical record (:func:`~pipeline.report.medical.short_names`: model and number, by report
     and GPU key) and the job."""
     ok = ok_rows(fleet).sort_values(["report", "gpu_key"], kind="stable")
+    titles = job_titles(job_keys(fleet))
     out = {}
-    for job, rows in ok.groupby("job", sort=True, dropna=False):
+    for (cluster, job), rows in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
         plain = [{"report": str(r), "gpu_key": str(g), "gpu_model": m}
                  for r, g, m in zip(rows["report"], rows["gpu_key"], rows["gpu_model"])]
-        out.update({key: f"{name} in {job}" for key, name in short_names(plain).items()})
+        title = titles.get((str(cluster), str(job)), str(job))
+        out.update({key: f"{name} in {title}" for key, name in short_names(plain).items()})
     return out
 
 
@@ -513,21 +522,24 @@ def summarise(res: Results) -> dict:
     """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
     fleet = with_fix_columns(res.current)  # an older table gets them: the rollups need them too
     ok = ok_rows(fleet)
-    clusters = rollup(fleet, ["cluster"]) if len(fleet) else pd.DataFrame()
-    jobs = rollup(fleet, ["cluster", "job"]) if len(fleet) else pd.DataFrame()
+    clusters = rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else pd.DataFrame()
+    jobs = rollup(fleet, list(JOB_KEY)) if len(fleet) else pd.DataFrame()
     dates = [d for d, _ in res.history]
-    recs = records(res.run_dir, fleet["job"].unique() if "job" in fleet else [])
+    keys = job_keys(fleet)
+    titles, recs = job_titles(keys), records(res.run_dir, keys)
+    anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
     top_rows = []
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
             "rank": rank, "report": str(r.report), "report_name": os.path.basename(str(r.report)),
-            "gpu_key": str(r.gpu_key), "job": str(r.job), "cluster": str(r.cluster), "node": str(r.node),
+            "gpu_key": str(r.gpu_key), "job": titles[(str(r.cluster), str(r.job))], "cluster": str(r.cluster),
+            "node": str(r.node),
             "gpu_model": str(r.gpu_model or ""), "idle_pct": float(r.idle_pct), "idle_ns": int(r.idle_ns),
             "window_ns": int(r.window_ns), "main_category": str(r.main_category),
             "usd": float(r.idle_usd_per_month), "amdahl": float(r.amdahl_speedup), "straggler": bool(r.straggler),
-            "anchor": record_anchor(r.job, recs), **figure_caveats(r._asdict())})
+            "anchor": anchors.get((str(r.cluster), str(r.job))), **figure_caveats(r._asdict())})
     worst = top.iloc[0] if len(top) else None
     return {
         "source": res.source, "kind": res.kind, "current_date": res.current_date,
@@ -539,12 +551,12 @@ def summarise(res: Results) -> dict:
                    for r in fleet[fleet["status"] == "error"].itertuples()],
         "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
-        "clusters": clusters.to_dict("records"), "jobs": jobs.to_dict("records"),
-        "job_anchor": {j: a for j in fleet["job"].astype(str).unique() if (a := record_anchor(j, recs))},
+        "clusters": clusters.to_dict("records"),
+        "jobs": [dict(j, anchor=anchors.get((str(j["cluster"]), str(j["job"])))) for j in jobs.to_dict("records")],
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
-                                                 "job": str(worst["job"])},
+                                                 "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": trend(res.history), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
