@@ -310,16 +310,43 @@ def missing_value(name: str):
     return {"Int64": pd.NA, "bool": False, "float": np.nan, "text": None}[column(name).dtype]
 
 
+def _ns(frame: pd.DataFrame, name: str) -> pd.Series:
+    return frame[name].fillna(0).astype("int64")
+
+
+def _caveat_usd(cat: str):
+    """An older table's ``<cat>_usd_per_month``: the GPU's idle USD in proportion of ``cat_<cat>_ns`` to ``idle_ns``."""
+    def derive(frame: pd.DataFrame) -> pd.Series:
+        idle = _ns(frame, "idle_ns")
+        per_ns = (frame["idle_usd_per_month"].astype(float).fillna(0.0) / idle.where(idle > 0)).fillna(0.0)
+        return per_ns * _ns(frame, f"cat_{cat}_ns")
+    return (("idle_usd_per_month", "idle_ns", f"cat_{cat}_ns"), derive)
+
+
+#: Columns an older table lacks that are derived from the columns it has (what their definition gives
+#: there) instead of left missing: ``name -> (columns it needs, frame -> values)``. ``launch_bound``: the
+#: GPUs with launch idle (``cat_launch_ns`` holds the slivers of a launch-bound GPU only).
+DERIVED = {
+    "launch_bound": (("cat_launch_ns",), lambda frame: _ns(frame, "cat_launch_ns") > 0),
+    **{f"{c}_usd_per_month": _caveat_usd(c) for c in CAVEATS},
+}
+
+
 def conform(frame: pd.DataFrame, names=None) -> pd.DataFrame:
     """``frame`` (a fleet table as read, maybe written before some column existed) with every column of
-    ``names`` (default: :data:`FLEET_COLUMNS`) it lacks added, filled with :func:`missing_value` in its
-    dtype; its own columns untouched (no copy when nothing lacks). The one path older tables take."""
+    ``names`` (default: :data:`FLEET_COLUMNS`) it lacks added: derived from the columns it has
+    (:data:`DERIVED`) or filled with :func:`missing_value` in its dtype; its own columns untouched (no copy
+    when nothing lacks). The one path older tables take."""
     lacking = [n for n in (FLEET_COLUMNS if names is None else names) if n not in frame.columns]
     if not lacking:
         return frame
     added = {}
     for n in lacking:
         dtype = column(n).dtype
+        needs, derive = DERIVED.get(n, ((), None))
+        if derive is not None and all(c in frame.columns for c in needs):
+            added[n] = derive(frame)
+            continue
         added[n] = pd.Series(pd.array([pd.NA] * len(frame), dtype="Int64") if dtype == "Int64" else
                              [missing_value(n)] * len(frame),
                              index=frame.index, dtype={"Int64": "Int64", "bool": bool, "float": float,

@@ -102,6 +102,12 @@ def test_an_older_table_is_read_through_one_path(tmp_path):
     assert str(full["comm_exposed_ns"].dtype) == "Int64" and full["comm_exposed_ns"].isna().all()
     assert full["launch_bound"].tolist() == [False] and full["warnings"].tolist() == [None]
     assert schema.conform(full) is full
+    # derived where the definition gives it from what the table has (schema.DERIVED)
+    older = old.assign(idle_usd_per_month=[10.0], cat_profiler_ns=pd.array([1], dtype="Int64"),
+                       cat_launch_ns=pd.array([2], dtype="Int64"))
+    derived = schema.conform(older)
+    assert derived["launch_bound"].tolist() == [True]
+    assert derived["profiler_usd_per_month"].tolist() == [2.0] and derived["untraced_usd_per_month"].isna().all()
     jobs = rollup(old, ["cluster", "job"])
     assert jobs["comm_exposed_ns"].isna().all() and int(jobs["idle_ns"].iloc[0]) == 5
 
@@ -123,3 +129,21 @@ def test_the_column_reference_is_generated_from_the_schema():
     assert schema.with_column_reference(text) == text, "docs/outputs.md is stale: run python -m pipeline.schema"
     reference = schema.column_reference()
     assert all(f"| `{c}` |" in reference for c in schema.FLEET_COLUMNS + schema.ROLLUP_COLUMNS)
+
+
+def test_a_report_of_an_older_folder_leaves_its_missing_columns_empty(run, tmp_path):
+    """A run folder whose fleet.parquet was written before the comm and launch columns: the report's CSV,
+    Markdown and HTML still render (real ``gpu-idle report`` processes), the CSV's missing columns empty."""
+    import shutil
+
+    folder = tmp_path / "older"
+    shutil.copytree(run, folder)
+    table = pq.read_table(folder / "fleet.parquet")
+    gone = [c for c in table.schema.names if c.startswith("comm_") or c in ("launch_bound", "device_gap_count")]
+    pq.write_table(table.drop_columns(gone), folder / "fleet.parquet")
+    for fmt in ("csv", "md", "html"):
+        run_cli("report", str(folder), "--format", fmt, "--out", str(tmp_path / f"r.{fmt}"))
+    csv = pd.read_csv(tmp_path / "r.csv")
+    ok = csv[csv.status != "error"]
+    assert ok["comm_exposed_ms"].isna().all() and ok["comm_exposed_usd_per_month"].isna().all()
+    assert ok["idle_ms"].tolist() == [10.0]

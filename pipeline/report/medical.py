@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
-from ..schema import JOB_KEY
+from ..schema import JOB_KEY, conform
 from ..text import md_text
 
 TOP_GAPS = 5
@@ -85,8 +85,9 @@ def _ns(value) -> int:
 
 
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
-    """The fleet rows as dicts of the :data:`RECORD_COLUMNS` the frame has (Python scalars)."""
-    return rows[[c for c in RECORD_COLUMNS if c in rows.columns]].to_dict("records")
+    """The fleet rows as dicts of the :data:`RECORD_COLUMNS` (Python scalars); a column a table written
+    before it lacks as :func:`pipeline.schema.conform` gives it."""
+    return conform(rows, RECORD_COLUMNS)[RECORD_COLUMNS].to_dict("records")
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
@@ -100,10 +101,10 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
     Raises:
         TypeError, ValueError: an analysed row without its window, idle or category ns.
     """
-    return _record(job, _plain_rows(rows), rosters, actionable_pct, "launch_bound" in rows.columns)
+    return _record(job, _plain_rows(rows), rosters, actionable_pct)
 
 
-def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, has_launch_bound: bool) -> str:
+def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) -> str:
     """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
     ok = sorted((r for r in rows if r["status"] != "error"), key=lambda r: (r["report"], r["gpu_key"]))
     lines = [f"# Medical record: {md_text(job)}", ""]
@@ -130,9 +131,8 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
             pct = 100.0 * sum(int(r[f"cat_{cat}_ns"]) for r in ok) / window
             shares.append((pct, cat))
         shares.sort(key=lambda x: (-x[0], CATEGORIES.index(x[1])))
-        slivers = 0 if not has_launch_bound else sum(
-            int(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
-        apart = [(cat, sum(_ns(r.get(f"cat_{cat}_ns")) for r in ok)) for cat in CAVEATS]
+        slivers = sum(_ns(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
+        apart = [(cat, sum(_ns(r[f"cat_{cat}_ns"]) for r in ok)) for cat in CAVEATS]
         apart = ", ".join(f"{cat} {100.0 * ns / window:.2f} %" for cat, ns in apart if ns)
         lines.append("Categories: " + " · ".join(
             f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
@@ -159,15 +159,15 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
                   for (report, key), name in names.items()]
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
         usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
-        caveat_usd = [(cat, float(np.nansum(np.array([r.get(f"{cat}_usd_per_month") for r in ok], dtype=float))))
+        caveat_usd = [(cat, float(np.nansum(np.array([r[f"{cat}_usd_per_month"] for r in ok], dtype=float))))
                       for cat in CAVEATS]
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
-        exposed = sum(_ns(r.get("comm_exposed_ns")) for r in ok)
+        exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
-            comm = sum(_ns(r.get("comm_ns")) for r in ok)
-            comm_usd = float(np.nansum(np.array([r.get("comm_exposed_usd_per_month") for r in ok], dtype=float)))
+            comm = sum(_ns(r["comm_ns"]) for r in ok)
+            comm_usd = float(np.nansum(np.array([r["comm_exposed_usd_per_month"] for r in ok], dtype=float)))
             lines.append(f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
                          f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
                          f"${comm_usd:,.2f} per month (busy time, not in the idle cost).")
@@ -243,6 +243,6 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
     paths = []
     for key in keys:
         path = os.path.join(out_dir, "records", f"{stems[key]}.md")
-        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct, "launch_bound" in fleet.columns))
+        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct))
         paths.append(path)
     return paths

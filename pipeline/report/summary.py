@@ -31,7 +31,7 @@ from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
-from ..schema import CLUSTER_KEY, JOB_KEY
+from ..schema import CLUSTER_KEY, JOB_KEY, conform
 from .medical import job_keys, job_titles, record_stems, short_names
 
 #: Rows in the "most expensive idle GPUs" table.
@@ -315,10 +315,10 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     """The fleet's exposed communication (:mod:`pipeline.analysis.overlap`), summed over the analysed
     GPUs: ``comm_ns``, ``overlapped_ns``, ``exposed_ns``, ``window_ns`` (int ns), ``exposed_pct``
     (of the summed windows, 0..100), ``usd`` (sum of ``comm_exposed_usd_per_month``) and ``gpus``
-    (those with exposed communication). None when no GPU has any, or the table was written before
-    the columns existed."""
-    ok = ok_rows(fleet)
-    if "comm_exposed_ns" not in ok.columns or not len(ok):
+    (those with exposed communication). None when no GPU has any (a table written before the columns
+    existed has none: :func:`pipeline.schema.conform`)."""
+    ok = conform(ok_rows(fleet))
+    if not len(ok):
         return None
     exposed = ok["comm_exposed_ns"].fillna(0).astype("int64")
     if int(exposed.sum()) == 0:
@@ -464,7 +464,7 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     category holds them; on a launch-bound GPU they are ``launch``), ``profiler``, ``untraced``
     (``idle_ns = Σ cat_<c>_ns + slivers + cat_profiler_ns + cat_untraced_ns``). Each GPU's dollars are
     shares of its ``idle_usd_per_month`` in proportion to those ns (profiler and untraced: their own
-    ``*_usd_per_month`` columns when the table has them), so::
+    ``*_usd_per_month`` columns, derived that way for a table written before them: :data:`pipeline.schema.DERIVED`), so::
 
         headline = fix-first sum + slivers + profiler + untraced + other + rounding
 
@@ -473,16 +473,14 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     profiler, untraced, other, rounding}`` in USD (each a whole number of cents) and the same parts in
     ns summed over the analysed GPUs under ``ns`` (``idle``, ``fixes``, ``slivers``, ``profiler``,
     ``untraced``, ``other``)."""
-    ok = ok_rows(fleet)
+    ok = conform(ok_rows(fleet))  # a table written before some column: pipeline.schema.conform (DERIVED)
 
     def ns(col: str) -> pd.Series:
-        return ok[col].fillna(0).astype("int64") if col in ok.columns else pd.Series(0, index=ok.index, dtype="int64")
+        return ok[col].fillna(0).astype("int64")
 
     idle = ns("idle_ns")
     app = sum((ns(f"cat_{c}_ns") for c in fixfirst.fixable()), pd.Series(0, index=ok.index, dtype="int64"))
-    # launch-bound: its slivers are cat_launch_ns (a table from before the column: the GPUs with launch idle)
-    launch = (ok["launch_bound"].fillna(False).astype(bool) if "launch_bound" in ok.columns
-              else ns("cat_launch_ns") > 0)
+    launch = ok["launch_bound"].fillna(False).astype(bool)   # launch-bound: its slivers are cat_launch_ns
     slivers = ns("device_sliver_ns").where(~launch, 0)
     prof, untr = ns("cat_profiler_ns"), ns("cat_untraced_ns")
     other = idle - app - slivers - prof - untr
@@ -492,16 +490,15 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     def share(part: pd.Series) -> float:
         return float((per_ns * part).sum())
 
-    def caveat(cat: str, part: pd.Series) -> float:
-        col = f"{cat}_usd_per_month"
-        return float(ok[col].astype(float).fillna(0.0).sum()) if col in ok.columns else share(part)
+    def caveat(cat: str) -> float:
+        return float(ok[f"{cat}_usd_per_month"].astype(float).fillna(0.0).sum())
 
     def cents(x: float) -> int:
         return int(round(x * 100))
 
     c = {"headline": cents(fleet_usd(fleet)), "fixes": sum(cents(e["usd_per_month"]) for e in fixes),
-         "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler", prof)),
-         "untraced": cents(caveat("untraced", untr)), "other": cents(share(other))}
+         "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler")),
+         "untraced": cents(caveat("untraced")), "other": cents(share(other))}
     c["rounding"] = c["headline"] - sum(v for k, v in c.items() if k != "headline")
     out = {k: v / 100 for k, v in c.items()}
     out["ns"] = {"idle": int(idle.sum()), "fixes": int(app.sum()), "slivers": int(slivers.sum()),
@@ -520,7 +517,8 @@ def stragglers(fleet: pd.DataFrame) -> list[dict]:
 
 def summarise(res: Results) -> dict:
     """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
-    fleet = with_fix_columns(res.current)  # an older table gets them: the rollups need them too
+    # an older table gets the fix columns (the rollups need them too), then every column it lacks
+    fleet = conform(with_fix_columns(res.current))
     ok = ok_rows(fleet)
     clusters = rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else pd.DataFrame()
     jobs = rollup(fleet, list(JOB_KEY)) if len(fleet) else pd.DataFrame()
