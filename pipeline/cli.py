@@ -17,10 +17,15 @@ if TYPE_CHECKING:  # annotations only
 # pyarrow, Dask or the report's libraries. Each command imports what it uses when it runs
 # (tests/test_startup.py holds this).
 
-#: Columns shown in the terminal (the files hold all of them).
-SHOWN = ["job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gap_count",
-         "device_gap_ms", "copy_only_ms", "dark_ms", "main_category", "idle_usd_per_month", "amdahl_speedup",
-         "straggler", "status", "gap_count", "gap_total_ms"]
+def __getattr__(name: str):
+    """``SHOWN``: the columns shown in the terminal (the files hold all of them), from the schema
+    (:func:`pipeline.schema.shown`), made when first asked for: importing the schema imports pandas,
+    which ``gpu-idle --version`` must not pay for."""
+    if name == "SHOWN":
+        from .schema import shown
+
+        return shown("printed")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Headers of the printed table where they are not the column names: device-level figures first
 #: (time when no stream runs a kernel, at most the window); per-stream gap totals last, named as
@@ -41,24 +46,25 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     (ties: fleet order) and says how many more fleet.csv holds."""
     import pandas as pd
 
-    ok = fleet[fleet["status"] != "error"].copy()
+    from . import schema
+
+    ok = schema.conform(fleet[fleet["status"] != "error"], schema.PRINTED).copy()  # an older table: "-" where it lacks
     lines = []
     hidden = max(0, len(ok) - max_rows)
     if hidden:
         usd = ok["idle_usd_per_month"].astype(float)
         ok = ok.loc[usd.sort_values(ascending=False, kind="stable").index[:max_rows]]
     if not ok.empty:
-        for col in ("window", "idle", "copy_only", "dark", "gap_total", "device_gap"):
-            ns = ok[f"{col}_ns"] if f"{col}_ns" in ok.columns else pd.Series(float("nan"), index=ok.index)
-            ok[f"{col}_ms"] = (ns.astype(float) / 1e6).map(lambda v: "-" if pd.isna(v) else f"{v:,.3f}")
-        if "device_gap_count" not in ok.columns:  # a fleet table from before the column existed
-            ok["device_gap_count"] = "-"
+        for col in (c for c in schema.PRINTED if schema.display_name(c) != c):
+            ok[schema.display_name(col)] = (ok[col].astype(float) / 1e6).map(lambda v: "-" if pd.isna(v) else f"{v:,.3f}")
+        if ok["device_gap_count"].isna().any():  # shown as "-" where missing, as the ms columns
+            ok["device_gap_count"] = ok["device_gap_count"].map(lambda v: "-" if pd.isna(v) else v)
         ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
         ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
         for col in ("job", "node", "gpu_key", "gpu_model"):
             ok[col] = ok[col].map(lambda v: v if pd.isna(v) else printable(v))
-        lines.append(ok[SHOWN].rename(columns=SHOWN_HEADERS).to_string(index=False))
+        lines.append(ok[schema.shown("printed")].rename(columns=SHOWN_HEADERS).to_string(index=False))
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():

@@ -16,7 +16,8 @@ from pipeline.fleet.outputs import gpu_page_name
 from pipeline.model import CATEGORIES
 from pipeline.report.html import write_report
 from pipeline.report.medical import job_record, record_stem, write_records
-from pipeline.report.summary import record_anchor
+from pipeline.report.medical import job_keys
+from pipeline.report.summary import record_anchors
 from pipeline.report.summary import records as records_of
 
 
@@ -80,7 +81,7 @@ def _fleet(jobs: dict[str, float]) -> pd.DataFrame:
     """One analysed GPU per job, ``idle_pct`` as given, every category empty."""
     rows = []
     for i, (job, pct) in enumerate(jobs.items()):
-        rows.append({"job": job, "report": f"r{i}.sqlite", "gpu_key": "gpu0", "status": "ok", "error": "",
+        rows.append({"cluster": "lab", "job": job, "report": f"r{i}.sqlite", "gpu_key": "gpu0", "status": "ok", "error": "",
                      "window_ns": 1_000_000, "idle_ns": int(pct * 10_000), "idle_pct": pct, "window_rule": "span",
                      "straggler": False, "launch_bound": False, "device_sliver_ns": 0, "idle_usd_per_month": 1.0,
                      **{f"cat_{c}_ns": 0 for c in CATEGORIES}})
@@ -94,11 +95,13 @@ def test_every_job_page_is_read_and_linked(tmp_path):
     paths = write_records(str(tmp_path), fleet, {})
     assert paths == [str(records / f"{record_stem(j)}.md") for j in (".hidden", "a b", "plain")]
     assert sorted(os.listdir(records)) == sorted(os.path.basename(p) for p in paths)
-    recs = records_of(str(tmp_path), fleet["job"].unique())
+    recs = records_of(str(tmp_path), job_keys(fleet))
     assert set(recs) == {record_stem(".hidden"), "a_b__7dbde93504", "plain"}
-    assert record_anchor("a b", recs) == "record-a_b__7dbde93504"
-    assert record_anchor("plain", recs) == "record-plain"
-    assert record_anchor("c", recs) is None
+    cluster = fleet["cluster"].iloc[0]
+    anchors = record_anchors(job_keys(fleet) + [(cluster, "c")], recs)
+    assert anchors[(cluster, "a b")] == "record-a_b__7dbde93504"
+    assert anchors[(cluster, "plain")] == "record-plain"
+    assert (cluster, "c") not in anchors
 
 
 # ---------------------------------------------------------------- human units (issue 13)

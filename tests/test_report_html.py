@@ -298,14 +298,6 @@ def test_cached_render_is_identical_and_reuses_records(sweep_state, tmp_path):
     assert first == render_html(res, None)
 
 
-def test_job_cluster_lists_each_jobs_clusters_once():
-    from pipeline.report.summary import _job_cluster
-
-    fleet = pd.DataFrame({"job": ["b", "a", "a", "b", "a", None], "cluster": ["x", "y", "x", "x", "y", "z"]})
-    assert _job_cluster(fleet) == {"a": "x, y", "b": "x"}
-    assert list(_job_cluster(fleet)) == ["a", "b"]
-
-
 # ---- issue 13: the fix-first list opens the page --------------------------------------------
 
 FIXABLE = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")

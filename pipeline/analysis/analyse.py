@@ -12,6 +12,7 @@ import pandas as pd
 from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
+from ..schema import check_row
 from . import attribution, caveats, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
@@ -261,6 +262,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
     row["status"] = row_status(warnings)
     row["error"] = ""
+    check_row(row)  # every key is a declared fleet column (docs/outputs.md#column-reference)
     return GpuResult(row=row, roster=_roster_records(categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      device_roster=_roster_records(device_categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      timeline={**timeline(kw, device_categorised, win, runs),

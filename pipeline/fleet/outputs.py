@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from ..analysis.fixfirst import fix_list
 from ..io import atomic_path, compact_json, plain_scalar, prune, real_dir, slug, write_json
+from ..schema import CLUSTER_KEY, JOB_KEY
 from ..text import csv_safe
 from .reduce import rollup
 
@@ -142,7 +143,7 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
     with atomic_path(os.path.join(out_dir, "fleet.csv")) as tmp:
         csv_safe(fleet).to_csv(tmp, index=False)
     paths["csv"] = os.path.join(out_dir, "fleet.csv")
-    for name, by in (("jobs", ["cluster", "job"]), ("clusters", ["cluster"])):
+    for name, by in (("jobs", list(JOB_KEY)), ("clusters", list(CLUSTER_KEY))):
         with atomic_path(os.path.join(out_dir, f"{name}.csv")) as tmp:
             csv_safe(rollup(fleet, by)).to_csv(tmp, index=False)
         paths[name] = os.path.join(out_dir, f"{name}.csv")

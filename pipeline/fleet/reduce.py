@@ -9,52 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.fixfirst import FLEET_FIX_COLUMNS, fixable, rollup_columns
+from ..analysis.fixfirst import rollup_columns
+from ..schema import (BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
+                      ROLLUP_INT_COLUMNS, check_row, conform)
+
+__all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
+           "error_row", "fleet_frame", "int_column", "problem_rows", "reduce_outcomes", "rollup"]
 
 #: Communication overlap columns (:mod:`pipeline.analysis.overlap`), in fleet-table order.
-COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_pct", "comm_overlapped_pct",
-                "comm_exposed_pct"]
-
-#: Column order of the fleet table (docs/outputs.md#fleet-table; issue #2 names).
-FLEET_COLUMNS = [
-    "report", "cluster", "job", "node", "rank", "gpu_key", "pid", "device_id", "pids", "device_ids",
-    "gpu_model", "window_rule", "untrimmed", "window_start_ns", "window_end_ns", "window_ns",
-    "iterations", "iteration_mean_ns", "iteration_cv", "excluded_iterations", "kept_iterations", "window_note",
-    "kernel_count", "stream_count", "busy_ns", "idle_ns", "idle_pct", "copy_only_ns", "dark_ns",
-    "gap_count", "gap_total_ns", "max_gap_ns", "gaps_le_5ms", "gaps_5_50ms", "gaps_gt_50ms",
-    "gaps_le_5ms_ns", "gaps_5_50ms_ns", "gaps_gt_50ms_ns", "sliver_count", "sliver_total_ns",
-    "copy_overlap_ns", "device_gap_count", "device_gap_ns", "device_sliver_count", "device_sliver_ns",
-    "launch_bound",
-    "cat_data_ns", "cat_comm_ns", "cat_sync_ns", "cat_boundary_ns", "cat_periodic_ns", "cat_launch_ns", "cat_cpu_ns",
-    "cat_data_pct", "cat_comm_pct", "cat_sync_pct", "cat_boundary_pct", "cat_periodic_pct", "cat_launch_pct",
-    "cat_cpu_pct", "cat_profiler_ns", "cat_untraced_ns", "cat_profiler_pct", "cat_untraced_pct",
-    "main_category", "actionable",
-    *COMM_COLUMNS,
-    "rate_model", "rate_usd_per_hour", "rate_source", "idle_usd_per_month", "profiler_usd_per_month",
-    "untraced_usd_per_month", "comm_exposed_usd_per_month", "amdahl_speedup", *FLEET_FIX_COLUMNS,
-    "straggler", "warnings", "status", "error",
-]
-
-
-#: Communication overlap columns a rollup sums.
-ROLLUP_COMM_COLUMNS = ["comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_exposed_usd_per_month"]
-
-#: Fleet columns of whole numbers (ns, counts, ids): nullable ``Int64`` in every fleet frame, ``int64`` in
-#: Arrow and Parquet, plain digits in CSV and JSON, made straight from the rows' Python ints and never
-#: through float64, which holds ns at the UTC-epoch scale (~1.75e18 ns since 1970) only to 256 ns. The
-#: one declaration of them: :func:`fleet_frame` and the result store
-#: (:func:`~pipeline.store.results.rows_table`) type by it.
-INT_COLUMNS = [c for c in FLEET_COLUMNS if c.endswith("_ns") or c in (
-    "pid", "device_id", "kernel_count", "stream_count", "gap_count", "gaps_le_5ms", "gaps_5_50ms",
-    "gaps_gt_50ms", "sliver_count", "device_gap_count", "device_sliver_count", "iterations")]
-
-#: Fleet columns of flags: ``bool``, False where a row has none (an error row).
-BOOL_COLUMNS = ["straggler", "launch_bound", "untrimmed", "low_confidence", "implausible_speedup"]
-
-#: Rollup columns of whole numbers (:func:`rollup`): ``int64``, 0 where a group has none.
-ROLLUP_INT_COLUMNS = ["gpus", "window_ns", "idle_ns", "gap_total_ns", "stragglers", "failed_reports", "profiler_ns",
-                      "untraced_ns", "min_iterations", "low_confidence_gpus", "comm_ns", "comm_overlapped_ns",
-                      "comm_exposed_ns"]
+COMM_COLUMNS = [c for c in FLEET_COLUMNS if c.startswith("comm_") and not c.endswith("_usd_per_month")]
 
 
 def int_column(values: list, name: str) -> pd.arrays.IntegerArray:
@@ -87,9 +50,13 @@ def _flag(value) -> bool:
 
 def fleet_frame(rows: list[dict]) -> pd.DataFrame:
     """Fleet rows (dicts; a key a row lacks is missing there) as a frame of :data:`FLEET_COLUMNS` in
-    their order, typed from the start: :data:`INT_COLUMNS` ``Int64`` (:func:`int_column`),
-    :data:`BOOL_COLUMNS` ``bool``, the others as pandas infers them from the rows. Raises ValueError
-    for a value of an integer column that is no whole number."""
+    their order (:mod:`pipeline.schema`), typed from the start: :data:`INT_COLUMNS` ``Int64``
+    (:func:`int_column`), :data:`BOOL_COLUMNS` ``bool``, the others as pandas infers them from the rows.
+    Raises KeyError naming a row key the schema does not declare
+    (:func:`~pipeline.schema.check_row`: never dropped), ValueError for a value of an integer column
+    that is no whole number."""
+    for row in rows:
+        check_row(row)
     typed = set(INT_COLUMNS) | set(BOOL_COLUMNS)
     others = pd.DataFrame(rows, columns=[c for c in FLEET_COLUMNS if c not in typed])
     columns = {}
@@ -130,7 +97,7 @@ def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
     out = fleet.copy()
     out["straggler"] = False
     ok = out[out["status"] != "error"]
-    for _, group in ok.groupby(["cluster", "job"], sort=True, dropna=False):
+    for _, group in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
         idle = group["idle_pct"].astype(float)
         if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
             out.loc[idle.idxmax(), "straggler"] = True
@@ -172,35 +139,32 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``).
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
     ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
-    100 × Σ comm_exposed_ns / Σ window_ns (left out for a fleet table written before they existed).
+    100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
+    :data:`pipeline.schema.ROLLUP`'s; a table written before a source column existed reads it empty
+    (those rollup columns empty). ``by``: :data:`pipeline.schema.JOB_KEY` or ``["cluster"]``.
     """
-    fix_usd = [f"fix_{c}_usd_per_month" for c in fixable()]
-    cat_ns = [f"cat_{c}_ns" for c in fixable()]
+    # a table written before a source column existed: the rollup columns made of it are empty
+    lacking = [c for c in ROLLUP if c.source and c.source not in fleet.columns]
+    fleet = conform(fleet, [c.source for c in ROLLUP if c.source])
     ok = fleet[fleet["status"] != "error"]
-    # communication overlap, summed when the table has it (one written before it existed does not)
-    comm = [c for c in ROLLUP_COMM_COLUMNS if c in fleet.columns]
-    out = _group_totals(ok, by, dict(
-        gpus=("gpu_key", "size"), window_ns=("window_ns", "sum"), idle_ns=("idle_ns", "sum"),
-        gap_total_ns=("gap_total_ns", "sum"), idle_usd_per_month=("idle_usd_per_month", "sum"),
-        min_idle_pct=("idle_pct", "min"), max_idle_pct=("idle_pct", "max"),
-        stragglers=("straggler", "sum"), profiler_ns=("cat_profiler_ns", "sum"),
-        untraced_ns=("cat_untraced_ns", "sum"), profiler_usd_per_month=("profiler_usd_per_month", "sum"),
-        untraced_usd_per_month=("untraced_usd_per_month", "sum"), min_iterations=("iterations", "min"),
-        low_confidence_gpus=("low_confidence", "sum"),
-        **{c: (c, "sum") for c in comm + fix_usd + cat_ns}))
+    cat_ns = [f"cat_{c}_ns" for c in FIXABLE]
+    totals = {c.name: (c.source, "size" if c.how == "count" else c.how) for c in ROLLUP
+              if c.source and c.how in ("sum", "min", "max", "count")}
+    out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
-    for col in (c for c in ROLLUP_INT_COLUMNS if c in out.columns):
+    for col in ROLLUP_INT_COLUMNS:
         out[col] = out[col].fillna(0).astype("int64")
-    for col in ("idle_usd_per_month", "profiler_usd_per_month", "untraced_usd_per_month", *fix_usd,
-                *[c for c in comm if c.endswith("_usd_per_month")]):
+    for col in (c.name for c in ROLLUP if c.unit == "USD/month"):
         out[col] = out[col].astype(float).fillna(0.0).round(2)
     with np.errstate(divide="ignore", invalid="ignore"):
         window = out["window_ns"].where(out["window_ns"] > 0)
         out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)
-        if "comm_exposed_ns" in comm:
-            out["comm_exposed_pct"] = (100.0 * out["comm_exposed_ns"] / window).round(4)
+        out["comm_exposed_pct"] = (100.0 * out["comm_exposed_ns"] / window).round(4)
+    for c in lacking:
+        out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
+    out = out[[*by, *ROLLUP_COLUMNS]]
     return out.sort_values(by, kind="stable").reset_index(drop=True)
 
 

@@ -29,10 +29,12 @@ from ..config import AnalysisConfig
 from ..fleet.outputs import PAGES_DIR
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
+from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchor, records,
+from .medical import job_keys
+from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
@@ -184,7 +186,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
         "trend": plots.fleet_trend(t["nights"]),
     }
-    # One section per page, its id from the page's file stem (unique per job: summary.record_anchor links it).
+    # One section per page, its id from the page's file stem (unique per job: summary.record_anchors links it).
     records = [{"stem": stem, "anchor": "record-" + stem,
                 "html": Markup(plots.cached(plot_cache, _record_html, text, *_page_names(pages),
                                             code=_record_code(), suffix=".html")),
@@ -210,12 +212,8 @@ def _short_gpu(gpu_key: str) -> str:
     return key if len(key) <= 24 else key[:23] + "…"
 
 
-#: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers).
-CSV_COLUMNS = ["run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
-               "rate_usd_per_hour", "rate_source", "window_ms", "iterations", "kept_iterations", "busy_ms", "idle_ms",
-               "idle_pct", "copy_only_ms", "dark_ms", "main_category", "actionable", *[f"cat_{c}_pct" for c in CATEGORIES],
-               "idle_usd_per_month", "amdahl_speedup", "low_confidence", "confidence_note", "comm_exposed_ms",
-               "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler", "status", "error"]
+#: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers): :data:`pipeline.schema.REPORT_CSV`.
+CSV_COLUMNS = schema.shown("report-csv")
 
 
 def render_csv(res: Results) -> str:
@@ -225,14 +223,14 @@ def render_csv(res: Results) -> str:
     fleet = with_fix_columns(res.current) if len(res.current) else res.current.copy()
     fleet = fleet.copy()
     fleet["run_date"] = res.current_date
-    for col in ("window", "busy", "idle", "copy_only", "dark", "comm_exposed"):
-        if f"{col}_ns" in fleet.columns:   # comm_exposed_ns: not in tables written before it existed
-            fleet[f"{col}_ms"] = (fleet[f"{col}_ns"].astype("Float64") / 1e6).round(3)
+    fleet = schema.conform(fleet, [c for c in schema.REPORT_CSV if c != "run_date"])  # an older table: left empty
+    for col in (c for c in schema.REPORT_CSV if schema.display_name(c) != c):
+        fleet[schema.display_name(col)] = (fleet[col].astype("Float64") / 1e6).round(3)
     fleet["_usd"] = fleet["idle_usd_per_month"].astype(float)
     fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
                               na_position="last", kind="stable")
     buf = io.StringIO()
-    csv_safe(fleet.reindex(columns=CSV_COLUMNS)).to_csv(buf, index=False, lineterminator="\n")
+    csv_safe(fleet[CSV_COLUMNS]).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 
@@ -389,6 +387,8 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     from .gpu_page import write_gpu_pages
 
     ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
-    recs = records(res.run_dir, ok["job"].unique())
-    rows = [(str(r), str(g), record_anchor(str(j), recs)) for r, g, j in zip(ok["report"], ok["gpu_key"], ok["job"])]
+    keys = job_keys(res.current)
+    anchors = record_anchors(keys, records(res.run_dir, keys))
+    rows = [(str(r), str(g), anchors.get((str(c), str(j))))
+            for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache)

@@ -24,12 +24,14 @@ import hashlib
 import math
 import os
 import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
+from ..schema import JOB_KEY, conform
 from ..text import md_text
 
 TOP_GAPS = 5
@@ -83,25 +85,26 @@ def _ns(value) -> int:
 
 
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
-    """The fleet rows as dicts of the :data:`RECORD_COLUMNS` the frame has (Python scalars)."""
-    return rows[[c for c in RECORD_COLUMNS if c in rows.columns]].to_dict("records")
+    """The fleet rows as dicts of the :data:`RECORD_COLUMNS` (Python scalars); a column a table written
+    before it lacks as :func:`pipeline.schema.conform` gives it."""
+    return conform(rows, RECORD_COLUMNS)[RECORD_COLUMNS].to_dict("records")
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
     """Markdown page for one job.
 
     Args:
-        job: the job label.
+        job: the job's title (:func:`job_titles`).
         rows: the job's fleet rows (error rows included: they are listed, not counted).
         rosters: ``(report, gpu_key) -> {"streams": [...], "device": [...]}`` from the run.
         actionable_pct: categories under this share of W are marked "filed".
     Raises:
         TypeError, ValueError: an analysed row without its window, idle or category ns.
     """
-    return _record(job, _plain_rows(rows), rosters, actionable_pct, "launch_bound" in rows.columns)
+    return _record(job, _plain_rows(rows), rosters, actionable_pct)
 
 
-def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, has_launch_bound: bool) -> str:
+def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) -> str:
     """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
     ok = sorted((r for r in rows if r["status"] != "error"), key=lambda r: (r["report"], r["gpu_key"]))
     lines = [f"# Medical record: {md_text(job)}", ""]
@@ -128,9 +131,8 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
             pct = 100.0 * sum(int(r[f"cat_{cat}_ns"]) for r in ok) / window
             shares.append((pct, cat))
         shares.sort(key=lambda x: (-x[0], CATEGORIES.index(x[1])))
-        slivers = 0 if not has_launch_bound else sum(
-            int(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
-        apart = [(cat, sum(_ns(r.get(f"cat_{cat}_ns")) for r in ok)) for cat in CAVEATS]
+        slivers = sum(_ns(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
+        apart = [(cat, sum(_ns(r[f"cat_{cat}_ns"]) for r in ok)) for cat in CAVEATS]
         apart = ", ".join(f"{cat} {100.0 * ns / window:.2f} %" for cat, ns in apart if ns)
         lines.append("Categories: " + " · ".join(
             f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
@@ -157,15 +159,15 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, ha
                   for (report, key), name in names.items()]
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
         usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
-        caveat_usd = [(cat, float(np.nansum(np.array([r.get(f"{cat}_usd_per_month") for r in ok], dtype=float))))
+        caveat_usd = [(cat, float(np.nansum(np.array([r[f"{cat}_usd_per_month"] for r in ok], dtype=float))))
                       for cat in CAVEATS]
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
-        exposed = sum(_ns(r.get("comm_exposed_ns")) for r in ok)
+        exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
-            comm = sum(_ns(r.get("comm_ns")) for r in ok)
-            comm_usd = float(np.nansum(np.array([r.get("comm_exposed_usd_per_month") for r in ok], dtype=float)))
+            comm = sum(_ns(r["comm_ns"]) for r in ok)
+            comm_usd = float(np.nansum(np.array([r["comm_exposed_usd_per_month"] for r in ok], dtype=float)))
             lines.append(f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
                          f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
                          f"${comm_usd:,.2f} per month (busy time, not in the idle cost).")
@@ -192,26 +194,55 @@ def record_stem(job: str) -> str:
     return f"{safe.lstrip('.')[:68]}__{digest}"
 
 
+def job_keys(fleet: pd.DataFrame) -> list[tuple]:
+    """The fleet's jobs: its distinct :data:`~pipeline.schema.JOB_KEY` pairs ``(cluster, job)`` (as text),
+    sorted by job name, then cluster."""
+    if not len(fleet):
+        return []
+    pairs = zip(*(fleet[c].tolist() for c in JOB_KEY))
+    return sorted({(str(c), str(j)) for c, j in pairs}, key=lambda k: (k[1], k[0]))
+
+
+def job_titles(keys) -> dict:
+    """``(cluster, job) -> title`` for people: the job name when only one cluster runs a job of that name,
+    else ``<cluster>/<job>`` (two clusters that each run ``train`` run two jobs)."""
+    names = Counter(job for _, job in keys)
+    return {(cluster, job): job if names[job] == 1 else f"{cluster}/{job}" for cluster, job in keys}
+
+
+def record_stems(keys) -> dict:
+    """``(cluster, job) -> file stem`` of each job's page (``records/<stem>.md``): :func:`record_stem` of the
+    job name when only one cluster runs a job of that name (the name a record always had), else
+    ``<record_stem(cluster)>--<record_stem(job)>``; a stem two jobs would still share (a job literally named
+    ``A--train`` beside cluster A's ``train``) gets ``__`` and 10 hex digits of the SHA-1 of the key."""
+    names = Counter(job for _, job in keys)
+    stems = {(c, j): record_stem(j) if names[j] == 1 else f"{record_stem(c)}--{record_stem(j)}" for c, j in keys}
+    taken = Counter(stems.values())
+    for (c, j), stem in list(stems.items()):
+        if taken[stem] > 1:
+            digest = hashlib.sha1(f"{c}\0{j}".encode("utf-8", "surrogatepass")).hexdigest()[:10]
+            stems[(c, j)] = f"{stem}__{digest}"
+    return stems
+
+
 def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
-    """Write ``out_dir/records/<record_stem(job)>.md`` for every job; returns the paths (sorted by job).
+    """Write ``out_dir/records/<stem>.md`` for every job (:data:`~pipeline.schema.JOB_KEY`: one page per
+    ``(cluster, job)``, named by :func:`record_stems`, titled by :func:`job_titles`); returns the paths
+    (sorted by job name, then cluster).
 
     ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
     """
-    import os
-
     from ..io import write_text
 
-    by_job: dict = {}
-    jobs = fleet["job"].tolist()
-    for job, row in zip(jobs, _plain_rows(fleet)):
-        by_job.setdefault(job, []).append(row)
-    if not all(isinstance(job, str) for job in by_job):  # missing labels: keep pandas' grouping rules
-        groups = [(job, _plain_rows(rows)) for job, rows in fleet.groupby("job", sort=True, dropna=False)]
-    else:
-        groups = sorted(by_job.items())
+    keys = job_keys(fleet)
+    stems, titles = record_stems(keys), job_titles(keys)
+    by_job: dict = {k: [] for k in keys}
+    pairs = zip(*(fleet[c].tolist() for c in JOB_KEY)) if len(fleet) else []
+    for (cluster, job), row in zip(pairs, _plain_rows(fleet)):
+        by_job[(str(cluster), str(job))].append(row)
     paths = []
-    for job, rows in groups:
-        path = os.path.join(out_dir, "records", f"{record_stem(str(job))}.md")
-        write_text(path, _record(str(job), rows, rosters, actionable_pct, "launch_bound" in fleet.columns))
+    for key in keys:
+        path = os.path.join(out_dir, "records", f"{stems[key]}.md")
+        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct))
         paths.append(path)
     return paths

@@ -4,7 +4,7 @@ RESULTS is either
 
 * a run output dir (``gpu-idle run ... --out DIR``): ``DIR/fleet.parquet``,
   ``DIR/gpus/*.json``, ``DIR/records/<stem>.md`` (one per job,
-  :func:`~pipeline.report.medical.record_stem`); one night, no trend; or
+  :func:`~pipeline.report.medical.record_stems`); one night, no trend; or
 * a nightly-sweep state dir ``S``: ``S/history/run_date=YYYY-MM-DD/fleet.parquet``
   (each night's full fleet table) and ``S/nights/YYYY-MM-DD/`` (that night's run
   output dir). The latest night is the current one; the history gives the trend.
@@ -31,8 +31,9 @@ from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
+from ..schema import CLUSTER_KEY, JOB_KEY, conform
 from ..store.results import read_manifest
-from .medical import record_stem, short_names
+from .medical import job_keys, job_titles, record_stems, short_names
 
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
@@ -148,19 +149,12 @@ def fleet_usd(fleet: pd.DataFrame) -> float:
     return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
 
 
-def _job_usd(fleet: pd.DataFrame) -> dict[str, float]:
-    """``{job: idle USD/month}`` for every job with a row (a job whose reports all failed: 0)."""
-    usd = ok_rows(fleet).groupby("job", sort=True)["idle_usd_per_month"].sum()
-    return {str(j): float(usd.get(j, 0.0)) for j in sorted(fleet["job"].astype(str).unique())}
-
-
-def _job_cluster(fleet: pd.DataFrame) -> dict[str, str]:
-    """``{job: "cluster[, cluster...]"}`` (sorted, distinct) for every job with a row, in job order."""
-    pairs = fleet.loc[fleet["job"].notna(), ["job", "cluster"]].drop_duplicates()
-    clusters: dict = {}
-    for job, cluster in zip(pairs["job"], pairs["cluster"].astype(str)):
-        clusters.setdefault(job, set()).add(cluster)
-    return {str(j): ", ".join(sorted(clusters[j])) for j in sorted(clusters)}
+def _job_usd(fleet: pd.DataFrame) -> dict[tuple, float]:
+    """``{(cluster, job): idle USD/month}`` for every job (:data:`~pipeline.schema.JOB_KEY`) with a row (a job
+    whose reports all failed: 0)."""
+    ok = ok_rows(fleet)
+    usd = ok.groupby([ok[c].astype(str) for c in JOB_KEY], sort=True)["idle_usd_per_month"].sum()
+    return {k: float(usd.get(k, 0.0)) for k in job_keys(fleet)}
 
 
 def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
@@ -198,7 +192,8 @@ def job_categories(fleet: pd.DataFrame) -> list[dict]:
     columns = ["window_ns", "idle_ns"] + [f"cat_{c}_ns" for c in CATEGORIES]
     frame = pd.DataFrame({c: ok[c].astype("int64") for c in columns}, index=ok.index)
     frame["slivers_ns"] = ok["device_sliver_ns"].astype("int64").where(~ok["launch_bound"].astype(bool), 0)
-    frame["job"] = ok["job"]
+    for c in JOB_KEY:
+        frame[c] = ok[c].astype(str)
     out = []
     for job, sums in zip(*_grouped_sums(frame)):
         window = float(sums["window_ns"])
@@ -211,18 +206,26 @@ def job_categories(fleet: pd.DataFrame) -> list[dict]:
 
 
 def _grouped_sums(frame: pd.DataFrame) -> tuple[list, list[dict]]:
-    """``(jobs, [column -> int sum])`` of ``frame`` grouped by its ``job`` column, jobs sorted."""
-    sums = frame.groupby("job", sort=True).sum()
-    return list(sums.index), sums.to_dict("records")
+    """``(job titles, [column -> int sum])`` of ``frame`` grouped by its :data:`~pipeline.schema.JOB_KEY`
+    columns (text), by job name then cluster; titles: :func:`~pipeline.report.medical.job_titles`."""
+    sums = frame.groupby(list(JOB_KEY), sort=True).sum()
+    keys = list(sums.index)
+    titles = job_titles(keys)
+    at = sorted(range(len(keys)), key=lambda i: (keys[i][1], keys[i][0]))
+    records = sums.to_dict("records")
+    return [titles[keys[i]] for i in at], [records[i] for i in at]
 
 
 def job_spread(fleet: pd.DataFrame) -> list[dict]:
-    """Per job (sorted): every GPU's idle % (GPU key, straggler flag), by report then GPU key."""
-    ok = ok_rows(fleet)[["job", "report", "gpu_key", "idle_pct", "straggler"]]
-    ok = ok.sort_values(["job", "report", "gpu_key"], kind="stable")  # stable: ties keep table order
+    """Per job (:data:`~pipeline.schema.JOB_KEY`, by job name then cluster; ``job``: its title,
+    :func:`~pipeline.report.medical.job_titles`): every GPU's idle % (GPU key, straggler flag), by report then GPU key."""
+    ok = ok_rows(fleet)[["cluster", "job", "report", "gpu_key", "idle_pct", "straggler"]]
+    ok = ok.assign(cluster=ok["cluster"].astype(str), job=ok["job"].astype(str))
+    ok = ok.sort_values(["job", "cluster", "report", "gpu_key"], kind="stable")  # stable: ties keep table order
+    titles = job_titles(job_keys(ok))
     out = []
-    for job, g in ok.groupby("job", sort=True):
-        out.append({"job": str(job), "gpus": [
+    for key, g in ok.groupby(["job", "cluster"], sort=True):
+        out.append({"job": titles[(key[1], key[0])], "gpus": [
             {"gpu_key": str(key), "idle_pct": float(idle), "straggler": bool(flag)}
             for key, idle, flag in zip(g["gpu_key"].tolist(), g["idle_pct"].tolist(), g["straggler"].tolist())]})
     return out
@@ -245,15 +248,16 @@ def gpu_json_text(run_dir: str | None, report: str, gpu_key: str) -> str | None:
         return None
 
 
-def records(run_dir: str | None, jobs) -> dict[str, str]:
-    """``{file stem: Markdown}`` of the medical-record pages of ``jobs`` (the fleet's job names):
-    ``records/<record_stem(job)>.md``, by stem, those that exist. Only these: another file in
+def records(run_dir: str | None, keys) -> dict[str, str]:
+    """``{file stem: Markdown}`` of the medical-record pages of the jobs ``keys`` (the fleet's
+    ``(cluster, job)`` pairs, :func:`~pipeline.report.medical.job_keys`): ``records/<stem>.md``
+    (:func:`~pipeline.report.medical.record_stems`), by stem, those that exist. Only these: another file in
     ``records/`` (a person's notes) is no record of this fleet and is never shown."""
     folder = os.path.join(run_dir, "records") if run_dir else None
     out = {}
     if not folder or not os.path.isdir(folder):
         return out
-    for stem in sorted({record_stem(str(job)) for job in jobs}):
+    for stem in sorted(set(record_stems(keys).values())):
         try:
             with open(os.path.join(folder, stem + ".md"), encoding="utf-8") as fh:
                 out[stem] = fh.read()
@@ -262,11 +266,10 @@ def records(run_dir: str | None, jobs) -> dict[str, str]:
     return out
 
 
-def record_anchor(job: str, recs: dict[str, str]) -> str | None:
-    """HTML id of ``job``'s medical-record section (its page's file stem, prefixed), None when
-    :func:`records` ``recs`` has no page of the job."""
-    stem = record_stem(str(job))
-    return "record-" + stem if stem in recs else None
+def record_anchors(keys, recs: dict[str, str]) -> dict:
+    """``(cluster, job) -> HTML id`` of each job's medical-record section (its page's file stem, prefixed)
+    among ``keys``, for the jobs whose page :func:`records` ``recs`` has."""
+    return {key: "record-" + stem for key, stem in record_stems(keys).items() if stem in recs}
 
 
 def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
@@ -287,7 +290,7 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
         err = fleet[fleet["status"] == "error"]
         nights.append({"date": date, "usd": usd, "delta": None if prev_usd is None else usd - prev_usd,
                        "gpus": int(len(ok_rows(fleet))), "failed_reports": int(err["report"].nunique()),
-                       "jobs": int(fleet["job"].nunique())})
+                       "jobs": len(job_keys(fleet))})
         prev_usd = usd
     out = {"nights": nights, "previous": None, "current": history[-1][0] if history else None,
            "new_jobs": [], "gone_jobs": [], "movers": []}
@@ -295,12 +298,16 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
         return out
     (d0, f0), (_, f1) = history[-2], history[-1]
     before, after = _job_usd(f0), _job_usd(f1)
-    c0, c1 = _job_cluster(f0), _job_cluster(f1)
+    titles = job_titles(set(before) | set(after))
+
+    def order(keys) -> list:
+        return sorted(keys, key=lambda k: (k[1], k[0]))
+
     out["previous"] = d0
-    out["new_jobs"] = [{"job": j, "cluster": c1[j], "usd": after[j]} for j in sorted(set(after) - set(before))]
-    out["gone_jobs"] = [{"job": j, "cluster": c0[j], "usd": before[j]} for j in sorted(set(before) - set(after))]
-    movers = [{"job": j, "cluster": c1[j], "before": before[j], "after": after[j], "delta": after[j] - before[j]}
-              for j in sorted(set(before) & set(after)) if round(after[j] - before[j], 2) != 0]
+    out["new_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": after[k]} for k in order(set(after) - set(before))]
+    out["gone_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": before[k]} for k in order(set(before) - set(after))]
+    movers = [{"job": titles[k], "cluster": k[0], "before": before[k], "after": after[k], "delta": after[k] - before[k]}
+              for k in order(set(before) & set(after)) if round(after[k] - before[k], 2) != 0]
     movers.sort(key=lambda m: (-abs(m["delta"]), m["job"]))
     out["movers"] = movers[:TOP_MOVERS]
     return out
@@ -310,10 +317,10 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     """The fleet's exposed communication (:mod:`pipeline.analysis.overlap`), summed over the analysed
     GPUs: ``comm_ns``, ``overlapped_ns``, ``exposed_ns``, ``window_ns`` (int ns), ``exposed_pct``
     (of the summed windows, 0..100), ``usd`` (sum of ``comm_exposed_usd_per_month``) and ``gpus``
-    (those with exposed communication). None when no GPU has any, or the table was written before
-    the columns existed."""
-    ok = ok_rows(fleet)
-    if "comm_exposed_ns" not in ok.columns or not len(ok):
+    (those with exposed communication). None when no GPU has any (a table written before the columns
+    existed has none: :func:`pipeline.schema.conform`)."""
+    ok = conform(ok_rows(fleet))
+    if not len(ok):
         return None
     exposed = ok["comm_exposed_ns"].fillna(0).astype("int64")
     if int(exposed.sum()) == 0:
@@ -426,11 +433,13 @@ def gpu_names(fleet: pd.DataFrame) -> dict:
     its job's medical record (:func:`~pipeline.report.medical.short_names`: model and number, by report
     and GPU key) and the job."""
     ok = ok_rows(fleet).sort_values(["report", "gpu_key"], kind="stable")
+    titles = job_titles(job_keys(fleet))
     out = {}
-    for job, rows in ok.groupby("job", sort=True, dropna=False):
+    for (cluster, job), rows in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
         plain = [{"report": str(r), "gpu_key": str(g), "gpu_model": m}
                  for r, g, m in zip(rows["report"], rows["gpu_key"], rows["gpu_model"])]
-        out.update({key: f"{name} in {job}" for key, name in short_names(plain).items()})
+        title = titles.get((str(cluster), str(job)), str(job))
+        out.update({key: f"{name} in {title}" for key, name in short_names(plain).items()})
     return out
 
 
@@ -487,7 +496,7 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     category holds them; on a launch-bound GPU they are ``launch``), ``profiler``, ``untraced``
     (``idle_ns = Σ cat_<c>_ns + slivers + cat_profiler_ns + cat_untraced_ns``). Each GPU's dollars are
     shares of its ``idle_usd_per_month`` in proportion to those ns (profiler and untraced: their own
-    ``*_usd_per_month`` columns when the table has them), so::
+    ``*_usd_per_month`` columns, derived that way for a table written before them: :data:`pipeline.schema.DERIVED`), so::
 
         headline = fix-first sum + slivers + profiler + untraced + other + rounding
 
@@ -496,16 +505,14 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     profiler, untraced, other, rounding}`` in USD (each a whole number of cents) and the same parts in
     ns summed over the analysed GPUs under ``ns`` (``idle``, ``fixes``, ``slivers``, ``profiler``,
     ``untraced``, ``other``)."""
-    ok = ok_rows(fleet)
+    ok = conform(ok_rows(fleet))  # a table written before some column: pipeline.schema.conform (DERIVED)
 
     def ns(col: str) -> pd.Series:
-        return ok[col].fillna(0).astype("int64") if col in ok.columns else pd.Series(0, index=ok.index, dtype="int64")
+        return ok[col].fillna(0).astype("int64")
 
     idle = ns("idle_ns")
     app = sum((ns(f"cat_{c}_ns") for c in fixfirst.fixable()), pd.Series(0, index=ok.index, dtype="int64"))
-    # launch-bound: its slivers are cat_launch_ns (a table from before the column: the GPUs with launch idle)
-    launch = (ok["launch_bound"].fillna(False).astype(bool) if "launch_bound" in ok.columns
-              else ns("cat_launch_ns") > 0)
+    launch = ok["launch_bound"].fillna(False).astype(bool)   # launch-bound: its slivers are cat_launch_ns
     slivers = ns("device_sliver_ns").where(~launch, 0)
     prof, untr = ns("cat_profiler_ns"), ns("cat_untraced_ns")
     other = idle - app - slivers - prof - untr
@@ -515,16 +522,15 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     def share(part: pd.Series) -> float:
         return float((per_ns * part).sum())
 
-    def caveat(cat: str, part: pd.Series) -> float:
-        col = f"{cat}_usd_per_month"
-        return float(ok[col].astype(float).fillna(0.0).sum()) if col in ok.columns else share(part)
+    def caveat(cat: str) -> float:
+        return float(ok[f"{cat}_usd_per_month"].astype(float).fillna(0.0).sum())
 
     def cents(x: float) -> int:
         return int(round(x * 100))
 
     c = {"headline": cents(fleet_usd(fleet)), "fixes": sum(cents(e["usd_per_month"]) for e in fixes),
-         "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler", prof)),
-         "untraced": cents(caveat("untraced", untr)), "other": cents(share(other))}
+         "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler")),
+         "untraced": cents(caveat("untraced")), "other": cents(share(other))}
     c["rounding"] = c["headline"] - sum(v for k, v in c.items() if k != "headline")
     out = {k: v / 100 for k, v in c.items()}
     out["ns"] = {"idle": int(idle.sum()), "fixes": int(app.sum()), "slivers": int(slivers.sum()),
@@ -543,23 +549,27 @@ def stragglers(fleet: pd.DataFrame) -> list[dict]:
 
 def summarise(res: Results) -> dict:
     """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
-    fleet = with_fix_columns(res.current)  # an older table gets them: the rollups need them too
+    # an older table gets the fix columns (the rollups need them too), then every column it lacks
+    fleet = conform(with_fix_columns(res.current))
     ok = ok_rows(fleet)
-    clusters = rollup(fleet, ["cluster"]) if len(fleet) else pd.DataFrame()
-    jobs = rollup(fleet, ["cluster", "job"]) if len(fleet) else pd.DataFrame()
+    clusters = rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else pd.DataFrame()
+    jobs = rollup(fleet, list(JOB_KEY)) if len(fleet) else pd.DataFrame()
     dates = [d for d, _ in res.history]
-    recs = records(res.run_dir, fleet["job"].unique() if "job" in fleet else [])
+    keys = job_keys(fleet)
+    titles, recs = job_titles(keys), records(res.run_dir, keys)
+    anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
     top_rows = []
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
             "rank": rank, "report": str(r.report), "report_name": os.path.basename(str(r.report)),
-            "gpu_key": str(r.gpu_key), "job": str(r.job), "cluster": str(r.cluster), "node": str(r.node),
+            "gpu_key": str(r.gpu_key), "job": titles[(str(r.cluster), str(r.job))], "cluster": str(r.cluster),
+            "node": str(r.node),
             "gpu_model": str(r.gpu_model or ""), "idle_pct": float(r.idle_pct), "idle_ns": int(r.idle_ns),
             "window_ns": int(r.window_ns), "main_category": str(r.main_category),
             "usd": float(r.idle_usd_per_month), "amdahl": float(r.amdahl_speedup), "straggler": bool(r.straggler),
-            "anchor": record_anchor(r.job, recs), **figure_caveats(r._asdict())})
+            "anchor": anchors.get((str(r.cluster), str(r.job))), **figure_caveats(r._asdict())})
     worst = top.iloc[0] if len(top) else None
     return {
         "source": res.source, "kind": res.kind, "current_date": res.current_date,
@@ -571,12 +581,12 @@ def summarise(res: Results) -> dict:
                    for r in fleet[fleet["status"] == "error"].itertuples()],
         "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
-        "clusters": clusters.to_dict("records"), "jobs": jobs.to_dict("records"),
-        "job_anchor": {j: a for j in fleet["job"].astype(str).unique() if (a := record_anchor(j, recs))},
+        "clusters": clusters.to_dict("records"),
+        "jobs": [dict(j, anchor=anchors.get((str(j["cluster"]), str(j["job"])))) for j in jobs.to_dict("records")],
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
-                                                 "job": str(worst["job"])},
+                                                 "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": trend(res.history), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,

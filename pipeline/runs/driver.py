@@ -243,10 +243,9 @@ class OutputFolder:
 def planned_files(fleet: pd.DataFrame) -> list[str]:
     """Every file :func:`write_documents` writes for ``fleet`` (relative paths): the tables and per-GPU
     files (:func:`~pipeline.fleet.outputs.planned_outputs`) and a record per job."""
-    from ..report.medical import record_stem
+    from ..report.medical import job_keys, record_stems
 
-    jobs = fleet["job"].unique() if len(fleet) else []
-    return planned_outputs(fleet) + sorted({f"records/{record_stem(str(job))}.md" for job in jobs})
+    return planned_outputs(fleet) + sorted(f"records/{stem}.md" for stem in record_stems(job_keys(fleet)).values())
 
 
 def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> tuple[dict, list[str]]:

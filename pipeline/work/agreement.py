@@ -17,6 +17,7 @@ import hashlib
 import json
 
 from ..analysis.iterations import IterationPlan, agree, compact_numbers, decide
+from ..schema import JOB_KEY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +33,8 @@ class GpuEntry:
 
 
 def _job(row: dict) -> tuple:
-    return (str(row.get("cluster") or ""), str(row.get("job") or ""))
+    """The row's job: its :data:`~pipeline.schema.JOB_KEY` values as text (missing: empty)."""
+    return tuple(str(row.get(c) or "") for c in JOB_KEY)
 
 
 def entries_of(outcomes, rows=(), plans: dict | None = None) -> list[GpuEntry]:

@@ -1,0 +1,415 @@
+"""The fleet schema: every column of the fleet table and of its rollups, declared once.
+
+docs/outputs.md#column-reference is generated from this module (:func:`column_reference`,
+``python -m pipeline.schema``; tests/test_schema.py fails when the page differs). Each
+:class:`Column` says its name, dtype, unit, how it rolls up to a job and a cluster, which outputs
+show it and what it means. The fleet frame's columns and dtypes (:func:`pipeline.fleet.reduce.fleet_frame`),
+the rollups (:func:`pipeline.fleet.reduce.rollup`), the printed table (``cli.SHOWN``) and the report's
+CSV (``report.html.CSV_COLUMNS``) come from here; a row key not declared here is an error
+(:func:`check_row`), and a table written before a column existed is read through one path
+(:func:`conform`: the column filled with its dtype's missing value).
+
+A job is ``(cluster, job)`` (:data:`JOB_KEY`): two clusters that each run a job called ``train`` run two
+jobs, in every grouping (stragglers, rollups, fix-first, window agreement, medical records, the report).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+
+from .model import CATEGORIES, CAVEATS
+
+#: The one job key: every per-job grouping groups by these fleet columns, in this order.
+JOB_KEY = ("cluster", "job")
+#: The cluster rollup's key.
+CLUSTER_KEY = ("cluster",)
+
+#: dtypes: ``Int64`` (whole numbers, nullable, int64 in Arrow and Parquet, never through float64),
+#: ``bool`` (False where missing), ``float`` (float64, NaN where missing), ``text`` (object, None where missing).
+DTYPES = ("Int64", "bool", "float", "text")
+#: units a column is measured in.
+UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
+#: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
+ROLLUPS = ("sum", "window-weighted mean", "min", "max", "first", "count", "none")
+#: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
+#: ``printed`` (the table ``gpu-idle run`` prints), ``report-csv`` (``gpu-idle report --format csv``),
+#: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
+OUTPUTS = ("fleet", "printed", "report-csv", "markdown", "report")
+
+#: The application categories (never a caveat), in the model's order: every ``fix_<c>_*`` column.
+FIXABLE = tuple(c for c in CATEGORIES if c not in CAVEATS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column: ``name``, ``dtype`` (:data:`DTYPES`), ``unit`` (:data:`UNITS`), ``meaning`` (one line) and
+    ``group`` (the heading its longer note in the column reference sits under, :data:`NOTES`)."""
+
+    name: str
+    dtype: str
+    unit: str
+    meaning: str
+    group: str = ""
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES or self.unit not in UNITS:
+            raise ValueError(f"column {self.name}: dtype {self.dtype!r} or unit {self.unit!r} unknown")
+
+
+@dataclasses.dataclass(frozen=True)
+class RollupColumn:
+    """One column of ``jobs.csv`` and ``clusters.csv``: ``name``, ``dtype``, ``unit``, the fleet column it is
+    made of (``source``; empty for ``failed_reports``), ``how`` (:data:`ROLLUPS`) and ``meaning``."""
+
+    name: str
+    dtype: str
+    unit: str
+    source: str
+    how: str
+    meaning: str
+
+
+def _c(name, dtype, unit, meaning, group=""):
+    return Column(name, dtype, unit, meaning, group)
+
+
+_CATS = [_c(f"cat_{c}_ns", "Int64", "ns", f"device-level idle of the application category `{c}`", "categories")
+         for c in CATEGORIES]
+_CATS += [_c(f"cat_{c}_pct", "float", "%", f"`cat_{c}_ns` as % of W", "categories") for c in CATEGORIES]
+_CAVEAT_COLS = [_c(f"cat_{c}_ns", "Int64", "ns", f"device-level idle that is not the application's: `{c}`", "caveats")
+                for c in CAVEATS]
+_CAVEAT_COLS += [_c(f"cat_{c}_pct", "float", "%", f"`cat_{c}_ns` as % of W", "caveats") for c in CAVEATS]
+_FIX = [_c(f"fix_{c}_{k}", "float", u, m.format(c=c), "fix")
+        for c in FIXABLE for k, u, m in (("usd_per_month", "USD/month", "recoverable USD per month if `{c}` vanished"),
+                                         ("speedup", "factor", "speed-up if `{c}` alone vanished"))]
+
+#: Every column of the fleet table (fleet.parquet, fleet.csv; docs/outputs.md#fleet-table), in table order.
+FLEET = (
+    _c("report", "text", "text", "the report's path or URL", "labels"),
+    _c("cluster", "text", "text", "the cluster label (`default` when no rule labels the report)", "labels"),
+    _c("job", "text", "text", "the job label (default: the file name without its suffix)", "labels"),
+    _c("node", "text", "text", "the node label", "labels"),
+    _c("rank", "text", "text", "the rank label", "labels"),
+    _c("gpu_key", "text", "text", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
+    _c("pid", "Int64", "count", "the first process driving the GPU", "gpu"),
+    _c("device_id", "Int64", "count", "the first device id of the GPU", "gpu"),
+    _c("pids", "text", "text", "every process driving the GPU, comma-separated", "gpu"),
+    _c("device_ids", "text", "text", "every device id of the GPU, comma-separated", "gpu"),
+    _c("gpu_model", "text", "text", "the GPU model the export (or a label) names; empty when unknown", "rate"),
+    _c("window_rule", "text", "text", "the rule that chose W (`trim`, `nvtx`, `periodic`, `span`)", "window"),
+    _c("untrimmed", "bool", "bool", "W is the whole span (no rule trimmed it)", "window"),
+    _c("window_start_ns", "Int64", "ns", "start of W on the report's clock", "window"),
+    _c("window_end_ns", "Int64", "ns", "end of W on the report's clock", "window"),
+    _c("window_ns", "Int64", "ns", "length of W", "window"),
+    _c("iterations", "Int64", "count", "stable iterations inside W", "iterations"),
+    _c("iteration_mean_ns", "Int64", "ns", "their mean length on the GPU timeline", "iterations"),
+    _c("iteration_cv", "float", "factor", "their lengths' coefficient of variation", "iterations"),
+    _c("excluded_iterations", "text", "text", "every other iteration number and why", "iterations"),
+    _c("kept_iterations", "text", "text", "the kept iterations' numbers as compact ranges", "iterations"),
+    _c("window_note", "text", "text", "why earlier rules abstained and how the iterations were found", "iterations"),
+    _c("kernel_count", "Int64", "count", "kernels inside W"),
+    _c("stream_count", "Int64", "count", "(process, stream) pairs that ran them"),
+    _c("busy_ns", "Int64", "ns", "union of all kernel intervals on the GPU, clipped to W"),
+    _c("idle_ns", "Int64", "ns", "device-level idle: `window_ns − busy_ns` (the headline, no threshold)"),
+    _c("idle_pct", "float", "%", "`idle_ns` as % of W"),
+    _c("copy_only_ns", "Int64", "ns", "idle while copy engines are busy but no kernel runs"),
+    _c("dark_ns", "Int64", "ns", "idle while nothing at all runs"),
+    _c("gap_count", "Int64", "count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
+    _c("gap_total_ns", "Int64", "ns", "their total (can exceed W on many-stream GPUs)", "gaps"),
+    _c("max_gap_ns", "Int64", "ns", "the longest of them", "gaps"),
+    _c("gaps_le_5ms", "Int64", "count", "per-stream gaps up to 5 ms", "gaps"),
+    _c("gaps_5_50ms", "Int64", "count", "per-stream gaps over 5 ms, up to 50 ms", "gaps"),
+    _c("gaps_gt_50ms", "Int64", "count", "per-stream gaps over 50 ms", "gaps"),
+    _c("gaps_le_5ms_ns", "Int64", "ns", "total of the gaps up to 5 ms", "gaps"),
+    _c("gaps_5_50ms_ns", "Int64", "ns", "total of the gaps over 5 ms, up to 50 ms", "gaps"),
+    _c("gaps_gt_50ms_ns", "Int64", "ns", "total of the gaps over 50 ms", "gaps"),
+    _c("sliver_count", "Int64", "count", "sub-threshold per-stream gaps (launch-bound slivers)"),
+    _c("sliver_total_ns", "Int64", "ns", "their total"),
+    _c("copy_overlap_ns", "Int64", "ns", "copy-engine time inside the kept per-stream gaps"),
+    _c("device_gap_count", "Int64", "count", "device-level gaps: holes over the threshold when no stream runs a kernel"),
+    _c("device_gap_ns", "Int64", "ns", "their total"),
+    _c("device_sliver_count", "Int64", "count", "device-level holes up to the threshold", "launch"),
+    _c("device_sliver_ns", "Int64", "ns", "their total", "launch"),
+    _c("launch_bound", "bool", "bool", "the device slivers are most of the application's idle", "launch"),
+    *_CATS, *_CAVEAT_COLS,
+    _c("main_category", "text", "text", "the application category holding the most idle (empty: none)", "categories"),
+    _c("actionable", "text", "text", "the categories at `actionable_pct` of W or more, largest first", "categories"),
+    _c("comm_ns", "Int64", "ns", "union of the collective kernels, clipped to W", "comm"),
+    _c("comm_overlapped_ns", "Int64", "ns", "the part of it beside a compute kernel on another stream", "comm"),
+    _c("comm_exposed_ns", "Int64", "ns", "`comm_ns − comm_overlapped_ns`: communication with no compute beside it", "comm"),
+    _c("comm_pct", "float", "%", "`comm_ns` as % of W", "comm"),
+    _c("comm_overlapped_pct", "float", "%", "`comm_overlapped_ns` as % of W", "comm"),
+    _c("comm_exposed_pct", "float", "%", "`comm_exposed_ns` as % of W", "comm"),
+    _c("rate_model", "text", "text", "the rate-card entry used", "rate"),
+    _c("rate_usd_per_hour", "float", "USD/h", "its rate per GPU-hour", "rate"),
+    _c("rate_source", "text", "text", "why that entry (and its `source`)", "rate"),
+    _c("idle_usd_per_month", "float", "USD/month", "idle fraction × rate × hours per month (730)"),
+    _c("profiler_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is profiler overhead",
+       "caveat_usd"),
+    _c("untraced_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is untraced",
+       "caveat_usd"),
+    _c("comm_exposed_usd_per_month", "float", "USD/month", "exposed communication priced like idle (busy time)",
+       "comm_usd"),
+    _c("amdahl_speedup", "float", "factor", "`1 / (1 − idle fraction)`: the speed-up if the idle vanished"),
+    *_FIX,
+    _c("low_confidence", "bool", "bool", "the dollar figures rest on a short W or few stable iterations", "confidence"),
+    _c("confidence_note", "text", "text", "why they are low confidence", "confidence"),
+    _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
+    _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
+    _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
+    _c("status", "text", "text", "`ok`, `partial` or `error`", "status"),
+    _c("error", "text", "text", "why the report could not be analysed", "status"),
+)
+
+#: Columns an output of the report adds to the fleet's (declared here like every other).
+REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's date) the row belongs to"),)
+
+
+#: The longer notes of the column groups (:attr:`Column.group`), under the column reference's table.
+NOTES = {
+    'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`",
+    'gpu': 'the GPU: a MIG instance (`MIG-<uuid>`), else the physical GPU (`GPU-<uuid>` or `bus-<PCI bus id>` when the export names it, else `pid<P>/dev<D>`; see [GPUs and MIG instances](definitions.md#gpus-and-mig-instances)) and the process(es) driving it',
+    'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too)",
+    'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',
+    'iterations': 'the stable iterations inside W (their count, mean length on the GPU timeline and its coefficient of variation), `kept_iterations` their numbers as compact ranges (`3-16`, `1-4,7`; the same on every GPU of a job), `excluded_iterations` every other number and why (`warm-up`, `outlier (1.52x median)`, `untraced (lost kernel records)`, `no kernel of this GPU launched from inside it`, `excluded on another GPU of the job (gpu KEY[ in REPORT]: its reason)`, `outside the longest stable run`, `beyond max_iterations`), `window_note` why earlier rules abstained and how the iterations were found',
+    'gaps': 'per-stream gaps longer than `min_gap_ns` (totals can exceed W on many-stream GPUs)',
+    'launch': "device-level holes up to the threshold; `launch_bound` when they are at least half the application's idle (`idle_ns` without `cat_profiler_ns` and `cat_untraced_ns`) and 2 % of W",
+    'categories': 'the application\'s device-level idle per category: each device gap gets one category; `launch` holds the slivers of a launch-bound GPU. With `cat_profiler_ns` and `cat_untraced_ns` they add up to `device_gap_ns` (+ `device_sliver_ns` when launch-bound), so on a GPU that is not launch-bound the slivers are the part of `idle_ns` no category holds. `actionable` lists the categories at 2 % of W or more; the others are "filed" (shown, not acted on)',
+    'caveats': "device-level idle that is not the application's, tested before the categories above and never `main_category` nor `actionable`: `profiler`, gaps at least half covered (where no copy engine runs) by Nsight Systems' own overhead of the GPU's processes (every `PROFILER_OVERHEAD` row; `CUPTI_ACTIVITY_KIND_OVERHEAD` rows of the kinds in `categories.profiler_overheads`: buffer flush, instrumentation, resources, command buffer full), which would not exist unprofiled; `untraced`, gaps where the trace lost records: a CUDA launch (`cudaLaunchKernel`, `cuLaunchKernel`, `cudaGraphLaunch`, …) of the GPU's processes with no kernel or copy record of its correlationId may have run there (from its call to the start of its process's record with the next correlationId); only launches between the process's first and last GPU record count (launches issued at the capture's edge, whose work ran after the capture stopped, are not lost records); or a `DIAGNOSTIC_EVENT` says events of the GPU trace (not CPU samples) were dropped at a time inside the gap. A gap is filed under a cause when the cause covers at least half of it; the warning gives the whole gap's length",
+    'comm': "[communication overlap](definitions.md#communication-overlap) (`pipeline/analysis/overlap.py`): `comm_ns` is the union of the collective kernels (the `comm` category's own patterns, `categories.collective_kernel`: NCCL, custom all-reduce such as `cross_device_reduce_1stage`) clipped to W, so two collectives at once on two streams count once; `comm_overlapped_ns`, the part of it when a compute kernel (any kernel that is not a collective) runs on *another* stream of the GPU (a stream is one process's stream: stream 7 of two processes sharing the GPU are two streams; a compute row on the collective's own stream does not count, as a stream runs its work in order; copies are not kernels, so a collective beside a copy alone is exposed); `comm_exposed_ns = comm_ns − comm_overlapped_ns`, when the GPU only communicates or waits for its peers (an NCCL kernel's length includes waiting for the slowest one): what overlapping communication with compute can win back. Busy time (a kernel runs), never part of `idle_ns`",
+    'caveat_usd': "the part of `idle_usd_per_month` that is profiler overhead or untraced: shown apart, not the application's to fix",
+    'comm_usd': 'exposed communication priced like idle: `comm_exposed_ns / window_ns` × rate × hours per month; busy time, so not inside `idle_usd_per_month`, and not a fix-first entry (that list is per idle category; `fix_comm_*` prices the idle gaps after collectives)',
+    'fix': 'fix first, for each application category `c` (`data`, `comm`, `sync`, `boundary`, `periodic`, `launch`, `cpu`; never `profiler` or `untraced`): recoverable USD per month = `cat_<c>_ns / window_ns` × `rate_usd_per_hour` × `cost.hours_per_month`, and the speed-up if that category alone vanished, `1 / (1 − share)` (`pipeline/analysis/fixfirst.py`)',
+    'confidence': 'the dollar figures extrapolate W (`window_ns`, `iterations`) to a month: flagged when W holds fewer than `analysis.min_confidence_iterations` (5) stable iterations or is shorter than `analysis.min_confidence_window_ns` (1 s); the note says which',
+    'straggler': 'highest-idle GPU of a job whose idle % spread exceeds 10 points; a job is a (`cluster`, `job`) pair, as in `jobs.csv`, so jobs of the same name in different clusters are not compared',
+    'status': '`ok`, `partial` or `error` with the cause. `partial`: the numbers rest on input that was incomplete or could not be real, each named in `warnings`: exact duplicate rows (counted once), rows with end < start or timed far outside the capture (dropped: kernels, CUDA API calls, copies, NVTX ranges, overhead rows; the capture is `ANALYSIS_DETAILS`\' start..stop, else `TARGET_INFO_SESSION_START_TIME` and the run of the other rows\' timestamps; each stated bound is judged on its own: when the export\'s own rows run on past it as a continuation of the rows inside (no step between them longer than 1 s or the inside rows\' extent), that bound is wrong, not the rows: the capture ends where they do on that side, the timeline\'s zero too for the start, nothing is dropped for the metadata, and one warning per report says so, `ok`; a row isolated beyond a bound, whether or not other rows contradict it, is dropped), launches without kernel records, events Nsight Systems lost, a MIG instance of unknown size, processes on part of a board that cannot be told apart. A loader warning about some processes\' rows goes to the GPUs they drive. A GPU\'s row quotes the `DIAGNOSTIC_EVENT` warnings of its own processes and of the session (no process) that bear on the GPU trace (not CPU sampling, OS runtime, ftrace, symbols), each text once, with "(reported N times)". Profiler overhead is a warning too, but the trace is complete: `ok`',
+}
+
+
+def _r(name, dtype, unit, source, how, meaning):
+    return RollupColumn(name, dtype, unit, source, how, meaning)
+
+
+#: Every column of ``jobs.csv`` (per :data:`JOB_KEY`) and ``clusters.csv`` (per :data:`CLUSTER_KEY`, without
+#: ``job``) after the key, in file order, over the rows that are not errors (:func:`pipeline.fleet.reduce.rollup`).
+ROLLUP = (
+    _r("gpus", "Int64", "count", "gpu_key", "count", "GPUs analysed"),
+    _r("window_ns", "Int64", "ns", "window_ns", "sum", "summed"),
+    _r("idle_ns", "Int64", "ns", "idle_ns", "sum", "summed"),
+    _r("gap_total_ns", "Int64", "ns", "gap_total_ns", "sum", "summed"),
+    _r("idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", "sum", "summed"),
+    _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
+    _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
+    _r("stragglers", "Int64", "count", "straggler", "sum", "GPUs flagged `straggler`"),
+    _r("profiler_ns", "Int64", "ns", "cat_profiler_ns", "sum", "profiler overhead, summed, apart"),
+    _r("untraced_ns", "Int64", "ns", "cat_untraced_ns", "sum", "untraced time, summed, apart"),
+    _r("profiler_usd_per_month", "float", "USD/month", "profiler_usd_per_month", "sum", "summed, apart"),
+    _r("untraced_usd_per_month", "float", "USD/month", "untraced_usd_per_month", "sum", "summed, apart"),
+    _r("min_iterations", "Int64", "count", "iterations", "min", "the fewest stable iterations of a GPU"),
+    _r("low_confidence_gpus", "Int64", "count", "low_confidence", "sum", "GPUs flagged `low_confidence`"),
+    _r("comm_ns", "Int64", "ns", "comm_ns", "sum", "summed"),
+    _r("comm_overlapped_ns", "Int64", "ns", "comm_overlapped_ns", "sum", "summed"),
+    _r("comm_exposed_ns", "Int64", "ns", "comm_exposed_ns", "sum", "summed"),
+    _r("comm_exposed_usd_per_month", "float", "USD/month", "comm_exposed_usd_per_month", "sum", "summed"),
+    *[_r(f"fix_{c}_usd_per_month", "float", "USD/month", f"fix_{c}_usd_per_month", "sum", "summed") for c in FIXABLE],
+    *[_r(f"fix_{c}_speedup", "float", "factor", f"cat_{c}_ns", "window-weighted mean",
+         f"`1 / (1 − Σ cat_{c}_ns / Σ window_ns)`") for c in FIXABLE],
+    _r("failed_reports", "Int64", "count", "", "count", "distinct reports with an error row"),
+    _r("idle_pct", "float", "%", "idle_pct", "window-weighted mean", "`100 × Σ idle_ns / Σ window_ns`"),
+    _r("comm_exposed_pct", "float", "%", "comm_exposed_ns", "window-weighted mean",
+       "`100 × Σ comm_exposed_ns / Σ window_ns`"),
+)
+
+#: The printed table's columns (``gpu-idle run``; ns columns shown as ms, named ``*_ms``), in order.
+PRINTED = ("job", "node", "gpu_key", "gpu_model", "window_ns", "idle_ns", "idle_pct", "device_gap_count",
+           "device_gap_ns", "copy_only_ns", "dark_ns", "main_category", "idle_usd_per_month", "amdahl_speedup",
+           "straggler", "status", "gap_count", "gap_total_ns")
+#: The report's CSV variant (``gpu-idle report --format csv``; ns as ms, named ``*_ms``), in order.
+REPORT_CSV = ("run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
+              "rate_usd_per_hour", "rate_source", "window_ns", "iterations", "kept_iterations", "busy_ns", "idle_ns",
+              "idle_pct", "copy_only_ns", "dark_ns", "main_category", "actionable",
+              *[f"cat_{c}_pct" for c in CATEGORIES], "idle_usd_per_month", "amdahl_speedup", "low_confidence",
+              "confidence_note", "comm_exposed_ns", "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler",
+              "status", "error")
+#: The fleet columns the Markdown variant's GPU table shows.
+MARKDOWN = ("gpu_key", "job", "idle_pct", "main_category", "idle_usd_per_month")
+#: The fleet columns the HTML report's per-GPU, per-job and per-cluster tables show.
+REPORT = ("cluster", "job", "node", "report", "gpu_key", "gpu_model", "idle_pct", "idle_ns", "main_category",
+          "amdahl_speedup", "idle_usd_per_month", "straggler", "status", "rate_model", "rate_usd_per_hour",
+          "rate_source", "low_confidence", "confidence_note")
+_SHOWN = {"printed": PRINTED, "report-csv": REPORT_CSV, "markdown": MARKDOWN, "report": REPORT}
+
+_BY_NAME = {c.name: c for c in FLEET + REPORT_EXTRA}
+#: The fleet table's column names, in order.
+FLEET_COLUMNS = [c.name for c in FLEET]
+#: Fleet columns of whole numbers: nullable ``Int64`` in every fleet frame, ``int64`` in Arrow and Parquet,
+#: plain digits in CSV and JSON, never through float64 (which holds ns at the UTC-epoch scale only to 256 ns).
+INT_COLUMNS = [c.name for c in FLEET if c.dtype == "Int64"]
+#: Fleet columns of flags: ``bool``, False where a row has none (an error row).
+BOOL_COLUMNS = [c.name for c in FLEET if c.dtype == "bool"]
+#: The rollups' columns after the key, in file order.
+ROLLUP_COLUMNS = [c.name for c in ROLLUP]
+#: Rollup columns of whole numbers: ``int64``, 0 where a group has none.
+ROLLUP_INT_COLUMNS = [c.name for c in ROLLUP if c.dtype == "Int64"]
+
+for _names in _SHOWN.values():
+    assert all(n in _BY_NAME for n in _names), [n for n in _names if n not in _BY_NAME]
+assert all(c.source in _BY_NAME or not c.source for c in ROLLUP)
+assert len(_BY_NAME) == len(FLEET) + len(REPORT_EXTRA)
+
+
+def column(name: str) -> Column:
+    """The declared :class:`Column` ``name`` (a fleet column or :data:`REPORT_EXTRA`). Raises KeyError naming it."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"column {name!r} is not in the fleet schema (pipeline/schema.py)") from None
+
+
+def shown_in(name: str) -> tuple:
+    """The :data:`OUTPUTS` that show column ``name``, in that order."""
+    fleet = ("fleet",) if any(c.name == name for c in FLEET) else ()
+    return fleet + tuple(out for out, names in _SHOWN.items() if name in names)
+
+
+def display_name(name: str) -> str:
+    """The header a printed or report-CSV column gets: an ns column shown as ms is ``*_ms``."""
+    return name[:-3] + "_ms" if column(name).unit == "ns" and name.endswith("_ns") else name
+
+
+def shown(output: str) -> list:
+    """The headers of ``output`` (``printed`` or ``report-csv``) in order (:func:`display_name`)."""
+    return [display_name(n) for n in _SHOWN[output]]
+
+
+def source_name(header: str) -> str:
+    """The declared column an output's ``header`` shows (``window_ms`` -> ``window_ns``); raises KeyError
+    naming a header the schema does not declare."""
+    if header in _BY_NAME or header in ROLLUP_COLUMNS or header in JOB_KEY:
+        return header
+    if header.endswith("_ms") and header[:-3] + "_ns" in _BY_NAME:
+        return header[:-3] + "_ns"
+    raise KeyError(f"output column {header!r} is not in the fleet schema (pipeline/schema.py)")
+
+
+def check_row(row: dict) -> dict:
+    """``row`` itself when each of its keys is a fleet column; raises KeyError naming the first key the
+    schema does not declare (a key is never dropped silently)."""
+    for key in row:
+        if key not in _BY_NAME or key == "run_date":
+            raise KeyError(f"fleet row key {key!r} is not in the fleet schema (pipeline/schema.py)")
+    return row
+
+
+def missing_value(name: str):
+    """What a row or an older table lacking column ``name`` holds there: ``pd.NA`` (Int64), False (bool),
+    NaN (float), None (text)."""
+    return {"Int64": pd.NA, "bool": False, "float": np.nan, "text": None}[column(name).dtype]
+
+
+def _ns(frame: pd.DataFrame, name: str) -> pd.Series:
+    return frame[name].fillna(0).astype("int64")
+
+
+def _caveat_usd(cat: str):
+    """An older table's ``<cat>_usd_per_month``: the GPU's idle USD in proportion of ``cat_<cat>_ns`` to ``idle_ns``."""
+    def derive(frame: pd.DataFrame) -> pd.Series:
+        idle = _ns(frame, "idle_ns")
+        per_ns = (frame["idle_usd_per_month"].astype(float).fillna(0.0) / idle.where(idle > 0)).fillna(0.0)
+        return per_ns * _ns(frame, f"cat_{cat}_ns")
+    return (("idle_usd_per_month", "idle_ns", f"cat_{cat}_ns"), derive)
+
+
+#: Columns an older table lacks that are derived from the columns it has (what their definition gives
+#: there) instead of left missing: ``name -> (columns it needs, frame -> values)``. ``launch_bound``: the
+#: GPUs with launch idle (``cat_launch_ns`` holds the slivers of a launch-bound GPU only).
+DERIVED = {
+    "launch_bound": (("cat_launch_ns",), lambda frame: _ns(frame, "cat_launch_ns") > 0),
+    **{f"{c}_usd_per_month": _caveat_usd(c) for c in CAVEATS},
+}
+
+
+def conform(frame: pd.DataFrame, names=None) -> pd.DataFrame:
+    """``frame`` (a fleet table as read, maybe written before some column existed) with every column of
+    ``names`` (default: :data:`FLEET_COLUMNS`) it lacks added: derived from the columns it has
+    (:data:`DERIVED`) or filled with :func:`missing_value` in its dtype; its own columns untouched (no copy
+    when nothing lacks). The one path older tables take."""
+    lacking = [n for n in (FLEET_COLUMNS if names is None else names) if n not in frame.columns]
+    if not lacking:
+        return frame
+    added = {}
+    for n in lacking:
+        dtype = column(n).dtype
+        needs, derive = DERIVED.get(n, ((), None))
+        if derive is not None and all(c in frame.columns for c in needs):
+            added[n] = derive(frame)
+            continue
+        added[n] = pd.Series(pd.array([pd.NA] * len(frame), dtype="Int64") if dtype == "Int64" else
+                             [missing_value(n)] * len(frame),
+                             index=frame.index, dtype={"Int64": "Int64", "bool": bool, "float": float,
+                                                       "text": object}[dtype])
+    return pd.concat([frame, pd.DataFrame(added, index=frame.index)], axis=1)
+
+#: The marker comments around the generated part of docs/outputs.md.
+BEGIN_MARK = "<!-- column reference: generated by `python -m pipeline.schema` from pipeline/schema.py; do not edit -->"
+END_MARK = "<!-- end of the generated column reference -->"
+
+
+def _rollup_of(name: str) -> str:
+    """How fleet column ``name`` rolls up: the rollup columns made of it and how (``none`` when none is)."""
+    if name in JOB_KEY:
+        return "the key" if name == "job" else "the key (of both)"
+    parts = [f"{r.how} (`{r.name}`)" for r in ROLLUP if r.source == name]
+    return ", ".join(parts) or "none"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def column_reference() -> str:
+    """The Markdown of docs/outputs.md's fleet-table and rollup column reference, between (and with)
+    :data:`BEGIN_MARK` and :data:`END_MARK`: one row per column (dtype, unit, how it rolls up, which
+    :data:`OUTPUTS` show it, meaning), then the groups' :data:`NOTES`."""
+    lines = [BEGIN_MARK, "", "### Fleet table", "",
+             "`fleet.parquet` and `fleet.csv`: one row per (report, GPU), these columns in this order. `Int64`: whole "
+             "numbers, int64 in Parquet even beside a missing value; ns on the report's clock.", "",
+             "| column | dtype | unit | job and cluster rollup | shown in | meaning |", "|---|---|---|---|---|---|"]
+    for c in FLEET + REPORT_EXTRA:
+        lines.append(f"| `{c.name}` | {c.dtype} | {c.unit} | {_rollup_of(c.name)} | {', '.join(shown_in(c.name))} | "
+                     f"{_cell(c.meaning)} |")
+    lines += ["", "Shown in: `fleet` (fleet.parquet, fleet.csv), `printed` (the table `gpu-idle run` prints), "
+              "`report-csv` (`gpu-idle report --format csv`), `markdown` (`--format md`), `report` (the HTML "
+              "report's tables). The printed table and the report's CSV show ns as ms (`window_ns` as `window_ms`).",
+              "", "| columns | notes |", "|---|---|"]
+    for group, note in NOTES.items():
+        names = ", ".join(f"`{c.name}`" for c in FLEET if c.group == group)
+        lines.append(f"| {names} | {_cell(note)} |")
+    lines += ["", "### Rollups", "",
+              f"`jobs.csv` (per `{'`, `'.join(JOB_KEY)}`) and `clusters.csv` (per `cluster`), over the rows that are "
+              "not errors (`pipeline/fleet/reduce.py`, `rollup`), the key then these columns in this order:", "",
+              "| column | dtype | unit | from | how | meaning |", "|---|---|---|---|---|---|"]
+    for r in ROLLUP:
+        lines.append(f"| `{r.name}` | {r.dtype} | {r.unit} | {f'`{r.source}`' if r.source else 'error rows'} | "
+                     f"{r.how} | {_cell(r.meaning)} |")
+    return "\n".join(lines + ["", END_MARK])
+
+
+def with_column_reference(text: str) -> str:
+    """``text`` (docs/outputs.md) with the part between the markers replaced by :func:`column_reference`.
+    Raises ValueError when the markers are not there once each, in order."""
+    start, end = text.find(BEGIN_MARK), text.find(END_MARK)
+    if start < 0 or end < start or text.count(BEGIN_MARK) != 1 or text.count(END_MARK) != 1:
+        raise ValueError("docs/outputs.md: the column reference's marker comments are missing or repeated")
+    return text[:start] + column_reference() + text[end + len(END_MARK):]
+
+
+if __name__ == "__main__":  # python -m pipeline.schema [docs/outputs.md]: rewrite the generated column reference
+    import sys
+    from pathlib import Path
+
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "docs" / "outputs.md")
+    path.write_text(with_column_reference(path.read_text(encoding="utf-8")), encoding="utf-8")
