@@ -8,6 +8,7 @@ suite in a real pytest process and compare that with the markers.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,14 @@ def test_quick_skips_the_marked_tests_saying_why(tmp_path):
     assert any("make check: needs Debian's slurm-wlm and munge (`make slurm`, as root); `make test` runs it" in line
                for line in skipped), skipped
     assert any("make check: needs Debian's chromium (`make chromium`, as root)" in line for line in skipped), skipped
+
+
+def test_no_test_names_a_machines_own_path():
+    """The real profiles are found beside the clone (conftest.PROFILES, ``GPU_IDLE_PROFILES``), never at
+    a path of one machine: CI clones elsewhere, and a test reading ``/work/shared/...`` fails there
+    (one did)."""
+    here = Path(__file__).resolve().parent
+    named = [f"{p.name}:{n}" for p in sorted(here.glob("*.py")) if p.name != Path(__file__).name
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"""["'](/work|/home|/root|/tmp/pytest)/""", line)]
+    assert named == []

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sqlite3
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import PROFILES, run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import collective_mask, one_rank_warning
@@ -37,7 +38,9 @@ from pipeline.synth.kineto import KinetoWriter
 MS = 1_000_000
 SPAN = load_config([], {"analysis": {"window": "span"}})
 RULES = CategoryRules()
-MI250_REAL = "/work/shared/kineto/mi250_rocm_minitoy.json.gz"
+#: The real traces beside the real exports (as tests/test_kineto.py finds them; never a machine's own path).
+KINETO = os.environ.get("GPU_IDLE_KINETO", str(PROFILES.parent / "kineto"))
+MI250_REAL = os.path.join(KINETO, "mi250_rocm_minitoy.json.gz")
 
 #: Compute kernels whose names hold a collective's or an operator's word (real forms: PyTorch's
 #: elementwise launchers on ROCm and CUDA, ATen reductions, cub, CUTLASS, Inductor/Triton).
@@ -300,8 +303,8 @@ def test_nsight_capture_of_one_rank_has_no_collectives(tmp_path, capture, world)
 def test_real_torchrun_capture_names_two_ranks():
     # train_h100_2gpu_nccl was captured as `torchrun --nnodes=1 --nproc_per_node=2 …`: two ranks, its
     # NCCL kernels stay collectives; the other real exports do not say (python -c, bash -c pytest)
-    assert load_report("/work/shared/profiles/train_h100_2gpu_nccl.sqlite").meta["world_size"] == "2"
-    assert "world_size" not in load_report("/work/shared/profiles/tiny_2kernels.sqlite").meta
+    assert load_report(str(PROFILES / "train_h100_2gpu_nccl.sqlite")).meta["world_size"] == "2"
+    assert "world_size" not in load_report(str(PROFILES / "tiny_2kernels.sqlite")).meta
 
 
 # ---------------------------------------------------------------- kind 2, review: word boundaries, CamelCase, vetoes
