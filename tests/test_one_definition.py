@@ -155,6 +155,10 @@ def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
     # cpu also on tiny_2kernels' GPU (0 stable iterations): low confidence under any
     assert ok.loc[ok["cat_launch_ns"] > 0, "iterations"].tolist() == [14, 14]
     assert old["launch"][1] == "ok" and old["cpu"][1].startswith("low confidence")
+    # the HTML report's cost formula names the hours the run priced with, not the default 730 (a tryout)
+    run_cli("report", str(out), "--out", str(tmp_path / "report.html"))
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Idle $/month = idle fraction × rate × 500 hours." in page and "× 730 hours" not in page
 
 
 # ---------------------------------------------------------------------------------------------

@@ -396,6 +396,17 @@ def _priced(fleet: pd.DataFrame, folder: str | None) -> pd.DataFrame:
     return with_fix_columns(fleet, settings if isinstance(settings, dict) else None)
 
 
+def run_hours(folder: str | None) -> float:
+    """The hours per month the run whose folder (or sweep night) is ``folder`` priced its dollars with, as
+    its manifest records them under :data:`PRICING` (docs/definitions.md#cost); the default
+    ``cost.hours_per_month`` when it records none (a folder written before it did)."""
+    doc = read_manifest(folder) if folder else None
+    settings = doc.get(PRICING) if doc else None
+    if isinstance(settings, dict) and isinstance(settings.get("hours_per_month"), (int, float)):
+        return float(settings["hours_per_month"])
+    return float(CostConfig().hours_per_month)
+
+
 #: GPUs named (linked to their pages) per fix-first entry of the report.
 FIX_GPUS = 3
 
@@ -573,6 +584,7 @@ def summarise(res: Results) -> dict:
     worst = top.iloc[0] if len(top) else None
     return {
         "source": res.source, "kind": res.kind, "current_date": res.current_date,
+        "hours_per_month": run_hours(res.run_dir or res.source),
         "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
         "nights_count": len(dates),
         "fleet_usd": fleet_usd(fleet), "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
