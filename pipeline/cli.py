@@ -47,6 +47,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     import pandas as pd
 
     from . import schema
+    from .report.medical import job_keys, job_titles
 
     ok = schema.conform(fleet[fleet["status"] != "error"], schema.PRINTED).copy()  # an older table: "-" where it lacks
     lines = []
@@ -62,6 +63,10 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
         ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
         ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
+        # a job is (cluster, job): a name two clusters run is shown <cluster>/<job>, as in the report
+        if "cluster" in ok.columns:
+            titles = job_titles(job_keys(ok))
+            ok["job"] = [titles.get((str(c), str(j)), j) for c, j in zip(ok["cluster"], ok["job"])]
         for col in ("job", "node", "gpu_key", "gpu_model"):
             ok[col] = ok[col].map(lambda v: v if pd.isna(v) else printable(v))
         lines.append(ok[schema.shown("printed")].rename(columns=SHOWN_HEADERS).to_string(index=False))

@@ -47,9 +47,21 @@ def run(tmp_path_factory):
     config = root / "labels.yaml"
     config.write_text("labels:\n" + "\n".join(labels) + "\n")
     out = root / "out"
-    run_cli("run", str(folder), "--out", str(out), "--config", str(config), "--window", "span", "--no-cache")
+    printed = run_cli("run", str(folder), "--out", str(out), "--config", str(config), "--window", "span",
+                      "--no-cache").stdout
+    (root / "printed.txt").write_text(printed)
     run_cli("report", str(out), "--out", str(out / "report.html"))
     return out
+
+
+def test_the_printed_table_tells_the_two_trains_apart(run):
+    """The fleet table `run` prints shows a job name two clusters run as <cluster>/<job> (a tryout saw three
+    rows all saying `train`), a name one cluster runs as it is."""
+    printed = (run.parent / "printed.txt").read_text()
+    lines = printed.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["job"])
+    jobs = [line.split()[0] for line in lines[header + 1:header + 1 + len(EXPORTS)]]
+    assert sorted(jobs) == ["A/train", "B/train", "solo"]
 
 
 def test_the_job_key_is_cluster_and_job():
