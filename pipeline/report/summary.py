@@ -364,11 +364,9 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
     """
     if all(c in fleet.columns for c in fixfirst.FLEET_FIX_COLUMNS):
         return fleet
-    cost, analysis = CostConfig(), AnalysisConfig()
-    given = settings or {}
-    hours = float(given.get("hours_per_month", cost.hours_per_month))
-    min_iterations = int(given.get("min_confidence_iterations", analysis.min_confidence_iterations))
-    min_window_ns = int(given.get("min_confidence_window_ns", analysis.min_confidence_window_ns))
+    full = filled_pricing(settings)
+    hours, min_iterations, min_window_ns = (full["hours_per_month"], full["min_confidence_iterations"],
+                                            full["min_confidence_window_ns"])
 
     def ns(value) -> int:
         return 0 if value is None or pd.isna(value) else int(value)
@@ -386,25 +384,39 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
                      axis=1)
 
 
-def _priced(fleet: pd.DataFrame, folder: str | None) -> pd.DataFrame:
-    """:func:`with_fix_columns` of ``fleet`` with the settings the manifest of ``folder`` (the run folder or
-    the night's) records under :data:`PRICING` (none recorded, or no folder: the defaults)."""
-    if not len(fleet):
-        return fleet
+def filled_pricing(settings: dict | None) -> dict:
+    """``settings`` (a :func:`pricing_settings` dict, possibly partial or None) with every setting it does
+    not name taken from the defaults (``cost.hours_per_month``, ``analysis.min_confidence_*``)."""
+    given = settings or {}
+    cost, analysis = CostConfig(), AnalysisConfig()
+    return {"hours_per_month": float(given.get("hours_per_month", cost.hours_per_month)),
+            "min_confidence_iterations": int(given.get("min_confidence_iterations",
+                                                       analysis.min_confidence_iterations)),
+            "min_confidence_window_ns": int(given.get("min_confidence_window_ns", analysis.min_confidence_window_ns))}
+
+
+def recorded_pricing(folder: str | None) -> dict | None:
+    """The pricing settings the manifest of ``folder`` (a run folder or sweep night) records under
+    :data:`PRICING`; None when it records none (a folder written before it did) or there is no folder."""
     doc = read_manifest(folder) if folder else None
     settings = doc.get(PRICING) if doc else None
-    return with_fix_columns(fleet, settings if isinstance(settings, dict) else None)
+    return settings if isinstance(settings, dict) else None
+
+
+def _priced(fleet: pd.DataFrame, folder: str | None) -> pd.DataFrame:
+    """:func:`with_fix_columns` of ``fleet`` with the settings :func:`recorded_pricing` finds for ``folder``
+    (the run folder or the night's; none recorded: the defaults)."""
+    if not len(fleet):
+        return fleet
+    return with_fix_columns(fleet, recorded_pricing(folder))
 
 
 def run_hours(folder: str | None) -> float:
-    """The hours per month the run whose folder (or sweep night) is ``folder`` priced its dollars with, as
-    its manifest records them under :data:`PRICING` (docs/definitions.md#cost); the default
-    ``cost.hours_per_month`` when it records none (a folder written before it did)."""
-    doc = read_manifest(folder) if folder else None
-    settings = doc.get(PRICING) if doc else None
-    if isinstance(settings, dict) and isinstance(settings.get("hours_per_month"), (int, float)):
-        return float(settings["hours_per_month"])
-    return float(CostConfig().hours_per_month)
+    """The hours per month the run whose folder (or sweep night) is ``folder`` priced its dollars with
+    (:func:`recorded_pricing`, docs/definitions.md#cost); the default ``cost.hours_per_month`` when it
+    records none or no number."""
+    hours = (recorded_pricing(folder) or {}).get("hours_per_month")
+    return float(hours) if isinstance(hours, (int, float)) else filled_pricing(None)["hours_per_month"]
 
 
 #: GPUs named (linked to their pages) per fix-first entry of the report.
