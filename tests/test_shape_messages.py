@@ -97,6 +97,16 @@ def test_the_older_metadata_table_counts_as_complete(tmp_path):
     assert load_error(path) == f"{path}: {NO_CUDA_HINT}"
 
 
+def add_empty_kernel_table(path: str) -> None:
+    """Give the export at ``path`` an empty CUPTI_ACTIVITY_KIND_KERNEL table, in the writer's schema."""
+    from pipeline.synth.writer import SCHEMA
+
+    con = sqlite3.connect(path)
+    con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({SCHEMA['CUPTI_ACTIVITY_KIND_KERNEL']})")
+    con.commit()
+    con.close()
+
+
 def _copies_only(path, copies_on: dict, memsets_on: dict, empty_kernel_table: bool = False) -> str:
     """An export whose capture traced ``copies_on[device]`` copies and ``memsets_on[device]`` memsets
     (1 ms each, 2 ms apart) and no kernel; ``empty_kernel_table``: with a kernel table of no rows."""
@@ -110,12 +120,7 @@ def _copies_only(path, copies_on: dict, memsets_on: dict, empty_kernel_table: bo
                      end=100 * MS + i * 2 * MS + MS)
     out = w.close()
     if empty_kernel_table:
-        from pipeline.synth.writer import SCHEMA
-
-        con = sqlite3.connect(out)
-        con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({SCHEMA['CUPTI_ACTIVITY_KIND_KERNEL']})")
-        con.commit()
-        con.close()
+        add_empty_kernel_table(out)
     return out
 
 
@@ -294,12 +299,7 @@ def _launches_without_kernels(path, launches: dict, copies: int = 0, kernel_tabl
         w.memcpy(pid=10, device=0, stream=7, start=(20 + 2 * i) * MS, end=(21 + 2 * i) * MS)
     out = w.close()
     if kernel_table:
-        from pipeline.synth.writer import SCHEMA
-
-        con = sqlite3.connect(out)
-        con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({SCHEMA['CUPTI_ACTIVITY_KIND_KERNEL']})")
-        con.commit()
-        con.close()
+        add_empty_kernel_table(out)
     return out
 
 
