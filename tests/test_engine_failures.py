@@ -48,6 +48,21 @@ def deaths(attempts: Path) -> int:
     return len(attempts.read_text().split()) if attempts.exists() else 0
 
 
+def only_the_culprits_gpu_failed(fleet, attempts: Path, victim_report: str, victim_gpu: str) -> None:
+    """The 4 GPUs' table: the culprit's GPU is an error row naming its 2 x :data:`FIRST_ROUND` worker deaths
+    (beside others, then alone), the other 3 GPUs are ``ok``."""
+    table = fleet.set_index(["report", "gpu_key"])
+    assert len(table) == 4
+    tries = deaths(attempts)
+    assert tries == 2 * FIRST_ROUND
+    row = table.loc[(victim_report, victim_gpu)]
+    assert row["status"] == "error"
+    assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
+                                   f"({tries} attempts, last on tcp://")
+    others = table.drop(index=(victim_report, victim_gpu))
+    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+
+
 def stay_beside(running: Path, attempts: Path) -> None:
     """In a bystander's task: say it runs on this worker, and stay until the culprit died :data:`FIRST_ROUND` times."""
     (running / str(os.getpid())).touch()
@@ -134,16 +149,7 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     sibling_gpu, victim_gpu = load_report(victim_report).gpu_keys()[:2]
     monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
     result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
-    table = result.fleet.set_index(["report", "gpu_key"])
-    assert len(table) == 4
-    row = table.loc[(victim_report, victim_gpu)]
-    tries = deaths(attempts)
-    assert tries == 2 * FIRST_ROUND
-    assert row["status"] == "error"
-    assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
-                                   f"({tries} attempts, last on tcp://")
-    others = table.drop(index=(victim_report, victim_gpu))
-    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+    only_the_culprits_gpu_failed(result.fleet, attempts, victim_report, victim_gpu)
 
 
 def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
@@ -172,16 +178,7 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
     monkeypatch.setattr(tasks, "load_task", load_task)
     monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
     result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
-    table = result.fleet.set_index(["report", "gpu_key"])
-    assert len(table) == 4
-    tries = deaths(attempts)
-    assert tries == 2 * FIRST_ROUND
-    row = table.loc[(victim_report, victim_gpu)]
-    assert row["status"] == "error"
-    assert row["error"].startswith(f"{victim_report}: GPU {victim_gpu}: the Dask worker died while analysing it "
-                                   f"({tries} attempts, last on tcp://")
-    others = table.drop(index=(victim_report, victim_gpu))
-    assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
+    only_the_culprits_gpu_failed(result.fleet, attempts, victim_report, victim_gpu)
 
 
 def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
