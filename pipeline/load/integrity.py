@@ -340,7 +340,7 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
     if inside is None:  # no row inside the stated capture: it says nothing of the rows
         if not any(s.size for s in stamps):
             return stated
-        new_lo, new_hi = _row_extent(stamps, median)
+        new_lo, new_hi = extent if extent is not None else _row_extent(stamps, median)  # the run, found once
         inside = (new_lo, new_hi)
     elif new_lo is None and new_hi is None:
         return stated
