@@ -23,6 +23,8 @@ atexit.register(shutil.rmtree, _CACHE_ROOT, ignore_errors=True)
 os.environ.setdefault("GPU_IDLE_CACHE", os.path.join(_CACHE_ROOT, "columns"))
 os.environ.setdefault("GPU_IDLE_EXPORT_CACHE", os.path.join(_CACHE_ROOT, "exports"))
 PROFILES = Path(os.environ.get("GPU_IDLE_PROFILES", REPO.parent / "shared" / "profiles")).resolve()
+#: The real PyTorch profiler traces, beside the real exports unless GPU_IDLE_KINETO names them.
+KINETO = Path(os.environ.get("GPU_IDLE_KINETO", PROFILES.parent / "kineto")).resolve()
 
 #: What a test can need from the system, by its marker (registered in pyproject.toml): the fixtures and the
 #: helper functions that need it, and what provides it. `make check` (``--quick``) skips the marked tests,

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli
+from conftest import KINETO, run_cli
 
 from pipeline.inputs.export import export_report
 from pipeline.inputs.storage import stage_info
@@ -30,7 +30,6 @@ from pipeline.synth import generate_scaled_report
 from test_export import _write_exe, nsys, recording  # noqa: F401 - fixtures: the real nsys and a real .nsys-rep
 from test_s3 import client, s3  # noqa: F401 - fixture: a real S3-compatible server on 127.0.0.1
 
-KINETO = Path(os.environ.get("GPU_IDLE_KINETO", Path(__file__).resolve().parents[2] / "shared" / "kineto"))
 #: The option that makes "the next run with a new config" (the stored result of the first run is not its).
 NEW_CONFIG = ("--min-gap-ns", "500000")
 #: The checksum sidecar of a columnar cache entry (docs/operations.md#caches).

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import PROFILES, REPO, chromium_load, run_cli
+from conftest import KINETO, REPO, chromium_load, run_cli
 
 from pipeline.analysis import intervals as iv
 from pipeline.analysis import lanes
@@ -470,7 +470,6 @@ def test_real_gpu_page_values(span_run, profiles, tmp_path, name, pid, zero):
 
 # ---------------------------------------------------------------- the real PyTorch profiler traces
 
-KINETO = Path(os.environ.get("GPU_IDLE_KINETO", PROFILES.parent / "kineto")).resolve()
 #: A ROCm trace relative to baseTimeNanoseconds, and one with epoch-µs integer ts.
 TRACES = ("mi250_rocm_minitoy.json.gz", "ws128_sampled_rank0.json.gz")
 

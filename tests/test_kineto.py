@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PROFILES, run_cli
+from conftest import KINETO, run_cli
 
 from pipeline import synth
 from pipeline.analysis.analyse import analyse_gpu
@@ -32,7 +32,6 @@ from pipeline.load.report import gpu_trace
 from pipeline.model import ProfileError, WarningCode
 from pipeline.synth.kineto import KinetoWriter
 
-KINETO = Path(os.environ.get("GPU_IDLE_KINETO", PROFILES.parent / "kineto")).resolve()
 FILES = ("ws128_sampled_rank0", "ws128_sampled_rank1", "a100_ws2_nccl_rank0", "v100_resnet_ns_rank0",
          "mi250_rocm_minitoy", "a100_ws16_5streams_rank0")
 #: The issue's table (span window, 1 ms): window, busy, idle, copy-only, dark, gaps, gap total, buckets.

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import sqlite3
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import PROFILES, run_cli
+from conftest import KINETO, PROFILES, run_cli
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.attribution import collective_mask, one_rank_warning
@@ -38,9 +37,7 @@ from pipeline.synth.kineto import KinetoWriter
 MS = 1_000_000
 SPAN = load_config([], {"analysis": {"window": "span"}})
 RULES = CategoryRules()
-#: The real traces beside the real exports (as tests/test_kineto.py finds them; never a machine's own path).
-KINETO = os.environ.get("GPU_IDLE_KINETO", str(PROFILES.parent / "kineto"))
-MI250_REAL = os.path.join(KINETO, "mi250_rocm_minitoy.json.gz")
+MI250_REAL = str(KINETO / "mi250_rocm_minitoy.json.gz")
 
 #: Compute kernels whose names hold a collective's or an operator's word (real forms: PyTorch's
 #: elementwise launchers on ROCm and CUDA, ATen reductions, cub, CUTLASS, Inductor/Triton).

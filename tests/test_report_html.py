@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, chromium_load, run_cli
+from conftest import KINETO, REPO, chromium_load, run_cli
 
 from pipeline.fleet.outputs import gpu_json_name
 from pipeline.report.html import write_report
@@ -483,14 +483,12 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
     """A toy ROCm trace ("AMD Radeon Graphics", not on the rate card: priced as the default model H100) over
     an 8,594,445 ns span with no stable iteration tops the table: the top-10 row, the Markdown top 5 and
     the CSV say so; an H100 export beside it is priced at its own rate (no rate marker)."""
-    from conftest import PROFILES
-
     from pipeline.synth import generate_training_report
 
     inputs = tmp_path / "in"
     inputs.mkdir()
     generate_training_report(str(inputs / "train.sqlite"), gpus=1, iterations=8, seed=3, straggler_rank=None)
-    toy = PROFILES.parent / "kineto" / "mi250_rocm_minitoy.json.gz"
+    toy = KINETO / "mi250_rocm_minitoy.json.gz"
     out = tmp_path / "out"
     run_cli("run", str(toy), str(inputs), "--out", str(out))
     fleet = pd.read_parquet(out / "fleet.parquet")
