@@ -151,6 +151,23 @@ def wait_for_job(slurm, job_id: str, timeout_s: float = SWEEP_TIMEOUT_S) -> str:
                 + slurm.run("squeue", check=False).stdout + "\noutput:\n" + nightly_output(job_id))
 
 
+#: Slurm states of a job that has not ended yet: a cancelled worker passes through COMPLETING for a moment
+#: after the sweep that cancelled it has ended (seen once: the check raced it).
+NOT_ENDED = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "REQUEUED"}
+
+
+def settled_worker_jobs(slurm, job_id: str, timeout_s: float = 60) -> dict:
+    """``{job id: state}`` of the worker jobs (named ``gpu-idle-worker``) submitted after ``job_id``, once none
+    of them is in a :data:`NOT_ENDED` state any more (bounded: their states as they stand at the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = slurm.run("squeue", "-h", "--states=all", "-n", "gpu-idle-worker", "-o", "%i %T").stdout.split("\n")
+        states = {j: s for j, s in (line.split() for line in out if line.strip()) if int(j) > int(job_id)}
+        if not set(states.values()) & NOT_ENDED or time.monotonic() >= deadline:
+            return states
+        time.sleep(0.5)
+
+
 def assert_same_night(local: Path, slurm_night: Path) -> None:
     """The fleet table byte for byte, and every other table and document of the night too (only the
     HTML report and the folder manifest name the state folder, which differs)."""
@@ -192,8 +209,7 @@ def test_nightly_sweep_on_slurm_equals_the_local_run(slurm, fleet, local_night, 
     assert joined >= 1, out  # min_workers: 1 (the job's other workers join as they start)
     assert_same_night(local_night, tmp_path / "state-slurm" / "nights" / NIGHT)
     # The worker jobs were Slurm jobs named as jobqueue.yaml says; all gone once the sweep ended.
-    workers = slurm.run("squeue", "-h", "--states=all", "-n", "gpu-idle-worker", "-o", "%i %T").stdout.split("\n")
-    states = {j: s for j, s in (line.split() for line in workers if line.strip()) if int(j) > int(job_id)}
+    states = settled_worker_jobs(slurm, job_id)
     assert len(states) == 4, states  # slurm.yaml: jobs: 4
     assert set(states.values()) <= {"CANCELLED", "COMPLETED"}, states
     assert any((REPO / "logs" / "slurm" / f"gpu-idle-worker-{j}.out").exists() for j in states), "worker logs"
