@@ -38,6 +38,18 @@ SHOWN_HEADERS = {"device_gap_count": "device_gaps", "device_gap_ms": "device_gap
 MAX_SHOWN_ROWS = 40
 
 
+#: What the printed table's ``~`` beside a dollar figure and its ``unpriced`` mean (docs/definitions.md#cost).
+ASSUMED_LEGEND = ("~$: priced at an assumed rate (the GPU's model is not on the rate card or not named: the default "
+                  "model's rate, rate_assumed); unpriced: no rate (cost.unlisted: unpriced), in no total")
+
+
+def _usd_marked(ok: pd.DataFrame) -> list:
+    """The printed ``idle_usd_per_month`` of the rows ``ok`` (conformed to the printed columns): ``$1,234.56``,
+    ``~$1,234.56`` at an assumed rate (``rate_assumed``), ``unpriced`` (``unpriced``)."""
+    return ["unpriced" if u or v != v else f"{'~' if a else ''}${v:,.2f}" for v, a, u in
+            zip(ok["idle_usd_per_month"].astype(float), ok["rate_assumed"].astype(bool), ok["unpriced"].astype(bool))]
+
+
 def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     """The fleet table for people: ns shown as ms with 3 decimals (``-`` for a column an older fleet
     table lacks), device-level figures first, per-stream gap sums last (:data:`SHOWN_HEADERS`),
@@ -49,7 +61,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     from . import schema
     from .report.medical import job_keys, job_titles
 
-    ok = schema.conform(fleet[fleet["status"] != "error"], schema.PRINTED).copy()  # an older table: "-" where it lacks
+    ok = schema.conform(fleet[fleet["status"] != "error"], [*schema.PRINTED, "rate_assumed", "unpriced"]).copy()  # an older table: "-" where it lacks
     lines = []
     hidden = max(0, len(ok) - max_rows)
     if hidden:
@@ -61,7 +73,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
         if ok["device_gap_count"].isna().any():  # shown as "-" where missing, as the ms columns
             ok["device_gap_count"] = ok["device_gap_count"].map(lambda v: "-" if pd.isna(v) else v)
         ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
-        ok["idle_usd_per_month"] = ok["idle_usd_per_month"].astype(float).map("${:,.2f}".format)
+        ok["idle_usd_per_month"] = _usd_marked(ok)
         ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
         # a job is (cluster, job): a name two clusters run is shown <cluster>/<job>, as in the report
         if "cluster" in ok.columns:
@@ -70,6 +82,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
         for col in ("job", "node", "gpu_key", "gpu_model"):
             ok[col] = ok[col].map(lambda v: v if pd.isna(v) else printable(v))
         lines.append(ok[schema.shown("printed")].rename(columns=SHOWN_HEADERS).to_string(index=False))
+        if ok["rate_assumed"].astype(bool).any() or ok["unpriced"].astype(bool).any():
+            lines.append(ASSUMED_LEGEND)
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():

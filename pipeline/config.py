@@ -298,18 +298,65 @@ class Rate:
     sms: int = 0
 
 
+#: Sources of the default card's entries (docs/definitions.md#cost): public on-demand prices per GPU-hour as
+#: listed on the date given (third-party summaries of the providers' pages, found 2026-12-01); an entry with
+#: no public fixed price says "example list price". Every figure is a placeholder for your contract.
+_EXAMPLE = "example list price; replace with your contract"
+_RUNPOD = "RunPod on-demand, 2026-03 (deploybase.ai RunPod pricing guide); replace with your contract"
+_LAMBDA = "Lambda on-demand, 2026-05-07 (techbytes.app from Lambda's pricing page); replace with your contract"
+_MODAL = "Modal, 2026-05-07 (techbytes.app from Modal's pricing page); replace with your contract"
+_NO_LIST = "example list price, 2026-12-01 (no public fixed on-demand price found); replace with your contract"
+
+#: The default rate card (``cost.rates``), first fit wins: specific forms (H100 PCIe/NVL, A100 40 GB, RTX
+#: 6000 Ada) before the globs that would swallow them (``*H100*``, ``*A100*``, ``*RTX 6000*``). The four
+#: entries of earlier versions (H100, A100, L40S, RTX 3080) keep their rates and sources.
+DEFAULT_RATES = (
+    Rate("H100 NVL", 2.53, ("*H100 NVL*", "*H100NVL*"),
+         "Vast.ai representative on-demand $2.525, 2026-06 (usagepricing.com); replace with your contract"),
+    Rate("H100 PCIe", 2.86, ("*H100 PCIe*", "*H100-PCIE*", "*H100PCIE*"), _LAMBDA),
+    Rate("H100", 4.00, ("*H100*",), _EXAMPLE),  # SXM and unspecified; Lambda SXM $3.78, RunPod SXM $4.76 (2026)
+    Rate("H200", 6.35, ("*H200*",), _RUNPOD),
+    Rate("B200", 10.57, ("*B200*",), _RUNPOD),
+    Rate("A100 40GB", 1.48, ("*A100*40GB*", "*A100*40 GB*", "*A100*40G"), _LAMBDA),
+    Rate("A100", 2.50, ("*A100*",), _EXAMPLE),  # 80 GB and unspecified; RunPod SXM 80 GB $2.45, Modal $2.50 (2026)
+    Rate("A10G", 1.01, ("*A10G*",), "example list price, 2026-12-01 (AWS g5.xlarge: one A10G); replace with your "
+         "contract"),
+    Rate("A10", 0.86, ("*A10", "*A10 *", "*A10-*"), _LAMBDA),
+    Rate("L40S", 1.50, ("*L40S*",), _EXAMPLE),  # RunPod $1.40, Modal $1.95 (2026)
+    Rate("L40", 1.22, ("*L40", "*L40 *"), _RUNPOD),
+    Rate("L4", 0.80, ("*L4", "*L4 *"), _MODAL),
+    Rate("V100", 3.06, ("*V100*",), "example list price, 2026-12-01 (AWS p3.2xlarge: one V100, not re-checked); "
+         "replace with your contract"),
+    Rate("T4", 0.59, ("*T4", "*T4 *"), _MODAL),
+    Rate("MI300X", 1.85, ("*MI300X*",), "Vultr on-demand, 2026-05-18 (cliffcenter.com research note); replace "
+         "with your contract"),
+    Rate("MI250", 1.50, ("*MI250*",), _NO_LIST),
+    Rate("RTX 6000 Ada", 1.00, ("*RTX 6000 Ada*",), _NO_LIST),
+    Rate("Quadro RTX 6000", 0.58, ("*RTX 6000*",), _LAMBDA),
+    Rate("RTX A6000", 0.55, ("*RTX A6000*",), "Vast.ai from, 2026-05 (fairlane.systems); replace with your contract"),
+    Rate("RTX 5090", 1.22, ("*RTX 5090*",), _RUNPOD),
+    Rate("RTX 4090", 0.60, ("*RTX 4090*",), _RUNPOD),
+    Rate("RTX 3090", 0.39, ("*RTX 3090*",), _RUNPOD),
+    Rate("RTX 3080", 0.25, ("*RTX 3080*",), _EXAMPLE),
+    Rate("RTX 2080 Ti", 0.20, ("*RTX 2080 Ti*",), _NO_LIST),
+    Rate("RTX 2070 SUPER", 0.15, ("*RTX 2070 SUPER*",), _NO_LIST),
+    Rate("TITAN RTX", 0.30, ("*TITAN RTX*",), _NO_LIST),
+)
+
+
 @dataclass(frozen=True)
 class CostConfig:
-    """Rate card and month length. ``cluster_rates``: cluster -> model -> USD/GPU-hour overrides."""
+    """Rate card and month length (docs/definitions.md#cost). ``cluster_rates``: cluster -> model ->
+    USD/GPU-hour overrides. ``rates``: the card after layering (a file's entries merge into the card
+    below it by model and ``sms``, :func:`merge_rates`, unless it sets ``rates_replace``). ``unlisted``:
+    what a GPU without its own entry (a model not on the card, or none named) gets: ``assume`` (the
+    default model's rate, ``rate_assumed``) or ``unpriced`` (no dollars)."""
 
     hours_per_month: Annotated[Positive, Field(le=744)] = 730.0  # a month has at most 31 x 24 hours
     default_model: str = "H100"
-    rates: tuple[Rate, ...] = (
-        Rate("H100", 4.00, ("*H100*",), "example list price; replace with your contract"),
-        Rate("A100", 2.50, ("*A100*",), "example list price; replace with your contract"),
-        Rate("L40S", 1.50, ("*L40S*",), "example list price; replace with your contract"),
-        Rate("RTX 3080", 0.25, ("*RTX 3080*",), "example list price; replace with your contract"),
-    )
+    rates: tuple[Rate, ...] = DEFAULT_RATES
+    rates_replace: bool = False
+    unlisted: Literal["assume", "unpriced"] = "assume"
     cluster_rates: dict[str, dict[str, Positive]] = field(default_factory=dict)
 
 
@@ -529,13 +576,52 @@ class Config:
 
 
 def _merge(base: dict, over: dict) -> dict:
+    """``over`` layered over ``base``: mappings merge key by key, lists and scalars replace, except the
+    rate card (``cost.rates``), which merges by entry (:func:`merge_rates`) unless ``over`` sets
+    ``cost.rates_replace``."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)
         else:
             out[key] = value
+    cost, below = over.get("cost"), base.get("cost")
+    if (isinstance(cost, dict) and isinstance(below, dict) and not cost.get("rates_replace")
+            and isinstance(cost.get("rates"), list) and isinstance(below.get("rates"), list)):
+        out["cost"]["rates"] = merge_rates(below["rates"], cost["rates"])
     return out
+
+
+def _rate_key(entry) -> tuple:
+    """What makes two rate-card entries (mappings) the same entry: the model (case and spaces aside)
+    and the MIG profile's ``sms`` (0: a whole GPU); an entry that is no mapping is never the same."""
+    if not isinstance(entry, dict):
+        return (id(entry),)
+    return str(entry.get("model", "")).strip().casefold(), str(entry.get("sms") or 0)
+
+
+def merge_rates(card: list, entries: list) -> list:
+    """A rate file's ``entries`` layered over the rate ``card`` below it (both lists of mappings, as
+    written in YAML; docs/definitions.md#cost): an entry of the same model and ``sms`` as a card entry
+    takes that entry's place, keeping its ``match`` globs when it gives none; the other entries come
+    first, in the file's order (so they fit before the card's globs, first fit wins); every other card
+    entry stays. Returns the new list; raises nothing (values are checked when the card is built)."""
+    own = {_rate_key(e): e for e in entries}
+    merged = []
+    for entry in card:
+        over = own.pop(_rate_key(entry), None)
+        if over is None:
+            merged.append(entry)
+        else:
+            keep = {"match": entry["match"]} if isinstance(entry, dict) and "match" in entry else {}
+            merged.append({**keep, **over})
+    return [e for e in entries if _rate_key(e) in own] + merged
+
+
+def _card_dicts() -> list:
+    """The built-in rate card (:data:`DEFAULT_RATES`) as the mappings a YAML file writes."""
+    return [{"model": r.model, "usd_per_gpu_hour": r.usd_per_gpu_hour, "match": list(r.match), "source": r.source,
+             "sms": r.sms} for r in DEFAULT_RATES]
 
 
 @functools.lru_cache(maxsize=None)
@@ -599,7 +685,10 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
     cost = data.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("rates"), list):
-        cost = {**cost, "rates": tuple(_build(Rate, r, where, f"cost.rates.{i}") for i, r in enumerate(cost["rates"]))}
+        rates = cost["rates"] if cost.get("rates_replace") else merge_rates(_card_dicts(), cost["rates"])
+        for i, r in enumerate(cost["rates"]):  # each entry checked as written, so errors name its place
+            _build(Rate, r, where, f"cost.rates.{i}")
+        cost = {**cost, "rates": tuple(_build(Rate, r, where, "cost.rates") for r in rates)}
     labels = data.get("labels") or []
     if not isinstance(labels, list):
         raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")

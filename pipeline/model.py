@@ -119,6 +119,10 @@ class RowWarning:
 #: Why a GPU's model is blank when the export lists no GPU at all (quoted in ``rate_source``).
 NO_GPU_NAMED = "export names no GPU"
 
+#: How ``rate_source`` names the default model when it was assumed (``(default model: …``): what tells a
+#: fleet table written before the ``rate_assumed`` column which rows were (docs/definitions.md#cost).
+ASSUMED = "default model:"
+
 #: Prefix of the per-GPU warning text that quotes a DIAGNOSTIC_EVENT text.
 DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
 

@@ -20,7 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .model import CATEGORIES, CAVEATS
+from .model import ASSUMED, CATEGORIES, CAVEATS
 
 #: The one job key: every per-job grouping groups by these fleet columns, in this order.
 JOB_KEY = ("cluster", "job")
@@ -33,7 +33,9 @@ DTYPES = ("Int64", "bool", "float", "text")
 #: units a column is measured in.
 UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
 #: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
-ROLLUPS = ("sum", "window-weighted mean", "min", "max", "first", "count", "none")
+#: The rollup of a USD column over the GPUs priced at an assumed rate only (``assumed_usd_per_month``).
+ASSUMED_SUM = "sum where `rate_assumed`"
+ROLLUPS = ("sum", ASSUMED_SUM, "window-weighted mean", "min", "max", "first", "count", "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
 #: ``printed`` (the table ``gpu-idle run`` prints), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
@@ -146,6 +148,10 @@ FLEET = (
     _c("rate_model", "text", "text", "the rate-card entry used", "rate"),
     _c("rate_usd_per_hour", "float", "USD/h", "its rate per GPU-hour", "rate"),
     _c("rate_source", "text", "text", "why that entry (and its `source`)", "rate"),
+    _c("rate_assumed", "bool", "bool", "priced without an entry of its own: the default model's rate, the model not on "
+       "the card or not named (`cost.unlisted: assume`)", "rate"),
+    _c("unpriced", "bool", "bool", "no entry of its own and `cost.unlisted: unpriced`: every USD column empty, left "
+       "out of every USD total", "rate"),
     _c("idle_usd_per_month", "float", "USD/month", "idle fraction × rate × hours per month (730)"),
     _c("profiler_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is profiler overhead",
        "caveat_usd"),
@@ -200,7 +206,10 @@ ROLLUP = (
     _r("window_ns", "Int64", "ns", "window_ns", "sum", "summed"),
     _r("idle_ns", "Int64", "ns", "idle_ns", "sum", "summed"),
     _r("gap_total_ns", "Int64", "ns", "gap_total_ns", "sum", "summed"),
-    _r("idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", "sum", "summed"),
+    _r("idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", "sum", "summed (unpriced GPUs left out)"),
+    _r("assumed_usd_per_month", "float", "USD/month", "idle_usd_per_month", ASSUMED_SUM,
+       "the part of `idle_usd_per_month` priced at an assumed rate"),
+    _r("unpriced_gpus", "Int64", "count", "unpriced", "sum", "GPUs flagged `unpriced` (no dollars)"),
     _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
     _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
     _r("stragglers", "Int64", "count", "straggler", "sum", "GPUs flagged `straggler`"),
@@ -314,6 +323,12 @@ def _ns(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name].fillna(0).astype("int64")
 
 
+def source_says_assumed(rate_source) -> bool:
+    """Whether a ``rate_source`` text says the default model was assumed (``(default model: …``): the
+    ``rate_assumed`` of a row written before that column existed (docs/definitions.md#cost)."""
+    return f"({ASSUMED} " in str(rate_source or "")
+
+
 def _caveat_usd(cat: str):
     """An older table's ``<cat>_usd_per_month``: the GPU's idle USD in proportion of ``cat_<cat>_ns`` to ``idle_ns``."""
     def derive(frame: pd.DataFrame) -> pd.Series:
@@ -328,6 +343,7 @@ def _caveat_usd(cat: str):
 #: GPUs with launch idle (``cat_launch_ns`` holds the slivers of a launch-bound GPU only).
 DERIVED = {
     "launch_bound": (("cat_launch_ns",), lambda frame: _ns(frame, "cat_launch_ns") > 0),
+    "rate_assumed": (("rate_source",), lambda frame: frame["rate_source"].map(source_says_assumed).astype(bool)),
     **{f"{c}_usd_per_month": _caveat_usd(c) for c in CAVEATS},
 }
 

@@ -37,7 +37,7 @@ def test_find_rate_glob_on_export_model_name():
     assert (model, usd) == ("RTX 3080", 0.25)
 
 
-@pytest.mark.parametrize("name", ["", None, "Tesla V100-SXM2-16GB"])
+@pytest.mark.parametrize("name", ["", None, "Moore Threads MTT S4000"])  # V100 is on the card since issue 26
 def test_find_rate_default_model(name):
     card = CostConfig(default_model="A100")
     model, usd, source = cost.find_rate(name, card)[:3]
@@ -65,7 +65,7 @@ def test_find_rate_cluster_override():
 
 def test_find_rate_missing_default_model():
     with pytest.raises(KeyError):
-        cost.find_rate("", CostConfig(default_model="B200"))
+        cost.find_rate("", CostConfig(default_model="GH200"))  # B200 is on the card since issue 26
 
 
 # ---------------------------------------------------------------- config
@@ -113,8 +113,10 @@ labels:
     assert cfg.cost.hours_per_month == 720             # first file
     # mappings merge key by key
     assert cfg.cost.cluster_rates == {"east": {"H100": 3.0}, "west": {"A100": 2.0}}
-    # lists replace: only the second file's rate card and label rule remain
-    assert cfg.cost.rates == (Rate("B200", 9.5, ("*B200*",)),)
+    # lists replace (the label rules); the rate card merges by model (issue 26): the B200 entry takes the
+    # card's B200 entry's place, every other card entry stays (tests/test_rates.py has the rule's cases)
+    card = CostConfig().rates
+    assert cfg.cost.rates == tuple(Rate("B200", 9.5, ("*B200*",)) if r.model == "B200" else r for r in card)
     assert cfg.labels == (LabelRule(match="*.sqlite", job="second"),)
     assert cost.find_rate("NVIDIA B200", cfg.cost)[:2] == ("B200", 9.5)
 

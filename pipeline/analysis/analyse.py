@@ -181,9 +181,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
-    if choice.unlisted:
-        warnings.append(RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD,
-                                   f"GPU model {model!r} is not on the rate card; priced as {rate_model}"))
+    warnings += cost.rate_warnings(choice, model, trace.model_note, warnings)
     if choice.share_unknown:
         warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
                                    "MIG instance of unknown size: the export gives no SM count for it, so its share of "
@@ -248,6 +246,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     row["rate_model"] = rate_model
     row["rate_usd_per_hour"] = rate
     row["rate_source"] = rate_source
+    row["rate_assumed"], row["unpriced"] = choice.assumed, choice.unpriced
     row["idle_usd_per_month"] = round(cost.idle_usd_per_month(idle_fraction, rate, cfg.cost.hours_per_month), 2)
     for cat in CAVEATS:  # what the idle that is not the application's costs (inside idle_usd_per_month)
         share = caveat_ns[cat] / dev.window_ns if dev.window_ns else 0.0

@@ -11,11 +11,10 @@ import math
 from typing import NamedTuple
 
 from ..config import CostConfig, Rate
-from ..model import NO_GPU_NAMED
+from ..model import ASSUMED, NO_GPU_NAMED, RowWarning, WarningCode
 
-
-#: How ``source`` names the default model when it was assumed (:func:`rate_assumed` looks for it).
-ASSUMED = "default model:"
+#: How ``source`` begins for a GPU left unpriced (``cost.unlisted: unpriced``).
+UNPRICED = "unpriced (cost.unlisted: unpriced)"
 
 
 class RateChoice(NamedTuple):
@@ -24,13 +23,18 @@ class RateChoice(NamedTuple):
     card, so the default model was assumed (the row then carries a ``model-not-on-rate-card``
     warning), whether or not a cluster override then replaced the default model's rate; and
     ``share_unknown``: a MIG instance whose share of its board the export does not give,
-    priced at the whole board's rate (the row carries a ``mig-share-unknown`` warning)."""
+    priced at the whole board's rate (the row carries a ``mig-share-unknown`` warning);
+    ``assumed``: the GPU has no entry of its own (its model is not on the card or not named), so
+    its rate is the default model's (``rate_assumed``); ``unpriced``: such a GPU under
+    ``cost.unlisted: unpriced``: ``model`` empty, ``usd_per_gpu_hour`` NaN, no dollars."""
 
     model: str
     usd_per_gpu_hour: float
     source: str
     unlisted: bool = False
     share_unknown: bool = False
+    assumed: bool = False
+    unpriced: bool = False
 
 
 class MigShare(NamedTuple):
@@ -84,28 +88,43 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
     chosen = next((r for r in cost.rates if not r.sms and _fits(text, r)), None) if text else None
     assumed = ""
     if chosen is None:
+        why = f"{model!r} is not on the card" if text else (unnamed or NO_GPU_NAMED)
+        if cost.unlisted == "unpriced":
+            return RateChoice("", math.nan, f"{UNPRICED}: {why}", unlisted=bool(text), unpriced=True)
         chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
-        assumed = (f"{ASSUMED} {model!r} is not on the card" if text else f"{ASSUMED} {unnamed or NO_GPU_NAMED}")
+        assumed = f"{ASSUMED} {why}"
         if chosen is None:
             raise KeyError(f"default model {cost.default_model!r} is not on the rate card")
     usd, source = _priced(chosen, cost, cluster, assumed)
-    unlisted = bool(text) and bool(assumed)
+    unlisted, was_assumed = bool(text) and bool(assumed), bool(assumed)
     if mig is None:
-        return RateChoice(chosen.model, usd, source, unlisted)
+        return RateChoice(chosen.model, usd, source, unlisted, assumed=was_assumed)
     if mig.sms and mig.board_sms:
         return RateChoice(chosen.model, usd * mig.sms / mig.board_sms,
                           f"MIG instance: {mig.sms}/{mig.board_sms} SMs of the board's rate (no MIG profile entry "
-                          f"for {mig.sms} SMs on the card); {source}", unlisted)
+                          f"for {mig.sms} SMs on the card); {source}", unlisted, assumed=was_assumed)
     sizes = f"instance SMs {mig.sms or 'unknown'}, board SMs {mig.board_sms or 'unknown'}"
     return RateChoice(chosen.model, usd, f"MIG instance of unknown size ({sizes}): priced at the whole board's "
-                      f"rate; {source}", unlisted, share_unknown=True)
+                      f"rate; {source}", unlisted, share_unknown=True, assumed=was_assumed)
 
 
-def rate_assumed(rate_source) -> bool:
-    """Whether a row's ``rate_source`` (:func:`find_rate`'s ``source``) says the GPU was priced at the
-    default model's rate because its model is not on the card or not named (``(default model: …``),
-    also under a cluster override or a MIG share of it."""
-    return f"({ASSUMED} " in str(rate_source or "")
+def rate_warnings(choice: RateChoice, model: str, note: str = "", others=()) -> list[RowWarning]:
+    """The coded warning of a GPU with no rate-card entry of its own (docs/definitions.md#cost), [] for
+    one priced at its own entry: ``model-not-on-rate-card`` when it names a ``model`` the card lacks;
+    ``gpu-model-unresolved`` when it names none (``note``: why), unless ``others`` (the row's
+    warnings so far) already has one from the loader. The text says what the GPU was priced as, or
+    that it was left unpriced."""
+    if not (choice.assumed or choice.unpriced):
+        return []
+    priced = ("left unpriced (cost.unlisted: unpriced)" if choice.unpriced
+              else f"priced as {choice.model} (assumed: cost.default_model)")
+    if model:
+        return [RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD, f"GPU model {model!r} is not on the rate card; "
+                           + (priced if choice.unpriced else f"priced as {choice.model}"))]
+    if any(w.code == WarningCode.GPU_MODEL_UNRESOLVED for w in others):
+        return []
+    return [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model not named ({note or NO_GPU_NAMED}); {priced}; "
+                       "a gpu_model label for this report names it")]
 
 
 def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.fixfirst import rollup_columns
-from ..schema import (BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
+from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
                       ROLLUP_INT_COLUMNS, check_row, conform)
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
@@ -137,6 +137,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     (:mod:`pipeline.analysis.fixfirst`): ``fix_<c>_usd_per_month`` summed over the GPUs,
     ``fix_<c>_speedup`` = 1 / (1 − Σ cat_<c>_ns / Σ window_ns), the fewest stable iterations of a GPU
     (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``).
+    Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
+    and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum.
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
     ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
     100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
@@ -145,11 +147,15 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """
     # a table written before a source column existed: the rollup columns made of it are empty
     lacking = [c for c in ROLLUP if c.source and c.source not in fleet.columns]
-    fleet = conform(fleet, [c.source for c in ROLLUP if c.source])
+    fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed"])
     ok = fleet[fleet["status"] != "error"]
+    assumed = [c for c in ROLLUP if c.how == ASSUMED_SUM]  # summed over the rate_assumed rows only
+    if assumed:
+        ok = ok.assign(**{f"_assumed_{c.name}": ok[c.source].where(ok["rate_assumed"].astype(bool)) for c in assumed})
     cat_ns = [f"cat_{c}_ns" for c in FIXABLE]
     totals = {c.name: (c.source, "size" if c.how == "count" else c.how) for c in ROLLUP
               if c.source and c.how in ("sum", "min", "max", "count")}
+    totals.update({c.name: (f"_assumed_{c.name}", "sum") for c in assumed})
     out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")

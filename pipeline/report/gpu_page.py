@@ -35,6 +35,7 @@ from markupsafe import Markup
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
+from ..schema import source_says_assumed
 from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
@@ -316,6 +317,19 @@ def page_names(doc: dict) -> tuple[str, str]:
             os.path.basename(str(doc["report"]).rstrip("/")))
 
 
+def rate_note(s: dict) -> str:
+    """What the cost card says beside the rate model of a GPU's ``_summary`` ``s`` when it had no rate-card
+    entry of its own (docs/definitions.md#cost): ``assumed: 'X' is not on the card`` (or ``… the model is
+    not named``), ``unpriced: …``; empty for a GPU priced at its own entry. A summary written before the
+    ``rate_assumed`` column: what its ``rate_source`` says."""
+    assumed = bool(s["rate_assumed"]) if "rate_assumed" in s else source_says_assumed(s.get("rate_source"))
+    if not (assumed or s.get("unpriced")):
+        return ""
+    model = s.get("gpu_model") or ""
+    why = f"model {model} is not on the card" if model else "the GPU model is not named"
+    return f"{'unpriced' if s.get('unpriced') else 'assumed'}: {why}"
+
+
 def page_context(doc: dict, links: dict) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None)."""
@@ -327,7 +341,7 @@ def page_context(doc: dict, links: dict) -> dict:
     streams = gap_rows(doc.get("roster", []), zero, "s")
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
-        "s": s, "doc": doc, "name": name, "report_name": report_name,
+        "s": s, "doc": doc, "name": name, "report_name": report_name, "rate_note": rate_note(s),
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),
         "links": links,
         "window": tl.get("window"), "context": tl.get("context"),

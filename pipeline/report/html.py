@@ -45,8 +45,10 @@ __all__ = ["FORMATS", "ReportError", "ReportNotWritten", "write_report", "render
 # ---- numbers for people ---------------------------------------------------------------------
 
 def usd(value, decimals: int = 2) -> str:
-    """``$11,653.84``; negative as ``−$12.00``."""
+    """``$11,653.84``; negative as ``−$12.00``; a missing figure (NaN: an unpriced GPU) as ``unpriced``."""
     value = float(value)
+    if value != value:
+        return "unpriced"
     sign = "−" if round(value, decimals) < 0 else ""
     return f"{sign}${abs(value):,.{decimals}f}"
 
@@ -89,7 +91,7 @@ CAVEAT_MEANINGS = {
 @functools.lru_cache(maxsize=None)
 def _env() -> Environment:
     """The report page's Jinja environment, made once per process: it keeps its compiled templates."""
-    return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms)
+    return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, assumed_text=assumed_text)
 
 
 #: Markdown syntax a medical record never needs and profile text must never reach: links,
@@ -266,6 +268,18 @@ def reconcile_text(rc: dict) -> str:
             + ".")
 
 
+def assumed_text(ra: dict) -> str:
+    """What part of a total rests on assumed rates (:func:`~pipeline.report.summary.rate_assumptions`'s
+    ``ra``; docs/definitions.md#cost): ``; of which $X at assumed rates (N GPUs)``, ``; N GPU(s) unpriced,
+    not in it``; empty when neither."""
+    out = ""
+    if ra["assumed_gpus"]:
+        out += f"; of which {usd(ra['assumed_usd'])} at assumed rates ({ra['assumed_gpus']} GPU(s))"
+    if ra["unpriced_gpus"]:
+        out += f"; {ra['unpriced_gpus']} GPU(s) unpriced (not on the rate card), not in it"
+    return out
+
+
 def _markdown_legend(rows: list[dict]) -> list[str]:
     """What the markers of the Markdown variant's GPU table mean, when any row has one."""
     out = []
@@ -290,7 +304,8 @@ def render_markdown(res: Results) -> str:
         lines += [reconcile_text(s["reconcile"]), ""]
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
-             + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")", ""]
+             + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
+             + assumed_text(s["rates_assumed"]), ""]
     if s["comm"]:
         c = s["comm"]
         lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "

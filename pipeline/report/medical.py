@@ -76,7 +76,8 @@ def short_names(rows: list[dict]) -> dict:
 RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
-                  *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month"]
+                  *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
+                  "rate_model", "rate_assumed", "unpriced"]
 
 
 def _ns(value) -> int:
@@ -88,6 +89,25 @@ def _plain_rows(rows: pd.DataFrame) -> list[dict]:
     """The fleet rows as dicts of the :data:`RECORD_COLUMNS` (Python scalars); a column a table written
     before it lacks as :func:`pipeline.schema.conform` gives it."""
     return conform(rows, RECORD_COLUMNS)[RECORD_COLUMNS].to_dict("records")
+
+
+def _assumed_lines(ok: list[dict], names: dict) -> list[str]:
+    """The record's lines on the dollars that rest on no rate-card entry of the GPU's own
+    (docs/definitions.md#cost): how much of the idle cost is at an assumed rate and on which GPUs, and
+    which GPUs are unpriced (not in it); none when every GPU had its own entry."""
+    out = []
+    assumed = [r for r in ok if r["rate_assumed"]]
+    if assumed:
+        usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in assumed], dtype=float)))
+        models = sorted({str(r["rate_model"]) for r in assumed})
+        out.append(f"Of that, ${usd:,.2f} rests on assumed rates: "
+                   + ", ".join(names[(r["report"], r["gpu_key"])] for r in assumed)
+                   + f" (model not on the rate card or not named; priced as {', '.join(models)}, the default model).")
+    unpriced = [r for r in ok if r["unpriced"]]
+    if unpriced:
+        out.append("Unpriced (model not on the rate card or not named; `cost.unlisted: unpriced`), not in that figure: "
+                   + ", ".join(names[(r["report"], r["gpu_key"])] for r in unpriced) + ".")
+    return out
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
@@ -164,6 +184,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
+        lines += _assumed_lines(ok, names)
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
             comm = sum(_ns(r["comm_ns"]) for r in ok)

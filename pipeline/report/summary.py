@@ -25,13 +25,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
-from ..analysis.cost import rate_assumed
 from ..config import AnalysisConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
-from ..schema import CLUSTER_KEY, JOB_KEY, conform
+from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .medical import job_keys, job_titles, record_stems, short_names
 
@@ -147,6 +146,17 @@ def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
 def fleet_usd(fleet: pd.DataFrame) -> float:
     """Fleet idle USD per month: the sum over the analysed GPUs."""
     return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
+
+
+def rate_assumptions(fleet: pd.DataFrame) -> dict:
+    """How much of the fleet's idle USD per month rests on assumed rates (docs/definitions.md#cost), over the
+    analysed rows of ``fleet`` (conformed: an older table's ``rate_assumed`` comes from its ``rate_source``):
+    ``{"assumed_usd": USD/month of the rate_assumed GPUs, "assumed_gpus": their count, "unpriced_gpus": GPUs
+    left out of the dollars}``."""
+    ok = conform(ok_rows(fleet), ["rate_assumed", "unpriced", "idle_usd_per_month"])
+    assumed = ok["rate_assumed"].astype(bool)
+    return {"assumed_usd": round(float(ok.loc[assumed, "idle_usd_per_month"].astype(float).sum()), 2),
+            "assumed_gpus": int(assumed.sum()), "unpriced_gpus": int(ok["unpriced"].astype(bool).sum())}
 
 
 def _job_usd(fleet: pd.DataFrame) -> dict[tuple, float]:
@@ -493,22 +503,26 @@ def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) ->
 def figure_caveats(row: dict) -> dict:
     """What qualifies one GPU's dollar figure (the top-10 table's and ``--format md``'s markers):
     ``low_confidence`` (bool) with ``confidence_marker`` (:func:`~pipeline.analysis.fixfirst.confidence_marker`,
-    e.g. ``low confidence: 8.6 ms window``) and ``confidence_note``; ``rate_assumed`` (the GPU's model is not
-    on the rate card or not named, so it is priced at the default model's rate:
-    :func:`~pipeline.analysis.cost.rate_assumed`) with ``rate_marker`` (``≈ H100 rate``) and ``rate_title``
-    (why, quoting ``rate_source``). A row from before the confidence columns: not low."""
+    e.g. ``low confidence: 8.6 ms window``) and ``confidence_note``; ``rate_assumed`` (the row's ``rate_assumed``
+    or ``unpriced``: the GPU's model is not on the rate card or not named, so it is priced at the default
+    model's rate, or not priced) with ``rate_marker`` (``≈ H100 rate``, or ``unpriced``) and ``rate_title``
+    (why, quoting ``rate_source``). A row from before the confidence columns: not low; from before the
+    ``rate_assumed`` column: what its ``rate_source`` says (:data:`pipeline.schema.DERIVED`)."""
     low = bool(row.get("low_confidence")) and not pd.isna(row.get("low_confidence"))
     note = "" if not low else str(row.get("confidence_note") or "")
-    assumed = rate_assumed(row.get("rate_source"))
     model, rate = str(row.get("rate_model") or ""), str(row.get("rate_source") or "")
+    assumed = bool(row["rate_assumed"]) if "rate_assumed" in row else source_says_assumed(rate)
+    unpriced = bool(row.get("unpriced")) and not pd.isna(row.get("unpriced"))
     named = str(row.get("gpu_model") or "")
     named = "" if named in ("None", "nan") else named
     why = f"{named} is not on the rate card" if named else "the GPU's model is not named"
+    marker = "unpriced" if unpriced else f"≈ {model} rate" if assumed else ""
+    title = (f"{why}: left unpriced ({rate})" if unpriced else
+             f"{why}: priced as {model}, the default model ({rate})" if assumed else "")
     return {"low_confidence": low, "confidence_note": note,
             "confidence_marker": fixfirst.confidence_marker(note, int(row.get("window_ns") or 0),
                                                             int(row.get("iterations") or 0)) if low else "",
-            "rate_assumed": assumed, "rate_marker": f"≈ {model} rate" if assumed else "",
-            "rate_title": f"{why}: priced as {model}, the default model ({rate})" if assumed else ""}
+            "rate_assumed": assumed or unpriced, "rate_marker": marker, "rate_title": title}
 
 
 def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
@@ -599,7 +613,7 @@ def summarise(res: Results) -> dict:
         "hours_per_month": run_hours(res.run_dir or res.source),
         "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
         "nights_count": len(dates),
-        "fleet_usd": fleet_usd(fleet), "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
+        "fleet_usd": fleet_usd(fleet), "rates_assumed": rate_assumptions(fleet), "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}
                    for r in fleet[fleet["status"] == "error"].itertuples()],

@@ -1,0 +1,243 @@
+"""The rate card (issue 26 points 1 and 2; docs/definitions.md#cost): a rate file merges into the default
+card by model, the card covers the GPUs people rent with globs fitting the names exports give, a trace
+whose device ids miss its deviceProperties takes the one model they name, and a GPU priced without an
+entry of its own is never silent (``rate_assumed``, a coded warning, ``cost.unlisted: assume | unpriced``,
+every view and every total).
+
+Every dollar figure is worked out by hand: idle fraction x USD per GPU-hour x 730 h.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import PROFILES, run_cli
+
+from pipeline.analysis import cost
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.config import ConfigError, CostConfig, Rate, load_config
+from pipeline.load.kineto import load_kineto
+from pipeline.load.report import gpu_trace
+from pipeline.synth import ExportWriter
+from pipeline.synth.kineto import KinetoWriter
+
+MS = 1_000_000
+TINY = PROFILES / "tiny_2kernels.sqlite"          # one NVIDIA GeForce RTX 3080
+TINY_W, TINY_IDLE = 18_254_667, 18_250_538        # its span window and device-level idle (ns)
+
+
+def _write(path, text: str):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _export(path, model: str) -> str:
+    """An Nsight export of one GPU named ``model``: kernels [0,10) and [30,40) ms, so W 40 ms, idle 20 ms (half)."""
+    w = ExportWriter(str(path))
+    w.gpu(0, model, uuid="aaaaaaaa-0000-0000-0000-000000000001", bus="0000:01:00.0", sm_count=80, cu_device=0)
+    w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
+    w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
+    return w.close()
+
+
+# ---------------------------------------------------------------- 1. a rate file merges into the card
+
+
+def test_one_entry_rate_file_overrides_its_model_and_keeps_the_rest_of_the_card(tmp_path):
+    # one H100 entry at $2.00, no match globs: it takes the card's H100 entry's place and its '*H100*'
+    # glob; A100, L40S, RTX 3080 ... stay. main: the file replaced the card (one entry, match 'H100' only).
+    cfg = load_config([_write(tmp_path / "r.yaml", "cost:\n  rates:\n    - {model: H100, usd_per_gpu_hour: 2.0}\n")])
+    card = CostConfig().rates
+    assert [r.model for r in cfg.cost.rates] == [r.model for r in card]
+    h100 = next(r for r in cfg.cost.rates if r.model == "H100")
+    assert (h100.usd_per_gpu_hour, h100.match, h100.source) == (2.0, ("*H100*",), "")
+    assert [r for r in cfg.cost.rates if r.model != "H100"] == [r for r in card if r.model != "H100"]
+    assert cost.find_rate("NVIDIA H100 80GB HBM3", cfg.cost)[:2] == ("H100", 2.0)
+    assert cost.find_rate("NVIDIA H100 PCIe", cfg.cost)[:2] == ("H100 PCIe", 2.86)   # its own entry, kept
+    assert cost.find_rate("NVIDIA A100-SXM4-80GB", cfg.cost)[:2] == ("A100", 2.5)
+    assert cost.find_rate("NVIDIA L40S", cfg.cost)[:2] == ("L40S", 1.5)
+
+
+def test_one_entry_rate_file_through_the_cli(tmp_path):
+    # `gpu-idle run` (a real process) on the RTX 3080 export and an H100 export, with the one-entry file.
+    # RTX 3080: its own entry, $0.25: 18,250,538 / 18,254,667 x 0.25 x 730 = 182.46 (main: the H100
+    # fallback, $2.00: 1,459.67, and no word of it). H100: 20/40 x 2.00 x 730 = 730.00.
+    rates = _write(tmp_path / "r.yaml", "cost:\n  rates:\n    - {model: H100, usd_per_gpu_hour: 2.0}\n")
+    h100 = _export(tmp_path / "h100.sqlite", "NVIDIA H100 80GB HBM3")
+    out = tmp_path / "out"
+    run_cli("run", str(TINY), h100, "--out", str(out), "--window", "span", "--config", str(rates), "--no-cache")
+    fleet = pd.read_csv(out / "fleet.csv").set_index("gpu_model")
+    tiny = fleet.loc["NVIDIA GeForce RTX 3080"]
+    assert (int(tiny["window_ns"]), int(tiny["idle_ns"])) == (TINY_W, TINY_IDLE)
+    assert (tiny["rate_model"], tiny["rate_usd_per_hour"], bool(tiny["rate_assumed"])) == ("RTX 3080", 0.25, False)
+    assert tiny["idle_usd_per_month"] == round(TINY_IDLE / TINY_W * 0.25 * 730, 2) == 182.46
+    h = fleet.loc["NVIDIA H100 80GB HBM3"]
+    assert (h["rate_model"], h["rate_usd_per_hour"], h["idle_usd_per_month"]) == ("H100", 2.0, 730.0)
+    # both on the card: nothing assumed (the RTX 3080 export's one warning is its own DIAGNOSTIC_EVENT)
+    assert pd.isna(h["warnings"]) and tiny["warnings"].startswith("DIAGNOSTIC_EVENT: ")
+
+
+def test_rates_replace_replaces_the_card(tmp_path):
+    # rates_replace: true: only the file's entries; the RTX 3080 is then unlisted, priced (assumed) as H100
+    path = _write(tmp_path / "r.yaml", "cost:\n  rates_replace: true\n  rates:\n"
+                                       "    - {model: H100, usd_per_gpu_hour: 2.0, match: ['*H100*']}\n")
+    cfg = load_config([path])
+    assert cfg.cost.rates == (Rate("H100", 2.0, ("*H100*",)),)
+    choice = cost.find_rate("NVIDIA GeForce RTX 3080", cfg.cost)
+    assert (choice.model, choice.usd_per_gpu_hour, choice.assumed, choice.unlisted) == ("H100", 2.0, True, True)
+
+
+def test_new_entries_go_first_and_layers_merge(tmp_path):
+    # a second file's new entry comes before the card's globs (first fit wins): "H100 SXM5" fits it
+    # before '*H100*'; a MIG profile entry (sms 14) is its own entry, never the whole A100's
+    first = _write(tmp_path / "a.yaml", "cost:\n  rates:\n    - {model: A100, usd_per_gpu_hour: 2.0}\n"
+                                        "    - {model: A100, usd_per_gpu_hour: 0.5, match: ['*A100*'], sms: 14}\n")
+    second = _write(tmp_path / "b.yaml", "cost:\n  rates:\n"
+                                         "    - {model: H100 SXM, usd_per_gpu_hour: 3.5, match: ['*H100*SXM*']}\n")
+    cfg = load_config([first, second])
+    assert [r.model for r in cfg.cost.rates[:3]] == ["H100 SXM", "A100", "H100 NVL"]
+    assert cost.find_rate("NVIDIA H100 SXM5 80GB", cfg.cost)[:2] == ("H100 SXM", 3.5)
+    assert cost.find_rate("NVIDIA H100 80GB HBM3", cfg.cost)[:2] == ("H100", 4.0)
+    assert cost.find_rate("NVIDIA A100-SXM4-80GB", cfg.cost)[:2] == ("A100", 2.0)
+    assert cost.find_rate("NVIDIA A100-SXM4-80GB", cfg.cost, mig=cost.MigShare(14, 108))[:2] == ("A100", 0.5)
+
+
+def test_a_bad_entry_is_named_where_it_was_written(tmp_path):
+    with pytest.raises(ConfigError, match=r"cost\.rates\.0"):
+        load_config([_write(tmp_path / "r.yaml", "cost:\n  rates:\n    - {model: H100, usd_per_gpu_hour: -1}\n")])
+
+
+# ---------------------------------------------------------------- 1. the default card
+
+
+@pytest.mark.parametrize("name, model, usd", [
+    ("NVIDIA H100 80GB HBM3", "H100", 4.0), ("NVIDIA H100 PCIe", "H100 PCIe", 2.86), ("H100 PCIe", "H100 PCIe", 2.86),
+    ("NVIDIA H100 NVL", "H100 NVL", 2.53), ("NVIDIA H200", "H200", 6.35), ("NVIDIA H200 NVL", "H200", 6.35),
+    ("NVIDIA B200", "B200", 10.57),
+    ("NVIDIA A100-SXM4-40GB", "A100 40GB", 1.48), ("NVIDIA A100-PCIE-40GB", "A100 40GB", 1.48),
+    ("A100 40GB", "A100 40GB", 1.48), ("NVIDIA A100-SXM4-80GB", "A100", 2.5), ("NVIDIA A100 80GB PCIe", "A100", 2.5),
+    ("A100", "A100", 2.5), ("NVIDIA A100-PG509-200", "A100", 2.5),
+    ("NVIDIA A10G", "A10G", 1.01), ("NVIDIA A10", "A10", 0.86), ("NVIDIA L4", "L4", 0.8), ("NVIDIA L40", "L40", 1.22),
+    ("NVIDIA L40S", "L40S", 1.5), ("Tesla V100-SXM2-16GB", "V100", 3.06), ("Tesla V100-SXM2-32GB", "V100", 3.06),
+    ("Tesla T4", "T4", 0.59), ("AMD Instinct MI300X", "MI300X", 1.85), ("AMD Instinct MI250X", "MI250", 1.5),
+    ("AMD Instinct MI250", "MI250", 1.5), ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada", 1.0),
+    ("Quadro RTX 6000", "Quadro RTX 6000", 0.58), ("NVIDIA GeForce RTX 4090", "RTX 4090", 0.6),
+    ("NVIDIA GeForce RTX 3090", "RTX 3090", 0.39), ("NVIDIA GeForce RTX 3080", "RTX 3080", 0.25),
+    ("NVIDIA GeForce RTX 2070 SUPER", "RTX 2070 SUPER", 0.15), ("NVIDIA TITAN RTX", "TITAN RTX", 0.3),
+    ("NVIDIA GeForce RTX 2080 Ti", "RTX 2080 Ti", 0.2),
+])
+def test_default_card_fits_the_names_exports_give(name, model, usd):
+    # the forms Nsight exports and PyTorch traces really write (with and without "NVIDIA", memory sizes,
+    # SXM/PCIe); the specific entries before the globs that would swallow them. main: all but H100, A100,
+    # L40S and RTX 3080 were priced as H100 ($4.00), and A100 40 GB as any A100
+    choice = cost.find_rate(name, CostConfig())
+    assert (choice.model, choice.usd_per_gpu_hour, choice.assumed) == (model, usd, False)
+
+
+def test_every_default_entry_states_its_source():
+    assert all(r.source and "replace with your contract" in r.source for r in CostConfig().rates)
+    assert all(("20" in r.source) or r.source == "example list price; replace with your contract"  # a date
+               for r in CostConfig().rates)
+
+
+# ---------------------------------------------------------------- 1. device ids vs deviceProperties
+
+
+def test_trace_on_device_2_takes_the_one_model_its_device_properties_name(tmp_path):
+    # ROCm: kernels on device 2, deviceProperties one entry (id 0, AMD Instinct MI300X, 304 CUs).
+    # Kernels [0,1) and [3,4) ms: span W 4 ms, idle 2 ms; priced at the card's MI300X entry:
+    # 2/4 x 1.85 x 730 = 675.25, nothing assumed, no warning. main: the model was taken too, but priced
+    # as H100 (1,460.00) with a model-not-on-rate-card warning.
+    base = 1_700_000_000_000_000_000
+    w = KinetoWriter(str(tmp_path / "rocm.json"), pid=9, devices=[(0, "AMD Instinct MI300X", 304)],
+                     base_time_ns=base)
+    for i in range(2):
+        w.runtime(9, base + 3 * i * MS - MS // 10, base + 3 * i * MS - MS // 20, "hipLaunchKernel", i + 1)
+        w.kernel(2, 0, base + 3 * i * MS, base + (3 * i + 1) * MS, "gemm", i + 1)
+    rep = load_kineto(w.close())
+    assert rep.devices[["device_id", "gpu_model", "sms"]].values.tolist() == [[2, "AMD Instinct MI300X", 304]]
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
+    assert (row["window_ns"], row["idle_ns"]) == (4 * MS, 2 * MS)
+    assert (row["rate_model"], row["rate_usd_per_hour"], row["idle_usd_per_month"]) == ("MI300X", 1.85, 675.25)
+    assert (row["rate_assumed"], row["unpriced"], row["warnings"]) == (False, False, "")
+
+
+# ---------------------------------------------------------------- 2. assumed is never silent
+
+
+UNLISTED = "Moore Threads MTT S4000"   # on no card
+UNLISTED_WARNING = f"GPU model {UNLISTED!r} is not on the rate card; "
+
+
+def _two_gpus(tmp_path, policy: str):
+    """`gpu-idle run` of two one-GPU exports (idle half of a 40 ms window each): an NVIDIA L4 (on the card,
+    $0.80: 0.5 x 0.8 x 730 = 292.00) and an unlisted model, under ``cost.unlisted: policy``."""
+    paths = [_export(tmp_path / "l4.sqlite", "NVIDIA L4"), _export(tmp_path / "mtt.sqlite", UNLISTED)]
+    cfg = _write(tmp_path / "c.yaml", f"cost:\n  unlisted: {policy}\n"
+                                      "labels:\n  - {match: '*.sqlite', cluster: lab, job: mixed}\n")
+    out = tmp_path / "out"
+    proc = run_cli("run", *paths, "--out", str(out), "--window", "span", "--config", str(cfg), "--no-cache")
+    fleet = pd.read_csv(out / "fleet.csv").set_index("gpu_model")
+    return out, proc.stdout, fleet
+
+
+def test_unlisted_model_assumed(tmp_path):
+    # assume (the default): the unlisted GPU is priced as H100: 0.5 x 4.00 x 730 = 1,460.00, rate_assumed,
+    # a model-not-on-rate-card warning; the totals say 1,460.00 of the 1,752.00 rest on an assumed rate.
+    # main: no rate_assumed column, no assumed total, an unmarked $1,460.00 in the printed table.
+    out, printed, fleet = _two_gpus(tmp_path, "assume")
+    mtt, l4 = fleet.loc[UNLISTED], fleet.loc["NVIDIA L4"]
+    assert (mtt["rate_model"], mtt["rate_usd_per_hour"], mtt["idle_usd_per_month"]) == ("H100", 4.0, 1460.0)
+    assert (bool(mtt["rate_assumed"]), bool(mtt["unpriced"])) == (True, False)
+    assert mtt["warnings"] == UNLISTED_WARNING + "priced as H100"
+    assert (l4["rate_model"], l4["idle_usd_per_month"], bool(l4["rate_assumed"])) == ("L4", 292.0, False)
+    for name in ("jobs.csv", "clusters.csv"):
+        (total,) = pd.read_csv(out / name).to_dict("records")
+        assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"]) == (
+            1752.0, 1460.0, 0)
+    assert "~$1,460.00" in printed and "$292.00" in printed and "~$292.00" not in printed
+    assert "~$: priced at an assumed rate" in printed
+    # the report's headline, the GPU page's cost card and the job's record say it too
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "; of which $1,460.00 at assumed rates (1 GPU(s))" in html
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (out / "gpu-pages").glob("*.html")}
+    (mtt_page,) = [t for n, t in pages.items() if n.startswith("mtt")]
+    assert f"$4.00/GPU-hour (H100, assumed: model {UNLISTED} is not on the card)" in mtt_page
+    (l4_page,) = [t for n, t in pages.items() if n.startswith("l4")]
+    assert "$0.80/GPU-hour (L4)" in l4_page
+    (record,) = (out / "records").glob("*.md")
+    assert "Of that, $1,460.00 rests on assumed rates: MTT S4000 #2" in record.read_text(encoding="utf-8")
+
+
+def test_unlisted_model_unpriced(tmp_path):
+    # unpriced: the unlisted GPU has no rate and no dollars (empty in fleet.csv), is counted
+    # (unpriced_gpus 1) and is in no USD total: 292.00, the L4's alone. main: `unlisted` was no setting.
+    out, printed, fleet = _two_gpus(tmp_path, "unpriced")
+    mtt = fleet.loc[UNLISTED]
+    assert pd.isna(mtt["rate_usd_per_hour"]) and pd.isna(mtt["idle_usd_per_month"]) and pd.isna(mtt["rate_model"])
+    assert pd.isna(mtt["fix_cpu_usd_per_month"])
+    assert (bool(mtt["rate_assumed"]), bool(mtt["unpriced"])) == (False, True)
+    assert mtt["warnings"] == UNLISTED_WARNING + "left unpriced (cost.unlisted: unpriced)"
+    assert mtt["rate_source"] == f"unpriced (cost.unlisted: unpriced): {UNLISTED!r} is not on the card"
+    for name in ("jobs.csv", "clusters.csv"):
+        (total,) = pd.read_csv(out / name).to_dict("records")
+        assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"]) == (
+            292.0, 0.0, 1)
+    assert "unpriced" in printed and "$292.00" in printed
+    md = run_cli("report", str(out), "--format", "md").stdout
+    assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (not on the rate card), not in it" in md
+
+
+def test_unnamed_gpu_is_assumed_with_a_coded_warning(tmp_path):
+    # an export that names no GPU: priced as the default model, rate_assumed, a gpu-model-unresolved
+    # warning (main: no warning at all)
+    w = ExportWriter(str(tmp_path / "n.sqlite"))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
+    w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
+    from pipeline.load.report import load_report
+    rep = load_report(w.close())
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
+    assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"], row["rate_assumed"]) == (
+        "", "H100", 1460.0, True)
+    assert row["warnings"] == ("GPU model not named (export names no GPU); priced as H100 (assumed: "
+                               "cost.default_model); a gpu_model label for this report names it")
