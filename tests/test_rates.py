@@ -206,7 +206,8 @@ def test_unlisted_model_assumed(tmp_path):
     (l4_page,) = [t for n, t in pages.items() if n.startswith("l4")]
     assert "$0.80/GPU-hour (L4)" in l4_page
     (record,) = (out / "records").glob("*.md")
-    assert "Of that, $1,460.00 rests on assumed rates: MTT S4000 #2" in record.read_text(encoding="utf-8")
+    assert ("Of that, $1,460.00 rests on assumed rates: Moore Threads MTT S4000 #2 (model not on the rate card "
+            "or not named; priced as H100, the default model).") in record.read_text(encoding="utf-8")
 
 
 def test_unlisted_model_unpriced(tmp_path):
@@ -224,8 +225,16 @@ def test_unlisted_model_unpriced(tmp_path):
         assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"]) == (
             292.0, 0.0, 1)
     assert "unpriced" in printed and "$292.00" in printed
-    md = run_cli("report", str(out), "--format", "md").stdout
+    run_cli("report", str(out), "--format", "md", "--out", str(out / "summary.md"))
+    md = (out / "summary.md").read_text(encoding="utf-8")
     assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (not on the rate card), not in it" in md
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert 'data-usd="292.00"' in html and "; 1 GPU(s) unpriced (not on the rate card), not in it" in html
+    (page,) = [p for p in (out / "gpu-pages").glob("mtt*.html")]
+    text = page.read_text(encoding="utf-8")
+    assert '<div class="value" id="usd">unpriced</div>' in text
+    assert f"per month: no rate (unpriced: model {UNLISTED} is not on the card; " in text
 
 
 def test_unnamed_gpu_is_assumed_with_a_coded_warning(tmp_path):
