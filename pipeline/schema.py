@@ -178,7 +178,7 @@ REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's d
 NOTES = {
     'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`",
     'gpu': 'the GPU: a MIG instance (`MIG-<uuid>`), else the physical GPU (`GPU-<uuid>` or `bus-<PCI bus id>` when the export names it, else `pid<P>/dev<D>`; see [GPUs and MIG instances](definitions.md#gpus-and-mig-instances)) and the process(es) driving it',
-    'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too)",
+    'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too). A GPU with no entry of its own (model not on the card, or not named) is `rate_assumed` (priced at `cost.default_model`'s rate) under `cost.unlisted: assume`, `unpriced` (no rate, every USD column empty, in no total) under `unpriced`; either way with a coded warning (`model-not-on-rate-card`, `gpu-model-unresolved`). An older table's `rate_assumed` comes from its `rate_source` (see [Cost](definitions.md#cost))",
     'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',
     'iterations': 'the stable iterations inside W (their count, mean length on the GPU timeline and its coefficient of variation), `kept_iterations` their numbers as compact ranges (`3-16`, `1-4,7`; the same on every GPU of a job), `excluded_iterations` every other number and why (`warm-up`, `outlier (1.52x median)`, `untraced (lost kernel records)`, `no kernel of this GPU launched from inside it`, `excluded on another GPU of the job (gpu KEY[ in REPORT]: its reason)`, `outside the longest stable run`, `beyond max_iterations`), `window_note` why earlier rules abstained and how the iterations were found',
     'gaps': 'per-stream gaps longer than `min_gap_ns` (totals can exceed W on many-stream GPUs)',
@@ -340,7 +340,8 @@ def _caveat_usd(cat: str):
 
 #: Columns an older table lacks that are derived from the columns it has (what their definition gives
 #: there) instead of left missing: ``name -> (columns it needs, frame -> values)``. ``launch_bound``: the
-#: GPUs with launch idle (``cat_launch_ns`` holds the slivers of a launch-bound GPU only).
+#: GPUs with launch idle (``cat_launch_ns`` holds the slivers of a launch-bound GPU only); ``rate_assumed``:
+#: what ``rate_source`` says (:func:`source_says_assumed`).
 DERIVED = {
     "launch_bound": (("cat_launch_ns",), lambda frame: _ns(frame, "cat_launch_ns") > 0),
     "rate_assumed": (("rate_source",), lambda frame: frame["rate_source"].map(source_says_assumed).astype(bool)),

@@ -172,8 +172,8 @@ def _two_gpus(tmp_path, policy: str):
     """`gpu-idle run` of two one-GPU exports (idle half of a 40 ms window each): an NVIDIA L4 (on the card,
     $0.80: 0.5 x 0.8 x 730 = 292.00) and an unlisted model, under ``cost.unlisted: policy``."""
     paths = [_export(tmp_path / "l4.sqlite", "NVIDIA L4"), _export(tmp_path / "mtt.sqlite", UNLISTED)]
-    cfg = _write(tmp_path / "c.yaml", f"cost:\n  unlisted: {policy}\n"
-                                      "labels:\n  - {match: '*.sqlite', cluster: lab, job: mixed}\n")
+    policy_line = "" if policy == "assume" else f"cost:\n  unlisted: {policy}\n"  # assume: the default
+    cfg = _write(tmp_path / "c.yaml", policy_line + "labels:\n  - {match: '*.sqlite', cluster: lab, job: mixed}\n")
     out = tmp_path / "out"
     proc = run_cli("run", *paths, "--out", str(out), "--window", "span", "--config", str(cfg), "--no-cache")
     fleet = pd.read_csv(out / "fleet.csv").set_index("gpu_model")
