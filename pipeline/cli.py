@@ -61,7 +61,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
     from . import schema
     from .report.medical import job_keys, job_titles
 
-    ok = schema.conform(fleet[fleet["status"] != "error"], [*schema.PRINTED, "rate_assumed", "unpriced"]).copy()  # an older table: "-" where it lacks
+    # an older table: "-" where it lacks a column
+    ok = schema.conform(fleet[fleet["status"] != "error"], [*schema.PRINTED, "rate_assumed", "unpriced"]).copy()
     lines = []
     hidden = max(0, len(ok) - max_rows)
     if hidden:
@@ -243,8 +244,11 @@ def _finish(fleet: pd.DataFrame, wrote: str) -> None:
     echo(format_fleet(fleet))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
+    from .fleet.reduce import assumed_text, rate_assumptions
+
     echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
-         f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
+         f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month"
+         + assumed_text(rate_assumptions(fleet)))
     echo(wrote)
     sys.exit(1 if failed else 0)
 

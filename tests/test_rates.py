@@ -196,6 +196,7 @@ def test_unlisted_model_assumed(tmp_path):
             1752.0, 1460.0, 0)
     assert "~$1,460.00" in printed and "$292.00" in printed and "~$292.00" not in printed
     assert "~$: priced at an assumed rate" in printed
+    assert "fleet idle cost $1,752.00/month; of which $1,460.00 at assumed rates (1 GPU(s))" in printed
     # the report's headline, the GPU page's cost card and the job's record say it too
     run_cli("report", str(out), "--out", str(out / "report.html"))
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -225,6 +226,7 @@ def test_unlisted_model_unpriced(tmp_path):
         assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"]) == (
             292.0, 0.0, 1)
     assert "unpriced" in printed and "$292.00" in printed
+    assert "fleet idle cost $292.00/month; 1 GPU(s) unpriced (not on the rate card), not in it" in printed
     run_cli("report", str(out), "--format", "md", "--out", str(out / "summary.md"))
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (not on the rate card), not in it" in md

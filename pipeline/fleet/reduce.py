@@ -14,7 +14,8 @@ from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COL
                       ROLLUP_INT_COLUMNS, check_row, conform)
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
-           "error_row", "fleet_frame", "int_column", "problem_rows", "reduce_outcomes", "rollup"]
+           "assumed_text", "error_row", "fleet_frame", "int_column", "problem_rows", "rate_assumptions",
+           "reduce_outcomes", "rollup"]
 
 #: Communication overlap columns (:mod:`pipeline.analysis.overlap`), in fleet-table order.
 COMM_COLUMNS = [c for c in FLEET_COLUMNS if c.startswith("comm_") and not c.endswith("_usd_per_month")]
@@ -172,6 +173,29 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
     out = out[[*by, *ROLLUP_COLUMNS]]
     return out.sort_values(by, kind="stable").reset_index(drop=True)
+
+
+def rate_assumptions(fleet: pd.DataFrame) -> dict:
+    """How much of the fleet's idle USD per month rests on assumed rates (docs/definitions.md#cost), over the
+    analysed rows of ``fleet`` (an older table's ``rate_assumed`` comes from its ``rate_source``,
+    :func:`~pipeline.schema.conform`): ``{"assumed_usd": USD/month of the rate_assumed GPUs, "assumed_gpus":
+    their count, "unpriced_gpus": GPUs left out of the dollars}``."""
+    ok = conform(fleet[fleet["status"] != "error"], ["rate_assumed", "unpriced", "idle_usd_per_month"])
+    assumed = ok["rate_assumed"].astype(bool)
+    return {"assumed_usd": round(float(ok.loc[assumed, "idle_usd_per_month"].astype(float).sum()), 2),
+            "assumed_gpus": int(assumed.sum()), "unpriced_gpus": int(ok["unpriced"].astype(bool).sum())}
+
+
+def assumed_text(ra: dict) -> str:
+    """What part of a total rests on assumed rates, after the total (:func:`rate_assumptions`'s ``ra``):
+    ``; of which $X at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced (not on the rate card), not in
+    it``; empty when neither. The printed run's total, the report's headline and its Markdown say it."""
+    out = ""
+    if ra["assumed_gpus"]:
+        out += f"; of which ${ra['assumed_usd']:,.2f} at assumed rates ({ra['assumed_gpus']} GPU(s))"
+    if ra["unpriced_gpus"]:
+        out += f"; {ra['unpriced_gpus']} GPU(s) unpriced (not on the rate card), not in it"
+    return out
 
 
 def rosters_of(results: list) -> dict:

@@ -27,6 +27,7 @@ from markupsafe import Markup
 from ..analysis.fixfirst import REMEDIES
 from ..config import AnalysisConfig
 from ..fleet.outputs import PAGES_DIR
+from ..fleet.reduce import assumed_text
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
 from .. import schema
@@ -266,18 +267,6 @@ def reconcile_text(rc: dict) -> str:
     return (f"How the list adds up to the headline: {usd(rc['headline'])}/month idle = "
             + " + ".join(parts).replace(f"{usd(rc['fixes'])} (the list)", f"{usd(rc['fixes'])} (the fix-first list)")
             + ".")
-
-
-def assumed_text(ra: dict) -> str:
-    """What part of a total rests on assumed rates (:func:`~pipeline.report.summary.rate_assumptions`'s
-    ``ra``; docs/definitions.md#cost): ``; of which $X at assumed rates (N GPUs)``, ``; N GPU(s) unpriced,
-    not in it``; empty when neither."""
-    out = ""
-    if ra["assumed_gpus"]:
-        out += f"; of which {usd(ra['assumed_usd'])} at assumed rates ({ra['assumed_gpus']} GPU(s))"
-    if ra["unpriced_gpus"]:
-        out += f"; {ra['unpriced_gpus']} GPU(s) unpriced (not on the rate card), not in it"
-    return out
 
 
 def _markdown_legend(rows: list[dict]) -> list[str]:

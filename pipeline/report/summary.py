@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from ..analysis import fixfirst
 from ..config import AnalysisConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
-from ..fleet.reduce import rollup
+from ..fleet.reduce import rate_assumptions, rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
@@ -146,17 +146,6 @@ def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
 def fleet_usd(fleet: pd.DataFrame) -> float:
     """Fleet idle USD per month: the sum over the analysed GPUs."""
     return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
-
-
-def rate_assumptions(fleet: pd.DataFrame) -> dict:
-    """How much of the fleet's idle USD per month rests on assumed rates (docs/definitions.md#cost), over the
-    analysed rows of ``fleet`` (conformed: an older table's ``rate_assumed`` comes from its ``rate_source``):
-    ``{"assumed_usd": USD/month of the rate_assumed GPUs, "assumed_gpus": their count, "unpriced_gpus": GPUs
-    left out of the dollars}``."""
-    ok = conform(ok_rows(fleet), ["rate_assumed", "unpriced", "idle_usd_per_month"])
-    assumed = ok["rate_assumed"].astype(bool)
-    return {"assumed_usd": round(float(ok.loc[assumed, "idle_usd_per_month"].astype(float).sum()), 2),
-            "assumed_gpus": int(assumed.sum()), "unpriced_gpus": int(ok["unpriced"].astype(bool).sum())}
 
 
 def _job_usd(fleet: pd.DataFrame) -> dict[tuple, float]:
@@ -613,7 +602,8 @@ def summarise(res: Results) -> dict:
         "hours_per_month": run_hours(res.run_dir or res.source),
         "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
         "nights_count": len(dates),
-        "fleet_usd": fleet_usd(fleet), "rates_assumed": rate_assumptions(fleet), "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
+        "fleet_usd": fleet_usd(fleet), "rates_assumed": rate_assumptions(fleet),
+        "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}
                    for r in fleet[fleet["status"] == "error"].itertuples()],
