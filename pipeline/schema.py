@@ -238,7 +238,7 @@ PRINTED = ("job", "node", "gpu_key", "gpu_model", "window_ns", "idle_ns", "idle_
            "straggler", "status", "gap_count", "gap_total_ns")
 #: The report's CSV variant (``gpu-idle report --format csv``; ns as ms, named ``*_ms``), in order.
 REPORT_CSV = ("run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
-              "rate_usd_per_hour", "rate_source", "window_ns", "iterations", "kept_iterations", "busy_ns", "idle_ns",
+              "rate_usd_per_hour", "rate_source", "rate_assumed", "unpriced", "window_ns", "iterations", "kept_iterations", "busy_ns", "idle_ns",
               "idle_pct", "copy_only_ns", "dark_ns", "main_category", "actionable",
               *[f"cat_{c}_pct" for c in CATEGORIES], "idle_usd_per_month", "amdahl_speedup", "low_confidence",
               "confidence_note", "comm_exposed_ns", "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler",

@@ -207,6 +207,9 @@ def test_unlisted_model_assumed(tmp_path):
     assert f"$4.00/GPU-hour (H100, assumed: model {UNLISTED} is not on the card)" in mtt_page
     (l4_page,) = [t for n, t in pages.items() if n.startswith("l4")]
     assert "$0.80/GPU-hour (L4)" in l4_page
+    run_cli("report", str(out), "--format", "csv", "--out", str(out / "report.csv"))
+    csv = pd.read_csv(out / "report.csv").set_index("gpu_model")
+    assert (bool(csv.loc[UNLISTED, "rate_assumed"]), bool(csv.loc["NVIDIA L4", "rate_assumed"])) == (True, False)
     (record,) = (out / "records").glob("*.md")
     assert ("Of that, $1,460.00 rests on assumed rates: Moore Threads MTT S4000 #2 (model not on the rate card "
             "or not named; priced as H100, the default model).") in record.read_text(encoding="utf-8")
