@@ -505,7 +505,4 @@ def test_torchrun_reads_its_own_arguments_not_the_scripts(tmp_path, capture, wor
     row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), SPAN, {}).row
     assert (row["window_ns"], row["idle_ns"], row["cat_comm_ns"], row["comm_exposed_ns"]) == (7 * MS, 4 * MS,
                                                                                            2 * MS, MS)
-    # main: "one-rank-collectives" for the 1 rank it read; the export names no GPU, so (issue 26) the one
-    # warning is that its rate is assumed
-    assert row["warnings"] == ("GPU model not named (export names no GPU); priced as H100 (assumed: "
-                               "cost.default_model); a gpu_model label for this report names it")
+    assert row["warnings"] == ""  # main: "one-rank-collectives" for the 1 rank it read

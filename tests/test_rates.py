@@ -16,7 +16,7 @@ from pipeline.analysis import cost
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import ConfigError, CostConfig, Rate, load_config
 from pipeline.load.kineto import load_kineto
-from pipeline.load.report import gpu_trace
+from pipeline.load.report import gpu_trace, load_report
 from pipeline.synth import ExportWriter
 from pipeline.synth.kineto import KinetoWriter
 
@@ -211,8 +211,8 @@ def test_unlisted_model_assumed(tmp_path):
     csv = pd.read_csv(out / "report.csv").set_index("gpu_model")
     assert (bool(csv.loc[UNLISTED, "rate_assumed"]), bool(csv.loc["NVIDIA L4", "rate_assumed"])) == (True, False)
     (record,) = (out / "records").glob("*.md")
-    assert ("Of that, $1,460.00 rests on assumed rates: Moore Threads MTT S4000 #2 (model not on the rate card "
-            "or not named; priced as H100, the default model).") in record.read_text(encoding="utf-8")
+    assert ("$1,460.00 of the idle cost below rests on assumed rates: Moore Threads MTT S4000 #2 (model not on "
+            "the rate card or not named; priced as H100, the default model).") in record.read_text(encoding="utf-8")
 
 
 def test_unlisted_model_unpriced(tmp_path):
@@ -243,16 +243,24 @@ def test_unlisted_model_unpriced(tmp_path):
     assert f"per month: no rate (unpriced: model {UNLISTED} is not on the card; " in text
 
 
-def test_unnamed_gpu_is_assumed_with_a_coded_warning(tmp_path):
-    # an export that names no GPU: priced as the default model, rate_assumed, a gpu-model-unresolved
-    # warning (main: no warning at all)
+@pytest.mark.parametrize("policy", ["assume", "unpriced"])
+def test_unnamed_gpu(tmp_path, policy):
+    # an export that names no GPU, idle half of a 40 ms window. assume: priced as the default model,
+    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed (rate_source says why; no warning, as before). unpriced:
+    # no dollars and a gpu-model-unresolved warning. main: no rate_assumed, no unpriced.
     w = ExportWriter(str(tmp_path / "n.sqlite"))
     w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
     w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
-    from pipeline.load.report import load_report
     rep = load_report(w.close())
-    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
-    assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"], row["rate_assumed"]) == (
-        "", "H100", 1460.0, True)
-    assert row["warnings"] == ("GPU model not named (export names no GPU); priced as H100 (assumed: "
-                               "cost.default_model); a gpu_model label for this report names it")
+    cfg = load_config([], {"analysis": {"window": "span"}, "cost": {"unlisted": policy}})
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), cfg, {}).row
+    if policy == "assume":
+        assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
+        assert (row["rate_assumed"], row["unpriced"], row["warnings"]) == (True, False, "")
+        assert row["rate_source"] == ("rate card (default model: export names no GPU): example list price; "
+                                      "replace with your contract")
+    else:
+        assert (row["rate_model"], row["rate_assumed"], row["unpriced"]) == ("", False, True)
+        assert row["idle_usd_per_month"] != row["idle_usd_per_month"]  # NaN
+        assert row["warnings"] == ("GPU model not named (export names no GPU); left unpriced (cost.unlisted: "
+                                   "unpriced); a gpu_model label for this report names it")

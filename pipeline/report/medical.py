@@ -93,21 +93,21 @@ def _plain_rows(rows: pd.DataFrame) -> list[dict]:
 
 def _assumed_lines(ok: list[dict], names: dict) -> list[str]:
     """The record's lines on the dollars that rest on no rate-card entry of the GPU's own
-    (docs/definitions.md#cost): how much of the idle cost is at an assumed rate and on which GPUs, and
-    which GPUs are unpriced (not in it); none when every GPU had its own entry."""
+    (docs/definitions.md#cost), just before its idle-cost line: how much of the idle cost is at an assumed
+    rate and on which GPUs, and which GPUs are unpriced (not in it); none when every GPU had its own entry."""
     out = []
     assumed = [r for r in ok if r["rate_assumed"]]
     if assumed:
         usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in assumed], dtype=float)))
         models = sorted({str(r["rate_model"]) for r in assumed})
-        out.append(f"Of that, ${usd:,.2f} rests on assumed rates: "
+        out.append(f"${usd:,.2f} of the idle cost below rests on assumed rates: "
                    + ", ".join(names[(r["report"], r["gpu_key"])] for r in assumed)
                    + f" (model not on the rate card or not named; priced as {', '.join(models)}, the default model).")
     unpriced = [r for r in ok if r["unpriced"]]
     if unpriced:
-        out.append("Unpriced (model not on the rate card or not named; `cost.unlisted: unpriced`), not in that figure: "
+        out.append("Unpriced (model not on the rate card or not named; `cost.unlisted: unpriced`), not in the idle cost: "
                    + ", ".join(names[(r["report"], r["gpu_key"])] for r in unpriced) + ".")
-    return out
+    return [""] + out if out else []
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
@@ -182,9 +182,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         caveat_usd = [(cat, float(np.nansum(np.array([r[f"{cat}_usd_per_month"] for r in ok], dtype=float))))
                       for cat in CAVEATS]
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
+        lines += _assumed_lines(ok, names)
         lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
                   + (f" (of which {of_which}: not the application's)." if of_which else ".")]
-        lines += _assumed_lines(ok, names)
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
             comm = sum(_ns(r["comm_ns"]) for r in ok)
