@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.confidence import TRUSTED
 from ..analysis.fixfirst import rollup_columns
 from ..schema import (BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
                       ROLLUP_INT_COLUMNS, check_row, conform)
@@ -136,7 +137,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     the application's (``profiler_ns``, ``untraced_ns`` and their USD per month). Fix first
     (:mod:`pipeline.analysis.fixfirst`): ``fix_<c>_usd_per_month`` summed over the GPUs,
     ``fix_<c>_speedup`` = 1 / (1 − Σ cat_<c>_ns / Σ window_ns), the fewest stable iterations of a GPU
-    (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``).
+    (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``);
+    ``trusted_idle_usd_per_month``, the idle USD of the GPUs whose ``confidence_tier`` is trusted
+    (:data:`pipeline.analysis.confidence.TRUSTED`; none for a table without tiers).
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
     ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
     100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
@@ -150,6 +153,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     cat_ns = [f"cat_{c}_ns" for c in FIXABLE]
     totals = {c.name: (c.source, "size" if c.how == "count" else c.how) for c in ROLLUP
               if c.source and c.how in ("sum", "min", "max", "count")}
+    tiers = ok["confidence_tier"] if "confidence_tier" in ok.columns else pd.Series(None, index=ok.index, dtype=object)
+    ok = ok.assign(_trusted_usd=ok["idle_usd_per_month"].astype(float).where(tiers.isin(TRUSTED), 0.0))
+    totals.update({c.name: ("_trusted_usd", "sum") for c in ROLLUP if c.how == "sum over trusted"})
     out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
