@@ -90,8 +90,8 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
     unknown or no iterations), under the thresholds ``cfg`` (docs/definitions.md#confidence-tiers):
 
     * ``toy``: ``window_ns < toy_max_window_ns`` or ``kernel_count < toy_min_kernels``;
-    * ``high``: ``iterations ≥ high_min_iterations``, ``window_ns ≥ high_min_window_ns`` and a known
-      ``spread ≤ high_max_spread_pct``;
+    * ``high``: ``iterations ≥ high_min_iterations``, ``window_ns ≥ high_min_window_ns`` and, when W holds
+      iterations, a known ``spread ≤ high_max_spread_pct``;
     * ``medium``: the same with the ``medium_*`` thresholds;
     * ``low``: every other row.
 
@@ -114,7 +114,7 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
             out.append(f"rests on {iterations} stable iterations (fewer than {int(min_iterations)})")
         if window_ns < int(min_window_ns):
             out.append(f"window {_seconds(window_ns)} (under {int(min_window_ns) / 1e9:g} s)")
-        if iterations >= int(min_iterations):  # the spread of too few iterations is not the shortfall
+        if iterations >= max(int(min_iterations), 1):  # too few iterations, or none: no spread to judge
             if spread is None or spread != spread:
                 out.append("iteration spread unknown")
             elif float(spread) > float(max_spread):
