@@ -244,9 +244,10 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
     lines += ["| # | category | $/month | speed-up | remedy | confidence |", "|---|---|---|---|---|---|"]
     for e in fixes[:TOP_FIXES]:
         low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
-        flags = [f for f, on in ((low, e["low_confidence"]), ("implausible speed-up", e["implausible_speedup"])) if on]
+        flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
+            ["implausible speed-up"] if e["implausible_speedup"] else [])
         lines.append(f"| {e['rank']} | {e['category']} | {usd(e['usd_per_month'])} | {e['speedup']:.3f}× | "
-                     f"{md_text(e['remedy'])} | {', '.join(flags) or e['confidence_tier']} |")
+                     f"{md_text(e['remedy'])} | {', '.join(flags)} |")
     return lines + [""]
 
 
