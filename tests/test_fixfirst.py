@@ -278,7 +278,7 @@ def test_compact_markers_of_a_gpu_figure():
     note = "; ".join(reasons)
     assert (name, note) == ("toy", "window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)")
     assert confidence_kinds(note) == ["window under 0.05 s", "fewer than 50 kernels"]
-    assert confidence_marker(note, 8_594_445, 0, name) == "toy capture: 8.6 ms window, fewer than 50 kernels"
+    assert confidence_marker(note, 8_594_445, 0, name) == "toy capture: 8.6 ms window, 14 kernels"
     # 1 iteration of a 3 s window, thresholds 2 iterations and 5 s
     cfg = ConfidenceConfig(medium_min_iterations=2, medium_min_window_ns=5_000_000_000)
     name, reasons = tier(3_000_000_000, 500, 1, 0.0, cfg)

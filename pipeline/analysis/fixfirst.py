@@ -85,8 +85,8 @@ def confidence_kinds(note: str) -> list[str]:
 
 def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "low") -> str:
     """A compact marker of a low-confidence figure for a table cell, from its ``confidence_note``, its
-    window and its ``confidence_tier``: ``"toy capture: 8.6 ms window"``, ``"low confidence: 3 stable
-    iterations"``, the parts joined by ``", "``; ``""`` when the note is empty. Windows under 1 s in ms
+    window and its ``confidence_tier``: ``"toy capture: 8.6 ms window, 14 kernels"``, ``"low confidence: 3
+    stable iterations"``, the parts joined by ``", "``; ``""`` when the note is empty. Windows under 1 s in ms
     (one decimal), else in s (two decimals)."""
     kinds = confidence_kinds(note)
     if not kinds:
@@ -97,7 +97,9 @@ def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "l
     if any(k.startswith("window under ") for k in kinds):
         w = int(window_ns)
         parts.append((f"{w / 1e6:,.1f} ms" if w < 1_000_000_000 else f"{w / 1e9:,.2f} s") + " window")
-    parts += [k for k in kinds if not (k.startswith("window under ") or
+    counted = [m.group(1) for m in (re.fullmatch(r"(\d+) kernels in W \(.*\)", r) for r in str(note).split("; ")) if m]
+    parts += [f"{n} kernel{'' if n == '1' else 's'}" for n in counted]
+    parts += [k for k in kinds if not (k.startswith("window under ") or k.endswith(" kernels") or
                                        (k.startswith("fewer than ") and k.endswith(" stable iterations")))]
     return ("toy capture: " if tier == "toy" else "low confidence: ") + ", ".join(parts)
 
