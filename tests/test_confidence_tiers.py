@@ -93,6 +93,20 @@ def test_each_tier_is_reached_by_the_same_trace_under_thresholds(tmp_path):
     assert tier_of(toy_min_kernels=14, toy_max_window_ns=69 * MS + 1)[:2] == ("toy", True)   # 69 ms < 69 ms + 1 ns
 
 
+def test_a_stored_result_is_not_reused_under_other_thresholds(tmp_path):
+    """The tier is part of a stored result: a second run of the same trace with the same result store under
+    other thresholds gives the new tier (the thresholds are in the configuration's digest)."""
+    path = known_idle(tmp_path / "known.sqlite")
+    env = {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
+    loose = tmp_path / "loose.yaml"
+    loose.write_text("confidence:\n  toy_min_kernels: 14\n  medium_min_window_ns: 69000000\n")
+    tiers = []
+    for n, extra in enumerate(((), ("--config", str(loose)))):
+        run_cli("run", str(path), "--out", str(tmp_path / f"out{n}"), *extra, env=env)
+        tiers.append(pd.read_parquet(tmp_path / f"out{n}" / "fleet.parquet")["confidence_tier"].tolist())
+    assert tiers == [["toy"], ["medium"]]
+
+
 def test_tier_rule_by_hand():
     """The pure rule at its edges (defaults: toy under 50 ms or 50 kernels; medium 5 iterations, 200 ms,
     50 %; high 20, 500 ms, 10 %): a window without iterations has no spread to judge."""
