@@ -169,7 +169,8 @@ def _group_columns(rows: pd.DataFrame) -> dict:
             "gpu_key": np.asarray(rows["gpu_key"].tolist(), dtype=object),
             "window": rows["window_ns"].fillna(0).to_numpy(), "window_raw": rows["window_ns"].to_numpy(dtype=object),
             "iterations": rows["iterations"].fillna(0).to_numpy(),
-            "tier": np.asarray([TIERS.index(t) if t in TIERS else 0 for t in rows["confidence_tier"].tolist()]),
+            # a row without a tier (none computed) is not trusted: read as low
+            "tier": np.asarray([TIERS.index(t if t in TIERS else "low") for t in rows["confidence_tier"].tolist()]),
             "confidence_note": np.asarray(rows["confidence_note"].tolist(), dtype=object)}
     for cat in fixable():
         cols[f"cat_{cat}"] = rows[f"cat_{cat}_ns"].fillna(0).to_numpy()
