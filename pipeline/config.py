@@ -382,9 +382,8 @@ class AnalysisConfig:
     ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
     ``actionable_pct``: a category under this % of W is filed, not acted on.
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
-    holes make up at least this share of its idle (and are actionable).
-    ``min_confidence_iterations``, ``min_confidence_window_ns``: fix-first dollar figures resting on
-    fewer stable iterations or a shorter window (ns) are flagged ``low_confidence`` (docs/definitions.md#fix-first)."""
+    holes make up at least this share of its idle (and are actionable). How far the dollar figures can be
+    trusted is :class:`ConfidenceConfig`'s (the ``confidence:`` section)."""
 
     min_gap_ns: Nanoseconds = 1_000_000
     roster_size: Count = 20
@@ -393,8 +392,25 @@ class AnalysisConfig:
     straggler_spread_pct: Percent = 10.0
     actionable_pct: Percent = 2.0
     launch_min_share: Share = 0.5
-    min_confidence_iterations: Count = 5
-    min_confidence_window_ns: Nanoseconds = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class ConfidenceConfig:
+    """``confidence:``: the thresholds of a row's ``confidence_tier`` (docs/definitions.md#confidence-tiers;
+    :func:`pipeline.analysis.confidence.tier`). ``toy``: W shorter than ``toy_max_window_ns`` (ns) or holding
+    fewer than ``toy_min_kernels`` kernels. ``high``: at least ``high_min_iterations`` stable iterations over
+    a W of at least ``high_min_window_ns`` whose ``iteration_spread_pct`` is at most ``high_max_spread_pct``;
+    ``medium`` the same with the ``medium_*`` thresholds; ``low`` every other row. ``toy`` and ``low`` are
+    ``low_confidence``."""
+
+    toy_max_window_ns: Nanoseconds = 50_000_000
+    toy_min_kernels: Count = 50
+    medium_min_iterations: Count = 5
+    medium_min_window_ns: Nanoseconds = 200_000_000
+    medium_max_spread_pct: Percent = 50.0
+    high_min_iterations: Count = 20
+    high_min_window_ns: Nanoseconds = 500_000_000
+    high_max_spread_pct: Percent = 10.0
 
 
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.
@@ -548,6 +564,7 @@ class Config:
     ``export``, ``cache``, ``storage``, ``sweep``). Built by :func:`load_config`."""
 
     analysis: AnalysisConfig = AnalysisConfig()
+    confidence: ConfidenceConfig = ConfidenceConfig()
     categories: CategoryRules = CategoryRules()
     window: WindowRules = WindowRules()
     cost: CostConfig = CostConfig()
@@ -679,7 +696,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
     patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
     data = data or {}
-    allowed = {"analysis", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
+    allowed = {"analysis", "confidence", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -693,7 +710,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     if not isinstance(labels, list):
         raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")
     sections = {name: _build(cls, data.get(name), where, name) for name, cls in (
-        ("analysis", AnalysisConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
+        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
         ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig))}
     return Config(cost=_build(CostConfig, cost, where, "cost"),
                   labels=tuple(_build(LabelRule, r, where, f"labels.{i}") for i, r in enumerate(labels)),

@@ -32,10 +32,12 @@ CLUSTER_KEY = ("cluster",)
 DTYPES = ("Int64", "bool", "float", "text")
 #: units a column is measured in.
 UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
-#: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
 #: The rollup of a USD column over the GPUs priced at an assumed rate only (``assumed_usd_per_month``).
 ASSUMED_SUM = "sum where `rate_assumed`"
-ROLLUPS = ("sum", ASSUMED_SUM, "window-weighted mean", "min", "max", "first", "count", "none")
+#: The rollup of a USD column over the GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
+TRUSTED_SUM = "sum over trusted"
+#: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
+ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
 #: ``printed`` (the table ``gpu-idle run`` prints), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
@@ -106,9 +108,12 @@ FLEET = (
     _c("window_start_ns", "Int64", "ns", "start of W on the report's clock", "window"),
     _c("window_end_ns", "Int64", "ns", "end of W on the report's clock", "window"),
     _c("window_ns", "Int64", "ns", "length of W", "window"),
+    _c("capture_ns", "Int64", "ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
     _c("iterations", "Int64", "count", "stable iterations inside W", "iterations"),
     _c("iteration_mean_ns", "Int64", "ns", "their mean length on the GPU timeline", "iterations"),
     _c("iteration_cv", "float", "factor", "their lengths' coefficient of variation", "iterations"),
+    _c("iteration_spread_pct", "float", "%", "`100 × (max − min) / median` of their lengths (empty: no iterations)",
+       "confidence"),
     _c("excluded_iterations", "text", "text", "every other iteration number and why", "iterations"),
     _c("kept_iterations", "text", "text", "the kept iterations' numbers as compact ranges", "iterations"),
     _c("window_note", "text", "text", "why earlier rules abstained and how the iterations were found", "iterations"),
@@ -117,6 +122,10 @@ FLEET = (
     _c("busy_ns", "Int64", "ns", "union of all kernel intervals on the GPU, clipped to W"),
     _c("idle_ns", "Int64", "ns", "device-level idle: `window_ns − busy_ns` (the headline, no threshold)"),
     _c("idle_pct", "float", "%", "`idle_ns` as % of W"),
+    _c("idle_pct_low", "float", "%", "the least idle % of one kept iteration's slice of W (empty: no iterations)",
+       "confidence"),
+    _c("idle_pct_high", "float", "%", "the most idle % of one kept iteration's slice of W (empty: no iterations)",
+       "confidence"),
     _c("copy_only_ns", "Int64", "ns", "idle while copy engines are busy but no kernel runs"),
     _c("dark_ns", "Int64", "ns", "idle while nothing at all runs"),
     _c("gap_count", "Int64", "count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
@@ -161,8 +170,11 @@ FLEET = (
        "comm_usd"),
     _c("amdahl_speedup", "float", "factor", "`1 / (1 − idle fraction)`: the speed-up if the idle vanished"),
     *_FIX,
-    _c("low_confidence", "bool", "bool", "the dollar figures rest on a short W or few stable iterations", "confidence"),
-    _c("confidence_note", "text", "text", "why they are low confidence", "confidence"),
+    _c("confidence_tier", "text", "text", "how far the month can be trusted: `toy`, `low`, `medium` or `high`",
+       "confidence"),
+    _c("low_confidence", "bool", "bool", "`confidence_tier` is `toy` or `low`", "confidence"),
+    _c("confidence_note", "text", "text", "why the tier is `toy` or `low` (empty when `medium` or `high`)",
+       "confidence"),
     _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
     _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
     _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
@@ -189,7 +201,7 @@ NOTES = {
     'caveat_usd': "the part of `idle_usd_per_month` that is profiler overhead or untraced: shown apart, not the application's to fix",
     'comm_usd': 'exposed communication priced like idle: `comm_exposed_ns / window_ns` × rate × hours per month; busy time, so not inside `idle_usd_per_month`, and not a fix-first entry (that list is per idle category; `fix_comm_*` prices the idle gaps after collectives)',
     'fix': 'fix first, for each application category `c` (`data`, `comm`, `sync`, `boundary`, `periodic`, `launch`, `cpu`; never `profiler` or `untraced`): recoverable USD per month = `cat_<c>_ns / window_ns` × `rate_usd_per_hour` × `cost.hours_per_month`, and the speed-up if that category alone vanished, `1 / (1 − share)` (`pipeline/analysis/fixfirst.py`)',
-    'confidence': 'the dollar figures extrapolate W (`window_ns`, `iterations`) to a month: flagged when W holds fewer than `analysis.min_confidence_iterations` (5) stable iterations or is shorter than `analysis.min_confidence_window_ns` (1 s); the note says which',
+    'confidence': 'what the month extrapolates from and how far it can be trusted ([confidence tiers](definitions.md#confidence-tiers), `pipeline/analysis/confidence.py`): `toy` when W is under `confidence.toy_max_window_ns` (50 ms) or holds fewer than `confidence.toy_min_kernels` (50) kernels; `high` with at least `confidence.high_min_iterations` (20) stable iterations over at least `confidence.high_min_window_ns` (500 ms) spread at most `confidence.high_max_spread_pct` (10 %); `medium` the same at 5, 200 ms and 50 %; else `low`. `low_confidence` is `toy` or `low`, and the note names each shortfall. `idle_pct_low`..`idle_pct_high` brackets `idle_pct`: each kept iteration\'s slice of W runs from its start to the next kept one\'s (the last to the end of W)',
     'straggler': 'highest-idle GPU of a job whose idle % spread exceeds 10 points; a job is a (`cluster`, `job`) pair, as in `jobs.csv`, so jobs of the same name in different clusters are not compared',
     'status': '`ok`, `partial` or `error` with the cause. `partial`: the numbers rest on input that was incomplete or could not be real, each named in `warnings`: exact duplicate rows (counted once), rows with end < start or timed far outside the capture (dropped: kernels, CUDA API calls, copies, NVTX ranges, overhead rows; the capture is `ANALYSIS_DETAILS`\' start..stop, else `TARGET_INFO_SESSION_START_TIME` and the run of the other rows\' timestamps; each stated bound is judged on its own: when the export\'s own rows run on past it as a continuation of the rows inside (no step between them longer than 1 s or the inside rows\' extent), that bound is wrong, not the rows: the capture ends where they do on that side, the timeline\'s zero too for the start, nothing is dropped for the metadata, and one warning per report says so, `ok`; a row isolated beyond a bound, whether or not other rows contradict it, is dropped), launches without kernel records, events Nsight Systems lost, a MIG instance of unknown size, processes on part of a board that cannot be told apart. A loader warning about some processes\' rows goes to the GPUs they drive. A GPU\'s row quotes the `DIAGNOSTIC_EVENT` warnings of its own processes and of the session (no process) that bear on the GPU trace (not CPU sampling, OS runtime, ftrace, symbols), each text once, with "(reported N times)". Profiler overhead is a warning too, but the trace is complete: `ok`',
 }
@@ -219,6 +231,8 @@ ROLLUP = (
     _r("untraced_usd_per_month", "float", "USD/month", "untraced_usd_per_month", "sum", "summed, apart"),
     _r("min_iterations", "Int64", "count", "iterations", "min", "the fewest stable iterations of a GPU"),
     _r("low_confidence_gpus", "Int64", "count", "low_confidence", "sum", "GPUs flagged `low_confidence`"),
+    _r("trusted_idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", TRUSTED_SUM,
+       "summed over the GPUs whose `confidence_tier` is `medium` or `high`"),
     _r("comm_ns", "Int64", "ns", "comm_ns", "sum", "summed"),
     _r("comm_overlapped_ns", "Int64", "ns", "comm_overlapped_ns", "sum", "summed"),
     _r("comm_exposed_ns", "Int64", "ns", "comm_exposed_ns", "sum", "summed"),

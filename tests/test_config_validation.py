@@ -89,7 +89,7 @@ def test_every_numeric_setting_is_covered():
     names = {f"{s}.{k}" for s, k, _ in NUMERIC}
     assert {"analysis.min_gap_ns", "analysis.roster_size", "cost.hours_per_month", "categories.periodic_min_ns",
             "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s"} <= names
-    assert len(NUMERIC) == 30  # with categories.profiler_min_fraction, analysis.min_confidence_{iterations,window_ns},
+    assert len(NUMERIC) == 36  # with categories.profiler_min_fraction, the 8 confidence.* tier thresholds,
     # export.read_timeout_s, dask.connect_timeout_s
 
 

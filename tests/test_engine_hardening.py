@@ -129,8 +129,8 @@ INT64_MAX = 2**63 - 1
     ("analysis:\n  trim_s: [0, '9223372036.854775808']\n", "analysis.trim_s: should be at most"),
     ("analysis:\n  min_gap_ns: 100000000000000000000000000000000\n",
      f"analysis.min_gap_ns: should be less than or equal to {INT64_MAX}"),
-    (f"analysis:\n  min_confidence_window_ns: {INT64_MAX + 1}\n",
-     f"analysis.min_confidence_window_ns: should be less than or equal to {INT64_MAX}"),
+    (f"confidence:\n  medium_min_window_ns: {INT64_MAX + 1}\n",
+     f"confidence.medium_min_window_ns: should be less than or equal to {INT64_MAX}"),
     ("categories:\n  periodic_min_ns: 1" + "0" * 40 + "\n", "categories.periodic_min_ns: should be less than"),
     ("analysis:\n  roster_size: 1" + "0" * 40 + "\n", "analysis.roster_size: should be less than"),
     ("dask:\n  retries: 1" + "0" * 40 + "\n", "dask.retries: should be less than"),
@@ -428,9 +428,10 @@ BOUNDED = _bounded()
 
 
 def test_the_bounded_settings_are_all_there():
-    """13 integer settings, 5 timeouts and back-offs (dask.slurm.wait_timeout_s: its own test below)."""
+    """17 integer settings (6 of them confidence tier thresholds), 5 timeouts and back-offs
+    (dask.slurm.wait_timeout_s: its own test below)."""
     names = {f"{s}.{k}" for s, k, _ in BOUNDED}
-    assert len(BOUNDED) == 18
+    assert len(BOUNDED) == 22
     assert {"analysis.min_gap_ns", "analysis.roster_size", "dask.retries", "dask.connect_timeout_s",
             "dask.no_workers_timeout_s", "export.timeout_s", "export.read_timeout_s", "storage.backoff_s"} <= names
 

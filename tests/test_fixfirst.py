@@ -10,7 +10,7 @@ import json
 import pandas as pd
 
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.config import Config
+from pipeline.config import ConfidenceConfig, Config
 from pipeline.fleet.outputs import write_outputs
 from pipeline.fleet.reduce import build_fleet, rollup, rosters_of
 from pipeline.load.report import gpu_trace, load_report
@@ -53,16 +53,16 @@ def test_gpu_columns_by_hand(tmp_path):
     assert (row["fix_sync_speedup"], row["fix_cpu_speedup"], row["fix_data_speedup"]) == (1.2105, 1.15, 1.0952)
     assert (row["fix_comm_usd_per_month"], row["fix_comm_speedup"]) == (0.0, 1.0)
     assert not any(k.startswith(("fix_profiler", "fix_untraced")) for k in row)
-    # span window: 0 stable iterations, 0.115 s
+    # span window: 0 stable iterations, 0.115 s, 5 kernels: a toy (fewer than 50 kernels; 115 ms is not under 50 ms)
     assert (row["iterations"], row["low_confidence"], row["implausible_speedup"]) == (0, True, False)
-    assert row["confidence_note"] == "rests on 0 stable iterations (fewer than 5); window 0.115000 s (under 1 s)"
+    assert (row["confidence_tier"], row["confidence_note"]) == ("toy", "5 kernels in W (fewer than 50)")
 
 
 def test_confidence_thresholds_from_config_and_implausible(tmp_path):
-    cfg = Config(analysis=dataclasses.replace(SPAN.analysis, min_confidence_iterations=0,
-                                              min_confidence_window_ns=100 * MS))
+    cfg = dataclasses.replace(SPAN, confidence=ConfidenceConfig(toy_max_window_ns=0, toy_min_kernels=2,
+                                                                medium_min_iterations=0, medium_min_window_ns=100 * MS))
     (res,) = analyse(three_causes(tmp_path / "three.sqlite"), cfg)
-    assert (res.row["low_confidence"], res.row["confidence_note"]) == (False, "")
+    assert (res.row["confidence_tier"], res.row["low_confidence"], res.row["confidence_note"]) == ("medium", False, "")
     # one 95 ms cpu gap in a 100 ms window: 95 % idle -> speed-up 20, flagged implausible
     w = ExportWriter(str(tmp_path / "empty.sqlite"))
     w.kernel(pid=10, device=0, stream=7, start=0, end=1 * MS, name="a", correlation=1)
@@ -136,20 +136,21 @@ def test_real_profile_fix_first(span_run):
 
 def test_fix_list_per_job_ties_errors_and_caveats():
     """Hand-made rows: job a has two GPUs (comm 30 + 10 ms, $100 + $50; sync $150 on one, a tie with comm
-    broken by name), job b one GPU whose idle is all untraced/profiler (no entry); an error row takes no part."""
+    broken by name), g1 low confidence, job b one GPU whose idle is all untraced/profiler (no entry); an error row takes no part."""
     from pipeline.analysis.fixfirst import fix_list
 
     def row(job, gpu, iterations, window_ns=100 * MS, **cats):
         r = {"report": f"{job}.sqlite", "gpu_key": gpu, "cluster": "c", "job": job, "status": "ok",
              "window_ns": window_ns, "iterations": iterations, "idle_ns": 0, "idle_pct": 0.0,
-             "low_confidence": iterations < 5, "confidence_note": "few" if iterations < 5 else ""}
+             "confidence_tier": "low" if iterations < 5 else "medium", "low_confidence": iterations < 5,
+             "confidence_note": "few" if iterations < 5 else ""}
         for cat, (ns, usd) in cats.items():
             r[f"cat_{cat}_ns"] = ns
             if cat not in CAVEATS:  # a caveat has no fix_ column (the schema refuses one)
                 r[f"fix_{cat}_usd_per_month"] = usd
         return r
 
-    rows = [row("a", "g0", 6, comm=(30 * MS, 100.0), sync=(20 * MS, 150.0)),
+    rows = [row("a", "g0", 6, comm=(30 * MS, 100.0), sync=(20 * MS, 100.0)),
             row("a", "g1", 4, comm=(10 * MS, 50.0)),
             row("b", "g0", 8, untraced=(50 * MS, 999.0), profiler=(40 * MS, 888.0)),
             {"report": "bad.sqlite", "cluster": "c", "job": "a", "status": "error", "error": "boom"}]
@@ -158,16 +159,23 @@ def test_fix_list_per_job_ties_errors_and_caveats():
                                                 "nvtx_range": "step 3"}]},
                ("a.sqlite", "g1"): {"device": [{"category": "comm", "start_ns": 9, "length_ns": 10 * MS}]}}
     fixes = fix_list(build_fleet(rows), rosters)
-    assert list(zip(fixes["scope"], fixes["job"], fixes["rank"], fixes["category"], fixes["usd_per_month"])) == [
-        ("fleet", "", 1, "comm", 150.0), ("fleet", "", 2, "sync", 150.0),
-        ("job", "a", 1, "comm", 150.0), ("job", "a", 2, "sync", 150.0)]
-    job = fixes[fixes["scope"] == "job"].iloc[0]
-    # (30 + 10) / 200 ms = 20 % -> 1.25; the fewest iterations 4; g1 rests on 4 < 5
-    assert (job["speedup"], job["share_pct"], job["window_ns"], job["iterations"]) == (1.25, 20.0, 200 * MS, 4)
-    assert (job["gpus"], job["gpu_keys"], job["low_confidence"], job["confidence_note"]) == (
-        2, "a.sqlite g0; a.sqlite g1", True, "a.sqlite g1: few")
-    assert job["example_gaps"] == f"a.sqlite g0 @5 +{30 * MS}; a.sqlite g1 @9 +{10 * MS}"
-    sync = fixes[fixes["scope"] == "job"].iloc[1]
+    # g0 (6 iterations, medium) and b's g0 are trusted, g1 (4, low) apart: its comm is an entry of its own, after;
+    # g0's comm and sync tie at $100: by name
+    assert list(zip(fixes["scope"], fixes["job"], fixes["rank"], fixes["category"], fixes["usd_per_month"],
+                    fixes["trusted"])) == [
+        ("fleet", "", 1, "comm", 100.0, True), ("fleet", "", 2, "sync", 100.0, True), ("fleet", "", 3, "comm", 50.0, False),
+        ("job", "a", 1, "comm", 100.0, True), ("job", "a", 2, "sync", 100.0, True), ("job", "a", 3, "comm", 50.0, False)]
+    job = fixes[fixes["scope"] == "job"]
+    comm, apart = job.iloc[0], job.iloc[2]
+    # trusted part of a: g0 alone, 30 / 100 ms = 30 % -> 1 / 0.7; apart: g1 alone, 10 / 100 ms -> 1 / 0.9
+    assert (comm["speedup"], comm["share_pct"], comm["window_ns"], comm["iterations"]) == (1.4286, 30.0, 100 * MS, 6)
+    assert (apart["speedup"], apart["share_pct"], apart["window_ns"], apart["iterations"]) == (1.1111, 10.0, 100 * MS, 4)
+    assert (comm["gpus"], comm["gpu_keys"], comm["confidence_tier"], comm["low_confidence"], comm["confidence_note"]) == (
+        1, "a.sqlite g0", "medium", False, "")
+    assert (apart["gpus"], apart["gpu_keys"], apart["confidence_tier"], apart["low_confidence"],
+            apart["confidence_note"]) == (1, "a.sqlite g1", "low", True, "a.sqlite g1: few")
+    assert (comm["example_gaps"], apart["example_gaps"]) == (f"a.sqlite g0 @5 +{30 * MS}", f"a.sqlite g1 @9 +{10 * MS}")
+    sync = job.iloc[1]
     assert sync["example_gaps"] == f"a.sqlite g0 @7 +{20 * MS} [step 3]"
     # sync rests on g0 alone (6 stable iterations): confident, whatever g1 of the same job is
     assert (sync["gpus"], sync["low_confidence"], sync["confidence_note"]) == (1, False, "")
@@ -179,7 +187,8 @@ def test_implausible_flag_is_per_category():
     from pipeline.analysis.fixfirst import fix_list
 
     row = {"report": "r", "gpu_key": "g", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
-           "iterations": 9, "idle_ns": 97 * MS, "idle_pct": 97.0, "low_confidence": False, "confidence_note": "",
+           "iterations": 9, "idle_ns": 97 * MS, "idle_pct": 97.0, "confidence_tier": "medium", "low_confidence": False,
+           "confidence_note": "",
            "implausible_speedup": True, "cat_cpu_ns": 95 * MS, "fix_cpu_usd_per_month": 2774.0,
            "cat_data_ns": 2 * MS, "fix_data_usd_per_month": 58.4}
     fixes = fix_list(build_fleet([row]), {})
@@ -260,16 +269,21 @@ def test_reconcile_by_hand_on_a_synthetic_fleet():
 def test_compact_markers_of_a_gpu_figure():
     """The top-10 table's markers: from the confidence note's kinds and the window / iterations, and from
     rate_source saying the default model was assumed; nothing for a confident GPU on the card."""
-    from pipeline.analysis.fixfirst import confidence, confidence_kinds, confidence_marker
+    from pipeline.analysis.confidence import tier
+    from pipeline.analysis.fixfirst import confidence_kinds, confidence_marker
     from pipeline.report.summary import figure_caveats
 
-    low, note = confidence(8_594_445, 0, 5, 1_000_000_000)
-    assert (low, note) == (True, "rests on 0 stable iterations (fewer than 5); window 0.008594 s (under 1 s)")
-    assert confidence_kinds(note) == ["fewer than 5 stable iterations", "window under 1 s"]
-    assert confidence_marker(note, 8_594_445, 0) == "low confidence: 0 stable iterations, 8.6 ms window"
+    # the ROCm toy trace: 8.6 ms, 14 kernels
+    name, reasons = tier(8_594_445, 14, 0, None)
+    note = "; ".join(reasons)
+    assert (name, note) == ("toy", "window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)")
+    assert confidence_kinds(note) == ["window under 0.05 s", "fewer than 50 kernels"]
+    assert confidence_marker(note, 8_594_445, 0, name) == "toy capture: 8.6 ms window, 14 kernels"
     # 1 iteration of a 3 s window, thresholds 2 iterations and 5 s
-    note = confidence(3_000_000_000, 1, 2, 5_000_000_000)[1]
-    assert confidence_marker(note, 3_000_000_000, 1) == "low confidence: 1 stable iteration, 3.00 s window"
+    cfg = ConfidenceConfig(medium_min_iterations=2, medium_min_window_ns=5_000_000_000)
+    name, reasons = tier(3_000_000_000, 500, 1, 0.0, cfg)
+    assert (name, reasons) == ("low", ["rests on 1 stable iterations (fewer than 2)", "window 3.000000 s (under 5 s)"])
+    assert confidence_marker("; ".join(reasons), 3_000_000_000, 1) == "low confidence: 1 stable iteration, 3.00 s window"
     assert confidence_marker("", 1, 1) == ""
     card = "rate card: example list price; replace with your contract"
     fine = {"low_confidence": False, "confidence_note": "", "rate_source": card, "rate_model": "H100",

@@ -339,7 +339,7 @@ def check_fix_first_page(page: str, fleet: pd.DataFrame) -> None:
     assert [c for c in re.findall(r'<tr data-category="([^"]+)"', gloss)] == [
         "data", "comm", "sync", "boundary", "periodic", "launch", "cpu"]
     assert 'data-category="profiler"' in gloss and 'data-category="untraced"' in gloss
-    assert "extrapolat" in gloss and "fewer than 5 stable iterations" in gloss
+    assert "extrapolat" in gloss and "at least 5 stable iterations" in gloss and "<code>toy</code>" in gloss
 
 
 def test_fix_first_list_opens_the_page(example_run, tmp_path):
@@ -451,10 +451,19 @@ def test_fix_first_total_is_reconciled_with_the_headline(example_run, tmp_path):
 def test_low_confidence_hover_text_is_short(example_run, tmp_path):
     """The fix-first list's low-confidence hover: how many GPUs, each kind of shortfall with its count, the
     first three by the short names of the medical records, how many more; not every absolute path (before:
-    a multi-KB title). The full list stays in fix_first.json."""
+    a multi-KB title). The full list stays in fix_first.json. The example fleet's GPUs are medium under the
+    defaults; under a 1 s medium window (``confidence.medium_min_window_ns``) every one is low."""
     fleet = pd.read_parquet(example_run / "fleet.parquet")
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("confidence:\n  medium_min_window_ns: 1000000000\n")
+    labels = example_run.parent / "ex" / "labels.yaml"
+    run_cli("run", str(example_run.parent / "ex"), "--out", str(tmp_path / "out"), "--config", str(labels),
+            "--config", str(strict))
+    example_run = tmp_path / "out"
+    fleet = pd.read_parquet(example_run / "fleet.parquet")
+    assert set(fleet["confidence_tier"]) == {"low"}
     page = Path(write_report(example_run, tmp_path / "r.html")).read_text(encoding="utf-8")
-    rows = dict(re.findall(r'<tr data-category="([^"]+)">(.*?)</tr>', table(page, "fix-list"), re.S))
+    rows = dict(re.findall(r'<tr data-category="([^"]+)"[^>]*>(.*?)</tr>', table(page, "fix-list"), re.S))
     ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"])
     written = {e["category"]: e for e in json.loads((example_run / "fix_first.json").read_text()) if e["scope"] == "fleet"}
     for cat, row in rows.items():
@@ -503,11 +512,11 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
     tags = [(html.unescape(a), html.unescape(b)) for a, b in re.findall(r'title="([^"]*)">([^<]*)</span>', mark)]
     source = "rate card (default model: 'AMD Radeon Graphics' is not on the card): example list price; replace with your contract"
     assert t.rate_source == source
-    # 8,594,445 ns = 8.6 ms; 0 stable iterations (fewer than 5)
+    # 8,594,445 ns = 8.6 ms (under 50 ms), 14 kernels (fewer than 50): a toy
     assert tags == [(f"AMD Radeon Graphics is not on the rate card: priced as H100, the default model ({source})",
                      "≈ H100 rate"),
-                    ("rests on 0 stable iterations (fewer than 5); window 0.008594 s (under 1 s)",
-                     "low confidence: 0 stable iterations, 8.6 ms window")]
+                    ("window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)",
+                     "toy capture: 8.6 ms window, 14 kernels")]
     other = re.search(r'<td class="caveats">(.*?)</td>', top[1][2], re.S).group(1)
     assert "≈" not in other      # on the card: its own rate
     # the export: 4 stable iterations (fewer than 5) over 169,023,922 ns = 169.0 ms
@@ -518,8 +527,7 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
 
     md = Path(write_report(out, tmp_path / "s.md", fmt="md")).read_text(encoding="utf-8")
     first = next(ln for ln in md.splitlines() if ln.startswith("| 1 | pid"))
-    assert first.endswith(f"| {money(t.idle_usd_per_month)} (≈ H100 rate) (low confidence: 0 stable iterations, "
-                          "8.6 ms window) |")
+    assert first.endswith(f"| {money(t.idle_usd_per_month)} (≈ H100 rate) (toy capture: 8.6 ms window, 14 kernels) |")
     assert ("(≈ H100 rate): the GPU's model is not on the rate card or not named, priced at the default model's rate "
             "(`cost.default_model`).") in md
 

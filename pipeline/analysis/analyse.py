@@ -13,7 +13,7 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, cost, fixfirst, gaps, lanes, overlap
+from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .window import WindowError, span_window, trim_window
@@ -173,6 +173,10 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     lengths = categorised["length"]
     slivers = all_lengths[all_lengths <= a.min_gap_ns]
     idle_fraction = dev.idle_ns / dev.window_ns if dev.window_ns > 0 else 0.0
+    # what the month extrapolates from (docs/definitions.md#confidence-tiers)
+    kept_starts, kept_lengths = confidence.kept_iterations(win)
+    spread = confidence.spread_pct(kept_lengths)
+    idle_low, idle_high = confidence.idle_range(kept_starts, w1, *runs)
     model = labels.get("gpu_model") or trace.gpu_model
     mig = cost.MigShare(trace.sms, trace.board_sms) if trace.mig else None
     choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note)
@@ -197,7 +201,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "gpu_model": model or "",
         "window_rule": win.rule, "untrimmed": win.untrimmed,
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
+        "capture_ns": confidence.capture_ns(k["start"], k["end"]),
         "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
+        "iteration_spread_pct": spread,
         "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
         "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
@@ -205,6 +211,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "stream_count": int(gaps.stream_edges(kw["pid"], kw["stream_id"]).size - 1),
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
         "idle_pct": round(100.0 * idle_fraction, 4),
+        "idle_pct_low": idle_low, "idle_pct_high": idle_high,
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
         "gap_count": int(lengths.size), "gap_total_ns": int(lengths.sum()),
         "max_gap_ns": int(lengths.max()) if lengths.size else 0,
@@ -255,7 +262,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     row["comm_exposed_usd_per_month"] = round(cost.idle_usd_per_month(exposed_share, rate, cfg.cost.hours_per_month), 2)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
-                                    a.min_confidence_iterations, a.min_confidence_window_ns))
+                                    row["kernel_count"], spread, cfg.confidence))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).

@@ -11,9 +11,11 @@ are not the application's, :data:`~pipeline.model.CAVEATS` ``profiler`` and ``un
 
 Summed over GPUs (a job, a cluster, the fleet), the dollars add up and the share is window-weighted:
 ``Σ cat_c_ns / Σ window_ns``. Every figure extrapolates a short capture to a month, so it carries the
-window and the stable iterations it rests on and is flagged ``low_confidence`` when they are too few
-(config ``analysis.min_confidence_iterations``, ``analysis.min_confidence_window_ns``); a speed-up
-resting on a share of at least :data:`IMPLAUSIBLE_SHARE` is flagged ``implausible_speedup``.
+window and the stable iterations it rests on and its GPUs' ``confidence_tier``
+(:mod:`pipeline.analysis.confidence`, docs/definitions.md#confidence-tiers): each list gives the
+entries over the trusted GPUs (``medium``, ``high``) first, then, apart, those over the others (``toy``,
+``low``, flagged ``low_confidence``); a speed-up resting on a share of at least
+:data:`IMPLAUSIBLE_SHARE` is flagged ``implausible_speedup``.
 
 Pure functions of numbers and frames; categories are looked up by name, never by position.
 """
@@ -25,7 +27,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
+from .confidence import TIERS, TRUSTED, tier_columns
 from .cost import amdahl_speedup, idle_usd_per_month
 
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
@@ -44,8 +48,8 @@ REMEDIES = {
 
 #: Columns of the fix-first list (:func:`fix_list`), in order.
 FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "speedup", "share_pct",
-               "remedy", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "low_confidence",
-               "confidence_note", "implausible_speedup"]
+               "remedy", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
+               "low_confidence", "confidence_note", "implausible_speedup"]
 
 #: Example gaps (from the device rosters) quoted per fix-list entry.
 EXAMPLE_GAPS = 3
@@ -61,62 +65,62 @@ def share(part_ns: int, window_ns: int) -> float:
     return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
 
 
-def confidence(window_ns: int, iterations: int, min_iterations: int, min_window_ns: int) -> tuple[bool, str]:
-    """``(low_confidence, reason)`` of figures extrapolated from a window of ``window_ns`` ns holding
-    ``iterations`` stable iterations: low when ``iterations < min_iterations`` or
-    ``window_ns < min_window_ns``; ``reason`` names each shortfall ("" when confident)."""
-    reasons = []
-    if int(iterations) < int(min_iterations):
-        reasons.append(f"rests on {int(iterations)} stable iterations (fewer than {int(min_iterations)})")
-    if int(window_ns) < int(min_window_ns):
-        reasons.append(f"window {int(window_ns) / 1e9:.6f} s (under {int(min_window_ns) / 1e9:g} s)")
-    return bool(reasons), "; ".join(reasons)
-
-
 def confidence_kinds(note: str) -> list[str]:
-    """The kinds of shortfall a :func:`confidence` note names, without the GPU's own numbers:
-    ``"fewer than 5 stable iterations"``, ``"window under 1 s"`` (a reason of another shape is kept
-    as it is). ``[]`` for an empty note."""
+    """The kinds of shortfall a ``confidence_note`` (:func:`pipeline.analysis.confidence.tier`'s reasons)
+    names, without the GPU's own numbers: ``"fewer than 5 stable iterations"``, ``"window under 0.2 s"``,
+    ``"fewer than 50 kernels"``, ``"iteration spread over 50 %"`` (a reason of another shape is kept as
+    it is). ``[]`` for an empty note."""
     kinds = []
     for reason in (r for r in str(note or "").split("; ") if r):
         fewer = re.fullmatch(r"rests on \d+ stable iterations \(fewer than (\d+)\)", reason)
         short = re.fullmatch(r"window -?[\d.]+ s \(under ([^)]+)\)", reason)
+        kernels = re.fullmatch(r"\d+ kernels in W \(fewer than (\d+)\)", reason)
+        spread = re.fullmatch(r"iteration spread [\d.e+]+ % \(over ([^)]+)\)", reason)
         kinds.append(f"fewer than {fewer.group(1)} stable iterations" if fewer
-                     else f"window under {short.group(1)}" if short else reason)
+                     else f"window under {short.group(1)}" if short
+                     else f"fewer than {kernels.group(1)} kernels" if kernels
+                     else f"iteration spread over {spread.group(1)}" if spread else reason)
     return kinds
 
 
-def confidence_marker(note: str, window_ns: int, iterations: int) -> str:
-    """A compact marker of a low-confidence figure for a table cell, from its :func:`confidence` note
-    and its window: ``"low confidence: 8.6 ms window"``, ``"low confidence: 3 stable iterations"``,
-    both joined by ``", "``; ``""`` when the note is empty. Windows under 1 s in ms (one decimal),
-    else in s (two decimals)."""
+def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "low") -> str:
+    """A compact marker of a low-confidence figure for a table cell, from its ``confidence_note``, its
+    window and its ``confidence_tier``: ``"toy capture: 8.6 ms window, 14 kernels"``, ``"low confidence: 3
+    stable iterations"``, the parts joined by ``", "``; ``""`` when the note is empty. Windows under 1 s in ms
+    (one decimal), else in s (two decimals)."""
     kinds = confidence_kinds(note)
     if not kinds:
         return ""
     parts = []
-    if any(k.startswith("fewer than ") for k in kinds):
+    if any(k.startswith("fewer than ") and k.endswith(" stable iterations") for k in kinds):
         parts.append(f"{int(iterations)} stable iteration{'' if int(iterations) == 1 else 's'}")
     if any(k.startswith("window under ") for k in kinds):
         w = int(window_ns)
         parts.append((f"{w / 1e6:,.1f} ms" if w < 1_000_000_000 else f"{w / 1e9:,.2f} s") + " window")
-    parts += [k for k in kinds if not k.startswith(("fewer than ", "window under "))]
-    return "low confidence: " + ", ".join(parts)
+    counted = [m.group(1) for m in (re.fullmatch(r"(\d+) kernels in W \(.*\)", r) for r in str(note).split("; ")) if m]
+    parts += [f"{n} kernel{'' if n == '1' else 's'}" for n in counted]
+    parts += [k for k in kinds if not (k.startswith("window under ") or k.endswith(" kernels") or
+                                       (k.startswith("fewer than ") and k.endswith(" stable iterations")))]
+    return ("toy capture: " if tier == "toy" else "low confidence: ") + ", ".join(parts)
 
 
 def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float,
-                hours_per_month: float, min_iterations: int, min_window_ns: int) -> dict:
+                hours_per_month: float, kernel_count: int, spread_pct,
+                confidence: ConfidenceConfig = ConfidenceConfig()) -> dict:
     """The fix-first columns of one GPU's fleet row.
 
     Args:
         category_ns: category name -> device-level idle ns of that category in the window.
         window_ns, iterations: the analysis window (ns) and its stable iterations.
         usd_per_gpu_hour, hours_per_month: the GPU's rate and the month (hours).
-        min_iterations, min_window_ns: below either, the figures are ``low_confidence``.
+        kernel_count, spread_pct: the kernels in the window and the kept iterations' ``iteration_spread_pct``
+            (None: none or unknown), which with the window and iterations give the tier.
+        confidence: the tiers' thresholds (config ``confidence``).
     Returns:
         ``fix_<c>_usd_per_month`` (rounded to cents) and ``fix_<c>_speedup`` (4 decimals) for each
-        application category ``c`` of ``category_ns``, ``low_confidence``, ``confidence_note`` and
-        ``implausible_speedup`` (some category holds at least :data:`IMPLAUSIBLE_SHARE` of the window).
+        application category ``c`` of ``category_ns``, ``confidence_tier``, ``low_confidence`` and
+        ``confidence_note`` (:func:`pipeline.analysis.confidence.tier_columns`) and ``implausible_speedup``
+        (some category holds at least :data:`IMPLAUSIBLE_SHARE` of the window).
     """
     out = {}
     worst = 0.0
@@ -125,14 +129,14 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
         worst = max(worst, s)
         out[f"fix_{cat}_usd_per_month"] = round(idle_usd_per_month(s, usd_per_gpu_hour, hours_per_month), 2)
         out[f"fix_{cat}_speedup"] = round(amdahl_speedup(s), 4)
-    out["low_confidence"], out["confidence_note"] = confidence(window_ns, iterations, min_iterations, min_window_ns)
+    out.update(tier_columns(window_ns, kernel_count, iterations, spread_pct, confidence))
     out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE
     return out
 
 
 #: Fleet-table columns :func:`gpu_columns` adds, in order.
 FLEET_FIX_COLUMNS = [f"fix_{c}_{k}" for c in fixable() for k in ("usd_per_month", "speedup")] + [
-    "low_confidence", "confidence_note", "implausible_speedup"]
+    "confidence_tier", "low_confidence", "confidence_note", "implausible_speedup"]
 
 
 def rollup_columns(sums: pd.DataFrame) -> pd.DataFrame:
@@ -165,7 +169,8 @@ def _group_columns(rows: pd.DataFrame) -> dict:
             "gpu_key": np.asarray(rows["gpu_key"].tolist(), dtype=object),
             "window": rows["window_ns"].fillna(0).to_numpy(), "window_raw": rows["window_ns"].to_numpy(dtype=object),
             "iterations": rows["iterations"].fillna(0).to_numpy(),
-            "low_confidence": rows["low_confidence"].astype(bool).to_numpy(),
+            # a row without a tier (none computed) is not trusted: read as low
+            "tier": np.asarray([TIERS.index(t if t in TIERS else "low") for t in rows["confidence_tier"].tolist()]),
             "confidence_note": np.asarray(rows["confidence_note"].tolist(), dtype=object)}
     for cat in fixable():
         cols[f"cat_{cat}"] = rows[f"cat_{cat}_ns"].fillna(0).to_numpy()
@@ -174,47 +179,70 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     return cols
 
 
+#: The lowest trusted tier's position in :data:`~pipeline.analysis.confidence.TIERS` (``medium``).
+_FIRST_TRUSTED = TIERS.index(TRUSTED[0])
+
+
 def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
-    """The ranked entries of one group of analysed fleet rows (largest recoverable USD first; ties by
-    name): ``group`` holds the rows' positions in ``cols`` (:func:`_group_columns`), in row order."""
-    window = int(cols["window"][group].sum())
-    iterations = int(cols["iterations"][group].min())
-    reports, keys = cols["report"][group].tolist(), cols["gpu_key"][group].tolist()
-    low_conf = cols["low_confidence"][group]
-    notes_col = cols["confidence_note"][group].tolist()
-    windows = cols["window_raw"][group]
+    """The ranked entries of one group of analysed fleet rows: ``group`` holds the rows' positions in
+    ``cols`` (:func:`_group_columns`), in row order. The group's GPUs are cut in two parts, the trusted
+    (``confidence_tier`` ``medium`` or ``high``) and the others; each part gives an entry per category with
+    idle in it, over that part's GPUs alone (its window, fewest iterations, share). The trusted part's
+    entries come first, largest recoverable USD first (ties by name), then the others' the same way."""
     entries = []
-    for cat in fixable():
-        filled = cols[f"cat_{cat}"][group]
-        at = np.flatnonzero(filled > 0)
-        if not at.size:
-            continue
-        # confidence of the GPUs this entry rests on (those with idle of the category), not of the whole group
-        low = [i for i in at if low_conf[i]]
-        notes = sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in low})
-        s = share(int(filled.sum()), window)
-        raw = cols[f"cat_{cat}_raw"][group]
-        entries.append({
-            "scope": scope, "cluster": cluster, "job": job, "category": cat,
-            "usd_per_month": round(float(cols[f"usd_{cat}"][group].sum()), 2),
-            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
-            "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
-            "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
-            "window_ns": window, "iterations": iterations,
-            "low_confidence": bool(low), "confidence_note": "; ".join(notes),
-            "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
-        })
-    entries.sort(key=lambda e: (-e["usd_per_month"], e["category"]))
+    for is_trusted in (True, False):
+        part = group[(cols["tier"][group] >= _FIRST_TRUSTED) == is_trusted]
+        if part.size:
+            entries += _part_entries(cols, part, rosters, (scope, cluster, job), is_trusted)
     for i, e in enumerate(entries, 1):
         e["rank"] = i
     return [{c: e[c] for c in FIX_COLUMNS} for e in entries]
+
+
+def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_trusted: bool) -> list[dict]:
+    """:func:`_entries`' entries of one part (``part``: positions in ``cols``), largest USD first (ties by
+    name), unranked; ``where``: ``(scope, cluster, job)``."""
+    scope, cluster, job = where
+    window = int(cols["window"][part].sum())
+    iterations = int(cols["iterations"][part].min())
+    reports, keys = cols["report"][part].tolist(), cols["gpu_key"][part].tolist()
+    tiers = cols["tier"][part]
+    notes_col = cols["confidence_note"][part].tolist()
+    windows = cols["window_raw"][part]
+    entries = []
+    for cat in fixable():
+        filled = cols[f"cat_{cat}"][part]
+        at = np.flatnonzero(filled > 0)
+        if not at.size:
+            continue
+        # the notes of the GPUs this entry rests on (those with idle of the category), not of the whole part
+        notes = [] if is_trusted else sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in at})
+        s = share(int(filled.sum()), window)
+        raw = cols[f"cat_{cat}_raw"][part]
+        entries.append({
+            "scope": scope, "cluster": cluster, "job": job, "category": cat,
+            "usd_per_month": round(float(cols[f"usd_{cat}"][part].sum()), 2),
+            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
+            "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
+            "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
+            "window_ns": window, "iterations": iterations, "trusted": is_trusted,
+            "confidence_tier": TIERS[int(tiers[at].min())],
+            "low_confidence": not is_trusted, "confidence_note": "; ".join(notes),
+            "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
+        })
+    entries.sort(key=lambda e: (-e["usd_per_month"], e["category"]))
+    return entries
 
 
 def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     """The ranked fix-first list (:data:`FIX_COLUMNS`): one list for the fleet (``scope`` ``fleet``,
     blank cluster and job), then one per job (``scope`` ``job``, sorted by cluster, job).
 
-    Each entry is an application category with idle in the group: its recoverable USD per month
+    Each list holds the entries over its trusted GPUs first (``trusted``: ``confidence_tier`` ``medium`` or
+    ``high``), then apart those over its other GPUs (``toy``, ``low``: ``low_confidence``), each part ranked
+    by USD (:func:`_entries`); an entry's ``confidence_tier`` is the lowest of its GPUs'. So a toy capture
+    never leads a list that has a trusted entry, and its dollars are still there.
+    Each entry is an application category with idle in the part: its recoverable USD per month
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
     remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the

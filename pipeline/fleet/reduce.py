@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.confidence import TRUSTED
 from ..analysis.fixfirst import rollup_columns
 from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
-                      ROLLUP_INT_COLUMNS, check_row, conform)
+                      ROLLUP_INT_COLUMNS, TRUSTED_SUM, check_row, conform)
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
            "assumed_text", "error_row", "fleet_frame", "int_column", "problem_rows", "rate_assumptions",
@@ -137,7 +138,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     the application's (``profiler_ns``, ``untraced_ns`` and their USD per month). Fix first
     (:mod:`pipeline.analysis.fixfirst`): ``fix_<c>_usd_per_month`` summed over the GPUs,
     ``fix_<c>_speedup`` = 1 / (1 − Σ cat_<c>_ns / Σ window_ns), the fewest stable iterations of a GPU
-    (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``).
+    (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``);
+    ``trusted_idle_usd_per_month``, the idle USD of the GPUs whose ``confidence_tier`` is trusted
+    (:data:`pipeline.analysis.confidence.TRUSTED`; none for a table without tiers).
     Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
     and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum.
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
@@ -148,7 +151,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """
     # a table written before a source column existed: the rollup columns made of it are empty
     lacking = [c for c in ROLLUP if c.source and c.source not in fleet.columns]
-    fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed"])
+    fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed", "confidence_tier"])
     ok = fleet[fleet["status"] != "error"]
     assumed = [c for c in ROLLUP if c.how == ASSUMED_SUM]  # summed over the rate_assumed rows only
     if assumed:
@@ -157,6 +160,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     totals = {c.name: (c.source, "size" if c.how == "count" else c.how) for c in ROLLUP
               if c.source and c.how in ("sum", "min", "max", "count")}
     totals.update({c.name: (f"_assumed_{c.name}", "sum") for c in assumed})
+    trusted = [c for c in ROLLUP if c.how == TRUSTED_SUM]  # summed over the trusted tiers' rows only
+    ok = ok.assign(**{f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED)) for c in trusted})
+    totals.update({c.name: (f"_trusted_{c.name}", "sum") for c in trusted})
     out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")

@@ -25,7 +25,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis.fixfirst import REMEDIES
-from ..config import AnalysisConfig
+from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
 from ..io import os_cause, write_text
@@ -199,7 +199,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         s=s, t=t, svgs={k: Markup(v) for k, v in svgs.items()}, records=records,
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
-        confidence=AnalysisConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
+        confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
         short=_short_gpu)
 
 
@@ -246,11 +246,21 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
         return lines + ["Nothing to fix: no application idle in the analysed GPUs.", ""]
     lines += ["| # | category | $/month | speed-up | remedy | confidence |", "|---|---|---|---|---|---|"]
     for e in fixes[:TOP_FIXES]:
-        flags = [f for f, on in (("low confidence", e["low_confidence"]),
-                                 ("implausible speed-up", e["implausible_speedup"])) if on]
+        low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
+        flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
+            ["implausible speed-up"] if e["implausible_speedup"] else [])
         lines.append(f"| {e['rank']} | {e['category']} | {usd(e['usd_per_month'])} | {e['speedup']:.3f}× | "
-                     f"{md_text(e['remedy'])} | {', '.join(flags) or 'ok'} |")
+                     f"{md_text(e['remedy'])} | {', '.join(flags)} |")
     return lines + [""]
+
+
+def trust_text(trust: dict) -> str:
+    """One sentence cutting the headline by confidence tier (:func:`~pipeline.report.summary.trust_split`):
+    the trusted dollars first, the toy and low ones apart."""
+    tiers = trust["tiers"]
+    return (f"Of it, {usd(trust['trusted_usd'])}/month rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
+            f"tier medium or high); apart, {usd(trust['other_usd'])}/month on {trust['other_gpus']} GPU(s) of tier "
+            f"toy ({tiers['toy']['gpus']}) or low ({tiers['low']['gpus']}).")
 
 
 def reconcile_text(rc: dict) -> str:
@@ -294,7 +304,7 @@ def render_markdown(res: Results) -> str:
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
-             + assumed_text(s["rates_assumed"]), ""]
+             + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
     if s["comm"]:
         c = s["comm"]
         lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "

@@ -15,6 +15,7 @@ format. Money is USD per month, percentages 0..100, times int ns.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import glob
 import json
@@ -25,7 +26,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
-from ..config import AnalysisConfig, CostConfig
+from ..analysis.confidence import TIERS, TRUSTED
+from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
 from ..io import dated_dirs
@@ -344,31 +346,32 @@ PRICING = "pricing"
 def pricing_settings(cfg) -> dict:
     """The settings of the configuration ``cfg`` (a :class:`~pipeline.config.Config`) that the fix-first
     columns of a fleet row depend on besides the row itself (docs/definitions.md#fix-first): ``{
-    "hours_per_month": float, "min_confidence_iterations": int, "min_confidence_window_ns": int}``.
-    The rate is the row's own ``rate_usd_per_hour`` (the run's rate card, overrides and MIG share)."""
-    return {"hours_per_month": float(cfg.cost.hours_per_month),
-            "min_confidence_iterations": int(cfg.analysis.min_confidence_iterations),
-            "min_confidence_window_ns": int(cfg.analysis.min_confidence_window_ns)}
+    "hours_per_month": float, "confidence": {threshold: value}}`` (the ``confidence`` section's
+    thresholds, docs/definitions.md#confidence-tiers). The rate is the row's own ``rate_usd_per_hour``
+    (the run's rate card, overrides and MIG share)."""
+    return {"hours_per_month": float(cfg.cost.hours_per_month), "confidence": dataclasses.asdict(cfg.confidence)}
 
 
 def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.DataFrame:
     """``fleet`` with the per-GPU fix-first columns (:data:`~pipeline.analysis.fixfirst.FLEET_FIX_COLUMNS`).
 
     A table written before they existed (an older run folder or sweep night) gets them from its
-    ``cat_<c>_ns``, ``window_ns``, ``iterations`` and ``rate_usd_per_hour`` with
-    :func:`~pipeline.analysis.fixfirst.gpu_columns`, priced with the run's ``settings``
-    (:func:`pricing_settings`, as its folder's manifest records them under :data:`PRICING`); a setting
-    they do not name (a folder of code that recorded none) is the default (``cost.hours_per_month``,
-    ``analysis.min_confidence_*``). A table that has the columns is returned as is.
+    ``cat_<c>_ns``, ``window_ns``, ``iterations``, ``kernel_count``, ``iteration_spread_pct`` (unknown in a
+    table without it) and ``rate_usd_per_hour`` with :func:`~pipeline.analysis.fixfirst.gpu_columns`,
+    priced with the run's ``settings`` (:func:`pricing_settings`, as its folder's manifest records them
+    under :data:`PRICING`); a setting they do not name (a folder of code that recorded none) is the
+    default (:func:`filled_pricing`). A table that has the columns is returned as is.
     """
     if all(c in fleet.columns for c in fixfirst.FLEET_FIX_COLUMNS):
         return fleet
     full = filled_pricing(settings)
-    hours, min_iterations, min_window_ns = (full["hours_per_month"], full["min_confidence_iterations"],
-                                            full["min_confidence_window_ns"])
+    hours, thresholds = full["hours_per_month"], ConfidenceConfig(**full["confidence"])
 
     def ns(value) -> int:
         return 0 if value is None or pd.isna(value) else int(value)
+
+    def spread(value):
+        return None if value is None or pd.isna(value) else float(value)
 
     rows = []
     for r in fleet.to_dict("records"):
@@ -377,21 +380,32 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
             continue
         rows.append(fixfirst.gpu_columns(
             {c: ns(r.get(f"cat_{c}_ns")) for c in fixfirst.fixable()}, ns(r["window_ns"]), ns(r.get("iterations")),
-            float(r["rate_usd_per_hour"]), hours, min_iterations, min_window_ns))
+            float(r["rate_usd_per_hour"]), hours, ns(r.get("kernel_count")), spread(r.get("iteration_spread_pct")),
+            thresholds))
     added = pd.DataFrame(rows, index=fleet.index, columns=fixfirst.FLEET_FIX_COLUMNS)
     return pd.concat([fleet.drop(columns=[c for c in fixfirst.FLEET_FIX_COLUMNS if c in fleet.columns]), added],
                      axis=1)
 
 
+#: The confidence settings an older run folder's manifest records under :data:`PRICING` (before the
+#: ``confidence`` section existed) -> the thresholds they became.
+_OLD_CONFIDENCE = {"min_confidence_iterations": "medium_min_iterations",
+                   "min_confidence_window_ns": "medium_min_window_ns"}
+
+
 def filled_pricing(settings: dict | None) -> dict:
     """``settings`` (a :func:`pricing_settings` dict, possibly partial or None) with every setting it does
-    not name taken from the defaults (``cost.hours_per_month``, ``analysis.min_confidence_*``)."""
+    not name taken from the defaults (``cost.hours_per_month``, the ``confidence`` section): ``{
+    "hours_per_month": float, "confidence": {threshold: value}}``. A manifest of older code records
+    ``min_confidence_iterations`` and ``min_confidence_window_ns``: read as the medium thresholds."""
     given = settings or {}
-    cost, analysis = CostConfig(), AnalysisConfig()
-    return {"hours_per_month": float(given.get("hours_per_month", cost.hours_per_month)),
-            "min_confidence_iterations": int(given.get("min_confidence_iterations",
-                                                       analysis.min_confidence_iterations)),
-            "min_confidence_window_ns": int(given.get("min_confidence_window_ns", analysis.min_confidence_window_ns))}
+    confidence = dataclasses.asdict(ConfidenceConfig())
+    confidence.update({new: given[old] for old, new in _OLD_CONFIDENCE.items() if old in given})
+    recorded = given.get("confidence")
+    if isinstance(recorded, dict):
+        confidence.update({k: v for k, v in recorded.items() if k in confidence})
+    return {"hours_per_month": float(given.get("hours_per_month", CostConfig().hours_per_month)),
+            "confidence": confidence}
 
 
 def recorded_pricing(folder: str | None) -> dict | None:
@@ -420,6 +434,21 @@ def run_hours(folder: str | None) -> float:
 
 #: GPUs named (linked to their pages) per fix-first entry of the report.
 FIX_GPUS = 3
+
+
+def trust_split(fleet: pd.DataFrame) -> dict:
+    """The headline's idle USD per month cut by ``confidence_tier`` (docs/definitions.md#confidence-tiers),
+    over the analysed GPUs: ``trusted_usd`` and ``trusted_gpus`` (tiers ``medium`` and ``high``),
+    ``other_usd`` and ``other_gpus`` (``toy``, ``low``, and a row without a tier), and per tier of
+    :data:`~pipeline.analysis.confidence.TIERS` ``tiers[tier] = {"gpus", "usd"}``. ``trusted_usd +
+    other_usd`` is :func:`fleet_usd` (to rounding)."""
+    ok = ok_rows(with_fix_columns(fleet))
+    usd = ok["idle_usd_per_month"].astype(float).fillna(0.0)
+    tier = ok["confidence_tier"].astype(object)
+    tiers = {t: {"gpus": int((tier == t).sum()), "usd": float(usd[tier == t].sum())} for t in TIERS}
+    good = tier.isin(TRUSTED)
+    return {"trusted_usd": float(usd[good].sum()), "trusted_gpus": int(good.sum()),
+            "other_usd": float(usd[~good].sum()), "other_gpus": int((~good).sum()), "tiers": tiers}
 
 
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS) -> list[dict]:
@@ -467,12 +496,13 @@ def gpu_names(fleet: pd.DataFrame) -> dict:
 
 def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) -> str:
     """The hover text of a fix-first entry's low-confidence marker, short whatever the fleet's size: how
-    many of the entry's GPUs (those with idle of ``category``) are low confidence, each kind of shortfall
+    many of the entry's GPUs (those with idle of ``category`` whose tier is not trusted: the entry apart) are
+    low confidence, each kind of shortfall
     with its count (:func:`~pipeline.analysis.fixfirst.confidence_kinds`), the first ``n`` of them by
     short name (:func:`gpu_names`; by report and GPU key) and how many more; the full list (report, GPU
     key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low."""
     ok = ok_rows(with_fix_columns(fleet)).sort_values(["report", "gpu_key"], kind="stable")
-    part = ok[ok[f"cat_{category}_ns"].fillna(0) > 0]
+    part = ok[(ok[f"cat_{category}_ns"].fillna(0) > 0) & ~ok["confidence_tier"].isin(TRUSTED)]   # the apart entry's
     low = part[part["low_confidence"].fillna(False).astype(bool)]
     if low.empty:
         return ""
@@ -492,13 +522,15 @@ def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) ->
 def figure_caveats(row: dict) -> dict:
     """What qualifies one GPU's dollar figure (the top-10 table's and ``--format md``'s markers):
     ``low_confidence`` (bool) with ``confidence_marker`` (:func:`~pipeline.analysis.fixfirst.confidence_marker`,
-    e.g. ``low confidence: 8.6 ms window``) and ``confidence_note``; ``rate_assumed`` (the row's ``rate_assumed``
-    or ``unpriced``: the GPU's model is not on the rate card or not named, so it is priced at the default
-    model's rate, or not priced) with ``rate_marker`` (``≈ H100 rate``, or ``unpriced``) and ``rate_title``
-    (why, quoting ``rate_source``). A row from before the confidence columns: not low; from before the
-    ``rate_assumed`` column: what its ``rate_source`` says (:data:`pipeline.schema.DERIVED`)."""
+    e.g. ``toy capture: 8.6 ms window, 14 kernels``, ``low confidence: 4 stable iterations``) and
+    ``confidence_note``; ``rate_assumed`` (the row's ``rate_assumed`` or ``unpriced``: the GPU's model is not on
+    the rate card or not named, so it is priced at the default model's rate, or not priced) with ``rate_marker``
+    (``≈ H100 rate``, or ``unpriced``) and ``rate_title`` (why, quoting ``rate_source``). A row from before the
+    confidence columns: not low; from before the ``rate_assumed`` column: what its ``rate_source`` says
+    (:data:`pipeline.schema.DERIVED`)."""
     low = bool(row.get("low_confidence")) and not pd.isna(row.get("low_confidence"))
     note = "" if not low else str(row.get("confidence_note") or "")
+    tier = str(row.get("confidence_tier") or "")
     model, rate = str(row.get("rate_model") or ""), str(row.get("rate_source") or "")
     assumed = bool(row["rate_assumed"]) if "rate_assumed" in row else source_says_assumed(rate)
     unpriced = bool(row.get("unpriced")) and not pd.isna(row.get("unpriced"))
@@ -510,7 +542,7 @@ def figure_caveats(row: dict) -> dict:
              f"{why}: priced as {model}, the default model ({rate})" if assumed else "")
     return {"low_confidence": low, "confidence_note": note,
             "confidence_marker": fixfirst.confidence_marker(note, int(row.get("window_ns") or 0),
-                                                            int(row.get("iterations") or 0)) if low else "",
+                                                            int(row.get("iterations") or 0), tier) if low else "",
             "rate_assumed": assumed or unpriced, "rate_marker": marker, "rate_title": title}
 
 
@@ -602,7 +634,7 @@ def summarise(res: Results) -> dict:
         "hours_per_month": run_hours(res.run_dir or res.source),
         "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
         "nights_count": len(dates),
-        "fleet_usd": fleet_usd(fleet), "rates_assumed": rate_assumptions(fleet),
+        "fleet_usd": fleet_usd(fleet), "rates_assumed": rate_assumptions(fleet), "trust": trust_split(fleet),
         "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}

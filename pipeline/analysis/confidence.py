@@ -1,0 +1,136 @@
+"""How far a row's month can be trusted (docs/definitions.md#confidence-tiers).
+
+Every dollar figure extrapolates one GPU's window W to a month. A row states what it extrapolates
+from: the GPU's capture (``capture_ns``), W (``window_ns``), the stable iterations kept in W
+(``iterations``) and how much their lengths spread (``iteration_spread_pct``); and, where W is made
+of iterations, the range its idle share takes from one iteration to the next (``idle_pct_low``,
+``idle_pct_high``). From those, one tier (:data:`TIERS`): ``toy``, ``low``, ``medium`` or ``high``
+(:func:`tier`, thresholds in :class:`~pipeline.config.ConfidenceConfig`); ``low_confidence`` and
+``confidence_note`` are derived from it here and nowhere else (:func:`tier_columns`).
+
+Pure functions of int64 ns numbers and arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import ConfidenceConfig
+from . import intervals as iv
+
+#: The tiers, least trusted first.
+TIERS = ("toy", "low", "medium", "high")
+#: The tiers whose dollars are totalled first (the "trusted" figures); the others are shown apart.
+TRUSTED = ("medium", "high")
+
+
+def trusted(tier_name) -> bool:
+    """True when ``tier_name`` is one of :data:`TRUSTED` (a missing tier, from a table written before
+    the column, is not)."""
+    return str(tier_name) in TRUSTED
+
+
+def capture_ns(kernel_starts, kernel_ends) -> int:
+    """The GPU's capture length (ns): its first kernel's start to its last kernel's end, the ``span``
+    window (docs/definitions.md#confidence-tiers); 0 without kernels."""
+    s, e = iv.as_ns(kernel_starts), iv.as_ns(kernel_ends)
+    return int(e.max() - s.min()) if s.size else 0
+
+
+def kept_iterations(win) -> tuple[list[int], list[int]]:
+    """``(starts, lengths)`` (int ns) of the iterations ``win`` (a :class:`~pipeline.analysis.window.Window`)
+    kept, sorted by start: each kept extent's start and its stability-test length (``win.lengths``, from
+    the extent's start to the next iteration's start or its own end when later). ``([], [])`` for a
+    window of no iterations (trim, span)."""
+    kept = sorted((int(x[1]), int(n)) for x, n in zip(win.extents, win.lengths) if x[3] == "kept")
+    return [s for s, _ in kept], [n for _, n in kept]
+
+
+def spread_pct(lengths) -> float | None:
+    """``iteration_spread_pct`` of the kept iterations' ``lengths`` (int ns): ``100 × (max − min) / median``
+    (the median of an even count is the mean of the two middle lengths), 4 decimals; None without
+    iterations or with a median of 0."""
+    a = np.asarray(lengths, dtype=np.int64)
+    if not a.size:
+        return None
+    med = float(np.median(a))
+    return round(100.0 * float(a.max() - a.min()) / med, 4) if med > 0 else None
+
+
+def iteration_idle_pcts(starts, w1: int, run_starts, run_ends) -> list[float]:
+    """Each kept iteration's device-level idle share of its own slice of W, in % (not rounded).
+
+    Iteration ``i``'s slice is ``[starts[i], starts[i + 1])``, the last one's ``[starts[-1], w1)``: the
+    slices tile W (which starts at the first kept start), so their idle adds up to ``idle_ns``. Idle of a
+    slice = its length − the kernel union (``run_starts``, ``run_ends``: sorted disjoint runs,
+    :func:`pipeline.analysis.gaps.busy_runs`) inside it. A slice of length 0 is skipped."""
+    s = np.asarray(starts, dtype=np.int64)
+    if not s.size:
+        return []
+    e = np.append(s[1:], np.int64(w1))
+    busy = iv.overlap_with_each(s, e, run_starts, run_ends)
+    length = e - s
+    return [100.0 * float(n - b) / float(n) for n, b in zip(length.tolist(), busy.tolist()) if n > 0]
+
+
+def idle_range(starts, w1: int, run_starts, run_ends) -> tuple[float | None, float | None]:
+    """``(idle_pct_low, idle_pct_high)``: the least and the most idle share (%, 4 decimals) of one kept
+    iteration (:func:`iteration_idle_pcts`); ``(None, None)`` for a window of no iterations."""
+    pcts = iteration_idle_pcts(starts, w1, run_starts, run_ends)
+    return (round(min(pcts), 4), round(max(pcts), 4)) if pcts else (None, None)
+
+
+def _seconds(ns: int) -> str:
+    return f"{int(ns) / 1e9:.6f} s"
+
+
+def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: ConfidenceConfig = ConfidenceConfig()
+         ) -> tuple[str, list[str]]:
+    """``(tier, reasons)`` of a row whose W lasts ``window_ns`` ns, holds ``kernel_count`` kernels and
+    ``iterations`` stable iterations whose lengths spread ``spread`` % (:func:`spread_pct`; None:
+    unknown or no iterations), under the thresholds ``cfg`` (docs/definitions.md#confidence-tiers):
+
+    * ``toy``: ``window_ns < toy_max_window_ns`` or ``kernel_count < toy_min_kernels``;
+    * ``high``: ``iterations ≥ high_min_iterations``, ``window_ns ≥ high_min_window_ns`` and, when W holds
+      iterations, a known ``spread ≤ high_max_spread_pct``;
+    * ``medium``: the same with the ``medium_*`` thresholds;
+    * ``low``: every other row.
+
+    ``reasons`` name each shortfall of a ``toy`` row (against the toy thresholds) or of a ``low`` row
+    (against the medium ones), e.g. ``"rests on 3 stable iterations (fewer than 5)"``,
+    ``"window 0.018255 s (under 0.05 s)"``, ``"14 kernels in W (fewer than 50)"``,
+    ``"iteration spread 62.5 % (over 50 %)"``; ``[]`` for ``medium`` and ``high``."""
+    window_ns, kernel_count, iterations = int(window_ns), int(kernel_count), int(iterations)
+    toy = []
+    if window_ns < int(cfg.toy_max_window_ns):
+        toy.append(f"window {_seconds(window_ns)} (under {int(cfg.toy_max_window_ns) / 1e9:g} s)")
+    if kernel_count < int(cfg.toy_min_kernels):
+        toy.append(f"{kernel_count} kernels in W (fewer than {int(cfg.toy_min_kernels)})")
+    if toy:
+        return "toy", toy
+
+    def shortfalls(min_iterations, min_window_ns, max_spread) -> list[str]:
+        out = []
+        if iterations < int(min_iterations):
+            out.append(f"rests on {iterations} stable iterations (fewer than {int(min_iterations)})")
+        if window_ns < int(min_window_ns):
+            out.append(f"window {_seconds(window_ns)} (under {int(min_window_ns) / 1e9:g} s)")
+        if iterations >= max(int(min_iterations), 1):  # too few iterations, or none: no spread to judge
+            if spread is None or spread != spread:
+                out.append("iteration spread unknown")
+            elif float(spread) > float(max_spread):
+                out.append(f"iteration spread {float(spread):g} % (over {float(max_spread):g} %)")
+        return out
+
+    if not shortfalls(cfg.high_min_iterations, cfg.high_min_window_ns, cfg.high_max_spread_pct):
+        return "high", []
+    low = shortfalls(cfg.medium_min_iterations, cfg.medium_min_window_ns, cfg.medium_max_spread_pct)
+    return ("low", low) if low else ("medium", [])
+
+
+def tier_columns(window_ns: int, kernel_count: int, iterations: int, spread,
+                 cfg: ConfidenceConfig = ConfidenceConfig()) -> dict:
+    """The one place a row's confidence columns are made: ``confidence_tier`` (:func:`tier`),
+    ``low_confidence`` (the tier is ``toy`` or ``low``: not :data:`TRUSTED`) and ``confidence_note``
+    (the tier's reasons, ``"; "``-joined; ``""`` when trusted)."""
+    name, reasons = tier(window_ns, kernel_count, iterations, spread, cfg)
+    return {"confidence_tier": name, "low_confidence": not trusted(name), "confidence_note": "; ".join(reasons)}

@@ -1,0 +1,258 @@
+"""Confidence that discriminates (issue 26 point 3; docs/definitions.md#confidence-tiers).
+
+Each row states what its month extrapolates from (``capture_ns``, ``window_ns``, ``iterations``,
+``iteration_spread_pct``), the idle range of its kept iterations (``idle_pct_low``..``idle_pct_high``)
+and a ``confidence_tier``; the fix-first lists and the headline total the trusted tiers first and show
+the rest apart. Expected values are worked out by hand in the comments (ms = 1,000,000 ns), never with
+pipeline.analysis.confidence. On main every fix-first entry of every run was "low confidence" (a 1 s
+window threshold no export or trace of the team reaches) and an 8.6 ms toy trace led the fleet's list.
+"""
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import KINETO, REPO, run_cli
+
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.confidence import tier
+from pipeline.config import ConfidenceConfig, Config
+from pipeline.load.report import gpu_trace, load_report
+from pipeline.report.summary import filled_pricing
+from pipeline.synth import ExportWriter
+
+MS = 1_000_000
+#: The hole inside each iteration's second kernel pair, per iteration number (0 is the warm-up).
+HOLES_MS = (3, 1, 2, 3, 0, 1, 4, 2)
+
+
+def known_idle(path) -> str:
+    """Eight NVTX iterations ``Iteration i``, CPU [10 i, 10 i + 10) ms, each launching two kernels on
+    device 0 stream 7 from inside its range: [c, c + 2) and [c + 2 + h_i, c + 9) ms with c = 10 i + 1
+    (a 1 ms lag) and h_i = :data:`HOLES_MS`[i]. So iteration i is busy 9 − h_i ms of its 10 ms slice."""
+    w = ExportWriter(str(path))
+    for i, h in enumerate(HOLES_MS):
+        w.nvtx(10, 11, 10 * i * MS, (10 * i + 10) * MS, f"Iteration {i}")
+        c = 10 * i + 1
+        for j, (s, e) in enumerate(((c, c + 2), (c + 2 + h, c + 9))):
+            corr = w.correlation()
+            t = 10 * i * MS + 100_000 * (j + 1)
+            w.runtime(10, 11, t, t + 10_000, "cudaLaunchKernel_v7000", correlation=corr)
+            w.kernel(10, 0, 7, s * MS, e * MS, "gemm", correlation=corr)
+    return w.close()
+
+
+def analyse_one(path, cfg: Config = Config()) -> dict:
+    rep = load_report(str(path))
+    (key,) = rep.gpu_keys()
+    return analyse_gpu(gpu_trace(rep, key), cfg, {}).row
+
+
+def test_what_the_month_rests_on_and_the_idle_range_by_hand(tmp_path):
+    """Warm-up 0 out, 1..7 kept: W = [11, 80) ms (the first kept extent's start to the last one's end).
+    Slices: iterations 1..6 [10 i + 1, 10 i + 11) of 10 ms, idle 10 − (9 − h) = 1 + h ms: 2, 3, 4, 1, 2, 5 ms
+    = 20, 30, 40, 10, 20, 50 %; iteration 7 [71, 80) of 9 ms, idle its hole of 2 ms = 22.2222 %. So
+    idle_pct_low 10 %, idle_pct_high 50 %; idle 19 ms of 69 = 27.5362 %, between the two.
+    Lengths (to the next extent's start; the last its own extent): 10 ms x 6 and 9 ms: spread
+    100 x (10 − 9) / 10 = 10 %. Capture: the first kernel [1, 3) to the last's end 80 ms = 79 ms."""
+    row = analyse_one(known_idle(tmp_path / "known.sqlite"))
+    assert (row["window_rule"], row["kept_iterations"], row["window_start_ns"], row["window_end_ns"]) == (
+        "nvtx", "1-7", 11 * MS, 80 * MS)
+    assert (row["window_ns"], row["idle_ns"], row["idle_pct"]) == (69 * MS, 19 * MS, 27.5362)
+    assert (row["idle_pct_low"], row["idle_pct_high"]) == (10.0, 50.0)
+    assert (row["capture_ns"], row["iterations"], row["iteration_spread_pct"], row["kernel_count"]) == (
+        79 * MS, 7, 10.0, 14)
+    # defaults: 14 kernels in W are fewer than 50 (69 ms is not under 50 ms): a toy
+    assert (row["confidence_tier"], row["low_confidence"], row["confidence_note"]) == (
+        "toy", True, "14 kernels in W (fewer than 50)")
+
+
+def test_each_tier_is_reached_by_the_same_trace_under_thresholds(tmp_path):
+    """The trace above (69 ms, 14 kernels, 7 iterations, spread 10 %) under thresholds that move it across
+    every tier: the tiers are the rule's, the thresholds the config's."""
+    path = known_idle(tmp_path / "known.sqlite")
+
+    def tier_of(**thresholds) -> tuple:
+        row = analyse_one(path, dataclasses.replace(Config(), confidence=ConfidenceConfig(**thresholds)))
+        return row["confidence_tier"], row["low_confidence"], row["confidence_note"]
+
+    not_toy = {"toy_min_kernels": 14}     # 14 kernels are not fewer than 14
+    assert tier_of(**not_toy) == ("low", True, "window 0.069000 s (under 0.2 s)")       # 69 ms < 200 ms
+    assert tier_of(**not_toy, medium_min_window_ns=69 * MS) == ("medium", False, "")   # exactly 69 ms is enough
+    high = dict(not_toy, medium_min_window_ns=69 * MS, high_min_iterations=7, high_min_window_ns=69 * MS)
+    assert tier_of(**high) == ("high", False, "")                                       # spread 10 ≤ 10
+    assert tier_of(**high, high_max_spread_pct=9.5) == ("medium", False, "")            # 10 > 9.5
+    assert tier_of(**not_toy, medium_min_window_ns=69 * MS, medium_max_spread_pct=9.5) == (
+        "low", True, "iteration spread 10 % (over 9.5 %)")
+    assert tier_of(**not_toy, medium_min_window_ns=69 * MS, medium_min_iterations=8) == (
+        "low", True, "rests on 7 stable iterations (fewer than 8)")
+    assert tier_of(toy_min_kernels=14, toy_max_window_ns=69 * MS + 1)[:2] == ("toy", True)   # 69 ms < 69 ms + 1 ns
+
+
+def test_a_stored_result_is_not_reused_under_other_thresholds(tmp_path):
+    """The tier is part of a stored result: a second run of the same trace with the same result store under
+    other thresholds gives the new tier (the thresholds are in the configuration's digest)."""
+    path = known_idle(tmp_path / "known.sqlite")
+    env = {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
+    loose = tmp_path / "loose.yaml"
+    loose.write_text("confidence:\n  toy_min_kernels: 14\n  medium_min_window_ns: 69000000\n")
+    tiers = []
+    for n, extra in enumerate(((), ("--config", str(loose)))):
+        run_cli("run", str(path), "--out", str(tmp_path / f"out{n}"), *extra, env=env)
+        tiers.append(pd.read_parquet(tmp_path / f"out{n}" / "fleet.parquet")["confidence_tier"].tolist())
+    assert tiers == [["toy"], ["medium"]]
+
+
+def test_tier_rule_by_hand():
+    """The pure rule at its edges (defaults: toy under 50 ms or 50 kernels; medium 5 iterations, 200 ms,
+    50 %; high 20, 500 ms, 10 %): a window without iterations has no spread to judge."""
+    assert tier(50 * MS, 50, 0, None) == ("low", ["rests on 0 stable iterations (fewer than 5)",
+                                                  "window 0.050000 s (under 0.2 s)"])
+    assert tier(50 * MS - 1, 50, 0, None)[0] == "toy" and tier(50 * MS, 49, 0, None)[0] == "toy"
+    assert tier(200 * MS, 50, 5, 50.0) == ("medium", [])
+    assert tier(200 * MS, 50, 5, 50.0001) == ("low", ["iteration spread 50.0001 % (over 50 %)"])
+    assert tier(500 * MS, 50, 20, 10.0) == ("high", [])
+    assert tier(500 * MS, 50, 19, 10.0) == ("medium", [])
+    # a table written before the spread existed: iterations but no spread, neither medium nor high
+    assert tier(900 * MS, 900, 30, None) == ("low", ["iteration spread unknown"])
+    # a manifest of older code records the old thresholds: they are the medium ones
+    assert filled_pricing({"min_confidence_iterations": 3, "min_confidence_window_ns": 7})["confidence"] == dict(
+        dataclasses.asdict(ConfidenceConfig()), medium_min_iterations=3, medium_min_window_ns=7)
+
+
+# ---------------------------------------------------------------- a toy trace beside a real export
+
+@pytest.fixture(scope="module")
+def toy_beside_real(profiles, tmp_path_factory):
+    """``gpu-idle run`` of the 8.6 ms ROCm toy trace (14 kernels, $2,882.33/month) beside the real two-GPU
+    H100 export (14 stable iterations over ~244 ms each, spread ~30 %), then ``gpu-idle report``."""
+    out = tmp_path_factory.mktemp("toy_beside_real") / "out"
+    run_cli("run", str(KINETO / "mi250_rocm_minitoy.json.gz"), str(profiles / "train_h100_2gpu_nccl.sqlite"),
+            "--out", str(out), "--config", "configs/profiles.yaml")
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    return out
+
+
+def test_the_toy_does_not_lead_the_confident_list(toy_beside_real):
+    """The toy is a toy (8,594,445 ns < 50 ms, 14 kernels < 50); the export's GPUs are medium (14 ≥ 5
+    iterations, ≥ 200 ms, spread ≤ 50 %; not high: 14 < 20). The fleet's list: the export's entries first,
+    ranked by USD, then apart the toy's (its cpu idle, the largest single figure, is there: never hidden).
+    On main the toy's $2,8xx cpu entry ranked first and every entry was low confidence."""
+    fleet = pd.read_parquet(toy_beside_real / "fleet.parquet")
+    toy = fleet[fleet["report"].str.endswith("mi250_rocm_minitoy.json.gz")].iloc[0]
+    real = fleet[fleet["report"].str.endswith("train_h100_2gpu_nccl.sqlite")]
+    assert (toy["window_ns"], toy["kernel_count"], toy["iterations"], toy["confidence_tier"]) == (8_594_445, 14, 0, "toy")
+    assert toy["confidence_note"] == "window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)"
+    assert real["iterations"].tolist() == [14, 14] and (real["window_ns"] >= 200 * MS).all()
+    assert (real["iteration_spread_pct"] <= 50).all() and real["confidence_tier"].tolist() == ["medium", "medium"]
+    fixes = pd.read_csv(toy_beside_real / "fix_first.csv", keep_default_na=False)
+    fl = fixes[fixes["scope"] == "fleet"]
+    trusted = fl[fl["trusted"].astype(str) == "True"]
+    apart = fl[fl["trusted"].astype(str) == "False"]
+    # the trusted entries are the export's alone, ranked first; the toy's come after, all of them
+    assert list(fl["rank"]) == list(range(1, len(fl) + 1)) and len(trusted) and len(apart)
+    assert trusted["rank"].max() < apart["rank"].min()
+    assert set(trusted["gpu_keys"].str.split("; ").explode().str.split(" ").str[0]) == set(real["report"])
+    assert set(apart["gpu_keys"].str.split(" ").str[0]) == {toy["report"]}
+    assert set(apart["confidence_tier"]) == {"toy"} and set(trusted["confidence_tier"]) == {"medium"}
+    cats = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
+    toy_cpu = toy["fix_cpu_usd_per_month"]
+    assert apart[apart["category"] == "cpu"]["usd_per_month"].tolist() == [toy_cpu]
+    assert toy_cpu > trusted["usd_per_month"].max()          # the toy's figure is the largest, and not first
+    for cat in cats:   # each part's dollars are its own GPUs' (the list still adds up)
+        want = round(real[f"fix_{cat}_usd_per_month"].sum(), 2)
+        assert trusted[trusted["category"] == cat]["usd_per_month"].sum() == pytest.approx(want, abs=0.005)
+    jobs = pd.read_csv(toy_beside_real / "jobs.csv", keep_default_na=False)
+    by_job = dict(zip(jobs["job"], jobs["trusted_idle_usd_per_month"]))
+    assert by_job == {"mi250_rocm_minitoy": 0.0, "train-2gpu-nccl": round(real["idle_usd_per_month"].sum(), 2)}
+
+
+def test_the_report_totals_the_trusted_first_and_shows_the_rest_apart(toy_beside_real):
+    """The report's headline card: the trusted dollars (the export's two GPUs) and, apart, the toy's; the
+    fix-first table's first row is trusted, and a row announces the entries set apart before the toy's."""
+    fleet = pd.read_parquet(toy_beside_real / "fleet.parquet")
+    page = (toy_beside_real / "report.html").read_text(encoding="utf-8")
+    card = re.search(r'id="trusted-usd" data-usd="([0-9.]+)" data-other-usd="([0-9.]+)"', page)
+    trusted = fleet[fleet["confidence_tier"].isin(["medium", "high"])]["idle_usd_per_month"].sum()
+    other = fleet[fleet["confidence_tier"] == "toy"]["idle_usd_per_month"].sum()
+    assert (float(card.group(1)), float(card.group(2))) == (round(trusted, 2), round(other, 2))
+    table = re.search(r'<table id="fix-list">(.*?)</table>', page, re.S).group(1)
+    tiers = re.findall(r'<tr data-category="[^"]+" data-tier="([^"]+)">', table)
+    first_toy = tiers.index("toy")
+    assert tiers[0] == "medium" and set(tiers[first_toy:]) == {"toy"} and set(tiers[:first_toy]) == {"medium"}
+    assert table.index('id="fix-apart"') < [m.start() for m in re.finditer(r'data-tier="toy"', table)][0]
+    assert "toy capture" in html.unescape(table)
+
+
+# ---------------------------------------------------------------- the team's real inputs
+
+#: Per real input, its tier and why (window ns, kernels, stable iterations, spread % as the outputs read).
+EXPECTED = {
+    # 674.8 ms, 1,426 kernels, 23 iterations (≥ 20), spread 0.16 / 0.20 % (≤ 10): high
+    "fastvideo_h100_sp2_1s.sqlite": "high",
+    # 18.3 ms (< 50 ms), 2 kernels (< 50): toy
+    "tiny_2kernels.sqlite": "toy",
+    # 243.8 ms (≥ 200, < 500), 1,666 kernels, 14 iterations (≥ 5, < 20), spread 31.4 / 29.0 % (≤ 50): medium
+    "train_h100_2gpu_nccl.sqlite": "medium",
+    # 1,018 ms, 5,005 kernels, 4 iterations (< 5): low
+    "a100_ws16_5streams_rank0.json.gz": "low",
+    # span (0 iterations): low
+    "a100_ws2_nccl_rank0.json.gz": "low",
+    # 8.6 ms, 14 kernels: toy
+    "mi250_rocm_minitoy.json.gz": "toy",
+    # 382 ms, 3,480 kernels, 4 iterations: low
+    "v100_resnet_ns_rank0.json.gz": "low",
+    # span (0 iterations), 1.2 s: low
+    "ws128_sampled_rank0.json.gz": "low", "ws128_sampled_rank1.json.gz": "low",
+    # the example fleet: 5 or 7 iterations over 212..387 ms, 226..322 kernels, spread 4.6..21 %: medium
+    **{name: "medium" for name in ("llm-pretrain-node01.sqlite", "llm-pretrain-node02.sqlite", "recsys-train.sqlite",
+                                   "resnet-finetune.sqlite", "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz")},
+}
+
+
+@pytest.fixture(scope="module")
+def real_run(profiles, tmp_path_factory):
+    """One ``gpu-idle run`` (window ``auto``) over the real exports, the real PyTorch traces and the example
+    fleet (``gpu-idle synth --example``), labelled by configs/profiles.yaml and the fleet's labels.yaml."""
+    root = tmp_path_factory.mktemp("real_tiers")
+    run_cli("synth", "--example", str(root / "ex"))
+    labels = (yaml.safe_load((REPO / "configs" / "profiles.yaml").read_text())["labels"]
+              + yaml.safe_load((root / "ex" / "labels.yaml").read_text())["labels"])
+    (root / "labels.yaml").write_text(yaml.safe_dump({"labels": labels}))
+    run_cli("run", str(profiles), str(KINETO), str(root / "ex"), "--out", str(root / "out"),
+            "--config", str(root / "labels.yaml"))
+    return root / "out"
+
+
+def test_on_the_real_inputs_the_tiers_differ(real_run):
+    """Every row's tier as worked out above from what it rests on; each of the four tiers is reached; the
+    fix-first list holds trusted entries (first) and entries apart. On main every entry was low confidence."""
+    fleet = pd.read_parquet(real_run / "fleet.parquet")
+    fleet["name"] = fleet["report"].str.split("/").str[-1]
+    got = fleet.groupby("name")["confidence_tier"].agg(lambda t: "/".join(sorted(set(t)))).to_dict()
+    assert got == EXPECTED
+    assert set(fleet["confidence_tier"]) == {"toy", "low", "medium", "high"}
+    # the numbers each tier rests on, as the comments above read them
+    fv = fleet[fleet["name"] == "fastvideo_h100_sp2_1s.sqlite"]
+    assert (fv["iterations"] >= 20).all() and (fv["window_ns"] >= 500 * MS).all() and (fv["iteration_spread_pct"] <= 10).all()
+    low = fleet[fleet["confidence_tier"] == "low"]
+    assert (low["iterations"] < 5).all() and (low["kernel_count"] >= 50).all() and (low["window_ns"] >= 50 * MS).all()
+    assert fleet["low_confidence"].tolist() == fleet["confidence_tier"].isin(["toy", "low"]).tolist()
+    # the idle range brackets the window's idle wherever there are iterations, and is empty where none
+    its = fleet[fleet["iterations"] > 0]
+    assert (its["idle_pct_low"] <= its["idle_pct"] + 1e-4).all() and (its["idle_pct"] <= its["idle_pct_high"] + 1e-4).all()
+    none = fleet[fleet["iterations"] == 0]
+    assert none[["idle_pct_low", "idle_pct_high", "iteration_spread_pct"]].isna().all().all() and len(none) == 5
+    assert (fleet["capture_ns"] >= fleet["window_ns"]).all()
+    fixes = pd.read_csv(real_run / "fix_first.csv", keep_default_na=False)
+    fl = fixes[fixes["scope"] == "fleet"]
+    assert set(fl["low_confidence"].astype(str)) == {"True", "False"}
+    # an entry's tier is the lowest of its GPUs': the fleet's trusted entries mix high and medium GPUs
+    assert fl["trusted"].astype(str).iloc[0] == "True" and set(fl["confidence_tier"]) == {"toy", "low", "medium"}
+    fastvideo = fixes[(fixes["scope"] == "job") & (fixes["job"] == "fastvideo-sp2")]
+    assert len(fastvideo) and set(fastvideo["confidence_tier"]) == {"high"}
+    assert set(fastvideo["trusted"].astype(str)) == {"True"}
