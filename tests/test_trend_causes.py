@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import run_cli
+from test_report_html import cells, table
 
 from pipeline.synth import generate_training_report
 
@@ -72,16 +73,6 @@ def nights(tmp_path_factory):
     # Night 3: $0.50/h cheaper again, and job gamma is profiled too.
     sweep(NIGHTS[2], f"cost: {{cluster_rates: {{east: {{'{model}': {rate - 1.0}}}}}}}\n", (str(root / "gamma.sqlite"),))
     return state, model, rate
-
-
-def table(page: str, table_id: str) -> str:
-    m = re.search(rf'<table id="{table_id}"[^>]*>(.*?)</table>', page, re.S)
-    assert m, f"no table {table_id}"
-    return m.group(1)
-
-
-def cells(row_html: str) -> list[str]:
-    return [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row_html, re.S)]
 
 
 def rows_by(page: str, table_id: str, attr: str) -> dict[str, tuple[str, list[str]]]:
