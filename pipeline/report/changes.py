@@ -7,7 +7,7 @@ that add up to it exactly, in whole cents:
 * ``rate``: the change in price (rate card, cluster override, hours per month), at last night's idle;
 * ``fleet``: the whole dollars of the GPUs and jobs that came (tonight only) or went (last night only).
 
-Per GPU (matched by :data:`GPU_MATCH`: its job, report and GPU key), from the stored rows of both nights:
+Per GPU (matched by its seat in its job, :func:`match_keys`), from the stored rows of both nights:
 ``U`` its ``idle_usd_per_month`` (in cents, as stored), ``f`` = ``idle_ns / window_ns``, ``r`` its
 ``rate_usd_per_hour`` and ``H`` its night's hours per month. For a GPU present both nights, ``C`` = last
 night's idle at tonight's price = ``f0 × r1 × H1`` rounded to cents as every stored dollar figure is (the
@@ -24,9 +24,16 @@ import pandas as pd
 from ..analysis.cost import idle_usd_per_month
 from ..schema import JOB_KEY
 
-#: How one GPU is matched across two nights: inside its job (:data:`~pipeline.schema.JOB_KEY`), by its
-#: report and GPU key. A GPU whose job changed label left one job and came into another.
-GPU_MATCH = (*JOB_KEY, "report", "gpu_key")
+#: Where a GPU sits in its job (:data:`~pipeline.schema.JOB_KEY`) when its key names no physical GPU: its
+#: node, its rank and its CUDA device ordinal(s) (docs/definitions.md#trend).
+SEAT = ("node", "rank", "device_ids")
+#: ``gpu_key`` prefixes that name the GPU itself (docs/definitions.md#gpus-and-mig-instances): the same on
+#: every night it is profiled, whichever file and process. A PCI bus id (``bus-``) is unique on its node only.
+UUID_KEYS = ("GPU-", "MIG-")
+#: How a GPU whose seat is ambiguous is matched instead: inside its job, by its file and GPU key.
+FILE_MATCH = ("report", "gpu_key")
+#: The columns a GPU is matched across two nights by (:func:`match_keys`).
+GPU_MATCH = (*JOB_KEY, *SEAT, *FILE_MATCH)
 #: The columns of a night's fleet table the split reads (besides ``status``).
 CHANGE_COLUMNS = (*GPU_MATCH, "idle_ns", "window_ns", "idle_usd_per_month", "rate_model", "rate_usd_per_hour",
                   "rate_source")
@@ -82,17 +89,58 @@ def _counterfactual(before: dict, after: dict, hours_before: float, hours_after:
     return cents(round(idle_usd_per_month(fraction, float(r1), float(hours_after)), 2))
 
 
+def _text(row: dict, name: str) -> str:
+    """``row[name]`` as text ("" when missing)."""
+    return "" if row.get(name) is None else str(row[name])
+
+
+def seat(row: dict) -> tuple | None:
+    """Where one GPU (a fleet row as a dict; a column it lacks: missing) sits in its job, the same on every
+    night it is profiled (docs/definitions.md#trend): ``(cluster, job, "gpu", gpu_key)`` when the key is a
+    physical GPU or MIG instance uuid (:data:`UUID_KEYS`); ``(cluster, job, "bus", node, gpu_key)`` for a PCI
+    bus id; else ``(cluster, job, "device", node, rank, device_ids)`` (rank "" when unknown); None when it
+    has no device ids either (it is matched by :data:`FILE_MATCH`)."""
+    job, key = tuple(_text(row, c) for c in JOB_KEY), _text(row, "gpu_key")
+    if key.startswith(UUID_KEYS):
+        return (*job, "gpu", key)
+    if key.startswith("bus-"):
+        return (*job, "bus", _text(row, "node"), key)
+    if not _text(row, "device_ids"):
+        return None
+    return (*job, "device", *(_text(row, c) for c in SEAT))
+
+
+def match_keys(before: list[dict], after: list[dict]) -> tuple[list[tuple], list[tuple]]:
+    """The key each row of last night (``before``) and tonight (``after``) is matched by: a row and a row
+    of the other night with the same key are one GPU (docs/definitions.md#trend).
+
+    A row's key is its :func:`seat` when that seat is held by this one row on each night it appears in;
+    when two or more rows of either night share a seat (e.g. two exports of one node, each with device 0
+    and no rank), those rows on both nights (and a row without a seat) are matched by their job and
+    :data:`FILE_MATCH` instead, and rows of the same job, file and GPU key in table order. Returns the two
+    lists of keys, in the rows' order, each unique within its night."""
+    counts: list[dict] = [{}, {}]
+    seats = [[seat(r) for r in rows] for rows in (before, after)]
+    for night, night_seats in zip(counts, seats):
+        for s in night_seats:
+            night[s] = night.get(s, 0) + 1
+    out = []
+    for rows, night_seats in zip((before, after), seats):
+        keys, seen = [], {}
+        for r, s in zip(rows, night_seats):
+            if s is not None and max(c.get(s, 0) for c in counts) == 1:
+                keys.append(("seat", *s))
+                continue
+            key = ("file", *(_text(r, c) for c in (*JOB_KEY, *FILE_MATCH)))
+            seen[key] = seen.get(key, -1) + 1
+            keys.append((*key, seen[key]))
+        out.append(keys)
+    return out[0], out[1]
+
+
 def _rows(fleet: pd.DataFrame) -> list[dict]:
-    """The rows of ``fleet`` as dicts of :data:`CHANGE_COLUMNS` (a column the table lacks: None), each
-    with its match key ``_key`` (:data:`GPU_MATCH` as text, plus its place among rows of the same key)."""
-    out, seen = [], {}
-    for r in fleet.to_dict("records"):
-        row = {c: _value(r, c) for c in CHANGE_COLUMNS}
-        key = tuple("" if row[c] is None else str(row[c]) for c in GPU_MATCH)
-        seen[key] = seen.get(key, -1) + 1
-        row["_key"] = key + (seen[key],)
-        out.append(row)
-    return out
+    """The rows of ``fleet`` as dicts of :data:`CHANGE_COLUMNS` (a column the table lacks: None)."""
+    return [{c: _value(r, c) for c in CHANGE_COLUMNS} for r in fleet.to_dict("records")]
 
 
 def gpu_changes(before: pd.DataFrame, after: pd.DataFrame, hours_before: float, hours_after: float) -> list[dict]:
@@ -104,14 +152,17 @@ def gpu_changes(before: pd.DataFrame, after: pd.DataFrame, hours_before: float, 
         hours_before, hours_after: the hours per month each night priced with (``cost.hours_per_month``
             as its manifest records it).
     Returns:
-        one dict per GPU, last night's order then tonight's new ones: :data:`GPU_MATCH` values, ``side``
+        one dict per GPU (matched by :func:`match_keys`), last night's order then tonight's new ones:
+        :data:`GPU_MATCH` values (tonight's when it is there: a GPU matched by its seat may have a new
+        ``report`` and ``gpu_key``), ``side``
         (``both``, ``came``, ``went``), ``before`` / ``after`` (its idle USD per month each night, int
         cents; 0 where absent), ``idle``, ``rate``, ``fleet`` (int cents, ``idle + rate + fleet = after −
         before``), ``repriced`` (present both nights and its price changed), and both nights'
         ``rate_model``, ``rate_usd_per_hour``, ``rate_source`` (``before_…`` / ``after_…``; None where absent).
     """
     rows0, rows1 = _rows(before), _rows(after)
-    tonight = {r["_key"]: r for r in rows1}
+    keys0, keys1 = match_keys(rows0, rows1)
+    tonight = dict(zip(keys1, rows1))
     out = []
 
     def entry(b: dict | None, a: dict | None) -> dict:
@@ -130,10 +181,10 @@ def gpu_changes(before: pd.DataFrame, after: pd.DataFrame, hours_before: float, 
                 _same(b["rate_usd_per_hour"], a["rate_usd_per_hour"]) and float(hours_before) == float(hours_after)))
         return e
 
-    for b in rows0:
-        out.append(entry(b, tonight.pop(b["_key"], None)))
-    for a in rows1:
-        if a["_key"] in tonight:
+    for key, b in zip(keys0, rows0):
+        out.append(entry(b, tonight.pop(key, None)))
+    for key, a in zip(keys1, rows1):
+        if key in tonight:
             out.append(entry(None, a))
     return out
 
