@@ -120,4 +120,5 @@ def test_the_trend_compares_jobs_by_cluster_and_job():
                ("2026-01-02", night([("x", "a", 1.0), ("y", "a", 5.0), ("z", "b", 3.0)]))])
     assert [n["jobs"] for n in t["nights"]] == [2, 3]
     assert t["new_jobs"] == [{"job": "b", "cluster": "z", "usd": 3.0}] and t["gone_jobs"] == []
-    assert t["movers"] == [{"job": "y/a", "cluster": "y", "before": 2.0, "after": 5.0, "delta": 3.0}]
+    assert [{k: m[k] for k in ("job", "cluster", "before", "after", "delta")} for m in t["movers"]] == [
+        {"job": "y/a", "cluster": "y", "before": 2.0, "after": 5.0, "delta": 3.0}]

@@ -200,7 +200,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
-        short=_short_gpu)
+        short=_short_gpu, cause_names=CAUSE_NAMES)
 
 
 def _page_names(pages: dict) -> tuple:
@@ -291,6 +291,33 @@ def _markdown_legend(rows: list[dict]) -> list[str]:
     return [""] + out if out else []
 
 
+#: How each part of a night-over-night change (:data:`pipeline.report.changes.PARTS`) is named in text.
+CAUSE_NAMES = {"idle": "idle", "rate": "rates", "fleet": "GPUs came/went"}
+
+
+def _cause_text(parts: dict) -> str:
+    """A mover's or the fleet's change by cause, e.g. ``idle +$3.00, rates −$119.01`` (the parts not zero
+    to the cent; ``no change`` when none is)."""
+    return ", ".join(f"{CAUSE_NAMES[p]} {signed_usd(parts[p])}" for p in parts["causes"]) or "no change"
+
+
+def _markdown_causes(c: dict) -> list[str]:
+    """The Markdown variant's lines on why the fleet's cost changed since the previous night
+    (:func:`~pipeline.report.changes.split`, docs/definitions.md#trend): the three parts and the prices
+    that changed."""
+    lines = [f"Why: idle change {signed_usd(c['idle'])} (at tonight's rates), rate change {signed_usd(c['rate'])} "
+             f"(at last night's idle), fleet change {signed_usd(c['fleet'])} (GPUs and jobs that came or went: "
+             f"{c['gpus']['came']} GPU(s) came, {c['gpus']['went']} went)."]
+    prices = [f"{md_text(r['before_model'] or 'unknown')}"
+              + (f" → {md_text(r['after_model'] or 'unknown')}" if r["after_model"] != r["before_model"] else "")
+              + f" {'–' if r['before_rate'] is None else usd(r['before_rate'])} → "
+              f"{'–' if r['after_rate'] is None else usd(r['after_rate'])}/GPU-hour ({r['gpus']} GPU(s), "
+              f"{signed_usd(r['usd'])})" for r in c["rates"]]
+    if c["hours"]:
+        prices.append(f"hours per month {c['hours']['before']:g} → {c['hours']['after']:g}")
+    return lines + (["Prices changed: " + "; ".join(prices) + "."] if prices else [])
+
+
 def render_markdown(res: Results) -> str:
     """A short summary for chat or e-mail: headline, clusters, top GPUs, change since the previous night.
     Names from the profiles and labels (jobs, clusters, GPU keys, rate-card text) are escaped
@@ -320,9 +347,10 @@ def render_markdown(res: Results) -> str:
         if t["gone_jobs"]:
             lines.append("Gone (fixed or not profiled): "
                          + ", ".join(f"{md_text(j['job'])} (was {usd(j['usd'])})" for j in t["gone_jobs"]) + ".")
+        lines += _markdown_causes(t["causes"])
         if t["movers"]:
             lines.append("Biggest movers: " + ", ".join(
-                f"{md_text(m['job'])} {signed_usd(m['delta'])}" for m in t["movers"][:3]) + ".")
+                f"{md_text(m['job'])} {signed_usd(m['delta'])} ({_cause_text(m)})" for m in t["movers"][:3]) + ".")
         lines.append("")
     lines.append("By cluster: " + ", ".join(f"{md_text(c['cluster'])} {usd(c['idle_usd_per_month'])}"
                                              for c in s["clusters"]) + ".")

@@ -34,6 +34,7 @@ from ..io import dated_dirs
 from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
+from .changes import CHANGE_COLUMNS, split
 from .medical import job_keys, job_titles, record_stems, short_names
 
 #: Rows in the "most expensive idle GPUs" table.
@@ -70,7 +71,8 @@ class Results:
 
 #: The columns the history of earlier nights is read with (:func:`trend` needs no more); the
 #: current night's table is read whole. A year of nights stays a few column reads per night.
-HISTORY_COLUMNS = ["report", "job", "cluster", "status", "idle_usd_per_month"]
+HISTORY_COLUMNS = ["report", "job", "cluster", "status", "idle_usd_per_month",
+                   *(c for c in CHANGE_COLUMNS if c not in ("report", "job", "cluster", "idle_usd_per_month"))]
 
 
 def _read_fleet(path: str, columns: list[str] | None = None) -> pd.DataFrame:
@@ -148,14 +150,6 @@ def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
 def fleet_usd(fleet: pd.DataFrame) -> float:
     """Fleet idle USD per month: the sum over the analysed GPUs."""
     return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
-
-
-def _job_usd(fleet: pd.DataFrame) -> dict[tuple, float]:
-    """``{(cluster, job): idle USD/month}`` for every job (:data:`~pipeline.schema.JOB_KEY`) with a row (a job
-    whose reports all failed: 0)."""
-    ok = ok_rows(fleet)
-    usd = ok.groupby([ok[c].astype(str) for c in JOB_KEY], sort=True)["idle_usd_per_month"].sum()
-    return {k: float(usd.get(k, 0.0)) for k in job_keys(fleet)}
 
 
 def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
@@ -273,17 +267,24 @@ def record_anchors(keys, recs: dict[str, str]) -> dict:
     return {key: "record-" + stem for key, stem in record_stems(keys).items() if stem in recs}
 
 
-def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
-    """Fleet idle USD per night, and what changed between the last two nights.
+def trend(history: list[tuple[str, pd.DataFrame]], hours: dict | None = None) -> dict:
+    """Fleet idle USD per night, and what changed between the last two nights, split by cause.
 
+    Args:
+        history: ``[(date, fleet)]`` oldest first (:attr:`Results.history`).
+        hours: ``{date: hours per month}`` each night priced with (:func:`night_hours`); a night it does
+            not name: the default ``cost.hours_per_month``.
     Returns:
         ``nights``: ``[{date, usd, delta, gpus, failed_reports, jobs}]`` oldest first
         (``delta`` against the night before, None for the first);
         ``previous`` / ``current``: the two dates compared (``previous`` None with one night);
         ``new_jobs``: jobs only in the current night ``[{job, cluster, usd}]``;
         ``gone_jobs``: jobs only in the previous night (fixed, or no longer profiled);
-        ``movers``: jobs in both nights with a non-zero change, by |Δ USD| descending
-        (ties: job), at most :data:`TOP_MOVERS`: ``[{job, cluster, before, after, delta}]``.
+        ``causes``: the change of the last two nights split into idle, rate and fleet parts
+        (:func:`~pipeline.report.changes.split`, docs/definitions.md#trend), None with one night;
+        ``movers``: jobs in both nights with a non-zero change, by |idle part| descending, then |Δ USD|
+        (ties: job), at most :data:`TOP_MOVERS`: ``[{job, cluster, before, after, delta, idle, rate, fleet,
+        causes}]`` (``causes``: the parts that are not zero, :func:`~pipeline.report.changes.cause_names`).
     """
     nights, prev_usd = [], None
     for date, fleet in history:
@@ -294,24 +295,39 @@ def trend(history: list[tuple[str, pd.DataFrame]]) -> dict:
                        "jobs": len(job_keys(fleet))})
         prev_usd = usd
     out = {"nights": nights, "previous": None, "current": history[-1][0] if history else None,
-           "new_jobs": [], "gone_jobs": [], "movers": []}
+           "new_jobs": [], "gone_jobs": [], "movers": [], "causes": None}
     if len(history) < 2:
         return out
-    (d0, f0), (_, f1) = history[-2], history[-1]
-    before, after = _job_usd(f0), _job_usd(f1)
-    titles = job_titles(set(before) | set(after))
+    (d0, f0), (d1, f1) = history[-2], history[-1]
+    default = filled_pricing(None)["hours_per_month"]
+    causes = split(ok_rows(f0), ok_rows(f1), (hours or {}).get(d0, default), (hours or {}).get(d1, default))
+    before, after = set(job_keys(f0)), set(job_keys(f1))
+    parts = {k: causes["jobs"].get(k) or dict.fromkeys(("before", "after", "delta", "idle", "rate", "fleet"), 0.0)
+             for k in before | after}
+    titles = job_titles(before | after)
 
     def order(keys) -> list:
         return sorted(keys, key=lambda k: (k[1], k[0]))
 
-    out["previous"] = d0
-    out["new_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": after[k]} for k in order(set(after) - set(before))]
-    out["gone_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": before[k]} for k in order(set(before) - set(after))]
-    movers = [{"job": titles[k], "cluster": k[0], "before": before[k], "after": after[k], "delta": after[k] - before[k]}
-              for k in order(set(before) & set(after)) if round(after[k] - before[k], 2) != 0]
-    movers.sort(key=lambda m: (-abs(m["delta"]), m["job"]))
+    out["previous"], out["causes"] = d0, causes
+    out["new_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": parts[k]["after"]} for k in order(after - before)]
+    out["gone_jobs"] = [{"job": titles[k], "cluster": k[0], "usd": parts[k]["before"]} for k in order(before - after)]
+    movers = [{"job": titles[k], "cluster": k[0], **{p: parts[k][p] for p in ("before", "after", "delta", "idle",
+                                                                               "rate", "fleet")},
+               "causes": parts[k].get("causes", [])}
+              for k in order(before & after) if round(parts[k]["delta"], 2) != 0]
+    movers.sort(key=lambda m: (-abs(m["idle"]), -abs(m["delta"]), m["job"]))
     out["movers"] = movers[:TOP_MOVERS]
     return out
+
+
+def night_hours(res: Results) -> dict:
+    """``{date: hours per month}`` of the last two nights of ``res`` (:func:`run_hours` of each night's
+    folder: the current night's run folder, an earlier night's ``nights/<date>/`` of the sweep state)."""
+    dates = [d for d, _ in res.history][-2:]
+    folders = {d: os.path.join(res.source, "nights", d) for d in dates} if res.kind == "sweep" else {}
+    folders[res.current_date] = res.run_dir
+    return {d: run_hours(folders.get(d)) for d in dates}
 
 
 def comm_exposure(fleet: pd.DataFrame) -> dict | None:
@@ -648,6 +664,6 @@ def summarise(res: Results) -> dict:
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
                                                  "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
-        "trend": trend(res.history), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
+        "trend": trend(res.history, night_hours(res)), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
     }
