@@ -73,16 +73,18 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     ``max_rows`` most expensive and says how many more fleet.csv holds."""
     from . import schema
     from .report.medical import gpu_names, job_keys, job_titles
+    from .schema import JOB_KEY
 
     columns = schema.PRINTED_WIDE if wide else schema.PRINTED
-    names = [c.name for c in columns if c.name != "gpu_name"]
+    names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model",
+                                *(c.name for c in columns if c.name != "gpu_name")]))
     ok = schema.conform(fleet[fleet["status"] != "error"], names).copy()  # an older table: "-" where it lacks
     lines = []
     if not ok.empty:
         gpu = gpu_names(ok)
         ok["gpu_name"] = [gpu[(str(r), str(g))] for r, g in zip(ok["report"], ok["gpu_key"])]
-        titles = job_titles(job_keys(ok)) if "cluster" in ok.columns else {}
-        ok["_cluster"] = ok["cluster"].astype(str) if "cluster" in ok.columns else ""
+        titles = job_titles(job_keys(ok))
+        ok["_cluster"] = ok["cluster"].astype(str)
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
         ok["_job"], ok["_report"], ok["_gpu"] = (ok[c].astype(str) for c in ("job", "report", "gpu_key"))

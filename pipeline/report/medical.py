@@ -57,8 +57,9 @@ def short_model(model) -> str:
     """A GPU model for people: without the ``NVIDIA`` prefix, up to its first word holding a
     digit (``NVIDIA H100 80GB HBM3`` -> ``H100``, ``GeForce RTX 4090``), that word cut at its first ``-``
     after a digit (``NVIDIA A100-SXM4-80GB`` -> ``A100``), only letters, digits, ``.``, ``_``, ``-`` and
-    spaces kept; ``GPU`` when nothing is left (model unknown)."""
-    words = [re.sub(r"[^A-Za-z0-9._-]", "", w) for w in str(model or "").split()]
+    spaces kept; ``GPU`` when nothing is left (model unknown: empty, None or NaN)."""
+    text = "" if model is None or (not isinstance(model, str) and pd.isna(model)) else str(model)
+    words = [re.sub(r"[^A-Za-z0-9._-]", "", w) for w in text.split()]
     words = [w for w in words if w]
     if words and words[0].upper() == "NVIDIA":
         words = words[1:]
