@@ -18,21 +18,14 @@ if TYPE_CHECKING:  # annotations only
 # (tests/test_startup.py holds this).
 
 def __getattr__(name: str):
-    """``SHOWN``: the columns shown in the terminal (the files hold all of them), from the schema
-    (:func:`pipeline.schema.shown`), made when first asked for: importing the schema imports pandas,
+    """``SHOWN``: the headers of the table printed in the terminal (the files hold every column), from the
+    schema (:func:`pipeline.schema.shown`), made when first asked for: importing the schema imports pandas,
     which ``gpu-idle --version`` must not pay for."""
     if name == "SHOWN":
         from .schema import shown
 
         return shown("printed")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-#: Headers of the printed table where they are not the column names: device-level figures first
-#: (time when no stream runs a kernel, at most the window); per-stream gap totals last, named as
-#: sums over the GPU's streams (they can exceed the window on a multi-stream GPU).
-SHOWN_HEADERS = {"device_gap_count": "device_gaps", "device_gap_ms": "device_gaps_ms",
-                 "gap_count": "stream_gaps (count over streams)", "gap_total_ms": "stream_gaps_ms (sum over streams)"}
-
 
 #: The terminal shows at most this many GPU rows (the most expensive); fleet.csv has them all.
 MAX_SHOWN_ROWS = 40
@@ -43,46 +36,82 @@ ASSUMED_LEGEND = ("~$: priced at an assumed rate (the GPU's model is not on the 
                   "model's rate, rate_assumed); unpriced: no rate (cost.unlisted: unpriced), in no total")
 
 
-def _usd_marked(ok: pd.DataFrame) -> list:
-    """The printed ``idle_usd_per_month`` of the rows ``ok`` (conformed to the printed columns): ``$1,234.56``,
+def _usd_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
+    """The printed ``idle_usd_per_month`` cells (``$1,234.56``, from :func:`_cells`) of the rows ``ok`` marked:
     ``~$1,234.56`` at an assumed rate (``rate_assumed``), ``unpriced`` (``unpriced``)."""
-    return ["unpriced" if u or v != v else f"{'~' if a else ''}${v:,.2f}" for v, a, u in
-            zip(ok["idle_usd_per_month"].astype(float), ok["rate_assumed"].astype(bool), ok["unpriced"].astype(bool))]
+    return ["unpriced" if bool(u) else f"~{c}" if bool(a) else c
+            for c, a, u in zip(cells, ok["rate_assumed"].astype(bool), ok["unpriced"].astype(bool))]
 
 
-def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS) -> str:
-    """The fleet table for people: ns shown as ms with 3 decimals (``-`` for a column an older fleet
-    table lacks), device-level figures first, per-stream gap sums last (:data:`SHOWN_HEADERS`),
-    errors listed below. A fleet of
-    more than ``max_rows`` analysed GPUs shows the ``max_rows`` with the highest idle USD/month
-    (ties: fleet order) and says how many more fleet.csv holds."""
+def _cells(values: pd.Series, col) -> list[str]:
+    """The printed table's cells of one column (``col``: a :class:`pipeline.schema.Printed`), read from its
+    declared dtype and unit: ns as ms with 3 decimals, ``%`` with 2, USD as ``$1,234.56``, a factor as
+    ``1.234x``, a flag ``yes``/``no``, text made printable (:func:`~pipeline.text.printable`) and cut to
+    ``col.width`` with ``…``; ``-`` where a value is missing (a column an older fleet table lacks)."""
     import pandas as pd
 
     from . import schema
-    from .report.medical import job_keys, job_titles
 
-    # an older table: "-" where it lacks a column
-    ok = schema.conform(fleet[fleet["status"] != "error"], [*schema.PRINTED, "rate_assumed", "unpriced"]).copy()
+    decl = schema.column(col.name)
+
+    def one(v) -> str:
+        if decl.dtype == "bool":
+            return "yes" if bool(v) and not pd.isna(v) else "no"
+        if v is None or pd.isna(v):
+            return "-"
+        if decl.dtype == "text":
+            text = printable(str(v))
+            return text if col.width is None or len(text) <= col.width else text[:col.width - 1] + "…"
+        if decl.unit == "ns":
+            return f"{int(v) / 1e6:,.3f}"
+        if decl.unit in ("USD/month", "USD/h"):
+            return f"${float(v):,.2f}"
+        if decl.unit == "%":
+            return f"{float(v):.2f}"
+        if decl.unit == "factor":
+            return f"{float(v):.3f}x"
+        return str(int(v)) if decl.dtype == "Int64" else str(v)
+
+    return [one(v) for v in values]
+
+
+def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool = False) -> str:
+    """The fleet table for people (docs/outputs.md#the-printed-table): the columns of
+    :data:`pipeline.schema.PRINTED` (``wide``: :data:`~pipeline.schema.PRINTED_WIDE`) under their short headers,
+    one line per analysed GPU, most expensive first (``idle_usd_per_month`` descending; ties by the job key,
+    then report and GPU key), text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below.
+    A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
+    when two clusters run a job of that name). A fleet of more than ``max_rows`` analysed GPUs shows the
+    ``max_rows`` most expensive and says how many more fleet.csv holds."""
+    from . import schema
+    from .report.medical import gpu_names, job_keys, job_titles
+    from .schema import JOB_KEY
+
+    columns = schema.PRINTED_WIDE if wide else schema.PRINTED
+    names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model", "rate_assumed", "unpriced",
+                                *(c.name for c in columns if c.name != "gpu_name")]))
+    ok = schema.conform(fleet[fleet["status"] != "error"], names).copy()  # an older table: "-" where it lacks
     lines = []
-    hidden = max(0, len(ok) - max_rows)
-    if hidden:
-        usd = ok["idle_usd_per_month"].astype(float)
-        ok = ok.loc[usd.sort_values(ascending=False, kind="stable").index[:max_rows]]
     if not ok.empty:
-        for col in (c for c in schema.PRINTED if schema.display_name(c) != c):
-            ok[schema.display_name(col)] = (ok[col].astype(float) / 1e6).map(lambda v: "-" if pd.isna(v) else f"{v:,.3f}")
-        if ok["device_gap_count"].isna().any():  # shown as "-" where missing, as the ms columns
-            ok["device_gap_count"] = ok["device_gap_count"].map(lambda v: "-" if pd.isna(v) else v)
-        ok["idle_pct"] = ok["idle_pct"].astype(float).map("{:.2f}".format)
-        ok["idle_usd_per_month"] = _usd_marked(ok)
-        ok["amdahl_speedup"] = ok["amdahl_speedup"].astype(float).map("{:.3f}x".format)
-        # a job is (cluster, job): a name two clusters run is shown <cluster>/<job>, as in the report
-        if "cluster" in ok.columns:
-            titles = job_titles(job_keys(ok))
-            ok["job"] = [titles.get((str(c), str(j)), j) for c, j in zip(ok["cluster"], ok["job"])]
-        for col in ("job", "node", "gpu_key", "gpu_model"):
-            ok[col] = ok[col].map(lambda v: v if pd.isna(v) else printable(v))
-        lines.append(ok[schema.shown("printed")].rename(columns=SHOWN_HEADERS).to_string(index=False))
+        gpu = gpu_names(ok)
+        ok["gpu_name"] = [gpu[(str(r), str(g))] for r, g in zip(ok["report"], ok["gpu_key"])]
+        titles = job_titles(job_keys(ok))
+        ok["_cluster"] = ok["cluster"].astype(str)
+        ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
+        ok["_usd"] = ok["idle_usd_per_month"].astype(float)
+        ok["_job"], ok["_report"], ok["_gpu"] = (ok[c].astype(str) for c in ("job", "report", "gpu_key"))
+        ok = ok.sort_values(["_usd", "_cluster", "_job", "_report", "_gpu"], ascending=[False, True, True, True, True],
+                            na_position="last", kind="stable")
+    hidden = max(0, len(ok) - max_rows)
+    ok = ok.head(max_rows)
+    if not ok.empty:
+        table = [[c.header] + (_usd_marked(ok, _cells(ok[c.name], c)) if c.name == "idle_usd_per_month"
+                               else _cells(ok[c.name], c)) for c in columns]
+        widths = [max(len(cell) for cell in cells) for cells in table]
+        left = [schema.column(c.name).dtype == "text" for c in columns]
+        for i in range(len(ok) + 1):
+            lines.append(" ".join(cells[i].ljust(w) if lt else cells[i].rjust(w)
+                                  for cells, w, lt in zip(table, widths, left)).rstrip())
         if ok["rate_assumed"].astype(bool).any() or ok["unpriced"].astype(bool).any():
             lines.append(ASSUMED_LEGEND)
     if hidden:
@@ -189,7 +218,10 @@ def main():
                    "exported, a remote report staged, into a temporary folder removed afterwards.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
-def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard):
+@click.option("--wide", is_flag=True,
+              help="Print every column of the fleet table's terminal view (device-level and per-stream figures, node, "
+                   "GPU key and model), not only the 120-column one that leads with money.")
+def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide):
     """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
     with nsys), .sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz));
     files, directories (searched recursively) or globs; local paths or fsspec URLs. In a directory a
@@ -229,19 +261,20 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     if result.kept:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
         echo(f"0 report(s) analysed, {result.reused} reused: the outputs in {out_dir} are up to date {where}")
-        _finish(result.fleet, f"kept everything in {out_dir}")
+        _finish(result.fleet, f"kept everything in {out_dir}", wide)
     fleet = result.fleet
     failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(result.todo), "report"].nunique()
     echo(f"{len(result.todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
          + f", {result.reused} reused {where}")
     if result.engine_problem:
         echo(f"gpu-idle: ERROR: {message(result.engine_problem)}", err=True)
-    _finish(fleet, result.wrote)
+    _finish(fleet, result.wrote, wide)
 
 
-def _finish(fleet: pd.DataFrame, wrote: str) -> None:
-    """Print the fleet table, the totals and what was written; exit 1 when any report failed."""
-    echo(format_fleet(fleet))
+def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
+    """Print the fleet table (``wide``: every column, :func:`format_fleet`), the totals and what was written;
+    exit 1 when any report failed."""
+    echo(format_fleet(fleet, wide=wide))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
     from .fleet.reduce import assumed_text, rate_assumptions
@@ -303,7 +336,10 @@ def _night(ctx, param, value):
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="LocalCluster worker processes.")
 @click.option("--dashboard", default=None, metavar="ADDRESS",
               help="Serve the LocalCluster's Dask dashboard here, e.g. :8787 (default: none).")
-def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, workers, dashboard):
+@click.option("--wide", is_flag=True,
+              help="Print every column of the fleet table's terminal view (device-level and per-stream figures, node, "
+                   "GPU key and model), not only the 120-column one that leads with money.")
+def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, workers, dashboard, wide):
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
@@ -340,7 +376,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
         sys.exit(1)
     if summary.reports == 0:
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
-    echo(format_fleet(fleet))
+    echo(format_fleet(fleet, wide=wide))
     report_html = os.path.join(summary.out_dir, "report.html")
     echo(f"night folder: {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
     if summary.engine_problem:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -39,9 +40,9 @@ TRUSTED_SUM = "sum over trusted"
 #: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
 ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
-#: ``printed`` (the table ``gpu-idle run`` prints), ``report-csv`` (``gpu-idle report --format csv``),
+#: ``printed`` (the table ``gpu-idle run`` prints), ``printed-wide`` (``gpu-idle run --wide``), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
-OUTPUTS = ("fleet", "printed", "report-csv", "markdown", "report")
+OUTPUTS = ("fleet", "printed", "printed-wide", "report-csv", "markdown", "report")
 
 #: The application categories (never a caveat), in the model's order: every ``fix_<c>_*`` column.
 FIXABLE = tuple(c for c in CATEGORIES if c not in CAVEATS)
@@ -182,8 +183,10 @@ FLEET = (
     _c("error", "text", "text", "why the report could not be analysed", "status"),
 )
 
-#: Columns an output of the report adds to the fleet's (declared here like every other).
-REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's date) the row belongs to"),)
+#: Columns the outputs add to the fleet's (declared here like every other): the night of a report's row, a GPU's name.
+REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's date) the row belongs to"),
+                _c("gpu_name", "text", "text", "the GPU's name for people: model, number in its job, short id "
+                   "(`H100 #3 9b5c4f8d`; [GPU names](#gpu-names))"))
 
 
 #: The longer notes of the column groups (:attr:`Column.group`), under the column reference's table.
@@ -246,10 +249,36 @@ ROLLUP = (
        "`100 × Σ comm_exposed_ns / Σ window_ns`"),
 )
 
-#: The printed table's columns (``gpu-idle run``; ns columns shown as ms, named ``*_ms``), in order.
-PRINTED = ("job", "node", "gpu_key", "gpu_model", "window_ns", "idle_ns", "idle_pct", "device_gap_count",
-           "device_gap_ns", "copy_only_ns", "dark_ns", "main_category", "idle_usd_per_month", "amdahl_speedup",
-           "straggler", "status", "gap_count", "gap_total_ns")
+class Printed(NamedTuple):
+    """One column of the printed table: the declared column ``name``, its short ``header`` and, for text, the
+    ``width`` its cells are cut to (with ``…``; None: whole). How a cell reads follows from the column's dtype and
+    unit (``pipeline.cli.format_fleet``: ns as ms, ``$`` for USD, ``yes``/``no`` for a flag), so a new column is
+    one entry here."""
+
+    name: str
+    header: str
+    width: int | None = None
+
+
+#: The table ``gpu-idle run`` prints (docs/outputs.md#the-printed-table), in order: money first, one line per GPU
+#: sorted by ``idle_usd_per_month``, at most 120 characters wide (about 100 today: room for a few more short
+#: columns, e.g. ``Printed("confidence_tier", "tier")``).
+PRINTED = (Printed("idle_usd_per_month", "$/month"), Printed("confidence_tier", "tier"), Printed("job", "job", 18), Printed("gpu_name", "GPU", 30),
+           Printed("idle_pct", "idle %"), Printed("idle_ns", "idle_ms"), Printed("main_category", "cause", 8),
+           Printed("amdahl_speedup", "speed-up"), Printed("status", "status"))
+#: ``gpu-idle run --wide``: every column the table had before it led with money (device-level figures first, per-stream
+#: gap sums last, named as sums over the GPU's streams: they can exceed the window on a multi-stream GPU), the
+#: GPU's name first.
+PRINTED_WIDE = (Printed("idle_usd_per_month", "idle_usd_per_month"), Printed("confidence_tier", "confidence_tier"),
+                Printed("job", "job"), Printed("node", "node"),
+                Printed("gpu_name", "gpu_name"), Printed("gpu_key", "gpu_key"), Printed("gpu_model", "gpu_model"),
+                Printed("window_ns", "window_ms"), Printed("idle_ns", "idle_ms"), Printed("idle_pct", "idle_pct"),
+                Printed("device_gap_count", "device_gaps"), Printed("device_gap_ns", "device_gaps_ms"),
+                Printed("copy_only_ns", "copy_only_ms"), Printed("dark_ns", "dark_ms"),
+                Printed("main_category", "main_category"), Printed("amdahl_speedup", "amdahl_speedup"),
+                Printed("straggler", "straggler"), Printed("status", "status"),
+                Printed("gap_count", "stream_gaps (count over streams)"),
+                Printed("gap_total_ns", "stream_gaps_ms (sum over streams)"))
 #: The report's CSV variant (``gpu-idle report --format csv``; ns as ms, named ``*_ms``), in order.
 REPORT_CSV = ("run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
               "rate_usd_per_hour", "rate_source", "rate_assumed", "unpriced", "window_ns", "iterations", "kept_iterations", "busy_ns", "idle_ns",
@@ -263,7 +292,8 @@ MARKDOWN = ("gpu_key", "job", "idle_pct", "main_category", "idle_usd_per_month")
 REPORT = ("cluster", "job", "node", "report", "gpu_key", "gpu_model", "idle_pct", "idle_ns", "main_category",
           "amdahl_speedup", "idle_usd_per_month", "straggler", "status", "rate_model", "rate_usd_per_hour",
           "rate_source", "low_confidence", "confidence_note")
-_SHOWN = {"printed": PRINTED, "report-csv": REPORT_CSV, "markdown": MARKDOWN, "report": REPORT}
+_SHOWN = {"printed": tuple(p.name for p in PRINTED), "printed-wide": tuple(p.name for p in PRINTED_WIDE),
+          "report-csv": REPORT_CSV, "markdown": MARKDOWN, "report": REPORT}
 
 _BY_NAME = {c.name: c for c in FLEET + REPORT_EXTRA}
 #: The fleet table's column names, in order.
@@ -304,8 +334,10 @@ def display_name(name: str) -> str:
 
 
 def shown(output: str) -> list:
-    """The headers of ``output`` (``printed`` or ``report-csv``) in order (:func:`display_name`)."""
-    return [display_name(n) for n in _SHOWN[output]]
+    """The headers of ``output`` (an :data:`OUTPUTS` entry but ``fleet``) in order: the printed tables' own
+    (:class:`Printed`), the others' :func:`display_name`."""
+    printed = {"printed": PRINTED, "printed-wide": PRINTED_WIDE}.get(output)
+    return [p.header for p in printed] if printed else [display_name(n) for n in _SHOWN[output]]
 
 
 def source_name(header: str) -> str:
@@ -322,7 +354,7 @@ def check_row(row: dict) -> dict:
     """``row`` itself when each of its keys is a fleet column; raises KeyError naming the first key the
     schema does not declare (a key is never dropped silently)."""
     for key in row:
-        if key not in _BY_NAME or key == "run_date":
+        if key not in _BY_NAME or any(key == c.name for c in REPORT_EXTRA):
             raise KeyError(f"fleet row key {key!r} is not in the fleet schema (pipeline/schema.py)")
     return row
 
@@ -413,6 +445,7 @@ def column_reference() -> str:
         lines.append(f"| `{c.name}` | {c.dtype} | {c.unit} | {_rollup_of(c.name)} | {', '.join(shown_in(c.name))} | "
                      f"{_cell(c.meaning)} |")
     lines += ["", "Shown in: `fleet` (fleet.parquet, fleet.csv), `printed` (the table `gpu-idle run` prints), "
+              "`printed-wide` (`gpu-idle run --wide`), "
               "`report-csv` (`gpu-idle report --format csv`), `markdown` (`--format md`), `report` (the HTML "
               "report's tables). The printed table and the report's CSV show ns as ms (`window_ns` as `window_ms`).",
               "", "| columns | notes |", "|---|---|"]

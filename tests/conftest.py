@@ -183,9 +183,9 @@ def dask_cluster(tmp_path):
 
 
 def chromium_load(page: Path, shot: Path, size: str) -> str:
-    """Load the file ``page`` in real headless Chromium twice: a screenshot into ``shot``
-    (``size``: ``"WIDTH,HEIGHT"``) and a dump of the DOM after load, which
-    it returns. Fails the test when Chromium is missing, exits non-zero or logs a console message."""
+    """Load the file ``page`` in real headless Chromium twice, in a window of ``size`` (``"WIDTH,HEIGHT"``): a
+    screenshot into ``shot`` and a dump of the DOM after load, which it returns. Fails the test when
+    Chromium is missing, exits non-zero or logs a console message."""
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.fail("chromium not found: `make chromium` installs Debian's package")
@@ -196,7 +196,8 @@ def chromium_load(page: Path, shot: Path, size: str) -> str:
         url = page.resolve().as_uri()
         shot_run = subprocess.run([*base, f"--screenshot={shot}", f"--window-size={size}", url],
                                   capture_output=True, text=True, timeout=180, check=False)
-        dom_run = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=False)
+        dom_run = subprocess.run([*base, f"--window-size={size}", "--dump-dom", url], capture_output=True, text=True,
+                                 timeout=180, check=False)
     for proc in (shot_run, dom_run):
         assert proc.returncode == 0, proc.stderr[-3000:]
         console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]

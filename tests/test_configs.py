@@ -226,18 +226,22 @@ def test_dashboard_off_by_default_and_cli_flag(tmp_path):
 def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
     import pandas as pd
 
-    from pipeline.cli import SHOWN, format_fleet
+    from pipeline import schema
+    from pipeline.cli import format_fleet
 
     n = 5
-    fleet = pd.DataFrame({c: [0] * n for c in SHOWN if c not in ("gpu_key", "report", "status")})
+    fleet = pd.DataFrame({p.name: [0] * n for p in schema.PRINTED_WIDE
+                          if p.name not in ("gpu_key", "report", "status", "gpu_name")})
     fleet["report"] = [f"r{i}.sqlite" for i in range(n)]
     fleet["gpu_key"] = [f"GPU-{i}" for i in range(n)]
     fleet["status"] = "ok"
     for col in ("window_ns", "idle_ns", "copy_only_ns", "dark_ns", "gap_total_ns", "device_gap_ns"):
         fleet[col] = 1_000_000
     fleet["idle_usd_per_month"] = [5.0, 50.0, 1.0, 50.0, 20.0]
-    text = format_fleet(fleet, max_rows=3)
+    text = format_fleet(fleet, max_rows=3, wide=True)
     assert [k for k in ("GPU-1", "GPU-3", "GPU-4") if k in text] == ["GPU-1", "GPU-3", "GPU-4"]
     assert "GPU-0" not in text and "GPU-2" not in text
     assert text.splitlines()[-1] == "... 2 more GPU row(s) in fleet.csv (above: the 3 with the highest idle cost)"
     assert "more GPU row" not in format_fleet(fleet, max_rows=5)
+    assert [line.split()[0] for line in format_fleet(fleet, max_rows=3).splitlines()[1:4]] == [
+        "$50.00", "$50.00", "$20.00"]

@@ -1,5 +1,6 @@
-"""The table `gpu-idle run` prints leads with device-level figures; per-stream gap totals, which add
-up over streams and can exceed the window, are labelled as sums over streams and come last."""
+"""The table `gpu-idle run --wide` prints gives the device-level figures first; per-stream gap totals, which
+add up over streams and can exceed the window, are labelled as sums over streams and come last (the narrow
+table that leads with money: tests/test_views_money.py)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -19,23 +20,23 @@ def _row(**kw) -> dict:
 
 def test_device_level_first_and_stream_sums_labelled():
     """Two streams, each idle 7 ms of a 10 ms window: stream gaps sum to 14 ms > W; the device was idle 4 ms."""
-    text = format_fleet(pd.DataFrame([_row()]))
+    text = format_fleet(pd.DataFrame([_row()]), wide=True)
     header, line = text.splitlines()
     assert header.split() == [
-        "job", "node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gaps", "device_gaps_ms",
-        "copy_only_ms", "dark_ms", "main_category", "idle_usd_per_month", "amdahl_speedup", "straggler", "status",
+        "idle_usd_per_month", "job", "node", "gpu_name", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gaps", "device_gaps_ms",
+        "copy_only_ms", "dark_ms", "main_category", "amdahl_speedup", "straggler", "status",
         "stream_gaps", "(count", "over", "streams)", "stream_gaps_ms", "(sum", "over", "streams)"]
     assert header.rstrip().endswith("stream_gaps (count over streams) stream_gaps_ms (sum over streams)")
-    assert line.split() == ["j", "n1", "pid10/dev0", "H100", "10.000", "4.000", "40.00", "2", "4.000", "0.000",
-                            "4.000", "sync", "$905.20", "1.667x", "False", "ok", "5", "14.000"]
+    assert line.split() == ["$905.20", "j", "n1", "H100", "#1", "pid10/dev0", "pid10/dev0", "H100", "10.000", "4.000",
+                            "40.00", "2", "4.000", "0.000", "4.000", "sync", "1.667x", "no", "ok", "5", "14.000"]
 
 
 def test_an_old_fleet_without_device_gap_columns_still_prints():
     """A fleet table from before device_gap_* existed: those cells say -, the rest as usual."""
     row = _row()
     del row["device_gap_count"], row["device_gap_ns"]
-    header, line = format_fleet(pd.DataFrame([row])).splitlines()
-    assert "device_gaps_ms" in header and line.split()[6:11] == ["40.00", "-", "-", "0.000", "4.000"]
+    header, line = format_fleet(pd.DataFrame([row]), wide=True).splitlines()
+    assert "device_gaps_ms" in header and line.split()[10:15] == ["40.00", "-", "-", "0.000", "4.000"]
 
 
 def test_control_characters_from_profiles_cannot_drive_the_terminal():
@@ -44,5 +45,5 @@ def test_control_characters_from_profiles_cannot_drive_the_terminal():
                                                           error="bad.sqlite: NVTX \x1b]0;title\x07")])
     text = format_fleet(fleet)
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text
-    assert text.splitlines()[1].split()[0] == "a\\x1b[31mred\\x0dX"
+    assert text.splitlines()[1].split()[1] == "a\\x1b[31mred\\x0dX"
     assert text.splitlines()[-1] == "ERROR bad.sqlite: NVTX \\x1b]0;title\\x07"

@@ -579,7 +579,8 @@ def test_ten_thousand_gaps_give_a_small_page(tmp_path):
     # 20,029,994,000 - 20 × 2,006,000 = 19,989,874,000 ns
     page = (out / PAGES_DIR / gpu_page_name(report, "pid10/dev0")).read_text(encoding="utf-8")
     more = re.findall(r'<tr class="more" data-more-gaps="(\d+)" data-more-ns="(\d+)"><td[^>]*>([^<]*)<', page)
-    assert [(n, ns) for n, ns, _ in more] == [("9980", "19989874000")] * 2    # device-level, then per-stream
+    assert [(n, ns) for n, ns, _ in more] == [("9980", "19989874000")]    # device-level; one stream: the per-stream
+    assert 'id="stream-roster" data-same-as="device-roster"' in page         # roster is the same, said in one line
     assert more[0][2].startswith("9980 more gap(s), 19,989.874 ms in all, not listed")
     assert [r["data"]["length-ns"] for r in page_rows(page, "device-roster")] == ["2006000"] * 20
     # The JSON's lanes are capped: 2,400 runs over its two lanes (kernels, HtoD copies), 1,200 each.

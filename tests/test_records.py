@@ -131,7 +131,8 @@ def _two_gpu_export(path) -> None:
 
 def test_record_in_human_units(tmp_path):
     """Starts as seconds on the report's clock (export ns / 10⁹, rounded to the µs: 5_011_234_567 ns ->
-    5.011235 s; the column says so), widths in ms, GPUs as model + number with their full key at the end;
+    5.011235 s; the column says so), widths in ms, GPUs by their display name (model, number, short id) with
+    their full key at the end;
     the HTML shows the key on hover only. The GPU page gives the same start on the report's clock beside
     the seconds from the capture start that the Nsight Systems GUI shows."""
     inputs = tmp_path / "in"
@@ -143,7 +144,7 @@ def test_record_in_human_units(tmp_path):
     assert sorted(fleet["gpu_key"]) == ["GPU-aaaa", "GPU-bbbb"]
     rule = fleet["window_rule"].iloc[0]
     text = (out / "records" / "two.md").read_text(encoding="utf-8")
-    a, b = "A100-SXM4-80GB #1", "A100-SXM4-80GB #2"
+    a, b = "A100 #1 aaaa", "A100 #2 bbbb"   # model (cut at its "-"), number in the job, short id
     assert text.splitlines()[2] == (f"Idle 18.75 % device-level over 2 GPU(s) (min 7.50 % {b}, max 30.00 % {a}, "
                                     f"straggler suspect {a}; window: {rule})")
     table = text.split("|---|---|---|---|---|---|\n", 1)[1].split("\n\n", 1)[0].splitlines()

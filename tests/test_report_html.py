@@ -334,7 +334,8 @@ def check_fix_first_page(page: str, fleet: pd.DataFrame) -> None:
     assert [(c, cells(r)[0], cells(r)[2]) for c, r in rows] == [
         (c, str(i), money(u)) for i, (c, u) in enumerate(want, 1)]
     assert not {c for c, _ in rows} & {"profiler", "untraced"}
-    assert '<svg class="plot" role="img" aria-label="fix-first-usd"' in sec
+    fix_sum = re.search(r'<section id="fix-sum">(.*?)</section>', page, re.S).group(1)   # below the per-job table
+    assert '<svg class="plot" role="img" aria-label="fix-first-usd"' in fix_sum
     gloss = re.search(r'<section id="glossary">(.*?)</section>', page, re.S).group(1)
     assert [c for c in re.findall(r'<tr data-category="([^"]+)"', gloss)] == [
         "data", "comm", "sync", "boundary", "periodic", "launch", "cpu"]
@@ -476,15 +477,17 @@ def test_low_confidence_hover_text_is_short(example_run, tmp_path):
         for r in low.head(3).itertuples():   # the record's numbering: the job's GPUs by report and GPU key
             job = ok[ok["job"] == r.job]
             number = list(zip(job["report"], job["gpu_key"])).index((r.report, r.gpu_key)) + 1
-            model = {"NVIDIA H100 80GB HBM3": "H100", "A100": "A100", "NVIDIA A100-SXM4-80GB": "A100-SXM4-80GB"}[r.gpu_model]
-            names.append(f"{model} #{number} in {r.job}")
+            model = {"NVIDIA H100 80GB HBM3": "H100", "A100": "A100", "NVIDIA A100-SXM4-80GB": "A100"}[r.gpu_model]
+            short = r.gpu_key[4:12] if r.gpu_key.startswith("GPU-") else r.gpu_key
+            names.append(f"{model} #{number} {short} in {r.job}")
         more = len(low) - 3
         assert title == (f"low confidence on {len(low)} of the {len(part)} GPU(s) with {cat} idle (window under 1 s: "
                          f"{len(low)}): " + ", ".join(names) + (f" and {more} more" if more > 0 else "")
                          + ". Every GPU and why: fix_first.json")
-        assert len(title) < 300 and "/" not in title.replace("fix_first.json", "")
+        assert len(title) < 300 and not re.search(r"\.sqlite|\.json\b", title.replace("fix_first.json", ""))  # no path
         assert len(written[cat]["confidence_note"]) > 1000    # the full list, kept in the file
-    assert rows["comm"] and "H100 #1 in llm-pretrain, H100 #2 in llm-pretrain, H100 #3 in llm-pretrain" in html.unescape(
+    assert rows["comm"] and ("H100 #1 7a2a3240 in llm-pretrain, H100 #2 885383d1 in llm-pretrain, H100 #3 9b5c4f8d in "
+                             "llm-pretrain") in html.unescape(
         rows["comm"])
 
 

@@ -65,9 +65,9 @@ def test_hostile_text_is_escaped_in_the_record_and_the_page(hostile_page):
     assert "<em>" not in page
     # the hostile text is there, as text
     assert html.escape(NVTX, quote=False) in page
-    # the GPU: short name from the model's safe characters, its full key (hostile uuid) only as a title
+    # the GPU: its name from the model's and the key's safe characters, its full key (hostile uuid) only as a title
     assert ('<abbr title="GPU-1111&lt;script&gt;alert(8)&lt;/script&gt;[u](javascript:alert(9)) in evil.sqlite">'
-            'img srcx onerroralert10 #1</abbr>') in page
+            'img srcx onerroralert10 #1 1111scri</abbr>') in page
     assert "<img" not in page
     # matplotlib draws the job name as text, not as mathtext (no `$...$` formulas from profiles)
     labels = re.findall(r"<text [^>]*>([^<]*)</text>", page)

@@ -330,24 +330,37 @@ def rate_note(s: dict) -> str:
     return f"{'unpriced' if s.get('unpriced') else 'assumed'}: {why}"
 
 
-def page_context(doc: dict, links: dict) -> dict:
+def same_rosters(device: list[dict], streams: list[dict], device_more: tuple, streams_more: tuple) -> bool:
+    """Whether the per-stream roster says nothing the device-level one does not (rows of :func:`gap_rows`
+    and their :func:`more_gaps`): the same gaps, start, width and category, in the same order, with as many
+    left out. So it is on a GPU whose kernels ran on one stream: its page says so instead of repeating
+    the rows (docs/outputs.md#reports-for-people)."""
+    def key(rows):
+        return [(g["start_ns"], g["length_ns"], g["category"]) for g in rows]
+    return bool(device) and key(device) == key(streams) and tuple(device_more) == tuple(streams_more)
+
+
+def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
-    the report), ``record`` (href of the job's medical record, or None)."""
+    the report), ``record`` (href of the job's medical record, or None). ``name``: the GPU's display
+    name (:func:`~pipeline.report.medical.gpu_display_name`, which needs the fleet: the report gives
+    it); None: its model and key (:func:`page_names`)."""
     s = doc.get("_summary") or {}
     tl = doc.get("timeline") or {}
     zero, zero_text = capture_zero(tl)
-    name, report_name = page_names(doc)
+    own, report_name = page_names(doc)
     device = gap_rows(doc.get("device_roster", []), zero, "d")
     streams = gap_rows(doc.get("roster", []), zero, "s")
+    device_more = more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"), doc.get("device_roster", []))
+    streams_more = more_gaps(s.get("gap_count"), s.get("gap_total_ns"), doc.get("roster", []))
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
-        "s": s, "doc": doc, "name": name, "report_name": report_name, "rate_note": rate_note(s),
+        "s": s, "doc": doc, "name": name or own, "gpu_key": doc["gpu_key"], "report_name": report_name, "rate_note": rate_note(s),
+        "same_rosters": same_rosters(device, streams, device_more, streams_more),
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),
         "links": links,
         "window": tl.get("window"), "context": tl.get("context"),
-        "device": device, "device_more": more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"),
-                                                   doc.get("device_roster", [])),
-        "streams": streams, "streams_more": more_gaps(s.get("gap_count"), s.get("gap_total_ns"), doc.get("roster", [])),
+        "device": device, "device_more": device_more, "streams": streams, "streams_more": streams_more,
         "categories": category_rows(s), "lanes": lane_rows(tl), "iterations": iterations,
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
@@ -382,16 +395,16 @@ def draw_timelines(doc_paths: list[str], plot_cache: str) -> int:
     return done
 
 
-def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None) -> str:
-    """The GPU's page (a complete HTML document) from its JSON ``doc``; ``links``: see
+def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None, name: str | None = None) -> str:
+    """The GPU's page (a complete HTML document) from its JSON ``doc``; ``links`` and ``name``: see
     :func:`page_context`; ``plot_cache``: see :func:`timeline_svg`."""
-    ctx = page_context(doc, links)
+    ctx = page_context(doc, links, name)
     return _env().get_template("gpu.html.j2").render(svg=Markup(timeline_svg(doc, plot_cache)), **ctx)
 
 
-def page_from_json(text: str, links: dict, plot_cache: str | None = None) -> str:
+def page_from_json(text: str, links: dict, plot_cache: str | None = None, name: str | None = None) -> str:
     """:func:`render_gpu_page` of the GPU JSON ``text`` (what the page cache keys on)."""
-    return render_gpu_page(json.loads(text), links, plot_cache)
+    return render_gpu_page(json.loads(text), links, plot_cache, name)
 
 
 @functools.lru_cache(maxsize=1)
@@ -416,7 +429,7 @@ class PagesIncomplete(OSError):
 
 
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
-                    plot_cache: str | None = None) -> dict:
+                    plot_cache: str | None = None, display: dict | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
     whose file already holds the same text is left alone), and remove the pages there that an earlier
     report wrote (the folder's record lists them: :func:`~pipeline.report.rendered.record_name`) and this
@@ -433,6 +446,8 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         plot_cache: see :func:`render_gpu_page`; the whole page is kept there too, by the JSON's text,
             its links and the pipeline's code (:func:`page_from_json`): a night whose GPUs did not
             change renders none of their pages again.
+        display: ``(report, gpu_key) -> display name`` (:func:`~pipeline.report.medical.gpu_names`); a GPU
+            it lacks is named by its model and key.
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
     Raises:
@@ -466,8 +481,8 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         for (report, gpu_key, anchor, text), page_name in zip(todo, names):
             links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
             path = os.path.join(folder, page_name)
-            page = plots.cached(plot_cache, page_from_json, text, links, plot_cache, code=_page_code(),
-                                suffix=".html")
+            page = plots.cached(plot_cache, page_from_json, text, links, plot_cache,
+                                (display or {}).get((report, gpu_key)), code=_page_code(), suffix=".html")
             if _write_if_changed(path, page):
                 _shareable(path)
             hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{page_name}"

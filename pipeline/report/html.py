@@ -34,7 +34,7 @@ from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .medical import job_keys
+from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
 
@@ -119,9 +119,10 @@ def _markdown() -> markdown_lib.Markdown:
 
 
 #: A record's link to a GPU page, as :func:`~pipeline.report.medical.job_record` writes it: an unescaped
-#: ``[`` (profile text never has one: :func:`~pipeline.text.md_text`), a short GPU name, and a
-#: page name of safe characters only (:func:`~pipeline.fleet.outputs.gpu_page_name`).
-_PAGE_LINK = re.compile(r"(?<![\\\[])\[([A-Za-z0-9._ #-]+)\]\(\.\./" + PAGES_DIR + r"/([A-Za-z0-9_.-]+\.html)\)")
+#: ``[`` (profile text never has one: :func:`~pipeline.text.md_text`), a GPU's display name (only
+#: :data:`~pipeline.report.medical.NAME_CHARS`), and a page name of safe characters only
+#: (:func:`~pipeline.fleet.outputs.gpu_page_name`).
+_PAGE_LINK = re.compile(r"(?<![\\\[])\[([" + NAME_CHARS + r"]+)\]\(\.\./" + PAGES_DIR + r"/([A-Za-z0-9_.-]+\.html)\)")
 
 
 def _page_links(text: str, pages) -> tuple[str, dict]:
@@ -178,8 +179,9 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
     s = summarise(res)
     t = s["trend"]
     worst = s["worst_gpu"]
+    names = s["gpu_names"]
     title = ("no GPU analysed" if worst is None else
-             f"most expensive idle GPU: {worst['gpu_key']} ({worst['job']}, "
+             f"most expensive idle GPU: {names[(worst['report'], worst['gpu_key'])]} ({worst['job']}, "
              f"{os.path.basename(worst['report'])})")
     svgs = {
         "fixes": plots.cached(plot_cache, plots.fix_first_usd,
@@ -200,19 +202,14 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
-        short=_short_gpu, cause_names=CAUSE_NAMES)
+        cause_names=CAUSE_NAMES,
+        name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key))
 
 
 def _page_names(pages: dict) -> tuple:
     """``()`` without GPU pages, else ``(sorted page file names,)``: the extra argument of a cached
     record's rendering (a record rendered without pages keeps its cache key)."""
     return (sorted(os.path.basename(h) for h in pages.values()),) if pages else ()
-
-
-def _short_gpu(gpu_key: str) -> str:
-    """A GPU key short enough for a link in a table cell: at most 24 characters."""
-    key = str(gpu_key)
-    return key if len(key) <= 24 else key[:23] + "…"
 
 
 #: Columns of the CSV variant, in order (ns shown as ms, money as plain numbers): :data:`pipeline.schema.REPORT_CSV`.
@@ -433,4 +430,5 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     anchors = record_anchors(keys, records(res.run_dir, keys))
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
-    return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache)
+    return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache,
+                           gpu_names(res.current))

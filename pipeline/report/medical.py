@@ -9,9 +9,10 @@ gaps on a side stream are not idle GPU time): its start in seconds on the report
 clock (column ``start (report clock, s)``: export ns / 10⁹, the clock ``--trim`` takes; not the
 Nsight Systems GUI's timeline, which counts from the capture start: the GPU pages give both), the
 NVTX range it falls in, width in ms and category, then a link per GPU to its page (``../gpu-pages/<stem>.html``, written beside the report by
-``gpu-idle report``: :mod:`pipeline.report.gpu_page`). GPUs are named short (model and their number in the
-job, ``H100 #3``); the page ends with one ``*[H100 #3]: <gpu_key> in <report file>`` line per GPU (Markdown
-Extra abbreviations: the HTML report shows the full key on hover). After the idle cost, a job
+``gpu-idle report``: :mod:`pipeline.report.gpu_page`). GPUs have their one display name (model, number in the
+job and short id, ``H100 #3 9b5c4f8d``: :func:`gpu_display_name`); the page ends with one
+``*[H100 #3 9b5c4f8d]: <gpu_key> in <report file>`` line per GPU (Markdown Extra abbreviations: the HTML
+report shows the full key on hover). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
 (:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
 escaped (:func:`~pipeline.text.md_text`: Markdown syntax, ``$`` math, control and bidirectional
@@ -54,22 +55,80 @@ def timeline_s(ns) -> str:
 
 def short_model(model) -> str:
     """A GPU model for people: without the ``NVIDIA`` prefix, up to its first word holding a
-    digit (``NVIDIA H100 80GB HBM3`` -> ``H100``, ``GeForce RTX 4090``), only letters, digits,
-    ``.``, ``_``, ``-`` and spaces kept; ``GPU`` when nothing is left (model unknown)."""
-    words = [re.sub(r"[^A-Za-z0-9._-]", "", w) for w in str(model or "").split()]
+    digit (``NVIDIA H100 80GB HBM3`` -> ``H100``, ``GeForce RTX 4090``), that word cut at its first ``-``
+    after a digit (``NVIDIA A100-SXM4-80GB`` -> ``A100``), only letters, digits, ``.``, ``_``, ``-`` and
+    spaces kept; ``GPU`` when nothing is left (model unknown: empty, None or NaN)."""
+    text = "" if model is None or (not isinstance(model, str) and pd.isna(model)) else str(model)
+    words = [re.sub(r"[^A-Za-z0-9._-]", "", w) for w in text.split()]
     words = [w for w in words if w]
     if words and words[0].upper() == "NVIDIA":
         words = words[1:]
     for i, w in enumerate(words):
         if any(c.isdigit() for c in w):
-            words = words[:i + 1]
+            words = words[:i] + [re.sub(r"^([^-]*\d[^-]*)-.*$", r"\1", w)]
             break
     return " ".join(words) or "GPU"
 
 
-def short_names(rows: list[dict]) -> dict:
-    """``(report, gpu_key) -> "H100 #3"`` for a job's analysed rows, numbered 1.. in ``rows``' order."""
-    return {(r["report"], r["gpu_key"]): f"{short_model(r.get('gpu_model'))} #{i}" for i, r in enumerate(rows, 1)}
+#: The characters a GPU's display name is made of (:func:`gpu_display_name`): safe in Markdown link text,
+#: table cells and abbreviations, and in a terminal, with nothing to escape.
+NAME_CHARS = "A-Za-z0-9._ #:/-"
+
+
+def _safe(text: str) -> str:
+    return re.sub(f"[^{NAME_CHARS}]", "", text)
+
+
+def short_gpu_id(gpu_key) -> str:
+    """The short part of a GPU key that a person can match with a tool's output
+    (docs/outputs.md#gpu-names): the first 8 hex digits of a ``GPU-<uuid>`` (``7a2a3240``), ``MIG-`` and
+    the first 8 of a MIG instance's, ``bus-`` and the PCI bus id without its domain (``bus-3b:00.0``),
+    ``pid<P>/dev<D>`` as it is; any other key, its first 16 characters of :data:`NAME_CHARS`."""
+    key = str(gpu_key)
+    prefix = key[:4].upper()
+    if prefix in ("GPU-", "MIG-"):
+        digits = re.sub(r"[^0-9A-Za-z]", "", key[4:])[:8]
+        return digits if prefix == "GPU-" else "MIG-" + digits
+    if key.startswith("bus-"):
+        return "bus-" + _safe(re.sub(r"^[0-9A-Fa-f]{4,8}:(?=[0-9A-Fa-f]{2}:)", "", key[4:]))[:16]
+    if re.fullmatch(r"pid\d+/dev\d+", key):
+        return key
+    return _safe(key)[:16]
+
+
+def gpu_display_name(model, number: int, gpu_key) -> str:
+    """The one name a GPU has for people, in every view (the printed table, the report, the GPU pages, the
+    medical records; docs/outputs.md#gpu-names): its model (:func:`short_model`), its number in its job
+    (``#1`` ..) and its short id (:func:`short_gpu_id`), e.g. ``H100 #3 9b5c4f8d`` or
+    ``A100 #1 pid84668/dev0``. Only :data:`NAME_CHARS`. The number makes it unique within the job; the
+    views give the full ``gpu_key`` beside it or on hover."""
+    return f"{short_model(model)} #{int(number)} {short_gpu_id(gpu_key)}"
+
+
+def job_gpu_names(rows) -> dict:
+    """``(report, gpu_key) -> name`` (:func:`gpu_display_name`) for one job's analysed rows (dicts with
+    ``report``, ``gpu_key``, ``gpu_model``), numbered 1.. by report, then GPU key."""
+    ordered = sorted(rows, key=lambda r: (str(r["report"]), str(r["gpu_key"])))
+    return {(str(r["report"]), str(r["gpu_key"])): gpu_display_name(r.get("gpu_model"), i, r["gpu_key"])
+            for i, r in enumerate(ordered, 1)}
+
+
+def gpu_names(fleet: pd.DataFrame) -> dict:
+    """``(report, gpu_key) -> name`` (:func:`gpu_display_name`) for every analysed row (status not
+    ``error``) of ``fleet``, numbered within its job (:data:`~pipeline.schema.JOB_KEY`) as
+    :func:`job_gpu_names` numbers them. A fleet table of any age (it needs only the job key, ``report``,
+    ``gpu_key`` and ``gpu_model``, which every fleet table has)."""
+    ok = fleet[fleet["status"] != "error"]
+    out: dict = {}
+    if not len(ok):
+        return out
+    plain = conform(ok, ["gpu_model"])[[*JOB_KEY, "report", "gpu_key", "gpu_model"]].to_dict("records")
+    by_job: dict = {}
+    for r in plain:
+        by_job.setdefault((str(r["cluster"]), str(r["job"])), []).append(r)
+    for rows in by_job.values():
+        out.update(job_gpu_names(rows))
+    return out
 
 
 #: Fleet columns a medical record reads.
@@ -140,7 +199,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         lo = ok[min(valid, key=lambda i: pcts[i])]   # the first minimum, as pandas' idxmin
         hi = ok[max(valid, key=lambda i: pcts[i])]   # the first maximum, as pandas' idxmax
         rules = ", ".join(sorted({str(r["window_rule"]) for r in ok}))
-        names = short_names(ok)
+        names = job_gpu_names(ok)
         lo_name, hi_name = names[(lo["report"], lo["gpu_key"])], names[(hi["report"], hi["gpu_key"])]
         lines.append(
             f"Idle {100.0 * idle / window:.2f} % device-level over {len(ok)} GPU(s) "

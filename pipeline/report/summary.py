@@ -35,7 +35,7 @@ from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
-from .medical import job_keys, job_titles, record_stems, short_names
+from .medical import gpu_names, job_keys, job_titles, record_stems
 
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
@@ -495,19 +495,13 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
 TITLE_GPUS = 3
 
 
-def gpu_names(fleet: pd.DataFrame) -> dict:
-    """``(report, gpu_key) -> "H100 #3 in llm-pretrain"`` for the analysed rows: the GPU's short name in
-    its job's medical record (:func:`~pipeline.report.medical.short_names`: model and number, by report
-    and GPU key) and the job."""
-    ok = ok_rows(fleet).sort_values(["report", "gpu_key"], kind="stable")
+def gpu_names_in_jobs(fleet: pd.DataFrame) -> dict:
+    """``(report, gpu_key) -> "H100 #3 9b5c4f8d in llm-pretrain"`` for the analysed rows: the GPU's display
+    name (:func:`~pipeline.report.medical.gpu_names`) and its job's title."""
     titles = job_titles(job_keys(fleet))
-    out = {}
-    for (cluster, job), rows in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
-        plain = [{"report": str(r), "gpu_key": str(g), "gpu_model": m}
-                 for r, g, m in zip(rows["report"], rows["gpu_key"], rows["gpu_model"])]
-        title = titles.get((str(cluster), str(job)), str(job))
-        out.update({key: f"{name} in {title}" for key, name in short_names(plain).items()})
-    return out
+    jobs = {(str(r), str(g)): titles.get((str(c), str(j)), str(j))
+            for c, j, r, g in zip(fleet["cluster"], fleet["job"], fleet["report"], fleet["gpu_key"])}
+    return {key: f"{name} in {jobs[key]}" for key, name in gpu_names(fleet).items()}
 
 
 def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) -> str:
@@ -515,7 +509,7 @@ def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) ->
     many of the entry's GPUs (those with idle of ``category`` whose tier is not trusted: the entry apart) are
     low confidence, each kind of shortfall
     with its count (:func:`~pipeline.analysis.fixfirst.confidence_kinds`), the first ``n`` of them by
-    short name (:func:`gpu_names`; by report and GPU key) and how many more; the full list (report, GPU
+    display name (:func:`gpu_names_in_jobs`; by report and GPU key) and how many more; the full list (report, GPU
     key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low."""
     ok = ok_rows(with_fix_columns(fleet)).sort_values(["report", "gpu_key"], kind="stable")
     part = ok[(ok[f"cat_{category}_ns"].fillna(0) > 0) & ~ok["confidence_tier"].isin(TRUSTED)]   # the apart entry's
@@ -526,7 +520,7 @@ def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) ->
     for note in low["confidence_note"]:
         for kind in fixfirst.confidence_kinds(note):
             kinds[kind] = kinds.get(kind, 0) + 1
-    names = gpu_names(fleet)
+    names = gpu_names_in_jobs(fleet)
     shown = [names[(str(r), str(g))] for r, g in zip(low["report"].head(n), low["gpu_key"].head(n))]
     more = len(low) - len(shown)
     return (f"low confidence on {len(low)} of the {len(part)} GPU(s) with {category} idle ("
@@ -666,4 +660,5 @@ def summarise(res: Results) -> dict:
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": trend(res.history, night_hours(res)), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
+        "gpu_names": gpu_names(fleet),
     }

@@ -1,0 +1,280 @@
+"""Issue 26 point 6: views that lead with money (docs/outputs.md#the-printed-table, #gpu-names,
+#reports-for-people).
+
+- ``gpu-idle run`` prints its table most expensive first, in at most 120 columns (``--wide``: every column);
+- one display name per GPU (model, number in its job, short id) in the printed table, the report, the GPU
+  pages and the medical records, the full ``gpu_key`` beside it or on hover;
+- a GPU page whose per-stream roster is its device roster says so instead of repeating the rows;
+- in real headless Chromium at 1280 and 1440 px no table is wider than its container, and the report's
+  first screen (1440×900) holds the fix-first list, the headline and the dollars per job.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import PROFILES, chromium_load, run_cli
+
+MS = 1_000_000
+
+
+# ---- the printed table, on a small fleet worked out by hand ------------------------------------
+
+def _row(**kw) -> dict:
+    row = {"cluster": "c1", "job": "train", "node": "n1", "report": "a.sqlite", "gpu_key": "pid1/dev0",
+           "gpu_model": "NVIDIA H100 80GB HBM3", "window_ns": 10 * MS, "idle_ns": 4 * MS, "idle_pct": 40.0,
+           "main_category": "sync", "idle_usd_per_month": 905.2, "amdahl_speedup": 1.6667, "status": "ok"}
+    return {**row, **kw}
+
+
+SMALL = [
+    _row(job="eval", report="b.sqlite", gpu_key="pid42/dev1", gpu_model=None, idle_ns=6 * MS, idle_pct=60.0,
+         main_category="data", idle_usd_per_month=1000.0, amdahl_speedup=2.5),
+    _row(gpu_key="GPU-11111111-aaaa-bbbb-cccc-dddddddddddd"),
+    _row(gpu_key="GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"),
+    _row(cluster="c0", job="zeta-long-job-name-x", report="z.sqlite", gpu_key="bus-00000000:3B:00.0",
+         gpu_model="NVIDIA A100-SXM4-80GB", idle_ns=1_234_567, idle_pct=12.5, main_category="comm",
+         amdahl_speedup=1.142857, status="partial"),
+    _row(report="bad.sqlite", gpu_key=None, status="error", error="bad.sqlite: cannot read"),
+]
+
+
+def test_printed_table_is_sorted_by_money_and_narrow():
+    """$/month descending; the three $905.20 ties by job key (cluster c0 before c1), then report and GPU key;
+    the job name cut to 18 characters; each GPU by its display name; text left, numbers right."""
+    from pipeline.cli import format_fleet
+
+    text = format_fleet(pd.DataFrame(SMALL))
+    assert text.splitlines() == [
+        "  $/month job                GPU                 idle % idle_ms cause speed-up status",
+        "$1,000.00 eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
+        "  $905.20 zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
+        "  $905.20 train              H100 #1 00000000     40.00   4.000 sync    1.667x ok",
+        "  $905.20 train              H100 #2 11111111     40.00   4.000 sync    1.667x ok",
+        "ERROR bad.sqlite: cannot read",
+    ]
+
+
+def test_printed_columns_are_generic_over_the_schema():
+    """A printed column is one ``Printed`` entry: its cells follow from the declared dtype and unit (a flag
+    reads yes/no, text is cut to its width), so a new column needs no code in the printer."""
+    from pipeline import schema
+    from pipeline.cli import _cells
+
+    assert _cells(pd.Series([True, False]), schema.Printed("low_confidence", "low?")) == ["yes", "no"]
+    assert _cells(pd.Series(["periodic", None]), schema.Printed("window_rule", "rule", 5)) == ["peri…", "-"]
+    assert _cells(pd.Series([2.0]), schema.Printed("rate_usd_per_hour", "$/h")) == ["$2.00"]
+    assert [p.header for p in schema.PRINTED] == ["$/month", "job", "GPU", "idle %", "idle_ms", "cause", "speed-up",
+                                                  "status"]
+    # the widest a line can get: every cut text at its width, the numbers at their widest in a real fleet
+    # ($99,999.99, 100.00 %, 99,999.999 ms, 9999.999x): room left for two short columns (a tier, a marker)
+    widest = {"$/month": 10, "idle %": 6, "idle_ms": 10, "speed-up": 9, "status": 7}
+    line = sum(max(len(p.header), p.width or widest[p.header]) for p in schema.PRINTED) + len(schema.PRINTED) - 1
+    assert line <= 120 - len(" medium") - len(" rate?")
+
+
+def _expected_names(fleet: pd.DataFrame) -> dict:
+    """``(report, gpu_key) -> name`` worked out here: model (the example's three model texts), the GPU's
+    number in its job by report then GPU key, the first 8 hex digits of a GPU- uuid or the pid/dev key."""
+    model = {"NVIDIA H100 80GB HBM3": "H100", "A100": "A100", "NVIDIA A100-SXM4-80GB": "A100"}
+    ok = fleet[fleet["status"] != "error"]
+    out = {}
+    for _, job in ok.groupby(["cluster", "job"]):
+        keys = sorted(zip(job["report"], job["gpu_key"], job["gpu_model"]))
+        for i, (report, key, m) in enumerate(keys, 1):
+            short = key[4:12] if key.startswith("GPU-") else key
+            out[(report, key)] = f"{model[m]} #{i} {short}"
+    return out
+
+
+# ---- a real run of the example fleet ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """``gpu-idle run`` of the example fleet (printed table kept) and ``gpu-idle report`` into the run folder;
+    returns the folder, the printed output and the run's arguments."""
+    root = tmp_path_factory.mktemp("views_money")
+    run_cli("synth", "--example", str(root / "ex"))
+    args = ["run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml")]
+    narrow = run_cli(*args).stdout
+    run_cli("report", str(root / "out"), "--out", str(root / "out" / "report.html"))
+    return root / "out", narrow, args
+
+
+def _table(stdout: str) -> list[str]:
+    """The printed table's lines: from its header to the blank line before the totals."""
+    lines = stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith(("$/month", "idle_usd_per_month")))
+    return lines[start:lines.index("", start)]
+
+
+def test_run_prints_the_example_fleet_most_expensive_first_in_120_columns(example):
+    out, narrow, args = example
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    ok = fleet[fleet["status"] != "error"]
+    names = _expected_names(ok)
+    table = _table(narrow)
+    assert len(table) == 1 + len(ok) == 25
+    assert max(len(line) for line in table) <= 120
+    usd = [float(line.split()[0].lstrip("$").replace(",", "")) for line in table[1:]]
+    assert usd == sorted((round(u, 2) for u in ok["idle_usd_per_month"]), reverse=True)
+    top = ok.sort_values("idle_usd_per_month", ascending=False).iloc[0]
+    assert top["job"] == "llm-pretrain"
+    name = names[(top["report"], top["gpu_key"])]
+    assert name == "H100 #13 750df4f4"
+    assert table[1].split() == [f"${top['idle_usd_per_month']:,.2f}", "llm-pretrain", *name.split(),
+                                f"{top['idle_pct']:.2f}", f"{top['idle_ns'] / 1e6:,.3f}", top["main_category"],
+                                f"{top['amdahl_speedup']:.3f}x", "ok"]
+    # --wide (the same run again, its results reused): every column the table had before, the GPU's name beside
+    # its full key, the same order
+    wtable = _table(run_cli(*args, "--wide").stdout)
+    for header in ("node", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gaps", "device_gaps_ms",
+                   "copy_only_ms", "dark_ms", "main_category", "amdahl_speedup", "straggler", "status",
+                   "stream_gaps (count over streams)", "stream_gaps_ms (sum over streams)"):
+        assert header in wtable[0]
+    assert f"{name} {top['gpu_key']} {top['gpu_model']}" in " ".join(wtable[1].split())
+    assert [float(ln.split()[0].lstrip("$").replace(",", "")) for ln in wtable[1:]] == usd
+
+
+def test_one_name_per_gpu_in_every_view(example):
+    """Each analysed GPU of the example fleet has the same name in the printed table, the report's top-10 (full
+    key on hover), its GPU page (full key beside it) and its job's medical record (full key in the abbreviation)."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    out, narrow, _ = example
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    names = _expected_names(fleet)
+    assert len(set(names.values())) == len(names) == 24
+    printed = "\n".join(_table(narrow))
+    report = (out / "report.html").read_text(encoding="utf-8")
+    top10 = re.search(r'<table id="top10">(.*?)</table>', report, re.S).group(1)
+    in_top = 0
+    for (rep, key), name in names.items():
+        assert f" {name} " in printed
+        page = (out / "gpu-pages" / gpu_page_name(rep, key)).read_text(encoding="utf-8")
+        assert f'<h1 id="gpu-name" title="{html.escape(key)}">{html.escape(name)}</h1>' in page
+        assert f'<code id="gpu-key">{html.escape(key)}</code>' in page
+        cell = re.search(rf'<td class="gpu" title="{re.escape(html.escape(key))} in {re.escape(html.escape(rep))}">'
+                         r'(.*?)</td>', top10, re.S)
+        if cell:
+            in_top += 1
+            assert f">{html.escape(name)}</a>" in cell.group(1)
+        job = fleet[(fleet["report"] == rep) & (fleet["gpu_key"] == key)].iloc[0]["job"]
+        record = (out / "records" / f"{job}.md").read_text(encoding="utf-8")
+        assert f"- [{name}](../gpu-pages/{gpu_page_name(rep, key)})" in record
+        assert f"*[{name}]: {key} in {os.path.basename(rep)}" in record
+        # the report's copy of the record links the page under the same name
+        assert f'<a href="gpu-pages/{gpu_page_name(rep, key)}">' in report
+    assert in_top == 10
+
+
+def test_display_names_of_every_kind_of_gpu_key():
+    """The short id of each key kind (docs/outputs.md#gpu-names), unique within a job by the number."""
+    from pipeline.report.medical import gpu_display_name, gpu_names
+
+    assert [gpu_display_name(m, n, k) for m, n, k in [
+        ("NVIDIA H100 80GB HBM3", 3, "GPU-9b5c4f8d-67d7-3377-03e8-28d79c7d6be5"),
+        ("NVIDIA A100-SXM4-80GB", 1, "MIG-1a2b3c4d-0000-1111-2222-333333333333"),
+        ("", 2, "bus-0000:3b:00.0"), (None, 1, "pid84668/dev0"), ("AMD Instinct MI300X", 4, "id <x>;y")]] == [
+        "H100 #3 9b5c4f8d", "A100 #1 MIG-1a2b3c4d", "GPU #2 bus-3b:00.0", "GPU #1 pid84668/dev0",
+        "AMD Instinct MI300X #4 id xy"]
+    fleet = pd.DataFrame(SMALL)
+    assert gpu_names(fleet) == {("b.sqlite", "pid42/dev1"): "GPU #1 pid42/dev1",
+                                ("a.sqlite", "GPU-11111111-aaaa-bbbb-cccc-dddddddddddd"): "H100 #2 11111111",
+                                ("a.sqlite", "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"): "H100 #1 00000000",
+                                ("z.sqlite", "bus-00000000:3B:00.0"): "A100 #1 bus-3B:00.0"}
+
+
+# ---- the per-stream roster of a one-stream GPU -----------------------------------------------
+
+def test_one_stream_gpu_page_says_its_stream_roster_is_the_device_roster(example, tmp_path):
+    """tiny_2kernels.sqlite (a real export: one GPU, one stream, one gap): its page gives the device roster's one
+    row and, for the per-stream roster, one line saying it is the same; a two-stream GPU of the example keeps
+    both tables."""
+    out = tmp_path / "tiny"
+    run_cli("run", str(PROFILES / "tiny_2kernels.sqlite"), "--out", str(out))
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    (page_path,) = (out / "gpu-pages").iterdir()
+    page = page_path.read_text(encoding="utf-8")
+    doc = json.loads(next((out / "gpus").iterdir()).read_text(encoding="utf-8"))
+    assert doc["_summary"]["stream_count"] == 1
+    assert [(g["start_ns"], g["length_ns"]) for g in doc["roster"]] == [
+        (g["start_ns"], g["length_ns"]) for g in doc["device_roster"]] and len(doc["roster"]) == 1
+    device = re.search(r'<table id="device-roster">(.*?)</table>', page, re.S).group(1)
+    assert len(re.findall(r'<tr id="d-', device)) == 1
+    assert '<table id="stream-roster">' not in page
+    same = re.search(r'<p class="note" id="stream-roster" data-same-as="device-roster">(.*?)</p>', page, re.S)
+    assert same and "Same as the" in same.group(1) and f"{doc['roster'][0]['pid']}:{doc['roster'][0]['stream_id']}" \
+        in same.group(1)
+    two = next(p for p in (example[0] / "gpu-pages").iterdir() if p.name.startswith("resnet-finetune"))
+    text = two.read_text(encoding="utf-8")
+    assert '<table id="stream-roster">' in text and "data-same-as" not in text
+
+
+# ---- layout in real headless Chromium --------------------------------------------------------
+
+#: Measures the page after load: every table's container (scrollWidth, clientWidth), the page's, and where
+#: the first screen's blocks end; written into the DOM (the copy measured has no CSP, the page itself runs no script).
+_MEASURE = """<script>(function () {
+  var out = {page: [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth], tables: [], ends: {}};
+  document.querySelectorAll("table").forEach(function (t, i) {
+    var c = t.parentElement;
+    out.tables.push([t.id || ("table " + i), c.scrollWidth, c.clientWidth]);
+  });
+  ["fix-list", "fleet-usd", "jobs"].forEach(function (id) {
+    var e = document.getElementById(id);
+    if (e) { out.ends[id] = e.getBoundingClientRect().bottom + window.scrollY; }
+  });
+  var p = document.createElement("pre"); p.id = "layout-measured"; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+})();</script>"""
+
+
+def _layout(page: Path, width: int, tmp: Path) -> dict:
+    """What :data:`_MEASURE` finds in ``page`` loaded in real Chromium in a ``width`` x 900 window."""
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text).replace("</body>", _MEASURE + "</body>")
+    copy = page.with_name(f"measured-{width}-{page.name}")
+    copy.write_text(text, encoding="utf-8")
+    try:
+        dom = chromium_load(copy, tmp / f"{page.stem}-{width}.png", f"{width},900")
+    finally:
+        copy.unlink()
+    return json.loads(html.unescape(re.search(r'<pre id="layout-measured">(.*?)</pre>', dom, re.S).group(1)))
+
+
+@pytest.mark.needs_chromium
+@pytest.mark.parametrize("width", [1280, 1440])
+def test_no_table_wider_than_its_container(example, tmp_path, width):
+    """The report and the GPU page of each job's most expensive GPU (the pages with the widest rosters: long
+    kernel names, API calls, copies, NVTX ranges), at 1280 and 1440 px: the page and every table's container
+    scroll no wider than they are."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    out = example[0]
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    tops = fleet.sort_values("idle_usd_per_month", ascending=False).groupby("job").head(1)
+    pages = [out / "report.html"] + [out / "gpu-pages" / gpu_page_name(r, g) for r, g in zip(tops["report"], tops["gpu_key"])]
+    assert len(pages) == 5
+    for page in pages:
+        got = _layout(page, width, tmp_path)
+        assert got["page"][0] <= got["page"][1], (page.name, got["page"])
+        assert len(got["tables"]) >= 4
+        wide = [t for t in got["tables"] if t[1] > t[2]]
+        assert not wide, (page.name, wide)
+
+
+@pytest.mark.needs_chromium
+def test_first_screen_leads_with_money(example, tmp_path):
+    """At 1440×900 the report's first screen holds the whole fix-first list, the fleet's idle cost and the whole
+    per-job table (each ends above 900 px), in that order."""
+    got = _layout(example[0] / "report.html", 1440, tmp_path)
+    ends = got["ends"]
+    assert set(ends) == {"fix-list", "fleet-usd", "jobs"}
+    assert ends["fix-list"] < ends["fleet-usd"] < ends["jobs"] <= 900, ends
