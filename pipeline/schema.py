@@ -263,7 +263,8 @@ class Printed(NamedTuple):
 #: The table ``gpu-idle run`` prints (docs/outputs.md#the-printed-table), in order: money first, one line per GPU
 #: sorted by ``idle_usd_per_month``, at most 120 characters wide (about 100 today: room for a few more short
 #: columns, e.g. ``Printed("confidence_tier", "tier")``).
-PRINTED = (Printed("idle_usd_per_month", "$/month"), Printed("confidence_tier", "tier"), Printed("job", "job", 18), Printed("gpu_name", "GPU", 30),
+PRINTED = (Printed("idle_usd_per_month", "$/month"), Printed("confidence_tier", "tier"), Printed("job", "job", 18),
+           Printed("gpu_name", "GPU", 30),
            Printed("idle_pct", "idle %"), Printed("idle_ns", "idle_ms"), Printed("main_category", "cause", 8),
            Printed("amdahl_speedup", "speed-up"), Printed("status", "status"))
 #: ``gpu-idle run --wide``: every column the table had before it led with money (device-level figures first, per-stream
