@@ -110,6 +110,16 @@ FLEET = (
     _c("excluded_iterations", "text", "text", "every other iteration number and why", "iterations"),
     _c("kept_iterations", "text", "text", "the kept iterations' numbers as compact ranges", "iterations"),
     _c("window_note", "text", "text", "why earlier rules abstained and how the iterations were found", "iterations"),
+    _c("job_kind", "text", "text", "`training`, `serving` or `unknown`: from the `kind` label, else the stated rule", "kind"),
+    _c("job_kind_source", "text", "text", "`label`, or the evidence the rule found (and on which GPU); empty when unknown",
+       "kind"),
+    _c("startup_wait_ns", "Int64", "ns", "from the capture's start (the report's timeline zero) to the GPU's first kernel",
+       "kind"),
+    _c("capture_idle_ns", "Int64", "ns", "device-level idle over the capture C: first kernel start to last kernel end",
+       "kind"),
+    _c("capture_idle_pct", "float", "%", "`capture_idle_ns` as % of C", "kind"),
+    _c("window_left_out_idle_pct", "float", "%", "the share of `capture_idle_ns` outside W (0 when C has no idle)",
+       "kind"),
     _c("kernel_count", "Int64", "count", "kernels inside W"),
     _c("stream_count", "Int64", "count", "(process, stream) pairs that ran them"),
     _c("busy_ns", "Int64", "ns", "union of all kernel intervals on the GPU, clipped to W"),
@@ -175,6 +185,7 @@ NOTES = {
     'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too)",
     'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',
     'iterations': 'the stable iterations inside W (their count, mean length on the GPU timeline and its coefficient of variation), `kept_iterations` their numbers as compact ranges (`3-16`, `1-4,7`; the same on every GPU of a job), `excluded_iterations` every other number and why (`warm-up`, `outlier (1.52x median)`, `untraced (lost kernel records)`, `no kernel of this GPU launched from inside it`, `excluded on another GPU of the job (gpu KEY[ in REPORT]: its reason)`, `outside the longest stable run`, `beyond max_iterations`), `window_note` why earlier rules abstained and how the iterations were found',
+    'kind': "what the window keeps of the capture's cost ([job kind](definitions.md#job-kind)): the capture C of a GPU is its `span` window, from its first kernel start to its last kernel end; `capture_idle_ns` its device-level idle; `window_left_out_idle_pct` = 100 × (idle of C outside W) / `capture_idle_ns`; `startup_wait_ns`, before C, is shown on its own and never priced. A `serving` job's window under `--window auto` is C itself. A row of `unknown` kind whose window leaves out more than `window.max_left_out_idle_pct` (50 %) of the capture's idle is `partial` (`window-leaves-out-idle`)",
     'gaps': 'per-stream gaps longer than `min_gap_ns` (totals can exceed W on many-stream GPUs)',
     'launch': "device-level holes up to the threshold; `launch_bound` when they are at least half the application's idle (`idle_ns` without `cat_profiler_ns` and `cat_untraced_ns`) and 2 % of W",
     'categories': 'the application\'s device-level idle per category: each device gap gets one category; `launch` holds the slivers of a launch-bound GPU. With `cat_profiler_ns` and `cat_untraced_ns` they add up to `device_gap_ns` (+ `device_sliver_ns` when launch-bound), so on a GPU that is not launch-bound the slivers are the part of `idle_ns` no category holds. `actionable` lists the categories at 2 % of W or more; the others are "filed" (shown, not acted on)',
@@ -185,7 +196,7 @@ NOTES = {
     'fix': 'fix first, for each application category `c` (`data`, `comm`, `sync`, `boundary`, `periodic`, `launch`, `cpu`; never `profiler` or `untraced`): recoverable USD per month = `cat_<c>_ns / window_ns` × `rate_usd_per_hour` × `cost.hours_per_month`, and the speed-up if that category alone vanished, `1 / (1 − share)` (`pipeline/analysis/fixfirst.py`)',
     'confidence': 'the dollar figures extrapolate W (`window_ns`, `iterations`) to a month: flagged when W holds fewer than `analysis.min_confidence_iterations` (5) stable iterations or is shorter than `analysis.min_confidence_window_ns` (1 s); the note says which',
     'straggler': 'highest-idle GPU of a job whose idle % spread exceeds 10 points; a job is a (`cluster`, `job`) pair, as in `jobs.csv`, so jobs of the same name in different clusters are not compared',
-    'status': '`ok`, `partial` or `error` with the cause. `partial`: the numbers rest on input that was incomplete or could not be real, each named in `warnings`: exact duplicate rows (counted once), rows with end < start or timed far outside the capture (dropped: kernels, CUDA API calls, copies, NVTX ranges, overhead rows; the capture is `ANALYSIS_DETAILS`\' start..stop, else `TARGET_INFO_SESSION_START_TIME` and the run of the other rows\' timestamps; each stated bound is judged on its own: when the export\'s own rows run on past it as a continuation of the rows inside (no step between them longer than 1 s or the inside rows\' extent), that bound is wrong, not the rows: the capture ends where they do on that side, the timeline\'s zero too for the start, nothing is dropped for the metadata, and one warning per report says so, `ok`; a row isolated beyond a bound, whether or not other rows contradict it, is dropped), launches without kernel records, events Nsight Systems lost, a MIG instance of unknown size, processes on part of a board that cannot be told apart. A loader warning about some processes\' rows goes to the GPUs they drive. A GPU\'s row quotes the `DIAGNOSTIC_EVENT` warnings of its own processes and of the session (no process) that bear on the GPU trace (not CPU sampling, OS runtime, ftrace, symbols), each text once, with "(reported N times)". Profiler overhead is a warning too, but the trace is complete: `ok`',
+    'status': '`ok`, `partial` or `error` with the cause. `partial`: the numbers rest on input that was incomplete or could not be real, each named in `warnings`: exact duplicate rows (counted once), rows with end < start or timed far outside the capture (dropped: kernels, CUDA API calls, copies, NVTX ranges, overhead rows; the capture is `ANALYSIS_DETAILS`\' start..stop, else `TARGET_INFO_SESSION_START_TIME` and the run of the other rows\' timestamps; each stated bound is judged on its own: when the export\'s own rows run on past it as a continuation of the rows inside (no step between them longer than 1 s or the inside rows\' extent), that bound is wrong, not the rows: the capture ends where they do on that side, the timeline\'s zero too for the start, nothing is dropped for the metadata, and one warning per report says so, `ok`; a row isolated beyond a bound, whether or not other rows contradict it, is dropped), launches without kernel records, events Nsight Systems lost, a MIG instance of unknown size, processes on part of a board that cannot be told apart, a window of a job of unknown kind that leaves out more than half of the capture\'s idle (`window-leaves-out-idle`). A loader warning about some processes\' rows goes to the GPUs they drive. A GPU\'s row quotes the `DIAGNOSTIC_EVENT` warnings of its own processes and of the session (no process) that bear on the GPU trace (not CPU sampling, OS runtime, ftrace, symbols), each text once, with "(reported N times)". Profiler overhead is a warning too, but the trace is complete: `ok`',
 }
 
 
@@ -230,7 +241,8 @@ PRINTED = ("job", "node", "gpu_key", "gpu_model", "window_ns", "idle_ns", "idle_
 #: The report's CSV variant (``gpu-idle report --format csv``; ns as ms, named ``*_ms``), in order.
 REPORT_CSV = ("run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
               "rate_usd_per_hour", "rate_source", "window_ns", "iterations", "kept_iterations", "busy_ns", "idle_ns",
-              "idle_pct", "copy_only_ns", "dark_ns", "main_category", "actionable",
+              "idle_pct", "job_kind", "startup_wait_ns", "capture_idle_pct", "window_left_out_idle_pct",
+              "copy_only_ns", "dark_ns", "main_category", "actionable",
               *[f"cat_{c}_pct" for c in CATEGORIES], "idle_usd_per_month", "amdahl_speedup", "low_confidence",
               "confidence_note", "comm_exposed_ns", "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler",
               "status", "error")
