@@ -141,10 +141,12 @@ def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: i
     """``(capture_ns, capture_idle_ns, left_out_ns)`` of one GPU (docs/definitions.md#job-kind): its capture
     C = [first kernel start, last kernel end) (the ``span`` rule's window), the device-level idle in C (the
     kernel union's holes, no threshold) and the idle of C outside W = [w0, w1) (``window_idle_ns``: the idle
-    in W, used as is when W lies inside C). Kernel arrays: int64 ns, at least one kernel."""
+    in W, used as is when W lies inside C). Kernel arrays: int64 ns. Raises
+    :class:`~pipeline.analysis.window.WindowError` when there is no kernel."""
     s = np.asarray(kernel_starts, dtype=np.int64)
     e = np.asarray(kernel_ends, dtype=np.int64)
-    c0, c1 = int(s.min()), int(e.max())
+    capture = span_window(s, e)  # one definition of the capture: the span rule's window
+    c0, c1 = capture.start_ns, capture.end_ns
 
     def idle(lo: int, hi: int) -> int:
         return (hi - lo) - iv.total_length(*gaps.busy_runs(s, e, lo, hi)) if hi > lo else 0
