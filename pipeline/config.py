@@ -280,7 +280,7 @@ class WindowRules:
         r"|triton[_-]?server)(?![a-z])",
         r"(?<![a-z])(?:prefill|decode)(?![a-z])")
     serving_kernels: tuple[Regex, ...] = (
-        r"(?<![a-z])(?:sglang|sgl_kernel|vllm|tensorrt_?llm|trtllm)(?![a-z])", r"paged_?attention")
+        r"(?<![a-z])(?:sglang|sgl_kernel|vllm|tensorrt_?llm|trtllm|flashinfer)(?![a-z])", r"paged_?attention")
     training_ranges: tuple[Regex, ...] = (r"backward", r"optimizer", r"zero_grad")
     training_kernels: tuple[Regex, ...] = (r"backward", r"_bwd(?![a-z])", r"[dw]grad",
                                            r"(?<![a-z])(?:adam|adamw|sgd|lamb|adagrad)(?![a-z])")

@@ -332,3 +332,5 @@ def test_detect_kind_rule():
     assert detect_kind(["void softmax_warp_backward<float>"], ["decoder"], rules) == (
         "training", "kernel 'void softmax_warp_backward<float>' (window.training_kernels)")
     assert detect_kind([], ["decode"], rules)[0] == "serving"
+    assert detect_kind(["void flashinfer::BatchDecodeWithPagedKVCacheKernel<128>"], ["Iteration 1"], rules) == (
+        "serving", "kernel 'void flashinfer::BatchDecodeWithPagedKVCacheKernel<128>' (window.serving_kernels)")
