@@ -274,6 +274,17 @@ class WindowRules:
     min_iterations: AtLeastOne = 3
     max_iterations: Count = 0  # 0 = keep the whole longest run
     periodic_min_regular_share: Share = 0.8
+    # job kind (docs/definitions.md#job-kind): re.search, case-insensitive, on the GPU's NVTX texts / kernel names
+    serving_ranges: tuple[Regex, ...] = (
+        r"(?<![a-z])(?:sglang|vllm|tensorrt[_-]?llm|trt[_-]?llm|text[_-]generation[_-](?:inference|server)"
+        r"|triton[_-]?server)(?![a-z])",
+        r"(?<![a-z])(?:prefill|decode)(?![a-z])")
+    serving_kernels: tuple[Regex, ...] = (
+        r"(?<![a-z])(?:sglang|sgl_kernel|vllm|tensorrt_?llm|trtllm|flashinfer)(?![a-z])", r"paged_?attention")
+    training_ranges: tuple[Regex, ...] = (r"backward", r"optimizer", r"zero_grad")
+    training_kernels: tuple[Regex, ...] = (r"backward", r"_bwd(?![a-z])", r"[dw]grad",
+                                           r"(?<![a-z])(?:adam|adamw|sgd|lamb|adagrad)(?![a-z])")
+    max_left_out_idle_pct: Percent = 50.0  # unknown kind: a window leaving out more of the capture's idle is partial
 
 
 class ConfigError(Exception):
@@ -370,6 +381,7 @@ class LabelRule:
     node: Label = None
     rank: Label = None
     gpu_model: Label = None
+    kind: Literal["training", "serving", "unknown"] | None = None  # the job kind (docs/definitions.md#job-kind)
 
 
 @dataclass(frozen=True)
@@ -582,10 +594,10 @@ class Config:
         (:func:`pipeline.kinds.stem`: ``job7.nsys-rep``, ``job7.sqlite3``, ``job7.pt.trace.json.gz`` -> ``job7``).
         """
         name = os.path.basename(report_path)
-        out = {"cluster": "default", "job": kinds.stem(name), "node": "", "rank": "", "gpu_model": None}
+        out = {"cluster": "default", "job": kinds.stem(name), "node": "", "rank": "", "gpu_model": None, "kind": None}
         for rule in self.labels:
             if fnmatch.fnmatch(report_path, rule.match) or fnmatch.fnmatch(name, rule.match):
-                for key in ("cluster", "job", "node", "rank", "gpu_model"):
+                for key in ("cluster", "job", "node", "rank", "gpu_model", "kind"):
                     value = getattr(rule, key)
                     if value is not None:
                         out[key] = str(value)

@@ -96,13 +96,16 @@ class WarningCode(str, enum.Enum):
     #: the trace says its job ran on one rank yet holds kernels named like collectives (NCCL...): they
     #: were not counted as communication (no ``comm`` gap, no ``comm_ns``); a caveat, not partial.
     ONE_RANK_COLLECTIVES = "one-rank-collectives"
+    #: the job's kind is unknown and the window leaves out more than ``window.max_left_out_idle_pct`` of
+    #: the capture's idle (docs/definitions.md#job-kind): the dollars may miss a server's cost.
+    WINDOW_LEAVES_OUT_IDLE = "window-leaves-out-idle"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
 #: input that cannot say which GPU the kernels ran on or what share of a board they rented.
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
                            WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
-                           WarningCode.UNTRACED_LAUNCHES})
+                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE})
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,11 @@ def test_window_leaves_out_iterations_of_lost_records(tmp_path):
     assert row["warnings"] == (
         "40 CUDA launches have no kernel record (the trace lost them): pid 10, correlationIds 1030..1069 "
         "(cudaLaunchKernel), issued 0.039950..0.078960 s on the report's clock; 0.000 ms of device idle in "
-        "the window is untraced")
+        "the window is untraced; "
+        # the job's kind is unknown: C = 80 kernels of 0.9 ms over [T0 + 10, T0 + 129.9) ms holds 119.9 − 72 =
+        # 47.9 ms of idle, 4.9 of it in W: 43 ms (89.7704 %) left out, most of it the hole the trace lost
+        "the nvtx window leaves out 89.7704 % of the capture's idle (43.000 of 47.900 ms) and the job's kind is "
+        "unknown: if it serves requests, that idle is its cost (label it: labels kind: serving, or training)")
 
 
 @pytest.mark.parametrize("lookup", ["bitmap", "sorted keys"])

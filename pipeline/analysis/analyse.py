@@ -6,6 +6,8 @@ holds the fleet-table row and the roster for the per-GPU JSON.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -16,6 +18,7 @@ from ..schema import check_row
 from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
+from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
 from .window import WindowError, span_window, trim_window
 
 
@@ -97,21 +100,30 @@ def _pct(part_ns: int, window_ns: int) -> float:
 
 def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
-    with the configured rule; iterations over holes where the trace lost records are left out).
-    An empty plan (no source) for ``--trim`` and the ``span`` rule, which need no iterations.
+    with the configured rule; iterations over holes where the trace lost records are left out), with the
+    job kind its own kernel names and NVTX texts show (:func:`~pipeline.analysis.kind.detect_kind`, for
+    every rule). A plan without source for ``--trim`` and the ``span`` rule, which need no iterations.
     Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule."""
     a = cfg.analysis
-    if a.trim_s is not None or a.window == "span":
-        return IterationPlan()
     k = trace.kernels
+    kind, evidence = detect_kind(k["name"].unique(), trace.nvtx["text"].unique(), cfg.window)
+    if a.trim_s is not None or a.window == "span":
+        return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
-    return plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, a.window, lost_holes)
+    plan = plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, a.window, lost_holes)
+    return dataclasses.replace(plan, kind=kind, kind_evidence=evidence)
 
 
-def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, agreement: Agreement | None = None):
+#: ``window_note`` of a serving job's window under ``--window auto`` (docs/definitions.md#job-kind).
+SERVING_NOTE = "serving job ({}): the window is the whole capture"
+
+
+def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, agreement: Agreement | None = None,
+               serving: str = ""):
     """The analysis window W of ``trace`` (docs/definitions.md#the-analysis-window): ``--trim``, the ``span`` rule,
-    or the iterations of ``plan`` (:func:`plan_gpu` when None) that ``agreement`` (the agreement of
-    its job's GPUs on ``plan.source``; None: this GPU alone) keeps. Raises
+    under ``auto`` the whole capture (the span) of a serving job (``serving``: its ``job_kind_source``, ``""``:
+    not serving; docs/definitions.md#job-kind), or the iterations of ``plan`` (:func:`plan_gpu` when None) that
+    ``agreement`` (the agreement of its job's GPUs on ``plan.source``; None: this GPU alone) keeps. Raises
     :class:`~pipeline.analysis.window.WindowError` when no window can be chosen."""
     a = cfg.analysis
     k = trace.kernels
@@ -119,12 +131,60 @@ def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, 
         return trim_window(*a.trim_s)
     if a.window == "span":
         return span_window(k["start"], k["end"])
+    if a.window == "auto" and serving:
+        return span_window(k["start"], k["end"], note=SERVING_NOTE.format(serving))
     plan = plan if plan is not None else plan_gpu(trace, cfg)
     return plan_window(plan, k, a.window, cfg.window, agreement, (trace.report, trace.gpu_key))
 
 
+def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: int) -> tuple[int, int, int]:
+    """``(capture_ns, capture_idle_ns, left_out_ns)`` of one GPU (docs/definitions.md#job-kind): its capture
+    C = [first kernel start, last kernel end) (the ``span`` rule's window), the device-level idle in C (the
+    kernel union's holes, no threshold) and the idle of C outside W = [w0, w1) (``window_idle_ns``: the idle
+    in W, used as is when W lies inside C). Kernel arrays: int64 ns. Raises
+    :class:`~pipeline.analysis.window.WindowError` when there is no kernel."""
+    s = np.asarray(kernel_starts, dtype=np.int64)
+    e = np.asarray(kernel_ends, dtype=np.int64)
+    capture = span_window(s, e)  # one definition of the capture: the span rule's window
+    c0, c1 = capture.start_ns, capture.end_ns
+
+    def idle(lo: int, hi: int) -> int:
+        return (hi - lo) - iv.total_length(*gaps.busy_runs(s, e, lo, hi)) if hi > lo else 0
+
+    whole = window_idle_ns if (w0, w1) == (c0, c1) else idle(c0, c1)
+    inside = window_idle_ns if c0 <= w0 and w1 <= c1 else idle(max(w0, c0), min(w1, c1))
+    return c1 - c0, whole, whole - inside
+
+
+def startup_wait(first_kernel_ns: int, capture_start_ns: int | None) -> int:
+    """``startup_wait_ns`` (docs/definitions.md#job-kind): from the report's capture start (its timeline zero,
+    :attr:`pipeline.model.GpuTrace.capture_start_ns`) to this GPU's first kernel start, ns; 0 when the start is
+    unknown or not before the kernel."""
+    return max(0, int(first_kernel_ns) - int(capture_start_ns)) if capture_start_ns is not None else 0
+
+
+def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, window_idle_ns: int,
+                    k) -> tuple[dict, list]:
+    """The row's job-kind (``kind``, ``source``: :func:`~pipeline.analysis.kind.row_kind`) and capture columns
+    (docs/definitions.md#job-kind) and the warning of a window that leaves out most of an unknown job's
+    capture idle. ``k``: the GPU's kernels; ``window_idle_ns``: the device-level idle in ``win``."""
+    capture_ns, cap_idle, left_out = capture_idle(k["start"], k["end"], win.start_ns, win.end_ns, window_idle_ns)
+    left_pct = _pct(left_out, cap_idle)
+    cols = {"job_kind": kind, "job_kind_source": source, "capture_ns": capture_ns, "capture_idle_ns": cap_idle,
+            "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_pct": left_pct,
+            "startup_wait_ns": startup_wait(int(k["start"].min()), trace.capture_start_ns)}
+    warnings = []
+    if kind == UNKNOWN and left_pct > cfg.window.max_left_out_idle_pct:
+        warnings.append(RowWarning(
+            WarningCode.WINDOW_LEAVES_OUT_IDLE,
+            f"the {win.rule} window leaves out {left_pct:g} % of the capture's idle ({left_out / 1e6:,.3f} of "
+            f"{cap_idle / 1e6:,.3f} ms) and the job's kind is unknown: if it serves requests, that idle is its cost "
+            f"(label it: labels kind: serving, or training)"))
+    return cols, warnings
+
+
 def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
-                agreement: Agreement | None = None) -> GpuResult:
+                agreement: Agreement | None = None, job: JobKind | None = None) -> GpuResult:
     """Compute every per-GPU number of the fleet table (docs/definitions.md, docs/definitions.md#cost).
 
     Args:
@@ -134,6 +194,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         plan: this GPU's iterations (:func:`plan_gpu`; None: computed here).
         agreement: what the GPUs of its job keep for ``plan.source``
             (:func:`pipeline.analysis.iterations.agree`; None: this GPU alone).
+        job: the kind its job's GPUs share (:func:`pipeline.analysis.kind.job_kind`; None: this GPU alone);
+            a ``kind`` label wins over it (docs/definitions.md#job-kind).
     Returns:
         :class:`GpuResult` with the row (times in int ns, percentages 0..100,
         money in USD), the top ``roster_size`` gaps and ``plan``.
@@ -143,7 +205,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     a = cfg.analysis
     k = trace.kernels
     plan = plan if plan is not None else plan_gpu(trace, cfg)
-    win = gpu_window(trace, cfg, plan, agreement)
+    kind, kind_source = row_kind(labels.get("kind"), job, plan, (trace.report, trace.gpu_key))
+    win = gpu_window(trace, cfg, plan, agreement, (kind_source or LABEL_SOURCE) if kind == SERVING else "")
     w0, w1 = win.start_ns, win.end_ns
     runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
@@ -186,6 +249,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
     warnings += cost.rate_warnings(choice, model, trace.model_note, warnings)
+    kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
+    warnings += kind_warnings
     if choice.share_unknown:
         warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
                                    "MIG instance of unknown size: the export gives no SM count for it, so its share of "
@@ -201,12 +266,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "gpu_model": model or "",
         "window_rule": win.rule, "untrimmed": win.untrimmed,
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
-        "capture_ns": confidence.capture_ns(k["start"], k["end"]),
         "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
         "iteration_spread_pct": spread,
         "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
         "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
+        **kind_columns,
         "kernel_count": int(kw["start"].size),
         "stream_count": int(gaps.stream_edges(kw["pid"], kw["stream_id"]).size - 1),
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,

@@ -29,13 +29,6 @@ def trusted(tier_name) -> bool:
     return str(tier_name) in TRUSTED
 
 
-def capture_ns(kernel_starts, kernel_ends) -> int:
-    """The GPU's capture length (ns): its first kernel's start to its last kernel's end, the ``span``
-    window (docs/definitions.md#confidence-tiers); 0 without kernels."""
-    s, e = iv.as_ns(kernel_starts), iv.as_ns(kernel_ends)
-    return int(e.max() - s.min()) if s.size else 0
-
-
 def kept_iterations(win) -> tuple[list[int], list[int]]:
     """``(starts, lengths)`` (int ns) of the iterations ``win`` (a :class:`~pipeline.analysis.window.Window`)
     kept, sorted by start: each kept extent's start and its stability-test length (``win.lengths``, from

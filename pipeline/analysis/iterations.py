@@ -205,6 +205,9 @@ class IterationPlan:
     iteration start times the ``boundary`` and ``periodic`` categories use (the NVTX ranges' own
     starts for ``nvtx``); ``note``: earlier rules' abstentions and how the iterations were found;
     ``median_ns``: the median length the outlier test compared ``lengths`` with (0: none).
+    ``kind``, ``kind_evidence``: the job kind this GPU's own names and ranges show, and why
+    (:func:`pipeline.analysis.kind.detect_kind`; ``""``: not looked for); the GPUs of a job share one kind
+    (:func:`pipeline.analysis.kind.job_kind`).
     """
 
     source: str = ""
@@ -216,6 +219,8 @@ class IterationPlan:
     boundaries: tuple = ()
     note: str = ""
     median_ns: int = 0
+    kind: str = ""
+    kind_evidence: str = ""
 
     def usable(self) -> set:
         """The numbers this GPU can keep."""
@@ -236,7 +241,8 @@ class IterationPlan:
                    lengths=tuple(int(x) for x in doc["lengths"]),
                    excluded=tuple((int(n), str(r)) for n, r in doc["excluded"]),
                    boundaries=tuple(int(x) for x in doc["boundaries"]), note=str(doc["note"]),
-                   median_ns=int(doc.get("median_ns", 0)))
+                   median_ns=int(doc.get("median_ns", 0)), kind=str(doc.get("kind", "")),
+                   kind_evidence=str(doc.get("kind_evidence", "")))
 
 
 def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame, rules: WindowRules,

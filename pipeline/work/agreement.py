@@ -9,6 +9,11 @@ now or stored, and names the reports one of whose GPUs kept something else than 
 agreement gives it; those reports are analysed again with the job's agreement forced (a second
 round through the same map, usually empty: :mod:`pipeline.runs.driver`). The plans do not depend
 on the agreement, so the second round never changes the agreement: one round is enough.
+
+The job's kind is agreed the same way (:func:`pipeline.analysis.kind.job_kind`, from the same plans): a
+report whose rows name another kind than the job's, or whose window is not the whole capture when the job
+serves (``--window auto``), is analysed again with the job's kind forced (``KIND_KEY`` in its agreement),
+so every report of a serving job is whole-capture (docs/definitions.md#job-kind).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import hashlib
 import json
 
 from ..analysis.iterations import IterationPlan, agree, compact_numbers, decide
+from ..analysis.kind import KIND_KEY, LABEL_SOURCE, SERVING, job_kind
 from ..schema import JOB_KEY
 
 
@@ -55,11 +61,15 @@ def entries_of(outcomes, rows=(), plans: dict | None = None) -> list[GpuEntry]:
     return out
 
 
-def expected_columns(plan: IterationPlan, agreement, cfg, me: tuple) -> tuple:
+def expected_columns(plan: IterationPlan, agreement, cfg, me: tuple, serving: bool = False) -> tuple:
     """``(window_rule, kept_iterations, excluded_iterations)`` the fleet row of GPU ``me`` =
     ``(report, gpu key)`` gets from ``plan`` under ``agreement``, as
     :func:`pipeline.analysis.analyse.analyse_gpu` writes them (an abstention: ``("span", "", "")``
-    under ``auto``; ``("", "", "")``, an error row, under a strict rule)."""
+    under ``auto``; ``("", "", "")``, an error row, under a strict rule). ``serving``: the job serves and
+    the window rule is ``auto`` (no ``--trim``), so its window is the whole capture, ``("span", "", "")``,
+    whatever the plan."""
+    if serving:
+        return ("span", "", "")
     d = decide(plan, agreement, cfg.window, me)
     if d.rule:
         return (d.rule, compact_numbers(d.kept), "; ".join(f"{n}: {why}" for n, why in d.excluded))
@@ -73,11 +83,13 @@ def _actual_columns(row: dict) -> tuple:
 
 
 def forced_agreements(entries: list[GpuEntry], cfg) -> dict[str, dict]:
-    """``{report: {source: Agreement}}`` for each report of a job that spans several reports one of
-    whose GPUs kept other iterations than the job's agreement gives it (:func:`expected_columns`
-    against its row). GPUs without a plan, or whose plan has no iterations (``--trim``, ``span``,
-    no rule applies), take no part; a GPU whose row is an error for another cause than the window
-    is not compared (analysing it again would not help)."""
+    """``{report: {source: Agreement, KIND_KEY: JobKind}}`` for each report of a job that spans several
+    reports one of whose GPUs kept other iterations than the job's agreement gives it
+    (:func:`expected_columns` against its row), or names another kind than the job's
+    (:func:`~pipeline.analysis.kind.job_kind`; a ``kind`` label wins, so a labelled row is compared with its
+    label). GPUs without a plan take no part; the iterations of a plan without any (``--trim``, ``span``, no
+    rule applies) are compared only when the job serves; a GPU whose row is an error for another cause than
+    the window is not compared (analysing it again would not help)."""
     by_job: dict[tuple, list] = {}
     for e in entries:
         by_job.setdefault(e.job, []).append(e)
@@ -85,15 +97,26 @@ def forced_agreements(entries: list[GpuEntry], cfg) -> dict[str, dict]:
     for _, group in sorted(by_job.items()):
         if len({e.report for e in group}) < 2:
             continue
-        agreements = agree([((e.report, e.gpu), e.plan) for e in group], cfg.window)
+        pairs = [((e.report, e.gpu), e.plan) for e in group]
+        agreements = agree(pairs, cfg.window)
+        kind = job_kind(pairs)
         for e in group:
-            if e.plan is None or not e.plan.source:
+            if e.plan is None:
                 continue
-            if e.row.get("status") == "error" and "abstained" not in str(e.row.get("error") or ""):
+            if e.row.get("status") == "error":
+                if "abstained" not in str(e.row.get("error") or ""):
+                    continue
+            elif e.row.get("job_kind_source") != LABEL_SOURCE and e.row.get("job_kind") != kind.kind:
+                out[e.report] = {**agreements, KIND_KEY: kind}
                 continue
-            want = expected_columns(e.plan, agreements[e.plan.source], cfg, (e.report, e.gpu))
+            labelled = e.row.get("job_kind_source") == LABEL_SOURCE
+            serving = (e.row.get("job_kind") if labelled else kind.kind) == SERVING \
+                and cfg.analysis.window == "auto" and cfg.analysis.trim_s is None
+            if not e.plan.source and not serving:
+                continue
+            want = expected_columns(e.plan, agreements.get(e.plan.source), cfg, (e.report, e.gpu), serving)
             if want != _actual_columns(e.row):
-                out[e.report] = agreements
+                out[e.report] = {**agreements, KIND_KEY: kind}
     return out
 
 

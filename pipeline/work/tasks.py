@@ -31,6 +31,7 @@ from typing import Callable
 
 from ..analysis.analyse import analyse_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
+from ..analysis.kind import KIND_KEY, job_kind
 from ..analysis.window import WindowError
 from ..config import CacheConfig, Config, ExportConfig
 from ..inputs.discover import inflated_json_size, too_big
@@ -324,24 +325,27 @@ def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None
 
 
 def report_agreements(path: str, keys: list[str], plans: list, cfg: Config, forced: dict | None = None) -> dict:
-    """``{source: Agreement}`` of a report's GPUs (one job: its GPUs share the report's labels) from
-    their ``plans`` (:func:`~pipeline.analysis.iterations.agree`), or ``forced``: the agreement of
-    the whole job when it spans several reports (:mod:`pipeline.work.agreement`)."""
+    """``{source: Agreement, KIND_KEY: JobKind}`` of a report's GPUs (one job: its GPUs share the report's
+    labels) from their ``plans`` (:func:`~pipeline.analysis.iterations.agree`, and the kind they share:
+    :func:`~pipeline.analysis.kind.job_kind`), or ``forced``: the agreement of the whole job when it spans
+    several reports (:mod:`pipeline.work.agreement`)."""
     if forced is not None:
         return forced
-    return agree([((path, key), plan) for key, plan in zip(keys, plans)], cfg.window)
+    pairs = [((path, key), plan) for key, plan in zip(keys, plans)]
+    return {**agree(pairs, cfg.window), KIND_KEY: job_kind(pairs)}
 
 
 def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: IterationPlan | None = None,
                  agreements: dict | None = None) -> GpuResult:
-    """Analyse one GPU with its ``plan`` under its job's ``agreements`` (``{source: Agreement}``;
-    None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
+    """Analyse one GPU with its ``plan`` under its job's ``agreements`` (``{source: Agreement, KIND_KEY:
+    JobKind}``, :func:`report_agreements`; None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
     for that GPU (which keeps the plan). The memory its analysis freed goes back to the system
     (:func:`pipeline.memory.release`), so GPUs analysed one after another, or on two threads, do not
     pile up freed heap."""
     try:
         agreement = (agreements or {}).get(plan.source) if plan is not None else None
-        result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement)
+        result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement,
+                             (agreements or {}).get(KIND_KEY))
         result.sources = list(report.sources)
         return result
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
