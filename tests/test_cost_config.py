@@ -163,7 +163,7 @@ def test_bad_yaml_and_missing_file(tmp_path):
 
 def test_labels_for_defaults():
     labels = Config().labels_for("/data/run1.sqlite")
-    assert labels == {"cluster": "default", "job": "run1", "node": "", "rank": "", "gpu_model": None}
+    assert labels == {"cluster": "default", "job": "run1", "node": "", "rank": "", "gpu_model": None, "kind": None}
 
 
 def test_labels_for_rules_merge_later_wins():
@@ -175,6 +175,6 @@ def test_labels_for_rules_merge_later_wins():
     labels = cfg.labels_for("/data/clusterA/job7_rank0.sqlite")
     # rule 1 (full path) sets cluster + node; rule 2 (file name) job + rank; rule 3 overrides cluster
     assert labels == {"cluster": "A-override", "job": "seven", "node": "n1", "rank": "0",
-                      "gpu_model": "NVIDIA H100 80GB HBM3"}
+                      "gpu_model": "NVIDIA H100 80GB HBM3", "kind": None}
     # a path matching none of them gets the defaults
     assert cfg.labels_for("/other/x.sqlite")["cluster"] == "default"

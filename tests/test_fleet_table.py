@@ -23,11 +23,11 @@ def test_device_level_first_and_stream_sums_labelled():
     text = format_fleet(pd.DataFrame([_row()]), wide=True)
     header, line = text.splitlines()
     assert header.split() == [
-        "idle_usd_per_month", "job", "node", "gpu_name", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gaps", "device_gaps_ms",
+        "idle_usd_per_month", "confidence_tier", "job", "node", "gpu_name", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gaps", "device_gaps_ms",
         "copy_only_ms", "dark_ms", "main_category", "amdahl_speedup", "straggler", "status",
         "stream_gaps", "(count", "over", "streams)", "stream_gaps_ms", "(sum", "over", "streams)"]
     assert header.rstrip().endswith("stream_gaps (count over streams) stream_gaps_ms (sum over streams)")
-    assert line.split() == ["$905.20", "j", "n1", "H100", "#1", "pid10/dev0", "pid10/dev0", "H100", "10.000", "4.000",
+    assert line.split() == ["$905.20", "-", "j", "n1", "H100", "#1", "pid10/dev0", "pid10/dev0", "H100", "10.000", "4.000",
                             "40.00", "2", "4.000", "0.000", "4.000", "sync", "1.667x", "no", "ok", "5", "14.000"]
 
 
@@ -36,7 +36,7 @@ def test_an_old_fleet_without_device_gap_columns_still_prints():
     row = _row()
     del row["device_gap_count"], row["device_gap_ns"]
     header, line = format_fleet(pd.DataFrame([row]), wide=True).splitlines()
-    assert "device_gaps_ms" in header and line.split()[10:15] == ["40.00", "-", "-", "0.000", "4.000"]
+    assert "device_gaps_ms" in header and line.split()[11:16] == ["40.00", "-", "-", "0.000", "4.000"]
 
 
 def test_control_characters_from_profiles_cannot_drive_the_terminal():
@@ -45,5 +45,5 @@ def test_control_characters_from_profiles_cannot_drive_the_terminal():
                                                           error="bad.sqlite: NVTX \x1b]0;title\x07")])
     text = format_fleet(fleet)
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text
-    assert text.splitlines()[1].split()[1] == "a\\x1b[31mred\\x0dX"
+    assert text.splitlines()[1].split()[2] == "a\\x1b[31mred\\x0dX"
     assert text.splitlines()[-1] == "ERROR bad.sqlite: NVTX \\x1b]0;title\\x07"

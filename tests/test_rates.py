@@ -211,7 +211,7 @@ def test_unlisted_model_assumed(tmp_path):
     csv = pd.read_csv(out / "report.csv").set_index("gpu_model")
     assert (bool(csv.loc[UNLISTED, "rate_assumed"]), bool(csv.loc["NVIDIA L4", "rate_assumed"])) == (True, False)
     (record,) = (out / "records").glob("*.md")
-    assert ("$1,460.00 of the idle cost below rests on assumed rates: Moore Threads MTT S4000 #2 (model not on "
+    assert ("$1,460.00 of the idle cost below rests on assumed rates: Moore Threads MTT S4000 #2 pid10/dev0 (model not on "
             "the rate card or not named; priced as H100, the default model).") in record.read_text(encoding="utf-8")
 
 

@@ -116,8 +116,8 @@ def test_the_outputs_lists_come_from_the_schema():
     from pipeline import cli
     from pipeline.report import html
 
-    assert cli.SHOWN == schema.shown("printed") and cli.SHOWN[4] == "idle_ms"
-    assert schema.shown("printed-wide")[6] == "window_ms"
+    assert cli.SHOWN == schema.shown("printed") and cli.SHOWN[5] == "idle_ms"
+    assert schema.shown("printed-wide")[7] == "window_ms"
     assert html.CSV_COLUMNS == schema.shown("report-csv")
     assert all(schema.column(n) for names in ([p.name for p in schema.PRINTED], [p.name for p in schema.PRINTED_WIDE],
                                               schema.REPORT_CSV, schema.MARKDOWN, schema.REPORT) for n in names)

@@ -29,18 +29,19 @@ MS = 1_000_000
 def _row(**kw) -> dict:
     row = {"cluster": "c1", "job": "train", "node": "n1", "report": "a.sqlite", "gpu_key": "pid1/dev0",
            "gpu_model": "NVIDIA H100 80GB HBM3", "window_ns": 10 * MS, "idle_ns": 4 * MS, "idle_pct": 40.0,
-           "main_category": "sync", "idle_usd_per_month": 905.2, "amdahl_speedup": 1.6667, "status": "ok"}
+           "main_category": "sync", "idle_usd_per_month": 905.2, "amdahl_speedup": 1.6667, "status": "ok",
+           "confidence_tier": "medium"}
     return {**row, **kw}
 
 
 SMALL = [
     _row(job="eval", report="b.sqlite", gpu_key="pid42/dev1", gpu_model=None, idle_ns=6 * MS, idle_pct=60.0,
-         main_category="data", idle_usd_per_month=1000.0, amdahl_speedup=2.5),
+         main_category="data", idle_usd_per_month=1000.0, amdahl_speedup=2.5, confidence_tier="toy"),
     _row(gpu_key="GPU-11111111-aaaa-bbbb-cccc-dddddddddddd"),
     _row(gpu_key="GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"),
     _row(cluster="c0", job="zeta-long-job-name-x", report="z.sqlite", gpu_key="bus-00000000:3B:00.0",
          gpu_model="NVIDIA A100-SXM4-80GB", idle_ns=1_234_567, idle_pct=12.5, main_category="comm",
-         amdahl_speedup=1.142857, status="partial"),
+         amdahl_speedup=1.142857, status="partial", confidence_tier="low"),
     _row(report="bad.sqlite", gpu_key=None, status="error", error="bad.sqlite: cannot read"),
 ]
 
@@ -52,11 +53,11 @@ def test_printed_table_is_sorted_by_money_and_narrow():
 
     text = format_fleet(pd.DataFrame(SMALL))
     assert text.splitlines() == [
-        "  $/month job                GPU                 idle % idle_ms cause speed-up status",
-        "$1,000.00 eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
-        "  $905.20 zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
-        "  $905.20 train              H100 #1 00000000     40.00   4.000 sync    1.667x ok",
-        "  $905.20 train              H100 #2 11111111     40.00   4.000 sync    1.667x ok",
+        "  $/month tier   job                GPU                 idle % idle_ms cause speed-up status",
+        "$1,000.00 toy    eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
+        "  $905.20 low    zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
+        "  $905.20 medium train              H100 #1 00000000     40.00   4.000 sync    1.667x ok",
+        "  $905.20 medium train              H100 #2 11111111     40.00   4.000 sync    1.667x ok",
         "ERROR bad.sqlite: cannot read",
     ]
 
@@ -70,13 +71,13 @@ def test_printed_columns_are_generic_over_the_schema():
     assert _cells(pd.Series([True, False]), schema.Printed("low_confidence", "low?")) == ["yes", "no"]
     assert _cells(pd.Series(["periodic", None]), schema.Printed("window_rule", "rule", 5)) == ["peri…", "-"]
     assert _cells(pd.Series([2.0]), schema.Printed("rate_usd_per_hour", "$/h")) == ["$2.00"]
-    assert [p.header for p in schema.PRINTED] == ["$/month", "job", "GPU", "idle %", "idle_ms", "cause", "speed-up",
+    assert [p.header for p in schema.PRINTED] == ["$/month", "tier", "job", "GPU", "idle %", "idle_ms", "cause", "speed-up",
                                                   "status"]
     # the widest a line can get: every cut text at its width, the numbers at their widest in a real fleet
-    # ($99,999.99, 100.00 %, 99,999.999 ms, 9999.999x): room left for two short columns (a tier, a marker)
-    widest = {"$/month": 10, "idle %": 6, "idle_ms": 10, "speed-up": 9, "status": 7}
+    # ($99,999.99, 100.00 %, 99,999.999 ms, 9999.999x, the tier `medium`) and the assumed-rate marker `~`
+    widest = {"$/month": 10, "tier": 6, "idle %": 6, "idle_ms": 10, "speed-up": 9, "status": 7}
     line = sum(max(len(p.header), p.width or widest[p.header]) for p in schema.PRINTED) + len(schema.PRINTED) - 1
-    assert line <= 120 - len(" medium") - len(" rate?")
+    assert line + len("~") <= 120
 
 
 def _expected_names(fleet: pd.DataFrame) -> dict:
@@ -128,7 +129,7 @@ def test_run_prints_the_example_fleet_most_expensive_first_in_120_columns(exampl
     assert top["job"] == "llm-pretrain"
     name = names[(top["report"], top["gpu_key"])]
     assert name == "H100 #13 750df4f4"
-    assert table[1].split() == [f"${top['idle_usd_per_month']:,.2f}", "llm-pretrain", *name.split(),
+    assert table[1].split() == [f"${top['idle_usd_per_month']:,.2f}", top["confidence_tier"], "llm-pretrain", *name.split(),
                                 f"{top['idle_pct']:.2f}", f"{top['idle_ns'] / 1e6:,.3f}", top["main_category"],
                                 f"{top['amdahl_speedup']:.3f}x", "ok"]
     # --wide (the same run again, its results reused): every column the table had before, the GPU's name beside
