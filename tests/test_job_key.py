@@ -59,8 +59,8 @@ def test_the_printed_table_tells_the_two_trains_apart(run):
     rows all saying `train`), a name one cluster runs as it is."""
     printed = (run.parent / "printed.txt").read_text()
     lines = printed.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["job"])
-    jobs = [line.split()[0] for line in lines[header + 1:header + 1 + len(EXPORTS)]]
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["$/month", "tier", "job"])
+    jobs = [line.split()[2] for line in lines[header + 1:header + 1 + len(EXPORTS)]]
     assert sorted(jobs) == ["A/train", "B/train", "solo"]
 
 

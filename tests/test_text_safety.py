@@ -74,12 +74,12 @@ def hostile(tmp_path_factory):
 def test_the_terminal_table_and_error_lines_show_escapes(hostile):
     root, run = hostile
     assert hidden(run.stdout) == [] and hidden(run.stderr) == []
-    rows = {line.split()[1]: line for line in run.stdout.splitlines() if len(line.split()) > 1}
+    rows = {line.split()[2]: line for line in run.stdout.splitlines() if len(line.split()) > 2}
     assert EVIL_SHOWN[:17] + "…" in rows     # the narrow table cuts a job name to 18 characters
     from pipeline.cli import format_fleet
 
     wide = format_fleet(pd.read_parquet(root / "out" / "fleet.parquet"), wide=True)
-    assert hidden(wide) == [] and EVIL_SHOWN in {line.split()[1] for line in wide.splitlines() if line.split()}
+    assert hidden(wide) == [] and EVIL_SHOWN in {line.split()[2] for line in wide.splitlines() if len(line.split()) > 2}
     errors = [line for line in run.stdout.splitlines() if line.startswith("ERROR ")]
     assert len(errors) == 1
     assert errors[0].startswith(f"ERROR {root / 'in'}/bad\\x1b[2J\\u202e.sqlite: ")

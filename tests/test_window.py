@@ -277,23 +277,24 @@ def test_medical_record_format():
     page = job_record("train", fleet, rosters)
     lines = page.splitlines()
     # idle (20 + 40) / 200 = 30 %; sync (12 + 30) / 200 = 21 %, data 7 / 200 = 3.5 %, the rest 0 (filed)
-    # no model known: the GPUs are "GPU #1" (gpu0) and "GPU #2" (gpu1), their keys in the last lines
-    assert lines[2] == ("Idle 30.00 % device-level over 2 GPU(s) (min 20.00 % GPU #1, max 40.00 % GPU #2, "
-                        "straggler suspect GPU #2; window: nvtx)")
+    # no model known: the GPUs are "GPU #1 gpu0" and "GPU #2 gpu1" (docs/outputs.md#gpu-names), their keys in
+    # the last lines
+    assert lines[2] == ("Idle 30.00 % device-level over 2 GPU(s) (min 20.00 % GPU #1 gpu0, max 40.00 % GPU #2 gpu1, "
+                        "straggler suspect GPU #2 gpu1; window: nvtx)")
     assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (filed) · boundary 0.00 % (filed) · "
                         "periodic 0.00 % (filed) · launch 0.00 % (filed) · cpu 0.00 % (filed)")
     # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time
     # starts in seconds on the report's clock (the column says so), to the µs: 9 ns and 5 ns are 0.000000 s
     assert lines[7] == "| # | GPU | start (report clock, s) | NVTX range | width | category |"
-    assert lines[9] == "| 1 | GPU #2 | 0.000000 s | - | 7.000 ms | data |"
-    assert lines[10] == "| 2 | GPU #1 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
+    assert lines[9] == "| 1 | GPU #2 gpu1 | 0.000000 s | - | 7.000 ms | data |"
+    assert lines[10] == "| 2 | GPU #1 gpu0 | 0.000000 s | Iteration 3 | 3.000 ms | sync |"
     # a link per GPU to its page, named <report>__<gpu>__<first 10 hex of sha1("report\0gpu")>.html
     pages = {g: hashlib.sha1(f"r.sqlite\0{g}".encode()).hexdigest()[:10] for g in ("gpu0", "gpu1")}
     assert lines[12] == "## GPU pages"
-    assert lines[16:18] == [f"- [GPU #1](../gpu-pages/r.sqlite__gpu0__{pages['gpu0']}.html)",
-                            f"- [GPU #2](../gpu-pages/r.sqlite__gpu1__{pages['gpu1']}.html)"]
+    assert lines[16:18] == [f"- [GPU #1 gpu0](../gpu-pages/r.sqlite__gpu0__{pages['gpu0']}.html)",
+                            f"- [GPU #2 gpu1](../gpu-pages/r.sqlite__gpu1__{pages['gpu1']}.html)"]
     assert len(lines) == 23 and lines[19] == "Idle cost: $300.00 per month for these GPUs."
-    assert lines[20:] == ["", "*[GPU #1]: gpu0 in r.sqlite", "*[GPU #2]: gpu1 in r.sqlite"]
+    assert lines[20:] == ["", "*[GPU #1 gpu0]: gpu0 in r.sqlite", "*[GPU #2 gpu1]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
 
 
