@@ -17,14 +17,19 @@ invalidates it):
 
 Python modules are digested by their meaning, not their text (:func:`module_digest`): the parsed
 syntax tree without docstrings, so that a comment, a docstring or a blank line changes no key.
-Templates are digested by their bytes.
+Templates are digested by their bytes. Parsing every module costs about half a second of CPU, so a
+module's meaning digest is remembered beside its bytecode (:func:`known_meanings`), under the SHA-256 of
+its bytes: any edit is digested again, and the digests are the same as computed afresh.
 """
 from __future__ import annotations
 
 import ast
 import functools
 import hashlib
+import json
 import os
+import sys
+import tempfile
 
 #: The ``pipeline`` package folder.
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
@@ -73,17 +78,72 @@ def source_meaning(source: str | bytes, name: str = "<module>") -> str:
     return ast.dump(_strip_docstrings(ast.parse(source, filename=name)))
 
 
+#: The file, in the package's ``__pycache__`` (as Python's bytecode), that remembers the modules' meaning
+#: digests between processes (:func:`known_meanings`).
+MEANINGS_FILE = os.path.join(PACKAGE, "__pycache__", f"code-meanings.{sys.implementation.cache_tag}.json")
+
+
+@functools.lru_cache(maxsize=1)
+def known_meanings() -> dict:
+    """``{path: [SHA-256 of the file's bytes, its meaning digest]}`` remembered in :data:`MEANINGS_FILE`
+    by earlier processes of this Python version (empty when there is none or it cannot be read); this
+    process adds to it (:func:`remember_meanings`). Only a speed-up: an entry serves only the bytes it
+    was computed from."""
+    try:
+        with open(MEANINGS_FILE, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("python") == sys.version and isinstance(doc.get("modules"), dict):
+            return dict(doc["modules"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    return {}
+
+
+_NEW_MEANINGS: set[str] = set()
+
+
+def remember_meanings() -> None:
+    """Write :func:`known_meanings` back to :data:`MEANINGS_FILE` when this process digested a module it did
+    not hold (atomically; a folder that cannot be written is no error: the digests are computed again next
+    time)."""
+    if not _NEW_MEANINGS:
+        return
+    _NEW_MEANINGS.clear()
+    folder = os.path.dirname(MEANINGS_FILE)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".code-meanings.", suffix=".tmp", dir=folder)
+        try:
+            os.chmod(tmp, 0o644)   # as Python's bytecode beside it
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"python": sys.version, "modules": known_meanings()}, fh, sort_keys=True)
+            os.replace(tmp, MEANINGS_FILE)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass
+
+
 @functools.lru_cache(maxsize=None)
 def module_digest(path: str) -> str:
     """SHA-256 hex digest of the Python file ``path``'s :func:`source_meaning` (a file that does not
-    parse: of its bytes). Read once per process. Raises OSError when it cannot be read."""
+    parse: of its bytes). Read once per process; the meaning of bytes digested before (by any process)
+    is taken from :func:`known_meanings`. Raises OSError when it cannot be read."""
     with open(path, "rb") as fh:
         data = fh.read()
+    known, content = known_meanings(), hashlib.sha256(data).hexdigest()
+    entry = known.get(path)
+    if isinstance(entry, list) and len(entry) == 2 and entry[0] == content:
+        return entry[1]
     try:
         data = source_meaning(data, path).encode()
     except (SyntaxError, ValueError):
         pass
-    return hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
+    known[path] = [content, digest]
+    _NEW_MEANINGS.add(path)
+    return digest
 
 
 def _under(rel: str, parts: tuple[str, ...]) -> bool:
@@ -117,6 +177,7 @@ def code_digest_of(parts: tuple[str, ...] | None, excluded: tuple[str, ...] = ()
             with open(path, "rb") as fh:
                 one = hashlib.sha256(fh.read()).hexdigest()
         digest.update(f"{rel}\0{one}\n".encode())
+    remember_meanings()
     return digest.hexdigest()
 
 

@@ -36,10 +36,11 @@ NEW_CONFIG = ("--min-gap-ns", "500000")
 SUMS = "checksums.json"
 
 
-@pytest.fixture
-def report(tmp_path) -> Path:
-    path = tmp_path / "in" / "job.sqlite"
-    path.parent.mkdir()
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    """One generated report, the same file for the module's tests (none changes it; each has its own caches),
+    so that the truth of a run over it is made once (:func:`truth`)."""
+    path = tmp_path_factory.mktemp("in") / "job.sqlite"
     generate_scaled_report(str(path), gpus=2, kernels=2000, seed=40)
     return path
 
@@ -54,11 +55,24 @@ def fleet(out) -> pd.DataFrame:
     return pd.read_parquet(Path(out) / "fleet.parquet").sort_values(["report", "gpu_key"]).reset_index(drop=True)
 
 
+#: (inputs, options) -> the output folder of their :func:`truth_dir` run, made once per module.
+_TRUTHS: dict = {}
+
+
+def truth_dir(inputs, tmp_path, *extra) -> Path:
+    """The output folder of the same run read straight from the inputs (no cache read or written), run
+    once per inputs and options: the same inputs' truth serves every test of the module."""
+    key = (tuple(map(str, inputs if isinstance(inputs, list) else [inputs])), extra)
+    if key not in _TRUTHS:
+        out = tmp_path / f"truth{len(list(tmp_path.glob('truth*')))}"
+        run(inputs, out, tmp_path / "unused-cache", "--no-cache", *extra)
+        _TRUTHS[key] = out
+    return _TRUTHS[key]
+
+
 def truth(inputs, tmp_path, *extra) -> pd.DataFrame:
-    """The fleet of the same run read straight from the inputs (no cache read or written)."""
-    out = tmp_path / f"truth{len(list(tmp_path.glob('truth*')))}"
-    run(inputs, out, tmp_path / "unused-cache", "--no-cache", *extra)
-    return fleet(out)
+    """The fleet of :func:`truth_dir`."""
+    return fleet(truth_dir(inputs, tmp_path, *extra))
 
 
 def entries(cache) -> list[Path]:
@@ -340,7 +354,7 @@ def test_changed_stored_result_is_not_served(report, tmp_path, change):
     if change is not _no_result_checksum:  # that one is a plain miss: it may be a result being stored now
         assert any("stored result" in line for line in notes(second)), second.stderr
     gpus = sorted((tmp_path / "second" / "gpus").glob("*.json"))
-    want = sorted((tmp_path / "truth0" / "gpus").glob("*.json"))
+    want = sorted((truth_dir(report, tmp_path) / "gpus").glob("*.json"))
     assert [json.loads(p.read_text())["device_roster"] for p in gpus] == \
         [json.loads(p.read_text())["device_roster"] for p in want]
 

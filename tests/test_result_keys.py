@@ -8,6 +8,7 @@ folder's inputs digest (:meth:`pipeline.store.results.ResultCache.digest`) and a
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -112,3 +113,38 @@ def test_every_module_is_declared_in_or_outside_the_result_code():
     assert not inside & outside, sorted(inside & outside)
     assert sorted(set(modules) - inside - outside) == []
     assert {"analysis/gaps.py", "load/sqlite.py", "work/tasks.py", "config.py"} <= inside
+
+
+def test_remembered_module_meanings_serve_only_the_bytes_they_were_digested_from(tmp_path, monkeypatch):
+    """A module's meaning digest is remembered between processes (pipeline/code_keys.py MEANINGS_FILE) under
+    the SHA-256 of its bytes: the same bytes get the remembered digest (the same as computed afresh), edited
+    bytes are digested again."""
+    from pipeline import code_keys
+
+    def fresh(text: str) -> str:
+        return hashlib.sha256(code_keys.source_meaning(text).encode()).hexdigest()
+
+    def new_process() -> None:
+        code_keys.known_meanings.cache_clear()
+        code_keys.module_digest.cache_clear()
+
+    module = tmp_path / "m.py"
+    module.write_text('"""A docstring."""\nX = 1\n')
+    monkeypatch.setattr(code_keys, "MEANINGS_FILE", str(tmp_path / "__pycache__" / "meanings.json"))
+    try:
+        new_process()
+        assert code_keys.module_digest(str(module)) == fresh("X = 1\n")
+        code_keys.remember_meanings()
+        new_process()
+        sha = hashlib.sha256(module.read_bytes()).hexdigest()
+        assert code_keys.known_meanings() == {str(module): [sha, fresh("X = 1\n")]}
+        # the remembered digest is what is served for these bytes (made recognisable here) ...
+        code_keys.known_meanings()[str(module)] = [sha, "remembered"]
+        assert code_keys.module_digest(str(module)) == "remembered"
+        # ... and edited bytes are digested again
+        new_process()
+        module.write_text('"""A docstring."""\nX = 2\n')
+        assert code_keys.module_digest(str(module)) == fresh("X = 2\n") != fresh("X = 1\n")
+    finally:
+        monkeypatch.undo()
+        new_process()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 
 import pandas as pd
 import pytest
@@ -19,14 +20,34 @@ from pipeline.synth import generate_training_report
 REPORTS = 6
 
 
-@pytest.fixture
-def fleet_dir(tmp_path):
-    root = tmp_path / "fleet"
+def make_fleet(root):
     root.mkdir()
     for i in range(REPORTS):
         generate_training_report(str(root / f"job{i % 2}-node{i}.sqlite"), gpus=2, iterations=6, seed=70 + i,
                                  straggler_rank=None)
     return root
+
+
+@pytest.fixture
+def fleet_dir(tmp_path):
+    """:data:`REPORTS` generated reports of this test's own (it may change them)."""
+    return make_fleet(tmp_path / "fleet")
+
+
+@pytest.fixture(scope="module")
+def shared_fleet(tmp_path_factory):
+    """:data:`REPORTS` generated reports no test changes, and the first night swept from them into a fresh
+    state folder (night 2026-12-01, the defaults): ``(fleet folder, state folder, the sweep's stdout)``, made
+    once for the module (a test copies the state folder: :func:`copy_first_night`)."""
+    root = tmp_path_factory.mktemp("shared")
+    fleet = make_fleet(root / "fleet")
+    return fleet, root / "state", sweep(fleet, root / "state", "2026-12-01")
+
+
+def copy_first_night(shared_fleet, state) -> str:
+    """The module's first night copied to ``state``; returns the stdout of the sweep that made it."""
+    shutil.copytree(shared_fleet[1], state, symlinks=True)
+    return shared_fleet[2]
 
 
 def sweep(fleet_dir, state, night, *extra):
@@ -48,9 +69,9 @@ def read(path) -> bytes:
         return fh.read()
 
 
-def test_unchanged_sweep_reuses_the_last_night(fleet_dir, tmp_path):
-    state = tmp_path / "state"
-    first = sweep(fleet_dir, state, "2026-12-01")
+def test_unchanged_sweep_reuses_the_last_night(shared_fleet, tmp_path):
+    fleet_dir, state = shared_fleet[0], tmp_path / "state"
+    first = copy_first_night(shared_fleet, state)
     assert f"{REPORTS} report(s): {REPORTS} analysed, 0 reused, 0 failed" in first
     a, b = state / "nights" / "2026-12-01", state / "nights" / "2026-12-02"
     before = night_files(a)
@@ -162,15 +183,15 @@ def test_identity_index_trusts_only_untouched_files(tmp_path, monkeypatch):
     assert json.loads(read(state / "identity-index.json")) == {}
 
 
-def test_a_night_made_from_another_keeps_nothing_of_its_own_earlier_sweep(fleet_dir, tmp_path):
+def test_a_night_made_from_another_keeps_nothing_of_its_own_earlier_sweep(shared_fleet, tmp_path):
     """Night A swept without labels, night B with labels that rename the jobs, then A again with B's
     labels: A is made from B (same inputs) and holds exactly B's files, report.html aside; the records
     of A's unlabelled jobs are gone (before: they stayed beside B's, listed in A's new manifest, and its
     report showed both sets)."""
     labels = tmp_path / "labels.yaml"
     labels.write_text("labels:\n  - {match: '*job0-*', job: train-a}\n  - {match: '*job1-*', job: train-b}\n")
-    state = tmp_path / "state"
-    sweep(fleet_dir, state, "2026-12-01")
+    fleet_dir, state = shared_fleet[0], tmp_path / "state"
+    copy_first_night(shared_fleet, state)
     a, b = state / "nights" / "2026-12-01", state / "nights" / "2026-12-02"
     assert sorted(os.listdir(a / "records")) == sorted(f"job{i % 2}-node{i}.md" for i in range(REPORTS))
     sweep(fleet_dir, state, "2026-12-02", "--config", str(labels))
