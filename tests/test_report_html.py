@@ -529,7 +529,9 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
     assert legend.startswith("≈ H100 rate the GPU's model is not on the rate card") and "low confidence the figure" in legend
 
     md = Path(write_report(out, tmp_path / "s.md", fmt="md")).read_text(encoding="utf-8")
-    first = next(ln for ln in md.splitlines() if ln.startswith("| 1 | pid"))
+    lines = md.splitlines()
+    gpus = lines.index("| # | GPU | job | idle | main category | $/month |")  # after the fix-first table
+    first = next(ln for ln in lines[gpus:] if ln.startswith("| 1 | AMD Radeon Graphics #1 "))  # by its name
     assert first.endswith(f"| {money(t.idle_usd_per_month)} (≈ H100 rate) (toy capture: 8.6 ms window, 14 kernels) |")
     assert ("(≈ H100 rate): the GPU's model is not on the rate card or not named, priced at the default model's rate "
             "(`cost.default_model`).") in md

@@ -88,7 +88,8 @@ def test_hostile_text_in_the_markdown_summary(hostile_page):
     lines = text.splitlines()
     gpus = lines.index("| # | GPU | job | idle | main category | $/month |")  # after the fix-first table
     row = [line for line in lines[gpus:] if line.startswith("| 1 |")]
-    assert row == [("| 1 | GPU-1111\\<script\\>alert(8)\\</script\\>\\[u\\](javascript:alert(9)) | job \\<script\\>alert(5)"
+    # the GPU by its display name (docs/outputs.md#gpu-names: model and short id made of plain characters)
+    assert row == [("| 1 | img srcx onerroralert10 #1 1111scri | job \\<script\\>alert(5)"
                    "\\</script\\> \\[j\\](javascript:alert(6)) !\\[i\\](javascript:alert(7)) \\$\\\\nope{x}\\$ | 25.00 % | cpu | $730.00 "
                    "(toy capture: 40.0 ms window, 3 kernels) |")]   # a 40 ms span window of 3 kernels
     assert not re.search(r"(?<!\\)[<\[]", text)   # every < and [ in the page is escaped

@@ -105,6 +105,7 @@ def example(tmp_path_factory):
     args = ["run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml")]
     narrow = run_cli(*args).stdout
     run_cli("report", str(root / "out"), "--out", str(root / "out" / "report.html"))
+    run_cli("report", str(root / "out"), "--out", str(root / "summary.md"), "--format", "md")
     return root / "out", narrow, args
 
 
@@ -173,6 +174,12 @@ def test_one_name_per_gpu_in_every_view(example):
         # the report's copy of the record links the page under the same name
         assert f'<a href="gpu-pages/{gpu_page_name(rep, key)}">' in report
     assert in_top == 10
+    # --format md's top-5 table names each GPU the same way
+    md = (out.parent / "summary.md").read_text(encoding="utf-8")
+    lines = md.splitlines()
+    top = lines[lines.index("| # | GPU | job | idle | main category | $/month |"):]
+    cells = [ln.split(" | ")[1] for ln in top if re.match(r"\| [1-5] \| ", ln)]
+    assert len(cells) == 5 and {c.removesuffix(" (straggler)") for c in cells} <= set(names.values())
 
 
 def test_display_names_of_every_kind_of_gpu_key():

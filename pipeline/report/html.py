@@ -354,7 +354,7 @@ def render_markdown(res: Results) -> str:
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:
         marks = "".join(f" ({m})" for m in (r["rate_marker"], r["confidence_marker"]) if m)
-        lines.append(f"| {r['rank']} | {md_text(r['gpu_key'])}{' (straggler)' if r['straggler'] else ''} | "
+        lines.append(f"| {r['rank']} | {md_text(r['gpu_name'])}{' (straggler)' if r['straggler'] else ''} | "
                      f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])}"
                      f"{md_text(marks)} |")
     lines += _markdown_legend(s["top"][:5])

@@ -628,11 +628,11 @@ def summarise(res: Results) -> dict:
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
-    top_rows = []
+    top_rows, names = [], gpu_names(fleet)
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
             "rank": rank, "report": str(r.report), "report_name": os.path.basename(str(r.report)),
-            "gpu_key": str(r.gpu_key), "job": titles[(str(r.cluster), str(r.job))], "cluster": str(r.cluster),
+            "gpu_key": str(r.gpu_key), "gpu_name": names.get((str(r.report), str(r.gpu_key)), str(r.gpu_key)), "job": titles[(str(r.cluster), str(r.job))], "cluster": str(r.cluster),
             "node": str(r.node),
             "gpu_model": str(r.gpu_model or ""), "idle_pct": float(r.idle_pct), "idle_ns": int(r.idle_ns),
             "window_ns": int(r.window_ns), "main_category": str(r.main_category),
@@ -660,5 +660,5 @@ def summarise(res: Results) -> dict:
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": trend(res.history, night_hours(res)), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
-        "gpu_names": gpu_names(fleet),
+        "gpu_names": names,
     }
