@@ -32,8 +32,11 @@ MAX_SHOWN_ROWS = 40
 
 
 #: What the printed table's ``~`` beside a dollar figure and its ``unpriced`` mean (docs/definitions.md#cost).
-ASSUMED_LEGEND = ("~$: priced at an assumed rate (the GPU's model is not on the rate card or not named: the default "
-                  "model's rate, rate_assumed); unpriced: no rate (cost.unlisted: unpriced), in no total")
+ASSUMED_LEGEND = ("~$: priced at an assumed rate, the default model's (the GPU's model is not on the rate card or not "
+                  "named)", "unpriced: no rate (cost.unlisted: unpriced), in no total")
+#: What the printed table's ``tier`` column means (docs/definitions.md#confidence-tiers); every legend line fits 120
+#: columns, as the table does.
+TIER_LEGEND = "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)"
 
 
 def _usd_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
@@ -112,8 +115,12 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         for i in range(len(ok) + 1):
             lines.append(" ".join(cells[i].ljust(w) if lt else cells[i].rjust(w)
                                   for cells, w, lt in zip(table, widths, left)).rstrip())
-        if ok["rate_assumed"].astype(bool).any() or ok["unpriced"].astype(bool).any():
-            lines.append(ASSUMED_LEGEND)
+        if any(c.name == "confidence_tier" for c in columns):
+            lines.append(TIER_LEGEND)
+        if ok["rate_assumed"].astype(bool).any():
+            lines.append(ASSUMED_LEGEND[0])
+        if ok["unpriced"].astype(bool).any():
+            lines.append(ASSUMED_LEGEND[1])
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():

@@ -256,3 +256,27 @@ def test_on_the_real_inputs_the_tiers_differ(real_run):
     fastvideo = fixes[(fixes["scope"] == "job") & (fixes["job"] == "fastvideo-sp2")]
     assert len(fastvideo) and set(fastvideo["confidence_tier"]) == {"high"}
     assert set(fastvideo["trusted"].astype(str)) == {"True"}
+
+
+def test_each_fix_first_entry_links_the_gpus_it_rests_on():
+    """A trusted entry links its own part's GPUs, never a toy's (a tryout saw the trusted `cpu` entry, one GPU,
+    link the toy MI250 and two low traces). By hand, rate $4.00/h, 730 h: a (1 s window, 100 ms cpu, 30 stable
+    iterations: high) 0.1 × 4 × 730 = $292.00; c (200 ms cpu) $584.00; b (a 20 ms window: toy, 10 ms cpu)
+    0.5 × 4 × 730 = $1,460.00."""
+    from pipeline.report.summary import fix_first
+
+    ms = 1_000_000
+
+    def row(report, window_ms, cpu_ms, iterations):
+        return {"cluster": "c", "job": "j", "report": report, "gpu_key": "pid1/dev0", "status": "ok",
+                "window_ns": window_ms * ms, "idle_ns": cpu_ms * ms, "cat_cpu_ns": cpu_ms * ms,
+                **{f"cat_{c}_ns": 0 for c in ("data", "comm", "sync", "boundary", "periodic", "launch", "profiler",
+                                             "untraced")},
+                "rate_usd_per_hour": 4.0, "idle_usd_per_month": cpu_ms / window_ms * 4.0 * 730,
+                "iterations": iterations, "kernel_count": 10_000, "iteration_spread_pct": 1.0}
+
+    fleet = pd.DataFrame([row("a.sqlite", 1000, 100, 30), row("b.sqlite", 20, 10, 0), row("c.sqlite", 1000, 200, 30)])
+    entries = [(e["category"], bool(e["trusted"]), e["confidence_tier"], e["usd_per_month"], e["gpus"],
+                [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet)]
+    assert entries == [("cpu", True, "high", 876.0, 2, [("c.sqlite", 584.0), ("a.sqlite", 292.0)]),
+                       ("cpu", False, "toy", 1460.0, 1, [("b.sqlite", 1460.0)])]

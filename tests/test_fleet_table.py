@@ -21,7 +21,8 @@ def _row(**kw) -> dict:
 def test_device_level_first_and_stream_sums_labelled():
     """Two streams, each idle 7 ms of a 10 ms window: stream gaps sum to 14 ms > W; the device was idle 4 ms."""
     text = format_fleet(pd.DataFrame([_row()]), wide=True)
-    header, line = text.splitlines()
+    header, line, legend = text.splitlines()
+    assert legend.startswith("tier: how far the month can be trusted")
     assert header.split() == [
         "idle_usd_per_month", "confidence_tier", "job", "node", "gpu_name", "gpu_key", "gpu_model", "window_ms", "idle_ms", "idle_pct", "device_gaps", "device_gaps_ms",
         "copy_only_ms", "dark_ms", "main_category", "amdahl_speedup", "straggler", "status",
@@ -35,7 +36,7 @@ def test_an_old_fleet_without_device_gap_columns_still_prints():
     """A fleet table from before device_gap_* existed: those cells say -, the rest as usual."""
     row = _row()
     del row["device_gap_count"], row["device_gap_ns"]
-    header, line = format_fleet(pd.DataFrame([row]), wide=True).splitlines()
+    header, line = format_fleet(pd.DataFrame([row]), wide=True).splitlines()[:2]
     assert "device_gaps_ms" in header and line.split()[11:16] == ["40.00", "-", "-", "0.000", "4.000"]
 
 

@@ -8,6 +8,8 @@ Every dollar figure is worked out by hand: idle fraction x USD per GPU-hour x 73
 """
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 from conftest import PROFILES, run_cli
@@ -234,9 +236,17 @@ def test_unlisted_model_unpriced(tmp_path):
     run_cli("report", str(out), "--format", "md", "--out", str(out / "summary.md"))
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (not on the rate card), not in it" in md
+    # the top-GPU table's legend says the unpriced GPU was not priced (a tryout read "priced at the default model's
+    # rate" under it), and its dollars say "unpriced" once
+    assert ("unpriced: the GPU's model is not on the rate card or not named and `cost.unlisted` is `unpriced`: it has "
+            "no rate and is in no dollar total.") in md
+    assert "priced at the default model's rate" not in md and "unpriced (unpriced)" not in md
+    assert "~$: priced at an assumed rate" not in printed and "unpriced: no rate (cost.unlisted: unpriced)" in printed
     run_cli("report", str(out), "--out", str(out / "report.html"))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert 'data-usd="292.00"' in html and "; 1 GPU(s) unpriced (not on the rate card), not in it" in html
+    legend = re.search(r'<p class="note" id="top10-legend">(.*?)</p>', html, re.S).group(1)
+    assert "it has no rate and is in no dollar total" in legend and "priced at the rate card" not in legend
     (page,) = [p for p in (out / "gpu-pages").glob("mtt*.html")]
     text = page.read_text(encoding="utf-8")
     assert '<div class="value" id="usd">unpriced</div>' in text

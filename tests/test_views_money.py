@@ -58,6 +58,7 @@ def test_printed_table_is_sorted_by_money_and_narrow():
         "  $905.20 low    zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
         "  $905.20 medium train              H100 #1 00000000     40.00   4.000 sync    1.667x ok",
         "  $905.20 medium train              H100 #2 11111111     40.00   4.000 sync    1.667x ok",
+        "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)",
         "ERROR bad.sqlite: cannot read",
     ]
 
@@ -113,7 +114,7 @@ def _table(stdout: str) -> list[str]:
     """The printed table's lines: from its header to the blank line before the totals."""
     lines = stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith(("$/month", "idle_usd_per_month")))
-    return lines[start:lines.index("", start)]
+    return [ln for ln in lines[start:lines.index("", start)] if not ln.startswith(("tier:", "~$:", "unpriced:"))]
 
 
 def test_run_prints_the_example_fleet_most_expensive_first_in_120_columns(example):

@@ -279,10 +279,13 @@ def reconcile_text(rc: dict) -> str:
 def _markdown_legend(rows: list[dict]) -> list[str]:
     """What the markers of the Markdown variant's GPU table mean, when any row has one."""
     out = []
-    assumed = [r for r in rows if r["rate_assumed"]]
+    assumed = [r for r in rows if r["rate_assumed"] and r["rate_marker"] != "unpriced"]
     if assumed:
         out.append(f"({md_text(assumed[0]['rate_marker'])}): the GPU's model is not on the rate card or not named, "
                    "priced at the default model's rate (`cost.default_model`).")
+    if any(r["rate_marker"] == "unpriced" for r in rows):
+        out.append("unpriced: the GPU's model is not on the rate card or not named and `cost.unlisted` is `unpriced`: "
+                   "it has no rate and is in no dollar total.")
     if any(r["low_confidence"] for r in rows):
         out.append("(low confidence: …): a short window or few stable iterations extrapolated to a month.")
     return [""] + out if out else []
@@ -353,7 +356,8 @@ def render_markdown(res: Results) -> str:
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:
-        marks = "".join(f" ({m})" for m in (r["rate_marker"], r["confidence_marker"]) if m)
+        marks = "".join(f" ({m})" for m in (r["rate_marker"], r["confidence_marker"])
+                        if m and m != "unpriced")  # an unpriced GPU's dollars already read "unpriced"
         lines.append(f"| {r['rank']} | {md_text(r['gpu_name'])}{' (straggler)' if r['straggler'] else ''} | "
                      f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])}"
                      f"{md_text(marks)} |")

@@ -467,10 +467,14 @@ def trust_split(fleet: pd.DataFrame) -> dict:
             "other_usd": float(usd[~good].sum()), "other_gpus": int((~good).sum()), "tiers": tiers}
 
 
-def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS) -> list[dict]:
+def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, trusted: bool | None = None) -> list[dict]:
     """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
-    (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key): ``[{report, gpu_key, usd}]``."""
+    (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key): ``[{report, gpu_key, usd}]``. ``trusted``:
+    only the GPUs of that part of the list (True: tier ``medium`` or ``high``; False: the others, the entries
+    apart; docs/definitions.md#confidence-tiers), as each fix-first entry rests on one part; None: every GPU."""
     ok = ok_rows(with_fix_columns(fleet))
+    if trusted is not None:
+        ok = ok[conform(ok, ["confidence_tier"])["confidence_tier"].isin(TRUSTED) == bool(trusted)]
     column = f"fix_{category}_usd_per_month"
     usd = ok[column].astype(float).fillna(0.0)
     rows = ok.assign(_usd=usd)[usd > 0].sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
@@ -487,7 +491,8 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
-    return [dict(e, top_gpus=fix_gpus(fleet, e["category"]), confidence_title=confidence_title(fleet, e["category"]))
+    return [dict(e, top_gpus=fix_gpus(fleet, e["category"], trusted=bool(e["trusted"])),
+                 confidence_title=confidence_title(fleet, e["category"]))
             for e in fixes[fixes["scope"] == "fleet"].to_dict("records")]
 
 
