@@ -336,7 +336,8 @@ def test_diagnostic_events_reporting_lost_events(corpus, corpus_run):
     assert len(rows) == 1
     row = rows.iloc[0]
     assert (row["status"], row["error"]) == ("partial", "")
-    assert without_model_warning(row["warnings"]) == f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}"
+    assert without_model_warning(row["warnings"]) == (
+        f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {INCOMPLETE_DROPPED}")
     assert row["idle_ns"] == 16 * MS
 
 

@@ -122,7 +122,8 @@ def test_each_gpu_gets_its_own_and_the_sessions_gpu_diagnostics(tmp_path):
     first, second = results["pid10/dev0"].row, results["pid20/dev1"].row
     assert (first["status"], first["idle_ns"], first["cat_untraced_ns"]) == ("partial", 16 * MS, 8 * MS)
     assert (second["status"], second["idle_ns"], second["cat_untraced_ns"]) == ("partial", 16 * MS, 4 * MS)
-    assert without_model_warning(first["warnings"]) == f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {GPU_DISCARDED}"
+    assert without_model_warning(first["warnings"]) == (
+        f"DIAGNOSTIC_EVENT: {CUPTI_DROPPED}; DIAGNOSTIC_EVENT: {GPU_DISCARDED}")
     assert without_model_warning(second["warnings"]) == f"DIAGNOSTIC_EVENT: {GPU_DISCARDED}"
 
 
@@ -162,7 +163,8 @@ def test_diagnostics_without_a_process_column(tmp_path):
     w.diagnostic(3 * MS, UNIFIED_MEMORY, severity=2)
     w.close()
     (res,) = analyse(path).values()
-    assert (res.row["status"], without_model_warning(res.row["warnings"])) == ("ok", f"DIAGNOSTIC_EVENT: {UNIFIED_MEMORY} (reported 3 times)")
+    assert (res.row["status"], without_model_warning(res.row["warnings"])) == (
+        "ok", f"DIAGNOSTIC_EVENT: {UNIFIED_MEMORY} (reported 3 times)")
 
 
 @pytest.mark.parametrize("text, bears", [

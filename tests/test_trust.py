@@ -330,8 +330,9 @@ def test_exact_duplicate_rows_count_once(tmp_path):
     # gap [1,5): the sync covers 3 of 4 ms -> sync; gap [6,10): only a launch call -> cpu
     assert (row["cat_sync_ns"], row["cat_cpu_ns"]) == (4 * MS, 4 * MS)
     assert row["status"] == "partial"
-    assert without_model_warning(row["warnings"]) == ("dropped 7 exact duplicate rows (each counted once): 3 of CUPTI_ACTIVITY_KIND_KERNEL, "
-                               "4 of CUPTI_ACTIVITY_KIND_RUNTIME")
+    assert without_model_warning(row["warnings"]) == (
+        "dropped 7 exact duplicate rows (each counted once): 3 of CUPTI_ACTIVITY_KIND_KERNEL, "
+        "4 of CUPTI_ACTIVITY_KIND_RUNTIME")
     first = res.roster[0]
     assert (first["start_ns"], first["length_ns"]) == (T0 + MS, 4 * MS)
     # each call counted once by its overlap with the gap: 3 ms of sync, 0.1 ms of the launch at [4.8, 4.9)
@@ -358,8 +359,9 @@ def test_duplicates_in_every_table_and_graph_kernels_are_not_duplicates(tmp_path
     row = analyse(path)["pid10/dev0"].row
     # W = [0, 54) ms: kernels 5 x 6 ms + [50, 54) = 34 ms busy; copy-only [6,8) and [16,17)
     assert (row["kernel_count"], row["busy_ns"], row["idle_ns"], row["copy_only_ns"]) == (7, 34 * MS, 20 * MS, 3 * MS)
-    assert without_model_warning(row["warnings"]) == ("dropped 10 exact duplicate rows (each counted once): 7 of CUPTI_ACTIVITY_KIND_KERNEL, "
-                               "1 of CUPTI_ACTIVITY_KIND_MEMCPY, 1 of CUPTI_ACTIVITY_KIND_MEMSET, 1 of NVTX_EVENTS")
+    assert without_model_warning(row["warnings"]) == (
+        "dropped 10 exact duplicate rows (each counted once): 7 of CUPTI_ACTIVITY_KIND_KERNEL, "
+        "1 of CUPTI_ACTIVITY_KIND_MEMCPY, 1 of CUPTI_ACTIVITY_KIND_MEMSET, 1 of NVTX_EVENTS")
     assert row["status"] == "partial"
 
 
