@@ -87,8 +87,9 @@ class WarningCode(str, enum.Enum):
     UNTRACED_LAUNCHES = "untraced-launches"
     #: Nsight Systems' own overhead covers device gaps (``profiler``): a caveat, the trace is complete.
     PROFILER_OVERHEAD = "profiler-overhead"
-    #: the trace names its devices' models, but not this device's, and the names it gives differ: the
-    #: model is blank and the row is priced as the default model.
+    #: the GPU's model is not named: the export names no GPU, or the trace names its devices' models
+    #: but not this device's and the names it gives differ. The row is priced as the default model
+    #: (``rate_assumed``) or left unpriced (docs/definitions.md#cost); a caveat, not partial.
     GPU_MODEL_UNRESOLVED = "gpu-model-unresolved"
     #: the capture range the export states (ANALYSIS_DETAILS, TARGET_INFO_SESSION_START_TIME) does not hold
     #: the export's own rows: the rows are trusted (none dropped for it), the metadata is not.

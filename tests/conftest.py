@@ -89,6 +89,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"make check: needs {why}; `make test` runs it"))
 
 
+#: Why a GPU names no model: an Nsight export without a GPU table, a trace without deviceProperties.
+EXPORT_NAMES_NO_GPU = "export names no GPU"
+TRACE_NAMES_NO_GPU = "trace names no GPU (it has no deviceProperties)"
+
+
+def model_warning(note: str = EXPORT_NAMES_NO_GPU, model: str = "H100") -> str:
+    """The ``gpu-model-unresolved`` warning text of a GPU that names no model (``note``: why), priced at the
+    default model's (``model``) rate under ``cost.unlisted: assume`` (docs/definitions.md#cost)."""
+    return (f"GPU model not named ({note}); priced at an assumed rate, {model}'s (cost.default_model); "
+            "a gpu_model label for this report names it")
+
+
+def without_model_warning(warnings: str, note: str = EXPORT_NAMES_NO_GPU, model: str = "H100") -> str:
+    """A row's ``warnings`` (its texts joined by ``"; "``) without its :func:`model_warning`, which every
+    synthetic export or trace naming no GPU carries: raises AssertionError unless it holds that text exactly
+    once, as a whole entry (first, last, between two others, or alone)."""
+    text = model_warning(note, model)
+    assert str(warnings).count(text) == 1, f"expected one {text!r} in {warnings!r}"
+    if warnings == text:
+        return ""
+    if warnings.startswith(f"{text}; "):
+        return warnings[len(text) + 2:]
+    if warnings.endswith(f"; {text}"):
+        return warnings[:-len(text) - 2]
+    if f"; {text}; " in warnings:
+        return warnings.replace(f"; {text}; ", "; ", 1)
+    raise AssertionError(f"{text!r} is not a whole entry of {warnings!r}")
+
+
 def run_cli(*args: str, check: bool = True, env: dict | None = None, timeout: float = 600,
             preexec_fn=None) -> subprocess.CompletedProcess:
     """Run ``gpu-idle`` as a real process (``python -m pipeline.cli``); ``timeout`` (s): raise

@@ -9,6 +9,7 @@ Every dollar figure is worked out by hand: idle fraction x USD per GPU-hour x 73
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -256,8 +257,8 @@ def test_unlisted_model_unpriced(tmp_path):
 @pytest.mark.parametrize("policy", ["assume", "unpriced"])
 def test_unnamed_gpu(tmp_path, policy):
     # an export that names no GPU, idle half of a 40 ms window. assume: priced as the default model,
-    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed (rate_source says why; no warning, as before). unpriced:
-    # no dollars and a gpu-model-unresolved warning. main: no rate_assumed, no unpriced.
+    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed (rate_source says why) and a gpu-model-unresolved warning
+    # (status ok). unpriced: no dollars and a gpu-model-unresolved warning. main: no rate_assumed, no unpriced.
     w = ExportWriter(str(tmp_path / "n.sqlite"))
     w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
     w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
@@ -266,7 +267,9 @@ def test_unnamed_gpu(tmp_path, policy):
     row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), cfg, {}).row
     if policy == "assume":
         assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
-        assert (row["rate_assumed"], row["unpriced"], row["warnings"]) == (True, False, "")
+        assert (row["rate_assumed"], row["unpriced"], row["status"]) == (True, False, "ok")
+        assert row["warnings"] == ("GPU model not named (export names no GPU); priced at an assumed rate, H100's "
+                                   "(cost.default_model); a gpu_model label for this report names it")
         assert row["rate_source"] == ("rate card (default model: export names no GPU): example list price; "
                                       "replace with your contract")
     else:
@@ -274,3 +277,58 @@ def test_unnamed_gpu(tmp_path, policy):
         assert row["idle_usd_per_month"] != row["idle_usd_per_month"]  # NaN
         assert row["warnings"] == ("GPU model not named (export names no GPU); left unpriced (cost.unlisted: "
                                    "unpriced); a gpu_model label for this report names it")
+
+
+def _trace(path, devices, device: int) -> str:
+    """A PyTorch trace of pid 9 whose kernels run on ``device`` ([0,1) and [3,4) ms: span W 4 ms, idle 2 ms),
+    its ``deviceProperties`` ``devices`` (none: no deviceProperties)."""
+    base = 1_700_000_000_000_000_000
+    w = KinetoWriter(str(path), pid=9, devices=devices, base_time_ns=base)
+    for i in range(2):
+        w.runtime(9, base + 3 * i * MS - MS // 10, base + 3 * i * MS - MS // 20, "cudaLaunchKernel", i + 1)
+        w.kernel(device, 0, base + 3 * i * MS, base + (3 * i + 1) * MS, "gemm", i + 1)
+    return w.close()
+
+
+def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_path):
+    # `gpu-idle run` of an Nsight export with no GPU table, a trace without deviceProperties, a trace whose
+    # two entries name different models while its kernels run on device 2, and the first export again with a
+    # gpu_model label. Each unnamed GPU is idle half its window, priced at H100's $4.00 (the default model):
+    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed, status ok (the code is not partial), and ONE
+    # gpu-model-unresolved warning: the first two get the rate's (quoting why no model is named), the third
+    # keeps the loader's alone. The labelled copy is priced at its own H100 entry: no warning, not assumed.
+    # i26-merge: the first two had empty warnings.
+    export = tmp_path / "nsight"
+    export.mkdir()
+    w = ExportWriter(str(export / "none.sqlite"))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
+    w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
+    w.close()
+    (tmp_path / "named.sqlite").write_bytes((export / "none.sqlite").read_bytes())
+    paths = [str(export / "none.sqlite"), _trace(tmp_path / "noprops.json", (), 0),
+             _trace(tmp_path / "two.json", [(0, "NVIDIA A100-SXM4-80GB", 108), (1, "NVIDIA L4", 58)], 2),
+             str(tmp_path / "named.sqlite")]
+    cfg = _write(tmp_path / "c.yaml", "labels:\n  - {match: named.sqlite, gpu_model: NVIDIA H100 80GB HBM3}\n")
+    out = tmp_path / "out"
+    run_cli("run", *paths, "--out", str(out), "--window", "span", "--config", str(cfg), "--no-cache")
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    fleet.index = [Path(r).stem for r in fleet["report"]]
+    assert sorted(fleet.index) == ["named", "none", "noprops", "two"]
+    tail = "a gpu_model label for this report names it"
+    assert fleet.loc["none", "warnings"] == ("GPU model not named (export names no GPU); priced at an assumed rate, "
+                                             f"H100's (cost.default_model); {tail}")
+    assert fleet.loc["noprops", "warnings"] == (
+        "GPU model not named (trace names no GPU (it has no deviceProperties)); priced at an assumed rate, H100's "
+        f"(cost.default_model); {tail}")
+    assert fleet.loc["two", "warnings"] == (
+        "GPU model unknown for device 2: the trace's deviceProperties do not list device 2 (ids [0, 1]) and name 2 "
+        "different models ('NVIDIA A100-SXM4-80GB', 'NVIDIA L4'); priced as the default model (cost.default_model); "
+        f"{tail}")
+    for report in ("none", "noprops", "two"):
+        row = fleet.loc[report]
+        assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
+        assert (str(row["rate_assumed"]), row["status"]) == ("True", "ok")
+    named = fleet.loc["named"]
+    assert (named["gpu_model"], named["rate_model"], named["idle_usd_per_month"]) == (
+        "NVIDIA H100 80GB HBM3", "H100", 1460.0)
+    assert (str(named["rate_assumed"]), named["status"], named["warnings"]) == ("False", "ok", "")

@@ -111,18 +111,20 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
 def rate_warnings(choice: RateChoice, model: str, note: str = "", others=()) -> list[RowWarning]:
     """The coded warning of a GPU with no rate-card entry of its own (docs/definitions.md#cost), [] for
     one priced at its own entry: ``model-not-on-rate-card`` when it names a ``model`` the card lacks
-    (priced as the default model, or left unpriced); ``gpu-model-unresolved`` when it names none and is
-    left unpriced (``note``: why it names none), unless ``others`` (the row's warnings so far) already has
-    one from the loader. A GPU that names no model and is priced at the default model's rate gets no
-    warning: ``rate_assumed`` and ``rate_source`` say so, as every view does."""
+    (priced as the default model, or left unpriced); ``gpu-model-unresolved`` when it names none
+    (``note``: why it names none), priced at ``cost.default_model``'s rate (``choice.assumed``) or left
+    unpriced, unless ``others`` (the row's warnings so far) already has one from the loader. Neither code
+    is partial: the row's status stays ``ok``."""
     if model and (choice.assumed or choice.unpriced):
         return [RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD, f"GPU model {model!r} is not on the rate card; "
                            + ("left unpriced (cost.unlisted: unpriced)" if choice.unpriced
                               else f"priced as {choice.model}"))]
-    if not choice.unpriced or any(w.code == WarningCode.GPU_MODEL_UNRESOLVED for w in others):
+    if not (choice.assumed or choice.unpriced) or any(w.code == WarningCode.GPU_MODEL_UNRESOLVED for w in others):
         return []
-    return [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model not named ({note or NO_GPU_NAMED}); left "
-                       "unpriced (cost.unlisted: unpriced); a gpu_model label for this report names it")]
+    priced = ("left unpriced (cost.unlisted: unpriced)" if choice.unpriced
+              else f"priced at an assumed rate, {choice.model}'s (cost.default_model)")
+    return [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model not named ({note or NO_GPU_NAMED}); {priced}; "
+                       "a gpu_model label for this report names it")]
 
 
 def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_month: float) -> float:

@@ -611,7 +611,8 @@ def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]
     the node's visible GPUs) gets the model every entry names, when they name one (a single entry,
     or all the same); else its model is blank, ``model_note`` says why, and a ``gpu-model-unresolved``
     warning (:class:`~pipeline.model.WarningCode`) goes to its process's rows. A trace without
-    ``deviceProperties`` names no GPU (:data:`TRACE_NAMES_NO_GPU`, no warning: nothing contradicts).
+    ``deviceProperties`` names no GPU (:data:`TRACE_NAMES_NO_GPU`, no loader warning: nothing contradicts;
+    the row's ``gpu-model-unresolved`` comes from :func:`pipeline.analysis.cost.rate_warnings`).
     """
     table = _device_table(props)
     sole, sole_sms = _sole_model(props)
