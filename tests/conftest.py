@@ -97,7 +97,7 @@ TRACE_NAMES_NO_GPU = "trace names no GPU (it has no deviceProperties)"
 def model_warning(note: str = EXPORT_NAMES_NO_GPU, model: str = "H100") -> str:
     """The ``gpu-model-unresolved`` warning text of a GPU that names no model (``note``: why), priced at the
     default model's (``model``) rate under ``cost.unlisted: assume`` (docs/definitions.md#cost)."""
-    return (f"GPU model not named ({note}); priced at an assumed rate, {model}'s (cost.default_model); "
+    return (f"GPU model not named: {note}; priced at an assumed rate, {model}'s (cost.default_model); "
             "a gpu_model label for this report names it")
 
 

@@ -268,14 +268,14 @@ def test_unnamed_gpu(tmp_path, policy):
     if policy == "assume":
         assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
         assert (row["rate_assumed"], row["unpriced"], row["status"]) == (True, False, "ok")
-        assert row["warnings"] == ("GPU model not named (export names no GPU); priced at an assumed rate, H100's "
+        assert row["warnings"] == ("GPU model not named: export names no GPU; priced at an assumed rate, H100's "
                                    "(cost.default_model); a gpu_model label for this report names it")
         assert row["rate_source"] == ("rate card (default model: export names no GPU): example list price; "
                                       "replace with your contract")
     else:
         assert (row["rate_model"], row["rate_assumed"], row["unpriced"]) == ("", False, True)
         assert row["idle_usd_per_month"] != row["idle_usd_per_month"]  # NaN
-        assert row["warnings"] == ("GPU model not named (export names no GPU); left unpriced (cost.unlisted: "
+        assert row["warnings"] == ("GPU model not named: export names no GPU; left unpriced (cost.unlisted: "
                                    "unpriced); a gpu_model label for this report names it")
 
 
@@ -315,10 +315,10 @@ def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_p
     fleet.index = [Path(r).stem for r in fleet["report"]]
     assert sorted(fleet.index) == ["named", "none", "noprops", "two"]
     tail = "a gpu_model label for this report names it"
-    assert fleet.loc["none", "warnings"] == ("GPU model not named (export names no GPU); priced at an assumed rate, "
+    assert fleet.loc["none", "warnings"] == ("GPU model not named: export names no GPU; priced at an assumed rate, "
                                              f"H100's (cost.default_model); {tail}")
     assert fleet.loc["noprops", "warnings"] == (
-        "GPU model not named (trace names no GPU (it has no deviceProperties)); priced at an assumed rate, H100's "
+        "GPU model not named: trace names no GPU (it has no deviceProperties); priced at an assumed rate, H100's "
         f"(cost.default_model); {tail}")
     assert fleet.loc["two", "warnings"] == (
         "GPU model unknown for device 2: the trace's deviceProperties do not list device 2 (ids [0, 1]) and name 2 "

@@ -123,7 +123,7 @@ def rate_warnings(choice: RateChoice, model: str, note: str = "", others=()) -> 
         return []
     priced = ("left unpriced (cost.unlisted: unpriced)" if choice.unpriced
               else f"priced at an assumed rate, {choice.model}'s (cost.default_model)")
-    return [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model not named ({note or NO_GPU_NAMED}); {priced}; "
+    return [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model not named: {note or NO_GPU_NAMED}; {priced}; "
                        "a gpu_model label for this report names it")]
 
 
