@@ -287,8 +287,10 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     from .fleet.reduce import assumed_text, rate_assumptions
 
     echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
-         f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month"
-         + assumed_text(rate_assumptions(fleet)))
+         f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
+    assumed = assumed_text(rate_assumptions(fleet))
+    if assumed:  # on a line of its own: every line printed fits 120 columns
+        echo("  " + assumed.removeprefix("; "))
     echo(wrote)
     sys.exit(1 if failed else 0)
 

@@ -200,11 +200,16 @@ def test_unlisted_model_assumed(tmp_path):
             1752.0, 1460.0, 0)
     assert "~$1,460.00" in printed and "$292.00" in printed and "~$292.00" not in printed
     assert "~$: priced at an assumed rate" in printed
-    assert "fleet idle cost $1,752.00/month; of which $1,460.00 at assumed rates (1 GPU(s))" in printed
+    assert "fleet idle cost $1,752.00/month\n  of which $1,460.00 at assumed rates (1 GPU(s))\n" in printed
+    # the table, its legend and the totals fit 120 columns (the last line names the files written, by path)
+    assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 120
     # the report's headline, the GPU page's cost card and the job's record say it too
     run_cli("report", str(out), "--out", str(out / "report.html"))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "; of which $1,460.00 at assumed rates (1 GPU(s))" in html
+    # the per-job table marks the job's dollars that rest on assumed rates
+    jobs = re.search(r'<table id="jobs">(.*?)</table>', html, re.S).group(1)
+    assert '$1,752.00 <span class="tag rate"' in jobs and ">$1,460.00 at assumed rates</span>" in jobs
     pages = {p.name: p.read_text(encoding="utf-8") for p in (out / "gpu-pages").glob("*.html")}
     (mtt_page,) = [t for n, t in pages.items() if n.startswith("mtt")]
     assert f"$4.00/GPU-hour (H100, assumed: model {UNLISTED} is not on the card)" in mtt_page
@@ -233,19 +238,22 @@ def test_unlisted_model_unpriced(tmp_path):
         assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"]) == (
             292.0, 0.0, 1)
     assert "unpriced" in printed and "$292.00" in printed
-    assert "fleet idle cost $292.00/month; 1 GPU(s) unpriced (not on the rate card), not in it" in printed
+    assert "fleet idle cost $292.00/month\n  1 GPU(s) unpriced (no rate-card entry of their own), not in it\n" in printed
     run_cli("report", str(out), "--format", "md", "--out", str(out / "summary.md"))
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (not on the rate card), not in it" in md
+    assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (no rate-card entry of their own), not in it" in md
     # the top-GPU table's legend says the unpriced GPU was not priced (a tryout read "priced at the default model's
     # rate" under it), and its dollars say "unpriced" once
     assert ("unpriced: the GPU's model is not on the rate card or not named and `cost.unlisted` is `unpriced`: it has "
             "no rate and is in no dollar total.") in md
     assert "priced at the default model's rate" not in md and "unpriced (unpriced)" not in md
+    assert "$nan" not in md and "Rates: unpriced (" in md   # the unpriced GPU's rate-card line says it has no rate
     assert "~$: priced at an assumed rate" not in printed and "unpriced: no rate (cost.unlisted: unpriced)" in printed
     run_cli("report", str(out), "--out", str(out / "report.html"))
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert 'data-usd="292.00"' in html and "; 1 GPU(s) unpriced (not on the rate card), not in it" in html
+    assert 'data-usd="292.00"' in html and "; 1 GPU(s) unpriced (no rate-card entry of their own), not in it" in html
+    jobs = re.search(r'<table id="jobs">(.*?)</table>', html, re.S).group(1)
+    assert "$292.00" in jobs and ">1 GPU(s) unpriced</span>" in jobs and "at assumed rates</span>" not in jobs
     legend = re.search(r'<p class="note" id="top10-legend">(.*?)</p>', html, re.S).group(1)
     assert "it has no rate and is in no dollar total" in legend and "priced at the rate card" not in legend
     (page,) = [p for p in (out / "gpu-pages").glob("mtt*.html")]

@@ -287,3 +287,18 @@ def test_first_screen_leads_with_money(example, tmp_path):
     ends = got["ends"]
     assert set(ends) == {"fix-list", "fleet-usd", "jobs"}
     assert ends["fix-list"] < ends["fleet-usd"] < ends["jobs"] <= 900, ends
+
+
+def test_each_fix_first_entry_counts_the_gpus_it_does_not_link(example):
+    """A fix-first entry links at most its three most expensive GPUs; the cell says how many more it rests on, so
+    the count and the links agree (a tryout read `6:` beside three links)."""
+    out, _, _ = example
+    report = (out / "report.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<td class="num gpus">(\d+):(.*?)</td>', re.search(r'<table id="fix-list">(.*?)</table>', report,
+                                                                          re.S).group(1), re.S)
+    assert rows
+    for count, cell in rows:
+        links = cell.count('<a class="gpu-page"')
+        more = re.search(r" and (\d+) more \(fix_first.csv lists them\)", cell)
+        assert links + (int(more.group(1)) if more else 0) == int(count), cell
+    assert any(int(c) > 3 for c, _ in rows)   # the example fleet's entries rest on more GPUs than they link

@@ -194,13 +194,13 @@ def rate_assumptions(fleet: pd.DataFrame) -> dict:
 
 def assumed_text(ra: dict) -> str:
     """What part of a total rests on assumed rates, after the total (:func:`rate_assumptions`'s ``ra``):
-    ``; of which $X at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced (not on the rate card), not in
-    it``; empty when neither. The printed run's total, the report's headline and its Markdown say it."""
+    ``; of which $X at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced (no rate-card entry of their own), not
+    in it``; empty when neither. The printed run's total, the report's headline and its Markdown say it."""
     out = ""
     if ra["assumed_gpus"]:
         out += f"; of which ${ra['assumed_usd']:,.2f} at assumed rates ({ra['assumed_gpus']} GPU(s))"
     if ra["unpriced_gpus"]:
-        out += f"; {ra['unpriced_gpus']} GPU(s) unpriced (not on the rate card), not in it"
+        out += f"; {ra['unpriced_gpus']} GPU(s) unpriced (no rate-card entry of their own), not in it"
     return out
 
 

@@ -362,8 +362,8 @@ def render_markdown(res: Results) -> str:
                      f"{md_text(r['job'])} | {pct(r['idle_pct'])} | {md_text(r['main_category'])} | {usd(r['usd'])}"
                      f"{md_text(marks)} |")
     lines += _markdown_legend(s["top"][:5])
-    rates = "; ".join(f"{md_text(r['model'])} ${r['rate']:,.2f}/GPU-hour ({md_text(r['source'])})"
-                      for r in s["rate_card"])
+    rates = "; ".join(f"{md_text(r['model'])} {usd(r['rate'])}/GPU-hour ({md_text(r['source'])})" if r["rate"] == r["rate"]
+                      else f"unpriced ({md_text(r['source'])})" for r in s["rate_card"])  # NaN: no rate
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
     return "\n".join(lines) + "\n"
 
