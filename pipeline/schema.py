@@ -189,6 +189,8 @@ FLEET = (
     _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
     _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
     _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
+    _c("warning_codes", "text", "text", "the codes of `warnings`, each once, comma-separated (e.g. "
+       "`gpu-model-unresolved,window-leaves-out-idle`): for filters and alerts", "status"),
     _c("status", "text", "text", "`ok`, `partial` or `error`", "status"),
     _c("error", "text", "text", "why the report could not be analysed", "status"),
 )
@@ -298,7 +300,7 @@ REPORT_CSV = ("run_date", "cluster", "job", "node", "rank", "report", "gpu_key",
               "window_left_out_idle_pct", "copy_only_ns", "dark_ns", "main_category", "actionable",
               *[f"cat_{c}_pct" for c in CATEGORIES], "idle_usd_per_month", "amdahl_speedup", "confidence_tier",
               "low_confidence", "confidence_note", "comm_exposed_ns", "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler",
-              "status", "error")
+              "warning_codes", "status", "error")
 #: The fleet columns the Markdown variant's GPU table shows.
 MARKDOWN = ("gpu_key", "job", "idle_pct", "main_category", "idle_usd_per_month")
 #: The fleet columns the HTML report's per-GPU, per-job and per-cluster tables show.

@@ -336,7 +336,9 @@ def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_p
         row = fleet.loc[report]
         assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
         assert (str(row["rate_assumed"]), row["status"]) == ("True", "ok")
+        assert row["warning_codes"] == "gpu-model-unresolved"   # the code, for filters (docs/outputs.md)
     named = fleet.loc["named"]
     assert (named["gpu_model"], named["rate_model"], named["idle_usd_per_month"]) == (
         "NVIDIA H100 80GB HBM3", "H100", 1460.0)
-    assert (str(named["rate_assumed"]), named["status"], named["warnings"]) == ("False", "ok", "")
+    assert (str(named["rate_assumed"]), named["status"], named["warnings"], named["warning_codes"]) == (
+        "False", "ok", "", "")

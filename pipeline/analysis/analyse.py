@@ -330,6 +330,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                                     row["kernel_count"], spread, cfg.confidence))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
+    row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings))  # each code once, in order
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
     row["status"] = row_status(warnings)
     row["error"] = ""

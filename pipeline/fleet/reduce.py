@@ -77,7 +77,8 @@ def error_row(report: str, labels: dict, message: str) -> dict:
     row = {c: None for c in FLEET_COLUMNS}
     row.update({"report": report, "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
                 "node": labels.get("node", ""), "rank": labels.get("rank", ""),
-                "status": "error", "error": message, "warnings": "", "straggler": False})
+                "status": "error", "error": message, "warnings": "", "warning_codes": "",
+                "straggler": False})
     return row
 
 
