@@ -11,6 +11,8 @@ Three PyTorch profiler traces built here with every expected value worked out by
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -176,6 +178,15 @@ def test_serving_trace_auto_window_is_the_whole_capture(tmp_path):
     assert row["idle_usd_per_month"] == 1677.45
     csv = pd.read_csv(out / "fleet.csv", keep_default_na=False)
     assert csv.loc[0, "startup_wait_ns"] == 200 * MS and csv.loc[0, "job_kind"] == "serving"
+    # the GPU page says it too: the kind and its evidence, the capture's idle (270 of 470 ms = 57.45 %, none left
+    # out) and the start-up wait, apart
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    (page,) = (out / "gpu-pages").glob("*.html")
+    dd = re.search(r'<dd id="job-kind">(.*?)</dd>', page.read_text(encoding="utf-8"), re.S).group(1)
+    assert html.unescape(re.sub(r"<[^>]+>", "", dd)) == (
+        "serving (NVTX range 'sglang::decode' (window.serving_ranges)); the capture (first kernel to last) was idle "
+        "270.000 ms of 470.000 ms (57.45 %), of which the window leaves out 0.00 %; start-up wait before the first "
+        "kernel 200.000 ms (shown apart, never priced)")
 
 
 def test_training_trace_auto_still_trims_warmup(tmp_path):
