@@ -379,7 +379,11 @@ def test_older_schema_export(corpus, corpus_run, profiles):
     # (PROFILER_OVERHEAD, 1,507,495 of 2,433,526 ns): Nsight Systems' own work, a caveat (still ok)
     assert [without_model_warning(w) for w in old["warnings"]] == [f"{OLD_SCHEMA}; {TRAIN_FLUSH}", OLD_SCHEMA]
     assert [without_model_warning(w) for w in new["warnings"]] == [TRAIN_FLUSH, ""]
-    same = [c for c in fleet.columns if c not in ("report", "job", "warnings")]
+    # their codes, each once in order (warning_codes): the loader's note, the flush caveat, the unnamed model
+    assert old["warning_codes"].tolist() == ["inferred-processes,profiler-overhead,gpu-model-unresolved",
+                                             "inferred-processes,gpu-model-unresolved"]
+    assert new["warning_codes"].tolist() == ["profiler-overhead,gpu-model-unresolved", "gpu-model-unresolved"]
+    same = [c for c in fleet.columns if c not in ("report", "job", "warnings", "warning_codes")]
     pd.testing.assert_frame_equal(old[same], new[same])
     # the per-GPU rosters too: the gaps are explained by the same CUDA API calls (found through the pids)
     docs = {}
