@@ -413,7 +413,12 @@ class ConfidenceConfig:
     fewer than ``toy_min_kernels`` kernels. ``high``: at least ``high_min_iterations`` stable iterations over
     a W of at least ``high_min_window_ns`` whose ``iteration_spread_pct`` is at most ``high_max_spread_pct``;
     ``medium`` the same with the ``medium_*`` thresholds; ``low`` every other row. ``toy`` and ``low`` are
-    ``low_confidence``."""
+    ``low_confidence``. A row of ``unknown`` job kind whose W leaves out more than
+    ``unknown_max_left_out_idle_pct`` % of the capture's idle is at most ``low``; one whose W is at least
+    ``unknown_mostly_idle_pct`` % idle at most ``medium``. A ``serving`` row is tiered by its bursts of work
+    (holes of the kernel union longer than ``serving_burst_gap_ns`` separate them) and W's length instead of
+    iterations: ``medium`` at ``serving_medium_min_bursts`` over ``serving_medium_min_window_ns``, ``high`` at
+    ``serving_high_min_bursts`` over ``serving_high_min_window_ns``."""
 
     toy_max_window_ns: Nanoseconds = 50_000_000
     toy_min_kernels: Count = 50
@@ -423,6 +428,13 @@ class ConfidenceConfig:
     high_min_iterations: Count = 20
     high_min_window_ns: Nanoseconds = 500_000_000
     high_max_spread_pct: Percent = 10.0
+    unknown_max_left_out_idle_pct: Percent = 10.0
+    unknown_mostly_idle_pct: Percent = 90.0
+    serving_burst_gap_ns: Nanoseconds = 1_000_000
+    serving_medium_min_bursts: Count = 20
+    serving_medium_min_window_ns: Nanoseconds = 5_000_000_000
+    serving_high_min_bursts: Count = 100
+    serving_high_min_window_ns: Nanoseconds = 60_000_000_000
 
 
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.

@@ -17,12 +17,13 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import KINETO, REPO, run_cli
+from test_serving_window import served
 
 from pipeline.analysis.analyse import analyse_gpu
-from pipeline.analysis.confidence import tier
+from pipeline.analysis.confidence import KindFigures, tier
 from pipeline.config import ConfidenceConfig, Config
 from pipeline.load.report import gpu_trace, load_report
-from pipeline.report.summary import filled_pricing
+from pipeline.report.summary import filled_pricing, with_fix_columns
 from pipeline.synth import ExportWriter
 
 MS = 1_000_000
@@ -73,14 +74,16 @@ def test_what_the_month_rests_on_and_the_idle_range_by_hand(tmp_path):
 
 def test_each_tier_is_reached_by_the_same_trace_under_thresholds(tmp_path):
     """The trace above (69 ms, 14 kernels, 7 iterations, spread 10 %) under thresholds that move it across
-    every tier: the tiers are the rule's, the thresholds the config's."""
+    every tier: the tiers are the rule's, the thresholds the config's. Its kind is unknown and its W leaves out
+    17.3913 % of the capture's idle (the test below): the cap is lifted to exactly that here."""
     path = known_idle(tmp_path / "known.sqlite")
 
     def tier_of(**thresholds) -> tuple:
         row = analyse_one(path, dataclasses.replace(Config(), confidence=ConfidenceConfig(**thresholds)))
         return row["confidence_tier"], row["low_confidence"], row["confidence_note"]
 
-    not_toy = {"toy_min_kernels": 14}     # 14 kernels are not fewer than 14
+    # 14 kernels are not fewer than 14; 17.3913 % left out is not over 17.3913 %
+    not_toy = {"toy_min_kernels": 14, "unknown_max_left_out_idle_pct": 17.3913}
     assert tier_of(**not_toy) == ("low", True, "window 0.069000 s (under 0.2 s)")       # 69 ms < 200 ms
     assert tier_of(**not_toy, medium_min_window_ns=69 * MS) == ("medium", False, "")   # exactly 69 ms is enough
     high = dict(not_toy, medium_min_window_ns=69 * MS, high_min_iterations=7, high_min_window_ns=69 * MS)
@@ -93,6 +96,38 @@ def test_each_tier_is_reached_by_the_same_trace_under_thresholds(tmp_path):
     assert tier_of(toy_min_kernels=14, toy_max_window_ns=69 * MS + 1)[:2] == ("toy", True)   # 69 ms < 69 ms + 1 ns
 
 
+def test_unknown_kind_whose_window_leaves_out_idle_is_capped(tmp_path):
+    """The trace above is of unknown kind (``Iteration i`` ranges, ``gemm`` kernels: no evidence either way).
+    Its capture C = [1, 80) ms holds 23 ms of idle: W's 19 ms and iteration 0's slice [1, 11) ms, busy [1, 3)
+    and [6, 10) (h_0 = 3), so 3 + 1 = 4 ms; W leaves out 100 × 4 / 23 = 17.3913 % (over 10 %). Under thresholds
+    its figures reach medium with (14 kernels, 69 ms), it is capped at low, the note says why; labelled
+    ``training`` (the window's trim is then the kind's), the same figures are medium with an empty note. W is
+    27.5362 % idle: a mostly-idle line at 27.5 % holds the figures that reach high at medium, with the reason;
+    a training label lifts that cap too. (main: medium and high whatever the kind, never a cap.)"""
+    path = known_idle(tmp_path / "known.sqlite")
+    medium = {"toy_min_kernels": 14, "medium_min_window_ns": 69 * MS}
+    high = dict(medium, high_min_iterations=7, high_min_window_ns=69 * MS)
+
+    def tier_of(labels: dict, **thresholds) -> tuple:
+        rep = load_report(str(path))
+        (key,) = rep.gpu_keys()
+        row = analyse_gpu(gpu_trace(rep, key), dataclasses.replace(Config(), confidence=ConfidenceConfig(
+            **thresholds)), labels).row
+        return row["job_kind"], row["window_left_out_idle_pct"], row["confidence_tier"], row["confidence_note"]
+
+    assert tier_of({}, **medium) == ("unknown", 17.3913, "low", "the window leaves out 17.3913 % of the capture's "
+                                     "idle (over 10 %) and the job's kind is unknown")
+    assert tier_of({"kind": "training"}, **medium) == ("training", 17.3913, "medium", "")
+    assert tier_of({}, **high, unknown_max_left_out_idle_pct=20.0) == ("unknown", 17.3913, "high", "")
+    assert tier_of({}, **high, unknown_max_left_out_idle_pct=20.0, unknown_mostly_idle_pct=27.5) == (
+        "unknown", 17.3913, "medium", "the window is 27.5362 % idle (at least 27.5 %) and the job's kind is unknown")
+    assert tier_of({}, **high, unknown_max_left_out_idle_pct=20.0, unknown_mostly_idle_pct=27.5363)[2] == "high"
+    assert tier_of({"kind": "training"}, **high, unknown_mostly_idle_pct=27.5) == ("training", 17.3913, "high", "")
+    # both caps: the lower one decides and is the reason (a low row names only what keeps it below medium)
+    assert tier_of({}, **high, unknown_mostly_idle_pct=27.5)[2:] == (
+        "low", "the window leaves out 17.3913 % of the capture's idle (over 10 %) and the job's kind is unknown")
+
+
 def test_a_stored_result_is_not_reused_under_other_thresholds(tmp_path):
     """The tier is part of a stored result: a second run of the same trace with the same result store under
     other thresholds gives the new tier (the thresholds are in the configuration's digest)."""
@@ -100,11 +135,31 @@ def test_a_stored_result_is_not_reused_under_other_thresholds(tmp_path):
     env = {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
     loose = tmp_path / "loose.yaml"
     loose.write_text("confidence:\n  toy_min_kernels: 14\n  medium_min_window_ns: 69000000\n")
+    # the same, and the kind's cap lifted over the trace's 17.3913 % left out
+    uncapped = tmp_path / "uncapped.yaml"
+    uncapped.write_text(loose.read_text() + "  unknown_max_left_out_idle_pct: 20.0\n")
     tiers = []
-    for n, extra in enumerate(((), ("--config", str(loose)))):
+    for n, extra in enumerate(((), ("--config", str(loose)), ("--config", str(uncapped)))):
         run_cli("run", str(path), "--out", str(tmp_path / f"out{n}"), *extra, env=env)
         tiers.append(pd.read_parquet(tmp_path / f"out{n}" / "fleet.parquet")["confidence_tier"].tolist())
-    assert tiers == [["toy"], ["medium"]]
+    assert tiers == [["toy"], ["low"], ["medium"]]
+
+
+def test_every_confidence_setting_is_in_the_result_key():
+    """Each threshold of the ``confidence`` section, the kind's caps and the serving rule's among them, changes
+    the configuration's digest that names every stored result (pipeline/store/results.py), so a result made
+    under other thresholds is never served. (main: the caps' and the serving rule's settings did not exist.)"""
+    from pipeline.store.results import config_hash
+
+    base = config_hash(Config())
+    names = [f.name for f in dataclasses.fields(ConfidenceConfig)]
+    assert {"unknown_max_left_out_idle_pct", "unknown_mostly_idle_pct", "serving_burst_gap_ns",
+            "serving_medium_min_bursts", "serving_medium_min_window_ns", "serving_high_min_bursts",
+            "serving_high_min_window_ns"} <= set(names)
+    for name in names:
+        value = getattr(ConfidenceConfig(), name)
+        other = dataclasses.replace(Config(), confidence=dataclasses.replace(ConfidenceConfig(), **{name: value + 1}))
+        assert config_hash(other) != base, name
 
 
 def test_tier_rule_by_hand():
@@ -119,6 +174,29 @@ def test_tier_rule_by_hand():
     assert tier(500 * MS, 50, 19, 10.0) == ("medium", [])
     # a table written before the spread existed: iterations but no spread, neither medium nor high
     assert tier(900 * MS, 900, 30, None) == ("low", ["iteration spread unknown"])
+    # FastVideo's figures (rank 0): high by its iterations, low by its kind's cap; the same without a kind (a table
+    # written before job_kind: no cap), and a training label: high
+    fv = (674_788_901, 1426, 23, 0.1558)
+    note = "the window leaves out 29.9221 % of the capture's idle (over 10 %) and the job's kind is unknown"
+    assert tier(*fv, figures=KindFigures("unknown", 29.9221, 97.4232, 47)) == ("low", [note])
+    assert tier(*fv, figures=KindFigures(None, 29.9221, 97.4232, 47)) == ("high", [])
+    assert tier(*fv, figures=KindFigures("training", 29.9221, 97.4232, 47)) == ("high", [])
+    assert tier(*fv, figures=KindFigures("unknown", 10.0, 97.4232, 47)) == (   # 10 is not over 10: the idle cap
+        "medium", ["the window is 97.4232 % idle (at least 90 %) and the job's kind is unknown"])
+    assert tier(*fv, figures=KindFigures("unknown", 10.0, 89.9999, 47)) == ("high", [])
+    # serving: bursts and W, never iterations; a serving row of a table without bursts is low
+    assert tier(60_000 * MS, 400, 0, None, figures=KindFigures("serving", 0.0, 50.0, 100)) == ("high", [])
+    assert tier(60_000 * MS - 1, 400, 0, None, figures=KindFigures("serving", 0.0, 50.0, 100)) == ("medium", [])
+    assert tier(4_999 * MS, 400, 30, 1.0, figures=KindFigures("serving", 0.0, 50.0, 20)) == (
+        "low", ["window 4.999000 s (under 5 s)"])
+    assert tier(60_000 * MS, 400, 0, None, figures=KindFigures("serving")) == ("low", ["bursts unknown"])
+    # the same rule for a table written without the tier columns (reported later), from its own columns
+    row = {"report": "fv.sqlite", "gpu_key": "pid111/dev0", "status": "ok", "window_ns": fv[0], "kernel_count": fv[1],
+           "iterations": fv[2], "iteration_spread_pct": fv[3], "job_kind": "unknown", "window_left_out_idle_pct": 29.9221,
+           "idle_pct": 97.4232, "bursts": 47, "rate_usd_per_hour": 4.0,
+           **{f"cat_{c}_ns": 0 for c in ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")}}
+    old = pd.DataFrame([row, dict(row, job_kind=None, bursts=None)])
+    assert with_fix_columns(old)[["confidence_tier", "confidence_note"]].values.tolist() == [["low", note], ["high", ""]]
     # a manifest of older code records the old thresholds: they are the medium ones
     assert filled_pricing({"min_confidence_iterations": 3, "min_confidence_window_ns": 7})["confidence"] == dict(
         dataclasses.asdict(ConfidenceConfig()), medium_min_iterations=3, medium_min_window_ns=7)
@@ -192,8 +270,9 @@ def test_the_report_totals_the_trusted_first_and_shows_the_rest_apart(toy_beside
 
 #: Per real input, its tier and why (window ns, kernels, stable iterations, spread % as the outputs read).
 EXPECTED = {
-    # 674.8 ms, 1,426 kernels, 23 iterations (≥ 20), spread 0.16 / 0.20 % (≤ 10): high
-    "fastvideo_h100_sp2_1s.sqlite": "high",
+    # 674.8 ms, 1,426 kernels, 23 iterations (≥ 20), spread 0.16 / 0.20 % (≤ 10) reach high, but its kind is
+    # unknown and its periodic window leaves out 29.9221 / 29.9057 % of the capture's idle (over 10 %): low
+    "fastvideo_h100_sp2_1s.sqlite": "low",
     # 18.3 ms (< 50 ms), 2 kernels (< 50): toy
     "tiny_2kernels.sqlite": "toy",
     # 243.8 ms (≥ 200, < 500), 1,666 kernels, 14 iterations (≥ 5, < 20), spread 31.4 / 29.0 % (≤ 50): medium
@@ -212,6 +291,9 @@ EXPECTED = {
     **{name: "medium" for name in ("llm-pretrain-node01.sqlite", "llm-pretrain-node02.sqlite", "recsys-train.sqlite",
                                    "resnet-finetune.sqlite", "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz")},
 }
+#: The serving trace the run adds (tests/test_serving_window.py::served, 100 batches every 610 ms): 100 bursts over
+#: 60.41 s, high by the serving rule (no real serving input is in the team's set).
+SERVED = {"sglang-minute.pt.trace.json": "high"}
 
 
 @pytest.fixture(scope="module")
@@ -220,33 +302,45 @@ def real_run(profiles, tmp_path_factory):
     fleet (``gpu-idle synth --example``), labelled by configs/profiles.yaml and the fleet's labels.yaml."""
     root = tmp_path_factory.mktemp("real_tiers")
     run_cli("synth", "--example", str(root / "ex"))
+    (root / "serve").mkdir()
+    served(str(root / "serve" / "sglang-minute.pt.trace.json"), 100, 610 * MS)
     labels = (yaml.safe_load((REPO / "configs" / "profiles.yaml").read_text())["labels"]
               + yaml.safe_load((root / "ex" / "labels.yaml").read_text())["labels"])
     (root / "labels.yaml").write_text(yaml.safe_dump({"labels": labels}))
-    run_cli("run", str(profiles), str(KINETO), str(root / "ex"), "--out", str(root / "out"),
+    run_cli("run", str(profiles), str(KINETO), str(root / "ex"), str(root / "serve"), "--out", str(root / "out"),
             "--config", str(root / "labels.yaml"))
     return root / "out"
 
 
 def test_on_the_real_inputs_the_tiers_differ(real_run):
-    """Every row's tier as worked out above from what it rests on; each of the four tiers is reached; the
-    fix-first list holds trusted entries (first) and entries apart. On main every entry was low confidence."""
+    """Every row's tier as worked out above from what it rests on; the real inputs reach toy, low and medium, the
+    serving trace beside them high; the fix-first list holds trusted entries (first) and entries apart. On main
+    every entry was low confidence, and then the FastVideo export of unknown kind was high."""
     fleet = pd.read_parquet(real_run / "fleet.parquet")
     fleet["name"] = fleet["report"].str.split("/").str[-1]
     got = fleet.groupby("name")["confidence_tier"].agg(lambda t: "/".join(sorted(set(t)))).to_dict()
-    assert got == EXPECTED
+    assert got == {**EXPECTED, **SERVED}
     assert set(fleet["confidence_tier"]) == {"toy", "low", "medium", "high"}
+    real = fleet[~fleet["name"].isin(list(SERVED))]
+    assert set(real["confidence_tier"]) == {"toy", "low", "medium"}
     # the numbers each tier rests on, as the comments above read them
-    fv = fleet[fleet["name"] == "fastvideo_h100_sp2_1s.sqlite"]
+    fv = fleet[fleet["name"] == "fastvideo_h100_sp2_1s.sqlite"].sort_values("gpu_key")
     assert (fv["iterations"] >= 20).all() and (fv["window_ns"] >= 500 * MS).all() and (fv["iteration_spread_pct"] <= 10).all()
-    low = fleet[fleet["confidence_tier"] == "low"]
+    assert fv["job_kind"].tolist() == ["unknown", "unknown"]
+    assert fv["window_left_out_idle_pct"].tolist() == [29.9221, 29.9057]
+    assert fv["confidence_note"].tolist() == [
+        f"the window leaves out {p} % of the capture's idle (over 10 %) and the job's kind is unknown"
+        for p in ("29.9221", "29.9057")]
+    low = fleet[(fleet["confidence_tier"] == "low") & (fleet["name"] != "fastvideo_h100_sp2_1s.sqlite")]
     assert (low["iterations"] < 5).all() and (low["kernel_count"] >= 50).all() and (low["window_ns"] >= 50 * MS).all()
+    srv = fleet[fleet["name"].isin(list(SERVED))].iloc[0]
+    assert (srv["job_kind"], srv["iterations"], srv["bursts"], srv["window_ns"]) == ("serving", 0, 100, 60_410 * MS)
     assert fleet["low_confidence"].tolist() == fleet["confidence_tier"].isin(["toy", "low"]).tolist()
     # the idle range brackets the window's idle wherever there are iterations, and is empty where none
     its = fleet[fleet["iterations"] > 0]
     assert (its["idle_pct_low"] <= its["idle_pct"] + 1e-4).all() and (its["idle_pct"] <= its["idle_pct_high"] + 1e-4).all()
     none = fleet[fleet["iterations"] == 0]
-    assert none[["idle_pct_low", "idle_pct_high", "iteration_spread_pct"]].isna().all().all() and len(none) == 5
+    assert none[["idle_pct_low", "idle_pct_high", "iteration_spread_pct"]].isna().all().all() and len(none) == 6
     assert (fleet["capture_ns"] >= fleet["window_ns"]).all()
     fixes = pd.read_csv(real_run / "fix_first.csv", keep_default_na=False)
     fl = fixes[fixes["scope"] == "fleet"]
@@ -254,8 +348,14 @@ def test_on_the_real_inputs_the_tiers_differ(real_run):
     # an entry's tier is the lowest of its GPUs': the fleet's trusted entries mix high and medium GPUs
     assert fl["trusted"].astype(str).iloc[0] == "True" and set(fl["confidence_tier"]) == {"toy", "low", "medium"}
     fastvideo = fixes[(fixes["scope"] == "job") & (fixes["job"] == "fastvideo-sp2")]
-    assert len(fastvideo) and set(fastvideo["confidence_tier"]) == {"high"}
-    assert set(fastvideo["trusted"].astype(str)) == {"True"}
+    assert len(fastvideo) and set(fastvideo["confidence_tier"]) == {"low"}
+    assert set(fastvideo["trusted"].astype(str)) == {"False"}
+    # its dollars are shown apart, no longer in the trusted totals: those are the medium and high GPUs' alone
+    jobs = pd.read_csv(real_run / "jobs.csv", keep_default_na=False)
+    by_job = dict(zip(jobs["job"], jobs["trusted_idle_usd_per_month"]))
+    assert by_job["fastvideo-sp2"] == 0.0
+    assert jobs["trusted_idle_usd_per_month"].sum() == pytest.approx(
+        fleet[fleet["confidence_tier"].isin(["medium", "high"])]["idle_usd_per_month"].sum(), abs=0.01)
 
 
 def test_each_fix_first_entry_links_the_gpus_it_rests_on():

@@ -345,3 +345,90 @@ def test_detect_kind_rule():
     assert detect_kind([], ["decode"], rules)[0] == "serving"
     assert detect_kind(["void flashinfer::BatchDecodeWithPagedKVCacheKernel<128>"], ["Iteration 1"], rules) == (
         "serving", "kernel 'void flashinfer::BatchDecodeWithPagedKVCacheKernel<128>' (window.serving_kernels)")
+
+
+# ---------------------------------------------------------------- how far a serving month is trusted
+
+def served(path: str, batches: int, period_ns: int, hole_ns: int = 0) -> str:
+    """A serving trace like :func:`serving_trace` (SGLang ranges, a 1 ms ``sglang::scheduler_init`` range at 0)
+    with ``batches`` batches, batch b from s = 200 ms + ``period_ns`` × b: 4 kernels of 5 ms, ``hole_ns`` apart.
+    So each batch is 20 ms busy, W = C runs from 200 ms to (batches − 1) × period + 20 ms + 3 × hole later, and
+    every batch is one burst while ``hole_ns`` is at most 1 ms and the wait between batches longer."""
+    t = _Trace(path, process_name="sglang::scheduler_TP0")
+    t.step("sglang::scheduler_init", 0, 1 * MS, [])
+    names = ("void flashinfer::BatchPrefillKernel", "void gemm_kernel", "void rms_norm_kernel", "void sampling_kernel")
+    for b in range(batches):
+        s = 200 * MS + period_ns * b
+        kernels = [(n, s + (5 * MS + hole_ns) * i, s + (5 * MS + hole_ns) * i + 5 * MS) for i, n in enumerate(names)]
+        t.step("sglang::prefill" if b == 0 else "sglang::decode", s - 1 * MS, kernels[-1][2], kernels)
+    return t.close()
+
+
+#: (batches, period ms) -> (bursts, window ns, tier, note) by hand under the defaults: toy under 50 kernels;
+#: serving medium at ≥ 20 bursts over ≥ 5 s, high at ≥ 100 bursts over ≥ 60 s; W = (batches − 1) × period + 20 ms.
+SERVING_TIERS = {
+    (12, 300): (12, 3_320 * MS, "toy", "48 kernels in W (fewer than 50)"),                 # 4 × 12 = 48 kernels
+    (19, 300): (19, 5_420 * MS, "low", "rests on 19 bursts (fewer than 20)"),              # 18 × 300 + 20
+    (20, 250): (20, 4_770 * MS, "low", "window 4.770000 s (under 5 s)"),                   # 19 × 250 + 20
+    (13, 250): (13, 3_020 * MS, "low", "rests on 13 bursts (fewer than 20); window 3.020000 s (under 5 s)"),
+    (20, 300): (20, 5_720 * MS, "medium", ""),                                             # exactly 20 bursts
+    (21, 249): (21, 5_000 * MS, "medium", ""),                                             # 20 × 249 + 20: exactly 5 s
+    (99, 620): (99, 60_780 * MS, "medium", ""),                                            # 98 × 620 + 20; 99 < 100
+    (100, 610): (100, 60_410 * MS, "high", ""),                                            # exactly 100 bursts
+}
+
+
+@pytest.mark.parametrize("batches, period_ms", list(SERVING_TIERS), ids=[f"{b}x{p}ms" for b, p in SERVING_TIERS])
+def test_each_serving_tier_by_its_bursts_and_length(tmp_path, batches, period_ms):
+    """A serving row is tiered by its bursts of work and its W (the whole capture), not by iterations (it has
+    none): every tier is reached, at the thresholds' edges, with the bursts counted exactly. (main: every
+    serving row that is not a toy was low, ``rests on 0 stable iterations (fewer than 5)``, and no row had
+    ``bursts``.)"""
+    row = _row(served(str(tmp_path / "srv.pt.trace.json"), batches, period_ms * MS))
+    bursts, window_ns, tier, note = SERVING_TIERS[(batches, period_ms)]
+    assert (row["job_kind"], row["window_rule"], row["iterations"], row["kernel_count"]) == (
+        "serving", "span", 0, 4 * batches)
+    assert (row["bursts"], row["window_ns"], row["capture_ns"]) == (bursts, window_ns, window_ns)
+    assert (row["confidence_tier"], row["confidence_note"], row["low_confidence"]) == (
+        tier, note, tier in ("toy", "low"))
+
+
+def test_serving_window_edge_and_burst_gap(tmp_path):
+    """At exactly 60 s (101 batches every 599.8 ms: 100 × 599.8 + 20 = 60,000 ms) with 101 bursts: high. Kernels
+    1 ms apart inside a batch stay one burst (1 ms is not over ``confidence.serving_burst_gap_ns``), 1 ms + 1 ns
+    apart make each kernel a burst of its own; the serving trace's 30 ms waits separate its 10 batches under a
+    gap of 29,999,999 ns and none under one of 30 ms."""
+    row = _row(served(str(tmp_path / "edge.pt.trace.json"), 101, 599_800_000))
+    assert (row["window_ns"], row["bursts"], row["confidence_tier"], row["confidence_note"]) == (
+        60_000 * MS, 101, "high", "")
+    one_ms = _row(served(str(tmp_path / "one.pt.trace.json"), 20, 300 * MS, hole_ns=1 * MS))
+    assert (one_ms["window_ns"], one_ms["bursts"], one_ms["confidence_tier"]) == (5_723 * MS, 20, "medium")
+    over = _row(served(str(tmp_path / "over.pt.trace.json"), 20, 300 * MS, hole_ns=1 * MS + 1))
+    assert (over["window_ns"], over["bursts"], over["confidence_tier"]) == (5_723 * MS + 3, 80, "medium")
+    path = serving_trace(str(tmp_path / "srv.pt.trace.json"))
+
+    def bursts(gap_ns: int) -> int:
+        cfg = dataclasses.replace(Config(), confidence=dataclasses.replace(Config().confidence,
+                                                                           serving_burst_gap_ns=gap_ns))
+        return _row(path, cfg)["bursts"]
+
+    assert (bursts(30 * MS - 1), bursts(30 * MS)) == (10, 1)
+
+
+def test_a_serving_month_reaches_a_trusted_tier_in_the_outputs(tmp_path):
+    """``gpu-idle run`` (a real process) on a minute of serving, 100 batches every 610 ms: the row is high by the
+    serving rule, its dollars are trusted (``trusted_idle_usd_per_month`` of its job = its idle dollars), and the
+    GPU page explains the tier. 100 batches × 20 ms = 2,000 ms busy of W = 60,410 ms: idle 58,410 ms =
+    96.6893 %, × $4.00 × 730 h = $2,823.33. (main: low, ``rests on 0 stable iterations (fewer than 5)``.)"""
+    trace = served(str(tmp_path / "sglang-minute.pt.trace.json"), 100, 610 * MS)
+    out = tmp_path / "out"
+    run_cli("run", trace, "--out", str(out))
+    (row,) = _fleet(out).to_dict("records")
+    assert (row["job_kind"], row["bursts"], row["window_ns"], row["idle_ns"], row["idle_pct"]) == (
+        "serving", 100, 60_410 * MS, 58_410 * MS, 96.6893)
+    assert (row["confidence_tier"], row["low_confidence"], row["confidence_note"]) == ("high", False, "")
+    assert row["idle_usd_per_month"] == 2823.33
+    jobs = pd.read_csv(out / "jobs.csv", keep_default_na=False)
+    assert jobs["trusted_idle_usd_per_month"].tolist() == [2823.33]
+    csv = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    assert (csv.loc[0, "bursts"], csv.loc[0, "confidence_tier"]) == (100, "high")

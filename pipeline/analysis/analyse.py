@@ -240,6 +240,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     kept_starts, kept_lengths = confidence.kept_iterations(win)
     spread = confidence.spread_pct(kept_lengths)
     idle_low, idle_high = confidence.idle_range(kept_starts, w1, *runs)
+    bursts = confidence.bursts(*runs, cfg.confidence.serving_burst_gap_ns)
     model = labels.get("gpu_model") or trace.gpu_model
     mig = cost.MigShare(trace.sms, trace.board_sms) if trace.mig else None
     choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note)
@@ -267,7 +268,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "window_rule": win.rule, "untrimmed": win.untrimmed,
         "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
         "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
-        "iteration_spread_pct": spread,
+        "iteration_spread_pct": spread, "bursts": bursts,
         "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
         "kept_iterations": compact_numbers(win.kept),
         "window_note": win.note,
@@ -327,7 +328,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     row["comm_exposed_usd_per_month"] = round(cost.idle_usd_per_month(exposed_share, rate, cfg.cost.hours_per_month), 2)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
-                                    row["kernel_count"], spread, cfg.confidence))
+                                    row["kernel_count"], spread, cfg.confidence, confidence.KindFigures.of_row(row)))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
     row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings))  # each code once, in order

@@ -2,20 +2,25 @@
 
 Every dollar figure extrapolates one GPU's window W to a month. A row states what it extrapolates
 from: the GPU's capture (``capture_ns``), W (``window_ns``), the stable iterations kept in W
-(``iterations``) and how much their lengths spread (``iteration_spread_pct``); and, where W is made
-of iterations, the range its idle share takes from one iteration to the next (``idle_pct_low``,
-``idle_pct_high``). From those, one tier (:data:`TIERS`): ``toy``, ``low``, ``medium`` or ``high``
-(:func:`tier`, thresholds in :class:`~pipeline.config.ConfidenceConfig`); ``low_confidence`` and
-``confidence_note`` are derived from it here and nowhere else (:func:`tier_columns`).
+(``iterations``) and how much their lengths spread (``iteration_spread_pct``), the bursts of work in W
+(``bursts``, :func:`bursts`); and, where W is made of iterations, the range its idle share takes from one
+iteration to the next (``idle_pct_low``, ``idle_pct_high``). From those and the job's kind
+(:class:`KindFigures`), one tier (:data:`TIERS`): ``toy``, ``low``, ``medium`` or ``high`` (:func:`tier`,
+thresholds in :class:`~pipeline.config.ConfidenceConfig`); ``low_confidence`` and ``confidence_note`` are
+derived from it here and nowhere else (:func:`tier_columns`).
 
 Pure functions of int64 ns numbers and arrays.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..config import ConfidenceConfig
 from . import intervals as iv
+from .kind import SERVING, UNKNOWN
 
 #: The tiers, least trusted first.
 TIERS = ("toy", "low", "medium", "high")
@@ -72,26 +77,96 @@ def idle_range(starts, w1: int, run_starts, run_ends) -> tuple[float | None, flo
     return (round(min(pcts), 4), round(max(pcts), 4)) if pcts else (None, None)
 
 
+def bursts(run_starts, run_ends, gap_ns: int) -> int:
+    """``bursts`` of one W (docs/definitions.md#confidence-tiers): how many stretches of work W holds, where
+    ``run_starts``, ``run_ends`` (int64 ns) are the kernel union's sorted disjoint runs inside W
+    (:func:`pipeline.analysis.gaps.busy_runs`) and a hole between two runs strictly longer than ``gap_ns``
+    separates two bursts (shorter holes lie inside one burst; the holes at W's edges separate none). So
+    ``1 +`` the holes between runs longer than ``gap_ns``; 0 when W holds no kernel time."""
+    s = np.asarray(run_starts, dtype=np.int64)
+    e = np.asarray(run_ends, dtype=np.int64)
+    if not s.size:
+        return 0
+    return 1 + int(np.count_nonzero(s[1:] - e[:-1] > np.int64(gap_ns)))
+
+
+def _known(value):
+    """``value``, or None when it is missing (None or NaN, a table written before its column)."""
+    if value is None:
+        return None
+    try:
+        return None if math.isnan(float(value)) else value
+    except (TypeError, ValueError):
+        return value
+
+
+@dataclass(frozen=True)
+class KindFigures:
+    """What a row's job kind adds to its tier (docs/definitions.md#confidence-tiers): ``kind`` (``job_kind``),
+    ``left_out_idle_pct`` (``window_left_out_idle_pct``, %), ``idle_pct`` (W's idle share, %) and ``bursts``
+    (:func:`bursts`, a count). None where unknown: a row from a table written before the column, to which the
+    rule that needs it does not apply (no ``kind``: the iteration rule alone, as before kinds existed)."""
+
+    kind: str | None = None
+    left_out_idle_pct: float | None = None
+    idle_pct: float | None = None
+    bursts: int | None = None
+
+    @classmethod
+    def of_row(cls, row) -> "KindFigures":
+        """The figures of a fleet row (a mapping with ``job_kind``, ``window_left_out_idle_pct``, ``idle_pct``,
+        ``bursts``; any of them missing or NaN: None)."""
+        get = row.get
+        kind, left, idle, n = (_known(get(k)) for k in ("job_kind", "window_left_out_idle_pct", "idle_pct", "bursts"))
+        return cls(None if kind is None else str(kind), None if left is None else float(left),
+                   None if idle is None else float(idle), None if n is None else int(n))
+
+
 def _seconds(ns: int) -> str:
     return f"{int(ns) / 1e9:.6f} s"
 
 
-def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: ConfidenceConfig = ConfidenceConfig()
-         ) -> tuple[str, list[str]]:
+def _caps(figures: KindFigures, cfg: ConfidenceConfig) -> list[tuple[str, str]]:
+    """``(tier, reason)`` of each cap an ``unknown`` kind puts on a row (docs/definitions.md#confidence-tiers):
+    at most ``low`` when W leaves out more than ``cfg.unknown_max_left_out_idle_pct`` % of the capture's idle,
+    at most ``medium`` when W is at least ``cfg.unknown_mostly_idle_pct`` % idle; none for another kind."""
+    if figures.kind != UNKNOWN:
+        return []
+    caps = []
+    left, idle = figures.left_out_idle_pct, figures.idle_pct
+    if left is not None and left > float(cfg.unknown_max_left_out_idle_pct):
+        caps.append(("low", f"the window leaves out {left:g} % of the capture's idle (over "
+                            f"{float(cfg.unknown_max_left_out_idle_pct):g} %) and the job's kind is unknown"))
+    if idle is not None and idle >= float(cfg.unknown_mostly_idle_pct):
+        caps.append(("medium", f"the window is {idle:g} % idle (at least {float(cfg.unknown_mostly_idle_pct):g} %) "
+                               "and the job's kind is unknown"))
+    return caps
+
+
+def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: ConfidenceConfig = ConfidenceConfig(),
+         figures: KindFigures = KindFigures()) -> tuple[str, list[str]]:
     """``(tier, reasons)`` of a row whose W lasts ``window_ns`` ns, holds ``kernel_count`` kernels and
     ``iterations`` stable iterations whose lengths spread ``spread`` % (:func:`spread_pct`; None:
-    unknown or no iterations), under the thresholds ``cfg`` (docs/definitions.md#confidence-tiers):
+    unknown or no iterations), of a job whose kind gives ``figures``, under the thresholds ``cfg``
+    (docs/definitions.md#confidence-tiers):
 
     * ``toy``: ``window_ns < toy_max_window_ns`` or ``kernel_count < toy_min_kernels``;
-    * ``high``: ``iterations ≥ high_min_iterations``, ``window_ns ≥ high_min_window_ns`` and, when W holds
-      iterations, a known ``spread ≤ high_max_spread_pct``;
-    * ``medium``: the same with the ``medium_*`` thresholds;
-    * ``low``: every other row.
+    * a ``serving`` row (``figures.kind``): ``high`` with ``figures.bursts ≥ serving_high_min_bursts`` and
+      ``window_ns ≥ serving_high_min_window_ns``, ``medium`` the same with the ``serving_medium_*`` thresholds,
+      else ``low``;
+    * any other row: ``high`` with ``iterations ≥ high_min_iterations``, ``window_ns ≥ high_min_window_ns`` and,
+      when W holds iterations, a known ``spread ≤ high_max_spread_pct``; ``medium`` the same with the
+      ``medium_*`` thresholds; else ``low``;
+    * then an ``unknown`` kind caps the tier (:func:`_caps`): at most ``low`` when W leaves out more than
+      ``unknown_max_left_out_idle_pct`` % of the capture's idle, at most ``medium`` when W is at least
+      ``unknown_mostly_idle_pct`` % idle.
 
-    ``reasons`` name each shortfall of a ``toy`` row (against the toy thresholds) or of a ``low`` row
-    (against the medium ones), e.g. ``"rests on 3 stable iterations (fewer than 5)"``,
-    ``"window 0.018255 s (under 0.05 s)"``, ``"14 kernels in W (fewer than 50)"``,
-    ``"iteration spread 62.5 % (over 50 %)"``; ``[]`` for ``medium`` and ``high``."""
+    ``reasons`` name each shortfall of a ``toy`` row (against the toy thresholds), of a ``low`` row (against
+    the medium ones, and each cap at ``low``) and the cap that holds a ``medium`` row below the ``high`` its
+    figures reach, e.g. ``"rests on 3 stable iterations (fewer than 5)"``, ``"window 0.018255 s (under 0.05 s)"``,
+    ``"14 kernels in W (fewer than 50)"``, ``"iteration spread 62.5 % (over 50 %)"``, ``"rests on 10 bursts
+    (fewer than 20)"``, ``"the window leaves out 29.9221 % of the capture's idle (over 10 %) and the job's kind
+    is unknown"``; ``[]`` for an uncapped ``medium`` or ``high``."""
     window_ns, kernel_count, iterations = int(window_ns), int(kernel_count), int(iterations)
     toy = []
     if window_ns < int(cfg.toy_max_window_ns):
@@ -101,12 +176,15 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
     if toy:
         return "toy", toy
 
+    def short_window(min_window_ns) -> list[str]:
+        return [f"window {_seconds(window_ns)} (under {int(min_window_ns) / 1e9:g} s)"] if window_ns < int(
+            min_window_ns) else []
+
     def shortfalls(min_iterations, min_window_ns, max_spread) -> list[str]:
         out = []
         if iterations < int(min_iterations):
             out.append(f"rests on {iterations} stable iterations (fewer than {int(min_iterations)})")
-        if window_ns < int(min_window_ns):
-            out.append(f"window {_seconds(window_ns)} (under {int(min_window_ns) / 1e9:g} s)")
+        out += short_window(min_window_ns)
         if iterations >= max(int(min_iterations), 1):  # too few iterations, or none: no spread to judge
             if spread is None or spread != spread:
                 out.append("iteration spread unknown")
@@ -114,16 +192,31 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
                 out.append(f"iteration spread {float(spread):g} % (over {float(max_spread):g} %)")
         return out
 
-    if not shortfalls(cfg.high_min_iterations, cfg.high_min_window_ns, cfg.high_max_spread_pct):
-        return "high", []
-    low = shortfalls(cfg.medium_min_iterations, cfg.medium_min_window_ns, cfg.medium_max_spread_pct)
-    return ("low", low) if low else ("medium", [])
+    def serving_shortfalls(min_bursts, min_window_ns) -> list[str]:
+        n = figures.bursts
+        out = (["bursts unknown"] if n is None else
+               [f"rests on {int(n)} bursts (fewer than {int(min_bursts)})"] if int(n) < int(min_bursts) else [])
+        return out + short_window(min_window_ns)
+
+    if figures.kind == SERVING:
+        high = serving_shortfalls(cfg.serving_high_min_bursts, cfg.serving_high_min_window_ns)
+        low = [] if not high else serving_shortfalls(cfg.serving_medium_min_bursts, cfg.serving_medium_min_window_ns)
+    else:
+        high = shortfalls(cfg.high_min_iterations, cfg.high_min_window_ns, cfg.high_max_spread_pct)
+        low = [] if not high else shortfalls(cfg.medium_min_iterations, cfg.medium_min_window_ns,
+                                             cfg.medium_max_spread_pct)
+    reached = "high" if not high else "low" if low else "medium"
+    caps = _caps(figures, cfg)
+    name = min([reached] + [t for t, _ in caps], key=TIERS.index)
+    # a cap is a reason where it holds the row below what its figures reach, and always for a low row
+    held = [why for t, why in caps if t == name and (name == "low" or TIERS.index(name) < TIERS.index(reached))]
+    return name, (low if reached == "low" else []) + held
 
 
 def tier_columns(window_ns: int, kernel_count: int, iterations: int, spread,
-                 cfg: ConfidenceConfig = ConfidenceConfig()) -> dict:
+                 cfg: ConfidenceConfig = ConfidenceConfig(), figures: KindFigures = KindFigures()) -> dict:
     """The one place a row's confidence columns are made: ``confidence_tier`` (:func:`tier`),
     ``low_confidence`` (the tier is ``toy`` or ``low``: not :data:`TRUSTED`) and ``confidence_note``
-    (the tier's reasons, ``"; "``-joined; ``""`` when trusted)."""
-    name, reasons = tier(window_ns, kernel_count, iterations, spread, cfg)
+    (the tier's reasons, ``"; "``-joined; ``""`` for an uncapped ``medium`` or ``high``)."""
+    name, reasons = tier(window_ns, kernel_count, iterations, spread, cfg, figures)
     return {"confidence_tier": name, "low_confidence": not trusted(name), "confidence_note": "; ".join(reasons)}

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
-from .confidence import TIERS, TRUSTED, tier_columns
+from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
 from .cost import amdahl_speedup, idle_usd_per_month
 
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
@@ -65,48 +65,72 @@ def share(part_ns: int, window_ns: int) -> float:
     return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
 
 
+#: The shapes of :func:`pipeline.analysis.confidence.tier`'s reasons that name a GPU's own numbers, and the
+#: kind of shortfall each names without them (``{0}``: the threshold).
+_REASONS = (
+    (r"rests on \d+ stable iterations \(fewer than (\d+)\)", "fewer than {0} stable iterations"),
+    (r"window -?[\d.]+ s \(under ([^)]+)\)", "window under {0}"),
+    (r"\d+ kernels in W \(fewer than (\d+)\)", "fewer than {0} kernels"),
+    (r"iteration spread [\d.e+]+ % \(over ([^)]+)\)", "iteration spread over {0}"),
+    (r"rests on \d+ bursts \(fewer than (\d+)\)", "fewer than {0} bursts"),
+    (r"the window leaves out [\d.e+]+ % of the capture's idle \(over ([^)]+)\) and the job's kind is unknown",
+     "window leaves out over {0} of the capture's idle, kind unknown"),
+    (r"the window is [\d.e+]+ % idle \(at least ([^)]+)\) and the job's kind is unknown",
+     "window at least {0} idle, kind unknown"),
+)
+
+
 def confidence_kinds(note: str) -> list[str]:
     """The kinds of shortfall a ``confidence_note`` (:func:`pipeline.analysis.confidence.tier`'s reasons)
     names, without the GPU's own numbers: ``"fewer than 5 stable iterations"``, ``"window under 0.2 s"``,
-    ``"fewer than 50 kernels"``, ``"iteration spread over 50 %"`` (a reason of another shape is kept as
-    it is). ``[]`` for an empty note."""
+    ``"fewer than 50 kernels"``, ``"iteration spread over 50 %"``, ``"fewer than 20 bursts"``, ``"window leaves
+    out over 10 % of the capture's idle, kind unknown"``, ``"window at least 90 % idle, kind unknown"`` (a reason
+    of another shape is kept as it is). ``[]`` for an empty note."""
     kinds = []
     for reason in (r for r in str(note or "").split("; ") if r):
-        fewer = re.fullmatch(r"rests on \d+ stable iterations \(fewer than (\d+)\)", reason)
-        short = re.fullmatch(r"window -?[\d.]+ s \(under ([^)]+)\)", reason)
-        kernels = re.fullmatch(r"\d+ kernels in W \(fewer than (\d+)\)", reason)
-        spread = re.fullmatch(r"iteration spread [\d.e+]+ % \(over ([^)]+)\)", reason)
-        kinds.append(f"fewer than {fewer.group(1)} stable iterations" if fewer
-                     else f"window under {short.group(1)}" if short
-                     else f"fewer than {kernels.group(1)} kernels" if kernels
-                     else f"iteration spread over {spread.group(1)}" if spread else reason)
+        for shape, kind in _REASONS:
+            m = re.fullmatch(shape, reason)
+            if m:
+                kinds.append(kind.format(m.group(1)))
+                break
+        else:
+            kinds.append(reason)
     return kinds
 
 
 def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "low") -> str:
     """A compact marker of a low-confidence figure for a table cell, from its ``confidence_note``, its
     window and its ``confidence_tier``: ``"toy capture: 8.6 ms window, 14 kernels"``, ``"low confidence: 3
-    stable iterations"``, the parts joined by ``", "``; ``""`` when the note is empty. Windows under 1 s in ms
-    (one decimal), else in s (two decimals)."""
+    stable iterations"``, ``"low confidence: 10 bursts, 470.0 ms window"``, ``"low confidence: 29.9 % of the
+    capture's idle left out, kind unknown"``, the parts joined by ``", "``; ``""`` when the note is empty.
+    Windows under 1 s in ms (one decimal), else in s (two decimals)."""
     kinds = confidence_kinds(note)
     if not kinds:
         return ""
+    reasons = str(note).split("; ")
+
+    def numbers(shape: str) -> list[str]:
+        return [m.group(1) for m in (re.fullmatch(shape, r) for r in reasons) if m]
+
     parts = []
     if any(k.startswith("fewer than ") and k.endswith(" stable iterations") for k in kinds):
         parts.append(f"{int(iterations)} stable iteration{'' if int(iterations) == 1 else 's'}")
+    parts += [f"{n} burst{'' if n == '1' else 's'}" for n in numbers(r"rests on (\d+) bursts \(.*\)")]
     if any(k.startswith("window under ") for k in kinds):
         w = int(window_ns)
         parts.append((f"{w / 1e6:,.1f} ms" if w < 1_000_000_000 else f"{w / 1e9:,.2f} s") + " window")
-    counted = [m.group(1) for m in (re.fullmatch(r"(\d+) kernels in W \(.*\)", r) for r in str(note).split("; ")) if m]
-    parts += [f"{n} kernel{'' if n == '1' else 's'}" for n in counted]
-    parts += [k for k in kinds if not (k.startswith("window under ") or k.endswith(" kernels") or
-                                       (k.startswith("fewer than ") and k.endswith(" stable iterations")))]
+    parts += [f"{n} kernel{'' if n == '1' else 's'}" for n in numbers(r"(\d+) kernels in W \(.*\)")]
+    parts += [f"{float(p):.1f} % of the capture's idle left out, kind unknown"
+              for p in numbers(r"the window leaves out ([\d.e+]+) % of the capture's idle \(.*")]
+    parts += [k for k in kinds if not (k.startswith("window under ") or k.endswith((" kernels", " bursts"))
+                                       or k.endswith("of the capture's idle, kind unknown")
+                                       or (k.startswith("fewer than ") and k.endswith(" stable iterations")))]
     return ("toy capture: " if tier == "toy" else "low confidence: ") + ", ".join(parts)
 
 
 def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float,
                 hours_per_month: float, kernel_count: int, spread_pct,
-                confidence: ConfidenceConfig = ConfidenceConfig()) -> dict:
+                confidence: ConfidenceConfig = ConfidenceConfig(), figures: KindFigures = KindFigures()) -> dict:
     """The fix-first columns of one GPU's fleet row.
 
     Args:
@@ -116,6 +140,8 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
         kernel_count, spread_pct: the kernels in the window and the kept iterations' ``iteration_spread_pct``
             (None: none or unknown), which with the window and iterations give the tier.
         confidence: the tiers' thresholds (config ``confidence``).
+        figures: what the job's kind adds to the tier (:class:`~pipeline.analysis.confidence.KindFigures`;
+            none known: the iteration rule alone).
     Returns:
         ``fix_<c>_usd_per_month`` (rounded to cents) and ``fix_<c>_speedup`` (4 decimals) for each
         application category ``c`` of ``category_ns``, ``confidence_tier``, ``low_confidence`` and
@@ -129,7 +155,7 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
         worst = max(worst, s)
         out[f"fix_{cat}_usd_per_month"] = round(idle_usd_per_month(s, usd_per_gpu_hour, hours_per_month), 2)
         out[f"fix_{cat}_speedup"] = round(amdahl_speedup(s), 4)
-    out.update(tier_columns(window_ns, kernel_count, iterations, spread_pct, confidence))
+    out.update(tier_columns(window_ns, kernel_count, iterations, spread_pct, confidence, figures))
     out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE
     return out
 

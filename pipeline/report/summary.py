@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
-from ..analysis.confidence import TIERS, TRUSTED
+from ..analysis.confidence import TIERS, TRUSTED, KindFigures
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
@@ -373,7 +373,8 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
 
     A table written before they existed (an older run folder or sweep night) gets them from its
     ``cat_<c>_ns``, ``window_ns``, ``iterations``, ``kernel_count``, ``iteration_spread_pct`` (unknown in a
-    table without it) and ``rate_usd_per_hour`` with :func:`~pipeline.analysis.fixfirst.gpu_columns`,
+    table without it), the kind's figures (:meth:`~pipeline.analysis.confidence.KindFigures.of_row`: none in a
+    table without them) and ``rate_usd_per_hour`` with :func:`~pipeline.analysis.fixfirst.gpu_columns`,
     priced with the run's ``settings`` (:func:`pricing_settings`, as its folder's manifest records them
     under :data:`PRICING`); a setting they do not name (a folder of code that recorded none) is the
     default (:func:`filled_pricing`). A table that has the columns is returned as is.
@@ -397,7 +398,7 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
         rows.append(fixfirst.gpu_columns(
             {c: ns(r.get(f"cat_{c}_ns")) for c in fixfirst.fixable()}, ns(r["window_ns"]), ns(r.get("iterations")),
             float(r["rate_usd_per_hour"]), hours, ns(r.get("kernel_count")), spread(r.get("iteration_spread_pct")),
-            thresholds))
+            thresholds, KindFigures.of_row(r)))
     added = pd.DataFrame(rows, index=fleet.index, columns=fixfirst.FLEET_FIX_COLUMNS)
     return pd.concat([fleet.drop(columns=[c for c in fixfirst.FLEET_FIX_COLUMNS if c in fleet.columns]), added],
                      axis=1)
