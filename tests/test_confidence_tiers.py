@@ -380,3 +380,33 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
                 [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet)]
     assert entries == [("cpu", True, "high", 876.0, 2, [("c.sqlite", 584.0), ("a.sqlite", 292.0)]),
                        ("cpu", False, "toy", 1460.0, 1, [("b.sqlite", 1460.0)])]
+
+
+def test_fastvideo_reason_is_shown_where_its_tier_is_explained(profiles, tmp_path):
+    """``gpu-idle run`` then ``gpu-idle report`` on the FastVideo export alone: both GPUs are low and every view
+    that explains a tier says why: the GPU page's confidence line quotes the note, the top-10 table's marker
+    gives the share left out (29.9221 % and 29.9057 %, one decimal) with the whole note on hover, and the
+    fix-first entries are set apart (no trusted entry) with the kind of shortfall counted on hover. (main: high,
+    trusted, no note.)"""
+    out = tmp_path / "out"
+    run_cli("run", str(profiles / "fastvideo_h100_sp2_1s.sqlite"), "--out", str(out), "--config", "configs/profiles.yaml")
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    fleet = pd.read_parquet(out / "fleet.parquet").sort_values("gpu_key")
+    assert fleet["confidence_tier"].tolist() == ["low", "low"]
+    notes = [f"the window leaves out {p} % of the capture's idle (over 10 %) and the job's kind is unknown"
+             for p in ("29.9221", "29.9057")]
+    assert fleet["confidence_note"].tolist() == notes
+    shown = []
+    for page in sorted((out / "gpu-pages").glob("*.html")):
+        dd = re.search(r'<dd id="confidence">(.*?)</dd>', page.read_text(encoding="utf-8"), re.S).group(1)
+        shown.append(html.unescape(re.sub(r"<[^>]+>", "", dd)).split(" (the month")[0])
+    assert shown == [f"low {n}" for n in notes]   # pid111/dev0, pid112/dev1
+    report = html.unescape((out / "report.html").read_text(encoding="utf-8"))
+    marks = re.findall(r'class="tag lowconf" title="([^"]*)">([^<]*)<', report)
+    assert sorted(m for m in marks if m[1].startswith("low confidence: ")) == [
+        (notes[1], "low confidence: 29.9 % of the capture's idle left out, kind unknown"),
+        (notes[0], "low confidence: 29.9 % of the capture's idle left out, kind unknown")]
+    assert any("window leaves out over 10 % of the capture's idle, kind unknown: 2" in t for t, m in marks
+               if m == "low confidence")
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    assert len(fixes) and set(fixes["trusted"].astype(str)) == {"False"} and set(fixes["confidence_tier"]) == {"low"}

@@ -388,9 +388,9 @@ def test_each_serving_tier_by_its_bursts_and_length(tmp_path, batches, period_ms
     bursts, window_ns, tier, note = SERVING_TIERS[(batches, period_ms)]
     assert (row["job_kind"], row["window_rule"], row["iterations"], row["kernel_count"]) == (
         "serving", "span", 0, 4 * batches)
-    assert (row["bursts"], row["window_ns"], row["capture_ns"]) == (bursts, window_ns, window_ns)
     assert (row["confidence_tier"], row["confidence_note"], row["low_confidence"]) == (
         tier, note, tier in ("toy", "low"))
+    assert (row["bursts"], row["window_ns"], row["capture_ns"]) == (bursts, window_ns, window_ns)
 
 
 def test_serving_window_edge_and_burst_gap(tmp_path):
@@ -399,8 +399,8 @@ def test_serving_window_edge_and_burst_gap(tmp_path):
     apart make each kernel a burst of its own; the serving trace's 30 ms waits separate its 10 batches under a
     gap of 29,999,999 ns and none under one of 30 ms."""
     row = _row(served(str(tmp_path / "edge.pt.trace.json"), 101, 599_800_000))
-    assert (row["window_ns"], row["bursts"], row["confidence_tier"], row["confidence_note"]) == (
-        60_000 * MS, 101, "high", "")
+    assert (row["window_ns"], row["confidence_tier"], row["confidence_note"], row["bursts"]) == (
+        60_000 * MS, "high", "", 101)
     one_ms = _row(served(str(tmp_path / "one.pt.trace.json"), 20, 300 * MS, hole_ns=1 * MS))
     assert (one_ms["window_ns"], one_ms["bursts"], one_ms["confidence_tier"]) == (5_723 * MS, 20, "medium")
     over = _row(served(str(tmp_path / "over.pt.trace.json"), 20, 300 * MS, hole_ns=1 * MS + 1))
@@ -424,9 +424,9 @@ def test_a_serving_month_reaches_a_trusted_tier_in_the_outputs(tmp_path):
     out = tmp_path / "out"
     run_cli("run", trace, "--out", str(out))
     (row,) = _fleet(out).to_dict("records")
+    assert (row["confidence_tier"], row["low_confidence"], row["confidence_note"]) == ("high", False, "")
     assert (row["job_kind"], row["bursts"], row["window_ns"], row["idle_ns"], row["idle_pct"]) == (
         "serving", 100, 60_410 * MS, 58_410 * MS, 96.6893)
-    assert (row["confidence_tier"], row["low_confidence"], row["confidence_note"]) == ("high", False, "")
     assert row["idle_usd_per_month"] == 2823.33
     jobs = pd.read_csv(out / "jobs.csv", keep_default_na=False)
     assert jobs["trusted_idle_usd_per_month"].tolist() == [2823.33]
