@@ -197,6 +197,12 @@ def test_tier_rule_by_hand():
            **{f"cat_{c}_ns": 0 for c in ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")}}
     old = pd.DataFrame([row, dict(row, job_kind=None, bursts=None)])
     assert with_fix_columns(old)[["confidence_tier", "confidence_note"]].values.tolist() == [["low", note], ["high", ""]]
+    # a serving row whose table has no bursts (an Int64 column of NA, as a table is read): low, bursts unknown
+    served_row = dict(row, job_kind="serving", window_ns=60_000 * MS, iterations=0, iteration_spread_pct=None)
+    old = pd.DataFrame([served_row, dict(served_row, bursts=100)]).astype({"bursts": "Int64"})
+    old.loc[0, "bursts"] = pd.NA
+    assert with_fix_columns(old)[["confidence_tier", "confidence_note"]].values.tolist() == [
+        ["low", "bursts unknown"], ["high", ""]]
     # a manifest of older code records the old thresholds: they are the medium ones
     assert filled_pricing({"min_confidence_iterations": 3, "min_confidence_window_ns": 7})["confidence"] == dict(
         dataclasses.asdict(ConfidenceConfig()), medium_min_iterations=3, medium_min_window_ns=7)

@@ -13,7 +13,6 @@ Pure functions of int64 ns numbers and arrays.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,13 +90,13 @@ def bursts(run_starts, run_ends, gap_ns: int) -> int:
 
 
 def _known(value):
-    """``value``, or None when it is missing (None or NaN, a table written before its column)."""
+    """``value``, or None when it is missing (None, NaN or pandas' NA: a table written before its column)."""
     if value is None:
         return None
     try:
-        return None if math.isnan(float(value)) else value
-    except (TypeError, ValueError):
-        return value
+        return None if bool(value != value) else value
+    except TypeError:  # pandas' NA: its comparisons are NA, which has no truth value
+        return None
 
 
 @dataclass(frozen=True)
