@@ -339,6 +339,11 @@ def test_on_the_real_inputs_the_tiers_differ(real_run):
         for p in ("29.9221", "29.9057")]
     low = fleet[(fleet["confidence_tier"] == "low") & (fleet["name"] != "fastvideo_h100_sp2_1s.sqlite")]
     assert (low["iterations"] < 5).all() and (low["kernel_count"] >= 50).all() and (low["window_ns"] >= 50 * MS).all()
+    # training inputs are never capped: those whose window leaves out more than 10 % of the capture's idle (the
+    # two-GPU NCCL export 28.8 / 27.5 %, the example fleet 55.7..79.2 %) keep their medium
+    trimmed = fleet[(fleet["job_kind"] == "training") & (fleet["window_left_out_idle_pct"] > 10)
+                    & (fleet["iterations"] >= 5)]
+    assert len(trimmed) == 26 and set(trimmed["confidence_tier"]) == {"medium"} and set(trimmed["confidence_note"]) == {""}
     srv = fleet[fleet["name"].isin(list(SERVED))].iloc[0]
     assert (srv["job_kind"], srv["iterations"], srv["bursts"], srv["window_ns"]) == ("serving", 0, 100, 60_410 * MS)
     assert fleet["low_confidence"].tolist() == fleet["confidence_tier"].isin(["toy", "low"]).tolist()
