@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.cost import idle_usd_per_month
+from ..fleet.outputs import PAGES_DIR
 from ..io import json_text, write_text
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, conform
@@ -151,9 +152,14 @@ def _order_key(row: dict) -> tuple:
     return (str(row["report"]), int(pid) if pid is not None else -1, str(row["gpu_key"]))
 
 
-def _unique(rows: list, col: str) -> bool:
-    vals = [str(r.get(col) or "") for r in rows]
-    return all(vals) and len(set(vals)) == len(vals)
+def _seats(before: list, after: list, col: str) -> bool:
+    """Whether ``col`` pairs two sides' GPUs of a job: set on every GPU, no two of a side share it, and the
+    values of the side with fewer GPUs are all among the other side's."""
+    vals = [[str(r.get(col) or "") for r in rows] for rows in (before, after)]
+    if not all(all(v) and len(set(v)) == len(v) for v in vals):
+        return False
+    small, large = sorted((set(v) for v in vals), key=len)
+    return small <= large
 
 
 def pair_gpus(before: list, after: list) -> dict:
@@ -161,8 +167,8 @@ def pair_gpus(before: list, after: list) -> dict:
 
     Jobs (:data:`~pipeline.schema.JOB_KEY`) pair by name; when each side holds exactly one job they pair
     whatever their names. Inside a job pair, GPUs pair by ``rank`` when every GPU of the job on both sides
-    has one and no two share it; else by ``device_ids`` (the CUDA device ordinal) under the same condition;
-    else in process order (:func:`_order_key`), first with first. Returns ``{"jobs": [{"before": key,
+    has one, no two of a side share it and the smaller side's ranks are all among the other's; else by
+    ``device_ids`` (the CUDA device ordinal) under the same condition; else in process order (:func:`_order_key`), first with first. Returns ``{"jobs": [{"before": key,
     "after": key, "basis": text, "pairs": [(row_b, row_a)], "unpaired": [(side, row)]}], "unpaired_jobs":
     [(side, key, rows)]}``.
     """
@@ -178,7 +184,7 @@ def pair_gpus(before: list, after: list) -> dict:
     for kb, ka in links:
         rb, ra = sorted(jobs[0][kb], key=_order_key), sorted(jobs[1][ka], key=_order_key)
         for basis, col in (("rank", "rank"), ("device ordinal", "device_ids")):
-            if _unique(rb, col) and _unique(ra, col):
+            if _seats(rb, ra, col):
                 by_a = {str(r[col]): r for r in ra}
                 pairs = [(r, by_a[str(r[col])]) for r in rb if str(r[col]) in by_a]
                 seats = {str(r[col]) for r in rb} & set(by_a)
@@ -302,7 +308,8 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     window = sum(int(r["window_ns"]) for r in rows)
     idle = sum(int(r["idle_ns"]) for r in rows)
     its = sum(int(r.get("iterations") or 0) for r in rows)
-    means = [int(r["iteration_mean_ns"]) for r in rows if r.get("iteration_mean_ns") is not None]
+    means = [int(r["iteration_mean_ns"]) for r in rows if r.get("iteration_mean_ns") is not None
+             and int(r.get("iterations") or 0) > 0]
     out = {"window_ns": window, "idle_ns": idle, "idle_pct": _pct(idle, window), "iterations": its,
            "iteration_ns": (sum(means) / len(means)) if means and len(means) == len(rows) else math.nan,
            "noise_pts": max((_half_range(r) for r in rows), default=math.nan),
@@ -509,7 +516,7 @@ def csv_rows(result: dict) -> list[dict]:
 
 def render_csv(result: dict) -> str:
     """compare.csv: :func:`csv_rows` under :data:`CSV_COLUMNS` (text cells made safe for spreadsheets)."""
-    frame = pd.DataFrame(csv_rows(result), columns=CSV_COLUMNS)
+    frame = pd.DataFrame(csv_rows(result), columns=CSV_COLUMNS, dtype=object)  # whole numbers stay whole
     return csv_safe(frame).to_csv(index=False, lineterminator="\n")
 
 
@@ -538,22 +545,30 @@ def _money(x) -> str:
     return "-" if x is None or math.isnan(x) else f"${x:,.2f}"
 
 
+def _num(x, n: int = 2, unit: str = "") -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:,.{n}f}{unit}"
+
+
 def summary_lines(d: dict, forced: bool) -> list[str]:
-    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``)."""
+    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``); a figure that is
+    unknown (no stable iterations) reads ``-``."""
     fb, fa, m = d["before"], d["after"], _mark(forced)
-    idle = (f"idle {fb['idle_pct']:.2f} % -> {fa['idle_pct']:.2f} % ({_signed(d['idle_pct_change_pts'], ' pts')}, "
-            f"noise floor {d['noise_floor_pts']:.2f} pts: {d['idle_change']}){m}")
-    it = (f"iteration {fb['iteration_ns'] / 1e6:,.3f} ms -> {fa['iteration_ns'] / 1e6:,.3f} ms "
-          f"({_signed(d['iteration_change_pct'], ' %')}, noise floor {d['iteration_noise_floor_pct']:.2f} %: "
-          f"{d['iteration_change']}; speed-up {d['speedup']:.3f}x){m}")
+    idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
+            f"({_signed(d['idle_pct_change_pts'], ' pts')}, noise floor {_num(d['noise_floor_pts'], 2, ' pts')}: "
+            f"{d['idle_change']}){m}")
+    it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
+          f"({_signed(d['iteration_change_pct'], ' %')}, noise floor {_num(d['iteration_noise_floor_pct'], 2, ' %')}: "
+          f"{d['iteration_change']}; speed-up {_num(d['speedup'], 3, 'x')}){m}")
     if d["idle_change"] == "lower":
         money = (f"saving {_money(d['saving_usd_per_month'])}/month at the after side's rates "
                  f"({_money(-d['usd_change_fixed_rates'])} at the before side's){m}")
     elif d["idle_change"] == "higher":
         money = (f"idle cost up {_money(d['usd_change_after_rates'])}/month at the after side's rates "
                  f"({_money(d['usd_change_fixed_rates'])} at the before side's){m}")
+    elif d["idle_change"] == "unknown":
+        money = f"noise floor unknown: no saving claimed (idle cost {_signed(d['usd_change_after_rates'], '')} $/month){m}"
     else:
-        money = f"no change detectable: no saving claimed ({d['idle_change']}){m}"
+        money = f"no change detectable: no saving claimed{m}"
     cats = [f"{c} {_signed(d[f'cat_{c}_ms_per_iteration_change'], ' ms/iter', 3)} "
             f"({_signed(d[f'cat_{c}_pct_change_pts'], ' pts')})" for c in CATEGORIES
             if fb[f"cat_{c}_pct"] or fa[f"cat_{c}_pct"]]
@@ -629,7 +644,13 @@ def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[s
             rosters.append({k: {"device": d.get("device_roster", [])} for k, d in s.docs.items()})
         title = job["before"][1] if job["before"] == job["after"] else f"{job['before'][1]} -> {job['after'][1]}"
         path = os.path.join(out_dir, "records", f"{record_stem(title)}.md")
-        write_text(path, stacked_record(title, parts[0], parts[1], tuple(rosters)))
+        text = stacked_record(title, parts[0], parts[1], tuple(rosters))
+        for label, s in zip(("Before", "After"), sides):  # each side's GPU pages are in its own folder
+            rel = os.path.relpath(os.path.join(s.folder, PAGES_DIR), os.path.dirname(path)).replace(os.sep, "/")
+            head, sep, rest = text.partition(f"## {label}\n")
+            end = rest.find("\n## ") if label == "Before" else len(rest)
+            text = head + sep + rest[:end].replace(f"](../{PAGES_DIR}/", f"]({rel}/") + rest[end:]
+        write_text(path, text)
         paths.append(path)
     return paths
 
