@@ -512,6 +512,8 @@ def compare(before, after, out_dir, fmt, force, configs, window):
             raise click.BadParameter(message(exc), param_hint="--out") from exc
         if result.reports == 0:
             raise click.BadParameter(f"{given}: no report found", param_hint=label.upper())
+        echo(f"gpu-idle compare: {label}: {len(result.todo)} report(s) analysed, {result.reused} reused "
+             f"(run folder {side_out})", err=True)
         folders.append(side_out)
     reader = report_kernel_reader(cfg)
     try:

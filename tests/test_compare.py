@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import csv
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from conftest import KINETO, PROFILES, chromium_load, run_cli
+from test_window import _plain_trimmed_idle  # the idle of the kernel rows' union, no pipeline code
 
 MS = 1_000_000
 B = 5_000_000_000
@@ -93,6 +93,9 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
         assert float(r["idle_pct_change_pts"]) == 0 and r["idle_change"] == "no change detectable"
     assert "Comparable." in proc.stdout and "no gap vanished or appeared" in proc.stdout
     assert "saving $" not in proc.stdout
+    # nothing analysed twice: the after side is the before side's stored result
+    assert f"gpu-idle compare: after: 0 report(s) analysed, 1 reused (run folder {tmp_path / 'c' / 'after'})" \
+        in proc.stderr
     # the seed's page for both sides, stacked, in records/
     page = (tmp_path / "c" / "records" / "train_h100_2gpu_nccl.md").read_text(encoding="utf-8")
     first = page.split("## After")[0].split("## Before\n\n")[1]
@@ -102,29 +105,10 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
     assert link == "../before/gpu-pages/train_h100_2gpu_nccl.sqlite__pid144_dev0__a4075b19fd.html"
 
 
-def _union_idle(path: Path, device: int, start: int, end: int) -> int:
-    """Idle ns of one device in [start, end), from the export's kernel rows: W minus the union of the kernels."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    spans = sorted(con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = ?", (device,)))
-    con.close()
-    busy, cur_s, cur_e = 0, None, None
-    for s, e in spans:
-        s, e = max(s, start), min(e, end)
-        if e <= s:
-            continue
-        if cur_e is None or s > cur_e:
-            busy += 0 if cur_e is None else cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    busy += 0 if cur_e is None else cur_e - cur_s
-    return (end - start) - busy
-
-
 def test_two_trim_windows_of_a_real_export(tmp_path):
     """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window
     has no stable iterations, so no noise floor: not comparable. --force marks every figure; its idle shares
-    are those of the kernel rows' union in each window."""
+    are those of the kernel rows' union in each window (one process per GPU: pid 144 on device 0, 145 on 1)."""
     cuts = [(60_139_839_154, 60_263_645_000), (60_263_645_000, 60_383_678_936)]
     folders = []
     for i, (s, e) in enumerate(cuts):
@@ -141,10 +125,10 @@ def test_two_trim_windows_of_a_real_export(tmp_path):
     proc, doc, rows = _compare(*folders, tmp_path / "f", "--force", "--format", "md")
     [job] = doc["jobs"]
     assert job["forced"]
-    for g, device in zip(job["gpus"], (0, 1)):
+    for g, pid in zip(job["gpus"], (144, 145)):
         d = g["deltas"]
-        pb = 100 * _union_idle(REAL, device, *cuts[0]) / (cuts[0][1] - cuts[0][0])
-        pa = 100 * _union_idle(REAL, device, *cuts[1]) / (cuts[1][1] - cuts[1][0])
+        pb = 100 * _plain_trimmed_idle(REAL, pid, *cuts[0]) / (cuts[0][1] - cuts[0][0])
+        pa = 100 * _plain_trimmed_idle(REAL, pid, *cuts[1]) / (cuts[1][1] - cuts[1][0])
         assert d["before"]["idle_pct"] == pytest.approx(pb, abs=1e-9)
         assert d["after"]["idle_pct"] == pytest.approx(pa, abs=1e-9)
         assert d["idle_pct_change_pts"] == pytest.approx(pa - pb, abs=1e-9)
