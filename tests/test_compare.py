@@ -239,3 +239,16 @@ def test_the_page_renders_without_console_errors(tmp_path):
     page = tmp_path / "c" / "compare.html"
     dom = chromium_load(page, tmp_path / "shot.png", "1280,900")
     assert "Comparable." in dom and "saving $698.80/month" in dom and "vanished" in dom
+
+
+def test_a_side_whose_reports_are_gone_fails_the_kernel_check_saying_why(tmp_path):
+    """A run folder whose export was removed since: its stored figures are there, its kernel names are not,
+    so the same-program check cannot pass."""
+    _export(tmp_path / "x.sqlite", sync_ms=2, data_ms=4)
+    run_cli("run", str(tmp_path / "x.sqlite"), "--out", str(tmp_path / "run"))
+    (tmp_path / "x.sqlite").unlink()
+    _, doc, _ = _compare(tmp_path / "run", tmp_path / "run", tmp_path / "c")
+    [job] = doc["jobs"]
+    [reason] = job["verdict"]["reasons"]
+    assert reason.startswith("kernel names not read: ") and "x.sqlite" in reason
+    assert "deltas" not in job

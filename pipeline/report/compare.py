@@ -78,8 +78,9 @@ def _value(v):
 def read_side(folder: str, label: str, source: str, kernel_reader=None) -> Side:
     """The side ``label`` from the run folder or sweep state folder ``folder`` (its latest night).
 
-    ``kernel_reader``: ``(report, gpu_key, window_start_ns, window_end_ns) -> KernelTimes`` (raising any
-    exception when the report cannot be read: its text is kept), or None for no kernel names.
+    ``kernel_reader``: ``(report, [(gpu_key, window_start_ns, window_end_ns)]) -> {that tuple: KernelTimes}``
+    (:func:`report_kernel_reader`; any exception it raises is kept as the text saying why the report's kernel
+    names are unknown), or None for no kernel names.
     Raises :class:`~pipeline.report.summary.ReportError` when ``folder`` holds no fleet table.
     """
     res = load_results(folder)
@@ -90,16 +91,21 @@ def read_side(folder: str, label: str, source: str, kernel_reader=None) -> Side:
     errors = conform(fleet, ["error"])
     failed = [(str(r), str(e)) for r, e, s in zip(errors["report"], errors["error"], errors["status"]) if s == "error"]
     side = Side(label, source, res.run_dir or folder, rows, failed, run_hours(res.run_dir))
+    windows: dict = {}
     for r in rows:
         key = (str(r["report"]), str(r["gpu_key"]))
         doc = gpu_doc(res.run_dir, *key)
         if doc is not None:
             side.docs[key] = doc
-        if kernel_reader is not None and r["window_start_ns"] is not None:
-            try:
-                side.kernels[key] = kernel_reader(key[0], key[1], int(r["window_start_ns"]), int(r["window_end_ns"]))
-            except Exception as exc:  # noqa: BLE001 - any reason the report cannot be read is stated, not raised
-                side.kernels[key] = f"kernel names not read: {exc}"
+        if r["window_start_ns"] is not None:
+            windows.setdefault(key[0], []).append((key[1], int(r["window_start_ns"]), int(r["window_end_ns"])))
+    for report, wanted in (windows.items() if kernel_reader is not None else ()):
+        try:
+            found = kernel_reader(report, wanted)
+        except Exception as exc:  # noqa: BLE001 - any reason the report cannot be read is stated, not raised
+            found = {w: f"kernel names not read: {exc}" for w in wanted}
+        for w in wanted:
+            side.kernels[(report, w[0])] = found[w]
     return side
 
 
@@ -117,25 +123,25 @@ def kernel_times(kernels: pd.DataFrame, start_ns: int, end_ns: int) -> KernelTim
 
 
 def report_kernel_reader(cfg):
-    """A ``kernel_reader`` for :func:`read_side`: each report loaded once (through the run's loader and its
-    columnar cache, :func:`pipeline.work.tasks.load_report_for`, with ``cfg``'s export, cache and storage
-    settings), then one GPU's :func:`kernel_times` (:func:`pipeline.load.report.gpu_trace`). Raises what
+    """A ``kernel_reader`` for :func:`read_side`: ``(report, [(gpu_key, start_ns, end_ns)]) -> {(gpu_key,
+    start_ns, end_ns): KernelTimes}``, the report loaded once per call through the run's loader and its
+    columnar cache (:func:`pipeline.work.tasks.load_report_for`, with ``cfg``'s export, cache and storage
+    settings) and let go after; each GPU's :func:`kernel_times` (:func:`pipeline.load.report.gpu_trace`).
+    Windows asked for before are answered from memory (a report on both sides is read once). Raises what
     loading raises (:class:`~pipeline.model.ProfileError` and the like)."""
     from ..load.report import gpu_trace
     from ..work.tasks import load_report_for
 
-    loaded: dict = {}
+    known: dict = {}
 
-    def read(report: str, gpu_key: str, start_ns: int, end_ns: int) -> KernelTimes:
-        if report not in loaded:
-            try:
-                loaded[report] = load_report_for(report, cfg.export, cfg.cache, cfg.storage)
-            except Exception as exc:  # noqa: BLE001 - remembered, so a report is tried once
-                loaded[report] = exc
-        rep = loaded[report]
-        if isinstance(rep, Exception):
-            raise rep
-        return kernel_times(gpu_trace(rep, gpu_key).kernels, start_ns, end_ns)
+    def read(report: str, windows: list) -> dict:
+        todo = [w for w in windows if (report, *w) not in known]
+        if todo:
+            rep = load_report_for(report, cfg.export, cfg.cache, cfg.storage)
+            for key, start, end in todo:
+                known[(report, key, start, end)] = kernel_times(gpu_trace(rep, key).kernels, start, end)
+            del rep
+        return {w: known[(report, *w)] for w in windows}
 
     return read
 
