@@ -532,7 +532,9 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     else:
         for job in result["jobs"]:
             v = job["verdict"]
-            echo(f"{job['before'][1]}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])))
+            title = job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
+            echo(f"{printable(title)}: " + ("comparable" if v["comparable"]
+                                            else "not comparable: " + printable("; ".join(v["reasons"]))))
         echo(f"wrote {os.path.join(out_dir, 'compare.html')}, compare.csv, compare.json, records/")
 
 

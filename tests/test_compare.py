@@ -252,3 +252,20 @@ def test_a_side_whose_reports_are_gone_fails_the_kernel_check_saying_why(tmp_pat
     [reason] = job["verdict"]["reasons"]
     assert reason.startswith("kernel names not read: ") and "x.sqlite" in reason
     assert "deltas" not in job
+
+
+def test_a_sweep_state_folder_is_a_side(tmp_path):
+    """A sweep's latest night against a run folder: its stored results are read, nothing is run for it."""
+    for sub in ("in", "after"):
+        (tmp_path / sub).mkdir()
+    _export(tmp_path / "in" / "train.sqlite", sync_ms=2, data_ms=4)
+    run_cli("sweep", str(tmp_path / "in"), "--state-dir", str(tmp_path / "state"), "--night", "2026-01-01")
+    _export(tmp_path / "after" / "train.sqlite", sync_ms=0, data_ms=2)
+    run_cli("run", str(tmp_path / "after"), "--out", str(tmp_path / "run"))
+    proc, doc, _ = _compare(tmp_path / "state", tmp_path / "run", tmp_path / "c")
+    assert doc["sides"][0]["folder"] == str(tmp_path / "state" / "nights" / "2026-01-01")
+    assert "gpu-idle compare:" not in proc.stderr   # neither side was run
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"] and job["before"][1] == job["after"][1] == "train"
+    assert job["deltas"]["saving_usd_per_month"] == pytest.approx(698.80)
+    assert proc.stdout.splitlines()[0] == "train: comparable"

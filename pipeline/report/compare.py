@@ -686,7 +686,12 @@ def render_html(result: dict) -> str:
     def sfmt(x, n=2, unit=""):
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+,.{n}f}{unit}"
 
-    env = environment(fmt=fmt, sfmt=sfmt, money=_money)
+    from .html import signed_usd, usd
+
+    def known(f):
+        return lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f(x)
+
+    env = environment(fmt=fmt, sfmt=sfmt, money=known(usd), smoney=known(signed_usd))
     return env.get_template("compare.html.j2").render(r=result, style=Markup(report_style()), categories=CATEGORIES)
 
 
