@@ -486,8 +486,11 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     results). GPUs are paired by job and rank (else device ordinal, else process order); each job gets a
     comparable-or-not verdict with its reasons before any figure (withheld unless --force). Writes
     DIR/compare.csv, compare.json, compare.html and records/<job>.md (each job's page, before above after).
-    Exit status 2 when a side cannot be read."""
+    Exit status 2 when a side cannot be read, or DIR holds a file of these names that gpu-idle compare did
+    not write (nothing is written then)."""
     from .config import ConfigError, load_config
+    from .io import folder_lock
+    from .report.compare import CompareNotWritten
     from .report.compare import compare as compare_sides
     from .report.compare import read_side, render_html, render_markdown, report_kernel_reader, write_compare
     from .report.summary import ReportError, is_sweep_dir
@@ -523,8 +526,10 @@ def compare(before, after, out_dir, fmt, force, configs, window):
         raise click.UsageError(message(exc)) from exc
     result = compare_sides(sides, force=force)
     try:
-        os.makedirs(out_dir, exist_ok=True)
-        write_compare(out_dir, result, sides, render_html(result))
+        with folder_lock(out_dir, command="gpu-idle compare"):
+            write_compare(out_dir, result, sides, render_html(result))
+    except (CompareNotWritten, OutputError) as exc:  # not gpu-idle's files, another writer: nothing done, 2
+        raise click.BadParameter(message(exc), param_hint="--out") from exc
     except OSError as exc:
         raise click.ClickException(f"{out_dir}: not written ({message(exc)})") from exc
     if fmt == "md":

@@ -269,3 +269,24 @@ def test_a_sweep_state_folder_is_a_side(tmp_path):
     assert job["verdict"]["comparable"] and job["before"][1] == job["after"][1] == "train"
     assert job["deltas"]["saving_usd_per_month"] == pytest.approx(698.80)
     assert proc.stdout.splitlines()[0] == "train: comparable"
+
+
+def test_the_output_folder_keeps_what_gpu_idle_did_not_write(tmp_path):
+    """A second comparison into the same folder replaces the first's files (and removes its record of a job
+    no longer compared); a compare.csv of someone else's is never overwritten: exit 2, nothing written."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    out = tmp_path / "c"
+    run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "after.sqlite"), "--out", str(out))
+    first = sorted(p.name for p in (out / "records").iterdir())
+    run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "before.sqlite"), "--out", str(out))
+    second = sorted(p.name for p in (out / "records").iterdir())
+    assert len(first) == len(second) == 1 and first != second   # "before -> after", then "before"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "compare.csv").write_text("my numbers\n", encoding="utf-8")
+    proc = run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "after.sqlite"), "--out", str(mine),
+                   check=False)
+    assert proc.returncode == 2 and "compare.csv there already and not written by gpu-idle compare" in proc.stderr
+    assert (mine / "compare.csv").read_text(encoding="utf-8") == "my numbers\n"
+    assert not (mine / "compare.json").exists()

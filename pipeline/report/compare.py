@@ -629,18 +629,31 @@ def stacked_record(title: str, before: tuple, after: tuple, rosters: tuple) -> s
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+#: The comparison folder's record of the files it wrote (:func:`pipeline.store.results.read_manifest`'s format).
+COMPARE_MANIFEST = ".compare-manifest.json"
+
+
+class CompareNotWritten(OSError):
+    """A file of the comparison is there and not one gpu-idle compare wrote (or was changed since): nothing
+    was written."""
+
+
 def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[str]:
     """Write ``compare.csv``, ``compare.json``, ``compare.html`` and ``records/<job>.md`` (one stacked page
-    per job pair, :func:`stacked_record`) into ``out_dir``, each atomically (:func:`pipeline.io.write_text`).
-    Returns the paths written. Raises OSError when a file cannot be written."""
+    per job pair, :func:`stacked_record`) into ``out_dir``, each atomically (:func:`pipeline.io.write_text`),
+    then :data:`COMPARE_MANIFEST` listing them (size and SHA-256). A file it would overwrite must be listed
+    there with the bytes it holds (an earlier comparison's); records of an earlier comparison not written
+    again are removed, files it never wrote never touched. Returns the paths written.
+
+    Raises:
+        CompareNotWritten: a target is there and not the product's (nothing written).
+        OSError: a file cannot be written.
+    """
+    from ..io import file_entry, prune, real_dir, same_file
+    from ..store.results import drop_manifest, read_manifest, write_folder_manifest
     from .medical import record_stem
 
-    paths = []
-    for name, text in (("compare.csv", render_csv(result)), ("compare.json", json_text(_plain(result))),
-                       ("compare.html", html)):
-        path = os.path.join(out_dir, name)
-        write_text(path, text)
-        paths.append(path)
+    texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)), "compare.html": html}
     fleets = [load_results(s.folder).current for s in sides]
     for job in result["jobs"]:
         parts, rosters = [], []
@@ -649,16 +662,32 @@ def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[s
             parts.append((key[1], rows))
             rosters.append({k: {"device": d.get("device_roster", [])} for k, d in s.docs.items()})
         title = job["before"][1] if job["before"] == job["after"] else f"{job['before'][1]} -> {job['after'][1]}"
-        path = os.path.join(out_dir, "records", f"{record_stem(title)}.md")
+        rel = f"records/{record_stem(title)}.md"
         text = stacked_record(title, parts[0], parts[1], tuple(rosters))
         for label, s in zip(("Before", "After"), sides):  # each side's GPU pages are in its own folder
-            rel = os.path.relpath(os.path.join(s.folder, PAGES_DIR), os.path.dirname(path)).replace(os.sep, "/")
+            pages = os.path.relpath(os.path.join(s.folder, PAGES_DIR), os.path.join(out_dir, "records"))
             head, sep, rest = text.partition(f"## {label}\n")
             end = rest.find("\n## ") if label == "Before" else len(rest)
-            text = head + sep + rest[:end].replace(f"](../{PAGES_DIR}/", f"]({rel}/") + rest[end:]
-        write_text(path, text)
-        paths.append(path)
-    return paths
+            text = head + sep + rest[:end].replace(f"](../{PAGES_DIR}/", f"]({pages.replace(os.sep, '/')}/") + rest[end:]
+        texts[rel] = text
+    owned = (read_manifest(out_dir, COMPARE_MANIFEST) or {"files": {}})["files"]
+    foreign = sorted(rel for rel in texts if os.path.lexists(os.path.join(out_dir, rel))
+                     and (rel not in owned or not same_file(os.path.join(out_dir, rel), owned[rel])))
+    if foreign:
+        raise CompareNotWritten(f"{out_dir}: {', '.join(foreign)} there already and not written by gpu-idle compare "
+                                "(or changed since): move them away and run again; nothing written")
+    drop_manifest(out_dir, claim=list(texts), name=COMPARE_MANIFEST)
+    real_dir(os.path.join(out_dir, "records"))
+    for rel, text in texts.items():
+        write_text(os.path.join(out_dir, rel), text)
+    earlier = {rel[len("records/"):]: e for rel, e in owned.items() if rel.startswith("records/")}
+    gone = prune(os.path.join(out_dir, "records"), {os.path.basename(r) for r in texts if r.startswith("records/")},
+                 earlier)
+    kept = {rel: e for rel, e in owned.items() if rel not in texts and rel[len("records/"):] not in gone
+            and os.path.lexists(os.path.join(out_dir, rel))}
+    write_folder_manifest(out_dir, {**kept, **{rel: file_entry(os.path.join(out_dir, rel)) for rel in texts}}, None,
+                          name=COMPARE_MANIFEST)
+    return [os.path.join(out_dir, rel) for rel in texts]
 
 
 def report_style() -> str:
