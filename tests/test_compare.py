@@ -27,11 +27,12 @@ B = 5_000_000_000
 REAL = PROFILES / "train_h100_2gpu_nccl.sqlite"
 
 
-def _export(path: Path, sync_ms: int, data_ms: int, iters: int = 12, gpus: int = 1,
+def _export(path: Path, sync_ms: int, data_ms, iters: int = 12, gpus: int = 1,
             names: tuple = ("fwd", "bwd")) -> None:
     """Per iteration on each GPU (device d, process 10 + d, stream 7): kernel ``names[0]`` 4 ms, a gap of
     ``sync_ms`` under one cudaStreamSynchronize (sync), kernel ``names[1]`` 3 ms, a gap of ``data_ms`` under a
-    cudaMemcpyAsync with its HtoD copy on stream 9 (data). Iteration = 4 + sync + 3 + data ms, all alike."""
+    cudaMemcpyAsync with its HtoD copy on stream 9 (data). Iteration = 4 + sync + 3 + data ms, all alike;
+    ``data_ms`` a tuple: the stalls of successive iterations, in turn."""
     from pipeline.synth.writer import ExportWriter
 
     w = ExportWriter(str(path))
@@ -41,7 +42,8 @@ def _export(path: Path, sync_ms: int, data_ms: int, iters: int = 12, gpus: int =
         w.gpu(dev, "NVIDIA H100 80GB HBM3", uuid=uuid)
         w.cuda_device(dev, dev, 10 + dev, uuid=uuid)
         t = B
-        for _ in range(iters):
+        for i in range(iters):
+            stall = round((data_ms[i % len(data_ms)] if isinstance(data_ms, tuple) else data_ms) * MS)
             w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 4 * MS, name=names[0])
             t += 4 * MS
             if sync_ms:
@@ -49,10 +51,10 @@ def _export(path: Path, sync_ms: int, data_ms: int, iters: int = 12, gpus: int =
                 t += sync_ms * MS
             w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 3 * MS, name=names[1])
             t += 3 * MS
-            if data_ms:
-                w.runtime(pid=10 + dev, tid=1, start=t, end=t + data_ms * MS, name="cudaMemcpyAsync_v3020")
-                w.memcpy(pid=10 + dev, device=dev, stream=9, start=t, end=t + data_ms * MS)
-                t += data_ms * MS
+            if stall:
+                w.runtime(pid=10 + dev, tid=1, start=t, end=t + stall, name="cudaMemcpyAsync_v3020")
+                w.memcpy(pid=10 + dev, device=dev, stream=9, start=t, end=t + stall)
+                t += stall
     w.close()
 
 
@@ -290,3 +292,27 @@ def test_the_output_folder_keeps_what_gpu_idle_did_not_write(tmp_path):
     assert proc.returncode == 2 and "compare.csv there already and not written by gpu-idle compare" in proc.stderr
     assert (mine / "compare.csv").read_text(encoding="utf-8") == "my numbers\n"
     assert not (mine / "compare.json").exists()
+
+
+def test_a_change_inside_the_noise_floor_is_no_change_detectable_and_no_saving(tmp_path):
+    """Before, the data stall alternates 4 and 5 ms; after, 4 and 4.6 ms (the sync of 2 ms stays). Per iteration
+    idle is (2 + s) / (9 + s): 6/13 = 46.15 % and 7/14 = 50.00 % before (half-range 1.92 pts), 6/13 and
+    6.6/13.6 = 48.53 % after (half-range 1.19 pts). Over the window the idle share moves from 13/27 = 48.15 %
+    to 12.6/26.6 = 47.37 % (the window keeps iterations 1-10: five whole pairs): less than the floor, so no change
+    can be told and no saving is claimed, though the dollars did move."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=(4, 5))
+    _export(tmp_path / "after.sqlite", sync_ms=2, data_ms=(4, 4.6))
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"], job["verdict"]
+    d = job["gpus"][0]["deltas"]
+    assert d["noise_floor_pts"] == pytest.approx((700 / 14 - 600 / 13) / 2, abs=1e-3)   # the before side's, larger
+    assert d["before"]["idle_pct"] == pytest.approx(100 * 13 / 27) and d["after"]["idle_pct"] == pytest.approx(
+        100 * 12.6 / 26.6)
+    assert 0 < -d["idle_pct_change_pts"] < d["noise_floor_pts"]
+    assert d["iteration_noise_floor_pct"] == pytest.approx(100 * (14 - 13) / 13.5 / 2, abs=1e-3)
+    assert d["iteration_change"] == "no change detectable"   # 13.5 -> 13.3 ms: 1.48 % < 3.70 %
+    assert d["idle_change"] == "no change detectable" and d["saving_usd_per_month"] is None
+    assert d["usd_change_after_rates"] < 0
+    assert "no change detectable: no saving claimed" in proc.stdout and "saving $" not in proc.stdout
+    assert [r["saving_usd_per_month"] for r in rows] == ["", ""]

@@ -280,6 +280,12 @@ def _pct(part, whole) -> float:
     return 100.0 * int(part) / int(whole) if whole else math.nan
 
 
+def _largest(values) -> float:
+    """The largest of ``values``; NaN when any is NaN (unknown) or there are none."""
+    values = [float(v) for v in values]
+    return math.nan if not values or any(math.isnan(v) for v in values) else max(values)
+
+
 def _half_range(r: dict) -> float:
     lo, hi = r.get("idle_pct_low"), r.get("idle_pct_high")
     return math.nan if lo is None or hi is None else (float(hi) - float(lo)) / 2.0
@@ -318,9 +324,9 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
              and int(r.get("iterations") or 0) > 0]
     out = {"window_ns": window, "idle_ns": idle, "idle_pct": _pct(idle, window), "iterations": its,
            "iteration_ns": (sum(means) / len(means)) if means and len(means) == len(rows) else math.nan,
-           "noise_pts": max((_half_range(r) for r in rows), default=math.nan),
-           "iteration_noise_pct": max((float(r["iteration_spread_pct"]) / 2.0 if r.get("iteration_spread_pct")
-                                       is not None else math.nan for r in rows), default=math.nan)}
+           "noise_pts": _largest(_half_range(r) for r in rows),
+           "iteration_noise_pct": _largest(float(r["iteration_spread_pct"]) / 2.0 if r.get("iteration_spread_pct")
+                                           is not None else math.nan for r in rows)}
     for c in CATEGORIES:
         ns = sum(int(r.get(f"cat_{c}_ns") or 0) for r in rows)
         out[f"cat_{c}_ms_per_iteration"] = ns / its / 1e6 if its else math.nan
@@ -342,11 +348,11 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
     out = {"before": fb, "after": fa}
     out["idle_pct_change_pts"] = fa["idle_pct"] - fb["idle_pct"]
-    out["noise_floor_pts"] = max(fb["noise_pts"], fa["noise_pts"])
+    out["noise_floor_pts"] = _largest((fb["noise_pts"], fa["noise_pts"]))
     out["idle_change"] = _change(out["idle_pct_change_pts"], out["noise_floor_pts"], "lower", "higher")
     out["iteration_change_pct"] = 100.0 * (fa["iteration_ns"] - fb["iteration_ns"]) / fb["iteration_ns"] \
         if fb["iteration_ns"] else math.nan
-    out["iteration_noise_floor_pct"] = max(fb["iteration_noise_pct"], fa["iteration_noise_pct"])
+    out["iteration_noise_floor_pct"] = _largest((fb["iteration_noise_pct"], fa["iteration_noise_pct"]))
     out["iteration_change"] = _change(out["iteration_change_pct"], out["iteration_noise_floor_pct"], "faster", "slower")
     out["speedup"] = fb["iteration_ns"] / fa["iteration_ns"] if fa["iteration_ns"] else math.nan
     for c in CATEGORIES:
