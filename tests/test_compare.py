@@ -316,3 +316,21 @@ def test_a_change_inside_the_noise_floor_is_no_change_detectable_and_no_saving(t
     assert d["usd_change_after_rates"] < 0
     assert "no change detectable: no saving claimed" in proc.stdout and "saving $" not in proc.stdout
     assert [r["saving_usd_per_month"] for r in rows] == ["", ""]
+
+
+def test_a_report_profiled_again_under_the_same_name_is_not_read_for_the_earlier_side(tmp_path):
+    """Profile, run, fix, profile again to the same path, run again: the before folder's report path now holds
+    the after capture, so its kernel names are not read from it (they would be the after side's)."""
+    path = tmp_path / "train.sqlite"
+    _export(path, sync_ms=2, data_ms=4)
+    run_cli("run", str(path), "--out", str(tmp_path / "before"))
+    _export(path, sync_ms=0, data_ms=2)   # written after the before folder's table (ns mtimes)
+    run_cli("run", str(path), "--out", str(tmp_path / "after"))
+    _, doc, _ = _compare(tmp_path / "before", tmp_path / "after", tmp_path / "c")
+    [job] = doc["jobs"]
+    [reason] = job["verdict"]["reasons"]
+    assert reason.startswith(f"kernel names not read: {path} changed since {tmp_path / 'before'} was written")
+    assert "deltas" not in job
+    # the after folder alone is fresh: against itself it is comparable
+    _, doc, _ = _compare(tmp_path / "after", tmp_path / "after", tmp_path / "c2")
+    assert doc["jobs"][0]["verdict"]["comparable"]

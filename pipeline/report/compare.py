@@ -80,7 +80,8 @@ def read_side(folder: str, label: str, source: str, kernel_reader=None) -> Side:
 
     ``kernel_reader``: ``(report, [(gpu_key, window_start_ns, window_end_ns)]) -> {that tuple: KernelTimes}``
     (:func:`report_kernel_reader`; any exception it raises is kept as the text saying why the report's kernel
-    names are unknown), or None for no kernel names.
+    names are unknown), or None for no kernel names. A local report modified after the side's
+    ``fleet.parquet`` was written is not read (its content may be a later capture under the same name).
     Raises :class:`~pipeline.report.summary.ReportError` when ``folder`` holds no fleet table.
     """
     res = load_results(folder)
@@ -99,8 +100,13 @@ def read_side(folder: str, label: str, source: str, kernel_reader=None) -> Side:
             side.docs[key] = doc
         if r["window_start_ns"] is not None:
             windows.setdefault(key[0], []).append((key[1], int(r["window_start_ns"]), int(r["window_end_ns"])))
+    table = os.path.join(side.folder, "fleet.parquet")
+    written = os.path.getmtime(table) if os.path.exists(table) else None
     for report, wanted in (windows.items() if kernel_reader is not None else ()):
         try:
+            if written is not None and os.path.exists(report) and os.path.getmtime(report) > written:
+                raise ReportError(f"{report} changed since {side.folder} was written (the side's figures are of "
+                                  "what it held then; run the side again)")
             found = kernel_reader(report, wanted)
         except Exception as exc:  # noqa: BLE001 - any reason the report cannot be read is stated, not raised
             found = {w: f"kernel names not read: {exc}" for w in wanted}
