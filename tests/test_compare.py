@@ -334,3 +334,32 @@ def test_a_report_profiled_again_under_the_same_name_is_not_read_for_the_earlier
     # the after folder alone is fresh: against itself it is comparable
     _, doc, _ = _compare(tmp_path / "after", tmp_path / "after", tmp_path / "c2")
     assert doc["jobs"][0]["verdict"]["comparable"]
+
+
+def test_the_sweep_compares_a_changed_job_with_its_last_earlier_night(tmp_path):
+    """Night 1 profiles job ``train`` before the fix, night 2 after it (a new capture in a new folder): night 2
+    holds the comparison (the planted deltas) and its report links it; night 1 has none, and a third night
+    with night 2's inputs again (nothing changed) is made from night 2 without its comparison."""
+    state = tmp_path / "state"
+    for night, (sync, data) in (("2026-01-01", (2, 4)), ("2026-01-02", (0, 2))):
+        folder = tmp_path / night
+        folder.mkdir()
+        _export(folder / "train.sqlite", sync_ms=sync, data_ms=data)
+        run_cli("sweep", str(folder), "--state-dir", str(state), "--night", night)
+    assert not (state / "nights" / "2026-01-01" / "compare").exists()
+    night2 = state / "nights" / "2026-01-02"
+    doc = json.loads((night2 / "compare" / "compare.json").read_text(encoding="utf-8"))
+    assert doc["sides"][0]["folder"] == str(state / "nights" / "2026-01-01")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"] and job["before"] == job["after"] == ["default", "train"]
+    assert job["deltas"]["saving_usd_per_month"] == pytest.approx(698.80)
+    assert job["deltas"]["iteration_change_pct"] == pytest.approx(100 * (9 - 13) / 13)
+    assert (night2 / "compare" / "records" / "train.md").is_file()
+    page = (night2 / "report.html").read_text(encoding="utf-8")
+    assert '<a href="compare/compare.html">Changed jobs against the night before</a>' in page
+    manifest = json.loads((night2 / ".manifest.json").read_text(encoding="utf-8"))
+    assert "compare/compare.json" in manifest["files"]   # the night vouches for it
+    run_cli("sweep", str(tmp_path / "2026-01-02"), "--state-dir", str(state), "--night", "2026-01-03")
+    night3 = state / "nights" / "2026-01-03"
+    assert (night3 / "fleet.parquet").is_file() and not (night3 / "compare").exists()
+    assert "compare/compare.html" not in (night3 / "report.html").read_text(encoding="utf-8")

@@ -75,12 +75,13 @@ def _value(v):
     return None if v is None or (not isinstance(v, str) and pd.isna(v)) else v
 
 
-def read_side(folder: str, label: str, source: str, kernel_reader=None) -> Side:
+def read_side(folder: str, label: str, source: str, kernel_reader=None, jobs: set | None = None) -> Side:
     """The side ``label`` from the run folder or sweep state folder ``folder`` (its latest night).
 
     ``kernel_reader``: ``(report, [(gpu_key, window_start_ns, window_end_ns)]) -> {that tuple: KernelTimes}``
     (:func:`report_kernel_reader`; any exception it raises is kept as the text saying why the report's kernel
-    names are unknown), or None for no kernel names. A local report modified after the side's
+    names are unknown), or None for no kernel names. ``jobs``: only these ``(cluster, job)`` (None: every job).
+    A local report modified after the side's
     ``fleet.parquet`` was written is not read (its content may be a later capture under the same name).
     Raises :class:`~pipeline.report.summary.ReportError` when ``folder`` holds no fleet table.
     """
@@ -89,6 +90,8 @@ def read_side(folder: str, label: str, source: str, kernel_reader=None) -> Side:
     table = conform(fleet, COLUMNS)
     ok = table[table["status"] != "error"]
     rows = [{c: _value(v) for c, v in r.items()} for r in ok[COLUMNS].to_dict("records")]
+    if jobs is not None:
+        rows = [r for r in rows if _job(r) in jobs]
     errors = conform(fleet, ["error"])
     failed = [(str(r), str(e)) for r, e, s in zip(errors["report"], errors["error"], errors["status"]) if s == "error"]
     side = Side(label, source, res.run_dir or folder, rows, failed, run_hours(res.run_dir))
@@ -700,6 +703,43 @@ def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[s
     write_folder_manifest(out_dir, {**kept, **{rel: file_entry(os.path.join(out_dir, rel)) for rel in texts}}, None,
                           name=COMPARE_MANIFEST)
     return [os.path.join(out_dir, rel) for rel in texts]
+
+
+def remove_compare(out_dir: str) -> list[str]:
+    """Remove what an earlier comparison wrote into ``out_dir`` (the files its :data:`COMPARE_MANIFEST` lists
+    that still hold what it lists, then the manifest and the folders left empty); files it never wrote are
+    never touched. Returns the removed paths. Raises OSError when one cannot be removed."""
+    from ..io import remove_if_empty, same_file
+    from ..store.results import read_manifest
+
+    doc = read_manifest(out_dir, COMPARE_MANIFEST)
+    if doc is None:
+        return []
+    gone = []
+    for rel, entry in sorted(doc["files"].items()):
+        path = os.path.join(out_dir, rel)
+        if entry is not None and same_file(path, entry):
+            os.unlink(path)
+            gone.append(path)
+    os.unlink(os.path.join(out_dir, COMPARE_MANIFEST))
+    remove_if_empty(os.path.join(out_dir, "records"))
+    remove_if_empty(out_dir)
+    return gone
+
+
+def changed_jobs(before: pd.DataFrame, after: pd.DataFrame) -> set:
+    """The jobs (``(cluster, job)`` as text) of both fleet tables whose analysed rows differ: their set of
+    ``(report, gpu_key, window_ns, idle_ns)`` is not the same (docs/definitions.md#compare-in-the-sweep)."""
+    def signatures(fleet: pd.DataFrame) -> dict:
+        out: dict = {}
+        table = conform(fleet, [*JOB_KEY, "report", "gpu_key", "window_ns", "idle_ns"])
+        for r in table[table["status"] != "error"].to_dict("records"):
+            out.setdefault(_job(r), set()).add((str(r["report"]), str(r["gpu_key"]), _value(r["window_ns"]),
+                                                _value(r["idle_ns"])))
+        return out
+
+    b, a = signatures(before), signatures(after)
+    return {k for k in set(b) & set(a) if b[k] != a[k]}
 
 
 def report_style() -> str:
