@@ -350,19 +350,18 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -
     if not jobs:
         cmp.remove_compare(folder)
         return None
-    try:
+    def make():
         reader = cmp.report_kernel_reader(cfg)
         sides = (cmp.read_side(earlier[last], "before", f"night {last}", reader, jobs),
                  cmp.read_side(out, "after", f"night {night}", reader, jobs))
         result = cmp.compare(sides)
-        cmp.write_compare(folder, result, sides, cmp.render_html(result))
-    except cmp.CompareNotWritten as exc:
-        print(f"gpu-idle sweep: {NIGHT_COMPARISON} not written: {exc}", file=sys.stderr)
-        return None
-    except OSError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the tables of the night must survive a broken comparison
-        print(f"gpu-idle sweep: {NIGHT_COMPARISON} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        try:
+            return cmp.write_compare(folder, result, sides, cmp.render_html(result))
+        except cmp.CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
+            print(f"gpu-idle sweep: {NIGHT_COMPARISON} not written: {exc}", file=sys.stderr)
+            return None
+
+    if _unless_broken(NIGHT_COMPARISON, make) is None:
         return None
     if log is not None:
         log(f"sweep {night}: {len(jobs)} changed job(s) compared with night {last} in {folder}")
@@ -379,7 +378,7 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
     inputs did not change are taken from ``S/cache/plots`` (kept
     :data:`PLOT_CACHE_DAYS` days after their last use).
     """
-    try:
+    def make():
         from ..report.html import write_report
 
         cache = plot_cache_dir(state_dir)
@@ -387,10 +386,20 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
         path = write_report(state_dir, os.path.join(night_dir, "report.html"), night=night, plot_cache=cache)
         _prune(cache, start - PLOT_CACHE_DAYS * 86400)
         return path
+
+    return _unless_broken("report.html", make)
+
+
+def _unless_broken(what: str, make):
+    """``make()``; when it fails for another reason than a file not written (OSError: raised, so that the night
+    is not sealed without it), one ``gpu-idle sweep: <what> not written: …`` line on stderr and None: the
+    night's tables must survive a broken page."""
+    try:
+        return make()
     except OSError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the tables of the night must survive a broken report
-        print(f"gpu-idle sweep: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - any other failure is said, not raised
+        print(f"gpu-idle sweep: {what} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
 
 
