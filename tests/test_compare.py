@@ -7,9 +7,13 @@
 - a pair of different programs, a pair with different GPU counts: not comparable, with the reason;
 - PyTorch profiler traces: one against itself (comparable, zero), two ranks of one job (paired by process
   order, not comparable: a span window);
-- the page in headless Chromium without console errors.
+- the page in headless Chromium without console errors;
+- a change inside the noise floor: "no change detectable", no saving; sides that cannot be trusted for kernel
+  names (gone, or profiled again under the same name); a sweep state folder as a side; the output folder's
+  safety; the sweep comparing a changed job with its last earlier night (point 5).
 
-On main (ad2aa88) there is no ``compare`` command: every test here fails there (``No such command``).
+On main (ad2aa88) there is no ``compare`` command: every test here fails there (``No such command``; the
+sweep test: no ``compare/compare.json`` in the night).
 """
 from __future__ import annotations
 
