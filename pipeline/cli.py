@@ -466,6 +466,83 @@ def slurm_job(configs):
         raise click.ClickException(message(exc)) from exc
 
 
+@main.command()
+@click.argument("before")
+@click.argument("after")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Output folder: compare.csv, compare.json, compare.html, records/ (and before/, after/: the run "
+                   "folders of a side that names reports).")
+@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
+              help="What is printed: text (a few lines) or md (the comparison in Markdown, for chat).")
+@click.option("--force", is_flag=True, help="Show the figures of a job that is not comparable, every one marked.")
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML config for the sides that name reports (repeatable).")
+@click.option("--window", type=click.Choice(["auto", "span", "nvtx", "periodic"]), default=None,
+              help="Window rule for the sides that name reports (as `gpu-idle run --window`).")
+def compare(before, after, out_dir, fmt, force, configs, window):
+    """Compare BEFORE and AFTER (docs/definitions.md#compare): each a `gpu-idle run --out` folder or sweep
+    state folder (its stored results, nothing analysed again), or reports as `gpu-idle run` takes them (a
+    file or a folder of them: analysed by `run`'s driver into DIR/before or DIR/after, reusing stored
+    results). GPUs are paired by job and rank (else device ordinal, else process order); each job gets a
+    comparable-or-not verdict with its reasons before any figure (withheld unless --force). Writes
+    DIR/compare.csv, compare.json, compare.html and records/<job>.md (each job's page, before above after).
+    Exit status 2 when a side cannot be read, or DIR holds a file of these names that gpu-idle compare did
+    not write (nothing is written then)."""
+    from .config import ConfigError, load_config
+    from .io import folder_lock
+    from .report.compare import CompareNotWritten
+    from .report.compare import compare as compare_sides
+    from .report.compare import read_side, render_html, render_markdown, report_kernel_reader, write_compare
+    from .report.summary import ReportError, is_sweep_dir
+    from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
+
+    overrides = {"analysis": {"window": window}} if window else {}
+    try:
+        cfg = load_config(configs, overrides)
+    except ConfigError as exc:
+        raise click.UsageError(message(exc)) from exc
+    cache = _result_cache(cfg)
+    folders = []
+    for label, given in (("before", before), ("after", after)):
+        if os.path.isdir(given) and (os.path.exists(os.path.join(given, "fleet.parquet")) or is_sweep_dir(given)):
+            folders.append(given)
+            continue
+        side_out = os.path.join(out_dir, label)
+        try:
+            result = drive(cfg, [given], RunFolder(side_out, log=lambda *a, **k: None), cache, None,
+                           log=lambda *a, **k: None)
+        except (OutputError, IncompleteOutputs) as exc:
+            raise click.BadParameter(message(exc), param_hint="--out") from exc
+        if result.reports == 0:
+            raise click.BadParameter(f"{given}: no report found", param_hint=label.upper())
+        echo(f"gpu-idle compare: {label}: {len(result.todo)} report(s) analysed, {result.reused} reused "
+             f"(run folder {side_out})", err=True)
+        folders.append(side_out)
+    reader = report_kernel_reader(cfg)
+    try:
+        sides = tuple(read_side(f, label, given, reader)
+                      for f, label, given in zip(folders, ("before", "after"), (before, after)))
+    except ReportError as exc:
+        raise click.UsageError(message(exc)) from exc
+    result = compare_sides(sides, force=force)
+    try:
+        with folder_lock(out_dir, command="gpu-idle compare"):
+            write_compare(out_dir, result, sides, render_html(result))
+    except (CompareNotWritten, OutputError) as exc:  # not gpu-idle's files, another writer: nothing done, 2
+        raise click.BadParameter(message(exc), param_hint="--out") from exc
+    except OSError as exc:
+        raise click.ClickException(f"{out_dir}: not written ({message(exc)})") from exc
+    if fmt == "md":
+        echo(render_markdown(result).rstrip("\n"))
+    else:
+        for job in result["jobs"]:
+            v = job["verdict"]
+            title = job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
+            echo(f"{printable(title)}: " + ("comparable" if v["comparable"]
+                                            else "not comparable: " + printable("; ".join(v["reasons"]))))
+        echo(f"wrote {os.path.join(out_dir, 'compare.html')}, compare.csv, compare.json, records/")
+
+
 from .report.command import report as _report_command  # noqa: E402
 
 main.add_command(_report_command)

@@ -37,6 +37,9 @@ from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import gpu_names, job_keys, job_titles, record_stems
 
+#: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
+NIGHT_COMPARISON = os.path.join("compare", "compare.html")
+
 #: Rows in the "most expensive idle GPUs" table.
 TOP_GPUS = 10
 #: Rows in the "biggest movers since the previous night" table.
@@ -667,4 +670,6 @@ def summarise(res: Results) -> dict:
         "trend": trend(res.history, night_hours(res)), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
         "gpu_names": names,
+        "comparison": NIGHT_COMPARISON.replace(os.sep, "/") if res.kind == "sweep" and res.run_dir
+        and os.path.exists(os.path.join(res.run_dir, NIGHT_COMPARISON)) else None,
     }

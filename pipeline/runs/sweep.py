@@ -55,7 +55,7 @@ from ..inputs.discover import skipped_note
 from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, plain_scalar,
                   real_dir, same_file)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
-from ..report.summary import PRICING, pricing_settings
+from ..report.summary import NIGHT_COMPARISON, PRICING, pricing_settings
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
@@ -136,14 +136,16 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
     if source != night:
         earlier = drop_manifest(out)   # what this night's earlier sweep wrote (its manifest lists it)
+        compared = os.path.dirname(NIGHT_COMPARISON) + "/"   # the source's comparison is not this night's
         for rel in manifest["files"]:
-            if rel != "report.html":
+            if rel != "report.html" and not rel.startswith(compared):
                 link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
         # The night is the source's now: files of its earlier sweep the source has not (records of other
         # jobs, per-GPU files and pages of other GPUs) go, when they still hold what that sweep wrote.
         for rel, entry in sorted(earlier.items()):
             path = os.path.join(out, rel)
-            if rel not in manifest["files"] and rel != "report.html" and same_file(path, entry):
+            if (rel not in manifest["files"] or rel.startswith(compared)) and rel != "report.html" \
+                    and same_file(path, entry):
                 os.unlink(path)
         manifest = dict(manifest, html=None)
     if source != night or not os.path.exists(history):
@@ -308,6 +310,10 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     if log is not None and note:
         log(f"sweep {night}: {note}")
     try:
+        compare_with_last_night(state_dir, night, cfg, log)
+    except OSError as exc:
+        raise incomplete(out, targets, since, exc, f"; {row}") from exc
+    try:
         # The history row only once the night's documents are complete (its report reads the history).
         real_dir(os.path.dirname(history))
         with atomic_path(history) as tmp:
@@ -324,6 +330,44 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     return out
 
 
+def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -> str | None:
+    """``nights/<night>/compare/``: the jobs whose figures changed since the last earlier night, compared
+    with it by ``gpu-idle compare``'s machinery (:mod:`pipeline.report.compare`; the same verdict, figures
+    withheld when not comparable), or an earlier comparison of this night removed when no job changed
+    (docs/definitions.md#compare-in-the-sweep). Returns the comparison's folder, or None. A comparison that
+    fails for another reason than a file not written is said on stderr and leaves the night as it is."""
+    from ..report import compare as cmp
+
+    out = os.path.join(state_dir, "nights", night)
+    folder = os.path.join(out, os.path.dirname(NIGHT_COMPARISON))
+    earlier = {d: p for d, p in dated_dirs(os.path.join(state_dir, "nights")).items()
+               if d < night and os.path.exists(os.path.join(p, "fleet.parquet"))}
+    jobs = set()
+    if earlier:
+        last = max(earlier)
+        jobs = cmp.changed_jobs(pd.read_parquet(os.path.join(earlier[last], "fleet.parquet")),
+                                pd.read_parquet(os.path.join(out, "fleet.parquet")))
+    if not jobs:
+        cmp.remove_compare(folder)
+        return None
+    def make():
+        reader = cmp.report_kernel_reader(cfg)
+        sides = (cmp.read_side(earlier[last], "before", f"night {last}", reader, jobs),
+                 cmp.read_side(out, "after", f"night {night}", reader, jobs))
+        result = cmp.compare(sides)
+        try:
+            return cmp.write_compare(folder, result, sides, cmp.render_html(result))
+        except cmp.CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
+            print(f"gpu-idle sweep: {NIGHT_COMPARISON} not written: {exc}", file=sys.stderr)
+            return None
+
+    if _unless_broken(NIGHT_COMPARISON, make) is None:
+        return None
+    if log is not None:
+        log(f"sweep {night}: {len(jobs)} changed job(s) compared with night {last} in {folder}")
+    return folder
+
+
 def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str | None:
     """The manager report of the state folder into the night's folder (``night``: the
     night it reports, its history up to it; default the latest).
@@ -334,7 +378,7 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
     inputs did not change are taken from ``S/cache/plots`` (kept
     :data:`PLOT_CACHE_DAYS` days after their last use).
     """
-    try:
+    def make():
         from ..report.html import write_report
 
         cache = plot_cache_dir(state_dir)
@@ -342,10 +386,20 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
         path = write_report(state_dir, os.path.join(night_dir, "report.html"), night=night, plot_cache=cache)
         _prune(cache, start - PLOT_CACHE_DAYS * 86400)
         return path
+
+    return _unless_broken("report.html", make)
+
+
+def _unless_broken(what: str, make):
+    """``make()``; when it fails for another reason than a file not written (OSError: raised, so that the night
+    is not sealed without it), one ``gpu-idle sweep: <what> not written: …`` line on stderr and None: the
+    night's tables must survive a broken page."""
+    try:
+        return make()
     except OSError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the tables of the night must survive a broken report
-        print(f"gpu-idle sweep: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - any other failure is said, not raised
+        print(f"gpu-idle sweep: {what} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
 
 

@@ -1,0 +1,780 @@
+"""Before and after: two sides' stored results compared GPU by GPU and job by job (docs/definitions.md#compare).
+
+A side is a run folder (``gpu-idle run --out``) or a sweep state folder (its latest night), read as the
+report reads it (:func:`pipeline.report.summary.load_results`); ``gpu-idle compare`` first runs the driver
+on a side that names reports, so every figure here comes from the one analysis of ``run``. This module
+pairs the GPUs (:func:`pair_gpus`), says whether each job's pair of sides can be compared at all
+(:func:`verdict`), and computes what changed (:func:`gpu_deltas`, :func:`job_deltas`) with a noise floor
+from each side's iteration-to-iteration spread, and which gaps vanished or appeared (:func:`gap_changes`).
+The kernel names (for the same-program check and a gap's place in its iteration) are read again from the
+report, through the same loader and columnar cache as the run (nothing is analysed again).
+
+Times are int ns, shares % of W (0..100), changes in percentage points, money USD per month.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.cost import idle_usd_per_month
+from ..fleet.outputs import PAGES_DIR
+from ..io import json_text, write_text
+from ..model import CATEGORIES
+from ..schema import JOB_KEY, conform
+from ..text import csv_safe, md_text
+from .medical import job_gpu_names, job_record
+from .summary import ReportError, gpu_doc, load_results, run_hours
+
+#: The two sides, in the order they are shown.
+SIDES = ("before", "after")
+#: A job's sides are comparable only when kernels of names both sides ran hold at least this share of the
+#: two sides' kernel time in W (docs/definitions.md#compare).
+MIN_SHARED_KERNEL_SHARE = 0.5
+#: Stable iterations each side needs inside W (docs/definitions.md#compare).
+MIN_ITERATIONS = 3
+#: The columns a side's fleet rows are read with (a column an older table lacks: missing).
+COLUMNS = [*JOB_KEY, "report", "gpu_key", "status", "rank", "device_ids", "pid", "pids", "gpu_model", "window_rule",
+           "window_start_ns", "window_end_ns", "window_ns", "idle_ns", "iterations", "iteration_mean_ns",
+           "iteration_spread_pct", "idle_pct_low", "idle_pct_high", "rate_model", "rate_usd_per_hour",
+           *(f"cat_{c}_ns" for c in CATEGORIES)]
+
+
+@dataclass
+class Side:
+    """One side of a comparison: ``label`` (``before``/``after``), ``source`` (what the user named),
+    ``folder`` (the run folder read), ``rows`` (its analysed fleet rows as dicts of :data:`COLUMNS`),
+    ``failed`` (its error rows' ``(report, error)``), ``hours`` (hours per month it priced with),
+    ``docs`` (``(report, gpu_key) -> per-GPU JSON``, missing ones absent) and ``kernels``
+    (``(report, gpu_key) -> KernelTimes`` or the text saying why they could not be read)."""
+
+    label: str
+    source: str
+    folder: str
+    rows: list
+    failed: list
+    hours: float
+    docs: dict = field(default_factory=dict)
+    kernels: dict = field(default_factory=dict)
+
+
+@dataclass
+class KernelTimes:
+    """One GPU's kernels inside W: ``time`` (kernel name -> the sum of its kernels' durations clipped to W,
+    ns) and ``starts`` (every kernel start on the GPU, sorted, ns), for a gap's place in its iteration."""
+
+    time: dict
+    starts: np.ndarray
+
+
+def _value(v):
+    """A stored value with pandas' missing values as None."""
+    return None if v is None or (not isinstance(v, str) and pd.isna(v)) else v
+
+
+def read_side(folder: str, label: str, source: str, kernel_reader=None, jobs: set | None = None) -> Side:
+    """The side ``label`` from the run folder or sweep state folder ``folder`` (its latest night).
+
+    ``kernel_reader``: ``(report, [(gpu_key, window_start_ns, window_end_ns)]) -> {that tuple: KernelTimes}``
+    (:func:`report_kernel_reader`; any exception it raises is kept as the text saying why the report's kernel
+    names are unknown), or None for no kernel names. ``jobs``: only these ``(cluster, job)`` (None: every job).
+    A local report modified after the side's
+    ``fleet.parquet`` was written is not read (its content may be a later capture under the same name).
+    Raises :class:`~pipeline.report.summary.ReportError` when ``folder`` holds no fleet table.
+    """
+    res = load_results(folder)
+    fleet = res.current
+    table = conform(fleet, COLUMNS)
+    ok = table[table["status"] != "error"]
+    rows = [{c: _value(v) for c, v in r.items()} for r in ok[COLUMNS].to_dict("records")]
+    if jobs is not None:
+        rows = [r for r in rows if _job(r) in jobs]
+    errors = conform(fleet, ["error"])
+    failed = [(str(r), str(e)) for r, e, s in zip(errors["report"], errors["error"], errors["status"]) if s == "error"]
+    side = Side(label, source, res.run_dir or folder, rows, failed, run_hours(res.run_dir))
+    windows: dict = {}
+    for r in rows:
+        key = (str(r["report"]), str(r["gpu_key"]))
+        doc = gpu_doc(res.run_dir, *key)
+        if doc is not None:
+            side.docs[key] = doc
+        if r["window_start_ns"] is not None:
+            windows.setdefault(key[0], []).append((key[1], int(r["window_start_ns"]), int(r["window_end_ns"])))
+    table = os.path.join(side.folder, "fleet.parquet")
+    written = os.path.getmtime(table) if os.path.exists(table) else None
+    for report, wanted in (windows.items() if kernel_reader is not None else ()):
+        try:
+            if written is not None and os.path.exists(report) and os.path.getmtime(report) > written:
+                raise ReportError(f"{report} changed since {side.folder} was written (the side's figures are of "
+                                  "what it held then; run the side again)")
+            found = kernel_reader(report, wanted)
+        except Exception as exc:  # noqa: BLE001 - any reason the report cannot be read is stated, not raised
+            found = {w: f"kernel names not read: {exc}" for w in wanted}
+        for w in wanted:
+            side.kernels[(report, w[0])] = found[w]
+    return side
+
+
+def kernel_times(kernels: pd.DataFrame, start_ns: int, end_ns: int) -> KernelTimes:
+    """:class:`KernelTimes` of one GPU's kernel frame (``start``, ``end``, ``name``; int ns) inside W =
+    [``start_ns``, ``end_ns``): each kernel's duration clipped to W, summed per name (kernels wholly outside
+    W count nothing and their names are left out)."""
+    s = kernels["start"].to_numpy(np.int64)
+    e = kernels["end"].to_numpy(np.int64)
+    clipped = np.minimum(e, end_ns) - np.maximum(s, start_ns)
+    inside = clipped > 0
+    names = kernels["name"].astype(str).to_numpy()[inside]
+    sums = pd.Series(clipped[inside]).groupby(names).sum() if inside.any() else pd.Series(dtype=np.int64)
+    return KernelTimes({str(k): int(v) for k, v in sums.items()}, np.sort(s))
+
+
+def report_kernel_reader(cfg):
+    """A ``kernel_reader`` for :func:`read_side`: ``(report, [(gpu_key, start_ns, end_ns)]) -> {(gpu_key,
+    start_ns, end_ns): KernelTimes}``, the report loaded once per call through the run's loader and its
+    columnar cache (:func:`pipeline.work.tasks.load_report_for`, with ``cfg``'s export, cache and storage
+    settings) and let go after; each GPU's :func:`kernel_times` (:func:`pipeline.load.report.gpu_trace`).
+    Windows asked for before are answered from memory (a report on both sides is read once). Raises what
+    loading raises (:class:`~pipeline.model.ProfileError` and the like)."""
+    from ..load.report import gpu_trace
+    from ..work.tasks import load_report_for
+
+    known: dict = {}
+
+    def read(report: str, windows: list) -> dict:
+        todo = [w for w in windows if (report, *w) not in known]
+        if todo:
+            rep = load_report_for(report, cfg.export, cfg.cache, cfg.storage)
+            for key, start, end in todo:
+                known[(report, key, start, end)] = kernel_times(gpu_trace(rep, key).kernels, start, end)
+            del rep
+        return {w: known[(report, *w)] for w in windows}
+
+    return read
+
+
+# ---------------------------------------------------------------------------------------------- pairing
+
+def _job(row: dict) -> tuple:
+    return tuple(str(row[c]) for c in JOB_KEY)
+
+
+def _order_key(row: dict) -> tuple:
+    """Process order: the report, then the first process driving the GPU, then its key."""
+    pid = row.get("pid")
+    return (str(row["report"]), int(pid) if pid is not None else -1, str(row["gpu_key"]))
+
+
+def _seats(before: list, after: list, col: str) -> bool:
+    """Whether ``col`` pairs two sides' GPUs of a job: set on every GPU, no two of a side share it, and the
+    values of the side with fewer GPUs are all among the other side's."""
+    vals = [[str(r.get(col) or "") for r in rows] for rows in (before, after)]
+    if not all(all(v) and len(set(v)) == len(v) for v in vals):
+        return False
+    small, large = sorted((set(v) for v in vals), key=len)
+    return small <= large
+
+
+def pair_gpus(before: list, after: list) -> dict:
+    """Pair the analysed GPUs of two sides (docs/definitions.md#compare-pairing).
+
+    Jobs (:data:`~pipeline.schema.JOB_KEY`) pair by name; when each side holds exactly one job they pair
+    whatever their names. Inside a job pair, GPUs pair by ``rank`` when every GPU of the job on both sides
+    has one, no two of a side share it and the smaller side's ranks are all among the other's; else by
+    ``device_ids`` (the CUDA device ordinal) under the same condition; else in process order (:func:`_order_key`), first with first. Returns ``{"jobs": [{"before": key,
+    "after": key, "basis": text, "pairs": [(row_b, row_a)], "unpaired": [(side, row)]}], "unpaired_jobs":
+    [(side, key, rows)]}``.
+    """
+    jobs = [{}, {}]
+    for rows, by in zip((before, after), jobs):
+        for r in rows:
+            by.setdefault(_job(r), []).append(r)
+    if len(jobs[0]) == 1 and len(jobs[1]) == 1:
+        links = [(next(iter(jobs[0])), next(iter(jobs[1])))]
+    else:
+        links = [(k, k) for k in sorted(set(jobs[0]) & set(jobs[1]), key=lambda k: (k[1], k[0]))]
+    out = {"jobs": [], "unpaired_jobs": []}
+    for kb, ka in links:
+        rb, ra = sorted(jobs[0][kb], key=_order_key), sorted(jobs[1][ka], key=_order_key)
+        for basis, col in (("rank", "rank"), ("device ordinal", "device_ids")):
+            if _seats(rb, ra, col):
+                by_a = {str(r[col]): r for r in ra}
+                pairs = [(r, by_a[str(r[col])]) for r in rb if str(r[col]) in by_a]
+                seats = {str(r[col]) for r in rb} & set(by_a)
+                unpaired = [("before", r) for r in rb if str(r[col]) not in seats] + \
+                           [("after", r) for r in ra if str(r[col]) not in seats]
+                break
+        else:
+            basis = "process order"
+            pairs = list(zip(rb, ra))
+            unpaired = [("before", r) for r in rb[len(pairs):]] + [("after", r) for r in ra[len(pairs):]]
+        out["jobs"].append({"before": kb, "after": ka, "basis": basis, "pairs": pairs, "unpaired": unpaired})
+    linked = [{kb for kb, _ in links}, {ka for _, ka in links}]
+    for label, by, done in zip(SIDES, jobs, linked):
+        for key in sorted(set(by) - done, key=lambda k: (k[1], k[0])):
+            out["unpaired_jobs"].append((label, key, sorted(by[key], key=_order_key)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- verdict
+
+def shared_kernel_share(b: KernelTimes, a: KernelTimes) -> tuple[float, float]:
+    """``(share, jaccard)`` of two GPUs' kernels inside their windows: ``share`` = the kernel time of
+    names both ran, both sides summed, over both sides' kernel time (0..1; 0 when neither ran a kernel);
+    ``jaccard`` = |names in both| / |names in either| (docs/definitions.md#compare-verdict)."""
+    shared = set(b.time) & set(a.time)
+    total = sum(b.time.values()) + sum(a.time.values())
+    inside = sum(b.time[n] for n in shared) + sum(a.time[n] for n in shared)
+    either = set(b.time) | set(a.time)
+    return (inside / total if total else 0.0), (len(shared) / len(either) if either else 0.0)
+
+
+def _window_text(r: dict) -> str:
+    n = r.get("iterations")
+    return f"{r.get('window_rule')} with {int(n) if n is not None else 0} stable iteration(s)"
+
+
+def verdict(job: dict, sides: tuple) -> dict:
+    """Whether one job pair (an entry of :func:`pair_gpus`) can be compared (docs/definitions.md#compare-verdict):
+    ``{"comparable": bool, "checks": [{"check", "ok", "text"}], "reasons": [text of each failed check]}``.
+    Checks: the same number of analysed GPUs; each pair's GPU model the same (or, when they differ, priced by
+    the same rate-card entry: the stated rate basis); each pair's window rule the same with at least
+    :data:`MIN_ITERATIONS` stable iterations on each side; each pair's shared kernel share
+    (:func:`shared_kernel_share`) at least :data:`MIN_SHARED_KERNEL_SHARE` (a side whose kernel names could
+    not be read fails it, saying why)."""
+    checks = []
+    nb = len(job["pairs"]) + sum(1 for s, _ in job["unpaired"] if s == "before")
+    na = len(job["pairs"]) + sum(1 for s, _ in job["unpaired"] if s == "after")
+    checks.append({"check": "gpus", "ok": nb == na, "text": f"GPUs: {nb} before, {na} after"})
+    models, windows, kernels = [], [], []
+    for b, a in job["pairs"]:
+        mb, ma = str(b.get("gpu_model") or ""), str(a.get("gpu_model") or "")
+        if mb == ma:
+            models.append((True, f"model {mb or 'unknown'} both sides"))
+        elif str(b.get("rate_model") or "") == str(a.get("rate_model") or "") and b.get("rate_model"):
+            models.append((True, f"models differ ({mb or 'unknown'} / {ma or 'unknown'}), priced alike as "
+                                 f"{b['rate_model']} (the stated rate basis)"))
+        else:
+            models.append((False, f"models differ: {mb or 'unknown'} before, {ma or 'unknown'} after"))
+        enough = all(int(r.get("iterations") or 0) >= MIN_ITERATIONS for r in (b, a))
+        same = str(b.get("window_rule")) == str(a.get("window_rule"))
+        windows.append((same and enough, f"window {_window_text(b)} before, {_window_text(a)} after"
+                        + ("" if same else " (not the same rule)")
+                        + ("" if enough else f" (fewer than {MIN_ITERATIONS} stable iterations)")))
+        kb = sides[0].kernels.get((str(b["report"]), str(b["gpu_key"])))
+        ka = sides[1].kernels.get((str(a["report"]), str(a["gpu_key"])))
+        if not isinstance(kb, KernelTimes) or not isinstance(ka, KernelTimes):
+            why = next((k for k in (kb, ka) if isinstance(k, str)), "kernel names not read")
+            kernels.append((False, why))
+        else:
+            share, jac = shared_kernel_share(kb, ka)
+            kernels.append((share >= MIN_SHARED_KERNEL_SHARE,
+                            f"kernel time in shared names {100 * share:.2f} % (Jaccard of names {jac:.3f}; "
+                            f"needs {100 * MIN_SHARED_KERNEL_SHARE:.0f} %)"))
+    for name, found in (("model", models), ("window", windows), ("kernels", kernels)):
+        bad = [t for ok, t in found if not ok]
+        if found:
+            checks.append({"check": name, "ok": not bad, "text": "; ".join(dict.fromkeys(bad or [t for _, t in found]))})
+    if not job["pairs"]:
+        checks.append({"check": "pairs", "ok": False, "text": "no GPU paired"})
+    reasons = [c["text"] for c in checks if not c["ok"]]
+    return {"comparable": not reasons, "checks": checks, "reasons": reasons}
+
+
+# ---------------------------------------------------------------------------------------------- deltas
+
+def _pct(part, whole) -> float:
+    return 100.0 * int(part) / int(whole) if whole else math.nan
+
+
+def _largest(values) -> float:
+    """The largest of ``values``; NaN when any is NaN (unknown) or there are none."""
+    values = [float(v) for v in values]
+    return math.nan if not values or any(math.isnan(v) for v in values) else max(values)
+
+
+def _half_range(r: dict) -> float:
+    lo, hi = r.get("idle_pct_low"), r.get("idle_pct_high")
+    return math.nan if lo is None or hi is None else (float(hi) - float(lo)) / 2.0
+
+
+def _usd(fraction: float, rate, hours: float) -> float:
+    """USD per month, rounded to cents as every stored dollar figure (NaN when unpriced)."""
+    if rate is None or math.isnan(float(rate)):
+        return math.nan
+    return round(idle_usd_per_month(fraction, float(rate), hours), 2)
+
+
+def _change(delta: float, floor: float, down: str, up: str) -> str:
+    """``down``/``up`` when ``|delta|`` exceeds the noise floor, else ``no change detectable`` (a floor that
+    is unknown: ``unknown``)."""
+    if math.isnan(floor) or math.isnan(delta):
+        return "unknown"
+    if abs(delta) <= floor:
+        return "no change detectable"
+    return down if delta < 0 else up
+
+
+def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dict:
+    """One side's figures over ``rows`` (one GPU, or a job's paired GPUs): ``idle_pct`` = Σidle / ΣW,
+    ``iteration_ns`` = the mean of the GPUs' ``iteration_mean_ns``, ``iterations`` = Σ stable iterations,
+    per category ``cat_<c>_ms_per_iteration`` = Σcat / Σiterations in ms and ``cat_<c>_pct`` = Σcat / ΣW,
+    ``noise_pts`` = the largest half-range (``idle_pct_high − idle_pct_low``) / 2 of the GPUs,
+    ``iteration_noise_pct`` = the largest ``iteration_spread_pct`` / 2; ``usd_*`` of each GPU's idle fraction
+    at the rates of ``rate_rows`` (the matching GPU of the side whose rates price it; default ``rows``),
+    summed (docs/definitions.md#compare-deltas)."""
+    rate_rows = rate_rows or rows
+    window = sum(int(r["window_ns"]) for r in rows)
+    idle = sum(int(r["idle_ns"]) for r in rows)
+    its = sum(int(r.get("iterations") or 0) for r in rows)
+    means = [int(r["iteration_mean_ns"]) for r in rows if r.get("iteration_mean_ns") is not None
+             and int(r.get("iterations") or 0) > 0]
+    out = {"window_ns": window, "idle_ns": idle, "idle_pct": _pct(idle, window), "iterations": its,
+           "iteration_ns": (sum(means) / len(means)) if means and len(means) == len(rows) else math.nan,
+           "noise_pts": _largest(_half_range(r) for r in rows),
+           "iteration_noise_pct": _largest(float(r["iteration_spread_pct"]) / 2.0 if r.get("iteration_spread_pct")
+                                           is not None else math.nan for r in rows)}
+    for c in CATEGORIES:
+        ns = sum(int(r.get(f"cat_{c}_ns") or 0) for r in rows)
+        out[f"cat_{c}_ms_per_iteration"] = ns / its / 1e6 if its else math.nan
+        out[f"cat_{c}_pct"] = _pct(ns, window)
+    usd = [_usd(int(r["idle_ns"]) / int(r["window_ns"]), q.get("rate_usd_per_hour"), hours)
+           for r, q in zip(rows, rate_rows)]
+    out["usd"] = round(sum(usd), 2) if not any(math.isnan(u) for u in usd) else math.nan
+    return out
+
+
+def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
+    """What changed over paired rows (``b_rows[i]`` is ``a_rows[i]``'s GPU before): each side's
+    :func:`side_figures`, the changes after − before, and the readings against the noise floor
+    (docs/definitions.md#compare-deltas). USD at the after side's rates (and hours): ``usd_before_after_rates``,
+    ``usd_after_after_rates``, ``usd_change_after_rates``; at fixed rates (the before side's):
+    ``usd_before_fixed_rates``, ``usd_after_fixed_rates``, ``usd_change_fixed_rates``;
+    ``saving_usd_per_month`` = −``usd_change_after_rates`` only when the idle share fell by more than its noise
+    floor (else None)."""
+    fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
+    out = {"before": fb, "after": fa}
+    out["idle_pct_change_pts"] = fa["idle_pct"] - fb["idle_pct"]
+    out["noise_floor_pts"] = _largest((fb["noise_pts"], fa["noise_pts"]))
+    out["idle_change"] = _change(out["idle_pct_change_pts"], out["noise_floor_pts"], "lower", "higher")
+    out["iteration_change_pct"] = 100.0 * (fa["iteration_ns"] - fb["iteration_ns"]) / fb["iteration_ns"] \
+        if fb["iteration_ns"] else math.nan
+    out["iteration_noise_floor_pct"] = _largest((fb["iteration_noise_pct"], fa["iteration_noise_pct"]))
+    out["iteration_change"] = _change(out["iteration_change_pct"], out["iteration_noise_floor_pct"], "faster", "slower")
+    out["speedup"] = fb["iteration_ns"] / fa["iteration_ns"] if fa["iteration_ns"] else math.nan
+    for c in CATEGORIES:
+        out[f"cat_{c}_ms_per_iteration_change"] = fa[f"cat_{c}_ms_per_iteration"] - fb[f"cat_{c}_ms_per_iteration"]
+        out[f"cat_{c}_pct_change_pts"] = fa[f"cat_{c}_pct"] - fb[f"cat_{c}_pct"]
+    at_after = side_figures(b_rows, hours_a, a_rows)["usd"], fa["usd"]
+    fixed = fb["usd"], side_figures(a_rows, hours_b, b_rows)["usd"]
+    out.update(usd_before_after_rates=at_after[0], usd_after_after_rates=at_after[1],
+               usd_change_after_rates=round(at_after[1] - at_after[0], 2),
+               usd_before_fixed_rates=fixed[0], usd_after_fixed_rates=fixed[1],
+               usd_change_fixed_rates=round(fixed[1] - fixed[0], 2))
+    out["saving_usd_per_month"] = -out["usd_change_after_rates"] if out["idle_change"] == "lower" else None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- gaps
+
+def _place(gap: dict, doc: dict, kernels) -> tuple:
+    """A device gap's place in its iteration: ``(iteration status, k)`` where ``k`` counts the GPU's kernels
+    that start in the iteration before the gap; ``("outside", None)`` when no iteration holds its start,
+    ``(status, None)`` when the kernels are unknown."""
+    start = int(gap["start_ns"])
+    for _, s, e, status in doc.get("timeline", {}).get("iteration_extents", []):
+        if int(s) <= start < int(e):
+            if not isinstance(kernels, KernelTimes):
+                return (str(status), None)
+            k = int(np.searchsorted(kernels.starts, start, "left") - np.searchsorted(kernels.starts, int(s), "left"))
+            return (str(status), k)
+    return ("outside", None)
+
+
+def gap_changes(doc_b: dict | None, doc_a: dict | None, kb, ka) -> list[dict]:
+    """The device-level gaps of one GPU pair's rosters (the longest ``roster_size`` of each side), grouped by
+    the kernel before and after them and their place in the iteration (:func:`_place`)
+    (docs/definitions.md#compare-gaps): one entry per group, ``{"kernel_before", "kernel_after", "place",
+    "category_before", "category_after", "count_before", "count_after", "ns_before", "ns_after", "change"}``
+    with ``change`` ``vanished`` (only before), ``appeared`` (only after) or ``kept``; sorted by the larger
+    side's total, longest first."""
+    groups: dict = {}
+    for i, (doc, kern) in enumerate(((doc_b, kb), (doc_a, ka))):
+        for g in (doc or {}).get("device_roster", []):
+            status, k = _place(g, doc, kern)
+            key = (str(g.get("kernel_before") or ""), str(g.get("kernel_after") or ""), status, k)
+            e = groups.setdefault(key, {"count": [0, 0], "ns": [0, 0], "cats": [{}, {}]})
+            e["count"][i] += 1
+            e["ns"][i] += int(g["length_ns"])
+            e["cats"][i][g["category"]] = e["cats"][i].get(g["category"], 0) + int(g["length_ns"])
+    out = []
+    for (before_k, after_k, status, k), e in groups.items():
+        cats = [max(c, key=lambda n: (c[n], n)) if c else "" for c in e["cats"]]
+        change = "kept" if all(e["count"]) else "vanished" if e["count"][0] else "appeared"
+        out.append({"kernel_before": before_k, "kernel_after": after_k,
+                    "place": f"{status} iteration, after kernel {k}" if k is not None else status,
+                    "category_before": cats[0], "category_after": cats[1], "count_before": e["count"][0],
+                    "count_after": e["count"][1], "ns_before": e["ns"][0], "ns_after": e["ns"][1], "change": change})
+    out.sort(key=lambda x: (-max(x["ns_before"], x["ns_after"]), x["kernel_before"], x["kernel_after"], x["place"]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the whole
+
+def compare(sides: tuple, force: bool = False) -> dict:
+    """The comparison of two :class:`Side` s as plain values (what every output renders): ``sides``, per job
+    its pairing, :func:`verdict` and (comparable, or ``force``: then ``forced`` is true and every figure is
+    marked) its :func:`deltas` and each GPU pair's, with the gaps that vanished or appeared; the GPUs and
+    jobs left unpaired."""
+    b, a = sides
+    pairing = pair_gpus(b.rows, a.rows)
+    jobs = []
+    for job in pairing["jobs"]:
+        v = verdict(job, sides)
+        shown = v["comparable"] or force
+        names_b = job_gpu_names([p[0] for p in job["pairs"]] + [r for s, r in job["unpaired"] if s == "before"])
+        names_a = job_gpu_names([p[1] for p in job["pairs"]] + [r for s, r in job["unpaired"] if s == "after"])
+        gpus = []
+        for rb, ra in job["pairs"]:
+            kb, ka = (str(rb["report"]), str(rb["gpu_key"])), (str(ra["report"]), str(ra["gpu_key"]))
+            entry = {"before": {"name": names_b[kb], "report": kb[0], "gpu_key": kb[1], "rank": rb.get("rank"),
+                                "device_ids": rb.get("device_ids")},
+                     "after": {"name": names_a[ka], "report": ka[0], "gpu_key": ka[1], "rank": ra.get("rank"),
+                               "device_ids": ra.get("device_ids")}}
+            if shown:
+                entry["deltas"] = deltas([rb], [ra], b.hours, a.hours)
+                entry["gaps"] = gap_changes(b.docs.get(kb), a.docs.get(ka), b.kernels.get(kb), a.kernels.get(ka))
+            gpus.append(entry)
+        unpaired = [{"side": s, "name": (names_b if s == "before" else names_a)[(str(r["report"]), str(r["gpu_key"]))],
+                     "report": str(r["report"]), "gpu_key": str(r["gpu_key"])} for s, r in job["unpaired"]]
+        entry = {"before": list(job["before"]), "after": list(job["after"]), "basis": job["basis"], "verdict": v,
+                 "forced": bool(force and not v["comparable"]), "gpus": gpus, "unpaired": unpaired}
+        if shown and job["pairs"]:
+            entry["deltas"] = deltas([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]], b.hours, a.hours)
+        jobs.append(entry)
+    return {"sides": [{"label": s.label, "source": s.source, "folder": s.folder, "gpus": len(s.rows),
+                       "hours_per_month": s.hours, "failed": [{"report": r, "error": e} for r, e in s.failed]}
+                      for s in sides],
+            "jobs": jobs,
+            "unpaired_jobs": [{"side": s, "job": list(k), "gpus": [str(r["gpu_key"]) for r in rows]}
+                              for s, k, rows in pairing["unpaired_jobs"]]}
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+#: compare.csv's columns: one row per GPU pair and per job (``level``), then one per unpaired GPU.
+CSV_COLUMNS = ["level", "cluster", "job", "job_after", "gpu_before", "gpu_after", "gpu_key_before", "gpu_key_after",
+               "pairing", "comparable", "forced", "reasons", "idle_pct_before", "idle_pct_after", "idle_pct_change_pts",
+               "noise_floor_pts", "idle_change", "iteration_ms_before", "iteration_ms_after", "iteration_change_pct",
+               "iteration_noise_floor_pct", "iteration_change", "speedup",
+               *(f"cat_{c}_{x}" for c in CATEGORIES for x in ("ms_per_iteration_before", "ms_per_iteration_after",
+                                                              "ms_per_iteration_change", "pct_before", "pct_after",
+                                                              "pct_change_pts")),
+               "usd_before_after_rates", "usd_after_after_rates", "usd_change_after_rates", "usd_before_fixed_rates",
+               "usd_after_fixed_rates", "usd_change_fixed_rates", "saving_usd_per_month", "gaps_vanished",
+               "gaps_appeared"]
+
+
+def _r(x, n: int = 4):
+    """A figure for the files: rounded to ``n`` decimals; None when missing."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return round(float(x), n) + 0.0  # + 0.0: no -0.0
+
+
+def _figures(d: dict | None) -> dict:
+    """The CSV cells of one :func:`deltas` (empty when withheld)."""
+    if d is None:
+        return {}
+    fb, fa = d["before"], d["after"]
+    out = {"idle_pct_before": _r(fb["idle_pct"]), "idle_pct_after": _r(fa["idle_pct"]),
+           "idle_pct_change_pts": _r(d["idle_pct_change_pts"]), "noise_floor_pts": _r(d["noise_floor_pts"]),
+           "idle_change": d["idle_change"], "iteration_ms_before": _r(fb["iteration_ns"] / 1e6, 6),
+           "iteration_ms_after": _r(fa["iteration_ns"] / 1e6, 6), "iteration_change_pct": _r(d["iteration_change_pct"]),
+           "iteration_noise_floor_pct": _r(d["iteration_noise_floor_pct"]), "iteration_change": d["iteration_change"],
+           "speedup": _r(d["speedup"])}
+    for c in CATEGORIES:
+        out.update({f"cat_{c}_ms_per_iteration_before": _r(fb[f"cat_{c}_ms_per_iteration"], 6),
+                    f"cat_{c}_ms_per_iteration_after": _r(fa[f"cat_{c}_ms_per_iteration"], 6),
+                    f"cat_{c}_ms_per_iteration_change": _r(d[f"cat_{c}_ms_per_iteration_change"], 6),
+                    f"cat_{c}_pct_before": _r(fb[f"cat_{c}_pct"]), f"cat_{c}_pct_after": _r(fa[f"cat_{c}_pct"]),
+                    f"cat_{c}_pct_change_pts": _r(d[f"cat_{c}_pct_change_pts"])})
+    for k in ("usd_before_after_rates", "usd_after_after_rates", "usd_change_after_rates", "usd_before_fixed_rates",
+              "usd_after_fixed_rates", "usd_change_fixed_rates", "saving_usd_per_month"):
+        out[k] = _r(d[k], 2)
+    return out
+
+
+def csv_rows(result: dict) -> list[dict]:
+    """compare.csv's rows (:data:`CSV_COLUMNS`), per job: its GPU pairs, then the job itself, then its
+    unpaired GPUs; then the GPUs of unpaired jobs."""
+    rows = []
+    for job in result["jobs"]:
+        v = job["verdict"]
+        common = {"cluster": job["before"][0], "job": job["before"][1], "job_after": job["after"][1],
+                  "pairing": job["basis"], "comparable": v["comparable"], "forced": job["forced"],
+                  "reasons": "; ".join(v["reasons"])}
+        for g in job["gpus"]:
+            gaps = g.get("gaps", [])
+            rows.append({**common, "level": "gpu", "gpu_before": g["before"]["name"], "gpu_after": g["after"]["name"],
+                         "gpu_key_before": g["before"]["gpu_key"], "gpu_key_after": g["after"]["gpu_key"],
+                         **_figures(g.get("deltas")),
+                         **({"gaps_vanished": sum(x["count_before"] for x in gaps if x["change"] == "vanished"),
+                             "gaps_appeared": sum(x["count_after"] for x in gaps if x["change"] == "appeared")}
+                            if "deltas" in g else {})})
+        rows.append({**common, "level": "job", **_figures(job.get("deltas"))})
+        for u in job["unpaired"]:
+            rows.append({**common, "level": f"unpaired-{u['side']}", f"gpu_{u['side']}": u["name"],
+                         f"gpu_key_{u['side']}": u["gpu_key"]})
+    for u in result["unpaired_jobs"]:
+        for key in u["gpus"]:
+            rows.append({"level": f"unpaired-{u['side']}", "cluster": u["job"][0], "job": u["job"][1],
+                         f"gpu_key_{u['side']}": key, "comparable": False, "reasons": f"job only {u['side']}"})
+    return rows
+
+
+def render_csv(result: dict) -> str:
+    """compare.csv: :func:`csv_rows` under :data:`CSV_COLUMNS` (text cells made safe for spreadsheets)."""
+    frame = pd.DataFrame(csv_rows(result), columns=CSV_COLUMNS, dtype=object)  # whole numbers stay whole
+    return csv_safe(frame).to_csv(index=False, lineterminator="\n")
+
+
+def _plain(obj):
+    """``obj`` with NaN as None and numpy scalars as Python's, for JSON."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return None if math.isnan(float(obj)) else float(obj)
+    return obj
+
+
+def _mark(forced: bool) -> str:
+    return " [forced: not comparable]" if forced else ""
+
+
+def _signed(x: float, unit: str, n: int = 2) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:+,.{n}f}{unit}"
+
+
+def _money(x) -> str:
+    return "-" if x is None or math.isnan(x) else f"${x:,.2f}"
+
+
+def _num(x, n: int = 2, unit: str = "") -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:,.{n}f}{unit}"
+
+
+def summary_lines(d: dict, forced: bool) -> list[str]:
+    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``); a figure that is
+    unknown (no stable iterations) reads ``-``."""
+    fb, fa, m = d["before"], d["after"], _mark(forced)
+    idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
+            f"({_signed(d['idle_pct_change_pts'], ' pts')}, noise floor {_num(d['noise_floor_pts'], 2, ' pts')}: "
+            f"{d['idle_change']}){m}")
+    it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
+          f"({_signed(d['iteration_change_pct'], ' %')}, noise floor {_num(d['iteration_noise_floor_pct'], 2, ' %')}: "
+          f"{d['iteration_change']}; speed-up {_num(d['speedup'], 3, 'x')}){m}")
+    if d["idle_change"] == "lower":
+        money = (f"saving {_money(d['saving_usd_per_month'])}/month at the after side's rates "
+                 f"({_money(-d['usd_change_fixed_rates'])} at the before side's){m}")
+    elif d["idle_change"] == "higher":
+        money = (f"idle cost up {_money(d['usd_change_after_rates'])}/month at the after side's rates "
+                 f"({_money(d['usd_change_fixed_rates'])} at the before side's){m}")
+    elif d["idle_change"] == "unknown":
+        money = f"noise floor unknown: no saving claimed (idle cost {_signed(d['usd_change_after_rates'], '')} $/month){m}"
+    else:
+        money = f"no change detectable: no saving claimed{m}"
+    cats = [f"{c} {_signed(d[f'cat_{c}_ms_per_iteration_change'], ' ms/iter', 3)} "
+            f"({_signed(d[f'cat_{c}_pct_change_pts'], ' pts')})" for c in CATEGORIES
+            if fb[f"cat_{c}_pct"] or fa[f"cat_{c}_pct"]]
+    return [f"- {idle}", f"- {it}", f"- {money}", f"- per category: {', '.join(cats) or 'none'}{m}"]
+
+
+def render_markdown(result: dict) -> str:
+    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat."""
+    lines = ["# Before and after", ""]
+    for s in result["sides"]:
+        lines.append(f"- {s['label']}: {md_text(s['source'])} ({s['gpus']} GPU(s)"
+                     + (f", {len(s['failed'])} failed report(s)" if s["failed"] else "") + ")")
+    for job in result["jobs"]:
+        v = job["verdict"]
+        title = md_text(job["before"][1]) + ("" if job["before"] == job["after"] else f" -> {md_text(job['after'][1])}")
+        lines += ["", f"## {title}", "", f"GPUs paired by {job['basis']}."]
+        lines.append("Comparable." if v["comparable"] else "Not comparable: " + md_text("; ".join(v["reasons"]))
+                     + (" (--force: every figure below is marked)" if job["forced"] else " (deltas withheld; --force shows them)"))
+        if "deltas" in job:
+            lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"])
+        for g in job["gpus"]:
+            lines += ["", f"### {g['before']['name']} -> {g['after']['name']}"]
+            if "deltas" in g:
+                lines += summary_lines(g["deltas"], job["forced"])
+                moved = [x for x in g["gaps"] if x["change"] != "kept"]
+                for x in moved:
+                    n, ns = (x["count_before"], x["ns_before"]) if x["change"] == "vanished" else (x["count_after"], x["ns_after"])
+                    lines.append(f"- gap {x['change']}: {n} x between {md_text(x['kernel_before'])} and "
+                                 f"{md_text(x['kernel_after'])} ({x['place']}; {x['category_before'] or x['category_after']}), "
+                                 f"{ns / 1e6:,.3f} ms in the roster{_mark(job['forced'])}")
+                if not moved:
+                    lines.append("- no gap vanished or appeared")
+        for u in job["unpaired"]:
+            lines.append(f"- unpaired ({u['side']} only): {u['name']} ({md_text(u['gpu_key'])} in "
+                         f"{md_text(os.path.basename(u['report']))})")
+    for u in result["unpaired_jobs"]:
+        lines += ["", f"Unpaired job ({u['side']} only): {md_text(u['job'][1])}, {len(u['gpus'])} GPU(s)"]
+    return "\n".join(lines) + "\n"
+
+
+def stacked_record(title: str, before: tuple, after: tuple, rosters: tuple) -> str:
+    """The seed's page of one job for both sides, stacked (docs/definitions.md#compare-records): the job's
+    medical record (:func:`pipeline.report.medical.job_record`: three lines and the five largest gaps) of the
+    before side under ``## Before``, then the after side's under ``## After``, headings one level down.
+    ``before``/``after``: ``(job title, fleet rows)``; ``rosters``: each side's ``(report, gpu_key) -> {"device":
+    [...]}``."""
+    out = [f"# Before and after: {md_text(title)}", ""]
+    for label, (job, rows), roster in zip(("Before", "After"), (before, after), rosters):
+        text = job_record(job, rows, roster)
+        body = [("#" + line if line.startswith("#") else line) for line in text.splitlines()]
+        out += [f"## {label}", ""] + body[2:] + [""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+#: The comparison folder's record of the files it wrote (:func:`pipeline.store.results.read_manifest`'s format).
+COMPARE_MANIFEST = ".compare-manifest.json"
+
+
+class CompareNotWritten(OSError):
+    """A file of the comparison is there and not one gpu-idle compare wrote (or was changed since): nothing
+    was written."""
+
+
+def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[str]:
+    """Write ``compare.csv``, ``compare.json``, ``compare.html`` and ``records/<job>.md`` (one stacked page
+    per job pair, :func:`stacked_record`) into ``out_dir``, each atomically (:func:`pipeline.io.write_text`),
+    then :data:`COMPARE_MANIFEST` listing them (size and SHA-256). A file it would overwrite must be listed
+    there with the bytes it holds (an earlier comparison's); records of an earlier comparison not written
+    again are removed, files it never wrote never touched. Returns the paths written.
+
+    Raises:
+        CompareNotWritten: a target is there and not the product's (nothing written).
+        OSError: a file cannot be written.
+    """
+    from ..io import file_entry, prune, real_dir, same_file
+    from ..store.results import drop_manifest, read_manifest, write_folder_manifest
+    from .medical import record_stem
+
+    texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)), "compare.html": html}
+    fleets = [load_results(s.folder).current for s in sides]
+    for job in result["jobs"]:
+        parts, rosters = [], []
+        for s, fleet, key in zip(sides, fleets, (job["before"], job["after"])):
+            rows = fleet[(fleet["cluster"].astype(str) == key[0]) & (fleet["job"].astype(str) == key[1])]
+            parts.append((key[1], rows))
+            rosters.append({k: {"device": d.get("device_roster", [])} for k, d in s.docs.items()})
+        title = job["before"][1] if job["before"] == job["after"] else f"{job['before'][1]} -> {job['after'][1]}"
+        rel = f"records/{record_stem(title)}.md"
+        text = stacked_record(title, parts[0], parts[1], tuple(rosters))
+        for label, s in zip(("Before", "After"), sides):  # each side's GPU pages are in its own folder
+            pages = os.path.relpath(os.path.join(s.folder, PAGES_DIR), os.path.join(out_dir, "records"))
+            head, sep, rest = text.partition(f"## {label}\n")
+            end = rest.find("\n## ") if label == "Before" else len(rest)
+            text = head + sep + rest[:end].replace(f"](../{PAGES_DIR}/", f"]({pages.replace(os.sep, '/')}/") + rest[end:]
+        texts[rel] = text
+    owned = (read_manifest(out_dir, COMPARE_MANIFEST) or {"files": {}})["files"]
+    foreign = sorted(rel for rel in texts if os.path.lexists(os.path.join(out_dir, rel))
+                     and (rel not in owned or not same_file(os.path.join(out_dir, rel), owned[rel])))
+    if foreign:
+        raise CompareNotWritten(f"{out_dir}: {', '.join(foreign)} there already and not written by gpu-idle compare "
+                                "(or changed since): move them away and run again; nothing written")
+    drop_manifest(out_dir, claim=list(texts), name=COMPARE_MANIFEST)
+    real_dir(os.path.join(out_dir, "records"))
+    for rel, text in texts.items():
+        write_text(os.path.join(out_dir, rel), text)
+    earlier = {rel[len("records/"):]: e for rel, e in owned.items() if rel.startswith("records/")}
+    gone = prune(os.path.join(out_dir, "records"), {os.path.basename(r) for r in texts if r.startswith("records/")},
+                 earlier)
+    kept = {rel: e for rel, e in owned.items() if rel not in texts and rel[len("records/"):] not in gone
+            and os.path.lexists(os.path.join(out_dir, rel))}
+    write_folder_manifest(out_dir, {**kept, **{rel: file_entry(os.path.join(out_dir, rel)) for rel in texts}}, None,
+                          name=COMPARE_MANIFEST)
+    return [os.path.join(out_dir, rel) for rel in texts]
+
+
+def remove_compare(out_dir: str) -> list[str]:
+    """Remove what an earlier comparison wrote into ``out_dir`` (the files its :data:`COMPARE_MANIFEST` lists
+    that still hold what it lists, then the manifest and the folders left empty); files it never wrote are
+    never touched. Returns the removed paths. Raises OSError when one cannot be removed."""
+    from ..io import remove_if_empty, same_file
+    from ..store.results import read_manifest
+
+    doc = read_manifest(out_dir, COMPARE_MANIFEST)
+    if doc is None:
+        return []
+    gone = []
+    for rel, entry in sorted(doc["files"].items()):
+        path = os.path.join(out_dir, rel)
+        if entry is not None and same_file(path, entry):
+            os.unlink(path)
+            gone.append(path)
+    os.unlink(os.path.join(out_dir, COMPARE_MANIFEST))
+    remove_if_empty(os.path.join(out_dir, "records"))
+    remove_if_empty(out_dir)
+    return gone
+
+
+def changed_jobs(before: pd.DataFrame, after: pd.DataFrame) -> set:
+    """The jobs (``(cluster, job)`` as text) of both fleet tables whose analysed rows differ: their set of
+    ``(report, gpu_key, window_ns, idle_ns)`` is not the same (docs/definitions.md#compare-in-the-sweep)."""
+    def signatures(fleet: pd.DataFrame) -> dict:
+        out: dict = {}
+        table = conform(fleet, [*JOB_KEY, "report", "gpu_key", "window_ns", "idle_ns"])
+        for r in table[table["status"] != "error"].to_dict("records"):
+            out.setdefault(_job(r), set()).add((str(r["report"]), str(r["gpu_key"]), _value(r["window_ns"]),
+                                                _value(r["idle_ns"])))
+        return out
+
+    b, a = signatures(before), signatures(after)
+    return {k for k in set(b) & set(a) if b[k] != a[k]}
+
+
+def report_style() -> str:
+    """The report's ``<style>`` block, read from its template (``report.html.j2``): the comparison page
+    looks like the report with no second copy of its CSS."""
+    import re
+
+    from .jinja import environment
+
+    env = environment()
+    source = env.loader.get_source(env, "report.html.j2")[0]
+    return re.search(r"<style>.*?</style>", source, re.S).group(0)
+
+
+def render_html(result: dict) -> str:
+    """compare.html: the verdict, the pairing and what changed per job and per GPU pair, in the report's look
+    (:func:`report_style`); self-contained, no script."""
+    from markupsafe import Markup
+
+    from .jinja import environment
+
+    def fmt(x, n=2, unit=""):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{n}f}{unit}"
+
+    def sfmt(x, n=2, unit=""):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+,.{n}f}{unit}"
+
+    from .html import signed_usd, usd
+
+    def known(f):
+        return lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f(x)
+
+    env = environment(fmt=fmt, sfmt=sfmt, money=known(usd), smoney=known(signed_usd))
+    return env.get_template("compare.html.j2").render(r=result, style=Markup(report_style()), categories=CATEGORIES)
+
+
+__all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",
+           "deltas", "gap_changes", "compare", "render_csv", "render_markdown", "stacked_record", "write_compare"]

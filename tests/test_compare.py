@@ -1,0 +1,369 @@
+"""Issue 27: ``gpu-idle compare BEFORE AFTER`` (docs/definitions.md#compare), through the real command.
+
+- a real export against itself: comparable, every delta zero, no gap vanished or appeared;
+- two ``--trim`` windows of one real export: not comparable (a trim window has no stable iterations), and
+  with ``--force`` the marked figures equal the idle worked out from the export's kernel rows by hand;
+- a generated pair with a planted change (a sync removed, a data stall halved): every delta as planted;
+- a pair of different programs, a pair with different GPU counts: not comparable, with the reason;
+- PyTorch profiler traces: one against itself (comparable, zero), two ranks of one job (paired by process
+  order, not comparable: a span window);
+- the page in headless Chromium without console errors;
+- a change inside the noise floor: "no change detectable", no saving; sides that cannot be trusted for kernel
+  names (gone, or profiled again under the same name); a sweep state folder as a side; the output folder's
+  safety; the sweep comparing a changed job with its last earlier night (point 5).
+
+On main (ad2aa88) there is no ``compare`` command: every test here fails there (``No such command``; the
+sweep test: no ``compare/compare.json`` in the night).
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import KINETO, PROFILES, chromium_load, run_cli
+from test_window import _plain_trimmed_idle  # the idle of the kernel rows' union, no pipeline code
+
+MS = 1_000_000
+B = 5_000_000_000
+REAL = PROFILES / "train_h100_2gpu_nccl.sqlite"
+
+
+def _export(path: Path, sync_ms: int, data_ms, iters: int = 12, gpus: int = 1,
+            names: tuple = ("fwd", "bwd")) -> None:
+    """Per iteration on each GPU (device d, process 10 + d, stream 7): kernel ``names[0]`` 4 ms, a gap of
+    ``sync_ms`` under one cudaStreamSynchronize (sync), kernel ``names[1]`` 3 ms, a gap of ``data_ms`` under a
+    cudaMemcpyAsync with its HtoD copy on stream 9 (data). Iteration = 4 + sync + 3 + data ms, all alike;
+    ``data_ms`` a tuple: the stalls of successive iterations, in turn."""
+    from pipeline.synth.writer import ExportWriter
+
+    w = ExportWriter(str(path))
+    w.session(system_clock_ns=B - 100 * MS, duration_ns=2_000_000_000)
+    for dev in range(gpus):
+        uuid = f"{dev:04x}aaaa"
+        w.gpu(dev, "NVIDIA H100 80GB HBM3", uuid=uuid)
+        w.cuda_device(dev, dev, 10 + dev, uuid=uuid)
+        t = B
+        for i in range(iters):
+            stall = round((data_ms[i % len(data_ms)] if isinstance(data_ms, tuple) else data_ms) * MS)
+            w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 4 * MS, name=names[0])
+            t += 4 * MS
+            if sync_ms:
+                w.runtime(pid=10 + dev, tid=1, start=t, end=t + sync_ms * MS, name="cudaStreamSynchronize_v3020")
+                t += sync_ms * MS
+            w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 3 * MS, name=names[1])
+            t += 3 * MS
+            if stall:
+                w.runtime(pid=10 + dev, tid=1, start=t, end=t + stall, name="cudaMemcpyAsync_v3020")
+                w.memcpy(pid=10 + dev, device=dev, stream=9, start=t, end=t + stall)
+                t += stall
+    w.close()
+
+
+def _compare(before, after, out: Path, *extra: str):
+    proc = run_cli("compare", str(before), str(after), "--out", str(out), *extra)
+    doc = json.loads((out / "compare.json").read_text(encoding="utf-8"))
+    with open(out / "compare.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return proc, doc, rows
+
+
+def _all_deltas(d: dict) -> list[float]:
+    """Every change figure of one deltas object."""
+    keys = [k for k in d if k.endswith(("_change_pts", "_change_pct", "_ms_per_iteration_change"))
+            or k.startswith("usd_change")]
+    return [d[k] for k in keys]
+
+
+def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_path):
+    proc, doc, rows = _compare(REAL, REAL, tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"] and job["verdict"]["reasons"] == []
+    assert job["basis"] == "device ordinal" and job["unpaired"] == [] and doc["unpaired_jobs"] == []
+    assert [(g["before"]["gpu_key"], g["after"]["gpu_key"]) for g in job["gpus"]] == [
+        ("pid144/dev0", "pid144/dev0"), ("pid145/dev1", "pid145/dev1")]
+    for d in [job["deltas"]] + [g["deltas"] for g in job["gpus"]]:
+        assert _all_deltas(d) and all(x == 0 for x in _all_deltas(d)), d
+        assert d["idle_change"] == "no change detectable" and d["saving_usd_per_month"] is None
+        assert d["speedup"] == 1.0
+    for g in job["gpus"]:
+        assert [x["change"] for x in g["gaps"]] and {x["change"] for x in g["gaps"]} == {"kept"}
+    kernels = [c for c in job["verdict"]["checks"] if c["check"] == "kernels"][0]
+    assert kernels["ok"] and "kernel time in shared names 100.00 % (Jaccard of names 1.000" in kernels["text"]
+    # the figures are the run's: the GPU's idle share is its fleet row's
+    fleet = {r["gpu_key"]: r for r in csv.DictReader(open(tmp_path / "c" / "before" / "fleet.csv", encoding="utf-8"))}
+    for r in (r for r in rows if r["level"] == "gpu"):
+        assert float(r["idle_pct_before"]) == pytest.approx(float(fleet[r["gpu_key_before"]]["idle_pct"]), abs=1e-4)
+        assert float(r["idle_pct_change_pts"]) == 0 and r["idle_change"] == "no change detectable"
+    assert "Comparable." in proc.stdout and "no gap vanished or appeared" in proc.stdout
+    assert "saving $" not in proc.stdout
+    # nothing analysed twice: the after side is the before side's stored result
+    assert f"gpu-idle compare: after: 0 report(s) analysed, 1 reused (run folder {tmp_path / 'c' / 'after'})" \
+        in proc.stderr
+    # the seed's page for both sides, stacked, in records/
+    page = (tmp_path / "c" / "records" / "train_h100_2gpu_nccl.md").read_text(encoding="utf-8")
+    first = page.split("## After")[0].split("## Before\n\n")[1]
+    assert first.startswith("Idle 9.34 % device-level over 2 GPU(s)") and "### 5 largest gaps" in first
+    assert page.split("## After\n\n")[1].splitlines()[0] == first.splitlines()[0]
+    link = page.split("](", 1)[1].split(")", 1)[0]
+    assert link == "../before/gpu-pages/train_h100_2gpu_nccl.sqlite__pid144_dev0__a4075b19fd.html"
+
+
+def test_two_trim_windows_of_a_real_export(tmp_path):
+    """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window
+    has no stable iterations, so no noise floor: not comparable. --force marks every figure; its idle shares
+    are those of the kernel rows' union in each window (one process per GPU: pid 144 on device 0, 145 on 1)."""
+    cuts = [(60_139_839_154, 60_263_645_000), (60_263_645_000, 60_383_678_936)]
+    folders = []
+    for i, (s, e) in enumerate(cuts):
+        out = tmp_path / f"t{i}"
+        run_cli("run", str(REAL), "--out", str(out), "--trim", f"{s / 1e9:.9f}", f"{e / 1e9:.9f}")
+        folders.append(out)
+    _, doc, rows = _compare(*folders, tmp_path / "c")
+    [job] = doc["jobs"]
+    assert not job["verdict"]["comparable"]
+    assert job["verdict"]["reasons"] == ["window trim with 0 stable iteration(s) before, trim with 0 stable "
+                                         "iteration(s) after (fewer than 3 stable iterations)"]
+    assert "deltas" not in job and all("deltas" not in g for g in job["gpus"])
+    assert all(r["idle_pct_before"] == "" for r in rows)
+    proc, doc, rows = _compare(*folders, tmp_path / "f", "--force", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["forced"]
+    for g, pid in zip(job["gpus"], (144, 145)):
+        d = g["deltas"]
+        pb = 100 * _plain_trimmed_idle(REAL, pid, *cuts[0]) / (cuts[0][1] - cuts[0][0])
+        pa = 100 * _plain_trimmed_idle(REAL, pid, *cuts[1]) / (cuts[1][1] - cuts[1][0])
+        assert d["before"]["idle_pct"] == pytest.approx(pb, abs=1e-9)
+        assert d["after"]["idle_pct"] == pytest.approx(pa, abs=1e-9)
+        assert d["idle_pct_change_pts"] == pytest.approx(pa - pb, abs=1e-9)
+        assert d["noise_floor_pts"] is None and d["idle_change"] == "unknown"
+    figures = [line for line in proc.stdout.splitlines() if line.startswith("- ")
+               and not line.startswith(("- before: ", "- after: "))]
+    assert figures and all(line.endswith("[forced: not comparable]") for line in figures)
+    assert all(r["forced"] == "True" for r in rows if r["level"] in ("gpu", "job"))
+
+
+def test_a_planted_change_gives_the_planted_deltas(tmp_path):
+    """Before: 4 ms kernel, 2 ms sync, 3 ms kernel, 4 ms data stall = 13 ms per iteration; after: the sync
+    removed and the stall halved: 4 + 3 + 2 = 9 ms. The periodic window keeps iterations 1-10 of 12 (the first
+    is warm-up, the last cut) on both sides, every iteration alike (noise floor 0). Rate: H100, $4.00/h,
+    730 h/month (configs/default.yaml)."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"], job["verdict"]
+    assert job["before"][1] == "before" and job["after"][1] == "after"   # the only job of each side
+    [g] = job["gpus"]
+    d = g["deltas"]
+    assert d["before"]["iterations"] == d["after"]["iterations"] == 10
+    assert d["before"]["idle_pct"] == pytest.approx(100 * 6 / 13) and d["after"]["idle_pct"] == pytest.approx(100 * 2 / 9)
+    assert d["idle_pct_change_pts"] == pytest.approx(100 * (2 / 9 - 6 / 13))
+    assert d["noise_floor_pts"] == 0 and d["idle_change"] == "lower"
+    assert d["before"]["iteration_ns"] == 13 * MS and d["after"]["iteration_ns"] == 9 * MS
+    assert d["iteration_change_pct"] == pytest.approx(100 * (9 - 13) / 13) and d["iteration_change"] == "faster"
+    assert d["speedup"] == pytest.approx(13 / 9)
+    assert d["cat_sync_ms_per_iteration_change"] == pytest.approx(-2.0)
+    assert d["cat_data_ms_per_iteration_change"] == pytest.approx(-2.0)
+    assert d["before"]["cat_data_ms_per_iteration"] == pytest.approx(4.0)
+    assert d["cat_sync_pct_change_pts"] == pytest.approx(-100 * 2 / 13)
+    assert d["cat_data_pct_change_pts"] == pytest.approx(100 * (2 / 9 - 4 / 13))
+    for c in ("comm", "boundary", "periodic", "launch", "cpu"):
+        assert d[f"cat_{c}_ms_per_iteration_change"] == 0 and d[f"cat_{c}_pct_change_pts"] == 0
+    usd_b, usd_a = round(6 / 13 * 4.0 * 730, 2), round(2 / 9 * 4.0 * 730, 2)   # 1347.69, 648.89
+    assert (d["usd_before_after_rates"], d["usd_after_after_rates"]) == (usd_b, usd_a)
+    assert (d["usd_before_fixed_rates"], d["usd_after_fixed_rates"]) == (usd_b, usd_a)   # the same rates
+    assert d["saving_usd_per_month"] == pytest.approx(usd_b - usd_a) == pytest.approx(698.80)
+    # the gaps: the ten syncs (after kernel fwd, the first of the iteration) vanished; the ten stalls kept
+    # (the last one ends the window, so no kernel follows it inside W)
+    assert [(x["change"], x["kernel_before"], x["kernel_after"], x["place"], x["count_before"], x["count_after"],
+             x["ns_before"], x["ns_after"]) for x in g["gaps"]] == [
+        ("kept", "bwd", "fwd", "kept iteration, after kernel 2", 9, 9, 36 * MS, 18 * MS),
+        ("vanished", "fwd", "bwd", "kept iteration, after kernel 1", 10, 0, 20 * MS, 0),
+        ("kept", "bwd", "(window end)", "kept iteration, after kernel 2", 1, 1, 4 * MS, 2 * MS)]
+    [gpu_row] = [r for r in rows if r["level"] == "gpu"]
+    assert gpu_row["gaps_vanished"] == "10" and gpu_row["gaps_appeared"] == "0"
+    assert gpu_row["saving_usd_per_month"] == "698.8"
+    assert "saving $698.80/month at the after side's rates" in proc.stdout
+    assert "gap vanished: 10 x between fwd and bwd" in proc.stdout
+
+
+def test_different_programs_are_not_comparable(tmp_path):
+    """The same timing, other kernel names: no kernel time in shared names."""
+    _export(tmp_path / "a.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "b.sqlite", sync_ms=2, data_ms=4, names=("gemm", "softmax"))
+    proc, doc, rows = _compare(tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["reasons"] == ["kernel time in shared names 0.00 % (Jaccard of names 0.000; needs 50 %)"]
+    assert "deltas" not in job and "deltas" not in job["gpus"][0]
+    assert "Not comparable: kernel time in shared names 0.00 %" in proc.stdout
+    assert "(deltas withheld; --force shows them)" in proc.stdout
+    assert [r["comparable"] for r in rows] == ["False", "False"] and rows[0]["idle_pct_before"] == ""
+
+
+def test_different_gpu_counts_are_not_comparable_and_the_unpaired_gpu_is_listed(tmp_path):
+    _export(tmp_path / "two.sqlite", sync_ms=2, data_ms=4, gpus=2)
+    _export(tmp_path / "one.sqlite", sync_ms=2, data_ms=4, gpus=1)
+    proc, doc, rows = _compare(tmp_path / "two.sqlite", tmp_path / "one.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["reasons"] == ["GPUs: 2 before, 1 after"]
+    assert job["basis"] == "device ordinal"
+    assert [(g["before"]["gpu_key"], g["after"]["gpu_key"]) for g in job["gpus"]] == [("GPU-0000aaaa", "GPU-0000aaaa")]
+    assert [(u["side"], u["gpu_key"]) for u in job["unpaired"]] == [("before", "GPU-0001aaaa")]
+    assert [r["level"] for r in rows] == ["gpu", "job", "unpaired-before"]
+    assert rows[2]["gpu_key_before"] == "GPU-0001aaaa"
+    assert "unpaired (before only): H100 #2 0001aaaa" in proc.stdout
+
+
+def test_pytorch_traces(tmp_path):
+    """A trace against itself: comparable (NVTX ProfilerStep iterations), every delta zero. Two ranks of one
+    job, one GPU each on devices 0 and 1: paired by process order; their windows are spans (no stable
+    iterations), so not comparable."""
+    v100 = KINETO / "v100_resnet_ns_rank0.json.gz"
+    _, doc, _ = _compare(v100, v100, tmp_path / "self")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"]
+    d = job["gpus"][0]["deltas"]
+    assert all(x == 0 for x in _all_deltas(d)) and d["idle_change"] == "no change detectable"
+    assert {x["change"] for x in job["gpus"][0]["gaps"]} <= {"kept"}
+    _, doc, _ = _compare(KINETO / "ws128_sampled_rank0.json.gz", KINETO / "ws128_sampled_rank1.json.gz",
+                         tmp_path / "ranks")
+    [job] = doc["jobs"]
+    assert job["basis"] == "process order"
+    assert [(g["before"]["device_ids"], g["after"]["device_ids"]) for g in job["gpus"]] == [("0", "1")]
+    assert job["verdict"]["reasons"] == ["window span with 0 stable iteration(s) before, span with 0 stable "
+                                         "iteration(s) after (fewer than 3 stable iterations)"]
+
+
+@pytest.mark.needs_chromium
+def test_the_page_renders_without_console_errors(tmp_path):
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "after.sqlite"), "--out", str(tmp_path / "c"))
+    page = tmp_path / "c" / "compare.html"
+    dom = chromium_load(page, tmp_path / "shot.png", "1280,900")
+    assert "Comparable." in dom and "saving $698.80/month" in dom and "vanished" in dom
+
+
+def test_a_side_whose_reports_are_gone_fails_the_kernel_check_saying_why(tmp_path):
+    """A run folder whose export was removed since: its stored figures are there, its kernel names are not,
+    so the same-program check cannot pass."""
+    _export(tmp_path / "x.sqlite", sync_ms=2, data_ms=4)
+    run_cli("run", str(tmp_path / "x.sqlite"), "--out", str(tmp_path / "run"))
+    (tmp_path / "x.sqlite").unlink()
+    _, doc, _ = _compare(tmp_path / "run", tmp_path / "run", tmp_path / "c")
+    [job] = doc["jobs"]
+    [reason] = job["verdict"]["reasons"]
+    assert reason.startswith("kernel names not read: ") and "x.sqlite" in reason
+    assert "deltas" not in job
+
+
+def test_a_sweep_state_folder_is_a_side(tmp_path):
+    """A sweep's latest night against a run folder: its stored results are read, nothing is run for it."""
+    for sub in ("in", "after"):
+        (tmp_path / sub).mkdir()
+    _export(tmp_path / "in" / "train.sqlite", sync_ms=2, data_ms=4)
+    run_cli("sweep", str(tmp_path / "in"), "--state-dir", str(tmp_path / "state"), "--night", "2026-01-01")
+    _export(tmp_path / "after" / "train.sqlite", sync_ms=0, data_ms=2)
+    run_cli("run", str(tmp_path / "after"), "--out", str(tmp_path / "run"))
+    proc, doc, _ = _compare(tmp_path / "state", tmp_path / "run", tmp_path / "c")
+    assert doc["sides"][0]["folder"] == str(tmp_path / "state" / "nights" / "2026-01-01")
+    assert "gpu-idle compare:" not in proc.stderr   # neither side was run
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"] and job["before"][1] == job["after"][1] == "train"
+    assert job["deltas"]["saving_usd_per_month"] == pytest.approx(698.80)
+    assert proc.stdout.splitlines()[0] == "train: comparable"
+
+
+def test_the_output_folder_keeps_what_gpu_idle_did_not_write(tmp_path):
+    """A second comparison into the same folder replaces the first's files (and removes its record of a job
+    no longer compared); a compare.csv of someone else's is never overwritten: exit 2, nothing written."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    out = tmp_path / "c"
+    run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "after.sqlite"), "--out", str(out))
+    first = sorted(p.name for p in (out / "records").iterdir())
+    run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "before.sqlite"), "--out", str(out))
+    second = sorted(p.name for p in (out / "records").iterdir())
+    assert len(first) == len(second) == 1 and first != second   # "before -> after", then "before"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "compare.csv").write_text("my numbers\n", encoding="utf-8")
+    proc = run_cli("compare", str(tmp_path / "before.sqlite"), str(tmp_path / "after.sqlite"), "--out", str(mine),
+                   check=False)
+    assert proc.returncode == 2 and "compare.csv there already and not written by gpu-idle compare" in proc.stderr
+    assert (mine / "compare.csv").read_text(encoding="utf-8") == "my numbers\n"
+    assert not (mine / "compare.json").exists()
+
+
+def test_a_change_inside_the_noise_floor_is_no_change_detectable_and_no_saving(tmp_path):
+    """Before, the data stall alternates 4 and 5 ms; after, 4 and 4.6 ms (the sync of 2 ms stays). Per iteration
+    idle is (2 + s) / (9 + s): 6/13 = 46.15 % and 7/14 = 50.00 % before (half-range 1.92 pts), 6/13 and
+    6.6/13.6 = 48.53 % after (half-range 1.19 pts). Over the window the idle share moves from 13/27 = 48.15 %
+    to 12.6/26.6 = 47.37 % (the window keeps iterations 1-10: five whole pairs): less than the floor, so no change
+    can be told and no saving is claimed, though the dollars did move."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=(4, 5))
+    _export(tmp_path / "after.sqlite", sync_ms=2, data_ms=(4, 4.6))
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"], job["verdict"]
+    d = job["gpus"][0]["deltas"]
+    assert d["noise_floor_pts"] == pytest.approx((700 / 14 - 600 / 13) / 2, abs=1e-3)   # the before side's, larger
+    assert d["before"]["idle_pct"] == pytest.approx(100 * 13 / 27) and d["after"]["idle_pct"] == pytest.approx(
+        100 * 12.6 / 26.6)
+    assert 0 < -d["idle_pct_change_pts"] < d["noise_floor_pts"]
+    assert d["iteration_noise_floor_pct"] == pytest.approx(100 * (14 - 13) / 13.5 / 2, abs=1e-3)
+    assert d["iteration_change"] == "no change detectable"   # 13.5 -> 13.3 ms: 1.48 % < 3.70 %
+    assert d["idle_change"] == "no change detectable" and d["saving_usd_per_month"] is None
+    assert d["usd_change_after_rates"] < 0
+    assert "no change detectable: no saving claimed" in proc.stdout and "saving $" not in proc.stdout
+    assert [r["saving_usd_per_month"] for r in rows] == ["", ""]
+
+
+def test_a_report_profiled_again_under_the_same_name_is_not_read_for_the_earlier_side(tmp_path):
+    """Profile, run, fix, profile again to the same path, run again: the before folder's report path now holds
+    the after capture, so its kernel names are not read from it (they would be the after side's)."""
+    path = tmp_path / "train.sqlite"
+    _export(path, sync_ms=2, data_ms=4)
+    run_cli("run", str(path), "--out", str(tmp_path / "before"))
+    _export(path, sync_ms=0, data_ms=2)   # written after the before folder's table (ns mtimes)
+    run_cli("run", str(path), "--out", str(tmp_path / "after"))
+    _, doc, _ = _compare(tmp_path / "before", tmp_path / "after", tmp_path / "c")
+    [job] = doc["jobs"]
+    [reason] = job["verdict"]["reasons"]
+    assert reason.startswith(f"kernel names not read: {path} changed since {tmp_path / 'before'} was written")
+    assert "deltas" not in job
+    # the after folder alone is fresh: against itself it is comparable
+    _, doc, _ = _compare(tmp_path / "after", tmp_path / "after", tmp_path / "c2")
+    assert doc["jobs"][0]["verdict"]["comparable"]
+
+
+def test_the_sweep_compares_a_changed_job_with_its_last_earlier_night(tmp_path):
+    """Night 1 profiles job ``train`` before the fix, night 2 after it (a new capture in a new folder): night 2
+    holds the comparison (the planted deltas) and its report links it; night 1 has none, and a third night
+    with night 2's inputs again (nothing changed) is made from night 2 without its comparison."""
+    state = tmp_path / "state"
+    for night, (sync, data) in (("2026-01-01", (2, 4)), ("2026-01-02", (0, 2))):
+        folder = tmp_path / night
+        folder.mkdir()
+        _export(folder / "train.sqlite", sync_ms=sync, data_ms=data)
+        run_cli("sweep", str(folder), "--state-dir", str(state), "--night", night)
+    assert not (state / "nights" / "2026-01-01" / "compare").exists()
+    night2 = state / "nights" / "2026-01-02"
+    doc = json.loads((night2 / "compare" / "compare.json").read_text(encoding="utf-8"))
+    assert doc["sides"][0]["folder"] == str(state / "nights" / "2026-01-01")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"] and job["before"] == job["after"] == ["default", "train"]
+    assert job["deltas"]["saving_usd_per_month"] == pytest.approx(698.80)
+    assert job["deltas"]["iteration_change_pct"] == pytest.approx(100 * (9 - 13) / 13)
+    assert (night2 / "compare" / "records" / "train.md").is_file()
+    page = (night2 / "report.html").read_text(encoding="utf-8")
+    assert '<a href="compare/compare.html">Changed jobs against the night before</a>' in page
+    manifest = json.loads((night2 / ".manifest.json").read_text(encoding="utf-8"))
+    assert "compare/compare.json" in manifest["files"]   # the night vouches for it
+    run_cli("sweep", str(tmp_path / "2026-01-02"), "--state-dir", str(state), "--night", "2026-01-03")
+    night3 = state / "nights" / "2026-01-03"
+    assert (night3 / "fleet.parquet").is_file() and not (night3 / "compare").exists()
+    assert "compare/compare.html" not in (night3 / "report.html").read_text(encoding="utf-8")
