@@ -202,16 +202,17 @@ def test_records_and_report_show_kind_capture_and_startup_wait(tmp_path):
     assert trn[4] == TRN_LINE
     run_cli("report", str(out), "--out", str(out / "report.html"))
     jobs = _cell((out / "report.html").read_text(encoding="utf-8"), "jobs")
-    assert "<th>kind</th>" in jobs and '<th class="num">window idle</th><th class="num">capture idle</th>' in jobs
+    assert "<th>kind</th>" in jobs and '<th class="num">window idle</th><th class="num" title=' in jobs
+    assert ">capture (left out)</th>" in jobs and ">start-up</th>" in jobs
 
     def row(job):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", re.search(rf'<tr data-job="{job}">(.*?)</tr>', jobs).group(1))
-        return [re.sub(r"<[^>]+>", "|", cells[i]).strip() for i in (2, 4, 5)]   # kind, window idle, capture idle
+        return cells[2:7]   # kind (its evidence on hover), GPUs, window idle, capture idle (left out), start-up wait
 
-    assert row("srv") == ["|serving| |NVTX range &#39;sglang::decode&#39; (window.serving_ranges)|", "57.45 %",
-                          "57.45 %||window leaves out 0.00 %|||start-up wait 200.000 ms|"]
-    assert row("trn") == ["|training| |NVTX range &#39;## backward ##&#39; (window.training_ranges)|", "16.67 %",
-                          "41.46 %||window leaves out 76.47 %|||start-up wait 1.000 ms|"]
+    assert row("srv") == ['<span class="tag kind" title="NVTX range &#39;sglang::decode&#39; (window.serving_ranges)">'
+                          'serving</span>', "1", "57.45 %", '57.45 % <span class="note">(0.00 %)</span>', "200.000 ms"]
+    assert row("trn") == ['<span class="tag kind" title="NVTX range &#39;## backward ##&#39; (window.training_ranges)">'
+                          'training</span>', "1", "16.67 %", '41.46 % <span class="note">(76.47 %)</span>', "1.000 ms"]
 
 
 def test_job_capture_weights_each_gpus_left_out_share_by_its_capture_idle():
@@ -229,11 +230,11 @@ def test_job_capture_weights_each_gpus_left_out_share_by_its_capture_idle():
             r("b", 167, 107, 94.3925, 46, 6, 5, "training", "NVTX range 'x' on gpu a")]
     c = job_capture(rows, {("r", "a"): "H100 #1 a", ("r", "b"): "H100 #2 b"})
     assert (c["kind"], c["source"], c["capture_ns"], c["capture_idle_ns"], c["startup_wait_ns"], c["startup_gpu"]) == (
-        "training", "NVTX range 'x'; NVTX range 'x' on gpu a", 372 * MS, 192 * MS, 5 * MS, "H100 #2 b")
+        "training", "NVTX range 'x'", 372 * MS, 192 * MS, 5 * MS, "H100 #2 b")   # the evidence: the first GPU's
     assert round(c["left_out_pct"], 4) == 86.4583 and round(c["capture_idle_pct"], 4) == 51.6129
     assert round(c["idle_pct"], 4) == 15.6627
     assert capture_line(c) == (
-        "Job kind: training (NVTX range 'x'; NVTX range 'x' on gpu a). The capture (first kernel to last) was idle "
+        "Job kind: training (NVTX range 'x'). The capture (first kernel to last) was idle "
         "51.61 % of 372.000 ms over 2 GPUs, the window 15.66 %: the window leaves out 86.46 % of the capture's idle. "
         "Start-up wait before the first kernel: 5.000 ms (the longest, H100 #2 b); apart, never priced.")
 

@@ -179,7 +179,8 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
     (dicts with the :data:`RECORD_COLUMNS`; ``names``: ``(report, gpu_key) -> display name``):
 
     * ``kind``: the GPUs' ``job_kind`` (one per job; kinds that differ, e.g. by a label on one report, joined by
-      ``", "`` in sorted order), ``source``: their distinct ``job_kind_source`` texts, sorted, ``"; "``-joined;
+      ``", "`` in sorted order), ``source``: the evidence, the first GPU's ``job_kind_source`` (rows in report,
+      GPU key order; the job's other GPUs quote the same evidence, naming the GPU it was found on);
     * ``capture_ns``, ``capture_idle_ns``: summed; ``capture_idle_pct`` = 100 × Σ ``capture_idle_ns`` /
       Σ ``capture_ns``, beside ``idle_pct`` = 100 × Σ ``idle_ns`` / Σ ``window_ns`` (the windows');
     * ``left_out_pct``: the share of the captures' idle the windows leave out, each GPU's
@@ -197,9 +198,9 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
                if r["window_left_out_idle_pct"] is not None and not pd.isna(r["window_left_out_idle_pct"]))
     window, idle = sum(_ns(r["window_ns"]) for r in rows), sum(_ns(r["idle_ns"]) for r in rows)
     longest = max(rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, rows in table order
-    sources = sorted({str(r["job_kind_source"]) for r in rows if isinstance(r.get("job_kind_source"), str)
-                      and r["job_kind_source"]})
-    return {"kind": ", ".join(sorted({r["job_kind"] for r in rows})), "source": "; ".join(sources),
+    source = next((str(r["job_kind_source"]) for r in rows if isinstance(r.get("job_kind_source"), str)
+                   and r["job_kind_source"]), "")
+    return {"kind": ", ".join(sorted({r["job_kind"] for r in rows})), "source": source,
             "capture_ns": capture, "capture_idle_ns": cap_idle,
             "capture_idle_pct": 100.0 * cap_idle / capture if capture else 0.0,
             "idle_pct": 100.0 * idle / window if window else 0.0,
