@@ -260,7 +260,11 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
-    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). ``profiler`` and ``untraced`` are never in it.
+    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). The rates it rests on
+    (docs/definitions.md#cost), over the GPUs with idle of the category: ``assumed_usd_per_month`` and
+    ``assumed_gpus`` (:func:`~pipeline.analysis.cost.assumed_split`), ``unpriced_gpus``; ``usd_per_month`` is NaN
+    when none of them is priced (:func:`~pipeline.analysis.cost.unpriced_total`), such an entry after the priced
+    ones of its part. ``profiler`` and ``untraced`` are never in it.
     Error rows take no part. Deterministic: rows sorted by report and GPU first.
     """
     ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)
