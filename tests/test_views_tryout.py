@@ -134,6 +134,12 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     assert re.sub(r"<[^>]+>", "|", cell) == "$292.00||2 GPU(s) unpriced|"
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "| 1 | cpu | $292.00 (2 GPU(s) unpriced) | 2.000× |" in md
+    assert "By cluster: lab $292.00 (2 GPU(s) unpriced)." in md
+    assert ">2 GPU(s) unpriced</span>" in re.search(r'<tr data-cluster="lab">(.*?)</tr>', _cell(page, "clusters")).group(1)
+    # the unpriced GPU's page: its recoverable dollars per category read unpriced (main: an empty cell)
+    (dark_page,) = (out / "gpu-pages").glob("dark*.html")
+    cpu = re.search(r'<tr data-category="cpu">(.*?)</tr>', dark_page.read_text(encoding="utf-8"), re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', cpu) == ["20.000 ms", "50.00 %", "unpriced"]
 
 
 def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):

@@ -380,6 +380,7 @@ def render_markdown(res: Results) -> str:
                 f"{md_text(m['job'])} {signed_usd(m['delta'])} ({_cause_text(m)})" for m in t["movers"][:3]) + ".")
         lines.append("")
     lines.append("By cluster: " + ", ".join(f"{md_text(c['cluster'])} {usd(c['idle_usd_per_month'])}"
+                                             + (f" ({c['unpriced_gpus']} GPU(s) unpriced)" if c["unpriced_gpus"] else "")
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:
