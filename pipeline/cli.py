@@ -284,11 +284,14 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     echo(format_fleet(fleet, wide=wide))
     failed = fleet[fleet["status"] == "error"]["report"].nunique()
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
+    from .analysis.cost import unpriced_total
     from .fleet.reduce import assumed_text, rate_assumptions
 
-    echo(f"\n{len(fleet) - len(fleet[fleet['status'] == 'error'])} GPU(s) in the fleet table, "
-         f"{failed} report(s) failed; fleet idle cost ${total_usd:,.2f}/month")
-    assumed = assumed_text(rate_assumptions(fleet))
+    ra, gpus = rate_assumptions(fleet), len(fleet) - len(fleet[fleet['status'] == 'error'])
+    # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost)
+    total = "unpriced" if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f"${total_usd:,.2f}/month"
+    echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed; fleet idle cost {total}")
+    assumed = assumed_text(ra)
     if assumed:  # on a line of its own: every line printed fits 120 columns
         echo("  " + assumed.removeprefix("; "))
     echo(wrote)

@@ -154,8 +154,16 @@ def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
         usd = {cat: sum(round(int(n) / int(w) * float(r) * 500.0, 2)
                         for n, w, r in zip(part[f"cat_{cat}_ns"], part["window_ns"], part["rate_usd_per_hour"]))
                for cat in model.CATEGORIES if cat not in model.CAVEATS and part[f"cat_{cat}_ns"].sum() > 0}
-        want += [(cat, f"${u:,.2f}", label) for cat, u in sorted(usd.items(), key=lambda cu: (-round(cu[1], 2), cu[0]))]
+        # the training export names no GPU model: its two GPUs are priced at the assumed H100 rate, and the md
+        # list marks the entries resting on them (~$, and how much: here all of it, on both GPUs)
+        assumed = part["rate_assumed"].astype(bool)
+        marked = {cat: (f"~${u:,.2f} (of which ${u:,.2f} at assumed rates, "
+                        f"{int((assumed & (part[f'cat_{cat}_ns'] > 0)).sum())} GPU(s))" if assumed.all() else f"${u:,.2f}")
+                  for cat, u in usd.items()}   # the GPUs an entry rests on: those with idle of its category
+        assert assumed.all() or not assumed.any()
+        want += [(cat, marked[cat], label) for cat, u in sorted(usd.items(), key=lambda cu: (-round(cu[1], 2), cu[0]))]
     assert [c for c, _, _ in want] == ["launch", "cpu", "cpu"]
+    assert want[0][1].startswith("~$") and want[2][1].startswith("$")   # tiny_2kernels' RTX 3080 is on the card
     assert old == new == want[:5]
     # the HTML report's cost formula names the hours the run priced with, not the default 730 (a tryout)
     run_cli("report", str(out), "--out", str(tmp_path / "report.html"))

@@ -131,7 +131,10 @@ def test_hostile_gpu_page(hostile_page):
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
     assert csp and csp.group(1) == ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                                     "script-src 'none'; base-uri 'none'; form-action 'none'")
-    labels = re.findall(r"<text [^>]*>([^<]*)</text>", page)   # the plot's title names the GPU as text
-    assert any(html.escape("GPU-" + UUID, quote=False) in label for label in labels)
+    # the timeline's title (above the picture, the GPU's one name; its full key on hover) names the GPU as text
+    caption = re.search(r'<figcaption id="timeline-title" title="([^"]*)">([^<]*)</figcaption>', page)
+    assert caption and html.unescape(caption.group(1)) == "GPU-" + UUID and "<" not in caption.group(1)
+    name = re.search(r'<h1 id="gpu-name" title="[^"]*">([^<]*)</h1>', page).group(1)   # only NAME_CHARS
+    assert caption.group(2) == f"{name} in evil.sqlite" and name.endswith(" #1 1111scri")
     dom = chromium_load(page_path, hostile_page / "hostile-gpu.png", "1200,1600")
     assert "<script" not in dom.lower() and html.escape(KERNEL, quote=False) in dom

@@ -10,6 +10,8 @@ import fnmatch
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from ..config import CostConfig, Rate
 from ..model import ASSUMED, NO_GPU_NAMED, RowWarning, WarningCode
 
@@ -134,6 +136,35 @@ def idle_usd_per_month(idle_fraction: float, usd_per_gpu_hour: float, hours_per_
     recoverable dollars (:mod:`pipeline.analysis.fixfirst`) all come from it. Raises ValueError or
     TypeError for values that are not numbers."""
     return float(idle_fraction) * float(usd_per_gpu_hour) * float(hours_per_month)
+
+
+def unpriced_total(priced, unpriced):
+    """Whether a USD total over GPUs is unpriced (docs/definitions.md#cost): none of the GPUs it sums is priced
+    (``priced``: their count) and some are ``unpriced`` (their count). Such a total is shown as unpriced with the
+    count, never as $0.00; a total with some priced GPUs is their sum and says how many are unpriced; a total over
+    no GPU is 0. Counts or integer arrays of counts (element-wise, a bool array back)."""
+    return (np.asarray(priced) == 0) & (np.asarray(unpriced) > 0)
+
+
+def priced_sum(values) -> float:
+    """The USD total of ``values`` (one USD figure per GPU, NaN for an unpriced GPU): the sum of the priced ones,
+    NaN when every one is unpriced (:func:`unpriced_total`), 0.0 for none. Raises ValueError or TypeError for
+    values that are not numbers."""
+    v = np.asarray(list(values), dtype=float)
+    nan = np.isnan(v)
+    # numpy's (pairwise) sum with NaN as 0: what the views summed before, to the last bit
+    return math.nan if bool(unpriced_total(int((~nan).sum()), int(nan.sum()))) else float(np.nansum(v))
+
+
+def assumed_split(usd, assumed, unpriced) -> dict:
+    """How much of a USD total over GPUs rests on assumed rates (docs/definitions.md#cost), the one definition
+    (the headline's, the printed total's, each fix-first entry's): ``usd`` the GPUs' USD figures (NaN where
+    unpriced), ``assumed`` their ``rate_assumed`` and ``unpriced`` their ``unpriced`` flags (aligned sequences).
+    Returns ``{"assumed_usd": the sum of the assumed GPUs' USD rounded to cents, "assumed_gpus": their count,
+    "unpriced_gpus": the unpriced GPUs' count}``."""
+    a, u = np.asarray(assumed, dtype=bool), np.asarray(unpriced, dtype=bool)
+    return {"assumed_usd": round(float(np.nansum(np.asarray(usd, dtype=float)[a])), 2), "assumed_gpus": int(a.sum()),
+            "unpriced_gpus": int(u.sum())}
 
 
 def amdahl_speedup(idle_fraction: float) -> float:

@@ -30,7 +30,8 @@ import pandas as pd
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
-from .cost import amdahl_speedup, idle_usd_per_month
+from ..schema import conform
+from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, unpriced_total
 
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
 IMPLAUSIBLE_SHARE = 0.9
@@ -47,7 +48,8 @@ REMEDIES = {
 }
 
 #: Columns of the fix-first list (:func:`fix_list`), in order.
-FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "speedup", "share_pct",
+FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "assumed_usd_per_month", "assumed_gpus",
+               "unpriced_gpus", "speedup", "share_pct",
                "remedy", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
                "low_confidence", "confidence_note", "implausible_speedup"]
 
@@ -198,10 +200,14 @@ def _group_columns(rows: pd.DataFrame) -> dict:
             # a row without a tier (none computed) is not trusted: read as low
             "tier": np.asarray([TIERS.index(t if t in TIERS else "low") for t in rows["confidence_tier"].tolist()]),
             "confidence_note": np.asarray(rows["confidence_note"].tolist(), dtype=object)}
+    rates = conform(rows, ["rate_assumed", "unpriced"])  # an older table: rate_assumed from its rate_source
+    cols["assumed"] = rates["rate_assumed"].astype(bool).to_numpy()
+    cols["unpriced"] = rates["unpriced"].astype(bool).to_numpy()
     for cat in fixable():
         cols[f"cat_{cat}"] = rows[f"cat_{cat}_ns"].fillna(0).to_numpy()
         cols[f"cat_{cat}_raw"] = rows[f"cat_{cat}_ns"].to_numpy(dtype=object)
         cols[f"usd_{cat}"] = rows[f"fix_{cat}_usd_per_month"].fillna(0).to_numpy()
+        cols[f"usd_{cat}_raw"] = rows[f"fix_{cat}_usd_per_month"].astype(float).to_numpy()
     return cols
 
 
@@ -245,9 +251,14 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
         notes = [] if is_trusted else sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in at})
         s = share(int(filled.sum()), window)
         raw = cols[f"cat_{cat}_raw"][part]
+        # the GPUs the entry rests on: its dollars' part at assumed rates, and unpriced when none is priced
+        rates = assumed_split(cols[f"usd_{cat}_raw"][part][at], cols["assumed"][part][at], cols["unpriced"][part][at])
+        unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
         entries.append({
             "scope": scope, "cluster": cluster, "job": job, "category": cat,
-            "usd_per_month": round(float(cols[f"usd_{cat}"][part].sum()), 2),
+            "usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
+            "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
+            "unpriced_gpus": rates["unpriced_gpus"],
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
@@ -256,7 +267,9 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "low_confidence": not is_trusted, "confidence_note": "; ".join(notes),
             "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
         })
-    entries.sort(key=lambda e: (-e["usd_per_month"], e["category"]))
+    # an unpriced entry (no dollars) after the priced ones
+    entries.sort(key=lambda e: (math.inf if e["usd_per_month"] != e["usd_per_month"] else -e["usd_per_month"],
+                                e["category"]))
     return entries
 
 
@@ -273,7 +286,11 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
-    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). ``profiler`` and ``untraced`` are never in it.
+    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). The rates it rests on
+    (docs/definitions.md#cost), over the GPUs with idle of the category: ``assumed_usd_per_month`` and
+    ``assumed_gpus`` (:func:`~pipeline.analysis.cost.assumed_split`), ``unpriced_gpus``; ``usd_per_month`` is NaN
+    when none of them is priced (:func:`~pipeline.analysis.cost.unpriced_total`), such an entry after the priced
+    ones of its part. ``profiler`` and ``untraced`` are never in it.
     Error rows take no part. Deterministic: rows sorted by report and GPU first.
     """
     ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.confidence import TRUSTED
+from ..analysis.cost import assumed_split, unpriced_total
 from ..analysis.fixfirst import rollup_columns
 from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
                       ROLLUP_INT_COLUMNS, TRUSTED_SUM, check_row, conform)
@@ -130,6 +131,32 @@ def _group_totals(rows: pd.DataFrame, by: list[str], spec: dict) -> pd.DataFrame
                          for name, (column, how) in spec.items()}).reset_index()
 
 
+def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """``out`` (the rollup's groups, keyed by ``by``) with each USD column empty (NaN) in the groups where no GPU
+    it sums is priced and some are ``unpriced`` (:func:`pipeline.analysis.cost.unpriced_total`): such a total is
+    unpriced, never $0.00. The GPUs a column sums: every analysed row of ``ok`` (``sum``), the ``rate_assumed``
+    ones (:data:`~pipeline.schema.ASSUMED_SUM`), the trusted ones (:data:`~pipeline.schema.TRUSTED_SUM`)."""
+    usd = [c for c in ROLLUP if c.unit == "USD/month" and c.source]
+    unpriced = ok["unpriced"].astype(bool)
+    if not len(out) or not unpriced.any():
+        return out
+    everyone = pd.Series(True, index=ok.index)
+    masks = {ASSUMED_SUM: ok["rate_assumed"].astype(bool), TRUSTED_SUM: ok["confidence_tier"].isin(TRUSTED)}
+    counts = pd.DataFrame({c: ok[c] for c in by})
+    for c in usd:
+        mask = masks.get(c.how, everyone)
+        counts[f"p_{c.name}"] = (ok[c.source].notna() & mask).astype("int64")
+        counts[f"u_{c.name}"] = (unpriced & mask).astype("int64")
+    sums = counts.groupby(by, sort=True).sum()
+    keys = pd.MultiIndex.from_frame(out[by]) if len(by) > 1 else pd.Index(out[by[0]])
+    sums = sums.reindex(keys).fillna(0)
+    out = out.copy()
+    for c in usd:
+        empty = unpriced_total(sums[f"p_{c.name}"].to_numpy(), sums[f"u_{c.name}"].to_numpy())
+        out[c.name] = out[c.name].where(~empty)
+    return out
+
+
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per-job or per-cluster totals.
 
@@ -143,7 +170,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     ``trusted_idle_usd_per_month``, the idle USD of the GPUs whose ``confidence_tier`` is trusted
     (:data:`pipeline.analysis.confidence.TRUSTED`; none for a table without tiers).
     Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
-    and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum.
+    and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
+    priced is empty, not 0 (:func:`_unpriced_totals`).
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
     ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
     100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
@@ -152,7 +180,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """
     # a table written before a source column existed: the rollup columns made of it are empty
     lacking = [c for c in ROLLUP if c.source and c.source not in fleet.columns]
-    fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed", "confidence_tier"])
+    fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed", "unpriced", "confidence_tier"])
     ok = fleet[fleet["status"] != "error"]
     assumed = [c for c in ROLLUP if c.how == ASSUMED_SUM]  # summed over the rate_assumed rows only
     if assumed:
@@ -172,6 +200,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         out[col] = out[col].fillna(0).astype("int64")
     for col in (c.name for c in ROLLUP if c.unit == "USD/month"):
         out[col] = out[col].astype(float).fillna(0.0).round(2)
+    out = _unpriced_totals(out, ok, by)
     with np.errstate(divide="ignore", invalid="ignore"):
         window = out["window_ns"].where(out["window_ns"] > 0)
         out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)
@@ -186,11 +215,11 @@ def rate_assumptions(fleet: pd.DataFrame) -> dict:
     """How much of the fleet's idle USD per month rests on assumed rates (docs/definitions.md#cost), over the
     analysed rows of ``fleet`` (an older table's ``rate_assumed`` comes from its ``rate_source``,
     :func:`~pipeline.schema.conform`): ``{"assumed_usd": USD/month of the rate_assumed GPUs, "assumed_gpus":
-    their count, "unpriced_gpus": GPUs left out of the dollars}``."""
+    their count, "unpriced_gpus": GPUs left out of the dollars}``
+    (:func:`pipeline.analysis.cost.assumed_split`)."""
     ok = conform(fleet[fleet["status"] != "error"], ["rate_assumed", "unpriced", "idle_usd_per_month"])
-    assumed = ok["rate_assumed"].astype(bool)
-    return {"assumed_usd": round(float(ok.loc[assumed, "idle_usd_per_month"].astype(float).sum()), 2),
-            "assumed_gpus": int(assumed.sum()), "unpriced_gpus": int(ok["unpriced"].astype(bool).sum())}
+    return assumed_split(ok["idle_usd_per_month"].astype(float).to_numpy(), ok["rate_assumed"].astype(bool).to_numpy(),
+                         ok["unpriced"].astype(bool).to_numpy())
 
 
 def assumed_text(ra: dict) -> str:

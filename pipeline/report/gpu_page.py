@@ -159,8 +159,10 @@ def _marks_of(timeline: dict) -> list:
     return [[i, a, b, ""] for i, (a, b) in enumerate(timeline.get("iterations", []))]
 
 
-def timeline_view(doc: dict, title: str) -> dict:
-    """The plain values :func:`pipeline.report.plots.gpu_lanes` draws (seconds from the capture start).
+def timeline_view(doc: dict, title: str = "") -> dict:
+    """The plain values :func:`pipeline.report.plots.gpu_lanes` draws (seconds from the capture start); ``title``
+    drawn above it (the page's picture has none: the page titles it with the GPU's one name, which needs the
+    fleet, while the picture is drawn by the worker that wrote the GPU's JSON, :func:`draw_timelines`).
 
     Every span list is merged to the drawing's resolution (context length / :data:`RESOLUTION`):
     the kernels of each lane, the device gaps per category, the stream roster's gaps per lane and
@@ -344,18 +346,21 @@ def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None). ``name``: the GPU's display
     name (:func:`~pipeline.report.medical.gpu_display_name`, which needs the fleet: the report gives
-    it); None: its model and key (:func:`page_names`)."""
+    it); None: its model and key (:func:`page_names`). ``picture_title``: the timeline's title, that name and the
+    report's file name (``H100 #3 9b5c4f8d in job000.sqlite``)."""
     s = doc.get("_summary") or {}
     tl = doc.get("timeline") or {}
     zero, zero_text = capture_zero(tl)
     own, report_name = page_names(doc)
+    name = name or own
     device = gap_rows(doc.get("device_roster", []), zero, "d")
     streams = gap_rows(doc.get("roster", []), zero, "s")
     device_more = more_gaps(s.get("device_gap_count"), s.get("device_gap_ns"), doc.get("device_roster", []))
     streams_more = more_gaps(s.get("gap_count"), s.get("gap_total_ns"), doc.get("roster", []))
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
-        "s": s, "doc": doc, "name": name or own, "gpu_key": doc["gpu_key"], "report_name": report_name, "rate_note": rate_note(s),
+        "s": s, "doc": doc, "name": name, "gpu_key": doc["gpu_key"], "report_name": report_name, "rate_note": rate_note(s),
+        "picture_title": f"{name} in {report_name}",
         "same_rosters": same_rosters(device, streams, device_more, streams_more),
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),
         "links": links,
@@ -369,14 +374,14 @@ def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
 
 
 def timeline_svg(doc: dict, plot_cache: str | None = None) -> str:
-    """The page's timeline (an ``<svg>`` string, :func:`pipeline.report.plots.gpu_lanes`) of the GPU's
-    JSON ``doc``, "" when it has no window; ``plot_cache``: where it is kept by its inputs
+    """The page's timeline (an ``<svg>`` string, :func:`pipeline.report.plots.gpu_lanes`, untitled: the page
+    titles it, :func:`page_context`'s ``picture_title``) of the GPU's JSON ``doc``, "" when it has no window; ``plot_cache``: where it is kept by its inputs
     (:func:`pipeline.report.plots.cached`), None draws it."""
     if not (doc.get("timeline") or {}).get("window"):
         return ""
-    name, report_name = page_names(doc)
-    view = timeline_view(doc, f"{name} in {report_name}")
-    return plots.cached(plot_cache, plots.gpu_lanes, view)
+    # no title in the picture: it is drawn from the JSON alone (ahead, by the worker), and the GPU's one name
+    # needs its number in the job; the page puts that name above it (picture_title)
+    return plots.cached(plot_cache, plots.gpu_lanes, timeline_view(doc))
 
 
 def draw_timelines(doc_paths: list[str], plot_cache: str) -> int:

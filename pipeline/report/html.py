@@ -185,7 +185,8 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
              f"{os.path.basename(worst['report'])})")
     svgs = {
         "fixes": plots.cached(plot_cache, plots.fix_first_usd,
-                              [{"category": e["category"], "usd_per_month": e["usd_per_month"]} for e in s["fixes"]]),
+                              [{"category": e["category"], "usd_per_month": e["usd_per_month"]} for e in s["fixes"]
+                               if e["usd_per_month"] == e["usd_per_month"]]),   # an unpriced entry has no bar
         "categories": plots.cached(plot_cache, plots.categories_by_job, s["categories"]),
         "spread": plots.cached(plot_cache, plots.spread_by_job, s["spread"]),
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
@@ -246,18 +247,44 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
         low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
         flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
             ["implausible speed-up"] if e["implausible_speedup"] else [])
-        lines.append(f"| {e['rank']} | {e['category']} | {usd(e['usd_per_month'])} | {e['speedup']:.3f}× | "
+        lines.append(f"| {e['rank']} | {e['category']} | {fix_usd_text(e)} | {e['speedup']:.3f}× | "
                      f"{md_text(e['remedy'])} | {', '.join(flags)} |")
-    return lines + [""]
+    shown = fixes[:TOP_FIXES]
+    legend = (["~$: the entry's dollars rest wholly or partly on assumed rates (how much is said beside them): the "
+               "GPUs' models are not on the rate card or not named, priced at the default model's rate "
+               "(`cost.default_model`)."] if any(e["assumed_gpus"] for e in shown) else []) + (
+        ["unpriced: GPUs with no rate-card entry of their own under `cost.unlisted: unpriced`, in no dollar figure; "
+         "an entry resting on them alone reads unpriced."] if any(e["unpriced_gpus"] for e in shown) else [])
+    return lines + ([""] + legend if legend else []) + [""]
+
+
+def fix_usd_text(e: dict) -> str:
+    """A fix-first entry's dollars as text (docs/definitions.md#cost): ``~$1,752.00 (of which $1,460.00 at assumed
+    rates, 1 GPU(s))`` when some rest on assumed rates, ``$292.00 (1 GPU(s) unpriced)``, ``unpriced (2 GPU(s))``
+    when none of its GPUs is priced; ``$292.00`` otherwise. The parts are the entry's ``assumed_usd_per_month``,
+    ``assumed_gpus`` and ``unpriced_gpus`` (:func:`pipeline.analysis.fixfirst.fix_list`)."""
+    if e["usd_per_month"] != e["usd_per_month"]:
+        return f"unpriced ({e['unpriced_gpus']} GPU(s))"
+    parts = ([f"of which {usd(e['assumed_usd_per_month'])} at assumed rates, {e['assumed_gpus']} GPU(s)"]
+             if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced"] if e["unpriced_gpus"] else [])
+    return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def trust_text(trust: dict) -> str:
     """One sentence cutting the headline by confidence tier (:func:`~pipeline.report.summary.trust_split`):
     the trusted dollars first, the toy and low ones apart."""
     tiers = trust["tiers"]
-    return (f"Of it, {usd(trust['trusted_usd'])}/month rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
-            f"tier medium or high); apart, {usd(trust['other_usd'])}/month on {trust['other_gpus']} GPU(s) of tier "
-            f"toy ({tiers['toy']['gpus']}) or low ({tiers['low']['gpus']}).")
+
+    def money(x: float) -> str:
+        return usd(x) if x != x else f"{usd(x)}/month"   # unpriced: no "/month"
+
+    def unpriced(n: int) -> str:
+        return f", {n} unpriced" if n else ""
+
+    return (f"Of it, {money(trust['trusted_usd'])} rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
+            f"tier medium or high{unpriced(trust['trusted_unpriced'])}); apart, {money(trust['other_usd'])} on "
+            f"{trust['other_gpus']} GPU(s) of tier toy ({tiers['toy']['gpus']}) or low ({tiers['low']['gpus']})"
+            f"{unpriced(trust['other_unpriced'])}.")
 
 
 def reconcile_text(rc: dict) -> str:
@@ -328,7 +355,7 @@ def render_markdown(res: Results) -> str:
     lines = _markdown_fixes(s["fixes"])
     if s["reconcile"] and s["fixes"]:
         lines += [reconcile_text(s["reconcile"]), ""]
-    lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}/month idle "
+    lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}{'' if s['fleet_usd'] != s['fleet_usd'] else '/month'} idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
@@ -353,6 +380,7 @@ def render_markdown(res: Results) -> str:
                 f"{md_text(m['job'])} {signed_usd(m['delta'])} ({_cause_text(m)})" for m in t["movers"][:3]) + ".")
         lines.append("")
     lines.append("By cluster: " + ", ".join(f"{md_text(c['cluster'])} {usd(c['idle_usd_per_month'])}"
+                                             + (f" ({c['unpriced_gpus']} GPU(s) unpriced)" if c["unpriced_gpus"] else "")
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:

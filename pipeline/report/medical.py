@@ -3,7 +3,9 @@
 Line 1: device-level idle % with the per-GPU spread (min and max GPU named).
 Line 2: category shares (category time over window time, both summed over the job's GPUs).
 Line 2 names the sub-threshold slivers that no category holds (unless the GPU
-is launch-bound), so the shares add up to the idle. Then the five largest
+is launch-bound), so the shares add up to the idle. Line 3: the job's kind with its evidence, the captures'
+idle beside the windows' and the share of it the windows leave out, and the start-up wait, apart
+(:func:`job_capture`, docs/definitions.md#job-kind). Then the five largest
 device-level gaps of the job (time when no stream runs a kernel; per-stream
 gaps on a side stream are not idle GPU time): its start in seconds on the report's
 clock (column ``start (report clock, s)``: export ns / 10⁹, the clock ``--trim`` takes; not the
@@ -12,7 +14,8 @@ NVTX range it falls in, width in ms and category, then a link per GPU to its pag
 ``gpu-idle report``: :mod:`pipeline.report.gpu_page`). GPUs have their one display name (model, number in the
 job and short id, ``H100 #3 9b5c4f8d``: :func:`gpu_display_name`); the page ends with one
 ``*[H100 #3 9b5c4f8d]: <gpu_key> in <report file>`` line per GPU (Markdown Extra abbreviations: the HTML
-report shows the full key on hover). After the idle cost, a job
+report shows the full key on hover). The idle cost says how many GPUs are unpriced (not in it), and reads
+``unpriced`` when none is priced (:func:`idle_cost_line`). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
 (:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
 escaped (:func:`~pipeline.text.md_text`: Markdown syntax, ``$`` math, control and bidirectional
@@ -30,6 +33,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..analysis.cost import priced_sum
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
@@ -136,7 +140,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
-                  "rate_model", "rate_assumed", "unpriced"]
+                  "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
+                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns"]
 
 
 def _ns(value) -> int:
@@ -167,6 +172,92 @@ def _assumed_lines(ok: list[dict], names: dict) -> list[str]:
         out.append("Unpriced (model not on the rate card or not named; `cost.unlisted: unpriced`), not in the idle cost: "
                    + ", ".join(names[(r["report"], r["gpu_key"])] for r in unpriced) + ".")
     return [""] + out if out else []
+
+
+def job_capture(ok: list[dict], names: dict) -> dict | None:
+    """What a job's windows keep of its captures (docs/definitions.md#job-kind), over its analysed rows ``ok``
+    (dicts with the :data:`RECORD_COLUMNS`; ``names``: ``(report, gpu_key) -> display name``):
+
+    * ``kind``: the GPUs' ``job_kind`` (one per job; kinds that differ, e.g. by a label on one report, joined by
+      ``", "`` in sorted order), ``source``: the evidence, the first GPU's ``job_kind_source`` (rows in report,
+      GPU key order; the job's other GPUs quote the same evidence, naming the GPU it was found on);
+    * ``capture_ns``, ``capture_idle_ns``: summed; ``capture_idle_pct`` = 100 × Σ ``capture_idle_ns`` /
+      Σ ``capture_ns``, beside ``idle_pct`` = 100 × Σ ``idle_ns`` / Σ ``window_ns`` (the windows');
+    * ``left_out_pct``: the share of the captures' idle the windows leave out, each GPU's
+      ``window_left_out_idle_pct`` weighted by its ``capture_idle_ns`` (0 when the captures hold no idle);
+    * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU, ``startup_gpu`` its name (the first by report
+      and GPU key among equals); shown apart, never priced.
+
+    None when no row has a ``job_kind`` (a table written before the column). Percentages 0..100, times int ns."""
+    rows = [r for r in ok if isinstance(r.get("job_kind"), str) and r["job_kind"]]
+    if not rows:
+        return None
+    capture = sum(_ns(r["capture_ns"]) for r in rows)
+    cap_idle = sum(_ns(r["capture_idle_ns"]) for r in rows)
+    left = sum(_ns(r["capture_idle_ns"]) * float(r["window_left_out_idle_pct"] or 0.0) for r in rows
+               if r["window_left_out_idle_pct"] is not None and not pd.isna(r["window_left_out_idle_pct"]))
+    window, idle = sum(_ns(r["window_ns"]) for r in rows), sum(_ns(r["idle_ns"]) for r in rows)
+    longest = max(rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, rows in table order
+    source = next((str(r["job_kind_source"]) for r in rows if isinstance(r.get("job_kind_source"), str)
+                   and r["job_kind_source"]), "")
+    return {"kind": ", ".join(sorted({r["job_kind"] for r in rows})), "source": source,
+            "capture_ns": capture, "capture_idle_ns": cap_idle,
+            "capture_idle_pct": 100.0 * cap_idle / capture if capture else 0.0,
+            "idle_pct": 100.0 * idle / window if window else 0.0,
+            "left_out_pct": left / cap_idle if cap_idle else 0.0,
+            "startup_wait_ns": _ns(longest["startup_wait_ns"]),
+            "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
+            "gpus": len(rows)}
+
+
+def job_captures(fleet: pd.DataFrame) -> dict:
+    """``(cluster, job) ->`` :func:`job_capture` of each job's analysed rows of ``fleet`` (a table of any age:
+    :func:`pipeline.schema.conform`), the GPUs named as every view names them (:func:`gpu_names`); a job
+    whose rows have no kind is left out."""
+    ok = fleet[fleet["status"] != "error"]
+    if not len(ok):
+        return {}
+    names = gpu_names(ok)
+    by_job: dict = {}
+    for (cluster, job), row in zip(zip(*(ok[c].tolist() for c in JOB_KEY)), _plain_rows(ok)):
+        by_job.setdefault((str(cluster), str(job)), []).append(row)
+    out = {}
+    for key, rows in by_job.items():
+        c = job_capture(sorted(rows, key=lambda r: (str(r["report"]), str(r["gpu_key"]))), names)
+        if c is not None:
+            out[key] = c
+    return out
+
+
+def capture_line(c: dict) -> str:
+    """The medical record's line on the job's kind and captures (:func:`job_capture`'s ``c``), e.g. ``Job kind:
+    serving (NVTX range 'sglang::decode' (window.serving_ranges)). The capture (first kernel to last) was idle
+    50.10 % of 2,464.000 ms, the window 0.00 %: the window leaves out 99.99 % of the capture's idle. Start-up wait
+    before the first kernel: 1,234.567 ms (apart, never priced).``; the evidence is profile text, escaped."""
+    kind = f"Job kind: {md_text(c['kind'])}" + (f" ({md_text(c['source'])})" if c["source"] else "") + "."
+    gpus = "" if c["gpus"] == 1 else f" over {c['gpus']} GPUs"
+    text = (f"{kind} The capture (first kernel to last) was idle {c['capture_idle_pct']:.2f} % of {_ms(c['capture_ns'])}"
+            f"{gpus}, the window {c['idle_pct']:.2f} %: the window leaves out {c['left_out_pct']:.2f} % of the "
+            "capture's idle.")
+    if c["startup_wait_ns"]:
+        text += (f" Start-up wait before the first kernel: {_ms(c['startup_wait_ns'])}"
+                 + (f" (the longest, {c['startup_gpu']})" if c["gpus"] > 1 else "") + "; apart, never priced.")
+    return text
+
+
+def idle_cost_line(ok: list[dict], of_which: str) -> str:
+    """The record's idle-cost line over the job's analysed rows ``ok``: ``Idle cost: $X per month for these GPUs``
+    (``of_which``: its profiler and untraced parts, e.g. ``$1.00 profiler``), saying how many GPUs are unpriced and
+    not in it; ``Idle cost: unpriced (N GPU(s) ...)`` when none is priced (:func:`~pipeline.analysis.cost.priced_sum`),
+    never $0.00."""
+    usd = priced_sum([r["idle_usd_per_month"] for r in ok])
+    unpriced = sum(1 for r in ok if r["unpriced"])
+    if usd != usd:
+        return (f"Idle cost: unpriced ({unpriced} GPU(s) with no rate-card entry of their own; `cost.unlisted: "
+                "unpriced`).")
+    return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
+            + (f" (of which {of_which}: not the application's)" if of_which else "")
+            + (f"; {unpriced} GPU(s) unpriced, not in it." if unpriced else "."))
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
@@ -217,6 +308,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
             f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
             + (f" · not the application's: {apart}" if apart else ""))
+        capture = job_capture(ok, names)
+        if capture is not None:
+            lines.append(capture_line(capture))
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]
@@ -237,20 +331,21 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         lines += [f"- [{name}](../{PAGES_DIR}/{gpu_page_name(str(report), str(key))})"
                   for (report, key), name in names.items()]
         # numpy's (pairwise) sum with NaN as 0, exactly as pandas sums the column
-        usd = float(np.nansum(np.array([r["idle_usd_per_month"] for r in ok], dtype=float)))
         caveat_usd = [(cat, float(np.nansum(np.array([r[f"{cat}_usd_per_month"] for r in ok], dtype=float))))
                       for cat in CAVEATS]
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += _assumed_lines(ok, names)
-        lines += ["", f"Idle cost: ${usd:,.2f} per month for these GPUs"
-                  + (f" (of which {of_which}: not the application's)." if of_which else ".")]
+        lines += ["", idle_cost_line(ok, of_which)]
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
             comm = sum(_ns(r["comm_ns"]) for r in ok)
-            comm_usd = float(np.nansum(np.array([r["comm_exposed_usd_per_month"] for r in ok], dtype=float)))
+            comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in ok if _ns(r["comm_exposed_ns"])])
+            priced = "unpriced" if comm_usd != comm_usd else (
+                f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} "
+                "per month")
             lines.append(f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
                          f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
-                         f"${comm_usd:,.2f} per month (busy time, not in the idle cost).")
+                         f"{priced} (busy time, not in the idle cost).")
         lines += [""] + [f"*[{name}]: {md_text(key)} in {md_text(os.path.basename(str(report).rstrip('/')))}"
                   for (report, key), name in names.items()]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):

@@ -345,7 +345,8 @@ def gpu_lanes(view: dict) -> str:
     (the longest device gaps, numbered as in the page's table; one band per category present, in
     category order); ``lanes`` ``[{label, kind, direction,
     spans, gaps: {category: spans}}]`` (kernels of a stream, or copies of a direction, with the
-    stream's longest gaps by category); ``title``; ``xlabel`` what the seconds count from (default:
+    stream's longest gaps by category); ``title`` (none or empty: no title, the page gives it); ``xlabel`` what
+    the seconds count from (default:
     the Nsight Systems timeline's zero).
     """
     lanes = view["lanes"]
@@ -366,7 +367,7 @@ def gpu_lanes(view: dict) -> str:
     # is drawn once, not three times, and a page per GPU of the whole fleet is drawn every night.
     left = LANE_LABEL_INCH * max(len(r) for r in rows) + 0.25
     bottom = 0.75 + 0.24 * -(-len(handles) // LEGEND_COLUMNS)
-    above = 0.4  # the title
+    above = 0.4 if view.get("title") else 0.15  # the title, if any
     height = LANE_INCH * n + bottom + above
     fig = Figure(figsize=(WIDTH, height))
     fig.subplots_adjust(left=min(left, WIDTH / 2) / WIDTH, right=1 - 0.35 / WIDTH, bottom=bottom / height,
@@ -406,7 +407,8 @@ def gpu_lanes(view: dict) -> str:
     ax.ticklabel_format(axis="x", useOffset=False, style="plain")
     ax.set_xlabel(view.get("xlabel", "seconds from the capture start (as the Nsight Systems timeline shows them)")
                   + "; dashed lines: the analysis window, grey: the context around it")
-    ax.set_title(view["title"], fontsize=10, loc="left")
+    if view.get("title"):
+        ax.set_title(view["title"], fontsize=10, loc="left")
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.05 / height),
                ncol=min(len(handles), LEGEND_COLUMNS), frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)

@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import glob
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
 from ..analysis.confidence import TIERS, TRUSTED, KindFigures
+from ..analysis.cost import unpriced_total
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
@@ -35,7 +37,7 @@ from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
-from .medical import gpu_names, job_keys, job_titles, record_stems
+from .medical import gpu_names, job_captures, job_keys, job_titles, record_stems
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")
@@ -338,7 +340,8 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     GPUs: ``comm_ns``, ``overlapped_ns``, ``exposed_ns``, ``window_ns`` (int ns), ``exposed_pct``
     (of the summed windows, 0..100), ``usd`` (sum of ``comm_exposed_usd_per_month``) and ``gpus``
     (those with exposed communication). None when no GPU has any (a table written before the columns
-    existed has none: :func:`pipeline.schema.conform`)."""
+    existed has none: :func:`pipeline.schema.conform`); ``usd`` is NaN when those GPUs are all unpriced
+    (:func:`~pipeline.analysis.cost.unpriced_total`)."""
     ok = conform(ok_rows(fleet))
     if not len(ok):
         return None
@@ -346,11 +349,13 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     if int(exposed.sum()) == 0:
         return None
     window = int(ok["window_ns"].astype("int64").sum())
+    priced = ok.loc[exposed > 0, "comm_exposed_usd_per_month"].notna()   # the GPUs with exposed communication
     return {"comm_ns": int(ok["comm_ns"].fillna(0).astype("int64").sum()),
             "overlapped_ns": int(ok["comm_overlapped_ns"].fillna(0).astype("int64").sum()),
             "exposed_ns": int(exposed.sum()), "window_ns": window,
             "exposed_pct": 100.0 * float(exposed.sum()) / float(window) if window else 0.0,
-            "usd": float(ok["comm_exposed_usd_per_month"].astype(float).sum()), "gpus": int((exposed > 0).sum())}
+            "usd": (math.nan if unpriced_total(int(priced.sum()), int((~priced).sum()))
+                    else float(ok["comm_exposed_usd_per_month"].astype(float).sum())), "gpus": int((exposed > 0).sum())}
 
 
 #: Entries of the fleet's fix-first list shown in the Markdown variant.
@@ -461,14 +466,24 @@ def trust_split(fleet: pd.DataFrame) -> dict:
     over the analysed GPUs: ``trusted_usd`` and ``trusted_gpus`` (tiers ``medium`` and ``high``),
     ``other_usd`` and ``other_gpus`` (``toy``, ``low``, and a row without a tier), and per tier of
     :data:`~pipeline.analysis.confidence.TIERS` ``tiers[tier] = {"gpus", "usd"}``. ``trusted_usd +
-    other_usd`` is :func:`fleet_usd` (to rounding)."""
-    ok = ok_rows(with_fix_columns(fleet))
+    other_usd`` is :func:`fleet_usd` (to rounding). A part whose GPUs are all unpriced has NaN dollars (unpriced,
+    :func:`~pipeline.analysis.cost.unpriced_total`), never 0; ``trusted_unpriced``, ``other_unpriced`` and each
+    tier's ``unpriced`` count the unpriced GPUs."""
+    ok = conform(ok_rows(with_fix_columns(fleet)), ["unpriced"])
     usd = ok["idle_usd_per_month"].astype(float).fillna(0.0)
+    unpriced = ok["unpriced"].astype(bool)
     tier = ok["confidence_tier"].astype(object)
-    tiers = {t: {"gpus": int((tier == t).sum()), "usd": float(usd[tier == t].sum())} for t in TIERS}
+
+    def total(part: pd.Series) -> float:   # unpriced when none of the part's GPUs is priced
+        n = int(unpriced[part].sum())
+        return math.nan if unpriced_total(int(part.sum()) - n, n) else float(usd[part].sum())
+
+    tiers = {t: {"gpus": int((tier == t).sum()), "usd": total(tier == t), "unpriced": int(unpriced[tier == t].sum())}
+             for t in TIERS}
     good = tier.isin(TRUSTED)
-    return {"trusted_usd": float(usd[good].sum()), "trusted_gpus": int(good.sum()),
-            "other_usd": float(usd[~good].sum()), "other_gpus": int((~good).sum()), "tiers": tiers}
+    return {"trusted_usd": total(good), "trusted_gpus": int(good.sum()), "trusted_unpriced": int(unpriced[good].sum()),
+            "other_usd": total(~good), "other_gpus": int((~good).sum()), "other_unpriced": int(unpriced[~good].sum()),
+            "tiers": tiers}
 
 
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, trusted: bool | None = None) -> list[dict]:
@@ -605,7 +620,8 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
     def cents(x: float) -> int:
         return int(round(x * 100))
 
-    c = {"headline": cents(fleet_usd(fleet)), "fixes": sum(cents(e["usd_per_month"]) for e in fixes),
+    c = {"headline": cents(fleet_usd(fleet)),   # an unpriced entry (NaN) has no dollars: nothing to add
+         "fixes": sum(cents(e["usd_per_month"]) for e in fixes if e["usd_per_month"] == e["usd_per_month"]),
          "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler")),
          "untraced": cents(caveat("untraced")), "other": cents(share(other))}
     c["rounding"] = c["headline"] - sum(v for k, v in c.items() if k != "headline")
@@ -624,6 +640,13 @@ def stragglers(fleet: pd.DataFrame) -> list[dict]:
             for c, j, r, g, p in zip(rows["cluster"], rows["job"], rows["report"], rows["gpu_key"], rows["idle_pct"])]
 
 
+def by_cost(jobs: list[dict]) -> list[dict]:
+    """The rollup rows ``jobs`` most expensive first (``idle_usd_per_month``; ties keep their order), those whose
+    dollars are unpriced (NaN) last."""
+    return sorted(jobs, key=lambda j: -math.inf if j["idle_usd_per_month"] != j["idle_usd_per_month"]
+                  else float(j["idle_usd_per_month"]), reverse=True)
+
+
 def summarise(res: Results) -> dict:
     """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
     # an older table gets the fix columns (the rollups need them too), then every column it lacks
@@ -637,6 +660,8 @@ def summarise(res: Results) -> dict:
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
+    captures = job_captures(fleet)
+    ra = rate_assumptions(fleet)
     top_rows, names = [], gpu_names(fleet)
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
@@ -653,7 +678,9 @@ def summarise(res: Results) -> dict:
         "hours_per_month": run_hours(res.run_dir or res.source),
         "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
         "nights_count": len(dates),
-        "fleet_usd": fleet_usd(fleet), "rates_assumed": rate_assumptions(fleet), "trust": trust_split(fleet),
+        # all unpriced: the headline reads unpriced (NaN), never $0.00 (the trend keeps fleet_usd's 0)
+        "fleet_usd": math.nan if unpriced_total(len(ok) - ra["unpriced_gpus"], ra["unpriced_gpus"]) else fleet_usd(fleet),
+        "rates_assumed": ra, "trust": trust_split(fleet),
         "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}
@@ -661,7 +688,9 @@ def summarise(res: Results) -> dict:
         "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
         "clusters": clusters.to_dict("records"),
-        "jobs": [dict(j, anchor=anchors.get((str(j["cluster"]), str(j["job"])))) for j in jobs.to_dict("records")],
+        "jobs": by_cost([dict(j, anchor=anchors.get((str(j["cluster"]), str(j["job"]))),
+                              capture=captures.get((str(j["cluster"]), str(j["job"]))))
+                         for j in jobs.to_dict("records")]),
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
