@@ -437,6 +437,15 @@ class ConfidenceConfig:
     serving_high_min_window_ns: Nanoseconds = 60_000_000_000
 
 
+@dataclass(frozen=True)
+class MeterConfig:
+    """``meter:``: the sampled meter shown beside the device-level truth (docs/definitions.md#sampled-meter;
+    :func:`pipeline.analysis.meter.sampled_periods`). ``sample_ns``: its sample period (ns); the default,
+    166,666,667 ns (1/6 s), is the shortest period NVML's utilisation counter averages over."""
+
+    sample_ns: AtLeastOne = 166_666_667
+
+
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.
 MIN_WORKER_MEMORY = 512 * 2**20
 
@@ -589,6 +598,7 @@ class Config:
 
     analysis: AnalysisConfig = AnalysisConfig()
     confidence: ConfidenceConfig = ConfidenceConfig()
+    meter: MeterConfig = MeterConfig()
     categories: CategoryRules = CategoryRules()
     window: WindowRules = WindowRules()
     cost: CostConfig = CostConfig()
@@ -720,7 +730,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
     patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
     data = data or {}
-    allowed = {"analysis", "confidence", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
+    allowed = {"analysis", "confidence", "meter", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -734,7 +744,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     if not isinstance(labels, list):
         raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")
     sections = {name: _build(cls, data.get(name), where, name) for name, cls in (
-        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
+        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("meter", MeterConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
         ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig))}
     return Config(cost=_build(CostConfig, cost, where, "cost"),
                   labels=tuple(_build(LabelRule, r, where, f"labels.{i}") for i, r in enumerate(labels)),

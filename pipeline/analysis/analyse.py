@@ -15,7 +15,7 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, overlap
+from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, meter, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
@@ -241,6 +241,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     spread = confidence.spread_pct(kept_lengths)
     idle_low, idle_high = confidence.idle_range(kept_starts, w1, *runs)
     bursts = confidence.bursts(*runs, cfg.confidence.serving_burst_gap_ns)
+    sampled = meter.sampled_periods(*runs, w0, w1, cfg.meter.sample_ns)  # (periods, busy periods)
     model = labels.get("gpu_model") or trace.gpu_model
     mig = cost.MigShare(trace.sms, trace.board_sms) if trace.mig else None
     choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note)
@@ -279,6 +280,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "idle_pct": round(100.0 * idle_fraction, 4),
         "idle_pct_low": idle_low, "idle_pct_high": idle_high,
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
+        "busy_pct": round(100.0 * dev.busy_ns / dev.window_ns, 4) if dev.window_ns > 0 else 0.0,
+        "sample_periods": sampled[0], "sampled_busy_periods": sampled[1],
+        "sampled_util_pct": meter.util_pct(sampled[1], sampled[0]),
         "gap_count": int(lengths.size), "gap_total_ns": int(lengths.sum()),
         "max_gap_ns": int(lengths.max()) if lengths.size else 0,
     }

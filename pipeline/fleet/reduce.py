@@ -205,6 +205,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         window = out["window_ns"].where(out["window_ns"] > 0)
         out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)
         out["comm_exposed_pct"] = (100.0 * out["comm_exposed_ns"] / window).round(4)
+        out["busy_pct"] = (100.0 * out["busy_ns"] / window).round(4)
+        periods = out["sample_periods"].where(out["sample_periods"] > 0)
+        out["sampled_util_pct"] = (100.0 * out["sampled_busy_periods"] / periods).round(4)
     for c in lacking:
         out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
     out = out[[*by, *ROLLUP_COLUMNS]]

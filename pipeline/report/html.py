@@ -92,7 +92,7 @@ CAVEAT_MEANINGS = {
 @functools.lru_cache(maxsize=None)
 def _env() -> Environment:
     """The report page's Jinja environment, made once per process: it keeps its compiled templates."""
-    return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, assumed_text=assumed_text)
+    return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, assumed_text=assumed_text, meter_text=meter_text)
 
 
 #: Markdown syntax a medical record never needs and profile text must never reach: links,
@@ -287,6 +287,16 @@ def trust_text(trust: dict) -> str:
             f"{unpriced(trust['other_unpriced'])}.")
 
 
+def meter_text(meter: dict, fleet_usd: float) -> str:
+    """One sentence setting what a sampled utilisation meter would read beside the truth
+    (:func:`~pipeline.report.summary.meter_summary`; docs/definitions.md#sampled-meter): the meter's reading, the
+    device-level idle share and the idle cost per month ``fleet_usd`` (USD; NaN: unpriced)."""
+    money = usd(fleet_usd) if fleet_usd != fleet_usd else f"{usd(fleet_usd)}/month"
+    return (f"A sampled meter (nvidia-smi's GPU-Util: did any kernel run in each period of `meter.sample_ns`, 1/6 s "
+            f"by default) would read {pct(meter['sampled_util_pct'])} busy; the GPUs were idle "
+            f"{pct(meter['idle_pct'])} of the time: {money}.")
+
+
 def reconcile_text(rc: dict) -> str:
     """One sentence saying how the fix-first list adds up to the headline idle cost
     (:func:`~pipeline.report.summary.reconcile`): the list, the slivers no category holds, profiler and
@@ -359,6 +369,8 @@ def render_markdown(res: Results) -> str:
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
+    if s["meter"]:
+        lines += [meter_text(s["meter"], s["fleet_usd"]), ""]
     if s["comm"]:
         c = s["comm"]
         lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.cost import priced_sum
+from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
@@ -141,7 +142,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
-                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns"]
+                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
+                  "sampled_busy_periods"]
 
 
 def _ns(value) -> int:
@@ -208,6 +210,21 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "startup_wait_ns": _ns(longest["startup_wait_ns"]),
             "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
             "gpus": len(rows)}
+
+
+def meter_line(ok: list[dict]) -> str:
+    """The medical record's line on the sampled meter beside the truth (docs/definitions.md#sampled-meter), over the
+    job's analysed rows ``ok`` that have the meter's columns, e.g. ``Sampled meter: would read 100.00 % busy (10 of
+    10 periods had a kernel); device-level busy 2.58 %.``; ``""`` when none has them (an older table)."""
+    rows = [r for r in ok if not pd.isna(r["sample_periods"])]
+    periods = sum(int(r["sample_periods"]) for r in rows)
+    if not periods:
+        return ""
+    busy_periods = sum(int(r["sampled_busy_periods"]) for r in rows)
+    window = sum(int(r["window_ns"]) for r in rows)
+    busy = sum(int(r["busy_ns"]) for r in rows)
+    return (f"Sampled meter: would read {util_pct(busy_periods, periods):.2f} % busy ({busy_periods} of {periods} "
+            f"periods of `meter.sample_ns` had a kernel); device-level busy {100.0 * busy / window:.2f} %.")
 
 
 def job_captures(fleet: pd.DataFrame) -> dict:
@@ -311,6 +328,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         capture = job_capture(ok, names)
         if capture is not None:
             lines.append(capture_line(capture))
+        meter = meter_line(ok)
+        if meter:
+            lines.append(meter)
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from ..analysis import fixfirst
 from ..analysis.confidence import TIERS, TRUSTED, KindFigures
 from ..analysis.cost import unpriced_total
+from ..analysis.meter import util_pct
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
@@ -461,6 +462,24 @@ def run_hours(folder: str | None) -> float:
 FIX_GPUS = 3
 
 
+def meter_summary(fleet: pd.DataFrame) -> dict | None:
+    """The sampled meter beside the truth over the analysed GPUs of ``fleet`` (docs/definitions.md#sampled-meter):
+    ``{"sampled_util_pct": 100 × Σ sampled_busy_periods / Σ sample_periods (%, period-weighted),
+    "busy_pct": 100 × Σ busy_ns / Σ window_ns, "idle_pct": 100 × Σ idle_ns / Σ window_ns (%, window-weighted),
+    "gpus": GPUs counted, "periods": Σ sample_periods}``, over the GPUs whose row has the meter's columns;
+    None when none has them (a table written before the meter existed) or they hold no period."""
+    ok = conform(fleet[fleet["status"] != "error"], ["sample_periods", "sampled_busy_periods", "busy_ns"])
+    ok = ok[ok["sample_periods"].notna()]
+    periods = int(ok["sample_periods"].astype("int64").sum()) if len(ok) else 0
+    if not periods:
+        return None
+    window = int(ok["window_ns"].astype("int64").sum())
+    return {"sampled_util_pct": util_pct(int(ok["sampled_busy_periods"].astype("int64").sum()), periods),
+            "busy_pct": round(100.0 * int(ok["busy_ns"].astype("int64").sum()) / window, 4),
+            "idle_pct": round(100.0 * int(ok["idle_ns"].astype("int64").sum()) / window, 4),
+            "gpus": int(len(ok)), "periods": periods}
+
+
 def trust_split(fleet: pd.DataFrame) -> dict:
     """The headline's idle USD per month cut by ``confidence_tier`` (docs/definitions.md#confidence-tiers),
     over the analysed GPUs: ``trusted_usd`` and ``trusted_gpus`` (tiers ``medium`` and ``high``),
@@ -680,7 +699,7 @@ def summarise(res: Results) -> dict:
         "nights_count": len(dates),
         # all unpriced: the headline reads unpriced (NaN), never $0.00 (the trend keeps fleet_usd's 0)
         "fleet_usd": math.nan if unpriced_total(len(ok) - ra["unpriced_gpus"], ra["unpriced_gpus"]) else fleet_usd(fleet),
-        "rates_assumed": ra, "trust": trust_split(fleet),
+        "rates_assumed": ra, "trust": trust_split(fleet), "meter": meter_summary(fleet),
         "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}

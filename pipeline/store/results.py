@@ -49,8 +49,8 @@ from ..snapshot import sidecars, snapshot_key
 
 def config_hash(cfg: Config) -> str:
     """SHA-256 of every setting that can change a fleet number (not dask, cache or paths)."""
-    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "confidence", "categories", "window", "cost",
-                                                         "labels")}
+    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "confidence", "meter", "categories",
+                                                         "window", "cost", "labels")}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
 
 
