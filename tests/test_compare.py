@@ -321,8 +321,8 @@ def test_a_change_inside_the_noise_floor_is_no_change_detectable_and_no_saving(t
     """Before, the data stall alternates 4 and 5 ms; after, 4 and 4.6 ms (the sync of 2 ms stays). Per iteration
     idle is (2 + s) / (9 + s): 6/13 = 46.15 % and 7/14 = 50.00 % before, 6/13 and 6.6/13.6 = 48.53 % after; the
     window keeps iterations 1-10 (five whole pairs), so each side's idle SD is that of 10 alternating values
-    (2.0272 and 1.2524 pts) and the floor 2 sqrt(s_b²/10 + s_a²/10) = 1.5069 pts (docs/definitions.md#compare-
-    deltas; the half-range rule gave 1.92). Over the window the idle share moves from 13/27 = 48.15 % to
+    (2.0272 and 1.2524 pts) and the floor 2 sqrt(s_b²/10 + s_a²/10) = 1.5069 pts
+    (docs/definitions.md#compare-deltas; the half-range rule gave 1.92). Over the window the idle share moves from 13/27 = 48.15 % to
     12.6/26.6 = 47.37 %: -0.78 pts, less than the floor, so no change can be told and no saving is claimed,
     though the dollars did move; both sides' dollars are shown all the same (point 3 of the helper brief).
     Iteration lengths 13/14 ms and 13/13.6 ms: SDs 0.527 and 0.316 ms, floor 0.389 ms = 2.88 % of 13.5 ms; the
