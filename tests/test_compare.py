@@ -481,7 +481,7 @@ def test_the_noise_floor_by_hand_from_rows():
     2 sqrt(145/195). One GPU pair alone: 2 sqrt(4/10 + 1/10) = 2 sqrt(0.5). Iteration lengths: cv 0.03 of
     10 ms (population SD 0.3 ms; sample 0.3 sqrt(10/9)) both sides on GPU 1: 2 sqrt(2 × 0.09 × (10/9) / 10)
     ms of 10 ms, in %. A row of a table written before ``idle_pct_sd``: the floor is unknown, and said."""
-    from pipeline.report.compare import NO_SD_COLUMN, deltas
+    from pipeline.report.compare import NO_SD_COLUMN, deltas, summary_lines
 
     def row(n, sd, idle_ns=1_000_000, cv=0.03):
         return {"window_ns": 10_000_000 * n, "idle_ns": idle_ns, "iterations": n, "iteration_mean_ns": 10_000_000,
@@ -498,6 +498,7 @@ def test_the_noise_floor_by_hand_from_rows():
     old = deltas([row(10, None)], after[:1], 730.0, 730.0)
     assert math.isnan(old["noise_floor_pts"]) and old["idle_change"] == "unknown"
     assert old["noise_floor_note"] == f"before side: {NO_SD_COLUMN}"
+    assert summary_lines(old, False)[0].endswith(f"noise floor -: unknown; before side: {NO_SD_COLUMN})")
 
 
 def test_idle_spread_by_hand():

@@ -603,7 +603,7 @@ def summary_lines(d: dict, forced: bool) -> list[str]:
     """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``); a figure that is
     unknown (no stable iterations) reads ``-``."""
     fb, fa, m = d["before"], d["after"], _mark(forced)
-    note = f"; noise floor unknown: {d['noise_floor_note']}" if d.get("noise_floor_note") else ""
+    note = f"; {d['noise_floor_note']}" if d.get("noise_floor_note") else ""
     idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
             f"({_signed(d['idle_pct_change_pts'], ' pts')}, noise floor {_num(d['noise_floor_pts'], 2, ' pts')}: "
             f"{d['idle_change']}{note}){m}")
