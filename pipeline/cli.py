@@ -472,9 +472,10 @@ def slurm_job(configs):
 @main.command()
 @click.argument("before")
 @click.argument("after")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Output folder: compare.csv, compare.json, compare.html, records/ (and before/, after/: the run "
-                   "folders of a side that names reports).")
+                   "folders of a side that names reports). Without it nothing is written: the comparison is only "
+                   "printed (a side that names reports is analysed into a temporary folder, removed afterwards).")
 @click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
               help="What is printed: text (a few lines) or md (the comparison in Markdown, for chat).")
 @click.option("--force", is_flag=True, help="Show the figures of a job that is not comparable, every one marked.")
@@ -488,14 +489,14 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     file or a folder of them: analysed by `run`'s driver into DIR/before or DIR/after, reusing stored
     results). GPUs are paired by job and rank (else device ordinal, else process order); each job gets a
     comparable-or-not verdict with its reasons before any figure (withheld unless --force). Writes
-    DIR/compare.csv, compare.json, compare.html and records/<job>.md (each job's page, before above after).
-    Exit status 2 when a side cannot be read, or DIR holds a file of these names that gpu-idle compare did
-    not write (nothing is written then)."""
+    DIR/compare.csv, compare.json, compare.html and records/<job>.md (each job's page, before above after);
+    without --out only prints. Exit status 2 when a side does not exist, holds no report or cannot be read,
+    or DIR holds a file of these names that gpu-idle compare did not write (nothing is written then)."""
     from .config import ConfigError, load_config
     from .io import folder_lock
     from .report.compare import CompareNotWritten
     from .report.compare import compare as compare_sides
-    from .report.compare import read_side, render_html, render_markdown, report_kernel_reader, write_compare
+    from .report.compare import read_side, render_html, render_markdown, render_text, report_kernel_reader, write_compare
     from .report.summary import ReportError, is_sweep_dir
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
@@ -505,45 +506,70 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     except ConfigError as exc:
         raise click.UsageError(message(exc)) from exc
     cache = _result_cache(cfg)
-    folders = []
-    for label, given in (("before", before), ("after", after)):
-        if os.path.isdir(given) and (os.path.exists(os.path.join(given, "fleet.parquet")) or is_sweep_dir(given)):
-            folders.append(given)
-            continue
-        side_out = os.path.join(out_dir, label)
+    given_sides = (("before", before), ("after", after))
+    stored = [os.path.isdir(given) and (os.path.exists(os.path.join(given, "fleet.parquet")) or is_sweep_dir(given))
+              for _, given in given_sides]
+    for (label, given), done in zip(given_sides, stored):  # every side checked before anything is written
+        if not done:
+            _compare_side_reports(cfg, label, given)
+    scratch = None
+    if out_dir is None and not all(stored):  # reports to analyse, nowhere asked for: a folder removed afterwards
+        import tempfile
+
+        scratch = tempfile.mkdtemp(prefix="gpu-idle-compare-sides-")
+    try:
+        folders = []
+        for (label, given), done in zip(given_sides, stored):
+            if done:
+                folders.append(given)
+                continue
+            side_out = os.path.join(out_dir or scratch, label)
+            try:
+                result = drive(cfg, [given], RunFolder(side_out, log=lambda *a, **k: None), cache, None,
+                               log=lambda *a, **k: None)
+            except (OutputError, IncompleteOutputs) as exc:
+                raise click.BadParameter(message(exc), param_hint="--out") from exc
+            where = f"run folder {side_out}" if scratch is None else "a temporary run folder, removed afterwards"
+            echo(f"gpu-idle compare: {label}: {len(result.todo)} report(s) analysed, {result.reused} reused "
+                 f"({where})", err=True)
+            folders.append(side_out)
+        reader = report_kernel_reader(cfg)
         try:
-            result = drive(cfg, [given], RunFolder(side_out, log=lambda *a, **k: None), cache, None,
-                           log=lambda *a, **k: None)
-        except (OutputError, IncompleteOutputs) as exc:
-            raise click.BadParameter(message(exc), param_hint="--out") from exc
-        if result.reports == 0:
-            raise click.BadParameter(f"{given}: no report found", param_hint=label.upper())
-        echo(f"gpu-idle compare: {label}: {len(result.todo)} report(s) analysed, {result.reused} reused "
-             f"(run folder {side_out})", err=True)
-        folders.append(side_out)
-    reader = report_kernel_reader(cfg)
-    try:
-        sides = tuple(read_side(f, label, given, reader)
-                      for f, label, given in zip(folders, ("before", "after"), (before, after)))
-    except ReportError as exc:
-        raise click.UsageError(message(exc)) from exc
-    result = compare_sides(sides, force=force)
-    try:
-        with folder_lock(out_dir, command="gpu-idle compare"):
-            write_compare(out_dir, result, sides, render_html(result))
-    except (CompareNotWritten, OutputError) as exc:  # not gpu-idle's files, another writer: nothing done, 2
-        raise click.BadParameter(message(exc), param_hint="--out") from exc
-    except OSError as exc:
-        raise click.ClickException(f"{out_dir}: not written ({message(exc)})") from exc
+            sides = tuple(read_side(f, label, given, reader) for f, (label, given) in zip(folders, given_sides))
+        except ReportError as exc:
+            raise click.UsageError(message(exc)) from exc
+        result = compare_sides(sides, force=force)
+        if out_dir is not None:
+            try:
+                with folder_lock(out_dir, command="gpu-idle compare"):
+                    write_compare(out_dir, result, sides, render_html(result))
+            except (CompareNotWritten, OutputError) as exc:  # not gpu-idle's files, another writer: nothing done, 2
+                raise click.BadParameter(message(exc), param_hint="--out") from exc
+            except OSError as exc:
+                raise click.ClickException(f"{out_dir}: not written ({message(exc)})") from exc
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
     if fmt == "md":
         echo(render_markdown(result).rstrip("\n"))
     else:
-        for job in result["jobs"]:
-            v = job["verdict"]
-            title = job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
-            echo(f"{printable(title)}: " + ("comparable" if v["comparable"]
-                                            else "not comparable: " + printable("; ".join(v["reasons"]))))
-        echo(f"wrote {os.path.join(out_dir, 'compare.html')}, compare.csv, compare.json, records/")
+        echo("\n".join(printable(line) for line in render_text(result)))
+        if out_dir is not None:
+            echo(f"wrote {os.path.join(out_dir, 'compare.html')}, compare.csv, compare.json, records/")
+
+
+def _compare_side_reports(cfg, label: str, given: str) -> None:
+    """Check that the ``compare`` side ``label`` (``given``: a path, folder, glob or URL that is not a run or
+    sweep folder) names at least one report (:func:`~pipeline.inputs.discover.discover`); else a usage error
+    (exit status 2) naming the side and the path, with what the search found (e.g. no such file)."""
+    from .inputs.discover import discover
+
+    paths, problems = discover([given], storage=cfg.storage, skipped=[])
+    if not paths:
+        found = "; ".join(dict.fromkeys(str(why) for _, why in problems)) or "no report or trace in it"
+        raise click.BadParameter(f"{label} side {given}: nothing to compare ({found})", param_hint=label.upper())
 
 
 from .report.command import report as _report_command  # noqa: E402

@@ -239,7 +239,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     # what the month extrapolates from (docs/definitions.md#confidence-tiers)
     kept_starts, kept_lengths = confidence.kept_iterations(win)
     spread = confidence.spread_pct(kept_lengths)
-    idle_low, idle_high = confidence.idle_range(kept_starts, w1, *runs)
+    idle_low, idle_high, idle_sd = confidence.idle_spread(kept_starts, w1, *runs)
     bursts = confidence.bursts(*runs, cfg.confidence.serving_burst_gap_ns)
     sampled = meter.sampled_periods(*runs, w0, w1, cfg.meter.sample_ns)  # (periods, busy periods)
     model = labels.get("gpu_model") or trace.gpu_model
@@ -278,7 +278,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "stream_count": int(gaps.stream_edges(kw["pid"], kw["stream_id"]).size - 1),
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
         "idle_pct": round(100.0 * idle_fraction, 4),
-        "idle_pct_low": idle_low, "idle_pct_high": idle_high,
+        "idle_pct_low": idle_low, "idle_pct_high": idle_high, "idle_pct_sd": idle_sd,
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
         "busy_pct": round(100.0 * dev.busy_ns / dev.window_ns, 4) if dev.window_ns > 0 else 0.0,
         "sample_periods": sampled[0], "sampled_busy_periods": sampled[1],

@@ -4,7 +4,7 @@ Every dollar figure extrapolates one GPU's window W to a month. A row states wha
 from: the GPU's capture (``capture_ns``), W (``window_ns``), the stable iterations kept in W
 (``iterations``) and how much their lengths spread (``iteration_spread_pct``), the bursts of work in W
 (``bursts``, :func:`bursts`); and, where W is made of iterations, the range its idle share takes from one
-iteration to the next (``idle_pct_low``, ``idle_pct_high``). From those and the job's kind
+iteration to the next (``idle_pct_low``, ``idle_pct_high``, ``idle_pct_sd``). From those and the job's kind
 (:class:`KindFigures`), one tier (:data:`TIERS`): ``toy``, ``low``, ``medium`` or ``high`` (:func:`tier`,
 thresholds in :class:`~pipeline.config.ConfidenceConfig`); ``low_confidence`` and ``confidence_note`` are
 derived from it here and nowhere else (:func:`tier_columns`).
@@ -72,8 +72,27 @@ def iteration_idle_pcts(starts, w1: int, run_starts, run_ends) -> list[float]:
 def idle_range(starts, w1: int, run_starts, run_ends) -> tuple[float | None, float | None]:
     """``(idle_pct_low, idle_pct_high)``: the least and the most idle share (%, 4 decimals) of one kept
     iteration (:func:`iteration_idle_pcts`); ``(None, None)`` for a window of no iterations."""
+    return idle_spread(starts, w1, run_starts, run_ends)[:2]
+
+
+def sample_sd(values) -> float | None:
+    """The sample standard deviation (divisor ``n − 1``) of ``values`` (floats), not rounded; None for fewer
+    than 2 values."""
+    a = np.asarray(values, dtype=float)
+    return float(a.std(ddof=1)) if a.size >= 2 else None
+
+
+def idle_spread(starts, w1: int, run_starts, run_ends) -> tuple[float | None, float | None, float | None]:
+    """``(idle_pct_low, idle_pct_high, idle_pct_sd)`` of the kept iterations' idle shares
+    (:func:`iteration_idle_pcts`, %): the least, the most and their sample standard deviation
+    (:func:`sample_sd`, divisor ``n − 1``), each rounded to 4 decimals (docs/definitions.md#compare-deltas
+    uses the SD for its noise floor). ``(None, None, None)`` for a window of no iterations; the SD is None
+    with a single iteration."""
     pcts = iteration_idle_pcts(starts, w1, run_starts, run_ends)
-    return (round(min(pcts), 4), round(max(pcts), 4)) if pcts else (None, None)
+    if not pcts:
+        return None, None, None
+    sd = sample_sd(pcts)
+    return round(min(pcts), 4), round(max(pcts), 4), (None if sd is None else round(sd, 4))
 
 
 def bursts(run_starts, run_ends, gap_ns: int) -> int:

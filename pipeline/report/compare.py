@@ -39,7 +39,7 @@ MIN_ITERATIONS = 3
 #: The columns a side's fleet rows are read with (a column an older table lacks: missing).
 COLUMNS = [*JOB_KEY, "report", "gpu_key", "status", "rank", "device_ids", "pid", "pids", "gpu_model", "window_rule",
            "window_start_ns", "window_end_ns", "window_ns", "idle_ns", "iterations", "iteration_mean_ns",
-           "iteration_spread_pct", "idle_pct_low", "idle_pct_high", "rate_model", "rate_usd_per_hour",
+           "iteration_cv", "idle_pct_sd", "rate_model", "rate_usd_per_hour",
            *(f"cat_{c}_ns" for c in CATEGORIES)]
 
 
@@ -289,15 +289,36 @@ def _pct(part, whole) -> float:
     return 100.0 * int(part) / int(whole) if whole else math.nan
 
 
-def _largest(values) -> float:
-    """The largest of ``values``; NaN when any is NaN (unknown) or there are none."""
-    values = [float(v) for v in values]
-    return math.nan if not values or any(math.isnan(v) for v in values) else max(values)
+def pooled_sd(parts) -> float:
+    """The pooled sample standard deviation of groups given as ``(n, s)`` (count, sample SD):
+    ``sqrt(Σ (n − 1) s² / Σ (n − 1))``; NaN when any group's ``s`` is unknown (None or NaN) or no group has
+    two values (docs/definitions.md#compare-deltas)."""
+    parts = [(int(n), s) for n, s in parts]
+    if not parts or any(s is None or math.isnan(float(s)) for _, s in parts):
+        return math.nan
+    dof = sum(n - 1 for n, _ in parts)
+    return math.sqrt(sum((n - 1) * float(s) ** 2 for n, s in parts) / dof) if dof > 0 else math.nan
 
 
-def _half_range(r: dict) -> float:
-    lo, hi = r.get("idle_pct_low"), r.get("idle_pct_high")
-    return math.nan if lo is None or hi is None else (float(hi) - float(lo)) / 2.0
+def noise_floor(sd_b: float, n_b: int, sd_a: float, n_a: int) -> float:
+    """Twice the standard error of the difference of two means (Welch): ``2 × sqrt(sd_b² / n_b + sd_a² / n_a)``,
+    in the unit of the SDs; NaN when an SD is unknown or a count is 0 (docs/definitions.md#compare-deltas)."""
+    if math.isnan(sd_b) or math.isnan(sd_a) or not n_b or not n_a:
+        return math.nan
+    return 2.0 * math.sqrt(sd_b ** 2 / n_b + sd_a ** 2 / n_a)
+
+
+def _iteration_sd(r: dict):
+    """The sample SD (ns) of one GPU's kept iterations' lengths: ``iteration_cv × iteration_mean_ns`` (a
+    population SD) × ``sqrt(n / (n − 1))``; None with fewer than 2 iterations or a figure missing."""
+    n, cv, mean = int(r.get("iterations") or 0), r.get("iteration_cv"), r.get("iteration_mean_ns")
+    if n < 2 or cv is None or mean is None:
+        return None
+    return float(cv) * float(mean) * math.sqrt(n / (n - 1))
+
+
+#: Why a side's noise floor is unknown when its fleet table predates ``idle_pct_sd``.
+NO_SD_COLUMN = "its fleet table was written before the idle_pct_sd column (run the side again)"
 
 
 def _usd(fraction: float, rate, hours: float) -> float:
@@ -321,8 +342,10 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     """One side's figures over ``rows`` (one GPU, or a job's paired GPUs): ``idle_pct`` = Σidle / ΣW,
     ``iteration_ns`` = the mean of the GPUs' ``iteration_mean_ns``, ``iterations`` = Σ stable iterations,
     per category ``cat_<c>_ms_per_iteration`` = Σcat / Σiterations in ms and ``cat_<c>_pct`` = Σcat / ΣW,
-    ``noise_pts`` = the largest half-range (``idle_pct_high − idle_pct_low``) / 2 of the GPUs,
-    ``iteration_noise_pct`` = the largest ``iteration_spread_pct`` / 2; ``usd_*`` of each GPU's idle fraction
+    ``idle_sd_pts`` = the pooled SD (:func:`pooled_sd`) of the GPUs' ``idle_pct_sd`` over their ``iterations``,
+    ``iteration_sd_ns`` = the same of their iteration lengths' sample SDs (:func:`_iteration_sd`), ``sd_note`` =
+    :data:`NO_SD_COLUMN` when a GPU with at least 2 iterations has no ``idle_pct_sd`` (else ``""``);
+    ``usd`` of each GPU's idle fraction
     at the rates of ``rate_rows`` (the matching GPU of the side whose rates price it; default ``rows``),
     summed (docs/definitions.md#compare-deltas)."""
     rate_rows = rate_rows or rows
@@ -333,9 +356,10 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
              and int(r.get("iterations") or 0) > 0]
     out = {"window_ns": window, "idle_ns": idle, "idle_pct": _pct(idle, window), "iterations": its,
            "iteration_ns": (sum(means) / len(means)) if means and len(means) == len(rows) else math.nan,
-           "noise_pts": _largest(_half_range(r) for r in rows),
-           "iteration_noise_pct": _largest(float(r["iteration_spread_pct"]) / 2.0 if r.get("iteration_spread_pct")
-                                           is not None else math.nan for r in rows)}
+           "idle_sd_pts": pooled_sd((int(r.get("iterations") or 0), r.get("idle_pct_sd")) for r in rows),
+           "iteration_sd_ns": pooled_sd((int(r.get("iterations") or 0), _iteration_sd(r)) for r in rows),
+           "sd_note": NO_SD_COLUMN if any(int(r.get("iterations") or 0) >= 2 and r.get("idle_pct_sd") is None
+                                          for r in rows) else ""}
     for c in CATEGORIES:
         ns = sum(int(r.get(f"cat_{c}_ns") or 0) for r in rows)
         out[f"cat_{c}_ms_per_iteration"] = ns / its / 1e6 if its else math.nan
@@ -349,7 +373,9 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
 def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     """What changed over paired rows (``b_rows[i]`` is ``a_rows[i]``'s GPU before): each side's
     :func:`side_figures`, the changes after − before, and the readings against the noise floor
-    (docs/definitions.md#compare-deltas). USD at the after side's rates (and hours): ``usd_before_after_rates``,
+    (docs/definitions.md#compare-deltas): ``noise_floor_pts`` = :func:`noise_floor` of the two sides' idle SDs
+    over their iterations (points), ``iteration_noise_floor_pct`` = that of their iteration-length SDs in % of
+    the before side's iteration length; ``noise_floor_note`` says why a floor is unknown (``""`` else). USD at the after side's rates (and hours): ``usd_before_after_rates``,
     ``usd_after_after_rates``, ``usd_change_after_rates``; at fixed rates (the before side's):
     ``usd_before_fixed_rates``, ``usd_after_fixed_rates``, ``usd_change_fixed_rates``;
     ``saving_usd_per_month`` = −``usd_change_after_rates`` only when the idle share fell by more than its noise
@@ -357,11 +383,14 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
     out = {"before": fb, "after": fa}
     out["idle_pct_change_pts"] = fa["idle_pct"] - fb["idle_pct"]
-    out["noise_floor_pts"] = _largest((fb["noise_pts"], fa["noise_pts"]))
+    out["noise_floor_pts"] = noise_floor(fb["idle_sd_pts"], fb["iterations"], fa["idle_sd_pts"], fa["iterations"])
+    out["noise_floor_note"] = "; ".join(f"{label} side: {f['sd_note']}" for label, f in zip(SIDES, (fb, fa))
+                                        if f["sd_note"])
     out["idle_change"] = _change(out["idle_pct_change_pts"], out["noise_floor_pts"], "lower", "higher")
     out["iteration_change_pct"] = 100.0 * (fa["iteration_ns"] - fb["iteration_ns"]) / fb["iteration_ns"] \
         if fb["iteration_ns"] else math.nan
-    out["iteration_noise_floor_pct"] = _largest((fb["iteration_noise_pct"], fa["iteration_noise_pct"]))
+    floor_ns = noise_floor(fb["iteration_sd_ns"], fb["iterations"], fa["iteration_sd_ns"], fa["iterations"])
+    out["iteration_noise_floor_pct"] = 100.0 * floor_ns / fb["iteration_ns"] if fb["iteration_ns"] else math.nan
     out["iteration_change"] = _change(out["iteration_change_pct"], out["iteration_noise_floor_pct"], "faster", "slower")
     out["speedup"] = fb["iteration_ns"] / fa["iteration_ns"] if fa["iteration_ns"] else math.nan
     for c in CATEGORIES:
@@ -574,9 +603,10 @@ def summary_lines(d: dict, forced: bool) -> list[str]:
     """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``); a figure that is
     unknown (no stable iterations) reads ``-``."""
     fb, fa, m = d["before"], d["after"], _mark(forced)
+    note = f"; {d['noise_floor_note']}" if d.get("noise_floor_note") else ""
     idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
             f"({_signed(d['idle_pct_change_pts'], ' pts')}, noise floor {_num(d['noise_floor_pts'], 2, ' pts')}: "
-            f"{d['idle_change']}){m}")
+            f"{d['idle_change']}{note}){m}")
     it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
           f"({_signed(d['iteration_change_pct'], ' %')}, noise floor {_num(d['iteration_noise_floor_pct'], 2, ' %')}: "
           f"{d['iteration_change']}; speed-up {_num(d['speedup'], 3, 'x')}){m}")
@@ -593,7 +623,51 @@ def summary_lines(d: dict, forced: bool) -> list[str]:
     cats = [f"{c} {_signed(d[f'cat_{c}_ms_per_iteration_change'], ' ms/iter', 3)} "
             f"({_signed(d[f'cat_{c}_pct_change_pts'], ' pts')})" for c in CATEGORIES
             if fb[f"cat_{c}_pct"] or fa[f"cat_{c}_pct"]]
-    return [f"- {idle}", f"- {it}", f"- {money}", f"- per category: {', '.join(cats) or 'none'}{m}"]
+    return [f"- {idle}", f"- {it}", f"- {dollars_line(d)}{m}", f"- {money}",
+            f"- per category: {', '.join(cats) or 'none'}{m}"]
+
+
+def dollars_line(d: dict) -> str:
+    """Both sides' idle dollars per month of one :func:`deltas` and their change, at the after side's rates,
+    then at fixed rates (the before side's) when those give other figures (docs/definitions.md#compare-deltas);
+    shown whatever the reading (the saving is claimed apart, only when detectable)."""
+    from .html import signed_usd, usd
+
+    def change(x) -> str:
+        return "unpriced" if _nan(x) else signed_usd(x)
+
+    text = (f"idle {usd(_nn(d['usd_before_after_rates']))} -> {usd(_nn(d['usd_after_after_rates']))} per month at "
+            f"the after side's rates ({change(d['usd_change_after_rates'])})")
+    after = (d["usd_before_after_rates"], d["usd_after_after_rates"])
+    fixed = (d["usd_before_fixed_rates"], d["usd_after_fixed_rates"])
+    if any(not (x == y or (_nan(x) and _nan(y))) for x, y in zip(after, fixed)):
+        text += (f"; {usd(_nn(fixed[0]))} -> {usd(_nn(fixed[1]))} at fixed rates (the before side's) "
+                 f"({change(d['usd_change_fixed_rates'])})")
+    return text
+
+
+def _nan(x) -> bool:
+    return x is None or math.isnan(x)
+
+
+def _nn(x) -> float:
+    """``x`` with None as NaN (a figure read back from JSON)."""
+    return math.nan if x is None else x
+
+
+def render_text(result: dict) -> list[str]:
+    """The default ``text`` print: per job its verdict (``job: comparable`` or ``job: not comparable: …``), then,
+    where its figures are shown, the idle share's reading, the dollars of both sides (:func:`dollars_line`) and
+    the saving or why none is claimed, indented; each line as it is printed."""
+    lines = []
+    for job in result["jobs"]:
+        v = job["verdict"]
+        title = job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
+        lines.append(f"{title}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])))
+        if "deltas" in job:
+            figures = summary_lines(job["deltas"], job["forced"])   # idle, iteration, dollars, saving, categories
+            lines += ["  " + figures[i][2:] for i in (0, 2, 3)]
+    return lines
 
 
 def render_markdown(result: dict) -> str:
@@ -777,4 +851,4 @@ def render_html(result: dict) -> str:
 
 
 __all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",
-           "deltas", "gap_changes", "compare", "render_csv", "render_markdown", "stacked_record", "write_compare"]
+           "deltas", "gap_changes", "compare", "render_csv", "render_markdown", "render_text", "stacked_record", "write_compare"]
