@@ -259,3 +259,33 @@ def test_real_two_gpu_nccl_export(profiles, tmp_path):
     assert int(fleet["collective_calls"].sum()) > 0
     assert np.isclose(fleet["collective_wait_pct"].astype(float),
                       (100.0 * fleet["collective_wait_ns"].astype(float) / fleet["window_ns"]).round(4)).all()
+
+
+# -- where it shows: records, the Markdown summary, the HTML report (fix first, its own section), the GPU pages ----
+
+def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
+    """The late export (rank 1 last in all 5 calls): rank 0 waits 10 ms of 48, the job 10 ms of 96 (10.42 %)."""
+    out, fleet, _ = run_folder(tmp_path, "views", ranks_export(str(tmp_path / "views.sqlite"), [1] * 5))
+    usd = float(fleet.iloc[0]["collective_wait_usd_per_month"])
+    record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
+    assert (f"Collective wait: 10.000 ms waiting for the last rank inside collectives (10.42 % of the windows) of "
+            f"30.000 ms in collective kernels on 2 GPU(s): ${usd:,.2f} per month beside the idle cost, never in it; "
+            "straggler ") in record
+    assert "(chronic: last in 5 of 5 calls). Fix: find why the last rank is late: its own idle, data, stragglers." \
+        in record
+    run_cli("report", str(out), "--format", "md", "--out", str(tmp_path / "v.md"))
+    md = (tmp_path / "v.md").read_text()
+    assert (f"**Fix first, inside collectives** (busy time, apart from the idle list, never added to it): collective "
+            f"wait ${usd:,.2f}/month: 10.000 ms (10.42 % of the measured windows)") in md
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    page = (out / "report.html").read_text()
+    # its own table, not a row of the idle categories' list
+    fix_list = page[page.index('<table id="fix-list">'):]
+    fix_list = fix_list[:fix_list.index("</table>")]
+    assert "collective wait" not in fix_list
+    assert f'<tr data-category="collective wait" data-wait-ns="{10 * MS}" data-usd="{usd:.2f}">' in page
+    assert 'data-kind="chronic"' in page
+    assert f'id="collective-wait" data-wait-ns="{10 * MS}" data-transfer-ns="{20 * MS}"' in page
+    pages = "\n".join(p.read_text() for p in (out / "gpu-pages").glob("*.html"))
+    assert "waited for the last rank inside collectives <strong>10.000 ms</strong> (20.83 % of the window" in pages
+    assert "entered last in 5 of them (a chronic straggler)" in pages

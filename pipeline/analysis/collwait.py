@@ -36,6 +36,9 @@ _NCCL_FAMILY = re.compile(r"^(?:nccl|rccl|msccl)\w*?Kernel_([A-Za-z]+)", re.IGNO
 #: The families that are point-to-point (pipeline-parallel send/recv), not collectives of the whole group.
 P2P_FAMILIES = frozenset({"SendRecv", "Send", "Recv"})
 
+#: The fix-first remedy of the wait inside collectives (its own section, never among the idle categories).
+REMEDY = "find why the last rank is late: its own idle, data, stragglers"
+
 #: ``status`` of a GPU's figures.
 MEASURED, ABSTAINED, NO_COLLECTIVE = "measured", "abstained", "none"
 
