@@ -220,7 +220,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
               if c.source and c.how in ("sum", "min", "max", "count")}
     totals.update({c.name: (f"_assumed_{c.name}", "sum") for c in assumed})
     trusted = [c for c in ROLLUP if c.how == TRUSTED_SUM]  # summed over the trusted tiers' rows only
-    ok = ok.assign(**{f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED)) for c in trusted})
+    # one concat, not one insert per column: a table of many Int64 columns is many blocks already
+    ok = pd.concat([ok, pd.DataFrame({f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED))
+                                      for c in trusted}, index=ok.index)], axis=1)
     totals.update({c.name: (f"_trusted_{c.name}", "sum") for c in trusted})
     out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
