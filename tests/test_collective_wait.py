@@ -283,7 +283,8 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     fix_list = page[page.index('<table id="fix-list">'):]
     fix_list = fix_list[:fix_list.index("</table>")]
     assert "collective wait" not in fix_list
-    assert f'<tr data-category="collective wait" data-wait-ns="{10 * MS}" data-usd="{usd:.2f}">' in page
+    section = page[page.index('<section id="fix-collective">'):]
+    assert f'<tr data-entry="collective wait" data-wait-ns="{10 * MS}" data-usd="{usd:.2f}">' in section
     assert 'data-kind="chronic"' in page
     assert f'id="collective-wait" data-wait-ns="{10 * MS}" data-transfer-ns="{20 * MS}"' in page
     pages = "\n".join(p.read_text() for p in (out / "gpu-pages").glob("*.html"))
