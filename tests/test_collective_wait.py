@@ -290,3 +290,24 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     pages = "\n".join(p.read_text() for p in (out / "gpu-pages").glob("*.html"))
     assert "waited for the last rank inside collectives <strong>10.000 ms</strong> (20.83 % of the window" in pages
     assert "entered last in 5 of them (a chronic straggler)" in pages
+
+
+def test_cli_point_to_point_calls_are_the_pipeline_bubble(tmp_path):
+    """Two pipeline stages exchanging activations with send/recv only (ncclDevKernel_SendRecv), rank 0 late by 1 ms
+    in each of 3 calls: rank 1 waits 3 × 1 ms; every call is p2p and no NVTX range names a collective, so the job's
+    wait is the pipeline bubble."""
+    w = ExportWriter(str(tmp_path / "pp.sqlite"))
+    for i in range(3):
+        t = 10 * i * MS
+        for r, enter in ((0, 5), (1, 4)):
+            w.kernel(pid=10 + r, device=r, stream=7, start=t, end=t + enter * MS, name="gemm")
+            w.kernel(pid=10 + r, device=r, stream=20, start=t + enter * MS, end=t + 7 * MS,
+                     name="ncclDevKernel_SendRecv")
+    w.close()
+    out, fleet, jobs = run_folder(tmp_path, "pp", tmp_path / "pp.sqlite")
+    assert fleet["collective_wait_ns"].astype("int64").tolist() == [0, 3 * MS]
+    assert fleet["collective_transfer_ns"].astype("int64").tolist() == [6 * MS, 6 * MS]
+    assert fleet["collective_p2p"].tolist() == [True, True]
+    assert jobs.iloc[0]["collective_wait_kind"] == "pipeline bubble"
+    record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
+    assert "Collective wait: 3.000 ms pipeline bubble (point-to-point send/recv)" in record
