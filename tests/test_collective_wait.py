@@ -311,3 +311,23 @@ def test_cli_point_to_point_calls_are_the_pipeline_bubble(tmp_path):
     assert jobs.iloc[0]["collective_wait_kind"] == "pipeline bubble"
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
     assert "Collective wait: 3.000 ms pipeline bubble (point-to-point send/recv)" in record
+
+
+def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
+    """A large report is analysed cut per GPU (load -> plan -> agreed per GPU, each on its own task): every GPU's
+    task matches the calls of the whole report itself, so its figures are those of the whole-report path."""
+    from pipeline.work.tasks import agreed_task, analyse_report, load_task, plan_task
+
+    cfg = config_from_dict({"analysis": {"window": "span"}})
+    path = ranks_export(str(tmp_path / "fan.sqlite"), [1, 0, 1, 1, 0], 3)
+    report = load_task(path, cfg)
+    keys = report.gpu_keys()
+    plans = [plan_task(report, k, cfg) for k in keys]
+    cut = [agreed_task(report, k, cfg, {}, keys, plans).row for k in keys]
+    whole = [r.row for r in analyse_report(report, keys, cfg, {})]
+    names = [c for c in cut[0] if c.startswith("collective")]
+    assert len(names) == 13
+    assert [[r[c] for c in names] for r in cut] == [[r[c] for c in names] for r in whole]
+    # by hand: rank 1 late in calls 0, 2, 3, rank 0 in 1 and 4; the on-time ranks wait 2 ms per call
+    assert [r["collective_last_count"] for r in whole] == [2, 3, 0]
+    assert [r["collective_wait_ns"] for r in whole] == [6 * MS, 4 * MS, 10 * MS]
