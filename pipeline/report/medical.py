@@ -237,7 +237,7 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
     """Idle inside collectives over the analysed rows ``ok`` (dicts with :data:`COLLECTIVE_COLUMNS`, ``report``,
     ``gpu_key``, ``window_ns``; docs/definitions.md#collective-wait), the GPUs named by ``names`` (``(report,
     gpu_key) -> name``): ``{"gpus": measured GPUs, "abstained": GPUs that ran collectives but were not matched,
-    "note": the first abstention's reason ("" with none), "wait_ns", "transfer_ns", "collective_ns", "window_ns"
+    "note": the first abstention's reason ("" with none), "reports": the measured GPUs' reports, "wait_ns", "transfer_ns", "collective_ns", "window_ns"
     (of the measured GPUs), "wait_pct" (100 × wait / window), "usd" (their ``collective_wait_usd_per_month``
     summed; NaN when all unpriced), "straggler", "kind" (:func:`pipeline.analysis.collwait.job_straggler`),
     "last", "calls" (the straggler's), "wait_kind" (``pipeline bubble`` or ``collective wait``), "remedy"}``;
@@ -257,7 +257,7 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
     at = gpu_names_.index(who) if who else None
     wait = sum(_ns(r["collective_wait_ns"]) for r in measured)
     window = sum(_ns(r["window_ns"]) for r in measured)
-    return {**out, "wait_ns": wait, "transfer_ns": sum(_ns(r["collective_transfer_ns"]) for r in measured),
+    return {**out, "reports": len({r["report"] for r in measured}), "wait_ns": wait, "transfer_ns": sum(_ns(r["collective_transfer_ns"]) for r in measured),
             "collective_ns": sum(_ns(r["collective_ns"]) for r in measured), "window_ns": window,
             "wait_pct": 100.0 * wait / window if window else 0.0,
             "usd": priced_sum([r["collective_wait_usd_per_month"] for r in measured]),
@@ -284,6 +284,9 @@ def collective_line(ok: list[dict], names: dict) -> str:
     who = (f"; straggler {f['straggler']} ({f['kind']}: last in {f['last']} of {f['calls']} calls)"
            if f["straggler"] else "")
     apart = f"; {f['abstained']} GPU(s) not measured ({md_text(f['note'])})" if f["abstained"] else ""
+    if f["reports"] > 1:  # each report matched on its own: a call's last rank in another report is not seen
+        apart += (f"; measured within each of its {f['reports']} reports apart (their clocks are not known to agree), "
+                  "a lower bound when a call's last rank is in another report")
     return (f"Collective wait: {_ms(f['wait_ns'])} {what} ({f['wait_pct']:.2f} % of the windows) of "
             f"{_ms(f['collective_ns'])} in collective kernels on {f['gpus']} GPU(s): {usd} beside the idle cost, "
             f"never in it{who}{apart}. Fix: {f['remedy']}.")
