@@ -331,3 +331,21 @@ def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
     # by hand: rank 1 late in calls 0, 2, 3, rank 0 in 1 and 4; the on-time ranks wait 2 ms per call
     assert [r["collective_last_count"] for r in whole] == [2, 3, 0]
     assert [r["collective_wait_ns"] for r in whole] == [6 * MS, 4 * MS, 10 * MS]
+
+
+def test_cli_a_job_measured_within_several_reports_says_it_is_a_lower_bound(tmp_path):
+    """One job, two nodes, each report holding two GPUs: each report is matched on its own (rank 1 of each node last
+    in all 5 calls, so rank 0 waits 10 ms on each node), and the record says what that leaves out."""
+    for node in ("n1", "n2"):
+        ranks_export(str(tmp_path / f"job_{node}.sqlite"), [1] * 5)
+    cfg = tmp_path / "labels.yaml"
+    cfg.write_text("labels:\n  - {match: '*job_n*', cluster: lab, job: two-nodes}\n")
+    out, fleet, jobs = run_folder(tmp_path, "nodes", tmp_path / "job_n1.sqlite", tmp_path / "job_n2.sqlite",
+                                  args=("--config", str(cfg)))
+    assert fleet["collective_wait_status"].tolist() == ["measured"] * 4
+    assert sorted(fleet["collective_wait_ns"].astype("int64").tolist()) == [0, 0, 10 * MS, 10 * MS]
+    assert int(jobs.iloc[0]["collective_wait_ns"]) == 20 * MS
+    assert " in job_n" in jobs.iloc[0]["collective_straggler"]       # named with its report: the job has two
+    record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
+    assert ("measured within each of its 2 reports apart (their clocks are not known to agree), a lower bound when "
+            "a call's last rank is in another report") in record
