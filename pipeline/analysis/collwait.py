@@ -129,13 +129,14 @@ def match(ranks: dict, world_size: int = 0) -> Matched:
     if len(part) < 2 or (world_size and world_size > len(part)):
         held = f"{len(part)} GPU(s) with collectives in this report" + (
             f" of the {int(world_size)} ranks the capture names" if world_size > len(part) else "")
-        return Matched(dict(ranks), {}, {}, f"ranks in separate reports: their clocks are not known to agree ({held})")
+        return Matched(dict(ranks), {}, {},
+                       f"ranks in separate reports: their clocks are not known to agree ({held})")
     counts = {k: _counts(v) for k, v in part.items()}
     first = next(iter(part))
     for k, c in counts.items():
         if c != counts[first]:
-            return Matched(dict(ranks), {}, {}, f"calls disagree between GPUs: {first} ran {_counts_text(counts[first])}, "
-                                   f"{k} ran {_counts_text(c)}; not matched")
+            return Matched(dict(ranks), {}, {}, f"calls disagree between GPUs: {first} ran "
+                           f"{_counts_text(counts[first])}, {k} ran {_counts_text(c)}; not matched")
     # the k-th call of each family: its position among that family's kernels on each GPU
     slots = {}
     for k, v in part.items():
