@@ -446,6 +446,16 @@ class MeterConfig:
     sample_ns: AtLeastOne = 166_666_667
 
 
+@dataclass(frozen=True)
+class CollectiveConfig:
+    """``collective:``: idle inside collectives, waiting for the last rank (docs/definitions.md#collective-wait;
+    :mod:`pipeline.analysis.collwait`). ``chronic_share``: a GPU that entered last in more than this share of its
+    collective calls is a chronic straggler (``collective_chronic``); the job's straggler (the GPU last most often)
+    is ``chronic`` when it is, else ``transient``."""
+
+    chronic_share: Share = 0.5
+
+
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.
 MIN_WORKER_MEMORY = 512 * 2**20
 
@@ -599,6 +609,7 @@ class Config:
     analysis: AnalysisConfig = AnalysisConfig()
     confidence: ConfidenceConfig = ConfidenceConfig()
     meter: MeterConfig = MeterConfig()
+    collective: CollectiveConfig = CollectiveConfig()
     categories: CategoryRules = CategoryRules()
     window: WindowRules = WindowRules()
     cost: CostConfig = CostConfig()
@@ -730,7 +741,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
     patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
     data = data or {}
-    allowed = {"analysis", "confidence", "meter", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
+    allowed = {"analysis", "confidence", "meter", "collective", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -744,7 +755,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     if not isinstance(labels, list):
         raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")
     sections = {name: _build(cls, data.get(name), where, name) for name, cls in (
-        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("meter", MeterConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
+        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("meter", MeterConfig), ("collective", CollectiveConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
         ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig))}
     return Config(cost=_build(CostConfig, cost, where, "cost"),
                   labels=tuple(_build(LabelRule, r, where, f"labels.{i}") for i, r in enumerate(labels)),

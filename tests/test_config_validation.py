@@ -89,9 +89,9 @@ def test_every_numeric_setting_is_covered():
     names = {f"{s}.{k}" for s, k, _ in NUMERIC}
     assert {"analysis.min_gap_ns", "analysis.roster_size", "cost.hours_per_month", "categories.periodic_min_ns",
             "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s"} <= names
-    assert len(NUMERIC) == 45  # with categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
+    assert len(NUMERIC) == 46  # with categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
     # iterations, 2 caps of an unknown kind, 5 of serving), export.read_timeout_s, dask.connect_timeout_s,
-    # window.max_left_out_idle_pct, meter.sample_ns
+    # window.max_left_out_idle_pct, meter.sample_ns, collective.chronic_share
 
 
 @pytest.mark.parametrize("section, key, default", NUMERIC, ids=[f"{s}.{k}" for s, k, _ in NUMERIC])

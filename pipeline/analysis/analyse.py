@@ -15,7 +15,7 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, meter, overlap
+from . import attribution, caveats, collwait, confidence, cost, fixfirst, gaps, lanes, meter, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
@@ -96,6 +96,16 @@ def timeline(kernels, device_gaps, win, runs: tuple | None = None) -> dict:
 def _pct(part_ns: int, window_ns: int) -> float:
     """``part_ns`` as % of the window (4 decimals); 0 for an empty window."""
     return round(100.0 * part_ns / window_ns, 4) if window_ns else 0.0
+
+
+def gpu_collectives(kernels, cfg: Config, world_size: int = 0, aliases: dict | None = None) -> collwait.RankCalls:
+    """One GPU's collective kernels, every one of them (not only W's: ``kernels``, a frame or columns with start,
+    end, name), as the wait inside collectives matches them across the GPUs of its report
+    (:func:`pipeline.analysis.collwait.rank_calls` with the one collective matcher,
+    :func:`pipeline.analysis.attribution.collective_mask`, given the report's ``world_size`` and kernel
+    ``aliases``; docs/definitions.md#collective-wait)."""
+    return collwait.rank_calls(kernels["start"], kernels["end"], kernels["name"],
+                               attribution.collective_mask(kernels["name"], cfg.categories, world_size, aliases))
 
 
 def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
@@ -184,7 +194,8 @@ def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, w
 
 
 def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
-                agreement: Agreement | None = None, job: JobKind | None = None) -> GpuResult:
+                agreement: Agreement | None = None, job: JobKind | None = None,
+                collective: collwait.Matched | None = None) -> GpuResult:
     """Compute every per-GPU number of the fleet table (docs/definitions.md, docs/definitions.md#cost).
 
     Args:
@@ -196,6 +207,9 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
             (:func:`pipeline.analysis.iterations.agree`; None: this GPU alone).
         job: the kind its job's GPUs share (:func:`pipeline.analysis.kind.job_kind`; None: this GPU alone);
             a ``kind`` label wins over it (docs/definitions.md#job-kind).
+        collective: the collective calls of every GPU of its report matched across them
+            (:func:`pipeline.analysis.collwait.match` of :func:`gpu_collectives`; None: this GPU alone, so its
+            wait inside collectives abstains; docs/definitions.md#collective-wait).
     Returns:
         :class:`GpuResult` with the row (times in int ns, percentages 0..100,
         money in USD), the top ``roster_size`` gaps and ``plan``.
@@ -330,6 +344,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         row[f"{cat}_usd_per_month"] = round(cost.idle_usd_per_month(share, rate, cfg.cost.hours_per_month), 2)
     exposed_share = comm.exposed_ns / dev.window_ns if dev.window_ns else 0.0
     row["comm_exposed_usd_per_month"] = round(cost.idle_usd_per_month(exposed_share, rate, cfg.cost.hours_per_month), 2)
+    # idle inside collectives (docs/definitions.md#collective-wait): busy time, priced beside the idle, never in it
+    if collective is None:  # this GPU alone: no peer in its clock domain
+        collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
+                                    trace.world_size)
+    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, rate, cfg.cost.hours_per_month,
+                                    cfg.collective.chronic_share, trace.nvtx["text"].unique()))
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
                                     row["kernel_count"], spread, cfg.confidence, confidence.KindFigures.of_row(row)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis import collwait
 from ..analysis.confidence import TRUSTED
 from ..analysis.cost import assumed_split, unpriced_total
 from ..analysis.fixfirst import rollup_columns
@@ -157,6 +158,33 @@ def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.D
     return out
 
 
+def _collective_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of ``ok`` (analysed rows) keyed by ``by``: idle inside collectives over its GPUs whose
+    ``collective_wait_status`` is ``measured`` (docs/definitions.md#collective-wait): ``collective_measured_gpus``,
+    ``_collective_window_ns`` (their windows), ``collective_straggler`` and ``collective_straggler_kind``
+    (:func:`pipeline.analysis.collwait.job_straggler`; the GPU named by its ``gpu_key``, with its report's file
+    name when the group's measured GPUs come from several reports) and ``collective_wait_kind``
+    (``pipeline bubble`` when every measured GPU is ``collective_p2p``, else ``collective wait``; ``""`` with
+    no measured GPU)."""
+    measured = ok[ok["collective_wait_status"] == collwait.MEASURED]
+    rows = []
+    for key, group in measured.groupby(by, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        several = group["report"].nunique() > 1
+        names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
+                 for g, r in zip(group["gpu_key"], group["report"])]
+        who, kind = collwait.job_straggler(names, group["collective_last_count"].fillna(0).astype("int64"),
+                                           group["collective_chronic"].astype(bool))
+        rows.append({**dict(zip(by, key)), "collective_measured_gpus": len(group),
+                     "_collective_window_ns": int(group["window_ns"].astype("int64").sum()),
+                     "collective_straggler": who, "collective_straggler_kind": kind,
+                     "collective_wait_kind": collwait.PIPELINE_BUBBLE if group["collective_p2p"].astype(bool).all()
+                     else collwait.COLLECTIVE_WAIT})
+    columns = [*by, "collective_measured_gpus", "_collective_window_ns", "collective_straggler",
+               "collective_straggler_kind", "collective_wait_kind"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per-job or per-cluster totals.
 
@@ -172,6 +200,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
     and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
     priced is empty, not 0 (:func:`_unpriced_totals`).
+    Idle inside collectives (:func:`_collective_rollup`): ``collective_*`` sums, ``collective_wait_pct`` of the
+    measured GPUs' windows, the straggler and whether it is chronic.
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
     ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
     100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
@@ -190,12 +220,17 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
               if c.source and c.how in ("sum", "min", "max", "count")}
     totals.update({c.name: (f"_assumed_{c.name}", "sum") for c in assumed})
     trusted = [c for c in ROLLUP if c.how == TRUSTED_SUM]  # summed over the trusted tiers' rows only
-    ok = ok.assign(**{f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED)) for c in trusted})
+    # one concat, not one insert per column: a table of many Int64 columns is many blocks already
+    ok = pd.concat([ok, pd.DataFrame({f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED))
+                                      for c in trusted}, index=ok.index)], axis=1)
     totals.update({c.name: (f"_trusted_{c.name}", "sum") for c in trusted})
     out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
+    out = out.merge(_collective_rollup(ok, by), on=by, how="left")
+    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind"):
+        out[col] = out[col].fillna("").astype(object)
     for col in ROLLUP_INT_COLUMNS:
         out[col] = out[col].fillna(0).astype("int64")
     for col in (c.name for c in ROLLUP if c.unit == "USD/month"):
@@ -208,6 +243,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         out["busy_pct"] = (100.0 * out["busy_ns"] / window).round(4)
         periods = out["sample_periods"].where(out["sample_periods"] > 0)
         out["sampled_util_pct"] = (100.0 * out["sampled_busy_periods"] / periods).round(4)
+        measured = out["_collective_window_ns"].where(out["_collective_window_ns"] > 0)
+        out["collective_wait_pct"] = (100.0 * out["collective_wait_ns"] / measured).round(4)
     for c in lacking:
         out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
     out = out[[*by, *ROLLUP_COLUMNS]]

@@ -617,6 +617,12 @@ def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
     return kernels[col == gpu_key]
 
 
+def gpu_kernels(report: Report, gpu_key: str) -> pd.DataFrame:
+    """The kernel rows of one GPU of ``report`` (all columns, the export's order): those :func:`gpu_trace` cuts,
+    without the rest of its trace (for what reads every GPU's kernels at once: the wait inside collectives)."""
+    return _gpu_rows(report.kernels, gpu_key)
+
+
 def _gpu_devices(report: Report, gpu_key: str) -> pd.DataFrame:
     """The ``devices`` rows of one GPU. Raises ``KeyError`` for a GPU key the report does not have."""
     hit = (report.devices["gpu_key"] == gpu_key).to_numpy(bool)

@@ -297,6 +297,25 @@ def meter_text(meter: dict, fleet_usd: float) -> str:
             f"{pct(meter['idle_pct'])} of the time: {money}.")
 
 
+def collective_lines(collective: dict | None) -> list[str]:
+    """The Markdown summary's fix-first entry for the wait inside collectives, in its own section after the idle
+    list (:func:`~pipeline.report.medical.fleet_collectives`; docs/definitions.md#collective-wait): ``[]`` when no
+    GPU ran a collective in its window."""
+    if not collective:
+        return []
+    c = collective["fleet"]
+    if not c["gpus"]:
+        return [f"**Inside collectives**: not measured ({md_text(c['note'])}).", ""]
+    money = usd(c["usd"]) if c["usd"] != c["usd"] else f"{usd(c['usd'])}/month"
+    lines = [f"**Fix first, inside collectives** (busy time, apart from the idle list, never added to it): "
+             f"collective wait {money}: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) waiting for "
+             f"the last rank on {c['gpus']} GPU(s); remedy: {c['remedy']}."]
+    lines += [f"- {md_text(j['title'])}: straggler {md_text(j['straggler'])} ({j['kind']}: last in {j['last']} of "
+              f"{j['calls']} calls){', pipeline bubble' if j['wait_kind'] == 'pipeline bubble' else ''}"
+              for j in collective["jobs"] if j["straggler"]]
+    return lines + [""]
+
+
 def reconcile_text(rc: dict) -> str:
     """One sentence saying how the fix-first list adds up to the headline idle cost
     (:func:`~pipeline.report.summary.reconcile`): the list, the slivers no category holds, profiler and
@@ -365,6 +384,7 @@ def render_markdown(res: Results) -> str:
     lines = _markdown_fixes(s["fixes"])
     if s["reconcile"] and s["fixes"]:
         lines += [reconcile_text(s["reconcile"]), ""]
+    lines += collective_lines(s["collective"])
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}{'' if s['fleet_usd'] != s['fleet_usd'] else '/month'} idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"

@@ -33,6 +33,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..analysis import collwait
 from ..analysis.cost import priced_sum
 from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -136,6 +137,11 @@ def gpu_names(fleet: pd.DataFrame) -> dict:
     return out
 
 
+#: Fleet columns the figures of the wait inside collectives read (:func:`collective_figures`).
+COLLECTIVE_COLUMNS = ["collective_ns", "collective_wait_ns", "collective_transfer_ns", "collective_calls",
+                      "collective_last_count", "collective_chronic", "collective_p2p", "collective_wait_status",
+                      "collective_wait_note", "collective_wait_usd_per_month"]
+
 #: Fleet columns a medical record reads.
 RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
@@ -143,7 +149,7 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
-                  "sampled_busy_periods"]
+                  "sampled_busy_periods", *COLLECTIVE_COLUMNS]
 
 
 def _ns(value) -> int:
@@ -225,6 +231,89 @@ def meter_line(ok: list[dict]) -> str:
     busy = sum(int(r["busy_ns"]) for r in rows)
     return (f"Sampled meter: would read {util_pct(busy_periods, periods):.2f} % busy ({busy_periods} of {periods} "
             f"periods of `meter.sample_ns` had a kernel); device-level busy {100.0 * busy / window:.2f} %.")
+
+
+def collective_figures(ok: list[dict], names: dict) -> dict | None:
+    """Idle inside collectives over the analysed rows ``ok`` (dicts with :data:`COLLECTIVE_COLUMNS`, ``report``,
+    ``gpu_key``, ``window_ns``; docs/definitions.md#collective-wait), the GPUs named by ``names`` (``(report,
+    gpu_key) -> name``): ``{"gpus": measured GPUs, "abstained": GPUs that ran collectives but were not matched,
+    "note": the first abstention's reason ("" with none), "reports": the measured GPUs' reports, "wait_ns", "transfer_ns", "collective_ns", "window_ns"
+    (of the measured GPUs), "wait_pct" (100 × wait / window), "usd" (their ``collective_wait_usd_per_month``
+    summed; NaN when all unpriced), "straggler", "kind" (:func:`pipeline.analysis.collwait.job_straggler`),
+    "last", "calls" (the straggler's), "wait_kind" (``pipeline bubble`` or ``collective wait``), "remedy"}``;
+    None when no row ran a collective in its window (or the table predates the columns)."""
+    rows = [r for r in ok if r.get("collective_wait_status") in (collwait.MEASURED, collwait.ABSTAINED)]
+    if not rows:
+        return None
+    measured = [r for r in rows if r["collective_wait_status"] == collwait.MEASURED]
+    notes = [str(r["collective_wait_note"]) for r in rows if r["collective_wait_status"] == collwait.ABSTAINED]
+    out = {"gpus": len(measured), "abstained": len(rows) - len(measured), "note": notes[0] if notes else "",
+           "remedy": collwait.REMEDY}
+    if not measured:
+        return out
+    gpu_names_ = [names.get((r["report"], r["gpu_key"]), str(r["gpu_key"])) for r in measured]
+    lasts = [_ns(r["collective_last_count"]) for r in measured]
+    who, kind = collwait.job_straggler(gpu_names_, lasts, [bool(r["collective_chronic"]) for r in measured])
+    at = gpu_names_.index(who) if who else None
+    wait = sum(_ns(r["collective_wait_ns"]) for r in measured)
+    window = sum(_ns(r["window_ns"]) for r in measured)
+    return {**out, "reports": len({r["report"] for r in measured}), "wait_ns": wait, "transfer_ns": sum(_ns(r["collective_transfer_ns"]) for r in measured),
+            "collective_ns": sum(_ns(r["collective_ns"]) for r in measured), "window_ns": window,
+            "wait_pct": 100.0 * wait / window if window else 0.0,
+            "usd": priced_sum([r["collective_wait_usd_per_month"] for r in measured]),
+            "straggler": who, "kind": kind, "last": lasts[at] if at is not None else 0,
+            "calls": _ns(measured[at]["collective_calls"]) if at is not None else 0,
+            "wait_kind": collwait.PIPELINE_BUBBLE if all(bool(r["collective_p2p"]) for r in measured)
+            else collwait.COLLECTIVE_WAIT}
+
+
+def collective_line(ok: list[dict], names: dict) -> str:
+    """The medical record's line on the wait inside collectives (:func:`collective_figures`), e.g. ``Collective
+    wait: 9.49 ms waiting for the last rank inside collectives (1.95 % of the windows) of 19.87 ms in collective
+    kernels on 2 GPU(s): $113.69 per month beside the idle cost, never in it; straggler H100 #2 … (chronic: last
+    in 20 of 28 calls). Fix: find why the last rank is late: its own idle, data, stragglers.``; ``""`` when no
+    GPU of the job ran a collective in its window."""
+    f = collective_figures(ok, names)
+    if f is None:
+        return ""
+    if not f["gpus"]:
+        return f"Collective wait: not measured ({md_text(f['note'])})."
+    usd = "unpriced" if f["usd"] != f["usd"] else f"${f['usd']:,.2f} per month"
+    what = "pipeline bubble (point-to-point send/recv)" if f["wait_kind"] == collwait.PIPELINE_BUBBLE else \
+        "waiting for the last rank inside collectives"
+    who = (f"; straggler {f['straggler']} ({f['kind']}: last in {f['last']} of {f['calls']} calls)"
+           if f["straggler"] else "")
+    apart = f"; {f['abstained']} GPU(s) not measured ({md_text(f['note'])})" if f["abstained"] else ""
+    if f["reports"] > 1:  # each report matched on its own: a call's last rank in another report is not seen
+        apart += (f"; measured within each of its {f['reports']} reports apart (their clocks are not known to agree), "
+                  "a lower bound when a call's last rank is in another report")
+    return (f"Collective wait: {_ms(f['wait_ns'])} {what} ({f['wait_pct']:.2f} % of the windows) of "
+            f"{_ms(f['collective_ns'])} in collective kernels on {f['gpus']} GPU(s): {usd} beside the idle cost, "
+            f"never in it{who}{apart}. Fix: {f['remedy']}.")
+
+
+def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
+    """Idle inside collectives over the analysed rows of ``fleet`` (a table of any age), for the report's fix-first
+    section and communication section (docs/definitions.md#collective-wait): ``{"fleet": collective_figures of
+    every row (its straggler not shown: stragglers are per job), "jobs": [{"title": the job's title, **its
+    collective_figures}, ...] (jobs with a measured GPU, most wait first)}``; None when no GPU ran a collective
+    in its window."""
+    ok = fleet[fleet["status"] != "error"]
+    if not len(ok):
+        return None
+    names = gpu_names(ok)
+    rows = conform(ok, [*JOB_KEY, *RECORD_COLUMNS])[[*JOB_KEY, *RECORD_COLUMNS]].to_dict("records")
+    total = collective_figures(rows, names)
+    if total is None:
+        return None
+    by_job: dict = {}
+    for r in rows:
+        by_job.setdefault((str(r["cluster"]), str(r["job"])), []).append(r)
+    titles = job_titles(list(by_job))
+    jobs = [{"title": titles[key], **f} for key, job_rows in by_job.items()
+            if (f := collective_figures(job_rows, names)) is not None and f["gpus"]]
+    jobs.sort(key=lambda f: (-f["wait_ns"], f["title"]))
+    return {"fleet": total, "jobs": jobs}
 
 
 def job_captures(fleet: pd.DataFrame) -> dict:
@@ -331,6 +420,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         meter = meter_line(ok)
         if meter:
             lines.append(meter)
+        collective = collective_line(ok, names)
+        if collective:
+            lines.append(collective)
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]

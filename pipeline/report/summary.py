@@ -38,7 +38,7 @@ from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
-from .medical import gpu_names, job_captures, job_keys, job_titles, record_stems
+from .medical import fleet_collectives, gpu_names, job_captures, job_keys, job_titles, record_stems
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")
@@ -716,6 +716,7 @@ def summarise(res: Results) -> dict:
                                                  "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": trend(res.history, night_hours(res)), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
+        "collective": fleet_collectives(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
         "gpu_names": names,
         "comparison": NIGHT_COMPARISON.replace(os.sep, "/") if res.kind == "sweep" and res.run_dir

@@ -29,7 +29,8 @@ import tempfile
 import traceback
 from typing import Callable
 
-from ..analysis.analyse import analyse_gpu, plan_gpu
+from ..analysis import collwait
+from ..analysis.analyse import analyse_gpu, gpu_collectives, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..analysis.kind import KIND_KEY, job_kind
 from ..analysis.window import WindowError
@@ -40,9 +41,9 @@ from ..inputs.export import export_report
 from ..load.cache import load_cached
 from ..load.kineto import is_kineto_path
 from ..load.limits import ReadLimits, cut_text, reading_under
-from ..load.report import gpu_trace, plan_trace
+from ..load.report import gpu_kernels, gpu_trace, plan_trace
 from ..memory import release as release_memory
-from ..model import Failure, GpuResult, ProfileError, Report
+from ..model import Failure, GpuResult, ProfileError, Report, world_size
 from ..engine.cluster import local_worker_memory
 from ..fleet.reduce import error_row
 
@@ -335,17 +336,27 @@ def report_agreements(path: str, keys: list[str], plans: list, cfg: Config, forc
     return {**agree(pairs, cfg.window), KIND_KEY: job_kind(pairs)}
 
 
+def report_collectives(report: Report, keys: list[str], cfg: Config) -> collwait.Matched:
+    """The collective calls of the report's GPUs ``keys`` matched across them: one report is one clock domain
+    (:func:`pipeline.analysis.collwait.match` of each GPU's :func:`~pipeline.analysis.analyse.gpu_collectives`;
+    docs/definitions.md#collective-wait)."""
+    ws = world_size(report.meta)
+    return collwait.match({key: gpu_collectives(gpu_kernels(report, key), cfg, ws, report.kernel_aliases)
+                           for key in keys}, ws)
+
+
 def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: IterationPlan | None = None,
-                 agreements: dict | None = None) -> GpuResult:
+                 agreements: dict | None = None, collective: collwait.Matched | None = None) -> GpuResult:
     """Analyse one GPU with its ``plan`` under its job's ``agreements`` (``{source: Agreement, KIND_KEY:
-    JobKind}``, :func:`report_agreements`; None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
+    JobKind}``, :func:`report_agreements`; None: the GPU alone) and its report's matched collective calls
+    (``collective``, :func:`report_collectives`; None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
     for that GPU (which keeps the plan). The memory its analysis freed goes back to the system
     (:func:`pipeline.memory.release`), so GPUs analysed one after another, or on two threads, do not
     pile up freed heap."""
     try:
         agreement = (agreements or {}).get(plan.source) if plan is not None else None
         result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement,
-                             (agreements or {}).get(KIND_KEY))
+                             (agreements or {}).get(KIND_KEY), collective)
         result.sources = list(report.sources)
         return result
     except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
@@ -364,11 +375,12 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
     plan = plans[keys.index(gpu_key)]
     try:
         agreements = report_agreements(report.path, keys, plans, cfg, forced)
+        collective = report_collectives(report, keys, cfg)
     except Exception as exc:  # noqa: BLE001 - every failure must become a row
         result = gpu_error(report.path, labels, gpu_key, describe(exc, report.path, f"GPU {gpu_key}: "))
         result.plan = plan
         return result
-    return analyse_task(report, gpu_key, cfg, labels, plan, agreements)
+    return analyse_task(report, gpu_key, cfg, labels, plan, agreements, collective)
 
 
 #: GPUs of more kernels than this (on average) are analysed one at a time, whatever ``threads``:
@@ -391,15 +403,16 @@ def _each(fn, items: list, threads: int) -> list:
 def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1,
                    forced: dict | None = None) -> list[GpuResult]:
     """Every GPU of the report, in ``keys`` order: their plans (:func:`plan_task`), the report's
-    agreement (:func:`report_agreements`; ``forced``: the job's), then :func:`analyse_task` for each;
+    agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`), then :func:`analyse_task` for each;
     each step on ``threads`` threads when more than one and the GPUs are not large
     (:data:`THREADED_MAX_GPU_KERNELS`)."""
     if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
         threads = 1
     plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads)
     agreements = report_agreements(report.path, keys, plans, cfg, forced)
-    return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements), list(zip(keys, plans)),
-                 threads)
+    collective = report_collectives(report, keys, cfg)
+    return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective),
+                 list(zip(keys, plans)), threads)
 
 
 def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:

@@ -1,0 +1,264 @@
+"""Idle inside collectives: the time a GPU spins in a collective waiting for the last rank
+(docs/definitions.md#collective-wait).
+
+A collective cannot move data until every participant has entered it, so the ranks that arrive first wait
+inside the kernel for the last one: that time is busy at the device level, yet no work is done. Within one
+clock domain (one report holding several GPUs) each call is matched across its participants and split:
+
+* a **call** is one collective kernel (:func:`pipeline.analysis.attribution.collective_mask`, the one
+  definition of a collective kernel) of each participant; participants are the report's GPUs that run a
+  collective; the k-th kernel of a :func:`family` on one GPU is matched with the k-th of that family on
+  every other (abstaining, with the reason, when the families or their counts differ);
+* ``last`` = the latest start among the call's participants; a GPU's kernel [s, e) of that call waits over
+  [s, min(e, last)) (empty when it is the last) and transfers over [max(s, last), e);
+* each part is clipped to the GPU's own window W = [w0, w1): wait = |[s, min(e, last)) ∩ W|, transfer =
+  |[max(s, last), e) ∩ W|, so ``collective_ns`` = |[s, e) ∩ W| = wait + transfer exactly, and a call straddling
+  W's edge counts with the part of it inside W; a call wholly outside W counts nowhere. ``last`` is found from
+  the participants' whole kernels (their starts are not clipped);
+* ``calls`` counts this GPU's kernels that overlap W for a positive time, ``last_count`` those of them whose
+  start is the latest of the call (a tie: every tied GPU is last).
+
+Pure numpy on int64 ns (pandas only to factorise kernel names); no Nsight Systems.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from .cost import idle_usd_per_month
+
+#: NCCL/RCCL/MSCCL device kernel names: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``,
+#: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_SendRecv``: the word after the prefix.
+_NCCL_FAMILY = re.compile(r"^(?:nccl|rccl|msccl)\w*?Kernel_([A-Za-z]+)", re.IGNORECASE)
+
+#: The families that are point-to-point (pipeline-parallel send/recv), not collectives of the whole group.
+P2P_FAMILIES = frozenset({"SendRecv", "Send", "Recv"})
+
+#: The fix-first remedy of the wait inside collectives (its own section, never among the idle categories).
+REMEDY = "find why the last rank is late: its own idle, data, stragglers"
+
+#: ``status`` of a GPU's figures.
+MEASURED, ABSTAINED, NO_COLLECTIVE = "measured", "abstained", "none"
+
+
+def family(name: str) -> str:
+    """The kernel family of a collective kernel ``name``: for NCCL/RCCL/MSCCL kernels the operation after the
+    prefix (``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` -> ``AllReduce``; ``void ncclKernel_SendRecv_RING_SIMPLE
+    (...)`` -> ``SendRecv``), for any other the name itself without ``void``, template arguments and parameters
+    (``cross_device_reduce_2stage<float, 8>(...)`` -> ``cross_device_reduce_2stage``)."""
+    text = str(name).strip()
+    if text.startswith("void "):
+        text = text[5:].lstrip()
+    text = re.split(r"[(<]", text, maxsplit=1)[0].strip()
+    hit = _NCCL_FAMILY.match(text)
+    return hit.group(1) if hit else text
+
+
+class RankCalls(NamedTuple):
+    """One GPU's collective kernels in start order: ``starts``, ``ends`` (``(n,)`` int64 ns) and ``families``
+    (``(n,)`` object, :func:`family`)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    families: np.ndarray
+
+
+def rank_calls(starts, ends, names, collective) -> RankCalls:
+    """:class:`RankCalls` of one GPU's kernels (``(n,)`` starts, ends in int64 ns, names, and the bool
+    ``collective`` mask of :func:`pipeline.analysis.attribution.collective_mask`), sorted by (start, end).
+    Raises ValueError when the four differ in length."""
+    s = np.asarray(starts, dtype=np.int64).reshape(-1)
+    e = np.asarray(ends, dtype=np.int64).reshape(-1)
+    n = np.asarray(names, dtype=object).reshape(-1)
+    c = np.asarray(collective, dtype=bool).reshape(-1)
+    if not (s.size == e.size == n.size == c.size):
+        raise ValueError(f"rank_calls: starts, ends, names and collective differ in length "
+                         f"({s.size}, {e.size}, {n.size}, {c.size})")
+    s, e, n = s[c], e[c], n[c]
+    order = np.lexsort((e, s))
+    # each distinct name is normalised once (a long capture runs the same few NCCL kernels many times)
+    codes, labels = pd.factorize(n[order], use_na_sentinel=False)
+    fams = np.array([family(x) for x in labels], dtype=object)[codes] if len(labels) else np.zeros(0, object)
+    return RankCalls(s[order], e[order], fams)
+
+
+class Matched(NamedTuple):
+    """The calls of one clock domain matched across its participants (:func:`match`): ``calls``, the
+    :class:`RankCalls` of every GPU key given (matched or not); ``last`` per GPU key, the
+    ``(n,)`` int64 latest start among the participants of each of that GPU's calls (in its :class:`RankCalls`
+    order); ``is_last`` per GPU key, ``(n,)`` bool, this GPU's start is that latest one; ``note``: how they were
+    matched, or why not (then ``last`` is empty: abstained); ``p2p``: every call is point-to-point."""
+
+    calls: dict
+    last: dict
+    is_last: dict
+    note: str
+    p2p: bool = False
+
+    @property
+    def abstained(self) -> bool:
+        return not self.last
+
+
+def _counts(calls: RankCalls) -> dict:
+    fams, counts = np.unique(calls.families.astype(str), return_counts=True) if calls.families.size else ([], [])
+    return {str(f): int(c) for f, c in zip(fams, counts)}
+
+
+def _counts_text(counts: dict) -> str:
+    return ", ".join(f"{f} ×{n}" for f, n in sorted(counts.items()))
+
+
+def match(ranks: dict, world_size: int = 0) -> Matched:
+    """Match every collective call across the participants of one clock domain (one report).
+
+    Args:
+        ranks: GPU key -> :class:`RankCalls` of every GPU of the report (those with no collective are no
+            participant).
+        world_size: the ranks the report says its job ran on (0: it does not say); more ranks than
+            participants means the others are in other reports, on clocks not known to agree: abstain.
+    Returns:
+        :class:`Matched`: the k-th kernel of a family on one participant is the k-th of that family on every
+        other; abstained (empty ``last``, ``note`` the reason) with fewer than two participants, more ranks than
+        participants, or families / counts that differ between participants.
+    """
+    part = {k: v for k, v in ranks.items() if v.starts.size}
+    if len(part) < 2 or (world_size and world_size > len(part)):
+        held = f"{len(part)} GPU(s) with collectives in this report" + (
+            f" of the {int(world_size)} ranks the capture names" if world_size > len(part) else "")
+        return Matched(dict(ranks), {}, {},
+                       f"ranks in separate reports: their clocks are not known to agree ({held})")
+    counts = {k: _counts(v) for k, v in part.items()}
+    first = next(iter(part))
+    for k, c in counts.items():
+        if c != counts[first]:
+            return Matched(dict(ranks), {}, {}, f"calls disagree between GPUs: {first} ran "
+                           f"{_counts_text(counts[first])}, {k} ran {_counts_text(c)}; not matched")
+    # the k-th call of each family: its position among that family's kernels on each GPU
+    slots = {}
+    for k, v in part.items():
+        fams = v.families.astype(str)
+        slot = np.zeros(fams.size, dtype=np.int64)
+        offset = 0
+        for f in sorted(counts[first]):
+            where = np.flatnonzero(fams == f)
+            slot[where] = offset + np.arange(where.size)
+            offset += where.size
+        slots[k] = slot
+    total = sum(counts[first].values())
+    latest = np.full(total, np.iinfo(np.int64).min, dtype=np.int64)
+    for k, v in part.items():
+        np.maximum.at(latest, slots[k], v.starts)
+    last = {k: latest[slots[k]] for k in part}
+    is_last = {k: part[k].starts == last[k] for k in part}
+    p2p = all(f in P2P_FAMILIES for f in counts[first])
+    note = (f"{len(part)} GPUs in one report (one clock); calls matched by the k-th kernel of each family: "
+            f"{_counts_text(counts[first])}")
+    return Matched(dict(ranks), last, is_last, note, p2p)
+
+
+class Wait(NamedTuple):
+    """One GPU's collective figures inside W (ints, ns / counts): ``collective_ns`` = ``wait_ns`` +
+    ``transfer_ns``, ``calls`` (its calls overlapping W), ``last_count`` (of them, those it entered last)."""
+
+    collective_ns: int
+    wait_ns: int
+    transfer_ns: int
+    calls: int
+    last_count: int
+
+
+#: An NVTX range NCCL (or PyTorch's NCCL process group) opens around a collective, not a send/recv:
+#: ``nccl:all_to_all``, ``nccl:all_reduce``; its SendRecv kernels implement a collective, not a pipeline stage.
+_NVTX_COLLECTIVE = re.compile(r"^\s*nccl:(?!\s*(?:send|recv))", re.IGNORECASE)
+
+
+def nvtx_names_collective(texts) -> bool:
+    """True when some NVTX range text of ``texts`` names an NCCL collective (``nccl:all_to_all, op_id = 7``), not a
+    point-to-point send/recv: then send/recv kernels are a collective's, and their wait is no pipeline bubble."""
+    return any(_NVTX_COLLECTIVE.match(str(t)) for t in texts)
+
+
+def _inside(a: np.ndarray, b: np.ndarray, w0: int, w1: int) -> np.ndarray:
+    """``|[a, b) ∩ [w0, w1)|`` per row, never below 0."""
+    return np.clip(np.minimum(b, np.int64(w1)) - np.maximum(a, np.int64(w0)), 0, None)
+
+
+def gpu_wait(calls: RankCalls, last, is_last, w0: int, w1: int) -> Wait:
+    """Split one GPU's matched collective kernels (``calls``; ``last``, ``is_last`` from :func:`match`, same
+    order) into wait and transfer inside W = [w0, w1) (the module docstring; docs/definitions.md#collective-wait).
+    Raises ValueError when ``last`` does not hold one value per call."""
+    s, e = calls.starts, calls.ends
+    last = np.asarray(last, dtype=np.int64)
+    if last.size != s.size:
+        raise ValueError(f"gpu_wait: {s.size} calls but {last.size} last starts")
+    total = _inside(s, e, w0, w1)
+    wait = _inside(s, np.minimum(e, last), w0, w1)
+    transfer = _inside(np.maximum(s, last), e, w0, w1)
+    counted = total > 0
+    return Wait(int(total.sum()), int(wait.sum()), int(transfer.sum()), int(counted.sum()),
+                int((counted & np.asarray(is_last, dtype=bool)).sum()))
+
+
+def is_chronic(last_count: int, calls: int, chronic_share: float) -> bool:
+    """A GPU that entered last in more than ``chronic_share`` (``collective.chronic_share``) of its ``calls`` is a
+    chronic straggler: the same rank holds the others back in most calls (docs/definitions.md#collective-wait);
+    False without calls."""
+    return bool(calls and last_count / calls > chronic_share)
+
+
+#: ``collective_wait_kind`` of a job whose measured GPUs' calls are all point-to-point, and of any other.
+PIPELINE_BUBBLE, COLLECTIVE_WAIT = "pipeline bubble", "collective wait"
+
+
+def job_straggler(names, last_counts, chronic) -> tuple[str, str]:
+    """The job's straggler over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
+    order): ``(name, "chronic" | "transient")`` of the GPU that entered last most often (ties: the first in
+    ``names``' order), chronic when its own flag (:func:`is_chronic`) says so; ``("", "")`` when none was last."""
+    counts = [int(c) for c in last_counts]
+    if not counts or max(counts) <= 0:
+        return "", ""
+    best = counts.index(max(counts))
+    return str(list(names)[best]), ("chronic" if bool(list(chronic)[best]) else "transient")
+
+
+def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float, hours_per_month: float,
+                chronic_share: float, nvtx_texts=()) -> dict:
+    """The fleet row's ``collective_*`` columns of GPU ``gpu_key`` inside its W = [w0, w1) from its report's
+    :class:`Matched` calls (docs/definitions.md#collective-wait): ``collective_ns``, ``collective_calls`` and the
+    shares of W always; ``collective_wait_ns``, ``collective_transfer_ns``, ``collective_last_count`` and
+    ``collective_wait_usd_per_month`` (the wait's share of W priced by
+    :func:`pipeline.analysis.cost.idle_usd_per_month` at ``rate`` USD/h: beside the idle, never in it) empty
+    (None / NaN) when the match abstained; ``collective_wait_status`` (:data:`MEASURED`, :data:`ABSTAINED` or
+    :data:`NO_COLLECTIVE` when no call of the GPU overlaps W) and ``collective_wait_note`` (how matched, or why
+    not); ``collective_chronic`` (:func:`is_chronic` at ``chronic_share``) and ``collective_p2p`` (every call
+    send/recv and no NVTX range of ``nvtx_texts`` names a collective: :func:`nvtx_names_collective`)."""
+    window = int(w1) - int(w0)
+    calls = matched.calls.get(gpu_key) or RankCalls(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                                     np.zeros(0, object))
+    measured = gpu_key in matched.last
+    own = gpu_wait(calls, matched.last[gpu_key] if measured else calls.starts,
+                   matched.is_last[gpu_key] if measured else np.zeros(calls.starts.size, bool), w0, w1)
+
+    def pct(ns):
+        return round(100.0 * ns / window, 4) if window > 0 else 0.0
+
+    status = NO_COLLECTIVE if not own.calls else (MEASURED if measured else ABSTAINED)
+    row = {"collective_ns": own.collective_ns, "collective_pct": pct(own.collective_ns),
+           "collective_calls": own.calls, "collective_wait_status": status,
+           "collective_wait_note": "" if status == NO_COLLECTIVE else matched.note,
+           "collective_chronic": False, "collective_p2p": False}
+    if status == ABSTAINED:
+        return {**row, "collective_wait_ns": None, "collective_transfer_ns": None, "collective_last_count": None,
+                "collective_wait_pct": float("nan"), "collective_transfer_pct": float("nan"),
+                "collective_wait_usd_per_month": float("nan")}
+    share = own.wait_ns / window if window > 0 else 0.0
+    return {**row, "collective_wait_ns": own.wait_ns, "collective_transfer_ns": own.transfer_ns,
+            "collective_last_count": own.last_count, "collective_wait_pct": pct(own.wait_ns),
+            "collective_transfer_pct": pct(own.transfer_ns),
+            "collective_wait_usd_per_month": round(idle_usd_per_month(share, rate, hours_per_month), 2),
+            "collective_chronic": status == MEASURED and is_chronic(own.last_count, own.calls, chronic_share),
+            "collective_p2p": status == MEASURED and matched.p2p and not nvtx_names_collective(nvtx_texts)}
