@@ -33,9 +33,10 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..analysis.cost import priced_sum
+from ..analysis.cost import assumed_split, priced_sum
 from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
+from ..fleet.reduce import assumed_text
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
@@ -277,6 +278,28 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
             + (f"; {unpriced} GPU(s) unpriced, not in it." if unpriced else "."))
 
 
+def exposed_line(ok: list[dict], window: int) -> str:
+    """The record's line on the job's exposed communication (:mod:`pipeline.analysis.overlap`) over its analysed
+    rows ``ok`` (``window``: their summed ``window_ns``), e.g. ``Exposed communication: 12.000 ms (1.20 % of the
+    windows) of 30.000 ms in collective kernels ran with no compute kernel on another stream: ~$804.69 per month
+    (busy time, not in the idle cost); of which $804.69 at assumed rates (1 GPU(s)).``: ``~`` and the part at
+    assumed rates, or the GPUs unpriced, over the GPUs with exposed communication
+    (:func:`~pipeline.analysis.cost.assumed_split`, :func:`~pipeline.fleet.reduce.assumed_text`;
+    docs/definitions.md#cost); ``unpriced`` when none of them is priced, never $0.00."""
+    exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
+    comm = sum(_ns(r["comm_ns"]) for r in ok)
+    at = [r for r in ok if _ns(r["comm_exposed_ns"])]
+    rates = assumed_split([r["comm_exposed_usd_per_month"] for r in at], [bool(r["rate_assumed"]) for r in at],
+                          [bool(r["unpriced"]) for r in at])
+    comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in at])
+    priced = "unpriced" if comm_usd != comm_usd else (
+        ("~" if rates["assumed_gpus"] else "")
+        + f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} per month")
+    return (f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
+            f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
+            f"{priced} (busy time, not in the idle cost){assumed_text(rates)}.")
+
+
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
     """Markdown page for one job.
 
@@ -358,14 +381,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         lines += ["", idle_cost_line(ok, of_which)]
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
-            comm = sum(_ns(r["comm_ns"]) for r in ok)
-            comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in ok if _ns(r["comm_exposed_ns"])])
-            priced = "unpriced" if comm_usd != comm_usd else (
-                f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} "
-                "per month")
-            lines.append(f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
-                         f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
-                         f"{priced} (busy time, not in the idle cost).")
+            lines.append(exposed_line(ok, window))
         lines += [""] + [f"*[{name}]: {md_text(key)} in {md_text(os.path.basename(str(report).rstrip('/')))}"
                   for (report, key), name in names.items()]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):
