@@ -33,6 +33,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..analysis.confidence import TIERS
 from ..analysis.cost import assumed_split, priced_sum
 from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -144,7 +145,7 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
-                  "sampled_busy_periods"]
+                  "sampled_busy_periods", "confidence_tier", "confidence_note"]
 
 
 def _ns(value) -> int:
@@ -228,10 +229,34 @@ def meter_line(ok: list[dict]) -> str:
             f"periods of `meter.sample_ns` had a kernel); device-level busy {100.0 * busy / window:.2f} %.")
 
 
-def job_captures(fleet: pd.DataFrame) -> dict:
-    """``(cluster, job) ->`` :func:`job_capture` of each job's analysed rows of ``fleet`` (a table of any age:
-    :func:`pipeline.schema.conform`), the GPUs named as every view names them (:func:`gpu_names`); a job
-    whose rows have no kind is left out."""
+def job_tiers(ok: list[dict]) -> dict | None:
+    """The confidence tiers of a job's analysed rows ``ok`` (dicts with the :data:`RECORD_COLUMNS`;
+    docs/definitions.md#confidence-tiers): ``tiers``: ``{tier: GPUs}`` of the tiers present, in the order of
+    :data:`~pipeline.analysis.confidence.TIERS` (lowest first); ``lowest``: the lowest tier; ``notes``: the rows'
+    ``confidence_note`` reasons (``"; "``-separated in a note), each once, in row order; ``title``: the counts as
+    text, e.g. ``1 GPU(s) toy, 2 GPU(s) low``. None when no row has a tier (a table written before the column)."""
+    rows = [r for r in ok if r.get("confidence_tier") in TIERS]
+    if not rows:
+        return None
+    counts = {t: n for t in TIERS if (n := sum(1 for r in rows if r["confidence_tier"] == t))}
+    notes = list(dict.fromkeys(part for r in rows if isinstance(r.get("confidence_note"), str)
+                               for part in r["confidence_note"].split("; ") if part))
+    return {"tiers": counts, "lowest": next(iter(counts)), "notes": notes,
+            "title": ", ".join(f"{n} GPU(s) {t}" for t, n in counts.items())}
+
+
+def confidence_line(c: dict) -> str:
+    """The medical record's line on the job's confidence tiers (:func:`job_tiers`'s ``c``), e.g. ``Confidence: 2
+    GPU(s) low — the window leaves out 29.9221 % of the capture's idle (over 10 %) and the job's kind is
+    unknown.``: the GPUs per tier, lowest first, then the reasons, each once (profile text in them escaped)."""
+    notes = "; ".join(md_text(n) for n in c["notes"])
+    return f"Confidence: {c['title']}" + (f" — {notes}" if notes else "") + "."
+
+
+def _per_job(fleet: pd.DataFrame, of) -> dict:
+    """``(cluster, job) -> of(rows, names)`` over each job's analysed rows of ``fleet`` (a table of any age:
+    :func:`pipeline.schema.conform`; plain rows sorted by report and GPU key), the GPUs named as every view names
+    them (:func:`gpu_names`); a job for which ``of`` gives None is left out."""
     ok = fleet[fleet["status"] != "error"]
     if not len(ok):
         return {}
@@ -241,10 +266,22 @@ def job_captures(fleet: pd.DataFrame) -> dict:
         by_job.setdefault((str(cluster), str(job)), []).append(row)
     out = {}
     for key, rows in by_job.items():
-        c = job_capture(sorted(rows, key=lambda r: (str(r["report"]), str(r["gpu_key"]))), names)
+        c = of(sorted(rows, key=lambda r: (str(r["report"]), str(r["gpu_key"]))), names)
         if c is not None:
             out[key] = c
     return out
+
+
+def job_captures(fleet: pd.DataFrame) -> dict:
+    """``(cluster, job) ->`` :func:`job_capture` of each job's analysed rows of ``fleet`` (:func:`_per_job`); a job
+    whose rows have no kind is left out."""
+    return _per_job(fleet, job_capture)
+
+
+def job_confidences(fleet: pd.DataFrame) -> dict:
+    """``(cluster, job) ->`` :func:`job_tiers` of each job's analysed rows of ``fleet`` (:func:`_per_job`); a job
+    whose rows have no tier is left out."""
+    return _per_job(fleet, lambda rows, _names: job_tiers(rows))
 
 
 def capture_line(c: dict) -> str:
@@ -354,6 +391,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         meter = meter_line(ok)
         if meter:
             lines.append(meter)
+        tiers = job_tiers(ok)
+        if tiers is not None:
+            lines.append(confidence_line(tiers))
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]

@@ -38,7 +38,7 @@ from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
-from .medical import gpu_names, job_captures, job_keys, job_titles, record_stems
+from .medical import gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")
@@ -692,7 +692,7 @@ def summarise(res: Results) -> dict:
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
-    captures = job_captures(fleet)
+    captures, confidences = job_captures(fleet), job_confidences(fleet)
     ra = rate_assumptions(fleet)
     top_rows, names = [], gpu_names(fleet)
     for rank, r in enumerate(top.itertuples(), 1):
@@ -721,7 +721,8 @@ def summarise(res: Results) -> dict:
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
         "clusters": clusters.to_dict("records"),
         "jobs": by_cost([dict(j, anchor=anchors.get((str(j["cluster"]), str(j["job"]))),
-                              capture=captures.get((str(j["cluster"]), str(j["job"]))))
+                              capture=captures.get((str(j["cluster"]), str(j["job"]))),
+                              tiers=confidences.get((str(j["cluster"]), str(j["job"]))))
                          for j in jobs.to_dict("records")]),
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
