@@ -211,7 +211,7 @@ def test_records_and_report_show_kind_capture_and_startup_wait(tmp_path):
     run_cli("report", str(out), "--out", str(out / "report.html"))
     jobs = _cell((out / "report.html").read_text(encoding="utf-8"), "jobs")
     assert "<th>kind</th>" in jobs and '<th class="num">window idle</th><th class="num" title=' in jobs
-    assert ">capture idle (share outside window)</th>" in jobs and ">start-up</th>" in jobs
+    assert ">capture idle<br>(share outside window)</th>" in jobs and ">start-up</th>" in jobs
 
     def row(job):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", re.search(rf'<tr data-job="{job}">(.*?)</tr>', jobs).group(1))
