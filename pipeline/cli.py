@@ -37,6 +37,8 @@ ASSUMED_LEGEND = ("~$: priced at an assumed rate, the default model's (the GPU's
 #: What the printed table's ``tier`` column means (docs/definitions.md#confidence-tiers); every legend line fits 120
 #: columns, as the table does.
 TIER_LEGEND = "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)"
+#: What the printed table's ``!`` after a speed-up means (``implausible_speedup``, docs/definitions.md#fix-first).
+IMPLAUSIBLE_LEGEND = "x!: implausible speed-up: one category holds 90 % or more of the window (docs/definitions.md#fix-first)"
 
 
 def _usd_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
@@ -44,6 +46,14 @@ def _usd_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
     ``~$1,234.56`` at an assumed rate (``rate_assumed``), ``unpriced`` (``unpriced``)."""
     return ["unpriced" if bool(u) else f"~{c}" if bool(a) else c
             for c, a, u in zip(cells, ok["rate_assumed"].astype(bool), ok["unpriced"].astype(bool))]
+
+
+def _speedup_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
+    """The printed ``amdahl_speedup`` cells (``4421.087x``, from :func:`_cells`) of the rows ``ok`` marked ``!``
+    where the row's ``implausible_speedup`` is set (a category holds at least
+    :data:`~pipeline.analysis.fixfirst.IMPLAUSIBLE_SHARE` of the window): ``4421.087x!``."""
+    flags = ok["implausible_speedup"].fillna(False).astype(bool)
+    return [f"{c}!" if bool(f) else c for c, f in zip(cells, flags)]
 
 
 def _cells(values: pd.Series, col) -> list[str]:
@@ -92,6 +102,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
 
     columns = schema.PRINTED_WIDE if wide else schema.PRINTED
     names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model", "rate_assumed", "unpriced",
+                                "implausible_speedup",
                                 *(c.name for c in columns if c.name != "gpu_name")]))
     ok = schema.conform(fleet[fleet["status"] != "error"], names).copy()  # an older table: "-" where it lacks
     lines = []
@@ -108,8 +119,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     hidden = max(0, len(ok) - max_rows)
     ok = ok.head(max_rows)
     if not ok.empty:
-        table = [[c.header] + (_usd_marked(ok, _cells(ok[c.name], c)) if c.name == "idle_usd_per_month"
-                               else _cells(ok[c.name], c)) for c in columns]
+        marked = {"idle_usd_per_month": _usd_marked, "amdahl_speedup": _speedup_marked}
+        table = [[c.header] + marked.get(c.name, lambda _, cells: cells)(ok, _cells(ok[c.name], c)) for c in columns]
         widths = [max(len(cell) for cell in cells) for cells in table]
         left = [schema.column(c.name).dtype == "text" for c in columns]
         for i in range(len(ok) + 1):
@@ -121,6 +132,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
             lines.append(ASSUMED_LEGEND[0])
         if ok["unpriced"].astype(bool).any():
             lines.append(ASSUMED_LEGEND[1])
+        if any(c.name == "amdahl_speedup" for c in columns) and ok["implausible_speedup"].fillna(False).astype(bool).any():
+            lines.append(IMPLAUSIBLE_LEGEND)
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():
@@ -288,14 +301,32 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     from .fleet.reduce import assumed_text, rate_assumptions
 
     ra, gpus = rate_assumptions(fleet), len(fleet) - len(fleet[fleet['status'] == 'error'])
-    # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost)
+    # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost); no GPU
+    # analysed: no total at all (there is nothing it could be the cost of)
     total = "unpriced" if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f"${total_usd:,.2f}/month"
-    echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed; fleet idle cost {total}")
+    echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed; "
+         + (f"fleet idle cost {total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
     if assumed:  # on a line of its own: every line printed fits 120 columns
         echo("  " + assumed.removeprefix("; "))
+    if gpus:
+        echo(trust_lines(fleet))
     echo(wrote)
     sys.exit(1 if failed else 0)
+
+
+def trust_lines(fleet: pd.DataFrame, width: int = 120) -> str:
+    """The printed total cut by confidence tier, under it (docs/definitions.md#confidence-tiers): the report's
+    trusted card in words (:func:`~pipeline.report.html.trust_text` of
+    :func:`~pipeline.report.summary.trust_split`, the one definition of both), indented two spaces and wrapped at
+    ``width`` columns."""
+    import textwrap
+
+    from .report.html import trust_text
+    from .report.summary import trust_split
+
+    return textwrap.fill(trust_text(trust_split(fleet)), width=width, initial_indent="  ", subsequent_indent="  ",
+                         break_on_hyphens=False)
 
 
 def _result_cache(cfg):

@@ -266,7 +266,7 @@ ROLLUP = (
     _r("gap_total_ns", "Int64", "ns", "gap_total_ns", "sum", "summed"),
     _r("idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", "sum", "summed (unpriced GPUs left out)"),
     _r("assumed_usd_per_month", "float", "USD/month", "idle_usd_per_month", ASSUMED_SUM,
-       "the part of `idle_usd_per_month` priced at an assumed rate"),
+       "the part of `idle_usd_per_month` priced at an assumed rate (0 when none of the job's GPUs is assumed)"),
     _r("unpriced_gpus", "Int64", "count", "unpriced", "sum", "GPUs flagged `unpriced` (no dollars)"),
     _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
     _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
@@ -278,7 +278,8 @@ ROLLUP = (
     _r("min_iterations", "Int64", "count", "iterations", "min", "the fewest stable iterations of a GPU"),
     _r("low_confidence_gpus", "Int64", "count", "low_confidence", "sum", "GPUs flagged `low_confidence`"),
     _r("trusted_idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", TRUSTED_SUM,
-       "summed over the GPUs whose `confidence_tier` is `medium` or `high`"),
+       "summed over the GPUs whose `confidence_tier` is `medium` or `high` (0 when none of the job's GPUs is "
+       "trusted)"),
     _r("comm_ns", "Int64", "ns", "comm_ns", "sum", "summed"),
     _r("comm_overlapped_ns", "Int64", "ns", "comm_overlapped_ns", "sum", "summed"),
     _r("comm_exposed_ns", "Int64", "ns", "comm_exposed_ns", "sum", "summed"),

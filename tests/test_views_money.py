@@ -114,7 +114,7 @@ def _table(stdout: str) -> list[str]:
     """The printed table's lines: from its header to the blank line before the totals."""
     lines = stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith(("$/month", "idle_usd_per_month")))
-    return [ln for ln in lines[start:lines.index("", start)] if not ln.startswith(("tier:", "~$:", "unpriced:"))]
+    return [ln for ln in lines[start:lines.index("", start)] if not ln.startswith(("tier:", "~$:", "unpriced:", "x!:"))]
 
 
 def test_run_prints_the_example_fleet_most_expensive_first_in_120_columns(example):

@@ -154,7 +154,9 @@ def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     assert "apart: unpriced on 1 toy or low-confidence GPU(s) (1 unpriced) (toy 1, low 0)" in card
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert re.search(r"\*\*GPU idle cost, [0-9-]+\*\*: unpriced idle \(50\.00 % device-level idle over 1 GPU\(s\)\)", md)
-    assert "apart, unpriced on 1 GPU(s) of tier toy (1) or low (0), 1 unpriced." in md
+    # no GPU trusted: "none" of them, no trusted dollar figure (issue 26's tryout: "on trusted captures $0.00")
+    assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, unpriced on 1 GPU(s) of tier "
+            "toy (1) or low (0), 1 unpriced.") in md
     assert "| 1 | cpu | unpriced (1 GPU(s)) |" in md
 
 
@@ -209,11 +211,12 @@ def test_records_and_report_show_kind_capture_and_startup_wait(tmp_path):
     run_cli("report", str(out), "--out", str(out / "report.html"))
     jobs = _cell((out / "report.html").read_text(encoding="utf-8"), "jobs")
     assert "<th>kind</th>" in jobs and '<th class="num">window idle</th><th class="num" title=' in jobs
-    assert ">capture (left out)</th>" in jobs and ">start-up</th>" in jobs
+    assert ">capture idle<br>(share outside window)</th>" in jobs and ">start-up</th>" in jobs
 
     def row(job):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", re.search(rf'<tr data-job="{job}">(.*?)</tr>', jobs).group(1))
-        return cells[2:7]   # kind (its evidence on hover), GPUs, window idle, capture idle (left out), start-up wait
+        # kind (its evidence on hover), GPUs, window idle, capture idle (share outside window), start-up wait
+        return cells[2:3] + cells[4:8]   # (cells[3]: the tier)
 
     assert row("srv") == ['<span class="tag kind" title="NVTX range &#39;sglang::decode&#39; (window.serving_ranges)">'
                           'serving</span>', "1", "57.45 %", '57.45 % <span class="note">(0.00 %)</span>', "200.000 ms"]

@@ -319,13 +319,21 @@ def page_names(doc: dict) -> tuple[str, str]:
             os.path.basename(str(doc["report"]).rstrip("/")))
 
 
+def rate_assumed(s: dict) -> bool:
+    """Whether a GPU's ``_summary`` ``s`` was priced at an assumed rate, the default model's (no rate-card entry of
+    its own, docs/definitions.md#cost): its ``rate_assumed``, or for a summary written before that column what its
+    ``rate_source`` says; False for an unpriced GPU (it has no dollars to mark)."""
+    if s.get("unpriced"):
+        return False
+    return bool(s["rate_assumed"]) if "rate_assumed" in s else source_says_assumed(s.get("rate_source"))
+
+
 def rate_note(s: dict) -> str:
     """What the cost card says beside the rate model of a GPU's ``_summary`` ``s`` when it had no rate-card
     entry of its own (docs/definitions.md#cost): ``assumed: 'X' is not on the card`` (or ``… the model is
     not named``), ``unpriced: …``; empty for a GPU priced at its own entry. A summary written before the
     ``rate_assumed`` column: what its ``rate_source`` says."""
-    assumed = bool(s["rate_assumed"]) if "rate_assumed" in s else source_says_assumed(s.get("rate_source"))
-    if not (assumed or s.get("unpriced")):
+    if not (rate_assumed(s) or s.get("unpriced")):
         return ""
     model = s.get("gpu_model") or ""
     why = f"model {model} is not on the card" if model else "the GPU model is not named"
@@ -360,6 +368,7 @@ def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
         "s": s, "doc": doc, "name": name, "gpu_key": doc["gpu_key"], "report_name": report_name, "rate_note": rate_note(s),
+        "rate_assumed": rate_assumed(s),
         "picture_title": f"{name} in {report_name}",
         "same_rosters": same_rosters(device, streams, device_more, streams_more),
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),

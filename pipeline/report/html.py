@@ -203,7 +203,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
-        cause_names=CAUSE_NAMES,
+        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key))
 
 
@@ -270,9 +270,14 @@ def fix_usd_text(e: dict) -> str:
     return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 
+#: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
+NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
+
+
 def trust_text(trust: dict) -> str:
     """One sentence cutting the headline by confidence tier (:func:`~pipeline.report.summary.trust_split`):
-    the trusted dollars first, the toy and low ones apart."""
+    the trusted dollars first, the toy and low ones apart; with no trusted GPU, :data:`NONE_TRUSTED` and no
+    trusted dollar figure (docs/definitions.md#confidence-tiers)."""
     tiers = trust["tiers"]
 
     def money(x: float) -> str:
@@ -281,10 +286,13 @@ def trust_text(trust: dict) -> str:
     def unpriced(n: int) -> str:
         return f", {n} unpriced" if n else ""
 
+    other = (f"{money(trust['other_usd'])} on {trust['other_gpus']} GPU(s) of tier toy ({tiers['toy']['gpus']}) or "
+             f"low ({tiers['low']['gpus']}){unpriced(trust['other_unpriced'])}")
+    if not trust["trusted_gpus"]:   # none trusted: say so, never "$0.00 on trusted captures"
+        return f"{NONE_TRUSTED[0].upper()}{NONE_TRUSTED[1:]}: all of it, {other}."
     return (f"Of it, {money(trust['trusted_usd'])} rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
-            f"tier medium or high{unpriced(trust['trusted_unpriced'])}); apart, {money(trust['other_usd'])} on "
-            f"{trust['other_gpus']} GPU(s) of tier toy ({tiers['toy']['gpus']}) or low ({tiers['low']['gpus']})"
-            f"{unpriced(trust['other_unpriced'])}.")
+            f"tier medium or high{unpriced(trust['trusted_unpriced'])}); "
+            + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low)."))
 
 
 def meter_text(meter: dict, fleet_usd: float) -> str:
@@ -395,7 +403,8 @@ def render_markdown(res: Results) -> str:
         c = s["comm"]
         lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "
                   f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
-                  f"{usd(c['usd'])}/month (busy time, not in the idle cost).", ""]
+                  f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month (busy time, not in the idle cost)"
+                  + assumed_text(c) + ".", ""]
     if t["previous"]:
         cur, prev = t["nights"][-1], t["nights"][-2]
         lines.append(f"Since {t['previous']}: {signed_usd(cur['usd'] - prev['usd'])}/month "

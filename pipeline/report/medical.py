@@ -34,9 +34,11 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import collwait
-from ..analysis.cost import priced_sum
+from ..analysis.confidence import TIERS
+from ..analysis.cost import assumed_split, priced_sum
 from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
+from ..fleet.reduce import assumed_text
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
@@ -149,7 +151,7 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
-                  "sampled_busy_periods", *COLLECTIVE_COLUMNS]
+                  "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
 
 def _ns(value) -> int:
@@ -316,10 +318,34 @@ def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
     return {"fleet": total, "jobs": jobs}
 
 
-def job_captures(fleet: pd.DataFrame) -> dict:
-    """``(cluster, job) ->`` :func:`job_capture` of each job's analysed rows of ``fleet`` (a table of any age:
-    :func:`pipeline.schema.conform`), the GPUs named as every view names them (:func:`gpu_names`); a job
-    whose rows have no kind is left out."""
+def job_tiers(ok: list[dict]) -> dict | None:
+    """The confidence tiers of a job's analysed rows ``ok`` (dicts with the :data:`RECORD_COLUMNS`;
+    docs/definitions.md#confidence-tiers): ``tiers``: ``{tier: GPUs}`` of the tiers present, in the order of
+    :data:`~pipeline.analysis.confidence.TIERS` (lowest first); ``lowest``: the lowest tier; ``notes``: the rows'
+    ``confidence_note`` reasons (``"; "``-separated in a note), each once, in row order; ``title``: the counts as
+    text, e.g. ``1 GPU(s) toy, 2 GPU(s) low``. None when no row has a tier (a table written before the column)."""
+    rows = [r for r in ok if r.get("confidence_tier") in TIERS]
+    if not rows:
+        return None
+    counts = {t: n for t in TIERS if (n := sum(1 for r in rows if r["confidence_tier"] == t))}
+    notes = list(dict.fromkeys(part for r in rows if isinstance(r.get("confidence_note"), str)
+                               for part in r["confidence_note"].split("; ") if part))
+    return {"tiers": counts, "lowest": next(iter(counts)), "notes": notes,
+            "title": ", ".join(f"{n} GPU(s) {t}" for t, n in counts.items())}
+
+
+def confidence_line(c: dict) -> str:
+    """The medical record's line on the job's confidence tiers (:func:`job_tiers`'s ``c``), e.g. ``Confidence: 2
+    GPU(s) low — the window leaves out 29.9221 % of the capture's idle (over 10 %) and the job's kind is
+    unknown.``: the GPUs per tier, lowest first, then the reasons, each once (profile text in them escaped)."""
+    notes = "; ".join(md_text(n) for n in c["notes"])
+    return f"Confidence: {c['title']}" + (f" — {notes}" if notes else "") + "."
+
+
+def _per_job(fleet: pd.DataFrame, of) -> dict:
+    """``(cluster, job) -> of(rows, names)`` over each job's analysed rows of ``fleet`` (a table of any age:
+    :func:`pipeline.schema.conform`; plain rows sorted by report and GPU key), the GPUs named as every view names
+    them (:func:`gpu_names`); a job for which ``of`` gives None is left out."""
     ok = fleet[fleet["status"] != "error"]
     if not len(ok):
         return {}
@@ -329,10 +355,22 @@ def job_captures(fleet: pd.DataFrame) -> dict:
         by_job.setdefault((str(cluster), str(job)), []).append(row)
     out = {}
     for key, rows in by_job.items():
-        c = job_capture(sorted(rows, key=lambda r: (str(r["report"]), str(r["gpu_key"]))), names)
+        c = of(sorted(rows, key=lambda r: (str(r["report"]), str(r["gpu_key"]))), names)
         if c is not None:
             out[key] = c
     return out
+
+
+def job_captures(fleet: pd.DataFrame) -> dict:
+    """``(cluster, job) ->`` :func:`job_capture` of each job's analysed rows of ``fleet`` (:func:`_per_job`); a job
+    whose rows have no kind is left out."""
+    return _per_job(fleet, job_capture)
+
+
+def job_confidences(fleet: pd.DataFrame) -> dict:
+    """``(cluster, job) ->`` :func:`job_tiers` of each job's analysed rows of ``fleet`` (:func:`_per_job`); a job
+    whose rows have no tier is left out."""
+    return _per_job(fleet, lambda rows, _names: job_tiers(rows))
 
 
 def capture_line(c: dict) -> str:
@@ -364,6 +402,28 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
             + (f" (of which {of_which}: not the application's)" if of_which else "")
             + (f"; {unpriced} GPU(s) unpriced, not in it." if unpriced else "."))
+
+
+def exposed_line(ok: list[dict], window: int) -> str:
+    """The record's line on the job's exposed communication (:mod:`pipeline.analysis.overlap`) over its analysed
+    rows ``ok`` (``window``: their summed ``window_ns``), e.g. ``Exposed communication: 12.000 ms (1.20 % of the
+    windows) of 30.000 ms in collective kernels ran with no compute kernel on another stream: ~$804.69 per month
+    (busy time, not in the idle cost); of which $804.69 at assumed rates (1 GPU(s)).``: ``~`` and the part at
+    assumed rates, or the GPUs unpriced, over the GPUs with exposed communication
+    (:func:`~pipeline.analysis.cost.assumed_split`, :func:`~pipeline.fleet.reduce.assumed_text`;
+    docs/definitions.md#cost); ``unpriced`` when none of them is priced, never $0.00."""
+    exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
+    comm = sum(_ns(r["comm_ns"]) for r in ok)
+    at = [r for r in ok if _ns(r["comm_exposed_ns"])]
+    rates = assumed_split([r["comm_exposed_usd_per_month"] for r in at], [bool(r["rate_assumed"]) for r in at],
+                          [bool(r["unpriced"]) for r in at])
+    comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in at])
+    priced = "unpriced" if comm_usd != comm_usd else (
+        ("~" if rates["assumed_gpus"] else "")
+        + f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} per month")
+    return (f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
+            f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
+            f"{priced} (busy time, not in the idle cost){assumed_text(rates)}.")
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
@@ -420,6 +480,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         meter = meter_line(ok)
         if meter:
             lines.append(meter)
+        tiers = job_tiers(ok)
+        if tiers is not None:
+            lines.append(confidence_line(tiers))
         collective = collective_line(ok, names)
         if collective:
             lines.append(collective)
@@ -450,14 +513,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         lines += ["", idle_cost_line(ok, of_which)]
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
-            comm = sum(_ns(r["comm_ns"]) for r in ok)
-            comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in ok if _ns(r["comm_exposed_ns"])])
-            priced = "unpriced" if comm_usd != comm_usd else (
-                f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} "
-                "per month")
-            lines.append(f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
-                         f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
-                         f"{priced} (busy time, not in the idle cost).")
+            lines.append(exposed_line(ok, window))
         lines += [""] + [f"*[{name}]: {md_text(key)} in {md_text(os.path.basename(str(report).rstrip('/')))}"
                   for (report, key), name in names.items()]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
 from ..analysis.confidence import TIERS, TRUSTED, KindFigures
-from ..analysis.cost import unpriced_total
+from ..analysis.cost import assumed_split, unpriced_total
 from ..analysis.meter import util_pct
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
@@ -38,7 +38,7 @@ from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
-from .medical import fleet_collectives, gpu_names, job_captures, job_keys, job_titles, record_stems
+from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")
@@ -342,7 +342,9 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     (of the summed windows, 0..100), ``usd`` (sum of ``comm_exposed_usd_per_month``) and ``gpus``
     (those with exposed communication). None when no GPU has any (a table written before the columns
     existed has none: :func:`pipeline.schema.conform`); ``usd`` is NaN when those GPUs are all unpriced
-    (:func:`~pipeline.analysis.cost.unpriced_total`)."""
+    (:func:`~pipeline.analysis.cost.unpriced_total`). How much of ``usd`` rests on assumed rates, over those GPUs
+    (docs/definitions.md#cost): ``assumed_usd``, ``assumed_gpus`` and ``unpriced_gpus``
+    (:func:`~pipeline.analysis.cost.assumed_split`)."""
     ok = conform(ok_rows(fleet))
     if not len(ok):
         return None
@@ -351,12 +353,16 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
         return None
     window = int(ok["window_ns"].astype("int64").sum())
     priced = ok.loc[exposed > 0, "comm_exposed_usd_per_month"].notna()   # the GPUs with exposed communication
+    at = ok[exposed > 0]
+    rates = assumed_split(at["comm_exposed_usd_per_month"].astype(float).to_numpy(),
+                          at["rate_assumed"].astype(bool).to_numpy(), at["unpriced"].astype(bool).to_numpy())
     return {"comm_ns": int(ok["comm_ns"].fillna(0).astype("int64").sum()),
             "overlapped_ns": int(ok["comm_overlapped_ns"].fillna(0).astype("int64").sum()),
             "exposed_ns": int(exposed.sum()), "window_ns": window,
             "exposed_pct": 100.0 * float(exposed.sum()) / float(window) if window else 0.0,
             "usd": (math.nan if unpriced_total(int(priced.sum()), int((~priced).sum()))
-                    else float(ok["comm_exposed_usd_per_month"].astype(float).sum())), "gpus": int((exposed > 0).sum())}
+                    else float(ok["comm_exposed_usd_per_month"].astype(float).sum())), "gpus": int((exposed > 0).sum()),
+            **rates}
 
 
 #: Entries of the fleet's fix-first list shown in the Markdown variant.
@@ -507,18 +513,25 @@ def trust_split(fleet: pd.DataFrame) -> dict:
 
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, trusted: bool | None = None) -> list[dict]:
     """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
-    (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key): ``[{report, gpu_key, usd}]``. ``trusted``:
+    (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key), then the unpriced GPUs with idle of the category
+    (``unpriced``, ``cat_<category>_ns`` > 0; most idle first, ties: report, GPU key; their ``usd`` NaN, as an
+    unpriced entry's GPUs are named too, docs/definitions.md#cost): ``[{report, gpu_key, usd}]``. ``trusted``:
     only the GPUs of that part of the list (True: tier ``medium`` or ``high``; False: the others, the entries
     apart; docs/definitions.md#confidence-tiers), as each fix-first entry rests on one part; None: every GPU."""
-    ok = ok_rows(with_fix_columns(fleet))
+    ok = conform(ok_rows(with_fix_columns(fleet)), ["unpriced"])
     if trusted is not None:
         ok = ok[conform(ok, ["confidence_tier"])["confidence_tier"].isin(TRUSTED) == bool(trusted)]
     column = f"fix_{category}_usd_per_month"
     usd = ok[column].astype(float).fillna(0.0)
     rows = ok.assign(_usd=usd)[usd > 0].sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
                                                     kind="stable").head(n)
-    return [{"report": str(r), "gpu_key": str(g), "usd": float(u)}
-            for r, g, u in zip(rows["report"], rows["gpu_key"], rows["_usd"])]
+    out = [{"report": str(r), "gpu_key": str(g), "usd": float(u)}
+           for r, g, u in zip(rows["report"], rows["gpu_key"], rows["_usd"])]
+    idle = ok[f"cat_{category}_ns"].fillna(0).astype("int64")
+    unpriced = ok.assign(_ns=idle)[ok["unpriced"].astype(bool) & (idle > 0)].sort_values(
+        ["_ns", "report", "gpu_key"], ascending=[False, True, True], kind="stable").head(n - len(out))
+    return out + [{"report": str(r), "gpu_key": str(g), "usd": math.nan}
+                  for r, g in zip(unpriced["report"], unpriced["gpu_key"])]
 
 
 def fix_first(fleet: pd.DataFrame) -> list[dict]:
@@ -679,7 +692,7 @@ def summarise(res: Results) -> dict:
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet)
-    captures = job_captures(fleet)
+    captures, confidences = job_captures(fleet), job_confidences(fleet)
     ra = rate_assumptions(fleet)
     top_rows, names = [], gpu_names(fleet)
     for rank, r in enumerate(top.itertuples(), 1):
@@ -708,7 +721,8 @@ def summarise(res: Results) -> dict:
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
         "clusters": clusters.to_dict("records"),
         "jobs": by_cost([dict(j, anchor=anchors.get((str(j["cluster"]), str(j["job"]))),
-                              capture=captures.get((str(j["cluster"]), str(j["job"]))))
+                              capture=captures.get((str(j["cluster"]), str(j["job"]))),
+                              tiers=confidences.get((str(j["cluster"]), str(j["job"]))))
                          for j in jobs.to_dict("records")]),
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),

@@ -1,0 +1,246 @@
+"""Issue 26's promises a fresh-user tryout found broken (docs/definitions.md#cost, #confidence-tiers,
+docs/outputs.md): assumed is never silent (exposed communication, the GPU page's recoverable dollars), unpriced is
+never $0.00 and never nameless (the fix-first GPUs cell), "none" where none is meant, the printed total split by
+trust, the tiers in the records and the per-job table.
+
+Every figure below was read off the per-GPU rows of the real traces in /work/shared/kineto and summed by hand:
+exposed communication $279.98 (a100_ws16_5streams), $109.30 (a100_ws2_nccl), $804.69 and $719.87 (the two ws128
+ranks, whose GPUs name no model: the H100 rate is assumed); idle $2,882.33 (mi250 toy), $1,613.08 + $1,555.09
+(ws128), $1,396.16, $1,231.82, $46.20; tiers: 1 toy, 5 low.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+
+KINETO = Path("/work/shared/kineto")
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+
+
+@pytest.fixture(scope="module")
+def kineto(tmp_path_factory):
+    """The real traces run with the default card (stdout kept), the report, its GPU pages and the md summary; and
+    the same run under ``cost.unlisted: unpriced``."""
+    if not KINETO.is_dir():
+        pytest.fail(f"real traces not found in {KINETO}")
+    root = tmp_path_factory.mktemp("money_defended")
+    out = root / "out"
+    printed = run_cli("run", str(KINETO), "--out", str(out)).stdout
+    run_cli("report", str(out), "--out", str(out / "report.html"))
+    run_cli("report", str(out), "--out", str(root / "summary.md"), "--format", "md")
+    cfg = root / "unpriced.yaml"
+    cfg.write_text("cost:\n  unlisted: unpriced\n", encoding="utf-8")
+    un = root / "unpriced"
+    run_cli("run", str(KINETO), "--out", str(un), "--config", str(cfg))
+    run_cli("report", str(un), "--out", str(un / "report.html"))
+    return {"out": out, "printed": printed, "md": (root / "summary.md").read_text(encoding="utf-8"), "unpriced": un}
+
+
+# ---- 1. assumed-rate dollars outside the idle headline ------------------------------------------
+
+def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
+    """$279.98 + $109.30 + $804.69 + $719.87 = $1,913.84, of which $804.69 + $719.87 = $1,524.56 on the two ws128
+    GPUs priced at the assumed H100 rate: marked ~ and stated in the report, the md summary and the record."""
+    report = (kineto["out"] / "report.html").read_text(encoding="utf-8")
+    note = _text(re.search(r'<p class="note" id="exposed-comm".*?</p>', report, re.S).group(0))
+    assert ("on 4 GPU(s): ~$1,913.84 per month at the same rates; of which $1,524.56 at assumed rates (2 GPU(s)). "
+            "Busy time") in note
+    assert 'data-assumed-usd="1524.56" data-assumed-gpus="2" data-unpriced-gpus="0"' in report
+    assert ("on 4 GPU(s): ~$1,913.84/month (busy time, not in the idle cost); of which $1,524.56 at assumed rates "
+            "(2 GPU(s)).") in kineto["md"]
+    record = (kineto["out"] / "records" / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
+    assert ("on another stream: ~$804.69 per month (busy time, not in the idle cost); of which $804.69 at assumed "
+            "rates (1 GPU(s)).") in record
+    # a GPU priced at its own entry: no mark
+    own = (kineto["out"] / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
+    assert "on another stream: $279.98 per month (busy time, not in the idle cost)." in own
+
+
+def test_exposed_communication_counts_its_unpriced_gpus(kineto):
+    """Under cost.unlisted: unpriced the two ws128 GPUs drop out: $279.98 + $109.30 = $389.28 on the 4 GPUs with
+    exposed communication, 2 of them unpriced; a ws128 record reads unpriced, never $0.00."""
+    un = kineto["unpriced"]
+    note = _text(re.search(r'<p class="note" id="exposed-comm".*?</p>',
+                           (un / "report.html").read_text(encoding="utf-8"), re.S).group(0))
+    assert ("on 4 GPU(s): $389.28 per month at the same rates; 2 GPU(s) unpriced (no rate-card entry of their own), "
+            "not in it. Busy time") in note
+    record = (un / "records" / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
+    assert ("on another stream: unpriced (busy time, not in the idle cost); 1 GPU(s) unpriced (no rate-card entry of "
+            "their own), not in it.") in record
+
+
+def test_gpu_page_marks_recoverable_dollars_at_an_assumed_rate(kineto):
+    """The mi250 trace's GPU (model 'AMD Radeon Graphics', not on the card: H100 rate assumed): its cpu category's
+    recoverable $2,253.75 reads ~$2,253.75 with the note; an A100 page has no mark."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    fleet = pd.read_parquet(kineto["out"] / "fleet.parquet")
+    pages = {str(j): kineto["out"] / "gpu-pages" / gpu_page_name(str(r), str(g))
+             for j, r, g in zip(fleet["job"], fleet["report"], fleet["gpu_key"])}
+    mi250 = pages["mi250_rocm_minitoy"].read_text(encoding="utf-8")
+    table = re.search(r'<table id="categories">.*?</table>', mi250, re.S).group(0)
+    assert re.search(r'<tr data-category="cpu">.*?<td class="num">~\$2,253\.75</td>', table, re.S)
+    assert "$2,253.75" not in table.replace("~$2,253.75", "")
+    assert re.search(r'id="categories-assumed">~\$: priced at an assumed rate \(assumed: model AMD Radeon Graphics is '
+                     r'not on the card\)', mi250)
+    a100 = pages["a100_ws16_5streams_rank0"].read_text(encoding="utf-8")
+    assert "~$" not in re.search(r'<table id="categories">.*?</table>', a100, re.S).group(0)
+    assert 'id="categories-assumed"' not in a100
+
+
+# ---- 2. an unpriced fix-first entry names its GPUs ----------------------------------------------
+
+def test_unpriced_fix_first_entry_names_its_gpus(tmp_path):
+    """The example fleet with a card of H100 alone and cost.unlisted: unpriced: the 8 A100s are unpriced; the
+    `data` entry rests on all 8 (4 resnet-finetune, 2 vit, 2 recsys). Its cell names the three with the most data
+    idle (64.40 ms, 63.49 ms, 53.18 ms: resnet-finetune's 715dc403, 61d38ca1, bfce832a) and 5 more."""
+    run_cli("synth", "--example", str(tmp_path / "ex"))
+    cfg = tmp_path / "h100.yaml"
+    cfg.write_text('cost:\n  unlisted: unpriced\n  rates_replace: true\n  rates:\n'
+                   '    - {model: H100, usd_per_gpu_hour: 4.0, match: ["*H100*"]}\n', encoding="utf-8")
+    run_cli("run", str(tmp_path / "ex"), "--out", str(tmp_path / "out"), "--config", str(tmp_path / "ex" / "labels.yaml"),
+            "--config", str(cfg))
+    run_cli("report", str(tmp_path / "out"), "--out", str(tmp_path / "out" / "report.html"))
+    report = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    row = re.search(r'<tr data-category="data".*?</tr>', re.search(r'<table id="fix-list">.*?</table>', report,
+                                                                   re.S).group(0), re.S).group(0)
+    cell = _text(re.search(r'<td class="num gpus">.*?</td>', row, re.S).group(0)).strip()
+    assert cell == "8: A100 #3 715dc403 A100 #2 61d38ca1 A100 #4 bfce832a and 5 more (fix_first.csv lists them)"
+    assert "unpriced/month" not in row
+
+
+# ---- 3. "none", not $0.00 -----------------------------------------------------------------------
+
+def test_no_trusted_gpu_reads_none(kineto):
+    """Every kineto GPU is toy or low: the trusted card says none (no dollar figure), the md summary too."""
+    report = (kineto["out"] / "report.html").read_text(encoding="utf-8")
+    card = re.search(r'<div class="card" id="trusted-usd".*?</div></div>', report, re.S).group(0)
+    assert 'data-usd=""' in card
+    assert _text(card).strip() == ("Of it, on trusted captures none none of the GPUs is on a trusted capture (tier "
+                                   "medium or high); apart: $8,724.68 on 6 toy or low-confidence GPU(s) (toy 1, low 5)")
+    assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $8,724.68/month on 6 GPU(s) "
+            "of tier toy (1) or low (5).") in kineto["md"]
+    assert "$0.00" not in card
+
+
+def test_run_on_a_missing_path_prints_no_dollar_total(tmp_path):
+    proc = run_cli("run", str(tmp_path / "no-such-dir"), "--out", str(tmp_path / "out"), check=False)
+    assert proc.returncode == 1
+    total = next(ln for ln in proc.stdout.splitlines() if "GPU(s) in the fleet table" in ln)
+    assert total == "0 GPU(s) in the fleet table, 1 report(s) failed; no GPU analysed: no idle cost"
+    assert "$" not in proc.stdout
+
+
+def test_outputs_doc_says_job_totals_over_no_gpu_are_zero():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text(encoding="utf-8")
+    assert "0 when none of the job's GPUs is trusted" in doc
+    assert "0 when none of the job's GPUs is assumed" in doc
+
+
+# ---- 4. the printed total split by trust; implausible speed-ups marked --------------------------
+
+def test_printed_total_gives_the_trusted_split(kineto):
+    """$2,882.33 + $1,613.08 + $1,555.09 + $1,396.16 + $1,231.82 + $46.20 = $8,724.68, none of it trusted; the
+    lines fit 120 columns."""
+    lines = kineto["printed"].splitlines()
+    at = next(i for i, ln in enumerate(lines) if "GPU(s) in the fleet table" in ln)
+    assert lines[at] == "6 GPU(s) in the fleet table, 0 report(s) failed; fleet idle cost $8,724.68/month"
+    assert lines[at + 1] == "  of which $6,050.50 at assumed rates (3 GPU(s))"
+    split = " ".join(ln.strip() for ln in lines[at + 2:at + 4])
+    assert split == ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $8,724.68/month on "
+                     "6 GPU(s) of tier toy (1) or low (5).")
+    assert all(len(ln) <= 120 for ln in lines[at:at + 4])
+
+
+def test_printed_trusted_line_with_trusted_gpus():
+    """Two trusted GPUs ($905.20 each: $1,810.40) and one toy ($1,000.00): the same sentence as the report's."""
+    from pipeline.cli import trust_lines
+
+    rows = [dict(_ROW, gpu_key="g1"), dict(_ROW, gpu_key="g2"),
+            dict(_ROW, gpu_key="g3", confidence_tier="toy", idle_usd_per_month=1000.0)]
+    lines = trust_lines(_fleet(rows)).splitlines()
+    assert all(ln.startswith("  ") and len(ln) <= 120 for ln in lines) and len(lines) == 2
+    assert " ".join(ln.strip() for ln in lines) == (
+        "Of it, $1,810.40/month rests on trusted captures (2 GPU(s) of tier medium or high); apart, $1,000.00/month "
+        "on 1 GPU(s) of tier toy (1) or low (0).")
+    only = " ".join(ln.strip() for ln in trust_lines(_fleet(rows[:2])).splitlines())
+    assert only == ("Of it, $1,810.40/month rests on trusted captures (2 GPU(s) of tier medium or high); none apart "
+                    "(no GPU of tier toy or low).")
+
+
+_ROW = {"cluster": "c1", "job": "train", "node": "n1", "report": "a.sqlite", "gpu_key": "pid1/dev0",
+        "gpu_model": "NVIDIA H100 80GB HBM3", "window_ns": 10_000_000, "idle_ns": 4_000_000, "idle_pct": 40.0,
+        "main_category": "sync", "idle_usd_per_month": 905.2, "amdahl_speedup": 1.6667, "status": "ok",
+        "confidence_tier": "medium", "implausible_speedup": False}
+
+
+def _fleet(rows):
+    from pipeline.report.summary import with_fix_columns
+    from pipeline.schema import conform
+
+    frame = pd.DataFrame(rows)
+    for c in ("low_confidence", "confidence_note"):
+        frame[c] = [t not in ("medium", "high") if c == "low_confidence" else "" for t in frame["confidence_tier"]]
+    from pipeline.analysis.fixfirst import FLEET_FIX_COLUMNS
+    for c in FLEET_FIX_COLUMNS:
+        if c not in frame:
+            frame[c] = 0.0
+    return with_fix_columns(conform(frame))
+
+
+def test_printed_table_marks_an_implausible_speedup():
+    """A GPU 99.98 % idle in one category: its speed-up 4421.087x reads 4421.087x! with a legend line; 120 columns."""
+    from pipeline.cli import IMPLAUSIBLE_LEGEND, format_fleet
+
+    rows = [dict(_ROW, idle_pct=99.9774, amdahl_speedup=4421.0870, implausible_speedup=True, gpu_key="g1"),
+            dict(_ROW, gpu_key="g2", idle_usd_per_month=10.0)]
+    lines = format_fleet(pd.DataFrame(rows)).splitlines()
+    assert lines[1].split()[-2:] == ["4421.087x!", "ok"]
+    assert lines[2].split()[-2:] == ["1.667x", "ok"]
+    assert IMPLAUSIBLE_LEGEND in lines
+    assert all(len(ln) <= 120 for ln in lines)
+    assert IMPLAUSIBLE_LEGEND not in format_fleet(pd.DataFrame(rows[1:]))
+
+
+# ---- 5. tiers in the records and the per-job table; 6. the capture column's header -------------
+
+def test_records_state_their_gpus_tiers(kineto):
+    records = kineto["out"] / "records"
+    mi250 = (records / "mi250_rocm_minitoy.md").read_text(encoding="utf-8")
+    assert "Confidence: 1 GPU(s) toy — window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)." in mi250
+    ws = (records / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
+    assert "Confidence: 1 GPU(s) low — rests on 0 stable iterations (fewer than 5)." in ws
+
+
+def test_record_counts_tiers_and_deduplicates_notes():
+    from pipeline.report.medical import confidence_line, job_tiers
+
+    rows = [{"confidence_tier": "low", "confidence_note": "rests on 0 stable iterations (fewer than 5)"},
+            {"confidence_tier": "medium", "confidence_note": ""},
+            {"confidence_tier": "low", "confidence_note": "rests on 0 stable iterations (fewer than 5); window 0.01 s"},
+            {"confidence_tier": "toy", "confidence_note": "14 kernels in W (fewer than 50)"}]
+    t = job_tiers(rows)
+    assert t["lowest"] == "toy" and t["tiers"] == {"toy": 1, "low": 2, "medium": 1}
+    assert confidence_line(t) == ("Confidence: 1 GPU(s) toy, 2 GPU(s) low, 1 GPU(s) medium — rests on 0 stable "
+                                  "iterations (fewer than 5); window 0.01 s; 14 kernels in W (fewer than 50).")
+    assert job_tiers([{"confidence_tier": None, "confidence_note": None}]) is None
+
+
+def test_per_job_table_has_a_tier_column_and_a_clear_capture_header(kineto):
+    report = (kineto["out"] / "report.html").read_text(encoding="utf-8")
+    jobs = re.search(r'<table id="jobs">.*?</table>', report, re.S).group(0)
+    header = re.search(r"<tr>.*?</tr>", jobs, re.S).group(0)
+    assert ">tier</th>" in header
+    assert ">capture idle<br>(share outside window)</th>" in header and "capture (left out)" not in header
+    row = re.search(r'<tr data-job="mi250_rocm_minitoy">.*?</tr>', jobs, re.S).group(0)
+    assert '<td class="tier"><span title="1 GPU(s) toy">toy</span></td>' in row
+    row = re.search(r'<tr data-job="ws128_sampled_rank0">.*?</tr>', jobs, re.S).group(0)
+    assert '<span title="1 GPU(s) low">low</span>' in row
