@@ -314,10 +314,12 @@ def collective_lines(collective: dict | None) -> list[str]:
     c = collective["fleet"]
     if not c["gpus"]:
         return [f"**Inside collectives**: not measured ({md_text(c['note'])}).", ""]
-    money = usd(c["usd"]) if c["usd"] != c["usd"] else f"{usd(c['usd'])}/month"
+    money = usd(c["usd"]) if c["usd"] != c["usd"] else (("~" if c["assumed"]["assumed_gpus"] else "")
+                                                         + f"{usd(c['usd'])}/month")
     lines = [f"**Fix first, inside collectives** (busy time, apart from the idle list, never added to it): "
              f"collective wait {money}: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) waiting for "
-             f"the last rank on {c['gpus']} GPU(s); remedy: {c['remedy']}."]
+             f"the last rank on {c['gpus']} GPU(s){assumed_text(c['assumed']) if c['usd'] == c['usd'] else ''}; "
+             f"remedy: {c['remedy']}."]
     lines += [f"- {md_text(j['title'])}: straggler {md_text(j['straggler'])} ({j['kind']}: last in {j['last']} of "
               f"{j['calls']} calls){', pipeline bubble' if j['wait_kind'] == 'pipeline bubble' else ''}"
               for j in collective["jobs"] if j["straggler"]]

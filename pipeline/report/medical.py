@@ -263,6 +263,8 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
             "collective_ns": sum(_ns(r["collective_ns"]) for r in measured), "window_ns": window,
             "wait_pct": 100.0 * wait / window if window else 0.0,
             "usd": priced_sum([r["collective_wait_usd_per_month"] for r in measured]),
+            "assumed": assumed_split([r["collective_wait_usd_per_month"] for r in measured],
+                                     [bool(r["rate_assumed"]) for r in measured], [bool(r["unpriced"]) for r in measured]),
             "straggler": who, "kind": kind, "last": lasts[at] if at is not None else 0,
             "calls": _ns(measured[at]["collective_calls"]) if at is not None else 0,
             "wait_kind": collwait.PIPELINE_BUBBLE if all(bool(r["collective_p2p"]) for r in measured)
@@ -280,7 +282,7 @@ def collective_line(ok: list[dict], names: dict) -> str:
         return ""
     if not f["gpus"]:
         return f"Collective wait: not measured ({md_text(f['note'])})."
-    usd = "unpriced" if f["usd"] != f["usd"] else f"${f['usd']:,.2f} per month"
+    usd = "unpriced" if f["usd"] != f["usd"] else ("~" if f["assumed"]["assumed_gpus"] else "") + f"${f['usd']:,.2f} per month"
     what = "pipeline bubble (point-to-point send/recv)" if f["wait_kind"] == collwait.PIPELINE_BUBBLE else \
         "waiting for the last rank inside collectives"
     who = (f"; straggler {f['straggler']} ({f['kind']}: last in {f['last']} of {f['calls']} calls)"
@@ -291,7 +293,7 @@ def collective_line(ok: list[dict], names: dict) -> str:
                   "a lower bound when a call's last rank is in another report")
     return (f"Collective wait: {_ms(f['wait_ns'])} {what} ({f['wait_pct']:.2f} % of the windows) of "
             f"{_ms(f['collective_ns'])} in collective kernels on {f['gpus']} GPU(s): {usd} beside the idle cost, "
-            f"never in it{who}{apart}. Fix: {f['remedy']}.")
+            f"never in it{assumed_text(f['assumed']) if f['usd'] == f['usd'] else ''}{who}{apart}. Fix: {f['remedy']}.")
 
 
 def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
