@@ -240,10 +240,11 @@ def _iterations(r: dict) -> int:
     return int(r.get("iterations") or 0)
 
 
-def _per_pair(texts: list, names: list) -> str:
-    """One check's text over a job's pairs: the one text when every pair found the same, else each pair's text
-    after the pair's names (``H100 #1 … -> H100 #1 …: …``), so each figure names its GPU pair."""
-    if len(set(texts)) <= 1:
+def _per_pair(texts: list, names: list, pairs: int) -> str:
+    """One check's text over ``texts`` of some of a job's ``pairs`` GPU pairs: the one text when every pair
+    found the same, else each text after its pair's names (``H100 #1 … -> H100 #1 …: …``), so each figure
+    names its GPU pair."""
+    if len(texts) == pairs and len(set(texts)) <= 1:
         return texts[0] if texts else ""
     return "; ".join(f"{nb} -> {na}: {t}" for t, (nb, na) in zip(texts, names))
 
@@ -296,7 +297,7 @@ def verdict(job: dict, sides: tuple, min_iterations: int = MIN_ITERATIONS, names
         bad = [i for i, (ok, _) in enumerate(found) if not ok]
         shown = bad or range(len(found))
         checks.append({"check": name, "ok": not bad,
-                       "text": _per_pair([found[i][1] for i in shown], [names[i] for i in shown])})
+                       "text": _per_pair([found[i][1] for i in shown], [names[i] for i in shown], len(found))})
     if not job["pairs"]:
         checks.append({"check": "pairs", "ok": False, "text": "no GPU paired"})
     reasons = [c["text"] for c in checks if not c["ok"]]
