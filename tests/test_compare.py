@@ -646,9 +646,11 @@ def test_out_may_not_be_a_run_folder(tmp_path):
     """--out naming a run folder (its manifest and fleet.parquet) is refused, exit status 2, nothing written.
     On s4-merge the comparison was written among the run's records."""
     _export(tmp_path / "a.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "b.sqlite", sync_ms=0, data_ms=2)
     run_cli("run", str(tmp_path / "a.sqlite"), "--out", str(tmp_path / "r"))
+    run_cli("run", str(tmp_path / "b.sqlite"), "--out", str(tmp_path / "r2"))
     held = {p: p.stat().st_mtime_ns for p in (tmp_path / "r").rglob("*")}
-    proc = run_cli("compare", str(tmp_path / "r"), str(tmp_path / "r"), "--out", str(tmp_path / "r"), check=False)
+    proc = run_cli("compare", str(tmp_path / "r"), str(tmp_path / "r2"), "--out", str(tmp_path / "r"), check=False)
     assert proc.returncode == 2
     assert f"{tmp_path / 'r'} is a gpu-idle run or sweep output folder (it holds .manifest.json and fleet.parquet)" \
         in " ".join(proc.stderr.split())
