@@ -621,6 +621,7 @@ def test_the_confidence_tiers_are_shown_and_a_low_pair_is_marked(tmp_path):
     figures = proc.stdout.split("Job:\n")[1].split("\n\n")[0].splitlines()
     assert len(figures) == 5 and all(line.endswith(" [low confidence]") for line in figures)
     page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    assert "<p class=\"note\">Low confidence: 20 kernels in W (fewer than 50): every figure below is marked.</p>" in page
     assert "<td>toy</td><td>toy</td>" in page and page.count(">low confidence</span>") >= 10
 
 
