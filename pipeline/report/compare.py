@@ -568,7 +568,7 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
         jobs.append(entry)
     return {"sides": [{"label": s.label, "source": s.source, "folder": s.folder, "gpus": len(s.rows),
                        "hours_per_month": s.hours, "failed": [{"report": r, "error": e} for r, e in s.failed],
-                       "jobs": sorted({_job(r)[1] for r in s.rows})}
+                       "jobs": [list(k) for k in sorted({_job(r) for r in s.rows}, key=lambda k: (k[1], k[0]))]}
                       for s in sides],
             "min_iterations": int(min_iterations),
             "jobs": jobs,
@@ -824,12 +824,15 @@ def _title(job: dict) -> str:
 
 def no_pairs_text(result: dict) -> str:
     """The sentence saying that no job of one side paired with one of the other (docs/definitions.md#compare-pairing),
-    naming each side's jobs, with the hint that their job labels differ; empty when some job paired."""
+    naming each side's jobs (``cluster/job`` when the sides' clusters differ; the first five), with the hint that
+    their job labels differ; empty when some job paired."""
     if result["jobs"]:
         return ""
-    names = ["none" if not s["jobs"] else ", ".join(s["jobs"][:5]) + (f" and {len(s['jobs']) - 5} more"
-                                                                      if len(s["jobs"]) > 5 else "")
-             for s in result["sides"]]
+    clusters = {c for s in result["sides"] for c, _ in s["jobs"]}
+    names = []
+    for s in result["sides"]:   # cluster/job when the clusters differ: a job pairs by both
+        jobs = [j if len(clusters) == 1 else f"{c}/{j}" for c, j in s["jobs"]]
+        names.append(", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "") or "none")
     return (f"Nothing paired: no job of the before side ({names[0]}) has a namesake on the after side ({names[1]}). "
             "The two sides' job labels differ: a report with no label is a job of its own, named after its file. "
             "Label both sides alike: compare reports with --config and a labels section, or run each side with "
@@ -1120,4 +1123,5 @@ def render_html(result: dict) -> str:
 
 
 __all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",
-           "deltas", "gap_changes", "compare", "render_csv", "render_markdown", "render_text", "stacked_record", "write_compare"]
+           "deltas", "gap_changes", "compare", "confidence", "side_names", "render_csv", "render_markdown", "render_text",
+           "stacked_record", "write_compare", "run_folder_reason", "page_links", "dollars_line", "no_pairs_text"]
