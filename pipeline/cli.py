@@ -522,7 +522,8 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     comparable-or-not verdict with its reasons before any figure (withheld unless --force). Writes
     DIR/compare.csv, compare.json, compare.html and records/<job>.md (each job's page, before above after);
     without --out only prints. Exit status 2 when a side does not exist, holds no report or cannot be read,
-    or DIR holds a file of these names that gpu-idle compare did not write (nothing is written then)."""
+    DIR is a gpu-idle run or sweep output folder, or DIR holds a file of these names that gpu-idle compare did
+    not write (nothing is written then)."""
     from .config import ConfigError, load_config
     from .io import folder_lock
     from .report.compare import CompareNotWritten
@@ -536,6 +537,12 @@ def compare(before, after, out_dir, fmt, force, configs, window):
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
         raise click.UsageError(message(exc)) from exc
+    if out_dir is not None:
+        from .report.compare import run_folder_reason
+
+        refused = run_folder_reason(out_dir)
+        if refused:
+            raise click.BadParameter(refused, param_hint="--out")
     cache = _result_cache(cfg)
     given_sides = (("before", before), ("after", after))
     stored = [os.path.isdir(given) and (os.path.exists(os.path.join(given, "fleet.parquet")) or is_sweep_dir(given))
@@ -569,7 +576,7 @@ def compare(before, after, out_dir, fmt, force, configs, window):
             sides = tuple(read_side(f, label, given, reader) for f, (label, given) in zip(folders, given_sides))
         except ReportError as exc:
             raise click.UsageError(message(exc)) from exc
-        result = compare_sides(sides, force=force)
+        result = compare_sides(sides, force=force, min_iterations=cfg.confidence.medium_min_iterations)
         if out_dir is not None:
             try:
                 with folder_lock(out_dir, command="gpu-idle compare"):

@@ -33,11 +33,12 @@ REAL = PROFILES / "train_h100_2gpu_nccl.sqlite"
 
 
 def _export(path: Path, sync_ms: int, data_ms, iters: int = 12, gpus: int = 1,
-            names: tuple = ("fwd", "bwd")) -> None:
+            names: tuple = ("fwd", "bwd"), device_names: dict | None = None) -> None:
     """Per iteration on each GPU (device d, process 10 + d, stream 7): kernel ``names[0]`` 4 ms, a gap of
     ``sync_ms`` under one cudaStreamSynchronize (sync), kernel ``names[1]`` 3 ms, a gap of ``data_ms`` under a
     cudaMemcpyAsync with its HtoD copy on stream 9 (data). Iteration = 4 + sync + 3 + data ms, all alike;
-    ``data_ms`` a tuple: the stalls of successive iterations, in turn."""
+    ``data_ms`` a tuple: the stalls of successive iterations, in turn; ``device_names``: device -> its own
+    ``names``."""
     from pipeline.synth.writer import ExportWriter
 
     w = ExportWriter(str(path))
@@ -49,12 +50,13 @@ def _export(path: Path, sync_ms: int, data_ms, iters: int = 12, gpus: int = 1,
         t = B
         for i in range(iters):
             stall = round((data_ms[i % len(data_ms)] if isinstance(data_ms, tuple) else data_ms) * MS)
-            w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 4 * MS, name=names[0])
+            kn = (device_names or {}).get(dev, names)
+            w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 4 * MS, name=kn[0])
             t += 4 * MS
             if sync_ms:
                 w.runtime(pid=10 + dev, tid=1, start=t, end=t + sync_ms * MS, name="cudaStreamSynchronize_v3020")
                 t += sync_ms * MS
-            w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 3 * MS, name=names[1])
+            w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 3 * MS, name=kn[1])
             t += 3 * MS
             if stall:
                 w.runtime(pid=10 + dev, tid=1, start=t, end=t + stall, name="cudaMemcpyAsync_v3020")
@@ -110,7 +112,9 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
     floor = job["deltas"]["noise_floor_pts"]
     assert floor == pytest.approx(2 * pooled * (2 / sum(n for n, _ in parts)) ** 0.5, rel=1e-9)
     assert 0 < floor < job["deltas"]["before"]["idle_pct"] == pytest.approx(9.34, abs=0.005)
-    assert "Comparable." in proc.stdout and "no gap vanished or appeared" in proc.stdout
+    # the md prints a job with no change on one line (point 7 of the tryout; on s4-merge it was 30 lines)
+    assert ("- train\\_h100\\_2gpu\\_nccl: comparable, no change: 2 GPU pair(s) paired by device ordinal, idle "
+            "9.34 % on both sides, ~$545.53 per month\n") in proc.stdout
     assert "saving $" not in proc.stdout
     # nothing analysed twice: the after side is the before side's stored result
     assert f"gpu-idle compare: after: 0 report(s) analysed, 1 reused (run folder {tmp_path / 'c' / 'after'})" \
@@ -120,8 +124,7 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
     first = page.split("## After")[0].split("## Before\n\n")[1]
     assert first.startswith("Idle 9.34 % device-level over 2 GPU(s)") and "### 5 largest gaps" in first
     assert page.split("## After\n\n")[1].splitlines()[0] == first.splitlines()[0]
-    link = page.split("](", 1)[1].split(")", 1)[0]
-    assert link == "../before/gpu-pages/train_h100_2gpu_nccl.sqlite__pid144_dev0__a4075b19fd.html"
+    assert "](" not in page   # compare renders no GPU page: no link to one (test_record_links_* for pages there)
 
 
 def test_two_trim_windows_of_a_real_export(tmp_path):
@@ -137,8 +140,8 @@ def test_two_trim_windows_of_a_real_export(tmp_path):
     _, doc, rows = _compare(*folders, tmp_path / "c")
     [job] = doc["jobs"]
     assert not job["verdict"]["comparable"]
-    assert job["verdict"]["reasons"] == ["window trim with 0 stable iteration(s) before, trim with 0 stable "
-                                         "iteration(s) after (fewer than 3 stable iterations)"]
+    assert job["verdict"]["reasons"] == ["too few stable iterations: 0 before and 0 after, and each side needs at "
+                                         "least 5 (confidence.medium_min_iterations)"]
     assert "deltas" not in job and all("deltas" not in g for g in job["gpus"])
     assert all(r["idle_pct_before"] == "" for r in rows)
     proc, doc, rows = _compare(*folders, tmp_path / "f", "--force", "--format", "md")
@@ -153,8 +156,9 @@ def test_two_trim_windows_of_a_real_export(tmp_path):
         assert d["idle_pct_change_pts"] == pytest.approx(pa - pb, abs=1e-9)
         assert d["noise_floor_pts"] is None and d["idle_change"] == "unknown"
     figures = [line for line in proc.stdout.splitlines() if line.startswith("- ")
-               and not line.startswith(("- before: ", "- after: "))]
-    assert figures and all(line.endswith("[forced: not comparable]") for line in figures)
+               and not line.startswith(("- before: ", "- after: ")) and "(device " not in line]   # not the pairing
+    assert figures and all(line.endswith("[forced: not comparable] [low confidence]") or line.startswith("- low confidence: ")
+                           for line in figures)
     assert all(r["forced"] == "True" for r in rows if r["level"] in ("gpu", "job"))
 
 
@@ -200,7 +204,10 @@ def test_a_planted_change_gives_the_planted_deltas(tmp_path):
     assert gpu_row["gaps_vanished"] == "10" and gpu_row["gaps_appeared"] == "0"
     assert gpu_row["saving_usd_per_month"] == "698.8"
     assert "saving $698.80/month at the after side's rates" in proc.stdout
-    assert "gap vanished: 10 x between fwd and bwd" in proc.stdout
+    assert ("- gap vanished: 10 gap(s) of 20.000 ms in all, between `fwd` and `bwd`, in a kept iteration, after "
+            "kernel 1, category sync [low confidence]\n") in proc.stdout
+    assert ("- gap kept, width changed: 9 gap(s) of 36.000 ms in all -> 9 of 18.000 ms (-18.000 ms), between `bwd` "
+            "and `fwd`, in a kept iteration, after kernel 2, category data [low confidence]\n") in proc.stdout
 
 
 def test_different_programs_are_not_comparable(tmp_path):
@@ -212,7 +219,7 @@ def test_different_programs_are_not_comparable(tmp_path):
     assert job["verdict"]["reasons"] == ["kernel time in shared names 0.00 % (Jaccard of names 0.000; needs 50 %)"]
     assert "deltas" not in job and "deltas" not in job["gpus"][0]
     assert "Not comparable: kernel time in shared names 0.00 %" in proc.stdout
-    assert "(deltas withheld; --force shows them)" in proc.stdout
+    assert "The figures are withheld (--force shows them)." in proc.stdout
     assert [r["comparable"] for r in rows] == ["False", "False"] and rows[0]["idle_pct_before"] == ""
 
 
@@ -235,9 +242,17 @@ def test_pytorch_traces(tmp_path):
     job, one GPU each on devices 0 and 1: paired by process order; their windows are spans (no stable
     iterations), so not comparable."""
     v100 = KINETO / "v100_resnet_ns_rank0.json.gz"
-    _, doc, _ = _compare(v100, v100, tmp_path / "self")
+    # 4 stable iterations: under the confidence tiers' medium_min_iterations (5 by default), not comparable; the
+    # command's config sets the threshold (one definition: confidence.medium_min_iterations)
+    _, doc, _ = _compare(v100, v100, tmp_path / "self5")
+    assert doc["jobs"][0]["verdict"]["reasons"] == [
+        "too few stable iterations: 4 before and 4 after, and each side needs at least 5 "
+        "(confidence.medium_min_iterations)"]
+    four = tmp_path / "four.yaml"
+    four.write_text("confidence:\n  medium_min_iterations: 4\n", encoding="utf-8")
+    _, doc, _ = _compare(v100, v100, tmp_path / "self", "--config", str(four))
     [job] = doc["jobs"]
-    assert job["verdict"]["comparable"]
+    assert job["verdict"]["comparable"] and doc["min_iterations"] == 4
     d = job["gpus"][0]["deltas"]
     assert all(x == 0 for x in _all_deltas(d)) and d["idle_change"] == "no change detectable"
     assert {x["change"] for x in job["gpus"][0]["gaps"]} <= {"kept"}
@@ -246,8 +261,8 @@ def test_pytorch_traces(tmp_path):
     [job] = doc["jobs"]
     assert job["basis"] == "process order"
     assert [(g["before"]["device_ids"], g["after"]["device_ids"]) for g in job["gpus"]] == [("0", "1")]
-    assert job["verdict"]["reasons"] == ["window span with 0 stable iteration(s) before, span with 0 stable "
-                                         "iteration(s) after (fewer than 3 stable iterations)"]
+    assert job["verdict"]["reasons"] == ["too few stable iterations: 0 before and 0 after, and each side needs at "
+                                         "least 5 (confidence.medium_min_iterations)"]
 
 
 @pytest.mark.needs_chromium
@@ -349,9 +364,9 @@ def test_a_change_inside_the_noise_floor_is_no_change_detectable_and_no_saving(t
     usd_b, usd_a = round(13 / 27 * 4.0 * 730, 2), round(12.6 / 26.6 * 4.0 * 730, 2)   # 1405.93, 1383.16
     assert (d["usd_before_after_rates"], d["usd_after_after_rates"]) == (usd_b, usd_a)
     assert d["usd_change_after_rates"] == pytest.approx(-22.77)
-    assert "no change detectable: no saving claimed" in proc.stdout and "saving $" not in proc.stdout
+    assert "no saving claimed: no change detectable" in proc.stdout and "saving $" not in proc.stdout
     # the dollars of both sides and the change, in the md (the same rates: no fixed-rates figures), the csv, the page
-    line = "- idle $1,405.93 -> $1,383.16 per month at the after side's rates (\u2212$22.77)"
+    line = "- idle $1,405.93 -> $1,383.16 per month at the after side's rates (\u2212$22.77) [low confidence]"
     assert proc.stdout.count(line + "\n") == 2 and "fixed rates" not in proc.stdout   # the job and its GPU
     assert [r["saving_usd_per_month"] for r in rows] == ["", ""]
     assert [(r["usd_before_after_rates"], r["usd_after_after_rates"], r["usd_change_after_rates"]) for r in rows] \
@@ -470,7 +485,7 @@ def test_the_dollars_at_fixed_rates_are_shown_when_the_rates_differ(tmp_path):
     assert (d["usd_before_after_rates"], d["usd_after_after_rates"]) == (673.85, 324.44)
     assert (d["usd_before_fixed_rates"], d["usd_after_fixed_rates"]) == (1347.69, 648.89)
     assert ("- idle $673.85 -> $324.44 per month at the after side's rates (\u2212$349.41); $1,347.69 -> $648.89 "
-            "at fixed rates (the before side's) (\u2212$698.80)\n") in proc.stdout
+            "at fixed rates (the before side's) (\u2212$698.80) [low confidence]\n") in proc.stdout
     assert "- saving $349.41/month at the after side's rates ($698.80 at the before side's)" in proc.stdout
 
 
@@ -498,7 +513,8 @@ def test_the_noise_floor_by_hand_from_rows():
     old = deltas([row(10, None)], after[:1], 730.0, 730.0)
     assert math.isnan(old["noise_floor_pts"]) and old["idle_change"] == "unknown"
     assert old["noise_floor_note"] == f"before side: {NO_SD_COLUMN}"
-    assert summary_lines(old, False)[0].endswith(f"noise floor -: unknown; before side: {NO_SD_COLUMN})")
+    assert summary_lines(old, False)[0].endswith(f"the noise floor is unknown (before side: {NO_SD_COLUMN}): no change "
+                                                 "can be claimed")
 
 
 def test_idle_spread_by_hand():
@@ -514,3 +530,221 @@ def test_idle_spread_by_hand():
     assert round((7800 / 18) ** 0.5, 4) == 20.8167
     assert idle_spread([0], 10, np.array([0], dtype=np.int64), np.array([8], dtype=np.int64)) == (20.0, 20.0, None)
     assert idle_spread([], 10, *runs) == (None, None, None)
+
+
+# ---- the fresh-user tryout of s4-merge (helper compare3): each test below fails on s4-merge ------------------
+
+MIXED = 'cost: {unlisted: unpriced}\nlabels: [{match: "*a100_ws2*", job: mixed}, {match: "*mi250*", job: mixed}]\n'
+
+
+def _fleet(folder: Path) -> dict:
+    return {r["gpu_key"]: r for r in csv.DictReader(open(folder / "fleet.csv", encoding="utf-8"))}
+
+
+def test_a_job_total_keeps_its_priced_gpus_when_one_is_unpriced(tmp_path):
+    """An A100 trace (priced, $2.50/h) and an MI250 trace (no rate-card entry, ``cost.unlisted: unpriced``) as one
+    job: the job's dollars are the A100's, round(505335690 / 660551005 × 2.50 × 730, 2) = 1396.16, saying one GPU
+    is unpriced (docs/definitions.md#cost); the MI250's own row reads unpriced, never ``-`` or $0.00. On s4-merge
+    the job row was empty and the page showed ``-``."""
+    cfg = tmp_path / "mixed.yaml"
+    cfg.write_text(MIXED, encoding="utf-8")
+    run_cli("run", str(KINETO / "a100_ws2_nccl_rank0.json.gz"), str(KINETO / "mi250_rocm_minitoy.json.gz"),
+            "--config", str(cfg), "--out", str(tmp_path / "r"))
+    fleet = _fleet(tmp_path / "r")
+    a100 = fleet["pid2910249/dev0"]
+    by_hand = round(int(a100["idle_ns"]) / int(a100["window_ns"]) * float(a100["rate_usd_per_hour"]) * 730, 2)
+    assert by_hand == 1396.16 and fleet["pid597913/dev2"]["unpriced"] == "True"
+    proc, doc, rows = _compare(tmp_path / "r", tmp_path / "r", tmp_path / "c", "--force", "--format", "md")
+    d = doc["jobs"][0]["deltas"]
+    assert (d["usd_before_after_rates"], d["usd_after_after_rates"], d["usd_change_after_rates"]) == (by_hand, by_hand, 0)
+    assert d["unpriced_gpus_after_rates"] == 1 and d["assumed_gpus_after_rates"] == 0
+    [job_row] = [r for r in rows if r["level"] == "job"]
+    assert (job_row["usd_before_after_rates"], job_row["unpriced_gpus"], job_row["rate_assumed"]) == (
+        "1396.16", "1", "False")
+    assert ("- idle $1,396.16 -> $1,396.16 per month at the after side's rates ($0.00); 1 GPU(s) unpriced (no "
+            "rate-card entry of their own), not in it [forced: not comparable] [low confidence]\n") in proc.stdout
+    assert "- idle unpriced -> unpriced per month at the after side's rates (unpriced); 1 GPU(s) unpriced" in proc.stdout
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    job_html = page.split("<h3>The job</h3>")[1].split("</table>")[0]
+    row = job_html.split("idle $/month at the after side's rates</td>")[1].split("</tr>")[0]
+    assert row.count("$1,396.16") == 2 and ">-<" not in row and "1 GPU(s) unpriced" in row
+    gpu2 = page.split("AMD Radeon Graphics #2")[-1]
+    assert ">unpriced</td>" in gpu2.split("</table>")[0]
+
+
+def test_assumed_rates_are_marked_in_every_output(tmp_path):
+    """The ws128 traces name no GPU model: priced at the default model's rate (H100, $4.00/h), ``rate_assumed``.
+    Rank 0 idle 675515000 of 1222818000 ns: round(… × 4 × 730, 2) = 1613.08; rank 1: 1555.09 (its fleet row).
+    md, page and csv mark them ~$ and say how much rests on assumed rates. On s4-merge: plain dollars, no
+    rate_assumed column."""
+    proc, doc, rows = _compare(KINETO / "ws128_sampled_rank0.json.gz", KINETO / "ws128_sampled_rank1.json.gz",
+                               tmp_path / "c", "--force", "--format", "md")
+    fb, fa = _fleet(tmp_path / "c" / "before"), _fleet(tmp_path / "c" / "after")
+    [rb], [ra] = fb.values(), fa.values()
+    assert rb["rate_assumed"] == ra["rate_assumed"] == "True"
+    usd_b = round(int(rb["idle_ns"]) / int(rb["window_ns"]) * 4.0 * 730, 2)
+    usd_a = round(int(ra["idle_ns"]) / int(ra["window_ns"]) * 4.0 * 730, 2)
+    assert (usd_b, usd_a) == (1613.08, 1555.09)
+    assert ("- idle ~$1,613.08 -> ~$1,555.09 per month at the after side's rates (\u2212$57.99); of which $1,613.08 "
+            "-> $1,555.09 at assumed rates (1 GPU(s))") in proc.stdout
+    assert "-57.99 $/month" not in proc.stdout
+    for r in (r for r in rows if r["level"] in ("gpu", "job")):
+        assert (r["rate_assumed"], r["assumed_gpus"], r["assumed_usd_before_after_rates"],
+                r["assumed_usd_after_after_rates"]) == ("True", "1", "1613.08", "1555.09")
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    assert page.count("~$1,613.08") == 4 and "of which $1,613.08 -&gt; $1,555.09 at assumed rates (1 GPU(s))" in page
+
+
+def test_the_confidence_tiers_are_shown_and_a_low_pair_is_marked(tmp_path):
+    """The planted pair: 10 kept iterations of 13 and 9 ms, W 130 and 90 ms, under the tiers'
+    ``medium_min_window_ns`` (0.2 s), 20 kernels in W on each side (under ``toy_min_kernels``, 50): tier ``toy``
+    on both sides (the fleet's). Still comparable (every check passes), every figure marked "low confidence:
+    20 kernels in W (fewer than 50)" (the rows' ``confidence_note``). On s4-merge compare showed no tier."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    [rb] = _fleet(tmp_path / "c" / "before").values()
+    [ra] = _fleet(tmp_path / "c" / "after").values()
+    assert (rb["confidence_tier"], ra["confidence_tier"]) == ("toy", "toy")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"]
+    note = f"low confidence: before side: {rb['confidence_note']}; after side: {ra['confidence_note']}" \
+        if rb["confidence_note"] != ra["confidence_note"] else f"low confidence: {rb['confidence_note']}"
+    assert note == "low confidence: 20 kernels in W (fewer than 50)"
+    assert job["confidence"] == {"before": "toy", "after": "toy", "low": True, "note": note}
+    assert job["gpus"][0]["confidence"] == job["confidence"]
+    [g, j] = [r for r in rows if r["level"] in ("gpu", "job")]
+    assert (g["confidence_tier_before"], g["confidence_tier_after"], g["low_confidence"], g["confidence_note"]) == (
+        "toy", "toy", "True", note)
+    assert f"Confidence tiers: toy before, toy after; {note.replace('_', chr(92) + '_')} (every figure below is " \
+        "marked)." in proc.stdout
+    figures = proc.stdout.split("Job:\n")[1].split("\n\n")[0].splitlines()
+    assert len(figures) == 5 and all(line.endswith(" [low confidence]") for line in figures)
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    assert "<p class=\"note\">Low confidence: 20 kernels in W (fewer than 50): every figure below is marked.</p>" in page
+    assert "<td>toy</td><td>toy</td>" in page and page.count(">low confidence</span>") >= 10
+
+
+def test_kept_gaps_that_changed_width_are_shown_and_an_empty_table_is_a_sentence(tmp_path):
+    """The planted pair: the nine data stalls between bwd and fwd stay (36 -> 18 ms in all), the ten syncs
+    vanish: the page lists both; a self-compare lists none and says so in a sentence (no empty table).
+    On s4-merge the page showed only vanished/appeared rows and a self-compare an empty table."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c")
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    gaps = page.split("<h4>Gaps in the rosters</h4>")[1].split("</table>")[0]
+    assert "<td>kept, width changed</td><td>bwd → fwd</td>" in gaps and "9 · 36.000 ms" in gaps
+    assert "9 · 18.000 ms" in gaps and "-18.000 ms" in gaps and "<td>vanished</td><td>fwd → bwd</td>" in gaps
+    _compare(tmp_path / "before.sqlite", tmp_path / "before.sqlite", tmp_path / "s")
+    page = (tmp_path / "s" / "compare.html").read_text(encoding="utf-8")
+    section = page.split("<h4>Gaps in the rosters</h4>")[1].split("</section>")[0]
+    assert "<table>" not in section and "No gap vanished, appeared or changed width (3 group(s) of gaps kept as " \
+        "they were)." in section
+
+
+def test_out_may_not_be_a_run_folder(tmp_path):
+    """--out naming a run folder (its manifest and fleet.parquet) is refused, exit status 2, nothing written.
+    On s4-merge the comparison was written among the run's records."""
+    _export(tmp_path / "a.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "b.sqlite", sync_ms=0, data_ms=2)
+    run_cli("run", str(tmp_path / "a.sqlite"), "--out", str(tmp_path / "r"))
+    run_cli("run", str(tmp_path / "b.sqlite"), "--out", str(tmp_path / "r2"))
+    held = {p: p.stat().st_mtime_ns for p in (tmp_path / "r").rglob("*")}
+    proc = run_cli("compare", str(tmp_path / "r"), str(tmp_path / "r2"), "--out", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'r'} is a gpu-idle run or sweep output folder (it holds .manifest.json and fleet.parquet)" \
+        in " ".join(proc.stderr.split())
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "r").rglob("*")} == held
+
+
+def test_record_links_point_only_to_pages_that_exist(tmp_path):
+    """A side whose run folder has GPU pages (``gpu-idle report`` wrote them) links them from records/; a side
+    with none names its GPUs unlinked. The page names its definitions file in a sentence, no dead link. On
+    s4-merge the records linked ../before/gpu-pages/… that compare never writes."""
+    _export(tmp_path / "a.sqlite", sync_ms=2, data_ms=4)
+    run_cli("run", str(tmp_path / "a.sqlite"), "--out", str(tmp_path / "r"))
+    run_cli("report", str(tmp_path / "r"), "--out", str(tmp_path / "r" / "report.html"))
+    [page_file] = (tmp_path / "r" / "gpu-pages").glob("*.html")
+    _compare(tmp_path / "r", tmp_path / "a.sqlite", tmp_path / "c")
+    record = (tmp_path / "c" / "records" / "a.md").read_text(encoding="utf-8")
+    before, after = record.split("## After\n")
+    link = before.split("](", 1)[1].split(")", 1)[0]
+    assert link == f"../../r/gpu-pages/{page_file.name}" and (tmp_path / "c" / "records" / link).is_file()
+    assert "](" not in after and "(no GPU page: `gpu-idle report` on" in after
+    html = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    assert "docs/definitions.md#compare" not in html and "in the file docs/definitions.md, section" in html
+
+
+def test_the_md_is_short_and_plain(tmp_path):
+    """Kernel names of 100 characters are cut to 60 (the last one …); no line is a C++ signature; the wording is
+    plain (none of s4-merge's "(outside; cpu)", "noise floor -: unknown", "(not the same rule)")."""
+    long_a, long_b = "void gemm_" + "x" * 90, "void softmax_" + "y" * 87
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4, names=(long_a, long_b))
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2, names=(long_a, long_b))
+    proc, _, _ = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    assert len(long_a) == len(long_b) == 100
+    cut = long_b[:59].replace("_", "\\_") + "…"
+    assert f"between `{cut}` and " in proc.stdout and long_b not in proc.stdout.replace("\\_", "_")
+    assert max(len(line) for line in proc.stdout.splitlines()) < 400
+    for old in ("(outside; ", "noise floor -", "(not the same rule)", "$/month", "fewer than 3"):
+        assert old not in proc.stdout
+
+
+def test_nothing_paired_is_said_and_the_kernel_figures_name_their_pair(tmp_path):
+    """Two jobs a side, named after their files (a1, a2 / c1, c2): nothing pairs, and the print says why. Two
+    GPUs whose after side renamed kernels: GPU 0 ran fwd 4 ms + bwd 3 ms, after a + bwd: shared bwd 3/7 =
+    42.86 %, Jaccard 1/3; GPU 1 after x + y: 0 %: each figure after its pair's names. On s4-merge: an empty
+    print and "kernel time in shared names 42.86 % (…); kernel time in shared names 0.00 % (…)"."""
+    for d, names in (("b", ("a1", "a2")), ("a", ("c1", "c2"))):
+        (tmp_path / d).mkdir()
+        for n in names:
+            _export(tmp_path / d / f"{n}.sqlite", sync_ms=2, data_ms=4)
+    proc = run_cli("compare", str(tmp_path / "b"), str(tmp_path / "a"))
+    assert proc.stdout.splitlines()[0].startswith(
+        "Nothing paired: no job of the before side (a1, a2) has a namesake on the after side (c1, c2). The two "
+        "sides' job labels differ") and "--config and a labels section" in proc.stdout
+    _export(tmp_path / "two.sqlite", sync_ms=2, data_ms=4, gpus=2)
+    _export(tmp_path / "renamed.sqlite", sync_ms=2, data_ms=4, gpus=2, device_names={0: ("a", "bwd"), 1: ("x", "y")})
+    proc = run_cli("compare", str(tmp_path / "two.sqlite"), str(tmp_path / "renamed.sqlite"))
+    assert proc.stdout.splitlines()[0] == (
+        "two -> renamed: not comparable: H100 #1 0000aaaa -> H100 #1 0000aaaa: kernel time in shared names 42.86 % "
+        "(Jaccard of names 0.333; needs 50 %); H100 #2 0001aaaa -> H100 #2 0001aaaa: kernel time in shared names "
+        "0.00 % (Jaccard of names 0.000; needs 50 %)")
+
+
+def test_the_pairing_shows_its_basis_and_numbers_each_side_in_pair_order():
+    """Rows by hand: ranks 0 and 1 whose GPU keys sort the other way (rank 0 is "z…"): pair k reads #k -> #k
+    with what it was paired by. On s4-merge the names followed the keys' order (H100 #2 … -> H100 #2 … for
+    rank 0) and no output said what the pair shared."""
+    from pipeline.report.compare import Side, compare, render_markdown
+
+    def row(rank, key, pid):
+        return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": key, "status": "ok", "rank": rank,
+                "device_ids": None, "pid": pid, "gpu_model": "NVIDIA H100", "window_rule": "periodic",
+                "window_ns": 100, "idle_ns": 10, "iterations": 10, "iteration_mean_ns": 10}
+
+    rows = [row("0", "zzzz0000", 7), row("1", "aaaa1111", 8)]
+    result = compare((Side("before", "b", "b", rows, [], 730.0), Side("after", "a", "a", rows, [], 730.0)))
+    [job] = result["jobs"]
+    assert job["basis"] == "rank"
+    assert [(g["before"]["name"], g["before"]["seat"], g["after"]["name"]) for g in job["gpus"]] == [
+        ("H100 #1 zzzz0000", "rank 0", "H100 #1 zzzz0000"), ("H100 #2 aaaa1111", "rank 1", "H100 #2 aaaa1111")]
+    md = render_markdown(result)
+    assert "GPUs paired by rank:\n- H100 #1 zzzz0000 (rank 0) -> H100 #1 zzzz0000 (rank 0)\n" in md
+
+
+def test_the_page_explains_both_dollar_rows_and_the_noise_floor_and_the_csv_is_documented(tmp_path):
+    """The page says why there are two dollar rows and what the noise floor is; docs/outputs.md has a table
+    of compare.csv's columns, every one of them. On s4-merge neither."""
+    from pipeline.report.compare import CSV_COLUMNS
+
+    _export(tmp_path / "a.sqlite", sync_ms=2, data_ms=4)
+    _, _, rows = _compare(tmp_path / "a.sqlite", tmp_path / "a.sqlite", tmp_path / "c")
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    assert "Two dollar rows: at the after side's rates" in page and "so a change of rate card between the runs" in page
+    assert "The noise floor is twice the standard error of the difference" in page
+    assert list(rows[0]) == CSV_COLUMNS
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text(encoding="utf-8")
+    table = doc.split("### compare.csv")[1].split("\n#")[0]
+    assert [line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")] == CSV_COLUMNS

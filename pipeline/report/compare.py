@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..analysis.cost import idle_usd_per_month
+from ..analysis.confidence import TIERS, trusted
+from ..analysis.cost import assumed_split, idle_usd_per_month, priced_sum
+from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
 from ..io import json_text, write_text
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, conform
 from ..text import csv_safe, md_text
-from .medical import job_gpu_names, job_record
+from .medical import gpu_display_name, job_record
 from .summary import ReportError, gpu_doc, load_results, run_hours
 
 #: The two sides, in the order they are shown.
@@ -34,12 +36,15 @@ SIDES = ("before", "after")
 #: A job's sides are comparable only when kernels of names both sides ran hold at least this share of the
 #: two sides' kernel time in W (docs/definitions.md#compare).
 MIN_SHARED_KERNEL_SHARE = 0.5
-#: Stable iterations each side needs inside W (docs/definitions.md#compare).
-MIN_ITERATIONS = 3
+#: Stable iterations each side needs inside W by default (docs/definitions.md#compare-verdict): the confidence
+#: tiers' ``confidence.medium_min_iterations`` (one definition, :class:`~pipeline.config.ConfidenceConfig`); the
+#: command passes its config's value.
+MIN_ITERATIONS = ConfidenceConfig().medium_min_iterations
 #: The columns a side's fleet rows are read with (a column an older table lacks: missing).
 COLUMNS = [*JOB_KEY, "report", "gpu_key", "status", "rank", "device_ids", "pid", "pids", "gpu_model", "window_rule",
            "window_start_ns", "window_end_ns", "window_ns", "idle_ns", "iterations", "iteration_mean_ns",
-           "iteration_cv", "idle_pct_sd", "rate_model", "rate_usd_per_hour",
+           "iteration_cv", "idle_pct_sd", "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced",
+           "confidence_tier", "confidence_note",
            *(f"cat_{c}_ns" for c in CATEGORIES)]
 
 
@@ -231,20 +236,30 @@ def shared_kernel_share(b: KernelTimes, a: KernelTimes) -> tuple[float, float]:
     return (inside / total if total else 0.0), (len(shared) / len(either) if either else 0.0)
 
 
-def _window_text(r: dict) -> str:
-    n = r.get("iterations")
-    return f"{r.get('window_rule')} with {int(n) if n is not None else 0} stable iteration(s)"
+def _iterations(r: dict) -> int:
+    return int(r.get("iterations") or 0)
 
 
-def verdict(job: dict, sides: tuple) -> dict:
+def _per_pair(texts: list, names: list, pairs: int) -> str:
+    """One check's text over ``texts`` of some of a job's ``pairs`` GPU pairs: the one text when every pair
+    found the same, else each text after its pair's names (``H100 #1 … -> H100 #1 …: …``), so each figure
+    names its GPU pair."""
+    if len(texts) == pairs and len(set(texts)) <= 1:
+        return texts[0] if texts else ""
+    return "; ".join(f"{nb} -> {na}: {t}" for t, (nb, na) in zip(texts, names))
+
+
+def verdict(job: dict, sides: tuple, min_iterations: int = MIN_ITERATIONS, names: list | None = None) -> dict:
     """Whether one job pair (an entry of :func:`pair_gpus`) can be compared (docs/definitions.md#compare-verdict):
     ``{"comparable": bool, "checks": [{"check", "ok", "text"}], "reasons": [text of each failed check]}``.
     Checks: the same number of analysed GPUs; each pair's GPU model the same (or, when they differ, priced by
     the same rate-card entry: the stated rate basis); each pair's window rule the same with at least
-    :data:`MIN_ITERATIONS` stable iterations on each side; each pair's shared kernel share
-    (:func:`shared_kernel_share`) at least :data:`MIN_SHARED_KERNEL_SHARE` (a side whose kernel names could
-    not be read fails it, saying why)."""
+    ``min_iterations`` stable iterations on each side (the confidence tiers' ``confidence.medium_min_iterations``,
+    default :data:`MIN_ITERATIONS`); each pair's shared kernel share (:func:`shared_kernel_share`) at least
+    :data:`MIN_SHARED_KERNEL_SHARE` (a side whose kernel names could not be read fails it, saying why).
+    ``names``: each pair's ``(before name, after name)``, to say which pair a text is of when pairs differ."""
     checks = []
+    names = names or [(str(b["gpu_key"]), str(a["gpu_key"])) for b, a in job["pairs"]]
     nb = len(job["pairs"]) + sum(1 for s, _ in job["unpaired"] if s == "before")
     na = len(job["pairs"]) + sum(1 for s, _ in job["unpaired"] if s == "after")
     checks.append({"check": "gpus", "ok": nb == na, "text": f"GPUs: {nb} before, {na} after"})
@@ -258,11 +273,14 @@ def verdict(job: dict, sides: tuple) -> dict:
                                  f"{b['rate_model']} (the stated rate basis)"))
         else:
             models.append((False, f"models differ: {mb or 'unknown'} before, {ma or 'unknown'} after"))
-        enough = all(int(r.get("iterations") or 0) >= MIN_ITERATIONS for r in (b, a))
-        same = str(b.get("window_rule")) == str(a.get("window_rule"))
-        windows.append((same and enough, f"window {_window_text(b)} before, {_window_text(a)} after"
-                        + ("" if same else " (not the same rule)")
-                        + ("" if enough else f" (fewer than {MIN_ITERATIONS} stable iterations)")))
+        rb, ra = str(b.get("window_rule")), str(a.get("window_rule"))
+        enough = all(_iterations(r) >= min_iterations for r in (b, a))
+        faults = ([] if rb == ra else [f"the window rules differ: {rb} before, {ra} after"]) + (
+            [] if enough else [f"too few stable iterations: {_iterations(b)} before and {_iterations(a)} after, "
+                               f"and each side needs at least {min_iterations} (confidence.medium_min_iterations)"])
+        windows.append((not faults, "; ".join(faults) or (
+            f"the same window rule ({rb}) on both sides, with {_iterations(b)} stable iterations before and "
+            f"{_iterations(a)} after")))
         kb = sides[0].kernels.get((str(b["report"]), str(b["gpu_key"])))
         ka = sides[1].kernels.get((str(a["report"]), str(a["gpu_key"])))
         if not isinstance(kb, KernelTimes) or not isinstance(ka, KernelTimes):
@@ -274,13 +292,43 @@ def verdict(job: dict, sides: tuple) -> dict:
                             f"kernel time in shared names {100 * share:.2f} % (Jaccard of names {jac:.3f}; "
                             f"needs {100 * MIN_SHARED_KERNEL_SHARE:.0f} %)"))
     for name, found in (("model", models), ("window", windows), ("kernels", kernels)):
-        bad = [t for ok, t in found if not ok]
-        if found:
-            checks.append({"check": name, "ok": not bad, "text": "; ".join(dict.fromkeys(bad or [t for _, t in found]))})
+        if not found:
+            continue
+        bad = [i for i, (ok, _) in enumerate(found) if not ok]
+        shown = bad or range(len(found))
+        checks.append({"check": name, "ok": not bad,
+                       "text": _per_pair([found[i][1] for i in shown], [names[i] for i in shown], len(found))})
     if not job["pairs"]:
         checks.append({"check": "pairs", "ok": False, "text": "no GPU paired"})
     reasons = [c["text"] for c in checks if not c["ok"]]
     return {"comparable": not reasons, "checks": checks, "reasons": reasons}
+
+
+def confidence(rows_b: list, rows_a: list) -> dict:
+    """The confidence tiers of one GPU pair or a job's pairs (docs/definitions.md#compare-verdict): ``{"before":
+    the side's lowest tier (of :data:`~pipeline.analysis.confidence.TIERS`; None when no row has one), "after":
+    the same, "low": either is ``toy`` or ``low``, "note": ``low confidence: <the rows' confidence_note>`` (each
+    side's note once, prefixed by the side when they differ) when low, else ``""``}``. A low pair stays
+    comparable when the verdict's checks pass; its figures are marked with the note."""
+    def lowest(rows):
+        tiers = [str(r.get("confidence_tier")) for r in rows if r.get("confidence_tier") in TIERS]
+        return min(tiers, key=TIERS.index) if tiers else None
+
+    out = {"before": lowest(rows_b), "after": lowest(rows_a)}
+    out["low"] = any(t is not None and not trusted(t) for t in (out["before"], out["after"]))
+    notes = {}
+    for label, rows in zip(SIDES, (rows_b, rows_a)):
+        found = [str(r.get("confidence_note") or "") for r in rows
+                 if r.get("confidence_tier") in TIERS and not trusted(r.get("confidence_tier"))]
+        found = [n or f"tier {lowest(rows)}" for n in found]
+        if found:
+            notes[label] = "; ".join(dict.fromkeys(found))
+    if len(set(notes.values())) == 1 and len(notes) == 2:
+        text = next(iter(notes.values()))
+    else:
+        text = "; ".join(f"{label} side: {n}" for label, n in notes.items())
+    out["note"] = f"low confidence: {text}" if out["low"] else ""
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- deltas
@@ -347,7 +395,9 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     :data:`NO_SD_COLUMN` when a GPU with at least 2 iterations has no ``idle_pct_sd`` (else ``""``);
     ``usd`` of each GPU's idle fraction
     at the rates of ``rate_rows`` (the matching GPU of the side whose rates price it; default ``rows``),
-    summed (docs/definitions.md#compare-deltas)."""
+    summed over the priced ones (:func:`~pipeline.analysis.cost.priced_sum`: NaN only when none is priced), and
+    of those rates ``assumed_usd``, ``assumed_gpus``, ``unpriced_gpus``
+    (:func:`~pipeline.analysis.cost.assumed_split`; docs/definitions.md#compare-deltas)."""
     rate_rows = rate_rows or rows
     window = sum(int(r["window_ns"]) for r in rows)
     idle = sum(int(r["idle_ns"]) for r in rows)
@@ -366,7 +416,8 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
         out[f"cat_{c}_pct"] = _pct(ns, window)
     usd = [_usd(int(r["idle_ns"]) / int(r["window_ns"]), q.get("rate_usd_per_hour"), hours)
            for r, q in zip(rows, rate_rows)]
-    out["usd"] = round(sum(usd), 2) if not any(math.isnan(u) for u in usd) else math.nan
+    out["usd"] = round(priced_sum(usd), 2)   # the priced GPUs' sum; NaN only when every one is unpriced
+    out.update(assumed_split(usd, [bool(q.get("rate_assumed")) for q in rate_rows], [math.isnan(u) for u in usd]))
     return out
 
 
@@ -379,7 +430,9 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     ``usd_after_after_rates``, ``usd_change_after_rates``; at fixed rates (the before side's):
     ``usd_before_fixed_rates``, ``usd_after_fixed_rates``, ``usd_change_fixed_rates``;
     ``saving_usd_per_month`` = −``usd_change_after_rates`` only when the idle share fell by more than its noise
-    floor (else None)."""
+    floor (else None). Per rate basis (``after_rates``, ``fixed_rates``; both sides priced by one side's rows, so
+    the same GPUs): ``assumed_usd_before_<basis>``, ``assumed_usd_after_<basis>`` (USD at assumed rates),
+    ``assumed_gpus_<basis>`` and ``unpriced_gpus_<basis>`` (counts)."""
     fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
     out = {"before": fb, "after": fa}
     out["idle_pct_change_pts"] = fa["idle_pct"] - fb["idle_pct"]
@@ -398,6 +451,10 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
         out[f"cat_{c}_pct_change_pts"] = fa[f"cat_{c}_pct"] - fb[f"cat_{c}_pct"]
     at_after = side_figures(b_rows, hours_a, a_rows)["usd"], fa["usd"]
     fixed = fb["usd"], side_figures(a_rows, hours_b, b_rows)["usd"]
+    for basis, (b_f, a_f) in (("after_rates", (side_figures(b_rows, hours_a, a_rows), fa)),
+                              ("fixed_rates", (fb, side_figures(a_rows, hours_b, b_rows)))):
+        out.update({f"assumed_usd_before_{basis}": b_f["assumed_usd"], f"assumed_usd_after_{basis}": a_f["assumed_usd"],
+                    f"assumed_gpus_{basis}": a_f["assumed_gpus"], f"unpriced_gpus_{basis}": a_f["unpriced_gpus"]})
     out.update(usd_before_after_rates=at_after[0], usd_after_after_rates=at_after[1],
                usd_change_after_rates=round(at_after[1] - at_after[0], 2),
                usd_before_fixed_rates=fixed[0], usd_after_fixed_rates=fixed[1],
@@ -452,26 +509,51 @@ def gap_changes(doc_b: dict | None, doc_a: dict | None, kb, ka) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- the whole
 
-def compare(sides: tuple, force: bool = False) -> dict:
+def side_names(pairs: list, unpaired: list) -> tuple[dict, dict]:
+    """Each side's ``(report, gpu_key) -> name`` (:func:`~pipeline.report.medical.gpu_display_name`) for one job
+    pair, numbered in the order the pairs are shown (pair ``k`` is ``#k`` on both sides), then each side's
+    unpaired GPUs: the numbers of one comparison agree across its sides (docs/definitions.md#compare-pairing)."""
+    out = ({}, {})
+    for i, side in enumerate(SIDES):
+        rows = [p[i] for p in pairs] + [r for s, r in unpaired if s == side]
+        out[i].update({(str(r["report"]), str(r["gpu_key"])): gpu_display_name(r.get("gpu_model"), n, r["gpu_key"])
+                       for n, r in enumerate(rows, 1)})
+    return out
+
+
+#: The value each pairing basis pairs by, as it is shown beside a GPU (docs/definitions.md#compare-pairing).
+BASIS_COLUMN = {"rank": "rank", "device ordinal": "device_ids", "process order": "pid"}
+
+
+def _seat(row: dict, basis: str) -> str:
+    """What ``row``'s GPU was paired by: ``rank 3``, ``device 1``, ``pid 144``."""
+    col = BASIS_COLUMN[basis]
+    v = row.get(col)
+    return f"{'device' if col == 'device_ids' else col} {v if v is not None else '-'}"
+
+
+def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATIONS) -> dict:
     """The comparison of two :class:`Side` s as plain values (what every output renders): ``sides``, per job
-    its pairing, :func:`verdict` and (comparable, or ``force``: then ``forced`` is true and every figure is
-    marked) its :func:`deltas` and each GPU pair's, with the gaps that vanished or appeared; the GPUs and
-    jobs left unpaired."""
+    its pairing, :func:`verdict` (with ``min_iterations``: the config's ``confidence.medium_min_iterations``)
+    and (comparable, or ``force``: then ``forced`` is true and every figure is marked) its :func:`deltas` and
+    each GPU pair's, with the gaps of both rosters (:func:`gap_changes`); per GPU pair and per job the
+    :func:`confidence` tiers; the GPUs and jobs left unpaired."""
     b, a = sides
     pairing = pair_gpus(b.rows, a.rows)
     jobs = []
     for job in pairing["jobs"]:
-        v = verdict(job, sides)
+        names_b, names_a = side_names(job["pairs"], job["unpaired"])
+        keys = [((str(rb["report"]), str(rb["gpu_key"])), (str(ra["report"]), str(ra["gpu_key"])))
+                for rb, ra in job["pairs"]]
+        v = verdict(job, sides, min_iterations, [(names_b[kb], names_a[ka]) for kb, ka in keys])
         shown = v["comparable"] or force
-        names_b = job_gpu_names([p[0] for p in job["pairs"]] + [r for s, r in job["unpaired"] if s == "before"])
-        names_a = job_gpu_names([p[1] for p in job["pairs"]] + [r for s, r in job["unpaired"] if s == "after"])
         gpus = []
-        for rb, ra in job["pairs"]:
-            kb, ka = (str(rb["report"]), str(rb["gpu_key"])), (str(ra["report"]), str(ra["gpu_key"]))
+        for (rb, ra), (kb, ka) in zip(job["pairs"], keys):
             entry = {"before": {"name": names_b[kb], "report": kb[0], "gpu_key": kb[1], "rank": rb.get("rank"),
-                                "device_ids": rb.get("device_ids")},
+                                "device_ids": rb.get("device_ids"), "seat": _seat(rb, job["basis"])},
                      "after": {"name": names_a[ka], "report": ka[0], "gpu_key": ka[1], "rank": ra.get("rank"),
-                               "device_ids": ra.get("device_ids")}}
+                               "device_ids": ra.get("device_ids"), "seat": _seat(ra, job["basis"])},
+                     "confidence": confidence([rb], [ra])}
             if shown:
                 entry["deltas"] = deltas([rb], [ra], b.hours, a.hours)
                 entry["gaps"] = gap_changes(b.docs.get(kb), a.docs.get(ka), b.kernels.get(kb), a.kernels.get(ka))
@@ -479,13 +561,16 @@ def compare(sides: tuple, force: bool = False) -> dict:
         unpaired = [{"side": s, "name": (names_b if s == "before" else names_a)[(str(r["report"]), str(r["gpu_key"]))],
                      "report": str(r["report"]), "gpu_key": str(r["gpu_key"])} for s, r in job["unpaired"]]
         entry = {"before": list(job["before"]), "after": list(job["after"]), "basis": job["basis"], "verdict": v,
-                 "forced": bool(force and not v["comparable"]), "gpus": gpus, "unpaired": unpaired}
+                 "forced": bool(force and not v["comparable"]), "gpus": gpus, "unpaired": unpaired,
+                 "confidence": confidence([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]])}
         if shown and job["pairs"]:
             entry["deltas"] = deltas([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]], b.hours, a.hours)
         jobs.append(entry)
     return {"sides": [{"label": s.label, "source": s.source, "folder": s.folder, "gpus": len(s.rows),
-                       "hours_per_month": s.hours, "failed": [{"report": r, "error": e} for r, e in s.failed]}
+                       "hours_per_month": s.hours, "failed": [{"report": r, "error": e} for r, e in s.failed],
+                       "jobs": [list(k) for k in sorted({_job(r) for r in s.rows}, key=lambda k: (k[1], k[0]))]}
                       for s in sides],
+            "min_iterations": int(min_iterations),
             "jobs": jobs,
             "unpaired_jobs": [{"side": s, "job": list(k), "gpus": [str(r["gpu_key"]) for r in rows]}
                               for s, k, rows in pairing["unpaired_jobs"]]}
@@ -502,8 +587,11 @@ CSV_COLUMNS = ["level", "cluster", "job", "job_after", "gpu_before", "gpu_after"
                                                               "ms_per_iteration_change", "pct_before", "pct_after",
                                                               "pct_change_pts")),
                "usd_before_after_rates", "usd_after_after_rates", "usd_change_after_rates", "usd_before_fixed_rates",
-               "usd_after_fixed_rates", "usd_change_fixed_rates", "saving_usd_per_month", "gaps_vanished",
-               "gaps_appeared"]
+               "usd_after_fixed_rates", "usd_change_fixed_rates", "saving_usd_per_month", "rate_assumed",
+               "assumed_gpus", "assumed_usd_before_after_rates", "assumed_usd_after_after_rates", "unpriced_gpus",
+               "assumed_gpus_fixed_rates", "unpriced_gpus_fixed_rates", "confidence_tier_before",
+               "confidence_tier_after", "low_confidence", "confidence_note", "gaps_vanished", "gaps_appeared",
+               "gaps_kept_changed"]
 
 
 def _r(x, n: int = 4):
@@ -533,7 +621,18 @@ def _figures(d: dict | None) -> dict:
     for k in ("usd_before_after_rates", "usd_after_after_rates", "usd_change_after_rates", "usd_before_fixed_rates",
               "usd_after_fixed_rates", "usd_change_fixed_rates", "saving_usd_per_month"):
         out[k] = _r(d[k], 2)
+    out.update(rate_assumed=bool(d["assumed_gpus_after_rates"]), assumed_gpus=d["assumed_gpus_after_rates"],
+               assumed_usd_before_after_rates=_r(d["assumed_usd_before_after_rates"], 2),
+               assumed_usd_after_after_rates=_r(d["assumed_usd_after_after_rates"], 2),
+               unpriced_gpus=d["unpriced_gpus_after_rates"], assumed_gpus_fixed_rates=d["assumed_gpus_fixed_rates"],
+               unpriced_gpus_fixed_rates=d["unpriced_gpus_fixed_rates"])
     return out
+
+
+def _tiers(c: dict) -> dict:
+    """The CSV cells of one :func:`confidence`."""
+    return {"confidence_tier_before": c["before"], "confidence_tier_after": c["after"], "low_confidence": c["low"],
+            "confidence_note": c["note"]}
 
 
 def csv_rows(result: dict) -> list[dict]:
@@ -549,11 +648,12 @@ def csv_rows(result: dict) -> list[dict]:
             gaps = g.get("gaps", [])
             rows.append({**common, "level": "gpu", "gpu_before": g["before"]["name"], "gpu_after": g["after"]["name"],
                          "gpu_key_before": g["before"]["gpu_key"], "gpu_key_after": g["after"]["gpu_key"],
-                         **_figures(g.get("deltas")),
+                         **_figures(g.get("deltas")), **_tiers(g["confidence"]),
                          **({"gaps_vanished": sum(x["count_before"] for x in gaps if x["change"] == "vanished"),
-                             "gaps_appeared": sum(x["count_after"] for x in gaps if x["change"] == "appeared")}
+                             "gaps_appeared": sum(x["count_after"] for x in gaps if x["change"] == "appeared"),
+                             "gaps_kept_changed": sum(1 for x in gaps if _width_changed(x))}
                             if "deltas" in g else {})})
-        rows.append({**common, "level": "job", **_figures(job.get("deltas"))})
+        rows.append({**common, "level": "job", **_figures(job.get("deltas")), **_tiers(job["confidence"])})
         for u in job["unpaired"]:
             rows.append({**common, "level": f"unpaired-{u['side']}", f"gpu_{u['side']}": u["name"],
                          f"gpu_key_{u['side']}": u["gpu_key"]})
@@ -583,8 +683,17 @@ def _plain(obj):
     return obj
 
 
-def _mark(forced: bool) -> str:
-    return " [forced: not comparable]" if forced else ""
+#: A kernel name in the Markdown is cut to this many characters (the last one ``…``).
+KERNEL_CHARS = 60
+
+
+def _cut(name, chars: int = KERNEL_CHARS) -> str:
+    name = str(name)
+    return name if len(name) <= chars else name[:chars - 1] + "…"
+
+
+def _mark(forced: bool, low: bool = False) -> str:
+    return (" [forced: not comparable]" if forced else "") + (" [low confidence]" if low else "")
 
 
 def _signed(x: float, unit: str, n: int = 2) -> str:
@@ -592,24 +701,73 @@ def _signed(x: float, unit: str, n: int = 2) -> str:
 
 
 def _money(x) -> str:
-    return "-" if x is None or math.isnan(x) else f"${x:,.2f}"
+    from .html import usd
+
+    return usd(_nn(x))
 
 
 def _num(x, n: int = 2, unit: str = "") -> str:
     return "-" if x is None or math.isnan(x) else f"{x:,.{n}f}{unit}"
 
 
-def summary_lines(d: dict, forced: bool) -> list[str]:
-    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``); a figure that is
-    unknown (no stable iterations) reads ``-``."""
-    fb, fa, m = d["before"], d["after"], _mark(forced)
-    note = f"; {d['noise_floor_note']}" if d.get("noise_floor_note") else ""
+def _width_changed(x: dict) -> bool:
+    """A ``kept`` gap group (:func:`gap_changes`) whose gaps' total width or count is not the same on both sides."""
+    return x["change"] == "kept" and (x["ns_before"] != x["ns_after"] or x["count_before"] != x["count_after"])
+
+
+def shown_gaps(gaps: list) -> list:
+    """The gap groups a view lists: those that vanished or appeared and the kept ones whose width changed."""
+    return [x for x in gaps if x["change"] != "kept" or _width_changed(x)]
+
+
+def place_text(place: str) -> str:
+    """A gap group's place (:func:`gap_changes`) as words: ``in a kept iteration, after kernel 3``, ``outside
+    every iteration``."""
+    return "outside every iteration" if place == "outside" else f"in a {place}"
+
+
+def floor_text(change: str, floor: float, unit: str, note: str = "") -> str:
+    """A change's reading against its noise floor (docs/definitions.md#compare-deltas) as a sentence part."""
+    if change == "unknown":
+        return "the noise floor is unknown (" + (note or "no stable iterations on a side to measure it") + \
+            "): no change can be claimed"
+    if change == "no change detectable":
+        return f"within the noise floor of {_num(floor, 2, unit)}: no change detectable"
+    return f"{change}, by more than the noise floor of {_num(floor, 2, unit)}"
+
+
+def usd_figure(x, assumed_gpus: int) -> str:
+    """A dollar figure as the product writes it (``$1,234.56``, ``−$57.99``, ``unpriced``), ``~`` before it when
+    some of it rests on assumed rates (docs/definitions.md#cost)."""
+    return ("~" if assumed_gpus and not _nan(x) else "") + _money(x)
+
+
+def rates_note(d: dict, basis: str) -> str:
+    """What the dollars of one rate basis (``after_rates``/``fixed_rates``) of a :func:`deltas` rest on, after
+    them: ``; of which $X -> $Y at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced (no rate-card entry of
+    their own), not in it``; empty when neither (the wording of :func:`~pipeline.fleet.reduce.assumed_text`)."""
+    from ..fleet.reduce import assumed_text
+
+    n = d[f"assumed_gpus_{basis}"]
+    out = (f"; of which {_money(d[f'assumed_usd_before_{basis}'])} -> {_money(d[f'assumed_usd_after_{basis}'])} "
+           f"at assumed rates ({n} GPU(s))") if n else ""
+    return out + assumed_text({"assumed_gpus": 0, "assumed_usd": 0.0, "unpriced_gpus": d[f"unpriced_gpus_{basis}"]})
+
+
+def summary_lines(d: dict, forced: bool, low: bool = False) -> list[str]:
+    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced`` or ``low``): idle share,
+    iteration length, dollars (:func:`dollars_line`), the saving or why none is claimed, per category."""
+    fb, fa, m = d["before"], d["after"], _mark(forced, low)
     idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
-            f"({_signed(d['idle_pct_change_pts'], ' pts')}, noise floor {_num(d['noise_floor_pts'], 2, ' pts')}: "
-            f"{d['idle_change']}{note}){m}")
-    it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
-          f"({_signed(d['iteration_change_pct'], ' %')}, noise floor {_num(d['iteration_noise_floor_pct'], 2, ' %')}: "
-          f"{d['iteration_change']}; speed-up {_num(d['speedup'], 3, 'x')}){m}")
+            f"({_signed(d['idle_pct_change_pts'], ' pts')}); "
+            f"{floor_text(d['idle_change'], d['noise_floor_pts'], ' pts', d.get('noise_floor_note', ''))}{m}")
+    if _nan(fb["iteration_ns"]) or _nan(fa["iteration_ns"]):
+        it = f"iteration length unknown (no stable iterations on a side){m}"
+    else:
+        it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
+              f"({_signed(d['iteration_change_pct'], ' %')}); "
+              f"{floor_text(d['iteration_change'], d['iteration_noise_floor_pct'], ' %')}; "
+              f"speed-up {_num(d['speedup'], 3, 'x')}{m}")
     if d["idle_change"] == "lower":
         money = (f"saving {_money(d['saving_usd_per_month'])}/month at the after side's rates "
                  f"({_money(-d['usd_change_fixed_rates'])} at the before side's){m}")
@@ -617,32 +775,37 @@ def summary_lines(d: dict, forced: bool) -> list[str]:
         money = (f"idle cost up {_money(d['usd_change_after_rates'])}/month at the after side's rates "
                  f"({_money(d['usd_change_fixed_rates'])} at the before side's){m}")
     elif d["idle_change"] == "unknown":
-        money = f"noise floor unknown: no saving claimed (idle cost {_signed(d['usd_change_after_rates'], '')} $/month){m}"
+        money = f"no saving claimed: the noise floor is unknown{m}"
     else:
-        money = f"no change detectable: no saving claimed{m}"
-    cats = [f"{c} {_signed(d[f'cat_{c}_ms_per_iteration_change'], ' ms/iter', 3)} "
-            f"({_signed(d[f'cat_{c}_pct_change_pts'], ' pts')})" for c in CATEGORIES
+        money = f"no saving claimed: no change detectable{m}"
+    cats = [f"{c} " + ("" if _nan(d[f'cat_{c}_ms_per_iteration_change']) else
+                       f"{_signed(d[f'cat_{c}_ms_per_iteration_change'], ' ms per iteration', 3)}, ")
+            + f"{_signed(d[f'cat_{c}_pct_change_pts'], ' pts')} of W" for c in CATEGORIES
             if fb[f"cat_{c}_pct"] or fa[f"cat_{c}_pct"]]
     return [f"- {idle}", f"- {it}", f"- {dollars_line(d)}{m}", f"- {money}",
-            f"- per category: {', '.join(cats) or 'none'}{m}"]
+            f"- change per category: {'; '.join(cats) or 'none'}{m}"]
 
 
 def dollars_line(d: dict) -> str:
     """Both sides' idle dollars per month of one :func:`deltas` and their change, at the after side's rates,
     then at fixed rates (the before side's) when those give other figures (docs/definitions.md#compare-deltas);
-    shown whatever the reading (the saving is claimed apart, only when detectable)."""
-    from .html import signed_usd, usd
+    shown whatever the reading (the saving is claimed apart, only when detectable). A total over some priced
+    GPUs is their sum and says how many are unpriced; one resting partly on assumed rates reads ``~$`` and says
+    how much (:func:`rates_note`)."""
+    from .html import signed_usd
 
     def change(x) -> str:
         return "unpriced" if _nan(x) else signed_usd(x)
 
-    text = (f"idle {usd(_nn(d['usd_before_after_rates']))} -> {usd(_nn(d['usd_after_after_rates']))} per month at "
-            f"the after side's rates ({change(d['usd_change_after_rates'])})")
+    n = d["assumed_gpus_after_rates"]
+    text = (f"idle {usd_figure(d['usd_before_after_rates'], n)} -> {usd_figure(d['usd_after_after_rates'], n)} per "
+            f"month at the after side's rates ({change(d['usd_change_after_rates'])}){rates_note(d, 'after_rates')}")
     after = (d["usd_before_after_rates"], d["usd_after_after_rates"])
     fixed = (d["usd_before_fixed_rates"], d["usd_after_fixed_rates"])
     if any(not (x == y or (_nan(x) and _nan(y))) for x, y in zip(after, fixed)):
-        text += (f"; {usd(_nn(fixed[0]))} -> {usd(_nn(fixed[1]))} at fixed rates (the before side's) "
-                 f"({change(d['usd_change_fixed_rates'])})")
+        n = d["assumed_gpus_fixed_rates"]
+        text += (f"; {usd_figure(fixed[0], n)} -> {usd_figure(fixed[1], n)} at fixed rates (the before side's) "
+                 f"({change(d['usd_change_fixed_rates'])}){rates_note(d, 'fixed_rates')}")
     return text
 
 
@@ -655,50 +818,119 @@ def _nn(x) -> float:
     return math.nan if x is None else x
 
 
+def _title(job: dict) -> str:
+    return job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
+
+
+def no_pairs_text(result: dict) -> str:
+    """The sentence saying that no job of one side paired with one of the other (docs/definitions.md#compare-pairing),
+    naming each side's jobs (``cluster/job`` when the sides' clusters differ; the first five), with the hint that
+    their job labels differ; empty when some job paired."""
+    if result["jobs"]:
+        return ""
+    clusters = {c for s in result["sides"] for c, _ in s["jobs"]}
+    names = []
+    for s in result["sides"]:   # cluster/job when the clusters differ: a job pairs by both
+        jobs = [j if len(clusters) == 1 else f"{c}/{j}" for c, j in s["jobs"]]
+        names.append(", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "") or "none")
+    return (f"Nothing paired: no job of the before side ({names[0]}) has a namesake on the after side ({names[1]}). "
+            "The two sides' job labels differ: a report with no label is a job of its own, named after its file. "
+            "Label both sides alike: compare reports with --config and a labels section, or run each side with "
+            "the same labels.")
+
+
+def quiet(job: dict) -> bool:
+    """Whether a comparable job shows no change at all: its idle share and iteration length, and every GPU
+    pair's, either read "no change detectable" or did not move, its dollars did not move, no gap vanished,
+    appeared or changed width, and no GPU is unpaired (the md prints such a job on one line)."""
+    if not job["verdict"]["comparable"] or "deltas" not in job or job["unpaired"]:
+        return False
+
+    def still(d: dict) -> bool:
+        idle = d["idle_change"] == "no change detectable" or d["idle_pct_change_pts"] == 0
+        it = d["iteration_change"] == "no change detectable" or _nan(d["iteration_change_pct"]) \
+            or d["iteration_change_pct"] == 0
+        return idle and it and (_nan(d["usd_change_after_rates"]) or d["usd_change_after_rates"] == 0)
+
+    return still(job["deltas"]) and all(still(g["deltas"]) and not shown_gaps(g["gaps"]) for g in job["gpus"])
+
+
 def render_text(result: dict) -> list[str]:
     """The default ``text`` print: per job its verdict (``job: comparable`` or ``job: not comparable: …``), then,
     where its figures are shown, the idle share's reading, the dollars of both sides (:func:`dollars_line`) and
-    the saving or why none is claimed, indented; each line as it is printed."""
-    lines = []
+    the saving or why none is claimed, indented, and a low-confidence job's note; when nothing paired, the
+    sentence of :func:`no_pairs_text`. Each line as it is printed."""
+    lines = [no_pairs_text(result)] if not result["jobs"] else []
     for job in result["jobs"]:
-        v = job["verdict"]
-        title = job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
-        lines.append(f"{title}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])))
+        v, low = job["verdict"], job["confidence"]
+        lines.append(f"{_title(job)}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])))
         if "deltas" in job:
-            figures = summary_lines(job["deltas"], job["forced"])   # idle, iteration, dollars, saving, categories
+            figures = summary_lines(job["deltas"], job["forced"], low["low"])   # idle, iteration, dollars, saving
             lines += ["  " + figures[i][2:] for i in (0, 2, 3)]
+        if low["low"]:
+            lines.append(f"  {low['note']}")
     return lines
 
 
+def gap_line(x: dict, forced: bool, low: bool) -> str:
+    """One gap group (:func:`gap_changes`) as a Markdown line: what happened to it, its kernels (cut to
+    :data:`KERNEL_CHARS`), place and category."""
+    between = (f"between `{md_text(_cut(x['kernel_before'] or '-'))}` and `{md_text(_cut(x['kernel_after'] or '-'))}`, "
+               f"{place_text(x['place'])}, category {x['category_before'] or x['category_after']}")
+    if x["change"] == "kept":
+        what = (f"kept, width changed: {x['count_before']} gap(s) of {x['ns_before'] / 1e6:,.3f} ms in all -> "
+                f"{x['count_after']} of {x['ns_after'] / 1e6:,.3f} ms ({(x['ns_after'] - x['ns_before']) / 1e6:+,.3f} ms)")
+    else:
+        n, ns = (x["count_before"], x["ns_before"]) if x["change"] == "vanished" else (x["count_after"], x["ns_after"])
+        what = f"{x['change']}: {n} gap(s) of {ns / 1e6:,.3f} ms in all"
+    return f"- gap {what}, {between}{_mark(forced, low)}"
+
+
 def render_markdown(result: dict) -> str:
-    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat."""
+    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat; a job with no change
+    at all (:func:`quiet`) on one line under "Jobs with no detectable change"."""
     lines = ["# Before and after", ""]
     for s in result["sides"]:
         lines.append(f"- {s['label']}: {md_text(s['source'])} ({s['gpus']} GPU(s)"
                      + (f", {len(s['failed'])} failed report(s)" if s["failed"] else "") + ")")
+    if not result["jobs"]:
+        lines += ["", md_text(no_pairs_text(result))]
+    still = []
     for job in result["jobs"]:
-        v = job["verdict"]
-        title = md_text(job["before"][1]) + ("" if job["before"] == job["after"] else f" -> {md_text(job['after'][1])}")
-        lines += ["", f"## {title}", "", f"GPUs paired by {job['basis']}."]
+        v, conf = job["verdict"], job["confidence"]
+        title = md_text(_title(job))
+        if quiet(job):
+            d = job["deltas"]
+            still.append(f"- {title}: comparable, no change: {len(job['gpus'])} GPU pair(s) paired by {job['basis']}, idle "
+                         f"{_num(d['before']['idle_pct'], 2, ' %')} on both sides, "
+                         f"{usd_figure(d['usd_after_after_rates'], d['assumed_gpus_after_rates'])} per month"
+                         + (f"; {md_text(conf['note'])}" if conf["low"] else ""))
+            continue
+        lines += ["", f"## {title}", ""]
         lines.append("Comparable." if v["comparable"] else "Not comparable: " + md_text("; ".join(v["reasons"]))
-                     + (" (--force: every figure below is marked)" if job["forced"] else " (deltas withheld; --force shows them)"))
+                     + (". Shown with --force: every figure below is marked." if job["forced"]
+                        else ". The figures are withheld (--force shows them)."))
+        lines.append(f"Confidence tiers: {conf['before'] or 'unknown'} before, {conf['after'] or 'unknown'} after"
+                     + (f"; {md_text(conf['note'])} (every figure below is marked)." if conf["low"] else "."))
+        lines += ["", f"GPUs paired by {job['basis']}:"]
+        lines += [f"- {g['before']['name']} ({g['before']['seat']}) -> {g['after']['name']} ({g['after']['seat']})"
+                  for g in job["gpus"]]
+        lines += [f"- unpaired ({u['side']} only): {u['name']} ({md_text(u['gpu_key'])} in "
+                  f"{md_text(os.path.basename(u['report']))})" for u in job["unpaired"]]
         if "deltas" in job:
-            lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"])
+            lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"], conf["low"])
         for g in job["gpus"]:
+            if "deltas" not in g:
+                continue
+            low = g["confidence"]["low"]
             lines += ["", f"### {g['before']['name']} -> {g['after']['name']}"]
-            if "deltas" in g:
-                lines += summary_lines(g["deltas"], job["forced"])
-                moved = [x for x in g["gaps"] if x["change"] != "kept"]
-                for x in moved:
-                    n, ns = (x["count_before"], x["ns_before"]) if x["change"] == "vanished" else (x["count_after"], x["ns_after"])
-                    lines.append(f"- gap {x['change']}: {n} x between {md_text(x['kernel_before'])} and "
-                                 f"{md_text(x['kernel_after'])} ({x['place']}; {x['category_before'] or x['category_after']}), "
-                                 f"{ns / 1e6:,.3f} ms in the roster{_mark(job['forced'])}")
-                if not moved:
-                    lines.append("- no gap vanished or appeared")
-        for u in job["unpaired"]:
-            lines.append(f"- unpaired ({u['side']} only): {u['name']} ({md_text(u['gpu_key'])} in "
-                         f"{md_text(os.path.basename(u['report']))})")
+            if low:
+                lines.append(f"- {md_text(g['confidence']['note'])}")
+            lines += summary_lines(g["deltas"], job["forced"], low)
+            lines += [gap_line(x, job["forced"], low) for x in shown_gaps(g["gaps"])] or [
+                "- no gap vanished, appeared or changed width"]
+    if still:
+        lines += ["", "## Jobs with no detectable change", ""] + still
     for u in result["unpaired_jobs"]:
         lines += ["", f"Unpaired job ({u['side']} only): {md_text(u['job'][1])}, {len(u['gpus'])} GPU(s)"]
     return "\n".join(lines) + "\n"
@@ -716,6 +948,38 @@ def stacked_record(title: str, before: tuple, after: tuple, rosters: tuple) -> s
         body = [("#" + line if line.startswith("#") else line) for line in text.splitlines()]
         out += [f"## {label}", ""] + body[2:] + [""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def run_folder_reason(out_dir: str) -> str:
+    """Why ``out_dir`` may not hold a comparison, or ``""``: it is a gpu-idle run or sweep output folder (it holds
+    a run's manifest, :data:`~pipeline.store.results.MANIFEST`, or ``fleet.parquet``, or is a sweep state folder),
+    whose own records a comparison's ``records/`` would mix with and a later ``run --out`` would keep
+    (docs/definitions.md#compare-records)."""
+    from ..store.results import MANIFEST
+    from .summary import is_sweep_dir
+
+    held = [n for n in (MANIFEST, "fleet.parquet") if os.path.lexists(os.path.join(out_dir, n))]
+    if not held and not is_sweep_dir(out_dir):
+        return ""
+    what = f"it holds {' and '.join(held)}" if held else "it is a sweep state folder"
+    return (f"{out_dir} is a gpu-idle run or sweep output folder ({what}): a comparison is not written among a "
+            "run's own files; give --out a folder of its own (e.g. a new one)")
+
+
+def page_links(text: str, folder: str, at: str) -> str:
+    """A medical record's GPU page links (``[name](../gpu-pages/<page>)``) made to point from the folder ``at``
+    into the run folder ``folder``'s own ``gpu-pages/`` when the page is there; a page that is not (compare
+    renders none; ``gpu-idle report`` writes them) leaves the name unlinked, saying so
+    (docs/definitions.md#compare-records)."""
+    import re
+
+    def link(m) -> str:
+        page = os.path.join(folder, PAGES_DIR, m.group(2))
+        if os.path.isfile(page):
+            return f"[{m.group(1)}]({os.path.relpath(page, at).replace(os.sep, '/')})"
+        return f"{m.group(1)} (no GPU page: `gpu-idle report` on {md_text(folder)} writes it)"
+
+    return re.sub(r"\[([^\]]*)\]\(\.\./" + re.escape(PAGES_DIR) + r"/([^)]+)\)", link, text)
 
 
 #: The comparison folder's record of the files it wrote (:func:`pipeline.store.results.read_manifest`'s format).
@@ -742,6 +1006,9 @@ def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[s
     from ..store.results import drop_manifest, read_manifest, write_folder_manifest
     from .medical import record_stem
 
+    refused = run_folder_reason(out_dir)
+    if refused:
+        raise CompareNotWritten(refused + "; nothing written")
     texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)), "compare.html": html}
     fleets = [load_results(s.folder).current for s in sides]
     for job in result["jobs"]:
@@ -754,10 +1021,10 @@ def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[s
         rel = f"records/{record_stem(title)}.md"
         text = stacked_record(title, parts[0], parts[1], tuple(rosters))
         for label, s in zip(("Before", "After"), sides):  # each side's GPU pages are in its own folder
-            pages = os.path.relpath(os.path.join(s.folder, PAGES_DIR), os.path.join(out_dir, "records"))
             head, sep, rest = text.partition(f"## {label}\n")
-            end = rest.find("\n## ") if label == "Before" else len(rest)
-            text = head + sep + rest[:end].replace(f"](../{PAGES_DIR}/", f"]({pages.replace(os.sep, '/')}/") + rest[end:]
+            end = rest.find("\n## After\n") if label == "Before" else len(rest)
+            end = len(rest) if end < 0 else end
+            text = head + sep + page_links(rest[:end], s.folder, os.path.join(out_dir, "records")) + rest[end:]
         texts[rel] = text
     owned = (read_manifest(out_dir, COMPARE_MANIFEST) or {"files": {}})["files"]
     foreign = sorted(rel for rel in texts if os.path.lexists(os.path.join(out_dir, rel))
@@ -846,9 +1113,15 @@ def render_html(result: dict) -> str:
     def known(f):
         return lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f(x)
 
-    env = environment(fmt=fmt, sfmt=sfmt, money=known(usd), smoney=known(signed_usd))
-    return env.get_template("compare.html.j2").render(r=result, style=Markup(report_style()), categories=CATEGORIES)
+    def smoney(x):
+        return "unpriced" if _nan(x) else signed_usd(x)
+
+    env = environment(fmt=fmt, sfmt=sfmt, money=known(usd), smoney=smoney)
+    return env.get_template("compare.html.j2").render(
+        r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
+        rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result))
 
 
 __all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",
-           "deltas", "gap_changes", "compare", "render_csv", "render_markdown", "render_text", "stacked_record", "write_compare"]
+           "deltas", "gap_changes", "compare", "confidence", "side_names", "render_csv", "render_markdown", "render_text",
+           "stacked_record", "write_compare", "run_folder_reason", "page_links", "dollars_line", "no_pairs_text"]

@@ -354,7 +354,7 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -
         reader = cmp.report_kernel_reader(cfg)
         sides = (cmp.read_side(earlier[last], "before", f"night {last}", reader, jobs),
                  cmp.read_side(out, "after", f"night {night}", reader, jobs))
-        result = cmp.compare(sides)
+        result = cmp.compare(sides, min_iterations=cfg.confidence.medium_min_iterations)
         try:
             return cmp.write_compare(folder, result, sides, cmp.render_html(result))
         except cmp.CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
