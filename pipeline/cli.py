@@ -528,7 +528,7 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     from .io import folder_lock
     from .report.compare import CompareNotWritten
     from .report.compare import compare as compare_sides
-    from .report.compare import read_side, render_html, render_markdown, render_text, report_kernel_reader, write_compare
+    from .report.compare import read_side, render_markdown, render_text, report_kernel_reader, write_compare
     from .report.summary import ReportError, is_sweep_dir
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
@@ -580,7 +580,7 @@ def compare(before, after, out_dir, fmt, force, configs, window):
         if out_dir is not None:
             try:
                 with folder_lock(out_dir, command="gpu-idle compare"):
-                    write_compare(out_dir, result, sides, render_html(result))
+                    write_compare(out_dir, result, sides)
             except (CompareNotWritten, OutputError) as exc:  # not gpu-idle's files, another writer: nothing done, 2
                 raise click.BadParameter(message(exc), param_hint="--out") from exc
             except OSError as exc:

@@ -371,7 +371,7 @@ def test_a_change_inside_the_noise_floor_is_no_change_detectable_and_no_saving(t
     assert [r["saving_usd_per_month"] for r in rows] == ["", ""]
     assert [(r["usd_before_after_rates"], r["usd_after_after_rates"], r["usd_change_after_rates"]) for r in rows] \
         == [("1405.93", "1383.16", "-22.77")] * 2
-    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8").split("<h3>The seed's page")[0]
     assert page.count("$1,405.93") == 4 and page.count("$1,383.16") == 4   # job and GPU, after and fixed rates
 
 
@@ -568,7 +568,7 @@ def test_a_job_total_keeps_its_priced_gpus_when_one_is_unpriced(tmp_path):
     job_html = page.split("<h3>The job</h3>")[1].split("</table>")[0]
     row = job_html.split("idle $/month at the after side's rates</td>")[1].split("</tr>")[0]
     assert row.count("$1,396.16") == 2 and ">-<" not in row and "1 GPU(s) unpriced" in row
-    gpu2 = page.split("AMD Radeon Graphics #2")[-1]
+    gpu2 = page.split("<h3>The seed's page")[0].split("AMD Radeon Graphics #2")[-1]
     assert ">unpriced</td>" in gpu2.split("</table>")[0]
 
 
@@ -638,7 +638,7 @@ def test_kept_gaps_that_changed_width_are_shown_and_an_empty_table_is_a_sentence
     assert "9 · 18.000 ms" in gaps and "-18.000 ms" in gaps and "<td>vanished</td><td>fwd → bwd</td>" in gaps
     _compare(tmp_path / "before.sqlite", tmp_path / "before.sqlite", tmp_path / "s")
     page = (tmp_path / "s" / "compare.html").read_text(encoding="utf-8")
-    section = page.split("<h4>Gaps in the rosters</h4>")[1].split("</section>")[0]
+    section = page.split("<h4>Gaps in the rosters</h4>")[1].split("</section>")[0].split("<h3>The seed's page")[0]
     assert "<table>" not in section and "No gap vanished, appeared or changed width (3 group(s) of gaps kept as " \
         "they were)." in section
 
@@ -748,3 +748,24 @@ def test_the_page_explains_both_dollar_rows_and_the_noise_floor_and_the_csv_is_d
     doc = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text(encoding="utf-8")
     table = doc.split("### compare.csv")[1].split("\n#")[0]
     assert [line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")] == CSV_COLUMNS
+
+
+def test_the_seed_pages_stand_side_by_side_in_the_page(tmp_path):
+    """Issue 27 point 4: compare.html puts each job's seed page of both sides side by side (before on the left), the
+    same fixed format: the planted pair's idle lines read 100 × 6/13 = 46.15 % before and 100 × 2/9 = 22.22 % after,
+    each over 1 GPU; the stacked records/ page carries the same two lines."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c")
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    seed = page[page.index('<div class="seed-pages" id="seed-1">'):]
+    left, right = seed.split('<div class="seed-page"><h4>After</h4>', 1)
+    assert '<div class="seed-page"><h4>Before</h4>' in left
+    assert "Idle 46.15 % device-level over 1 GPU(s)" in left and "Idle 22.22 %" not in left
+    assert "Idle 22.22 % device-level over 1 GPU(s)" in right.split("</section>")[0]
+    assert left.count("5 largest gaps") == 1 and right.split("</section>")[0].count("5 largest gaps") == 1
+    record = (tmp_path / "c" / "records" / "before -> after.md").read_text(encoding="utf-8") if (
+        tmp_path / "c" / "records" / "before -> after.md").exists() else \
+        "\n".join(p.read_text(encoding="utf-8") for p in (tmp_path / "c" / "records").glob("*.md"))
+    assert "Idle 46.15 % device-level over 1 GPU(s)" in record.split("## After")[0]
+    assert "Idle 22.22 % device-level over 1 GPU(s)" in record.split("## After")[1]

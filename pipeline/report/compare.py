@@ -936,15 +936,32 @@ def render_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stacked_record(title: str, before: tuple, after: tuple, rosters: tuple) -> str:
-    """The seed's page of one job for both sides, stacked (docs/definitions.md#compare-records): the job's
-    medical record (:func:`pipeline.report.medical.job_record`: three lines and the five largest gaps) of the
-    before side under ``## Before``, then the after side's under ``## After``, headings one level down.
-    ``before``/``after``: ``(job title, fleet rows)``; ``rosters``: each side's ``(report, gpu_key) -> {"device":
-    [...]}``."""
+def seed_pages(result: dict, sides: tuple, at: str | None = None) -> list[dict]:
+    """The seed's page of each job pair's two sides (docs/definitions.md#compare-records), in ``result["jobs"]``
+    order: ``{"title": the pair's title, "before": Markdown, "after": Markdown}``, each side's page being its job's
+    medical record (:func:`pipeline.report.medical.job_record`: the idle line, the category line, the five largest
+    gaps) over that side's stored rows. ``at``: the folder the pages' GPU links are made relative to
+    (:func:`page_links`; None: links left as the record writes them)."""
+    fleets = [load_results(s.folder).current for s in sides]
+    pages = []
+    for job in result["jobs"]:
+        texts = []
+        for s, fleet, key in zip(sides, fleets, (job["before"], job["after"])):
+            rows = fleet[(fleet["cluster"].astype(str) == key[0]) & (fleet["job"].astype(str) == key[1])]
+            roster = {k: {"device": d.get("device_roster", [])} for k, d in s.docs.items()}
+            text = job_record(key[1], rows, roster)
+            texts.append(page_links(text, s.folder, at) if at is not None else text)
+        title = job["before"][1] if job["before"] == job["after"] else f"{job['before'][1]} -> {job['after'][1]}"
+        pages.append({"title": title, "before": texts[0], "after": texts[1]})
+    return pages
+
+
+def stacked_record(title: str, before: str, after: str) -> str:
+    """The seed's page of one job for both sides, stacked (docs/definitions.md#compare-records): the before side's
+    page (:func:`seed_pages`) under ``## Before``, then the after side's under ``## After``, headings one level
+    down, each page's own title line left out."""
     out = [f"# Before and after: {md_text(title)}", ""]
-    for label, (job, rows), roster in zip(("Before", "After"), (before, after), rosters):
-        text = job_record(job, rows, roster)
+    for label, text in (("Before", before), ("After", after)):
         body = [("#" + line if line.startswith("#") else line) for line in text.splitlines()]
         out += [f"## {label}", ""] + body[2:] + [""]
     return "\n".join(out).rstrip("\n") + "\n"
@@ -991,9 +1008,9 @@ class CompareNotWritten(OSError):
     was written."""
 
 
-def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[str]:
-    """Write ``compare.csv``, ``compare.json``, ``compare.html`` and ``records/<job>.md`` (one stacked page
-    per job pair, :func:`stacked_record`) into ``out_dir``, each atomically (:func:`pipeline.io.write_text`),
+def write_compare(out_dir: str, result: dict, sides: tuple) -> list[str]:
+    """Write ``compare.csv``, ``compare.json``, ``compare.html`` (:func:`render_html`, the seed's pages side by side)
+    and ``records/<job>.md`` (one stacked page per job pair, :func:`stacked_record`) into ``out_dir``, each atomically (:func:`pipeline.io.write_text`),
     then :data:`COMPARE_MANIFEST` listing them (size and SHA-256). A file it would overwrite must be listed
     there with the bytes it holds (an earlier comparison's); records of an earlier comparison not written
     again are removed, files it never wrote never touched. Returns the paths written.
@@ -1009,23 +1026,11 @@ def write_compare(out_dir: str, result: dict, sides: tuple, html: str) -> list[s
     refused = run_folder_reason(out_dir)
     if refused:
         raise CompareNotWritten(refused + "; nothing written")
-    texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)), "compare.html": html}
-    fleets = [load_results(s.folder).current for s in sides]
-    for job in result["jobs"]:
-        parts, rosters = [], []
-        for s, fleet, key in zip(sides, fleets, (job["before"], job["after"])):
-            rows = fleet[(fleet["cluster"].astype(str) == key[0]) & (fleet["job"].astype(str) == key[1])]
-            parts.append((key[1], rows))
-            rosters.append({k: {"device": d.get("device_roster", [])} for k, d in s.docs.items()})
-        title = job["before"][1] if job["before"] == job["after"] else f"{job['before'][1]} -> {job['after'][1]}"
-        rel = f"records/{record_stem(title)}.md"
-        text = stacked_record(title, parts[0], parts[1], tuple(rosters))
-        for label, s in zip(("Before", "After"), sides):  # each side's GPU pages are in its own folder
-            head, sep, rest = text.partition(f"## {label}\n")
-            end = rest.find("\n## After\n") if label == "Before" else len(rest)
-            end = len(rest) if end < 0 else end
-            text = head + sep + page_links(rest[:end], s.folder, os.path.join(out_dir, "records")) + rest[end:]
-        texts[rel] = text
+    records = os.path.join(out_dir, "records")
+    texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)),
+             "compare.html": render_html(result, seed_pages(result, sides, out_dir))}
+    for page in seed_pages(result, sides, records):
+        texts[f"records/{record_stem(page['title'])}.md"] = stacked_record(page["title"], page["before"], page["after"])
     owned = (read_manifest(out_dir, COMPARE_MANIFEST) or {"files": {}})["files"]
     foreign = sorted(rel for rel in texts if os.path.lexists(os.path.join(out_dir, rel))
                      and (rel not in owned or not same_file(os.path.join(out_dir, rel), owned[rel])))
@@ -1095,9 +1100,11 @@ def report_style() -> str:
     return re.search(r"<style>.*?</style>", source, re.S).group(0)
 
 
-def render_html(result: dict) -> str:
+def render_html(result: dict, pages: list | None = None) -> str:
     """compare.html: the verdict, the pairing and what changed per job and per GPU pair, in the report's look
-    (:func:`report_style`); self-contained, no script."""
+    (:func:`report_style`); self-contained, no script. ``pages``: :func:`seed_pages` (links relative to the page's
+    folder), shown side by side under each job, before on the left (point 4 of docs/definitions.md#compare-records);
+    None: not shown."""
     from markupsafe import Markup
 
     from .jinja import environment
@@ -1108,7 +1115,7 @@ def render_html(result: dict) -> str:
     def sfmt(x, n=2, unit=""):
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+,.{n}f}{unit}"
 
-    from .html import signed_usd, usd
+    from .html import _record_html, signed_usd, usd
 
     def known(f):
         return lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f(x)
@@ -1119,7 +1126,9 @@ def render_html(result: dict) -> str:
     env = environment(fmt=fmt, sfmt=sfmt, money=known(usd), smoney=smoney)
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
-        rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result))
+        rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),
+        seed=[{"before": Markup(_record_html(p["before"])), "after": Markup(_record_html(p["after"]))}
+              for p in pages] if pages else None)
 
 
 __all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",

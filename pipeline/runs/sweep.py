@@ -356,7 +356,7 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -
                  cmp.read_side(out, "after", f"night {night}", reader, jobs))
         result = cmp.compare(sides, min_iterations=cfg.confidence.medium_min_iterations)
         try:
-            return cmp.write_compare(folder, result, sides, cmp.render_html(result))
+            return cmp.write_compare(folder, result, sides)
         except cmp.CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
             print(f"gpu-idle sweep: {NIGHT_COMPARISON} not written: {exc}", file=sys.stderr)
             return None
