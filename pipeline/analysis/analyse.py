@@ -15,7 +15,7 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, meter, overlap
+from . import attribution, caveats, confidence, cost, diagnosis, fixfirst, gaps, lanes, meter, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
@@ -333,6 +333,13 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
                                     row["kernel_count"], spread, cfg.confidence, confidence.KindFigures.of_row(row)))
+    row["diagnosis"] = diagnosis.to_text(diagnosis.diagnose(
+        device_categorised, kw, copies_in, trace.runtime, trace.nvtx,
+        [(int(x[1]), int(x[2])) for x in win.extents if x[3] == "kept"],
+        {c: row[f"cat_{c}_pct"] for c in CATEGORIES}, a.actionable_pct,
+        {"sliver_count": row["device_sliver_count"], "sliver_ns": row["device_sliver_ns"], "app_idle_ns": app_idle_ns,
+         "max_gap_ns": int(device_lengths.max()) if device_lengths.size else 0} if launch_bound else None,
+        calls.sync_runs))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
     row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings))  # each code once, in order
