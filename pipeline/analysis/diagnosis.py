@@ -424,6 +424,12 @@ def line(finding: dict) -> str:
     return f"{finding['rule']}{tag}: {finding['text']}{remedy}"
 
 
+def split(findings: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``(prescribed, archived)``: ``findings`` without the archived ones (what the page prescribes or could
+    not judge, in order), and the archived ones apart (docs/definitions.md#diagnosis)."""
+    return [f for f in findings if not f.get("archived")], [f for f in findings if f.get("archived")]
+
+
 def to_text(findings: list[dict]) -> str:
     """``findings`` as the fleet column ``diagnosis``: compact JSON (``""`` for none)."""
     return json.dumps(findings, separators=(",", ":"), sort_keys=True) if findings else ""

@@ -33,6 +33,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..analysis import diagnosis
 from ..analysis.cost import priced_sum
 from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -143,7 +144,7 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
-                  "sampled_busy_periods"]
+                  "sampled_busy_periods", "diagnosis"]
 
 
 def _ns(value) -> int:
@@ -155,6 +156,24 @@ def _plain_rows(rows: pd.DataFrame) -> list[dict]:
     """The fleet rows as dicts of the :data:`RECORD_COLUMNS` (Python scalars); a column a table written
     before it lacks as :func:`pipeline.schema.conform` gives it."""
     return conform(rows, RECORD_COLUMNS)[RECORD_COLUMNS].to_dict("records")
+
+
+def diagnosis_lines(ok: list[dict], names: dict) -> list[str]:
+    """The record's ``## Diagnosis`` section (docs/definitions.md#diagnosis): per GPU (``ok``: plain rows with
+    ``diagnosis``; ``names``: ``(report, gpu_key) -> display name``) the findings it prescribes or could not
+    judge, one :func:`pipeline.analysis.diagnosis.line` each, then its archived categories apart; ``[]`` when no
+    GPU has a finding (a table written before the column)."""
+    out = []
+    for r in ok:
+        prescribed, archived = diagnosis.split(diagnosis.of_text(r.get("diagnosis")))
+        if not (prescribed or archived):
+            continue
+        out += ["", f"**{md_text(names[(r['report'], r['gpu_key'])])}**", ""]
+        out += [f"- {md_text(diagnosis.line(f))}" for f in prescribed]
+        if archived:
+            out.append("- archived (under the actionable share, not prescribed): "
+                       + "; ".join(md_text(f["text"]) for f in archived))
+    return ["", "## Diagnosis (the rules, their evidence, the remedy)", *out] if out else []
 
 
 def _assumed_lines(ok: list[dict], names: dict) -> list[str]:
@@ -345,6 +364,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
                          f"{g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
+        lines += diagnosis_lines(ok, names)
         lines += ["", "## GPU pages", "",
                   f"Each GPU's timeline and gap rosters (`{PAGES_DIR}/`, written beside the report by `gpu-idle report`):",
                   ""]
