@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.analysis import diagnosis
+from pipeline.analysis import diagnosis, fixfirst
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import load_config
 from pipeline.load.report import gpu_trace, load_report
@@ -131,6 +131,8 @@ def test_sync_at_the_same_place_every_iteration(tmp_path):
         {"gaps": 6, "iterations": 6, "recurring_in": 6, "position": 4, "kernel_before": "k3", "positions": 1,
          "call": "cudaStreamSynchronize"}
     assert "6 of 6 kept iterations" in s["text"] and ".item()" in s["remedy"]
+    # each sync call starts at its gap's start: the GPU already idle, no copy in flight
+    assert s["evidence"]["waited_for"] == {"nothing in flight": 6}
     # and one kernel before every gap: a fixed break point, k3, in NVTX range Iteration <i>
     b = f["break_point"]
     assert (b["outcome"], b["category"], b["evidence"]["kernel"], b["evidence"]["before"], b["evidence"]["gaps"]) == \
@@ -216,3 +218,50 @@ def test_fastvideo_copies_on_the_compute_stream_already_pinned():
     assert f"compute stream {stream}" in s["text"]
     assert s["evidence"]["on_compute"] == s["evidence"]["copies"] <= on_stream  # the window's copies: all on it
     assert m["outcome"] == "pinned" and "already pinned" in m["text"]
+
+
+def test_kineto_trace_copy_stream_and_pageable(tmp_path):
+    # a PyTorch profiler trace: 11 kernels of 1 ms on stream 7 every 4 ms ([4 i, 4 i + 1) ms), a pageable HtoD copy
+    # of 4 MiB on stream 7 over each of the 10 gaps between them (the loader keeps the memcpy name's memory kinds
+    # and its stream); span window [0, 41) ms: 10 copies, all on the compute stream 7, all pageable
+    from pipeline.load.kineto import load_kineto
+    from pipeline.synth.kineto import KinetoWriter
+    w = KinetoWriter(str(tmp_path / "t.json"), pid=10, devices=[(0, "NVIDIA H100 80GB HBM3", 132)])
+    for i in range(11):
+        c = 2 * i + 1
+        w.runtime(tid=1, start=4 * i * MS - MS // 2, end=4 * i * MS - MS // 2 + 10_000, name="cudaLaunchKernel",
+                  correlation=c)
+        w.kernel(device=0, stream=7, start=4 * i * MS, end=(4 * i + 1) * MS, name="gemm", correlation=c)
+        if i < 10:
+            w.runtime(tid=1, start=(4 * i + 1) * MS, end=(4 * i + 1) * MS + 20_000, name="cudaMemcpyAsync",
+                      correlation=c + 1)
+            w.memcpy(device=0, stream=7, start=(4 * i + 1) * MS, end=(4 * i + 4) * MS, copy_kind=1, nbytes=4 << 20,
+                     correlation=c + 1, src_kind=0, dst_kind=2)
+    rep = load_kineto(w.close())
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
+    f = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}
+    s, m = f["data.copy_stream"], f["data.host_memory"]
+    assert (s["outcome"], s["evidence"]["compute_stream"], s["evidence"]["copies"], s["evidence"]["on_compute"]) == \
+        ("compute_stream", 7, 10, 10)
+    assert (m["outcome"], m["evidence"]["pageable"], m["evidence"]["pageable_bytes"]) == ("pageable", 10, 10 * (4 << 20))
+
+
+def test_comm_boundary_and_the_straggler_in_fix_first():
+    # three comm gaps (2, 3, 5 ns) after nccl AllReduce twice and AllGather once; two boundary gaps at 100 and 300 ns,
+    # the first inside the NVTX range "optimizer.step, seq = 4" [90, 200), the second inside "optimizer.step, seq = 9"
+    # [290, 400): the range named without its seq number, 2 of 2
+    import pandas as pd
+    gaps = {"start": [10, 20, 30], "end": [12, 23, 35], "length": [2, 3, 5],
+            "kernel_before": ["ncclAllReduce", "ncclAllGather", "ncclAllReduce"]}
+    c = diagnosis.comm_rule(gaps)
+    assert (c["outcome"], c["evidence"]) == ("waiting_for_ranks",
+                                             {"gaps": 3, "ns": 10, "collective": "ncclAllReduce", "after_it": 2})
+    nvtx = pd.DataFrame({"start": [90, 290], "end": [200, 400],
+                         "text": ["optimizer.step, seq = 4", "optimizer.step, seq = 9"]})
+    b = diagnosis.boundary_rule({"start": [100, 300], "kernel_after": ["embedding", "embedding"]}, nvtx)
+    assert (b["outcome"], b["evidence"]) == ("seam", {"gaps": 2, "kernel_after": "embedding",
+                                                      "nvtx_range": "optimizer.step", "in_range": 2})
+    # a comm entry over two GPUs names the list's straggler after their lines
+    text = fixfirst.entry_diagnosis("comm", ["r0 gpu0", "r1 gpu1"], [[c], []], ["r1 gpu1"])
+    assert text.split("\n") == [f"r0 gpu0: {diagnosis.line(c)}",
+                                 "straggler: r1 gpu1 (the job's GPU with most idle: look there first)"]
