@@ -59,8 +59,9 @@ def range_name(text: str) -> str:
     return re.sub(r",\s*(seq|op_id)\s*=\s*\d+", "", str(text)).strip()
 
 
-#: At most this many gaps (the first) are looked up in the NVTX ranges per rule: the look-up is
-#: ``O(gaps × ranges)`` (:func:`pipeline.analysis.attribution.enclosing_ranges`).
+#: At most this many gaps (the first) are looked up in the NVTX ranges per rule, and for what a sync waited
+#: for: those look-ups are ``O(gaps × ranges)`` and ``O(gaps × copies)``
+#: (:func:`pipeline.analysis.attribution.enclosing_ranges`, :func:`pipeline.analysis.attribution.sync_waits`).
 RANGE_SAMPLE = 200
 
 
@@ -380,7 +381,8 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
         category_pct: category -> its idle as % of the window; a category with idle under ``actionable_pct``
             gets one :func:`archived` finding and no rule; one without idle, none.
         launch: ``{"sliver_count", "sliver_ns", "app_idle_ns", "max_gap_ns"}`` when the GPU is launch-bound.
-        sync_runs: the union of synchronising calls (``CallIndex.sync_runs``), for what a sync waited for.
+        sync_runs: the union of synchronising calls (``CallIndex.sync_runs``), for what the first
+            :data:`RANGE_SAMPLE` sync gaps waited for.
     Returns:
         A list of findings (dicts, see the module docstring).
     """
@@ -398,9 +400,9 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
             out += [copy_stream_rule(copies, kernels), host_memory_rule(copies), host_alloc_rule(mine, runtime),
                     volume_rule(copies, len(iterations))]
         elif cat == "sync":
-            waits = attribution.sync_waits(pd.DataFrame({k: mine[k] for k in ("start", "end", "category",
-                                                                               "kernel_before")}),
-                                           copies, sync_runs) if sync_runs is not None else None
+            # what the first RANGE_SAMPLE syncs waited for (the look-up is O(gaps × copies))
+            first = pd.DataFrame({k: mine[k][:RANGE_SAMPLE] for k in ("start", "end", "category", "kernel_before")})
+            waits = attribution.sync_waits(first, copies, sync_runs) if sync_runs is not None else None
             out.append(sync_regularity_rule(mine, kernels, iterations, waits))
         elif cat == "comm":
             out.append(comm_rule(mine))

@@ -309,7 +309,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     never leads a list that has a trusted entry, and its dollars are still there.
     Each entry is an application category with idle in the part: its recoverable USD per month
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
-    remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
+    remedy (:data:`REMEDIES`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
+    docs/definitions.md#diagnosis), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
     least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). The rates it rests on
