@@ -15,7 +15,8 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, confidence, cost, diagnosis, fixfirst, gaps, lanes, meter, overlap
+from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, meter, overlap
+from . import diagnosis
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind

@@ -33,13 +33,13 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..analysis import diagnosis
 from ..analysis.cost import priced_sum
 from ..analysis.meter import util_pct
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
+from ..analysis import diagnosis
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
@@ -144,7 +144,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
-                  "sampled_busy_periods", "diagnosis"]
+                  "sampled_busy_periods"]
+RECORD_COLUMNS += ["diagnosis"]  # the findings of docs/definitions.md#diagnosis (diagnosis_lines)
 
 
 def _ns(value) -> int:
