@@ -16,10 +16,10 @@ from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
 from . import attribution, caveats, confidence, cost, fixfirst, gaps, lanes, meter, overlap
-from . import diagnosis
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
+from . import diagnosis
 from .window import WindowError, span_window, trim_window
 
 

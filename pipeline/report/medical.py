@@ -145,12 +145,15 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
                   "sampled_busy_periods"]
-RECORD_COLUMNS += ["diagnosis"]  # the findings of docs/definitions.md#diagnosis (diagnosis_lines)
 
 
 def _ns(value) -> int:
     """An ns column's value, 0 when missing (a fleet table from before the column existed)."""
     return 0 if value is None or pd.isna(value) else int(value)
+
+
+#: The record's diagnosis lines read the findings (docs/definitions.md#diagnosis, :func:`diagnosis_lines`).
+RECORD_COLUMNS += ["diagnosis"]
 
 
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
