@@ -265,3 +265,15 @@ def test_comm_boundary_and_the_straggler_in_fix_first():
     text = fixfirst.entry_diagnosis("comm", ["r0 gpu0", "r1 gpu1"], [[c], []], ["r1 gpu1"])
     assert text.split("\n") == [f"r0 gpu0: {diagnosis.line(c)}",
                                  "straggler: r1 gpu1 (the job's GPU with most idle: look there first)"]
+
+
+def test_launch_rule_evidence():
+    # 40 slivers holding 8 of 10 ms of the application's idle (80 %), the largest gap 1.5 ms; with no gap above the
+    # threshold the text says so
+    f = diagnosis.launch_rule(40, 8 * MS, 10 * MS, 1_500_000)
+    assert (f["outcome"], f["evidence"]) == ("launch_bound", {"slivers": 40, "sliver_ns": 8 * MS, "share_pct": 80.0,
+                                                              "max_gap_ns": 1_500_000})
+    assert "largest gap is 1.500 ms" in f["text"] and "CUDA graphs" in f["remedy"]
+    assert "no gap is above it" in diagnosis.launch_rule(40, 8 * MS, 8 * MS, 0)["text"]
+    assert diagnosis.line(diagnosis.archived("cpu", 0.45, 2.0)) == \
+        "archived: cpu holds 0.45 % of the window (under 2 %): archived, not prescribed"

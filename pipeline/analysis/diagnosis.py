@@ -348,9 +348,10 @@ def launch_rule(sliver_count: int, sliver_ns: int, app_idle_ns: int, max_gap_ns:
     (count, ns), their share of the application's idle, the largest gap (ns)."""
     ev = {"slivers": int(sliver_count), "sliver_ns": int(sliver_ns), "share_pct": _pct(sliver_ns, app_idle_ns),
           "max_gap_ns": int(max_gap_ns)}
+    largest = f"the largest gap is {max_gap_ns / 1e6:,.3f} ms" if max_gap_ns else "no gap is above it"
     return _finding("launch", "launch", "launch_bound", ev,
-                    f"{ev['slivers']} holes under the gap threshold hold {ev['share_pct']:g} % of the idle and the "
-                    f"largest gap is {max_gap_ns / 1e6:,.3f} ms: launch-bound",
+                    f"{ev['slivers']} holes under the gap threshold hold {ev['share_pct']:g} % of the idle and "
+                    f"{largest}: launch-bound",
                     "CUDA graphs / torch.compile / larger (fused) kernels")
 
 
@@ -419,9 +420,9 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
 
 
 def line(finding: dict) -> str:
-    """One finding as a line for people: ``rule: evidence → remedy`` (``(not judged)`` or ``(archived)`` after
-    the rule when so; no arrow without a remedy)."""
-    tag = " (not judged)" if not finding.get("judged", True) else " (archived)" if finding.get("archived") else ""
+    """One finding as a line for people: ``rule: evidence → remedy`` (``(not judged)`` after the rule when so; no
+    arrow without a remedy; an archived one reads ``archived: <category> holds ...``)."""
+    tag = " (not judged)" if not finding.get("judged", True) else ""
     remedy = f" → {finding['remedy']}" if finding.get("remedy") else ""
     return f"{finding['rule']}{tag}: {finding['text']}{remedy}"
 
