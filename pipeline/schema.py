@@ -215,6 +215,8 @@ FLEET = (
        "cap of an `unknown` kind that holds a row down (empty for an uncapped `medium` and for `high`)",
        "confidence"),
     _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
+    _c("diagnosis", "text", "text", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
+       "JSON, one object per finding (docs/definitions.md#diagnosis; empty: none)"),
     _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
     _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
     _c("warning_codes", "text", "text", "the codes of `warnings`, each once, comma-separated (e.g. "

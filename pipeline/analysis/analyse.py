@@ -19,6 +19,7 @@ from . import attribution, caveats, collwait, confidence, cost, fixfirst, gaps, 
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
+from . import diagnosis
 from .window import WindowError, span_window, trim_window
 
 
@@ -353,6 +354,13 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
                                     row["kernel_count"], spread, cfg.confidence, confidence.KindFigures.of_row(row)))
+    row["diagnosis"] = diagnosis.to_text(diagnosis.diagnose(
+        device_categorised, kw, copies_in, trace.runtime, trace.nvtx,
+        [(int(x[1]), int(x[2])) for x in win.extents if x[3] == "kept"],
+        {c: row[f"cat_{c}_pct"] for c in CATEGORIES}, a.actionable_pct,
+        {"sliver_count": row["device_sliver_count"], "sliver_ns": row["device_sliver_ns"], "app_idle_ns": app_idle_ns,
+         "max_gap_ns": int(device_lengths.max()) if device_lengths.size else 0} if launch_bound else None,
+        calls.sync_runs))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
     row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings))  # each code once, in order

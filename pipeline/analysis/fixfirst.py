@@ -32,6 +32,7 @@ from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
 from ..schema import conform
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, unpriced_total
+from . import diagnosis as dx
 
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
 IMPLAUSIBLE_SHARE = 0.9
@@ -50,11 +51,29 @@ REMEDIES = {
 #: Columns of the fix-first list (:func:`fix_list`), in order.
 FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "assumed_usd_per_month", "assumed_gpus",
                "unpriced_gpus", "speedup", "share_pct",
-               "remedy", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
+               "remedy", "diagnosis", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
                "low_confidence", "confidence_note", "implausible_speedup"]
 
 #: Example gaps (from the device rosters) quoted per fix-list entry.
 EXAMPLE_GAPS = 3
+#: GPUs whose diagnosis lines a fix-list entry quotes (the others are counted).
+DIAGNOSED_GPUS = 3
+
+
+def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list = ()) -> str:
+    """The ``diagnosis`` of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): for each of the
+    first :data:`DIAGNOSED_GPUS` of its ``gpus`` (``"report gpu_key"`` texts) that has findings of the category
+    (``findings``: each GPU's :func:`pipeline.analysis.diagnosis.diagnose` list, same order), ``"<gpu>: <line>"``
+    (:func:`pipeline.analysis.diagnosis.line`), then how many more GPUs have some; a ``comm`` entry names the job's
+    ``stragglers`` (``"report gpu_key"`` texts). Lines joined by a newline; ``""`` when none."""
+    diagnosed = [(g, [f for f in fs if f["category"] == category]) for g, fs in zip(gpus, findings)]
+    diagnosed = [(g, fs) for g, fs in diagnosed if fs]
+    lines = [f"{g}: {dx.line(f)}" for g, fs in diagnosed[:DIAGNOSED_GPUS] for f in fs]
+    if len(diagnosed) > DIAGNOSED_GPUS:
+        lines.append(f"and {len(diagnosed) - DIAGNOSED_GPUS} more GPU(s) (their fleet rows' diagnosis)")
+    if category == "comm" and stragglers:
+        lines.append("straggler: " + "; ".join(stragglers) + " (the job's GPU with most idle: look there first)")
+    return "\n".join(lines)
 
 
 def fixable(categories=CATEGORIES) -> tuple:
@@ -200,6 +219,9 @@ def _group_columns(rows: pd.DataFrame) -> dict:
             # a row without a tier (none computed) is not trusted: read as low
             "tier": np.asarray([TIERS.index(t if t in TIERS else "low") for t in rows["confidence_tier"].tolist()]),
             "confidence_note": np.asarray(rows["confidence_note"].tolist(), dtype=object)}
+    extra = conform(rows, ["diagnosis", "straggler"])  # an older table: no findings, no straggler
+    cols["findings"] = np.asarray([dx.of_text(t) for t in extra["diagnosis"].tolist()] + [None], dtype=object)[:-1]
+    cols["straggler"] = extra["straggler"].fillna(False).astype(bool).to_numpy()
     rates = conform(rows, ["rate_assumed", "unpriced"])  # an older table: rate_assumed from its rate_source
     cols["assumed"] = rates["rate_assumed"].astype(bool).to_numpy()
     cols["unpriced"] = rates["unpriced"].astype(bool).to_numpy()
@@ -241,6 +263,8 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
     tiers = cols["tier"][part]
     notes_col = cols["confidence_note"][part].tolist()
     windows = cols["window_raw"][part]
+    findings = cols["findings"][part].tolist()
+    stragglers = [f"{reports[i]} {keys[i]}" for i in np.flatnonzero(cols["straggler"][part])]
     entries = []
     for cat in fixable():
         filled = cols[f"cat_{cat}"][part]
@@ -260,6 +284,8 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"],
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
+            "diagnosis": entry_diagnosis(cat, [f"{reports[i]} {keys[i]}" for i in at], [findings[i] for i in at],
+                                         stragglers),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
             "window_ns": window, "iterations": iterations, "trusted": is_trusted,
@@ -283,7 +309,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     never leads a list that has a trusted entry, and its dollars are still there.
     Each entry is an application category with idle in the part: its recoverable USD per month
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
-    remedy (:data:`REMEDIES`), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
+    remedy (:data:`REMEDIES`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
+    docs/definitions.md#diagnosis), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
     least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). The rates it rests on

@@ -32,6 +32,7 @@ import os
 from jinja2 import Environment
 from markupsafe import Markup
 
+from ..analysis import diagnosis
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
@@ -378,8 +379,17 @@ def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
         "categories": category_rows(s), "lanes": lane_rows(tl), "iterations": iterations,
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
-        "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION,
+        "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
     }
+
+
+def diagnosis_view(summary: dict) -> dict:
+    """The page's diagnosis block from a GPU's ``_summary`` (docs/definitions.md#diagnosis): ``prescribed`` and
+    ``archived`` (:func:`pipeline.analysis.diagnosis.split`), each finding with its ``line``; both empty for a
+    summary without the column."""
+    prescribed, archived = diagnosis.split(diagnosis.of_text(summary.get("diagnosis")))
+    return {"prescribed": [dict(f, line=diagnosis.line(f)) for f in prescribed],
+            "archived": [dict(f, line=diagnosis.line(f)) for f in archived]}
 
 
 def timeline_svg(doc: dict, plot_cache: str | None = None) -> str:

@@ -42,6 +42,7 @@ from ..fleet.reduce import assumed_text
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
+from ..analysis import diagnosis
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
@@ -159,10 +160,32 @@ def _ns(value) -> int:
     return 0 if value is None or pd.isna(value) else int(value)
 
 
+#: The record's diagnosis lines read the findings (docs/definitions.md#diagnosis, :func:`diagnosis_lines`).
+RECORD_COLUMNS += ["diagnosis"]
+
+
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
     """The fleet rows as dicts of the :data:`RECORD_COLUMNS` (Python scalars); a column a table written
     before it lacks as :func:`pipeline.schema.conform` gives it."""
     return conform(rows, RECORD_COLUMNS)[RECORD_COLUMNS].to_dict("records")
+
+
+def diagnosis_lines(ok: list[dict], names: dict) -> list[str]:
+    """The record's ``## Diagnosis`` section (docs/definitions.md#diagnosis): per GPU (``ok``: plain rows with
+    ``diagnosis``; ``names``: ``(report, gpu_key) -> display name``) the findings it prescribes or could not
+    judge, one :func:`pipeline.analysis.diagnosis.line` each, then its archived categories apart; ``[]`` when no
+    GPU has a finding (a table written before the column)."""
+    out = []
+    for r in ok:
+        prescribed, archived = diagnosis.split(diagnosis.of_text(r.get("diagnosis")))
+        if not (prescribed or archived):
+            continue
+        out += ["", f"**{md_text(names[(r['report'], r['gpu_key'])])}**", ""]
+        out += [f"- {md_text(diagnosis.line(f))}" for f in prescribed]
+        if archived:
+            out.append("- archived (under the actionable share, not prescribed): "
+                       + "; ".join(md_text(f["text"]) for f in archived))
+    return ["", "## Diagnosis (the rules, their evidence, the remedy)", *out] if out else []
 
 
 def _assumed_lines(ok: list[dict], names: dict) -> list[str]:
@@ -502,6 +525,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
                          f"{g['category']} |")
         if not gaps:
             lines.append("| - | no gap above the threshold in the roster | | | | |")
+        lines += diagnosis_lines(ok, names)
         lines += ["", "## GPU pages", "",
                   f"Each GPU's timeline and gap rosters (`{PAGES_DIR}/`, written beside the report by `gpu-idle report`):",
                   ""]

@@ -1,0 +1,279 @@
+"""Issue 30: remedies that follow the evidence (docs/definitions.md#diagnosis).
+
+Small Nsight-shaped exports built with :class:`pipeline.synth.ExportWriter`; every expected value is worked
+out by hand in the comments from how the export is built (:func:`training`).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.analysis import diagnosis, fixfirst
+from pipeline.analysis.analyse import analyse_gpu
+from pipeline.config import load_config
+from pipeline.load.report import gpu_trace, load_report
+from pipeline.synth import ExportWriter
+
+MS = 1_000_000
+BASE = 10 * MS         # the first iteration's first kernel
+PERIOD = 20 * MS       # an iteration: 17 kernels of 1 ms and one 3 ms gap
+GAP = 3 * MS
+ITERATIONS = 7         # the first is warm-up: 6 kept
+KEPT = 6
+CFG = load_config([], {})
+PROFILES = Path("/work/shared/profiles")
+GPU_IDLE = str(Path(sys.executable).with_name("gpu-idle"))
+
+
+def training(path, positions, fill: str, copy_stream: int = 7, src_kind: int = 1, nbytes: int = 8 << 20,
+             host_alloc: bool = False) -> str:
+    """One process (pid 10), one GPU, kernels on stream 7. Iteration ``i`` (NVTX ``Iteration i`` on the CPU at
+    [BASE + 20 i − 1, BASE + 20 i + 19) ms) runs kernels ``k0``..``k16`` of 1 ms back to back from BASE + 20 i,
+    with a 3 ms gap after kernel ``positions[i]``: kernel j at BASE + 20 i + j ms (j <= p), + 3 ms after it.
+    Each kernel is launched (cudaLaunchKernel, 10 µs) 0.5 ms before it starts. The gap is filled by ``fill``:
+    ``sync``: a cudaStreamSynchronize over the whole gap; ``copy``: one HtoD memcpy of ``nbytes`` over the whole
+    gap on ``copy_stream``, host memory ``src_kind`` (ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned). With
+    ``host_alloc``, a cudaHostAlloc also covers every gap, and one more runs once before the first kernel."""
+    w = ExportWriter(str(path))
+    w.mem_kinds()
+    if host_alloc:
+        w.runtime(pid=10, tid=1, start=2 * MS, end=3 * MS, name="cudaHostAlloc_v3020")
+    for i, p in enumerate(positions):
+        t0 = BASE + i * PERIOD
+        w.nvtx(pid=10, tid=1, start=t0 - MS, end=t0 + PERIOD - MS, text=f"Iteration {i}")
+        for j in range(17):
+            s = t0 + j * MS + (GAP if j > p else 0)
+            c = w.correlation()
+            w.runtime(pid=10, tid=1, start=s - MS // 2, end=s - MS // 2 + 10_000, name="cudaLaunchKernel_v7000",
+                      correlation=c)
+            w.kernel(pid=10, device=0, stream=7, start=s, end=s + MS, name=f"k{j}", correlation=c)
+        g0 = t0 + (p + 1) * MS
+        if fill == "sync":
+            w.runtime(pid=10, tid=1, start=g0, end=g0 + GAP, name="cudaStreamSynchronize_v3020")
+        else:
+            c = w.correlation()
+            w.runtime(pid=10, tid=1, start=g0, end=g0 + 20_000, name="cudaMemcpyAsync_v3020", correlation=c)
+            w.memcpy(pid=10, device=0, stream=copy_stream, start=g0, end=g0 + GAP, nbytes=nbytes, correlation=c,
+                     src_kind=src_kind, dst_kind=2)
+        if host_alloc:
+            w.runtime(pid=10, tid=1, start=g0, end=g0 + GAP, name="cudaHostAlloc_v3020")
+    return w.close()
+
+
+def findings(path) -> tuple[dict, dict]:
+    """``(row, {rule: finding})`` of the export's one GPU under the default config."""
+    rep = load_report(str(path))
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), CFG, {}).row
+    return row, {f["rule"]: f for f in diagnosis.of_text(row["diagnosis"])}
+
+
+def test_copies_on_the_compute_stream(tmp_path):
+    # 6 kept iterations [BASE + 20, BASE + 140) ms, each with one 8 MiB pinned HtoD copy on stream 7 (the only
+    # kernel stream, so the compute stream) over its 3 ms gap: 6 copies, 6 × 8 MiB = 50,331,648 B, all on it.
+    row, f = findings(training(tmp_path / "on.sqlite", [3] * ITERATIONS, "copy"))
+    assert row["iterations"] == KEPT and row["main_category"] == "data"
+    s = f["data.copy_stream"]
+    assert s["outcome"] == "compute_stream"
+    assert {k: s["evidence"][k] for k in ("compute_stream", "copies", "on_compute", "bytes", "bytes_on_compute_pct")} \
+        == {"compute_stream": 7, "copies": 6, "on_compute": 6, "bytes": 6 * (8 << 20), "bytes_on_compute_pct": 100.0}
+    assert "compute stream 7" in s["text"] and "copy stream of their own" in s["remedy"]
+    # bytes per iteration 8 MiB; each copy 3 ms: 8,388,608 B / 3,000,000 ns = 2.796 GB/s; median 8 MiB: large
+    v = f["data.volume"]
+    assert (v["outcome"], v["evidence"]["bytes_per_iteration"], v["evidence"]["gb_per_s"], v["evidence"]["copy_ns"]) \
+        == ("large_copies", 8 << 20, 2.796, 6 * GAP)
+    assert f["data.host_alloc"]["outcome"] == "none"
+
+
+def test_copies_on_their_own_stream(tmp_path):
+    # the same copies on stream 8: none on the compute stream 7
+    _, f = findings(training(tmp_path / "own.sqlite", [3] * ITERATIONS, "copy", copy_stream=8))
+    s = f["data.copy_stream"]
+    assert s["outcome"] == "own_stream"
+    assert (s["evidence"]["compute_stream"], s["evidence"]["on_compute"], s["evidence"]["copy_streams"]) == (7, 0, [8])
+
+
+@pytest.mark.parametrize("src_kind, outcome, pinned, pageable", [(1, "pinned", 6, 0), (0, "pageable", 0, 6)])
+def test_pinned_vs_pageable(tmp_path, src_kind, outcome, pinned, pageable):
+    # the host side of an HtoD copy is its source: srcKind 1 (PINNED) or 0 (PAGEABLE) on all 6 copies
+    _, f = findings(training(tmp_path / f"kind{src_kind}.sqlite", [3] * ITERATIONS, "copy", src_kind=src_kind))
+    m = f["data.host_memory"]
+    assert (m["outcome"], m["evidence"]["pinned"], m["evidence"]["pageable"]) == (outcome, pinned, pageable)
+    assert m["evidence"][f"{outcome}_bytes"] == 6 * (8 << 20)
+    assert ("already pinned" in m["text"]) == (outcome == "pinned")
+    assert ("pin the host buffers" in m["remedy"]) == (outcome == "pageable")
+
+
+def test_host_alloc_inside_the_gaps(tmp_path):
+    # a cudaHostAlloc over each of the 6 window gaps (3 ms each: 18 ms inside them); the one before the first
+    # kernel and iteration 0's (warm-up, outside the window) are in no window gap
+    _, f = findings(training(tmp_path / "alloc.sqlite", [3] * ITERATIONS, "copy", host_alloc=True))
+    a = f["data.host_alloc"]
+    assert a["outcome"] == "in_gaps"
+    assert {k: a["evidence"][k] for k in ("calls", "gaps", "of_gaps", "overlap_ns", "apis")} == \
+        {"calls": 6, "gaps": 6, "of_gaps": 6, "overlap_ns": 6 * GAP, "apis": {"cudaHostAlloc": 6}}
+    assert "allocate the pinned buffers once" in a["remedy"]
+
+
+def test_sync_at_the_same_place_every_iteration(tmp_path):
+    # the sync gap after kernel k3 in every iteration: 4 kernels (k0..k3) from the iteration's start to the gap,
+    # in all 6 kept iterations
+    _, f = findings(training(tmp_path / "regular.sqlite", [3] * ITERATIONS, "sync"))
+    s = f["sync.regularity"]
+    assert s["outcome"] == "regular"
+    assert {k: s["evidence"][k] for k in ("gaps", "iterations", "recurring_in", "position", "kernel_before",
+                                          "positions", "call")} == \
+        {"gaps": 6, "iterations": 6, "recurring_in": 6, "position": 4, "kernel_before": "k3", "positions": 1,
+         "call": "cudaStreamSynchronize"}
+    assert "6 of 6 kept iterations" in s["text"] and ".item()" in s["remedy"]
+    # each sync call starts at its gap's start: the GPU already idle, no copy in flight
+    assert s["evidence"]["waited_for"] == {"nothing in flight": 6}
+    # and one kernel before every gap: a fixed break point, k3, in NVTX range Iteration <i>
+    b = f["break_point"]
+    assert (b["outcome"], b["category"], b["evidence"]["kernel"], b["evidence"]["before"], b["evidence"]["gaps"]) == \
+        ("fixed", "sync", "k3", 6, 6)
+    assert b["evidence"]["nvtx_range"] == "Iteration 1"  # the first gap's range (each gap's own is Iteration i)
+
+
+def test_sync_at_random_places(tmp_path):
+    # the gap after a different kernel in each iteration (k1, k5, k2, k9, k4, k12, k7): in the 6 kept iterations
+    # 6 different positions, each in 1 iteration; 6 different kernels before the 6 gaps, each 1/6 = 16.67 %
+    _, f = findings(training(tmp_path / "random.sqlite", [1, 5, 2, 9, 4, 12, 7], "sync"))
+    s = f["sync.regularity"]
+    assert (s["outcome"], s["evidence"]["positions"], s["evidence"]["recurring_in"], s["evidence"]["iterations"]) == \
+        ("irregular", 6, 1, 6)
+    assert "system and its resources" in s["remedy"]
+    b = f["break_point"]
+    assert (b["outcome"], b["evidence"]["kernels"], b["evidence"]["share_pct"]) == ("scattered", 6, 16.67)
+
+
+def test_not_judged_and_archived(tmp_path):
+    # no NVTX: a boundary gap's range cannot be named; too few gaps: no break point; under 2 %: archived
+    import pandas as pd
+    gaps = {"start": [0], "end": [5], "length": [5], "kernel_before": ["a"], "kernel_after": ["b"],
+            "category": ["boundary"], "attribution": [[]]}
+    nvtx = pd.DataFrame({"start": [], "end": [], "text": []})
+    got = diagnosis.diagnose(gaps, {"start": [0], "end": [1], "pid": [1], "stream_id": [7]},
+                             pd.DataFrame(columns=["start", "end", "pid", "stream_id", "kind", "copy_kind", "bytes",
+                                                   "src_kind", "dst_kind"]),
+                             pd.DataFrame({"start": [], "end": [], "name": []}), nvtx, [],
+                             {"boundary": 5.0, "cpu": 1.5}, 2.0)
+    assert [(f["rule"], f["outcome"], f["judged"]) for f in got] == [
+        ("boundary.seam", "not_judged", False), ("archived", "archived", True), ("break_point", "not_judged", False)]
+    assert "cannot be named" in got[0]["text"] and got[1]["remedy"] == "" and "1.50 %" in got[1]["text"]
+    assert diagnosis.split(got)[1] == [got[1]]
+
+
+def test_diagnosis_shown_in_fix_first_record_and_gpu_page(tmp_path):
+    # a real run and report: the data entry of fix_first.csv carries the copy-stream line; the medical record
+    # and the GPU page show it
+    path = training(tmp_path / "job.sqlite", [3] * ITERATIONS, "copy")
+    out = tmp_path / "out"
+    subprocess.run([GPU_IDLE, "run", path, "--out", str(out)], check=True, capture_output=True)
+    subprocess.run([GPU_IDLE, "report", str(out), "--out", str(out / "report.html")], check=True, capture_output=True)
+    with open(out / "fix_first.csv", newline="") as fh:
+        data = [e for e in csv.DictReader(fh) if e["category"] == "data" and e["scope"] == "fleet"]
+    assert len(data) == 1
+    assert "data.copy_stream: 6 of 6 host-device copies" in data[0]["diagnosis"]
+    assert "compute stream 7" in data[0]["diagnosis"]
+    entries = json.loads((out / "fix_first.json").read_text())
+    assert entries[0]["diagnosis"] == data[0]["diagnosis"]
+    record = next((out / "records").glob("*.md")).read_text()
+    assert "## Diagnosis" in record and r"- data.copy\_stream: 6 of 6 host-device copies" in record  # Markdown-escaped
+    page = next((out / "gpu-pages").glob("*.html")).read_text()
+    assert 'data-rule="data.copy_stream" data-outcome="compute_stream"' in page
+    assert "data.copy_stream: 6 of 6 host-device copies" in (out / "report.html").read_text()
+
+
+@pytest.mark.skipif(not (PROFILES / "fastvideo_h100_sp2_1s.sqlite").exists(), reason="needs the fastvideo export")
+def test_fastvideo_copies_on_the_compute_stream_already_pinned():
+    path = PROFILES / "fastvideo_h100_sp2_1s.sqlite"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        # device 0's compute stream: the stream whose kernels run longest
+        stream = con.execute("SELECT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = 0 GROUP BY streamId "
+                             "ORDER BY SUM(end - start) DESC LIMIT 1").fetchone()[0]
+        # its host-device copies (HtoD: host side src, DtoH: dst) by the name of their host memory kind
+        kinds = dict(con.execute(
+            "SELECT k.name, SUM(m.bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEM_KIND k "
+            "ON k.id = CASE m.copyKind WHEN 1 THEN m.srcKind ELSE m.dstKind END "
+            "WHERE m.deviceId = 0 AND m.copyKind IN (1, 2) GROUP BY k.name").fetchall())
+        on_stream = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE deviceId = 0 AND "
+                                "copyKind IN (1, 2) AND streamId = ?", (stream,)).fetchone()[0]
+    finally:
+        con.close()
+    pinned = kinds.get("CUDA_MEMOPR_MEMORY_KIND_PINNED", 0)
+    assert stream == 7 and pinned > 0.99 * sum(kinds.values())
+    rep = load_report(str(path))
+    key = next(k for k in rep.gpu_keys() if k.endswith("dev0"))
+    row = analyse_gpu(gpu_trace(rep, key), CFG, {}).row
+    f = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}
+    s, m = f["data.copy_stream"], f["data.host_memory"]
+    assert (s["outcome"], s["evidence"]["compute_stream"]) == ("compute_stream", stream)
+    assert f"compute stream {stream}" in s["text"]
+    assert s["evidence"]["on_compute"] == s["evidence"]["copies"] <= on_stream  # the window's copies: all on it
+    assert m["outcome"] == "pinned" and "already pinned" in m["text"]
+
+
+def test_kineto_trace_copy_stream_and_pageable(tmp_path):
+    # a PyTorch profiler trace: 11 kernels of 1 ms on stream 7 every 4 ms ([4 i, 4 i + 1) ms), a pageable HtoD copy
+    # of 4 MiB on stream 7 over each of the 10 gaps between them (the loader keeps the memcpy name's memory kinds
+    # and its stream); span window [0, 41) ms: 10 copies, all on the compute stream 7, all pageable
+    from pipeline.load.kineto import load_kineto
+    from pipeline.synth.kineto import KinetoWriter
+    w = KinetoWriter(str(tmp_path / "t.json"), pid=10, devices=[(0, "NVIDIA H100 80GB HBM3", 132)])
+    for i in range(11):
+        c = 2 * i + 1
+        w.runtime(tid=1, start=4 * i * MS - MS // 2, end=4 * i * MS - MS // 2 + 10_000, name="cudaLaunchKernel",
+                  correlation=c)
+        w.kernel(device=0, stream=7, start=4 * i * MS, end=(4 * i + 1) * MS, name="gemm", correlation=c)
+        if i < 10:
+            w.runtime(tid=1, start=(4 * i + 1) * MS, end=(4 * i + 1) * MS + 20_000, name="cudaMemcpyAsync",
+                      correlation=c + 1)
+            w.memcpy(device=0, stream=7, start=(4 * i + 1) * MS, end=(4 * i + 4) * MS, copy_kind=1, nbytes=4 << 20,
+                     correlation=c + 1, src_kind=0, dst_kind=2)
+    rep = load_kineto(w.close())
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
+    f = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}
+    s, m = f["data.copy_stream"], f["data.host_memory"]
+    assert (s["outcome"], s["evidence"]["compute_stream"], s["evidence"]["copies"], s["evidence"]["on_compute"]) == \
+        ("compute_stream", 7, 10, 10)
+    assert (m["outcome"], m["evidence"]["pageable"], m["evidence"]["pageable_bytes"]) == ("pageable", 10, 10 * (4 << 20))
+
+
+def test_comm_boundary_and_the_straggler_in_fix_first():
+    # three comm gaps (2, 3, 5 ns) after nccl AllReduce twice and AllGather once; two boundary gaps at 100 and 300 ns,
+    # the first inside the NVTX range "optimizer.step, seq = 4" [90, 200), the second inside "optimizer.step, seq = 9"
+    # [290, 400): the range named without its seq number, 2 of 2
+    import pandas as pd
+    gaps = {"start": [10, 20, 30], "end": [12, 23, 35], "length": [2, 3, 5],
+            "kernel_before": ["ncclAllReduce", "ncclAllGather", "ncclAllReduce"]}
+    c = diagnosis.comm_rule(gaps)
+    assert (c["outcome"], c["evidence"]) == ("waiting_for_ranks",
+                                             {"gaps": 3, "ns": 10, "collective": "ncclAllReduce", "after_it": 2})
+    nvtx = pd.DataFrame({"start": [90, 290], "end": [200, 400],
+                         "text": ["optimizer.step, seq = 4", "optimizer.step, seq = 9"]})
+    b = diagnosis.boundary_rule({"start": [100, 300], "kernel_after": ["embedding", "embedding"]}, nvtx)
+    assert (b["outcome"], b["evidence"]) == ("seam", {"gaps": 2, "kernel_after": "embedding",
+                                                      "nvtx_range": "optimizer.step", "in_range": 2})
+    # a comm entry over two GPUs names the list's straggler after their lines
+    text = fixfirst.entry_diagnosis("comm", ["r0 gpu0", "r1 gpu1"], [[c], []], ["r1 gpu1"])
+    assert text.split("\n") == [f"r0 gpu0: {diagnosis.line(c)}",
+                                 "straggler: r1 gpu1 (the job's GPU with most idle: look there first)"]
+
+
+def test_launch_rule_evidence():
+    # 40 slivers holding 8 of 10 ms of the application's idle (80 %), the largest gap 1.5 ms; with no gap above the
+    # threshold the text says so
+    f = diagnosis.launch_rule(40, 8 * MS, 10 * MS, 1_500_000)
+    assert (f["outcome"], f["evidence"]) == ("launch_bound", {"slivers": 40, "sliver_ns": 8 * MS, "share_pct": 80.0,
+                                                              "max_gap_ns": 1_500_000})
+    assert "largest gap is 1.500 ms" in f["text"] and "CUDA graphs" in f["remedy"]
+    assert "no gap is above it" in diagnosis.launch_rule(40, 8 * MS, 8 * MS, 0)["text"]
+    assert diagnosis.line(diagnosis.archived("cpu", 0.45, 2.0)) == \
+        "archived: cpu holds 0.45 % of the window (under 2 %): archived, not prescribed"
