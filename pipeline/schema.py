@@ -305,7 +305,7 @@ ROLLUP = (
     _r("collective_wait_pct", "float", "%", "collective_wait_ns", "window-weighted mean",
        "`100 × Σ collective_wait_ns / Σ window_ns` (the measured GPUs' windows)"),
     _r("collective_wait_usd_per_month", "float", "USD/month", "collective_wait_usd_per_month", "sum",
-       "summed; beside `idle_usd_per_month`, never in it"),
+       "summed; beside `idle_usd_per_month`, never in it; empty when no GPU of the group was measured"),
     _r("collective_measured_gpus", "Int64", "count", "collective_wait_status", "none",
        "GPUs whose `collective_wait_status` is `measured`"),
     _r("collective_straggler", "text", "text", "collective_last_count", "none",

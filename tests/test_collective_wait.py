@@ -193,9 +193,12 @@ def test_cli_ranks_in_separate_reports_abstain(tmp_path):
         w.close()
     cfg = tmp_path / "labels.yaml"
     cfg.write_text("labels:\n  - {match: '*job_rank*', cluster: lab, job: split}\n")
-    _, fleet, _ = run_folder(tmp_path, "split", tmp_path / "job_rank0.sqlite", tmp_path / "job_rank1.sqlite",
-                             args=("--config", str(cfg)))
+    _, fleet, jobs = run_folder(tmp_path, "split", tmp_path / "job_rank0.sqlite", tmp_path / "job_rank1.sqlite",
+                                args=("--config", str(cfg)))
     assert fleet["collective_wait_status"].tolist() == ["abstained", "abstained"]
+    # not measured: the job's wait has no dollars (empty, like its share), never $0.00
+    [job] = jobs.to_dict("records")
+    assert (job["collective_measured_gpus"], job["collective_wait_pct"], job["collective_wait_usd_per_month"]) == (0, "", "")
     assert all(n.startswith("ranks in separate reports: their clocks are not known to agree")
                for n in fleet["collective_wait_note"])
 

@@ -764,6 +764,7 @@ def test_the_seed_pages_stand_side_by_side_in_the_page(tmp_path):
     assert "Idle 46.15 % device-level over 1 GPU(s)" in left and "Idle 22.22 %" not in left
     assert "Idle 22.22 % device-level over 1 GPU(s)" in right.split("</section>")[0]
     assert left.count("5 largest gaps") == 1 and right.split("</section>")[0].count("5 largest gaps") == 1
+    assert "](" not in seed.split("</section>")[0]   # no Markdown link left as text (the GPU names stay)
     record = (tmp_path / "c" / "records" / "before -> after.md").read_text(encoding="utf-8") if (
         tmp_path / "c" / "records" / "before -> after.md").exists() else \
         "\n".join(p.read_text(encoding="utf-8") for p in (tmp_path / "c" / "records").glob("*.md"))

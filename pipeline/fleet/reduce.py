@@ -245,6 +245,10 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         out["sampled_util_pct"] = (100.0 * out["sampled_busy_periods"] / periods).round(4)
         measured = out["_collective_window_ns"].where(out["_collective_window_ns"] > 0)
         out["collective_wait_pct"] = (100.0 * out["collective_wait_ns"] / measured).round(4)
+    # no measured GPU: the wait's dollars were not measured, empty like its share, never $0.00
+    if "collective_wait_usd_per_month" in out.columns:
+        out["collective_wait_usd_per_month"] = out["collective_wait_usd_per_month"].where(
+            out["collective_measured_gpus"] > 0)
     for c in lacking:
         out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
     out = out[[*by, *ROLLUP_COLUMNS]]

@@ -1028,7 +1028,7 @@ def write_compare(out_dir: str, result: dict, sides: tuple) -> list[str]:
         raise CompareNotWritten(refused + "; nothing written")
     records = os.path.join(out_dir, "records")
     texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)),
-             "compare.html": render_html(result, seed_pages(result, sides, out_dir))}
+             "compare.html": render_html(result, seed_pages(result, sides))}
     for page in seed_pages(result, sides, records):
         texts[f"records/{record_stem(page['title'])}.md"] = stacked_record(page["title"], page["before"], page["after"])
     owned = (read_manifest(out_dir, COMPARE_MANIFEST) or {"files": {}})["files"]
@@ -1100,6 +1100,14 @@ def report_style() -> str:
     return re.search(r"<style>.*?</style>", source, re.S).group(0)
 
 
+def _unlinked(text: str) -> str:
+    """A seed page's Markdown with its links reduced to their text: compare.html shows the pages' GPU names, the GPU
+    pages themselves are linked from each side's records (docs/definitions.md#compare-records)."""
+    import re
+
+    return re.sub(r"\[((?:[^\]]|\](?!\())*)\]\([^)]*\)", r"\1", text)
+
+
 def render_html(result: dict, pages: list | None = None) -> str:
     """compare.html: the verdict, the pairing and what changed per job and per GPU pair, in the report's look
     (:func:`report_style`); self-contained, no script. ``pages``: :func:`seed_pages` (links relative to the page's
@@ -1127,7 +1135,7 @@ def render_html(result: dict, pages: list | None = None) -> str:
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
         rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),
-        seed=[{"before": Markup(_record_html(p["before"])), "after": Markup(_record_html(p["after"]))}
+        seed=[{"before": Markup(_record_html(_unlinked(p["before"]))), "after": Markup(_record_html(_unlinked(p["after"])))}
               for p in pages] if pages else None)
 
 
