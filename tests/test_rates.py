@@ -209,7 +209,7 @@ def test_unlisted_model_assumed(tmp_path):
     assert "; of which $1,460.00 at assumed rates (1 GPU(s))" in html
     # the per-job table marks the job's dollars that rest on assumed rates
     jobs = re.search(r'<table id="jobs">(.*?)</table>', html, re.S).group(1)
-    assert '$1,752.00 <span class="tag rate"' in jobs and ">$1,460.00 at assumed rates</span>" in jobs
+    assert "~$1,752.00 <span class=\"tag rate\"" in jobs and ">$1,460.00 at assumed rates</span>" in jobs
     pages = {p.name: p.read_text(encoding="utf-8") for p in (out / "gpu-pages").glob("*.html")}
     (mtt_page,) = [t for n, t in pages.items() if n.startswith("mtt")]
     assert f"$4.00/GPU-hour (H100, assumed: model {UNLISTED} is not on the card)" in mtt_page
