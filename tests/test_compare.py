@@ -22,6 +22,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import KINETO, PROFILES, chromium_load, run_cli
@@ -714,9 +715,9 @@ def test_nothing_paired_is_said_and_the_kernel_figures_name_their_pair(tmp_path)
 
 
 def test_the_pairing_shows_its_basis_and_numbers_each_side_in_pair_order():
-    """Rows by hand: ranks 0 and 1 whose GPU keys sort the other way (rank 0 is "z…"): pair k reads #k -> #k
-    with what it was paired by. On s4-merge the names followed the keys' order (H100 #2 … -> H100 #2 … for
-    rank 0) and no output said what the pair shared."""
+    """Rows by hand: ranks 0 and 1 whose GPU keys sort the other way (rank 0 is "z…"): the pairs follow the ranks,
+    each GPU keeps the name its run gives it (numbered by report, then GPU key: "aaaa1111" is #1), and each pair
+    says what it shares (its rank): one name per GPU in the comparison and in the run's own views."""
     from pipeline.report.compare import Side, compare, render_markdown
 
     def row(rank, key, pid):
@@ -729,9 +730,11 @@ def test_the_pairing_shows_its_basis_and_numbers_each_side_in_pair_order():
     [job] = result["jobs"]
     assert job["basis"] == "rank"
     assert [(g["before"]["name"], g["before"]["seat"], g["after"]["name"]) for g in job["gpus"]] == [
-        ("H100 #1 zzzz0000", "rank 0", "H100 #1 zzzz0000"), ("H100 #2 aaaa1111", "rank 1", "H100 #2 aaaa1111")]
+        ("H100 #2 zzzz0000", "rank 0", "H100 #2 zzzz0000"), ("H100 #1 aaaa1111", "rank 1", "H100 #1 aaaa1111")]
+    from pipeline.report.medical import gpu_names
+    assert gpu_names(pd.DataFrame(rows))[("r.sqlite", "zzzz0000")] == "H100 #2 zzzz0000"   # the run's own name
     md = render_markdown(result)
-    assert "GPUs paired by rank:\n- H100 #1 zzzz0000 (rank 0) -> H100 #1 zzzz0000 (rank 0)\n" in md
+    assert "GPUs paired by rank:\n- H100 #2 zzzz0000 (rank 0) -> H100 #2 zzzz0000 (rank 0)\n" in md
 
 
 def test_the_page_explains_both_dollar_rows_and_the_noise_floor_and_the_csv_is_documented(tmp_path):

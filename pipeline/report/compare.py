@@ -28,7 +28,7 @@ from ..io import json_text, write_text
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, conform
 from ..text import csv_safe, md_text
-from .medical import gpu_display_name, job_record
+from .medical import gpu_display_name, job_gpu_names, job_record
 from .summary import ReportError, gpu_doc, load_results, run_hours
 
 #: The two sides, in the order they are shown.
@@ -510,14 +510,14 @@ def gap_changes(doc_b: dict | None, doc_a: dict | None, kb, ka) -> list[dict]:
 # ---------------------------------------------------------------------------------------------- the whole
 
 def side_names(pairs: list, unpaired: list) -> tuple[dict, dict]:
-    """Each side's ``(report, gpu_key) -> name`` (:func:`~pipeline.report.medical.gpu_display_name`) for one job
-    pair, numbered in the order the pairs are shown (pair ``k`` is ``#k`` on both sides), then each side's
-    unpaired GPUs: the numbers of one comparison agree across its sides (docs/definitions.md#compare-pairing)."""
+    """Each side's ``(report, gpu_key) -> name`` for one job pair: the name every view of that side's run gives the
+    GPU (:func:`~pipeline.report.medical.job_gpu_names`: numbered within the job by report, then GPU key), so a GPU
+    reads the same in the comparison, its run's table, report, GPU page and records; what a pair shares is shown
+    beside it (its seat: rank, device or pid; docs/definitions.md#compare-pairing)."""
     out = ({}, {})
     for i, side in enumerate(SIDES):
         rows = [p[i] for p in pairs] + [r for s, r in unpaired if s == side]
-        out[i].update({(str(r["report"]), str(r["gpu_key"])): gpu_display_name(r.get("gpu_model"), n, r["gpu_key"])
-                       for n, r in enumerate(rows, 1)})
+        out[i].update(job_gpu_names(rows))
     return out
 
 
