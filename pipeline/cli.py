@@ -322,7 +322,7 @@ def trust_lines(fleet: pd.DataFrame, width: int = 120) -> str:
     ``width`` columns."""
     import textwrap
 
-    from .report.html import trust_text
+    from .report.words import trust_text
     from .report.summary import trust_split
 
     return textwrap.fill(trust_text(trust_split(fleet)), width=width, initial_indent="  ", subsequent_indent="  ",

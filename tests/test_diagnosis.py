@@ -27,7 +27,7 @@ GAP = 3 * MS
 ITERATIONS = 7         # the first is warm-up: 6 kept
 KEPT = 6
 CFG = load_config([], {})
-PROFILES = Path("/work/shared/profiles")
+from conftest import PROFILES  # noqa: E402  (beside the clone, or GPU_IDLE_PROFILES)
 GPU_IDLE = str(Path(sys.executable).with_name("gpu-idle"))
 
 

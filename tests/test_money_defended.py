@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_cli
 
-KINETO = Path("/work/shared/kineto")
+from conftest import KINETO  # noqa: E402  (beside the clone, or GPU_IDLE_KINETO)
 
 
 def _text(html: str) -> str:

@@ -34,6 +34,7 @@ from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
+from .words import NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
@@ -41,35 +42,6 @@ from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_resul
 FORMATS = ("html", "csv", "md")
 
 __all__ = ["FORMATS", "ReportError", "ReportNotWritten", "write_report", "render_html", "render_csv", "render_markdown"]
-
-
-# ---- numbers for people ---------------------------------------------------------------------
-
-def usd(value, decimals: int = 2) -> str:
-    """``$11,653.84``; negative as ``−$12.00``; a missing figure (NaN: an unpriced GPU) as ``unpriced``."""
-    value = float(value)
-    if value != value:
-        return "unpriced"
-    sign = "−" if round(value, decimals) < 0 else ""
-    return f"{sign}${abs(value):,.{decimals}f}"
-
-
-def signed_usd(value) -> str:
-    """``+$1,234.56`` / ``−$1,234.56`` / ``$0.00`` for changes."""
-    value = float(value)
-    if round(value, 2) == 0:
-        return "$0.00"
-    return ("+" if value > 0 else "−") + f"${abs(value):,.2f}"
-
-
-def pct(value, decimals: int = 2) -> str:
-    """``23.21 %``."""
-    return f"{float(value):,.{decimals}f} %"
-
-
-def ms(ns) -> str:
-    """Integer ns as ``1,234.567 ms``."""
-    return f"{int(ns) / 1e6:,.3f} ms"
 
 
 #: One-line meaning of each application category (the glossary of the page; remedies: fixfirst.REMEDIES).
@@ -270,29 +242,6 @@ def fix_usd_text(e: dict) -> str:
     return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 
-#: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
-NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
-
-
-def trust_text(trust: dict) -> str:
-    """One sentence cutting the headline by confidence tier (:func:`~pipeline.report.summary.trust_split`):
-    the trusted dollars first, the toy and low ones apart; with no trusted GPU, :data:`NONE_TRUSTED` and no
-    trusted dollar figure (docs/definitions.md#confidence-tiers)."""
-    tiers = trust["tiers"]
-
-    def money(x: float) -> str:
-        return usd(x) if x != x else f"{usd(x)}/month"   # unpriced: no "/month"
-
-    def unpriced(n: int) -> str:
-        return f", {n} unpriced" if n else ""
-
-    other = (f"{money(trust['other_usd'])} on {trust['other_gpus']} GPU(s) of tier toy ({tiers['toy']['gpus']}) or "
-             f"low ({tiers['low']['gpus']}){unpriced(trust['other_unpriced'])}")
-    if not trust["trusted_gpus"]:   # none trusted: say so, never "$0.00 on trusted captures"
-        return f"{NONE_TRUSTED[0].upper()}{NONE_TRUSTED[1:]}: all of it, {other}."
-    return (f"Of it, {money(trust['trusted_usd'])} rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
-            f"tier medium or high{unpriced(trust['trusted_unpriced'])}); "
-            + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low)."))
 
 
 def meter_text(meter: dict, fleet_usd: float) -> str:

@@ -1,0 +1,55 @@
+"""How money, shares and times read in every view (the report, its Markdown, the printed table's totals, the GPU
+pages): plain functions of numbers, with no page machinery, so the command line can use them without loading the
+report's (docs/outputs.md)."""
+from __future__ import annotations
+
+#: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
+NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
+
+
+def usd(value, decimals: int = 2) -> str:
+    """``$11,653.84``; negative as ``−$12.00``; a missing figure (NaN: an unpriced GPU) as ``unpriced``."""
+    value = float(value)
+    if value != value:
+        return "unpriced"
+    sign = "−" if round(value, decimals) < 0 else ""
+    return f"{sign}${abs(value):,.{decimals}f}"
+
+
+def signed_usd(value) -> str:
+    """``+$1,234.56`` / ``−$1,234.56`` / ``$0.00`` for changes."""
+    value = float(value)
+    if round(value, 2) == 0:
+        return "$0.00"
+    return ("+" if value > 0 else "−") + f"${abs(value):,.2f}"
+
+
+def pct(value, decimals: int = 2) -> str:
+    """``23.21 %``."""
+    return f"{float(value):,.{decimals}f} %"
+
+
+def ms(ns) -> str:
+    """Integer ns as ``1,234.567 ms``."""
+    return f"{int(ns) / 1e6:,.3f} ms"
+
+
+def trust_text(trust: dict) -> str:
+    """One sentence cutting the headline by confidence tier (:func:`~pipeline.report.summary.trust_split`):
+    the trusted dollars first, the toy and low ones apart; with no trusted GPU, :data:`NONE_TRUSTED` and no
+    trusted dollar figure (docs/definitions.md#confidence-tiers)."""
+    tiers = trust["tiers"]
+
+    def money(x: float) -> str:
+        return usd(x) if x != x else f"{usd(x)}/month"   # unpriced: no "/month"
+
+    def unpriced(n: int) -> str:
+        return f", {n} unpriced" if n else ""
+
+    other = (f"{money(trust['other_usd'])} on {trust['other_gpus']} GPU(s) of tier toy ({tiers['toy']['gpus']}) or "
+             f"low ({tiers['low']['gpus']}){unpriced(trust['other_unpriced'])}")
+    if not trust["trusted_gpus"]:   # none trusted: say so, never "$0.00 on trusted captures"
+        return f"{NONE_TRUSTED[0].upper()}{NONE_TRUSTED[1:]}: all of it, {other}."
+    return (f"Of it, {money(trust['trusted_usd'])} rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
+            f"tier medium or high{unpriced(trust['trusted_unpriced'])}); "
+            + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low)."))
