@@ -30,6 +30,7 @@ from ..schema import JOB_KEY, conform
 from ..text import csv_safe, md_text
 from .medical import gpu_display_name, job_gpu_names, job_record
 from .summary import ReportError, gpu_doc, load_results, run_hours
+from .words import signed_usd, usd
 
 #: The two sides, in the order they are shown.
 SIDES = ("before", "after")
@@ -701,9 +702,12 @@ def _signed(x: float, unit: str, n: int = 2) -> str:
 
 
 def _money(x) -> str:
-    from .html import usd
-
     return usd(_nn(x))
+
+
+def _signed_money(x) -> str:
+    """A change in USD per month (:func:`pipeline.report.words.signed_usd`); ``unpriced`` when it cannot be priced."""
+    return "unpriced" if _nan(x) else signed_usd(x)
 
 
 def _num(x, n: int = 2, unit: str = "") -> str:
@@ -792,11 +796,7 @@ def dollars_line(d: dict) -> str:
     shown whatever the reading (the saving is claimed apart, only when detectable). A total over some priced
     GPUs is their sum and says how many are unpriced; one resting partly on assumed rates reads ``~$`` and says
     how much (:func:`rates_note`)."""
-    from .html import signed_usd
-
-    def change(x) -> str:
-        return "unpriced" if _nan(x) else signed_usd(x)
-
+    change = _signed_money
     n = d["assumed_gpus_after_rates"]
     text = (f"idle {usd_figure(d['usd_before_after_rates'], n)} -> {usd_figure(d['usd_after_after_rates'], n)} per "
             f"month at the after side's rates ({change(d['usd_change_after_rates'])}){rates_note(d, 'after_rates')}")
@@ -1117,21 +1117,15 @@ def render_html(result: dict, pages: list | None = None) -> str:
 
     from .jinja import environment
 
-    def fmt(x, n=2, unit=""):
-        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{n}f}{unit}"
+    from .html import _record_html
 
     def sfmt(x, n=2, unit=""):
-        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+,.{n}f}{unit}"
+        return _signed(x, unit, n)
 
-    from .html import _record_html, signed_usd, usd
+    def money(x):
+        return "-" if _nan(x) else usd(x)
 
-    def known(f):
-        return lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f(x)
-
-    def smoney(x):
-        return "unpriced" if _nan(x) else signed_usd(x)
-
-    env = environment(fmt=fmt, sfmt=sfmt, money=known(usd), smoney=smoney)
+    env = environment(fmt=_num, sfmt=sfmt, money=money, smoney=_signed_money)
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
         rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),
