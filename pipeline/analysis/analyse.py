@@ -15,11 +15,10 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, collwait, confidence, cost, fixfirst, gaps, lanes, meter, overlap
+from . import attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, lanes, meter, overlap
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
-from . import diagnosis
 from .window import WindowError, span_window, trim_window
 
 
@@ -295,7 +294,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "idle_pct": round(100.0 * idle_fraction, 4),
         "idle_pct_low": idle_low, "idle_pct_high": idle_high, "idle_pct_sd": idle_sd,
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
-        "busy_pct": round(100.0 * dev.busy_ns / dev.window_ns, 4) if dev.window_ns > 0 else 0.0,
+        "busy_pct": _pct(dev.busy_ns, dev.window_ns),
         "sample_periods": sampled[0], "sampled_busy_periods": sampled[1],
         "sampled_util_pct": meter.util_pct(sampled[1], sampled[0]),
         "gap_count": int(lengths.size), "gap_total_ns": int(lengths.sum()),
