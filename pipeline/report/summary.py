@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
 from ..analysis.confidence import TIERS, TRUSTED, KindFigures
-from ..analysis.cost import assumed_split, unpriced_total
+from ..analysis.cost import assumed_split, priced_sum, unpriced_total
 from ..analysis.meter import util_pct
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
@@ -342,7 +342,7 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     (of the summed windows, 0..100), ``usd`` (sum of ``comm_exposed_usd_per_month``) and ``gpus``
     (those with exposed communication). None when no GPU has any (a table written before the columns
     existed has none: :func:`pipeline.schema.conform`); ``usd`` is NaN when those GPUs are all unpriced
-    (:func:`~pipeline.analysis.cost.unpriced_total`). How much of ``usd`` rests on assumed rates, over those GPUs
+    (:func:`~pipeline.analysis.cost.priced_sum`). How much of ``usd`` rests on assumed rates, over those GPUs
     (docs/definitions.md#cost): ``assumed_usd``, ``assumed_gpus`` and ``unpriced_gpus``
     (:func:`~pipeline.analysis.cost.assumed_split`)."""
     ok = conform(ok_rows(fleet))
@@ -352,16 +352,14 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     if int(exposed.sum()) == 0:
         return None
     window = int(ok["window_ns"].astype("int64").sum())
-    priced = ok.loc[exposed > 0, "comm_exposed_usd_per_month"].notna()   # the GPUs with exposed communication
-    at = ok[exposed > 0]
+    at = ok[exposed > 0]   # the GPUs with exposed communication
     rates = assumed_split(at["comm_exposed_usd_per_month"].astype(float).to_numpy(),
                           at["rate_assumed"].astype(bool).to_numpy(), at["unpriced"].astype(bool).to_numpy())
     return {"comm_ns": int(ok["comm_ns"].fillna(0).astype("int64").sum()),
             "overlapped_ns": int(ok["comm_overlapped_ns"].fillna(0).astype("int64").sum()),
             "exposed_ns": int(exposed.sum()), "window_ns": window,
             "exposed_pct": 100.0 * float(exposed.sum()) / float(window) if window else 0.0,
-            "usd": (math.nan if unpriced_total(int(priced.sum()), int((~priced).sum()))
-                    else float(ok["comm_exposed_usd_per_month"].astype(float).sum())), "gpus": int((exposed > 0).sum()),
+            "usd": priced_sum(at["comm_exposed_usd_per_month"].astype(float)), "gpus": int((exposed > 0).sum()),
             **rates}
 
 
