@@ -277,3 +277,79 @@ def test_launch_rule_evidence():
     assert "no gap is above it" in diagnosis.launch_rule(40, 8 * MS, 8 * MS, 0)["text"]
     assert diagnosis.line(diagnosis.archived("cpu", 0.45, 2.0)) == \
         "archived: cpu holds 0.45 % of the window (under 2 %): archived, not prescribed"
+
+
+def _data_entry(rows) -> dict:
+    """The fleet list's ``data`` entry of the fix-first list over ``rows`` (analysed fleet rows)."""
+    from pipeline.fleet.reduce import build_fleet
+    fixes = fixfirst.fix_list(build_fleet(rows), {})
+    return fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "data")].iloc[0].to_dict()
+
+
+def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
+    # span window [0, 40) ms, one stream 7: kernels [0, 2) [10, 11) [20, 30) [35, 40) ms; a pinned 8 MiB HtoD copy on
+    # stream 7 (the compute stream) over each hole [2, 10) [11, 20) [30, 35): three data gaps of 8, 9, 5 = 22 ms.
+    # What a copy stream could hide, per gap min(gap, compute since the previous data gap's end): gap 1: 2 ms of
+    # compute before it -> 2; gap 2: [10, 11) -> 1; gap 3: [20, 30) = 10 ms -> 5 (the whole gap): 8 of 22 ms.
+    # H100 at 4.00 USD/h, 730 h: data = 22/40 x 2920 = 1606.00 USD; recoverable 8/40 x 2920 = 584.00 USD
+    w = ExportWriter(str(tmp_path / "part.sqlite"))
+    w.mem_kinds()
+    for i, (a, b) in enumerate(((0, 2), (10, 11), (20, 30), (35, 40))):
+        w.kernel(pid=10, device=0, stream=7, start=a * MS, end=b * MS, name=f"k{i}", correlation=100 + i)
+    for a, b in ((2, 10), (11, 20), (30, 35)):
+        w.memcpy(pid=10, device=0, stream=7, start=a * MS, end=b * MS, nbytes=8 << 20, src_kind=1, dst_kind=2)
+    rep = load_report(w.close())
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
+    f = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}
+    s = f["data.copy_stream"]
+    assert (row["cat_data_ns"], row["fix_data_usd_per_month"]) == (22 * MS, 1606.0)
+    assert (s["outcome"], s["evidence"]["data_ns"], s["evidence"]["hideable_ns"]) == ("compute_stream", 22 * MS, 8 * MS)
+    e = _data_entry([row])
+    assert (e["usd_per_month"], e["recoverable_usd_per_month"]) == (1606.0, 584.0)
+    assert e["recoverable_basis"] == ("copies on the compute stream: only what a copy stream of their own could hide "
+                                      "behind compute, 8.0 of 22.0 ms on 1 of 1 GPU(s)")
+    # the remedy is the rules' (own copy stream + prefetch; already pinned), not the generic one
+    assert e["remedy"].startswith("move the copies to a copy stream of their own and prefetch")
+    assert "pinning more will not help" in e["remedy"] and "allocated once" not in e["remedy"]
+
+
+@pytest.mark.skipif(not (PROFILES / "fastvideo_h100_sp2_1s.sqlite").exists(), reason="needs the fastvideo export")
+def test_fastvideo_recoverable_is_what_a_copy_stream_could_hide():
+    path = PROFILES / "fastvideo_h100_sp2_1s.sqlite"
+    rep = load_report(str(path))
+    key = next(k for k in rep.gpu_keys() if k.endswith("dev0"))
+    row = analyse_gpu(gpu_trace(rep, key), CFG, {}).row
+    w0, w1 = row["window_start_ns"], row["window_end_ns"]
+    # a plain second computation: device 0's kernels clipped to the window, merged into runs; the holes between
+    # runs over 1 ms that a host-device copy overlaps are the data gaps; per gap min(gap, the runs' ns since the
+    # previous data gap's end)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        ks = con.execute("SELECT max(start, ?), min(end, ?) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = 0 "
+                         "AND end > ? AND start < ? ORDER BY start", (w0, w1, w0, w1)).fetchall()
+        cp = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE deviceId = 0 "
+                         "AND copyKind IN (1, 2)").fetchall()
+    finally:
+        con.close()
+    runs = []
+    for s, e in ks:
+        if runs and s <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], e)
+        else:
+            runs.append([s, e])
+    data = [(a[1], b[0]) for a, b in zip(runs, runs[1:])
+            if b[0] - a[1] > 1_000_000 and any(c0 < b[0] and c1 > a[1] for c0, c1 in cp)]
+    hide, prev = 0, runs[0][0]
+    for s, e in data:
+        hide += min(e - s, sum(max(0, min(r1, s) - max(r0, prev)) for r0, r1 in runs))
+        prev = e
+    data_ns = sum(e - s for s, e in data)
+    ev = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}["data.copy_stream"]["evidence"]
+    assert (ev["data_ns"], ev["hideable_ns"]) == (row["cat_data_ns"], hide) == (data_ns, hide)
+    e = _data_entry([row])
+    assert e["usd_per_month"] == row["fix_data_usd_per_month"]
+    assert e["recoverable_usd_per_month"] == round(row["fix_data_usd_per_month"] * hide / data_ns, 2)
+    assert e["recoverable_usd_per_month"] < 0.05 * e["usd_per_month"]
+    assert f"{hide / 1e6:,.1f} of {data_ns / 1e6:,.1f} ms" in e["recoverable_basis"]
+    assert e["remedy"].startswith("move the copies to a copy stream of their own")
+    assert "pinned buffers allocated once" not in e["remedy"]

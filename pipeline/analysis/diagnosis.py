@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CATEGORIES, CAVEATS, HOST_MEMORY
-from . import attribution
+from . import attribution, intervals
 
 #: Pinned host allocations: a call of one of these inside a gap allocates pinned memory in the loop.
 HOST_ALLOC_APIS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost",
@@ -112,7 +112,36 @@ def host_copies(copies: pd.DataFrame) -> pd.DataFrame:
     return picked.assign(host_kind=np.asarray(host, dtype=np.int64))
 
 
-def copy_stream_rule(copies: pd.DataFrame, kernels) -> dict:
+def hideable_ns(gaps, kernels) -> np.ndarray:
+    """What a copy stream of their own could hide of each ``gaps`` (start, end ns; the GPU's ``data`` gaps) when the
+    copies run on the compute stream (docs/definitions.md#diagnosis): per gap ``i`` in start order,
+    ``min(length_i, busy_i)`` ns, ``busy_i`` the ns of the union of the window's ``kernels`` (start, end; all
+    streams) between the previous data gap's end (the first gap: from the first kernel) and gap ``i``'s start: the
+    compute a copy issued there on its own stream, as the previous copy finished, could run behind. Returns one int64
+    per gap, in the gaps' order (0 for a gap with no compute before it)."""
+    g0 = np.asarray(gaps["start"], dtype=np.int64)
+    g1 = np.asarray(gaps["end"], dtype=np.int64)
+    out = np.zeros(g0.size, dtype=np.int64)
+    if not g0.size:
+        return out
+    rs, re_ = intervals.union(np.asarray(kernels["start"], dtype=np.int64), np.asarray(kernels["end"], dtype=np.int64))
+    done = np.concatenate([[0], np.cumsum(re_ - rs)])  # busy ns of the runs before run k
+
+    def busy_at(t: np.ndarray) -> np.ndarray:  # busy ns of the union before time t
+        if not rs.size:
+            return np.zeros_like(t)
+        k = np.searchsorted(rs, t, "right")  # runs starting at or before t
+        prev = np.maximum(k - 1, 0)
+        return np.where(k > 0, done[prev] + np.minimum(t, re_[prev]) - rs[prev], 0)
+    order = np.argsort(g0, kind="stable")
+    s, e = g0[order], g1[order]
+    since = np.concatenate([[np.iinfo(np.int64).min // 2], e[:-1]])  # the first gap: from before any kernel
+    busy = busy_at(s) - busy_at(since)
+    out[order] = np.minimum(e - s, np.maximum(busy, 0))
+    return out
+
+
+def copy_stream_rule(copies: pd.DataFrame, kernels, gaps=None) -> dict:
     """``data.copy_stream``: do the host-side copies of the window run on the compute stream
     (:func:`compute_stream`) or on a stream of their own? ``compute_stream`` when the copies on it carry
     at least :data:`ON_STREAM_SHARE` of the copied bytes (a copy there queues behind the kernels and cannot
@@ -129,6 +158,9 @@ def copy_stream_rule(copies: pd.DataFrame, kernels) -> dict:
           "bytes_on_compute_pct": _pct(nbytes[on].sum(), nbytes.sum()),
           "copy_streams": sorted({int(x) for x in hc["stream_id"].tolist()})}
     if nbytes.sum() and nbytes[on].sum() >= ON_STREAM_SHARE * nbytes.sum():
+        if gaps is not None:  # what a copy stream of their own could hide: the recoverable part
+            ev["data_ns"] = int(np.asarray(gaps["length"], dtype=np.int64).sum())
+            ev["hideable_ns"] = int(hideable_ns(gaps, kernels).sum())
         return _finding("data", "data.copy_stream", "compute_stream", ev,
                         f"{ev['on_compute']} of {ev['copies']} host-device copies ({ev['bytes_on_compute_pct']:g} % of "
                         f"{_mb(ev['bytes'])}) run on the compute stream {main[1]}: they queue behind its kernels and "
@@ -398,7 +430,7 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
             continue
         mine = _select(gaps, cats == cat)
         if cat == "data":
-            out += [copy_stream_rule(copies, kernels), host_memory_rule(copies), host_alloc_rule(mine, runtime),
+            out += [copy_stream_rule(copies, kernels, mine), host_memory_rule(copies), host_alloc_rule(mine, runtime),
                     volume_rule(copies, len(iterations))]
         elif cat == "sync":
             # what the first RANGE_SAMPLE syncs waited for (the look-up is O(gaps × copies))

@@ -5,7 +5,9 @@ are not the application's, :data:`~pipeline.model.CAVEATS` ``profiler`` and ``un
 
 * share ``s_c = cat_c_ns / window_ns`` (device-level idle of that category, 0..1);
 * recoverable USD per month ``= s_c × rate (USD per GPU-hour) × hours per month`` (default 730),
-  priced by the one pricing function :func:`pipeline.analysis.cost.idle_usd_per_month`;
+  priced by the one pricing function :func:`pipeline.analysis.cost.idle_usd_per_month`; an entry's
+  ``recoverable_usd_per_month`` is the part of it the evidence says a fix wins back (:func:`recoverable`,
+  docs/definitions.md#diagnosis), its ``remedy`` what the rules that fired prescribe (:func:`entry_remedy`);
 * speed-up if that category alone vanished ``= 1 / (1 − s_c)`` (Amdahl; ``inf`` at ``s_c = 1``):
   :func:`pipeline.analysis.cost.amdahl_speedup`.
 
@@ -49,8 +51,8 @@ REMEDIES = {
 }
 
 #: Columns of the fix-first list (:func:`fix_list`), in order.
-FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "assumed_usd_per_month", "assumed_gpus",
-               "unpriced_gpus", "speedup", "share_pct",
+FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "recoverable_usd_per_month",
+               "recoverable_basis", "assumed_usd_per_month", "assumed_gpus", "unpriced_gpus", "speedup", "share_pct",
                "remedy", "diagnosis", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
                "low_confidence", "confidence_note", "implausible_speedup"]
 
@@ -74,6 +76,56 @@ def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list 
     if category == "comm" and stragglers:
         lines.append("straggler: " + "; ".join(stragglers) + " (the job's GPU with most idle: look there first)")
     return "\n".join(lines)
+
+
+def entry_remedy(category: str, findings: list) -> str:
+    """The remedy of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): the remedies of the judged,
+    not archived findings of the category on its GPUs (``findings``: each GPU's
+    :func:`pipeline.analysis.diagnosis.diagnose` list), each once, in the rules' order, ``"; "``-joined. When no
+    rule of the category could be judged on them, the generic :data:`REMEDIES` text, saying so; when the rules
+    judged but prescribe nothing, the generic text saying that."""
+    fired = [f for fs in findings for f in fs if f["category"] == category and not f.get("archived")]
+    judged = [f for f in fired if f.get("judged", True)]
+    remedies = list(dict.fromkeys(f["remedy"] for f in judged if f.get("remedy")))
+    if remedies:
+        return "; ".join(remedies)
+    why = "the rules found nothing to prescribe" if judged else "no diagnostic rule could be judged"
+    return f"{REMEDIES[category]} (generic: {why})"
+
+
+def recoverable_part(category: str, findings: list) -> tuple[int, int] | None:
+    """``(hideable_ns, idle_ns)`` of one GPU's ``category`` when its evidence says only part of that idle is
+    recoverable (docs/definitions.md#diagnosis): ``data`` copies on the compute stream, of which only what a copy
+    stream of their own could hide (:func:`pipeline.analysis.diagnosis.hideable_ns`) is; None when the whole idle
+    is (``findings``: the GPU's :func:`pipeline.analysis.diagnosis.diagnose` list)."""
+    for f in findings:
+        ev = f.get("evidence") or {}
+        if (category == "data" and f.get("rule") == "data.copy_stream" and f.get("outcome") == "compute_stream"
+                and "hideable_ns" in ev and ev.get("data_ns")):
+            return int(ev["hideable_ns"]), int(ev["data_ns"])
+    return None
+
+
+def recoverable(category: str, usd: list, findings: list) -> tuple[float, str]:
+    """An entry's recoverable USD per month and its basis (docs/definitions.md#diagnosis): over its GPUs (``usd``:
+    each one's ``fix_<c>_usd_per_month``, NaN unpriced; ``findings``: each one's findings, same order), a GPU's
+    dollars times ``hideable_ns / idle_ns`` where :func:`recoverable_part` gives a part, else its whole dollars;
+    rounded to cents (NaN when every GPU is unpriced). The basis: ``"the whole idle"`` or how much of the idle
+    a copy stream could hide, in ms, on how many GPUs."""
+    total, priced, hide, idle, parted = 0.0, False, 0, 0, 0
+    for u, fs in zip(usd, findings):
+        part = recoverable_part(category, fs or [])
+        if part:
+            hide, idle, parted = hide + part[0], idle + part[1], parted + 1
+        if u == u:
+            priced = True
+            total += float(u) * (part[0] / part[1] if part else 1.0)
+    if not parted:
+        basis = "the whole idle of the category"
+    else:
+        basis = (f"copies on the compute stream: only what a copy stream of their own could hide behind compute, "
+                 f"{hide / 1e6:,.1f} of {idle / 1e6:,.1f} ms on {parted} of {len(usd)} GPU(s)")
+    return (round(total, 2) if priced else math.nan), basis
 
 
 def fixable(categories=CATEGORIES) -> tuple:
@@ -278,14 +330,16 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
         # the GPUs the entry rests on: its dollars' part at assumed rates, and unpriced when none is priced
         rates = assumed_split(cols[f"usd_{cat}_raw"][part][at], cols["assumed"][part][at], cols["unpriced"][part][at])
         unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
+        mine = [findings[i] for i in at]
+        rec_usd, rec_basis = recoverable(cat, cols[f"usd_{cat}_raw"][part][at].tolist(), mine)
         entries.append({
             "scope": scope, "cluster": cluster, "job": job, "category": cat,
             "usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
+            "recoverable_usd_per_month": math.nan if unpriced else rec_usd, "recoverable_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"],
-            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": REMEDIES[cat],
-            "diagnosis": entry_diagnosis(cat, [f"{reports[i]} {keys[i]}" for i in at], [findings[i] for i in at],
-                                         stragglers),
+            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine),
+            "diagnosis": entry_diagnosis(cat, [f"{reports[i]} {keys[i]}" for i in at], mine, stragglers),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
             "window_ns": window, "iterations": iterations, "trusted": is_trusted,
@@ -309,7 +363,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     never leads a list that has a trusted entry, and its dollars are still there.
     Each entry is an application category with idle in the part: its recoverable USD per month
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
-    remedy (:data:`REMEDIES`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
+    remedy (:func:`entry_remedy`: from the rules that fired on its GPUs), the part of its dollars the evidence
+    says is recoverable (``recoverable_usd_per_month``, ``recoverable_basis``: :func:`recoverable`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
     docs/definitions.md#diagnosis), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
