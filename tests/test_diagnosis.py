@@ -294,6 +294,8 @@ def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
     # H100 at 4.00 USD/h, 730 h: data = 22/40 x 2920 = 1606.00 USD; recoverable 8/40 x 2920 = 584.00 USD
     w = ExportWriter(str(tmp_path / "part.sqlite"))
     w.mem_kinds()
+    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="9b5c4f8d-1111-2222-3333-444455556666")
+    w.cuda_device(0, 0, 10, uuid="9b5c4f8d-1111-2222-3333-444455556666")
     for i, (a, b) in enumerate(((0, 2), (10, 11), (20, 30), (35, 40))):
         w.kernel(pid=10, device=0, stream=7, start=a * MS, end=b * MS, name=f"k{i}", correlation=100 + i)
     for a, b in ((2, 10), (11, 20), (30, 35)):
@@ -309,8 +311,15 @@ def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
     assert e["recoverable_basis"] == ("copies on the compute stream: only what a copy stream of their own could hide "
                                       "behind compute, 8.0 of 22.0 ms on 1 of 1 GPU(s)")
     # the remedy is the rules' (own copy stream + prefetch; already pinned), not the generic one
+    assert e["remedy"] == f["data.copy_stream"]["remedy"]
     assert e["remedy"].startswith("move the copies to a copy stream of their own and prefetch")
-    assert "pinning more will not help" in e["remedy"] and "allocated once" not in e["remedy"]
+    # its diagnosis lines name the GPU by its one display name (model, number in the job, short id), not by the
+    # export's path and the GPU's UUID
+    assert row["gpu_key"] == "GPU-9b5c4f8d-1111-2222-3333-444455556666"
+    lines = e["diagnosis"].split("\n")
+    assert len(lines) == 5 and all(x.startswith("H100 #1 9b5c4f8d: ") for x in lines)
+    assert lines[0] == "H100 #1 9b5c4f8d: " + diagnosis.line(f["data.copy_stream"])
+    assert str(tmp_path) not in e["diagnosis"] and "1111-2222" not in e["diagnosis"]
 
 
 @pytest.mark.skipif(not (PROFILES / "fastvideo_h100_sp2_1s.sqlite").exists(), reason="needs the fastvideo export")
@@ -353,3 +362,25 @@ def test_fastvideo_recoverable_is_what_a_copy_stream_could_hide():
     assert f"{hide / 1e6:,.1f} of {data_ns / 1e6:,.1f} ms" in e["recoverable_basis"]
     assert e["remedy"].startswith("move the copies to a copy stream of their own")
     assert "pinned buffers allocated once" not in e["remedy"]
+    # named by the GPU's display name (the export names no model here: "GPU"), not by the export's path
+    model = "GPU" if not row["gpu_model"] else "H100"
+    assert e["diagnosis"].startswith(f"{model} #1 pid111/dev0: data.copy_stream: ") and str(path) not in e["diagnosis"]
+
+
+def test_entry_remedy_follows_the_rule_that_fired(tmp_path):
+    # the same copies as test_copies_on_the_compute_stream (on the compute stream 7), pageable (src_kind 0), with a
+    # cudaHostAlloc over every gap: the entry prescribes allocating once (the most concrete), then pinning, then the
+    # copy stream; the export with pinned copies and no allocation: the copy stream (pinned finds nothing wrong)
+    def remedy(**kw) -> str:
+        row, f = findings(training(tmp_path / f"{len(kw)}-{kw.get('src_kind')}.sqlite", [3] * ITERATIONS, "copy", **kw))
+        return fixfirst.entry_remedy("data", [list(f.values())])
+    assert remedy(src_kind=0, host_alloc=True).startswith("allocate the pinned buffers once at the start")
+    assert remedy(src_kind=0).startswith("pin the host buffers")
+    assert remedy(src_kind=1).startswith("move the copies to a copy stream of their own")
+    # no rule judged: the generic remedy, saying so
+    import pandas as pd
+    unjudged = diagnosis.copy_stream_rule(pd.DataFrame(), {"start": [], "end": [], "pid": [], "stream_id": []})
+    assert unjudged["outcome"] == "not_judged"
+    assert fixfirst.entry_remedy("data", [[unjudged]]) == (
+        "pinned buffers allocated once, prefetch/overlap H2D with compute, more loader workers "
+        "(generic: no diagnostic rule could be judged)")

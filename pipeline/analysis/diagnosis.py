@@ -229,7 +229,7 @@ def host_alloc_rule(gaps, runtime: pd.DataFrame, apis=HOST_ALLOC_APIS) -> dict:
     return _finding("data", "data.host_alloc", "in_gaps", ev,
                     f"pinned memory is allocated inside {ev['gaps']} of {ev['of_gaps']} gaps ({names_text}, "
                     f"{ns / 1e6:,.3f} ms): someone allocates it in the loop",
-                    "allocate the pinned buffers once at the start and reuse them (concrete enough to open an issue)")
+                    "allocate the pinned buffers once at the start and reuse them")
 
 
 def volume_rule(copies: pd.DataFrame, iterations: int) -> dict:
@@ -298,7 +298,7 @@ def sync_regularity_rule(gaps, kernels, iterations, waits=None) -> dict:
     return _finding("sync", "sync.regularity", "irregular", ev,
                     f"the sync gaps fall at {len(where)} different places; the most frequent recurs in {n} of "
                     f"{len(its)} kept iterations{wait_text}",
-                    "irregular syncs point at the system and its resources first (other processes, memory, I/O)")
+                    "irregular: the system and its resources first (other processes, memory, I/O)")
 
 
 def _waited(w) -> str:
@@ -318,8 +318,7 @@ def comm_rule(gaps) -> dict:
           "collective": name, "after_it": n}
     return _finding("comm", "comm.collective", "waiting_for_ranks", ev,
                     f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks",
-                    "one GPU cannot fix it: look at the job's straggler (the GPU with most idle) and its "
-                    "collective-wait figures; then overlap communication with compute")
+                    "one GPU cannot fix it: look at the straggler first, then overlap communication with compute")
 
 
 def boundary_rule(gaps, nvtx: pd.DataFrame) -> dict:
@@ -371,7 +370,7 @@ def break_point_rule(gaps, nvtx: pd.DataFrame) -> dict:
     return _finding(Counter(cats).most_common(1)[0][0], "break_point", "scattered", ev,
                     f"the gaps come after {len(counts)} different kernels (the most frequent, {name}, before "
                     f"{ev['share_pct']:g} %): random waiting",
-                    "think of the system and its resources (other processes, memory, I/O) before the code")
+                    "the system and its resources first (other processes, memory, I/O)")
 
 
 def launch_rule(sliver_count: int, sliver_ns: int, app_idle_ns: int, max_gap_ns: int) -> dict:

@@ -35,6 +35,7 @@ from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
 from ..schema import conform
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, unpriced_total
 from . import diagnosis as dx
+from .names import gpu_names
 
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
 IMPLAUSIBLE_SHARE = 0.9
@@ -64,10 +65,11 @@ DIAGNOSED_GPUS = 3
 
 def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list = ()) -> str:
     """The ``diagnosis`` of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): for each of the
-    first :data:`DIAGNOSED_GPUS` of its ``gpus`` (``"report gpu_key"`` texts) that has findings of the category
+    first :data:`DIAGNOSED_GPUS` of its ``gpus`` (their display names, :func:`pipeline.analysis.names.gpu_names`)
+    that has findings of the category
     (``findings``: each GPU's :func:`pipeline.analysis.diagnosis.diagnose` list, same order), ``"<gpu>: <line>"``
     (:func:`pipeline.analysis.diagnosis.line`), then how many more GPUs have some; a ``comm`` entry names the job's
-    ``stragglers`` (``"report gpu_key"`` texts). Lines joined by a newline; ``""`` when none."""
+    ``stragglers`` (display names too). Lines joined by a newline; ``""`` when none."""
     diagnosed = [(g, [f for f in fs if f["category"] == category]) for g, fs in zip(gpus, findings)]
     diagnosed = [(g, fs) for g, fs in diagnosed if fs]
     lines = [f"{g}: {dx.line(f)}" for g, fs in diagnosed[:DIAGNOSED_GPUS] for f in fs]
@@ -78,17 +80,26 @@ def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list 
     return "\n".join(lines)
 
 
+#: The rules whose remedy an entry's ``remedy`` prefers, most concrete first (docs/definitions.md#diagnosis); the
+#: other rules' remedies after them, in the findings' order.
+REMEDY_ORDER = ("data.host_alloc", "data.host_memory", "data.copy_stream", "data.volume")
+#: Outcomes that find nothing wrong: their remedy (``pinning more will not help``) prescribes nothing.
+NOTHING_WRONG = ("pinned", "none", "large_copies")
+
+
 def entry_remedy(category: str, findings: list) -> str:
-    """The remedy of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): the remedies of the judged,
-    not archived findings of the category on its GPUs (``findings``: each GPU's
-    :func:`pipeline.analysis.diagnosis.diagnose` list), each once, in the rules' order, ``"; "``-joined. When no
-    rule of the category could be judged on them, the generic :data:`REMEDIES` text, saying so; when the rules
-    judged but prescribe nothing, the generic text saying that."""
+    """The remedy of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): the remedy of the first
+    judged, not archived finding of the category on its GPUs (``findings``: each GPU's
+    :func:`pipeline.analysis.diagnosis.diagnose` list) that finds something wrong (its outcome not in
+    :data:`NOTHING_WRONG`), the rules of :data:`REMEDY_ORDER` first in that order (the entry's ``diagnosis`` gives
+    them all). When no rule of the category could be judged on them, the generic :data:`REMEDIES` text, saying so;
+    when the rules judged but prescribe nothing, the generic text saying that."""
     fired = [f for fs in findings for f in fs if f["category"] == category and not f.get("archived")]
     judged = [f for f in fired if f.get("judged", True)]
-    remedies = list(dict.fromkeys(f["remedy"] for f in judged if f.get("remedy")))
-    if remedies:
-        return "; ".join(remedies)
+    wrong = [f for f in judged if f.get("remedy") and f.get("outcome") not in NOTHING_WRONG]
+    wrong.sort(key=lambda f: REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
+    if wrong:
+        return wrong[0]["remedy"]
     why = "the rules found nothing to prescribe" if judged else "no diagnostic rule could be judged"
     return f"{REMEDIES[category]} (generic: {why})"
 
@@ -271,6 +282,9 @@ def _group_columns(rows: pd.DataFrame) -> dict:
             # a row without a tier (none computed) is not trusted: read as low
             "tier": np.asarray([TIERS.index(t if t in TIERS else "low") for t in rows["confidence_tier"].tolist()]),
             "confidence_note": np.asarray(rows["confidence_note"].tolist(), dtype=object)}
+    names = gpu_names(rows)  # the one name a GPU has for people, numbered in its job (docs/outputs.md#gpu-names)
+    cols["name"] = np.asarray([names.get((str(r), str(k)), f"{r} {k}") for r, k in zip(cols["report"], cols["gpu_key"])]
+                              + [None], dtype=object)[:-1]
     extra = conform(rows, ["diagnosis", "straggler"])  # an older table: no findings, no straggler
     cols["findings"] = np.asarray([dx.of_text(t) for t in extra["diagnosis"].tolist()] + [None], dtype=object)[:-1]
     cols["straggler"] = extra["straggler"].fillna(False).astype(bool).to_numpy()
@@ -316,7 +330,8 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
     notes_col = cols["confidence_note"][part].tolist()
     windows = cols["window_raw"][part]
     findings = cols["findings"][part].tolist()
-    stragglers = [f"{reports[i]} {keys[i]}" for i in np.flatnonzero(cols["straggler"][part])]
+    names = cols["name"][part].tolist()
+    stragglers = [names[i] for i in np.flatnonzero(cols["straggler"][part])]
     entries = []
     for cat in fixable():
         filled = cols[f"cat_{cat}"][part]
@@ -339,7 +354,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"],
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine),
-            "diagnosis": entry_diagnosis(cat, [f"{reports[i]} {keys[i]}" for i in at], mine, stragglers),
+            "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
             "window_ns": window, "iterations": iterations, "trusted": is_trusted,
