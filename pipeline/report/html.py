@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import html as html_lib
 import io
+import math
 import os
 import re
 import uuid
@@ -233,12 +234,16 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
 def fix_usd_text(e: dict) -> str:
     """A fix-first entry's dollars as text (docs/definitions.md#cost): ``~$1,752.00 (of which $1,460.00 at assumed
     rates, 1 GPU(s))`` when some rest on assumed rates, ``$292.00 (1 GPU(s) unpriced)``, ``unpriced (2 GPU(s))``
-    when none of its GPUs is priced; ``$292.00`` otherwise. The parts are the entry's ``assumed_usd_per_month``,
+    when none of its GPUs is priced; ``$292.00`` otherwise; ``(a fix wins back $148.89: <basis>)`` when the evidence
+    bounds the recoverable part below the idle's dollars (``recoverable_usd_per_month``, docs/definitions.md#diagnosis). The parts are the entry's ``assumed_usd_per_month``,
     ``assumed_gpus`` and ``unpriced_gpus`` (:func:`pipeline.analysis.fixfirst.fix_list`)."""
     if e["usd_per_month"] != e["usd_per_month"]:
         return f"unpriced ({e['unpriced_gpus']} GPU(s))"
     parts = ([f"of which {usd(e['assumed_usd_per_month'])} at assumed rates, {e['assumed_gpus']} GPU(s)"]
              if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced"] if e["unpriced_gpus"] else [])
+    rec = e.get("recoverable_usd_per_month", math.nan)
+    if rec == rec and rec < e["usd_per_month"] - 0.005:  # the evidence bounds what a fix wins back
+        parts.append(f"a fix wins back {usd(rec)}: {e.get('recoverable_basis', '')}")
     return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 
