@@ -346,3 +346,81 @@ def alive(pid: int, wait_s: float = 10.0) -> bool:
         if time.monotonic() >= deadline:
             return True
         time.sleep(0.1)
+
+
+class _Sums:
+    """A :class:`pipeline.engine.map.Work` of plain numbers, for the re-run rounds below: item ``n`` opens to
+    ``n``, has parts ``a`` and ``b``, first steps ``10`` and ``20``, and part ``p``'s result is
+    ``f"{p}={n + sum(firsts)}"``; a failed part is ``f"{p}: {text}"``."""
+
+    steps = ("whole", "open", "parts", "first", "second")
+
+    def name(self, item):
+        return f"item{item}"
+
+    def open(self, item):
+        return item
+
+    def first(self, opened, part):
+        return {"a": 10, "b": 20}[part]
+
+    def second(self, opened, item, part, keys, firsts):
+        return f"{part}={opened + sum(firsts)}"
+
+    def part_label(self, part):
+        return f"part {part}: "
+
+    def part_failed(self, item, part, text):
+        return f"{part}: {text}"
+
+
+def test_a_rerun_that_is_cancelled_is_its_own_row_and_the_next_still_runs():
+    """The round that runs suspects again alone: a re-run cancelled while it is awaited (here before it
+    could start; in a run: the no-worker watchdog or a lost scheduler) is settled with the engine's own
+    text, and the next suspect still runs. Before: ``distributed.wait`` raised ``FuturesCancelledError``
+    ("cancelled for reason: unknown") out of the round, so neither suspect got its row."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine import map as engine_map
+
+    settled = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        backend = engine_map.OnDask(client, shares_files=True)
+
+        def held_then_cancelled():
+            fut = client.submit(time.sleep, 2, key="again-held", pure=False)  # cancelled long before it ends
+            client.cancel([fut])
+            return fut
+
+        suspects = [engine_map._Suspect(None, held_then_cancelled, lambda v, f: settled.append((v, f)), "item0"),
+                    engine_map._Suspect(None, lambda: client.submit(sum, [1, 2], key="again-sum", pure=False),
+                                        lambda v, f: settled.append((v, f)), "item1", "part b: ")]
+        with engine_map._Watchdog(backend, []) as watchdog:
+            backend._alone(suspects, watchdog, _Sums())
+    assert settled == [(None, "item0: task cancelled before it finished (scheduler restarted or client lost)"),
+                       (3, None)]
+
+
+def test_a_part_rerun_whose_opened_item_was_cancelled_opens_it_again():
+    """A part given up with its worker runs again on what it waited for; when that (the opened item, a first
+    step) was cancelled meanwhile, it is computed again for the re-run, as when it was given up: item 5's part
+    ``b`` is ``5 + 10 + 20``. Before: the re-run was submitted on the cancelled future and Dask cancelled it
+    at once ("lost dependencies"), a row blaming a restarted scheduler."""
+    from distributed import Client, LocalCluster, wait
+
+    from pipeline.engine import map as engine_map
+
+    work, results = _Sums(), {}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        backend = engine_map.OnDask(client, shares_files=True)
+        opened = client.submit(work.open, 5, key="open-item5", pure=False)
+        firsts = [client.submit(work.first, opened, k, key=f"first-item5-{k}", pure=False) for k in ("a", "b")]
+        wait([opened, *firsts])
+        client.cancel([opened, *firsts])
+        suspect = backend._suspect_part(work, [5], 0, "b", None, "again-second-item5-b", opened, ["a", "b"], firsts,
+                                        lambda i, part, result: results.setdefault(part, result), [])
+        with engine_map._Watchdog(backend, []) as watchdog:
+            backend._alone([suspect], watchdog, work)
+    assert results == {"b": "b=35"}

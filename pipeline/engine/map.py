@@ -25,7 +25,9 @@ Dask suspects every task processing on a worker when it dies, so a task that mer
 the culprit at each of its deaths is given up too. A task given up so is run again once
 everything else is done, alone on the cluster (so alone on its worker; an item whose opening was
 given up runs again whole, in one task): if it finishes, it was a bystander and its result
-stands; if its worker dies again, it is the culprit for sure.
+stands; if its worker dies again, it is the culprit for sure. A re-run cancelled (no worker left, a
+lost scheduler) is its own failure saying so, and the round goes on with the next; what a re-run
+waits for is computed again when it was given up or cancelled meanwhile.
 """
 from __future__ import annotations
 
@@ -177,13 +179,12 @@ class OnDask:
     def _alone(self, suspects: list, watchdog, work: Work) -> None:
         """Run each suspect again, one at a time, once nothing else runs (see the module docstring): a
         worker that dies now had no other task of this run. Its attempts count both rounds."""
-        from distributed import wait
         from distributed.scheduler import KilledWorker
 
         for suspect in suspects:
             fut = suspect.again()
             watchdog.add(fut)
-            wait([fut])
+            _wait_done(fut)
             value, failure = self._settle(fut, work, suspect.name, suspect.what)
             if isinstance(failure, KilledWorker):
                 first = getattr(suspect.exc, "allowed_failures", None)
@@ -299,8 +300,8 @@ class OnDask:
         def again():
             # what it waits for was given up with it (the opened item, a first step): that runs again too
             submit = functools.partial(self.client.submit, pure=False, retries=self.retries)
-            source = opened if opened.status != "error" else submit(work.open, items[i], key=f"{key}-open")
-            known = firsts if source is opened and all(f.status != "error" for f in firsts) else [
+            source = opened if _usable(opened) else submit(work.open, items[i], key=f"{key}-open")
+            known = firsts if source is opened and all(_usable(f) for f in firsts) else [
                 submit(work.first, source, k, key=f"{key}-first-{k}") for k in keys]
             return submit(work.second, source, items[i], part, keys, known, key=key)
 
@@ -311,6 +312,26 @@ class OnDask:
                 finished.append(outcome)
 
         return _Suspect(exc, again, settle, work.name(items[i]), work.part_label(part))
+
+
+def _usable(fut) -> bool:
+    """Whether a task may still depend on ``fut``: not given up (erred) nor cancelled (a task submitted on a
+    cancelled one is itself cancelled at once, Dask's reason "lost dependencies")."""
+    return fut.status not in ("error", "cancelled")
+
+
+def _wait_done(fut) -> None:
+    """Wait until ``fut`` is done, however it ends. ``distributed.wait`` raises when the future was
+    cancelled (``FuturesCancelledError``, "cancelled for reason: unknown" when the canceller gave none);
+    here a cancelled future is done like any other, and :meth:`OnDask._settle` says why."""
+    from concurrent.futures import CancelledError  # the base of distributed's FuturesCancelledError
+
+    from distributed import wait
+
+    try:
+        wait([fut])
+    except CancelledError:
+        pass
 
 
 class _Watchdog:
