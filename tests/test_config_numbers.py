@@ -6,13 +6,11 @@ accepted, and ``trim_s: [1.0e+400, 1.0e+401]`` said ``got inf, got [inf, inf]``.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import PROFILES, run_cli
 
-TINY = Path(os.environ.get("GPU_IDLE_PROFILES", "/work/shared/profiles")) / "tiny_2kernels.sqlite"
+TINY = PROFILES / "tiny_2kernels.sqlite"
 #: 2**53 (the bound of float settings, pipeline.config.MAX_NUMBER) and 2**63 - 1, stated independently.
 FLOAT_BOUND, INT64_MAX = 9007199254740992, 9223372036854775807
 NO_SIZE = "dask.memory_limit {!r} is not a size like 4GiB ({})"

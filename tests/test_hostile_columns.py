@@ -13,23 +13,22 @@ Each export is a copy of ``tiny_2kernels.sqlite`` (2 kernels on 1 GPU) changed w
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import PROFILES, run_cli
 
-TINY = Path(os.environ.get("GPU_IDLE_PROFILES", "/work/shared/profiles")) / "tiny_2kernels.sqlite"
+TINY = PROFILES / "tiny_2kernels.sqlite"
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: The text the loader keeps of a longer one (pipeline.load.limits.MAX_TEXT_CHARS), stated independently.
 TEXT_CAP = 4096
 ACTION = ("not an integer: Nsight Systems writes integers there (ns or ids), so the export was damaged or "
           "edited; export the report again (nsys export --type sqlite) from its .nsys-rep")
 
-pytestmark = pytest.mark.skipif(not TINY.exists(), reason="needs /work/shared/profiles/tiny_2kernels.sqlite")
+pytestmark = pytest.mark.skipif(not TINY.exists(), reason="needs tiny_2kernels.sqlite in GPU_IDLE_PROFILES")
 
 
 def altered(tmp_path: Path, name: str, *sql: str) -> str:
@@ -132,11 +131,25 @@ def test_a_time_or_id_that_is_not_an_integer_is_the_reports_error_row(tmp_path, 
     assert f"ERROR {error}" in proc.stdout
 
 
-def test_a_runtime_thread_id_as_text_is_the_reports_error_row(tmp_path):
-    """The runtime table is read by the same check: a ``globalTid`` as TEXT is named with its table."""
-    path = altered(tmp_path, "tid.sqlite", "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = 'x' WHERE rowid = 3")
+OTHER_TABLES = {
+    # name: (table, SET ... WHERE, the column named, the value shown, how it is stored)
+    "runtime_tid_text": ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid = 'x' WHERE rowid = 3", "globalTid", "'x'", "TEXT"),
+    "memcpy_start_real": ("CUPTI_ACTIVITY_KIND_MEMCPY", "start = start + 0.5 WHERE rowid = 1", "start",
+                          "1540178479.5", "REAL"),
+    "memcpy_start_text": ("CUPTI_ACTIVITY_KIND_MEMCPY", "start = 'x' WHERE rowid = 1", "start", "'x'", "TEXT"),
+    "overhead_end_text": ("CUPTI_ACTIVITY_KIND_OVERHEAD", '"end" = \'late\' WHERE rowid = 1', "end", "'late'", "TEXT"),
+}
+
+
+@pytest.mark.parametrize("name", OTHER_TABLES)
+def test_the_other_tables_times_and_ids_are_checked_alike(tmp_path, name):
+    """The runtime, memcpy and overhead tables go through the same check, each named with its table.
+    Before: the runtime's and overhead's TEXT were ``unexpected ValueError``/KeyError rows, the memcpy's
+    REAL start was truncated silently (exit 0)."""
+    table, update, column, value, stored = OTHER_TABLES[name]
+    path = altered(tmp_path, f"{name}.sqlite", f"UPDATE {table} SET {update}")
     out = tmp_path / "out"
     proc = run_cli("run", path, "--out", str(out), check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
-    error = f"{path}: CUPTI_ACTIVITY_KIND_RUNTIME.globalTid holds 'x' (stored as TEXT), {ACTION}"
+    error = f"{path}: {table}.{column} holds {value} (stored as {stored}), {ACTION}"
     assert pd.read_csv(out / "fleet.csv", keep_default_na=False)["error"].tolist() == [error]

@@ -345,7 +345,7 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
         df = read_frame(schema, f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, "
                    f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
                    f"{src_kind} AS src_kind, {dst_kind} AS dst_kind, "
-                   f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
+                   f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}", table)
         keep = ~(pd.isna(df["start"].to_numpy()) | pd.isna(df["end"].to_numpy()))  # rows without times: dropped
         fills = {"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
                  "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0}
@@ -376,7 +376,7 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     where = f"WHERE eventType IN {NVTX_RANGE_TYPES}" if "eventType" in cols else ""
     gtid = "globalTid" if "globalTid" in cols else "0"
     df = read_frame(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
-               f"FROM {NVTX_TABLE} {where}")
+               f"FROM {NVTX_TABLE} {where}", NVTX_TABLE, ("text",))
     start, end = df["start"].to_numpy(), df["end"].to_numpy()
     keep = ~(pd.isna(start) | pd.isna(end))
     keep[keep] = end[keep] != start[keep]  # zero-length ranges mark nothing; end < start is counted by the loader

@@ -120,9 +120,17 @@ def _decoded(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def read_frame(schema: "Schema", sql: str) -> "pd.DataFrame":
-    """Run one (small) query through :func:`_fetch` and return a frame."""
-    return _fetch(schema.uri, sql, schema.deadline).to_pandas()
+def read_frame(schema: "Schema", sql: str, table: str | None = None, texts=()) -> "pd.DataFrame":
+    """Run one (small) query through :func:`_fetch` and return a frame. With ``table`` (the table
+    ``sql`` reads), every result column but ``texts`` must hold integers or NULL (times in ns, ids):
+    anything else raises :class:`NotInteger` (:func:`check_integers`), as :func:`read_columns` does."""
+    result = _fetch(schema.uri, sql, schema.deadline)
+    if table is not None:
+        for name, column in zip(result.column_names, result.columns):
+            if name not in texts:
+                for chunk in column.chunks:
+                    check_integers(table, source_column(sql, name), chunk)
+    return result.to_pandas()
 
 
 #: Tables with fewer rows than this are read by one query (splitting would cost more than it saves).
@@ -306,6 +314,12 @@ def _null_mask(col) -> np.ndarray:
 _INT32 = np.iinfo(np.int32)
 
 
+def source_column(sql: str, name: str) -> str:
+    """The export's column that result column ``name`` of ``sql`` reads (``x AS name``), else ``name``."""
+    found = re.search(rf"(\w+) AS {re.escape(name)}\b", sql)
+    return found.group(1) if found else name
+
+
 class NotInteger(sqlite3.DatabaseError):
     """A column that must hold integers (times in ns, ids) holds something else; the message names the
     table, the column, the first such value and what to do (:func:`check_integers`)."""
@@ -357,10 +371,6 @@ class Query:
         self.fills, self.derive, self.small = dict(fills or {}), dict(derive or {}), frozenset(small)
         self.texts = None if texts is None else frozenset(texts)
 
-    def source(self, name: str) -> str:
-        """The export's column that result column ``name`` reads (``x AS name`` in ``sql``), else ``name``."""
-        found = re.search(rf"(\w+) AS {re.escape(name)}\b", self.sql)
-        return found.group(1) if found else name
 
     def kept(self) -> list[str]:
         """The names of the arrays :func:`read_columns` gives for this query."""
@@ -423,7 +433,7 @@ class _Sink:
                 raise sqlite3.DatabaseError("a rowid range gave more rows than it has rowids")
         for name, col in zip(batch.schema.names, batch.columns):
             if self.query.texts is not None and name not in self.query.texts:
-                check_integers(self.query.table, self.query.source(name), col)
+                check_integers(self.query.table, source_column(self.query.sql, name), col)
             if name in self.texts or not _is_number(col.type):
                 with self.lock:
                     self.texts.setdefault(name, []).append((piece, seq, col))
