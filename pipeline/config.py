@@ -38,6 +38,13 @@ CLOCK_MIN_S, CLOCK_MAX_S = Decimal(-(2**63)).scaleb(-9), Decimal(INT64_MAX).scal
 #: The longest wait (seconds) a timeout or back-off setting may ask for: ``threading.TIMEOUT_MAX``
 #: on Linux, the most a timed wait or ``time.sleep`` accepts without OverflowError.
 MAX_WAIT_S = threading.TIMEOUT_MAX
+#: The largest value any other number setting may hold (a factor, a rate in USD/GPU-hour, a
+#: threshold): 2**53, the largest integer a float holds exactly. Far above any real setting and far
+#: below where the products and sums the analysis makes of settings (dollars = rate x hours x GPUs)
+#: would overflow to inf. Counts and lengths in ns are bounded by :data:`INT64_MAX`, seconds by
+#: the int64 ns clock, waits by :data:`MAX_WAIT_S`, sizes in bytes by :data:`INT64_MAX`: every number
+#: a config can give is finite and bounded, so a huge one is refused at load time (exit 2), naming its key.
+MAX_NUMBER = 2**53
 
 
 def parse_seconds(value) -> Decimal:
@@ -46,7 +53,9 @@ def parse_seconds(value) -> Decimal:
     was written with). Raises ValueError for anything else: a bool, non-finite values, text that is
     not a number, a float too large to hold nanoseconds (write such seconds as text), seconds
     outside the int64 ns clock (:data:`CLOCK_MIN_S` .. :data:`CLOCK_MAX_S`)."""
-    if isinstance(value, float) and math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"should be a finite number of seconds, not {value!r}")
+    if isinstance(value, float):
         if abs(value) >= FLOAT_EXACT_S:
             raise ValueError(
                 f"should be written as a string (quoted, with every digit): {value!r} is a float, which cannot "
@@ -164,13 +173,13 @@ def _value_types() -> None:
         Nanoseconds=count,  # a length in ns, on the int64 ns clock
         Share=Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)],
         Percent=Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)],
-        NonNegative=Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)],
-        Positive=Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)],
+        NonNegative=Annotated[float, Field(strict=True, ge=0, le=MAX_NUMBER, allow_inf_nan=False)],
+        Positive=Annotated[float, Field(strict=True, gt=0, le=MAX_NUMBER, allow_inf_nan=False)],
         # seconds to wait or sleep: at most what a timed wait can take (threading.TIMEOUT_MAX, ~292 years)
         Timeout=Annotated[float, Field(strict=True, gt=0, le=MAX_WAIT_S, allow_inf_nan=False)],
         Delay=Annotated[float, Field(strict=True, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)],
         SchedulerAddress=Annotated[str | None, AfterValidator(_scheduler_or_none)],
-        Factor=Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)],
+        Factor=Annotated[float, Field(strict=True, ge=1, le=MAX_NUMBER, allow_inf_nan=False)],
         Flag=Annotated[bool, Field(strict=True)],
         Regex=Annotated[str, AfterValidator(_regex)],
         Label=Annotated[str | None, BeforeValidator(_text)],
@@ -306,7 +315,7 @@ class Rate:
     usd_per_gpu_hour: Positive
     match: tuple[str, ...] = ()
     source: str = ""
-    sms: int = 0
+    sms: Count = 0
 
 
 #: Sources of the default card's entries (docs/definitions.md#cost): public on-demand prices per GPU-hour as
@@ -518,7 +527,7 @@ class DaskConfig:
     scheduler: SchedulerAddress = None
     n_workers: AtLeastOne = 2
     threads_per_worker: AtLeastOne = 1
-    memory_limit: str | int = "auto"
+    memory_limit: str | Count = "auto"
     retries: Count = 1
     memory_factor: Positive = 1.5
     dashboard: str | None = None
@@ -534,7 +543,7 @@ class DaskConfig:
         try:
             size = self.memory_limit_bytes
         except (ValueError, TypeError) as exc:
-            raise ConfigError(f"dask.memory_limit {limit!r} is not a size like 4GiB ({exc})") from exc
+            raise ConfigError(f"dask.memory_limit {limit!r} is not a size like 4GiB ({exc})") from None
         if size is not None and size < MIN_WORKER_MEMORY:
             raise ConfigError(
                 f"dask.memory_limit {limit!r} is below {MIN_WORKER_MEMORY // 2**20} MiB: an idle worker already "
@@ -543,12 +552,19 @@ class DaskConfig:
     @property
     def memory_limit_bytes(self) -> int | None:
         """``memory_limit`` in bytes (``"4GiB"`` -> 4294967296), or None for ``auto``/0 (then only a
-        running worker knows its limit). Raises ValueError or TypeError when it is not a size."""
+        running worker knows its limit). Raises ValueError or TypeError when it is not a size, or
+        one beyond :data:`INT64_MAX` bytes (``"1e400"``, ``"1e30"``: no machine's memory)."""
         if self.memory_limit in (None, "auto", 0, "0"):
             return None
         from dask.utils import parse_bytes
 
-        return parse_bytes(self.memory_limit)
+        try:
+            size = parse_bytes(self.memory_limit)
+        except OverflowError:  # dask turns "1e400" into float inf, then int() of it
+            raise ValueError("not a finite number of bytes") from None
+        if size > INT64_MAX:
+            raise ValueError(f"more than {INT64_MAX:,} bytes, beyond any machine's memory")
+        return size
 
 
 @dataclass(frozen=True)

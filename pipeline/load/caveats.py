@@ -59,7 +59,7 @@ def load_overhead(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
         kind = "overheadType" if "overheadType" in cols else "-1"
         name = "nameId" if "nameId" in cols else "NULL"
         df = read_frame(schema, f"SELECT start, end, globalTid AS gtid, {kind} AS type, {name} AS name_id "
-                                f"FROM {table} WHERE globalTid IS NOT NULL AND start IS NOT NULL AND end IS NOT NULL")
+                                f"FROM {table} WHERE globalTid IS NOT NULL AND start IS NOT NULL AND end IS NOT NULL", table)
         if df.empty:
             continue
         if kind != "-1":

@@ -47,8 +47,11 @@ def cut_text(text: str) -> str:
 def cut_sql(expr: str) -> str:
     """An SQL expression giving column (or expression) ``expr`` as :func:`cut_text` gives a text, and
     any other value (an integer StringIds id, NULL) unchanged: SQLite cuts the text, so a long one is
-    never copied out of the database whole."""
+    never copied out of the database whole. A BLOB (a damaged or edited export) is read as the text
+    its bytes spell (cut alike; bytes that are not UTF-8 become replacement characters as they are
+    read, :func:`pipeline.load.sqlite.text_rows`), never as its size or its bytes' ``repr``."""
     head, tail = cut_note(0).split("0", 1)
+    expr = f"(CASE WHEN typeof({expr}) = 'blob' THEN CAST({expr} AS TEXT) ELSE {expr} END)"
     return (f"CASE WHEN typeof({expr}) = 'text' AND length({expr}) > {MAX_TEXT_CHARS} "
             f"THEN substr({expr}, 1, {MAX_TEXT_CHARS}) || '{head}' || length({expr}) || '{tail}' ELSE {expr} END")
 

@@ -27,7 +27,7 @@ from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
 from ..snapshot import committed_state
-from .sqlite import Query, connect_readonly, read_columns, read_frame, readonly_uri
+from .sqlite import NotInteger, Query, connect_readonly, read_columns, read_frame, readonly_uri
 from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
     MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
@@ -183,14 +183,14 @@ def _kernel_columns(sql: str, decode_pid: bool, has_name: bool) -> Query:
     """The :class:`~pipeline.load.sqlite.Query` of :func:`_kernel_query`'s ``sql``: names NULL as -1,
     a ``globalPid`` decoded to the process id as it is read, ids as int32."""
     return Query(KERNEL_TABLE, sql, KERNEL_QUERY_COLUMNS[:8 if has_name else 7], {"name": -1},
-                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS)
+                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS, ("name",))
 
 
 def _runtime_columns(sql: str, has_name: bool) -> Query:
     """The :class:`~pipeline.load.sqlite.Query` of :func:`_runtime_query`'s ``sql``: names NULL as -1,
     ``globalTid`` read as its thread and process ids, ids as int32."""
     return Query(RUNTIME_TABLE, sql, RUNTIME_QUERY_COLUMNS[:5 if has_name else 4], {"name": -1},
-                 {"gtid": [("tid", tid_of), ("pid", pid_of)]}, ID_COLUMNS)
+                 {"gtid": [("tid", tid_of), ("pid", pid_of)]}, ID_COLUMNS, ("name",))
 
 
 def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
@@ -345,7 +345,7 @@ def _load_copies(schema: Schema) -> pd.DataFrame:
         df = read_frame(schema, f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, "
                    f"{stream} AS stream_id, {copy_kind} AS copy_kind, {nbytes} AS bytes, "
                    f"{src_kind} AS src_kind, {dst_kind} AS dst_kind, "
-                   f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}")
+                   f"{ctx} AS context_id, {corr} AS correlation_id FROM {table}", table)
         keep = ~(pd.isna(df["start"].to_numpy()) | pd.isna(df["end"].to_numpy()))  # rows without times: dropped
         fills = {"device_id": 0, "stream_id": 0, "copy_kind": -1, "bytes": 0, "src_kind": -1, "dst_kind": -1,
                  "context_id": 0, "correlation_id": 0, "pid": -1 if pid_col == "-1" else 0}
@@ -376,7 +376,7 @@ def _load_nvtx(schema: Schema, strings: dict[int, str]) -> pd.DataFrame:
     where = f"WHERE eventType IN {NVTX_RANGE_TYPES}" if "eventType" in cols else ""
     gtid = "globalTid" if "globalTid" in cols else "0"
     df = read_frame(schema, f"SELECT start, end, {gtid} AS gtid, {text} AS text, {text_id} AS text_id "
-               f"FROM {NVTX_TABLE} {where}")
+               f"FROM {NVTX_TABLE} {where}", NVTX_TABLE, ("text",))
     start, end = df["start"].to_numpy(), df["end"].to_numpy()
     keep = ~(pd.isna(start) | pd.isna(end))
     keep[keep] = end[keep] != start[keep]  # zero-length ranges mark nothing; end < start is counted by the loader
@@ -604,6 +604,8 @@ def _read_error(path: str, exc: Exception, deadline) -> ProfileError:
     "interrupted" when its progress handler stopped a query)."""
     if isinstance(exc, ReadTimeout) or (deadline is not None and deadline.expired()):
         return ProfileError(f"{path}: {exc if isinstance(exc, ReadTimeout) else deadline.error()}")
+    if isinstance(exc, NotInteger):
+        return ProfileError(f"{path}: {exc}")
     return ProfileError(f"{path}: SQLite error while reading ({exc})")
 
 

@@ -14,6 +14,7 @@ and look at the clock between two batches (:class:`~pipeline.load.limits.ReadTim
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import urllib.parse
@@ -95,23 +96,41 @@ def _check_not_truncated(path: str, name: str) -> None:
 def text_rows(con: sqlite3.Connection, sql: str) -> list[tuple]:
     """Every row of ``sql`` on ``con``. Text that is not valid UTF-8 (real exports have it: a
     Windows user name in the export metadata) is decoded with replacement characters instead of
-    failing the whole report. Raises ``sqlite3.DatabaseError`` for anything else."""
+    failing the whole report; so is a BLOB where the export should hold text (a damaged or edited
+    export: SQLite keeps any value's own type), never shown as ``b'...'``. Raises
+    ``sqlite3.DatabaseError`` for anything else."""
     try:
-        return con.execute(sql).fetchall()
+        rows = con.execute(sql).fetchall()
     except sqlite3.OperationalError as exc:
         if "decode" not in str(exc).lower():
             raise
-    saved = con.text_factory
-    con.text_factory = lambda raw: raw.decode("utf-8", "replace")
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.text_factory = saved
+        saved = con.text_factory
+        con.text_factory = _decoded
+        try:
+            rows = con.execute(sql).fetchall()
+        finally:
+            con.text_factory = saved
+    if any(type(v) is bytes for row in rows for v in row):
+        rows = [tuple(_decoded(v) if type(v) is bytes else v for v in row) for row in rows]
+    return rows
 
 
-def read_frame(schema: "Schema", sql: str) -> "pd.DataFrame":
-    """Run one (small) query through :func:`_fetch` and return a frame."""
-    return _fetch(schema.uri, sql, schema.deadline).to_pandas()
+def _decoded(raw: bytes) -> str:
+    """``raw`` as UTF-8 text, replacement characters for what is not."""
+    return raw.decode("utf-8", "replace")
+
+
+def read_frame(schema: "Schema", sql: str, table: str | None = None, texts=()) -> "pd.DataFrame":
+    """Run one (small) query through :func:`_fetch` and return a frame. With ``table`` (the table
+    ``sql`` reads), every result column but ``texts`` must hold integers or NULL (times in ns, ids):
+    anything else raises :class:`NotInteger` (:func:`check_integers`), as :func:`read_columns` does."""
+    result = _fetch(schema.uri, sql, schema.deadline)
+    if table is not None:
+        for name, column in zip(result.column_names, result.columns):
+            if name not in texts:
+                for chunk in column.chunks:
+                    check_integers(table, source_column(sql, name), chunk)
+    return result.to_pandas()
 
 
 #: Tables with fewer rows than this are read by one query (splitting would cost more than it saves).
@@ -295,6 +314,43 @@ def _null_mask(col) -> np.ndarray:
 _INT32 = np.iinfo(np.int32)
 
 
+def source_column(sql: str, name: str) -> str:
+    """The export's column that result column ``name`` of ``sql`` reads (``x AS name``), else ``name``."""
+    found = re.search(rf"(\w+) AS {re.escape(name)}\b", sql)
+    return found.group(1) if found else name
+
+
+class NotInteger(sqlite3.DatabaseError):
+    """A column that must hold integers (times in ns, ids) holds something else; the message names the
+    table, the column, the first such value and what to do (:func:`check_integers`)."""
+
+
+def check_integers(table: str, column: str, col) -> None:
+    """Raise :class:`NotInteger` unless one batch's Arrow column ``col`` (of ``table``'s ``column``) holds
+    only integers or NULL. SQLite keeps a value's own type whatever the column's declared type, so an
+    export that was damaged or edited can hold REAL (also every integer beyond int64), TEXT or BLOB
+    where Nsight Systems writes integers; reading such a value as an integer would truncate it (a
+    time off by up to 1 ns, an id merged with another) or fail far from the cause."""
+    import pyarrow as pa
+
+    kind = col.type
+    if pa.types.is_integer(kind) or pa.types.is_null(kind) or pa.types.is_boolean(kind):
+        return
+    values = [v for v in col.to_pylist() if v is not None]
+    if pa.types.is_floating(kind):
+        odd = [v for v in values if v != v or v in (float("inf"), float("-inf")) or v != int(v)
+               or not -2 ** 63 <= int(v) < 2 ** 63]
+        value, stored = (odd or values)[0], "REAL"
+    else:  # a column with any text in it comes as text whole: name the first value that is no integer
+        odd = [v for v in values if not (isinstance(v, str) and re.fullmatch(r"-?[0-9]+", v))]
+        value = (odd or values)[0]
+        stored = "BLOB" if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) else "TEXT"
+    shown = repr(value if len(repr(value)) <= 60 else repr(value)[:60] + "\u2026")
+    raise NotInteger(f"{table}.{column} holds {shown} (stored as {stored}), not an integer: Nsight Systems "
+                     "writes integers there (ns or ids), so the export was damaged or edited; export the "
+                     "report again (nsys export --type sqlite) from its .nsys-rep")
+
+
 class Query:
     """One table to read with :func:`read_columns`.
 
@@ -303,12 +359,18 @@ class Query:
     NULL becomes (default 0); ``derive``: column -> ``[(name, function), ...]``: instead of the
     column itself, each ``function`` of its int64 values (batch by batch) is kept under ``name``
     (e.g. the process and thread ids of a ``globalTid``); ``small``: the kept columns (derived or
-    not) stored as int32 while every value fits (int64 from the first one that does not)."""
+    not) stored as int32 while every value fits (int64 from the first one that does not); ``texts``:
+    the columns that may hold inline text (older schemas' kernel names), every other column then
+    must hold integers or NULL: a REAL, TEXT or BLOB value, or one beyond int64 (SQLite stores it as
+    REAL), raises :class:`NotInteger` (:func:`check_integers`; the loader's kernel and runtime
+    queries). None (a generic table): any column may be text, floats are cut toward zero."""
 
     def __init__(self, table: str, sql: str, columns: list, fills: dict | None = None,
-                 derive: dict | None = None, small=()):
+                 derive: dict | None = None, small=(), texts=None):
         self.table, self.sql, self.columns = table, sql, list(columns)
         self.fills, self.derive, self.small = dict(fills or {}), dict(derive or {}), frozenset(small)
+        self.texts = None if texts is None else frozenset(texts)
+
 
     def kept(self) -> list[str]:
         """The names of the arrays :func:`read_columns` gives for this query."""
@@ -370,6 +432,8 @@ class _Sink:
             if at + n > past:
                 raise sqlite3.DatabaseError("a rowid range gave more rows than it has rowids")
         for name, col in zip(batch.schema.names, batch.columns):
+            if self.query.texts is not None and name not in self.query.texts:
+                check_integers(self.query.table, source_column(self.query.sql, name), col)
             if name in self.texts or not _is_number(col.type):
                 with self.lock:
                     self.texts.setdefault(name, []).append((piece, seq, col))
