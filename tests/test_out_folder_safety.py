@@ -5,20 +5,41 @@ bar, a WARNING line, a log record or matplotlib (point 12); a truth file saved w
 mark is still gpu-idle's own (point 13)."""
 from __future__ import annotations
 
+import fcntl
 import os
+import select
+import shutil
+import struct
 import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, small_reports
+from conftest import PROFILES, REPO, run_cli, small_reports
 
 from pipeline.fleet.outputs import PAGES_DIR
 from pipeline.io import is_leftover, temp_name
+
+#: A file name that sets the terminal's title and rings its bell when printed raw.
+ESC_NAME = "a\x1b]0;pwned\x07.sqlite"
+
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """Two small reports (2 GPUs each), jobs named after the files."""
     return small_reports(tmp_path_factory.mktemp("outsafety"), "job", 2, seed=2323)
+
+
+@pytest.fixture
+def esc_dir(tmp_path):
+    """A folder holding one real export under :data:`ESC_NAME`."""
+    src = PROFILES / "tiny_2kernels.sqlite"
+    assert src.exists(), f"real export not found: {src}"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copyfile(src, folder / ESC_NAME)
+    return folder
 
 
 def plant(folder: Path, files: dict[str, str]) -> None:
@@ -118,3 +139,71 @@ def test_report_refuses_a_persons_page_under_a_name_it_writes_then_renders_again
     refused_report(out, share / "report.html", [f"{PAGES_DIR}/{pages[1]}"])
     assert (share / PAGES_DIR / pages[1]).read_text() == "<p>edited by a person</p>"
     assert (share / "report.html").read_bytes() == before
+
+
+# ---- point 12: no raw control character from a file name reaches the terminal ---------------------
+
+def run_in_terminal(args: list[str], timeout_s: float = 300) -> tuple[int, bytes]:
+    """``gpu-idle ARGS`` with stdin, stdout and stderr on a pseudo-terminal (160 columns, so the progress
+    bar is drawn): its exit status and every byte it wrote."""
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, stdin=follower,
+                            stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    out = b""
+    try:
+        while select.select([leader], [], [], timeout_s)[0]:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:   # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(leader)
+    return proc.wait(timeout=timeout_s), out
+
+
+def test_a_file_name_with_escapes_reaches_the_progress_bar_escaped(esc_dir, tmp_path):
+    code, out = run_in_terminal(["run", str(esc_dir), "--out", str(tmp_path / "out")])
+    assert code == 0, out
+    assert b"gpu-idle: 100%" in out   # the bar was drawn ...
+    assert b"a\\x1b]0;pwned\\x07.sqlite]" in out   # ... with the file name as its label, escaped
+    assert b"\x1b" not in out and b"\x07" not in out
+
+
+def test_a_warning_line_quoting_a_name_with_escapes_is_escaped(esc_dir, tmp_path):
+    proc = run_cli("sweep", str(esc_dir), "--state-dir", str(tmp_path / "state"), "--night", "2026-12-01",
+                   "--force", "b\x1b[2J.sqlite")
+    assert "WARNING: --force " in proc.stdout and "/b\\x1b[2J.sqlite: not among the discovered reports" in proc.stdout
+    assert "\x1b" not in proc.stdout + proc.stderr
+
+
+def test_the_report_of_a_name_with_escapes_prints_none_and_draws_none(esc_dir, tmp_path):
+    """matplotlib warned "Glyph 27 (\\x1b) missing" with the raw byte on stderr, and drew it in the SVG."""
+    out = tmp_path / "out"
+    run_cli("run", str(esc_dir), "--out", str(out))
+    proc = run_cli("report", str(out), "--out", str(out / "report.html"))
+    assert "\x1b" not in proc.stdout + proc.stderr and "Glyph" not in proc.stderr
+    html = (out / "report.html").read_text()
+    svgs = [html[i:html.index("</svg>", i)] for i in range(len(html)) if html.startswith("<svg", i)]
+    assert svgs and not [s for s in svgs if "\x1b" in s or "\x07" in s]
+    assert any("a\\x1b]0;pwned\\x07" in s for s in svgs)   # the job's label, drawn escaped
+
+
+def test_log_records_and_warnings_of_the_cli_process_are_escaped(tmp_path):
+    """What the CLI's process installs (:func:`pipeline.text.printable_diagnostics`), in a real process:
+    a library's WARNING record and a Python warning that quote the name print it escaped."""
+    code = ("import logging, warnings\n"
+            "from pipeline.text import printable_diagnostics\n"
+            "printable_diagnostics(); printable_diagnostics()\n"
+            f"logging.getLogger('lib').warning('%s: staged', {ESC_NAME!r})\n"
+            f"warnings.warn({ESC_NAME!r} + ' \\u202e')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "a\\x1b]0;pwned\\x07.sqlite: staged"
+    assert "UserWarning: a\\x1b]0;pwned\\x07.sqlite \\u202e" in lines[1]
+    assert "\x1b" not in proc.stderr and "\u202e" not in proc.stderr
