@@ -6,6 +6,7 @@ mark is still gpu-idle's own (point 13)."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import select
 import shutil
@@ -207,3 +208,20 @@ def test_log_records_and_warnings_of_the_cli_process_are_escaped(tmp_path):
     assert lines[0] == "a\\x1b]0;pwned\\x07.sqlite: staged"
     assert "UserWarning: a\\x1b]0;pwned\\x07.sqlite \\u202e" in lines[1]
     assert "\x1b" not in proc.stderr and "\u202e" not in proc.stderr
+
+
+# ---- point 13: a truth file with a byte order mark is gpu-idle's own ------------------------------
+
+def test_a_truth_file_saved_with_a_bom_and_compact_is_not_listed_as_skipped(reports, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copyfile(reports / "job0.sqlite", folder / "job0.sqlite")
+    truth = json.loads((reports / "job0.sqlite.truth.json").read_text())
+    assert next(iter(truth)) == "format" and truth["format"].startswith("gpu-idle synth")
+    compact = json.dumps(truth, separators=(",", ":")).encode()
+    (folder / "job0.sqlite.truth.json").write_bytes(b"\xef\xbb\xbf" + compact + b"\n")
+    (folder / "other.json").write_text('{"not": "a trace"}')   # a JSON of someone's: still listed
+    proc = run_cli("run", str(folder), "--out", str(tmp_path / "out"))
+    said = proc.stdout + proc.stderr
+    assert f"skipped 1 .json file(s) that are not PyTorch profiler traces: {folder / 'other.json'}" in said
+    assert "truth.json" not in said
