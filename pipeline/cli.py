@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__
-from .text import message, printable  # standard library only (pipeline/text.py)
+from .text import message, printable, printable_diagnostics  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -141,13 +141,14 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     return "\n".join(lines)
 
 
-def echo(message: str = "", err: bool = False) -> None:
-    """``click.echo`` that outlives its reader: when stdout (or stderr) is a pipe whose reader has
-    gone (``gpu-idle run ... | head -1``), the stream is pointed at /dev/null and the command goes
-    on, so the output files are still written and the exit status still says whether a report
-    failed (click alone would end the command there, with status 1)."""
+def echo(text: str = "", err: bool = False) -> None:
+    """``click.echo`` of ``text`` made terminal-safe (:func:`~pipeline.text.message`: a file name in it
+    cannot write raw escape or bidirectional characters), that outlives its reader: when stdout (or
+    stderr) is a pipe whose reader has gone (``gpu-idle run ... | head -1``), the stream is pointed at
+    /dev/null and the command goes on, so the output files are still written and the exit status still
+    says whether a report failed (click alone would end the command there, with status 1)."""
     try:
-        click.echo(message, err=err)
+        click.echo(message(text), err=err)
     except BrokenPipeError:
         stream = sys.stderr if err else sys.stdout
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -632,6 +633,7 @@ def entry() -> None:
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     interrupts.install()
+    printable_diagnostics()
     try:
         main()
         code = 0

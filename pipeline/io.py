@@ -2,7 +2,8 @@
 
 Every output file of the pipeline goes through :func:`atomic_path`, so a reader (or a run
 killed half-way) never sees a half-written file; a temporary file a killed run left is
-named ``.<name>.<random>.tmp`` beside its target.
+named ``.<name>.<12 lowercase hex>.tmp`` beside its target (:func:`temp_name`), and only names of
+exactly that form are ever removed as leftovers (:data:`LEFTOVER_RE`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 
 import numpy as np
 import pandas as pd
@@ -29,16 +29,34 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
+#: Random bytes in a temporary name (:func:`temp_name`): 6 bytes, 12 lowercase hex digits.
+TEMP_RANDOM_BYTES = 6
+
+
+def temp_name(name: str) -> str:
+    """The one temporary-file name of the product for a file named ``name`` (a base name):
+    ``.<name>.<12 lowercase hex>.tmp`` (:data:`TEMP_RANDOM_BYTES` random bytes). The only names
+    :func:`is_leftover` accepts, so a person's ``.notes.backup.tmp`` is never taken for one."""
+    return f".{name}.{os.urandom(TEMP_RANDOM_BYTES).hex()}.tmp"
+
+
 @contextlib.contextmanager
 def atomic_path(path: str):
-    """Yield a temporary path beside ``path``; rename it over ``path`` on success."""
+    """Yield a temporary path beside ``path`` (:func:`temp_name`, created exclusively); rename it over
+    ``path`` on success. Raises OSError when the folder cannot be created or written."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    while True:
+        tmp = os.path.join(folder, temp_name(os.path.basename(path)))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:   # 2^-48 per try: draw again
+            continue
+        break
     os.close(fd)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are for the team to read
+        os.chmod(tmp, 0o666 & ~_UMASK)  # created 0600 (as mkstemp); results are for the team to read
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -250,6 +268,16 @@ def prune(folder: str, keep: set[str], owned: dict) -> list[str]:
     return stale
 
 
+def not_to_overwrite(folder: str, paths: list[str], after: str = "", writer: str = "run") -> OutputError:
+    """The refusal of a ``writer`` (``run``, ``report``) that would overwrite ``paths`` (relative to
+    ``folder``, sorted): files there already that the product cannot prove hold what it wrote (not in the
+    folder's manifest, or changed since). The first five are named, ``after`` said after "run again"."""
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return OutputError(f"{folder}: {len(paths)} file(s) this {writer} writes are there already and are not "
+                       f"gpu-idle's, or were changed since it wrote them ({shown}): move them away and run "
+                       f"again{after}; gpu-idle never overwrites a file it cannot prove holds what it wrote")
+
+
 def remove_if_empty(folder: str) -> bool:
     """Remove ``folder`` when it exists and holds nothing (what :func:`prune` may leave); True when it was
     removed. A missing folder, one that still holds a file, or one that cannot be removed is left as it is."""
@@ -260,13 +288,14 @@ def remove_if_empty(folder: str) -> bool:
     return True
 
 
-#: A temporary file of :func:`atomic_path` or :func:`link_file`: ``.<name>.<random>.tmp``.
-LEFTOVER_RE = re.compile(r"^\.(.+)\.[A-Za-z0-9_]+\.tmp$")
+#: A temporary file of :func:`atomic_path` or :func:`link_file` (:func:`temp_name`):
+#: ``.<name>.<12 lowercase hex>.tmp``; group 1 is the target's name.
+LEFTOVER_RE = re.compile(r"^\.(.+)\.[0-9a-f]{%d}\.tmp$" % (2 * TEMP_RANDOM_BYTES))
 
 
 def is_leftover(name: str) -> bool:
-    """Whether a file name is a temporary file of :func:`atomic_path` (``.<name>.<random>.tmp``,
-    :data:`LEFTOVER_RE`)."""
+    """Whether a file name is a temporary file of :func:`atomic_path` or :func:`link_file`
+    (:func:`temp_name`, :data:`LEFTOVER_RE`): a person's ``.x.y.tmp`` is not."""
     return bool(LEFTOVER_RE.match(name))
 
 
@@ -303,7 +332,7 @@ def link_file(src: str, dst: str) -> None:
     created under a temporary name and renamed into place. Raises OSError when ``src`` is unreadable,
     :class:`OutputError` when ``dst``'s folder is a symbolic link."""
     folder = real_dir(os.path.dirname(os.path.abspath(dst)))
-    tmp = os.path.join(folder, f".{os.path.basename(dst)}.{os.urandom(6).hex()}.tmp")
+    tmp = os.path.join(folder, temp_name(os.path.basename(dst)))
     try:
         try:
             os.link(src, tmp)

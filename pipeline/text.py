@@ -44,6 +44,32 @@ def message(exc) -> str:
     return "\n".join(printable(line) for line in str(exc).split("\n"))
 
 
+def printable_diagnostics() -> None:
+    """Make every log record (``logging``: WARNING lines of this process's libraries) and every Python
+    warning this process prints (``warnings``) :func:`message`-safe, so a file name quoted in one cannot
+    write raw escape or bidirectional characters to the terminal. For the CLI's process; a second call
+    does nothing."""
+    import logging
+    import warnings
+
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "printable", False):
+        return
+
+    def record(*args, **kwargs):
+        made = factory(*args, **kwargs)
+        try:
+            made.msg, made.args = message(made.getMessage()), ()
+        except Exception:   # a record whose arguments do not fit its format: logging reports it as usual
+            pass
+        return made
+
+    record.printable = True
+    logging.setLogRecordFactory(record)
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = lambda *args, **kwargs: message(formatwarning(*args, **kwargs))
+
+
 #: Characters of profile text that Markdown would read as syntax (links, images, emphasis, raw HTML,
 #: autolinks, table cells, entities, ``$...$`` math in GitHub, GitLab, Jupyter and other viewers):
 #: each is written with a backslash before it (CommonMark escapes any ASCII punctuation).

@@ -108,7 +108,7 @@ def test_a_folder_of_ours_keeps_the_files_it_did_not_write(reports, tmp_path, en
     assert len(pages) == 2
     mine = {k: v for k, v in FOREIGN.items() if k != "report.html"}   # report.html is now the product's
     plant(out, mine)
-    leftovers = [out / ".fleet.csv.k2j3l4.tmp", out / "gpus" / ".x.json.ab12cd.tmp"]
+    leftovers = [out / ".fleet.csv.0a1b2c3d4e5f.tmp", out / "gpus" / ".x.json.ab12cd34ef56.tmp"]
     for path in leftovers:
         path.write_text("half-written by a killed run")
     proc = run_cli("run", str(reports / "job1.sqlite"), "--out", str(out), env=env)

@@ -119,7 +119,8 @@ def test_temporary_files_of_a_killed_run_are_removed_by_the_next(reports, tmp_pa
     out = tmp_path / "out"
     env = {"GPU_IDLE_CACHE": str(tmp_path / "cache")}
     run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)
-    left = [out / ".fleet.csv.k2j3l4.tmp", out / "gpus" / ".x.json.abcdef.tmp", out / "records" / ".job0.md.q.tmp"]
+    left = [out / ".fleet.csv.0123456789ab.tmp", out / "gpus" / ".x.json.abcdef012345.tmp",
+            out / "records" / ".job0.md.ffffffffffff.tmp"]
     for path in left:
         path.write_text("half-written by a run that was killed")
     run_cli("run", str(reports / "job0.sqlite"), "--out", str(out), env=env)

@@ -48,9 +48,10 @@ GLOB_CHARS = set("*?[")
 
 #: How gpu-idle's own truth files begin (``<file>.truth.json`` beside each generated export and trace,
 #: written by :func:`pipeline.synth.workload.write_truth`, ``"format"`` the first key): an object whose
-#: first member is ``"format": "gpu-idle synth...``, with any JSON whitespace (indented or compact).
+#: first member is ``"format": "gpu-idle synth...``, with any JSON whitespace (indented or compact),
+#: after a UTF-8 byte order mark or none (an editor that saved it again may add one).
 #: Such a file is skipped without a word.
-TRUTH_MARKER = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"gpu-idle synth')
+TRUTH_MARKER = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"format"\s*:\s*"gpu-idle synth')
 #: Why a file found in a folder is not a report (:func:`_skip`), besides its kind's ``not_it``
 #: (``"not a trace"``, ``"not SQLite"``).
 NOT_A_TRACE, EMPTY, TRUTH = kinds.PYTORCH_TRACE.not_it, "empty", "gpu-idle truth"

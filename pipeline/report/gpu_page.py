@@ -476,14 +476,17 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
     Raises:
         OutputError: ``gpu-pages/`` is a symbolic link or not a folder, or holds the pages of another
-            report file beside it (one that still exists: its links would break).
+            report file beside it (one that still exists: its links would break), or the report file or a
+            page this report writes is there already and no record of ours proves it holds what the
+            product wrote (a person's file: never overwritten, nothing is written).
         PagesIncomplete: a page could not be written (the pages before it are in place).
     """
-    from ..io import OutputError, real_dir
+    from ..io import OutputError, not_to_overwrite, real_dir, remove_if_empty, same_file
     from ..store.results import read_manifest
     from .rendered import in_pages, record, record_name
 
     report_dir = os.path.dirname(os.path.abspath(out_path))
+    created = not os.path.lexists(os.path.join(report_dir, PAGES_DIR))
     folder = real_dir(os.path.join(report_dir, PAGES_DIR))
     report_name = os.path.basename(out_path)
     back = "../" + report_name
@@ -499,6 +502,12 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
                           f"to them; render {report_name} into another folder, or remove {other} first")
     owned = dict(doc["files"]) if doc else {}
     claims = {f"{PAGES_DIR}/{n}": None for n in names}
+    foreign = sorted(rel for rel in [*claims, report_name] if os.path.lexists(os.path.join(report_dir, rel))
+                     and not (rel in owned and same_file(os.path.join(report_dir, rel), owned[rel])))
+    if foreign:   # a person's file under a name this report writes: never overwritten, nothing written
+        if created:
+            remove_if_empty(folder)
+        raise not_to_overwrite(report_dir, foreign, writer="report")
     record(report_dir, name, {**owned, **claims, report_name: None}, doc, report_name)
     hrefs = {}
     try:

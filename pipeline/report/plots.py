@@ -22,6 +22,7 @@ from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 
 from ..model import CATEGORIES, CAVEATS
+from ..text import printable
 
 #: One colour per category, the same in every plot and in the HTML legend; the causes that are not
 #: the application's (profiler overhead, untraced) in greys.
@@ -102,9 +103,29 @@ def _plain_text(plot):
     return drawn
 
 
+def _printable_texts(fig: Figure) -> None:
+    """Make every text of ``fig`` (titles, labels, annotations, legends, tick labels: job and file
+    names from profiles) :func:`~pipeline.text.printable` before it is drawn, so no raw control or
+    bidirectional character reaches the SVG, nor the terminal in matplotlib's "Glyph 27 missing" warnings."""
+    from matplotlib.text import Text
+
+    def printable_ticks(format_ticks):
+        return lambda values: [printable(label) for label in format_ticks(values)]
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):   # tick labels are made at draw time, by the axis' formatters
+            for formatter in {id(f): f for f in (axis.get_major_formatter(), axis.get_minor_formatter())}.values():
+                formatter.format_ticks = printable_ticks(formatter.format_ticks)
+    for text in fig.findobj(Text):
+        if text.get_text():
+            text.set_text(printable(text.get_text()))
+
+
 def _svg(fig: Figure, name: str, tight: bool = True) -> str:
     """``fig`` as an inline ``<svg>`` element (no XML prolog), ids salted with ``name``; ``tight``:
-    cropped to what is drawn (one more drawing pass), else the figure as laid out."""
+    cropped to what is drawn (one more drawing pass), else the figure as laid out. Its texts are made
+    printable first (:func:`_printable_texts`)."""
+    _printable_texts(fig)
     buf = io.StringIO()
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
         fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None, metadata={"Date": None})

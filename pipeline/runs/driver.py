@@ -25,10 +25,12 @@ from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outp
                              write_outputs)
 from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
 from ..inputs.discover import discover
-from ..io import LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, os_cause, prune, real_dir, remove_leftovers
+from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
+                  remove_leftovers, temp_name)
 from ..load.cache import wait_for_writes
 from ..model import Failure
 from ..store.results import MANIFEST, ResultCache, drop_manifest, manifest_holds, read_manifest, write_folder_manifest
+from ..text import printable
 from ..work.agreement import entries_of, forced_agreements
 from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
 
@@ -149,15 +151,6 @@ def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str
     return sorted(out)
 
 
-def not_to_overwrite(out_dir: str, paths: list[str], after: str = "") -> OutputError:
-    """The refusal of a run that would overwrite ``paths`` (relative, sorted; :func:`edited_outputs`,
-    :func:`foreign_targets`): the first five named, ``after`` said after "run again"."""
-    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
-    return OutputError(f"{out_dir}: {len(paths)} file(s) this run writes are there already and are not gpu-idle's, "
-                       f"or were changed since it wrote them ({shown}): move them away and run again{after}; "
-                       "gpu-idle never overwrites a file it cannot prove holds what it wrote")
-
-
 def edited_outputs(out_dir: str, doc: dict) -> list[str]:
     """The run's documents (fleet tables, ``gpus/``, ``records/``: what a run writes again) that the
     manifest ``doc`` lists with a size and SHA-256 they no longer have: a person changed them since, so
@@ -203,7 +196,7 @@ class OutputFolder:
                 path = os.path.join(self.out_dir, sub)
                 if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
                     real_dir(path)  # raises, naming it
-            probe = os.path.join(self.out_dir, f".write-probe.{os.getpid()}.tmp")
+            probe = os.path.join(self.out_dir, temp_name("write-probe"))
             with open(probe, "w", encoding="utf-8"):
                 pass
             os.unlink(probe)
@@ -510,7 +503,7 @@ def _agree_across_reports(outcomes: list, rows: list, rosters: dict, plans: dict
 def _tracked(outcomes, progress):
     for outcome in outcomes:
         if progress is not None:
-            progress.advance(1, os.path.basename(outcome.path))
+            progress.advance(1, printable(os.path.basename(outcome.path)))  # a file name: no raw ESC on the bar
         yield outcome
 
 

@@ -137,9 +137,10 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
     if source != night:
         earlier = drop_manifest(out)   # what this night's earlier sweep wrote (its manifest lists it)
         compared = os.path.dirname(NIGHT_COMPARISON) + "/"   # the source's comparison is not this night's
-        for rel in manifest["files"]:
-            if rel != "report.html" and not rel.startswith(compared):
-                link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
+        linked = [rel for rel in manifest["files"] if rel != "report.html" and not rel.startswith(compared)]
+        for rel in linked:
+            link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
+        drop_manifest(out, claim=linked)   # ours now: the report renders its GPU pages over them
         # The night is the source's now: files of its earlier sweep the source has not (records of other
         # jobs, per-GPU files and pages of other GPUs) go, when they still hold what that sweep wrote.
         for rel, entry in sorted(earlier.items()):
