@@ -80,7 +80,7 @@ def test_fix_first_says_how_much_rests_on_assumed_rates(tmp_path):
     # --format md: the same, in text
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert ("| 1 | cpu | ~$3,212.00 (of which $1,460.00 at assumed rates, 1 GPU(s)) | 2.000× | profile the host "
-            "(data loader, GIL, I/O) | toy capture |") in md
+            "(data loader, GIL, I/O) (generic: no diagnostic rule could be judged) | toy capture |") in md
     assert "~$: the entry's dollars rest wholly or partly on assumed rates" in md
 
 
