@@ -129,7 +129,7 @@ def read_frame(schema: "Schema", sql: str, table: str | None = None, texts=()) -
         for name, column in zip(result.column_names, result.columns):
             if name not in texts:
                 for chunk in column.chunks:
-                    check_integers(table, source_column(sql, name), chunk)
+                    check_integers(table, sql, name, chunk)
     return result.to_pandas()
 
 
@@ -325,9 +325,10 @@ class NotInteger(sqlite3.DatabaseError):
     table, the column, the first such value and what to do (:func:`check_integers`)."""
 
 
-def check_integers(table: str, column: str, col) -> None:
-    """Raise :class:`NotInteger` unless one batch's Arrow column ``col`` (of ``table``'s ``column``) holds
-    only integers or NULL. SQLite keeps a value's own type whatever the column's declared type, so an
+def check_integers(table: str, sql: str, name: str, col) -> None:
+    """Raise :class:`NotInteger` unless one batch's Arrow column ``col`` (result column ``name`` of ``sql``,
+    which reads ``table``) holds only integers or NULL; the message names the export's column
+    (:func:`source_column`, looked up only then: this runs on every batch of the kernel table). SQLite keeps a value's own type whatever the column's declared type, so an
     export that was damaged or edited can hold REAL (also every integer beyond int64), TEXT or BLOB
     where Nsight Systems writes integers; reading such a value as an integer would truncate it (a
     time off by up to 1 ns, an id merged with another) or fail far from the cause."""
@@ -346,7 +347,7 @@ def check_integers(table: str, column: str, col) -> None:
         value = (odd or values)[0]
         stored = "BLOB" if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) else "TEXT"
     shown = repr(value if len(repr(value)) <= 60 else repr(value)[:60] + "\u2026")
-    raise NotInteger(f"{table}.{column} holds {shown} (stored as {stored}), not an integer: Nsight Systems "
+    raise NotInteger(f"{table}.{source_column(sql, name)} holds {shown} (stored as {stored}), not an integer: Nsight Systems "
                      "writes integers there (ns or ids), so the export was damaged or edited; export the "
                      "report again (nsys export --type sqlite) from its .nsys-rep")
 
@@ -370,7 +371,6 @@ class Query:
         self.table, self.sql, self.columns = table, sql, list(columns)
         self.fills, self.derive, self.small = dict(fills or {}), dict(derive or {}), frozenset(small)
         self.texts = None if texts is None else frozenset(texts)
-
 
     def kept(self) -> list[str]:
         """The names of the arrays :func:`read_columns` gives for this query."""
@@ -433,7 +433,7 @@ class _Sink:
                 raise sqlite3.DatabaseError("a rowid range gave more rows than it has rowids")
         for name, col in zip(batch.schema.names, batch.columns):
             if self.query.texts is not None and name not in self.query.texts:
-                check_integers(self.query.table, source_column(self.query.sql, name), col)
+                check_integers(self.query.table, self.query.sql, name, col)
             if name in self.texts or not _is_number(col.type):
                 with self.lock:
                     self.texts.setdefault(name, []).append((piece, seq, col))
