@@ -91,8 +91,10 @@ def _cells(values: pd.Series, col) -> list[str]:
 def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool = False) -> str:
     """The fleet table for people (docs/outputs.md#the-printed-table): the columns of
     :data:`pipeline.schema.PRINTED` (``wide``: :data:`~pipeline.schema.PRINTED_WIDE`) under their short headers,
-    one line per analysed GPU, most expensive first (``idle_usd_per_month`` descending; ties by the job key,
-    then report and GPU key), text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below.
+    one line per analysed GPU, the GPUs on trusted captures first (``low_confidence`` false: tier ``medium`` or
+    ``high``), then those of tier ``toy`` or ``low``, each group most expensive first (``idle_usd_per_month``
+    descending; ties by the job key, then report and GPU key), so a toy capture at an assumed rate never heads
+    the table, text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below.
     A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
     when two clusters run a job of that name). A fleet of more than ``max_rows`` analysed GPUs shows the
     ``max_rows`` most expensive and says how many more fleet.csv holds."""
@@ -102,7 +104,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
 
     columns = schema.PRINTED_WIDE if wide else schema.PRINTED
     names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model", "rate_assumed", "unpriced",
-                                "implausible_speedup",
+                                "implausible_speedup", "low_confidence",
                                 *(c.name for c in columns if c.name != "gpu_name")]))
     ok = schema.conform(fleet[fleet["status"] != "error"], names).copy()  # an older table: "-" where it lacks
     lines = []
@@ -113,8 +115,10 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         ok["_cluster"] = ok["cluster"].astype(str)
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
+        ok["_low"] = ok["low_confidence"].fillna(False).astype(bool)
         ok["_job"], ok["_report"], ok["_gpu"] = (ok[c].astype(str) for c in ("job", "report", "gpu_key"))
-        ok = ok.sort_values(["_usd", "_cluster", "_job", "_report", "_gpu"], ascending=[False, True, True, True, True],
+        ok = ok.sort_values(["_low", "_usd", "_cluster", "_job", "_report", "_gpu"],
+                            ascending=[True, False, True, True, True, True],
                             na_position="last", kind="stable")
     hidden = max(0, len(ok) - max_rows)
     ok = ok.head(max_rows)
@@ -248,7 +252,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     files, directories (searched recursively) or globs; local paths or fsspec URLs. In a directory a
     .json / .json.gz not named *.pt.trace.json(.gz) is read only when its first MiB reads as a trace
     (the others are skipped, and stderr says which). Writes DIR/fleet.parquet, fleet.csv, jobs.csv,
-    clusters.csv, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
+    clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .config import ConfigError, load_config

@@ -223,13 +223,12 @@ def test_dashboard_off_by_default_and_cli_flag(tmp_path):
     assert _dask_overrides(3, None) == {"n_workers": 3}
 
 
-def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
+def _printed_fleet(n: int):
+    """``n`` analysed rows holding every printed column (0, 1 ms for the ns ones), reports r<i>.sqlite, GPU-<i>."""
     import pandas as pd
 
     from pipeline import schema
-    from pipeline.cli import format_fleet
 
-    n = 5
     fleet = pd.DataFrame({p.name: [0] * n for p in schema.PRINTED_WIDE
                           if p.name not in ("gpu_key", "report", "status", "gpu_name")})
     fleet["report"] = [f"r{i}.sqlite" for i in range(n)]
@@ -237,6 +236,16 @@ def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
     fleet["status"] = "ok"
     for col in ("window_ns", "idle_ns", "copy_only_ns", "dark_ns", "gap_total_ns", "device_gap_ns"):
         fleet[col] = 1_000_000
+    return fleet
+
+
+def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
+    import pandas as pd
+
+    from pipeline import schema
+    from pipeline.cli import format_fleet
+
+    fleet = _printed_fleet(5)
     fleet["idle_usd_per_month"] = [5.0, 50.0, 1.0, 50.0, 20.0]
     text = format_fleet(fleet, max_rows=3, wide=True)
     assert [k for k in ("GPU-1", "GPU-3", "GPU-4") if k in text] == ["GPU-1", "GPU-3", "GPU-4"]
@@ -245,3 +254,20 @@ def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
     assert "more GPU row" not in format_fleet(fleet, max_rows=5)
     assert [line.split()[0] for line in format_fleet(fleet, max_rows=3).splitlines()[1:4]] == [
         "$50.00", "$50.00", "$20.00"]
+
+
+def test_terminal_table_puts_toy_and_low_captures_after_the_trusted_ones():
+    """A toy capture at an assumed rate never heads the table: trusted GPUs (tier medium/high) first, each
+    group most expensive first (docs/outputs.md#the-printed-table)."""
+    import pandas as pd
+
+    from pipeline import schema
+    from pipeline.cli import format_fleet
+
+    fleet = _printed_fleet(4)
+    fleet["idle_usd_per_month"] = [2882.33, 10.0, 500.0, 40.0]
+    fleet["confidence_tier"] = ["toy", "high", "low", "medium"]
+    fleet["low_confidence"] = [True, False, True, False]
+    lines = format_fleet(fleet).splitlines()[1:5]
+    assert [line.split()[:2] for line in lines] == [["$40.00", "medium"], ["$10.00", "high"],
+                                                    ["$2,882.33", "toy"], ["$500.00", "low"]]

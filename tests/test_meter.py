@@ -133,7 +133,8 @@ def test_job_meter_is_weighted_by_periods_and_shown_everywhere(traces, tmp_path)
     md = run_cli("report", str(out), "--format", "md", "--out", str(tmp_path / "job.md"))
     text = (tmp_path / "job.md").read_text() if (tmp_path / "job.md").exists() else md.stdout
     idle = round(100.0 * 270 / 570, 2)                             # 270 ms idle of 570 ms: 47.37 %
-    assert f"would read 68.97 % busy; the GPUs were idle {idle:.2f} % of the time: $" in text
+    # 29 periods over 2 GPUs: 14.5 per GPU, not a short capture for the meter (6 or more per GPU)
+    assert f"would read 68.97 % busy (29 period(s) over 2 GPU(s)); the GPUs were idle {idle:.2f} % of the time: $" in text
 
     run_cli("report", str(out), "--out", str(out / "report.html"))
     page = (out / "report.html").read_text()
@@ -191,3 +192,17 @@ def test_fastvideo_meter_reads_busy_while_the_gpus_idle(profiles, tmp_path, samp
         assert float(r.busy_pct) == round(100.0 * busy / (w1 - w0), 4)
         if sample_ns == 166_666_667:
             assert float(r.sampled_util_pct) == 100.0 and float(r.busy_pct) < 3.0
+
+
+def test_a_short_capture_says_the_meter_had_few_samples():
+    """Fewer than 6 periods per GPU on average (1 s at 1/6 s) is said beside the reading
+    (docs/definitions.md#sampled-meter): the FastVideo export's 2 GPUs of ~675 ms hold 5 periods each."""
+    from pipeline.analysis.meter import FEW_PERIODS_PER_GPU, few_periods_note, sample_count
+
+    assert FEW_PERIODS_PER_GPU == 6
+    assert sample_count(674_800_000, 166_666_667) == 5                  # ⌈674.8 / 166.67⌉
+    assert few_periods_note(10, 2) == ("from only 5 period(s) per GPU: a capture this short gives the meter few "
+                                       "samples, what it would show over them, not over a run")
+    assert few_periods_note(11, 2).startswith("from only 5.5 period(s) per GPU")
+    assert few_periods_note(12, 2) == "" and few_periods_note(6, 1) == ""
+    assert few_periods_note(1, 1).startswith("from only 1 period(s)")

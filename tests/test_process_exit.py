@@ -51,6 +51,10 @@ def test_the_command_exits_with_its_status_and_full_output(tmp_path):
     assert proc.returncode == 1
     assert proc.stdout.rstrip().endswith("medical record(s) in " + str(tmp_path / "o") + "/records/")
     assert "0 GPU(s) in the fleet table, 1 report(s) failed" in proc.stdout
+    out = tmp_path / "o"
+    wrote = next(line for line in proc.stdout.splitlines() if line.startswith("wrote "))
+    assert all(f"{out / name}" in wrote for name in ("fleet.csv", "fleet.parquet", "jobs.csv", "clusters.csv",
+                                                     "fix_first.csv", "fix_first.json"))
 
 
 def test_a_reader_that_goes_away_does_not_stop_the_run(tmp_path):

@@ -125,7 +125,10 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     records = {p.stem: p.read_text(encoding="utf-8") for p in (out / "records").glob("*.md")}
     assert ("\nIdle cost: unpriced (1 GPU(s) with no rate-card entry of their own; `cost.unlisted: unpriced`).\n"
             in records["dark"]) and "$0.00" not in records["dark"]
-    assert "\nIdle cost: $292.00 per month for these GPUs; 1 GPU(s) unpriced, not in it.\n" in records["mixed"]
+    # the basis covers the priced L4 only: 20 of 40 ms idle × $0.80 × 730 h = $292.00
+    assert ("\nIdle cost: $292.00 per month for these GPUs; 1 GPU(s) unpriced, not in it. Basis: 20.000 ms idle of "
+            "40.000 ms of windows over 1 GPU(s), each GPU's idle share × its rate × hours per month; rate: "
+            "$0.80/GPU-hour (L4, 1 GPU(s)).\n") in records["mixed"]
     page = (out / "report.html").read_text(encoding="utf-8")
     jobs_html = _cell(page, "jobs")
     row = re.search(r'<tr data-job="dark">(.*?)</tr>', jobs_html).group(1)

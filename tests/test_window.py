@@ -293,7 +293,8 @@ def test_medical_record_format():
     assert lines[12] == "## GPU pages"
     assert lines[16:18] == [f"- [GPU #1 gpu0](../gpu-pages/r.sqlite__gpu0__{pages['gpu0']}.html)",
                             f"- [GPU #2 gpu1](../gpu-pages/r.sqlite__gpu1__{pages['gpu1']}.html)"]
-    assert len(lines) == 23 and lines[19] == "Idle cost: $300.00 per month for these GPUs."
+    assert len(lines) == 23 and lines[19] == ("Idle cost: $300.00 per month for these GPUs. Basis: 60.000 ms idle of 200.000 ms "
+                                          "of windows over 2 GPU(s), each GPU's idle share × its rate × hours per month.")
     assert lines[20:] == ["", "*[GPU #1 gpu0]: gpu0 in r.sqlite", "*[GPU #2 gpu1]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
 

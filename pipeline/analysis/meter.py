@@ -56,6 +56,24 @@ def sampled_periods(run_starts, run_ends, w0: int, w1: int, sample_ns: int) -> t
     return periods, int(np.clip(added, 0, None).sum())
 
 
+#: Fewer sample periods than this per GPU (1 s at the default 1/6 s) is a short capture for a meter: its reading
+#: is what the meter would show over those few samples, not a reading over a run (docs/definitions.md#sampled-meter).
+FEW_PERIODS_PER_GPU = 6
+
+
+def few_periods_note(periods: int, gpus: int) -> str:
+    """The caveat beside a sampled-meter reading from ``periods`` sample periods over ``gpus`` GPUs
+    (docs/definitions.md#sampled-meter): ``"from only N period(s) per GPU: a short capture; ..."`` when fewer than
+    :data:`FEW_PERIODS_PER_GPU` per GPU on average, else ``""``."""
+    periods, gpus = int(periods), max(1, int(gpus))
+    if periods >= FEW_PERIODS_PER_GPU * gpus:
+        return ""
+    per = periods / gpus
+    per_text = f"{per:.0f}" if per == int(per) else f"{per:.1f}"
+    return (f"from only {per_text} period(s) per GPU: a capture this short gives the meter few samples, "
+            f"what it would show over them, not over a run")
+
+
 def util_pct(busy_periods, periods) -> float:
     """What the sampled meter reads, % (0..100, 4 decimals): ``100 × busy_periods / periods``; NaN with no
     period."""

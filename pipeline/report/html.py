@@ -26,6 +26,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis.fixfirst import REMEDIES
+from ..analysis.meter import few_periods_note
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
@@ -254,8 +255,10 @@ def meter_text(meter: dict, fleet_usd: float) -> str:
     (:func:`~pipeline.report.summary.meter_summary`; docs/definitions.md#sampled-meter): the meter's reading, the
     device-level idle share and the idle cost per month ``fleet_usd`` (USD; NaN: unpriced)."""
     money = usd(fleet_usd) if fleet_usd != fleet_usd else f"{usd(fleet_usd)}/month"
+    few = few_periods_note(meter["periods"], meter["gpus"])
     return (f"A sampled meter (nvidia-smi's GPU-Util: did any kernel run in each period of `meter.sample_ns`, 1/6 s "
-            f"by default) would read {pct(meter['sampled_util_pct'])} busy; the GPUs were idle "
+            f"by default) would read {pct(meter['sampled_util_pct'])} busy ({meter['periods']} period(s) over "
+            f"{meter['gpus']} GPU(s){'; ' + few if few else ''}); the GPUs were idle "
             f"{pct(meter['idle_pct'])} of the time: {money}.")
 
 

@@ -35,7 +35,7 @@ import pandas as pd
 from ..analysis import collwait
 from ..analysis.confidence import TIERS
 from ..analysis.cost import assumed_split, priced_sum
-from ..analysis.meter import util_pct
+from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import assumed_text
@@ -72,7 +72,7 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   "straggler", "launch_bound", "device_sliver_ns", "idle_usd_per_month",
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
-                  "rate_model", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
+                  "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
                   "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
                   "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
@@ -176,8 +176,10 @@ def meter_line(ok: list[dict]) -> str:
     busy_periods = sum(int(r["sampled_busy_periods"]) for r in rows)
     window = sum(int(r["window_ns"]) for r in rows)
     busy = sum(int(r["busy_ns"]) for r in rows)
+    few = few_periods_note(periods, len(rows))
     return (f"Sampled meter: would read {util_pct(busy_periods, periods):.2f} % busy ({busy_periods} of {periods} "
-            f"periods of `meter.sample_ns` had a kernel); device-level busy {100.0 * busy / window:.2f} %.")
+            f"periods of `meter.sample_ns` had a kernel{'; ' + few if few else ''}); device-level busy "
+            f"{100.0 * busy / window:.2f} %.")
 
 
 def collective_figures(ok: list[dict], names: dict) -> dict | None:
@@ -348,7 +350,30 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
                 "unpriced`).")
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
             + (f" (of which {of_which}: not the application's)" if of_which else "")
-            + (f"; {unpriced} GPU(s) unpriced, not in it." if unpriced else "."))
+            + (f"; {unpriced} GPU(s) unpriced, not in it." if unpriced else ".")
+            + f" {cost_basis(ok)}")
+
+
+def cost_basis(ok: list[dict]) -> str:
+    """Where the idle cost of a job's analysed rows ``ok`` comes from (docs/definitions.md#cost), so a reader of the
+    record can trace it without the tables: the summed device-level idle (``idle_ns``) and windows (``window_ns``)
+    of the priced GPUs (the unpriced ones are not in the cost), in ms, and every rate used (``rate_model`` at ``rate_usd_per_hour`` USD per GPU-hour, with how many GPUs and
+    ``assumed`` for a rate the card does not give the model), e.g. ``Basis: 283.352 ms idle of 675.212 ms of
+    windows over 1 GPU(s), each GPU's idle share × its rate × hours per month; rate: $4.00/GPU-hour (H100, 1
+    GPU(s)).``"""
+    priced = [r for r in ok if not r.get("unpriced")]
+    idle = sum(_ns(r["idle_ns"]) for r in priced)
+    window = sum(_ns(r["window_ns"]) for r in priced)
+    rates: dict = {}
+    for r in priced:
+        if pd.isna(r.get("rate_usd_per_hour")):  # a table from before the rate's column
+            continue
+        key = (str(r.get("rate_model") or "-"), float(r["rate_usd_per_hour"]), bool(r.get("rate_assumed")))
+        rates[key] = rates.get(key, 0) + 1
+    listed = "; ".join(f"${usd:,.2f}/GPU-hour ({md_text(model)}{', assumed' if assumed else ''}, {n} GPU(s))"
+                       for (model, usd, assumed), n in sorted(rates.items()))
+    return (f"Basis: {_ms(idle)} idle of {_ms(window)} of windows over {len(priced)} GPU(s), each GPU's idle share × "
+            f"its rate × hours per month" + (f"; rate: {listed}." if listed else "."))
 
 
 def exposed_line(ok: list[dict], window: int) -> str:

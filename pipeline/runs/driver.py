@@ -366,7 +366,7 @@ class RunFolder(OutputFolder):
             raise incomplete(self.out_dir, targets, self.changing_ns, exc) from exc
         note = stale_note(written)
         return (f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
-                f"{written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
+                f"{written['fix_first']}, {written['fix_first_json']}, {written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
                 + (f"; {note}" if note else ""))
 
 
