@@ -240,9 +240,6 @@ def _printed_fleet(n: int):
 
 
 def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
-    import pandas as pd
-
-    from pipeline import schema
     from pipeline.cli import format_fleet
 
     fleet = _printed_fleet(5)
@@ -259,9 +256,6 @@ def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
 def test_terminal_table_puts_toy_and_low_captures_after_the_trusted_ones():
     """A toy capture at an assumed rate never heads the table: trusted GPUs (tier medium/high) first, each
     group most expensive first (docs/outputs.md#the-printed-table)."""
-    import pandas as pd
-
-    from pipeline import schema
     from pipeline.cli import format_fleet
 
     fleet = _printed_fleet(4)
