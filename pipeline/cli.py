@@ -167,7 +167,8 @@ def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
 
 #: What each exit status of ``gpu-idle`` means; the commands' ``--help`` and the README say the same.
 EXIT_STATUSES = {
-    0: "every report analysed (or nothing to do)",
+    0: "every report analysed (or nothing to do); for report and compare: every page and table written (reports "
+       "that failed in the run they read are shown there, the run's status said so)",
     1: "a report failed (its row says why), or the command could not finish (e.g. a full disk: one line "
        "counts and names the files not written)",
     2: "nothing done: a wrong option, config, scheduler address, RESULTS or --out (not gpu-idle's, or being "
