@@ -295,14 +295,17 @@ def plain_waits(path) -> dict:
     later of the two starts."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT k.deviceId, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        rows = con.execute("SELECT k.deviceId, k.start, k.end, s.value, k.streamId FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                            "JOIN StringIds s ON s.id = k.shortName ORDER BY k.start, k.end").fetchall()
     finally:
         con.close()
-    per = {}
-    for dev, s, e, name in rows:
+    per, streams = {}, {}
+    for dev, s, e, name, stream in rows:
         if name.startswith("nccl"):
             per.setdefault(dev, []).append((s, e, name))
+            streams.setdefault(dev, set()).add(stream)
+    # one NCCL stream per device: the k-th call of the family on the one collective stream is the k-th overall
+    assert {d: len(v) for d, v in streams.items()} == {0: 1, 1: 1}
     assert sorted(per) == [0, 1] and len(per[0]) == len(per[1])
     assert {n for d in per for _, _, n in per[d]} == {"ncclDevKernel_SendRecv"}
     lasts = [max(a[0], b[0]) for a, b in zip(per[0], per[1])]
@@ -327,6 +330,7 @@ def test_real_two_gpu_nccl_export(profiles, tmp_path):
             n += inside > 0
             last_count += inside > 0 and s == last
         assert r.collective_wait_status == "measured"
+        assert r.collective_match_basis == "kth call of family"
         assert (int(r.collective_wait_ns), int(r.collective_transfer_ns), int(r.collective_ns)) == (wait, transfer, total)
         assert (int(r.collective_calls), int(r.collective_last_count)) == (n, last_count)
         assert wait > 0 and transfer > 0
@@ -401,6 +405,11 @@ def test_cli_point_to_point_calls_are_the_pipeline_bubble(tmp_path):
     assert jobs.iloc[0]["collective_wait_kind"] == "pipeline bubble"
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
     assert "Collective wait: 3.000 ms pipeline bubble (point-to-point send/recv)" in record
+    # its fix-first entry is named so too, in its own section: rank 1 waited 3 ms of its 27 ms window
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    coll = fixes[fixes["section"] == "inside collectives"]
+    assert list(coll["category"]) == ["pipeline bubble"] * 2
+    assert list(coll["usd_per_month"]) == [float(fleet.iloc[1]["collective_wait_usd_per_month"])] * 2
 
 
 def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
