@@ -110,6 +110,74 @@ def test_the_setting_is_checked_and_keys_stored_results():
     assert config_hash(config_from_dict({})) != config_hash(config_from_dict({"collective": {"chronic_share": 0.7}}))
 
 
+# -- two communicators on the same ranks, on two streams ------------------------------------------------------------
+
+AR = ALLREDUCE
+
+
+def two_communicators():
+    """Ranks a (process 10, streams 20 and 24) and b (process 11, streams 30 and 34: other ids, same order) each run a
+    data-parallel all-reduce (DP) on their first stream and a tensor-parallel one (TP) on their second, interleaved in
+    a different order: a issues DP first (D1 10, T1 12, D2 50, T2 52), b TP first (T1 8, D1 14, T2 48, D2 53)."""
+    a = collwait.rank_calls([10, 50, 12, 52], [20, 60, 22, 62], [AR] * 4, [True] * 4, [10] * 4, [20, 20, 24, 24])
+    b = collwait.rank_calls([14, 53, 8, 48], [20, 60, 22, 62], [AR] * 4, [True] * 4, [11] * 4, [30, 30, 34, 34])
+    return a, b
+
+
+def test_two_communicators_on_two_streams_are_not_cross_matched():
+    """Per stream, by hand (W = [0, 100)): D1 last 14, D2 last 53, T1 last 12, T2 last 52.
+    a: D1 [10, 20) waits 4, transfers 6; D2 [50, 60) waits 3, transfers 7; T1, T2 it is last: transfers 10 + 10.
+    b: D1, D2 it is last: transfers 6 + 7; T1 [8, 22) waits 4, transfers 10; T2 [48, 62) waits 4, transfers 10.
+    The k-th AllReduce by start alone would pair a's D1 with b's T1 (a waits 0 + 2 + 0 + 1 = 3, not 7)."""
+    a, b = two_communicators()
+    assert a.streams.tolist() == [0, 1, 0, 1] and b.streams.tolist() == [1, 0, 1, 0]    # a: 10 12 50 52; b: 8 14 48 53
+    m = collwait.match({"a": a, "b": b})
+    assert not m.abstained and m.basis == "kth call of family"
+    assert m.note.endswith("calls matched by the k-th kernel of each family on each collective stream (numbered by "
+                           "process and stream id on each GPU): stream 1: AllReduce ×2, stream 2: AllReduce ×2")
+    assert m.last["a"].tolist() == [14, 12, 53, 52] and m.last["b"].tolist() == [12, 14, 52, 53]
+    assert collwait.gpu_wait(a, m.last["a"], m.is_last["a"], 0, 100) == (40, 7, 33, 4, 2)
+    assert collwait.gpu_wait(b, m.last["b"], m.is_last["b"], 0, 100) == (41, 8, 33, 4, 2)
+    # the same kernels on one stream each: matched by start order alone, the cross-match the streams prevent
+    one = {k: collwait.rank_calls(v.starts, v.ends, [AR] * 4, [True] * 4) for k, v in (("a", a), ("b", b))}
+    crossed = collwait.match(one)
+    assert collwait.gpu_wait(one["a"], crossed.last["a"], crossed.is_last["a"], 0, 100).wait_ns == 0 + 2 + 0 + 1
+
+
+def test_a_different_number_of_collective_streams_abstains():
+    """b runs its four all-reduces on one stream, a on two: the communicators cannot be paired; abstain, saying so."""
+    a, b = two_communicators()
+    b1 = collwait.rank_calls(b.starts, b.ends, [AR] * 4, [True] * 4, [11] * 4, [30] * 4)
+    m = collwait.match({"a": a, "b": b1})
+    assert m.abstained
+    assert m.note == ("calls disagree between GPUs: a ran stream 1: AllReduce ×2, stream 2: AllReduce ×2, "
+                      "b ran AllReduce ×4; not matched")
+    assert m.basis == "abstained: " + m.note
+    assert collwait.gpu_columns(m, "a", 0, 100, 2.0, 730.0, 0.5)["collective_match_basis"] == "abstained: " + m.note
+    # no collective in W: no basis
+    assert collwait.gpu_columns(m, "a", 200, 300, 2.0, 730.0, 0.5)["collective_match_basis"] == ""
+
+
+def test_cli_two_communicators_on_two_streams(tmp_path):
+    """The two-communicator ranks in ms, in one export (a on device 0, b on device 1), a gemm [0, 8) ms and
+    [62, 100) ms on each rank's stream 7 so that W = [0, 100) ms on both: the figures of the hand computation above."""
+    w = ExportWriter(str(tmp_path / "tp_dp.sqlite"))
+    for dev, pid, kernels in ((0, 10, [(10, 20, 20), (50, 60, 20), (12, 22, 24), (52, 62, 24)]),
+                              (1, 11, [(14, 20, 30), (53, 60, 30), (8, 22, 34), (48, 62, 34)])):
+        w.kernel(pid=pid, device=dev, stream=7, start=0, end=8 * MS, name="gemm")
+        w.kernel(pid=pid, device=dev, stream=7, start=62 * MS, end=100 * MS, name="gemm")
+        for s, e, stream in kernels:
+            w.kernel(pid=pid, device=dev, stream=stream, start=s * MS, end=e * MS, name=AR)
+    w.close()
+    _, fleet, jobs = run_folder(tmp_path, "tpdp", tmp_path / "tp_dp.sqlite")
+    assert fleet["window_ns"].astype("int64").tolist() == [100 * MS] * 2
+    got = fleet[["collective_ns", "collective_wait_ns", "collective_transfer_ns", "collective_calls",
+                 "collective_last_count"]].astype("int64").values.tolist()
+    assert got == [[40 * MS, 7 * MS, 33 * MS, 4, 2], [41 * MS, 8 * MS, 33 * MS, 4, 2]]
+    assert fleet["collective_match_basis"].tolist() == ["kth call of family"] * 2
+    assert int(jobs.iloc[0]["collective_wait_ns"]) == 15 * MS
+
+
 # -- through the CLI, on synthetic ranks in one report -------------------------------------------------------------
 
 def ranks_export(path: str, late: list[int], n_ranks: int = 2, drop_last_on: int | None = None) -> str:
@@ -158,6 +226,9 @@ def test_cli_one_rank_late_in_every_call(tmp_path):
     assert int(job["collective_measured_gpus"]) == 2
     assert (job["collective_straggler"], job["collective_straggler_kind"]) == (fleet.iloc[1]["gpu_key"], "chronic")
     assert job["collective_wait_kind"] == "collective wait"
+    # matched by the k-th call of each family (one collective stream per GPU): said per GPU and per job
+    assert fleet["collective_match_basis"].tolist() == ["kth call of family"] * 2
+    assert job["collective_match_basis"] == "kth call of family"
 
 
 def test_cli_the_late_rank_cycling_is_transient(tmp_path):
@@ -179,6 +250,8 @@ def test_cli_unequal_counts_abstain(tmp_path):
     assert "AllReduce ×5" in note and "AllReduce ×4" in note and "not matched" in note
     assert fleet["collective_wait_ns"].tolist() == ["", ""] and fleet["collective_last_count"].tolist() == ["", ""]
     assert fleet["collective_calls"].astype("int64").tolist() == [5, 4]
+    assert fleet["collective_match_basis"].tolist() == ["abstained: " + note] * 2
+    assert jobs.iloc[0]["collective_match_basis"] == "abstained: " + note     # one distinct basis, said once
     assert int(jobs.iloc[0]["collective_measured_gpus"]) == 0 and jobs.iloc[0]["collective_straggler"] == ""
 
 
@@ -222,14 +295,17 @@ def plain_waits(path) -> dict:
     later of the two starts."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT k.deviceId, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        rows = con.execute("SELECT k.deviceId, k.start, k.end, s.value, k.streamId FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                            "JOIN StringIds s ON s.id = k.shortName ORDER BY k.start, k.end").fetchall()
     finally:
         con.close()
-    per = {}
-    for dev, s, e, name in rows:
+    per, streams = {}, {}
+    for dev, s, e, name, stream in rows:
         if name.startswith("nccl"):
             per.setdefault(dev, []).append((s, e, name))
+            streams.setdefault(dev, set()).add(stream)
+    # one NCCL stream per device: the k-th call of the family on the one collective stream is the k-th overall
+    assert {d: len(v) for d, v in streams.items()} == {0: 1, 1: 1}
     assert sorted(per) == [0, 1] and len(per[0]) == len(per[1])
     assert {n for d in per for _, _, n in per[d]} == {"ncclDevKernel_SendRecv"}
     lasts = [max(a[0], b[0]) for a, b in zip(per[0], per[1])]
@@ -254,6 +330,7 @@ def test_real_two_gpu_nccl_export(profiles, tmp_path):
             n += inside > 0
             last_count += inside > 0 and s == last
         assert r.collective_wait_status == "measured"
+        assert r.collective_match_basis == "kth call of family"
         assert (int(r.collective_wait_ns), int(r.collective_transfer_ns), int(r.collective_ns)) == (wait, transfer, total)
         assert (int(r.collective_calls), int(r.collective_last_count)) == (n, last_count)
         assert wait > 0 and transfer > 0
@@ -270,6 +347,18 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     """The late export (rank 1 last in all 5 calls): rank 0 waits 10 ms of 48, the job 10 ms of 96 (10.42 %)."""
     out, fleet, _ = run_folder(tmp_path, "views", ranks_export(str(tmp_path / "views.sqlite"), [1] * 5))
     usd = float(fleet.iloc[0]["collective_wait_usd_per_month"])
+    rate = float(fleet.iloc[0]["rate_usd_per_hour"])
+    assert usd == round(10 / 48 * rate * 730, 2)                        # rank 1 waited nothing: $0.00
+    # fix_first.csv: the entry in its own section after the device-idle ones, of the fleet and of the job
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    coll = fixes[fixes["section"] == "inside collectives"]
+    assert list(coll["scope"]) == ["fleet", "job"] and set(coll["category"]) == {"collective wait"}
+    assert list(coll["usd_per_month"]) == [usd, usd] and list(coll["share_pct"]) == [10.4167] * 2   # 10 of 96 ms
+    assert set(coll["diagnosis"]) == {f"straggler: GPU #2 {fleet.iloc[1]['gpu_key']} (chronic: last in 5 of 5 calls)"}
+    idle = fixes[fixes["section"] == "device idle"]
+    assert round(idle.loc[idle["scope"] == "fleet", "usd_per_month"].sum(), 2) == round(sum(
+        float(r[f"fix_{c}_usd_per_month"]) for r in fleet.to_dict("records") for c in
+        ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")), 2)
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
     # the export names no GPU model: the H100 rate is assumed, and said (docs/definitions.md#cost)
     assert (f"Collective wait: 10.000 ms waiting for the last rank inside collectives (10.42 % of the windows) of "
@@ -316,6 +405,11 @@ def test_cli_point_to_point_calls_are_the_pipeline_bubble(tmp_path):
     assert jobs.iloc[0]["collective_wait_kind"] == "pipeline bubble"
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
     assert "Collective wait: 3.000 ms pipeline bubble (point-to-point send/recv)" in record
+    # its fix-first entry is named so too, in its own section: rank 1 waited 3 ms of its 27 ms window
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    coll = fixes[fixes["section"] == "inside collectives"]
+    assert list(coll["category"]) == ["pipeline bubble"] * 2
+    assert list(coll["usd_per_month"]) == [float(fleet.iloc[1]["collective_wait_usd_per_month"])] * 2
 
 
 def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
@@ -331,7 +425,7 @@ def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
     cut = [agreed_task(report, k, cfg, {}, keys, plans).row for k in keys]
     whole = [r.row for r in analyse_report(report, keys, cfg, {})]
     names = [c for c in cut[0] if c.startswith("collective")]
-    assert len(names) == 13
+    assert len(names) == 14
     assert [[r[c] for c in names] for r in cut] == [[r[c] for c in names] for r in whole]
     # by hand: rank 1 late in calls 0, 2, 3, rank 0 in 1 and 4; the on-time ranks wait 2 ms per call
     assert [r["collective_last_count"] for r in whole] == [2, 3, 0]

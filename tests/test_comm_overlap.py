@@ -384,4 +384,7 @@ def test_cli_fleet_csv_and_jobs(tmp_path):
     assert float(job.comm_exposed_pct) == round(100 * 11 / 40, 4) == 27.5  # 11 ms of 30 + 10 ms
     # fix first stays per idle category: no entry for exposed communication
     fixes = pd.read_csv(out / "fix_first.csv")
-    assert set(fixes["category"]) <= {"data", "comm", "sync", "boundary", "periodic", "launch", "cpu"}
+    idle = fixes[fixes["section"] == "device idle"]
+    assert set(idle["category"]) <= {"data", "comm", "sync", "boundary", "periodic", "launch", "cpu"}
+    # the wait inside collectives is no idle category: apart, in its own section
+    assert set(fixes.loc[fixes["section"] != "device idle", "category"]) <= {"collective wait"}

@@ -233,8 +233,10 @@ def test_the_toy_does_not_lead_the_confident_list(toy_beside_real):
     assert toy["confidence_note"] == "window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)"
     assert real["iterations"].tolist() == [14, 14] and (real["window_ns"] >= 200 * MS).all()
     assert (real["iteration_spread_pct"] <= 50).all() and real["confidence_tier"].tolist() == ["medium", "medium"]
-    fixes = pd.read_csv(toy_beside_real / "fix_first.csv", keep_default_na=False)
+    every = pd.read_csv(toy_beside_real / "fix_first.csv", keep_default_na=False)
+    fixes = every[every["section"] == "device idle"]   # the wait inside collectives is ranked in its own section
     fl = fixes[fixes["scope"] == "fleet"]
+    assert every.loc[(every["scope"] == "fleet") & (every["section"] == "inside collectives"), "rank"].tolist() == [1]
     trusted = fl[fl["trusted"].astype(str) == "True"]
     apart = fl[fl["trusted"].astype(str) == "False"]
     # the trusted entries are the export's alone, ranked first; the toy's come after, all of them

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pandas as pd
 
@@ -132,7 +133,9 @@ def test_real_profile_fix_first(span_run):
             share = row[f"cat_{cat}_ns"] / row["window_ns"]
             assert row[f"fix_{cat}_usd_per_month"] == round(share * row["rate_usd_per_hour"] * 730, 2)
             assert row[f"fix_{cat}_speedup"] == round(1 / (1 - share), 4)
-    fixes = pd.read_csv(span_run / "fix_first.csv", keep_default_na=False)
+    every = pd.read_csv(span_run / "fix_first.csv", keep_default_na=False)
+    assert set(every["section"]) == {"device idle", "inside collectives"}
+    fixes = every[every["section"] == "device idle"]
     job = rows["job"].iloc[0]
     mine = fixes[(fixes["scope"] == "job") & (fixes["job"] == job)]
     expected = sorted(((round(sum(r[f"fix_{c}_usd_per_month"] for r in rows.to_dict("records")), 2), c)
@@ -141,6 +144,16 @@ def test_real_profile_fix_first(span_run):
     assert not set(fixes["category"]) & {"profiler", "untraced"}
     fleet_list = fixes[fixes["scope"] == "fleet"]
     assert list(fleet_list["usd_per_month"]) == sorted(fleet_list["usd_per_month"], reverse=True)
+    # the job's wait inside collectives, its own section, after its device-idle entries: each GPU's wait share of its
+    # window priced at its rate for 730 h, rounded to cents, summed (a plain second computation)
+    [coll] = every[(every["scope"] == "job") & (every["job"] == job) & (every["section"] == "inside collectives")
+                   ].to_dict("records")
+    by_hand = round(sum(round(r["collective_wait_ns"] / r["window_ns"] * r["rate_usd_per_hour"] * 730, 2)
+                        for r in rows.to_dict("records")), 2)
+    assert (coll["category"], coll["rank"], coll["gpus"]) == ("collective wait", 1, 2)
+    assert coll["usd_per_month"] == by_hand > 0
+    assert coll["share_pct"] == round(100 * rows["collective_wait_ns"].sum() / rows["window_ns"].sum(), 4)
+    assert coll["remedy"].startswith("find why the last rank is late: its own idle, data, stragglers; straggler: ")
 
 
 def test_fix_list_per_job_ties_errors_and_caveats():
@@ -191,6 +204,50 @@ def test_fix_list_per_job_ties_errors_and_caveats():
     # rows without findings (no diagnosis column): the generic remedy, saying no rule could be judged
     assert fixes["remedy"].iloc[0] == ("overlap communication with compute; check the straggler first "
                                        "(generic: no diagnostic rule could be judged)")
+
+
+def test_collective_wait_has_its_own_section_and_leaves_the_idle_totals_alone():
+    """Hand-made rows, one job of two GPUs (window 100 ms each, comm idle 30 + 10 ms, $100 + $50): g0 waited 10 ms
+    inside collectives ($120.00), g1 0 ms ($0.00) but entered last in 4 of its 5 calls (chronic). The device-idle
+    entries are those of the same rows without collective figures; the collective entry comes after them, ranked 1
+    in its section: $120.00 + $0.00 = $120.00, share 10 / 200 ms = 5 %, the straggler g1."""
+    from pipeline.analysis.fixfirst import fix_list
+
+    def row(gpu, comm_ns, usd, **coll):
+        return {"report": "a.sqlite", "gpu_key": gpu, "cluster": "c", "job": "j", "status": "ok",
+                "window_ns": 100 * MS, "iterations": 9, "idle_ns": comm_ns, "idle_pct": 0.0,
+                "confidence_tier": "medium", "low_confidence": False, "confidence_note": "",
+                "cat_comm_ns": comm_ns, "fix_comm_usd_per_month": usd, **coll}
+
+    plain = [row("g0", 30 * MS, 100.0), row("g1", 10 * MS, 50.0)]
+    waits = [dict(collective_wait_status="measured", collective_wait_ns=10 * MS, collective_calls=5,
+                  collective_last_count=1, collective_chronic=False, collective_p2p=False,
+                  collective_wait_usd_per_month=120.0),
+             dict(collective_wait_status="measured", collective_wait_ns=0, collective_calls=5,
+                  collective_last_count=4, collective_chronic=True, collective_p2p=False,
+                  collective_wait_usd_per_month=0.0)]
+    before = fix_list(build_fleet(plain), {})
+    after = fix_list(build_fleet([{**r, **w} for r, w in zip(plain, waits)]), {})
+    idle = after[after["section"] == "device idle"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(idle, before)       # the device-idle rows, and so their totals, unchanged
+    assert list(before["usd_per_month"]) == [150.0, 150.0]   # fleet, then job: comm $100 + $50
+    assert list(zip(after["scope"], after["section"], after["rank"], after["category"])) == [
+        ("fleet", "device idle", 1, "comm"), ("fleet", "inside collectives", 1, "collective wait"),
+        ("job", "device idle", 1, "comm"), ("job", "inside collectives", 1, "collective wait")]
+    coll = after[(after["scope"] == "job") & (after["section"] == "inside collectives")].iloc[0]
+    assert (coll["usd_per_month"], coll["recoverable_usd_per_month"], coll["share_pct"], coll["gpus"]) == (
+        120.0, 120.0, 5.0, 2)
+    assert math.isnan(coll["speedup"]) and coll["window_ns"] == 200 * MS and coll["gpu_keys"] == "a.sqlite g0; a.sqlite g1"
+    g1 = "GPU #2 g1"   # its display name (docs/outputs.md#gpu-names): no model known, the 2nd GPU of its job, its key
+    assert coll["remedy"] == f"find why the last rank is late: its own idle, data, stragglers; straggler: {g1}"
+    assert coll["diagnosis"] == f"straggler: {g1} (chronic: last in 4 of 5 calls)"
+    # send/recv only: the same entry is named the pipeline bubble
+    bubble = fix_list(build_fleet([{**r, **w, "collective_p2p": True} for r, w in zip(plain, waits)]), {})
+    assert set(bubble.loc[bubble["section"] == "inside collectives", "category"]) == {"pipeline bubble"}
+    # an unpriced GPU's wait is in no dollar sum; every GPU unpriced: no dollars
+    unpriced = [{**r, **w, "collective_wait_usd_per_month": math.nan, "unpriced": True} for r, w in zip(plain, waits)]
+    none = fix_list(build_fleet(unpriced), {})
+    assert math.isnan(none.loc[none["section"] == "inside collectives", "usd_per_month"].iloc[0])
 
 
 def test_implausible_flag_is_per_category():

@@ -103,9 +103,10 @@ def gpu_collectives(kernels, cfg: Config, world_size: int = 0, aliases: dict | N
     end, name), as the wait inside collectives matches them across the GPUs of its report
     (:func:`pipeline.analysis.collwait.rank_calls` with the one collective matcher,
     :func:`pipeline.analysis.attribution.collective_mask`, given the report's ``world_size`` and kernel
-    ``aliases``; docs/definitions.md#collective-wait)."""
+    ``aliases``; grouped per collective stream by the kernels' ``pid`` and ``stream_id``; docs/definitions.md#collective-wait)."""
     return collwait.rank_calls(kernels["start"], kernels["end"], kernels["name"],
-                               attribution.collective_mask(kernels["name"], cfg.categories, world_size, aliases))
+                               attribution.collective_mask(kernels["name"], cfg.categories, world_size, aliases),
+                               kernels["pid"], kernels["stream_id"])
 
 
 def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:

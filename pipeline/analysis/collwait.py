@@ -9,6 +9,16 @@ clock domain (one report holding several GPUs) each call is matched across its p
   definition of a collective kernel) of each participant; participants are the report's GPUs that run a
   collective; the k-th kernel of a :func:`family` on one GPU is matched with the k-th of that family on
   every other (abstaining, with the reason, when the families or their counts differ);
+* calls are grouped per **communicator stream** first: NCCL runs each communicator on a stream of its own, so a
+  GPU's collective streams (its (process, stream id) pairs that run a collective kernel) are numbered in
+  ascending (process id, stream id) order (the order they were created in), and the k-th kernel of a family on
+  the i-th collective stream of one GPU is matched with the k-th of that family on the i-th of every other: two
+  communicators on the same ranks are never cross-matched (stream ids differ between processes, their order
+  does not). Abstained when the GPUs' numbers of collective streams, or a stream's families or counts, differ;
+* the export's NCCL NVTX ranges (``ncclGroupEnd``, ``ncclAllReduce``, ...) could name the communicator of each
+  call through their payload, but the exports seen carry none (the team's 2-GPU NCCL export: 462 NCCL ranges,
+  every payload column empty; PyTorch's ``nccl:all_to_all, op_id = N`` counts per process): the basis is always
+  the k-th call (:data:`KTH_CALL`), said in ``collective_match_basis``;
 * ``last`` = the latest start among the call's participants; a GPU's kernel [s, e) of that call waits over
   [s, min(e, last)) (empty when it is the last) and transfers over [max(s, last), e);
 * each part is clipped to the GPU's own window W = [w0, w1): wait = |[s, min(e, last)) ∩ W|, transfer =
@@ -58,31 +68,50 @@ def family(name: str) -> str:
 
 
 class RankCalls(NamedTuple):
-    """One GPU's collective kernels in start order: ``starts``, ``ends`` (``(n,)`` int64 ns) and ``families``
-    (``(n,)`` object, :func:`family`)."""
+    """One GPU's collective kernels in start order: ``starts``, ``ends`` (``(n,)`` int64 ns), ``families``
+    (``(n,)`` object, :func:`family`) and ``streams`` (``(n,)`` int64, the kernel's collective stream numbered
+    0, 1, ... on this GPU in ascending (process id, stream id) order; None: all on one stream)."""
 
     starts: np.ndarray
     ends: np.ndarray
     families: np.ndarray
+    streams: np.ndarray | None = None
+
+    def groups(self) -> np.ndarray:
+        """``(n,)`` object: each call's matching group, ``"<family>"`` on one stream, ``"stream <i>: <family>"``
+        (i from 1) when this GPU runs collectives on several streams."""
+        fams = self.families.astype(str)
+        if self.streams is None or not self.streams.size or int(self.streams.max()) == 0:
+            return fams.astype(object)
+        return np.array([f"stream {int(i) + 1}: {f}" for i, f in zip(self.streams, fams)], dtype=object)
 
 
-def rank_calls(starts, ends, names, collective) -> RankCalls:
-    """:class:`RankCalls` of one GPU's kernels (``(n,)`` starts, ends in int64 ns, names, and the bool
-    ``collective`` mask of :func:`pipeline.analysis.attribution.collective_mask`), sorted by (start, end).
-    Raises ValueError when the four differ in length."""
+def rank_calls(starts, ends, names, collective, pids=None, stream_ids=None) -> RankCalls:
+    """:class:`RankCalls` of one GPU's kernels (``(n,)`` starts, ends in int64 ns, names, the bool
+    ``collective`` mask of :func:`pipeline.analysis.attribution.collective_mask` and, where known, each kernel's
+    ``pids`` and ``stream_ids``, int), sorted by (start, end). Without ``stream_ids`` every call is on one stream.
+    Raises ValueError when they differ in length."""
     s = np.asarray(starts, dtype=np.int64).reshape(-1)
     e = np.asarray(ends, dtype=np.int64).reshape(-1)
     n = np.asarray(names, dtype=object).reshape(-1)
     c = np.asarray(collective, dtype=bool).reshape(-1)
-    if not (s.size == e.size == n.size == c.size):
-        raise ValueError(f"rank_calls: starts, ends, names and collective differ in length "
-                         f"({s.size}, {e.size}, {n.size}, {c.size})")
+    st = None if stream_ids is None else np.asarray(stream_ids, dtype=np.int64).reshape(-1)
+    p = (np.zeros(s.size, np.int64) if pids is None else np.asarray(pids, dtype=np.int64).reshape(-1))
+    if not (s.size == e.size == n.size == c.size) or (st is not None and not (st.size == p.size == s.size)):
+        raise ValueError(f"rank_calls: starts, ends, names, collective, pids and stream_ids differ in length "
+                         f"({s.size}, {e.size}, {n.size}, {c.size}, {p.size}, {None if st is None else st.size})")
     s, e, n = s[c], e[c], n[c]
     order = np.lexsort((e, s))
     # each distinct name is normalised once (a long capture runs the same few NCCL kernels many times)
     codes, labels = pd.factorize(n[order], use_na_sentinel=False)
     fams = np.array([family(x) for x in labels], dtype=object)[codes] if len(labels) else np.zeros(0, object)
-    return RankCalls(s[order], e[order], fams)
+    streams = None
+    if st is not None:
+        pairs = np.stack([p[c][order], st[c][order]], axis=1) if s.size else np.zeros((0, 2), np.int64)
+        # np.unique over rows sorts them lexicographically: (process id, stream id) ascending
+        streams = (np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64) if s.size
+                   else np.zeros(0, np.int64))
+    return RankCalls(s[order], e[order], fams, streams)
 
 
 class Matched(NamedTuple):
@@ -102,9 +131,21 @@ class Matched(NamedTuple):
     def abstained(self) -> bool:
         return not self.last
 
+    @property
+    def basis(self) -> str:
+        """``collective_match_basis``: :data:`KTH_CALL` when matched, else ``"abstained: <note>"``."""
+        return ABSTAINED_BASIS + self.note if self.abstained else KTH_CALL
+
+
+#: ``collective_match_basis`` of a matched report (the k-th call of each family, per collective stream), and the
+#: prefix of an abstained one's (its reason follows). NVTX payloads are not a basis yet (module docstring).
+KTH_CALL, ABSTAINED_BASIS = "kth call of family", "abstained: "
+
 
 def _counts(calls: RankCalls) -> dict:
-    fams, counts = np.unique(calls.families.astype(str), return_counts=True) if calls.families.size else ([], [])
+    """``{group: calls}`` of one GPU (:meth:`RankCalls.groups`)."""
+    groups = calls.groups().astype(str)
+    fams, counts = np.unique(groups, return_counts=True) if groups.size else ([], [])
     return {str(f): int(c) for f, c in zip(fams, counts)}
 
 
@@ -121,8 +162,8 @@ def match(ranks: dict, world_size: int = 0) -> Matched:
         world_size: the ranks the report says its job ran on (0: it does not say); more ranks than
             participants means the others are in other reports, on clocks not known to agree: abstain.
     Returns:
-        :class:`Matched`: the k-th kernel of a family on one participant is the k-th of that family on every
-        other; abstained (empty ``last``, ``note`` the reason) with fewer than two participants, more ranks than
+        :class:`Matched`: the k-th kernel of a family on one participant's i-th collective stream is the k-th
+        of that family on the i-th collective stream of every other (:meth:`RankCalls.groups`); abstained (empty ``last``, ``note`` the reason) with fewer than two participants, more ranks than
         participants, or families / counts that differ between participants.
     """
     part = {k: v for k, v in ranks.items() if v.starts.size}
@@ -140,7 +181,7 @@ def match(ranks: dict, world_size: int = 0) -> Matched:
     # the k-th call of each family: its position among that family's kernels on each GPU
     slots = {}
     for k, v in part.items():
-        fams = v.families.astype(str)
+        fams = v.groups().astype(str)
         slot = np.zeros(fams.size, dtype=np.int64)
         offset = 0
         for f in sorted(counts[first]):
@@ -154,9 +195,11 @@ def match(ranks: dict, world_size: int = 0) -> Matched:
         np.maximum.at(latest, slots[k], v.starts)
     last = {k: latest[slots[k]] for k in part}
     is_last = {k: part[k].starts == last[k] for k in part}
-    p2p = all(f in P2P_FAMILIES for f in counts[first])
-    note = (f"{len(part)} GPUs in one report (one clock); calls matched by the k-th kernel of each family: "
-            f"{_counts_text(counts[first])}")
+    p2p = all(f.rsplit(": ", 1)[-1] in P2P_FAMILIES for f in counts[first])
+    several = any(v.streams is not None and v.streams.size and int(v.streams.max()) > 0 for v in part.values())
+    note = (f"{len(part)} GPUs in one report (one clock); calls matched by the k-th kernel of each family"
+            + (" on each collective stream (numbered by process and stream id on each GPU)" if several else "")
+            + f": {_counts_text(counts[first])}")
     return Matched(dict(ranks), last, is_last, note, p2p)
 
 
@@ -232,7 +275,8 @@ def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float, h
     shares of W always; ``collective_wait_ns``, ``collective_transfer_ns``, ``collective_last_count`` and
     ``collective_wait_usd_per_month`` (the wait's share of W priced by
     :func:`pipeline.analysis.cost.idle_usd_per_month` at ``rate`` USD/h: beside the idle, never in it) empty
-    (None / NaN) when the match abstained; ``collective_wait_status`` (:data:`MEASURED`, :data:`ABSTAINED` or
+    (None / NaN) when the match abstained; ``collective_match_basis`` (:attr:`Matched.basis`, ``""`` with no
+    call in W); ``collective_wait_status`` (:data:`MEASURED`, :data:`ABSTAINED` or
     :data:`NO_COLLECTIVE` when no call of the GPU overlaps W) and ``collective_wait_note`` (how matched, or why
     not); ``collective_chronic`` (:func:`is_chronic` at ``chronic_share``) and ``collective_p2p`` (every call
     send/recv and no NVTX range of ``nvtx_texts`` names a collective: :func:`nvtx_names_collective`)."""
@@ -250,6 +294,7 @@ def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float, h
     row = {"collective_ns": own.collective_ns, "collective_pct": pct(own.collective_ns),
            "collective_calls": own.calls, "collective_wait_status": status,
            "collective_wait_note": "" if status == NO_COLLECTIVE else matched.note,
+           "collective_match_basis": "" if status == NO_COLLECTIVE else matched.basis,
            "collective_chronic": False, "collective_p2p": False}
     if status == ABSTAINED:
         return {**row, "collective_wait_ns": None, "collective_transfer_ns": None, "collective_last_count": None,

@@ -19,6 +19,13 @@ entries over the trusted GPUs (``medium``, ``high``) first, then, apart, those o
 ``low``, flagged ``low_confidence``); a speed-up resting on a share of at least
 :data:`IMPLAUSIBLE_SHARE` is flagged ``implausible_speedup``.
 
+Each list has two sections (:data:`SECTIONS`, the ``section`` column): ``device idle``, the entries above, and
+``inside collectives``, one entry per list over its GPUs whose wait inside collectives was measured
+(:mod:`pipeline.analysis.collwait`, docs/definitions.md#collective-wait): ``category`` ``collective wait`` (or
+``pipeline bubble`` when every such GPU's calls are point-to-point), dollars the sum of their
+``collective_wait_usd_per_month``, the remedy :data:`pipeline.analysis.collwait.REMEDY` naming the straggler
+(:func:`pipeline.analysis.collwait.job_straggler`). That time is busy: its dollars are never in a device-idle total.
+
 Pure functions of numbers and frames; categories are looked up by name, never by position.
 """
 from __future__ import annotations
@@ -34,6 +41,7 @@ from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
 from ..schema import conform
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, unpriced_total
+from . import collwait
 from . import diagnosis as dx
 from .names import gpu_names
 
@@ -51,8 +59,12 @@ REMEDIES = {
     "cpu": "profile the host (data loader, GIL, I/O)",
 }
 
+#: The sections of a fix-first list (``section``), in order: the device-level idle categories' entries, then apart
+#: the wait inside collectives (busy time, never added to the idle).
+DEVICE_IDLE, INSIDE_COLLECTIVES = SECTIONS = ("device idle", "inside collectives")
+
 #: Columns of the fix-first list (:func:`fix_list`), in order.
-FIX_COLUMNS = ["scope", "cluster", "job", "rank", "category", "usd_per_month", "recoverable_usd_per_month",
+FIX_COLUMNS = ["scope", "section", "cluster", "job", "rank", "category", "usd_per_month", "recoverable_usd_per_month",
                "recoverable_basis", "assumed_usd_per_month", "assumed_gpus", "unpriced_gpus", "speedup", "share_pct",
                "remedy", "diagnosis", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
                "low_confidence", "confidence_note", "implausible_speedup"]
@@ -291,6 +303,13 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     rates = conform(rows, ["rate_assumed", "unpriced"])  # an older table: rate_assumed from its rate_source
     cols["assumed"] = rates["rate_assumed"].astype(bool).to_numpy()
     cols["unpriced"] = rates["unpriced"].astype(bool).to_numpy()
+    coll = conform(rows, COLLECTIVE_COLUMNS)  # an older table: no collective figures, no entry
+    cols["coll_measured"] = (coll["collective_wait_status"] == collwait.MEASURED).to_numpy(bool)
+    for c in ("collective_wait_ns", "collective_last_count", "collective_calls"):
+        cols[c] = pd.to_numeric(coll[c], errors="coerce").fillna(0).astype("int64").to_numpy()
+    cols["collective_wait_usd"] = pd.to_numeric(coll["collective_wait_usd_per_month"], errors="coerce").to_numpy(float)
+    cols["collective_chronic"] = coll["collective_chronic"].fillna(False).astype(bool).to_numpy()
+    cols["collective_p2p"] = coll["collective_p2p"].fillna(False).astype(bool).to_numpy()
     for cat in fixable():
         cols[f"cat_{cat}"] = rows[f"cat_{cat}_ns"].fillna(0).to_numpy()
         cols[f"cat_{cat}_raw"] = rows[f"cat_{cat}_ns"].to_numpy(dtype=object)
@@ -299,13 +318,67 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     return cols
 
 
+#: Fleet columns the ``inside collectives`` entry reads (:func:`collective_entry`).
+COLLECTIVE_COLUMNS = ["collective_wait_status", "collective_wait_ns", "collective_last_count", "collective_calls",
+                      "collective_wait_usd_per_month", "collective_chronic", "collective_p2p"]
+
+
+def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None:
+    """The ``inside collectives`` entry of one list (``group``: positions in ``cols``, :func:`_group_columns`;
+    ``where``: ``(scope, cluster, job)``), over the group's GPUs whose ``collective_wait_status`` is ``measured``;
+    None when none is (docs/definitions.md#fix-first). ``usd_per_month`` = the sum of their
+    ``collective_wait_usd_per_month`` (NaN when none is priced), all of it ``recoverable_usd_per_month``;
+    ``share_pct`` = 100 × Σ ``collective_wait_ns`` / Σ ``window_ns`` of those GPUs; no ``speedup`` (NaN: the wait is
+    busy time, Amdahl's formula over idle does not apply); ``remedy`` :data:`pipeline.analysis.collwait.REMEDY` and
+    the straggler, ``diagnosis`` how often it entered last; ``rank`` 1 (first of its own section); the tier the lowest
+    of its GPUs'. Never flagged ``implausible_speedup``."""
+    scope, cluster, job = where
+    at = group[cols["coll_measured"][group]]
+    if not at.size:
+        return None
+    names = cols["name"][at].tolist()
+    lasts = cols["collective_last_count"][at].tolist()
+    who, kind = collwait.job_straggler(names, lasts, cols["collective_chronic"][at].tolist())
+    usd = cols["collective_wait_usd"][at]
+    rates = assumed_split(usd, cols["assumed"][at], cols["unpriced"][at])
+    unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
+    window = int(cols["window"][at].sum())
+    tiers = cols["tier"][at]
+    trusted = int(tiers.min()) >= _FIRST_TRUSTED
+    reports, keys, notes = cols["report"][at].tolist(), cols["gpu_key"][at].tolist(), cols["confidence_note"][at]
+    bubble = bool(cols["collective_p2p"][at].all())
+    if who:
+        i = names.index(who)
+        said = f"straggler: {who} ({kind}: last in {lasts[i]} of {int(cols['collective_calls'][at][i])} calls)"
+    else:
+        said = "no GPU entered last (every call entered at once)"
+    total = math.nan if unpriced else round(float(np.nansum(usd)), 2)
+    return {
+        "scope": scope, "section": INSIDE_COLLECTIVES, "cluster": cluster, "job": job, "rank": 1,
+        "category": collwait.PIPELINE_BUBBLE if bubble else collwait.COLLECTIVE_WAIT,
+        "usd_per_month": total, "recoverable_usd_per_month": total,
+        "recoverable_basis": "the whole wait inside collectives (busy time, never in the device-idle totals)",
+        "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
+        "unpriced_gpus": rates["unpriced_gpus"], "speedup": math.nan,
+        "share_pct": round(100.0 * share(int(cols["collective_wait_ns"][at].sum()), window), 4),
+        "remedy": collwait.REMEDY + (f"; straggler: {who}" if who else ""), "diagnosis": said,
+        "gpus": int(at.size), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(reports, keys)), "example_gaps": "",
+        "window_ns": window, "iterations": int(cols["iterations"][at].min()), "trusted": trusted,
+        "confidence_tier": TIERS[int(tiers.min())], "low_confidence": not trusted,
+        "confidence_note": "" if trusted else "; ".join(sorted({f"{r} {k}: {n}" for r, k, n, t in
+                                                                 zip(reports, keys, notes, tiers) if t < _FIRST_TRUSTED})),
+        "implausible_speedup": False,
+    }
+
+
 #: The lowest trusted tier's position in :data:`~pipeline.analysis.confidence.TIERS` (``medium``).
 _FIRST_TRUSTED = TIERS.index(TRUSTED[0])
 
 
 def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
     """The ranked entries of one group of analysed fleet rows: ``group`` holds the rows' positions in
-    ``cols`` (:func:`_group_columns`), in row order. The group's GPUs are cut in two parts, the trusted
+    ``cols`` (:func:`_group_columns`), in row order; the ``device idle`` section's, then the ``inside collectives``
+    one (:func:`collective_entry`), if any. The group's GPUs are cut in two parts, the trusted
     (``confidence_tier`` ``medium`` or ``high``) and the others; each part gives an entry per category with
     idle in it, over that part's GPUs alone (its window, fewest iterations, share). The trusted part's
     entries come first, largest recoverable USD first (ties by name), then the others' the same way."""
@@ -316,7 +389,8 @@ def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: 
             entries += _part_entries(cols, part, rosters, (scope, cluster, job), is_trusted)
     for i, e in enumerate(entries, 1):
         e["rank"] = i
-    return [{c: e[c] for c in FIX_COLUMNS} for e in entries]
+    coll = collective_entry(cols, group, (scope, cluster, job))
+    return [{c: e[c] for c in FIX_COLUMNS} for e in entries + ([coll] if coll else [])]
 
 
 def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_trusted: bool) -> list[dict]:
@@ -348,7 +422,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
         mine = [findings[i] for i in at]
         rec_usd, rec_basis = recoverable(cat, cols[f"usd_{cat}_raw"][part][at].tolist(), mine)
         entries.append({
-            "scope": scope, "cluster": cluster, "job": job, "category": cat,
+            "scope": scope, "section": DEVICE_IDLE, "cluster": cluster, "job": job, "category": cat,
             "usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
             "recoverable_usd_per_month": math.nan if unpriced else rec_usd, "recoverable_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
@@ -387,7 +461,9 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     (docs/definitions.md#cost), over the GPUs with idle of the category: ``assumed_usd_per_month`` and
     ``assumed_gpus`` (:func:`~pipeline.analysis.cost.assumed_split`), ``unpriced_gpus``; ``usd_per_month`` is NaN
     when none of them is priced (:func:`~pipeline.analysis.cost.unpriced_total`), such an entry after the priced
-    ones of its part. ``profiler`` and ``untraced`` are never in it.
+    ones of its part. ``profiler`` and ``untraced`` are never in it. Those entries are the ``device idle``
+    section; after them each list has its ``inside collectives`` entry (:func:`collective_entry`) when a GPU's wait
+    inside collectives was measured, ranked 1 in its own section, its dollars in no device-idle total.
     Error rows take no part. Deterministic: rows sorted by report and GPU first.
     """
     ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)

@@ -185,6 +185,17 @@ def _collective_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _match_basis_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of ``ok`` keyed by ``by``: ``collective_match_basis``, the distinct bases of its GPUs that ran a
+    collective in W (``collective_wait_status`` not ``none``), in row order, ``"; "``-joined
+    (docs/definitions.md#collective-wait)."""
+    ran = ok[ok["collective_wait_status"].isin([collwait.MEASURED, collwait.ABSTAINED])]
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+             "collective_match_basis": "; ".join(dict.fromkeys(str(b) for b in group["collective_match_basis"]))}
+            for key, group in ran.groupby(by, sort=True)]
+    return pd.DataFrame(rows, columns=[*by, "collective_match_basis"])
+
+
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per-job or per-cluster totals.
 
@@ -201,7 +212,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
     priced is empty, not 0 (:func:`_unpriced_totals`).
     Idle inside collectives (:func:`_collective_rollup`): ``collective_*`` sums, ``collective_wait_pct`` of the
-    measured GPUs' windows, the straggler and whether it is chronic.
+    measured GPUs' windows, the straggler and whether it is chronic, the GPUs' match bases (:func:`_match_basis_rollup`).
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
     ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
     100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
@@ -229,7 +240,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
     out = out.merge(failed.reset_index(), on=by, how="outer")
     out = out.merge(_collective_rollup(ok, by), on=by, how="left")
-    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind"):
+    out = out.merge(_match_basis_rollup(ok, by), on=by, how="left")
+    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind", "collective_match_basis"):
         out[col] = out[col].fillna("").astype(object)
     for col in ROLLUP_INT_COLUMNS:
         out[col] = out[col].fillna(0).astype("int64")

@@ -535,14 +535,15 @@ def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, trusted: boo
 def fix_first(fleet: pd.DataFrame) -> list[dict]:
     """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
-    (no example gaps: the page quotes none) and ``top_gpus``, the GPUs with the most of it
+    (no example gaps: the page quotes none), its ``device idle`` section only (the wait inside collectives has its
+    own section: :func:`pipeline.report.medical.collective_summary`), and ``top_gpus``, the GPUs with the most of it
     (:func:`fix_gpus`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], trusted=bool(e["trusted"])),
                  confidence_title=confidence_title(fleet, e["category"]))
-            for e in fixes[fixes["scope"] == "fleet"].to_dict("records")]
+            for e in fixes[(fixes["scope"] == "fleet") & (fixes["section"] == fixfirst.DEVICE_IDLE)].to_dict("records")]
 
 
 #: GPUs named in a fix-first entry's low-confidence hover text (the others are counted).
