@@ -139,6 +139,24 @@ def recoverable(category: str, usd: list, findings: list) -> tuple[float, str]:
     return (round(total, 2) if priced else math.nan), basis
 
 
+def gpu_recoverable(row: dict, findings: list) -> list[dict]:
+    """The recoverable parts of one GPU (docs/definitions.md#diagnosis), what its GPU page and medical record show
+    beside its diagnosis: per application category (:func:`fixable`, in order) whose idle the evidence bounds
+    (:func:`recoverable_part`), ``{"category", "usd_per_month"`` (the row's ``fix_<c>_usd_per_month``, NaN
+    unpriced), ``"recoverable_usd_per_month", "recoverable_basis"}`` (:func:`recoverable` over this GPU alone);
+    ``row``: the GPU's fleet row (or ``_summary``), ``findings``: its findings. ``[]`` when the whole idle of
+    every category is recoverable."""
+    out = []
+    for cat in fixable():
+        if recoverable_part(cat, findings) is None:
+            continue
+        u = row.get(f"fix_{cat}_usd_per_month")
+        u = math.nan if u is None or u != u else float(u)
+        rec, basis = recoverable(cat, [u], [findings])
+        out.append({"category": cat, "usd_per_month": u, "recoverable_usd_per_month": rec, "recoverable_basis": basis})
+    return out
+
+
 def fixable(categories=CATEGORIES) -> tuple:
     """The application categories of ``categories`` (never :data:`~pipeline.model.CAVEATS`), same order."""
     return tuple(c for c in categories if c not in CAVEATS)
