@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pipeline.analysis import diagnosis, fixfirst
@@ -472,3 +473,95 @@ def test_the_copy_thresholds_are_the_configs(tmp_path):
     assert findings_under(path, {})["data.copy_stream"]["outcome"] == "own_stream"
     assert findings_under(path, {"diagnosis": {"copy_stream_share": 0.0}})["data.copy_stream"]["outcome"] == \
         "compute_stream"
+
+
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def late_rank_export(path) -> str:
+    """Two ranks (pid 10 + r on device r) of one export, 5 iterations of 10 ms from 0: a ``gemm`` on each rank over
+    [10i, 10i + 4) ms; rank 0 enters the all-reduce at 10i + 4 ms, rank 1 (late) syncs over [10i + 4, 10i + 6) ms
+    (cudaStreamSynchronize) and enters at 10i + 6 ms; both all-reduces end at 10i + 8 ms."""
+    w = ExportWriter(str(path))
+    for i in range(5):
+        t = 10 * i * MS
+        for r in range(2):
+            enter = t + (6 if r == 1 else 4) * MS
+            w.kernel(pid=10 + r, device=r, stream=7, start=t, end=t + 4 * MS, name="gemm")
+            if r == 1:
+                w.runtime(pid=11, tid=1, start=t + 4 * MS, end=enter, name="cudaStreamSynchronize_v3020")
+            w.kernel(pid=10 + r, device=r, stream=20, start=enter, end=t + 8 * MS, name=ALLREDUCE)
+    return w.close()
+
+
+def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
+    # span window [0, 48) ms on both. Both ranks: 4 comm gaps after the all-reduce, [10i + 8, 10i + 10) ms, 8 ms =
+    # 16.6667 %. Rank 0 waits 2 ms in each of the 5 calls (10 ms = 20.8333 % of 48 ms), last in none; rank 1 is last
+    # in all 5 (chronic) and its own sync idle is the 5 holes [10i + 4, 10i + 6): 10 ms = 20.8333 %.
+    path = late_rank_export(tmp_path / "ranks.sqlite")
+    out = tmp_path / "out"
+    subprocess.run([GPU_IDLE, "run", path, "--out", str(out), "--window", "span", "--no-cache"], check=True,
+                   capture_output=True)
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).sort_values("device_id").reset_index(drop=True)
+    assert fleet["collective_chronic"].tolist() == [False, True]
+    assert [float(x) for x in fleet["cat_comm_pct"]] == [16.6667, 16.6667]
+    assert [float(x) for x in fleet["cat_sync_pct"]] == [0.0, 20.8333]
+    f0 = {x["rule"]: x for x in diagnosis.of_text(fleet.loc[0, "diagnosis"])}
+    f1 = {x["rule"]: x for x in diagnosis.of_text(fleet.loc[1, "diagnosis"])}
+    c0 = f0["comm.collective"]
+    assert {k: c0["evidence"][k] for k in ("gaps", "ns", "wait_ns", "wait_pct", "calls", "last_count", "chronic")} == \
+        {"gaps": 4, "ns": 8 * MS, "wait_ns": 10 * MS, "wait_pct": 20.8333, "calls": 5, "last_count": 0, "chronic": False}
+    assert "waited 10.000 ms for the last rank (20.8333 % of the window) and entered last in 0 of 5 calls" in c0["text"]
+    assert "collective_straggler" in c0["remedy"]
+    assert "comm.late_rank" not in f0
+    c1 = f1["comm.collective"]
+    assert (c1["evidence"]["last_count"], c1["evidence"]["chronic"]) == (5, True)
+    assert c1["text"].endswith("it is the late rank itself, the one the others wait for")
+    late = f1["comm.late_rank"]
+    assert (late["category"], late["outcome"], late["evidence"]) == \
+        ("sync", "late_rank", {"last_count": 5, "calls": 5, "category": "sync", "pct": 20.8333})
+    assert late["remedy"] == "this rank is the one others wait for: fix its own sync first"
+    # the late rank's sync entry in the fix-first list prescribes that (no sync rule could be judged: span, no
+    # iterations), and the comm entry names the late rank
+    with open(out / "fix_first.csv", newline="") as fh:
+        fleet_entries = {e["category"]: e for e in csv.DictReader(fh) if e["scope"] == "fleet"}
+    assert fleet_entries["sync"]["remedy"] == "this rank is the one others wait for: fix its own sync first"
+    assert "comm.late_rank: this GPU entered last in 5 of 5 collective calls" in fleet_entries["sync"]["diagnosis"]
+    last = fleet_entries["comm"]["diagnosis"].split("\n")[-1]
+    assert last.startswith("late rank: ") and last.endswith(" (enters the collectives last: the others wait for it; "
+                                                            "fix its own idle first)")
+
+
+def test_an_archived_category_is_shown_apart_and_not_prescribed(tmp_path):
+    # the regular sync export: 6 kept iterations over [BASE + 20, BASE + 140) ms = 120 ms, one 3 ms sync gap each:
+    # sync 18 / 120 = 15.00 % of the window, the only idle. Under analysis.actionable_pct 20 it is archived: one
+    # archived finding, no rule (no sync.regularity, no break point), and no remedy in any of the three views.
+    path = training(tmp_path / "arch.sqlite", [3] * ITERATIONS, "sync")
+    cfg = tmp_path / "arch.yaml"
+    cfg.write_text("analysis:\n  actionable_pct: 20\n")
+    out = tmp_path / "out"
+    subprocess.run([GPU_IDLE, "run", path, "--out", str(out), "--config", str(cfg)], check=True, capture_output=True)
+    subprocess.run([GPU_IDLE, "report", str(out), "--out", str(out / "report.html")], check=True, capture_output=True)
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    assert float(fleet.loc[0, "cat_sync_pct"]) == 15.0
+    got = diagnosis.of_text(fleet.loc[0, "diagnosis"])
+    assert [(f["rule"], f["category"], f["evidence"]) for f in got] == \
+        [("archived", "sync", {"pct": 15.0, "threshold_pct": 20.0})]
+    text = "sync holds 15.00 % of the window (under 20 %): archived, not prescribed"
+    # fix-first: the entry is still listed (its dollars), its remedy says it is archived, its diagnosis the line
+    with open(out / "fix_first.csv", newline="") as fh:
+        (entry,) = [e for e in csv.DictReader(fh) if e["scope"] == "fleet"]
+    assert (entry["category"], entry["remedy"]) == ("sync", fixfirst.ARCHIVED)
+    assert entry["remedy"] == "archived: under analysis.actionable_pct of the window on its GPUs, not prescribed"
+    assert entry["diagnosis"].endswith(f": archived: {text}")
+    # the record: apart, after the (empty) prescribed lines, as one "archived" line
+    record = next((out / "records").glob("*.md")).read_text()
+    section = record[record.index("## Diagnosis"):].split("\n## ")[0]
+    assert [x for x in section.split("\n") if x.startswith("- ")] == \
+        [f"- archived (under the actionable share, not prescribed): {text}"]
+    # the GPU page: no prescribed line, the archived paragraph
+    page = next((out / "gpu-pages").glob("*.html")).read_text()
+    block = page[page.index('<section id="diagnosis">'):page.index("</section>", page.index('<section id="diagnosis">'))]
+    assert "<li " not in block and "remedy:" not in block
+    assert (f'<p class="note" id="diagnosis-archived">Archived (under the actionable share of the window, not '
+            f'prescribed): {text}</p>') in block

@@ -8,10 +8,10 @@ gaps (columns ``start``, ``end``, ``length``, ``kernel_before``, ``kernel_after`
 
 ``category``  the application category it speaks to (:data:`pipeline.model.CATEGORIES`);
 ``rule``      the rule (``data.copy_stream``, ``data.host_memory``, ``data.host_alloc``, ``data.volume``,
-              ``sync.regularity``, ``comm.collective``, ``boundary.seam``, ``break_point``, ``launch``,
+              ``sync.regularity``, ``comm.collective``, ``comm.late_rank``, ``boundary.seam``, ``break_point``, ``launch``,
               ``archived``);
 ``outcome``   what it found (``compute_stream``, ``own_stream``, ``pinned``, ``pageable``, ``in_gaps``, ``none``,
-              ``small_copies``, ``large_copies``, ``regular``, ``irregular``, ``waiting_for_ranks``, ``seam``,
+              ``small_copies``, ``large_copies``, ``regular``, ``irregular``, ``waiting_for_ranks``, ``late_rank``, ``seam``,
               ``fixed``, ``scattered``, ``launch_bound``, ``archived``) or ``not_judged`` (``judged`` False: the
               export lacks what the rule needs: no copies, no NVTX, no iterations);
 ``evidence``  the counts, shares (%), streams, calls, bytes it rests on;
@@ -301,17 +301,62 @@ def _waited(w) -> str:
     return " ".join(str(x) for x in (w.get("what"), w.get("direction")) if x)
 
 
-def comm_rule(gaps) -> dict:
+#: The row's collective-wait columns (docs/definitions.md#collective-wait) the comm rules read.
+COLLECTIVE_KEYS = ("collective_wait_status", "collective_wait_ns", "collective_wait_pct", "collective_calls",
+                   "collective_last_count", "collective_chronic")
+
+
+def _measured(collective: dict | None) -> bool:
+    return bool(collective) and collective.get("collective_wait_status") == "measured"
+
+
+def comm_rule(gaps, collective: dict | None = None) -> dict:
     """``comm.collective``: the ``gaps`` (the GPU's ``comm`` gaps: length, kernel_before) follow a collective:
     waiting for the other ranks, which one GPU cannot fix. Evidence: the gaps, their ns, the collective most
-    of them follow."""
+    of them follow; where the collective-wait figures were measured (``collective``: the GPU's
+    :data:`COLLECTIVE_KEYS` columns, docs/definitions.md#collective-wait, status ``measured``), the wait inside
+    the collectives (ns, % of the window), the calls and in how many this GPU entered last, and whether that makes
+    it the chronic straggler: then the others wait for it, and its remedy is its own idle (:func:`late_rank_rule`)."""
     before = Counter(str(x) for x in gaps["kernel_before"])
     name, n = before.most_common(1)[0] if before else ("", 0)
     ev = {"gaps": int(sum(before.values())), "ns": int(np.asarray(gaps["length"], dtype=np.int64).sum()),
           "collective": name, "after_it": n}
-    return _finding("comm", "comm.collective", "waiting_for_ranks", ev,
-                    f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks",
-                    "one GPU cannot fix it: look at the straggler first, then overlap communication with compute")
+    text = f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks"
+    remedy = "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
+    if _measured(collective):
+        ev.update(wait_ns=int(collective["collective_wait_ns"]), wait_pct=float(collective["collective_wait_pct"]),
+                  calls=int(collective["collective_calls"]), last_count=int(collective["collective_last_count"]),
+                  chronic=bool(collective["collective_chronic"]))
+        text += (f"; inside the collectives it waited {ev['wait_ns'] / 1e6:,.3f} ms for the last rank "
+                 f"({ev['wait_pct']:g} % of the window) and entered last in {ev['last_count']} of {ev['calls']} calls")
+        if ev["chronic"]:
+            text += ": it is the late rank itself, the one the others wait for"
+            remedy = "this rank is the one others wait for: fix its own idle first (its other categories' findings)"
+        else:
+            remedy = ("one GPU cannot fix it: look at the straggler first (the rank that enters the collectives last: "
+                      "the job's collective_straggler), then overlap communication with compute")
+    return _finding("comm", "comm.collective", "waiting_for_ranks", ev, text, remedy)
+
+
+def late_rank_rule(collective: dict | None, category_pct: dict, actionable_pct: float) -> dict | None:
+    """``comm.late_rank``: the GPU entered last in more than ``collective.chronic_share`` of its collective calls
+    (``collective_chronic``, measured: ``collective`` as for :func:`comm_rule`), so the other ranks wait for it; the
+    finding speaks to its largest own application category other than ``comm`` with at least ``actionable_pct`` %
+    of the window (``category_pct``; ties: :data:`pipeline.model.CATEGORIES` order): fix that first. None when the
+    GPU is not the late rank or has no such category."""
+    if not (_measured(collective) and collective.get("collective_chronic")):
+        return None
+    own = [(float(category_pct.get(c) or 0.0), -i, c) for i, c in enumerate(CATEGORIES)
+           if c not in CAVEATS and c != "comm" and float(category_pct.get(c) or 0.0) >= actionable_pct]
+    if not own:
+        return None
+    pct, _, cat = max(own)
+    ev = {"last_count": int(collective["collective_last_count"]), "calls": int(collective["collective_calls"]),
+          "category": cat, "pct": round(pct, 4)}
+    return _finding(cat, "comm.late_rank", "late_rank", ev,
+                    f"this GPU entered last in {ev['last_count']} of {ev['calls']} collective calls: the other ranks "
+                    f"wait for it; its own {cat} idle is {pct:.2f} % of the window",
+                    f"this rank is the one others wait for: fix its own {cat} first")
 
 
 def boundary_rule(gaps, nvtx: pd.DataFrame) -> dict:
@@ -395,7 +440,8 @@ def _select(gaps: dict, mask) -> dict:
 
 def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, nvtx: pd.DataFrame,
              iterations, category_pct: dict, actionable_pct: float, launch: dict | None = None,
-             sync_runs: tuple | None = None, rules: DiagnosisConfig = RULES) -> list[dict]:
+             sync_runs: tuple | None = None, rules: DiagnosisConfig = RULES,
+             collective: dict | None = None) -> list[dict]:
     """Every finding of one GPU (docs/definitions.md#diagnosis), in :data:`pipeline.model.CATEGORIES` order, the
     break point after them.
 
@@ -411,11 +457,14 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
         sync_runs: the union of synchronising calls (``CallIndex.sync_runs``), for what the first
             :data:`RANGE_SAMPLE` sync gaps waited for.
         rules: the rules' thresholds (config ``diagnosis:``).
+        collective: the GPU's collective-wait columns (:data:`COLLECTIVE_KEYS`; None: not known), for
+            :func:`comm_rule` and :func:`late_rank_rule` (after the findings of the category it speaks to).
     Returns:
         A list of findings (dicts, see the module docstring).
     """
     cats = np.asarray(gaps["category"], dtype=object)
     out = []
+    late = late_rank_rule(collective, category_pct, actionable_pct)
     for cat in (c for c in CATEGORIES if c not in CAVEATS):
         pct = float(category_pct.get(cat) or 0.0)
         if pct <= 0:
@@ -434,11 +483,13 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
             waits = attribution.sync_waits(first, copies, sync_runs) if sync_runs is not None else None
             out.append(sync_regularity_rule(mine, kernels, iterations, waits, rules.sync_regular_share))
         elif cat == "comm":
-            out.append(comm_rule(mine))
+            out.append(comm_rule(mine, collective))
         elif cat == "boundary":
             out.append(boundary_rule(mine, nvtx))
         elif cat == "launch" and launch:
             out.append(launch_rule(**launch))
+        if late and late["category"] == cat:
+            out.append(late)
     app = _select(gaps, np.isin(cats, [c for c in CATEGORIES if c not in CAVEATS]))
     if len(app["start"]):
         found = break_point_rule(app, nvtx, rules.break_point_share, rules.break_point_min_gaps)
