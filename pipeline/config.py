@@ -465,6 +465,26 @@ class CollectiveConfig:
     chronic_share: Share = 0.5
 
 
+@dataclass(frozen=True)
+class DiagnosisConfig:
+    """``diagnosis:``: the thresholds of the diagnostic rules (docs/definitions.md#diagnosis;
+    :mod:`pipeline.analysis.diagnosis`). ``copy_stream_share``: the copies run on the compute stream
+    (``data.copy_stream`` ``compute_stream``) when those on it carry at least this share of the copied bytes.
+    ``pageable_share``: they are pageable (``data.host_memory``) when pageable memory holds at least this share of
+    the bytes of known kind. ``small_copy_bytes``: copies whose median size is under this many bytes are small
+    (``data.volume``). ``sync_regular_share``: a sync gap position recurring in at least this share of the kept
+    iterations (and in two) is ``regular``. ``break_point_share``: the same kernel before at least this share of a
+    GPU's application gaps is a ``fixed`` break point; ``break_point_min_gaps``: fewest gaps it judges. The
+    ``launch`` rule rests on ``analysis.launch_min_share`` (the small-gap bucket's share of the idle)."""
+
+    copy_stream_share: Share = 0.5
+    pageable_share: Share = 0.5
+    small_copy_bytes: Count = 1 << 20
+    sync_regular_share: Share = 0.8
+    break_point_share: Share = 0.5
+    break_point_min_gaps: AtLeastOne = 3
+
+
 #: Smallest per-worker memory limit (bytes) accepted: below it Dask's pause threshold stalls workers.
 MIN_WORKER_MEMORY = 512 * 2**20
 
@@ -626,6 +646,7 @@ class Config:
     confidence: ConfidenceConfig = ConfidenceConfig()
     meter: MeterConfig = MeterConfig()
     collective: CollectiveConfig = CollectiveConfig()
+    diagnosis: DiagnosisConfig = DiagnosisConfig()
     categories: CategoryRules = CategoryRules()
     window: WindowRules = WindowRules()
     cost: CostConfig = CostConfig()
@@ -757,7 +778,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
     patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
     data = data or {}
-    allowed = {"analysis", "confidence", "meter", "collective", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
+    allowed = {"analysis", "confidence", "meter", "collective", "diagnosis", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -771,7 +792,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     if not isinstance(labels, list):
         raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")
     sections = {name: _build(cls, data.get(name), where, name) for name, cls in (
-        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("meter", MeterConfig), ("collective", CollectiveConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
+        ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("meter", MeterConfig), ("collective", CollectiveConfig), ("diagnosis", DiagnosisConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
         ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig))}
     return Config(cost=_build(CostConfig, cost, where, "cost"),
                   labels=tuple(_build(LabelRule, r, where, f"labels.{i}") for i, r in enumerate(labels)),

@@ -89,9 +89,11 @@ def test_every_numeric_setting_is_covered():
     names = {f"{s}.{k}" for s, k, _ in NUMERIC}
     assert {"analysis.min_gap_ns", "analysis.roster_size", "cost.hours_per_month", "categories.periodic_min_ns",
             "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s"} <= names
-    assert len(NUMERIC) == 46  # with categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
+    assert len(NUMERIC) == 52  # with categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
     # iterations, 2 caps of an unknown kind, 5 of serving), export.read_timeout_s, dask.connect_timeout_s,
-    # window.max_left_out_idle_pct, meter.sample_ns, collective.chronic_share
+    # window.max_left_out_idle_pct, meter.sample_ns, collective.chronic_share, the 6 diagnosis.* rule thresholds
+    assert {f"diagnosis.{k}" for k in ("copy_stream_share", "pageable_share", "small_copy_bytes", "sync_regular_share",
+                                       "break_point_share", "break_point_min_gaps")} <= names
 
 
 @pytest.mark.parametrize("section, key, default", NUMERIC, ids=[f"{s}.{k}" for s, k, _ in NUMERIC])
@@ -130,6 +132,10 @@ def test_each_numeric_setting_refuses_text_and_negatives(tmp_path, section, key,
      "digits only: 4)"),
     ("cost:\n  cluster_rates: {spot: {H100: -1.8}}\n",
      "cost.cluster_rates.spot.H100: should be greater than 0, got -1.8"),
+    ("diagnosis:\n  break_point_share: 1.2\n", "diagnosis.break_point_share: should be less than or equal to 1, got 1.2"),
+    ("diagnosis:\n  break_point_min_gaps: 0\n",
+     "diagnosis.break_point_min_gaps: should be greater than or equal to 1, got 0"),
+    ("diagnosis:\n  small_copy_bytes: 1.5\n", "diagnosis.small_copy_bytes: should be a valid integer, got 1.5"),
     ("dask:\n  n_workers: 0\n", "dask.n_workers: should be greater than or equal to 1, got 0"),
     ("dask:\n  no_workers_timeout_s: 0\n", "dask.no_workers_timeout_s: should be greater than 0, got 0"),
     ("cache:\n  enabled: 'no'\n", "cache.enabled: should be a valid boolean, got 'no'"),

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pipeline.analysis import diagnosis, fixfirst
@@ -286,12 +287,8 @@ def _data_entry(rows) -> dict:
     return fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "data")].iloc[0].to_dict()
 
 
-def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
-    # span window [0, 40) ms, one stream 7: kernels [0, 2) [10, 11) [20, 30) [35, 40) ms; a pinned 8 MiB HtoD copy on
-    # stream 7 (the compute stream) over each hole [2, 10) [11, 20) [30, 35): three data gaps of 8, 9, 5 = 22 ms.
-    # What a copy stream could hide, per gap min(gap, compute since the previous data gap's end): gap 1: 2 ms of
-    # compute before it -> 2; gap 2: [10, 11) -> 1; gap 3: [20, 30) = 10 ms -> 5 (the whole gap): 8 of 22 ms.
-    # H100 at 4.00 USD/h, 730 h: data = 22/40 x 2920 = 1606.00 USD; recoverable 8/40 x 2920 = 584.00 USD
+def part_export(tmp_path) -> str:
+    """The export of :func:`test_recoverable_part_of_copies_on_the_compute_stream` (its comment works it out)."""
     w = ExportWriter(str(tmp_path / "part.sqlite"))
     w.mem_kinds()
     w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="9b5c4f8d-1111-2222-3333-444455556666")
@@ -300,7 +297,16 @@ def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
         w.kernel(pid=10, device=0, stream=7, start=a * MS, end=b * MS, name=f"k{i}", correlation=100 + i)
     for a, b in ((2, 10), (11, 20), (30, 35)):
         w.memcpy(pid=10, device=0, stream=7, start=a * MS, end=b * MS, nbytes=8 << 20, src_kind=1, dst_kind=2)
-    rep = load_report(w.close())
+    return w.close()
+
+
+def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
+    # span window [0, 40) ms, one stream 7: kernels [0, 2) [10, 11) [20, 30) [35, 40) ms; a pinned 8 MiB HtoD copy on
+    # stream 7 (the compute stream) over each hole [2, 10) [11, 20) [30, 35): three data gaps of 8, 9, 5 = 22 ms.
+    # What a copy stream could hide, per gap min(gap, compute since the previous data gap's end): gap 1: 2 ms of
+    # compute before it -> 2; gap 2: [10, 11) -> 1; gap 3: [20, 30) = 10 ms -> 5 (the whole gap): 8 of 22 ms.
+    # H100 at 4.00 USD/h, 730 h: data = 22/40 x 2920 = 1606.00 USD; recoverable 8/40 x 2920 = 584.00 USD
+    rep = load_report(part_export(tmp_path))
     row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
     f = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}
     s = f["data.copy_stream"]
@@ -388,3 +394,174 @@ def test_entry_remedy_follows_the_rule_that_fired(tmp_path):
     assert fixfirst.entry_remedy("data", [[unjudged]]) == (
         "pinned buffers allocated once, prefetch/overlap H2D with compute, more loader workers "
         "(generic: no diagnostic rule could be judged)")
+
+
+def test_what_a_fix_wins_back_reads_the_same_in_fix_first_record_and_gpu_page(tmp_path):
+    # the export of the test above (span window): 8 of the 22 ms of data idle a copy stream could hide, 584.00 of
+    # 1,606.00 USD/month. The fix-first report, the medical record and the GPU page say it in the same words.
+    path = part_export(tmp_path)
+    cfg = tmp_path / "span.yaml"
+    cfg.write_text("analysis:\n  window: span\n")
+    out = tmp_path / "out"
+    subprocess.run([GPU_IDLE, "run", path, "--out", str(out), "--config", str(cfg)], check=True, capture_output=True)
+    subprocess.run([GPU_IDLE, "report", str(out), "--out", str(out / "report.html")], check=True, capture_output=True)
+    said = ("data: a fix wins back $584.00: copies on the compute stream: only what a copy stream of their own could "
+            "hide behind compute, 8.0 of 22.0 ms on 1 of 1 GPU(s)")
+    with open(out / "fix_first.csv", newline="") as fh:
+        data = [e for e in csv.DictReader(fh) if e["category"] == "data" and e["scope"] == "fleet"]
+    assert (float(data[0]["recoverable_usd_per_month"]), float(data[0]["usd_per_month"])) == (584.0, 1606.0)
+    assert said.removeprefix("data: ") in (out / "report.html").read_text()
+    record = next((out / "records").glob("*.md")).read_text()
+    section = record[record.index("## Diagnosis"):]
+    escaped = said.replace("$", r"\$")  # Markdown-escaped: a $ would start TeX in some renderers
+    assert "- " + escaped in section.split("\n")
+    page = next((out / "gpu-pages").glob("*.html")).read_text()
+    assert f'<ul id="diagnosis-recoverable"><li>{said}</li></ul>' in page
+
+
+def test_recoverable_lines_say_nothing_when_the_whole_idle_is_recoverable():
+    # copies on their own stream: no part bounded, no line; a bounded part 0.50 of 1.00 USD reads; NaN: unpriced, none
+    from pipeline.report.words import recoverable_lines, wins_back
+    own = [{"category": "data", "rule": "data.copy_stream", "outcome": "own_stream", "evidence": {}}]
+    assert fixfirst.gpu_recoverable({"fix_data_usd_per_month": 1.0}, own) == []
+    on = [{"category": "data", "rule": "data.copy_stream", "outcome": "compute_stream",
+           "evidence": {"hideable_ns": 1 * MS, "data_ns": 2 * MS}}]
+    parts = fixfirst.gpu_recoverable({"fix_data_usd_per_month": 1.0}, on)
+    assert [(p["category"], p["usd_per_month"], p["recoverable_usd_per_month"]) for p in parts] == [("data", 1.0, 0.5)]
+    assert recoverable_lines(parts) == ["data: a fix wins back $0.50: copies on the compute stream: only what a copy "
+                                        "stream of their own could hide behind compute, 1.0 of 2.0 ms on 1 of 1 GPU(s)"]
+    assert recoverable_lines(fixfirst.gpu_recoverable({}, on)) == []  # unpriced: no dollars to bound
+    assert wins_back(1.0, 0.996, "x") == "" and wins_back(1.0, 0.994, "x") == "a fix wins back $0.99: x"
+
+
+def findings_under(path, overrides: dict) -> dict:
+    """``{rule: finding}`` of the export's one GPU under the defaults with ``overrides`` (config sections)."""
+    rep = load_report(str(path))
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], overrides), {}).row
+    return {f["rule"]: f for f in diagnosis.of_text(row["diagnosis"])}
+
+
+def test_the_rule_thresholds_are_the_configs(tmp_path):
+    # kept iterations 1..6 sync after k3 (5 times) and after k9 (once): 6 sync gaps of 3 ms, 5 of them at the same
+    # place (4 kernels into the iteration, after k3) and after the same kernel.
+    path = training(tmp_path / "five.sqlite", [3, 3, 3, 3, 3, 3, 9], "sync")
+    f = findings_under(path, {})
+    # defaults: regular when it recurs in >= ceil(0.8 x 6) = 5 kept iterations: 5 -> regular;
+    # break point when one kernel is before >= 0.5 x 6 = 3 gaps: k3 before 5 -> fixed (83.33 %)
+    assert (f["sync.regularity"]["outcome"], f["sync.regularity"]["evidence"]["recurring_in"]) == ("regular", 5)
+    assert (f["sync.regularity"]["evidence"]["position"], f["sync.regularity"]["evidence"]["kernel_before"]) == (4, "k3")
+    assert (f["break_point"]["outcome"], f["break_point"]["evidence"]["before"],
+            f["break_point"]["evidence"]["share_pct"]) == ("fixed", 5, 83.33)
+    # diagnosis.sync_regular_share 0.9: ceil(5.4) = 6 iterations needed, 5 found -> irregular
+    f = findings_under(path, {"diagnosis": {"sync_regular_share": 0.9}})
+    assert f["sync.regularity"]["outcome"] == "irregular" and f["break_point"]["outcome"] == "fixed"
+    # diagnosis.break_point_share 0.9: 5 of 6 < 5.4 -> scattered (2 kernels before the gaps)
+    f = findings_under(path, {"diagnosis": {"break_point_share": 0.9}})
+    assert (f["break_point"]["outcome"], f["break_point"]["evidence"]["kernels"]) == ("scattered", 2)
+    assert f["sync.regularity"]["outcome"] == "regular"
+    # diagnosis.break_point_min_gaps 7: 6 gaps are too few -> not judged
+    f = findings_under(path, {"diagnosis": {"break_point_min_gaps": 7}})
+    assert (f["break_point"]["outcome"], f["break_point"]["judged"]) == ("not_judged", False)
+
+
+def test_the_copy_thresholds_are_the_configs(tmp_path):
+    # 6 pinned 8 MiB copies (8,388,608 B each, median the same): large at the default 1 MiB, small at 16 MiB
+    path = training(tmp_path / "big.sqlite", [3] * ITERATIONS, "copy", copy_stream=8)
+    assert findings_under(path, {})["data.volume"]["outcome"] == "large_copies"
+    assert findings_under(path, {"diagnosis": {"small_copy_bytes": 16 << 20}})["data.volume"]["outcome"] == "small_copies"
+    # on stream 8, none of the bytes on the compute stream 7: own stream at 0.5; at share 0, 0 >= 0 x bytes: on it
+    assert findings_under(path, {})["data.copy_stream"]["outcome"] == "own_stream"
+    assert findings_under(path, {"diagnosis": {"copy_stream_share": 0.0}})["data.copy_stream"]["outcome"] == \
+        "compute_stream"
+
+
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def late_rank_export(path) -> str:
+    """Two ranks (pid 10 + r on device r) of one export, 5 iterations of 10 ms from 0: a ``gemm`` on each rank over
+    [10i, 10i + 4) ms; rank 0 enters the all-reduce at 10i + 4 ms, rank 1 (late) syncs over [10i + 4, 10i + 6) ms
+    (cudaStreamSynchronize) and enters at 10i + 6 ms; both all-reduces end at 10i + 8 ms."""
+    w = ExportWriter(str(path))
+    for i in range(5):
+        t = 10 * i * MS
+        for r in range(2):
+            enter = t + (6 if r == 1 else 4) * MS
+            w.kernel(pid=10 + r, device=r, stream=7, start=t, end=t + 4 * MS, name="gemm")
+            if r == 1:
+                w.runtime(pid=11, tid=1, start=t + 4 * MS, end=enter, name="cudaStreamSynchronize_v3020")
+            w.kernel(pid=10 + r, device=r, stream=20, start=enter, end=t + 8 * MS, name=ALLREDUCE)
+    return w.close()
+
+
+def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
+    # span window [0, 48) ms on both. Both ranks: 4 comm gaps after the all-reduce, [10i + 8, 10i + 10) ms, 8 ms =
+    # 16.6667 %. Rank 0 waits 2 ms in each of the 5 calls (10 ms = 20.8333 % of 48 ms), last in none; rank 1 is last
+    # in all 5 (chronic) and its own sync idle is the 5 holes [10i + 4, 10i + 6): 10 ms = 20.8333 %.
+    path = late_rank_export(tmp_path / "ranks.sqlite")
+    out = tmp_path / "out"
+    subprocess.run([GPU_IDLE, "run", path, "--out", str(out), "--window", "span", "--no-cache"], check=True,
+                   capture_output=True)
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False).sort_values("device_id").reset_index(drop=True)
+    assert fleet["collective_chronic"].tolist() == [False, True]
+    assert [float(x) for x in fleet["cat_comm_pct"]] == [16.6667, 16.6667]
+    assert [float(x) for x in fleet["cat_sync_pct"]] == [0.0, 20.8333]
+    f0 = {x["rule"]: x for x in diagnosis.of_text(fleet.loc[0, "diagnosis"])}
+    f1 = {x["rule"]: x for x in diagnosis.of_text(fleet.loc[1, "diagnosis"])}
+    c0 = f0["comm.collective"]
+    assert {k: c0["evidence"][k] for k in ("gaps", "ns", "wait_ns", "wait_pct", "calls", "last_count", "chronic")} == \
+        {"gaps": 4, "ns": 8 * MS, "wait_ns": 10 * MS, "wait_pct": 20.8333, "calls": 5, "last_count": 0, "chronic": False}
+    assert "waited 10.000 ms for the last rank (20.8333 % of the window) and entered last in 0 of 5 calls" in c0["text"]
+    assert "collective_straggler" in c0["remedy"]
+    assert "comm.late_rank" not in f0
+    c1 = f1["comm.collective"]
+    assert (c1["evidence"]["last_count"], c1["evidence"]["chronic"]) == (5, True)
+    assert c1["text"].endswith("it is the late rank itself, the one the others wait for")
+    late = f1["comm.late_rank"]
+    assert (late["category"], late["outcome"], late["evidence"]) == \
+        ("sync", "late_rank", {"last_count": 5, "calls": 5, "category": "sync", "pct": 20.8333})
+    assert late["remedy"] == "this rank is the one others wait for: fix its own sync first"
+    # the late rank's sync entry in the fix-first list prescribes that (no sync rule could be judged: span, no
+    # iterations), and the comm entry names the late rank
+    with open(out / "fix_first.csv", newline="") as fh:
+        fleet_entries = {e["category"]: e for e in csv.DictReader(fh) if e["scope"] == "fleet"}
+    assert fleet_entries["sync"]["remedy"] == "this rank is the one others wait for: fix its own sync first"
+    assert "comm.late_rank: this GPU entered last in 5 of 5 collective calls" in fleet_entries["sync"]["diagnosis"]
+    last = fleet_entries["comm"]["diagnosis"].split("\n")[-1]
+    assert last.startswith("late rank: ") and last.endswith(" (enters the collectives last: the others wait for it; "
+                                                            "fix its own idle first)")
+
+
+def test_an_archived_category_is_shown_apart_and_not_prescribed(tmp_path):
+    # the regular sync export: 6 kept iterations over [BASE + 20, BASE + 140) ms = 120 ms, one 3 ms sync gap each:
+    # sync 18 / 120 = 15.00 % of the window, the only idle. Under analysis.actionable_pct 20 it is archived: one
+    # archived finding, no rule (no sync.regularity, no break point), and no remedy in any of the three views.
+    path = training(tmp_path / "arch.sqlite", [3] * ITERATIONS, "sync")
+    cfg = tmp_path / "arch.yaml"
+    cfg.write_text("analysis:\n  actionable_pct: 20\n")
+    out = tmp_path / "out"
+    subprocess.run([GPU_IDLE, "run", path, "--out", str(out), "--config", str(cfg)], check=True, capture_output=True)
+    subprocess.run([GPU_IDLE, "report", str(out), "--out", str(out / "report.html")], check=True, capture_output=True)
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    assert float(fleet.loc[0, "cat_sync_pct"]) == 15.0
+    got = diagnosis.of_text(fleet.loc[0, "diagnosis"])
+    assert [(f["rule"], f["category"], f["evidence"]) for f in got] == \
+        [("archived", "sync", {"pct": 15.0, "threshold_pct": 20.0})]
+    text = "sync holds 15.00 % of the window (under 20 %): archived, not prescribed"
+    # fix-first: the entry is still listed (its dollars), its remedy says it is archived, its diagnosis the line
+    with open(out / "fix_first.csv", newline="") as fh:
+        (entry,) = [e for e in csv.DictReader(fh) if e["scope"] == "fleet"]
+    assert (entry["category"], entry["remedy"]) == ("sync", fixfirst.ARCHIVED)
+    assert entry["remedy"] == "archived: under analysis.actionable_pct of the window on its GPUs, not prescribed"
+    assert entry["diagnosis"].endswith(f": archived: {text}")
+    # the record: apart, after the (empty) prescribed lines, as one "archived" line
+    record = next((out / "records").glob("*.md")).read_text()
+    section = record[record.index("## Diagnosis"):].split("\n## ")[0]
+    assert [x for x in section.split("\n") if x.startswith("- ")] == \
+        [f"- archived (under the actionable share, not prescribed): {text}"]
+    # the GPU page: no prescribed line, the archived paragraph
+    page = next((out / "gpu-pages").glob("*.html")).read_text()
+    block = page[page.index('<section id="diagnosis">'):page.index("</section>", page.index('<section id="diagnosis">'))]
+    assert "<li " not in block and "remedy:" not in block
+    assert (f'<p class="note" id="diagnosis-archived">Archived (under the actionable share of the window, not '
+            f'prescribed): {text}</p>') in block

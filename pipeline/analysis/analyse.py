@@ -360,7 +360,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         {c: row[f"cat_{c}_pct"] for c in CATEGORIES}, a.actionable_pct,
         {"sliver_count": row["device_sliver_count"], "sliver_ns": row["device_sliver_ns"], "app_idle_ns": app_idle_ns,
          "max_gap_ns": int(device_lengths.max()) if device_lengths.size else 0} if launch_bound else None,
-        calls.sync_runs))
+        calls.sync_runs, cfg.diagnosis, {k: row[k] for k in diagnosis.COLLECTIVE_KEYS}))
     row["straggler"] = False
     row["warnings"] = "; ".join(w.text for w in warnings)
     row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings))  # each code once, in order

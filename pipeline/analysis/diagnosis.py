@@ -8,10 +8,10 @@ gaps (columns ``start``, ``end``, ``length``, ``kernel_before``, ``kernel_after`
 
 ``category``  the application category it speaks to (:data:`pipeline.model.CATEGORIES`);
 ``rule``      the rule (``data.copy_stream``, ``data.host_memory``, ``data.host_alloc``, ``data.volume``,
-              ``sync.regularity``, ``comm.collective``, ``boundary.seam``, ``break_point``, ``launch``,
+              ``sync.regularity``, ``comm.collective``, ``comm.late_rank``, ``boundary.seam``, ``break_point``, ``launch``,
               ``archived``);
 ``outcome``   what it found (``compute_stream``, ``own_stream``, ``pinned``, ``pageable``, ``in_gaps``, ``none``,
-              ``small_copies``, ``large_copies``, ``regular``, ``irregular``, ``waiting_for_ranks``, ``seam``,
+              ``small_copies``, ``large_copies``, ``regular``, ``irregular``, ``waiting_for_ranks``, ``late_rank``, ``seam``,
               ``fixed``, ``scattered``, ``launch_bound``, ``archived``) or ``not_judged`` (``judged`` False: the
               export lacks what the rule needs: no copies, no NVTX, no iterations);
 ``evidence``  the counts, shares (%), streams, calls, bytes it rests on;
@@ -30,24 +30,16 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..config import DiagnosisConfig
 from ..model import CATEGORIES, CAVEATS, HOST_MEMORY
 from . import attribution, intervals
 
 #: Pinned host allocations: a call of one of these inside a gap allocates pinned memory in the loop.
 HOST_ALLOC_APIS = ("cudaHostAlloc", "cudaMallocHost", "cuMemHostAlloc", "cuMemAllocHost",
                    "hipHostMalloc", "hipHostAlloc", "hipMallocHost")
-#: A share (0..1) of the copies (by bytes) on the compute stream at or above this: they run on it.
-ON_STREAM_SHARE = 0.5
-#: A share (0..1) of the host-side bytes in pageable memory at or above this: the copies are pageable.
-PAGEABLE_SHARE = 0.5
-#: Host-side copies whose median size is under this many bytes are small: fewer, larger copies.
-SMALL_COPY_BYTES = 1 << 20
-#: A sync gap position found in at least this share (0..1) of the kept iterations (and in two) is regular.
-REGULAR_SHARE = 0.8
-#: The same kernel before at least this share (0..1) of a GPU's gaps is a fixed break point.
-BREAK_POINT_SHARE = 0.5
-#: Fewest gaps for the break-point rule to judge.
-BREAK_POINT_MIN_GAPS = 3
+#: The rules' thresholds (config ``diagnosis:``, :class:`pipeline.config.DiagnosisConfig`): each rule takes its own
+#: as an argument, these defaults when not given; :func:`diagnose` passes the run's.
+RULES = DiagnosisConfig()
 
 #: Which side of a copy is host memory, by direction id (one definition: attribution's).
 _HOST_SIDE = attribution._HOST_SIDE
@@ -141,10 +133,10 @@ def hideable_ns(gaps, kernels) -> np.ndarray:
     return out
 
 
-def copy_stream_rule(copies: pd.DataFrame, kernels, gaps=None) -> dict:
+def copy_stream_rule(copies: pd.DataFrame, kernels, gaps=None, share: float = RULES.copy_stream_share) -> dict:
     """``data.copy_stream``: do the host-side copies of the window run on the compute stream
     (:func:`compute_stream`) or on a stream of their own? ``compute_stream`` when the copies on it carry
-    at least :data:`ON_STREAM_SHARE` of the copied bytes (a copy there queues behind the kernels and cannot
+    at least ``share`` (0..1, ``diagnosis.copy_stream_share``) of the copied bytes (a copy there queues behind the kernels and cannot
     hide behind them), else ``own_stream``; ``not_judged`` without host-side copies or kernels."""
     hc = host_copies(copies)
     main = compute_stream(kernels)
@@ -157,7 +149,7 @@ def copy_stream_rule(copies: pd.DataFrame, kernels, gaps=None) -> dict:
           "bytes": int(nbytes.sum()), "bytes_on_compute": int(nbytes[on].sum()),
           "bytes_on_compute_pct": _pct(nbytes[on].sum(), nbytes.sum()),
           "copy_streams": sorted({int(x) for x in hc["stream_id"].tolist()})}
-    if nbytes.sum() and nbytes[on].sum() >= ON_STREAM_SHARE * nbytes.sum():
+    if nbytes.sum() and nbytes[on].sum() >= share * nbytes.sum():
         if gaps is not None:  # what a copy stream of their own could hide: the recoverable part
             ev["data_ns"] = int(np.asarray(gaps["length"], dtype=np.int64).sum())
             ev["hideable_ns"] = int(hideable_ns(gaps, kernels).sum())
@@ -174,10 +166,10 @@ def copy_stream_rule(copies: pd.DataFrame, kernels, gaps=None) -> dict:
                     "compute, and wait on an event rather than a synchronize")
 
 
-def host_memory_rule(copies: pd.DataFrame) -> dict:
+def host_memory_rule(copies: pd.DataFrame, share: float = RULES.pageable_share) -> dict:
     """``data.host_memory``: the host side of the window's host-device copies, pinned or pageable (its
     ENUM_CUDA_MEM_KIND, :data:`pipeline.model.HOST_MEMORY`). ``pageable`` when pageable memory holds at least
-    :data:`PAGEABLE_SHARE` of the bytes whose kind is known, else ``pinned``; ``not_judged`` without host-side
+    ``share`` (0..1, ``diagnosis.pageable_share``) of the bytes whose kind is known, else ``pinned``; ``not_judged`` without host-side
     copies or when no copy's kind is known."""
     hc = host_copies(copies)
     mem = np.asarray([HOST_MEMORY.get(int(k), "unknown") for k in hc["host_kind"].tolist()], dtype=object)
@@ -192,7 +184,7 @@ def host_memory_rule(copies: pd.DataFrame) -> dict:
                         "no host-device copy whose host memory kind the export gives: pinned or pageable cannot "
                         "be judged")
     ev["pinned_bytes_pct"] = _pct(ev["pinned_bytes"], known)
-    if known and ev["pageable_bytes"] >= PAGEABLE_SHARE * known:
+    if known and ev["pageable_bytes"] >= share * known:
         return _finding("data", "data.host_memory", "pageable", ev,
                         f"{ev['pageable']} of {ev['copies']} host-device copies ({_pct(ev['pageable_bytes'], known):g} % "
                         "of the bytes) use pageable host memory: each goes through a staging buffer and cannot run "
@@ -232,10 +224,10 @@ def host_alloc_rule(gaps, runtime: pd.DataFrame, apis=HOST_ALLOC_APIS) -> dict:
                     "allocate the pinned buffers once at the start and reuse them")
 
 
-def volume_rule(copies: pd.DataFrame, iterations: int) -> dict:
+def volume_rule(copies: pd.DataFrame, iterations: int, small_bytes: int = RULES.small_copy_bytes) -> dict:
     """``data.volume``: the window's host-device copies' bytes per kept iteration (``iterations``; none: not
     given) and effective bandwidth (bytes over the copies' summed duration, GB/s = bytes/ns). ``small_copies``
-    when their median size is under :data:`SMALL_COPY_BYTES`, else ``large_copies``; ``not_judged`` without
+    when their median size is under ``small_bytes`` (``diagnosis.small_copy_bytes``), else ``large_copies``; ``not_judged`` without
     host-side copies."""
     hc = host_copies(copies)
     if not len(hc):
@@ -250,17 +242,18 @@ def volume_rule(copies: pd.DataFrame, iterations: int) -> dict:
     per = f", {_mb(ev['bytes_per_iteration'])} per iteration" if iterations else ""
     bw = f" at {ev['gb_per_s']:g} GB/s effective" if ev["gb_per_s"] is not None else ""
     text = f"{ev['copies']} host-device copies move {_mb(ev['bytes'])}{per}{bw} (median {_mb(ev['median_bytes'])})"
-    if ev["median_bytes"] < SMALL_COPY_BYTES:
+    if ev["median_bytes"] < small_bytes:
         return _finding("data", "data.volume", "small_copies", ev, text,
                         "fewer, larger copies: batch the small transfers into one buffer")
     return _finding("data", "data.volume", "large_copies", ev, text)
 
 
-def sync_regularity_rule(gaps, kernels, iterations, waits=None) -> dict:
+def sync_regularity_rule(gaps, kernels, iterations, waits=None, share: float = RULES.sync_regular_share) -> dict:
     """``sync.regularity``: do the ``gaps`` (the GPU's ``sync`` gaps: start, kernel_before, attribution) recur
     at the same position in the kept ``iterations`` (``[(start, end), ...]`` ns)? A gap's position: the
     number of window ``kernels`` (start) from its iteration's start to the gap, and the kernel before it.
-    ``regular`` when one position recurs in at least :data:`REGULAR_SHARE` of the iterations (and in two): the
+    ``regular`` when one position recurs in at least ``share`` (0..1, ``diagnosis.sync_regular_share``) of the
+    iterations (and in two): the
     sync is written in the code; else ``irregular`` (system, resources). ``waits``: what each gap's sync waited
     for (:func:`pipeline.analysis.attribution.sync_waits`), counted; the synchronising call most gaps show is
     named. ``not_judged`` without kept iterations."""
@@ -289,7 +282,7 @@ def sync_regularity_rule(gaps, kernels, iterations, waits=None) -> dict:
     wait_text = (" (waited for " + ", ".join(f"{k} ×{v}" for k, v in ev["waited_for"].items()) + ")"
                  if waited else "")
     call = f" {ev['call']}" if ev["call"] else ""
-    if top and n >= 2 and n >= math.ceil(REGULAR_SHARE * len(its)):
+    if top and n >= 2 and n >= math.ceil(share * len(its)):
         return _finding("sync", "sync.regularity", "regular", ev,
                         f"the same{call} sync gap recurs in {n} of {len(its)} kept iterations at the same place "
                         f"(after kernel {top[0]} of the iteration, {top[1]}){wait_text}: it is written in the code",
@@ -308,17 +301,62 @@ def _waited(w) -> str:
     return " ".join(str(x) for x in (w.get("what"), w.get("direction")) if x)
 
 
-def comm_rule(gaps) -> dict:
+#: The row's collective-wait columns (docs/definitions.md#collective-wait) the comm rules read.
+COLLECTIVE_KEYS = ("collective_wait_status", "collective_wait_ns", "collective_wait_pct", "collective_calls",
+                   "collective_last_count", "collective_chronic")
+
+
+def _measured(collective: dict | None) -> bool:
+    return bool(collective) and collective.get("collective_wait_status") == "measured"
+
+
+def comm_rule(gaps, collective: dict | None = None) -> dict:
     """``comm.collective``: the ``gaps`` (the GPU's ``comm`` gaps: length, kernel_before) follow a collective:
     waiting for the other ranks, which one GPU cannot fix. Evidence: the gaps, their ns, the collective most
-    of them follow."""
+    of them follow; where the collective-wait figures were measured (``collective``: the GPU's
+    :data:`COLLECTIVE_KEYS` columns, docs/definitions.md#collective-wait, status ``measured``), the wait inside
+    the collectives (ns, % of the window), the calls and in how many this GPU entered last, and whether that makes
+    it the chronic straggler: then the others wait for it, and its remedy is its own idle (:func:`late_rank_rule`)."""
     before = Counter(str(x) for x in gaps["kernel_before"])
     name, n = before.most_common(1)[0] if before else ("", 0)
     ev = {"gaps": int(sum(before.values())), "ns": int(np.asarray(gaps["length"], dtype=np.int64).sum()),
           "collective": name, "after_it": n}
-    return _finding("comm", "comm.collective", "waiting_for_ranks", ev,
-                    f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks",
-                    "one GPU cannot fix it: look at the straggler first, then overlap communication with compute")
+    text = f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks"
+    remedy = "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
+    if _measured(collective):
+        ev.update(wait_ns=int(collective["collective_wait_ns"]), wait_pct=float(collective["collective_wait_pct"]),
+                  calls=int(collective["collective_calls"]), last_count=int(collective["collective_last_count"]),
+                  chronic=bool(collective["collective_chronic"]))
+        text += (f"; inside the collectives it waited {ev['wait_ns'] / 1e6:,.3f} ms for the last rank "
+                 f"({ev['wait_pct']:g} % of the window) and entered last in {ev['last_count']} of {ev['calls']} calls")
+        if ev["chronic"]:
+            text += ": it is the late rank itself, the one the others wait for"
+            remedy = "this rank is the one others wait for: fix its own idle first (its other categories' findings)"
+        else:
+            remedy = ("one GPU cannot fix it: look at the straggler first (the rank that enters the collectives last: "
+                      "the job's collective_straggler), then overlap communication with compute")
+    return _finding("comm", "comm.collective", "waiting_for_ranks", ev, text, remedy)
+
+
+def late_rank_rule(collective: dict | None, category_pct: dict, actionable_pct: float) -> dict | None:
+    """``comm.late_rank``: the GPU entered last in more than ``collective.chronic_share`` of its collective calls
+    (``collective_chronic``, measured: ``collective`` as for :func:`comm_rule`), so the other ranks wait for it; the
+    finding speaks to its largest own application category other than ``comm`` with at least ``actionable_pct`` %
+    of the window (``category_pct``; ties: :data:`pipeline.model.CATEGORIES` order): fix that first. None when the
+    GPU is not the late rank or has no such category."""
+    if not (_measured(collective) and collective.get("collective_chronic")):
+        return None
+    own = [(float(category_pct.get(c) or 0.0), -i, c) for i, c in enumerate(CATEGORIES)
+           if c not in CAVEATS and c != "comm" and float(category_pct.get(c) or 0.0) >= actionable_pct]
+    if not own:
+        return None
+    pct, _, cat = max(own)
+    ev = {"last_count": int(collective["collective_last_count"]), "calls": int(collective["collective_calls"]),
+          "category": cat, "pct": round(pct, 4)}
+    return _finding(cat, "comm.late_rank", "late_rank", ev,
+                    f"this GPU entered last in {ev['last_count']} of {ev['calls']} collective calls: the other ranks "
+                    f"wait for it; its own {cat} idle is {pct:.2f} % of the window",
+                    f"this rank is the one others wait for: fix its own {cat} first")
 
 
 def boundary_rule(gaps, nvtx: pd.DataFrame) -> dict:
@@ -341,22 +379,24 @@ def boundary_rule(gaps, nvtx: pd.DataFrame) -> dict:
                     f"move the per-iteration host work of {rng!r} off the critical path")
 
 
-def break_point_rule(gaps, nvtx: pd.DataFrame) -> dict:
-    """``break_point``: the same kernel before at least :data:`BREAK_POINT_SHARE` of the ``gaps`` (the GPU's
+def break_point_rule(gaps, nvtx: pd.DataFrame, share: float = RULES.break_point_share,
+                     min_gaps: int = RULES.break_point_min_gaps) -> dict:
+    """``break_point``: the same kernel before at least ``share`` (0..1, ``diagnosis.break_point_share``) of the
+    ``gaps`` (the GPU's
     application gaps: start, kernel_before, category) is a fixed break point: a stage finishes and nobody takes
     over (``fixed``: that kernel, its NVTX range at the gaps' start, the category most of its gaps have); many
-    different kernels read as random waiting (``scattered``). ``not_judged`` under
-    :data:`BREAK_POINT_MIN_GAPS` gaps. The finding's category: that of most of the gaps it rests on."""
+    different kernels read as random waiting (``scattered``). ``not_judged`` under ``min_gaps``
+    (``diagnosis.break_point_min_gaps``) gaps. The finding's category: that of most of the gaps it rests on."""
     before = [str(x) for x in gaps["kernel_before"]]
     cats = [str(x) for x in gaps["category"]]
-    if len(before) < BREAK_POINT_MIN_GAPS:
+    if len(before) < min_gaps:
         return _finding(Counter(cats).most_common(1)[0][0] if cats else "cpu", "break_point", "not_judged",
                         {"gaps": len(before)}, f"{len(before)} gaps: too few to judge a fixed break point")
     counts = Counter(before)
     name, n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     ev = {"gaps": len(before), "kernel": name, "before": n, "share_pct": _pct(n, len(before)),
           "kernels": len(counts)}
-    if n >= BREAK_POINT_SHARE * len(before):
+    if n >= share * len(before):
         mine = [i for i, b in enumerate(before) if b == name]
         cat = Counter(cats[i] for i in mine).most_common(1)[0][0]
         starts = np.asarray(gaps["start"], dtype=np.int64)[mine]
@@ -400,7 +440,8 @@ def _select(gaps: dict, mask) -> dict:
 
 def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, nvtx: pd.DataFrame,
              iterations, category_pct: dict, actionable_pct: float, launch: dict | None = None,
-             sync_runs: tuple | None = None) -> list[dict]:
+             sync_runs: tuple | None = None, rules: DiagnosisConfig = RULES,
+             collective: dict | None = None) -> list[dict]:
     """Every finding of one GPU (docs/definitions.md#diagnosis), in :data:`pipeline.model.CATEGORIES` order, the
     break point after them.
 
@@ -415,11 +456,15 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
         launch: ``{"sliver_count", "sliver_ns", "app_idle_ns", "max_gap_ns"}`` when the GPU is launch-bound.
         sync_runs: the union of synchronising calls (``CallIndex.sync_runs``), for what the first
             :data:`RANGE_SAMPLE` sync gaps waited for.
+        rules: the rules' thresholds (config ``diagnosis:``).
+        collective: the GPU's collective-wait columns (:data:`COLLECTIVE_KEYS`; None: not known), for
+            :func:`comm_rule` and :func:`late_rank_rule` (after the findings of the category it speaks to).
     Returns:
         A list of findings (dicts, see the module docstring).
     """
     cats = np.asarray(gaps["category"], dtype=object)
     out = []
+    late = late_rank_rule(collective, category_pct, actionable_pct)
     for cat in (c for c in CATEGORIES if c not in CAVEATS):
         pct = float(category_pct.get(cat) or 0.0)
         if pct <= 0:
@@ -429,22 +474,25 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
             continue
         mine = _select(gaps, cats == cat)
         if cat == "data":
-            out += [copy_stream_rule(copies, kernels, mine), host_memory_rule(copies), host_alloc_rule(mine, runtime),
-                    volume_rule(copies, len(iterations))]
+            out += [copy_stream_rule(copies, kernels, mine, rules.copy_stream_share),
+                    host_memory_rule(copies, rules.pageable_share), host_alloc_rule(mine, runtime),
+                    volume_rule(copies, len(iterations), rules.small_copy_bytes)]
         elif cat == "sync":
             # what the first RANGE_SAMPLE syncs waited for (the look-up is O(gaps × copies))
             first = pd.DataFrame({k: mine[k][:RANGE_SAMPLE] for k in ("start", "end", "category", "kernel_before")})
             waits = attribution.sync_waits(first, copies, sync_runs) if sync_runs is not None else None
-            out.append(sync_regularity_rule(mine, kernels, iterations, waits))
+            out.append(sync_regularity_rule(mine, kernels, iterations, waits, rules.sync_regular_share))
         elif cat == "comm":
-            out.append(comm_rule(mine))
+            out.append(comm_rule(mine, collective))
         elif cat == "boundary":
             out.append(boundary_rule(mine, nvtx))
         elif cat == "launch" and launch:
             out.append(launch_rule(**launch))
+        if late and late["category"] == cat:
+            out.append(late)
     app = _select(gaps, np.isin(cats, [c for c in CATEGORIES if c not in CAVEATS]))
     if len(app["start"]):
-        found = break_point_rule(app, nvtx)
+        found = break_point_rule(app, nvtx, rules.break_point_share, rules.break_point_min_gaps)
         if float(category_pct.get(found["category"]) or 0.0) >= actionable_pct:
             out.append(found)
     return out

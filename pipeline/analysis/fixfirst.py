@@ -75,13 +75,15 @@ EXAMPLE_GAPS = 3
 DIAGNOSED_GPUS = 3
 
 
-def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list = ()) -> str:
+def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list = (), late: list = ()) -> str:
     """The ``diagnosis`` of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): for each of the
     first :data:`DIAGNOSED_GPUS` of its ``gpus`` (their display names, :func:`pipeline.analysis.names.gpu_names`)
     that has findings of the category
     (``findings``: each GPU's :func:`pipeline.analysis.diagnosis.diagnose` list, same order), ``"<gpu>: <line>"``
     (:func:`pipeline.analysis.diagnosis.line`), then how many more GPUs have some; a ``comm`` entry names the job's
-    ``stragglers`` (display names too). Lines joined by a newline; ``""`` when none."""
+    ``stragglers`` (display names too) and its ``late`` ranks (the GPUs of the list that entered last in most of
+    their collective calls, ``collective_chronic``: the ones the others wait for). Lines joined by a newline; ``""``
+    when none."""
     diagnosed = [(g, [f for f in fs if f["category"] == category]) for g, fs in zip(gpus, findings)]
     diagnosed = [(g, fs) for g, fs in diagnosed if fs]
     lines = [f"{g}: {dx.line(f)}" for g, fs in diagnosed[:DIAGNOSED_GPUS] for f in fs]
@@ -89,6 +91,9 @@ def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list 
         lines.append(f"and {len(diagnosed) - DIAGNOSED_GPUS} more GPU(s) (their fleet rows' diagnosis)")
     if category == "comm" and stragglers:
         lines.append("straggler: " + "; ".join(stragglers) + " (the job's GPU with most idle: look there first)")
+    if category == "comm" and late:
+        lines.append("late rank: " + "; ".join(late) + " (enters the collectives last: the others wait for it; fix its "
+                     "own idle first)")
     return "\n".join(lines)
 
 
@@ -99,14 +104,23 @@ REMEDY_ORDER = ("data.host_alloc", "data.host_memory", "data.copy_stream", "data
 NOTHING_WRONG = ("pinned", "none", "large_copies")
 
 
+#: The remedy of a fix-list entry whose category is archived on its GPUs (docs/definitions.md#diagnosis).
+ARCHIVED = "archived: under analysis.actionable_pct of the window on its GPUs, not prescribed"
+
+
 def entry_remedy(category: str, findings: list) -> str:
     """The remedy of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): the remedy of the first
     judged, not archived finding of the category on its GPUs (``findings``: each GPU's
     :func:`pipeline.analysis.diagnosis.diagnose` list) that finds something wrong (its outcome not in
     :data:`NOTHING_WRONG`), the rules of :data:`REMEDY_ORDER` first in that order (the entry's ``diagnosis`` gives
     them all). When no rule of the category could be judged on them, the generic :data:`REMEDIES` text, saying so;
-    when the rules judged but prescribe nothing, the generic text saying that."""
-    fired = [f for fs in findings for f in fs if f["category"] == category and not f.get("archived")]
+    when the rules judged but prescribe nothing, the generic text saying that; when the category is archived on
+    every GPU that has a finding of it (under ``analysis.actionable_pct`` of its window), :data:`ARCHIVED`: nothing
+    is prescribed."""
+    mine = [f for fs in findings for f in fs if f["category"] == category]
+    fired = [f for f in mine if not f.get("archived")]
+    if mine and not fired:
+        return ARCHIVED
     judged = [f for f in fired if f.get("judged", True)]
     wrong = [f for f in judged if f.get("remedy") and f.get("outcome") not in NOTHING_WRONG]
     wrong.sort(key=lambda f: REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
@@ -149,6 +163,24 @@ def recoverable(category: str, usd: list, findings: list) -> tuple[float, str]:
         basis = (f"copies on the compute stream: only what a copy stream of their own could hide behind compute, "
                  f"{hide / 1e6:,.1f} of {idle / 1e6:,.1f} ms on {parted} of {len(usd)} GPU(s)")
     return (round(total, 2) if priced else math.nan), basis
+
+
+def gpu_recoverable(row: dict, findings: list) -> list[dict]:
+    """The recoverable parts of one GPU (docs/definitions.md#diagnosis), what its GPU page and medical record show
+    beside its diagnosis: per application category (:func:`fixable`, in order) whose idle the evidence bounds
+    (:func:`recoverable_part`), ``{"category", "usd_per_month"`` (the row's ``fix_<c>_usd_per_month``, NaN
+    unpriced), ``"recoverable_usd_per_month", "recoverable_basis"}`` (:func:`recoverable` over this GPU alone);
+    ``row``: the GPU's fleet row (or ``_summary``), ``findings``: its findings. ``[]`` when the whole idle of
+    every category is recoverable."""
+    out = []
+    for cat in fixable():
+        if recoverable_part(cat, findings) is None:
+            continue
+        u = row.get(f"fix_{cat}_usd_per_month")
+        u = math.nan if u is None or u != u else float(u)
+        rec, basis = recoverable(cat, [u], [findings])
+        out.append({"category": cat, "usd_per_month": u, "recoverable_usd_per_month": rec, "recoverable_basis": basis})
+    return out
 
 
 def fixable(categories=CATEGORIES) -> tuple:
@@ -300,6 +332,8 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     extra = conform(rows, ["diagnosis", "straggler"])  # an older table: no findings, no straggler
     cols["findings"] = np.asarray([dx.of_text(t) for t in extra["diagnosis"].tolist()] + [None], dtype=object)[:-1]
     cols["straggler"] = extra["straggler"].fillna(False).astype(bool).to_numpy()
+    # the late ranks (collective_chronic; an older table: none)
+    cols["late"] = conform(rows, ["collective_chronic"])["collective_chronic"].fillna(False).astype(bool).to_numpy()
     rates = conform(rows, ["rate_assumed", "unpriced"])  # an older table: rate_assumed from its rate_source
     cols["assumed"] = rates["rate_assumed"].astype(bool).to_numpy()
     cols["unpriced"] = rates["unpriced"].astype(bool).to_numpy()
@@ -406,6 +440,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
     findings = cols["findings"][part].tolist()
     names = cols["name"][part].tolist()
     stragglers = [names[i] for i in np.flatnonzero(cols["straggler"][part])]
+    late = [names[i] for i in np.flatnonzero(cols["late"][part])]
     entries = []
     for cat in fixable():
         filled = cols[f"cat_{cat}"][part]
@@ -428,7 +463,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"],
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine),
-            "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers),
+            "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers, late),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
             "window_ns": window, "iterations": iterations, "trusted": is_trusted,

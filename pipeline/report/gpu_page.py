@@ -32,7 +32,7 @@ import os
 from jinja2 import Environment
 from markupsafe import Markup
 
-from ..analysis import diagnosis
+from ..analysis import diagnosis, fixfirst
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
@@ -40,6 +40,7 @@ from ..schema import source_says_assumed
 from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
+from .words import recoverable_lines
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -385,11 +386,14 @@ def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
 
 def diagnosis_view(summary: dict) -> dict:
     """The page's diagnosis block from a GPU's ``_summary`` (docs/definitions.md#diagnosis): ``prescribed`` and
-    ``archived`` (:func:`pipeline.analysis.diagnosis.split`), each finding with its ``line``; both empty for a
-    summary without the column."""
-    prescribed, archived = diagnosis.split(diagnosis.of_text(summary.get("diagnosis")))
+    ``archived`` (:func:`pipeline.analysis.diagnosis.split`), each finding with its ``line``; ``recoverable``: what a
+    fix wins back where the evidence bounds it (:func:`pipeline.report.words.recoverable_lines`, as the fix-first
+    list says it); all empty for a summary without the column."""
+    findings = diagnosis.of_text(summary.get("diagnosis"))
+    prescribed, archived = diagnosis.split(findings)
     return {"prescribed": [dict(f, line=diagnosis.line(f)) for f in prescribed],
-            "archived": [dict(f, line=diagnosis.line(f)) for f in archived]}
+            "archived": [dict(f, line=diagnosis.line(f)) for f in archived],
+            "recoverable": recoverable_lines(fixfirst.gpu_recoverable(summary, findings))}
 
 
 def timeline_svg(doc: dict, plot_cache: str | None = None) -> str:

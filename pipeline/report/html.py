@@ -36,7 +36,7 @@ from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .words import NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd
+from .words import NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
@@ -242,9 +242,9 @@ def fix_usd_text(e: dict) -> str:
         return f"unpriced ({e['unpriced_gpus']} GPU(s))"
     parts = ([f"of which {usd(e['assumed_usd_per_month'])} at assumed rates, {e['assumed_gpus']} GPU(s)"]
              if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced"] if e["unpriced_gpus"] else [])
-    rec = e.get("recoverable_usd_per_month", math.nan)
-    if rec == rec and rec < e["usd_per_month"] - 0.005:  # the evidence bounds what a fix wins back
-        parts.append(f"a fix wins back {usd(rec)}: {e.get('recoverable_basis', '')}")
+    back = wins_back(e["usd_per_month"], e.get("recoverable_usd_per_month", math.nan), e.get("recoverable_basis", ""))
+    if back:  # the evidence bounds what a fix wins back
+        parts.append(back)
     return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 

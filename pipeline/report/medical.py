@@ -42,7 +42,8 @@ from ..fleet.reduce import assumed_text
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
-from ..analysis import diagnosis
+from .words import recoverable_lines
+from ..analysis import diagnosis, fixfirst
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
@@ -82,8 +83,9 @@ def _ns(value) -> int:
     return 0 if value is None or pd.isna(value) else int(value)
 
 
-#: The record's diagnosis lines read the findings (docs/definitions.md#diagnosis, :func:`diagnosis_lines`).
-RECORD_COLUMNS += ["diagnosis"]
+#: The record's diagnosis lines read the findings and the dollars a fix wins back (docs/definitions.md#diagnosis,
+#: :func:`diagnosis_lines`).
+RECORD_COLUMNS += ["diagnosis", *[f"fix_{c}_usd_per_month" for c in CATEGORIES if c not in CAVEATS]]
 
 
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
@@ -95,7 +97,9 @@ def _plain_rows(rows: pd.DataFrame) -> list[dict]:
 def diagnosis_lines(ok: list[dict], names: dict) -> list[str]:
     """The record's ``## Diagnosis`` section (docs/definitions.md#diagnosis): per GPU (``ok``: plain rows with
     ``diagnosis``; ``names``: ``(report, gpu_key) -> display name``) the findings it prescribes or could not
-    judge, one :func:`pipeline.analysis.diagnosis.line` each, then its archived categories apart; ``[]`` when no
+    judge, one :func:`pipeline.analysis.diagnosis.line` each, what a fix wins back where the evidence bounds it
+    (:func:`pipeline.report.words.recoverable_lines`, as the fix-first list says it), then its archived categories
+    apart; ``[]`` when no
     GPU has a finding (a table written before the column)."""
     out = []
     for r in ok:
@@ -104,6 +108,7 @@ def diagnosis_lines(ok: list[dict], names: dict) -> list[str]:
             continue
         out += ["", f"**{md_text(names[(r['report'], r['gpu_key'])])}**", ""]
         out += [f"- {md_text(diagnosis.line(f))}" for f in prescribed]
+        out += [f"- {md_text(x)}" for x in recoverable_lines(fixfirst.gpu_recoverable(r, prescribed))]
         if archived:
             out.append("- archived (under the actionable share, not prescribed): "
                        + "; ".join(md_text(f["text"]) for f in archived))

@@ -39,6 +39,7 @@ from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
+from .words import wins_back
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")
@@ -536,13 +537,15 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
     (no example gaps: the page quotes none), its ``device idle`` section only (the wait inside collectives has its
-    own section: :func:`pipeline.report.medical.collective_summary`), and ``top_gpus``, the GPUs with the most of it
-    (:func:`fix_gpus`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
+    own section: :func:`pipeline.report.medical.collective_summary`), ``top_gpus``, the GPUs with the most of it
+    (:func:`fix_gpus`), and ``wins_back`` (:func:`pipeline.report.words.wins_back`: what a fix wins back, ``""``
+    when the whole idle). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], trusted=bool(e["trusted"])),
-                 confidence_title=confidence_title(fleet, e["category"]))
+                 confidence_title=confidence_title(fleet, e["category"]),
+                 wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]))
             for e in fixes[(fixes["scope"] == "fleet") & (fixes["section"] == fixfirst.DEVICE_IDLE)].to_dict("records")]
 
 

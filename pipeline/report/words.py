@@ -16,6 +16,25 @@ def usd(value, decimals: int = 2) -> str:
     return f"{sign}${abs(value):,.{decimals}f}"
 
 
+def wins_back(usd_per_month, recoverable_usd, basis: str) -> str:
+    """What a fix wins back, as every view says it (the fix-first list, the GPU pages, the medical records;
+    docs/definitions.md#diagnosis): ``a fix wins back $584.00: <basis>`` when the evidence bounds the recoverable
+    part (``recoverable_usd``, USD per month) below the idle's dollars ``usd_per_month`` (by more than half a
+    cent); ``""`` when it does not, or either figure is missing (NaN: unpriced)."""
+    u, r = float(usd_per_month), float(recoverable_usd)
+    if u != u or r != r or not r < u - 0.005:
+        return ""
+    return f"a fix wins back {usd(r)}: {basis}"
+
+
+def recoverable_lines(parts: list[dict]) -> list[str]:
+    """One GPU's recoverable parts (:func:`pipeline.analysis.fixfirst.gpu_recoverable`) as lines for people:
+    ``data: a fix wins back $584.00: <basis>`` (:func:`wins_back`), one per part it bounds, in the parts' order."""
+    lines = [(p["category"], wins_back(p["usd_per_month"], p["recoverable_usd_per_month"], p["recoverable_basis"]))
+             for p in parts]
+    return [f"{cat}: {text}" for cat, text in lines if text]
+
+
 def signed_usd(value) -> str:
     """``+$1,234.56`` / ``−$1,234.56`` / ``$0.00`` for changes."""
     value = float(value)

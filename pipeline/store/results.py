@@ -49,7 +49,7 @@ from ..snapshot import sidecars, snapshot_key
 
 def config_hash(cfg: Config) -> str:
     """SHA-256 of every setting that can change a fleet number (not dask, cache or paths)."""
-    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "confidence", "meter", "collective", "categories",
+    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "confidence", "meter", "collective", "diagnosis", "categories",
                                                          "window", "cost", "labels")}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
 
