@@ -140,16 +140,34 @@ OTHER_TABLES = {
     "overhead_end_text": ("CUPTI_ACTIVITY_KIND_OVERHEAD", '"end" = \'late\' WHERE rowid = 1', "end", "'late'", "TEXT"),
 }
 
+DEVICE_TABLES = {
+    # name: (table, SET ... WHERE, the column named, the value shown, how it is stored). The tiny export's one
+    # TARGET_INFO_GPU row (id 0, smCount 68, cuDevice 0) and TARGET_INFO_CUDA_DEVICE row (gpuId 0, cudaId 0,
+    # pid 91186, numMultiprocessors 68).
+    "gpu_sm_count_real": ("TARGET_INFO_GPU", "smCount = 68.5", "smCount", "68.5", "REAL"),
+    "gpu_id_text": ("TARGET_INFO_GPU", "id = 'zero'", "id", "'zero'", "TEXT"),
+    "gpu_cu_device_text": ("TARGET_INFO_GPU", "cuDevice = '0x'", "cuDevice", "'0x'", "TEXT"),
+    "cuda_device_sms_text": ("TARGET_INFO_CUDA_DEVICE", "numMultiprocessors = 'x'", "numMultiprocessors", "'x'", "TEXT"),
+    "cuda_device_gpu_id_1e30": ("TARGET_INFO_CUDA_DEVICE", "gpuId = 1e30", "gpuId", "1e+30", "REAL"),
+    "cuda_device_pid_blob": ("TARGET_INFO_CUDA_DEVICE", "pid = CAST(pid AS BLOB)", "pid", "b'91186'", "BLOB"),
+    "cuda_device_cuda_id_real": ("TARGET_INFO_CUDA_DEVICE", "cudaId = 0.25", "cudaId", "0.25", "REAL"),
+}
 
-@pytest.mark.parametrize("name", OTHER_TABLES)
+
+@pytest.mark.parametrize("name", [*OTHER_TABLES, *DEVICE_TABLES])
 def test_the_other_tables_times_and_ids_are_checked_alike(tmp_path, name):
-    """The runtime, memcpy and overhead tables go through the same check, each named with its table.
-    Before: the runtime's and overhead's TEXT were ``unexpected ValueError``/KeyError rows, the memcpy's
-    REAL start was truncated silently (exit 0)."""
-    table, update, column, value, stored = OTHER_TABLES[name]
+    """The runtime, memcpy and overhead tables, and the device tables' ids and SM counts (TARGET_INFO_GPU:
+    id, smCount, cuDevice; TARGET_INFO_CUDA_DEVICE: pid, cudaId, gpuId, numMultiprocessors) go through the
+    same check, each named with its table. Before: the runtime's and overhead's TEXT were ``unexpected
+    ValueError``/KeyError rows, the memcpy's REAL start was truncated silently (exit 0); a device table's
+    REAL was cut toward zero or a huge id matched no GPU (exit 0, a number from a value that is not the
+    export's), digits as a BLOB were taken as the integer, TEXT was ``unexpected ValueError``. (Digits as
+    TEXT or an integral REAL in an INTEGER column are stored as integers by SQLite itself.)"""
+    table, update, column, value, stored = {**OTHER_TABLES, **DEVICE_TABLES}[name]
     path = altered(tmp_path, f"{name}.sqlite", f"UPDATE {table} SET {update}")
     out = tmp_path / "out"
     proc = run_cli("run", path, "--out", str(out), check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     error = f"{path}: {table}.{column} holds {value} (stored as {stored}), {ACTION}"
     assert pd.read_csv(out / "fleet.csv", keep_default_na=False)["error"].tolist() == [error]
+
