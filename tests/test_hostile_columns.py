@@ -171,3 +171,23 @@ def test_the_other_tables_times_and_ids_are_checked_alike(tmp_path, name):
     error = f"{path}: {table}.{column} holds {value} (stored as {stored}), {ACTION}"
     assert pd.read_csv(out / "fleet.csv", keep_default_na=False)["error"].tolist() == [error]
 
+
+def test_stringids_blobs_leave_sqlite_as_text(tmp_path):
+    """StringIds is read without scanning its rows for bytes in Python (``text_rows(cast=True)``): the
+    CAST of :func:`~pipeline.load.limits.cut_sql` makes every BLOB value text inside SQLite, UTF-8 or
+    not (replacement characters), long or not (cut with its full length). Every value is a ``str``,
+    each as stated here by hand."""
+    from pipeline.load import sqlite as load_sqlite
+    from pipeline.load.columns import read_strings
+    from pipeline.load.tables import Schema
+
+    path = altered(tmp_path, "blobs.sqlite", "UPDATE StringIds SET value = CAST(value AS BLOB)",
+                   "UPDATE StringIds SET value = X'6B65726E656CFF4E' WHERE id = 139",
+                   f"UPDATE StringIds SET value = CAST('{'ab' * 3000}' AS BLOB) WHERE id = 140")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    plain = dict(con.execute("SELECT id, CAST(value AS TEXT) FROM StringIds WHERE id NOT IN (139, 140)").fetchall())
+    strings = read_strings(Schema(load_sqlite.connect_readonly(path), load_sqlite.readonly_uri(path)))
+    assert {type(v) for v in strings.values()} == {str}
+    assert strings[139] == "kernel\ufffdN"
+    assert strings[140] == ("ab" * 3000)[:TEXT_CAP] + "\u2026 (6000 characters, cut at 4096)"
+    assert {k: v for k, v in strings.items() if k not in (139, 140)} == plain and len(plain) > 100

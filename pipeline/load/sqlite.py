@@ -93,15 +93,18 @@ def _check_not_truncated(path: str, name: str) -> None:
             f"{pages:,} pages of {page_size:,} bytes); the copy or download was cut short")
 
 
-def text_rows(con: sqlite3.Connection, sql: str, table: str | None = None, integers: dict | None = None) -> list[tuple]:
+def text_rows(con: sqlite3.Connection, sql: str, table: str | None = None, integers: dict | None = None,
+              cast: bool = False) -> list[tuple]:
     """Every row of ``sql`` on ``con``. Text that is not valid UTF-8 (real exports have it: a
     Windows user name in the export metadata) is decoded with replacement characters instead of
     failing the whole report; so is a BLOB where the export should hold text (a damaged or edited
     export: SQLite keeps any value's own type), never shown as ``b'...'``. ``integers``: result
     position -> the export's column (of ``table``, which ``sql`` reads) that must hold integers or
     NULL (ids, counts); any other value raises :class:`NotInteger` (:func:`not_integer`), as
-    :func:`check_integers` does for Arrow batches. Raises ``sqlite3.DatabaseError``
-    for anything else."""
+    :func:`check_integers` does for Arrow batches. ``cast``: ``sql`` gives its texts through
+    :func:`~pipeline.load.limits.cut_sql` (SQLite casts a BLOB to text itself) and its other columns
+    are ids (StringIds' INTEGER PRIMARY KEY), so no row is scanned for bytes. Raises
+    ``sqlite3.DatabaseError`` for anything else."""
     try:
         rows = con.execute(sql).fetchall()
     except sqlite3.OperationalError as exc:
@@ -117,7 +120,7 @@ def text_rows(con: sqlite3.Connection, sql: str, table: str | None = None, integ
         odd = next((row[position] for row in rows if not (row[position] is None or type(row[position]) is int)), None)
         if odd is not None:   # SQLite gives int, float (REAL, any integer beyond int64), str or bytes
             raise not_integer(table, column, odd, {float: "REAL", bytes: "BLOB"}.get(type(odd), "TEXT"))
-    if any(type(v) is bytes for row in rows for v in row):
+    if not cast and any(type(v) is bytes for row in rows for v in row):
         rows = [tuple(_decoded(v) if type(v) is bytes else v for v in row) for row in rows]
     return rows
 
