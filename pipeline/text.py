@@ -1,6 +1,6 @@
 """Text from profiles and labels (file names, job and cluster labels, NVTX ranges, kernel names,
 error messages that quote them) made safe for where the product writes it: a terminal
-(:func:`printable`), Markdown (:func:`md_text`) and CSV files opened in a spreadsheet
+(:func:`printable`), an HTML page (:func:`visible`), Markdown (:func:`md_text`) and CSV files opened in a spreadsheet
 (:func:`csv_safe`). One definition each, used by the CLI and by every writer.
 
 Standard library only at import time: the CLI imports this module at start-up (only click and
@@ -35,6 +35,22 @@ def printable(text) -> str:
     cannot move the cursor, recolour, set the window title, clear the screen, overwrite or reorder
     what is shown around it. Everything else (accents, CJK, emoji) is kept as it is."""
     return "".join(escape_code(c) if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in str(text))
+
+
+#: A character that may be hidden (anything but tab, new line and printable ASCII): what
+#: :func:`visible` looks at one by one (a page is mostly ASCII: the regex skips the rest in C).
+_MAYBE_HIDDEN = re.compile(r"[^\t\n\x20-\x7e]")
+
+
+def visible(text: str) -> str:
+    """``text`` (a ``str``; HTML, SVG or text for a page) with every :data:`HIDDEN_CATEGORIES` character
+    but tab and new line (whitespace to HTML, kept so markup and ``<pre>`` text stay as they are)
+    written as its :func:`escape_code`, as :func:`printable` does. The escapes are plain ASCII
+    (backslash, letters, digits), so markup stays markup and text stays text; no escape byte, control or
+    bidirectional character reaches a page raw. What every value a page's template shows goes through
+    (:func:`pipeline.report.jinja.environment`)."""
+    return _MAYBE_HIDDEN.sub(
+        lambda m: escape_code(m.group()) if unicodedata.category(m.group()) in HIDDEN_CATEGORIES else m.group(), text)
 
 
 def message(exc) -> str:

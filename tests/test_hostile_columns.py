@@ -140,16 +140,54 @@ OTHER_TABLES = {
     "overhead_end_text": ("CUPTI_ACTIVITY_KIND_OVERHEAD", '"end" = \'late\' WHERE rowid = 1', "end", "'late'", "TEXT"),
 }
 
+DEVICE_TABLES = {
+    # name: (table, SET ... WHERE, the column named, the value shown, how it is stored). The tiny export's one
+    # TARGET_INFO_GPU row (id 0, smCount 68, cuDevice 0) and TARGET_INFO_CUDA_DEVICE row (gpuId 0, cudaId 0,
+    # pid 91186, numMultiprocessors 68).
+    "gpu_sm_count_real": ("TARGET_INFO_GPU", "smCount = 68.5", "smCount", "68.5", "REAL"),
+    "gpu_id_text": ("TARGET_INFO_GPU", "id = 'zero'", "id", "'zero'", "TEXT"),
+    "gpu_cu_device_text": ("TARGET_INFO_GPU", "cuDevice = '0x'", "cuDevice", "'0x'", "TEXT"),
+    "cuda_device_sms_text": ("TARGET_INFO_CUDA_DEVICE", "numMultiprocessors = 'x'", "numMultiprocessors", "'x'", "TEXT"),
+    "cuda_device_gpu_id_1e30": ("TARGET_INFO_CUDA_DEVICE", "gpuId = 1e30", "gpuId", "1e+30", "REAL"),
+    "cuda_device_pid_blob": ("TARGET_INFO_CUDA_DEVICE", "pid = CAST(pid AS BLOB)", "pid", "b'91186'", "BLOB"),
+    "cuda_device_cuda_id_real": ("TARGET_INFO_CUDA_DEVICE", "cudaId = 0.25", "cudaId", "0.25", "REAL"),
+}
 
-@pytest.mark.parametrize("name", OTHER_TABLES)
+
+@pytest.mark.parametrize("name", [*OTHER_TABLES, *DEVICE_TABLES])
 def test_the_other_tables_times_and_ids_are_checked_alike(tmp_path, name):
-    """The runtime, memcpy and overhead tables go through the same check, each named with its table.
-    Before: the runtime's and overhead's TEXT were ``unexpected ValueError``/KeyError rows, the memcpy's
-    REAL start was truncated silently (exit 0)."""
-    table, update, column, value, stored = OTHER_TABLES[name]
+    """The runtime, memcpy and overhead tables, and the device tables' ids and SM counts (TARGET_INFO_GPU:
+    id, smCount, cuDevice; TARGET_INFO_CUDA_DEVICE: pid, cudaId, gpuId, numMultiprocessors) go through the
+    same check, each named with its table. Before: the runtime's and overhead's TEXT were ``unexpected
+    ValueError``/KeyError rows, the memcpy's REAL start was truncated silently (exit 0); a device table's
+    REAL was cut toward zero or a huge id matched no GPU (exit 0, a number from a value that is not the
+    export's), digits as a BLOB were taken as the integer, TEXT was ``unexpected ValueError``. (Digits as
+    TEXT or an integral REAL in an INTEGER column are stored as integers by SQLite itself.)"""
+    table, update, column, value, stored = {**OTHER_TABLES, **DEVICE_TABLES}[name]
     path = altered(tmp_path, f"{name}.sqlite", f"UPDATE {table} SET {update}")
     out = tmp_path / "out"
     proc = run_cli("run", path, "--out", str(out), check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     error = f"{path}: {table}.{column} holds {value} (stored as {stored}), {ACTION}"
     assert pd.read_csv(out / "fleet.csv", keep_default_na=False)["error"].tolist() == [error]
+
+
+def test_stringids_blobs_leave_sqlite_as_text(tmp_path):
+    """StringIds is read without scanning its rows for bytes in Python (``text_rows(cast=True)``): the
+    CAST of :func:`~pipeline.load.limits.cut_sql` makes every BLOB value text inside SQLite, UTF-8 or
+    not (replacement characters), long or not (cut with its full length). Every value is a ``str``,
+    each as stated here by hand."""
+    from pipeline.load import sqlite as load_sqlite
+    from pipeline.load.columns import read_strings
+    from pipeline.load.tables import Schema
+
+    path = altered(tmp_path, "blobs.sqlite", "UPDATE StringIds SET value = CAST(value AS BLOB)",
+                   "UPDATE StringIds SET value = X'6B65726E656CFF4E' WHERE id = 139",
+                   f"UPDATE StringIds SET value = CAST('{'ab' * 3000}' AS BLOB) WHERE id = 140")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    plain = dict(con.execute("SELECT id, CAST(value AS TEXT) FROM StringIds WHERE id NOT IN (139, 140)").fetchall())
+    strings = read_strings(Schema(load_sqlite.connect_readonly(path), load_sqlite.readonly_uri(path)))
+    assert {type(v) for v in strings.values()} == {str}
+    assert strings[139] == "kernel\ufffdN"
+    assert strings[140] == ("ab" * 3000)[:TEXT_CAP] + "\u2026 (6000 characters, cut at 4096)"
+    assert {k: v for k, v in strings.items() if k not in (139, 140)} == plain and len(plain) > 100

@@ -69,6 +69,26 @@ def test_2020_export_whose_only_gpu_is_a_quadro_gp100(tmp_path):
     assert row["idle_usd_per_month"] == pytest.approx(438.0)
 
 
+
+@pytest.mark.parametrize("sms, device, shown", [(56.5, 0, "TARGET_INFO_CUDA_GPU.numMultiprocessors holds 56.5 (stored as REAL)"),
+                                                (56, "zero", "TARGET_INFO_CUDA_GPU.deviceId holds 'zero' (stored as TEXT)")])
+def test_2020_per_process_table_ids_and_sm_counts_must_be_integers(tmp_path, sms, device, shown):
+    """TARGET_INFO_CUDA_GPU's ordinal and SM count go through the integer check (issue 23): the report is
+    an error naming table.column and the value. Before: 56.5 SMs were cut to 56 silently, 'zero' was
+    ``unexpected ValueError``."""
+    from pipeline.load.report import ProfileError
+
+    w = writer_2020(tmp_path / "odd.sqlite")
+    w.gpu_2020(0, "Quadro GP100", bus="0000:65:00.0")
+    w.cuda_gpu_2020(device, 10, "Quadro GP100", sms=sms)
+    two_kernels(w)
+    path = w.close()
+    with pytest.raises(ProfileError) as raised:
+        load_report(path)
+    assert str(raised.value) == (f"{path}: {shown}, not an integer: Nsight Systems writes integers there (ns or "
+                                 "ids), so the export was damaged or edited; export the report again (nsys export "
+                                 "--type sqlite) from its .nsys-rep")
+
 def test_2020_export_without_the_per_process_table_uses_the_listing(tmp_path):
     # TARGET_INFO_GPU alone (2020 layout), two GPUs of one model: the model is known
     w = writer_2020(tmp_path / "two.sqlite")

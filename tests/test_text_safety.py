@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import unicodedata
 
 import pandas as pd
@@ -41,24 +42,26 @@ def hidden(text: str) -> list[str]:
     return [c for c in text if c != "\n" and unicodedata.category(c) in HIDDEN]
 
 
-def export(path) -> None:
-    """One GPU: kernels 0-10, 15-25, 30-40 ms (two 5 ms device-level gaps) under one NVTX range."""
+def export(path, kernel: str = "gemm") -> None:
+    """One GPU: kernels 0-10, 15-25, 30-40 ms (two 5 ms device-level gaps) named ``kernel`` under one NVTX range."""
     w = ExportWriter(str(path))
     w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="1111-2222")
     w.cuda_device(0, 0, 10, uuid="1111-2222")
     for start in (0, 15, 30):
-        w.kernel(pid=10, device=0, stream=7, start=B + start * MS, end=B + (start + 10) * MS, name="gemm")
+        w.kernel(pid=10, device=0, stream=7, start=B + start * MS, end=B + (start + 10) * MS, name=kernel)
     w.nvtx(pid=10, tid=11, start=B, end=B + 40 * MS, text=NVTX)
     w.close()
 
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    """`gpu-idle run` over ``EVIL.sqlite``, ``labelled.sqlite`` (job, cluster, node, rank labels of
-    formulas) and ``BAD.sqlite`` (not an export), then `report --format md` and `--format csv`."""
+    """`gpu-idle run` over ``EVIL.sqlite`` (its kernels named EVIL too), ``labelled.sqlite`` (job, cluster,
+    node, rank labels of formulas) and ``BAD.sqlite`` (not an export), then `report --format md`, `--format
+    csv` and the HTML report with its GPU pages (``html/``), and `compare` of ``EVIL.sqlite`` with itself
+    (``compare/``)."""
     root = tmp_path_factory.mktemp("text-safety")
     (root / "in").mkdir()
-    export(root / "in" / f"{EVIL}.sqlite")
+    export(root / "in" / f"{EVIL}.sqlite", kernel=EVIL)
     export(root / "in" / "labelled.sqlite")
     (root / "in" / f"{BAD}.sqlite").write_bytes(b"not an export at all")
     (root / "labels.yaml").write_text(yaml.safe_dump({"labels": [
@@ -68,6 +71,9 @@ def hostile(tmp_path_factory):
     assert run.returncode == 1, run.stdout + run.stderr       # the bad export failed (its row says why)
     run_cli("report", str(root / "out"), "--out", str(root / "summary.md"), "--format", "md")
     run_cli("report", str(root / "out"), "--out", str(root / "costs.csv"), "--format", "csv")
+    run_cli("report", str(root / "out"), "--out", str(root / "html" / "report.html"))
+    evil = str(root / "in" / f"{EVIL}.sqlite")
+    run_cli("compare", evil, evil, "--out", str(root / "compare"))
     return root, run
 
 
@@ -108,6 +114,30 @@ def test_the_markdown_summary_holds_no_raw_control_or_bidi_character_and_no_math
     assert r'=HYPERLINK("http://evil.example/x","\$x\$")' in text
     assert EVIL_MD in text
     assert "$x$" not in text and "$a$" not in text
+
+
+def test_no_html_page_holds_a_raw_control_or_bidi_character(hostile):
+    """Every HTML file written (the report, each GPU page, the comparison) holds no character of a hidden
+    category but the new line, in any byte of it (text, attributes, SVG text); the file name, kernel name
+    and NVTX range are there in their visible escaped form."""
+    root, _ = hostile
+    pages = sorted(root.rglob("*.html"))
+    names = sorted(str(p.relative_to(root)) for p in pages)
+    assert names[0] == "compare/compare.html" and names[-1] == "html/report.html"
+    assert len([n for n in names if n.startswith("html/gpu-pages/")]) == 2     # EVIL.sqlite's GPU, labelled's
+    for page in pages:
+        text = page.read_bytes().decode("utf-8")
+        assert hidden(text) == [], (page, sorted(set(hidden(text))))
+    shown = {str(p.relative_to(root)): p.read_text(encoding="utf-8") for p in pages}
+    nvtx = r"step \u202e $a$ \x1b[1m"
+    report = shown["html/report.html"]
+    assert EVIL_SHOWN in report and nvtx in report
+    labels = re.findall(r"<text [^>]*>([^<]*)</text>", report)                 # the plots' SVG text
+    assert EVIL_SHOWN in labels and f"{EVIL_SHOWN} (1 GPU)" in labels
+    [gpu] = [t for n, t in shown.items() if n.startswith("html/gpu-pages/") and "evil" in n]
+    assert f"job {EVIL_SHOWN} · cluster" in gpu and nvtx in gpu                # job name, NVTX range
+    assert gpu.count(f'<span title="{EVIL_SHOWN}">{EVIL_SHOWN}</span>') == 4    # kernels around both gaps
+    assert EVIL_SHOWN in shown["compare/compare.html"]
 
 
 #: Every CSV the product writes in a run folder, and the report's.
@@ -163,3 +193,21 @@ def test_printable_writes_each_hidden_character_as_its_escape(char, shown):
 def test_printable_keeps_visible_text():
     text = "H100 — 日本語 é ß 🚀 [x] $y$ <z> a_b"
     assert printable(text) == text
+
+
+def test_a_page_value_shows_hidden_characters_escaped_and_markup_stays_markup():
+    """The pages' finalize (pipeline.report.jinja.shown): text and markup alike get each hidden character
+    as its escape but tab and new line (HTML whitespace); markup stays markup (not escaped again), numbers
+    and None stay as they are; a template renders a value the same way in text and in an attribute."""
+    from markupsafe import Markup
+
+    from pipeline.report.jinja import environment, shown
+    from pipeline.text import visible
+
+    assert visible("<b>\ta\n\x1b\u202e\r</b> é 日") == "<b>\ta\n\\x1b\\u202e\\x0d</b> é 日"
+    out = shown(Markup("<i>\x07</i>\n"))
+    assert isinstance(out, Markup) and out == "<i>\\x07</i>\n"
+    assert shown(3) == 3 and shown(None) is None and shown(1.5) == 1.5
+    page = environment().from_string('<p title="{{ x }}">{{ x }} {{ m }} {{ n }}</p>').render(
+        x="a<\x1b\u2066", m=Markup("<br>\x9b"), n=7)
+    assert page == '<p title="a&lt;\\x1b\\u2066">a&lt;\\x1b\\u2066 <br>\\x9b 7</p>'

@@ -25,7 +25,7 @@ def read_strings(schema: Schema) -> dict[int, str]:
     (:func:`~pipeline.load.limits.cut_sql`), so a 10 MB name never reaches Python whole."""
     if not schema.has(STRING_TABLE):
         return {}
-    return dict(text_rows(schema.con, f"SELECT id, {cut_sql('value')} FROM {STRING_TABLE}"))
+    return dict(text_rows(schema.con, f"SELECT id, {cut_sql('value')} FROM {STRING_TABLE}", cast=True))
 
 
 def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

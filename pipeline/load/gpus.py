@@ -105,6 +105,13 @@ def _column(cols: dict, *names: str) -> str:
     return next((n for n in names if n in cols), "NULL")
 
 
+def _integers(*columns) -> dict[int, str]:
+    """Result position -> export column of a device query's ids and SM counts, for
+    :func:`~pipeline.load.sqlite.text_rows` to check hold integers (None: a text column; ``NULL``: a
+    column this version lacks, always NULL)."""
+    return {i: c for i, c in enumerate(columns) if c not in (None, "NULL")}
+
+
 def listed_gpus(schema: Schema) -> list[ListedGpu]:
     """The GPUs TARGET_INFO_GPU lists (either layout, see the module docstring); [] without it."""
     cols = schema.columns(GPU_TABLE)
@@ -115,8 +122,9 @@ def listed_gpus(schema: Schema) -> list[ListedGpu]:
     ordinal = _column(cols, "cuDevice") if ref == "id" else ref
     sql = (f"SELECT {ref}, {_column(cols, 'name')}, {_column(cols, 'uuid')}, {_column(cols, 'busLocation')}, "
            f"{_column(cols, 'smCount')}, {ordinal} FROM {GPU_TABLE}")
+    rows = text_rows(schema.con, sql, GPU_TABLE, _integers(ref, None, None, None, "smCount", ordinal))
     return [ListedGpu(int(r), str(name or "").strip(), clean_uuid(uuid), clean_bus(bus), _count(sms), _count(o))
-            for r, name, uuid, bus, sms, o in text_rows(schema.con, sql) if r is not None]
+            for r, name, uuid, bus, sms, o in rows if r is not None]
 
 
 def cuda_devices(schema: Schema) -> dict[tuple[int, int], CudaDevice]:
@@ -128,7 +136,9 @@ def cuda_devices(schema: Schema) -> dict[tuple[int, int], CudaDevice]:
     if {"cudaId", "pid"} <= set(cols):
         sql = (f"SELECT pid, cudaId, {_column(cols, 'gpuId')}, {_column(cols, 'uuid')}, "
                f"{_column(cols, 'numMultiprocessors')} FROM {CUDA_DEVICE_TABLE}")
-        for pid, dev, gpu_id, uuid, sms in text_rows(schema.con, sql):
+        rows = text_rows(schema.con, sql, CUDA_DEVICE_TABLE,
+                         _integers("pid", "cudaId", _column(cols, "gpuId"), None, _column(cols, "numMultiprocessors")))
+        for pid, dev, gpu_id, uuid, sms in rows:
             if dev is not None:
                 key = (-1 if pid is None else int(pid), int(dev))
                 out[key] = CudaDevice(_count(gpu_id), clean_uuid(uuid), _count(sms))
@@ -136,7 +146,9 @@ def cuda_devices(schema: Schema) -> dict[tuple[int, int], CudaDevice]:
     if {"deviceId", "pid"} <= set(cols):
         sql = (f"SELECT pid, deviceId, {_column(cols, 'name')}, {_column(cols, 'pciBusId')}, "
                f"{_column(cols, 'numMultiprocessors')}, {_column(cols, 'uuid')} FROM {CUDA_GPU_TABLE}")
-        for pid, dev, name, bus, sms, uuid in text_rows(schema.con, sql):
+        rows = text_rows(schema.con, sql, CUDA_GPU_TABLE,
+                         _integers("pid", "deviceId", None, None, _column(cols, "numMultiprocessors")))
+        for pid, dev, name, bus, sms, uuid in rows:
             if dev is not None:
                 key = (-1 if pid is None else int(pid), int(dev))
                 out.setdefault(key, CudaDevice(None, clean_uuid(uuid), _count(sms), str(name or "").strip(),

@@ -27,7 +27,7 @@ def kernel_aliases(schema: Schema, strings: dict[int, str]) -> dict[str, tuple[s
         return {}
     sql = f"SELECT DISTINCT {', '.join(cut_sql(c) for c in present)} FROM {KERNEL_TABLE}"
     found: dict[str, set[str]] = {}
-    for row in text_rows(schema.con, sql):
+    for row in text_rows(schema.con, sql, cast=True):
         names = [strings.get(v) if isinstance(v, int) else v for v in row]
         if names[0] is None:
             continue

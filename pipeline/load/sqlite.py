@@ -93,11 +93,17 @@ def _check_not_truncated(path: str, name: str) -> None:
             f"{pages:,} pages of {page_size:,} bytes); the copy or download was cut short")
 
 
-def text_rows(con: sqlite3.Connection, sql: str) -> list[tuple]:
+def text_rows(con: sqlite3.Connection, sql: str, table: str | None = None, integers: dict | None = None,
+              cast: bool = False) -> list[tuple]:
     """Every row of ``sql`` on ``con``. Text that is not valid UTF-8 (real exports have it: a
     Windows user name in the export metadata) is decoded with replacement characters instead of
     failing the whole report; so is a BLOB where the export should hold text (a damaged or edited
-    export: SQLite keeps any value's own type), never shown as ``b'...'``. Raises
+    export: SQLite keeps any value's own type), never shown as ``b'...'``. ``integers``: result
+    position -> the export's column (of ``table``, which ``sql`` reads) that must hold integers or
+    NULL (ids, counts); any other value raises :class:`NotInteger` (:func:`not_integer`), as
+    :func:`check_integers` does for Arrow batches. ``cast``: ``sql`` gives its texts through
+    :func:`~pipeline.load.limits.cut_sql` (SQLite casts a BLOB to text itself) and its other columns
+    are ids (StringIds' INTEGER PRIMARY KEY), so no row is scanned for bytes. Raises
     ``sqlite3.DatabaseError`` for anything else."""
     try:
         rows = con.execute(sql).fetchall()
@@ -110,7 +116,11 @@ def text_rows(con: sqlite3.Connection, sql: str) -> list[tuple]:
             rows = con.execute(sql).fetchall()
         finally:
             con.text_factory = saved
-    if any(type(v) is bytes for row in rows for v in row):
+    for position, column in (integers or {}).items():
+        odd = next((row[position] for row in rows if not (row[position] is None or type(row[position]) is int)), None)
+        if odd is not None:   # SQLite gives int, float (REAL, any integer beyond int64), str or bytes
+            raise not_integer(table, column, odd, {float: "REAL", bytes: "BLOB"}.get(type(odd), "TEXT"))
+    if not cast and any(type(v) is bytes for row in rows for v in row):
         rows = [tuple(_decoded(v) if type(v) is bytes else v for v in row) for row in rows]
     return rows
 
@@ -346,10 +356,17 @@ def check_integers(table: str, sql: str, name: str, col) -> None:
         odd = [v for v in values if not (isinstance(v, str) and re.fullmatch(r"-?[0-9]+", v))]
         value = (odd or values)[0]
         stored = "BLOB" if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) else "TEXT"
+    raise not_integer(table, source_column(sql, name), value, stored)
+
+
+def not_integer(table: str, column: str, value, stored: str) -> NotInteger:
+    """The :class:`NotInteger` of ``table.column`` holding ``value`` (its ``repr``, cut at 60 characters),
+    stored as ``stored`` (``REAL``, ``TEXT`` or ``BLOB``): the one message of :func:`check_integers` and
+    :func:`text_rows`."""
     shown = repr(value if len(repr(value)) <= 60 else repr(value)[:60] + "\u2026")
-    raise NotInteger(f"{table}.{source_column(sql, name)} holds {shown} (stored as {stored}), not an integer: Nsight Systems "
-                     "writes integers there (ns or ids), so the export was damaged or edited; export the "
-                     "report again (nsys export --type sqlite) from its .nsys-rep")
+    return NotInteger(f"{table}.{column} holds {shown} (stored as {stored}), not an integer: Nsight Systems "
+                      "writes integers there (ns or ids), so the export was damaged or edited; export the "
+                      "report again (nsys export --type sqlite) from its .nsys-rep")
 
 
 class Query:
