@@ -229,7 +229,12 @@ def test_collective_wait_has_its_own_section_and_leaves_the_idle_totals_alone():
     before = fix_list(build_fleet(plain), {})
     after = fix_list(build_fleet([{**r, **w} for r, w in zip(plain, waits)]), {})
     idle = after[after["section"] == "device idle"].reset_index(drop=True)
-    pd.testing.assert_frame_equal(idle, before)       # the device-idle rows, and so their totals, unchanged
+    # the device-idle rows, and so their totals, unchanged; only the comm entry's diagnosis gains the late rank
+    # (g1, chronic: the others wait for it), which the collective figures tell (docs/definitions.md#diagnosis)
+    pd.testing.assert_frame_equal(idle.drop(columns="diagnosis"), before.drop(columns="diagnosis"))
+    assert list(before["diagnosis"]) == ["", ""]
+    assert list(idle["diagnosis"]) == ["late rank: GPU #2 g1 (enters the collectives last: the others wait for it; "
+                                       "fix its own idle first)"] * 2
     assert list(before["usd_per_month"]) == [150.0, 150.0]   # fleet, then job: comm $100 + $50
     assert list(zip(after["scope"], after["section"], after["rank"], after["category"])) == [
         ("fleet", "device idle", 1, "comm"), ("fleet", "inside collectives", 1, "collective wait"),
