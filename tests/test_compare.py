@@ -1,8 +1,8 @@
 """Issue 27: ``gpu-idle compare BEFORE AFTER`` (docs/definitions.md#compare), through the real command.
 
 - a real export against itself: comparable, every delta zero, no gap vanished or appeared;
-- two ``--trim`` windows of one real export: not comparable (a trim window has no stable iterations), and
-  with ``--force`` the marked figures equal the idle worked out from the export's kernel rows by hand;
+- two ``--trim`` windows of one real export: each counts the stable iterations inside it only, so both are
+  comparable, with idle shares and noise floors worked out from the export's kernel rows by hand;
 - a generated pair with a planted change (a sync removed, a data stall halved): every delta as planted;
 - a pair of different programs, a pair with different GPU counts: not comparable, with the reason;
 - PyTorch profiler traces: one against itself (comparable, zero), two ranks of one job (paired by process
@@ -132,39 +132,72 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
     assert "](" not in page   # compare renders no GPU page: no link to one (test_record_links_* for pages there)
 
 
+def _kept_extents(folder: Path, dev: int) -> list:
+    """``(number, start ns, end ns, length ns)`` of the kept iterations of device ``dev``'s per-GPU JSON in a run
+    folder (its stored timeline, what the GPU page draws)."""
+    [path] = (folder / "gpus").glob(f"*_dev{dev}__*.json")
+    timeline = json.loads(path.read_text(encoding="utf-8"))["timeline"]
+    lengths = dict(timeline["iteration_lengths"])
+    return [(n, s, e, lengths[n]) for n, s, e, status in timeline["iteration_extents"] if status == "kept"]
+
+
 def test_two_trim_windows_of_a_real_export(tmp_path):
-    """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window
-    has no stable iterations, so no noise floor: not comparable. --force marks every figure; its idle shares
-    are those of the kernel rows' union in each window (one process per GPU: pid 144 on device 0, 145 on 1)."""
+    """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window counts
+    the stable iterations inside it only: of the iterations the untrimmed run keeps (its stored extents), those whose
+    extent lies wholly inside the cut, 7 and 7 on GPU 0, 7 and 5 on GPU 1 (its iterations 8 and 14 straddle the
+    cuts). Each GPU's idle share is that of the kernel rows' union in the cut (one process per GPU: pid 144 on device
+    0, 145 on 1); its idle SD the sample SD of its inside iterations' slices (each from its start to the next one's,
+    the last to the cut's end), each slice's idle from the kernel rows too; the noise floor 2 sqrt(s_b²/n_b +
+    s_a²/n_a). Both halves are one program at one speed: comparable, every GPU and the job "no change detectable".
+    On main a trim window counted no iteration: not comparable, no noise floor."""
+    import statistics
+
     cuts = [(60_139_839_154, 60_263_645_000), (60_263_645_000, 60_383_678_936)]
+    run_cli("run", str(REAL), "--out", str(tmp_path / "auto"))
     folders = []
     for i, (s, e) in enumerate(cuts):
         out = tmp_path / f"t{i}"
         run_cli("run", str(REAL), "--out", str(out), "--trim", f"{s / 1e9:.9f}", f"{e / 1e9:.9f}")
         folders.append(out)
-    _, doc, rows = _compare(*folders, tmp_path / "c")
+    by_hand = {}   # (side, device) -> (n, sd, idle %)
+    for side, ((c0, c1), folder) in enumerate(zip(cuts, folders)):
+        fleet = {r["gpu_key"]: r for r in csv.DictReader(open(folder / "fleet.csv", encoding="utf-8"))}
+        for dev, pid in ((0, 144), (1, 145)):
+            inside = [x for x in _kept_extents(tmp_path / "auto", dev) if x[1] >= c0 and x[2] <= c1]
+            row = fleet[f"pid{pid}/dev{dev}"]
+            assert row["window_rule"] == "trim" and int(row["iterations"]) == len(inside)
+            assert int(row["iteration_mean_ns"]) == round(sum(x[3] for x in inside) / len(inside))
+            starts = [x[1] for x in inside] + [c1]
+            shares = [100 * _plain_trimmed_idle(REAL, pid, a, b) / (b - a) for a, b in zip(starts, starts[1:])]
+            sd = statistics.stdev(shares)
+            assert float(row["idle_pct_sd"]) == pytest.approx(sd, abs=1e-4)
+            by_hand[side, dev] = (len(inside), sd, 100 * _plain_trimmed_idle(REAL, pid, c0, c1) / (c1 - c0))
+    assert [by_hand[side, dev][0] for side in (0, 1) for dev in (0, 1)] == [7, 7, 7, 5]
+    proc, doc, rows = _compare(*folders, tmp_path / "c", "--format", "md")
     [job] = doc["jobs"]
-    assert not job["verdict"]["comparable"]
-    assert job["verdict"]["reasons"] == ["too few stable iterations: 0 before and 0 after, and each side needs at "
-                                         "least 5 (confidence.medium_min_iterations)"]
-    assert "deltas" not in job and all("deltas" not in g for g in job["gpus"])
-    assert all(r["idle_pct_before"] == "" for r in rows)
-    proc, doc, rows = _compare(*folders, tmp_path / "f", "--force", "--format", "md")
-    [job] = doc["jobs"]
-    assert job["forced"]
-    for g, pid in zip(job["gpus"], (144, 145)):
+    assert job["verdict"]["comparable"] and job["verdict"]["reasons"] == [], job["verdict"]
+    [window] = [c["text"] for c in job["verdict"]["checks"] if c["check"] == "window"]
+    assert window == ("GPU #1 pid144/dev0 -> GPU #1 pid144/dev0: the same window rule (trim) on both sides, with 7 "
+                      "stable iterations before and 7 after; GPU #2 pid145/dev1 -> GPU #2 pid145/dev1: the same window "
+                      "rule (trim) on both sides, with 7 stable iterations before and 5 after")
+    for g, dev in zip(job["gpus"], (0, 1)):
         d = g["deltas"]
-        pb = 100 * _plain_trimmed_idle(REAL, pid, *cuts[0]) / (cuts[0][1] - cuts[0][0])
-        pa = 100 * _plain_trimmed_idle(REAL, pid, *cuts[1]) / (cuts[1][1] - cuts[1][0])
+        (nb, sb, pb), (na, sa, pa) = by_hand[0, dev], by_hand[1, dev]
+        assert (d["before"]["iterations"], d["after"]["iterations"]) == (nb, na)
         assert d["before"]["idle_pct"] == pytest.approx(pb, abs=1e-9)
         assert d["after"]["idle_pct"] == pytest.approx(pa, abs=1e-9)
         assert d["idle_pct_change_pts"] == pytest.approx(pa - pb, abs=1e-9)
-        assert d["noise_floor_pts"] is None and d["idle_change"] == "unknown"
-    figures = [line for line in proc.stdout.splitlines() if line.startswith("- ")
-               and not line.startswith(("- before: ", "- after: ", "- warning: ")) and "(device " not in line]   # not the pairing
-    assert figures and all(line.endswith("[forced: not comparable] [low confidence]") or line.startswith("- low confidence: ")
-                           for line in figures)
-    assert all(r["forced"] == "True" for r in rows if r["level"] in ("gpu", "job"))
+        floor = 2 * (sb ** 2 / nb + sa ** 2 / na) ** 0.5
+        assert d["noise_floor_pts"] == pytest.approx(floor, abs=1e-3) and abs(pa - pb) < floor - 1e-3
+        assert d["idle_change"] == d["reading"] == "no change detectable" and d["saving_usd_per_month"] is None
+    d = job["deltas"]
+    pooled = [((sum((n - 1) * s ** 2 for n, s, _ in parts) / sum(n - 1 for n, _, _ in parts)) ** 0.5,
+               sum(n for n, _, _ in parts)) for parts in ([by_hand[0, 0], by_hand[0, 1]], [by_hand[1, 0], by_hand[1, 1]])]
+    floor = 2 * (pooled[0][0] ** 2 / pooled[0][1] + pooled[1][0] ** 2 / pooled[1][1]) ** 0.5
+    assert d["noise_floor_pts"] == pytest.approx(floor, abs=1e-3)
+    assert d["reading"] == "no change detectable" and d["saving_usd_per_month"] is None
+    assert [r["reading"] for r in rows] == ["no change detectable"] * 3 and not any(r["forced"] == "True" for r in rows)
+    assert "no saving claimed: no change detectable" in proc.stdout and "saving $" not in proc.stdout
 
 
 def test_a_planted_change_gives_the_planted_deltas(tmp_path):
@@ -226,6 +259,14 @@ def test_different_programs_are_not_comparable(tmp_path):
     assert "Not comparable: kernel time in shared names 0.00 %" in proc.stdout
     assert "The figures are withheld (--force shows them)." in proc.stdout
     assert [r["comparable"] for r in rows] == ["False", "False"] and rows[0]["idle_pct_before"] == ""
+    # --force shows the figures, every one marked (the same timing: every change 0)
+    proc, doc, rows = _compare(tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "f", "--force", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["forced"] and all(x == 0 for x in _all_deltas(job["gpus"][0]["deltas"]))
+    figures = [line for line in proc.stdout.split("Job:\n")[1].splitlines() if line.startswith("- ")
+               and not line.startswith(("- low confidence: ", "- no gap vanished", "- and "))]
+    assert len(figures) >= 10 and all(line.endswith("[forced: not comparable] [low confidence]") for line in figures)
+    assert [r["forced"] for r in rows] == ["True", "True"]
 
 
 def test_different_gpu_counts_are_not_comparable_and_the_unpaired_gpu_is_listed(tmp_path):
