@@ -1,8 +1,8 @@
 """Issue 27: ``gpu-idle compare BEFORE AFTER`` (docs/definitions.md#compare), through the real command.
 
 - a real export against itself: comparable, every delta zero, no gap vanished or appeared;
-- two ``--trim`` windows of one real export: not comparable (a trim window has no stable iterations), and
-  with ``--force`` the marked figures equal the idle worked out from the export's kernel rows by hand;
+- two ``--trim`` windows of one real export: each counts the stable iterations inside it only, so both are
+  comparable, with idle shares and noise floors worked out from the export's kernel rows by hand;
 - a generated pair with a planted change (a sync removed, a data stall halved): every delta as planted;
 - a pair of different programs, a pair with different GPU counts: not comparable, with the reason;
 - PyTorch profiler traces: one against itself (comparable, zero), two ranks of one job (paired by process
@@ -34,12 +34,12 @@ REAL = PROFILES / "train_h100_2gpu_nccl.sqlite"
 
 
 def _export(path: Path, sync_ms: int, data_ms, iters: int = 12, gpus: int = 1,
-            names: tuple = ("fwd", "bwd"), device_names: dict | None = None) -> None:
+            names: tuple = ("fwd", "bwd"), device_names: dict | None = None, device_data: dict | None = None) -> None:
     """Per iteration on each GPU (device d, process 10 + d, stream 7): kernel ``names[0]`` 4 ms, a gap of
     ``sync_ms`` under one cudaStreamSynchronize (sync), kernel ``names[1]`` 3 ms, a gap of ``data_ms`` under a
     cudaMemcpyAsync with its HtoD copy on stream 9 (data). Iteration = 4 + sync + 3 + data ms, all alike;
     ``data_ms`` a tuple: the stalls of successive iterations, in turn; ``device_names``: device -> its own
-    ``names``."""
+    ``names``; ``device_data``: device -> its own ``data_ms``."""
     from pipeline.synth.writer import ExportWriter
 
     w = ExportWriter(str(path))
@@ -50,7 +50,8 @@ def _export(path: Path, sync_ms: int, data_ms, iters: int = 12, gpus: int = 1,
         w.cuda_device(dev, dev, 10 + dev, uuid=uuid)
         t = B
         for i in range(iters):
-            stall = round((data_ms[i % len(data_ms)] if isinstance(data_ms, tuple) else data_ms) * MS)
+            dm = (device_data or {}).get(dev, data_ms)
+            stall = round((dm[i % len(dm)] if isinstance(dm, tuple) else dm) * MS)
             kn = (device_names or {}).get(dev, names)
             w.kernel(pid=10 + dev, device=dev, stream=7, start=t, end=t + 4 * MS, name=kn[0])
             t += 4 * MS
@@ -90,8 +91,10 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
         ("pid144/dev0", "pid144/dev0"), ("pid145/dev1", "pid145/dev1")]
     for d in [job["deltas"]] + [g["deltas"] for g in job["gpus"]]:
         assert _all_deltas(d) and all(x == 0 for x in _all_deltas(d)), d
-        assert d["idle_change"] == "no change detectable" and d["saving_usd_per_month"] is None
+        assert d["idle_change"] == d["reading"] == "no change detectable" and d["saving_usd_per_month"] is None
         assert d["speedup"] == 1.0
+    assert [(r["level"], r["reading"]) for r in rows] == [("gpu", "no change detectable")] * 2 + [
+        ("job", "no change detectable")]
     for g in job["gpus"]:
         assert [x["change"] for x in g["gaps"]] and {x["change"] for x in g["gaps"]} == {"kept"}
     kernels = [c for c in job["verdict"]["checks"] if c["check"] == "kernels"][0]
@@ -114,7 +117,8 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
     assert floor == pytest.approx(2 * pooled * (2 / sum(n for n, _ in parts)) ** 0.5, rel=1e-9)
     assert 0 < floor < job["deltas"]["before"]["idle_pct"] == pytest.approx(9.34, abs=0.005)
     # the md prints a job with no change on one line (point 7 of the tryout; on s4-merge it was 30 lines)
-    assert ("- train\\_h100\\_2gpu\\_nccl: comparable, no change: 2 GPU pair(s) paired by device ordinal, idle "
+    assert ("- train\\_h100\\_2gpu\\_nccl: comparable, no change: 2 GPU pair(s) paired by device ordinal (warning: "
+            "no rank pairs them), idle "
             "9.34 % on both sides, ~$545.53 per month\n") in proc.stdout
     assert "saving $" not in proc.stdout
     # nothing analysed twice: the after side is the before side's stored result
@@ -128,39 +132,72 @@ def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_
     assert "](" not in page   # compare renders no GPU page: no link to one (test_record_links_* for pages there)
 
 
+def _kept_extents(folder: Path, dev: int) -> list:
+    """``(number, start ns, end ns, length ns)`` of the kept iterations of device ``dev``'s per-GPU JSON in a run
+    folder (its stored timeline, what the GPU page draws)."""
+    [path] = (folder / "gpus").glob(f"*_dev{dev}__*.json")
+    timeline = json.loads(path.read_text(encoding="utf-8"))["timeline"]
+    lengths = dict(timeline["iteration_lengths"])
+    return [(n, s, e, lengths[n]) for n, s, e, status in timeline["iteration_extents"] if status == "kept"]
+
+
 def test_two_trim_windows_of_a_real_export(tmp_path):
-    """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window
-    has no stable iterations, so no noise floor: not comparable. --force marks every figure; its idle shares
-    are those of the kernel rows' union in each window (one process per GPU: pid 144 on device 0, 145 on 1)."""
+    """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window counts
+    the stable iterations inside it only: of the iterations the untrimmed run keeps (its stored extents), those whose
+    extent lies wholly inside the cut, 7 and 7 on GPU 0, 7 and 5 on GPU 1 (its iterations 8 and 14 straddle the
+    cuts). Each GPU's idle share is that of the kernel rows' union in the cut (one process per GPU: pid 144 on device
+    0, 145 on 1); its idle SD the sample SD of its inside iterations' slices (each from its start to the next one's,
+    the last to the cut's end), each slice's idle from the kernel rows too; the noise floor 2 sqrt(s_b²/n_b +
+    s_a²/n_a). Both halves are one program at one speed: comparable, every GPU and the job "no change detectable".
+    On main a trim window counted no iteration: not comparable, no noise floor."""
+    import statistics
+
     cuts = [(60_139_839_154, 60_263_645_000), (60_263_645_000, 60_383_678_936)]
+    run_cli("run", str(REAL), "--out", str(tmp_path / "auto"))
     folders = []
     for i, (s, e) in enumerate(cuts):
         out = tmp_path / f"t{i}"
         run_cli("run", str(REAL), "--out", str(out), "--trim", f"{s / 1e9:.9f}", f"{e / 1e9:.9f}")
         folders.append(out)
-    _, doc, rows = _compare(*folders, tmp_path / "c")
+    by_hand = {}   # (side, device) -> (n, sd, idle %)
+    for side, ((c0, c1), folder) in enumerate(zip(cuts, folders)):
+        fleet = {r["gpu_key"]: r for r in csv.DictReader(open(folder / "fleet.csv", encoding="utf-8"))}
+        for dev, pid in ((0, 144), (1, 145)):
+            inside = [x for x in _kept_extents(tmp_path / "auto", dev) if x[1] >= c0 and x[2] <= c1]
+            row = fleet[f"pid{pid}/dev{dev}"]
+            assert row["window_rule"] == "trim" and int(row["iterations"]) == len(inside)
+            assert int(row["iteration_mean_ns"]) == round(sum(x[3] for x in inside) / len(inside))
+            starts = [x[1] for x in inside] + [c1]
+            shares = [100 * _plain_trimmed_idle(REAL, pid, a, b) / (b - a) for a, b in zip(starts, starts[1:])]
+            sd = statistics.stdev(shares)
+            assert float(row["idle_pct_sd"]) == pytest.approx(sd, abs=1e-4)
+            by_hand[side, dev] = (len(inside), sd, 100 * _plain_trimmed_idle(REAL, pid, c0, c1) / (c1 - c0))
+    assert [by_hand[side, dev][0] for side in (0, 1) for dev in (0, 1)] == [7, 7, 7, 5]
+    proc, doc, rows = _compare(*folders, tmp_path / "c", "--format", "md")
     [job] = doc["jobs"]
-    assert not job["verdict"]["comparable"]
-    assert job["verdict"]["reasons"] == ["too few stable iterations: 0 before and 0 after, and each side needs at "
-                                         "least 5 (confidence.medium_min_iterations)"]
-    assert "deltas" not in job and all("deltas" not in g for g in job["gpus"])
-    assert all(r["idle_pct_before"] == "" for r in rows)
-    proc, doc, rows = _compare(*folders, tmp_path / "f", "--force", "--format", "md")
-    [job] = doc["jobs"]
-    assert job["forced"]
-    for g, pid in zip(job["gpus"], (144, 145)):
+    assert job["verdict"]["comparable"] and job["verdict"]["reasons"] == [], job["verdict"]
+    [window] = [c["text"] for c in job["verdict"]["checks"] if c["check"] == "window"]
+    assert window == ("GPU #1 pid144/dev0 -> GPU #1 pid144/dev0: the same window rule (trim) on both sides, with 7 "
+                      "stable iterations before and 7 after; GPU #2 pid145/dev1 -> GPU #2 pid145/dev1: the same window "
+                      "rule (trim) on both sides, with 7 stable iterations before and 5 after")
+    for g, dev in zip(job["gpus"], (0, 1)):
         d = g["deltas"]
-        pb = 100 * _plain_trimmed_idle(REAL, pid, *cuts[0]) / (cuts[0][1] - cuts[0][0])
-        pa = 100 * _plain_trimmed_idle(REAL, pid, *cuts[1]) / (cuts[1][1] - cuts[1][0])
+        (nb, sb, pb), (na, sa, pa) = by_hand[0, dev], by_hand[1, dev]
+        assert (d["before"]["iterations"], d["after"]["iterations"]) == (nb, na)
         assert d["before"]["idle_pct"] == pytest.approx(pb, abs=1e-9)
         assert d["after"]["idle_pct"] == pytest.approx(pa, abs=1e-9)
         assert d["idle_pct_change_pts"] == pytest.approx(pa - pb, abs=1e-9)
-        assert d["noise_floor_pts"] is None and d["idle_change"] == "unknown"
-    figures = [line for line in proc.stdout.splitlines() if line.startswith("- ")
-               and not line.startswith(("- before: ", "- after: ")) and "(device " not in line]   # not the pairing
-    assert figures and all(line.endswith("[forced: not comparable] [low confidence]") or line.startswith("- low confidence: ")
-                           for line in figures)
-    assert all(r["forced"] == "True" for r in rows if r["level"] in ("gpu", "job"))
+        floor = 2 * (sb ** 2 / nb + sa ** 2 / na) ** 0.5
+        assert d["noise_floor_pts"] == pytest.approx(floor, abs=1e-3) and abs(pa - pb) < floor - 1e-3
+        assert d["idle_change"] == d["reading"] == "no change detectable" and d["saving_usd_per_month"] is None
+    d = job["deltas"]
+    pooled = [((sum((n - 1) * s ** 2 for n, s, _ in parts) / sum(n - 1 for n, _, _ in parts)) ** 0.5,
+               sum(n for n, _, _ in parts)) for parts in ([by_hand[0, 0], by_hand[0, 1]], [by_hand[1, 0], by_hand[1, 1]])]
+    floor = 2 * (pooled[0][0] ** 2 / pooled[0][1] + pooled[1][0] ** 2 / pooled[1][1]) ** 0.5
+    assert d["noise_floor_pts"] == pytest.approx(floor, abs=1e-3)
+    assert d["reading"] == "no change detectable" and d["saving_usd_per_month"] is None
+    assert [r["reading"] for r in rows] == ["no change detectable"] * 3 and not any(r["forced"] == "True" for r in rows)
+    assert "no saving claimed: no change detectable" in proc.stdout and "saving $" not in proc.stdout
 
 
 def test_a_planted_change_gives_the_planted_deltas(tmp_path):
@@ -207,7 +244,7 @@ def test_a_planted_change_gives_the_planted_deltas(tmp_path):
     assert "saving $698.80/month at the after side's rates" in proc.stdout
     assert ("- gap vanished: 10 gap(s) of 20.000 ms in all, between `fwd` and `bwd`, in a kept iteration, after "
             "kernel 1, category sync [low confidence]\n") in proc.stdout
-    assert ("- gap kept, width changed: 9 gap(s) of 36.000 ms in all -> 9 of 18.000 ms (-18.000 ms), between `bwd` "
+    assert ("- gap kept, width changed: 9 gap(s) of 36.000 ms in all -> 9 of 18.000 ms (\u221218.000 ms), between `bwd` "
             "and `fwd`, in a kept iteration, after kernel 2, category data [low confidence]\n") in proc.stdout
 
 
@@ -222,6 +259,14 @@ def test_different_programs_are_not_comparable(tmp_path):
     assert "Not comparable: kernel time in shared names 0.00 %" in proc.stdout
     assert "The figures are withheld (--force shows them)." in proc.stdout
     assert [r["comparable"] for r in rows] == ["False", "False"] and rows[0]["idle_pct_before"] == ""
+    # --force shows the figures, every one marked (the same timing: every change 0)
+    proc, doc, rows = _compare(tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "f", "--force", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["forced"] and all(x == 0 for x in _all_deltas(job["gpus"][0]["deltas"]))
+    figures = [line for line in proc.stdout.split("Job:\n")[1].splitlines() if line.startswith("- ")
+               and not line.startswith(("- low confidence: ", "- no gap vanished", "- and "))]
+    assert len(figures) >= 10 and all(line.endswith("[forced: not comparable] [low confidence]") for line in figures)
+    assert [r["forced"] for r in rows] == ["True", "True"]
 
 
 def test_different_gpu_counts_are_not_comparable_and_the_unpaired_gpu_is_listed(tmp_path):
@@ -636,7 +681,7 @@ def test_kept_gaps_that_changed_width_are_shown_and_an_empty_table_is_a_sentence
     page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
     gaps = page.split("<h4>Gaps in the rosters</h4>")[1].split("</table>")[0]
     assert "<td>kept, width changed</td><td>bwd → fwd</td>" in gaps and "9 · 36.000 ms" in gaps
-    assert "9 · 18.000 ms" in gaps and "-18.000 ms" in gaps and "<td>vanished</td><td>fwd → bwd</td>" in gaps
+    assert "9 · 18.000 ms" in gaps and "\u221218.000 ms" in gaps and "-18" not in gaps and "<td>vanished</td><td>fwd → bwd</td>" in gaps
     _compare(tmp_path / "before.sqlite", tmp_path / "before.sqlite", tmp_path / "s")
     page = (tmp_path / "s" / "compare.html").read_text(encoding="utf-8")
     section = page.split("<h4>Gaps in the rosters</h4>")[1].split("</section>")[0].split("<h3>The seed's page")[0]
@@ -773,3 +818,132 @@ def test_the_seed_pages_stand_side_by_side_in_the_page(tmp_path):
         "\n".join(p.read_text(encoding="utf-8") for p in (tmp_path / "c" / "records").glob("*.md"))
     assert "Idle 46.15 % device-level over 1 GPU(s)" in record.split("## After")[0]
     assert "Idle 22.22 % device-level over 1 GPU(s)" in record.split("## After")[1]
+    import re
+    assert not re.search(r"(?<![\w-])-\d", record) and not re.search(r"(?<![\w-])-\d", page)   # no hyphen as a minus
+
+
+# ---- helper h27: each reading against its own floor, the pairing's warning, md's five gaps, the minus sign -----
+
+def test_each_gpu_and_the_job_read_against_their_own_noise_floor(tmp_path):
+    """One report, two GPUs (device 0 and 1, a sync of 2 ms throughout). GPU 0's data stall alternates 4/5 ms before
+    and 4/4.6 ms after: idle 65/135 -> 63/133 of its W (−0.78 pts) against its floor 2 sqrt(s_b²/10 + s_a²/10) =
+    1.5069 pts (the alternating SDs, as in the test above): no change detectable, no saving. GPU 1's stall is 4 ms
+    before, 2 ms after, every iteration alike: idle 60/130 -> 40/110, floor 0: a saving of round(6/13 × 4 × 730, 2)
+    − round(4/11 × 4 × 730, 2) = 1347.69 − 1061.82 = 285.87. The job pools its GPUs: n = 20 a side, SDs
+    s_b/√2 and s_a/√2 (GPU 1's are 0), floor 2 sqrt((s_b²/2)/20 + (s_a²/2)/20) = half GPU 0's; its idle 125/265 ->
+    103/243 (−4.78 pts) is above it: a saving, the sum of the GPUs' dollars, (1405.93 + 1347.69) − (1383.16 +
+    1061.82) = 308.64, though GPU 0 alone reads no change. On main the reading column did not exist."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=(4, 5), gpus=2, device_data={1: 4})
+    _export(tmp_path / "after.sqlite", sync_ms=2, data_ms=(4, 4.6), gpus=2, device_data={1: 2})
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert job["verdict"]["comparable"], job["verdict"]
+    g0, g1 = (g["deltas"] for g in job["gpus"])
+    s_b, s_a = _alternating_sd(600 / 13, 700 / 14), _alternating_sd(600 / 13, 660 / 13.6)
+    floor0 = 2 * (s_b ** 2 / 10 + s_a ** 2 / 10) ** 0.5
+    assert g0["noise_floor_pts"] == pytest.approx(floor0, abs=1e-4)
+    assert g0["idle_pct_change_pts"] == pytest.approx(100 * (63 / 133 - 65 / 135))
+    assert (g0["idle_change"], g0["reading"], g0["saving_usd_per_month"]) == ("no change detectable",) * 2 + (None,)
+    assert g1["noise_floor_pts"] == 0 and g1["idle_pct_change_pts"] == pytest.approx(100 * (4 / 11 - 6 / 13))
+    assert (g1["reading"], g1["saving_usd_per_month"]) == ("saving", pytest.approx(285.87))
+    d = job["deltas"]
+    assert d["noise_floor_pts"] == pytest.approx(2 * ((s_b ** 2 / 2) / 20 + (s_a ** 2 / 2) / 20) ** 0.5, abs=1e-4)
+    assert d["noise_floor_pts"] == pytest.approx(floor0 / 2, abs=1e-4)
+    assert d["idle_pct_change_pts"] == pytest.approx(100 * (103 / 243 - 125 / 265))
+    assert (d["idle_change"], d["reading"]) == ("lower", "saving")
+    assert d["saving_usd_per_month"] == pytest.approx((1405.93 + 1347.69) - (1383.16 + 1061.82)) == pytest.approx(308.64)
+    assert [(r["level"], r["reading"], r["saving_usd_per_month"]) for r in rows] == [
+        ("gpu", "no change detectable", ""), ("gpu", "saving", "285.87"), ("job", "saving", "308.64")]
+    # the md says each reading where its figures are, a negative change with the minus sign
+    job_md, gpu0_md, gpu1_md = proc.stdout.split("Job:\n")[1].split("\n### ")
+    assert "(\u22124.78 pts); lower, by more than the noise floor of 0.75 pts" in job_md
+    assert "saving $308.64/month" in job_md
+    assert "(\u22120.78 pts); within the noise floor of 1.51 pts: no change detectable" in gpu0_md
+    assert "no saving claimed: no change detectable" in gpu0_md and "saving $" not in gpu0_md
+    assert "(\u22129.79 pts); lower, by more than the noise floor of 0.00 pts" in gpu1_md and "saving $285.87" in gpu1_md
+    assert "(-" not in proc.stdout   # no hyphen for a minus anywhere in the md
+
+
+def test_a_pairing_without_ranks_is_warned_and_one_by_rank_is_not(tmp_path):
+    """The planted pair names no rank: its GPUs pair by device ordinal, and every output says so with a warning. The
+    same pair with a labels rule giving each report rank 0 pairs by rank: no warning anywhere. Two ranks of the
+    ws128 trace (distributedInfo ranks 0 and 1, devices 0 and 1) do not pair by rank or device: process order,
+    warned. On main the basis was shown with no warning."""
+    _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
+    warned = ("no rank pairs these GPUs, so they were paired by CUDA device ordinal: each pair is not known to be the "
+              "same worker; check the pairing, or give each GPU its rank (rank in a labels rule) to pair by rank")
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    [job] = doc["jobs"]
+    assert (job["basis"], job["pairing_warning"]) == ("device ordinal", warned)
+    assert [g["before"]["seat"] + " -> " + g["after"]["seat"] for g in job["gpus"]] == ["device 0 -> device 0"]
+    assert f"GPUs paired by device ordinal:\n- warning: {warned}\n" in proc.stdout
+    assert {r["pairing"] for r in rows} == {"device ordinal"}
+    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
+    assert f'<p class="note"><strong>Warning:</strong> {warned}.</p>' in page
+    text = run_cli("compare", str(tmp_path / "c" / "before"), str(tmp_path / "c" / "after")).stdout
+    assert f"  warning: {warned}\n" in text
+    ranks = tmp_path / "ranks.yaml"
+    ranks.write_text('labels: [{match: "*", rank: 0}]\n', encoding="utf-8")
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "r", "--format", "md",
+                               "--config", str(ranks))
+    [job] = doc["jobs"]
+    assert (job["basis"], job["pairing_warning"]) == ("rank", "")
+    assert [g["before"]["seat"] + " -> " + g["after"]["seat"] for g in job["gpus"]] == ["rank 0 -> rank 0"]
+    assert "GPUs paired by rank:\n- H100" in proc.stdout and "warning" not in proc.stdout.lower()
+    assert "Warning:" not in (tmp_path / "r" / "compare.html").read_text(encoding="utf-8")
+    assert {r["pairing"] for r in rows} == {"rank"}
+    _, doc, _ = _compare(KINETO / "ws128_sampled_rank0.json.gz", KINETO / "ws128_sampled_rank1.json.gz",
+                         tmp_path / "k")
+    [job] = doc["jobs"]
+    assert [(g["before"]["rank"], g["after"]["rank"]) for g in job["gpus"]] == [("0", "1")]
+    assert job["basis"] == "process order" and job["pairing_warning"].startswith(
+        "no rank pairs these GPUs, so they were paired in process order (report, then first process id, then GPU key)")
+
+
+def test_the_md_lists_five_gap_groups_per_gpu_and_writes_negative_changes_with_the_minus_sign():
+    """Rows and rosters by hand (kernel names not read, so --force): the before roster holds seven gaps in a kept
+    iteration [0, 100 ms), between kernels k0 -> k1, …, k6 -> k7, of 7, 6, …, 1 ms; the after roster none. Seven
+    groups vanished; the md lists the five largest (7 to 3 ms, the seed page's five) and says 2 more, the page all
+    seven, each change as −7.000 ms … −1.000 ms with the minus sign U+2212. The idle share 10 -> 5 % of W reads
+    −5.00 pts in the md and on the page. On main the md listed all seven and wrote -7.000 ms."""
+    from pipeline.report.compare import Side, compare, render_html, render_markdown
+
+    def row(idle_ns):
+        return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": "GPU-0", "status": "ok", "rank": "0",
+                "device_ids": "0", "pid": 1, "gpu_model": "NVIDIA H100", "window_rule": "periodic",
+                "window_ns": 100 * MS, "idle_ns": idle_ns, "iterations": 10, "iteration_mean_ns": 10 * MS,
+                "iteration_cv": 0.0, "idle_pct_sd": 0.0, "rate_usd_per_hour": 4.0}
+
+    timeline = {"iteration_extents": [[1, 0, 100 * MS, "kept"]]}
+    roster = [{"start_ns": (10 * i + 1) * MS, "length_ns": (7 - i) * MS, "kernel_before": f"k{i}",
+               "kernel_after": f"k{i + 1}", "category": "sync"} for i in range(7)]
+    key = ("r.sqlite", "GPU-0")
+    before = Side("before", "b", "b", [row(10 * MS)], [], 730.0, docs={key: {"device_roster": roster, "timeline": timeline}})
+    after = Side("after", "a", "a", [row(5 * MS)], [], 730.0, docs={key: {"device_roster": [], "timeline": timeline}})
+    result = compare((before, after), force=True)
+    [g] = result["jobs"][0]["gpus"]
+    assert [(x["change"], x["kernel_before"], x["ns_before"]) for x in g["gaps"]] == [
+        ("vanished", f"k{i}", (7 - i) * MS) for i in range(7)]
+    md = render_markdown(result)
+    listed = [line for line in md.splitlines() if line.startswith("- gap ")]
+    assert [line.split(" gap(s) of ")[1].split(" ms")[0] for line in listed] == ["7.000", "6.000", "5.000", "4.000",
+                                                                                "3.000"]
+    assert all(f"between `k{i}` and `k{i + 1}`" in line for i, line in enumerate(listed))
+    assert "- and 2 more gap group(s) that changed (compare.html and compare.json list every one)\n" in md
+    assert "(\u22125.00 pts)" in md and "(-5.00" not in md
+    page = render_html(result)
+    section = page.split("<h4>Gaps in the rosters</h4>")[1].split("</table>")[0]
+    assert [f"\u2212{n}.000 ms" in section for n in range(1, 8)] == [True] * 7 and "-7.000" not in section
+    assert "\u22125.00 pts" in page and "-5.00 pts" not in page
+
+
+def test_signed_writes_the_minus_sign_and_no_sign_on_zero():
+    """words.signed, the one formatter of every change a person reads: + or U+2212, thousands separated, a change
+    that rounds to zero unsigned (never -0.00), a missing one "-"."""
+    from pipeline.report.words import MINUS, signed
+
+    assert MINUS == "\u2212"
+    assert signed(1234.5, 1, " pts") == "+1,234.5 pts" and signed(-0.7797, 2, " pts") == "\u22120.78 pts"
+    assert signed(-0.004, 2) == "0.00" and signed(0.0, 3, " ms") == "0.000 ms" and signed(-18.0, 3) == "\u221218.000"
+    assert signed(float("nan"), 2) == "-" and signed(None, 2) == "-"

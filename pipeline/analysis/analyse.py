@@ -17,7 +17,7 @@ from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, Ro
 from ..schema import check_row
 from . import attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, lanes, meter, overlap
 from . import intervals as iv
-from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window
+from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window, trim_iterations
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
 from .window import WindowError, span_window, trim_window
 
@@ -113,15 +113,17 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
     with the configured rule; iterations over holes where the trace lost records are left out), with the
     job kind its own kernel names and NVTX texts show (:func:`~pipeline.analysis.kind.detect_kind`, for
-    every rule). A plan without source for ``--trim`` and the ``span`` rule, which need no iterations.
+    every rule). A plan without source for the ``span`` rule, which needs no iterations; under ``--trim`` the
+    ``auto`` rule's iterations (the trim window counts those inside it, :func:`gpu_window`).
     Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule."""
     a = cfg.analysis
     k = trace.kernels
     kind, evidence = detect_kind(k["name"].unique(), trace.nvtx["text"].unique(), cfg.window)
-    if a.trim_s is not None or a.window == "span":
+    if a.trim_s is None and a.window == "span":
         return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
-    plan = plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, a.window, lost_holes)
+    plan = plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, "auto" if a.window == "span" else a.window,
+                           lost_holes)
     return dataclasses.replace(plan, kind=kind, kind_evidence=evidence)
 
 
@@ -138,8 +140,9 @@ def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, 
     :class:`~pipeline.analysis.window.WindowError` when no window can be chosen."""
     a = cfg.analysis
     k = trace.kernels
-    if a.trim_s is not None:
-        return trim_window(*a.trim_s)
+    if a.trim_s is not None:   # W as given; its stable iterations those of the plan wholly inside it
+        plan = plan if plan is not None else plan_gpu(trace, cfg)
+        return trim_iterations(trim_window(*a.trim_s), plan, agreement, cfg.window, (trace.report, trace.gpu_key))
     if a.window == "span":
         return span_window(k["start"], k["end"])
     if a.window == "auto" and serving:

@@ -37,7 +37,7 @@ def kept_iterations(win) -> tuple[list[int], list[int]]:
     """``(starts, lengths)`` (int ns) of the iterations ``win`` (a :class:`~pipeline.analysis.window.Window`)
     kept, sorted by start: each kept extent's start and its stability-test length (``win.lengths``, from
     the extent's start to the next iteration's start or its own end when later). ``([], [])`` for a
-    window of no iterations (trim, span)."""
+    window of no iterations (span, a trim holding none)."""
     kept = sorted((int(x[1]), int(n)) for x, n in zip(win.extents, win.lengths) if x[3] == "kept")
     return [s for s, _ in kept], [n for _, n in kept]
 

@@ -469,6 +469,47 @@ def agreed_window(plan: IterationPlan, agreement: Agreement, rules: WindowRules,
                   lengths=tuple(int(plan.lengths[i]) for i in drawn), length_median_ns=int(plan.median_ns)), ""
 
 
+#: An iteration's status in a ``--trim`` window's extents when its job kept it but it does not lie wholly inside
+#: the trim window (docs/definitions.md#the-analysis-window).
+OUTSIDE_TRIM = "outside the --trim window"
+
+
+def trim_iterations(win: Window, plan: IterationPlan, agreement: Agreement | None = None,
+                    rules: WindowRules = WindowRules(), me: tuple = ("", "")) -> Window:
+    """The ``--trim`` window ``win`` with its stable iterations counted inside it only
+    (docs/definitions.md#the-analysis-window): of the iterations ``agreement`` keeps for ``plan``
+    (:func:`agreed_window`; None: this GPU alone), those whose GPU-side extent lies wholly inside
+    ``[win.start_ns, win.end_ns)`` are ``kept`` (``iterations``, ``iteration_mean_ns``, ``iteration_cv`` over
+    their stability-test lengths, as :func:`agreed_window`), the others kept by the job read
+    :data:`OUTSIDE_TRIM`. W itself, its rule (``trim``) and its boundaries (none) are unchanged. ``win`` as it
+    is when the plan has no iterations or the job keeps none."""
+    if not plan.source:
+        return win
+    if agreement is None:
+        agreement = agree([(me, plan)], rules)[plan.source]
+    agreed, _ = agreed_window(plan, agreement, rules, me)
+    if agreed is None:
+        return win
+    extents, kept, lengths = [], [], []
+    for (n, s, e, status), length in zip(agreed.extents, agreed.lengths):
+        if status == "kept":
+            if s >= win.start_ns and e <= win.end_ns:
+                kept.append(n)
+                lengths.append(length)
+            else:
+                status = OUTSIDE_TRIM
+        extents.append((n, s, e, status))
+    if not kept:
+        return dataclasses.replace(win, extents=tuple(extents), lengths=agreed.lengths,
+                                   length_median_ns=agreed.length_median_ns)
+    values = np.array(lengths, dtype=float)
+    mean = float(values.mean())
+    return dataclasses.replace(win, iterations=len(kept), iteration_mean_ns=int(round(mean)),
+                               iteration_cv=round(float(values.std() / mean), 4) if mean > 0 else 0.0,
+                               kept=tuple(kept), extents=tuple(extents), lengths=agreed.lengths,
+                               length_median_ns=agreed.length_median_ns)
+
+
 def plan_window(plan: IterationPlan, kernels: pd.DataFrame, rule: str = "auto", rules: WindowRules = WindowRules(),
                 agreement: Agreement | None = None, me: tuple = ("", "")) -> Window:
     """The window of a GPU with ``plan`` under its job's ``agreement`` (``None``: this GPU alone):

@@ -41,7 +41,8 @@ class Window:
     """W = [start_ns, end_ns) and how it was chosen.
 
     ``rule``: trim | nvtx | periodic | span. ``iterations``: iterations inside W
-    (0 for trim/span). ``iteration_mean_ns`` and ``iteration_cv`` describe them;
+    (0 for span; for trim the job's stable iterations wholly inside it,
+    :func:`pipeline.analysis.iterations.trim_iterations`). ``iteration_mean_ns`` and ``iteration_cv`` describe them;
     ``excluded``: ``(iteration number, reason)`` pairs; ``boundaries``: the start
     times (ns) of every detected iteration (also those outside W), used by the
     ``boundary`` and ``periodic`` categories; ``note``: why earlier rules abstained.

@@ -28,9 +28,9 @@ from ..io import json_text, write_text
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, conform
 from ..text import csv_safe, md_text
-from .medical import gpu_display_name, job_gpu_names, job_record
+from .medical import TOP_GAPS, gpu_display_name, job_gpu_names, job_record
 from .summary import ReportError, gpu_doc, load_results, run_hours
-from .words import signed_usd, usd
+from .words import signed, signed_usd, usd
 
 #: The two sides, in the order they are shown.
 SIDES = ("before", "after")
@@ -431,7 +431,8 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     ``usd_after_after_rates``, ``usd_change_after_rates``; at fixed rates (the before side's):
     ``usd_before_fixed_rates``, ``usd_after_fixed_rates``, ``usd_change_fixed_rates``;
     ``saving_usd_per_month`` = −``usd_change_after_rates`` only when the idle share fell by more than its noise
-    floor (else None). Per rate basis (``after_rates``, ``fixed_rates``; both sides priced by one side's rows, so
+    floor (else None); ``reading`` (:data:`READINGS`): ``saving``, ``idle up``, ``no change detectable`` or
+    ``unknown``, of these rows against their own floor (a job's from its pooled GPUs, never its GPUs' readings). Per rate basis (``after_rates``, ``fixed_rates``; both sides priced by one side's rows, so
     the same GPUs): ``assumed_usd_before_<basis>``, ``assumed_usd_after_<basis>`` (USD at assumed rates),
     ``assumed_gpus_<basis>`` and ``unpriced_gpus_<basis>`` (counts)."""
     fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
@@ -461,7 +462,14 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
                usd_before_fixed_rates=fixed[0], usd_after_fixed_rates=fixed[1],
                usd_change_fixed_rates=round(fixed[1] - fixed[0], 2))
     out["saving_usd_per_month"] = -out["usd_change_after_rates"] if out["idle_change"] == "lower" else None
+    out["reading"] = READINGS[out["idle_change"]]
     return out
+
+
+#: A deltas' ``reading`` (docs/definitions.md#compare-deltas) by its idle share's change against its own noise floor
+#: (``idle_change``): only an idle share lower by more than the floor is a saving.
+READINGS = {"lower": "saving", "higher": "idle up", "no change detectable": "no change detectable",
+            "unknown": "unknown"}
 
 
 # ---------------------------------------------------------------------------------------------- gaps
@@ -533,6 +541,18 @@ def _seat(row: dict, basis: str) -> str:
     return f"{'device' if col == 'device_ids' else col} {v if v is not None else '-'}"
 
 
+def pairing_warning(basis: str) -> str:
+    """The warning of a job pair whose GPUs no rank paired (docs/definitions.md#compare-pairing): ``""`` for ``rank``;
+    for ``device ordinal`` and ``process order`` what they were paired by instead, and that a pair is then not
+    known to be the same worker (label the ranks to pair by them)."""
+    if basis == "rank":
+        return ""
+    how = ("by CUDA device ordinal" if basis == "device ordinal"
+           else "in process order (report, then first process id, then GPU key)")
+    return (f"no rank pairs these GPUs, so they were paired {how}: each pair is not known to be the same worker; "
+            "check the pairing, or give each GPU its rank (rank in a labels rule) to pair by rank")
+
+
 def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATIONS) -> dict:
     """The comparison of two :class:`Side` s as plain values (what every output renders): ``sides``, per job
     its pairing, :func:`verdict` (with ``min_iterations``: the config's ``confidence.medium_min_iterations``)
@@ -561,7 +581,8 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
             gpus.append(entry)
         unpaired = [{"side": s, "name": (names_b if s == "before" else names_a)[(str(r["report"]), str(r["gpu_key"]))],
                      "report": str(r["report"]), "gpu_key": str(r["gpu_key"])} for s, r in job["unpaired"]]
-        entry = {"before": list(job["before"]), "after": list(job["after"]), "basis": job["basis"], "verdict": v,
+        entry = {"before": list(job["before"]), "after": list(job["after"]), "basis": job["basis"],
+                 "pairing_warning": pairing_warning(job["basis"]) if job["pairs"] else "", "verdict": v,
                  "forced": bool(force and not v["comparable"]), "gpus": gpus, "unpaired": unpaired,
                  "confidence": confidence([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]])}
         if shown and job["pairs"]:
@@ -582,7 +603,7 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
 #: compare.csv's columns: one row per GPU pair and per job (``level``), then one per unpaired GPU.
 CSV_COLUMNS = ["level", "cluster", "job", "job_after", "gpu_before", "gpu_after", "gpu_key_before", "gpu_key_after",
                "pairing", "comparable", "forced", "reasons", "idle_pct_before", "idle_pct_after", "idle_pct_change_pts",
-               "noise_floor_pts", "idle_change", "iteration_ms_before", "iteration_ms_after", "iteration_change_pct",
+               "noise_floor_pts", "idle_change", "reading", "iteration_ms_before", "iteration_ms_after", "iteration_change_pct",
                "iteration_noise_floor_pct", "iteration_change", "speedup",
                *(f"cat_{c}_{x}" for c in CATEGORIES for x in ("ms_per_iteration_before", "ms_per_iteration_after",
                                                               "ms_per_iteration_change", "pct_before", "pct_after",
@@ -609,7 +630,7 @@ def _figures(d: dict | None) -> dict:
     fb, fa = d["before"], d["after"]
     out = {"idle_pct_before": _r(fb["idle_pct"]), "idle_pct_after": _r(fa["idle_pct"]),
            "idle_pct_change_pts": _r(d["idle_pct_change_pts"]), "noise_floor_pts": _r(d["noise_floor_pts"]),
-           "idle_change": d["idle_change"], "iteration_ms_before": _r(fb["iteration_ns"] / 1e6, 6),
+           "idle_change": d["idle_change"], "reading": d["reading"], "iteration_ms_before": _r(fb["iteration_ns"] / 1e6, 6),
            "iteration_ms_after": _r(fa["iteration_ns"] / 1e6, 6), "iteration_change_pct": _r(d["iteration_change_pct"]),
            "iteration_noise_floor_pct": _r(d["iteration_noise_floor_pct"]), "iteration_change": d["iteration_change"],
            "speedup": _r(d["speedup"])}
@@ -698,7 +719,8 @@ def _mark(forced: bool, low: bool = False) -> str:
 
 
 def _signed(x: float, unit: str, n: int = 2) -> str:
-    return "-" if x is None or math.isnan(x) else f"{x:+,.{n}f}{unit}"
+    """A change with its sign (:func:`pipeline.report.words.signed`: ``\u2212`` for negatives, ``-`` when missing)."""
+    return signed(x, n, unit)
 
 
 def _money(x) -> str:
@@ -864,6 +886,8 @@ def render_text(result: dict) -> list[str]:
     for job in result["jobs"]:
         v, low = job["verdict"], job["confidence"]
         lines.append(f"{_title(job)}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])))
+        if job["pairing_warning"]:
+            lines.append(f"  warning: {job['pairing_warning']}")
         if "deltas" in job:
             figures = summary_lines(job["deltas"], job["forced"], low["low"])   # idle, iteration, dollars, saving
             lines += ["  " + figures[i][2:] for i in (0, 2, 3)]
@@ -879,7 +903,7 @@ def gap_line(x: dict, forced: bool, low: bool) -> str:
                f"{place_text(x['place'])}, category {x['category_before'] or x['category_after']}")
     if x["change"] == "kept":
         what = (f"kept, width changed: {x['count_before']} gap(s) of {x['ns_before'] / 1e6:,.3f} ms in all -> "
-                f"{x['count_after']} of {x['ns_after'] / 1e6:,.3f} ms ({(x['ns_after'] - x['ns_before']) / 1e6:+,.3f} ms)")
+                f"{x['count_after']} of {x['ns_after'] / 1e6:,.3f} ms ({_signed((x['ns_after'] - x['ns_before']) / 1e6, ' ms', 3)})")
     else:
         n, ns = (x["count_before"], x["ns_before"]) if x["change"] == "vanished" else (x["count_after"], x["ns_after"])
         what = f"{x['change']}: {n} gap(s) of {ns / 1e6:,.3f} ms in all"
@@ -887,8 +911,9 @@ def gap_line(x: dict, forced: bool, low: bool) -> str:
 
 
 def render_markdown(result: dict) -> str:
-    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat; a job with no change
-    at all (:func:`quiet`) on one line under "Jobs with no detectable change"."""
+    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat; per GPU pair at most
+    :data:`~pipeline.report.medical.TOP_GAPS` (5, the seed's page) gap groups that changed, the largest first, then
+    how many more; a job with no change at all (:func:`quiet`) on one line under "Jobs with no detectable change"."""
     lines = ["# Before and after", ""]
     for s in result["sides"]:
         lines.append(f"- {s['label']}: {md_text(s['source'])} ({s['gpus']} GPU(s)"
@@ -901,7 +926,8 @@ def render_markdown(result: dict) -> str:
         title = md_text(_title(job))
         if quiet(job):
             d = job["deltas"]
-            still.append(f"- {title}: comparable, no change: {len(job['gpus'])} GPU pair(s) paired by {job['basis']}, idle "
+            still.append(f"- {title}: comparable, no change: {len(job['gpus'])} GPU pair(s) paired by {job['basis']}"
+                         + (" (warning: no rank pairs them)" if job["pairing_warning"] else "") + ", idle "
                          f"{_num(d['before']['idle_pct'], 2, ' %')} on both sides, "
                          f"{usd_figure(d['usd_after_after_rates'], d['assumed_gpus_after_rates'])} per month"
                          + (f"; {md_text(conf['note'])}" if conf["low"] else ""))
@@ -913,6 +939,8 @@ def render_markdown(result: dict) -> str:
         lines.append(f"Confidence tiers: {conf['before'] or 'unknown'} before, {conf['after'] or 'unknown'} after"
                      + (f"; {md_text(conf['note'])} (every figure below is marked)." if conf["low"] else "."))
         lines += ["", f"GPUs paired by {job['basis']}:"]
+        if job["pairing_warning"]:
+            lines.append(f"- warning: {md_text(job['pairing_warning'])}")
         lines += [f"- {g['before']['name']} ({g['before']['seat']}) -> {g['after']['name']} ({g['after']['seat']})"
                   for g in job["gpus"]]
         lines += [f"- unpaired ({u['side']} only): {u['name']} ({md_text(u['gpu_key'])} in "
@@ -927,8 +955,12 @@ def render_markdown(result: dict) -> str:
             if low:
                 lines.append(f"- {md_text(g['confidence']['note'])}")
             lines += summary_lines(g["deltas"], job["forced"], low)
-            lines += [gap_line(x, job["forced"], low) for x in shown_gaps(g["gaps"])] or [
+            moved = shown_gaps(g["gaps"])
+            lines += [gap_line(x, job["forced"], low) for x in moved[:TOP_GAPS]] or [
                 "- no gap vanished, appeared or changed width"]
+            if len(moved) > TOP_GAPS:
+                lines.append(f"- and {len(moved) - TOP_GAPS} more gap group(s) that changed (compare.html and "
+                             "compare.json list every one)")
     if still:
         lines += ["", "## Jobs with no detectable change", ""] + still
     for u in result["unpaired_jobs"]:
@@ -1134,5 +1166,5 @@ def render_html(result: dict, pages: list | None = None) -> str:
 
 
 __all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",
-           "deltas", "gap_changes", "compare", "confidence", "side_names", "render_csv", "render_markdown", "render_text",
+           "deltas", "gap_changes", "compare", "pairing_warning", "confidence", "side_names", "render_csv", "render_markdown", "render_text",
            "stacked_record", "write_compare", "run_folder_reason", "page_links", "dollars_line", "no_pairs_text"]

@@ -6,13 +6,16 @@ from __future__ import annotations
 #: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
 NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
 
+#: The minus sign of every negative figure a person reads (U+2212), never the hyphen (docs/outputs.md).
+MINUS = "\u2212"
+
 
 def usd(value, decimals: int = 2) -> str:
     """``$11,653.84``; negative as ``−$12.00``; a missing figure (NaN: an unpriced GPU) as ``unpriced``."""
     value = float(value)
     if value != value:
         return "unpriced"
-    sign = "−" if round(value, decimals) < 0 else ""
+    sign = MINUS if round(value, decimals) < 0 else ""
     return f"{sign}${abs(value):,.{decimals}f}"
 
 
@@ -40,7 +43,19 @@ def signed_usd(value) -> str:
     value = float(value)
     if round(value, 2) == 0:
         return "$0.00"
-    return ("+" if value > 0 else "−") + f"${abs(value):,.2f}"
+    return ("+" if value > 0 else MINUS) + f"${abs(value):,.2f}"
+
+
+def signed(value, decimals: int = 2, unit: str = "") -> str:
+    """A change as a person reads it: ``+1.23 pts``, ``\u22121.23 pts`` (:data:`MINUS`), ``0.00 pts`` when it rounds
+    to zero at ``decimals`` (no sign, never ``-0.00``); thousands separated (``+1,234.5``). ``value``: a float;
+    NaN or None reads ``-`` (no figure)."""
+    if value is None or float(value) != float(value):
+        return "-"
+    value = float(value)
+    if round(value, decimals) == 0:
+        return f"{0:.{decimals}f}{unit}"
+    return ("+" if value > 0 else MINUS) + f"{abs(value):,.{decimals}f}{unit}"
 
 
 def pct(value, decimals: int = 2) -> str:

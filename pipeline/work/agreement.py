@@ -87,8 +87,8 @@ def forced_agreements(entries: list[GpuEntry], cfg) -> dict[str, dict]:
     reports one of whose GPUs kept other iterations than the job's agreement gives it
     (:func:`expected_columns` against its row), or names another kind than the job's
     (:func:`~pipeline.analysis.kind.job_kind`; a ``kind`` label wins, so a labelled row is compared with its
-    label). GPUs without a plan take no part; the iterations of a plan without any (``--trim``, ``span``, no
-    rule applies) are compared only when the job serves; a GPU whose row is an error for another cause than
+    label). GPUs without a plan take no part, nor any under ``--trim``; the iterations of a plan without any
+    (``span``, no rule applies) are compared only when the job serves; a GPU whose row is an error for another cause than
     the window is not compared (analysing it again would not help)."""
     by_job: dict[tuple, list] = {}
     for e in entries:
@@ -112,8 +112,8 @@ def forced_agreements(entries: list[GpuEntry], cfg) -> dict[str, dict]:
             labelled = e.row.get("job_kind_source") == LABEL_SOURCE
             serving = (e.row.get("job_kind") if labelled else kind.kind) == SERVING \
                 and cfg.analysis.window == "auto" and cfg.analysis.trim_s is None
-            if not e.plan.source and not serving:
-                continue
+            if (not e.plan.source and not serving) or cfg.analysis.trim_s is not None:
+                continue   # a --trim window is the user's, whatever the job keeps (its iterations counted inside it)
             want = expected_columns(e.plan, agreements.get(e.plan.source), cfg, (e.report, e.gpu), serving)
             if want != _actual_columns(e.row):
                 out[e.report] = {**agreements, KIND_KEY: kind}
