@@ -281,6 +281,27 @@ def test_different_gpu_counts_are_not_comparable_and_the_unpaired_gpu_is_listed(
     assert [r["level"] for r in rows] == ["gpu", "job", "unpaired-before"]
     assert rows[2]["gpu_key_before"] == "GPU-0001aaaa"
     assert "unpaired (before only): H100 #2 0001aaaa" in proc.stdout
+    # the default text print lists it too (it used to print the pairs only)
+    text = run_cli("compare", str(tmp_path / "two.sqlite"), str(tmp_path / "one.sqlite")).stdout.splitlines()
+    assert "  unpaired (before only): H100 #2 0001aaaa (GPU-0001aaaa in two.sqlite)" in text
+
+
+def test_the_text_print_names_failed_reports_and_unpaired_jobs(tmp_path):
+    """A side folder holding a report that cannot be read, and a job only one side holds: the default print says
+    both after the jobs, as --format md does (a fresh user's finding: the print showed the pairs only)."""
+    for side in ("before", "after"):
+        (tmp_path / side).mkdir()
+        _export(tmp_path / side / "job.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after" / "other.sqlite", sync_ms=2, data_ms=4)
+    (tmp_path / "after" / "broken.sqlite").write_bytes(b"not a database" * 10)
+    cfg = tmp_path / "labels.yaml"
+    cfg.write_text("labels:\n  - {match: '*job.sqlite', cluster: lab, job: train}\n"
+                   "  - {match: '*other.sqlite', cluster: lab, job: other}\n")
+    proc = run_cli("compare", str(tmp_path / "before"), str(tmp_path / "after"), "--config", str(cfg), check=False)
+    lines = proc.stdout.splitlines()
+    assert "unpaired job (after only): other, 1 GPU(s)" in lines
+    assert (f"after: 1 failed report(s) in {tmp_path / 'after'}, not compared (--format md and compare.json name "
+            "them)") in lines
 
 
 def test_pytorch_traces(tmp_path):

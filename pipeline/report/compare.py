@@ -880,8 +880,10 @@ def quiet(job: dict) -> bool:
 def render_text(result: dict) -> list[str]:
     """The default ``text`` print: per job its verdict (``job: comparable`` or ``job: not comparable: …``), then,
     where its figures are shown, the idle share's reading, the dollars of both sides (:func:`dollars_line`) and
-    the saving or why none is claimed, indented, and a low-confidence job's note; when nothing paired, the
-    sentence of :func:`no_pairs_text`. Each line as it is printed."""
+    the saving or why none is claimed, indented, a low-confidence job's note and its unpaired GPUs; when nothing
+    paired, the sentence of :func:`no_pairs_text`; after the jobs, the jobs only one side holds and each side's
+    failed reports (as the Markdown says them), so the print never hides what was left out. Each line as it is
+    printed."""
     lines = [no_pairs_text(result)] if not result["jobs"] else []
     for job in result["jobs"]:
         v, low = job["verdict"], job["confidence"]
@@ -893,6 +895,14 @@ def render_text(result: dict) -> list[str]:
             lines += ["  " + figures[i][2:] for i in (0, 2, 3)]
         if low["low"]:
             lines.append(f"  {low['note']}")
+        lines += [f"  unpaired ({u['side']} only): {u['name']} ({u['gpu_key']} in "
+                  f"{os.path.basename(u['report'])})" for u in job["unpaired"]]
+    for u in result["unpaired_jobs"]:
+        lines.append(f"unpaired job ({u['side']} only): {u['job'][1]}, {len(u['gpus'])} GPU(s)")
+    for side in result["sides"]:
+        if side["failed"]:
+            lines.append(f"{side['label']}: {len(side['failed'])} failed report(s) in {side['source']}, "
+                         "not compared (--format md and compare.json name them)")
     return lines
 
 
