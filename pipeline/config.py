@@ -401,7 +401,7 @@ class AnalysisConfig:
     ``trim_s``: explicit ``(start, end)`` seconds on the report's clock, exact (:class:`~decimal.Decimal`,
     from text, ints or small floats: :func:`parse_seconds`).
     ``straggler_spread_pct``: max - min idle % within a job above which the highest is flagged.
-    ``actionable_pct``: a category under this % of W is filed, not acted on.
+    ``actionable_pct``: a category under this % of W is archived, not prescribed.
     ``launch_min_share``: a GPU is ``launch``-bound when sub-threshold device-level idle
     holes make up at least this share of its idle (and are actionable). How far the dollar figures can be
     trusted is :class:`ConfidenceConfig`'s (the ``confidence:`` section)."""

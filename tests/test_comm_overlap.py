@@ -307,7 +307,8 @@ def test_real_rollups_record_and_report(span_run, span_fleet, tmp_path):
     # the medical record: one line after the idle cost, only where communication is exposed
     page = (span_run / "records" / "train-2gpu-nccl.md").read_text()
     assert ("Exposed communication: 25.402 ms (4.24 % of the windows) of 25.402 ms in collective kernels ran "
-            "with no compute kernel on another stream: $247.69 per month (busy time, not in the idle cost).") \
+            "with no compute kernel on another stream: $247.69 per month (busy time, not in the idle cost; it overlaps the collective wait where "
+            "both are measured (both are time inside collective kernels): never add the two).") \
         in page.splitlines()
     assert page.splitlines().index(next(x for x in page.splitlines() if x.startswith("Exposed"))) == \
         page.splitlines().index(next(x for x in page.splitlines() if x.startswith("Idle cost:"))) + 1

@@ -54,14 +54,17 @@ def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
     assert ("on 4 GPU(s): ~$1,913.84 per month at the same rates; of which $1,524.56 at assumed rates (2 GPU(s)). "
             "Busy time") in note
     assert 'data-assumed-usd="1524.56" data-assumed-gpus="2" data-unpriced-gpus="0"' in report
-    assert ("on 4 GPU(s): ~$1,913.84/month (busy time, not in the idle cost); of which $1,524.56 at assumed rates "
+    assert ("on 4 GPU(s): ~$1,913.84/month (busy time, not in the idle cost; it overlaps the collective wait where "
+            "both are measured (both are time inside collective kernels): never add the two); of which $1,524.56 at assumed rates "
             "(2 GPU(s)).") in kineto["md"]
     record = (kineto["out"] / "records" / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
-    assert ("on another stream: ~$804.69 per month (busy time, not in the idle cost); of which $804.69 at assumed "
+    assert ("on another stream: ~$804.69 per month (busy time, not in the idle cost; it overlaps the collective wait where "
+            "both are measured (both are time inside collective kernels): never add the two); of which $804.69 at assumed "
             "rates (1 GPU(s)).") in record
     # a GPU priced at its own entry: no mark
     own = (kineto["out"] / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
-    assert "on another stream: $279.98 per month (busy time, not in the idle cost)." in own
+    assert ("on another stream: $279.98 per month (busy time, not in the idle cost; it overlaps the collective wait "
+            "where both are measured (both are time inside collective kernels): never add the two).") in own
 
 
 def test_exposed_communication_counts_its_unpriced_gpus(kineto):
@@ -73,7 +76,8 @@ def test_exposed_communication_counts_its_unpriced_gpus(kineto):
     assert ("on 4 GPU(s): $389.28 per month at the same rates; 2 GPU(s) unpriced (no rate-card entry of their own), "
             "not in it. Busy time") in note
     record = (un / "records" / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
-    assert ("on another stream: unpriced (busy time, not in the idle cost); 1 GPU(s) unpriced (no rate-card entry of "
+    assert ("on another stream: unpriced (busy time, not in the idle cost; it overlaps the collective wait where "
+            "both are measured (both are time inside collective kernels): never add the two); 1 GPU(s) unpriced (no rate-card entry of "
             "their own), not in it.") in record
 
 

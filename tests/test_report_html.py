@@ -552,3 +552,24 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
             int(r.iterations), r.kept_iterations, bool(r.low_confidence), r.confidence_note)
         assert (c.comm_exposed_ms, c.comm_exposed_pct, c.comm_exposed_usd_per_month) == (
             round(int(r.comm_exposed_ns) / 1e6, 3), r.comm_exposed_pct, r.comm_exposed_usd_per_month)
+
+
+def test_markdown_fix_list_sets_the_untrusted_entries_apart_as_the_page_does():
+    """The Markdown fix-first list marks where the entries resting on toy or low-confidence captures begin, as the
+    HTML list's "Apart" row does (a fresh user read "1 launch, 2 cpu, 3 data, 4 cpu" as misranked)."""
+    from pipeline.report.html import FIX_APART, _markdown_fixes
+
+    def entry(rank, cat, usd, tier):
+        return {"rank": rank, "category": cat, "usd_per_month": usd, "speedup": 1.5, "remedy": "r",
+                "trusted": tier in ("medium", "high"), "confidence_tier": tier, "low_confidence": tier in ("toy", "low"),
+                "implausible_speedup": False, "assumed_usd_per_month": 0.0, "assumed_gpus": 0, "unpriced_gpus": 0,
+                "recoverable_usd_per_month": usd, "recoverable_basis": ""}
+
+    rows = [ln for ln in _markdown_fixes([entry(1, "launch", 503.21, "medium"), entry(2, "cpu", 13.17, "high"),
+                                          entry(1, "data", 5673.41, "low"), entry(2, "cpu", 182.46, "toy")])
+            if ln.startswith("| ") and not ln.startswith("| #")]
+    assert [r.split(" | ")[1] for r in rows] == ["launch", "cpu", FIX_APART, "data", "cpu"]
+    # none trusted: the row comes first; all trusted: no row
+    untrusted = [ln for ln in _markdown_fixes([entry(1, "cpu", 1.0, "toy")]) if ln.startswith("| ")]
+    assert untrusted[1] == f"| | {FIX_APART} | | | | |"            # after the header row
+    assert not any(FIX_APART in ln for ln in _markdown_fixes([entry(1, "cpu", 1.0, "high")]))

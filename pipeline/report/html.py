@@ -36,7 +36,7 @@ from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .words import NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
+from .words import COMM_OVERLAP, NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
@@ -177,7 +177,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
-        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED,
+        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key))
 
 
@@ -209,15 +209,24 @@ def render_csv(res: Results) -> str:
     return buf.getvalue()
 
 
+#: The row before the first fix-first entry resting on toy or low-confidence captures only, in the Markdown list
+#: (the HTML list's ``id="fix-apart"`` row says it at length; docs/definitions.md#confidence-tiers).
+FIX_APART = "*apart: what rests on toy or low-confidence captures only, ranked on its own after every trusted entry*"
+
+
 def _markdown_fixes(fixes: list[dict]) -> list[str]:
     """The Markdown variant's opening: the fleet's top :data:`~pipeline.report.summary.TOP_FIXES`
-    fix-first entries (rank, category, recoverable USD/month, speed-up, remedy, confidence), then a blank line."""
+    fix-first entries (rank, category, recoverable USD/month, speed-up, remedy, confidence), the row
+    :data:`FIX_APART` before the first one resting on toy or low-confidence captures only (after a trusted one, or
+    first when none is trusted), then a blank line."""
     lines = ["**Fix first** (recoverable USD/month if the category's idle vanished; a short capture "
              "extrapolated to a month)", ""]
     if not fixes:
         return lines + ["Nothing to fix: no application idle in the analysed GPUs.", ""]
     lines += ["| # | category | $/month | speed-up | remedy | confidence |", "|---|---|---|---|---|---|"]
-    for e in fixes[:TOP_FIXES]:
+    for i, e in enumerate(fixes[:TOP_FIXES]):
+        if not e["trusted"] and (i == 0 or fixes[i - 1]["trusted"]):  # the report's "Apart" row, in Markdown
+            lines.append(f"| | {FIX_APART} | | | | |")
         low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
         flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
             ["implausible speed-up"] if e["implausible_speedup"] else [])
@@ -362,7 +371,7 @@ def render_markdown(res: Results) -> str:
         c = s["comm"]
         lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "
                   f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
-                  f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month (busy time, not in the idle cost)"
+                  f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month ({COMM_OVERLAP})"
                   + assumed_text(c) + ".", ""]
     if t["previous"]:
         cur, prev = t["nights"][-1], t["nights"][-2]

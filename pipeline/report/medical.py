@@ -42,7 +42,7 @@ from ..fleet.reduce import assumed_text
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
-from .words import recoverable_lines
+from .words import COMM_OVERLAP, recoverable_lines
 from ..analysis import diagnosis, fixfirst
 
 TOP_GAPS = 5
@@ -385,7 +385,7 @@ def exposed_line(ok: list[dict], window: int) -> str:
     """The record's line on the job's exposed communication (:mod:`pipeline.analysis.overlap`) over its analysed
     rows ``ok`` (``window``: their summed ``window_ns``), e.g. ``Exposed communication: 12.000 ms (1.20 % of the
     windows) of 30.000 ms in collective kernels ran with no compute kernel on another stream: ~$804.69 per month
-    (busy time, not in the idle cost); of which $804.69 at assumed rates (1 GPU(s)).``: ``~`` and the part at
+    (busy time, not in the idle cost; it overlaps the collective wait where both are measured (both are time inside collective kernels): never add the two); of which $804.69 at assumed rates (1 GPU(s)).``: ``~`` and the part at
     assumed rates, or the GPUs unpriced, over the GPUs with exposed communication
     (:func:`~pipeline.analysis.cost.assumed_split`, :func:`~pipeline.fleet.reduce.assumed_text`;
     docs/definitions.md#cost); ``unpriced`` when none of them is priced, never $0.00."""
@@ -400,7 +400,7 @@ def exposed_line(ok: list[dict], window: int) -> str:
         + f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} per month")
     return (f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
             f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
-            f"{priced} (busy time, not in the idle cost){assumed_text(rates)}.")
+            f"{priced} ({COMM_OVERLAP}){assumed_text(rates)}.")
 
 
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
@@ -410,7 +410,7 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
         job: the job's title (:func:`job_titles`).
         rows: the job's fleet rows (error rows included: they are listed, not counted).
         rosters: ``(report, gpu_key) -> {"streams": [...], "device": [...]}`` from the run.
-        actionable_pct: categories under this share of W are marked "filed".
+        actionable_pct: categories under this share of W are marked "archived".
     Raises:
         TypeError, ValueError: an analysed row without its window, idle or category ns.
     """
@@ -448,7 +448,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         apart = [(cat, sum(_ns(r[f"cat_{cat}_ns"]) for r in ok)) for cat in CAVEATS]
         apart = ", ".join(f"{cat} {100.0 * ns / window:.2f} %" for cat, ns in apart if ns)
         lines.append("Categories: " + " · ".join(
-            f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (filed)") for pct, cat in shares)
+            f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (archived)") for pct, cat in shares)
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
             + (f" · not the application's: {apart}" if apart else ""))
         capture = job_capture(ok, names)

@@ -6,6 +6,11 @@ from __future__ import annotations
 #: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
 NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
 
+#: What every view says beside the exposed communication (docs/definitions.md#collective-wait): it and the wait
+#: inside collectives are both time inside collective kernels, so they overlap and are never added.
+COMM_OVERLAP = ("busy time, not in the idle cost; it overlaps the collective wait where both are measured (both are "
+                "time inside collective kernels): never add the two")
+
 #: The minus sign of every negative figure a person reads (U+2212), never the hyphen (docs/outputs.md).
 MINUS = "\u2212"
 
