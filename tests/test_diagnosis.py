@@ -268,6 +268,24 @@ def test_comm_boundary_and_the_straggler_in_fix_first():
                                  "straggler: r1 gpu1 (the job's GPU with most idle: look there first)"]
 
 
+def test_an_entry_shows_the_evidence_its_remedy_rests_on_first():
+    """An entry over four GPUs whose first three hold the category archived and the fourth a finding that fires:
+    the diagnosis shows the fourth first (its remedy is the entry's), then two archived ones, then "1 more" (a fresh
+    user saw a remedy over three lines that all read "archived, not prescribed")."""
+    def finding(archived):
+        return {"category": "cpu", "rule": "cpu.random", "text": "archived: cpu holds 1 %" if archived else
+                "12 gaps after 9 different kernels", "remedy": "" if archived else "the system first",
+                "archived": archived, "judged": True, "outcome": "random"}
+
+    gpus = ["g1", "g2", "g3", "g4"]
+    findings = [[finding(True)], [finding(True)], [finding(True)], [finding(False)]]
+    assert fixfirst.entry_remedy("cpu", findings) == "the system first"
+    assert fixfirst.entry_diagnosis("cpu", gpus, findings).split("\n") == [
+        "g4: cpu.random: 12 gaps after 9 different kernels → the system first",
+        "g1: cpu.random: archived: cpu holds 1 %", "g2: cpu.random: archived: cpu holds 1 %",
+        "and 1 more GPU(s) (their fleet rows' diagnosis)"]
+
+
 def test_launch_rule_evidence():
     # 40 slivers holding 8 of 10 ms of the application's idle (80 %), the largest gap 1.5 ms; with no gap above the
     # threshold the text says so

@@ -78,7 +78,7 @@ DIAGNOSED_GPUS = 3
 def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list = (), late: list = ()) -> str:
     """The ``diagnosis`` of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): for each of the
     first :data:`DIAGNOSED_GPUS` of its ``gpus`` (their display names, :func:`pipeline.analysis.names.gpu_names`)
-    that has findings of the category
+    that have findings of the category, those with a finding not archived first (the evidence the remedy rests on),
     (``findings``: each GPU's :func:`pipeline.analysis.diagnosis.diagnose` list, same order), ``"<gpu>: <line>"``
     (:func:`pipeline.analysis.diagnosis.line`), then how many more GPUs have some; a ``comm`` entry names the job's
     ``stragglers`` (display names too) and its ``late`` ranks (the GPUs of the list that entered last in most of
@@ -86,6 +86,9 @@ def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list 
     when none."""
     diagnosed = [(g, [f for f in fs if f["category"] == category]) for g, fs in zip(gpus, findings)]
     diagnosed = [(g, fs) for g, fs in diagnosed if fs]
+    # the GPUs whose findings prescribe (not archived) first, each group in list order: the lines shown are the
+    # evidence the entry's remedy (:func:`entry_remedy`) rests on
+    diagnosed.sort(key=lambda gf: all(f.get("archived") for f in gf[1]))
     lines = [f"{g}: {dx.line(f)}" for g, fs in diagnosed[:DIAGNOSED_GPUS] for f in fs]
     if len(diagnosed) > DIAGNOSED_GPUS:
         lines.append(f"and {len(diagnosed) - DIAGNOSED_GPUS} more GPU(s) (their fleet rows' diagnosis)")
