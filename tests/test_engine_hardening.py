@@ -428,11 +428,13 @@ BOUNDED = _bounded()
 
 
 def test_the_bounded_settings_are_all_there():
-    """23 integer settings (11 of them confidence tier thresholds: 6 of iterations, 5 of serving; and
-    meter.sample_ns), 5 timeouts and back-offs (dask.slurm.wait_timeout_s: its own test below)."""
+    """25 integer settings (11 of them confidence tier thresholds: 6 of iterations, 5 of serving; meter.sample_ns;
+    the diagnosis rules' diagnosis.small_copy_bytes and diagnosis.break_point_min_gaps), 5 timeouts and back-offs
+    (dask.slurm.wait_timeout_s: its own test below)."""
     names = {f"{s}.{k}" for s, k, _ in BOUNDED}
-    assert len(BOUNDED) == 28
+    assert len(BOUNDED) == 30
     assert {"analysis.min_gap_ns", "analysis.roster_size", "dask.retries", "dask.connect_timeout_s",
+            "diagnosis.small_copy_bytes", "diagnosis.break_point_min_gaps",
             "dask.no_workers_timeout_s", "export.timeout_s", "export.read_timeout_s", "storage.backoff_s"} <= names
 
 

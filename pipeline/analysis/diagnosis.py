@@ -332,9 +332,6 @@ def comm_rule(gaps, collective: dict | None = None) -> dict:
         if ev["chronic"]:
             text += ": it is the late rank itself, the one the others wait for"
             remedy = "this rank is the one others wait for: fix its own idle first (its other categories' findings)"
-        else:
-            remedy = ("one GPU cannot fix it: look at the straggler first (the rank that enters the collectives last: "
-                      "the job's collective_straggler), then overlap communication with compute")
     return _finding("comm", "comm.collective", "waiting_for_ranks", ev, text, remedy)
 
 
