@@ -718,11 +718,6 @@ def _mark(forced: bool, low: bool = False) -> str:
     return (" [forced: not comparable]" if forced else "") + (" [low confidence]" if low else "")
 
 
-def _signed(x: float, unit: str, n: int = 2) -> str:
-    """A change with its sign (:func:`pipeline.report.words.signed`: ``\u2212`` for negatives, ``-`` when missing)."""
-    return signed(x, n, unit)
-
-
 def _money(x) -> str:
     return usd(_nn(x))
 
@@ -785,13 +780,13 @@ def summary_lines(d: dict, forced: bool, low: bool = False) -> list[str]:
     iteration length, dollars (:func:`dollars_line`), the saving or why none is claimed, per category."""
     fb, fa, m = d["before"], d["after"], _mark(forced, low)
     idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
-            f"({_signed(d['idle_pct_change_pts'], ' pts')}); "
+            f"({signed(d['idle_pct_change_pts'], 2, ' pts')}); "
             f"{floor_text(d['idle_change'], d['noise_floor_pts'], ' pts', d.get('noise_floor_note', ''))}{m}")
     if _nan(fb["iteration_ns"]) or _nan(fa["iteration_ns"]):
         it = f"iteration length unknown (no stable iterations on a side){m}"
     else:
         it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
-              f"({_signed(d['iteration_change_pct'], ' %')}); "
+              f"({signed(d['iteration_change_pct'], 2, ' %')}); "
               f"{floor_text(d['iteration_change'], d['iteration_noise_floor_pct'], ' %')}; "
               f"speed-up {_num(d['speedup'], 3, 'x')}{m}")
     if d["idle_change"] == "lower":
@@ -805,8 +800,8 @@ def summary_lines(d: dict, forced: bool, low: bool = False) -> list[str]:
     else:
         money = f"no saving claimed: no change detectable{m}"
     cats = [f"{c} " + ("" if _nan(d[f'cat_{c}_ms_per_iteration_change']) else
-                       f"{_signed(d[f'cat_{c}_ms_per_iteration_change'], ' ms per iteration', 3)}, ")
-            + f"{_signed(d[f'cat_{c}_pct_change_pts'], ' pts')} of W" for c in CATEGORIES
+                       f"{signed(d[f'cat_{c}_ms_per_iteration_change'], 3, ' ms per iteration')}, ")
+            + f"{signed(d[f'cat_{c}_pct_change_pts'], 2, ' pts')} of W" for c in CATEGORIES
             if fb[f"cat_{c}_pct"] or fa[f"cat_{c}_pct"]]
     return [f"- {idle}", f"- {it}", f"- {dollars_line(d)}{m}", f"- {money}",
             f"- change per category: {'; '.join(cats) or 'none'}{m}"]
@@ -913,7 +908,7 @@ def gap_line(x: dict, forced: bool, low: bool) -> str:
                f"{place_text(x['place'])}, category {x['category_before'] or x['category_after']}")
     if x["change"] == "kept":
         what = (f"kept, width changed: {x['count_before']} gap(s) of {x['ns_before'] / 1e6:,.3f} ms in all -> "
-                f"{x['count_after']} of {x['ns_after'] / 1e6:,.3f} ms ({_signed((x['ns_after'] - x['ns_before']) / 1e6, ' ms', 3)})")
+                f"{x['count_after']} of {x['ns_after'] / 1e6:,.3f} ms ({signed((x['ns_after'] - x['ns_before']) / 1e6, 3, ' ms')})")
     else:
         n, ns = (x["count_before"], x["ns_before"]) if x["change"] == "vanished" else (x["count_after"], x["ns_after"])
         what = f"{x['change']}: {n} gap(s) of {ns / 1e6:,.3f} ms in all"
@@ -1162,7 +1157,7 @@ def render_html(result: dict, pages: list | None = None) -> str:
     from .html import _record_html
 
     def sfmt(x, n=2, unit=""):
-        return _signed(x, unit, n)
+        return signed(x, n, unit)
 
     def money(x):
         return "-" if _nan(x) else usd(x)

@@ -40,7 +40,7 @@ from ..schema import source_says_assumed
 from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
-from .words import recoverable_lines
+from .words import ms, recoverable_lines
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -96,11 +96,6 @@ def human_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:,.1f} {unit}"
     return f"{n} B"
-
-
-def ms(ns) -> str:
-    """Integer ns as ``1,234.567 ms``."""
-    return f"{int(ns) / 1e6:,.3f} ms"
 
 
 def more_gaps(count, total_ns, roster: list[dict]) -> tuple[int, int]:
