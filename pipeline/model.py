@@ -100,6 +100,11 @@ class WarningCode(str, enum.Enum):
     #: the job's kind is unknown and the window leaves out more than ``window.max_left_out_idle_pct`` of
     #: the capture's idle (docs/definitions.md#job-kind): the dollars may miss a server's cost.
     WINDOW_LEAVES_OUT_IDLE = "window-leaves-out-idle"
+    #: CUDA graphs were traced as a whole (``--cuda-graph-trace=graph``): each execution counts as busy for
+    #: its whole extent, so the gaps between its nodes cannot be seen and device idle is a lower bound there
+    #: (docs/definitions.md#cuda-graphs); the text gives how many ran in the window and the time they cover.
+    #: A caveat, not partial: the trace is complete at the granularity it was asked for.
+    GRAPHS_TRACED_WHOLE = "graphs-traced-whole"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
@@ -171,8 +176,9 @@ class Report:
     """One export, loaded. All times are int64 ns on the report's own clock.
 
     Frames (one row per event):
-      ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name, gpu_key;
-      grouped by GPU key (the export's row order within a GPU)
+      ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name, gpu_key, and in Nsight
+      exports ``graph`` (True: a CUDA graph execution traced as a whole, one row named ``graph exec <id>``:
+      :mod:`pipeline.load.graphs`); grouped by GPU key (the export's row order within a GPU)
       ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name),
       sorted by start (stable)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
@@ -258,6 +264,8 @@ class GpuTrace:
     ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
     ``world_size``: the ranks the report says its job ran on (:func:`world_size`; 0: it does not say).
     ``kernel_aliases``: the report's (:attr:`Report.kernel_aliases`), for the collective matcher.
+    ``graph_trace_mode``: the ``--cuda-graph-trace`` mode the capture states (``meta[GRAPH_TRACE_MODE]``; "" when
+    it does not say).
     """
 
     report: str
@@ -280,6 +288,7 @@ class GpuTrace:
     capture_start_source: str = ""
     world_size: int = 0
     kernel_aliases: dict = field(default_factory=dict)
+    graph_trace_mode: str = ""
 
 
 class RankCount(int):
@@ -309,6 +318,10 @@ def rank_count(text) -> int:
         return 0
     return int(text.strip())
 
+
+#: ``meta`` key of the ``--cuda-graph-trace`` mode an Nsight capture states (``graph``, ``node``; absent when it
+#: does not say: :func:`pipeline.load.graphs.graph_trace_mode`).
+GRAPH_TRACE_MODE = "cuda_graph_trace"
 
 #: ``meta`` key naming where ``meta["world_size"]`` was read (Nsight exports: :mod:`pipeline.load.ranks`).
 WORLD_SIZE_SOURCE = "world_size_source"

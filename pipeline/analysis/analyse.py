@@ -267,6 +267,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings = list(trace.warnings)
     warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
+    warnings += caveats.graph_warning(k, w0, w1, trace.graph_trace_mode)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
     warnings += cost.rate_warnings(choice, model, trace.model_note, warnings)
     kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)

@@ -106,3 +106,34 @@ def profiler_warning(device_gaps: pd.DataFrame, overhead: pd.DataFrame, rules: C
     return [RowWarning(WarningCode.PROFILER_OVERHEAD,
                        f"profiler overhead covers {n} device gap{'s' if n > 1 else ''}, {ns / 1e6:.3f} ms of idle in "
                        f"the window ({', '.join(kinds)}): Nsight Systems' own work, not the application's idle")]
+
+
+def graph_executions(kernels, w0: int, w1: int) -> tuple[int, int]:
+    """``(count, covered_ns)`` of the CUDA graph executions traced as a whole (rows with ``graph`` True;
+    none when ``kernels``, a frame or columns with start, end, has no such column) that overlap the window
+    W = [w0, w1): how many, and the time their union covers inside W (ns)."""
+    if "graph" not in kernels:
+        return 0, 0
+    graph = np.asarray(kernels["graph"], dtype=bool)
+    if not graph.any():
+        return 0, 0
+    s, e = iv.clip(np.asarray(kernels["start"], dtype=np.int64)[graph],
+                   np.asarray(kernels["end"], dtype=np.int64)[graph], w0, w1)
+    return int(s.size), iv.total_length(*iv.union(s, e))
+
+
+def graph_warning(kernels, w0: int, w1: int, mode: str = "") -> list[RowWarning]:
+    """The warning of a GPU whose window holds CUDA graph executions traced as a whole
+    (:func:`graph_executions`): how many, the time they cover, that the gaps between their nodes cannot
+    be seen (device idle is a lower bound inside them) and the capture's stated ``--cuda-graph-trace``
+    ``mode`` ("": the export does not state it). Nothing when the window holds none."""
+    n, covered = graph_executions(kernels, w0, w1)
+    if not n:
+        return []
+    said = f"--cuda-graph-trace={mode} per the capture's metadata" if mode else \
+        "the export does not state its --cuda-graph-trace mode"
+    return [RowWarning(WarningCode.GRAPHS_TRACED_WHOLE,
+                       f"{n} CUDA graph execution{'s' if n > 1 else ''} traced as a whole ({said}) "
+                       f"cover{'' if n > 1 else 's'} {covered / 1e6:.3f} ms of the window: the GPU counts as busy for "
+                       "the whole of each, so gaps between a graph's nodes cannot be seen and device idle is a lower "
+                       "bound there (--cuda-graph-trace=node shows them)")]

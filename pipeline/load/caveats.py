@@ -88,7 +88,7 @@ def _next_record_start(corr: np.ndarray, start: np.ndarray, after: np.ndarray) -
     return start[np.searchsorted(corr, after, side="right")]
 
 
-def _keys(pid, corr) -> np.ndarray:
+def correlation_keys(pid, corr) -> np.ndarray:
     """One int64 key per (process, correlationId): correlationIds are per process (32 bits)."""
     return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(corr, dtype=np.int64) & 0xFFFFFFFF)
 
@@ -158,8 +158,8 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     if bitmap:
         return lost
     rows = np.flatnonzero(lost)
-    keys = np.sort(_keys(w_pid, w_corr))
-    wanted = _keys(call_pid[rows], call_corr[rows])
+    keys = np.sort(correlation_keys(w_pid, w_corr))
+    wanted = correlation_keys(call_pid[rows], call_corr[rows])
     order = np.argsort(wanted, kind="stable")
     at = np.minimum(np.searchsorted(keys, wanted[order]), keys.size - 1)
     lost[rows[order]] = keys[at] != wanted[order]

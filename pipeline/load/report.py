@@ -14,10 +14,11 @@ import pandas as pd
 
 from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
-from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
+from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
+from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
 from .kernel_names import kernel_aliases
 from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -28,7 +29,7 @@ from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
 from ..snapshot import committed_state
 from .sqlite import NotInteger, Query, connect_readonly, read_columns, read_frame, readonly_uri
-from .tables import (CUPTI_OVERHEAD_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
+from .tables import (CUPTI_OVERHEAD_TABLE, GRAPH_TRACE_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
     MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
 
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
@@ -533,13 +534,16 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
                                f"(no {KERNEL_TABLE}, StringIds or export metadata tables)")
         strings = read_strings(schema)
-        kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels)
+        graphs = has_graphs(schema)  # graph executions are GPU work: a graph-only capture needs no kernel row
+        kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels and not graphs)
         runtime_sql, runtime_names = _runtime_query(schema)
         queries = {}
         if kernel_sql:
             queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names)
         if runtime_sql:
             queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
+        if graphs:
+            queries["graphs"] = graph_query(schema, ID_COLUMNS)
         tables = read_columns(schema, queries)
         if kernel_sql:
             found = tables.pop("kernels")
@@ -549,6 +553,12 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
                                                None if found.rows else _no_kernel_cause(schema))
         else:
             kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
+        executions, graph_warnings = graph_rows(tables.pop("graphs"), _narrow) if graphs else (None, [])
+        warnings += graph_warnings
+        kernels = with_graphs(kernels, executions)
+        if graphs and not len(kernels):
+            raise ProfileError(f"{path}: all rows of {GRAPH_TRACE_TABLE} have end < start or no timestamps "
+                               f"(start = end = 0 or NULL) and no {KERNEL_TABLE} row is usable: no usable GPU work")
         runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
         del tables
         frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
@@ -561,6 +571,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
         del frames  # the frames above are the only references left: columns dropped below are freed
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
+        kernels = counted_once(kernels, copies)
         untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
                               lost_event_marks(schema)], ignore_index=True)
         del kernels["context_id"]  # kernels and copies are this function's own frames
@@ -585,7 +596,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             devices=devices,
             overhead=overhead,
             untraced=untraced,
-            meta=with_world_size(load_meta(schema), capture_world_size(schema)),
+            meta=with_graph_mode(with_world_size(load_meta(schema), capture_world_size(schema)), schema),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
             capture_start_ns=start_ns,
@@ -680,4 +691,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
         world_size=world_size(report.meta), kernel_aliases=report.kernel_aliases,
+        graph_trace_mode=str(report.meta.get(GRAPH_TRACE_MODE, "")),
     )

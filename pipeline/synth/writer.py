@@ -68,6 +68,13 @@ OPTIONAL_SCHEMA = {
     "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT, systemClockNs INTEGER",
     "ANALYSIS_DETAILS": (
         "globalVid INTEGER NOT NULL, duration INTEGER NOT NULL, startTime INTEGER NOT NULL, stopTime INTEGER NOT NULL"),
+    #: One row per CUDA graph execution traced as a whole (``--cuda-graph-trace=graph``).
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+        "greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL"),
+    #: The capture's options and the launched processes' environment (name, value rows).
+    "META_DATA_CAPTURE": "name TEXT NOT NULL, value TEXT",
 }
 
 #: ENUM_CUPTI_OVERHEAD_TYPE as Nsight Systems 2024-2026 exports write it: id -> (name, label).
@@ -169,12 +176,28 @@ class ExportWriter:
         self.rows.setdefault(table, []).append(row)
 
     def kernel(self, pid: int, device: int, stream: int, start: int, end: int, name: str,
-               correlation: int | None = None, context: int = 1) -> None:
+               correlation: int | None = None, context: int = 1, graph_node: int | None = None) -> None:
+        """One kernel; ``graph_node``: its ``graphNodeId`` when a graph launched it, traced node by node
+        (``--cuda-graph-trace=node``; it then carries the graph launch's ``correlation``)."""
         self._pids.add(pid)
         sid = self.string(name)
         self._add("CUPTI_ACTIVITY_KIND_KERNEL", (
             int(start), int(end), device, context, None, stream, correlation or self.correlation(),
-            global_pid(pid), sid, sid, None, 0, 0, 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, self._corr, 0, None, 0))
+            global_pid(pid), sid, sid, None, 0, 0, 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, self._corr, 0, graph_node, 0))
+
+    def graph_exec(self, pid: int, device: int, stream: int, start: int, end: int, graph_exec: int,
+                   graph: int | None = None, correlation: int | None = None, context: int = 1) -> None:
+        """One CUDA graph execution traced as a whole (a CUPTI_ACTIVITY_KIND_GRAPH_TRACE row): executable
+        graph ``graph_exec`` (``graphExecId``) of graph ``graph`` (``graphId``; default the same number),
+        launched by the call of ``correlation`` (a ``cudaGraphLaunch``: :meth:`runtime`)."""
+        self._pids.add(pid)
+        self._add("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", (
+            int(start), int(end), device, context, None, stream, correlation or self.correlation(), global_pid(pid),
+            graph_exec if graph is None else graph, graph_exec))
+
+    def capture(self, name: str, value: str) -> None:
+        """One META_DATA_CAPTURE row (``CUDA_GRAPH_TRACE_OPTIONS:MODE`` = ``Graph``, ...)."""
+        self._add("META_DATA_CAPTURE", (name, value))
 
     def runtime(self, pid: int, tid: int, start: int, end: int, name: str, correlation: int | None = None) -> None:
         """One CUDA runtime API call (``name`` as exported, e.g. ``cudaStreamSynchronize_v3020``)."""
