@@ -231,18 +231,37 @@ def test_real_export_states_graph_mode_and_has_no_execution(profiles):
 
 # ------------------------------------------------------------------ lost launches
 
-def test_graph_launch_with_its_execution_is_not_lost(tmp_path):
-    """Kernels of correlationIds 1 and 5 bound the process's records; the cudaGraphLaunch of 3 has its GRAPH_TRACE
+@pytest.mark.parametrize("api", [GRAPH_LAUNCH, "cuGraphLaunch"])
+def test_graph_launch_with_its_execution_is_not_lost(tmp_path, api):
+    """Kernels of correlationIds 1 and 5 bound the process's records; the graph launch of 3 has its GRAPH_TRACE
     row, that of 4 has none: only 4 is lost."""
     w = ExportWriter(str(tmp_path / "x.sqlite"))
     w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="k", correlation=1)
-    w.runtime(pid=10, tid=11, start=2 * MS, end=2 * MS + 10, name=GRAPH_LAUNCH, correlation=3)
+    w.runtime(pid=10, tid=11, start=2 * MS, end=2 * MS + 10, name=api, correlation=3)
     w.graph_exec(pid=10, device=0, stream=7, start=3 * MS, end=4 * MS, graph_exec=1, correlation=3)
-    w.runtime(pid=10, tid=11, start=5 * MS, end=5 * MS + 10, name=GRAPH_LAUNCH, correlation=4)
+    w.runtime(pid=10, tid=11, start=5 * MS, end=5 * MS + 10, name=api, correlation=4)
     w.kernel(pid=10, device=0, stream=7, start=9 * MS, end=10 * MS, name="k", correlation=5)
-    w._corr = 5
     rep = load_report(w.close())
     assert rep.untraced["correlation_id"].tolist() == [4]
+
+
+def test_iterations_find_the_executions_their_launches_started(tmp_path):
+    """Decode steps: NVTX ``step_<i>`` [10i, 10i + 2) ms, each launching graph exec 4 (cuGraphLaunch at 10i + 1)
+    that runs [10i + 3, 10i + 9), i = 0..7, no kernel row. The NVTX rule projects each step onto the execution
+    its launch started (by correlationId): step 0 is the warm-up; 1..6 are 10 ms long (to the next step's
+    start); 7, the last, only its own 6 ms (an outlier). W = [13, 69) ms: 6 executions, busy 36 ms, idle 20 ms
+    (five 4 ms holes)."""
+    w = ExportWriter(str(tmp_path / "x.sqlite"))
+    for i in range(8):
+        t = 10 * i * MS
+        w.nvtx(pid=10, tid=11, start=t, end=t + 2 * MS, text=f"step_{i}")
+        launch_graph(w, stream=7, start=t + 3 * MS, end=t + 9 * MS, graph_exec=4, call_at=t + MS)
+    _, res = analysed(w.close(), Config())
+    row = res.row
+    assert (row["window_rule"], row["window_start_ns"], row["window_end_ns"]) == ("nvtx", 13 * MS, 69 * MS)
+    assert (row["iterations"], row["kept_iterations"]) == (6, "1-6")
+    assert (row["busy_ns"], row["idle_ns"], row["kernel_count"]) == (36 * MS, 20 * MS, 6)
+    assert "6 CUDA graph executions" in graphs_warning(row) and "covers" not in graphs_warning(row)
 
 
 # ------------------------------------------------------------------ node mode, and both shapes of one launch

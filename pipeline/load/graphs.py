@@ -20,6 +20,7 @@ from pandas.api.types import union_categoricals
 from ..model import GRAPH_TRACE_MODE, RowWarning, WarningCode
 from .caveats import correlation_keys
 from .columns import categorical
+from .integrity import untimed
 from .processes import pid_column, pid_of
 from .ranks import CAPTURE_TABLE
 from .sqlite import Query, text_rows
@@ -76,8 +77,7 @@ def graph_rows(table, narrow) -> tuple[pd.DataFrame, list]:
     n = table.rows
     ints = table.ints
     start, end = ints["start"], ints["end"]
-    missing = table.null_mask("start") | table.null_mask("end") if table.nulls else np.zeros(n, dtype=bool)
-    bad = missing | (end < start) | ((start == 0) & (end == 0))
+    bad = untimed(table)
     warnings = []
     keep = np.flatnonzero(~bad)
     if bad.any():

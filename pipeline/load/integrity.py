@@ -30,6 +30,15 @@ import pandas as pd
 from ..model import RowWarning, WarningCode
 from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, SESSION_START_TABLE, Schema
 
+def untimed(table) -> np.ndarray:
+    """Which rows of a :class:`~pipeline.load.sqlite.Decoded` kernel or graph-execution read cannot be timed:
+    a NULL start or end, end < start, or start = end = 0 (CUPTI's mark of a record it could not time).
+    Shape ``(rows,)``, bool."""
+    start, end = table.ints["start"], table.ints["end"]
+    missing = table.null_mask("start") | table.null_mask("end") if table.nulls else np.zeros(table.rows, dtype=bool)
+    return missing | (end < start) | ((start == 0) & (end == 0))
+
+
 #: Rows may stray this far (ns) outside the capture the export's metadata states (clock skew,
 #: work in flight when the capture stopped) before they count as impossible.
 SLACK_NS = 1_000_000_000

@@ -23,7 +23,7 @@ from .kernel_names import kernel_aliases
 from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (Capture, capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
-    duplicates_warning, frame_codes, impossible_rows)
+    duplicates_warning, frame_codes, impossible_rows, untimed)
 from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
@@ -207,9 +207,8 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
         raise ProfileError(f"{path}: {KERNEL_TABLE} has zero rows, {copies}" if copies else
                            f"{path}: {KERNEL_TABLE} has zero rows: no kernel ran while profiling")
     ints = table.ints
-    missing = table.null_mask("start") | table.null_mask("end") if table.nulls else np.zeros(n, dtype=bool)
     start, end = ints["start"], ints["end"]
-    bad = missing | (end < start) | ((start == 0) & (end == 0))
+    bad = untimed(table)
     warnings = []
     keep = None
     pid = ints["pid"]  # decoded from globalPid as read (:func:`_kernel_columns`)
@@ -222,7 +221,7 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
                                    f"dropped {int(bad.sum())} kernel rows with end < start or no timestamps "
                                    f"(start = end = 0 or NULL); {kept} of {n} kept", _pids_of(pid[bad])))
         keep = np.flatnonzero(~bad)
-    del bad, missing
+    del bad
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])
     ints["pid"] = pid
     columns = {"start": pick(start), "end": pick(end)}
