@@ -29,8 +29,9 @@ from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
 from ..snapshot import committed_state
 from .sqlite import NotInteger, Query, connect_readonly, read_columns, read_frame, readonly_uri
-from .tables import (CUPTI_OVERHEAD_TABLE, GRAPH_TRACE_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE, MEMCPY_TABLE,
-    MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE, STRING_TABLE, Schema)
+from .tables import (CUPTI_OVERHEAD_TABLE, GRAPH_TRACE_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE,
+    MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE,
+    STRING_TABLE, Schema)
 
 KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "name"]
 
