@@ -9,7 +9,7 @@ with ``graph`` True, so that every measure (the device union, per-stream gaps an
 attribution, iterations, the launch that has a record) sees it; inside one the GPU counts as busy
 for its whole extent. With ``--cuda-graph-trace=node`` the kernels of a graph are ordinary kernel
 rows (``graphNodeId`` set), carrying the launch's correlationId; an execution also recorded node by
-node is counted once, by its nodes (:func:`counted_once`).
+node is counted once, by its kernels (:func:`counted_once`).
 """
 from __future__ import annotations
 
@@ -110,21 +110,18 @@ def with_graphs(kernels: pd.DataFrame, graphs: pd.DataFrame | None) -> pd.DataFr
     return joined
 
 
-def counted_once(kernels: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+def counted_once(kernels: pd.DataFrame) -> pd.DataFrame:
     """``kernels`` without the graph executions whose launch was also recorded node by node: a ``graph`` row
-    whose (process, correlationId) some kernel or copy record carries (``--cuda-graph-trace=node``
-    records the nodes of a launch under its correlationId). Its nodes are kept: they show the gaps the
-    whole execution hides. Rows without a correlationId (0) are never matched. No work without graph rows."""
+    whose (process, correlationId) some kernel record carries (``--cuda-graph-trace=node`` records the kernels
+    of a launch under its correlationId). Its kernels are kept: they show the gaps the whole execution hides.
+    Copy records never drop an execution (a copy is not busy time, so the two never count twice, and a graph's
+    kernels may be in it). Rows without a correlationId (0) are never matched. No work without graph rows."""
     graph = kernels["graph"].to_numpy(bool)
     if not graph.any():
         return kernels
     corr = kernels["correlation_id"].to_numpy(np.int64)
     keys = correlation_keys(kernels["pid"].to_numpy(np.int64), corr)
-    nodes = ~graph & (corr != 0)
-    copy_corr = copies["correlation_id"].to_numpy(np.int64)
-    recorded = np.concatenate([keys[nodes], correlation_keys(copies["pid"].to_numpy(np.int64)[copy_corr != 0],
-                                                             copy_corr[copy_corr != 0])])
-    twice = graph & (corr != 0) & np.isin(keys, recorded)
+    twice = graph & (corr != 0) & np.isin(keys, keys[~graph & (corr != 0)])
     if not twice.any():
         return kernels
     return kernels.iloc[np.flatnonzero(~twice)].reset_index(drop=True)

@@ -571,7 +571,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
         del frames  # the frames above are the only references left: columns dropped below are freed
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
-        kernels = counted_once(kernels, copies)
+        kernels = counted_once(kernels)
         untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
                               lost_event_marks(schema)], ignore_index=True)
         del kernels["context_id"]  # kernels and copies are this function's own frames
