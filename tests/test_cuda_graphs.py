@@ -327,3 +327,26 @@ def test_cache_keeps_graph_rows_and_mode(tmp_path):
     assert again.kernels["graph"].tolist() == first.kernels["graph"].tolist() == [False, False, True]
     assert again.meta["cuda_graph_trace"] == "graph"
     assert analyse_gpu(gpu_trace(again, again.gpu_keys()[0]), SPAN, {}).row["idle_ns"] == 4 * MS
+
+
+# ------------------------------------------------------------------ table shapes
+
+def test_without_graph_exec_id_the_graph_id_names_the_execution(tmp_path):
+    """An export whose GRAPH_TRACE has no graphExecId column: executions read ``graph <graphId>``."""
+    w = ExportWriter(str(tmp_path / "x.sqlite"), drop_columns={"CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("graphExecId",)})
+    w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="k")
+    w.graph_exec(pid=10, device=0, stream=7, start=3 * MS, end=4 * MS, graph_exec=9, graph=2)
+    rep = load_report(w.close())
+    assert rep.kernels["name"].astype(str).tolist() == ["k", "graph 2"]
+    assert rep.kernels["graph"].tolist() == [False, True]
+
+
+def test_text_in_an_id_column_of_graph_trace_is_an_error(tmp_path):
+    w = ExportWriter(str(tmp_path / "x.sqlite"))
+    w.kernel(pid=10, device=0, stream=7, start=0, end=MS, name="k")
+    w.graph_exec(pid=10, device=0, stream=7, start=3 * MS, end=4 * MS, graph_exec=9)
+    path = w.close()
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_GRAPH_TRACE SET streamId = 'seven'")
+    with pytest.raises(ProfileError, match="CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
+        load_report(path)
