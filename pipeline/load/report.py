@@ -17,7 +17,7 @@ from ..memory import release as release_memory
 from ..model import MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
-from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
+from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .kernel_names import kernel_aliases
 from .ranks import capture_world_size, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -97,9 +97,14 @@ def _launches_called(schema: Schema) -> str | None:
         return None
     total = sum(calls.values())
     named = ", ".join(f"{n:,} {api}" for api, n in sorted(calls.items(), key=lambda c: (-c[1], c[0])))
-    return (f"but {counted(total, 'kernel launch was', 'kernel launches were')} called ({named}, in {RUNTIME_TABLE}) "
-            "and no kernel record exists: the kernel trace lost them (or kernel tracing was off while the run was "
-            "profiled)")
+    called = f"but {counted(total, 'kernel launch was', 'kernel launches were')} called ({named}, in {RUNTIME_TABLE}) "
+    wsl = wsl_evidence(schema)
+    if wsl is not None:
+        return (called + f"and no kernel record exists: the capture ran under WSL2 ({wsl}), the likely "
+                "cause: Nsight Systems under WSL2 can trace the CUDA calls but not the kernels they launch; profile "
+                "on native Linux (else the kernel trace lost them, or kernel tracing was off)")
+    return called + ("and no kernel record exists: the kernel trace lost them (or kernel tracing was off while the "
+                     "run was profiled)")
 
 
 def _no_kernel_cause(schema: Schema) -> str | None:
