@@ -100,6 +100,11 @@ class WarningCode(str, enum.Enum):
     #: the job's kind is unknown and the window leaves out more than ``window.max_left_out_idle_pct`` of
     #: the capture's idle (docs/definitions.md#job-kind): the dollars may miss a server's cost.
     WINDOW_LEAVES_OUT_IDLE = "window-leaves-out-idle"
+    #: the GPU's copies and memsets outside the window take longer than the window itself (one kernel amid
+    #: thousands of unified-memory migrations): the figures are the window's, most of the GPU's work is not
+    #: in it (``copies_outside_count``, ``copies_outside_ns``; docs/definitions.md#copies-outside-the-window).
+    #: A caveat, not partial: no row was lost.
+    COPIES_OUTSIDE_WINDOW = "copies-outside-window"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
