@@ -83,6 +83,9 @@ class WarningCode(str, enum.Enum):
     DUPLICATE_ROWS = "duplicate-rows"
     #: runtime, copy, NVTX or overhead rows the loader dropped (end < start, times far outside the capture).
     DROPPED_ROWS = "dropped-rows"
+    #: runtime, copy or overhead rows the loader dropped as timed far outside the capture, every one of them
+    #: wholly outside the kept kernels' time: no figure could rest on them; a caveat, not partial.
+    DROPPED_STRAY_ROWS = "dropped-stray-rows"
     #: CUDA launches of the GPU's processes without a kernel record: the trace lost them (``untraced``).
     UNTRACED_LAUNCHES = "untraced-launches"
     #: Nsight Systems' own overhead covers device gaps (``profiler``): a caveat, the trace is complete.

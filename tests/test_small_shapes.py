@@ -1,5 +1,12 @@
 """Issue 41, section 5: smaller shapes.
 
+* Capture bounds (``ANALYSIS_DETAILS``) that do not sit on the rows' clock get one rule: one
+  ``capture-disagrees`` warning naming the bound judged wrong (start, end, or both), the rows judged by their
+  own extent, and the GPU ``partial`` only when a dropped row could change its figures: a kernel row or an
+  NVTX range (it may make the window) always could; a CUDA API call, copy or overhead row lying wholly outside
+  the kernels' time could not (``dropped-stray-rows``, the row stays ``ok``). ANALYSIS_DETAILS 160 s off the
+  rows (on neither clock) is said even when TARGET_INFO_SESSION_START_TIME is stated (it is on the same clock).
+
 * A capture that is mostly copies outside its window (one kernel amid thousands of unified-memory
   migrations) says so: the row counts the copies with time outside W and the union of that time
   (``copies_outside_count``, ``copies_outside_ns``), and when that time is longer than W the coded note
@@ -11,8 +18,12 @@ hand in the comments.
 from __future__ import annotations
 
 import html
+import os
 
 import pandas as pd
+import pytest
+from conftest import without_model_warning
+from test_public_shapes_nsight import JUDGED, KERNEL_STARTS_MS, kept_and_analysed, older_export
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.config import Config
@@ -26,6 +37,7 @@ from pipeline.synth.writer import DTOH, HTOD
 
 MS = 1_000_000
 US = 1_000
+S = 1_000_000_000
 AUTO = Config()
 MANAGED, DEVICE, PAGEABLE = 4, 2, 0
 
@@ -116,3 +128,151 @@ def test_copies_outside_shorter_than_the_window_are_counted_not_noted(tmp_path):
     assert ("mostly copies outside the window: 20 copies run 20.000 ms outside the 19.000 ms window of 10 kernels: "
             "the figures are the window's, most of what this GPU did in the capture is not in them"
             ) in many["warnings"].split("; ")
+
+
+# ---------------------------------------------------------------- capture bounds: one rule
+
+def shifted_export(path, base: int, details: tuple[int, int] | None, session: int | None, fill=None) -> str:
+    """:func:`test_public_shapes_nsight.older_export`'s rows ``base`` ns later, in a 2026 export: pid 10's 5
+    kernels of 40 ms at base + 0.93, 1.19, 1.45, 1.71, 1.93 s (W = 1,040 ms, 840 ms idle), each launched 5 ms
+    before (1 ms calls), an NVTX range base + [0.05, 1.98) s, an overhead row base + [0.10, 0.12) s;
+    ANALYSIS_DETAILS ``details`` (start, stop ns) and TARGET_INFO_SESSION_START_TIME ``session`` when given."""
+    w = ExportWriter(str(path))
+    if details is not None:
+        w.rows["ANALYSIS_DETAILS"] = [(0x1000000000000, details[1] - details[0], details[0], details[1])]
+    if session is not None:
+        w.rows["TARGET_INFO_SESSION_START_TIME"] = [(1_779_000_000_000_000_000, "2026-05-26T07:58:50",
+                                                     "2026-05-26T07:58:50", session)]
+    for start in KERNEL_STARTS_MS:
+        corr = w.correlation()
+        w.runtime(pid=10, tid=11, start=base + (start - 5) * MS, end=base + (start - 4) * MS,
+                  name="cudaLaunchKernel_v7000", correlation=corr)
+        w.kernel(pid=10, device=0, stream=7, start=base + start * MS, end=base + (start + 40) * MS, name="gemm",
+                 correlation=corr)
+    w.nvtx(pid=10, tid=11, start=base + 50 * MS, end=base + 1980 * MS, text="main")
+    w.overhead(pid=10, tid=11, start=base + 100 * MS, end=base + 120 * MS, kind="OVERHEAD_CUPTI_RESOURCE", name="cuInit")
+    if fill:
+        fill(w)
+    return w.close()
+
+
+BASE = 200 * S
+#: Every row kept lies outside a stated capture the rows do not fit at all.
+ALL_OUTSIDE = ("5 rows of CUPTI_ACTIVITY_KIND_KERNEL, 5 of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS, "
+               "1 of PROFILER_OVERHEAD")
+
+
+@pytest.mark.parametrize("offset, session", [(-160 * S, True), (-160 * S, False), (160 * S, True), (160 * S, False)])
+def test_bounds_160_s_off_the_rows_clock(tmp_path, offset, session):
+    """Rows at 200.05 .. 201.98 s; ANALYSIS_DETAILS 160 s before (40.05 .. 41.98 s) or after (360.05 .. 361.98 s)
+    them, with or without TARGET_INFO_SESSION_START_TIME at its startTime (as Nsight Systems writes it). The
+    kernels' median start, 201.45 s, fits neither 40.05 .. 41.98 s (+1 s) nor 0 .. 1.93 s (+1 s): one warning
+    names both bounds judged wrong, the capture is the rows' own run (no row dropped), the GPU ok with the 5
+    kernels' figures, the zero the rows' start. Before issue 41, with the session start: no warning at all and
+    the zero 160 s before the rows (or 0 s)."""
+    lo, hi = BASE + 50 * MS + offset, BASE + 1980 * MS + offset
+    path = shifted_export(tmp_path / "off.sqlite", BASE, (lo, hi), lo if session else None)
+    rep, res = kept_and_analysed(path, (5, 5, 0, 1, 1))
+    stated = f"{lo / 1e9:.6f}..{hi / 1e9:.6f}"
+    assert res.row["status"] == "ok"
+    assert without_model_warning(res.row["warnings"]) == (
+        f"ANALYSIS_DETAILS states the capture as {stated} s, which the rows do not fit (the kernels' median start, "
+        f"201.450000 s, lies outside it both as stated and counted from the capture's start), but the export's own "
+        f"rows run 200.050000..201.980000 s ({ALL_OUTSIDE} lie outside it){JUDGED['both']}: the rows are trusted, "
+        "none is dropped for that")
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES]
+    assert (rep.capture_start_ns, rep.capture_start_source) == (
+        BASE + 50 * MS, f"the export's own rows' start (ANALYSIS_DETAILS.startTime states {lo / 1e9:.6f} s, which the "
+                        "rows do not fit)")
+
+
+def test_bounds_on_the_rows_clock_are_unchanged(tmp_path):
+    """ANALYSIS_DETAILS 200.04 .. 202.00 s and the session start at 200.04 s hold every row: no warning, ok, the
+    zero the stated start."""
+    path = shifted_export(tmp_path / "fits.sqlite", BASE, (BASE + 40 * MS, BASE + 2000 * MS), BASE + 40 * MS)
+    rep, res = kept_and_analysed(path, (5, 5, 0, 1, 1))
+    assert (res.row["status"], without_model_warning(res.row["warnings"]), rep.warnings) == ("ok", "", [])
+    assert (rep.capture_start_ns, rep.capture_start_source) == (BASE + 40 * MS, "ANALYSIS_DETAILS.startTime")
+
+
+def three_syncs(w):
+    """3 cudaStreamSynchronize calls of 1 ms at 61, 62 and 63 s: 59 s after every other row."""
+    for t in (61, 62, 63):
+        w.runtime(pid=10, tid=11, start=t * S, end=t * S + MS, name="cudaStreamSynchronize_v3020")
+
+
+#: The capture of older_export's rows under ANALYSIS_DETAILS 1.17 .. 3.44 s (the start judged wrong).
+START_WRONG = ("0.050000..3.440000 s on the report's clock, per the export's own rows for the start and "
+               "ANALYSIS_DETAILS for the end (ANALYSIS_DETAILS states 1.170000..3.440000 s)")
+#: The start-wrong warning of older_export's rows under 1.17 .. 3.44 s.
+START_WARNING = ("ANALYSIS_DETAILS states the capture as 1.170000..3.440000 s on the report's clock, but the export's "
+                 "own rows run 0.050000..1.980000 s (1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD lie outside it)"
+                 + JUDGED["start"] + ": the rows are trusted, none is dropped for that")
+
+
+def test_three_harmless_runtime_rows_warn_but_leave_the_gpu_ok(tmp_path):
+    """ANALYSIS_DETAILS 1.17 .. 3.44 s, slightly off (the rows start at 0.05 s: the start judged wrong, the end
+    stands, +1 s: 4.44 s) and the 3 calls at 61 .. 63 s, a step of 59.02 s past the rows: dropped, counted, and
+    said to lie wholly outside the kernels' time (0.93 .. 1.97 s): none can change a figure, the GPU is ok."""
+    rep, res = kept_and_analysed(older_export(tmp_path / "syncs.sqlite", 1170, 3440, three_syncs), (5, 5, 0, 1, 1))
+    assert res.row["status"] == "ok"
+    assert without_model_warning(res.row["warnings"]) == "; ".join([
+        START_WARNING,
+        f"dropped 3 rows of CUPTI_ACTIVITY_KIND_RUNTIME timed far outside the capture ({START_WRONG}; e.g. start "
+        "61.000000 s, end 61.001000 s): they lie wholly outside the kernels' time (0.930000..1.970000 s), so no "
+        "figure rests on them"])
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES, WarningCode.DROPPED_STRAY_ROWS]
+
+
+def test_a_dropped_kernel_row_that_could_change_the_figures_makes_it_partial(tmp_path):
+    """The same, plus a kernel at 61.5 s: dropped too, and a kernel is the work itself: partial (the stray calls'
+    warning stays as it was; the kernels' time is that of the 5 kept)."""
+    def fill(w):
+        three_syncs(w)
+        w.kernel(pid=10, device=0, stream=7, start=61_500 * MS, end=61_540 * MS, name="gemm", correlation=w.correlation())
+    rep, res = kept_and_analysed(older_export(tmp_path / "kernel.sqlite", 1170, 3440, fill), (5, 5, 0, 1, 1))
+    assert res.row["status"] == "partial"
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES, WarningCode.DROPPED_KERNEL_ROWS,
+                                              WarningCode.DROPPED_STRAY_ROWS]
+    assert without_model_warning(res.row["warnings"]) == "; ".join([
+        START_WARNING,
+        f"dropped 1 row of CUPTI_ACTIVITY_KIND_KERNEL timed far outside the capture ({START_WRONG}; e.g. start "
+        "61.500000 s, end 61.540000 s)",
+        f"dropped 3 rows of CUPTI_ACTIVITY_KIND_RUNTIME timed far outside the capture ({START_WRONG}; e.g. start "
+        "61.000000 s, end 61.001000 s): they lie wholly outside the kernels' time (0.930000..1.970000 s), so no "
+        "figure rests on them"])
+
+
+def test_a_dropped_call_over_the_kernels_time_makes_it_partial(tmp_path):
+    """A cudaStreamSynchronize from -2^62 ns to 1.50 s (inside the kernels' time, 0.93 .. 1.97 s: it could have
+    covered a gap) is dropped: partial; a memcpy at 61 s is dropped too, wholly outside the kernels' time: its
+    table's warning is stray (each table's dropped rows are judged together)."""
+    def fill(w):
+        w.runtime(pid=10, tid=11, start=-(2 ** 62), end=1500 * MS, name="cudaStreamSynchronize_v3020")
+        w.memcpy(pid=10, device=0, stream=9, start=61 * S, end=61 * S + MS)
+    rep, res = kept_and_analysed(older_export(tmp_path / "over.sqlite", 1170, 3440, fill), (5, 5, 0, 1, 1))
+    assert res.row["status"] == "partial"
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES, WarningCode.DROPPED_ROWS,
+                                              WarningCode.DROPPED_STRAY_ROWS]
+
+
+@pytest.mark.parametrize("stop_ms, wrong, rows, outside", [
+    # start wrong: 1.17 .. 3.44 s (above; the calls at 2.5 and 3.0 s lie inside it)
+    (3440, "start", "0.050000..3.001000", "1 row of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+    # both: 1.17 .. 1.30 s (+1 s: 0.17 .. 2.30 s); calls at 2.5 and 3.0 s run on past the end (steps of 0.52 and
+    # 0.5 s, under max(1 s, 1.055 s)) and the NVTX range and overhead row before the start
+    (1300, "both", "0.050000..3.001000",
+     "2 rows of CUPTI_ACTIVITY_KIND_RUNTIME, 1 of NVTX_EVENTS, 1 of PROFILER_OVERHEAD"),
+])
+def test_the_warning_names_the_bound_judged_wrong(tmp_path, stop_ms, wrong, rows, outside):
+    """The end-wrong variant (0.05 .. 0.50 s) is test_public_shapes_nsight's; every variant: one warning, ok."""
+    def later(w):
+        for t in (2500, 3000):
+            w.runtime(pid=10, tid=11, start=t * MS, end=(t + 1) * MS, name="cudaStreamSynchronize_v3020")
+    rep, res = kept_and_analysed(older_export(tmp_path / "b.sqlite", 1170, stop_ms, later), (5, 7, 0, 1, 1))
+    assert res.row["status"] == "ok"
+    assert without_model_warning(res.row["warnings"]) == (
+        f"ANALYSIS_DETAILS states the capture as 1.170000..{stop_ms / 1000:.6f} s on the report's clock, but the "
+        f"export's own rows run {rows} s ({outside} lie outside it){JUDGED[wrong]}: the rows are trusted, none is "
+        "dropped for that")
+    assert [w.code for w in rep.warnings] == [WarningCode.CAPTURE_DISAGREES]
