@@ -420,6 +420,11 @@ def _drop_rows(frame: pd.DataFrame, drop: np.ndarray) -> pd.DataFrame:
     return frame.iloc[np.flatnonzero(~drop)].reset_index(drop=True) if drop.any() else frame
 
 
+def _kernel_span(kernels: pd.DataFrame) -> tuple[int, int] | None:
+    """``(first start, last end)`` ns of ``kernels``; None without any."""
+    return (int(kernels["start"].min()), int(kernels["end"].max())) if len(kernels) else None
+
+
 def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list, Capture]:
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
@@ -438,17 +443,15 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     kernels = frames[KERNEL_TABLE]
     reference = (kernels if len(kernels) else frames[RUNTIME_TABLE])["start"].to_numpy(np.int64)
     capture = capture_of(schema, stamps, reference)
-    dropped, kept_outside, span = [], {}, None
+    dropped, kept_outside = [], {}
     for table, frame in frames.items():  # the kernel table first: the others' drops are judged by its kept rows
         starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
         found = impossible_rows(table, starts, ends, capture)
         dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]),
-                                   span)
+                                   _kernel_span(frames[KERNEL_TABLE]) if found.outside.any() else None)
         if capture.stated is not None:  # the export's stated capture does not hold its rows: kept, counted
             kept_outside[table] = int((capture.stated.outside(starts, ends) & ~found.bad).sum())
         frames[table] = _drop_rows(frame, found.bad)
-        if table == KERNEL_TABLE and len(frames[table]):
-            span = (int(frames[table]["start"].min()), int(frames[table]["end"].max()))
     warnings += disagreement_warning(capture, kept_outside) + dropped
     if len(kernels) and not len(frames[KERNEL_TABLE]):
         raise ProfileError(f"{path}: all {len(kernels):,} usable rows of {KERNEL_TABLE} are timed far outside the "
