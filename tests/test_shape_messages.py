@@ -419,3 +419,30 @@ def test_a_file_of_no_kind_is_not_an_input(tmp_path):
     path.write_text("hello")
     assert report_task(str(path), {}, Config()).failure.message == (
         f"{path}: not an input gpu-idle reads (Nsight Systems reports and exports, PyTorch profiler traces)")
+
+
+def test_archives_in_a_folder_are_named_not_unpacked(tmp_path, profiles):
+    """A folder holding a .tgz and a .zip beside a real export: the export is found, the archives are listed as
+    skipped (not an input); a folder holding only an archive (in a sub-folder) is a problem that names it."""
+    from pipeline.inputs.discover import ARCHIVE, discover, skipped_note
+
+    both = tmp_path / "both"
+    both.mkdir()
+    shutil.copyfile(profiles / TINY, both / TINY)
+    (both / "traces.tgz").write_bytes(b"\x1f\x8b")
+    (both / "traces.zip").write_bytes(b"PK")
+    skipped = []
+    assert discover([str(both)], skipped=skipped) == ([str(both / TINY)], [])
+    assert skipped == [(str(both / "traces.tgz"), ARCHIVE), (str(both / "traces.zip"), ARCHIVE)]
+    assert skipped_note(skipped) == (
+        f"skipped 2 file(s) that are not reports: {both / 'traces.tgz'} (an archive: not an input gpu-idle reads; "
+        f"unpack it), {both / 'traces.zip'} (an archive: not an input gpu-idle reads; unpack it)")
+    only = tmp_path / "only"
+    (only / "sub").mkdir(parents=True)
+    (only / "sub" / "ranks.tar.gz").write_bytes(b"\x1f\x8b")
+    reports, problems = discover([str(only)])
+    assert reports == []
+    [(item, message)] = problems
+    assert item == str(only) and message.startswith(f"{only}: directory holds no ")
+    assert message.endswith(" file; it holds 1 archive(s) (ranks.tar.gz), not an input gpu-idle reads (Nsight Systems "
+                            "reports and exports, PyTorch profiler traces): unpack them and name their files or folder")
