@@ -84,6 +84,21 @@ KINDS = (NSYS_REPORT, SQLITE_EXPORT, PYTORCH_TRACE)
 SUFFIXES = tuple(sorted((s for k in KINDS for s in k.suffixes), key=len, reverse=True))
 
 
+#: What gpu-idle reads, in the words of a message about a file that is none of it (:func:`not_an_input`).
+READS = "Nsight Systems reports and exports, PyTorch profiler traces"
+#: Archive names (lower case, the longest first): gpu-idle does not unpack archives; their files, unpacked, may be inputs.
+ARCHIVES = (".tar.bz2", ".tar.zst", ".tar.gz", ".tar.xz", ".tbz2", ".tgz", ".txz", ".tar", ".zip", ".7z")
+
+
+def not_an_input(path: str) -> str:
+    """Why a file named like none of the :data:`KINDS` is not read: ``not an input gpu-idle reads (…)``,
+    and for an archive (:data:`ARCHIVES`) that its files, unpacked, may be."""
+    lower = str(path).lower()
+    archive = next((s for s in ARCHIVES if lower.endswith(s)), None)
+    unpack = f": a {archive} archive is not unpacked; unpack it and name its files or folder" if archive else ""
+    return f"not an input gpu-idle reads ({READS}){unpack}"
+
+
 def suffix_of(path: str) -> str | None:
     """The registry suffix ``path``'s file name ends with (lower case, the longest that matches), or None."""
     lower = str(path).lower()

@@ -83,6 +83,9 @@ class WarningCode(str, enum.Enum):
     DUPLICATE_ROWS = "duplicate-rows"
     #: runtime, copy, NVTX or overhead rows the loader dropped (end < start, times far outside the capture).
     DROPPED_ROWS = "dropped-rows"
+    #: runtime, copy or overhead rows the loader dropped as timed far outside the capture, every one of them
+    #: wholly outside the kept kernels' time: no figure could rest on them; a caveat, not partial.
+    DROPPED_STRAY_ROWS = "dropped-stray-rows"
     #: CUDA launches of the GPU's processes without a kernel record: the trace lost them (``untraced``).
     UNTRACED_LAUNCHES = "untraced-launches"
     #: Nsight Systems' own overhead covers device gaps (``profiler``): a caveat, the trace is complete.
@@ -105,6 +108,11 @@ class WarningCode(str, enum.Enum):
     #: (docs/definitions.md#cuda-graphs); the text gives how many ran in the window and the time they cover.
     #: A caveat, not partial: the trace is complete at the granularity it was asked for.
     GRAPHS_TRACED_WHOLE = "graphs-traced-whole"
+    #: the GPU's copies and memsets outside the window take longer than the window itself (one kernel amid
+    #: thousands of unified-memory migrations): the figures are the window's, most of the GPU's work is not
+    #: in it (``copies_outside_count``, ``copies_outside_ns``; docs/definitions.md#copies-outside-the-window).
+    #: A caveat, not partial: no row was lost.
+    COPIES_OUTSIDE_WINDOW = "copies-outside-window"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on

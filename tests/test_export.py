@@ -299,7 +299,8 @@ def test_missing_or_empty_report(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(ExportError, match="empty file"):
         export_report(empty, cache_dir=tmp_path / "cache")
-    with pytest.raises(ExportError, match="not an Nsight Systems report"):
+    with pytest.raises(ExportError, match=r"notes\.txt: not an input gpu-idle reads \(Nsight Systems reports and "
+                       r"exports, PyTorch profiler traces\)$"):
         export_report(tmp_path / "notes.txt", cache_dir=tmp_path / "cache")
 
 

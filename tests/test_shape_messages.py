@@ -283,10 +283,10 @@ def test_the_real_export_cut_short_after_its_kernel_table_was_created(tmp_path, 
 
 # ---------------------------------------------------------- launches called, no kernel record
 
-def _launches_without_kernels(path, launches: dict, copies: int = 0, kernel_table: bool = True) -> str:
+def _launches_without_kernels(path, launches: dict, copies: int = 0, kernel_table: bool = True, fill=None) -> str:
     """A complete export (metadata present) whose CUPTI_ACTIVITY_KIND_RUNTIME holds ``launches`` (API name
     as Nsight writes it -> count) calls of 10 us each, 1 ms apart, a cudaMalloc and a cudaStreamSynchronize
-    (no launches), ``copies`` 1 ms copies on device 0, and an empty kernel table (none: ``kernel_table`` False)."""
+    (no launches), ``copies`` 1 ms copies on device 0, and an empty kernel table (none: ``kernel_table`` False); then ``fill(w)``."""
     w = ExportWriter(str(path))
     t = 0
     for name, count in launches.items():
@@ -297,6 +297,8 @@ def _launches_without_kernels(path, launches: dict, copies: int = 0, kernel_tabl
     w.runtime(pid=10, tid=11, start=t + 2 * MS, end=t + 3 * MS, name="cudaStreamSynchronize_v3020")
     for i in range(copies):
         w.memcpy(pid=10, device=0, stream=7, start=(20 + 2 * i) * MS, end=(21 + 2 * i) * MS)
+    if fill:
+        fill(w)
     out = w.close()
     if kernel_table:
         add_empty_kernel_table(out)
@@ -336,3 +338,111 @@ def test_an_empty_kernel_table_and_no_launch_call_keeps_its_text(tmp_path):
     """Runtime calls, none a launch: no kernel ran, as before."""
     path = _launches_without_kernels(tmp_path / "none.sqlite", {})
     assert load_error(path) == f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows: no kernel ran while profiling"
+
+
+# ---------------------------------------------------------- issue 41: WSL2 named when the export says it ran there
+
+#: The kernel release Nsight Systems wrote for the capture host of the real tiny export (a WSL2 machine).
+WSL2_RELEASE = "6.6.87.2-microsoft-standard-WSL2"
+WSL2_CAUSE = ("and no kernel record exists: the capture ran under WSL2 ({}), the likely cause: Nsight Systems "
+              "under WSL2 can trace the CUDA calls but not the kernels they launch; profile on native Linux (else "
+              "the kernel trace lost them, or kernel tracing was off)")
+
+
+@pytest.mark.parametrize("name, value, named", [
+    ("SoftwareReleaseVersion", WSL2_RELEASE, f"TARGET_INFO_SYSTEM_ENV SoftwareReleaseVersion {WSL2_RELEASE}"),
+    ("OsDescription", "Ubuntu 22.04.4 LTS on WSL2", "TARGET_INFO_SYSTEM_ENV OsDescription Ubuntu 22.04.4 LTS on WSL2"),
+    ("SoftwareReleaseVersion", "5.15.153.1-microsoft-standard-wsl2",
+     "TARGET_INFO_SYSTEM_ENV SoftwareReleaseVersion 5.15.153.1-microsoft-standard-wsl2"),
+    # no evidence: a native kernel release, an "Awsl" host name: the usual text
+    ("SoftwareReleaseVersion", "6.8.0-45-generic", None),
+    ("Hostname", "awsl-node", None),
+])
+def test_launches_without_kernels_name_wsl2_when_the_export_says_it(tmp_path, name, value, named):
+    """2,500 cudaLaunchKernel calls and an empty kernel table; TARGET_INFO_SYSTEM_ENV holds one property
+    (besides the CPU's). The property naming WSL2 is quoted and WSL2 named the likely cause; without one
+    the message is the one of any export."""
+    def env(w):
+        w.system_env("CpuArchitecture", "x86_64", 3)
+        w.system_env(name, value, 618)
+    path = _launches_without_kernels(tmp_path / "wsl.sqlite", {"cudaLaunchKernel_v7000": 2500}, fill=env)
+    head = f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows, but 2,500 kernel launches were called " \
+           "(2,500 cudaLaunchKernel, in CUPTI_ACTIVITY_KIND_RUNTIME) "
+    if named is None:
+        assert load_error(path) == (f"{path}: CUPTI_ACTIVITY_KIND_KERNEL has zero rows, "
+                                    + lost_launches("2,500 kernel launches were", "2,500 cudaLaunchKernel"))
+    else:
+        assert load_error(path) == head + WSL2_CAUSE.format(named)
+
+
+def test_wsl2_in_the_export_metadata_and_no_kernel_table(tmp_path):
+    """No kernel table at all; the export metadata (not the system table) says WSL2."""
+    def meta(w):
+        w.meta["HostKernel"] = WSL2_RELEASE
+    path = _launches_without_kernels(tmp_path / "meta.sqlite", {"cudaLaunchKernel_v7000": 1}, kernel_table=False,
+                                     fill=meta)
+    assert load_error(path) == (f"{path}: no CUPTI_ACTIVITY_KIND_KERNEL table, but 1 kernel launch was called "
+                                "(1 cudaLaunchKernel, in CUPTI_ACTIVITY_KIND_RUNTIME) "
+                                + WSL2_CAUSE.format(f"META_DATA_EXPORT HostKernel {WSL2_RELEASE}"))
+
+
+# ---------------------------------------------------------- issue 41: archives are not inputs
+
+@pytest.mark.parametrize("name, fmt", [("traces.tar.gz", "gztar"), ("traces.tgz", "gztar"), ("traces.zip", "zip"),
+                                       ("traces.tar", "tar"), ("TRACES.TAR.GZ", "gztar")])
+def test_an_archive_of_traces_is_not_an_input(tmp_path, name, fmt):
+    """An archive holding a PyTorch profiler trace, named on the command line: the report's error row says
+    it is not an input gpu-idle reads and names what it reads, not "not an Nsight Systems report"."""
+    import shutil as _shutil
+
+    from pipeline.config import Config
+    from pipeline.work.tasks import report_task
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _kineto_copies(folder / "rank0.pt.trace.json", {0: 1}, {})
+    made = _shutil.make_archive(str(tmp_path / "archive"), fmt, folder)
+    path = str(tmp_path / name)
+    os.rename(made, path)
+    outcome = report_task(path, {}, Config())
+    archive = name.lower().split(".", 1)[1]
+    assert outcome.failure.message == (
+        f"{path}: not an input gpu-idle reads (Nsight Systems reports and exports, PyTorch profiler traces): "
+        f"a .{archive} archive is not unpacked; unpack it and name its files or folder")
+
+
+def test_a_file_of_no_kind_is_not_an_input(tmp_path):
+    from pipeline.config import Config
+    from pipeline.work.tasks import report_task
+
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    assert report_task(str(path), {}, Config()).failure.message == (
+        f"{path}: not an input gpu-idle reads (Nsight Systems reports and exports, PyTorch profiler traces)")
+
+
+def test_archives_in_a_folder_are_named_not_unpacked(tmp_path, profiles):
+    """A folder holding a .tgz and a .zip beside a real export: the export is found, the archives are listed as
+    skipped (not an input); a folder holding only an archive (in a sub-folder) is a problem that names it."""
+    from pipeline.inputs.discover import ARCHIVE, discover, skipped_note
+
+    both = tmp_path / "both"
+    both.mkdir()
+    shutil.copyfile(profiles / TINY, both / TINY)
+    (both / "traces.tgz").write_bytes(b"\x1f\x8b")
+    (both / "traces.zip").write_bytes(b"PK")
+    skipped = []
+    assert discover([str(both)], skipped=skipped) == ([str(both / TINY)], [])
+    assert skipped == [(str(both / "traces.tgz"), ARCHIVE), (str(both / "traces.zip"), ARCHIVE)]
+    assert skipped_note(skipped) == (
+        f"skipped 2 file(s) that are not reports: {both / 'traces.tgz'} (an archive: not an input gpu-idle reads; "
+        f"unpack it), {both / 'traces.zip'} (an archive: not an input gpu-idle reads; unpack it)")
+    only = tmp_path / "only"
+    (only / "sub").mkdir(parents=True)
+    (only / "sub" / "ranks.tar.gz").write_bytes(b"\x1f\x8b")
+    reports, problems = discover([str(only)])
+    assert reports == []
+    [(item, message)] = problems
+    assert item == str(only) and message.startswith(f"{only}: directory holds no ")
+    assert message.endswith(" file; it holds 1 archive(s) (ranks.tar.gz), not an input gpu-idle reads (Nsight Systems "
+                            "reports and exports, PyTorch profiler traces): unpack them and name their files or folder")

@@ -13,7 +13,8 @@ import pandas as pd
 
 from ..config import Config
 from ..frames import where
-from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
+from ..model import (CATEGORIES, CAVEATS, GAP_CATEGORIES, MEM_KINDS, GpuResult, GpuTrace, RowWarning, WarningCode,
+                     row_status)
 from ..schema import check_row
 from . import attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, lanes, meter, overlap
 from . import intervals as iv
@@ -170,6 +171,40 @@ def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: i
     return c1 - c0, whole, whole - inside
 
 
+#: Memory kinds of unified memory (:data:`pipeline.model.MEM_KINDS`): a copy to or from them is a migration.
+MANAGED_KINDS = (MEM_KINDS["MANAGED"], MEM_KINDS["MANAGED_STATIC"])
+
+
+def copies_outside(copies, w0: int, w1: int, window_ns: int, kernel_count: int) -> tuple[dict, list]:
+    """The GPU's copies and memsets outside its window W = [w0, w1) (docs/definitions.md#copies-outside-the-window):
+    ``copies_outside_count``, those with any time outside W, and ``copies_outside_ns``, the union of their time
+    outside W; and, when that time is longer than W itself (``window_ns``: a capture that is mostly copies the
+    window leaves out, e.g. one kernel amid thousands of unified-memory migrations), the coded note that says
+    so (:attr:`~pipeline.model.WarningCode.COPIES_OUTSIDE_WINDOW`; ``kernel_count``: the kernels in W).
+    ``copies``: the GPU's copies frame (start, end, kind, src_kind, dst_kind)."""
+    s, e = copies["start"].to_numpy(np.int64), copies["end"].to_numpy(np.int64)
+    out = (s < w0) | (e > w1)
+    total = iv.union_length(s[out], e[out])
+    outside_ns = total - iv.union_length(*iv.clip(s[out], e[out], w0, w1))
+    cols = {"copies_outside_count": int(out.sum()), "copies_outside_ns": int(outside_ns)}
+    if outside_ns <= window_ns:
+        return cols, []
+    memsets = int((copies["kind"].to_numpy(object)[out] == "memset").sum())
+    managed = int((np.isin(copies["src_kind"].to_numpy(np.int64)[out], MANAGED_KINDS)
+                   | np.isin(copies["dst_kind"].to_numpy(np.int64)[out], MANAGED_KINDS)).sum())
+    n = cols["copies_outside_count"]
+    what = [f"{n - memsets:,} memcpy", f"{memsets:,} memset"] if memsets else []
+    if managed:
+        what.append(f"{managed:,} to or from unified (managed) memory")
+    return cols, [RowWarning(
+        WarningCode.COPIES_OUTSIDE_WINDOW,
+        f"mostly copies outside the window: {n:,} cop{'y' if n == 1 else 'ies'}"
+        + (f" ({', '.join(what)})" if what else "")
+        + f" run {outside_ns / 1e6:,.3f} ms outside the {window_ns / 1e6:,.3f} ms window of "
+        f"{kernel_count:,} kernel{'' if kernel_count == 1 else 's'}: the figures are the window's, most of what this "
+        "GPU did in the capture is not in them")]
+
+
 def startup_wait(first_kernel_ns: int, capture_start_ns: int | None) -> int:
     """``startup_wait_ns`` (docs/definitions.md#job-kind): from the report's capture start (its timeline zero,
     :attr:`pipeline.model.GpuTrace.capture_start_ns`) to this GPU's first kernel start, ns; 0 when the start is
@@ -272,6 +307,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += cost.rate_warnings(choice, model, trace.model_note, warnings)
     kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
     warnings += kind_warnings
+    outside_columns, outside_warnings = copies_outside(trace.copies, w0, w1, dev.window_ns, int(kw["start"].size))
+    warnings += outside_warnings
     if choice.share_unknown:
         warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
                                    "MIG instance of unknown size: the export gives no SM count for it, so its share of "
@@ -298,7 +335,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
         "idle_pct": round(100.0 * idle_fraction, 4),
         "idle_pct_low": idle_low, "idle_pct_high": idle_high, "idle_pct_sd": idle_sd,
-        "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns,
+        "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns, **outside_columns,
         "busy_pct": _pct(dev.busy_ns, dev.window_ns),
         "sample_periods": sampled[0], "sampled_busy_periods": sampled[1],
         "sampled_util_pct": meter.util_pct(sampled[1], sampled[0]),

@@ -55,6 +55,8 @@ TRUTH_MARKER = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"format"\s*:\s*"gpu-idle
 #: Why a file found in a folder is not a report (:func:`_skip`), besides its kind's ``not_it``
 #: (``"not a trace"``, ``"not SQLite"``).
 NOT_A_TRACE, EMPTY, TRUTH = kinds.PYTORCH_TRACE.not_it, "empty", "gpu-idle truth"
+#: Why an archive a local folder holds is passed over (:data:`pipeline.kinds.ARCHIVES`): gpu-idle does not unpack it.
+ARCHIVE = "an archive: not an input gpu-idle reads; unpack it"
 #: Names listed in :func:`skipped_note` (the others are counted).
 SKIPPED_SHOWN = 5
 
@@ -83,7 +85,7 @@ def skipped_note(skipped) -> str | None:
     :func:`discover`), or None when there is none to mention: gpu-idle's own truth files are not
     mentioned. ``skipped 2 .json file(s) that are not PyTorch profiler traces: /d/a.json (empty),
     /d/b.json``; at most :data:`SKIPPED_SHOWN` names (terminal-safe: :func:`~pipeline.text.printable`),
-    the others counted (``... and 3 more``)."""
+    the others counted (``... and 3 more``). Archives a local folder holds are named too (``(an archive: …)``)."""
     listed = [(p, why) for p, why in skipped if why != TRUTH]
     if not listed:
         return None
@@ -207,6 +209,8 @@ def _walk_local(top: str, suffixes, skipped: list) -> tuple[list[str], list[tupl
         problems.append((folder, f"{folder}: cannot read folder: {reason(exc)}"))
 
     for folder, _, files in os.walk(top, onerror=unlisted):
+        for path in (os.path.join(folder, name) for name in files if name.lower().endswith(kinds.ARCHIVES)):
+            skipped.append((path, ARCHIVE))
         for path in (os.path.join(folder, name) for name in files if name.lower().endswith(suffixes)):
             why = _skip(path, lambda p=path: _local_head(p))
             if why is None:
@@ -312,7 +316,12 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render,
         else:
             matches, problems = _walk_local(path, suffixes, skipped)
         if not matches and not problems:
-            return [], [(item, f"{item}: {'prefix' if remote else 'directory'} holds no {' or '.join(suffixes)} file")]
+            archives = [p for p, why in skipped if why == ARCHIVE and p.startswith(path.rstrip(os.sep) + os.sep)]
+            held = (f"; it holds {len(archives)} archive(s) ({', '.join(printable(os.path.basename(p)) for p in archives[:SKIPPED_SHOWN])}"
+                    f"{', ...' if len(archives) > SKIPPED_SHOWN else ''}), not an input gpu-idle reads ({kinds.READS}): "
+                    "unpack them and name their files or folder") if archives else ""
+            return [], [(item, f"{item}: {'prefix' if remote else 'directory'} holds no {' or '.join(suffixes)} file"
+                               + held)]
         return [render(m) for m in matches], problems
     if fs.exists(path) or not (remote or _absent(path)):
         return [render(path)], []

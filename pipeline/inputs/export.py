@@ -255,7 +255,9 @@ def export_report(rep_path: str | os.PathLike, nsys_path: str | os.PathLike | No
         return rep
     if "://" in rep:
         raise ExportError(f"{rep}: nsys exports local files only; copy the report to local disk first")
-    if kind is None or not kind.needs_export:
+    if kind is None:
+        raise ExportError(f"{rep}: {kinds.not_an_input(rep)}")
+    if not kind.needs_export:
         raise ExportError(f"{rep}: not an Nsight Systems report (expected {' or '.join(kinds.NSYS_REPORT.named)} "
                           f"or an SQLite export)")
     if not os.path.isfile(rep):

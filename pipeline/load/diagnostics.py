@@ -14,7 +14,7 @@ import pandas as pd
 from ..model import DIAGNOSTIC_PREFIX, UNTRACED_COLUMNS, RowWarning, WarningCode, no_untraced
 from .processes import pid_of
 from .sqlite import text_rows
-from .tables import DIAGNOSTIC_TABLE, META_TABLES, Schema
+from .tables import DIAGNOSTIC_TABLE, META_TABLES, SYSTEM_ENV_TABLE, Schema
 
 #: DIAGNOSTIC_EVENT severity levels that are warnings or errors (ENUM_DIAGNOSTIC_SEVERITY_LEVEL).
 DIAGNOSTIC_WARNING_LEVELS = (2, 3)
@@ -44,6 +44,24 @@ def load_meta(schema: Schema) -> dict:
         if {"name", "value"} <= set(cols):
             return {str(k): str(v) for k, v in text_rows(schema.con, f"SELECT name, value FROM {table}")}
     return {}
+
+
+#: How a capture host running under Windows' WSL2 names itself: its kernel release
+#: (``6.6.87.2-microsoft-standard-WSL2``, Nsight Systems' SoftwareReleaseVersion), or ``WSL2`` in words.
+WSL = re.compile(r"microsoft-standard-WSL|\bWSL2?\b", re.IGNORECASE)
+
+
+def wsl_evidence(schema: Schema) -> str | None:
+    """Where the export says its capture ran under WSL2: ``TARGET_INFO_SYSTEM_ENV SoftwareReleaseVersion
+    6.6.87.2-microsoft-standard-WSL2`` (the first property of TARGET_INFO_SYSTEM_ENV, then of the export
+    metadata, whose value :data:`WSL` matches); None when it says nothing of it."""
+    for table in (SYSTEM_ENV_TABLE, *META_TABLES):
+        if {"name", "value"} <= set(schema.columns(table)):
+            for name, value in text_rows(schema.con, f"SELECT name, value FROM {table} WHERE value LIKE '%wsl%'"):
+                if WSL.search(str(value)):
+                    value = str(value)
+                    return f"{table} {name} {value if len(value) <= 80 else value[:79] + '…'}"
+    return None
 
 
 #: Topics of DIAGNOSTIC_EVENT texts about what gpu-idle never reads (CPU IP/backtrace sampling, context

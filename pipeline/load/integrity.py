@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RowWarning, WarningCode
-from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, SESSION_START_TABLE, Schema
+from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, NVTX_TABLE, SESSION_START_TABLE, Schema
 
 def untimed(table) -> np.ndarray:
     """Which rows of a :class:`~pipeline.load.sqlite.Decoded` kernel or graph-execution read cannot be timed:
@@ -157,6 +157,14 @@ class Capture:
     #: When the rows do not fit the capture ANALYSIS_DETAILS states at all (:func:`_unfit_details`): its
     #: ``startTime`` (ns), which :func:`capture_start` names; else None.
     unfit_start: int | None = None
+    #: With ``stated``: True when ``hi`` is the rows' own end, not the stated one.
+    end_from_rows: bool = False
+
+    @property
+    def judged_wrong(self) -> str:
+        """Which stated bound the rows judged wrong (:func:`disagreement_warning`): ``start``, ``end``,
+        ``start and end``, or ``""`` (none; no ``stated``)."""
+        return " and ".join(b for b, wrong in (("start", self.start_from_rows), ("end", self.end_from_rows)) if wrong)
 
     def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
@@ -186,13 +194,17 @@ def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, i
     """``(lo, hi, source)`` of the capture as the export states it, on the rows' own clock. Exports
     time rows on the system clock (ANALYSIS_DETAILS startTime..stopTime) or from the capture's
     start (0..duration); the one holding the rows' median (with :data:`SLACK_NS`) is theirs. When
-    neither holds it, ANALYSIS_DETAILS is not the rows' (:func:`_unfit_details`)."""
+    neither holds it, ANALYSIS_DETAILS is not the rows' (:func:`_unfit_details`) and neither is the session
+    start (on ANALYSIS_DETAILS' clock): ``(None, None, None)``."""
     details = _details(schema)
     if details is not None:
         start, stop = details
         for lo, hi in ((start, stop), (0, stop - start)):
             if median is None or lo - SLACK_NS <= median <= hi + SLACK_NS:
                 return lo, hi, ANALYSIS_DETAILS_TABLE
+        # the rows fit it on neither clock: nor do they the session start, which Nsight Systems writes on
+        # ANALYSIS_DETAILS' clock (it is its startTime): nothing stated is trusted (:func:`_unfit_details`)
+        return None, None, None
     session = _first_row(schema, SESSION_START_TABLE, ("systemClockNs",))
     if session is not None:
         start = session[0]
@@ -203,7 +215,7 @@ def _stated_capture(schema: Schema, median: float | None) -> tuple[int | None, i
 def _unfit_details(schema: Schema, median: float | None, source: str | None) -> tuple[int, int] | None:
     """ANALYSIS_DETAILS' ``(startTime, stopTime)`` when the export states it but the rows do not fit it
     at all (the kernels' ``median`` lies outside it as stated and counted from the capture's start, so
-    :func:`_stated_capture` found no capture, ``source`` None); else None."""
+    :func:`_stated_capture` found no capture, ``source`` None, whatever session start is stated); else None."""
     return _details(schema) if source is None and median is not None else None
 
 
@@ -342,7 +354,7 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
                                f"{ANALYSIS_DETAILS_TABLE} states the capture as {said}, {UNFIT} (the kernels' median "
                                f"start, {_seconds(int(median))} s, lies outside it both as stated and counted from the "
                                "capture's start)"),
-                       (shown_lo, shown_hi), True, unfit[0])
+                       (shown_lo, shown_hi), True, unfit[0], True)
     if source is None:
         return stated
     inside, new_lo, new_hi = _run_past(stamps, stated, (True, hi is not None))
@@ -370,7 +382,13 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
                    f"({source} states {said})",
                    Capture(stated.lo, stated.hi if hi is not None else None, stated_text),
                    (new_lo if new_lo is not None else inside[0], new_hi if new_hi is not None else inside[1]),
-                   new_lo is not None)
+                   new_lo is not None, end_from_rows=new_hi is not None and hi is not None)
+
+
+#: What :func:`disagreement_warning` says of the stated bound(s) judged wrong (:attr:`Capture.judged_wrong`).
+JUDGED_WRONG = {"start": "; its start is judged wrong and the capture starts where the rows do",
+                "end": "; its end is judged wrong and the capture ends where the rows do",
+                "start and end": "; its start and end are judged wrong and the capture is the rows' own run"}
 
 
 def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowWarning]:
@@ -384,10 +402,11 @@ def disagreement_warning(capture: Capture, outside: dict[str, int]) -> list[RowW
     named = ", ".join(f"{n} row{'s' if n > 1 else ''} of {table}" if i == 0 else f"{n} of {table}"
                       for i, (table, n) in enumerate(counts))
     verb = "lies" if sum(n for _, n in counts) == 1 else "lie"
+    judged = JUDGED_WRONG.get(capture.judged_wrong, "")
     return [RowWarning(WarningCode.CAPTURE_DISAGREES,
                        f"{capture.stated.text}, but the export's own rows run {_seconds(capture.run[0])}.."
-                       f"{_seconds(capture.run[1])} s ({named} {verb} outside it): the rows are trusted, none is "
-                       "dropped for that")]
+                       f"{_seconds(capture.run[1])} s ({named} {verb} outside it){judged}: the rows are trusted, "
+                       "none is dropped for that")]
 
 
 #: Where the timeline's zero comes from when the export states no capture start (:func:`capture_start`).
@@ -448,11 +467,20 @@ def impossible_rows(table: str, starts, ends, capture: Capture) -> Impossible:
     return Impossible(table, reversed_, capture.outside(s, e) & ~reversed_)
 
 
-def dropped_warning(found: Impossible, starts, ends, capture: Capture, pids: tuple | None = None) -> list[RowWarning]:
+#: Tables whose dropped rows may always change a figure, wherever they lie: a kernel is the work itself, an
+#: NVTX range may make the window (its iterations) (:func:`dropped_warning`).
+SHAPE_TABLES = (KERNEL_TABLE, NVTX_TABLE)
+
+
+def dropped_warning(found: Impossible, starts, ends, capture: Capture, pids: tuple | None = None,
+                    kernels: tuple[int, int] | None = None) -> list[RowWarning]:
     """The warning naming the rows of :func:`impossible_rows` that were dropped: how many, why, the
     capture and the first far-outside row's times; nothing when none was. Kernel rows carry
     ``DROPPED_KERNEL_ROWS``, the others ``DROPPED_ROWS``; ``pids``: the dropped rows' processes
-    (the warning's scope)."""
+    (the warning's scope). ``kernels``: ``(first start, last end)`` ns of the kernels kept; when every
+    dropped row of a table that is not one of :data:`SHAPE_TABLES` (CUDA API calls, copies, overhead) lies
+    wholly outside it (none with end < start), no figure could rest on them (gaps, their causes and
+    copies are measured between kernels): ``DROPPED_STRAY_ROWS``, which says so and leaves the row ``ok``."""
     n_reversed, n_outside = int(found.reversed.sum()), int(found.outside.sum())
     if not n_reversed + n_outside:
         return []
@@ -467,4 +495,12 @@ def dropped_warning(found: Impossible, starts, ends, capture: Capture, pids: tup
     head = f"dropped {total} row{'s' if total > 1 else ''} of {found.table}"
     text = f"{head}: {', '.join(parts)}" if len(parts) > 1 else f"{head} {parts[0].split(' ', 1)[1]}"
     code = WarningCode.DROPPED_KERNEL_ROWS if found.table == KERNEL_TABLE else WarningCode.DROPPED_ROWS
+    if kernels is not None and found.table not in SHAPE_TABLES and not n_reversed:
+        out = found.outside
+        s, e = np.asarray(starts, dtype=np.int64)[out], np.asarray(ends, dtype=np.int64)[out]
+        if not ((e > kernels[0]) & (s < kernels[1])).any():
+            code = WarningCode.DROPPED_STRAY_ROWS
+            text += (f": {'it lies' if total == 1 else 'they lie'} wholly outside the kernels' time "
+                     f"({_seconds(kernels[0])}..{_seconds(kernels[1])} s), so no figure rests on "
+                     f"{'it' if total == 1 else 'them'}")
     return [RowWarning(code, text, pids)]

@@ -17,7 +17,7 @@ from ..memory import release as release_memory
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
-from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks
+from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
 from .kernel_names import kernel_aliases
 from .ranks import capture_world_size, with_world_size
@@ -99,9 +99,14 @@ def _launches_called(schema: Schema) -> str | None:
         return None
     total = sum(calls.values())
     named = ", ".join(f"{n:,} {api}" for api, n in sorted(calls.items(), key=lambda c: (-c[1], c[0])))
-    return (f"but {counted(total, 'kernel launch was', 'kernel launches were')} called ({named}, in {RUNTIME_TABLE}) "
-            "and no kernel record exists: the kernel trace lost them (or kernel tracing was off while the run was "
-            "profiled)")
+    called = f"but {counted(total, 'kernel launch was', 'kernel launches were')} called ({named}, in {RUNTIME_TABLE}) "
+    wsl = wsl_evidence(schema)
+    if wsl is not None:
+        return (called + f"and no kernel record exists: the capture ran under WSL2 ({wsl}), the likely "
+                "cause: Nsight Systems under WSL2 can trace the CUDA calls but not the kernels they launch; profile "
+                "on native Linux (else the kernel trace lost them, or kernel tracing was off)")
+    return called + ("and no kernel record exists: the kernel trace lost them (or kernel tracing was off while the "
+                     "run was profiled)")
 
 
 def _no_kernel_cause(schema: Schema) -> str | None:
@@ -416,6 +421,11 @@ def _drop_rows(frame: pd.DataFrame, drop: np.ndarray) -> pd.DataFrame:
     return frame.iloc[np.flatnonzero(~drop)].reset_index(drop=True) if drop.any() else frame
 
 
+def _kernel_span(kernels: pd.DataFrame) -> tuple[int, int] | None:
+    """``(first start, last end)`` ns of ``kernels``; None without any."""
+    return (int(kernels["start"].min()), int(kernels["end"].max())) if len(kernels) else None
+
+
 def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list, Capture]:
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
@@ -435,10 +445,11 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     reference = (kernels if len(kernels) else frames[RUNTIME_TABLE])["start"].to_numpy(np.int64)
     capture = capture_of(schema, stamps, reference)
     dropped, kept_outside = [], {}
-    for table, frame in frames.items():
+    for table, frame in frames.items():  # the kernel table first: the others' drops are judged by its kept rows
         starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
         found = impossible_rows(table, starts, ends, capture)
-        dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]))
+        dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]),
+                                   _kernel_span(frames[KERNEL_TABLE]) if found.outside.any() else None)
         if capture.stated is not None:  # the export's stated capture does not hold its rows: kept, counted
             kept_outside[table] = int((capture.stated.outside(starts, ends) & ~found.bad).sum())
         frames[table] = _drop_rows(frame, found.bad)

@@ -36,6 +36,8 @@ OVERHEAD_TYPE_TABLE = "ENUM_CUPTI_OVERHEAD_TYPE"
 MEM_KIND_TABLE = "ENUM_CUDA_MEM_KIND"
 #: The capture's start: ``systemClockNs`` (2024+ exports) on the clock of the rows' timestamps.
 SESSION_START_TABLE = "TARGET_INFO_SESSION_START_TIME"
+#: The capture host's properties (name, value): OsDescription, SoftwareReleaseVersion (the kernel release), ...
+SYSTEM_ENV_TABLE = "TARGET_INFO_SYSTEM_ENV"
 #: The capture's extent: ``startTime``, ``stopTime``, ``duration`` (ns).
 ANALYSIS_DETAILS_TABLE = "ANALYSIS_DETAILS"
 

@@ -39,7 +39,7 @@ from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import assumed_text
-from ..model import CATEGORIES, CAVEATS
+from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import JOB_KEY, conform
 from ..text import md_text
 from .words import COMM_OVERLAP, recoverable_lines
@@ -86,6 +86,24 @@ def _ns(value) -> int:
 #: The record's diagnosis lines read the findings and the dollars a fix wins back (docs/definitions.md#diagnosis,
 #: :func:`diagnosis_lines`).
 RECORD_COLUMNS += ["diagnosis", *[f"fix_{c}_usd_per_month" for c in CATEGORIES if c not in CAVEATS]]
+#: ... and the line on copies outside the window (:func:`copies_outside_line`).
+RECORD_COLUMNS += ["kernel_count", "copies_outside_count", "copies_outside_ns", "warning_codes"]
+
+
+def copies_outside_line(ok: list[dict], names: dict) -> str:
+    """The record's line on GPUs whose copies run mostly outside their window (their row's
+    ``copies-outside-window`` note; docs/definitions.md#copies-outside-the-window), e.g. ``Copies outside the
+    window (copies-outside-window): GPU 0: 3,000 copies, 1,500.000 ms outside its 0.010 ms window of 1 kernel; the
+    figures are the window's, most of what the GPU did is not in them.``; ``""`` when no GPU has the note."""
+    code = WarningCode.COPIES_OUTSIDE_WINDOW.value
+    gpus = [r for r in ok if code in str(r.get("warning_codes") or "").split(",")]
+    if not gpus:
+        return ""
+    parts = [f"{md_text(names[(r['report'], r['gpu_key'])])}: {_ns(r['copies_outside_count']):,} copies, "
+             f"{_ms(_ns(r['copies_outside_ns']))} outside its {_ms(_ns(r['window_ns']))} window of "
+             f"{_ns(r['kernel_count']):,} kernel{'' if _ns(r['kernel_count']) == 1 else 's'}" for r in gpus]
+    return (f"Copies outside the window ({code}): " + "; ".join(parts) + "; the figures are the window's, most of "
+            f"what {'the GPU' if len(gpus) == 1 else 'these GPUs'} did is not in them.")
 
 
 def _plain_rows(rows: pd.DataFrame) -> list[dict]:
@@ -463,6 +481,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         collective = collective_line(ok, names)
         if collective:
             lines.append(collective)
+        outside = copies_outside_line(ok, names)
+        if outside:
+            lines.append(outside)
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]

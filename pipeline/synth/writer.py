@@ -75,6 +75,8 @@ OPTIONAL_SCHEMA = {
         "graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL"),
     #: The capture's options and the launched processes' environment (name, value rows).
     "META_DATA_CAPTURE": "name TEXT NOT NULL, value TEXT",
+    "TARGET_INFO_SYSTEM_ENV": (
+        "globalVid INTEGER, devStateName TEXT NOT NULL, name TEXT NOT NULL, nameEnum INTEGER NOT NULL, value TEXT NOT NULL"),
 }
 
 #: ENUM_CUPTI_OVERHEAD_TYPE as Nsight Systems 2024-2026 exports write it: id -> (name, label).
@@ -280,6 +282,11 @@ class ExportWriter:
         names = NSYS_MEM_KINDS if names is None else names
         self.rows["ENUM_CUDA_MEM_KIND"] = [(int(i), f"CUDA_MEMOPR_MEMORY_KIND_{n}", n.replace("_", " ").title())
                                            for i, n in sorted(names.items())]
+
+    def system_env(self, name: str, value: str, name_enum: int = 0) -> None:
+        """A property of the capture host (TARGET_INFO_SYSTEM_ENV, as Nsight Systems 2026 writes it:
+        ``SoftwareReleaseVersion`` is the kernel release, ``OsDescription`` the distribution)."""
+        self._add("TARGET_INFO_SYSTEM_ENV", (GLOBAL_ID_BASE, "Local (CLI)", name, int(name_enum), value))
 
     def session(self, system_clock_ns: int, duration_ns: int | None = None,
                 utc_epoch_ns: int = 1_779_000_000_000_000_000) -> None:
