@@ -100,13 +100,21 @@ class WarningCode(str, enum.Enum):
     #: the job's kind is unknown and the window leaves out more than ``window.max_left_out_idle_pct`` of
     #: the capture's idle (docs/definitions.md#job-kind): the dollars may miss a server's cost.
     WINDOW_LEAVES_OUT_IDLE = "window-leaves-out-idle"
+    #: the GPU's processes captured CUDA/HIP graphs (``cudaStreamBeginCapture`` … ``EndCapture``) while its
+    #: kernels ran: the launches inside were recorded, not run (not lost), and the time up to the last
+    #: capture's end is start-up (``graph_capture_ns``, docs/definitions.md#graph-capture); a caveat, not partial.
+    GRAPH_CAPTURE = "graph-capture"
+    #: no kernel of the GPU runs after its last graph capture ends: the window is start-up only (capture and
+    #: warm-up), not a steady state (``startup_only``, tier ``toy``; docs/definitions.md#graph-capture).
+    STARTUP_ONLY = "startup-only"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
 #: input that cannot say which GPU the kernels ran on or what share of a board they rented.
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
                            WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
-                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE})
+                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE,
+                           WarningCode.STARTUP_ONLY})
 
 
 @dataclass(frozen=True)
