@@ -251,3 +251,27 @@ def test_record_and_page_name_the_capture_phase(tmp_path):
         "priced. Graph-capture start-up (first kernel to the last capture's end): 9.800 ms; apart, the capture starts "
         "after it. 1 GPU ran nothing after its last graph capture: the window is that start-up, not a steady state "
         "(tier toy, partial).")
+
+
+def test_iterations_over_the_capture_phase_are_left_out(tmp_path):
+    """ProfilerStep#0..#7 on thread 101, step i = [10 + 10 i, 20 + 10 i) ms, each launching one kernel [+1, +5) ms
+    (corr 100 + i, its call at +0.5 ms); step 2 also captures a graph: cudaStreamBeginCapture at 36 ms, a captured
+    cudaLaunchKernel at 37 ms (corr 50), cudaStreamEndCapture [38, 38.01) ms. The start-up [11, 38.01) ms overlaps
+    the GPU extents of steps 0-2: 0 is warm-up, 1 and 2 are graph capture; W starts at step 3's kernel (41 ms)."""
+    w = KinetoWriter(str(tmp_path / "steps.pt.trace.json"), pid=PID, devices=[(0, "NVIDIA H100 80GB HBM3", 132)])
+    for i in range(8):
+        t = (10 + 10 * i) * MS
+        w.annotation(TID, t, t + 10 * MS, f"ProfilerStep#{i}")
+        w.runtime(TID, t + 500_000, t + 510_000, "cudaLaunchKernel", 100 + i)
+        w.kernel(0, 7, t + 1 * MS, t + 5 * MS, "gemm", 100 + i)
+    w.runtime(TID, 36 * MS, 36_010_000, "cudaStreamBeginCapture", 40)
+    w.runtime(TID, 37 * MS, 37_010_000, "cudaLaunchKernel", 50)
+    w.runtime(TID, 38 * MS, 38_010_000, "cudaStreamEndCapture", 41)
+    report = load_kineto(w.close())
+    assert report.untraced.empty
+    row = analyse(report, Config()).row
+    assert row["window_rule"] == "nvtx" and row["window_start_ns"] == 41 * MS
+    assert row["excluded_iterations"].startswith("0: warm-up; 1: graph capture (start-up); 2: graph capture (start-up)")
+    assert row["graph_capture_ns"] == 38_010_000 - 11 * MS and row["startup_only"] is False
+    assert "graph capture: 1 launch inside 1 stream-capture range" in row["warnings"]
+    assert row["warnings"].endswith("the window leaves it out")

@@ -123,14 +123,15 @@ def graph_capture(trace: GpuTrace) -> tuple[dict, int | None]:
 
 def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
-    with the configured rule; iterations over holes where the trace lost records are left out), with the
+    with the configured rule; iterations over holes where the trace lost records, or over its graph-capture
+    start-up (:func:`graph_capture`), are left out), with the
     job kind its own kernel names and NVTX texts show (:func:`~pipeline.analysis.kind.detect_kind`, for
     every rule). A plan without source for the ``span`` rule, which needs no iterations; under ``--trim`` the
     ``auto`` rule's iterations (the trim window counts those inside it, :func:`gpu_window`).
     Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule."""
     a = cfg.analysis
     k = trace.kernels
-    found = graphcapture.ranges(trace.runtime)
+    found, after = graph_capture(trace)
     texts = trace.nvtx["text"]  # a range meeting a graph capture of its thread decides no kind
     if found["start"].size:
         texts = texts[graphcapture.outside_capture(trace.nvtx, found)]
@@ -138,8 +139,9 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     if a.trim_s is None and a.window == "span":
         return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
+    startup = () if after is None else (np.array([int(k["start"].min())], np.int64), np.array([after], np.int64))
     plan = plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, "auto" if a.window == "span" else a.window,
-                           lost_holes)
+                           lost_holes, startup)
     return dataclasses.replace(plan, kind=kind, kind_evidence=evidence)
 
 
