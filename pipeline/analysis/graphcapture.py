@@ -134,6 +134,8 @@ def captured(runtime, found: dict | None = None) -> np.ndarray:
     """Which calls of ``runtime`` (start, end, pid, tid, name) start inside a capture range of their
     thread (``found``: :func:`ranges` of ``runtime`` when None). ``(n,)`` bool."""
     found = ranges(runtime) if found is None else found
+    if not found["start"].size:
+        return np.zeros(len(runtime["start"]), dtype=bool)
     start = np.asarray(runtime["start"], dtype=np.int64)
     return overlapping(runtime["pid"], runtime["tid"], start, start, found)
 
