@@ -118,7 +118,7 @@ def test_words_inside_a_capture_range_decide_no_kind(tmp_path):
     assert (row["job_kind"], row["job_kind_source"]) == ("unknown", "")
 
 
-def capture_only_hip(path: str) -> str:
+def capture_only_hip(path: str, replay: bool = False) -> str:
     """A ROCm trace of start-up only (process 200, capture thread 201, device 0, ns):
 
     * warm-up K1 [1, 2) ms (hipLaunchKernel corr 1 at 0.9 ms);
@@ -127,7 +127,8 @@ def capture_only_hip(path: str) -> str:
     * warm-up K6 [7, 8) ms (corr 6); hipStreamBeginCapture [9, 9.01) ms, hipLaunchKernel corr 8 at 10 ms
       (captured), hipStreamEndCapture [11, 11.01) ms;
     * thread 202 launches K10 [10.6, 10.8) ms on stream 9 (corr 10) during the second capture.
-    Without the capture rule corr 3, 4 (between 1 and 6) and 8 (between 6 and 10) would be lost."""
+    Without the capture rule corr 3, 4 (between 1 and 6) and 8 (between 6 and 10) would be lost.
+    ``replay``: then hipGraphLaunch at 12 ms (corr 11) replays a graph: R1 [13, 14) ms and R2 [14, 15) ms, corr 11."""
     w = KinetoWriter(path, pid=200, devices=[(0, "AMD Instinct MI250X", 110)])
     w.runtime(201, 900_000, 910_000, "hipLaunchKernel", 1)
     w.kernel(0, 7, 1 * MS, 2 * MS, "K1", 1)
@@ -142,6 +143,10 @@ def capture_only_hip(path: str) -> str:
     w.runtime(202, 10_500_000, 10_510_000, "hipLaunchKernel", 10)
     w.kernel(0, 9, 10_600_000, 10_800_000, "K10", 10)
     w.runtime(201, 11 * MS, 11_010_000, "hipStreamEndCapture", 9)
+    if replay:
+        w.runtime(201, 12 * MS, 12_010_000, "hipGraphLaunch", 11)
+        w.kernel(0, 7, 13 * MS, 14 * MS, "R1", 11)
+        w.kernel(0, 7, 14 * MS, 15 * MS, "R2", 11)
     return w.close()
 
 
@@ -160,6 +165,20 @@ def test_a_window_of_capture_and_warm_up_only_is_not_a_steady_state(tmp_path):
             "into graphs, not run (no kernel by design, not lost); start-up from the first kernel to the last "
             "capture's end 9.800 ms (graph_capture_ns, shown apart), 9.800 ms of it inside the window") in row["warnings"]
     assert "no kernel runs after the last graph capture ends (0.010800 s on the report's clock)" in row["warnings"]
+
+
+def test_hip_graph_replay_after_the_capture_is_the_steady_state(tmp_path):
+    """The ROCm trace with a hipGraphLaunch replay after its captures: the start-up is [1, 11.01) ms, W = C =
+    [13, 15) ms (the replay's two kernels, both busy: no idle), nothing lost; the row is ok (graph-capture is
+    a caveat) and not start-up only (toy only for its short window and few kernels)."""
+    report = load_kineto(capture_only_hip(str(tmp_path / "rocm.json"), replay=True))
+    assert report.untraced.empty
+    row = analyse(report).row
+    assert (row["graph_capture_ns"], row["startup_only"], row["window_start_ns"], row["window_ns"]) == (
+        10_010_000, False, 13 * MS, 2 * MS)
+    assert (row["busy_ns"], row["idle_ns"], row["capture_ns"], row["capture_idle_ns"]) == (2 * MS, 0, 2 * MS, 0)
+    assert (row["status"], row["warning_codes"], row["confidence_tier"]) == ("ok", "graph-capture", "toy")
+    assert STARTUP_ONLY_REASON not in row["confidence_note"]
 
 
 def test_start_up_only_is_toy_whatever_the_window_holds():

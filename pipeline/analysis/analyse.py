@@ -15,7 +15,8 @@ from ..config import Config
 from ..frames import where
 from ..model import CATEGORIES, CAVEATS, GAP_CATEGORIES, GpuResult, GpuTrace, RowWarning, WarningCode, row_status
 from ..schema import check_row
-from . import attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, graphcapture, lanes, meter, overlap
+from . import (attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, graphcapture, lanes, meter,
+               overlap)
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window, trim_iterations
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
@@ -147,7 +148,8 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
 
 #: ``window_note`` of a serving job's window under ``--window auto`` (docs/definitions.md#job-kind).
 SERVING_NOTE = "serving job ({}): the window is the whole capture"
-#: ``window_note`` of a ``span`` window that starts after the graph-capture start-up (docs/definitions.md#graph-capture).
+#: ``window_note`` of a ``span`` window that starts after the graph-capture start-up
+#: (docs/definitions.md#graph-capture).
 AFTER_CAPTURE_NOTE = "the window starts at the first kernel after the last graph capture (start-up left out)"
 
 

@@ -128,7 +128,8 @@ class KindFigures:
     """What a row's job kind adds to its tier (docs/definitions.md#confidence-tiers): ``kind`` (``job_kind``),
     ``left_out_idle_pct`` (``window_left_out_idle_pct``, %), ``idle_pct`` (W's idle share, %), ``bursts``
     (:func:`bursts`, a count) and ``startup_only`` (W is graph-capture start-up only). None where unknown:
-    a row from a table written before the column, to which the rule that needs it does not apply (no ``kind``: the iteration rule alone, as before kinds existed)."""
+    a row from a table written before the column, to which the rule that needs it does not apply (no ``kind``:
+    the iteration rule alone, as before kinds existed)."""
 
     kind: str | None = None
     left_out_idle_pct: float | None = None

@@ -38,7 +38,7 @@ from ..analysis.cost import assumed_split, priced_sum
 from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
-from ..fleet.reduce import assumed_text
+from ..fleet.reduce import _flag, assumed_text
 from ..model import CATEGORIES, CAVEATS
 from ..schema import JOB_KEY, conform
 from ..text import md_text
@@ -173,7 +173,7 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
             "graph_capture_ns": _ns(graphs.get("graph_capture_ns")),
             "graph_capture_gpu": names.get((graphs["report"], graphs["gpu_key"]), str(graphs["gpu_key"])),
-            "startup_only": sum(1 for r in rows if r.get("startup_only") is True or r.get("startup_only") == 1),
+            "startup_only": sum(1 for r in rows if _flag(r.get("startup_only"))),
             "gpus": len(rows)}
 
 
