@@ -21,7 +21,7 @@ opens one to the end of the trace.
 A graph replayed (``cudaGraphLaunch``, ``hipGraphLaunch``: its kernels share the launch's
 correlationId) runs: its kernels are busy time like any other.
 
-Pure: runtime-call and range columns in, int64 ns arrays out.
+Pure: runtime-call and range columns in, int64 ns arrays and the row's warnings out.
 """
 from __future__ import annotations
 
