@@ -113,13 +113,21 @@ class WarningCode(str, enum.Enum):
     #: in it (``copies_outside_count``, ``copies_outside_ns``; docs/definitions.md#copies-outside-the-window).
     #: A caveat, not partial: no row was lost.
     COPIES_OUTSIDE_WINDOW = "copies-outside-window"
+    #: the GPU's processes captured CUDA/HIP graphs (``cudaStreamBeginCapture`` … ``EndCapture``) while its
+    #: kernels ran: the launches inside were recorded, not run (not lost), and the time up to the last
+    #: capture's end is start-up (``graph_capture_ns``, docs/definitions.md#graph-capture); a caveat, not partial.
+    GRAPH_CAPTURE = "graph-capture"
+    #: no kernel of the GPU runs after its last graph capture ends: the window is start-up only (capture and
+    #: warm-up), not a steady state (``startup_only``, tier ``toy``; docs/definitions.md#graph-capture).
+    STARTUP_ONLY = "startup-only"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
 #: input that cannot say which GPU the kernels ran on or what share of a board they rented.
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
                            WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
-                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE})
+                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE,
+                           WarningCode.STARTUP_ONLY})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from ..frames import where
 from ..model import (CATEGORIES, CAVEATS, GAP_CATEGORIES, MEM_KINDS, GpuResult, GpuTrace, RowWarning, WarningCode,
                      row_status)
 from ..schema import check_row
-from . import attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, lanes, meter, overlap
+from . import (attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, graphcapture, lanes, meter,
+               overlap)
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window, trim_iterations
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
@@ -110,26 +111,47 @@ def gpu_collectives(kernels, cfg: Config, world_size: int = 0, aliases: dict | N
                                kernels["pid"], kernels["stream_id"])
 
 
+def graph_capture(trace: GpuTrace) -> tuple[dict, int | None]:
+    """``(ranges, end)``: the graph-capture ranges of the GPU's processes
+    (:func:`~pipeline.analysis.graphcapture.ranges`) and the end of its graph-capture start-up
+    (:func:`~pipeline.analysis.graphcapture.phase_end` over its kernels' span; None: no capture meets it;
+    docs/definitions.md#graph-capture)."""
+    found = graphcapture.ranges(trace.runtime)
+    k = trace.kernels
+    if not found["start"].size or not len(k):
+        return found, None
+    return found, graphcapture.phase_end(found, int(k["start"].min()), int(k["end"].max()))
+
+
 def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
-    with the configured rule; iterations over holes where the trace lost records are left out), with the
+    with the configured rule; iterations over holes where the trace lost records, or over its graph-capture
+    start-up (:func:`graph_capture`), are left out), with the
     job kind its own kernel names and NVTX texts show (:func:`~pipeline.analysis.kind.detect_kind`, for
     every rule). A plan without source for the ``span`` rule, which needs no iterations; under ``--trim`` the
     ``auto`` rule's iterations (the trim window counts those inside it, :func:`gpu_window`).
     Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule."""
     a = cfg.analysis
     k = trace.kernels
-    kind, evidence = detect_kind(k["name"].unique(), trace.nvtx["text"].unique(), cfg.window)
+    found, after = graph_capture(trace)
+    texts = trace.nvtx["text"]  # a range meeting a graph capture of its thread decides no kind
+    if found["start"].size:
+        texts = texts[graphcapture.outside_capture(trace.nvtx, found)]
+    kind, evidence = detect_kind(k["name"].unique(), texts.unique(), cfg.window)
     if a.trim_s is None and a.window == "span":
         return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
+    startup = () if after is None else (np.array([int(k["start"].min())], np.int64), np.array([after], np.int64))
     plan = plan_iterations(k, trace.nvtx, trace.runtime, cfg.window, "auto" if a.window == "span" else a.window,
-                           lost_holes)
+                           lost_holes, startup)
     return dataclasses.replace(plan, kind=kind, kind_evidence=evidence)
 
 
 #: ``window_note`` of a serving job's window under ``--window auto`` (docs/definitions.md#job-kind).
 SERVING_NOTE = "serving job ({}): the window is the whole capture"
+#: ``window_note`` of a ``span`` window that starts after the graph-capture start-up
+#: (docs/definitions.md#graph-capture).
+AFTER_CAPTURE_NOTE = "the window starts at the first kernel after the last graph capture (start-up left out)"
 
 
 def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, agreement: Agreement | None = None,
@@ -145,22 +167,31 @@ def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, 
         plan = plan if plan is not None else plan_gpu(trace, cfg)
         return trim_iterations(trim_window(*a.trim_s), plan, agreement, cfg.window, (trace.report, trace.gpu_key))
     if a.window == "span":
-        return span_window(k["start"], k["end"])
-    if a.window == "auto" and serving:
-        return span_window(k["start"], k["end"], note=SERVING_NOTE.format(serving))
-    plan = plan if plan is not None else plan_gpu(trace, cfg)
-    return plan_window(plan, k, a.window, cfg.window, agreement, (trace.report, trace.gpu_key))
+        win = span_window(k["start"], k["end"])
+    elif a.window == "auto" and serving:
+        win = span_window(k["start"], k["end"], note=SERVING_NOTE.format(serving))
+    else:
+        plan = plan if plan is not None else plan_gpu(trace, cfg)
+        win = plan_window(plan, k, a.window, cfg.window, agreement, (trace.report, trace.gpu_key))
+    if win.rule != "span":
+        return win
+    start = span_window(k["start"], k["end"], after_ns=graph_capture(trace)[1]).start_ns  # after the start-up
+    if start == win.start_ns:
+        return win
+    return dataclasses.replace(win, start_ns=start, note="; ".join(n for n in (win.note, AFTER_CAPTURE_NOTE) if n))
 
 
-def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: int) -> tuple[int, int, int]:
+def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: int,
+                 after_ns: int | None = None) -> tuple[int, int, int]:
     """``(capture_ns, capture_idle_ns, left_out_ns)`` of one GPU (docs/definitions.md#job-kind): its capture
     C = [first kernel start, last kernel end) (the ``span`` rule's window), the device-level idle in C (the
     kernel union's holes, no threshold) and the idle of C outside W = [w0, w1) (``window_idle_ns``: the idle
-    in W, used as is when W lies inside C). Kernel arrays: int64 ns. Raises
+    in W, used as is when W lies inside C). C starts after the graph-capture start-up ending at ``after_ns``
+    (:func:`graph_capture`; None: none), as a ``span`` window does. Kernel arrays: int64 ns. Raises
     :class:`~pipeline.analysis.window.WindowError` when there is no kernel."""
     s = np.asarray(kernel_starts, dtype=np.int64)
     e = np.asarray(kernel_ends, dtype=np.int64)
-    capture = span_window(s, e)  # one definition of the capture: the span rule's window
+    capture = span_window(s, e, after_ns=after_ns)  # one definition of the capture: the span rule's window
     c0, c1 = capture.start_ns, capture.end_ns
 
     def idle(lo: int, hi: int) -> int:
@@ -214,15 +245,21 @@ def startup_wait(first_kernel_ns: int, capture_start_ns: int | None) -> int:
 
 def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, window_idle_ns: int,
                     k) -> tuple[dict, list]:
-    """The row's job-kind (``kind``, ``source``: :func:`~pipeline.analysis.kind.row_kind`) and capture columns
-    (docs/definitions.md#job-kind) and the warning of a window that leaves out most of an unknown job's
-    capture idle. ``k``: the GPU's kernels; ``window_idle_ns``: the device-level idle in ``win``."""
-    capture_ns, cap_idle, left_out = capture_idle(k["start"], k["end"], win.start_ns, win.end_ns, window_idle_ns)
+    """The row's job-kind (``kind``, ``source``: :func:`~pipeline.analysis.kind.row_kind`), capture and
+    graph-capture columns (docs/definitions.md#job-kind, docs/definitions.md#graph-capture), the graph-capture
+    warnings and the warning of a window that leaves out most of an unknown job's capture idle. ``k``: the
+    GPU's kernels; ``window_idle_ns``: the device-level idle in ``win``."""
+    found, after = graph_capture(trace)
+    first = int(k["start"].min())
+    only = after is not None and not bool((k["start"].to_numpy(np.int64) >= after).any())
+    capture_ns, cap_idle, left_out = capture_idle(k["start"], k["end"], win.start_ns, win.end_ns, window_idle_ns,
+                                                  after)
     left_pct = _pct(left_out, cap_idle)
     cols = {"job_kind": kind, "job_kind_source": source, "capture_ns": capture_ns, "capture_idle_ns": cap_idle,
             "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_pct": left_pct,
-            "startup_wait_ns": startup_wait(int(k["start"].min()), trace.capture_start_ns)}
-    warnings = []
+            "startup_wait_ns": startup_wait(first, trace.capture_start_ns),
+            "graph_capture_ns": 0 if after is None else after - first, "startup_only": only}
+    warnings = graphcapture.warnings(trace.runtime, found, first, after, only, win.start_ns, win.end_ns)
     if kind == UNKNOWN and left_pct > cfg.window.max_left_out_idle_pct:
         warnings.append(RowWarning(
             WarningCode.WINDOW_LEAVES_OUT_IDLE,

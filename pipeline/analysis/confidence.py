@@ -118,26 +118,35 @@ def _known(value):
         return None
 
 
+#: The toy reason of a window that is start-up only (:attr:`KindFigures.startup_only`).
+STARTUP_ONLY_REASON = ("start-up only: no kernel after the last graph capture ends (capture and warm-up), "
+                       "not a steady state")
+
+
 @dataclass(frozen=True)
 class KindFigures:
     """What a row's job kind adds to its tier (docs/definitions.md#confidence-tiers): ``kind`` (``job_kind``),
-    ``left_out_idle_pct`` (``window_left_out_idle_pct``, %), ``idle_pct`` (W's idle share, %) and ``bursts``
-    (:func:`bursts`, a count). None where unknown: a row from a table written before the column, to which the
-    rule that needs it does not apply (no ``kind``: the iteration rule alone, as before kinds existed)."""
+    ``left_out_idle_pct`` (``window_left_out_idle_pct``, %), ``idle_pct`` (W's idle share, %), ``bursts``
+    (:func:`bursts`, a count) and ``startup_only`` (W is graph-capture start-up only). None where unknown:
+    a row from a table written before the column, to which the rule that needs it does not apply (no ``kind``:
+    the iteration rule alone, as before kinds existed)."""
 
     kind: str | None = None
     left_out_idle_pct: float | None = None
     idle_pct: float | None = None
     bursts: int | None = None
+    startup_only: bool | None = None
 
     @classmethod
     def of_row(cls, row) -> "KindFigures":
         """The figures of a fleet row (a mapping with ``job_kind``, ``window_left_out_idle_pct``, ``idle_pct``,
         ``bursts``; any of them missing or NaN: None)."""
         get = row.get
-        kind, left, idle, n = (_known(get(k)) for k in ("job_kind", "window_left_out_idle_pct", "idle_pct", "bursts"))
+        kind, left, idle, n, startup = (_known(get(k)) for k in ("job_kind", "window_left_out_idle_pct", "idle_pct",
+                                                                  "bursts", "startup_only"))
         return cls(None if kind is None else str(kind), None if left is None else float(left),
-                   None if idle is None else float(idle), None if n is None else int(n))
+                   None if idle is None else float(idle), None if n is None else int(n),
+                   None if startup is None else bool(startup))
 
 
 def _seconds(ns: int) -> str:
@@ -168,7 +177,8 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
     unknown or no iterations), of a job whose kind gives ``figures``, under the thresholds ``cfg``
     (docs/definitions.md#confidence-tiers):
 
-    * ``toy``: ``window_ns < toy_max_window_ns`` or ``kernel_count < toy_min_kernels``;
+    * ``toy``: ``window_ns < toy_max_window_ns`` or ``kernel_count < toy_min_kernels``, or W is start-up only
+      (``figures.startup_only``: no kernel after the GPU's last graph capture, docs/definitions.md#graph-capture);
     * a ``serving`` row (``figures.kind``): ``high`` with ``figures.bursts ≥ serving_high_min_bursts`` and
       ``window_ns ≥ serving_high_min_window_ns``, ``medium`` the same with the ``serving_medium_*`` thresholds,
       else ``low``;
@@ -191,6 +201,8 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
         toy.append(f"window {_seconds(window_ns)} (under {int(cfg.toy_max_window_ns) / 1e9:g} s)")
     if kernel_count < int(cfg.toy_min_kernels):
         toy.append(f"{kernel_count} kernels in W (fewer than {int(cfg.toy_min_kernels)})")
+    if figures.startup_only:
+        toy.append(STARTUP_ONLY_REASON)
     if toy:
         return "toy", toy
 

@@ -51,6 +51,8 @@ from .window import (UNTRACED_REASON, Iterations, Window, WindowError, nvtx_iter
 #: Why an iteration without a kernel on this GPU is left out.
 NO_KERNEL_REASON = "no kernel of this GPU launched from inside it"
 WARMUP_REASON = "warm-up"
+#: Why an iteration over the GPU's graph-capture start-up is left out (docs/definitions.md#graph-capture).
+STARTUP_REASON = "graph capture (start-up)"
 OUTSIDE_REASON = "outside the longest stable run"
 CAPPED_REASON = "beyond max_iterations"
 #: What an agreement says of a GPU that lacks a number other GPUs of its job have.
@@ -135,7 +137,7 @@ def median_ns(values) -> int:
 
 
 def exclusions_and_median(lengths: np.ndarray, has: np.ndarray, span_starts: np.ndarray, span_ends: np.ndarray,
-                          rules: WindowRules, untraced: tuple = ()) -> tuple[dict[int, str], int]:
+                          rules: WindowRules, untraced: tuple = (), startup: tuple = ()) -> tuple[dict[int, str], int]:
     """``({position: reason}, median ns)``: the iterations one GPU leaves out on its own, and the median
     length the outlier test compared them with (:func:`median_ns` of the iterations left after
     warm-up, untraced and no-kernel ones; 0 when none is left).
@@ -145,8 +147,10 @@ def exclusions_and_median(lengths: np.ndarray, has: np.ndarray, span_starts: np.
     trace lost kernel records there); for an iteration without an extent on the GPU (``has``
     False) the span is its NVTX range, and it is untraced when that range overlaps a hole (its
     kernels were probably lost), else :data:`NO_KERNEL_REASON`. Warm-up: the first
-    ``warmup_iterations`` of those with an extent (checked before untraced). Outliers: ``lengths``
-    > factor x median or < median / factor (median of the others left).
+    ``warmup_iterations`` of those with an extent (checked before untraced). Graph capture: an iteration
+    with an extent whose span overlaps ``startup`` (``(starts, ends)`` ns: the GPU's graph-capture start-up,
+    docs/definitions.md#graph-capture) is :data:`STARTUP_REASON` (after warm-up and untraced). Outliers:
+    ``lengths`` > factor x median or < median / factor (median of the others left).
     """
     n = lengths.size
     hit: set[int] = set()
@@ -157,6 +161,9 @@ def exclusions_and_median(lengths: np.ndarray, has: np.ndarray, span_starts: np.
     for i in [int(i) for i in np.flatnonzero(has)][:rules.warmup_iterations]:
         excluded[i] = WARMUP_REASON
     excluded.update({i: UNTRACED_REASON for i in sorted(hit) if i not in excluded})
+    if len(startup) and len(startup[0]):
+        during = np.flatnonzero(has & (overlap_with_each(span_starts, span_ends, *startup) > 0))
+        excluded.update({int(i): STARTUP_REASON for i in during if int(i) not in excluded})
     rest = [i for i in range(n) if i not in excluded]
     if rest:
         med = float(np.median(lengths[rest]))
@@ -246,7 +253,7 @@ class IterationPlan:
 
 
 def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame, rules: WindowRules,
-             untraced: tuple) -> tuple[IterationPlan, int]:
+             untraced: tuple, startup: tuple = ()) -> tuple[IterationPlan, int]:
     """The plan of detected iterations ``it`` and the length of this GPU's own stable run (capped)."""
     numbers = it.numbered()
     notes = [f"{it.source}: {it.note}"] if it.note else []
@@ -264,7 +271,7 @@ def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame
             notes.append(f"nvtx: the thread that marks the iterations (pid {it.thread[0]}, tid {it.thread[1]}) "
                          "launched no kernel of this GPU from inside them: the window is on their CPU-side ranges")
     has = starts >= 0
-    excluded, median = exclusions_and_median(lengths, has, span_starts, span_ends, rules, untraced)
+    excluded, median = exclusions_and_median(lengths, has, span_starts, span_ends, rules, untraced, startup)
     run = longest_run([i not in excluded for i in range(numbers.size)])
     if rules.max_iterations:
         run = run[-rules.max_iterations:]
@@ -277,7 +284,8 @@ def _plan_of(it: Iterations, runtime: pd.DataFrame | None, kernels: pd.DataFrame
 
 
 def plan_iterations(kernels: pd.DataFrame, nvtx: pd.DataFrame, runtime: pd.DataFrame | None = None,
-                    rules: WindowRules = WindowRules(), rule: str = "auto", untraced: tuple = ()) -> IterationPlan:
+                    rules: WindowRules = WindowRules(), rule: str = "auto", untraced: tuple = (),
+                    startup: tuple = ()) -> IterationPlan:
     """One GPU's :class:`IterationPlan` under window ``rule`` (``auto``: nvtx, then periodic; or a
     strict ``nvtx`` / ``periodic``): the first rule whose iterations hold a run of at least
     ``min_iterations`` that this GPU alone could keep; else a plan without source whose note says
@@ -287,7 +295,8 @@ def plan_iterations(kernels: pd.DataFrame, nvtx: pd.DataFrame, runtime: pd.DataF
     ``kernels``: this GPU's kernels (start, end, pid, stream_id, correlation_id, name); ``nvtx``:
     the ranges of its processes (start, end, pid, tid, text); ``runtime``: their CUDA calls
     (start, pid, tid, correlation_id; ``None``: no projection, the NVTX ranges are used as they
-    are); ``untraced``: holes where the trace lost records (iterations over them are left out).
+    are); ``untraced``: holes where the trace lost records (iterations over them are left out);
+    ``startup``: the GPU's graph-capture start-up (iterations over it are left out, :func:`exclusions_and_median`).
     Raises :class:`~pipeline.analysis.window.WindowError` for an unknown rule.
     """
     if rule not in ("auto", "nvtx", "periodic"):
@@ -301,7 +310,7 @@ def plan_iterations(kernels: pd.DataFrame, nvtx: pd.DataFrame, runtime: pd.DataF
         if it is None:
             notes.append(f"{name}: no iterations found")
             continue
-        plan, run = _plan_of(it, runtime, kernels, rules, untraced)
+        plan, run = _plan_of(it, runtime, kernels, rules, untraced, startup)
         if plan.note:
             notes.append(plan.note)
         too_short = sub_step(plan, steps, rules) if name == "periodic" else ""

@@ -123,13 +123,16 @@ def iteration_numbers(texts) -> tuple[np.ndarray, str]:
     return numbers, ""
 
 
-def span_window(kernel_starts, kernel_ends, note: str = "") -> Window:
-    """First kernel start to last kernel end. Raises :class:`WindowError` when empty."""
+def span_window(kernel_starts, kernel_ends, note: str = "", after_ns: int | None = None) -> Window:
+    """First kernel start to last kernel end; with ``after_ns`` (the end of the GPU's graph-capture
+    start-up, :func:`pipeline.analysis.graphcapture.phase_end`), from the first kernel starting at or after
+    it, when one does (docs/definitions.md#graph-capture). Raises :class:`WindowError` when empty."""
     s = np.asarray(kernel_starts, dtype=np.int64)
     e = np.asarray(kernel_ends, dtype=np.int64)
     if s.size == 0:
         raise WindowError("no kernels on this GPU")
-    return Window(int(s.min()), int(e.max()), "span", True, note=note)
+    later = s[s >= after_ns] if after_ns is not None else s[:0]
+    return Window(int(later.min() if later.size else s.min()), int(e.max()), "span", True, note=note)
 
 
 def trim_window(start_s, end_s) -> Window:

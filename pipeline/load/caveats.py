@@ -5,13 +5,15 @@
   typed by ``ENUM_CUPTI_OVERHEAD_TYPE``: buffer flush, command buffer full, module loading, ...).
   Which kinds are the profiler's is the analysis' call (``categories.profiler_overheads``).
 * :func:`lost_launches`: CUDA launch calls whose correlationId has no kernel (nor copy) record
-  in their process, between the first and the last record the capture kept: the trace lost them.
+  in their process, between the first and the last record the capture kept: the trace lost them;
+  not the launches recorded into a graph (:mod:`pipeline.analysis.graphcapture`), which never run.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..analysis.graphcapture import LAUNCH_APIS, captured, name_mask
 from ..model import OVERHEAD_COLUMNS, UNTRACED_COLUMNS, no_overhead, no_untraced
 from .processes import pid_of
 from .sqlite import read_frame
@@ -24,19 +26,6 @@ OVERHEAD_TYPE_NAMES = {
     7: "OVERHEAD_LAZY_FUNCTION_LOADING", 8: "OVERHEAD_COMMAND_BUFFER_FULL",
 }
 
-#: CUDA runtime and driver API calls that launch kernels (names normalised: no ``_v…``/``_ptsz`` suffix),
-#: and their HIP twins.
-#: A graph launch may run many kernels under its one correlationId (or only copies).
-LAUNCH_APIS = frozenset({
-    "cudaLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice", "cudaGraphLaunch",
-    "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice", "cuGraphLaunch",
-    # ROCm (HIP), as PyTorch profiler traces on AMD GPUs name them
-    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
-    "hipHccModuleLaunchKernel", "hipLaunchCooperativeKernel", "hipLaunchCooperativeKernelMultiDevice",
-    "hipExtLaunchMultiKernelMultiDevice", "hipGraphLaunch",
-})
 
 
 def _overhead_type_names(schema: Schema) -> dict[int, str]:
@@ -184,27 +173,27 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     A launch call (:data:`LAUNCH_APIS`; correlationId not 0) is lost when no kernel and no copy of
     its process carries its correlationId (correlationIds are per process), and the process has
     records with both smaller and larger correlationIds (launches before the first or after the
-    last record ran outside the capture: not lost). The lost work may have run from the call's
+    last record ran outside the capture: not lost). A launch inside a graph capture range of its
+    thread (:func:`pipeline.analysis.graphcapture.captured`: ``cudaStreamBeginCapture`` …
+    ``EndCapture``) was recorded into a graph, never run: not lost. The lost work may have run from the call's
     start (``start``) to the start of the next GPU record its process launched after it (``end``).
 
     Args:
         kernels, copies: start, pid, correlation_id of every kernel and copy row (frames, or
             mappings of column arrays).
-        runtime: CUDA API calls (start, end, pid, correlation_id, name normalised).
+        runtime: CUDA API calls (start, end, pid, tid, correlation_id, name normalised).
         by_process: False when the runtime calls name no process (older schemas without
             ``globalTid``): correlationIds are then matched over the whole export and the lost
             launches get pid -1 (every GPU).
     """
-    names = runtime["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        hit = np.array([str(c) in LAUNCH_APIS for c in names.cat.categories] + [False], dtype=bool)
-        is_launch = hit[names.cat.codes.to_numpy()]
-    else:
-        is_launch = names.astype(str).isin(LAUNCH_APIS).to_numpy()
+    is_launch = name_mask(runtime["name"], LAUNCH_APIS)
     call_corr = runtime["correlation_id"].to_numpy()  # ids as the loader keeps them (int32 when they fit)
     is_launch = is_launch & (call_corr != 0)
     work = [f for f in (kernels, copies) if len(f["start"])]
     if not is_launch.any() or not work:
+        return no_untraced()
+    is_launch &= ~captured(runtime)  # recorded into a graph: no kernel by design
+    if not is_launch.any():
         return no_untraced()
     call_pid = runtime["pid"].to_numpy() if by_process else np.zeros(call_corr.size, np.int64)
     w_corr = _joined([np.asarray(f["correlation_id"]) for f in work])

@@ -38,7 +38,7 @@ from ..analysis.cost import assumed_split, priced_sum
 from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
-from ..fleet.reduce import assumed_text
+from ..fleet.reduce import _flag, assumed_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import JOB_KEY, conform
 from ..text import md_text
@@ -74,7 +74,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
-                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "busy_ns", "sample_periods",
+                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "graph_capture_ns", "startup_only",
+                  "busy_ns", "sample_periods",
                   "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
 
@@ -164,7 +165,9 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
     * ``left_out_pct``: the share of the captures' idle the windows leave out, each GPU's
       ``window_left_out_idle_pct`` weighted by its ``capture_idle_ns`` (0 when the captures hold no idle);
     * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU, ``startup_gpu`` its name (the first by report
-      and GPU key among equals); shown apart, never priced.
+      and GPU key among equals); shown apart, never priced;
+    * ``graph_capture_ns``, ``graph_capture_gpu``: the same of ``graph_capture_ns`` (docs/definitions.md#graph-capture),
+      ``startup_only``: how many GPUs ran nothing after their last graph capture (0 in a table without the column).
 
     None when no row has a ``job_kind`` (a table written before the column). Percentages 0..100, times int ns."""
     rows = [r for r in ok if isinstance(r.get("job_kind"), str) and r["job_kind"]]
@@ -176,6 +179,7 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
                if r["window_left_out_idle_pct"] is not None and not pd.isna(r["window_left_out_idle_pct"]))
     window, idle = sum(_ns(r["window_ns"]) for r in rows), sum(_ns(r["idle_ns"]) for r in rows)
     longest = max(rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, rows in table order
+    graphs = max(rows, key=lambda r: _ns(r.get("graph_capture_ns")))
     source = next((str(r["job_kind_source"]) for r in rows if isinstance(r.get("job_kind_source"), str)
                    and r["job_kind_source"]), "")
     return {"kind": ", ".join(sorted({r["job_kind"] for r in rows})), "source": source,
@@ -185,6 +189,9 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "left_out_pct": left / cap_idle if cap_idle else 0.0,
             "startup_wait_ns": _ns(longest["startup_wait_ns"]),
             "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
+            "graph_capture_ns": _ns(graphs.get("graph_capture_ns")),
+            "graph_capture_gpu": names.get((graphs["report"], graphs["gpu_key"]), str(graphs["gpu_key"])),
+            "startup_only": sum(1 for r in rows if _flag(r.get("startup_only"))),
             "gpus": len(rows)}
 
 
@@ -358,6 +365,13 @@ def capture_line(c: dict) -> str:
     if c["startup_wait_ns"]:
         text += (f" Start-up wait before the first kernel: {_ms(c['startup_wait_ns'])}"
                  + (f" (the longest, {c['startup_gpu']})" if c["gpus"] > 1 else "") + "; apart, never priced.")
+    if c.get("graph_capture_ns"):
+        text += (f" Graph-capture start-up (first kernel to the last capture's end): {_ms(c['graph_capture_ns'])}"
+                 + (f" (the longest, {c['graph_capture_gpu']})" if c["gpus"] > 1 else "") + "; apart, the capture starts after it.")
+    if c.get("startup_only"):
+        n = c["startup_only"]
+        text += (f" {n} GPU{'s' if n > 1 else ''} ran nothing after {'their' if n > 1 else 'its'} last graph capture: "
+                 "the window is that start-up, not a steady state (tier toy, partial).")
     return text
 
 
