@@ -258,6 +258,8 @@ class GpuTrace:
     ``capture_start_ns``, ``capture_start_source``: the report's timeline zero (:attr:`Report.capture_start_ns`).
     ``world_size``: the ranks the report says its job ran on (:func:`world_size`; 0: it does not say).
     ``kernel_aliases``: the report's (:attr:`Report.kernel_aliases`), for the collective matcher.
+    ``not_nvidia``: why the input says this GPU is not an NVIDIA GPU (a ROCm/HIP trace's ``meta["not_nvidia"]``;
+    "" when it does not say), so that naming no model does not price it as the default (NVIDIA) model.
     """
 
     report: str
@@ -280,6 +282,7 @@ class GpuTrace:
     capture_start_source: str = ""
     world_size: int = 0
     kernel_aliases: dict = field(default_factory=dict)
+    not_nvidia: str = ""
 
 
 class RankCount(int):

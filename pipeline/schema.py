@@ -273,6 +273,9 @@ ROLLUP = (
     _r("assumed_usd_per_month", "float", "USD/month", "idle_usd_per_month", ASSUMED_SUM,
        "the part of `idle_usd_per_month` priced at an assumed rate (0 when none of the job's GPUs is assumed)"),
     _r("unpriced_gpus", "Int64", "count", "unpriced", "sum", "GPUs flagged `unpriced` (no dollars)"),
+    _r("unpriced_models", "text", "text", "gpu_model", "none",
+       "the models of its `unpriced` GPUs, each with its count, most first (`Quadro GP100 (2), no model named (1)`; "
+       "empty: none): the `cost.rates` entries that would price them"),
     _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
     _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
     _r("stragglers", "Int64", "count", "straggler", "sum", "GPUs flagged `straggler`"),

@@ -42,7 +42,7 @@ from ..snapshot import snapshot_key
 LOADER_VERSION = 17  # 17: a time or id column holding REAL, TEXT or BLOB is an error row (not an integer), BLOB text is decoded; 12: meta holds the world size the capture's launch gives (pipeline.load.ranks); 13: diagnostics carry their process; a stated capture the rows do not fit is not trusted; 14: meta names where the world size was read (world_size_source), an unreadable one says nothing; kernel_aliases (an export's other kernel names); 15: without a trusted stated bound the rows' body decides (steps <= max(1 s, its extent)), a stated capture the rows do not fit is said; torchrun's own options only; 16: a pause no longer than the work on both sides of it stays in the rows' own run
 #: Bump when the PyTorch profiler (Kineto) loader's output changes meaning; its entries are named
 #: ``<sha256>-kineto<K>-v<LOADER_VERSION>`` (it shares code with the Nsight loader).
-KINETO_LOADER_VERSION = 3  # 3: a device deviceProperties do not list gets the one model they name, else a warning
+KINETO_LOADER_VERSION = 4  # 4: meta["not_nvidia"] says a ROCm (HIP) trace's GPUs are not NVIDIA GPUs; 3: a device deviceProperties do not list gets the one model they name, else a warning
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 #: The files of an entry besides its checksums: one Parquet file per frame, and the report's other fields.

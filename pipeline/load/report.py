@@ -680,4 +680,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
         world_size=world_size(report.meta), kernel_aliases=report.kernel_aliases,
+        not_nvidia=str(report.meta.get("not_nvidia") or ""),
     )
