@@ -216,7 +216,8 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
             "wait_pct": 100.0 * wait / window if window else 0.0,
             "usd": priced_sum([r["collective_wait_usd_per_month"] for r in measured]),
             "assumed": assumed_split([r["collective_wait_usd_per_month"] for r in measured],
-                                     [bool(r["rate_assumed"]) for r in measured], [bool(r["unpriced"]) for r in measured]),
+                                     [bool(r["rate_assumed"]) for r in measured], [bool(r["unpriced"]) for r in measured],
+                                     [r.get("gpu_model") for r in measured]),
             "straggler": who, "kind": kind, "last": lasts[at] if at is not None else 0,
             "calls": _ns(measured[at]["collective_calls"]) if at is not None else 0,
             "wait_kind": collwait.PIPELINE_BUBBLE if all(bool(r["collective_p2p"]) for r in measured)
@@ -395,7 +396,7 @@ def exposed_line(ok: list[dict], window: int) -> str:
     comm = sum(_ns(r["comm_ns"]) for r in ok)
     at = [r for r in ok if _ns(r["comm_exposed_ns"])]
     rates = assumed_split([r["comm_exposed_usd_per_month"] for r in at], [bool(r["rate_assumed"]) for r in at],
-                          [bool(r["unpriced"]) for r in at])
+                          [bool(r["unpriced"]) for r in at], [r.get("gpu_model") for r in at])
     comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in at])
     priced = "unpriced" if comm_usd != comm_usd else (
         ("~" if rates["assumed_gpus"] else "")
