@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PROFILES, run_cli
+from conftest import KINETO, PROFILES, run_cli
 
 from pipeline.analysis import cost
 from pipeline.analysis.analyse import analyse_gpu
@@ -384,7 +384,7 @@ def test_not_nvidia_only_when_every_runtime_call_is_hip(names, said):
 def test_real_rocm_trace_naming_an_off_card_model_is_unpriced():
     # /work/shared/kineto/mi250_rocm_minitoy.json.gz names "AMD Radeon Graphics" (not on the card): unpriced by
     # default (main: priced as H100 with a model-not-on-rate-card warning), its idle still shown
-    path = PROFILES.parent / "kineto" / "mi250_rocm_minitoy.json.gz"
+    path = KINETO / "mi250_rocm_minitoy.json.gz"
     if not path.exists():
         pytest.skip("the real ROCm trace is not here")
     rep = load_kineto(str(path))
