@@ -32,8 +32,9 @@ MAX_SHOWN_ROWS = 40
 
 
 #: What the printed table's ``~`` beside a dollar figure and its ``unpriced`` mean (docs/definitions.md#cost).
-ASSUMED_LEGEND = ("~$: priced at an assumed rate, the default model's (the GPU's model is not on the rate card or not "
-                  "named)", "unpriced: no rate (cost.unlisted: unpriced), in no total")
+ASSUMED_LEGEND = ("~$: priced at an assumed rate, the default model's (no model named; or, under cost.unlisted: "
+                  "default, not on the card)", "unpriced: no rate (a model not on the rate card, or none named "
+                  "on a GPU that is not NVIDIA's), in no total")
 #: What the printed table's ``tier`` column means (docs/definitions.md#confidence-tiers); every legend line fits 120
 #: columns, as the table does.
 TIER_LEGEND = "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)"
@@ -313,8 +314,11 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed; "
          + (f"fleet idle cost {total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
-    if assumed:  # on a line of its own: every line printed fits 120 columns
-        echo("  " + assumed.removeprefix("; "))
+    if assumed:  # on lines of their own: every line printed fits 120 columns
+        import textwrap
+
+        echo(textwrap.fill(assumed.removeprefix("; "), 120, initial_indent="  ", subsequent_indent="  ",
+                           break_long_words=False, break_on_hyphens=False))
     if gpus:
         echo(trust_lines(fleet))
     echo(wrote)

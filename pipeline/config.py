@@ -326,23 +326,29 @@ _RUNPOD = "RunPod on-demand, 2026-03 (deploybase.ai RunPod pricing guide); repla
 _LAMBDA = "Lambda on-demand, 2026-05-07 (techbytes.app from Lambda's pricing page); replace with your contract"
 _MODAL = "Modal, 2026-05-07 (techbytes.app from Modal's pricing page); replace with your contract"
 _NO_LIST = "example list price, 2026-12-01 (no public fixed on-demand price found); replace with your contract"
+_SPHERON = "Spheron on-demand, 2026-03-17 (spheron.network blog 'H200 vs B200 vs GB200'); replace with your contract"
+_RUNPOD_FLEX = "RunPod Serverless flex per-second rate x 3600, read 2026-12-06 (docs.runpod.io/serverless/pricing); " \
+    "replace with your contract"
 
 #: The default rate card (``cost.rates``), first fit wins: specific forms (H100 PCIe/NVL, A100 40 GB, RTX
-#: 6000 Ada) before the globs that would swallow them (``*H100*``, ``*A100*``, ``*RTX 6000*``). The four
-#: entries of earlier versions (H100, A100, L40S, RTX 3080) keep their rates and sources.
+#: 6000 Ada) before the globs that would swallow them (``*H100*``, ``*A100*``, ``*RTX 6000*``). H100 (the default
+#: model) keeps $4.00, inside the public on-demand prices its source cites; RTX 3080 keeps its example price.
 DEFAULT_RATES = (
     Rate("H100 NVL", 2.53, ("*H100 NVL*", "*H100NVL*"),
          "Vast.ai representative on-demand $2.525, 2026-06 (usagepricing.com); replace with your contract"),
     Rate("H100 PCIe", 2.86, ("*H100 PCIe*", "*H100-PCIE*", "*H100PCIE*"), _LAMBDA),
-    Rate("H100", 4.00, ("*H100*",), _EXAMPLE),  # SXM and unspecified; Lambda SXM $3.78, RunPod SXM $4.76 (2026)
-    Rate("H200", 6.35, ("*H200*",), _RUNPOD),
-    Rate("B200", 10.57, ("*B200*",), _RUNPOD),
+    Rate("H100", 4.00, ("*H100*",), "public on-demand H100 SXM 2026: Lambda $3.78, Modal $3.95 (2026-05-07, techbytes.app "
+         "from their pricing pages), RunPod $4.76 (2026-03, deploybase.ai); kept at $4.00; replace with your contract"),
+    Rate("H200", 4.54, ("*H200*",), _SPHERON),
+    Rate("B200", 6.03, ("*B200*",), _SPHERON),
     Rate("A100 40GB", 1.48, ("*A100*40GB*", "*A100*40 GB*", "*A100*40G"), _LAMBDA),
-    Rate("A100", 2.50, ("*A100*",), _EXAMPLE),  # 80 GB and unspecified; RunPod SXM 80 GB $2.45, Modal $2.50 (2026)
+    Rate("A100", 2.50, ("*A100*",), "Modal A100 80GB $2.4984, 2026-05-07 (techbytes.app from Modal's pricing page); "
+         "replace with your contract"),  # 80 GB and unspecified
     Rate("A10G", 1.01, ("*A10G*",), "example list price, 2026-12-01 (AWS g5.xlarge: one A10G); replace with your "
          "contract"),
     Rate("A10", 0.86, ("*A10", "*A10 *", "*A10-*"), _LAMBDA),
-    Rate("L40S", 1.50, ("*L40S*",), _EXAMPLE),  # RunPod $1.40, Modal $1.95 (2026)
+    Rate("L40S", 1.95, ("*L40S*",), _MODAL),
+    Rate("A40", 1.22, ("*A40", "*A40 *", "*A40-*"), _RUNPOD_FLEX),
     Rate("L40", 1.22, ("*L40", "*L40 *"), _RUNPOD),
     Rate("L4", 0.80, ("*L4", "*L4 *"), _MODAL),
     Rate("V100", 3.06, ("*V100*",), "example list price, 2026-12-01 (AWS p3.2xlarge: one V100, not re-checked); "
@@ -354,6 +360,9 @@ DEFAULT_RATES = (
     Rate("RTX 6000 Ada", 1.00, ("*RTX 6000 Ada*",), _NO_LIST),
     Rate("Quadro RTX 6000", 0.58, ("*RTX 6000*",), _LAMBDA),
     Rate("RTX A6000", 0.55, ("*RTX A6000*",), "Vast.ai from, 2026-05 (fairlane.systems); replace with your contract"),
+    Rate("RTX A5000", 0.68, ("*RTX A5000*",), _RUNPOD_FLEX),
+    Rate("RTX A4000", 0.58, ("*RTX A4000*",), _RUNPOD_FLEX),
+    Rate("RTX 4000 Ada", 0.58, ("*RTX 4000 Ada*",), _RUNPOD_FLEX),
     Rate("RTX 5090", 1.22, ("*RTX 5090*",), _RUNPOD),
     Rate("RTX 4090", 0.60, ("*RTX 4090*",), _RUNPOD),
     Rate("RTX 3090", 0.39, ("*RTX 3090*",), _RUNPOD),
@@ -369,15 +378,21 @@ class CostConfig:
     """Rate card and month length (docs/definitions.md#cost). ``cluster_rates``: cluster -> model ->
     USD/GPU-hour overrides. ``rates``: the card after layering (a file's entries merge into the card
     below it by model and ``sms``, :func:`merge_rates`, unless it sets ``rates_replace``). ``unlisted``:
-    what a GPU without its own entry (a model not on the card, or none named) gets: ``assume`` (the
-    default model's rate, ``rate_assumed``) or ``unpriced`` (no dollars)."""
+    what a GPU without its own entry gets (docs/definitions.md#cost): ``unpriced`` (the default): a GPU naming
+    a model not on the card has no dollars, one naming none the default model's rate (``rate_assumed``) unless
+    its input says it is not an NVIDIA GPU (then no dollars); ``default``: every such GPU the default model's
+    rate (``rate_assumed``; ``assume``, the earlier spelling, is read as ``default``)."""
 
     hours_per_month: Annotated[Positive, Field(le=744)] = 730.0  # a month has at most 31 x 24 hours
     default_model: str = "H100"
     rates: tuple[Rate, ...] = DEFAULT_RATES
     rates_replace: bool = False
-    unlisted: Literal["assume", "unpriced"] = "assume"
+    unlisted: Literal["unpriced", "default", "assume"] = "unpriced"
     cluster_rates: dict[str, dict[str, Positive]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.unlisted == "assume":  # the earlier spelling of `default`: one value, one config hash
+            object.__setattr__(self, "unlisted", "default")
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ class WarningCode(str, enum.Enum):
     GPUS_WITHOUT_KERNELS = "gpus-without-kernels"
     #: an older schema without process columns: processes were inferred from launches or streams.
     INFERRED_PROCESSES = "inferred-processes"
-    #: the GPU model is not on the rate card: priced as the default model.
+    #: the GPU model is not on the rate card: left unpriced (``cost.unlisted: unpriced``, the default; the warning
+    #: says how to price it) or priced as the default model (``cost.unlisted: default``).
     MODEL_NOT_ON_RATE_CARD = "model-not-on-rate-card"
     #: a MIG instance whose SM count (or its board's) the export does not give: priced as the whole board.
     MIG_SHARE_UNKNOWN = "mig-share-unknown"
@@ -92,7 +93,8 @@ class WarningCode(str, enum.Enum):
     PROFILER_OVERHEAD = "profiler-overhead"
     #: the GPU's model is not named: the export names no GPU, or the trace names its devices' models
     #: but not this device's and the names it gives differ. The row is priced as the default model
-    #: (``rate_assumed``) or left unpriced (docs/definitions.md#cost); a caveat, not partial.
+    #: (``rate_assumed``) or left unpriced when the input says it is not an NVIDIA GPU (a ROCm/HIP trace;
+    #: docs/definitions.md#cost); a caveat, not partial.
     GPU_MODEL_UNRESOLVED = "gpu-model-unresolved"
     #: the capture range the export states (ANALYSIS_DETAILS, TARGET_INFO_SESSION_START_TIME) does not hold
     #: the export's own rows: the rows are trusted (none dropped for it), the metadata is not.
@@ -282,6 +284,8 @@ class GpuTrace:
     ``kernel_aliases``: the report's (:attr:`Report.kernel_aliases`), for the collective matcher.
     ``graph_trace_mode``: the ``--cuda-graph-trace`` mode the capture states (``meta[GRAPH_TRACE_MODE]``; "" when
     it does not say).
+    ``not_nvidia``: why the input says this GPU is not an NVIDIA GPU (a ROCm/HIP trace's ``meta["not_nvidia"]``;
+    "" when it does not say), so that naming no model does not price it as the default (NVIDIA) model.
     """
 
     report: str
@@ -305,6 +309,7 @@ class GpuTrace:
     world_size: int = 0
     kernel_aliases: dict = field(default_factory=dict)
     graph_trace_mode: str = ""
+    not_nvidia: str = ""
 
 
 class RankCount(int):

@@ -203,10 +203,11 @@ FLEET = (
     _c("rate_model", "text", "text", "the rate-card entry used", "rate"),
     _c("rate_usd_per_hour", "float", "USD/h", "its rate per GPU-hour", "rate"),
     _c("rate_source", "text", "text", "why that entry (and its `source`)", "rate"),
-    _c("rate_assumed", "bool", "bool", "priced without an entry of its own: the default model's rate, the model not on "
-       "the card or not named (`cost.unlisted: assume`)", "rate"),
-    _c("unpriced", "bool", "bool", "no entry of its own and `cost.unlisted: unpriced`: every USD column empty, left "
-       "out of every USD total", "rate"),
+    _c("rate_assumed", "bool", "bool", "priced without an entry of its own: the default model's rate (no model named "
+       "on an NVIDIA GPU; under `cost.unlisted: default` also a model not on the card)", "rate"),
+    _c("unpriced", "bool", "bool", "no entry of its own and no rate (`cost.unlisted: unpriced`, the default: a model "
+       "not on the card, or none named on a GPU its input says is not NVIDIA's): every USD column empty, left out of "
+       "every USD total, its model named by every total", "rate"),
     _c("idle_usd_per_month", "float", "USD/month", "idle fraction × rate × hours per month (730)"),
     _c("profiler_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is profiler overhead",
        "caveat_usd"),
@@ -245,7 +246,7 @@ REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's d
 NOTES = {
     'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`",
     'gpu': 'the GPU: a MIG instance (`MIG-<uuid>`), else the physical GPU (`GPU-<uuid>` or `bus-<PCI bus id>` when the export names it, else `pid<P>/dev<D>`; see [GPUs and MIG instances](definitions.md#gpus-and-mig-instances)) and the process(es) driving it',
-    'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too). A GPU with no entry of its own (model not on the card, or not named) is `rate_assumed` (priced at `cost.default_model`'s rate) under `cost.unlisted: assume`, `unpriced` (no rate, every USD column empty, in no total) under `unpriced`; with a coded warning either way: `model-not-on-rate-card` when the model is named, `gpu-model-unresolved` when it is not (neither makes the row `partial`). An older table's `rate_assumed` comes from its `rate_source` (see [Cost](definitions.md#cost))",
+    'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too). A GPU with no entry of its own is, under `cost.unlisted: unpriced` (the default), `unpriced` (no rate, every USD column empty, in no total) when it names a model not on the card or names none on a GPU its input says is not NVIDIA's (a ROCm/HIP trace), and `rate_assumed` (priced at `cost.default_model`'s rate) when it names none otherwise; under `cost.unlisted: default` (or `assume`) every such GPU is `rate_assumed`; with a coded warning either way: `model-not-on-rate-card` when the model is named, `gpu-model-unresolved` when it is not (neither makes the row `partial`). An older table's `rate_assumed` comes from its `rate_source` (see [Cost](definitions.md#cost))",
     'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',
     'iterations': 'the stable iterations inside W (their count, mean length on the GPU timeline and its coefficient of variation), `kept_iterations` their numbers as compact ranges (`3-16`, `1-4,7`; the same on every GPU of a job), `excluded_iterations` every other number and why (`warm-up`, `outlier (1.52x median)`, `untraced (lost kernel records)`, `graph capture (start-up)`, `no kernel of this GPU launched from inside it`, `excluded on another GPU of the job (gpu KEY[ in REPORT]: its reason)`, `outside the longest stable run`, `beyond max_iterations`), `window_note` why earlier rules abstained and how the iterations were found',
     'copies outside': "the GPU's copies and memsets (every copy direction, unified-memory migrations included) with time outside W, and the union of that time; when it is longer than W itself the row carries the coded note `copies-outside-window` (the window holds little of what the GPU did: one kernel amid thousands of migrations reads 100 % busy), also on its page and in its job's record; a caveat, not `partial` ([copies outside the window](definitions.md#copies-outside-the-window))",
@@ -281,6 +282,9 @@ ROLLUP = (
     _r("assumed_usd_per_month", "float", "USD/month", "idle_usd_per_month", ASSUMED_SUM,
        "the part of `idle_usd_per_month` priced at an assumed rate (0 when none of the job's GPUs is assumed)"),
     _r("unpriced_gpus", "Int64", "count", "unpriced", "sum", "GPUs flagged `unpriced` (no dollars)"),
+    _r("unpriced_models", "text", "text", "gpu_model", "none",
+       "the models of its `unpriced` GPUs, each with its count, most first (`Quadro GP100 (2), no model named (1)`; "
+       "empty: none): the `cost.rates` entries that would price them"),
     _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
     _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
     _r("stragglers", "Int64", "count", "straggler", "sum", "GPUs flagged `straggler`"),

@@ -28,6 +28,8 @@ import pytest
 from conftest import KINETO, PROFILES, chromium_load, run_cli
 from test_window import _plain_trimmed_idle  # the idle of the kernel rows' union, no pipeline code
 
+from pipeline.analysis.cost import HOW_TO_PRICE
+
 MS = 1_000_000
 B = 5_000_000_000
 REAL = PROFILES / "train_h100_2gpu_nccl.sqlite"
@@ -628,8 +630,9 @@ def test_a_job_total_keeps_its_priced_gpus_when_one_is_unpriced(tmp_path):
     [job_row] = [r for r in rows if r["level"] == "job"]
     assert (job_row["usd_before_after_rates"], job_row["unpriced_gpus"], job_row["rate_assumed"]) == (
         "1396.16", "1", "False")
-    assert ("- idle $1,396.16 -> $1,396.16 per month at the after side's rates ($0.00); 1 GPU(s) unpriced (no "
-            "rate-card entry of their own), not in it [forced: not comparable] [low confidence]\n") in proc.stdout
+    # the unpriced GPU's model is named, and how to price it (issue 41)
+    assert ("- idle $1,396.16 -> $1,396.16 per month at the after side's rates ($0.00); 1 GPU(s) unpriced, not in it "
+            f"(AMD Radeon Graphics (1)); {HOW_TO_PRICE} [forced: not comparable] [low confidence]\n") in proc.stdout
     assert "- idle unpriced -> unpriced per month at the after side's rates (unpriced); 1 GPU(s) unpriced" in proc.stdout
     page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
     job_html = page.split("<h3>The job</h3>")[1].split("</table>")[0]

@@ -29,8 +29,10 @@ def test_amdahl():
 
 def test_find_rate_glob_on_export_model_name():
     model, usd, source = cost.find_rate("NVIDIA H100 80GB HBM3", CostConfig())[:3]
-    # default card: H100 at $4.00 via '*H100*'
-    assert (model, usd, source) == ("H100", 4.0, "rate card: example list price; replace with your contract")
+    # default card: H100 at $4.00 via '*H100*'; rate_source quotes the entry's public prices and their dates
+    assert (model, usd, source) == ("H100", 4.0, "rate card: public on-demand H100 SXM 2026: Lambda $3.78, Modal $3.95 "
+                                    "(2026-05-07, techbytes.app from their pricing pages), RunPod $4.76 (2026-03, "
+                                    "deploybase.ai); kept at $4.00; replace with your contract")
     model, usd = cost.find_rate("NVIDIA A100-SXM4-80GB", CostConfig())[:2]
     assert (model, usd) == ("A100", 2.5)
     model, usd = cost.find_rate("nvidia geforce rtx 3080", CostConfig())[:2]  # case-insensitive
@@ -39,11 +41,16 @@ def test_find_rate_glob_on_export_model_name():
 
 @pytest.mark.parametrize("name", ["", None, "Moore Threads MTT S4000"])  # V100 is on the card since issue 26
 def test_find_rate_default_model(name):
-    card = CostConfig(default_model="A100")
+    # cost.unlisted: default (issue 41: the default is now unpriced for a named model off the card): every GPU
+    # without an entry of its own gets the default model's rate
+    card = CostConfig(default_model="A100", unlisted="default")
     model, usd, source = cost.find_rate(name, card)[:3]
     assert (model, usd) == ("A100", 2.5)
     assert source.startswith("rate card (default model: ")
     assert ("not on the card" in source) == bool(name)  # says why: no model, or a model not on the card
+    # the default (unpriced): only a GPU naming no model gets the default model's rate
+    choice = cost.find_rate(name, CostConfig(default_model="A100"))
+    assert (choice.model, choice.assumed, choice.unpriced) == (("", False, True) if name else ("A100", True, False))
 
 
 def test_find_rate_first_match_wins():

@@ -21,10 +21,14 @@ NOT_LISTED = "Quadro GP100"
 # ---------------------------------------------------------------- override + model not on the card
 
 def test_override_keeps_the_unlisted_flag_and_says_the_default_was_assumed():
-    card = CostConfig(cluster_rates={"spot": {"H100": 1.8}})  # default model H100
+    # cost.unlisted: default (the default model assumed for a model off the card, as before issue 41)
+    card = CostConfig(cluster_rates={"spot": {"H100": 1.8}}, unlisted="default")  # default model H100
     choice = cost.find_rate(NOT_LISTED, card, cluster="spot")
     assert (choice.model, choice.usd_per_gpu_hour, choice.unlisted) == ("H100", 1.8, True)
     assert choice.source == "cluster spot override (default model: 'Quadro GP100' is not on the card)"
+    # by default (unpriced) the override of the default model does not price a model off the card
+    choice = cost.find_rate(NOT_LISTED, CostConfig(cluster_rates={"spot": {"H100": 1.8}}), cluster="spot")
+    assert (choice.model, choice.unpriced, choice.unlisted) == ("", True, True)
 
 
 def test_override_of_a_blank_model_says_the_export_names_no_gpu():
@@ -49,7 +53,8 @@ def test_row_under_an_override_still_warns_about_the_model(tmp_path):
     w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="a")
     w.kernel(pid=10, device=0, stream=7, start=20 * MS, end=40 * MS, name="b")
     rep = load_report(w.close())
-    cfg = Config(analysis=AnalysisConfig(window="span"), cost=CostConfig(cluster_rates={"spot": {"H100": 1.8}}),
+    cfg = Config(analysis=AnalysisConfig(window="span"),   # unlisted: default (the default since issue 41: unpriced)
+                 cost=CostConfig(cluster_rates={"spot": {"H100": 1.8}}, unlisted="default"),
                  labels=(LabelRule(match="*old.sqlite", cluster="spot"),))
     row = analyse_gpu(gpu_trace(rep, "GPU-g0"), cfg, cfg.labels_for(rep.path)).row
     assert (row["gpu_model"], row["rate_model"], row["rate_usd_per_hour"]) == (NOT_LISTED, "H100", 1.8)

@@ -21,7 +21,7 @@ MIG_A = "MIG-1f0c9a0e-4b6d-5e1a-8c2b-9d0e7f6a5b01"
 MIG_B = "MIG-2a1d8b1f-5c7e-6f2b-9d3c-0e1f8a7b6c02"
 MIG_C = "MIG-3b2e9c2a-6d8f-7a3c-0e4d-1f2a9b8c7d03"
 BOARD_SMS = 108
-LIST = "example list price; replace with your contract"
+LIST = next(r.source for r in CostConfig().rates if r.model == "A100")  # the default card's A100 entry's source
 SPAN = Config(analysis=AnalysisConfig(window="span"))
 
 

@@ -6,7 +6,8 @@ trust, the tiers in the records and the per-job table.
 Every figure below was read off the per-GPU rows of the real traces in /work/shared/kineto and summed by hand:
 exposed communication $279.98 (a100_ws16_5streams), $109.30 (a100_ws2_nccl), $804.69 and $719.87 (the two ws128
 ranks, whose GPUs name no model: the H100 rate is assumed); idle $2,882.33 (mi250 toy), $1,613.08 + $1,555.09
-(ws128), $1,396.16, $1,231.82, $46.20; tiers: 1 toy, 5 low.
+(ws128), $1,396.16, $1,231.82, $46.20; tiers: 1 toy, 5 low. Since issue 41 the mi250 toy's GPU ('AMD Radeon
+Graphics', off the card) is unpriced by default: its $2,882.33 is in the `cost.unlisted: default` run only.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pytest
 
 from conftest import run_cli
 
+from pipeline.analysis.cost import HOW_TO_PRICE
+
 from conftest import KINETO  # noqa: E402  (beside the clone, or GPU_IDLE_KINETO)
 
 
@@ -27,8 +30,10 @@ def _text(html: str) -> str:
 
 @pytest.fixture(scope="module")
 def kineto(tmp_path_factory):
-    """The real traces run with the default card (stdout kept), the report, its GPU pages and the md summary; and
-    the same run under ``cost.unlisted: unpriced``."""
+    """The real traces run with the default card (stdout kept), the report, its GPU pages and the md summary (the
+    mi250 trace's 'AMD Radeon Graphics' is off the card: unpriced by default since issue 41); the same run with a
+    card of H100 alone (the two A100 traces unpriced too: ``unpriced``), and under ``cost.unlisted: default`` (every
+    GPU without an entry of its own at the assumed H100 rate, as before issue 41: ``assumed``)."""
     if not KINETO.is_dir():
         pytest.fail(f"real traces not found in {KINETO}")
     root = tmp_path_factory.mktemp("money_defended")
@@ -37,11 +42,18 @@ def kineto(tmp_path_factory):
     run_cli("report", str(out), "--out", str(out / "report.html"))
     run_cli("report", str(out), "--out", str(root / "summary.md"), "--format", "md")
     cfg = root / "unpriced.yaml"
-    cfg.write_text("cost:\n  unlisted: unpriced\n", encoding="utf-8")
+    cfg.write_text("cost:\n  rates_replace: true\n  rates:\n    - {model: H100, usd_per_gpu_hour: 4.0, match: ['*H100*']}\n",
+                   encoding="utf-8")
     un = root / "unpriced"
     run_cli("run", str(KINETO), "--out", str(un), "--config", str(cfg))
     run_cli("report", str(un), "--out", str(un / "report.html"))
-    return {"out": out, "printed": printed, "md": (root / "summary.md").read_text(encoding="utf-8"), "unpriced": un}
+    cfg = root / "default.yaml"
+    cfg.write_text("cost:\n  unlisted: default\n", encoding="utf-8")
+    assumed = root / "assumed"
+    run_cli("run", str(KINETO), "--out", str(assumed), "--config", str(cfg))
+    run_cli("report", str(assumed), "--out", str(assumed / "report.html"))   # writes the GPU pages
+    return {"out": out, "printed": printed, "md": (root / "summary.md").read_text(encoding="utf-8"), "unpriced": un,
+            "assumed": assumed}
 
 
 # ---- 1. assumed-rate dollars outside the idle headline ------------------------------------------
@@ -68,26 +80,30 @@ def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
 
 
 def test_exposed_communication_counts_its_unpriced_gpus(kineto):
-    """Under cost.unlisted: unpriced the two ws128 GPUs drop out: $279.98 + $109.30 = $389.28 on the 4 GPUs with
-    exposed communication, 2 of them unpriced; a ws128 record reads unpriced, never $0.00."""
+    """With a card of H100 alone the two A100 GPUs drop out (unpriced: named, off the card): $804.69 + $719.87 =
+    $1,524.56 on the 4 GPUs with exposed communication, all of it on the two ws128 GPUs at the assumed H100 rate, 2
+    unpriced and named; an A100 record reads unpriced, never $0.00, and names its model. (Before issue 41 this ran
+    under cost.unlisted: unpriced, which then left the unnamed ws128 GPUs out instead.)"""
     un = kineto["unpriced"]
     note = _text(re.search(r'<p class="note" id="exposed-comm".*?</p>',
                            (un / "report.html").read_text(encoding="utf-8"), re.S).group(0))
-    assert ("on 4 GPU(s): $389.28 per month at the same rates; 2 GPU(s) unpriced (no rate-card entry of their own), "
-            "not in it. Busy time") in note
-    record = (un / "records" / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
+    how = HOW_TO_PRICE.replace("'", "&#39;")
+    assert ("on 4 GPU(s): ~$1,524.56 per month at the same rates; of which $1,524.56 at assumed rates (2 GPU(s)); 2 "
+            "GPU(s) unpriced, not in it (NVIDIA A100-PG509-200 (1), NVIDIA A100-SXM4-80GB (1)); "
+            f"{how}. Busy time") in note
+    record = (un / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
     assert ("on another stream: unpriced (busy time, not in the idle cost; it overlaps the collective wait where "
-            "both are measured (both are time inside collective kernels): never add the two); 1 GPU(s) unpriced (no rate-card entry of "
-            "their own), not in it.") in record
+            "both are measured (both are time inside collective kernels): never add the two); 1 GPU(s) unpriced, not "
+            f"in it (NVIDIA A100-SXM4-80GB (1)); {HOW_TO_PRICE}.") in record
 
 
 def test_gpu_page_marks_recoverable_dollars_at_an_assumed_rate(kineto):
-    """The mi250 trace's GPU (model 'AMD Radeon Graphics', not on the card: H100 rate assumed): its cpu category's
-    recoverable $2,253.75 reads ~$2,253.75 with the note; an A100 page has no mark."""
+    """Under cost.unlisted: default, the mi250 trace's GPU (model 'AMD Radeon Graphics', not on the card: H100 rate
+    assumed): its cpu category's recoverable $2,253.75 reads ~$2,253.75 with the note; an A100 page has no mark."""
     from pipeline.fleet.outputs import gpu_page_name
 
-    fleet = pd.read_parquet(kineto["out"] / "fleet.parquet")
-    pages = {str(j): kineto["out"] / "gpu-pages" / gpu_page_name(str(r), str(g))
+    fleet = pd.read_parquet(kineto["assumed"] / "fleet.parquet")
+    pages = {str(j): kineto["assumed"] / "gpu-pages" / gpu_page_name(str(r), str(g))
              for j, r, g in zip(fleet["job"], fleet["report"], fleet["gpu_key"])}
     mi250 = pages["mi250_rocm_minitoy"].read_text(encoding="utf-8")
     table = re.search(r'<table id="categories">.*?</table>', mi250, re.S).group(0)
@@ -128,10 +144,12 @@ def test_no_trusted_gpu_reads_none(kineto):
     report = (kineto["out"] / "report.html").read_text(encoding="utf-8")
     card = re.search(r'<div class="card" id="trusted-usd".*?</div></div>', report, re.S).group(0)
     assert 'data-usd=""' in card
+    # $8,724.68 before issue 41, when the mi250 GPU's $2,882.33 was priced at the assumed H100 rate: now unpriced
     assert _text(card).strip() == ("Of it, on trusted captures none none of the GPUs is on a trusted capture (tier "
-                                   "medium or high); apart: $8,724.68 on 6 toy or low-confidence GPU(s) (toy 1, low 5)")
-    assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $8,724.68/month on 6 GPU(s) "
-            "of tier toy (1) or low (5).") in kineto["md"]
+                                   "medium or high); apart: $5,842.35 on 6 toy or low-confidence GPU(s) (1 unpriced) "
+                                   "(toy 1, low 5)")
+    assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $5,842.35/month on 6 GPU(s) "
+            "of tier toy (1) or low (5), 1 unpriced.") in kineto["md"]
     assert "$0.00" not in card
 
 
@@ -152,16 +170,20 @@ def test_outputs_doc_says_job_totals_over_no_gpu_are_zero():
 # ---- 4. the printed total split by trust; implausible speed-ups marked --------------------------
 
 def test_printed_total_gives_the_trusted_split(kineto):
-    """$2,882.33 + $1,613.08 + $1,555.09 + $1,396.16 + $1,231.82 + $46.20 = $8,724.68, none of it trusted; the
-    lines fit 120 columns."""
+    """$1,613.08 + $1,555.09 + $1,396.16 + $1,231.82 + $46.20 = $5,842.35 (the mi250 GPU's $2,882.33 at the assumed
+    H100 rate is unpriced since issue 41: its model is off the card), none of it trusted; $1,613.08 + $1,555.09 =
+    $3,168.17 at assumed rates (the two ws128 GPUs name no model); the line that names the unpriced model and how to
+    price it, and every line, fit 120 columns."""
     lines = kineto["printed"].splitlines()
     at = next(i for i, ln in enumerate(lines) if "GPU(s) in the fleet table" in ln)
-    assert lines[at] == "6 GPU(s) in the fleet table, 0 report(s) failed; fleet idle cost $8,724.68/month"
-    assert lines[at + 1] == "  of which $6,050.50 at assumed rates (3 GPU(s))"
-    split = " ".join(ln.strip() for ln in lines[at + 2:at + 4])
-    assert split == ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $8,724.68/month on "
-                     "6 GPU(s) of tier toy (1) or low (5).")
-    assert all(len(ln) <= 120 for ln in lines[at:at + 4])
+    assert lines[at] == "6 GPU(s) in the fleet table, 0 report(s) failed; fleet idle cost $5,842.35/month"
+    said = " ".join(ln.strip() for ln in lines[at + 1:at + 4])
+    assert said == ("of which $3,168.17 at assumed rates (2 GPU(s)); 1 GPU(s) unpriced, not in it (AMD Radeon Graphics "
+                    f"(1)); {HOW_TO_PRICE}")
+    split = " ".join(ln.strip() for ln in lines[at + 4:at + 6])
+    assert split == ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $5,842.35/month on "
+                     "6 GPU(s) of tier toy (1) or low (5), 1 unpriced.")
+    assert all(len(ln) <= 120 for ln in lines[at:at + 6])
 
 
 def test_printed_trusted_line_with_trusted_gpus():

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import math
+
 import pytest
 
 from pipeline.analysis.analyse import analyse_gpu
@@ -26,7 +28,9 @@ from pipeline.load.report import gpu_trace, load_report
 from pipeline.synth import KERNEL_COLUMNS_AFTER_2020, ExportWriter
 
 MS = 1_000_000
-LIST = "example list price; replace with your contract"
+# the default card's H100 and A100 entries' sources, quoted in rate_source after "rate card: "
+LIST = next(r.source for r in CostConfig().rates if r.model == "H100")
+A100_LIST = next(r.source for r in CostConfig().rates if r.model == "A100")
 SPAN = Config(analysis=AnalysisConfig(window="span"))
 A100_80 = "NVIDIA A100-SXM4-80GB"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -58,10 +62,21 @@ def test_2020_export_whose_only_gpu_is_a_quadro_gp100(tmp_path):
     (key, row), = rows(w.close()).items()
     assert key == "pid10/dev0"
     assert row["gpu_model"] == "Quadro GP100"
-    # not on the default card: the default model is assumed, and the row says the model is unlisted
-    assert (row["rate_model"], row["rate_usd_per_hour"]) == ("H100", 4.0)
-    assert row["rate_source"] == f"rate card (default model: 'Quadro GP100' is not on the card): {LIST}"
-    assert row["warnings"] == "GPU model 'Quadro GP100' is not on the rate card; priced as H100"
+    # not on the default card: unpriced (issue 41: it was priced at the H100 rate, $2,660.88/month on a real
+    # fleet), its idle shown, its dollars not; the warning says how to price it
+    assert (row["rate_model"], math.isnan(row["rate_usd_per_hour"]), row["unpriced"], row["rate_assumed"]) == (
+        "", True, True, False)
+    assert math.isnan(row["idle_usd_per_month"]) and row["idle_ns"] == 20 * MS
+    assert row["rate_source"] == "unpriced (cost.unlisted: unpriced): 'Quadro GP100' is not on the card"
+    assert row["warnings"] == ("GPU model 'Quadro GP100' is not on the rate card; left unpriced (cost.unlisted: "
+                               "unpriced): add a cost.rates entry for 'Quadro GP100' to price it")
+    # cost.unlisted: default (and its earlier spelling, assume) keeps the earlier pricing: the default model assumed
+    for unlisted in ("default", "assume"):
+        cfg = Config(analysis=AnalysisConfig(window="span"), cost=CostConfig(unlisted=unlisted))
+        (row,) = rows(w.path, cfg).values()
+        assert (row["rate_model"], row["rate_usd_per_hour"], row["rate_assumed"]) == ("H100", 4.0, True)
+        assert row["rate_source"] == f"rate card (default model: 'Quadro GP100' is not on the card): {LIST}"
+        assert row["warnings"] == "GPU model 'Quadro GP100' is not on the rate card; priced as H100"
     # with an entry for it, it is priced by it: 0.5 idle x $1.20 x 730 = 438.0
     card = CostConfig(rates=(Rate("GP100", 1.2, ("*GP100*",), "lab"),) + CostConfig().rates)
     (row,) = rows(w.path, Config(analysis=AnalysisConfig(window="span"), cost=card)).values()
@@ -128,7 +143,7 @@ def test_four_gpus_all_one_model_name_it(tmp_path):
     (key, row), = rows(w.close()).items()
     assert key == "pid10/dev0"   # nothing maps the process's device to one of the four: key by (pid, device)
     assert (row["gpu_model"], row["rate_model"], row["rate_usd_per_hour"]) == (A100_80, "A100", 2.5)
-    assert row["rate_source"] == f"rate card: {LIST}"
+    assert row["rate_source"] == f"rate card: {A100_LIST}"
     assert row["idle_usd_per_month"] == pytest.approx(0.5 * 2.5 * 730)
 
 
@@ -181,5 +196,7 @@ def test_windows_laptop_export_with_non_cuda_adapters_and_non_utf8_metadata(tmp_
     (row,) = rows(path).values()
     assert row["gpu_model"] == "GeForce GTX 1060 with Max-Q Design"
     # the adapters with 0 SMs are not CUDA GPUs: not "GPUs that ran no kernel" either
+    # (off the card: unpriced since issue 41, and the warning says how to price it)
     assert (row["warnings"], row["status"]) == ("GPU model 'GeForce GTX 1060 with Max-Q Design' is not on the rate "
-                                                "card; priced as H100", "ok")
+                                                "card; left unpriced (cost.unlisted: unpriced): add a cost.rates entry "
+                                                "for 'GeForce GTX 1060 with Max-Q Design' to price it", "ok")

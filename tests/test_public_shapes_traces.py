@@ -217,8 +217,8 @@ def test_entries_of_one_model_name_an_unlisted_device(tmp_path):
 
 def test_entries_of_different_models_leave_the_model_blank_and_say_so(tmp_path):
     # ids 0 (MI300X) and 1 (MI250X), kernels on device 9: which of the two it is cannot be told. The model
-    # stays blank, priced as the default model, and a gpu-model-unresolved warning names both.
-    # main: blank model, no warning.
+    # stays blank and a gpu-model-unresolved warning names both; the trace's runtime calls are HIP (a ROCm GPU, not
+    # an NVIDIA one), so it is unpriced, not priced as the default model H100 (issue 41). main: blank model, no warning.
     two = [(0, "AMD Instinct MI300X", 304), (1, "AMD Instinct MI250X", 110)]
     path = _kineto(tmp_path / "t.json", ["gemm", "gemm"], devices=two, device=9)
     rep = load_kineto(path)
@@ -226,12 +226,15 @@ def test_entries_of_different_models_leave_the_model_blank_and_say_so(tmp_path):
     note = ("the trace's deviceProperties do not list device 9 (ids [0, 1]) and name 2 different models "
             "('AMD Instinct MI250X', 'AMD Instinct MI300X')")
     assert [(w.code, w.text) for w in rep.warnings] == [
-        (WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model unknown for device 9: {note}; priced as the default model "
-                                           "(cost.default_model); a gpu_model label for this report names it")]
+        (WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model unknown for device 9: {note}; the trace's runtime calls are "
+                                           "HIP (hipLaunchKernel): a ROCm GPU, not an NVIDIA GPU: left unpriced "
+                                           "(cost.unlisted: unpriced; `default` prices it as the default model); a "
+                                           "gpu_model label for this report names it")]
     row = _only(_rows(path))
-    assert (row["gpu_model"], row["rate_model"], row["status"]) == ("", "H100", "ok")
+    assert (row["gpu_model"], row["rate_model"], row["unpriced"], row["status"]) == ("", "", True, "ok")
     assert row["warnings"] == rep.warnings[0].text
-    assert row["rate_source"].startswith(f"rate card (default model: {note})")
+    assert row["rate_source"] == (f"unpriced (cost.unlisted: unpriced): {note}; the trace's runtime calls are HIP "
+                                  "(hipLaunchKernel): a ROCm GPU, not an NVIDIA GPU")
 
 
 def test_real_rocm_trace_keeps_its_model():

@@ -8,15 +8,18 @@ Every dollar figure is worked out by hand: idle fraction x USD per GPU-hour x 73
 """
 from __future__ import annotations
 
+import math
 import re
+from html import escape as html_escape
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PROFILES, run_cli
+from conftest import KINETO, PROFILES, run_cli
 
 from pipeline.analysis import cost
 from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.cost import HOW_TO_PRICE
 from pipeline.config import ConfigError, CostConfig, Rate, load_config
 from pipeline.load.kineto import load_kineto
 from pipeline.load.report import gpu_trace, load_report
@@ -57,7 +60,7 @@ def test_one_entry_rate_file_overrides_its_model_and_keeps_the_rest_of_the_card(
     assert cost.find_rate("NVIDIA H100 80GB HBM3", cfg.cost)[:2] == ("H100", 2.0)
     assert cost.find_rate("NVIDIA H100 PCIe", cfg.cost)[:2] == ("H100 PCIe", 2.86)   # its own entry, kept
     assert cost.find_rate("NVIDIA A100-SXM4-80GB", cfg.cost)[:2] == ("A100", 2.5)
-    assert cost.find_rate("NVIDIA L40S", cfg.cost)[:2] == ("L40S", 1.5)
+    assert cost.find_rate("NVIDIA L40S", cfg.cost)[:2] == ("L40S", 1.95)
 
 
 def test_one_entry_rate_file_through_the_cli(tmp_path):
@@ -81,11 +84,15 @@ def test_one_entry_rate_file_through_the_cli(tmp_path):
 
 
 def test_rates_replace_replaces_the_card(tmp_path):
-    # rates_replace: true: only the file's entries; the RTX 3080 is then unlisted, priced (assumed) as H100
+    # rates_replace: true: only the file's entries; the RTX 3080 is then unlisted: unpriced (the default since
+    # issue 41), priced (assumed) as H100 under cost.unlisted: default
     path = _write(tmp_path / "r.yaml", "cost:\n  rates_replace: true\n  rates:\n"
                                        "    - {model: H100, usd_per_gpu_hour: 2.0, match: ['*H100*']}\n")
     cfg = load_config([path])
     assert cfg.cost.rates == (Rate("H100", 2.0, ("*H100*",)),)
+    choice = cost.find_rate("NVIDIA GeForce RTX 3080", cfg.cost)
+    assert (choice.model, choice.assumed, choice.unlisted, choice.unpriced) == ("", False, True, True)
+    cfg = load_config([path], {"cost": {"unlisted": "default"}})
     choice = cost.find_rate("NVIDIA GeForce RTX 3080", cfg.cost)
     assert (choice.model, choice.usd_per_gpu_hour, choice.assumed, choice.unlisted) == ("H100", 2.0, True, True)
 
@@ -115,13 +122,14 @@ def test_a_bad_entry_is_named_where_it_was_written(tmp_path):
 
 @pytest.mark.parametrize("name, model, usd", [
     ("NVIDIA H100 80GB HBM3", "H100", 4.0), ("NVIDIA H100 PCIe", "H100 PCIe", 2.86), ("H100 PCIe", "H100 PCIe", 2.86),
-    ("NVIDIA H100 NVL", "H100 NVL", 2.53), ("NVIDIA H200", "H200", 6.35), ("NVIDIA H200 NVL", "H200", 6.35),
-    ("NVIDIA B200", "B200", 10.57),
+    ("NVIDIA H100 NVL", "H100 NVL", 2.53), ("NVIDIA H200", "H200", 4.54), ("NVIDIA H200 NVL", "H200", 4.54),
+    ("NVIDIA B200", "B200", 6.03), ("NVIDIA A40", "A40", 1.22), ("NVIDIA RTX A5000", "RTX A5000", 0.68),
+    ("NVIDIA RTX A4000", "RTX A4000", 0.58), ("NVIDIA RTX 4000 Ada Generation", "RTX 4000 Ada", 0.58),
     ("NVIDIA A100-SXM4-40GB", "A100 40GB", 1.48), ("NVIDIA A100-PCIE-40GB", "A100 40GB", 1.48),
     ("A100 40GB", "A100 40GB", 1.48), ("NVIDIA A100-SXM4-80GB", "A100", 2.5), ("NVIDIA A100 80GB PCIe", "A100", 2.5),
     ("A100", "A100", 2.5), ("NVIDIA A100-PG509-200", "A100", 2.5),
     ("NVIDIA A10G", "A10G", 1.01), ("NVIDIA A10", "A10", 0.86), ("NVIDIA L4", "L4", 0.8), ("NVIDIA L40", "L40", 1.22),
-    ("NVIDIA L40S", "L40S", 1.5), ("Tesla V100-SXM2-16GB", "V100", 3.06), ("Tesla V100-SXM2-32GB", "V100", 3.06),
+    ("NVIDIA L40S", "L40S", 1.95), ("Tesla V100-SXM2-16GB", "V100", 3.06), ("Tesla V100-SXM2-32GB", "V100", 3.06),
     ("Tesla T4", "T4", 0.59), ("AMD Instinct MI300X", "MI300X", 1.85), ("AMD Instinct MI250X", "MI250", 1.5),
     ("AMD Instinct MI250", "MI250", 1.5), ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada", 1.0),
     ("Quadro RTX 6000", "Quadro RTX 6000", 0.58), ("NVIDIA GeForce RTX 4090", "RTX 4090", 0.6),
@@ -141,6 +149,15 @@ def test_every_default_entry_states_its_source():
     assert all(r.source and "replace with your contract" in r.source for r in CostConfig().rates)
     assert all(("20" in r.source) or r.source == "example list price; replace with your contract"  # a date
                for r in CostConfig().rates)
+    # issue 41: the entries the issue lists cite a public on-demand price with its date (H200, B200 were stale,
+    # H100 SXM, A100 80 GB and L40S said "example list price")
+    dated = re.compile(r"20\d\d-\d\d(-\d\d)?")
+    listed = {"H100", "H100 PCIe", "H100 NVL", "H200", "B200", "A100 40GB", "A100", "L40S", "L4", "A10", "A10G", "T4",
+              "V100", "MI300X", "RTX A6000", "RTX A5000", "RTX A4000", "RTX 4000 Ada", "A40"}
+    for r in CostConfig().rates:
+        if r.model in listed - {"A10G", "V100"}:   # those two quote AWS instance prices of one GPU
+            assert dated.search(r.source) and "example" not in r.source, r
+    assert {r.model for r in CostConfig().rates} >= listed
 
 
 # ---------------------------------------------------------------- 1. device ids vs deviceProperties
@@ -172,11 +189,11 @@ UNLISTED = "Moore Threads MTT S4000"   # on no card
 UNLISTED_WARNING = f"GPU model {UNLISTED!r} is not on the rate card; "
 
 
-def _two_gpus(tmp_path, policy: str):
+def _two_gpus(tmp_path, policy: str | None):
     """`gpu-idle run` of two one-GPU exports (idle half of a 40 ms window each): an NVIDIA L4 (on the card,
-    $0.80: 0.5 x 0.8 x 730 = 292.00) and an unlisted model, under ``cost.unlisted: policy``."""
+    $0.80: 0.5 x 0.8 x 730 = 292.00) and an unlisted model, under ``cost.unlisted: policy`` (None: the default)."""
     paths = [_export(tmp_path / "l4.sqlite", "NVIDIA L4"), _export(tmp_path / "mtt.sqlite", UNLISTED)]
-    policy_line = "" if policy == "assume" else f"cost:\n  unlisted: {policy}\n"  # assume: the default
+    policy_line = "" if policy is None else f"cost:\n  unlisted: {policy}\n"
     cfg = _write(tmp_path / "c.yaml", policy_line + "labels:\n  - {match: '*.sqlite', cluster: lab, job: mixed}\n")
     out = tmp_path / "out"
     proc = run_cli("run", *paths, "--out", str(out), "--window", "span", "--config", str(cfg), "--no-cache")
@@ -184,11 +201,13 @@ def _two_gpus(tmp_path, policy: str):
     return out, proc.stdout, fleet
 
 
-def test_unlisted_model_assumed(tmp_path):
-    # assume (the default): the unlisted GPU is priced as H100: 0.5 x 4.00 x 730 = 1,460.00, rate_assumed,
+@pytest.mark.parametrize("policy", ["default", "assume"])
+def test_unlisted_model_assumed(tmp_path, policy):
+    # cost.unlisted: default (and `assume`, its earlier spelling; the default until issue 41): the unlisted GPU
+    # is priced as H100: 0.5 x 4.00 x 730 = 1,460.00, rate_assumed,
     # a model-not-on-rate-card warning; the totals say 1,460.00 of the 1,752.00 rest on an assumed rate.
     # main: no rate_assumed column, no assumed total, an unmarked $1,460.00 in the printed table.
-    out, printed, fleet = _two_gpus(tmp_path, "assume")
+    out, printed, fleet = _two_gpus(tmp_path, policy)
     mtt, l4 = fleet.loc[UNLISTED], fleet.loc["NVIDIA L4"]
     assert (mtt["rate_model"], mtt["rate_usd_per_hour"], mtt["idle_usd_per_month"]) == ("H100", 4.0, 1460.0)
     assert (bool(mtt["rate_assumed"]), bool(mtt["unpriced"])) == (True, False)
@@ -224,67 +243,157 @@ def test_unlisted_model_assumed(tmp_path):
 
 
 def test_unlisted_model_unpriced(tmp_path):
-    # unpriced: the unlisted GPU has no rate and no dollars (empty in fleet.csv), is counted
-    # (unpriced_gpus 1) and is in no USD total: 292.00, the L4's alone. main: `unlisted` was no setting.
-    out, printed, fleet = _two_gpus(tmp_path, "unpriced")
+    # unpriced (the default since issue 41): the unlisted GPU has no rate and no dollars (empty in fleet.csv), is
+    # counted (unpriced_gpus 1) and is in no USD total: 292.00, the L4's alone. Every total names the model it
+    # leaves out and says how to price it. main: priced as H100 ($1,460.00, ~$) by default.
+    out, printed, fleet = _two_gpus(tmp_path, None)
     mtt = fleet.loc[UNLISTED]
     assert pd.isna(mtt["rate_usd_per_hour"]) and pd.isna(mtt["idle_usd_per_month"]) and pd.isna(mtt["rate_model"])
-    assert pd.isna(mtt["fix_cpu_usd_per_month"])
+    assert pd.isna(mtt["fix_cpu_usd_per_month"]) and int(mtt["idle_ns"]) == 20 * MS   # its idle shows
     assert (bool(mtt["rate_assumed"]), bool(mtt["unpriced"])) == (False, True)
-    assert mtt["warnings"] == UNLISTED_WARNING + "left unpriced (cost.unlisted: unpriced)"
+    assert mtt["warnings"] == UNLISTED_WARNING + (f"left unpriced (cost.unlisted: unpriced): add a cost.rates entry "
+                                                  f"for {UNLISTED!r} to price it")
     assert mtt["rate_source"] == f"unpriced (cost.unlisted: unpriced): {UNLISTED!r} is not on the card"
+    named = f"1 GPU(s) unpriced, not in it ({UNLISTED} (1)); {HOW_TO_PRICE}"
     for name in ("jobs.csv", "clusters.csv"):
         (total,) = pd.read_csv(out / name).to_dict("records")
-        assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"]) == (
-            292.0, 0.0, 1)
+        assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"],
+                total["unpriced_models"]) == (292.0, 0.0, 1, f"{UNLISTED} (1)")
+    # fix_first.csv: the one cpu entry of the fleet (and of the job) rests on both GPUs, names the unpriced one
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    assert set(zip(fixes["usd_per_month"], fixes["unpriced_gpus"], fixes["unpriced_models"])) == {
+        (292.0, 1, f"{UNLISTED} (1)")}
     assert "unpriced" in printed and "$292.00" in printed
-    assert "fleet idle cost $292.00/month\n  1 GPU(s) unpriced (no rate-card entry of their own), not in it\n" in printed
+    total = printed[printed.index("fleet idle cost"):]
+    assert total.startswith("fleet idle cost $292.00/month\n  1 GPU(s) unpriced, not in it")
+    assert " ".join(total.split("\n  None of the GPUs")[0].split()) == f"fleet idle cost $292.00/month {named}"
+    assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 120
     run_cli("report", str(out), "--format", "md", "--out", str(out / "summary.md"))
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert "$292.00/month idle" in md and "; 1 GPU(s) unpriced (no rate-card entry of their own), not in it" in md
+    assert "$292.00/month idle" in md and "; " + named in md   # the summary's headline
+    assert f"By cluster: lab $292.00 (1 GPU(s) unpriced: {UNLISTED} (1))." in md
+    assert f"$292.00 (1 GPU(s) unpriced: {UNLISTED} (1))" in md   # the Markdown fix-first list
     # the top-GPU table's legend says the unpriced GPU was not priced (a tryout read "priced at the default model's
     # rate" under it), and its dollars say "unpriced" once
-    assert ("unpriced: the GPU's model is not on the rate card or not named and `cost.unlisted` is `unpriced`: it has "
-            "no rate and is in no dollar total.") in md
+    assert ("unpriced: the GPU has no rate-card entry of its own (its model is not on the card, or it names none and "
+            f"is not an NVIDIA GPU): it has no rate and is in no dollar total; {HOW_TO_PRICE}.") in md
     assert "priced at the default model's rate" not in md and "unpriced (unpriced)" not in md
     assert "$nan" not in md and "Rates: unpriced (" in md   # the unpriced GPU's rate-card line says it has no rate
-    assert "~$: priced at an assumed rate" not in printed and "unpriced: no rate (cost.unlisted: unpriced)" in printed
+    assert "~$: priced at an assumed rate" not in printed and "unpriced: no rate (a model not on the rate card" in printed
     run_cli("report", str(out), "--out", str(out / "report.html"))
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert 'data-usd="292.00"' in html and "; 1 GPU(s) unpriced (no rate-card entry of their own), not in it" in html
+    assert 'data-usd="292.00"' in html and "; " + html_escape(named).replace("&#x27;", "&#39;") in html   # headline
     jobs = re.search(r'<table id="jobs">(.*?)</table>', html, re.S).group(1)
-    assert "$292.00" in jobs and ">1 GPU(s) unpriced</span>" in jobs and "at assumed rates</span>" not in jobs
+    assert "$292.00" in jobs and f">1 GPU(s) unpriced: {UNLISTED} (1)</span>" in jobs and "at assumed rates</span>" not in jobs
+    fix = re.search(r'<table id="fix-list">(.*?)</table>', html, re.S).group(1)
+    assert f">1 GPU(s) unpriced: {UNLISTED} (1)</span>" in fix
     legend = re.search(r'<p class="note" id="top10-legend">(.*?)</p>', html, re.S).group(1)
     assert "it has no rate and is in no dollar total" in legend and "priced at the rate card" not in legend
     (page,) = [p for p in (out / "gpu-pages").glob("mtt*.html")]
     text = page.read_text(encoding="utf-8")
     assert '<div class="value" id="usd">unpriced</div>' in text
     assert f"per month: no rate (unpriced: model {UNLISTED} is not on the card; " in text
+    # the job's record: its idle cost names the model left out and how to price it
+    (record,) = (out / "records").glob("*.md")
+    assert f"Idle cost: $292.00 per month for these GPUs; {named}." in record.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("policy", ["assume", "unpriced"])
+@pytest.mark.parametrize("policy", ["assume", "default", "unpriced"])
 def test_unnamed_gpu(tmp_path, policy):
-    # an export that names no GPU, idle half of a 40 ms window. assume: priced as the default model,
-    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed (rate_source says why) and a gpu-model-unresolved warning
-    # (status ok). unpriced: no dollars and a gpu-model-unresolved warning. main: no rate_assumed, no unpriced.
+    # an Nsight export (an NVIDIA GPU) that names no GPU, idle half of a 40 ms window: under every policy priced as
+    # the default model, 0.5 x 4.00 x 730 = 1,460.00, rate_assumed (rate_source says why) and a
+    # gpu-model-unresolved warning (status ok). main (before issue 41): unpriced under `unpriced`.
     w = ExportWriter(str(tmp_path / "n.sqlite"))
     w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
     w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
     rep = load_report(w.close())
     cfg = load_config([], {"analysis": {"window": "span"}, "cost": {"unlisted": policy}})
+    assert cfg.cost.unlisted == ("default" if policy == "assume" else policy)   # assume is read as default
     row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), cfg, {}).row
-    if policy == "assume":
-        assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
-        assert (row["rate_assumed"], row["unpriced"], row["status"]) == (True, False, "ok")
-        assert row["warnings"] == ("GPU model not named: export names no GPU; priced at an assumed rate, H100's "
-                                   "(cost.default_model); a gpu_model label for this report names it")
-        assert row["rate_source"] == ("rate card (default model: export names no GPU): example list price; "
-                                      "replace with your contract")
-    else:
+    assert (row["gpu_model"], row["rate_model"], row["idle_usd_per_month"]) == ("", "H100", 1460.0)
+    assert (row["rate_assumed"], row["unpriced"], row["status"]) == (True, False, "ok")
+    assert row["warnings"] == ("GPU model not named: export names no GPU; priced at an assumed rate, H100's "
+                               "(cost.default_model); a gpu_model label for this report names it")
+    h100 = next(r.source for r in CostConfig().rates if r.model == "H100")
+    assert row["rate_source"] == f"rate card (default model: export names no GPU): {h100}"
+
+
+def _hip_trace(path, devices, device: int, launch: str = "hipLaunchKernel") -> str:
+    """A ROCm PyTorch trace: :func:`_trace`'s kernels launched by ``launch`` (HIP runtime calls)."""
+    base = 1_700_000_000_000_000_000
+    w = KinetoWriter(str(path), pid=9, devices=devices, base_time_ns=base)
+    for i in range(2):
+        w.runtime(9, base + 3 * i * MS - MS // 10, base + 3 * i * MS - MS // 20, launch, i + 1)
+        w.kernel(device, 0, base + 3 * i * MS, base + (3 * i + 1) * MS, "gemm", i + 1)
+    return w.close()
+
+
+HIP = "the trace's runtime calls are HIP (hipLaunchKernel): a ROCm GPU, not an NVIDIA GPU"
+
+
+@pytest.mark.parametrize("policy", [None, "default", "assume"])
+def test_rocm_trace_naming_no_model_is_unpriced(tmp_path, policy):
+    # a ROCm trace (HIP runtime calls) with no deviceProperties: the input says it is not an NVIDIA GPU, so by
+    # default it is not priced as the default (NVIDIA H100) model: unpriced, with a gpu-model-unresolved warning
+    # saying why. cost.unlisted: default (or assume) prices it as H100 as before: 2/4 x 4.00 x 730 = 1,460.00.
+    # main: priced as H100 under every policy.
+    rep = load_kineto(_hip_trace(tmp_path / "rocm.json", (), 0))
+    assert rep.meta["not_nvidia"] == HIP
+    trace = gpu_trace(rep, rep.gpu_keys()[0])
+    assert trace.not_nvidia == HIP
+    cfg = load_config([], {"analysis": {"window": "span"}, **({"cost": {"unlisted": policy}} if policy else {})})
+    row = analyse_gpu(trace, cfg, {}).row
+    assert (row["gpu_model"], row["window_ns"], row["idle_ns"], row["status"]) == ("", 4 * MS, 2 * MS, "ok")
+    if policy is None:
         assert (row["rate_model"], row["rate_assumed"], row["unpriced"]) == ("", False, True)
-        assert row["idle_usd_per_month"] != row["idle_usd_per_month"]  # NaN
-        assert row["warnings"] == ("GPU model not named: export names no GPU; left unpriced (cost.unlisted: "
+        assert math.isnan(row["idle_usd_per_month"]) and math.isnan(row["rate_usd_per_hour"])
+        assert row["rate_source"] == ("unpriced (cost.unlisted: unpriced): trace names no GPU (it has no "
+                                      f"deviceProperties); {HIP}")
+        assert row["warnings"] == ("GPU model not named: trace names no GPU (it has no deviceProperties); "
+                                   f"{HIP}, so not priced at the default model's rate: left unpriced (cost.unlisted: "
                                    "unpriced); a gpu_model label for this report names it")
+    else:
+        assert (row["rate_model"], row["idle_usd_per_month"], row["rate_assumed"], row["unpriced"]) == (
+            "H100", 1460.0, True, False)
+
+
+def test_rocm_trace_whose_device_is_unknown_is_unpriced_and_the_loader_says_so(tmp_path):
+    # ROCm, kernels on device 2 while deviceProperties list devices 0 and 1 of two models: the device's model is
+    # unknown (the loader's gpu-model-unresolved warning, which now says it is left unpriced), the row unpriced.
+    rep = load_kineto(_hip_trace(tmp_path / "two.json", [(0, "AMD Instinct MI300X", 304), (1, "AMD Instinct MI250X", 110)],
+                                 2, "hipExtModuleLaunchKernel"))
+    hip = HIP.replace("hipLaunchKernel", "hipExtModuleLaunchKernel")
+    row = analyse_gpu(gpu_trace(rep, rep.gpu_keys()[0]), load_config([], {"analysis": {"window": "span"}}), {}).row
+    assert (row["gpu_model"], row["unpriced"], row["rate_assumed"]) == ("", True, False)
+    assert row["warnings"] == (
+        "GPU model unknown for device 2: the trace's deviceProperties do not list device 2 (ids [0, 1]) and name 2 "
+        "different models ('AMD Instinct MI250X', 'AMD Instinct MI300X'); "
+        f"{hip}: left unpriced (cost.unlisted: unpriced; `default` prices it as the default model); a gpu_model label "
+        "for this report names it")
+
+
+@pytest.mark.parametrize("names, said", [
+    (["hipLaunchKernel", "hipMemcpyWithStream"], HIP), (["hipMemcpyAsync"], HIP.replace("hipLaunchKernel", "hipMemcpyAsync")),
+    (["cudaLaunchKernel"], ""), (["hipLaunchKernel", "cudaLaunchKernel"], ""), (["cuLaunchKernel", "hipFree"], ""),
+    ([], "")])
+def test_not_nvidia_only_when_every_runtime_call_is_hip(names, said):
+    from pipeline.load.kineto import not_nvidia
+    assert not_nvidia(names) == said
+
+
+def test_real_rocm_trace_naming_an_off_card_model_is_unpriced():
+    # /work/shared/kineto/mi250_rocm_minitoy.json.gz names "AMD Radeon Graphics" (not on the card): unpriced by
+    # default (main: priced as H100 with a model-not-on-rate-card warning), its idle still shown
+    path = KINETO / "mi250_rocm_minitoy.json.gz"
+    if not path.exists():
+        pytest.skip("the real ROCm trace is not here")
+    rep = load_kineto(str(path))
+    assert rep.meta["not_nvidia"] == HIP
+    for key in rep.gpu_keys():
+        row = analyse_gpu(gpu_trace(rep, key), load_config([], {}), {}).row
+        assert (row["gpu_model"], row["unpriced"], row["rate_assumed"]) == ("AMD Radeon Graphics", True, False)
+        assert math.isnan(row["idle_usd_per_month"]) and row["idle_ns"] > 0
+        assert row["warnings"].startswith("GPU model 'AMD Radeon Graphics' is not on the rate card; left unpriced")
 
 
 def _trace(path, devices, device: int) -> str:

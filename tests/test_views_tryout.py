@@ -26,6 +26,8 @@ from conftest import KINETO, PROFILES, run_cli
 from test_rates import TINY, TINY_IDLE, TINY_W, UNLISTED, _export, _write
 from test_serving_window import serving_trace, training_trace
 
+from pipeline.analysis.cost import HOW_TO_PRICE
+
 MS = 1_000_000
 OTHER = "Moore Threads MTT S80"   # on no card either
 
@@ -88,7 +90,8 @@ def test_real_export_priced_at_an_assumed_rate_marks_its_fix_first_entry(tmp_pat
     # tiny_2kernels.sqlite (a real RTX 3080 export) under a card of one H100 entry at $2.00 (rates_replace): no
     # entry of its own, priced as H100. Its whole idle is one cpu gap: 18,250,538 / 18,254,667 x 2.00 x 730 =
     # 1,459.67, all of it at an assumed rate, in the fleet's list and its job's.
-    rates = _write(tmp_path / "r.yaml", "cost:\n  rates_replace: true\n  rates:\n"
+    # (cost.unlisted: default: by default since issue 41 a model off the card is unpriced, test_rates covers it)
+    rates = _write(tmp_path / "r.yaml", "cost:\n  unlisted: default\n  rates_replace: true\n  rates:\n"
                                         "    - {model: H100, usd_per_gpu_hour: 2.0, match: ['*H100*']}\n")
     out = tmp_path / "out"
     run_cli("run", str(TINY), "--out", str(out), "--config", str(rates), "--no-cache")
@@ -123,22 +126,28 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     assert got[("fleet", "", "cpu")] == (292.0, 2, 3) and got[("job", "mixed", "cpu")] == (292.0, 1, 2)
     assert math.isnan(got[("job", "dark", "cpu")][0]) and got[("job", "dark", "cpu")][1:] == (1, 1)
     records = {p.stem: p.read_text(encoding="utf-8") for p in (out / "records").glob("*.md")}
-    assert ("\nIdle cost: unpriced (1 GPU(s) with no rate-card entry of their own; `cost.unlisted: unpriced`).\n"
+    # every total names the models it leaves out and how to price them (issue 41)
+    assert (f"\nIdle cost: unpriced (1 GPU(s) with no rate-card entry of their own: {OTHER} (1); {HOW_TO_PRICE}).\n"
             in records["dark"]) and "$0.00" not in records["dark"]
     # the basis covers the priced L4 only: 20 of 40 ms idle × $0.80 × 730 h = $292.00
-    assert ("\nIdle cost: $292.00 per month for these GPUs; 1 GPU(s) unpriced, not in it. Basis: 20.000 ms idle of "
+    assert (f"\nIdle cost: $292.00 per month for these GPUs; 1 GPU(s) unpriced, not in it ({UNLISTED} (1)); "
+            f"{HOW_TO_PRICE}. Basis: 20.000 ms idle of "
             "40.000 ms of windows over 1 GPU(s), each GPU's idle share × its rate × hours per month; rate: "
             "$0.80/GPU-hour (L4, 1 GPU(s)).\n") in records["mixed"]
     page = (out / "report.html").read_text(encoding="utf-8")
     jobs_html = _cell(page, "jobs")
     row = re.search(r'<tr data-job="dark">(.*?)</tr>', jobs_html).group(1)
-    assert '<td class="num usd">unpriced <span class="tag rate"' in row and ">1 GPU(s) unpriced</span>" in row
+    assert '<td class="num usd">unpriced <span class="tag rate"' in row and f">1 GPU(s) unpriced: {OTHER} (1)</span>" in row
+    both = ", ".join(f"{m} (1)" for m in sorted((UNLISTED, OTHER)))   # one GPU each: by name
     cell = re.search(r'<td class="num usd"[^>]*>(.*?)</td>', _cell(page, "fix-list")).group(1)
-    assert re.sub(r"<[^>]+>", "|", cell) == "$292.00||2 GPU(s) unpriced|"
+    assert re.sub(r"<[^>]+>", "|", cell) == f"$292.00||2 GPU(s) unpriced: {both}|"
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert "| 1 | cpu | $292.00 (2 GPU(s) unpriced) | 2.000× |" in md
-    assert "By cluster: lab $292.00 (2 GPU(s) unpriced)." in md
-    assert ">2 GPU(s) unpriced</span>" in re.search(r'<tr data-cluster="lab">(.*?)</tr>', _cell(page, "clusters")).group(1)
+    assert f"| 1 | cpu | $292.00 (2 GPU(s) unpriced: {both}) | 2.000× |" in md
+    assert f"By cluster: lab $292.00 (2 GPU(s) unpriced: {both})." in md
+    assert f">2 GPU(s) unpriced: {both}</span>" in re.search(r'<tr data-cluster="lab">(.*?)</tr>',
+                                                             _cell(page, "clusters")).group(1)
+    assert dict(zip(jobs.index, jobs["unpriced_models"].fillna(""))) == {"dark": f"{OTHER} (1)", "mixed": f"{UNLISTED} (1)"}
+    assert cluster["unpriced_models"] == both
     # the unpriced GPU's page: its recoverable dollars per category read unpriced (main: an empty cell)
     (dark_page,) = (out / "gpu-pages").glob("dark*.html")
     cpu = re.search(r'<tr data-category="cpu">(.*?)</tr>', dark_page.read_text(encoding="utf-8"), re.S).group(1)
@@ -149,7 +158,7 @@ def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     # one GPU, unpriced: the printed total, the headline, the trusted-vs-rest card and the md say "unpriced" and
     # count it. main: "$0.00" everywhere.
     out, printed = _run(tmp_path, {"dark": (OTHER, "dark")}, "unpriced")
-    assert "0 report(s) failed; fleet idle cost unpriced\n  1 GPU(s) unpriced (no rate-card entry of their own)" in printed
+    assert f"0 report(s) failed; fleet idle cost unpriced\n  1 GPU(s) unpriced, not in it ({OTHER} (1)); to price" in printed
     page = (out / "report.html").read_text(encoding="utf-8")
     assert '<div class="value" id="fleet-usd" data-usd="">unpriced</div>' in page
     card = re.sub(r"\s+", " ", re.search(r'<div class="card" id="trusted-usd"(.*?)</div></div>', page, re.S).group(1))
@@ -160,7 +169,7 @@ def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     # no GPU trusted: "none" of them, no trusted dollar figure (issue 26's tryout: "on trusted captures $0.00")
     assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, unpriced on 1 GPU(s) of tier "
             "toy (1) or low (0), 1 unpriced.") in md
-    assert "| 1 | cpu | unpriced (1 GPU(s)) |" in md
+    assert f"| 1 | cpu | unpriced (1 GPU(s): {OTHER} (1)) |" in md
 
 
 def test_trusted_gpus_all_unpriced_read_unpriced():

@@ -334,14 +334,14 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     sampled = meter.sampled_periods(*runs, w0, w1, cfg.meter.sample_ns)  # (periods, busy periods)
     model = labels.get("gpu_model") or trace.gpu_model
     mig = cost.MigShare(trace.sms, trace.board_sms) if trace.mig else None
-    choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note)
+    choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note, trace.not_nvidia)
     rate_model, rate, rate_source = choice.model, choice.usd_per_gpu_hour, choice.source
     warnings = list(trace.warnings)
     warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
     warnings += caveats.graph_warning(k, w0, w1, trace.graph_trace_mode)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
-    warnings += cost.rate_warnings(choice, model, trace.model_note, warnings)
+    warnings += cost.rate_warnings(choice, model, trace.model_note, warnings, trace.not_nvidia)
     kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
     warnings += kind_warnings
     outside_columns, outside_warnings = copies_outside(trace.copies, w0, w1, dev.window_ns, int(kw["start"].size))

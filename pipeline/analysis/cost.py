@@ -17,6 +17,11 @@ from ..model import ASSUMED, NO_GPU_NAMED, RowWarning, WarningCode
 
 #: How ``source`` begins for a GPU left unpriced (``cost.unlisted: unpriced``).
 UNPRICED = "unpriced (cost.unlisted: unpriced)"
+#: How a total names its unpriced GPUs that name no model (:func:`unpriced_models`).
+NO_MODEL = "no model named"
+#: What prices a GPU left unpriced (docs/definitions.md#cost): every total that leaves one out says it.
+HOW_TO_PRICE = ("to price them, add a `cost.rates` entry for each model (a GPU naming no model needs a `gpu_model` "
+                "label first), or set `cost.unlisted: default` to price them at the default model's rate")
 
 
 class RateChoice(NamedTuple):
@@ -27,8 +32,8 @@ class RateChoice(NamedTuple):
     ``share_unknown``: a MIG instance whose share of its board the export does not give,
     priced at the whole board's rate (the row carries a ``mig-share-unknown`` warning);
     ``assumed``: the GPU has no entry of its own (its model is not on the card or not named), so
-    its rate is the default model's (``rate_assumed``); ``unpriced``: such a GPU under
-    ``cost.unlisted: unpriced``: ``model`` empty, ``usd_per_gpu_hour`` NaN, no dollars."""
+    its rate is the default model's (``rate_assumed``); ``unpriced``: such a GPU left without a rate
+    (:func:`find_rate`): ``model`` empty, ``usd_per_gpu_hour`` NaN, no dollars."""
 
     model: str
     usd_per_gpu_hour: float
@@ -65,12 +70,15 @@ def _priced(chosen: Rate, cost: CostConfig, cluster: str | None, assumed: str, w
 
 
 def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: MigShare | None = None,
-              unnamed: str = "") -> RateChoice:
+              unnamed: str = "", not_nvidia: str = "") -> RateChoice:
     """Rate for a GPU model name (:class:`RateChoice`), in USD per GPU-hour.
 
     Lookup: the first whole-GPU rate-card entry (``sms`` 0) whose ``match`` glob
-    (case-insensitive) or model name fits ``model``; an empty or unmatched model uses
-    ``cost.default_model`` (``unnamed``: why an empty model is empty, quoted in ``source``;
+    (case-insensitive) or model name fits ``model``. A GPU with no entry of its own, under
+    ``cost.unlisted: unpriced`` (the default): unpriced when it names a model (one the card does not list),
+    or names none while ``not_nvidia`` says why its input is not an NVIDIA GPU (a ROCm/HIP trace); a GPU
+    naming no model otherwise, and every such GPU under ``cost.unlisted: default``, uses
+    ``cost.default_model``, ``assumed`` (``unnamed``: why an empty model is empty, quoted in ``source``;
     default :data:`~pipeline.model.NO_GPU_NAMED`). A
     cluster override (``cluster_rates[cluster][model]``) replaces the rate; ``source`` still
     says when the default model was assumed.
@@ -91,7 +99,8 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
     assumed = ""
     if chosen is None:
         why = f"{model!r} is not on the card" if text else (unnamed or NO_GPU_NAMED)
-        if cost.unlisted == "unpriced":
+        if cost.unlisted == "unpriced" and (text or not_nvidia):
+            why += "" if text else f"; {not_nvidia}"
             return RateChoice("", math.nan, f"{UNPRICED}: {why}", unlisted=bool(text), unpriced=True)
         chosen = next((r for r in cost.rates if r.model == cost.default_model), None)
         assumed = f"{ASSUMED} {why}"
@@ -110,20 +119,23 @@ def find_rate(model: str, cost: CostConfig, cluster: str | None = None, mig: Mig
                       f"rate; {source}", unlisted, share_unknown=True, assumed=was_assumed)
 
 
-def rate_warnings(choice: RateChoice, model: str, note: str = "", others=()) -> list[RowWarning]:
+def rate_warnings(choice: RateChoice, model: str, note: str = "", others=(), not_nvidia: str = "") -> list[RowWarning]:
     """The coded warning of a GPU with no rate-card entry of its own (docs/definitions.md#cost), [] for
     one priced at its own entry: ``model-not-on-rate-card`` when it names a ``model`` the card lacks
-    (priced as the default model, or left unpriced); ``gpu-model-unresolved`` when it names none
-    (``note``: why it names none), priced at ``cost.default_model``'s rate (``choice.assumed``) or left
-    unpriced, unless ``others`` (the row's warnings so far) already has one from the loader. Neither code
-    is partial: the row's status stays ``ok``."""
+    (priced as the default model, or left unpriced: then it says how to price it); ``gpu-model-unresolved``
+    when it names none (``note``: why it names none; ``not_nvidia``: why its input is not an NVIDIA GPU),
+    priced at ``cost.default_model``'s rate (``choice.assumed``) or left unpriced, unless ``others`` (the
+    row's warnings so far) already has one from the loader. Neither code is partial: the row's status stays
+    ``ok``."""
     if model and (choice.assumed or choice.unpriced):
         return [RowWarning(WarningCode.MODEL_NOT_ON_RATE_CARD, f"GPU model {model!r} is not on the rate card; "
-                           + ("left unpriced (cost.unlisted: unpriced)" if choice.unpriced
-                              else f"priced as {choice.model}"))]
+                           + (f"left unpriced (cost.unlisted: unpriced): add a cost.rates entry for {model!r} to "
+                              "price it" if choice.unpriced else f"priced as {choice.model}"))]
     if not (choice.assumed or choice.unpriced) or any(w.code == WarningCode.GPU_MODEL_UNRESOLVED for w in others):
         return []
-    priced = ("left unpriced (cost.unlisted: unpriced)" if choice.unpriced
+    priced = (f"{not_nvidia}, so not priced at the default model's rate: left unpriced (cost.unlisted: unpriced)"
+              if choice.unpriced and not_nvidia
+              else "left unpriced (cost.unlisted: unpriced)" if choice.unpriced
               else f"priced at an assumed rate, {choice.model}'s (cost.default_model)")
     return [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, f"GPU model not named: {note or NO_GPU_NAMED}; {priced}; "
                        "a gpu_model label for this report names it")]
@@ -156,15 +168,43 @@ def priced_sum(values) -> float:
     return math.nan if bool(unpriced_total(int((~nan).sum()), int(nan.sum()))) else float(np.nansum(v))
 
 
-def assumed_split(usd, assumed, unpriced) -> dict:
+def assumed_split(usd, assumed, unpriced, models=None) -> dict:
     """How much of a USD total over GPUs rests on assumed rates (docs/definitions.md#cost), the one definition
     (the headline's, the printed total's, each fix-first entry's): ``usd`` the GPUs' USD figures (NaN where
-    unpriced), ``assumed`` their ``rate_assumed`` and ``unpriced`` their ``unpriced`` flags (aligned sequences).
-    Returns ``{"assumed_usd": the sum of the assumed GPUs' USD rounded to cents, "assumed_gpus": their count,
-    "unpriced_gpus": the unpriced GPUs' count}``."""
+    unpriced), ``assumed`` their ``rate_assumed`` and ``unpriced`` their ``unpriced`` flags, ``models`` their
+    ``gpu_model`` (aligned sequences; ``models`` None: not told). Returns ``{"assumed_usd": the sum of the
+    assumed GPUs' USD rounded to cents, "assumed_gpus": their count, "unpriced_gpus": the unpriced GPUs' count,
+    "unpriced_models": which models those are (:func:`unpriced_models`; {} when ``models`` is None)}``."""
     a, u = np.asarray(assumed, dtype=bool), np.asarray(unpriced, dtype=bool)
     return {"assumed_usd": round(float(np.nansum(np.asarray(usd, dtype=float)[a])), 2), "assumed_gpus": int(a.sum()),
-            "unpriced_gpus": int(u.sum())}
+            "unpriced_gpus": int(u.sum()), "unpriced_models": {} if models is None else unpriced_models(models, u)}
+
+
+def unpriced_models(models, unpriced) -> dict:
+    """The models of the ``unpriced`` GPUs (``models``: their ``gpu_model``, aligned) with each one's count, most
+    GPUs first (ties by name): ``{"Quadro GP100": 2, "no model named": 1}`` (:data:`NO_MODEL` for a GPU whose
+    model is empty or missing)."""
+    counts: dict = {}
+    for model, u in zip(models, np.asarray(unpriced, dtype=bool)):
+        if u:
+            name = model.strip() if isinstance(model, str) and model.strip() else NO_MODEL
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def models_text(counts: dict) -> str:
+    """:func:`unpriced_models`'s counts as one text: ``Quadro GP100 (2), no model named (1)``; "" for none."""
+    return ", ".join(f"{m} ({n})" for m, n in counts.items())
+
+
+def unpriced_text(gpus: int, counts: dict | None = None) -> str:
+    """What a total says of the GPUs it leaves out (docs/definitions.md#cost): ``2 GPU(s) unpriced, not in it
+    (Quadro GP100 (2)); to price them, add a `cost.rates` entry ...`` (``gpus``: how many; ``counts``: which
+    models, :func:`unpriced_models`, named when given); "" for none."""
+    if not gpus:
+        return ""
+    named = f" ({models_text(counts)})" if counts else ""
+    return f"{gpus} GPU(s) unpriced, not in it{named}; {HOW_TO_PRICE}"
 
 
 def amdahl_speedup(idle_fraction: float) -> float:

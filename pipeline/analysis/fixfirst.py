@@ -40,7 +40,7 @@ from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
 from ..schema import conform
-from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, unpriced_total
+from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, models_text, unpriced_total
 from . import collwait
 from . import diagnosis as dx
 from .names import gpu_names
@@ -65,7 +65,8 @@ DEVICE_IDLE, INSIDE_COLLECTIVES = SECTIONS = ("device idle", "inside collectives
 
 #: Columns of the fix-first list (:func:`fix_list`), in order.
 FIX_COLUMNS = ["scope", "section", "cluster", "job", "rank", "category", "usd_per_month", "recoverable_usd_per_month",
-               "recoverable_basis", "assumed_usd_per_month", "assumed_gpus", "unpriced_gpus", "speedup", "share_pct",
+               "recoverable_basis", "assumed_usd_per_month", "assumed_gpus", "unpriced_gpus", "unpriced_models", "speedup",
+               "share_pct",
                "remedy", "diagnosis", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
                "low_confidence", "confidence_note", "implausible_speedup"]
 
@@ -337,9 +338,10 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     cols["straggler"] = extra["straggler"].fillna(False).astype(bool).to_numpy()
     # the late ranks (collective_chronic; an older table: none)
     cols["late"] = conform(rows, ["collective_chronic"])["collective_chronic"].fillna(False).astype(bool).to_numpy()
-    rates = conform(rows, ["rate_assumed", "unpriced"])  # an older table: rate_assumed from its rate_source
+    rates = conform(rows, ["rate_assumed", "unpriced", "gpu_model"])  # an older table: rate_assumed from its rate_source
     cols["assumed"] = rates["rate_assumed"].astype(bool).to_numpy()
     cols["unpriced"] = rates["unpriced"].astype(bool).to_numpy()
+    cols["model"] = np.asarray(rates["gpu_model"].tolist() + [None], dtype=object)[:-1]
     coll = conform(rows, COLLECTIVE_COLUMNS)  # an older table: no collective figures, no entry
     cols["coll_measured"] = (coll["collective_wait_status"] == collwait.MEASURED).to_numpy(bool)
     for c in ("collective_wait_ns", "collective_last_count", "collective_calls"):
@@ -377,7 +379,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
     lasts = cols["collective_last_count"][at].tolist()
     who, kind = collwait.job_straggler(names, lasts, cols["collective_chronic"][at].tolist())
     usd = cols["collective_wait_usd"][at]
-    rates = assumed_split(usd, cols["assumed"][at], cols["unpriced"][at])
+    rates = assumed_split(usd, cols["assumed"][at], cols["unpriced"][at], cols["model"][at])
     unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
     window = int(cols["window"][at].sum())
     tiers = cols["tier"][at]
@@ -396,7 +398,8 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
         "usd_per_month": total, "recoverable_usd_per_month": total,
         "recoverable_basis": "the whole wait inside collectives (busy time, never in the device-idle totals)",
         "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
-        "unpriced_gpus": rates["unpriced_gpus"], "speedup": math.nan,
+        "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
+        "speedup": math.nan,
         "share_pct": round(100.0 * share(int(cols["collective_wait_ns"][at].sum()), window), 4),
         "remedy": collwait.REMEDY + (f"; straggler: {who}" if who else ""), "diagnosis": said,
         "gpus": int(at.size), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(reports, keys)), "example_gaps": "",
@@ -455,7 +458,8 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
         s = share(int(filled.sum()), window)
         raw = cols[f"cat_{cat}_raw"][part]
         # the GPUs the entry rests on: its dollars' part at assumed rates, and unpriced when none is priced
-        rates = assumed_split(cols[f"usd_{cat}_raw"][part][at], cols["assumed"][part][at], cols["unpriced"][part][at])
+        rates = assumed_split(cols[f"usd_{cat}_raw"][part][at], cols["assumed"][part][at], cols["unpriced"][part][at],
+                              cols["model"][part][at])
         unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
         mine = [findings[i] for i in at]
         rec_usd, rec_basis = recoverable(cat, cols[f"usd_{cat}_raw"][part][at].tolist(), mine)
@@ -464,7 +468,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
             "recoverable_usd_per_month": math.nan if unpriced else rec_usd, "recoverable_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
-            "unpriced_gpus": rates["unpriced_gpus"],
+            "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine),
             "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers, late),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
@@ -497,7 +501,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
     least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). The rates it rests on
     (docs/definitions.md#cost), over the GPUs with idle of the category: ``assumed_usd_per_month`` and
-    ``assumed_gpus`` (:func:`~pipeline.analysis.cost.assumed_split`), ``unpriced_gpus``; ``usd_per_month`` is NaN
+    ``assumed_gpus`` (:func:`~pipeline.analysis.cost.assumed_split`), ``unpriced_gpus`` and their models
+    (``unpriced_models``, :func:`~pipeline.analysis.cost.models_text`); ``usd_per_month`` is NaN
     when none of them is priced (:func:`~pipeline.analysis.cost.unpriced_total`), such an entry after the priced
     ones of its part. ``profiler`` and ``untraced`` are never in it. Those entries are the ``device idle``
     section; after them each list has its ``inside collectives`` entry (:func:`collective_entry`) when a GPU's wait

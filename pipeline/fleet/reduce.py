@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..analysis import collwait
 from ..analysis.confidence import TRUSTED
-from ..analysis.cost import assumed_split, unpriced_total
+from ..analysis.cost import assumed_split, models_text, unpriced_models, unpriced_text, unpriced_total
 from ..analysis.fixfirst import rollup_columns
 from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
                       ROLLUP_INT_COLUMNS, TRUSTED_SUM, check_row, conform)
@@ -196,6 +196,16 @@ def _match_basis_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*by, "collective_match_basis"])
 
 
+def _unpriced_models_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of ``ok`` keyed by ``by`` with an ``unpriced`` GPU: ``unpriced_models``, their models and counts
+    (:func:`pipeline.analysis.cost.unpriced_models` as :func:`~pipeline.analysis.cost.models_text`)."""
+    left = ok[ok["unpriced"].astype(bool)]
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+             "unpriced_models": models_text(unpriced_models(group["gpu_model"].tolist(), [True] * len(group)))}
+            for key, group in left.groupby(by, sort=True)]
+    return pd.DataFrame(rows, columns=[*by, "unpriced_models"])
+
+
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per-job or per-cluster totals.
 
@@ -209,7 +219,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     ``trusted_idle_usd_per_month``, the idle USD of the GPUs whose ``confidence_tier`` is trusted
     (:data:`pipeline.analysis.confidence.TRUSTED`; none for a table without tiers).
     Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
-    and ``unpriced_gpus``; an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
+    ``unpriced_gpus`` and their models (``unpriced_models``, :func:`_unpriced_models_rollup`); an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
     priced is empty, not 0 (:func:`_unpriced_totals`).
     Idle inside collectives (:func:`_collective_rollup`): ``collective_*`` sums, ``collective_wait_pct`` of the
     measured GPUs' windows, the straggler and whether it is chronic, the GPUs' match bases (:func:`_match_basis_rollup`).
@@ -241,7 +251,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     out = out.merge(failed.reset_index(), on=by, how="outer")
     out = out.merge(_collective_rollup(ok, by), on=by, how="left")
     out = out.merge(_match_basis_rollup(ok, by), on=by, how="left")
-    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind", "collective_match_basis"):
+    out = out.merge(_unpriced_models_rollup(ok, by), on=by, how="left")
+    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind", "collective_match_basis",
+                "unpriced_models"):
         out[col] = out[col].fillna("").astype(object)
     for col in ROLLUP_INT_COLUMNS:
         out[col] = out[col].fillna(0).astype("int64")
@@ -271,22 +283,24 @@ def rate_assumptions(fleet: pd.DataFrame) -> dict:
     """How much of the fleet's idle USD per month rests on assumed rates (docs/definitions.md#cost), over the
     analysed rows of ``fleet`` (an older table's ``rate_assumed`` comes from its ``rate_source``,
     :func:`~pipeline.schema.conform`): ``{"assumed_usd": USD/month of the rate_assumed GPUs, "assumed_gpus":
-    their count, "unpriced_gpus": GPUs left out of the dollars}``
+    their count, "unpriced_gpus": GPUs left out of the dollars, "unpriced_models": their models and counts}``
     (:func:`pipeline.analysis.cost.assumed_split`)."""
-    ok = conform(fleet[fleet["status"] != "error"], ["rate_assumed", "unpriced", "idle_usd_per_month"])
+    ok = conform(fleet[fleet["status"] != "error"], ["rate_assumed", "unpriced", "idle_usd_per_month", "gpu_model"])
     return assumed_split(ok["idle_usd_per_month"].astype(float).to_numpy(), ok["rate_assumed"].astype(bool).to_numpy(),
-                         ok["unpriced"].astype(bool).to_numpy())
+                         ok["unpriced"].astype(bool).to_numpy(), ok["gpu_model"].tolist())
 
 
 def assumed_text(ra: dict) -> str:
     """What part of a total rests on assumed rates, after the total (:func:`rate_assumptions`'s ``ra``):
-    ``; of which $X at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced (no rate-card entry of their own), not
-    in it``; empty when neither. The printed run's total, the report's headline and its Markdown say it."""
+    ``; of which $X at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced, not in it (Quadro GP100 (1)); to price
+    them, add a `cost.rates` entry ...`` (:func:`~pipeline.analysis.cost.unpriced_text`; the models named when
+    ``ra`` has its ``unpriced_models``); empty when neither. The printed run's total, the report's headline, its
+    Markdown, the record's and the fix-first lists' totals say it."""
     out = ""
     if ra["assumed_gpus"]:
         out += f"; of which ${ra['assumed_usd']:,.2f} at assumed rates ({ra['assumed_gpus']} GPU(s))"
     if ra["unpriced_gpus"]:
-        out += f"; {ra['unpriced_gpus']} GPU(s) unpriced (no rate-card entry of their own), not in it"
+        out += "; " + unpriced_text(ra["unpriced_gpus"], ra.get("unpriced_models"))
     return out
 
 

@@ -602,7 +602,19 @@ def _sole_model(props) -> tuple[str, int]:
     return models[0], counts.pop() if len(counts) == 1 else 0
 
 
-def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]]:
+def not_nvidia(api_names) -> str:
+    """Why a trace's GPUs are not NVIDIA GPUs (``Report.meta["not_nvidia"]``, docs/definitions.md#cost), from its
+    runtime calls' (normalised) ``api_names``: HIP calls (``hipLaunchKernel``) and no CUDA one (``cuda*``/``cu*``)
+    make a ROCm trace, of AMD GPUs; ``""`` when the calls do not say (none, CUDA, or both)."""
+    names = {str(n) for n in api_names}
+    hip = sorted(n for n in names if n.startswith("hip"))
+    if not hip or any(n.startswith("cu") for n in names):
+        return ""
+    shown = "hipLaunchKernel" if "hipLaunchKernel" in names else hip[0]
+    return f"the trace's runtime calls are HIP ({shown}): a ROCm GPU, not an NVIDIA GPU"
+
+
+def _devices(pairs: pd.DataFrame, props, vendor: str = "") -> tuple[pd.DataFrame, list[RowWarning]]:
     """The devices frame (:data:`~pipeline.load.gpus.DEVICE_COLUMNS`) of the (pid, device) pairs, and
     the warnings of the devices whose model cannot be told.
 
@@ -612,7 +624,8 @@ def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]
     or all the same); else its model is blank, ``model_note`` says why, and a ``gpu-model-unresolved``
     warning (:class:`~pipeline.model.WarningCode`) goes to its process's rows. A trace without
     ``deviceProperties`` names no GPU (:data:`TRACE_NAMES_NO_GPU`, no loader warning: nothing contradicts;
-    the row's ``gpu-model-unresolved`` comes from :func:`pipeline.analysis.cost.rate_warnings`).
+    the row's ``gpu-model-unresolved`` comes from :func:`pipeline.analysis.cost.rate_warnings`). ``vendor``:
+    why the trace's GPUs are not NVIDIA GPUs (:func:`not_nvidia`), for the warning's pricing.
     """
     table = _device_table(props)
     sole, sole_sms = _sole_model(props)
@@ -628,9 +641,11 @@ def _devices(pairs: pd.DataFrame, props) -> tuple[pd.DataFrame, list[RowWarning]
             note = TRACE_NAMES_NO_GPU
         else:
             note = _unresolved_note(dev, table, props)
+            priced = (f"{vendor}: left unpriced (cost.unlisted: unpriced; `default` prices it as the default model)"
+                      if vendor else "priced as the default model (cost.default_model)")
             warnings.append(RowWarning(WarningCode.GPU_MODEL_UNRESOLVED,
-                                       f"GPU model unknown for device {dev}: {note}; priced as the default model "
-                                       "(cost.default_model); a gpu_model label for this report names it", (pid,)))
+                                       f"GPU model unknown for device {dev}: {note}; {priced}; a gpu_model label for "
+                                       "this report names it", (pid,)))
         rows.append({"pid": pid, "device_id": dev, "gpu_key": f"pid{pid}/dev{dev}", "gpu_model": model, "uuid": "",
                      "bus": "", "mig": False, "sms": sms, "board_sms": sms, "model_note": note})
     return devices_frame(rows), warnings
@@ -791,8 +806,9 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
             ``devices`` instead of raising.
     Returns:
         The Report the Nsight loader would make of the same evidence (see the module doc), with
-        ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "base_time_ns": ...}``
-        (the keys the trace gives; values as text) and the timeline's zero in ``capture_start_ns`` /
+        ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "base_time_ns": ..., "not_nvidia": ...}``
+        (the keys the trace gives; values as text; ``not_nvidia``: why its GPUs are not NVIDIA GPUs,
+        :func:`not_nvidia`, only when its runtime calls say so) and the timeline's zero in ``capture_start_ns`` /
         ``capture_start_source`` (:func:`capture_start`).
     Raises:
         ProfileError: empty file, damaged or truncated gzip, not JSON or truncated JSON, JSON that is
@@ -856,7 +872,8 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     k = tables[KERNEL]
     kernel_pid = _owners(k["correlation_id"], rt, main_pid)
     pair_codes, pairs = device_pairs({"pid": kernel_pid, "device_id": k["device_id"]})
-    devices, model_warnings = _devices(pairs, props)
+    vendor = not_nvidia(pd.unique(runtime["name"]))
+    devices, model_warnings = _devices(pairs, props, vendor)
     warnings += model_warnings
     kernels = pd.DataFrame({"start": k["start"], "end": k["end"], "pid": kernel_pid, "device_id": k["device_id"],
                             "stream_id": k["tid"], "correlation_id": k["correlation_id"],
@@ -877,6 +894,8 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
                 meta[key] = str(dist[key])
     if base:
         meta["base_time_ns"] = str(base)
+    if vendor:
+        meta["not_nvidia"] = vendor
     return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
                   overhead=no_overhead(), untraced=untraced, meta=meta,
                   diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)

@@ -703,4 +703,5 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
         world_size=world_size(report.meta), kernel_aliases=report.kernel_aliases,
         graph_trace_mode=str(report.meta.get(GRAPH_TRACE_MODE, "")),
+        not_nvidia=str(report.meta.get("not_nvidia") or ""),
     )

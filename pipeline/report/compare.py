@@ -418,7 +418,8 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     usd = [_usd(int(r["idle_ns"]) / int(r["window_ns"]), q.get("rate_usd_per_hour"), hours)
            for r, q in zip(rows, rate_rows)]
     out["usd"] = round(priced_sum(usd), 2)   # the priced GPUs' sum; NaN only when every one is unpriced
-    out.update(assumed_split(usd, [bool(q.get("rate_assumed")) for q in rate_rows], [math.isnan(u) for u in usd]))
+    out.update(assumed_split(usd, [bool(q.get("rate_assumed")) for q in rate_rows], [math.isnan(u) for u in usd],
+                             [q.get("gpu_model") or r.get("gpu_model") for r, q in zip(rows, rate_rows)]))
     return out
 
 
@@ -456,7 +457,8 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     for basis, (b_f, a_f) in (("after_rates", (side_figures(b_rows, hours_a, a_rows), fa)),
                               ("fixed_rates", (fb, side_figures(a_rows, hours_b, b_rows)))):
         out.update({f"assumed_usd_before_{basis}": b_f["assumed_usd"], f"assumed_usd_after_{basis}": a_f["assumed_usd"],
-                    f"assumed_gpus_{basis}": a_f["assumed_gpus"], f"unpriced_gpus_{basis}": a_f["unpriced_gpus"]})
+                    f"assumed_gpus_{basis}": a_f["assumed_gpus"], f"unpriced_gpus_{basis}": a_f["unpriced_gpus"],
+                    f"unpriced_models_{basis}": a_f["unpriced_models"]})
     out.update(usd_before_after_rates=at_after[0], usd_after_after_rates=at_after[1],
                usd_change_after_rates=round(at_after[1] - at_after[0], 2),
                usd_before_fixed_rates=fixed[0], usd_after_fixed_rates=fixed[1],
@@ -765,14 +767,15 @@ def usd_figure(x, assumed_gpus: int) -> str:
 
 def rates_note(d: dict, basis: str) -> str:
     """What the dollars of one rate basis (``after_rates``/``fixed_rates``) of a :func:`deltas` rest on, after
-    them: ``; of which $X -> $Y at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced (no rate-card entry of
-    their own), not in it``; empty when neither (the wording of :func:`~pipeline.fleet.reduce.assumed_text`)."""
+    them: ``; of which $X -> $Y at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced, not in it (their models);
+    to price them, ...``; empty when neither (the wording of :func:`~pipeline.fleet.reduce.assumed_text`)."""
     from ..fleet.reduce import assumed_text
 
     n = d[f"assumed_gpus_{basis}"]
     out = (f"; of which {_money(d[f'assumed_usd_before_{basis}'])} -> {_money(d[f'assumed_usd_after_{basis}'])} "
            f"at assumed rates ({n} GPU(s))") if n else ""
-    return out + assumed_text({"assumed_gpus": 0, "assumed_usd": 0.0, "unpriced_gpus": d[f"unpriced_gpus_{basis}"]})
+    return out + assumed_text({"assumed_gpus": 0, "assumed_usd": 0.0, "unpriced_gpus": d[f"unpriced_gpus_{basis}"],
+                               "unpriced_models": d.get(f"unpriced_models_{basis}")})
 
 
 def summary_lines(d: dict, forced: bool, low: bool = False) -> list[str]:

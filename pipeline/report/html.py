@@ -25,6 +25,7 @@ import markdown as markdown_lib
 from jinja2 import Environment
 from markupsafe import Markup
 
+from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import REMEDIES
 from ..analysis.meter import few_periods_note
 from ..config import ConfidenceConfig
@@ -66,7 +67,9 @@ CAVEAT_MEANINGS = {
 @functools.lru_cache(maxsize=None)
 def _env() -> Environment:
     """The report page's Jinja environment, made once per process: it keeps its compiled templates."""
-    return environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, assumed_text=assumed_text, meter_text=meter_text)
+    env = environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, assumed_text=assumed_text, meter_text=meter_text)
+    env.globals["how_to_price"] = HOW_TO_PRICE   # what every total that leaves GPUs unpriced says (docs/definitions.md#cost)
+    return env
 
 
 #: Markdown syntax a medical record never needs and profile text must never reach: links,
@@ -236,21 +239,25 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
     legend = (["~$: the entry's dollars rest wholly or partly on assumed rates (how much is said beside them): the "
                "GPUs' models are not on the rate card or not named, priced at the default model's rate "
                "(`cost.default_model`)."] if any(e["assumed_gpus"] for e in shown) else []) + (
-        ["unpriced: GPUs with no rate-card entry of their own under `cost.unlisted: unpriced`, in no dollar figure; "
-         "an entry resting on them alone reads unpriced."] if any(e["unpriced_gpus"] for e in shown) else [])
+        ["unpriced: GPUs with no rate-card entry of their own (models named beside the dollars), in no dollar figure; "
+         f"an entry resting on them alone reads unpriced; {HOW_TO_PRICE}."] if any(e["unpriced_gpus"] for e in shown)
+        else [])
     return lines + ([""] + legend if legend else []) + [""]
 
 
 def fix_usd_text(e: dict) -> str:
     """A fix-first entry's dollars as text (docs/definitions.md#cost): ``~$1,752.00 (of which $1,460.00 at assumed
-    rates, 1 GPU(s))`` when some rest on assumed rates, ``$292.00 (1 GPU(s) unpriced)``, ``unpriced (2 GPU(s))``
+    rates, 1 GPU(s))`` when some rest on assumed rates, ``$292.00 (1 GPU(s) unpriced: Quadro GP100 (1))``,
+    ``unpriced (2 GPU(s): Quadro GP100 (2))`` (the models: ``unpriced_models``)
     when none of its GPUs is priced; ``$292.00`` otherwise; ``(a fix wins back $148.89: <basis>)`` when the evidence
     bounds the recoverable part below the idle's dollars (``recoverable_usd_per_month``, docs/definitions.md#diagnosis). The parts are the entry's ``assumed_usd_per_month``,
     ``assumed_gpus`` and ``unpriced_gpus`` (:func:`pipeline.analysis.fixfirst.fix_list`)."""
+    models = f": {e['unpriced_models']}" if e.get("unpriced_models") else ""   # an older list names none
     if e["usd_per_month"] != e["usd_per_month"]:
-        return f"unpriced ({e['unpriced_gpus']} GPU(s))"
+        return f"unpriced ({e['unpriced_gpus']} GPU(s){models})"
     parts = ([f"of which {usd(e['assumed_usd_per_month'])} at assumed rates, {e['assumed_gpus']} GPU(s)"]
-             if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced"] if e["unpriced_gpus"] else [])
+             if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced{models}"] if e["unpriced_gpus"]
+                                              else [])
     back = wins_back(e["usd_per_month"], e.get("recoverable_usd_per_month", math.nan), e.get("recoverable_basis", ""))
     if back:  # the evidence bounds what a fix wins back
         parts.append(back)
@@ -316,8 +323,8 @@ def _markdown_legend(rows: list[dict]) -> list[str]:
         out.append(f"({md_text(assumed[0]['rate_marker'])}): the GPU's model is not on the rate card or not named, "
                    "priced at the default model's rate (`cost.default_model`).")
     if any(r["rate_marker"] == "unpriced" for r in rows):
-        out.append("unpriced: the GPU's model is not on the rate card or not named and `cost.unlisted` is `unpriced`: "
-                   "it has no rate and is in no dollar total.")
+        out.append("unpriced: the GPU has no rate-card entry of its own (its model is not on the card, or it names none "
+                   f"and is not an NVIDIA GPU): it has no rate and is in no dollar total; {HOW_TO_PRICE}.")
     if any(r["low_confidence"] for r in rows):
         out.append("(low confidence: …): a short window or few stable iterations extrapolated to a month.")
     return [""] + out if out else []
@@ -389,7 +396,8 @@ def render_markdown(res: Results) -> str:
                 f"{md_text(m['job'])} {signed_usd(m['delta'])} ({_cause_text(m)})" for m in t["movers"][:3]) + ".")
         lines.append("")
     lines.append("By cluster: " + ", ".join(f"{md_text(c['cluster'])} {usd(c['idle_usd_per_month'])}"
-                                             + (f" ({c['unpriced_gpus']} GPU(s) unpriced)" if c["unpriced_gpus"] else "")
+                                             + (f" ({c['unpriced_gpus']} GPU(s) unpriced: {c['unpriced_models']})"
+                                                if c["unpriced_gpus"] else "")
                                              for c in s["clusters"]) + ".")
     lines += ["", "| # | GPU | job | idle | main category | $/month |", "|---|---|---|---|---|---|"]
     for r in s["top"][:5]:

@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..analysis import collwait
 from ..analysis.confidence import TIERS
-from ..analysis.cost import assumed_split, priced_sum
+from ..analysis.cost import HOW_TO_PRICE, assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -148,7 +148,7 @@ def _assumed_lines(ok: list[dict], names: dict) -> list[str]:
                    + f" (model not on the rate card or not named; priced as {', '.join(models)}, the default model).")
     unpriced = [r for r in ok if r["unpriced"]]
     if unpriced:
-        out.append("Unpriced (model not on the rate card or not named; `cost.unlisted: unpriced`), not in the idle cost: "
+        out.append("Unpriced (no rate-card entry of their own), not in the idle cost: "
                    + ", ".join(names[(r["report"], r["gpu_key"])] for r in unpriced) + ".")
     return [""] + out if out else []
 
@@ -241,7 +241,8 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
             "wait_pct": 100.0 * wait / window if window else 0.0,
             "usd": priced_sum([r["collective_wait_usd_per_month"] for r in measured]),
             "assumed": assumed_split([r["collective_wait_usd_per_month"] for r in measured],
-                                     [bool(r["rate_assumed"]) for r in measured], [bool(r["unpriced"]) for r in measured]),
+                                     [bool(r["rate_assumed"]) for r in measured], [bool(r["unpriced"]) for r in measured],
+                                     [r.get("gpu_model") for r in measured]),
             "straggler": who, "kind": kind, "last": lasts[at] if at is not None else 0,
             "calls": _ns(measured[at]["collective_calls"]) if at is not None else 0,
             "wait_kind": collwait.PIPELINE_BUBBLE if all(bool(r["collective_p2p"]) for r in measured)
@@ -378,16 +379,18 @@ def capture_line(c: dict) -> str:
 def idle_cost_line(ok: list[dict], of_which: str) -> str:
     """The record's idle-cost line over the job's analysed rows ``ok``: ``Idle cost: $X per month for these GPUs``
     (``of_which``: its profiler and untraced parts, e.g. ``$1.00 profiler``), saying how many GPUs are unpriced and
-    not in it; ``Idle cost: unpriced (N GPU(s) ...)`` when none is priced (:func:`~pipeline.analysis.cost.priced_sum`),
+    not in it, of which models and how to price them (:func:`~pipeline.analysis.cost.unpriced_text`); ``Idle cost:
+    unpriced (N GPU(s) ...)`` when none is priced (:func:`~pipeline.analysis.cost.priced_sum`),
     never $0.00."""
     usd = priced_sum([r["idle_usd_per_month"] for r in ok])
     unpriced = sum(1 for r in ok if r["unpriced"])
+    models = unpriced_models([r.get("gpu_model") for r in ok], [bool(r["unpriced"]) for r in ok])
     if usd != usd:
-        return (f"Idle cost: unpriced ({unpriced} GPU(s) with no rate-card entry of their own; `cost.unlisted: "
-                "unpriced`).")
+        return (f"Idle cost: unpriced ({unpriced} GPU(s) with no rate-card entry of their own: {models_text(models)}; "
+                f"{HOW_TO_PRICE}).")
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
             + (f" (of which {of_which}: not the application's)" if of_which else "")
-            + (f"; {unpriced} GPU(s) unpriced, not in it." if unpriced else ".")
+            + (f"; {unpriced_text(unpriced, models)}." if unpriced else ".")
             + f" {cost_basis(ok)}")
 
 
@@ -425,7 +428,7 @@ def exposed_line(ok: list[dict], window: int) -> str:
     comm = sum(_ns(r["comm_ns"]) for r in ok)
     at = [r for r in ok if _ns(r["comm_exposed_ns"])]
     rates = assumed_split([r["comm_exposed_usd_per_month"] for r in at], [bool(r["rate_assumed"]) for r in at],
-                          [bool(r["unpriced"]) for r in at])
+                          [bool(r["unpriced"]) for r in at], [r.get("gpu_model") for r in at])
     comm_usd = priced_sum([r["comm_exposed_usd_per_month"] for r in at])
     priced = "unpriced" if comm_usd != comm_usd else (
         ("~" if rates["assumed_gpus"] else "")

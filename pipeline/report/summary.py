@@ -344,7 +344,7 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     (those with exposed communication). None when no GPU has any (a table written before the columns
     existed has none: :func:`pipeline.schema.conform`); ``usd`` is NaN when those GPUs are all unpriced
     (:func:`~pipeline.analysis.cost.priced_sum`). How much of ``usd`` rests on assumed rates, over those GPUs
-    (docs/definitions.md#cost): ``assumed_usd``, ``assumed_gpus`` and ``unpriced_gpus``
+    (docs/definitions.md#cost): ``assumed_usd``, ``assumed_gpus``, ``unpriced_gpus`` and ``unpriced_models``
     (:func:`~pipeline.analysis.cost.assumed_split`)."""
     ok = conform(ok_rows(fleet))
     if not len(ok):
@@ -355,7 +355,8 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
     window = int(ok["window_ns"].astype("int64").sum())
     at = ok[exposed > 0]   # the GPUs with exposed communication
     rates = assumed_split(at["comm_exposed_usd_per_month"].astype(float).to_numpy(),
-                          at["rate_assumed"].astype(bool).to_numpy(), at["unpriced"].astype(bool).to_numpy())
+                          at["rate_assumed"].astype(bool).to_numpy(), at["unpriced"].astype(bool).to_numpy(),
+                          at["gpu_model"].tolist())
     return {"comm_ns": int(ok["comm_ns"].fillna(0).astype("int64").sum()),
             "overlapped_ns": int(ok["comm_overlapped_ns"].fillna(0).astype("int64").sum()),
             "exposed_ns": int(exposed.sum()), "window_ns": window,
