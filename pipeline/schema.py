@@ -23,6 +23,18 @@ import pandas as pd
 
 from .model import ASSUMED, CATEGORIES, CAVEATS
 
+#: A row's ``status`` for a report that is another file of a capture analysed under another name
+#: (docs/inputs.md#duplicate-captures): no GPU, no figure, never priced.
+DUPLICATE = "duplicate"
+#: The statuses of rows that hold no analysed GPU: every count, sum and table of GPUs leaves them out.
+NOT_ANALYSED = ("error", DUPLICATE)
+
+
+def analysed_rows(fleet: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``fleet`` that are analysed GPUs (``status`` ``ok`` or ``partial``: not :data:`NOT_ANALYSED`)."""
+    return fleet[~fleet["status"].isin(NOT_ANALYSED)]
+
+
 #: The one job key: every per-job grouping groups by these fleet columns, in this order.
 JOB_KEY = ("cluster", "job")
 #: The cluster rollup's key.
@@ -224,8 +236,11 @@ FLEET = (
     _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
     _c("warning_codes", "text", "text", "the codes of `warnings`, each once, comma-separated (e.g. "
        "`gpu-model-unresolved,window-leaves-out-idle`): for filters and alerts", "status"),
-    _c("status", "text", "text", "`ok`, `partial` or `error`", "status"),
-    _c("error", "text", "text", "why the report could not be analysed", "status"),
+    _c("capture_id", "text", "text", "the capture's identity, the same for every file of one capture (a report and "
+       "its export, copies, a trace and its gzip): [duplicate captures](inputs.md#duplicate-captures)", "status"),
+    _c("status", "text", "text", "`ok`, `partial`, `duplicate` or `error`", "status"),
+    _c("error", "text", "text", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>`",
+       "status"),
 )
 
 #: Columns the outputs add to the fleet's (declared here like every other): the night of a report's row, a GPU's name.
@@ -254,7 +269,7 @@ NOTES = {
     'fix': 'fix first, for each application category `c` (`data`, `comm`, `sync`, `boundary`, `periodic`, `launch`, `cpu`; never `profiler` or `untraced`): recoverable USD per month = `cat_<c>_ns / window_ns` × `rate_usd_per_hour` × `cost.hours_per_month`, and the speed-up if that category alone vanished, `1 / (1 − share)` (`pipeline/analysis/fixfirst.py`)',
     'confidence': "what the month extrapolates from and how far it can be trusted ([confidence tiers](definitions.md#confidence-tiers), `pipeline/analysis/confidence.py`): `toy` when W is under `confidence.toy_max_window_ns` (50 ms) or holds fewer than `confidence.toy_min_kernels` (50) kernels; `high` with at least `confidence.high_min_iterations` (20) stable iterations over at least `confidence.high_min_window_ns` (500 ms) spread at most `confidence.high_max_spread_pct` (10 %); `medium` the same at 5, 200 ms and 50 %; else `low`. A `serving` row is tiered by its `bursts` (stretches of work in W apart by holes over `confidence.serving_burst_gap_ns`, 1 ms) and W's length instead: `medium` at `confidence.serving_medium_min_bursts` (20) over `confidence.serving_medium_min_window_ns` (5 s), `high` at `confidence.serving_high_min_bursts` (100) over `confidence.serving_high_min_window_ns` (60 s). An `unknown` kind caps the tier: at most `low` when W leaves out more than `confidence.unknown_max_left_out_idle_pct` (10 %) of the capture's idle, at most `medium` when W is at least `confidence.unknown_mostly_idle_pct` (90 %) idle. `low_confidence` is `toy` or `low`, and the note names each shortfall and cap. `idle_pct_low`..`idle_pct_high` brackets `idle_pct`: each kept iteration's slice of W runs from its start to the next kept one's (the last to the end of W); `idle_pct_sd` is the sample standard deviation (divisor n − 1) of those slices' idle shares, the noise floor of [compare](definitions.md#compare-deltas)",
     'straggler': 'highest-idle GPU of a job whose idle % spread exceeds 10 points; a job is a (`cluster`, `job`) pair, as in `jobs.csv`, so jobs of the same name in different clusters are not compared',
-    'status': '`ok`, `partial` or `error` with the cause. `partial`: the numbers rest on input that was incomplete or could not be real, each named in `warnings`: exact duplicate rows (counted once), rows with end < start or timed far outside the capture (dropped: kernels, CUDA API calls, copies, NVTX ranges, overhead rows; the capture is `ANALYSIS_DETAILS`\' start..stop, else `TARGET_INFO_SESSION_START_TIME` and the run of the other rows\' timestamps; each stated bound is judged on its own: when the export\'s own rows run on past it as a continuation of the rows inside (no step between them longer than 1 s or the inside rows\' extent), that bound is wrong, not the rows: the capture ends where they do on that side, the timeline\'s zero too for the start, nothing is dropped for the metadata, and one warning per report says so, `ok`; a row isolated beyond a bound, whether or not other rows contradict it, is dropped), launches without kernel records, events Nsight Systems lost, a MIG instance of unknown size, processes on part of a board that cannot be told apart, a window of a job of unknown kind that leaves out more than half of the capture\'s idle (`window-leaves-out-idle`). A loader warning about some processes\' rows goes to the GPUs they drive. A GPU\'s row quotes the `DIAGNOSTIC_EVENT` warnings of its own processes and of the session (no process) that bear on the GPU trace (not CPU sampling, OS runtime, ftrace, symbols), each text once, with "(reported N times)". Profiler overhead is a warning too, but the trace is complete: `ok`',
+    'status': '`ok`, `partial`, `duplicate` or `error` with the cause. `duplicate`: another file of the same capture is analysed instead ([duplicate captures](inputs.md#duplicate-captures)): one row, no GPU, no figure, never priced, in no total; `error` names it (`duplicate of <file>`). `partial`: the numbers rest on input that was incomplete or could not be real, each named in `warnings`: exact duplicate rows (counted once), rows with end < start or timed far outside the capture (dropped: kernels, CUDA API calls, copies, NVTX ranges, overhead rows; the capture is `ANALYSIS_DETAILS`\' start..stop, else `TARGET_INFO_SESSION_START_TIME` and the run of the other rows\' timestamps; each stated bound is judged on its own: when the export\'s own rows run on past it as a continuation of the rows inside (no step between them longer than 1 s or the inside rows\' extent), that bound is wrong, not the rows: the capture ends where they do on that side, the timeline\'s zero too for the start, nothing is dropped for the metadata, and one warning per report says so, `ok`; a row isolated beyond a bound, whether or not other rows contradict it, is dropped), launches without kernel records, events Nsight Systems lost, a MIG instance of unknown size, processes on part of a board that cannot be told apart, a window of a job of unknown kind that leaves out more than half of the capture\'s idle (`window-leaves-out-idle`). A loader warning about some processes\' rows goes to the GPUs they drive. A GPU\'s row quotes the `DIAGNOSTIC_EVENT` warnings of its own processes and of the session (no process) that bear on the GPU trace (not CPU sampling, OS runtime, ftrace, symbols), each text once, with "(reported N times)". Profiler overhead is a warning too, but the trace is complete: `ok`',
 }
 
 

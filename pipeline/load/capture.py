@@ -1,0 +1,39 @@
+"""A capture's identity: the same for every file that holds one capture, whatever its name or format
+(a ``.nsys-rep`` and its ``.sqlite`` export, a re-export, byte-identical copies, a PyTorch profiler
+trace and its gzip), different for two captures (docs/inputs.md#duplicate-captures).
+
+One function, :func:`capture_identity`, computed from a loaded :class:`~pipeline.model.Report`: the
+capture's start on the rows' clock (``capture_start_ns``, from ``ANALYSIS_DETAILS`` /
+``TARGET_INFO_SESSION_START_TIME``, or a trace's profiler span), the processes that ran kernels, the GPU
+uuids, and the kernels themselves: their count, the first start, the last end, and the sums of every
+start and every end (order-free, one pass). Two runs of one program differ in those to the nanosecond;
+two files of one capture load to the same rows and so agree on all of them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from ..model import Report
+
+#: Hex digits of :func:`capture_identity`.
+DIGITS = 20
+
+
+def capture_identity(report: Report) -> str | None:
+    """The identity of the capture ``report`` was loaded from (:data:`DIGITS` hex digits), or None when it
+    ran no kernel (nothing to tell it by: such a report is never taken for another)."""
+    kernels = report.kernels
+    if not len(kernels):
+        return None
+    starts = kernels["start"].to_numpy(np.int64)
+    ends = kernels["end"].to_numpy(np.int64)
+    uuids = report.devices["uuid"] if "uuid" in report.devices else []
+    doc = {"start": report.capture_start_ns,
+           "pids": sorted(int(p) for p in np.unique(kernels["pid"].to_numpy(np.int64))),
+           "uuids": sorted({str(u) for u in uuids if isinstance(u, str) and u}),
+           "kernels": [int(len(kernels)), int(starts.min()), int(ends.max()),
+                       int(starts.sum(dtype=np.uint64)), int(ends.sum(dtype=np.uint64))]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:DIGITS]
