@@ -5,9 +5,11 @@ trace and its gzip), different for two captures (docs/inputs.md#duplicate-captur
 One function, :func:`capture_identity`, computed from a loaded :class:`~pipeline.model.Report`: the
 capture's start on the rows' clock (``capture_start_ns``, from ``ANALYSIS_DETAILS`` /
 ``TARGET_INFO_SESSION_START_TIME``, or a trace's profiler span), the processes that ran kernels, the GPU
-uuids, and the kernels themselves: their count, the first start, the last end, and the sums of every
-start and every end (order-free, one pass). Two runs of one program differ in those to the nanosecond;
-two files of one capture load to the same rows and so agree on all of them.
+uuids, the kernels themselves (their count, the first start, the last end, the sums of every start and
+every end: order-free, one pass), the count and start sum of the CUDA API calls, copies and NVTX ranges,
+the profiler's own ``DIAGNOSTIC_EVENT`` texts and the codes of what the loader found wrong in the rows
+(dropped rows, inferred processes). Two runs of one program differ in those to the nanosecond; two files
+of one capture load to the same rows and so agree on all of them.
 """
 from __future__ import annotations
 
@@ -34,6 +36,14 @@ def capture_identity(report: Report) -> str | None:
     doc = {"start": report.capture_start_ns,
            "pids": sorted(int(p) for p in np.unique(kernels["pid"].to_numpy(np.int64))),
            "uuids": sorted({str(u) for u in uuids if isinstance(u, str) and u}),
-           "kernels": [int(len(kernels)), int(starts.min()), int(ends.max()),
-                       int(starts.sum(dtype=np.uint64)), int(ends.sum(dtype=np.uint64))]}
+           "kernels": [int(len(kernels)), int(starts.min()), int(ends.max()), _sum(starts), _sum(ends)],
+           "rows": [[int(len(frame)), _sum(frame["start"].to_numpy(np.int64)) if len(frame) else 0]
+                    for frame in (report.runtime, report.copies, report.nvtx)],
+           "diagnostics": sorted(str(d.get("text", "")) for d in report.diagnostics),
+           "loader": sorted({str(getattr(w.code, "value", w.code)) for w in report.warnings})}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:DIGITS]
+
+
+def _sum(values: np.ndarray) -> int:
+    """The sum of int64 ``values`` modulo 2**64 (exact, never overflowing: an identity, not a figure)."""
+    return int(values.sum(dtype=np.uint64))
