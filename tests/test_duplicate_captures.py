@@ -184,3 +184,27 @@ def test_two_captures_of_one_program_both_stay(tmp_path):
     assert set(fleet["status"]) == {"ok"} and len(fleet) == 4
     assert fleet["capture_id"].nunique() == 2
     assert _usd(fleet) == round(_usd(one) + _usd(two), 2)
+
+
+def test_which_file_of_a_capture_is_kept_and_copies_name_it():
+    """Rows as the reduce gets them: an export is kept before a report nsys must export (``.qdrep`` too), else
+    the first by path; a byte-identical copy of a file that is itself a duplicate names the file analysed."""
+    from pipeline.fleet.reduce import drop_duplicates
+
+    cfg = load_config([])
+
+    def rows(report, capture, gpus=("g0", "g1")):
+        return [{"report": report, "gpu_key": g, "status": "ok", "capture_id": capture} for g in gpus]
+
+    found = (rows("/d/a.qdrep", "c1") + rows("/d/z.sqlite", "c1") + rows("/d/y.json.gz", "c2")
+             + rows("/d/b.json", "c2") + rows("/d/solo.sqlite", "c3") + rows("/d/none.sqlite", None))
+    rosters = {(r["report"], r["gpu_key"]): {} for r in found}
+    kept, kept_rosters = drop_duplicates(found, rosters, cfg, identical={"/d/x.json.gz": "/d/y.json.gz"})
+    marked = {r["report"]: (r["status"], r["error"], r["capture_id"]) for r in kept if r["status"] == "duplicate"}
+    assert marked == {"/d/a.qdrep": ("duplicate", "duplicate of /d/z.sqlite", "c1"),
+                      "/d/y.json.gz": ("duplicate", "duplicate of /d/b.json", "c2"),
+                      "/d/x.json.gz": ("duplicate", "duplicate of /d/b.json", "c2")}
+    assert sorted({r["report"] for r in kept if r["status"] == "ok"}) == ["/d/b.json", "/d/none.sqlite",
+                                                                         "/d/solo.sqlite", "/d/z.sqlite"]
+    assert sorted({report for report, _ in kept_rosters}) == ["/d/b.json", "/d/none.sqlite", "/d/solo.sqlite",
+                                                              "/d/z.sqlite"]

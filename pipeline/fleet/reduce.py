@@ -133,7 +133,8 @@ def drop_duplicates(rows: list[dict], rosters: dict, cfg, identical: dict | None
     captures = {row["report"]: row.get("capture_id") for row in rows}
     kept_rows = [row for row in rows if row["report"] not in found]
     kept_rosters = {key: value for key, value in rosters.items() if key[0] not in found}
-    dups = {**{p: (kept, captures.get(kept)) for p, kept in (identical or {}).items()}, **found}
+    # a copy of a file that is itself a duplicate names the file analysed
+    dups = {**{p: found.get(kept, (kept, captures.get(kept))) for p, kept in (identical or {}).items()}, **found}
     marked = [duplicate_row(p, cfg.labels_for(p), kept, capture) for p, (kept, capture) in sorted(dups.items())]
     return kept_rows + marked, kept_rosters
 
