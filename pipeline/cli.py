@@ -317,7 +317,7 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     total = "unpriced" if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f"${total_usd:,.2f}/month"
     # a duplicate row: another file of a capture analysed under another name, counted once (docs/inputs.md)
     echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed"
-         + (f", {dups} duplicate(s) of a capture analysed under another name" if dups else "") + "; "
+         + (f", {dups} duplicate(s) not priced" if dups else "") + "; "
          + (f"fleet idle cost {total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
     if assumed:  # on a line of its own: every line printed fits 120 columns

@@ -105,13 +105,22 @@ def test_byte_identical_exports_are_analysed_once(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         _finish(fleet, "wrote")
     assert done.value.code == 0
-    assert (f"2 GPU(s) in the fleet table, 0 report(s) failed, 1 duplicate(s) of a capture analysed under another "
-            f"name; fleet idle cost ${_usd(alone):,.2f}/month") in capsys.readouterr().out
+    assert (f"2 GPU(s) in the fleet table, 0 report(s) failed, 1 duplicate(s) not priced; "
+            f"fleet idle cost ${_usd(alone):,.2f}/month") in capsys.readouterr().out
     # its job's record says so too
     record = (tmp_path / "out" / "records" / "b.md").read_text()
     assert "Every report of this job is another file of a capture analysed under another name" in record
     assert record.splitlines()[-1].endswith("a.sqlite (not analysed again, not priced)")
     assert "duplicate of" in record.splitlines()[-1]
+    # the report lists it apart from the failures
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    done = CliRunner().invoke(main, ["report", str(tmp_path / "out"), "--out", str(tmp_path / "out" / "report.html")])
+    assert done.exit_code == 0, done.output
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert f'<ul class="duplicates"><li>{b}: duplicate of {a}</li></ul>' in html
     # an unchanged rerun keeps the folder: the duplicate needs no stored result of its own
     again = _run(tmp_path, [folder])
     assert again.kept and again.todo == []

@@ -35,7 +35,7 @@ from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
-from ..schema import CLUSTER_KEY, JOB_KEY, analysed_rows, conform, source_says_assumed
+from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
@@ -406,7 +406,7 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
 
     rows = []
     for r in fleet.to_dict("records"):
-        if r["status"] == "error":
+        if r["status"] in NOT_ANALYSED:
             rows.append({})
             continue
         rows.append(fixfirst.gpu_columns(
@@ -719,6 +719,8 @@ def summarise(res: Results) -> dict:
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}
                    for r in fleet[fleet["status"] == "error"].itertuples()],
+        "duplicates": [{"report": str(r.report), "error": str(r.error)}   # docs/inputs.md#duplicate-captures
+                       for r in fleet[fleet["status"] == DUPLICATE].itertuples()],
         "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
         "clusters": clusters.to_dict("records"),
