@@ -217,3 +217,24 @@ def test_which_file_of_a_capture_is_kept_and_copies_name_it():
                                                                          "/d/solo.sqlite", "/d/z.sqlite"]
     assert sorted({report for report, _ in kept_rosters}) == ["/d/b.json", "/d/none.sqlite", "/d/solo.sqlite",
                                                               "/d/z.sqlite"]
+
+
+@pytest.mark.parametrize("named", ["X.nsys-rep", "other.nsys-rep"])
+def test_a_report_that_cannot_be_read_beside_an_export_naming_it_says_so(tmp_path, named):
+    """No nsys to export ``X.nsys-rep``: the capture identity cannot be established, so neither file is
+    dropped; the report's error row says that the export beside it names it as its source (META_DATA_EXPORT)
+    and is analysed, when it does, and nothing more when it names another report."""
+    export = _export(tmp_path / "X.sqlite")
+    with sqlite3.connect(export) as db:
+        db.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PARAM_INPUT_FILE', ?)", (named,))
+    report = tmp_path / "X.nsys-rep"
+    report.write_bytes(b"a report nsys would export")
+    cfg = load_config([], {"cache": {"enabled": False}, "export": {"nsys": str(tmp_path / "no-nsys")}})
+    fleet, _ = analyse_reports([str(report), export], cfg, InProcess())
+    assert duplicates(fleet) == []
+    assert list(fleet.loc[fleet["report"] == export, "status"]) == ["ok", "ok"]
+    error = fleet.loc[fleet["report"] == str(report), "error"].tolist()
+    assert len(error) == 1 and error[0].startswith(f"{report}: ")
+    note = (f"; {export} beside it says it was exported from this report and is analysed: whether both hold one "
+            "capture could not be confirmed (docs/inputs.md#duplicate-captures)")
+    assert error[0].endswith(note) == (named == "X.nsys-rep")

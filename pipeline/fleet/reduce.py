@@ -6,6 +6,8 @@ result store, and error rows): :func:`build_fleet` orders them and flags straggl
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -14,8 +16,9 @@ from ..analysis import collwait
 from ..analysis.confidence import TRUSTED
 from ..analysis.cost import assumed_split, unpriced_total
 from ..analysis.fixfirst import rollup_columns
-from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP,
-                      ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
+from ..load.capture import export_source
+from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
+                      ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
            "assumed_text", "drop_duplicates", "duplicate_row", "error_row", "fleet_frame", "int_column", "one_of_each",
@@ -137,6 +140,23 @@ def drop_duplicates(rows: list[dict], rosters: dict, cfg, identical: dict | None
     dups = {**{p: found.get(kept, (kept, captures.get(kept))) for p, kept in (identical or {}).items()}, **found}
     marked = [duplicate_row(p, cfg.labels_for(p), kept, capture) for p, (kept, capture) in sorted(dups.items())]
     return kept_rows + marked, kept_rosters
+
+
+def unconfirmed_note(path: str, analysed) -> str:
+    """What to add to the error of ``path`` when it is a report nsys must export (``.nsys-rep``, ``.qdrep``)
+    that could not be read while an export beside it (same folder, among ``analysed``, the reports with
+    figures) names it as its source (:func:`~pipeline.load.capture.export_source`): the pair looks like one
+    capture but that could not be confirmed (docs/inputs.md#duplicate-captures). ``""`` otherwise."""
+    kind = kinds.kind_of(path)
+    if "://" in path or kind is None or not kind.needs_export:
+        return ""
+    folder, name = os.path.split(path)
+    for other in sorted(analysed):
+        if os.path.dirname(other) == folder and kinds.kind_of(other) is kinds.SQLITE_EXPORT \
+                and export_source(other) == name:
+            return (f"; {other} beside it says it was exported from this report and is analysed: whether both "
+                    "hold one capture could not be confirmed (docs/inputs.md#duplicate-captures)")
+    return ""
 
 
 def problem_rows(problems, cfg) -> list[dict]:
@@ -381,9 +401,10 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     rows = list(stored_rows)
     rosters = dict(stored_rosters or {})
     errors = problem_rows(problems, cfg)
+    failed = []
     for outcome in outcomes:
         if outcome.failure is not None:
-            errors.append(error_row(outcome.path, cfg.labels_for(outcome.path), outcome.failure.message))
+            failed.append(outcome)
             continue
         for result in outcome.results:
             rows.append(result.row)
@@ -391,4 +412,7 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
             text = outcome.texts.get(gpu) if outcome.written else None
             rosters[(result.row["report"], gpu)] = roster_entry(result, text)
     rows, rosters = drop_duplicates(rows, rosters, cfg, identical)
+    analysed = {row["report"] for row in rows if row.get("status") not in NOT_ANALYSED}
+    errors += [error_row(o.path, cfg.labels_for(o.path), o.failure.message + unconfirmed_note(o.path, analysed))
+               for o in failed]
     return build_fleet(rows + errors, cfg.analysis.straggler_spread_pct), rosters

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import numpy as np
 
@@ -47,3 +48,26 @@ def capture_identity(report: Report) -> str | None:
 def _sum(values: np.ndarray) -> int:
     """The sum of int64 ``values`` modulo 2**64 (exact, never overflowing: an identity, not a figure)."""
     return int(values.sum(dtype=np.uint64))
+
+
+def export_source(path: str) -> str | None:
+    """The file name of the report the local SQLite export ``path`` says it was exported from (its export
+    metadata's ``EXPORT_PARAM_INPUT_FILE``, as ``nsys export`` writes it), or None: none said, a remote
+    export, a file that cannot be read. A name only: it proves no capture identity (the report may have been
+    recorded again since), so it is said, never used to take one file for another."""
+    if "://" in path:
+        return None
+    from .diagnostics import load_meta
+    from .sqlite import connect_readonly
+    from .tables import Schema
+
+    try:
+        con = connect_readonly(path)
+        try:
+            meta = load_meta(Schema(con))
+        finally:
+            con.close()
+    except Exception:  # noqa: BLE001 - an export that cannot be read names nothing
+        return None
+    value = meta.get("EXPORT_PARAM_INPUT_FILE") or meta.get("EXPORT_PARAM_INPUT_PATH")
+    return os.path.basename(value.replace("\\", "/")) if value else None
