@@ -238,3 +238,19 @@ def test_a_report_that_cannot_be_read_beside_an_export_naming_it_says_so(tmp_pat
     note = (f"; {export} beside it says it was exported from this report and is analysed: whether both hold one "
             "capture could not be confirmed (docs/inputs.md#duplicate-captures)")
     assert error[0].endswith(note) == (named == "X.nsys-rep")
+
+
+def test_an_export_and_its_re_export_are_one_capture(tmp_path):
+    """A re-export of the same report: other bytes (its own export time), the same rows. The identify step
+    cannot see it (other content hash); the capture identity does, after loading."""
+    first = _export(tmp_path / "run.sqlite")
+    again = str(shutil.copy(first, tmp_path / "run-reexported.sqlite"))
+    with sqlite3.connect(again) as db:
+        db.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_TIME_UTC', '2026-12-06T07:45:00')")
+    assert open(first, "rb").read() != open(again, "rb").read()
+    cfg = _cfg(tmp_path, cache=False)
+    alone, _ = analyse_reports([first], cfg, InProcess())
+    fleet, _ = analyse_reports([first, again], cfg, InProcess())
+    # "run-reexported.sqlite" sorts before "run.sqlite": the first by path is the one analysed
+    assert duplicates(fleet) == [(first, f"duplicate of {again}")]
+    assert _usd(fleet) == _usd(alone) > 0
