@@ -301,8 +301,8 @@ def _trace(path, devices, device: int) -> str:
 def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_path):
     # `gpu-idle run` of an Nsight export with no GPU table, a trace without deviceProperties, a trace whose
     # two entries name different models while its kernels run on device 2, and the first export again with a
-    # gpu_model label (run again 1 ms later). Each unnamed GPU is idle half its window, priced at H100's $4.00 (the default model):
-    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed, status ok (the code is not partial), and ONE
+    # gpu_model label (run again 1 ms later). Each unnamed GPU is idle half its window, priced at H100's $4.00
+    # (the default model): 0.5 x 4.00 x 730 = 1,460.00, rate_assumed, status ok (the code is not partial), and ONE
     # gpu-model-unresolved warning: the first two get the rate's (quoting why no model is named), the third
     # keeps the loader's alone. The labelled one is priced at its own H100 entry: no warning, not assumed.
     # i26-merge: the first two had empty warnings.
