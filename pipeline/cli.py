@@ -95,7 +95,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     one line per analysed GPU, the GPUs on trusted captures first (``low_confidence`` false: tier ``medium`` or
     ``high``), then those of tier ``toy`` or ``low``, each group most expensive first (``idle_usd_per_month``
     descending; ties by the job key, then report and GPU key), so a toy capture at an assumed rate never heads
-    the table, text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below.
+    the table, text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below, then the
+    reports that are duplicates of a capture analysed under another name (docs/inputs.md#duplicate-captures).
     A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
     when two clusters run a job of that name). A fleet of more than ``max_rows`` analysed GPUs shows the
     ``max_rows`` most expensive and says how many more fleet.csv holds."""
@@ -107,7 +108,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model", "rate_assumed", "unpriced",
                                 "implausible_speedup", "low_confidence",
                                 *(c.name for c in columns if c.name != "gpu_name")]))
-    ok = schema.conform(fleet[fleet["status"] != "error"], names).copy()  # an older table: "-" where it lacks
+    ok = schema.conform(schema.analysed_rows(fleet), names).copy()  # an older table: "-" where it lacks
     lines = []
     if not ok.empty:
         gpu = gpu_names(ok)
@@ -143,6 +144,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
     for row in fleet[fleet["status"] == "error"].itertuples():
         lines.append(f"ERROR {printable(row.error)}")  # the message starts with the report path
+    for row in fleet[fleet["status"] == schema.DUPLICATE].itertuples():  # one capture, analysed once
+        lines.append(f"DUPLICATE {printable(row.report)}: {printable(row.error)} (not analysed again, not priced)")
     return "\n".join(lines)
 
 
@@ -306,12 +309,16 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     total_usd = fleet["idle_usd_per_month"].astype(float).sum()
     from .analysis.cost import unpriced_total
     from .fleet.reduce import assumed_text, rate_assumptions
+    from .schema import DUPLICATE, analysed_rows
 
-    ra, gpus = rate_assumptions(fleet), len(fleet) - len(fleet[fleet['status'] == 'error'])
+    ra, gpus = rate_assumptions(fleet), len(analysed_rows(fleet))
+    dups = int((fleet["status"] == DUPLICATE).sum())
     # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost); no GPU
     # analysed: no total at all (there is nothing it could be the cost of)
     total = "unpriced" if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f"${total_usd:,.2f}/month"
-    echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed; "
+    # a duplicate row: another file of a capture analysed under another name, counted once (docs/inputs.md)
+    echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed"
+         + (f", {dups} duplicate(s) not priced" if dups else "") + "; "
          + (f"fleet idle cost {total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
     if assumed:  # on lines of their own: every line printed fits 120 columns

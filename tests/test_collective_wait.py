@@ -435,8 +435,11 @@ def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
 def test_cli_a_job_measured_within_several_reports_says_it_is_a_lower_bound(tmp_path):
     """One job, two nodes, each report holding two GPUs: each report is matched on its own (rank 1 of each node last
     in all 5 calls, so rank 0 waits 10 ms on each node), and the record says what that leaves out."""
-    for node in ("n1", "n2"):
-        ranks_export(str(tmp_path / f"job_{node}.sqlite"), [1] * 5)
+    for shift, node in enumerate(("n1", "n2")):  # two captures: the second node's run 1 s later (a copy is one)
+        path = ranks_export(str(tmp_path / f"job_{node}.sqlite"), [1] * 5)
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + ?, end = end + ?",
+                       (shift * 1_000_000_000, shift * 1_000_000_000))
     cfg = tmp_path / "labels.yaml"
     cfg.write_text("labels:\n  - {match: '*job_n*', cluster: lab, job: two-nodes}\n")
     out, fleet, jobs = run_folder(tmp_path, "nodes", tmp_path / "job_n1.sqlite", tmp_path / "job_n2.sqlite",

@@ -294,7 +294,7 @@ def test_the_text_print_names_failed_reports_and_unpaired_jobs(tmp_path):
     for side in ("before", "after"):
         (tmp_path / side).mkdir()
         _export(tmp_path / side / "job.sqlite", sync_ms=2, data_ms=4)
-    _export(tmp_path / "after" / "other.sqlite", sync_ms=2, data_ms=4)
+    _export(tmp_path / "after" / "other.sqlite", sync_ms=2, data_ms=5)  # another capture (a copy is one capture)
     (tmp_path / "after" / "broken.sqlite").write_bytes(b"not a database" * 10)
     cfg = tmp_path / "labels.yaml"
     cfg.write_text("labels:\n  - {match: '*job.sqlite', cluster: lab, job: train}\n"
@@ -768,8 +768,8 @@ def test_nothing_paired_is_said_and_the_kernel_figures_name_their_pair(tmp_path)
     print and "kernel time in shared names 42.86 % (…); kernel time in shared names 0.00 % (…)"."""
     for d, names in (("b", ("a1", "a2")), ("a", ("c1", "c2"))):
         (tmp_path / d).mkdir()
-        for n in names:
-            _export(tmp_path / d / f"{n}.sqlite", sync_ms=2, data_ms=4)
+        for i, n in enumerate(names):  # two captures a side (copies would be one capture: docs/inputs.md)
+            _export(tmp_path / d / f"{n}.sqlite", sync_ms=2, data_ms=4 + i)
     proc = run_cli("compare", str(tmp_path / "b"), str(tmp_path / "a"))
     assert proc.stdout.splitlines()[0].startswith(
         "Nothing paired: no job of the before side (a1, a2) has a namesake on the after side (c1, c2). The two "

@@ -410,10 +410,10 @@ def _trace(path, devices, device: int) -> str:
 def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_path):
     # `gpu-idle run` of an Nsight export with no GPU table, a trace without deviceProperties, a trace whose
     # two entries name different models while its kernels run on device 2, and the first export again with a
-    # gpu_model label. Each unnamed GPU is idle half its window, priced at H100's $4.00 (the default model):
-    # 0.5 x 4.00 x 730 = 1,460.00, rate_assumed, status ok (the code is not partial), and ONE
+    # gpu_model label (run again 1 ms later). Each unnamed GPU is idle half its window, priced at H100's $4.00
+    # (the default model): 0.5 x 4.00 x 730 = 1,460.00, rate_assumed, status ok (the code is not partial), and ONE
     # gpu-model-unresolved warning: the first two get the rate's (quoting why no model is named), the third
-    # keeps the loader's alone. The labelled copy is priced at its own H100 entry: no warning, not assumed.
+    # keeps the loader's alone. The labelled one is priced at its own H100 entry: no warning, not assumed.
     # i26-merge: the first two had empty warnings.
     export = tmp_path / "nsight"
     export.mkdir()
@@ -421,7 +421,10 @@ def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_p
     w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="k")
     w.kernel(pid=10, device=0, stream=7, start=30 * MS, end=40 * MS, name="k")
     w.close()
-    (tmp_path / "named.sqlite").write_bytes((export / "none.sqlite").read_bytes())
+    w = ExportWriter(str(tmp_path / "named.sqlite"))  # the same work run again 1 ms later (a copy is one capture)
+    w.kernel(pid=10, device=0, stream=7, start=MS, end=11 * MS, name="k")
+    w.kernel(pid=10, device=0, stream=7, start=31 * MS, end=41 * MS, name="k")
+    w.close()
     paths = [str(export / "none.sqlite"), _trace(tmp_path / "noprops.json", (), 0),
              _trace(tmp_path / "two.json", [(0, "NVIDIA A100-SXM4-80GB", 108), (1, "NVIDIA L4", 58)], 2),
              str(tmp_path / "named.sqlite")]

@@ -39,7 +39,7 @@ import pandas as pd
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
-from ..schema import conform
+from ..schema import analysed_rows, conform
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, models_text, unpriced_total
 from . import collwait
 from . import diagnosis as dx
@@ -509,7 +509,7 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     inside collectives was measured, ranked 1 in its own section, its dollars in no device-idle total.
     Error rows take no part. Deterministic: rows sorted by report and GPU first.
     """
-    ok = fleet[fleet["status"] != "error"].sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)
+    ok = analysed_rows(fleet).sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)
     if not len(ok):
         return pd.DataFrame([], columns=FIX_COLUMNS)
     cols = _group_columns(ok)

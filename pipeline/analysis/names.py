@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 
-from ..schema import JOB_KEY, conform
+from ..schema import JOB_KEY, analysed_rows, conform
 
 
 def short_model(model) -> str:
@@ -77,7 +77,7 @@ def gpu_names(fleet: pd.DataFrame) -> dict:
     ``error``) of ``fleet``, numbered within its job (:data:`~pipeline.schema.JOB_KEY`) as
     :func:`job_gpu_names` numbers them. A fleet table of any age (it needs only the job key, ``report``,
     ``gpu_key`` and ``gpu_model``, which every fleet table has)."""
-    ok = fleet[fleet["status"] != "error"]
+    ok = analysed_rows(fleet)
     out: dict = {}
     if not len(ok):
         return out

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from ..analysis.fixfirst import fix_list
 from ..io import atomic_path, compact_json, plain_scalar, prune, real_dir, slug, write_json
-from ..schema import CLUSTER_KEY, JOB_KEY
+from ..schema import CLUSTER_KEY, JOB_KEY, NOT_ANALYSED, analysed_rows
 from ..text import csv_safe
 from .reduce import rollup
 
@@ -90,7 +90,7 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     real_dir(gpu_dir)
     texts = {}
     for row in fleet.to_dict("records"):
-        if row["status"] == "error":
+        if row["status"] in NOT_ANALYSED:
             continue
         key = (row["report"], row["gpu_key"])
         summary = gpu_summary(row)
@@ -116,7 +116,7 @@ TABLE_FILES = ("fleet.parquet", "fleet.csv", "jobs.csv", "clusters.csv", "fix_fi
 def planned_outputs(fleet: pd.DataFrame) -> list[str]:
     """The relative paths :func:`write_outputs` writes for ``fleet``: :data:`TABLE_FILES` and
     ``gpus/<name>`` (:func:`gpu_json_name`) of every analysed row."""
-    ok = fleet[fleet["status"] != "error"] if len(fleet) else fleet
+    ok = analysed_rows(fleet) if len(fleet) else fleet
     gpus = [f"gpus/{gpu_json_name(r, g)}" for r, g in zip(ok["report"], ok["gpu_key"])] if len(ok) else []
     return list(TABLE_FILES) + sorted(set(gpus))
 

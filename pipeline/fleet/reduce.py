@@ -6,19 +6,23 @@ result store, and error rows): :func:`build_fleet` orders them and flags straggl
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
+from .. import kinds
 from ..analysis import collwait
 from ..analysis.confidence import TRUSTED
 from ..analysis.cost import assumed_split, models_text, unpriced_models, unpriced_text, unpriced_total
 from ..analysis.fixfirst import rollup_columns
-from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, ROLLUP, ROLLUP_COLUMNS,
-                      ROLLUP_INT_COLUMNS, TRUSTED_SUM, check_row, conform)
+from ..load.capture import export_source
+from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
+                      ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
-           "assumed_text", "error_row", "fleet_frame", "int_column", "problem_rows", "rate_assumptions",
-           "reduce_outcomes", "rollup"]
+           "assumed_text", "drop_duplicates", "duplicate_row", "error_row", "fleet_frame", "int_column", "one_of_each",
+           "problem_rows", "rate_assumptions", "reduce_outcomes", "rollup"]
 
 #: Communication overlap columns (:mod:`pipeline.analysis.overlap`), in fleet-table order.
 COMM_COLUMNS = [c for c in FLEET_COLUMNS if c.startswith("comm_") and not c.endswith("_usd_per_month")]
@@ -84,6 +88,77 @@ def error_row(report: str, labels: dict, message: str) -> dict:
     return row
 
 
+def duplicate_row(report: str, labels: dict, kept: str, capture_id: str | None = None) -> dict:
+    """The fleet row of a report that is another file of a capture analysed as ``kept``
+    (docs/inputs.md#duplicate-captures): status ``duplicate``, ``error`` ``duplicate of <kept>``, no GPU,
+    no figure (never priced, in no total)."""
+    row = error_row(report, labels, f"duplicate of {kept}")
+    row.update(status=DUPLICATE, capture_id=capture_id)
+    return row
+
+
+def analysed_first(path: str) -> tuple:
+    """The order in which the files of one capture are preferred, the first analysed
+    (docs/inputs.md#duplicate-captures): a file read as it is (an export, a trace) before one that nsys
+    must export first (``.nsys-rep``, ``.qdrep``), then by path."""
+    kind = kinds.kind_of(path)
+    return (kind is not None and kind.needs_export, path)
+
+
+def one_of_each(groups) -> dict[str, str]:
+    """``path -> kept path`` over ``groups`` (collections of paths that hold one capture each): in each group,
+    the path :func:`analysed_first` puts first is kept, every other maps to it."""
+    out = {}
+    for group in groups:
+        kept, *others = sorted(group, key=analysed_first)
+        out.update({other: kept for other in others})
+    return out
+
+
+def same_captures(rows) -> dict[str, tuple[str, str]]:
+    """``report -> (kept report, capture id)`` of every report of ``rows`` (fleet rows) whose capture
+    (``capture_id``, :func:`~pipeline.load.capture.capture_identity`) another report of ``rows`` holds too,
+    the one :func:`analysed_first` puts first being kept."""
+    holders: dict[str, set] = {}
+    for row in rows:
+        if row.get("capture_id"):
+            holders.setdefault(row["capture_id"], set()).add(row["report"])
+    return {other: (kept, capture) for capture, reports in holders.items()
+            for other, kept in one_of_each([reports]).items()}
+
+
+def drop_duplicates(rows: list[dict], rosters: dict, cfg, identical: dict | None = None) -> tuple[list[dict], dict]:
+    """``(rows, rosters)`` with one file of each capture (docs/inputs.md#duplicate-captures): the rows and
+    rosters of every report :func:`same_captures` finds holding a capture another report holds replaced by its
+    :func:`duplicate_row`, and a :func:`duplicate_row` for each report of ``identical`` (``path -> kept path``:
+    byte-identical to a report analysed, never analysed itself). ``cfg`` labels the rows."""
+    found = same_captures(rows)
+    captures = {row["report"]: row.get("capture_id") for row in rows}
+    kept_rows = [row for row in rows if row["report"] not in found]
+    kept_rosters = {key: value for key, value in rosters.items() if key[0] not in found}
+    # a copy of a file that is itself a duplicate names the file analysed
+    dups = {**{p: found.get(kept, (kept, captures.get(kept))) for p, kept in (identical or {}).items()}, **found}
+    marked = [duplicate_row(p, cfg.labels_for(p), kept, capture) for p, (kept, capture) in sorted(dups.items())]
+    return kept_rows + marked, kept_rosters
+
+
+def unconfirmed_note(path: str, analysed) -> str:
+    """What to add to the error of ``path`` when it is a report nsys must export (``.nsys-rep``, ``.qdrep``)
+    that could not be read while an export beside it (same folder, among ``analysed``, the reports with
+    figures) names it as its source (:func:`~pipeline.load.capture.export_source`): the pair looks like one
+    capture but that could not be confirmed (docs/inputs.md#duplicate-captures). ``""`` otherwise."""
+    kind = kinds.kind_of(path)
+    if "://" in path or kind is None or not kind.needs_export:
+        return ""
+    folder, name = os.path.split(path)
+    for other in sorted(analysed):
+        if os.path.dirname(other) == folder and kinds.kind_of(other) is kinds.SQLITE_EXPORT \
+                and export_source(other) == name:
+            return (f"; {other} beside it says it was exported from this report and is analysed: whether both "
+                    "hold one capture could not be confirmed (docs/inputs.md#duplicate-captures)")
+    return ""
+
+
 def problem_rows(problems, cfg) -> list[dict]:
     """The error rows (:func:`error_row`) of discovery's ``(input, message)`` problems;
     ``cfg`` (a :class:`~pipeline.config.Config`) labels each input."""
@@ -101,7 +176,7 @@ def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
     """
     out = fleet.copy()
     out["straggler"] = False
-    ok = out[out["status"] != "error"]
+    ok = analysed_rows(out)
     for _, group in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
         idle = group["idle_pct"].astype(float)
         if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
@@ -232,7 +307,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     # a table written before a source column existed: the rollup columns made of it are empty
     lacking = [c for c in ROLLUP if c.source and c.source not in fleet.columns]
     fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed", "unpriced", "confidence_tier"])
-    ok = fleet[fleet["status"] != "error"]
+    ok = analysed_rows(fleet)
     assumed = [c for c in ROLLUP if c.how == ASSUMED_SUM]  # summed over the rate_assumed rows only
     if assumed:
         ok = ok.assign(**{f"_assumed_{c.name}": ok[c.source].where(ok["rate_assumed"].astype(bool)) for c in assumed})
@@ -285,7 +360,7 @@ def rate_assumptions(fleet: pd.DataFrame) -> dict:
     :func:`~pipeline.schema.conform`): ``{"assumed_usd": USD/month of the rate_assumed GPUs, "assumed_gpus":
     their count, "unpriced_gpus": GPUs left out of the dollars, "unpriced_models": their models and counts}``
     (:func:`pipeline.analysis.cost.assumed_split`)."""
-    ok = conform(fleet[fleet["status"] != "error"], ["rate_assumed", "unpriced", "idle_usd_per_month", "gpu_model"])
+    ok = conform(analysed_rows(fleet), ["rate_assumed", "unpriced", "idle_usd_per_month", "gpu_model"])
     return assumed_split(ok["idle_usd_per_month"].astype(float).to_numpy(), ok["rate_assumed"].astype(bool).to_numpy(),
                          ok["unpriced"].astype(bool).to_numpy(), ok["gpu_model"].tolist())
 
@@ -320,7 +395,8 @@ def roster_entry(result, written_text: str | None) -> dict:
     return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
 
 
-def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=None) -> tuple[pd.DataFrame, dict]:
+def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=None,
+                    identical: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """The one reduce of a run, on the client: ``(fleet table, rosters)``.
 
     Args:
@@ -330,6 +406,8 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
         problems: ``(input, message)`` pairs of inputs that never reached the analysis
             (discovery, identification), each an error row.
         stored_rows, stored_rosters: rows and rosters of reports reused from the result store.
+        identical: ``path -> kept path`` of reports byte-identical to another, not analysed.
+    One file of each capture stays (:func:`drop_duplicates`): the others are ``duplicate`` rows.
     Returns:
         The fleet table (:func:`build_fleet` over every row) and ``(report, gpu_key) -> entry``
         (:func:`roster_entry`).
@@ -337,13 +415,18 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     rows = list(stored_rows)
     rosters = dict(stored_rosters or {})
     errors = problem_rows(problems, cfg)
+    failed = []
     for outcome in outcomes:
         if outcome.failure is not None:
-            errors.append(error_row(outcome.path, cfg.labels_for(outcome.path), outcome.failure.message))
+            failed.append(outcome)
             continue
         for result in outcome.results:
             rows.append(result.row)
             gpu = result.row["gpu_key"]
             text = outcome.texts.get(gpu) if outcome.written else None
             rosters[(result.row["report"], gpu)] = roster_entry(result, text)
+    rows, rosters = drop_duplicates(rows, rosters, cfg, identical)
+    analysed = {row["report"] for row in rows if row.get("status") not in NOT_ANALYSED}
+    errors += [error_row(o.path, cfg.labels_for(o.path), o.failure.message + unconfirmed_note(o.path, analysed))
+               for o in failed]
     return build_fleet(rows + errors, cfg.analysis.straggler_spread_pct), rosters

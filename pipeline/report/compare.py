@@ -26,7 +26,7 @@ from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
 from ..io import json_text, write_text
 from ..model import CATEGORIES
-from ..schema import JOB_KEY, conform
+from ..schema import JOB_KEY, analysed_rows, conform
 from ..text import csv_safe, md_text
 from .medical import TOP_GAPS, gpu_display_name, job_gpu_names, job_record
 from .summary import ReportError, gpu_doc, load_results, run_hours
@@ -94,7 +94,7 @@ def read_side(folder: str, label: str, source: str, kernel_reader=None, jobs: se
     res = load_results(folder)
     fleet = res.current
     table = conform(fleet, COLUMNS)
-    ok = table[table["status"] != "error"]
+    ok = analysed_rows(table)
     rows = [{c: _value(v) for c, v in r.items()} for r in ok[COLUMNS].to_dict("records")]
     if jobs is not None:
         rows = [r for r in rows if _job(r) in jobs]
@@ -1119,7 +1119,7 @@ def changed_jobs(before: pd.DataFrame, after: pd.DataFrame) -> set:
     def signatures(fleet: pd.DataFrame) -> dict:
         out: dict = {}
         table = conform(fleet, [*JOB_KEY, "report", "gpu_key", "window_ns", "idle_ns"])
-        for r in table[table["status"] != "error"].to_dict("records"):
+        for r in analysed_rows(table).to_dict("records"):
             out.setdefault(_job(r), set()).add((str(r["report"]), str(r["gpu_key"]), _value(r["window_ns"]),
                                                 _value(r["idle_ns"])))
         return out

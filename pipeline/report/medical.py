@@ -40,7 +40,7 @@ from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_na
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import _flag, assumed_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
-from ..schema import JOB_KEY, conform
+from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
 from ..text import md_text
 from .words import COMM_OVERLAP, recoverable_lines
 from ..analysis import diagnosis, fixfirst
@@ -280,7 +280,7 @@ def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
     every row (its straggler not shown: stragglers are per job), "jobs": [{"title": the job's title, **its
     collective_figures}, ...] (jobs with a measured GPU, most wait first)}``; None when no GPU ran a collective
     in its window."""
-    ok = fleet[fleet["status"] != "error"]
+    ok = analysed_rows(fleet)
     if not len(ok):
         return None
     names = gpu_names(ok)
@@ -326,7 +326,7 @@ def _per_job(fleet: pd.DataFrame, of) -> dict:
     """``(cluster, job) -> of(rows, names)`` over each job's analysed rows of ``fleet`` (a table of any age:
     :func:`pipeline.schema.conform`; plain rows sorted by report and GPU key), the GPUs named as every view names
     them (:func:`gpu_names`); a job for which ``of`` gives None is left out."""
-    ok = fleet[fleet["status"] != "error"]
+    ok = analysed_rows(fleet)
     if not len(ok):
         return {}
     names = gpu_names(ok)
@@ -454,9 +454,12 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
 
 def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) -> str:
     """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
-    ok = sorted((r for r in rows if r["status"] != "error"), key=lambda r: (r["report"], r["gpu_key"]))
+    ok = sorted((r for r in rows if r["status"] not in NOT_ANALYSED), key=lambda r: (r["report"], r["gpu_key"]))
     lines = [f"# Medical record: {md_text(job)}", ""]
-    if not ok:
+    if not ok and rows and all(r["status"] == DUPLICATE for r in rows):
+        lines.append("Every report of this job is another file of a capture analysed under another name "
+                     "(docs/inputs.md#duplicate-captures): its GPUs are counted there.")
+    elif not ok:
         lines.append("No GPU of this job could be analysed.")
     else:
         window = sum(int(r["window_ns"]) for r in ok)
@@ -534,6 +537,8 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
                   for (report, key), name in names.items()]
     for row in sorted((r for r in rows if r["status"] == "error"), key=lambda r: r["report"]):
         lines.append(f"- failed: {md_text(row['error'])}")  # the message starts with the report
+    for row in sorted((r for r in rows if r["status"] == DUPLICATE), key=lambda r: r["report"]):
+        lines.append(f"- {md_text(row['report'])}: {md_text(row['error'])} (not analysed again, not priced)")
     return "\n".join(lines) + "\n"
 
 

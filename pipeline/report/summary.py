@@ -35,7 +35,7 @@ from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
 from ..io import dated_dirs
 from ..model import CATEGORIES
-from ..schema import CLUSTER_KEY, JOB_KEY, conform, source_says_assumed
+from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform, source_says_assumed
 from ..store.results import read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
@@ -151,7 +151,7 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
 
 def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
     """The analysed rows (status ok or partial); error rows carry no numbers."""
-    return fleet[fleet["status"] != "error"]
+    return analysed_rows(fleet)
 
 
 def fleet_usd(fleet: pd.DataFrame) -> float:
@@ -407,7 +407,7 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
 
     rows = []
     for r in fleet.to_dict("records"):
-        if r["status"] == "error":
+        if r["status"] in NOT_ANALYSED:
             rows.append({})
             continue
         rows.append(fixfirst.gpu_columns(
@@ -474,7 +474,7 @@ def meter_summary(fleet: pd.DataFrame) -> dict | None:
     "busy_pct": 100 × Σ busy_ns / Σ window_ns, "idle_pct": 100 × Σ idle_ns / Σ window_ns (%, window-weighted),
     "gpus": GPUs counted, "periods": Σ sample_periods}``, over the GPUs whose row has the meter's columns;
     None when none has them (a table written before the meter existed) or they hold no period."""
-    ok = conform(fleet[fleet["status"] != "error"], ["sample_periods", "sampled_busy_periods", "busy_ns"])
+    ok = conform(analysed_rows(fleet), ["sample_periods", "sampled_busy_periods", "busy_ns"])
     ok = ok[ok["sample_periods"].notna()]
     periods = int(ok["sample_periods"].astype("int64").sum()) if len(ok) else 0
     if not periods:
@@ -720,6 +720,8 @@ def summarise(res: Results) -> dict:
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}
                    for r in fleet[fleet["status"] == "error"].itertuples()],
+        "duplicates": [{"report": str(r.report), "error": str(r.error)}   # docs/inputs.md#duplicate-captures
+                       for r in fleet[fleet["status"] == DUPLICATE].itertuples()],
         "fleet_idle_pct": (100.0 * float(ok["idle_ns"].astype("int64").sum())
                            / float(ok["window_ns"].astype("int64").sum())) if len(ok) else 0.0,
         "clusters": clusters.to_dict("records"),

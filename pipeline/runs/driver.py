@@ -29,7 +29,9 @@ from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_
                   remove_leftovers, temp_name)
 from ..load.cache import wait_for_writes
 from ..model import Failure
-from ..store.results import MANIFEST, ResultCache, drop_manifest, manifest_holds, read_manifest, write_folder_manifest
+from ..schema import DUPLICATE
+from ..store.results import (MANIFEST, ResultCache, drop_manifest, identical_copies, manifest_holds, read_manifest,
+                             write_folder_manifest)
 from ..text import printable
 from ..work.agreement import entries_of, forced_agreements
 from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
@@ -551,11 +553,13 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     for missing in sorted(forced - {_canonical(p) for p in paths}):
         log(f"WARNING: --force {missing}: not among the discovered reports, nothing forced "
             "(give the report's path as the inputs name it)")
-    todo, stored = list(paths), []
+    todo, stored, identical = list(paths), [], {}
     if cache is not None:
         for path, exc in cache.identify(paths):
             problems.append((path, f"{path}: cannot read ({exc})"))
-        readable = [p for p in paths if p in cache.keys]
+        # byte-identical copies: one is analysed, the others are its duplicates (docs/inputs.md#duplicate-captures)
+        identical = identical_copies([p for p in paths if p in cache.keys], cache.keys)
+        readable = [p for p in paths if p in cache.keys and p not in identical]
         stored = [p for p in readable if cache.stored(p) and _canonical(p) not in forced]
         stored_set = set(stored)
         todo = [p for p in readable if p not in stored_set]
@@ -588,9 +592,10 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     outcomes, rows, rosters, redone = _agree_across_reports(outcomes, rows, rosters, plans, cfg, cache, scheduler,
                                                              os.path.join(folder.out_dir, "gpus"), log)
     todo += [p for p in redone if p not in todo]
-    fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters)
+    fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters, identical)
     failed_now = set(fleet.loc[fleet["status"] == "error", "report"]) if "status" in fleet else set()
-    if cache is not None and (not all(cache.stored(p) for p in identified) or failed_now & set(identified)):
+    if cache is not None and (not all(cache.stored(p) for p in identified if p not in identical)
+                              or failed_now & set(identified)):
         # A report without a stored result is analysed again next time, and so is one that failed now
         # although a result of it is stored (a read time bound, memory, a lost worker): nothing to keep.
         digest = None
@@ -599,6 +604,14 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,
                      wrote=wrote, skipped=skipped)
+
+
+def duplicates(fleet: pd.DataFrame) -> list:
+    """``(report, "duplicate of <file>")`` of each ``duplicate`` row of ``fleet`` (docs/inputs.md#duplicate-captures)."""
+    if fleet.empty or "status" not in fleet:
+        return []
+    rows = fleet[fleet["status"] == DUPLICATE]
+    return list(zip(rows["report"], rows["error"]))
 
 
 def _failures(fleet: pd.DataFrame) -> list:

@@ -55,6 +55,7 @@ from ..inputs.discover import skipped_note
 from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, plain_scalar,
                   real_dir, same_file)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
+from ..schema import NOT_ANALYSED
 from ..report.summary import NIGHT_COMPARISON, PRICING, pricing_settings
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
@@ -258,7 +259,7 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
     if note:
         log(f"sweep {night}: {note}")
     fleet = result.fleet
-    new = fleet[fleet["report"].isin(result.todo) & (fleet["status"] != "error")] if len(fleet) else fleet
+    new = fleet[fleet["report"].isin(result.todo) & ~fleet["status"].isin(NOT_ANALYSED)] if len(fleet) else fleet
     summary = SweepSummary(night=night, reports=result.reports, reused=result.reused,
                            analysed=int(new["report"].nunique()) if len(new) else 0,
                            failed=result.failed, out_dir=result.out_dir, engine_problem=result.engine_problem)
@@ -480,7 +481,7 @@ def _rebuild(cfg: Config, state: str, night: str | None) -> str:
     store = ResultStore(state)
     rosters: dict = {}
     chash, code = config_hash(cfg), code_digest()
-    for report in fleet.loc[fleet["status"] != "error", "report"].unique():
+    for report in fleet.loc[~fleet["status"].isin(NOT_ANALYSED), "report"].unique():
         try:
             key = result_key(report_identity(report, cfg.storage.options), chash, cfg.labels_for(report), code)
         except OSError:

@@ -42,7 +42,7 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
                          record_digest, write_sums)
 from .. import code_keys
 from ..config import Config
-from ..fleet.reduce import INT_COLUMNS, int_column, rosters_of
+from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
 from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
 from ..snapshot import sidecars, snapshot_key
 
@@ -181,6 +181,16 @@ def identities(index: IdentityIndex, paths: list[str], storage_options: dict | N
         return [one(p) for p in paths]
     with ThreadPoolExecutor(max_workers=read_threads()) as pool:
         return list(pool.map(one, paths))
+
+
+def identical_copies(paths: list[str], keys: dict) -> dict[str, str]:
+    """``path -> kept path`` of every path of ``paths`` whose content (the identity part of its result key in
+    ``keys``, :func:`result_key`) another path has too: byte-identical copies of one export or trace, of which only
+    the kept one (:func:`~pipeline.fleet.reduce.one_of_each`) is analysed (docs/inputs.md#duplicate-captures)."""
+    holders: dict[str, list] = {}
+    for path in paths:
+        holders.setdefault(keys[path].split("-", 1)[0], []).append(path)
+    return one_of_each(holders.values())
 
 
 def rows_table(rows: list[dict]) -> pa.Table:

@@ -39,6 +39,7 @@ from ..inputs.discover import inflated_json_size, too_big
 from ..checksums import file_source
 from ..inputs.export import export_report
 from ..load.cache import load_cached
+from ..load.capture import capture_identity
 from ..load.kineto import is_kineto_path
 from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_kernels, gpu_trace, plan_trace
@@ -352,16 +353,21 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: 
     (``collective``, :func:`report_collectives`; None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
     for that GPU (which keeps the plan). The memory its analysis freed goes back to the system
     (:func:`pipeline.memory.release`), so GPUs analysed one after another, or on two threads, do not
-    pile up freed heap."""
+    pile up freed heap. Every row carries the report's ``capture_id``
+    (:func:`~pipeline.load.capture.capture_identity`)."""
     try:
-        agreement = (agreements or {}).get(plan.source) if plan is not None else None
-        result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement,
-                             (agreements or {}).get(KIND_KEY), collective)
-        result.sources = list(report.sources)
-        return result
-    except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
-        result = gpu_error(report.path, labels, gpu_key, describe(exc, report.path, f"GPU {gpu_key}: "))
-        result.plan = plan
+        try:
+            agreement = (agreements or {}).get(plan.source) if plan is not None else None
+            result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement,
+                                 (agreements or {}).get(KIND_KEY), collective)
+            result.sources = list(report.sources)
+        except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep
+            result = gpu_error(report.path, labels, gpu_key, describe(exc, report.path, f"GPU {gpu_key}: "))
+            result.plan = plan
+        try:  # which capture the report holds: a run analyses one file of a capture (docs/inputs.md)
+            result.row["capture_id"] = capture_identity(report)
+        except Exception:  # noqa: BLE001 - no identity: the report is never taken for another
+            result.row["capture_id"] = None
         return result
     finally:
         release_memory()
