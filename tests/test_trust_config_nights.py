@@ -10,7 +10,7 @@
    a temporary folder of the run's own. Before: every run of two reports and every sweep ended in a traceback.
 9. A rate file that replaces the card without the default model is refused at load (exit 2 naming the key).
    Before: it loaded, then every GPU with no entry of its own failed with "please report it".
-13. A ``--config`` that is no regular file or larger than :data:`~pipeline.config.MAX_CONFIG_BYTES` is refused
+13. A ``--config`` that is no regular file or larger than ``config.MAX_CONFIG_BYTES`` is refused
    at once. Before: ``/dev/zero`` was read until the kernel killed the process, a FIFO hung for ever.
 
 Errors are one ``gpu-idle: ERROR:`` line and exit status 2 (README's exit-status table).
@@ -28,7 +28,8 @@ from conftest import run_cli
 
 from pipeline import io
 from pipeline.cli import main
-from pipeline.config import MAX_CONFIG_BYTES, ConfigError, load_config
+from pipeline import config
+from pipeline.config import ConfigError, load_config
 from pipeline.synth import ExportWriter
 
 MS = 1_000_000
@@ -91,6 +92,7 @@ def test_a_config_that_is_no_regular_file_is_refused_at_once(tmp_path, what):
 def test_a_config_larger_than_the_bound_is_refused_without_parsing(tmp_path):
     """A 26 MB trace given as --config by mistake (here: 1 byte over the bound, of valid YAML comments) is
     refused naming its size and the bound; a file of exactly the bound loads."""
+    MAX_CONFIG_BYTES = config.MAX_CONFIG_BYTES
     line = "# " + "x" * 97 + "\n"  # 100 bytes
     at_bound = tmp_path / "at.yaml"
     at_bound.write_text("analysis: {roster_size: 7}\n" + line * ((MAX_CONFIG_BYTES - 27) // 100)
