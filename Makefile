@@ -43,7 +43,7 @@ run: examples
 # The nightly sweep on the example fleet; `make rerun REPORT=path` analyses one report again;
 # `make report` rebuilds the latest night's outputs from stored results without analysing.
 # All three work on today's night (UTC), or on NIGHT=YYYY-MM-DD when given; `make report`
-# without NIGHT takes the latest night there is.
+# without NIGHT takes the latest night not in the future.
 sweep: examples
 	$(BIN)/gpu-idle sweep $(SWEEP_CONFIG)
 

@@ -164,6 +164,25 @@ def echo(text: str = "", err: bool = False) -> None:
         os.close(devnull)
 
 
+class Refused(click.UsageError):
+    """Nothing done, exit status 2 (:data:`EXIT_STATUSES`): one ``gpu-idle: ERROR: <message>`` line on stderr
+    (a wrong config file, a night in the future), no usage text around it."""
+
+    def show(self, file=None) -> None:
+        echo(f"gpu-idle: ERROR: {self.format_message()}", err=True)
+
+
+def _config(configs, overrides=None):
+    """:func:`pipeline.config.load_config` of the ``--config`` files; a file that cannot be used is
+    :class:`Refused` (exit status 2), its message naming the file and the key."""
+    from .config import ConfigError, load_config
+
+    try:
+        return load_config(configs, overrides)
+    except ConfigError as exc:
+        raise Refused(message(exc)) from exc
+
+
 def _dask_overrides(workers: int | None, dashboard: str | None) -> dict:
     """The ``dask:`` config overrides of ``--workers`` and ``--dashboard`` (only those given)."""
     return {k: v for k, v in (("n_workers", workers), ("dashboard", dashboard)) if v is not None}
@@ -260,7 +279,6 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
-    from .config import ConfigError, load_config
     from .inputs.discover import skipped_note
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
@@ -271,10 +289,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     overrides = {"analysis": analysis, "dask": _dask_overrides(workers, dashboard)}
     if no_cache:
         overrides["cache"] = {"enabled": False}
-    try:
-        cfg = load_config(configs, overrides)
-    except ConfigError as exc:
-        raise click.UsageError(message(exc)) from exc
+    cfg = _config(configs, overrides)
+    cfg = _writable_caches(cfg)
     cache = _result_cache(cfg)
     try:
         result = drive(cfg, inputs, RunFolder(out_dir, log=echo), cache, scheduler, log=echo,
@@ -346,6 +362,29 @@ def trust_lines(fleet: pd.DataFrame, width: int = 120) -> str:
                          break_on_hyphens=False)
 
 
+def _writable_caches(cfg):
+    """``cfg``, or ``cfg`` with the caches off (as ``--no-cache``) when the columnar cache's folder
+    (``cache.dir``, ``GPU_IDLE_CACHE``) or the export cache's (``export.cache_dir``, ``GPU_IDLE_EXPORT_CACHE``)
+    cannot be written (read-only, a file in its place): one line on stderr says so, and the run goes on
+    reading every report from its file."""
+    if not cfg.cache.enabled:
+        return cfg
+    import dataclasses
+
+    from .inputs.export import default_cache_dir as export_cache_dir
+    from .io import unwritable_reason
+    from .load.cache import default_cache_dir
+
+    for what, folder in (("cache", cfg.cache.dir or default_cache_dir()),
+                         ("export cache", cfg.export.cache_dir or export_cache_dir())):
+        why = unwritable_reason(folder)
+        if why:
+            echo(f"gpu-idle: caches not used: the {what} folder {folder} cannot be written ({why}); every report "
+                 "is read from its file, as with --no-cache", err=True)
+            return dataclasses.replace(cfg, cache=dataclasses.replace(cfg.cache, enabled=False))
+    return cfg
+
+
 def _result_cache(cfg):
     """The result cache of ``gpu-idle run`` (:meth:`~pipeline.store.results.ResultCache.for_run`), or None
     when ``cache.enabled`` is false (``--no-cache``) or its folder cannot be created (a warning says so)."""
@@ -388,7 +427,10 @@ def _night(ctx, param, value):
 @click.option("--night", default=None, metavar="YYYY-MM-DD", callback=_night,
               help="Date of this run (default: today, UTC).")
 @click.option("--force", multiple=True, metavar="REPORT", help="Analyse this report again even if unchanged.")
-@click.option("--report-only", is_flag=True, help="Rebuild a night's outputs (--night, default the latest) from stored results only.")
+@click.option("--report-only", is_flag=True,
+              help="Rebuild a night's outputs (--night, default the latest not in the future) from stored results only.")
+@click.option("--future-night", is_flag=True,
+              help="Write a --night more than a day after today (UTC); without it such a night is refused (exit 2).")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", callback=_scheduler,
               help="Address of a running Dask scheduler, tcp://HOST:PORT or HOST:PORT (also DASK_SCHEDULER_ADDRESS; "
                    "tls:// with Dask's TLS configuration); default: a LocalCluster, or, for a single report, this "
@@ -399,21 +441,17 @@ def _night(ctx, param, value):
 @click.option("--wide", is_flag=True,
               help="Print every column of the fleet table's terminal view (device-level and per-stream figures, node, "
                    "GPU key and model), not only the 120-column one that leads with money.")
-def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, workers, dashboard, wide):
+def sweep(inputs, configs, state_dir, night, force, report_only, future_night, scheduler, workers, dashboard, wide):
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
     report failed; see below."""
-    from .config import ConfigError, load_config
     from .runs.driver import IncompleteOutputs, OutputError
-    from .runs.sweep import SweepBusy, rebuild
+    from .runs.sweep import FutureNight, SweepBusy, rebuild
     from .runs.sweep import sweep as run_sweep
 
     overrides = {"dask": _dask_overrides(workers, dashboard)}
-    try:
-        cfg = load_config(configs, overrides)
-    except ConfigError as exc:
-        raise click.UsageError(message(exc)) from exc
+    cfg = _config(configs, overrides)
     if report_only:
         try:
             out = rebuild(cfg, state_dir, night)
@@ -424,9 +462,12 @@ def sweep(inputs, configs, state_dir, night, force, report_only, scheduler, work
             sys.exit(1)
         echo(f"rebuilt {out} from stored results (nothing analysed)")
         return
+    cfg = _writable_caches(cfg)
     try:
         fleet, summary = run_sweep(cfg, inputs, state_dir, night, force, scheduler, log=echo,
-                                   progress_factory=progress_factory())
+                                   progress_factory=progress_factory(), future=future_night)
+    except FutureNight as exc:
+        raise Refused(message(exc)) from exc
     except SweepBusy as exc:
         raise click.ClickException(message(exc)) from exc
     except OutputError as exc:
@@ -500,12 +541,8 @@ def synth(example_dir, out_path, gpus, iterations, seed, profile, kernels):
 def slurm_job(configs):
     """Print the worker job script that `dask.slurm` submits to Slurm (nothing is submitted; a
     scheduler starts in this process only to fill in its address)."""
-    from .config import ConfigError, load_config
 
-    try:
-        cfg = load_config(configs)
-    except ConfigError as exc:
-        raise click.UsageError(message(exc)) from exc
+    cfg = _config(configs)
     if cfg.dask.slurm is None:
         raise click.UsageError("no dask.slurm section in the config (e.g. --config deploy/slurm/slurm.yaml)")
     from .engine.cluster import EngineError
@@ -541,7 +578,6 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     without --out only prints. Exit status 2 when a side does not exist, holds no report or cannot be read,
     DIR is a gpu-idle run or sweep output folder, or DIR holds a file of these names that gpu-idle compare did
     not write (nothing is written then)."""
-    from .config import ConfigError, load_config
     from .io import folder_lock
     from .report.compare import CompareNotWritten
     from .report.compare import compare as compare_sides
@@ -550,16 +586,14 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
     overrides = {"analysis": {"window": window}} if window else {}
-    try:
-        cfg = load_config(configs, overrides)
-    except ConfigError as exc:
-        raise click.UsageError(message(exc)) from exc
+    cfg = _config(configs, overrides)
     if out_dir is not None:
         from .report.compare import run_folder_reason
 
         refused = run_folder_reason(out_dir)
         if refused:
             raise click.BadParameter(refused, param_hint="--out")
+    cfg = _writable_caches(cfg)
     cache = _result_cache(cfg)
     given_sides = (("before", before), ("after", after))
     stored = [os.path.isdir(given) and (os.path.exists(os.path.join(given, "fleet.parquet")) or is_sweep_dir(given))

@@ -407,6 +407,11 @@ class LabelRule:
     gpu_model: Label = None
     kind: Literal["training", "serving", "unknown"] | None = None  # the job kind (docs/definitions.md#job-kind)
 
+    def fits(self, report_path: str) -> bool:
+        """Whether the rule applies to the report ``report_path``: ``match`` fits its path or its file name."""
+        return (fnmatch.fnmatch(report_path, self.match)
+                or fnmatch.fnmatch(os.path.basename(report_path), self.match))
+
 
 @dataclass(frozen=True)
 class AnalysisConfig:
@@ -681,11 +686,31 @@ class Config:
         name = os.path.basename(report_path)
         out = {"cluster": "default", "job": kinds.stem(name), "node": "", "rank": "", "gpu_model": None, "kind": None}
         for rule in self.labels:
-            if fnmatch.fnmatch(report_path, rule.match) or fnmatch.fnmatch(name, rule.match):
+            if rule.fits(report_path):
                 for key in ("cluster", "job", "node", "rank", "gpu_model", "kind"):
                     value = getattr(rule, key)
                     if value is not None:
                         out[key] = str(value)
+        return out
+
+    def unused_rules(self, report_paths) -> list[str]:
+        """What in the label rules and the cluster rates matches nothing, one text each naming it: a
+        label rule that fits none of ``report_paths`` (the run's reports; none found: not judged), a ``cost.cluster_rates``
+        cluster that no label rule gives (nor ``default``), a model there that names no rate-card
+        entry (an override applies to the entry of that exact model name). Such a setting changes no
+        price: a typo, or a rule for reports that are gone."""
+        out = [f"labels.{i} (match {rule.match!r}) fits none of the {len(report_paths)} report(s): it labels nothing"
+               for i, rule in enumerate(self.labels) if report_paths and not any(rule.fits(p) for p in report_paths)]
+        clusters = {"default"} | {str(rule.cluster) for rule in self.labels if rule.cluster is not None}
+        models = {r.model for r in self.cost.rates}
+        for cluster, rates in (self.cost.cluster_rates or {}).items():
+            if cluster not in clusters:
+                out.append(f"cost.cluster_rates.{cluster}: no label rule gives cluster {cluster!r} "
+                           f"(clusters: {', '.join(sorted(clusters))}): its rates price nothing")
+            for model in rates or {}:
+                if model not in models:
+                    out.append(f"cost.cluster_rates.{cluster}.{model}: no rate-card entry is named {model!r} "
+                               "(an override names a cost.rates model exactly): it prices nothing")
         return out
 
 
@@ -789,6 +814,33 @@ def _build(cls, data: dict, where: str, section: str):
         raise ConfigError(f"{where}: {exc}" if named else f"{where}: {section}: {exc}") from exc
 
 
+def _check_unique_rates(entries: list, where: str) -> None:
+    """Raise ConfigError when one file's ``cost.rates`` prices one model (and ``sms``) twice, naming both
+    places: only one of them would be used (:func:`merge_rates` keeps one entry per model)."""
+    seen: dict = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "model" not in entry:
+            continue  # its own check names what is wrong with it
+        first = seen.setdefault(_rate_key(entry), i)
+        if first != i:
+            sms = f" (sms {entry.get('sms')})" if entry.get("sms") else ""
+            raise ConfigError(f"{where}: cost.rates.{first} and cost.rates.{i} both price {entry['model']!r}{sms} "
+                              f"(at {entries[first].get('usd_per_gpu_hour')!r} and {entry.get('usd_per_gpu_hour')!r} "
+                              "USD/GPU-hour): only one would be used; keep one entry per model")
+
+
+def check_default_model(cost: CostConfig, where: str) -> None:
+    """Raise ConfigError unless ``cost.default_model`` has a whole-GPU entry (``sms`` 0) on the rate card:
+    every GPU with no entry of its own is priced at it (``cost.unlisted: assume``), so a card that lacks
+    it (a rate file with ``rates_replace`` and no such entry) would fail every such GPU at run time."""
+    if any(r.model == cost.default_model and not r.sms for r in cost.rates):
+        return
+    models = ", ".join(dict.fromkeys(r.model for r in cost.rates if not r.sms)) or "none"
+    replaced = " (cost.rates_replace: the card is the file's entries alone)" if cost.rates_replace else ""
+    raise ConfigError(f"{where}: cost.default_model: {cost.default_model!r} has no whole-GPU entry on the rate "
+                      f"card{replaced}; its models: {models}. Add an entry for it, or name one of them")
+
+
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
     patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
@@ -799,6 +851,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
     cost = data.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("rates"), list):
+        _check_unique_rates(cost["rates"], where)
         rates = cost["rates"] if cost.get("rates_replace") else merge_rates(_card_dicts(), cost["rates"])
         for i, r in enumerate(cost["rates"]):  # each entry checked as written, so errors name its place
             _build(Rate, r, where, f"cost.rates.{i}")
@@ -840,6 +893,49 @@ def _expanded_size(node, sizes: dict, open_: set) -> int:
     return total
 
 
+#: The largest config file read (bytes): a real one is a few KiB; a trace or a device given by mistake
+#: (``--config /dev/zero``, a 26 MB trace) is refused before YAML parses it.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_bounded(path, what: str) -> bytes:
+    """The bytes of the regular file ``path``, at most :data:`MAX_CONFIG_BYTES`. Opened without waiting
+    (a FIFO with no writer would block ``open``). Raises ConfigError when it is not a regular file (a
+    device, a FIFO, a folder) or is larger; OSError when it cannot be read."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                    or stat.S_ISBLK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket"
+                    if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise ConfigError(f"{path}: cannot read {what}: {kind}, not a regular file")
+        raw = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: cannot read {what}: {max(st.st_size, len(raw)):,} bytes, more than the "
+                          f"{MAX_CONFIG_BYTES:,} a config file may hold (is it a config file?)")
+    return raw
+
+
+def _check_unique_keys(loader, node, path) -> None:
+    """Raise ConfigError when the YAML mapping ``node`` holds one key twice, naming both lines (YAML
+    would keep the last silently). Keys merged in with ``<<`` may be overridden; the mapping's own may not."""
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not hasattr(key_node.value, "strip"):
+            continue  # a merge, or a key that is no scalar (YAML itself refuses it as unhashable)
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.setdefault(key, key_node)
+        except TypeError:
+            continue
+        if first is not key_node:
+            raise ConfigError(f"{path}: duplicate key {key!r} at line {first.start_mark.line + 1} and line "
+                              f"{key_node.start_mark.line + 1}: YAML would keep only the last; write it once")
+
+
 def load_yaml(path, what: str = "config"):
     """The data of the YAML file ``path`` (safe types only): a ``--config`` file, or one a config
     names (``dask.slurm.jobqueue``); ``what`` names it in the message ``cannot read <what>``.
@@ -848,12 +944,18 @@ def load_yaml(path, what: str = "config"):
     themselves: checked on the composed document, before anything is built from it.
 
     Raises:
-        ConfigError: ``<path>: <why>``: the file cannot be read, is not UTF-8 text (a binary
-            file), is not valid YAML, nests too deeply, or its aliases expand too far.
+        ConfigError: ``<path>: <why>``: the file cannot be read, is not a regular file (a device, a
+            FIFO), holds more than :data:`MAX_CONFIG_BYTES`, is not UTF-8 text (a binary file), is not
+            valid YAML, holds one key twice in a mapping (both lines named), nests too deeply, or its
+            aliases expand too far.
     """
     import yaml  # only config files need it (the defaults are in code)
 
     class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            _check_unique_keys(self, node, path)
+            return super().construct_mapping(node, deep=deep)
+
         def compose_document(self):
             node = super().compose_document()
             sizes: dict = {}  # id -> expanded size, for every distinct node: the nodes written in the file
@@ -868,8 +970,7 @@ def load_yaml(path, what: str = "config"):
             return node
 
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = _read_bounded(path, what)
         return yaml.load(raw.decode("utf-8"), Loader=Loader)  # noqa: S506 - Loader is a SafeLoader
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from exc
@@ -889,11 +990,18 @@ def load_config(paths=(), overrides: dict | None = None) -> Config:
     (command-line flags). Raises :class:`ConfigError` naming the file.
     """
     merged: dict = {}
+    datas = []
     for path in paths:
         data = load_yaml(path, "config") or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         config_from_dict(data, path)  # validate each file on its own, so errors name it
         merged = _merge(merged, data)
+        datas.append(data)
     merged = _merge(merged, overrides or {})
-    return config_from_dict(merged, ", ".join(map(str, paths)) or "<defaults>")
+    cfg = config_from_dict(merged, ", ".join(map(str, paths)) or "<defaults>")
+    # The card as layered: the last file that shapes it (its entries, their replacement, the default model) is named.
+    shaping = [p for p, d in zip(paths, datas) if isinstance(d.get("cost"), dict)
+               and {"rates", "rates_replace", "default_model"} & set(d["cost"])]
+    check_default_model(cfg.cost, str(shaping[-1]) if shaping else ", ".join(map(str, paths)) or "<defaults>")
+    return cfg

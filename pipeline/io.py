@@ -363,3 +363,49 @@ def dated_dirs(parent: str, prefix: str = "") -> dict[str, str]:
             if DATE_RE.match(date) and os.path.isdir(os.path.join(parent, name)):
                 out[date] = os.path.join(parent, name)
     return out
+
+
+def unwritable_reason(folder: str | os.PathLike) -> str | None:
+    """Why files cannot be created in ``folder`` (made with its parents if missing), or None when they can:
+    the nearest part of the path that exists is a file, not a folder (``a file in its place``), or the
+    process may not write it (read-only, or a read-only file system). Creates nothing."""
+    path = os.path.abspath(os.fspath(folder))
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return f"{path} is a file, not a folder"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} cannot be written"
+    return None
+
+
+#: A night more than this many days after today's date (UTC) is in the future: the clock of a machine in
+#: any time zone (UTC+14 at most) is on today or tomorrow's date in UTC.
+FUTURE_NIGHT_DAYS = 1
+
+
+def today_utc() -> str:
+    """Today's date, UTC, written ``YYYY-MM-DD``: the default night of a sweep."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
+def in_future(night: str, today: str | None = None) -> bool:
+    """Whether the night ``night`` (``YYYY-MM-DD``) is more than :data:`FUTURE_NIGHT_DAYS` after ``today``
+    (default: :func:`today_utc`)."""
+    import datetime as dt
+
+    limit = dt.date.fromisoformat(today or today_utc()) + dt.timedelta(days=FUTURE_NIGHT_DAYS)
+    return night > limit.isoformat()
+
+
+def current_night(dates) -> str | None:
+    """The current night of a sweep: the latest of ``dates`` (``YYYY-MM-DD``) not in the future
+    (:func:`in_future`), so that a night written ahead of the clock (``--night 2062-12-03 --future-night``,
+    a clock that ran ahead) does not stay the current one for years; None when every one is."""
+    today = today_utc()
+    return max((d for d in dates if not in_future(d, today)), default=None)

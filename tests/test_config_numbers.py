@@ -16,7 +16,7 @@ FLOAT_BOUND, INT64_MAX = 9007199254740992, 9223372036854775807
 NO_SIZE = "dask.memory_limit {!r} is not a size like 4GiB ({})"
 BEYOND = f"more than {INT64_MAX:,} bytes, beyond any machine's memory"
 
-#: name -> (YAML text, the message after "Error: <file>: ")
+#: name -> (YAML text, the message after "gpu-idle: ERROR: <file>: ")
 CASES = {
     "memory_limit_1e400": ("dask: {memory_limit: 1e400}\n", NO_SIZE.format("1e400", "not a finite number of bytes")),
     "memory_limit_1e400_gb": ("dask: {memory_limit: '1e400 GB'}\n",
@@ -47,8 +47,8 @@ def test_a_huge_number_in_a_config_is_refused_at_load_naming_its_key(tmp_path, n
     proc = run_cli("run", str(TINY), "--out", str(tmp_path / "out"), "--config", str(config), check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
-    assert errors == [f"Error: {config}: {message}"], proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("gpu-idle: ERROR:")]
+    assert errors == [f"gpu-idle: ERROR: {config}: {message}"], proc.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -60,4 +60,4 @@ def test_huge_values_main_already_refused_stay_refused(tmp_path, text):
     proc = run_cli("run", str(TINY), "--out", str(tmp_path / "out"), "--config", str(config), check=False)
     key = "analysis.min_gap_ns" if "min_gap" in text else "analysis.trim_s"
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"Error: {config}: {key}: should be" in proc.stderr
+    assert f"gpu-idle: ERROR: {config}: {key}: should be" in proc.stderr

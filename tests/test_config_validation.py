@@ -50,7 +50,7 @@ def test_bad_config_stops_before_any_work(tmp_path, report, yaml_text, message, 
             else ["sweep", report, "--state-dir", str(out)])
     proc = run_cli(*args, "--config", str(bad), check=False, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"Error: {bad}: {message}" in " ".join(proc.stderr.split())
+    assert f"gpu-idle: ERROR: {bad}: {message}" in " ".join(proc.stderr.split())
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert not out.exists() and not (tmp_path / "cache").exists()
 

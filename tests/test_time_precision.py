@@ -64,7 +64,7 @@ def test_trim_from_yaml_text_is_exact_and_yaml_floats_that_cannot_hold_ns_are_re
     floats.write_text(f"analysis:\n  trim_s: [{START}, {END}]\n")
     proc = run_cli("run", path, "--out", str(tmp_path / "out2"), "--config", str(floats), check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert (f"Error: {floats}: analysis.trim_s: should be written as a string (quoted, with every digit): "
+    assert (f"gpu-idle: ERROR: {floats}: analysis.trim_s: should be written as a string (quoted, with every digit): "
             "1776781226.561295 is a float, which cannot hold nanoseconds at this size (floats are 238 ns apart "
             "here), got [1776781226.561295, 1776781226.5792952]") in " ".join(proc.stderr.split())
     assert not (tmp_path / "out2").exists()

@@ -2,8 +2,8 @@
 
 :func:`open_client` is the only place a cluster is started or joined; what runs on it is
 :mod:`pipeline.engine.map`'s business. A LocalCluster keeps its scratch space (spilled
-data, worker folders) under the project's cache directory (``<cache.dir>/dask-scratch``),
-not under a fixed name in ``/tmp``; a cluster that cannot start its workers raises
+data, worker folders) in a temporary folder of the run's own (:func:`scratch_dir`), not under a
+fixed name in ``/tmp`` nor under a cache folder that may not be writable; a cluster that cannot start its workers raises
 :class:`EngineError` with the cause instead of a traceback from deep inside Dask.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ class QuietHeartbeat(logging.Filter):
 
 class ScratchGone(logging.Filter):
     """Drops Dask's "Failed to remove ..." error for a work folder that no longer exists: with
-    ``--no-cache`` the run removes its temporary scratch folder itself, and Dask's own clean-up of
+    the run removes its temporary scratch folder itself, and Dask's own clean-up of
     the scheduler's folder may come later (at interpreter exit) and find it gone."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -238,21 +238,13 @@ def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
 
 
 @contextlib.contextmanager
-def scratch_dir(cfg: Config):
-    """Where the LocalCluster keeps its scratch space while it runs: ``dask-scratch`` under the
-    columnar cache's folder (``cache.dir``, else ``$GPU_IDLE_CACHE``, else
-    ``~/.cache/gpu-idle/columns``); with the caches off (``--no-cache``), a new temporary folder
-    of this run's own, removed afterwards. Raises OSError when it cannot be created."""
+def scratch_dir():
+    """Where the LocalCluster keeps its scratch space while it runs: a new temporary folder of this
+    run's own, removed afterwards, whatever the caches' folders are (one that cannot be written, a
+    file in their place, must not stop the cluster). Raises OSError when it cannot be created."""
     import shutil
     import tempfile
 
-    from ..load.cache import default_cache_dir
-
-    if cfg.cache.enabled:
-        folder = os.path.join(str(cfg.cache.dir or default_cache_dir()), "dask-scratch")
-        os.makedirs(folder, exist_ok=True)
-        yield folder
-        return
     folder = tempfile.mkdtemp(prefix="gpu-idle-dask-scratch-")
     logging.getLogger("distributed.diskutils").addFilter(_SCRATCH_GONE)  # the same filter once, kept
     try:
@@ -317,7 +309,7 @@ def _open_client(cfg: Config, scheduler: str | None = None, log=print):
     worker_log = logging.getLogger("distributed.worker")
     worker_log.addFilter(quiet)  # forked workers inherit it
     try:
-        with scratch_dir(cfg) as scratch, dask.config.set({**settings, "temporary-directory": scratch}):
+        with scratch_dir() as scratch, dask.config.set({**settings, "temporary-directory": scratch}):
             try:
                 cluster = LocalCluster(n_workers=cfg.dask.n_workers, threads_per_worker=cfg.dask.threads_per_worker,
                                        processes=True, memory_limit=cfg.dask.memory_limit,

@@ -19,11 +19,12 @@ FORMATS = ("html", "csv", "md")
               help="html: self-contained page with plots, trend and medical records; csv: the per-GPU cost "
                    "table for spreadsheets; md: a short summary for chat or e-mail.")
 @click.option("--night", default=None, metavar="YYYY-MM-DD",
-              help="With a sweep state folder: the night to report (its history up to it); default the latest.")
+              help="With a sweep state folder: the night to report (its history up to it); default the latest "
+                   "night not in the future.")
 def report(results, out_path, fmt, night):
     """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
     state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
-    night is the current one and whose history gives the trend. The HTML report comes with one
+    night not in the future is the current one and whose history gives the trend. The HTML report comes with one
     page per analysed GPU, written beside it in gpu-pages/ (pages an earlier report wrote there of
     GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
     linked from it; render it into the run folder itself (--out DIR/report.html) so the medical

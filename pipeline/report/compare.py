@@ -82,7 +82,7 @@ def _value(v):
 
 
 def read_side(folder: str, label: str, source: str, kernel_reader=None, jobs: set | None = None) -> Side:
-    """The side ``label`` from the run folder or sweep state folder ``folder`` (its latest night).
+    """The side ``label`` from the run folder or sweep state folder ``folder`` (its current night).
 
     ``kernel_reader``: ``(report, [(gpu_key, window_start_ns, window_end_ns)]) -> {that tuple: KernelTimes}``
     (:func:`report_kernel_reader`; any exception it raises is kept as the text saying why the report's kernel

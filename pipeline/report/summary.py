@@ -7,7 +7,8 @@ RESULTS is either
   :func:`~pipeline.report.medical.record_stems`); one night, no trend; or
 * a nightly-sweep state dir ``S``: ``S/history/run_date=YYYY-MM-DD/fleet.parquet``
   (each night's full fleet table) and ``S/nights/YYYY-MM-DD/`` (that night's run
-  output dir). The latest night is the current one; the history gives the trend.
+  output dir). The latest night not in the future is the current one (:func:`pipeline.io.current_night`);
+  the history gives the trend.
 
 :func:`load_results` reads the files, :func:`summarise` turns them into plain
 Python values (dicts, lists, floats) that the HTML, Markdown and CSV renderers
@@ -33,7 +34,7 @@ from ..analysis.meter import util_pct
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
-from ..io import dated_dirs
+from ..io import current_night, dated_dirs
 from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform, source_says_assumed
 from ..store.results import read_manifest
@@ -103,7 +104,7 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
     Args:
         results_dir: the folder.
         night: for a sweep state dir, the night to report as current (``YYYY-MM-DD``; the
-            history after it is ignored); default the latest.
+            history after it is ignored); default the latest not in the future.
     Raises:
         ReportError: no fleet table found, or ``night`` is not in the history.
     """
@@ -130,7 +131,11 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
     if night is not None:
         if night not in dates:
             raise ReportError(f"{results_dir}: no night {night} (nights: {', '.join(dates) or 'none'})")
-        dates = [d for d in dates if d <= night]
+    elif dates:
+        night = current_night(dates)  # the latest not in the future
+        if night is None:
+            raise ReportError(f"{results_dir}: every night is in the future ({', '.join(dates)}); --night names one")
+    dates = [d for d in dates if night is None or d <= night]
     if not dates:
         raise ReportError(f"{results_dir}: sweep state folder without any night "
                           f"(no history/run_date=YYYY-MM-DD/*.parquet, no nights/YYYY-MM-DD/fleet.parquet)")

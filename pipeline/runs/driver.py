@@ -550,6 +550,8 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     folder.on_found(paths, problems)
     n_problems = len(problems)
     forced = {_canonical(p) for p in force}
+    for unused in cfg.unused_rules(paths):
+        log(f"WARNING: {unused}")
     for missing in sorted(forced - {_canonical(p) for p in paths}):
         log(f"WARNING: --force {missing}: not among the discovered reports, nothing forced "
             "(give the report's path as the inputs name it)")

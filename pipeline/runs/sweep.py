@@ -52,8 +52,8 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..inputs.discover import skipped_note
-from ..io import (DATE_RE, FolderBusy, atomic_path, dated_dirs, folder_lock, link_file, os_cause, plain_scalar,
-                  real_dir, same_file)
+from ..io import (DATE_RE, FolderBusy, atomic_path, current_night, dated_dirs, folder_lock, in_future, link_file,
+                  os_cause, plain_scalar, real_dir, same_file, today_utc)
 from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
 from ..schema import NOT_ANALYSED
 from ..report.summary import NIGHT_COMPARISON, PRICING, pricing_settings
@@ -219,8 +219,14 @@ def sweep_lock(state_dir: str):
                        keep=True)
 
 
+class FutureNight(ValueError):
+    """A ``--night`` far ahead of the clock (:func:`pipeline.io.in_future`), not forced: it would stay the
+    latest night of the state folder for years, every real night's report showing a change against it."""
+
+
 def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | None = None, force=(),
-          scheduler: str | None = None, log=print, progress_factory=None) -> tuple[pd.DataFrame, SweepSummary]:
+          scheduler: str | None = None, log=print, progress_factory=None,
+          future: bool = False) -> tuple[pd.DataFrame, SweepSummary]:
     """Run one nightly sweep (:func:`pipeline.runs.driver.drive` into a :class:`NightFolder`).
 
     Args:
@@ -232,6 +238,7 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
         scheduler: a Dask scheduler address (else the config's, else a LocalCluster; a
             night with nothing new to analyse starts none).
         progress_factory: see :func:`~pipeline.runs.driver.drive`.
+        future: write ``night`` even when it is in the future (:func:`pipeline.io.in_future`).
     Returns:
         ``(fleet table of the night, summary)``. The night's table holds every
         discovered report: reused results, new results and error rows. When every
@@ -239,14 +246,18 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
         night's outputs are reused (:func:`reuse_night`) and the table is read
         back from the night's ``fleet.parquet``.
     Raises:
-        ValueError: ``night`` is not a date ``YYYY-MM-DD``.
+        ValueError: ``night`` is not a date ``YYYY-MM-DD``; :class:`FutureNight` (a ValueError): it is
+            in the future and ``future`` is not set (checked before anything is written).
         SweepBusy: another sweep is running on the same state folder.
         OutputError: the state folder or the night's folder cannot be written (found before
             any analysis; a report's result that cannot be stored later is only warned about
             on stderr: that report is analysed again next night).
     """
     state = state_dir or cfg.sweep.state_dir
-    night = check_night(night) if night else dt.datetime.now(dt.timezone.utc).date().isoformat()
+    night = check_night(night) if night else today_utc()
+    if in_future(night) and not future:
+        raise FutureNight(f"--night {night} is in the future (today is {today_utc()}, UTC): it would stay the "
+                          "state folder's latest night; give --future-night to write it anyway")
     with sweep_lock(state):
         cache = ResultCache.for_sweep(state, cfg)
         if cache.removed_leftovers:
@@ -476,7 +487,10 @@ def _rebuild(cfg: Config, state: str, night: str | None) -> str:
         raise FileNotFoundError(f"{state}: no sweep history yet (run `gpu-idle sweep` first)")
     if night and night not in nights:
         raise FileNotFoundError(f"{state}: no night {night} in the sweep history (nights: {', '.join(nights)})")
-    night = night or nights[-1]
+    night = night or current_night(nights)
+    if night is None:
+        raise FileNotFoundError(f"{state}: every night in the sweep history is in the future ({', '.join(nights)}); "
+                                "--night names one")
     fleet = pd.read_parquet(os.path.join(state, "history", f"run_date={night}", "fleet.parquet"))
     store = ResultStore(state)
     rosters: dict = {}
