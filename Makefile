@@ -1,7 +1,8 @@
 # gpu-idle: every target sets up what it needs (a virtual environment in .venv).
 #   make run   - set up, generate the built-in example fleet, run the main job on it
 #   make test  - set up, install what the tests need (system packages: root) and run the whole suite (CI)
-#   make check - set up and run every test that needs no system package: the quick loop
+#   make check - set up and run every test that needs no system package: the quick loop, then the
+#                quick performance guard (make bench-quick)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -20,7 +21,7 @@ NIGHT ?=
 SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT),--night $(NIGHT))
 
 .PHONY: setup run examples test check system-note clean nsys chromium slurm k8s-schemas sweep rerun report bench \
-	bench-hta
+	bench-hta bench-quick
 
 setup: $(STAMP)
 
@@ -74,10 +75,24 @@ system-note:
 # shown (tests/conftest.py --quick). A module's tests stay on one process (--dist loadscope), so its
 # module fixtures are made once (tests/test_gpu_pages.py: 25 % less CPU than --dist load).
 # CHECK_ARGS: more pytest options (e.g. tests/test_x.py, -x).
+# After the tests pass, the whole-suite check (no CHECK_ARGS) prints the quick performance guard
+# (bench-quick, below); BENCH_QUICK=0 leaves it out, BENCH_QUICK=1 adds it to a run with CHECK_ARGS.
 CHECK_WORKERS ?= 2
 CHECK_ARGS ?=
+BENCH_QUICK ?= $(if $(strip $(CHECK_ARGS)),0,1)
 check: $(STAMP) k8s-schemas
 	$(BIN)/python -m pytest --quick -n $(CHECK_WORKERS) --dist loadscope $(CHECK_ARGS)
+	@if [ "$(BENCH_QUICK)" = 1 ]; then $(BIN)/python bench/quick.py $(BENCH_QUICK_ARGS); fi
+
+# Issue 44's guard (under 30 s on an idle machine; the 400k-kernel export is generated once into bench/data/):
+# `gpu-idle run` on a generated 400k-kernel export and on each export of ../shared/profiles, and the
+# 400k export's load + analysis in process, each as a ratio to the decode floor measured in the same run
+# (the sqlite3 CLI, else Python's sqlite3 module, said), and every peak RSS. Prints MISSED for a target
+# it can judge and 1.5x WORSE for a figure 1.5 times the one recorded in bench/RESULTS.md (its quick guard
+# section, which BENCH_QUICK_ARGS=--record rewrites; `make bench` records at its end). Installs nothing.
+BENCH_QUICK_ARGS ?=
+bench-quick: $(STAMP)
+	$(BIN)/python bench/quick.py $(BENCH_QUICK_ARGS)
 
 # Benchmarks (issue 4; minutes, not part of make test): generated reports up to 3M kernels vs the
 # sqlite3 CLI floor and nsys-ai 0.3.0 (own venv in bench/.venv-nsysai), a 200-report fleet, category
@@ -86,6 +101,7 @@ bench: $(STAMP)
 	command -v sqlite3 >/dev/null || $(APT_INSTALL) sqlite3
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/hta.py $(HTA_ARGS)
+	$(BIN)/python bench/quick.py --record
 
 # Issue 15: gpu-idle vs HTA 0.5.0 (own venv in bench/.venv-hta) on the PyTorch profiler traces in
 # ../shared/kineto: idle per rank, each difference explained, time per trace; then the loader's peak

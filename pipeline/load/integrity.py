@@ -219,51 +219,110 @@ def _unfit_details(schema: Schema, median: float | None, source: str | None) -> 
     return _details(schema) if source is None and median is not None else None
 
 
+def _sorted(s: np.ndarray) -> np.ndarray:
+    """``s`` in ascending order: ``s`` itself when it already is (one comparison pass, the usual case
+    for starts), else a stable sort (timsort: cheap on nearly sorted rows, such as ends)."""
+    return np.sort(s, kind="stable") if s.size > 1 and bool((s[1:] < s[:-1]).any()) else s
+
+
+#: :func:`_table_runs` picks the steps to look at from their exact integer length, this far (ns) below the
+#: threshold, then keeps those whose float64 step (:func:`_row_extent`'s rule) is above it: converting two
+#: int64 timestamps to float64 moves their difference by at most a few thousand ns.
+_FLOAT_MARGIN_NS = 1 << 20
+
+
+def _table_runs(s: np.ndarray, gap_min: int) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of one table's sorted timestamps ``s`` (non-empty) in which no step to the next is
+    longer than ``gap_min`` as :func:`_row_extent` measures steps (the difference of the float64
+    timestamps): ``(firsts, lasts)``, int64 arrays. One diff pass; only the few long steps are
+    measured in float64."""
+    d = np.diff(s).view(np.uint64)  # s is sorted: the exact step, also where int64 would overflow
+    long_ = np.flatnonzero(d > np.uint64(max(0, gap_min - _FLOAT_MARGIN_NS)))
+    if long_.size:
+        long_ = long_[s[long_ + 1].astype(np.float64) - s[long_].astype(np.float64) > gap_min]
+    return np.concatenate((s[:1], s[long_ + 1])), np.concatenate((s[long_], s[-1:]))
+
+
+def _union_runs(tables: list[np.ndarray], gap_min: int) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of the union of ``tables`` (sorted, non-empty int64 arrays): ``(firsts, lasts)`` in
+    ascending order, each step between two runs longer than ``gap_min`` (float64, as in
+    :func:`_row_extent`), none inside a run. Each table's runs are found alone (:func:`_table_runs`) and
+    joined where they overlap or the step between them is not longer: two timestamps of the union next
+    to each other lie in one table's run or are the end of the runs so far and the next run's start."""
+    firsts, lasts = zip(*(_table_runs(s, gap_min) for s in tables))
+    firsts, lasts = np.concatenate(firsts), np.concatenate(lasts)
+    order = np.argsort(firsts, kind="stable")
+    firsts, reach = firsts[order], np.maximum.accumulate(lasts[order])
+    apart = np.flatnonzero((firsts[1:] > reach[:-1])
+                           & (firsts[1:].astype(np.float64) - reach[:-1].astype(np.float64) > gap_min))
+    return np.concatenate((firsts[:1], firsts[apart + 1])), np.concatenate((reach[apart], reach[-1:]))
+
+
+def _middle(tables: list[np.ndarray]) -> int:
+    """The middle of the distinct timestamps of ``tables`` (sorted int64 arrays; the ``n // 2``-th of the
+    ``n`` distinct ones): the tables merged (a stable sort of sorted runs) and their repeats skipped."""
+    v = np.sort(np.concatenate(tables), kind="stable")
+    first = np.flatnonzero(np.concatenate(([True], v[1:] != v[:-1])))
+    return int(v[first[first.size // 2]])
+
+
 def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = BODY_GAP_MIN_NS,
                 factor: int = BODY_GAP_FACTOR) -> tuple[int, int] | None:
-    """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle timestamp), grown
-    outwards from the median: ``(first, last)`` ns; None without any timestamp.
+    """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle of the distinct
+    timestamps), grown outwards from the median: ``(first, last)`` ns; None without any timestamp.
 
-    A step to the next timestamp ends the run when it is longer than each of: ``gap_min``, ``factor``
-    x the run's extent so far, and the extent of the rows it leads to (from the step outwards, up to
-    the next step longer than this one). So a pause between two parts of real work is crossed
-    whichever part holds the median (the pause is no longer than the part beyond it, or than the
-    part before it), while a stale row or a few rows far from everything else (a step longer than the
-    run and than themselves) are left out, whatever the density of the rows on either side."""
-    stamps = [s for s in stamps if s.size]
-    if not stamps:
+    A step to the next timestamp (of all the arrays together, as float64) ends the run when it is longer
+    than each of: ``gap_min``, ``factor`` x the run's extent so far, and the extent of the rows it leads
+    to (from the step outwards, up to the next step longer than this one). So a pause between two parts of
+    real work is crossed whichever part holds the median (the pause is no longer than the part beyond it,
+    or than the part before it), while a stale row or a few rows far from everything else (a step longer
+    than the run and than themselves) are left out, whatever the density of the rows on either side.
+
+    Only the steps longer than ``gap_min`` can end the run: each array is sorted (when it is not already)
+    and its long steps found alone; the arrays' runs between long steps are then joined
+    (:func:`_union_runs`), never the arrays themselves (but to find the middle timestamp)."""
+    tables = [_sorted(np.asarray(s, dtype=np.int64)) for s in stamps if s.size]
+    if not tables:
         return None
-    lo, hi = min(int(s.min()) for s in stamps), max(int(s.max()) for s in stamps)
+    lo, hi = min(int(s[0]) for s in tables), max(int(s[-1]) for s in tables)
     if hi - lo <= gap_min:
         return lo, hi  # nothing can be far from the rest
-    v = np.unique(np.concatenate(stamps))
-    f = v.astype(np.float64)
-    d = np.diff(f)  # d[j]: the step from v[j] to v[j + 1]
-    cand = np.flatnonzero(d > gap_min)  # only these steps can end the run
+    firsts, lasts = _union_runs(tables, gap_min)
+    f_first, f_last = firsts.astype(np.float64), lasts.astype(np.float64)
+    d = f_first[1:] - f_last[:-1]  # d[k]: the step from run k to run k + 1, each longer than gap_min
+    last_run = firsts.size - 1
 
-    def beyond_up(j: int) -> float:  # extent of v[j + 1 ..] up to the next step longer than d[j]
-        longer = cand[(cand > j) & (d[cand] > d[j])]
-        return f[int(longer[0]) if longer.size else v.size - 1] - f[j + 1]
+    def beyond_up(k: int) -> float:  # extent of the runs after step k up to the next step longer than d[k]
+        longer = np.flatnonzero(d[k + 1:] > d[k])
+        return f_last[k + 1 + int(longer[0]) if longer.size else last_run] - f_first[k + 1]
 
-    def beyond_down(j: int) -> float:  # extent of v[.. j] down to the next step longer than d[j]
-        longer = cand[(cand < j) & (d[cand] > d[j])]
-        return f[j] - f[int(longer[-1]) + 1 if longer.size else 0]
+    def beyond_down(k: int) -> float:  # extent of the runs before step k down to the next step longer than d[k]
+        longer = np.flatnonzero(d[:k] > d[k])
+        return f_last[k] - f_first[int(longer[-1]) + 1 if longer.size else 0]
 
-    a = b = int(np.clip(np.searchsorted(v, median if median is not None else v[v.size // 2]), 0, v.size - 1))
+    if median is None:
+        start = _middle(tables)
+    else:  # the first timestamp at or after the median (numpy's comparison of int64 with a float), else the last
+        after = [int(s[i]) for s in tables for i in (int(np.searchsorted(s, median)),) if i < s.size]
+        start = min(after) if after else hi
+    a = b = start  # the run's first and last timestamps
+    run_a = run_b = int(np.searchsorted(lasts, start))  # the runs holding them
     while True:
-        new_b = v.size - 1
-        for j in cand[cand >= b]:
-            if d[j] > max(gap_min, factor * (f[j] - f[a]), beyond_up(int(j))):
-                new_b = int(j)
+        new_run_b = last_run
+        for k in range(run_b, last_run):
+            if d[k] > max(gap_min, factor * (f_last[k] - np.float64(a)), beyond_up(k)):
+                new_run_b = k
                 break
-        new_a = 0
-        for j in cand[cand < a][::-1]:
-            if d[j] > max(gap_min, factor * (f[new_b] - f[j + 1]), beyond_down(int(j))):
-                new_a = int(j) + 1
+        new_b = int(lasts[new_run_b])
+        new_run_a = 0
+        for k in range(run_a - 1, -1, -1):
+            if d[k] > max(gap_min, factor * (np.float64(new_b) - f_first[k + 1]), beyond_down(k)):
+                new_run_a = k + 1
                 break
+        new_a = int(firsts[new_run_a])
         if (new_a, new_b) == (a, b):
-            return int(v[a]), int(v[b])
-        a, b = new_a, new_b
+            return a, b
+        a, b, run_a, run_b = new_a, new_b, new_run_a, new_run_b
 
 
 def _continuation(beyond: np.ndarray, edge: int, reach: int) -> int | None:
@@ -271,7 +330,7 @@ def _continuation(beyond: np.ndarray, edge: int, reach: int) -> int | None:
     order) that continue the rows inside it: from ``edge`` (the inside timestamp nearest that side)
     outwards, each step to the next timestamp no longer than ``reach`` ns. None when the nearest is
     further than ``reach`` (the rows beyond are isolated from those inside, the bound stands)."""
-    v = np.unique(beyond)
+    v = np.sort(beyond)  # repeats are steps of 0: never a break
     if v[0] < edge:
         v = v[::-1]
     steps = np.abs(np.diff(np.concatenate(([float(edge)], v.astype(np.float64)))))
@@ -287,11 +346,16 @@ def _run_past(stamps: list[np.ndarray], capture: Capture, judged: tuple[bool, bo
     ``judged[0]`` (``judged[1]``) and rows run on below ``capture.lo`` (above ``capture.hi``) as a
     contiguous continuation of the rows inside (:func:`_continuation`, ``reach`` = ``max(SLACK_NS,
     last - first)``), the furthest of them: the rows' own bound on that side; else None. Only the
-    timestamps beyond the bounds are sorted (usually none)."""
+    timestamps beyond the bounds are sorted (usually none); a table wholly inside costs its minimum and maximum."""
     first = last = None
     below, above = [], []
     for s in stamps:
         if not s.size:
+            continue
+        low, high = int(s.min()), int(s.max())
+        if (capture.lo is None or low >= capture.lo) and (capture.hi is None or high <= capture.hi):
+            first = low if first is None else min(first, low)
+            last = high if last is None else max(last, high)
             continue
         early = s < capture.lo if capture.lo is not None else np.zeros(s.size, dtype=bool)
         late = s > capture.hi if capture.hi is not None else np.zeros(s.size, dtype=bool)

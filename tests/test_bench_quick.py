@@ -1,0 +1,65 @@
+"""The quick performance guard's verdicts and its section of bench/RESULTS.md (bench/quick.py, issue 44
+point 3), on figures made up here: nothing is measured."""
+from __future__ import annotations
+
+import sys
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+
+import quick  # noqa: E402
+
+MIB = 2 ** 20
+
+
+def figures(**over) -> dict:
+    now = {"floor": "sqlite3 CLI", "recorded": "2026-12-06 08:30 UTC", "code": "abc1234", "loadavg": (1.0, 2.0, 3.0),
+           "gen_floor_s": 0.5, "gen_run_s": 2.0, "gen_stages_s": 1.0, "gen_run_ratio": 4.0, "gen_stages_ratio": 2.0,
+           "gen_run_rss": 300 * MIB, "gen_stages_rss": 250 * MIB, "shared_floor_s": 0.1, "shared_run_s": 3.0,
+           "shared_run_ratio": 30.0, "shared_run_rss": 200 * MIB, "shared_files": ["a.sqlite", "b.sqlite"]}
+    now.update(over)
+    return now
+
+
+def record_of(now: dict) -> dict:
+    """What --record writes, read back as the next run reads it."""
+    found = quick.RECORD.search(quick.section(now))
+    import json
+
+    return json.loads(found.group(1))
+
+
+def test_a_figure_1_5x_the_recorded_one_is_worse_and_a_bigger_rss_than_the_target_is_missed():
+    last = record_of(figures())
+    assert last["figures"]["gen_run_ratio"] == 4.0 and last["floor"] == "sqlite3 CLI"
+    assert quick.verdicts(figures(gen_run_ratio=6.0), last) == []  # exactly 1.5x: not worse
+    worse = quick.verdicts(figures(gen_run_ratio=6.01, shared_run_rss=301 * MIB), last)
+    assert worse == ["1.5x WORSE: 400k kernels: `gpu-idle run` (empty caches) / decode floor 6.01x vs 4.00x recorded "
+                     "2026-12-06 08:30 UTC",
+                     "1.5x WORSE: shared exports: largest peak RSS of `gpu-idle run` 301 MiB vs 200 MiB recorded "
+                     "2026-12-06 08:30 UTC"]
+    missed = quick.verdicts(figures(gen_run_rss=600_000_001), None)
+    assert missed == ["MISSED: 400k kernels: peak RSS of `gpu-idle run` 572 MiB > 600 MB (make bench's bound at 3M "
+                      "kernels)"]
+    assert quick.verdicts(figures(gen_run_rss=600_000_000), None) == []
+    # figures recorded on another floor are not compared
+    assert quick.verdicts(figures(gen_run_ratio=60.0, floor="python sqlite3 module"), last) == []
+    lines = quick.report_lines(figures(gen_run_ratio=6.01), last)
+    assert "  400k kernels: `gpu-idle run` (empty caches) / decode floor: 6.01x (2.00 s vs 0.500 s); recorded 4.00x" \
+        in lines
+    assert lines[-1].startswith("  1.5x WORSE: ")
+
+
+def test_the_section_is_replaced_in_place_and_kept_by_a_rewrite():
+    head = "# gpu-idle benchmark results\n\n## Targets\n\n| a | b |\n"
+    tail = "\n## 0. Start-up\n\ntext\n"
+    first = quick.with_section(head, quick.section(figures()))
+    assert first.startswith(head) and quick.quick_section(first) == quick.section(figures())
+    middle = head + quick.section(figures()) + tail
+    again = quick.with_section(middle, quick.section(figures(gen_run_ratio=5.0, recorded="later")))
+    assert again.startswith(head) and again.endswith(tail)
+    assert record_of(figures(gen_run_ratio=5.0, recorded="later")) == quick.recorded_in(again)
+    assert again.count(quick.SECTION) == 1
+    # bench/run.py rewrites RESULTS.md without it, then puts back what it held
+    assert quick.with_section(head, quick.quick_section(again)).count("later") == 2
