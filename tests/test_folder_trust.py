@@ -122,17 +122,18 @@ def test_a_person_s_file_where_a_night_is_copied_is_refused(made, tmp_path):
 
 
 def test_an_unchanged_night_is_a_copy_and_editing_it_leaves_the_first_night_whole(made, tmp_path):
-    """Before: every document of N2 was a hard link to N1's; an edit of N2's record edited N1's, whose manifest
+    """Before: every document of N3 was a hard link to N2's; an edit of N3's record edited N2's, whose manifest
     then no longer held."""
-    state = copied(made[1], tmp_path / "state")
-    a, b = state / "nights" / N1, state / "nights" / N2
+    report, state = made[0], copied(made[1], tmp_path / "state")   # (a copy of the tree shares no inode)
+    again(report, state, N3)   # made from N2, nothing changed
+    a, b = state / "nights" / N2, state / "nights" / N3
     docs = sorted(rel for rel in manifest(a)["files"] if not rel.startswith(("report.html", "gpu-pages/")))
     assert RECORD in docs and "fleet.parquet" in docs
     for rel in docs:
         assert (b / rel).read_bytes() == (a / rel).read_bytes(), rel
         assert os.stat(b / rel).st_ino != os.stat(a / rel).st_ino, rel
         assert os.stat(b / rel).st_nlink == 1, rel
-    part = state / "history" / f"run_date={N2}" / "fleet.parquet"
+    part = state / "history" / f"run_date={N3}" / "fleet.parquet"
     assert os.stat(part).st_nlink == 1 and part.read_bytes() == (b / "fleet.parquet").read_bytes()
     with open(b / RECORD, "a", encoding="utf-8") as fh:
         fh.write("\nedited\n")
