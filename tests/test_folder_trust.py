@@ -279,3 +279,20 @@ def test_a_night_whose_report_is_not_written_says_so_in_its_exit_status_and_mani
     # the documents it wrote are whole: a reader reads them
     assert load_results(str(state)).current_date == N3
     assert doc["files"]["fleet.parquet"] == file_entry(str(night / "fleet.parquet"))
+
+
+def test_the_sweep_compares_with_a_last_night_only_as_its_manifest_vouches(made, tmp_path):
+    """The sweep's own comparison reads the last night as every reader does: an edited table there is named,
+    nothing is compared, and the night says what it did not write (before: compared with the edited table)."""
+    report, state = made[0], copied(made[1], tmp_path / "state")
+    last = state / "nights" / N2
+    table = pd.read_parquet(last / "fleet.parquet")
+    table["idle_ns"] = table["idle_ns"] // 2
+    table.to_parquet(last / "fleet.parquet", index=False)
+    _, summary = again(report, state, N3, force=(report,))
+    assert list(summary.not_written) == ["compare/compare.html"]
+    assert summary.not_written["compare/compare.html"].startswith(
+        f"{last}: not read: changed since gpu-idle wrote them (size or SHA-256 not the manifest's): fleet.parquet")
+    night = state / "nights" / N3
+    assert manifest(night)["not_written"] == summary.not_written and not (night / "compare").exists()
+    assert (night / "report.html").exists()

@@ -19,7 +19,9 @@ State folder ``S`` (``sweep.state_dir``):
     clusters.csv, gpus/, records/) plus the HTML report when available, and
     ``.manifest.json``, written last: the digest of what the night was made of
     (configuration, every report's content key, discovery problems, the code),
-    the files it holds and what its report.html was rendered from.
+    the files it holds (only those the product wrote: a file a person added is
+    never listed, never replaced), what its report.html was rendered from and,
+    under ``not_written``, what the night should hold and does not.
 ``S/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
     it had when hashed, so an untouched file is not read again
@@ -28,8 +30,9 @@ State folder ``S`` (``sweep.state_dir``):
 A night whose every report is already stored and whose inputs digest equals
 that of a complete earlier night (or of an earlier run of the same night)
 analyses nothing and writes nothing new: the tables, gpus/ and records/ of that
-night are hard-linked (copied where links are not possible) into the new
-night's folder, the history partition likewise, and only report.html is
+night are copied (reflinked where the file system offers it; never hard-linked:
+no two nights share a writable file) into the new night's folder, the history
+partition likewise, and only report.html is
 rendered again when the history it shows has changed. No cluster is started
 and the stored results are not read.
 
@@ -56,7 +59,7 @@ from ..io import (DATE_RE, FolderBusy, atomic_path, copy_file, dated_dirs, file_
                   os_cause, plain_scalar, real_dir, same_file)
 from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
                      refuse_foreign, stale_note, write_documents)
-from ..report.summary import NIGHT_COMPARISON, PRICING, pricing_settings
+from ..report.summary import NIGHT_COMPARISON, PRICING, ReportError, pricing_settings, vouched_folder
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
@@ -151,7 +154,7 @@ def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | Non
 
     Looks at the night itself first (an unchanged rerun of the same night: nothing to
     write unless the history its report shows changed), then the other nights, latest
-    first. The source night's files (report.html excepted) are hard-linked into the
+    first. The source night's files (report.html excepted) are copied into the
     night's folder and its history partition into ``history/run_date=<night>``, and the files an
     earlier sweep of this night wrote that the source has not are removed (as its manifest lists them,
     unchanged since); report.html is rendered again unless the manifest shows it was rendered from the
@@ -416,6 +419,12 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None, p
     jobs = set()
     if earlier:
         last = max(earlier)
+        try:   # the last night read only as every reader reads a run folder: what its manifest vouches for
+            vouched_folder(earlier[last])
+        except ReportError as exc:
+            cmp.remove_compare(folder)
+            _said(NIGHT_COMPARISON, str(exc), problems)
+            return None
         jobs = cmp.changed_jobs(pd.read_parquet(os.path.join(earlier[last], "fleet.parquet")),
                                 pd.read_parquet(os.path.join(out, "fleet.parquet")))
     if not jobs:
