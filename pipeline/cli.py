@@ -453,15 +453,17 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     overrides = {"dask": _dask_overrides(workers, dashboard)}
     cfg = _config(configs, overrides)
     if report_only:
+        not_written: dict = {}
         try:
-            out = rebuild(cfg, state_dir, night)
+            out = rebuild(cfg, state_dir, night, not_written)
         except (FileNotFoundError, OutputError) as exc:
             raise click.ClickException(message(exc)) from exc
         except IncompleteOutputs as exc:
             echo(f"gpu-idle: ERROR: {message(exc)}", err=True)
             sys.exit(1)
         echo(f"rebuilt {out} from stored results (nothing analysed)")
-        return
+        _not_written(out, not_written)
+        sys.exit(1 if not_written else 0)
     cfg = _writable_caches(cfg)
     try:
         fleet, summary = run_sweep(cfg, inputs, state_dir, night, force, scheduler, log=echo,
@@ -483,7 +485,16 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     if summary.engine_problem:
         echo(f"gpu-idle: ERROR: {message(summary.engine_problem)}", err=True)
     echo(summary.line())
-    sys.exit(1 if summary.failed else 0)
+    _not_written(summary.out_dir, summary.not_written)
+    sys.exit(1 if summary.failed or summary.not_written else 0)
+
+
+def _not_written(night_dir: str, not_written: dict) -> None:
+    """One ``gpu-idle: ERROR:`` line naming what the night ``night_dir`` should hold and does not, and why
+    (its manifest says the same under ``not_written``); nothing when it is whole."""
+    if not_written:
+        echo(f"gpu-idle: ERROR: {night_dir}: not written: "
+             + "; ".join(f"{what} ({message(why)})" for what, why in sorted(not_written.items())), err=True)
 
 
 @main.command()

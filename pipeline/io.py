@@ -288,13 +288,13 @@ def remove_if_empty(folder: str) -> bool:
     return True
 
 
-#: A temporary file of :func:`atomic_path` or :func:`link_file` (:func:`temp_name`):
+#: A temporary file of :func:`atomic_path` or :func:`copy_file` (:func:`temp_name`):
 #: ``.<name>.<12 lowercase hex>.tmp``; group 1 is the target's name.
 LEFTOVER_RE = re.compile(r"^\.(.+)\.[0-9a-f]{%d}\.tmp$" % (2 * TEMP_RANDOM_BYTES))
 
 
 def is_leftover(name: str) -> bool:
-    """Whether a file name is a temporary file of :func:`atomic_path` or :func:`link_file`
+    """Whether a file name is a temporary file of :func:`atomic_path` or :func:`copy_file`
     (:func:`temp_name`, :data:`LEFTOVER_RE`): a person's ``.x.y.tmp`` is not."""
     return bool(LEFTOVER_RE.match(name))
 
@@ -327,17 +327,27 @@ def remove_leftovers(folder: str, older_than_s: float = 0.0, recursive: bool = F
     return removed
 
 
-def link_file(src: str, dst: str) -> None:
-    """Make ``dst`` the same file as ``src``: a hard link (a copy where links are impossible),
-    created under a temporary name and renamed into place. Raises OSError when ``src`` is unreadable,
-    :class:`OutputError` when ``dst``'s folder is a symbolic link."""
+#: Linux's FICLONE ioctl: ``dst`` shares ``src``'s blocks copy-on-write (a reflink: btrfs, XFS, bcachefs).
+FICLONE = 0x40049409
+
+
+def copy_file(src: str, dst: str) -> None:
+    """Make ``dst`` a file of its own holding ``src``'s bytes: a reflink where the file system offers one
+    (blocks shared copy-on-write, so an edit of either never reaches the other), else a plain copy; never a
+    hard link (one inode in two folders: editing one edits both). Created under a temporary name and renamed
+    into place. Raises OSError when ``src`` is unreadable, :class:`OutputError` when ``dst``'s folder is a
+    symbolic link."""
+    import fcntl
+
     folder = real_dir(os.path.dirname(os.path.abspath(dst)))
     tmp = os.path.join(folder, temp_name(os.path.basename(dst)))
     try:
-        try:
-            os.link(src, tmp)
-        except OSError:
-            shutil.copyfile(src, tmp)
+        with open(src, "rb") as fin, open(tmp, "xb") as fout:
+            try:
+                fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
+            except OSError:   # no reflinks here (ext4, tmpfs, another file system): a copy
+                shutil.copyfileobj(fin, fout, HASH_CHUNK)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, dst)
     finally:
         if os.path.lexists(tmp):

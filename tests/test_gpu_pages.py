@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import KINETO, REPO, chromium_load, run_cli
+from conftest import KINETO, REPO, chromium_load, run_cli, vouch
 
 from pipeline.analysis import intervals as iv
 from pipeline.analysis import lanes
@@ -372,6 +372,7 @@ def test_stale_pages_are_pruned(example_folder, tmp_path):
     left = gpu_page_name(ok["report"].iloc[0], ok["gpu_key"].iloc[0])
     assert (out / PAGES_DIR / left).exists()
     fleet.drop(index=ok.index[0]).to_parquet(out / "fleet.parquet", index=False)   # that GPU left the fleet
+    vouch(out)   # as a run would have written it (a reader reads only what the manifest vouches for)
     run_cli("report", str(out), "--out", str(out / "report.html"))
     pages = {n for n in os.listdir(out / PAGES_DIR) if n.endswith(".html")}
     now = {gpu_page_name(r, g) for r, g in zip(ok["report"].iloc[1:], ok["gpu_key"].iloc[1:])}

@@ -127,7 +127,7 @@ def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
     i25-merge it priced at the default 730 hours and thresholds."""
     import pandas as pd
 
-    from tests.conftest import run_cli
+    from tests.conftest import run_cli, vouch
 
     config = tmp_path / "run.yaml"
     config.write_text("cost:\n  hours_per_month: 500\nconfidence:\n  toy_min_kernels: 1\n  toy_max_window_ns: 1000\n"
@@ -141,6 +141,7 @@ def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
     fix_columns = [c for c in written.columns if c.startswith("fix_")] + [
         "confidence_tier", "low_confidence", "confidence_note", "implausible_speedup"]
     written.drop(columns=fix_columns).to_parquet(out / "fleet.parquet", index=False)
+    vouch(out)   # as the older run wrote it: its manifest vouches for it
     run_cli("report", str(out), "--format", "md", "--out", str(tmp_path / "old.md"))
     new, old = _fix_rows((tmp_path / "new.md").read_text()), _fix_rows((tmp_path / "old.md").read_text())
     ok = written[written["status"] != "error"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import KINETO, REPO, chromium_load, run_cli
+from conftest import KINETO, REPO, chromium_load, run_cli, vouch
 
 from pipeline.config import CostConfig
 from pipeline.fleet.outputs import gpu_json_name
@@ -80,6 +80,7 @@ def sweep_state(example_run, tmp_path_factory) -> tuple[Path, dict[str, pd.DataF
             (out / "records" / f"{record_stem(job)}.md").unlink()
             for row in base[base["job"] == job].itertuples():
                 (out / "gpus" / gpu_json_name(row.report, row.gpu_key)).unlink()
+        vouch(out)
     return state, fleets
 
 
@@ -365,6 +366,7 @@ def test_fix_first_list_of_an_older_run_folder(example_run, tmp_path):
     fleet.to_parquet(old / "fleet.parquet", index=False)
     for name in ("fix_first.csv", "fix_first.json"):
         (old / name).unlink(missing_ok=True)
+    vouch(old)
     page = Path(write_report(old, tmp_path / "r.html")).read_text(encoding="utf-8")
     check_fix_first_page(page, fleet)
 

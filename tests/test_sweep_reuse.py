@@ -81,14 +81,14 @@ def test_unchanged_sweep_reuses_the_last_night(shared_fleet, tmp_path):
     second = sweep(fleet_dir, state, "2026-12-02")
     assert f"{REPORTS} report(s): 0 analysed, {REPORTS} reused, 0 failed" in second
     assert "dask:" not in second  # no cluster started
-    assert f"sweep 2026-12-02: nothing changed since night 2026-12-01: its files linked into {b}" in second
+    assert f"sweep 2026-12-02: nothing changed since night 2026-12-01: its files copied into {b}" in second
     after = night_files(b)
     assert sorted(after) == sorted(before)
     for name in before:
         if name in ("report.html", ".manifest.json"):
             continue
-        # the same file, hard-linked from the night before
-        assert after[name].st_ino == before[name].st_ino, name
+        # the night before's bytes, in a file of its own (a copy: editing one night never edits the other)
+        assert after[name].st_ino != before[name].st_ino, name
         assert read(b / name) == read(a / name), name
     hist = pd.read_parquet(state / "history")
     first_night = hist[hist["run_date"].astype(str) == "2026-12-01"].drop(columns="run_date")

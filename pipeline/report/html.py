@@ -380,6 +380,10 @@ def render_markdown(res: Results) -> str:
                   f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
                   f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month ({COMM_OVERLAP})"
                   + assumed_text(c) + ".", ""]
+    if t["lacking"]:
+        lines += ["The trend lacks night(s) whose history file is damaged: "
+                  + "; ".join(f"{x['date']} ({md_text(x['file'])}: {md_text(x['why'])})" for x in t["lacking"]) + ".",
+                  ""]
     if t["previous"]:
         cur, prev = t["nights"][-1], t["nights"][-2]
         lines.append(f"Since {t['previous']}: {signed_usd(cur['usd'] - prev['usd'])}/month "

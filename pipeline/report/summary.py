@@ -67,6 +67,9 @@ class Results:
         run_dir: the current night's run output dir (gpus/, records/), None when absent.
         history: ``[(date, fleet), ...]`` oldest first; a run dir has one entry (the whole
             table); a sweep's nights hold only :data:`HISTORY_COLUMNS`.
+        lacking: the nights the history lacks because a file of theirs is damaged (truncated, empty,
+            not a fleet table): ``[{"date", "file" (relative to the state folder), "why"}]``, by date
+            (:func:`history_part`); the trend says so.
     """
 
     source: str
@@ -75,6 +78,7 @@ class Results:
     current_date: str
     run_dir: str | None
     history: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    lacking: list[dict] = field(default_factory=list)
 
 
 #: The columns the history of earlier nights is read with (:func:`trend` needs no more); the
@@ -91,6 +95,74 @@ def _read_fleet(path: str, columns: list[str] | None = None) -> pd.DataFrame:
         return pq.read_table(path, columns=[c for c in columns if c in names]).to_pandas()
     frame = pd.read_parquet(path)
     return frame.drop(columns=[c for c in ("run_date",) if c in frame.columns])
+
+
+#: What a reader reads of a run folder (or sweep night): its fleet table, per-GPU JSON and medical records
+#: (:func:`vouched_folder` checks them against the folder's manifest).
+READ_FILES = ("fleet.parquet",)
+READ_DIRS = ("gpus/", "records/")
+
+
+def vouched_folder(folder: str, dirs: tuple = READ_DIRS) -> None:
+    """Check that the run folder (or sweep night) ``folder`` is one its manifest vouches for, before any
+    reader (``report``, ``compare``, the sweep's page and comparison) reads it: the manifest
+    (:data:`~pipeline.store.results.MANIFEST`) is there and says complete, and every file a reader reads
+    (:data:`READ_FILES`, and every file it lists under ``dirs``: :data:`READ_DIRS` unless the reader reads
+    fewer, e.g. the table alone) is listed with the size and SHA-256 it still has. The one check of every reader of a run folder. Raises :class:`ReportError` saying plainly
+    what is missing or changed (nothing of the folder is read then)."""
+    from ..io import same_file
+    from ..store.results import MANIFEST
+
+    doc = read_manifest(folder)
+    again = "run it again (gpu-idle run --out, or the sweep) to make it whole"
+    if doc is None:
+        raise ReportError(f"{folder}: not read: no manifest of gpu-idle's ({MANIFEST}) vouches for its files; {again}")
+    read = [rel for rel in doc["files"] if rel in READ_FILES or (dirs and rel.startswith(tuple(dirs)))]
+    missing = sorted([rel for rel in READ_FILES if rel not in doc["files"]]
+                     + [rel for rel in read if not os.path.lexists(os.path.join(folder, rel))])
+    unsure = sorted(rel for rel in read if doc["files"][rel] is None and rel not in missing)
+    changed = sorted(rel for rel in read if rel not in missing and rel not in unsure
+                     and not same_file(os.path.join(folder, rel), doc["files"][rel]))
+
+    def named(rels: list) -> str:
+        return ", ".join(rels[:5]) + (f" and {len(rels) - 5} more" if len(rels) > 5 else "")
+
+    why = ([f"its manifest ({MANIFEST}) says it is incomplete (a run did not finish writing it)"]
+           if not doc["complete"] else [])
+    why += [f"missing {named(missing)}"] if missing else []
+    why += [f"not vouched for (written by a run that did not finish): {named(unsure)}"] if unsure else []
+    why += [f"changed since gpu-idle wrote them (size or SHA-256 not the manifest's): {named(changed)}"] \
+        if changed else []
+    if why:
+        raise ReportError(f"{folder}: not read: " + "; ".join(why) + f"; {again}")
+
+
+#: The columns without which a history file is no fleet table (:func:`history_part`).
+HISTORY_NEEDS = ("report", "job", "cluster", "status", "idle_usd_per_month")
+
+
+class DamagedPart(Exception):
+    """A history file that is no readable fleet table; the message says why."""
+
+
+def history_part(path: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """One history file (``history/run_date=…/*.parquet``) as :func:`_read_fleet` reads it. Raises
+    :class:`DamagedPart` saying why when it is not a readable fleet table: truncated, empty, not Parquet, or
+    without a column of :data:`HISTORY_NEEDS` (or with one that is not a number where money is)."""
+    import pyarrow as pa
+
+    try:
+        frame = _read_fleet(path, columns)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise DamagedPart(f"not a readable Parquet file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
+    missing = [c for c in HISTORY_NEEDS if c not in frame.columns]
+    if missing:
+        raise DamagedPart(f"not a fleet table (no column {', '.join(missing)})")
+    try:
+        frame["idle_usd_per_month"].astype(float)
+    except (TypeError, ValueError) as exc:
+        raise DamagedPart(f"not a fleet table (idle_usd_per_month is not a number: {exc})") from exc
+    return frame
 
 
 def is_sweep_dir(path: str) -> bool:
@@ -116,6 +188,7 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
         if not os.path.exists(path):
             raise ReportError(f"{results_dir}: no fleet.parquet (not a `gpu-idle run --out` folder) and no "
                               f"history/ or nights/ (not a sweep state folder)")
+        vouched_folder(results_dir)
         fleet = _priced(_read_fleet(path), results_dir)  # an older table: its fix columns priced as its run did
         date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
         return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)])
@@ -140,18 +213,35 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
         raise ReportError(f"{results_dir}: sweep state folder without any night "
                           f"(no history/run_date=YYYY-MM-DD/*.parquet, no nights/YYYY-MM-DD/fleet.parquet)")
 
-    def night_table(date: str, columns: list[str] | None) -> pd.DataFrame:
-        if date in parts:
-            return pd.concat([_read_fleet(f, columns) for f in parts[date]], ignore_index=True)
-        # the night's run finished but its history partition is not written (yet)
-        return _read_fleet(os.path.join(nights[date], "fleet.parquet"), columns)
+    lacking: list[dict] = []
 
-    history = [(date, night_table(date, HISTORY_COLUMNS)) for date in dates]
+    def night_table(date: str, columns: list[str] | None) -> pd.DataFrame | None:
+        """The night's history (None, and said in ``lacking``, when a file of it is damaged)."""
+        if date not in parts:   # the night's run finished but its history partition is not written (yet)
+            return _read_fleet(os.path.join(nights[date], "fleet.parquet"), columns)
+        frames = []
+        for f in parts[date]:
+            try:
+                frames.append(history_part(f, columns))
+            except DamagedPart as exc:
+                lacking.append({"date": date, "file": os.path.relpath(f, results_dir), "why": str(exc)})
+                return None
+        return pd.concat(frames, ignore_index=True)
+
     date = dates[-1]
     run_dir = nights.get(date)
-    fleet = _read_fleet(os.path.join(run_dir, "fleet.parquet")) if run_dir is not None else night_table(date, None)
+    if run_dir is not None:
+        vouched_folder(run_dir)
+    history = [(d, t) for d in dates if (t := night_table(d, HISTORY_COLUMNS)) is not None]
+    if run_dir is not None:
+        fleet = _read_fleet(os.path.join(run_dir, "fleet.parquet"))
+    elif history and history[-1][0] == date:
+        fleet = night_table(date, None)
+    else:
+        raise ReportError(f"{results_dir}: night {date} cannot be read: "
+                          + "; ".join(f"{x['file']}: {x['why']}" for x in lacking if x["date"] == date))
     fleet = _priced(fleet, run_dir)
-    return Results(results_dir, "sweep", fleet, date, run_dir, history)
+    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking)
 
 
 def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
@@ -739,7 +829,7 @@ def summarise(res: Results) -> dict:
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
                                                  "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
-        "trend": trend(res.history, night_hours(res)), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
+        "trend": dict(trend(res.history, night_hours(res)), lacking=res.lacking), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "collective": fleet_collectives(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
         "gpu_names": names,

@@ -169,6 +169,30 @@ def edited_outputs(out_dir: str, doc: dict) -> list[str]:
     return sorted(out)
 
 
+def refuse_foreign(out_dir: str, writer: str = "run") -> None:
+    """Refuse, before any analysis, an output folder (a ``run --out`` folder, a sweep night) a run would write
+    files of someone else's in: a symlinked sub-folder; with a manifest, a document of ours a person changed
+    since (:func:`edited_outputs`); without one, any file the product cannot prove it wrote (:func:`not_ours`).
+    A missing folder is fine. Raises OutputError naming them (``writer``: who says it)."""
+    if not os.path.isdir(out_dir):
+        return
+    for sub in SUBDIRS:   # a symlinked sub-folder is said as such, with or without a manifest
+        if os.path.islink(os.path.join(out_dir, sub)):
+            real_dir(os.path.join(out_dir, sub))  # raises, naming it
+    doc = read_manifest(out_dir)
+    if doc is not None:
+        edited = edited_outputs(out_dir, doc)
+        if edited:
+            raise not_to_overwrite(out_dir, edited, writer=writer)
+        return
+    foreign = not_ours(out_dir)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"{out_dir}: holds {len(foreign)} file(s) gpu-idle did not write ({shown}) and no "
+                          f"manifest of its own ({MANIFEST}): give a new or empty folder, or move those "
+                          "files away (gpu-idle never deletes or overwrites a file it cannot prove it wrote)")
+
+
 class OutputFolder:
     """Where a run's outputs go, and what is kept beside them (see :class:`RunFolder`).
 
@@ -315,23 +339,7 @@ class RunFolder(OutputFolder):
         return held()
 
     def _refuse_foreign(self) -> None:
-        if not os.path.isdir(self.out_dir):
-            return
-        for sub in SUBDIRS:   # a symlinked sub-folder is said as such, with or without a manifest
-            if os.path.islink(os.path.join(self.out_dir, sub)):
-                real_dir(os.path.join(self.out_dir, sub))  # raises, naming it
-        doc = read_manifest(self.out_dir)
-        if doc is not None:
-            edited = edited_outputs(self.out_dir, doc)
-            if edited:
-                raise not_to_overwrite(self.out_dir, edited)
-            return
-        foreign = not_ours(self.out_dir)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-            raise OutputError(f"{self.out_dir}: holds {len(foreign)} file(s) gpu-idle did not write ({shown}) and no "
-                              f"manifest of its own ({MANIFEST}): give a new or empty folder, or move those "
-                              "files away (gpu-idle never deletes or overwrites a file it cannot prove it wrote)")
+        refuse_foreign(self.out_dir)
 
     def on_found(self, paths, problems) -> None:
         self.log(f"gpu-idle: {len(paths)} report(s) found"

@@ -19,7 +19,9 @@ State folder ``S`` (``sweep.state_dir``):
     clusters.csv, gpus/, records/) plus the HTML report when available, and
     ``.manifest.json``, written last: the digest of what the night was made of
     (configuration, every report's content key, discovery problems, the code),
-    the files it holds and what its report.html was rendered from.
+    the files it holds (only those the product wrote: a file a person added is
+    never listed, never replaced), what its report.html was rendered from and,
+    under ``not_written``, what the night should hold and does not.
 ``S/identity-index.json``
     the content hash of each local report with the (size, mtime, ctime, inode)
     it had when hashed, so an untouched file is not read again
@@ -28,8 +30,9 @@ State folder ``S`` (``sweep.state_dir``):
 A night whose every report is already stored and whose inputs digest equals
 that of a complete earlier night (or of an earlier run of the same night)
 analyses nothing and writes nothing new: the tables, gpus/ and records/ of that
-night are hard-linked (copied where links are not possible) into the new
-night's folder, the history partition likewise, and only report.html is
+night are copied (reflinked where the file system offers it; never hard-linked:
+no two nights share a writable file) into the new night's folder, the history
+partition likewise, and only report.html is
 rendered again when the history it shows has changed. No cluster is started
 and the stored results are not read.
 
@@ -52,12 +55,13 @@ import pyarrow.parquet as pq
 
 from ..config import Config
 from ..inputs.discover import skipped_note
-from ..io import (DATE_RE, FolderBusy, atomic_path, current_night, dated_dirs, folder_lock, in_future, link_file,
-                  os_cause, plain_scalar, real_dir, same_file, today_utc)
-from .driver import IncompleteOutputs, OutputFolder, drive, incomplete, planned_files, stale_note, write_documents
+from ..io import (DATE_RE, FolderBusy, atomic_path, copy_file, current_night, dated_dirs, file_entry, folder_lock,
+                  in_future, not_to_overwrite, os_cause, plain_scalar, real_dir, same_file, today_utc)
+from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
+                     refuse_foreign, stale_note, write_documents)
 from ..schema import NOT_ANALYSED
-from ..report.summary import NIGHT_COMPARISON, PRICING, pricing_settings
-from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest, folder_files,
+from ..report.summary import NIGHT_COMPARISON, PRICING, ReportError, pricing_settings, vouched_folder
+from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
 
@@ -72,6 +76,8 @@ class SweepSummary:
     failed: list = dataclasses.field(default_factory=list)
     out_dir: str = ""
     engine_problem: str | None = None
+    #: What the night should hold and does not (``{"report.html": why}``; its manifest says the same).
+    not_written: dict = dataclasses.field(default_factory=dict)
 
     def line(self) -> str:
         causes = "; ".join(err for _, err in self.failed[:3])
@@ -103,25 +109,60 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | None, pricing: dict | None) -> None:
-    """Record the night's inputs digest (None: never reused), its files (with their sizes and SHA-256),
-    its report.html's inputs (``None``: not rendered) and the settings that priced its fix-first columns
-    (:func:`pipeline.report.summary.pricing_settings`; None: not known). Raises OSError when it cannot be written."""
+def product_files(night_dir: str) -> dict:
+    """The files of the night folder ``night_dir`` the product can prove it wrote, ``relative path -> entry``
+    (size and SHA-256): those its manifest lists (claimed by name: as they are now; with an entry: only while
+    they still hold it, a file a person changed since is theirs) and those the night's comparison lists
+    (:data:`~pipeline.report.compare.COMPARE_MANIFEST`, and that record itself). A file a person added is
+    never listed (never the product's to replace or remove)."""
+    from ..report.compare import COMPARE_MANIFEST
+
+    def proven(doc: dict | None, prefix: str) -> dict:
+        out = {}
+        for rel, entry in ((doc or {}).get("files") or {}).items():
+            path = os.path.join(night_dir, prefix + rel)
+            if entry is None and same_file(path, None):
+                out[prefix + rel] = file_entry(path)
+            elif entry is not None and same_file(path, entry):
+                out[prefix + rel] = entry
+        return out
+
+    compared = os.path.dirname(NIGHT_COMPARISON)
+    files = proven(read_manifest(night_dir), "")
+    files = {rel: e for rel, e in files.items() if not rel.startswith(compared + "/")}
+    record = read_manifest(os.path.join(night_dir, compared), COMPARE_MANIFEST)
+    if record is not None:
+        files.update(proven(record, compared + "/"))
+        files[f"{compared}/{COMPARE_MANIFEST}"] = file_entry(os.path.join(night_dir, compared, COMPARE_MANIFEST))
+    return files
+
+
+def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | None, pricing: dict | None,
+                   not_written: dict | None = None) -> None:
+    """Record the night's inputs digest (None: never reused), its files (:func:`product_files`, with their sizes
+    and SHA-256), its report.html's inputs (``None``: not rendered), the settings that priced its fix-first
+    columns (:func:`pipeline.report.summary.pricing_settings`; None: not known) and, under ``not_written``, what
+    the night should hold and does not (``{"report.html": why}``; absent when nothing). Raises OSError when it
+    cannot be written."""
     out = os.path.join(state_dir, "nights", night)
     report = "report.html" if os.path.exists(os.path.join(out, "report.html")) else None
-    write_folder_manifest(out, folder_files(out), inputs, html=html, report=report, **{PRICING: pricing})
+    extra = {"not_written": dict(not_written)} if not_written else {}
+    write_folder_manifest(out, product_files(out), inputs, html=html, report=report, **{PRICING: pricing}, **extra)
 
 
-def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | None:
+def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | None = None) -> tuple[str, str] | None:
     """Make ``nights/<night>`` from a complete earlier night with the same ``inputs`` digest, analysing nothing.
 
     Looks at the night itself first (an unchanged rerun of the same night: nothing to
     write unless the history its report shows changed), then the other nights, latest
-    first. The source night's files (report.html excepted) are hard-linked into the
+    first. The source night's files (report.html excepted) are copied into the
     night's folder and its history partition into ``history/run_date=<night>``, and the files an
     earlier sweep of this night wrote that the source has not are removed (as its manifest lists them,
     unchanged since); report.html is rendered again unless the manifest shows it was rendered from the
-    same history. Returns ``(the night's folder, the night it was made from)``, or None when no
+    same history (what could not be, ``{"report.html": why}``, goes into ``not_written`` and the manifest). The
+    source's files are copied (reflinked where the file system can): no two nights share a writable inode.
+    A file of this night's folder the copy would replace and the product cannot prove it wrote (a person's)
+    is never replaced: :class:`~pipeline.io.OutputError` naming it, nothing written. Returns ``(the night's folder, the night it was made from)``, or None when no
     night matches (nothing is written then).
     """
     nights_dir = os.path.join(state_dir, "nights")
@@ -139,8 +180,11 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
         earlier = drop_manifest(out)   # what this night's earlier sweep wrote (its manifest lists it)
         compared = os.path.dirname(NIGHT_COMPARISON) + "/"   # the source's comparison is not this night's
         linked = [rel for rel in manifest["files"] if rel != "report.html" and not rel.startswith(compared)]
+        taken = foreign_targets(out, linked, time.time_ns())
+        if taken:
+            raise not_to_overwrite(out, taken, writer="sweep")
         for rel in linked:
-            link_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
+            copy_file(os.path.join(nights_dir, source, rel), os.path.join(out, rel))
         drop_manifest(out, claim=linked)   # ours now: the report renders its GPU pages over them
         # The night is the source's now: files of its earlier sweep the source has not (records of other
         # jobs, per-GPU files and pages of other GPUs) go, when they still hold what that sweep wrote.
@@ -151,17 +195,21 @@ def reuse_night(state_dir: str, night: str, inputs: str) -> tuple[str, str] | No
                 os.unlink(path)
         manifest = dict(manifest, html=None)
     if source != night or not os.path.exists(history):
-        link_file(os.path.join(out, "fleet.parquet"), history)
+        copy_file(os.path.join(out, "fleet.parquet"), history)
     html = _html_inputs(state_dir, night, inputs)
     if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
-        drop_manifest(out)
+        # its documents whole (the report reads them through their manifest), not yet to be reused
+        write_manifest(state_dir, night, None, None, manifest.get(PRICING))
+        problems: dict = {}
         try:
-            drawn = write_html(state_dir, out, night)
+            drawn = write_html(state_dir, out, night, problems)
         except OSError as exc:  # a full disk: the night stays without a manifest, and says so
             raise IncompleteOutputs(f"{out}: the outputs are incomplete ({os_cause(exc)}): missing report.html; "
                                     "the folder vouches for nothing until a run completes it (free space, "
                                     "run again)") from exc
-        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING))
+        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING), problems)
+        if not_written is not None:
+            not_written.update(problems)
     return out, source
 
 
@@ -174,13 +222,21 @@ class NightFolder(OutputFolder):
         self.state_dir, self.night, self.log = state_dir, night, log
         self.out_dir = os.path.join(state_dir, "nights", night)
         self.plots = plot_cache_dir(state_dir)
+        #: What the night should hold and does not (``{"report.html": why}``): said by the exit status.
+        self.not_written: dict = {}
+
+    def prepare(self) -> None:
+        """As :meth:`OutputFolder.prepare`, after refusing a night folder holding files the product cannot
+        prove it wrote where it writes (the rule of ``run --out``: :func:`~pipeline.runs.driver.refuse_foreign`)."""
+        refuse_foreign(self.out_dir, writer="sweep")
+        super().prepare()
 
     def on_plan(self, paths, todo, reused) -> None:
         self.log(f"sweep {self.night}: {len(paths)} report(s) found, {reused} unchanged, {len(todo)} to analyse")
 
     def reuse(self, digest: str) -> pd.DataFrame | None:
         try:
-            found = reuse_night(self.state_dir, self.night, digest)
+            found = reuse_night(self.state_dir, self.night, digest, self.not_written)
         except OSError as exc:
             raise IncompleteOutputs(f"{self.out_dir}: the outputs are incomplete ({os_cause(exc)}): the night "
                                     "could not be made from an earlier one with the same inputs; no history row "
@@ -191,12 +247,12 @@ class NightFolder(OutputFolder):
         out, source = found
         self.log(f"sweep {self.night}: nothing changed since " + (
             "this night's last sweep: its files kept" if source == self.night else
-            f"night {source}: its files linked into {out}, its report rendered for this night"))
+            f"night {source}: its files copied into {out}, its report rendered for this night"))
         return pd.read_parquet(os.path.join(out, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
         return write_night(self.state_dir, self.night, fleet, rosters, cfg, digest, log=self.log,
-                           since_ns=self.changing_ns)
+                           since_ns=self.changing_ns, not_written=self.not_written)
 
 
 #: The sweep's lock file in its state folder (:func:`sweep_lock`).
@@ -273,7 +329,8 @@ def sweep(cfg: Config, inputs=(), state_dir: str | None = None, night: str | Non
     new = fleet[fleet["report"].isin(result.todo) & ~fleet["status"].isin(NOT_ANALYSED)] if len(fleet) else fleet
     summary = SweepSummary(night=night, reports=result.reports, reused=result.reused,
                            analysed=int(new["report"].nunique()) if len(new) else 0,
-                           failed=result.failed, out_dir=result.out_dir, engine_problem=result.engine_problem)
+                           failed=result.failed, out_dir=result.out_dir, engine_problem=result.engine_problem,
+                           not_written=dict(folder.not_written))
     return fleet, summary
 
 
@@ -290,7 +347,7 @@ def check_night(night: str) -> str:
 
 
 def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, cfg: Config,
-                inputs: str | None = None, log=None, since_ns: int = 0) -> str:
+                inputs: str | None = None, log=None, since_ns: int = 0, not_written: dict | None = None) -> str:
     """Write the night's history partition and output folder; returns the folder.
 
     The folder's manifest is marked as changing first (it vouches for nothing) and written again last,
@@ -300,10 +357,16 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
     outputs could not be completed has none. ``log``: where to say that files of an earlier
     sweep of the night with other inputs were removed (None: nowhere). ``since_ns``: when the folder
     was marked as changing (:meth:`~pipeline.runs.driver.OutputFolder.begin`; 0: now), so that the
-    files written since count as written when some are missing.
+    files written since count as written when some are missing. A file the night would write that the
+    product cannot prove it wrote (a person's, or one of ours a person changed since:
+    :func:`~pipeline.runs.driver.foreign_targets`) is never replaced: nothing is written then. Once its
+    documents are written the night's manifest vouches for them (complete, no inputs digest yet), so that
+    its report and comparison read them as every reader does; what could not be written of those
+    (``{"report.html": why}``) goes into ``not_written`` (when given) and the manifest.
 
     Raises:
         IncompleteOutputs: a file could not be written (a full disk): the message says what is missing.
+        OutputError: a file the night writes is not the product's (:func:`~pipeline.io.not_to_overwrite`).
     """
     out = os.path.join(state_dir, "nights", night)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
@@ -315,40 +378,50 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
         since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
     except OSError as exc:
         raise incomplete(out, targets, since_ns or time.time_ns(), exc, f"; {row}") from exc
+    taken = foreign_targets(out, planned_files(fleet), since)
+    if taken:
+        raise not_to_overwrite(out, taken, " (the results are stored: nothing is analysed again)", writer="sweep")
+    problems: dict = {}
     try:
         written, _ = write_documents(out, fleet, rosters, cfg)
+        write_manifest(state_dir, night, None, None, pricing_settings(cfg))   # the documents whole
     except OSError as exc:
         raise incomplete(out, targets, since, exc, f"; {row}") from exc
     note = stale_note(written)
     if log is not None and note:
         log(f"sweep {night}: {note}")
     try:
-        compare_with_last_night(state_dir, night, cfg, log)
-    except OSError as exc:
-        raise incomplete(out, targets, since, exc, f"; {row}") from exc
-    try:
+        compare_with_last_night(state_dir, night, cfg, log, problems)
         # The history row only once the night's documents are complete (its report reads the history).
         real_dir(os.path.dirname(history))
         with atomic_path(history) as tmp:
             pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
-        html = write_html(state_dir, out, night)
+        html = write_html(state_dir, out, night, problems)
         write_manifest(state_dir, night, inputs, _html_inputs(state_dir, night, inputs) if html and inputs else None,
-                       pricing_settings(cfg))
+                       pricing_settings(cfg), problems)
     except BaseException as exc:  # a full disk, or an interruption (SIGINT, SIGTERM): no row for a half night
         with contextlib.suppress(FileNotFoundError):
             os.unlink(history)
+        with contextlib.suppress(OSError):
+            drop_manifest(out)   # the night vouches for nothing until a sweep completes it
         if isinstance(exc, OSError):
             raise incomplete(out, targets, since, exc, f"; {row}") from exc
         raise
+    if not_written is not None:
+        not_written.update(problems)
+    else:
+        for what, why in problems.items():
+            _said(what, why, None)
     return out
 
 
-def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -> str | None:
+def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None, problems: dict | None = None) -> str | None:
     """``nights/<night>/compare/``: the jobs whose figures changed since the last earlier night, compared
     with it by ``gpu-idle compare``'s machinery (:mod:`pipeline.report.compare`; the same verdict, figures
     withheld when not comparable), or an earlier comparison of this night removed when no job changed
     (docs/definitions.md#compare-in-the-sweep). Returns the comparison's folder, or None. A comparison that
-    fails for another reason than a file not written is said on stderr and leaves the night as it is."""
+    fails for another reason than a file not written leaves the night as it is and is said in ``problems``
+    (``{"compare/compare.html": why}``; None: on stderr)."""
     from ..report import compare as cmp
 
     out = os.path.join(state_dir, "nights", night)
@@ -358,6 +431,13 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -
     jobs = set()
     if earlier:
         last = max(earlier)
+        try:   # the last night's table read only as its manifest vouches for it (the comparison itself, when
+            # a job changed, reads the night as every reader does: its per-GPU files and records too)
+            vouched_folder(earlier[last], dirs=())
+        except ReportError as exc:
+            cmp.remove_compare(folder)
+            _said(NIGHT_COMPARISON, str(exc), problems)
+            return None
         jobs = cmp.changed_jobs(pd.read_parquet(os.path.join(earlier[last], "fleet.parquet")),
                                 pd.read_parquet(os.path.join(out, "fleet.parquet")))
     if not jobs:
@@ -371,22 +451,22 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None) -
         try:
             return cmp.write_compare(folder, result, sides)
         except cmp.CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
-            print(f"gpu-idle sweep: {NIGHT_COMPARISON} not written: {exc}", file=sys.stderr)
+            _said(NIGHT_COMPARISON, str(exc), problems)
             return None
 
-    if _unless_broken(NIGHT_COMPARISON, make) is None:
+    if _unless_broken(NIGHT_COMPARISON, make, problems) is None:
         return None
     if log is not None:
         log(f"sweep {night}: {len(jobs)} changed job(s) compared with night {last} in {folder}")
     return folder
 
 
-def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str | None:
+def write_html(state_dir: str, night_dir: str, night: str | None = None, problems: dict | None = None) -> str | None:
     """The manager report of the state folder into the night's folder (``night``: the
     night it reports, its history up to it; default the latest).
 
     The night's tables are already written when this runs; a failure here is
-    reported on stderr and leaves them in place (returns ``None``), except a file that cannot be
+    said in ``problems`` (``{"report.html": why}``; None: on stderr) and leaves them in place (returns ``None``), except a file that cannot be
     written (OSError: a full disk), raised so that the night is not sealed without it. Plots whose
     inputs did not change are taken from ``S/cache/plots`` (kept
     :data:`PLOT_CACHE_DAYS` days after their last use).
@@ -400,20 +480,31 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None) -> str 
         _prune(cache, start - PLOT_CACHE_DAYS * 86400)
         return path
 
-    return _unless_broken("report.html", make)
+    return _unless_broken("report.html", make, problems)
 
 
-def _unless_broken(what: str, make):
+def _unless_broken(what: str, make, problems: dict | None = None):
     """``make()``; when it fails for another reason than a file not written (OSError: raised, so that the night
-    is not sealed without it), one ``gpu-idle sweep: <what> not written: …`` line on stderr and None: the
-    night's tables must survive a broken page."""
+    is not sealed without it), None and why, in ``problems[what]`` (None: one ``gpu-idle sweep: <what> not
+    written: …`` line on stderr): the night's tables must survive a broken page."""
+    from ..io import OutputError
+
     try:
         return make()
     except OSError:
         raise
     except Exception as exc:  # noqa: BLE001 - any other failure is said, not raised
-        print(f"gpu-idle sweep: {what} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        why = str(exc) if isinstance(exc, OutputError) else f"{type(exc).__name__}: {exc}"
+        _said(what, why, problems)
         return None
+
+
+def _said(what: str, why: str, problems: dict | None) -> None:
+    """``why`` ``what`` was not written: into ``problems`` (the exit status and the manifest say it), else on stderr."""
+    if problems is not None:
+        problems[what] = why
+    else:
+        print(f"gpu-idle sweep: {what} not written: {why}", file=sys.stderr)
 
 
 #: Days a cached plot (``S/cache/plots``) is kept after it was last used.
@@ -463,13 +554,15 @@ def _night_rosters(store: ResultStore, key: str, report: str, rows: pd.DataFrame
     return got_rosters
 
 
-def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None) -> str:
+def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None,
+            not_written: dict | None = None) -> str:
     """``make report``: rebuild a night's outputs from stored results, analysing nothing.
 
     Uses the night's history table (default: the latest night) and the stored
     rosters of its reports, holding the state folder's lock (:func:`sweep_lock`) as a sweep does.
     Returns the night's folder. The folder's manifest has no inputs digest (see
-    :func:`write_night`): a later sweep rewrites it rather than reusing it.
+    :func:`write_night`): a later sweep rewrites it rather than reusing it. ``not_written``: see
+    :func:`write_night`.
 
     Raises:
         FileNotFoundError: there is no history yet, or no such night.
@@ -477,10 +570,10 @@ def rebuild(cfg: Config, state_dir: str | None = None, night: str | None = None)
     """
     state = state_dir or cfg.sweep.state_dir
     with sweep_lock(state):
-        return _rebuild(cfg, state, night)
+        return _rebuild(cfg, state, night, not_written)
 
 
-def _rebuild(cfg: Config, state: str, night: str | None) -> str:
+def _rebuild(cfg: Config, state: str, night: str | None, not_written: dict | None = None) -> str:
     """:func:`rebuild`, with the state folder held."""
     nights = sorted(d.split("=", 1)[1] for d in os.listdir(os.path.join(state, "history")) if "=" in d)
     if not nights:
@@ -504,4 +597,4 @@ def _rebuild(cfg: Config, state: str, night: str | None) -> str:
         key = key if store.has(key) else store.find(key.rsplit("-", 1)[0] + "-")
         if key is not None:
             rosters.update(_night_rosters(store, key, report, fleet[fleet["report"] == report]))
-    return write_night(state, night, fleet, rosters, cfg)
+    return write_night(state, night, fleet, rosters, cfg, not_written=not_written)

@@ -43,7 +43,7 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
 from .. import code_keys
 from ..config import Config
 from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
-from ..io import LOCK, atomic_path, file_entry, is_leftover, remove_leftovers, write_json
+from ..io import atomic_path, file_entry, remove_leftovers, write_json
 from ..snapshot import sidecars, snapshot_key
 
 
@@ -551,21 +551,6 @@ def write_folder_manifest(night_dir: str, files, inputs: str | None, complete: b
         files = {rel: file_entry(os.path.join(night_dir, rel)) for rel in sorted(files)}
     write_json(os.path.join(night_dir, name), {"inputs": inputs, "complete": complete, **extra,
                                                    "files": dict(sorted(files.items()))})
-
-
-def folder_files(night_dir: str) -> list[str]:
-    """Every regular file under ``night_dir`` (relative paths, sorted; symbolic links neither listed nor
-    followed), temporary files, the folder's own lock file (:data:`~pipeline.io.LOCK`) and manifest excepted."""
-    out = []
-    for folder, dirs, files in os.walk(night_dir):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            if is_leftover(name) or (name in (MANIFEST, LOCK) and folder == night_dir) \
-                    or os.path.islink(path):
-                continue
-            out.append(os.path.relpath(path, night_dir))
-    return out
 
 
 def drop_manifest(night_dir: str, claim=(), name: str = MANIFEST) -> dict:
