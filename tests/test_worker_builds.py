@@ -13,17 +13,14 @@ Real ``dask scheduler`` / ``dask worker`` processes on 127.0.0.1; the client is 
 """
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from conftest import REPO, scheduler_address, small_reports
+from conftest import REPO, small_reports
+from test_engine_failures import start_cluster, stop
 
 from pipeline.code_keys import result_code
 from pipeline.config import load_config
@@ -72,38 +69,14 @@ def other_numpy(root: Path) -> Path:
 
 
 def start(tmp_path: Path, paths: list) -> tuple[str, list, list]:
-    """A real scheduler and one worker per entry of ``paths`` (its ``PYTHONPATH`` first entry: None for the
+    """A real scheduler and one worker per entry of ``paths`` (a folder first on its ``PYTHONPATH``: None for the
     repository's own build). Returns (address, processes, worker addresses in the same order)."""
     from distributed import Client
 
-    bindir = Path(sys.executable).parent
-    sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)]
-    address = scheduler_address(sched_file)
-    names = []
-    for i, first in enumerate(paths):
-        names.append(f"build{i}")
-        path = os.pathsep.join([str(first), str(REPO)] if first else [str(REPO)])
-        procs.append(subprocess.Popen([str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                       "--name", names[-1], "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      env={**env, "PYTHONPATH": path}, cwd=tmp_path, start_new_session=True))
+    address, procs = start_cluster(tmp_path, len(paths), paths)
     with Client(address) as client:
-        client.wait_for_workers(len(paths), timeout=90)
         by_name = {info["name"]: a for a, info in client.scheduler_info()["workers"].items()}
-    return address, procs, [by_name[n] for n in names]
-
-
-def stop(procs) -> None:
-    for p in procs[::-1]:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait(timeout=30)
+    return address, procs, [by_name[f"w{i}"] for i in range(len(paths))]
 
 
 def config(cache: Path, **dask):
@@ -140,7 +113,8 @@ def truth(reports, tmp_path_factory) -> dict:
 @pytest.mark.parametrize("build", ["doubled-idle", "older-build", "other-numpy"])
 def test_a_worker_of_another_build_gets_no_work_and_the_run_ends_at_once(reports, truth, tmp_path, build):
     root = tmp_path / "other"
-    first = {"doubled-idle": lambda: other_build(root, doubled_idle), "older-build": lambda: other_build(root, older_build),
+    first = {"doubled-idle": lambda: other_build(root, doubled_idle),
+             "older-build": lambda: other_build(root, older_build),
              "other-numpy": lambda: other_numpy(root)}[build]()
     address, procs, [worker] = start(tmp_path, [first])
     cache = tmp_path / "cache"
@@ -179,8 +153,8 @@ def test_a_mixed_cluster_runs_everything_on_the_workers_of_this_build(reports, t
     assert set(result.fleet["status"]) == {"ok"}, result.fleet["error"].tolist()
     assert idle(result) == truth
     assert stored(cache) == 4 and result.engine_problem is None
-    assert [line for line in lines if "refused" in line] == [
-        line for line in lines if line.startswith(f"dask: worker {bad} refused, no work sent to it: runs another build: ")]
+    refused = f"dask: worker {bad} refused, no work sent to it: runs another build: "
+    assert [line for line in lines if "refused" in line] == [line for line in lines if line.startswith(refused)]
     assert len([line for line in lines if "refused" in line]) == 1 and not any(good in line for line in lines)
     served, _ = run(config(cache), sorted(reports.glob("*.sqlite")), tmp_path / "served")
     assert served.reused == 4 and idle(served) == truth

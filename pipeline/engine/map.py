@@ -214,6 +214,7 @@ class OnDask:
             EngineError: no worker runs the client's build (the message names each one and why), or the
                 workers did not answer in time.
         """
+        self.accepted, self.refused, self._where = None, {}, {}
         if self.fingerprint is None:
             return
         want = self.fingerprint()

@@ -63,10 +63,11 @@ def code_digest() -> str:
 
 
 def foreign_code(results: list, code: str | None = None) -> str | None:
-    """Why ``results`` (:class:`~pipeline.model.GpuResult`) may not be kept under a key of ``code`` (None:
-    :func:`code_digest`, this process's): one of them was computed by other code (its ``code``: a Dask worker
-    of another build; none at all: a build older than the record); None when every one was computed by it."""
-    code = code_digest() if code is None else code
+    """Why ``results`` (:class:`~pipeline.model.GpuResult`) may not be kept by a process whose code is ``code``
+    (None: this process's, :func:`pipeline.code_keys.result_code`): one of them was computed by other code (its
+    ``code``: a Dask worker of another build; none at all: a build older than the record); None when every one
+    was computed by it."""
+    code = code_keys.result_code() if code is None else code
     for result in results:
         got = getattr(result, "code", None)
         if got != code:
@@ -343,18 +344,18 @@ class ResultStore:
 
 @dataclasses.dataclass(frozen=True)
 class ResultSlot:
-    """Where one report's results go: a :class:`ResultStore` folder root, the report's key and the code digest
-    the key was made with (:func:`code_digest` of the process that made the slot: the client's). Plain data, so a
-    Dask worker on the same filesystem can store the results itself."""
+    """Where one report's results go: a :class:`ResultStore` folder root, the report's key and the code of
+    the process that made the slot and its key (the client's: :func:`pipeline.code_keys.result_code`). Plain
+    data, so a Dask worker on the same filesystem can store the results itself."""
 
     root: str
     key: str
-    code: str = dataclasses.field(default_factory=code_digest)
+    code: str = dataclasses.field(default_factory=code_keys.result_code)
 
     def put(self, results: list) -> bool:
         """:meth:`ResultStore.put_results`, never raising on a read-only or full cache: it returns
         False and says so on stderr (the worker's, on a remote cluster), since the report will
-        then be analysed again by every later run. Results computed by other code than the key's
+        then be analysed again by every later run. Results computed by other code than the slot's
         (:func:`foreign_code`: a worker of another build) are not stored either: False, said alike."""
         why = foreign_code(results, self.code)
         if why is not None:
