@@ -8,6 +8,9 @@ invalidates it):
   :mod:`pipeline.store.results`) is computed by: the loaders, the exports and staging, the analysis,
   the engine's per-report work, the model and configuration, and the result's own storage format.
   Not the report's rendering (``report/``), the generators (``synth/``), the CLI or the sweep.
+- :data:`LOADER_CODE`: what a columnar cache entry (a loaded export, :mod:`pipeline.load.cache`) is made
+  by: the loaders and what they import. The entry records its digest (:func:`loader_code`); an entry of
+  other code is a cache miss.
 - :data:`DOCUMENT_CODE`: what an output folder's documents (tables, ``gpus/``, ``records/``) are
   written by besides: the medical records and the driver (a folder made by other code is written
   again; nothing is analysed again).
@@ -28,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import sys
 import tempfile
 
@@ -53,6 +57,10 @@ OUTSIDE_RESULTS = {
     "runs/driver.py": "which reports are analysed and which reused; writes the output folder",
     "runs/sweep.py": "the nightly schedule, its nights and history",
 }
+#: Paths under the package that turn an export or a trace into a :class:`~pipeline.model.Report` (the loaders and
+#: every module they import): what a columnar cache entry depends on (:func:`loader_code`).
+LOADER_CODE = ("load", "inputs/gzip_size.py", "model.py", "arrays.py", "frames.py", "memory.py", "snapshot.py",
+               "checksums.py", "io.py", "kinds.py", "config.py")
 #: :data:`RESULT_CODE` and what writes an output folder's documents from results.
 DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py")
 #: Paths left out of :func:`rendered_code` (they draw nothing the report or a GPU page shows; the comparison's own
@@ -200,3 +208,31 @@ def rendered_code() -> str:
     """Digest of what renders the report and the GPU pages: the whole package but :data:`NOT_RENDERED`, templates
     included; once per process."""
     return code_digest_of(None, NOT_RENDERED)
+
+
+@functools.lru_cache(maxsize=1)
+def loader_code() -> str:
+    """Digest of :data:`LOADER_CODE`; once per process."""
+    return code_digest_of(LOADER_CODE)
+
+
+#: Packages whose version a result computed on a Dask worker may depend on (the arrays, the tables, their
+#: files, and how the task and its result travel): a worker must have the client's (:func:`build_fingerprint`).
+BUILD_PACKAGES = ("numpy", "pandas", "pyarrow", "dask", "distributed", "cloudpickle", "msgpack")
+
+
+def build_fingerprint() -> dict:
+    """What a process computing results must share with the one that stores them: ``{"code":``
+    :func:`result_code` ``, "python": version, "packages": {name: version}}`` (:data:`BUILD_PACKAGES`; a
+    package that is not installed: ``None``). The Dask client runs it on every worker before sending work
+    (:mod:`pipeline.engine.map`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {"code": result_code(), "python": platform.python_version(),
+            "packages": {name: installed(name) for name in BUILD_PACKAGES}}

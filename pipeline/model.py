@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .arrays import row_groups
+from .code_keys import result_code
 
 #: Per-gap categories in the order of docs/definitions.md#categories (first match wins), then the per-GPU ``launch``.
 GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
@@ -177,6 +178,54 @@ def _empty(columns, text=(), flags=()) -> pd.DataFrame:
 #: caller may add columns to its frame).
 _NO_OVERHEAD = _empty(OVERHEAD_COLUMNS, text=("kind",), flags=("own",))
 _NO_UNTRACED = _empty(UNTRACED_COLUMNS, text=("kind", "name"))
+
+
+#: The columns every loader gives each frame of a :class:`Report` (its docstring says what they hold), and
+#: the columns some give (:data:`OPTIONAL_FRAME_COLUMNS`); a frame may hold more. Each column's kind follows from
+#: its name: text (:data:`TEXT_COLUMNS`: object, str or categorical), flag (:data:`FLAG_COLUMNS`: bool), else
+#: an integer (signed). :func:`frame_problem` checks a frame against them (a columnar cache entry on read).
+FRAME_COLUMNS = {
+    "kernels": ("start", "end", "pid", "device_id", "stream_id", "correlation_id", "name", "gpu_key"),
+    "runtime": ("start", "end", "pid", "tid", "correlation_id", "name"),
+    "copies": ("start", "end", "pid", "device_id", "stream_id", "kind", "copy_kind", "bytes", "src_kind", "dst_kind"),
+    "nvtx": ("start", "end", "pid", "tid", "text"),
+    "devices": ("pid", "device_id", "gpu_key", "gpu_model", "uuid", "bus", "mig", "sms", "board_sms", "model_note"),
+    "overhead": OVERHEAD_COLUMNS,
+    "untraced": UNTRACED_COLUMNS,
+}
+OPTIONAL_FRAME_COLUMNS = {"kernels": ("graph",), "copies": ("gpu_key",)}
+TEXT_COLUMNS = frozenset({"name", "gpu_key", "kind", "text", "gpu_model", "uuid", "bus", "model_note"})
+FLAG_COLUMNS = frozenset({"graph", "mig", "own"})
+
+
+def _column_kind(dtype) -> str:
+    """``text``, ``flag``, ``integer`` or ``other`` (a float, a date, ...) of a pandas column's dtype."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        dtype = dtype.categories.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "flag"
+    if pd.api.types.is_integer_dtype(dtype) and getattr(dtype, "kind", "") == "i":
+        return "integer"
+    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+        return "text"
+    return "other"
+
+
+def frame_problem(name: str, frame) -> str | None:
+    """What makes ``frame`` not a :class:`Report` frame ``name`` (:data:`FRAME_COLUMNS`): a missing column or a
+    column of another kind (``"column end is text, not integer"``), or None when it is one."""
+    if not isinstance(frame, pd.DataFrame):
+        return f"is a {type(frame).__name__}, not a table"
+    for column in FRAME_COLUMNS[name] + OPTIONAL_FRAME_COLUMNS.get(name, ()):
+        if column not in frame.columns:
+            if column in FRAME_COLUMNS[name]:
+                return f"has no column {column}"
+            continue
+        want = "text" if column in TEXT_COLUMNS else "flag" if column in FLAG_COLUMNS else "integer"
+        got = _column_kind(frame[column].dtype)
+        if got != want:
+            return f"column {column} is {got} ({frame[column].dtype}), not {want}"
+    return None
 
 
 def no_overhead() -> pd.DataFrame:
@@ -371,7 +420,9 @@ class GpuResult:
     (:class:`pipeline.analysis.iterations.IterationPlan`; None when unknown, e.g. an error row
     of a GPU that could not be planned): kept with the result so that the GPUs of a job spread
     over several reports can agree later. ``sources``: the cache entries the GPU's report was read from
-    (:attr:`Report.sources`), recorded with its stored result."""
+    (:attr:`Report.sources`), recorded with its stored result. ``code``: the
+    digest of the code that computed it (:func:`pipeline.code_keys.result_code` of the process that made it, a
+    Dask worker's own): a result is stored only under a key of that same code (:mod:`pipeline.store.results`)."""
 
     row: dict
     roster: list = field(default_factory=list)
@@ -379,3 +430,4 @@ class GpuResult:
     timeline: dict = field(default_factory=dict)
     plan: object = None
     sources: list = field(default_factory=list)
+    code: str = field(default_factory=result_code)

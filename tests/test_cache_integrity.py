@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import KINETO, run_cli
+from conftest import KINETO, PROFILES, run_cli
 
 from pipeline.inputs.export import export_report
 from pipeline.inputs.storage import stage_info
@@ -420,3 +420,231 @@ def test_changed_plot_cache_entry_is_drawn_again(profiles, tmp_path, capsys, kin
     assert pages("n2", str(cache)) == pages("fresh", None)
     [note] = [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
     assert changed.name in note and "drawn again" in note
+
+
+# -- (e) issue 42 points 6 and 17: an entry is checked against what it claims to hold ---------------------------
+# Checksums only say the bytes are those written. An entry renamed or swapped with another (every checksum
+# matches), an entry of other loader code (a hand-bumped version that another build bumped alike), and a frame
+# of the wrong schema whose checksums were rewritten to match are each a cache miss: rebuilt from the file.
+
+from pipeline import kinds  # noqa: E402 - the section's own imports
+from pipeline.load import cache as columnar  # noqa: E402
+from pipeline.model import ProfileError  # noqa: E402
+
+
+def _gpus(report) -> list:
+    return sorted(report.devices["gpu_key"].astype(str))
+
+
+def _two_exports(tmp_path) -> tuple[str, str]:
+    """Two generated exports with different GPUs: a 2-GPU job and a 3-GPU one."""
+    a, b = tmp_path / "in" / "a.sqlite", tmp_path / "in" / "b.sqlite"
+    a.parent.mkdir(exist_ok=True)
+    generate_scaled_report(str(a), gpus=2, kernels=2000, seed=70)
+    generate_scaled_report(str(b), gpus=3, kernels=3000, seed=71)
+    return str(a), str(b)
+
+
+def _swap(one: Path, other: Path) -> None:
+    parked = one.with_name(".parked")
+    one.rename(parked)
+    other.rename(one)
+    parked.rename(other)
+
+
+def _check_notes(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if "failed its check" in line]
+
+
+def test_swapped_column_entries_are_misses_not_each_others_gpus(tmp_path, capsys):
+    a, b = _two_exports(tmp_path)
+    cache = tmp_path / "cache"
+    want = {a: _gpus(load_report(a)), b: _gpus(load_report(b))}
+    assert len(want[a]) == 2 and len(want[b]) == 3
+    for path in (a, b):
+        columnar.load_cached(path, cache)
+    entry_a, entry_b = columnar.entry_dir(a, cache), columnar.entry_dir(b, cache)
+    _swap(entry_a, entry_b)  # every checksum still matches its own files
+    capsys.readouterr()
+    got = {path: _gpus(columnar.load_cached(path, cache)) for path in (a, b)}
+    assert got == want
+    said = _check_notes(capsys)
+    assert len(said) == 2 and all("renamed or swapped" in line for line in said), said
+    # rebuilt: read from the entries from now on, silently
+    again = {path: columnar.load_cached(path, cache) for path in (a, b)}
+    assert {p: _gpus(r) for p, r in again.items()} == want and all(r.sources for r in again.values())
+    assert not _check_notes(capsys)
+
+
+def test_a_frame_from_another_entry_with_checksums_rewritten_is_a_miss(tmp_path, capsys):
+    """The variant of one file: the kernels of the other report copied into this entry, its checksums rewritten."""
+    a, b = _two_exports(tmp_path)
+    cache = tmp_path / "cache"
+    for path in (a, b):
+        columnar.load_cached(path, cache)
+    entry = columnar.entry_dir(a, cache)
+    shutil.copyfile(columnar.entry_dir(b, cache) / "kernels.parquet", entry / "kernels.parquet")
+    reseal(entry)
+    capsys.readouterr()
+    got = columnar.load_cached(a, cache)
+    assert sorted(got.kernels["gpu_key"].astype(str).unique()) == _gpus(load_report(a))
+    [said] = _check_notes(capsys)
+    assert "kernels.parquet" in said and "renamed or swapped" in said
+
+
+def test_swapped_entries_give_each_run_its_own_reports_numbers(tmp_path):
+    """Through ``gpu-idle run``: the swapped entry's numbers are neither shown nor stored."""
+    a, b = _two_exports(tmp_path)
+    cache = tmp_path / "cache"
+    run(a, tmp_path / "a1", cache)
+    run(b, tmp_path / "b1", cache)
+    _swap(*(columnar.entry_dir(p, cache) for p in (a, b)))
+    second = run(a, tmp_path / "a2", cache, *NEW_CONFIG)
+    want = truth(a, tmp_path, *NEW_CONFIG)
+    assert_same_fleet(fleet(tmp_path / "a2"), want)
+    assert len(want) == 2 and len(notes(second)) == 1
+    third = run(a, tmp_path / "a3", cache, *NEW_CONFIG)  # the stored result is the true one
+    assert "0 report(s) analysed, 1 reused" in third.stdout
+    assert_same_fleet(fleet(tmp_path / "a3"), want)
+
+
+def _older_loader_entry(monkeypatch, path: str, cache: Path) -> None:
+    """The entry an older build wrote for ``path``: its loader read the export's REAL kernel end as a time (the
+    tiny export's own rows), and its code was other code. The version constant is this build's (bumped alike)."""
+    loader = columnar.LOADERS[kinds.SQLITE]
+    with monkeypatch.context() as patch:
+        patch.setattr(columnar, "loader_code", lambda: "0" * 64, raising=False)
+        patch.setitem(columnar.LOADERS, kinds.SQLITE, lambda p: loader(str(TINY_EXPORT)))
+        assert len(columnar.load_cached(path, cache).kernels) == 2
+    assert columnar.entry_dir(path, cache).is_dir()
+
+
+#: The tiny shared export (2 kernels on 1 GPU) and a copy of it whose kernel end is REAL: an error row since
+#: loader version 17 (tests/test_hostile_columns.py).
+TINY_EXPORT = PROFILES / "tiny_2kernels.sqlite"
+
+
+def _real_end(tmp_path) -> str:
+    import sqlite3
+
+    path = tmp_path / "in" / "real-end.sqlite"
+    path.parent.mkdir(exist_ok=True)
+    shutil.copyfile(TINY_EXPORT, path)
+    con = sqlite3.connect(path)
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 0.5 WHERE rowid = '
+                "(SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def test_an_older_loaders_entry_is_a_miss_so_the_error_stays_an_error(tmp_path, monkeypatch, capsys):
+    path, cache = _real_end(tmp_path), tmp_path / "cache"
+    with pytest.raises(ProfileError, match="not an integer"):
+        load_report(path)
+    _older_loader_entry(monkeypatch, path, cache)
+    capsys.readouterr()
+    with pytest.raises(ProfileError, match="not an integer"):
+        columnar.load_cached(path, cache)
+    [said] = _check_notes(capsys)
+    assert "other loader code" in said and path in said
+
+
+def test_an_older_loaders_entry_does_not_turn_the_error_row_into_ok(tmp_path, monkeypatch):
+    path, cache = _real_end(tmp_path), tmp_path / "cache"
+    _older_loader_entry(monkeypatch, path, cache)
+    proc = run(path, tmp_path / "out", cache, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # a report failed
+    rows = fleet(tmp_path / "out")
+    assert list(rows["status"]) == ["error"], rows.to_dict("records")
+    assert "not an integer" in rows["error"].iloc[0]
+    assert len(notes(proc)) == 1
+
+
+def _entry_written_by_earlier_version(entry: Path) -> None:
+    """An entry of an earlier version: the same frames, no record of its source or loader (checksums rewritten)."""
+    for name in columnar.FRAMES:
+        rewrite_parquet(entry / f"{name}.parquet", lambda t: t.replace_schema_metadata(
+            {k: v for k, v in (t.schema.metadata or {}).items() if not k.startswith(b"gpu_idle.")}))
+    doc = json.loads((entry / "report.json").read_text())
+    (entry / "report.json").write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("gpu_idle.")}))
+    reseal(entry)
+
+
+def test_an_entry_that_records_no_source_or_loader_is_a_miss(tmp_path, capsys):
+    a, _ = _two_exports(tmp_path)
+    cache = tmp_path / "cache"
+    columnar.load_cached(a, cache)
+    _entry_written_by_earlier_version(columnar.entry_dir(a, cache))
+    capsys.readouterr()
+    assert _gpus(columnar.load_cached(a, cache)) == _gpus(load_report(a))
+    [said] = _check_notes(capsys)
+    assert "records no source or loader digest" in said
+    assert columnar.load_cached(a, cache).sources and not _check_notes(capsys)
+
+
+# point 17: a wrong schema under matching checksums (and a true record of source and loader)
+
+def _kept(change):
+    """``change`` of a Parquet table keeping its key-value metadata (what the entry records of itself)."""
+    return lambda t: change(t).replace_schema_metadata(t.schema.metadata)
+
+
+def _float_times(entry: Path) -> None:
+    rewrite_parquet(entry / "kernels.parquet", _kept(lambda t: t.set_column(
+        t.schema.get_field_index("start"), "start", t.column("start").cast(pa.float64()))))
+
+
+def _no_gpu_model(entry: Path) -> None:
+    rewrite_parquet(entry / "devices.parquet", _kept(lambda t: t.drop_columns(["gpu_model"])))
+
+
+def _text_flag(entry: Path) -> None:
+    rewrite_parquet(entry / "devices.parquet", _kept(lambda t: t.set_column(
+        t.schema.get_field_index("mig"), "mig", pa.array([str(v) for v in t.column("mig").to_pylist()]))))
+
+
+RESEALED_SCHEMAS = {
+    "renamed-column": lambda e: rewrite_parquet(e / "kernels.parquet", _kept(lambda t: t.rename_columns(
+        ["stop" if n == "end" else n for n in t.column_names]))),
+    "text-times": _text_times,
+    "float-times": _float_times,
+    "no-gpu-model": _no_gpu_model,
+    "text-flag": _text_flag,
+}
+
+
+@pytest.mark.parametrize("schema", sorted(RESEALED_SCHEMAS))
+def test_wrong_schema_under_a_matching_checksum_is_a_miss(tmp_path, capsys, schema):
+    a, _ = _two_exports(tmp_path)
+    cache = tmp_path / "cache"
+    columnar.load_cached(a, cache)
+    entry = columnar.entry_dir(a, cache)
+    RESEALED_SCHEMAS[schema](entry)
+    reseal(entry)
+    capsys.readouterr()
+    got = columnar.load_cached(a, cache)
+    want = load_report(a)
+    assert got.kernels["end"].tolist() == want.kernels["end"].tolist()
+    assert got.kernels["start"].dtype.kind == "i"
+    assert got.devices["gpu_model"].tolist() == want.devices["gpu_model"].tolist()
+    [said] = _check_notes(capsys)
+    assert "as the loader writes it" in said and str(entry) in said and "rebuilt" in said
+    assert columnar.load_cached(a, cache).sources and not _check_notes(capsys)
+
+
+def test_wrong_schema_under_a_matching_checksum_fails_no_run(report, tmp_path):
+    """Through ``gpu-idle run``: the report's row is the true one, not an error blaming the export, and the
+    next run reads the rebuilt entry."""
+    cache = tmp_path / "cache"
+
+    def change(entry):
+        RESEALED_SCHEMAS["renamed-column"](entry)  # its record of its source and loader kept: only the schema is wrong
+        reseal(entry)
+
+    _, second = run_on_changed_entry(report, tmp_path, change)
+    assert_same_fleet(fleet(tmp_path / "second"), truth(report, tmp_path, *NEW_CONFIG))
+    assert [n for n in notes(second) if "as the loader writes it" in n] == notes(second) and len(notes(second)) == 1
+    third = run(report, tmp_path / "third", cache, "--min-gap-ns", "250000")
+    assert not notes(third)
+    assert set(fleet(tmp_path / "third")["status"]) == {"ok"}

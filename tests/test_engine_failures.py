@@ -214,8 +214,9 @@ def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp
     assert set(others["status"]) == {"ok"} and len(others) == 3, others["error"].tolist()
 
 
-def start_cluster(tmp_path: Path, workers: int = 1):
-    """A real scheduler and ``workers`` worker processes (each in its own process group)."""
+def start_cluster(tmp_path: Path, workers: int = 1, first_paths: list | None = None):
+    """A real scheduler and ``workers`` worker processes (each in its own process group), worker ``i`` named
+    ``w<i>``; ``first_paths[i]``: a folder put before the repository on that worker's ``PYTHONPATH`` (None: none)."""
     bindir = Path(sys.executable).parent
     sched_file = tmp_path / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -224,10 +225,14 @@ def start_cluster(tmp_path: Path, workers: int = 1):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)]
     address = scheduler_address(sched_file)
     for i in range(workers):
+        first = first_paths[i] if first_paths else None
         procs.append(subprocess.Popen([str(bindir / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                       "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                      start_new_session=True))
+                                       "--name", f"w{i}", "--no-dashboard",
+                                       "--local-directory", str(tmp_path / f"w{i}")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      env={**env, "PYTHONPATH": os.pathsep.join(
+                                          [str(first), str(REPO)] if first else [str(REPO)])},
+                                      cwd=tmp_path, start_new_session=True))
     from distributed import Client
 
     with Client(address) as client:

@@ -21,6 +21,14 @@ in native code, an out-of-memory kill) is a failure saying so and after how many
 when no worker is left at all for ``no_workers_timeout_s`` seconds, the items not done become
 failures saying that, so the run ends within a bounded time instead of waiting forever.
 
+Before any work is sent, every worker is asked for its build (:meth:`OnDask.check_workers`: the caller's
+``fingerprint`` function, run on each worker by ``client.run``) and compared with the client's own: a worker
+whose build differs (other code, other package versions) or that cannot even run the question (an older
+build, no gpu-idle at all) is refused, with a line naming it and what differs, and no task goes to it (the
+tasks are restricted to the accepted workers); with no worker of the client's build, the map raises
+:class:`~pipeline.engine.errors.EngineError` at once, within ``check_timeout_s``, instead of letting the
+tasks fail or wait for a worker that can run them.
+
 Dask suspects every task processing on a worker when it dies, so a task that merely sat beside
 the culprit at each of its deaths is given up too. A task given up so is run again once
 everything else is done, alone on the cluster (so alone on its worker; an item whose opening was
@@ -36,7 +44,9 @@ import hashlib
 import os
 import threading
 import time
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
+
+from .errors import EngineError
 
 #: One task per item when there are at least this many items per worker thread (else per-part fan-out).
 ITEMS_PER_THREAD = 2
@@ -112,6 +122,46 @@ def _token(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
 
 
+def _short(value) -> str:
+    """A fingerprint value as a line shows it: a long digest cut to 12 characters."""
+    text = str(value)
+    return text[:12] if len(text) > 16 and all(c in "0123456789abcdef" for c in text) else text
+
+
+def build_difference(want, got, where: str = "") -> list[str]:
+    """What differs between the client's build ``want`` and a worker's ``got`` (two fingerprints: plain
+    values, dicts of them nested), one ``"<key> <worker's> (client's <client's>)"`` per difference; [] when
+    they are the same."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        return [line for key in sorted(set(want) | set(got), key=str)
+                for line in build_difference(want.get(key), got.get(key), f"{where}.{key}" if where else str(key))]
+    if want == got:
+        return []
+    return [f"{where + ' ' if where else ''}{_short(got)} (client's {_short(want)})"]
+
+
+def _in_time(call, timeout_s: float | None):
+    """``call()`` on a daemon thread, its result within ``timeout_s`` seconds (None: wait as long as it takes).
+    Raises TimeoutError when it is not done by then (the thread is left to finish alone, and never holds up the
+    process's exit), or what it raised."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="gpu-idle-build-check", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 class _Suspect:
     """A task given up because its worker died (``distributed.KilledWorker`` ``exc``), to run again
     alone: ``again()`` submits it anew; ``settle(value, failure text)`` takes the alone run's result;
@@ -131,18 +181,75 @@ class OnDask:
         no_workers_timeout_s: when the cluster has had no worker at all for this long (s),
             the items not done become failures (``None``: wait forever).
         retries: times a task that raised is run again (``dask.retries``).
+        fingerprint: a function of no argument (importable by name on the workers) giving this build's
+            fingerprint, a plain value or dict; run here and on every worker before any work is sent
+            (:meth:`check_workers`). None: no check.
+        check_timeout_s: how long the workers may take to answer it (s; None: as long as they take).
+        log: where the refused workers are said (one line each).
     """
 
-    def __init__(self, client, shares_files: bool, no_workers_timeout_s: float | None = None, retries: int = 0):
+    def __init__(self, client, shares_files: bool, no_workers_timeout_s: float | None = None, retries: int = 0,
+                 fingerprint: Callable[[], object] | None = None, check_timeout_s: float | None = 30.0,
+                 log: Callable[[str], None] | None = None):
         self.client = client
         self.shares_files = shares_files
         self.no_workers_timeout_s = no_workers_timeout_s
         self.retries = retries
         self.lost_all_workers = False
+        self.fingerprint = fingerprint
+        self.check_timeout_s = check_timeout_s
+        self.log = log or (lambda text: None)
+        #: The worker addresses tasks may run on (None: any worker); ``refused``: address -> why not.
+        self.accepted: set | None = None
+        self.refused: dict = {}
+        self._where: dict = {}
+
+    def check_workers(self) -> None:
+        """Ask every worker for its build (``client.run(fingerprint)``, within ``check_timeout_s``) and refuse
+        those whose answer is not the client's (or that cannot answer): each said in one line, and every task
+        restricted to the accepted workers from then on. A cluster with no worker yet is not checked (the
+        results say which code computed them: the caller stores only its own build's).
+
+        Raises:
+            EngineError: no worker runs the client's build (the message names each one and why), or the
+                workers did not answer in time.
+        """
+        self.accepted, self.refused, self._where = None, {}, {}
+        if self.fingerprint is None:
+            return
+        want = self.fingerprint()
+        try:
+            answers = _in_time(lambda: self.client.run(self.fingerprint, on_error="return"), self.check_timeout_s)
+        except TimeoutError:
+            raise EngineError(f"the Dask workers did not say which build they run within {self.check_timeout_s:g} s "
+                              "(dask.connect_timeout_s): no work sent") from None
+        except Exception as exc:  # noqa: BLE001 - the scheduler could not ask them: no worker can be trusted
+            raise EngineError(f"the Dask workers could not be asked which build they run: {type(exc).__name__}: "
+                              f"{exc}") from None
+        refused = {}
+        for address, got in sorted(answers.items()):
+            if isinstance(got, BaseException):
+                refused[address] = (f"cannot say which build it runs ({type(got).__name__}: "
+                                    f"{' '.join(str(got).split())[:200]}): another build of gpu-idle, or none")
+            elif build_difference(want, got):
+                refused[address] = "runs another build: " + "; ".join(build_difference(want, got))
+        self.refused = refused
+        for address, why in refused.items():
+            self.log(f"dask: worker {address} refused, no work sent to it: {why}")
+        if not refused:
+            return
+        accepted = set(answers) - set(refused)
+        if not accepted:
+            raise EngineError("no Dask worker runs this build of gpu-idle: "
+                              + "; ".join(f"worker {address} {why}" for address, why in refused.items()))
+        self.accepted = accepted
+        self._where = {"workers": sorted(accepted), "allow_other_workers": False}
 
     def outcomes(self, work: Work, items: list) -> Iterator:
-        """One outcome per item, in the order they finish."""
-        threads = sum(self.client.nthreads().values()) or 1
+        """One outcome per item, in the order they finish (after :meth:`check_workers`)."""
+        self.check_workers()
+        threads = sum(n for address, n in self.client.nthreads().items()
+                      if self.accepted is None or address in self.accepted) or 1
         if len(items) >= ITEMS_PER_THREAD * threads:
             yield from self._whole(work, items)
         else:
@@ -200,7 +307,8 @@ class OnDask:
         run = self._run_token(work, items)
         step = work.steps[0]
         by_key = {f"{step}-{self._name(work, item, run)}": item for item in items}
-        futures = self.client.map(work.whole, items, key=list(by_key), pure=False, retries=self.retries)
+        futures = self.client.map(work.whole, items, key=list(by_key), pure=False, retries=self.retries,
+                                  **self._where)
         suspects: list = []
         done: list = []
         with _Watchdog(self, futures) as watchdog:
@@ -217,7 +325,7 @@ class OnDask:
 
     def _suspect_whole(self, work: Work, item, exc, key: str, done: list) -> _Suspect:
         def again():
-            return self.client.submit(work.whole, item, key=key, pure=False, retries=self.retries)
+            return self.client.submit(work.whole, item, key=key, pure=False, retries=self.retries, **self._where)
 
         def settle(value, failure):
             done.append(value if failure is None else work.failed(item, failure))
@@ -235,8 +343,10 @@ class OnDask:
         done = as_completed()
         for i, item in enumerate(items):
             name = self._name(work, item, run)
-            opened[i] = self.client.submit(work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries)
-            fut = self.client.submit(work.parts, opened[i], key=f"{parts_step}-{name}", pure=False, retries=retries)
+            opened[i] = self.client.submit(work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries,
+                                           **self._where)
+            fut = self.client.submit(work.parts, opened[i], key=f"{parts_step}-{name}", pure=False, retries=retries,
+                                     **self._where)
             pending[fut.key] = (i, name, None)
             futures.append(fut)
             done.add(fut)
@@ -270,11 +380,12 @@ class OnDask:
                         continue
                     # every second step of the item waits for all its first steps (small values)
                     firsts[i] = [self.client.submit(work.first, opened[i], key_, key=f"{first_step}-{name}-{key_}",
-                                                    pure=False, retries=retries) for key_ in keys]
+                                                    pure=False, retries=retries, **self._where) for key_ in keys]
                     keys_of[i] = list(keys)
                     for key_ in keys:
                         task = self.client.submit(work.second, opened[i], item, key_, list(keys), firsts[i],
-                                                  key=f"{second_step}-{name}-{key_}", pure=False, retries=retries)
+                                                  key=f"{second_step}-{name}-{key_}", pure=False, retries=retries,
+                                                  **self._where)
                         pending[task.key] = (i, name, key_)
                         watchdog.add(task)
                         done.add(task)
@@ -299,7 +410,7 @@ class OnDask:
                       complete, finished: list) -> _Suspect:
         def again():
             # what it waits for was given up with it (the opened item, a first step): that runs again too
-            submit = functools.partial(self.client.submit, pure=False, retries=self.retries)
+            submit = functools.partial(self.client.submit, pure=False, retries=self.retries, **self._where)
             source = opened if _usable(opened) else submit(work.open, items[i], key=f"{key}-open")
             known = firsts if source is opened and all(_usable(f) for f in firsts) else [
                 submit(work.first, source, k, key=f"{key}-first-{k}") for k in keys]
@@ -361,6 +472,12 @@ class _Watchdog:
             self.thread.join()
 
     def _workers(self) -> int | None:
+        accepted = self.backend.accepted
+        if accepted is not None:  # only the workers tasks may run on count
+            try:
+                return len(accepted & set(self.backend.client.scheduler_info().get("workers", {})))
+            except Exception:  # noqa: BLE001 - the scheduler itself is unreachable: count as no worker
+                return 0
         try:
             return len(self.backend.client.scheduler_info(n_workers=1).get("workers", {}))  # one is enough
         except TypeError:  # older distributed: no n_workers argument

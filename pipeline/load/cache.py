@@ -13,7 +13,17 @@ Each entry holds :data:`SUMS` (the SHA-256 of each of its files, written last:
 since (a value edited in place, a file replaced by another Parquet, a truncated or
 missing file) or that has no checksums (an earlier version's) is a cache miss: removed,
 read again from the export and written anew, with one line on stderr saying so, never a
-failure and never a number from the bad entry. A report read from an entry records it in
+failure and never a number from the bad entry.
+
+Checksums vouch only that the bytes are the ones written; what they hold is checked too. Each file of an
+entry records (Parquet key-value metadata; ``report.json`` keys) the content key of the export it was
+loaded from (:data:`SOURCE_KEY`) and the digest of the loader code that wrote it (:data:`LOADER_KEY`:
+:func:`pipeline.code_keys.loader_code`). An entry whose source is not the export being loaded (two entries
+swapped or renamed), written by other loader code (an older or newer build, whatever
+:data:`LOADER_VERSION` says), recording neither, or with a frame that is not what a loader gives
+(:func:`pipeline.model.frame_problem`: a missing column, times as text ...) is a miss like a changed one.
+:data:`LOADER_VERSION` stays in the entry's name (a bump still starts new entries) but no longer decides
+alone whether an entry is served. A report read from an entry records it in
 ``Report.sources`` (its stored result then records it too: :mod:`pipeline.store.results`).
 
 Cache dir: the ``cache.dir`` config value, else ``$GPU_IDLE_CACHE``, else
@@ -32,8 +42,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import kinds
+from ..code_keys import loader_code
 from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal, source
-from ..model import Report, RowWarning, WarningCode
+from ..model import Report, RowWarning, WarningCode, frame_problem
 from .kineto import load_kineto
 from .report import load_report
 from ..snapshot import snapshot_key
@@ -49,6 +60,10 @@ FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untrac
 ENTRY_FILES = tuple(f"{name}.parquet" for name in FRAMES) + ("report.json",)
 #: The entry's checksum sidecar (:func:`pipeline.checksums.seal`), written after :data:`ENTRY_FILES`.
 SUMS = "checksums.json"
+#: What every file of an entry records (a Parquet file's key-value metadata, a key of ``report.json``): the
+#: content key of the export it was loaded from (:func:`~pipeline.snapshot.snapshot_key`), the digest of the
+#: loader code that wrote it (:func:`~pipeline.code_keys.loader_code`), and, in a Parquet file, its frame's name.
+SOURCE_KEY, LOADER_KEY, FRAME_KEY = "gpu_idle.source", "gpu_idle.loader", "gpu_idle.frame"
 
 
 def default_cache_dir() -> Path:
@@ -63,10 +78,15 @@ def entry_dir(sqlite_path: str, cache_dir: str | os.PathLike | None = None) -> P
     """The cache folder of one export (reads the whole file, and its sidecars, to hash it): keyed by
     :func:`~pipeline.snapshot.snapshot_key`, so committed data in a ``-wal`` or hot ``-journal``
     beside the file gets its own entry. Raises OSError (unreadable) or ProfileError (being written)."""
+    return _entry_of(sqlite_path, snapshot_key(sqlite_path), cache_dir)
+
+
+def _entry_of(path: str, key: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache folder of ``path`` whose content key is ``key`` (:func:`entry_dir`)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    kineto = kinds.kind_of(sqlite_path) is kinds.PYTORCH_TRACE
+    kineto = kinds.kind_of(path) is kinds.PYTORCH_TRACE
     tag = f"kineto{KINETO_LOADER_VERSION}-v{LOADER_VERSION}" if kineto else f"v{LOADER_VERSION}"
-    return root / f"{snapshot_key(sqlite_path)}-{tag}"
+    return root / f"{key}-{tag}"
 
 
 #: The loader of each :data:`pipeline.kinds.InputKind.loader` (a report to export reaches here as its SQLite export).
@@ -90,17 +110,23 @@ DICTIONARY_COLUMNS = ("name", "gpu_key", "pid", "device_id", "stream_id", "tid",
                       "uuid", "bus", "model_note")
 
 
-def _write_entry(report: Report, target: Path) -> None:
+def _write_entry(report: Report, target: Path, source_key: str) -> None:
+    """Write ``report`` (loaded from the export of content key ``source_key``) as the entry ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    vouch = {SOURCE_KEY: source_key, LOADER_KEY: loader_code()}
     try:
         for name in FRAMES:
             frame = getattr(report, name)
-            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp / f"{name}.parquet",
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                  **{k.encode(): v.encode() for k, v in vouch.items()},
+                                                  FRAME_KEY.encode(): name.encode()})
+            pq.write_table(table, tmp / f"{name}.parquet",
                            use_dictionary=[c for c in DICTIONARY_COLUMNS if c in frame.columns],
                            compression="none", write_statistics=False)
         (tmp / "report.json").write_text(json.dumps(
-            {"meta": report.meta, "diagnostics": report.diagnostics,
+            {**vouch, "meta": report.meta, "diagnostics": report.diagnostics,
              "capture_start": [report.capture_start_ns, report.capture_start_source],
              "kernel_aliases": {name: list(others) for name, others in report.kernel_aliases.items()},
              "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
@@ -115,16 +141,51 @@ def _write_entry(report: Report, target: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _read_entry(entry: Path, path: str) -> Report:
-    """The report kept in ``entry`` (its path set to ``path``), each file checked against the entry's
-    :data:`SUMS` as it is read (one read of its bytes, hashed, then parsed); ``Report.sources`` names
-    the entry (:func:`pipeline.checksums.source`). Raises
-    :class:`~pipeline.checksums.EntryCheckFailed` (changed, missing or no checksums), or OSError,
-    ValueError, KeyError, TypeError or ``pyarrow.ArrowException`` when checked bytes do not parse."""
+def _vouched(what: str, recorded: dict, source_key: str, frame: str | None = None) -> None:
+    """Raise :class:`~pipeline.checksums.EntryCheckFailed` unless ``recorded`` (a file's :data:`SOURCE_KEY`,
+    :data:`LOADER_KEY` and :data:`FRAME_KEY`) says it holds ``frame`` of the export of content key ``source_key``,
+    written by this loader's code."""
+    source, loader = recorded.get(SOURCE_KEY), recorded.get(LOADER_KEY)
+    if not isinstance(source, str) or not isinstance(loader, str):
+        raise EntryCheckFailed(f"{what} records no source or loader digest (written by an earlier version)")
+    if source != source_key:
+        raise EntryCheckFailed(f"{what} holds what was loaded from other content (source {source[:16]}, this "
+                               f"file's {source_key[:16]}): an entry renamed or swapped")
+    if loader != loader_code():
+        raise EntryCheckFailed(f"{what} was written by other loader code (digest {loader[:16]}, this "
+                               f"loader's {loader_code()[:16]}): another build's entry")
+    if frame is not None and recorded.get(FRAME_KEY) != frame:
+        raise EntryCheckFailed(f"{what} holds the {recorded.get(FRAME_KEY)} table, not {frame}")
+
+
+def _read_frame(entry: Path, name: str, sums: dict, source_key: str):
+    """The frame ``name`` of ``entry``, its bytes checked (:data:`SUMS`), then what it records
+    (:func:`_vouched`) and its columns (:func:`pipeline.model.frame_problem`)."""
+    file = f"{name}.parquet"
+    table = pq.read_table(pa.BufferReader(read_checked(entry, file, sums)))
+    recorded = {k.decode(errors="replace"): v.decode(errors="replace")
+                for k, v in (table.schema.metadata or {}).items()}
+    _vouched(file, recorded, source_key, name)
+    frame = table.to_pandas()
+    problem = frame_problem(name, frame)
+    if problem is not None:
+        raise EntryCheckFailed(f"{file} is not a {name} table as the loader writes it: it {problem}")
+    return frame
+
+
+def _read_entry(entry: Path, path: str, source_key: str | None = None) -> Report:
+    """The report kept in ``entry`` (its path set to ``path``, whose content key is ``source_key``; None:
+    computed), each file checked against the entry's :data:`SUMS` as it is read (one read of its bytes,
+    hashed, then parsed), then against ``path``'s content key and this loader's code (see the module
+    docstring) and, for a frame, its columns; ``Report.sources`` names the entry
+    (:func:`pipeline.checksums.source`). Raises :class:`~pipeline.checksums.EntryCheckFailed` (changed,
+    missing or no checksums, another file's or loader's entry, a wrong schema), or OSError, ValueError,
+    KeyError, TypeError or ``pyarrow.ArrowException`` when checked bytes do not parse."""
+    source_key = snapshot_key(path) if source_key is None else source_key
     sums = read_sums(entry / SUMS)
     extra = json.loads(read_checked(entry, "report.json", sums))
-    frames = {name: pq.read_table(pa.BufferReader(read_checked(entry, f"{name}.parquet", sums))).to_pandas()
-              for name in FRAMES}
+    _vouched("report.json", extra if isinstance(extra, dict) else {}, source_key)
+    frames = {name: _read_frame(entry, name, sums, source_key) for name in FRAMES}
     warnings = [RowWarning(WarningCode(code), text, None if pids is None else tuple(pids))
                 for code, text, pids in extra["warnings"]]
     start_ns, start_source = extra["capture_start"]
@@ -138,9 +199,9 @@ def _read_entry(entry: Path, path: str) -> Report:
 _PENDING: list[threading.Thread] = []
 
 
-def _write_quietly(report: Report, entry: Path) -> None:
+def _write_quietly(report: Report, entry: Path, source_key: str) -> None:
     try:
-        _write_entry(report, entry)
+        _write_entry(report, entry, source_key)
     except (OSError, pa.ArrowException, ValueError):
         pass  # a read-only or full cache must never fail the analysis
 
@@ -175,12 +236,13 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
     if not enabled:
         return _load(sqlite_path)
     try:
-        entry = entry_dir(sqlite_path, cache_dir)
+        key = snapshot_key(sqlite_path)
     except OSError:
         return _load(sqlite_path)  # unreadable file: let the loader name the cause
+    entry = _entry_of(sqlite_path, key, cache_dir)
     if entry.exists():
         try:
-            return _read_entry(entry, sqlite_path)
+            return _read_entry(entry, sqlite_path, key)
         except EntryCheckFailed as exc:
             problem = str(exc)
         except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
@@ -190,10 +252,10 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
              "from the file itself")
     report = _load(sqlite_path)
     if background:
-        writer = threading.Thread(target=_write_quietly, args=(report, entry), name="gpu-idle-cache-write")
+        writer = threading.Thread(target=_write_quietly, args=(report, entry, key), name="gpu-idle-cache-write")
         writer.start()
         _PENDING.append(writer)
     else:
-        _write_quietly(report, entry)
+        _write_quietly(report, entry, key)
     return report
 

@@ -18,6 +18,7 @@ import os
 
 import pandas as pd
 
+from ..code_keys import build_fingerprint
 from ..config import Config
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, OnDask, map_work
@@ -30,8 +31,8 @@ from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_
 from ..load.cache import wait_for_writes
 from ..model import Failure
 from ..schema import DUPLICATE
-from ..store.results import (MANIFEST, ResultCache, drop_manifest, identical_copies, manifest_holds, read_manifest,
-                             write_folder_manifest)
+from ..store.results import (MANIFEST, ResultCache, drop_manifest, foreign_code, identical_copies, manifest_holds,
+                             read_manifest, write_folder_manifest)
 from ..text import printable
 from ..work.agreement import entries_of, forced_agreements
 from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
@@ -445,6 +446,10 @@ def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None
             for t in todos]
     slots = {t.path: t.slot for t in todos}
     for outcome in map_work(ReportWork(cfg), jobs, backend):
+        why = foreign_code(outcome.results) if outcome.failure is None else None
+        if why is not None:  # a worker of another build: its figures are neither shown nor stored
+            outcome = ReportOutcome(path=outcome.path, failure=Failure(
+                f"{outcome.path}: not analysed: the results a Dask worker sent were {why}"))
         slot = slots.get(outcome.path)
         if not outcome.stored and outcome.failure is None and slot is not None:
             outcome.stored = slot.put(outcome.results) or outcome.stored
@@ -470,7 +475,8 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
             # the client writes the outputs and stores the results.
             remote = bool(address) or cfg.dask.slurm is not None
             backend = OnDask(client, shares_files=not remote, no_workers_timeout_s=cfg.dask.no_workers_timeout_s,
-                             retries=cfg.dask.retries)
+                             retries=cfg.dask.retries, fingerprint=build_fingerprint,
+                             check_timeout_s=cfg.dask.connect_timeout_s, log=log)
             outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None

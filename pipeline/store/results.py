@@ -62,6 +62,20 @@ def code_digest() -> str:
     return code_keys.result_code()
 
 
+def foreign_code(results: list, code: str | None = None) -> str | None:
+    """Why ``results`` (:class:`~pipeline.model.GpuResult`) may not be kept by a process whose code is ``code``
+    (None: this process's, :func:`pipeline.code_keys.result_code`): one of them was computed by other code (its
+    ``code``: a Dask worker of another build; none at all: a build older than the record); None when every one
+    was computed by it."""
+    code = code_keys.result_code() if code is None else code
+    for result in results:
+        got = getattr(result, "code", None)
+        if got != code:
+            return (f"computed by other code (digest {str(got)[:12] if got else 'not recorded'}, this build's "
+                    f"{code[:12]})")
+    return None
+
+
 def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
     """Name of one report's stored result: ``<content>-<settings>-<code>`` (see module docstring).
 
@@ -340,16 +354,25 @@ class ResultStore:
 
 @dataclasses.dataclass(frozen=True)
 class ResultSlot:
-    """Where one report's results go: a :class:`ResultStore` folder root and the report's key.
-    Plain data, so a Dask worker on the same filesystem can store the results itself."""
+    """Where one report's results go: a :class:`ResultStore` folder root, the report's key and the code of
+    the process that made the slot and its key (the client's: :func:`pipeline.code_keys.result_code`). Plain
+    data, so a Dask worker on the same filesystem can store the results itself."""
 
     root: str
     key: str
+    code: str = dataclasses.field(default_factory=code_keys.result_code)
 
     def put(self, results: list) -> bool:
         """:meth:`ResultStore.put_results`, never raising on a read-only or full cache: it returns
         False and says so on stderr (the worker's, on a remote cluster), since the report will
-        then be analysed again by every later run."""
+        then be analysed again by every later run. Results computed by other code than the slot's
+        (:func:`foreign_code`: a worker of another build) are not stored either: False, said alike."""
+        why = foreign_code(results, self.code)
+        if why is not None:
+            report = results[0].row.get("report") if results else self.key
+            print(f"gpu-idle: WARNING: result of {report} not stored in {self.root} under {self.key}: it was {why}",
+                  file=sys.stderr)
+            return False
         try:
             return ResultStore(self.root).put_results(self.key, results)
         except (OSError, ValueError, pa.ArrowException) as exc:

@@ -440,7 +440,8 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
         files = sinks.write(outcome.results)
     except Exception:  # noqa: BLE001 - the result is stored and analysed: the client writes its files instead
         return outcome
-    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources)
+    outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources,
+                                 code=r.code)
                        for r in outcome.results]
     outcome.written, outcome.texts = True, {gpu: text for (_, gpu), (_, text) in files.items()}
     if sinks.draw is not None:
