@@ -100,13 +100,17 @@ class WarningCode(str, enum.Enum):
     #: the job's kind is unknown and the window leaves out more than ``window.max_left_out_idle_pct`` of
     #: the capture's idle (docs/definitions.md#job-kind): the dollars may miss a server's cost.
     WINDOW_LEAVES_OUT_IDLE = "window-leaves-out-idle"
+    #: every kernel in the window lasts 0 ns: the trace records no kernel time, so the GPU would read 100 % idle
+    #: (docs/definitions.md#device-level-idle); its idle is not measured.
+    ZERO_DURATION_KERNELS = "zero-duration-kernels"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
 #: input that cannot say which GPU the kernels ran on or what share of a board they rented.
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
                            WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
-                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE})
+                           WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE,
+                           WarningCode.ZERO_DURATION_KERNELS})
 
 
 @dataclass(frozen=True)

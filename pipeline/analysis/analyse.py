@@ -271,6 +271,10 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += cost.rate_warnings(choice, model, trace.model_note, warnings)
     kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
     warnings += kind_warnings
+    if kw["start"].size and not np.any(kw["end"] > kw["start"]):
+        warnings.append(RowWarning(WarningCode.ZERO_DURATION_KERNELS,
+                                   f"all {kw['start'].size:,} kernels in the window last 0 ns: the trace records no "
+                                   "kernel time, so the GPU reads 100 % idle; its idle and cost are not measured"))
     if choice.share_unknown:
         warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
                                    "MIG instance of unknown size: the export gives no SM count for it, so its share of "
