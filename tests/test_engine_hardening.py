@@ -480,3 +480,58 @@ def test_the_readme_and_every_help_give_the_same_exit_statuses():
         shown = run_cli(*([command] if command else []), "--help").stdout
         for code, text in EXIT_STATUSES.items():
             assert f"  {code:<4} {text}\n" in shown, (command, code)
+
+
+class Trickler(Peer):
+    """A :class:`Peer` that, on each connection, sends a Dask message (its length, then one frame of 1,000
+    bytes: the frame count and length, little-endian 8 bytes each, then its bytes) one byte every ``every_s``
+    seconds, so that the message is never whole in time."""
+
+    def __init__(self, every_s: float):
+        self.every_s = every_s
+        super().__init__(None)
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn):
+        frames = (1).to_bytes(8, "little") + (1000).to_bytes(8, "little") + b"\0" * 1000
+        message = len(frames).to_bytes(8, "little") + frames
+        try:
+            for i in range(len(message)):
+                conn.sendall(message[i:i + 1])
+                time.sleep(self.every_s)
+        except OSError:
+            return
+
+
+@pytest.mark.parametrize("peer, said", [
+    (lambda: Trickler(0.2), "accepted the connection but sent bytes but did not complete Dask's handshake in 1.5 s"),
+    (lambda: Trickler(0.05), "accepted the connection but sent bytes but did not complete Dask's handshake in 1.5 s"),
+    (lambda: Peer(None), "accepted the connection but sent nothing in 1.5 s"),
+], ids=["trickle-5-per-s", "trickle-20-per-s", "silent"])
+def test_a_peer_that_trickles_bytes_is_not_said_to_have_sent_nothing(peer, said):
+    """Issue 42 point 20. A peer that sends a byte now and then (never a whole Dask message): before, the
+    message said it "sent nothing"; now it says it sent bytes but did not complete the handshake. A silent
+    peer still "sent nothing". Each within the connect timeout (1.5 s here) and a second."""
+    from pipeline.engine.cluster import check_scheduler
+    from pipeline.engine.errors import EngineError
+
+    listener = peer()
+    address = f"tcp://127.0.0.1:{listener.port}"
+    try:
+        start = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            check_scheduler(address, 1.5)
+        took = time.monotonic() - start
+    finally:
+        listener.close()
+    assert str(caught.value) == (f"the Dask scheduler at {address} {said} (dask.connect_timeout_s): is it a Dask "
+                                 "scheduler, and alive?")
+    assert took < 2.5, took

@@ -74,30 +74,51 @@ def check_scheduler(address: str, timeout_s: float) -> None:
 
     Raises:
         EngineError: one line: the address cannot be reached (refused, unknown host, no TCP
-            connection in time), the peer accepted but sent nothing in ``timeout_s``, or what it
-            sent is not Dask's protocol.
+            connection in time), the peer accepted but sent nothing in ``timeout_s`` (told apart from
+            one that sent bytes without completing the handshake in time: a peer that trickles), or
+            what it sent is not Dask's protocol.
     """
     import asyncio
     import socket
+    import time
 
     from distributed.comm import connect
     from distributed.comm.addressing import parse_address, parse_host_port
 
-    host, port = parse_host_port(parse_address(address)[1])
+    start = time.monotonic()
+    scheme, location = parse_address(address)
+    host, port = parse_host_port(location)
     try:  # the TCP connection first, so that "refused" or "no route" is not taken for a silent peer
-        socket.create_connection((host, port), timeout=timeout_s).close()
+        sock = socket.create_connection((host, port), timeout=timeout_s)
     except socket.timeout:
         raise EngineError(f"cannot reach the Dask scheduler at {address}: no TCP connection in {timeout_s:g} s "
                           "(dask.connect_timeout_s)") from None
     except OSError as exc:  # refused, no route, unknown host
         raise EngineError(f"cannot reach the Dask scheduler at {address}: {exc.strerror or _one_line(exc)}") from None
+    heard = None  # over TLS the client speaks first: whether the peer says anything is not known here
+    try:
+        if scheme == "tcp":  # a Dask scheduler speaks first: its first byte, peeked at, in what is left of the time
+            sock.settimeout(max(timeout_s - (time.monotonic() - start), 0.001))
+            try:
+                sock.recv(1, socket.MSG_PEEK)  # b"": it closed the connection, which the handshake then says
+                heard = True
+            except socket.timeout:
+                heard = False
+            except OSError:
+                heard = True
+    finally:
+        sock.close()
+    if heard is False:
+        raise EngineError(f"the Dask scheduler at {address} accepted the connection but sent nothing in "
+                          f"{timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, and alive?")
+    left = max(timeout_s - (time.monotonic() - start), 0.001)
 
     from distributed.security import Security
 
     tls = Security().get_connection_args("client")  # what Client itself would use (tls:// needs it)
 
     async def handshake():
-        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **tls), timeout_s)
+        comm = await asyncio.wait_for(connect(address, timeout=left, **tls), left)
         await comm.close()
 
     not_dask = f"the peer at {address} is not a Dask scheduler: it does not speak Dask's protocol"
@@ -107,8 +128,10 @@ def check_scheduler(address: str, timeout_s: float) -> None:
     try:
         asyncio.run(handshake())
     except asyncio.TimeoutError:
-        raise EngineError(f"the Dask scheduler at {address} accepted the connection but sent nothing in "
-                          f"{timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, and alive?") from None
+        sent = "sent bytes but " if heard else ""
+        raise EngineError(f"the Dask scheduler at {address} accepted the connection but {sent}did not complete "
+                          f"Dask's handshake in {timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, "
+                          "and alive?") from None
     except MemoryError:  # the first 8 bytes it sent, read as Dask's frame length, are an impossible size
         raise EngineError(f"{not_dask} (what it sent reads as a message of an impossible size)") from None
     except OSError as exc:  # closed the connection at once, or during the handshake
