@@ -535,3 +535,44 @@ def test_a_peer_that_trickles_bytes_is_not_said_to_have_sent_nothing(peer, said)
     assert str(caught.value) == (f"the Dask scheduler at {address} {said} (dask.connect_timeout_s): is it a Dask "
                                  "scheduler, and alive?")
     assert took < 2.5, took
+
+
+#: What docs/operations.md promises (LocalCluster workers not stopped within 2 s are killed), and what the
+#: process may take beyond it to end (interpreter exit on a shared, loaded machine).
+PROMISED_CLOSE_S, EXIT_SLACK_S = 2.0, 2.5
+
+
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports, attempt):
+    """Issue 42 point 20. A run on a LocalCluster (--workers 2) whose workers hold the GIL (:data:`STUCK`) gets
+    SIGTERM once a worker has spent a second of CPU: it exits 143 within the 2 s the docs promise (and the
+    interpreter's exit). Before: about 7 s (2 s to close, then 5 s more waiting for the killed workers). Twice."""
+    config = tmp_path / "stuck.yaml"
+    config.write_text(STUCK)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
+                             "--no-cache", "--workers", "2", "--config", str(config)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    seen: dict = {}
+    try:
+        deadline = time.monotonic() + HUNG_S
+        busy = False
+        while not busy and time.monotonic() < deadline and proc.poll() is None:
+            seen.update(descendants(parent))
+            busy = any(p.cpu_times().user > 1.0 for p in seen.values() if alive([p]))
+            time.sleep(0.1)
+        assert busy, "no worker got to the analysis"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=HUNG_S)
+        took = time.monotonic() - start
+        assert proc.returncode == 143, stderr
+        assert took < PROMISED_CLOSE_S + EXIT_SLACK_S, f"{took:.1f} s after SIGTERM"
+    finally:
+        proc.kill()
+        for p in seen.values():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        proc.wait(timeout=HUNG_S)
