@@ -576,3 +576,51 @@ def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports,
             except psutil.Error:
                 pass
         proc.wait(timeout=HUNG_S)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_scheduler_killed_mid_run_is_one_error_line_and_rows(tmp_path, reports, signum):
+    """Issue 42 point 16. A real ``dask scheduler`` and two workers; the run's workers are busy (:data:`STUCK`)
+    when the scheduler is killed (SIGKILL, or SIGTERM: it shuts down). The run ends (exit 1) with one
+    ``gpu-idle: ERROR:`` line naming the lost scheduler, every GPU an error row saying so, and no traceback.
+    Before: two Dask tracebacks on stderr and no ERROR line."""
+    bindir, sched_file = os.path.dirname(sys.executable), tmp_path / "scheduler.json"
+    config = tmp_path / "stuck.yaml"
+    config.write_text(STUCK)
+    procs = [subprocess.Popen([os.path.join(bindir, "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
+    try:
+        address = scheduler_address(sched_file)
+        procs += [subprocess.Popen([os.path.join(bindir, "dask"), "worker", address, "--nthreads", "1",
+                                    "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                  for i in range(2)]
+        workers = [psutil.Process(p.pid) for p in procs[1:]]
+        run = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
+                                "--no-cache", "--scheduler", address, "--config", str(config)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + HUNG_S
+        busy = False
+        while not busy and time.monotonic() < deadline and run.poll() is None:
+            every = [w for p in workers for w in [p, *descendants(p).values()]]
+            busy = any(w.cpu_times().user > 1.0 for w in every if alive([w]))
+            time.sleep(0.1)
+        assert busy, "no worker got to the analysis"
+        os.killpg(procs[0].pid, signum)
+        stdout, stderr = run.communicate(timeout=HUNG_S)
+    finally:
+        for p in procs[::-1]:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(timeout=HUNG_S)
+    assert run.returncode == 1, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("gpu-idle: ERROR:")]
+    assert errors == [f"gpu-idle: ERROR: the Dask scheduler at {address} was lost during the run (killed or "
+                      "unreachable): the reports not done are error rows"], stderr
+    rows = [line for line in stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(rows) == 4 and all(line.endswith("not analysed: the Dask scheduler was lost during the run")
+                                  for line in rows), stdout

@@ -30,6 +30,19 @@ class QuietHeartbeat(logging.Filter):
         return not record.getMessage().startswith("Failed to communicate with scheduler during heartbeat")
 
 
+class LostScheduler(logging.Filter):
+    """Drops the records, traceback and all, the Dask client logs when its connection to the scheduler
+    breaks (the scheduler killed or unreachable mid-run: a connection error, or its reconnection given up):
+    the map sees it (:attr:`pipeline.engine.map.OnDask.lost_scheduler`), the reports not done become rows
+    and the command says it in one ``gpu-idle: ERROR:`` line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import asyncio
+
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (kind is not None and issubclass(kind, (OSError, asyncio.CancelledError, asyncio.TimeoutError)))
+
+
 class ScratchGone(logging.Filter):
     """Drops Dask's "Failed to remove ..." error for a work folder that no longer exists: with
     ``--no-cache`` the run removes its temporary scratch folder itself, and Dask's own clean-up of
@@ -309,8 +322,13 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
             workers (the message gives Dask's reason), or Slurm gives no worker (the message
             says why: no controller, a refused job, jobs pending, workers that never connect).
     """
-    with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
-        yield client
+    client_log, lost = logging.getLogger("distributed.client"), LostScheduler()
+    client_log.addFilter(lost)
+    try:
+        with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
+            yield client
+    finally:
+        client_log.removeFilter(lost)
 
 
 @contextlib.contextmanager

@@ -467,6 +467,9 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
             outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None
+            if problem is None and backend.lost_scheduler:
+                problem = (f"the Dask scheduler{' at ' + address if address else ''} was lost during the run (killed "
+                           "or unreachable): the reports not done are error rows")
     except EngineError as exc:
         done = {o.path for o in outcomes}
         message = str(exc)
