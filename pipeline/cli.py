@@ -400,11 +400,12 @@ def _result_cache(cfg):
 
 
 def progress_factory():
-    """``total -> Progress`` for the driver (:class:`~pipeline.progress.Progress` on stderr): a bar of
-    reports done on a terminal, a few plain ``gpu-idle: progress:`` lines otherwise (cron, CI, a log)."""
+    """``(total, what="reports") -> Progress`` for the driver (:class:`~pipeline.progress.Progress` on stderr): a
+    bar of reports (or of the GPUs inside a report analysed in this process) done on a terminal, a few plain
+    ``gpu-idle: progress:`` lines otherwise (cron, CI, a log)."""
     from .progress import Progress
 
-    return lambda total: Progress(total, what="reports")
+    return lambda total, what="reports": Progress(total, what=what)
 
 
 def _night(ctx, param, value):

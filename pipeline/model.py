@@ -123,6 +123,9 @@ class WarningCode(str, enum.Enum):
     #: no kernel of the GPU runs after its last graph capture ends: the window is start-up only (capture and
     #: warm-up), not a steady state (``startup_only``, tier ``toy``; docs/definitions.md#graph-capture).
     STARTUP_ONLY = "startup-only"
+    #: every kernel in the window lasts 0 ns: the trace records no kernel time, so the GPU would read 100 % idle
+    #: (docs/definitions.md#device-level-idle); its idle is not measured.
+    ZERO_DURATION_KERNELS = "zero-duration-kernels"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
@@ -130,7 +133,7 @@ class WarningCode(str, enum.Enum):
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
                            WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
                            WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE,
-                           WarningCode.STARTUP_ONLY})
+                           WarningCode.STARTUP_ONLY, WarningCode.ZERO_DURATION_KERNELS})
 
 
 @dataclass(frozen=True)
@@ -293,19 +296,37 @@ class Report:
     capture_start_source: str = ""
     sources: list = field(default_factory=list)
     kernel_aliases: dict = field(default_factory=dict)
-    _runtime_by_pid: dict | None = field(default=None, repr=False, compare=False)
+    _groups: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def runtime_rows(self, pids) -> np.ndarray:
-        """Row positions in ``runtime`` of the calls of ``pids``, ascending (so in the frame's
-        order). The per-process grouping is built once per report (:func:`row_groups`), so
-        each GPU's cut costs its own rows, not a pass over every call."""
-        if self._runtime_by_pid is None:
-            codes, pids_seen = pd.factorize(self.runtime["pid"].to_numpy(np.int64))
-            self._runtime_by_pid = {int(pids_seen[codes[g[0]]]): g for g in row_groups(codes)}
-        parts = [self._runtime_by_pid[int(p)] for p in pids if int(p) in self._runtime_by_pid]
+    def groups_of(self, frame: str, column: str) -> dict:
+        """The rows of the frame ``frame`` (``"kernels"``, ``"runtime"``, ``"copies"``...) grouped by
+        ``column``: value (pids as ints, GPU keys as text) -> its row positions, ascending. Built once per
+        report and column (:func:`row_groups`), so each GPU's cut costs its own rows, not a pass over
+        every row: a report of thousands of GPUs is cut in time linear in its rows, not in rows x GPUs."""
+        groups = self._groups.get((frame, column))
+        if groups is None:
+            col = getattr(self, frame)[column]
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                codes, seen = col.cat.codes.to_numpy(), col.cat.categories.tolist()
+            else:
+                codes, seen = pd.factorize(col.to_numpy())
+                seen = seen.tolist()
+            groups = {seen[codes[g[0]]]: g for g in row_groups(codes) if codes[g[0]] >= 0}
+            self._groups[(frame, column)] = groups
+        return groups
+
+    def rows_of(self, frame: str, column: str, values) -> np.ndarray:
+        """Row positions in the frame ``frame`` whose ``column`` is one of ``values``, ascending (so in the
+        frame's order), from :meth:`groups_of`."""
+        groups = self.groups_of(frame, column)
+        parts = [groups[v] for v in dict.fromkeys(values) if v in groups]
         if not parts:
             return np.zeros(0, dtype=np.int64)
         return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+
+    def runtime_rows(self, pids) -> np.ndarray:
+        """Row positions in ``runtime`` of the calls of ``pids``, ascending (:meth:`rows_of`)."""
+        return self.rows_of("runtime", "pid", [int(p) for p in pids])
 
     def gpu_keys(self) -> list[str]:
         """Sorted keys of every GPU that ran at least one kernel."""

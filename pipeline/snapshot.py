@@ -59,11 +59,18 @@ BEING_WRITTEN = ("another process is writing it (it holds SQLite's lock for writ
 
 
 def _head(path: str, n: int) -> bytes | None:
+    """The first ``n`` bytes of the sidecar ``path``, or None when there is none: absent, or a name
+    too long for the file system (ENAMETOOLONG: an export whose name is within 8 bytes of the limit
+    cannot have a ``-journal`` or ``-wal`` beside it, so none holds part of its state)."""
     try:
         with open(path, "rb") as fh:
             return fh.read(n)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return None
+        raise
 
 
 def sidecars(path: str) -> list[str]:

@@ -114,14 +114,19 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value):
-    """One CSV cell's value: a text starting with a :data:`FORMULA_START` character gets a leading
-    ``'`` (the spreadsheet shows the text, never runs it); anything else is returned as it is."""
-    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+    """One CSV cell's value: a text spelled as a page spells it (:func:`visible`: ESC, BEL, CR, U+202E and
+    every other hidden character but tab and new line as its escape, so ``cat fleet.csv`` cannot retitle or
+    clear the terminal nor reorder what it shows), then, starting with a :data:`FORMULA_START` character,
+    with a leading ``'`` (the spreadsheet shows the text, never runs it); anything else is returned as it is."""
+    if not isinstance(value, str):
+        return value
+    value = visible(value)
+    return "'" + value if value.startswith(FORMULA_START) else value
 
 
 def csv_safe(frame):
     """``frame`` (a pandas DataFrame) for ``to_csv``: every text cell of its text columns (object,
-    string or categorical dtype) through :func:`csv_cell`. Numeric, boolean and datetime columns are
+    string or categorical dtype) through :func:`csv_cell` (hidden characters spelled out, formulas quoted). Numeric, boolean and datetime columns are
     untouched (a negative number stays a number); the frame itself is not changed (a copy is returned
     when a cell changes, else ``frame``)."""
     import pandas as pd

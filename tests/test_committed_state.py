@@ -267,3 +267,33 @@ def test_identity_of_an_export_without_sidecars_is_its_content_hash(tmp_path):
     with open(f"{path}-wal", "wb") as fh:
         fh.write(b"\0" * 32)  # a header and no frame
     assert sidecars(path) == [] and snapshot_key(path) == content_key(path)
+
+
+FIVE_KERNELS_MS = [(0, 1), (5, 6), (10, 11), (20, 21), (30, 31)]
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback", "wal-mode"])
+@pytest.mark.parametrize("length", [248, 252, 255])
+def test_a_name_too_long_for_a_sidecar_is_read_with_none(tmp_path, length, wal):
+    """Issue 42 point 15. An export whose name is 248 to 255 bytes cannot have a ``-journal`` (8 bytes
+    more) or, from 252, a ``-wal`` (4 more) beside it: the file system refuses such a name
+    (ENAMETOOLONG). Before: that refusal of the sidecar's stat made a readable export an error row.
+    Now no sidecar is its state: its identity is its content hash, and a fresh and a cached run read
+    its five kernels (:func:`assert_five_kernels`)."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    short = export(tmp_path / "s.sqlite", FIVE_KERNELS_MS, wal=wal)
+    path = tmp_path / ("k" * (length - len(".sqlite")) + ".sqlite")
+    os.rename(short, path)
+    assert len(path.name) == length
+    with pytest.raises(OSError, match="too long"):
+        os.stat(f"{path}-journal")
+    assert sidecars(str(path)) == [] and snapshot_key(str(path)) == content_key(str(path))
+    env = {"GPU_IDLE_CACHE": str(tmp_path / "cache"), "GPU_IDLE_EXPORT_CACHE": str(tmp_path / "exports")}
+    for attempt in ("fresh", "cached"):
+        out = tmp_path / attempt
+        result = CliRunner().invoke(main, ["run", str(path), "--out", str(out)], env=env)
+        assert result.exit_code == 0, (attempt, result.output)
+        assert_five_kernels(fleet_row(out))

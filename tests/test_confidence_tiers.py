@@ -427,3 +427,76 @@ def test_fastvideo_reason_is_shown_where_its_tier_is_explained(profiles, tmp_pat
                if m == "low confidence")
     fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
     assert len(fixes) and set(fixes["trusted"].astype(str)) == {"False"} and set(fixes["confidence_tier"]) == {"low"}
+
+
+def zero_time_export(path, dur_ns: int = 0) -> str:
+    """Twelve NVTX iterations ``Iteration i``, CPU [40 i, 40 i + 40) ms, each launching ten kernels on device 0
+    stream 7 at 40 i + 1 + 3 j ms (j = 0..9), each lasting ``dur_ns`` ns: as a profiler that did not time its
+    kernels writes them (start = end) with 0."""
+    w = ExportWriter(str(path))
+    for i in range(12):
+        w.nvtx(10, 11, 40 * i * MS, (40 * i + 40) * MS, f"Iteration {i}")
+        for j in range(10):
+            corr = w.correlation()
+            t = 40 * i * MS + 100_000 * (j + 1)
+            w.runtime(10, 11, t, t + 10_000, "cudaLaunchKernel_v7000", correlation=corr)
+            s = (40 * i + 1 + 3 * j) * MS
+            w.kernel(10, 0, 7, s, s + dur_ns, "gemm", correlation=corr)
+    return w.close()
+
+
+ZERO_NOTE = "every kernel in W lasts 0 ns (no kernel time recorded)"
+
+
+@pytest.mark.parametrize("labels", [{}, {"kind": "training"}], ids=["unknown", "training"])
+def test_kernels_that_all_last_zero_ns_are_partial_and_never_trusted(tmp_path, labels):
+    """Issue 42 point 18. Warm-up 0 out, iterations 1..11 kept: W = [41, 468) ms (iteration 1's first kernel
+    to iteration 11's last, 40 x 11 + 1 + 27 = 468 ms), 427 ms; the kernels in W are the 110 of iterations
+    1..11 but the last, a 0 ns kernel at W's very end (468 ms, outside [41, 468)): 109. No kernel time: idle
+    427 ms, 100 %. The figures reach medium (11 >= 5 iterations, 427 >= 200 ms, spread 100 x (40 − 27) / 40
+    = 32.5 % <= 50 %). Before: ``ok``, tier medium, no warning. Now ``partial`` with the
+    ``zero-duration-kernels`` warning, and the tier capped at low, whatever the job's kind."""
+    row = analyse_labelled(zero_time_export(tmp_path / "zero.sqlite"), labels)
+    assert (row["window_start_ns"], row["window_end_ns"], row["kernel_count"], row["iterations"]) == (
+        41 * MS, 468 * MS, 109, 11)
+    assert (row["busy_ns"], row["idle_ns"], row["idle_pct"], row["iteration_spread_pct"]) == (0, 427 * MS, 100.0, 32.5)
+    assert row["status"] == "partial"
+    assert row["warning_codes"].split(",")[-1] == "zero-duration-kernels"
+    assert row["warnings"].endswith("all 109 kernels in the window last 0 ns: the trace records no kernel time, "
+                                    "so the GPU reads 100 % idle; its idle and cost are not measured")
+    assert (row["confidence_tier"], row["low_confidence"]) == ("low", True)
+    assert ZERO_NOTE in row["confidence_note"].split("; ")
+    # the tier as a summary works it out again from the stored row: the same
+    assert tier(row["window_ns"], row["kernel_count"], row["iterations"], row["iteration_spread_pct"],
+                ConfidenceConfig(), KindFigures.of_row(row))[0] == "low"
+
+
+def analyse_labelled(path, labels: dict) -> dict:
+    rep = load_report(str(path))
+    (key,) = rep.gpu_keys()
+    return analyse_gpu(gpu_trace(rep, key), Config(), labels).row
+
+
+def test_one_ns_kernels_are_measured_and_keep_their_tier(tmp_path):
+    """Variant: the same capture with kernels of 1 ns each: W = [41, 468 ms + 1 ns), 110 kernels, busy 110 ns:
+    measured (no warning), ``ok``, medium (the unknown kind's mostly-idle cap is medium too)."""
+    row = analyse_labelled(zero_time_export(tmp_path / "one.sqlite", dur_ns=1), {})
+    assert (row["kernel_count"], row["busy_ns"], row["window_ns"]) == (110, 110, 427 * MS + 1)
+    assert "zero-duration-kernels" not in row["warning_codes"]
+    assert (row["status"], row["confidence_tier"]) == ("ok", "medium")
+    assert ZERO_NOTE not in row["confidence_note"]
+
+
+def test_the_zero_time_cap_reads_busy_ns_of_a_stored_row():
+    """Variant on the rule alone: figures that reach high (25 iterations, 1 s, spread 0) are capped at low by
+    ``busy_ns`` 0, with the reason; ``busy_ns`` 5 or unknown (a table written before the column) leaves high."""
+    figures = dict(window_ns=10**9, kernel_count=500, iterations=25, spread=0.0)
+    for kind in ("training", "serving", "unknown"):
+        name, reasons = tier(**figures, figures=KindFigures(kind=kind, idle_pct=100.0 if kind != "unknown" else 50.0,
+                                                             bursts=500, busy_ns=0))
+        if kind != "serving":
+            assert (name, reasons) == ("low", [ZERO_NOTE]), kind
+        else:
+            assert name == "low" and ZERO_NOTE in reasons
+    assert tier(**figures, figures=KindFigures(kind="training", busy_ns=5)) == ("high", [])
+    assert tier(**figures, figures=KindFigures.of_row({"job_kind": "training"})) == ("high", [])

@@ -480,3 +480,147 @@ def test_the_readme_and_every_help_give_the_same_exit_statuses():
         shown = run_cli(*([command] if command else []), "--help").stdout
         for code, text in EXIT_STATUSES.items():
             assert f"  {code:<4} {text}\n" in shown, (command, code)
+
+
+class Trickler(Peer):
+    """A :class:`Peer` that, on each connection, sends a Dask message (its length, then one frame of 1,000
+    bytes: the frame count and length, little-endian 8 bytes each, then its bytes) one byte every ``every_s``
+    seconds, so that the message is never whole in time."""
+
+    def __init__(self, every_s: float):
+        self.every_s = every_s
+        super().__init__(None)
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn):
+        frames = (1).to_bytes(8, "little") + (1000).to_bytes(8, "little") + b"\0" * 1000
+        message = len(frames).to_bytes(8, "little") + frames
+        try:
+            for i in range(len(message)):
+                conn.sendall(message[i:i + 1])
+                time.sleep(self.every_s)
+        except OSError:
+            return
+
+
+@pytest.mark.parametrize("peer, said", [
+    (lambda: Trickler(0.2), "accepted the connection but sent bytes but did not complete Dask's handshake in 1.5 s"),
+    (lambda: Trickler(0.05), "accepted the connection but sent bytes but did not complete Dask's handshake in 1.5 s"),
+    (lambda: Peer(None), "accepted the connection but sent nothing in 1.5 s"),
+], ids=["trickle-5-per-s", "trickle-20-per-s", "silent"])
+def test_a_peer_that_trickles_bytes_is_not_said_to_have_sent_nothing(peer, said):
+    """Issue 42 point 20. A peer that sends a byte now and then (never a whole Dask message): before, the
+    message said it "sent nothing"; now it says it sent bytes but did not complete the handshake. A silent
+    peer still "sent nothing". Each within the connect timeout (1.5 s here) and a second."""
+    from pipeline.engine.cluster import check_scheduler
+    from pipeline.engine.errors import EngineError
+
+    listener = peer()
+    address = f"tcp://127.0.0.1:{listener.port}"
+    try:
+        start = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            check_scheduler(address, 1.5)
+        took = time.monotonic() - start
+    finally:
+        listener.close()
+    assert str(caught.value) == (f"the Dask scheduler at {address} {said} (dask.connect_timeout_s): is it a Dask "
+                                 "scheduler, and alive?")
+    assert took < 2.5, took
+
+
+#: What docs/operations.md promises (LocalCluster workers not stopped within 2 s are killed), and what the
+#: process may take beyond it to end (interpreter exit on a shared, loaded machine).
+PROMISED_CLOSE_S, EXIT_SLACK_S = 2.0, 2.5
+
+
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports, attempt):
+    """Issue 42 point 20. A run on a LocalCluster (--workers 2) whose workers hold the GIL (:data:`STUCK`) gets
+    SIGTERM once a worker has spent a second of CPU: it exits 143 within the 2 s the docs promise (and the
+    interpreter's exit). Before: about 7 s (2 s to close, then 5 s more waiting for the killed workers). Twice."""
+    config = tmp_path / "stuck.yaml"
+    config.write_text(STUCK)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
+                             "--no-cache", "--workers", "2", "--config", str(config)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    seen: dict = {}
+    try:
+        deadline = time.monotonic() + HUNG_S
+        busy = False
+        while not busy and time.monotonic() < deadline and proc.poll() is None:
+            seen.update(descendants(parent))
+            busy = any(p.cpu_times().user > 1.0 for p in seen.values() if alive([p]))
+            time.sleep(0.1)
+        assert busy, "no worker got to the analysis"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=HUNG_S)
+        took = time.monotonic() - start
+        assert proc.returncode == 143, stderr
+        assert took < PROMISED_CLOSE_S + EXIT_SLACK_S, f"{took:.1f} s after SIGTERM"
+    finally:
+        proc.kill()
+        for p in seen.values():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        proc.wait(timeout=HUNG_S)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_scheduler_killed_mid_run_is_one_error_line_and_rows(tmp_path, reports, signum):
+    """Issue 42 point 16. A real ``dask scheduler`` and two workers; the run's workers are busy (:data:`STUCK`)
+    when the scheduler is killed (SIGKILL, or SIGTERM: it shuts down). The run ends (exit 1) with one
+    ``gpu-idle: ERROR:`` line naming the lost scheduler, every GPU an error row saying so, and no traceback.
+    Before: two Dask tracebacks on stderr and no ERROR line."""
+    bindir, sched_file = os.path.dirname(sys.executable), tmp_path / "scheduler.json"
+    config = tmp_path / "stuck.yaml"
+    config.write_text(STUCK)
+    procs = [subprocess.Popen([os.path.join(bindir, "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
+    try:
+        address = scheduler_address(sched_file)
+        procs += [subprocess.Popen([os.path.join(bindir, "dask"), "worker", address, "--nthreads", "1",
+                                    "--no-dashboard", "--local-directory", str(tmp_path / f"w{i}")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                  for i in range(2)]
+        workers = [psutil.Process(p.pid) for p in procs[1:]]
+        run = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
+                                "--no-cache", "--scheduler", address, "--config", str(config)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + HUNG_S
+        busy = False
+        while not busy and time.monotonic() < deadline and run.poll() is None:
+            every = [w for p in workers for w in [p, *descendants(p).values()]]
+            busy = any(w.cpu_times().user > 1.0 for w in every if alive([w]))
+            time.sleep(0.1)
+        assert busy, "no worker got to the analysis"
+        os.killpg(procs[0].pid, signum)
+        stdout, stderr = run.communicate(timeout=HUNG_S)
+    finally:
+        for p in procs[::-1]:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(timeout=HUNG_S)
+    assert run.returncode == 1, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("gpu-idle: ERROR:")]
+    assert errors == [f"gpu-idle: ERROR: the Dask scheduler at {address} was lost during the run (killed or "
+                      "unreachable): the reports not done are error rows"], stderr
+    rows = [line for line in stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(rows) == 4 and all(line.endswith("not analysed: the Dask scheduler was lost during the run")
+                                  for line in rows), stdout

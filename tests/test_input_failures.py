@@ -12,7 +12,9 @@ import os
 import random
 import shutil
 import subprocess
+import socket
 import sys
+import threading
 import time
 
 import pandas as pd
@@ -209,6 +211,85 @@ def test_fifo_and_device_in_a_folder_are_rows_never_opened(tmp_path, good_dir, b
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     check(fleet_of(tmp_path / "out"), baseline, {str(fifo): f"{fifo}: not a regular file: a FIFO",
                                                  str(device): f"{device}: not a regular file: a character device"})
+
+
+#: Discovery of a folder of three files takes well under a second; a hang fails after this many seconds.
+DISCOVER_HANG_S = 30
+
+
+def discover_within(inputs: list, seconds: float):
+    """:func:`discover` of ``inputs`` on a thread: its result, or None when it has not returned after
+    ``seconds`` (a hang fails the test instead of blocking the suite)."""
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(found=discover(inputs)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return result.get("found")
+
+
+def unblock(fifo) -> None:
+    """Give a regression's blocked open of ``fifo`` for reading its writer, so its thread ends."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # no reader waits: nothing to release
+        pass
+
+
+@pytest.mark.parametrize("name", ["pipe.json", "pipe.json.gz", "pipe.db", "PIPE.JSON", "deep/pipe.db"])
+def test_fifo_with_a_sniffed_name_is_a_row_never_opened(tmp_path, good_dir, name):
+    """Issue 42 point 12. Before: discovery opened a FIFO named ``*.json``, ``*.json.gz`` or ``*.db``
+    (blocking) to sniff its first bytes and waited for ever for a writer; a sweep held its lock meanwhile.
+    Every try runs three times: each must end, with the FIFO an error row that names what it is."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    fifo = inputs / name
+    fifo.parent.mkdir(exist_ok=True)
+    os.mkfifo(fifo)
+    for attempt in range(3):
+        try:
+            found = discover_within([str(inputs)], DISCOVER_HANG_S)
+        finally:
+            unblock(fifo)
+        assert found is not None, f"attempt {attempt}: discovery hung opening the FIFO"
+        assert found == ([str(inputs / g) for g in GOOD], [(str(fifo), f"{fifo}: not a regular file: a FIFO")])
+
+
+def test_link_to_a_fifo_and_a_socket_with_sniffed_names_are_rows(tmp_path, good_dir):
+    """Variant: a symlink named ``*.json`` to a FIFO elsewhere, and a Unix socket named ``*.db``."""
+    inputs = copy_good(good_dir, tmp_path / "in")
+    fifo = tmp_path / "elsewhere"
+    os.mkfifo(fifo)
+    link = inputs / "trace.pt.trace.json.gz.json"
+    link.symlink_to(fifo)
+    sock_path = inputs / "s.db"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        try:
+            found = discover_within([str(inputs)], DISCOVER_HANG_S)
+        finally:
+            unblock(fifo)
+    assert found is not None, "discovery hung opening the FIFO"
+    assert found == ([str(inputs / g) for g in GOOD], [(str(sock_path), f"{sock_path}: not a regular file: a socket"),
+                                                        (str(link), f"{link}: not a regular file: a FIFO")])
+
+
+def test_sweep_with_a_fifo_named_json_ends_and_the_next_night_runs(tmp_path, good_dir):
+    """Variant, the whole sweep: before, the first night hung holding the sweep's lock (so every later
+    night exited 1 on the lock); now each night ends with the FIFO its error row."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    shutil.copyfile(good_dir / GOOD[0], inputs / GOOD[0])
+    fifo = inputs / "pipe.json"
+    os.mkfifo(fifo)
+    state = tmp_path / "state"
+    for night in ("2026-11-01", "2026-11-02"):
+        try:
+            proc = run_cli("sweep", str(inputs), "--state-dir", str(state), "--night", night, check=False,
+                           env=caches(tmp_path), timeout=HANG_S)
+        finally:
+            unblock(fifo)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"{fifo}: not a regular file: a FIFO" in proc.stdout
+        assert errors_of(fleet_of(state / "nights" / night)) == {str(fifo): f"{fifo}: not a regular file: a FIFO"}
 
 
 # ------------------------------------------------------------------------ too big

@@ -160,9 +160,33 @@ def test_no_csv_cell_starts_a_formula(hostile, name):
         assert "'" + NODE in {row["node"] for row in rows} and "'" + RANK in {row["rank"] for row in rows}
 
 
+@pytest.mark.parametrize("name", CSVS + ["compare/compare.csv"])
+def test_no_csv_cell_holds_a_raw_control_or_bidi_character(hostile, name):
+    """Issue 42 point 19. Before: ESC, BEL and U+202E of a file name, kernel name or error reached the CSV
+    cells raw (``cat fleet.csv`` retitled the terminal and cleared it). Now every CSV holds no character of a
+    hidden category but the new line, and the file name's job is spelled as the pages spell it."""
+    root, _ = hostile
+    text = (root / name).read_text(encoding="utf-8")
+    assert hidden(text) == [], sorted(set(hidden(text)))
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if "job" in rows[0]:
+        assert EVIL_SHOWN in {row["job"] for row in rows}
+
+
+def test_csv_cells_spell_hidden_characters_as_pages_do():
+    """Variant, the cell rule alone: each hidden character as :func:`~pipeline.text.visible` writes it (written
+    out by hand here), tab and new line kept (quoted by the CSV writer), a formula behind a hidden character is
+    no formula (its cell starts with a backslash), one after a tab still gets its quote."""
+    frame = pd.DataFrame({"t": ["a\x1b]0;x\x07b", "\u202e=1+1", "\t=1", "l1\nl2", "\u2028z\x9b", "plain"]})
+    out = csv_safe(frame).to_csv(index=False, lineterminator="\n")
+    assert out == 't\na\\x1b]0;x\\x07b\n\\u202e=1+1\n\'\t=1\n"l1\nl2"\n\\u2028z\\x9b\nplain\n'
+    assert list(frame["t"]) == ["a\x1b]0;x\x07b", "\u202e=1+1", "\t=1", "l1\nl2", "\u2028z\x9b", "plain"]
+
+
 def test_csv_safe_touches_text_cells_only():
     """Numbers (a negative one too), booleans and missing values stay as they are; text cells starting
-    with = + - @ tab or CR get a leading quote, other text is unchanged; the frame given is not changed."""
+    with = + - @ or tab get a leading quote, a CR is spelled out (``\\x0d``, so no quote is needed), other
+    text is unchanged; the frame given is not changed."""
     frame = pd.DataFrame({"n": [-1, 2, 3, 4, 5, 6, 7], "x": [-0.5, 1.0, 2.0, 3.0, 4.0, 5.0, float("nan")],
                           "ok": [True, False, True, True, False, True, False],
                           "text": ["-1", "=A1", "+B", "@C", "\tD", "\rE", None],
@@ -170,7 +194,7 @@ def test_csv_safe_touches_text_cells_only():
     before = frame.copy()
     out = csv_safe(frame).to_csv(index=False, lineterminator="\n")
     assert out == ("n,x,ok,text,plain\n-1,-0.5,True,'-1,a-b\n2,1.0,False,'=A1,x=1\n3,2.0,True,'+B,\n"
-                   "4,3.0,True,'@C,'q\n5,4.0,False,'\tD,é\n6,5.0,True,'\rE,1\n7,,False,,z\n")
+                   "4,3.0,True,'@C,'q\n5,4.0,False,'\tD,é\n6,5.0,True,\\x0dE,1\n7,,False,,z\n")
     pd.testing.assert_frame_equal(frame, before)
     numbers = pd.DataFrame({"n": [-1], "s": ["ok"]})
     assert csv_safe(numbers) is numbers

@@ -344,6 +344,10 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += cost.rate_warnings(choice, model, trace.model_note, warnings, trace.not_nvidia)
     kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
     warnings += kind_warnings
+    if kw["start"].size and not np.any(kw["end"] > kw["start"]):
+        warnings.append(RowWarning(WarningCode.ZERO_DURATION_KERNELS,
+                                   f"all {kw['start'].size:,} kernels in the window last 0 ns: the trace records no "
+                                   "kernel time, so the GPU reads 100 % idle; its idle and cost are not measured"))
     outside_columns, outside_warnings = copies_outside(trace.copies, w0, w1, dev.window_ns, int(kw["start"].size))
     warnings += outside_warnings
     if choice.share_unknown:

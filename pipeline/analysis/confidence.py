@@ -136,17 +136,19 @@ class KindFigures:
     idle_pct: float | None = None
     bursts: int | None = None
     startup_only: bool | None = None
+    #: ``busy_ns``: the kernel time in W (0 with kernels in W: every one lasts 0 ns; :func:`_caps`).
+    busy_ns: int | None = None
 
     @classmethod
     def of_row(cls, row) -> "KindFigures":
         """The figures of a fleet row (a mapping with ``job_kind``, ``window_left_out_idle_pct``, ``idle_pct``,
-        ``bursts``; any of them missing or NaN: None)."""
+        ``bursts``, ``busy_ns``; any of them missing or NaN: None)."""
         get = row.get
-        kind, left, idle, n, startup = (_known(get(k)) for k in ("job_kind", "window_left_out_idle_pct", "idle_pct",
-                                                                  "bursts", "startup_only"))
+        kind, left, idle, n, startup, busy = (_known(get(k)) for k in (
+            "job_kind", "window_left_out_idle_pct", "idle_pct", "bursts", "startup_only", "busy_ns"))
         return cls(None if kind is None else str(kind), None if left is None else float(left),
                    None if idle is None else float(idle), None if n is None else int(n),
-                   None if startup is None else bool(startup))
+                   None if startup is None else bool(startup), None if busy is None else int(busy))
 
 
 def _seconds(ns: int) -> str:
@@ -154,12 +156,16 @@ def _seconds(ns: int) -> str:
 
 
 def _caps(figures: KindFigures, cfg: ConfidenceConfig) -> list[tuple[str, str]]:
-    """``(tier, reason)`` of each cap an ``unknown`` kind puts on a row (docs/definitions.md#confidence-tiers):
-    at most ``low`` when W leaves out more than ``cfg.unknown_max_left_out_idle_pct`` % of the capture's idle,
-    at most ``medium`` when W is at least ``cfg.unknown_mostly_idle_pct`` % idle; none for another kind."""
-    if figures.kind != UNKNOWN:
-        return []
+    """``(tier, reason)`` of each cap on a row (docs/definitions.md#confidence-tiers): whatever its kind, at most
+    ``low`` when W holds no kernel time (``busy_ns`` 0: a row that is not ``toy`` has kernels in W, so every one
+    lasts 0 ns); then for an ``unknown`` kind, at most ``low`` when W leaves out more than
+    ``cfg.unknown_max_left_out_idle_pct`` % of the capture's idle, at most ``medium`` when W is at least
+    ``cfg.unknown_mostly_idle_pct`` % idle."""
     caps = []
+    if figures.busy_ns == 0:
+        caps.append(("low", "every kernel in W lasts 0 ns (no kernel time recorded)"))
+    if figures.kind != UNKNOWN:
+        return caps
     left, idle = figures.left_out_idle_pct, figures.idle_pct
     if left is not None and left > float(cfg.unknown_max_left_out_idle_pct):
         caps.append(("low", f"the window leaves out {left:g} % of the capture's idle (over "

@@ -30,6 +30,19 @@ class QuietHeartbeat(logging.Filter):
         return not record.getMessage().startswith("Failed to communicate with scheduler during heartbeat")
 
 
+class LostScheduler(logging.Filter):
+    """Drops the records, traceback and all, the Dask client logs when its connection to the scheduler
+    breaks (the scheduler killed or unreachable mid-run: a connection error, or its reconnection given up):
+    the map sees it (:attr:`pipeline.engine.map.OnDask.lost_scheduler`), the reports not done become rows
+    and the command says it in one ``gpu-idle: ERROR:`` line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import asyncio
+
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (kind is not None and issubclass(kind, (OSError, asyncio.CancelledError, asyncio.TimeoutError)))
+
+
 class ScratchGone(logging.Filter):
     """Drops Dask's "Failed to remove ..." error for a work folder that no longer exists: with
     the run removes its temporary scratch folder itself, and Dask's own clean-up of
@@ -74,30 +87,51 @@ def check_scheduler(address: str, timeout_s: float) -> None:
 
     Raises:
         EngineError: one line: the address cannot be reached (refused, unknown host, no TCP
-            connection in time), the peer accepted but sent nothing in ``timeout_s``, or what it
-            sent is not Dask's protocol.
+            connection in time), the peer accepted but sent nothing in ``timeout_s`` (told apart from
+            one that sent bytes without completing the handshake in time: a peer that trickles), or
+            what it sent is not Dask's protocol.
     """
     import asyncio
     import socket
+    import time
 
     from distributed.comm import connect
     from distributed.comm.addressing import parse_address, parse_host_port
 
-    host, port = parse_host_port(parse_address(address)[1])
+    start = time.monotonic()
+    scheme, location = parse_address(address)
+    host, port = parse_host_port(location)
     try:  # the TCP connection first, so that "refused" or "no route" is not taken for a silent peer
-        socket.create_connection((host, port), timeout=timeout_s).close()
+        sock = socket.create_connection((host, port), timeout=timeout_s)
     except socket.timeout:
         raise EngineError(f"cannot reach the Dask scheduler at {address}: no TCP connection in {timeout_s:g} s "
                           "(dask.connect_timeout_s)") from None
     except OSError as exc:  # refused, no route, unknown host
         raise EngineError(f"cannot reach the Dask scheduler at {address}: {exc.strerror or _one_line(exc)}") from None
+    heard = None  # over TLS the client speaks first: whether the peer says anything is not known here
+    try:
+        if scheme == "tcp":  # a Dask scheduler speaks first: its first byte, peeked at, in what is left of the time
+            sock.settimeout(max(timeout_s - (time.monotonic() - start), 0.001))
+            try:
+                sock.recv(1, socket.MSG_PEEK)  # b"": it closed the connection, which the handshake then says
+                heard = True
+            except socket.timeout:
+                heard = False
+            except OSError:
+                heard = True
+    finally:
+        sock.close()
+    if heard is False:
+        raise EngineError(f"the Dask scheduler at {address} accepted the connection but sent nothing in "
+                          f"{timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, and alive?")
+    left = max(timeout_s - (time.monotonic() - start), 0.001)
 
     from distributed.security import Security
 
     tls = Security().get_connection_args("client")  # what Client itself would use (tls:// needs it)
 
     async def handshake():
-        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **tls), timeout_s)
+        comm = await asyncio.wait_for(connect(address, timeout=left, **tls), left)
         await comm.close()
 
     not_dask = f"the peer at {address} is not a Dask scheduler: it does not speak Dask's protocol"
@@ -107,8 +141,10 @@ def check_scheduler(address: str, timeout_s: float) -> None:
     try:
         asyncio.run(handshake())
     except asyncio.TimeoutError:
-        raise EngineError(f"the Dask scheduler at {address} accepted the connection but sent nothing in "
-                          f"{timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, and alive?") from None
+        sent = "sent bytes but " if heard else ""
+        raise EngineError(f"the Dask scheduler at {address} accepted the connection but {sent}did not complete "
+                          f"Dask's handshake in {timeout_s:g} s (dask.connect_timeout_s): is it a Dask scheduler, "
+                          "and alive?") from None
     except MemoryError:  # the first 8 bytes it sent, read as Dask's frame length, are an impossible size
         raise EngineError(f"{not_dask} (what it sent reads as a message of an impossible size)") from None
     except OSError as exc:  # closed the connection at once, or during the handshake
@@ -202,6 +238,10 @@ CLOSE_TIMEOUT_S = 30.0
 #: The same when the run was interrupted (SIGINT, SIGTERM): a worker busy in code that holds the
 #: GIL cannot act on the stop message, and nothing it computes is wanted any more.
 INTERRUPTED_CLOSE_TIMEOUT_S = 2.0
+#: Seconds the cluster may take to close once its remaining workers were killed; when interrupted, a
+#: fraction of a second: nothing is wanted from it any more, and the docs promise the run ends about
+#: :data:`INTERRUPTED_CLOSE_TIMEOUT_S` after the signal (docs/operations.md#interruption).
+AFTER_KILL_CLOSE_TIMEOUT_S, INTERRUPTED_AFTER_KILL_S = 5.0, 0.3
 
 
 def _worker_pids(cluster) -> set[int]:
@@ -214,10 +254,12 @@ def _worker_pids(cluster) -> set[int]:
     return pids
 
 
-def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S,
+                  after_kill_s: float = AFTER_KILL_CLOSE_TIMEOUT_S) -> None:
     """Close a LocalCluster within ``timeout_s`` seconds; worker processes still there then are
-    killed (SIGKILL). A run must never hang on its own cleanup: a worker forked again by its
-    Nanny while the cluster closes (after a crash) can miss the stop message and wait forever."""
+    killed (SIGKILL) and the cluster is given ``after_kill_s`` more to close. A run must never hang on
+    its own cleanup: a worker forked again by its Nanny while the cluster closes (after a crash) can
+    miss the stop message and wait forever."""
     import signal
 
     pids = _worker_pids(cluster)
@@ -232,7 +274,7 @@ def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     try:
-        cluster.close(timeout=5)
+        cluster.close(timeout=after_kill_s)
     except Exception:  # noqa: BLE001 - nothing more can be done; its processes are gone
         pass
 
@@ -272,8 +314,13 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
             workers (the message gives Dask's reason), or Slurm gives no worker (the message
             says why: no controller, a refused job, jobs pending, workers that never connect).
     """
-    with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
-        yield client
+    client_log, lost = logging.getLogger("distributed.client"), LostScheduler()
+    client_log.addFilter(lost)
+    try:
+        with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
+            yield client
+    finally:
+        client_log.removeFilter(lost)
 
 
 @contextlib.contextmanager
@@ -331,7 +378,10 @@ def _open_client(cfg: Config, scheduler: str | None = None, log=print):
                 interrupted = not isinstance(exc, Exception)
                 raise
             finally:
-                close_cluster(cluster, INTERRUPTED_CLOSE_TIMEOUT_S if interrupted else CLOSE_TIMEOUT_S)
+                if interrupted:
+                    close_cluster(cluster, INTERRUPTED_CLOSE_TIMEOUT_S, INTERRUPTED_AFTER_KILL_S)
+                else:
+                    close_cluster(cluster)
                 # Let Dask's own clean-up of its folders (finalizers of the closed scheduler's and
                 # workers' work dirs) run now, while the scratch folder still exists.
                 del cluster

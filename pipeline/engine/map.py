@@ -203,6 +203,8 @@ class OnDask:
         self.accepted: set | None = None
         self.refused: dict = {}
         self._where: dict = {}
+        #: True once a task was cancelled because the client lost its scheduler (killed, unreachable)
+        self.lost_scheduler = False
 
     def check_workers(self) -> None:
         """Ask every worker for its build (``client.run(fingerprint)``, within ``check_timeout_s``) and refuse
@@ -275,6 +277,9 @@ class OnDask:
             if self.lost_all_workers:
                 return None, (f"{name}: {what}not analysed: no Dask worker left for {self.no_workers_timeout_s:g} s "
                               "(every worker died or none could start)")
+            if getattr(self.client, "status", "running") != "running":  # the connection to the scheduler broke
+                self.lost_scheduler = True
+                return None, f"{name}: {what}not analysed: the Dask scheduler was lost during the run"
             return None, f"{name}: {what}task cancelled before it finished (scheduler restarted or client lost)"
         exc = fut.exception()
         from distributed.scheduler import KilledWorker

@@ -98,7 +98,16 @@ def skipped_note(skipped) -> str | None:
 
 
 def _local_head(path: str) -> bytes:
-    with open(path, "rb") as fh:
+    """The first bytes of the local file ``path``, read to sniff its kind. Never opens a file that is
+    not a regular one (opening a FIFO blocks until a writer comes; a device may never end): judged by
+    ``os.stat`` first, then opened non-blocking and judged again by ``os.fstat`` (it may have been
+    replaced since). Raises OSError for one that is not (it is kept: :func:`local_file_problem` says
+    what it is) or cannot be read."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
         return fh.read(kinds.SNIFF_BYTES)
 
 
@@ -190,6 +199,9 @@ def local_file_problem(path: str, memory_limit: int | None = None, memory_factor
         return f"{path}: {stat_failure(exc, None)}"
     try:
         with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):  # replaced since the stat: never read
+                return f"{path}: not a regular file: {file_kind(st.st_mode)}"
             inflated = inflated_json_size(path, fh) if memory_limit else None
     except OSError as exc:
         return f"{path}: {stat_failure(exc, None)}"

@@ -631,37 +631,39 @@ def _read_error(path: str, exc: Exception, deadline) -> ProfileError:
     return ProfileError(f"{path}: SQLite error while reading ({exc})")
 
 
-def _gpu_rows(kernels: pd.DataFrame, gpu_key: str) -> pd.DataFrame:
-    """The kernel rows of one GPU: a slice when the rows are grouped by GPU key, else a filter."""
-    col = kernels["gpu_key"]
-    if isinstance(col.dtype, pd.CategoricalDtype) and gpu_key in col.cat.categories:
-        where = np.flatnonzero(col.cat.codes.to_numpy() == col.cat.categories.get_loc(gpu_key))
-        if where.size and where[-1] - where[0] + 1 == where.size:
-            return kernels.iloc[where[0]:where[-1] + 1]
-    return kernels[col == gpu_key]
+def _gpu_rows(report: Report, gpu_key: str) -> pd.DataFrame:
+    """The kernel rows of one GPU (the frame's order): a slice when they are contiguous (the rows are
+    grouped by GPU key), else a take; found through the report's grouping (:meth:`Report.rows_of`)."""
+    at = report.rows_of("kernels", "gpu_key", [gpu_key])
+    if at.size and at[-1] - at[0] + 1 == at.size:
+        return report.kernels.iloc[at[0]:at[-1] + 1]
+    return report.kernels.iloc[at]
 
 
 def gpu_kernels(report: Report, gpu_key: str) -> pd.DataFrame:
     """The kernel rows of one GPU of ``report`` (all columns, the export's order): those :func:`gpu_trace` cuts,
     without the rest of its trace (for what reads every GPU's kernels at once: the wait inside collectives)."""
-    return _gpu_rows(report.kernels, gpu_key)
+    return _gpu_rows(report, gpu_key)
 
 
 def _gpu_devices(report: Report, gpu_key: str) -> pd.DataFrame:
     """The ``devices`` rows of one GPU. Raises ``KeyError`` for a GPU key the report does not have."""
-    hit = (report.devices["gpu_key"] == gpu_key).to_numpy(bool)
-    if not hit.any():
+    at = report.rows_of("devices", "gpu_key", [gpu_key])
+    if not at.size:
         raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
-    return where(report.devices, hit)
+    return rows(report.devices, at)
 
 
-def _of_processes(frame: pd.DataFrame, pids: tuple, anyone: bool = False) -> pd.DataFrame:
-    """The rows of ``frame`` whose ``pid`` is one of ``pids`` (``anyone``: and those of no process,
-    pid < 0), with a fresh index."""
-    if frame.empty:
-        return frame.reset_index(drop=True)
-    pid = frame["pid"].to_numpy(np.int64)
-    return where(frame, np.isin(pid, pids) | (pid < 0) if anyone else np.isin(pid, pids))
+def _of_processes(report: Report, frame: str, pids: tuple, anyone: bool = False) -> pd.DataFrame:
+    """The rows of the report's frame ``frame`` whose ``pid`` is one of ``pids`` (``anyone``: and those of
+    no process, pid < 0), in the frame's order, with a fresh index (:meth:`Report.rows_of`)."""
+    table = getattr(report, frame)
+    if table.empty:
+        return table.reset_index(drop=True)
+    wanted = [int(p) for p in pids]
+    if anyone:
+        wanted += [p for p in report.groups_of(frame, "pid") if p < 0]
+    return rows(table, report.rows_of(frame, "pid", wanted))
 
 
 def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
@@ -671,10 +673,10 @@ def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
     devs = _gpu_devices(report, gpu_key)
     pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
     return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
-                    kernels=_gpu_rows(report.kernels, gpu_key), copies=report.copies.iloc[:0],
+                    kernels=_gpu_rows(report, gpu_key), copies=report.copies.iloc[:0],
                     runtime=report.runtime.iloc[report.runtime_rows(pids)],
-                    nvtx=report.nvtx[np.isin(report.nvtx["pid"].to_numpy(np.int64), pids)],
-                    untraced=_of_processes(report.untraced, pids, True))
+                    nvtx=report.nvtx.iloc[report.rows_of("nvtx", "pid", pids)],
+                    untraced=_of_processes(report, "untraced", pids, True))
 
 
 def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
@@ -683,8 +685,8 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     process). Raises ``KeyError`` for a GPU key the report does not have."""
     devs = _gpu_devices(report, gpu_key)
     pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
-    kernels = _gpu_rows(report.kernels, gpu_key)
-    copies = where(report.copies, (report.copies["gpu_key"] == gpu_key).to_numpy(bool)) \
+    kernels = _gpu_rows(report, gpu_key)
+    copies = rows(report.copies, report.rows_of("copies", "gpu_key", [gpu_key])) \
         if not report.copies.empty else report.copies.reset_index(drop=True)
     runtime = _in_start_order(rows(report.runtime, report.runtime_rows(pids)))
     models = sorted({m for m in devs["gpu_model"].tolist() if m})
@@ -694,12 +696,12 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
         device_ids=tuple(sorted(set(devs["device_id"].to_numpy(np.int64).tolist()))),
         gpu_model=models[0] if models else "",
         kernels=kernels.reset_index(drop=True), copies=copies,
-        runtime=runtime, nvtx=_of_processes(report.nvtx, pids),
+        runtime=runtime, nvtx=_of_processes(report, "nvtx", pids),
         warnings=[w for w in report.warnings if w.pids is None or set(w.pids) & set(pids)]
         + diagnostic_warnings(report.diagnostics, pids) + sm_subset_warning(devs),
         model_note="" if models else "; ".join(notes), mig=bool(devs["mig"].to_numpy(bool).all()),
         sms=int(devs["sms"].to_numpy(np.int64).max()), board_sms=int(devs["board_sms"].to_numpy(np.int64).max()),
-        overhead=_of_processes(report.overhead, pids), untraced=_of_processes(report.untraced, pids, True),
+        overhead=_of_processes(report, "overhead", pids), untraced=_of_processes(report, "untraced", pids, True),
         capture_start_ns=report.capture_start_ns, capture_start_source=report.capture_start_source,
         world_size=world_size(report.meta), kernel_aliases=report.kernel_aliases,
         graph_trace_mode=str(report.meta.get(GRAPH_TRACE_MODE, "")),

@@ -430,7 +430,7 @@ def report_sinks(todo: Todo, cfg: Config, gpu_dir: str | None) -> Sinks:
                        if gpu_dir is not None and todo.plots is not None else None))
 
 
-def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None):
+def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None, gpu_progress=None):
     """Analyse every report on ``backend`` (:class:`~pipeline.engine.map.InProcess` or
     :class:`~pipeline.engine.map.OnDask`): one :class:`~pipeline.work.tasks.ReportOutcome` per report,
     as each finishes.
@@ -440,10 +440,12 @@ def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None
     ``gpu_dir`` and stores its result in ``todo.slot`` (its :func:`report_sinks`); otherwise the
     result is stored here, on the client, as the outcome arrives (a run killed half-way keeps what it
     finished), and the per-GPU documents are written by the reduce (:func:`write_outputs`).
+    ``gpu_progress``: ``callable(total) -> progress`` counting the GPUs of a report analysed in this process
+    (:class:`~pipeline.work.tasks.Job`), or None.
     """
     here = gpu_dir if backend.shares_files else None
-    jobs = [Job(t.path, t.labels, t.forced, report_sinks(t, cfg, here) if backend.shares_files else None)
-            for t in todos]
+    jobs = [Job(t.path, t.labels, t.forced, report_sinks(t, cfg, here) if backend.shares_files else None,
+                gpu_progress) for t in todos]
     slots = {t.path: t.slot for t in todos}
     for outcome in map_work(ReportWork(cfg), jobs, backend):
         why = foreign_code(outcome.results) if outcome.failure is None else None
@@ -456,9 +458,10 @@ def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None
         yield outcome
 
 
-def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str, log, progress):
+def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str, log, progress, gpu_progress=None):
     """Map the jobs on the right backend and collect their outcomes: one report with no scheduler
-    in this process, else on Dask. Returns ``(outcomes, engine problem or None)``."""
+    in this process (its GPUs counted on ``gpu_progress(total)`` when given: a report of thousands of GPUs
+    says how far it is), else on Dask. Returns ``(outcomes, engine problem or None)``."""
     outcomes: list[ReportOutcome] = []
     if not jobs:
         return outcomes, None
@@ -467,7 +470,7 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
         log("engine: in this process (one report, no scheduler configured: no cluster to start"
             + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
         backend = InProcess(cfg.dask.n_workers * cfg.dask.threads_per_worker)
-        outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
+        outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir, gpu_progress), progress))
         return outcomes, None
     try:
         with open_client(cfg, scheduler, log=log) as client:
@@ -480,6 +483,9 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
             outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None
+            if problem is None and backend.lost_scheduler:
+                problem = (f"the Dask scheduler{' at ' + address if address else ''} was lost during the run (killed "
+                           "or unreachable): the reports not done are error rows")
     except EngineError as exc:
         done = {o.path for o in outcomes}
         message = str(exc)
@@ -536,8 +542,9 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         scheduler: a Dask scheduler address (else ``dask.scheduler``, ``DASK_SCHEDULER_ADDRESS``,
             else a LocalCluster; one report with none of them runs in this process).
         force: reports to analyse again even when their result is stored.
-        progress_factory: ``callable(total) -> progress`` with ``advance(n, label)`` and
-            ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display.
+        progress_factory: ``callable(total, what="reports") -> progress`` with ``advance(n, label)`` and
+            ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display; ``what="GPUs"``:
+            the GPUs inside a report analysed in this process.
     Returns:
         :class:`RunResult`.
     Raises:
@@ -592,8 +599,9 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     jobs = [Todo(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
     try:
+        gpu_progress = (lambda total: progress_factory(total, "GPUs")) if progress else None
         outcomes, engine_problem = _analyse(jobs, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log,
-                                            progress)
+                                            progress, gpu_progress)
     finally:
         if progress is not None:
             progress.close()

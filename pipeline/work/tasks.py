@@ -68,12 +68,15 @@ class Job:
     """One report to analyse: its ``path`` (or URL), its ``labels``, ``forced``: the agreement of its
     job's GPUs (``{source: Agreement}``) when the job spans several reports and the report's own GPUs
     alone agreed otherwise (:mod:`pipeline.work.agreement`; None: its GPUs agree among themselves),
-    and its ``sinks`` (None: the task makes no output; the client stores and writes)."""
+    and its ``sinks`` (None: the task makes no output; the client stores and writes). ``gpu_progress``:
+    ``callable(total) -> progress`` (``advance(n)``, ``close()``: :class:`pipeline.progress.Progress`) that
+    counts the report's GPUs as they are analysed, when it runs in this process (None: not counted)."""
 
     path: str
     labels: dict
     forced: dict | None = None
     sinks: Sinks | None = None
+    gpu_progress: object = None
 
 
 @dataclasses.dataclass
@@ -396,29 +399,43 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
 THREADED_MAX_GPU_KERNELS = 250_000
 
 
-def _each(fn, items: list, threads: int) -> list:
-    """``[fn(item) for item in items]``, on ``threads`` threads when more than one."""
+def _each(fn, items: list, threads: int, done=None) -> list:
+    """``[fn(item) for item in items]``, on ``threads`` threads when more than one; ``done(1)`` after each
+    item (None: nothing)."""
+    def one(item):
+        out = fn(item)
+        if done is not None:
+            done(1)
+        return out
+
     if threads <= 1 or len(items) <= 1:
-        return [fn(item) for item in items]
+        return [one(item) for item in items]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(fn, items))
+        return list(pool.map(one, items))
 
 
 def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1,
-                   forced: dict | None = None) -> list[GpuResult]:
+                   forced: dict | None = None, gpu_progress=None) -> list[GpuResult]:
     """Every GPU of the report, in ``keys`` order: their plans (:func:`plan_task`), the report's
     agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`), then :func:`analyse_task` for each;
     each step on ``threads`` threads when more than one and the GPUs are not large
-    (:data:`THREADED_MAX_GPU_KERNELS`)."""
+    (:data:`THREADED_MAX_GPU_KERNELS`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
+    each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done."""
     if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
         threads = 1
-    plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads)
-    agreements = report_agreements(report.path, keys, plans, cfg, forced)
-    collective = report_collectives(report, keys, cfg)
-    return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective),
-                 list(zip(keys, plans)), threads)
+    progress = gpu_progress(len(keys)) if gpu_progress is not None and keys else None
+    done = progress.advance if progress is not None else None
+    try:
+        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads)
+        agreements = report_agreements(report.path, keys, plans, cfg, forced)
+        collective = report_collectives(report, keys, cfg)
+        return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective),
+                     list(zip(keys, plans)), threads, done)
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
@@ -453,7 +470,7 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
 
 
 def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None, threads: int = 1,
-                background_cache: bool = False, forced: dict | None = None) -> ReportOutcome:
+                background_cache: bool = False, forced: dict | None = None, gpu_progress=None) -> ReportOutcome:
     """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then hand the
     results to its ``sinks`` (:func:`finish_report`).
 
@@ -468,7 +485,7 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     if isinstance(keys, Failure):
         return ReportOutcome(path=path, failure=keys)
     try:
-        results = analyse_report(report, keys, cfg, labels, threads, forced)
+        results = analyse_report(report, keys, cfg, labels, threads, forced, gpu_progress)
         del report
         return finish_report(ReportOutcome(path=path, results=results), sinks)
     except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
@@ -492,7 +509,7 @@ class ReportWork:
         """:func:`report_task`; a new columnar cache entry is written on a thread in this process
         (the run waits for it: :func:`pipeline.load.cache.wait_for_writes`), not on a Dask worker."""
         return report_task(job.path, job.labels, self.cfg, job.sinks, threads, background_cache=_dask_worker() is None,
-                           forced=job.forced)
+                           forced=job.forced, gpu_progress=job.gpu_progress)
 
     def failed(self, job: Job, text: str) -> ReportOutcome:
         return ReportOutcome(path=job.path, failure=Failure(text))
