@@ -337,11 +337,14 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     dups = int((fleet["status"] == DUPLICATE).sum())
     # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost); no GPU
     # analysed: no total at all (there is nothing it could be the cost of)
-    total = "unpriced" if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f"${total_usd:,.2f}/month"
+    from .analysis.cost import models_text
+    named = models_text(ra.get("unpriced_models") or {})
+    total = (f": no priced GPU ({ra['unpriced_gpus']} GPU(s) unpriced" + (f": {named})" if named else ")")
+             if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f" ${total_usd:,.2f}/month")
     # a duplicate row: another file of a capture analysed under another name, counted once (docs/inputs.md)
     echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed"
          + (f", {dups} duplicate(s) not priced" if dups else "") + "; "
-         + (f"fleet idle cost {total}" if gpus else "no GPU analysed: no idle cost"))
+         + (f"fleet idle cost{total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
     if assumed:  # on lines of their own: every line printed fits 120 columns
         import textwrap
