@@ -94,7 +94,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     :data:`pipeline.schema.PRINTED` (``wide``: :data:`~pipeline.schema.PRINTED_WIDE`) under their short headers,
     one line per analysed GPU, the GPUs on trusted captures first (``low_confidence`` false: tier ``medium`` or
     ``high``), then those of tier ``toy`` or ``low``, each group most expensive first (``idle_usd_per_month``
-    descending; ties by the job key, then report and GPU key), so a toy capture at an assumed rate never heads
+    descending; the unpriced GPUs after the priced ones, the most idle (``idle_pct``) first; ties by the job key,
+    then report and GPU key), so a toy capture at an assumed rate never heads
     the table, text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below, then the
     reports that are duplicates of a capture analysed under another name (docs/inputs.md#duplicate-captures).
     A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
@@ -118,9 +119,14 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
         ok["_low"] = ok["low_confidence"].fillna(False).astype(bool)
+        import pandas
+        # an unpriced GPU's share of its window ranks it among the unpriced (a priced one's ties: by job key)
+        share = pandas.to_numeric(schema.conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
+        ok["_share"] = share.where(ok["_usd"].isna(), 0.0)
         ok["_job"], ok["_report"], ok["_gpu"] = (ok[c].astype(str) for c in ("job", "report", "gpu_key"))
-        ok = ok.sort_values(["_low", "_usd", "_cluster", "_job", "_report", "_gpu"],
-                            ascending=[True, False, True, True, True, True],
+        # the unpriced GPUs (no dollars) after the priced ones of their group, the most idle first
+        ok = ok.sort_values(["_low", "_usd", "_share", "_cluster", "_job", "_report", "_gpu"],
+                            ascending=[True, False, False, True, True, True, True],
                             na_position="last", kind="stable")
     hidden = max(0, len(ok) - max_rows)
     ok = ok.head(max_rows)
@@ -331,11 +337,14 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
     dups = int((fleet["status"] == DUPLICATE).sum())
     # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost); no GPU
     # analysed: no total at all (there is nothing it could be the cost of)
-    total = "unpriced" if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f"${total_usd:,.2f}/month"
+    from .analysis.cost import models_text
+    named = models_text(ra.get("unpriced_models") or {})
+    total = (f": no priced GPU ({ra['unpriced_gpus']} GPU(s) unpriced" + (f": {named})" if named else ")")
+             if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f" ${total_usd:,.2f}/month")
     # a duplicate row: another file of a capture analysed under another name, counted once (docs/inputs.md)
     echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed"
          + (f", {dups} duplicate(s) not priced" if dups else "") + "; "
-         + (f"fleet idle cost {total}" if gpus else "no GPU analysed: no idle cost"))
+         + (f"fleet idle cost{total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
     if assumed:  # on lines of their own: every line printed fits 120 columns
         import textwrap

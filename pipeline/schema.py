@@ -247,7 +247,7 @@ FLEET = (
     _c("capture_id", "text", "text", "the capture's identity, the same for every file of one capture (a report and "
        "its export, copies, a trace and its gzip): [duplicate captures](inputs.md#duplicate-captures)", "status"),
     _c("status", "text", "text", "`ok`, `partial`, `duplicate` or `error`", "status"),
-    _c("error", "text", "text", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>`",
+    _c("error", "text", "text", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>` (and, when its labels differ from that file's, which were not used)",
        "status"),
 )
 

@@ -254,3 +254,32 @@ def test_an_export_and_its_re_export_are_one_capture(tmp_path):
     # "run-reexported.sqlite" sorts before "run.sqlite": the first by path is the one analysed
     assert duplicates(fleet) == [(first, f"duplicate of {again}")]
     assert _usd(fleet) == _usd(alone) > 0
+
+
+def test_a_duplicate_in_another_labelled_folder_says_its_labels_are_not_used(tmp_path):
+    # a .sqlite in east/ (cluster east, job job-a) and a byte-identical copy in west/ (cluster west, job job-b):
+    # one capture, analysed once as east/a.sqlite, under east's labels. The copy's row and the printed DUPLICATE line
+    # say which of its own labels were not used (main: "duplicate of <file>" alone). A copy whose labels match, or
+    # whose job is each file's own name (no rule names it), says nothing more (the other tests of this file).
+    from pipeline.fleet.reduce import labels_not_used
+
+    east, west = tmp_path / "east", tmp_path / "west"
+    east.mkdir(), west.mkdir()
+    a = _export(east / "a.sqlite")
+    b = str(shutil.copy(a, west / "b.sqlite"))
+    cfg = load_config([], {"cache": {"dir": str(tmp_path / "cache"), "enabled": True},
+                           "labels": [{"match": "*/east/*", "cluster": "east", "job": "job-a"},
+                                      {"match": "*/west/*", "cluster": "west", "job": "job-b"}]})
+    result = drive(cfg, [a, b], RunFolder(str(tmp_path / "out"), log=lambda _: None), ResultCache.for_run(cfg),
+                   log=lambda _: None)
+    fleet = result.fleet
+    assert result.todo == [a]
+    said = f"duplicate of {a}; its labels cluster=west job=job-b not used (those of {a} are)"
+    assert duplicates(fleet) == [(b, said)]
+    assert set(fleet.loc[fleet["report"] == a, "cluster"]) == {"east"}
+    assert f"DUPLICATE {b}: {said} (not analysed again, not priced)" in format_fleet(fleet).splitlines()
+    # by hand: one label differing, an unset one shown as "-"; the default job (each file's own name) is no difference
+    assert labels_not_used("/w/b.sqlite", {"cluster": "c", "job": "b", "gpu_model": None}, "/e/a.sqlite",
+                           {"cluster": "c", "job": "a", "gpu_model": "H100"}) == (
+        "; its labels gpu_model=- not used (those of /e/a.sqlite are)")
+    assert labels_not_used("/w/b.sqlite", {"cluster": "c", "job": "b"}, "/e/a.sqlite", {"cluster": "c", "job": "a"}) == ""

@@ -368,3 +368,36 @@ def test_compact_markers_of_a_gpu_figure():
     assert (got["rate_assumed"], got["rate_marker"], got["rate_title"]) == (
         True, "≈ H100 rate", "the GPU's model is not named: priced as H100, the default model (cluster spot override "
         "(default model: export names no GPU))")
+
+
+def test_unpriced_entries_rank_by_share_and_archived_never_leads():
+    """A fresh user's export labelled with a GPU off the rate card (every GPU unpriced): cpu (0.5 ms of a 100 ms
+    window, archived: nothing prescribed) was ranked #1 by name over launch (9 ms); unpriced, an entry ranks by its
+    share (launch 9 % > data 3 %), and an archived category after every prescribed one (cpu last, even though it
+    sorts first by name). Priced, an archived category also ranks after a prescribed one with fewer dollars."""
+    from pipeline.analysis import diagnosis as dx
+    from pipeline.analysis.fixfirst import ARCHIVED, fix_list
+
+    archived = [{"category": "cpu", "rule": "cpu.random", "text": "archived: cpu holds 0.5 %", "remedy": "",
+                 "archived": True, "judged": True, "outcome": "archived"}]
+
+    def row(gpu, priced, cats):
+        r = {"report": "x.sqlite", "gpu_key": gpu, "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+             "iterations": 9, "idle_ns": 0, "idle_pct": 0.0, "confidence_tier": "medium", "low_confidence": False,
+             "confidence_note": "", "unpriced": not priced, "gpu_model": "Quadro GP100",
+             "diagnosis": dx.to_text(archived)}
+        for cat, (ns, usd) in cats.items():
+            r[f"cat_{cat}_ns"] = ns
+            r[f"fix_{cat}_usd_per_month"] = usd if priced else math.nan
+        return r
+
+    cats = {"cpu": (MS // 2, 500.0), "launch": (9 * MS, 90.0), "data": (3 * MS, 30.0)}
+    fixes = fix_list(build_fleet([row("g0", False, cats)]), {})
+    fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
+    assert list(zip(fleet["rank"], fleet["category"], fleet["share_pct"])) == [
+        (1, "launch", 9.0), (2, "data", 3.0), (3, "cpu", 0.5)]
+    assert fleet["usd_per_month"].isna().all() and fleet["remedy"].iloc[2] == ARCHIVED
+    # priced: cpu's $500 is archived (not prescribed): after launch $90 and data $30
+    fixes = fix_list(build_fleet([row("g0", True, cats)]), {})
+    fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
+    assert list(zip(fleet["category"], fleet["usd_per_month"])) == [("launch", 90.0), ("data", 30.0), ("cpu", 500.0)]

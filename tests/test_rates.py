@@ -454,3 +454,18 @@ def test_unnamed_gpu_priced_at_the_default_rate_says_so_in_a_coded_warning(tmp_p
         "NVIDIA H100 80GB HBM3", "H100", 1460.0)
     assert (str(named["rate_assumed"]), named["status"], named["warnings"], named["warning_codes"]) == (
         "False", "ok", "", "")
+
+
+def test_the_pricing_hint_first_names_a_gpu_model_label_and_it_prices_an_amd_gpu(tmp_path):
+    # the hint a fresh user read under an AMD GPU offered `cost.unlisted: default` alone, pricing it at the H100 rate.
+    # It first says a gpu_model label naming a model on the card prices the GPU at that entry, and says the default
+    # policy prices at the default model's (H100's) rate. Followed, on a ROCm trace naming no model: the MI250 entry,
+    # 2/4 x 1.50 x 730 = 547.50, not assumed, not unpriced.
+    hint = cost.unpriced_text(1, {"no model named": 1})
+    assert hint.index("`gpu_model: MI250` prices it at that entry") < hint.index("`cost.unlisted: default`")
+    assert "at the default model's rate (`cost.default_model`, H100 unless set)" in hint
+    trace = gpu_trace(rep := load_kineto(_hip_trace(tmp_path / "rocm.json", (), 0)), rep.gpu_keys()[0])
+    cfg = load_config([], {"analysis": {"window": "span"}})
+    row = analyse_gpu(trace, cfg, {"gpu_model": "MI250"}).row
+    assert (row["rate_model"], row["idle_usd_per_month"], row["rate_assumed"], row["unpriced"]) == (
+        "MI250", 547.5, False, False)

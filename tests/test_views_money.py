@@ -302,3 +302,22 @@ def test_each_fix_first_entry_counts_the_gpus_it_does_not_link(example):
         more = re.search(r" and (\d+) more \(fix_first.csv lists them\)", cell)
         assert links + (int(more.group(1)) if more else 0) == int(count), cell
     assert any(int(c) > 3 for c, _ in rows)   # the example fleet's entries rest on more GPUs than they link
+
+
+def test_unpriced_gpus_after_the_priced_ones_most_idle_first():
+    """Unpriced GPUs (no dollars: a model off the rate card) list after the priced ones of their tier group, the
+    most idle first, in the printed table and in the report's top GPUs; the priced ones keep their dollar order."""
+    from pipeline.cli import format_fleet
+    from pipeline.report.summary import top_gpus
+
+    rows = [_row(report="u1.sqlite", gpu_model="Quadro GP100", idle_pct=10.0, idle_usd_per_month=float("nan"),
+                 unpriced=True),
+            _row(report="u2.sqlite", gpu_model="Quadro GP100", idle_pct=70.0, idle_usd_per_month=float("nan"),
+                 unpriced=True),
+            _row(report="p1.sqlite", idle_pct=5.0, idle_usd_per_month=100.0, unpriced=False),
+            _row(report="p2.sqlite", idle_pct=1.0, idle_usd_per_month=300.0, unpriced=False)]
+    fleet = pd.DataFrame(rows)
+    assert top_gpus(fleet)["report"].tolist() == ["p2.sqlite", "p1.sqlite", "u2.sqlite", "u1.sqlite"]
+    lines = format_fleet(fleet).splitlines()[1:5]
+    assert [line.split()[0] for line in lines] == ["$300.00", "$100.00", "unpriced", "unpriced"]
+    assert [line.split()[-5] for line in lines[2:]] == ["70.00", "10.00"]

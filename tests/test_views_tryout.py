@@ -158,17 +158,18 @@ def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     # one GPU, unpriced: the printed total, the headline, the trusted-vs-rest card and the md say "unpriced" and
     # count it. main: "$0.00" everywhere.
     out, printed = _run(tmp_path, {"dark": (OTHER, "dark")}, "unpriced")
-    assert f"0 report(s) failed; fleet idle cost unpriced\n  1 GPU(s) unpriced, not in it ({OTHER} (1)); to price" in printed
+    assert f"0 report(s) failed; fleet idle cost: no priced GPU (1 GPU(s) unpriced: {OTHER} (1))\n  1 GPU(s) unpriced, not in it ({OTHER} (1)); to price" in printed
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert '<div class="value" id="fleet-usd" data-usd="">unpriced</div>' in page
+    assert '<div class="value" id="fleet-usd" data-usd="">no priced GPU</div>' in page
+    assert '<div class="sub">every GPU analysed is unpriced<span' in page
     card = re.sub(r"\s+", " ", re.search(r'<div class="card" id="trusted-usd"(.*?)</div></div>', page, re.S).group(1))
     assert 'data-other-usd=""' in card
-    assert "apart: unpriced on 1 toy or low-confidence GPU(s) (1 unpriced) (toy 1, low 0)" in card
+    assert "apart: 1 toy or low-confidence GPU(s), all unpriced (toy 1, low 0)" in card
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert re.search(r"\*\*GPU idle cost, [0-9-]+\*\*: unpriced idle \(50\.00 % device-level idle over 1 GPU\(s\)\)", md)
     # no GPU trusted: "none" of them, no trusted dollar figure (issue 26's tryout: "on trusted captures $0.00")
-    assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, unpriced on 1 GPU(s) of tier "
-            "toy (1) or low (0), 1 unpriced.") in md
+    assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $0.00: its 1 GPU(s) of tier "
+            "toy (1) or low (0) are unpriced.") in md
     assert f"| 1 | cpu | unpriced (1 GPU(s): {OTHER} (1)) |" in md
 
 
@@ -190,8 +191,15 @@ def test_trusted_gpus_all_unpriced_read_unpriced():
     t = trust_split(fleet)
     assert math.isnan(t["trusted_usd"]) and (t["trusted_gpus"], t["trusted_unpriced"]) == (4, 4)
     assert (t["other_usd"], t["other_gpus"], t["other_unpriced"]) == (100.0, 1, 0)
-    assert trust_text(t) == ("Of it, unpriced rests on trusted captures (4 GPU(s) of tier medium or high, 4 unpriced); "
-                             "apart, $100.00/month on 1 GPU(s) of tier toy (1) or low (0).")
+    assert trust_text(t) == ("Of it, $0.00 rests on trusted captures; its 4 trusted GPU(s) (tier medium or high) are "
+                             "unpriced; apart, $100.00/month on 1 GPU(s) of tier toy (1) or low (0).")
+    # the other way round: priced trusted GPUs, some unpriced beside them; every toy or low GPU unpriced
+    mixed = {**t, "trusted_usd": 250.0, "trusted_gpus": 3, "trusted_unpriced": 1, "other_usd": math.nan,
+             "other_gpus": 2, "other_unpriced": 2, "tiers": {**t["tiers"], "toy": {**t["tiers"]["toy"], "gpus": 0},
+                                                              "low": {**t["tiers"]["low"], "gpus": 2}}}
+    assert trust_text(mixed) == ("Of it, $250.00/month rests on trusted captures (3 GPU(s) of tier medium or high, 1 "
+                                 "of them unpriced, not in it); apart, $0.00: its 2 GPU(s) of tier toy (0) or low (2) "
+                                 "are unpriced.")
     (job,) = rollup(fleet, ["cluster", "job"]).to_dict("records")
     assert (job["idle_usd_per_month"], job["unpriced_gpus"]) == (100.0, 4)
     assert math.isnan(job["trusted_idle_usd_per_month"])

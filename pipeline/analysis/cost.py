@@ -20,8 +20,10 @@ UNPRICED = "unpriced (cost.unlisted: unpriced)"
 #: How a total names its unpriced GPUs that name no model (:func:`unpriced_models`).
 NO_MODEL = "no model named"
 #: What prices a GPU left unpriced (docs/definitions.md#cost): every total that leaves one out says it.
-HOW_TO_PRICE = ("to price them, add a `cost.rates` entry for each model (a GPU naming no model needs a `gpu_model` "
-                "label first), or set `cost.unlisted: default` to price them at the default model's rate")
+HOW_TO_PRICE = ("to price them, give each a `gpu_model` label naming a model on the rate card (e.g. `gpu_model: "
+                "MI250` prices it at that entry), or add a `cost.rates` entry for its model; `cost.unlisted: default` "
+                "instead prices them all at the default model's rate (`cost.default_model`, H100 unless set), a "
+                "wrong price for a GPU that is not that model (e.g. an AMD GPU)")
 
 
 class RateChoice(NamedTuple):

@@ -478,10 +478,19 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "low_confidence": not is_trusted, "confidence_note": "; ".join(notes),
             "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
         })
-    # an unpriced entry (no dollars) after the priced ones
-    entries.sort(key=lambda e: (math.inf if e["usd_per_month"] != e["usd_per_month"] else -e["usd_per_month"],
-                                e["category"]))
+    entries.sort(key=rank_key)
     return entries
+
+
+def rank_key(entry: dict) -> tuple:
+    """The order of a part's ``device idle`` entries (docs/definitions.md#fix-first): the prescribed ones before the
+    archived ones (remedy :data:`ARCHIVED`: nothing prescribed), within each the priced before the unpriced (no
+    dollars), the priced by USD descending, the unpriced by what they would be worth: their share of the window
+    (``share_pct``) descending; then by ``share_pct`` descending, then by category name."""
+    usd = entry["usd_per_month"]
+    unpriced = usd != usd
+    return (entry["remedy"] == ARCHIVED, unpriced, 0.0 if unpriced else -float(usd), -float(entry["share_pct"]),
+            entry["category"])
 
 
 def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:

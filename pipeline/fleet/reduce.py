@@ -88,11 +88,36 @@ def error_row(report: str, labels: dict, message: str) -> dict:
     return row
 
 
-def duplicate_row(report: str, labels: dict, kept: str, capture_id: str | None = None) -> dict:
+#: The labels a duplicate's error names when they differ from the analysed file's (:func:`labels_not_used`).
+LABEL_KEYS = ("cluster", "job", "node", "rank", "gpu_model", "kind")
+
+
+def labels_not_used(report: str, labels: dict, kept: str, kept_labels: dict) -> str:
+    """What a duplicate row's ``error`` adds when the labels of ``report`` (``labels``) differ from those of the
+    file analysed in its place (``kept``, ``kept_labels``; docs/inputs.md#duplicate-captures): ``"; its labels
+    cluster=west job=job-b not used (those of <kept> are)"``, each :data:`LABEL_KEYS` label of ``report`` whose
+    value differs, in that order (an unset one as ``-``). A job named after each file's own name (the default:
+    no rule names it) is no difference. ``""`` when none differs."""
+    def value(v) -> str:
+        return "-" if v is None or v == "" else str(v)
+
+    def default_job(path: str, job) -> bool:
+        return str(job) == kinds.stem(os.path.basename(path))
+
+    differ = [f"{k}={value(labels.get(k))}" for k in LABEL_KEYS
+              if value(labels.get(k)) != value(kept_labels.get(k))
+              and not (k == "job" and default_job(report, labels.get(k)) and default_job(kept, kept_labels.get(k)))]
+    return f"; its labels {' '.join(differ)} not used (those of {kept} are)" if differ else ""
+
+
+def duplicate_row(report: str, labels: dict, kept: str, capture_id: str | None = None,
+                  kept_labels: dict | None = None) -> dict:
     """The fleet row of a report that is another file of a capture analysed as ``kept``
-    (docs/inputs.md#duplicate-captures): status ``duplicate``, ``error`` ``duplicate of <kept>``, no GPU,
-    no figure (never priced, in no total)."""
-    row = error_row(report, labels, f"duplicate of {kept}")
+    (docs/inputs.md#duplicate-captures): status ``duplicate``, ``error`` ``duplicate of <kept>`` and, when its
+    ``labels`` differ from the kept file's (``kept_labels``), which of them are not used (:func:`labels_not_used`),
+    no GPU, no figure (never priced, in no total)."""
+    note = labels_not_used(report, labels, kept, kept_labels) if kept_labels is not None else ""
+    row = error_row(report, labels, f"duplicate of {kept}{note}")
     row.update(status=DUPLICATE, capture_id=capture_id)
     return row
 
@@ -138,7 +163,8 @@ def drop_duplicates(rows: list[dict], rosters: dict, cfg, identical: dict | None
     kept_rosters = {key: value for key, value in rosters.items() if key[0] not in found}
     # a copy of a file that is itself a duplicate names the file analysed
     dups = {**{p: found.get(kept, (kept, captures.get(kept))) for p, kept in (identical or {}).items()}, **found}
-    marked = [duplicate_row(p, cfg.labels_for(p), kept, capture) for p, (kept, capture) in sorted(dups.items())]
+    marked = [duplicate_row(p, cfg.labels_for(p), kept, capture, cfg.labels_for(kept))
+              for p, (kept, capture) in sorted(dups.items())]
     return kept_rows + marked, kept_rosters
 
 

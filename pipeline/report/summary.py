@@ -255,11 +255,15 @@ def fleet_usd(fleet: pd.DataFrame) -> float:
 
 
 def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
-    """The ``n`` analysed GPUs with the highest idle USD/month (ties: report, then GPU key)."""
+    """The ``n`` analysed GPUs with the highest idle USD/month (ties: report, then GPU key); the unpriced GPUs (no
+    dollars: NaN) after the priced ones, the most idle (``idle_pct``) first."""
     ok = ok_rows(fleet).copy()
     ok["_usd"] = ok["idle_usd_per_month"].astype(float)
-    ok = ok.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True], kind="stable")
-    return ok.drop(columns="_usd").head(n)
+    share = pd.to_numeric(conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
+    ok["_share"] = share.where(ok["_usd"].isna(), 0.0)  # ranks the unpriced GPUs only
+    ok = ok.sort_values(["_usd", "_share", "report", "gpu_key"], ascending=[False, False, True, True],
+                        na_position="last", kind="stable")
+    return ok.drop(columns=["_usd", "_share"]).head(n)
 
 
 def rate_card(fleet: pd.DataFrame) -> list[dict]:

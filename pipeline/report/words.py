@@ -76,19 +76,25 @@ def ms(ns) -> str:
 def trust_text(trust: dict) -> str:
     """One sentence cutting the headline by confidence tier (:func:`~pipeline.report.summary.trust_split`):
     the trusted dollars first, the toy and low ones apart; with no trusted GPU, :data:`NONE_TRUSTED` and no
-    trusted dollar figure (docs/definitions.md#confidence-tiers)."""
+    trusted dollar figure (docs/definitions.md#confidence-tiers). A part whose GPUs are all unpriced (NaN dollars)
+    has $0.00 priced and says its GPUs are unpriced (never "unpriced rests on"); a part with some unpriced says how
+    many of its GPUs its dollars leave out."""
     tiers = trust["tiers"]
 
-    def money(x: float) -> str:
-        return usd(x) if x != x else f"{usd(x)}/month"   # unpriced: no "/month"
+    def some(n: int) -> str:   # a priced part's unpriced GPUs, left out of its dollars
+        return f", {n} of them unpriced, not in it" if n else ""
 
-    def unpriced(n: int) -> str:
-        return f", {n} unpriced" if n else ""
-
-    other = (f"{money(trust['other_usd'])} on {trust['other_gpus']} GPU(s) of tier toy ({tiers['toy']['gpus']}) or "
-             f"low ({tiers['low']['gpus']}){unpriced(trust['other_unpriced'])}")
+    toy_low = f"tier toy ({tiers['toy']['gpus']}) or low ({tiers['low']['gpus']})"
+    if trust["other_usd"] != trust["other_usd"]:   # every toy or low GPU unpriced: no dollars apart
+        other = f"$0.00: its {trust['other_gpus']} GPU(s) of {toy_low} are unpriced"
+    else:
+        other = f"{usd(trust['other_usd'])}/month on {trust['other_gpus']} GPU(s) of {toy_low}{some(trust['other_unpriced'])}"
     if not trust["trusted_gpus"]:   # none trusted: say so, never "$0.00 on trusted captures"
         return f"{NONE_TRUSTED[0].upper()}{NONE_TRUSTED[1:]}: all of it, {other}."
-    return (f"Of it, {money(trust['trusted_usd'])} rests on trusted captures ({trust['trusted_gpus']} GPU(s) of "
-            f"tier medium or high{unpriced(trust['trusted_unpriced'])}); "
-            + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low)."))
+    if trust["trusted_usd"] != trust["trusted_usd"]:   # every trusted GPU unpriced: $0.00 of the priced total
+        trusted = (f"Of it, $0.00 rests on trusted captures; its {trust['trusted_gpus']} trusted GPU(s) (tier medium "
+                   f"or high) are unpriced")
+    else:
+        trusted = (f"Of it, {usd(trust['trusted_usd'])}/month rests on trusted captures ({trust['trusted_gpus']} "
+                   f"GPU(s) of tier medium or high{some(trust['trusted_unpriced'])})")
+    return trusted + "; " + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low).")
