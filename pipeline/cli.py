@@ -93,7 +93,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     """The fleet table for people (docs/outputs.md#the-printed-table): the columns of
     :data:`pipeline.schema.PRINTED` (``wide``: :data:`~pipeline.schema.PRINTED_WIDE`) under their short headers,
     one line per analysed GPU, the GPUs on trusted captures first (``low_confidence`` false: tier ``medium`` or
-    ``high``), then those of tier ``toy`` or ``low``, each group most expensive first (``idle_usd_per_month``
+    ``high``), then those of tier ``low``, then those of tier ``toy``, each group most expensive first (``idle_usd_per_month``
     descending; ties by the job key, then report and GPU key), so a toy capture at an assumed rate never heads
     the table, text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below.
     A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
@@ -105,7 +105,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
 
     columns = schema.PRINTED_WIDE if wide else schema.PRINTED
     names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model", "rate_assumed", "unpriced",
-                                "implausible_speedup", "low_confidence",
+                                "implausible_speedup", "low_confidence", "confidence_tier",
                                 *(c.name for c in columns if c.name != "gpu_name")]))
     ok = schema.conform(fleet[fleet["status"] != "error"], names).copy()  # an older table: "-" where it lacks
     lines = []
@@ -116,7 +116,10 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         ok["_cluster"] = ok["cluster"].astype(str)
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
-        ok["_low"] = ok["low_confidence"].fillna(False).astype(bool)
+        from .analysis.confidence import trust_rank
+        # trusted, then low, then toy (a row of no tier read as low), each most expensive first
+        ok["_low"] = [trust_rank(t) if t in ("toy", "low", "medium", "high") else int(bool(lc))
+                      for t, lc in zip(ok["confidence_tier"], ok["low_confidence"].fillna(False))]
         ok["_job"], ok["_report"], ok["_gpu"] = (ok[c].astype(str) for c in ("job", "report", "gpu_key"))
         ok = ok.sort_values(["_low", "_usd", "_cluster", "_job", "_report", "_gpu"],
                             ascending=[True, False, True, True, True, True],
