@@ -400,3 +400,36 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
                 assert w >= 12 * 12 and h > 0 and k >= 4.5, (text, w, h, k)
     report = (exports / "report.html").read_text(encoding="utf-8")
     assert "bounded by the evidence: copies on the compute stream" in report
+
+
+def test_one_idle_headline_and_busy_time_apart(real_reports, tmp_path):
+    """Issue 45 point 3, on the real exports: the idle cost is the one headline; the wait for the last rank and the
+    exposed communication (busy time, overlapping each other) are two items of one block after it, headed as a
+    different measure naming the headline they are not in, never siblings of it. Their dollars are the plain sums
+    of fleet.csv's columns; the HTML report holds both in its one busy-time section, none in the clusters section."""
+    from pipeline.report.html import write_report
+
+    exports = real_reports[0]
+    fleet = pd.read_csv(exports / "fleet.csv", keep_default_na=False)
+    ok = fleet[fleet["status"] != "error"]
+    idle = round(ok["idle_usd_per_month"].astype(float).sum(), 2)
+    wait = round(pd.to_numeric(ok["collective_wait_usd_per_month"], errors="coerce").sum(), 2)
+    exposed = round(pd.to_numeric(ok["comm_exposed_usd_per_month"], errors="coerce").sum(), 2)
+    assert wait > 0 and exposed > 0
+    write_report(exports, tmp_path / "s.md", "md")
+    md = (tmp_path / "s.md").read_text(encoding="utf-8").splitlines()
+    head = next(i for i, ln in enumerate(md) if ln.startswith("**GPU idle cost, "))
+    assert f"${idle:,.2f}/month idle" in md[head]
+    busy = next(i for i, ln in enumerate(md) if ln.startswith("**Busy time inside collective kernels**"))
+    assert busy > head and f"none of it is in the ${idle:,.2f}/month idle above, nor ever added to it" in md[busy]
+    items = md[busy + 2:md.index("", busy + 2)]
+    assert items[0].startswith(f"- Waiting for the last rank (fix first, inside collectives): collective wait "
+                               f"${wait:,.2f}/month: ")
+    assert items[-1].startswith("- Exposed communication: ") and f": ${exposed:,.2f}/month (busy time" in items[-1]
+    assert sum(f"${wait:,.2f}" in ln for ln in md) == 1 and sum(f"${exposed:,.2f}" in ln for ln in md) == 1
+    page = (exports / "report.html").read_text(encoding="utf-8")
+    section = re.search(r'<section id="fix-collective">(.*?)</section>', page, re.S).group(1)
+    assert "a different measure, not in the idle cost" in section and f"(${idle:,.2f}/month)" in section
+    assert 'id="collective-wait-list"' in section and 'id="exposed-comm"' in section
+    clusters = re.search(r'<section id="fleet">(.*?)</section>', page, re.S).group(1)
+    assert "exposed-comm" not in clusters and "collective-wait" not in clusters
