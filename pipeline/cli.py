@@ -261,7 +261,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .config import ConfigError, load_config
-    from .inputs.discover import skipped_note
+    from .inputs.discover import skipped_note, unmatched
+    from .text import printable
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
     if trim and trim[1] <= trim[0]:
@@ -275,6 +276,10 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
         cfg = load_config(configs, overrides)
     except ConfigError as exc:
         raise click.UsageError(message(exc)) from exc
+    missing = unmatched(inputs)
+    if missing:  # a mistyped path: nothing to analyse there, nothing written (not a failed report of $0.00)
+        raise click.BadParameter("; ".join(f"{printable(m)}: no such file or directory (matches nothing)"
+                                           for m in missing) + ": nothing written", param_hint="INPUTS")
     cache = _result_cache(cfg)
     try:
         result = drive(cfg, inputs, RunFolder(out_dir, log=echo), cache, scheduler, log=echo,

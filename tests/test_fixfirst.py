@@ -143,7 +143,11 @@ def test_real_profile_fix_first(span_run):
     assert [(u, c) for u, c in zip(mine["usd_per_month"], mine["category"])] == expected
     assert not set(fixes["category"]) & {"profiler", "untraced"}
     fleet_list = fixes[fixes["scope"] == "fleet"]
-    assert list(fleet_list["usd_per_month"]) == sorted(fleet_list["usd_per_month"], reverse=True)
+    # trusted, then low, then toy; in each part what a fix wins back, largest first (issue 45 points 2 and 7)
+    part = [{"medium": 0, "high": 0, "low": 1, "toy": 2}[t] for t in fleet_list["confidence_tier"]]
+    keys = [(p, -float(r), -float(u)) for p, r, u in zip(part, fleet_list["recoverable_usd_per_month"],
+                                                          fleet_list["usd_per_month"])]
+    assert keys == sorted(keys)
     # the job's wait inside collectives, its own section, after its device-idle entries: each GPU's wait share of its
     # window priced at its rate for 730 h, rounded to cents, summed (a plain second computation)
     [coll] = every[(every["scope"] == "job") & (every["job"] == job) & (every["section"] == "inside collectives")
@@ -419,3 +423,22 @@ def test_printed_table_orders_by_tier_then_dollars():
     text = format_fleet(build_fleet(rows))
     order = [ln.split()[0] for ln in text.splitlines() if ln.strip().startswith("$") and "/month" not in ln]
     assert order == ["$550.00", "$300.00", "$900.00"], text
+
+
+def test_a_job_whose_reports_all_failed_is_unknown_not_free():
+    """Issue 45 point 6 (hand-made rows): job j has one analysed GPU ($100 idle, comm 30 of 100 ms), job f only a
+    failed report. f's row in jobs.csv: 0 GPUs, 1 failed report, every dollar and speed-up empty (unknown), never
+    $0.00; the cluster's total is j's $100.00 and its failed report is counted."""
+    ok = {"report": "r", "gpu_key": "g0", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+          "iterations": 6, "idle_ns": 30 * MS, "idle_pct": 30.0, "low_confidence": False, "cat_comm_ns": 30 * MS,
+          "fix_comm_usd_per_month": 100.0, "idle_usd_per_month": 100.0}
+    bad = {"report": "bad.sqlite", "cluster": "c", "job": "f", "status": "error", "error": "boom"}
+    fleet = build_fleet([ok, bad])
+    jobs = rollup(fleet, ["cluster", "job"]).set_index("job")
+    assert (jobs.loc["f", "gpus"], jobs.loc["f", "failed_reports"]) == (0, 1)
+    usd = [c for c in jobs.columns if c.endswith("_usd_per_month") or c.endswith("_speedup")]
+    assert usd and jobs.loc["f", usd].isna().all(), jobs.loc["f", usd]
+    assert (jobs.loc["j", "idle_usd_per_month"], jobs.loc["j", "fix_comm_speedup"]) == (100.0, round(1 / 0.7, 4))
+    assert jobs.reset_index()[["job", "idle_usd_per_month"]].to_csv(index=False) == "job,idle_usd_per_month\nf,\nj,100.0\n"
+    clusters = rollup(fleet, ["cluster"]).set_index("cluster")
+    assert (clusters.loc["c", "idle_usd_per_month"], clusters.loc["c", "failed_reports"]) == (100.0, 1)

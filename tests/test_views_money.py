@@ -47,17 +47,18 @@ SMALL = [
 
 
 def test_printed_table_is_sorted_by_money_and_narrow():
-    """$/month descending; the three $905.20 ties by job key (cluster c0 before c1), then report and GPU key;
+    """By tier (trusted, low, toy: issue 45 point 7), then $/month descending, so the toy $1,000.00 comes last; ties
+    by job key, then report and GPU key;
     the job name cut to 18 characters; each GPU by its display name; text left, numbers right."""
     from pipeline.cli import format_fleet
 
     text = format_fleet(pd.DataFrame(SMALL))
     assert text.splitlines() == [
         "  $/month tier   job                GPU                 idle % idle_ms cause speed-up status",
-        "$1,000.00 toy    eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
-        "  $905.20 low    zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
         "  $905.20 medium train              H100 #1 00000000     40.00   4.000 sync    1.667x ok",
         "  $905.20 medium train              H100 #2 11111111     40.00   4.000 sync    1.667x ok",
+        "  $905.20 low    zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
+        "$1,000.00 toy    eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
         "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)",
         "ERROR bad.sqlite: cannot read",
     ]
@@ -395,7 +396,7 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
             if page.name != "report.html":
                 continue
             assert seen["fix"][0] <= seen["fix"][1], seen["fix"]
-            assert seen["basis"], page
+            assert seen["basis"] or out == traces, page   # the exports' data entry is bounded by the evidence
             for text, w, h, k in seen["basis"]:
                 assert w >= 12 * 12 and h > 0 and k >= 4.5, (text, w, h, k)
     report = (exports / "report.html").read_text(encoding="utf-8")
