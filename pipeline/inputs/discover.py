@@ -250,7 +250,7 @@ def _expand(item: str, suffixes, storage, skipped: list) -> tuple[list[str], lis
 
 
 def unmatched(inputs) -> list[str]:
-    """The local INPUTS that match nothing at all (docs/outputs.md#exit-status): a path with no glob characters at
+    """The local INPUTS that match nothing at all (docs/outputs.md#the-output-folder): a path with no glob characters at
     which nothing is (not even a broken symlink, :func:`_absent`), or a glob no path matches; a mistyped path, which
     ``gpu-idle run`` refuses with exit status 2 before it writes anything. Remote inputs (:func:`is_remote`) and
     other fsspec forms are never judged here (discovery says what it finds of them)."""

@@ -322,7 +322,7 @@ def collective_lines(collective: dict | None) -> list[str]:
 
 def busy_lines(s: dict) -> list[str]:
     """The Markdown summary's one block of busy time inside collective kernels, after the idle headline and apart
-    from it (docs/outputs.md#the-markdown-summary): :data:`BUSY_HEADING`, then the wait for the last rank
+    from it (docs/outputs.md#reports-for-people): :data:`BUSY_HEADING`, then the wait for the last rank
     (:func:`collective_lines`) and the exposed communication, each its own item; ``[]`` when there is neither."""
     items = collective_lines(s["collective"])
     if s["comm"]:
