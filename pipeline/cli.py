@@ -93,9 +93,9 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     """The fleet table for people (docs/outputs.md#the-printed-table): the columns of
     :data:`pipeline.schema.PRINTED` (``wide``: :data:`~pipeline.schema.PRINTED_WIDE`) under their short headers,
     one line per analysed GPU, the GPUs on trusted captures first (``low_confidence`` false: tier ``medium`` or
-    ``high``), then those of tier ``toy`` or ``low``, each group most expensive first (``idle_usd_per_month``
-    descending; the unpriced GPUs after the priced ones, the most idle (``idle_pct``) first; ties by the job key,
-    then report and GPU key), so a toy capture at an assumed rate never heads
+    ``high``), then those of tier ``low``, then those of tier ``toy``, each group most expensive first
+    (``idle_usd_per_month`` descending; the unpriced GPUs after the priced ones, the most idle (``idle_pct``) first;
+    ties by the job key, then report and GPU key), so a toy capture at an assumed rate never heads
     the table, text left-aligned and numbers right-aligned (:func:`_cells`); errors listed below, then the
     reports that are duplicates of a capture analysed under another name (docs/inputs.md#duplicate-captures).
     A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
@@ -107,7 +107,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
 
     columns = schema.PRINTED_WIDE if wide else schema.PRINTED
     names = list(dict.fromkeys([*JOB_KEY, "report", "gpu_key", "gpu_model", "rate_assumed", "unpriced",
-                                "implausible_speedup", "low_confidence",
+                                "implausible_speedup", "low_confidence", "confidence_tier",
                                 *(c.name for c in columns if c.name != "gpu_name")]))
     ok = schema.conform(schema.analysed_rows(fleet), names).copy()  # an older table: "-" where it lacks
     lines = []
@@ -118,7 +118,10 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         ok["_cluster"] = ok["cluster"].astype(str)
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
-        ok["_low"] = ok["low_confidence"].fillna(False).astype(bool)
+        from .analysis.confidence import trust_rank
+        # trusted, then low, then toy (a row of no tier read as low), each most expensive first
+        ok["_low"] = [trust_rank(t) if t in ("toy", "low", "medium", "high") else int(bool(lc))
+                      for t, lc in zip(ok["confidence_tier"], ok["low_confidence"].fillna(False))]
         import pandas
         # an unpriced GPU's share of its window ranks it among the unpriced (a priced one's ties: by job key)
         share = pandas.to_numeric(schema.conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
@@ -285,7 +288,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
-    from .inputs.discover import skipped_note
+    from .config import ConfigError, load_config
+    from .inputs.discover import skipped_note, unmatched
+    from .text import printable
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
     if trim and trim[1] <= trim[0]:
@@ -295,7 +300,14 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     overrides = {"analysis": analysis, "dask": _dask_overrides(workers, dashboard)}
     if no_cache:
         overrides["cache"] = {"enabled": False}
-    cfg = _config(configs, overrides)
+    try:
+        cfg = load_config(configs, overrides)
+    except ConfigError as exc:
+        raise click.UsageError(message(exc)) from exc
+    missing = unmatched(inputs)
+    if missing:  # a mistyped path: nothing to analyse there, nothing written (not a failed report of $0.00)
+        raise click.BadParameter("; ".join(f"{printable(m)}: no such file or directory (matches nothing)"
+                                           for m in missing) + ": nothing written", param_hint="INPUTS")
     cfg = _writable_caches(cfg)
     cache = _result_cache(cfg)
     try:

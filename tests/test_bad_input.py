@@ -29,7 +29,15 @@ def test_bad_files_become_error_rows_without_worker_tracebacks(tmp_path, profile
     con.commit()
     con.close()
     out = tmp_path / "out"
-    proc = run_cli("run", str(empty), str(text), str(other), str(tmp_path / "missing.sqlite"),
+    (tmp_path / "gone.sqlite").symlink_to("nowhere.sqlite")
+    # a mistyped path (issue 45 point 6): exit 2, nothing written, not a failed report priced $0.00
+    missing = str(tmp_path / "missing.sqlite")
+    for typo in ([missing], [str(tmp_path / "*.sqlitex"), str(empty)]):
+        proc = run_cli("run", *typo, "--out", str(out), check=False)
+        assert proc.returncode == 2 and f"{typo[0]}: no such file or directory (matches nothing): nothing written" \
+            in proc.stderr, proc.stderr
+        assert not out.exists()
+    proc = run_cli("run", str(empty), str(text), str(other), str(tmp_path / "gone.sqlite"),
                    str(profiles / "tiny_2kernels.sqlite"), "--out", str(out), check=False)
     assert proc.returncode == 1
     assert "Compute Failed" not in proc.stderr  # expected failures are rows, not worker tracebacks
@@ -40,8 +48,8 @@ def test_bad_files_become_error_rows_without_worker_tracebacks(tmp_path, profile
     assert fleet.loc[str(other), "error"] == (
         f"{other}: SQLite file is not an Nsight Systems export "
         "(no CUPTI_ACTIVITY_KIND_KERNEL, StringIds or export metadata tables)")
-    missing = str(tmp_path / "missing.sqlite")
-    assert fleet.loc[missing, "error"] == f"{missing}: no such file or directory"
+    gone = str(tmp_path / "gone.sqlite")   # a broken symlink: something is there, it fails as a report
+    assert fleet.loc[gone, "error"] == f"{gone}: broken symlink to nowhere.sqlite"
     assert set(fleet["status"]) == {"ok", "error"}
     assert "4 report(s) failed" in proc.stdout
     assert f"ERROR {empty}: empty file" in proc.stdout  # the path is said once

@@ -368,7 +368,8 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
         in record
     run_cli("report", str(out), "--format", "md", "--out", str(tmp_path / "v.md"))
     md = (tmp_path / "v.md").read_text()
-    assert (f"**Fix first, inside collectives** (busy time, apart from the idle list, never added to it): collective "
+    assert "**Busy time inside collective kernels** (a different measure from the idle cost" in md
+    assert (f"- Waiting for the last rank (fix first, inside collectives): collective "
             f"wait ~${usd:,.2f}/month: 10.000 ms (10.42 % of the measured windows) waiting for the last rank on 2 GPU(s); "
             f"of which ${usd:,.2f} at assumed rates (2 GPU(s)); remedy: ") in md
     run_cli("report", str(out), "--out", str(out / "report.html"))

@@ -143,7 +143,11 @@ def test_real_profile_fix_first(span_run):
     assert [(u, c) for u, c in zip(mine["usd_per_month"], mine["category"])] == expected
     assert not set(fixes["category"]) & {"profiler", "untraced"}
     fleet_list = fixes[fixes["scope"] == "fleet"]
-    assert list(fleet_list["usd_per_month"]) == sorted(fleet_list["usd_per_month"], reverse=True)
+    # trusted, then low, then toy; in each part what a fix wins back, largest first (issue 45 points 2 and 7)
+    part = [{"medium": 0, "high": 0, "low": 1, "toy": 2}[t] for t in fleet_list["confidence_tier"]]
+    keys = [(p, -float(r), -float(u)) for p, r, u in zip(part, fleet_list["recoverable_usd_per_month"],
+                                                          fleet_list["usd_per_month"])]
+    assert keys == sorted(keys)
     # the job's wait inside collectives, its own section, after its device-idle entries: each GPU's wait share of its
     # window priced at its rate for 730 h, rounded to cents, summed (a plain second computation)
     [coll] = every[(every["scope"] == "job") & (every["job"] == job) & (every["section"] == "inside collectives")
@@ -401,3 +405,71 @@ def test_unpriced_entries_rank_by_share_and_archived_never_leads():
     fixes = fix_list(build_fleet([row("g0", True, cats)]), {})
     fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
     assert list(zip(fleet["category"], fleet["usd_per_month"])) == [("launch", 90.0), ("data", 30.0), ("cpu", 500.0)]
+def _tiered_rows() -> list[dict]:
+    """Hand-made rows, window 100 ms each (issue 45 points 2 and 7): trusted g0 (medium) has data $400 of which the
+    evidence bounds a fix to 10 of 40 ms ($100.00) and launch $150 (whole); low g1 has cpu $300; toy g2 (an
+    8.6 ms-like toy at an assumed rate) has cpu $900, more dollars than anything else."""
+    def row(gpu, tier, window_ns=100 * MS, diagnosis="", **cats):
+        r = {"report": f"{gpu}.sqlite", "gpu_key": gpu, "cluster": "c", "job": gpu, "status": "ok",
+             "window_ns": window_ns, "iterations": 0 if tier == "toy" else 9, "idle_ns": 0, "idle_pct": 0.0,
+             "confidence_tier": tier, "low_confidence": tier in ("toy", "low"),
+             "confidence_note": {"toy": "tiny", "low": "few"}.get(tier, ""), "diagnosis": diagnosis}
+        for cat, (ns, usd) in cats.items():
+            r[f"cat_{cat}_ns"], r[f"fix_{cat}_usd_per_month"] = ns, usd
+        return r
+
+    bound = json.dumps([{"category": "data", "rule": "data.copy_stream", "outcome": "compute_stream",
+                         "remedy": "copy stream", "text": "copies on 7",
+                         "evidence": {"hideable_ns": 10 * MS, "data_ns": 40 * MS}}])
+    return [row("g0", "medium", diagnosis=bound, data=(40 * MS, 400.0), launch=(15 * MS, 150.0)),
+            row("g1", "low", cpu=(30 * MS, 300.0)),
+            row("g2", "toy", cpu=(90 * MS, 900.0))]
+
+
+def test_fix_list_ranks_by_what_a_fix_wins_back_then_tier():
+    """Point 2: g0's data entry idles $400 but a fix wins back 10/40 of it = $100.00, so launch ($150, all of it)
+    ranks first; point 7: the low cpu entry ($300) ranks before the toy one ($900) and neither mixes the other's
+    GPU (the low entry rests on g1 alone: share 30/100 ms, speed-up 1/0.7; the toy one on g2: 90/100, 1/0.1)."""
+    from pipeline.analysis.fixfirst import fix_list
+
+    fixes = fix_list(build_fleet(_tiered_rows()), {})
+    fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
+    assert list(zip(fleet["rank"], fleet["category"], fleet["usd_per_month"], fleet["recoverable_usd_per_month"],
+                    fleet["confidence_tier"], fleet["gpu_keys"])) == [
+        (1, "launch", 150.0, 150.0, "medium", "g0.sqlite g0"), (2, "data", 400.0, 100.0, "medium", "g0.sqlite g0"),
+        (3, "cpu", 300.0, 300.0, "low", "g1.sqlite g1"), (4, "cpu", 900.0, 900.0, "toy", "g2.sqlite g2")]
+    assert list(fleet["speedup"]) == [round(1 / 0.85, 4), round(1 / 0.6, 4), round(1 / 0.7, 4), round(1 / 0.1, 4)]
+    assert fleet.iloc[1]["recoverable_basis"] == ("copies on the compute stream: only what a copy stream of their own "
+                                                  "could hide behind compute, 10.0 of 40.0 ms on 1 of 1 GPU(s)")
+
+
+def test_printed_table_orders_by_tier_then_dollars():
+    """Point 7: the printed table lists the trusted GPU first, then the low one, then the toy one, though the toy one
+    costs most ($900 > $300 > $550)."""
+    from pipeline.cli import format_fleet
+
+    rows = _tiered_rows()
+    for r in rows:
+        r["idle_usd_per_month"] = sum(v for k, v in r.items() if k.startswith("fix_"))
+    text = format_fleet(build_fleet(rows))
+    order = [ln.split()[0] for ln in text.splitlines() if ln.strip().startswith("$") and "/month" not in ln]
+    assert order == ["$550.00", "$300.00", "$900.00"], text
+
+
+def test_a_job_whose_reports_all_failed_is_unknown_not_free():
+    """Issue 45 point 6 (hand-made rows): job j has one analysed GPU ($100 idle, comm 30 of 100 ms), job f only a
+    failed report. f's row in jobs.csv: 0 GPUs, 1 failed report, every dollar and speed-up empty (unknown), never
+    $0.00; the cluster's total is j's $100.00 and its failed report is counted."""
+    ok = {"report": "r", "gpu_key": "g0", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+          "iterations": 6, "idle_ns": 30 * MS, "idle_pct": 30.0, "low_confidence": False, "cat_comm_ns": 30 * MS,
+          "fix_comm_usd_per_month": 100.0, "idle_usd_per_month": 100.0}
+    bad = {"report": "bad.sqlite", "cluster": "c", "job": "f", "status": "error", "error": "boom"}
+    fleet = build_fleet([ok, bad])
+    jobs = rollup(fleet, ["cluster", "job"]).set_index("job")
+    assert (jobs.loc["f", "gpus"], jobs.loc["f", "failed_reports"]) == (0, 1)
+    usd = [c for c in jobs.columns if c.endswith("_usd_per_month") or c.endswith("_speedup")]
+    assert usd and jobs.loc["f", usd].isna().all(), jobs.loc["f", usd]
+    assert (jobs.loc["j", "idle_usd_per_month"], jobs.loc["j", "fix_comm_speedup"]) == (100.0, round(1 / 0.7, 4))
+    assert jobs.reset_index()[["job", "idle_usd_per_month"]].to_csv(index=False) == "job,idle_usd_per_month\nf,\nj,100.0\n"
+    clusters = rollup(fleet, ["cluster"]).set_index("cluster")
+    assert (clusters.loc["c", "idle_usd_per_month"], clusters.loc["c", "failed_reports"]) == (100.0, 1)

@@ -154,11 +154,11 @@ def test_no_trusted_gpu_reads_none(kineto):
 
 
 def test_run_on_a_missing_path_prints_no_dollar_total(tmp_path):
+    # a mistyped path (issue 45 point 6): refused, exit 2, nothing written, no dollar figure at all
     proc = run_cli("run", str(tmp_path / "no-such-dir"), "--out", str(tmp_path / "out"), check=False)
-    assert proc.returncode == 1
-    total = next(ln for ln in proc.stdout.splitlines() if "GPU(s) in the fleet table" in ln)
-    assert total == "0 GPU(s) in the fleet table, 1 report(s) failed; no GPU analysed: no idle cost"
-    assert "$" not in proc.stdout
+    assert proc.returncode == 2 and "no-such-dir: no such file or directory (matches nothing)" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    assert "$" not in proc.stdout + proc.stderr
 
 
 def test_outputs_doc_says_job_totals_over_no_gpu_are_zero():

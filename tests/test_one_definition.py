@@ -113,8 +113,8 @@ def _fix_rows(md: str) -> list:
     out = []
     for line in md.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0].isdigit() and cells[1] in model.CATEGORIES:
-            out.append((cells[1], cells[2], cells[5]))
+        if len(cells) == 7 and cells[0].isdigit() and cells[1] in model.CATEGORIES:
+            out.append((cells[1], cells[3], cells[6]))   # the idle's dollars (cells[2]: what a fix wins back)
     return out
 
 

@@ -47,17 +47,18 @@ SMALL = [
 
 
 def test_printed_table_is_sorted_by_money_and_narrow():
-    """$/month descending; the three $905.20 ties by job key (cluster c0 before c1), then report and GPU key;
+    """By tier (trusted, low, toy: issue 45 point 7), then $/month descending, so the toy $1,000.00 comes last; ties
+    by job key, then report and GPU key;
     the job name cut to 18 characters; each GPU by its display name; text left, numbers right."""
     from pipeline.cli import format_fleet
 
     text = format_fleet(pd.DataFrame(SMALL))
     assert text.splitlines() == [
         "  $/month tier   job                GPU                 idle % idle_ms cause speed-up status",
-        "$1,000.00 toy    eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
-        "  $905.20 low    zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
         "  $905.20 medium train              H100 #1 00000000     40.00   4.000 sync    1.667x ok",
         "  $905.20 medium train              H100 #2 11111111     40.00   4.000 sync    1.667x ok",
+        "  $905.20 low    zeta-long-job-nam… A100 #1 bus-3B:00.0  12.50   1.235 comm    1.143x partial",
+        "$1,000.00 toy    eval               GPU #1 pid42/dev1    60.00   6.000 data    2.500x ok",
         "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)",
         "ERROR bad.sqlite: cannot read",
     ]
@@ -321,3 +322,132 @@ def test_unpriced_gpus_after_the_priced_ones_most_idle_first():
     lines = format_fleet(fleet).splitlines()[1:5]
     assert [line.split()[0] for line in lines] == ["$300.00", "$100.00", "unpriced", "unpriced"]
     assert [line.split()[-5] for line in lines[2:]] == ["70.00", "10.00"]
+# ---- layout and contrast in real headless Chromium, on the real exports and traces -------------
+
+#: Measures, after load: the fix-first table's container (scrollWidth, clientWidth), each fix-first row's
+#: "wins back" basis line (shown, its rect), and every visible element of its own text outside an <svg> whose text
+#: colour has a WCAG contrast ratio under 3 against the first opaque background behind it.
+_CONTRAST = """<script>(function () {
+  function rgb(s) { var m = s.match(/[\\d.]+/g) || []; return m.map(Number); }
+  function lum(c) { return c.slice(0, 3).map(function (v) { v /= 255; return v <= 0.03928 ? v / 12.92 :
+    Math.pow((v + 0.055) / 1.055, 2.4); }).reduce(function (a, v, i) { return a + v * [0.2126, 0.7152, 0.0722][i]; }, 0); }
+  function back(e) {
+    for (; e; e = e.parentElement) { var c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length >= 3 && (c.length < 4 || c[3] > 0)) { return c; } }
+    return [255, 255, 255];
+  }
+  function ratio(a, b) { var x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
+  var out = {fix: null, basis: [], low: [], checked: 0};
+  var t = document.getElementById("fix-list");
+  if (t) { out.fix = [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.scrollWidth]; }
+  document.querySelectorAll("#fix-list .basis").forEach(function (e) {
+    var r = e.getBoundingClientRect();
+    out.basis.push([e.textContent, r.width, r.height, ratio(rgb(getComputedStyle(e).color), back(e))]);
+  });
+  document.querySelectorAll("body *").forEach(function (e) {
+    if (e.closest("svg") || ["SCRIPT", "STYLE", "PRE"].indexOf(e.tagName) >= 0) { return; }
+    var own = Array.prototype.some.call(e.childNodes, function (n) { return n.nodeType === 3 && n.textContent.trim(); });
+    var r = e.getBoundingClientRect();
+    if (!own || !r.width || !r.height || getComputedStyle(e).visibility !== "visible") { return; }
+    out.checked += 1;
+    var k = ratio(rgb(getComputedStyle(e).color), back(e));
+    if (k < 3) { out.low.push([e.tagName, e.className, e.textContent.slice(0, 80), k]); }
+  });
+  var p = document.createElement("pre"); p.id = "contrast-measured"; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+})();</script>"""
+
+
+@pytest.fixture(scope="module")
+def real_reports(tmp_path_factory, profiles):
+    """``gpu-idle run`` and ``gpu-idle report`` of the real exports (configs/profiles.yaml) and of the real traces;
+    returns their two run folders."""
+    from conftest import KINETO
+
+    root = tmp_path_factory.mktemp("views_real")
+    outs = []
+    for name, src, extra in (("exports", profiles, ["--config", "configs/profiles.yaml"]), ("traces", KINETO, [])):
+        run_cli("run", str(src), "--out", str(root / name), *extra)
+        run_cli("report", str(root / name), "--out", str(root / name / "report.html"))
+        outs.append(root / name)
+    return outs
+
+
+def _contrast(page: Path, width: int, tmp: Path) -> dict:
+    """What :data:`_CONTRAST` finds in ``page`` loaded in real Chromium in a ``width`` x 900 window."""
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text).replace("</body>", _CONTRAST + "</body>")
+    copy = page.with_name(f"contrast-{width}-{page.name}")
+    copy.write_text(text, encoding="utf-8")
+    try:
+        dom = chromium_load(copy, tmp / f"{page.parent.name}-{page.stem}-{width}.png", f"{width},900")
+    finally:
+        copy.unlink()
+    return json.loads(html.unescape(re.search(r'<pre id="contrast-measured">(.*?)</pre>', dom, re.S).group(1)))
+
+
+@pytest.mark.needs_chromium
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
+    """Issue 45 point 1, on the reports of the real exports (their data entry is bounded by the evidence: a fix wins
+    back $148.89 of $5,673.41) and of the real traces, at 1280 and 1920 px: no table (the fix-first one first)
+    scrolls wider than its container, nor the page; each fix-first entry's basis line (what the figure a fix wins
+    back rests on) is shown at least 12 em wide (never one word per line) in readable contrast; and every visible
+    text of each report and of its most expensive GPU's page has a contrast ratio of at least 3 with the background
+    behind it (the old wins-back tag was white on white: 1.0)."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    exports, traces = real_reports
+    fixes = pd.read_csv(exports / "fix_first.csv", keep_default_na=False)
+    data = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "data")].iloc[0]
+    assert (float(data["usd_per_month"]), float(data["recoverable_usd_per_month"])) == (5673.41, 148.89)
+    for out in (exports, traces):
+        fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+        top = fleet[fleet["status"] != "error"].sort_values("idle_usd_per_month", ascending=False).iloc[0]
+        for page in (out / "report.html", out / "gpu-pages" / gpu_page_name(top["report"], top["gpu_key"])):
+            got = _layout(page, width, tmp_path)
+            assert got["page"][0] <= got["page"][1], (page, got["page"])
+            assert not [t for t in got["tables"] if t[1] > t[2]], (page, got["tables"])
+            seen = _contrast(page, width, tmp_path)
+            assert seen["checked"] > 50 and not seen["low"], (page, seen["low"])
+            if page.name != "report.html":
+                continue
+            assert seen["fix"][0] <= seen["fix"][1], seen["fix"]
+            assert seen["basis"] or out == traces, page   # the exports' data entry is bounded by the evidence
+            for text, w, h, k in seen["basis"]:
+                assert w >= 12 * 12 and h > 0 and k >= 4.5, (text, w, h, k)
+    report = (exports / "report.html").read_text(encoding="utf-8")
+    assert "bounded by the evidence: copies on the compute stream" in report
+
+
+def test_one_idle_headline_and_busy_time_apart(real_reports, tmp_path):
+    """Issue 45 point 3, on the real exports: the idle cost is the one headline; the wait for the last rank and the
+    exposed communication (busy time, overlapping each other) are two items of one block after it, headed as a
+    different measure naming the headline they are not in, never siblings of it. Their dollars are the plain sums
+    of fleet.csv's columns; the HTML report holds both in its one busy-time section, none in the clusters section."""
+    from pipeline.report.html import write_report
+
+    exports = real_reports[0]
+    fleet = pd.read_csv(exports / "fleet.csv", keep_default_na=False)
+    ok = fleet[fleet["status"] != "error"]
+    idle = round(ok["idle_usd_per_month"].astype(float).sum(), 2)
+    wait = round(pd.to_numeric(ok["collective_wait_usd_per_month"], errors="coerce").sum(), 2)
+    exposed = round(pd.to_numeric(ok["comm_exposed_usd_per_month"], errors="coerce").sum(), 2)
+    assert wait > 0 and exposed > 0
+    write_report(exports, tmp_path / "s.md", "md")
+    md = (tmp_path / "s.md").read_text(encoding="utf-8").splitlines()
+    head = next(i for i, ln in enumerate(md) if ln.startswith("**GPU idle cost, "))
+    assert f"${idle:,.2f}/month idle" in md[head]
+    busy = next(i for i, ln in enumerate(md) if ln.startswith("**Busy time inside collective kernels**"))
+    assert busy > head and f"none of it is in the ${idle:,.2f}/month idle above, nor ever added to it" in md[busy]
+    items = md[busy + 2:md.index("", busy + 2)]
+    assert items[0].startswith(f"- Waiting for the last rank (fix first, inside collectives): collective wait "
+                               f"${wait:,.2f}/month: ")
+    assert items[-1].startswith("- Exposed communication: ") and f": ${exposed:,.2f}/month (busy time" in items[-1]
+    assert sum(f"${wait:,.2f}" in ln for ln in md) == 1 and sum(f"${exposed:,.2f}" in ln for ln in md) == 1
+    page = (exports / "report.html").read_text(encoding="utf-8")
+    section = re.search(r'<section id="fix-collective">(.*?)</section>', page, re.S).group(1)
+    assert "a different measure, not in the idle cost" in section and f"(${idle:,.2f}/month)" in section
+    assert 'id="collective-wait-list"' in section and 'id="exposed-comm"' in section
+    clusters = re.search(r'<section id="fleet">(.*?)</section>', page, re.S).group(1)
+    assert "exposed-comm" not in clusters and "collective-wait" not in clusters

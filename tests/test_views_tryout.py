@@ -81,7 +81,7 @@ def test_fix_first_says_how_much_rests_on_assumed_rates(tmp_path):
     assert '<p class="note" id="fix-legend">~$: the entry\'s dollars rest wholly or partly on assumed rates' in page
     # --format md: the same, in text
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert ("| 1 | cpu | ~$3,212.00 (of which $1,460.00 at assumed rates, 1 GPU(s)) | 2.000× | profile the host "
+    assert ("| 1 | cpu | ~$3,212.00 (the whole idle) | ~$3,212.00 (of which $1,460.00 at assumed rates, 1 GPU(s)) | 2.000× | profile the host "
             "(data loader, GIL, I/O) (generic: no diagnostic rule could be judged) | toy capture |") in md
     assert "~$: the entry's dollars rest wholly or partly on assumed rates" in md
 
@@ -102,7 +102,7 @@ def test_real_export_priced_at_an_assumed_rate_marks_its_fix_first_entry(tmp_pat
             for k, e in fix.items()} == {("fleet", ""): ("cpu", usd, usd, 1),
                                          ("job", "tiny_2kernels"): ("cpu", usd, usd, 1)}
     run_cli("report", str(out), "--out", str(out / "summary.md"), "--format", "md")
-    assert "| 1 | cpu | ~$1,459.67 (of which $1,459.67 at assumed rates, 1 GPU(s)) |" in (
+    assert "| 1 | cpu | ~$1,459.67 (the whole idle) | ~$1,459.67 (of which $1,459.67 at assumed rates, 1 GPU(s)) |" in (
         out / "summary.md").read_text(encoding="utf-8")
 
 
@@ -142,7 +142,7 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     cell = re.search(r'<td class="num usd"[^>]*>(.*?)</td>', _cell(page, "fix-list")).group(1)
     assert re.sub(r"<[^>]+>", "|", cell) == f"$292.00||2 GPU(s) unpriced: {both}|"
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert f"| 1 | cpu | $292.00 (2 GPU(s) unpriced: {both}) | 2.000× |" in md
+    assert f"| 1 | cpu | $292.00 (the whole idle) | $292.00 (2 GPU(s) unpriced: {both}) | 2.000× |" in md
     assert f"By cluster: lab $292.00 (2 GPU(s) unpriced: {both})." in md
     assert f">2 GPU(s) unpriced: {both}</span>" in re.search(r'<tr data-cluster="lab">(.*?)</tr>',
                                                              _cell(page, "clusters")).group(1)
@@ -170,7 +170,7 @@ def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     # no GPU trusted: "none" of them, no trusted dollar figure (issue 26's tryout: "on trusted captures $0.00")
     assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $0.00: its 1 GPU(s) of tier "
             "toy (1) or low (0) are unpriced.") in md
-    assert f"| 1 | cpu | unpriced (1 GPU(s): {OTHER} (1)) |" in md
+    assert f"| 1 | cpu | unpriced | unpriced (1 GPU(s): {OTHER} (1)) |" in md
 
 
 def test_trusted_gpus_all_unpriced_read_unpriced():

@@ -33,6 +33,14 @@ def trusted(tier_name) -> bool:
     return str(tier_name) in TRUSTED
 
 
+def trust_rank(tier_name) -> int:
+    """Where rows of ``tier_name`` come in every ranked list (docs/definitions.md#confidence-tiers): 0 for the
+    trusted tiers (:data:`TRUSTED`, ranked together), 1 for ``low`` (and a missing or unknown tier, read as low),
+    2 for ``toy``: order by this, then by dollars, so a toy capture never leads a low one, nor a low one a trusted."""
+    name = str(tier_name)
+    return 0 if name in TRUSTED else (2 if name == "toy" else 1)
+
+
 def kept_iterations(win) -> tuple[list[int], list[int]]:
     """``(starts, lengths)`` (int ns) of the iterations ``win`` (a :class:`~pipeline.analysis.window.Window`)
     kept, sorted by start: each kept extent's start and its stability-test length (``win.lengths``, from

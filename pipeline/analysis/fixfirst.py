@@ -15,8 +15,8 @@ Summed over GPUs (a job, a cluster, the fleet), the dollars add up and the share
 ``Σ cat_c_ns / Σ window_ns``. Every figure extrapolates a short capture to a month, so it carries the
 window and the stable iterations it rests on and its GPUs' ``confidence_tier``
 (:mod:`pipeline.analysis.confidence`, docs/definitions.md#confidence-tiers): each list gives the
-entries over the trusted GPUs (``medium``, ``high``) first, then, apart, those over the others (``toy``,
-``low``, flagged ``low_confidence``); a speed-up resting on a share of at least
+entries over the trusted GPUs (``medium``, ``high``) first, then, apart, those over the ``low`` GPUs, then those
+over the ``toy`` ones (flagged ``low_confidence``), each part ranked by what a fix wins back; a speed-up resting on a share of at least
 :data:`IMPLAUSIBLE_SHARE` is flagged ``implausible_speedup``.
 
 Each list has two sections (:data:`SECTIONS`, the ``section`` column): ``device idle``, the entries above, and
@@ -38,7 +38,7 @@ import pandas as pd
 
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
-from .confidence import TIERS, TRUSTED, KindFigures, tier_columns
+from .confidence import TIERS, TRUSTED, KindFigures, tier_columns, trust_rank
 from ..schema import analysed_rows, conform
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, models_text, unpriced_total
 from . import collwait
@@ -418,15 +418,18 @@ _FIRST_TRUSTED = TIERS.index(TRUSTED[0])
 def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
     """The ranked entries of one group of analysed fleet rows: ``group`` holds the rows' positions in
     ``cols`` (:func:`_group_columns`), in row order; the ``device idle`` section's, then the ``inside collectives``
-    one (:func:`collective_entry`), if any. The group's GPUs are cut in two parts, the trusted
-    (``confidence_tier`` ``medium`` or ``high``) and the others; each part gives an entry per category with
-    idle in it, over that part's GPUs alone (its window, fewest iterations, share). The trusted part's
-    entries come first, largest recoverable USD first (ties by name), then the others' the same way."""
+    one (:func:`collective_entry`), if any. The group's GPUs are cut in three parts by tier, the trusted
+    (``confidence_tier`` ``medium`` or ``high``), the ``low`` and the ``toy`` ones
+    (:func:`pipeline.analysis.confidence.trust_rank`); each part gives an entry per category with idle in it, over
+    that part's GPUs alone (its window, fewest iterations, share). The trusted part's entries come first, then the
+    low part's, then the toy part's, each part largest win first (:func:`_part_entries`): a toy capture never
+    drives the rank of an entry that rests on other GPUs."""
     entries = []
-    for is_trusted in (True, False):
-        part = group[(cols["tier"][group] >= _FIRST_TRUSTED) == is_trusted]
+    ranks = np.asarray([trust_rank(TIERS[int(t)]) for t in cols["tier"][group]], dtype=int)
+    for rank in (0, 1, 2):   # trusted, then low, then toy (:func:`pipeline.analysis.confidence.trust_rank`)
+        part = group[ranks == rank]
         if part.size:
-            entries += _part_entries(cols, part, rosters, (scope, cluster, job), is_trusted)
+            entries += _part_entries(cols, part, rosters, (scope, cluster, job), rank == 0)
     for i, e in enumerate(entries, 1):
         e["rank"] = i
     coll = collective_entry(cols, group, (scope, cluster, job))
@@ -434,8 +437,9 @@ def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: 
 
 
 def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_trusted: bool) -> list[dict]:
-    """:func:`_entries`' entries of one part (``part``: positions in ``cols``), largest USD first (ties by
-    name), unranked; ``where``: ``(scope, cluster, job)``."""
+    """:func:`_entries`' entries of one part (``part``: positions in ``cols``), largest
+    ``recoverable_usd_per_month`` first (what a fix wins back where the evidence bounds it, else the whole idle of
+    the category), then largest ``usd_per_month``, then by name, unranked; ``where``: ``(scope, cluster, job)``."""
     scope, cluster, job = where
     window = int(cols["window"][part].sum())
     iterations = int(cols["iterations"][part].min())
@@ -485,11 +489,14 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
 def rank_key(entry: dict) -> tuple:
     """The order of a part's ``device idle`` entries (docs/definitions.md#fix-first): the prescribed ones before the
     archived ones (remedy :data:`ARCHIVED`: nothing prescribed), within each the priced before the unpriced (no
-    dollars), the priced by USD descending, the unpriced by what they would be worth: their share of the window
-    (``share_pct``) descending; then by ``share_pct`` descending, then by category name."""
-    usd = entry["usd_per_month"]
+    dollars), the priced by what a fix wins back (``recoverable_usd_per_month``: bounded by the evidence where it
+    bounds it, else the category's whole idle) descending, then by the idle's USD descending, the unpriced by what
+    they would be worth: their share of the window (``share_pct``) descending; then by ``share_pct`` descending,
+    then by category name."""
+    usd, rec = entry["usd_per_month"], entry.get("recoverable_usd_per_month", math.nan)
     unpriced = usd != usd
-    return (entry["remedy"] == ARCHIVED, unpriced, 0.0 if unpriced else -float(usd), -float(entry["share_pct"]),
+    wins = 0.0 if unpriced else -float(rec if rec == rec else usd)
+    return (entry["remedy"] == ARCHIVED, unpriced, wins, 0.0 if unpriced else -float(usd), -float(entry["share_pct"]),
             entry["category"])
 
 
@@ -498,8 +505,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     blank cluster and job), then one per job (``scope`` ``job``, sorted by cluster, job).
 
     Each list holds the entries over its trusted GPUs first (``trusted``: ``confidence_tier`` ``medium`` or
-    ``high``), then apart those over its other GPUs (``toy``, ``low``: ``low_confidence``), each part ranked
-    by USD (:func:`_entries`); an entry's ``confidence_tier`` is the lowest of its GPUs'. So a toy capture
+    ``high``), then apart those over its ``low`` GPUs, then those over its ``toy`` GPUs (``low_confidence``),
+    each part ranked by what a fix wins back (:func:`_entries`); an entry's ``confidence_tier`` is the lowest of its GPUs'. So a toy capture
     never leads a list that has a trusted entry, and its dollars are still there.
     Each entry is an application category with idle in the part: its recoverable USD per month
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the

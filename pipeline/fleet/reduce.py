@@ -322,6 +322,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
     ``unpriced_gpus`` and their models (``unpriced_models``, :func:`_unpriced_models_rollup`); an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
     priced is empty, not 0 (:func:`_unpriced_totals`).
+    A group with no analysed GPU (every report of it failed: ``failed_reports``) has every USD and speed-up column
+    empty: unknown, not $0.00 (docs/outputs.md).
     Idle inside collectives (:func:`_collective_rollup`): ``collective_*`` sums, ``collective_wait_pct`` of the
     measured GPUs' windows, the straggler and whether it is chronic, the GPUs' match bases (:func:`_match_basis_rollup`).
     Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
@@ -361,6 +363,12 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     for col in (c.name for c in ROLLUP if c.unit == "USD/month"):
         out[col] = out[col].astype(float).fillna(0.0).round(2)
     out = _unpriced_totals(out, ok, by)
+    # a group none of whose reports was analysed (each failed): its dollars and speed-ups are unknown, empty, never
+    # $0.00 or 1.0 (a sum over it would read "free"); its failed_reports says why
+    unknown = out["gpus"] == 0
+    if unknown.any():
+        for col in [c.name for c in ROLLUP if c.unit == "USD/month"] + [c for c in out.columns if c.endswith("_speedup")]:
+            out[col] = out[col].astype(float).where(~unknown)
     with np.errstate(divide="ignore", invalid="ignore"):
         window = out["window_ns"].where(out["window_ns"] > 0)
         out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)

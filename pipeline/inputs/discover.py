@@ -261,6 +261,26 @@ def _expand(item: str, suffixes, storage, skipped: list) -> tuple[list[str], lis
         return [], [(item, f"{item}: no such file or directory")]
 
 
+def unmatched(inputs) -> list[str]:
+    """The local INPUTS that match nothing at all (docs/outputs.md#the-output-folder): a path with no glob characters at
+    which nothing is (not even a broken symlink, :func:`_absent`), or a glob no path matches; a mistyped path, which
+    ``gpu-idle run`` refuses with exit status 2 before it writes anything. Remote inputs (:func:`is_remote`) and
+    other fsspec forms are never judged here (discovery says what it finds of them)."""
+    import glob as globbing
+
+    out = []
+    for item in inputs:
+        if is_remote(item) or "::" in item or item.startswith("data:") or os.sep != "/":
+            continue
+        path = local_path(item)
+        if any(c in GLOB_CHARS for c in item):
+            if not globbing.glob(path, recursive=True):
+                out.append(item)
+        elif _absent(path):
+            out.append(item)
+    return out
+
+
 def local_path(item: str) -> str:
     """The absolute path fsspec's local filesystem makes of ``item`` (POSIX): a ``file://``,
     ``file:``, ``local://`` or ``local:`` prefix dropped, ``~`` expanded, a relative path put

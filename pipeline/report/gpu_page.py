@@ -255,13 +255,21 @@ def _num(summary: dict, key: str, default=0):
 
 
 def category_rows(summary: dict) -> list[dict]:
-    """Per category (the application's, then the caveats): ``ns``, ``pct`` of W, ``usd`` recoverable per
-    month (``fix_<c>_usd_per_month``, None for caveats or an older row), ``apart`` (a caveat)."""
+    """Per category (the application's, then the caveats): ``ns``, ``pct`` of W, ``usd`` the category's idle in USD
+    per month (``fix_<c>_usd_per_month``, None for caveats or an older row), ``back`` what a fix wins back per month
+    (docs/definitions.md#diagnosis): the part the evidence bounds (:func:`pipeline.analysis.fixfirst.gpu_recoverable`,
+    as the fix-first list and the diagnosis block say it) where it does, else ``usd``; ``bounded`` whether it does;
+    ``apart`` (a caveat)."""
+    parts = {p["category"]: p for p in fixfirst.gpu_recoverable(summary, diagnosis.of_text(summary.get("diagnosis")))}
     rows = []
     for cat in (*CATEGORIES, *CAVEATS):
+        usd = summary.get(f"fix_{cat}_usd_per_month")
+        part = parts.get(cat)
+        bounded = bool(part and recoverable_lines([part]))
         rows.append({"category": cat, "ns": int(_num(summary, f"cat_{cat}_ns")),
-                     "pct": float(_num(summary, f"cat_{cat}_pct", 0.0)),
-                     "usd": summary.get(f"fix_{cat}_usd_per_month"), "apart": cat in CAVEATS})
+                     "pct": float(_num(summary, f"cat_{cat}_pct", 0.0)), "usd": usd,
+                     "back": part["recoverable_usd_per_month"] if bounded else usd, "bounded": bounded,
+                     "apart": cat in CAVEATS})
     return rows
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import html as html_lib
 import io
-import math
 import os
 import re
 import uuid
@@ -214,26 +213,30 @@ def render_csv(res: Results) -> str:
 
 #: The row before the first fix-first entry resting on toy or low-confidence captures only, in the Markdown list
 #: (the HTML list's ``id="fix-apart"`` row says it at length; docs/definitions.md#confidence-tiers).
-FIX_APART = "*apart: what rests on toy or low-confidence captures only, ranked on its own after every trusted entry*"
+FIX_APART = ("*apart: what rests on toy or low-confidence captures only, ranked on its own after every trusted entry: "
+             "the low ones, then the toy ones*")
 
 
 def _markdown_fixes(fixes: list[dict]) -> list[str]:
     """The Markdown variant's opening: the fleet's top :data:`~pipeline.report.summary.TOP_FIXES`
-    fix-first entries (rank, category, recoverable USD/month, speed-up, remedy, confidence), the row
+    fix-first entries (rank, category, what a fix wins back per month (:func:`wins_back_text`), the category's idle
+    in USD/month (:func:`fix_usd_text`), speed-up, remedy, confidence), the row
     :data:`FIX_APART` before the first one resting on toy or low-confidence captures only (after a trusted one, or
     first when none is trusted), then a blank line."""
-    lines = ["**Fix first** (recoverable USD/month if the category's idle vanished; a short capture "
-             "extrapolated to a month)", ""]
+    lines = ["**Fix first** (what a fix wins back per month, largest first: where the evidence bounds it, only that "
+             "part, on the basis said; else the category's whole idle. Beside it the category's idle in USD/month: what "
+             "it costs, not what a fix saves. A short capture extrapolated to a month)", ""]
     if not fixes:
         return lines + ["Nothing to fix: no application idle in the analysed GPUs.", ""]
-    lines += ["| # | category | $/month | speed-up | remedy | confidence |", "|---|---|---|---|---|---|"]
+    lines += ["| # | category | a fix wins back $/month | idle $/month | speed-up | remedy | confidence |",
+              "|---|---|---|---|---|---|---|"]
     for i, e in enumerate(fixes[:TOP_FIXES]):
         if not e["trusted"] and (i == 0 or fixes[i - 1]["trusted"]):  # the report's "Apart" row, in Markdown
-            lines.append(f"| | {FIX_APART} | | | | |")
+            lines.append(f"| | {FIX_APART} | | | | | |")
         low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
         flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
             ["implausible speed-up"] if e["implausible_speedup"] else [])
-        lines.append(f"| {e['rank']} | {e['category']} | {fix_usd_text(e)} | {e['speedup']:.3f}× | "
+        lines.append(f"| {e['rank']} | {e['category']} | {wins_back_text(e)} | {fix_usd_text(e)} | {e['speedup']:.3f}× | "
                      f"{md_text(e['remedy'])} | {', '.join(flags)} |")
     shown = fixes[:TOP_FIXES]
     legend = (["~$: the entry's dollars rest wholly or partly on assumed rates (how much is said beside them): the "
@@ -249,8 +252,8 @@ def fix_usd_text(e: dict) -> str:
     """A fix-first entry's dollars as text (docs/definitions.md#cost): ``~$1,752.00 (of which $1,460.00 at assumed
     rates, 1 GPU(s))`` when some rest on assumed rates, ``$292.00 (1 GPU(s) unpriced: Quadro GP100 (1))``,
     ``unpriced (2 GPU(s): Quadro GP100 (2))`` (the models: ``unpriced_models``)
-    when none of its GPUs is priced; ``$292.00`` otherwise; ``(a fix wins back $148.89: <basis>)`` when the evidence
-    bounds the recoverable part below the idle's dollars (``recoverable_usd_per_month``, docs/definitions.md#diagnosis). The parts are the entry's ``assumed_usd_per_month``,
+    when none of its GPUs is priced; ``$292.00`` otherwise: the category's idle in dollars, never what a fix wins
+    back (:func:`wins_back_text` says that). The parts are the entry's ``assumed_usd_per_month``,
     ``assumed_gpus`` and ``unpriced_gpus`` (:func:`pipeline.analysis.fixfirst.fix_list`)."""
     models = f": {e['unpriced_models']}" if e.get("unpriced_models") else ""   # an older list names none
     if e["usd_per_month"] != e["usd_per_month"]:
@@ -258,10 +261,21 @@ def fix_usd_text(e: dict) -> str:
     parts = ([f"of which {usd(e['assumed_usd_per_month'])} at assumed rates, {e['assumed_gpus']} GPU(s)"]
              if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced{models}"] if e["unpriced_gpus"]
                                               else [])
-    back = wins_back(e["usd_per_month"], e.get("recoverable_usd_per_month", math.nan), e.get("recoverable_basis", ""))
-    if back:  # the evidence bounds what a fix wins back
-        parts.append(back)
     return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def wins_back_text(e: dict) -> str:
+    """What a fix of a fix-first entry wins back per month, as the lists lead with it (docs/definitions.md#diagnosis):
+    ``$148.89 (bounded by the evidence: <basis>)`` when the evidence bounds it below the category's idle
+    (:func:`pipeline.report.words.wins_back`), else ``$503.21 (the whole idle)``; ``~`` before it when some of the
+    entry's dollars rest on assumed rates; ``unpriced`` when none of its GPUs is priced (an older list without the
+    column: the whole idle)."""
+    rec = float(e.get("recoverable_usd_per_month", e["usd_per_month"]))
+    if rec != rec:
+        return "unpriced"
+    bounded = wins_back(e["usd_per_month"], rec, e.get("recoverable_basis", ""))
+    why = f"bounded by the evidence: {e['recoverable_basis']}" if bounded else "the whole idle"
+    return ("~" if e["assumed_gpus"] else "") + f"{usd(rec)} ({why})"
 
 
 
@@ -278,25 +292,47 @@ def meter_text(meter: dict, fleet_usd: float) -> str:
             f"{pct(meter['idle_pct'])} of the time: {money}.")
 
 
+#: The heading of the Markdown summary's busy-time block (:func:`busy_lines`): a different measure from the idle cost.
+BUSY_HEADING = ("**Busy time inside collective kernels** (a different measure from the idle cost: the GPUs were busy, so "
+                "none of it is in the {idle} idle above, nor ever added to it; its figures overlap, both being time "
+                "inside the same collective kernels: never add them to each other either)")
+
+
 def collective_lines(collective: dict | None) -> list[str]:
-    """The Markdown summary's fix-first entry for the wait inside collectives, in its own section after the idle
-    list (:func:`~pipeline.report.medical.fleet_collectives`; docs/definitions.md#collective-wait): ``[]`` when no
+    """The Markdown summary's item for the wait inside collectives, in the busy-time block (:func:`busy_lines`;
+    :func:`~pipeline.report.medical.fleet_collectives`; docs/definitions.md#collective-wait): ``[]`` when no
     GPU ran a collective in its window."""
     if not collective:
         return []
     c = collective["fleet"]
     if not c["gpus"]:
-        return [f"**Inside collectives**: not measured ({md_text(c['note'])}).", ""]
+        return [f"- Waiting for the last rank: not measured ({md_text(c['note'])})."]
     money = usd(c["usd"]) if c["usd"] != c["usd"] else (("~" if c["assumed"]["assumed_gpus"] else "")
                                                          + f"{usd(c['usd'])}/month")
-    lines = [f"**Fix first, inside collectives** (busy time, apart from the idle list, never added to it): "
+    lines = [f"- Waiting for the last rank (fix first, inside collectives): "
              f"collective wait {money}: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) waiting for "
              f"the last rank on {c['gpus']} GPU(s){assumed_text(c['assumed']) if c['usd'] == c['usd'] else ''}; "
              f"remedy: {c['remedy']}."]
-    lines += [f"- {md_text(j['title'])}: straggler {md_text(j['straggler'])} ({j['kind']}: last in {j['last']} of "
+    lines += [f"  - {md_text(j['title'])}: straggler {md_text(j['straggler'])} ({j['kind']}: last in {j['last']} of "
               f"{j['calls']} calls){', pipeline bubble' if j['wait_kind'] == 'pipeline bubble' else ''}"
               for j in collective["jobs"] if j["straggler"]]
-    return lines + [""]
+    return lines
+
+
+def busy_lines(s: dict) -> list[str]:
+    """The Markdown summary's one block of busy time inside collective kernels, after the idle headline and apart
+    from it (docs/outputs.md#reports-for-people): :data:`BUSY_HEADING`, then the wait for the last rank
+    (:func:`collective_lines`) and the exposed communication, each its own item; ``[]`` when there is neither."""
+    items = collective_lines(s["collective"])
+    if s["comm"]:
+        c = s["comm"]
+        items.append(f"- Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "
+                     f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
+                     f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month ({COMM_OVERLAP})" + assumed_text(c) + ".")
+    if not items:
+        return []
+    idle = usd(s["fleet_usd"]) if s["fleet_usd"] != s["fleet_usd"] else f"{usd(s['fleet_usd'])}/month"
+    return [BUSY_HEADING.format(idle=idle), ""] + items + [""]
 
 
 def reconcile_text(rc: dict) -> str:
@@ -367,19 +403,13 @@ def render_markdown(res: Results) -> str:
     lines = _markdown_fixes(s["fixes"])
     if s["reconcile"] and s["fixes"]:
         lines += [reconcile_text(s["reconcile"]), ""]
-    lines += collective_lines(s["collective"])
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}{'' if s['fleet_usd'] != s['fleet_usd'] else '/month'} idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
     if s["meter"]:
         lines += [meter_text(s["meter"], s["fleet_usd"]), ""]
-    if s["comm"]:
-        c = s["comm"]
-        lines += [f"Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "
-                  f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
-                  f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month ({COMM_OVERLAP})"
-                  + assumed_text(c) + ".", ""]
+    lines += busy_lines(s)
     if t["lacking"]:
         lines += ["The trend lacks night(s) whose history file is damaged: "
                   + "; ".join(f"{x['date']} ({md_text(x['file'])}: {md_text(x['why'])})" for x in t["lacking"]) + ".",

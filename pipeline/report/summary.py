@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
-from ..analysis.confidence import TIERS, TRUSTED, KindFigures
+from ..analysis.confidence import TIERS, TRUSTED, KindFigures, trust_rank
 from ..analysis.cost import assumed_split, priced_sum, unpriced_total
 from ..analysis.meter import util_pct
 from ..config import ConfidenceConfig, CostConfig
@@ -610,16 +610,17 @@ def trust_split(fleet: pd.DataFrame) -> dict:
             "tiers": tiers}
 
 
-def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, trusted: bool | None = None) -> list[dict]:
+def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None) -> list[dict]:
     """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
     (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key), then the unpriced GPUs with idle of the category
     (``unpriced``, ``cat_<category>_ns`` > 0; most idle first, ties: report, GPU key; their ``usd`` NaN, as an
-    unpriced entry's GPUs are named too, docs/definitions.md#cost): ``[{report, gpu_key, usd}]``. ``trusted``:
-    only the GPUs of that part of the list (True: tier ``medium`` or ``high``; False: the others, the entries
-    apart; docs/definitions.md#confidence-tiers), as each fix-first entry rests on one part; None: every GPU."""
+    unpriced entry's GPUs are named too, docs/definitions.md#cost): ``[{report, gpu_key, usd}]``. ``part``:
+    only the GPUs of that part of the list (:func:`pipeline.analysis.confidence.trust_rank` of their tier: 0 the
+    trusted, 1 ``low``, 2 ``toy``; docs/definitions.md#confidence-tiers), as each fix-first entry rests on one part;
+    None: every GPU."""
     ok = conform(ok_rows(with_fix_columns(fleet)), ["unpriced"])
-    if trusted is not None:
-        ok = ok[conform(ok, ["confidence_tier"])["confidence_tier"].isin(TRUSTED) == bool(trusted)]
+    if part is not None:
+        ok = ok[conform(ok, ["confidence_tier"])["confidence_tier"].map(trust_rank) == int(part)]
     column = f"fix_{category}_usd_per_month"
     usd = ok[column].astype(float).fillna(0.0)
     rows = ok.assign(_usd=usd)[usd > 0].sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
@@ -643,8 +644,8 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
-    return [dict(e, top_gpus=fix_gpus(fleet, e["category"], trusted=bool(e["trusted"])),
-                 confidence_title=confidence_title(fleet, e["category"]),
+    return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
+                 confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
                  wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]))
             for e in fixes[(fixes["scope"] == "fleet") & (fixes["section"] == fixfirst.DEVICE_IDLE)].to_dict("records")]
 
@@ -662,15 +663,18 @@ def gpu_names_in_jobs(fleet: pd.DataFrame) -> dict:
     return {key: f"{name} in {jobs[key]}" for key, name in gpu_names(fleet).items()}
 
 
-def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS) -> str:
+def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS, rank: int | None = None) -> str:
     """The hover text of a fix-first entry's low-confidence marker, short whatever the fleet's size: how
-    many of the entry's GPUs (those with idle of ``category`` whose tier is not trusted: the entry apart) are
+    many of the entry's GPUs (those with idle of ``category`` whose tier is not trusted: the entry apart; ``rank``:
+    only those of that :func:`pipeline.analysis.confidence.trust_rank`, the entry's own part) are
     low confidence, each kind of shortfall
     with its count (:func:`~pipeline.analysis.fixfirst.confidence_kinds`), the first ``n`` of them by
     display name (:func:`gpu_names_in_jobs`; by report and GPU key) and how many more; the full list (report, GPU
     key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low."""
     ok = ok_rows(with_fix_columns(fleet)).sort_values(["report", "gpu_key"], kind="stable")
     part = ok[(ok[f"cat_{category}_ns"].fillna(0) > 0) & ~ok["confidence_tier"].isin(TRUSTED)]   # the apart entry's
+    if rank is not None:
+        part = part[part["confidence_tier"].map(trust_rank) == int(rank)]
     low = part[part["low_confidence"].fillna(False).astype(bool)]
     if low.empty:
         return ""
