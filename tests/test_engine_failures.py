@@ -428,3 +428,44 @@ def test_a_part_rerun_whose_opened_item_was_cancelled_opens_it_again():
         with engine_map._Watchdog(backend, []) as watchdog:
             backend._alone([suspect], watchdog, work)
     assert results == {"b": "b=35"}
+
+
+def test_the_map_waits_on_its_own_client_whatever_the_process_default_is():
+    """Issue 42 point 11: ``compare`` runs each side that names reports on its own LocalCluster, two clients in
+    one process. The map's waits are bound to its own client's event loop, not to Dask's default client: here
+    the map's client is not the default and the only other client's cluster is closed (a side before), and
+    every item still comes back, in both shapes (per part, one task per item). Before:
+    ``as_completed()`` took ``default_client().loop`` ("No clients found" here; in ``compare``, a loop that
+    could be the other side's, where the futures were never tracked: the run waited forever)."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    from pipeline.engine import map as engine_map
+
+    class Work(_Sums):
+        def whole(self, item, threads=1):
+            return f"whole{item}"
+
+        def parts(self, opened):
+            return ("a", "b"), None
+
+        def gather(self, item, results):
+            return f"{item}:" + ",".join(results)
+
+        def failed(self, item, text):
+            return text
+
+    got = {}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as before:
+            Client(before).close()  # the other side: its client and cluster made and closed first
+        for items in ([1], [1, 2, 3]):  # 1 item < 2 per thread: per part; 3: one task per item
+            backend = engine_map.OnDask(client, shares_files=True)
+            thread = threading.Thread(target=lambda: got.update({len(items): sorted(
+                engine_map.map_work(Work(), items, backend))}), daemon=True)
+            thread.start()
+            thread.join(60)
+            assert not thread.is_alive(), f"the map of {items} still waits after 60 s"
+    assert got == {1: ["1:a=31,b=31"], 3: ["whole1", "whole2", "whole3"]}

@@ -12,7 +12,10 @@ the item is known, and the part results gathered into the item's outcome).
   scheduler. With at least :data:`ITEMS_PER_THREAD` items per worker thread, one task per
   item; with fewer, larger items, the work fans out per part (the opened item staying on the
   worker that opened it) and the client gathers each item's parts. Both shapes yield the
-  same outcomes.
+  same outcomes. Every wait is on that client's own event loop (``as_completed(loop=client.loop)``), never
+  on the process's default client: with two clients in one process (``compare``'s two sides, each on its
+  own LocalCluster), Dask's default would be whichever client was made last or still lingers, and tracking
+  the futures on another client's loop (stopped with its cluster) waits forever.
 
 Every item comes back, never an exception: a task that raises (its arguments cannot be
 unpickled, say) is retried ``retries`` times and then becomes the work's failure outcome with
@@ -317,7 +320,7 @@ class OnDask:
         suspects: list = []
         done: list = []
         with _Watchdog(self, futures) as watchdog:
-            for fut in as_completed(futures):
+            for fut in as_completed(futures, loop=self.client.loop):
                 item = by_key[fut.key]
                 outcome, failure = self._settle(fut, work, work.name(item))
                 fut.release()
@@ -345,7 +348,7 @@ class OnDask:
         _, open_step, parts_step, first_step, second_step = work.steps
         retries = self.retries
         opened, firsts, pending, futures = {}, {}, {}, []
-        done = as_completed()
+        done = as_completed(loop=self.client.loop)
         for i, item in enumerate(items):
             name = self._name(work, item, run)
             opened[i] = self.client.submit(work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries,
