@@ -437,10 +437,41 @@ def test_the_map_waits_on_its_own_client_whatever_the_process_default_is():
     every item still comes back, in both shapes (per part, one task per item). Before:
     ``as_completed()`` took ``default_client().loop`` ("No clients found" here; in ``compare``, a loop that
     could be the other side's, where the futures were never tracked: the run waited forever)."""
-    import threading
+    import functools
 
     from distributed import Client, LocalCluster
 
+    got = {}
+    run = functools.partial(_run_until, got)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as before:
+            Client(before).close()  # the other side: its client and cluster made and closed first
+        for items in ([1], [1, 2, 3]):  # 1 item < 2 per thread: per part; 3: one task per item
+            run(client, items)
+    assert got == {1: ["1:a=31,b=31"], 3: ["whole1", "whole2", "whole3"]}
+    got.clear()
+    # A side's client left as Dask's current one (``with Client(...)`` sets it and only its exit resets it)
+    # after its cluster and loop are gone: before, the next side's map tracked its futures on that dead loop.
+    from distributed.client import _current_client
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as before:
+            stale = Client(before)
+        stale.close()
+        token = _current_client.set(stale)
+        try:
+            for items in ([1], [1, 2, 3]):
+                run(client, items)
+        finally:
+            _current_client.reset(token)
+    assert got == {1: ["1:a=31,b=31"], 3: ["whole1", "whole2", "whole3"]}
+
+
+def _run_until(got: dict, client, items: list, timeout_s: float = 60) -> None:
+    """Map a :class:`_Sums` work over ``items`` on ``client`` (on a thread, in this context), its sorted outcomes
+    in ``got[len(items)]``; fails when the map has not ended in ``timeout_s`` seconds."""
     from pipeline.engine import map as engine_map
 
     class Work(_Sums):
@@ -456,16 +487,13 @@ def test_the_map_waits_on_its_own_client_whatever_the_process_default_is():
         def failed(self, item, text):
             return text
 
-    got = {}
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as before:
-            Client(before).close()  # the other side: its client and cluster made and closed first
-        for items in ([1], [1, 2, 3]):  # 1 item < 2 per thread: per part; 3: one task per item
-            backend = engine_map.OnDask(client, shares_files=True)
-            thread = threading.Thread(target=lambda: got.update({len(items): sorted(
-                engine_map.map_work(Work(), items, backend))}), daemon=True)
-            thread.start()
-            thread.join(60)
-            assert not thread.is_alive(), f"the map of {items} still waits after 60 s"
-    assert got == {1: ["1:a=31,b=31"], 3: ["whole1", "whole2", "whole3"]}
+    import contextvars
+    import threading
+
+    backend = engine_map.OnDask(client, shares_files=True)
+    context = contextvars.copy_context()  # the caller's current Dask client, if any, as a run in one thread sees it
+    thread = threading.Thread(target=lambda: context.run(lambda: got.update({len(items): sorted(
+        engine_map.map_work(Work(), items, backend))})), daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    assert not thread.is_alive(), f"the map of {items} still waits after {timeout_s:g} s"
