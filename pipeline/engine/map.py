@@ -299,7 +299,7 @@ class OnDask:
         for suspect in suspects:
             fut = suspect.again()
             watchdog.add(fut)
-            _wait_done(fut)
+            _wait_done(fut, self.client.loop)
             value, failure = self._settle(fut, work, suspect.name, suspect.what)
             if isinstance(failure, KilledWorker):
                 first = getattr(suspect.exc, "allowed_failures", None)
@@ -439,17 +439,14 @@ def _usable(fut) -> bool:
     return fut.status not in ("error", "cancelled")
 
 
-def _wait_done(fut) -> None:
-    """Wait until ``fut`` is done, however it ends. ``distributed.wait`` raises when the future was
-    cancelled (``FuturesCancelledError``, "cancelled for reason: unknown" when the canceller gave none);
-    here a cancelled future is done like any other, and :meth:`OnDask._settle` says why."""
-    from concurrent.futures import CancelledError  # the base of distributed's FuturesCancelledError
+def _wait_done(fut, loop) -> None:
+    """Wait until ``fut`` is done, however it ends, tracked on ``loop`` (its client's event loop, never the
+    process's default client's). ``distributed.wait`` would raise when the future was cancelled
+    (``FuturesCancelledError``, "cancelled for reason: unknown" when the canceller gave none) and waits through
+    the default client; here a cancelled future is done like any other, and :meth:`OnDask._settle` says why."""
+    from distributed import as_completed
 
-    from distributed import wait
-
-    try:
-        wait([fut])
-    except CancelledError:
+    for _ in as_completed([fut], loop=loop):
         pass
 
 
