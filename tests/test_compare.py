@@ -971,3 +971,28 @@ def test_signed_writes_the_minus_sign_and_no_sign_on_zero():
     assert signed(1234.5, 1, " pts") == "+1,234.5 pts" and signed(-0.7797, 2, " pts") == "\u22120.78 pts"
     assert signed(-0.004, 2) == "0.00" and signed(0.0, 3, " ms") == "0.000 ms" and signed(-18.0, 3) == "\u221218.000"
     assert signed(float("nan"), 2) == "-" and signed(None, 2) == "-"
+
+
+def test_compare_of_two_report_folders_finishes_every_time(tmp_path):
+    """Issue 42 point 11: both sides name reports (two of them each, so each side starts its own LocalCluster in
+    the one ``compare`` process), run five times, each within 120 s and the same comparison every time. Before,
+    about every other run waited forever in the engine's map while the workers sat idle (its ``as_completed``
+    followed Dask's default client, not the side's own)."""
+    import subprocess
+
+    for side, (sync_ms, data_ms) in (("before", (2, 4)), ("after", (0, 2))):
+        (tmp_path / side).mkdir()
+        for i in range(2):  # two captures that differ (copies would be analysed once)
+            _export(tmp_path / side / f"r{i}.sqlite", sync_ms=sync_ms, data_ms=data_ms, iters=12 + i)
+    cfg = tmp_path / "nocache.yaml"
+    cfg.write_text("cache: {enabled: false}\n")  # every run analyses both sides again
+    for attempt in range(5):
+        try:
+            proc = run_cli("compare", str(tmp_path / "before"), str(tmp_path / "after"), "--format", "md",
+                           "--config", str(cfg), timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"gpu-idle compare of two report folders still ran after 120 s (run {attempt + 1} of 5)")
+        assert proc.stderr.splitlines() == [
+            f"gpu-idle compare: {side}: 2 report(s) analysed, 0 reused (a temporary run folder, removed afterwards)"
+            for side in ("before", "after")], proc.stderr
+        assert proc.stdout.startswith("# Before and after\n")

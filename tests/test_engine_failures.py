@@ -428,3 +428,72 @@ def test_a_part_rerun_whose_opened_item_was_cancelled_opens_it_again():
         with engine_map._Watchdog(backend, []) as watchdog:
             backend._alone([suspect], watchdog, work)
     assert results == {"b": "b=35"}
+
+
+def test_the_map_waits_on_its_own_client_whatever_the_process_default_is():
+    """Issue 42 point 11: ``compare`` runs each side that names reports on its own LocalCluster, two clients in
+    one process. The map's waits are bound to its own client's event loop, not to Dask's default client: here
+    the map's client is not the default and the only other client's cluster is closed (a side before), and
+    every item still comes back, in both shapes (per part, one task per item). Before:
+    ``as_completed()`` took ``default_client().loop`` ("No clients found" here; in ``compare``, a loop that
+    could be the other side's, where the futures were never tracked: the run waited forever)."""
+    import functools
+
+    from distributed import Client, LocalCluster
+
+    got = {}
+    run = functools.partial(_run_until, got)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as before:
+            Client(before).close()  # the other side: its client and cluster made and closed first
+        for items in ([1], [1, 2, 3]):  # 1 item < 2 per thread: per part; 3: one task per item
+            run(client, items)
+    assert got == {1: ["1:a=31,b=31"], 3: ["whole1", "whole2", "whole3"]}
+    got.clear()
+    # A side's client left as Dask's current one (``with Client(...)`` sets it and only its exit resets it)
+    # after its cluster and loop are gone: before, the next side's map tracked its futures on that dead loop.
+    from distributed.client import _current_client
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as before:
+            stale = Client(before)
+        stale.close()
+        token = _current_client.set(stale)
+        try:
+            for items in ([1], [1, 2, 3]):
+                run(client, items)
+        finally:
+            _current_client.reset(token)
+    assert got == {1: ["1:a=31,b=31"], 3: ["whole1", "whole2", "whole3"]}
+
+
+def _run_until(got: dict, client, items: list, timeout_s: float = 60) -> None:
+    """Map a :class:`_Sums` work over ``items`` on ``client`` (on a thread, in this context), its sorted outcomes
+    in ``got[len(items)]``; fails when the map has not ended in ``timeout_s`` seconds."""
+    from pipeline.engine import map as engine_map
+
+    class Work(_Sums):
+        def whole(self, item, threads=1):
+            return f"whole{item}"
+
+        def parts(self, opened):
+            return ("a", "b"), None
+
+        def gather(self, item, results):
+            return f"{item}:" + ",".join(results)
+
+        def failed(self, item, text):
+            return text
+
+    import contextvars
+    import threading
+
+    backend = engine_map.OnDask(client, shares_files=True)
+    context = contextvars.copy_context()  # the caller's current Dask client, if any, as a run in one thread sees it
+    thread = threading.Thread(target=lambda: context.run(lambda: got.update({len(items): sorted(
+        engine_map.map_work(Work(), items, backend))})), daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    assert not thread.is_alive(), f"the map of {items} still waits after {timeout_s:g} s"

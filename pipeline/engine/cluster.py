@@ -334,7 +334,7 @@ def _open_client(cfg: Config, scheduler: str | None = None, log=print):
         timeout_s = cfg.dask.connect_timeout_s
         check_scheduler(address, timeout_s)
         try:
-            client = Client(address, timeout=timeout_s)
+            client = Client(address, timeout=timeout_s, set_as_default=False)
         except Exception as exc:  # noqa: BLE001 - whatever Dask raises, it means "no scheduler to run on"
             raise EngineError(f"cannot connect to the Dask scheduler at {address}: {_one_line(exc)}") from exc
         with client:
@@ -367,7 +367,7 @@ def _open_client(cfg: Config, scheduler: str | None = None, log=print):
                                   f"{type(exc).__name__}: {exc}") from exc
             interrupted = False
             try:
-                with Client(cluster) as client:
+                with Client(cluster, set_as_default=False) as client:
                     log(f"dask: LocalCluster with {cfg.dask.n_workers} worker processes, "
                         + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
                            else "no dashboard (--dashboard :8787 serves one)"))

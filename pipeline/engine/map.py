@@ -12,7 +12,10 @@ the item is known, and the part results gathered into the item's outcome).
   scheduler. With at least :data:`ITEMS_PER_THREAD` items per worker thread, one task per
   item; with fewer, larger items, the work fans out per part (the opened item staying on the
   worker that opened it) and the client gathers each item's parts. Both shapes yield the
-  same outcomes.
+  same outcomes. Every wait is on that client's own event loop (``as_completed(loop=client.loop)``), never
+  on the process's default client: with two clients in one process (``compare``'s two sides, each on its
+  own LocalCluster), Dask's default would be whichever client was made last or still lingers, and tracking
+  the futures on another client's loop (stopped with its cluster) waits forever.
 
 Every item comes back, never an exception: a task that raises (its arguments cannot be
 unpickled, say) is retried ``retries`` times and then becomes the work's failure outcome with
@@ -296,7 +299,7 @@ class OnDask:
         for suspect in suspects:
             fut = suspect.again()
             watchdog.add(fut)
-            _wait_done(fut)
+            _wait_done(fut, self.client.loop)
             value, failure = self._settle(fut, work, suspect.name, suspect.what)
             if isinstance(failure, KilledWorker):
                 first = getattr(suspect.exc, "allowed_failures", None)
@@ -317,7 +320,7 @@ class OnDask:
         suspects: list = []
         done: list = []
         with _Watchdog(self, futures) as watchdog:
-            for fut in as_completed(futures):
+            for fut in as_completed(futures, loop=self.client.loop):
                 item = by_key[fut.key]
                 outcome, failure = self._settle(fut, work, work.name(item))
                 fut.release()
@@ -345,7 +348,7 @@ class OnDask:
         _, open_step, parts_step, first_step, second_step = work.steps
         retries = self.retries
         opened, firsts, pending, futures = {}, {}, {}, []
-        done = as_completed()
+        done = as_completed(loop=self.client.loop)
         for i, item in enumerate(items):
             name = self._name(work, item, run)
             opened[i] = self.client.submit(work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries,
@@ -436,17 +439,14 @@ def _usable(fut) -> bool:
     return fut.status not in ("error", "cancelled")
 
 
-def _wait_done(fut) -> None:
-    """Wait until ``fut`` is done, however it ends. ``distributed.wait`` raises when the future was
-    cancelled (``FuturesCancelledError``, "cancelled for reason: unknown" when the canceller gave none);
-    here a cancelled future is done like any other, and :meth:`OnDask._settle` says why."""
-    from concurrent.futures import CancelledError  # the base of distributed's FuturesCancelledError
+def _wait_done(fut, loop) -> None:
+    """Wait until ``fut`` is done, however it ends, tracked on ``loop`` (its client's event loop, never the
+    process's default client's). ``distributed.wait`` would raise when the future was cancelled
+    (``FuturesCancelledError``, "cancelled for reason: unknown" when the canceller gave none) and waits through
+    the default client; here a cancelled future is done like any other, and :meth:`OnDask._settle` says why."""
+    from distributed import as_completed
 
-    from distributed import wait
-
-    try:
-        wait([fut])
-    except CancelledError:
+    for _ in as_completed([fut], loop=loop):
         pass
 
 

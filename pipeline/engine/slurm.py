@@ -203,7 +203,7 @@ def open_slurm_client(cfg: Config, log=print):
         stack.callback(cluster.close)
         check_job_script(cluster.job_script())
         cluster.scale(jobs=slurm.jobs)
-        client = stack.enter_context(Client(cluster))
+        client = stack.enter_context(Client(cluster, set_as_default=False))
         log(f"dask: SLURMCluster, scheduler {cluster.scheduler_address}, dashboard {client.dashboard_link}; "
             f"{slurm.jobs} worker job(s) submitted, waiting up to {slurm.wait_timeout_s:g} s for "
             f"{slurm.min_workers} worker(s)")
