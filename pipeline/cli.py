@@ -173,6 +173,14 @@ def echo(text: str = "", err: bool = False) -> None:
         os.close(devnull)
 
 
+class Failed(click.ClickException):
+    """The command could not finish, exit status 1 (:data:`EXIT_STATUSES`): one ``gpu-idle: ERROR: <message>``
+    line on stderr (a sweep's state folder it cannot write or that another sweep holds)."""
+
+    def show(self, file=None) -> None:
+        echo(f"gpu-idle: ERROR: {self.format_message()}", err=True)
+
+
 class Refused(click.UsageError):
     """Nothing done, exit status 2 (:data:`EXIT_STATUSES`): one ``gpu-idle: ERROR: <message>`` line on stderr
     (a wrong config file, a night in the future), no usage text around it."""
@@ -288,7 +296,6 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
-    from .config import ConfigError, load_config
     from .inputs.discover import skipped_note, unmatched
     from .text import printable
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
@@ -300,10 +307,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     overrides = {"analysis": analysis, "dask": _dask_overrides(workers, dashboard)}
     if no_cache:
         overrides["cache"] = {"enabled": False}
-    try:
-        cfg = load_config(configs, overrides)
-    except ConfigError as exc:
-        raise click.UsageError(message(exc)) from exc
+    cfg = _config(configs, overrides)
     missing = unmatched(inputs)
     if missing:  # a mistyped path: nothing to analyse there, nothing written (not a failed report of $0.00)
         raise click.BadParameter("; ".join(f"{printable(m)}: no such file or directory (matches nothing)"
@@ -479,7 +483,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
         try:
             out = rebuild(cfg, state_dir, night, not_written)
         except (FileNotFoundError, OutputError) as exc:
-            raise click.ClickException(message(exc)) from exc
+            raise Failed(message(exc)) from exc
         except IncompleteOutputs as exc:
             echo(f"gpu-idle: ERROR: {message(exc)}", err=True)
             sys.exit(1)
@@ -493,9 +497,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     except FutureNight as exc:
         raise Refused(message(exc)) from exc
     except SweepBusy as exc:
-        raise click.ClickException(message(exc)) from exc
+        raise Failed(message(exc)) from exc
     except OutputError as exc:
-        raise click.ClickException(f"cannot write the sweep's state folder: {message(exc)}") from exc
+        raise Failed(f"cannot write the sweep's state folder: {message(exc)}") from exc
     except IncompleteOutputs as exc:
         echo(f"gpu-idle: ERROR: {message(exc)}", err=True)
         sys.exit(1)

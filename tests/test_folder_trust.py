@@ -296,3 +296,29 @@ def test_the_sweep_compares_with_a_last_night_only_as_its_manifest_vouches(made,
     night = state / "nights" / N3
     assert manifest(night)["not_written"] == summary.not_written and not (night / "compare").exists()
     assert (night / "report.html").exists()
+
+
+# ---- the README's promise for the sweep too: one `gpu-idle: ERROR:` line, whatever stops it ------------------
+
+def test_a_sweep_refusing_a_persons_file_and_a_rebuild_of_a_damaged_night_say_one_error_line(made, tmp_path):
+    """Before: a refused night said click's `Error: cannot write the sweep's state folder: …` (not the one
+    `gpu-idle: ERROR:` line every other command gives), and `sweep --report-only` of a night whose own history
+    file is damaged ended in a traceback. Now both are one line and exit 1, the person's file untouched."""
+    report, state = made[0], copied(made[1], tmp_path / "state")
+    night = state / "nights" / N3
+    (night / "records").mkdir(parents=True)
+    (night / RECORD).write_text("mine\n")
+    got = CliRunner().invoke(main, ["sweep", report, "--state-dir", str(state), "--night", N3])
+    assert got.exit_code == 1, got.output
+    lines = [line for line in got.output.splitlines() if "ERROR" in line or "Error" in line]
+    assert len(lines) == 1 and lines[0].startswith("gpu-idle: ERROR: cannot write the sweep's state folder: "), lines
+    assert f"holds 1 file(s) gpu-idle did not write ({RECORD})" in lines[0]
+    assert (night / RECORD).read_text() == "mine\n"
+
+    part = state / "history" / f"run_date={N2}" / "fleet.parquet"
+    part.write_bytes(part.read_bytes()[:100])   # truncated
+    got = CliRunner().invoke(main, ["sweep", "--state-dir", str(state), "--night", N2, "--report-only"])
+    assert got.exit_code == 1 and isinstance(got.exception, SystemExit), (got.output, got.exception)
+    lines = [line for line in got.output.splitlines() if "ERROR" in line or "Error" in line or "Traceback" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"gpu-idle: ERROR: {part}: night {N2}'s history file is damaged "
+                                                   "(not a readable Parquet file"), lines

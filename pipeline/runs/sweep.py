@@ -60,7 +60,8 @@ from ..io import (DATE_RE, FolderBusy, atomic_path, copy_file, current_night, da
 from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
                      refuse_foreign, stale_note, write_documents)
 from ..schema import NOT_ANALYSED
-from ..report.summary import NIGHT_COMPARISON, PRICING, ReportError, pricing_settings, vouched_folder
+from ..report.summary import (NIGHT_COMPARISON, PRICING, DamagedPart, ReportError, history_part, pricing_settings,
+                              vouched_folder)
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
@@ -584,7 +585,12 @@ def _rebuild(cfg: Config, state: str, night: str | None, not_written: dict | Non
     if night is None:
         raise FileNotFoundError(f"{state}: every night in the sweep history is in the future ({', '.join(nights)}); "
                                 "--night names one")
-    fleet = pd.read_parquet(os.path.join(state, "history", f"run_date={night}", "fleet.parquet"))
+    part = os.path.join(state, "history", f"run_date={night}", "fleet.parquet")
+    try:   # the night's own history file, read as the trend reads every part: a damaged one is named, no traceback
+        fleet = history_part(part)
+    except DamagedPart as exc:
+        raise FileNotFoundError(f"{part}: night {night}'s history file is damaged ({exc}): nothing rebuilt; run the "
+                                f"sweep for that night again (gpu-idle sweep --night {night} --force ...)") from None
     store = ResultStore(state)
     rosters: dict = {}
     chash, code = config_hash(cfg), code_digest()
