@@ -81,8 +81,10 @@ class Progress:
             from tqdm import tqdm
 
             try:
+                # position 0 always: a bar opened while another is (the GPUs of the one report of a run) draws on
+                # the same line, never moving the cursor up over the other's (tqdm's ESC [A for nested bars)
                 self._bar = tqdm(total=self.total, unit=" " + what, file=self.stream, desc="gpu-idle",
-                                 dynamic_ncols=True, leave=True)
+                                 dynamic_ncols=True, leave=True, position=0)
             except (OSError, ValueError):
                 self._silent = True
         else:

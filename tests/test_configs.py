@@ -254,8 +254,9 @@ def test_terminal_table_shows_the_most_expensive_gpus_of_a_large_fleet():
 
 
 def test_terminal_table_puts_toy_and_low_captures_after_the_trusted_ones():
-    """A toy capture at an assumed rate never heads the table: trusted GPUs (tier medium/high) first, each
-    group most expensive first (docs/outputs.md#the-printed-table)."""
+    """A toy capture at an assumed rate never heads the table: trusted GPUs (tier medium/high) first, then low,
+    then toy (issue 45 point 7: order by tier, then dollars), each group most expensive first
+    (docs/outputs.md#the-printed-table)."""
     from pipeline.cli import format_fleet
 
     fleet = _printed_fleet(4)
@@ -264,4 +265,4 @@ def test_terminal_table_puts_toy_and_low_captures_after_the_trusted_ones():
     fleet["low_confidence"] = [True, False, True, False]
     lines = format_fleet(fleet).splitlines()[1:5]
     assert [line.split()[:2] for line in lines] == [["$40.00", "medium"], ["$10.00", "high"],
-                                                    ["$2,882.33", "toy"], ["$500.00", "low"]]
+                                                    ["$500.00", "low"], ["$2,882.33", "toy"]]

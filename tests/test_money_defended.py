@@ -146,10 +146,10 @@ def test_no_trusted_gpu_reads_none(kineto):
     assert 'data-usd=""' in card
     # $8,724.68 before issue 41, when the mi250 GPU's $2,882.33 was priced at the assumed H100 rate: now unpriced
     assert _text(card).strip() == ("Of it, on trusted captures none none of the GPUs is on a trusted capture (tier "
-                                   "medium or high); apart: $5,842.35 on 6 toy or low-confidence GPU(s) (1 unpriced) "
+                                   "medium or high); apart: $5,842.35 on 6 toy or low-confidence GPU(s) (1 unpriced, not in it) "
                                    "(toy 1, low 5)")
     assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $5,842.35/month on 6 GPU(s) "
-            "of tier toy (1) or low (5), 1 unpriced.") in kineto["md"]
+            "of tier toy (1) or low (5), 1 of them unpriced, not in it.") in kineto["md"]
     assert "$0.00" not in card
 
 
@@ -177,13 +177,14 @@ def test_printed_total_gives_the_trusted_split(kineto):
     lines = kineto["printed"].splitlines()
     at = next(i for i, ln in enumerate(lines) if "GPU(s) in the fleet table" in ln)
     assert lines[at] == "6 GPU(s) in the fleet table, 0 report(s) failed; fleet idle cost $5,842.35/month"
-    said = " ".join(ln.strip() for ln in lines[at + 1:at + 4])
+    split_at = next(i for i in range(at + 1, len(lines)) if lines[i].strip().startswith("None of the GPUs"))
+    said = " ".join(ln.strip() for ln in lines[at + 1:split_at])
     assert said == ("of which $3,168.17 at assumed rates (2 GPU(s)); 1 GPU(s) unpriced, not in it (AMD Radeon Graphics "
                     f"(1)); {HOW_TO_PRICE}")
-    split = " ".join(ln.strip() for ln in lines[at + 4:at + 6])
+    split = " ".join(ln.strip() for ln in lines[split_at:split_at + 2])
     assert split == ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $5,842.35/month on "
-                     "6 GPU(s) of tier toy (1) or low (5), 1 unpriced.")
-    assert all(len(ln) <= 120 for ln in lines[at:at + 6])
+                     "6 GPU(s) of tier toy (1) or low (5), 1 of them unpriced, not in it.")
+    assert all(len(ln) <= 120 for ln in lines[at:split_at + 2])
 
 
 def test_printed_trusted_line_with_trusted_gpus():
