@@ -14,3 +14,9 @@ def row_groups(codes: np.ndarray) -> list[np.ndarray]:
     small = codes.astype(np.int16) if codes.min() >= -2**15 and codes.max() < 2**15 else codes
     order = np.argsort(small, kind="stable")
     return np.split(order, np.flatnonzero(np.diff(small[order])) + 1)
+
+
+def pair_keys(high, low) -> np.ndarray:
+    """One int64 key per (``high``, ``low``) pair of ids, ``low`` taken as 32 bits: (process, correlationId),
+    correlationIds being per process; (process, thread)."""
+    return (np.asarray(high, dtype=np.int64) << 32) | (np.asarray(low, dtype=np.int64) & 0xFFFFFFFF)

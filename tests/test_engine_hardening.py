@@ -308,6 +308,29 @@ def descendants(proc: psutil.Process) -> dict:
         return {}
 
 
+def watched(parent: psutil.Process, seen: dict) -> list:
+    """``seen`` (pid -> process) with ``parent``'s descendants now added: every process the run started so far."""
+    seen.update(descendants(parent))
+    return list(seen.values())
+
+
+def until_a_worker_is_busy(proc, found) -> None:
+    """Wait, at most :data:`HUNG_S` and while ``proc`` runs, until one of the processes ``found()`` gives has
+    spent a second of user CPU (a worker got to the analysis); AssertionError when none did."""
+    def cpu(p) -> float:
+        try:
+            return p.cpu_times().user
+        except psutil.Error:   # gone between the listing and the reading
+            return 0.0
+
+    deadline = time.monotonic() + HUNG_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(cpu(p) > 1.0 for p in found()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("no worker got to the analysis")
+
+
 def alive(processes) -> list[int]:
     out = []
     for p in processes:
@@ -337,13 +360,7 @@ def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, comma
     parent = psutil.Process(proc.pid)
     seen: dict = {}
     try:
-        deadline = time.monotonic() + HUNG_S
-        busy = False
-        while not busy and time.monotonic() < deadline and proc.poll() is None:
-            seen.update(descendants(parent))
-            busy = any(p.cpu_times().user > 1.0 for p in seen.values() if alive([p]))
-            time.sleep(0.1)
-        assert busy, "no worker got to the analysis"
+        until_a_worker_is_busy(proc, lambda: watched(parent, seen))
         seen.update(descendants(parent))
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=HUNG_S)
@@ -555,13 +572,7 @@ def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports,
     parent = psutil.Process(proc.pid)
     seen: dict = {}
     try:
-        deadline = time.monotonic() + HUNG_S
-        busy = False
-        while not busy and time.monotonic() < deadline and proc.poll() is None:
-            seen.update(descendants(parent))
-            busy = any(p.cpu_times().user > 1.0 for p in seen.values() if alive([p]))
-            time.sleep(0.1)
-        assert busy, "no worker got to the analysis"
+        until_a_worker_is_busy(proc, lambda: watched(parent, seen))
         start = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=HUNG_S)
@@ -600,13 +611,7 @@ def test_a_scheduler_killed_mid_run_is_one_error_line_and_rows(tmp_path, reports
         run = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *reports, "--out", str(tmp_path / "out"),
                                 "--no-cache", "--scheduler", address, "--config", str(config)], cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + HUNG_S
-        busy = False
-        while not busy and time.monotonic() < deadline and run.poll() is None:
-            every = [w for p in workers for w in [p, *descendants(p).values()]]
-            busy = any(w.cpu_times().user > 1.0 for w in every if alive([w]))
-            time.sleep(0.1)
-        assert busy, "no worker got to the analysis"
+        until_a_worker_is_busy(run, lambda: [w for p in workers for w in [p, *descendants(p).values()]])
         os.killpg(procs[0].pid, signum)
         stdout, stderr = run.communicate(timeout=HUNG_S)
     finally:

@@ -246,17 +246,23 @@ _MEASURE = """<script>(function () {
 })();</script>"""
 
 
-def _layout(page: Path, width: int, tmp: Path) -> dict:
-    """What :data:`_MEASURE` finds in ``page`` loaded in real Chromium in a ``width`` x 900 window."""
+def _measured(page: Path, width: int, tmp: Path, script: str, what: str) -> dict:
+    """What ``script`` (one of the measuring scripts here, which leaves its JSON in ``<pre id="<what>-measured">``)
+    finds in ``page`` loaded in real Chromium in a ``width`` x 900 window (the page's CSP taken out so it runs)."""
     text = page.read_text(encoding="utf-8")
-    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text).replace("</body>", _MEASURE + "</body>")
-    copy = page.with_name(f"measured-{width}-{page.name}")
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text).replace("</body>", script + "</body>")
+    copy = page.with_name(f"{what}-{width}-{page.name}")
     copy.write_text(text, encoding="utf-8")
     try:
-        dom = chromium_load(copy, tmp / f"{page.stem}-{width}.png", f"{width},900")
+        dom = chromium_load(copy, tmp / f"{page.parent.name}-{page.stem}-{width}-{what}.png", f"{width},900")
     finally:
         copy.unlink()
-    return json.loads(html.unescape(re.search(r'<pre id="layout-measured">(.*?)</pre>', dom, re.S).group(1)))
+    return json.loads(html.unescape(re.search(rf'<pre id="{what}-measured">(.*?)</pre>', dom, re.S).group(1)))
+
+
+def _layout(page: Path, width: int, tmp: Path) -> dict:
+    """What :data:`_MEASURE` finds in ``page`` (:func:`_measured`)."""
+    return _measured(page, width, tmp, _MEASURE, "layout")
 
 
 @pytest.mark.needs_chromium
@@ -374,16 +380,8 @@ def real_reports(tmp_path_factory, profiles):
 
 
 def _contrast(page: Path, width: int, tmp: Path) -> dict:
-    """What :data:`_CONTRAST` finds in ``page`` loaded in real Chromium in a ``width`` x 900 window."""
-    text = page.read_text(encoding="utf-8")
-    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text).replace("</body>", _CONTRAST + "</body>")
-    copy = page.with_name(f"contrast-{width}-{page.name}")
-    copy.write_text(text, encoding="utf-8")
-    try:
-        dom = chromium_load(copy, tmp / f"{page.parent.name}-{page.stem}-{width}.png", f"{width},900")
-    finally:
-        copy.unlink()
-    return json.loads(html.unescape(re.search(r'<pre id="contrast-measured">(.*?)</pre>', dom, re.S).group(1)))
+    """What :data:`_CONTRAST` finds in ``page`` (:func:`_measured`)."""
+    return _measured(page, width, tmp, _CONTRAST, "contrast")
 
 
 @pytest.mark.needs_chromium

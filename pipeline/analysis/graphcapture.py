@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..arrays import pair_keys
 from ..model import RowWarning, WarningCode
 
 #: CUDA runtime and driver API calls that launch kernels (names normalised: no ``_v…``/``_ptsz`` suffix),
@@ -103,10 +104,6 @@ def ranges(runtime) -> dict[str, np.ndarray]:
     return {"pid": cols[:, 0], "tid": cols[:, 1], "start": cols[:, 2], "end": cols[:, 3]}
 
 
-def _thread_keys(pid, tid) -> np.ndarray:
-    return (np.asarray(pid, dtype=np.int64) << 32) ^ (np.asarray(tid, dtype=np.int64) & 0xFFFFFFFF)
-
-
 def overlapping(pid, tid, start, end, found: dict) -> np.ndarray:
     """Which items (``pid``, ``tid``, ``start``, ``end``: int arrays, [start, end) or a point when
     ``end`` is ``start``) meet a capture range of their own thread (``found``: :func:`ranges`): the item
@@ -116,8 +113,8 @@ def overlapping(pid, tid, start, end, found: dict) -> np.ndarray:
     if not found["start"].size or not start.size:
         return hit
     end = np.asarray(end, dtype=np.int64)
-    keys = _thread_keys(pid, tid)
-    range_keys = _thread_keys(found["pid"], found["tid"])
+    keys = pair_keys(pid, tid)
+    range_keys = pair_keys(found["pid"], found["tid"])
     for key in np.unique(range_keys).tolist():
         mine = np.flatnonzero(keys == key)
         if not mine.size:
@@ -154,11 +151,8 @@ def phase_end(found: dict, c0: int, c1: int) -> int | None:
     """The end of a GPU's graph-capture start-up: the end of the last capture range (``found``:
     :func:`ranges`, any thread of its processes) that overlaps its kernels' span [c0, c1), clipped to
     ``c1``; None when none does (docs/definitions.md#graph-capture)."""
-    s, e = found["start"], found["end"]
-    meets = (s < c1) & (e > c0)
-    if not meets.any():
-        return None
-    return int(min(int(e[meets].max()), c1))
+    ends = meeting(found, c0, c1)["end"]
+    return int(min(int(ends.max()), c1)) if ends.size else None
 
 
 def meeting(found: dict, c0: int, c1: int) -> dict:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.graphcapture import LAUNCH_APIS, captured, name_mask
+from ..arrays import pair_keys
 from ..model import OVERHEAD_COLUMNS, UNTRACED_COLUMNS, no_overhead, no_untraced
 from .processes import pid_of
 from .sqlite import read_frame
@@ -75,11 +76,6 @@ def _next_record_start(corr: np.ndarray, start: np.ndarray, after: np.ndarray) -
     first[1:] = corr[1:] != corr[:-1]
     corr, start = corr[first], start[first]   # the earliest record of each correlationId
     return start[np.searchsorted(corr, after, side="right")]
-
-
-def correlation_keys(pid, corr) -> np.ndarray:
-    """One int64 key per (process, correlationId): correlationIds are per process (32 bits)."""
-    return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(corr, dtype=np.int64) & 0xFFFFFFFF)
 
 
 #: A process's correlationIds are looked up in a bitmap over their range when all the ranges together
@@ -147,8 +143,8 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     if bitmap:
         return lost
     rows = np.flatnonzero(lost)
-    keys = np.sort(correlation_keys(w_pid, w_corr))
-    wanted = correlation_keys(call_pid[rows], call_corr[rows])
+    keys = np.sort(pair_keys(w_pid, w_corr))
+    wanted = pair_keys(call_pid[rows], call_corr[rows])
     order = np.argsort(wanted, kind="stable")
     at = np.minimum(np.searchsorted(keys, wanted[order]), keys.size - 1)
     lost[rows[order]] = keys[at] != wanted[order]

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ..arrays import pair_keys
 from ..model import GRAPH_TRACE_MODE, RowWarning, WarningCode
-from .caveats import correlation_keys
 from .columns import categorical
 from .integrity import untimed
 from .processes import pid_column, pid_of
@@ -120,7 +120,7 @@ def counted_once(kernels: pd.DataFrame) -> pd.DataFrame:
     if not graph.any():
         return kernels
     corr = kernels["correlation_id"].to_numpy(np.int64)
-    keys = correlation_keys(kernels["pid"].to_numpy(np.int64), corr)
+    keys = pair_keys(kernels["pid"].to_numpy(np.int64), corr)
     twice = graph & (corr != 0) & np.isin(keys, keys[~graph & (corr != 0)])
     if not twice.any():
         return kernels
