@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 from distributed import Client
 
+from suite_costs import add_costs_option, pytest_runtest_protocol, pytest_terminal_summary  # noqa: F401 (hooks)
+
 REPO = Path(__file__).resolve().parents[1]
 # Keep the tests' caches out of the user's ~/.cache (inherited by every CLI run below).
 _CACHE_ROOT = tempfile.mkdtemp(prefix="gpu-idle-tests-")
@@ -42,6 +44,7 @@ def pytest_addoption(parser):
                      help="skip the tests that need system packages (markers " + ", ".join(SYSTEM_NEEDS) + ")")
     parser.addoption("--list-system-needs", action="store_true",
                      help="print, for every collected test, its needs_* markers and the needs found from its code")
+    add_costs_option(parser)
 
 
 def _names(code, seen: set) -> set:
