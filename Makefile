@@ -20,7 +20,7 @@ NIGHTLY ?= configs/nightly.yaml
 NIGHT ?=
 SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT),--night $(NIGHT))
 
-.PHONY: setup run examples test check system-note clean nsys chromium slurm k8s-schemas sweep rerun report bench \
+.PHONY: setup run examples test check check-changed system-note clean nsys chromium slurm k8s-schemas sweep rerun report bench \
 	bench-hta bench-quick
 
 setup: $(STAMP)
@@ -62,8 +62,10 @@ CHROMIUM_PACKAGES := chromium
 SLURM_PACKAGES := slurm-wlm munge
 APT_INSTALL := bash scripts/apt_install.sh
 
+# TEST_WORKERS processes (pytest-xdist, one module per process); the run ends with its wall and CPU time.
+TEST_WORKERS ?= 2
 test: system-note $(STAMP) nsys chromium slurm k8s-schemas
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python scripts/timed.py "make test" -- $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 system-note:
 	@echo "make test: installs the system packages $(CHROMIUM_PACKAGES) $(SLURM_PACKAGES) with apt-get when missing" \
@@ -81,8 +83,15 @@ CHECK_WORKERS ?= 2
 CHECK_ARGS ?=
 BENCH_QUICK ?= $(if $(strip $(CHECK_ARGS)),0,1)
 check: $(STAMP) k8s-schemas
-	$(BIN)/python -m pytest --quick -n $(CHECK_WORKERS) --dist loadscope $(CHECK_ARGS)
+	$(BIN)/python scripts/timed.py "make check" -- $(BIN)/python -m pytest --quick -n $(CHECK_WORKERS) --dist loadscope $(CHECK_ARGS)
 	@if [ "$(BENCH_QUICK)" = 1 ]; then $(BIN)/python bench/quick.py $(BENCH_QUICK_ARGS); fi
+
+# The minute-by-minute loop (issue 43): only the tests that ran code the working tree changed since the last
+# check-changed (pytest-testmon: it records which lines of pipeline/ and tests/ each test ran, in
+# .testmondata). The first run, or one after a dependency changed, runs every test. A test that reaches the
+# changed code only through a `gpu-idle` process of its own is not selected: `make check` runs it.
+check-changed: $(STAMP)
+	$(BIN)/python scripts/timed.py "make check-changed" -- $(BIN)/python -m pytest --quick --testmon -n $(CHECK_WORKERS) $(CHECK_ARGS)
 
 # Issue 44's guard (under 30 s on an idle machine; the 400k-kernel export is generated once into bench/data/):
 # `gpu-idle run` on a generated 400k-kernel export and on each export of ../shared/profiles, and the

@@ -91,6 +91,7 @@ def test_plain(tmp_path):
 def planted(tmp_path: Path) -> Path:
     """A folder with the suite's conftest and pytest settings and a test file of planted cases."""
     shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(REPO / "tests" / "suite_costs.py", tmp_path / "suite_costs.py")  # the conftest imports its hooks
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "test_planted.py").write_text(PLANTED, encoding="utf-8")
     return tmp_path
