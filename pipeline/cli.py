@@ -706,9 +706,8 @@ for _command in main.commands.values():  # every command's --help ends with the 
 
 
 def entry() -> None:
-    """The ``gpu-idle`` command (console script and ``python -m pipeline.cli``): :func:`main`, then
-    :func:`end_process` with its exit status. Tests that call :func:`main` in-process (click's
-    ``CliRunner``) keep the normal interpreter exit.
+    """The ``gpu-idle`` command (console script and ``python -m pipeline.cli``): :func:`run_command`, then
+    :func:`end_process` with its exit status.
 
     SIGINT ends it with exit status 130, SIGTERM with 143 (:data:`EXIT_STATUSES`), after the cluster
     it started is closed and its worker processes have ended (:mod:`pipeline.interrupts`).
@@ -720,17 +719,36 @@ def entry() -> None:
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     interrupts.install()
-    printable_diagnostics()
     try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
+        code = run_command()
     except interrupts.Interrupted as exc:
         echo(f"gpu-idle: interrupted by {exc.name}: stopped, exit status {exc.status} "
              "(the outputs of this run may be incomplete; run it again)", err=True)
         end_process(exc.status, wait_for_threads=False)
     end_process(code)
+
+
+def run_command(args: list[str] | None = None):
+    """:func:`main` on ``args`` (None: the command line) as the ``gpu-idle`` process runs it, without its
+    signal handlers and its exit: returns the exit code (``SystemExit`` semantics: None, an int or a text,
+    as :func:`end_process` takes it). Tests call it in their own process (tests/conftest.py ``run_cli``)."""
+    printable_diagnostics()
+    try:
+        main.main(args, prog_name="gpu-idle")
+    except SystemExit as exc:
+        return exc.code
+    return 0
+
+
+def exit_status(code) -> int:
+    """The exit status of ``code`` (``SystemExit`` semantics): None is 0, an int itself, a text is printed
+    to stderr and gives 1."""
+    if code is None:
+        return 0
+    if not isinstance(code, int):
+        print(code, file=sys.stderr)
+        return 1
+    return code
 
 
 def end_process(code, wait_for_threads: bool = True) -> None:
@@ -748,11 +766,7 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     import logging
     import threading
 
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
+    code = exit_status(code)
     if wait_for_threads and threading.active_count() > 1:
         raise SystemExit(code)
     logging.shutdown()

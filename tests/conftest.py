@@ -82,7 +82,15 @@ def found_needs(item) -> set[str]:
 
 def pytest_collection_modifyitems(config, items):
     """``--quick``: the tests marked with a :data:`SYSTEM_NEEDS` marker are skipped, the reason naming
-    what they need. ``--list-system-needs``: print ``nodeid<TAB>markers<TAB>found needs`` per test."""
+    what they need, and the tests marked ``slow`` (a whole end-to-end run: several processes, nights or a
+    cluster) are left out, counted on one line at the end. ``--list-system-needs``: print
+    ``nodeid<TAB>markers<TAB>found needs`` per test."""
+    if config.getoption("--quick"):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
+            config.stash[SLOW_LEFT_OUT] = len(slow)
     for item in items:
         marks = sorted(m for m in SYSTEM_NEEDS if item.get_closest_marker(m))
         if config.getoption("--list-system-needs"):
@@ -90,6 +98,35 @@ def pytest_collection_modifyitems(config, items):
         if config.getoption("--quick") and marks:
             why = "; ".join(SYSTEM_NEEDS[m][2] for m in marks)
             item.add_marker(pytest.mark.skip(reason=f"make check: needs {why}; `make test` runs it"))
+
+
+SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its count goes to the controller
+        session.config.workeroutput["slow_left_out"] = session.config.stash.get(SLOW_LEFT_OUT, 0)
+
+
+class SlowCount:
+    """xdist's controller (registered only when xdist is loaded: its hook is unknown otherwise)."""
+
+    @staticmethod
+    def pytest_testnodedown(node, error):
+        """Every worker collected the same tests: keep one worker's count of the slow ones left out."""
+        count = getattr(node, "workeroutput", {}).get("slow_left_out", 0)
+        node.config.stash[SLOW_LEFT_OUT] = max(count, node.config.stash.get(SLOW_LEFT_OUT, 0))
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(SlowCount())
+
+
+def slow_left_out_line(config) -> str | None:
+    left_out = config.stash.get(SLOW_LEFT_OUT, 0)
+    return (f"make check: {left_out} tests marked slow (1.5 CPU-s or more each: whole end-to-end runs) left out; `make test` runs them"
+            if left_out and not hasattr(config, "workerinput") else None)
 
 
 #: Why a GPU names no model: an Nsight export without a GPU table, a trace without deviceProperties.
@@ -121,16 +158,90 @@ def without_model_warning(warnings: str, note: str = EXPORT_NAMES_NO_GPU, model:
     raise AssertionError(f"{text!r} is not a whole entry of {warnings!r}")
 
 
-def run_cli(*args: str, check: bool = True, env: dict | None = None, timeout: float = 600,
-            preexec_fn=None) -> subprocess.CompletedProcess:
-    """Run ``gpu-idle`` as a real process (``python -m pipeline.cli``); ``timeout`` (s): raise
-    ``subprocess.TimeoutExpired`` (the process is killed) instead of waiting longer; ``preexec_fn``:
-    called in the child before it runs Python (e.g. to drop privileges)."""
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=timeout, preexec_fn=preexec_fn)
+#: ``GPU_IDLE_TEST_PROCESSES=1``: every :func:`run_cli` starts a real ``gpu-idle`` process, as the suite did
+#: before issue 43 (a check that running in the test's process changes no outcome).
+ALWAYS_A_PROCESS = os.environ.get("GPU_IDLE_TEST_PROCESSES") == "1"
+
+
+def run_cli(*args: str, check: bool = True, env: dict | None = None, timeout: float | None = None,
+            preexec_fn=None, process: bool = False) -> subprocess.CompletedProcess:
+    """Run the ``gpu-idle`` command on ``args`` (from the repository's folder, ``env`` added to the
+    environment) and return its exit status, stdout and stderr as a ``CompletedProcess``; ``check``: raise
+    AssertionError unless it exits 0.
+
+    By default it runs in this process (:func:`in_process`: what the command computes, writes, prints and
+    its exit status, without the 0.5-1 CPU-s of a new interpreter importing pandas, pyarrow and Dask). A real
+    process (``python -m pipeline.cli``) when the behaviour needs one: ``process=True`` (signals, locks
+    between processes, the process's own exit), a ``timeout`` (s: raise ``subprocess.TimeoutExpired``, the
+    process killed, instead of waiting longer: a test of a hang), a ``preexec_fn`` (called in the child
+    before it runs Python, e.g. to drop privileges), or ``GPU_IDLE_TEST_PROCESSES=1``."""
+    if process or timeout is not None or preexec_fn is not None or ALWAYS_A_PROCESS:
+        proc = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, capture_output=True,
+                              text=True, env={**os.environ, **(env or {})}, timeout=timeout or 600,
+                              preexec_fn=preexec_fn)
+    else:
+        proc = in_process(list(args), env or {})
     if check and proc.returncode != 0:
         raise AssertionError(f"gpu-idle {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def wait_until_group_gone(pgid: int, timeout_s: float = 30.0) -> None:
+    """Wait until no process of the process group ``pgid`` is left (a killed ``gpu-idle`` and the worker
+    processes it forked, which hold its open files, its folder lock among them, until they are gone)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes of group {pgid} still running {timeout_s:g} s after the kill")
+        time.sleep(0.02)
+
+
+def in_process(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    """``gpu-idle ARGS`` in this process, as the process would run it (:func:`pipeline.cli.run_command`, then
+    its exit status as :func:`pipeline.cli.end_process` gives it): from the repository's folder, ``env``
+    set for the call (click's ``CliRunner.isolation``), stdout and stderr captured as text with universal
+    newlines (as ``subprocess.run(text=True)`` reads them), log lines included (the handlers that wrote to
+    stderr write to the captured one for the call); an exception the command lets out is printed to stderr
+    as the interpreter would, exit status 1."""
+    import logging
+    import traceback
+
+    from click.testing import CliRunner
+
+    from pipeline.cli import exit_status, run_command
+
+    here, before = os.getcwd(), sys.stderr
+    with CliRunner().isolation(env=env) as (out, err, _):
+        handlers = [h for lg in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+                    for h in getattr(lg, "handlers", ()) if isinstance(h, logging.StreamHandler)
+                    and getattr(h, "stream", None) in (before, sys.__stderr__)]
+        streams = [h.setStream(sys.stderr) for h in handlers]
+        # As in the process, whose root logger has no handler: a warning of a logger without one reaches
+        # stderr through logging's last resort (not pytest's capture handlers on the root logger).
+        root = logging.getLogger()
+        root_handlers, root.handlers = root.handlers, []
+        os.chdir(REPO)
+        try:
+            try:
+                code = run_command(args)
+            except Exception:  # noqa: BLE001 - what the interpreter does with it: a traceback, exit status 1
+                traceback.print_exc()
+                code = 1
+            code = exit_status(code)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.chdir(here)
+            root.handlers = root_handlers
+            for handler, stream in zip(handlers, streams):
+                handler.setStream(stream)
+        stdout, stderr = (stream.getvalue().decode() for stream in (out, err))
+    newlines = lambda text: text.replace("\r\n", "\n").replace("\r", "\n")  # noqa: E731
+    return subprocess.CompletedProcess(["gpu-idle", *args], code, newlines(stdout), newlines(stderr))
 
 
 @pytest.fixture(scope="session")

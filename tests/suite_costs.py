@@ -23,11 +23,19 @@ def cpu_seconds() -> float:
 
 
 def checks(item) -> str:
-    """The first sentence of the test's docstring: what it checks."""
+    """What the test checks: its docstring's first sentence (at most 200 characters), else its name in words."""
     doc = (getattr(getattr(item, "function", None), "__doc__", None) or "").strip()
     first = " ".join(doc.split("\n\n")[0].split())
     end = first.find(". ")
-    return first if end < 0 else first[:end + 1]
+    first = first if end < 0 else first[:end + 1]
+    if not first:
+        first = getattr(item, "originalname", item.name).removeprefix("test_").replace("_", " ")
+    return first if len(first) <= 200 else first[:199] + "…"
+
+
+def marks(item) -> list[str]:
+    """The test's markers that say why `make check` leaves it out (``needs_*``, ``slow``)."""
+    return sorted({m.name for m in item.iter_markers() if m.name.startswith("needs_") or m.name == "slow"})
 
 
 def add_costs_option(parser) -> None:
@@ -46,7 +54,7 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     record = {"test": item.nodeid, "module": item.nodeid.split("::")[0],
               "wall_s": round(time.perf_counter() - wall, 3), "cpu_s": round(cpu_seconds() - cpu, 3),
-              "checks": checks(item)}
+              "checks": checks(item), "marks": marks(item)}
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(record) + "\n").encode())
@@ -71,6 +79,11 @@ def by_module(records: list[dict]) -> list[tuple[str, int, float, float]]:
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    from conftest import slow_left_out_line
+
+    line = slow_left_out_line(config)
+    if line:
+        terminalreporter.write_line(line)
     path = config.getoption("--costs")
     if not path or hasattr(config, "workerinput") or not os.path.exists(path):
         return

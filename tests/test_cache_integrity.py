@@ -45,10 +45,11 @@ def report(tmp_path_factory) -> Path:
     return path
 
 
-def run(inputs, out, cache, *extra, check=True) -> subprocess.CompletedProcess:
+def run(inputs, out, cache, *extra, check=True, process=False) -> subprocess.CompletedProcess:
+    """``gpu-idle run`` in this process (``process``: a real one, whose stderr also holds its Dask workers')."""
     inputs = inputs if isinstance(inputs, list) else [inputs]
     return run_cli("run", *map(str, inputs), "--out", str(out), "--workers", "1", *extra, check=check,
-                   env={"GPU_IDLE_CACHE": str(cache)})
+                   env={"GPU_IDLE_CACHE": str(cache)}, process=process)
 
 
 def fleet(out) -> pd.DataFrame:
@@ -149,6 +150,7 @@ CHANGES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_changed_column_entry_is_rebuilt_and_gives_the_true_numbers(report, tmp_path, change):
     cache = tmp_path / "cache"
@@ -178,6 +180,7 @@ def test_changed_entry_of_a_pytorch_trace_is_rebuilt(tmp_path):
     assert len(notes(second)) == 1
 
 
+@pytest.mark.slow
 def test_changed_entries_on_a_local_cluster_are_rebuilt(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()
@@ -187,7 +190,7 @@ def test_changed_entries_on_a_local_cluster_are_rebuilt(tmp_path):
     run(folder, tmp_path / "first", cache)
     for entry in entries(cache):
         rewrite_parquet(entry / "kernels.parquet", cover_the_gpu)
-    second = run(folder, tmp_path / "second", cache, *NEW_CONFIG)
+    second = run(folder, tmp_path / "second", cache, *NEW_CONFIG, process=True)
     assert "dask:" in second.stdout  # two reports: analysed on the workers
     assert_same_fleet(fleet(tmp_path / "second"), truth(folder, tmp_path, *NEW_CONFIG))
     assert len(notes(second)) == 2, second.stderr  # said by the workers, on the run's stderr
@@ -212,6 +215,7 @@ def _other_table(entry: Path) -> None:
 SCHEMAS = {"renamed-column": _renamed_column, "text-times": _text_times, "other-table": _other_table}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schema", sorted(SCHEMAS))
 def test_wrong_schema_in_a_column_entry_is_a_miss_not_a_failure(report, tmp_path, schema):
     cache = tmp_path / "cache"
@@ -293,6 +297,7 @@ def test_changed_staged_copy_of_a_remote_report_is_downloaded_again(s3, profiles
 
 # -- (d) stored results --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_result_of_an_entry_that_later_holds_other_content_is_not_served(report, tmp_path):
     """The issue's sequence: a changed entry gives a result that is stored; the entry is restored; the
     stored result must not be served. The change here is one the checksum cannot see (the entry's
@@ -342,6 +347,7 @@ def _no_result_checksum(cache) -> None:
             other.unlink()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [_idle_pct_changed, _roster_changed, _no_result_checksum],
                          ids=["fleet-row", "roster", "no-checksum"])
 def test_changed_stored_result_is_not_served(report, tmp_path, change):
@@ -492,6 +498,7 @@ def test_a_frame_from_another_entry_with_checksums_rewritten_is_a_miss(tmp_path,
     assert "kernels.parquet" in said and "renamed or swapped" in said
 
 
+@pytest.mark.slow
 def test_swapped_entries_give_each_run_its_own_reports_numbers(tmp_path):
     """Through ``gpu-idle run``: the swapped entry's numbers are neither shown nor stored."""
     a, b = _two_exports(tmp_path)

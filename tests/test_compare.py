@@ -143,6 +143,7 @@ def _kept_extents(folder: Path, dev: int) -> list:
     return [(n, s, e, lengths[n]) for n, s, e, status in timeline["iteration_extents"] if status == "kept"]
 
 
+@pytest.mark.slow
 def test_two_trim_windows_of_a_real_export(tmp_path):
     """The halves of the periodic window of GPU 0 (iterations 1-7 and 8-14), each a --trim run. A trim window counts
     the stable iterations inside it only: of the iterations the untrimmed run keeps (its stored extents), those whose
@@ -306,6 +307,7 @@ def test_the_text_print_names_failed_reports_and_unpaired_jobs(tmp_path):
             "them)") in lines
 
 
+@pytest.mark.slow
 def test_pytorch_traces(tmp_path):
     """A trace against itself: comparable (NVTX ProfilerStep iterations), every delta zero. Two ranks of one
     job, one GPU each on devices 0 and 1: paired by process order; their windows are spans (no stable
@@ -357,6 +359,7 @@ def test_a_side_whose_reports_are_gone_fails_the_kernel_check_saying_why(tmp_pat
     assert "deltas" not in job
 
 
+@pytest.mark.slow
 def test_a_sweep_state_folder_is_a_side(tmp_path):
     """A sweep's latest night against a run folder: its stored results are read, nothing is run for it."""
     for sub in ("in", "after"):
@@ -374,6 +377,7 @@ def test_a_sweep_state_folder_is_a_side(tmp_path):
     assert proc.stdout.splitlines()[0] == "train: comparable"
 
 
+@pytest.mark.slow
 def test_the_output_folder_keeps_what_gpu_idle_did_not_write(tmp_path):
     """A second comparison into the same folder replaces the first's files (and removes its record of a job
     no longer compared); a compare.csv of someone else's is never overwritten: exit 2, nothing written."""
@@ -462,6 +466,7 @@ def test_a_report_profiled_again_under_the_same_name_is_not_read_for_the_earlier
     assert doc["jobs"][0]["verdict"]["comparable"]
 
 
+@pytest.mark.slow
 def test_the_sweep_compares_a_changed_job_with_its_last_earlier_night(tmp_path):
     """Night 1 profiles job ``train`` before the fix, night 2 after it (a new capture in a new folder): night 2
     holds the comparison (the planted deltas) and its report links it; night 1 has none, and a third night
@@ -512,6 +517,7 @@ def test_a_side_that_does_not_exist_or_holds_no_report_is_an_error_and_nothing_i
         assert proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_without_out_the_comparison_is_printed_and_nothing_is_written(tmp_path):
     """--format md (and text) without --out: two run folders are only read; reports are analysed into a
     temporary folder (TMPDIR) that is gone afterwards. On s4-merge --out was required (exit 2, "Missing option")."""
@@ -728,6 +734,7 @@ def test_out_may_not_be_a_run_folder(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "r").rglob("*")} == held
 
 
+@pytest.mark.slow
 def test_record_links_point_only_to_pages_that_exist(tmp_path):
     """A side whose run folder has GPU pages (``gpu-idle report`` wrote them) links them from records/; a side
     with none names its GPUs unlinked. The page names its definitions file in a sentence, no dead link. On
@@ -761,6 +768,7 @@ def test_the_md_is_short_and_plain(tmp_path):
         assert old not in proc.stdout
 
 
+@pytest.mark.slow
 def test_nothing_paired_is_said_and_the_kernel_figures_name_their_pair(tmp_path):
     """Two jobs a side, named after their files (a1, a2 / c1, c2): nothing pairs, and the print says why. Two
     GPUs whose after side renamed kernels: GPU 0 ran fwd 4 ms + bwd 3 ms, after a + bwd: shared bwd 3/7 =
@@ -888,6 +896,7 @@ def test_each_gpu_and_the_job_read_against_their_own_noise_floor(tmp_path):
     assert "(-" not in proc.stdout   # no hyphen for a minus anywhere in the md
 
 
+@pytest.mark.slow
 def test_a_pairing_without_ranks_is_warned_and_one_by_rank_is_not(tmp_path):
     """The planted pair names no rank: its GPUs pair by device ordinal, and every output says so with a warning. The
     same pair with a labels rule giving each report rank 0 pairs by rank: no warning anywhere. Two ranks of the
@@ -973,6 +982,7 @@ def test_signed_writes_the_minus_sign_and_no_sign_on_zero():
     assert signed(float("nan"), 2) == "-" and signed(None, 2) == "-"
 
 
+@pytest.mark.slow
 def test_compare_of_two_report_folders_finishes_every_time(tmp_path):
     """Issue 42 point 11: both sides name reports (two of them each, so each side starts its own LocalCluster in
     the one ``compare`` process), run five times, each within 120 s and the same comparison every time. Before,

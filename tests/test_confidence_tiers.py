@@ -225,6 +225,7 @@ def toy_beside_real(profiles, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_the_toy_does_not_lead_the_confident_list(toy_beside_real):
     """The toy is a toy (8,594,445 ns < 50 ms, 14 kernels < 50); the export's GPUs are medium (14 ≥ 5
     iterations, ≥ 200 ms, spread ≤ 50 %; not high: 14 < 20). The fleet's list: the export's entries first,
@@ -261,6 +262,7 @@ def test_the_toy_does_not_lead_the_confident_list(toy_beside_real):
     assert by_job == {"mi250_rocm_minitoy": 0.0, "train-2gpu-nccl": round(real["idle_usd_per_month"].sum(), 2)}
 
 
+@pytest.mark.slow
 def test_the_report_totals_the_trusted_first_and_shows_the_rest_apart(toy_beside_real):
     """The report's headline card: the trusted dollars (the export's two GPUs) and, apart, the toy's; the
     fix-first table's first row is trusted, and a row announces the entries set apart before the toy's."""
@@ -324,6 +326,7 @@ def real_run(profiles, tmp_path_factory):
     return root / "out"
 
 
+@pytest.mark.slow
 def test_on_the_real_inputs_the_tiers_differ(real_run):
     """Every row's tier as worked out above from what it rests on; the real inputs reach toy, low and medium, the
     serving trace beside them high; the fix-first list holds trusted entries (first) and entries apart. On main

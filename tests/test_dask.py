@@ -6,6 +6,7 @@ import time
 import warnings
 
 import pandas as pd
+import pytest
 from conftest import REPO, run_cli
 from distributed import Client, LocalCluster, get_task_stream
 
@@ -21,6 +22,7 @@ def _analyse_keys(stream) -> list[str]:
     return sorted({t["key"] for t in stream if str(t["key"]).startswith("analyse-")})
 
 
+@pytest.mark.slow
 def test_local_cluster_one_task_per_gpu(profiles, span_fleet):
     cfg = load_config([REPO / "configs" / "profiles.yaml"], {"analysis": {"window": "span"}})
     paths, problems = discover([str(profiles)])
@@ -35,6 +37,7 @@ def test_local_cluster_one_task_per_gpu(profiles, span_fleet):
     assert sorted(fleet["idle_ns"].astype(int)) == sorted(span_fleet["idle_ns"].astype(int))
 
 
+@pytest.mark.slow
 def test_external_scheduler_two_workers(dask_cluster, profiles, span_fleet, tmp_path):
     out = tmp_path / "out"
     with Client(dask_cluster) as client:
@@ -54,6 +57,7 @@ def test_external_scheduler_two_workers(dask_cluster, profiles, span_fleet, tmp_
     pd.testing.assert_frame_equal(fleet[cols].reset_index(drop=True), span_fleet[cols].reset_index(drop=True))
 
 
+@pytest.mark.slow
 def test_env_scheduler_address(dask_cluster, profiles, tmp_path):
     """DASK_SCHEDULER_ADDRESS sends the same graph to the running cluster."""
     proc = run_cli("run", str(profiles / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "o"),

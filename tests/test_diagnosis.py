@@ -170,6 +170,7 @@ def test_not_judged_and_archived(tmp_path):
     assert diagnosis.split(got)[1] == [got[1]]
 
 
+@pytest.mark.slow
 def test_diagnosis_shown_in_fix_first_record_and_gpu_page(tmp_path):
     # a real run and report: the data entry of fix_first.csv carries the copy-stream line; the medical record
     # and the GPU page show it
@@ -415,6 +416,7 @@ def test_entry_remedy_follows_the_rule_that_fired(tmp_path):
         "(generic: no diagnostic rule could be judged)")
 
 
+@pytest.mark.slow
 def test_what_a_fix_wins_back_reads_the_same_in_fix_first_record_and_gpu_page(tmp_path):
     # the export of the test above (span window): 8 of the 22 ms of data idle a copy stream could hide, 584.00 of
     # 1,606.00 USD/month. The fix-first report, the medical record and the GPU page say it in the same words.
@@ -552,6 +554,7 @@ def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
                                                             "fix its own idle first)")
 
 
+@pytest.mark.slow
 def test_an_archived_category_is_shown_apart_and_not_prescribed(tmp_path):
     # the regular sync export: 6 kept iterations over [BASE + 20, BASE + 140) ms = 120 ms, one 3 ms sync gap each:
     # sync 18 / 120 = 15.00 % of the window, the only idle. Under analysis.actionable_pct 20 it is archived: one

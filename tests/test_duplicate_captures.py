@@ -75,6 +75,7 @@ def test_capture_identity_is_the_capture_not_the_file(tmp_path):
     assert capture_identity(load_kineto(_trace(tmp_path / "u.json", seed=2))) != capture_identity(load_kineto(trace))
 
 
+@pytest.mark.slow
 def test_byte_identical_exports_are_analysed_once(tmp_path, capsys):
     folder = tmp_path / "in"
     folder.mkdir()

@@ -83,6 +83,7 @@ def run_in_process(inputs, out, **dask):
     return result, lines
 
 
+@pytest.mark.slow
 def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path, monkeypatch):
     """Per-report mode (6 reports on one worker of 2 threads): r3 kills whichever worker runs it. It becomes
     one error row saying the worker died and after how many attempts; every other report is analysed, r0
@@ -121,6 +122,7 @@ def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path
     assert len(list((tmp_path / "out" / "gpus").iterdir())) == 10
 
 
+@pytest.mark.slow
 def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_row(fleet, tmp_path, monkeypatch):
     """Per-GPU fan-out (2 reports on one worker of 2 threads): the analysis of one GPU of r1 kills its worker
     every time. That GPU gets the error row; the report's other GPU and the other report are analysed,
@@ -151,6 +153,7 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     only_the_culprits_gpu_failed(result.fleet, attempts, victim_report, victim_gpu)
 
 
+@pytest.mark.slow
 def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
     """Per-GPU fan-out (2 reports on one worker of 2 threads): r0 is being loaded on the worker at each death
     of one GPU analysis of r1, so the scheduler gives up r0's load with it; the engine runs r0 again alone
@@ -180,6 +183,7 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
     only_the_culprits_gpu_failed(result.fleet, attempts, victim_report, victim_gpu)
 
 
+@pytest.mark.slow
 def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp_path, monkeypatch):
     """Per-GPU fan-out (2 reports on one worker of 2 threads): one GPU of r0 is being planned at each death of
     one GPU analysis of r1, so the scheduler gives up that plan, and the analyses waiting for it, with the
@@ -249,6 +253,7 @@ def stop(procs) -> None:
         p.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_every_worker_gone_ends_the_run_with_rows_and_a_message(tmp_path):
     """A remote cluster whose only worker is killed (nanny and all) mid-run: within
     ``dask.no_workers_timeout_s`` the reports not done become error rows saying so, the outputs are
@@ -287,6 +292,7 @@ def test_every_worker_gone_ends_the_run_with_rows_and_a_message(tmp_path):
     assert set(table["report"]) == {str(p) for p in slow.glob("*.sqlite")}
 
 
+@pytest.mark.slow
 def test_a_cluster_that_cannot_start_workers_is_a_clear_message_and_rows(fleet, tmp_path):
     """A LocalCluster whose workers cannot start (here a worker preload that exits): every report is an error
     row naming the cause, stderr says the cluster could not start, exit status 1, within a bounded time."""

@@ -251,6 +251,7 @@ def test_a_peer_that_is_no_scheduler_is_one_line(tmp_path, reports, answer, expe
     assert proc.stdout.count(f"not analysed: ") == 2
 
 
+@pytest.mark.slow
 def test_tls_with_dask_s_certificates_runs(tmp_path, reports):
     """tls:// is accepted when Dask's configuration names the TLS files (here by environment, for a
     real `dask scheduler --protocol tls` and one worker): the run is analysed over TLS. Without
@@ -342,6 +343,7 @@ def alive(processes) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, signum, status", [("run", signal.SIGTERM, 143), ("run", signal.SIGINT, 130),
                                                      ("sweep", signal.SIGTERM, 143)],
                          ids=["run-SIGTERM", "run-SIGINT", "sweep-SIGTERM"])
@@ -412,6 +414,7 @@ def test_workers_die_with_a_killed_parent(tmp_path, reports):
                 pass
 
 
+@pytest.mark.slow
 def test_sigterm_outside_a_cluster_still_ends_the_process_at_once(tmp_path, reports):
     """One report runs in the gpu-idle process, its GPUs on threads; one of them holds the GIL
     (the same expression), so no Python handler could run: SIGTERM keeps the system's action and
@@ -559,6 +562,7 @@ def test_a_peer_that_trickles_bytes_is_not_said_to_have_sent_nothing(peer, said)
 PROMISED_CLOSE_S, EXIT_SLACK_S = 2.0, 2.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempt", [1, 2])
 def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports, attempt):
     """Issue 42 point 20. A run on a LocalCluster (--workers 2) whose workers hold the GIL (:data:`STUCK`) gets
@@ -589,6 +593,7 @@ def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports,
         proc.wait(timeout=HUNG_S)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_scheduler_killed_mid_run_is_one_error_line_and_rows(tmp_path, reports, signum):
     """Issue 42 point 16. A real ``dask scheduler`` and two workers; the run's workers are busy (:data:`STUCK`)

@@ -54,6 +54,7 @@ def files(folder) -> dict[str, bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_workers_write_the_same_gpu_json_as_the_client(fleet_dir, tmp_path):
     cfg = load_config([fleet_dir / "labels.yaml"])
     paths, problems = discover([str(fleet_dir)])
@@ -92,6 +93,7 @@ def test_workers_write_the_same_gpu_json_as_the_client(fleet_dir, tmp_path):
     assert not [f for f in os.listdir(new / "gpus") if f.startswith(".")]  # no temporary files left
 
 
+@pytest.mark.slow
 def test_cli_run_in_fleet_mode_matches_the_client_writer(fleet_dir, tmp_path):
     out = tmp_path / "cli"
     proc = run_cli("run", str(fleet_dir), "--out", str(out), "--config", str(fleet_dir / "labels.yaml"),

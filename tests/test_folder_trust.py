@@ -73,6 +73,7 @@ def manifest(folder) -> dict:
 
 # ---- 1. a night folder: only the product's files are replaced; nights never share an inode ----------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", ["append to a record", "own fleet.csv", "edit a per-GPU file"])
 def test_a_sweep_rerun_never_overwrites_a_file_a_person_changed(made, tmp_path, edit):
     """Before: the rerun of the night wrote over the person's notes (or fleet.csv), exit 0."""
@@ -94,6 +95,7 @@ def test_a_sweep_rerun_never_overwrites_a_file_a_person_changed(made, tmp_path, 
         assert (night / rel).read_bytes() == mine
 
 
+@pytest.mark.slow
 def test_a_file_a_person_added_to_a_night_is_never_listed_as_the_products(made, tmp_path):
     """Before: the night's manifest listed every file in the folder (the person's notes too), so a later sweep
     of the night with other inputs removed them as its own."""
@@ -232,6 +234,7 @@ def damage_part(path, how: str) -> str:
     return "not a fleet table (no column report, job, cluster, status, idle_usd_per_month)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["truncated", "empty", "wrong schema"])
 def test_a_damaged_history_file_is_named_and_left_out_of_the_trend(made, tmp_path, how):
     """Before: `gpu-idle report STATE` ended in a traceback, and every later sweep skipped its report."""

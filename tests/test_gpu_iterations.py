@@ -440,6 +440,7 @@ def test_real_two_gpu_job_keeps_the_same_iterations(profiles):
                                                                                           60_383_678_936)
 
 
+@pytest.mark.slow
 def test_sweep_rebuild_uses_the_forced_result(two_reports, tmp_path):
     """A night's rebuild (``--report-only``) takes each report's rosters from the stored result its rows came
     from: rank 0's under the job's agreement (its timeline's window is the agreed one)."""

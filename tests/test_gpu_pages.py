@@ -272,6 +272,7 @@ def example_folder(tmp_path_factory) -> Path:
     return root / "out"
 
 
+@pytest.mark.slow
 def test_every_gpu_has_a_page_and_every_link_resolves(example_folder):
     """One page per analysed GPU, named as its JSON; the report links each GPU of its tables, the
     medical records link each GPU of their job, and every link of the report, the records and the
@@ -321,6 +322,7 @@ def test_example_pages_in_headless_chromium(example_folder, tmp_path):
     os.chmod(ARTIFACTS / "gpu-page.png", 0o644)
 
 
+@pytest.mark.slow
 def test_iterations_on_the_pages(example_folder):
     """Each page lists the GPU's iterations: the kept ones are as many as the row's `iterations`,
     the excluded ones carry the reason the row's `excluded_iterations` gives; each shows its GPU extent
@@ -358,6 +360,7 @@ def test_iterations_on_the_pages(example_folder):
     assert seen_warmup and seen_outlier
 
 
+@pytest.mark.slow
 def test_stale_pages_are_pruned(example_folder, tmp_path):
     """A report rendered again after a GPU left the fleet removes that GPU's page, which the earlier
     report wrote (the folder's manifest lists it); a page no manifest lists (someone's) is kept."""
@@ -429,6 +432,7 @@ _DIRECTIONS = {"CUDA_MEMCPY_KIND_HTOD": "HtoD", "CUDA_MEMCPY_KIND_DTOH": "DtoH",
 _HOST = {"CUDA_MEMOPR_MEMORY_KIND_PAGEABLE": "pageable", "CUDA_MEMOPR_MEMORY_KIND_PINNED": "pinned"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, pid, zero", [("train_h100_2gpu_nccl.sqlite", 144, 28_254_349_605),
                                              ("fastvideo_h100_sp2_1s.sqlite", 111, 35_255_823_190)])
 def test_real_gpu_page_values(span_run, profiles, tmp_path, name, pid, zero):
@@ -509,6 +513,7 @@ def _seconds_text(ns: int) -> str:
     return f"{us // 1_000_000}.{us % 1_000_000:06d} s"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRACES)
 def test_trace_pages_count_seconds_from_the_profiler_span(trace_run, name):
     """A PyTorch profiler trace's page counts seconds from its profiler span's start (the Trace event
@@ -563,6 +568,7 @@ def big_export(path) -> None:
     w.close()
 
 
+@pytest.mark.slow
 def test_ten_thousand_gaps_give_a_small_page(tmp_path):
     inputs = tmp_path / "in"
     inputs.mkdir()

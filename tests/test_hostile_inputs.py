@@ -273,6 +273,7 @@ def test_one_hostile_report_in_process_is_its_row(hostile, tmp_path, name):
     assert f"ERROR {path}: {error}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_hostile_reports_on_a_local_cluster_are_rows_with_the_same_messages(hostile, good, tmp_path):
     """Every hostile report beside a good one on a real LocalCluster of one worker, per report
     (16 reports on one thread), and two reports per GPU (two threads): the messages are those of a run
@@ -298,6 +299,7 @@ def test_hostile_reports_on_a_local_cluster_are_rows_with_the_same_messages(host
     assert errors_of(fleet) == {dur: bad[dur]} and set(fleet.loc[fleet["report"] == good, "status"]) == {"ok"}
 
 
+@pytest.mark.slow
 def test_a_sweep_night_whose_only_new_report_is_malformed(hostile, good, tmp_path):
     """Night 1 analyses two good reports; night 2 finds one more, malformed: the only report to analyse,
     so in this process. It is the night's error row, the night's outputs and history row are written,
@@ -365,6 +367,7 @@ def test_unexpected_exceptions_are_rows_in_plain_words(good, tmp_path, monkeypat
 
 # -- point 5: memory bombs ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_ten_megabyte_kernel_name_is_cut_and_never_widened(hostile, tmp_path):
     """400 kernel names, one of 10 MB (and two NVTX texts of 10 MB, inline and through StringIds), in a
     process of 3 GiB: the report is analysed; each text is its first 4096 characters, an ellipsis and
@@ -424,6 +427,7 @@ def test_cut_text_in_sql_and_in_python_agree():
     assert con.execute(f"SELECT {cut_sql('?1')}, {cut_sql('?2')}", (12345, None)).fetchone() == (12345, None)
 
 
+@pytest.mark.slow
 def test_gzip_whose_trailer_wraps_is_judged_by_what_it_inflates_to(gzip_bombs, tmp_path):
     """A 4 MB gzip trace inflating to 4 GiB + 50 MiB, its trailer honest (ISIZE = 50 MiB + a few bytes,
     the size mod 2**32): its head inflates 1000:1, so the estimate is the 4 GiB + 50 MiB it holds and the
@@ -447,6 +451,7 @@ def test_gzip_whose_trailer_wraps_is_judged_by_what_it_inflates_to(gzip_bombs, t
         "trim the capture")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["in process", "local cluster"])
 def test_gzip_that_inflates_past_its_estimate_is_stopped_at_the_workers_budget(gzip_bombs, good, tmp_path, engine):
     """The same wrap after 5 MB of ordinary events: the head inflates ~7:1, so the estimate is ISIZE and
@@ -470,6 +475,7 @@ def test_gzip_that_inflates_past_its_estimate_is_stopped_at_the_workers_budget(g
 
 # -- point 6: a time bound on reading ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_reading_has_a_configurable_time_bound(good, hostile, tmp_path):
     """``export.read_timeout_s``: an export and a trace read past it are error rows saying so (a bound
     of 1 µs has always passed by the first read); validated like every setting."""

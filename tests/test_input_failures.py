@@ -153,6 +153,7 @@ def unreadable_inputs(tmp_path, good_dir, lock) -> tuple:
                     str(hidden): f"{hidden}: cannot read folder: permission denied"}
 
 
+@pytest.mark.slow
 def test_unreadable_report_and_folder_are_rows_in_a_fresh_and_a_cached_run(tmp_path, good_dir, baseline,
                                                                            unprivileged, lock):
     """Before: the second run (good reports' results in the result cache) ended in a PermissionError
@@ -181,6 +182,7 @@ def test_unreadable_report_alone_is_a_row(tmp_path, good_dir, unprivileged, lock
     assert "0 GPU(s) in the fleet table, 1 report(s) failed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_sweep_names_unreadable_report_and_folder_every_night(tmp_path, good_dir, baseline, unprivileged, lock):
     """Before: the unreadable report's row said "cannot read ([Errno 13] ...)" and the unreadable
     folder was skipped silently. The second night reuses the first (nothing analysed)."""
@@ -199,6 +201,7 @@ def test_sweep_names_unreadable_report_and_folder_every_night(tmp_path, good_dir
 # ------------------------------------------------------------------------ not regular files
 
 
+@pytest.mark.slow
 def test_fifo_and_device_in_a_folder_are_rows_never_opened(tmp_path, good_dir, baseline):
     """Before: the run blocked for ever opening the FIFO to hash it (and /dev/zero never ends)."""
     inputs = copy_good(good_dir, tmp_path / "in")
@@ -272,6 +275,7 @@ def test_link_to_a_fifo_and_a_socket_with_sniffed_names_are_rows(tmp_path, good_
                                                         (str(link), f"{link}: not a regular file: a FIFO")])
 
 
+@pytest.mark.slow
 def test_sweep_with_a_fifo_named_json_ends_and_the_next_night_runs(tmp_path, good_dir):
     """Variant, the whole sweep: before, the first night hung holding the sweep's lock (so every later
     night exited 1 on the lock); now each night ends with the FIFO its error row."""
@@ -339,6 +343,7 @@ def test_sizes_are_judged_against_the_local_workers_memory_limit(tmp_path):
             == expected
 
 
+@pytest.mark.slow
 def test_huge_report_is_refused_by_its_size_before_it_is_hashed(tmp_path, good_dir, baseline):
     """Before: the client hashed the whole file (for the result cache) before a worker refused it."""
     inputs = copy_good(good_dir, tmp_path / "in")
@@ -482,6 +487,7 @@ def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path
 # ------------------------------------------------------------------------ symlinks
 
 
+@pytest.mark.slow
 def test_symlink_loop_and_broken_symlink_in_a_folder_are_named(tmp_path, good_dir, baseline):
     """Before: both were "no such file or directory", as if the user had mistyped a name."""
     inputs = copy_good(good_dir, tmp_path / "in")
@@ -498,6 +504,7 @@ def test_symlink_loop_and_broken_symlink_in_a_folder_are_named(tmp_path, good_di
 # ------------------------------------------------------------------------ the sweep, inputs named directly
 
 
+@pytest.mark.slow
 def test_sweep_names_device_fifo_huge_loop_and_broken_link_named_directly(tmp_path, good_dir, baseline):
     """Before: the sweep blocked for ever hashing /dev/zero (and the FIFO), and the links were
     "no such file or directory"."""

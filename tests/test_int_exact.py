@@ -136,6 +136,7 @@ def assert_exact(out, expected: dict, gaps: dict) -> None:
                 out / "records" / f"{job}.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_epoch_scale_kineto_beside_an_error_row_keeps_exact_ns(tmp_path):
     """Trace A and a broken .sqlite in one run: window_start_ns 1752829952234460955 everywhere (before:
     1752829952234460928 in fleet.csv, fleet.parquet and the JSON ``_summary``); a second run serves A
@@ -169,6 +170,7 @@ def test_utc_epoch_nsight_export_beside_an_error_row_keeps_exact_ns(tmp_path):
     assert_exact(tmp_path / "out", {"n.sqlite": N, "a.json": A}, {"n.sqlite": N_GAPS, "a.json": A_GAPS})
 
 
+@pytest.mark.slow
 def test_sweep_nights_mixing_reused_and_fresh_rows_keep_exact_ns(tmp_path):
     """Night 1: trace A and a broken .sqlite. Night 2: A (reused from the store), trace B (fresh) and the
     broken file. Both nights' outputs and history partitions hold the exact ns, and so does night 2

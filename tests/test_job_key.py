@@ -54,6 +54,7 @@ def run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_the_printed_table_tells_the_two_trains_apart(run):
     """The fleet table `run` prints shows a job name two clusters run as <cluster>/<job> (a tryout saw three
     rows all saying `train`), a name one cluster runs as it is."""
@@ -70,6 +71,7 @@ def test_the_job_key_is_cluster_and_job():
     assert JOB_KEY == ("cluster", "job")
 
 
+@pytest.mark.slow
 def test_jobs_csv_has_a_row_per_cluster_and_job(run):
     jobs = pd.read_csv(run / "jobs.csv")
     assert [(c, j, round(u, 2)) for c, j, u in zip(jobs.cluster, jobs.job, jobs.idle_usd_per_month)] == [

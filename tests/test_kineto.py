@@ -131,6 +131,7 @@ def trace_row(fleet: pd.DataFrame, stem: str):
     return hit.iloc[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", sorted(ISSUE_TABLE))
 def test_right_values_of_the_issue(mixed_fleet, kineto, stem):
     row = trace_row(mixed_fleet, stem)
@@ -141,6 +142,7 @@ def test_right_values_of_the_issue(mixed_fleet, kineto, stem):
                                  want["gaps"], want["gap_total"], want["buckets"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", ["ws128_sampled_rank1", "mi250_rocm_minitoy", "a100_ws16_5streams_rank0"])
 def test_other_traces_match_a_second_computation(mixed_fleet, kineto, stem):
     row = trace_row(mixed_fleet, stem)
@@ -673,6 +675,7 @@ KERNEL_EVENT = (b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, 
                 b'"args": {"device": 0, "stream": 7}}')
 
 
+@pytest.mark.slow
 def test_broken_traces_are_error_rows_naming_file_and_cause(tmp_path, kineto):
     real = (kineto / "ws128_sampled_rank0.json.gz").read_bytes()
     bad = tmp_path / "bad"

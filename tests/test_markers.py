@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, SYSTEM_NEEDS
 
 
@@ -32,6 +34,7 @@ def needs(proc: subprocess.CompletedProcess) -> dict[str, tuple[set, set]]:
             for _, node, marks, found in rows}
 
 
+@pytest.mark.slow
 def test_every_test_that_needs_a_system_package_is_marked():
     got = needs(collect(REPO))
     wrong = {node: pair for node, pair in got.items() if pair[0] != pair[1]}

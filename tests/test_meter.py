@@ -110,6 +110,7 @@ def test_serving_trace_by_hand(traces, tmp_path, sample_ns):
     assert float(srv["busy_pct"]) == 42.5532                      # 100 × 200 / 470
 
 
+@pytest.mark.slow
 def test_job_meter_is_weighted_by_periods_and_shown_everywhere(traces, tmp_path):
     """At P = 20 ms the serving GPU is 15 of 24 periods, the steady one (W = 100 ms, all busy) 5 of 5: the job reads
     100 × 20 / 29 = 68.9655 % (the unweighted mean of 62.5 and 100 would be 81.25); busy 100 × 300 / 570 = 52.6316 %."""

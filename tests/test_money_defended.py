@@ -58,6 +58,7 @@ def kineto(tmp_path_factory):
 
 # ---- 1. assumed-rate dollars outside the idle headline ------------------------------------------
 
+@pytest.mark.slow
 def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
     """$279.98 + $109.30 + $804.69 + $719.87 = $1,913.84, of which $804.69 + $719.87 = $1,524.56 on the two ws128
     GPUs priced at the assumed H100 rate: marked ~ and stated in the report, the md summary and the record."""
@@ -79,6 +80,7 @@ def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
             "where both are measured (both are time inside collective kernels): never add the two).") in own
 
 
+@pytest.mark.slow
 def test_exposed_communication_counts_its_unpriced_gpus(kineto):
     """With a card of H100 alone the two A100 GPUs drop out (unpriced: named, off the card): $804.69 + $719.87 =
     $1,524.56 on the 4 GPUs with exposed communication, all of it on the two ws128 GPUs at the assumed H100 rate, 2
@@ -118,6 +120,7 @@ def test_gpu_page_marks_recoverable_dollars_at_an_assumed_rate(kineto):
 
 # ---- 2. an unpriced fix-first entry names its GPUs ----------------------------------------------
 
+@pytest.mark.slow
 def test_unpriced_fix_first_entry_names_its_gpus(tmp_path):
     """The example fleet with a card of H100 alone and cost.unlisted: unpriced: the 8 A100s are unpriced; the
     `data` entry rests on all 8 (4 resnet-finetune, 2 vit, 2 recsys). Its cell names the three with the most data

@@ -118,6 +118,7 @@ def _fix_rows(md: str) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
     """A real run priced at 500 hours a month, with its own confidence thresholds (a toy needs fewer than 1
     kernel or a W under 1 µs; medium from 1 stable iteration and a 1 µs window); its fleet.parquet then
@@ -176,6 +177,7 @@ def test_an_older_table_is_repriced_with_the_runs_settings(tmp_path, profiles):
 # (b) one registry of input kinds
 
 
+@pytest.mark.slow
 def test_a_folder_of_every_kind_is_found_and_read_by_its_loader(tmp_path, profiles):
     """``gpu-idle run FOLDER`` on a.sqlite3 and b.db (SQLite exports), c.qdrep (a report to export: nsys
     is not found here, so its row says the exporter was asked), d.pt.trace.json.gz (a PyTorch trace),

@@ -127,6 +127,7 @@ def test_report_refuses_a_persons_report_html_in_a_run_folder(reports, tmp_path)
     assert (out / "report.html").read_text() == "<p>my page</p>" and not (out / PAGES_DIR).exists()
 
 
+@pytest.mark.slow
 def test_report_refuses_a_persons_page_under_a_name_it_writes_then_renders_again_over_its_own(reports, tmp_path):
     out = tmp_path / "out"
     run_cli("run", str(reports / "job0.sqlite"), "--out", str(out))

@@ -97,6 +97,7 @@ def test_a_folder_holding_files_not_ours_is_refused_and_nothing_in_it_is_touched
     assert tree(out) == {rel: text.encode() for rel, text in files.items()}
 
 
+@pytest.mark.slow
 def test_a_folder_of_ours_keeps_the_files_it_did_not_write(reports, tmp_path, env):
     """A run folder with a person's files added at every depth: a rerun with other inputs removes only
     the files the manifest lists (and its own temporary files where it writes); theirs stay, byte for byte."""
@@ -148,6 +149,7 @@ def test_a_symlinked_sub_folder_is_never_followed(reports, tmp_path, env, sub):
         assert tree(elsewhere) == before and not (out / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_report_into_a_folder_of_pages_it_did_not_write_keeps_them(reports, tmp_path, env):
     """`report --out X/report.html` where X/gpu-pages/ holds a person's pages: theirs stay; the report's own
     pages are listed in the pages folder's manifest, and the next report removes only those it wrote."""
@@ -304,6 +306,7 @@ def missing_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
     """--out on a disk that fills half-way: exit 1, one line naming the cause and every missing file (as
     counted against the complete folder the same run makes on a roomy disk), no traceback, no manifest
@@ -341,6 +344,7 @@ def test_a_full_disk_as_out_says_what_is_missing(tmp_path, env):
     assert manifest(moved)["complete"] is True
 
 
+@pytest.mark.slow
 def test_a_full_disk_as_the_sweeps_state_folder_writes_no_history_row(reports, tmp_path):
     """The sweep's state folder fills while the night is written: exit 1, no traceback, the line names
     every file of the night not written (counted against the same sweep on a roomy disk), and the night
@@ -369,6 +373,7 @@ def test_a_full_disk_as_the_sweeps_state_folder_writes_no_history_row(reports, t
         assert (roomy / "history" / f"run_date={night}" / "fleet.parquet").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_as_report_out_says_what_is_missing(tmp_path, env):
     """`report --out` on a disk with room for some GPU pages only: exit 1, no traceback, a line naming the
     cause and what was not written (report.html, the pages missing)."""
@@ -394,6 +399,7 @@ def test_a_full_disk_as_report_out_says_what_is_missing(tmp_path, env):
                 f"{len(written)} of 8 GPU page(s) written in {disk / PAGES_DIR}{os.sep}") in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_stored_report_that_fails_now_is_not_kept_as_a_failure(reports, tmp_path):
     """A report whose result is stored fails when analysed again (here its read meets a tiny time
     bound, with the columnar cache gone): the night has its error row, but no manifest may vouch for
@@ -417,6 +423,7 @@ def test_a_stored_report_that_fails_now_is_not_kept_as_a_failure(reports, tmp_pa
     assert list(fleet["status"]) == ["ok", "ok"], again.stdout
 
 
+@pytest.mark.slow
 def test_a_rebuild_waits_for_no_sweep_it_is_refused(reports, tmp_path):
     """`sweep --report-only` (make report) holds the state folder's lock as a sweep does: while another
     process holds it, the rebuild is refused naming the holder and the night is left as it was
@@ -485,6 +492,7 @@ def test_names_and_holders_in_error_messages_reach_the_terminal_escaped(reports,
     assert "(pid 7 \\x1b[2J\\x1b]0;evil\\x07)" in busy.stderr
 
 
+@pytest.mark.slow
 def test_a_persons_file_in_records_is_no_record_of_the_report(reports, tmp_path, env):
     """A person's Markdown file in a run folder's records/ is kept (never deleted) and is no medical record
     of the fleet: the report shows the records of the fleet's jobs only (before: 'Medical record: my-notes'
@@ -499,6 +507,7 @@ def test_a_persons_file_in_records_is_no_record_of_the_report(reports, tmp_path,
     assert (out / "records" / "my-notes.md").read_text() == "# my-notes\n\nthe secret plan\n"
 
 
+@pytest.mark.slow
 def test_per_gpu_files_a_killed_run_left_unlisted_are_known_as_ours(reports, tmp_path, env):
     """A run killed after its tasks wrote per-GPU files and before its manifest listed them leaves gpus/
     files no manifest lists (the state is made here as such a kill leaves it: a new folder, its manifest
@@ -528,6 +537,7 @@ def test_per_gpu_files_a_killed_run_left_unlisted_are_known_as_ours(reports, tmp
     assert len(left) == 3 and all(n.startswith("job2.sqlite__") for n in left if n != "data.json")
 
 
+@pytest.mark.slow
 def test_a_second_report_into_the_folder_of_anothers_pages_is_refused(reports, tmp_path, env):
     """Two reports rendered into one folder would share gpu-pages/: the second is refused (exit 2, naming
     the first) and the first's pages and links stay whole (before: the second removed the first's pages,

@@ -201,6 +201,7 @@ def _two_gpus(tmp_path, policy: str | None):
     return out, proc.stdout, fleet
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["default", "assume"])
 def test_unlisted_model_assumed(tmp_path, policy):
     # cost.unlisted: default (and `assume`, its earlier spelling; the default until issue 41): the unlisted GPU
@@ -242,6 +243,7 @@ def test_unlisted_model_assumed(tmp_path, policy):
             "the rate card or not named; priced as H100, the default model).") in record.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_unlisted_model_unpriced(tmp_path):
     # unpriced (the default since issue 41): the unlisted GPU has no rate and no dollars (empty in fleet.csv), is
     # counted (unpriced_gpus 1) and is in no USD total: 292.00, the L4's alone. Every total names the model it

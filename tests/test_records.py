@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import run_cli
 
 from pipeline.fleet.outputs import gpu_page_name
@@ -31,6 +32,7 @@ def _rosters(out: Path) -> dict:
     return rosters
 
 
+@pytest.mark.slow
 def test_jobs_whose_slugs_collide_get_a_page_each(tmp_path):
     """`a b.sqlite` and `a;b.sqlite` (job labels default to the file names) both slug to `a_b`:
     each job has its own page with its own title and numbers, and the report links both."""
@@ -129,6 +131,7 @@ def _two_gpu_export(path) -> None:
     w.close()
 
 
+@pytest.mark.slow
 def test_record_in_human_units(tmp_path):
     """Starts as seconds on the report's clock (export ns / 10⁹, rounded to the µs: 5_011_234_567 ns ->
     5.011235 s; the column says so), widths in ms, GPUs by their display name (model, number, short id) with

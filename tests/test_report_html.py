@@ -114,6 +114,7 @@ def rows_by(page: str, table_id: str, attr: str) -> dict[str, list[str]]:
             re.findall(rf'<tr {attr}="([^"]*)"[^>]*>(.*?)</tr>', table(page, table_id), re.S)}
 
 
+@pytest.mark.slow
 def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
     state, fleets = sweep_state
     page, _ = sweep_html
@@ -189,6 +190,7 @@ def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
     assert not re.search(r'(src|href)="(https?:)?//', page) and "<script" not in page and "<link" not in page
 
 
+@pytest.mark.slow
 def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, tmp_path):
     state, fleets = sweep_state
     older = write_report(state, tmp_path / "n2.html", night="2026-03-02")
@@ -215,6 +217,7 @@ def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, 
     assert night.returncode == 2 and "--night needs a sweep state folder" in night.stderr
 
 
+@pytest.mark.slow
 def test_csv_and_markdown_variants(sweep_state, tmp_path):
     state, fleets = sweep_state
     cur = fleets["2026-03-03"]
@@ -279,6 +282,7 @@ def test_report_formats_constant_matches():
         write_report(REPO, "x.pdf", "pdf")
 
 
+@pytest.mark.slow
 def test_cached_render_is_identical_and_reuses_records(sweep_state, tmp_path):
     """With a plot cache, the page is the same bytes as without; the medical records' HTML is
     kept there (one file per record) and read back on the next render."""
@@ -352,6 +356,7 @@ def check_fix_first_page(page: str, fleet: pd.DataFrame) -> None:
     assert "extrapolat" in gloss and "at least 5 stable iterations" in gloss and "<code>toy</code>" in gloss
 
 
+@pytest.mark.slow
 def test_fix_first_list_opens_the_page(example_run, tmp_path):
     """A real run: the first section is the fix-first list, dollars recomputed from fleet.parquet."""
     fleet = pd.read_parquet(example_run / "fleet.parquet")
@@ -359,6 +364,7 @@ def test_fix_first_list_opens_the_page(example_run, tmp_path):
     check_fix_first_page(page, fleet)
 
 
+@pytest.mark.slow
 def test_fix_first_list_of_an_older_run_folder(example_run, tmp_path):
     """A run folder written before the fix columns and fix_first.* existed: the same list,
     computed from the cat_<c>_ns columns."""
@@ -388,6 +394,7 @@ def test_markdown_leads_with_the_fix_first_list(example_run, tmp_path):
     assert lines.index("") < next(i for i, ln in enumerate(lines) if ln.startswith("**GPU idle cost"))
 
 
+@pytest.mark.slow
 def test_fix_first_list_of_the_real_profiles(span_run, tmp_path):
     """The real exports (--window span): the page's list is the run's own fix_first.json fleet list,
     and its dollars are recomputed from fleet.parquet; the profiler / untraced idle these exports
@@ -461,6 +468,7 @@ def check_reconciliation(page: str, fleet: pd.DataFrame) -> dict:
     return want | {"rounding": rounding}
 
 
+@pytest.mark.slow
 def test_fix_first_total_is_reconciled_with_the_headline(example_run, tmp_path):
     """The example fleet: list $11,164.96 of the $12,224.40 headline; the rest is the slivers of the GPUs
     that are not launch-bound ($1,059.39) and five cents of rounding; no profiler or untraced time."""
@@ -475,6 +483,7 @@ def test_fix_first_total_is_reconciled_with_the_headline(example_run, tmp_path):
             "of profiler overhead + $0.00 of untraced time + $0.05 of rounding to cents.") in md
 
 
+@pytest.mark.slow
 def test_low_confidence_hover_text_is_short(example_run, tmp_path):
     """The fix-first list's low-confidence hover: how many GPUs, each kind of shortfall with its count, the
     first three by the short names of the medical records, how many more; not every absolute path (before:
@@ -517,6 +526,7 @@ def test_low_confidence_hover_text_is_short(example_run, tmp_path):
         rows["comm"])
 
 
+@pytest.mark.slow
 def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
     """A toy ROCm trace ("AMD Radeon Graphics", not on the rate card: under `cost.unlisted: default` priced as the
     default model H100; unpriced by default since issue 41, test_rates covers that) over

@@ -92,6 +92,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_keys_change_only_with_what_they_depend_on(case, baseline, tmp_path):
     change, changed = CASES[case]

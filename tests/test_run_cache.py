@@ -54,6 +54,7 @@ def stored(cache) -> list[str]:
     return sorted(os.listdir(folder)) if folder.exists() else []
 
 
+@pytest.mark.slow
 def test_unchanged_rerun_analyses_nothing_and_writes_the_same_files(fleet_dir, cache, tmp_path):
     first = run([fleet_dir], tmp_path / "a").stdout
     assert f"{REPORTS} report(s) analysed, 0 reused" in first
@@ -70,6 +71,7 @@ def test_unchanged_rerun_analyses_nothing_and_writes_the_same_files(fleet_dir, c
         assert a[name] == b[name], name
 
 
+@pytest.mark.slow
 def test_changed_report_is_analysed_again_and_the_others_reused(fleet_dir, cache, tmp_path):
     run([fleet_dir], tmp_path / "a")
     changed = fleet_dir / "job0.sqlite"
@@ -87,6 +89,7 @@ def test_changed_report_is_analysed_again_and_the_others_reused(fleet_dir, cache
     assert b["fleet.csv"] != tree(tmp_path / "a")["fleet.csv"]
 
 
+@pytest.mark.slow
 def test_changed_configuration_misses_the_cache(fleet_dir, cache, tmp_path):
     run([fleet_dir], tmp_path / "a")
     other = run([fleet_dir], tmp_path / "b", "--min-gap-ns", "500000").stdout
@@ -97,6 +100,7 @@ def test_changed_configuration_misses_the_cache(fleet_dir, cache, tmp_path):
     assert tree(tmp_path / "a")["fleet.csv"] != tree(tmp_path / "b")["fleet.csv"]
 
 
+@pytest.mark.slow
 def test_no_cache_neither_reads_nor_writes(fleet_dir, cache, tmp_path):
     off = run([fleet_dir], tmp_path / "a", "--no-cache").stdout
     assert f"{REPORTS} report(s) analysed, 0 reused (result cache off)" in off
@@ -110,6 +114,7 @@ def test_no_cache_neither_reads_nor_writes(fleet_dir, cache, tmp_path):
     assert ((cache / "identity-index.json").read_bytes() if index is not None else None) == index
 
 
+@pytest.mark.slow
 def test_failed_report_is_not_stored(fleet_dir, cache, tmp_path):
     bad = fleet_dir / "broken.sqlite"
     bad.write_bytes(b"this is not an SQLite database" * 10)
@@ -128,6 +133,7 @@ def test_failed_report_is_not_stored(fleet_dir, cache, tmp_path):
         assert a[name] == b[name], name
 
 
+@pytest.mark.slow
 def test_single_report_in_process_is_reused(fleet_dir, cache, tmp_path):
     report = fleet_dir / "job1.sqlite"
     first = run([report], tmp_path / "a").stdout
@@ -141,6 +147,7 @@ def test_single_report_in_process_is_reused(fleet_dir, cache, tmp_path):
     assert tree(tmp_path / "a") == tree(tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_other_code_is_not_served(fleet_dir, cache, tmp_path, monkeypatch):
     """Results are keyed by the pipeline's code digest too: a changed pipeline analyses again."""
     report = str(fleet_dir / "job2.sqlite")
@@ -163,6 +170,7 @@ def test_other_code_is_not_served(fleet_dir, cache, tmp_path, monkeypatch):
             != results_mod.result_key("a" * 64, "b" * 64, {**labels, "job": "y"}, "c" * 64))
 
 
+@pytest.mark.slow
 def test_rerun_into_the_same_folder_keeps_its_files(fleet_dir, cache, tmp_path):
     """Same inputs, same settings, same code, same --out: nothing is analysed or written (the
     folder's manifest vouches for it); a listed file gone, or a changed setting, rewrites."""

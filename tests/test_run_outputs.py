@@ -30,6 +30,7 @@ def expected_files(fleet: pd.DataFrame) -> tuple[set, set]:
     return gpus, records
 
 
+@pytest.mark.slow
 def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports, tmp_path):
     """Four reports, then two of them into the same --out: gpus/ and records/ hold exactly the two
     reports' files (before: the four reports' eight per-GPU files and four records stayed), and the
@@ -65,6 +66,7 @@ def test_rerun_into_the_same_out_with_fewer_inputs_leaves_no_stale_files(reports
     assert os.listdir(out / PAGES_DIR) == ["notes.txt"] and not (out / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_resweeping_a_night_with_fewer_inputs_leaves_no_stale_files(reports, tmp_path):
     state = tmp_path / "state"
     night = state / "nights" / "2026-11-20"
@@ -128,6 +130,7 @@ def test_temporary_files_of_a_killed_run_are_removed_by_the_next(reports, tmp_pa
     assert not [n for _, _, names in os.walk(out) for n in names if n.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_a_second_sweep_on_the_same_state_folder_is_refused_while_the_first_runs(reports, tmp_path):
     """The first sweep holds S/.sweep.lock (an flock); a second process is refused at once with a message
     naming the holder, and analyses and writes nothing (before: both analysed everything and the last
@@ -145,6 +148,7 @@ def test_a_second_sweep_on_the_same_state_folder_is_refused_while_the_first_runs
     assert "1 analysed, 0 reused, 0 failed" in after.stdout   # the lock is released with its holder
 
 
+@pytest.mark.slow
 def test_dask_scratch_space_is_a_temporary_folder_removed_and_progress_is_plain_lines(reports, tmp_path):
     """A LocalCluster run: the workers' scratch space is a temporary folder of the run's own, removed
     afterwards (nothing left in the temporary folder, nothing under the cache, which may not be writable:

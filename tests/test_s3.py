@@ -84,6 +84,7 @@ def staged_files(cache_dir: Path) -> list[Path]:
     return sorted(p for p in cache_dir.iterdir() if not p.name.endswith(".sums.json")) if cache_dir.exists() else []
 
 
+@pytest.mark.slow
 def test_s3_run_equals_local_run(s3, fleet_bucket, span_run, span_fleet, profiles, tmp_path):
     """``gpu-idle run s3://bucket/prefix`` gives the local run's fleet table row for row; only
     ``report`` differs (the URL). Staged once: a rerun finds every object in the cache."""
@@ -139,6 +140,7 @@ def test_stage_cache_follows_the_object_version(s3, fleet_bucket, profiles, tmp_
     assert Path(second.path).read_bytes() == (profiles / "train_h100_2gpu_nccl.sqlite").read_bytes()
 
 
+@pytest.mark.slow
 def test_listing_many_keys(s3):
     """300 objects under nested prefixes: only *.sqlite / *.nsys-rep are picked, as sorted URLs."""
     c = client(s3)
@@ -166,6 +168,7 @@ def test_listing_many_keys(s3):
     assert paths == [u for u in reports if "/cluster-1/" in u] and len(paths) == 40 and not problems
 
 
+@pytest.mark.slow
 def test_missing_bucket_is_an_error_row_and_the_sweep_goes_on(s3, fleet_bucket, tmp_path):
     cfg = write_config(tmp_path / "s3.yaml", s3, tmp_path / "staged")
     out = tmp_path / "out"

@@ -132,6 +132,7 @@ def test_the_column_reference_is_generated_from_the_schema():
     assert all(f"| `{c}` |" in reference for c in schema.FLEET_COLUMNS + schema.ROLLUP_COLUMNS)
 
 
+@pytest.mark.slow
 def test_a_report_of_an_older_folder_leaves_its_missing_columns_empty(run, tmp_path):
     """A run folder whose fleet.parquet was written before the comm and launch columns: the report's CSV,
     Markdown and HTML still render (real ``gpu-idle report`` processes), the CSV's missing columns empty."""

@@ -220,6 +220,7 @@ def nsys_path():
     return REPO_NSYS
 
 
+@pytest.mark.slow
 def test_no_cache_keeps_no_staged_copy_of_a_remote_report(tmp_path, s3, fleet_bucket, profiles):
     """A real export in a real S3-compatible server (moto), run with ``--no-cache``: analysed as the
     local file is (same numbers), and neither the staging cache (``storage.cache_dir``) nor the temporary

@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import DASK_WORKERS, REPO, run_cli
+from conftest import DASK_WORKERS, REPO, run_cli, wait_until_group_gone
 
 from pipeline.synth import generate_training_report
 
@@ -81,6 +81,7 @@ def history(state) -> pd.DataFrame:
     return pd.read_parquet(state / "history")
 
 
+@pytest.mark.slow
 def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir, first_night, dask_cluster):
     cfg, state = nightly(tmp_path, fleet_dir)
     copied_state(first_night, state)   # the first sweep, night 2026-11-27: the module's reference
@@ -134,6 +135,7 @@ def test_sweep_then_unchanged_rerun_reuses_everything(tmp_path, fleet_dir, first
     assert f"{state}: no night 2026-11-26 in the sweep history (nights: 2026-11-27, 2026-11-28)" in missing.stderr
 
 
+@pytest.mark.slow
 def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir, first_night):
     state_full = first_night[0]   # the same sweep, not killed
     cfg, state = nightly(tmp_path / "killed", fleet_dir)
@@ -144,6 +146,7 @@ def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir, first_nigh
     wait_for_results(results, 3, proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep: client and its worker processes
     proc.wait()
+    wait_until_group_gone(proc.pid)  # its workers hold the state folder's lock until they are gone
     stored = stored_count(results)
     assert 3 <= stored < REPORTS, f"kill came too late ({stored} of {REPORTS} stored)"
     # SIGKILL can stop a write half-way: only under a temporary name, never under a result's name
@@ -154,6 +157,7 @@ def test_killed_sweep_restarts_to_the_same_table(tmp_path, fleet_dir, first_nigh
     pd.testing.assert_frame_equal(comparable(history(state)), comparable(history(state_full)))
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_sweep_on_a_real_cluster(tmp_path, fleet_dir, first_night, dask_cluster):
     state_local = first_night[0]   # the same sweep on a LocalCluster, no worker killed
     cfg, state = nightly(tmp_path / "cluster", fleet_dir, dask="{retries: 2}")
@@ -191,6 +195,7 @@ def test_report_too_big_for_a_worker_fails_cleanly(tmp_path, profiles):
     assert "Compute Failed" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_local_workers_store_and_write_the_night_themselves(tmp_path, fleet_dir, monkeypatch):
     """The embedded LocalCluster (its workers see this machine's files): each report's task stores its
     result and writes its per-GPU JSON into the night itself; on a remote scheduler the client stores

@@ -69,6 +69,7 @@ def read(path) -> bytes:
         return fh.read()
 
 
+@pytest.mark.slow
 def test_unchanged_sweep_reuses_the_last_night(shared_fleet, tmp_path):
     fleet_dir, state = shared_fleet[0], tmp_path / "state"
     first = copy_first_night(shared_fleet, state)
@@ -115,6 +116,7 @@ def test_unchanged_sweep_reuses_the_last_night(shared_fleet, tmp_path):
         assert (size, inode) == (os.stat(path).st_size, os.stat(path).st_ino)
 
 
+@pytest.mark.slow
 def test_a_changed_report_or_a_damaged_night_is_rebuilt(fleet_dir, tmp_path):
     state = tmp_path / "state"
     sweep(fleet_dir, state, "2026-12-01")
@@ -186,6 +188,7 @@ def test_identity_index_trusts_only_untouched_files(tmp_path, monkeypatch):
     assert json.loads(read(state / "identity-index.json")) == {}
 
 
+@pytest.mark.slow
 def test_a_night_made_from_another_keeps_nothing_of_its_own_earlier_sweep(shared_fleet, tmp_path):
     """Night A swept without labels, night B with labels that rename the jobs, then A again with B's
     labels: A is made from B (same inputs) and holds exactly B's files, report.html aside; the records

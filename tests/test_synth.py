@@ -254,6 +254,7 @@ def snapshot(folder) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_example_fleet(tmp_path):
     out = tmp_path / "fleet"
     paths = synth.make_example_fleet(str(out))

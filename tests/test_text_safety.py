@@ -77,6 +77,7 @@ def hostile(tmp_path_factory):
     return root, run
 
 
+@pytest.mark.slow
 def test_the_terminal_table_and_error_lines_show_escapes(hostile):
     root, run = hostile
     assert hidden(run.stdout) == [] and hidden(run.stderr) == []
@@ -91,6 +92,7 @@ def test_the_terminal_table_and_error_lines_show_escapes(hostile):
     assert errors[0].startswith(f"ERROR {root / 'in'}/bad\\x1b[2J\\u202e.sqlite: ")
 
 
+@pytest.mark.slow
 def test_records_hold_no_raw_control_or_bidi_character_and_no_math(hostile):
     root, _ = hostile
     pages = {p.name: p.read_text(encoding="utf-8") for p in (root / "out" / "records").iterdir()}

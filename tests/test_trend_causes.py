@@ -133,6 +133,7 @@ def check_html(page: str, exp: dict, model: str, rate_from: float, rate_to: floa
     assert 'data-idle="0.00"' in tag and f'data-rate="{alpha["rate"] / 100:.2f}"' in tag
 
 
+@pytest.mark.slow
 def test_a_night_that_differs_only_by_rates(nights, tmp_path):
     """Night 2 vs night 1: idle exactly $0.00, the whole change is the rate change, named H100 $r → $r − 0.5."""
     state, model, rate = nights
@@ -160,6 +161,7 @@ def test_a_night_that_differs_only_by_rates(nights, tmp_path):
     assert f"Biggest movers: alpha {signed(exp['rate'])} (rates {signed(exp['rate'])})." in text
 
 
+@pytest.mark.slow
 def test_a_job_added_the_same_night_is_fleet_change_only(nights, tmp_path):
     """Night 3 vs night 2: rates again, and job gamma added: gamma's whole dollars are the fleet change."""
     state, model, rate = nights
@@ -339,6 +341,7 @@ def why_line(state: Path, night: str, tmp_path: Path) -> str:
     return next(line for line in md.read_text().splitlines() if line.startswith("Why:"))
 
 
+@pytest.mark.slow
 def test_new_files_and_process_ids_of_the_same_gpus_are_no_fleet_change(seat_nights, tmp_path):
     """Night 2 vs 1: every capture is a new file, every process id new, the idle the same: the GPUs are
     matched by their seat (GPU uuid; else node, rank, device): idle, rate and fleet change exactly $0.00."""
@@ -355,6 +358,7 @@ def test_new_files_and_process_ids_of_the_same_gpus_are_no_fleet_change(seat_nig
         "fleet change $0.00 (GPUs and jobs that came or went: 0 GPU(s) came, 0 went).")
 
 
+@pytest.mark.slow
 def test_new_files_with_new_rates_are_all_rate_change(seat_nights, tmp_path):
     """Night 3 vs 2: new files and process ids again, every model $0.50/h cheaper: the whole change is the
     rate change, Σ (cents(f × (r − 0.5) × 730) − cents(f × r × 730)) over the six GPUs, worked out here."""

@@ -263,6 +263,7 @@ def test_when_a_night_is_in_the_future():
     assert io.current_night(["2062-12-03"]) is None and io.current_night([]) is None
 
 
+@pytest.mark.slow
 def test_a_night_far_ahead_is_refused_unless_forced(tmp_path):
     """``gpu-idle sweep --night 2062-12-03``: exit 2, one line, no state folder. With ``--future-night`` it is
     written, and stays out of the current night: the report, ``report-only`` and a later night read the latest
@@ -320,6 +321,7 @@ def test_unwritable_reason():
         assert not os.path.exists(os.path.join(root, "new"))  # nothing made
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_name, what", [("GPU_IDLE_CACHE", "cache"), ("GPU_IDLE_EXPORT_CACHE", "export cache")])
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_a_cache_folder_that_cannot_be_written_is_not_used_and_said_once(tmp_path, env_name, what, command):

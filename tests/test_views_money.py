@@ -118,6 +118,7 @@ def _table(stdout: str) -> list[str]:
     return [ln for ln in lines[start:lines.index("", start)] if not ln.startswith(("tier:", "~$:", "unpriced:", "x!:"))]
 
 
+@pytest.mark.slow
 def test_run_prints_the_example_fleet_most_expensive_first_in_120_columns(example):
     out, narrow, args = example
     fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
@@ -146,6 +147,7 @@ def test_run_prints_the_example_fleet_most_expensive_first_in_120_columns(exampl
     assert [float(ln.split()[0].lstrip("$").replace(",", "")) for ln in wtable[1:]] == usd
 
 
+@pytest.mark.slow
 def test_one_name_per_gpu_in_every_view(example):
     """Each analysed GPU of the example fleet has the same name in the printed table, the report's top-10 (full
     key on hover), its GPU page (full key beside it) and its job's medical record (full key in the abbreviation)."""
@@ -418,6 +420,7 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
     assert "bounded by the evidence: copies on the compute stream" in report
 
 
+@pytest.mark.slow
 def test_one_idle_headline_and_busy_time_apart(real_reports, tmp_path):
     """Issue 45 point 3, on the real exports: the idle cost is the one headline; the wait for the last rank and the
     exposed communication (busy time, overlapping each other) are two items of one block after it, headed as a

@@ -60,6 +60,7 @@ def _run(tmp_path, files: dict, policy: str = "assume", name: str = "out"):
 # ---------------------------------------------------------------- 1. assumed dollars in the fix-first lists
 
 
+@pytest.mark.slow
 def test_fix_first_says_how_much_rests_on_assumed_rates(tmp_path):
     # Each GPU is idle 20 of its 40 ms (one 20 ms cpu gap; 2 kernels: tier toy, so every entry is apart).
     # L4 (its own entry, $0.80): 0.5 x 0.80 x 730 = 292.00; the unlisted model priced as H100 (assumed, $4.00):
@@ -109,6 +110,7 @@ def test_real_export_priced_at_an_assumed_rate_marks_its_fix_first_entry(tmp_pat
 # ---------------------------------------------------------------- 2. unpriced is never $0.00
 
 
+@pytest.mark.slow
 def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     # cost.unlisted: unpriced. Job mixed: an L4 (292.00) and an unlisted GPU (no rate); job dark: one other
     # unlisted GPU, so none of its GPUs is priced. main: jobs.csv, its fix-first entry and its record read $0.00.
@@ -154,6 +156,7 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     assert re.findall(r'<td class="num">([^<]*)</td>', cpu) == ["20.000 ms", "50.00 %", "unpriced"]
 
 
+@pytest.mark.slow
 def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     # one GPU, unpriced: the printed total, the headline, the trusted-vs-rest card and the md say "unpriced" and
     # count it. main: "$0.00" everywhere.
@@ -216,6 +219,7 @@ TRN_LINE = ("Job kind: training (NVTX range '## backward ##' (window.training\\_
             "idle. Start-up wait before the first kernel: 1.000 ms; apart, never priced.")
 
 
+@pytest.mark.slow
 def test_records_and_report_show_kind_capture_and_startup_wait(tmp_path):
     # test_serving_window's traces, worked out there: serving (auto window = the capture, 470 ms, idle 270 ms:
     # 57.45 %; nothing left out; start-up wait 200 ms) and training (W 120 ms idle 20 ms: 16.67 %; the capture
@@ -289,6 +293,7 @@ def test_real_trace_record_states_its_kind_and_capture(tmp_path):
 # ---------------------------------------------------------------- 4. the GPU page's timeline title
 
 
+@pytest.mark.slow
 def test_gpu_page_timeline_is_titled_by_the_gpus_one_name(tmp_path):
     # train_h100_2gpu_nccl.sqlite: two GPUs of one job, no model named ("GPU"), numbered 1 and 2 by key. Each page's
     # timeline is titled "<its name> in <report>" above the picture, the full key on hover; the picture itself no

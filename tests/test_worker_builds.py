@@ -110,6 +110,7 @@ def truth(reports, tmp_path_factory) -> dict:
     return want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", ["doubled-idle", "older-build", "other-numpy"])
 def test_a_worker_of_another_build_gets_no_work_and_the_run_ends_at_once(reports, truth, tmp_path, build):
     root = tmp_path / "other"
@@ -140,6 +141,7 @@ def test_a_worker_of_another_build_gets_no_work_and_the_run_ends_at_once(reports
     assert idle(again) == {k: v for k, v in truth.items() if k[0] == str(sorted(reports.glob("*.sqlite"))[0])}
 
 
+@pytest.mark.slow
 def test_a_mixed_cluster_runs_everything_on_the_workers_of_this_build(reports, truth, tmp_path):
     """One worker of this build, one that doubles idle: every report is analysed by the first, right, and
     stored; the second is named as refused. (Four reports on two one-thread workers: one task per report, so
