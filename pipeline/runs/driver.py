@@ -401,13 +401,13 @@ class Todo:
     plots: str | None = None
 
 
-def write_report_docs(gpu_dir: str, spread_pct: float, results: list) -> dict:
+def write_report_docs(gpu_dir: str, spread_pct: float, results: list, done=None) -> dict:
     """Write one report's per-GPU JSON into ``gpu_dir`` (atomically), with the fleet row as
     ``_summary`` as the report's own rows give it (stragglers flagged among the report's GPUs of each
     job, ``spread_pct``: ``analysis.straggler_spread_pct``; the reduce rewrites the ``_summary`` of a
-    file whose final fleet row differs). Returns ``{(report, gpu key): (file path, summary text)}``.
-    Raises OSError."""
-    texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], spread_pct), rosters_of(results))
+    file whose final fleet row differs). ``done(1)`` after each file (None: nothing). Returns ``{(report, gpu key):
+    (file path, summary text)}``. Raises OSError."""
+    texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], spread_pct), rosters_of(results), done)
     return {key: (os.path.join(gpu_dir, gpu_json_name(*key)), text) for key, text in texts.items()}
 
 
@@ -542,9 +542,10 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         scheduler: a Dask scheduler address (else ``dask.scheduler``, ``DASK_SCHEDULER_ADDRESS``,
             else a LocalCluster; one report with none of them runs in this process).
         force: reports to analyse again even when their result is stored.
-        progress_factory: ``callable(total, what="reports") -> progress`` with ``advance(n, label)`` and
-            ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display; ``what="GPUs"``:
-            the GPUs inside a report analysed in this process.
+        progress_factory: ``callable(total, what="reports", doing=..., of=...) -> progress`` with ``advance(n,
+            label)`` and ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display;
+            ``what="GPUs"``: the GPUs inside a report analysed in this process; ``"MB"``, ``"GPU files"``: reading
+            a large report, writing the GPU files of one of thousands of GPUs (:func:`~pipeline.work.tasks.report_task`).
     Returns:
         :class:`RunResult`.
     Raises:
@@ -599,7 +600,8 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     jobs = [Todo(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
     try:
-        gpu_progress = (lambda total: progress_factory(total, "GPUs")) if progress else None
+        gpu_progress = ((lambda total, what="GPUs", **words: progress_factory(total, what, **words))
+                        if progress else None)
         outcomes, engine_problem = _analyse(jobs, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log,
                                             progress, gpu_progress)
     finally:
