@@ -146,25 +146,32 @@ def test_a_small_report_gets_no_reading_or_writing_lines(reports, tmp_path, monk
         "analysing 1 reports", "analysing 3 GPUs", "3/3 GPUs", "1/1 reports"]
 
 
-def test_a_large_report_says_what_it_reads_and_counts_the_gpu_files_it_writes(reports, tmp_path, monkeypatch):
-    """Before: from "analysing 1 reports" to the first GPU line (reading the export: minutes at 10,000 GPUs), and
-    from the last GPU line to "1/1 reports done" (writing 10,000 GPU files: over a minute), nothing was said. Now a
-    report file of at least READ_LINE_MB MB says it is read, and one of at least WRITE_LINE_GPUS GPUs counts the GPU
-    files it writes (both thresholds set low here: 1 MB, rounded up, and 8 GPUs; the line interval set to 0 s)."""
+def test_a_large_report_says_what_it_reads_plans_and_writes(reports, tmp_path, monkeypatch):
+    """Before: from "analysing 1 reports" to the first GPU line (reading the export, then planning every GPU's
+    iterations: over two minutes at 10,000 GPUs), and from the last GPU line to the end (writing 10,000 GPU files,
+    then the fleet tables and the job's record: minutes), nothing was said. Now a report file of at least
+    READ_LINE_MB MB says it is read, and a report of at least MANY_GPUS GPUs counts their plans and their GPU files,
+    and says when the fleet rows are written (thresholds set low here: the file's MB, rounded up, and 8 GPUs; the
+    line interval set to 0 s, so a line per 10 % done)."""
     import os
 
     import pipeline.progress as progress
 
     monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)
     mb = -(-os.path.getsize(reports[8]) // 1_000_000)
-    lines = progress_lines(reports[8], tmp_path / "out", monkeypatch, READ_LINE_MB=mb, WRITE_LINE_GPUS=8)
+    lines = progress_lines(reports[8], tmp_path / "out", monkeypatch, READ_LINE_MB=mb, MANY_GPUS=8)
+    counted = [f"{n}/8" for n in range(1, 8)]
     assert lines[:3] == ["analysing 1 reports", f"reading {mb} MB of g8.sqlite", lines[2]]
     assert lines[2].startswith(f"{mb}/{mb} MB of g8.sqlite done in ")
-    assert lines[3] == "analysing 8 GPUs" and lines[11].startswith("8/8 GPUs done in ")
-    assert lines[12] == "writing 8 GPU files"
-    assert [line.split(" GPU files")[0] for line in lines[13:20]] == [f"{n}/8" for n in range(1, 8)]
-    assert lines[20].startswith("8/8 GPU files done in ") and lines[21].startswith("1/1 reports done in ")
-    assert len(lines) == 22 and len(os.listdir(tmp_path / "out" / "gpus")) == 8
-    # one GPU fewer than the threshold of GPUs, one MB more than the file: neither line
-    lines = progress_lines(reports[8], tmp_path / "out2", monkeypatch, READ_LINE_MB=mb + 1, WRITE_LINE_GPUS=9)
-    assert not [line for line in lines if "MB" in line or "GPU files" in line], lines
+    assert lines[3] == "making 8 GPU plans" and lines[11].startswith("8/8 GPU plans done in ")
+    assert [line.split(" GPU plans")[0] for line in lines[4:11]] == counted
+    assert lines[12] == "analysing 8 GPUs" and lines[20].startswith("8/8 GPUs done in ")
+    assert lines[21] == "writing 8 GPU files" and lines[29].startswith("8/8 GPU files done in ")
+    assert [line.split(" GPU files")[0] for line in lines[22:29]] == counted
+    assert lines[30].startswith("1/1 reports done in ")
+    assert lines[31] == "writing 8 fleet rows" and lines[32].startswith("8/8 fleet rows done in ")
+    assert len(lines) == 33 and len(os.listdir(tmp_path / "out" / "gpus")) == 8
+    # one GPU fewer than the threshold, one MB more than the file: none of these lines
+    lines = progress_lines(reports[8], tmp_path / "out2", monkeypatch, READ_LINE_MB=mb + 1, MANY_GPUS=9)
+    assert [line.split(" (")[0].split(" done in ")[0] for line in lines] == [
+        "analysing 1 reports", "analysing 8 GPUs", *[f"{n}/8 GPUs" for n in range(1, 8)], "8/8 GPUs", "1/1 reports"]

@@ -35,6 +35,7 @@ from ..store.results import (MANIFEST, ResultCache, drop_manifest, foreign_code,
                              read_manifest, write_folder_manifest)
 from ..text import printable
 from ..work.agreement import entries_of, forced_agreements
+from ..work import tasks as work_tasks
 from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
 
 __all__ = ["OutputError", "IncompleteOutputs", "OutputFolder", "RunFolder", "drive", "write_documents"]
@@ -544,8 +545,9 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         force: reports to analyse again even when their result is stored.
         progress_factory: ``callable(total, what="reports", doing=..., of=...) -> progress`` with ``advance(n,
             label)`` and ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display;
-            ``what="GPUs"``: the GPUs inside a report analysed in this process; ``"MB"``, ``"GPU files"``: reading
-            a large report, writing the GPU files of one of thousands of GPUs (:func:`~pipeline.work.tasks.report_task`).
+            ``what="GPUs"``: the GPUs inside a report analysed in this process; ``"MB"``, ``"GPU plans"``, ``"GPU
+            files"``: reading a large report, planning and writing thousands of GPUs (:func:`~pipeline.work.tasks.report_task`);
+            ``"fleet rows"``: writing the outputs of thousands of rows (:data:`~pipeline.work.tasks.MANY_GPUS`).
     Returns:
         :class:`RunResult`.
     Raises:
@@ -625,7 +627,16 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         # A report without a stored result is analysed again next time, and so is one that failed now
         # although a result of it is stored (a read time bound, memory, a lost worker): nothing to keep.
         digest = None
-    wrote = folder.write(fleet, rosters, cfg, digest)
+    # thousands of rows take a while to write (the fleet tables, the job records): the progress lines say so
+    writing = (progress_factory(len(fleet), "fleet rows", doing="writing")
+               if progress_factory and len(fleet) >= work_tasks.MANY_GPUS else None)
+    try:
+        wrote = folder.write(fleet, rosters, cfg, digest)
+        if writing is not None:
+            writing.advance(writing.total)
+    finally:
+        if writing is not None:
+            writing.close()
     wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,

@@ -426,15 +426,24 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
     agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`), then :func:`analyse_task` for each;
     each step on ``threads`` threads when more than one and the GPUs are not large
     (:data:`THREADED_MAX_GPU_KERNELS`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
-    each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done."""
+    each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done.
+    A report of at least :data:`MANY_GPUS` GPUs counts their plans first (``making N GPU plans``, with the agreement
+    and the collective calls matched across them: a minute or more at 10,000 GPUs)."""
     if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
         threads = 1
+    planning = (gpu_progress(len(keys), "GPU plans", doing="making")
+                if gpu_progress is not None and len(keys) >= MANY_GPUS else None)
+    try:
+        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
+                      planning.advance if planning is not None else None)
+        agreements = report_agreements(report.path, keys, plans, cfg, forced)
+        collective = report_collectives(report, keys, cfg)
+    finally:
+        if planning is not None:
+            planning.close()
     progress = gpu_progress(len(keys)) if gpu_progress is not None and keys else None
     done = progress.advance if progress is not None else None
     try:
-        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads)
-        agreements = report_agreements(report.path, keys, plans, cfg, forced)
-        collective = report_collectives(report, keys, cfg)
         return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective),
                      list(zip(keys, plans)), threads, done)
     finally:
@@ -446,9 +455,10 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
 #: (``reading 220 MB of g10000.sqlite``, then ``220/220 MB of g10000.sqlite done in 40.1 s``): a file that large
 #: takes a while to read; a smaller one adds no line.
 READ_LINE_MB = 100
-#: A report of at least this many GPUs analysed in this process counts its GPU files as it writes them
-#: (``writing 10000 GPU files``); fewer are written in seconds and add no line.
-WRITE_LINE_GPUS = 1000
+#: A report of at least this many GPUs analysed in this process counts its GPUs' plans before it analyses them
+#: (``making 10000 GPU plans``: their iterations) and its GPU files as it writes them (``writing 10000 GPU files``), and the run's
+#: fleet outputs say when they are written (``writing 10000 fleet rows``); fewer take seconds and add no line.
+MANY_GPUS = 1000
 
 
 def _reading(path: str, progress) -> object:
@@ -466,7 +476,7 @@ def _reading(path: str, progress) -> object:
 def finish_report(outcome: ReportOutcome, sinks: Sinks | None, progress=None) -> ReportOutcome:
     """Hand a report's results to its ``sinks``: store them, then write its per-GPU JSON and draw
     their page timelines, each where given. ``progress``: ``callable(total, what, doing=) -> progress``
-    (:class:`Job`) that counts the GPU files written when there are at least :data:`WRITE_LINE_GPUS`.
+    (:class:`Job`) that counts the GPU files written when there are at least :data:`MANY_GPUS`.
 
     If writing fails (for any reason: the result is stored by then, so the report is not a failure),
     the full results stay in the outcome and the client writes them; otherwise only the rows and
@@ -481,7 +491,7 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None, progress=None) ->
         return outcome
     files_n = sum(r.row.get("status") not in NOT_ANALYSED for r in outcome.results)
     writing = (progress(files_n, "GPU files", doing="writing")
-               if progress is not None and files_n >= WRITE_LINE_GPUS else None)
+               if progress is not None and files_n >= MANY_GPUS else None)
     try:
         files = sinks.write(outcome.results, done=writing.advance) if writing else sinks.write(outcome.results)
     except Exception:  # noqa: BLE001 - the result is stored and analysed: the client writes its files instead
@@ -511,8 +521,8 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
     ``gpu_progress``: ``callable(total, what="GPUs", doing=, of=) -> progress`` (:class:`Job`): counts the GPUs
-    analysed, and says when a large file is read (:data:`READ_LINE_MB`) and the files of thousands of GPUs
-    written (:data:`WRITE_LINE_GPUS`).
+    analysed, and says when a large file is read (:data:`READ_LINE_MB`), and the plans and files of thousands of
+    GPUs made (:data:`MANY_GPUS`).
     Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
     reading = _reading(path, gpu_progress)
