@@ -427,10 +427,11 @@ def _result_cache(cfg):
 def progress_factory():
     """``(total, what="reports") -> Progress`` for the driver (:class:`~pipeline.progress.Progress` on stderr): a
     bar of reports (or of the GPUs inside a report analysed in this process) done on a terminal, a few plain
-    ``gpu-idle: progress:`` lines otherwise (cron, CI, a log)."""
+    ``gpu-idle: progress:`` lines otherwise (cron, CI, a log). Further keywords (``doing``, ``of``) go to
+    :class:`~pipeline.progress.Progress`: reading a large report, writing its GPU files."""
     from .progress import Progress
 
-    return lambda total, what="reports": Progress(total, what=what)
+    return lambda total, what="reports", **words: Progress(total, what=what, **words)
 
 
 def _night(ctx, param, value):

@@ -8,6 +8,9 @@
     ...
     gpu-idle: progress: 20/20 reports done in 200.0 s
 
+Other work says what it does and of what (``doing``, ``of``): ``reading 220 MB of g10000.sqlite``,
+``writing 10000 GPU files``.
+
 A plain line between the first and the last comes only when both at least
 :data:`LINE_EVERY_PERCENT` % of the total has been done and :data:`LINE_EVERY_S`
 seconds have passed since the previous line (whichever comes later), so a log
@@ -43,6 +46,9 @@ class Progress:
     Args:
         total: the number of items the work has (reports, MB, ...; a count >= 0). 0 shows nothing.
         what: the items' name, plural (``"reports"``, ``"MB"``), as the lines and the bar show it.
+        doing: what the work does, the first line's verb (``"analysing"``, ``"reading"``, ``"writing"``).
+        of: what the items belong to (a file name: ``"g10000.sqlite"``, read ``220 MB of g10000.sqlite``),
+            said on the first and last lines and beside the bar until a ``label`` replaces it; None: nothing.
         stream: where progress goes (default: ``sys.stderr`` at the time of the call).
         interactive: True: a tqdm progress bar; False: plain lines; None (default): a bar when
             ``stream.isatty()``.
@@ -53,11 +59,13 @@ class Progress:
     """
 
     def __init__(self, total: int, what: str = "reports", stream: TextIO | None = None,
-                 interactive: bool | None = None, clock: Callable[[], float] = time.monotonic):
+                 interactive: bool | None = None, clock: Callable[[], float] = time.monotonic,
+                 doing: str = "analysing", of: str | None = None):
         if total < 0:
             raise ValueError(f"total must be >= 0, not {total}")
         self.total = int(total)
         self.what = what
+        self._of = f" of {of}" if of else ""
         self.stream = sys.stderr if stream is None else stream
         if interactive is None:
             try:
@@ -85,10 +93,12 @@ class Progress:
                 # the same line, never moving the cursor up over the other's (tqdm's ESC [A for nested bars)
                 self._bar = tqdm(total=self.total, unit=" " + what, file=self.stream, desc="gpu-idle",
                                  dynamic_ncols=True, leave=True, position=0)
+                if of:
+                    self._bar.set_postfix_str(of, refresh=False)
             except (OSError, ValueError):
                 self._silent = True
         else:
-            self._line(f"analysing {self.total} {what}")
+            self._line(f"{doing} {self.total} {what}{self._of}")
 
     def __enter__(self) -> Progress:
         return self
@@ -141,7 +151,7 @@ class Progress:
                 self._bar = None
             else:
                 elapsed = self.clock() - self._start_s
-                self._line(f"{self.done}/{self.total} {self.what} done in {elapsed:.1f} s"
+                self._line(f"{self.done}/{self.total} {self.what}{self._of} done in {elapsed:.1f} s"
                            + (", stopped early" if self.done < self.total else ""))
 
     def _line(self, text: str) -> None:

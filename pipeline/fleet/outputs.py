@@ -76,7 +76,7 @@ def _gpu_doc(summary: dict, both: dict) -> dict:
             "device_roster": both.get("device", []), "timeline": both.get("timeline", {}), "_summary": summary}
 
 
-def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
+def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict, done=None) -> dict:
     """Write ``gpu_dir/<report>__<gpu>__<hash>.json`` (:func:`gpu_json_name`) for every analysed row of
     ``fleet``, atomically: ``report``, ``gpu_key``, ``roster``, ``device_roster``, ``timeline`` and the
     row as ``_summary``.
@@ -84,8 +84,8 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
     ``rosters`` maps (report, gpu_key) -> ``{"streams": [...], "device": [...], "timeline": {...}}``; an
     entry that also holds ``"json"`` (the :func:`summary_text` of the ``_summary`` a worker already
     wrote into that file) is left alone when the row gives the same text, and only its ``_summary``
-    is replaced otherwise (e.g. a straggler flag that needed the whole job). Returns
-    ``(report, gpu_key) -> summary_text`` of every file written or checked.
+    is replaced otherwise (e.g. a straggler flag that needed the whole job). ``done(1)`` after each file
+    written (None: nothing). Returns ``(report, gpu_key) -> summary_text`` of every file written or checked.
     """
     real_dir(gpu_dir)
     texts = {}
@@ -106,6 +106,8 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict) -> dict:
         else:
             doc = _gpu_doc(summary, both)
         write_json(path, doc)
+        if done is not None:
+            done(1)
     return texts
 
 

@@ -179,9 +179,51 @@ def model_from_listing(device_id: int, listed: list[ListedGpu]) -> tuple[str, st
                 "ran these kernels")
 
 
-def _identify(pid: int, dev: int, cd: CudaDevice | None, gpu: ListedGpu | None, listed: list[ListedGpu]) -> dict:
+class _Listing:
+    """What TARGET_INFO_GPU lists (``listed``), indexed once per report, so that identifying each of
+    thousands of devices looks its GPU up instead of passing over every listed GPU (issue 42 point 14)."""
+
+    def __init__(self, listed: list[ListedGpu]):
+        self.listed = listed
+        #: the listed CUDA boards (no MIG instance listed itself), in listed order
+        self.boards = [g for g in listed if g.cuda and not is_mig(g.uuid)]
+        #: every board is of one model and SM count (or none is listed)
+        self.alike = len({(board_name(g.name), g.sms) for g in self.boards}) == 1
+        self._boards_on: dict[str, list[ListedGpu]] = {}   # bus -> boards on it
+        self._whole_on: dict[str, list[ListedGpu]] = {}    # bus -> listed GPUs on it that are no MIG instance
+        self._all_on: dict[str, list[ListedGpu]] = {}      # bus -> every listed GPU on it
+        for g in listed:
+            if g.bus:
+                self._all_on.setdefault(g.bus, []).append(g)
+                if not is_mig(g.uuid):
+                    self._whole_on.setdefault(g.bus, []).append(g)
+        for g in self.boards:
+            if g.bus:
+                self._boards_on.setdefault(g.bus, []).append(g)
+        self._models: dict[int, tuple[str, str]] = {}
+
+    def board_on(self, bus: str) -> ListedGpu | None:
+        """The one listed board on ``bus`` ("": none), else None."""
+        return _only(self._boards_on.get(bus, ())) if bus else None
+
+    def whole_on(self, bus: str) -> ListedGpu | None:
+        """The one listed GPU on ``bus`` that is no MIG instance ("": none), else None."""
+        return _only(self._whole_on.get(bus, ())) if bus else None
+
+    def on_bus(self, bus: str) -> list[ListedGpu]:
+        """Every listed GPU on ``bus`` ("": none), in listed order."""
+        return self._all_on.get(bus, []) if bus else []
+
+    def model(self, device_id: int) -> tuple[str, str]:
+        """:func:`model_from_listing` of ``device_id`` (once per CUDA ordinal)."""
+        if device_id not in self._models:
+            self._models[device_id] = model_from_listing(device_id, self.listed)
+        return self._models[device_id]
+
+
+def _identify(pid: int, dev: int, cd: CudaDevice | None, gpu: ListedGpu | None, listing: _Listing) -> dict:
     """The devices-frame row of one (pid, CUDA ordinal) (see :func:`load_devices`)."""
-    boards = [g for g in listed if g.cuda and not is_mig(g.uuid)]
+    boards = listing.boards
     cd_uuid, gpu_uuid = (cd.uuid if cd else ""), (gpu.uuid if gpu else "")
     mig = next((u for u in (cd_uuid, gpu_uuid) if is_mig(u)), "")
     sms = cd.sms if cd and cd.sms else None
@@ -190,8 +232,8 @@ def _identify(pid: int, dev: int, cd: CudaDevice | None, gpu: ListedGpu | None, 
         board = gpu
         if gpu is not None and is_mig(gpu.uuid):  # the instance itself is listed: its board shares the bus
             sms = sms or gpu.sms
-            board = _only(g for g in boards if g.bus and g.bus == gpu.bus)
-        elif gpu is None and len({(board_name(g.name), g.sms) for g in boards}) == 1:
+            board = listing.board_on(gpu.bus)
+        elif gpu is None and listing.alike:
             board = boards[0]  # no gpuId, but every board the export lists is alike
         key, uuid = mig, mig
         model = board_name(board.name if board else (gpu.name if gpu else ""))
@@ -203,7 +245,7 @@ def _identify(pid: int, dev: int, cd: CudaDevice | None, gpu: ListedGpu | None, 
         model = board_name((gpu.name if gpu else "") or (cd.name if cd else ""))
     note = ""
     if not model:
-        model, note = model_from_listing(dev, listed)
+        model, note = listing.model(dev)
     return {"pid": int(pid), "device_id": int(dev), "gpu_key": key, "gpu_model": model, "uuid": uuid, "bus": bus,
             "mig": bool(mig), "sms": int(sms or 0), "board_sms": int(board.sms or 0) if board else 0,
             "model_note": note}
@@ -222,6 +264,7 @@ def load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, lis
     CUDA GPUs, and boards in use through their MIG instances, are not counted).
     """
     listed = listed_gpus(schema)
+    listing = _Listing(listed)   # indexed once: each device looks its GPU up (thousands of GPUs: no pass each)
     by_ref = {g.ref: g for g in listed}
     cuda = cuda_devices(schema)
     rows, used = [], set()
@@ -229,12 +272,12 @@ def load_devices(schema: Schema, pairs: pd.DataFrame) -> tuple[pd.DataFrame, lis
         cd = cuda.get((int(pid), int(dev))) or cuda.get((-1, int(dev)))
         gpu = by_ref.get(cd.gpu_id) if cd is not None and cd.gpu_id is not None else None
         if gpu is None and cd is not None and cd.bus:  # TARGET_INFO_CUDA_GPU: the bus id names the listed GPU
-            gpu = _only(g for g in listed if g.bus == cd.bus and not is_mig(g.uuid))
+            gpu = listing.whole_on(cd.bus)
         if gpu is not None:
             used.add(gpu.ref)
             if is_mig(gpu.uuid):  # an instance in use: its board is in use too
-                used.update(g.ref for g in listed if g.bus and g.bus == gpu.bus)
-        rows.append(_identify(pid, dev, cd, gpu, listed))
+                used.update(g.ref for g in listing.on_bus(gpu.bus))
+        rows.append(_identify(pid, dev, cd, gpu, listing))
     devices = devices_frame(rows)
     return devices, _untraced_gpus([g for g in listed if g.cuda], used, devices)
 

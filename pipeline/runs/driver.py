@@ -35,6 +35,7 @@ from ..store.results import (MANIFEST, ResultCache, drop_manifest, foreign_code,
                              read_manifest, write_folder_manifest)
 from ..text import printable
 from ..work.agreement import entries_of, forced_agreements
+from ..work import tasks as work_tasks
 from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
 
 __all__ = ["OutputError", "IncompleteOutputs", "OutputFolder", "RunFolder", "drive", "write_documents"]
@@ -401,13 +402,13 @@ class Todo:
     plots: str | None = None
 
 
-def write_report_docs(gpu_dir: str, spread_pct: float, results: list) -> dict:
+def write_report_docs(gpu_dir: str, spread_pct: float, results: list, done=None) -> dict:
     """Write one report's per-GPU JSON into ``gpu_dir`` (atomically), with the fleet row as
     ``_summary`` as the report's own rows give it (stragglers flagged among the report's GPUs of each
     job, ``spread_pct``: ``analysis.straggler_spread_pct``; the reduce rewrites the ``_summary`` of a
-    file whose final fleet row differs). Returns ``{(report, gpu key): (file path, summary text)}``.
-    Raises OSError."""
-    texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], spread_pct), rosters_of(results))
+    file whose final fleet row differs). ``done(1)`` after each file (None: nothing). Returns ``{(report, gpu key):
+    (file path, summary text)}``. Raises OSError."""
+    texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], spread_pct), rosters_of(results), done)
     return {key: (os.path.join(gpu_dir, gpu_json_name(*key)), text) for key, text in texts.items()}
 
 
@@ -542,9 +543,11 @@ def drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None, 
         scheduler: a Dask scheduler address (else ``dask.scheduler``, ``DASK_SCHEDULER_ADDRESS``,
             else a LocalCluster; one report with none of them runs in this process).
         force: reports to analyse again even when their result is stored.
-        progress_factory: ``callable(total, what="reports") -> progress`` with ``advance(n, label)`` and
-            ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display; ``what="GPUs"``:
-            the GPUs inside a report analysed in this process.
+        progress_factory: ``callable(total, what="reports", doing=..., of=...) -> progress`` with ``advance(n,
+            label)`` and ``close()`` (:class:`pipeline.progress.Progress`), or None for no progress display;
+            ``what="GPUs"``: the GPUs inside a report analysed in this process; ``"MB"``, ``"GPU plans"``, ``"GPU
+            files"``: reading a large report, planning and writing thousands of GPUs (:func:`~pipeline.work.tasks.report_task`);
+            ``"fleet rows"``: writing the outputs of thousands of rows (:data:`~pipeline.work.tasks.MANY_GPUS`).
     Returns:
         :class:`RunResult`.
     Raises:
@@ -599,7 +602,8 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     jobs = [Todo(p, cfg.labels_for(p), cache.slot(p) if cache is not None else None, plots=folder.plots) for p in todo]
     progress = progress_factory(len(jobs)) if progress_factory and jobs else None
     try:
-        gpu_progress = (lambda total: progress_factory(total, "GPUs")) if progress else None
+        gpu_progress = ((lambda total, what="GPUs", **words: progress_factory(total, what, **words))
+                        if progress else None)
         outcomes, engine_problem = _analyse(jobs, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log,
                                             progress, gpu_progress)
     finally:
@@ -623,7 +627,16 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         # A report without a stored result is analysed again next time, and so is one that failed now
         # although a result of it is stored (a read time bound, memory, a lost worker): nothing to keep.
         digest = None
-    wrote = folder.write(fleet, rosters, cfg, digest)
+    # thousands of rows take a while to write (the fleet tables, the job records): the progress lines say so
+    writing = (progress_factory(len(fleet), "fleet rows", doing="writing")
+               if progress_factory and len(fleet) >= work_tasks.MANY_GPUS else None)
+    try:
+        wrote = folder.write(fleet, rosters, cfg, digest)
+        if writing is not None:
+            writing.advance(writing.total)
+    finally:
+        if writing is not None:
+            writing.close()
     wait_for_writes()  # the in-process engine's columnar cache entry, written while analysing
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,

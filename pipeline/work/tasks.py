@@ -47,6 +47,8 @@ from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report, world_size
 from ..engine.cluster import local_worker_memory
 from ..fleet.reduce import error_row
+from ..schema import NOT_ANALYSED
+from ..text import printable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +72,9 @@ class Job:
     alone agreed otherwise (:mod:`pipeline.work.agreement`; None: its GPUs agree among themselves),
     and its ``sinks`` (None: the task makes no output; the client stores and writes). ``gpu_progress``:
     ``callable(total) -> progress`` (``advance(n)``, ``close()``: :class:`pipeline.progress.Progress`) that
-    counts the report's GPUs as they are analysed, when it runs in this process (None: not counted)."""
+    counts the report's GPUs as they are analysed, when it runs in this process (None: not counted); called as
+    ``(total, what, doing=, of=)`` it also says when a large file is read and thousands of GPU files written
+    (:func:`report_task`)."""
 
     path: str
     labels: dict
@@ -422,15 +426,24 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
     agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`), then :func:`analyse_task` for each;
     each step on ``threads`` threads when more than one and the GPUs are not large
     (:data:`THREADED_MAX_GPU_KERNELS`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
-    each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done."""
+    each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done.
+    A report of at least :data:`MANY_GPUS` GPUs counts their plans first (``making N GPU plans``, with the agreement
+    and the collective calls matched across them: a minute or more at 10,000 GPUs)."""
     if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
         threads = 1
+    planning = (gpu_progress(len(keys), "GPU plans", doing="making")
+                if gpu_progress is not None and len(keys) >= MANY_GPUS else None)
+    try:
+        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
+                      planning.advance if planning is not None else None)
+        agreements = report_agreements(report.path, keys, plans, cfg, forced)
+        collective = report_collectives(report, keys, cfg)
+    finally:
+        if planning is not None:
+            planning.close()
     progress = gpu_progress(len(keys)) if gpu_progress is not None and keys else None
     done = progress.advance if progress is not None else None
     try:
-        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads)
-        agreements = report_agreements(report.path, keys, plans, cfg, forced)
-        collective = report_collectives(report, keys, cfg)
         return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective),
                      list(zip(keys, plans)), threads, done)
     finally:
@@ -438,9 +451,32 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
             progress.close()
 
 
-def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
+#: A report file of at least this many MB (10^6 bytes) read in this process says so on the progress lines
+#: (``reading 220 MB of g10000.sqlite``, then ``220/220 MB of g10000.sqlite done in 40.1 s``): a file that large
+#: takes a while to read; a smaller one adds no line.
+READ_LINE_MB = 100
+#: A report of at least this many GPUs analysed in this process counts its GPUs' plans before it analyses them
+#: (``making 10000 GPU plans``: their iterations) and its GPU files as it writes them (``writing 10000 GPU files``), and the run's
+#: fleet outputs say when they are written (``writing 10000 fleet rows``); fewer take seconds and add no line.
+MANY_GPUS = 1000
+
+
+def _reading(path: str, progress) -> object:
+    """The progress of reading the report at ``path`` (``progress``: ``callable(total, what, doing=, of=)``,
+    :class:`Job`) when it is a local file of at least :data:`READ_LINE_MB` MB, else None."""
+    if progress is None or "://" in path:
+        return None
+    try:
+        mb = -(-os.path.getsize(path) // 1_000_000)   # rounded up
+    except OSError:
+        return None
+    return progress(mb, "MB", doing="reading", of=printable(os.path.basename(path))) if mb >= READ_LINE_MB else None
+
+
+def finish_report(outcome: ReportOutcome, sinks: Sinks | None, progress=None) -> ReportOutcome:
     """Hand a report's results to its ``sinks``: store them, then write its per-GPU JSON and draw
-    their page timelines, each where given.
+    their page timelines, each where given. ``progress``: ``callable(total, what, doing=) -> progress``
+    (:class:`Job`) that counts the GPU files written when there are at least :data:`MANY_GPUS`.
 
     If writing fails (for any reason: the result is stored by then, so the report is not a failure),
     the full results stay in the outcome and the client writes them; otherwise only the rows and
@@ -453,10 +489,16 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
         outcome.stored = sinks.store(outcome.results) or outcome.stored
     if sinks.write is None:
         return outcome
+    files_n = sum(r.row.get("status") not in NOT_ANALYSED for r in outcome.results)
+    writing = (progress(files_n, "GPU files", doing="writing")
+               if progress is not None and files_n >= MANY_GPUS else None)
     try:
-        files = sinks.write(outcome.results)
+        files = sinks.write(outcome.results, done=writing.advance) if writing else sinks.write(outcome.results)
     except Exception:  # noqa: BLE001 - the result is stored and analysed: the client writes its files instead
         return outcome
+    finally:
+        if writing is not None:
+            writing.close()
     outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources,
                                  code=r.code)
                        for r in outcome.results]
@@ -478,16 +520,26 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
+    ``gpu_progress``: ``callable(total, what="GPUs", doing=, of=) -> progress`` (:class:`Job`): counts the GPUs
+    analysed, and says when a large file is read (:data:`READ_LINE_MB`), and the plans and files of thousands of
+    GPUs made (:data:`MANY_GPUS`).
     Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
-    report = load_task(path, cfg, background_cache)
+    reading = _reading(path, gpu_progress)
+    try:
+        report = load_task(path, cfg, background_cache)
+        if reading is not None and not isinstance(report, Failure):
+            reading.advance(reading.total)
+    finally:
+        if reading is not None:
+            reading.close()
     keys = gpu_keys_task(report)
     if isinstance(keys, Failure):
         return ReportOutcome(path=path, failure=keys)
     try:
         results = analyse_report(report, keys, cfg, labels, threads, forced, gpu_progress)
         del report
-        return finish_report(ReportOutcome(path=path, results=results), sinks)
+        return finish_report(ReportOutcome(path=path, results=results), sinks, gpu_progress)
     except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
         return ReportOutcome(path=path, failure=Failure(describe(exc, path)))
 
