@@ -1,8 +1,9 @@
 # gpu-idle: every target sets up what it needs (a virtual environment in .venv).
 #   make run   - set up, generate the built-in example fleet, run the main job on it
 #   make test  - set up, install what the tests need (system packages: root) and run the whole suite (CI)
-#   make check - set up and run every test that needs no system package: the quick loop, then the
-#                quick performance guard (make bench-quick)
+#   make check - set up and run every test that needs no system package and is not marked slow: the quick
+#                loop, then the quick performance guard (make bench-quick)
+#   make check-changed - only the tests the working tree's changes reach (seconds)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -72,9 +73,10 @@ system-note:
 	  "(machine-wide: needs root) and unpacks the Nsight Systems CLI into tools/nsys (no root);" \
 	  "\`make check\` runs the tests that need none of them"
 
-# The edit-test loop: every test that needs no system package, on CHECK_WORKERS processes
-# (pytest-xdist); the tests marked needs_nsys, needs_chromium or needs_slurm are skipped, the reason
-# shown (tests/conftest.py --quick). A module's tests stay on one process (--dist loadscope), so its
+# The edit-test loop (issue 43: at most 3 min and 5 CPU-min on 2 idle cores): every test that needs no
+# system package and is not marked slow, on CHECK_WORKERS processes (pytest-xdist); the tests marked
+# needs_nsys, needs_chromium or needs_slurm are skipped, the reason shown, and those marked slow (1.5 CPU-s
+# or more each) left out, counted (tests/conftest.py --quick). It ends with its wall and CPU time. A module's tests stay on one process (--dist loadscope), so its
 # module fixtures are made once (tests/test_gpu_pages.py: 25 % less CPU than --dist load).
 # CHECK_ARGS: more pytest options (e.g. tests/test_x.py, -x).
 # After the tests pass, the whole-suite check (no CHECK_ARGS) prints the quick performance guard
@@ -83,8 +85,8 @@ CHECK_WORKERS ?= 2
 CHECK_ARGS ?=
 BENCH_QUICK ?= $(if $(strip $(CHECK_ARGS)),0,1)
 check: $(STAMP) k8s-schemas
-	$(BIN)/python scripts/timed.py "make check" -- $(BIN)/python -m pytest --quick -n $(CHECK_WORKERS) --dist loadscope $(CHECK_ARGS)
-	@if [ "$(BENCH_QUICK)" = 1 ]; then $(BIN)/python bench/quick.py $(BENCH_QUICK_ARGS); fi
+	$(BIN)/python scripts/timed.py "make check" -- $(BIN)/python -m pytest --quick -n $(CHECK_WORKERS) --dist loadscope \
+	  $(CHECK_ARGS) $(if $(filter 1,$(BENCH_QUICK)),--and-then $(BIN)/python bench/quick.py $(BENCH_QUICK_ARGS))
 
 # The minute-by-minute loop (issue 43): only the tests that ran code the working tree changed since the last
 # check-changed (pytest-testmon: it records which lines of pipeline/ and tests/ each test ran, in

@@ -2,9 +2,11 @@
 `make test` say what they cost). CPU is user + system of the command and of every process it waited for
 (pytest's workers, the CLI runs and Dask workers they started), as the kernel accounts it for children.
 
-    python scripts/timed.py LABEL -- COMMAND [ARG ...]
+    python scripts/timed.py LABEL -- COMMAND [ARG ...] [--and-then COMMAND [ARG ...]] ...
 
-Exits with the command's own status (128 + N for a signal N)."""
+Each ``--and-then`` command runs when the one before it exited 0 (`make check`: the tests, then the quick
+performance guard), and the line covers them all. Exits with the last command's status (128 + N for a
+signal N)."""
 from __future__ import annotations
 
 import os
@@ -19,20 +21,32 @@ def minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: timed.py LABEL -- COMMAND [ARG ...]", file=sys.stderr)
-        return 2
-    label, command = argv[0], argv[2:]
-    start = time.perf_counter()
+def run(command: list[str]) -> int:
+    """Run ``command`` and wait for it: its exit status (negative: killed by that signal)."""
     proc = subprocess.Popen(command)
     signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))  # passed on, then waited for
     while True:
         try:
-            status = proc.wait()
-            break
+            return proc.wait()
         except KeyboardInterrupt:  # the command has the terminal's SIGINT too: wait for it to end
             continue
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: timed.py LABEL -- COMMAND [ARG ...]", file=sys.stderr)
+        return 2
+    label, commands = argv[0], [[]]
+    for arg in argv[2:]:
+        if arg == "--and-then":
+            commands.append([])
+        else:
+            commands[-1].append(arg)
+    start = time.perf_counter()
+    for command in commands:
+        status = run(command)
+        if status != 0:
+            break
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
