@@ -125,8 +125,8 @@ def pytest_configure(config):
 
 def slow_left_out_line(config) -> str | None:
     left_out = config.stash.get(SLOW_LEFT_OUT, 0)
-    return (f"--quick: {left_out} tests marked slow (1.5 CPU-s or more each: whole end-to-end runs) left out; `make test` runs them"
-            if left_out and not hasattr(config, "workerinput") else None)
+    return (f"--quick: {left_out} tests marked slow (1.5 CPU-s or more each: whole end-to-end runs) left out; "
+            "`make test` runs them" if left_out and not hasattr(config, "workerinput") else None)
 
 
 #: Why a GPU names no model: an Nsight export without a GPU table, a trace without deviceProperties.
