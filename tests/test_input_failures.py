@@ -451,7 +451,7 @@ def test_memory_factor_applies_to_the_json_a_gzip_trace_inflates_to(tmp_path):
     check_memory(packed, 1000, 2**29)
 
 
-def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path, monkeypatch):
+def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path):
     """A remote trace is judged where it is staged, by the worker (its limit; discovery does not stat
     remote files): a .json.gz too big once inflated is refused there, naming the URL and the copy."""
     import fsspec
@@ -464,12 +464,12 @@ def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path
     gz = gzip_file(tmp_path / "src.json.gz", MILLION)
     gz_size = os.path.getsize(gz)
     fs.pipe("/kmem15/rank0.pt.trace.json.gz", open(gz, "rb").read())
-    monkeypatch.setattr(tasks, "_worker_memory_limit", lambda: 2**29)
     url = "memory:///kmem15/rank0.pt.trace.json.gz"
     try:
         with pytest.raises(ProfileError) as caught:
             tasks.load_report_for(url, ExportConfig(), CacheConfig(dir=str(tmp_path / "columns")),
-                                  StorageConfig(cache_dir=str(tmp_path / "staged")), memory_factor=1000)
+                                  StorageConfig(cache_dir=str(tmp_path / "staged")), memory_factor=1000,
+                                  memory_limit=2**29)  # the worker's limit, as the engine gives it
     finally:
         fs.rm("/kmem15", recursive=True)
     (staged,) = [p for p in (tmp_path / "staged").iterdir() if not p.name.endswith(".sums.json")]  # not its checksum

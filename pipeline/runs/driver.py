@@ -447,7 +447,9 @@ def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None
     jobs = [Job(t.path, t.labels, t.forced, report_sinks(t, cfg, here) if backend.shares_files else None,
                 gpu_progress) for t in todos]
     slots = {t.path: t.slot for t in todos}
-    for outcome in map_work(ReportWork(cfg), jobs, backend):
+    # a report analysed in this process is bounded by the memory a worker of the local cluster would have
+    # (on Dask, the engine gives each task its worker's own limit)
+    for outcome in map_work(ReportWork(cfg, local_worker_memory(cfg)), jobs, backend):
         why = foreign_code(outcome.results) if outcome.failure is None else None
         if why is not None:  # a worker of another build: its figures are neither shown nor stored
             outcome = ReportOutcome(path=outcome.path, failure=Failure(

@@ -24,7 +24,6 @@ import dataclasses
 import os
 import re
 import shutil
-import sys
 import tempfile
 import traceback
 from typing import Callable
@@ -45,7 +44,6 @@ from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_kernels, gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report, world_size
-from ..engine.cluster import local_worker_memory
 from ..fleet.reduce import error_row
 
 
@@ -99,27 +97,6 @@ class ReportOutcome:
     stored: bool = False
 
 
-def _dask_worker():
-    """The Dask worker running this task, or None (this process runs it: no worker)."""
-    if "distributed" not in sys.modules:
-        return None  # not on a Dask worker (in this process): no need to import distributed
-    try:
-        from distributed import get_worker
-
-        return get_worker()
-    except ValueError:
-        return None
-
-
-def _worker_memory_limit() -> int | None:
-    """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
-    try:
-        worker = _dask_worker()
-        return (worker.memory_manager.memory_limit or None) if worker is not None else None
-    except AttributeError:
-        return None
-
-
 def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
     """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes);
     for a gzip trace, the size of the JSON it inflates to (from its gzip trailer:
@@ -127,7 +104,7 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
 
     A clear error row beats a worker killed by its nanny in the middle of the night.
     Discovery refuses such a local report before the client reads it when the limit is
-    known there (:func:`pipeline.engine.cluster.local_worker_memory`); this check covers the
+    known there (the driver's, from ``dask.memory_limit``); this check covers the
     limit only a worker knows (a remote cluster) and staged copies of remote reports.
     Raises :class:`~pipeline.model.ProfileError` naming the file, the estimate and the limit
     (:func:`~pipeline.inputs.discover.too_big`).
@@ -216,8 +193,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
     ``None``: defaults), see :mod:`pipeline.inputs.storage`. With ``memory_factor``, the local file
-    is checked against the worker's memory limit (:func:`check_memory`; ``memory_limit``, bytes: the
-    limit of this process when it is no Dask worker, the in-process engine's), and a gzip trace is
+    is checked against the memory limit of whoever runs this (:func:`check_memory`; ``memory_limit``,
+    bytes: the Dask worker's, or this process's when it runs the work itself; given by the caller), and a gzip trace is
     inflated to at most that limit / ``memory_factor`` bytes whatever its trailer says. Reading is
     bounded by ``export_cfg.read_timeout_s`` (:mod:`pipeline.load.limits`). With
     ``background_cache``, a new columnar cache entry is written on a thread
@@ -258,7 +235,7 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
     temporary = "into a temporary file, since removed"
     copies = [f"staged to {local}" if cached else f"staged {temporary}"] if local != path else []
     sqlite_path = None
-    limit = _worker_memory_limit() or memory_limit
+    limit = memory_limit
     limits = ReadLimits(export_cfg.read_timeout_s,
                         int(limit / memory_factor) if limit and memory_factor is not None else None)
     try:
@@ -285,15 +262,15 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
     return report
 
 
-def load_task(path: str, cfg: Config, background_cache: bool = False) -> Report | Failure:
-    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings (run in this
-    process, not on a Dask worker: within the memory a local worker would have, the limit discovery
-    judged the report against, :func:`~pipeline.engine.cluster.local_worker_memory`); any exception
-    comes back as a :class:`~pipeline.model.Failure` (:func:`describe`)."""
+def load_task(path: str, cfg: Config, background_cache: bool = False,
+              memory_limit: int | None = None) -> Report | Failure:
+    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings, within
+    ``memory_limit`` bytes (None: no limit): the caller's value, the Dask worker's own limit on a worker, or
+    in this process the memory a local worker would have (the limit discovery judged the report against);
+    any exception comes back as a :class:`~pipeline.model.Failure` (:func:`describe`)."""
     try:
-        in_process = None if _dask_worker() is not None else local_worker_memory(cfg)
         return load_report_for(path, cfg.export, cfg.cache, cfg.storage, cfg.dask.memory_factor, background_cache,
-                               in_process)
+                               memory_limit)
     except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
         return Failure(describe(exc, path))
 
@@ -470,7 +447,8 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None) -> ReportOutcome:
 
 
 def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None, threads: int = 1,
-                background_cache: bool = False, forced: dict | None = None, gpu_progress=None) -> ReportOutcome:
+                background_cache: bool = False, forced: dict | None = None, gpu_progress=None,
+                memory_limit: int | None = None) -> ReportOutcome:
     """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then hand the
     results to its ``sinks`` (:func:`finish_report`).
 
@@ -478,9 +456,10 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
+    ``memory_limit``: the memory bound of whoever runs it, bytes (:func:`load_task`).
     Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
-    report = load_task(path, cfg, background_cache)
+    report = load_task(path, cfg, background_cache, memory_limit)
     keys = gpu_keys_task(report)
     if isinstance(keys, Failure):
         return ReportOutcome(path=path, failure=keys)
@@ -495,21 +474,28 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
 class ReportWork:
     """The report's unit of work as the engine maps it (:class:`pipeline.engine.map.Work`): whole
     (:func:`report_task`) or cut per GPU (:func:`load_task`, :func:`gpu_keys_task`, :func:`plan_task`,
-    :func:`agreed_task`), over :class:`Job` items, under the run's configuration ``cfg``."""
+    :func:`agreed_task`), over :class:`Job` items, under the run's configuration ``cfg``.
+
+    It knows no scheduler: the engine says where a task runs (``on_worker``: on a Dask worker, whose memory
+    limit is ``worker_memory`` bytes, None: none); in this process the bound is ``memory_limit``, given by
+    the caller (the memory a worker of the local cluster would have)."""
 
     steps = ("report", "load", "gpus", "plan", "analyse")
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, memory_limit: int | None = None):
         self.cfg = cfg
+        self.memory_limit = memory_limit
 
     def name(self, job: Job) -> str:
         return job.path
 
-    def whole(self, job: Job, threads: int = 1) -> ReportOutcome:
+    def whole(self, job: Job, threads: int = 1, on_worker: bool = False,
+              worker_memory: int | None = None) -> ReportOutcome:
         """:func:`report_task`; a new columnar cache entry is written on a thread in this process
         (the run waits for it: :func:`pipeline.load.cache.wait_for_writes`), not on a Dask worker."""
-        return report_task(job.path, job.labels, self.cfg, job.sinks, threads, background_cache=_dask_worker() is None,
-                           forced=job.forced, gpu_progress=job.gpu_progress)
+        return report_task(job.path, job.labels, self.cfg, job.sinks, threads, background_cache=not on_worker,
+                           forced=job.forced, gpu_progress=job.gpu_progress,
+                           memory_limit=worker_memory if on_worker else self.memory_limit)
 
     def failed(self, job: Job, text: str) -> ReportOutcome:
         return ReportOutcome(path=job.path, failure=Failure(text))
@@ -517,8 +503,8 @@ class ReportWork:
     def describe(self, exc: BaseException, name: str, what: str = "") -> str:
         return describe(exc, name, what)
 
-    def open(self, job: Job) -> Report | Failure:
-        return load_task(job.path, self.cfg)
+    def open(self, job: Job, on_worker: bool = False, worker_memory: int | None = None) -> Report | Failure:
+        return load_task(job.path, self.cfg, memory_limit=worker_memory if on_worker else self.memory_limit)
 
     def parts(self, report: Report | Failure) -> tuple:
         keys = gpu_keys_task(report)
