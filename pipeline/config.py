@@ -24,6 +24,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from . import kinds
+import stat
 
 NS_PER_S = 1_000_000_000
 #: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,
@@ -902,7 +903,6 @@ def _read_bounded(path, what: str) -> bytes:
     """The bytes of the regular file ``path``, at most :data:`MAX_CONFIG_BYTES`. Opened without waiting
     (a FIFO with no writer would block ``open``). Raises ConfigError when it is not a regular file (a
     device, a FIFO, a folder) or is larger; OSError when it cannot be read."""
-    import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as fh:

@@ -226,3 +226,96 @@ def test_every_module_is_used_by_the_product():
     unused = sorted(m for m in graph.modules
                     if m not in packages | entry and not graph.find_modules_that_directly_import(m))
     assert unused == []
+
+
+#: Every import inside a function of ``pipeline/`` (file -> reason -> the modules so imported, as written):
+#: the only two reasons are start-up (a module ``gpu-idle --help`` imports: cli.py, text.py,
+#: report/command.py; or a reader that must stay light) and a heavy dependency a module's other callers do
+#: not need. Every other import is at the top of its module, where a reader (and grimp) sees the edge.
+FUNCTION_IMPORTS = {
+    "pipeline/cli.py": {
+        "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
+            ".analysis.confidence", ".analysis.cost", ".config", ".engine.cluster", ".engine.slurm", ".fleet.reduce",
+            ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
+            ".report.medical", ".report.summary", ".report.words", ".runs.driver", ".runs.sweep", ".schema",
+            ".store.results", ".synth"},
+        "start-up: modules `gpu-idle --help` does not load (pandas ~0.3 s; dataclasses, tempfile)": {
+            "pandas", "dataclasses", "tempfile"},
+    },
+    "pipeline/report/command.py": {
+        "start-up: cli.py imports this command at its top; the report's stages wait for the command": {
+            "..io", "..text", ".html", ".rendered"},
+    },
+    "pipeline/text.py": {"start-up: cli.py imports text.py at its top; pandas only to make a CSV cell safe": {"pandas"}},
+    "pipeline/load/sqlite.py": {
+        "light reader: bench/run.py's decode reference imports this module alone (no pandas, no model)": {
+            "..model", "pyarrow", "pyarrow.compute", "adbc_driver_manager", "adbc_driver_sqlite",
+            "concurrent.futures"},
+    },
+    "pipeline/load/tables.py": {"light reader: imported by load/sqlite.py (see there)": {"..model"}},
+    "pipeline/load/limits.py": {"light reader: imported by load/sqlite.py (see there)": {"..config"}},
+    "pipeline/code_keys.py": {"importlib.metadata (~10 ms): only the build fingerprint a Dask run checks": {
+        "importlib.metadata"}},
+    "pipeline/config.py": {
+        "Dask (~0.1 s): only a scheduler address or a memory size to parse": {"dask.config", "dask.utils"},
+        "pydantic, yaml (~40 ms): only a config file read; Config() defaults need neither": {"pydantic", "yaml"},
+    },
+    "pipeline/engine/cluster.py": {
+        "Dask (~0.5 s): a report analysed in this process never starts a cluster": {
+            "dask", "distributed", "distributed.comm", "distributed.comm.addressing", "distributed.security"},
+        "asyncio (~10 ms): only to probe a scheduler address, or filter its log": {"asyncio"},
+        "psutil: only where sysconf cannot tell the machine's memory": {"psutil"},
+    },
+    "pipeline/engine/map.py": {"Dask (~0.5 s): only the OnDask backend and its tasks": {
+        "distributed", "distributed.scheduler"}},
+    "pipeline/engine/slurm.py": {"dask-jobqueue, Dask (~0.5 s): only with dask.slurm": {"dask_jobqueue", "distributed"}},
+    "pipeline/inputs/storage.py": {"fsspec (~40 ms): only a remote URL": {"fsspec"}},
+    "pipeline/store/results.py": {
+        "fsspec (~40 ms): only a remote report's identity": {"fsspec"},
+        "the loader (~0.17 s) and the agreement (~80 ms): `gpu-idle report` reads manifests without them": {
+            "..load.cache", "..work.agreement"},
+    },
+    "pipeline/progress.py": {"tqdm (~15 ms): only a bar on a terminal": {"tqdm"}},
+    "pipeline/report/compare.py": {
+        "the loader (~0.25 s): only when a side's kernels are read": {"..load.report", "..work.tasks"},
+        "jinja2, markupsafe, the report's templates: only compare.html": {".html", ".jinja", "markupsafe"},
+    },
+    "pipeline/runs/driver.py": {"matplotlib, jinja2 (~0.1 s): only when the run draws page timelines": {
+        "..report.gpu_page"}},
+    "pipeline/runs/sweep.py": {"jinja2, markdown, matplotlib (~0.1 s): only the night's HTML": {"..report.html"}},
+}
+
+
+def function_imports() -> dict:
+    """``{file: {module as written}}`` of every ``import`` inside a function of ``pipeline/`` (``ast``)."""
+    import ast
+
+    found: dict = {}
+    for path in sorted((REPO / "pipeline").rglob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom):
+                        name = "." * node.level + (node.module or node.names[0].name)
+                    elif isinstance(node, ast.Import):
+                        name = node.names[0].name
+                    else:
+                        continue
+                    found.setdefault(path.relative_to(REPO).as_posix(), set()).add(name)
+    return found
+
+
+def test_every_import_inside_a_function_is_listed_with_its_reason():
+    """The imports inside functions are exactly :data:`FUNCTION_IMPORTS` (one listed there and gone fails too)."""
+    listed = {f: set().union(*reasons.values()) for f, reasons in FUNCTION_IMPORTS.items()}
+    assert function_imports() == listed
+
+
+def test_function_imports_finds_an_import_inside_a_function(tmp_path, monkeypatch):
+    """The finder sees imports nested in methods and inner functions, relative ones with their dots."""
+    package = tmp_path / "pipeline"
+    package.mkdir()
+    (package / "m.py").write_text("import os\n\nclass A:\n    def f(self):\n        def g():\n"
+                                  "            from ..x import y\n        import json\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert function_imports() == {"pipeline/m.py": {"..x", "json"}}

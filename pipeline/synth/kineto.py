@@ -24,6 +24,7 @@ import json
 import os
 
 from ..model import MEM_KINDS
+import random
 
 #: Memcpy names by ENUM_CUDA_MEMCPY_OPER id, and memory kind names by :data:`~pipeline.model.MEM_KINDS` id
 #: (the ids both loaders give ``src_kind`` / ``dst_kind``), spelled as Kineto writes them
@@ -217,7 +218,6 @@ def generate_scaled_trace(path: str, kernels: int, *, seed: int = 0, pid: int = 
     iteration. About 1.3 KB of JSON per kernel (1 GB ≈ 800k kernels). Deterministic from ``seed``.
     Returns ``{"kernels", "events", "bytes"}``.
     """
-    import random
 
     rng = random.Random(seed)
     out = open(path + ".tmp", "w", encoding="utf-8", newline="\n")

@@ -18,6 +18,7 @@ from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS
     NOT_APPLICATION_CAUSES, SLIVER_NS, TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US,
     WITNESS_MARGIN_NS, is_collective, write_truth)
 from .writer import DTOH, HTOD, ExportWriter
+from .kineto import KinetoWriter
 
 # ---------------------------------------------------------------------------
 # Example fleet: deterministic data-parallel training exports with planted gaps.
@@ -805,7 +806,6 @@ _ITERATION_TEXT = re.compile(r"Iteration (\d+)")
 def _write_kineto(path: str, r: _RankTimeline, world: int, model: str, style: str) -> None:
     """One rank's trace through :class:`~pipeline.synth.kineto.KinetoWriter`: the process drives device
     ``rank`` (its LOCAL_RANK); correlation ids count its own calls in start order, as CUPTI's do."""
-    from .kineto import KinetoWriter
 
     w = KinetoWriter(path, pid=r.pid, devices=[(r.rank, model, 108)] if model else [], rank=r.rank,
                      world_size=world, base_time_ns=KINETO_BASE_TIME_NS, style=style)

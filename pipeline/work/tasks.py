@@ -33,7 +33,7 @@ from ..analysis.analyse import analyse_gpu, gpu_collectives, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..analysis.kind import KIND_KEY, job_kind
 from ..analysis.window import WindowError
-from ..config import CacheConfig, Config, ExportConfig
+from ..config import CacheConfig, Config, ExportConfig, StorageConfig
 from ..inputs.discover import inflated_json_size, too_big
 from ..checksums import file_source
 from ..inputs.export import export_report
@@ -45,6 +45,8 @@ from ..load.report import gpu_kernels, gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report, world_size
 from ..fleet.reduce import error_row
+from ..inputs.storage import is_remote, stage
+from concurrent.futures import ThreadPoolExecutor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,8 +226,6 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
                      background_cache: bool, memory_limit, scratch: str | None) -> Report:
     """:func:`load_report_for`; ``scratch``: None (caches on), or the temporary folder that the staged
     copy and the export go to (``--no-cache``: errors then name no copy, which is gone when they are read)."""
-    from ..config import StorageConfig
-    from ..inputs.storage import is_remote, stage
 
     local, cached = path, scratch is None
     if is_remote(path):
@@ -387,7 +387,6 @@ def _each(fn, items: list, threads: int, done=None) -> list:
 
     if threads <= 1 or len(items) <= 1:
         return [one(item) for item in items]
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         return list(pool.map(one, items))
