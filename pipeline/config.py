@@ -18,13 +18,13 @@ import functools
 import math
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from . import kinds
-import stat
 
 NS_PER_S = 1_000_000_000
 #: Below this many seconds (2**23 s, about 97 days) neighbouring floats are less than 1 ns apart,

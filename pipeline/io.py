@@ -8,20 +8,20 @@ exactly that form are ever removed as leftovers (:data:`LEFTOVER_RE`).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import fcntl
 import hashlib
 import json
 import math
 import os
 import re
 import shutil
+import socket
 import stat
+import time
 
 import numpy as np
 import pandas as pd
-import datetime as dt
-import fcntl
-import socket
-import time
 
 
 def _current_umask() -> int:

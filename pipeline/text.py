@@ -8,9 +8,9 @@ this, tests/test_startup.py); :func:`csv_safe` imports pandas when it is called.
 """
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
-import logging
 import warnings
 
 #: Unicode categories of characters that are never shown as themselves: controls (``Cc``: C0, DEL

@@ -11,20 +11,20 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import multiprocessing
 import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import time
+import warnings
 
 from ..config import Config, check_scheduler_address
 from ..interrupts import while_cluster_runs
 from .errors import EngineError
 from .slurm import open_slurm_client
-import socket
-import time
-import multiprocessing
-import warnings
-import signal
-import shutil
-import tempfile
 
 
 class QuietHeartbeat(logging.Filter):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,16 +25,15 @@ from ..analysis.confidence import TIERS, trusted
 from ..analysis.cost import assumed_split, idle_usd_per_month, priced_sum
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
+from ..fleet.reduce import assumed_text
 from ..io import file_entry, json_text, prune, real_dir, remove_if_empty, same_file, write_text
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, analysed_rows, conform
+from ..store.results import MANIFEST, drop_manifest, read_manifest, write_folder_manifest
 from ..text import csv_safe, md_text
 from .medical import TOP_GAPS, gpu_display_name, job_gpu_names, job_record, record_stem
 from .summary import ReportError, gpu_doc, is_sweep_dir, load_results, run_hours
 from .words import signed, signed_usd, usd
-from ..fleet.reduce import assumed_text
-from ..store.results import MANIFEST, drop_manifest, read_manifest, write_folder_manifest
-import re
 
 #: The two sides, in the order they are shown.
 SIDES = ("before", "after")

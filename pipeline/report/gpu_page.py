@@ -29,25 +29,25 @@ import functools
 import json
 import os
 
+import jinja2
+import matplotlib
 from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis import diagnosis, fixfirst
+from ..code_keys import rendered_code
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import OutputError, file_entry, not_to_overwrite, prune, real_dir, remove_if_empty, same_file, write_text
+from ..kinds import is_trace
+from ..load.integrity import ROWS_START_WORDS
 from ..model import CATEGORIES, CAVEATS
 from ..schema import source_says_assumed
+from ..store.results import read_manifest
 from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
-from .words import ms, recoverable_lines
-from ..kinds import is_trace
-from ..load.integrity import ROWS_START_WORDS
-import jinja2
-import matplotlib
-from ..code_keys import rendered_code
-from ..store.results import read_manifest
 from .rendered import in_pages, record, record_name
+from .words import ms, recoverable_lines
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.

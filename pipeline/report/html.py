@@ -35,13 +35,13 @@ from ..model import CATEGORIES
 from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
+from .gpu_page import PagesIncomplete, write_gpu_pages
 from .jinja import environment
+from .rendered import pages_folder, record_report
 from .words import COMM_OVERLAP, NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
     summarise, with_fix_columns)
-from .gpu_page import PagesIncomplete, write_gpu_pages
-from .rendered import pages_folder, record_report
 
 FORMATS = ("html", "csv", "md")
 

@@ -39,11 +39,11 @@ from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import _flag, assumed_text
+from ..io import slug, write_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
 from ..text import md_text
 from .words import COMM_OVERLAP, recoverable_lines
-from ..io import slug, write_text
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as

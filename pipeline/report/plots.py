@@ -15,19 +15,19 @@ import os
 import re
 import zlib
 
+import matplotlib
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
+from matplotlib.text import Text
 
+from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
+from ..code_keys import module_digest
+from ..io import write_text
 from ..model import CATEGORIES, CAVEATS
 from ..text import printable
-from ..code_keys import module_digest
-import matplotlib
-from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
-from ..io import write_text
-from matplotlib.text import Text
 
 #: One colour per category, the same in every plot and in the HTML legend; the causes that are not
 #: the application's (profiler overhead, untraced) in greys.

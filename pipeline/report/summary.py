@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
@@ -41,7 +42,6 @@ from ..store.results import MANIFEST, read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 from .words import wins_back
-import pyarrow as pa
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")

@@ -30,15 +30,15 @@ from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_
                   remove_leftovers, same_file, temp_name)
 from ..load.cache import wait_for_writes
 from ..model import Failure
+from ..report.medical import job_keys, record_stems, write_records
+from ..report.rendered import remove_rendered, rendered_files
+from ..report.summary import PRICING, pricing_settings  # what re-prices an older table as this run
 from ..schema import DUPLICATE
 from ..store.results import (MANIFEST, ResultCache, drop_manifest, foreign_code, identical_copies, manifest_holds,
                              read_manifest, write_folder_manifest)
 from ..text import printable
 from ..work.agreement import entries_of, forced_agreements
 from ..work.tasks import Job, ReportOutcome, ReportWork, Sinks
-from ..report.rendered import remove_rendered, rendered_files
-from ..report.summary import PRICING, pricing_settings  # what re-prices an older table as this run
-from ..report.medical import job_keys, record_stems, write_records
 
 __all__ = ["OutputError", "IncompleteOutputs", "OutputFolder", "RunFolder", "drive", "write_documents"]
 

@@ -53,10 +53,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..code_keys import rendered_code
 from ..config import Config
 from ..inputs.discover import skipped_note
 from ..io import (DATE_RE, FolderBusy, OutputError, atomic_path, copy_file, current_night, dated_dirs, file_entry,
                   folder_lock, in_future, not_to_overwrite, os_cause, plain_scalar, real_dir, same_file, today_utc)
+from ..report import compare as cmp
+from ..report.compare import COMPARE_MANIFEST
 from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
                      refuse_foreign, stale_note, write_documents)
 from ..schema import NOT_ANALYSED
@@ -64,9 +67,6 @@ from ..report.summary import (NIGHT_COMPARISON, PRICING, DamagedPart, ReportErro
                               vouched_folder)
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
-from ..code_keys import rendered_code
-from ..report.compare import COMPARE_MANIFEST
-from ..report import compare as cmp
 
 
 @dataclasses.dataclass

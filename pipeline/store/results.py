@@ -34,20 +34,20 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..analysis.iterations import IterationPlan
 from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums,
                          record_digest, write_sums)
 from .. import code_keys
 from ..config import Config
 from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
 from ..io import atomic_path, file_entry, remove_leftovers, same_file, write_json
-from ..snapshot import sidecars, snapshot_key
-from concurrent.futures import ThreadPoolExecutor
 from ..load.sqlite import read_threads
-from ..analysis.iterations import IterationPlan
+from ..snapshot import sidecars, snapshot_key
 
 
 def config_hash(cfg: Config) -> str:

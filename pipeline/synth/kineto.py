@@ -22,9 +22,9 @@ import gzip
 import io
 import json
 import os
+import random
 
 from ..model import MEM_KINDS
-import random
 
 #: Memcpy names by ENUM_CUDA_MEMCPY_OPER id, and memory kind names by :data:`~pipeline.model.MEM_KINDS` id
 #: (the ids both loaders give ``src_kind`` / ``dst_kind``), spelled as Kineto writes them

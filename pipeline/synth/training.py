@@ -12,13 +12,13 @@ import yaml
 
 from ..config import CategoryRules
 from ..model import GAP_CATEGORIES
+from .kineto import KinetoWriter
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
     CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START,
     H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS, MIN_STABLE_ITERATIONS, MS, NCCL_STREAM,
     NOT_APPLICATION_CAUSES, SLIVER_NS, TRANSFORMER_BACKWARD, TRANSFORMER_FORWARD, TRANSFORMER_HEAD, US,
     WITNESS_MARGIN_NS, is_collective, write_truth)
 from .writer import DTOH, HTOD, ExportWriter
-from .kineto import KinetoWriter
 
 # ---------------------------------------------------------------------------
 # Example fleet: deterministic data-parallel training exports with planted gaps.

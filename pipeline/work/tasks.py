@@ -26,6 +26,7 @@ import re
 import shutil
 import tempfile
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..analysis import collwait
@@ -37,6 +38,7 @@ from ..config import CacheConfig, Config, ExportConfig, StorageConfig
 from ..inputs.discover import inflated_json_size, too_big
 from ..checksums import file_source
 from ..inputs.export import export_report
+from ..inputs.storage import is_remote, stage
 from ..load.cache import load_cached
 from ..load.capture import capture_identity
 from ..load.kineto import is_kineto_path
@@ -45,8 +47,6 @@ from ..load.report import gpu_kernels, gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report, world_size
 from ..fleet.reduce import error_row
-from ..inputs.storage import is_remote, stage
-from concurrent.futures import ThreadPoolExecutor
 
 
 @dataclasses.dataclass(frozen=True)
