@@ -231,7 +231,8 @@ def test_every_module_is_used_by_the_product():
 #: Every import inside a function of ``pipeline/`` (file -> reason -> the modules so imported, as written):
 #: the only two reasons are start-up (a module ``gpu-idle --help`` imports: cli.py, text.py,
 #: report/command.py; or a reader that must stay light) and a heavy dependency a module's other callers do
-#: not need. Every other import is at the top of its module, where a reader (and grimp) sees the edge.
+#: not need (tests/test_startup.py holds which libraries each command loads). Every other import is at the
+#: top of its module, where a reader sees the edge.
 FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
@@ -248,12 +249,13 @@ FUNCTION_IMPORTS = {
     },
     "pipeline/text.py": {"start-up: cli.py imports text.py at its top; pandas only to make a CSV cell safe": {"pandas"}},
     "pipeline/load/sqlite.py": {
-        "light reader: bench/run.py's decode reference imports this module alone (no pandas, no model)": {
-            "..model", "pyarrow", "pyarrow.compute", "adbc_driver_manager", "adbc_driver_sqlite",
-            "concurrent.futures"},
+        "light reader: bench/run.py's reader reference imports this module alone, without pandas (model's)": {
+            "..model"},
+        "ADBC, pyarrow, threads: only to read columns (`gpu-idle report` imports this module, reads none)": {
+            "pyarrow", "pyarrow.compute", "adbc_driver_manager", "adbc_driver_sqlite", "concurrent.futures"},
     },
-    "pipeline/load/tables.py": {"light reader: imported by load/sqlite.py (see there)": {"..model"}},
-    "pipeline/load/limits.py": {"light reader: imported by load/sqlite.py (see there)": {"..config"}},
+    "pipeline/load/tables.py": {"light reader: load/sqlite.py imports it (see there)": {"..model"}},
+    "pipeline/load/limits.py": {"light reader: load/sqlite.py imports it (see there)": {"..config"}},
     "pipeline/code_keys.py": {"importlib.metadata (~10 ms): only the build fingerprint a Dask run checks": {
         "importlib.metadata"}},
     "pipeline/config.py": {
