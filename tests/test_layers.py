@@ -247,7 +247,8 @@ FUNCTION_IMPORTS = {
         "start-up: cli.py imports this command at its top; the report's stages wait for the command": {
             "..io", "..text", ".html", ".rendered"},
     },
-    "pipeline/text.py": {"start-up: cli.py imports text.py at its top; pandas only to make a CSV cell safe": {"pandas"}},
+    "pipeline/text.py": {"start-up: cli.py imports text.py at its top; pandas only to make a CSV cell safe": {
+        "pandas"}},
     "pipeline/load/sqlite.py": {
         "light reader: bench/run.py's reader reference imports this module alone, without pandas (model's)": {
             "..model"},
@@ -270,7 +271,8 @@ FUNCTION_IMPORTS = {
     },
     "pipeline/engine/map.py": {"Dask (~0.5 s): only the OnDask backend and its tasks": {
         "distributed", "distributed.scheduler"}},
-    "pipeline/engine/slurm.py": {"dask-jobqueue, Dask (~0.5 s): only with dask.slurm": {"dask_jobqueue", "distributed"}},
+    "pipeline/engine/slurm.py": {"dask-jobqueue, Dask (~0.5 s): only with dask.slurm": {
+        "dask_jobqueue", "distributed"}},
     "pipeline/inputs/storage.py": {"fsspec (~40 ms): only a remote URL": {"fsspec"}},
     "pipeline/store/results.py": {
         "fsspec (~40 ms): only a remote report's identity": {"fsspec"},

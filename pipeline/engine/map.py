@@ -331,8 +331,8 @@ class OnDask:
         run = self._run_token(work, items)
         step = work.steps[0]
         by_key = {f"{step}-{self._name(work, item, run)}": item for item in items}
-        futures = self.client.map(functools.partial(on_worker, work.whole), items, key=list(by_key), pure=False, retries=self.retries,
-                                  **self._where)
+        futures = self.client.map(functools.partial(on_worker, work.whole), items, key=list(by_key), pure=False,
+                                  retries=self.retries, **self._where)
         suspects: list = []
         done: list = []
         with _Watchdog(self, futures) as watchdog:
@@ -349,7 +349,8 @@ class OnDask:
 
     def _suspect_whole(self, work: Work, item, exc, key: str, done: list) -> _Suspect:
         def again():
-            return self.client.submit(on_worker, work.whole, item, key=key, pure=False, retries=self.retries, **self._where)
+            return self.client.submit(on_worker, work.whole, item, key=key, pure=False, retries=self.retries,
+                                      **self._where)
 
         def settle(value, failure):
             done.append(value if failure is None else work.failed(item, failure))
@@ -367,8 +368,8 @@ class OnDask:
         done = as_completed(loop=self.client.loop)
         for i, item in enumerate(items):
             name = self._name(work, item, run)
-            opened[i] = self.client.submit(on_worker, work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries,
-                                           **self._where)
+            opened[i] = self.client.submit(on_worker, work.open, item, key=f"{open_step}-{name}", pure=False,
+                                           retries=retries, **self._where)
             fut = self.client.submit(work.parts, opened[i], key=f"{parts_step}-{name}", pure=False, retries=retries,
                                      **self._where)
             pending[fut.key] = (i, name, None)

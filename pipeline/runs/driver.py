@@ -350,7 +350,6 @@ class RunFolder(OutputFolder):
         return pd.read_parquet(os.path.join(self.out_dir, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-
         targets = planned_files(fleet)
         taken = foreign_targets(self.out_dir, targets, self.changing_ns)
         if taken:
