@@ -278,7 +278,16 @@ FUNCTION_IMPORTS = {
         "fsspec (~40 ms): only a remote report's identity": {"fsspec"},
         "the loader (~0.17 s) and the agreement (~80 ms): `gpu-idle report` reads manifests without them": {
             "..load.cache", "..work.agreement"},
+        "the reader's threads, stored plans (~35 ms): a run's, not `gpu-idle report`'s, which imports this module": {
+            "..load.sqlite", "..analysis.iterations"},
     },
+    "pipeline/load/capture.py": {
+        "the export's reader: only export_source; fleet/reduce.py imports this module (`gpu-idle report` too)": {
+            ".diagnostics", ".sqlite", ".tables"},
+    },
+    "pipeline/report/html.py": {
+        "the GPU pages and their record: only the report; compare.py renders with this module": {
+            ".gpu_page", ".rendered"}},
     "pipeline/progress.py": {"tqdm (~15 ms): only a bar on a terminal": {"tqdm"}},
     "pipeline/report/compare.py": {
         "the loader (~0.25 s): only when a side's kernels are read": {"..load.report", "..work.tasks"},

@@ -22,9 +22,6 @@ import numpy as np
 import pandas as pd
 
 from ..model import Report
-from .diagnostics import load_meta
-from .sqlite import connect_readonly
-from .tables import Schema
 
 #: Hex digits of :func:`capture_identity`.
 DIGITS = 20
@@ -77,6 +74,9 @@ def export_source(path: str) -> str | None:
     recorded again since), so it is said, never used to take one file for another."""
     if "://" in path:
         return None
+    from .diagnostics import load_meta  # the export's reader: fleet/reduce.py imports this module, reads no export
+    from .sqlite import connect_readonly
+    from .tables import Schema
 
     try:
         con = connect_readonly(path)

@@ -35,9 +35,7 @@ from ..model import CATEGORIES
 from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
-from .gpu_page import PagesIncomplete, write_gpu_pages
 from .jinja import environment
-from .rendered import pages_folder, record_report
 from .words import COMM_OVERLAP, NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
@@ -470,6 +468,8 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
+    from .gpu_page import PagesIncomplete  # the GPU pages: not for compare.py, which renders with this module
+    from .rendered import pages_folder, record_report
 
     res = load_results(os.fspath(results_dir), night)
     out_path = os.fspath(out_path)
@@ -506,6 +506,7 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     """One page per analysed GPU of the current night that has its JSON, into ``gpu-pages/`` beside
     ``out_path`` (:func:`~pipeline.report.gpu_page.write_gpu_pages`; pages of other GPUs there are
     removed). Returns ``(report, gpu_key) -> href`` relative to the report's folder."""
+    from .gpu_page import write_gpu_pages
 
     ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
     keys = job_keys(res.current)

@@ -39,14 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..analysis.iterations import IterationPlan
 from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_digest, note, read_checked, read_sums,
                          record_digest, write_sums)
 from .. import code_keys
 from ..config import Config
 from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
 from ..io import atomic_path, file_entry, remove_leftovers, same_file, write_json
-from ..load.sqlite import read_threads
 from ..snapshot import sidecars, snapshot_key
 
 
@@ -184,6 +182,7 @@ def identities(index: IdentityIndex, paths: list[str], storage_options: dict | N
     """:meth:`IdentityIndex.identity` of each path, in order, on a few threads (SHA-256 of a file
     runs without the GIL, so a first run over many reports hashes them in parallel). A path that
     cannot be identified gives its exception instead of a digest."""
+    from ..load.sqlite import read_threads  # the reader (~20 ms): a run's identities, not `gpu-idle report`
 
     def one(path: str):
         try:
@@ -328,6 +327,7 @@ class ResultStore:
         stored reports (``(key, current path)`` pairs), relabelled with their current paths; the
         rows are converted in one go, to Python values (ints exact, None where missing). Raises as
         :meth:`get`."""
+        from ..analysis.iterations import IterationPlan  # (~15 ms) a run's stored plans, not `gpu-idle report`
 
         tables, rosters, plans = [], {}, {}
         for key, report in items:
