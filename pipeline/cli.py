@@ -1,13 +1,18 @@
 """Command line only: parse, call, print. ``gpu-idle run INPUT... --out DIR``."""
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import sys
+import textwrap
+import threading
 from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
+from . import interrupts  # standard library only
 from .text import message, printable, printable_diagnostics  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
@@ -297,7 +302,6 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .inputs.discover import skipped_note, unmatched
-    from .text import printable
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
     if trim and trim[1] <= trim[0]:
@@ -363,8 +367,6 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
          + (f"fleet idle cost{total}" if gpus else "no GPU analysed: no idle cost"))
     assumed = assumed_text(ra)
     if assumed:  # on lines of their own: every line printed fits 120 columns
-        import textwrap
-
         echo(textwrap.fill(assumed.removeprefix("; "), 120, initial_indent="  ", subsequent_indent="  ",
                            break_long_words=False, break_on_hyphens=False))
     if gpus:
@@ -378,7 +380,6 @@ def trust_lines(fleet: pd.DataFrame, width: int = 120) -> str:
     trusted card in words (:func:`~pipeline.report.html.trust_text` of
     :func:`~pipeline.report.summary.trust_split`, the one definition of both), indented two spaces and wrapped at
     ``width`` columns."""
-    import textwrap
 
     from .report.words import trust_text
     from .report.summary import trust_split
@@ -676,8 +677,6 @@ def compare(before, after, out_dir, fmt, force, configs, window):
                 raise click.ClickException(f"{out_dir}: not written ({message(exc)})") from exc
     finally:
         if scratch is not None:
-            import shutil
-
             shutil.rmtree(scratch, ignore_errors=True)
     if fmt == "md":
         echo(render_markdown(result).rstrip("\n"))
@@ -716,7 +715,6 @@ def entry() -> None:
     The pipeline does no linear algebra, so numpy's BLAS gets one thread
     (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
     numpy is imported, a quarter of numpy's import time on two CPUs."""
-    from . import interrupts
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     interrupts.install()
@@ -764,8 +762,6 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     process; every output file is already closed by then (all are written atomically in ``with``
     blocks). Otherwise it raises ``SystemExit(code)`` for a normal exit.
     """
-    import logging
-    import threading
 
     code = exit_status(code)
     if wait_for_threads and threading.active_count() > 1:

@@ -18,6 +18,7 @@ import functools
 import math
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -902,7 +903,6 @@ def _read_bounded(path, what: str) -> bytes:
     """The bytes of the regular file ``path``, at most :data:`MAX_CONFIG_BYTES`. Opened without waiting
     (a FIFO with no writer would block ``open``). Raises ConfigError when it is not a regular file (a
     device, a FIFO, a folder) or is larger; OSError when it cannot be read."""
-    import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as fh:

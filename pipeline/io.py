@@ -8,13 +8,17 @@ exactly that form are ever removed as leftovers (:data:`LEFTOVER_RE`).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import fcntl
 import hashlib
 import json
 import math
 import os
 import re
 import shutil
+import socket
 import stat
+import time
 
 import numpy as np
 import pandas as pd
@@ -148,9 +152,6 @@ def folder_lock(folder: str, name: str = LOCK, what: str = "another gpu-idle pro
         FolderBusy: another process holds it (``<folder>: <what> (<holder>); this one did nothing: ...``).
         OutputError: the folder or the lock file cannot be created.
     """
-    import datetime as dt
-    import fcntl
-    import socket
 
     path = os.path.join(folder, name)
     while True:
@@ -304,7 +305,6 @@ def remove_leftovers(folder: str, older_than_s: float = 0.0, recursive: bool = F
     ``recursive``, in its real sub-folders: symbolic links are never followed), regular files only, last
     modified more than ``older_than_s`` seconds ago (0: all; only when no other process writes there).
     Returns their paths; a missing folder or a symbolic link has none."""
-    import time
 
     before = time.time() - older_than_s
     removed = []
@@ -337,7 +337,6 @@ def copy_file(src: str, dst: str) -> None:
     hard link (one inode in two folders: editing one edits both). Created under a temporary name and renamed
     into place. Raises OSError when ``src`` is unreadable, :class:`OutputError` when ``dst``'s folder is a
     symbolic link."""
-    import fcntl
 
     folder = real_dir(os.path.dirname(os.path.abspath(dst)))
     tmp = os.path.join(folder, temp_name(os.path.basename(dst)))
@@ -399,7 +398,6 @@ FUTURE_NIGHT_DAYS = 1
 
 def today_utc() -> str:
     """Today's date, UTC, written ``YYYY-MM-DD``: the default night of a sweep."""
-    import datetime as dt
 
     return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
@@ -407,7 +405,6 @@ def today_utc() -> str:
 def in_future(night: str, today: str | None = None) -> bool:
     """Whether the night ``night`` (``YYYY-MM-DD``) is more than :data:`FUTURE_NIGHT_DAYS` after ``today``
     (default: :func:`today_utc`)."""
-    import datetime as dt
 
     limit = dt.date.fromisoformat(today or today_utc()) + dt.timedelta(days=FUTURE_NIGHT_DAYS)
     return night > limit.isoformat()

@@ -8,8 +8,10 @@ this, tests/test_startup.py); :func:`csv_safe` imports pandas when it is called.
 """
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
+import warnings
 
 #: Unicode categories of characters that are never shown as themselves: controls (``Cc``: C0, DEL
 #: and C1, e.g. ESC that starts a terminal escape sequence, CR that overwrites a line), format
@@ -65,8 +67,6 @@ def printable_diagnostics() -> None:
     warning this process prints (``warnings``) :func:`message`-safe, so a file name quoted in one cannot
     write raw escape or bidirectional characters to the terminal. For the CLI's process; a second call
     does nothing."""
-    import logging
-    import warnings
 
     factory = logging.getLogRecordFactory()
     if getattr(factory, "printable", False):

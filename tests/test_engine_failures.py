@@ -98,12 +98,12 @@ def test_a_task_that_kills_its_worker_every_time_is_an_error_row(fleet, tmp_path
     running.mkdir()
     real = tasks.load_task
 
-    def load_task(path, cfg, background_cache=False):
+    def load_task(path, cfg, *args):
         if os.path.basename(path) == "r0.sqlite":
             stay_beside(running, attempts)
         if os.path.basename(path) == "r3.sqlite":
             die_beside(running, attempts)
-        return real(path, cfg, background_cache)
+        return real(path, cfg, *args)
 
     monkeypatch.setattr(tasks, "load_task", load_task)
     result, _ = run_in_process(sorted(fleet.glob("*.sqlite")), tmp_path / "out", n_workers=1, threads_per_worker=2)
@@ -164,10 +164,10 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
     attempts, running = tmp_path / "attempts", tmp_path / "running"
     running.mkdir()
 
-    def load_task(path, cfg, background_cache=False):
+    def load_task(path, cfg, *args, **kwargs):
         if path == bystander:
             stay_beside(running, attempts)
-        return real_load(path, cfg, background_cache)
+        return real_load(path, cfg, *args, **kwargs)
 
     def analyse_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
@@ -368,7 +368,7 @@ class _Sums:
     def name(self, item):
         return f"item{item}"
 
-    def open(self, item):
+    def open(self, item, on_worker=False, worker_memory=None):
         return item
 
     def first(self, opened, part):
@@ -481,7 +481,7 @@ def _run_until(got: dict, client, items: list, timeout_s: float = 60) -> None:
     from pipeline.engine import map as engine_map
 
     class Work(_Sums):
-        def whole(self, item, threads=1):
+        def whole(self, item, threads=1, on_worker=False, worker_memory=None):
             return f"whole{item}"
 
         def parts(self, opened):

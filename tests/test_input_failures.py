@@ -456,7 +456,7 @@ def test_memory_factor_applies_to_the_json_a_gzip_trace_inflates_to(tmp_path):
     check_memory(packed, 1000, 2**29)
 
 
-def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path, monkeypatch):
+def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path):
     """A remote trace is judged where it is staged, by the worker (its limit; discovery does not stat
     remote files): a .json.gz too big once inflated is refused there, naming the URL and the copy."""
     import fsspec
@@ -469,12 +469,12 @@ def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path
     gz = gzip_file(tmp_path / "src.json.gz", MILLION)
     gz_size = os.path.getsize(gz)
     fs.pipe("/kmem15/rank0.pt.trace.json.gz", open(gz, "rb").read())
-    monkeypatch.setattr(tasks, "_worker_memory_limit", lambda: 2**29)
     url = "memory:///kmem15/rank0.pt.trace.json.gz"
     try:
         with pytest.raises(ProfileError) as caught:
             tasks.load_report_for(url, ExportConfig(), CacheConfig(dir=str(tmp_path / "columns")),
-                                  StorageConfig(cache_dir=str(tmp_path / "staged")), memory_factor=1000)
+                                  StorageConfig(cache_dir=str(tmp_path / "staged")), memory_factor=1000,
+                                  memory_limit=2**29)  # the worker's limit, as the engine gives it
     finally:
         fs.rm("/kmem15", recursive=True)
     (staged,) = [p for p in (tmp_path / "staged").iterdir() if not p.name.endswith(".sums.json")]  # not its checksum
@@ -482,6 +482,41 @@ def test_staged_gzip_trace_is_judged_by_its_inflated_size_on_the_worker(tmp_path
         f"{url}: (staged to {staged}) too big for one worker: about 0.93 GiB needed (0.95 MiB of JSON once "
         f"inflated (1,000,000 bytes, per the gzip trailer of the {gz_size / 2**20:.2f} MiB ({gz_size:,} bytes) "
         "file) x 1000), worker memory limit 0.50 GiB; raise dask.memory_limit or trim the capture")
+
+
+def test_the_work_is_bounded_by_the_memory_its_runner_gives_it(tmp_path, monkeypatch):
+    """work/ knows no Dask (issue 46): in this process a report is judged against the bound the caller gave
+    ``ReportWork`` (the driver's: what a local worker would have); on a Dask worker against the limit the
+    engine read from that worker (:func:`pipeline.engine.map.on_worker`), none when it has none. A 1,000,000
+    byte trace x 1000 = 1e9 bytes needs 0.93 GiB: refused under 2**29 bytes (0.50 GiB), not under 2**30."""
+    import distributed
+
+    from pipeline.engine.map import on_worker
+    from pipeline.work.tasks import Job, ReportWork
+
+    trace = tmp_path / "rank0.pt.trace.json"
+    trace.write_bytes(MILLION)
+    cfg = load_config([], {"dask": {"memory_factor": 1000}, "cache": {"dir": str(tmp_path / "columns")}})
+    refused = (f"{trace}: too big for one worker: about 0.93 GiB needed (0.95 MiB file (1,000,000 bytes) x 1000), "
+               "worker memory limit 0.50 GiB; raise dask.memory_limit or trim the capture")
+    job = Job(str(trace), {})
+    assert ReportWork(cfg, memory_limit=2**29).whole(job).failure.message == refused
+    assert ReportWork(cfg, memory_limit=2**29).open(job).message == refused
+    # on a worker the engine's figure counts, never the in-process bound
+    assert ReportWork(cfg, memory_limit=2**30).whole(job, on_worker=True, worker_memory=2**29).failure.message == refused
+    fits = ReportWork(cfg, memory_limit=2**29).whole(job, on_worker=True, worker_memory=2**30)
+    assert "too big" not in fits.failure.message  # judged fit; its empty trace then has no GPU
+    assert "too big" not in ReportWork(cfg, memory_limit=2**29).whole(job, on_worker=True).failure.message
+
+    class Worker:  # what on_worker reads from distributed.get_worker()
+        def __init__(self, limit):
+            self.memory_manager = type("MemoryManager", (), {"memory_limit": limit})()
+
+    seen = []
+    for limit, want in ((2**29, 2**29), (0, None), (None, None)):
+        monkeypatch.setattr(distributed, "get_worker", lambda limit=limit: Worker(limit))
+        seen.append(on_worker(lambda *args, **kwargs: (args, kwargs), job, threads=2))
+        assert seen[-1] == ((job,), {"threads": 2, "on_worker": True, "worker_memory": want})
 
 
 # ------------------------------------------------------------------------ symlinks

@@ -11,8 +11,15 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import multiprocessing
 import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import time
+import warnings
 
 from ..config import Config, check_scheduler_address
 from ..interrupts import while_cluster_runs
@@ -92,8 +99,6 @@ def check_scheduler(address: str, timeout_s: float) -> None:
             what it sent is not Dask's protocol.
     """
     import asyncio
-    import socket
-    import time
 
     from distributed.comm import connect
     from distributed.comm.addressing import parse_address, parse_host_port
@@ -197,8 +202,6 @@ def worker_start_method(wanted: str) -> str:
     garbage collector does not copy them). Python 3.12+ warns on any fork of a process with threads;
     that one warning is filtered out for the rest of this process.
     """
-    import multiprocessing
-    import warnings
 
     method = wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
     if method == "fork" and not sys.platform.startswith("linux"):
@@ -260,7 +263,6 @@ def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S,
     killed (SIGKILL) and the cluster is given ``after_kill_s`` more to close. A run must never hang on
     its own cleanup: a worker forked again by its Nanny while the cluster closes (after a crash) can
     miss the stop message and wait forever."""
-    import signal
 
     pids = _worker_pids(cluster)
     try:
@@ -284,8 +286,6 @@ def scratch_dir():
     """Where the LocalCluster keeps its scratch space while it runs: a new temporary folder of this
     run's own, removed afterwards, whatever the caches' folders are (one that cannot be written, a
     file in their place, must not stop the cluster). Raises OSError when it cannot be created."""
-    import shutil
-    import tempfile
 
     folder = tempfile.mkdtemp(prefix="gpu-idle-dask-scratch-")
     logging.getLogger("distributed.diskutils").addFilter(_SCRATCH_GONE)  # the same filter once, kept

@@ -65,8 +65,10 @@ class Work(Protocol):
     def name(self, item) -> str:
         """The item's name (a path): names its tasks and starts every failure text about it."""
 
-    def whole(self, item, threads: int = 1):
-        """The item's outcome, computed in one task (with ``threads`` threads of this process)."""
+    def whole(self, item, threads: int = 1, on_worker: bool = False, worker_memory: int | None = None):
+        """The item's outcome, computed in one task (with ``threads`` threads of this process). On a Dask
+        worker the engine says so (``on_worker``) and gives that worker's memory limit (``worker_memory``,
+        bytes; None: none): the work itself knows no scheduler (:func:`on_worker`)."""
 
     def failed(self, item, text: str):
         """The outcome of an item whose task failed: ``text`` names the item and the cause."""
@@ -74,8 +76,9 @@ class Work(Protocol):
     def describe(self, exc: BaseException, name: str, what: str = "") -> str:
         """The failure text of ``exc`` raised by a task of the item ``name`` (``what``: the part's label)."""
 
-    def open(self, item):
-        """The item opened for its parts (kept on the worker that opened it)."""
+    def open(self, item, on_worker: bool = False, worker_memory: int | None = None):
+        """The item opened for its parts (kept on the worker that opened it; ``on_worker``, ``worker_memory``:
+        as for :meth:`whole`)."""
 
     def parts(self, opened) -> tuple:
         """``(part keys, None)``, or ``(None, failure text)`` when it has no part to compute."""
@@ -105,6 +108,19 @@ def killed_message(path: str, exc: BaseException, what: str = "", earlier: int =
     return (f"{path}: {what}the Dask worker died while analysing it ({tries}"
             + (f", last on {worker}" if worker else "") + "): a crash in native code or an out-of-memory kill; "
             "the worker's log says which")
+
+
+def on_worker(call: Callable, *args, **kwargs):
+    """``call(*args, **kwargs)`` in a task on a Dask worker, told so (``on_worker=True``) and given that
+    worker's memory limit (``worker_memory``, bytes; None: none): how the work's :meth:`Work.whole` and
+    :meth:`Work.open` run on Dask, so that the work needs no Dask of its own."""
+    from distributed import get_worker
+
+    try:
+        memory = get_worker().memory_manager.memory_limit or None
+    except AttributeError:
+        memory = None
+    return call(*args, on_worker=True, worker_memory=memory, **kwargs)
 
 
 class InProcess:
@@ -315,8 +331,8 @@ class OnDask:
         run = self._run_token(work, items)
         step = work.steps[0]
         by_key = {f"{step}-{self._name(work, item, run)}": item for item in items}
-        futures = self.client.map(work.whole, items, key=list(by_key), pure=False, retries=self.retries,
-                                  **self._where)
+        futures = self.client.map(functools.partial(on_worker, work.whole), items, key=list(by_key), pure=False,
+                                  retries=self.retries, **self._where)
         suspects: list = []
         done: list = []
         with _Watchdog(self, futures) as watchdog:
@@ -333,7 +349,8 @@ class OnDask:
 
     def _suspect_whole(self, work: Work, item, exc, key: str, done: list) -> _Suspect:
         def again():
-            return self.client.submit(work.whole, item, key=key, pure=False, retries=self.retries, **self._where)
+            return self.client.submit(on_worker, work.whole, item, key=key, pure=False, retries=self.retries,
+                                      **self._where)
 
         def settle(value, failure):
             done.append(value if failure is None else work.failed(item, failure))
@@ -351,8 +368,8 @@ class OnDask:
         done = as_completed(loop=self.client.loop)
         for i, item in enumerate(items):
             name = self._name(work, item, run)
-            opened[i] = self.client.submit(work.open, item, key=f"{open_step}-{name}", pure=False, retries=retries,
-                                           **self._where)
+            opened[i] = self.client.submit(on_worker, work.open, item, key=f"{open_step}-{name}", pure=False,
+                                           retries=retries, **self._where)
             fut = self.client.submit(work.parts, opened[i], key=f"{parts_step}-{name}", pure=False, retries=retries,
                                      **self._where)
             pending[fut.key] = (i, name, None)
@@ -419,7 +436,7 @@ class OnDask:
         def again():
             # what it waits for was given up with it (the opened item, a first step): that runs again too
             submit = functools.partial(self.client.submit, pure=False, retries=self.retries, **self._where)
-            source = opened if _usable(opened) else submit(work.open, items[i], key=f"{key}-open")
+            source = opened if _usable(opened) else submit(on_worker, work.open, items[i], key=f"{key}-open")
             known = firsts if source is opened and all(_usable(f) for f in firsts) else [
                 submit(work.first, source, k, key=f"{key}-first-{k}") for k in keys]
             return submit(work.second, source, items[i], part, keys, known, key=key)

@@ -38,6 +38,7 @@ from .storage import (
     missing_message,
     open_fs,
 )
+import glob as globbing
 
 #: What a folder or prefix is searched for: every suffix of every input kind (:data:`pipeline.kinds.SUFFIXES`);
 #: a name shared with other files (``.json``, ``.json.gz``, ``.db``) is kept only when its first bytes
@@ -266,7 +267,6 @@ def unmatched(inputs) -> list[str]:
     which nothing is (not even a broken symlink, :func:`_absent`), or a glob no path matches; a mistyped path, which
     ``gpu-idle run`` refuses with exit status 2 before it writes anything. Remote inputs (:func:`is_remote`) and
     other fsspec forms are never judged here (discovery says what it finds of them)."""
-    import glob as globbing
 
     out = []
     for item in inputs:

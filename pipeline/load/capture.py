@@ -74,7 +74,7 @@ def export_source(path: str) -> str | None:
     recorded again since), so it is said, never used to take one file for another."""
     if "://" in path:
         return None
-    from .diagnostics import load_meta
+    from .diagnostics import load_meta  # the export's reader: fleet/reduce.py imports this module, reads no export
     from .sqlite import connect_readonly
     from .tables import Schema
 

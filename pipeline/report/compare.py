@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,12 +25,14 @@ from ..analysis.confidence import TIERS, trusted
 from ..analysis.cost import assumed_split, idle_usd_per_month, priced_sum
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
-from ..io import json_text, write_text
+from ..fleet.reduce import assumed_text
+from ..io import file_entry, json_text, prune, real_dir, remove_if_empty, same_file, write_text
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, analysed_rows, conform
+from ..store.results import MANIFEST, drop_manifest, read_manifest, write_folder_manifest
 from ..text import csv_safe, md_text
-from .medical import TOP_GAPS, gpu_display_name, job_gpu_names, job_record
-from .summary import ReportError, gpu_doc, load_results, run_hours
+from .medical import TOP_GAPS, gpu_display_name, job_gpu_names, job_record, record_stem
+from .summary import ReportError, gpu_doc, is_sweep_dir, load_results, run_hours
 from .words import signed, signed_usd, usd
 
 #: The two sides, in the order they are shown.
@@ -144,7 +147,7 @@ def report_kernel_reader(cfg):
     settings) and let go after; each GPU's :func:`kernel_times` (:func:`pipeline.load.report.gpu_trace`).
     Windows asked for before are answered from memory (a report on both sides is read once). Raises what
     loading raises (:class:`~pipeline.model.ProfileError` and the like)."""
-    from ..load.report import gpu_trace
+    from ..load.report import gpu_trace  # the loader (~0.25 s): only when a side's kernels are read
     from ..work.tasks import load_report_for
 
     known: dict = {}
@@ -769,7 +772,6 @@ def rates_note(d: dict, basis: str) -> str:
     """What the dollars of one rate basis (``after_rates``/``fixed_rates``) of a :func:`deltas` rest on, after
     them: ``; of which $X -> $Y at assumed rates (N GPU(s))``, ``; N GPU(s) unpriced, not in it (their models);
     to price them, ...``; empty when neither (the wording of :func:`~pipeline.fleet.reduce.assumed_text`)."""
-    from ..fleet.reduce import assumed_text
 
     n = d[f"assumed_gpus_{basis}"]
     out = (f"; of which {_money(d[f'assumed_usd_before_{basis}'])} -> {_money(d[f'assumed_usd_after_{basis}'])} "
@@ -1012,8 +1014,6 @@ def run_folder_reason(out_dir: str) -> str:
     a run's manifest, :data:`~pipeline.store.results.MANIFEST`, or ``fleet.parquet``, or is a sweep state folder),
     whose own records a comparison's ``records/`` would mix with and a later ``run --out`` would keep
     (docs/definitions.md#compare-records)."""
-    from ..store.results import MANIFEST
-    from .summary import is_sweep_dir
 
     held = [n for n in (MANIFEST, "fleet.parquet") if os.path.lexists(os.path.join(out_dir, n))]
     if not held and not is_sweep_dir(out_dir):
@@ -1028,7 +1028,6 @@ def page_links(text: str, folder: str, at: str) -> str:
     into the run folder ``folder``'s own ``gpu-pages/`` when the page is there; a page that is not (compare
     renders none; ``gpu-idle report`` writes them) leaves the name unlinked, saying so
     (docs/definitions.md#compare-records)."""
-    import re
 
     def link(m) -> str:
         page = os.path.join(folder, PAGES_DIR, m.group(2))
@@ -1059,9 +1058,6 @@ def write_compare(out_dir: str, result: dict, sides: tuple) -> list[str]:
         CompareNotWritten: a target is there and not the product's (nothing written).
         OSError: a file cannot be written.
     """
-    from ..io import file_entry, prune, real_dir, same_file
-    from ..store.results import drop_manifest, read_manifest, write_folder_manifest
-    from .medical import record_stem
 
     refused = run_folder_reason(out_dir)
     if refused:
@@ -1095,8 +1091,6 @@ def remove_compare(out_dir: str) -> list[str]:
     """Remove what an earlier comparison wrote into ``out_dir`` (the files its :data:`COMPARE_MANIFEST` lists
     that still hold what it lists, then the manifest and the folders left empty); files it never wrote are
     never touched. Returns the removed paths. Raises OSError when one cannot be removed."""
-    from ..io import remove_if_empty, same_file
-    from ..store.results import read_manifest
 
     doc = read_manifest(out_dir, COMPARE_MANIFEST)
     if doc is None:
@@ -1131,9 +1125,7 @@ def changed_jobs(before: pd.DataFrame, after: pd.DataFrame) -> set:
 def report_style() -> str:
     """The report's ``<style>`` block, read from its template (``report.html.j2``): the comparison page
     looks like the report with no second copy of its CSS."""
-    import re
-
-    from .jinja import environment
+    from .jinja import environment  # jinja2: only the HTML page
 
     env = environment()
     source = env.loader.get_source(env, "report.html.j2")[0]
@@ -1143,7 +1135,6 @@ def report_style() -> str:
 def _unlinked(text: str) -> str:
     """A seed page's Markdown with its links reduced to their text: compare.html shows the pages' GPU names, the GPU
     pages themselves are linked from each side's records (docs/definitions.md#compare-records)."""
-    import re
 
     return re.sub(r"\[((?:[^\]]|\](?!\())*)\]\([^)]*\)", r"\1", text)
 
@@ -1155,9 +1146,8 @@ def render_html(result: dict, pages: list | None = None) -> str:
     None: not shown."""
     from markupsafe import Markup
 
-    from .jinja import environment
-
     from .html import _record_html
+    from .jinja import environment
 
     def sfmt(x, n=2, unit=""):
         return signed(x, n, unit)

@@ -29,17 +29,24 @@ import functools
 import json
 import os
 
+import jinja2
+import matplotlib
 from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis import diagnosis, fixfirst
+from ..code_keys import rendered_code
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
-from ..io import file_entry, prune, write_text
+from ..io import OutputError, file_entry, not_to_overwrite, prune, real_dir, remove_if_empty, same_file, write_text
+from ..kinds import is_trace
+from ..load.integrity import ROWS_START_WORDS
 from ..model import CATEGORIES, CAVEATS
 from ..schema import source_says_assumed
+from ..store.results import read_manifest
 from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
+from .rendered import in_pages, record, record_name
 from .words import ms, recoverable_lines
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
@@ -125,8 +132,6 @@ ROWS_ZERO_WORDS = {"zero": "the export's first rows, not the zero of the Nsight 
 def clock_words(report: str, zero_source: str = "") -> dict:
     """:data:`CLOCK_WORDS` of the report at path or URL ``report``: ``trace`` for a PyTorch profiler
     trace (its input kind by name: :func:`pipeline.kinds.is_trace`), else ``export``."""
-    from ..kinds import is_trace
-    from ..load.integrity import ROWS_START_WORDS
 
     if is_trace(str(report)):
         return CLOCK_WORDS["trace"]
@@ -442,10 +447,6 @@ def page_from_json(text: str, links: dict, plot_cache: str | None = None, name: 
 def _page_code() -> str:
     """What a page depends on besides its JSON and links: the code and templates that render it
     (:func:`pipeline.code_keys.rendered_code`) and the versions of matplotlib and Jinja."""
-    import jinja2
-    import matplotlib
-
-    from ..code_keys import rendered_code
 
     return f"{rendered_code()}-{matplotlib.__version__}-{jinja2.__version__}"
 
@@ -488,9 +489,6 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
             product wrote (a person's file: never overwritten, nothing is written).
         PagesIncomplete: a page could not be written (the pages before it are in place).
     """
-    from ..io import OutputError, not_to_overwrite, real_dir, remove_if_empty, same_file
-    from ..store.results import read_manifest
-    from .rendered import in_pages, record, record_name
 
     report_dir = os.path.dirname(os.path.abspath(out_path))
     created = not os.path.lexists(os.path.join(report_dir, PAGES_DIR))

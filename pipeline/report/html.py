@@ -468,7 +468,7 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")
-    from .gpu_page import PagesIncomplete
+    from .gpu_page import PagesIncomplete  # the GPU pages: not for compare.py, which renders with this module
     from .rendered import pages_folder, record_report
 
     res = load_results(os.fspath(results_dir), night)

@@ -32,18 +32,18 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..analysis import collwait
+from ..analysis import collwait, diagnosis, fixfirst
 from ..analysis.confidence import TIERS
 from ..analysis.cost import HOW_TO_PRICE, assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import few_periods_note, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import _flag, assumed_text
+from ..io import slug, write_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
 from ..text import md_text
 from .words import COMM_OVERLAP, recoverable_lines
-from ..analysis import diagnosis, fixfirst
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
@@ -549,7 +549,6 @@ def record_stem(job: str) -> str:
     and the first 10 hex digits of the SHA-1 of the exact name (UTF-8), so two jobs whose slugs are
     the same (``a b`` and ``a;b``) still get a page each. The same name gives the same stem on every
     run, whatever other jobs there are."""
-    from ..io import slug
 
     safe = slug(job)
     if safe == job and not job.startswith("."):
@@ -596,7 +595,6 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
 
     ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
     """
-    from ..io import write_text
 
     keys = job_keys(fleet)
     stems, titles = record_stems(keys), job_titles(keys)

@@ -15,12 +15,17 @@ import os
 import re
 import zlib
 
+import matplotlib
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
+from matplotlib.text import Text
 
+from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
+from ..code_keys import module_digest
+from ..io import write_text
 from ..model import CATEGORIES, CAVEATS
 from ..text import printable
 
@@ -42,14 +47,12 @@ def source_digest(module_file: str, library_version: str) -> str:
     """SHA-256 of a module's meaning (:func:`pipeline.code_keys.module_digest`: docstrings and comments
     aside) and the version of the library rendering with it: what a cached rendering (:func:`cached`)
     depends on besides its arguments. Read once per process."""
-    from ..code_keys import module_digest
 
     return hashlib.sha256((module_digest(module_file) + library_version).encode()).hexdigest()
 
 
 def _source_digest() -> str:
     """:func:`source_digest` of this module and matplotlib: what else a plot's bytes depend on."""
-    import matplotlib
 
     return source_digest(__file__, matplotlib.__version__)
 
@@ -68,8 +71,6 @@ def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: 
     """
     if cache_dir is None:
         return plot(*args)
-    from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
-    from ..io import write_text
 
     key = json.dumps([plot.__name__, args, code or _source_digest()], sort_keys=True, default=str)
     name = hashlib.sha256(key.encode()).hexdigest() + suffix
@@ -107,7 +108,6 @@ def _printable_texts(fig: Figure) -> None:
     """Make every text of ``fig`` (titles, labels, annotations, legends, tick labels: job and file
     names from profiles) :func:`~pipeline.text.printable` before it is drawn, so no raw control or
     bidirectional character reaches the SVG, nor the terminal in matplotlib's "Glyph 27 missing" warnings."""
-    from matplotlib.text import Text
 
     def printable_ticks(format_ticks):
         return lambda values: [printable(label) for label in format_ticks(values)]

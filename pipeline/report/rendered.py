@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from ..fleet.outputs import PAGES_DIR
-from ..io import LOCK, file_entry, prune
+from ..io import LOCK, file_entry, prune, real_dir, remove_if_empty
+from ..store.results import MANIFEST, read_manifest, write_folder_manifest
 
 #: Beside a report written with GPU pages into a folder that is not the product's (no manifest of its own,
 #: and other files in it): the product's record of what it rendered there, the pages in ``gpu-pages/``
@@ -21,7 +22,6 @@ PAGES_MANIFEST = ".gpu-pages.json"
 def record_name(report_dir: str) -> str:
     """The file that records what a report rendered into ``report_dir``: the folder's own manifest
     (:data:`~pipeline.store.results.MANIFEST`) when it has one or holds nothing yet, else :data:`PAGES_MANIFEST`."""
-    from ..store.results import MANIFEST, read_manifest
 
     if read_manifest(report_dir, PAGES_MANIFEST) is not None:
         return PAGES_MANIFEST
@@ -37,7 +37,6 @@ def record_name(report_dir: str) -> str:
 def record(report_dir: str, name: str, files: dict, doc: dict | None, report: str) -> None:
     """Write the record ``name`` in ``report_dir`` with ``files``, keeping what else ``doc`` (the record as
     read) says (a run's inputs digest and completeness, a night's report inputs); ``report``: the report file."""
-    from ..store.results import write_folder_manifest
 
     doc = doc or {"inputs": None, "complete": False}
     extra = {k: v for k, v in doc.items() if k not in ("inputs", "complete", "files", "report")}
@@ -57,7 +56,6 @@ def pages_folder(report_path: str) -> str:
 
 def _report_record(report_path: str) -> tuple[str, str, dict] | None:
     """``(folder, record name, record)`` of the record that claims the report file ``report_path``."""
-    from ..store.results import MANIFEST, read_manifest
 
     report_dir = os.path.dirname(os.path.abspath(report_path))
     for name in (PAGES_MANIFEST, MANIFEST):
@@ -91,8 +89,6 @@ def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
     was written, or one it does not list, is kept), their entries in the record (:data:`PAGES_MANIFEST` goes), and ``gpu-pages/``
     when that leaves it empty. Returns ``(removed file paths, removed folders)``. Raises OutputError
     when ``gpu-pages`` is a symbolic link, OSError when a file cannot be removed."""
-    from ..io import real_dir, remove_if_empty
-    from ..store.results import MANIFEST, read_manifest
 
     folder = os.path.join(report_dir, PAGES_DIR)
     removed = []
@@ -117,7 +113,6 @@ def remove_rendered(report_dir: str) -> tuple[list[str], list[str]]:
 def rendered_files(report_dir: str) -> set[str]:
     """The paths (relative to ``report_dir``) of what ``gpu-idle report`` rendered there into a folder that
     was not the product's, as :data:`PAGES_MANIFEST` lists them, and that record itself; empty without one."""
-    from ..store.results import read_manifest
 
     doc = read_manifest(report_dir, PAGES_MANIFEST)
     return set(doc["files"]) | {PAGES_MANIFEST} if doc else set()

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
@@ -34,10 +35,10 @@ from ..analysis.meter import util_pct
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
-from ..io import current_night, dated_dirs
+from ..io import current_night, dated_dirs, same_file
 from ..model import CATEGORIES
 from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform, source_says_assumed
-from ..store.results import read_manifest
+from ..store.results import MANIFEST, read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 from .words import wins_back
@@ -110,8 +111,6 @@ def vouched_folder(folder: str, dirs: tuple = READ_DIRS) -> None:
     (:data:`READ_FILES`, and every file it lists under ``dirs``: :data:`READ_DIRS` unless the reader reads
     fewer, e.g. the table alone) is listed with the size and SHA-256 it still has. The one check of every reader of a run folder. Raises :class:`ReportError` saying plainly
     what is missing or changed (nothing of the folder is read then)."""
-    from ..io import same_file
-    from ..store.results import MANIFEST
 
     doc = read_manifest(folder)
     again = "run it again (gpu-idle run --out, or the sweep) to make it whole"
@@ -149,7 +148,6 @@ def history_part(path: str, columns: list[str] | None = None) -> pd.DataFrame:
     """One history file (``history/run_date=…/*.parquet``) as :func:`_read_fleet` reads it. Raises
     :class:`DamagedPart` saying why when it is not a readable fleet table: truncated, empty, not Parquet, or
     without a column of :data:`HISTORY_NEEDS` (or with one that is not a number where money is)."""
-    import pyarrow as pa
 
     try:
         frame = _read_fleet(path, columns)

@@ -27,9 +27,12 @@ from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outp
 from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
 from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
-                  remove_leftovers, temp_name)
+                  remove_leftovers, same_file, temp_name)
 from ..load.cache import wait_for_writes
 from ..model import Failure
+from ..report.medical import job_keys, record_stems, write_records
+from ..report.rendered import remove_rendered, rendered_files
+from ..report.summary import PRICING, pricing_settings  # what re-prices an older table as this run
 from ..schema import DUPLICATE
 from ..store.results import (MANIFEST, ResultCache, drop_manifest, foreign_code, identical_copies, manifest_holds,
                              read_manifest, write_folder_manifest)
@@ -105,7 +108,6 @@ def not_ours(out_dir: str) -> list[str]:
     listed in its manifest or in the record of a report rendered there
     (:func:`~pipeline.report.rendered.rendered_files`), not its lock file, not one of its temporary files in a folder it writes. Symbolic links count as
     files (never followed)."""
-    from ..report.rendered import rendered_files
 
     doc = read_manifest(out_dir)
     owned = set(doc["files"]) | {MANIFEST} if doc else set()
@@ -132,8 +134,6 @@ def foreign_targets(out_dir: str, targets: list[str], since_ns: int) -> list[str
     report rendered there: :func:`not_ours`' proofs; nor a per-GPU file proven ours by its content,
     :func:`~pipeline.fleet.outputs.proven_gpu_doc`, a killed run's) or listed with a size and SHA-256
     it no longer has (a person edited it since). Sorted."""
-    from ..io import same_file
-    from ..report.rendered import rendered_files
 
     doc = read_manifest(out_dir)
     entries = dict(doc["files"]) if doc else {}
@@ -160,7 +160,6 @@ def edited_outputs(out_dir: str, doc: dict) -> list[str]:
     manifest ``doc`` lists with a size and SHA-256 they no longer have: a person changed them since, so
     they are theirs now and a run refuses to overwrite them (checked before any analysis: the tasks write
     ``gpus/`` as they go). Files missing or claimed by name only are not. Sorted relative paths."""
-    from ..io import same_file
 
     out = []
     for rel, entry in doc["files"].items():
@@ -264,7 +263,6 @@ class OutputFolder:
 def planned_files(fleet: pd.DataFrame) -> list[str]:
     """Every file :func:`write_documents` writes for ``fleet`` (relative paths): the tables and per-GPU
     files (:func:`~pipeline.fleet.outputs.planned_outputs`) and a record per job."""
-    from ..report.medical import job_keys, record_stems
 
     return planned_outputs(fleet) + sorted(f"records/{stem}.md" for stem in record_stems(job_keys(fleet)).values())
 
@@ -278,7 +276,6 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
     killed half-way leaves them known as the product's. Returns ``(written paths by name, record paths)``,
     the relative paths of every file written under ``"files"``. Raises OSError when a file cannot be
     written, :class:`OutputError` when a sub-folder is a symbolic link."""
-    from ..report.medical import write_records
 
     owned = drop_manifest(out_dir, claim=planned_files(fleet))
 
@@ -354,8 +351,6 @@ class RunFolder(OutputFolder):
         return pd.read_parquet(os.path.join(self.out_dir, "fleet.parquet"))
 
     def write(self, fleet, rosters, cfg, digest) -> str:
-        from ..report.rendered import remove_rendered
-
         targets = planned_files(fleet)
         taken = foreign_targets(self.out_dir, targets, self.changing_ns)
         if taken:
@@ -371,8 +366,6 @@ class RunFolder(OutputFolder):
             rendered, emptied = remove_rendered(self.out_dir)
             written, records = write_documents(self.out_dir, fleet, rosters, cfg)
             written.update(stale_report=rendered, stale_dirs=emptied)
-            from ..report.summary import PRICING, pricing_settings  # what re-prices an older table as this run
-
             write_folder_manifest(self.out_dir, written["files"], digest, **{PRICING: pricing_settings(cfg)})
         except OSError as exc:
             raise incomplete(self.out_dir, targets, self.changing_ns, exc) from exc
@@ -448,7 +441,9 @@ def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None
     jobs = [Job(t.path, t.labels, t.forced, report_sinks(t, cfg, here) if backend.shares_files else None,
                 gpu_progress) for t in todos]
     slots = {t.path: t.slot for t in todos}
-    for outcome in map_work(ReportWork(cfg), jobs, backend):
+    # a report analysed in this process is bounded by the memory a worker of the local cluster would have
+    # (on Dask, the engine gives each task its worker's own limit)
+    for outcome in map_work(ReportWork(cfg, local_worker_memory(cfg)), jobs, backend):
         why = foreign_code(outcome.results) if outcome.failure is None else None
         if why is not None:  # a worker of another build: its figures are neither shown nor stored
             outcome = ReportOutcome(path=outcome.path, failure=Failure(

@@ -53,10 +53,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..code_keys import rendered_code
 from ..config import Config
 from ..inputs.discover import skipped_note
-from ..io import (DATE_RE, FolderBusy, atomic_path, copy_file, current_night, dated_dirs, file_entry, folder_lock,
-                  in_future, not_to_overwrite, os_cause, plain_scalar, real_dir, same_file, today_utc)
+from ..io import (DATE_RE, FolderBusy, OutputError, atomic_path, copy_file, current_night, dated_dirs, file_entry,
+                  folder_lock, in_future, not_to_overwrite, os_cause, plain_scalar, real_dir, same_file, today_utc)
+from ..report import compare as cmp
+from ..report.compare import COMPARE_MANIFEST
 from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
                      refuse_foreign, stale_note, write_documents)
 from ..schema import NOT_ANALYSED
@@ -91,7 +94,6 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
     """Digest of what a night's report.html shows and is rendered by: the night's inputs, the history up
     to the night (each partition file's and night table's size, mtime and inode) and the code and
     templates that render it (:func:`pipeline.code_keys.rendered_code`)."""
-    from ..code_keys import rendered_code
 
     stamps = []
     for sub, prefix in (("history", "run_date="), ("nights", "")):
@@ -116,7 +118,6 @@ def product_files(night_dir: str) -> dict:
     they still hold it, a file a person changed since is theirs) and those the night's comparison lists
     (:data:`~pipeline.report.compare.COMPARE_MANIFEST`, and that record itself). A file a person added is
     never listed (never the product's to replace or remove)."""
-    from ..report.compare import COMPARE_MANIFEST
 
     def proven(doc: dict | None, prefix: str) -> dict:
         out = {}
@@ -423,7 +424,6 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None, p
     (docs/definitions.md#compare-in-the-sweep). Returns the comparison's folder, or None. A comparison that
     fails for another reason than a file not written leaves the night as it is and is said in ``problems``
     (``{"compare/compare.html": why}``; None: on stderr)."""
-    from ..report import compare as cmp
 
     out = os.path.join(state_dir, "nights", night)
     folder = os.path.join(out, os.path.dirname(NIGHT_COMPARISON))
@@ -473,7 +473,7 @@ def write_html(state_dir: str, night_dir: str, night: str | None = None, problem
     :data:`PLOT_CACHE_DAYS` days after their last use).
     """
     def make():
-        from ..report.html import write_report
+        from ..report.html import write_report  # jinja2, markdown, matplotlib: only the night's HTML
 
         cache = plot_cache_dir(state_dir)
         start = time.time()
@@ -488,7 +488,6 @@ def _unless_broken(what: str, make, problems: dict | None = None):
     """``make()``; when it fails for another reason than a file not written (OSError: raised, so that the night
     is not sealed without it), None and why, in ``problems[what]`` (None: one ``gpu-idle sweep: <what> not
     written: …`` line on stderr): the night's tables must survive a broken page."""
-    from ..io import OutputError
 
     try:
         return make()

@@ -34,6 +34,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,7 +44,7 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
 from .. import code_keys
 from ..config import Config
 from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
-from ..io import atomic_path, file_entry, remove_leftovers, write_json
+from ..io import atomic_path, file_entry, remove_leftovers, same_file, write_json
 from ..snapshot import sidecars, snapshot_key
 
 
@@ -181,9 +182,7 @@ def identities(index: IdentityIndex, paths: list[str], storage_options: dict | N
     """:meth:`IdentityIndex.identity` of each path, in order, on a few threads (SHA-256 of a file
     runs without the GIL, so a first run over many reports hashes them in parallel). A path that
     cannot be identified gives its exception instead of a digest."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..load.sqlite import read_threads
+    from ..load.sqlite import read_threads  # the reader (~20 ms): a run's identities, not `gpu-idle report`
 
     def one(path: str):
         try:
@@ -328,7 +327,7 @@ class ResultStore:
         stored reports (``(key, current path)`` pairs), relabelled with their current paths; the
         rows are converted in one go, to Python values (ints exact, None where missing). Raises as
         :meth:`get`."""
-        from ..analysis.iterations import IterationPlan
+        from ..analysis.iterations import IterationPlan  # (~15 ms) a run's stored plans, not `gpu-idle report`
 
         tables, rosters, plans = [], {}, {}
         for key, report in items:
@@ -557,7 +556,6 @@ def _inside(rel: str) -> bool:
 def manifest_holds(night_dir: str, doc: dict | None) -> bool:
     """Whether ``doc`` (:func:`read_manifest`) is complete and every file it lists is a regular file holding
     exactly the bytes it lists (size and SHA-256): only then may the folder be kept as it is."""
-    from ..io import same_file
 
     return bool(doc) and doc["complete"] and all(
         e is not None and same_file(os.path.join(night_dir, rel), e) for rel, e in doc["files"].items())

@@ -22,6 +22,7 @@ import gzip
 import io
 import json
 import os
+import random
 
 from ..model import MEM_KINDS
 
@@ -217,7 +218,6 @@ def generate_scaled_trace(path: str, kernels: int, *, seed: int = 0, pid: int = 
     iteration. About 1.3 KB of JSON per kernel (1 GB ≈ 800k kernels). Deterministic from ``seed``.
     Returns ``{"kernels", "events", "bytes"}``.
     """
-    import random
 
     rng = random.Random(seed)
     out = open(path + ".tmp", "w", encoding="utf-8", newline="\n")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import CategoryRules
+from ..config import AnalysisConfig, CategoryRules, WindowRules
 from ..model import CATEGORIES, GAP_CATEGORIES
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
     COPY_STREAM, H2D_BYTES_PER_NS, HGX_BUS_IDS, MS, NCCL_STREAM, NOT_APPLICATION_CAUSES,
@@ -736,7 +736,6 @@ def generate_scaled_report(path: str, *, gpus: int = 8, kernels: int = 100_000, 
                            HGX_BUS_IDS[rank] if rank < len(HGX_BUS_IDS) else f"0000:{(0x18 + 16 * rank) % 256:02x}:00.0"))
     _write_scaled(path, ranks, identities, names, cluster_model, device_per_rank)
 
-    from ..config import AnalysisConfig, WindowRules
     analysis, window_rules = AnalysisConfig(), WindowRules()
     # the GPUs of the job keep the same iterations: those usable on every one of them
     extents = [_ref_gpu_extents(r) for r in ranks]

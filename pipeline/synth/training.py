@@ -12,6 +12,7 @@ import yaml
 
 from ..config import CategoryRules
 from ..model import GAP_CATEGORIES
+from .kineto import KinetoWriter
 from .workload import (ADAM_OPTIMIZER, API_EXPORT_NAMES, BUCKET_5MS, BUCKET_50MS, CAPTURE_START_NS, COMPUTE_STREAM,
     CONVNET_BACKWARD, CONVNET_FORWARD, CONVNET_HEAD, COPY_STREAM, DEVICE_WINDOW_START,
     H2D_BYTES_PER_NS, HGX_BUS_IDS, LAUNCH_CALL_NS, LAUNCH_LEAD_NS, MIN_STABLE_ITERATIONS, MS, NCCL_STREAM,
@@ -805,7 +806,6 @@ _ITERATION_TEXT = re.compile(r"Iteration (\d+)")
 def _write_kineto(path: str, r: _RankTimeline, world: int, model: str, style: str) -> None:
     """One rank's trace through :class:`~pipeline.synth.kineto.KinetoWriter`: the process drives device
     ``rank`` (its LOCAL_RANK); correlation ids count its own calls in start order, as CUPTI's do."""
-    from .kineto import KinetoWriter
 
     w = KinetoWriter(path, pid=r.pid, devices=[(r.rank, model, 108)] if model else [], rank=r.rank,
                      world_size=world, base_time_ns=KINETO_BASE_TIME_NS, style=style)

@@ -24,9 +24,9 @@ import dataclasses
 import os
 import re
 import shutil
-import sys
 import tempfile
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..analysis import collwait
@@ -34,10 +34,11 @@ from ..analysis.analyse import analyse_gpu, gpu_collectives, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..analysis.kind import KIND_KEY, job_kind
 from ..analysis.window import WindowError
-from ..config import CacheConfig, Config, ExportConfig
+from ..config import CacheConfig, Config, ExportConfig, StorageConfig
 from ..inputs.discover import inflated_json_size, too_big
 from ..checksums import file_source
 from ..inputs.export import export_report
+from ..inputs.storage import is_remote, stage
 from ..load.cache import load_cached
 from ..load.capture import capture_identity
 from ..load.kineto import is_kineto_path
@@ -45,7 +46,6 @@ from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_kernels, gpu_trace, plan_trace
 from ..memory import release as release_memory
 from ..model import Failure, GpuResult, ProfileError, Report, world_size
-from ..engine.cluster import local_worker_memory
 from ..fleet.reduce import error_row
 from ..schema import NOT_ANALYSED
 from ..text import printable
@@ -103,27 +103,6 @@ class ReportOutcome:
     stored: bool = False
 
 
-def _dask_worker():
-    """The Dask worker running this task, or None (this process runs it: no worker)."""
-    if "distributed" not in sys.modules:
-        return None  # not on a Dask worker (in this process): no need to import distributed
-    try:
-        from distributed import get_worker
-
-        return get_worker()
-    except ValueError:
-        return None
-
-
-def _worker_memory_limit() -> int | None:
-    """Memory limit (bytes) of the Dask worker running this task, or None (no worker, no limit)."""
-    try:
-        worker = _dask_worker()
-        return (worker.memory_manager.memory_limit or None) if worker is not None else None
-    except AttributeError:
-        return None
-
-
 def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
     """Refuse a report whose local file size × ``memory_factor`` exceeds the worker memory ``limit`` (bytes);
     for a gzip trace, the size of the JSON it inflates to (from its gzip trailer:
@@ -131,7 +110,7 @@ def check_memory(path: str, memory_factor: float, limit: int | None) -> None:
 
     A clear error row beats a worker killed by its nanny in the middle of the night.
     Discovery refuses such a local report before the client reads it when the limit is
-    known there (:func:`pipeline.engine.cluster.local_worker_memory`); this check covers the
+    known there (the driver's, from ``dask.memory_limit``); this check covers the
     limit only a worker knows (a remote cluster) and staged copies of remote reports.
     Raises :class:`~pipeline.model.ProfileError` naming the file, the estimate and the limit
     (:func:`~pipeline.inputs.discover.too_big`).
@@ -220,8 +199,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     A remote URL (``s3://bucket/key.sqlite``, any fsspec URL) is first copied to the
     worker-local staging cache with ``storage_cfg`` (a :class:`~pipeline.config.StorageConfig`;
     ``None``: defaults), see :mod:`pipeline.inputs.storage`. With ``memory_factor``, the local file
-    is checked against the worker's memory limit (:func:`check_memory`; ``memory_limit``, bytes: the
-    limit of this process when it is no Dask worker, the in-process engine's), and a gzip trace is
+    is checked against the memory limit of whoever runs this (:func:`check_memory`; ``memory_limit``,
+    bytes: the Dask worker's, or this process's when it runs the work itself; given by the caller), and a gzip trace is
     inflated to at most that limit / ``memory_factor`` bytes whatever its trailer says. Reading is
     bounded by ``export_cfg.read_timeout_s`` (:mod:`pipeline.load.limits`). With
     ``background_cache``, a new columnar cache entry is written on a thread
@@ -251,8 +230,6 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
                      background_cache: bool, memory_limit, scratch: str | None) -> Report:
     """:func:`load_report_for`; ``scratch``: None (caches on), or the temporary folder that the staged
     copy and the export go to (``--no-cache``: errors then name no copy, which is gone when they are read)."""
-    from ..config import StorageConfig
-    from ..inputs.storage import is_remote, stage
 
     local, cached = path, scratch is None
     if is_remote(path):
@@ -262,7 +239,7 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
     temporary = "into a temporary file, since removed"
     copies = [f"staged to {local}" if cached else f"staged {temporary}"] if local != path else []
     sqlite_path = None
-    limit = _worker_memory_limit() or memory_limit
+    limit = memory_limit
     limits = ReadLimits(export_cfg.read_timeout_s,
                         int(limit / memory_factor) if limit and memory_factor is not None else None)
     try:
@@ -289,15 +266,15 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
     return report
 
 
-def load_task(path: str, cfg: Config, background_cache: bool = False) -> Report | Failure:
-    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings (run in this
-    process, not on a Dask worker: within the memory a local worker would have, the limit discovery
-    judged the report against, :func:`~pipeline.engine.cluster.local_worker_memory`); any exception
-    comes back as a :class:`~pipeline.model.Failure` (:func:`describe`)."""
+def load_task(path: str, cfg: Config, background_cache: bool = False,
+              memory_limit: int | None = None) -> Report | Failure:
+    """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings, within
+    ``memory_limit`` bytes (None: no limit): the caller's value, the Dask worker's own limit on a worker, or
+    in this process the memory a local worker would have (the limit discovery judged the report against);
+    any exception comes back as a :class:`~pipeline.model.Failure` (:func:`describe`)."""
     try:
-        in_process = None if _dask_worker() is not None else local_worker_memory(cfg)
         return load_report_for(path, cfg.export, cfg.cache, cfg.storage, cfg.dask.memory_factor, background_cache,
-                               in_process)
+                               memory_limit)
     except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
         return Failure(describe(exc, path))
 
@@ -414,7 +391,6 @@ def _each(fn, items: list, threads: int, done=None) -> list:
 
     if threads <= 1 or len(items) <= 1:
         return [one(item) for item in items]
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         return list(pool.map(one, items))
@@ -512,7 +488,8 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None, progress=None) ->
 
 
 def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None, threads: int = 1,
-                background_cache: bool = False, forced: dict | None = None, gpu_progress=None) -> ReportOutcome:
+                background_cache: bool = False, forced: dict | None = None, gpu_progress=None,
+                memory_limit: int | None = None) -> ReportOutcome:
     """Load one report and analyse all its GPUs in one task (:func:`analyse_report`), then hand the
     results to its ``sinks`` (:func:`finish_report`).
 
@@ -523,11 +500,12 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     ``gpu_progress``: ``callable(total, what="GPUs", doing=, of=) -> progress`` (:class:`Job`): counts the GPUs
     analysed, and says when a large file is read (:data:`READ_LINE_MB`), and the plans and files of thousands of
     GPUs made (:data:`MANY_GPUS`).
+    ``memory_limit``: the memory bound of whoever runs it, bytes (:func:`load_task`).
     Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
     reading = _reading(path, gpu_progress)
     try:
-        report = load_task(path, cfg, background_cache)
+        report = load_task(path, cfg, background_cache, memory_limit)
         if reading is not None and not isinstance(report, Failure):
             reading.advance(reading.total)
     finally:
@@ -547,21 +525,28 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
 class ReportWork:
     """The report's unit of work as the engine maps it (:class:`pipeline.engine.map.Work`): whole
     (:func:`report_task`) or cut per GPU (:func:`load_task`, :func:`gpu_keys_task`, :func:`plan_task`,
-    :func:`agreed_task`), over :class:`Job` items, under the run's configuration ``cfg``."""
+    :func:`agreed_task`), over :class:`Job` items, under the run's configuration ``cfg``.
+
+    It knows no scheduler: the engine says where a task runs (``on_worker``: on a Dask worker, whose memory
+    limit is ``worker_memory`` bytes, None: none); in this process the bound is ``memory_limit``, given by
+    the caller (the memory a worker of the local cluster would have)."""
 
     steps = ("report", "load", "gpus", "plan", "analyse")
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, memory_limit: int | None = None):
         self.cfg = cfg
+        self.memory_limit = memory_limit
 
     def name(self, job: Job) -> str:
         return job.path
 
-    def whole(self, job: Job, threads: int = 1) -> ReportOutcome:
+    def whole(self, job: Job, threads: int = 1, on_worker: bool = False,
+              worker_memory: int | None = None) -> ReportOutcome:
         """:func:`report_task`; a new columnar cache entry is written on a thread in this process
         (the run waits for it: :func:`pipeline.load.cache.wait_for_writes`), not on a Dask worker."""
-        return report_task(job.path, job.labels, self.cfg, job.sinks, threads, background_cache=_dask_worker() is None,
-                           forced=job.forced, gpu_progress=job.gpu_progress)
+        return report_task(job.path, job.labels, self.cfg, job.sinks, threads, background_cache=not on_worker,
+                           forced=job.forced, gpu_progress=job.gpu_progress,
+                           memory_limit=worker_memory if on_worker else self.memory_limit)
 
     def failed(self, job: Job, text: str) -> ReportOutcome:
         return ReportOutcome(path=job.path, failure=Failure(text))
@@ -569,8 +554,8 @@ class ReportWork:
     def describe(self, exc: BaseException, name: str, what: str = "") -> str:
         return describe(exc, name, what)
 
-    def open(self, job: Job) -> Report | Failure:
-        return load_task(job.path, self.cfg)
+    def open(self, job: Job, on_worker: bool = False, worker_memory: int | None = None) -> Report | Failure:
+        return load_task(job.path, self.cfg, memory_limit=worker_memory if on_worker else self.memory_limit)
 
     def parts(self, report: Report | Failure) -> tuple:
         keys = gpu_keys_task(report)
