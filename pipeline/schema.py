@@ -110,6 +110,13 @@ FLEET = (
     _c("job", "text", "text", "the job label (default: the file name without its suffix)", "labels"),
     _c("node", "text", "text", "the node label", "labels"),
     _c("rank", "text", "text", "the rank label", "labels"),
+    _c("job_grouped_by", "text", "text", "how the job was decided: `labels` (a `labels:` rule names it), "
+       "`distributedInfo` (per-rank PyTorch traces of one job: [job grouping](definitions.md#job-grouping)) or "
+       "`file` (the file is a job of its own)", "labels"),
+    _c("dist_world_size", "Int64", "count", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
+       "labels"),
+    _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
+       "none)", "labels"),
     _c("gpu_key", "text", "text", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
     _c("pid", "Int64", "count", "the first process driving the GPU", "gpu"),
     _c("device_id", "Int64", "count", "the first device id of the GPU", "gpu"),
@@ -122,6 +129,8 @@ FLEET = (
     _c("window_end_ns", "Int64", "ns", "end of W on the report's clock", "window"),
     _c("window_ns", "Int64", "ns", "length of W", "window"),
     _c("capture_ns", "Int64", "ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
+    _c("first_kernel_ns", "Int64", "ns", "the start of the GPU's first kernel on the report's clock (its capture "
+       "C is `first_kernel_ns` to `first_kernel_ns + capture_ns`)", "confidence"),
     _c("iterations", "Int64", "count", "stable iterations inside W", "iterations"),
     _c("iteration_mean_ns", "Int64", "ns", "their mean length on the GPU timeline", "iterations"),
     _c("iteration_cv", "float", "factor", "their lengths' coefficient of variation", "iterations"),
