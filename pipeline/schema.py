@@ -111,8 +111,10 @@ FLEET = (
     _c("node", "text", "text", "the node label", "labels"),
     _c("rank", "text", "text", "the rank label", "labels"),
     _c("job_grouped_by", "text", "text", "how the job was decided: `labels` (a `labels:` rule names it), "
-       "`distributedInfo` (per-rank PyTorch traces of one job: [job grouping](definitions.md#job-grouping)) or "
-       "`file` (the file is a job of its own)", "labels"),
+       "`distributedInfo` (per-rank PyTorch traces of one job), `SLURM_JOB_ID` (Nsight exports naming the same "
+       "Slurm job; [job grouping](definitions.md#job-grouping)) or `file` (the file is a job of its own)", "labels"),
+    _c("scheduler_job", "text", "text", "the scheduler job an Nsight export's capture environment names "
+       "(`SLURM_JOB_ID=<id>`; empty: none)", "labels"),
     _c("dist_world_size", "Int64", "count", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
        "labels"),
     _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
@@ -268,7 +270,7 @@ REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's d
 
 #: The longer notes of the column groups (:attr:`Column.group`), under the column reference's table.
 NOTES = {
-    'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`. Per-rank PyTorch traces of one job (same world size and backend, distinct ranks, overlapping captures) are one job without a rule, named after what their files share; `job_grouped_by` says how the job was decided ([job grouping](definitions.md#job-grouping))",
+    'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`. Per-rank PyTorch traces of one job (same world size and backend, distinct ranks, overlapping captures) are one job without a rule, named after what their files share, and so are Nsight exports whose capture environment names the same Slurm job (`slurm-<id>`); `job_grouped_by` says how the job was decided ([job grouping](definitions.md#job-grouping))",
     'gpu': 'the GPU: a MIG instance (`MIG-<uuid>`), else the physical GPU (`GPU-<uuid>` or `bus-<PCI bus id>` when the export names it, else `pid<P>/dev<D>`; see [GPUs and MIG instances](definitions.md#gpus-and-mig-instances)) and the process(es) driving it',
     'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too). A GPU with no entry of its own is, under `cost.unlisted: unpriced` (the default), `unpriced` (no rate, every USD column empty, in no total) when it names a model not on the card or names none on a GPU its input says is not NVIDIA's (a ROCm/HIP trace), and `rate_assumed` (priced at `cost.default_model`'s rate) when it names none otherwise; under `cost.unlisted: default` (or `assume`) every such GPU is `rate_assumed`; with a coded warning either way: `model-not-on-rate-card` when the model is named, `gpu-model-unresolved` when it is not (neither makes the row `partial`). An older table's `rate_assumed` comes from its `rate_source` (see [Cost](definitions.md#cost))",
     'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',

@@ -17,6 +17,7 @@ from pipeline.fleet.grouping import group_name
 from pipeline.fleet.reduce import rollup
 from pipeline.report.medical import grouping_line
 from pipeline.schema import JOB_KEY
+from pipeline.synth import ExportWriter
 from pipeline.synth.kineto import KinetoWriter
 
 MS = 1_000_000
@@ -121,3 +122,34 @@ def test_group_names():
     assert group_name(["/n/dlrm_rank1.pt.trace.json.gz", "/n/dlrm_rank0.pt.trace.json.gz"]) == "dlrm"
     assert group_name(["/n/run7/rank0.pt.trace.json.gz", "/n/run7/rank1.pt.trace.json.gz"]) == "run7"   # no stem: folder
     assert group_name(["/a/x_rank0.json", "/b/y_rank1.json"]) == "x_rank0+1"                         # neither
+
+
+def slurm_export(path, pid: int, job_id: str | None) -> str:
+    """An Nsight export of one H100 driven by ``pid``: kernels [0, 10) and [20, 30) ms; its capture's process
+    environment names ``SLURM_JOB_ID=<job_id>`` (None: no Slurm variable, only HOME)."""
+    w = ExportWriter(str(path))
+    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid=f"u{pid}")
+    w.cuda_device(0, 0, pid)
+    for start, end in ((0, 10), (20, 30)):
+        w.kernel(pid=pid, device=0, stream=7, start=start * MS, end=end * MS, name="gemm")
+    w.capture("PROCESS_0:ENVIRONMENT_VARIABLE", "HOME=/root")
+    if job_id is not None:
+        w.capture("PROCESS_0:ENVIRONMENT_VARIABLE", f"SLURM_JOB_ID={job_id}")
+    w.close()
+    return str(path)
+
+
+def test_exports_of_one_slurm_job_are_one_job(tmp_path):
+    """node01 and node02 name Slurm job 4242: job slurm-4242 of 2 GPUs; node03 names 77 (alone: its file's job);
+    node04 names none; node05 names 4242 but a rule names its job (the rule wins)."""
+    paths = [slurm_export(tmp_path / f"node0{i}.sqlite", 10 + i, job)
+             for i, job in ((1, "4242"), (2, "4242"), (3, "77"), (4, None), (5, "4242"))]
+    fleet = fleet_of(paths, Config(labels=(LabelRule(match="*node05*", job="eval"),)))
+    assert fleet["job"].tolist() == ["slurm-4242", "slurm-4242", "node03", "node04", "eval"]
+    assert fleet["job_grouped_by"].tolist() == ["SLURM_JOB_ID", "SLURM_JOB_ID", "file", "file", "labels"]
+    assert fleet["scheduler_job"].fillna("").tolist() == ["SLURM_JOB_ID=4242"] * 2 + ["SLURM_JOB_ID=77", "",
+                                                                                         "SLURM_JOB_ID=4242"]
+    assert rollup(fleet, list(JOB_KEY)).set_index("job")["gpus"].to_dict() == {
+        "eval": 1, "node03": 1, "node04": 1, "slurm-4242": 2}
+    assert grouping_line(fleet[fleet["job"] == "slurm-4242"].to_dict("records")) == (
+        "Grouped from 2 exports naming SLURM\\_JOB\\_ID=4242 in their capture's environment.")

@@ -360,6 +360,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
         "node": labels.get("node", ""), "rank": labels.get("rank", ""),
         "dist_world_size": labels.get("dist_world_size"), "dist_backend": labels.get("dist_backend"),
+        "scheduler_job": labels.get("scheduler_job"),
         "gpu_key": trace.gpu_key,
         "pid": int(trace.pids[0]), "device_id": int(trace.device_ids[0]),
         "pids": ",".join(map(str, trace.pids)), "device_ids": ",".join(map(str, trace.device_ids)),

@@ -7,8 +7,10 @@ PyTorch profiler trace whose ``distributedInfo`` names a world size above 1 (the
 size and backend whose captures overlap in time (each report's capture: its GPUs' first kernel start
 to last kernel end, on its own clock; overlapping chains join) and whose ranks are all distinct are
 one job, ``job_grouped_by`` ``distributedInfo``. A set with a rank twice (two runs of one job), or of
-one trace, is not grouped. A ``labels:`` rule naming the job always wins (``labels``); every other
-row says ``file``.
+one trace, is not grouped. Nsight Systems exports of one cluster whose capture environment names the
+same Slurm job (the row's ``scheduler_job``, ``SLURM_JOB_ID=<id>``) are one job, ``slurm-<id>``,
+``job_grouped_by`` ``SLURM_JOB_ID`` (one export alone keeps its file's job). A ``labels:`` rule naming
+the job always wins (``labels``); every other row says ``file``.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import re
 
 from .. import kinds
 
-LABELS, DISTRIBUTED, FILE = "labels", "distributedInfo", "file"
+LABELS, DISTRIBUTED, SLURM, FILE = "labels", "distributedInfo", "SLURM_JOB_ID", "file"
 _RANK = re.compile(r"rank", re.IGNORECASE)
 
 
@@ -100,10 +102,24 @@ def group_jobs(rows: list[dict], cfg) -> list[dict]:
             if name in taken or name in {grouped[p] for p in grouped}:
                 name = f"{name} ({len(chain)} ranks)"
             grouped.update({p: name for p in chain})
+    slurm = _slurm_jobs(by_report, labelled | set(grouped))
     for report, its in by_report.items():
-        how = LABELS if report in labelled else DISTRIBUTED if report in grouped else FILE
+        how = (LABELS if report in labelled else DISTRIBUTED if report in grouped else SLURM if report in slurm
+               else FILE)
         for r in its:
             r["job_grouped_by"] = how
-            if how == DISTRIBUTED:
-                r["job"] = grouped[report]
+            if how in (DISTRIBUTED, SLURM):
+                r["job"] = grouped.get(report) or slurm[report]
     return rows
+
+
+def _slurm_jobs(by_report: dict, decided: set) -> dict[str, str]:
+    """``report -> slurm-<id>`` for the reports not in ``decided`` whose rows name one Slurm job
+    (``scheduler_job``) that another such report of the same cluster names too."""
+    sets: dict[tuple, list] = {}
+    for report, its in by_report.items():
+        jobs = {str(r.get("scheduler_job") or "") for r in its} - {"", "None", "nan"}
+        if report not in decided and len(jobs) == 1:
+            sets.setdefault((str(its[0].get("cluster") or ""), jobs.pop()), []).append(report)
+    return {p: f"slurm-{job.partition('=')[2]}" for (_, job), reports in sets.items() if len(reports) > 1
+            for p in reports}

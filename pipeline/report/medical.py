@@ -89,7 +89,7 @@ def _ns(value) -> int:
 RECORD_COLUMNS += ["diagnosis", *[f"fix_{c}_usd_per_month" for c in CATEGORIES if c not in CAVEATS]]
 #: ... and the line on copies outside the window (:func:`copies_outside_line`).
 RECORD_COLUMNS += ["kernel_count", "copies_outside_count", "copies_outside_ns", "warning_codes"]
-RECORD_COLUMNS += ["job_grouped_by", "dist_world_size", "dist_backend", "rank"]
+RECORD_COLUMNS += ["job_grouped_by", "dist_world_size", "dist_backend", "rank", "scheduler_job"]
 
 
 def copies_outside_line(ok: list[dict], names: dict) -> str:
@@ -442,8 +442,14 @@ def exposed_line(ok: list[dict], window: int) -> str:
 def grouping_line(ok: list[dict]) -> str:
     """The record's line on a job grouped from per-rank traces by what they say (``job_grouped_by``
     ``distributedInfo``, docs/definitions.md#job-grouping), e.g. ``Grouped from 2 traces by their
-    distributedInfo: ranks 0, 1 of world size 8 (nccl), overlapping captures.``; ``""`` for any other job."""
-    if not ok or any(r.get("job_grouped_by") != "distributedInfo" for r in ok):
+    distributedInfo: ranks 0, 1 of world size 8 (nccl), overlapping captures.``), or from Nsight exports naming one
+    Slurm job (``SLURM_JOB_ID``: ``Grouped from 2 exports naming SLURM_JOB_ID=4242 in their capture's
+    environment.``); ``""`` for any other job."""
+    hows = {r.get("job_grouped_by") for r in ok}
+    if hows == {"SLURM_JOB_ID"}:
+        return (f"Grouped from {len({r['report'] for r in ok})} exports naming {md_text(str(ok[0]['scheduler_job']))} "
+                "in their capture's environment.")
+    if hows != {"distributedInfo"}:
         return ""
     ranks = sorted({str(r["rank"]) for r in ok}, key=lambda v: (len(v), v))
     backend = str(ok[0].get("dist_backend") or "")

@@ -321,9 +321,11 @@ def trace_labels(report: Report, labels: dict) -> dict:
     """``labels`` with the rank a PyTorch profiler trace names (``distributedInfo.rank``, in
     ``report.meta``) where the labels give none, and its ``distributedInfo`` world size and backend
     (``dist_world_size``, ``dist_backend``: the evidence :func:`pipeline.fleet.grouping.group_jobs`
-    groups per-rank traces by); other labels and other reports: unchanged."""
+    groups per-rank traces by), and an Nsight export's scheduler job (``scheduler_job``,
+    ``SLURM_JOB_ID=<id>`` from its capture's environment); other labels and other reports: unchanged."""
     if report.meta.get("format") != "kineto":
-        return labels
+        job = report.meta.get("scheduler_job")
+        return {**labels, "scheduler_job": str(job)} if job else labels
     rank = report.meta.get("rank")
     out = {**labels, "rank": str(rank)} if rank is not None and not labels.get("rank") else dict(labels)
     if report.meta.get("world_size") is not None:
