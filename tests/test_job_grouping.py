@@ -13,7 +13,7 @@ from helpers.engine import analyse_reports
 
 from pipeline.config import Config, LabelRule
 from pipeline.engine.map import InProcess
-from pipeline.fleet.grouping import group_name
+from pipeline.fleet.grouping import group_jobs, group_name
 from pipeline.fleet.reduce import rollup
 from pipeline.report.medical import grouping_line
 from pipeline.schema import JOB_KEY
@@ -153,3 +153,19 @@ def test_exports_of_one_slurm_job_are_one_job(tmp_path):
         "eval": 1, "node03": 1, "node04": 1, "slurm-4242": 2}
     assert grouping_line(fleet[fleet["job"] == "slurm-4242"].to_dict("records")) == (
         "Grouped from 2 exports naming SLURM\\_JOB\\_ID=4242 in their capture's environment.")
+
+
+def test_a_name_taken_gets_its_rank_count_and_grouping_is_idempotent():
+    """Rows alone: ranks 0-1 of world size 2 in a/ and ranks 0-2 of world size 3 in b/, all named dlrm_rank<r>,
+    captures [0, 10) ns overlapping: two jobs; the one decided second (world size 3, sorted after 2) finds `dlrm`
+    taken and is `dlrm (3 ranks)`. A second pass changes nothing."""
+    def row(folder, rank, size):
+        return {"report": f"/{folder}/dlrm_rank{rank}.json", "cluster": "default", "job": f"dlrm_rank{rank}",
+                "rank": str(rank), "status": "ok", "dist_world_size": size, "dist_backend": "nccl",
+                "first_kernel_ns": 0, "capture_ns": 10}
+    rows = [row("a", r, 2) for r in range(2)] + [row("b", r, 3) for r in range(3)]
+    group_jobs(rows, Config())
+    assert [r["job"] for r in rows] == ["dlrm", "dlrm", "dlrm (3 ranks)", "dlrm (3 ranks)", "dlrm (3 ranks)"]
+    group_jobs(rows, Config())
+    assert [r["job"] for r in rows] == ["dlrm", "dlrm", "dlrm (3 ranks)", "dlrm (3 ranks)", "dlrm (3 ranks)"]
+    assert {r["job_grouped_by"] for r in rows} == {"distributedInfo"}

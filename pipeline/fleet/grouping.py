@@ -18,6 +18,7 @@ import os
 import re
 
 from .. import kinds
+from ..schema import NOT_ANALYSED
 
 LABELS, DISTRIBUTED, SLURM, FILE = "labels", "distributedInfo", "SLURM_JOB_ID", "file"
 _RANK = re.compile(r"rank", re.IGNORECASE)
@@ -86,7 +87,7 @@ def group_jobs(rows: list[dict], cfg) -> list[dict]:
     labelled = {p for p in by_report if cfg.job_labelled(p)}
     candidates: dict[tuple, list] = {}
     for report, its in by_report.items():
-        ok = [r for r in its if r.get("status") in ("ok", "partial")]
+        ok = [r for r in its if r.get("status") not in NOT_ANALYSED]
         ev = _evidence(ok) if report not in labelled and ok else None
         if ev is not None:
             candidates.setdefault((str(its[0].get("cluster") or ""), ev[0], ev[1]), []).append((ev[3], ev[4], report, ev[2]))
