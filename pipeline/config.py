@@ -694,6 +694,11 @@ class Config:
                         out[key] = str(value)
         return out
 
+    def job_labelled(self, report_path: str) -> bool:
+        """A label rule fitting ``report_path`` names its job: that job stands, whatever the files say
+        (:func:`pipeline.fleet.grouping.group_jobs`)."""
+        return any(rule.job is not None and rule.fits(report_path) for rule in self.labels)
+
     def unused_rules(self, report_paths) -> list[str]:
         """What in the label rules and the cluster rates matches nothing, one text each naming it: a
         label rule that fits none of ``report_paths`` (the run's reports; none found: not judged), a ``cost.cluster_rates``

@@ -110,6 +110,15 @@ FLEET = (
     _c("job", "text", "text", "the job label (default: the file name without its suffix)", "labels"),
     _c("node", "text", "text", "the node label", "labels"),
     _c("rank", "text", "text", "the rank label", "labels"),
+    _c("job_grouped_by", "text", "text", "how the job was decided: `labels` (a `labels:` rule names it), "
+       "`distributedInfo` (per-rank PyTorch traces of one job), `SLURM_JOB_ID` (Nsight exports naming the same "
+       "Slurm job; [job grouping](definitions.md#job-grouping)) or `file` (the file is a job of its own)", "labels"),
+    _c("scheduler_job", "text", "text", "the scheduler job an Nsight export's capture environment names "
+       "(`SLURM_JOB_ID=<id>`; empty: none)", "labels"),
+    _c("dist_world_size", "Int64", "count", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
+       "labels"),
+    _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
+       "none)", "labels"),
     _c("gpu_key", "text", "text", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
     _c("pid", "Int64", "count", "the first process driving the GPU", "gpu"),
     _c("device_id", "Int64", "count", "the first device id of the GPU", "gpu"),
@@ -122,6 +131,8 @@ FLEET = (
     _c("window_end_ns", "Int64", "ns", "end of W on the report's clock", "window"),
     _c("window_ns", "Int64", "ns", "length of W", "window"),
     _c("capture_ns", "Int64", "ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
+    _c("first_kernel_ns", "Int64", "ns", "the start of the GPU's first kernel on the report's clock (its capture "
+       "C is `first_kernel_ns` to `first_kernel_ns + capture_ns`)", "confidence"),
     _c("iterations", "Int64", "count", "stable iterations inside W", "iterations"),
     _c("iteration_mean_ns", "Int64", "ns", "their mean length on the GPU timeline", "iterations"),
     _c("iteration_cv", "float", "factor", "their lengths' coefficient of variation", "iterations"),
@@ -259,7 +270,7 @@ REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's d
 
 #: The longer notes of the column groups (:attr:`Column.group`), under the column reference's table.
 NOTES = {
-    'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`",
+    'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`. Per-rank PyTorch traces of one job (same world size and backend, distinct ranks, overlapping captures) are one job without a rule, named after what their files share, and so are Nsight exports whose capture environment names the same Slurm job (`slurm-<id>`); `job_grouped_by` says how the job was decided ([job grouping](definitions.md#job-grouping))",
     'gpu': 'the GPU: a MIG instance (`MIG-<uuid>`), else the physical GPU (`GPU-<uuid>` or `bus-<PCI bus id>` when the export names it, else `pid<P>/dev<D>`; see [GPUs and MIG instances](definitions.md#gpus-and-mig-instances)) and the process(es) driving it',
     'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too). A GPU with no entry of its own is, under `cost.unlisted: unpriced` (the default), `unpriced` (no rate, every USD column empty, in no total) when it names a model not on the card or names none on a GPU its input says is not NVIDIA's (a ROCm/HIP trace), and `rate_assumed` (priced at `cost.default_model`'s rate) when it names none otherwise; under `cost.unlisted: default` (or `assume`) every such GPU is `rate_assumed`; with a coded warning either way: `model-not-on-rate-card` when the model is named, `gpu-model-unresolved` when it is not (neither makes the row `partial`). An older table's `rate_assumed` comes from its `rate_source` (see [Cost](definitions.md#cost))",
     'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',

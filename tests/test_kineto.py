@@ -324,7 +324,7 @@ def test_hand_trace_is_read_like_an_export(tmp_path):
     assert report.nvtx.values.tolist() == [[BASE, BASE + 2_150_000, 500, 500, "ProfilerStep#7"]]  # CPU side only
     assert report.devices[["gpu_key", "gpu_model", "sms"]].values.tolist() == [["pid500/dev0", "NVIDIA A100-SXM4-80GB",
                                                                                 108]]
-    assert report.meta == {"format": "kineto", "rank": "3", "world_size": "8", "base_time_ns": str(BASE)}
+    assert report.meta == {"format": "kineto", "rank": "3", "world_size": "8", "backend": "nccl", "base_time_ns": str(BASE)}
     row = result.row
     # W = [0, 2,150 µs) = 2,150,000 ns; busy = 100,000 + 200,000 + 50,000 = 350,000; idle 1,800,000
     # copy-only: the copy [1,500, 1,800.5 µs) touches no kernel: 300,500; dark = 1,800,000 - 300,500

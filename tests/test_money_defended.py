@@ -70,10 +70,11 @@ def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
     assert ("on 4 GPU(s): ~$1,913.84/month (busy time, not in the idle cost; it overlaps the collective wait where "
             "both are measured (both are time inside collective kernels): never add the two); of which $1,524.56 at assumed rates "
             "(2 GPU(s)).") in kineto["md"]
-    record = (kineto["out"] / "records" / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
-    assert ("on another stream: ~$804.69 per month (busy time, not in the idle cost; it overlaps the collective wait where "
-            "both are measured (both are time inside collective kernels): never add the two); of which $804.69 at assumed "
-            "rates (1 GPU(s)).") in record
+    # the two ws128 ranks are one job (their distributedInfo: issue 47), one record: $804.69 + $719.87
+    record = (kineto["out"] / "records" / "ws128_sampled.md").read_text(encoding="utf-8")
+    assert ("on another stream: ~$1,524.56 per month (busy time, not in the idle cost; it overlaps the collective wait "
+            "where both are measured (both are time inside collective kernels): never add the two); of which $1,524.56 at "
+            "assumed rates (2 GPU(s)).") in record
     # a GPU priced at its own entry: no mark
     own = (kineto["out"] / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
     assert ("on another stream: $279.98 per month (busy time, not in the idle cost; it overlaps the collective wait "
@@ -246,8 +247,10 @@ def test_records_state_their_gpus_tiers(kineto):
     records = kineto["out"] / "records"
     mi250 = (records / "mi250_rocm_minitoy.md").read_text(encoding="utf-8")
     assert "Confidence: 1 GPU(s) toy — window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)." in mi250
-    ws = (records / "ws128_sampled_rank0.md").read_text(encoding="utf-8")
-    assert "Confidence: 1 GPU(s) low — rests on 0 stable iterations (fewer than 5)." in ws
+    ws = (records / "ws128_sampled.md").read_text(encoding="utf-8")   # ranks 0 and 1, one job (issue 47)
+    assert "Confidence: 2 GPU(s) low — rests on 0 stable iterations (fewer than 5)." in ws
+    assert ("Grouped from 2 traces by their distributedInfo: ranks 0, 1 of world size 128 (nccl), overlapping "
+            "captures.") in ws
 
 
 def test_record_counts_tiers_and_deduplicates_notes():
@@ -272,5 +275,5 @@ def test_per_job_table_has_a_tier_column_and_a_clear_capture_header(kineto):
     assert ">capture idle<br>(share outside window)</th>" in header and "capture (left out)" not in header
     row = re.search(r'<tr data-job="mi250_rocm_minitoy">.*?</tr>', jobs, re.S).group(0)
     assert '<td class="tier"><span title="1 GPU(s) toy">toy</span></td>' in row
-    row = re.search(r'<tr data-job="ws128_sampled_rank0">.*?</tr>', jobs, re.S).group(0)
-    assert '<span title="1 GPU(s) low">low</span>' in row
+    row = re.search(r'<tr data-job="ws128_sampled">.*?</tr>', jobs, re.S).group(0)
+    assert '<span title="2 GPU(s) low">low</span>' in row

@@ -257,7 +257,7 @@ def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, w
     left_pct = _pct(left_out, cap_idle)
     cols = {"job_kind": kind, "job_kind_source": source, "capture_ns": capture_ns, "capture_idle_ns": cap_idle,
             "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_pct": left_pct,
-            "startup_wait_ns": startup_wait(first, trace.capture_start_ns),
+            "first_kernel_ns": first, "startup_wait_ns": startup_wait(first, trace.capture_start_ns),
             "graph_capture_ns": 0 if after is None else after - first, "startup_only": only}
     warnings = graphcapture.warnings(trace.runtime, found, first, after, only, win.start_ns, win.end_ns)
     if kind == UNKNOWN and left_pct > cfg.window.max_left_out_idle_pct:
@@ -359,6 +359,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "report": trace.report,
         "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
         "node": labels.get("node", ""), "rank": labels.get("rank", ""),
+        "dist_world_size": labels.get("dist_world_size"), "dist_backend": labels.get("dist_backend"),
+        "scheduler_job": labels.get("scheduler_job"),
         "gpu_key": trace.gpu_key,
         "pid": int(trace.pids[0]), "device_id": int(trace.device_ids[0]),
         "pids": ",".join(map(str, trace.pids)), "device_ids": ",".join(map(str, trace.device_ids)),

@@ -19,6 +19,7 @@ from ..analysis.fixfirst import rollup_columns
 from ..load.capture import export_source
 from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
                       ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
+from .grouping import group_jobs
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
            "assumed_text", "drop_duplicates", "duplicate_row", "error_row", "fleet_frame", "int_column", "one_of_each",
@@ -441,7 +442,8 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
             (discovery, identification), each an error row.
         stored_rows, stored_rosters: rows and rosters of reports reused from the result store.
         identical: ``path -> kept path`` of reports byte-identical to another, not analysed.
-    One file of each capture stays (:func:`drop_duplicates`): the others are ``duplicate`` rows.
+    One file of each capture stays (:func:`drop_duplicates`): the others are ``duplicate`` rows. Per-rank
+    traces of one job become one job (:func:`~pipeline.fleet.grouping.group_jobs`).
     Returns:
         The fleet table (:func:`build_fleet` over every row) and ``(report, gpu_key) -> entry``
         (:func:`roster_entry`).
@@ -463,4 +465,4 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     analysed = {row["report"] for row in rows if row.get("status") not in NOT_ANALYSED}
     errors += [error_row(o.path, cfg.labels_for(o.path), o.failure.message + unconfirmed_note(o.path, analysed))
                for o in failed]
-    return build_fleet(rows + errors, cfg.analysis.straggler_spread_pct), rosters
+    return build_fleet(group_jobs(rows + errors, cfg), cfg.analysis.straggler_spread_pct), rosters

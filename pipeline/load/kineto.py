@@ -806,7 +806,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
             ``devices`` instead of raising.
     Returns:
         The Report the Nsight loader would make of the same evidence (see the module doc), with
-        ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "base_time_ns": ..., "not_nvidia": ...}``
+        ``meta`` = ``{"format": "kineto", "rank": ..., "world_size": ..., "backend": ..., "base_time_ns": ..., "not_nvidia": ...}``
         (the keys the trace gives; values as text; ``not_nvidia``: why its GPUs are not NVIDIA GPUs,
         :func:`not_nvidia`, only when its runtime calls say so) and the timeline's zero in ``capture_start_ns`` /
         ``capture_start_source`` (:func:`capture_start`).
@@ -892,6 +892,9 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         for key in ("rank", "world_size"):
             if type(dist.get(key)) is int and 0 <= dist[key] < 10 ** 9:  # not True, not absurd
                 meta[key] = str(dist[key])
+        backend = dist.get("backend")
+        if isinstance(backend, str) and backend.strip():
+            meta["backend"] = cut_text(backend.strip())
     if base:
         meta["base_time_ns"] = str(base)
     if vendor:

@@ -37,15 +37,45 @@ _PYTHON = re.compile(r"python[0-9.]*")
 _ARGUMENT_INDEX = re.compile(r"[0-9]{1,9}")
 
 
+#: Environment variables that name the scheduler job a capture's process ran in (Slurm sets both).
+SCHEDULER_JOB_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID")
+#: ``meta`` key of the scheduler job a capture names (``SLURM_JOB_ID=4242``).
+SCHEDULER_JOB = "scheduler_job"
+
+
+def _capture_rows(schema: Schema) -> list[tuple[str, str]]:
+    """``(name, value)`` rows of ``META_DATA_CAPTURE`` as text (absent: none)."""
+    if not {"name", "value"} <= set(schema.columns(CAPTURE_TABLE)):
+        return []
+    return [(str(k), "" if v is None else str(v)) for k, v in text_rows(schema.con,
+                                                                        f"SELECT name, value FROM {CAPTURE_TABLE}")]
+
+
+def capture_scheduler_job(schema: Schema) -> str:
+    """The scheduler job the capture's process environment names, as ``SLURM_JOB_ID=<id>`` (either of
+    :data:`SCHEDULER_JOB_VARIABLES`, named ``SLURM_JOB_ID``); ``""`` when none does, or the processes name
+    several different ids (docs/definitions.md#job-grouping). Never an error."""
+    ids = set()
+    for name, value in _capture_rows(schema):
+        if name.endswith(":ENVIRONMENT_VARIABLE") and "=" in value:
+            var, _, text = value.partition("=")
+            if var in SCHEDULER_JOB_VARIABLES and text.strip() and text.strip().isprintable():
+                ids.add(text.strip()[:64])
+    return f"SLURM_JOB_ID={ids.pop()}" if len(ids) == 1 else ""
+
+
+def with_scheduler_job(meta: dict, schema: Schema) -> dict:
+    """``meta`` with :data:`SCHEDULER_JOB` when the capture names one (:func:`capture_scheduler_job`)."""
+    job = capture_scheduler_job(schema)
+    return {**meta, SCHEDULER_JOB: job} if job else meta
+
+
 def capture_world_size(schema: Schema) -> RankCount:
     """The job's number of ranks as the capture's launch says it (module doc), with its source; 0 when
     it does not say, or says several different numbers. Reads ``META_DATA_CAPTURE`` (absent: 0). A
     value that is no ASCII integer (``WORLD_SIZE=²``) says nothing (:func:`pipeline.model.rank_count`):
     never an error."""
-    if not {"name", "value"} <= set(schema.columns(CAPTURE_TABLE)):
-        return RankCount(0)
-    rows = [(str(k), "" if v is None else str(v)) for k, v in text_rows(schema.con,
-                                                                       f"SELECT name, value FROM {CAPTURE_TABLE}")]
+    rows = _capture_rows(schema)
     found = [c for c in (_from_environment(rows), _from_torchrun(rows)) if c]
     if len({int(c) for c in found}) != 1:
         return RankCount(0)

@@ -89,6 +89,7 @@ def _ns(value) -> int:
 RECORD_COLUMNS += ["diagnosis", *[f"fix_{c}_usd_per_month" for c in CATEGORIES if c not in CAVEATS]]
 #: ... and the line on copies outside the window (:func:`copies_outside_line`).
 RECORD_COLUMNS += ["kernel_count", "copies_outside_count", "copies_outside_ns", "warning_codes"]
+RECORD_COLUMNS += ["job_grouped_by", "dist_world_size", "dist_backend", "rank", "scheduler_job"]
 
 
 def copies_outside_line(ok: list[dict], names: dict) -> str:
@@ -438,6 +439,25 @@ def exposed_line(ok: list[dict], window: int) -> str:
             f"{priced} ({COMM_OVERLAP}){assumed_text(rates)}.")
 
 
+def grouping_line(ok: list[dict]) -> str:
+    """The record's line on a job grouped from per-rank traces by what they say (``job_grouped_by``
+    ``distributedInfo``, docs/definitions.md#job-grouping), e.g. ``Grouped from 2 traces by their
+    distributedInfo: ranks 0, 1 of world size 8 (nccl), overlapping captures.``), or from Nsight exports naming one
+    Slurm job (``SLURM_JOB_ID``: ``Grouped from 2 exports naming SLURM_JOB_ID=4242 in their capture's
+    environment.``); ``""`` for any other job."""
+    hows = {r.get("job_grouped_by") for r in ok}
+    if hows == {"SLURM_JOB_ID"}:
+        return (f"Grouped from {len({r['report'] for r in ok})} exports naming {md_text(str(ok[0]['scheduler_job']))} "
+                "in their capture's environment.")
+    if hows != {"distributedInfo"}:
+        return ""
+    ranks = sorted({str(r["rank"]) for r in ok}, key=lambda v: (len(v), v))
+    backend = str(ok[0].get("dist_backend") or "")
+    return (f"Grouped from {len({r['report'] for r in ok})} traces by their distributedInfo: ranks {', '.join(ranks)} "
+            f"of world size {int(ok[0]['dist_world_size'])}" + (f" ({md_text(backend)})" if backend else "")
+            + ", overlapping captures.")
+
+
 def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> str:
     """Markdown page for one job.
 
@@ -489,6 +509,9 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
             f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (archived)") for pct, cat in shares)
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
             + (f" · not the application's: {apart}" if apart else ""))
+        grouped = grouping_line(ok)
+        if grouped:
+            lines.append(grouped)
         capture = job_capture(ok, names)
         if capture is not None:
             lines.append(capture_line(capture))

@@ -24,6 +24,7 @@ from ..engine.cluster import EngineError, local_worker_memory, open_client, sche
 from ..engine.map import InProcess, OnDask, map_work
 from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, write_gpu_docs,
                              write_outputs)
+from ..fleet.grouping import group_jobs
 from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
 from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
@@ -611,6 +612,8 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         again, _ = _analyse(more, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log, None)
         outcomes += again
         todo += damaged
+    # Per-rank traces of one job are one job (their rows' job, in place) before its GPUs agree.
+    group_jobs([r.row for o in outcomes if o.failure is None for r in o.results] + rows, cfg)
     # A job spread over several reports: its GPUs keep the same iterations (a second round, usually empty).
     outcomes, rows, rosters, redone = _agree_across_reports(outcomes, rows, rosters, plans, cfg, cache, scheduler,
                                                              os.path.join(folder.out_dir, "gpus"), log)

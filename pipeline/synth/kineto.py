@@ -65,14 +65,15 @@ class KinetoWriter:
         path: the trace file (``.json`` or ``.json.gz``; written under a temporary name first).
         pid: the process (rank) the CPU-side events belong to.
         devices: ``[(device id, name, SMs)]`` for ``deviceProperties`` (2024 style only).
-        rank, world_size: ``distributedInfo`` (2024 style only; None: not written).
+        rank, world_size, backend: ``distributedInfo`` (2024 style only; rank None: not written).
         base_time_ns: ``baseTimeNanoseconds``; ``ts`` are then relative to it (None: absolute).
         style: ``"2024"`` or ``"2021"`` (see the module doc).
         process_name: the ``process_name`` metadata.
     """
 
     def __init__(self, path: str, pid: int, devices=(), rank: int | None = None, world_size: int | None = None,
-                 base_time_ns: int | None = None, style: str = "2024", process_name: str = "python3"):
+                 base_time_ns: int | None = None, style: str = "2024", process_name: str = "python3",
+                 backend: str = "nccl"):
         if style not in CATEGORIES:
             raise ValueError(f"unknown style {style!r} (known: {', '.join(CATEGORIES)})")
         self.path, self.pid, self.style = path, int(pid), style
@@ -95,7 +96,7 @@ class KinetoWriter:
                          for d, name, sms in devices]
                 head.append('  "deviceProperties": [\n    ' + ",\n    ".join(props) + "\n  ]")
             if rank is not None:
-                head.append('  "distributedInfo": ' + json.dumps({"backend": "nccl", "rank": int(rank),
+                head.append('  "distributedInfo": ' + json.dumps({"backend": backend, "rank": int(rank),
                                                                    "world_size": int(world_size or 1)}))
         self._out.write(",\n".join(head) + ',\n  "traceEvents": [\n')
         self._event({"ph": "M", "name": "process_name", "pid": self.pid, "tid": 0, "args": {"name": process_name}},

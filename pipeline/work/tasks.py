@@ -296,9 +296,19 @@ def gpu_error(path: str, labels: dict, gpu_key: str, message: str) -> GpuResult:
 
 def trace_labels(report: Report, labels: dict) -> dict:
     """``labels`` with the rank a PyTorch profiler trace names (``distributedInfo.rank``, in
-    ``report.meta``) where the labels give none; other labels and other reports: unchanged."""
-    rank = report.meta.get("rank") if report.meta.get("format") == "kineto" else None
-    return {**labels, "rank": str(rank)} if rank is not None and not labels.get("rank") else labels
+    ``report.meta``) where the labels give none, and its ``distributedInfo`` world size and backend
+    (``dist_world_size``, ``dist_backend``: the evidence :func:`pipeline.fleet.grouping.group_jobs`
+    groups per-rank traces by), and an Nsight export's scheduler job (``scheduler_job``,
+    ``SLURM_JOB_ID=<id>`` from its capture's environment); other labels and other reports: unchanged."""
+    if report.meta.get("format") != "kineto":
+        job = report.meta.get("scheduler_job")
+        return {**labels, "scheduler_job": str(job)} if job else labels
+    rank = report.meta.get("rank")
+    out = {**labels, "rank": str(rank)} if rank is not None and not labels.get("rank") else dict(labels)
+    if report.meta.get("world_size") is not None:
+        out["dist_world_size"] = int(report.meta["world_size"])
+        out["dist_backend"] = str(report.meta.get("backend") or "")
+    return out
 
 
 def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pipeline.config import Config
+from pipeline.fleet.grouping import group_jobs
 from pipeline.fleet.reduce import reduce_outcomes
 from pipeline.runs.driver import Todo, analysed
 from pipeline.work.agreement import entries_of, forced_agreements
@@ -17,6 +18,7 @@ def rerun_disagreeing(outcomes: list, cfg: Config, run) -> tuple:
     """The second round: analyse again, with their job's agreement forced, the reports
     :func:`~pipeline.work.agreement.forced_agreements` names among ``outcomes``; ``run(todos) -> list
     of ReportOutcome``. Returns ``(outcomes with the redone reports replaced, {path: agreements})``."""
+    group_jobs([r.row for o in outcomes if o.failure is None for r in o.results], cfg)  # as the driver does
     forced = forced_agreements(entries_of(outcomes), cfg)
     if not forced:
         return outcomes, {}
