@@ -94,7 +94,7 @@ def checked():
     types = dict(_get_built_in_contract_types())
     held = {c["id"]: types[c["type"]](name=c["name"], session_options=options.session_options, contract_options=c)
             for c in options.contracts_options}
-    graph = grimp.build_graph("pipeline", include_external_packages=True)
+    graph = grimp.build_graph("pipeline", include_external_packages=True, cache_dir=None)
 
     def check(planted: tuple | None = None) -> dict:
         if planted is None:
@@ -212,14 +212,14 @@ def test_cycles_finds_a_loop():
 
 def test_no_module_imports_itself_through_others():
     """No import cycle between modules, inside a stage too (the layers contract sees only stages)."""
-    graph = grimp.build_graph("pipeline", include_external_packages=False)
+    graph = grimp.build_graph("pipeline", include_external_packages=False, cache_dir=None)
     assert cycles({m: graph.find_modules_directly_imported_by(m) for m in graph.modules}) == []
 
 
 def test_every_module_is_used_by_the_product():
     """Every module of ``pipeline/`` is imported by another module of it, but the command's entry point:
     a module only tests import belongs in tests/helpers."""
-    graph = grimp.build_graph("pipeline", include_external_packages=False)
+    graph = grimp.build_graph("pipeline", include_external_packages=False, cache_dir=None)
     packages = {p.parent.relative_to(REPO).as_posix().replace("/", ".") for p in (REPO / "pipeline").rglob("__init__.py")}
     entry = {spec.split(":")[0] for spec in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
              ["scripts"].values()}
