@@ -38,8 +38,8 @@ from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
 from .words import COMM_OVERLAP, NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
 from .medical import NAME_CHARS, gpu_names, job_keys
-from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
-    summarise, with_fix_columns)
+from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
+    records, summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
 
@@ -514,4 +514,4 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache,
-                           gpu_names(res.current))
+                           gpu_names(res.current), gpu_roles(res.current))

@@ -778,6 +778,77 @@ def stragglers(fleet: pd.DataFrame) -> list[dict]:
             for c, j, r, g, p in zip(rows["cluster"], rows["job"], rows["report"], rows["gpu_key"], rows["idle_pct"])]
 
 
+def gpu_roles(fleet: pd.DataFrame) -> dict:
+    """Each analysed GPU's role in its job, as its page says it (docs/outputs.md#gpu-pages):
+    ``(report, gpu_key) -> {"role", "text", "others": [(report, gpu_key, name)]}``. ``role`` is one of
+
+    - ``alone``: the only analysed GPU of its job: no rank to wait on or to hold up;
+    - ``straggler``: the job's straggler (``straggler``, docs/definitions.md#stragglers: the most idle GPU of a job
+      whose GPUs' idle spreads over the threshold), and the late rank too when it entered most of its collective
+      calls last (``collective_chronic``);
+    - ``late rank``: not the straggler by idle, but the rank the others wait for inside collectives
+      (``collective_chronic``);
+    - ``waiting``: the job has a straggler or a late rank and this GPU is neither: it waits on them (``others``,
+      those GPUs, named and linked by the page); its own wait inside collectives and comm idle are said where
+      measured;
+    - ``none``: a job of several GPUs with neither (the idle spreads within the threshold).
+
+    ``text`` says it in words with the numbers (idle %, calls entered last)."""
+    ok = conform(ok_rows(fleet), ["straggler", "collective_chronic", "collective_last_count", "collective_calls",
+                                  "collective_wait_ns", "collective_wait_status", "cat_comm_ns"])
+    names = gpu_names(fleet)
+    titles = job_titles(job_keys(fleet))
+    out: dict = {}
+    for (cluster, job), rows in ok.groupby(list(JOB_KEY), sort=False, dropna=False):
+        job = titles.get((str(cluster), str(job)), str(job))
+        rows = rows.sort_values(["report", "gpu_key"], kind="stable")
+        keys = [(str(r), str(g)) for r, g in zip(rows["report"], rows["gpu_key"])]
+        idle = dict(zip(keys, rows["idle_pct"].astype(float)))
+        strag = dict(zip(keys, rows["straggler"].fillna(False).astype(bool)))
+        late = dict(zip(keys, rows["collective_chronic"].fillna(False).astype(bool)))
+        last = dict(zip(keys, pd.to_numeric(rows["collective_last_count"], errors="coerce").fillna(0).astype(int)))
+        calls = dict(zip(keys, pd.to_numeric(rows["collective_calls"], errors="coerce").fillna(0).astype(int)))
+        wait = dict(zip(keys, pd.to_numeric(rows["collective_wait_ns"], errors="coerce").fillna(0).astype("int64")))
+        measured = dict(zip(keys, rows["collective_wait_status"].astype(object) == "measured"))
+        comm = dict(zip(keys, pd.to_numeric(rows["cat_comm_ns"], errors="coerce").fillna(0).astype("int64")))
+        n = len(keys)
+        low, high = min(idle.values()), max(idle.values())
+        leads = [k for k in keys if strag[k] or late[k]]
+
+        def late_text(k) -> str:
+            return f"entered the collectives last in {last[k]} of {calls[k]} calls: the other ranks wait for it there"
+
+        for k in keys:
+            name = names.get(k, k[1])
+            if n == 1:
+                out[k] = {"role": "alone", "others": [],
+                          "text": f"{name} is the only analysed GPU of job {job}: no other rank to wait on or hold up."}
+            elif strag[k]:
+                text = (f"{name} is the straggler of job {job}: the most idle of its {n} GPUs ({idle[k]:.2f} %; the "
+                        f"job's GPUs range {low:.2f}–{high:.2f} %). Fix this GPU first")
+                text += f"; it also {late_text(k)}." if late[k] else "."
+                out[k] = {"role": "straggler", "others": [], "text": text}
+            elif late[k]:
+                out[k] = {"role": "late rank", "others": [],
+                          "text": f"{name} is the late rank of job {job}: it {late_text(k)}. Fix its own idle first."}
+            elif leads:
+                waits = []
+                if comm[k]:
+                    waits.append(f"{comm[k] / 1e6:,.3f} ms of comm idle after collectives")
+                if measured[k]:
+                    waits.append(f"{wait[k] / 1e6:,.3f} ms waiting for the last rank inside collectives")
+                who = " and ".join(("the straggler" if strag[x] else "the late rank") + f" {names.get(x, x[1])}"
+                                   for x in leads)
+                out[k] = {"role": "waiting", "others": [(x[0], x[1], names.get(x, x[1])) for x in leads],
+                          "text": f"{name} is not the straggler of job {job}: it waits on {who}"
+                                  + (f" ({'; '.join(waits)})" if waits else "") + ". Fix that GPU first, then this one."}
+            else:
+                out[k] = {"role": "none", "others": [],
+                          "text": f"job {job} has no straggler: the idle of its {n} GPUs ranges {low:.2f}–{high:.2f} %, "
+                                  "within the straggler threshold."}
+    return out
+
+
 def by_cost(jobs: list[dict]) -> list[dict]:
     """The rollup rows ``jobs`` most expensive first (``idle_usd_per_month``; ties keep their order), those whose
     dollars are unpriced (NaN) last."""
