@@ -110,7 +110,7 @@ NOTHING_WRONG = ("pinned", "none", "large_copies")
 
 
 #: The remedy of a fix-list entry whose category is archived on its GPUs (docs/definitions.md#diagnosis).
-ARCHIVED = "archived: under analysis.actionable_pct of the window on its GPUs, not prescribed"
+ARCHIVED = "archived: under the actionable share of the window on its GPUs, not prescribed"
 #: GPUs named per remedy of an entry whose GPUs need different remedies (the others are counted).
 REMEDY_GPUS = 3
 
@@ -143,6 +143,18 @@ def _who(names: list, total: int) -> str:
     and how many of the entry's ``total`` they are: ``A100 #2 pid84669/dev0 (1 of 24 GPUs)``."""
     shown = ", ".join(names[:REMEDY_GPUS]) + (f" and {len(names) - REMEDY_GPUS} more" if len(names) > REMEDY_GPUS else "")
     return f"{shown} ({len(names)} of {total} GPUs)"
+
+
+#: Where one part of an entry's remedy ends and the next begins (:func:`entry_remedy`'s ``; <GPUs> (k of n GPUs): ``
+#: and ``; the other m: ``).
+_NEXT_PART = re.compile(r"; (?=[^;]*? \(\d+ of \d+ GPUs\): |the other \d+: )")
+
+
+def remedy_parts(remedy: str) -> list[str]:
+    """An entry's ``remedy`` (:func:`entry_remedy`) cut into its parts, one per remedy and the GPUs it is for
+    (``["A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is ...", "the other 23: ..."]``); a remedy for all its GPUs
+    is one part."""
+    return _NEXT_PART.split(str(remedy))
 
 
 def entry_remedy(category: str, findings: list, names: list | None = None) -> str:

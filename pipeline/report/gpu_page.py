@@ -33,6 +33,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis import diagnosis, fixfirst
+from ..analysis.meter import FEW_PERIODS_PER_GPU
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import file_entry, prune, write_text
 from ..model import CATEGORIES, CAVEATS
@@ -399,7 +400,7 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
-        "role": role, "prescription": prescription(s),
+        "role": role, "prescription": prescription(s), "few_periods": FEW_PERIODS_PER_GPU,
     }
 
 

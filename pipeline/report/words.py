@@ -98,3 +98,41 @@ def trust_text(trust: dict) -> str:
         trusted = (f"Of it, {usd(trust['trusted_usd'])}/month rests on trusted captures ({trust['trusted_gpus']} "
                    f"GPU(s) of tier medium or high{some(trust['trusted_unpriced'])})")
     return trusted + "; " + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low).")
+
+
+def seconds(ns) -> str:
+    """A window's length for people: ``0.21 s`` from 0.1 s on, else ``8.6 ms``."""
+    ns = int(ns)
+    return f"{ns / 1e9:,.2f} s" if ns >= 100_000_000 else f"{ns / 1e6:,.1f} ms"
+
+
+def basis_text(basis: dict | None, meter: dict | None) -> str:
+    """What every month of the report is extrapolated from, in one sentence for its first screen
+    (:func:`~pipeline.report.summary.extrapolation_basis`, :func:`~pipeline.report.summary.meter_summary`;
+    docs/outputs.md#reports-for-people): the GPUs, their windows (each one's range and the sum), their stable
+    iterations, and the sampled meter's periods per GPU with whether they are enough for a reading. ``""`` without
+    an analysed GPU."""
+    from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
+
+    if not basis:
+        return ""
+    lo, hi = basis["window_min_ns"], basis["window_max_ns"]
+    windows = seconds(lo) if lo == hi else f"{seconds(lo).split(' ')[0]}–{seconds(hi)}" if (
+        seconds(lo).split(" ")[1] == seconds(hi).split(" ")[1]) else f"{seconds(lo)}–{seconds(hi)}"
+    text = (f"Every month here extrapolates short captures: {basis['gpus']} GPU(s), windows of {windows} each "
+            f"({seconds(basis['window_ns'])} in all)")
+    if basis["iterations_min"] is not None:
+        text += f", {span_text(basis['iterations_min'], basis['iterations_max'])} stable iterations per GPU"
+        if basis["no_iterations"]:
+            text += f" ({basis['no_iterations']} GPU(s) with none: a window not made of iterations)"
+    else:
+        text += ", no window made of stable iterations"
+    if basis["periods_min"] is not None:
+        text += (f"; the sampled meter: {span_text(basis['periods_min'], basis['periods_max'])} sample period(s) "
+                 "per GPU")
+        if meter and not meter["gpus"]:
+            text += f", under the {FEW_PERIODS_PER_GPU} a reading needs: no meter reading shown"
+        elif meter and meter["short"]:
+            text += (f", the reading over the {meter['gpus']} GPU(s) with at least {FEW_PERIODS_PER_GPU} "
+                     f"({len(meter['short'])} with fewer left out)")
+    return text + "."
