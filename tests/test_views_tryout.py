@@ -239,9 +239,9 @@ def test_records_and_report_show_kind_capture_and_startup_wait(tmp_path):
         return cells[2:3] + cells[4:8]   # (cells[3]: the tier)
 
     assert row("srv") == ['<span class="tag kind" title="NVTX range &#39;sglang::decode&#39; (window.serving_ranges)">'
-                          'serving</span>', "1", "57.45 %", '57.45 % <span class="note">(0.00 %)</span>', "200.000 ms"]
+                          'serving</span>', "1", "57.45 %", '57.45 % <span class="note">(0.00 %)</span>', "0.200 s"]
     assert row("trn") == ['<span class="tag kind" title="NVTX range &#39;## backward ##&#39; (window.training_ranges)">'
-                          'training</span>', "1", "16.67 %", '41.46 % <span class="note">(76.47 %)</span>', "1.000 ms"]
+                          'training</span>', "1", "16.67 %", '41.46 % <span class="note">(76.47 %)</span>', "0.001 s"]
 
 
 def test_job_capture_weights_each_gpus_left_out_share_by_its_capture_idle():

@@ -63,6 +63,11 @@ def signed(value, decimals: int = 2, unit: str = "") -> str:
     return ("+" if value > 0 else MINUS) + f"{abs(value):,.{decimals}f}{unit}"
 
 
+def secs(ns) -> str:
+    """Integer ns as seconds, ``30.873 s`` (``0.200 s``): how the pages show a start-up wait (docs/outputs.md)."""
+    return f"{int(ns) / 1e9:,.3f} s"
+
+
 def pct(value, decimals: int = 2) -> str:
     """``23.21 %``."""
     return f"{float(value):,.{decimals}f} %"
