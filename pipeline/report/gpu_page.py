@@ -41,7 +41,7 @@ from ..schema import source_says_assumed
 from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
-from .words import ms, recoverable_lines, secs
+from .words import for_pages, ms, recoverable_lines, secs
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -315,7 +315,7 @@ COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_expose
 def _env() -> Environment:
     """The page's Jinja environment, made once per process: it keeps its compiled templates
     (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
-    return environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s)
+    return environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages)
 
 
 def page_names(doc: dict) -> tuple[str, str]:

@@ -141,3 +141,27 @@ def basis_text(basis: dict | None, meter: dict | None) -> str:
             text += (f", the reading over the {meter['gpus']} GPU(s) with at least {FEW_PERIODS_PER_GPU} "
                      f"({len(meter['short'])} with fewer left out)")
     return text + "."
+
+
+#: How the pages (the report, the GPU pages) say to price an unpriced GPU: in words, no configuration key (the
+#: command line's hints and docs/definitions.md#cost give the keys: :data:`pipeline.analysis.cost.HOW_TO_PRICE`).
+PRICE_ON_PAGES = "to price them, add their model to the rate card (docs/definitions.md#cost says how)"
+
+#: A configuration key in a text of the analysis: ``(window.training_ranges)``, `` `cost.default_model` ``,
+#: ``cost.unlisted: default`` (the sections of the config, :mod:`pipeline.config`).
+_CONFIG_KEY = (r"`?(?:analysis|confidence|meter|collective|diagnosis|categories|window|cost|labels|dask|export|cache|"
+               r"storage|sweep)\.[a-z_]+(?:: [a-z]+)?`?")
+
+
+def for_pages(text) -> str:
+    """A text of the analysis as the pages show it to people who do not edit the configuration (issue 45): the
+    engineers' pricing hint (:data:`pipeline.analysis.cost.HOW_TO_PRICE`) as :data:`PRICE_ON_PAGES`, a bracketed
+    configuration key after a piece of evidence (``NVTX range 'x' (window.training_ranges)``) left out, and any
+    other key in it said as ``a setting``. The records, the CSV files and the command line keep the keys."""
+    import re
+
+    from ..analysis.cost import HOW_TO_PRICE
+
+    text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
+    text = re.sub(r"\s*\(" + _CONFIG_KEY + r"\)", "", text)
+    return re.sub(_CONFIG_KEY, "a setting", text)
