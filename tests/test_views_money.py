@@ -504,7 +504,7 @@ def test_the_basis_and_the_meter_threshold_by_hand():
 
 
 def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
-    """The report of the real exports: its headline section ends with the basis sentence, every figure of it a plain
+    """The report of the real exports: the fix-first list's note under its heading says what every month rests on, every figure of it a plain
     second computation over fleet.csv; none of its GPUs has 6 meter periods (1 to 5), so the card gives no meter
     reading and says how few (main: "would read 100.00 % busy", the caveat only in a hover)."""
     exports = real_reports[0]
@@ -522,9 +522,10 @@ def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
             f"{periods.min()}–{periods.max()} sample period(s) per GPU, under the 6 a reading needs: no meter reading "
             "shown.")
     page = (exports / "report.html").read_text(encoding="utf-8")
-    headline = re.search(r'<section id="headline">(.*?)</section>', page, re.S).group(1)
-    basis = re.search(r'<p id="basis"[^>]*>(.*?) <a href="#glossary-extrapolation">', headline, re.S).group(1)
+    fix = re.search(r'<section id="fix-first">(.*?)</section>', page, re.S).group(1)
+    basis = re.search(r'<span id="basis"[^>]*>(.*?)</span>', fix, re.S).group(1)
     assert html.unescape(basis) == text
+    headline = re.search(r'<section id="headline">(.*?)</section>', page, re.S).group(1)
     card = re.search(r'<span id="sampled-meter"[^>]*>(.*?)</span>', headline, re.S).group(1)
     assert card == f"; no sampled-meter reading: {periods.min()}–{periods.max()} sample(s) per GPU, too few"
     assert "would read" not in headline
@@ -729,3 +730,48 @@ def test_pages_name_no_configuration_key(real_reports):
                           page.read_text(encoding="utf-8"), flags=re.S)
             shown = re.sub(r"<[^>]*>", " ", text) + " ".join(re.findall(r'title="([^"]*)"', text))
             assert not key.findall(html.unescape(shown)), (page.name, key.findall(html.unescape(shown)))
+
+
+#: Measures, after load: every word (a run of non-space characters) of the pages' own text outside an <svg>, kernel
+#: cells (``td.key``: whole C++ signatures may break anywhere) and hidden elements, that is laid out on more than one
+#: line (a mid-word break; in prose a break after a hyphen or slash is a line break, in a table cell, link or heading,
+#: where the names are, it is not); and where the basis sentence ends.
+_WORDS = """<script>(function () {
+  var out = {broken: [], words: 0, basis: null};
+  var walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (var n = walk.nextNode(); n; n = walk.nextNode()) {
+    var e = n.parentElement;
+    if (!e || e.closest("svg, td.key, pre, script, style, details:not([open]) > ul")) { continue; }
+    var re = /\\S+/g, m;
+    while ((m = re.exec(n.textContent)) !== null) {
+      var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+      var tops = {}; Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width) { tops[Math.round(x.bottom)] = 1; } });
+      var lines = Object.keys(tops).length;
+      if (!lines) { continue; }
+      out.words += 1;
+      // prose may break after a hyphen or a slash (device-level); a name in a table cell, link or heading never
+      if (lines > 1 && (e.closest("td, th, a, h1, h2, h3") || !/[-\u2013\/]/.test(m[0]))) { var t = e.closest("table, section"); out.broken.push([e.tagName, e.className, t ? t.id || t.className : "", m[0]]); }
+    }
+  }
+  var b = document.getElementById("basis");
+  if (b) { out.basis = b.getBoundingClientRect().bottom + window.scrollY; }
+  var p = document.createElement("pre"); p.id = "words-measured"; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+})();</script>"""
+
+
+@pytest.mark.needs_chromium
+def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path):
+    """Issue 45 points 4 and 8, on the reports of the real exports and traces at 1280 px: no word of the report or of
+    its most expensive GPU's page is cut across two lines (main: names broke anywhere, `overflow-wrap: anywhere` on
+    every cell), and the report's basis sentence (what the month extrapolates from) ends on the first screen (900 px)."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    for out in real_reports:
+        fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+        top = fleet[fleet["status"] != "error"].sort_values("idle_usd_per_month", ascending=False).iloc[0]
+        for page in (out / "report.html", out / "gpu-pages" / gpu_page_name(top["report"], top["gpu_key"])):
+            got = _measured(page, 1280, tmp_path, _WORDS, "words")
+            assert got["words"] > 200 and not got["broken"], (page.name, got["broken"][:10])
+            if page.name == "report.html":
+                assert got["basis"] is not None and got["basis"] <= 900, (out.name, got["basis"])
