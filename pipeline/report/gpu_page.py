@@ -358,7 +358,7 @@ def same_rosters(device: list[dict], streams: list[dict], device_more: tuple, st
 
 def prescription(summary: dict) -> dict | None:
     """What the page prescribes for the GPU's largest category (``main_category``) and on what evidence
-    (docs/outputs.md#gpu-pages): ``{"category", "pct", "remedy", "rules"}``, the remedy its own findings give
+    (docs/outputs.md#reports-for-people): ``{"category", "pct", "remedy", "rules"}``, the remedy its own findings give
     (:func:`pipeline.analysis.fixfirst.entry_remedy` over this GPU alone: the rule that fired, else the generic
     remedy saying why, or archived) and the rules it rests on; None when the GPU has no application idle."""
     main = str(summary.get("main_category") or "")

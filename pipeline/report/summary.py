@@ -811,7 +811,7 @@ def stragglers(fleet: pd.DataFrame) -> list[dict]:
 
 
 def gpu_roles(fleet: pd.DataFrame) -> dict:
-    """Each analysed GPU's role in its job, as its page says it (docs/outputs.md#gpu-pages):
+    """Each analysed GPU's role in its job, as its page says it (docs/outputs.md#reports-for-people):
     ``(report, gpu_key) -> {"role", "text", "others": [(report, gpu_key, name)]}``. ``role`` is one of
 
     - ``alone``: the only analysed GPU of its job: no rank to wait on or to hold up;
