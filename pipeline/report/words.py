@@ -171,10 +171,8 @@ def keep_words(text):
     """``text`` as HTML (escaped) whose words holding a hyphen or a slash (``A100-SXM4-80GB``, ``2026-12-01``,
     ``pid145/dev1``) are each one ``<span class="w">``, which the pages never break (``white-space: nowrap``): a
     name or a date is never cut across two lines (docs/outputs.md#reports-for-people)."""
-    import html
     import re
 
-    from markupsafe import Markup
+    from markupsafe import Markup, escape
 
-    return Markup(re.sub(r"\S*[-/\u2013]\S*", lambda m: f'<span class="w">{m.group(0)}</span>',
-                         html.escape(str(text), quote=False)))
+    return Markup(re.sub(r"\S*[-/\u2013]\S*", lambda m: f'<span class="w">{m.group(0)}</span>', str(escape(str(text)))))
