@@ -651,7 +651,7 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     report = (out / "report.html").read_text(encoding="utf-8")
     row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1)
     assert ("<summary>A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix its own cpu "
-            "first <span class=\"more-remedies\">(+") in row
+            "first <span class=\"more-remedies\" title=\"the remedies for its other GPUs: open\">(+") in row
 
 
 # ---- issue 45 point 8: smaller ---------------------------------------------------------------------------------------
@@ -732,25 +732,24 @@ def test_pages_name_no_configuration_key(real_reports):
             assert not key.findall(html.unescape(shown)), (page.name, key.findall(html.unescape(shown)))
 
 
-#: Measures, after load: every word (a run of non-space characters) of the pages' own text outside an <svg>, kernel
-#: cells (``td.key``: whole C++ signatures may break anywhere) and hidden elements, that is laid out on more than one
-#: line (a mid-word break; in prose a break after a hyphen or slash is a line break, in a table cell, link or heading,
-#: where the names are, it is not); and where the basis sentence ends.
+#: Measures, after load: every word (a run of non-space characters) of the names the pages show (jobs and clusters,
+#: ``.name``; models, sources' dates, ``.w``; GPU names, ``a.gpu-page`` and the page's ``#gpu-name``) that is laid out
+#: on more than one line (a break inside a word: a name may break at a space, after a hyphen or a slash only); and
+#: where the basis sentence ends.
 _WORDS = """<script>(function () {
   var out = {broken: [], words: 0, basis: null};
   var walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (var n = walk.nextNode(); n; n = walk.nextNode()) {
     var e = n.parentElement;
-    if (!e || e.closest("svg, td.key, pre, script, style, details:not([open]) > ul")) { continue; }
-    var re = /\\S+/g, m;
+    if (!e || !e.closest(".name, .w, a.gpu-page, #gpu-name") || e.closest("svg, pre")) { continue; }
+    var re = /[^\\s\\-\\/\\u2013]+/g, m;   // a word: a name breaks between its words or after a hyphen or slash only
     while ((m = re.exec(n.textContent)) !== null) {
       var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
       var tops = {}; Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width) { tops[Math.round(x.bottom)] = 1; } });
       var lines = Object.keys(tops).length;
       if (!lines) { continue; }
       out.words += 1;
-      // prose may break after a hyphen or a slash (device-level); a name in a table cell, link or heading never
-      if (lines > 1 && (e.closest("td, th, a, h1, h2, h3") || !/[-\u2013\/]/.test(m[0]))) { var t = e.closest("table, section"); out.broken.push([e.tagName, e.className, t ? t.id || t.className : "", m[0]]); }
+      if (lines > 1) { var t = e.closest("table, section"); out.broken.push([e.tagName, e.className, t ? t.id || t.className : "", m[0]]); }
     }
   }
   var b = document.getElementById("basis");
@@ -772,6 +771,6 @@ def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path
         top = fleet[fleet["status"] != "error"].sort_values("idle_usd_per_month", ascending=False).iloc[0]
         for page in (out / "report.html", out / "gpu-pages" / gpu_page_name(top["report"], top["gpu_key"])):
             got = _measured(page, 1280, tmp_path, _WORDS, "words")
-            assert got["words"] > 200 and not got["broken"], (page.name, got["broken"][:10])
+            assert got["words"] > 10 and not got["broken"], (page.name, got["broken"][:10])
             if page.name == "report.html":
                 assert got["basis"] is not None and got["basis"] <= 900, (out.name, got["basis"])

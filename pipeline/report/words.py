@@ -176,3 +176,16 @@ def keep_words(text):
     from markupsafe import Markup, escape
 
     return Markup(re.sub(r"\S*[-/\u2013]\S*", lambda m: f'<span class="w">{m.group(0)}</span>', str(escape(str(text)))))
+
+
+def remedy_summary(part: str) -> str:
+    """One part of a fix-first remedy (:func:`pipeline.analysis.fixfirst.remedy_parts`) as the report's cell shows it
+    closed: a part for several GPUs by their count (``17 of 20 GPUs: <remedy>``; the names are in the opened list
+    and fix_first.csv), a part for one GPU by its name (``A100 #2 pid84669/dev0 (1 of 24 GPUs): <remedy>``), any
+    other text as it is."""
+    import re
+
+    m = re.fullmatch(r"(.*?) \((\d+) of (\d+) GPUs\): (.*)", str(part), re.S)
+    if not m or m.group(2) == "1":
+        return str(part)
+    return f"{m.group(2)} of {m.group(3)} GPUs: {m.group(4)}"
