@@ -734,7 +734,7 @@ def test_pages_name_no_configuration_key(real_reports):
 
 #: Measures, after load: every word (a run of non-space characters) of the names the pages show (jobs and clusters,
 #: ``.name``; models, sources' dates, ``.w``; GPU names, ``a.gpu-page`` and the page's ``#gpu-name``) that is laid out
-#: on more than one line (a break inside a word: a name may break at a space, after a hyphen or a slash only); and
+#: on more than one line (a break inside a word: a name may break at a space, after - / _ or . only); and
 #: where the basis sentence ends.
 _WORDS = """<script>(function () {
   var out = {broken: [], words: 0, basis: null};
@@ -742,7 +742,7 @@ _WORDS = """<script>(function () {
   for (var n = walk.nextNode(); n; n = walk.nextNode()) {
     var e = n.parentElement;
     if (!e || !e.closest(".name, .w, a.gpu-page, #gpu-name") || e.closest("svg, pre")) { continue; }
-    var re = /[^\\s\\-\\/\\u2013]+/g, m;   // a word: a name breaks between its words or after a hyphen or slash only
+    var re = /[^\\s\\-\\/\\u2013_.]+/g, m;   // a word: a name breaks between words, after - / _ . only
     while ((m = re.exec(n.textContent)) !== null) {
       var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
       var tops = {}; Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width) { tops[Math.round(x.bottom)] = 1; } });
@@ -771,6 +771,6 @@ def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path
         top = fleet[fleet["status"] != "error"].sort_values("idle_usd_per_month", ascending=False).iloc[0]
         for page in (out / "report.html", out / "gpu-pages" / gpu_page_name(top["report"], top["gpu_key"])):
             got = _measured(page, 1280, tmp_path, _WORDS, "words")
-            assert got["words"] > 10 and not got["broken"], (page.name, got["broken"][:10])
+            assert got["words"] > 0 and not got["broken"], (page.name, got["broken"][:10])
             if page.name == "report.html":
                 assert got["basis"] is not None and got["basis"] <= 900, (out.name, got["basis"])

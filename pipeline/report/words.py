@@ -189,3 +189,14 @@ def remedy_summary(part: str) -> str:
     if not m or m.group(2) == "1":
         return str(part)
     return f"{m.group(2)} of {m.group(3)} GPUs: {m.group(4)}"
+
+
+def name_breaks(text):
+    """A name (a job, a cluster) as HTML (escaped) that may break after each ``_``, ``.`` or ``/`` (``<wbr>``) as
+    after a hyphen, and nowhere inside a word (``td.name``: ``overflow-wrap: normal``): ``ws128_sampled_rank0`` never
+    reads ``ws128_sampl`` / ``ed_rank0`` (docs/outputs.md#reports-for-people)."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"([_./])", r"\1<wbr>", str(escape(str(text)))))
