@@ -66,7 +66,8 @@ def _cells(values: pd.Series, col) -> list[str]:
     """The printed table's cells of one column (``col``: a :class:`pipeline.schema.Printed`), read from its
     declared dtype and unit: ns as ms with 3 decimals, ``%`` with 2, USD as ``$1,234.56``, a factor as
     ``1.234x``, a flag ``yes``/``no``, text made printable (:func:`~pipeline.text.printable`) and cut to
-    ``col.width`` with ``…``; ``-`` where a value is missing (a column an older fleet table lacks)."""
+    ``col.width`` with ``…`` (:func:`cut_apart`: two texts never read the same once cut); ``-`` where a value is
+    missing (a column an older fleet table lacks)."""
     import pandas as pd
 
     from . import schema
@@ -79,8 +80,7 @@ def _cells(values: pd.Series, col) -> list[str]:
         if v is None or pd.isna(v):
             return "-"
         if decl.dtype == "text":
-            text = printable(str(v))
-            return text if col.width is None or len(text) <= col.width else text[:col.width - 1] + "…"
+            return cuts.get(printable(str(v)), printable(str(v)))
         if decl.unit == "ns":
             return f"{int(v) / 1e6:,.3f}"
         if decl.unit in ("USD/month", "USD/h"):
@@ -91,7 +91,27 @@ def _cells(values: pd.Series, col) -> list[str]:
             return f"{float(v):.3f}x"
         return str(int(v)) if decl.dtype == "Int64" else str(v)
 
+    cuts = cut_apart([printable(str(v)) for v in values if v is not None and not pd.isna(v)], col.width) \
+        if decl.dtype == "text" and col.width else {}
     return [one(v) for v in values]
+
+
+def cut_apart(texts: list[str], width: int) -> dict:
+    """``text -> cell`` of each of ``texts`` as the printed table shows it in ``width`` columns: a text that fits as
+    it is, a longer one cut at its end (``zeta-long-job-nam…``); texts that would then read the same (two jobs
+    ``ws128_sampled_rank0`` and ``ws128_sampled_rank1``) are cut in the middle instead, keeping their ends
+    (``ws128_sam…ed_rank0``), so two names never print alike."""
+    out = {t: t if len(t) <= width else t[:width - 1] + "…" for t in dict.fromkeys(texts)}
+    seen: dict = {}
+    for text, cell in out.items():
+        seen.setdefault(cell, []).append(text)
+    for cell, alike in seen.items():
+        if len(alike) > 1:
+            head = (width - 1) - (width - 1) // 2
+            for text in alike:
+                if len(text) > width:
+                    out[text] = text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    return out
 
 
 def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool = False) -> str:
@@ -344,35 +364,46 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
 
 
 def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
-    """Print the fleet table (``wide``: every column, :func:`format_fleet`), the totals and what was written;
-    exit 1 when any report failed."""
+    """Print the fleet table (``wide``: every column, :func:`format_fleet`), the totals (:func:`total_lines`) and
+    what was written; exit 1 when any report failed."""
     echo(format_fleet(fleet, wide=wide))
-    failed = fleet[fleet["status"] == "error"]["report"].nunique()
-    total_usd = fleet["idle_usd_per_month"].astype(float).sum()
-    from .analysis.cost import unpriced_total
+    echo(total_lines(fleet))
+    echo(wrote)
+    sys.exit(1 if fleet[fleet["status"] == "error"]["report"].nunique() else 0)
+
+
+def total_lines(fleet: pd.DataFrame) -> str:
+    """The lines under the printed fleet table, the same after ``run`` and ``sweep`` (docs/outputs.md#the-printed-table):
+    a blank line, then ``N GPU(s) in the fleet table, F report(s) failed; fleet idle cost $X/month`` (``no priced
+    GPU`` when every analysed GPU is unpriced, never $0.00; no total without an analysed GPU), the rates assumed or
+    missing on lines of their own, and the total cut by confidence tier (:func:`trust_lines`); every line within 120
+    columns."""
+    import textwrap
+
+    from .analysis.cost import models_text, unpriced_total
     from .fleet.reduce import assumed_text, rate_assumptions
     from .schema import DUPLICATE, analysed_rows
 
+    failed = fleet[fleet["status"] == "error"]["report"].nunique()
+    total_usd = fleet["idle_usd_per_month"].astype(float).sum()
     ra, gpus = rate_assumptions(fleet), len(analysed_rows(fleet))
     dups = int((fleet["status"] == DUPLICATE).sum())
     # every analysed GPU unpriced: the total reads unpriced, never $0.00 (docs/definitions.md#cost); no GPU
     # analysed: no total at all (there is nothing it could be the cost of)
-    from .analysis.cost import models_text
     named = models_text(ra.get("unpriced_models") or {})
     total = (f": no priced GPU ({ra['unpriced_gpus']} GPU(s) unpriced" + (f": {named})" if named else ")")
              if unpriced_total(gpus - ra["unpriced_gpus"], ra["unpriced_gpus"]) else f" ${total_usd:,.2f}/month")
     # a duplicate row: another file of a capture analysed under another name, counted once (docs/inputs.md)
-    echo(f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed"
-         + (f", {dups} duplicate(s) not priced" if dups else "") + "; "
-         + (f"fleet idle cost{total}" if gpus else "no GPU analysed: no idle cost"))
+    lines = [f"\n{gpus} GPU(s) in the fleet table, {failed} report(s) failed"
+             + (f", {dups} duplicate(s) not priced" if dups else "") + "; "
+             + (f"fleet idle cost{total}" if gpus else "no GPU analysed: no idle cost")]
     assumed = assumed_text(ra)
     if assumed:  # on lines of their own: every line printed fits 120 columns
-        echo(textwrap.fill(assumed.removeprefix("; "), 120, initial_indent="  ", subsequent_indent="  ",
-                           break_long_words=False, break_on_hyphens=False))
+        lines.append(textwrap.fill(assumed.removeprefix("; "), 120, initial_indent="  ", subsequent_indent="  ",
+                                   break_long_words=False, break_on_hyphens=False))
     if gpus:
-        echo(trust_lines(fleet))
-    echo(wrote)
-    sys.exit(1 if failed else 0)
+        lines.append(trust_lines(fleet))
+    return "\n".join(lines)
 
 
 def trust_lines(fleet: pd.DataFrame, width: int = 120) -> str:
@@ -508,6 +539,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     if summary.reports == 0:
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
     echo(format_fleet(fleet, wide=wide))
+    echo(total_lines(fleet))   # the same totals as run prints
     report_html = os.path.join(summary.out_dir, "report.html")
     echo(f"night folder: {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
     if summary.engine_problem:

@@ -126,6 +126,10 @@ class WarningCode(str, enum.Enum):
     #: every kernel in the window lasts 0 ns: the trace records no kernel time, so the GPU would read 100 % idle
     #: (docs/definitions.md#device-level-idle); its idle is not measured.
     ZERO_DURATION_KERNELS = "zero-duration-kernels"
+    #: ``--trim`` reaches before the GPU's first kernel or past its last one: that part of the window is no time
+    #: the trace measured the GPU in, so the idle there is not measured (docs/definitions.md#the-analysis-window);
+    #: the tier is at most ``low`` (docs/definitions.md#confidence-tiers).
+    TRIM_OUTSIDE_KERNELS = "trim-outside-kernels"
 
 
 #: Codes that make a row ``partial``: the numbers rest on an incomplete or impossible trace, or on
@@ -133,7 +137,8 @@ class WarningCode(str, enum.Enum):
 PARTIAL_CODES = frozenset({WarningCode.DROPPED_KERNEL_ROWS, WarningCode.LOST_EVENTS, WarningCode.MIG_SHARE_UNKNOWN,
                            WarningCode.MIG_UNRESOLVED, WarningCode.DUPLICATE_ROWS, WarningCode.DROPPED_ROWS,
                            WarningCode.UNTRACED_LAUNCHES, WarningCode.WINDOW_LEAVES_OUT_IDLE,
-                           WarningCode.STARTUP_ONLY, WarningCode.ZERO_DURATION_KERNELS})
+                           WarningCode.STARTUP_ONLY, WarningCode.ZERO_DURATION_KERNELS,
+                           WarningCode.TRIM_OUTSIDE_KERNELS})
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,18 @@ def md_text(text) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
 
 
+def md_code(text) -> str:
+    """``text`` from a profile as one Markdown code span, shown as it is: on one line, every hidden character as its
+    escape (:func:`printable`), no backslash escape (a code span shows backslashes as they are, and nothing in it is
+    a link, HTML or emphasis), fenced by one backtick more than the longest run of backticks it holds, with a space
+    inside the fences when it starts or ends with a backtick (CommonMark's code spans): ``a::b<int>`` ->
+    `` `a::b<int>` ``."""
+    text = printable(" ".join(str(text).splitlines()))
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def md_unescape(text: str) -> str:
     """The text :func:`md_text` gave, its backslash escapes of ASCII punctuation removed (the escapes
     of hidden characters, ``\\x1b``, stay)."""

@@ -17,6 +17,8 @@ sweep test: no ``compare/compare.json`` in the night).
 """
 from __future__ import annotations
 
+import re
+
 import csv
 import json
 import math
@@ -761,8 +763,11 @@ def test_the_md_is_short_and_plain(tmp_path):
     _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2, names=(long_a, long_b))
     proc, _, _ = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
     assert len(long_a) == len(long_b) == 100
-    cut = long_b[:59].replace("_", "\\_") + "…"
-    assert f"between `{cut}` and " in proc.stdout and long_b not in proc.stdout.replace("\\_", "_")
+    cut = long_b[:59] + "…"
+    assert f"between `{cut}` and " in proc.stdout and long_b not in proc.stdout
+    # issue 45 point 8: a code span shows its text as it is, no backslash escape in it (main: `void\_softmax\_yyy…`)
+    spans = re.findall(r"(?<!`)`([^`]+)`(?!`)", proc.stdout)
+    assert spans and not [x for x in spans if "\\" in x]
     assert max(len(line) for line in proc.stdout.splitlines()) < 400
     for old in ("(outside; ", "noise floor -", "(not the same rule)", "$/month", "fewer than 3"):
         assert old not in proc.stdout

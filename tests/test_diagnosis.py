@@ -575,7 +575,7 @@ def test_an_archived_category_is_shown_apart_and_not_prescribed(tmp_path):
     with open(out / "fix_first.csv", newline="") as fh:
         (entry,) = [e for e in csv.DictReader(fh) if e["scope"] == "fleet"]
     assert (entry["category"], entry["remedy"]) == ("sync", fixfirst.ARCHIVED)
-    assert entry["remedy"] == "archived: under analysis.actionable_pct of the window on its GPUs, not prescribed"
+    assert entry["remedy"] == "archived: under the actionable share of the window on its GPUs, not prescribed"
     assert entry["diagnosis"].endswith(f": archived: {text}")
     # the record: apart, after the (empty) prescribed lines, as one "archived" line
     record = next((out / "records").glob("*.md")).read_text()

@@ -88,11 +88,13 @@ def test_ranked_list_and_rollups(tmp_path):
     assert list(fleet_list["speedup"]) == [1.2105, 1.15, 1.0952]
     # the remedies follow the rules that fired (docs/definitions.md#diagnosis): 0 kept iterations leave the sync rule
     # unjudged, the 3 gaps after 3 different kernels are scattered (the break point, its category sync: the first of
-    # the tied); no rule speaks to cpu: generic, saying so; the copy runs on stream 8, off the compute stream 7, and
-    # the export's default host memory kind is pageable: pinning comes first
+    # the tied); cpu's rule (cpu.host, issue 45 point 5) finds its gap in no NVTX range: profile the host there; the
+    # copy runs on stream 8, off the compute stream 7, and the export's default host memory kind is pageable: pinning
+    # comes first
     assert fleet_list["remedy"].iloc[0] == "the system and its resources first (other processes, memory, I/O)"
-    assert fleet_list["remedy"].iloc[1] == ("profile the host (data loader, GIL, I/O) "
-                                            "(generic: no diagnostic rule could be judged)")
+    assert fleet_list["remedy"].iloc[1] == ("profile the host at these gaps (py-spy, or the PyTorch profiler with CPU "
+                                            "activities: data loading, the GIL, I/O, logging); NVTX ranges around the "
+                                            "steps would name the code")
     assert fleet_list["remedy"].iloc[2] == "pin the host buffers (pin_memory=True, cudaHostAlloc) once at the start and reuse them"
     # nothing says only part of that idle is recoverable: the whole of it
     assert list(fleet_list["recoverable_usd_per_month"]) == [507.83, 380.87, 253.91]

@@ -20,6 +20,7 @@ import pytest
 from conftest import run_cli
 
 from pipeline.analysis.cost import HOW_TO_PRICE
+from pipeline.report.words import PRICE_ON_PAGES
 
 from conftest import KINETO  # noqa: E402  (beside the clone, or GPU_IDLE_KINETO)
 
@@ -90,7 +91,7 @@ def test_exposed_communication_counts_its_unpriced_gpus(kineto):
     un = kineto["unpriced"]
     note = _text(re.search(r'<p class="note" id="exposed-comm".*?</p>',
                            (un / "report.html").read_text(encoding="utf-8"), re.S).group(0))
-    how = HOW_TO_PRICE.replace("'", "&#39;")
+    how = PRICE_ON_PAGES   # the report names no configuration key (issue 45 point 8); the record keeps them
     assert ("on 4 GPU(s): ~$1,524.56 per month at the same rates; of which $1,524.56 at assumed rates (2 GPU(s)); 2 "
             "GPU(s) unpriced, not in it (NVIDIA A100-PG509-200 (1), NVIDIA A100-SXM4-80GB (1)); "
             f"{how}. Busy time") in note

@@ -135,7 +135,8 @@ def test_report_numbers_match_the_fleet_tables(sweep_state, sweep_html):
     for job, usd in ok.groupby("job")["idle_usd_per_month"].sum().items():
         assert money(usd) in jobs[job]
     # Rate card: every (model, rate, source) the night used.
-    card = table(page, "rate-card")
+    # (names and dates kept whole: each word with a hyphen or slash in a span the page never breaks, issue 45)
+    card = re.sub(r'<span class="w">(.*?)</span>', r"\1", table(page, "rate-card"))
     for (model, rate, source), _g in ok.groupby(["rate_model", "rate_usd_per_hour", "rate_source"]):
         # (Jinja escapes ' as &#39;: the card's sources quote providers' pages since issue 41, "Modal's pricing page")
         shown = html.escape(source).replace("&#x27;", "&#39;")
@@ -390,7 +391,8 @@ def test_markdown_leads_with_the_fix_first_list(example_run, tmp_path):
     table_rows = [ln for ln in lines[1:] if ln.startswith("| ")][1:1 + min(5, len(want))]
     assert [[c.strip() for c in ln.strip("|").split("|")][:4] for ln in table_rows] == [
         [str(i), c, money(u) + " (the whole idle)", money(u)] for i, (c, u) in enumerate(want[:5], 1)]
-    assert "profiler" not in "\n".join(table_rows) and "untraced" not in "\n".join(table_rows)
+    # the caveats are never an entry (a remedy may name the PyTorch profiler)
+    assert not {ln.strip("|").split("|")[1].strip() for ln in table_rows} & {"profiler", "untraced"}
     assert lines.index("") < next(i for i, ln in enumerate(lines) if ln.startswith("**GPU idle cost"))
 
 

@@ -452,3 +452,328 @@ def test_one_idle_headline_and_busy_time_apart(real_reports, tmp_path):
     assert 'id="collective-wait-list"' in section and 'id="exposed-comm"' in section
     clusters = re.search(r'<section id="fleet">(.*?)</section>', page, re.S).group(1)
     assert "exposed-comm" not in clusters and "collective-wait" not in clusters
+
+
+# ---- issue 45 point 4: how thin the basis is, on the first screen -------------------------------------------------
+
+def _basis_rows(third: bool = True) -> pd.DataFrame:
+    """Two GPUs of 210 and 390 ms windows (5 and 7 stable iterations, 2 and 3 meter periods, every period busy), and
+    with ``third`` a span window of 1,200 ms (no iteration, 8 periods of which 6 busy, busy 300 ms)."""
+    from pipeline.schema import FLEET_COLUMNS, conform
+
+    rows = [_row(report="a.sqlite", window_ns=210 * MS, idle_ns=21 * MS, iterations=5, sample_periods=2,
+                 sampled_busy_periods=2, busy_ns=189 * MS),
+            _row(report="b.sqlite", window_ns=390 * MS, idle_ns=39 * MS, iterations=7, sample_periods=3,
+                 sampled_busy_periods=3, busy_ns=351 * MS)]
+    if third:
+        rows.append(_row(report="c.sqlite", window_ns=1200 * MS, idle_ns=900 * MS, iterations=0, sample_periods=8,
+                         sampled_busy_periods=6, busy_ns=300 * MS))
+    return conform(pd.DataFrame(rows), FLEET_COLUMNS)
+
+
+def test_the_basis_and_the_meter_threshold_by_hand():
+    """What every month extrapolates from (the GPUs, each window's length and their sum, the stable iterations per
+    GPU, the meter's periods per GPU), and a sampled-meter reading only over GPUs with at least 6 periods (1 s at
+    1/6 s): the 1,200 ms GPU alone, 6 of 8 periods = 75.00 % busy while idle 900 / 1,200 = 75.00 %; the two GPUs of 2
+    and 3 periods are said apart. main: the meter read 100 × 11 / 13 = 84.62 % over all three, "from only 4.3
+    period(s) per GPU" in a hover, and nothing said what the month rests on."""
+    from pipeline.report.html import meter_text
+    from pipeline.report.summary import extrapolation_basis, meter_summary
+    from pipeline.report.words import basis_text
+
+    fleet = _basis_rows()
+    basis, meter = extrapolation_basis(fleet), meter_summary(fleet)
+    assert basis == {"gpus": 3, "window_ns": 1800 * MS, "window_min_ns": 210 * MS, "window_max_ns": 1200 * MS,
+                     "iterations_min": 5, "iterations_max": 7, "no_iterations": 1, "periods_min": 2, "periods_max": 8}
+    assert meter == {"sampled_util_pct": 75.0, "busy_pct": 25.0, "idle_pct": 75.0, "gpus": 1, "periods": 8,
+                     "short": [2, 3], "all_gpus": 3}
+    assert basis_text(basis, meter) == (
+        "Every month here extrapolates short captures: 3 GPU(s), windows of 0.21–1.20 s each (1.80 s in all), 5–7 "
+        "stable iterations per GPU (1 GPU(s) with none: a window not made of iterations); the sampled meter: 2–8 "
+        "sample period(s) per GPU, the reading over the 1 GPU(s) with at least 6 (2 with fewer left out).")
+    few = "only 2–3 sample period(s) per GPU on 2 GPU(s), under the 6 (1 s at the default 1/6 s) a meter reading needs"
+    assert meter_text(meter, 1234.5) == (
+        "A sampled meter (nvidia-smi's GPU-Util: did any kernel run in each sample period, 1/6 s by default) would read "
+        f"75.00 % busy (8 period(s) over 1 GPU(s) with enough periods); those GPUs were idle 75.00 % of the time. "
+        f"Not read: {few}.")
+    # without the long GPU: no reading at all, only how few periods there were
+    two = _basis_rows(third=False)
+    meter2 = meter_summary(two)
+    assert (meter2["gpus"], meter2["sampled_util_pct"], meter2["short"]) == (0, None, [2, 3])
+    assert meter_text(meter2, 1.0) == f"No sampled-meter reading (nvidia-smi's GPU-Util): {few}."
+    assert basis_text(extrapolation_basis(two), meter2).endswith(
+        "5–7 stable iterations per GPU; the sampled meter: 2–3 sample period(s) per GPU, under the 6 a reading needs: "
+        "no meter reading shown.")
+
+
+def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
+    """The report of the real exports: the fix-first list's note under its heading says what every month rests on, every figure of it a plain
+    second computation over fleet.csv; none of its GPUs has 6 meter periods (1 to 5), so the card gives no meter
+    reading and says how few (main: "would read 100.00 % busy", the caveat only in a hover)."""
+    exports = real_reports[0]
+    fleet = pd.read_csv(exports / "fleet.csv", keep_default_na=False)
+    ok = fleet[fleet["status"] != "error"]
+    w = ok["window_ns"].astype(int)
+    its = ok["iterations"].astype(int)
+    periods = ok["sample_periods"].astype(int)
+    assert periods.max() < 6
+    lo, hi = w.min(), w.max()
+    lo_text = f"{lo / 1e9:.2f} s" if lo >= 100 * MS else f"{lo / 1e6:.1f} ms"
+    text = (f"Every month here extrapolates short captures: {len(ok)} GPU(s), windows of {lo_text}–{hi / 1e9:.2f} s "
+            f"each ({w.sum() / 1e9:.2f} s in all), {its[its > 0].min()}–{its[its > 0].max()} stable iterations per GPU "
+            f"({int((its == 0).sum())} GPU(s) with none: a window not made of iterations); the sampled meter: "
+            f"{periods.min()}–{periods.max()} sample period(s) per GPU, under the 6 a reading needs: no meter reading "
+            "shown.")
+    page = (exports / "report.html").read_text(encoding="utf-8")
+    fix = re.search(r'<section id="fix-first">(.*?)</section>', page, re.S).group(1)
+    basis = re.search(r'<span id="basis"[^>]*>(.*?)</span>', fix, re.S).group(1)
+    assert html.unescape(basis) == text
+    headline = re.search(r'<section id="headline">(.*?)</section>', page, re.S).group(1)
+    card = re.search(r'<span id="sampled-meter"[^>]*>(.*?)</span>', headline, re.S).group(1)
+    assert card == f"; no sampled-meter reading: {periods.min()}–{periods.max()} sample(s) per GPU, too few"
+    assert "would read" not in headline
+
+
+# ---- issue 45 point 5: the straggler's own page, remedies for the GPUs they rest on ---------------------------------
+
+def test_an_entry_remedy_says_which_gpus_each_remedy_is_for():
+    """Four GPUs of a cpu entry: g1 the late rank (its remedy: fix its own cpu), g2 and g3 a cpu.host finding, g4 the
+    category archived. main: the late rank's remedy stood alone for all four."""
+    from pipeline.analysis import fixfirst
+
+    def f(rule, remedy, archived=False):
+        return {"category": "cpu", "rule": rule, "outcome": "archived" if archived else "x", "judged": True,
+                "archived": archived, "text": "t", "remedy": remedy}
+
+    late = f("comm.late_rank", "this rank is the one others wait for: fix its own cpu first")
+    host = f("cpu.host", "profile the host inside NVTX range 'step N' (...)")
+    findings = [[host, late], [host], [host], [f("archived", "", archived=True)]]
+    names = ["g1", "g2", "g3", "g4"]
+    text = fixfirst.entry_remedy("cpu", findings, names)
+    assert text == ("g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first; g2, g3 (2 of 4 "
+                    "GPUs): profile the host inside NVTX range 'step N' (...); the other 1: " + fixfirst.ARCHIVED)
+    assert fixfirst.remedy_parts(text) == [
+        "g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first",
+        "g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' (...)", "the other 1: " + fixfirst.ARCHIVED]
+    # one remedy for every GPU: said once, no names; without names: the first remedy, as before
+    assert fixfirst.entry_remedy("cpu", [[host], [host]], ["g2", "g3"]) == host["remedy"]
+    assert fixfirst.entry_remedy("cpu", findings) == late["remedy"]
+    assert fixfirst.remedy_parts(host["remedy"]) == [host["remedy"]]
+
+
+def test_the_cpu_rule_names_where_to_profile_the_host():
+    """cpu.host: three cpu gaps (2, 3 and 5 ms) in NVTX ranges 'Iteration 2', 'Iteration 3' and 'eval': the ranges
+    that differ only in their numbers count as one ('Iteration N', 2 gaps); without ranges: no_range."""
+    from pipeline.analysis import diagnosis
+
+    gaps = {"start": [10 * MS, 20 * MS, 40 * MS], "length": [2 * MS, 3 * MS, 5 * MS]}
+    nvtx = pd.DataFrame({"start": [0, 15 * MS, 35 * MS], "end": [15 * MS, 30 * MS, 50 * MS],
+                         "text": ["Iteration 2", "Iteration 3", "eval"]})
+    f = diagnosis.cpu_rule(gaps, nvtx)
+    assert (f["category"], f["rule"], f["outcome"], f["judged"]) == ("cpu", "cpu.host", "in_range", True)
+    assert f["evidence"] == {"gaps": 3, "ns": 10 * MS, "max_ns": 5 * MS, "nvtx_range": "Iteration N", "in_range": 2}
+    assert f["text"] == ("3 gaps (10.000 ms, the largest 5.000 ms) that no copy, synchronising call, collective or "
+                         "iteration seam explains: the host was busy elsewhere and launched late; 2 of them in NVTX "
+                         "range 'Iteration N'")
+    assert f["remedy"].startswith("profile the host inside NVTX range 'Iteration N' (py-spy")
+    none = diagnosis.cpu_rule(gaps, nvtx.iloc[0:0])
+    assert none["outcome"] == "no_range" and none["remedy"].startswith("profile the host at these gaps")
+
+
+def test_gpu_roles_by_hand():
+    """Job train: g1 the straggler (40 % idle), g2 with 2 ms of comm idle and a measured 3 ms wait inside
+    collectives, g3 none of either; job solo: one GPU; job even: two GPUs 10 and 12 % idle, no straggler."""
+    from pipeline.report.summary import gpu_roles
+    from pipeline.schema import FLEET_COLUMNS, conform
+
+    rows = [_row(job="train", report="t.sqlite", gpu_key="pid1/dev0", idle_pct=40.0, straggler=True),
+            _row(job="train", report="t.sqlite", gpu_key="pid1/dev1", idle_pct=10.0, cat_comm_ns=2 * MS,
+                 collective_wait_status="measured", collective_wait_ns=3 * MS),
+            _row(job="train", report="t.sqlite", gpu_key="pid1/dev2", idle_pct=12.0),
+            _row(job="solo", report="s.sqlite", gpu_key="pid2/dev0"),
+            _row(job="even", report="e.sqlite", gpu_key="pid3/dev0", idle_pct=10.0),
+            _row(job="even", report="e.sqlite", gpu_key="pid3/dev1", idle_pct=12.0)]
+    roles = gpu_roles(conform(pd.DataFrame(rows), FLEET_COLUMNS))
+    assert roles[("t.sqlite", "pid1/dev0")] == {"role": "straggler", "others": [], "text": (
+        "H100 #1 pid1/dev0 is the straggler of job train: the most idle of its 3 GPUs (40.00 %; the job's GPUs range "
+        "10.00–40.00 %). Fix this GPU first.")}
+    assert roles[("t.sqlite", "pid1/dev1")] == {"role": "waiting", "others": [("t.sqlite", "pid1/dev0", "H100 #1 pid1/dev0")],
+                                                "text": (
+        "H100 #2 pid1/dev1 is not the straggler of job train: it waits on the straggler H100 #1 pid1/dev0 (2.000 ms of "
+        "comm idle after collectives; 3.000 ms waiting for the last rank inside collectives). Fix that GPU first, then "
+        "this one.")}
+    assert roles[("t.sqlite", "pid1/dev2")]["text"] == ("H100 #3 pid1/dev2 is not the straggler of job train: it waits on "
+                                                         "the straggler H100 #1 pid1/dev0. Fix that GPU first, then this one.")
+    assert roles[("s.sqlite", "pid2/dev0")]["role"] == "alone"
+    assert roles[("e.sqlite", "pid3/dev0")] == {"role": "none", "others": [], "text": (
+        "job even has no straggler: the idle of its 2 GPUs ranges 10.00–12.00 %, within the straggler threshold.")}
+
+
+def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
+    """The example fleet's most expensive GPU, H100 #13 750df4f4 (llm-pretrain's straggler, cpu its largest
+    category): its page says it is the straggler and prescribes for cpu from its cpu.host finding; another GPU of
+    its job says it waits on H100 #13 and links its page; the fleet's cpu entry gives the late rank's remedy to the
+    late rank alone (A100 #2 pid84669/dev0, 1 of 24 GPUs). main: "look at the straggler first" without saying it
+    is the one, no cpu prescription, the late rank's remedy for all 24."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    out = example[0]
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    job = fleet[fleet["job"] == "llm-pretrain"]
+    top = job[job["straggler"].astype(str) == "True"].iloc[0]
+    assert top["gpu_key"].startswith("GPU-750df4f4") and top["main_category"] == "cpu"
+    ids = {f"{r['report']}|{r['gpu_key']}": float(r["idle_pct"]) for r in job.to_dict("records")}
+    page = (out / "gpu-pages" / gpu_page_name(top["report"], top["gpu_key"])).read_text(encoding="utf-8")
+    role = re.search(r'<dd id="role" data-role="straggler">(.*?)</dd>', page, re.S).group(1)
+    assert html.unescape(role) == (
+        f"H100 #13 750df4f4 is the straggler of job llm-pretrain: the most idle of its 16 GPUs "
+        f"({float(top['idle_pct']):.2f} %; the job's GPUs range {min(ids.values()):.2f}–{max(ids.values()):.2f} %). "
+        "Fix this GPU first.")
+    rx = re.search(r'<dd id="prescription" data-category="cpu" data-rules="cpu.host">(.*?)</dd>', page, re.S).group(1)
+    assert html.unescape(rx).startswith(f"for its largest category, <strong>cpu</strong> "
+                                        f"({float(top['cat_cpu_pct']):.2f} % of the window): profile the host inside "
+                                        "NVTX range 'Iteration N'")
+    other = job[job["straggler"].astype(str) != "True"].iloc[0]
+    waiting = (out / "gpu-pages" / gpu_page_name(other["report"], other["gpu_key"])).read_text(encoding="utf-8")
+    assert 'data-role="waiting"' in waiting and "it waits on the straggler H100 #13 750df4f4" in waiting
+    assert f'<a class="gpu-page" href="{gpu_page_name(top["report"], top["gpu_key"])}">H100 #13 750df4f4\'s page</a>' \
+        in html.unescape(waiting)
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    cpu = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "cpu")].iloc[0]
+    assert int(cpu["gpus"]) == 24
+    assert cpu["remedy"].startswith("A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix "
+                                    "its own cpu first; ")
+    # the GPUs whose own cpu.host finding names the 'Iteration N' ranges, counted from their rows' diagnosis
+    from pipeline.analysis import diagnosis
+
+    host = [r for r in fleet.to_dict("records") if any(
+        f["rule"] == "cpu.host" and f["evidence"].get("nvtx_range") == "Iteration N" and str(r["collective_chronic"]) != "True"
+        for f in diagnosis.of_text(r["diagnosis"]))]
+    assert len(host) >= 2 and any(r["gpu_key"] == top["gpu_key"] for r in host)
+    assert (f" ({len(host)} of 24 GPUs): profile the host inside NVTX range 'Iteration N' (py-spy" in cpu["remedy"])
+    report = (out / "report.html").read_text(encoding="utf-8")
+    row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1)
+    assert ("<summary>A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix its own cpu "
+            "first <span class=\"more-remedies\" title=\"the remedies for its other GPUs: open\">(+") in row
+
+
+# ---- issue 45 point 8: smaller ---------------------------------------------------------------------------------------
+
+def test_cut_names_stay_apart():
+    """Two job names that read alike once cut at their end are cut in the middle instead; a name alone keeps the
+    end cut (main: both printed as ws128_sampled_ran…)."""
+    from pipeline.cli import cut_apart
+
+    got = cut_apart(["ws128_sampled_rank0", "ws128_sampled_rank1", "zeta-long-job-name-x", "short"], 18)
+    assert got == {"ws128_sampled_rank0": "ws128_sam…ed_rank0", "ws128_sampled_rank1": "ws128_sam…ed_rank1",
+                   "zeta-long-job-name-x": "zeta-long-job-nam…", "short": "short"}
+    assert all(len(c) <= 18 for c in got.values())
+
+
+def test_md_code_spans_hold_no_escape():
+    from pipeline.text import md_code
+
+    assert md_code("void gemm_x<int>*") == "`void gemm_x<int>*`"
+    assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``"
+    assert md_code("a\nb\x1b") == "`a b\\x1b`"
+
+
+def test_a_trim_past_the_kernels_is_partial_and_low(tmp_path):
+    """tiny_2kernels.sqlite's kernels run 1.517727052..1.535981719 s; --trim 1.52 1.67 reaches 1,670,000,000 −
+    1,535,981,719 = 134,018,281 ns past the last one: the row carries trim-outside-kernels, is partial, and the tier
+    cap at low is stated (this capture is toy anyway: 1 kernel in W). The cap itself on figures that reach high: low.
+    main: status ok, no word of it."""
+    from click.testing import CliRunner
+
+    from pipeline.analysis.analyse import trim_outside
+    from pipeline.analysis.confidence import KindFigures, tier
+    from pipeline.cli import main
+
+    assert trim_outside([10, 50], [30, 80], 20, 150) == 70 and trim_outside([10], [80], 0, 90) == 20
+    assert trim_outside([10], [80], 20, 70) == 0
+    result = CliRunner().invoke(main, ["run", str(PROFILES / "tiny_2kernels.sqlite"), "--trim", "1.52", "1.67", "--out",
+                                       str(tmp_path / "o"), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    (row,) = pd.read_csv(tmp_path / "o" / "fleet.csv", keep_default_na=False).to_dict("records")
+    assert row["status"] == "partial" and "trim-outside-kernels" in row["warning_codes"].split(",")
+    assert ("--trim reaches 134.018 of its 150.000 ms outside this GPU's kernels (they run 1.517727..1.535982 s on the "
+            "report's clock)") in row["warnings"]
+    high = dict(window_ns=1_000 * MS, kernel_count=500, iterations=25, spread=1.0)
+    assert tier(**high, figures=KindFigures(kind="training")) == ("high", [])
+    assert tier(**high, figures=KindFigures(kind="training", outside_ns=139 * MS)) == (
+        "low", ["the trim reaches 139.000 ms outside the GPU's kernels (not measured)"])
+
+
+def test_sweep_prints_the_totals_run_prints(tmp_path):
+    """The same report through run and through sweep (in process): the lines under the table are the same."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    path = str(PROFILES / "tiny_2kernels.sqlite")
+    ran = CliRunner().invoke(main, ["run", path, "--out", str(tmp_path / "o"), "--no-cache"])
+    swept = CliRunner().invoke(main, ["sweep", path, "--state-dir", str(tmp_path / "s"), "--night", "2026-12-01"])
+    assert ran.exit_code == 0 and swept.exit_code == 0, (ran.output, swept.output)
+    start = next(ln for ln in ran.output.splitlines() if "GPU(s) in the fleet table" in ln)
+    assert start == "1 GPU(s) in the fleet table, 0 report(s) failed; fleet idle cost $182.46/month"
+    lines = ran.output.splitlines()
+    i = lines.index(start)
+    totals = lines[i:lines.index(next(ln for ln in lines[i:] if ln.startswith("wrote ")))]
+    assert "\n".join(totals) in swept.output
+
+
+def test_pages_name_no_configuration_key(real_reports):
+    """The reports of the real exports and traces and their GPU pages, outside the embedded medical records (the
+    engineers' pages): no configuration key (`cost.unlisted`, `window.training_ranges`, …) in their text or hovers.
+    main: 19 on the traces' report alone."""
+    key = re.compile(r"\b(?:cost|analysis|meter|window|confidence|collective|diagnosis|categories|labels)\.[a-z_]+\b")
+    for out in real_reports:
+        for page in [out / "report.html", *(out / "gpu-pages").glob("*.html")]:
+            text = re.sub(r'<section class="record".*?</section>|<style>.*?</style>', "",
+                          page.read_text(encoding="utf-8"), flags=re.S)
+            shown = re.sub(r"<[^>]*>", " ", text) + " ".join(re.findall(r'title="([^"]*)"', text))
+            assert not key.findall(html.unescape(shown)), (page.name, key.findall(html.unescape(shown)))
+
+
+#: Measures, after load: every word (a run of non-space characters) of the names the pages show (jobs and clusters,
+#: ``.name``; models, sources' dates, ``.w``; GPU names, ``a.gpu-page`` and the page's ``#gpu-name``) that is laid out
+#: on more than one line (a break inside a word: a name may break at a space, after - / _ or . only); and
+#: where the basis sentence ends.
+_WORDS = """<script>(function () {
+  var out = {broken: [], words: 0, basis: null};
+  var walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (var n = walk.nextNode(); n; n = walk.nextNode()) {
+    var e = n.parentElement;
+    if (!e || !e.closest(".name, .w, a.gpu-page, #gpu-name") || e.closest("svg, pre")) { continue; }
+    var re = /[^\\s\\-\\/\\u2013_.]+/g, m;   // a word: a name breaks between words, after - / _ . only
+    while ((m = re.exec(n.textContent)) !== null) {
+      var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+      var tops = {}; Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width) { tops[Math.round(x.bottom)] = 1; } });
+      var lines = Object.keys(tops).length;
+      if (!lines) { continue; }
+      out.words += 1;
+      if (lines > 1) { var t = e.closest("table, section"); out.broken.push([e.tagName, e.className, t ? t.id || t.className : "", m[0]]); }
+    }
+  }
+  var b = document.getElementById("basis");
+  if (b) { out.basis = b.getBoundingClientRect().bottom + window.scrollY; }
+  var p = document.createElement("pre"); p.id = "words-measured"; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+})();</script>"""
+
+
+@pytest.mark.needs_chromium
+def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path):
+    """Issue 45 points 4 and 8, on the reports of the real exports and traces at 1280 px: no word of the report or of
+    its most expensive GPU's page is cut across two lines (main: names broke anywhere, `overflow-wrap: anywhere` on
+    every cell), and the report's basis sentence (what the month extrapolates from) ends on the first screen (900 px)."""
+    from pipeline.fleet.outputs import gpu_page_name
+
+    for out in real_reports:
+        fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+        top = fleet[fleet["status"] != "error"].sort_values("idle_usd_per_month", ascending=False).iloc[0]
+        for page in (out / "report.html", out / "gpu-pages" / gpu_page_name(top["report"], top["gpu_key"])):
+            got = _measured(page, 1280, tmp_path, _WORDS, "words")
+            assert got["words"] > 0 and not got["broken"], (page.name, got["broken"][:10])
+            if page.name == "report.html":
+                assert got["basis"] is not None and got["basis"] <= 900, (out.name, got["basis"])

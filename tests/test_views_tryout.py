@@ -82,8 +82,10 @@ def test_fix_first_says_how_much_rests_on_assumed_rates(tmp_path):
     assert '<p class="note" id="fix-legend">~$: the entry\'s dollars rest wholly or partly on assumed rates' in page
     # --format md: the same, in text
     md = (out / "summary.md").read_text(encoding="utf-8")
+    # the remedy: cpu.host on each GPU's one gap, in no NVTX range (issue 45 point 5)
     assert ("| 1 | cpu | ~$3,212.00 (the whole idle) | ~$3,212.00 (of which $1,460.00 at assumed rates, 1 GPU(s)) | 2.000× | profile the host "
-            "(data loader, GIL, I/O) (generic: no diagnostic rule could be judged) | toy capture |") in md
+            "at these gaps (py-spy, or the PyTorch profiler with CPU activities: data loading, the GIL, I/O, logging); "
+            "NVTX ranges around the steps would name the code | toy capture |") in md
     assert "~$: the entry's dollars rest wholly or partly on assumed rates" in md
 
 
@@ -242,10 +244,10 @@ def test_records_and_report_show_kind_capture_and_startup_wait(tmp_path):
         # kind (its evidence on hover), GPUs, window idle, capture idle (share outside window), start-up wait
         return cells[2:3] + cells[4:8]   # (cells[3]: the tier)
 
-    assert row("srv") == ['<span class="tag kind" title="NVTX range &#39;sglang::decode&#39; (window.serving_ranges)">'
-                          'serving</span>', "1", "57.45 %", '57.45 % <span class="note">(0.00 %)</span>', "200.000 ms"]
-    assert row("trn") == ['<span class="tag kind" title="NVTX range &#39;## backward ##&#39; (window.training_ranges)">'
-                          'training</span>', "1", "16.67 %", '41.46 % <span class="note">(76.47 %)</span>', "1.000 ms"]
+    assert row("srv") == ['<span class="tag kind" title="NVTX range &#39;sglang::decode&#39;">'
+                          'serving</span>', "1", "57.45 %", '57.45 % <span class="note">(0.00 %)</span>', "0.200 s"]
+    assert row("trn") == ['<span class="tag kind" title="NVTX range &#39;## backward ##&#39;">'
+                          'training</span>', "1", "16.67 %", '41.46 % <span class="note">(76.47 %)</span>', "0.001 s"]
 
 
 def test_job_capture_weights_each_gpus_left_out_share_by_its_capture_idle():

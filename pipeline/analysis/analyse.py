@@ -236,6 +236,13 @@ def copies_outside(copies, w0: int, w1: int, window_ns: int, kernel_count: int) 
         "GPU did in the capture is not in them")]
 
 
+def trim_outside(kernel_starts, kernel_ends, w0: int, w1: int) -> int:
+    """ns of the window W = [w0, w1) outside the GPU's kernels: before its first kernel's start and after its last
+    kernel's end (docs/definitions.md#the-analysis-window); 0 when W lies within them. Kernel arrays: int64 ns."""
+    first, last = int(np.min(kernel_starts)), int(np.max(kernel_ends))
+    return max(0, min(w1, first) - w0) + max(0, w1 - max(w0, last))
+
+
 def startup_wait(first_kernel_ns: int, capture_start_ns: int | None) -> int:
     """``startup_wait_ns`` (docs/definitions.md#job-kind): from the report's capture start (its timeline zero,
     :attr:`pipeline.model.GpuTrace.capture_start_ns`) to this GPU's first kernel start, ns; 0 when the start is
@@ -350,6 +357,13 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                                    "kernel time, so the GPU reads 100 % idle; its idle and cost are not measured"))
     outside_columns, outside_warnings = copies_outside(trace.copies, w0, w1, dev.window_ns, int(kw["start"].size))
     warnings += outside_warnings
+    outside = trim_outside(k["start"], k["end"], w0, w1) if win.rule == "trim" else 0
+    if outside:
+        warnings.append(RowWarning(
+            WarningCode.TRIM_OUTSIDE_KERNELS,
+            f"--trim reaches {outside / 1e6:,.3f} of its {dev.window_ns / 1e6:,.3f} ms outside this GPU's kernels (they "
+            f"run {int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock): that "
+            "time is not measured idle; the tier is at most low"))
     if choice.share_unknown:
         warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
                                    "MIG instance of unknown size: the export gives no SM count for it, so its share of "
@@ -437,7 +451,8 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                                     cfg.collective.chronic_share, trace.nvtx["text"].unique()))
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
-                                    row["kernel_count"], spread, cfg.confidence, confidence.KindFigures.of_row(row)))
+                                    row["kernel_count"], spread, cfg.confidence,
+                                    dataclasses.replace(confidence.KindFigures.of_row(row), outside_ns=outside)))
     row["diagnosis"] = diagnosis.to_text(diagnosis.diagnose(
         device_categorised, kw, copies_in, trace.runtime, trace.nvtx,
         [(int(x[1]), int(x[2])) for x in win.extents if x[3] == "kept"],

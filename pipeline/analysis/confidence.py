@@ -146,6 +146,9 @@ class KindFigures:
     startup_only: bool | None = None
     #: ``busy_ns``: the kernel time in W (0 with kernels in W: every one lasts 0 ns; :func:`_caps`).
     busy_ns: int | None = None
+    #: ns of a ``--trim`` window outside the GPU's kernels (before its first, after its last; :func:`_caps`): not
+    #: a row column, the warning ``trim-outside-kernels`` says it (:func:`pipeline.analysis.analyse.trim_outside`).
+    outside_ns: int | None = None
 
     @classmethod
     def of_row(cls, row) -> "KindFigures":
@@ -166,12 +169,15 @@ def _seconds(ns: int) -> str:
 def _caps(figures: KindFigures, cfg: ConfidenceConfig) -> list[tuple[str, str]]:
     """``(tier, reason)`` of each cap on a row (docs/definitions.md#confidence-tiers): whatever its kind, at most
     ``low`` when W holds no kernel time (``busy_ns`` 0: a row that is not ``toy`` has kernels in W, so every one
-    lasts 0 ns); then for an ``unknown`` kind, at most ``low`` when W leaves out more than
+    lasts 0 ns) or when a ``--trim`` window reaches outside the GPU's kernels (``outside_ns`` > 0); then for an ``unknown`` kind, at most ``low`` when W leaves out more than
     ``cfg.unknown_max_left_out_idle_pct`` % of the capture's idle, at most ``medium`` when W is at least
     ``cfg.unknown_mostly_idle_pct`` % idle."""
     caps = []
     if figures.busy_ns == 0:
         caps.append(("low", "every kernel in W lasts 0 ns (no kernel time recorded)"))
+    if figures.outside_ns:
+        caps.append(("low", f"the trim reaches {int(figures.outside_ns) / 1e6:,.3f} ms outside the GPU's kernels "
+                            "(not measured)"))
     if figures.kind != UNKNOWN:
         return caps
     left, idle = figures.left_out_idle_pct, figures.idle_pct

@@ -8,11 +8,11 @@ gaps (columns ``start``, ``end``, ``length``, ``kernel_before``, ``kernel_after`
 
 ``category``  the application category it speaks to (:data:`pipeline.model.CATEGORIES`);
 ``rule``      the rule (``data.copy_stream``, ``data.host_memory``, ``data.host_alloc``, ``data.volume``,
-              ``sync.regularity``, ``comm.collective``, ``comm.late_rank``, ``boundary.seam``, ``break_point``, ``launch``,
+              ``sync.regularity``, ``comm.collective``, ``comm.late_rank``, ``boundary.seam``, ``cpu.host``, ``break_point``, ``launch``,
               ``archived``);
 ``outcome``   what it found (``compute_stream``, ``own_stream``, ``pinned``, ``pageable``, ``in_gaps``, ``none``,
               ``small_copies``, ``large_copies``, ``regular``, ``irregular``, ``waiting_for_ranks``, ``late_rank``, ``seam``,
-              ``fixed``, ``scattered``, ``launch_bound``, ``archived``) or ``not_judged`` (``judged`` False: the
+              ``fixed``, ``scattered``, ``launch_bound``, ``in_range``, ``no_range``, ``archived``) or ``not_judged`` (``judged`` False: the
               export lacks what the rule needs: no copies, no NVTX, no iterations);
 ``evidence``  the counts, shares (%), streams, calls, bytes it rests on;
 ``text``      that evidence in one sentence; ``remedy``: what follows from it (``""``: nothing to prescribe).
@@ -356,6 +356,43 @@ def late_rank_rule(collective: dict | None, category_pct: dict, actionable_pct: 
                     f"this rank is the one others wait for: fix its own {cat} first")
 
 
+def _numbered(ranges: Counter) -> Counter:
+    """``ranges`` (range name -> gaps) with the names that differ only in their numbers counted as one, each run of
+    digits read ``N`` (``Iteration 2``, ``Iteration 4`` -> ``Iteration N``: a range per step names one place in the
+    code); a name no other shares keeps its numbers."""
+    groups: dict = {}
+    for name in ranges:
+        groups.setdefault(re.sub(r"\d+", "N", name), []).append(name)
+    out = Counter()
+    for key, names in groups.items():
+        for name in names:
+            out[key if len(names) > 1 else name] += ranges[name]
+    return out
+
+
+def cpu_rule(gaps, nvtx: pd.DataFrame) -> dict:
+    """``cpu.host``: the ``gaps`` (the GPU's ``cpu`` gaps: start, length) are explained by no copy, synchronising
+    call, collective or iteration boundary (docs/definitions.md#categories): the host was busy elsewhere and launched
+    late. Evidence: the gaps, their ns, the largest, and
+    the NVTX range most of them fall in (:func:`pipeline.analysis.attribution.enclosing_ranges` at their start), which
+    names where to profile the host (``in_range``; ranges that differ only in their numbers count as one, read with
+    ``N``: :func:`_numbered`); ``no_range`` when none falls in a range. Always judged: the
+    category itself is the evidence that the host, not the GPU or the CUDA calls, holds the time."""
+    lengths = np.asarray(gaps["length"], dtype=np.int64)
+    ev = {"gaps": int(lengths.size), "ns": int(lengths.sum()), "max_ns": int(lengths.max()) if lengths.size else 0}
+    text = (f"{ev['gaps']} gaps ({ev['ns'] / 1e6:,.3f} ms, the largest {ev['max_ns'] / 1e6:,.3f} ms) that no copy, "
+            "synchronising call, collective or iteration seam explains: the host was busy elsewhere and launched late")
+    how = "py-spy, or the PyTorch profiler with CPU activities: data loading, the GIL, I/O, logging"
+    ranges = _numbered(_ranges(nvtx, gaps["start"]))
+    if not ranges:
+        return _finding("cpu", "cpu.host", "no_range", ev, text + " (in no NVTX range)",
+                        f"profile the host at these gaps ({how}); NVTX ranges around the steps would name the code")
+    rng, n = ranges.most_common(1)[0]
+    ev.update(nvtx_range=rng, in_range=n)
+    return _finding("cpu", "cpu.host", "in_range", ev, text + f"; {n} of them in NVTX range {rng!r}",
+                    f"profile the host inside NVTX range {rng!r} ({how})")
+
+
 def boundary_rule(gaps, nvtx: pd.DataFrame) -> dict:
     """``boundary.seam``: the ``gaps`` (the GPU's ``boundary`` gaps: start, kernel_after) are the seam between
     iterations; names the NVTX range most of them fall in (:func:`pipeline.analysis.attribution.enclosing_ranges`
@@ -483,6 +520,8 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
             out.append(comm_rule(mine, collective))
         elif cat == "boundary":
             out.append(boundary_rule(mine, nvtx))
+        elif cat == "cpu":
+            out.append(cpu_rule(mine, nvtx))
         elif cat == "launch" and launch:
             out.append(launch_rule(**launch))
         if late and late["category"] == cat:

@@ -102,36 +102,96 @@ def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list 
 
 
 #: The rules whose remedy an entry's ``remedy`` prefers, most concrete first (docs/definitions.md#diagnosis); the
-#: other rules' remedies after them, in the findings' order.
-REMEDY_ORDER = ("data.host_alloc", "data.host_memory", "data.copy_stream", "data.volume")
+#: other rules' remedies after them, in the findings' order. The late rank's own remedy comes after the data rules: on
+#: that GPU it outranks the category's general rule (the others wait for it).
+REMEDY_ORDER = ("data.host_alloc", "data.host_memory", "data.copy_stream", "data.volume", "comm.late_rank")
 #: Outcomes that find nothing wrong: their remedy (``pinning more will not help``) prescribes nothing.
 NOTHING_WRONG = ("pinned", "none", "large_copies")
 
 
 #: The remedy of a fix-list entry whose category is archived on its GPUs (docs/definitions.md#diagnosis).
-ARCHIVED = "archived: under analysis.actionable_pct of the window on its GPUs, not prescribed"
+ARCHIVED = "archived: under the actionable share of the window on its GPUs, not prescribed"
+#: GPUs named per remedy of an entry whose GPUs need different remedies (the others are counted).
+REMEDY_GPUS = 3
 
 
-def entry_remedy(category: str, findings: list) -> str:
-    """The remedy of a fix-list entry of ``category`` (docs/definitions.md#diagnosis): the remedy of the first
-    judged, not archived finding of the category on its GPUs (``findings``: each GPU's
-    :func:`pipeline.analysis.diagnosis.diagnose` list) that finds something wrong (its outcome not in
-    :data:`NOTHING_WRONG`), the rules of :data:`REMEDY_ORDER` first in that order (the entry's ``diagnosis`` gives
-    them all). When no rule of the category could be judged on them, the generic :data:`REMEDIES` text, saying so;
-    when the rules judged but prescribe nothing, the generic text saying that; when the category is archived on
-    every GPU that has a finding of it (under ``analysis.actionable_pct`` of its window), :data:`ARCHIVED`: nothing
-    is prescribed."""
+def prescribing(category: str, findings: list) -> list[dict]:
+    """The judged, not archived findings of ``category`` in ``findings`` (one GPU's or several's, flattened) that
+    find something wrong and prescribe (a remedy, an outcome not in :data:`NOTHING_WRONG`), the rules of
+    :data:`REMEDY_ORDER` first in that order, then the others in the findings' order."""
+    wrong = [f for f in findings if f["category"] == category and not f.get("archived") and f.get("judged", True)
+             and f.get("remedy") and f.get("outcome") not in NOTHING_WRONG]
+    return sorted(wrong, key=lambda f: REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
+
+
+def _one_remedy(category: str, findings: list) -> str:
+    """:func:`entry_remedy` over ``findings`` (each GPU's list) as if one remedy served them all."""
     mine = [f for fs in findings for f in fs if f["category"] == category]
     fired = [f for f in mine if not f.get("archived")]
     if mine and not fired:
         return ARCHIVED
-    judged = [f for f in fired if f.get("judged", True)]
-    wrong = [f for f in judged if f.get("remedy") and f.get("outcome") not in NOTHING_WRONG]
-    wrong.sort(key=lambda f: REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
+    wrong = prescribing(category, mine)
     if wrong:
         return wrong[0]["remedy"]
+    judged = [f for f in fired if f.get("judged", True)]
     why = "the rules found nothing to prescribe" if judged else "no diagnostic rule could be judged"
     return f"{REMEDIES[category]} (generic: {why})"
+
+
+def _who(names: list, total: int) -> str:
+    """Whom a part of an entry's remedy is for: its GPUs' names (the first :data:`REMEDY_GPUS`, the others counted)
+    and how many of the entry's ``total`` they are: ``A100 #2 pid84669/dev0 (1 of 24 GPUs)``."""
+    shown = ", ".join(names[:REMEDY_GPUS]) + (f" and {len(names) - REMEDY_GPUS} more" if len(names) > REMEDY_GPUS else "")
+    return f"{shown} ({len(names)} of {total} GPUs)"
+
+
+#: Where one part of an entry's remedy ends and the next begins (:func:`entry_remedy`'s ``; <GPUs> (k of n GPUs): ``
+#: and ``; the other m: ``).
+_NEXT_PART = re.compile(r"; (?=[^;]*? \(\d+ of \d+ GPUs\): |the other \d+: )")
+
+
+def remedy_parts(remedy: str) -> list[str]:
+    """An entry's ``remedy`` (:func:`entry_remedy`) cut into its parts, one per remedy and the GPUs it is for
+    (``["A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is ...", "the other 23: ..."]``); a remedy for all its GPUs
+    is one part."""
+    return _NEXT_PART.split(str(remedy))
+
+
+def entry_remedy(category: str, findings: list, names: list | None = None) -> str:
+    """The remedy of a fix-list entry of ``category`` (docs/definitions.md#diagnosis), from its GPUs' findings
+    (``findings``: each GPU's :func:`pipeline.analysis.diagnosis.diagnose` list). Each GPU's remedy is that of its
+    first judged, not archived finding of the category that finds something wrong (its outcome not in
+    :data:`NOTHING_WRONG`), the rules of :data:`REMEDY_ORDER` first in that order (the entry's ``diagnosis`` gives
+    them all). When every GPU with such a finding has the same remedy, or ``names`` (the GPUs' display names, same
+    order) is not given: that remedy, whichever GPUs it came from. When no rule of the category could be judged on
+    them, the generic :data:`REMEDIES` text, saying so; when the rules judged but prescribe nothing, the generic
+    text saying that; when the category is archived on every GPU that has a finding of it (under
+    ``analysis.actionable_pct`` of its window), :data:`ARCHIVED`: nothing is prescribed.
+
+    With ``names``, a remedy that rests on some of the GPUs only says which (a late rank's own remedy is never
+    applied to the GPUs that wait for it): one part per remedy, ``<GPUs> (k of n GPUs): <remedy>``, in the order of
+    the rule each rests on (:data:`REMEDY_ORDER`, then the findings'), then ``the other m: <what serves them>``
+    (archived, or the generic text) when some GPUs have no finding that prescribes."""
+    if not names or len(findings) < 2:
+        return _one_remedy(category, findings)
+    parts: dict = {}   # remedy -> (its rank, the names of the GPUs it is each one's own for)
+    rest_names, rest = [], []
+    for name, fs in zip(names, findings):
+        wrong = prescribing(category, fs or [])
+        if not wrong:
+            rest_names.append(name)
+            rest.append(fs or [])
+            continue
+        f = wrong[0]
+        rank = (REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
+        parts.setdefault(f["remedy"], [rank, []])[1].append(name)
+    if len(parts) <= 1 and not (parts and rest):
+        return _one_remedy(category, findings)
+    ordered = sorted(parts.items(), key=lambda kv: kv[1][0])   # stable: the findings' order within a rank
+    text = "; ".join(f"{_who(who, len(names))}: {remedy}" for remedy, (_, who) in ordered)
+    if rest:
+        text += f"; the other {len(rest)}: {_one_remedy(category, rest)}"
+    return text
 
 
 def recoverable_part(category: str, findings: list) -> tuple[int, int] | None:
@@ -473,7 +533,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "recoverable_usd_per_month": math.nan if unpriced else rec_usd, "recoverable_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
-            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine),
+            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine, [names[i] for i in at]),
             "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers, late),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),

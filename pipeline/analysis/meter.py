@@ -56,22 +56,30 @@ def sampled_periods(run_starts, run_ends, w0: int, w1: int, sample_ns: int) -> t
     return periods, int(np.clip(added, 0, None).sum())
 
 
-#: Fewer sample periods than this per GPU (1 s at the default 1/6 s) is a short capture for a meter: its reading
-#: is what the meter would show over those few samples, not a reading over a run (docs/definitions.md#sampled-meter).
+#: A GPU whose window holds fewer sample periods than this (1 s at the default 1/6 s) gives no sampled-meter reading
+#: in any view: a meter's reading over a handful of samples says nothing of a run, so the views say how few periods
+#: there were instead (docs/definitions.md#sampled-meter). A total (a job, the fleet) reads over its GPUs with enough.
 FEW_PERIODS_PER_GPU = 6
 
 
-def few_periods_note(periods: int, gpus: int) -> str:
-    """The caveat beside a sampled-meter reading from ``periods`` sample periods over ``gpus`` GPUs
-    (docs/definitions.md#sampled-meter): ``"from only N period(s) per GPU: a short capture; ..."`` when fewer than
-    :data:`FEW_PERIODS_PER_GPU` per GPU on average, else ``""``."""
-    periods, gpus = int(periods), max(1, int(gpus))
-    if periods >= FEW_PERIODS_PER_GPU * gpus:
+def enough_periods(periods) -> bool:
+    """Whether a GPU's window of ``periods`` sample periods gives a meter reading (:data:`FEW_PERIODS_PER_GPU`)."""
+    return int(periods) >= FEW_PERIODS_PER_GPU
+
+
+def span_text(low: int, high: int) -> str:
+    """``2`` or ``2–3``: a range of counts as the views write it."""
+    return f"{int(low)}" if int(low) == int(high) else f"{int(low)}–{int(high)}"
+
+
+def too_few_text(periods: list[int]) -> str:
+    """What the views say of the GPUs whose windows hold too few sample periods for a reading (``periods``: each
+    one's, all under :data:`FEW_PERIODS_PER_GPU`): ``only 2–3 sample period(s) per GPU on 24 GPU(s), under the 6 (1 s
+    at the default 1/6 s) a meter reading needs``; ``""`` for none."""
+    if not periods:
         return ""
-    per = periods / gpus
-    per_text = f"{per:.0f}" if per == int(per) else f"{per:.1f}"
-    return (f"from only {per_text} period(s) per GPU: a capture this short gives the meter few samples, "
-            f"what it would show over them, not over a run")
+    return (f"only {span_text(min(periods), max(periods))} sample period(s) per GPU on {len(periods)} GPU(s), under "
+            f"the {FEW_PERIODS_PER_GPU} (1 s at the default 1/6 s) a meter reading needs")
 
 
 def util_pct(busy_periods, periods) -> float:

@@ -30,8 +30,8 @@ from ..io import file_entry, json_text, prune, real_dir, remove_if_empty, same_f
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, analysed_rows, conform
 from ..store.results import MANIFEST, drop_manifest, read_manifest, write_folder_manifest
-from ..text import csv_safe, md_text
-from .medical import TOP_GAPS, gpu_display_name, job_gpu_names, job_record, record_stem
+from ..text import csv_safe, md_code, md_text
+from .medical import TOP_GAPS, job_gpu_names, job_record, record_stem
 from .summary import ReportError, gpu_doc, is_sweep_dir, load_results, run_hours
 from .words import signed, signed_usd, usd
 
@@ -909,7 +909,7 @@ def render_text(result: dict) -> list[str]:
 def gap_line(x: dict, forced: bool, low: bool) -> str:
     """One gap group (:func:`gap_changes`) as a Markdown line: what happened to it, its kernels (cut to
     :data:`KERNEL_CHARS`), place and category."""
-    between = (f"between `{md_text(_cut(x['kernel_before'] or '-'))}` and `{md_text(_cut(x['kernel_after'] or '-'))}`, "
+    between = (f"between {md_code(_cut(x['kernel_before'] or '-'))} and {md_code(_cut(x['kernel_after'] or '-'))}, "
                f"{place_text(x['place'])}, category {x['category_before'] or x['category_after']}")
     if x["change"] == "kept":
         what = (f"kept, width changed: {x['count_before']} gap(s) of {x['ns_before'] / 1e6:,.3f} ms in all -> "

@@ -35,6 +35,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ..analysis import diagnosis, fixfirst
+from ..analysis.meter import FEW_PERIODS_PER_GPU
 from ..code_keys import rendered_code
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import OutputError, file_entry, not_to_overwrite, prune, real_dir, remove_if_empty, same_file, write_text
@@ -47,7 +48,7 @@ from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
 from .rendered import in_pages, record, record_name
-from .words import ms, recoverable_lines
+from .words import for_pages, ms, recoverable_lines, secs
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -319,7 +320,7 @@ COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_expose
 def _env() -> Environment:
     """The page's Jinja environment, made once per process: it keeps its compiled templates
     (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
-    return environment(ms=ms, bytes=human_bytes, since=since, clock=timeline_s)
+    return environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages)
 
 
 def page_names(doc: dict) -> tuple[str, str]:
@@ -360,11 +361,26 @@ def same_rosters(device: list[dict], streams: list[dict], device_more: tuple, st
     return bool(device) and key(device) == key(streams) and tuple(device_more) == tuple(streams_more)
 
 
-def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
+def prescription(summary: dict) -> dict | None:
+    """What the page prescribes for the GPU's largest category (``main_category``) and on what evidence
+    (docs/outputs.md#reports-for-people): ``{"category", "pct", "remedy", "rules"}``, the remedy its own findings give
+    (:func:`pipeline.analysis.fixfirst.entry_remedy` over this GPU alone: the rule that fired, else the generic
+    remedy saying why, or archived) and the rules it rests on; None when the GPU has no application idle."""
+    main = str(summary.get("main_category") or "")
+    if main not in fixfirst.fixable() or not summary.get(f"cat_{main}_ns"):
+        return None
+    findings = diagnosis.of_text(summary.get("diagnosis"))
+    rules = [f["rule"] for f in fixfirst.prescribing(main, findings)]
+    return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)),
+            "remedy": fixfirst.entry_remedy(main, [findings]), "rules": rules[:1]}
+
+
+def page_context(doc: dict, links: dict, name: str | None = None, role: dict | None = None) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None). ``name``: the GPU's display
     name (:func:`~pipeline.report.medical.gpu_display_name`, which needs the fleet: the report gives
-    it); None: its model and key (:func:`page_names`). ``picture_title``: the timeline's title, that name and the
+    it); None: its model and key (:func:`page_names`). ``role``: its role in its job (:func:`_role_links`; None: no
+    line). ``picture_title``: the timeline's title, that name and the
     report's file name (``H100 #3 9b5c4f8d in job000.sqlite``)."""
     s = doc.get("_summary") or {}
     tl = doc.get("timeline") or {}
@@ -389,6 +405,7 @@ def page_context(doc: dict, links: dict, name: str | None = None) -> dict:
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
+        "role": role, "prescription": prescription(s), "few_periods": FEW_PERIODS_PER_GPU,
     }
 
 
@@ -431,16 +448,27 @@ def draw_timelines(doc_paths: list[str], plot_cache: str) -> int:
     return done
 
 
-def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None, name: str | None = None) -> str:
-    """The GPU's page (a complete HTML document) from its JSON ``doc``; ``links`` and ``name``: see
+def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None, name: str | None = None,
+                    role: dict | None = None) -> str:
+    """The GPU's page (a complete HTML document) from its JSON ``doc``; ``links``, ``name`` and ``role``: see
     :func:`page_context`; ``plot_cache``: see :func:`timeline_svg`."""
-    ctx = page_context(doc, links, name)
+    ctx = page_context(doc, links, name, role)
     return _env().get_template("gpu.html.j2").render(svg=Markup(timeline_svg(doc, plot_cache)), **ctx)
 
 
-def page_from_json(text: str, links: dict, plot_cache: str | None = None, name: str | None = None) -> str:
+def page_from_json(text: str, links: dict, plot_cache: str | None = None, name: str | None = None,
+                   role: dict | None = None) -> str:
     """:func:`render_gpu_page` of the GPU JSON ``text`` (what the page cache keys on)."""
-    return render_gpu_page(json.loads(text), links, plot_cache, name)
+    return render_gpu_page(json.loads(text), links, plot_cache, name, role)
+
+
+def _role_links(role: dict | None) -> dict | None:
+    """``role`` (:func:`~pipeline.report.summary.gpu_roles`) with each GPU it names as ``{"name", "href"}``: the
+    href of that GPU's page beside this one (plain values: a page's cache key)."""
+    if not role:
+        return None
+    return {"role": role["role"], "text": role["text"],
+            "others": [{"name": n, "href": gpu_page_name(r, g)} for r, g, n in role["others"]]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -461,7 +489,7 @@ class PagesIncomplete(OSError):
 
 
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
-                    plot_cache: str | None = None, display: dict | None = None) -> dict:
+                    plot_cache: str | None = None, display: dict | None = None, roles: dict | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
     whose file already holds the same text is left alone), and remove the pages there that an earlier
     report wrote (the folder's record lists them: :func:`~pipeline.report.rendered.record_name`) and this
@@ -480,6 +508,8 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
             change renders none of their pages again.
         display: ``(report, gpu_key) -> display name`` (:func:`~pipeline.report.medical.gpu_names`); a GPU
             it lacks is named by its model and key.
+        roles: ``(report, gpu_key) -> role`` (:func:`~pipeline.report.summary.gpu_roles`): the GPU's role in its
+            job, which needs the fleet; a GPU it lacks has no role line.
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
     Raises:
@@ -520,7 +550,8 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
             links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
             path = os.path.join(folder, page_name)
             page = plots.cached(plot_cache, page_from_json, text, links, plot_cache,
-                                (display or {}).get((report, gpu_key)), code=_page_code(), suffix=".html")
+                                (display or {}).get((report, gpu_key)), _role_links((roles or {}).get((report, gpu_key))),
+                                code=_page_code(), suffix=".html")
             if _write_if_changed(path, page):
                 _shareable(path)
             hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{page_name}"

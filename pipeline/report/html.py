@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import REMEDIES
-from ..analysis.meter import few_periods_note
+from ..analysis.meter import too_few_text
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
@@ -36,10 +36,11 @@ from .. import schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .words import COMM_OVERLAP, NONE_TRUSTED, ms, pct, signed_usd, trust_text, usd, wins_back
+from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
+                    pct, remedy_summary, secs, signed_usd, trust_text, usd, wins_back)
 from .medical import NAME_CHARS, gpu_names, job_keys
-from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, load_results, ok_rows, record_anchors, records,
-    summarise, with_fix_columns)
+from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
+    records, summarise, with_fix_columns)
 
 FORMATS = ("html", "csv", "md")
 
@@ -66,8 +67,14 @@ CAVEAT_MEANINGS = {
 @functools.lru_cache(maxsize=None)
 def _env() -> Environment:
     """The report page's Jinja environment, made once per process: it keeps its compiled templates."""
-    env = environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, assumed_text=assumed_text, meter_text=meter_text)
-    env.globals["how_to_price"] = HOW_TO_PRICE   # what every total that leaves GPUs unpriced says (docs/definitions.md#cost)
+    env = environment(usd=usd, signed_usd=signed_usd, pct=pct, ms=ms, secs=secs, assumed_text=assumed_text,
+                      meter_text=meter_text, basis_text=basis_text)
+    # what every total that leaves GPUs unpriced says (docs/definitions.md#cost), in words: no configuration key
+    env.globals["how_to_price"] = PRICE_ON_PAGES
+    env.filters["for_pages"] = for_pages
+    env.filters["keep_words"] = keep_words
+    env.filters["remedy_summary"] = remedy_summary
+    env.filters["name_breaks"] = name_breaks
     return env
 
 
@@ -282,14 +289,19 @@ def wins_back_text(e: dict) -> str:
 
 def meter_text(meter: dict, fleet_usd: float) -> str:
     """One sentence setting what a sampled utilisation meter would read beside the truth
-    (:func:`~pipeline.report.summary.meter_summary`; docs/definitions.md#sampled-meter): the meter's reading, the
-    device-level idle share and the idle cost per month ``fleet_usd`` (USD; NaN: unpriced)."""
+    (:func:`~pipeline.report.summary.meter_summary`; docs/definitions.md#sampled-meter) over the GPUs whose windows
+    hold enough sample periods for a reading: the meter's reading, their device-level idle share and, when they are
+    every GPU, the idle cost per month ``fleet_usd`` (USD; NaN: unpriced); the GPUs with too few periods said apart
+    (:func:`~pipeline.analysis.meter.too_few_text`); with none enough, no reading, only how few periods there were."""
+    few = too_few_text(meter["short"])
+    if not meter["gpus"]:
+        return f"No sampled-meter reading (nvidia-smi's GPU-Util): {few}."
     money = usd(fleet_usd) if fleet_usd != fleet_usd else f"{usd(fleet_usd)}/month"
-    few = few_periods_note(meter["periods"], meter["gpus"])
-    return (f"A sampled meter (nvidia-smi's GPU-Util: did any kernel run in each period of `meter.sample_ns`, 1/6 s "
-            f"by default) would read {pct(meter['sampled_util_pct'])} busy ({meter['periods']} period(s) over "
-            f"{meter['gpus']} GPU(s){'; ' + few if few else ''}); the GPUs were idle "
-            f"{pct(meter['idle_pct'])} of the time: {money}.")
+    text = (f"A sampled meter (nvidia-smi's GPU-Util: did any kernel run in each sample period, 1/6 s by default) would "
+            f"read {pct(meter['sampled_util_pct'])} busy ({meter['periods']} period(s) over {meter['gpus']} GPU(s)")
+    if not few:
+        return text + f"); the GPUs were idle {pct(meter['idle_pct'])} of the time: {money}."
+    return text + f" with enough periods); those GPUs were idle {pct(meter['idle_pct'])} of the time. Not read: {few}."
 
 
 #: The heading of the Markdown summary's busy-time block (:func:`busy_lines`): a different measure from the idle cost.
@@ -407,6 +419,8 @@ def render_markdown(res: Results) -> str:
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
+    if s["basis"]:
+        lines += [basis_text(s["basis"], s["meter"]), ""]
     if s["meter"]:
         lines += [meter_text(s["meter"], s["fleet_usd"]), ""]
     lines += busy_lines(s)
@@ -514,4 +528,4 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache,
-                           gpu_names(res.current))
+                           gpu_names(res.current), gpu_roles(res.current))

@@ -35,7 +35,7 @@ import pandas as pd
 from ..analysis import collwait, diagnosis, fixfirst
 from ..analysis.confidence import TIERS
 from ..analysis.cost import HOW_TO_PRICE, assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
-from ..analysis.meter import few_periods_note, util_pct
+from ..analysis.meter import enough_periods, too_few_text, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import _flag, assumed_text
@@ -198,19 +198,26 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
 
 def meter_line(ok: list[dict]) -> str:
     """The medical record's line on the sampled meter beside the truth (docs/definitions.md#sampled-meter), over the
-    job's analysed rows ``ok`` that have the meter's columns, e.g. ``Sampled meter: would read 100.00 % busy (10 of
-    10 periods had a kernel); device-level busy 2.58 %.``; ``""`` when none has them (an older table)."""
-    rows = [r for r in ok if not pd.isna(r["sample_periods"])]
-    periods = sum(int(r["sample_periods"]) for r in rows)
-    if not periods:
+    job's analysed rows ``ok`` that have the meter's columns and enough sample periods for a reading
+    (:func:`~pipeline.analysis.meter.enough_periods`), e.g. ``Sampled meter: would read 100.00 % busy (10 of 10 sample
+    periods had a kernel); device-level busy 2.58 %.``, the GPUs with too few said apart
+    (:func:`~pipeline.analysis.meter.too_few_text`); with none enough, ``Sampled meter: no reading: only 2 sample
+    period(s) per GPU on 2 GPU(s), under the 6 (1 s at the default 1/6 s) a meter reading needs.``; ``""`` when no row has the
+    columns (an older table)."""
+    rows = [r for r in ok if not pd.isna(r["sample_periods"]) and int(r["sample_periods"])]
+    if not rows:
         return ""
+    few = too_few_text([int(r["sample_periods"]) for r in rows if not enough_periods(r["sample_periods"])])
+    rows = [r for r in rows if enough_periods(r["sample_periods"])]
+    if not rows:
+        return f"Sampled meter: no reading: {few}."
+    periods = sum(int(r["sample_periods"]) for r in rows)
     busy_periods = sum(int(r["sampled_busy_periods"]) for r in rows)
     window = sum(int(r["window_ns"]) for r in rows)
     busy = sum(int(r["busy_ns"]) for r in rows)
-    few = few_periods_note(periods, len(rows))
     return (f"Sampled meter: would read {util_pct(busy_periods, periods):.2f} % busy ({busy_periods} of {periods} "
-            f"periods of `meter.sample_ns` had a kernel{'; ' + few if few else ''}); device-level busy "
-            f"{100.0 * busy / window:.2f} %.")
+            f"sample periods had a kernel); device-level busy {100.0 * busy / window:.2f} %"
+            + (f" (over the {len(rows)} GPU(s) with enough periods; not read: {few})." if few else "."))
 
 
 def collective_figures(ok: list[dict], names: dict) -> dict | None:

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from ..analysis import fixfirst
 from ..analysis.confidence import TIERS, TRUSTED, KindFigures, trust_rank
 from ..analysis.cost import assumed_split, priced_sum, unpriced_total
-from ..analysis.meter import util_pct
+from ..analysis.meter import FEW_PERIODS_PER_GPU, util_pct
 from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
@@ -566,21 +566,52 @@ FIX_GPUS = 3
 
 
 def meter_summary(fleet: pd.DataFrame) -> dict | None:
-    """The sampled meter beside the truth over the analysed GPUs of ``fleet`` (docs/definitions.md#sampled-meter):
-    ``{"sampled_util_pct": 100 × Σ sampled_busy_periods / Σ sample_periods (%, period-weighted),
-    "busy_pct": 100 × Σ busy_ns / Σ window_ns, "idle_pct": 100 × Σ idle_ns / Σ window_ns (%, window-weighted),
-    "gpus": GPUs counted, "periods": Σ sample_periods}``, over the GPUs whose row has the meter's columns;
-    None when none has them (a table written before the meter existed) or they hold no period."""
+    """The sampled meter beside the truth over the analysed GPUs of ``fleet`` (docs/definitions.md#sampled-meter),
+    over those whose window holds enough sample periods for a reading
+    (:func:`~pipeline.analysis.meter.enough_periods`): ``{"sampled_util_pct": 100 × Σ sampled_busy_periods / Σ
+    sample_periods (%, period-weighted), "busy_pct": 100 × Σ busy_ns / Σ window_ns, "idle_pct": 100 × Σ idle_ns / Σ
+    window_ns (%, window-weighted), "gpus": those GPUs, "periods": their Σ sample_periods}`` (the figures None when
+    no GPU has enough), and ``"short"``: the periods of each GPU with too few, ``"all_gpus"``: every GPU with the
+    meter's columns. None when none has them (a table written before the meter existed) or they hold no period."""
     ok = conform(analysed_rows(fleet), ["sample_periods", "sampled_busy_periods", "busy_ns"])
     ok = ok[ok["sample_periods"].notna()]
-    periods = int(ok["sample_periods"].astype("int64").sum()) if len(ok) else 0
-    if not periods:
+    if not len(ok) or not int(ok["sample_periods"].astype("int64").sum()):
         return None
-    window = int(ok["window_ns"].astype("int64").sum())
-    return {"sampled_util_pct": util_pct(int(ok["sampled_busy_periods"].astype("int64").sum()), periods),
-            "busy_pct": round(100.0 * int(ok["busy_ns"].astype("int64").sum()) / window, 4),
-            "idle_pct": round(100.0 * int(ok["idle_ns"].astype("int64").sum()) / window, 4),
-            "gpus": int(len(ok)), "periods": periods}
+    periods_each = ok["sample_periods"].astype("int64")
+    enough = ok[periods_each >= FEW_PERIODS_PER_GPU]
+    short = sorted(int(p) for p in periods_each[periods_each < FEW_PERIODS_PER_GPU])
+    out = {"sampled_util_pct": None, "busy_pct": None, "idle_pct": None, "gpus": int(len(enough)), "periods": 0,
+           "short": short, "all_gpus": int(len(ok))}
+    if len(enough):
+        periods = int(enough["sample_periods"].astype("int64").sum())
+        window = int(enough["window_ns"].astype("int64").sum())
+        out.update(sampled_util_pct=util_pct(int(enough["sampled_busy_periods"].astype("int64").sum()), periods),
+                   busy_pct=round(100.0 * int(enough["busy_ns"].astype("int64").sum()) / window, 4),
+                   idle_pct=round(100.0 * int(enough["idle_ns"].astype("int64").sum()) / window, 4), periods=periods)
+    return out
+
+
+def extrapolation_basis(fleet: pd.DataFrame) -> dict | None:
+    """What every month of the fleet is extrapolated from, for the report's first screen
+    (docs/outputs.md#reports-for-people): over the analysed GPUs, ``gpus``, ``window_ns`` (Σ), ``window_min_ns`` and
+    ``window_max_ns`` (one GPU's), ``iterations_min`` and ``iterations_max`` over the GPUs whose window is made of
+    stable iterations (``iterations`` > 0; None without one) and ``no_iterations`` (how many GPUs' windows hold none:
+    a span, a trim), ``periods_min`` and ``periods_max`` (the sampled meter's periods per GPU; None without the
+    column). None without an analysed GPU."""
+    ok = conform(ok_rows(fleet), ["iterations", "sample_periods"])
+    if not len(ok):
+        return None
+    window = ok["window_ns"].astype("int64")
+    its = pd.to_numeric(ok["iterations"], errors="coerce").fillna(0).astype("int64")
+    periods = pd.to_numeric(ok["sample_periods"], errors="coerce").dropna().astype("int64")
+    with_its = its[its > 0]
+    return {"gpus": int(len(ok)), "window_ns": int(window.sum()), "window_min_ns": int(window.min()),
+            "window_max_ns": int(window.max()),
+            "iterations_min": int(with_its.min()) if len(with_its) else None,
+            "iterations_max": int(with_its.max()) if len(with_its) else None,
+            "no_iterations": int((its <= 0).sum()),
+            "periods_min": int(periods.min()) if len(periods) else None,
+            "periods_max": int(periods.max()) if len(periods) else None}
 
 
 def trust_split(fleet: pd.DataFrame) -> dict:
@@ -644,7 +675,8 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
                  confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
-                 wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]))
+                 wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]),
+                 remedy_parts=fixfirst.remedy_parts(e["remedy"]))
             for e in fixes[(fixes["scope"] == "fleet") & (fixes["section"] == fixfirst.DEVICE_IDLE)].to_dict("records")]
 
 
@@ -776,6 +808,77 @@ def stragglers(fleet: pd.DataFrame) -> list[dict]:
             for c, j, r, g, p in zip(rows["cluster"], rows["job"], rows["report"], rows["gpu_key"], rows["idle_pct"])]
 
 
+def gpu_roles(fleet: pd.DataFrame) -> dict:
+    """Each analysed GPU's role in its job, as its page says it (docs/outputs.md#reports-for-people):
+    ``(report, gpu_key) -> {"role", "text", "others": [(report, gpu_key, name)]}``. ``role`` is one of
+
+    - ``alone``: the only analysed GPU of its job: no rank to wait on or to hold up;
+    - ``straggler``: the job's straggler (``straggler``, docs/definitions.md#stragglers: the most idle GPU of a job
+      whose GPUs' idle spreads over the threshold), and the late rank too when it entered most of its collective
+      calls last (``collective_chronic``);
+    - ``late rank``: not the straggler by idle, but the rank the others wait for inside collectives
+      (``collective_chronic``);
+    - ``waiting``: the job has a straggler or a late rank and this GPU is neither: it waits on them (``others``,
+      those GPUs, named and linked by the page); its own wait inside collectives and comm idle are said where
+      measured;
+    - ``none``: a job of several GPUs with neither (the idle spreads within the threshold).
+
+    ``text`` says it in words with the numbers (idle %, calls entered last)."""
+    ok = conform(ok_rows(fleet), ["straggler", "collective_chronic", "collective_last_count", "collective_calls",
+                                  "collective_wait_ns", "collective_wait_status", "cat_comm_ns"])
+    names = gpu_names(fleet)
+    titles = job_titles(job_keys(fleet))
+    out: dict = {}
+    for (cluster, job), rows in ok.groupby(list(JOB_KEY), sort=False, dropna=False):
+        job = titles.get((str(cluster), str(job)), str(job))
+        rows = rows.sort_values(["report", "gpu_key"], kind="stable")
+        keys = [(str(r), str(g)) for r, g in zip(rows["report"], rows["gpu_key"])]
+        idle = dict(zip(keys, rows["idle_pct"].astype(float)))
+        strag = dict(zip(keys, rows["straggler"].fillna(False).astype(bool)))
+        late = dict(zip(keys, rows["collective_chronic"].fillna(False).astype(bool)))
+        last = dict(zip(keys, pd.to_numeric(rows["collective_last_count"], errors="coerce").fillna(0).astype(int)))
+        calls = dict(zip(keys, pd.to_numeric(rows["collective_calls"], errors="coerce").fillna(0).astype(int)))
+        wait = dict(zip(keys, pd.to_numeric(rows["collective_wait_ns"], errors="coerce").fillna(0).astype("int64")))
+        measured = dict(zip(keys, rows["collective_wait_status"].astype(object) == "measured"))
+        comm = dict(zip(keys, pd.to_numeric(rows["cat_comm_ns"], errors="coerce").fillna(0).astype("int64")))
+        n = len(keys)
+        low, high = min(idle.values()), max(idle.values())
+        leads = [k for k in keys if strag[k] or late[k]]
+
+        def late_text(k) -> str:
+            return f"entered the collectives last in {last[k]} of {calls[k]} calls: the other ranks wait for it there"
+
+        for k in keys:
+            name = names.get(k, k[1])
+            if n == 1:
+                out[k] = {"role": "alone", "others": [],
+                          "text": f"{name} is the only analysed GPU of job {job}: no other rank to wait on or hold up."}
+            elif strag[k]:
+                text = (f"{name} is the straggler of job {job}: the most idle of its {n} GPUs ({idle[k]:.2f} %; the "
+                        f"job's GPUs range {low:.2f}–{high:.2f} %). Fix this GPU first")
+                text += f"; it also {late_text(k)}." if late[k] else "."
+                out[k] = {"role": "straggler", "others": [], "text": text}
+            elif late[k]:
+                out[k] = {"role": "late rank", "others": [],
+                          "text": f"{name} is the late rank of job {job}: it {late_text(k)}. Fix its own idle first."}
+            elif leads:
+                waits = []
+                if comm[k]:
+                    waits.append(f"{comm[k] / 1e6:,.3f} ms of comm idle after collectives")
+                if measured[k]:
+                    waits.append(f"{wait[k] / 1e6:,.3f} ms waiting for the last rank inside collectives")
+                who = " and ".join(("the straggler" if strag[x] else "the late rank") + f" {names.get(x, x[1])}"
+                                   for x in leads)
+                out[k] = {"role": "waiting", "others": [(x[0], x[1], names.get(x, x[1])) for x in leads],
+                          "text": f"{name} is not the straggler of job {job}: it waits on {who}"
+                                  + (f" ({'; '.join(waits)})" if waits else "") + ". Fix that GPU first, then this one."}
+            else:
+                out[k] = {"role": "none", "others": [],
+                          "text": f"job {job} has no straggler: the idle of its {n} GPUs ranges {low:.2f}–{high:.2f} %, "
+                                  "within the straggler threshold."}
+    return out
+
+
 def by_cost(jobs: list[dict]) -> list[dict]:
     """The rollup rows ``jobs`` most expensive first (``idle_usd_per_month``; ties keep their order), those whose
     dollars are unpriced (NaN) last."""
@@ -817,6 +920,7 @@ def summarise(res: Results) -> dict:
         # all unpriced: the headline reads unpriced (NaN), never $0.00 (the trend keeps fleet_usd's 0)
         "fleet_usd": math.nan if unpriced_total(len(ok) - ra["unpriced_gpus"], ra["unpriced_gpus"]) else fleet_usd(fleet),
         "rates_assumed": ra, "trust": trust_split(fleet), "meter": meter_summary(fleet),
+        "basis": extrapolation_basis(fleet),
         "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
         "errors": [{"report": str(r.report), "error": str(r.error)}

@@ -63,6 +63,11 @@ def signed(value, decimals: int = 2, unit: str = "") -> str:
     return ("+" if value > 0 else MINUS) + f"{abs(value):,.{decimals}f}{unit}"
 
 
+def secs(ns) -> str:
+    """Integer ns as seconds, ``30.873 s`` (``0.200 s``): how the pages show a start-up wait (docs/outputs.md)."""
+    return f"{int(ns) / 1e9:,.3f} s"
+
+
 def pct(value, decimals: int = 2) -> str:
     """``23.21 %``."""
     return f"{float(value):,.{decimals}f} %"
@@ -98,3 +103,100 @@ def trust_text(trust: dict) -> str:
         trusted = (f"Of it, {usd(trust['trusted_usd'])}/month rests on trusted captures ({trust['trusted_gpus']} "
                    f"GPU(s) of tier medium or high{some(trust['trusted_unpriced'])})")
     return trusted + "; " + (f"apart, {other}." if trust["other_gpus"] else "none apart (no GPU of tier toy or low).")
+
+
+def seconds(ns) -> str:
+    """A window's length for people: ``0.21 s`` from 0.1 s on, else ``8.6 ms``."""
+    ns = int(ns)
+    return f"{ns / 1e9:,.2f} s" if ns >= 100_000_000 else f"{ns / 1e6:,.1f} ms"
+
+
+def basis_text(basis: dict | None, meter: dict | None) -> str:
+    """What every month of the report is extrapolated from, in one sentence for its first screen
+    (:func:`~pipeline.report.summary.extrapolation_basis`, :func:`~pipeline.report.summary.meter_summary`;
+    docs/outputs.md#reports-for-people): the GPUs, their windows (each one's range and the sum), their stable
+    iterations, and the sampled meter's periods per GPU with whether they are enough for a reading. ``""`` without
+    an analysed GPU."""
+    from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
+
+    if not basis:
+        return ""
+    lo, hi = basis["window_min_ns"], basis["window_max_ns"]
+    windows = seconds(lo) if lo == hi else f"{seconds(lo).split(' ')[0]}–{seconds(hi)}" if (
+        seconds(lo).split(" ")[1] == seconds(hi).split(" ")[1]) else f"{seconds(lo)}–{seconds(hi)}"
+    text = (f"Every month here extrapolates short captures: {basis['gpus']} GPU(s), windows of {windows} each "
+            f"({seconds(basis['window_ns'])} in all)")
+    if basis["iterations_min"] is not None:
+        text += f", {span_text(basis['iterations_min'], basis['iterations_max'])} stable iterations per GPU"
+        if basis["no_iterations"]:
+            text += f" ({basis['no_iterations']} GPU(s) with none: a window not made of iterations)"
+    else:
+        text += ", no window made of stable iterations"
+    if basis["periods_min"] is not None:
+        text += (f"; the sampled meter: {span_text(basis['periods_min'], basis['periods_max'])} sample period(s) "
+                 "per GPU")
+        if meter and not meter["gpus"]:
+            text += f", under the {FEW_PERIODS_PER_GPU} a reading needs: no meter reading shown"
+        elif meter and meter["short"]:
+            text += (f", the reading over the {meter['gpus']} GPU(s) with at least {FEW_PERIODS_PER_GPU} "
+                     f"({len(meter['short'])} with fewer left out)")
+    return text + "."
+
+
+#: How the pages (the report, the GPU pages) say to price an unpriced GPU: in words, no configuration key (the
+#: command line's hints and docs/definitions.md#cost give the keys: :data:`pipeline.analysis.cost.HOW_TO_PRICE`).
+PRICE_ON_PAGES = "to price them, add their model to the rate card (docs/definitions.md#cost says how)"
+
+#: A configuration key in a text of the analysis: ``(window.training_ranges)``, `` `cost.default_model` ``,
+#: ``cost.unlisted: default`` (the sections of the config, :mod:`pipeline.config`).
+_CONFIG_KEY = (r"`?(?:analysis|confidence|meter|collective|diagnosis|categories|window|cost|labels|dask|export|cache|"
+               r"storage|sweep)\.[a-z_]+(?:: [a-z]+)?`?")
+
+
+def for_pages(text) -> str:
+    """A text of the analysis as the pages show it to people who do not edit the configuration (issue 45): the
+    engineers' pricing hint (:data:`pipeline.analysis.cost.HOW_TO_PRICE`) as :data:`PRICE_ON_PAGES`, a bracketed
+    configuration key after a piece of evidence (``NVTX range 'x' (window.training_ranges)``) left out, and any
+    other key in it said as ``a setting``. The records, the CSV files and the command line keep the keys."""
+    import re
+
+    from ..analysis.cost import HOW_TO_PRICE
+
+    text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
+    text = re.sub(r"\s*\(" + _CONFIG_KEY + r"\)", "", text)
+    return re.sub(_CONFIG_KEY, "a setting", text)
+
+
+def keep_words(text):
+    """``text`` as HTML (escaped) whose words holding a hyphen or a slash (``A100-SXM4-80GB``, ``2026-12-01``,
+    ``pid145/dev1``) are each one ``<span class="w">``, which the pages never break (``white-space: nowrap``): a
+    name or a date is never cut across two lines (docs/outputs.md#reports-for-people)."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"\S*[-/\u2013]\S*", lambda m: f'<span class="w">{m.group(0)}</span>', str(escape(str(text)))))
+
+
+def remedy_summary(part: str) -> str:
+    """One part of a fix-first remedy (:func:`pipeline.analysis.fixfirst.remedy_parts`) as the report's cell shows it
+    closed: a part for several GPUs by their count (``17 of 20 GPUs: <remedy>``; the names are in the opened list
+    and fix_first.csv), a part for one GPU by its name (``A100 #2 pid84669/dev0 (1 of 24 GPUs): <remedy>``), any
+    other text as it is."""
+    import re
+
+    m = re.fullmatch(r"(.*?) \((\d+) of (\d+) GPUs\): (.*)", str(part), re.S)
+    if not m or m.group(2) == "1":
+        return str(part)
+    return f"{m.group(2)} of {m.group(3)} GPUs: {m.group(4)}"
+
+
+def name_breaks(text):
+    """A name (a job, a cluster) as HTML (escaped) that may break after each ``_``, ``.`` or ``/`` (``<wbr>``) as
+    after a hyphen, and nowhere inside a word (``td.name``: ``overflow-wrap: normal``): ``ws128_sampled_rank0`` never
+    reads ``ws128_sampl`` / ``ed_rank0`` (docs/outputs.md#reports-for-people)."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"([_./])", r"\1<wbr>", str(escape(str(text)))))
