@@ -27,13 +27,15 @@ def same_lines(text: str, out: Path, caches: Path) -> list[str]:
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` but a lock (it names its holder's pid) and a cache's (``cache/``: what a
-    cache holds may differ, e.g. a plot a process drew before is not drawn again; no output depends on it);
-    a night's manifest without its ``html`` stamp (a digest of its history files' mtimes and inodes)."""
+    """Every file under ``folder`` but a lock (it names its holder's pid), a cache's (``cache/``: what a
+    cache holds may differ, e.g. a plot a process drew before is not drawn again; no output depends on it)
+    and the sweep's identity index (it records only files older than 2 s: timing); a night's manifest
+    without its ``html`` stamp (a digest of its history files' mtimes and inodes)."""
     got = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if path.is_file() and not path.name.endswith(".lock") and rel.parts[0] != "cache":
+        if path.is_file() and not path.name.endswith(".lock") and rel.parts[0] != "cache" \
+                and path.name != "identity-index.json":
             got[str(rel)] = path.read_bytes()
             if path.name == ".manifest.json":
                 got[str(rel)] = json.dumps({k: v for k, v in json.loads(got[str(rel)]).items() if k != "html"})
