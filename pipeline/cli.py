@@ -378,8 +378,6 @@ def total_lines(fleet: pd.DataFrame) -> str:
     GPU`` when every analysed GPU is unpriced, never $0.00; no total without an analysed GPU), the rates assumed or
     missing on lines of their own, and the total cut by confidence tier (:func:`trust_lines`); every line within 120
     columns."""
-    import textwrap
-
     from .analysis.cost import models_text, unpriced_total
     from .fleet.reduce import assumed_text, rate_assumptions
     from .schema import DUPLICATE, analysed_rows

@@ -3,6 +3,13 @@ pages): plain functions of numbers, with no page machinery, so the command line 
 report's (docs/outputs.md)."""
 from __future__ import annotations
 
+import re
+
+from markupsafe import Markup, escape
+
+from ..analysis.cost import HOW_TO_PRICE
+from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
+
 #: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
 NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
 
@@ -117,7 +124,6 @@ def basis_text(basis: dict | None, meter: dict | None) -> str:
     docs/outputs.md#reports-for-people): the GPUs, their windows (each one's range and the sum), their stable
     iterations, and the sampled meter's periods per GPU with whether they are enough for a reading. ``""`` without
     an analysed GPU."""
-    from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
 
     if not basis:
         return ""
@@ -158,9 +164,7 @@ def for_pages(text) -> str:
     engineers' pricing hint (:data:`pipeline.analysis.cost.HOW_TO_PRICE`) as :data:`PRICE_ON_PAGES`, a bracketed
     configuration key after a piece of evidence (``NVTX range 'x' (window.training_ranges)``) left out, and any
     other key in it said as ``a setting``. The records, the CSV files and the command line keep the keys."""
-    import re
 
-    from ..analysis.cost import HOW_TO_PRICE
 
     text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
     text = re.sub(r"\s*\(" + _CONFIG_KEY + r"\)", "", text)
@@ -171,9 +175,7 @@ def keep_words(text):
     """``text`` as HTML (escaped) whose words holding a hyphen or a slash (``A100-SXM4-80GB``, ``2026-12-01``,
     ``pid145/dev1``) are each one ``<span class="w">``, which the pages never break (``white-space: nowrap``): a
     name or a date is never cut across two lines (docs/outputs.md#reports-for-people)."""
-    import re
 
-    from markupsafe import Markup, escape
 
     return Markup(re.sub(r"\S*[-/\u2013]\S*", lambda m: f'<span class="w">{m.group(0)}</span>', str(escape(str(text)))))
 
@@ -183,7 +185,6 @@ def remedy_summary(part: str) -> str:
     closed: a part for several GPUs by their count (``17 of 20 GPUs: <remedy>``; the names are in the opened list
     and fix_first.csv), a part for one GPU by its name (``A100 #2 pid84669/dev0 (1 of 24 GPUs): <remedy>``), any
     other text as it is."""
-    import re
 
     m = re.fullmatch(r"(.*?) \((\d+) of (\d+) GPUs\): (.*)", str(part), re.S)
     if not m or m.group(2) == "1":
@@ -195,8 +196,6 @@ def name_breaks(text):
     """A name (a job, a cluster) as HTML (escaped) that may break after each ``_``, ``.`` or ``/`` (``<wbr>``) as
     after a hyphen, and nowhere inside a word (``td.name``: ``overflow-wrap: normal``): ``ws128_sampled_rank0`` never
     reads ``ws128_sampl`` / ``ed_rank0`` (docs/outputs.md#reports-for-people)."""
-    import re
 
-    from markupsafe import Markup, escape
 
     return Markup(re.sub(r"([_./])", r"\1<wbr>", str(escape(str(text)))))
