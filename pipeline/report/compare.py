@@ -400,7 +400,8 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     ``usd`` of each GPU's idle fraction
     at the rates of ``rate_rows`` (the matching GPU of the side whose rates price it; default ``rows``),
     summed over the priced ones (:func:`~pipeline.analysis.cost.priced_sum`: NaN only when none is priced), and
-    of those rates ``assumed_usd``, ``assumed_gpus``, ``unpriced_gpus``
+    each category's ``cat_<c>_usd`` (its share of W priced alike), ``gpu_month_usd`` (the priced GPUs' month at
+    full idle), and of those rates ``assumed_usd``, ``assumed_gpus``, ``unpriced_gpus``
     (:func:`~pipeline.analysis.cost.assumed_split`; docs/definitions.md#compare-deltas)."""
     rate_rows = rate_rows or rows
     window = sum(int(r["window_ns"]) for r in rows)
@@ -443,7 +444,9 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     floor (else None); ``reading`` (:data:`READINGS`): ``saving``, ``idle up``, ``no change detectable`` or
     ``unknown``, of these rows against their own floor (a job's from its pooled GPUs, never its GPUs' readings). Per rate basis (``after_rates``, ``fixed_rates``; both sides priced by one side's rows, so
     the same GPUs): ``assumed_usd_before_<basis>``, ``assumed_usd_after_<basis>`` (USD at assumed rates),
-    ``assumed_gpus_<basis>`` and ``unpriced_gpus_<basis>`` (counts)."""
+    ``assumed_gpus_<basis>`` and ``unpriced_gpus_<basis>`` (counts). For the gate (:func:`gate`):
+    ``cat_<c>_usd_change_after_rates`` (each category's idle USD at the after side's rates, after − before) and
+    ``noise_floor_usd`` (``noise_floor_pts`` / 100 × the after side's priced GPUs' month at full idle)."""
     fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
     out = {"before": fb, "after": fa}
     out["idle_pct_change_pts"] = fa["idle_pct"] - fb["idle_pct"]
