@@ -238,6 +238,8 @@ EXIT_STATUSES = {
        "counts and names the files not written)",
     2: "nothing done: a wrong option, config, scheduler address, RESULTS or --out (not gpu-idle's, or being "
        "written)",
+    3: "compare's gate failed: a job's idle $/month grew by more than --fail-above (a category) or "
+       "--fail-above-total (its total) beyond its noise floor, or, with --strict, a job could not be gated",
     130: "interrupted by SIGINT (Ctrl-C); the worker processes end with it",
     143: "interrupted by SIGTERM; the worker processes end with it",
 }
@@ -630,14 +632,22 @@ def slurm_job(configs):
               help="Output folder: compare.csv, compare.json, compare.html, records/ (and before/, after/: the run "
                    "folders of a side that names reports). Without it nothing is written: the comparison is only "
                    "printed (a side that names reports is analysed into a temporary folder, removed afterwards).")
-@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
-              help="What is printed: text (a few lines) or md (the comparison in Markdown, for chat).")
+@click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True,
+              help="What is printed: text (a few lines), md (the comparison in Markdown, for chat or a pull-request "
+                   "comment) or json (compare.json's content).")
 @click.option("--force", is_flag=True, help="Show the figures of a job that is not comparable, every one marked.")
+@click.option("--fail-above", "fail_above", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Gate: exit status 3 when any category's idle $/month of a job grew by more than USD beyond the "
+                   "job's noise floor (docs/operations.md#compare-as-a-ci-gate).")
+@click.option("--fail-above-total", "fail_above_total", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Gate: exit status 3 when a job's total idle $/month grew by more than USD beyond its noise floor.")
+@click.option("--strict", is_flag=True,
+              help="With a gate: a job that cannot be gated (not comparable, unpriced, no noise floor) fails it too.")
 @click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="YAML config for the sides that name reports (repeatable).")
 @click.option("--window", type=click.Choice(["auto", "span", "nvtx", "periodic"]), default=None,
               help="Window rule for the sides that name reports (as `gpu-idle run --window`).")
-def compare(before, after, out_dir, fmt, force, configs, window):
+def compare(before, after, out_dir, fmt, force, fail_above, fail_above_total, strict, configs, window):
     """Compare BEFORE and AFTER (docs/definitions.md#compare): each a `gpu-idle run --out` folder or sweep
     state folder (its stored results, nothing analysed again), or reports as `gpu-idle run` takes them (a
     file or a folder of them: analysed by `run`'s driver into DIR/before or DIR/after, reusing stored
@@ -646,11 +656,12 @@ def compare(before, after, out_dir, fmt, force, configs, window):
     DIR/compare.csv, compare.json, compare.html and records/<job>.md (each job's page, before above after);
     without --out only prints. Exit status 2 when a side does not exist, holds no report or cannot be read,
     DIR is a gpu-idle run or sweep output folder, or DIR holds a file of these names that gpu-idle compare did
-    not write (nothing is written then)."""
+    not write (nothing is written then). Exit status 3 when the gate (--fail-above, --fail-above-total) fails."""
     from .io import folder_lock
     from .report.compare import CompareNotWritten
     from .report.compare import compare as compare_sides
-    from .report.compare import read_side, render_markdown, render_text, report_kernel_reader, write_compare
+    from .report.compare import GATE_FAILED, gate, json_result, read_side, render_markdown, render_text, \
+        report_kernel_reader, write_compare
     from .report.summary import ReportError, is_sweep_dir
     from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
@@ -697,6 +708,8 @@ def compare(before, after, out_dir, fmt, force, configs, window):
         except ReportError as exc:
             raise click.UsageError(message(exc)) from exc
         result = compare_sides(sides, force=force, min_iterations=cfg.confidence.medium_min_iterations)
+        if fail_above is not None or fail_above_total is not None:
+            result["gate"] = gate(result, fail_above, fail_above_total, strict)
         if out_dir is not None:
             try:
                 with folder_lock(out_dir, command="gpu-idle compare"):
@@ -710,10 +723,14 @@ def compare(before, after, out_dir, fmt, force, configs, window):
             shutil.rmtree(scratch, ignore_errors=True)
     if fmt == "md":
         echo(render_markdown(result).rstrip("\n"))
+    elif fmt == "json":
+        echo(json_result(result).rstrip("\n"))
     else:
         echo("\n".join(printable(line) for line in render_text(result)))
         if out_dir is not None:
             echo(f"wrote {os.path.join(out_dir, 'compare.html')}, compare.csv, compare.json, records/")
+    if result.get("gate", {}).get("failed"):
+        sys.exit(GATE_FAILED)
 
 
 def _compare_side_reports(cfg, label: str, given: str) -> None:

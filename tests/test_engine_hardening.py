@@ -489,14 +489,14 @@ def test_the_slurm_wait_is_bounded_too(tmp_path):
 
 def test_the_readme_and_every_help_give_the_same_exit_statuses():
     """One table in the README ("Exit status") and the end of each command's --help list the same
-    statuses (pipeline.cli.EXIT_STATUSES: 0, 1, 2, 130, 143). Before: the README named 0, 1 and 2 in
+    statuses (pipeline.cli.EXIT_STATUSES: 0, 1, 2, 3 (compare's gate, issue 48), 130, 143). Before: the README named 0, 1 and 2 in
     passing, and no --help said what 2 or an interruption gives."""
     from pipeline.cli import EXIT_STATUSES
 
     section = (REPO / "README.md").read_text().split("\n### Exit status\n", 1)[1].split("\n#", 1)[0]
     rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
-    assert rows[1:] == [str(code) for code in EXIT_STATUSES] == ["0", "1", "2", "130", "143"]
-    for command in ("", "run", "sweep", "report", "synth", "slurm-job"):
+    assert rows[1:] == [str(code) for code in EXIT_STATUSES] == ["0", "1", "2", "3", "130", "143"]
+    for command in ("", "run", "sweep", "report", "compare", "synth", "slurm-job"):
         shown = run_cli(*([command] if command else []), "--help").stdout
         for code, text in EXIT_STATUSES.items():
             assert f"  {code:<4} {text}\n" in shown, (command, code)

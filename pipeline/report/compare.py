@@ -400,7 +400,8 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     ``usd`` of each GPU's idle fraction
     at the rates of ``rate_rows`` (the matching GPU of the side whose rates price it; default ``rows``),
     summed over the priced ones (:func:`~pipeline.analysis.cost.priced_sum`: NaN only when none is priced), and
-    of those rates ``assumed_usd``, ``assumed_gpus``, ``unpriced_gpus``
+    each category's ``cat_<c>_usd`` (its share of W priced alike), ``gpu_month_usd`` (the priced GPUs' month at
+    full idle), and of those rates ``assumed_usd``, ``assumed_gpus``, ``unpriced_gpus``
     (:func:`~pipeline.analysis.cost.assumed_split`; docs/definitions.md#compare-deltas)."""
     rate_rows = rate_rows or rows
     window = sum(int(r["window_ns"]) for r in rows)
@@ -421,6 +422,11 @@ def side_figures(rows: list, hours: float, rate_rows: list | None = None) -> dic
     usd = [_usd(int(r["idle_ns"]) / int(r["window_ns"]), q.get("rate_usd_per_hour"), hours)
            for r, q in zip(rows, rate_rows)]
     out["usd"] = round(priced_sum(usd), 2)   # the priced GPUs' sum; NaN only when every one is unpriced
+    for c in CATEGORIES:   # each category's idle dollars, priced alike (the gate's figures, :func:`gate`)
+        out[f"cat_{c}_usd"] = round(priced_sum([_usd(int(r.get(f"cat_{c}_ns") or 0) / int(r["window_ns"]),
+                                                     q.get("rate_usd_per_hour"), hours)
+                                                for r, q in zip(rows, rate_rows)]), 2)
+    out["gpu_month_usd"] = round(priced_sum([_usd(1.0, q.get("rate_usd_per_hour"), hours) for q in rate_rows]), 2)
     out.update(assumed_split(usd, [bool(q.get("rate_assumed")) for q in rate_rows], [math.isnan(u) for u in usd],
                              [q.get("gpu_model") or r.get("gpu_model") for r, q in zip(rows, rate_rows)]))
     return out
@@ -438,7 +444,9 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
     floor (else None); ``reading`` (:data:`READINGS`): ``saving``, ``idle up``, ``no change detectable`` or
     ``unknown``, of these rows against their own floor (a job's from its pooled GPUs, never its GPUs' readings). Per rate basis (``after_rates``, ``fixed_rates``; both sides priced by one side's rows, so
     the same GPUs): ``assumed_usd_before_<basis>``, ``assumed_usd_after_<basis>`` (USD at assumed rates),
-    ``assumed_gpus_<basis>`` and ``unpriced_gpus_<basis>`` (counts)."""
+    ``assumed_gpus_<basis>`` and ``unpriced_gpus_<basis>`` (counts). For the gate (:func:`gate`):
+    ``cat_<c>_usd_change_after_rates`` (each category's idle USD at the after side's rates, after − before) and
+    ``noise_floor_usd`` (``noise_floor_pts`` / 100 × the after side's priced GPUs' month at full idle)."""
     fb, fa = side_figures(b_rows, hours_b), side_figures(a_rows, hours_a)
     out = {"before": fb, "after": fa}
     out["idle_pct_change_pts"] = fa["idle_pct"] - fb["idle_pct"]
@@ -467,6 +475,10 @@ def deltas(b_rows: list, a_rows: list, hours_b: float, hours_a: float) -> dict:
                usd_before_fixed_rates=fixed[0], usd_after_fixed_rates=fixed[1],
                usd_change_fixed_rates=round(fixed[1] - fixed[0], 2))
     out["saving_usd_per_month"] = -out["usd_change_after_rates"] if out["idle_change"] == "lower" else None
+    b_after = side_figures(b_rows, hours_a, a_rows)
+    for c in CATEGORIES:
+        out[f"cat_{c}_usd_change_after_rates"] = round(fa[f"cat_{c}_usd"] - b_after[f"cat_{c}_usd"], 2)
+    out["noise_floor_usd"] = round(out["noise_floor_pts"] / 100.0 * fa["gpu_month_usd"], 2)
     out["reading"] = READINGS[out["idle_change"]]
     return out
 
@@ -603,6 +615,95 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
                               for s, k, rows in pairing["unpaired_jobs"]]}
 
 
+# ---------------------------------------------------------------------------------------------- the gate
+
+#: The exit status of ``gpu-idle compare`` whose gate failed (:func:`gate`; ``pipeline.cli.EXIT_STATUSES``).
+GATE_FAILED = 3
+
+
+def gate(result: dict, above: float | None = None, above_total: float | None = None, strict: bool = False) -> dict:
+    """The CI gate in dollars over a :func:`compare` result (docs/operations.md#compare-as-a-ci-gate): per job pair,
+    each category's idle USD per month at the after side's rates (``cat_<c>_usd_change_after_rates`` of its
+    :func:`deltas`, when ``above`` is given) and the job's total (``usd_change_after_rates``, when ``above_total``
+    is given) fail when their growth exceeds the job's noise floor in dollars (``noise_floor_usd``: the idle
+    share's floor in points × the priced GPUs' month at full idle) by more than the threshold. A job not
+    comparable, unpriced or whose floor is unknown is not gated, saying why, and fails the gate only when
+    ``strict``; so does a comparison in which no job paired. Returns ``{"above_usd", "above_total_usd", "strict",
+    "failed", "jobs": [{"job", "applied", "why", "checks": [{"what", "growth_usd", "floor_usd", "excess_usd",
+    "threshold_usd", "reading", "failed"}]}], "verdict": text}``; ``reading`` is ``above the threshold``,
+    ``below the threshold``, ``inside the noise floor`` or ``unpriced``."""
+    jobs = []
+    for job in result["jobs"]:
+        v, d = job["verdict"], job.get("deltas")
+        if not v["comparable"]:
+            why = "not comparable: " + "; ".join(v["reasons"])
+        elif d is None:
+            why = "no GPU paired"
+        elif _nan(d["usd_after_after_rates"]):
+            why = "unpriced: no GPU of the job has a rate"
+        elif _nan(d["noise_floor_pts"]):
+            why = "the noise floor is unknown (" + (d.get("noise_floor_note") or
+                                                    "no stable iterations on a side to measure it") + ")"
+        else:
+            why = ""
+        entry = {"job": _title(job), "applied": not why, "why": why, "checks": []}
+        wanted = ([(c, f"cat_{c}_usd_change_after_rates", above) for c in CATEGORIES] if above is not None else []) \
+            + ([("total", "usd_change_after_rates", above_total)] if above_total is not None else [])
+        for what, key, limit in (wanted if not why else []):
+            growth, floor = d[key], d["noise_floor_usd"]
+            if _nan(growth):
+                entry["checks"].append({"what": what, "growth_usd": None, "floor_usd": floor, "excess_usd": None,
+                                        "threshold_usd": limit, "reading": "unpriced", "failed": False})
+                continue
+            excess = round(growth - floor, 2)
+            failed = excess > limit
+            reading = "above the threshold" if failed else ("inside the noise floor" if growth <= floor
+                                                             else "below the threshold")
+            entry["checks"].append({"what": what, "growth_usd": growth, "floor_usd": floor, "excess_usd": excess,
+                                    "threshold_usd": limit, "reading": reading, "failed": failed})
+        jobs.append(entry)
+    if not jobs:
+        jobs.append({"job": "", "applied": False, "why": "nothing paired", "checks": []})
+    over = [(j, c) for j in jobs for c in j["checks"] if c["failed"]]
+    skipped = [j for j in jobs if not j["applied"]]
+    failed = bool(over) or (strict and bool(skipped))
+    if over:
+        verdict = f"FAILED: {len(over)} figure(s) grew by more than the threshold beyond the noise floor"
+    elif failed:
+        verdict = f"FAILED (--strict): {len(skipped)} job(s) not gated"
+    elif skipped and len(skipped) == len(jobs):
+        verdict = "not applied: no job could be gated (--strict makes that a failure)"
+    else:
+        verdict = "passed" + (f"; {len(skipped)} job(s) not gated (--strict makes that a failure)" if skipped else "")
+    return {"above_usd": above, "above_total_usd": above_total, "strict": bool(strict), "failed": failed,
+            "jobs": jobs, "verdict": verdict}
+
+
+def gate_lines(g: dict) -> list[str]:
+    """The gate's verdict (:func:`gate`) as plain lines: the verdict, then per job why it was not gated, or each
+    figure that failed or grew (growth, noise floor, excess over it, threshold), and how many did not grow."""
+    limits = "; ".join(t for t in (f"--fail-above {usd(g['above_usd'])}" if g["above_usd"] is not None else "",
+                                   f"--fail-above-total {usd(g['above_total_usd'])}"
+                                   if g["above_total_usd"] is not None else "",
+                                   "--strict" if g["strict"] else "") if t)
+    lines = [f"gate ({limits}): {g['verdict']}"]
+    for j in g["jobs"]:
+        name = j["job"] or "the comparison"
+        if not j["applied"]:
+            lines.append(f"  {name}: not gated: {j['why']}")
+            continue
+        grew = [c for c in j["checks"] if c["failed"] or (c["growth_usd"] or 0) > 0]
+        for c in grew:
+            what = "total idle" if c["what"] == "total" else f"{c['what']} idle"
+            lines.append(f"  {name}: {what} {_signed_money(c['growth_usd'])}/month against a noise floor of "
+                         f"{_money(c['floor_usd'])} ({_signed_money(c['excess_usd'])} beyond it) and a threshold of "
+                         f"{_money(c['threshold_usd'])}: {c['reading']}" + (" (FAILED)" if c["failed"] else ""))
+        rest = len(j["checks"]) - len(grew)
+        if rest:
+            lines.append(f"  {name}: {rest} other figure(s) did not grow")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------- outputs
 
 #: compare.csv's columns: one row per GPU pair and per job (``level``), then one per unpaired GPU.
@@ -708,6 +809,11 @@ def _plain(obj):
     if isinstance(obj, (float, np.floating)):
         return None if math.isnan(float(obj)) else float(obj)
     return obj
+
+
+def json_result(result: dict) -> str:
+    """compare.json (and ``--format json``): the :func:`compare` result, with its ``gate`` when one was asked for."""
+    return json_text(_plain(result))
 
 
 #: A kernel name in the Markdown is cut to this many characters (the last one ``…``).
@@ -903,6 +1009,8 @@ def render_text(result: dict) -> list[str]:
         if side["failed"]:
             lines.append(f"{side['label']}: {len(side['failed'])} failed report(s) in {side['source']}, "
                          "not compared (--format md and compare.json name them)")
+    if result.get("gate"):
+        lines += gate_lines(result["gate"])
     return lines
 
 
@@ -928,6 +1036,9 @@ def render_markdown(result: dict) -> str:
     for s in result["sides"]:
         lines.append(f"- {s['label']}: {md_text(s['source'])} ({s['gpus']} GPU(s)"
                      + (f", {len(s['failed'])} failed report(s)" if s["failed"] else "") + ")")
+    if result.get("gate"):   # the verdict first: the pull-request comment's first line says pass or fail
+        head, *rest = gate_lines(result["gate"])
+        lines += ["", "## Gate", "", f"**{md_text(head)}**", ""] + [f"- {md_text(x.strip())}" for x in rest]
     if not result["jobs"]:
         lines += ["", md_text(no_pairs_text(result))]
     still = []
@@ -1063,7 +1174,7 @@ def write_compare(out_dir: str, result: dict, sides: tuple) -> list[str]:
     if refused:
         raise CompareNotWritten(refused + "; nothing written")
     records = os.path.join(out_dir, "records")
-    texts = {"compare.csv": render_csv(result), "compare.json": json_text(_plain(result)),
+    texts = {"compare.csv": render_csv(result), "compare.json": json_result(result),
              "compare.html": render_html(result, seed_pages(result, sides))}
     for page in seed_pages(result, sides, records):
         texts[f"records/{record_stem(page['title'])}.md"] = stacked_record(page["title"], page["before"], page["after"])
@@ -1165,4 +1276,5 @@ def render_html(result: dict, pages: list | None = None) -> str:
 
 __all__ = ["SIDES", "Side", "KernelTimes", "ReportError", "read_side", "kernel_times", "pair_gpus", "verdict",
            "deltas", "gap_changes", "compare", "pairing_warning", "confidence", "side_names", "render_csv", "render_markdown", "render_text",
-           "stacked_record", "write_compare", "run_folder_reason", "page_links", "dollars_line", "no_pairs_text"]
+           "stacked_record", "write_compare", "run_folder_reason", "page_links", "dollars_line", "no_pairs_text",
+           "GATE_FAILED", "gate", "gate_lines", "json_result"]
