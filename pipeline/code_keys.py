@@ -41,7 +41,7 @@ PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: Paths under the package (folders: every ``*.py`` below them) that a stored result depends on.
 RESULT_CODE = ("load", "analysis", "engine", "work", "fleet", "inputs", "model.py", "schema.py", "config.py",
                "arrays.py", "frames.py", "text.py", "memory.py", "io.py", "checksums.py", "snapshot.py", "store",
-               "kinds.py")
+               "kinds.py", "categories.py")
 #: Every other path of the package, with why no stored result depends on it: each module is in
 #: :data:`RESULT_CODE` or here (tests/test_result_keys.py holds it), so a new module is classified when added.
 OUTSIDE_RESULTS = {

@@ -15,18 +15,20 @@ import numpy as np
 import pandas as pd
 
 from .arrays import row_groups
+from .categories import application, caveats
 from .code_keys import result_code
 
-#: Per-gap categories in the order of docs/definitions.md#categories (first match wins), then the per-GPU ``launch``.
-GAP_CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "cpu")
+#: Per-gap categories in the order of docs/definitions.md#categories (first match wins), then the per-GPU ``launch``
+#: (all from the registry, :data:`pipeline.categories.REGISTRY`).
+GAP_CATEGORIES = tuple(c.name for c in application() if c.per_gap)
 #: Every category of the fleet table's ``cat_*`` columns, in the order of docs/definitions.md#categories.
-CATEGORIES = ("data", "comm", "sync", "boundary", "periodic", "launch", "cpu")
+CATEGORIES = tuple(c.name for c in application())
 #: Causes of idle that are not the application's (docs/definitions.md#caveats): tested before every category,
 #: never priced as the application's fixable idle, never ``main_category`` or ``actionable``; shown
 #: apart in their own ``cat_*`` columns with their cost. ``profiler``: Nsight Systems' own overhead
 #: covers the gap; ``untraced``: the trace lost the records there (launches without kernel records,
 #: dropped events).
-CAVEATS = ("profiler", "untraced")
+CAVEATS = tuple(c.name for c in caveats())
 
 #: ENUM_CUDA_MEMCPY_OPER: a copy's direction id (the ``copy_kind`` column of :attr:`Report.copies`)
 #: -> its name, for every input format (an Nsight export's ``copyKind``, a PyTorch profiler trace's

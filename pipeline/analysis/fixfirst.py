@@ -36,6 +36,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .. import categories
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns, trust_rank
@@ -48,16 +49,9 @@ from .names import gpu_names
 #: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
 IMPLAUSIBLE_SHARE = 0.9
 
-#: One-line remedy per application category, in the field's terms (docs/definitions.md#fix-first).
-REMEDIES = {
-    "data": "pinned buffers allocated once, prefetch/overlap H2D with compute, more loader workers",
-    "sync": "find the .item() / progress-bar / hidden framework sync (same position every iteration = in the code)",
-    "comm": "overlap communication with compute; check the straggler first",
-    "boundary": "move per-iteration host work off the critical path",
-    "periodic": "asynchronous checkpoint / evaluation, GC control",
-    "launch": "CUDA graphs / torch.compile / larger kernels",
-    "cpu": "profile the host (data loader, GIL, I/O)",
-}
+#: One-line remedy per application category, in the field's terms (docs/definitions.md#fix-first), from the
+#: registry (:attr:`pipeline.categories.Category.remedy`).
+REMEDIES = categories.Field("remedy", caveat=False)
 
 #: The sections of a fix-first list (``section``), in order: the device-level idle categories' entries, then apart
 #: the wait inside collectives (busy time, never added to the idle).

@@ -32,7 +32,7 @@ from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
-from .. import schema
+from .. import categories, schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
@@ -47,21 +47,11 @@ FORMATS = ("html", "csv", "md")
 __all__ = ["FORMATS", "ReportError", "ReportNotWritten", "write_report", "render_html", "render_csv", "render_markdown"]
 
 
-#: One-line meaning of each application category (the glossary of the page; remedies: fixfirst.REMEDIES).
-GLOSSARY = {
-    "data": "copy-engine work or host-to-device transfers / pinned allocation fill the gap: the data pipeline cannot keep up",
-    "comm": "the kernel before the gap is a collective (NCCL, custom all-reduce): the GPU waits for its peers",
-    "sync": "a synchronising call (stream/device/event sync, blocking memcpy) overlaps the gap: the host waits, then relaunches",
-    "boundary": "the CPU side is quiet and the gap sits at an iteration boundary",
-    "periodic": "rare, very large gaps every k iterations: checkpointing, evaluation, garbage collection",
-    "launch": "the idle is many sub-threshold slivers: the CPU cannot issue kernels fast enough",
-    "cpu": "nothing on the CUDA API side explains the gap (data loader, GIL, I/O)",
-}
+#: One-line meaning of each application category (the glossary of the page; remedies: fixfirst.REMEDIES), from
+#: the registry (:attr:`pipeline.categories.Category.gloss`).
+GLOSSARY = categories.Field("gloss", caveat=False)
 #: Causes that are not the application's: explained on the page, never in the fix-first list.
-CAVEAT_MEANINGS = {
-    "profiler": "Nsight's own overhead (buffer flushes, command buffer full): the gap would not exist unprofiled",
-    "untraced": "the trace is missing there (lost kernel records, dropped events); the row is partial",
-}
+CAVEAT_MEANINGS = categories.Field("gloss", caveat=True)
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,18 +23,16 @@ from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 from matplotlib.text import Text
 
+from .. import categories
 from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
 from ..code_keys import module_digest
 from ..io import write_text
 from ..model import CATEGORIES, CAVEATS
 from ..text import printable
 
-#: One colour per category, the same in every plot and in the HTML legend; the causes that are not
-#: the application's (profiler overhead, untraced) in greys.
-CATEGORY_COLOURS = {
-    "sync": "#d62728", "data": "#ff7f0e", "comm": "#1f77b4", "boundary": "#9467bd",
-    "periodic": "#8c564b", "launch": "#e377c2", "cpu": "#bcbd22", "profiler": "#7f7f7f", "untraced": "#525252",
-}
+#: One colour per category, the same in every plot and in the HTML legend (the registry's,
+#: :attr:`pipeline.categories.Category.colour`); the causes that are not the application's in greys.
+CATEGORY_COLOURS = categories.Field("colour")
 SLIVER_COLOUR = "#c7c7c7"
 KERNEL_COLOUR = "#2ca02c"
 STRAGGLER_COLOUR = "#d62728"
@@ -52,9 +50,10 @@ def source_digest(module_file: str, library_version: str) -> str:
 
 
 def _source_digest() -> str:
-    """:func:`source_digest` of this module and matplotlib: what else a plot's bytes depend on."""
+    """:func:`source_digest` of this module, the category registry (the colours) and matplotlib: what else a
+    plot's bytes depend on."""
 
-    return source_digest(__file__, matplotlib.__version__)
+    return source_digest(__file__, matplotlib.__version__ + module_digest(categories.__file__))
 
 
 def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: str = ".svg") -> str:
