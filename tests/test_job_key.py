@@ -100,8 +100,8 @@ def test_the_report_shows_each_job_with_its_own_figures(run):
     assert sorted(re.findall(r'<section class="record" id="([^"]+)"', html)) == [
         "record-A--train", "record-B--train", "record-solo"]
     jobs = re.search(r'<table id="jobs">(.*?)</table>', html, re.S).group(1)
-    links = re.findall(r'<tr data-job="([^"]*)"><td>[^<]*</td><td>([^<]*)</td>.*?(?:href="#([^"]+)">medical record'
-                       r'|</tr>)', jobs, re.S)
+    links = re.findall(r'<tr data-job="([^"]*)"><td[^>]*>[^<]*</td><td[^>]*>([^<]*)</td>.*?(?:href="#([^"]+)">'
+                       r'medical record|</tr>)', jobs, re.S)
     assert sorted(links) == [("solo", "C", "record-solo"), ("train", "A", "record-A--train"),
                              ("train", "B", "record-B--train")]
     top = {r["gpu_key"]: (r["job"], r["anchor"], round(r["usd"], 2)) for r in s["top"]}

@@ -20,6 +20,7 @@ from conftest import KINETO, PROFILES, run_cli
 from pipeline.analysis import cost
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.cost import HOW_TO_PRICE
+from pipeline.report.words import PRICE_ON_PAGES, for_pages
 from pipeline.config import ConfigError, CostConfig, Rate, load_config
 from pipeline.load.kineto import load_kineto
 from pipeline.load.report import gpu_trace, load_report
@@ -284,7 +285,9 @@ def test_unlisted_model_unpriced(tmp_path):
     assert "~$: priced at an assumed rate" not in printed and "unpriced: no rate (a model not on the rate card" in printed
     run_cli("report", str(out), "--out", str(out / "report.html"))
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert 'data-usd="292.00"' in html and "; " + html_escape(named).replace("&#x27;", "&#39;") in html   # headline
+    # the headline, its pricing hint in words (the pages name no configuration key: words.for_pages)
+    assert 'data-usd="292.00"' in html and "; " + html_escape(for_pages(named)).replace("&#x27;", "&#39;") in html
+    assert PRICE_ON_PAGES in html and HOW_TO_PRICE not in html.replace("&#39;", "'").replace("&#x27;", "'")
     jobs = re.search(r'<table id="jobs">(.*?)</table>', html, re.S).group(1)
     assert "$292.00" in jobs and f">1 GPU(s) unpriced: {UNLISTED} (1)</span>" in jobs and "at assumed rates</span>" not in jobs
     fix = re.search(r'<table id="fix-list">(.*?)</table>', html, re.S).group(1)

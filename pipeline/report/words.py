@@ -151,7 +151,8 @@ def basis_text(basis: dict | None, meter: dict | None) -> str:
 
 #: How the pages (the report, the GPU pages) say to price an unpriced GPU: in words, no configuration key (the
 #: command line's hints and docs/definitions.md#cost give the keys: :data:`pipeline.analysis.cost.HOW_TO_PRICE`).
-PRICE_ON_PAGES = "to price them, add their model to the rate card (docs/definitions.md#cost says how)"
+PRICE_ON_PAGES = ("to price them, name the rate-card model of each (a label, or a new rate-card entry: "
+                  "docs/definitions.md#cost says how)")
 
 #: A configuration key in a text of the analysis: ``(window.training_ranges)``, `` `cost.default_model` ``,
 #: ``cost.unlisted: default`` (the sections of the config, :mod:`pipeline.config`).
