@@ -93,7 +93,8 @@ check: $(STAMP) k8s-schemas
 # .testmondata). The first run, or one after a dependency changed, runs every test. A test that reaches the
 # changed code only through a `gpu-idle` process of its own is not selected: `make check` runs it.
 check-changed: $(STAMP)
-	$(BIN)/python scripts/timed.py "make check-changed" -- $(BIN)/python -m pytest --quick --testmon -n $(CHECK_WORKERS) $(CHECK_ARGS)
+	$(BIN)/python scripts/timed.py "make check-changed" -- $(BIN)/python -m pytest --quick --testmon -n $(CHECK_WORKERS) --dist loadscope \
+	  $(CHECK_ARGS)
 
 # Issue 44's guard (under 30 s on an idle machine; the 400k-kernel export is generated once into bench/data/):
 # `gpu-idle run` on a generated 400k-kernel export and on each export of ../shared/profiles, and the
