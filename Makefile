@@ -76,8 +76,8 @@ system-note:
 # The edit-test loop (issue 43: at most 3 min and 5 CPU-min on 2 idle cores): every test that needs no
 # system package and is not marked slow, on CHECK_WORKERS processes (pytest-xdist); the tests marked
 # needs_nsys, needs_chromium or needs_slurm are skipped, the reason shown, and those marked slow (1.5 CPU-s
-# or more each) left out, counted (tests/conftest.py --quick). It ends with its wall and CPU time. A module's tests stay on one process (--dist loadscope), so its
-# module fixtures are made once (tests/test_gpu_pages.py: 25 % less CPU than --dist load).
+# or more each) left out, counted (tests/conftest.py --quick). It ends with its wall and CPU time. A module's
+# tests stay on one process (--dist loadscope), so its module fixtures are made once (tests/test_gpu_pages.py: 25 % less CPU than --dist load).
 # CHECK_ARGS: more pytest options (e.g. tests/test_x.py, -x).
 # After the tests pass, the whole-suite check (no CHECK_ARGS) prints the quick performance guard
 # (bench-quick, below); BENCH_QUICK=0 leaves it out, BENCH_QUICK=1 adds it to a run with CHECK_ARGS.

@@ -126,7 +126,10 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     A GPU is shown by its name (:func:`pipeline.report.medical.gpu_names`), a job by its title (``<cluster>/<job>``
     when two clusters run a job of that name). A fleet of more than ``max_rows`` analysed GPUs shows the
     ``max_rows`` most expensive and says how many more fleet.csv holds."""
+    import pandas as pd
+
     from . import schema
+    from .analysis.confidence import trust_rank
     from .report.medical import gpu_names, job_keys, job_titles
     from .schema import JOB_KEY
 
@@ -143,13 +146,11 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         ok["_cluster"] = ok["cluster"].astype(str)
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
-        from .analysis.confidence import trust_rank
         # trusted, then low, then toy (a row of no tier read as low), each most expensive first
         ok["_low"] = [trust_rank(t) if t in ("toy", "low", "medium", "high") else int(bool(lc))
                       for t, lc in zip(ok["confidence_tier"], ok["low_confidence"].fillna(False))]
-        import pandas
         # an unpriced GPU's share of its window ranks it among the unpriced (a priced one's ties: by job key)
-        share = pandas.to_numeric(schema.conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
+        share = pd.to_numeric(schema.conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
         ok["_share"] = share.where(ok["_usd"].isna(), 0.0)
         ok["_job"], ok["_report"], ok["_gpu"] = (ok[c].astype(str) for c in ("job", "report", "gpu_key"))
         # the unpriced GPUs (no dollars) after the priced ones of their group, the most idle first
@@ -411,7 +412,6 @@ def trust_lines(fleet: pd.DataFrame, width: int = 120) -> str:
     trusted card in words (:func:`~pipeline.report.html.trust_text` of
     :func:`~pipeline.report.summary.trust_split`, the one definition of both), indented two spaces and wrapped at
     ``width`` columns."""
-
     from .report.words import trust_text
     from .report.summary import trust_split
 
@@ -762,7 +762,6 @@ def entry() -> None:
     The pipeline does no linear algebra, so numpy's BLAS gets one thread
     (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
     numpy is imported, a quarter of numpy's import time on two CPUs."""
-
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     interrupts.install()
     try:
@@ -809,7 +808,6 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     process; every output file is already closed by then (all are written atomically in ``with``
     blocks). Otherwise it raises ``SystemExit(code)`` for a normal exit.
     """
-
     code = exit_status(code)
     if wait_for_threads and threading.active_count() > 1:
         raise SystemExit(code)

@@ -9,7 +9,6 @@ performance guard), and the line covers them all. Exits with the last command's 
 signal N)."""
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import subprocess

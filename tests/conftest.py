@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from distributed import Client
 
-from suite_costs import add_costs_option, pytest_runtest_protocol, pytest_terminal_summary  # noqa: F401 (hooks)
+from suite_costs import add_costs_option, costs_summary, pytest_runtest_protocol  # noqa: F401 (a hook)
 
 REPO = Path(__file__).resolve().parents[1]
 # Keep the tests' caches out of the user's ~/.cache (inherited by every CLI run below).
@@ -123,10 +123,13 @@ def pytest_configure(config):
         config.pluginmanager.register(SlowCount())
 
 
-def slow_left_out_line(config) -> str | None:
+def pytest_terminal_summary(terminalreporter, config):
+    """How many ``slow`` tests ``--quick`` left out (:data:`SLOW_LEFT_OUT`), then ``--costs``' tables."""
     left_out = config.stash.get(SLOW_LEFT_OUT, 0)
-    return (f"--quick: {left_out} tests marked slow (1.5 CPU-s or more each: whole end-to-end runs) left out; "
-            "`make test` runs them" if left_out and not hasattr(config, "workerinput") else None)
+    if left_out and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(f"--quick: {left_out} tests marked slow (1.5 CPU-s or more each: whole end-to-end "
+                                    "runs) left out; `make test` runs them")
+    costs_summary(terminalreporter, config)
 
 
 #: Why a GPU names no model: an Nsight export without a GPU table, a trace without deviceProperties.

@@ -4,7 +4,7 @@ included, and the CPU of every process it waited for (a CLI run, a Dask worker i
 ``pytest --costs FILE`` appends one JSON line per test to FILE (every xdist worker appends to the same
 file; each line is one ``write``), and the run ends with the modules that cost the most CPU and the
 slowest tests. ``scripts/suite_costs.py FILE`` turns the file into the Testing table of
-docs/operations.md. The hooks are imported by tests/conftest.py."""
+docs/operations.md. Its hook and option are used by tests/conftest.py."""
 from __future__ import annotations
 
 import json
@@ -78,12 +78,8 @@ def by_module(records: list[dict]) -> list[tuple[str, int, float, float]]:
     return sorted(((m, n, w, c) for m, (n, w, c) in sums.items()), key=lambda t: (-t[3], t[0]))
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    from conftest import slow_left_out_line
-
-    line = slow_left_out_line(config)
-    if line:
-        terminalreporter.write_line(line)
+def costs_summary(terminalreporter, config) -> None:
+    """With ``--costs FILE`` (xdist's controller, or a run without xdist): the costliest modules and tests."""
     path = config.getoption("--costs")
     if not path or hasattr(config, "workerinput") or not os.path.exists(path):
         return

@@ -343,6 +343,15 @@ def alive(processes) -> list[int]:
     return out
 
 
+def kill_all(processes) -> None:
+    """SIGKILL each of ``processes`` (psutil) still there: a test's cleanup of the workers it watched."""
+    for p in processes:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command, signum, status", [("run", signal.SIGTERM, 143), ("run", signal.SIGINT, 130),
                                                      ("sweep", signal.SIGTERM, 143)],
@@ -375,11 +384,7 @@ def test_a_signal_ends_the_run_and_its_worker_processes(tmp_path, reports, comma
         assert len(seen) >= 2 and not alive(seen.values()), f"still running: {alive(seen.values())}"
     finally:
         proc.kill()
-        for p in seen.values():
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        kill_all(seen.values())
         proc.wait(timeout=HUNG_S)
 
 
@@ -407,11 +412,7 @@ def test_workers_die_with_a_killed_parent(tmp_path, reports):
             time.sleep(0.2)
         assert len(seen) >= 2 and not alive(seen.values()), f"still running: {alive(seen.values())}"
     finally:
-        for p in seen.values():
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        kill_all(seen.values())
 
 
 @pytest.mark.slow
@@ -585,11 +586,7 @@ def test_sigterm_ends_a_cluster_run_within_the_documented_2_s(tmp_path, reports,
         assert took < PROMISED_CLOSE_S + EXIT_SLACK_S, f"{took:.1f} s after SIGTERM"
     finally:
         proc.kill()
-        for p in seen.values():
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        kill_all(seen.values())
         proc.wait(timeout=HUNG_S)
 
 
