@@ -21,7 +21,7 @@ NIGHTLY ?= configs/nightly.yaml
 NIGHT ?=
 SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT),--night $(NIGHT))
 
-.PHONY: setup run examples test check check-changed system-note clean nsys chromium slurm k8s-schemas sweep rerun report bench \
+.PHONY: setup run examples test check check-changed system-note clean nsys chromium slurm promtool k8s-schemas sweep rerun report bench \
 	bench-hta bench-quick
 
 setup: $(STAMP)
@@ -57,26 +57,28 @@ report: $(STAMP)
 	$(BIN)/gpu-idle sweep $(SWEEP_CONFIG) --report-only
 
 # The system packages `make test` installs machine-wide when missing (apt-get: needs root), said before
-# anything starts: Chromium for the report's browser tests, Slurm and munge for tests/test_slurm.py.
+# anything starts: Chromium for the report's browser tests, Slurm and munge for tests/test_slurm.py,
+# Prometheus for its promtool (tests/test_prom.py checks the metrics file).
 # scripts/apt_install.sh waits (up to 10 minutes, a line every 30 s) for another apt/dpkg holding its lock.
 CHROMIUM_PACKAGES := chromium
 SLURM_PACKAGES := slurm-wlm munge
+PROMETHEUS_PACKAGES := prometheus
 APT_INSTALL := bash scripts/apt_install.sh
 
 # TEST_WORKERS processes (pytest-xdist, one module per process); the run ends with its wall and CPU time.
 TEST_WORKERS ?= 2
-test: system-note $(STAMP) nsys chromium slurm k8s-schemas
+test: system-note $(STAMP) nsys chromium slurm promtool k8s-schemas
 	$(BIN)/python scripts/timed.py "make test" -- $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 system-note:
-	@echo "make test: installs the system packages $(CHROMIUM_PACKAGES) $(SLURM_PACKAGES) with apt-get when missing" \
+	@echo "make test: installs the system packages $(CHROMIUM_PACKAGES) $(SLURM_PACKAGES) $(PROMETHEUS_PACKAGES) with apt-get when missing" \
 	  "(machine-wide: needs root) and unpacks the Nsight Systems CLI into tools/nsys (no root);" \
 	  "\`make check\` runs the tests that need none of them"
 
 # The edit-test loop (issue 43: at most 3 min and 5 CPU-min on 2 idle cores): every test that needs no
 # system package and is not marked slow, on CHECK_WORKERS processes (pytest-xdist); the tests marked
-# needs_nsys, needs_chromium or needs_slurm are skipped, the reason shown, and those marked slow (1.5 CPU-s
-# or more each) left out, counted (tests/conftest.py --quick). It ends with its wall and CPU time. A module's
+# needs_nsys, needs_chromium, needs_slurm or needs_promtool are skipped, the reason shown, and those marked slow
+# (1.5 CPU-s or more each) left out, counted (tests/conftest.py --quick). It ends with its wall and CPU time. A module's
 # tests stay on one process (--dist loadscope), so its module fixtures are made once (tests/test_gpu_pages.py: 25 % less CPU than --dist load).
 # CHECK_ARGS: more pytest options (e.g. tests/test_x.py, -x).
 # After the tests pass, the whole-suite check (no CHECK_ARGS) prints the quick performance guard
@@ -137,6 +139,11 @@ chromium:
 slurm:
 	command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
 	  || $(APT_INSTALL) $(SLURM_PACKAGES)
+
+# Debian's prometheus for its promtool: tests/test_prom.py runs `promtool check metrics` on the metrics file
+# (the package's service is not started).
+promtool:
+	command -v promtool >/dev/null || $(APT_INSTALL) $(PROMETHEUS_PACKAGES)
 
 # The Dask operator's DaskCluster CRD for tests/test_deploy.py: dask-kubernetes' wheel, downloaded
 # (not installed: its dependencies would upgrade python-dateutil under pandas) into tools/wheels/.

@@ -315,7 +315,11 @@ def main():
 @click.option("--wide", is_flag=True,
               help="Print every column of the fleet table's terminal view (device-level and per-stream figures, node, "
                    "GPU key and model), not only the 120-column one that leads with money.")
-def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide):
+@click.option("--prom", "prom", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the fleet table as Prometheus metrics to FILE (text format, written atomically), "
+                   "e.g. into a node exporter's textfile-collector folder as gpu_idle.prom.")
+def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide,
+        prom):
     """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
     with nsys), .sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz));
     files, directories (searched recursively) or globs; local paths or fsspec URLs. In a directory a
@@ -356,23 +360,39 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     if result.kept:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
         echo(f"0 report(s) analysed, {result.reused} reused: the outputs in {out_dir} are up to date {where}")
-        _finish(result.fleet, f"kept everything in {out_dir}", wide)
+        _finish(result.fleet, f"kept everything in {out_dir}", wide, _write_prom(prom, result.fleet))
     fleet = result.fleet
     failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(result.todo), "report"].nunique()
     echo(f"{len(result.todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
          + f", {result.reused} reused {where}")
     if result.engine_problem:
         echo(f"gpu-idle: ERROR: {message(result.engine_problem)}", err=True)
-    _finish(fleet, result.wrote, wide)
+    _finish(fleet, result.wrote, wide, _write_prom(prom, fleet))
 
 
-def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False) -> None:
+def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False, prom_written: bool = True) -> None:
     """Print the fleet table (``wide``: every column, :func:`format_fleet`), the totals (:func:`total_lines`) and
-    what was written; exit 1 when any report failed."""
+    what was written; exit 1 when any report failed or the metrics file could not be written
+    (``prom_written`` false, :func:`_write_prom`)."""
     echo(format_fleet(fleet, wide=wide))
     echo(total_lines(fleet))
     echo(wrote)
-    sys.exit(1 if fleet[fleet["status"] == "error"]["report"].nunique() else 0)
+    sys.exit(1 if fleet[fleet["status"] == "error"]["report"].nunique() or not prom_written else 0)
+
+
+def _write_prom(path: str | None, fleet: pd.DataFrame, night: str | None = None) -> bool:
+    """Write the fleet table as Prometheus metrics to ``path`` (:func:`pipeline.fleet.prom.write_prom`; None:
+    nothing to write). False, with a ``gpu-idle: ERROR:`` line, when it cannot be written."""
+    if not path:
+        return True
+    from .fleet.prom import write_prom
+
+    try:
+        write_prom(path, fleet, night)
+    except OSError as exc:
+        echo(f"gpu-idle: ERROR: metrics file {path} not written: {message(exc)}", err=True)
+        return False
+    return True
 
 
 def total_lines(fleet: pd.DataFrame) -> str:
@@ -500,7 +520,11 @@ def _night(ctx, param, value):
 @click.option("--wide", is_flag=True,
               help="Print every column of the fleet table's terminal view (device-level and per-stream figures, node, "
                    "GPU key and model), not only the 120-column one that leads with money.")
-def sweep(inputs, configs, state_dir, night, force, report_only, future_night, scheduler, workers, dashboard, wide):
+@click.option("--prom", "prom", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the night's fleet table as Prometheus metrics to FILE (default: the sweep.prom setting, "
+                   "relative to the state folder; empty: none).")
+def sweep(inputs, configs, state_dir, night, force, report_only, future_night, scheduler, workers, dashboard, wide,
+          prom):
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
@@ -546,7 +570,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
         echo(f"gpu-idle: ERROR: {message(summary.engine_problem)}", err=True)
     echo(summary.line())
     _not_written(summary.out_dir, summary.not_written)
-    sys.exit(1 if summary.failed or summary.not_written else 0)
+    prom_path = prom or (os.path.join(state_dir or cfg.sweep.state_dir, cfg.sweep.prom) if cfg.sweep.prom else None)
+    prom_written = _write_prom(prom_path, fleet, summary.night)
+    sys.exit(1 if summary.failed or summary.not_written or not prom_written else 0)
 
 
 def _not_written(night_dir: str, not_written: dict) -> None:

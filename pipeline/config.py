@@ -650,10 +650,13 @@ class StorageConfig:
 @dataclass(frozen=True)
 class SweepConfig:
     """The nightly sweep. ``inputs``: paths, globs or URLs to discover every night;
-    ``state_dir``: results, history and nightly outputs (see :mod:`pipeline.runs.sweep`)."""
+    ``state_dir``: results, history and nightly outputs (see :mod:`pipeline.runs.sweep`); ``prom``: the
+    Prometheus metrics file each night writes (:mod:`pipeline.fleet.prom`; relative: under ``state_dir``;
+    empty: none)."""
 
     inputs: tuple[str, ...] = ()
     state_dir: str = "out/sweep"
+    prom: str = ""
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,13 @@ KINETO = Path(os.environ.get("GPU_IDLE_KINETO", PROFILES.parent / "kineto")).res
 
 #: What a test can need from the system, by its marker (registered in pyproject.toml): the fixtures and the
 #: helper functions that need it, and what provides it. `make check` (``--quick``) skips the marked tests,
-#: saying why; `make test` installs all three first. tests/test_markers.py checks that every test reaching
+#: saying why; `make test` installs them all first. tests/test_markers.py checks that every test reaching
 #: one of these fixtures or helpers (from its body, its fixtures, or module functions they call) is marked.
 SYSTEM_NEEDS = {
     "needs_nsys": ({"nsys"}, {"_need_nsys"}, "the Nsight Systems CLI in tools/nsys (`make nsys`)"),
     "needs_chromium": (set(), {"chromium_load"}, "Debian's chromium (`make chromium`, as root)"),
     "needs_slurm": ({"slurm"}, set(), "Debian's slurm-wlm and munge (`make slurm`, as root)"),
+    "needs_promtool": (set(), {"promtool_check"}, "Debian's prometheus for promtool (`make promtool`, as root)"),
 }
 
 
@@ -339,6 +340,19 @@ def dask_cluster(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+
+
+def promtool_check(path: Path) -> str:
+    """``promtool check metrics`` (Debian's prometheus package) on the metrics file ``path``: fails the test when
+    promtool is missing or finds a problem (its lint output, returned otherwise: empty)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool not found: `make promtool` installs Debian's prometheus package")
+    with open(path, "rb") as fh:
+        proc = subprocess.run([promtool, "check", "metrics"], stdin=fh, capture_output=True, timeout=120, check=False)
+    out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    assert proc.returncode == 0 and not out.strip(), out
+    return out
 
 
 def chromium_load(page: Path, shot: Path, size: str) -> str:

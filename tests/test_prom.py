@@ -1,0 +1,279 @@
+"""Issue 48, points 1 and 2: the fleet table as Prometheus metrics (docs/outputs.md#prometheus-metrics) and the
+Grafana dashboard over them (deploy/grafana/).
+
+- the example fleet's metrics file (``gpu-idle run --prom``, a broken report added) passes the real
+  ``promtool check metrics``, and every value parsed back (prometheus_client's parser) equals the fleet table's;
+- assumed and unpriced dollars are marked by ``pricing``, unpriced ones never written as 0;
+- hostile names (quotes, backslashes, newlines, unicode) are escaped and parse back identical;
+- the file is written atomically; one that cannot be written is an error (exit 1), the table still printed;
+- the dashboard's queries name only metrics the product writes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import REPO, promtool_check, run_cli
+from pipeline.fleet import prom
+from pipeline.fleet.prom import METRIC_NAMES, metrics_text, write_prom
+from pipeline.model import CATEGORIES
+from pipeline.schema import FIXABLE
+
+GPU = ("cluster", "job", "node", "report", "gpu")
+
+
+def samples(text: str) -> dict:
+    """``{(name, frozenset(labels.items())): value}`` of a metrics text, parsed by prometheus_client; each
+    series once."""
+    out: dict = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in out, key
+            out[key] = s.value
+    return out
+
+
+def cell(value) -> str:
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
+# ---- the example fleet -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """``gpu-idle run --prom`` on the example fleet with one broken report added: ``(fleet table, metrics file,
+    run arguments)``."""
+    root = tmp_path_factory.mktemp("prom")
+    run_cli("synth", "--example", str(root / "ex"))
+    (root / "ex" / "broken.sqlite").write_bytes(b"not a database")
+    args = ["run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml")]
+    proc = run_cli(*args, "--prom", str(root / "metrics" / "gpu_idle.prom"), check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr   # the broken report: exit status unchanged
+    fleet = pd.read_parquet(root / "out" / "fleet.parquet")
+    return fleet, root / "metrics" / "gpu_idle.prom", args
+
+
+@pytest.mark.needs_promtool
+def test_the_example_fleets_metrics_pass_promtool(example):
+    _, path, _ = example
+    promtool_check(path)
+
+
+def test_the_example_fleets_metrics_equal_the_fleet_table(example):
+    """Each value parsed back equals the table's, worked out here from its columns; nothing else is written."""
+    fleet, path, _ = example
+    got = samples(path.read_text(encoding="utf-8"))
+    want: dict = {}
+
+    def put(name, labels, value):
+        if value is not None and not pd.isna(value):
+            want[("gpu_idle_" + name, frozenset(labels.items()))] = float(value)
+
+    ok = fleet[fleet["status"].isin(["ok", "partial"])]
+    assert len(ok) >= 8 and (fleet["status"] == "error").sum() == 1
+    for r in ok.to_dict("records"):
+        gpu = dict(zip(GPU, (cell(r["cluster"]), cell(r["job"]), cell(r["node"]), r["report"], r["gpu_key"])))
+        priced = "unpriced" if r["unpriced"] else "assumed" if r["rate_assumed"] else "card"
+        info = [v for (n, k), v in got.items() if n == "gpu_idle_gpu_info" and gpu.items() <= dict(k).items()]
+        assert info == [1.0]
+        name = next(dict(k)["gpu_name"] for n, k in got if n == "gpu_idle_gpu_info" and gpu.items() <= dict(k).items())
+        put("gpu_info", {**gpu, "gpu_name": name, "model": cell(r["gpu_model"]), "pricing": priced,
+                         "tier": r["confidence_tier"], "status": r["status"]}, 1)
+        put("window_seconds", gpu, r["window_ns"] / 1e9)
+        put("idle_seconds", gpu, r["idle_ns"] / 1e9)
+        put("idle_ratio", gpu, r["idle_pct"] / 100)
+        put("busy_ratio", gpu, r["busy_pct"] / 100)
+        put("sampled_util_ratio", gpu, r["sampled_util_pct"] / 100)
+        put("comm_exposed_seconds", gpu, r["comm_exposed_ns"] / 1e9)
+        put("comm_exposed_ratio", gpu, r["comm_exposed_pct"] / 100)
+        measured = r["collective_wait_status"] == "measured"
+        if measured:
+            put("collective_wait_seconds", gpu, r["collective_wait_ns"] / 1e9)
+        put("confidence_level", {**gpu, "tier": r["confidence_tier"]},
+            ["toy", "low", "medium", "high"].index(r["confidence_tier"]))
+        usd = {**gpu, "pricing": priced, "tier": r["confidence_tier"]}
+        for c in CATEGORIES:
+            put("category_idle_seconds", {**gpu, "category": c}, r[f"cat_{c}_ns"] / 1e9)
+            put("category_idle_ratio", {**gpu, "category": c}, r[f"cat_{c}_pct"] / 100)
+            if priced != "unpriced":
+                put("category_idle_dollars_per_month", {**usd, "category": c},
+                    r[f"fix_{c}_usd_per_month"] if c in FIXABLE else r[f"{c}_usd_per_month"])
+        if priced != "unpriced":
+            put("idle_dollars_per_month", usd, r["idle_usd_per_month"])
+            put("comm_exposed_dollars_per_month", usd, r["comm_exposed_usd_per_month"])
+            if measured:
+                put("collective_wait_dollars_per_month", usd, r["collective_wait_usd_per_month"])
+    for (cluster, job), rows in fleet.groupby(["cluster", "job"]):
+        good = rows[rows["status"].isin(["ok", "partial"])]
+        for priced, n in (("card", (~good["unpriced"] & ~good["rate_assumed"]).sum()),
+                          ("assumed", good["rate_assumed"].sum()), ("unpriced", good["unpriced"].sum())):
+            put("gpus", {"cluster": cluster, "job": job, "pricing": priced}, n)
+        bad = rows.loc[rows["status"] == "error", "report"].unique()
+        put("failed_reports", {"cluster": cluster, "job": job}, len(bad))
+        for report in bad:
+            put("failed_report_info", {"cluster": cluster, "job": job, "report": report}, 1)
+    assert got == want
+    # the fleet's total, read back: the dollar series sum to the table's
+    total = sum(v for (n, _), v in got.items() if n == "gpu_idle_idle_dollars_per_month")
+    assert math.isclose(total, fleet["idle_usd_per_month"].astype(float).sum(), rel_tol=1e-12)
+    assert sum(v for (n, _), v in got.items() if n == "gpu_idle_failed_reports") == 1
+    assert {n for n, _ in got} == set(METRIC_NAMES) - {"gpu_idle_night_timestamp_seconds"}
+
+
+def test_an_unwritable_metrics_file_is_an_error_and_the_table_still_printed(example, tmp_path):
+    """The second run reuses every result; its metrics file's folder is a file: exit 1, one ERROR line."""
+    _, _, args = example
+    (tmp_path / "taken").write_text("a file", encoding="utf-8")
+    proc = run_cli(*args, "--prom", str(tmp_path / "taken" / "gpu_idle.prom"), check=False)
+    assert proc.returncode == 1
+    assert f"gpu-idle: ERROR: metrics file {tmp_path / 'taken' / 'gpu_idle.prom'} not written" in proc.stderr
+    assert "$/month" in proc.stdout
+
+
+# ---- small fleets worked out by hand ------------------------------------------------------------------
+
+def row(**kw) -> dict:
+    base = {"report": "a.sqlite", "cluster": "c1", "job": "train", "node": "n1", "gpu_key": "pid1/dev0",
+            "gpu_model": "H100", "status": "ok", "window_ns": 2_000_000_000, "idle_ns": 500_000_000,
+            "idle_pct": 25.0, "busy_pct": 75.0, "sampled_util_pct": 100.0, "comm_exposed_ns": 0,
+            "comm_exposed_pct": 0.0, "collective_wait_status": "none", "collective_wait_ns": None,
+            "rate_assumed": False, "unpriced": False, "idle_usd_per_month": 500.0,
+            "comm_exposed_usd_per_month": 0.0, "collective_wait_usd_per_month": None, "confidence_tier": "medium",
+            **{f"cat_{c}_ns": 0 for c in CATEGORIES}, **{f"cat_{c}_pct": 0.0 for c in CATEGORIES},
+            **{f"fix_{c}_usd_per_month": 0.0 for c in FIXABLE},
+            "profiler_usd_per_month": 0.0, "untraced_usd_per_month": 0.0}
+    return {**base, **kw}
+
+
+HOSTILE_JOB = 'say "hi"\\ \u00e9t\u00e9\nnext'
+HOSTILE_REPORT = '/data/r\u00e9sum\u00e9 "x" \\ y\n\u6f22.sqlite'
+
+
+def test_assumed_and_unpriced_dollars_are_marked_never_mixed():
+    """Three GPUs: on the card ($100), assumed ($40), unpriced (no dollars: no series, counted apart)."""
+    fleet = pd.DataFrame([row(gpu_key="g0", idle_usd_per_month=100.0),
+                          row(gpu_key="g1", idle_usd_per_month=40.0, rate_assumed=True),
+                          row(gpu_key="g2", idle_usd_per_month=None, comm_exposed_usd_per_month=None, unpriced=True,
+                              **{f"fix_{c}_usd_per_month": None for c in FIXABLE})])
+    got = samples(metrics_text(fleet))
+    dollars = {dict(k)["gpu"]: (dict(k)["pricing"], v) for (n, k), v in got.items()
+               if n == "gpu_idle_idle_dollars_per_month"}
+    assert dollars == {"g0": ("card", 100.0), "g1": ("assumed", 40.0)}
+    assert not [k for (n, k) in got if n.endswith("_dollars_per_month") and dict(k)["gpu"] == "g2"]
+    gpus = {dict(k)["pricing"]: v for (n, k), v in got.items() if n == "gpu_idle_gpus"}
+    assert gpus == {"card": 1.0, "assumed": 1.0, "unpriced": 1.0}
+    assert {dict(k)["gpu"]: dict(k)["pricing"] for n, k in got if n == "gpu_idle_gpu_info"} == {
+        "g0": "card", "g1": "assumed", "g2": "unpriced"}
+
+
+def test_hostile_names_are_escaped_and_parse_back_identical():
+    fleet = pd.DataFrame([row(job=HOSTILE_JOB, report=HOSTILE_REPORT, cluster="c\\1", node='n"1'),
+                          row(job=HOSTILE_JOB, report=HOSTILE_REPORT + ".2", status="error", cluster="c\\1")])
+    text = metrics_text(fleet)
+    # the format's escapes: backslash, double quote and newline; unicode as UTF-8; no raw newline inside a value
+    assert 'job="say \\"hi\\"\\\\ \u00e9t\u00e9\\nnext"' in text
+    assert 'cluster="c\\\\1"' in text and 'node="n\\"1"' in text
+    assert all(line.startswith(("# HELP", "# TYPE", "gpu_idle_")) for line in text.splitlines())
+    got = samples(text)
+    assert got[("gpu_idle_idle_ratio", frozenset({"cluster": "c\\1", "job": HOSTILE_JOB, "node": 'n"1',
+                                                   "report": HOSTILE_REPORT, "gpu": "pid1/dev0"}.items()))] == 0.25
+    assert got[("gpu_idle_failed_report_info", frozenset({"cluster": "c\\1", "job": HOSTILE_JOB,
+                                                          "report": HOSTILE_REPORT + ".2"}.items()))] == 1.0
+
+
+@pytest.mark.needs_promtool
+def test_hostile_names_pass_promtool(tmp_path):
+    path = tmp_path / "hostile.prom"
+    write_prom(str(path), pd.DataFrame([row(job=HOSTILE_JOB, report=HOSTILE_REPORT)]), night="2026-12-06")
+    promtool_check(path)
+
+
+def test_a_night_is_its_date_at_midnight_utc():
+    got = samples(metrics_text(pd.DataFrame([row()]), night="2026-12-06"))
+    assert got[("gpu_idle_night_timestamp_seconds", frozenset())] == 1796515200.0  # date -d 2026-12-06Z +%s
+
+
+def test_the_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Written under a temporary name in the same folder, then renamed: a rename that fails leaves the old
+    file as it was and no temporary file behind."""
+    path = tmp_path / "gpu_idle.prom"
+    path.write_text("old\n", encoding="utf-8")
+    renamed = []
+
+    def failing_replace(src, dst):
+        renamed.append((Path(src).parent, Path(src).name, dst))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(prom.write_text.__globals__["os"], "replace", failing_replace)
+    with pytest.raises(OSError):
+        write_prom(str(path), pd.DataFrame([row()]))
+    assert path.read_text(encoding="utf-8") == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu_idle.prom"]
+    (folder, name, dst), = renamed
+    assert folder == tmp_path and not name.endswith(".prom") and dst == str(path)
+
+
+# ---- the dashboard --------------------------------------------------------------------------------------
+
+DASHBOARDS = sorted((REPO / "deploy" / "grafana").glob("*.json"))
+#: PromQL words that are not metric names: keywords and operators written as words.
+PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
+                "group_right", "inf", "nan"}
+
+
+def exprs(dashboard: dict) -> list[str]:
+    """Every PromQL expression of a Grafana dashboard: its panels' (rows' panels included) targets' ``expr`` and
+    its query variables' queries."""
+    out, panels = [], list(dashboard.get("panels", []))
+    while panels:
+        panel = panels.pop()
+        panels += panel.get("panels", [])
+        out += [t["expr"] for t in panel.get("targets", []) if t.get("expr")]
+    for var in dashboard.get("templating", {}).get("list", []):
+        query = var.get("query")
+        query = query.get("query") if isinstance(query, dict) else query
+        if var.get("type") == "query" and query:
+            out.append(re.sub(r"^\w+\((.*)\)$", r"\1", query.strip()))  # label_values(METRIC, label)
+    return out
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads: its identifiers less label matchers (``{...}``), strings,
+    ranges (``[...]``), the labels of ``by``/``without``/``on``/``ignoring``/``group_*`` (``(...)``), function
+    calls (a name before ``(``) and keywords; numbers and Grafana's ``$variables`` are not identifiers."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', "", expr)
+    text = re.sub(r"\{[^{}]*\}|\[[^\]]*\]", " ", text)
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)", " ", text)
+    text = re.sub(r"\$\{?\w+\}?", " ", text)
+    names = set()
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_:][\w:]*)(\s*\()?", text):
+        if not m.group(2) and m.group(1).lower() not in PROMQL_WORDS:
+            names.add(m.group(1))
+    return names
+
+
+def test_the_metric_name_finder_finds_what_a_query_reads():
+    """It can fail: a misspelt name and a name beside functions, matchers and groupings are each found."""
+    assert metric_names('sum by (cluster) (gpu_idle_idle_dollars_per_month{pricing=~"card|assumed", '
+                        'cluster=~"$cluster"}) / ignoring(x) group_left(tier) gpu_idle_gpus') == {
+        "gpu_idle_idle_dollars_per_month", "gpu_idle_gpus"}
+    assert metric_names("topk(10, gpu_idle_idel_ratio) > 0.5 and on(gpu) rate(node_up[5m])") == {
+        "gpu_idle_idel_ratio", "node_up"}
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
+def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, example):
+    dashboard = json.loads(path.read_text(encoding="utf-8"))
+    found = [(e, metric_names(e)) for e in exprs(dashboard)]
+    assert len(found) >= 10 and all(names for _, names in found)
+    used = set().union(*(names for _, names in found))
+    assert used <= set(METRIC_NAMES), sorted(used - set(METRIC_NAMES))
+    written = {f.name for f in text_string_to_metric_families(example[1].read_text(encoding="utf-8"))}
+    assert used - {"gpu_idle_night_timestamp_seconds"} <= written   # and the example's file holds them
