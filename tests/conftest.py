@@ -342,16 +342,18 @@ def dask_cluster(tmp_path):
                 os.killpg(p.pid, signal.SIGKILL)
 
 
-def promtool_check(path: Path) -> str:
-    """``promtool check metrics`` (Debian's prometheus package) on the metrics file ``path``: fails the test when
-    promtool is missing or finds a problem (its lint output, returned otherwise: empty)."""
+def promtool_check(path: Path, kind: str = "metrics") -> str:
+    """``promtool check metrics`` (Debian's prometheus package) on the metrics file ``path``, or ``promtool check
+    rules`` on the rules file ``path`` (``kind="rules"``: every expression parsed as PromQL): fails the test when
+    promtool is missing or finds a problem; returns its output (a lint problem fails too)."""
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.fail("promtool not found: `make promtool` installs Debian's prometheus package")
     with open(path, "rb") as fh:
-        proc = subprocess.run([promtool, "check", "metrics"], stdin=fh, capture_output=True, timeout=120, check=False)
+        args = [promtool, "check", "metrics"] if kind == "metrics" else [promtool, "check", "rules", str(path)]
+        proc = subprocess.run(args, stdin=fh, capture_output=True, timeout=120, check=False)
     out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-    assert proc.returncode == 0 and not out.strip(), out
+    assert proc.returncode == 0 and (kind != "metrics" or not out.strip()), out
     return out
 
 

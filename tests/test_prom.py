@@ -240,7 +240,9 @@ def exprs(dashboard: dict) -> list[str]:
         query = var.get("query")
         query = query.get("query") if isinstance(query, dict) else query
         if var.get("type") == "query" and query:
-            out.append(re.sub(r"^\w+\((.*)\)$", r"\1", query.strip()))  # label_values(METRIC, label)
+            m = re.fullmatch(r"label_values\((.*),\s*\w+\)", query.strip())   # label_values(SERIES, label)
+            assert m, query
+            out.append(m.group(1))
     return out
 
 
@@ -273,7 +275,20 @@ def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, examp
     dashboard = json.loads(path.read_text(encoding="utf-8"))
     found = [(e, metric_names(e)) for e in exprs(dashboard)]
     assert len(found) >= 10 and all(names for _, names in found)
+    assert all(p["datasource"] == {"type": "prometheus", "uid": "${datasource}"} for p in dashboard["panels"]
+               if p["type"] != "row")
     used = set().union(*(names for _, names in found))
     assert used <= set(METRIC_NAMES), sorted(used - set(METRIC_NAMES))
     written = {f.name for f in text_string_to_metric_families(example[1].read_text(encoding="utf-8"))}
     assert used - {"gpu_idle_night_timestamp_seconds"} <= written   # and the example's file holds them
+
+
+@pytest.mark.needs_promtool
+@pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
+def test_the_dashboards_queries_are_promql(path, tmp_path):
+    """Each query, its Grafana variables given a value, parses as PromQL: promtool checks it as a recording rule."""
+    found = exprs(json.loads(path.read_text(encoding="utf-8")))
+    rules = [{"record": f"dashboard:query_{i}", "expr": re.sub(r"\$\{?\w+\}?", ".*", e)} for i, e in enumerate(found)]
+    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}),
+                                        encoding="utf-8")
+    assert f"SUCCESS: {len(rules)} rules found" in promtool_check(tmp_path / "rules.yml", kind="rules")
