@@ -61,7 +61,7 @@ def test_the_contracts_hold():
 
 def test_the_contracts_list_no_exception_and_every_stage():
     held = contracts()
-    assert set(held) == {"stages", "engine", "analysis", "synth", "work-maps-nothing", "dask"}
+    assert set(held) == {"stages", "engine", "analysis", "synth", "work-maps-nothing", "dask", "prometheus"}
     assert not [i for i, c in held.items() if {"ignore_imports", "allow_indirect_imports"} & set(c)]
     layers = held["stages"]
     assert layers["type"] == "layers" and layers["containers"] == ["pipeline"] and layers["exhaustive"] is True
@@ -127,6 +127,7 @@ PLANTED = {
     "work asks Dask for its worker": (("pipeline.work.tasks", "distributed"), {"dask"}),
     "the store imports Dask": (("pipeline.store.results", "dask"), {"dask"}),
     "the driver imports dask-jobqueue": (("pipeline.runs.driver", "dask_jobqueue"), {"dask"}),
+    "the report writes metrics of its own": (("pipeline.report.summary", "prometheus_client"), {"prometheus"}),
 }
 
 
@@ -236,7 +237,8 @@ def test_every_module_is_used_by_the_product():
 FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
-            ".analysis.confidence", ".analysis.cost", ".config", ".engine.cluster", ".engine.slurm", ".fleet.reduce",
+            ".analysis.confidence", ".analysis.cost", ".config", ".engine.cluster", ".engine.slurm", ".fleet.prom",
+            ".fleet.reduce",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
             ".report.medical", ".report.summary", ".report.words", ".runs.driver", ".runs.sweep", ".schema",
             ".store.results", ".synth"},

@@ -1,6 +1,6 @@
 """Every test that needs a system package says so (issue 25, point 6).
 
-`make check` skips the tests marked ``needs_nsys``, ``needs_chromium`` or ``needs_slurm``
+`make check` skips the tests marked ``needs_nsys``, ``needs_chromium``, ``needs_slurm`` or ``needs_promtool``
 (``pytest --quick``, tests/conftest.py), so a test that needs one of them without its marker would
 fail there. The conftest finds what each collected test reaches (the fixtures and helpers of
 ``SYSTEM_NEEDS``, through its fixtures and the module functions it calls); these tests collect the

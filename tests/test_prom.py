@@ -137,6 +137,26 @@ def test_an_unwritable_metrics_file_is_an_error_and_the_table_still_printed(exam
     assert "$/month" in proc.stdout
 
 
+@pytest.mark.slow
+def test_a_sweep_writes_its_nights_metrics_where_its_setting_says(example, tmp_path):
+    """``sweep.prom`` (relative: under the state folder) gets the night's table and its date; ``--prom`` wins."""
+    _, _, args = example
+    ex = Path(args[1])
+    (tmp_path / "sweep.yaml").write_text(f"sweep:\n  state_dir: {tmp_path / 'state'}\n  prom: metrics/gpu_idle.prom\n",
+                                         encoding="utf-8")
+    sweep = ["sweep", str(ex / "resnet-finetune.sqlite"), "--config", str(ex / "labels.yaml"), "--config",
+             str(tmp_path / "sweep.yaml"), "--night", "2026-12-05"]
+    run_cli(*sweep)
+    got = samples((tmp_path / "state" / "metrics" / "gpu_idle.prom").read_text(encoding="utf-8"))
+    assert got[("gpu_idle_night_timestamp_seconds", frozenset())] == 1796515200.0 - 86400
+    night = pd.read_parquet(tmp_path / "state" / "history" / "run_date=2026-12-05" / "fleet.parquet")
+    dollars = sorted(v for (n, _), v in got.items() if n == "gpu_idle_idle_dollars_per_month")
+    assert dollars == sorted(night["idle_usd_per_month"].dropna().astype(float))
+    assert len(dollars) == 4
+    run_cli(*sweep, "--prom", str(tmp_path / "other.prom"))
+    assert samples((tmp_path / "other.prom").read_text(encoding="utf-8")) == got
+
+
 # ---- small fleets worked out by hand ------------------------------------------------------------------
 
 def row(**kw) -> dict:
