@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO, promtool_check, run_cli
@@ -26,6 +27,10 @@ from pipeline.model import CATEGORIES
 from pipeline.schema import FIXABLE
 
 GPU = ("cluster", "job", "node", "report", "gpu")
+HOSTILE_JOB = 'say "hi"\\ \u00e9t\u00e9\nnext'
+HOSTILE_REPORT = '/data/r\u00e9sum\u00e9 "x" \\ y\n\u6f22.sqlite'
+#: The example's broken report: a file name with a quote, a backslash, a new line and unicode.
+BROKEN = 'broken "x" \\ \u00e9\n\u6f22.sqlite'
 
 
 def samples(text: str) -> dict:
@@ -48,11 +53,14 @@ def cell(value) -> str:
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
-    """``gpu-idle run --prom`` on the example fleet with one broken report added: ``(fleet table, metrics file,
-    run arguments)``."""
+    """``gpu-idle run --prom`` on the example fleet with one broken report added, its file and job named with a
+    quote, a backslash, a new line and unicode: ``(fleet table, metrics file, run arguments)``."""
     root = tmp_path_factory.mktemp("prom")
     run_cli("synth", "--example", str(root / "ex"))
-    (root / "ex" / "broken.sqlite").write_bytes(b"not a database")
+    (root / "ex" / BROKEN).write_bytes(b"not a database")
+    labels = yaml.safe_load((root / "ex" / "labels.yaml").read_text(encoding="utf-8"))
+    labels["labels"].append({"match": "*broken*", "cluster": "c\\1", "job": HOSTILE_JOB})
+    (root / "ex" / "labels.yaml").write_text(yaml.safe_dump(labels), encoding="utf-8")
     args = ["run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml")]
     proc = run_cli(*args, "--prom", str(root / "metrics" / "gpu_idle.prom"), check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr   # the broken report: exit status unchanged
@@ -120,6 +128,9 @@ def test_the_example_fleets_metrics_equal_the_fleet_table(example):
         for report in bad:
             put("failed_report_info", {"cluster": cluster, "job": job, "report": report}, 1)
     assert got == want
+    # the broken report's hostile file and job names, parsed back identical
+    assert want[("gpu_idle_failed_report_info", frozenset({"cluster": "c\\1", "job": HOSTILE_JOB,
+                                                           "report": str(path.parent.parent / "ex" / BROKEN)}.items()))]
     # the fleet's total, read back: the dollar series sum to the table's
     total = sum(v for (n, _), v in got.items() if n == "gpu_idle_idle_dollars_per_month")
     assert math.isclose(total, fleet["idle_usd_per_month"].astype(float).sum(), rel_tol=1e-12)
@@ -172,8 +183,6 @@ def row(**kw) -> dict:
     return {**base, **kw}
 
 
-HOSTILE_JOB = 'say "hi"\\ \u00e9t\u00e9\nnext'
-HOSTILE_REPORT = '/data/r\u00e9sum\u00e9 "x" \\ y\n\u6f22.sqlite'
 
 
 def test_assumed_and_unpriced_dollars_are_marked_never_mixed():
