@@ -308,6 +308,14 @@ def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, examp
                if p["type"] != "row")
     used = set().union(*(names for _, names in found))
     assert used <= set(METRIC_NAMES), sorted(used - set(METRIC_NAMES))
+    # what the issue asks it to show: $ by cluster, job and category, top GPUs, the meter beside the truth,
+    # coverage (GPUs analysed) and failures
+    queries = [re.sub(r"\s+", " ", e) for e, _ in found]
+    for want in ("sum by (cluster) (gpu_idle_idle_dollars_per_month", "sum by (cluster, job) (gpu_idle_idle_dollars",
+                 "sum by (category) (gpu_idle_category_idle_dollars_per_month", "topk(10, gpu_idle_idle_dollars",
+                 "gpu_idle_sampled_util_ratio", "gpu_idle_busy_ratio", "sum by (pricing) (gpu_idle_gpus",
+                 "gpu_idle_failed_reports", "gpu_idle_failed_report_info"):
+        assert any(want in q for q in queries), want
     written = {f.name for f in text_string_to_metric_families(example[1].read_text(encoding="utf-8"))}
     assert used - {"gpu_idle_night_timestamp_seconds"} <= written   # and the example's file holds them
 
