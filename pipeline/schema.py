@@ -115,6 +115,12 @@ FLEET = (
        "Slurm job; [job grouping](definitions.md#job-grouping)) or `file` (the file is a job of its own)", "labels"),
     _c("scheduler_job", "text", "text", "the scheduler job an Nsight export's capture environment names "
        "(`SLURM_JOB_ID=<id>`; empty: none)", "labels"),
+    _c("host", "text", "text", "the host the file names, on whose clock its times are: an Nsight export's "
+       "`TARGET_INFO_SYSTEM_ENV` `Hostname` (else `HOSTNAME` in its capture's environment) when its rows are timed "
+       "on the host's clock, a PyTorch trace's `host_name`; empty: none ([collective wait across files]"
+       "(definitions.md#collective-wait-across-files))", "labels"),
+    _c("host_source", "text", "text", "where `host` was read, or why a host an export names is not used (its rows "
+       "count from the capture's start); empty: the file names no host", "labels"),
     _c("dist_world_size", "Int64", "count", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
        "labels"),
     _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
@@ -221,8 +227,8 @@ FLEET = (
     _c("collective_wait_status", "text", "text", "`measured`, `abstained` or `none` (no collective in W)", "collwait"),
     _c("collective_wait_note", "text", "text", "how the calls were matched, or why not", "collwait"),
     _c("collective_match_basis", "text", "text", "what the calls were matched by: `kth call of family` (the k-th "
-       "kernel of a family on the same collective stream of each GPU) or `abstained: <reason>`; empty with no "
-       "collective in W", "collwait"),
+       "kernel of a family on the same collective stream of each GPU), `kth call of family across files on one host` "
+       "(the job's files on one host: one clock) or `abstained: <reason>`; empty with no collective in W", "collwait"),
     _c("rate_model", "text", "text", "the rate-card entry used", "rate"),
     _c("rate_usd_per_hour", "float", "USD/h", "its rate per GPU-hour", "rate"),
     _c("rate_source", "text", "text", "why that entry (and its `source`)", "rate"),

@@ -1,0 +1,229 @@
+"""The wait inside collectives across the files of one job on one host (issue 47 §1, second point;
+docs/definitions.md#collective-wait-across-files).
+
+Worked by hand: three ranks of one world-size-3 job, one PyTorch trace each, every trace naming host ``node-a``.
+Rank r runs a gemm [S, S + 4 ms), three AllReduce calls and a last gemm [S + 30 ms, S + 32 ms), so its window W
+(the whole span, no iterations) is [S, S + 32 ms), 32 ms. Call k (k = 0, 1, 2) starts at b_k = S + (5 + 10k) ms
+on rank 0, at b_k + 0.5 ms on rank 1 and at b_k + 2 ms on rank 2 (the planted late rank); every rank's kernel ends
+at b_k + 3 ms. So the last rank enters at b_k + 2 ms in every call:
+
+* rank 0 waits 2 ms and transfers 1 ms per call: wait 6 ms, transfer 3 ms, collective 9 ms, last in 0 calls;
+* rank 1 waits 1.5 ms, transfers 1 ms: wait 4.5 ms, transfer 3 ms, collective 7.5 ms, last in 0;
+* rank 2 enters at b_k + 2 ms and ends at b_k + 3 ms: wait 0, transfer 1 ms per call, collective 3 ms; last in
+  all 3 calls: the chronic straggler.
+
+A plain second computation (:func:`second_wait`) reads the same files with the stdlib ``json`` and ``Decimal``
+and matches the k-th AllReduce of each rank by hand.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from decimal import Decimal
+
+import pytest
+from conftest import KINETO
+from helpers.engine import analyse_reports
+
+from pipeline.analysis import collwait
+from pipeline.config import Config, LabelRule
+from pipeline.engine.map import InProcess
+from pipeline.fleet.crosswait import ACROSS_FILES, one_clock
+from pipeline.fleet.reduce import reduce_outcomes, rollup
+from pipeline.runs.driver import Todo, analysed
+from pipeline.schema import JOB_KEY
+from pipeline.store.results import ResultStore
+from pipeline.synth.kineto import KinetoWriter
+
+MS = 1_000_000
+S = 1_733_000_000_000_000_000
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+#: How late each rank enters every call (ns after rank 0).
+DELAY = {0: 0, 1: MS // 2, 2: 2 * MS}
+
+
+def rank_trace(path, rank: int, host: str | None, world_size: int | None = 3, delay: int | None = None) -> str:
+    """Rank ``rank``'s trace (the module doc): gemms on stream 7, AllReduce calls on stream 20."""
+    w = KinetoWriter(str(path), pid=100 + rank, devices=[(rank, "NVIDIA H100 80GB HBM3", 132)],
+                     rank=None if world_size is None else rank, world_size=world_size, base_time_ns=S - 5 * MS,
+                     host_name=host)
+    late = DELAY[rank] if delay is None else delay
+    kernels = [(S, S + 4 * MS, 7, "gemm")]
+    kernels += [(S + (5 + 10 * k) * MS + late, S + (8 + 10 * k) * MS, 20, ALLREDUCE) for k in range(3)]
+    kernels += [(S + 30 * MS, S + 32 * MS, 7, "gemm")]
+    for i, (a, b, stream, name) in enumerate(kernels):
+        w.runtime(101 + rank, a - 500, a - 100, "cudaLaunchKernel", 10 + i)
+        w.kernel(rank, stream, a, b, name, 10 + i)
+    return w.close()
+
+
+def second_wait(paths) -> dict:
+    """Plain second computation: ``{file name: (wait ns, transfer ns, last count)}`` from the traces' text
+    (``ts`` relative to ``baseTimeNanoseconds``, µs with three decimals), the k-th AllReduce of each matched by
+    hand, each rank's whole kernels inside its window (first to last kernel of the trace)."""
+    ranks = {}
+    for p in paths:
+        with open(p, encoding="utf-8") as fh:
+            doc = json.load(fh, parse_float=Decimal)
+        base = int(doc["baseTimeNanoseconds"])
+        ks = [(base + int(e["ts"] * 1000), base + int((e["ts"] + e["dur"]) * 1000), e["name"])
+              for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+        ranks[os.path.basename(p)] = sorted((s, e) for s, e, n in ks if n.startswith("nccl"))
+    calls = len(next(iter(ranks.values())))
+    last = [max(r[k][0] for r in ranks.values()) for k in range(calls)]
+    return {name: (sum(max(0, min(e, last[k]) - s) for k, (s, e) in enumerate(r)),
+                   sum(max(0, e - max(s, last[k])) for k, (s, e) in enumerate(r)),
+                   sum(s == last[k] for k, (s, _) in enumerate(r))) for name, r in ranks.items()}
+
+
+def fleet_of(paths, cfg=Config()):
+    fleet, _ = analyse_reports([str(p) for p in paths], cfg, InProcess())
+    return fleet.sort_values("report").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def one_host(tmp_path_factory):
+    """Three ranks of one job on host node-a: ``train_rank<r>.json``."""
+    folder = tmp_path_factory.mktemp("crosswait")
+    return [rank_trace(folder / f"train_rank{r}.json", r, "node-a") for r in range(3)]
+
+
+@pytest.fixture(scope="module")
+def one_host_fleet(one_host):
+    return fleet_of(one_host)
+
+
+def test_same_host_ranks_are_matched_across_files(one_host, one_host_fleet):
+    fleet = one_host_fleet
+    assert fleet["job"].tolist() == ["train"] * 3 and fleet["job_grouped_by"].tolist() == ["distributedInfo"] * 3
+    assert fleet["host"].tolist() == ["node-a"] * 3
+    assert fleet["host_source"].tolist() == ["the trace's host_name"] * 3
+    assert fleet["window_start_ns"].tolist() == [S] * 3 and fleet["window_ns"].tolist() == [32 * MS] * 3
+    assert fleet["collective_wait_status"].tolist() == [collwait.MEASURED] * 3
+    assert fleet["collective_match_basis"].tolist() == [ACROSS_FILES] * 3
+    # by hand (the module doc)
+    assert fleet["collective_wait_ns"].tolist() == [6 * MS, 4_500_000, 0]
+    assert fleet["collective_transfer_ns"].tolist() == [3 * MS] * 3
+    assert fleet["collective_ns"].tolist() == [9 * MS, 7_500_000, 3 * MS]
+    assert fleet["collective_calls"].tolist() == [3, 3, 3]
+    assert fleet["collective_last_count"].tolist() == [0, 0, 3]
+    assert fleet["collective_chronic"].tolist() == [False, False, True]
+    assert fleet["collective_wait_pct"].tolist() == [18.75, 14.0625, 0.0]
+    # and by the plain second computation
+    plain = second_wait(one_host)
+    got = {os.path.basename(r): (w, t, n) for r, w, t, n in zip(fleet["report"], fleet["collective_wait_ns"],
+                                                               fleet["collective_transfer_ns"],
+                                                               fleet["collective_last_count"])}
+    assert got == plain
+    note = fleet["collective_wait_note"].iloc[0]
+    assert note == ("3 GPUs in 3 files on one host, node-a (the trace's host_name): one clock; calls matched by "
+                    "the k-th kernel of each family: AllReduce ×3")
+    # the wait is priced like idle at the GPU's own rate: its share of W × rate × hours per month
+    rate, hours = float(fleet["rate_usd_per_hour"].iloc[0]), Config().cost.hours_per_month
+    assert fleet["collective_wait_usd_per_month"].iloc[0] == round(6 / 32 * rate * hours, 2)
+    job = rollup(fleet, list(JOB_KEY)).iloc[0]
+    assert job["collective_measured_gpus"] == 3 and job["collective_wait_ns"] == 10_500_000
+    assert job["collective_straggler"] == "pid102/dev2 in train_rank2.json"
+    assert job["collective_match_basis"] == ACROSS_FILES
+    assert job["collective_straggler_kind"] == "chronic"
+
+
+def test_stored_results_are_matched_across_files(one_host, tmp_path):
+    """The calls travel with each GPU's stored result: a later run that reuses all three stored results (nothing
+    analysed now) matches them as the first did. One report's calls stored alone would not be enough: each
+    GPU of the three keeps its own."""
+    cfg = Config()
+    outcomes = list(analysed([Todo(p, cfg.labels_for(p), None) for p in one_host], cfg, InProcess()))
+    store = ResultStore(str(tmp_path))
+    for i, o in enumerate(outcomes):
+        assert [r.collective_calls["starts"] for r in o.results] == [
+            [S + (5 + 10 * k) * MS + DELAY[int(o.path[-6])] for k in range(3)]]
+        assert store.put_results(f"k{i}", o.results)
+    rows, rosters = [], {}
+    for i, o in enumerate(outcomes):
+        got_rows, got_rosters, _ = store.get(f"k{i}", o.path)
+        rows += got_rows
+        rosters.update(got_rosters)
+    fleet, _ = reduce_outcomes([], cfg, stored_rows=rows, stored_rosters=rosters)
+    fleet = fleet.sort_values("report").reset_index(drop=True)
+    assert fleet["collective_wait_ns"].tolist() == [6 * MS, 4_500_000, 0]
+    assert fleet["collective_match_basis"].tolist() == [ACROSS_FILES] * 3
+
+
+def test_no_late_rank_waits_nothing(tmp_path):
+    """Two ranks entering every call together: no wait, all transfer; both last in every call (a tie)."""
+    paths = [rank_trace(tmp_path / f"even_rank{r}.json", r, "node-a", world_size=2, delay=0) for r in range(2)]
+    fleet = fleet_of(paths)
+    assert fleet["collective_wait_ns"].tolist() == [0, 0]
+    assert fleet["collective_transfer_ns"].tolist() == [9 * MS, 9 * MS]
+    assert fleet["collective_last_count"].tolist() == [3, 3]
+
+
+def test_different_hosts_abstain(tmp_path):
+    paths = [rank_trace(tmp_path / f"split_rank{r}.json", r, host, world_size=2)
+             for r, host in ((0, "node-a"), (1, "node-b"))]
+    fleet = fleet_of(paths)
+    assert fleet["job"].tolist() == ["split"] * 2
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_ns"].isna().all() and fleet["collective_wait_usd_per_month"].isna().all()
+    assert fleet["collective_wait_note"].tolist() == [
+        "ranks in separate reports: the files are on different hosts (node-a: split_rank0.json; node-b: "
+        "split_rank1.json): their clocks are not known to agree"] * 2
+    assert fleet["collective_ns"].tolist() == [9 * MS, 7_500_000]   # still measured: no match needed
+
+
+def test_host_unknown_abstains(tmp_path):
+    paths = [rank_trace(tmp_path / f"nohost_rank{r}.json", r, "node-a" if r else None, world_size=2)
+             for r in range(2)]
+    fleet = fleet_of(paths)
+    assert fleet["host"].tolist()[0] in (None, "") or fleet["host"].isna().iloc[0]
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].tolist() == [
+        "ranks in separate reports: host unknown for nohost_rank0.json (the file names no host): the files' "
+        "clocks are not known to agree"] * 2
+
+
+def test_missing_rank_abstains(one_host):
+    """Two of the three ranks' files: the third rank may be the late one, so no wait is measured."""
+    fleet = fleet_of(one_host[:2])
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "ranks in separate reports: 2 GPU(s) with collectives in 2 files on host node-a of the 3 ranks the captures "
+        "name: the others' files are not here")
+
+
+def test_a_labels_rule_groups_and_is_matched(tmp_path):
+    """Traces without distributedInfo, put into one job by a labels rule, on one host: matched across files."""
+    paths = [rank_trace(tmp_path / f"part{r}.json", r, "node-a", world_size=None) for r in range(3)]
+    cfg = Config(labels=(LabelRule(match="*part*", cluster="lab", job="pipeline"),))
+    fleet = fleet_of(paths, cfg)
+    assert fleet["job"].tolist() == ["pipeline"] * 3 and fleet["job_grouped_by"].tolist() == ["labels"] * 3
+    assert fleet["collective_wait_status"].tolist() == [collwait.MEASURED] * 3
+    assert fleet["collective_wait_ns"].tolist() == [6 * MS, 4_500_000, 0]
+
+
+def test_one_clock_rule():
+    rows = [{"report": "/a/x.json", "host": "h", "host_source": "the trace's host_name"},
+            {"report": "/a/y.json", "host": "h", "host_source": "TARGET_INFO_SYSTEM_ENV Hostname"}]
+    assert one_clock(rows) == ("h", "TARGET_INFO_SYSTEM_ENV Hostname, the trace's host_name", "")
+    rows[1]["host"] = None
+    rows[1]["host_source"] = "TARGET_INFO_SYSTEM_ENV Hostname names h, but the rows are not timed on the host's clock"
+    assert one_clock(rows)[2].startswith("host unknown for y.json (TARGET_INFO_SYSTEM_ENV Hostname names h, but")
+
+
+@pytest.mark.skipif(not (KINETO / "ws128_sampled_rank0.json.gz").exists(), reason="real traces not present")
+def test_real_ws128_ranks_still_abstain():
+    """The real ws128 rank 0 and rank 1 traces (one job, ws128_sampled) name no host: their clocks are not known
+    to agree, so the wait still abstains, now saying why (and they are 2 of 128 ranks)."""
+    paths = [str(KINETO / f"ws128_sampled_rank{r}.json.gz") for r in range(2)]
+    for p in paths:
+        with gzip.open(p, "rt", encoding="utf-8") as fh:
+            doc = json.load(fh)
+        assert "host_name" not in doc and "hostname" not in doc
+    fleet = fleet_of(paths)
+    assert fleet["job"].tolist() == ["ws128_sampled"] * 2
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].tolist() == [
+        "ranks in separate reports: host unknown for ws128_sampled_rank0.json.gz and 1 more file(s) (the file names "
+        "no host): the files' clocks are not known to agree"] * 2
