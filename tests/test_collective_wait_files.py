@@ -34,6 +34,7 @@ from pipeline.fleet.reduce import reduce_outcomes, rollup
 from pipeline.runs.driver import Todo, analysed
 from pipeline.schema import JOB_KEY
 from pipeline.store.results import ResultStore
+from pipeline.synth import ExportWriter
 from pipeline.synth.kineto import KinetoWriter
 
 MS = 1_000_000
@@ -177,7 +178,7 @@ def test_host_unknown_abstains(tmp_path):
     paths = [rank_trace(tmp_path / f"nohost_rank{r}.json", r, "node-a" if r else None, world_size=2)
              for r in range(2)]
     fleet = fleet_of(paths)
-    assert fleet["host"].tolist()[0] in (None, "") or fleet["host"].isna().iloc[0]
+    assert fleet["host"].fillna("").tolist() == ["", "node-a"]
     assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
     assert fleet["collective_wait_note"].tolist() == [
         "ranks in separate reports: host unknown for nohost_rank0.json (the file names no host): the files' "
@@ -201,6 +202,61 @@ def test_a_labels_rule_groups_and_is_matched(tmp_path):
     assert fleet["job"].tolist() == ["pipeline"] * 3 and fleet["job_grouped_by"].tolist() == ["labels"] * 3
     assert fleet["collective_wait_status"].tolist() == [collwait.MEASURED] * 3
     assert fleet["collective_wait_ns"].tolist() == [6 * MS, 4_500_000, 0]
+
+
+T0 = 10_000_000_000   # the host's clock at the capture's start (TARGET_INFO_SESSION_START_TIME.systemClockNs)
+
+
+def rank_export(path, rank: int, host: str, on_host_clock: bool = True) -> str:
+    """Rank ``rank`` of a 2-rank Slurm job (``SLURM_JOB_ID=4242``, ``WORLD_SIZE=2``), one Nsight export per rank on
+    ``host``: gemms [0, 4) and [30, 32) ms, AllReduce calls at (5 + 10k) ms (k = 0, 1), rank 1 entering 1 ms late,
+    both ending at (8 + 10k) ms; times on the host's clock (T0 + ...), or counting from the capture's start."""
+    w = ExportWriter(str(path))
+    pid, zero = 200 + rank, (T0 if on_host_clock else 0)
+    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid=f"u{rank}")
+    w.cuda_device(0, 0, pid)
+    w.session(T0, 100 * MS)
+    w.system_env("Hostname", host, 619)
+    for var in ("SLURM_JOB_ID=4242", "WORLD_SIZE=2"):
+        w.capture("PROCESS_0:ENVIRONMENT_VARIABLE", var)
+    w.kernel(pid=pid, device=0, stream=7, start=zero, end=zero + 4 * MS, name="gemm")
+    for k in range(2):
+        w.kernel(pid=pid, device=0, stream=20, start=zero + (5 + 10 * k) * MS + rank * MS,
+                 end=zero + (8 + 10 * k) * MS, name=ALLREDUCE)
+    w.kernel(pid=pid, device=0, stream=7, start=zero + 30 * MS, end=zero + 32 * MS, name="gemm")
+    w.close()
+    return str(path)
+
+
+def test_nsight_exports_on_one_host_are_matched(tmp_path):
+    """By hand: rank 0 waits 1 ms and transfers 2 ms in each of 2 calls (wait 2 ms, transfer 4 ms); rank 1 is last
+    in both and transfers 2 ms each (wait 0, transfer 4 ms)."""
+    paths = [rank_export(tmp_path / f"node{r}.sqlite", r, "node-a") for r in range(2)]
+    fleet = fleet_of(paths)
+    assert fleet["job"].tolist() == ["slurm-4242"] * 2
+    assert fleet["host"].tolist() == ["node-a"] * 2
+    assert fleet["host_source"].tolist() == ["TARGET_INFO_SYSTEM_ENV Hostname"] * 2
+    assert fleet["collective_wait_ns"].tolist() == [2 * MS, 0]
+    assert fleet["collective_transfer_ns"].tolist() == [4 * MS, 4 * MS]
+    assert fleet["collective_last_count"].tolist() == [0, 2]
+    assert fleet["collective_match_basis"].tolist() == [ACROSS_FILES] * 2
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "2 GPUs in 2 files on one host, node-a (TARGET_INFO_SYSTEM_ENV Hostname): one clock; calls matched by the "
+        "k-th kernel of each family: AllReduce ×2")
+
+
+def test_nsight_rows_counting_from_the_capture_start_abstain(tmp_path):
+    """The same exports with rows counting from each capture's start: the host is named but its clock is not the
+    rows', so no shared clock is known."""
+    paths = [rank_export(tmp_path / f"rel{r}.sqlite", r, "node-a", on_host_clock=False) for r in range(2)]
+    fleet = fleet_of(paths)
+    assert fleet["job"].tolist() == ["slurm-4242"] * 2
+    assert fleet["host"].fillna("").tolist() == ["", ""]
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "ranks in separate reports: host unknown for rel0.sqlite and 1 more file(s) (TARGET_INFO_SYSTEM_ENV Hostname "
+        "names node-a, but the rows are not timed on the host's clock (their zero: ANALYSIS_DETAILS (the rows count "
+        "from the capture's start))): the files' clocks are not known to agree")
 
 
 def test_one_clock_rule():
