@@ -31,6 +31,7 @@ from pipeline.config import Config, LabelRule
 from pipeline.engine.map import InProcess
 from pipeline.fleet.crosswait import ACROSS_FILES, one_clock
 from pipeline.fleet.reduce import reduce_outcomes, rollup
+from pipeline.report.medical import collective_line
 from pipeline.runs.driver import Todo, analysed
 from pipeline.schema import JOB_KEY
 from pipeline.store.results import ResultStore
@@ -128,6 +129,17 @@ def test_same_host_ranks_are_matched_across_files(one_host, one_host_fleet):
     assert job["collective_straggler"] == "pid102/dev2 in train_rank2.json"
     assert job["collective_match_basis"] == ACROSS_FILES
     assert job["collective_straggler_kind"] == "chronic"
+
+
+def test_the_record_says_one_clock_not_a_lower_bound(one_host_fleet):
+    """The job's record line: 10.5 ms of wait over 3 windows of 32 ms (10.94 %), the straggler rank 2 last in its 3
+    calls; one clock domain, so no "measured within each of its reports apart" caveat."""
+    rows = one_host_fleet.to_dict("records")
+    line = collective_line(rows, {(r["report"], r["gpu_key"]): f"rank {r['rank']}" for r in rows})
+    assert line.startswith("Collective wait: 10.500 ms waiting for the last rank inside collectives (10.94 % of the "
+                           "windows) of 19.500 ms in collective kernels on 3 GPU(s)")
+    assert "straggler rank 2 (chronic: last in 3 of 3 calls)" in line
+    assert "apart" not in line
 
 
 def test_stored_results_are_matched_across_files(one_host, tmp_path):

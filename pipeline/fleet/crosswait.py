@@ -59,7 +59,7 @@ def one_clock(ran: list[dict]) -> tuple[str, str, str]:
     by_report: dict[str, dict] = {}
     for r in ran:
         by_report.setdefault(str(r["report"]), r)
-    unknown = [p for p, r in by_report.items() if not _text(r.get("host"))]
+    unknown = sorted(p for p, r in by_report.items() if not _text(r.get("host")))
     if unknown:
         first = by_report[unknown[0]]
         why = _text(first.get("host_source")) or "the file names no host"
