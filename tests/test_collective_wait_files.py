@@ -30,6 +30,7 @@ from pipeline.analysis import collwait
 from pipeline.config import Config, LabelRule
 from pipeline.engine.map import InProcess
 from pipeline.fleet.crosswait import ACROSS_FILES, one_clock
+from pipeline.fleet.outputs import gpu_json_name, write_gpu_docs
 from pipeline.fleet.reduce import reduce_outcomes, rollup
 from pipeline.report.medical import collective_line
 from pipeline.runs.driver import Todo, analysed
@@ -140,6 +141,22 @@ def test_the_record_says_one_clock_not_a_lower_bound(one_host_fleet):
                            "windows) of 19.500 ms in collective kernels on 3 GPU(s)")
     assert "straggler rank 2 (chronic: last in 3 of 3 calls)" in line
     assert "apart" not in line
+
+
+def test_gpu_files_written_by_the_task_get_the_job_figures(one_host, tmp_path):
+    """Where the task writes each GPU's JSON itself (a worker that sees this machine's files) its result keeps only
+    the row, the device roster and the calls: the job's step still matches them, and the GPU's file gets the
+    measured figures in its ``_summary`` when the outputs are written."""
+    gpus = tmp_path / "gpus"
+    fleet, rosters = analyse_reports(list(one_host), Config(), InProcess(), gpu_dir=str(gpus))
+    fleet = fleet.sort_values("report").reset_index(drop=True)
+    assert all("json" in rosters[(r, g)] for r, g in zip(fleet["report"], fleet["gpu_key"]))  # written by the task
+    assert fleet["collective_wait_ns"].tolist() == [6 * MS, 4_500_000, 0]
+    write_gpu_docs(str(gpus), fleet, rosters)
+    with open(gpus / gpu_json_name(fleet["report"][0], fleet["gpu_key"][0]), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    assert (doc["_summary"]["collective_wait_ns"], doc["_summary"]["collective_match_basis"]) == (6 * MS, ACROSS_FILES)
+    assert "collective_calls" not in doc
 
 
 def test_stored_results_are_matched_across_files(one_host, tmp_path):
