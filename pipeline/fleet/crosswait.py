@@ -24,6 +24,7 @@ import os
 
 from ..analysis import collwait
 from ..schema import JOB_KEY, NOT_ANALYSED
+from .grouping import _whole
 
 #: Key of a GPU's compact collective calls in its rosters entry (stored with its result).
 CALLS = "collective_calls"
@@ -43,13 +44,6 @@ def _name(row: dict) -> str:
 
 def _text(value) -> str:
     return "" if value is None or value != value else str(value)
-
-
-def _whole(value) -> int | None:
-    try:
-        return None if value is None or value != value else int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def one_clock(ran: list[dict]) -> tuple[str, str, str]:
@@ -108,14 +102,17 @@ def match_job(ran: list[dict], rosters: dict, cfg) -> None:
     place; else the GPUs that abstained say why."""
     separate = [r for r in ran if r.get("collective_wait_status") == collwait.ABSTAINED
                 and _text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS)]
+    files = len({r["report"] for r in ran})
+    docs = {_name(r): rosters.get((r["report"], r["gpu_key"]), {}).get(CALLS) for r in ran}
+    size = max((int(d.get("world_size") or 0) for d in docs.values() if isinstance(d, dict)), default=0)
+    short = (f"{len(docs)} GPU(s) with collectives in {files} files of the {size} ranks the captures name"
+             if size > len(docs) else "")
     host, evidence, reason = one_clock(ran)
     if reason:
-        return _abstain(separate, reason)
-    files = len({r["report"] for r in ran})
+        return _abstain(separate, reason + (f"; and {short}" if short else ""))
     if not _overlap(ran):
         return _abstain(separate, f"the {files} files on host {host} hold captures that do not overlap in time "
                                   "(not one run)")
-    docs = {_name(r): rosters.get((r["report"], r["gpu_key"]), {}).get(CALLS) for r in ran}
     missing = [k for k, d in docs.items() if d is None]
     if missing:
         return _abstain(separate, f"the calls of {missing[0]} were matched within its own report, not kept for "
@@ -124,10 +121,8 @@ def match_job(ran: list[dict], rosters: dict, cfg) -> None:
         calls = {k: collwait.calls_of_json(d) for k, d in docs.items()}
     except (KeyError, TypeError, ValueError):
         return _abstain(separate, "the kept calls of a GPU are damaged")
-    size = max(int(d.get("world_size") or 0) for d in docs.values())
-    if size > len(calls):
-        return _abstain(separate, f"{len(calls)} GPU(s) with collectives in {files} files on host {host} of the "
-                                  f"{size} ranks the captures name: the others' files are not here")
+    if short:
+        return _abstain(separate, f"{short} (host {host}): the others' files are not here")
     matched = collwait.match(calls)
     if matched.abstained:
         return _abstain(separate, f"{files} files on host {host}; {matched.note}")
