@@ -139,7 +139,8 @@ def test_the_record_says_one_clock_not_a_lower_bound(one_host_fleet):
     line = collective_line(rows, {(r["report"], r["gpu_key"]): f"rank {r['rank']}" for r in rows})
     assert line.startswith("Collective wait: 10.500 ms waiting for the last rank inside collectives (10.94 % of the "
                            "windows) of 19.500 ms in collective kernels on 3 GPU(s)")
-    assert "straggler rank 2 (chronic: last in 3 of 3 calls)" in line
+    assert ("straggler rank 2 (chronic: last in 3 of 3 calls); matched across files: 3 GPUs in 3 files on one host, "
+            "node-a (the trace's host\\_name): one clock.") in line
     assert "apart" not in line
 
 
