@@ -224,6 +224,41 @@ def test_missing_rank_abstains(one_host):
         "node-a): the others' files are not here")
 
 
+def test_two_runs_on_one_host_abstain(tmp_path):
+    """A labels rule puts two traces of one host into one job, but rank 1's capture starts 1 s after rank 0's
+    ended: two runs, not one; matching their k-th calls would pair calls a second apart."""
+    paths = [rank_trace(tmp_path / "runs_a.json", 0, "node-a", world_size=None)]
+    w = KinetoWriter(str(tmp_path / "runs_b.json"), pid=101, devices=[(1, "NVIDIA H100 80GB HBM3", 132)],
+                     base_time_ns=S, host_name="node-a")
+    for i, (a, b, stream, name) in enumerate([(0, 4 * MS, 7, "gemm"), (5 * MS, 8 * MS, 20, ALLREDUCE)]):
+        w.kernel(1, stream, S + 1_000 * MS + a, S + 1_000 * MS + b, name, 10 + i)
+        w.runtime(102, S + 1_000 * MS + a - 500, S + 1_000 * MS + a - 100, "cudaLaunchKernel", 10 + i)
+    paths.append(w.close())
+    fleet = fleet_of(paths, Config(labels=(LabelRule(match="*runs_*", cluster="lab", job="runs"),)))
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "ranks in separate reports: the 2 files on host node-a hold captures that do not overlap in time (not one run)")
+
+
+def test_calls_that_disagree_across_files_abstain(tmp_path):
+    """Same host, one run, but rank 1's trace lost its last AllReduce: 3 calls against 2, not matched."""
+    paths = [rank_trace(tmp_path / "lost_rank0.json", 0, "node-a", world_size=2)]
+    w = KinetoWriter(str(tmp_path / "lost_rank1.json"), pid=101, devices=[(1, "NVIDIA H100 80GB HBM3", 132)],
+                     rank=1, world_size=2, base_time_ns=S - 5 * MS, host_name="node-a")
+    kernels = [(S, S + 4 * MS, 7, "gemm")] + [(S + (5 + 10 * k) * MS, S + (8 + 10 * k) * MS, 20, ALLREDUCE)
+                                              for k in range(2)] + [(S + 30 * MS, S + 32 * MS, 7, "gemm")]
+    for i, (a, b, stream, name) in enumerate(kernels):
+        w.runtime(102, a - 500, a - 100, "cudaLaunchKernel", 10 + i)
+        w.kernel(1, stream, a, b, name, 10 + i)
+    paths.append(w.close())
+    fleet = fleet_of(paths)
+    assert fleet["job"].tolist() == ["lost"] * 2
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "ranks in separate reports: 2 files on host node-a; calls disagree between GPUs: pid100/dev0 in "
+        "lost_rank0.json ran AllReduce ×3, pid101/dev1 in lost_rank1.json ran AllReduce ×2; not matched")
+
+
 def test_a_labels_rule_groups_and_is_matched(tmp_path):
     """Traces without distributedInfo, put into one job by a labels rule, on one host: matched across files."""
     paths = [rank_trace(tmp_path / f"part{r}.json", r, "node-a", world_size=None) for r in range(3)]
