@@ -324,6 +324,18 @@ def test_nsight_rows_counting_from_the_capture_start_abstain(tmp_path):
         "from the capture's start))): the files' clocks are not known to agree")
 
 
+def test_one_file_name_in_two_folders(tmp_path):
+    """Two processes' traces of one host in two folders, both named ``trace.json`` and both GPU pid100/dev0 (one
+    entering every call 1 ms late): each GPU is named by its whole path, never taken for the other."""
+    paths = []
+    for r in range(2):
+        (tmp_path / f"r{r}").mkdir()
+        paths.append(rank_trace(tmp_path / f"r{r}" / "trace.json", 0, "node-a", world_size=None, delay=r * MS))
+    fleet = fleet_of(paths, Config(labels=(LabelRule(match="*trace.json", cluster="lab", job="two"),)))
+    assert fleet["collective_wait_ns"].tolist() == [3 * MS, 0]
+    assert fleet["collective_last_count"].tolist() == [0, 3]
+
+
 def test_one_clock_rule():
     rows = [{"report": "/a/x.json", "host": "h", "host_source": "the trace's host_name"},
             {"report": "/a/y.json", "host": "h", "host_source": "TARGET_INFO_SYSTEM_ENV Hostname"}]

@@ -38,8 +38,12 @@ def calls_entry(result) -> dict:
     return {CALLS: calls} if calls is not None else {}
 
 
-def _name(row: dict) -> str:
-    return f"{row['gpu_key']} in {os.path.basename(str(row['report']).replace(chr(92), '/').rstrip('/'))}"
+def _names(rows: list[dict]) -> list[str]:
+    """Each GPU of ``rows`` as ``<gpu key> in <file name>``, or with the file's whole path when two GPUs would read
+    the same (one file name in two folders)."""
+    short = [f"{r['gpu_key']} in {os.path.basename(str(r['report']).replace(chr(92), '/').rstrip('/'))}"
+             for r in rows]
+    return short if len(set(short)) == len(short) else [f"{r['gpu_key']} in {r['report']}" for r in rows]
 
 
 def _text(value) -> str:
@@ -103,7 +107,8 @@ def match_job(ran: list[dict], rosters: dict, cfg) -> None:
     separate = [r for r in ran if r.get("collective_wait_status") == collwait.ABSTAINED
                 and _text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS)]
     files = len({r["report"] for r in ran})
-    docs = {_name(r): rosters.get((r["report"], r["gpu_key"]), {}).get(CALLS) for r in ran}
+    names = _names(ran)
+    docs = {k: rosters.get((r["report"], r["gpu_key"]), {}).get(CALLS) for k, r in zip(names, ran)}
     size = max((int(d.get("world_size") or 0) for d in docs.values() if isinstance(d, dict)), default=0)
     short = (f"{len(docs)} GPU(s) with collectives in {files} files of the {size} ranks the captures name"
              if size > len(docs) else "")
@@ -131,8 +136,7 @@ def match_job(ran: list[dict], rosters: dict, cfg) -> None:
     note = (f"{len(calls)} GPUs in {files} files on one host, {host} ({evidence}): one clock; calls matched by the "
             f"k-th kernel of each family{several}: {counts}")
     matched = matched._replace(note=note)
-    for r in ran:
-        key = _name(r)
+    for key, r in zip(names, ran):
         nvtx = ("nccl:collective",) if docs[key].get("nvtx_collective") else ()
         r.update(collwait.gpu_columns(matched, key, int(r["window_start_ns"]), int(r["window_end_ns"]),
                                       _rate(r.get("rate_usd_per_hour")), cfg.cost.hours_per_month,

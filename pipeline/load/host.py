@@ -1,5 +1,5 @@
-"""The host a capture ran on, and whether its times are on that host's clock (docs/definitions.md#collective-wait,
-across files).
+"""The host a capture ran on, and whether its times are on that host's clock
+(docs/definitions.md#collective-wait-across-files).
 
 Files of one job on the same host share one clock, so their collective calls can be matched as within one
 report (:mod:`pipeline.fleet.crosswait`). What a file says of its host:
