@@ -29,7 +29,7 @@ from helpers.engine import analyse_reports
 from pipeline.analysis import collwait
 from pipeline.config import Config, LabelRule
 from pipeline.engine.map import InProcess
-from pipeline.fleet.crosswait import ACROSS_FILES, one_clock
+from pipeline.fleet.crosswait import ACROSS_FILES, match_across_files, one_clock
 from pipeline.fleet.outputs import gpu_json_name, write_gpu_docs
 from pipeline.fleet.reduce import reduce_outcomes, rollup
 from pipeline.report.medical import collective_line
@@ -334,6 +334,30 @@ def test_one_file_name_in_two_folders(tmp_path):
     fleet = fleet_of(paths, Config(labels=(LabelRule(match="*trace.json", cluster="lab", job="two"),)))
     assert fleet["collective_wait_ns"].tolist() == [3 * MS, 0]
     assert fleet["collective_last_count"].tolist() == [0, 3]
+
+
+def test_a_gpu_with_its_calls_outside_its_window_still_sets_the_last_start():
+    """By hand, on fleet rows: GPU a's one call [10, 20) is inside its W [0, 100); GPU b's call of it starts at 15
+    but b's W is [50, 100) (status none: no call in W). b entered last, so a waits [10, 15): 5 ns, transfers 5."""
+    def row(report, w0, status):
+        return {"report": report, "gpu_key": "g", "cluster": "c", "job": "j", "status": "ok", "host": "h",
+                "host_source": "the trace's host_name", "first_kernel_ns": 0, "capture_ns": 100,
+                "window_start_ns": w0, "window_end_ns": 100, "window_ns": 100 - w0, "rate_usd_per_hour": 1.0,
+                "collective_wait_status": status,
+                "collective_wait_note": "ranks in separate reports: …" if status == collwait.ABSTAINED else ""}
+    rows = [row("/x/a.json", 0, collwait.ABSTAINED), row("/x/b.json", 50, collwait.NO_COLLECTIVE)]
+    rosters = {("/x/a.json", "g"): {"collective_calls": collwait.calls_json(calls_of([(10, 20)]), 0)},
+               ("/x/b.json", "g"): {"collective_calls": collwait.calls_json(calls_of([(15, 20)]), 0)}}
+    match_across_files(rows, rosters, Config())
+    a, b = rows
+    assert (a["collective_wait_status"], a["collective_wait_ns"], a["collective_transfer_ns"]) == (
+        collwait.MEASURED, 5, 5)
+    assert (b["collective_wait_status"], b["collective_calls"]) == (collwait.NO_COLLECTIVE, 0)
+
+
+def calls_of(spans) -> collwait.RankCalls:
+    s, e = zip(*spans)
+    return collwait.rank_calls(s, e, [ALLREDUCE] * len(s), [True] * len(s))
 
 
 def test_one_clock_rule():

@@ -451,11 +451,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     nvtx_texts = trace.nvtx["text"].unique()
     row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, rate, cfg.cost.hours_per_month,
                                     cfg.collective.chronic_share, nvtx_texts))
-    # peers in other reports: its calls kept for the job's step across files (pipeline.fleet.crosswait)
-    separate = (row["collective_wait_status"] == collwait.ABSTAINED
-                and str(row["collective_wait_note"]).startswith(collwait.SEPARATE_REPORTS))
-    calls_doc = (collwait.calls_json(collective.calls[trace.gpu_key], trace.world_size, nvtx_texts)
-                 if separate and trace.gpu_key in collective.calls else None)
+    # peers in other reports: its calls (also those outside W) kept for the job's step across files
+    # (pipeline.fleet.crosswait)
+    own_calls = collective.calls.get(trace.gpu_key)
+    calls_doc = (collwait.calls_json(own_calls, trace.world_size, nvtx_texts)
+                 if collective.abstained and collective.note.startswith(collwait.SEPARATE_REPORTS)
+                 and own_calls is not None and own_calls.starts.size else None)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
                                     row["kernel_count"], spread, cfg.confidence,

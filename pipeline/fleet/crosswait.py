@@ -102,7 +102,7 @@ def _rate(value) -> float:
 
 def match_job(ran: list[dict], rosters: dict, cfg) -> None:
     """Match the collective calls of one job's GPUs that ran a collective (``ran``, fleet rows of two or more
-    files) across its files when they share one host (module doc), updating their ``collective_*`` columns in
+    files; a GPU whose calls all lie outside its W among them) across its files when they share one host (module doc), updating their ``collective_*`` columns in
     place; else the GPUs that abstained say why."""
     separate = [r for r in ran if r.get("collective_wait_status") == collwait.ABSTAINED
                 and _text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS)]
@@ -151,8 +151,10 @@ def match_across_files(rows: list[dict], rosters: dict, cfg) -> list[dict]:
     entry holding :data:`CALLS`. In place; returns ``rows``."""
     jobs: dict[tuple, list] = {}
     for r in rows:
-        if r.get("status") not in NOT_ANALYSED and r.get("collective_wait_status") in (collwait.MEASURED,
-                                                                                         collwait.ABSTAINED):
+        # a GPU whose calls all lie outside its W (status none) still takes part: its start may be a call's last
+        if r.get("status") not in NOT_ANALYSED and (
+                r.get("collective_wait_status") in (collwait.MEASURED, collwait.ABSTAINED)
+                or CALLS in rosters.get((r.get("report"), r.get("gpu_key")), {})):
             jobs.setdefault(tuple(_text(r.get(c)) for c in JOB_KEY), []).append(r)
     for _, ran in sorted(jobs.items()):
         if len({r["report"] for r in ran}) > 1 and any(
