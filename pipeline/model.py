@@ -450,7 +450,10 @@ class GpuResult:
     over several reports can agree later. ``sources``: the cache entries the GPU's report was read from
     (:attr:`Report.sources`), recorded with its stored result. ``code``: the
     digest of the code that computed it (:func:`pipeline.code_keys.result_code` of the process that made it, a
-    Dask worker's own): a result is stored only under a key of that same code (:mod:`pipeline.store.results`)."""
+    Dask worker's own): a result is stored only under a key of that same code (:mod:`pipeline.store.results`).
+    ``collective_calls``: the GPU's collective calls in compact form
+    (:func:`pipeline.analysis.collwait.calls_json`) when its peers are in other reports, for the job's step across
+    files (:mod:`pipeline.fleet.crosswait`); None otherwise."""
 
     row: dict
     roster: list = field(default_factory=list)
@@ -459,3 +462,4 @@ class GpuResult:
     plan: object = None
     sources: list = field(default_factory=list)
     code: str = field(default_factory=result_code)
+    collective_calls: dict | None = None

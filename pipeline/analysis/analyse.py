@@ -375,6 +375,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "node": labels.get("node", ""), "rank": labels.get("rank", ""),
         "dist_world_size": labels.get("dist_world_size"), "dist_backend": labels.get("dist_backend"),
         "scheduler_job": labels.get("scheduler_job"),
+        "host": labels.get("host"), "host_source": labels.get("host_source"),
         "gpu_key": trace.gpu_key,
         "pid": int(trace.pids[0]), "device_id": int(trace.device_ids[0]),
         "pids": ",".join(map(str, trace.pids)), "device_ids": ",".join(map(str, trace.device_ids)),
@@ -447,8 +448,15 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     if collective is None:  # this GPU alone: no peer in its clock domain
         collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
                                     trace.world_size)
+    nvtx_texts = trace.nvtx["text"].unique()
     row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, rate, cfg.cost.hours_per_month,
-                                    cfg.collective.chronic_share, trace.nvtx["text"].unique()))
+                                    cfg.collective.chronic_share, nvtx_texts))
+    # peers in other reports: its calls (also those outside W) kept for the job's step across files
+    # (pipeline.fleet.crosswait)
+    own_calls = collective.calls.get(trace.gpu_key)
+    calls_doc = (collwait.calls_json(own_calls, trace.world_size, nvtx_texts)
+                 if collective.abstained and collective.note.startswith(collwait.SEPARATE_REPORTS)
+                 and own_calls is not None and own_calls.starts.size else None)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
                                     row["kernel_count"], spread, cfg.confidence,
@@ -472,4 +480,4 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                      timeline={**timeline(kw, device_categorised, win, runs),
                                **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
                                                    trace.capture_start_source)},
-                     plan=plan)
+                     plan=plan, collective_calls=calls_doc)

@@ -137,6 +137,11 @@ class Matched(NamedTuple):
         return ABSTAINED_BASIS + self.note if self.abstained else KTH_CALL
 
 
+#: How the note of a GPU whose peers are in other reports starts (:func:`match`): the job's step may match them
+#: across files on one host (:mod:`pipeline.fleet.crosswait`).
+SEPARATE_REPORTS = "ranks in separate reports"
+
+
 #: ``collective_match_basis`` of a matched report (the k-th call of each family, per collective stream), and the
 #: prefix of an abstained one's (its reason follows). NVTX payloads are not a basis yet (module docstring).
 KTH_CALL, ABSTAINED_BASIS = "kth call of family", "abstained: "
@@ -170,8 +175,7 @@ def match(ranks: dict, world_size: int = 0) -> Matched:
     if len(part) < 2 or (world_size and world_size > len(part)):
         held = f"{len(part)} GPU(s) with collectives in this report" + (
             f" of the {int(world_size)} ranks the capture names" if world_size > len(part) else "")
-        return Matched(dict(ranks), {}, {},
-                       f"ranks in separate reports: their clocks are not known to agree ({held})")
+        return Matched(dict(ranks), {}, {}, f"{SEPARATE_REPORTS}: their clocks are not known to agree ({held})")
     counts = {k: _counts(v) for k, v in part.items()}
     first = next(iter(part))
     for k, c in counts.items():
@@ -307,3 +311,31 @@ def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float, h
             "collective_wait_usd_per_month": round(idle_usd_per_month(share, rate, hours_per_month), 2),
             "collective_chronic": status == MEASURED and is_chronic(own.last_count, own.calls, chronic_share),
             "collective_p2p": status == MEASURED and matched.p2p and not nvtx_names_collective(nvtx_texts)}
+
+
+def calls_json(calls: RankCalls, world_size: int, nvtx_texts=()) -> dict:
+    """One GPU's collective calls in a compact JSON form, for the job's step across files
+    (:mod:`pipeline.fleet.crosswait`): ``starts``, ``ends`` (int ns), ``families`` (the distinct ones) and
+    ``family`` (each call's index into them), ``streams`` (:attr:`RankCalls.streams`, None: one stream),
+    ``world_size`` (the ranks the capture names, 0: unknown) and ``nvtx_collective``
+    (:func:`nvtx_names_collective` of the GPU's NVTX texts)."""
+    codes, labels = pd.factorize(calls.families.astype(str), use_na_sentinel=False) if calls.families.size \
+        else (np.zeros(0, np.int64), [])
+    return {"starts": calls.starts.astype(np.int64).tolist(), "ends": calls.ends.astype(np.int64).tolist(),
+            "families": [str(x) for x in labels], "family": np.asarray(codes, np.int64).tolist(),
+            "streams": None if calls.streams is None else calls.streams.astype(np.int64).tolist(),
+            "world_size": int(world_size or 0), "nvtx_collective": bool(nvtx_names_collective(nvtx_texts))}
+
+
+def calls_of_json(doc: dict) -> RankCalls:
+    """The :class:`RankCalls` of :func:`calls_json`'s ``doc``. Raises KeyError, TypeError or ValueError when it is
+    damaged (lengths that differ, a family index out of range)."""
+    starts = np.asarray(doc["starts"], dtype=np.int64).reshape(-1)
+    ends = np.asarray(doc["ends"], dtype=np.int64).reshape(-1)
+    family = np.asarray(doc["family"], dtype=np.int64).reshape(-1)
+    names = np.asarray([str(x) for x in doc["families"]], dtype=object)
+    streams = None if doc.get("streams") is None else np.asarray(doc["streams"], dtype=np.int64).reshape(-1)
+    if not (starts.size == ends.size == family.size) or (streams is not None and streams.size != starts.size) \
+            or (family.size and (family.min() < 0 or family.max() >= names.size)):
+        raise ValueError("damaged collective calls: lengths or family indices disagree")
+    return RankCalls(starts, ends, names[family] if family.size else np.zeros(0, object), streams)

@@ -19,6 +19,7 @@ from ..analysis.fixfirst import rollup_columns
 from ..load.capture import export_source
 from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
                       ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
+from .crosswait import calls_entry, match_across_files
 from .grouping import group_jobs
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
@@ -418,7 +419,7 @@ def rosters_of(results: list) -> dict:
     """``(report, gpu_key) -> {"streams", "device", "timeline"}`` of per-GPU results
     (:class:`~pipeline.model.GpuResult`)."""
     return {(r.row["report"], r.row["gpu_key"]): {"streams": r.roster, "device": r.device_roster,
-                                                 "timeline": r.timeline} for r in results}
+                                                 "timeline": r.timeline, **calls_entry(r)} for r in results}
 
 
 def roster_entry(result, written_text: str | None) -> dict:
@@ -426,8 +427,9 @@ def roster_entry(result, written_text: str | None) -> dict:
     full rosters, or, when its JSON file was already written (``written_text``: the
     :func:`~pipeline.fleet.outputs.summary_text` of its ``_summary``), the device roster and that text."""
     if written_text is not None:
-        return {"device": result.device_roster, "json": written_text}
-    return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline}
+        return {"device": result.device_roster, "json": written_text, **calls_entry(result)}
+    return {"streams": result.roster, "device": result.device_roster, "timeline": result.timeline,
+            **calls_entry(result)}
 
 
 def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=None,
@@ -465,4 +467,5 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     analysed = {row["report"] for row in rows if row.get("status") not in NOT_ANALYSED}
     errors += [error_row(o.path, cfg.labels_for(o.path), o.failure.message + unconfirmed_note(o.path, analysed))
                for o in failed]
-    return build_fleet(group_jobs(rows + errors, cfg), cfg.analysis.straggler_spread_pct), rosters
+    rows = match_across_files(group_jobs(rows + errors, cfg), rosters, cfg)
+    return build_fleet(rows, cfg.analysis.straggler_spread_pct), rosters

@@ -52,6 +52,7 @@ from ..model import (COPY_DIRECTIONS, MEM_KINDS, ProfileError, Report, RowWarnin
 from .caveats import lost_launches
 from .columns import normalise_api_name, text_objects
 from .gpus import board_name, devices_frame
+from .host import HOST, HOST_SOURCE, trace_host
 from .integrity import (ROW_GAP_FACTOR, ROW_GAP_MIN_NS, SLACK_NS, Capture, _row_extent, dropped_warning,
                         duplicate_mask, duplicates_warning, impossible_rows, key_first)
 from .kineto_time import BEYOND_INT64, INT64_MAX, TimeRangeError, TimeTextError, raws_to_ns
@@ -162,6 +163,8 @@ class _Trace(msgspec.Struct):
     deviceProperties: Any = None
     distributedInfo: msgspec.Raw = msgspec.Raw(b"null")  # read by _distributed_info: a hint never fails a trace
     baseTimeNanoseconds: msgspec.Raw = msgspec.Raw(b"null")
+    host_name: Any = None   # the host, where the profiler writes it (:func:`pipeline.load.host.trace_host`)
+    hostname: Any = None
 
 
 _TOP = msgspec.json.Decoder(_Trace | list[msgspec.Raw])
@@ -741,9 +744,9 @@ def _base_ns(raw, path: str) -> int:
     return base
 
 
-def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
-    """``(raw events, deviceProperties, distributedInfo, base ns, where)`` of a trace's text; ``where``
-    names the event list for messages (``traceEvents`` or ``the JSON list``)."""
+def _parse(path: str, text) -> tuple[list, Any, Any, int, str, tuple]:
+    """``(raw events, deviceProperties, distributedInfo, base ns, where, (host, where read))`` of a trace's text;
+    ``where`` names the event list for messages (``traceEvents`` or ``the JSON list``)."""
     try:
         top = _TOP.decode(text)
     except msgspec.ValidationError as exc:
@@ -753,11 +756,11 @@ def _parse(path: str, text) -> tuple[list, Any, Any, int, str]:
         what = "truncated JSON (the file ends inside the trace)" if "truncated" in str(exc) else f"not valid JSON ({exc})"
         raise ProfileError(f"{path}: {what}: not a readable PyTorch profiler trace") from None
     if isinstance(top, list):
-        return top, None, None, 0, "the JSON list"
+        return top, None, None, 0, "the JSON list", ("", "")
     if top.traceEvents is None:
         raise ProfileError(f"{path}: not a PyTorch profiler trace: the JSON object has no traceEvents list")
     return (top.traceEvents, top.deviceProperties, _distributed_info(top.distributedInfo), _base_ns(top.baseTimeNanoseconds, path),
-            "traceEvents")
+            "traceEvents", trace_host(top))
 
 
 def _dropped_rows_warning(counts: dict[str, int]) -> list[RowWarning]:
@@ -828,7 +831,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
     try:
-        raws, props, dist, base, where = _parse(path, text)
+        raws, props, dist, base, where, (host, host_source) = _parse(path, text)
         cols, names_seen, complete, span = _collect(raws, base, path, where, deadline)
     except RecursionError:
         raise ProfileError(f"{path}: JSON nested deeper than it can be read (about {sys.getrecursionlimit():,} "
@@ -899,6 +902,8 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         meta["base_time_ns"] = str(base)
     if vendor:
         meta["not_nvidia"] = vendor
+    if host:
+        meta.update({HOST: host, HOST_SOURCE: host_source})
     return Report(path=path, kernels=kernels, runtime=runtime, copies=copies, nvtx=nvtx, devices=devices,
                   overhead=no_overhead(), untraced=untraced, meta=meta,
                   diagnostics=[], warnings=warnings, capture_start_ns=start_ns, capture_start_source=start_source)

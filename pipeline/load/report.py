@@ -20,6 +20,7 @@ from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
 from .kernel_names import kernel_aliases
+from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
 from .integrity import (Capture, capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
@@ -607,8 +608,9 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             devices=devices,
             overhead=overhead,
             untraced=untraced,
-            meta=with_scheduler_job(with_graph_mode(with_world_size(load_meta(schema), capture_world_size(schema)), schema),
-                                    schema),
+            meta=with_export_host(with_scheduler_job(with_graph_mode(with_world_size(load_meta(schema),
+                                                                                      capture_world_size(schema)),
+                                                                      schema), schema), schema, start_ns, start_source),
             diagnostics=load_diagnostics(schema),
             warnings=warnings,
             capture_start_ns=start_ns,

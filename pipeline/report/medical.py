@@ -37,6 +37,7 @@ from ..analysis.confidence import TIERS
 from ..analysis.cost import HOW_TO_PRICE, assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import enough_periods, too_few_text, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
+from ..fleet.crosswait import ACROSS_FILES
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import _flag, assumed_text
 from ..io import slug, write_text
@@ -66,7 +67,7 @@ def timeline_s(ns) -> str:
 #: Fleet columns the figures of the wait inside collectives read (:func:`collective_figures`).
 COLLECTIVE_COLUMNS = ["collective_ns", "collective_wait_ns", "collective_transfer_ns", "collective_calls",
                       "collective_last_count", "collective_chronic", "collective_p2p", "collective_wait_status",
-                      "collective_wait_note", "collective_wait_usd_per_month"]
+                      "collective_wait_note", "collective_wait_usd_per_month", "collective_match_basis"]
 
 #: Fleet columns a medical record reads.
 RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_ns", "idle_ns", "idle_pct", "window_rule",
@@ -224,7 +225,7 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
     """Idle inside collectives over the analysed rows ``ok`` (dicts with :data:`COLLECTIVE_COLUMNS`, ``report``,
     ``gpu_key``, ``window_ns``; docs/definitions.md#collective-wait), the GPUs named by ``names`` (``(report,
     gpu_key) -> name``): ``{"gpus": measured GPUs, "abstained": GPUs that ran collectives but were not matched,
-    "note": the first abstention's reason ("" with none), "reports": the measured GPUs' reports, "wait_ns", "transfer_ns", "collective_ns", "window_ns"
+    "note": the first abstention's reason ("" with none), "reports": the clock domains the measured GPUs were matched in apart (each report; the files of one host matched across, docs/definitions.md#collective-wait-across-files, are one), "across": how those files share a clock ("3 GPUs in 3 files on one host, node-a (the trace's host_name): one clock"; "" with none), "wait_ns", "transfer_ns", "collective_ns", "window_ns"
     (of the measured GPUs), "wait_pct" (100 × wait / window), "usd" (their ``collective_wait_usd_per_month``
     summed; NaN when all unpriced), "straggler", "kind" (:func:`pipeline.analysis.collwait.job_straggler`),
     "last", "calls" (the straggler's), "wait_kind" (``pipeline bubble`` or ``collective wait``), "remedy"}``;
@@ -244,7 +245,12 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
     at = gpu_names_.index(who) if who else None
     wait = sum(_ns(r["collective_wait_ns"]) for r in measured)
     window = sum(_ns(r["window_ns"]) for r in measured)
-    return {**out, "reports": len({r["report"] for r in measured}), "wait_ns": wait, "transfer_ns": sum(_ns(r["collective_transfer_ns"]) for r in measured),
+    # the clock domains matched apart: each report on its own, and one for the files matched across on one host
+    across = [str(r.get("collective_match_basis") or "") == ACROSS_FILES for r in measured]
+    domains = len({r["report"] for r, a in zip(measured, across) if not a}) + (1 if any(across) else 0)
+    clock = next((str(r["collective_wait_note"]).split("; calls matched", 1)[0]
+                  for r, a in zip(measured, across) if a), "")
+    return {**out, "reports": domains, "across": clock, "wait_ns": wait, "transfer_ns": sum(_ns(r["collective_transfer_ns"]) for r in measured),
             "collective_ns": sum(_ns(r["collective_ns"]) for r in measured), "window_ns": window,
             "wait_pct": 100.0 * wait / window if window else 0.0,
             "usd": priced_sum([r["collective_wait_usd_per_month"] for r in measured]),
@@ -273,7 +279,8 @@ def collective_line(ok: list[dict], names: dict) -> str:
         "waiting for the last rank inside collectives"
     who = (f"; straggler {f['straggler']} ({f['kind']}: last in {f['last']} of {f['calls']} calls)"
            if f["straggler"] else "")
-    apart = f"; {f['abstained']} GPU(s) not measured ({md_text(f['note'])})" if f["abstained"] else ""
+    apart = f"; matched across files: {md_text(f['across'])}" if f.get("across") else ""
+    apart += f"; {f['abstained']} GPU(s) not measured ({md_text(f['note'])})" if f["abstained"] else ""
     if f["reports"] > 1:  # each report matched on its own: a call's last rank in another report is not seen
         apart += (f"; measured within each of its {f['reports']} reports apart (their clocks are not known to agree), "
                   "a lower bound when a call's last rank is in another report")

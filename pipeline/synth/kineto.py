@@ -69,11 +69,13 @@ class KinetoWriter:
         base_time_ns: ``baseTimeNanoseconds``; ``ts`` are then relative to it (None: absolute).
         style: ``"2024"`` or ``"2021"`` (see the module doc).
         process_name: the ``process_name`` metadata.
+        host_name: the top-level ``host_name`` (2024 style only; None: not written), as Meta's profiler names
+            the host.
     """
 
     def __init__(self, path: str, pid: int, devices=(), rank: int | None = None, world_size: int | None = None,
                  base_time_ns: int | None = None, style: str = "2024", process_name: str = "python3",
-                 backend: str = "nccl"):
+                 backend: str = "nccl", host_name: str | None = None):
         if style not in CATEGORIES:
             raise ValueError(f"unknown style {style!r} (known: {', '.join(CATEGORIES)})")
         self.path, self.pid, self.style = path, int(pid), style
@@ -98,6 +100,8 @@ class KinetoWriter:
             if rank is not None:
                 head.append('  "distributedInfo": ' + json.dumps({"backend": backend, "rank": int(rank),
                                                                    "world_size": int(world_size or 1)}))
+            if host_name is not None:
+                head.append('  "host_name": ' + json.dumps(host_name))
         self._out.write(",\n".join(head) + ',\n  "traceEvents": [\n')
         self._event({"ph": "M", "name": "process_name", "pid": self.pid, "tid": 0, "args": {"name": process_name}},
                     None)

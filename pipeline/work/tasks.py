@@ -41,6 +41,7 @@ from ..inputs.export import export_report
 from ..inputs.storage import is_remote, stage
 from ..load.cache import load_cached
 from ..load.capture import capture_identity
+from ..load.host import HOST, HOST_SOURCE
 from ..load.kineto import is_kineto_path
 from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_kernels, gpu_trace, plan_trace
@@ -299,7 +300,9 @@ def trace_labels(report: Report, labels: dict) -> dict:
     ``report.meta``) where the labels give none, and its ``distributedInfo`` world size and backend
     (``dist_world_size``, ``dist_backend``: the evidence :func:`pipeline.fleet.grouping.group_jobs`
     groups per-rank traces by), and an Nsight export's scheduler job (``scheduler_job``,
-    ``SLURM_JOB_ID=<id>`` from its capture's environment); other labels and other reports: unchanged."""
+    ``SLURM_JOB_ID=<id>`` from its capture's environment), and the host either names and where it was read
+    (``host``, ``host_source``: :mod:`pipeline.load.host`); other labels and other reports: unchanged."""
+    labels = {**labels, **{k: str(report.meta[k]) for k in (HOST, HOST_SOURCE) if report.meta.get(k)}}
     if report.meta.get("format") != "kineto":
         job = report.meta.get("scheduler_job")
         return {**labels, "scheduler_job": str(job)} if job else labels
@@ -486,7 +489,7 @@ def finish_report(outcome: ReportOutcome, sinks: Sinks | None, progress=None) ->
         if writing is not None:
             writing.close()
     outcome.results = [GpuResult(row=r.row, device_roster=r.device_roster, plan=r.plan, sources=r.sources,
-                                 code=r.code)
+                                 code=r.code, collective_calls=r.collective_calls)
                        for r in outcome.results]
     outcome.written, outcome.texts = True, {gpu: text for (_, gpu), (_, text) in files.items()}
     if sinks.draw is not None:
