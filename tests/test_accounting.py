@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import run_cli
 
 from pipeline.accounting import hooks
 from pipeline.accounting.allocations import Allocation, read_file, read_files
@@ -15,6 +16,7 @@ from pipeline.accounting.joined import (NO_RECORD, NOT_MEASURED, PARTLY, MEASURE
                                         measured_share, teams, with_identity)
 from pipeline.config import load_config
 from pipeline.fleet.reduce import fleet_frame
+from pipeline.synth.kineto import KinetoWriter
 
 H = 3_600_000_000_000  # ns per hour
 T0 = 1_796_000_000  # a Unix time (s), 2026-11-30
@@ -222,3 +224,54 @@ def test_attach_logs_bad_input_and_goes_on(tmp_path):
     cov = pd.read_csv(tmp_path / "coverage.csv")
     assert list(cov["held_gpu_ns"]) == [4 * H] and list(cov["represented_gpu_ns"]) == [H]
     assert hooks.digest("abc", cfg) != hooks.digest("abc", load_config([])) == "abc"
+
+
+def trace(path, base_ns: int, kernels: int = 60) -> str:
+    """A one-GPU PyTorch profiler trace on the Unix-epoch clock from ``base_ns``: ``kernels`` 1 ms kernels 2 ms apart."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = KinetoWriter(str(path), pid=11, devices=[(0, "NVIDIA H100 80GB HBM3", 132)], base_time_ns=base_ns)
+    for i in range(kernels):
+        start = base_ns + i * 2_000_000
+        w.runtime(11, start, start + 10_000, "cudaLaunchKernel", i + 1)
+        w.kernel(0, 7, start + 20_000, start + 1_020_000, "gemm_kernel", i + 1)
+    return w.close()
+
+
+def run_with_accounting(folder, sacct_file: str, labels: str = "") -> tuple:
+    """``gpu-idle run`` (in process) over ``folder`` with ``--accounting sacct_file``: (result, out folder)."""
+    out = folder.parent / f"{folder.name}-out"
+    args = ["run", str(folder), "--out", str(out), "--no-cache", "--accounting", sacct_file]
+    if labels:
+        args += ["--config", labels]
+    return run_cli(*args, check=False), out
+
+
+def test_run_writes_teams_and_coverage(tmp_path, cfg):
+    """`gpu-idle run --accounting`: job 101's trace (path rule) and a trace on node n2 during job 102 (node rule,
+    by its labels) join; job 103 was never traced: named in coverage.csv, not priced. Teams' dollars are the
+    fleet table's, summed by hand."""
+    fleet_dir = tmp_path / "fleet"
+    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
+    trace(fleet_dir / "n2" / "serve.pt.trace.json", T0 * S + 90 * 60 * S, kernels=70)
+    accounting = write(tmp_path / "sacct.json", sacct(
+        job(101, "alice", "vision", "n1", T0, T0 + 10 * 3600, 4),
+        job(102, "bob", "speech", "n2", T0, T0 + 2 * 3600, 1),
+        job(103, "carol", "vision", "n3", T0, T0 + 5 * 3600, 2, name="gpu:h100")))
+    labels = tmp_path / "labels.yaml"
+    labels.write_text("labels:\n  - {match: '*/n2/*', node: n2}\n")
+    proc, out = run_with_accounting(fleet_dir, accounting, str(labels))
+    assert proc.returncode == 0, proc.stderr
+    fleet = pd.read_csv(out / "fleet.csv")
+    by_report = dict(zip(fleet["report"].map(lambda p: p.split("/fleet/")[1]), fleet["sched_job_id"]))
+    assert by_report == {"job101/rank0.pt.trace.json": 101, "n2/serve.pt.trace.json": 102}
+    usd = dict(zip(fleet["sched_job_id"], fleet["idle_usd_per_month"]))
+    teams_csv = pd.read_csv(out / "teams.csv").set_index(["by", "name"])
+    assert teams_csv.loc[("account", "vision"), "idle_usd_per_month"] == round(usd[101], 2)
+    assert teams_csv.loc[("account", "speech"), "idle_usd_per_month"] == round(usd[102], 2)
+    assert teams_csv.loc[("user", "carol"), "not_measured_jobs"] == 1
+    cov = pd.read_csv(out / "coverage.csv").set_index("job_id")
+    assert list(cov["status"]) == [PARTLY, MEASURED, NOT_MEASURED]
+    assert list(cov["held_gpu_ns"]) == [40 * H, 2 * H, 10 * H]
+    assert math.isnan(cov.loc[103, "idle_usd_per_month"])
+    h100 = fleet["rate_usd_per_hour"].iloc[0]
+    assert list(cov["held_usd"]) == [round(40 * h100, 2), round(2 * h100, 2), round(10 * h100, 2)]
