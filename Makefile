@@ -60,7 +60,7 @@ report: $(STAMP)
 # anything starts: Chromium for the report's browser tests, Slurm and munge for tests/test_slurm.py.
 # scripts/apt_install.sh waits (up to 10 minutes, a line every 30 s) for another apt/dpkg holding its lock.
 CHROMIUM_PACKAGES := chromium
-SLURM_PACKAGES := slurm-wlm munge
+SLURM_PACKAGES := slurm-wlm munge slurmdbd mariadb-server
 APT_INSTALL := bash scripts/apt_install.sh
 
 # TEST_WORKERS processes (pytest-xdist, one module per process); the run ends with its wall and CPU time.
@@ -136,6 +136,7 @@ chromium:
 # packages' services are not started and /etc is not used).
 slurm:
 	command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
+	  && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null \
 	  || $(APT_INSTALL) $(SLURM_PACKAGES)
 
 # The Dask operator's DaskCluster CRD for tests/test_deploy.py: dask-kubernetes' wheel, downloaded
