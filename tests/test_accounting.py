@@ -275,3 +275,27 @@ def test_run_writes_teams_and_coverage(tmp_path, cfg):
     assert math.isnan(cov.loc[103, "idle_usd_per_month"])
     h100 = fleet["rate_usd_per_hour"].iloc[0]
     assert list(cov["held_usd"]) == [round(40 * h100, 2), round(2 * h100, 2), round(10 * h100, 2)]
+
+
+def test_report_shows_teams_and_coverage_on_its_headline(tmp_path, cfg):
+    """`gpu-idle report` of a run with accounting: the coverage sentence and the teams table in the HTML
+    headline section and in the Markdown a manager forwards, with the figures of teams.csv."""
+    fleet_dir = tmp_path / "fleet"
+    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
+    accounting = write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 10 * 3600, 4),
+                                                      job(103, "carol", "vision", "n3", T0, T0 + 5 * 3600, 2)))
+    proc, out = run_with_accounting(fleet_dir, accounting)
+    assert proc.returncode == 0, proc.stderr
+    rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
+    usd = float(pd.read_csv(out / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "idle_usd_per_month"])
+    run_cli("report", str(out), "--out", str(tmp_path / "r.md"), "--format", "md")
+    text = (tmp_path / "r.md").read_text()
+    held, represented = 40 * rate + 10 * rate, 10 * rate  # 4 GPUs × 10 h and 2 × 5 h held; 1 of the 4 captured
+    assert (f"The captures represent {100 * represented / held:.2f} % of the fleet's GPU spend over the accounting's "
+            f"period (${represented:,.2f} of ${held:,.2f}). 1 job(s) held GPUs without any capture: 103 (vision, "
+            "carol, 10.0 GPU-hours): not measured, not priced as idle.") in text.replace("\u202f", " ")
+    assert f"| account | vision | ${usd:,.2f} |" in text
+    run_cli("report", str(out), "--out", str(tmp_path / "r.html"))
+    page = (tmp_path / "r.html").read_text()
+    headline = page[page.index('<section id="headline">'):page.index('<section id="job-costs">')]
+    assert 'id="coverage"' in headline and f'data-usd="{usd:.2f}"' in headline and 'data-not-measured="1"' in headline
