@@ -13,7 +13,8 @@ leaves the machine's own configuration alone: everything lives in FOLDER (defaul
   the generated ``slurm.conf``.
 - ``slurm.conf``: one node ``localhost`` in one partition ``debug`` (default, no time limit),
   controller and node daemon on two free TCP ports of 127.0.0.1; state, spool, pid and log files
-  under FOLDER; ``proctrack/linuxproc``, ``task/none``, no accounting, no cgroups (a container
+  under FOLDER; ``proctrack/linuxproc``, ``task/none``, no accounting (unless ``start(accounting=True)``: ``slurmdbd``
+  and a MariaDB of its own, the GPUs a generic resource), no cgroups (a container
   usually has no writable cgroup tree); ``SlurmUser=root`` (the daemons run as whoever starts
   them, which must be root).
 - The node declares :data:`NODE_CPUS` CPUs and :data:`NODE_MEMORY_MB` MiB
