@@ -246,10 +246,12 @@ def run_with_accounting(folder, sacct_file: str, labels: str = "") -> tuple:
     return run_cli(*args, check=False), out
 
 
-def test_run_writes_teams_and_coverage(tmp_path, cfg):
-    """`gpu-idle run --accounting`: job 101's trace (path rule) and a trace on node n2 during job 102 (node rule,
-    by its labels) join; job 103 was never traced: named in coverage.csv, not priced. Teams' dollars are the
-    fleet table's, summed by hand."""
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """`gpu-idle run --accounting` (in process): job 101's trace (its id in the path), a trace on node n2 during
+    job 102 (node and time, the node from a label), job 103 never traced. ``(run folder, its report in Markdown,
+    its report in HTML)``."""
+    tmp_path = tmp_path_factory.mktemp("accounting-run")
     fleet_dir = tmp_path / "fleet"
     trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
     trace(fleet_dir / "n2" / "serve.pt.trace.json", T0 * S + 90 * 60 * S, kernels=70)
@@ -261,9 +263,18 @@ def test_run_writes_teams_and_coverage(tmp_path, cfg):
     labels.write_text("labels:\n  - {match: '*/n2/*', node: n2}\n")
     proc, out = run_with_accounting(fleet_dir, accounting, str(labels))
     assert proc.returncode == 0, proc.stderr
+    run_cli("report", str(out), "--out", str(tmp_path / "r.md"), "--format", "md")
+    run_cli("report", str(out), "--out", str(tmp_path / "r.html"))
+    return out, (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
+
+
+def test_run_writes_teams_and_coverage(ran):
+    """Teams' dollars are the fleet table's, summed by hand; job 103 is named in coverage.csv, not priced."""
+    out = ran[0]
     fleet = pd.read_csv(out / "fleet.csv")
     by_report = dict(zip(fleet["report"].map(lambda p: p.split("/fleet/")[1]), fleet["sched_job_id"]))
     assert by_report == {"job101/rank0.pt.trace.json": 101, "n2/serve.pt.trace.json": 102}
+    assert list(fleet["sched_matched_by"]) == ["slurm: path", "slurm: node"]
     usd = dict(zip(fleet["sched_job_id"], fleet["idle_usd_per_month"]))
     teams_csv = pd.read_csv(out / "teams.csv").set_index(["by", "name"])
     assert teams_csv.loc[("account", "vision"), "idle_usd_per_month"] == round(usd[101], 2)
@@ -277,25 +288,34 @@ def test_run_writes_teams_and_coverage(tmp_path, cfg):
     assert list(cov["held_usd"]) == [round(40 * h100, 2), round(2 * h100, 2), round(10 * h100, 2)]
 
 
-def test_report_shows_teams_and_coverage_on_its_headline(tmp_path, cfg):
-    """`gpu-idle report` of a run with accounting: the coverage sentence and the teams table in the HTML
-    headline section and in the Markdown a manager forwards, with the figures of teams.csv."""
-    fleet_dir = tmp_path / "fleet"
-    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
-    accounting = write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 10 * 3600, 4),
-                                                      job(103, "carol", "vision", "n3", T0, T0 + 5 * 3600, 2)))
-    proc, out = run_with_accounting(fleet_dir, accounting)
-    assert proc.returncode == 0, proc.stderr
+def test_report_shows_teams_and_coverage_on_its_headline(ran):
+    """`gpu-idle report`: the coverage sentence and the teams table in the HTML headline section and in the
+    Markdown a manager forwards, with the figures of teams.csv and coverage.csv."""
+    out, text, page = ran
     rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
     usd = float(pd.read_csv(out / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "idle_usd_per_month"])
-    run_cli("report", str(out), "--out", str(tmp_path / "r.md"), "--format", "md")
-    text = (tmp_path / "r.md").read_text()
-    held, represented = 40 * rate + 10 * rate, 10 * rate  # 4 GPUs × 10 h and 2 × 5 h held; 1 of the 4 captured
+    held, represented = (40 + 2 + 10) * rate, (10 + 2) * rate  # GPU-hours held; 1 of job 101's 4 GPUs and job 102's
     assert (f"The captures represent {100 * represented / held:.2f} % of the fleet's GPU spend over the accounting's "
             f"period (${represented:,.2f} of ${held:,.2f}). 1 job(s) held GPUs without any capture: 103 (vision, "
             "carol, 10.0 GPU-hours): not measured, not priced as idle.") in text.replace("\u202f", " ")
     assert f"| account | vision | ${usd:,.2f} |" in text
-    run_cli("report", str(out), "--out", str(tmp_path / "r.html"))
-    page = (tmp_path / "r.html").read_text()
     headline = page[page.index('<section id="headline">'):page.index('<section id="job-costs">')]
     assert 'id="coverage"' in headline and f'data-usd="{usd:.2f}"' in headline and 'data-not-measured="1"' in headline
+
+
+def test_sweep_writes_teams_and_coverage_into_the_night(tmp_path):
+    """`gpu-idle sweep --accounting`: the night folder holds teams.csv and coverage.csv; the accounting file's
+    content is in the night's digest: changed, the night is written again with the new figures."""
+    fleet_dir = tmp_path / "fleet"
+    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
+    accounting = write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 2)))
+    state = tmp_path / "state"
+    args = ["sweep", str(fleet_dir), "--state-dir", str(state), "--night", "2026-12-01", "--accounting", accounting]
+    proc = run_cli(*args, check=False)
+    assert proc.returncode == 0, proc.stderr
+    night = state / "nights" / "2026-12-01"
+    assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [2 * H]
+    write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 4)))
+    assert run_cli(*args, check=False).returncode == 0
+    assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [4 * H]
+    assert pd.read_csv(night / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "gpus"] == 1

@@ -6,9 +6,9 @@ import os
 import pandas as pd
 
 from .hooks import ACCOUNTING_FILES
-from .joined import NOT_MEASURED, measured_share
+from .joined import NOT_MEASURED, NS_PER_HOUR, measured_share
 
-NS_PER_HOUR = 3_600_000_000_000
+
 
 
 def read_view(folder: str | None) -> dict | None:
