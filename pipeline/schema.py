@@ -49,8 +49,10 @@ UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
 ASSUMED_SUM = "sum where `rate_assumed`"
 #: The rollup of a USD column over the GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
 TRUSTED_SUM = "sum over trusted"
+#: The rollup of a text column: its distinct non-empty values over the group's GPUs, in row order, ``, ``-joined.
+DISTINCT = "distinct"
 #: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
-ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", "none")
+ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", DISTINCT, "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
 #: ``printed`` (the table ``gpu-idle run`` prints), ``printed-wide`` (``gpu-idle run --wide``), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
@@ -366,6 +368,11 @@ ROLLUP = (
        "the distinct `collective_match_basis` of its GPUs with a collective, in row order, `; `-joined (empty: none)"),
     _r("collective_wait_kind", "text", "text", "collective_p2p", "none",
        "`pipeline bubble` when every measured GPU's calls are point-to-point send/recv, else `collective wait`"),
+    _r("sched_jobs", "text", "text", "sched_job_id", DISTINCT, "the scheduler jobs its GPUs were matched to, "
+       "`, `-joined (empty: none; [coverage](definitions.md#coverage))"),
+    _r("sched_accounts", "text", "text", "sched_account", DISTINCT, "their accounts or teams, `, `-joined: whose "
+       "idle dollars these are"),
+    _r("sched_users", "text", "text", "sched_user", DISTINCT, "their users, `, `-joined"),
 )
 
 class Printed(NamedTuple):

@@ -280,6 +280,9 @@ def test_run_writes_teams_and_coverage(ran):
     assert teams_csv.loc[("account", "vision"), "idle_usd_per_month"] == round(usd[101], 2)
     assert teams_csv.loc[("account", "speech"), "idle_usd_per_month"] == round(usd[102], 2)
     assert teams_csv.loc[("user", "carol"), "not_measured_jobs"] == 1
+    jobs_csv = pd.read_csv(out / "jobs.csv", dtype=str).set_index("job")
+    assert jobs_csv.loc["rank0", ["sched_jobs", "sched_accounts", "sched_users"]].tolist() == ["101", "vision", "alice"]
+    assert jobs_csv.loc["serve", ["sched_jobs", "sched_accounts", "sched_users"]].tolist() == ["102", "speech", "bob"]
     cov = pd.read_csv(out / "coverage.csv").set_index("job_id")
     assert list(cov["status"]) == [PARTLY, MEASURED, NOT_MEASURED]
     assert list(cov["held_gpu_ns"]) == [40 * H, 2 * H, 10 * H]
