@@ -312,10 +312,14 @@ def test_sweep_writes_teams_and_coverage_into_the_night(tmp_path):
     fleet_dir = tmp_path / "fleet"
     trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
     accounting = write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 2)))
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"items": [{"metadata": ')
     state = tmp_path / "state"
-    args = ["sweep", str(fleet_dir), "--state-dir", str(state), "--night", "2026-12-01", "--accounting", accounting]
+    args = ["sweep", str(fleet_dir), "--state-dir", str(state), "--night", "2026-12-01", "--accounting", accounting,
+            "--accounting", str(broken)]
     proc = run_cli(*args, check=False)
     assert proc.returncode == 0, proc.stderr
+    assert f"WARNING: accounting: {broken}: not JSON (" in proc.stdout + proc.stderr  # named; the sweep went on
     night = state / "nights" / "2026-12-01"
     assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [2 * H]
     write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 4)))
