@@ -39,12 +39,26 @@ def job(job_id, user, account, nodes, start, end, gpus, name="gpu", partition="d
 
 
 def pod(name, node, gpus, start, end=None, team="vision", user="alice", namespace="ml") -> dict:
-    status = {"phase": "Succeeded" if end else "Running", "startTime": start,
-              "containerStatuses": [{"name": "main", "state": {"terminated": {"finishedAt": end}} if end
-                                     else {"running": {"startedAt": start}}}]}
-    return {"kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": {"team": team, "user": user}},
-            "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
-            "status": status}
+    """One pod as the API returns it (`kubectl get pods -o json`'s items: the fields around the ones read too)."""
+    state = ({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": start, "finishedAt": end,
+                             "containerID": "containerd://3f2a"}} if end else {"running": {"startedAt": start}})
+    limits = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(gpus)} if gpus else {"cpu": "1"}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"7c9e6679-{name}", "resourceVersion": "48213",
+                     "creationTimestamp": start, "labels": {"team": team, "user": user, "app": name.split("-")[0]},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name.rsplit("-", 1)[0],
+                                          "uid": "a1", "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "schedulerName": "default-scheduler",
+                 "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                                 "resources": {"limits": limits, "requests": limits}}],
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+        "status": {"phase": "Succeeded" if end else "Running", "hostIP": "10.0.0.7", "podIP": "10.244.1.9",
+                   "qosClass": "Guaranteed", "startTime": start,
+                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": start}],
+                   "containerStatuses": [{"name": "main", "ready": not end, "restartCount": 0, "started": not end,
+                                          "image": "nvcr.io/nvidia/pytorch:24.05-py3", "state": state}]},
+    }
 
 
 def write(path, data) -> str:

@@ -19,7 +19,6 @@ import math
 import os
 import re
 
-import numpy as np
 import pandas as pd
 
 from ..analysis.confidence import TRUSTED
@@ -210,8 +209,10 @@ def teams(fleet: pd.DataFrame, cov: pd.DataFrame) -> pd.DataFrame:
     out = []
     for by, column in (("account", "sched_account"), ("user", "sched_user")):
         names = ok[column].fillna(NO_RECORD).astype(str) if len(ok) else pd.Series(dtype=object)
-        held = cov.groupby(by)[["held_gpu_ns", "represented_gpu_ns"]].sum() if len(cov) else None
-        missing = cov[cov["status"] == NOT_MEASURED].groupby(by).size() if len(cov) else None
+        held: dict = {}  # Python ints: a big team's GPU-ns over a month passes int64 (3,500 GPUs)
+        for name, h, r, status in zip(cov[by].astype(str), cov["held_gpu_ns"], cov["represented_gpu_ns"], cov["status"]):
+            total = held.setdefault(name, [0, 0, 0])
+            total[0], total[1], total[2] = total[0] + int(h), total[1] + int(r), total[2] + (status == NOT_MEASURED)
         for name in sorted(set(names) | set(cov[by].astype(str) if len(cov) else ())):
             its = ok[names == name] if len(ok) else ok
             trusted = its[its["confidence_tier"].isin(TRUSTED)] if len(its) else its
@@ -220,12 +221,9 @@ def teams(fleet: pd.DataFrame, cov: pd.DataFrame) -> pd.DataFrame:
                         "idle_usd_per_month": round(priced_sum(its["idle_usd_per_month"]), 2) if len(its) else 0.0,
                         "trusted_idle_usd_per_month": round(priced_sum(trusted["idle_usd_per_month"]), 2)
                         if len(trusted) else 0.0,
-                        "held_gpu_ns": int(held.loc[name, "held_gpu_ns"]) if held is not None and name in held.index
-                        else 0,
-                        "represented_gpu_ns": int(held.loc[name, "represented_gpu_ns"])
-                        if held is not None and name in held.index else 0,
-                        "not_measured_jobs": int(missing.get(name, 0)) if missing is not None else 0})
+                        "held_gpu_ns": held.get(name, [0])[0], "represented_gpu_ns": held.get(name, [0, 0])[1],
+                        "not_measured_jobs": held.get(name, [0, 0, 0])[2]})
     frame = pd.DataFrame(out, columns=TEAM_COLUMNS)
     order = frame.assign(_usd=frame["idle_usd_per_month"].fillna(-1.0), _by=frame["by"].map({"account": 0, "user": 1}))
     return frame.loc[order.sort_values(["_by", "_usd", "name"], ascending=[True, False, True], kind="stable").index
-                     ].reset_index(drop=True).astype({"held_gpu_ns": np.int64, "represented_gpu_ns": np.int64})
+                     ].reset_index(drop=True)
