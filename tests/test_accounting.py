@@ -189,8 +189,9 @@ def test_teams_by_hand(joined, cfg):
     assert (vision.held_gpu_ns, vision.represented_gpu_ns, vision.not_measured_jobs) == (50 * H, 20 * H, 1)
     assert rows[("account", "speech")].idle_usd_per_month == 30.0
     assert (rows[("account", NO_RECORD)].gpus, rows[("account", NO_RECORD)].idle_usd_per_month) == (1, 7.0)
-    carol = rows[("user", "carol")]
-    assert (carol.gpus, carol.idle_usd_per_month, carol.held_gpu_ns, carol.not_measured_jobs) == (0, 0.0, 10 * H, 1)
+    carol = rows[("user", "carol")]  # never captured: no idle dollars at all, never $0.00
+    assert (carol.gpus, carol.held_gpu_ns, carol.not_measured_jobs) == (0, 10 * H, 1)
+    assert math.isnan(carol.idle_usd_per_month) and math.isnan(carol.trusted_idle_usd_per_month)
 
 
 def test_a_job_id_matching_nothing_and_overlapping_jobs_on_a_node_are_named(cfg):
@@ -316,6 +317,7 @@ def test_report_shows_teams_and_coverage_on_its_headline(ran):
             f"period (${represented:,.2f} of ${held:,.2f}). 1 job(s) held GPUs without any capture: 103 (vision, "
             "carol, 10.0 GPU-hours): not measured, not priced as idle.") in text.replace("\u202f", " ")
     assert f"| account | vision | ${usd:,.2f} |" in text
+    assert "| user | carol | not measured | not measured | 0 | 10.0 | 0.00 % | 1 |" in text
     headline = page[page.index('<section id="headline">'):page.index('<section id="job-costs">')]
     assert 'id="coverage"' in headline and f'data-usd="{usd:.2f}"' in headline and 'data-not-measured="1"' in headline
 

@@ -202,7 +202,7 @@ TEAM_COLUMNS = ["by", "name", "gpus", "jobs", "idle_usd_per_month", "trusted_idl
 def teams(fleet: pd.DataFrame, cov: pd.DataFrame) -> pd.DataFrame:
     """Idle USD/month per account (team) and per user (:data:`TEAM_COLUMNS`; ``by`` ``account`` or ``user``),
     most first: the fleet table's ``idle_usd_per_month`` of its analysed GPUs summed (unpriced left out; all
-    unpriced: empty), the part of trusted tiers, its scheduler jobs with a capture, and from ``cov`` the GPU-ns
+    unpriced, or no GPU measured: empty, never $0.00), the part of trusted tiers, its scheduler jobs with a capture, and from ``cov`` the GPU-ns
     its allocations held and represented and its jobs never measured. GPUs no allocation matched are one row
     named :data:`NO_RECORD`."""
     ok = fleet[~fleet["status"].isin(NOT_ANALYSED)] if len(fleet) else fleet
@@ -218,9 +218,10 @@ def teams(fleet: pd.DataFrame, cov: pd.DataFrame) -> pd.DataFrame:
             trusted = its[its["confidence_tier"].isin(TRUSTED)] if len(its) else its
             out.append({"by": by, "name": name, "gpus": int(len(its)),
                         "jobs": int(its["sched_job_id"].nunique()) if len(its) else 0,
-                        "idle_usd_per_month": round(priced_sum(its["idle_usd_per_month"]), 2) if len(its) else 0.0,
+                        # no GPU measured: no idle dollars at all (empty), never $0.00
+                        "idle_usd_per_month": round(priced_sum(its["idle_usd_per_month"]), 2) if len(its) else math.nan,
                         "trusted_idle_usd_per_month": round(priced_sum(trusted["idle_usd_per_month"]), 2)
-                        if len(trusted) else 0.0,
+                        if len(trusted) else (0.0 if len(its) else math.nan),
                         "held_gpu_ns": held.get(name, [0])[0], "represented_gpu_ns": held.get(name, [0, 0])[1],
                         "not_measured_jobs": held.get(name, [0, 0, 0])[2]})
     frame = pd.DataFrame(out, columns=TEAM_COLUMNS)

@@ -3,6 +3,7 @@ manager can forward (Markdown), from a folder's ``teams.csv`` and ``coverage.csv
 (:func:`pipeline.accounting.view.read_view`; docs/definitions.md#coverage)."""
 from __future__ import annotations
 
+from ..accounting.joined import NOT_MEASURED
 from ..text import md_text
 from .words import pct, usd
 
@@ -34,7 +35,8 @@ def teams_markdown(view: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for r in view["accounts"] + view["users"]:
         held = r["held_gpu_hours"]
-        lines.append(f"| {r['by']} | {md_text(r['name'])} | {usd(r['idle_usd_per_month'])} | "
-                     f"{usd(r['trusted_idle_usd_per_month'])} | {r['gpus']} | {held:,.1f} | "
+        money = ([usd(r["idle_usd_per_month"]), usd(r["trusted_idle_usd_per_month"])] if r["gpus"]
+                 else [NOT_MEASURED, NOT_MEASURED])  # no GPU captured: no idle dollars, never $0.00
+        lines.append(f"| {r['by']} | {md_text(r['name'])} | {money[0]} | {money[1]} | {r['gpus']} | {held:,.1f} | "
                      f"{pct(100.0 * r['represented_gpu_hours'] / held) if held else '–'} | {r['not_measured_jobs']} |")
     return lines
