@@ -342,3 +342,7 @@ def test_sweep_writes_teams_and_coverage_into_the_night(tmp_path):
     assert run_cli(*args, check=False).returncode == 0
     assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [4 * H]
     assert pd.read_csv(night / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "gpus"] == 1
+    (night / "coverage.csv").unlink()  # a night rebuilt from its stored results joins the accounting too
+    write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 8)))
+    assert run_cli(*args, "--report-only", check=False).returncode == 0
+    assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [8 * H]
