@@ -346,3 +346,21 @@ def test_sweep_writes_teams_and_coverage_into_the_night(tmp_path):
     write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 8)))
     assert run_cli(*args, "--report-only", check=False).returncode == 0
     assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [8 * H]
+
+
+def test_pods_on_one_node_told_apart_by_the_capture_time(cfg, tmp_path):
+    """Two pods on node n5 one after the other, a third overlapping both: a capture on the epoch clock during
+    the first alone matches it; one during the overlap is named, not matched."""
+    path = write(tmp_path / "pods.json", {"kind": "List", "items": [
+        pod("a-0", "n5", 1, "2026-12-01T10:00:00Z", "2026-12-01T11:00:00Z"),
+        pod("b-0", "n5", 1, "2026-12-01T11:00:00Z", "2026-12-01T12:00:00Z", team="search", user="bob"),
+        pod("c-0", "n5", 1, "2026-12-01T11:30:00Z", "2026-12-01T13:00:00Z")]})
+    allocations, problems = read_file(path)
+    ten = 1_796_119_200 * S  # 2026-12-01T10:00:00Z
+    fleet = fleet_frame([gpu_row("/t/x.pt.trace.json", "GPU-0", 1.0, node="n5", first=ten + H // 2, capture=S),
+                         gpu_row("/t/y.pt.trace.json", "GPU-0", 1.0, node="n5", first=ten + 7 * H // 4, capture=S)])
+    matched, problems = match_reports(fleet, allocations, cfg)
+    assert {r: (a.job_id, a.account, rule) for r, (a, rule) in matched.items()} == {
+        "/t/x.pt.trace.json": ("ml/a-0", "vision", "node")}
+    assert problems == ["/t/y.pt.trace.json: node n5 was held by 2 overlapping jobs at the capture's time (ml/b-0, "
+                        "ml/c-0): which one it belongs to is not known, not matched by node"]
