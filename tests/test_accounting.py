@@ -202,8 +202,8 @@ def test_a_job_id_matching_nothing_and_overlapping_jobs_on_a_node_are_named(cfg)
     matched, problems = match_reports(fleet, both, cfg)
     assert matched == {}
     assert problems == [  # reports in path order
-        "/x/f.sqlite: node n1 was held by 2 overlapping jobs in the accounting's period (the capture's time is not on "
-        "the wall clock) (101, 104): which one it belongs to is not known, not matched by node",
+        "/x/f.sqlite: node n1 was held by 2 jobs in the accounting's period, and the capture's time is not on the "
+        "wall clock (101, 104): which one it belongs to is not known, not matched by node",
         "/x/job555/e.sqlite: its capture environment names SLURM_JOB_ID=999, which no accounting file lists (s.json)",
         "/x/job555/e.sqlite: its path names job 555 (accounting.path_job_id), which no accounting file lists (s.json)"]
 

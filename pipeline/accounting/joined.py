@@ -98,9 +98,9 @@ def match_reports(fleet: pd.DataFrame, allocations: list, cfg) -> tuple[dict, li
                     if len(held) == 1:
                         found = held[0]
                     elif len(held) > 1:
-                        when = "at the capture's time" if start is not None else \
-                            "in the accounting's period (the capture's time is not on the wall clock)"
-                        problems.append(f"{report}: node {node} was held by {len(held)} overlapping jobs {when} "
+                        when = ("overlapping jobs at the capture's time" if start is not None else
+                                "jobs in the accounting's period, and the capture's time is not on the wall clock")
+                        problems.append(f"{report}: node {node} was held by {len(held)} {when} "
                                         f"({', '.join(a.job_id for a in held)}): which one it belongs to is not "
                                         "known, not matched by node")
             if found is not None:
