@@ -61,7 +61,7 @@ report: $(STAMP)
 # Prometheus for its promtool (tests/test_prom.py checks the metrics file).
 # scripts/apt_install.sh waits (up to 10 minutes, a line every 30 s) for another apt/dpkg holding its lock.
 CHROMIUM_PACKAGES := chromium
-SLURM_PACKAGES := slurm-wlm munge
+SLURM_PACKAGES := slurm-wlm munge slurmdbd mariadb-server
 PROMETHEUS_PACKAGES := prometheus
 APT_INSTALL := bash scripts/apt_install.sh
 
@@ -138,6 +138,7 @@ chromium:
 # packages' services are not started and /etc is not used).
 slurm:
 	command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
+	  && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null \
 	  || $(APT_INSTALL) $(SLURM_PACKAGES)
 
 # Debian's prometheus for its promtool: tests/test_prom.py runs `promtool check metrics` on the metrics file

@@ -318,8 +318,12 @@ def main():
 @click.option("--prom", "prom", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write the fleet table as Prometheus metrics to FILE (text format, written atomically), "
                    "e.g. into a node exporter's textfile-collector folder as gpu_idle.prom.")
+@click.option("--accounting", "accounting", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="The scheduler's accounting: `sacct --json` or `kubectl get pods -o json` output (repeatable; "
+                   "replaces accounting.files): each report gets its job, user, team and GPUs, and teams.csv and "
+                   "coverage.csv are written (docs/operations.md#feeding-the-accounting).")
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide,
-        prom):
+        prom, accounting):
     """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
     with nsys), .sqlite exports, or PyTorch profiler traces (.json, .json.gz, *.pt.trace.json(.gz));
     files, directories (searched recursively) or globs; local paths or fsspec URLs. In a directory a
@@ -336,6 +340,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     analysis = {k: v for k, v in (("window", window), ("min_gap_ns", min_gap_ns), ("roster_size", limit),
                                   ("trim_s", list(trim) if trim else None)) if v is not None}
     overrides = {"analysis": analysis, "dask": _dask_overrides(workers, dashboard)}
+    if accounting:
+        overrides["accounting"] = {"files": list(accounting)}
     if no_cache:
         overrides["cache"] = {"enabled": False}
     cfg = _config(configs, overrides)
@@ -523,8 +529,12 @@ def _night(ctx, param, value):
 @click.option("--prom", "prom", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write the night's fleet table as Prometheus metrics to FILE (default: the sweep.prom setting, "
                    "relative to the state folder; empty: none).")
+@click.option("--accounting", "accounting", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="The scheduler's accounting: `sacct --json` or `kubectl get pods -o json` output (repeatable; "
+                   "replaces accounting.files): each report gets its job, user, team and GPUs, and teams.csv and "
+                   "coverage.csv are written (docs/operations.md#feeding-the-accounting).")
 def sweep(inputs, configs, state_dir, night, force, report_only, future_night, scheduler, workers, dashboard, wide,
-          prom):
+          prom, accounting):
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
@@ -534,6 +544,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     from .runs.sweep import sweep as run_sweep
 
     overrides = {"dask": _dask_overrides(workers, dashboard)}
+    if accounting:
+        overrides["accounting"] = {"files": list(accounting)}
     cfg = _config(configs, overrides)
     if report_only:
         not_written: dict = {}

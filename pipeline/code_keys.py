@@ -56,13 +56,14 @@ OUTSIDE_RESULTS = {
     "runs/__init__.py": "the package marker",
     "runs/driver.py": "which reports are analysed and which reused; writes the output folder",
     "runs/sweep.py": "the nightly schedule, its nights and history",
+    "accounting": "who held the GPUs: the scheduler's accounting joined to the fleet table after the reduce",
 }
 #: Paths under the package that turn an export or a trace into a :class:`~pipeline.model.Report` (the loaders and
 #: every module they import): what a columnar cache entry depends on (:func:`loader_code`).
 LOADER_CODE = ("load", "inputs/gzip_size.py", "model.py", "arrays.py", "frames.py", "memory.py", "snapshot.py",
                "checksums.py", "io.py", "kinds.py", "config.py")
 #: :data:`RESULT_CODE` and what writes an output folder's documents from results.
-DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py")
+DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py", "accounting")
 #: Paths left out of :func:`rendered_code` (they draw nothing the report or a GPU page shows; the comparison's own
 #: page is rendered afresh every time).
 NOT_RENDERED = ("synth", "cli.py", "report/compare.py", "report/templates/compare.html.j2")

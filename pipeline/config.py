@@ -660,6 +660,23 @@ class SweepConfig:
 
 
 @dataclass(frozen=True)
+class AccountingConfig:
+    """Who held the GPUs (docs/operations.md#feeding-the-accounting, docs/definitions.md#coverage).
+    ``files``: ``sacct --json`` outputs (Slurm) and ``kubectl get pods -o json`` outputs (Kubernetes), told
+    apart by their content; ``match``: the rules that join a report to an allocation, tried in this order
+    (``environment``: the ``SLURM_JOB_ID`` its capture environment names; ``path``: a Slurm job id in its
+    path (``path_job_id``, the first group) or a pod's name as a part of it; ``node``: its ``node`` label
+    among the allocation's nodes, one allocation there at the capture's time); ``team_label`` and
+    ``user_label``: the pod labels that name a pod's team and user."""
+
+    files: tuple[str, ...] = ()
+    match: tuple[Literal["environment", "path", "node"], ...] = ("environment", "path", "node")
+    path_job_id: Regex = r"(?:slurm|job)[-_]?([0-9]+)"
+    team_label: str = "team"
+    user_label: str = "user"
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, one frozen section per YAML key (``configs/default.yaml`` spells
     out every default): thresholds and window choice (``analysis``), category rules, window
@@ -680,6 +697,7 @@ class Config:
     cache: CacheConfig = CacheConfig()
     storage: StorageConfig = StorageConfig()
     sweep: SweepConfig = SweepConfig()
+    accounting: AccountingConfig = AccountingConfig()
 
     def labels_for(self, report_path: str) -> dict:
         """Merge every label rule matching ``report_path`` (later rules win).
@@ -854,7 +872,7 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
     """Build a :class:`Config` from a parsed YAML mapping, checking every value (types, ranges,
     patterns). Raises :class:`ConfigError` naming ``where``, the key and what is expected."""
     data = data or {}
-    allowed = {"analysis", "confidence", "meter", "collective", "diagnosis", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep"}
+    allowed = {"analysis", "confidence", "meter", "collective", "diagnosis", "categories", "window", "cost", "labels", "dask", "export", "cache", "storage", "sweep", "accounting"}
     unknown = set(data) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -870,7 +888,8 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         raise ConfigError(f"{where}: labels: expected a list of rules, got {type(labels).__name__}")
     sections = {name: _build(cls, data.get(name), where, name) for name, cls in (
         ("analysis", AnalysisConfig), ("confidence", ConfidenceConfig), ("meter", MeterConfig), ("collective", CollectiveConfig), ("diagnosis", DiagnosisConfig), ("categories", CategoryRules), ("window", WindowRules), ("dask", DaskConfig),
-        ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig))}
+        ("export", ExportConfig), ("cache", CacheConfig), ("storage", StorageConfig), ("sweep", SweepConfig),
+        ("accounting", AccountingConfig))}
     return Config(cost=_build(CostConfig, cost, where, "cost"),
                   labels=tuple(_build(LabelRule, r, where, f"labels.{i}") for i, r in enumerate(labels)),
                   **sections)

@@ -49,8 +49,10 @@ UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
 ASSUMED_SUM = "sum where `rate_assumed`"
 #: The rollup of a USD column over the GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
 TRUSTED_SUM = "sum over trusted"
+#: The rollup of a text column: its distinct non-empty values over the group's GPUs, in row order, ``, ``-joined.
+DISTINCT = "distinct"
 #: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
-ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", "none")
+ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", DISTINCT, "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
 #: ``printed`` (the table ``gpu-idle run`` prints), ``printed-wide`` (``gpu-idle run --wide``), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
@@ -125,6 +127,14 @@ FLEET = (
        "labels"),
     _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
        "none)", "labels"),
+    _c("sched_job_id", "text", "text", "the scheduler job the accounting matched the report to (Slurm's job id, "
+       "or a pod's `namespace/name`; empty: none)", "accounting"),
+    _c("sched_user", "text", "text", "that job's user", "accounting"),
+    _c("sched_account", "text", "text", "that job's account (Slurm) or team label (a pod's)", "accounting"),
+    _c("sched_partition", "text", "text", "that job's partition (Slurm) or namespace (a pod's)", "accounting"),
+    _c("sched_gpus", "Int64", "count", "the GPUs that job was allocated", "accounting"),
+    _c("sched_matched_by", "text", "text", "the source and the rule that matched it: `slurm: environment`, "
+       "`slurm: path`, `kubernetes: node`, ...", "accounting"),
     _c("gpu_key", "text", "text", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
     _c("pid", "Int64", "count", "the first process driving the GPU", "gpu"),
     _c("device_id", "Int64", "count", "the first device id of the GPU", "gpu"),
@@ -277,6 +287,7 @@ REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's d
 #: The longer notes of the column groups (:attr:`Column.group`), under the column reference's table.
 NOTES = {
     'labels': "where the row comes from; labels from `labels:` in the config. A report no rule labels gets cluster `default` (one cluster for every unlabelled report, in `clusters.csv` and the report's tables), job = its file name without the report suffix (`.sqlite`, `.nsys-rep`, `.qdrep`, `.sqlite3`, `.db`, `.pt.trace.json.gz`, `.pt.trace.json`, `.json.gz`, `.json`), node and rank empty (a PyTorch trace's rank comes from its `distributedInfo`); `Config.labels_for` in `pipeline/config.py`. Per-rank PyTorch traces of one job (same world size and backend, distinct ranks, overlapping captures) are one job without a rule, named after what their files share, and so are Nsight exports whose capture environment names the same Slurm job (`slurm-<id>`); `job_grouped_by` says how the job was decided ([job grouping](definitions.md#job-grouping))",
+    'accounting': "who held the GPU, from the scheduler's accounting (`accounting.files`: `sacct --json` and `kubectl get pods -o json` outputs), matched by the rules of `accounting.match` ([coverage](definitions.md#coverage), [feeding the accounting](operations.md#feeding-the-accounting)); empty without accounting or when no rule matched. `teams.csv` and `coverage.csv` sum them",
     'gpu': 'the GPU: a MIG instance (`MIG-<uuid>`), else the physical GPU (`GPU-<uuid>` or `bus-<PCI bus id>` when the export names it, else `pid<P>/dev<D>`; see [GPUs and MIG instances](definitions.md#gpus-and-mig-instances)) and the process(es) driving it',
     'rate': "the model the export (or a label) names, empty when unknown; the rate-card entry used and why (`rate_source` says when the default model was assumed, also under a cluster override, and quotes the entry's `source`; a model not on the card keeps its `model-not-on-rate-card` warning under an override too). A GPU with no entry of its own is, under `cost.unlisted: unpriced` (the default), `unpriced` (no rate, every USD column empty, in no total) when it names a model not on the card or names none on a GPU its input says is not NVIDIA's (a ROCm/HIP trace), and `rate_assumed` (priced at `cost.default_model`'s rate) when it names none otherwise; under `cost.unlisted: default` (or `assume`) every such GPU is `rate_assumed`; with a coded warning either way: `model-not-on-rate-card` when the model is named, `gpu-model-unresolved` when it is not (neither makes the row `partial`). An older table's `rate_assumed` comes from its `rate_source` (see [Cost](definitions.md#cost))",
     'window': 'the analysis window W and the rule that chose it (`trim`, `nvtx`, `periodic`, `span`)',
@@ -363,6 +374,11 @@ ROLLUP = (
        "the distinct `collective_match_basis` of its GPUs with a collective, in row order, `; `-joined (empty: none)"),
     _r("collective_wait_kind", "text", "text", "collective_p2p", "none",
        "`pipeline bubble` when every measured GPU's calls are point-to-point send/recv, else `collective wait`"),
+    _r("sched_jobs", "text", "text", "sched_job_id", DISTINCT, "the scheduler jobs its GPUs were matched to, "
+       "`, `-joined (empty: none; [coverage](definitions.md#coverage))"),
+    _r("sched_accounts", "text", "text", "sched_account", DISTINCT, "their accounts or teams, `, `-joined: whose "
+       "idle dollars these are"),
+    _r("sched_users", "text", "text", "sched_user", DISTINCT, "their users, `, `-joined"),
 )
 
 class Printed(NamedTuple):

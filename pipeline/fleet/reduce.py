@@ -17,7 +17,7 @@ from ..analysis.confidence import TRUSTED
 from ..analysis.cost import assumed_split, models_text, unpriced_models, unpriced_text, unpriced_total
 from ..analysis.fixfirst import rollup_columns
 from ..load.capture import export_source
-from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
+from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DISTINCT, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
                       ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
 from .crosswait import calls_entry, match_across_files
 from .grouping import group_jobs
@@ -309,6 +309,16 @@ def _unpriced_models_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*by, "unpriced_models"])
 
 
+def _distinct_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of ``ok`` keyed by ``by``: each :data:`~pipeline.schema.DISTINCT` rollup column, the distinct
+    non-empty values of its source over the group's GPUs, in row order, ``", "``-joined (the scheduler's identity)."""
+    cols = [c for c in ROLLUP if c.how == DISTINCT]
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+             **{c.name: ", ".join(dict.fromkeys(str(v) for v in group[c.source].dropna() if str(v))) for c in cols}}
+            for key, group in ok.groupby(by, sort=True)]
+    return pd.DataFrame(rows, columns=[*by, *(c.name for c in cols)])
+
+
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per-job or per-cluster totals.
 
@@ -357,8 +367,9 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     out = out.merge(_collective_rollup(ok, by), on=by, how="left")
     out = out.merge(_match_basis_rollup(ok, by), on=by, how="left")
     out = out.merge(_unpriced_models_rollup(ok, by), on=by, how="left")
+    out = out.merge(_distinct_rollup(ok, by), on=by, how="left")
     for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind", "collective_match_basis",
-                "unpriced_models"):
+                "unpriced_models", *(c.name for c in ROLLUP if c.how == DISTINCT)):
         out[col] = out[col].fillna("").astype(object)
     for col in ROLLUP_INT_COLUMNS:
         out[col] = out[col].fillna(0).astype("int64")

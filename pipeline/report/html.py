@@ -24,6 +24,7 @@ import markdown as markdown_lib
 from jinja2 import Environment
 from markupsafe import Markup
 
+from ..accounting.view import read_view
 from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import REMEDIES
 from ..analysis.meter import too_few_text
@@ -36,6 +37,7 @@ from .. import categories, schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
+from .teams import coverage_text, teams_markdown
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
                     pct, remedy_summary, secs, signed_usd, trust_text, usd, wins_back)
 from .medical import NAME_CHARS, gpu_names, job_keys
@@ -177,7 +179,8 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
         cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP,
-        name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key))
+        name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key), acct=read_view(res.run_dir),
+        coverage_text=coverage_text)
 
 
 def _page_names(pages: dict) -> tuple:
@@ -409,6 +412,9 @@ def render_markdown(res: Results) -> str:
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
+    acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting
+    if acct:
+        lines += [coverage_text(acct), "", *teams_markdown(acct), ""]
     if s["basis"]:
         lines += [basis_text(s["basis"], s["meter"]), ""]
     if s["meter"]:

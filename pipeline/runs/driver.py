@@ -25,6 +25,7 @@ from ..engine.map import InProcess, OnDask, map_work
 from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, write_gpu_docs,
                              write_outputs)
 from ..fleet.grouping import group_jobs
+from ..accounting import hooks as accounting
 from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
 from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
@@ -164,7 +165,7 @@ def edited_outputs(out_dir: str, doc: dict) -> list[str]:
 
     out = []
     for rel, entry in doc["files"].items():
-        documents = rel in TABLE_FILES or rel.startswith(("gpus/", "records/"))
+        documents = rel in TABLE_FILES + accounting.ACCOUNTING_FILES or rel.startswith(("gpus/", "records/"))
         if documents and entry is not None and os.path.lexists(os.path.join(out_dir, rel)) \
                 and not same_file(os.path.join(out_dir, rel), entry):
             out.append(rel)
@@ -265,7 +266,8 @@ def planned_files(fleet: pd.DataFrame) -> list[str]:
     """Every file :func:`write_documents` writes for ``fleet`` (relative paths): the tables and per-GPU
     files (:func:`~pipeline.fleet.outputs.planned_outputs`) and a record per job."""
 
-    return planned_outputs(fleet) + sorted(f"records/{stem}.md" for stem in record_stems(job_keys(fleet)).values())
+    return (planned_outputs(fleet) + accounting.planned(fleet)
+            + sorted(f"records/{stem}.md" for stem in record_stems(job_keys(fleet)).values()))
 
 
 def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> tuple[dict, list[str]]:
@@ -285,6 +287,7 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
     real_dir(os.path.join(out_dir, "records"))
     written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
+    written["files"] += accounting.write_tables(out_dir, fleet, cfg)
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
@@ -588,7 +591,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         cache.save_index()
     folder.on_plan(paths, todo, len(stored))
     identified = [p for p in paths if cache is not None and p in cache.keys]
-    digest = cache.digest(identified, problems) if cache is not None else None
+    digest = accounting.digest(cache.digest(identified, problems) if cache is not None else None, cfg)
     if cache is not None and not todo:
         kept = folder.reuse(digest)
         if kept is not None:
@@ -619,6 +622,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
                                                              os.path.join(folder.out_dir, "gpus"), log)
     todo += [p for p in redone if p not in todo]
     fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters, identical)
+    fleet = accounting.attach(fleet, cfg, log)  # who held each report's GPUs (docs/definitions.md#coverage)
     failed_now = set(fleet.loc[fleet["status"] == "error", "report"]) if "status" in fleet else set()
     if cache is not None and (not all(cache.stored(p) for p in identified if p not in identical)
                               or failed_now & set(identified)):

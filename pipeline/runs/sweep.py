@@ -53,6 +53,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..accounting import hooks as accounting
 from ..code_keys import rendered_code
 from ..config import Config
 from ..inputs.discover import skipped_note
@@ -602,4 +603,5 @@ def _rebuild(cfg: Config, state: str, night: str | None, not_written: dict | Non
         key = key if store.has(key) else store.find(key.rsplit("-", 1)[0] + "-")
         if key is not None:
             rosters.update(_night_rosters(store, key, report, fleet[fleet["report"] == report]))
+    fleet = accounting.attach(fleet, cfg)  # who held the GPUs, from the accounting as configured now
     return write_night(state, night, fleet, rosters, cfg, not_written=not_written)
