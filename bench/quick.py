@@ -100,6 +100,7 @@ def stages_child(path: str) -> None:
     from pipeline.analysis.analyse import analyse_gpu
     from pipeline.config import load_config
     from pipeline.load.report import gpu_trace, load_report
+    from pipeline.load.sqlite import decoded
 
     cfg = load_config([])
     labels = cfg.labels_for(path)
@@ -107,8 +108,9 @@ def stages_child(path: str) -> None:
     report = load_report(path)
     for key in report.gpu_keys():
         analyse_gpu(gpu_trace(report, key), cfg, labels)
-    print(json.dumps({"stages_s": time.perf_counter() - t0,
-                      "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    took = time.perf_counter() - t0
+    print(json.dumps({"stages_s": took, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "decoded": run.held_and_decoded(path, decoded())}))
 
 
 def stages(path: str) -> dict:
@@ -130,7 +132,7 @@ def measure_all() -> dict:
     shared_run = sum(t["wall_s"] for t in theirs)
     out = {"gen_floor_s": floors[path], "gen_run_s": gen["wall_s"], "gen_stages_s": st["stages_s"],
            "gen_run_ratio": gen["wall_s"] / floors[path], "gen_stages_ratio": st["stages_s"] / floors[path],
-           "gen_run_rss": gen["rss"], "gen_stages_rss": st["rss"], "generated_s": made,
+           "gen_run_rss": gen["rss"], "gen_stages_rss": st["rss"], "generated_s": made, "decoded": st["decoded"],
            "shared_files": [os.path.basename(p) for p in shared]}
     if shared:
         out.update(shared_floor_s=shared_floor, shared_run_s=shared_run, shared_run_ratio=shared_run / shared_floor,
@@ -194,6 +196,8 @@ def report_lines(now: dict, last: dict | None) -> list[str]:
         was = (f"; recorded {value(key, last['figures'])}" if last and last.get("floor") == now["floor"]
                and key in last["figures"] else "")
         out.append(f"  {words}: {value(key, now)}{seconds_behind(key, now)}{was}")
+    if now.get("decoded"):
+        out += run.decoded_lines(now["decoded"], f"{KERNELS // 1000}k kernels")
     if not last:
         out.append("  nothing recorded in bench/RESULTS.md to compare with (bench/quick.py --record)")
     elif last.get("floor") != now["floor"]:

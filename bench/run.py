@@ -128,6 +128,32 @@ def floor_sql(path: str, decode: bool) -> str:
         con.close()
 
 
+def held_and_decoded(path: str, values: dict) -> dict:
+    """Table -> ``[values the loader read out of it, rows it holds, columns it has]`` for every table of
+    ``path`` the loader read (``values``: :func:`pipeline.load.sqlite.decoded`; issue 44: decode only what is used)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro&immutable=1", uri=True)
+    try:
+        have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {t: [v, con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0],
+                    len(con.execute(f'PRAGMA table_info("{t}")').fetchall())]
+                for t, v in sorted(values.items(), key=lambda tv: -tv[1]) if t in have}
+    finally:
+        con.close()
+
+
+def decoded_lines(table: dict, what: str) -> list[str]:
+    """The per-table lines of :func:`held_and_decoded`'s ``table`` (of the export ``what`` names): values
+    decoded vs rows held."""
+    out = [f"  {what}, per table: values the loader decoded vs rows held (x columns it has; values read out "
+           "of SQLite: the kernel names' SELECT DISTINCT scans its columns inside SQLite, uncounted)"]
+    for name, (values, rows, columns) in table.items():
+        per_row = f"{values / rows:.2f} per row" if rows else "no row"
+        out.append(f"    {name}: {values:,} values decoded, {rows:,} rows held x {columns} columns ({per_row})")
+    return out
+
+
 def log(*args) -> None:
     print(*args, flush=True)
 
@@ -355,12 +381,14 @@ def inproc_stage(path: str) -> None:
     from pipeline.analysis.analyse import analyse_gpu
     from pipeline.config import load_config
     from pipeline.load.report import gpu_trace, load_report
+    from pipeline.load.sqlite import decoded
 
     cfg = load_config([])
     labels = cfg.labels_for(path)
     t0 = time.perf_counter()
     report = load_report(path)
     t1 = time.perf_counter()
+    values = decoded()
     rows = [analyse_gpu(gpu_trace(report, key), cfg, labels).row for key in report.gpu_keys()]
     t2 = time.perf_counter()
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -385,7 +413,7 @@ def inproc_stage(path: str) -> None:
     span_rows = [{k: analyse_gpu(gpu_trace(report, key), span, labels).row[k] for k in keep}
                  for key in report.gpu_keys()]
     print(json.dumps({"load_s": t1 - t0, "analyse_s": t2 - t1, "stages_s": t2 - t0, "maxrss": maxrss,
-                      "cached_load_s": cached_s,
+                      "cached_load_s": cached_s, "decoded": held_and_decoded(path, values),
                       "gpus": len(rows), "status": sorted({r["status"] for r in rows}), "span": span_rows}))
 
 
@@ -1295,6 +1323,8 @@ def main(argv=None) -> int:
             f"{s['e2e_ns_per_kernel']:.0f} ns/kernel, tree RSS {mib(e2e['tree_rss'])}), cached {m['warm']['wall_s']:.2f} s"
             f" | load {ip['load_s']:.2f} s + analysis {ip['analyse_s']:.2f} s = {ip['stages_s']:.2f} s "
             f"({s['stages_ratio']:.2f}x, RSS {mib(ip['maxrss'])})")
+        if ip.get("decoded"):
+            log("\n".join(decoded_lines(ip["decoded"], f"bench: {name}")))
         if exe and kernels <= NSYSAI_MAX_KERNELS:
             ns = nsysai_report(exe, env, path, range(GPUS))
             v = {"kernels": kernels, "cold": ns["cold"], "warm": ns["warm"], "ours_e2e_s": e2e["wall_s"],

@@ -283,7 +283,7 @@ class Report:
     profiler span, else its earliest event: :func:`pipeline.load.kineto.capture_start`).
     ``kernel_aliases``: kernel name (as in ``kernels``) -> the export's other names of the kernels so
     named (an Nsight export's ``demangledName``/``mangledName`` beside the ``shortName`` it keeps:
-    :func:`pipeline.load.kernel_names.kernel_aliases`; {} when it has one name column, and for PyTorch traces).
+    :func:`pipeline.load.kernel_names.aliases_of`; {} when it has one name column, and for PyTorch traces).
     ``sources``: the cache entries the report was read from (:func:`pipeline.checksums.source`
     dicts: the columnar cache entry, the export cache's export), for its stored result to record.
     """

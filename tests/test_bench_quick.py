@@ -63,3 +63,30 @@ def test_the_section_is_replaced_in_place_and_kept_by_a_rewrite():
     assert again.count(quick.SECTION) == 1
     # bench/run.py rewrites RESULTS.md without it, then puts back what it held
     assert quick.with_section(head, quick.quick_section(again)).count("later") == 2
+
+
+def test_the_bench_prints_per_table_the_values_the_loader_decoded_and_the_rows_held(tmp_path):
+    """Three kernels (two names) and two runtime calls: the loader reads 8 values of each kernel row, 5 of each
+    call, 2 of each of the 3 StringIds, and the kernel-name aliases' DISTINCT gives 2 rows x 3 name columns."""
+    from pipeline.load.report import load_report
+    from pipeline.load.sqlite import decoded
+    from pipeline.synth import ExportWriter
+
+    w = ExportWriter(str(tmp_path / "x.sqlite"))
+    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="aaa", bus="0000:01:00.0")
+    w.cuda_device(0, 0, 100)
+    for start, name in ((0, "gemm"), (200, "gemm"), (400, "nccl")):
+        w.kernel(100, 0, 7, start, start + 100, name)
+    w.runtime(100, 101, 0, 50, "cudaLaunchKernel")
+    w.runtime(100, 101, 190, 250, "cudaLaunchKernel")
+    path = w.close()
+    decoded(reset=True)
+    load_report(path)
+    table = quick.run.held_and_decoded(path, decoded(reset=True))
+    assert table["CUPTI_ACTIVITY_KIND_KERNEL"] == [3 * 8 + 2 * 3, 3, 28]
+    assert table["CUPTI_ACTIVITY_KIND_RUNTIME"] == [2 * 5, 2, 8]
+    assert table["StringIds"] == [3 * 2, 3, 2]
+    lines = quick.run.decoded_lines({"CUPTI_ACTIVITY_KIND_RUNTIME": [10, 2, 8], "EMPTY": [0, 0, 3]}, "400k kernels")
+    assert lines[1:] == ["    CUPTI_ACTIVITY_KIND_RUNTIME: 10 values decoded, 2 rows held x 8 columns (5.00 per row)",
+                         "    EMPTY: 0 values decoded, 0 rows held x 3 columns (no row)"]
+    assert quick.report_lines(figures(decoded={"EMPTY": [0, 0, 3]}), None)[7] == lines[0]

@@ -340,6 +340,29 @@ def test_exact_duplicate_rows_count_once(tmp_path):
                                     {"api": "cudaLaunchKernel", "overlap_ns": 100 * US}]
 
 
+def test_duplicate_mask_marks_every_later_copy_only_among_rows_whose_first_value_repeats():
+    """Rows (start, end, stream); copies share their start, in order or not; the first of them is kept."""
+    import numpy as np
+
+    from pipeline.load.integrity import duplicate_mask
+
+    starts = np.array([5, 5, 5, 7, 9], np.int64)      # in start order: rows 0..2 share start 5
+    ends = np.array([6, 8, 6, 8, 10], np.int64)       # row 2 is row 0 again; row 1 differs in end
+    streams = np.array([1, 1, 1, 1, 1], np.int32)
+    assert duplicate_mask([starts, ends, streams]).tolist() == [False, False, True, False, False]
+    assert not duplicate_mask([starts, ends, streams + np.arange(5, dtype=np.int32)]).any()
+    # out of start order: row 4 copies row 0, rows 2 and 5 copy row 1 (three copies: two dropped)
+    starts = np.array([9, 3, 3, 1, 9, 3], np.int64)
+    ends = np.array([10, 4, 4, 2, 10, 4], np.int64)
+    assert duplicate_mask([starts, ends]).tolist() == [False, False, True, False, True, True]
+    # the same as a plain computation on many repeated small values (hashes of the key columns only)
+    rng = np.random.default_rng(3)
+    cols = [rng.integers(0, 4, 2000), rng.integers(0, 3, 2000), rng.integers(0, 5, 2000).astype(np.int32)]
+    plain = pd.DataFrame({i: c for i, c in enumerate(cols)}).duplicated(keep="first").to_numpy()
+    assert 0 < plain.sum() < 2000 and (duplicate_mask(cols, key=1) == plain).all()
+    assert (duplicate_mask(cols) == plain).all()
+
+
 def test_duplicates_in_every_table_and_graph_kernels_are_not_duplicates(tmp_path):
     path = tmp_path / "twice_all.sqlite"
     w = ExportWriter(str(path))

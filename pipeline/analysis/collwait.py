@@ -93,14 +93,18 @@ def rank_calls(starts, ends, names, collective, pids=None, stream_ids=None) -> R
     Raises ValueError when they differ in length."""
     s = np.asarray(starts, dtype=np.int64).reshape(-1)
     e = np.asarray(ends, dtype=np.int64).reshape(-1)
-    n = np.asarray(names, dtype=object).reshape(-1)
     c = np.asarray(collective, dtype=bool).reshape(-1)
+    if isinstance(names, pd.Series) and len(names) == c.size:  # only the collectives' names made objects
+        n, n_size = np.asarray(names.iloc[np.flatnonzero(c)], dtype=object), c.size
+    else:
+        n = np.asarray(names, dtype=object).reshape(-1)
+        n, n_size = (n[c] if n.size == c.size else n), n.size
     st = None if stream_ids is None else np.asarray(stream_ids, dtype=np.int64).reshape(-1)
     p = (np.zeros(s.size, np.int64) if pids is None else np.asarray(pids, dtype=np.int64).reshape(-1))
-    if not (s.size == e.size == n.size == c.size) or (st is not None and not (st.size == p.size == s.size)):
+    if not (s.size == e.size == n_size == c.size) or (st is not None and not (st.size == p.size == s.size)):
         raise ValueError(f"rank_calls: starts, ends, names, collective, pids and stream_ids differ in length "
-                         f"({s.size}, {e.size}, {n.size}, {c.size}, {p.size}, {None if st is None else st.size})")
-    s, e, n = s[c], e[c], n[c]
+                         f"({s.size}, {e.size}, {n_size}, {c.size}, {p.size}, {None if st is None else st.size})")
+    s, e = s[c], e[c]
     order = np.lexsort((e, s))
     # each distinct name is normalised once (a long capture runs the same few NCCL kernels many times)
     codes, labels = pd.factorize(n[order], use_na_sentinel=False)

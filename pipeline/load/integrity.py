@@ -66,13 +66,37 @@ def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
     """True for every row equal in all ``columns`` (equal-length arrays, integer or categorical
     codes) to an earlier row: the copies to drop, never the first of them. Shape ``(n,)``.
 
-    A 64-bit hash of each row's first ``key`` columns (default: all) finds the candidates: rows
-    whose hash repeats (one sort of the hashes; exports without duplicates, the usual case, cost
-    no more). Only they are compared exactly, on every column."""
+    Copies share their first column's value (a start time, as :func:`frame_codes` orders them): only
+    rows whose first value repeats are candidates, found by one adaptive sort of that column (none
+    when it is in order, as exports are). Among them, a 64-bit hash of each row's first ``key``
+    columns (default: all) finds the rows whose hash repeats (one sort of the hashes); only those are
+    compared exactly, on every column."""
     arrays = [np.asarray(c) for c in columns]
     n = arrays[0].size if arrays else 0
+    mask = np.zeros(n, dtype=bool)
     if n < 2:
-        return np.zeros(n, dtype=bool)
+        return mask
+    first = arrays[0]
+    if bool(np.all(first[1:] >= first[:-1])):
+        order, ordered = None, first
+    else:
+        order = np.argsort(first, kind="stable")
+        ordered = first[order]
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return mask
+    in_run = np.zeros(n, dtype=bool)
+    in_run[1:] |= same
+    in_run[:-1] |= same
+    rows = np.flatnonzero(in_run) if order is None else np.sort(order[in_run])
+    mask[rows[_repeated_rows([a[rows] for a in arrays], key)]] = True
+    return mask
+
+
+def _repeated_rows(arrays: list, key: int | None) -> np.ndarray:
+    """:func:`duplicate_mask` of ``arrays`` (at least two rows) by hashing: True for every row equal in
+    all of them to an earlier row."""
+    n = arrays[0].size
     h = np.zeros(n, dtype=np.uint64)
     column = np.empty(n, dtype=np.int64)  # each column as int64 in turn (ids may be int32), hashed in place
     for a in arrays[:key]:

@@ -8,6 +8,7 @@ identity, MIG instances, models), :mod:`.diagnostics` (metadata, lost events).
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import categorical, decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
-from .kernel_names import kernel_aliases
+from .kernel_names import alias_query, alias_rows, aliases_of
 from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -541,6 +542,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
     except sqlite3.DatabaseError as exc:
         con.close()
         raise _read_error(path, exc, deadline) from exc
+    aside = None  # the kernel names' other names, read on a thread while this one goes on
     try:
         if not schema.has(KERNEL_TABLE) and not any(schema.has(t) for t in (*META_TABLES, STRING_TABLE)):
             raise ProfileError(f"{path}: SQLite file is not an Nsight Systems export "
@@ -557,6 +559,9 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
         tables = read_columns(schema, queries)
+        if alias_sql := alias_query(schema):  # one scan inside SQLite, beside the work on the columns below
+            aside = ThreadPoolExecutor(max_workers=1)
+            aliases = aside.submit(alias_rows, schema, alias_sql)
         if kernel_sql:
             found = tables.pop("kernels")
             if not found.rows and (cut := _cut_short(schema, path, empty=True)):
@@ -615,11 +620,13 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             warnings=warnings,
             capture_start_ns=start_ns,
             capture_start_source=start_source,
-            kernel_aliases=kernel_aliases(schema, strings),
+            kernel_aliases=aliases_of(aliases.result(), strings) if aside is not None else {},
         )
     except (sqlite3.DatabaseError, ReadTimeout) as exc:
         raise _read_error(path, exc, deadline) from exc
     finally:
+        if aside is not None:
+            aside.shutdown(wait=True)
         schema.close()
 
 

@@ -32,6 +32,31 @@ if TYPE_CHECKING:  # annotations only
 # reference (bench/run.py) reads the columns with this module in a process that imports no more.
 
 
+#: Values this process read out of SQLite, per table (:func:`decoded`): the bench prints them beside the
+#: rows each table holds (issue 44: decode only what is used).
+_DECODED: dict[str, int] = {}
+_DECODED_LOCK = threading.Lock()
+_FROM = re.compile(r"\bFROM\s+(\w+)", re.IGNORECASE)
+
+
+def count_decoded(sql: str, values: int) -> None:
+    """Add ``values`` (rows x columns a query over ``sql``'s table gave) to :func:`decoded`."""
+    found = _FROM.search(sql)
+    table = found.group(1) if found else "?"
+    with _DECODED_LOCK:
+        _DECODED[table] = _DECODED.get(table, 0) + values
+
+
+def decoded(reset: bool = False) -> dict[str, int]:
+    """Table -> values read out of SQLite by this process (rows x columns of every loader query on it; a
+    query's own work inside SQLite, as the rows a ``DISTINCT`` scans, is not counted); ``reset``: start again."""
+    with _DECODED_LOCK:
+        out = dict(_DECODED)
+        if reset:
+            _DECODED.clear()
+    return out
+
+
 def readonly_uri(path: str) -> str:
     """SQLite URI that opens ``path`` read-only and immutable (no locks, no journal, no writes)."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
@@ -116,6 +141,7 @@ def text_rows(con: sqlite3.Connection, sql: str, table: str | None = None, integ
             rows = con.execute(sql).fetchall()
         finally:
             con.text_factory = saved
+    count_decoded(sql, len(rows) * len(rows[0]) if rows else 0)
     for position, column in (integers or {}).items():
         odd = next((row[position] for row in rows if not (row[position] is None or type(row[position]) is int)), None)
         if odd is not None:   # SQLite gives int, float (REAL, any integer beyond int64), str or bytes
@@ -226,6 +252,7 @@ def _stream(uri: str, sql: str, deadline, each, batch_rows: int | None = None):
             for seq, batch in enumerate(reader):
                 if deadline is not None:
                     deadline.check()
+                count_decoded(sql, batch.num_rows * batch.num_columns)
                 each(seq, batch)
             return reader.schema
     except (sqlite3.DatabaseError, ReadTimeout):
