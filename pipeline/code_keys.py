@@ -60,7 +60,8 @@ OUTSIDE_RESULTS = {
 #: Paths under the package that turn an export or a trace into a :class:`~pipeline.model.Report` (the loaders and
 #: every module they import): what a columnar cache entry depends on (:func:`loader_code`).
 LOADER_CODE = ("load", "inputs/gzip_size.py", "model.py", "arrays.py", "frames.py", "memory.py", "snapshot.py",
-               "checksums.py", "io.py", "kinds.py", "config.py")
+               "checksums.py", "io.py", "kinds.py", "config.py", "categories.py", "analysis/__init__.py",
+               "analysis/graphcapture.py")
 #: :data:`RESULT_CODE` and what writes an output folder's documents from results.
 DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py")
 #: Paths left out of :func:`rendered_code` (they draw nothing the report or a GPU page shows; the comparison's own
