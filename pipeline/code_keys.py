@@ -84,7 +84,7 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
 
 
 #: Presentation text inside modules a stored result depends on: what people read, never what a result holds
-#: (docs/architecture.md#result-keys). Per module (a package path): the calls whose arguments are text for people
+#: (docs/operations/stores.md). Per module (a package path): the calls whose arguments are text for people
 #: (``{function name: (positions, keywords)}``) and the module-level names bound to such text. The schema is the
 #: row contract (names, dtypes, units, rollups, outputs: keyed) beside its presentation text (each column's
 #: meaning, the column groups' notes, the printed headers: not keyed), so a column's meaning text changes no key.
