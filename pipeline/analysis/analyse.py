@@ -291,7 +291,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                 collective: collwait.Matched | None = None) -> GpuResult:
     """Compute every price-free per-GPU number of the fleet table (docs/definitions.md): ns, fractions, categories,
     tiers and the GPU's model, never a rate or a dollar; what pricing needs later is in the row too
-    (:data:`pipeline.analysis.cost.PRICE_INPUTS`, :func:`pipeline.analysis.cost.price_rows`).
+    (:data:`pipeline.schema.PRICE_INPUTS`, :func:`pipeline.analysis.cost.price_rows`).
 
     Args:
         trace: one physical GPU's kernels, copies, runtime calls and NVTX.

@@ -230,9 +230,14 @@ def _fraction(part, window) -> np.ndarray:
 
 
 def price_rows(rows: list[dict], cost: CostConfig) -> list[dict]:
+    """:func:`price_in_place` of copies of ``rows``: new dicts, ``rows`` left price-free."""
+    return price_in_place([dict(row) for row in rows], cost)
+
+
+def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
     """The price-free fleet rows ``rows`` (each holding :data:`PRICE_INPUTS`, its labels already joined: ``cluster``
-    and ``gpu_model`` as they stand now) priced with the rate card ``cost`` (docs/definitions.md#cost), as new dicts
-    without :data:`PRICE_INPUTS`: the rate (:func:`find_rate`, once per distinct GPU model, cluster and MIG share),
+    and ``gpu_model`` as they stand now) priced with the rate card ``cost`` (docs/definitions.md#cost), in place
+    (returned), without :data:`PRICE_INPUTS` after: the rate (:func:`find_rate`, once per distinct GPU model, cluster and MIG share),
     its columns (``rate_model``, ``rate_usd_per_hour``, ``rate_source``, ``rate_assumed``, ``unpriced``), the rate
     warnings in their place among the row's warnings (:func:`rate_warnings`, ``mig-share-unknown`` last) and the
     status they make, and every dollar column by the one formula (:func:`idle_usd_per_month`, rounded to cents):
@@ -281,24 +286,24 @@ def price_rows(rows: list[dict], cost: CostConfig) -> list[dict]:
         _fraction(np.where(measured, np.asarray([w if m else 0 for w, m in zip(wait, measured)], dtype=np.float64), 0.0),
                   span), rate, hours))
     priced["collective_wait_usd_per_month"] = [u if m else None for u, m in zip(wait_usd, measured)]
-    out = []
     for i, (row, key) in enumerate(zip(rows, keys)):
         choice, added, tail = chosen[key]
-        new = {k: v for k, v in row.items() if k not in PRICE_INPUTS}
-        new.update(rate_model=choice.model, rate_usd_per_hour=choice.usd_per_gpu_hour, rate_source=choice.source,
-                   rate_assumed=choice.assumed, unpriced=choice.unpriced)
-        for name, values in priced.items():
-            new[name] = values[i]
-        texts = [row.get("warnings") or "", *(w.text for w in added), row.get("_warnings_tail") or "",
-                 *(w.text for w in tail)]
-        codes = [*str(row.get("warning_codes") or "").split(","), *(w.code.value for w in added),
-                 *str(row.get("_codes_tail") or "").split(","), *(w.code.value for w in tail)]
-        new["warnings"] = "; ".join(t for t in texts if t)
-        new["warning_codes"] = ",".join(dict.fromkeys(c for c in codes if c))
-        if row.get("status") == "ok" and row_status(added + tail) == "partial":
+        new = {"rate_model": choice.model, "rate_usd_per_hour": choice.usd_per_gpu_hour, "rate_source": choice.source,
+               "rate_assumed": choice.assumed, "unpriced": choice.unpriced}
+        new.update((name, values[i]) for name, values in priced.items())
+        if added or tail or row.get("_warnings_tail") or row.get("_codes_tail"):
+            texts = [row.get("warnings") or "", *(w.text for w in added), row.get("_warnings_tail") or "",
+                     *(w.text for w in tail)]
+            codes = [*str(row.get("warning_codes") or "").split(","), *(w.code.value for w in added),
+                     *str(row.get("_codes_tail") or "").split(","), *(w.code.value for w in tail)]
+            new["warnings"] = "; ".join(t for t in texts if t)
+            new["warning_codes"] = ",".join(dict.fromkeys(c for c in codes if c))
+        if row.get("status") == "ok" and (added or tail) and row_status(added + tail) == "partial":
             new["status"] = "partial"
-        out.append(new)
-    return out
+        for name in PRICE_INPUTS:
+            row.pop(name, None)
+        row.update(new)
+    return rows
 
 
 def idle_usd_per_month_array(idle_fraction: np.ndarray, usd_per_gpu_hour: np.ndarray, hours_per_month: float):

@@ -8,7 +8,7 @@ prices the rows with its rate card (:func:`pipeline.analysis.cost.price_rows`), 
 """
 from __future__ import annotations
 
-from ..analysis.cost import price_rows
+from ..analysis import cost
 from ..schema import PRICE_INPUTS
 
 #: The labels a price-free row takes from the configuration of the day (``kind`` is not one: it chooses the
@@ -21,37 +21,33 @@ def price_free(row: dict) -> bool:
     return PRICE_INPUTS[0] in row
 
 
-def labelled(row: dict, labels: dict) -> dict:
-    """A copy of the price-free ``row`` with the labels of the day (``labels``: ``cfg.labels_for(report)``): its
+def label(row: dict, labels: dict) -> None:
+    """Give the price-free ``row`` the labels of the day (``labels``: ``cfg.labels_for(report)``), in place: its
     ``cluster``, ``job`` and ``node``; its ``rank`` (the label's, else the trace's own, ``_rank``); its ``gpu_model``
     (the label's, else the GPU's own, ``_gpu_model``)."""
-    return {**row, "cluster": labels.get("cluster", ""), "job": labels.get("job", ""), "node": labels.get("node", ""),
-            "rank": labels.get("rank") or row.get("_rank") or "",
-            "gpu_model": labels.get("gpu_model") or row.get("_gpu_model") or ""}
+    row.update(cluster=labels.get("cluster", ""), job=labels.get("job", ""), node=labels.get("node", ""),
+               rank=labels.get("rank") or row.get("_rank") or "",
+               gpu_model=labels.get("gpu_model") or row.get("_gpu_model") or "")
+
+
+def price_in_place(rows: list[dict], cfg) -> list[dict]:
+    """Each price-free row of ``rows`` (:func:`price_free`; the others, priced already, an error, a duplicate, are
+    left alone) labelled (:func:`label`) and priced with ``cfg.cost`` (:func:`~pipeline.analysis.cost.price_in_place`),
+    in place: the rows a run's results and the stored rows hand to the reduce (stored before). Returns ``rows``.
+    Raises ``KeyError`` when the default model is not on the rate card."""
+    todo = [row for row in rows if price_free(row)]
+    labels: dict = {}
+    for row in todo:
+        report = row["report"]
+        if report not in labels:
+            labels[report] = cfg.labels_for(report)
+        label(row, labels[report])
+    if todo:
+        cost.price_in_place(todo, cfg.cost)
+    return rows
 
 
 def priced(rows: list[dict], cfg) -> list[dict]:
-    """``rows`` with each price-free one (:func:`price_free`) labelled (:func:`labelled`) and priced with ``cfg.cost``
-    (:func:`~pipeline.analysis.cost.price_rows`) as a new dict; every other row (priced already, an error, a duplicate)
-    as it is, the same object. Raises ``KeyError`` when the default model is not on the rate card."""
-    todo = [i for i, row in enumerate(rows) if price_free(row)]
-    if not todo:
-        return list(rows)
-    labels: dict = {}
-    for i in todo:
-        report = rows[i]["report"]
-        if report not in labels:
-            labels[report] = cfg.labels_for(report)
-    out = list(rows)
-    for i, row in zip(todo, price_rows([labelled(rows[i], labels[rows[i]["report"]]) for i in todo], cfg.cost)):
-        out[i] = row
-    return out
-
-
-def price_in_place(rows: list[dict], cfg) -> None:
-    """:func:`priced` of ``rows``, each price-free dict replaced by its priced self in place (its results were stored
-    before: the rows a run's results and stored rows hand to the reduce)."""
-    for row, new in zip(rows, priced(rows, cfg)):
-        if new is not row:
-            row.clear()
-            row.update(new)
+    """:func:`price_in_place` of copies of the price-free ``rows``; the others as they are: ``rows`` stay price-free
+    (a worker's per-GPU JSON is written priced while its results are stored as they are)."""
+    return price_in_place([dict(row) if price_free(row) else row for row in rows], cfg)
