@@ -463,11 +463,11 @@ def source_name(header: str) -> str:
 
 
 #: What a price-free fleet row (a stored result, :func:`pipeline.analysis.analyse.measure_gpu`) holds besides its
-#: fleet columns so that it can be priced later (:func:`pipeline.analysis.cost.price_rows`), never an output column: the GPU's own model
-#: (before a ``gpu_model`` label), its own rank (a trace's, before a ``rank`` label), its MIG share, why its model
-#: is empty (``_model_note``), why it is not an NVIDIA GPU (``_not_nvidia``) and the warnings that follow the rate
-#: warnings in the row's order (``_warnings_tail``, ``_codes_tail``: the row's ``warnings`` and ``warning_codes``
-#: hold those before them).
+#: fleet columns so that it can be priced later (:func:`pipeline.analysis.cost.price_rows`), never an output
+#: column: the GPU's own model (before a ``gpu_model`` label), its own rank (a trace's, before a ``rank`` label),
+#: its MIG share, why its model is empty (``_model_note``), why it is not an NVIDIA GPU (``_not_nvidia``) and the
+#: warnings that follow the rate warnings in the row's order (``_warnings_tail``, ``_codes_tail``: the row's
+#: ``warnings`` and ``warning_codes`` hold those before them).
 PRICE_INPUTS = ("_gpu_model", "_rank", "_mig", "_sms", "_board_sms", "_model_note", "_not_nvidia", "_warnings_tail",
                 "_codes_tail")
 

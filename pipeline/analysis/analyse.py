@@ -442,7 +442,8 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     if collective is None:  # this GPU alone: no peer in its clock domain
         collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
                                     trace.world_size)
-    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None, cfg.collective.chronic_share, trace.nvtx["text"].unique()))
+    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None, cfg.collective.chronic_share,
+                                    trace.nvtx["text"].unique()))
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
     row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, None, None,
                                     row["kernel_count"], spread, cfg.confidence,

@@ -300,7 +300,8 @@ def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float | 
     if status == ABSTAINED:
         return {**row, "collective_wait_ns": None, "collective_transfer_ns": None, "collective_last_count": None,
                 "collective_wait_pct": None, "collective_transfer_pct": None,
-                **({} if rate is None else {"collective_wait_usd_per_month": None})}   # not measured: missing, as idle_pct_low is without iterations
+                # not measured: missing, as idle_pct_low is without iterations
+                **({} if rate is None else {"collective_wait_usd_per_month": None})}
     share = own.wait_ns / window if window > 0 else 0.0
     return {**row, "collective_wait_ns": own.wait_ns, "collective_transfer_ns": own.transfer_ns,
             "collective_last_count": own.last_count, "collective_wait_pct": pct(own.wait_ns),

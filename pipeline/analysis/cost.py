@@ -237,13 +237,13 @@ def price_rows(rows: list[dict], cost: CostConfig) -> list[dict]:
 def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
     """The price-free fleet rows ``rows`` (each holding :data:`PRICE_INPUTS`, its labels already joined: ``cluster``
     and ``gpu_model`` as they stand now) priced with the rate card ``cost`` (docs/definitions.md#cost), in place
-    (returned), without :data:`PRICE_INPUTS` after: the rate (:func:`find_rate`, once per distinct GPU model, cluster and MIG share),
-    its columns (``rate_model``, ``rate_usd_per_hour``, ``rate_source``, ``rate_assumed``, ``unpriced``), the rate
-    warnings in their place among the row's warnings (:func:`rate_warnings`, ``mig-share-unknown`` last) and the
-    status they make, and every dollar column by the one formula (:func:`idle_usd_per_month`, rounded to cents):
-    the idle, each caveat's, the exposed communication's, the wait inside collectives' (missing where not measured)
-    and each fix-first category's. Vectorised over the rows; nothing is cached. Raises ``KeyError`` when the
-    default model is not on the card."""
+    (returned), without :data:`PRICE_INPUTS` after: the rate (:func:`find_rate`, once per distinct GPU model,
+    cluster and MIG share), its columns (``rate_model``, ``rate_usd_per_hour``, ``rate_source``,
+    ``rate_assumed``, ``unpriced``), the rate warnings in their place among the row's warnings
+    (:func:`rate_warnings`, ``mig-share-unknown`` last) and the status they make, and every dollar column by the
+    one formula (:func:`idle_usd_per_month`, rounded to cents): the idle, each caveat's, the exposed
+    communication's, the wait inside collectives' (missing where not measured) and each fix-first category's.
+    Vectorised over the rows; nothing is cached. Raises ``KeyError`` when the default model is not on the card."""
     if not rows:
         return []
     n = len(rows)
@@ -263,8 +263,9 @@ def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
         others = [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, "")] if unresolved else []
         added = rate_warnings(choice, model or "", note or "", others, not_nvidia or "")
         tail = [RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
-                           "MIG instance of unknown size: the export gives no SM count for it, so its share of the board "
-                           "is unknown and it is priced as the whole board (an upper bound)")] if choice.share_unknown else []
+                           "MIG instance of unknown size: the export gives no SM count for it, so its share of the "
+                           "board is unknown and it is priced as the whole board (an upper bound)")
+                ] if choice.share_unknown else []
         chosen[key] = (choice, added, tail)
     rate = np.fromiter((chosen[k][0].usd_per_gpu_hour for k in keys), dtype=np.float64, count=n)
     hours = float(cost.hours_per_month)
@@ -281,10 +282,9 @@ def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
         priced[f"fix_{cat}_usd_per_month"] = usd(col(f"cat_{cat}_ns", 0))
     wait = col("collective_wait_ns")
     measured = np.array([w is not None and w == w for w in wait], dtype=bool)
-    span = (np.asarray(col("window_end_ns", 0), dtype=np.float64) - np.asarray(col("window_start_ns", 0), dtype=np.float64))
-    wait_usd = _rounded(idle_usd_per_month_array(
-        _fraction(np.where(measured, np.asarray([w if m else 0 for w, m in zip(wait, measured)], dtype=np.float64), 0.0),
-                  span), rate, hours))
+    span = np.asarray(col("window_end_ns", 0), dtype=np.float64) - np.asarray(col("window_start_ns", 0), np.float64)
+    waited = np.asarray([w if m else 0 for w, m in zip(wait, measured)], dtype=np.float64)
+    wait_usd = _rounded(idle_usd_per_month_array(_fraction(waited, span), rate, hours))
     priced["collective_wait_usd_per_month"] = [u if m else None for u, m in zip(wait_usd, measured)]
     for i, (row, key) in enumerate(zip(rows, keys)):
         choice, added, tail = chosen[key]

@@ -6,7 +6,8 @@
     reports without analysing them again). ``<content>``:
     the report's identity (:func:`report_identity`, 20 hex digits); ``<settings>``:
     the :func:`config_hash` and the ``kind`` label the report's path gets (the rows are price-free: the
-    rate card and the other labels are joined at the reduce, :mod:`pipeline.fleet.pricing`), 12 hex digits; ``<code>``: :func:`code_digest`,
+    rate card and the other labels are joined at the reduce, :mod:`pipeline.fleet.pricing`), 12 hex digits;
+    ``<code>``: :func:`code_digest`,
     8 hex digits, so results made by other code (of what results depend on:
     :data:`pipeline.code_keys.RESULT_CODE`) are never served;
     ``<agreement>``: only for a report analysed with its job's agreement forced
