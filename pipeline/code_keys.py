@@ -61,7 +61,8 @@ OUTSIDE_RESULTS = {
 #: Paths under the package that turn an export or a trace into a :class:`~pipeline.model.Report` (the loaders and
 #: every module they import): what a columnar cache entry depends on (:func:`loader_code`).
 LOADER_CODE = ("load", "inputs/gzip_size.py", "model.py", "arrays.py", "frames.py", "memory.py", "snapshot.py",
-               "checksums.py", "io.py", "kinds.py", "config.py")
+               "checksums.py", "io.py", "kinds.py", "config.py", "categories.py", "analysis/__init__.py",
+               "analysis/graphcapture.py")
 #: :data:`RESULT_CODE` and what writes an output folder's documents from results.
 DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py", "accounting")
 #: Paths left out of :func:`rendered_code` (they draw nothing the report or a GPU page shows; the comparison's own
@@ -83,10 +84,66 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+#: Presentation text inside modules a stored result depends on: what people read, never what a result holds
+#: (docs/operations/stores.md). Per module (a package path): the calls whose arguments are text for people
+#: (``{function name: (positions, keywords)}``) and the module-level names bound to such text. The schema is the
+#: row contract (names, dtypes, units, rollups, outputs: keyed) beside its presentation text (each column's
+#: meaning, the column groups' notes, the printed headers: not keyed), so a column's meaning text changes no key.
+PRESENTATION = {
+    "schema.py": {"calls": {"_c": ((3,), ("meaning",)), "_r": ((5,), ("meaning",)), "Printed": ((1,), ("header",)),
+                            "Column": ((3,), ("meaning",)), "RollupColumn": ((5,), ("meaning",))},
+                  "names": ("NOTES",)},
+}
+#: The version of :func:`source_meaning`'s rules: a remembered digest of other rules is computed again.
+MEANING_RULES = 2
+
+
+class _Presentation(ast.NodeTransformer):
+    """Blank the presentation text :data:`PRESENTATION` declares for one module: each declared call's text
+    arguments and each declared name's value become ``""``."""
+
+    def __init__(self, spec: dict):
+        self.calls, self.names = spec.get("calls", {}), set(spec.get("names", ()))
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        if name in self.calls:
+            positions, keywords = self.calls[name]
+            node.args = [ast.Constant("") if i in positions else a for i, a in enumerate(node.args)]
+            for kw in node.keywords:
+                if kw.arg in keywords:
+                    kw.value = ast.Constant("")
+        return node
+
+    def _assigned(self, node, targets) -> ast.AST:
+        if any(isinstance(t, ast.Name) and t.id in self.names for t in targets):
+            node.value = ast.Constant("")
+            return node
+        return self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        return self._assigned(node, node.targets)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        return self._assigned(node, [node.target])
+
+
+def _package_path(name: str) -> str | None:
+    """``name`` (a file path) relative to :data:`PACKAGE`, ``/``-separated; None outside it."""
+    rel = os.path.relpath(os.path.abspath(name), PACKAGE).replace(os.sep, "/") if name != "<module>" else ".."
+    return None if rel.startswith("..") else rel
+
+
 def source_meaning(source: str | bytes, name: str = "<module>") -> str:
     """The meaning of Python ``source``: ``ast.dump`` of its syntax tree without docstrings, comments,
-    layout or line numbers. Raises SyntaxError when it does not parse."""
-    return ast.dump(_strip_docstrings(ast.parse(source, filename=name)))
+    layout or line numbers, and, for a module :data:`PRESENTATION` names (``name``: its path), without its
+    presentation text. Raises SyntaxError when it does not parse."""
+    tree = _strip_docstrings(ast.parse(source, filename=name))
+    spec = PRESENTATION.get(_package_path(name) or "")
+    if spec:
+        tree = _Presentation(spec).visit(tree)
+    return ast.dump(tree)
 
 
 #: The file, in the package's ``__pycache__`` (as Python's bytecode), that remembers the modules' meaning
@@ -103,7 +160,8 @@ def known_meanings() -> dict:
     try:
         with open(MEANINGS_FILE, encoding="utf-8") as fh:
             doc = json.load(fh)
-        if doc.get("python") == sys.version and isinstance(doc.get("modules"), dict):
+        if doc.get("python") == sys.version and doc.get("rules") == MEANING_RULES and isinstance(doc.get("modules"),
+                                                                                                 dict):
             return dict(doc["modules"])
     except (OSError, ValueError, AttributeError):
         pass
@@ -127,7 +185,8 @@ def remember_meanings() -> None:
         try:
             os.chmod(tmp, 0o644)   # as Python's bytecode beside it
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"python": sys.version, "modules": known_meanings()}, fh, sort_keys=True)
+                json.dump({"python": sys.version, "rules": MEANING_RULES, "modules": known_meanings()}, fh,
+                          sort_keys=True)
             os.replace(tmp, MEANINGS_FILE)
         except BaseException:
             os.unlink(tmp)

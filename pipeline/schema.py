@@ -484,10 +484,23 @@ def source_name(header: str) -> str:
     raise KeyError(f"output column {header!r} is not in the fleet schema (pipeline/schema.py)")
 
 
+#: What a price-free fleet row (a stored result, :func:`pipeline.analysis.analyse.measure_gpu`) holds besides its
+#: fleet columns so that it can be priced later (:func:`pipeline.analysis.cost.price_rows`), never an output
+#: column: the GPU's own model (before a ``gpu_model`` label), its own rank (a trace's, before a ``rank`` label),
+#: its MIG share, why its model is empty (``_model_note``), why it is not an NVIDIA GPU (``_not_nvidia``) and the
+#: warnings that follow the rate warnings in the row's order (``_warnings_tail``, ``_codes_tail``: the row's
+#: ``warnings`` and ``warning_codes`` hold those before them).
+PRICE_INPUTS = ("_gpu_model", "_rank", "_mig", "_sms", "_board_sms", "_model_note", "_not_nvidia", "_warnings_tail",
+                "_codes_tail")
+
+
 def check_row(row: dict) -> dict:
-    """``row`` itself when each of its keys is a fleet column; raises KeyError naming the first key the
-    schema does not declare (a key is never dropped silently)."""
+    """``row`` itself when each of its keys is a fleet column (or, in a price-free row, one of
+    :data:`PRICE_INPUTS`); raises KeyError naming the first key the schema does not declare (a key is never
+    dropped silently)."""
     for key in row:
+        if key in PRICE_INPUTS:
+            continue
         if key not in _BY_NAME or any(key == c.name for c in REPORT_EXTRA):
             raise KeyError(f"fleet row key {key!r} is not in the fleet schema (pipeline/schema.py)")
     return row

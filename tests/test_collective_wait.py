@@ -428,7 +428,8 @@ def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):
     cut = [agreed_task(report, k, cfg, {}, keys, plans).row for k in keys]
     whole = [r.row for r in analyse_report(report, keys, cfg, {})]
     names = [c for c in cut[0] if c.startswith("collective")]
-    assert len(names) == 14
+    assert len(names) == 13  # price-free: collective_wait_usd_per_month is priced at the reduce
+    assert not any(c.endswith("_usd_per_month") for r in cut + whole for c in r)
     assert [[r[c] for c in names] for r in cut] == [[r[c] for c in names] for r in whole]
     # by hand: rank 1 late in calls 0, 2, 3, rank 0 in 1 and 4; the on-time ranks wait 2 ms per call
     assert [r["collective_last_count"] for r in whole] == [2, 3, 0]

@@ -383,7 +383,7 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
     link the toy MI250 and two low traces). By hand, rate $4.00/h, 730 h: a (1 s window, 100 ms cpu, 30 stable
     iterations: high) 0.1 × 4 × 730 = $292.00; c (200 ms cpu) $584.00; b (a 20 ms window: toy, 10 ms cpu)
     0.5 × 4 × 730 = $1,460.00."""
-    from pipeline.report.summary import fix_first
+    from pipeline.report.summary import fix_first, with_fix_columns
 
     ms = 1_000_000
 
@@ -395,7 +395,10 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
                 "rate_usd_per_hour": 4.0, "idle_usd_per_month": cpu_ms / window_ms * 4.0 * 730,
                 "iterations": iterations, "kernel_count": 10_000, "iteration_spread_pct": 1.0}
 
-    fleet = pd.DataFrame([row("a.sqlite", 1000, 100, 30), row("b.sqlite", 20, 10, 0), row("c.sqlite", 1000, 200, 30)])
+    # a finished fleet, as a folder's table is read (load_results fills an older table's fix columns): the views
+    # format it and price nothing
+    fleet = with_fix_columns(pd.DataFrame([row("a.sqlite", 1000, 100, 30), row("b.sqlite", 20, 10, 0),
+                                           row("c.sqlite", 1000, 200, 30)]))
     entries = [(e["category"], bool(e["trusted"]), e["confidence_tier"], e["usd_per_month"], e["gpus"],
                 [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet)]
     assert entries == [("cpu", True, "high", 876.0, 2, [("c.sqlite", 584.0), ("a.sqlite", 292.0)]),

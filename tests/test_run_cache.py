@@ -166,8 +166,11 @@ def test_other_code_is_not_served(fleet_dir, cache, tmp_path, monkeypatch):
     labels = {"cluster": "default", "job": "x"}
     assert (results_mod.result_key("a" * 64, "b" * 64, labels, "c" * 64)
             != results_mod.result_key("a" * 64, "b" * 64, labels, "d" * 64))
+    # labels are joined at the reduce (pipeline/fleet/pricing.py), only a kind label changes what is analysed
     assert (results_mod.result_key("a" * 64, "b" * 64, labels, "c" * 64)
-            != results_mod.result_key("a" * 64, "b" * 64, {**labels, "job": "y"}, "c" * 64))
+            == results_mod.result_key("a" * 64, "b" * 64, {**labels, "job": "y", "cluster": "z"}, "c" * 64))
+    assert (results_mod.result_key("a" * 64, "b" * 64, labels, "c" * 64)
+            != results_mod.result_key("a" * 64, "b" * 64, {**labels, "kind": "serving"}, "c" * 64))
 
 
 @pytest.mark.slow

@@ -279,7 +279,19 @@ def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, w
 def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
                 agreement: Agreement | None = None, job: JobKind | None = None,
                 collective: collwait.Matched | None = None) -> GpuResult:
-    """Compute every per-GPU number of the fleet table (docs/definitions.md, docs/definitions.md#cost).
+    """:func:`measure_gpu` priced with ``cfg.cost`` at once (:func:`pipeline.analysis.cost.price_rows`; ``labels``
+    as given): one GPU's whole fleet row, dollars included, as the reduce makes it. The run stores the price-free
+    result and prices it at the reduce (docs/architecture.md#how-a-run-flows)."""
+    result = measure_gpu(trace, cfg, labels, plan, agreement, job, collective)
+    return dataclasses.replace(result, row=cost.price_rows([result.row], cfg.cost)[0])
+
+
+def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
+                agreement: Agreement | None = None, job: JobKind | None = None,
+                collective: collwait.Matched | None = None) -> GpuResult:
+    """Compute every price-free per-GPU number of the fleet table (docs/definitions.md): ns, fractions, categories,
+    tiers and the GPU's model, never a rate or a dollar; what pricing needs later is in the row too
+    (:data:`pipeline.schema.PRICE_INPUTS`, :func:`pipeline.analysis.cost.price_rows`).
 
     Args:
         trace: one physical GPU's kernels, copies, runtime calls and NVTX.
@@ -340,15 +352,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     bursts = confidence.bursts(*runs, cfg.confidence.serving_burst_gap_ns)
     sampled = meter.sampled_periods(*runs, w0, w1, cfg.meter.sample_ns)  # (periods, busy periods)
     model = labels.get("gpu_model") or trace.gpu_model
-    mig = cost.MigShare(trace.sms, trace.board_sms) if trace.mig else None
-    choice = cost.find_rate(model, cfg.cost, labels.get("cluster"), mig, trace.model_note, trace.not_nvidia)
-    rate_model, rate, rate_source = choice.model, choice.usd_per_gpu_hour, choice.source
     warnings = list(trace.warnings)
     warnings += caveats.untraced_warning(trace.untraced, caveat_ns["untraced"])
     warnings += caveats.profiler_warning(device_categorised, trace.overhead, cfg.categories)
     warnings += caveats.graph_warning(k, w0, w1, trace.graph_trace_mode)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
-    warnings += cost.rate_warnings(choice, model, trace.model_note, warnings, trace.not_nvidia)
+    head = len(warnings)  # the rate's warnings go here when the row is priced (cost.price_rows)
     kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
     warnings += kind_warnings
     if kw["start"].size and not np.any(kw["end"] > kw["start"]):
@@ -364,10 +373,6 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
             f"--trim reaches {outside / 1e6:,.3f} of its {dev.window_ns / 1e6:,.3f} ms outside this GPU's kernels (they "
             f"run {int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock): that "
             "time is not measured idle; the tier is at most low"))
-    if choice.share_unknown:
-        warnings.append(RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
-                                   "MIG instance of unknown size: the export gives no SM count for it, so its share of "
-                                   "the board is unknown and it is priced as the whole board (an upper bound)"))
 
     row = {
         "report": trace.report,
@@ -434,22 +439,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                comm_pct=_pct(comm.comm_ns, dev.window_ns),
                comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),
                comm_exposed_pct=_pct(comm.exposed_ns, dev.window_ns))
-    row["rate_model"] = rate_model
-    row["rate_usd_per_hour"] = rate
-    row["rate_source"] = rate_source
-    row["rate_assumed"], row["unpriced"] = choice.assumed, choice.unpriced
-    row["idle_usd_per_month"] = round(cost.idle_usd_per_month(idle_fraction, rate, cfg.cost.hours_per_month), 2)
-    for cat in CAVEATS:  # what the idle that is not the application's costs (inside idle_usd_per_month)
-        share = caveat_ns[cat] / dev.window_ns if dev.window_ns else 0.0
-        row[f"{cat}_usd_per_month"] = round(cost.idle_usd_per_month(share, rate, cfg.cost.hours_per_month), 2)
-    exposed_share = comm.exposed_ns / dev.window_ns if dev.window_ns else 0.0
-    row["comm_exposed_usd_per_month"] = round(cost.idle_usd_per_month(exposed_share, rate, cfg.cost.hours_per_month), 2)
     # idle inside collectives (docs/definitions.md#collective-wait): busy time, priced beside the idle, never in it
     if collective is None:  # this GPU alone: no peer in its clock domain
         collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
                                     trace.world_size)
     nvtx_texts = trace.nvtx["text"].unique()
-    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, rate, cfg.cost.hours_per_month,
+    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None,
                                     cfg.collective.chronic_share, nvtx_texts))
     # peers in other reports: its calls (also those outside W) kept for the job's step across files
     # (pipeline.fleet.crosswait)
@@ -458,7 +453,7 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                  if collective.abstained and collective.note.startswith(collwait.SEPARATE_REPORTS)
                  and own_calls is not None and own_calls.starts.size else None)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
-    row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, rate, cfg.cost.hours_per_month,
+    row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, None, None,
                                     row["kernel_count"], spread, cfg.confidence,
                                     dataclasses.replace(confidence.KindFigures.of_row(row), outside_ns=outside)))
     row["diagnosis"] = diagnosis.to_text(diagnosis.diagnose(
@@ -469,8 +464,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
          "max_gap_ns": int(device_lengths.max()) if device_lengths.size else 0} if launch_bound else None,
         calls.sync_runs, cfg.diagnosis, {k: row[k] for k in diagnosis.COLLECTIVE_KEYS}))
     row["straggler"] = False
-    row["warnings"] = "; ".join(w.text for w in warnings)
-    row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings))  # each code once, in order
+    row["warnings"] = "; ".join(w.text for w in warnings[:head])
+    row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings[:head]))  # each code once, in order
+    row.update(_gpu_model=trace.gpu_model or "", _rank=labels.get("_rank", ""), _mig=bool(trace.mig),
+               _sms=int(trace.sms or 0), _board_sms=int(trace.board_sms or 0), _model_note=trace.model_note or "",
+               _not_nvidia=trace.not_nvidia or "", _warnings_tail="; ".join(w.text for w in warnings[head:]),
+               _codes_tail=",".join(dict.fromkeys(w.code.value for w in warnings[head:])))
     # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
     row["status"] = row_status(warnings)
     row["error"] = ""

@@ -13,7 +13,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import CostConfig, Rate
-from ..model import ASSUMED, NO_GPU_NAMED, RowWarning, WarningCode
+from ..model import ASSUMED, CATEGORIES, CAVEATS, NO_GPU_NAMED, RowWarning, WarningCode, row_status
+from ..schema import PRICE_INPUTS
 
 #: How ``source`` begins for a GPU left unpriced (``cost.unlisted: unpriced``).
 UNPRICED = "unpriced (cost.unlisted: unpriced)"
@@ -213,3 +214,98 @@ def amdahl_speedup(idle_fraction: float) -> float:
     """1 / (1 − f); ``inf`` for a GPU idle the whole window."""
     f = float(idle_fraction)
     return math.inf if f >= 1.0 else 1.0 / (1.0 - f)
+
+
+def _rounded(values: np.ndarray) -> list:
+    """Each value rounded to cents as Python's ``round`` does (not numpy's, which differs on ties)."""
+    return [round(v, 2) for v in values.tolist()]
+
+
+def _fraction(part, window) -> np.ndarray:
+    """``part / window`` per row (int ns, exact below 2**53 as the analysis divides them), 0.0 where the window is
+    not positive."""
+    part, window = np.asarray(part, dtype=np.float64), np.asarray(window, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(window > 0, part / np.where(window > 0, window, 1.0), 0.0)
+
+
+def price_rows(rows: list[dict], cost: CostConfig) -> list[dict]:
+    """:func:`price_in_place` of copies of ``rows``: new dicts, ``rows`` left price-free."""
+    return price_in_place([dict(row) for row in rows], cost)
+
+
+def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
+    """The price-free fleet rows ``rows`` (each holding :data:`PRICE_INPUTS`, its labels already joined: ``cluster``
+    and ``gpu_model`` as they stand now) priced with the rate card ``cost`` (docs/definitions.md#cost), in place
+    (returned), without :data:`PRICE_INPUTS` after: the rate (:func:`find_rate`, once per distinct GPU model,
+    cluster and MIG share), its columns (``rate_model``, ``rate_usd_per_hour``, ``rate_source``,
+    ``rate_assumed``, ``unpriced``), the rate warnings in their place among the row's warnings
+    (:func:`rate_warnings`, ``mig-share-unknown`` last) and the status they make, and every dollar column by the
+    one formula (:func:`idle_usd_per_month`, rounded to cents): the idle, each caveat's, the exposed
+    communication's, the wait inside collectives' (missing where not measured) and each fix-first category's.
+    Vectorised over the rows; nothing is cached. Raises ``KeyError`` when the default model is not on the card."""
+    if not rows:
+        return []
+    n = len(rows)
+
+    def col(name, default=None) -> list:
+        return [r.get(name, default) for r in rows]
+
+    # the rate of each distinct GPU (model, cluster, MIG share, why unnamed, not NVIDIA, a loader's own warning)
+    keys = list(zip(col("gpu_model", ""), col("cluster", ""), col("_mig", False), col("_sms", 0), col("_board_sms", 0),
+                    col("_model_note", ""), col("_not_nvidia", ""),
+                    [WarningCode.GPU_MODEL_UNRESOLVED.value in str(c or "").split(",") for c in col("warning_codes")]))
+    chosen: dict = {}
+    for key in dict.fromkeys(keys):
+        model, cluster, mig, sms, board_sms, note, not_nvidia, unresolved = key
+        share = MigShare(int(sms or 0), int(board_sms or 0)) if mig else None
+        choice = find_rate(model or "", cost, cluster, share, note or "", not_nvidia or "")
+        others = [RowWarning(WarningCode.GPU_MODEL_UNRESOLVED, "")] if unresolved else []
+        added = rate_warnings(choice, model or "", note or "", others, not_nvidia or "")
+        tail = [RowWarning(WarningCode.MIG_SHARE_UNKNOWN,
+                           "MIG instance of unknown size: the export gives no SM count for it, so its share of the "
+                           "board is unknown and it is priced as the whole board (an upper bound)")
+                ] if choice.share_unknown else []
+        chosen[key] = (choice, added, tail)
+    rate = np.fromiter((chosen[k][0].usd_per_gpu_hour for k in keys), dtype=np.float64, count=n)
+    hours = float(cost.hours_per_month)
+    window = np.asarray(col("window_ns", 0), dtype=np.float64)
+
+    def usd(part) -> list:
+        return _rounded(idle_usd_per_month_array(_fraction(np.asarray(part, dtype=np.float64), window), rate, hours))
+
+    priced = {"idle_usd_per_month": usd(col("idle_ns", 0)),
+              "comm_exposed_usd_per_month": usd(col("comm_exposed_ns", 0))}
+    for cat in CAVEATS:
+        priced[f"{cat}_usd_per_month"] = usd(col(f"cat_{cat}_ns", 0))
+    for cat in CATEGORIES:
+        priced[f"fix_{cat}_usd_per_month"] = usd(col(f"cat_{cat}_ns", 0))
+    wait = col("collective_wait_ns")
+    measured = np.array([w is not None and w == w for w in wait], dtype=bool)
+    span = np.asarray(col("window_end_ns", 0), dtype=np.float64) - np.asarray(col("window_start_ns", 0), np.float64)
+    waited = np.asarray([w if m else 0 for w, m in zip(wait, measured)], dtype=np.float64)
+    wait_usd = _rounded(idle_usd_per_month_array(_fraction(waited, span), rate, hours))
+    priced["collective_wait_usd_per_month"] = [u if m else None for u, m in zip(wait_usd, measured)]
+    for i, (row, key) in enumerate(zip(rows, keys)):
+        choice, added, tail = chosen[key]
+        new = {"rate_model": choice.model, "rate_usd_per_hour": choice.usd_per_gpu_hour, "rate_source": choice.source,
+               "rate_assumed": choice.assumed, "unpriced": choice.unpriced}
+        new.update((name, values[i]) for name, values in priced.items())
+        if added or tail or row.get("_warnings_tail") or row.get("_codes_tail"):
+            texts = [row.get("warnings") or "", *(w.text for w in added), row.get("_warnings_tail") or "",
+                     *(w.text for w in tail)]
+            codes = [*str(row.get("warning_codes") or "").split(","), *(w.code.value for w in added),
+                     *str(row.get("_codes_tail") or "").split(","), *(w.code.value for w in tail)]
+            new["warnings"] = "; ".join(t for t in texts if t)
+            new["warning_codes"] = ",".join(dict.fromkeys(c for c in codes if c))
+        if row.get("status") == "ok" and (added or tail) and row_status(added + tail) == "partial":
+            new["status"] = "partial"
+        for name in PRICE_INPUTS:
+            row.pop(name, None)
+        row.update(new)
+    return rows
+
+
+def idle_usd_per_month_array(idle_fraction: np.ndarray, usd_per_gpu_hour: np.ndarray, hours_per_month: float):
+    """:func:`idle_usd_per_month` of arrays, element-wise, unrounded: the same products in the same order."""
+    return idle_fraction * usd_per_gpu_hour * float(hours_per_month)

@@ -314,15 +314,16 @@ def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "l
     return ("toy capture: " if tier == "toy" else "low confidence: ") + ", ".join(parts)
 
 
-def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float,
-                hours_per_month: float, kernel_count: int, spread_pct,
+def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float | None,
+                hours_per_month: float | None, kernel_count: int, spread_pct,
                 confidence: ConfidenceConfig = ConfidenceConfig(), figures: KindFigures = KindFigures()) -> dict:
     """The fix-first columns of one GPU's fleet row.
 
     Args:
         category_ns: category name -> device-level idle ns of that category in the window.
         window_ns, iterations: the analysis window (ns) and its stable iterations.
-        usd_per_gpu_hour, hours_per_month: the GPU's rate and the month (hours).
+        usd_per_gpu_hour, hours_per_month: the GPU's rate and the month (hours); None: no dollar column (a
+            price-free row, priced at the reduce: :func:`pipeline.analysis.cost.price_rows`).
         kernel_count, spread_pct: the kernels in the window and the kept iterations' ``iteration_spread_pct``
             (None: none or unknown), which with the window and iterations give the tier.
         confidence: the tiers' thresholds (config ``confidence``).
@@ -339,7 +340,8 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
     for cat in fixable(category_ns):
         s = share(category_ns[cat], window_ns)
         worst = max(worst, s)
-        out[f"fix_{cat}_usd_per_month"] = round(idle_usd_per_month(s, usd_per_gpu_hour, hours_per_month), 2)
+        if usd_per_gpu_hour is not None:  # None: price-free (priced at the reduce, cost.price_rows)
+            out[f"fix_{cat}_usd_per_month"] = round(idle_usd_per_month(s, usd_per_gpu_hour, hours_per_month), 2)
         out[f"fix_{cat}_speedup"] = round(amdahl_speedup(s), 4)
     out.update(tier_columns(window_ns, kernel_count, iterations, spread_pct, confidence, figures))
     out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE

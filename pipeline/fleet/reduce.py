@@ -21,6 +21,7 @@ from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DISTINCT, DUPLICATE, FIXABLE, F
                       ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
 from .crosswait import calls_entry, match_across_files
 from .grouping import group_jobs
+from .pricing import price_in_place
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
            "assumed_text", "drop_duplicates", "duplicate_row", "error_row", "fleet_frame", "int_column", "one_of_each",
@@ -450,7 +451,8 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
     Args:
         outcomes: :class:`~pipeline.work.tasks.ReportOutcome` of every report analysed now
             (a failure becomes that report's error row).
-        cfg: the configuration (labels of error rows, straggler spread).
+        cfg: the configuration (the labels and the rate card every price-free row is joined to and priced with,
+            :mod:`pipeline.fleet.pricing`; labels of error rows, straggler spread).
         problems: ``(input, message)`` pairs of inputs that never reached the analysis
             (discovery, identification), each an error row.
         stored_rows, stored_rosters: rows and rosters of reports reused from the result store.
@@ -474,6 +476,7 @@ def reduce_outcomes(outcomes, cfg, problems=(), stored_rows=(), stored_rosters=N
             gpu = result.row["gpu_key"]
             text = outcome.texts.get(gpu) if outcome.written else None
             rosters[(result.row["report"], gpu)] = roster_entry(result, text)
+    price_in_place(rows, cfg)  # labels and prices of the day (stored results are price-free)
     rows, rosters = drop_duplicates(rows, rosters, cfg, identical)
     analysed = {row["report"] for row in rows if row.get("status") not in NOT_ANALYSED}
     errors += [error_row(o.path, cfg.labels_for(o.path), o.failure.message + unconfirmed_note(o.path, analysed))

@@ -42,7 +42,7 @@ from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_
                     pct, remedy_summary, secs, signed_usd, trust_text, usd, wins_back)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
-    records, summarise, with_fix_columns)
+    records, summarise)
 
 FORMATS = ("html", "csv", "md")
 
@@ -197,8 +197,7 @@ def render_csv(res: Results) -> str:
     """The per-GPU cost table of the current night (:data:`CSV_COLUMNS`), most expensive first (error rows
     last). A table written before a column existed leaves it empty (``low_confidence`` and
     ``confidence_note`` are then computed from the window and iterations, as the HTML report does)."""
-    fleet = with_fix_columns(res.current) if len(res.current) else res.current.copy()
-    fleet = fleet.copy()
+    fleet = res.current.copy()  # a finished fleet (an older table's fix columns filled as it is read)
     fleet["run_date"] = res.current_date
     fleet = schema.conform(fleet, [c for c in schema.REPORT_CSV if c != "run_date"])  # an older table: left empty
     for col in (c for c in schema.REPORT_CSV if schema.display_name(c) != c):

@@ -622,7 +622,7 @@ def trust_split(fleet: pd.DataFrame) -> dict:
     other_usd`` is :func:`fleet_usd` (to rounding). A part whose GPUs are all unpriced has NaN dollars (unpriced,
     :func:`~pipeline.analysis.cost.unpriced_total`), never 0; ``trusted_unpriced``, ``other_unpriced`` and each
     tier's ``unpriced`` count the unpriced GPUs."""
-    ok = conform(ok_rows(with_fix_columns(fleet)), ["unpriced"])
+    ok = conform(ok_rows(fleet), ["unpriced"])
     usd = ok["idle_usd_per_month"].astype(float).fillna(0.0)
     unpriced = ok["unpriced"].astype(bool)
     tier = ok["confidence_tier"].astype(object)
@@ -647,7 +647,7 @@ def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | 
     only the GPUs of that part of the list (:func:`pipeline.analysis.confidence.trust_rank` of their tier: 0 the
     trusted, 1 ``low``, 2 ``toy``; docs/definitions.md#confidence-tiers), as each fix-first entry rests on one part;
     None: every GPU."""
-    ok = conform(ok_rows(with_fix_columns(fleet)), ["unpriced"])
+    ok = conform(ok_rows(fleet), ["unpriced"])
     if part is not None:
         ok = ok[conform(ok, ["confidence_tier"])["confidence_tier"].map(trust_rank) == int(part)]
     column = f"fix_{category}_usd_per_month"
@@ -672,7 +672,7 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     when the whole idle). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
-    fixes = fixfirst.fix_list(with_fix_columns(fleet), {})
+    fixes = fixfirst.fix_list(fleet, {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
                  confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
                  wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]),
@@ -701,7 +701,7 @@ def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS, ra
     with its count (:func:`~pipeline.analysis.fixfirst.confidence_kinds`), the first ``n`` of them by
     display name (:func:`gpu_names_in_jobs`; by report and GPU key) and how many more; the full list (report, GPU
     key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low."""
-    ok = ok_rows(with_fix_columns(fleet)).sort_values(["report", "gpu_key"], kind="stable")
+    ok = ok_rows(fleet).sort_values(["report", "gpu_key"], kind="stable")
     part = ok[(ok[f"cat_{category}_ns"].fillna(0) > 0) & ~ok["confidence_tier"].isin(TRUSTED)]   # the apart entry's
     if rank is not None:
         part = part[part["confidence_tier"].map(trust_rank) == int(rank)]
@@ -888,8 +888,9 @@ def by_cost(jobs: list[dict]) -> list[dict]:
 
 def summarise(res: Results) -> dict:
     """Every number the report shows, as plain values (see the renderers in ``html.py``)."""
-    # an older table gets the fix columns (the rollups need them too), then every column it lacks
-    fleet = conform(with_fix_columns(res.current))
+    # a finished fleet: priced by its run's reduce (an older table's fix columns filled as it is read,
+    # load_results), then every column it lacks
+    fleet = conform(res.current)
     ok = ok_rows(fleet)
     clusters = rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else pd.DataFrame()
     jobs = rollup(fleet, list(JOB_KEY)) if len(fleet) else pd.DataFrame()

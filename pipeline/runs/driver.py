@@ -26,6 +26,7 @@ from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outp
                              write_outputs)
 from ..fleet.grouping import group_jobs
 from ..accounting import hooks as accounting
+from ..fleet.pricing import price_in_place, priced
 from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
 from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
@@ -399,13 +400,16 @@ class Todo:
     plots: str | None = None
 
 
-def write_report_docs(gpu_dir: str, spread_pct: float, results: list, done=None) -> dict:
+def write_report_docs(gpu_dir: str, spread_pct: float, results: list, done=None, cfg: Config | None = None) -> dict:
     """Write one report's per-GPU JSON into ``gpu_dir`` (atomically), with the fleet row as
     ``_summary`` as the report's own rows give it (stragglers flagged among the report's GPUs of each
     job, ``spread_pct``: ``analysis.straggler_spread_pct``; the reduce rewrites the ``_summary`` of a
-    file whose final fleet row differs). ``done(1)`` after each file (None: nothing). Returns ``{(report, gpu key):
-    (file path, summary text)}``. Raises OSError."""
-    texts = write_gpu_docs(gpu_dir, build_fleet([r.row for r in results], spread_pct), rosters_of(results), done)
+    file whose final fleet row differs). ``done(1)`` after each file (None: nothing); ``cfg``: the labels and rate
+    card its price-free rows are priced with (:func:`pipeline.fleet.pricing.priced`: copies, the results stay
+    price-free). Returns ``{(report, gpu key): (file path, summary text)}``. Raises OSError."""
+    rows = [r.row for r in results]
+    texts = write_gpu_docs(gpu_dir, build_fleet(priced(rows, cfg) if cfg is not None else rows, spread_pct),
+                           rosters_of(results), done)
     return {key: (os.path.join(gpu_dir, gpu_json_name(*key)), text) for key, text in texts.items()}
 
 
@@ -422,7 +426,7 @@ def report_sinks(todo: Todo, cfg: Config, gpu_dir: str | None) -> Sinks:
     store in its slot, write its per-GPU JSON into ``gpu_dir``, draw its pages' timelines into its
     plot cache (each where given)."""
     return Sinks(store=todo.slot.put if todo.slot is not None else None,
-                 write=(functools.partial(write_report_docs, gpu_dir, cfg.analysis.straggler_spread_pct)
+                 write=(functools.partial(write_report_docs, gpu_dir, cfg.analysis.straggler_spread_pct, cfg=cfg)
                         if gpu_dir is not None else None),
                  draw=(functools.partial(draw_report_timelines, todo.plots)
                        if gpu_dir is not None and todo.plots is not None else None))
@@ -615,7 +619,9 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         again, _ = _analyse(more, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log, None)
         outcomes += again
         todo += damaged
-    # Per-rank traces of one job are one job (their rows' job, in place) before its GPUs agree.
+    # The labels and prices of the day (stored results are price-free), then per-rank traces of one job are one
+    # job (their rows' job, in place) before its GPUs agree.
+    price_in_place([r.row for o in outcomes if o.failure is None for r in o.results] + rows, cfg)
     group_jobs([r.row for o in outcomes if o.failure is None for r in o.results] + rows, cfg)
     # A job spread over several reports: its GPUs keep the same iterations (a second round, usually empty).
     outcomes, rows, rosters, redone = _agree_across_reports(outcomes, rows, rosters, plans, cfg, cache, scheduler,

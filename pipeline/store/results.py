@@ -5,8 +5,9 @@
     (the plans let a later run recompute the agreement of a job spread over several
     reports without analysing them again). ``<content>``:
     the report's identity (:func:`report_identity`, 20 hex digits); ``<settings>``:
-    the :func:`config_hash` and the labels the report's path gets (they name its
-    job and can pick its rate), 12 hex digits; ``<code>``: :func:`code_digest`,
+    the :func:`config_hash` and the ``kind`` label the report's path gets (the rows are price-free: the
+    rate card and the other labels are joined at the reduce, :mod:`pipeline.fleet.pricing`), 12 hex digits;
+    ``<code>``: :func:`code_digest`,
     8 hex digits, so results made by other code (of what results depend on:
     :data:`pipeline.code_keys.RESULT_CODE`) are never served;
     ``<agreement>``: only for a report analysed with its job's agreement forced
@@ -43,16 +44,38 @@ from ..checksums import (FILE_SUMS_SUFFIX, EntryCheckFailed, check_source, file_
                          record_digest, write_sums)
 from .. import code_keys
 from ..config import Config
+from ..fleet.pricing import price_free
 from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
 from ..io import atomic_path, file_entry, remove_leftovers, same_file, write_json
 from ..snapshot import sidecars, snapshot_key
 
 
+#: The settings a stored result is computed with (its key, :func:`config_hash`); not dask, cache or paths, and not
+#: :data:`PRICING`.
+ANALYSIS_SETTINGS = ("analysis", "confidence", "meter", "collective", "diagnosis", "categories", "window")
+#: The settings that only price a result and label it: joined at the reduce (:mod:`pipeline.fleet.pricing`), in an
+#: output folder's digest (:func:`pricing_hash`), never in a result's key.
+PRICING = ("cost", "labels")
+#: The labels that change a result (a ``kind`` label chooses the window, docs/definitions.md#job-kind): the only
+#: ones in its key (:func:`result_key`); the others are joined at the reduce.
+ANALYSIS_LABELS = ("kind",)
+
+
+def _settings_hash(cfg: Config, sections: tuple[str, ...]) -> str:
+    whole = dataclasses.asdict(cfg)
+    return hashlib.sha256(json.dumps({k: whole[k] for k in sections}, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def config_hash(cfg: Config) -> str:
-    """SHA-256 of every setting that can change a fleet number (not dask, cache or paths)."""
-    relevant = {k: dataclasses.asdict(cfg)[k] for k in ("analysis", "confidence", "meter", "collective", "diagnosis", "categories",
-                                                         "window", "cost", "labels")}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
+    """SHA-256 of every setting that can change a stored result (:data:`ANALYSIS_SETTINGS`): not the rate card,
+    ``hours_per_month`` or the labels (:data:`PRICING`: a stored result is price-free), not dask, cache or paths."""
+    return _settings_hash(cfg, ANALYSIS_SETTINGS)
+
+
+def pricing_hash(cfg: Config) -> str:
+    """SHA-256 of the settings that price and label the results (:data:`PRICING`): part of an output folder's
+    digest (:meth:`ResultCache.digest`), so a changed rate re-prices the folder and analyses nothing."""
+    return _settings_hash(cfg, PRICING)
 
 
 def code_digest() -> str:
@@ -83,10 +106,12 @@ def result_key(identity: str, chash: str, labels: dict, code: str) -> str:
     Args:
         identity: :func:`report_identity` of the report (hex).
         chash: :func:`config_hash` of the configuration.
-        labels: ``cfg.labels_for(path)`` of the report.
+        labels: ``cfg.labels_for(path)`` of the report: only :data:`ANALYSIS_LABELS` count (the others are
+            joined at the reduce, :mod:`pipeline.fleet.pricing`).
         code: :func:`code_digest`.
     """
-    settings = hashlib.sha256(json.dumps([chash, labels], sort_keys=True, default=str).encode()).hexdigest()
+    kept = {k: labels.get(k) for k in ANALYSIS_LABELS}
+    settings = hashlib.sha256(json.dumps([chash, kept], sort_keys=True, default=str).encode()).hexdigest()
     return f"{identity[:20]}-{settings[:12]}-{code[:8]}"
 
 
@@ -309,6 +334,8 @@ class ResultStore:
         stored. Raises OSError when the folder cannot be written."""
         if not results or any(r.row.get("status") == "error" for r in results):
             return False
+        if not all(price_free(r.row) for r in results):  # a priced row would keep its dollars and labels
+            raise ValueError("a priced row cannot be stored: stored results are price-free (pipeline.fleet.pricing)")
         self.put(key, [r.row for r in results], rosters_of(results),
                  {(r.row["report"], r.row["gpu_key"]): r.plan for r in results},
                  [src for r in results for src in r.sources])
@@ -468,7 +495,8 @@ class ResultCache:
     def digest(self, paths: list[str], problems=()) -> str:
         """:func:`inputs_digest` of a run over the identified ``paths`` and the ``problems``: what an
         output folder's manifest records."""
-        return inputs_digest(self.chash, {p: self.keys[p] for p in paths}, list(problems), code_keys.document_code())
+        return inputs_digest(f"{self.chash}-{pricing_hash(self.cfg)}", {p: self.keys[p] for p in paths},
+                             list(problems), code_keys.document_code())
 
     def read(self, paths: list[str], slots: dict | None = None) -> tuple[list[dict], dict, list[str], dict]:
         """Rows, rosters and iteration plans of the stored results of ``paths``, relabelled with

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..analysis import collwait
-from ..analysis.analyse import analyse_gpu, gpu_collectives, plan_gpu
+from ..analysis.analyse import gpu_collectives, measure_gpu, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..analysis.kind import KIND_KEY, job_kind
 from ..analysis.window import WindowError
@@ -299,7 +299,8 @@ def trace_labels(report: Report, labels: dict) -> dict:
     """``labels`` with the rank a PyTorch profiler trace names (``distributedInfo.rank``, in
     ``report.meta``) where the labels give none, and its ``distributedInfo`` world size and backend
     (``dist_world_size``, ``dist_backend``: the evidence :func:`pipeline.fleet.grouping.group_jobs`
-    groups per-rank traces by), and an Nsight export's scheduler job (``scheduler_job``,
+    groups per-rank traces by) and its own rank apart (``_rank``: the price-free row keeps it, the reduce joins the
+    labels of the day, :mod:`pipeline.fleet.pricing`), and an Nsight export's scheduler job (``scheduler_job``,
     ``SLURM_JOB_ID=<id>`` from its capture's environment), and the host either names and where it was read
     (``host``, ``host_source``: :mod:`pipeline.load.host`); other labels and other reports: unchanged."""
     labels = {**labels, **{k: str(report.meta[k]) for k in (HOST, HOST_SOURCE) if report.meta.get(k)}}
@@ -308,6 +309,7 @@ def trace_labels(report: Report, labels: dict) -> dict:
         return {**labels, "scheduler_job": str(job)} if job else labels
     rank = report.meta.get("rank")
     out = {**labels, "rank": str(rank)} if rank is not None and not labels.get("rank") else dict(labels)
+    out["_rank"] = "" if rank is None else str(rank)  # the trace's own rank: a rank label may come or go
     if report.meta.get("world_size") is not None:
         out["dist_world_size"] = int(report.meta["world_size"])
         out["dist_backend"] = str(report.meta.get("backend") or "")
@@ -355,7 +357,7 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: 
     try:
         try:
             agreement = (agreements or {}).get(plan.source) if plan is not None else None
-            result = analyse_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement,
+            result = measure_gpu(gpu_trace(report, gpu_key), cfg, trace_labels(report, labels), plan, agreement,
                                  (agreements or {}).get(KIND_KEY), collective)
             result.sources = list(report.sources)
         except Exception as exc:  # noqa: BLE001 - every failure must become a row, never kill the sweep

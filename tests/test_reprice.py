@@ -1,0 +1,197 @@
+"""Price-free stored results, priced at the reduce (issue 46): a changed rate, `cost.hours_per_month` or label
+rule re-prices a stored fleet and analyses nothing; the new dollars are the row's ns x rate x hours; the folder
+re-priced is byte for byte what a fresh analysis under the new settings writes; result keys cover exactly what a
+result depends on (not the rate card, not a label but `kind`, not a column's meaning text or a docstring)."""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+from conftest import run_cli, small_reports
+
+from pipeline import code_keys
+from pipeline.config import config_from_dict
+from pipeline.store import results as results_mod
+
+#: The first run's settings: H100 at $2.00/h over 730 h, the report labelled west / train-a.
+BEFORE = """cost:
+  hours_per_month: 730
+  rates:
+    - {model: H100, usd_per_gpu_hour: 2.0, match: ["*H100*"]}
+labels:
+  - {match: "*r0*", cluster: west, job: train-a, node: n1}
+"""
+#: The second's: another rate, another month, other labels, and a rule that matches nothing.
+AFTER = """cost:
+  hours_per_month: 700
+  rates:
+    - {model: H100, usd_per_gpu_hour: 3.5, match: ["*H100*"]}
+labels:
+  - {match: "*r0*", cluster: east, job: train-b, node: n2}
+  - {match: "*nothing-like-it*", cluster: nowhere}
+"""
+
+
+def _tree(folder) -> dict[str, bytes]:
+    """Every output file's bytes by relative path (the manifest aside: it records which run wrote the folder)."""
+    out = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            if name != results_mod.MANIFEST:
+                path = os.path.join(root, name)
+                with open(path, "rb") as fh:
+                    out[os.path.relpath(path, folder)] = fh.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One report (2 GPUs) run under BEFORE into ``a``, then under AFTER into the same folder (the stored result
+    re-priced) and, without the result cache, into ``fresh`` (analysed again): the folders and what each printed."""
+    root = tmp_path_factory.mktemp("reprice")
+    (root / "in").mkdir()
+    small_reports(root / "in", "r", 1, seed=7)
+    (root / "before.yaml").write_text(BEFORE)
+    (root / "after.yaml").write_text(AFTER)
+    env = {"GPU_IDLE_CACHE": str(root / "cache")}
+
+    def run(config, out, *extra):
+        return run_cli("run", str(root / "in"), "--out", str(root / out), "--config", str(root / config), *extra,
+                       env=env).stdout
+
+    first = run("before.yaml", "a")
+    before = pd.read_csv(root / "a" / "fleet.csv")
+    stored = sorted(os.listdir(root / "cache" / "results"))
+    second = run("after.yaml", "a")
+    stored_after = sorted(os.listdir(root / "cache" / "results"))
+    fresh = run("after.yaml", "fresh", "--no-cache")
+    return {"root": root, "first": first, "second": second, "fresh": fresh, "before": before,
+            "stored": stored, "stored_after": stored_after}
+
+
+def test_a_rate_month_and_label_change_analyses_nothing(runs):
+    assert "1 report(s) analysed, 0 reused" in runs["first"]
+    assert "0 report(s) analysed, 1 reused" in runs["second"]
+    assert runs["stored_after"] == runs["stored"]  # no result stored anew: the one stored is price-free
+    assert "1 report(s) analysed" in runs["fresh"]
+
+
+def test_the_new_dollars_are_ns_times_the_new_rate_and_month(runs):
+    fleet = pd.read_csv(runs["root"] / "a" / "fleet.csv")
+    before = runs["before"]
+    assert len(fleet) == 2 and list(fleet["idle_ns"]) == list(before["idle_ns"])  # the same measurement
+    assert set(fleet["cluster"]) == {"east"} and set(fleet["job"]) == {"train-b"} and set(fleet["node"]) == {"n2"}
+    assert set(before["cluster"]) == {"west"} and set(before["job"]) == {"train-a"}
+    assert list(fleet["rate_usd_per_hour"]) == [3.5, 3.5] and list(before["rate_usd_per_hour"]) == [2.0, 2.0]
+    for row, old in zip(fleet.to_dict("records"), before.to_dict("records")):
+        idle, window = int(row["idle_ns"]), int(row["window_ns"])
+        assert row["idle_usd_per_month"] == round(idle / window * 3.5 * 700, 2)
+        assert old["idle_usd_per_month"] == round(idle / window * 2.0 * 730, 2)
+        assert row["comm_exposed_usd_per_month"] == round(int(row["comm_exposed_ns"]) / window * 3.5 * 700, 2)
+        for cat in ("data", "comm", "sync"):
+            assert row[f"fix_{cat}_usd_per_month"] == round(int(row[f"cat_{cat}_ns"]) / window * 3.5 * 700, 2)
+    jobs = pd.read_csv(runs["root"] / "a" / "jobs.csv")
+    assert list(jobs["cluster"]) == ["east"] and list(jobs["job"]) == ["train-b"]
+    assert jobs["idle_usd_per_month"].iloc[0] == pytest.approx(fleet["idle_usd_per_month"].sum(), abs=0.005)
+
+
+def test_the_re_priced_folder_is_what_a_fresh_analysis_writes(runs):
+    a, fresh = _tree(runs["root"] / "a"), _tree(runs["root"] / "fresh")
+    assert sorted(a) == sorted(fresh) and any(name.startswith("gpus") for name in a)
+    assert [name for name in a if a[name] != fresh[name]] == []
+
+
+def test_result_keys_leave_out_the_rate_card_and_the_labels_but_kind():
+    base = config_from_dict({})
+    priced = config_from_dict({"cost": {"hours_per_month": 700, "rates": [{"model": "H100", "usd_per_gpu_hour": 9}]},
+                               "labels": [{"match": "*", "cluster": "c", "job": "j", "gpu_model": "A100"}]})
+    assert results_mod.config_hash(priced) == results_mod.config_hash(base)
+    assert results_mod.pricing_hash(priced) != results_mod.pricing_hash(base)  # the output folder's digest
+    labels = priced.labels_for("/x/r0.sqlite")
+    key = results_mod.result_key("a" * 64, results_mod.config_hash(base), base.labels_for("/x/r0.sqlite"), "c" * 8)
+    assert results_mod.result_key("a" * 64, results_mod.config_hash(priced), labels, "c" * 8) == key
+    assert results_mod.result_key("a" * 64, results_mod.config_hash(base), {**labels, "kind": "serving"},
+                                  "c" * 8) != key
+    assert results_mod.config_hash(config_from_dict({"analysis": {"min_gap_ns": 7}})) != results_mod.config_hash(base)
+
+
+def _module_digest(tmp_path, monkeypatch, rel: str, text: str) -> str:
+    """:func:`pipeline.code_keys.module_digest` of ``text`` as the package's module ``rel`` (written into a package
+    folder of its own: the digest reads the module's place in the package)."""
+    monkeypatch.setattr(code_keys, "PACKAGE", str(tmp_path))
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    code_keys.module_digest.cache_clear()
+    try:
+        return code_keys.module_digest(str(path))
+    finally:
+        code_keys.module_digest.cache_clear()
+
+
+def _edited(rel: str, old: str, new: str) -> tuple[str, str]:
+    """The package's module ``rel`` as it is and with ``old`` replaced by ``new`` once."""
+    with open(os.path.join(code_keys.PACKAGE, rel), encoding="utf-8") as fh:
+        text = fh.read()
+    assert old in text
+    return text, text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("rel, old, new, same", [
+    ("schema.py", '"idle fraction × rate × hours per month (730)"', '"the idle share, priced"', True),  # meaning
+    ("schema.py", '\'caveat_usd\': "the part', '\'caveat_usd\': "the share', True),  # a column group's note
+    ("schema.py", 'Printed("idle_pct", "idle %")', 'Printed("idle_pct", "idle share")', True),  # a printed header
+    ("analysis/cost.py", '"""Price idle time', '"""Price the idle time', True),  # a docstring
+    ("schema.py", '_c("idle_usd_per_month", "float"', '_c("idle_usd_per_month", "text"', False),  # the contract
+    ("analysis/cost.py", "return float(idle_fraction) * float(usd_per_gpu_hour)",
+     "return 1.0 * float(idle_fraction) * float(usd_per_gpu_hour)", False),  # the code
+])
+def test_presentation_text_and_docstrings_change_no_result_key(tmp_path, monkeypatch, rel, old, new, same):
+    assert any(rel == p or rel.startswith(p + "/") for p in code_keys.RESULT_CODE)  # a module results depend on
+    before, after = _edited(rel, old, new)
+    assert (_module_digest(tmp_path, monkeypatch, rel, after)
+            == _module_digest(tmp_path, monkeypatch, rel, before)) is same
+
+
+def _package_imports(package: str, rel: str) -> set[str]:
+    """The package's modules (paths relative to ``package``) the module ``rel`` imports, anywhere in it (a function's
+    import too): ``from ..x import y`` as ``x.py`` or ``x/__init__.py`` and, when ``y`` is a module, ``x/y.py``."""
+    import ast
+
+    with open(os.path.join(package, rel), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = os.path.dirname(rel).split("/") if os.path.dirname(rel) else []
+        base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+        parts = base + (node.module.split(".") if node.module else [])
+        stems = ["/".join(parts)] + ["/".join(parts + [a.name]) for a in node.names]
+        for stem in stems:
+            for candidate in (stem + ".py", stem + "/__init__.py"):
+                if stem and os.path.isfile(os.path.join(package, candidate)):
+                    found.add(candidate)
+    return found
+
+
+def test_the_loaded_array_cache_is_keyed_by_the_loader_code(tmp_path, monkeypatch):
+    """A loader edit changes the columnar cache's key (an entry records :func:`pipeline.code_keys.loader_code`: no
+    hand-bumped version decides), and the loader code covers every module of the package ``load/`` imports, directly
+    or through another (``code_keys.py`` aside: it computes the digest)."""
+    rel, package = "load/kernel_names.py", code_keys.PACKAGE
+    before, _ = _edited(rel, "", "")
+    assert any(rel.startswith(p + "/") for p in code_keys.LOADER_CODE)
+    assert (_module_digest(tmp_path, monkeypatch, rel, before + "\nLIMIT = 1\n")
+            != _module_digest(tmp_path, monkeypatch, rel, before))
+    todo = [os.path.relpath(os.path.join(folder, name), package).replace(os.sep, "/")
+            for folder, _, names in os.walk(os.path.join(package, "load")) for name in names if name.endswith(".py")]
+    seen = set(todo)
+    while todo:
+        for found in _package_imports(package, todo.pop()) - seen:
+            seen.add(found)
+            todo.append(found)
+    covered = [r for r in seen if any(r == p or r.startswith(p + "/") for p in code_keys.LOADER_CODE)]
+    assert "analysis/graphcapture.py" in seen  # load/caveats.py's: what a loaded report holds depends on it
+    assert sorted(seen - set(covered)) == ["code_keys.py"]
