@@ -287,8 +287,9 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
     real_dir(os.path.join(out_dir, "records"))
     written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
-    written["files"] += accounting.write_tables(out_dir, fleet, cfg)
-    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
+    cov = accounting.coverage_table(fleet, cfg) if accounting.planned(fleet) else None
+    written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
+    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
                          for name in prune(folder, {os.path.basename(p) for p in records}, owned_in("records"))]
