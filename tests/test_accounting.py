@@ -335,10 +335,16 @@ def test_sweep_writes_teams_and_coverage_into_the_night(tmp_path):
     broken.write_text('{"items": [{"metadata": ')
     state = tmp_path / "state"
     args = ["sweep", str(fleet_dir), "--state-dir", str(state), "--night", "2026-12-01", "--accounting", accounting,
-            "--accounting", str(broken)]
+            "--accounting", str(broken), "--prom", str(tmp_path / "night.prom")]
     proc = run_cli(*args, check=False)
     assert proc.returncode == 0, proc.stderr
     assert f"WARNING: accounting: {broken}: not JSON (" in proc.stdout + proc.stderr  # named; the sweep went on
+    # printed as run prints it, and in the night's metrics: 1 of job 101's 2 GPUs captured for its hour, $4/GPU-h
+    assert ("\n  The captures represent 50.00 % of the fleet's GPU spend over the accounting's period ($4.00 of "
+            "$8.00); 0 allocation(s)\n  held GPUs without any capture (coverage.csv).\n") in proc.stdout
+    prom_text = (tmp_path / "night.prom").read_text(encoding="utf-8")
+    assert ('gpu_idle_held_gpu_seconds{account="vision",partition="debug",sched_job="101",scheduler="slurm",'
+            'user="alice"} 7200.0\n') in prom_text and "gpu_idle_gpu_spend_measured_ratio 0.5\n" in prom_text
     night = state / "nights" / "2026-12-01"
     assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [2 * H]
     write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 4)))
@@ -444,3 +450,4 @@ def test_the_records_say_the_coverage(ran):
     assert ("\nCoverage: scheduler job(s) 102 held 2.0 GPU-hours, 2.0 of them captured; the captures represent "
             "100.00 % of their GPU spend over the accounting's period ($8.00 of $8.00), the rest not measured. "
             + fleet_part + "\n") in (records / "serve.md").read_text(encoding="utf-8")
+
