@@ -16,6 +16,10 @@ rate, ``rate_assumed``) and ``tier`` (its confidence tier), so assumed or untrus
 silently. An ``unpriced`` GPU has no dollar series at all (its dollars are unknown, not 0); it is counted by
 ``gpu_idle_gpus{pricing="unpriced"}`` and marked on ``gpu_idle_gpu_info``. A figure the table leaves empty (a
 collective wait abstained, a sampled meter with no period) has no series: absent means not measured.
+
+With the scheduler's accounting, :data:`COVERAGE_METRICS` hold the coverage table (``coverage.csv``: one series
+per allocation, labelled :data:`ALLOCATION_LABELS`) and the fleet's share of the GPU spend measured; without it
+none is written (docs/definitions.md#coverage).
 """
 from __future__ import annotations
 

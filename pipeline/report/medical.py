@@ -17,7 +17,8 @@ job and short id, ``H100 #3 9b5c4f8d``: :func:`gpu_display_name`); the page ends
 report shows the full key on hover). The idle cost says how many GPUs are unpriced (not in it), and reads
 ``unpriced`` when none is priced (:func:`idle_cost_line`). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
-(:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
+(:mod:`pipeline.analysis.overlap`), its share of the windows and its price. With the scheduler's accounting, a
+coverage line under the job's figures (:func:`~pipeline.report.teams.record_coverage_text`). Profile text is
 escaped (:func:`~pipeline.text.md_text`: Markdown syntax, ``$`` math, control and bidirectional
 characters). Deterministic (stable sort keys, fixed number formats), so
 the page before and after a fix diffs cleanly.
