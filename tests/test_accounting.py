@@ -451,3 +451,27 @@ def test_the_records_say_the_coverage(ran):
             "100.00 % of their GPU spend over the accounting's period ($8.00 of $8.00), the rest not measured. "
             + fleet_part + "\n") in (records / "serve.md").read_text(encoding="utf-8")
 
+
+
+def test_a_kept_run_still_says_and_writes_its_coverage(tmp_path):
+    """A second `run` with nothing changed keeps the folder: its summary and metrics say the same coverage
+    (2 GPUs held for 1 h by job 101, 1 captured: $4.00 of $8.00 at the H100's $4/GPU-h); without the accounting
+    the folder is written again, and says none: its coverage.csv and teams.csv are removed."""
+    fleet_dir = tmp_path / "fleet"
+    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
+    accounting = write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 2)))
+    args = ["run", str(fleet_dir), "--out", str(tmp_path / "out"), "--accounting", accounting]
+    first = run_cli(*args, "--prom", str(tmp_path / "1.prom"))
+    kept = run_cli(*args, "--prom", str(tmp_path / "2.prom"))
+    assert "the outputs in" in kept.stdout and "are up to date" in kept.stdout
+    said = ("  The captures represent 50.00 % of the fleet's GPU spend over the accounting's period ($4.00 of $8.00); "
+            "0 allocation(s)\n  held GPUs without any capture (coverage.csv).\n")
+    assert said in first.stdout and said in kept.stdout
+    assert (tmp_path / "1.prom").read_text() == (tmp_path / "2.prom").read_text()
+    assert "gpu_idle_represented_dollars{" in (tmp_path / "2.prom").read_text()
+    plain = run_cli("run", str(fleet_dir), "--out", str(tmp_path / "out"), "--prom", str(tmp_path / "3.prom"))
+    assert "GPU spend" not in plain.stdout and "allocation" not in (tmp_path / "3.prom").read_text()
+    assert "Coverage:" not in (tmp_path / "out" / "records" / "rank0.md").read_text()
+    # nor does the folder keep the accounting's tables of the run before (the report would show them)
+    assert not (tmp_path / "out" / "coverage.csv").exists() and not (tmp_path / "out" / "teams.csv").exists()
+    assert (tmp_path / "out" / "fleet.csv").exists()
