@@ -366,35 +366,61 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     if result.kept:
         # Nothing changed since the run that wrote DIR: its outputs are this run's, byte for byte.
         echo(f"0 report(s) analysed, {result.reused} reused: the outputs in {out_dir} are up to date {where}")
-        _finish(result.fleet, f"kept everything in {out_dir}", wide, _write_prom(prom, result.fleet))
+        cov = _coverage(result.fleet, cfg)
+        _finish(result.fleet, f"kept everything in {out_dir}", wide, _write_prom(prom, result.fleet, None, cov), cov)
     fleet = result.fleet
     failed_now = fleet.loc[(fleet["status"] == "error") & fleet["report"].isin(result.todo), "report"].nunique()
     echo(f"{len(result.todo)} report(s) analysed" + (f" ({failed_now} failed)" if failed_now else "")
          + f", {result.reused} reused {where}")
     if result.engine_problem:
         echo(f"gpu-idle: ERROR: {message(result.engine_problem)}", err=True)
-    _finish(fleet, result.wrote, wide, _write_prom(prom, fleet))
+    cov = _coverage(fleet, cfg)
+    _finish(fleet, result.wrote, wide, _write_prom(prom, fleet, None, cov), cov)
 
 
-def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False, prom_written: bool = True) -> None:
-    """Print the fleet table (``wide``: every column, :func:`format_fleet`), the totals (:func:`total_lines`) and
-    what was written; exit 1 when any report failed or the metrics file could not be written
-    (``prom_written`` false, :func:`_write_prom`)."""
+def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False, prom_written: bool = True,
+            cov: pd.DataFrame | None = None) -> None:
+    """Print the fleet table (``wide``: every column, :func:`format_fleet`), the totals (:func:`total_lines`), the
+    accounting's coverage (``cov``, :func:`coverage_lines`) and what was written; exit 1 when any report failed or
+    the metrics file could not be written (``prom_written`` false, :func:`_write_prom`)."""
     echo(format_fleet(fleet, wide=wide))
     echo(total_lines(fleet))
+    if cov is not None:
+        echo(coverage_lines(cov))
     echo(wrote)
     sys.exit(1 if fleet[fleet["status"] == "error"]["report"].nunique() or not prom_written else 0)
 
 
-def _write_prom(path: str | None, fleet: pd.DataFrame, night: str | None = None) -> bool:
-    """Write the fleet table as Prometheus metrics to ``path`` (:func:`pipeline.fleet.prom.write_prom`; None:
-    nothing to write). False, with a ``gpu-idle: ERROR:`` line, when it cannot be written."""
+def _coverage(fleet: pd.DataFrame, cfg) -> pd.DataFrame | None:
+    """The accounting's coverage of ``fleet`` (:func:`pipeline.accounting.hooks.coverage_table`: what
+    ``coverage.csv`` holds); None without accounting."""
+    from .accounting.hooks import coverage_table
+
+    return coverage_table(fleet, cfg)
+
+
+def coverage_lines(cov: pd.DataFrame, width: int = 120) -> str:
+    """The line under the printed totals when the accounting is given (docs/outputs.md#the-printed-table): the
+    share of the GPU spend the captures represent and the allocations never traced
+    (:func:`~pipeline.report.teams.summary_text`), indented two spaces and wrapped at ``width`` columns."""
+    from .report.teams import summary_text
+
+    return textwrap.fill(summary_text(cov), width=width, initial_indent="  ", subsequent_indent="  ",
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def _write_prom(path: str | None, fleet: pd.DataFrame, night: str | None = None,
+                cov: pd.DataFrame | None = None) -> bool:
+    """Write the fleet table (and the accounting's coverage ``cov``, when given) as Prometheus metrics to ``path``
+    (:func:`pipeline.fleet.prom.write_prom`; None: nothing to write). False, with a ``gpu-idle: ERROR:`` line,
+    when it cannot be written."""
     if not path:
         return True
+    from .accounting.joined import measured_share
     from .fleet.prom import write_prom
 
     try:
-        write_prom(path, fleet, night)
+        write_prom(path, fleet, night, cov, measured_share(cov) if cov is not None else None)
     except OSError as exc:
         echo(f"gpu-idle: ERROR: metrics file {path} not written: {message(exc)}", err=True)
         return False
@@ -576,6 +602,9 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
     echo(format_fleet(fleet, wide=wide))
     echo(total_lines(fleet))   # the same totals as run prints
+    cov = _coverage(fleet, cfg)
+    if cov is not None:
+        echo(coverage_lines(cov))
     report_html = os.path.join(summary.out_dir, "report.html")
     echo(f"night folder: {summary.out_dir}" + (f" (report: {report_html})" if os.path.exists(report_html) else ""))
     if summary.engine_problem:
@@ -583,7 +612,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     echo(summary.line())
     _not_written(summary.out_dir, summary.not_written)
     prom_path = prom or (os.path.join(state_dir or cfg.sweep.state_dir, cfg.sweep.prom) if cfg.sweep.prom else None)
-    prom_written = _write_prom(prom_path, fleet, summary.night)
+    prom_written = _write_prom(prom_path, fleet, summary.night, cov)
     sys.exit(1 if summary.failed or summary.not_written or not prom_written else 0)
 
 

@@ -8,13 +8,14 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import promtool_check, run_cli
 
 from pipeline.accounting import hooks
 from pipeline.accounting.allocations import Allocation, read_file, read_files
 from pipeline.accounting.joined import (NO_RECORD, NOT_MEASURED, PARTLY, MEASURED, coverage, match_reports,
                                         measured_share, teams, with_identity)
 from pipeline.config import load_config
+from pipeline.fleet.prom import COVERAGE_NAMES
 from pipeline.fleet.reduce import fleet_frame
 from pipeline.synth.kineto import KinetoWriter
 
@@ -252,10 +253,11 @@ def trace(path, base_ns: int, kernels: int = 60) -> str:
     return w.close()
 
 
-def run_with_accounting(folder, sacct_file: str, labels: str = "") -> tuple:
-    """``gpu-idle run`` (in process) over ``folder`` with ``--accounting sacct_file``: (result, out folder)."""
+def run_with_accounting(folder, sacct_file: str, labels: str = "", *more: str) -> tuple:
+    """``gpu-idle run`` (in process) over ``folder`` with ``--accounting sacct_file`` (and ``more`` arguments):
+    (result, out folder)."""
     out = folder.parent / f"{folder.name}-out"
-    args = ["run", str(folder), "--out", str(out), "--no-cache", "--accounting", sacct_file]
+    args = ["run", str(folder), "--out", str(out), "--no-cache", "--accounting", sacct_file, *more]
     if labels:
         args += ["--config", labels]
     return run_cli(*args, check=False), out
@@ -264,8 +266,8 @@ def run_with_accounting(folder, sacct_file: str, labels: str = "") -> tuple:
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     """`gpu-idle run --accounting` (in process): job 101's trace (its id in the path), a trace on node n2 during
-    job 102 (node and time, the node from a label), job 103 never traced. ``(run folder, its report in Markdown,
-    its report in HTML)``."""
+    job 102 (node and time, the node from a label), job 103 never traced; its metrics file (``--prom``).
+    ``(run folder, its report in Markdown, its report in HTML, what the run printed, the metrics file)``."""
     tmp_path = tmp_path_factory.mktemp("accounting-run")
     fleet_dir = tmp_path / "fleet"
     trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
@@ -276,11 +278,12 @@ def ran(tmp_path_factory):
         job(103, "carol", "vision", "n3", T0, T0 + 5 * 3600, 2, name="gpu:h100")))
     labels = tmp_path / "labels.yaml"
     labels.write_text("labels:\n  - {match: '*/n2/*', node: n2}\n")
-    proc, out = run_with_accounting(fleet_dir, accounting, str(labels))
+    proc, out = run_with_accounting(fleet_dir, accounting, str(labels), "--prom", str(tmp_path / "gpu_idle.prom"))
     assert proc.returncode == 0, proc.stderr
     run_cli("report", str(out), "--out", str(tmp_path / "r.md"), "--format", "md")
     run_cli("report", str(out), "--out", str(tmp_path / "r.html"))
-    return out, (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
+    return (out, (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text(), proc.stdout,
+            tmp_path / "gpu_idle.prom")
 
 
 def test_run_writes_teams_and_coverage(ran):
@@ -309,7 +312,7 @@ def test_run_writes_teams_and_coverage(ran):
 def test_report_shows_teams_and_coverage_on_its_headline(ran):
     """`gpu-idle report`: the coverage sentence and the teams table in the HTML headline section and in the
     Markdown a manager forwards, with the figures of teams.csv and coverage.csv."""
-    out, text, page = ran
+    out, text, page = ran[:3]
     rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
     usd = float(pd.read_csv(out / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "idle_usd_per_month"])
     held, represented = (40 + 2 + 10) * rate, (10 + 2) * rate  # GPU-hours held; 1 of job 101's 4 GPUs and job 102's
@@ -332,10 +335,16 @@ def test_sweep_writes_teams_and_coverage_into_the_night(tmp_path):
     broken.write_text('{"items": [{"metadata": ')
     state = tmp_path / "state"
     args = ["sweep", str(fleet_dir), "--state-dir", str(state), "--night", "2026-12-01", "--accounting", accounting,
-            "--accounting", str(broken)]
+            "--accounting", str(broken), "--prom", str(tmp_path / "night.prom")]
     proc = run_cli(*args, check=False)
     assert proc.returncode == 0, proc.stderr
     assert f"WARNING: accounting: {broken}: not JSON (" in proc.stdout + proc.stderr  # named; the sweep went on
+    # printed as run prints it, and in the night's metrics: 1 of job 101's 2 GPUs captured for its hour, $4/GPU-h
+    assert ("\n  The captures represent 50.00 % of the fleet's GPU spend over the accounting's period ($4.00 of "
+            "$8.00); 0 allocation(s)\n  held GPUs without any capture (coverage.csv).\n") in proc.stdout
+    prom_text = (tmp_path / "night.prom").read_text(encoding="utf-8")
+    assert ('gpu_idle_held_gpu_seconds{account="vision",partition="debug",sched_job="101",scheduler="slurm",'
+            'user="alice"} 7200.0\n') in prom_text and "gpu_idle_gpu_spend_measured_ratio 0.5\n" in prom_text
     night = state / "nights" / "2026-12-01"
     assert list(pd.read_csv(night / "coverage.csv")["held_gpu_ns"]) == [2 * H]
     write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 4)))
@@ -364,3 +373,105 @@ def test_pods_on_one_node_told_apart_by_the_capture_time(cfg, tmp_path):
         "/t/x.pt.trace.json": ("ml/a-0", "vision", "node")}
     assert problems == ["/t/y.pt.trace.json: node n5 was held by 2 overlapping jobs at the capture's time (ml/b-0, "
                         "ml/c-0): which one it belongs to is not known, not matched by node"]
+
+
+
+# ---- coverage where people look: the metrics file, the printed summary, the records (issue 48, issue 47 §3) ----
+
+def test_the_metrics_file_holds_coverage_csvs_figures(ran):
+    """``run --accounting --prom``: one series per allocation, parsed back (prometheus_client) equal to
+    coverage.csv's and to the hand figures: job 101 held 4 GPUs × 10 h, one GPU captured; job 102 1 GPU × 2 h,
+    captured; job 103 2 GPUs × 5 h, never traced; every GPU an H100 of the card (the fleet's rate)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out, prom_file = ran[0], ran[4]
+    got = {}
+    for family in text_string_to_metric_families(prom_file.read_text(encoding="utf-8")):
+        for s in family.samples:
+            if s.name in COVERAGE_NAMES:
+                labels = dict(s.labels)
+                got[(s.name, labels.pop("sched_job", None), tuple(sorted(labels.items())))] = s.value
+    rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
+    who = {"101": ("vision", "alice"), "102": ("speech", "bob"), "103": ("vision", "carol")}
+
+    def labels(job_id, **more):
+        return tuple(sorted({"scheduler": "slurm", "account": who[job_id][0], "user": who[job_id][1],
+                             "partition": "debug", **more}.items()))
+
+    by_hand = {"101": (4 * 10, 1 * 10, PARTLY), "102": (1 * 2, 1 * 2, MEASURED), "103": (2 * 5, 0, NOT_MEASURED)}
+    want = {("gpu_idle_gpu_spend_measured_ratio", None, ()): (10 + 2) / (40 + 2 + 10),
+            ("gpu_idle_untraced_allocations", None, ()): 1.0}
+    for job_id, (held_h, represented_h, status) in by_hand.items():
+        want[("gpu_idle_allocation_info", job_id, labels(job_id, pricing="card", status=status))] = 1.0
+        want[("gpu_idle_held_gpu_seconds", job_id, labels(job_id))] = held_h * 3600.0
+        want[("gpu_idle_represented_gpu_seconds", job_id, labels(job_id))] = represented_h * 3600.0
+        want[("gpu_idle_held_dollars", job_id, labels(job_id, pricing="card"))] = round(held_h * rate, 2)
+        want[("gpu_idle_represented_dollars", job_id, labels(job_id, pricing="card"))] = round(represented_h * rate, 2)
+    assert {k: v for k, v in got.items() if k[0] != "gpu_idle_gpu_spend_measured_ratio"} == {
+        k: v for k, v in want.items() if k[0] != "gpu_idle_gpu_spend_measured_ratio"}
+    ratio = ("gpu_idle_gpu_spend_measured_ratio", None, ())
+    assert math.isclose(got[ratio], want[ratio], rel_tol=1e-12)
+    # the same figures as coverage.csv's, column by column
+    cov = pd.read_csv(out / "coverage.csv", dtype={"job_id": str})
+    for r in cov.to_dict("records"):
+        key = labels(r["job_id"])
+        assert got[("gpu_idle_held_gpu_seconds", r["job_id"], key)] == r["held_gpu_ns"] / 1e9
+        assert got[("gpu_idle_represented_gpu_seconds", r["job_id"], key)] == r["represented_gpu_ns"] / 1e9
+        assert got[("gpu_idle_held_dollars", r["job_id"], labels(r["job_id"], pricing="card"))] == r["held_usd"]
+        assert got[("gpu_idle_represented_dollars", r["job_id"], labels(r["job_id"], pricing="card"))] == \
+            r["represented_usd"]
+    assert math.isclose(got[ratio], cov["represented_usd"].sum() / cov["held_usd"].sum(), rel_tol=1e-12)
+
+
+@pytest.mark.needs_promtool
+def test_the_metrics_file_with_coverage_passes_promtool(ran):
+    promtool_check(ran[4])
+
+
+def test_the_printed_summary_says_the_share_measured_and_the_allocations_never_traced(ran):
+    """Under the totals, two spaces in, within 120 columns: the share of the spend measured, the untraced count."""
+    out, printed = ran[0], ran[3]
+    rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
+    assert rate == 4.0  # the H100's card rate: $48.00 of $208.00 below
+    assert ("  The captures represent 23.08 % of the fleet's GPU spend over the accounting's period ($48.00 of "
+            "$208.00); 1\n  allocation(s) held GPUs without any capture (coverage.csv).\n") in printed
+    assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 120
+
+
+def test_the_records_say_the_coverage(ran):
+    """Each job's record: its scheduler job's GPU-hours held and captured, the share of their spend measured,
+    then the fleet's share and the allocations never traced."""
+    records = ran[0] / "records"
+    fleet_part = ("Over the fleet: the captures represent 23.08 % of the fleet's GPU spend over the accounting's "
+                  "period ($48.00 of $208.00); 1 allocation(s) held GPUs without any capture (coverage.csv).")
+    assert ("\nCoverage: scheduler job(s) 101 held 40.0 GPU-hours, 10.0 of them captured; the captures represent "
+            "25.00 % of their GPU spend over the accounting's period ($40.00 of $160.00), the rest not measured. "
+            + fleet_part + "\n") in (records / "rank0.md").read_text(encoding="utf-8")
+    assert ("\nCoverage: scheduler job(s) 102 held 2.0 GPU-hours, 2.0 of them captured; the captures represent "
+            "100.00 % of their GPU spend over the accounting's period ($8.00 of $8.00), the rest not measured. "
+            + fleet_part + "\n") in (records / "serve.md").read_text(encoding="utf-8")
+
+
+
+def test_a_kept_run_still_says_and_writes_its_coverage(tmp_path):
+    """A second `run` with nothing changed keeps the folder: its summary and metrics say the same coverage
+    (2 GPUs held for 1 h by job 101, 1 captured: $4.00 of $8.00 at the H100's $4/GPU-h); without the accounting
+    the folder is written again, and says none: its coverage.csv and teams.csv are removed."""
+    fleet_dir = tmp_path / "fleet"
+    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
+    accounting = write(tmp_path / "sacct.json", sacct(job(101, "alice", "vision", "n1", T0, T0 + 3600, 2)))
+    args = ["run", str(fleet_dir), "--out", str(tmp_path / "out"), "--accounting", accounting]
+    first = run_cli(*args, "--prom", str(tmp_path / "1.prom"))
+    kept = run_cli(*args, "--prom", str(tmp_path / "2.prom"))
+    assert "the outputs in" in kept.stdout and "are up to date" in kept.stdout
+    said = ("  The captures represent 50.00 % of the fleet's GPU spend over the accounting's period ($4.00 of $8.00); "
+            "0 allocation(s)\n  held GPUs without any capture (coverage.csv).\n")
+    assert said in first.stdout and said in kept.stdout
+    assert (tmp_path / "1.prom").read_text() == (tmp_path / "2.prom").read_text()
+    assert "gpu_idle_represented_dollars{" in (tmp_path / "2.prom").read_text()
+    plain = run_cli("run", str(fleet_dir), "--out", str(tmp_path / "out"), "--prom", str(tmp_path / "3.prom"))
+    assert "GPU spend" not in plain.stdout and "allocation" not in (tmp_path / "3.prom").read_text()
+    assert "Coverage:" not in (tmp_path / "out" / "records" / "rank0.md").read_text()
+    # nor does the folder keep the accounting's tables of the run before (the report would show them)
+    assert not (tmp_path / "out" / "coverage.csv").exists() and not (tmp_path / "out" / "teams.csv").exists()
+    assert (tmp_path / "out" / "fleet.csv").exists()

@@ -237,10 +237,10 @@ def test_every_module_is_used_by_the_product():
 FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
-            ".analysis.confidence", ".analysis.cost", ".config", ".engine.cluster", ".engine.slurm", ".fleet.prom",
-            ".fleet.reduce",
+            ".accounting.hooks", ".accounting.joined", ".analysis.confidence", ".analysis.cost", ".config",
+            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
-            ".report.medical", ".report.summary", ".report.words", ".runs.driver", ".runs.sweep", ".schema",
+            ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.driver", ".runs.sweep", ".schema",
             ".store.results", ".synth"},
         "start-up: modules `gpu-idle --help` does not load (pandas ~0.3 s; dataclasses, tempfile)": {
             "pandas", "dataclasses", "tempfile"},

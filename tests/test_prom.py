@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO, promtool_check, run_cli
 from pipeline.fleet import prom
-from pipeline.fleet.prom import METRIC_NAMES, metrics_text, write_prom
+from pipeline.accounting.joined import COVERAGE_COLUMNS, measured_share
+from pipeline.fleet.prom import COVERAGE_NAMES, METRIC_NAMES, metrics_text, write_prom
 from pipeline.model import CATEGORIES
 from pipeline.schema import FIXABLE
 
@@ -135,7 +136,8 @@ def test_the_example_fleets_metrics_equal_the_fleet_table(example):
     total = sum(v for (n, _), v in got.items() if n == "gpu_idle_idle_dollars_per_month")
     assert math.isclose(total, fleet["idle_usd_per_month"].astype(float).sum(), rel_tol=1e-12)
     assert sum(v for (n, _), v in got.items() if n == "gpu_idle_failed_reports") == 1
-    assert {n for n, _ in got} == set(METRIC_NAMES) - {"gpu_idle_night_timestamp_seconds"}
+    # no accounting: no coverage metric at all
+    assert {n for n, _ in got} == set(METRIC_NAMES) - {"gpu_idle_night_timestamp_seconds"} - set(COVERAGE_NAMES)
 
 
 def test_an_unwritable_metrics_file_is_an_error_and_the_table_still_printed(example, tmp_path):
@@ -146,6 +148,10 @@ def test_an_unwritable_metrics_file_is_an_error_and_the_table_still_printed(exam
     assert proc.returncode == 1
     assert f"gpu-idle: ERROR: metrics file {tmp_path / 'taken' / 'gpu_idle.prom'} not written" in proc.stderr
     assert "$/month" in proc.stdout
+    # no accounting: the summary and the records say nothing of coverage
+    assert "GPU spend" not in proc.stdout and "allocation" not in proc.stdout
+    records = list((Path(args[args.index("--out") + 1]) / "records").glob("*.md"))
+    assert records and not [p for p in records if "Coverage:" in p.read_text(encoding="utf-8")]
 
 
 @pytest.mark.slow
@@ -200,6 +206,65 @@ def test_assumed_and_unpriced_dollars_are_marked_never_mixed():
     assert gpus == {"card": 1.0, "assumed": 1.0, "unpriced": 1.0}
     assert {dict(k)["gpu"]: dict(k)["pricing"] for n, k in got if n == "gpu_idle_gpu_info"} == {
         "g0": "card", "g1": "assumed", "g2": "unpriced"}
+
+
+def allocation(job_id, held_gpu_ns, represented_gpu_ns, held_usd, represented_usd, status, **kw) -> dict:
+    base = {c: None for c in COVERAGE_COLUMNS}
+    return {**base, "source": "slurm", "job_id": job_id, "user": "alice", "account": "vision", "partition": "gpu",
+            "held_gpu_ns": held_gpu_ns, "represented_gpu_ns": represented_gpu_ns, "held_usd": held_usd,
+            "represented_usd": represented_usd, "rate_assumed": False, "status": status, **kw}
+
+
+H = 3_600_000_000_000
+#: Four allocations by hand: 101 on the card (8 GPU-h held, $16.00, 2 GPU-h captured, $4.00), 102 at an assumed
+#: rate (1 GPU-h, $3.00, captured), 103 unpriced and never traced (5 GPU-h), 104 never traced, its account and
+#: job id hostile (2 GPU-h, $6.00). Share measured: (4 + 3) / (16 + 3 + 6); 2 allocations never traced.
+HOSTILE_ACCOUNT = 'team "a"\\ b\n\u00e9'
+_SMALL = pd.DataFrame([allocation("101", 8 * H, 2 * H, 16.0, 4.0, "partly measured"),
+                       allocation("102", H, H, 3.0, 3.0, "measured", rate_assumed=True, user="bob"),
+                       allocation("103", 5 * H, 0, math.nan, math.nan, "not measured", user="carol"),
+                       allocation('ns/"x"\\', 2 * H, 0, 6.0, 0.0, "not measured", source="kubernetes",
+                                  account=HOSTILE_ACCOUNT, partition="ns")], columns=COVERAGE_COLUMNS)
+SMALL_COVERAGE = (pd.DataFrame([row()]), None, _SMALL, measured_share(_SMALL))
+
+
+def test_small_coverage_by_hand():
+    got = {(n, dict(k).get("sched_job"), dict(k).get("pricing"), dict(k).get("status")): v
+           for (n, k), v in samples(metrics_text(*SMALL_COVERAGE)).items() if n in COVERAGE_NAMES}
+    hostile = 'ns/"x"\\'
+    assert got == {
+        ("gpu_idle_allocation_info", "101", "card", "partly measured"): 1.0,
+        ("gpu_idle_allocation_info", "102", "assumed", "measured"): 1.0,
+        ("gpu_idle_allocation_info", "103", "unpriced", "not measured"): 1.0,
+        ("gpu_idle_allocation_info", hostile, "card", "not measured"): 1.0,
+        **{("gpu_idle_held_gpu_seconds", j, None, None): h for j, h in (("101", 28800.0), ("102", 3600.0),
+                                                                         ("103", 18000.0), (hostile, 7200.0))},
+        **{("gpu_idle_represented_gpu_seconds", j, None, None): h for j, h in (("101", 7200.0), ("102", 3600.0),
+                                                                                ("103", 0.0), (hostile, 0.0))},
+        # the unpriced allocation has no dollars (unknown, not $0); the assumed rate is marked
+        ("gpu_idle_held_dollars", "101", "card", None): 16.0, ("gpu_idle_held_dollars", "102", "assumed", None): 3.0,
+        ("gpu_idle_held_dollars", hostile, "card", None): 6.0,
+        ("gpu_idle_represented_dollars", "101", "card", None): 4.0,
+        ("gpu_idle_represented_dollars", "102", "assumed", None): 3.0,
+        ("gpu_idle_represented_dollars", hostile, "card", None): 0.0,
+        ("gpu_idle_gpu_spend_measured_ratio", None, None, None): 7 / 25,
+        ("gpu_idle_untraced_allocations", None, None, None): 2.0}
+    text = metrics_text(*SMALL_COVERAGE)
+    assert 'account="team \\"a\\"\\\\ b\\n\u00e9"' in text   # escaped as the format says
+    assert any(dict(k).get("account") == HOSTILE_ACCOUNT for n, k in samples(text))
+    # without accounting: none of them
+    assert not set(COVERAGE_NAMES) & {n for n, _ in samples(metrics_text(pd.DataFrame([row()])))}
+    # nothing priced: no share (unknown), the rest as before
+    unpriced = _SMALL.iloc[[2]]
+    names = {n for n, _ in samples(metrics_text(pd.DataFrame([row()]), None, unpriced, measured_share(unpriced)))}
+    assert "gpu_idle_gpu_spend_measured_ratio" not in names and "gpu_idle_held_dollars" not in names
+    assert "gpu_idle_untraced_allocations" in names
+
+
+@pytest.mark.needs_promtool
+def test_small_coverage_passes_promtool(tmp_path):
+    write_prom(str(tmp_path / "cov.prom"), *SMALL_COVERAGE)
+    promtool_check(tmp_path / "cov.prom")
 
 
 def test_hostile_names_are_escaped_and_parse_back_identical():
@@ -308,16 +373,20 @@ def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, examp
                if p["type"] != "row")
     used = set().union(*(names for _, names in found))
     assert used <= set(METRIC_NAMES), sorted(used - set(METRIC_NAMES))
+    assert used & set(COVERAGE_NAMES) == set(COVERAGE_NAMES) - {"gpu_idle_represented_gpu_seconds"}  # the coverage panels
     # what the issue asks it to show: $ by cluster, job and category, top GPUs, the meter beside the truth,
     # coverage (GPUs analysed) and failures
     queries = [re.sub(r"\s+", " ", e) for e, _ in found]
     for want in ("sum by (cluster) (gpu_idle_idle_dollars_per_month", "sum by (cluster, job) (gpu_idle_idle_dollars",
                  "sum by (category) (gpu_idle_category_idle_dollars_per_month", "topk(10, gpu_idle_idle_dollars",
                  "gpu_idle_sampled_util_ratio", "gpu_idle_busy_ratio", "sum by (pricing) (gpu_idle_gpus",
-                 "gpu_idle_failed_reports", "gpu_idle_failed_report_info"):
+                 "gpu_idle_failed_reports", "gpu_idle_failed_report_info", "max(gpu_idle_gpu_spend_measured_ratio)",
+                 "max(gpu_idle_untraced_allocations)", 'gpu_idle_allocation_info{status="not measured"}'):
         assert any(want in q for q in queries), want
     written = {f.name for f in text_string_to_metric_families(example[1].read_text(encoding="utf-8"))}
-    assert used - {"gpu_idle_night_timestamp_seconds"} <= written   # and the example's file holds them
+    # the example's file holds them (the coverage ones: a file with accounting, test_small_coverage_by_hand)
+    assert used - {"gpu_idle_night_timestamp_seconds"} - set(COVERAGE_NAMES) <= written
+    assert set(COVERAGE_NAMES) <= {n.removesuffix("_total") for n, _ in samples(metrics_text(*SMALL_COVERAGE))}
 
 
 @pytest.mark.needs_promtool

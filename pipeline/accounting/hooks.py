@@ -58,13 +58,22 @@ def digest(base: str | None, cfg) -> str | None:
     return h.hexdigest()
 
 
-def write_tables(out_dir: str, fleet: pd.DataFrame, cfg) -> list[str]:
+def coverage_table(fleet: pd.DataFrame, cfg) -> pd.DataFrame | None:
+    """The coverage of ``fleet`` (:func:`~pipeline.accounting.joined.coverage`: one row per allocation, what
+    ``coverage.csv`` holds) from the accounting files ``cfg`` names; None when it names none (no accounting: no
+    coverage at all). ``fleet`` is a table joined by :func:`attach`, or one read back from a folder it wrote."""
+    if not cfg.accounting.files or "sched_job_id" not in fleet:
+        return None
+    allocations, _ = _read(cfg)
+    return coverage(fleet, allocations, cfg.cost)
+
+
+def write_tables(out_dir: str, fleet: pd.DataFrame, cfg, cov: pd.DataFrame | None = None) -> list[str]:
     """``teams.csv`` and ``coverage.csv`` in ``out_dir`` for a joined ``fleet`` (:func:`planned`); the
-    relative paths written. The dollars are ``fleet``'s own."""
+    relative paths written. The dollars are ``fleet``'s own; ``cov``: its :func:`coverage_table`, when known."""
     if not planned(fleet):
         return []
-    allocations, _ = _read(cfg)
-    cov = coverage(fleet, allocations, cfg.cost)
+    cov = cov if cov is not None else coverage_table(fleet, cfg)
     for name, frame in (("coverage.csv", cov), ("teams.csv", teams(fleet, cov))):
         with atomic_path(os.path.join(out_dir, name)) as tmp:
             csv_safe(frame).to_csv(tmp, index=False)

@@ -16,6 +16,10 @@ rate, ``rate_assumed``) and ``tier`` (its confidence tier), so assumed or untrus
 silently. An ``unpriced`` GPU has no dollar series at all (its dollars are unknown, not 0); it is counted by
 ``gpu_idle_gpus{pricing="unpriced"}`` and marked on ``gpu_idle_gpu_info``. A figure the table leaves empty (a
 collective wait abstained, a sampled meter with no period) has no series: absent means not measured.
+
+With the scheduler's accounting, :data:`COVERAGE_METRICS` hold the coverage table (``coverage.csv``: one series
+per allocation, labelled :data:`ALLOCATION_LABELS`) and the fleet's share of the GPU spend measured; without it
+none is written (docs/definitions.md#coverage).
 """
 from __future__ import annotations
 
@@ -35,6 +39,9 @@ from ..schema import FIXABLE, JOB_KEY, analysed_rows
 PREFIX = "gpu_idle_"
 #: The labels of every per-GPU series, in order: cluster, job, node, the report's path or URL, the GPU's key.
 GPU_LABELS = ("cluster", "job", "node", "report", "gpu")
+#: The labels of every per-allocation series (the coverage metrics): the scheduler (slurm or kubernetes), its
+#: job id (``namespace/name`` for a pod), account (team), user, partition (a pod's namespace).
+ALLOCATION_LABELS = ("scheduler", "sched_job", "account", "user", "partition")
 #: The labels a dollar series adds: how the GPU was priced and its confidence tier.
 DOLLAR_LABELS = ("pricing", "tier")
 #: ``pricing`` values: the GPU's own rate-card entry, the default model's rate, no rate at all.
@@ -95,9 +102,33 @@ METRICS = (
     _m("night_timestamp_seconds", (), "The sweep's night (its date at 00:00 UTC) as a Unix time; a sweep's file "
        "only."),
 )
-#: Every metric name written.
-METRIC_NAMES = tuple(m.name for m in METRICS)
-_BY_NAME = {m.name: m for m in METRICS}
+_ALLOC = ALLOCATION_LABELS
+_NO_ACCOUNTING = " Written only when the scheduler's accounting is given (--accounting, accounting.files): none without."
+#: The coverage metrics (docs/definitions.md#coverage), one series per allocation of the accounting, from the
+#: coverage table (``coverage.csv``); none without accounting.
+COVERAGE_METRICS = (
+    _m("allocation_info", _ALLOC + ("pricing", "status"),
+       "An allocation of the scheduler's accounting that held GPUs (always 1): its pricing (card, assumed or "
+       "unpriced) and status (measured, partly measured, not measured: no capture saw it, never priced as idle)."
+       + _NO_ACCOUNTING),
+    _m("held_gpu_seconds", _ALLOC, "GPU-seconds the allocation held in the accounting's period: GPUs × its time "
+       "(coverage.csv held_gpu_ns)." + _NO_ACCOUNTING),
+    _m("represented_gpu_seconds", _ALLOC, "GPU-seconds of the allocation its captures represent: captured GPUs × "
+       "its time (coverage.csv represented_gpu_ns); the rest is not measured." + _NO_ACCOUNTING),
+    _m("held_dollars", _ALLOC + ("pricing",), "The allocation's GPU spend in USD over its time at its rate "
+       "(coverage.csv held_usd); priced allocations only." + _NO_ACCOUNTING),
+    _m("represented_dollars", _ALLOC + ("pricing",), "The part of the allocation's GPU spend its captures "
+       "represent, USD (coverage.csv represented_usd); priced allocations only." + _NO_ACCOUNTING),
+    _m("gpu_spend_measured_ratio", (), "The share of the fleet's GPU spend the captures represent, 0..1: "
+       "represented over held USD of the priced allocations (the report's coverage sentence); absent when none "
+       "is priced." + _NO_ACCOUNTING),
+    _m("untraced_allocations", (), "Allocations that held GPUs without any capture (status not measured; "
+       "gpu_idle_allocation_info names them)." + _NO_ACCOUNTING),
+)
+#: Every metric name written (the coverage metrics only with accounting).
+METRIC_NAMES = tuple(m.name for m in METRICS + COVERAGE_METRICS)
+COVERAGE_NAMES = tuple(m.name for m in COVERAGE_METRICS)
+_BY_NAME = {m.name: m for m in METRICS + COVERAGE_METRICS}
 
 
 def _text(value) -> str:
@@ -130,7 +161,8 @@ class _Families:
     """The metric families being filled, one per :data:`METRICS` entry."""
 
     def __init__(self):
-        self.families = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels)) for m in METRICS}
+        self.families = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                         for m in METRICS + COVERAGE_METRICS}
 
     def add(self, name: str, labels: tuple, value) -> None:
         """One sample of ``name`` (its full name), unless ``value`` is missing."""
@@ -177,10 +209,34 @@ def night_timestamp(night: str) -> float:
     return dt.datetime.combine(dt.date.fromisoformat(night), dt.time(), dt.timezone.utc).timestamp()
 
 
-def metrics_text(fleet: pd.DataFrame, night: str | None = None) -> str:
+def _coverage_samples(fam: _Families, cov: pd.DataFrame, share: dict) -> None:
+    """The :data:`COVERAGE_METRICS` of the coverage table ``cov`` (one row per allocation), its values as they are,
+    and of ``share``, its fleet's figures (:func:`~pipeline.accounting.joined.measured_share`)."""
+    p = PREFIX
+    for r in cov.to_dict("records"):
+        alloc = tuple(_text(r.get(c)) for c in ("source", "job_id", "account", "user", "partition"))
+        priced = "unpriced" if _number(r.get("held_usd")) is None else "assumed" if bool(r.get("rate_assumed")) \
+            else "card"
+        fam.add(p + "allocation_info", alloc + (priced, _text(r.get("status"))), 1)
+        held, represented = _number(r.get("held_gpu_ns")), _number(r.get("represented_gpu_ns"))
+        fam.add(p + "held_gpu_seconds", alloc, None if held is None else held / NS_PER_S)
+        fam.add(p + "represented_gpu_seconds", alloc, None if represented is None else represented / NS_PER_S)
+        if priced != "unpriced":
+            fam.add(p + "held_dollars", alloc + (priced,), r.get("held_usd"))
+            fam.add(p + "represented_dollars", alloc + (priced,), r.get("represented_usd"))
+    if share["held_usd"] > 0:
+        fam.add(p + "gpu_spend_measured_ratio", (), share["represented_usd"] / share["held_usd"])
+    fam.add(p + "untraced_allocations", (), len(share["not_measured"]))
+
+
+def metrics_text(fleet: pd.DataFrame, night: str | None = None, coverage: pd.DataFrame | None = None,
+                 share: dict | None = None) -> str:
     """The Prometheus text (format 0.0.4) of the final fleet table ``fleet``: every :data:`METRICS` family that
     has a sample, in that order, rows in table order. ``night``: the sweep's night (``YYYY-MM-DD``), written as
-    ``gpu_idle_night_timestamp_seconds``; None for ``gpu-idle run``."""
+    ``gpu_idle_night_timestamp_seconds``; None for ``gpu-idle run``. ``coverage``: the accounting's coverage
+    table (:func:`~pipeline.accounting.hooks.coverage_table`) and ``share`` its
+    :func:`~pipeline.accounting.joined.measured_share`, written as the :data:`COVERAGE_METRICS`; None without
+    accounting (none written)."""
     fam = _Families()
     rows = analysed_rows(fleet)
     names = gpu_names(fleet)
@@ -199,6 +255,8 @@ def metrics_text(fleet: pd.DataFrame, night: str | None = None) -> str:
             fam.add(PREFIX + "failed_report_info", (cluster, job, report), 1)
     if night is not None:
         fam.add(PREFIX + "night_timestamp_seconds", (), night_timestamp(night))
+    if coverage is not None:
+        _coverage_samples(fam, coverage, share)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector([f for f in fam.families.values() if f.samples]))
     return generate_latest(registry).decode("utf-8")
@@ -214,8 +272,9 @@ class _Collector:
         return iter(self._families)
 
 
-def write_prom(path: str, fleet: pd.DataFrame, night: str | None = None) -> None:
-    """Write :func:`metrics_text` of ``fleet`` to ``path`` atomically (a temporary file beside it, renamed over
-    it). Raises OSError when it cannot be written."""
-    write_text(path, metrics_text(fleet, night))
+def write_prom(path: str, fleet: pd.DataFrame, night: str | None = None, coverage: pd.DataFrame | None = None,
+               share: dict | None = None) -> None:
+    """Write :func:`metrics_text` of ``fleet`` (and ``coverage``, ``share``) to ``path`` atomically (a temporary
+    file beside it, renamed over it). Raises OSError when it cannot be written."""
+    write_text(path, metrics_text(fleet, night, coverage, share))
 

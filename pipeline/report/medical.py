@@ -17,7 +17,8 @@ job and short id, ``H100 #3 9b5c4f8d``: :func:`gpu_display_name`); the page ends
 report shows the full key on hover). The idle cost says how many GPUs are unpriced (not in it), and reads
 ``unpriced`` when none is priced (:func:`idle_cost_line`). After the idle cost, a job
 whose collectives ran with no compute beside them gets one line with that exposed communication
-(:mod:`pipeline.analysis.overlap`), its share of the windows and its price. Profile text is
+(:mod:`pipeline.analysis.overlap`), its share of the windows and its price. With the scheduler's accounting, a
+coverage line under the job's figures (:func:`~pipeline.report.teams.record_coverage_text`). Profile text is
 escaped (:func:`~pipeline.text.md_text`: Markdown syntax, ``$`` math, control and bidirectional
 characters). Deterministic (stable sort keys, fixed number formats), so
 the page before and after a fix diffs cleanly.
@@ -44,6 +45,7 @@ from ..io import slug, write_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
 from ..text import md_text
+from .teams import record_coverage_text
 from .words import COMM_OVERLAP, recoverable_lines
 
 TOP_GAPS = 5
@@ -486,8 +488,9 @@ def job_record(job: str, rows: pd.DataFrame, rosters: dict, actionable_pct: floa
     return _record(job, _plain_rows(rows), rosters, actionable_pct)
 
 
-def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) -> str:
-    """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order."""
+def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, covered: str | None = None) -> str:
+    """:func:`job_record` on plain rows (dicts with the :data:`RECORD_COLUMNS`), in table order; ``covered``: the
+    coverage line (accounting given), under the job's figures."""
     ok = sorted((r for r in rows if r["status"] not in NOT_ANALYSED), key=lambda r: (r["report"], r["gpu_key"]))
     lines = [f"# Medical record: {md_text(job)}", ""]
     if not ok and rows and all(r["status"] == DUPLICATE for r in rows):
@@ -541,6 +544,8 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         outside = copies_outside_line(ok, names)
         if outside:
             lines.append(outside)
+        if covered:
+            lines.append(covered)
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
                   f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
                   "|---|---|---|---|---|---|"]
@@ -625,10 +630,13 @@ def record_stems(keys) -> dict:
     return stems
 
 
-def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0) -> list[str]:
+def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float = 2.0,
+                  coverage: pd.DataFrame | None = None) -> list[str]:
     """Write ``out_dir/records/<stem>.md`` for every job (:data:`~pipeline.schema.JOB_KEY`: one page per
     ``(cluster, job)``, named by :func:`record_stems`, titled by :func:`job_titles`); returns the paths
-    (sorted by job name, then cluster).
+    (sorted by job name, then cluster). ``coverage``: the accounting's coverage table
+    (:func:`~pipeline.accounting.hooks.coverage_table`), None without accounting; given, each record of a job
+    with an analysed GPU says it (:func:`~pipeline.report.teams.record_coverage_text`) under its figures.
 
     ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
     """
@@ -639,9 +647,16 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
     pairs = zip(*(fleet[c].tolist() for c in JOB_KEY)) if len(fleet) else []
     for (cluster, job), row in zip(pairs, _plain_rows(fleet)):
         by_job[(str(cluster), str(job))].append(row)
+    sched: dict = {k: [] for k in keys}
+    if coverage is not None and "sched_job_id" in fleet:
+        ok = analysed_rows(fleet)
+        for cluster, job, held_by in zip(ok["cluster"], ok["job"], ok["sched_job_id"]):
+            if isinstance(held_by, str) and held_by and held_by not in sched[(str(cluster), str(job))]:
+                sched[(str(cluster), str(job))].append(held_by)
     paths = []
     for key in keys:
         path = os.path.join(out_dir, "records", f"{stems[key]}.md")
-        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct))
+        covered = record_coverage_text(sched[key], coverage) if coverage is not None else None
+        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct, covered))
         paths.append(path)
     return paths

@@ -3,22 +3,63 @@ manager can forward (Markdown), from a folder's ``teams.csv`` and ``coverage.csv
 (:func:`pipeline.accounting.view.read_view`; docs/definitions.md#coverage)."""
 from __future__ import annotations
 
-from ..accounting.joined import NOT_MEASURED
+import pandas as pd
+
+from ..accounting.joined import NOT_MEASURED, NS_PER_HOUR, measured_share
 from ..text import md_text
 from .words import pct, usd
 
 
-def coverage_text(view: dict) -> str:
-    """One sentence: the share of the fleet's GPU spend the sweep measured, and the allocations no capture saw
-    (named; not measured, never priced as idle)."""
-    share = view["share"]
+def share_text(share: dict, whose: str = "the fleet's") -> str:
+    """The share of the GPU spend the captures represent (``share``: :func:`~pipeline.accounting.joined.measured_share`),
+    as the start of a sentence, e.g. ``The captures represent 36.51 % of the fleet's GPU spend over the
+    accounting's period ($46.00 of $126.00)``; the allocations without a rate said apart."""
     if share["share_pct"] == share["share_pct"]:
-        head = (f"The captures represent {pct(share['share_pct'])} of the fleet's GPU spend over the accounting's "
+        head = (f"The captures represent {pct(share['share_pct'])} of {whose} GPU spend over the accounting's "
                 f"period ({usd(share['represented_usd'])} of {usd(share['held_usd'])})")
     else:
         head = "No allocation of the accounting is priced: the share of the GPU spend measured is unknown"
     if share["unpriced"]:
         head += f"; {share['unpriced']} allocation(s) without a rate are in neither sum"
+    return head
+
+
+def untraced_text(share: dict) -> str:
+    """``N allocation(s) held GPUs without any capture (coverage.csv)``: the allocations no trace saw, counted."""
+    return f"{len(share['not_measured'])} allocation(s) held GPUs without any capture (coverage.csv)"
+
+
+def summary_text(cov: pd.DataFrame) -> str:
+    """What ``gpu-idle run`` and ``sweep`` print under the totals when the accounting is given (``cov``: the
+    coverage table, :func:`~pipeline.accounting.hooks.coverage_table`): the share of the GPU spend measured and
+    the number of allocations never traced, one sentence."""
+    share = measured_share(cov)
+    return f"{share_text(share)}; {untraced_text(share)}."
+
+
+def record_coverage_text(job_ids, cov: pd.DataFrame) -> str:
+    """The medical record's coverage line (docs/outputs.md#medical-records): the GPU-hours the job's scheduler
+    allocations (``job_ids``, from its rows' ``sched_job_id``) held, the share of their spend its captures
+    represent, then the fleet's share and its allocations never traced (``cov``: the coverage table)."""
+    mine = cov[cov["job_id"].astype(str).isin({str(j) for j in job_ids})]
+    if len(mine):
+        held = int(mine["held_gpu_ns"].sum()) / NS_PER_HOUR
+        represented = int(mine["represented_gpu_ns"].sum()) / NS_PER_HOUR
+        own = share_text(measured_share(mine), "their")
+        own = own[0].lower() + own[1:]
+        head = (f"Coverage: scheduler job(s) {md_text(', '.join(map(str, mine['job_id'])))} held {held:,.1f} "
+                f"GPU-hours, {represented:,.1f} of them captured; {own}, the rest not measured")
+    else:
+        head = "Coverage: no allocation of the scheduler's accounting matched this job's reports"
+    fleet = measured_share(cov)
+    whole = share_text(fleet)
+    return f"{head}. Over the fleet: {whole[0].lower() + whole[1:]}; {untraced_text(fleet)}."
+
+
+def coverage_text(view: dict) -> str:
+    """One sentence: the share of the fleet's GPU spend the sweep measured, and the allocations no capture saw
+    (named; not measured, never priced as idle)."""
+    head = share_text(view["share"])
     missing = view["not_measured"]
     if not missing:
         return head + "; every allocation holding GPUs has a capture."

@@ -288,8 +288,12 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
     real_dir(os.path.join(out_dir, "records"))
     written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
-    written["files"] += accounting.write_tables(out_dir, fleet, cfg)
-    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct)
+    cov = accounting.coverage_table(fleet, cfg) if accounting.planned(fleet) else None
+    written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
+    # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would say them)
+    earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
+    written["stale"] += [os.path.join(out_dir, name) for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
+    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
                          for name in prune(folder, {os.path.basename(p) for p in records}, owned_in("records"))]
