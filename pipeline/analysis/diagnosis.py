@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import DiagnosisConfig
-from ..model import CATEGORIES, CAVEATS, HOST_MEMORY
+from ..model import CATEGORIES, CAVEATS, HOST_MEMORY, beside_bound
 from . import attribution, intervals
 
 #: Pinned host allocations: a call of one of these inside a gap allocates pinned memory in the loop.
@@ -464,7 +464,8 @@ def archived(category: str, pct: float, threshold_pct: float) -> dict:
     """``archived``: ``category`` holds ``pct`` % of the window, under ``threshold_pct``
     (``analysis.actionable_pct``): archived, not prescribed."""
     return _finding(category, "archived", "archived", {"pct": round(float(pct), 4), "threshold_pct": threshold_pct},
-                    f"{category} holds {pct:.2f} % of the window (under {threshold_pct:g} %): archived, not prescribed")
+                    f"{category} holds {beside_bound(pct, threshold_pct)} % of the window (under {threshold_pct:g} %): archived, "
+                    "not prescribed")
 
 
 def _select(gaps: dict, mask) -> dict:
