@@ -66,3 +66,112 @@ def test_compare_prints_each_sides_iteration_and_withholds_a_toy_ratio():
     assert [r["speedup"] for r in csv_rows(toy) if r["level"] in ("gpu", "job")] == [None, None]
     low = run("low")
     assert "speed-up 2.500x" in "\n".join(render_text(low)) and "[low confidence]" in "\n".join(render_text(low))
+
+
+# ---- g. a capture begun mid-run: start-up not measured ---------------------------------------------------------------
+
+def test_startup_cut_by_hand_and_on_the_real_inputs():
+    """A capture holds its process's start when a memory-allocating call comes before the first kernel (at 100):
+    cudaMalloc at 10 or hipMalloc at 20 -> measured; only a launch, an allocation after the kernel, or no call at
+    all -> cut. The real inputs: tiny_2kernels.sqlite (cudaMalloc 213 ms before its first kernel) measured; the two
+    H100 exports (windows cut from longer captures: their rows begin 0.1–2.6 ms before the first kernel, 31.9 and
+    120.1 s after the capture's start) and every PyTorch profiler trace (started inside the running process) cut.
+    main: every one read as a start-up of 31.857 s, 120.104 s, 0.855 s, ..."""
+    import glob
+
+    import pandas as pd
+
+    from conftest import KINETO, PROFILES
+    from pipeline.analysis.analyse import startup_cut
+    from pipeline.load.kineto import load_kineto
+    from pipeline.load.report import load_report
+
+    def calls(*pairs):
+        return pd.DataFrame({"start": [t for t, _ in pairs], "name": [n for _, n in pairs]})
+
+    assert startup_cut(calls((10, "cudaMalloc"), (90, "cudaLaunchKernel")), 100) is False
+    assert startup_cut(calls((20, "hipMalloc")), 100) is False
+    assert startup_cut(calls((90, "cudaLaunchKernel"), (150, "cudaMalloc")), 100) is True
+    assert startup_cut(calls(), 100) is True
+    got = {}
+    for path in sorted(glob.glob(str(PROFILES / "*.sqlite"))) + sorted(glob.glob(str(KINETO / "*.json.gz"))):
+        r = load_kineto(path) if path.endswith(".gz") else load_report(path)
+        got[path.rsplit("/", 1)[1]] = startup_cut(r.runtime, int(r.kernels["start"].min()))
+    assert got == {"fastvideo_h100_sp2_1s.sqlite": True, "tiny_2kernels.sqlite": False,
+                   "train_h100_2gpu_nccl.sqlite": True, "a100_ws16_5streams_rank0.json.gz": True,
+                   "a100_ws2_nccl_rank0.json.gz": True, "mi250_rocm_minitoy.json.gz": True,
+                   "v100_resnet_ns_rank0.json.gz": True, "ws128_sampled_rank0.json.gz": True,
+                   "ws128_sampled_rank1.json.gz": True}
+
+
+def _capture_rows(*gpus) -> list[dict]:
+    """A job's rows for :func:`pipeline.report.medical.job_capture`: ``(gpu_key, startup_wait_ns, startup_cut)``."""
+    return [{"report": "r.sqlite", "gpu_key": key, "job_kind": "training",
+             "job_kind_source": "NVTX range 'step' (window.training_ranges)", "capture_ns": 100 * MS,
+             "capture_idle_ns": 10 * MS, "window_left_out_idle_pct": 0.0, "window_ns": 100 * MS, "idle_ns": 10 * MS,
+             "startup_wait_ns": wait, "startup_cut": cut, "graph_capture_ns": 0, "startup_only": False}
+            for key, wait, cut in gpus]
+
+
+def test_records_say_startup_in_seconds_or_not_measured_and_name_no_key():
+    """Issue 45 a, g, on a job's rows by hand: g1 waited 1,517,727,052 ns (measured), g2 120,104,473,000 ns of a
+    capture begun mid-run: the record gives the longest measured, 1.518 s on g1 (main: 120,104.473 ms, g2's), and
+    says 1 of 2 GPUs' start-up was not measured; both cut: no figure at all; the evidence names no configuration key
+    (main: "(window.training\\_ranges)"), the unpriced hint says it in words (main: `cost.rates`, `cost.unlisted`)."""
+    from pipeline.report.medical import capture_line, idle_cost_line, job_capture
+
+    names = {("r.sqlite", "g1"): "GPU #1 g1", ("r.sqlite", "g2"): "GPU #2 g2"}
+    c = job_capture(_capture_rows(("g1", 1_517_727_052, False), ("g2", 120_104_473_000, True)), names)
+    assert (c["startup_wait_ns"], c["startup_gpu"], c["startup_cut"]) == (1_517_727_052, "GPU #1 g1", 1)
+    assert capture_line(c) == (
+        "Job kind: training (NVTX range 'step'). The capture (first kernel to last) was idle 10.00 % of 200.000 ms "
+        "over 2 GPUs, the window 10.00 %: the window leaves out 0.00 % of the capture's idle. Start-up wait before "
+        "the first kernel: 1.518 s (the longest, GPU #1 g1); apart, never priced. Start-up not measured: 1 of 2 "
+        "GPUs' captures began mid-run (no memory allocated before the first kernel), so the time before the first "
+        "kernel is not the job's start-up.")
+    both = job_capture(_capture_rows(("g1", 31_857_164_000, True), ("g2", 120_104_473_000, True)), names)
+    assert both["startup_wait_ns"] is None and both["startup_cut"] == 2
+    line = capture_line(both)
+    assert "Start-up not measured: their captures began mid-run" in line and " s " not in line.split("idle.")[1]
+    assert "31.857" not in line and "120.104" not in line
+    unpriced = idle_cost_line([{"idle_usd_per_month": float("nan"), "unpriced": True, "gpu_model": "AMD Radeon"}], "")
+    assert "cost." not in unpriced and "a label, or a new rate-card entry" in unpriced
+
+
+# ---- e. the sampled meter: the CSV cell is empty where the pages say "no reading" ------------------------------------
+
+def test_the_meter_cell_is_empty_where_the_page_says_no_reading(tmp_path):
+    """tiny_2kernels.sqlite's window (18.3 ms) holds 1 sample period, under the 6 a reading needs: its fleet.csv and
+    report CSV cells are empty and its GPU page says "no reading" (main: 100.0 in the CSV beside "no reading" on the
+    page). Its start-up is measured (a cudaMalloc before its first kernel): 1.518 s on the page and in the record.
+    The rollup by hand: GPU a 8 periods, 6 busy; GPU b 2 periods, 2 busy: 100 × 6 / 8 = 75.0 over a alone (main:
+    100 × 8 / 10 = 80.0 over both)."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from conftest import PROFILES
+    from pipeline.cli import main
+    from pipeline.fleet.reduce import rollup
+    from pipeline.schema import FLEET_COLUMNS, conform
+
+    out = tmp_path / "o"
+    for args in (["run", str(PROFILES / "tiny_2kernels.sqlite"), "--out", str(out), "--no-cache"],
+                 ["report", str(out), "--out", str(out / "report.html")],
+                 ["report", str(out), "--out", str(tmp_path / "r.csv"), "--format", "csv"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+    (row,) = pd.read_csv(out / "fleet.csv", keep_default_na=False).to_dict("records")
+    assert (row["sample_periods"], row["sampled_util_pct"], row["startup_cut"]) == (1, "", False)
+    (csv_row,) = pd.read_csv(tmp_path / "r.csv", keep_default_na=False).to_dict("records")
+    assert "sampled_util_pct" not in csv_row and csv_row["startup_cut"] is False   # the report CSV has no meter column
+    (page,) = (out / "gpu-pages").iterdir()
+    text = page.read_text(encoding="utf-8")
+    assert "no reading: only 1 sample period(s) in this window" in text
+    assert "start-up wait before the first kernel 1.518 s" in text and "startup-cut" not in text
+    assert "Start-up wait before the first kernel: 1.518 s; apart, never priced." in (
+        out / "records" / "tiny_2kernels.md").read_text(encoding="utf-8")
+    rows = [{"cluster": "c", "job": "j", "report": r, "gpu_key": "g", "status": "ok", "window_ns": 10 * MS,
+             "idle_ns": MS, "sample_periods": p, "sampled_busy_periods": b, "confidence_tier": "medium"}
+            for r, p, b in (("a.sqlite", 8, 6), ("b.sqlite", 2, 2))]
+    got = rollup(conform(pd.DataFrame(rows), FLEET_COLUMNS), ["cluster"]).iloc[0]
+    assert (int(got["sample_periods"]), float(got["sampled_util_pct"])) == (10, 75.0)

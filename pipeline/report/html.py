@@ -37,7 +37,7 @@ from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
-                    pct, remedy_summary, secs, signed_usd, trust_text, usd, wins_back)
+                    pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
     records, summarise, with_fix_columns)
@@ -62,6 +62,7 @@ def _env() -> Environment:
     # what every total that leaves GPUs unpriced says (docs/definitions.md#cost), in words: no configuration key
     env.globals["how_to_price"] = PRICE_ON_PAGES
     env.filters["for_pages"] = for_pages
+    env.globals["startup_cut_text"] = startup_cut_text
     env.filters["keep_words"] = keep_words
     env.filters["remedy_summary"] = remedy_summary
     env.filters["name_breaks"] = name_breaks

@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..analysis import collwait, diagnosis, fixfirst
 from ..analysis.confidence import TIERS
-from ..analysis.cost import HOW_TO_PRICE, assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
+from ..analysis.cost import assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import enough_periods, too_few_text, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -43,7 +43,7 @@ from ..io import slug, write_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
 from ..text import md_text
-from .words import COMM_OVERLAP, recoverable_lines
+from .words import COMM_OVERLAP, PRICE_ON_PAGES, for_pages, recoverable_lines, secs, startup_cut_text
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
@@ -74,7 +74,7 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
-                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "graph_capture_ns", "startup_only",
+                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "startup_cut", "graph_capture_ns", "startup_only",
                   "busy_ns", "sample_periods",
                   "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
@@ -165,8 +165,10 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
       Σ ``capture_ns``, beside ``idle_pct`` = 100 × Σ ``idle_ns`` / Σ ``window_ns`` (the windows');
     * ``left_out_pct``: the share of the captures' idle the windows leave out, each GPU's
       ``window_left_out_idle_pct`` weighted by its ``capture_idle_ns`` (0 when the captures hold no idle);
-    * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU, ``startup_gpu`` its name (the first by report
-      and GPU key among equals); shown apart, never priced;
+    * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU whose capture holds its start (``startup_cut``
+      false), ``startup_gpu`` its name (the first by report and GPU key among equals); shown apart, never priced;
+      None when every GPU's capture began mid-run; ``startup_cut``: how many GPUs' captures began mid-run (their
+      start-up not measured);
     * ``graph_capture_ns``, ``graph_capture_gpu``: the same of ``graph_capture_ns`` (docs/definitions.md#graph-capture),
       ``startup_only``: how many GPUs ran nothing after their last graph capture (0 in a table without the column).
 
@@ -179,7 +181,8 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
     left = sum(_ns(r["capture_idle_ns"]) * float(r["window_left_out_idle_pct"] or 0.0) for r in rows
                if r["window_left_out_idle_pct"] is not None and not pd.isna(r["window_left_out_idle_pct"]))
     window, idle = sum(_ns(r["window_ns"]) for r in rows), sum(_ns(r["idle_ns"]) for r in rows)
-    longest = max(rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, rows in table order
+    measured = [r for r in rows if not _flag(r.get("startup_cut"))]   # a capture begun mid-run: not measured
+    longest = max(measured or rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, table order
     graphs = max(rows, key=lambda r: _ns(r.get("graph_capture_ns")))
     source = next((str(r["job_kind_source"]) for r in rows if isinstance(r.get("job_kind_source"), str)
                    and r["job_kind_source"]), "")
@@ -188,7 +191,8 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "capture_idle_pct": 100.0 * cap_idle / capture if capture else 0.0,
             "idle_pct": 100.0 * idle / window if window else 0.0,
             "left_out_pct": left / cap_idle if cap_idle else 0.0,
-            "startup_wait_ns": _ns(longest["startup_wait_ns"]),
+            "startup_wait_ns": _ns(longest["startup_wait_ns"]) if measured else None,
+            "startup_cut": len(rows) - len(measured),
             "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
             "graph_capture_ns": _ns(graphs.get("graph_capture_ns")),
             "graph_capture_gpu": names.get((graphs["report"], graphs["gpu_key"]), str(graphs["gpu_key"])),
@@ -366,14 +370,17 @@ def capture_line(c: dict) -> str:
     serving (NVTX range 'sglang::decode' (window.serving_ranges)). The capture (first kernel to last) was idle
     50.10 % of 2,464.000 ms, the window 0.00 %: the window leaves out 99.99 % of the capture's idle. Start-up wait
     before the first kernel: 1,234.567 ms (apart, never priced).``; the evidence is profile text, escaped."""
-    kind = f"Job kind: {md_text(c['kind'])}" + (f" ({md_text(c['source'])})" if c["source"] else "") + "."
+    kind = f"Job kind: {md_text(c['kind'])}" + (f" ({md_text(for_pages(c['source']))})" if c["source"] else "") + "."
     gpus = "" if c["gpus"] == 1 else f" over {c['gpus']} GPUs"
     text = (f"{kind} The capture (first kernel to last) was idle {c['capture_idle_pct']:.2f} % of {_ms(c['capture_ns'])}"
             f"{gpus}, the window {c['idle_pct']:.2f} %: the window leaves out {c['left_out_pct']:.2f} % of the "
             "capture's idle.")
     if c["startup_wait_ns"]:
-        text += (f" Start-up wait before the first kernel: {_ms(c['startup_wait_ns'])}"
+        text += (f" Start-up wait before the first kernel: {secs(c['startup_wait_ns'])}"
                  + (f" (the longest, {c['startup_gpu']})" if c["gpus"] > 1 else "") + "; apart, never priced.")
+    if c.get("startup_cut"):
+        cut = startup_cut_text(c["startup_cut"], c["gpus"])
+        text += f" {cut[0].upper()}{cut[1:]}."
     if c.get("graph_capture_ns"):
         text += (f" Graph-capture start-up (first kernel to the last capture's end): {_ms(c['graph_capture_ns'])}"
                  + (f" (the longest, {c['graph_capture_gpu']})" if c["gpus"] > 1 else "") + "; apart, the capture starts after it.")
@@ -395,10 +402,10 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
     models = unpriced_models([r.get("gpu_model") for r in ok], [bool(r["unpriced"]) for r in ok])
     if usd != usd:
         return (f"Idle cost: unpriced ({unpriced} GPU(s) with no rate-card entry of their own: {models_text(models)}; "
-                f"{HOW_TO_PRICE}).")
+                f"{PRICE_ON_PAGES}).")
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
             + (f" (of which {of_which}: not the application's)" if of_which else "")
-            + (f"; {unpriced_text(unpriced, models)}." if unpriced else ".")
+            + (f"; {for_pages(unpriced_text(unpriced, models))}." if unpriced else ".")
             + f" {cost_basis(ok)}")
 
 

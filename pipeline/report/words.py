@@ -75,6 +75,14 @@ def secs(ns) -> str:
     return f"{int(ns) / 1e9:,.3f} s"
 
 
+def startup_cut_text(cut: int, gpus: int) -> str:
+    """What every view says of the start-up of ``cut`` of ``gpus`` GPUs whose capture began mid-run
+    (``startup_cut``, docs/definitions.md#job-kind): not measured, and why, never a start-up figure."""
+    which = "its capture" if gpus == 1 else ("their captures" if cut == gpus else f"{cut} of {gpus} GPUs' captures")
+    return (f"start-up not measured: {which} began mid-run (no memory allocated before the first kernel), so the "
+            "time before the first kernel is not the job's start-up")
+
+
 def pct(value, decimals: int = 2) -> str:
     """``23.21 %``."""
     return f"{float(value):,.{decimals}f} %"
