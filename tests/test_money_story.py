@@ -175,3 +175,44 @@ def test_the_meter_cell_is_empty_where_the_page_says_no_reading(tmp_path):
             for r, p, b in (("a.sqlite", 8, 6), ("b.sqlite", 2, 2))]
     got = rollup(conform(pd.DataFrame(rows), FLEET_COLUMNS), ["cluster"]).iloc[0]
     assert (int(got["sample_periods"]), float(got["sampled_util_pct"])) == (10, 75.0)
+
+
+# ---- b. the comm remedy names the straggler ------------------------------------------------------------------------
+
+def test_the_comm_remedy_names_the_straggler():
+    """The comm rule asks to look at the straggler first: a fix-first entry names it (one job: its straggler; several:
+    each job's, or that none stands out in one; none known: says so), and a GPU page names the GPU it waits on, or
+    itself when it is the straggler. main: "look at the straggler first" on every one, naming none."""
+    import numpy as np
+
+    from pipeline.analysis import diagnosis as dx
+    from pipeline.analysis.fixfirst import asks_for_straggler, job_stragglers
+    from pipeline.report.gpu_page import named_prescription
+
+    remedy = dx.comm_rule({"length": [MS], "kernel_before": ["nccl"]})["remedy"]
+    assert remedy == "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
+    assert dx.name_straggler(remedy, ["H100 #13 750df4f4"]) == (
+        "one GPU cannot fix it: look at the straggler H100 #13 750df4f4 first, then overlap communication with compute")
+    assert dx.name_straggler(remedy, ["H100 #13 750df4f4 of llm", "none stands out in vit"]) == (
+        "one GPU cannot fix it: look at each job's straggler first (H100 #13 750df4f4 of llm; none stands out in vit), "
+        "then overlap communication with compute")
+    assert dx.name_straggler(remedy, []) == ("one GPU cannot fix it: look at the straggler first (no GPU captured here "
+                                             "stands out as one), then overlap communication with compute")
+    assert dx.name_straggler("CUDA graphs", ["x"]) == "CUDA graphs"
+    # rows: llm's g1 (straggler) and g2, vit's v1 and v2 (no straggler)
+    cols = {"job": np.asarray(["c\x00llm", "c\x00llm", "c\x00vit", "c\x00vit"], dtype=object),
+            "name": np.asarray(["G1", "G2", "V1", "V2"], dtype=object),
+            "straggler": np.asarray([True, False, False, False])}
+    assert job_stragglers(cols, np.asarray([1])) == ["G1"]
+    assert job_stragglers(cols, np.asarray([2, 3])) == []
+    assert job_stragglers(cols, np.asarray([1, 2])) == ["G1 of llm", "none stands out in vit"]
+    finding = dx.comm_rule({"length": [MS], "kernel_before": ["nccl"]})
+    assert asks_for_straggler([finding]) and not asks_for_straggler([{**finding, "archived": True}])
+    rx = {"category": "comm", "pct": 11.86, "remedy": remedy, "rules": ["comm.collective"]}
+    waiting = {"role": "waiting", "text": "", "others": [{"name": "H100 #13 750df4f4", "href": "p.html"}]}
+    assert named_prescription(rx, waiting, "H100 #1 7a2a3240")["remedy"] == (
+        "one GPU cannot fix it: look at the straggler H100 #13 750df4f4 first, then overlap communication with compute")
+    assert named_prescription(rx, {"role": "straggler", "text": "", "others": []}, "H100 #13 750df4f4")["remedy"] == (
+        "one GPU cannot fix it: look at the straggler H100 #13 750df4f4 (this GPU) first, then overlap communication "
+        "with compute")
+    assert named_prescription(rx, None, "x") == rx

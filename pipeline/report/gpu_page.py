@@ -377,6 +377,17 @@ def prescription(summary: dict) -> dict | None:
             "remedy": fixfirst.entry_remedy(main, [findings]), "rules": rules[:1]}
 
 
+def named_prescription(rx: dict | None, role: dict | None, name: str) -> dict | None:
+    """The page's prescription (:func:`prescription`) whose remedy asks to look at the straggler first names it
+    from the GPU's ``role`` (:func:`_role_links`): the GPU it waits on, or this GPU itself (``name``, ``(this
+    GPU)``) when it is the straggler (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
+    if not rx or not role:
+        return rx
+    who = ([o["name"] for o in role.get("others", [])] if role["role"] == "waiting" else
+           [f"{name} (this GPU)"] if role["role"] == "straggler" else [])
+    return {**rx, "remedy": diagnosis.name_straggler(rx["remedy"], who)}
+
+
 def page_context(doc: dict, links: dict, name: str | None = None, role: dict | None = None) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None). ``name``: the GPU's display
@@ -407,7 +418,7 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
-        "role": role, "prescription": prescription(s), "few_periods": FEW_PERIODS_PER_GPU,
+        "role": role, "prescription": named_prescription(prescription(s), role, name), "few_periods": FEW_PERIODS_PER_GPU,
     }
 
 
