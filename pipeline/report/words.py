@@ -172,7 +172,8 @@ def for_pages(text) -> str:
     """A text of the analysis as the pages show it to people who do not edit the configuration (issue 45): the
     engineers' pricing hint (:data:`pipeline.analysis.cost.HOW_TO_PRICE`) as :data:`PRICE_ON_PAGES`, a bracketed
     configuration key after a piece of evidence (``NVTX range 'x' (window.training_ranges)``) left out, and any
-    other key in it said as ``a setting``. The records, the CSV files and the command line keep the keys."""
+    other key in it said as ``a setting``. The medical records use it too (their kind's evidence, their pricing hint);
+    the CSV files and the command line keep the keys."""
 
 
     text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
