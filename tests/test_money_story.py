@@ -216,3 +216,35 @@ def test_the_comm_remedy_names_the_straggler():
         "one GPU cannot fix it: look at the straggler H100 #13 750df4f4 (this GPU) first, then overlap communication "
         "with compute")
     assert named_prescription(rx, None, "x") == rx
+
+
+# ---- d. one money headline in the record; the busy time after it, a different measure ---------------------------------
+
+def test_the_record_heads_with_the_idle_cost_and_puts_the_busy_time_after_it(tmp_path):
+    """train_h100_2gpu_nccl.sqlite's record: the idle cost ($545.53, the sum of its two rows) is its one money line
+    among the record's figures; the wait inside collectives ($113.69) and the exposed communication ($237.94) follow
+    it, on the two lines right after it, each saying it is not in the idle cost (main: the wait sat among the idle
+    figures at the top, two sections before the idle cost it is not part of)."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from conftest import PROFILES
+    from pipeline.cli import main
+
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, ["run", str(PROFILES / "train_h100_2gpu_nccl.sqlite"), "--out", str(out),
+                                       "--config", "configs/profiles.yaml"])
+    assert result.exit_code == 0, result.output
+    fleet = pd.read_csv(out / "fleet.csv")
+    idle, wait = round(fleet["idle_usd_per_month"].sum(), 2), round(fleet["collective_wait_usd_per_month"].sum(), 2)
+    exposed = round(fleet["comm_exposed_usd_per_month"].sum(), 2)
+    assert (idle, wait, exposed) == (545.53, 113.69, 237.94)
+    lines = (out / "records" / "train-2gpu-nccl.md").read_text(encoding="utf-8").splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("Idle cost: "))
+    assert lines[head].startswith(f"Idle cost: ${idle:,.2f} per month for these GPUs")
+    assert lines[head + 1].startswith("Collective wait: ") and (
+        f": ${wait:,.2f} per month beside the idle cost, never in it;" in lines[head + 1])
+    assert lines[head + 2].startswith("Exposed communication: ") and (
+        f": ${exposed:,.2f} per month (busy time, not in the idle cost;" in lines[head + 2])
+    assert sum(ln.startswith("Collective wait: ") for ln in lines) == 1
+    assert not any("$" in ln for ln in lines[:head] if not ln.startswith(("- ", "| ")))   # no dollar figure before it

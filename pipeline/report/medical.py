@@ -283,7 +283,8 @@ def collective_line(ok: list[dict], names: dict) -> str:
                   "a lower bound when a call's last rank is in another report")
     return (f"Collective wait: {_ms(f['wait_ns'])} {what} ({f['wait_pct']:.2f} % of the windows) of "
             f"{_ms(f['collective_ns'])} in collective kernels on {f['gpus']} GPU(s): {usd} beside the idle cost, "
-            f"never in it{assumed_text(f['assumed']) if f['usd'] == f['usd'] else ''}{who}{apart}. Fix: {f['remedy']}.")
+            f"never in it{for_pages(assumed_text(f['assumed'])) if f['usd'] == f['usd'] else ''}{who}{apart}. "
+            f"Fix: {f['remedy']}.")
 
 
 def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
@@ -450,7 +451,7 @@ def exposed_line(ok: list[dict], window: int) -> str:
         + f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} per month")
     return (f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
             f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
-            f"{priced} ({COMM_OVERLAP}){assumed_text(rates)}.")
+            f"{priced} ({COMM_OVERLAP}){for_pages(assumed_text(rates))}.")
 
 
 def grouping_line(ok: list[dict]) -> str:
@@ -535,9 +536,6 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         tiers = job_tiers(ok)
         if tiers is not None:
             lines.append(confidence_line(tiers))
-        collective = collective_line(ok, names)
-        if collective:
-            lines.append(collective)
         outside = copies_outside_line(ok, names)
         if outside:
             lines.append(outside)
@@ -567,6 +565,10 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float) ->
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += _assumed_lines(ok, names)
         lines += ["", idle_cost_line(ok, of_which)]
+        # the busy time inside collective kernels after the idle cost, each said to be a different measure, not in it
+        collective = collective_line(ok, names)
+        if collective:
+            lines.append(collective)
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
             lines.append(exposed_line(ok, window))
