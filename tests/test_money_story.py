@@ -30,7 +30,7 @@ def test_a_figure_under_or_over_its_bound_never_prints_as_the_bound():
     assert "iteration spread 50.0001 % (over 50 %)" in got[1], got
 
 
-# ---- h, i. compare: each side's iteration length printed, a toy capture's ratio withheld ------------------------------
+# ---- h, i. compare: each side's iteration length printed, a toy capture's ratio withheld -----------------------------
 
 def _row(tier: str, iteration_ns: int, idle_ns: int = 10 * MS) -> dict:
     return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": "GPU-0", "status": "ok", "rank": "0",
@@ -45,7 +45,7 @@ def test_compare_prints_each_sides_iteration_and_withholds_a_toy_ratio():
     speed-up 10 / 4 = 2.500x for two trusted sides (main: no iteration line in the text print). With a toy before
     side (its 10 ms from a capture too small to hold a real iteration) the speed-up is withheld in the text, the
     Markdown and compare.csv (empty cell), saying why; a low side's is shown, marked."""
-    from pipeline.report.compare import Side, compare, csv_rows, render_markdown, render_text
+    from pipeline.report.compare import Side, compare, csv_rows, render_html, render_markdown, render_text
 
     def run(tier_b: str):
         sides = (Side("before", "b", "b", [_row(tier_b, 10 * MS)], [], 730.0),
@@ -61,6 +61,7 @@ def test_compare_prints_each_sides_iteration_and_withholds_a_toy_ratio():
            "compare")
     assert ("  iteration 10.000 ms -> 4.000 ms (\u221260.00 %); faster, by more than the noise floor of 0.00 %; "
             f"{why} [forced: not comparable] [low confidence]") in render_text(toy)
+    assert why in render_html(toy) and "2.500x" not in render_html(toy) and "2.500x" in render_html(ok)
     md = render_markdown(toy)
     assert md.count(why) == 2 and "2.500x" not in md   # the job and its one GPU pair
     assert [r["speedup"] for r in csv_rows(toy) if r["level"] in ("gpu", "job")] == [None, None]
@@ -218,7 +219,7 @@ def test_the_comm_remedy_names_the_straggler():
     assert named_prescription(rx, None, "x") == rx
 
 
-# ---- d. one money headline in the record; the busy time after it, a different measure ---------------------------------
+# ---- d. one money headline in the record; the busy time after it, a different measure --------------------------------
 
 def test_the_record_heads_with_the_idle_cost_and_puts_the_busy_time_after_it(tmp_path):
     """train_h100_2gpu_nccl.sqlite's record: the idle cost ($545.53, the sum of its two rows) is its one money line

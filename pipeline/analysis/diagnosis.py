@@ -482,8 +482,8 @@ def archived(category: str, pct: float, threshold_pct: float) -> dict:
     """``archived``: ``category`` holds ``pct`` % of the window, under ``threshold_pct``
     (``analysis.actionable_pct``): archived, not prescribed."""
     return _finding(category, "archived", "archived", {"pct": round(float(pct), 4), "threshold_pct": threshold_pct},
-                    f"{category} holds {beside_bound(pct, threshold_pct)} % of the window (under {threshold_pct:g} %): archived, "
-                    "not prescribed")
+                    f"{category} holds {beside_bound(pct, threshold_pct)} % of the window (under {threshold_pct:g} %): "
+                    "archived, not prescribed")
 
 
 def _select(gaps: dict, mask) -> dict:

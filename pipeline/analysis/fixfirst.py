@@ -390,7 +390,8 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     extra = conform(rows, ["diagnosis", "straggler"])  # an older table: no findings, no straggler
     cols["findings"] = np.asarray([dx.of_text(t) for t in extra["diagnosis"].tolist()] + [None], dtype=object)[:-1]
     cols["straggler"] = extra["straggler"].fillna(False).astype(bool).to_numpy()
-    cols["job"] = np.asarray([f"{c}\x00{j}" for c, j in zip(rows["cluster"].tolist(), rows["job"].tolist())], dtype=object)
+    cols["job"] = np.asarray([f"{c}\x00{j}" for c, j in zip(rows["cluster"].tolist(), rows["job"].tolist())],
+                             dtype=object)   # the job key, for a comm entry's stragglers (:func:`job_stragglers`)
     # the late ranks (collective_chronic; an older table: none)
     cols["late"] = conform(rows, ["collective_chronic"])["collective_chronic"].fillna(False).astype(bool).to_numpy()
     rates = conform(rows, ["rate_assumed", "unpriced", "gpu_model"])  # an older table: rate_assumed from its rate_source

@@ -1282,6 +1282,7 @@ def render_html(result: dict, pages: list | None = None) -> str:
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
         rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),
+        ratio_withheld=ratio_withheld,
         seed=[{"before": Markup(_record_html(_unlinked(p["before"]))), "after": Markup(_record_html(_unlinked(p["after"])))}
               for p in pages] if pages else None)
 

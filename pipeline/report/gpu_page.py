@@ -418,7 +418,8 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
-        "role": role, "prescription": named_prescription(prescription(s), role, name), "few_periods": FEW_PERIODS_PER_GPU,
+        "role": role, "prescription": named_prescription(prescription(s), role, name),
+        "few_periods": FEW_PERIODS_PER_GPU,
     }
 
 

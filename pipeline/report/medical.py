@@ -74,7 +74,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
-                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "startup_cut", "graph_capture_ns", "startup_only",
+                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "startup_cut", "graph_capture_ns",
+                  "startup_only",
                   "busy_ns", "sample_periods",
                   "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
