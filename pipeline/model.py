@@ -8,6 +8,7 @@ int64 nanoseconds on the report's own clock throughout.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -163,6 +164,19 @@ ASSUMED = "default model:"
 
 #: Prefix of the per-GPU warning text that quotes a DIAGNOSTIC_EVENT text.
 DIAGNOSTIC_PREFIX = "DIAGNOSTIC_EVENT: "
+
+
+def beside_bound(value: float, bound: float, decimals: int = 2) -> str:
+    """``value`` with ``decimals`` decimals, rounded so that it reads on the side of ``bound`` it is on: a figure said
+    to be under a bound never prints as the bound (1.996 under 2: ``1.99``, not ``2.00``), nor one over it
+    (50.001 over 50 at 2 decimals: ``50.01``); any other value rounds as usual (docs/outputs.md)."""
+    value, bound, scale = float(value), float(bound), 10 ** int(decimals)
+    shown = round(value, decimals)
+    if value < bound <= shown:
+        value = math.floor(value * scale) / scale
+    elif value > bound >= shown:
+        value = math.ceil(value * scale) / scale
+    return f"{value:.{decimals}f}"
 
 
 def row_status(warnings) -> str:

@@ -164,6 +164,9 @@ FLEET = (
        "kind"),
     _c("startup_wait_ns", "Int64", "ns", "from the capture's start (the report's timeline zero) to the GPU's first kernel",
        "kind"),
+    _c("startup_cut", "bool", "bool", "the capture began mid-run (no memory-allocating CUDA/HIP call of the GPU's "
+       "processes before its first kernel): `startup_wait_ns` is not the job's start-up, which was not measured",
+       "kind"),
     _c("graph_capture_ns", "Int64", "ns", "graph-capture start-up: from the GPU's first kernel to the end of the "
        "last CUDA/HIP graph capture of its processes (0: none); C and a `span` W start after it", "kind"),
     _c("startup_only", "bool", "bool", "no kernel runs after the last graph capture ends: W is start-up only, "
@@ -193,7 +196,8 @@ FLEET = (
     _c("sample_periods", "Int64", "count", "the sampled meter's periods in W: `⌈window_ns / meter.sample_ns⌉`", "meter"),
     _c("sampled_busy_periods", "Int64", "count", "those in which some kernel ran for a positive time", "meter"),
     _c("sampled_util_pct", "float", "%",
-       "what a sampled meter would read: `100 × sampled_busy_periods / sample_periods`", "meter"),
+       "what a sampled meter would read: `100 × sampled_busy_periods / sample_periods`; empty (no reading, as the "
+       "views say) when W holds fewer than 6 periods (1 s at the default 1/6 s)", "meter"),
     _c("gap_count", "Int64", "count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
     _c("gap_total_ns", "Int64", "ns", "their total (can exceed W on many-stream GPUs)", "gaps"),
     _c("max_gap_ns", "Int64", "ns", "the longest of them", "gaps"),
@@ -354,7 +358,8 @@ ROLLUP = (
     _r("sample_periods", "Int64", "count", "sample_periods", "sum", "summed"),
     _r("sampled_busy_periods", "Int64", "count", "sampled_busy_periods", "sum", "summed"),
     _r("sampled_util_pct", "float", "%", "sampled_util_pct", "period-weighted mean",
-       "`100 × Σ sampled_busy_periods / Σ sample_periods`"),
+       "`100 × Σ sampled_busy_periods / Σ sample_periods` over the GPUs with at least 6 periods (a reading); empty "
+       "when none has"),
     _r("comm_exposed_pct", "float", "%", "comm_exposed_ns", "window-weighted mean",
        "`100 × Σ comm_exposed_ns / Σ window_ns`"),
     _r("collective_ns", "Int64", "ns", "collective_ns", "sum", "summed"),
@@ -415,7 +420,7 @@ PRINTED_WIDE = (Printed("idle_usd_per_month", "idle_usd_per_month"), Printed("co
 #: The report's CSV variant (``gpu-idle report --format csv``; ns as ms, named ``*_ms``), in order.
 REPORT_CSV = ("run_date", "cluster", "job", "node", "rank", "report", "gpu_key", "gpu_model", "rate_model",
               "rate_usd_per_hour", "rate_source", "rate_assumed", "unpriced", "window_ns", "iterations", "kept_iterations",
-              "busy_ns", "idle_ns", "idle_pct", "job_kind", "startup_wait_ns", "capture_idle_pct",
+              "busy_ns", "idle_ns", "idle_pct", "job_kind", "startup_wait_ns", "startup_cut", "capture_idle_pct",
               "window_left_out_idle_pct", "copy_only_ns", "dark_ns", "main_category", "actionable",
               *[f"cat_{c}_pct" for c in CATEGORIES], "idle_usd_per_month", "amdahl_speedup", "confidence_tier",
               "low_confidence", "confidence_note", "comm_exposed_ns", "comm_exposed_pct", "comm_exposed_usd_per_month", "straggler",

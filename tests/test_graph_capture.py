@@ -241,7 +241,8 @@ def test_nsight_export_captured_launches_are_not_lost(tmp_path):
 def test_record_and_page_name_the_capture_phase(tmp_path):
     """The start-up-only ROCm trace through the report task (default config): the per-GPU JSON's row, the GPU
     page's kind line and the record's capture line name the graph-capture start-up. Start-up wait: the profiler
-    span starts with the first event (hipLaunchKernel at 0.9 ms), 0.1 ms before K1; capture idle 7.6 of 9.8 ms
+    span starts with the first event (hipLaunchKernel at 0.9 ms), 0.1 ms before K1, and no call allocates memory
+    before it: the capture began mid-run, its start-up not measured (issue 45 g); capture idle 7.6 of 9.8 ms
     = 77.55 %, the window the same (W = C)."""
     import json
     import re
@@ -260,14 +261,16 @@ def test_record_and_page_name_the_capture_phase(tmp_path):
     text = doc_path.read_text()
     row = json.loads(text)["_summary"]
     assert (row["graph_capture_ns"], row["startup_only"], row["job_kind"]) == (9_800_000, True, "unknown")
+    assert (row["startup_wait_ns"], row["startup_cut"]) == (100_000, True)
     page = gpu_page.page_from_json(text, {"report": "report.html", "record": ""})
     assert re.search(r'<span id="graph-capture">(.*?)</span>', page).group(1) == (
         "graph-capture start-up (first kernel to the last capture's end) 9.800 ms: nothing ran after it, the "
         "window is start-up only, not a steady state")
     assert capture_line(job_capture([row], {})) == (
         "Job kind: unknown. The capture (first kernel to last) was idle 77.55 % of 9.800 ms, the window 77.55 %: the "
-        "window leaves out 0.00 % of the capture's idle. Start-up wait before the first kernel: 0.100 ms; apart, never "
-        "priced. Graph-capture start-up (first kernel to the last capture's end): 9.800 ms; apart, the capture starts "
+        "window leaves out 0.00 % of the capture's idle. Start-up not measured: its capture began mid-run (no memory "
+        "allocated before the first kernel), so the time before the first kernel is not the job's start-up. "
+        "Graph-capture start-up (first kernel to the last capture's end): 9.800 ms; apart, the capture starts "
         "after it. 1 GPU ran nothing after its last graph capture: the window is that start-up, not a steady state "
         "(tier toy, partial).")
 

@@ -91,14 +91,14 @@ def test_exposed_communication_counts_its_unpriced_gpus(kineto):
     un = kineto["unpriced"]
     note = _text(re.search(r'<p class="note" id="exposed-comm".*?</p>',
                            (un / "report.html").read_text(encoding="utf-8"), re.S).group(0))
-    how = PRICE_ON_PAGES   # the report names no configuration key (issue 45 point 8); the record keeps them
+    how = PRICE_ON_PAGES   # the report and the records name no configuration key (issue 45 point 8, a)
     assert ("on 4 GPU(s): ~$1,524.56 per month at the same rates; of which $1,524.56 at assumed rates (2 GPU(s)); 2 "
             "GPU(s) unpriced, not in it (NVIDIA A100-PG509-200 (1), NVIDIA A100-SXM4-80GB (1)); "
             f"{how}. Busy time") in note
     record = (un / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
     assert ("on another stream: unpriced (busy time, not in the idle cost; it overlaps the collective wait where "
             "both are measured (both are time inside collective kernels): never add the two); 1 GPU(s) unpriced, not "
-            f"in it (NVIDIA A100-SXM4-80GB (1)); {HOW_TO_PRICE}.") in record
+            f"in it (NVIDIA A100-SXM4-80GB (1)); {how}.") in record
 
 
 def test_gpu_page_marks_recoverable_dollars_at_an_assumed_rate(kineto):

@@ -178,15 +178,17 @@ def test_serving_trace_auto_window_is_the_whole_capture(tmp_path):
     assert row["idle_usd_per_month"] == 1677.45
     csv = pd.read_csv(out / "fleet.csv", keep_default_na=False)
     assert csv.loc[0, "startup_wait_ns"] == 200 * MS and csv.loc[0, "job_kind"] == "serving"
+    assert bool(csv.loc[0, "startup_cut"])   # no call allocates before the first kernel: the capture began mid-run
     # the GPU page says it too: the kind and its evidence, the capture's idle (270 of 470 ms = 57.45 %, none left
-    # out) and the start-up wait, apart
+    # out) and that the start-up was not measured (issue 45 g: never its 200 ms as a start-up)
     run_cli("report", str(out), "--out", str(out / "report.html"))
     (page,) = (out / "gpu-pages").glob("*.html")
     dd = re.search(r'<dd id="job-kind">(.*?)</dd>', page.read_text(encoding="utf-8"), re.S).group(1)
     assert html.unescape(re.sub(r"<[^>]+>", "", dd)) == (
         "serving (NVTX range 'sglang::decode'); the capture (first kernel to last) was idle "
-        "270.000 ms of 470.000 ms (57.45 %), of which the window leaves out 0.00 %; start-up wait before the first "
-        "kernel 0.200 s (shown apart, never priced)")   # no configuration key, the wait in seconds (issue 45)
+        "270.000 ms of 470.000 ms (57.45 %), of which the window leaves out 0.00 %; start-up not measured: its "
+        "capture began mid-run (no memory allocated before the first kernel), so the time before the first kernel is "
+        "not the job's start-up")   # no configuration key (issue 45)
 
 
 def test_training_trace_auto_still_trims_warmup(tmp_path):

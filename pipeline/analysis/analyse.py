@@ -7,6 +7,8 @@ holds the fleet-table row and the roster for the per-GPU JSON.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -250,6 +252,24 @@ def startup_wait(first_kernel_ns: int, capture_start_ns: int | None) -> int:
     return max(0, int(first_kernel_ns) - int(capture_start_ns)) if capture_start_ns is not None else 0
 
 
+#: CUDA/HIP calls that allocate device (or pinned host) memory: a process that starts makes one before its first kernel
+#: can read anything, so one before the first kernel shows the capture holds the process's start
+#: (:func:`startup_cut`).
+ALLOCATION_CALL = re.compile(r"^(?:cuda|hip)(?:Malloc|ExtMalloc|HostAlloc)|^cuMem(?:Alloc|Create|HostAlloc)")
+
+
+def startup_cut(runtime: pd.DataFrame, first_kernel_ns: int) -> bool:
+    """``startup_cut`` (docs/definitions.md#job-kind): whether the capture began after the GPU's processes started
+    (mid-run), so the wait before the first kernel (``startup_wait_ns``) is not the job's start-up: no runtime call
+    of its processes that allocates memory (:data:`ALLOCATION_CALL`) starts before ``first_kernel_ns`` (a PyTorch
+    profiler started inside the running process; an export cut to a window of a longer capture). ``runtime``: the
+    GPU's processes' calls (start, name)."""
+    if runtime is None or not len(runtime):
+        return True
+    before = runtime["name"][runtime["start"].to_numpy(np.int64) < int(first_kernel_ns)]
+    return not any(ALLOCATION_CALL.match(str(n)) for n in pd.unique(before.astype(str)))
+
+
 def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, window_idle_ns: int,
                     k) -> tuple[dict, list]:
     """The row's job-kind (``kind``, ``source``: :func:`~pipeline.analysis.kind.row_kind`), capture and
@@ -265,6 +285,7 @@ def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, w
     cols = {"job_kind": kind, "job_kind_source": source, "capture_ns": capture_ns, "capture_idle_ns": cap_idle,
             "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_pct": left_pct,
             "first_kernel_ns": first, "startup_wait_ns": startup_wait(first, trace.capture_start_ns),
+            "startup_cut": startup_cut(trace.runtime, first),
             "graph_capture_ns": 0 if after is None else after - first, "startup_only": only}
     warnings = graphcapture.warnings(trace.runtime, found, first, after, only, win.start_ns, win.end_ns)
     if kind == UNKNOWN and left_pct > cfg.window.max_left_out_idle_pct:
@@ -401,7 +422,8 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns, **outside_columns,
         "busy_pct": _pct(dev.busy_ns, dev.window_ns),
         "sample_periods": sampled[0], "sampled_busy_periods": sampled[1],
-        "sampled_util_pct": meter.util_pct(sampled[1], sampled[0]),
+        # no reading from a window too short for one (the views say "no reading"): empty, as they say
+        "sampled_util_pct": meter.util_pct(sampled[1], sampled[0]) if meter.enough_periods(sampled[0]) else math.nan,
         "gap_count": int(lengths.size), "gap_total_ns": int(lengths.sum()),
         "max_gap_ns": int(lengths.max()) if lengths.size else 0,
     }

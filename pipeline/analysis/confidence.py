@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import ConfidenceConfig
+from ..model import beside_bound
 from . import intervals as iv
 from .kind import SERVING, UNKNOWN
 
@@ -162,8 +163,14 @@ class KindFigures:
                    None if startup is None else bool(startup), None if busy is None else int(busy))
 
 
-def _seconds(ns: int) -> str:
-    return f"{int(ns) / 1e9:.6f} s"
+def _seconds(ns: int, bound_ns: int) -> str:
+    """W's length in seconds (µs shown) said under ``bound_ns``: never printed as the bound (:func:`beside_bound`)."""
+    return f"{beside_bound(int(ns) / 1e9, int(bound_ns) / 1e9, 6)} s"
+
+
+def _over(value: float, bound: float) -> str:
+    """A figure over ``bound`` as ``:g`` prints it, unless that reads as the bound (then :func:`beside_bound`)."""
+    return f"{value:g}" if float(f"{value:g}") > bound else beside_bound(value, bound, 4)
 
 
 def _caps(figures: KindFigures, cfg: ConfidenceConfig) -> list[tuple[str, str]]:
@@ -218,7 +225,8 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
     window_ns, kernel_count, iterations = int(window_ns), int(kernel_count), int(iterations)
     toy = []
     if window_ns < int(cfg.toy_max_window_ns):
-        toy.append(f"window {_seconds(window_ns)} (under {int(cfg.toy_max_window_ns) / 1e9:g} s)")
+        toy.append(f"window {_seconds(window_ns, cfg.toy_max_window_ns)} "
+                   f"(under {int(cfg.toy_max_window_ns) / 1e9:g} s)")
     if kernel_count < int(cfg.toy_min_kernels):
         toy.append(f"{kernel_count} kernels in W (fewer than {int(cfg.toy_min_kernels)})")
     if figures.startup_only:
@@ -227,8 +235,8 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
         return "toy", toy
 
     def short_window(min_window_ns) -> list[str]:
-        return [f"window {_seconds(window_ns)} (under {int(min_window_ns) / 1e9:g} s)"] if window_ns < int(
-            min_window_ns) else []
+        return [f"window {_seconds(window_ns, min_window_ns)} (under {int(min_window_ns) / 1e9:g} s)"] if (
+            window_ns < int(min_window_ns)) else []
 
     def shortfalls(min_iterations, min_window_ns, max_spread) -> list[str]:
         out = []
@@ -239,7 +247,8 @@ def tier(window_ns: int, kernel_count: int, iterations: int, spread, cfg: Confid
             if spread is None or spread != spread:
                 out.append("iteration spread unknown")
             elif float(spread) > float(max_spread):
-                out.append(f"iteration spread {float(spread):g} % (over {float(max_spread):g} %)")
+                out.append(f"iteration spread {_over(float(spread), float(max_spread))} % "
+                           f"(over {float(max_spread):g} %)")
         return out
 
     def serving_shortfalls(min_bursts, min_window_ns) -> list[str]:

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import DiagnosisConfig
-from ..model import CATEGORIES, CAVEATS, HOST_MEMORY
+from ..model import CATEGORIES, CAVEATS, HOST_MEMORY, beside_bound
 from . import attribution, intervals
 
 #: Pinned host allocations: a call of one of these inside a gap allocates pinned memory in the loop.
@@ -301,6 +301,24 @@ def _waited(w) -> str:
     return " ".join(str(x) for x in (w.get("what"), w.get("direction")) if x)
 
 
+#: What the comm rule's remedy asks first; the views name the straggler after it (:func:`name_straggler`).
+STRAGGLER_FIRST = "look at the straggler first"
+
+
+def name_straggler(remedy: str, stragglers: list[str]) -> str:
+    """``remedy`` with the straggler(s) it asks to look at first named (docs/definitions.md#diagnosis): ``look at
+    the straggler first`` becomes ``look at the straggler H100 #13 750df4f4 first``, or with several (the jobs of a
+    fleet entry) ``look at each job's straggler first (A of job1; B of job2)``; with none known, that no GPU captured
+    here stands out as one (its job's other ranks were not captured, or their idle is even); unchanged without the
+    phrase."""
+    if STRAGGLER_FIRST not in remedy:
+        return remedy
+    named = ("look at the straggler first (no GPU captured here stands out as one)" if not stragglers else
+             f"look at the straggler {stragglers[0]} first" if len(stragglers) == 1 else
+             f"look at each job's straggler first ({'; '.join(stragglers)})")
+    return remedy.replace(STRAGGLER_FIRST, named)
+
+
 #: The row's collective-wait columns (docs/definitions.md#collective-wait) the comm rules read.
 COLLECTIVE_KEYS = ("collective_wait_status", "collective_wait_ns", "collective_wait_pct", "collective_calls",
                    "collective_last_count", "collective_chronic")
@@ -322,7 +340,7 @@ def comm_rule(gaps, collective: dict | None = None) -> dict:
     ev = {"gaps": int(sum(before.values())), "ns": int(np.asarray(gaps["length"], dtype=np.int64).sum()),
           "collective": name, "after_it": n}
     text = f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks"
-    remedy = "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
+    remedy = f"one GPU cannot fix it: {STRAGGLER_FIRST}, then overlap communication with compute"
     if _measured(collective):
         ev.update(wait_ns=int(collective["collective_wait_ns"]), wait_pct=float(collective["collective_wait_pct"]),
                   calls=int(collective["collective_calls"]), last_count=int(collective["collective_last_count"]),
@@ -464,7 +482,8 @@ def archived(category: str, pct: float, threshold_pct: float) -> dict:
     """``archived``: ``category`` holds ``pct`` % of the window, under ``threshold_pct``
     (``analysis.actionable_pct``): archived, not prescribed."""
     return _finding(category, "archived", "archived", {"pct": round(float(pct), 4), "threshold_pct": threshold_pct},
-                    f"{category} holds {pct:.2f} % of the window (under {threshold_pct:g} %): archived, not prescribed")
+                    f"{category} holds {beside_bound(pct, threshold_pct)} % of the window (under {threshold_pct:g} %): "
+                    "archived, not prescribed")
 
 
 def _select(gaps: dict, mask) -> dict:

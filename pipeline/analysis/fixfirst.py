@@ -392,6 +392,8 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     extra = conform(rows, ["diagnosis", "straggler"])  # an older table: no findings, no straggler
     cols["findings"] = np.asarray([dx.of_text(t) for t in extra["diagnosis"].tolist()] + [None], dtype=object)[:-1]
     cols["straggler"] = extra["straggler"].fillna(False).astype(bool).to_numpy()
+    cols["job"] = np.asarray([f"{c}\x00{j}" for c, j in zip(rows["cluster"].tolist(), rows["job"].tolist())],
+                             dtype=object)   # the job key, for a comm entry's stragglers (:func:`job_stragglers`)
     # the late ranks (collective_chronic; an older table: none)
     cols["late"] = conform(rows, ["collective_chronic"])["collective_chronic"].fillna(False).astype(bool).to_numpy()
     rates = conform(rows, ["rate_assumed", "unpriced", "gpu_model"])  # an older table: rate_assumed from its rate_source
@@ -411,6 +413,27 @@ def _group_columns(rows: pd.DataFrame) -> dict:
         cols[f"usd_{cat}"] = rows[f"fix_{cat}_usd_per_month"].fillna(0).to_numpy()
         cols[f"usd_{cat}_raw"] = rows[f"fix_{cat}_usd_per_month"].astype(float).to_numpy()
     return cols
+
+
+def asks_for_straggler(findings: list | None) -> bool:
+    """Whether a GPU's own comm remedy (its first prescribing comm finding, :func:`prescribing`) asks to look at the
+    straggler first (:data:`pipeline.analysis.diagnosis.STRAGGLER_FIRST`)."""
+    wrong = prescribing("comm", findings or [])
+    return bool(wrong) and dx.STRAGGLER_FIRST in wrong[0]["remedy"]
+
+
+def job_stragglers(cols: dict, at: np.ndarray) -> list[str]:
+    """The stragglers (``straggler``: the job's GPU with most idle) of the jobs of the rows ``at`` (positions in
+    ``cols``, :func:`_group_columns`; a comm entry gives those of its GPUs that :func:`asks_for_straggler`), by their
+    display names: with one job its straggler (``[]`` when none stands out); with several, per job in key order,
+    ``H100 #13 750df4f4 of llm-pretrain`` or ``none stands out in vit-train``: whom a comm entry's remedy asks to
+    look at first (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
+    jobs = sorted(set(cols["job"][at].tolist()))
+    found = {cols["job"][i]: str(cols["name"][i]) for i in np.flatnonzero(cols["straggler"]) if cols["job"][i] in jobs}
+    if len(jobs) == 1:
+        return list(found.values())
+    return [f"{found[j]} of {j.split(chr(0))[1]}" if j in found else f"none stands out in {j.split(chr(0))[1]}"
+            for j in jobs]
 
 
 #: Fleet columns the ``inside collectives`` entry reads (:func:`collective_entry`).
@@ -529,7 +552,10 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "recoverable_usd_per_month": math.nan if unpriced else rec_usd, "recoverable_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
-            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4), "remedy": entry_remedy(cat, mine, [names[i] for i in at]),
+            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4),
+            "remedy": entry_remedy(cat, mine, [names[i] for i in at]) if cat != "comm" else dx.name_straggler(
+                entry_remedy(cat, mine, [names[i] for i in at]), job_stragglers(cols, part[[
+                    i for i, f in zip(at, mine) if asks_for_straggler(f)]])),
             "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers, late),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
             "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),

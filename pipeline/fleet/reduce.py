@@ -16,6 +16,7 @@ from ..analysis import collwait
 from ..analysis.confidence import TRUSTED
 from ..analysis.cost import assumed_split, models_text, unpriced_models, unpriced_text, unpriced_total
 from ..analysis.fixfirst import rollup_columns
+from ..analysis.meter import FEW_PERIODS_PER_GPU
 from ..load.capture import export_source
 from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DISTINCT, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
                       ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
@@ -361,6 +362,11 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     ok = pd.concat([ok, pd.DataFrame({f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED))
                                       for c in trusted}, index=ok.index)], axis=1)
     totals.update({c.name: (f"_trusted_{c.name}", "sum") for c in trusted})
+    # the sampled meter reads only over GPUs with enough periods for a reading (as every view says it)
+    enough = pd.to_numeric(ok["sample_periods"], errors="coerce").fillna(0) >= FEW_PERIODS_PER_GPU
+    ok = ok.assign(_meter_periods=ok["sample_periods"].where(enough, 0),
+                   _meter_busy=ok["sampled_busy_periods"].where(enough, 0))
+    totals.update({"_meter_periods": ("_meter_periods", "sum"), "_meter_busy": ("_meter_busy", "sum")})
     out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
     out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
     failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
@@ -388,8 +394,8 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)
         out["comm_exposed_pct"] = (100.0 * out["comm_exposed_ns"] / window).round(4)
         out["busy_pct"] = (100.0 * out["busy_ns"] / window).round(4)
-        periods = out["sample_periods"].where(out["sample_periods"] > 0)
-        out["sampled_util_pct"] = (100.0 * out["sampled_busy_periods"] / periods).round(4)
+        periods = out["_meter_periods"].astype(float).where(out["_meter_periods"] > 0)
+        out["sampled_util_pct"] = (100.0 * out["_meter_busy"].astype(float) / periods).round(4)
         measured = out["_collective_window_ns"].where(out["_collective_window_ns"] > 0)
         out["collective_wait_pct"] = (100.0 * out["collective_wait_ns"] / measured).round(4)
     # no measured GPU: the wait's dollars were not measured, empty like its share, never $0.00

@@ -758,9 +758,9 @@ def _figures(d: dict | None) -> dict:
 
 
 def _tiers(c: dict) -> dict:
-    """The CSV cells of one :func:`confidence`."""
+    """The CSV cells of one :func:`confidence`; an empty ``speedup`` where it is withheld (:func:`ratio_withheld`)."""
     return {"confidence_tier_before": c["before"], "confidence_tier_after": c["after"], "low_confidence": c["low"],
-            "confidence_note": c["note"]}
+            "confidence_note": c["note"], **({"speedup": None} if ratio_withheld(c) else {})}
 
 
 def csv_rows(result: dict) -> list[dict]:
@@ -886,9 +886,21 @@ def rates_note(d: dict, basis: str) -> str:
                                "unpriced_models": d.get(f"unpriced_models_{basis}")})
 
 
-def summary_lines(d: dict, forced: bool, low: bool = False) -> list[str]:
+def ratio_withheld(conf: dict | None) -> str:
+    """Why the speed-up (the iteration lengths' ratio) of a pair or job whose tiers are ``conf``
+    (:func:`confidence`) is withheld: a side of tier ``toy`` (a window or kernel count too small to measure an
+    iteration: a ratio such as 4421x would read as a result); ``""`` when it is shown (a ``low`` side's is marked)."""
+    sides = [label for label in SIDES if (conf or {}).get(label) == "toy"]
+    if not sides:
+        return ""
+    return (f"speed-up withheld: the {' and the '.join(sides)} side{'s are' if len(sides) > 1 else ' is a'} toy "
+            f"capture{'s' if len(sides) > 1 else ''} (tier toy), too small for an iteration length to compare")
+
+
+def summary_lines(d: dict, forced: bool, low: bool = False, withheld: str = "") -> list[str]:
     """The Markdown lines of one :func:`deltas` (every figure marked when ``forced`` or ``low``): idle share,
-    iteration length, dollars (:func:`dollars_line`), the saving or why none is claimed, per category."""
+    iteration length (each side's; the speed-up, or ``withheld``: :func:`ratio_withheld`), dollars
+    (:func:`dollars_line`), the saving or why none is claimed, per category."""
     fb, fa, m = d["before"], d["after"], _mark(forced, low)
     idle = (f"idle {_num(fb['idle_pct'], 2, ' %')} -> {_num(fa['idle_pct'], 2, ' %')} "
             f"({signed(d['idle_pct_change_pts'], 2, ' pts')}); "
@@ -899,7 +911,7 @@ def summary_lines(d: dict, forced: bool, low: bool = False) -> list[str]:
         it = (f"iteration {_num(fb['iteration_ns'] / 1e6, 3, ' ms')} -> {_num(fa['iteration_ns'] / 1e6, 3, ' ms')} "
               f"({signed(d['iteration_change_pct'], 2, ' %')}); "
               f"{floor_text(d['iteration_change'], d['iteration_noise_floor_pct'], ' %')}; "
-              f"speed-up {_num(d['speedup'], 3, 'x')}{m}")
+              f"{withheld or 'speed-up ' + _num(d['speedup'], 3, 'x')}{m}")
     if d["idle_change"] == "lower":
         money = (f"saving {_money(d['saving_usd_per_month'])}/month at the after side's rates "
                  f"({_money(-d['usd_change_fixed_rates'])} at the before side's){m}")
@@ -997,8 +1009,8 @@ def render_text(result: dict) -> list[str]:
         if job["pairing_warning"]:
             lines.append(f"  warning: {job['pairing_warning']}")
         if "deltas" in job:
-            figures = summary_lines(job["deltas"], job["forced"], low["low"])   # idle, iteration, dollars, saving
-            lines += ["  " + figures[i][2:] for i in (0, 2, 3)]
+            figures = summary_lines(job["deltas"], job["forced"], low["low"], ratio_withheld(low))
+            lines += ["  " + figures[i][2:] for i in (0, 1, 2, 3)]   # idle, iteration (each side's), dollars, saving
         if low["low"]:
             lines.append(f"  {low['note']}")
         lines += [f"  unpaired ({u['side']} only): {u['name']} ({u['gpu_key']} in "
@@ -1067,7 +1079,7 @@ def render_markdown(result: dict) -> str:
         lines += [f"- unpaired ({u['side']} only): {u['name']} ({md_text(u['gpu_key'])} in "
                   f"{md_text(os.path.basename(u['report']))})" for u in job["unpaired"]]
         if "deltas" in job:
-            lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"], conf["low"])
+            lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"], conf["low"], ratio_withheld(conf))
         for g in job["gpus"]:
             if "deltas" not in g:
                 continue
@@ -1075,7 +1087,7 @@ def render_markdown(result: dict) -> str:
             lines += ["", f"### {g['before']['name']} -> {g['after']['name']}"]
             if low:
                 lines.append(f"- {md_text(g['confidence']['note'])}")
-            lines += summary_lines(g["deltas"], job["forced"], low)
+            lines += summary_lines(g["deltas"], job["forced"], low, ratio_withheld(g["confidence"]))
             moved = shown_gaps(g["gaps"])
             lines += [gap_line(x, job["forced"], low) for x in moved[:TOP_GAPS]] or [
                 "- no gap vanished, appeared or changed width"]
@@ -1270,6 +1282,7 @@ def render_html(result: dict, pages: list | None = None) -> str:
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
         rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),
+        ratio_withheld=ratio_withheld,
         seed=[{"before": Markup(_record_html(_unlinked(p["before"]))), "after": Markup(_record_html(_unlinked(p["after"])))}
               for p in pages] if pages else None)
 

@@ -48,7 +48,7 @@ from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
 from .rendered import in_pages, record, record_name
-from .words import for_pages, ms, recoverable_lines, secs
+from .words import for_pages, ms, recoverable_lines, secs, startup_cut_text
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -320,7 +320,9 @@ COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_expose
 def _env() -> Environment:
     """The page's Jinja environment, made once per process: it keeps its compiled templates
     (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
-    return environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages)
+    env = environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages)
+    env.globals["startup_cut_text"] = startup_cut_text
+    return env
 
 
 def page_names(doc: dict) -> tuple[str, str]:
@@ -375,6 +377,17 @@ def prescription(summary: dict) -> dict | None:
             "remedy": fixfirst.entry_remedy(main, [findings]), "rules": rules[:1]}
 
 
+def named_prescription(rx: dict | None, role: dict | None, name: str) -> dict | None:
+    """The page's prescription (:func:`prescription`) whose remedy asks to look at the straggler first names it
+    from the GPU's ``role`` (:func:`_role_links`): the GPU it waits on, or this GPU itself (``name``, ``(this
+    GPU)``) when it is the straggler (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
+    if not rx or not role:
+        return rx
+    who = ([o["name"] for o in role.get("others", [])] if role["role"] == "waiting" else
+           [f"{name} (this GPU)"] if role["role"] == "straggler" else [])
+    return {**rx, "remedy": diagnosis.name_straggler(rx["remedy"], who)}
+
+
 def page_context(doc: dict, links: dict, name: str | None = None, role: dict | None = None) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None). ``name``: the GPU's display
@@ -405,7 +418,8 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
-        "role": role, "prescription": prescription(s), "few_periods": FEW_PERIODS_PER_GPU,
+        "role": role, "prescription": named_prescription(prescription(s), role, name),
+        "few_periods": FEW_PERIODS_PER_GPU,
     }
 
 

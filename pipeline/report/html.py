@@ -39,7 +39,7 @@ from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
 from .teams import coverage_text, teams_markdown
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
-                    pct, remedy_summary, secs, signed_usd, trust_text, usd, wins_back)
+                    pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
     records, summarise)
@@ -64,6 +64,7 @@ def _env() -> Environment:
     # what every total that leaves GPUs unpriced says (docs/definitions.md#cost), in words: no configuration key
     env.globals["how_to_price"] = PRICE_ON_PAGES
     env.filters["for_pages"] = for_pages
+    env.globals["startup_cut_text"] = startup_cut_text
     env.filters["keep_words"] = keep_words
     env.filters["remedy_summary"] = remedy_summary
     env.filters["name_breaks"] = name_breaks
@@ -178,7 +179,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
-        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP,
+        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP, top_fixes=TOP_FIXES,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key), acct=read_view(res.run_dir),
         coverage_text=coverage_text)
 

@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..analysis import collwait, diagnosis, fixfirst
 from ..analysis.confidence import TIERS
-from ..analysis.cost import HOW_TO_PRICE, assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
+from ..analysis.cost import assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import enough_periods, too_few_text, util_pct
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.crosswait import ACROSS_FILES
@@ -46,7 +46,7 @@ from ..model import CATEGORIES, CAVEATS, WarningCode
 from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
 from ..text import md_text
 from .teams import record_coverage_text
-from .words import COMM_OVERLAP, recoverable_lines
+from .words import COMM_OVERLAP, PRICE_ON_PAGES, for_pages, recoverable_lines, secs, startup_cut_text
 
 TOP_GAPS = 5
 #: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
@@ -77,7 +77,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
-                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "graph_capture_ns", "startup_only",
+                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "startup_cut", "graph_capture_ns",
+                  "startup_only",
                   "busy_ns", "sample_periods",
                   "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
@@ -168,8 +169,10 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
       Σ ``capture_ns``, beside ``idle_pct`` = 100 × Σ ``idle_ns`` / Σ ``window_ns`` (the windows');
     * ``left_out_pct``: the share of the captures' idle the windows leave out, each GPU's
       ``window_left_out_idle_pct`` weighted by its ``capture_idle_ns`` (0 when the captures hold no idle);
-    * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU, ``startup_gpu`` its name (the first by report
-      and GPU key among equals); shown apart, never priced;
+    * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU whose capture holds its start (``startup_cut``
+      false), ``startup_gpu`` its name (the first by report and GPU key among equals); shown apart, never priced;
+      None when every GPU's capture began mid-run; ``startup_cut``: how many GPUs' captures began mid-run (their
+      start-up not measured);
     * ``graph_capture_ns``, ``graph_capture_gpu``: the same of ``graph_capture_ns`` (docs/definitions.md#graph-capture),
       ``startup_only``: how many GPUs ran nothing after their last graph capture (0 in a table without the column).
 
@@ -182,7 +185,8 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
     left = sum(_ns(r["capture_idle_ns"]) * float(r["window_left_out_idle_pct"] or 0.0) for r in rows
                if r["window_left_out_idle_pct"] is not None and not pd.isna(r["window_left_out_idle_pct"]))
     window, idle = sum(_ns(r["window_ns"]) for r in rows), sum(_ns(r["idle_ns"]) for r in rows)
-    longest = max(rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, rows in table order
+    measured = [r for r in rows if not _flag(r.get("startup_cut"))]   # a capture begun mid-run: not measured
+    longest = max(measured or rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, table order
     graphs = max(rows, key=lambda r: _ns(r.get("graph_capture_ns")))
     source = next((str(r["job_kind_source"]) for r in rows if isinstance(r.get("job_kind_source"), str)
                    and r["job_kind_source"]), "")
@@ -191,7 +195,8 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "capture_idle_pct": 100.0 * cap_idle / capture if capture else 0.0,
             "idle_pct": 100.0 * idle / window if window else 0.0,
             "left_out_pct": left / cap_idle if cap_idle else 0.0,
-            "startup_wait_ns": _ns(longest["startup_wait_ns"]),
+            "startup_wait_ns": _ns(longest["startup_wait_ns"]) if measured else None,
+            "startup_cut": len(rows) - len(measured),
             "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
             "graph_capture_ns": _ns(graphs.get("graph_capture_ns")),
             "graph_capture_gpu": names.get((graphs["report"], graphs["gpu_key"]), str(graphs["gpu_key"])),
@@ -288,7 +293,8 @@ def collective_line(ok: list[dict], names: dict) -> str:
                   "a lower bound when a call's last rank is in another report")
     return (f"Collective wait: {_ms(f['wait_ns'])} {what} ({f['wait_pct']:.2f} % of the windows) of "
             f"{_ms(f['collective_ns'])} in collective kernels on {f['gpus']} GPU(s): {usd} beside the idle cost, "
-            f"never in it{assumed_text(f['assumed']) if f['usd'] == f['usd'] else ''}{who}{apart}. Fix: {f['remedy']}.")
+            f"never in it{for_pages(assumed_text(f['assumed'])) if f['usd'] == f['usd'] else ''}{who}{apart}. "
+            f"Fix: {f['remedy']}.")
 
 
 def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
@@ -375,14 +381,17 @@ def capture_line(c: dict) -> str:
     serving (NVTX range 'sglang::decode' (window.serving_ranges)). The capture (first kernel to last) was idle
     50.10 % of 2,464.000 ms, the window 0.00 %: the window leaves out 99.99 % of the capture's idle. Start-up wait
     before the first kernel: 1,234.567 ms (apart, never priced).``; the evidence is profile text, escaped."""
-    kind = f"Job kind: {md_text(c['kind'])}" + (f" ({md_text(c['source'])})" if c["source"] else "") + "."
+    kind = f"Job kind: {md_text(c['kind'])}" + (f" ({md_text(for_pages(c['source']))})" if c["source"] else "") + "."
     gpus = "" if c["gpus"] == 1 else f" over {c['gpus']} GPUs"
     text = (f"{kind} The capture (first kernel to last) was idle {c['capture_idle_pct']:.2f} % of {_ms(c['capture_ns'])}"
             f"{gpus}, the window {c['idle_pct']:.2f} %: the window leaves out {c['left_out_pct']:.2f} % of the "
             "capture's idle.")
     if c["startup_wait_ns"]:
-        text += (f" Start-up wait before the first kernel: {_ms(c['startup_wait_ns'])}"
+        text += (f" Start-up wait before the first kernel: {secs(c['startup_wait_ns'])}"
                  + (f" (the longest, {c['startup_gpu']})" if c["gpus"] > 1 else "") + "; apart, never priced.")
+    if c.get("startup_cut"):
+        cut = startup_cut_text(c["startup_cut"], c["gpus"])
+        text += f" {cut[0].upper()}{cut[1:]}."
     if c.get("graph_capture_ns"):
         text += (f" Graph-capture start-up (first kernel to the last capture's end): {_ms(c['graph_capture_ns'])}"
                  + (f" (the longest, {c['graph_capture_gpu']})" if c["gpus"] > 1 else "") + "; apart, the capture starts after it.")
@@ -404,10 +413,10 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
     models = unpriced_models([r.get("gpu_model") for r in ok], [bool(r["unpriced"]) for r in ok])
     if usd != usd:
         return (f"Idle cost: unpriced ({unpriced} GPU(s) with no rate-card entry of their own: {models_text(models)}; "
-                f"{HOW_TO_PRICE}).")
+                f"{PRICE_ON_PAGES}).")
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
             + (f" (of which {of_which}: not the application's)" if of_which else "")
-            + (f"; {unpriced_text(unpriced, models)}." if unpriced else ".")
+            + (f"; {for_pages(unpriced_text(unpriced, models))}." if unpriced else ".")
             + f" {cost_basis(ok)}")
 
 
@@ -452,7 +461,7 @@ def exposed_line(ok: list[dict], window: int) -> str:
         + f"${float(np.nansum(np.array([r['comm_exposed_usd_per_month'] for r in ok], dtype=float))):,.2f} per month")
     return (f"Exposed communication: {_ms(exposed)} ({100.0 * exposed / window:.2f} % of the windows) "
             f"of {_ms(comm)} in collective kernels ran with no compute kernel on another stream: "
-            f"{priced} ({COMM_OVERLAP}){assumed_text(rates)}.")
+            f"{priced} ({COMM_OVERLAP}){for_pages(assumed_text(rates))}.")
 
 
 def grouping_line(ok: list[dict]) -> str:
@@ -538,9 +547,6 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, co
         tiers = job_tiers(ok)
         if tiers is not None:
             lines.append(confidence_line(tiers))
-        collective = collective_line(ok, names)
-        if collective:
-            lines.append(collective)
         outside = copies_outside_line(ok, names)
         if outside:
             lines.append(outside)
@@ -572,6 +578,10 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, co
         of_which = " and ".join(f"${x:,.2f} {cat}" for cat, x in caveat_usd if x)
         lines += _assumed_lines(ok, names)
         lines += ["", idle_cost_line(ok, of_which)]
+        # the busy time inside collective kernels after the idle cost, each said to be a different measure, not in it
+        collective = collective_line(ok, names)
+        if collective:
+            lines.append(collective)
         exposed = sum(_ns(r["comm_exposed_ns"]) for r in ok)
         if exposed:  # only jobs with exposed communication get the line (others' pages stay as they were)
             lines.append(exposed_line(ok, window))

@@ -75,6 +75,14 @@ def secs(ns) -> str:
     return f"{int(ns) / 1e9:,.3f} s"
 
 
+def startup_cut_text(cut: int, gpus: int) -> str:
+    """What every view says of the start-up of ``cut`` of ``gpus`` GPUs whose capture began mid-run
+    (``startup_cut``, docs/definitions.md#job-kind): not measured, and why, never a start-up figure."""
+    which = "its capture" if gpus == 1 else ("their captures" if cut == gpus else f"{cut} of {gpus} GPUs' captures")
+    return (f"start-up not measured: {which} began mid-run (no memory allocated before the first kernel), so the "
+            "time before the first kernel is not the job's start-up")
+
+
 def pct(value, decimals: int = 2) -> str:
     """``23.21 %``."""
     return f"{float(value):,.{decimals}f} %"
@@ -164,7 +172,8 @@ def for_pages(text) -> str:
     """A text of the analysis as the pages show it to people who do not edit the configuration (issue 45): the
     engineers' pricing hint (:data:`pipeline.analysis.cost.HOW_TO_PRICE`) as :data:`PRICE_ON_PAGES`, a bracketed
     configuration key after a piece of evidence (``NVTX range 'x' (window.training_ranges)``) left out, and any
-    other key in it said as ``a setting``. The records, the CSV files and the command line keep the keys."""
+    other key in it said as ``a setting``. The medical records use it too (their kind's evidence, their pricing hint);
+    the CSV files and the command line keep the keys."""
 
 
     text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
