@@ -410,17 +410,17 @@ def coverage_lines(cov: pd.DataFrame, width: int = 120) -> str:
 
 
 def _write_prom(path: str | None, fleet: pd.DataFrame, night: str | None = None,
-                cov: pd.DataFrame | None = None) -> bool:
+                cov: pd.DataFrame | None = None, create_folder: bool = False) -> bool:
     """Write the fleet table (and the accounting's coverage ``cov``, when given) as Prometheus metrics to ``path``
     (:func:`pipeline.fleet.prom.write_prom`; None: nothing to write). False, with a ``gpu-idle: ERROR:`` line,
-    when it cannot be written."""
+    when it cannot be written or its folder does not exist (unless ``create_folder``)."""
     if not path:
         return True
     from .accounting.joined import measured_share
     from .fleet.prom import write_prom
 
     try:
-        write_prom(path, fleet, night, cov, measured_share(cov) if cov is not None else None)
+        write_prom(path, fleet, night, cov, measured_share(cov) if cov is not None else None, create_folder)
     except OSError as exc:
         echo(f"gpu-idle: ERROR: metrics file {path} not written: {message(exc)}", err=True)
         return False
@@ -612,7 +612,7 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     echo(summary.line())
     _not_written(summary.out_dir, summary.not_written)
     prom_path = prom or (os.path.join(state_dir or cfg.sweep.state_dir, cfg.sweep.prom) if cfg.sweep.prom else None)
-    prom_written = _write_prom(prom_path, fleet, summary.night, cov)
+    prom_written = _write_prom(prom_path, fleet, summary.night, cov, create_folder=not prom)  # the setting: under state_dir
     sys.exit(1 if summary.failed or summary.not_written or not prom_written else 0)
 
 

@@ -24,6 +24,7 @@ none is written (docs/definitions.md#coverage).
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import NamedTuple
 
 import pandas as pd
@@ -273,8 +274,13 @@ class _Collector:
 
 
 def write_prom(path: str, fleet: pd.DataFrame, night: str | None = None, coverage: pd.DataFrame | None = None,
-               share: dict | None = None) -> None:
+               share: dict | None = None, create_folder: bool = False) -> None:
     """Write :func:`metrics_text` of ``fleet`` (and ``coverage``, ``share``) to ``path`` atomically (a temporary
-    file beside it, renamed over it). Raises OSError when it cannot be written."""
+    file beside it, renamed over it). Raises OSError when it cannot be written, and when its folder does not exist
+    unless ``create_folder`` (the sweep's ``sweep.prom`` setting, under the state folder the sweep owns): a
+    misspelt ``--prom`` folder is an error, never a new folder the node exporter does not read."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not create_folder and not os.path.exists(folder):
+        raise FileNotFoundError(f"its folder {folder} does not exist")
     write_text(path, metrics_text(fleet, night, coverage, share))
 
