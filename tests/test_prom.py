@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -62,6 +63,7 @@ def example(tmp_path_factory):
     labels = yaml.safe_load((root / "ex" / "labels.yaml").read_text(encoding="utf-8"))
     labels["labels"].append({"match": "*broken*", "cluster": "c\\1", "job": HOSTILE_JOB})
     (root / "ex" / "labels.yaml").write_text(yaml.safe_dump(labels), encoding="utf-8")
+    (root / "metrics").mkdir()   # --prom's folder must exist (a misspelt one is an error)
     args = ["run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml")]
     proc = run_cli(*args, "--prom", str(root / "metrics" / "gpu_idle.prom"), check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr   # the broken report: exit status unchanged
@@ -136,8 +138,11 @@ def test_the_example_fleets_metrics_equal_the_fleet_table(example):
     total = sum(v for (n, _), v in got.items() if n == "gpu_idle_idle_dollars_per_month")
     assert math.isclose(total, fleet["idle_usd_per_month"].astype(float).sum(), rel_tol=1e-12)
     assert sum(v for (n, _), v in got.items() if n == "gpu_idle_failed_reports") == 1
-    # no accounting: no coverage metric at all
-    assert {n for n, _ in got} == set(METRIC_NAMES) - {"gpu_idle_night_timestamp_seconds"} - set(COVERAGE_NAMES)
+    # every metric but the night's (a run) and the coverage ones (no accounting); the sampled meter only where a
+    # GPU's cell holds a reading (the example's windows are under the 6 periods one needs: none; metered below)
+    no_reading = ok["sampled_util_pct"].isna().all()
+    assert {n for n, _ in got} == set(METRIC_NAMES) - {"gpu_idle_night_timestamp_seconds"} - set(COVERAGE_NAMES) - (
+        {"gpu_idle_sampled_util_ratio"} if no_reading else set())
 
 
 def test_an_unwritable_metrics_file_is_an_error_and_the_table_still_printed(example, tmp_path):
@@ -152,6 +157,18 @@ def test_an_unwritable_metrics_file_is_an_error_and_the_table_still_printed(exam
     assert "GPU spend" not in proc.stdout and "allocation" not in proc.stdout
     records = list((Path(args[args.index("--out") + 1]) / "records").glob("*.md"))
     assert records and not [p for p in records if "Coverage:" in p.read_text(encoding="utf-8")]
+
+
+def test_a_metrics_file_whose_folder_does_not_exist_is_an_error_and_no_folder_is_made(example, tmp_path):
+    """A misspelt ``--prom`` folder is not created (a node exporter would never read it): exit 1, the path named."""
+    _, _, args = example
+    path = tmp_path / "nonexistent" / "dir" / "x.prom"
+    proc = run_cli(*args, "--prom", str(path), check=False)
+    assert proc.returncode == 1
+    assert (f"gpu-idle: ERROR: metrics file {path} not written: its folder {path.parent} does not exist"
+            in proc.stderr), proc.stderr
+    assert not (tmp_path / "nonexistent").exists()
+    assert "$/month" in proc.stdout
 
 
 @pytest.mark.slow
@@ -172,6 +189,30 @@ def test_a_sweep_writes_its_nights_metrics_where_its_setting_says(example, tmp_p
     assert len(dollars) == 4
     run_cli(*sweep, "--prom", str(tmp_path / "other.prom"))
     assert samples((tmp_path / "other.prom").read_text(encoding="utf-8")) == got
+
+
+@pytest.fixture(scope="module")
+def metered(tmp_path_factory):
+    """A GPU whose window holds a meter reading: 10 kernels of 10 ms back to back (W = 100 ms, all busy), sampled
+    every 10 ms: 10 periods (at least the 6 a reading needs), each busy: 100 %. ``(fleet table, metrics text)``."""
+    from test_meter import steady_trace
+
+    root = tmp_path_factory.mktemp("prom_meter")
+    (root / "in").mkdir()
+    steady_trace(str(root / "in" / "steady_rank0.json"))
+    (root / "c.yaml").write_text("meter:\n  sample_ns: 10000000\nlabels:\n  - {match: '*', cluster: lab, job: "
+                                 "steady}\n", encoding="utf-8")
+    run_cli("run", str(root / "in"), "--out", str(root / "out"), "--window", "span", "--config", str(root / "c.yaml"),
+            "--prom", str(root / "m.prom"))
+    return pd.read_parquet(root / "out" / "fleet.parquet"), (root / "m.prom").read_text(encoding="utf-8")
+
+
+def test_a_window_with_a_meter_reading_writes_it(metered):
+    fleet, text = metered
+    (r,) = fleet.to_dict("records")
+    assert (r["sample_periods"], r["sampled_busy_periods"], r["sampled_util_pct"]) == (10, 10, 100.0)
+    got = {n: v for (n, _), v in samples(text).items() if n in ("gpu_idle_sampled_util_ratio", "gpu_idle_busy_ratio")}
+    assert got == {"gpu_idle_sampled_util_ratio": 1.0, "gpu_idle_busy_ratio": 1.0}
 
 
 # ---- small fleets worked out by hand ------------------------------------------------------------------
@@ -365,7 +406,7 @@ def test_the_metric_name_finder_finds_what_a_query_reads():
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
-def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, example):
+def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, example, metered):
     dashboard = json.loads(path.read_text(encoding="utf-8"))
     found = [(e, metric_names(e)) for e in exprs(dashboard)]
     assert len(found) >= 10 and all(names for _, names in found)
@@ -384,9 +425,22 @@ def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, examp
                  "max(gpu_idle_untraced_allocations)", 'gpu_idle_allocation_info{status="not measured"}'):
         assert any(want in q for q in queries), want
     written = {f.name for f in text_string_to_metric_families(example[1].read_text(encoding="utf-8"))}
-    # the example's file holds them (the coverage ones: a file with accounting, test_small_coverage_by_hand)
-    assert used - {"gpu_idle_night_timestamp_seconds"} - set(COVERAGE_NAMES) <= written
+    # the product writes each of them: the example's file (its windows too short for a meter reading: the sampled
+    # meter from a window with one, metered), the coverage ones a file with accounting, the night's a sweep's
+    assert "gpu_idle_sampled_util_ratio" in {n for n, _ in samples(metered[1])}
+    assert used - {"gpu_idle_night_timestamp_seconds", "gpu_idle_sampled_util_ratio"} - set(COVERAGE_NAMES) <= written
     assert set(COVERAGE_NAMES) <= {n.removesuffix("_total") for n, _ in samples(metrics_text(*SMALL_COVERAGE))}
+
+
+def test_the_readmes_scrape_config_keeps_the_files_job_label():
+    """Without ``honor_labels: true`` Prometheus renames the file's ``job`` label ``exported_job`` (its target's
+    ``job`` wins): the dashboard's job variable would list the scrape job. Every scrape config deploy/README.md
+    shows keeps the file's labels."""
+    text = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(textwrap.dedent(b)) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    scrapes = [c for b in blocks if isinstance(b, dict) for c in b.get("scrape_configs", [])]
+    assert scrapes and all(c.get("honor_labels") is True for c in scrapes), scrapes
+    assert "honor_labels: true" in text and "exported_job" in text   # and says why
 
 
 @pytest.mark.needs_promtool
