@@ -109,7 +109,7 @@ def test_the_example_fleets_metrics_equal_the_fleet_table(example):
             put("collective_wait_seconds", gpu, r["collective_wait_ns"] / 1e9)
         put("confidence_level", {**gpu, "tier": r["confidence_tier"]},
             ["toy", "low", "medium", "high"].index(r["confidence_tier"]))
-        usd = {**gpu, "pricing": priced, "tier": r["confidence_tier"]}
+        usd = {**gpu, "pricing": priced, "tier": r["confidence_tier"], "account": "", "user": ""}  # no accounting
         for c in CATEGORIES:
             put("category_idle_seconds", {**gpu, "category": c}, r[f"cat_{c}_ns"] / 1e9)
             put("category_idle_ratio", {**gpu, "category": c}, r[f"cat_{c}_pct"] / 100)
@@ -300,6 +300,42 @@ def test_small_coverage_by_hand():
     names = {n for n, _ in samples(metrics_text(pd.DataFrame([row()]), None, unpriced, measured_share(unpriced)))}
     assert "gpu_idle_gpu_spend_measured_ratio" not in names and "gpu_idle_held_dollars" not in names
     assert "gpu_idle_untraced_allocations" in names
+
+
+def test_dollar_series_say_who_pays_and_sum_to_the_teams_table():
+    """Four priced GPUs: vision/alice $100 on the card, vision/bob $40 assumed, nlp/carol $7.50, one no allocation
+    matched $10; one unpriced (vision/alice: no dollars). By account: vision 140, nlp 7.50, the unmatched 10 (no
+    account label); by user: alice 100, bob 40, carol 7.50. Each equals teams.csv's (joined.teams)."""
+    from pipeline.accounting.joined import NO_RECORD, teams
+
+    def held(key, account, user, job_id, **kw):
+        return row(gpu_key=key, sched_account=account, sched_user=user, sched_job_id=job_id, **kw)
+
+    fleet = pd.DataFrame([held("g0", "vision", "alice", "101", idle_usd_per_month=100.0),
+                          held("g1", "vision", "bob", "102", idle_usd_per_month=40.0, rate_assumed=True),
+                          held("g2", "nlp", "carol", "103", idle_usd_per_month=7.5),
+                          held("g3", None, None, None, idle_usd_per_month=10.0),
+                          held("g4", "vision", "alice", "101", idle_usd_per_month=None, unpriced=True,
+                               comm_exposed_usd_per_month=None, **{f"fix_{c}_usd_per_month": None for c in FIXABLE})])
+    got = samples(metrics_text(fleet))
+    dollars = {dict(k)["gpu"]: (dict(k)["account"], dict(k)["user"], dict(k)["pricing"], v)
+               for (n, k), v in got.items() if n == "gpu_idle_idle_dollars_per_month"}
+    assert dollars == {"g0": ("vision", "alice", "card", 100.0), "g1": ("vision", "bob", "assumed", 40.0),
+                       "g2": ("nlp", "carol", "card", 7.5), "g3": ("", "", "card", 10.0)}
+    # every dollar series of a GPU carries the same account and user
+    assert {(dict(k)["gpu"], dict(k)["account"], dict(k)["user"]) for n, k in got if n.endswith("_dollars_per_month")
+            } == {("g0", "vision", "alice"), ("g1", "vision", "bob"), ("g2", "nlp", "carol"), ("g3", "", "")}
+    for by in ("account", "user"):
+        summed: dict = {}
+        for (n, k), v in got.items():
+            if n == "gpu_idle_idle_dollars_per_month":
+                name = dict(k)[by] or NO_RECORD
+                summed[name] = summed.get(name, 0.0) + v
+        table = teams(fleet, _SMALL)
+        want = {r["name"]: r["idle_usd_per_month"] for r in table[table["by"] == by].to_dict("records")
+                if not pd.isna(r["idle_usd_per_month"])}
+        assert {k: round(v, 2) for k, v in summed.items()} == want
+    assert want == {"alice": 100.0, "bob": 40.0, "carol": 7.5, NO_RECORD: 10.0}
 
 
 @pytest.mark.needs_promtool

@@ -13,7 +13,7 @@ Names follow Prometheus' conventions: the ``gpu_idle_`` prefix, base units in th
 unit). A GPU's series carry ``cluster``, ``job``, ``node``, ``report`` and ``gpu`` (its ``gpu_key``); every
 dollar series carries ``pricing`` (``card``: the GPU's own rate-card entry; ``assumed``: the default model's
 rate, ``rate_assumed``) and ``tier`` (its confidence tier), so assumed or untrusted dollars are never summed in
-silently. An ``unpriced`` GPU has no dollar series at all (its dollars are unknown, not 0); it is counted by
+silently, and ``account`` and ``user`` (who held the GPU, from the scheduler's accounting; empty without). An ``unpriced`` GPU has no dollar series at all (its dollars are unknown, not 0); it is counted by
 ``gpu_idle_gpus{pricing="unpriced"}`` and marked on ``gpu_idle_gpu_info``. A figure the table leaves empty (a
 collective wait abstained, a sampled meter with no period) has no series: absent means not measured.
 
@@ -43,8 +43,11 @@ GPU_LABELS = ("cluster", "job", "node", "report", "gpu")
 #: The labels of every per-allocation series (the coverage metrics): the scheduler (slurm or kubernetes), its
 #: job id (``namespace/name`` for a pod), account (team), user, partition (a pod's namespace).
 ALLOCATION_LABELS = ("scheduler", "sched_job", "account", "user", "partition")
-#: The labels a dollar series adds: how the GPU was priced and its confidence tier.
-DOLLAR_LABELS = ("pricing", "tier")
+#: The labels a dollar series adds: how the GPU was priced, its confidence tier, and who held it: the account
+#: (team) and user the scheduler's accounting matched (fleet columns ``sched_account``, ``sched_user``; empty
+#: without accounting or when no allocation matched, which Prometheus reads as no label), so that ``sum by
+#: (account)`` gives teams.csv's idle $/month.
+DOLLAR_LABELS = ("pricing", "tier", "account", "user")
 #: ``pricing`` values: the GPU's own rate-card entry, the default model's rate, no rate at all.
 PRICINGS = ("card", "assumed", "unpriced")
 #: ``gpu_idle_confidence_level``: the tier as a number, so that an alert can say ``< 2`` (below medium).
@@ -196,7 +199,7 @@ def _gpu_samples(fam: _Families, row: dict, name: str) -> None:
         fam.add(p + "confidence_level", gpu + (tier,), TIER_LEVELS[tier])
     if priced == "unpriced":  # no dollars: unknown, never 0 (the table's USD cells are empty too)
         return
-    usd = gpu + (priced, tier)
+    usd = gpu + (priced, tier, _text(row.get("sched_account")), _text(row.get("sched_user")))
     fam.add(p + "idle_dollars_per_month", usd, row.get("idle_usd_per_month"))
     for c in CATEGORIES:
         fam.add(p + "category_idle_dollars_per_month", usd + (c,), row.get(_category_dollars_column(c)))
