@@ -460,6 +460,24 @@ def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, examp
                  "gpu_idle_failed_reports", "gpu_idle_failed_report_info", "max(gpu_idle_gpu_spend_measured_ratio)",
                  "max(gpu_idle_untraced_allocations)", 'gpu_idle_allocation_info{status="not measured"}'):
         assert any(want in q for q in queries), want
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    top = {p["title"]: p for p in panels if p["gridPos"]["y"] < 12}   # the first screen
+    # the lead stat is the total the CLI prints (card + assumed), the card-only part beside it
+    lead = min(panels, key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"]))
+    assert lead["type"] == "stat" and "card + assumed" in lead["title"], lead["title"]
+    assert re.sub(r"\s+", " ", lead["targets"][0]["expr"]) == (
+        'sum(gpu_idle_idle_dollars_per_month{pricing=~"card|assumed", cluster=~"$cluster", job=~"$job"})')
+    beside = [p for p in panels if p["gridPos"]["y"] == lead["gridPos"]["y"] and p is not lead]
+    assert any('pricing="card"' in t["expr"] for p in beside for t in p["targets"])
+    # who pays and the coverage, on the first screen
+    assert any(t["expr"].startswith("sum by (account) (gpu_idle_idle_dollars_per_month") for p in top.values()
+               for t in p["targets"]), sorted(top)
+    assert {"gpu_idle_gpu_spend_measured_ratio", "gpu_idle_untraced_allocations"} <= {
+        n for p in top.values() for t in p["targets"] for n in metric_names(t["expr"])}
+    # the meter table: the three values of a GPU on one row (merged), not three tables
+    meter = next(p for p in panels if p["title"].startswith("Sampled meter vs true busy"))
+    assert [t["id"] for t in meter.get("transformations", [])][:1] == ["merge"]
+    assert all(t.get("format") == "table" and t.get("instant") for t in meter["targets"])
     written = {f.name for f in text_string_to_metric_families(example[1].read_text(encoding="utf-8"))}
     # the product writes each of them: the example's file (its windows too short for a meter reading: the sampled
     # meter from a window with one, metered), the coverage ones a file with accounting, the night's a sweep's
