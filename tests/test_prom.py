@@ -497,6 +497,79 @@ def test_the_readmes_scrape_config_keeps_the_files_job_label():
     assert "honor_labels: true" in text and "exported_job" in text   # and says why
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_promtool
+def test_a_real_prometheus_keeps_the_files_job_with_the_readmes_scrape_config(tmp_path):
+    """The real Prometheus (Debian's, beside promtool) scrapes a file served as a node exporter serves it, twice:
+    with the README's scrape config (honor_labels) the series keep ``job="train"``; without it, the same series
+    read ``job`` of the scrape job and ``exported_job="train"`` (what the README warns of)."""
+    import http.server
+    import json as json_
+    import shutil
+    import subprocess
+    import threading
+    import time
+    import urllib.parse
+    import urllib.request
+
+    write_prom(str(tmp_path / "gpu_idle.prom"), pd.DataFrame([row()]))
+    promtool_check(tmp_path / "gpu_idle.prom")
+    body = (tmp_path / "gpu_idle.prom").read_bytes()
+
+    class Exporter(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = f"127.0.0.1:{server.server_address[1]}"
+    readme = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
+    (scrape,) = [c for b in re.findall(r"```yaml\n(.*?)```", readme, re.S)
+                 for c in (yaml.safe_load(textwrap.dedent(b)) or {}).get("scrape_configs", [])]
+    scrape = {**scrape, "static_configs": [{"targets": [target]}]}
+    plain = {k: v for k, v in scrape.items() if k != "honor_labels"} | {"job_name": "plain"}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"},
+                                                             "scrape_configs": [scrape, plain]}), encoding="utf-8")
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not found: `make promtool` installs Debian's prometheus package"
+    web = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--web.listen-address={web}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}"], stdout=subprocess.DEVNULL,
+                            stderr=open(tmp_path / "prometheus.log", "w"))
+    try:
+        query = urllib.parse.urlencode({"query": "gpu_idle_idle_ratio"})
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                with urllib.request.urlopen(f"http://{web}/api/v1/query?{query}", timeout=5) as resp:
+                    got = json_.load(resp)["data"]["result"]
+            except OSError:
+                continue
+        assert len(got) == 2, (tmp_path / "prometheus.log").read_text(encoding="utf-8")[-2000:]
+        jobs = sorted((r["metric"]["job"], r["metric"].get("exported_job")) for r in got)
+        assert jobs == [("plain", "train"), ("train", None)]   # honoured: the file's; plain: renamed
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        server.shutdown()
+
+
 @pytest.mark.needs_promtool
 @pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
 def test_the_dashboards_queries_are_promql(path, tmp_path):
