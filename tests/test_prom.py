@@ -486,13 +486,19 @@ def test_the_dashboards_queries_name_only_metrics_the_product_writes(path, examp
     assert set(COVERAGE_NAMES) <= {n.removesuffix("_total") for n, _ in samples(metrics_text(*SMALL_COVERAGE))}
 
 
+def readme_scrape_configs() -> list[dict]:
+    """The Prometheus scrape configs of deploy/README.md's YAML blocks (``scrape_configs`` entries)."""
+    text = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(textwrap.dedent(b)) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    return [c for b in blocks if isinstance(b, dict) for c in b.get("scrape_configs", [])]
+
+
 def test_the_readmes_scrape_config_keeps_the_files_job_label():
     """Without ``honor_labels: true`` Prometheus renames the file's ``job`` label ``exported_job`` (its target's
     ``job`` wins): the dashboard's job variable would list the scrape job. Every scrape config deploy/README.md
     shows keeps the file's labels."""
     text = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
-    blocks = [yaml.safe_load(textwrap.dedent(b)) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    scrapes = [c for b in blocks if isinstance(b, dict) for c in b.get("scrape_configs", [])]
+    scrapes = readme_scrape_configs()
     assert scrapes and all(c.get("honor_labels") is True for c in scrapes), scrapes
     assert "honor_labels: true" in text and "exported_job" in text   # and says why
 
@@ -537,9 +543,7 @@ def test_a_real_prometheus_keeps_the_files_job_with_the_readmes_scrape_config(tm
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     target = f"127.0.0.1:{server.server_address[1]}"
-    readme = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
-    (scrape,) = [c for b in re.findall(r"```yaml\n(.*?)```", readme, re.S)
-                 for c in (yaml.safe_load(textwrap.dedent(b)) or {}).get("scrape_configs", [])]
+    (scrape,) = readme_scrape_configs()
     scrape = {**scrape, "static_configs": [{"targets": [target]}]}
     plain = {k: v for k, v in scrape.items() if k != "honor_labels"} | {"job_name": "plain"}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"},
