@@ -478,4 +478,11 @@ def test_a_kept_run_still_says_and_writes_its_coverage(tmp_path):
     assert "Coverage:" not in (tmp_path / "out" / "records" / "rank0.md").read_text()
     # nor does the folder keep the accounting's tables of the run before (the report would show them)
     assert not (tmp_path / "out" / "coverage.csv").exists() and not (tmp_path / "out" / "teams.csv").exists()
+    # ... named, with the reason, and the run with the accounting said it wrote them
+    out = tmp_path / "out"
+    assert f"fix_first.json, {out / 'teams.csv'}, {out / 'coverage.csv'}, {out / 'gpus'}/, 1 medical" in first.stdout
+    assert "teams.csv" not in plain.stdout.partition("wrote ")[2].partition(";")[0]
+    assert plain.stdout.rstrip().endswith(
+        "; removed coverage.csv, teams.csv of an earlier run with the scheduler's accounting (this run has none: they "
+        "would describe other inputs)")
     assert (tmp_path / "out" / "fleet.csv").exists()
