@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -596,3 +597,20 @@ def test_an_unreadable_accounting_says_unknown_in_every_view(tmp_path):
             "lists none; the run's `WARNING: accounting:` lines name the file and the cause); the share of the GPU "
             "spend measured and the allocations never traced are not known.") in md
     assert "has a capture" not in md
+
+
+def test_the_operations_pages_examples_are_read_as_they_say(tmp_path):
+    """docs/operations.md#feeding-the-accounting shows a sacct and a pod JSON: each is read into the allocation
+    its fields say (8 GPUs on gpu01-02 for 10 h; 4 GPUs on gpu01 for 2 h, team vision)."""
+    page = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    section = page.split("## Feeding the accounting", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```json\n")[1:]]
+    assert len(blocks) == 2
+    got = [read_file(write(tmp_path / f"{i}.json", json.loads(b)))[0] for i, b in enumerate(blocks)]
+    slurm, pods = got[0][0], got[1][0]
+    assert (slurm.job_id, slurm.user, slurm.account, slurm.nodes, slurm.gpus) == ("101", "alice", "vision",
+                                                                               ("gpu01", "gpu02"), 8)
+    assert (slurm.end_ns - slurm.start_ns) == 10 * H
+    assert (pods.job_id, pods.user, pods.account, pods.partition, pods.nodes, pods.gpus, pods.gpu_type) == (
+        "ml/train-0", "alice", "vision", "ml", ("gpu01",), 4, "NVIDIA-H100-80GB-HBM3")
+    assert pods.end_ns - pods.start_ns == 2 * H
