@@ -21,6 +21,7 @@ import re
 import stat
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -661,8 +662,6 @@ class SweepConfig:
 
 def rfc3339_ns(text) -> int | None:
     """RFC 3339 (``2026-12-01T10:00:00Z``) as Unix-epoch ns; None when absent, not a time or without a zone."""
-    from datetime import datetime
-
     try:
         moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
