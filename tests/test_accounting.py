@@ -319,8 +319,10 @@ def test_report_shows_teams_and_coverage_on_its_headline(ran):
     rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
     usd = float(pd.read_csv(out / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "idle_usd_per_month"])
     held, represented = (40 + 2 + 10) * rate, (10 + 2) * rate  # GPU-hours held; 1 of job 101's 4 GPUs and job 102's
+    # traced: 119 ms + 139 ms (60 and 70 kernels 2 ms apart, 1 ms each) = 0.258 s
     assert (f"The captures represent {100 * represented / held:.2f} % of the fleet's GPU spend over the accounting's "
-            f"period (${represented:,.2f} of ${held:,.2f}). 1 job(s) held GPUs without any capture: 103 (vision, "
+            f"period (${represented:,.2f} of ${held:,.2f}); the captures traced 0.26 s in all (represented, not "
+            "profiled). 1 job(s) held GPUs without any capture: 103 (vision, "
             "carol, 10.0 GPU-hours): not measured, not priced as idle.") in text.replace("\u202f", " ")
     assert f"| account | vision | ${usd:,.2f} |" in text
     assert "| user | carol | not measured | not measured | 0 | 10.0 | 0.00 % | 1 |" in text

@@ -83,11 +83,13 @@ def record_coverage_text(job_ids, cov: pd.DataFrame) -> str:
 
 
 def coverage_text(view: dict) -> str:
-    """One sentence: the share of the fleet's GPU spend the sweep measured, and the allocations no capture saw
-    (named; not measured, never priced as idle)."""
+    """One sentence: the share of the fleet's GPU spend the sweep measured, the seconds its captures traced (the
+    spend is represented by them, not profiled), and the allocations no capture saw (named; not measured, never
+    priced as idle); unknown when ``view`` has no allocation (:func:`unknown_text`)."""
     if not view["allocations"]:
         return unknown_text(UNKNOWN_FOLDER) + "."
-    head = share_text(view["share"])
+    head = (f"{share_text(view['share'])}; the captures traced {view['traced_ns'] / NS_PER_S:,.2f} s in all "
+            "(represented, not profiled)")
     missing = view["not_measured"]
     if not missing:
         return head + "; every allocation holding GPUs has a capture."
