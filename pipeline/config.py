@@ -21,6 +21,7 @@ import re
 import stat
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -659,6 +660,17 @@ class SweepConfig:
     prom: str = ""
 
 
+def rfc3339_ns(text) -> int | None:
+    """RFC 3339 (``2026-12-01T10:00:00Z``) as Unix-epoch ns; None when absent, not a time or without a zone."""
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+
+
 @dataclass(frozen=True)
 class AccountingConfig:
     """Who held the GPUs (docs/operations.md#feeding-the-accounting, docs/definitions.md#coverage).
@@ -667,13 +679,21 @@ class AccountingConfig:
     (``environment``: the ``SLURM_JOB_ID`` its capture environment names; ``path``: a Slurm job id in its
     path (``path_job_id``, the first group) or a pod's name as a part of it; ``node``: its ``node`` label
     among the allocation's nodes, one allocation there at the capture's time); ``team_label`` and
-    ``user_label``: the pod labels that name a pod's team and user."""
+    ``user_label``: the pod labels that name a pod's team and user; ``period``: the coverage's period, two
+    RFC 3339 times ``[start, end]`` (empty: the accounting's own span; docs/definitions.md#coverage)."""
 
     files: tuple[str, ...] = ()
     match: tuple[Literal["environment", "path", "node"], ...] = ("environment", "path", "node")
     path_job_id: Regex = r"(?:slurm|job)[-_]?([0-9]+)"
     team_label: str = "team"
     user_label: str = "user"
+    period: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        times = [rfc3339_ns(t) for t in self.period]
+        if self.period and (len(times) != 2 or None in times or times[0] >= times[1]):
+            raise ConfigError(f"accounting.period {list(self.period)!r} is not two RFC 3339 times [start, end], "
+                              "the start first (e.g. [2026-12-01T00:00:00Z, 2026-12-02T00:00:00Z])")
 
 
 @dataclass(frozen=True)

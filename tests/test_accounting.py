@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,10 +15,11 @@ from conftest import promtool_check, run_cli
 from pipeline.accounting import hooks
 from pipeline.accounting.allocations import Allocation, read_file, read_files
 from pipeline.accounting.joined import (NO_RECORD, NOT_MEASURED, PARTLY, MEASURED, coverage, match_reports,
-                                        measured_share, teams, with_identity)
+                                        measured_share, period, teams, with_identity)
 from pipeline.config import load_config
-from pipeline.fleet.prom import COVERAGE_NAMES
+from pipeline.fleet.prom import COVERAGE_NAMES, metrics_text
 from pipeline.fleet.reduce import fleet_frame
+from pipeline.report.teams import record_coverage_text, summary_text
 from pipeline.synth.kineto import KinetoWriter
 
 H = 3_600_000_000_000  # ns per hour
@@ -316,8 +319,10 @@ def test_report_shows_teams_and_coverage_on_its_headline(ran):
     rate = float(pd.read_csv(out / "fleet.csv")["rate_usd_per_hour"].iloc[0])
     usd = float(pd.read_csv(out / "teams.csv").set_index(["by", "name"]).loc[("account", "vision"), "idle_usd_per_month"])
     held, represented = (40 + 2 + 10) * rate, (10 + 2) * rate  # GPU-hours held; 1 of job 101's 4 GPUs and job 102's
+    # traced: 119 ms + 139 ms (60 and 70 kernels 2 ms apart, 1 ms each) = 0.258 s
     assert (f"The captures represent {100 * represented / held:.2f} % of the fleet's GPU spend over the accounting's "
-            f"period (${represented:,.2f} of ${held:,.2f}). 1 job(s) held GPUs without any capture: 103 (vision, "
+            f"period (${represented:,.2f} of ${held:,.2f}); the captures traced 0.26 s in all (represented, not "
+            "profiled). 1 job(s) held GPUs without any capture: 103 (vision, "
             "carol, 10.0 GPU-hours): not measured, not priced as idle.") in text.replace("\u202f", " ")
     assert f"| account | vision | ${usd:,.2f} |" in text
     assert "| user | carol | not measured | not measured | 0 | 10.0 | 0.00 % | 1 |" in text
@@ -444,11 +449,15 @@ def test_the_records_say_the_coverage(ran):
     records = ran[0] / "records"
     fleet_part = ("Over the fleet: the captures represent 23.08 % of the fleet's GPU spend over the accounting's "
                   "period ($48.00 of $208.00); 1 allocation(s) held GPUs without any capture (coverage.csv).")
-    assert ("\nCoverage: scheduler job(s) 101 held 40.0 GPU-hours, 10.0 of them captured; the captures represent "
-            "25.00 % of their GPU spend over the accounting's period ($40.00 of $160.00), the rest not measured. "
+    # represented, not profiled: the seconds traced are said beside (60 kernels 2 ms apart, 1 ms each: 59 × 2 + 1
+    # = 119 ms; 70 kernels: 139 ms)
+    assert ("\nCoverage: scheduler job(s) 101 held 40.0 GPU-hours in the period, 10.0 of them represented by its "
+            "captures (0.12 s traced); the captures represent 25.00 % of their GPU spend over the accounting's "
+            "period ($40.00 of $160.00), the rest not measured. "
             + fleet_part + "\n") in (records / "rank0.md").read_text(encoding="utf-8")
-    assert ("\nCoverage: scheduler job(s) 102 held 2.0 GPU-hours, 2.0 of them captured; the captures represent "
-            "100.00 % of their GPU spend over the accounting's period ($8.00 of $8.00), the rest not measured. "
+    assert ("\nCoverage: scheduler job(s) 102 held 2.0 GPU-hours in the period, 2.0 of them represented by its "
+            "captures (0.14 s traced); the captures represent 100.00 % of their GPU spend over the accounting's "
+            "period ($8.00 of $8.00). "
             + fleet_part + "\n") in (records / "serve.md").read_text(encoding="utf-8")
 
 
@@ -474,4 +483,136 @@ def test_a_kept_run_still_says_and_writes_its_coverage(tmp_path):
     assert "Coverage:" not in (tmp_path / "out" / "records" / "rank0.md").read_text()
     # nor does the folder keep the accounting's tables of the run before (the report would show them)
     assert not (tmp_path / "out" / "coverage.csv").exists() and not (tmp_path / "out" / "teams.csv").exists()
+    # ... named, with the reason, and the run with the accounting said it wrote them
+    out = tmp_path / "out"
+    assert f"fix_first.json, {out / 'teams.csv'}, {out / 'coverage.csv'}, {out / 'gpus'}/, 1 medical" in first.stdout
+    assert "teams.csv" not in plain.stdout.partition("wrote ")[2].partition(";")[0]
+    assert plain.stdout.rstrip().endswith(
+        "; removed coverage.csv, teams.csv of an earlier run with the scheduler's accounting (this run has none: they "
+        "would describe other inputs)")
     assert (tmp_path / "out" / "fleet.csv").exists()
+
+
+def test_a_fall_through_match_names_the_job_it_went_to_and_the_rule():
+    """A job id in the path that no accounting lists, then the node rule matching: the warning says where the
+    report went instead (job 102 holds n2 at the capture's time), and by which rule."""
+    cfg = load_config([])
+    fleet = fleet_frame([gpu_row("/x/job555/e.pt.trace.json", "GPU-0", 1.0, node="n2", first=T0 * S + H,
+                                 capture=60 * S)])
+    matched, problems = match_reports(fleet, ALLOCATIONS, cfg)
+    assert {r: (a.job_id, rule) for r, (a, rule) in matched.items()} == {"/x/job555/e.pt.trace.json": ("102", "node")}
+    assert problems == ["/x/job555/e.pt.trace.json: its path names job 555 (accounting.path_job_id), which no "
+                        "accounting file lists (s.json); matched instead to slurm job 102 by the `node` rule"]
+
+
+def test_coverage_counts_the_period_only_and_a_running_job_up_to_its_end(joined):
+    """accounting.period from T0 + 1 h to T0 + 6 h: job 101 (4 GPUs, T0..T0 + 10 h) held 4 × 5 h there, job 102
+    (T0..T0 + 2 h) 1 × 1 h, job 103 (2 GPUs to T0 + 5 h) 2 × 4 h, a job still running since T0 + 4 h 1 × 2 h (to the
+    period's end, not 0), a job ended before the period nothing (left out)."""
+    cfg = load_config([], {"cost": {"rates": [{"model": "H100", "usd_per_gpu_hour": 4.0}], "rates_replace": True},
+                           "accounting": {"period": ["2026-11-30T01:53:20Z", "2026-11-30T06:53:20Z"]}})
+    running = Allocation("slurm", "s.json", "105", "dan", "speech", "debug", ("n5",), T0 * S + 4 * H, None, 1)
+    before = Allocation("slurm", "s.json", "106", "dan", "speech", "debug", ("n5",), T0 * S - 2 * H, T0 * S - H, 1)
+    allocations = ALLOCATIONS + [running, before]
+    within = period(allocations, cfg.accounting.period)
+    assert within == (T0 * S + H, T0 * S + 6 * H, "accounting.period")  # T0 is 2026-11-30T00:53:20Z
+    cov = coverage(joined[0], allocations, cfg.cost, within).set_index("job_id")
+    assert list(cov.index) == ["101", "102", "103", "105"]
+    assert list(cov["held_gpu_ns"]) == [20 * H, 1 * H, 8 * H, 2 * H]
+    assert list(cov["represented_gpu_ns"]) == [10 * H, 1 * H, 0, 0]  # 2 of 101's 4 GPUs captured, 102's one
+
+
+def test_without_a_period_a_running_job_runs_until_its_file_was_written(tmp_path, cfg):
+    """The accounting's own span: a job still running (end 0) counts up to the time sacct wrote the file (its
+    modification time, T0 + 3 h here): 2 GPUs × 3 h, not 0."""
+    path = write(tmp_path / "s.json", sacct(job(9, "a", "t", "n1", T0, 0, 2)))
+    os.utime(path, (T0 + 3 * 3600, T0 + 3 * 3600))
+    got, _ = read_file(path)
+    assert period(got) == (T0 * S, T0 * S + 3 * H, "the accounting's own span")
+    cov = coverage(fleet_frame([gpu_row("/x/a.sqlite", "GPU-0", 1.0)]).assign(sched_job_id=None,
+                                                                                 sched_matched_by=None), got, cfg.cost)
+    assert list(cov["held_gpu_ns"]) == [6 * H]
+
+
+def unknown_cfg(*files, period_=()):
+    return load_config([], {"accounting": {"files": [str(f) for f in files], "period": list(period_)}})
+
+
+def test_coverage_unknown_when_nothing_usable_was_read(tmp_path):
+    """Truncated JSON, a file of neither shape, one without a GPU job, and GPU jobs all outside the period: the
+    coverage is unknown, and why (which file, what cause) is said by the summary and the record, never
+    "complete"; the metrics file holds no coverage figure."""
+    fleet = hooks.attach(fleet_frame([gpu_row("/x/a.sqlite", "GPU-0", 1.0)]), unknown_cfg(), print)
+    truncated = tmp_path / "cut.json"
+    truncated.write_text('{"jobs": [{"job_id": 1')
+    shape = write(tmp_path / "shape.json", [1, 2])
+    no_gpu = write(tmp_path / "nogpu.json", sacct(job(4, "a", "t", "n1", T0, T0 + 60, 0)))
+    late = write(tmp_path / "late.json", sacct(job(5, "a", "t", "n1", T0, T0 + 3600, 1)))
+    cases = {
+        (truncated,): f"{truncated}: not JSON (Expecting ',' delimiter: line 1 column 23 (char 22)): no allocation "
+                      "read from it",
+        (shape,): f"{shape}: neither `sacct --json` output (a `jobs` list) nor `kubectl get pods -o json` output (an "
+                  "`items` list): no allocation read from it",
+        (no_gpu,): f"{no_gpu}: lists no allocation holding GPUs (no started job or pod with a GPU)",
+        (truncated, no_gpu): f"{truncated}: not JSON (Expecting ',' delimiter: line 1 column 23 (char 22)): no "
+                             f"allocation read from it; {no_gpu}: lists no allocation holding GPUs (no started job or "
+                             "pod with a GPU)",
+    }
+    for files, reason in cases.items():
+        fleet.attrs[hooks.JOINED] = True
+        cov = hooks.coverage_table(fleet.assign(sched_job_id=None, sched_matched_by=None), unknown_cfg(*files))
+        assert cov.empty and cov.attrs[hooks.UNKNOWN] == reason, files
+    cov = hooks.coverage_table(fleet.assign(sched_job_id=None, sched_matched_by=None),
+                               unknown_cfg(late, period_=("2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z")))
+    reason = (f"none of the 1 allocation(s) holding GPUs in {late} falls in the period 2026-12-01T00:00:00Z to "
+              "2026-12-02T00:00:00Z (accounting.period)")
+    assert cov.attrs[hooks.UNKNOWN] == reason
+    said = (f"Coverage unknown: no allocation holding GPUs in the period was read from the accounting ({reason}); the "
+            "share of the GPU spend measured and the allocations never traced are not known.")
+    assert summary_text(cov) == said
+    assert record_coverage_text(["5"], cov) == said
+    prom = metrics_text(fleet, None, cov, measured_share(cov))
+    assert not [name for name in COVERAGE_NAMES if name in prom]
+
+
+def test_an_unreadable_accounting_says_unknown_in_every_view(tmp_path):
+    """`gpu-idle run --accounting` with a truncated sacct output: the printed summary, the record, the report and
+    the metrics file say the coverage is unknown (the report: the run's warnings name the file), never
+    "every allocation holding GPUs has a capture" nor 0 untraced allocations."""
+    fleet_dir = tmp_path / "fleet"
+    trace(fleet_dir / "job101" / "rank0.pt.trace.json", T0 * S + H)
+    cut = tmp_path / "sacct.json"
+    cut.write_text('{"jobs": [{"job_id": 1')
+    proc, out = run_with_accounting(fleet_dir, str(cut), "", "--prom", str(tmp_path / "m.prom"))
+    assert proc.returncode == 0, proc.stderr
+    reason = f"{cut}: not JSON (Expecting ',' delimiter: line 1 column 23 (char 22)): no allocation read from it"
+    assert f"WARNING: accounting: {reason}" in proc.stdout + proc.stderr
+    flat = " ".join(proc.stdout.split())
+    assert (f"Coverage unknown: no allocation holding GPUs in the period was read from the accounting ({reason}); "
+            "the share of the GPU spend measured and the allocations never traced are not known.") in flat
+    assert "without any capture" not in flat
+    assert "Coverage unknown:" in (out / "records" / "rank0.md").read_text()
+    assert not [name for name in COVERAGE_NAMES if name in (tmp_path / "m.prom").read_text()]
+    run_cli("report", str(out), "--out", str(tmp_path / "r.md"), "--format", "md")
+    md = (tmp_path / "r.md").read_text()
+    assert ("Coverage unknown: no allocation holding GPUs in the period was read from the accounting (coverage.csv "
+            "lists none; the run's `WARNING: accounting:` lines name the file and the cause); the share of the GPU "
+            "spend measured and the allocations never traced are not known.") in md
+    assert "has a capture" not in md
+
+
+def test_the_operations_pages_examples_are_read_as_they_say(tmp_path):
+    """docs/operations.md#feeding-the-accounting shows a sacct and a pod JSON: each is read into the allocation
+    its fields say (8 GPUs on gpu01-02 for 10 h; 4 GPUs on gpu01 for 2 h, team vision)."""
+    page = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    section = page.split("## Feeding the accounting", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```json\n")[1:]]
+    assert len(blocks) == 2
+    got = [read_file(write(tmp_path / f"{i}.json", json.loads(b)))[0] for i, b in enumerate(blocks)]
+    slurm, pods = got[0][0], got[1][0]
+    assert (slurm.job_id, slurm.user, slurm.account, slurm.nodes, slurm.gpus) == ("101", "alice", "vision",
+                                                                               ("gpu01", "gpu02"), 8)
+    assert (slurm.end_ns - slurm.start_ns) == 10 * H
+    assert (pods.job_id, pods.user, pods.account, pods.partition, pods.nodes, pods.gpus, pods.gpu_type) == (
+        "ml/train-0", "alice", "vision", "ml", ("gpu01",), 4, "NVIDIA-H100-80GB-HBM3")
+    assert pods.end_ns - pods.start_ns == 2 * H

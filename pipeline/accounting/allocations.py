@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
 from typing import NamedTuple
+
+from ..config import rfc3339_ns as _epoch_ns
 
 SLURM, KUBERNETES = "slurm", "kubernetes"
 #: The pod resource that counts GPUs, and the node-selector label naming their product.
@@ -109,18 +110,6 @@ def _slurm_job(job: dict, path: str) -> Allocation | None:
                       str(job.get("account") or association.get("account") or ""), str(job.get("partition") or ""),
                       expand_hosts(str(job.get("nodes") or "")), start * NS_PER_S,
                       end * NS_PER_S if end and end >= start else None, gpus, kind)
-
-
-def _epoch_ns(text) -> int | None:
-    """RFC 3339 (``2026-12-01T10:00:00Z``) as Unix-epoch ns; None when absent or not a time."""
-    try:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    whole = int(moment.timestamp())
-    return whole * NS_PER_S + moment.microsecond * 1000
 
 
 def _pod(pod: dict, path: str, team_label: str, user_label: str) -> Allocation | None:

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import datetime, timezone
 
 import pandas as pd
 
 from ..io import atomic_path, file_sha256
 from ..text import csv_safe
-from .allocations import read_files
-from .joined import coverage, match_reports, teams, with_identity
+from .allocations import NS_PER_S, read_files
+from .joined import coverage, match_reports, period, teams, with_identity
 
 #: The files a run with accounting writes beside the fleet tables.
 ACCOUNTING_FILES = ("teams.csv", "coverage.csv")
 #: ``fleet.attrs`` key set on a fleet table joined to the accounting (its files are then written).
 JOINED = "accounting"
+#: The coverage table's ``attrs`` key holding why its coverage is unknown (no allocation in the period was read).
+UNKNOWN = "unknown"
 
 
 def _read(cfg) -> tuple[list, list]:
@@ -64,8 +67,29 @@ def coverage_table(fleet: pd.DataFrame, cfg) -> pd.DataFrame | None:
     coverage at all). ``fleet`` is a table joined by :func:`attach`, or one read back from a folder it wrote."""
     if not cfg.accounting.files or "sched_job_id" not in fleet:
         return None
-    allocations, _ = _read(cfg)
-    return coverage(fleet, allocations, cfg.cost)
+    allocations, problems = _read(cfg)
+    within = period(allocations, cfg.accounting.period)
+    cov = coverage(fleet, allocations, cfg.cost, within)
+    if cov.empty:  # nothing usable was read: the coverage is unknown, never complete
+        cov.attrs[UNKNOWN] = unknown_reason(cfg.accounting.files, allocations, problems, within)
+    return cov
+
+
+def unknown_reason(files, allocations: list, problems: list, within: tuple) -> str:
+    """Why no allocation holding GPUs in the period ``within`` was read from ``files`` (``allocations`` and
+    ``problems``: :func:`~pipeline.accounting.allocations.read_files`'): each file's cause, one clause."""
+    if allocations:
+        start, end, whence = within
+        return (f"none of the {len(allocations)} allocation(s) holding GPUs in {', '.join(map(str, files))} falls "
+                f"in the period {_utc(start)} to {_utc(end)} ({whence})")
+    used = {p.partition(": ")[0] for p in problems}
+    quiet = [f"{f}: lists no allocation holding GPUs (no started job or pod with a GPU)" for f in map(str, files)
+             if f not in used]
+    return "; ".join(problems + quiet)
+
+
+def _utc(ns: int) -> str:
+    return datetime.fromtimestamp(ns // NS_PER_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def write_tables(out_dir: str, fleet: pd.DataFrame, cfg, cov: pd.DataFrame | None = None) -> list[str]:

@@ -24,6 +24,7 @@ import pandas as pd
 from ..analysis.confidence import TRUSTED
 from ..analysis.cost import find_rate, priced_sum
 from ..kinds import stem
+from ..config import rfc3339_ns
 from ..schema import NOT_ANALYSED
 from .allocations import SLURM, Allocation
 
@@ -68,6 +69,7 @@ def match_reports(fleet: pd.DataFrame, allocations: list, cfg) -> tuple[dict, li
     matched, problems = {}, []
     rows = fleet[~fleet["status"].isin(NOT_ANALYSED)] if "status" in fleet else fleet
     for report, its in rows.groupby("report", sort=True):
+        failed = len(problems)  # this report's problems start here: a later rule's match is told on them
         for rule in cfg.accounting.match:
             found = None
             if rule == "environment":
@@ -105,6 +107,9 @@ def match_reports(fleet: pd.DataFrame, allocations: list, cfg) -> tuple[dict, li
                                         "known, not matched by node")
             if found is not None:
                 matched[report] = (found, rule)
+                # an earlier rule's failure is not the end: say where the report went instead, and by what
+                problems[failed:] = [f"{text}; matched instead to {found.source} job {found.job_id} by the "
+                                     f"`{rule}` rule" for text in problems[failed:]]
                 break
     return matched, problems
 
@@ -146,20 +151,47 @@ COVERAGE_COLUMNS = ["source", "job_id", "user", "account", "partition", "nodes",
                     "reports", "status"]
 
 
-def coverage(fleet: pd.DataFrame, allocations: list, cost) -> pd.DataFrame:
-    """One row per allocation (:data:`COVERAGE_COLUMNS`, docs/definitions.md#coverage): the GPU-ns it held
-    (``gpus × (end − start)``, a running one up to the latest time the accounting shows), the GPUs of it that
-    some report captured, the GPU-ns those represent (``min(captured, gpus) × (end − start)``), the rest
+def period(allocations: list, setting: tuple = ()) -> tuple[int, int, str]:
+    """The period coverage counts (docs/definitions.md#coverage), ``(start_ns, end_ns, whence)``:
+    ``accounting.period`` when set (``setting``, two RFC 3339 times); else the accounting's own span, from its
+    earliest start to the latest of its starts, its ends and, when a job is still running, the time its file was
+    last written (``sacct`` and ``kubectl`` were run then); ``(0, 0, …)`` without allocations."""
+    if setting:
+        start, end = (rfc3339_ns(t) for t in setting)
+        return start, end, "accounting.period"
+    times = [a.start_ns for a in allocations] + [a.end_ns for a in allocations if a.end_ns is not None]
+    for path in sorted({a.file for a in allocations if a.end_ns is None}):
+        try:
+            times.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            pass
+    return min((a.start_ns for a in allocations), default=0), max(times, default=0), "the accounting's own span"
+
+
+def held_span(a: Allocation, within: tuple) -> int:
+    """The ns of ``a`` inside the period ``within`` (:func:`period`): its start to its end (still running: the
+    period's end), clipped to the period; 0 when outside it."""
+    end = a.end_ns if a.end_ns is not None else within[1]
+    return max(0, min(end, within[1]) - max(a.start_ns, within[0]))
+
+
+def coverage(fleet: pd.DataFrame, allocations: list, cost, within: tuple | None = None) -> pd.DataFrame:
+    """One row per allocation that held GPUs in the period ``within`` (:func:`period`; None: the accounting's own
+    span) (:data:`COVERAGE_COLUMNS`, docs/definitions.md#coverage): the GPU-ns it held there (``gpus × t``,
+    ``t`` its time clipped to the period, a running one up to the period's end), the GPUs of it that
+    some report captured, the GPU-ns those represent (``min(captured, gpus) × t``), the rest
     ``not_measured_gpu_ns``, the time traced (Σ ``window_ns``), its spend at its rate (``held_usd``) and the
     part represented, its idle USD/month from the fleet table (empty when not measured: never priced) and
     ``status`` (``measured``, ``partly measured``, ``not measured``)."""
-    last_ns = max([a.end_ns or a.start_ns for a in allocations], default=0)
+    within = within or period(allocations)
     ok = fleet[~fleet["status"].isin(NOT_ANALYSED)] if len(fleet) else fleet
     rows = []
     for a in allocations:
+        span = held_span(a, within)
+        if span <= 0:
+            continue  # not in the period: no GPU time of it counts
         its = ok[(ok["sched_job_id"] == a.job_id) & ok["sched_matched_by"].astype(str).str.startswith(a.source)] \
             if len(ok) else ok
-        span = (a.end_ns if a.end_ns is not None else last_ns) - a.start_ns
         captured = int(its[["report", "gpu_key"]].drop_duplicates().shape[0]) if len(its) else 0
         held, represented = a.gpus * span, min(captured, a.gpus) * span
         rate, assumed = _rate(a, its, cost)
@@ -177,6 +209,7 @@ def coverage(fleet: pd.DataFrame, allocations: list, cost) -> pd.DataFrame:
             "status": NOT_MEASURED if not captured else MEASURED if represented == held else PARTLY,
         })
     out = pd.DataFrame(rows, columns=COVERAGE_COLUMNS)
+    out.attrs["period"] = within
     for c in ("start_ns", "end_ns", "gpus", "held_gpu_ns", "captured_gpus", "represented_gpu_ns",
               "not_measured_gpu_ns", "traced_ns", "reports"):
         out[c] = out[c].astype("Int64")

@@ -12,7 +12,8 @@ from .joined import NOT_MEASURED, NS_PER_HOUR, measured_share
 
 
 def read_view(folder: str | None) -> dict | None:
-    """``{"accounts", "users" (teams.csv rows by account and by user, as dicts, most dollars first), "share"
+    """``{"allocations" (coverage.csv's rows; 0: the coverage is unknown), "traced_ns" (Σ of its
+    ``traced_ns``), "accounts", "users" (teams.csv rows by account and by user, as dicts, most dollars first), "share"
     (:func:`~pipeline.accounting.joined.measured_share`), "not_measured" (coverage rows of the allocations
     no capture saw, most GPU-hours first, with ``held_gpu_hours``)}``; None when ``folder`` holds no such
     files (a run without accounting) or they cannot be read."""
@@ -29,7 +30,7 @@ def read_view(folder: str | None) -> dict | None:
     teams = teams.assign(held_gpu_hours=teams["held_gpu_ns"] / NS_PER_HOUR,
                          represented_gpu_hours=teams["represented_gpu_ns"] / NS_PER_HOUR)
     missing = cov[cov["status"] == NOT_MEASURED].assign(held_gpu_hours=lambda f: f["held_gpu_ns"] / NS_PER_HOUR)
-    return {"accounts": teams[teams["by"] == "account"].to_dict("records"),
+    return {"allocations": len(cov), "traced_ns": int(cov["traced_ns"].sum()), "accounts": teams[teams["by"] == "account"].to_dict("records"),
             "users": teams[teams["by"] == "user"].to_dict("records"),
             "share": measured_share(cov),
             "not_measured": missing.sort_values("held_gpu_ns", ascending=False, kind="stable").to_dict("records")}

@@ -18,8 +18,9 @@ silently, and ``account`` and ``user`` (who held the GPU, from the scheduler's a
 collective wait abstained, a sampled meter with no period) has no series: absent means not measured.
 
 With the scheduler's accounting, :data:`COVERAGE_METRICS` hold the coverage table (``coverage.csv``: one series
-per allocation, labelled :data:`ALLOCATION_LABELS`) and the fleet's share of the GPU spend measured; without it
-none is written (docs/definitions.md#coverage).
+per allocation, labelled :data:`ALLOCATION_LABELS`) and the fleet's share of the GPU spend measured; without it,
+or when it gave no allocation holding GPUs in the period (coverage unknown), none is written
+(docs/definitions.md#coverage).
 """
 from __future__ import annotations
 
@@ -215,8 +216,11 @@ def night_timestamp(night: str) -> float:
 
 def _coverage_samples(fam: _Families, cov: pd.DataFrame, share: dict) -> None:
     """The :data:`COVERAGE_METRICS` of the coverage table ``cov`` (one row per allocation), its values as they are,
-    and of ``share``, its fleet's figures (:func:`~pipeline.accounting.joined.measured_share`)."""
+    and of ``share``, its fleet's figures (:func:`~pipeline.accounting.joined.measured_share`); none when ``cov``
+    has no allocation (the coverage is unknown, docs/definitions.md#coverage)."""
     p = PREFIX
+    if cov.empty:  # no allocation read in the period: the coverage is unknown, no figure of it is written
+        return
     for r in cov.to_dict("records"):
         alloc = tuple(_text(r.get(c)) for c in ("source", "job_id", "account", "user", "partition"))
         priced = "unpriced" if _number(r.get("held_usd")) is None else "assumed" if bool(r.get("rate_assumed")) \

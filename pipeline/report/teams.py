@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..accounting.allocations import NS_PER_S
+from ..accounting.hooks import UNKNOWN
 from ..accounting.joined import NOT_MEASURED, NS_PER_HOUR, measured_share
 from ..text import md_text
 from .words import pct, usd
@@ -29,10 +31,29 @@ def untraced_text(share: dict) -> str:
     return f"{len(share['not_measured'])} allocation(s) held GPUs without any capture (coverage.csv)"
 
 
+def unknown_text(reason: str) -> str:
+    """The coverage sentence when the accounting gave no allocation holding GPUs in the period (``reason``: which
+    file, what cause; :func:`~pipeline.accounting.hooks.unknown_reason`): unknown, never complete."""
+    return (f"Coverage unknown: no allocation holding GPUs in the period was read from the accounting ({reason}); "
+            "the share of the GPU spend measured and the allocations never traced are not known")
+
+
+def _unknown(cov: pd.DataFrame) -> str | None:
+    """Why ``cov`` (a coverage table) says nothing: its reason, or a general one for an empty table; None when it
+    has allocations."""
+    return cov.attrs.get(UNKNOWN) or (UNKNOWN_FOLDER if cov.empty else None)
+
+
+#: Why a folder's empty coverage.csv says nothing, when the cause is no longer known (the run's warnings said it).
+UNKNOWN_FOLDER = "coverage.csv lists none; the run's `WARNING: accounting:` lines name the file and the cause"
+
+
 def summary_text(cov: pd.DataFrame) -> str:
     """What ``gpu-idle run`` and ``sweep`` print under the totals when the accounting is given (``cov``: the
     coverage table, :func:`~pipeline.accounting.hooks.coverage_table`): the share of the GPU spend measured and
-    the number of allocations never traced, one sentence."""
+    the number of allocations never traced, one sentence; :func:`unknown_text` when it has no allocation."""
+    if _unknown(cov):
+        return unknown_text(_unknown(cov)) + "."
     share = measured_share(cov)
     return f"{share_text(share)}; {untraced_text(share)}."
 
@@ -40,15 +61,20 @@ def summary_text(cov: pd.DataFrame) -> str:
 def record_coverage_text(job_ids, cov: pd.DataFrame) -> str:
     """The medical record's coverage line (docs/outputs.md#medical-records): the GPU-hours the job's scheduler
     allocations (``job_ids``, from its rows' ``sched_job_id``) held, the share of their spend its captures
-    represent, then the fleet's share and its allocations never traced (``cov``: the coverage table)."""
+    represent (the seconds actually traced said beside: represented is not profiled), then the fleet's share and
+    its allocations never traced (``cov``: the coverage table); :func:`unknown_text` when it has no allocation."""
+    if _unknown(cov):
+        return f"{unknown_text(_unknown(cov))}."
     mine = cov[cov["job_id"].astype(str).isin({str(j) for j in job_ids})]
     if len(mine):
         held = int(mine["held_gpu_ns"].sum()) / NS_PER_HOUR
         represented = int(mine["represented_gpu_ns"].sum()) / NS_PER_HOUR
+        traced = int(mine["traced_ns"].sum()) / NS_PER_S
         own = share_text(measured_share(mine), "their")
         own = own[0].lower() + own[1:]
         head = (f"Coverage: scheduler job(s) {md_text(', '.join(map(str, mine['job_id'])))} held {held:,.1f} "
-                f"GPU-hours, {represented:,.1f} of them captured; {own}, the rest not measured")
+                f"GPU-hours in the period, {represented:,.1f} of them represented by its captures ({traced:,.2f} s "
+                f"traced); {own}" + (", the rest not measured" if represented < held else ""))
     else:
         head = "Coverage: no allocation of the scheduler's accounting matched this job's reports"
     fleet = measured_share(cov)
@@ -57,9 +83,13 @@ def record_coverage_text(job_ids, cov: pd.DataFrame) -> str:
 
 
 def coverage_text(view: dict) -> str:
-    """One sentence: the share of the fleet's GPU spend the sweep measured, and the allocations no capture saw
-    (named; not measured, never priced as idle)."""
-    head = share_text(view["share"])
+    """One sentence: the share of the fleet's GPU spend the sweep measured, the seconds its captures traced (the
+    spend is represented by them, not profiled), and the allocations no capture saw (named; not measured, never
+    priced as idle); unknown when ``view`` has no allocation (:func:`unknown_text`)."""
+    if not view["allocations"]:
+        return unknown_text(UNKNOWN_FOLDER) + "."
+    head = (f"{share_text(view['share'])}; the captures traced {view['traced_ns'] / NS_PER_S:,.2f} s in all "
+            "(represented, not profiled)")
     missing = view["not_measured"]
     if not missing:
         return head + "; every allocation holding GPUs has a capture."

@@ -292,7 +292,8 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
     written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
     # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would say them)
     earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
-    written["stale"] += [os.path.join(out_dir, name) for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
+    written["stale_accounting"] = [os.path.join(out_dir, name)
+                                   for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
     records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
@@ -308,7 +309,17 @@ def stale_note(written: dict) -> str:
     (alone: ``"removed N file(s) of an earlier run with other inputs"``); ``written["stale_report"]``: the
     manager report (``report.html``) and the GPU pages rendered from the folder's earlier contents that
     :meth:`RunFolder.write` removed, counted too and said apart, with ``written["stale_dirs"]``, the
-    folders left empty that went with them (``gpu-pages/``)."""
+    folders left empty that went with them (``gpu-pages/``); ``written["stale_accounting"]``: the ``teams.csv`` and
+    ``coverage.csv`` of an earlier run with the scheduler's accounting, when this run has none, named with that
+    reason."""
+    gone = written.get("stale_accounting", [])
+    said = (f"removed {', '.join(os.path.basename(p) for p in gone)} of an earlier run with the scheduler's "
+            "accounting (this run has none: they would describe other inputs)") if gone else ""
+    others = _stale_others(written)
+    return "; ".join(x for x in (others, said) if x)
+
+
+def _stale_others(written: dict) -> str:
     documents = written.get("stale", [])
     rendered = written.get("stale_report", [])
     count = len(documents) + len(rendered)
@@ -380,7 +391,10 @@ class RunFolder(OutputFolder):
             raise incomplete(self.out_dir, targets, self.changing_ns, exc) from exc
         note = stale_note(written)
         return (f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
-                f"{written['fix_first']}, {written['fix_first_json']}, {written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
+                f"{written['fix_first']}, {written['fix_first_json']}, "
+                + "".join(f"{os.path.join(self.out_dir, name)}, " for name in accounting.ACCOUNTING_FILES
+                          if name in written["files"])
+                + f"{written['gpus']}/, {len(records)} medical record(s) in {self.out_dir}/records/"
                 + (f"; {note}" if note else ""))
 
 
