@@ -169,3 +169,44 @@ def test_batching_on_or_off_gives_the_same_fleet_table(cluster, fleet, tmp_path)
     again_tasks = []
     again, _ = _run(cluster, fleet, tmp_path / "again", 32, again_tasks, str(tmp_path / "cache"))
     assert again.reused == 8 and again.todo == [str(fleet / "bad.sqlite")]
+
+
+class KillsOnThree(Squares):
+    """Item 3 kills the worker process running it (SIGKILL, as an out-of-memory kill), counting each death in the
+    file ``attempts``; every other item is its square."""
+
+    def __init__(self, attempts: str):
+        self.attempts = attempts
+
+    def whole(self, item, threads=1, on_worker=False, worker_memory=None):
+        import os
+        import signal
+
+        if item == 3:
+            with open(self.attempts, "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"{item}={item * item}"
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_batch_loses_no_finished_item(tmp_path):
+    """Batches [0, 1] [2, 3] [4] [5] [6] [7] on one worker process of one thread: item 3 kills the worker after item
+    2 finished in the same batch. Dask gives the batch up after 4 deaths; the engine runs each of its items again
+    alone: item 2 stands, item 3 kills its worker 4 more times and is its own failure saying so (8 attempts); every
+    other item has its value."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    attempts = tmp_path / "attempts"
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as local, \
+            Client(local, set_as_default=False) as client:
+        backend = engine_map.OnDask(client, shares_files=True, batch_bytes=100, batch_reports=4)
+        got = sorted(engine_map.map_work(KillsOnThree(str(attempts)), list(range(8)), backend))
+    assert backend.submitted == 6
+    assert len(attempts.read_text().split()) == 8
+    failure = [g for g in got if g.startswith("item3")]
+    assert failure and failure[0].startswith("item3: the Dask worker died while analysing it (8 attempts, last on "
+                                             "tcp://"), got
+    assert [g for g in got if not g.startswith("item3")] == sorted(f"{i}={i * i}" for i in range(8) if i != 3)
