@@ -564,7 +564,11 @@ class DaskConfig:
     address wins over it). ``scheduler`` is ``tcp://HOST:PORT`` or ``HOST:PORT`` (``tls://`` when
     Dask's configuration holds the TLS files; :func:`check_scheduler_address`); ``connect_timeout_s``:
     seconds to connect to it and complete Dask's handshake, after which the run stops with a
-    message saying what the peer did (:func:`pipeline.engine.cluster.check_scheduler`)."""
+    message saying what the peer did (:func:`pipeline.engine.cluster.check_scheduler`). ``batch_bytes``,
+    ``batch_reports``: with many reports, those of at most ``batch_bytes`` bytes are analysed in batches, one task
+    of at most ``batch_bytes`` bytes and ``batch_reports`` reports each (the scheduler's cost is per task; each
+    report still its own row, a failure its own: :func:`pipeline.engine.map.batches`); ``0`` or ``1``: one task
+    per report."""
 
     scheduler: SchedulerAddress = None
     n_workers: AtLeastOne = 2
@@ -577,6 +581,8 @@ class DaskConfig:
     no_workers_timeout_s: Timeout | None = 120.0
     connect_timeout_s: Timeout = 30.0
     slurm: SlurmConfig | None = None
+    batch_bytes: Count = 16_000_000
+    batch_reports: AtLeastOne = 32
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:

@@ -10,9 +10,12 @@ the item is known, and the part results gathered into the item's outcome).
   start, no data to move); the work may use its threads.
 - :class:`OnDask`: a ``distributed.Client`` on the embedded LocalCluster or a remote
   scheduler. With at least :data:`ITEMS_PER_THREAD` items per worker thread, one task per
-  item; with fewer, larger items, the work fans out per part (the opened item staying on the
-  worker that opened it) and the client gathers each item's parts. Both shapes yield the
-  same outcomes. Every wait is on that client's own event loop (``as_completed(loop=client.loop)``), never
+  item, small items grouped into one task per batch (:func:`batches`: by the work's :meth:`Work.size`,
+  ``batch_bytes`` per task and at most ``batch_reports`` items, batches shrinking towards the end so
+  that the workers finish together); with fewer, larger items, the work fans out per part (the opened
+  item staying on the worker that opened it) and the client gathers each item's parts. Every shape
+  yields the same outcomes, one per item (a batch's items each their own: one that fails is that item's
+  failure, the batch's others still count). Every wait is on that client's own event loop (``as_completed(loop=client.loop)``), never
   on the process's default client: with two clients in one process (``compare``'s two sides, each on its
   own LocalCluster), Dask's default would be whichever client was made last or still lingers, and tracking
   the futures on another client's loop (stopped with its cluster) waits forever.
@@ -33,7 +36,8 @@ tasks are restricted to the accepted workers); with no worker of the client's bu
 tasks fail or wait for a worker that can run them.
 
 Dask suspects every task processing on a worker when it dies, so a task that merely sat beside
-the culprit at each of its deaths is given up too. A task given up so is run again once
+the culprit at each of its deaths is given up too (a batch given up so: each of its items). A task given
+up so is run again once
 everything else is done, alone on the cluster (so alone on its worker; an item whose opening was
 given up runs again whole, in one task): if it finishes, it was a bystander and its result
 stands; if its worker dies again, it is the culprit for sure. A re-run cancelled (no worker left, a
@@ -53,6 +57,10 @@ from .errors import EngineError
 
 #: One task per item when there are at least this many items per worker thread (else per-part fan-out).
 ITEMS_PER_THREAD = 2
+#: A new batch takes at most 1/(this x worker threads) of the small items not yet placed (:func:`batches`): a few
+#: large batches first, ever smaller ones last, so that the workers finish near together; with fewer than this many
+#: small items per thread, none are grouped.
+BATCH_SHARE = 4
 
 
 class Work(Protocol):
@@ -72,6 +80,10 @@ class Work(Protocol):
 
     def failed(self, item, text: str):
         """The outcome of an item whose task failed: ``text`` names the item and the cause."""
+
+    def size(self, item) -> int | None:
+        """The item's size in bytes, to group small items into one task (:func:`batches`); None: unknown, it
+        runs alone. Optional: a work without it has every item run alone."""
 
     def describe(self, exc: BaseException, name: str, what: str = "") -> str:
         """The failure text of ``exc`` raised by a task of the item ``name`` (``what``: the part's label)."""
@@ -121,6 +133,54 @@ def on_worker(call: Callable, *args, **kwargs):
     except AttributeError:
         memory = None
     return call(*args, on_worker=True, worker_memory=memory, **kwargs)
+
+
+def batches(sizes: list, budget: int, cap: int, threads: int = 1) -> list[list[int]]:
+    """The items (their indexes, in order) grouped into tasks, from their ``sizes`` (bytes; None: unknown).
+
+    An item of unknown size or larger than ``budget`` bytes is a task of its own; the others are grouped in order,
+    a batch closed when the next item would bring it above ``budget`` bytes or ``cap`` items, or above its share
+    of the small items not yet placed: ``ceil(left / (BATCH_SHARE x threads))`` when it starts (so the batches
+    shrink towards the end, down to one item). ``budget`` 0 or ``cap`` 1: every item alone."""
+    if not budget or cap <= 1:
+        return [[i] for i in range(len(sizes))]
+    small = [s is not None and s <= budget for s in sizes]
+    left = sum(small)
+    groups: list[list[int]] = []
+    current: list[int] = []
+    used = limit = 0
+    for i, size in enumerate(sizes):
+        if not small[i]:
+            groups.append([i])
+            continue
+        if current and (len(current) >= limit or used + size > budget):
+            groups.append(current)
+            current, used = [], 0
+        if not current:
+            limit = min(cap, -(-left // (BATCH_SHARE * max(1, threads))))
+        current.append(i)
+        used += size
+        left -= 1
+    if current:
+        groups.append(current)
+    return groups
+
+
+def run_batch(work: Work, items: list, retries: int = 0) -> list:
+    """(A task on a Dask worker.) Each item's outcome (:func:`on_worker` of :meth:`Work.whole`), one after
+    another, in order: an item whose run raises is run again up to ``retries`` times (as Dask retries a task of its
+    own), then becomes its own failure (:meth:`Work.failed`, with :meth:`Work.describe`); the other items still
+    run."""
+    outcomes = []
+    for item in items:
+        for attempt in range(retries + 1):
+            try:
+                outcomes.append(on_worker(work.whole, item))
+                break
+            except Exception as exc:  # noqa: BLE001 - the item's own failure, never the batch's
+                if attempt == retries:
+                    outcomes.append(work.failed(item, work.describe(exc, work.name(item))))
+    return outcomes
 
 
 class InProcess:
@@ -205,12 +265,18 @@ class OnDask:
             (:meth:`check_workers`). None: no check.
         check_timeout_s: how long the workers may take to answer it (s; None: as long as they take).
         log: where the refused workers are said (one line each).
+        batch_bytes, batch_reports: small items grouped into one task of at most this many bytes and items
+            (:func:`batches`; 0 or 1: every item a task of its own).
     """
 
     def __init__(self, client, shares_files: bool, no_workers_timeout_s: float | None = None, retries: int = 0,
                  fingerprint: Callable[[], object] | None = None, check_timeout_s: float | None = 30.0,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, batch_bytes: int = 0, batch_reports: int = 1):
         self.client = client
+        self.batch_bytes = batch_bytes
+        self.batch_reports = batch_reports
+        #: Tasks the last one-task-per-item map submitted (a batch is one), re-runs alone not counted.
+        self.submitted = 0
         self.shares_files = shares_files
         self.no_workers_timeout_s = no_workers_timeout_s
         self.retries = retries
@@ -272,7 +338,7 @@ class OnDask:
         threads = sum(n for address, n in self.client.nthreads().items()
                       if self.accepted is None or address in self.accepted) or 1
         if len(items) >= ITEMS_PER_THREAD * threads:
-            yield from self._whole(work, items)
+            yield from self._whole(work, items, threads)
         else:
             yield from self._parts(work, items)
 
@@ -324,26 +390,48 @@ class OnDask:
             fut.release()
             suspect.settle(value, failure)
 
-    def _whole(self, work: Work, items: list) -> Iterator:
+    def _groups(self, work: Work, items: list, threads: int) -> list[list]:
+        """The items grouped into tasks (:func:`batches`, by the work's :meth:`Work.size` when it has one)."""
+        size = getattr(work, "size", None)
+        if size is None or not self.batch_bytes or self.batch_reports <= 1:
+            return [[item] for item in items]
+        return [[items[i] for i in group]
+                for group in batches([size(item) for item in items], self.batch_bytes, self.batch_reports, threads)]
+
+    def _whole(self, work: Work, items: list, threads: int = 1) -> Iterator:
         from distributed import as_completed
         from distributed.scheduler import KilledWorker
 
         run = self._run_token(work, items)
         step = work.steps[0]
-        by_key = {f"{step}-{self._name(work, item, run)}": item for item in items}
-        futures = self.client.map(functools.partial(on_worker, work.whole), items, key=list(by_key), pure=False,
+        groups = self._groups(work, items, threads)
+        alone = [group[0] for group in groups if len(group) == 1]
+        by_key = {f"{step}-{self._name(work, item, run)}": [item] for item in alone}
+        futures = self.client.map(functools.partial(on_worker, work.whole), alone, key=list(by_key), pure=False,
                                   retries=self.retries, **self._where)
+        for group in (g for g in groups if len(g) > 1):
+            key = f"{step}s-{len(group)}-{self._name(work, group[0], run)}"
+            by_key[key] = group
+            futures.append(self.client.submit(run_batch, work, group, self.retries, key=key, pure=False,
+                                              retries=self.retries, **self._where))
+        self.submitted = len(futures)
         suspects: list = []
         done: list = []
         with _Watchdog(self, futures) as watchdog:
             for fut in as_completed(futures, loop=self.client.loop):
-                item = by_key[fut.key]
-                outcome, failure = self._settle(fut, work, work.name(item))
+                group = by_key[fut.key]
+                outcome, failure = self._settle(fut, work, work.name(group[0]))
+                if failure is None:
+                    ready = outcome if len(group) > 1 else [outcome]
+                elif isinstance(failure, KilledWorker):  # each of its items runs again alone
+                    ready = []
+                    suspects += [self._suspect_whole(work, item, failure, f"again-{fut.key}" + (
+                        f"-{j}" if len(group) > 1 else ""), done) for j, item in enumerate(group)]
+                else:  # each item's own failure text (the batch's task itself failed or was cancelled)
+                    ready = [work.failed(item, failure if j == 0 else self._settle(fut, work, work.name(item))[1])
+                             for j, item in enumerate(group)]
                 fut.release()
-                if isinstance(failure, KilledWorker):
-                    suspects.append(self._suspect_whole(work, item, failure, f"again-{fut.key}", done))
-                    continue
-                yield outcome if failure is None else work.failed(item, failure)
+                yield from ready
             self._alone(suspects, watchdog, work)
         yield from done
 

@@ -501,7 +501,8 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
             remote = bool(address) or cfg.dask.slurm is not None
             backend = OnDask(client, shares_files=not remote, no_workers_timeout_s=cfg.dask.no_workers_timeout_s,
                              retries=cfg.dask.retries, fingerprint=build_fingerprint,
-                             check_timeout_s=cfg.dask.connect_timeout_s, log=log)
+                             check_timeout_s=cfg.dask.connect_timeout_s, log=log,
+                             batch_bytes=cfg.dask.batch_bytes, batch_reports=cfg.dask.batch_reports)
             outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir), progress))
             problem = (f"no Dask worker left for {cfg.dask.no_workers_timeout_s:g} s: "
                        "the reports not done are error rows") if backend.lost_all_workers else None

@@ -566,6 +566,16 @@ class ReportWork:
     def failed(self, job: Job, text: str) -> ReportOutcome:
         return ReportOutcome(path=job.path, failure=Failure(text))
 
+    def size(self, job: Job) -> int | None:
+        """The report file's size in bytes, for the engine to group small reports into one task; None for a
+        remote URL or a file that cannot be looked at (it runs alone, and says why when it is analysed)."""
+        if is_remote(job.path):
+            return None
+        try:
+            return os.path.getsize(job.path)
+        except OSError:
+            return None
+
     def describe(self, exc: BaseException, name: str, what: str = "") -> str:
         return describe(exc, name, what)
 
