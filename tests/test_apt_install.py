@@ -95,12 +95,13 @@ def test_the_makefile_installs_through_it_and_says_so_first():
     """Every apt-get of the Makefile goes through the script; `make test` says what it installs first."""
     makefile = (REPO / "Makefile").read_text()
     assert "apt-get update" not in makefile and "apt-get install" not in makefile
-    for target in ("chromium:", "slurm:", "bench:"):
+    for target in ("chromium:", "slurm:", "promtool:", "bench:"):
         body = makefile.split("\n" + target, 1)[1].split("\n\n", 1)[0]
         assert "$(APT_INSTALL)" in body, target
     proc = subprocess.run(["make", "-s", "-C", str(REPO), "system-note"], capture_output=True, text=True,
                           timeout=60, check=True)
-    assert proc.stdout == ("make test: installs the system packages chromium slurm-wlm munge with apt-get when "
+    assert proc.stdout == ("make test: installs the system packages chromium slurm-wlm munge slurmdbd mariadb-server prometheus with "
+                           "apt-get when "
                            "missing (machine-wide: needs root) and unpacks the Nsight Systems CLI into tools/nsys "
                            "(no root); `make check` runs the tests that need none of them\n")
     test_line = next(line for line in makefile.splitlines() if line.startswith("test:"))

@@ -132,13 +132,13 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
 
     The sibling waits on the same worker until the victim has died ``allowed-failures + 1`` times, so the
     scheduler gives both up; the engine then runs each again alone."""
-    real = tasks.analyse_gpu
+    real = tasks.measure_gpu
     inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
     victim_report = str(fleet / "r1.sqlite")
     attempts, running = tmp_path / "attempts", tmp_path / "running"
     running.mkdir()
 
-    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+    def measure_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == sibling_gpu:
             stay_beside(running, attempts)
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
@@ -148,7 +148,7 @@ def test_a_gpu_that_kills_its_worker_in_the_per_gpu_fan_out_is_that_gpus_error_r
     from pipeline.load.report import load_report
 
     sibling_gpu, victim_gpu = load_report(victim_report).gpu_keys()[:2]
-    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    monkeypatch.setattr(tasks, "measure_gpu", measure_gpu)
     result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
     only_the_culprits_gpu_failed(result.fleet, attempts, victim_report, victim_gpu)
 
@@ -158,7 +158,7 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
     """Per-GPU fan-out (2 reports on one worker of 2 threads): r0 is being loaded on the worker at each death
     of one GPU analysis of r1, so the scheduler gives up r0's load with it; the engine runs r0 again alone
     (whole, in one task) and both its GPUs are analysed; the culprit GPU's row says its worker died."""
-    real_load, real_analyse = tasks.load_task, tasks.analyse_gpu
+    real_load, real_analyse = tasks.load_task, tasks.measure_gpu
     inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
     victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
     attempts, running = tmp_path / "attempts", tmp_path / "running"
@@ -169,7 +169,7 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
             stay_beside(running, attempts)
         return real_load(path, cfg, *args, **kwargs)
 
-    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+    def measure_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
             die_beside(running, attempts)
         return real_analyse(trace, cfg, labels, *args, **kwargs)
@@ -178,7 +178,7 @@ def test_a_report_loaded_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, t
 
     victim_gpu = load_report(victim_report).gpu_keys()[1]
     monkeypatch.setattr(tasks, "load_task", load_task)
-    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    monkeypatch.setattr(tasks, "measure_gpu", measure_gpu)
     result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
     only_the_culprits_gpu_failed(result.fleet, attempts, victim_report, victim_gpu)
 
@@ -188,7 +188,7 @@ def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp
     """Per-GPU fan-out (2 reports on one worker of 2 threads): one GPU of r0 is being planned at each death of
     one GPU analysis of r1, so the scheduler gives up that plan, and the analyses waiting for it, with the
     culprit; the engine runs them again alone (the plans first) and every GPU of r0 is analysed."""
-    real_plan, real_analyse = tasks.plan_gpu, tasks.analyse_gpu
+    real_plan, real_analyse = tasks.plan_gpu, tasks.measure_gpu
     inputs = [fleet / "r0.sqlite", fleet / "r1.sqlite"]
     victim_report, bystander = str(fleet / "r1.sqlite"), str(fleet / "r0.sqlite")
     attempts, running = tmp_path / "attempts", tmp_path / "running"
@@ -199,7 +199,7 @@ def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp
             stay_beside(running, attempts)
         return real_plan(trace, cfg)
 
-    def analyse_gpu(trace, cfg, labels, *args, **kwargs):
+    def measure_gpu(trace, cfg, labels, *args, **kwargs):
         if trace.report == victim_report and trace.gpu_key == victim_gpu:
             die_beside(running, attempts)
         return real_analyse(trace, cfg, labels, *args, **kwargs)
@@ -208,7 +208,7 @@ def test_a_gpu_planned_beside_a_gpu_that_kills_its_worker_is_analysed(fleet, tmp
 
     victim_gpu, planned_gpu = load_report(victim_report).gpu_keys()[1], load_report(bystander).gpu_keys()[0]
     monkeypatch.setattr(tasks, "plan_gpu", plan_gpu)
-    monkeypatch.setattr(tasks, "analyse_gpu", analyse_gpu)
+    monkeypatch.setattr(tasks, "measure_gpu", measure_gpu)
     result, _ = run_in_process(inputs, tmp_path / "out", n_workers=1, threads_per_worker=2)
     table = result.fleet.set_index(["report", "gpu_key"])
     assert len(table) == 4

@@ -76,6 +76,28 @@ def _gpu_doc(summary: dict, both: dict) -> dict:
             "device_roster": both.get("device", []), "timeline": both.get("timeline", {}), "_summary": summary}
 
 
+def unrewritten(out_dir: str, fleet: pd.DataFrame) -> set[str]:
+    """The per-GPU JSON files (``gpus/<name>``) in ``out_dir`` whose ``_summary`` is not ``fleet``'s final row:
+    a worker wrote them before the reduce had the whole job (a straggler flag, the job's grouping) and a write
+    failed before :func:`write_gpu_docs` replaced it. Such a file is there, written during the run, but is not
+    this run's output. Read only on that failure path."""
+    left = set()
+    for row in fleet.to_dict("records"):
+        if row["status"] in NOT_ANALYSED:
+            continue
+        rel = f"gpus/{gpu_json_name(row['report'], row['gpu_key'])}"
+        try:
+            with open(os.path.join(out_dir, rel), encoding="utf-8") as fh:
+                done = summary_text(json.load(fh)["_summary"]) == summary_text(gpu_summary(row))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            done = False
+        if not done:
+            left.add(rel)
+    return left
+
+
 def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict, done=None) -> dict:
     """Write ``gpu_dir/<report>__<gpu>__<hash>.json`` (:func:`gpu_json_name`) for every analysed row of
     ``fleet``, atomically: ``report``, ``gpu_key``, ``roster``, ``device_roster``, ``timeline`` and the

@@ -22,8 +22,8 @@ from ..code_keys import build_fingerprint
 from ..config import Config
 from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, OnDask, map_work
-from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, write_gpu_docs,
-                             write_outputs)
+from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, unrewritten,
+                             write_gpu_docs, write_outputs)
 from ..fleet.grouping import group_jobs
 from ..accounting import hooks as accounting
 from ..fleet.pricing import price_in_place, priced
@@ -81,11 +81,16 @@ class IncompleteOutputs(Exception):
     cause and every file missing; the folder's manifest vouches for nothing (it is never kept as is)."""
 
 
-def incomplete(out_dir: str, targets: list[str], since_ns: int, exc: OSError, extra: str = "") -> IncompleteOutputs:
+def incomplete(out_dir: str, targets: list[str], since_ns: int, exc: OSError, extra: str = "",
+               unfinished: set[str] = frozenset()) -> IncompleteOutputs:
     """The :class:`IncompleteOutputs` of a write of ``targets`` (relative paths) into ``out_dir`` that
     failed with ``exc``: a target is missing unless it is a regular file modified at or after
-    ``since_ns`` (the folder's manifest was marked as changing then, on the same clock)."""
+    ``since_ns`` (the folder's manifest was marked as changing then, on the same clock) and not in
+    ``unfinished`` (written during the run but still to be replaced:
+    :func:`~pipeline.fleet.outputs.unrewritten`)."""
     def written(rel: str) -> bool:
+        if rel in unfinished:
+            return False
         try:
             st = os.lstat(os.path.join(out_dir, rel))
         except OSError:
@@ -388,7 +393,8 @@ class RunFolder(OutputFolder):
             written.update(stale_report=rendered, stale_dirs=emptied)
             write_folder_manifest(self.out_dir, written["files"], digest, **{PRICING: pricing_settings(cfg)})
         except OSError as exc:
-            raise incomplete(self.out_dir, targets, self.changing_ns, exc) from exc
+            raise incomplete(self.out_dir, targets, self.changing_ns, exc,
+                             unfinished=unrewritten(self.out_dir, fleet)) from exc
         note = stale_note(written)
         return (f"wrote {written['csv']}, {written['parquet']}, {written['jobs']}, {written['clusters']}, "
                 f"{written['fix_first']}, {written['fix_first_json']}, "

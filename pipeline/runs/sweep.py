@@ -63,6 +63,7 @@ from ..report import compare as cmp
 from ..report.compare import COMPARE_MANIFEST
 from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
                      refuse_foreign, stale_note, write_documents)
+from ..fleet.outputs import unrewritten
 from ..schema import NOT_ANALYSED
 from ..report.summary import (NIGHT_COMPARISON, PRICING, DamagedPart, ReportError, history_part, pricing_settings,
                               vouched_folder)
@@ -380,7 +381,8 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
         drop_manifest(out)
         since = since_ns or os.lstat(os.path.join(out, MANIFEST)).st_mtime_ns
     except OSError as exc:
-        raise incomplete(out, targets, since_ns or time.time_ns(), exc, f"; {row}") from exc
+        raise incomplete(out, targets, since_ns or time.time_ns(), exc, f"; {row}",
+                         unrewritten(out, fleet)) from exc
     taken = foreign_targets(out, planned_files(fleet), since)
     if taken:
         raise not_to_overwrite(out, taken, " (the results are stored: nothing is analysed again)", writer="sweep")
@@ -389,7 +391,7 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
         written, _ = write_documents(out, fleet, rosters, cfg)
         write_manifest(state_dir, night, None, None, pricing_settings(cfg))   # the documents whole
     except OSError as exc:
-        raise incomplete(out, targets, since, exc, f"; {row}") from exc
+        raise incomplete(out, targets, since, exc, f"; {row}", unrewritten(out, fleet)) from exc
     note = stale_note(written)
     if log is not None and note:
         log(f"sweep {night}: {note}")
