@@ -277,6 +277,14 @@ class Seconds(click.ParamType):
             self.fail(message(exc), param, ctx)
 
 
+#: ``--accounting`` of run and sweep (docs/operations.md#feeding-the-accounting).
+ACCOUNTING_OPTION = click.option(
+    "--accounting", "accounting", multiple=True, type=click.Path(exists=True, dir_okay=False),
+    help="The scheduler's accounting: `sacct --json` or `kubectl get pods -o json` output (repeatable; "
+         "replaces accounting.files): each report gets its job, user, team and GPUs, and teams.csv and "
+         "coverage.csv are written (docs/operations.md#feeding-the-accounting).")
+
+
 @click.group(epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="gpu-idle")
 def main():
@@ -318,10 +326,7 @@ def main():
 @click.option("--prom", "prom", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write the fleet table as Prometheus metrics to FILE (text format, written atomically), "
                    "e.g. into a node exporter's textfile-collector folder as gpu_idle.prom.")
-@click.option("--accounting", "accounting", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="The scheduler's accounting: `sacct --json` or `kubectl get pods -o json` output (repeatable; "
-                   "replaces accounting.files): each report gets its job, user, team and GPUs, and teams.csv and "
-                   "coverage.csv are written (docs/operations.md#feeding-the-accounting).")
+@ACCOUNTING_OPTION
 def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide,
         prom, accounting):
     """Analyse every GPU of every report in INPUTS: .nsys-rep (or older .qdrep) reports (exported
@@ -555,10 +560,7 @@ def _night(ctx, param, value):
 @click.option("--prom", "prom", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write the night's fleet table as Prometheus metrics to FILE (default: the sweep.prom setting, "
                    "relative to the state folder; empty: none).")
-@click.option("--accounting", "accounting", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="The scheduler's accounting: `sacct --json` or `kubectl get pods -o json` output (repeatable; "
-                   "replaces accounting.files): each report gets its job, user, team and GPUs, and teams.csv and "
-                   "coverage.csv are written (docs/operations.md#feeding-the-accounting).")
+@ACCOUNTING_OPTION
 def sweep(inputs, configs, state_dir, night, force, report_only, future_night, scheduler, workers, dashboard, wide,
           prom, accounting):
     """The nightly sweep: discover reports (config `sweep.inputs` plus INPUTS), skip those whose
