@@ -88,8 +88,10 @@ def test_every_numeric_setting_is_covered():
     """The variant below runs over all of them: 20-odd settings, not only the four of the issue."""
     names = {f"{s}.{k}" for s, k, _ in NUMERIC}
     assert {"analysis.min_gap_ns", "analysis.roster_size", "cost.hours_per_month", "categories.periodic_min_ns",
-            "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s"} <= names
-    assert len(NUMERIC) == 52  # with categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
+            "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s", "dask.batch_bytes",
+            "dask.batch_reports"} <= names
+    assert len(NUMERIC) == 54  # with dask.batch_bytes and dask.batch_reports (small reports in batches), with
+    # categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
     # iterations, 2 caps of an unknown kind, 5 of serving), export.read_timeout_s, dask.connect_timeout_s,
     # window.max_left_out_idle_pct, meter.sample_ns, collective.chronic_share, the 6 diagnosis.* rule thresholds
     assert {f"diagnosis.{k}" for k in ("copy_stream_share", "pageable_share", "small_copy_bytes", "sync_regular_share",

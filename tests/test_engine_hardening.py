@@ -449,13 +449,13 @@ BOUNDED = _bounded()
 
 
 def test_the_bounded_settings_are_all_there():
-    """25 integer settings (11 of them confidence tier thresholds: 6 of iterations, 5 of serving; meter.sample_ns;
+    """27 integer settings (dask.batch_bytes and dask.batch_reports; 11 of them confidence tier thresholds: 6 of iterations, 5 of serving; meter.sample_ns;
     the diagnosis rules' diagnosis.small_copy_bytes and diagnosis.break_point_min_gaps), 5 timeouts and back-offs
     (dask.slurm.wait_timeout_s: its own test below)."""
     names = {f"{s}.{k}" for s, k, _ in BOUNDED}
-    assert len(BOUNDED) == 30
+    assert len(BOUNDED) == 32
     assert {"analysis.min_gap_ns", "analysis.roster_size", "dask.retries", "dask.connect_timeout_s",
-            "diagnosis.small_copy_bytes", "diagnosis.break_point_min_gaps",
+            "diagnosis.small_copy_bytes", "diagnosis.break_point_min_gaps", "dask.batch_bytes", "dask.batch_reports",
             "dask.no_workers_timeout_s", "export.timeout_s", "export.read_timeout_s", "storage.backoff_s"} <= names
 
 
