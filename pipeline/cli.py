@@ -390,10 +390,29 @@ def _finish(fleet: pd.DataFrame, wrote: str, wide: bool = False, prom_written: b
     the metrics file could not be written (``prom_written`` false, :func:`_write_prom`)."""
     echo(format_fleet(fleet, wide=wide))
     echo(total_lines(fleet))
+    for line in trim_cut_lines(fleet):
+        echo(line, err=True)
     if cov is not None:
         echo(coverage_lines(cov))
     echo(wrote)
     sys.exit(1 if fleet[fleet["status"] == "error"]["report"].nunique() or not prom_written else 0)
+
+
+def trim_cut_lines(fleet: pd.DataFrame) -> list[str]:
+    """One console warning per GPU row whose ``--trim`` reaches outside its kernels (``trim-outside-kernels``): its
+    report, GPU and the warning's text as the row has it (docs/definitions.md#the-analysis-window)."""
+    from .analysis.analyse import TRIM_CUT_END
+
+    if "warning_codes" not in fleet.columns:
+        return []
+    lines = []
+    for r in fleet.to_dict("records"):
+        text = str(r.get("warnings") or "")
+        if "trim-outside-kernels" in str(r.get("warning_codes") or "").split(",") and "--trim reaches" in text:
+            part = text[text.index("--trim reaches"):]
+            part = part[:part.index(TRIM_CUT_END) + len(TRIM_CUT_END)] if TRIM_CUT_END in part else part
+            lines.append(f"gpu-idle: WARNING: {r['report']} GPU {r['gpu_key']}: {part}")
+    return lines
 
 
 def _coverage(fleet: pd.DataFrame, cfg) -> pd.DataFrame | None:
@@ -604,6 +623,8 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
         echo("gpu-idle sweep: WARNING: no input found (check sweep.inputs in the config, or give INPUTS)", err=True)
     echo(format_fleet(fleet, wide=wide))
     echo(total_lines(fleet))   # the same totals as run prints
+    for line in trim_cut_lines(fleet):
+        echo(line, err=True)
     cov = _coverage(fleet, cfg)
     if cov is not None:
         echo(coverage_lines(cov))

@@ -130,7 +130,8 @@ class WarningCode(str, enum.Enum):
     #: (docs/definitions.md#device-level-idle); its idle is not measured.
     ZERO_DURATION_KERNELS = "zero-duration-kernels"
     #: ``--trim`` reaches before the GPU's first kernel or past its last one: that part of the window is no time
-    #: the trace measured the GPU in, so the idle there is not measured (docs/definitions.md#the-analysis-window);
+    #: the trace measured the GPU in, so the idle there is not measured and W is cut to the kernels
+    #: (docs/definitions.md#the-analysis-window);
     #: the tier is at most ``low`` (docs/definitions.md#confidence-tiers).
     TRIM_OUTSIDE_KERNELS = "trim-outside-kernels"
 

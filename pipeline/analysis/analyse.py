@@ -245,6 +245,29 @@ def trim_outside(kernel_starts, kernel_ends, w0: int, w1: int) -> int:
     return max(0, min(w1, first) - w0) + max(0, w1 - max(w0, last))
 
 
+def cut_to_kernels(win, kernel_starts, kernel_ends):
+    """A ``--trim`` window ``win`` cut to the GPU's kernels, [first kernel start, last kernel end)
+    (docs/definitions.md#the-analysis-window): the time outside them (:func:`trim_outside`) is not measured, so it is
+    no idle, no category and no dollar. ``win`` as it is when it holds no kernel time (the run then says no kernel
+    lies inside it)."""
+    first, last = int(np.min(kernel_starts)), int(np.max(kernel_ends))
+    w0, w1 = max(win.start_ns, first), min(win.end_ns, last)
+    return dataclasses.replace(win, start_ns=w0, end_ns=w1) if w1 > w0 else win
+
+
+#: The end of the ``trim-outside-kernels`` warning (:func:`trim_outside_text`); the console finds the warning by it.
+TRIM_CUT_END = "the tier is at most low"
+
+
+def trim_outside_text(outside_ns: int, trim_ns: int, first_ns: int, last_ns: int, window_ns: int) -> str:
+    """The text of the ``trim-outside-kernels`` warning: how much of the ``trim_ns`` long trim lies outside the GPU's
+    kernels (``first_ns``..``last_ns``), and the ``window_ns`` W is cut to."""
+    return (f"--trim reaches {outside_ns / 1e6:,.3f} of its {trim_ns / 1e6:,.3f} ms outside this GPU's kernels (they "
+            f"run {first_ns / 1e9:.6f}..{last_ns / 1e9:.6f} s on the report's clock): that time is not measured idle, "
+            f"so W is cut to the kernels ({window_ns / 1e6:,.3f} ms) and it is neither counted, categorised nor "
+            f"priced, and {TRIM_CUT_END}")
+
+
 def startup_wait(first_kernel_ns: int, capture_start_ns: int | None) -> int:
     """``startup_wait_ns`` (docs/definitions.md#job-kind): from the report's capture start (its timeline zero,
     :attr:`pipeline.model.GpuTrace.capture_start_ns`) to this GPU's first kernel start, ns; 0 when the start is
@@ -337,6 +360,10 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     plan = plan if plan is not None else plan_gpu(trace, cfg)
     kind, kind_source = row_kind(labels.get("kind"), job, plan, (trace.report, trace.gpu_key))
     win = gpu_window(trace, cfg, plan, agreement, (kind_source or LABEL_SOURCE) if kind == SERVING else "")
+    trim0, trim1 = win.start_ns, win.end_ns   # the trim as given (before the cut to the kernels)
+    outside = trim_outside(k["start"], k["end"], trim0, trim1) if win.rule == "trim" else 0
+    if outside:
+        win = cut_to_kernels(win, k["start"], k["end"])
     w0, w1 = win.start_ns, win.end_ns
     runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
@@ -387,13 +414,9 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                                    "kernel time, so the GPU reads 100 % idle; its idle and cost are not measured"))
     outside_columns, outside_warnings = copies_outside(trace.copies, w0, w1, dev.window_ns, int(kw["start"].size))
     warnings += outside_warnings
-    outside = trim_outside(k["start"], k["end"], w0, w1) if win.rule == "trim" else 0
     if outside:
-        warnings.append(RowWarning(
-            WarningCode.TRIM_OUTSIDE_KERNELS,
-            f"--trim reaches {outside / 1e6:,.3f} of its {dev.window_ns / 1e6:,.3f} ms outside this GPU's kernels (they "
-            f"run {int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock): that "
-            "time is not measured idle; the tier is at most low"))
+        warnings.append(RowWarning(WarningCode.TRIM_OUTSIDE_KERNELS, trim_outside_text(
+            outside, trim1 - trim0, int(k["start"].min()), int(k["end"].max()), dev.window_ns)))
 
     row = {
         "report": trace.report,
