@@ -816,3 +816,38 @@ def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path
             assert got["words"] > 0 and not got["broken"], (page.name, got["broken"][:10])
             if page.name == "report.html":
                 assert got["basis"] is not None and got["basis"] <= 900, (out.name, got["basis"])
+
+
+# ---- issue 45 point 7 in the report: tier first, then dollars, in every ranked view -----------------------------------
+
+def test_toy_and_low_gpus_never_lead_the_report(example):
+    """The example fleet with every llm-pretrain GPU made toy (among them the fleet's dearest, H100 #13 at $1,077.41)
+    and recsys-train low (its A100 #2 at $663.70 dearer than every trusted GPU left): the top GPUs, the timeline's
+    GPU, the per-job table and the Markdown top list rank trusted (resnet-finetune, vit-train-pytorch: medium), then
+    low, then toy, each by dollars (main: H100 #13 first everywhere, llm-pretrain the first job)."""
+    from pipeline.report.html import render_html, render_markdown
+    from pipeline.report.summary import load_results, summarise
+
+    out, _narrow, _args = example
+    res = load_results(str(out))
+    fleet = res.current.copy()
+    tiers = {"llm-pretrain": "toy", "recsys-train": "low"}
+    fleet["confidence_tier"] = [tiers.get(j, t) for j, t in zip(fleet["job"], fleet["confidence_tier"])]
+    fleet["low_confidence"] = fleet["confidence_tier"].isin(["toy", "low"])
+    res.current = fleet
+    s = summarise(res)
+    got = [(r["gpu_name"], round(r["usd"], 2)) for r in s["top"]]
+    assert got == [("A100 #3 715dc403", 522.03), ("A100 #2 61d38ca1", 512.09), ("A100 #4 bfce832a", 440.28),
+                   ("A100 #1 1fc9d751", 411.12), ("A100 #1 pid85236/dev0", 298.60), ("A100 #2 pid85240/dev1", 276.42),
+                   ("A100 #2 pid84669/dev0", 663.70), ("A100 #1 pid84668/dev0", 179.61),
+                   ("H100 #13 750df4f4", 1077.41), ("H100 #4 ace94950", 597.64)], got
+    assert s["worst_gpu"]["report"] == s["top"][0]["report"] and s["worst_gpu"]["job"] == "resnet-finetune"
+    assert [j["job"] for j in s["jobs"]] == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"]
+    page = render_html(res)
+    assert "most expensive idle GPU: A100 #3 715dc403 (resnet-finetune" in page
+    cells = re.findall(r'<tr data-job="([^"]+)"', page.split('id="job-costs"')[1].split("</table>")[0])
+    assert cells == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"], cells
+    md = render_markdown(res)
+    rows = [ln.split(" | ")[1] for ln in md.splitlines() if re.match(r"\| [1-5] \| [AH]100 #", ln)]
+    assert rows == ["A100 #3 715dc403", "A100 #2 61d38ca1", "A100 #4 bfce832a", "A100 #1 1fc9d751",
+                    "A100 #1 pid85236/dev0"], rows
