@@ -851,3 +851,38 @@ def test_toy_and_low_gpus_never_lead_the_report(example):
     rows = [ln.split(" | ")[1] for ln in md.splitlines() if re.match(r"\| [1-5] \| [AH]100 #", ln)]
     assert rows == ["A100 #3 715dc403", "A100 #2 61d38ca1", "A100 #4 bfce832a", "A100 #1 1fc9d751",
                     "A100 #1 pid85236/dev0"], rows
+
+
+# ---- issue 45 point 2 in the HTML: the whole idle said as the Markdown says it; the sum chart named for idle ----------
+
+def test_wins_back_label_and_the_idle_chart_by_tier(example):
+    """The label of a "wins back" figure is one function (:func:`pipeline.report.words.wins_back_basis`): bounded
+    ($148.89 of $5,673.41) it names the basis, else "the whole idle" (also when the two differ by under half a cent).
+    On the example fleet (llm-pretrain made toy, recsys-train low; no entry bounded) each of the 11 HTML fix-first
+    entries says "the whole idle" under its figure, as the Markdown says "(the whole idle)" (main: nothing in the
+    HTML); the sum chart's axis names idle by category and tier, never "recoverable", and its bars are labelled
+    with the entry's tier, so cpu (medium), cpu (low) and cpu (toy) are three bars told apart."""
+    from pipeline.report.html import render_html, render_markdown
+    from pipeline.report.plots import FIX_SUM_AXIS
+    from pipeline.report.summary import load_results
+    from pipeline.report.words import wins_back_basis
+
+    assert wins_back_basis(5673.41, 148.89, "copies on the compute stream") == (
+        "bounded by the evidence: copies on the compute stream")
+    assert [wins_back_basis(503.21, 503.21, "x"), wins_back_basis(1.0, 0.996, "x")] == ["the whole idle"] * 2
+    out, _narrow, _args = example
+    res = load_results(str(out))
+    fleet = res.current.copy()
+    tiers = {"llm-pretrain": "toy", "recsys-train": "low"}
+    fleet["confidence_tier"] = [tiers.get(j, t) for j, t in zip(fleet["job"], fleet["confidence_tier"])]
+    fleet["low_confidence"] = fleet["confidence_tier"].isin(["toy", "low"])
+    res.current = fleet
+    page = render_html(res)
+    fix_list = page.split('id="fix-list"')[1].split("</table>")[0]
+    assert re.findall(r'class="basis"[^>]*>([^<]*)<', fix_list) == ["the whole idle"] * 11
+    assert sum(1 for ln in render_markdown(res).splitlines() if "(the whole idle)" in ln) == 5   # its top 5
+    chart = page.split('id="fix-sum"')[1].split("</section>")[0]
+    assert FIX_SUM_AXIS in html.unescape(chart) and "recoverable" not in chart
+    assert re.findall(r">((?:data|cpu|sync|comm) \([a-z]+\))<", chart) == [
+        "data (medium)", "cpu (medium)", "sync (medium)", "comm (medium)", "cpu (low)", "sync (low)", "data (low)",
+        "comm (low)", "comm (toy)", "cpu (toy)", "sync (toy)"]
