@@ -384,7 +384,7 @@ _CONTRAST = """<script>(function () {
     return [255, 255, 255];
   }
   function ratio(a, b) { var x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
-  var out = {fix: null, basis: [], low: [], checked: 0};
+  var out = {fix: null, basis: [], low: [], checked: 0, spill: [], cells: 0};
   var t = document.getElementById("fix-list");
   if (t) { out.fix = [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.scrollWidth]; }
   document.querySelectorAll("#fix-list .basis").forEach(function (e) {
@@ -399,6 +399,12 @@ _CONTRAST = """<script>(function () {
     out.checked += 1;
     var k = ratio(rgb(getComputedStyle(e).color), back(e));
     if (k < 3) { out.low.push([e.tagName, e.className, e.textContent.slice(0, 80), k]); }
+    var td = e.closest("td");
+    if (!td) { return; }
+    out.cells += 1;
+    var c = td.getBoundingClientRect();
+    if (r.left < c.left - 1 || r.right > c.right + 1) {
+      out.spill.push([e.tagName, e.className, e.textContent.slice(0, 80), [r.left, r.right], [c.left, c.right]]); }
   });
   var p = document.createElement("pre"); p.id = "contrast-measured"; p.textContent = JSON.stringify(out);
   document.body.appendChild(p);
@@ -433,7 +439,8 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
     scrolls wider than its container, nor the page; each fix-first entry's basis line (what the figure a fix wins
     back rests on) is shown at least 12 em wide (never one word per line) in readable contrast; and every visible
     text of each report and of its most expensive GPU's page has a contrast ratio of at least 3 with the background
-    behind it (the old wins-back tag was white on white: 1.0)."""
+    behind it (the old wins-back tag was white on white: 1.0), and lies inside its table cell (issue 45: the per-job
+    table's rate tags spilled onto the medical-record link)."""
     from pipeline.fleet.outputs import gpu_page_name
 
     exports, traces = real_reports
@@ -449,6 +456,9 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
             assert not [t for t in got["tables"] if t[1] > t[2]], (page, got["tables"])
             seen = _contrast(page, width, tmp_path)
             assert seen["checked"] > 50 and not seen["low"], (page, seen["low"])
+            # every text inside a table cell stays inside it (main: the traces' per-job "$3,168.17 at assumed rates"
+            # and "1 GPU(s) unpriced: AMD Radeon Graphics (1)" tags spilled onto the next cell)
+            assert seen["cells"] > 50 and not seen["spill"], (page, seen["spill"])
             if page.name != "report.html":
                 continue
             assert seen["fix"][0] <= seen["fix"][1], seen["fix"]
