@@ -180,15 +180,13 @@ def categories_by_job(rows: list[dict]) -> str:
 
 #: The "Fix first, in sum" chart's axis: what its bars plot (a category's idle, never what a fix wins back).
 FIX_SUM_AXIS = "idle USD per month by category and tier (fleet total: what it costs, not what a fix saves)"
-#: Each of its bars' label: the category and the tier of the entry (a category may lead two tier groups).
-FIX_BAR_LABEL = "{category} ({tier})"
 
 
 @_plain_text
 def fix_first_usd(entries: list[dict]) -> str:
     """One bar per fix-first entry: its category's idle in USD per month over the fleet (what it costs, not what a fix
     saves; :func:`pipeline.report.summary.fix_first` entries: ``category``, ``usd_per_month``, ``tier`` its
-    confidence tier), in the list's order, each labelled ``<category> (<tier>)`` (a category in two tier groups
+    confidence tier, if known), in the list's order, each labelled ``<category> (<tier>)`` (a category in two tier groups
     has two bars) and with its dollars."""
     if not entries:
         return _empty("fix-first-usd", "nothing to fix: no application idle in the analysed GPUs")
@@ -199,7 +197,8 @@ def fix_first_usd(entries: list[dict]) -> str:
     ax.barh(y, vals, color=[CATEGORY_COLOURS[e["category"]] for e in entries], height=0.6)
     for yi, v in zip(y, vals):
         ax.text(v, yi, f"  ${v:,.2f}", va="center", fontsize=9)
-    ax.set_yticks(y, [FIX_BAR_LABEL.format(**e) for e in entries])
+    # the category and the entry's tier (a category may have an entry in two tier groups); no tier: the category
+    ax.set_yticks(y, [e["category"] + (f" ({e['tier']})" if e.get("tier") else "") for e in entries])
     ax.set_xlabel(FIX_SUM_AXIS)
     ax.set_xlim(0, max(max(vals) * 1.2, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
