@@ -129,8 +129,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
     import pandas as pd
 
     from . import schema
-    from .analysis.confidence import trust_rank
     from .report.medical import gpu_names, job_keys, job_titles
+    from .report.summary import tier_ranks
     from .schema import JOB_KEY
 
     columns = schema.PRINTED_WIDE if wide else schema.PRINTED
@@ -147,8 +147,7 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
         ok["job"] = [titles.get((c, str(j)), j) for c, j in zip(ok["_cluster"], ok["job"])]
         ok["_usd"] = ok["idle_usd_per_month"].astype(float)
         # trusted, then low, then toy (a row of no tier read as low), each most expensive first
-        ok["_low"] = [trust_rank(t) if t in ("toy", "low", "medium", "high") else int(bool(lc))
-                      for t, lc in zip(ok["confidence_tier"], ok["low_confidence"].fillna(False))]
+        ok["_low"] = tier_ranks(ok)
         # an unpriced GPU's share of its window ranks it among the unpriced (a priced one's ties: by job key)
         share = pd.to_numeric(schema.conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
         ok["_share"] = share.where(ok["_usd"].isna(), 0.0)

@@ -384,12 +384,13 @@ _CONTRAST = """<script>(function () {
     return [255, 255, 255];
   }
   function ratio(a, b) { var x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
-  var out = {fix: null, basis: [], low: [], checked: 0};
+  var out = {fix: null, basis: [], low: [], checked: 0, spill: [], cells: 0};
   var t = document.getElementById("fix-list");
   if (t) { out.fix = [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.scrollWidth]; }
   document.querySelectorAll("#fix-list .basis").forEach(function (e) {
     var r = e.getBoundingClientRect();
-    out.basis.push([e.textContent, r.width, r.height, ratio(rgb(getComputedStyle(e).color), back(e))]);
+    out.basis.push([e.textContent, r.width, r.height, ratio(rgb(getComputedStyle(e).color), back(e)),
+                    e.closest("tr").getBoundingClientRect().height]);
   });
   document.querySelectorAll("body *").forEach(function (e) {
     if (e.closest("svg") || ["SCRIPT", "STYLE", "PRE"].indexOf(e.tagName) >= 0) { return; }
@@ -399,6 +400,12 @@ _CONTRAST = """<script>(function () {
     out.checked += 1;
     var k = ratio(rgb(getComputedStyle(e).color), back(e));
     if (k < 3) { out.low.push([e.tagName, e.className, e.textContent.slice(0, 80), k]); }
+    var td = e.closest("td");
+    if (!td) { return; }
+    out.cells += 1;
+    var c = td.getBoundingClientRect();
+    if (r.left < c.left - 1 || r.right > c.right + 1) {
+      out.spill.push([e.tagName, e.className, e.textContent.slice(0, 80), [r.left, r.right], [c.left, c.right]]); }
   });
   var p = document.createElement("pre"); p.id = "contrast-measured"; p.textContent = JSON.stringify(out);
   document.body.appendChild(p);
@@ -431,9 +438,10 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
     """Issue 45 point 1, on the reports of the real exports (their data entry is bounded by the evidence: a fix wins
     back $148.89 of $5,673.41) and of the real traces, at 1280 and 1920 px: no table (the fix-first one first)
     scrolls wider than its container, nor the page; each fix-first entry's basis line (what the figure a fix wins
-    back rests on) is shown at least 12 em wide (never one word per line) in readable contrast; and every visible
+    back rests on, or "the whole idle") is shown, in each entry not folded away, at least 12 em wide (never one word per line) in readable contrast; and every visible
     text of each report and of its most expensive GPU's page has a contrast ratio of at least 3 with the background
-    behind it (the old wins-back tag was white on white: 1.0)."""
+    behind it (the old wins-back tag was white on white: 1.0), and lies inside its table cell (issue 45: the per-job
+    table's rate tags spilled onto the medical-record link)."""
     from pipeline.fleet.outputs import gpu_page_name
 
     exports, traces = real_reports
@@ -449,12 +457,16 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
             assert not [t for t in got["tables"] if t[1] > t[2]], (page, got["tables"])
             seen = _contrast(page, width, tmp_path)
             assert seen["checked"] > 50 and not seen["low"], (page, seen["low"])
+            # every text inside a table cell stays inside it (main: the traces' per-job "$3,168.17 at assumed rates"
+            # and "1 GPU(s) unpriced: AMD Radeon Graphics (1)" tags spilled onto the next cell)
+            assert seen["cells"] > 50 and not seen["spill"], (page, seen["spill"])
             if page.name != "report.html":
                 continue
             assert seen["fix"][0] <= seen["fix"][1], seen["fix"]
-            assert seen["basis"] or out == traces, page   # the exports' data entry is bounded by the evidence
-            for text, w, h, k in seen["basis"]:
-                assert w >= 12 * 12 and h > 0 and k >= 4.5, (text, w, h, k)
+            assert seen["basis"], page   # every priced entry says what its figure rests on (or "the whole idle")
+            for text, w, h, k, row in seen["basis"]:
+                if row:   # the entries past the first few are folded away, their rows with them
+                    assert w >= 12 * 12 and h > 0 and k >= 4.5, (text, w, h, k)
     report = (exports / "report.html").read_text(encoding="utf-8")
     assert "bounded by the evidence: copies on the compute stream" in report
 
@@ -816,3 +828,73 @@ def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path
             assert got["words"] > 0 and not got["broken"], (page.name, got["broken"][:10])
             if page.name == "report.html":
                 assert got["basis"] is not None and got["basis"] <= 900, (out.name, got["basis"])
+
+
+# ---- issue 45 point 7 in the report: tier first, then dollars, in every ranked view -----------------------------------
+
+def test_toy_and_low_gpus_never_lead_the_report(example):
+    """The example fleet with every llm-pretrain GPU made toy (among them the fleet's dearest, H100 #13 at $1,077.41)
+    and recsys-train low (its A100 #2 at $663.70 dearer than every trusted GPU left): the top GPUs, the timeline's
+    GPU, the per-job table and the Markdown top list rank trusted (resnet-finetune, vit-train-pytorch: medium), then
+    low, then toy, each by dollars (main: H100 #13 first everywhere, llm-pretrain the first job)."""
+    from pipeline.report.html import render_html, render_markdown
+    from pipeline.report.summary import load_results, summarise
+
+    out, _narrow, _args = example
+    res = load_results(str(out))
+    fleet = res.current.copy()
+    tiers = {"llm-pretrain": "toy", "recsys-train": "low"}
+    fleet["confidence_tier"] = [tiers.get(j, t) for j, t in zip(fleet["job"], fleet["confidence_tier"])]
+    fleet["low_confidence"] = fleet["confidence_tier"].isin(["toy", "low"])
+    res.current = fleet
+    s = summarise(res)
+    got = [(r["gpu_name"], round(r["usd"], 2)) for r in s["top"]]
+    assert got == [("A100 #3 715dc403", 522.03), ("A100 #2 61d38ca1", 512.09), ("A100 #4 bfce832a", 440.28),
+                   ("A100 #1 1fc9d751", 411.12), ("A100 #1 pid85236/dev0", 298.60), ("A100 #2 pid85240/dev1", 276.42),
+                   ("A100 #2 pid84669/dev0", 663.70), ("A100 #1 pid84668/dev0", 179.61),
+                   ("H100 #13 750df4f4", 1077.41), ("H100 #4 ace94950", 597.64)], got
+    assert s["worst_gpu"]["report"] == s["top"][0]["report"] and s["worst_gpu"]["job"] == "resnet-finetune"
+    assert [j["job"] for j in s["jobs"]] == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"]
+    page = render_html(res)
+    assert "most expensive idle GPU: A100 #3 715dc403 (resnet-finetune" in page
+    cells = re.findall(r'<tr data-job="([^"]+)"', page.split('id="job-costs"')[1].split("</table>")[0])
+    assert cells == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"], cells
+    md = render_markdown(res)
+    rows = [ln.split(" | ")[1] for ln in md.splitlines() if re.match(r"\| [1-5] \| [AH]100 #", ln)]
+    assert rows == ["A100 #3 715dc403", "A100 #2 61d38ca1", "A100 #4 bfce832a", "A100 #1 1fc9d751",
+                    "A100 #1 pid85236/dev0"], rows
+
+
+# ---- issue 45 point 2 in the HTML: the whole idle said as the Markdown says it; the sum chart named for idle ----------
+
+def test_wins_back_label_and_the_idle_chart_by_tier(example):
+    """The label of a "wins back" figure is one function (:func:`pipeline.report.words.wins_back_basis`): bounded
+    ($148.89 of $5,673.41) it names the basis, else "the whole idle" (also when the two differ by under half a cent).
+    On the example fleet (llm-pretrain made toy, recsys-train low; no entry bounded) each of the 11 HTML fix-first
+    entries says "the whole idle" under its figure, as the Markdown says "(the whole idle)" (main: nothing in the
+    HTML); the sum chart's axis names idle by category and tier, never "recoverable", and its bars are labelled
+    with the entry's tier, so cpu (medium), cpu (low) and cpu (toy) are three bars told apart."""
+    from pipeline.report.html import render_html, render_markdown
+    from pipeline.report.plots import FIX_SUM_AXIS
+    from pipeline.report.summary import load_results
+    from pipeline.report.words import wins_back_basis
+
+    assert wins_back_basis(5673.41, 148.89, "copies on the compute stream") == (
+        "bounded by the evidence: copies on the compute stream")
+    assert [wins_back_basis(503.21, 503.21, "x"), wins_back_basis(1.0, 0.996, "x")] == ["the whole idle"] * 2
+    out, _narrow, _args = example
+    res = load_results(str(out))
+    fleet = res.current.copy()
+    tiers = {"llm-pretrain": "toy", "recsys-train": "low"}
+    fleet["confidence_tier"] = [tiers.get(j, t) for j, t in zip(fleet["job"], fleet["confidence_tier"])]
+    fleet["low_confidence"] = fleet["confidence_tier"].isin(["toy", "low"])
+    res.current = fleet
+    page = render_html(res)
+    fix_list = page.split('id="fix-list"')[1].split("</table>")[0]
+    assert re.findall(r'class="basis"[^>]*>([^<]*)<', fix_list) == ["the whole idle"] * 11
+    assert sum(1 for ln in render_markdown(res).splitlines() if "(the whole idle)" in ln) == 5   # its top 5
+    chart = page.split('id="fix-sum"')[1].split("</section>")[0]
+    assert FIX_SUM_AXIS in html.unescape(chart) and "recoverable" not in chart
+    assert re.findall(r">((?:data|cpu|sync|comm) \([a-z]+\))<", chart) == [
+        "data (medium)", "cpu (medium)", "sync (medium)", "comm (medium)", "cpu (low)", "sync (low)", "data (low)",
+        "comm (low)", "comm (toy)", "cpu (toy)", "sync (toy)"]

@@ -39,7 +39,7 @@ from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
 from .teams import coverage_text, teams_markdown
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
-                    pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back)
+                    pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
     records, summarise)
@@ -161,7 +161,8 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
              f"{os.path.basename(worst['report'])})")
     svgs = {
         "fixes": plots.cached(plot_cache, plots.fix_first_usd,
-                              [{"category": e["category"], "usd_per_month": e["usd_per_month"]} for e in s["fixes"]
+                              [{"category": e["category"], "usd_per_month": e["usd_per_month"], "tier": e["confidence_tier"]}
+                               for e in s["fixes"]
                                if e["usd_per_month"] == e["usd_per_month"]]),   # an unpriced entry has no bar
         "categories": plots.cached(plot_cache, plots.categories_by_job, s["categories"]),
         "spread": plots.cached(plot_cache, plots.spread_by_job, s["spread"]),
@@ -273,8 +274,7 @@ def wins_back_text(e: dict) -> str:
     rec = float(e.get("recoverable_usd_per_month", e["usd_per_month"]))
     if rec != rec:
         return "unpriced"
-    bounded = wins_back(e["usd_per_month"], rec, e.get("recoverable_basis", ""))
-    why = f"bounded by the evidence: {e['recoverable_basis']}" if bounded else "the whole idle"
+    why = wins_back_basis(e["usd_per_month"], rec, e.get("recoverable_basis", ""))
     return ("~" if e["assumed_gpus"] else "") + f"{usd(rec)} ({why})"
 
 

@@ -178,11 +178,16 @@ def categories_by_job(rows: list[dict]) -> str:
     return _svg(fig, "category-breakdown")
 
 
+#: The "Fix first, in sum" chart's axis: what its bars plot (a category's idle, never what a fix wins back).
+FIX_SUM_AXIS = "idle USD per month by category and tier (fleet total: what it costs, not what a fix saves)"
+
+
 @_plain_text
 def fix_first_usd(entries: list[dict]) -> str:
-    """One bar per application category: the fleet's recoverable USD per month
-    (:func:`pipeline.report.summary.fix_first` entries: ``category``, ``usd_per_month``), largest on top,
-    each labelled with its dollars."""
+    """One bar per fix-first entry: its category's idle in USD per month over the fleet (what it costs, not what a fix
+    saves; :func:`pipeline.report.summary.fix_first` entries: ``category``, ``usd_per_month``, ``tier`` its
+    confidence tier, if known), in the list's order, each labelled ``<category> (<tier>)`` (a category in two tier groups
+    has two bars) and with its dollars."""
     if not entries:
         return _empty("fix-first-usd", "nothing to fix: no application idle in the analysed GPUs")
     fig = Figure(figsize=(WIDTH, 0.45 * len(entries) + 1.1), layout="constrained")
@@ -192,8 +197,9 @@ def fix_first_usd(entries: list[dict]) -> str:
     ax.barh(y, vals, color=[CATEGORY_COLOURS[e["category"]] for e in entries], height=0.6)
     for yi, v in zip(y, vals):
         ax.text(v, yi, f"  ${v:,.2f}", va="center", fontsize=9)
-    ax.set_yticks(y, [e["category"] for e in entries])
-    ax.set_xlabel("recoverable USD per month if the category's idle vanished (fleet total)")
+    # the category and the entry's tier (a category may have an entry in two tier groups); no tier: the category
+    ax.set_yticks(y, [e["category"] + (f" ({e['tier']})" if e.get("tier") else "") for e in entries])
+    ax.set_xlabel(FIX_SUM_AXIS)
     ax.set_xlim(0, max(max(vals) * 1.2, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(axis="x", alpha=0.3)

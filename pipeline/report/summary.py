@@ -41,7 +41,7 @@ from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_row
 from ..store.results import MANIFEST, read_manifest
 from .changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
-from .words import wins_back
+from .words import wins_back, wins_back_basis
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
 NIGHT_COMPARISON = os.path.join("compare", "compare.html")
@@ -252,16 +252,28 @@ def fleet_usd(fleet: pd.DataFrame) -> float:
     return float(ok_rows(fleet)["idle_usd_per_month"].astype(float).sum())
 
 
+def tier_ranks(rows: pd.DataFrame) -> list[int]:
+    """Each row's place in every ranked list by its tier (:func:`pipeline.analysis.confidence.trust_rank`: 0 trusted,
+    1 low, 2 toy); a row of no tier (a table written before the column) by its ``low_confidence`` flag (1 when
+    low, else 0). Order by this, then by dollars: the printed table, the top GPUs, the timeline and the jobs."""
+    rows = conform(rows, ["confidence_tier", "low_confidence"])
+    return [trust_rank(t) if t in TIERS else int(bool(lc))
+            for t, lc in zip(rows["confidence_tier"], rows["low_confidence"].fillna(False))]
+
+
 def top_gpus(fleet: pd.DataFrame, n: int = TOP_GPUS) -> pd.DataFrame:
-    """The ``n`` analysed GPUs with the highest idle USD/month (ties: report, then GPU key); the unpriced GPUs (no
-    dollars: NaN) after the priced ones, the most idle (``idle_pct``) first."""
+    """The ``n`` analysed GPUs ranked by tier (:func:`tier_ranks`: trusted, then low, then toy), then by the highest
+    idle USD/month (ties: report, then GPU key); in each tier the unpriced GPUs (no dollars: NaN) after the priced
+    ones, the most idle (``idle_pct``) first. The first is the GPU whose timeline the report shows."""
     ok = ok_rows(fleet).copy()
     ok["_usd"] = ok["idle_usd_per_month"].astype(float)
+    ok["_tier"] = tier_ranks(ok)
     share = pd.to_numeric(conform(ok, ["idle_pct"])["idle_pct"], errors="coerce").fillna(0.0)
     ok["_share"] = share.where(ok["_usd"].isna(), 0.0)  # ranks the unpriced GPUs only
-    ok = ok.sort_values(["_usd", "_share", "report", "gpu_key"], ascending=[False, False, True, True],
-                        na_position="last", kind="stable")
-    return ok.drop(columns=["_usd", "_share"]).head(n)
+    ok["_usd"] = ok["_usd"].fillna(-math.inf)  # unpriced last within its tier (na_position acts across tiers)
+    ok = ok.sort_values(["_tier", "_usd", "_share", "report", "gpu_key"], ascending=[True, False, False, True, True],
+                        kind="stable")
+    return ok.drop(columns=["_usd", "_share", "_tier"]).head(n)
 
 
 def rate_card(fleet: pd.DataFrame) -> list[dict]:
@@ -668,14 +680,16 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
     (no example gaps: the page quotes none), its ``device idle`` section only (the wait inside collectives has its
     own section: :func:`pipeline.report.medical.collective_summary`), ``top_gpus``, the GPUs with the most of it
-    (:func:`fix_gpus`), and ``wins_back`` (:func:`pipeline.report.words.wins_back`: what a fix wins back, ``""``
-    when the whole idle). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
+    (:func:`fix_gpus`), ``wins_back`` (:func:`pipeline.report.words.wins_back`: what a fix wins back, ``""``
+    when the whole idle) and ``wins_back_basis``, the label of that figure (:func:`~pipeline.report.words.wins_back_basis`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
     fixes = fixfirst.fix_list(fleet, {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
                  confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
                  wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]),
+                 wins_back_basis=wins_back_basis(e["usd_per_month"], e["recoverable_usd_per_month"],
+                                                 e["recoverable_basis"]),
                  remedy_parts=fixfirst.remedy_parts(e["remedy"]))
             for e in fixes[(fixes["scope"] == "fleet") & (fixes["section"] == fixfirst.DEVICE_IDLE)].to_dict("records")]
 
@@ -880,10 +894,14 @@ def gpu_roles(fleet: pd.DataFrame) -> dict:
 
 
 def by_cost(jobs: list[dict]) -> list[dict]:
-    """The rollup rows ``jobs`` most expensive first (``idle_usd_per_month``; ties keep their order), those whose
-    dollars are unpriced (NaN) last."""
-    return sorted(jobs, key=lambda j: -math.inf if j["idle_usd_per_month"] != j["idle_usd_per_month"]
-                  else float(j["idle_usd_per_month"]), reverse=True)
+    """The rollup rows ``jobs`` ranked by their best tier (``tiers``: :func:`pipeline.report.medical.job_tiers`,
+    ranked by :func:`~pipeline.analysis.confidence.trust_rank`; a job of no tier read as low), then most expensive
+    first (``idle_usd_per_month``; ties keep their order), in each tier those whose dollars are unpriced (NaN) last."""
+    def key(j: dict) -> tuple:
+        usd = j["idle_usd_per_month"]
+        tier = min((trust_rank(t) for t in (j.get("tiers") or {}).get("tiers", {})), default=trust_rank(None))
+        return tier, math.inf if usd != usd else -float(usd)
+    return sorted(jobs, key=key)
 
 
 def summarise(res: Results) -> dict:

@@ -42,6 +42,16 @@ def wins_back(usd_per_month, recoverable_usd, basis: str) -> str:
     return f"a fix wins back {usd(r)}: {basis}"
 
 
+#: What a fix-first entry's "wins back" figure says when no evidence bounds it (docs/definitions.md#diagnosis).
+WHOLE_IDLE = "the whole idle"
+
+
+def wins_back_basis(usd_per_month, recoverable_usd, basis: str) -> str:
+    """The label under (HTML) or beside (Markdown) a fix-first entry's "wins back" figure: ``bounded by the evidence:
+    <basis>`` when the evidence bounds it (:func:`wins_back`), else :data:`WHOLE_IDLE`."""
+    return f"bounded by the evidence: {basis}" if wins_back(usd_per_month, recoverable_usd, basis) else WHOLE_IDLE
+
+
 def recoverable_lines(parts: list[dict]) -> list[str]:
     """One GPU's recoverable parts (:func:`pipeline.analysis.fixfirst.gpu_recoverable`) as lines for people:
     ``data: a fix wins back $584.00: <basis>`` (:func:`wins_back`), one per part it bounds, in the parts' order."""
