@@ -326,7 +326,12 @@ def test_report_shows_teams_and_coverage_on_its_headline(ran):
             "carol, 10.0 GPU-hours): not measured, not priced as idle.") in text.replace("\u202f", " ")
     assert f"| account | vision | ${usd:,.2f} |" in text
     assert "| user | carol | not measured | not measured | 0 | 10.0 | 0.00 % | 1 |" in text
+    teams = pd.read_csv(out / "teams.csv")
+    accounts = teams[(teams["by"] == "account") & (teams["gpus"] > 0)].sort_values("idle_usd_per_month", ascending=False)
+    whose = ", ".join(f"{n} ${v:,.2f}" for n, v in zip(accounts["name"], accounts["idle_usd_per_month"]))
+    assert f"Whose idle, by account ($/month): {whose} (every account and user below). The captures" in text
     headline = page[page.index('<section id="headline">'):page.index('<section id="job-costs">')]
+    assert f"Whose idle, by account ($/month): {whose} (every account and user below). The captures" in headline
     assert 'id="coverage"' in headline and f'data-usd="{usd:.2f}"' in headline and 'data-not-measured="1"' in headline
 
 

@@ -37,7 +37,7 @@ from .. import categories, schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
-from .teams import coverage_text, teams_markdown
+from .teams import coverage_text, teams_markdown, whose_text
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
                     pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
@@ -182,7 +182,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
         cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP, top_fixes=TOP_FIXES,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key), acct=read_view(res.run_dir),
-        coverage_text=coverage_text)
+        coverage_text=coverage_text, whose_text=whose_text)
 
 
 def _page_names(pages: dict) -> tuple:
@@ -414,7 +414,7 @@ def render_markdown(res: Results) -> str:
              + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
     acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting
     if acct:
-        lines += [coverage_text(acct), "", *teams_markdown(acct), ""]
+        lines += [whose_text(acct, markdown=True) + coverage_text(acct), "", *teams_markdown(acct), ""]
     if s["basis"]:
         lines += [basis_text(s["basis"], s["meter"]), ""]
     if s["meter"]:

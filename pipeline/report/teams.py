@@ -100,6 +100,19 @@ def coverage_text(view: dict) -> str:
             "not priced as idle.")
 
 
+def whose_text(view: dict, markdown: bool = False, top: int = 3) -> str:
+    """Whose idle it is, said first (issue 47: on the report's first screen): the ``top`` accounts (teams) with the
+    most idle $/month among those measured, most first, at teams.csv's figures; empty when no account was
+    measured. Ends with a space, so the coverage sentence follows it."""
+    measured = [r for r in view["accounts"] if r["gpus"] and r["idle_usd_per_month"] == r["idle_usd_per_month"]]
+    if not measured:
+        return ""
+    name = md_text if markdown else str
+    named = ", ".join(f"{name(r['name'])} {usd(r['idle_usd_per_month'])}" for r in measured[:top])
+    more = f" and {len(measured) - top} more" if len(measured) > top else ""
+    return f"Whose idle, by account ($/month): {named}{more} (every account and user below). "
+
+
 def teams_markdown(view: dict) -> list[str]:
     """The teams table (by account, then by user) as Markdown lines, names escaped."""
     lines = ["| by | name | idle $/month | of it trusted | GPUs measured | GPU-hours held | measured | not measured jobs |",
