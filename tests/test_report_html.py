@@ -218,6 +218,24 @@ def test_report_of_an_older_night_and_of_a_run_folder(sweep_state, example_run, 
     assert night.returncode == 2 and "--night needs a sweep state folder" in night.stderr
 
 
+def test_a_run_folders_html_report_goes_into_it_by_default(example_run, tmp_path):
+    """`gpu-idle report DIR` with no --out: the HTML report of a run folder is DIR/report.html (where `make run`
+    renders it, so the records' links resolve); another format, or a folder that is no run folder, needs --out
+    (exit 2, nothing written)."""
+    run = tmp_path / "run"
+    shutil.copytree(example_run, run)
+    proc = run_cli("report", str(run))
+    n_pages = len(list((run / "gpu-pages").glob("*.html")))
+    assert n_pages == len(pd.read_parquet(run / "fleet.parquet").query("status != 'error'"))
+    assert proc.stdout.strip() == f"wrote {run / 'report.html'} and {n_pages} GPU page(s) in {run / 'gpu-pages'}{os.sep}"
+    for args in (("--format", "md"), ()):
+        folder = run if args else tmp_path
+        bad = run_cli("report", str(folder), *args, check=False)
+        assert bad.returncode == 2 and "--out FILE is needed: its default, RESULTS/report.html, is only for the " \
+            "HTML report of a run folder" in bad.stderr
+    assert not (tmp_path / "report.html").exists()
+
+
 @pytest.mark.slow
 def test_csv_and_markdown_variants(sweep_state, tmp_path):
     state, fleets = sweep_state

@@ -13,8 +13,9 @@ FORMATS = ("html", "csv", "md")
 
 @click.command()
 @click.argument("results", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="File to write (e.g. report.html); html also writes gpu-pages/ beside it.")
+@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
+              help="File to write (e.g. report.html); html also writes gpu-pages/ beside it. Default for the HTML "
+                   "report of a run folder: RESULTS/report.html (as `make run` renders it).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="html", show_default=True,
               help="html: self-contained page with plots, trend and medical records; csv: the per-GPU cost "
                    "table for spreadsheets; md: a short summary for chat or e-mail.")
@@ -35,6 +36,11 @@ def report(results, out_path, fmt, night):
     from ..text import message
     from .html import ReportError, ReportNotWritten, write_report
 
+    if out_path is None:
+        if fmt != "html" or not os.path.isfile(os.path.join(results, "fleet.parquet")):
+            raise click.UsageError("--out FILE is needed: its default, RESULTS/report.html, is only for the HTML "
+                                   "report of a run folder")
+        out_path = os.path.join(results, "report.html")
     try:
         # html writes gpu-pages/ beside the report (and records them in a run folder): one writer at a time
         with folder_lock(os.path.dirname(os.path.abspath(out_path)), command="gpu-idle report") \
