@@ -273,13 +273,13 @@ def test_unlisted_model_unpriced(tmp_path):
     assert max(len(line) for line in printed.splitlines() if not line.startswith("wrote ")) <= 120
     run_cli("report", str(out), "--format", "md", "--out", str(out / "summary.md"))
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert "$292.00/month idle" in md and "; " + named in md   # the summary's headline
+    assert "$292.00/month idle" in md and "; " + for_pages(named) in md   # the summary's headline, in words
     assert f"By cluster: lab $292.00 (1 GPU(s) unpriced: {UNLISTED} (1))." in md
     assert f"$292.00 (1 GPU(s) unpriced: {UNLISTED} (1))" in md   # the Markdown fix-first list
     # the top-GPU table's legend says the unpriced GPU was not priced (a tryout read "priced at the default model's
     # rate" under it), and its dollars say "unpriced" once
     assert ("unpriced: the GPU has no rate-card entry of its own (its model is not on the card, or it names none and "
-            f"is not an NVIDIA GPU): it has no rate and is in no dollar total; {HOW_TO_PRICE}.") in md
+            f"is not an NVIDIA GPU): it has no rate and is in no dollar total; {PRICE_ON_PAGES}.") in md
     assert "priced at the default model's rate" not in md and "unpriced (unpriced)" not in md
     assert "$nan" not in md and "Rates: unpriced (" in md   # the unpriced GPU's rate-card line says it has no rate
     assert "~$: priced at an assumed rate" not in printed and "unpriced: no rate (a model not on the rate card" in printed

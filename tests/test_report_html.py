@@ -596,8 +596,8 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
     gpus = lines.index("| # | GPU | job | idle | main category | $/month |")  # after the fix-first table
     first = next(ln for ln in lines[gpus:] if ln.startswith("| 2 | AMD Radeon Graphics #1 "))  # by its name
     assert first.endswith(f"| {money(t.idle_usd_per_month)} (≈ H100 rate) (toy capture: 8.6 ms window, 14 kernels) |")
-    assert ("(≈ H100 rate): the GPU's model is not on the rate card or not named, priced at the default model's rate "
-            "(`cost.default_model`).") in md
+    assert ("(≈ H100 rate): the GPU's model is not on the rate card or not named, priced at the default model's "
+            "rate.") in md  # in words, no configuration key (issue 45)
 
     csv = pd.read_csv(write_report(out, tmp_path / "g.csv", fmt="csv"), keep_default_na=False)
     for col in ("iterations", "kept_iterations", "low_confidence", "confidence_note", "comm_exposed_ms",

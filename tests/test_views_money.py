@@ -898,3 +898,18 @@ def test_wins_back_label_and_the_idle_chart_by_tier(example):
     assert re.findall(r">((?:data|cpu|sync|comm) \([a-z]+\))<", chart) == [
         "data (medium)", "cpu (medium)", "sync (medium)", "comm (medium)", "cpu (low)", "sync (low)", "data (low)",
         "comm (low)", "comm (toy)", "cpu (toy)", "sync (toy)"]
+
+
+def test_the_markdown_summary_names_no_configuration_key(real_reports, tmp_path):
+    """Issue 45 point 8: the Markdown summary a manager forwards says how to price a GPU in words, as the pages do
+    (words.PRICE_ON_PAGES), with no configuration key in its headline, legends or rates line; the real traces have
+    an unpriced AMD GPU and GPUs at assumed rates, so each of those texts is there."""
+    from pipeline.report.words import PRICE_ON_PAGES, _CONFIG_KEY
+
+    for out in real_reports:
+        md = tmp_path / f"{out.name}.md"
+        run_cli("report", str(out), "--out", str(md), "--format", "md")
+        text = md.read_text(encoding="utf-8")
+        assert not re.findall(_CONFIG_KEY, text), out.name
+        assert "gpu_model" not in text
+    assert PRICE_ON_PAGES in text and "Rates: unpriced (unpriced: 'AMD Radeon Graphics' is not on the card)" in text

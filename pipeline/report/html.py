@@ -246,7 +246,7 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
         ["unpriced: GPUs with no rate-card entry of their own (models named beside the dollars), in no dollar figure; "
          f"an entry resting on them alone reads unpriced; {HOW_TO_PRICE}."] if any(e["unpriced_gpus"] for e in shown)
         else [])
-    return lines + ([""] + legend if legend else []) + [""]
+    return lines + ([""] + [for_pages(line) for line in legend] if legend else []) + [""]
 
 
 def fix_usd_text(e: dict) -> str:
@@ -368,7 +368,7 @@ def _markdown_legend(rows: list[dict]) -> list[str]:
                    f"and is not an NVIDIA GPU): it has no rate and is in no dollar total; {HOW_TO_PRICE}.")
     if any(r["low_confidence"] for r in rows):
         out.append("(low confidence: …): a short window or few stable iterations extrapolated to a month.")
-    return [""] + out if out else []
+    return [""] + [for_pages(line) for line in out] if out else []
 
 
 #: How each part of a night-over-night change (:data:`pipeline.report.changes.PARTS`) is named in text.
@@ -411,7 +411,7 @@ def render_markdown(res: Results) -> str:
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}{'' if s['fleet_usd'] != s['fleet_usd'] else '/month'} idle "
              f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
-             + assumed_text(s["rates_assumed"]), "", trust_text(s["trust"]), ""]
+             + for_pages(assumed_text(s["rates_assumed"])), "", trust_text(s["trust"]), ""]
     acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting
     if acct:
         lines += [whose_text(acct, markdown=True) + coverage_text(acct), "", *teams_markdown(acct), ""]
@@ -452,7 +452,7 @@ def render_markdown(res: Results) -> str:
                      f"{md_text(marks)} |")
     lines += _markdown_legend(s["top"][:5])
     rates = "; ".join(f"{md_text(r['model'])} {usd(r['rate'])}/GPU-hour ({md_text(r['source'])})" if r["rate"] == r["rate"]
-                      else f"unpriced ({md_text(r['source'])})" for r in s["rate_card"])  # NaN: no rate
+                      else f"unpriced ({md_text(for_pages(r['source']))})" for r in s["rate_card"])  # NaN: no rate
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
     return "\n".join(lines) + "\n"
 
