@@ -424,6 +424,11 @@ def test_fastvideo_reason_is_shown_where_its_tier_is_explained(profiles, tmp_pat
         dd = re.search(r'<dd id="confidence">(.*?)</dd>', page.read_text(encoding="utf-8"), re.S).group(1)
         shown.append(html.unescape(re.sub(r"<[^>]+>", "", dd)).split(" (the month")[0])
     assert shown == [f"low {n}" for n in notes]   # pid111/dev0, pid112/dev1
+    # the tier's tag is the tier's colour (low: amber), never the red of a fault (a tryout read "medium" as an alarm)
+    page = next((out / "gpu-pages").glob("*.html")).read_text(encoding="utf-8")
+    assert '<dd id="confidence"><span class="tag tier-low">low</span>' in page
+    assert ".tag.tier-low, .tag.tier-toy { background: #8a6d00; }" in page
+    assert ".tag.kind, .tag.tier-high, .tag.tier-medium { background: var(--accent); }" in page
     report = html.unescape((out / "report.html").read_text(encoding="utf-8"))
     marks = re.findall(r'class="tag lowconf" title="([^"]*)">([^<]*)<', report)
     assert sorted(m for m in marks if m[1].startswith("low confidence: ")) == [
