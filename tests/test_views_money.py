@@ -832,13 +832,9 @@ def test_no_word_breaks_and_the_basis_on_the_first_screen(real_reports, tmp_path
 
 # ---- issue 45 point 7 in the report: tier first, then dollars, in every ranked view -----------------------------------
 
-def test_toy_and_low_gpus_never_lead_the_report(example):
-    """The example fleet with every llm-pretrain GPU made toy (among them the fleet's dearest, H100 #13 at $1,077.41)
-    and recsys-train low (its A100 #2 at $663.70 dearer than every trusted GPU left): the top GPUs, the timeline's
-    GPU, the per-job table and the Markdown top list rank trusted (resnet-finetune, vit-train-pytorch: medium), then
-    low, then toy, each by dollars (main: H100 #13 first everywhere, llm-pretrain the first job)."""
-    from pipeline.report.html import render_html, render_markdown
-    from pipeline.report.summary import load_results, summarise
+def _toy_and_low(example):
+    """The example fleet's results with every llm-pretrain GPU made toy and recsys-train low."""
+    from pipeline.report.summary import load_results
 
     out, _narrow, _args = example
     res = load_results(str(out))
@@ -847,6 +843,18 @@ def test_toy_and_low_gpus_never_lead_the_report(example):
     fleet["confidence_tier"] = [tiers.get(j, t) for j, t in zip(fleet["job"], fleet["confidence_tier"])]
     fleet["low_confidence"] = fleet["confidence_tier"].isin(["toy", "low"])
     res.current = fleet
+    return res
+
+
+def test_toy_and_low_gpus_never_lead_the_report(example):
+    """The example fleet with every llm-pretrain GPU made toy (among them the fleet's dearest, H100 #13 at $1,077.41)
+    and recsys-train low (its A100 #2 at $663.70 dearer than every trusted GPU left): the top GPUs, the timeline's
+    GPU, the per-job table and the Markdown top list rank trusted (resnet-finetune, vit-train-pytorch: medium), then
+    low, then toy, each by dollars (main: H100 #13 first everywhere, llm-pretrain the first job)."""
+    from pipeline.report.html import render_html, render_markdown
+    from pipeline.report.summary import summarise
+
+    res = _toy_and_low(example)
     s = summarise(res)
     got = [(r["gpu_name"], round(r["usd"], 2)) for r in s["top"]]
     assert got == [("A100 #3 715dc403", 522.03), ("A100 #2 61d38ca1", 512.09), ("A100 #4 bfce832a", 440.28),
@@ -876,19 +884,12 @@ def test_wins_back_label_and_the_idle_chart_by_tier(example):
     with the entry's tier, so cpu (medium), cpu (low) and cpu (toy) are three bars told apart."""
     from pipeline.report.html import render_html, render_markdown
     from pipeline.report.plots import FIX_SUM_AXIS
-    from pipeline.report.summary import load_results
     from pipeline.report.words import wins_back_basis
 
     assert wins_back_basis(5673.41, 148.89, "copies on the compute stream") == (
         "bounded by the evidence: copies on the compute stream")
     assert [wins_back_basis(503.21, 503.21, "x"), wins_back_basis(1.0, 0.996, "x")] == ["the whole idle"] * 2
-    out, _narrow, _args = example
-    res = load_results(str(out))
-    fleet = res.current.copy()
-    tiers = {"llm-pretrain": "toy", "recsys-train": "low"}
-    fleet["confidence_tier"] = [tiers.get(j, t) for j, t in zip(fleet["job"], fleet["confidence_tier"])]
-    fleet["low_confidence"] = fleet["confidence_tier"].isin(["toy", "low"])
-    res.current = fleet
+    res = _toy_and_low(example)
     page = render_html(res)
     fix_list = page.split('id="fix-list"')[1].split("</table>")[0]
     assert re.findall(r'class="basis"[^>]*>([^<]*)<', fix_list) == ["the whole idle"] * 11
