@@ -198,12 +198,19 @@ def test_a_worker_killed_mid_batch_loses_no_finished_item(tmp_path):
     import dask
     from distributed import Client, LocalCluster
 
+    from pipeline.engine.cluster import close_cluster
+
     attempts = tmp_path / "attempts"
-    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}), \
-            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as local, \
-            Client(local, set_as_default=False) as client:
-        backend = engine_map.OnDask(client, shares_files=True, batch_bytes=100, batch_reports=4)
-        got = sorted(engine_map.map_work(KillsOnThree(str(attempts)), list(range(8)), backend))
+    # closed by the product's close_cluster, not the context manager: LocalCluster.close waits without a limit for
+    # a worker its Nanny forked again after a kill (the full suite once hung there, test_engine_failures)
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+        local = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+        try:
+            with Client(local, set_as_default=False) as client:
+                backend = engine_map.OnDask(client, shares_files=True, batch_bytes=100, batch_reports=4)
+                got = sorted(engine_map.map_work(KillsOnThree(str(attempts)), list(range(8)), backend))
+        finally:
+            close_cluster(local, timeout_s=5)  # then its worker processes are killed
     assert backend.submitted == 6
     assert len(attempts.read_text().split()) == 8
     failure = [g for g in got if g.startswith("item3")]
