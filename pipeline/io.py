@@ -77,6 +77,16 @@ def _json_default(value):
     return str(value)
 
 
+def absent(value) -> bool:
+    """Whether a table cell ``value`` (a scalar) is one of pandas' missing values: None, NA, NaN, NaT."""
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
+def cell_text(value) -> str:
+    """A table cell as text, empty where it is missing (:func:`absent`)."""
+    return "" if absent(value) else str(value)
+
+
 def plain_scalar(value):
     """JSON-safe scalar: NA, NaN and ±inf become null (strict JSON has no Infinity)."""
     if value is None or value is pd.NA:

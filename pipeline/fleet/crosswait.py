@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 
 from ..analysis import collwait
+from ..io import cell_text
 from ..schema import JOB_KEY, NOT_ANALYSED
 from .grouping import _whole
 
@@ -46,10 +47,6 @@ def _names(rows: list[dict]) -> list[str]:
     return short if len(set(short)) == len(short) else [f"{r['gpu_key']} in {r['report']}" for r in rows]
 
 
-def _text(value) -> str:
-    return "" if value is None or value != value else str(value)
-
-
 def one_clock(ran: list[dict]) -> tuple[str, str, str]:
     """``(host, evidence, "")`` when the files of ``ran`` (the job's rows that ran a collective) all name one
     host, else ``("", "", reason)``: a file that names no host (its ``host_source`` says why when it named one
@@ -57,20 +54,20 @@ def one_clock(ran: list[dict]) -> tuple[str, str, str]:
     by_report: dict[str, dict] = {}
     for r in ran:
         by_report.setdefault(str(r["report"]), r)
-    unknown = sorted(p for p, r in by_report.items() if not _text(r.get("host")))
+    unknown = sorted(p for p, r in by_report.items() if not cell_text(r.get("host")))
     if unknown:
         first = by_report[unknown[0]]
-        why = _text(first.get("host_source")) or "the file names no host"
+        why = cell_text(first.get("host_source")) or "the file names no host"
         more = f" and {len(unknown) - 1} more file(s)" if len(unknown) > 1 else ""
         return "", "", (f"host unknown for {os.path.basename(unknown[0])}{more} ({why}): the files' clocks are not "
                         "known to agree")
     hosts = {}
     for p, r in sorted(by_report.items()):
-        hosts.setdefault(_text(r["host"]), []).append(os.path.basename(p))
+        hosts.setdefault(cell_text(r["host"]), []).append(os.path.basename(p))
     if len(hosts) > 1:
         listed = "; ".join(f"{h}: {', '.join(files)}" for h, files in sorted(hosts.items()))
         return "", "", f"the files are on different hosts ({listed}): their clocks are not known to agree"
-    evidence = ", ".join(sorted({_text(r.get("host_source")) for r in by_report.values()} - {""}))
+    evidence = ", ".join(sorted({cell_text(r.get("host_source")) for r in by_report.values()} - {""}))
     return next(iter(hosts)), evidence, ""
 
 
@@ -105,7 +102,7 @@ def match_job(ran: list[dict], rosters: dict, cfg) -> None:
     files; a GPU whose calls all lie outside its W among them) across its files when they share one host (module doc), updating their ``collective_*`` columns in
     place; else the GPUs that abstained say why."""
     separate = [r for r in ran if r.get("collective_wait_status") == collwait.ABSTAINED
-                and _text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS)]
+                and cell_text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS)]
     files = len({r["report"] for r in ran})
     names = _names(ran)
     docs = {k: rosters.get((r["report"], r["gpu_key"]), {}).get(CALLS) for k, r in zip(names, ran)}
@@ -155,10 +152,10 @@ def match_across_files(rows: list[dict], rosters: dict, cfg) -> list[dict]:
         if r.get("status") not in NOT_ANALYSED and (
                 r.get("collective_wait_status") in (collwait.MEASURED, collwait.ABSTAINED)
                 or CALLS in rosters.get((r.get("report"), r.get("gpu_key")), {})):
-            jobs.setdefault(tuple(_text(r.get(c)) for c in JOB_KEY), []).append(r)
+            jobs.setdefault(tuple(cell_text(r.get(c)) for c in JOB_KEY), []).append(r)
     for _, ran in sorted(jobs.items()):
         if len({r["report"] for r in ran}) > 1 and any(
                 r["collective_wait_status"] == collwait.ABSTAINED
-                and _text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS) for r in ran):
+                and cell_text(r.get("collective_wait_note")).startswith(collwait.SEPARATE_REPORTS) for r in ran):
             match_job(ran, rosters, cfg)
     return rows

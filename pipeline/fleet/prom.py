@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from ..analysis.names import gpu_names
-from ..io import write_text
+from ..io import absent, cell_text, write_text
 from ..model import CATEGORIES
 from ..schema import FIXABLE, JOB_KEY, analysed_rows
 
@@ -136,18 +136,9 @@ COVERAGE_NAMES = tuple(m.name for m in COVERAGE_METRICS)
 _BY_NAME = {m.name: m for m in METRICS + COVERAGE_METRICS}
 
 
-def _text(value) -> str:
-    """A label value: the cell as text, empty where the table has none."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return ""
-    return str(value)
-
-
 def _number(value) -> float | None:
     """A sample's value, or None where the table has none (no series then)."""
-    if value is None or pd.isna(value):
-        return None
-    return float(value)
+    return None if absent(value) else float(value)
 
 
 def pricing(row) -> str:
@@ -178,10 +169,10 @@ class _Families:
 
 
 def _gpu_samples(fam: _Families, row: dict, name: str) -> None:
-    gpu = tuple(_text(row.get(c)) for c in ("cluster", "job", "node", "report", "gpu_key"))
-    tier, priced = _text(row.get("confidence_tier")), pricing(row)
+    gpu = tuple(cell_text(row.get(c)) for c in ("cluster", "job", "node", "report", "gpu_key"))
+    tier, priced = cell_text(row.get("confidence_tier")), pricing(row)
     p = PREFIX
-    fam.add(p + "gpu_info", gpu + (name, _text(row.get("gpu_model")), priced, tier, _text(row.get("status"))), 1)
+    fam.add(p + "gpu_info", gpu + (name, cell_text(row.get("gpu_model")), priced, tier, cell_text(row.get("status"))), 1)
     for metric, column, scale in (("window_seconds", "window_ns", NS_PER_S), ("idle_seconds", "idle_ns", NS_PER_S),
                                   ("idle_ratio", "idle_pct", 100), ("busy_ratio", "busy_pct", 100),
                                   ("sampled_util_ratio", "sampled_util_pct", 100),
@@ -200,7 +191,7 @@ def _gpu_samples(fam: _Families, row: dict, name: str) -> None:
         fam.add(p + "confidence_level", gpu + (tier,), TIER_LEVELS[tier])
     if priced == "unpriced":  # no dollars: unknown, never 0 (the table's USD cells are empty too)
         return
-    usd = gpu + (priced, tier, _text(row.get("sched_account")), _text(row.get("sched_user")))
+    usd = gpu + (priced, tier, cell_text(row.get("sched_account")), cell_text(row.get("sched_user")))
     fam.add(p + "idle_dollars_per_month", usd, row.get("idle_usd_per_month"))
     for c in CATEGORIES:
         fam.add(p + "category_idle_dollars_per_month", usd + (c,), row.get(_category_dollars_column(c)))
@@ -222,10 +213,10 @@ def _coverage_samples(fam: _Families, cov: pd.DataFrame, share: dict) -> None:
     if cov.empty:  # no allocation read in the period: the coverage is unknown, no figure of it is written
         return
     for r in cov.to_dict("records"):
-        alloc = tuple(_text(r.get(c)) for c in ("source", "job_id", "account", "user", "partition"))
+        alloc = tuple(cell_text(r.get(c)) for c in ("source", "job_id", "account", "user", "partition"))
         priced = "unpriced" if _number(r.get("held_usd")) is None else "assumed" if bool(r.get("rate_assumed")) \
             else "card"
-        fam.add(p + "allocation_info", alloc + (priced, _text(r.get("status"))), 1)
+        fam.add(p + "allocation_info", alloc + (priced, cell_text(r.get("status"))), 1)
         held, represented = _number(r.get("held_gpu_ns")), _number(r.get("represented_gpu_ns"))
         fam.add(p + "held_gpu_seconds", alloc, None if held is None else held / NS_PER_S)
         fam.add(p + "represented_gpu_seconds", alloc, None if represented is None else represented / NS_PER_S)
@@ -250,14 +241,14 @@ def metrics_text(fleet: pd.DataFrame, night: str | None = None, coverage: pd.Dat
     names = gpu_names(fleet)
     for row in rows.to_dict("records"):
         _gpu_samples(fam, row, names.get((str(row["report"]), str(row["gpu_key"])), ""))
-    keyed = fleet.assign(**{k: fleet[k].map(_text) for k in JOB_KEY}, pricing=[pricing(r) for r in
+    keyed = fleet.assign(**{k: fleet[k].map(cell_text) for k in JOB_KEY}, pricing=[pricing(r) for r in
                                                                               fleet.to_dict("records")])
     analysed = set(analysed_rows(keyed).index)
     for (cluster, job), rows in keyed.groupby(list(JOB_KEY), sort=False):
         counts = rows.loc[rows.index.isin(analysed), "pricing"].value_counts()
         for priced in PRICINGS:
             fam.add(PREFIX + "gpus", (cluster, job, priced), int(counts.get(priced, 0)))
-        reports = list(dict.fromkeys(_text(r) for r in rows.loc[rows["status"] == "error", "report"]))
+        reports = list(dict.fromkeys(cell_text(r) for r in rows.loc[rows["status"] == "error", "report"]))
         fam.add(PREFIX + "failed_reports", (cluster, job), len(reports))
         for report in reports:
             fam.add(PREFIX + "failed_report_info", (cluster, job, report), 1)

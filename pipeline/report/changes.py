@@ -22,6 +22,7 @@ import math
 import pandas as pd
 
 from ..analysis.cost import idle_usd_per_month
+from ..io import absent
 from ..schema import JOB_KEY
 
 #: Where a GPU sits in its job (:data:`~pipeline.schema.JOB_KEY`) when its key names no physical GPU: its
@@ -51,7 +52,7 @@ def cents(usd) -> int:
 def _value(row: dict, name: str):
     """``row[name]`` with pandas' missing values (NA, NaN, NaT) as None."""
     value = row.get(name)
-    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
+    return None if absent(value) else value
 
 
 def _same(a, b) -> bool:
