@@ -5,9 +5,12 @@ with NVTX push/pop ranges; the real ``nsys`` that ``make nsys`` unpacks into
 tools/nsys/ records it with ``--trace=nvtx,osrt`` (CPU only; sampling and
 context-switch tracing off, see PROFILE_OPTIONS), and
 ``export_report`` turns the ``.nsys-rep`` into SQLite through ``nsys export``.
-The test then reads the NVTX ranges back with the loader and checks the planted
-durations: warm-up iteration 0 about 3x, checkpoint iteration 6 about 5x a
-normal ~50 ms iteration, each with nested forward/backward ranges.
+The app plants a warm-up iteration 0 of about 3x and a checkpoint iteration 6 of
+about 5x a normal ~50 ms iteration, each with nested forward/backward ranges. It
+spins on the wall clock, so a busy machine that preempts it stretches a range now
+and then: the tests therefore compare the export with what the app itself saw
+(CLOCK_MONOTONIC just before and after each NVTX push and pop, written to
+``seen.tsv`` beside the recording), never with the planted figures.
 
 Nothing here is skipped: without tools/nsys or gcc the tests fail and say how
 to get them (`make test` runs `make nsys` first).
@@ -22,7 +25,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -106,9 +108,15 @@ def _end_agents(launcher_pid: int, grace_s: float = 5.0) -> None:
         time.sleep(0.2)
 
 
+#: The app's own record of its ranges, written beside the recording.
+SEEN = "seen.tsv"
+
+
 def _profile(nsys: Path, app: Path, out_base: Path) -> tuple[int | None, str]:
-    """Run ``nsys profile`` once; (exit code or None on timeout, output)."""
-    proc = subprocess.Popen([str(nsys), "profile", *PROFILE_OPTIONS, "-o", str(out_base), str(app)],
+    """Run ``nsys profile`` once; (exit code or None on timeout, output). The app writes what it saw of
+    its ranges to :data:`SEEN` beside ``out_base``."""
+    proc = subprocess.Popen([str(nsys), "profile", *PROFILE_OPTIONS, "-o", str(out_base), str(app),
+                             str(out_base.parent / SEEN)],
                             cwd=out_base.parent, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -152,6 +160,24 @@ def exported(recording, nsys, tmp_path_factory) -> str:
     return export_report(recording, nsys_path=nsys, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
+@pytest.fixture(scope="module")
+def seen(recording) -> pd.DataFrame:
+    """What the app saw of each range, in push order: text and CLOCK_MONOTONIC (ns) just before and just
+    after its push and its pop."""
+    return pd.read_csv(recording.parent / SEEN, sep="\t", header=None,
+                       names=["text", "before_push", "after_push", "before_pop", "after_pop"])
+
+
+#: Slack on the bounds the app's records give: 1 us of timestamp rounding plus 100 ppm of the interval
+#: (should nsys's clock run at another rate than CLOCK_MONOTONIC; here they agree to the ns).
+SLACK_NS, SLACK_RATE = 1_000, 1e-4
+
+
+def _within(value: int, low: int, high: int) -> bool:
+    slack = SLACK_NS + SLACK_RATE * max(abs(low), abs(high))
+    return low - slack <= value <= high + slack
+
+
 def _nvtx(sqlite_path: str) -> tuple[pd.DataFrame, dict]:
     """NVTX ranges and export metadata of a CPU-only export (no kernels)."""
     report = load_report(sqlite_path, require_kernels=False)
@@ -160,20 +186,28 @@ def _nvtx(sqlite_path: str) -> tuple[pd.DataFrame, dict]:
 
 
 @pytest.mark.needs_nsys
-def test_window_from_the_real_capture_excludes_warmup_and_checkpoint(exported):
-    """capture -> export -> load -> window: the planted warm-up and checkpoint are dropped."""
+def test_window_from_the_real_capture_is_the_window_of_what_the_app_ran(exported, seen):
+    """capture -> export -> load -> window: the window the product picks on the real capture is the one
+    the same rules pick on the ranges as the app itself timed them (the app plants a warm-up and a
+    checkpoint; a preempted range may add an outlier, and then both sides must name it)."""
     report = load_report(exported, require_kernels=False)
     win = choose_window(report.kernels, report.nvtx, "auto")
-    assert win.rule == "nvtx" and not win.untrimmed
-    excluded = dict(win.excluded)
-    assert excluded[WARMUP] == "warm-up"
-    assert excluded[CHECKPOINT].startswith("outlier")
-    # iterations 1..CHECKPOINT-1 form the longest stable run (CHECKPOINT+1..ITERATIONS-1 is shorter)
-    assert CHECKPOINT - 1 > ITERATIONS - 1 - CHECKPOINT
-    assert win.iterations == CHECKPOINT - 1
     iters = report.nvtx[report.nvtx["text"].str.fullmatch(r"Iteration \d+")].sort_values("start")
-    assert win.start_ns == int(iters.iloc[1]["start"])
-    assert win.end_ns == int(iters.iloc[CHECKPOINT - 1]["end"])
+    pid, tid = int(iters["pid"].iloc[0]), int(iters["tid"].iloc[0])
+    own = pd.DataFrame({"start": (seen["before_push"] + seen["after_push"]) // 2,
+                        "end": (seen["before_pop"] + seen["after_pop"]) // 2,
+                        "pid": pid, "tid": tid, "text": seen["text"]})
+    want = choose_window(pd.DataFrame(columns=report.kernels.columns), own, "auto")
+    assert (win.rule, win.untrimmed, win.iterations) == ("nvtx", False, want.iterations)
+    assert dict(win.excluded) == dict(want.excluded)
+    assert dict(win.excluded)[WARMUP] == "warm-up"
+    # The window runs from the first kept iteration's start to the last one's end, as exported.
+    own_iters = own[own["text"].str.fullmatch(r"Iteration \d+")].reset_index(drop=True)
+    first = int(own_iters.index[own_iters["start"] == want.start_ns][0])
+    last = int(own_iters.index[own_iters["end"] == want.end_ns][0])
+    assert last - first + 1 == win.iterations
+    assert win.start_ns == int(iters.iloc[first]["start"])
+    assert win.end_ns == int(iters.iloc[last]["end"])
 
 
 @pytest.mark.needs_nsys
@@ -193,7 +227,10 @@ def test_cpu_only_capture_is_an_error_for_the_gpu_loader(exported):
 
 
 @pytest.mark.needs_nsys
-def test_nvtx_iterations_keep_their_planted_durations(exported):
+def test_nvtx_ranges_keep_the_times_the_app_saw(exported, seen):
+    """Every exported range (ten iterations, their forward and backward, the checkpoint) starts and ends
+    where the app saw its push and pop: between its clock readings just before and just after each
+    NVTX call, measured from the first iteration's push; so its duration is what the app ran."""
     nvtx, _ = _nvtx(exported)
     iters = nvtx[nvtx["text"].str.fullmatch(r"Iteration \d+")].copy()
     iters["n"] = iters["text"].str.split().str[1].astype(int)
@@ -203,16 +240,15 @@ def test_nvtx_iterations_keep_their_planted_durations(exported):
     # One process, main thread only (tid == pid).
     assert iters["pid"].nunique() == 1 and (iters["tid"] == iters["pid"]).all()
 
-    ms = (iters["end"] - iters["start"]) / MS
-    normal = ms.drop([WARMUP, CHECKPOINT])
-    base = normal.median()
-    # Wall-clock spins: on a loaded 2-CPU machine a range can overrun by scheduling delay, so the
-    # bounds leave room for that (still well apart: the window rule's outlier cut is 1.5x).
-    assert 48 <= base <= 75, f"normal iteration {base:.1f} ms, planted 50 ms"
-    assert ((normal / base).between(0.8, 1.4)).all(), f"normal iterations not similar: {ms.round(1).tolist()}"
-    assert 2.2 <= ms[WARMUP] / base <= 4.0, f"warm-up {ms[WARMUP]:.1f} ms vs {base:.1f} ms (planted 3x)"
-    assert 3.5 <= ms[CHECKPOINT] / base <= 6.0, f"checkpoint {ms[CHECKPOINT]:.1f} ms vs {base:.1f} ms (planted 5x)"
-    assert set(ms.nlargest(2).index) == {WARMUP, CHECKPOINT}
+    ranges = nvtx.sort_values(["start", "end"], ascending=[True, False]).reset_index(drop=True)
+    assert ranges["text"].tolist() == seen["text"].tolist()  # push order: nothing lost, added or renamed
+    assert len(seen) == 3 * ITERATIONS + 1
+    zero, first = int(ranges["start"].iloc[0]), seen.iloc[0]
+    for got, own in zip(ranges.itertuples(), seen.itertuples()):
+        start, end = int(got.start) - zero, int(got.end) - zero
+        assert _within(start, own.before_push - first.after_push, own.after_push - first.before_push), own
+        assert _within(end, own.before_pop - first.after_push, own.after_pop - first.before_push), own
+        assert _within(end - start, own.before_pop - own.after_push, own.after_pop - own.before_push), own
 
 
 @pytest.mark.needs_nsys
@@ -222,19 +258,13 @@ def test_forward_backward_nest_inside_each_iteration(exported):
     assert counts.get("forward") == ITERATIONS and counts.get("backward") == ITERATIONS
     assert counts.get("checkpoint") == 1
     iters = nvtx[nvtx["text"].str.startswith("Iteration ")]
-    ratios = []
     for it in iters.itertuples():
         inner = nvtx[(nvtx["start"] >= it.start) & (nvtx["end"] <= it.end) & (nvtx["text"] != it.text)]
         names = inner.sort_values("start")["text"].tolist()
         expected = ["forward", "backward"] + (["checkpoint"] if it.text == f"Iteration {CHECKPOINT}" else [])
         assert names == expected, f"{it.text}: nested {names}"
         fwd, bwd = (inner[inner["text"] == n].iloc[0] for n in ("forward", "backward"))
-        ratios.append((bwd["end"] - bwd["start"]) / (fwd["end"] - fwd["start"]))
-    # Planted split: forward 40 %, backward 60 % of the iteration's work (1.5x). The ranges spin on
-    # the wall clock, so a busy machine that preempts the app stretches one range now and then:
-    # the median over the iterations must show the split.
-    assert len(ratios) == ITERATIONS
-    assert 1.1 <= float(np.median(ratios)) <= 2.0, [round(x, 2) for x in ratios]
+        assert fwd["end"] <= bwd["start"]
 
 
 @pytest.mark.needs_nsys
