@@ -15,8 +15,9 @@ jobs, in every grouping (stragglers, rollups, fix-first, window agreement, medic
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -45,14 +46,6 @@ CLUSTER_KEY = ("cluster",)
 DTYPES = ("Int64", "bool", "float", "text")
 #: units a column is measured in.
 UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
-#: The rollup of a USD column over the GPUs priced at an assumed rate only (``assumed_usd_per_month``).
-ASSUMED_SUM = "sum where `rate_assumed`"
-#: The rollup of a USD column over the GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
-TRUSTED_SUM = "sum over trusted"
-#: The rollup of a text column: its distinct non-empty values over the group's GPUs, in row order, ``, ``-joined.
-DISTINCT = "distinct"
-#: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
-ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", DISTINCT, "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
 #: ``printed`` (the table ``gpu-idle run`` prints), ``printed-wide`` (``gpu-idle run --wide``), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
@@ -76,19 +69,6 @@ class Column:
     def __post_init__(self):
         if self.dtype not in DTYPES or self.unit not in UNITS:
             raise ValueError(f"column {self.name}: dtype {self.dtype!r} or unit {self.unit!r} unknown")
-
-
-@dataclasses.dataclass(frozen=True)
-class RollupColumn:
-    """One column of ``jobs.csv`` and ``clusters.csv``: ``name``, ``dtype``, ``unit``, the fleet column it is
-    made of (``source``; empty for ``failed_reports``), ``how`` (:data:`ROLLUPS`) and ``meaning``."""
-
-    name: str
-    dtype: str
-    unit: str
-    source: str
-    how: str
-    meaning: str
 
 
 def _c(name, dtype, unit, meaning, group=""):
@@ -314,76 +294,387 @@ NOTES = {
 }
 
 
-def _r(name, dtype, unit, source, how, meaning):
-    return RollupColumn(name, dtype, unit, source, how, meaning)
+#: ``confidence_tier``'s values, least trusted first (docs/definitions.md#confidence-tiers).
+TIERS = ("toy", "low", "medium", "high")
+#: The tiers whose dollars are totalled first (the "trusted" figures); the others are shown apart.
+TRUSTED = ("medium", "high")
+#: ``collective_wait_status``'s values: the GPU's wait inside collectives measured, abstained, or no collective in W.
+MEASURED, ABSTAINED, NO_COLLECTIVE = "measured", "abstained", "none"
+#: ``collective_wait_kind`` of a job whose measured GPUs' calls are all point-to-point, and of any other.
+PIPELINE_BUBBLE, COLLECTIVE_WAIT = "pipeline bubble", "collective wait"
+#: A GPU whose window holds fewer sample periods than this (1 s at the default 1/6 s) gives no sampled-meter reading
+#: in any view: a meter's reading over a handful of samples says nothing of a run, so the views say how few periods
+#: there were instead (docs/definitions.md#sampled-meter). A total (a job, the fleet) reads over its GPUs with enough.
+FEW_PERIODS_PER_GPU = 6
+#: How a total names its unpriced GPUs that name no model (:func:`unpriced_models`).
+NO_MODEL = "no model named"
+
+
+def share(part_ns: int, window_ns: int) -> float:
+    """``part_ns / window_ns`` (0..1); 0.0 for an empty window."""
+    return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
+
+
+def amdahl_speedup(idle_fraction: float) -> float:
+    """1 / (1 − f); ``inf`` for a GPU idle the whole window."""
+    f = float(idle_fraction)
+    return math.inf if f >= 1.0 else 1.0 / (1.0 - f)
+
+
+def unpriced_models(models, unpriced) -> dict:
+    """The models of the ``unpriced`` GPUs (``models``: their ``gpu_model``, aligned) with each one's count, most
+    GPUs first (ties by name): ``{"Quadro GP100": 2, "no model named": 1}`` (:data:`NO_MODEL` for a GPU whose
+    model is empty or missing)."""
+    counts: dict = {}
+    for model, u in zip(models, np.asarray(unpriced, dtype=bool)):
+        if u:
+            name = model.strip() if isinstance(model, str) and model.strip() else NO_MODEL
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def models_text(counts: dict) -> str:
+    """:func:`unpriced_models`'s counts as one text: ``Quadro GP100 (2), no model named (1)``; "" for none."""
+    return ", ".join(f"{m} ({n})" for m, n in counts.items())
+
+
+def job_straggler(names, last_counts, chronic) -> tuple[str, str]:
+    """The job's straggler over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
+    order): ``(name, "chronic" | "transient")`` of the GPU that entered last most often (ties: the first in
+    ``names``' order), chronic when its own flag says so (``collective_chronic``); ``("", "")`` when none was last."""
+    counts = [int(c) for c in last_counts]
+    if not counts or max(counts) <= 0:
+        return "", ""
+    best = counts.index(max(counts))
+    return str(list(names)[best]), ("chronic" if bool(list(chronic)[best]) else "transient")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rollup rules: how a fleet column rolls up to a job and a cluster, each an object the reduce executes
+# (pipeline.fleet.reduce.rollup): the vectorised ones give the grouped sums, minima and maxima they need
+# (``inputs``) and make their column of them (``finish``); the per-group ones compute their value from a group's rows.
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Which rows of a group a rule takes: ``columns`` it reads, ``test`` (frame -> bool Series), ``text`` for people."""
+
+    columns: tuple
+    test: Callable
+    text: str = ""
+
+    def __call__(self, rows: pd.DataFrame) -> pd.Series:
+        return self.test(rows).astype(bool)
+
+
+#: The GPUs priced at an assumed rate only (``assumed_usd_per_month``).
+RATE_ASSUMED = Where(("rate_assumed",), lambda f: f["rate_assumed"], text="`rate_assumed`")
+#: The GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
+TRUSTED_TIER = Where(("confidence_tier",), lambda f: f["confidence_tier"].isin(TRUSTED),
+                     text="`confidence_tier` `medium` or `high`")
+#: The GPUs flagged ``unpriced``.
+UNPRICED = Where(("unpriced",), lambda f: f["unpriced"], text="`unpriced`")
+#: The GPUs whose wait inside collectives was measured.
+WAIT_MEASURED = Where(("collective_wait_status",), lambda f: f["collective_wait_status"] == MEASURED,
+                      text="`collective_wait_status` `measured`")
+#: The GPUs that ran a collective in W (measured or abstained).
+RAN_COLLECTIVE = Where(("collective_wait_status",),
+                       lambda f: f["collective_wait_status"].isin([MEASURED, ABSTAINED]),
+                       text="`collective_wait_status` `measured` or `abstained`")
+#: The GPUs whose window holds a sampled-meter reading (:data:`FEW_PERIODS_PER_GPU` periods or more).
+A_READING = Where(("sample_periods",),
+                  lambda f: pd.to_numeric(f["sample_periods"], errors="coerce").fillna(0) >= FEW_PERIODS_PER_GPU,
+                  text="at least 6 `sample_periods`")
+
+#: The rows a rule runs over: the analysed GPUs (:func:`analysed_rows`) or the error rows.
+ANALYSED, ERRORS = "analysed", "errors"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A rollup rule: the fleet columns it rolls up (``sources``; a table lacking one has the rollup column empty),
+    which rows (``where``: all the group's rows when None; ``rows``: :data:`ANALYSED` or :data:`ERRORS`) and, for
+    a total that says nothing without some row, ``empty_without``: the column is empty (NaN) in a group with no
+    row of that test."""
+
+    def reads(self) -> tuple:
+        """Every column the rule reads (its sources and its tests')."""
+        tests = (self.where, getattr(self, "empty_without", None))
+        return tuple(dict.fromkeys([*self.sources, *(c for t in tests if t is not None for c in t.columns)]))
+
+    def _rows(self, rows: pd.DataFrame) -> pd.Series:
+        return pd.Series(True, index=rows.index) if self.where is None else self.where(rows)
+
+    def _over(self) -> str:
+        return f" over {self.where.text}" if self.where is not None else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sum(Rule):
+    """``Σ source`` over the rows (missing values count 0)."""
+
+    source: str
+    where: Where | None = None
+    empty_without: Where | None = None
+    rows: str = ANALYSED
+    how = "sum"
+
+    @property
+    def sources(self):
+        return (self.source,)
+
+    @property
+    def text(self):
+        return f"{self.how}{self._over()}"
+
+    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
+        values = rows[self.source] if self.where is None else rows[self.source].where(self.where(rows))
+        return {name: (values, self.how)}
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        return totals[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class Min(Sum):
+    """The least ``source`` of the rows."""
+
+    how = "min"
+
+
+@dataclasses.dataclass(frozen=True)
+class Max(Sum):
+    """The greatest ``source`` of the rows."""
+
+    how = "max"
+
+
+@dataclasses.dataclass(frozen=True)
+class Count(Rule):
+    """How many rows (of ``where``)."""
+
+    where: Where | None = None
+    rows: str = ANALYSED
+
+    @property
+    def sources(self):
+        return () if self.where is None else self.where.columns
+
+    @property
+    def text(self):
+        return f"count{self._over()}"
+
+    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
+        return {name: (self._rows(rows).astype("int64"), "sum")}
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        return totals[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedMean(Rule):
+    """``part`` as % of ``weight`` over the rows: ``100 × Σ part / Σ weight`` (4 decimals), the mean of
+    ``part / weight`` weighted by the named ``weight``; empty where ``Σ weight`` is 0."""
+
+    part: str
+    weight: str
+    where: Where | None = None
+    rows: str = ANALYSED
+
+    @property
+    def sources(self):
+        return (self.part, self.weight)
+
+    @property
+    def text(self):
+        return f"`100 × Σ {self.part} / Σ {self.weight}` (weighted by `{self.weight}`){self._over()}"
+
+    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
+        mask = None if self.where is None else self.where(rows)
+        part, weight = rows[self.part], rows[self.weight]
+        return {f"{name}\0part": (part if mask is None else part.where(mask), "sum"),
+                f"{name}\0weight": (weight if mask is None else weight.where(mask), "sum")}
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        part, weight = totals[f"{name}\0part"].astype(float), totals[f"{name}\0weight"].astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (100.0 * part / weight.where(weight > 0)).round(4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Speedup(WeightedMean):
+    """The speed-up if ``part`` vanished from the rows' ``weight``: ``1 / (1 − Σ part / Σ weight)``
+    (:func:`amdahl_speedup` of :func:`share`, 4 decimals)."""
+
+    @property
+    def text(self):
+        return f"`1 / (1 − Σ {self.part} / Σ {self.weight})`{self._over()}"
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        part, weight = totals[f"{name}\0part"].fillna(0), totals[f"{name}\0weight"].fillna(0)
+        return pd.Series([round(amdahl_speedup(share(n, w)), 4) for n, w in zip(part, weight)], index=totals.index,
+                         dtype=float)
+
+
+@dataclasses.dataclass(frozen=True)
+class Distinct(Rule):
+    """The distinct values of ``source`` over the rows, in row order, ``sep``-joined; ``skip_empty``: missing and
+    empty values left out (else each value as text)."""
+
+    source: str
+    sep: str = ", "
+    where: Where | None = None
+    skip_empty: bool = True
+    rows: str = ANALYSED
+
+    @property
+    def sources(self):
+        return (self.source,)
+
+    @property
+    def text(self):
+        return f"distinct, `{self.sep}`-joined{self._over()}"
+
+    def of_group(self, group: pd.DataFrame):
+        values = group[self.source].dropna() if self.skip_empty else group[self.source]
+        return self.sep.join(dict.fromkeys(str(v) for v in values if str(v) or not self.skip_empty))
+
+
+@dataclasses.dataclass(frozen=True)
+class Custom(Rule):
+    """``function(group)`` over each group's rows (of ``where``): a value no other rule gives; ``text`` says how."""
+
+    sources: tuple
+    function: Callable
+    where: Where | None = None
+    rows: str = ANALYSED
+    text: str = "custom"
+
+    def of_group(self, group: pd.DataFrame):
+        return self.function(group)
+
+
+def _unpriced_group_models(group: pd.DataFrame) -> str:
+    """``unpriced_models`` of a group's unpriced GPUs: their models and counts (:func:`models_text`)."""
+    return models_text(unpriced_models(group["gpu_model"].tolist(), [True] * len(group)))
+
+
+def _collective_straggler(group: pd.DataFrame) -> tuple[str, str]:
+    """The group's measured GPUs' straggler and its kind (:func:`job_straggler`), the GPU named by its ``gpu_key``,
+    with its report's file name when they come from several reports."""
+    several = group["report"].nunique() > 1
+    names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
+             for g, r in zip(group["gpu_key"], group["report"])]
+    return job_straggler(names, group["collective_last_count"].fillna(0).astype("int64"),
+                         group["collective_chronic"].astype(bool))
+
+
+def _wait_kind(group: pd.DataFrame) -> str:
+    return PIPELINE_BUBBLE if group["collective_p2p"].astype(bool).all() else COLLECTIVE_WAIT
+
+
+#: The rule classes a rollup column can have.
+RULES = (Sum, Count, Min, Max, WeightedMean, Speedup, Distinct, Custom)
+
+
+@dataclasses.dataclass(frozen=True)
+class RollupColumn:
+    """One column of ``jobs.csv`` and ``clusters.csv``: ``name``, ``dtype``, ``unit``, its ``rule`` (one of
+    :data:`RULES`) and ``meaning``."""
+
+    name: str
+    dtype: str
+    unit: str
+    rule: Rule
+    meaning: str
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES or self.unit not in UNITS or not isinstance(self.rule, RULES):
+            raise ValueError(f"rollup column {self.name}: dtype, unit or rule unknown")
+
+
+def _r(name, dtype, unit, rule, meaning):
+    return RollupColumn(name, dtype, unit, rule, meaning)
 
 
 #: Every column of ``jobs.csv`` (per :data:`JOB_KEY`) and ``clusters.csv`` (per :data:`CLUSTER_KEY`, without
 #: ``job``) after the key, in file order, over the rows that are not errors (:func:`pipeline.fleet.reduce.rollup`).
 ROLLUP = (
-    _r("gpus", "Int64", "count", "gpu_key", "count", "GPUs analysed"),
-    _r("window_ns", "Int64", "ns", "window_ns", "sum", "summed"),
-    _r("idle_ns", "Int64", "ns", "idle_ns", "sum", "summed"),
-    _r("gap_total_ns", "Int64", "ns", "gap_total_ns", "sum", "summed"),
-    _r("idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", "sum", "summed (unpriced GPUs left out)"),
-    _r("assumed_usd_per_month", "float", "USD/month", "idle_usd_per_month", ASSUMED_SUM,
+    _r("gpus", "Int64", "count", Count(), "GPUs analysed"),
+    _r("window_ns", "Int64", "ns", Sum("window_ns"), "summed"),
+    _r("idle_ns", "Int64", "ns", Sum("idle_ns"), "summed"),
+    _r("gap_total_ns", "Int64", "ns", Sum("gap_total_ns"), "summed"),
+    _r("idle_usd_per_month", "float", "USD/month", Sum("idle_usd_per_month"), "summed (unpriced GPUs left out)"),
+    _r("assumed_usd_per_month", "float", "USD/month", Sum("idle_usd_per_month", where=RATE_ASSUMED),
        "the part of `idle_usd_per_month` priced at an assumed rate (0 when none of the job's GPUs is assumed)"),
-    _r("unpriced_gpus", "Int64", "count", "unpriced", "sum", "GPUs flagged `unpriced` (no dollars)"),
-    _r("unpriced_models", "text", "text", "gpu_model", "none",
+    _r("unpriced_gpus", "Int64", "count", Sum("unpriced"), "GPUs flagged `unpriced` (no dollars)"),
+    _r("unpriced_models", "text", "text",
+       Custom(("gpu_model",), _unpriced_group_models, where=UNPRICED, text="each model with its count, most first"),
        "the models of its `unpriced` GPUs, each with its count, most first (`Quadro GP100 (2), no model named (1)`; "
        "empty: none): the `cost.rates` entries that would price them"),
-    _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
-    _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
-    _r("stragglers", "Int64", "count", "straggler", "sum", "GPUs flagged `straggler`"),
-    _r("profiler_ns", "Int64", "ns", "cat_profiler_ns", "sum", "profiler overhead, summed, apart"),
-    _r("untraced_ns", "Int64", "ns", "cat_untraced_ns", "sum", "untraced time, summed, apart"),
-    _r("profiler_usd_per_month", "float", "USD/month", "profiler_usd_per_month", "sum", "summed, apart"),
-    _r("untraced_usd_per_month", "float", "USD/month", "untraced_usd_per_month", "sum", "summed, apart"),
-    _r("min_iterations", "Int64", "count", "iterations", "min", "the fewest stable iterations of a GPU"),
-    _r("low_confidence_gpus", "Int64", "count", "low_confidence", "sum", "GPUs flagged `low_confidence`"),
-    _r("trusted_idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", TRUSTED_SUM,
+    _r("min_idle_pct", "float", "%", Min("idle_pct"), "the least idle % of a GPU"),
+    _r("max_idle_pct", "float", "%", Max("idle_pct"), "the most idle % of a GPU"),
+    _r("stragglers", "Int64", "count", Sum("straggler"), "GPUs flagged `straggler`"),
+    _r("profiler_ns", "Int64", "ns", Sum("cat_profiler_ns"), "profiler overhead, summed, apart"),
+    _r("untraced_ns", "Int64", "ns", Sum("cat_untraced_ns"), "untraced time, summed, apart"),
+    _r("profiler_usd_per_month", "float", "USD/month", Sum("profiler_usd_per_month"), "summed, apart"),
+    _r("untraced_usd_per_month", "float", "USD/month", Sum("untraced_usd_per_month"), "summed, apart"),
+    _r("min_iterations", "Int64", "count", Min("iterations"), "the fewest stable iterations of a GPU"),
+    _r("low_confidence_gpus", "Int64", "count", Sum("low_confidence"), "GPUs flagged `low_confidence`"),
+    _r("trusted_idle_usd_per_month", "float", "USD/month", Sum("idle_usd_per_month", where=TRUSTED_TIER),
        "summed over the GPUs whose `confidence_tier` is `medium` or `high` (0 when none of the job's GPUs is "
        "trusted)"),
-    _r("comm_ns", "Int64", "ns", "comm_ns", "sum", "summed"),
-    _r("comm_overlapped_ns", "Int64", "ns", "comm_overlapped_ns", "sum", "summed"),
-    _r("comm_exposed_ns", "Int64", "ns", "comm_exposed_ns", "sum", "summed"),
-    _r("comm_exposed_usd_per_month", "float", "USD/month", "comm_exposed_usd_per_month", "sum", "summed"),
-    *[_r(f"fix_{c}_usd_per_month", "float", "USD/month", f"fix_{c}_usd_per_month", "sum", "summed") for c in FIXABLE],
-    *[_r(f"fix_{c}_speedup", "float", "factor", f"cat_{c}_ns", "window-weighted mean",
-         f"`1 / (1 − Σ cat_{c}_ns / Σ window_ns)`") for c in FIXABLE],
-    _r("failed_reports", "Int64", "count", "", "count", "distinct reports with an error row"),
-    _r("idle_pct", "float", "%", "idle_pct", "window-weighted mean", "`100 × Σ idle_ns / Σ window_ns`"),
-    _r("busy_ns", "Int64", "ns", "busy_ns", "sum", "summed"),
-    _r("busy_pct", "float", "%", "busy_pct", "window-weighted mean", "`100 × Σ busy_ns / Σ window_ns`"),
-    _r("sample_periods", "Int64", "count", "sample_periods", "sum", "summed"),
-    _r("sampled_busy_periods", "Int64", "count", "sampled_busy_periods", "sum", "summed"),
-    _r("sampled_util_pct", "float", "%", "sampled_util_pct", "period-weighted mean",
-       "`100 × Σ sampled_busy_periods / Σ sample_periods` over the GPUs with at least 6 periods (a reading); empty "
-       "when none has"),
-    _r("comm_exposed_pct", "float", "%", "comm_exposed_ns", "window-weighted mean",
-       "`100 × Σ comm_exposed_ns / Σ window_ns`"),
-    _r("collective_ns", "Int64", "ns", "collective_ns", "sum", "summed"),
-    _r("collective_wait_ns", "Int64", "ns", "collective_wait_ns", "sum", "summed over the measured GPUs"),
-    _r("collective_transfer_ns", "Int64", "ns", "collective_transfer_ns", "sum", "summed over the measured GPUs"),
-    _r("collective_wait_pct", "float", "%", "collective_wait_ns", "window-weighted mean",
-       "`100 × Σ collective_wait_ns / Σ window_ns` (the measured GPUs' windows)"),
-    _r("collective_wait_usd_per_month", "float", "USD/month", "collective_wait_usd_per_month", "sum",
+    _r("comm_ns", "Int64", "ns", Sum("comm_ns"), "summed"),
+    _r("comm_overlapped_ns", "Int64", "ns", Sum("comm_overlapped_ns"), "summed"),
+    _r("comm_exposed_ns", "Int64", "ns", Sum("comm_exposed_ns"), "summed"),
+    _r("comm_exposed_usd_per_month", "float", "USD/month", Sum("comm_exposed_usd_per_month"), "summed"),
+    *[_r(f"fix_{c}_usd_per_month", "float", "USD/month", Sum(f"fix_{c}_usd_per_month"), "summed") for c in FIXABLE],
+    *[_r(f"fix_{c}_speedup", "float", "factor", Speedup(f"cat_{c}_ns", "window_ns"),
+         f"the speed-up if `{c}` vanished from the group's windows") for c in FIXABLE],
+    _r("failed_reports", "Int64", "count", Custom(("report",), lambda g: g["report"].nunique(), rows=ERRORS,
+                                                  text="distinct values over the error rows"),
+       "distinct reports with an error row"),
+    _r("idle_pct", "float", "%", WeightedMean("idle_ns", "window_ns"), "the window-weighted mean of `idle_pct`"),
+    _r("busy_ns", "Int64", "ns", Sum("busy_ns"), "summed"),
+    _r("busy_pct", "float", "%", WeightedMean("busy_ns", "window_ns"), "the window-weighted mean of `busy_pct`"),
+    _r("sample_periods", "Int64", "count", Sum("sample_periods"), "summed"),
+    _r("sampled_busy_periods", "Int64", "count", Sum("sampled_busy_periods"), "summed"),
+    _r("sampled_util_pct", "float", "%", WeightedMean("sampled_busy_periods", "sample_periods", where=A_READING),
+       "the sampled meter's reading over the GPUs with at least 6 periods (a reading); empty when none has"),
+    _r("comm_exposed_pct", "float", "%", WeightedMean("comm_exposed_ns", "window_ns"),
+       "the window-weighted mean of `comm_exposed_pct`"),
+    _r("collective_ns", "Int64", "ns", Sum("collective_ns"), "summed"),
+    _r("collective_wait_ns", "Int64", "ns", Sum("collective_wait_ns"), "summed over the measured GPUs"),
+    _r("collective_transfer_ns", "Int64", "ns", Sum("collective_transfer_ns"), "summed over the measured GPUs"),
+    _r("collective_wait_pct", "float", "%", WeightedMean("collective_wait_ns", "window_ns", where=WAIT_MEASURED),
+       "the wait as % of the measured GPUs' windows"),
+    _r("collective_wait_usd_per_month", "float", "USD/month",
+       Sum("collective_wait_usd_per_month", empty_without=WAIT_MEASURED),
        "summed; beside `idle_usd_per_month`, never in it; empty when no GPU of the group was measured"),
-    _r("collective_measured_gpus", "Int64", "count", "collective_wait_status", "none",
+    _r("collective_measured_gpus", "Int64", "count", Count(where=WAIT_MEASURED),
        "GPUs whose `collective_wait_status` is `measured`"),
-    _r("collective_straggler", "text", "text", "collective_last_count", "none",
+    _r("collective_straggler", "text", "text",
+       Custom(("gpu_key", "report", "collective_last_count", "collective_chronic"),
+              lambda g: _collective_straggler(g)[0], where=WAIT_MEASURED,
+              text="the GPU with the most `collective_last_count` (ties: the first)"),
        "the GPU (`gpu_key`, with its report's file name when the job has several) that entered last most often"),
-    _r("collective_straggler_kind", "text", "text", "collective_chronic", "none",
+    _r("collective_straggler_kind", "text", "text",
+       Custom(("gpu_key", "report", "collective_last_count", "collective_chronic"),
+              lambda g: _collective_straggler(g)[1], where=WAIT_MEASURED,
+              text="that GPU's `collective_chronic`: `chronic` or `transient`"),
        "`chronic` when that GPU was last in more than `collective.chronic_share` of its calls, else `transient`"),
-    _r("collective_match_basis", "text", "text", "collective_match_basis", "none",
+    _r("collective_match_basis", "text", "text",
+       Distinct("collective_match_basis", sep="; ", where=RAN_COLLECTIVE, skip_empty=False),
        "the distinct `collective_match_basis` of its GPUs with a collective, in row order, `; `-joined (empty: none)"),
-    _r("collective_wait_kind", "text", "text", "collective_p2p", "none",
+    _r("collective_wait_kind", "text", "text",
+       Custom(("collective_p2p",), _wait_kind, where=WAIT_MEASURED, text="`pipeline bubble` when every one is "
+              "`collective_p2p`, else `collective wait`"),
        "`pipeline bubble` when every measured GPU's calls are point-to-point send/recv, else `collective wait`"),
-    _r("sched_jobs", "text", "text", "sched_job_id", DISTINCT, "the scheduler jobs its GPUs were matched to, "
+    _r("sched_jobs", "text", "text", Distinct("sched_job_id"), "the scheduler jobs its GPUs were matched to, "
        "`, `-joined (empty: none; [coverage](definitions.md#coverage))"),
-    _r("sched_accounts", "text", "text", "sched_account", DISTINCT, "their accounts or teams, `, `-joined: whose "
+    _r("sched_accounts", "text", "text", Distinct("sched_account"), "their accounts or teams, `, `-joined: whose "
        "idle dollars these are"),
-    _r("sched_users", "text", "text", "sched_user", DISTINCT, "their users, `, `-joined"),
+    _r("sched_users", "text", "text", Distinct("sched_user"), "their users, `, `-joined"),
 )
 
 class Printed(NamedTuple):
@@ -449,7 +740,7 @@ ROLLUP_INT_COLUMNS = [c.name for c in ROLLUP if c.dtype == "Int64"]
 
 for _names in _SHOWN.values():
     assert all(n in _BY_NAME for n in _names), [n for n in _names if n not in _BY_NAME]
-assert all(c.source in _BY_NAME or not c.source for c in ROLLUP)
+assert all(s in _BY_NAME for c in ROLLUP for s in c.rule.reads())
 assert len(_BY_NAME) == len(FLEET) + len(REPORT_EXTRA)
 
 
@@ -577,7 +868,7 @@ def _rollup_of(name: str) -> str:
     """How fleet column ``name`` rolls up: the rollup columns made of it and how (``none`` when none is)."""
     if name in JOB_KEY:
         return "the key" if name == "job" else "the key (of both)"
-    parts = [f"{r.how} (`{r.name}`)" for r in ROLLUP if r.source == name]
+    parts = [f"{r.rule.text} (`{r.name}`)" for r in ROLLUP if name in r.rule.sources]
     return ", ".join(parts) or "none"
 
 
@@ -609,8 +900,9 @@ def column_reference() -> str:
               "not errors (`pipeline/fleet/reduce.py`, `rollup`), the key then these columns in this order:", "",
               "| column | dtype | unit | from | how | meaning |", "|---|---|---|---|---|---|"]
     for r in ROLLUP:
-        lines.append(f"| `{r.name}` | {r.dtype} | {r.unit} | {f'`{r.source}`' if r.source else 'error rows'} | "
-                     f"{r.how} | {_cell(r.meaning)} |")
+        made_of = ", ".join(f"`{c}`" for c in r.rule.sources) or "the rows"
+        lines.append(f"| `{r.name}` | {r.dtype} | {r.unit} | {made_of}{' (error rows)' if r.rule.rows == ERRORS else ''} "
+                     f"| {_cell(r.rule.text)} | {_cell(r.meaning)} |")
     return "\n".join(lines + ["", END_MARK])
 
 

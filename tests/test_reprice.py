@@ -142,6 +142,9 @@ def _edited(rel: str, old: str, new: str) -> tuple[str, str]:
     ("schema.py", '"idle fraction × rate × hours per month (730)"', '"the idle share, priced"', True),  # meaning
     ("schema.py", '\'caveat_usd\': "the part', '\'caveat_usd\': "the share', True),  # a column group's note
     ("schema.py", 'Printed("idle_pct", "idle %")', 'Printed("idle_pct", "idle share")', True),  # a printed header
+    ("schema.py", '"GPUs flagged `straggler`"', '"GPUs marked as stragglers"', True),  # a rollup column's meaning
+    ("schema.py", 'text="each model with its count, most first"', 'text="its models, counted"', True),  # a rule's text
+    ("schema.py", 'Min("iterations")', 'Max("iterations")', False),  # a rollup rule
     ("analysis/cost.py", '"""Price idle time', '"""Price the idle time', True),  # a docstring
     ("schema.py", '_c("idle_usd_per_month", "float"', '_c("idle_usd_per_month", "text"', False),  # the contract
     ("analysis/cost.py", "return float(idle_fraction) * float(usd_per_gpu_hour)",
