@@ -71,200 +71,470 @@ class Column:
             raise ValueError(f"column {self.name}: dtype {self.dtype!r} or unit {self.unit!r} unknown")
 
 
-def _c(name, dtype, unit, meaning, group=""):
+# ---------------------------------------------------------------------------------------------
+# Figure groups: the row contract. Each group is a frozen dataclass whose fields are fleet columns, each field's
+# dtype and unit in its metadata; the analysis builds the price-free row of its groups (ANALYSED_GROUPS,
+# pipeline.analysis.analyse.measure_gpu), the unit of work, the reduce and the accounting add theirs. The
+# columns below (FLEET) take their dtype and unit from here; their order, meaning and note are the tables'.
+
+
+class Figures:
+    """A figure group: a frozen dataclass whose fields are fleet columns (:func:`_f`: dtype and unit)."""
+
+    def columns(self) -> dict:
+        """``{column: value}`` of the group's fields, in field order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _f(dtype: str, unit: str):
+    """A group's field that is a fleet column of ``dtype`` (:data:`DTYPES`) and ``unit`` (:data:`UNITS`)."""
+    if dtype not in DTYPES or unit not in UNITS:
+        raise ValueError(f"dtype {dtype!r} or unit {unit!r} unknown")
+    return dataclasses.field(metadata={"dtype": dtype, "unit": unit})
+
+
+def _group(name: str, doc: str, fields) -> type:
+    """A figure group of ``fields`` (``(column, dtype, unit)``; columns made per category)."""
+    cls = dataclasses.make_dataclass(name, [(n, object, _f(d, u)) for n, d, u in fields], bases=(Figures,),
+                                     frozen=True)
+    cls.__doc__ = doc
+    return cls
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity(Figures):
+    """The GPU and its report's labels, as the analysis was given them (``measure_gpu``)."""
+
+    report: str | None = _f("text", "text")
+    cluster: str | None = _f("text", "text")
+    job: str | None = _f("text", "text")
+    node: str | None = _f("text", "text")
+    rank: str | None = _f("text", "text")
+    scheduler_job: str | None = _f("text", "text")
+    host: str | None = _f("text", "text")
+    host_source: str | None = _f("text", "text")
+    dist_world_size: int | None = _f("Int64", "count")
+    dist_backend: str | None = _f("text", "text")
+    gpu_key: str | None = _f("text", "text")
+    pid: int | None = _f("Int64", "count")
+    device_id: int | None = _f("Int64", "count")
+    pids: str | None = _f("text", "text")
+    device_ids: str | None = _f("text", "text")
+    gpu_model: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Window(Figures):
+    """The analysis window W and its stable iterations (``analysis/window.py``, ``analysis/iterations.py``)."""
+
+    window_rule: str | None = _f("text", "text")
+    untrimmed: bool = _f("bool", "bool")
+    window_start_ns: int | None = _f("Int64", "ns")
+    window_end_ns: int | None = _f("Int64", "ns")
+    window_ns: int | None = _f("Int64", "ns")
+    iterations: int | None = _f("Int64", "count")
+    iteration_mean_ns: int | None = _f("Int64", "ns")
+    iteration_cv: float = _f("float", "factor")
+    excluded_iterations: str | None = _f("text", "text")
+    kept_iterations: str | None = _f("text", "text")
+    window_note: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind(Figures):
+    """The job kind and what W keeps of the capture (``analysis/kind.py``, ``analysis/graphcapture.py``)."""
+
+    job_kind: str | None = _f("text", "text")
+    job_kind_source: str | None = _f("text", "text")
+    capture_ns: int | None = _f("Int64", "ns")
+    first_kernel_ns: int | None = _f("Int64", "ns")
+    startup_wait_ns: int | None = _f("Int64", "ns")
+    startup_cut: bool = _f("bool", "bool")
+    graph_capture_ns: int | None = _f("Int64", "ns")
+    startup_only: bool = _f("bool", "bool")
+    capture_idle_ns: int | None = _f("Int64", "ns")
+    capture_idle_pct: float = _f("float", "%")
+    window_left_out_idle_pct: float = _f("float", "%")
+
+
+@dataclasses.dataclass(frozen=True)
+class Idle(Figures):
+    """Device-level idle in W and the copies outside it (``analysis/gaps.py``)."""
+
+    kernel_count: int | None = _f("Int64", "count")
+    stream_count: int | None = _f("Int64", "count")
+    busy_ns: int | None = _f("Int64", "ns")
+    idle_ns: int | None = _f("Int64", "ns")
+    idle_pct: float = _f("float", "%")
+    copy_only_ns: int | None = _f("Int64", "ns")
+    dark_ns: int | None = _f("Int64", "ns")
+    copies_outside_count: int | None = _f("Int64", "count")
+    copies_outside_ns: int | None = _f("Int64", "ns")
+    amdahl_speedup: float = _f("float", "factor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Meter(Figures):
+    """The sampled meter beside the truth (``analysis/meter.py``)."""
+
+    busy_pct: float = _f("float", "%")
+    sample_periods: int | None = _f("Int64", "count")
+    sampled_busy_periods: int | None = _f("Int64", "count")
+    sampled_util_pct: float = _f("float", "%")
+
+
+@dataclasses.dataclass(frozen=True)
+class Gaps(Figures):
+    """Per-stream and device-level gaps, slivers and launch-boundness (``analysis/gaps.py``)."""
+
+    gap_count: int | None = _f("Int64", "count")
+    gap_total_ns: int | None = _f("Int64", "ns")
+    max_gap_ns: int | None = _f("Int64", "ns")
+    gaps_le_5ms: int | None = _f("Int64", "count")
+    gaps_5_50ms: int | None = _f("Int64", "count")
+    gaps_gt_50ms: int | None = _f("Int64", "count")
+    gaps_le_5ms_ns: int | None = _f("Int64", "ns")
+    gaps_5_50ms_ns: int | None = _f("Int64", "ns")
+    gaps_gt_50ms_ns: int | None = _f("Int64", "ns")
+    sliver_count: int | None = _f("Int64", "count")
+    sliver_total_ns: int | None = _f("Int64", "ns")
+    copy_overlap_ns: int | None = _f("Int64", "ns")
+    device_gap_count: int | None = _f("Int64", "count")
+    device_gap_ns: int | None = _f("Int64", "ns")
+    device_sliver_count: int | None = _f("Int64", "count")
+    device_sliver_ns: int | None = _f("Int64", "ns")
+    launch_bound: bool = _f("bool", "bool")
+
+
+@dataclasses.dataclass(frozen=True)
+class Communication(Figures):
+    """Communication overlap (``analysis/overlap.py``)."""
+
+    comm_ns: int | None = _f("Int64", "ns")
+    comm_overlapped_ns: int | None = _f("Int64", "ns")
+    comm_exposed_ns: int | None = _f("Int64", "ns")
+    comm_pct: float = _f("float", "%")
+    comm_overlapped_pct: float = _f("float", "%")
+    comm_exposed_pct: float = _f("float", "%")
+
+
+@dataclasses.dataclass(frozen=True)
+class Collectives(Figures):
+    """Idle inside collectives (``analysis/collwait.py``), price-free."""
+
+    collective_ns: int | None = _f("Int64", "ns")
+    collective_wait_ns: int | None = _f("Int64", "ns")
+    collective_transfer_ns: int | None = _f("Int64", "ns")
+    collective_pct: float = _f("float", "%")
+    collective_wait_pct: float = _f("float", "%")
+    collective_transfer_pct: float = _f("float", "%")
+    collective_calls: int | None = _f("Int64", "count")
+    collective_last_count: int | None = _f("Int64", "count")
+    collective_chronic: bool = _f("bool", "bool")
+    collective_p2p: bool = _f("bool", "bool")
+    collective_wait_status: str | None = _f("text", "text")
+    collective_wait_note: str | None = _f("text", "text")
+    collective_match_basis: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis(Figures):
+    """The diagnostic rules' findings (``analysis/diagnosis.py``)."""
+
+    diagnosis: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Status(Figures):
+    """What the figures rest on and the row's status (``model.row_status``); ``straggler`` False until the reduce flags it."""
+
+    straggler: bool = _f("bool", "bool")
+    warnings: str | None = _f("text", "text")
+    warning_codes: str | None = _f("text", "text")
+    status: str | None = _f("text", "text")
+    error: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capture(Figures):
+    """The capture's identity (``load/capture.py``), set by the unit of work."""
+
+    capture_id: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Grouping(Figures):
+    """How the job was decided (``fleet/grouping.py``), at the reduce."""
+
+    job_grouped_by: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Accounting(Figures):
+    """Who held the GPU (``accounting/``), after the reduce."""
+
+    sched_job_id: str | None = _f("text", "text")
+    sched_user: str | None = _f("text", "text")
+    sched_account: str | None = _f("text", "text")
+    sched_partition: str | None = _f("text", "text")
+    sched_gpus: int | None = _f("Int64", "count")
+    sched_matched_by: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Views(Figures):
+    """Columns the views add to a fleet row (never in the fleet table)."""
+
+    run_date: str | None = _f("text", "text")
+    gpu_name: str | None = _f("text", "text")
+
+Categories = _group("Categories", "The application's device-level idle per category and the caveats' "
+                    "(``analysis/attribution.py``), the main and the actionable categories.",
+                    [*((f"cat_{c}_ns", "Int64", "ns") for c in CATEGORIES + CAVEATS),
+                     *((f"cat_{c}_pct", "float", "%") for c in CATEGORIES + CAVEATS),
+                     ("main_category", "text", "text"), ("actionable", "text", "text")])
+Confidence = _group("Confidence", "What the month extrapolates from and its tier (``analysis/confidence.py``) and the "
+                    "price-free fix-first figures (``analysis/fixfirst.py``).",
+                    [("iteration_spread_pct", "float", "%"), ("bursts", "Int64", "count"),
+                     ("idle_pct_low", "float", "%"), ("idle_pct_high", "float", "%"), ("idle_pct_sd", "float", "%"),
+                     *((f"fix_{c}_speedup", "float", "factor") for c in FIXABLE),
+                     ("confidence_tier", "text", "text"), ("low_confidence", "bool", "bool"),
+                     ("confidence_note", "text", "text"), ("implausible_speedup", "bool", "bool")])
+Price = _group("Price", "The rate and the dollars, joined at the reduce (``analysis/cost.py`` ``price_rows``).",
+               [("rate_model", "text", "text"), ("rate_usd_per_hour", "float", "USD/h"), ("rate_source", "text", "text"),
+                ("rate_assumed", "bool", "bool"), ("unpriced", "bool", "bool"),
+                *((f"{c}_usd_per_month", "float", "USD/month")
+                  for c in ("idle", *CAVEATS, "comm_exposed", "collective_wait")),
+                *((f"fix_{c}_usd_per_month", "float", "USD/month") for c in FIXABLE)])
+
+#: The groups of a price-free row (a stored result: :func:`pipeline.analysis.analyse.measure_gpu`).
+ANALYSED_GROUPS = (Identity, Window, Kind, Idle, Meter, Gaps, Categories, Communication, Collectives, Confidence,
+                   Diagnosis, Status)
+#: The groups of a fleet row: the analysed ones, then what the unit of work, the reduce and the accounting add.
+GROUPS = ANALYSED_GROUPS + (Capture, Grouping, Accounting, Price)
+
+
+def contract(groups) -> dict:
+    """``column -> (dtype, unit, group name)`` of every field of ``groups``. Raises ValueError naming a column two
+    groups provide."""
+    out = {}
+    for group in groups:
+        for f in dataclasses.fields(group):
+            if f.name in out:
+                raise ValueError(f"column {f.name} is in figure groups {out[f.name][2]} and {group.__name__}")
+            out[f.name] = (f.metadata["dtype"], f.metadata["unit"], group.__name__)
+    return out
+
+
+def contract_problems(groups, names) -> tuple[list, list]:
+    """``(fields of groups no column of names declares, columns of names no group provides)``, each sorted."""
+    provided = contract(groups)
+    return sorted(set(provided) - set(names)), sorted(set(names) - set(provided))
+
+
+_CONTRACT = contract(GROUPS + (Views,))
+
+
+def _c(name, meaning, group=""):
+    """The column ``name`` of a figure group (its dtype and unit), with its ``meaning`` and note ``group`` (the
+    heading of its longer note, :data:`NOTES`). Raises KeyError for a column no figure group provides."""
+    try:
+        dtype, unit, _ = _CONTRACT[name]
+    except KeyError:
+        raise KeyError(f"column {name!r}: no figure group provides it (pipeline/schema.py)") from None
     return Column(name, dtype, unit, meaning, group)
 
 
-_CATS = [_c(f"cat_{c}_ns", "Int64", "ns", f"device-level idle of the application category `{c}`", "categories")
+_CATS = [_c(f"cat_{c}_ns", f"device-level idle of the application category `{c}`", "categories")
          for c in CATEGORIES]
-_CATS += [_c(f"cat_{c}_pct", "float", "%", f"`cat_{c}_ns` as % of W", "categories") for c in CATEGORIES]
-_CAVEAT_COLS = [_c(f"cat_{c}_ns", "Int64", "ns", f"device-level idle that is not the application's: `{c}`", "caveats")
+_CATS += [_c(f"cat_{c}_pct", f"`cat_{c}_ns` as % of W", "categories") for c in CATEGORIES]
+_CAVEAT_COLS = [_c(f"cat_{c}_ns", f"device-level idle that is not the application's: `{c}`", "caveats")
                 for c in CAVEATS]
-_CAVEAT_COLS += [_c(f"cat_{c}_pct", "float", "%", f"`cat_{c}_ns` as % of W", "caveats") for c in CAVEATS]
-_FIX = [_c(f"fix_{c}_{k}", "float", u, m.format(c=c), "fix")
-        for c in FIXABLE for k, u, m in (("usd_per_month", "USD/month", "recoverable USD per month if `{c}` vanished"),
-                                         ("speedup", "factor", "speed-up if `{c}` alone vanished"))]
+_CAVEAT_COLS += [_c(f"cat_{c}_pct", f"`cat_{c}_ns` as % of W", "caveats") for c in CAVEATS]
+_FIX = [_c(f"fix_{c}_{k}", m.format(c=c), "fix")
+        for c in FIXABLE for k, m in (("usd_per_month", "recoverable USD per month if `{c}` vanished"),
+                                      ("speedup", "speed-up if `{c}` alone vanished"))]
 
 #: Every column of the fleet table (fleet.parquet, fleet.csv; docs/outputs.md#fleet-table), in table order.
 FLEET = (
-    _c("report", "text", "text", "the report's path or URL", "labels"),
-    _c("cluster", "text", "text", "the cluster label (`default` when no rule labels the report)", "labels"),
-    _c("job", "text", "text", "the job label (default: the file name without its suffix)", "labels"),
-    _c("node", "text", "text", "the node label", "labels"),
-    _c("rank", "text", "text", "the rank label", "labels"),
-    _c("job_grouped_by", "text", "text", "how the job was decided: `labels` (a `labels:` rule names it), "
+    _c("report", "the report's path or URL", "labels"),
+    _c("cluster", "the cluster label (`default` when no rule labels the report)", "labels"),
+    _c("job", "the job label (default: the file name without its suffix)", "labels"),
+    _c("node", "the node label", "labels"),
+    _c("rank", "the rank label", "labels"),
+    _c("job_grouped_by", "how the job was decided: `labels` (a `labels:` rule names it), "
        "`distributedInfo` (per-rank PyTorch traces of one job), `SLURM_JOB_ID` (Nsight exports naming the same "
        "Slurm job; [job grouping](definitions.md#job-grouping)) or `file` (the file is a job of its own)", "labels"),
-    _c("scheduler_job", "text", "text", "the scheduler job an Nsight export's capture environment names "
+    _c("scheduler_job", "the scheduler job an Nsight export's capture environment names "
        "(`SLURM_JOB_ID=<id>`; empty: none)", "labels"),
-    _c("host", "text", "text", "the host the file names, on whose clock its times are: an Nsight export's "
+    _c("host", "the host the file names, on whose clock its times are: an Nsight export's "
        "`TARGET_INFO_SYSTEM_ENV` `Hostname` (else `HOSTNAME` in its capture's environment) when its rows are timed "
        "on the host's clock, a PyTorch trace's `host_name`; empty: none ([collective wait across files]"
        "(definitions.md#collective-wait-across-files))", "labels"),
-    _c("host_source", "text", "text", "where `host` was read, or why a host an export names is not used (its rows "
+    _c("host_source", "where `host` was read, or why a host an export names is not used (its rows "
        "count from the capture's start); empty: the file names no host", "labels"),
-    _c("dist_world_size", "Int64", "count", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
+    _c("dist_world_size", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
        "labels"),
-    _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
+    _c("dist_backend", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
        "none)", "labels"),
-    _c("sched_job_id", "text", "text", "the scheduler job the accounting matched the report to (Slurm's job id, "
+    _c("sched_job_id", "the scheduler job the accounting matched the report to (Slurm's job id, "
        "or a pod's `namespace/name`; empty: none)", "accounting"),
-    _c("sched_user", "text", "text", "that job's user", "accounting"),
-    _c("sched_account", "text", "text", "that job's account (Slurm) or team label (a pod's)", "accounting"),
-    _c("sched_partition", "text", "text", "that job's partition (Slurm) or namespace (a pod's)", "accounting"),
-    _c("sched_gpus", "Int64", "count", "the GPUs that job was allocated", "accounting"),
-    _c("sched_matched_by", "text", "text", "the source and the rule that matched it: `slurm: environment`, "
+    _c("sched_user", "that job's user", "accounting"),
+    _c("sched_account", "that job's account (Slurm) or team label (a pod's)", "accounting"),
+    _c("sched_partition", "that job's partition (Slurm) or namespace (a pod's)", "accounting"),
+    _c("sched_gpus", "the GPUs that job was allocated", "accounting"),
+    _c("sched_matched_by", "the source and the rule that matched it: `slurm: environment`, "
        "`slurm: path`, `kubernetes: node`, ...", "accounting"),
-    _c("gpu_key", "text", "text", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
-    _c("pid", "Int64", "count", "the first process driving the GPU", "gpu"),
-    _c("device_id", "Int64", "count", "the first device id of the GPU", "gpu"),
-    _c("pids", "text", "text", "every process driving the GPU, comma-separated", "gpu"),
-    _c("device_ids", "text", "text", "every device id of the GPU, comma-separated", "gpu"),
-    _c("gpu_model", "text", "text", "the GPU model the export (or a label) names; empty when unknown", "rate"),
-    _c("window_rule", "text", "text", "the rule that chose W (`trim`, `nvtx`, `periodic`, `span`)", "window"),
-    _c("untrimmed", "bool", "bool", "W is the whole span (no rule trimmed it)", "window"),
-    _c("window_start_ns", "Int64", "ns", "start of W on the report's clock", "window"),
-    _c("window_end_ns", "Int64", "ns", "end of W on the report's clock", "window"),
-    _c("window_ns", "Int64", "ns", "length of W", "window"),
-    _c("capture_ns", "Int64", "ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
-    _c("first_kernel_ns", "Int64", "ns", "the start of the GPU's first kernel on the report's clock (its capture "
+    _c("gpu_key", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
+    _c("pid", "the first process driving the GPU", "gpu"),
+    _c("device_id", "the first device id of the GPU", "gpu"),
+    _c("pids", "every process driving the GPU, comma-separated", "gpu"),
+    _c("device_ids", "every device id of the GPU, comma-separated", "gpu"),
+    _c("gpu_model", "the GPU model the export (or a label) names; empty when unknown", "rate"),
+    _c("window_rule", "the rule that chose W (`trim`, `nvtx`, `periodic`, `span`)", "window"),
+    _c("untrimmed", "W is the whole span (no rule trimmed it)", "window"),
+    _c("window_start_ns", "start of W on the report's clock", "window"),
+    _c("window_end_ns", "end of W on the report's clock", "window"),
+    _c("window_ns", "length of W", "window"),
+    _c("capture_ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
+    _c("first_kernel_ns", "the start of the GPU's first kernel on the report's clock (its capture "
        "C is `first_kernel_ns` to `first_kernel_ns + capture_ns`)", "confidence"),
-    _c("iterations", "Int64", "count", "stable iterations inside W", "iterations"),
-    _c("iteration_mean_ns", "Int64", "ns", "their mean length on the GPU timeline", "iterations"),
-    _c("iteration_cv", "float", "factor", "their lengths' coefficient of variation", "iterations"),
-    _c("iteration_spread_pct", "float", "%", "`100 × (max − min) / median` of their lengths (empty: no iterations)",
+    _c("iterations", "stable iterations inside W", "iterations"),
+    _c("iteration_mean_ns", "their mean length on the GPU timeline", "iterations"),
+    _c("iteration_cv", "their lengths' coefficient of variation", "iterations"),
+    _c("iteration_spread_pct", "`100 × (max − min) / median` of their lengths (empty: no iterations)",
        "confidence"),
-    _c("bursts", "Int64", "count", "stretches of work in W: kernel-union runs apart by holes over "
+    _c("bursts", "stretches of work in W: kernel-union runs apart by holes over "
        "`confidence.serving_burst_gap_ns` (1 ms)", "confidence"),
-    _c("excluded_iterations", "text", "text", "every other iteration number and why", "iterations"),
-    _c("kept_iterations", "text", "text", "the kept iterations' numbers as compact ranges", "iterations"),
-    _c("window_note", "text", "text", "why earlier rules abstained and how the iterations were found", "iterations"),
-    _c("job_kind", "text", "text", "`training`, `serving` or `unknown`: from the `kind` label, else the stated rule", "kind"),
-    _c("job_kind_source", "text", "text", "`label`, or the evidence the rule found (and on which GPU); empty when unknown",
+    _c("excluded_iterations", "every other iteration number and why", "iterations"),
+    _c("kept_iterations", "the kept iterations' numbers as compact ranges", "iterations"),
+    _c("window_note", "why earlier rules abstained and how the iterations were found", "iterations"),
+    _c("job_kind", "`training`, `serving` or `unknown`: from the `kind` label, else the stated rule", "kind"),
+    _c("job_kind_source", "`label`, or the evidence the rule found (and on which GPU); empty when unknown",
        "kind"),
-    _c("startup_wait_ns", "Int64", "ns", "from the capture's start (the report's timeline zero) to the GPU's first kernel",
+    _c("startup_wait_ns", "from the capture's start (the report's timeline zero) to the GPU's first kernel",
        "kind"),
-    _c("startup_cut", "bool", "bool", "the capture began mid-run (no memory-allocating CUDA/HIP call of the GPU's "
+    _c("startup_cut", "the capture began mid-run (no memory-allocating CUDA/HIP call of the GPU's "
        "processes before its first kernel): `startup_wait_ns` is not the job's start-up, which was not measured",
        "kind"),
-    _c("graph_capture_ns", "Int64", "ns", "graph-capture start-up: from the GPU's first kernel to the end of the "
+    _c("graph_capture_ns", "graph-capture start-up: from the GPU's first kernel to the end of the "
        "last CUDA/HIP graph capture of its processes (0: none); C and a `span` W start after it", "kind"),
-    _c("startup_only", "bool", "bool", "no kernel runs after the last graph capture ends: W is start-up only, "
+    _c("startup_only", "no kernel runs after the last graph capture ends: W is start-up only, "
        "not a steady state (tier `toy`, `partial`)", "kind"),
-    _c("capture_idle_ns", "Int64", "ns", "device-level idle over the capture C: first kernel start (after the "
+    _c("capture_idle_ns", "device-level idle over the capture C: first kernel start (after the "
        "graph-capture start-up) to last kernel end", "kind"),
-    _c("capture_idle_pct", "float", "%", "`capture_idle_ns` as % of C", "kind"),
-    _c("window_left_out_idle_pct", "float", "%", "the share of `capture_idle_ns` outside W (0 when C has no idle)",
+    _c("capture_idle_pct", "`capture_idle_ns` as % of C", "kind"),
+    _c("window_left_out_idle_pct", "the share of `capture_idle_ns` outside W (0 when C has no idle)",
        "kind"),
-    _c("kernel_count", "Int64", "count", "kernels inside W (a CUDA graph execution traced as a whole counts as one)"),
-    _c("stream_count", "Int64", "count", "(process, stream) pairs that ran them"),
-    _c("busy_ns", "Int64", "ns", "union of all kernel intervals on the GPU, clipped to W"),
-    _c("idle_ns", "Int64", "ns", "device-level idle: `window_ns − busy_ns` (the headline, no threshold)"),
-    _c("idle_pct", "float", "%", "`idle_ns` as % of W"),
-    _c("idle_pct_low", "float", "%", "the least idle % of one kept iteration's slice of W (empty: no iterations)",
+    _c("kernel_count", "kernels inside W (a CUDA graph execution traced as a whole counts as one)"),
+    _c("stream_count", "(process, stream) pairs that ran them"),
+    _c("busy_ns", "union of all kernel intervals on the GPU, clipped to W"),
+    _c("idle_ns", "device-level idle: `window_ns − busy_ns` (the headline, no threshold)"),
+    _c("idle_pct", "`idle_ns` as % of W"),
+    _c("idle_pct_low", "the least idle % of one kept iteration's slice of W (empty: no iterations)",
        "confidence"),
-    _c("idle_pct_high", "float", "%", "the most idle % of one kept iteration's slice of W (empty: no iterations)",
+    _c("idle_pct_high", "the most idle % of one kept iteration's slice of W (empty: no iterations)",
        "confidence"),
-    _c("idle_pct_sd", "float", "%", "sample standard deviation of the kept iterations' idle shares (empty: fewer "
+    _c("idle_pct_sd", "sample standard deviation of the kept iterations' idle shares (empty: fewer "
        "than 2 iterations)", "confidence"),
-    _c("copy_only_ns", "Int64", "ns", "idle while copy engines are busy but no kernel runs"),
-    _c("dark_ns", "Int64", "ns", "idle while nothing at all runs"),
-    _c("copies_outside_count", "Int64", "count", "the GPU's copies and memsets with time outside W", "copies outside"),
-    _c("copies_outside_ns", "Int64", "ns", "the union of their time outside W (longer than W: `copies-outside-window`)",
+    _c("copy_only_ns", "idle while copy engines are busy but no kernel runs"),
+    _c("dark_ns", "idle while nothing at all runs"),
+    _c("copies_outside_count", "the GPU's copies and memsets with time outside W", "copies outside"),
+    _c("copies_outside_ns", "the union of their time outside W (longer than W: `copies-outside-window`)",
        "copies outside"),
-    _c("busy_pct", "float", "%", "`busy_ns` as % of W", "meter"),
-    _c("sample_periods", "Int64", "count", "the sampled meter's periods in W: `⌈window_ns / meter.sample_ns⌉`", "meter"),
-    _c("sampled_busy_periods", "Int64", "count", "those in which some kernel ran for a positive time", "meter"),
-    _c("sampled_util_pct", "float", "%",
+    _c("busy_pct", "`busy_ns` as % of W", "meter"),
+    _c("sample_periods", "the sampled meter's periods in W: `⌈window_ns / meter.sample_ns⌉`", "meter"),
+    _c("sampled_busy_periods", "those in which some kernel ran for a positive time", "meter"),
+    _c("sampled_util_pct",
        "what a sampled meter would read: `100 × sampled_busy_periods / sample_periods`; empty (no reading, as the "
        "views say) when W holds fewer than 6 periods (1 s at the default 1/6 s)", "meter"),
-    _c("gap_count", "Int64", "count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
-    _c("gap_total_ns", "Int64", "ns", "their total (can exceed W on many-stream GPUs)", "gaps"),
-    _c("max_gap_ns", "Int64", "ns", "the longest of them", "gaps"),
-    _c("gaps_le_5ms", "Int64", "count", "per-stream gaps up to 5 ms", "gaps"),
-    _c("gaps_5_50ms", "Int64", "count", "per-stream gaps over 5 ms, up to 50 ms", "gaps"),
-    _c("gaps_gt_50ms", "Int64", "count", "per-stream gaps over 50 ms", "gaps"),
-    _c("gaps_le_5ms_ns", "Int64", "ns", "total of the gaps up to 5 ms", "gaps"),
-    _c("gaps_5_50ms_ns", "Int64", "ns", "total of the gaps over 5 ms, up to 50 ms", "gaps"),
-    _c("gaps_gt_50ms_ns", "Int64", "ns", "total of the gaps over 50 ms", "gaps"),
-    _c("sliver_count", "Int64", "count", "sub-threshold per-stream gaps (launch-bound slivers)"),
-    _c("sliver_total_ns", "Int64", "ns", "their total"),
-    _c("copy_overlap_ns", "Int64", "ns", "copy-engine time inside the kept per-stream gaps"),
-    _c("device_gap_count", "Int64", "count", "device-level gaps: holes over the threshold when no stream runs a kernel"),
-    _c("device_gap_ns", "Int64", "ns", "their total"),
-    _c("device_sliver_count", "Int64", "count", "device-level holes up to the threshold", "launch"),
-    _c("device_sliver_ns", "Int64", "ns", "their total", "launch"),
-    _c("launch_bound", "bool", "bool", "the device slivers are most of the application's idle", "launch"),
+    _c("gap_count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
+    _c("gap_total_ns", "their total (can exceed W on many-stream GPUs)", "gaps"),
+    _c("max_gap_ns", "the longest of them", "gaps"),
+    _c("gaps_le_5ms", "per-stream gaps up to 5 ms", "gaps"),
+    _c("gaps_5_50ms", "per-stream gaps over 5 ms, up to 50 ms", "gaps"),
+    _c("gaps_gt_50ms", "per-stream gaps over 50 ms", "gaps"),
+    _c("gaps_le_5ms_ns", "total of the gaps up to 5 ms", "gaps"),
+    _c("gaps_5_50ms_ns", "total of the gaps over 5 ms, up to 50 ms", "gaps"),
+    _c("gaps_gt_50ms_ns", "total of the gaps over 50 ms", "gaps"),
+    _c("sliver_count", "sub-threshold per-stream gaps (launch-bound slivers)"),
+    _c("sliver_total_ns", "their total"),
+    _c("copy_overlap_ns", "copy-engine time inside the kept per-stream gaps"),
+    _c("device_gap_count", "device-level gaps: holes over the threshold when no stream runs a kernel"),
+    _c("device_gap_ns", "their total"),
+    _c("device_sliver_count", "device-level holes up to the threshold", "launch"),
+    _c("device_sliver_ns", "their total", "launch"),
+    _c("launch_bound", "the device slivers are most of the application's idle", "launch"),
     *_CATS, *_CAVEAT_COLS,
-    _c("main_category", "text", "text", "the application category holding the most idle (empty: none)", "categories"),
-    _c("actionable", "text", "text", "the categories at `actionable_pct` of W or more, largest first", "categories"),
-    _c("comm_ns", "Int64", "ns", "union of the collective kernels, clipped to W", "comm"),
-    _c("comm_overlapped_ns", "Int64", "ns", "the part of it beside a compute kernel on another stream", "comm"),
-    _c("comm_exposed_ns", "Int64", "ns", "`comm_ns − comm_overlapped_ns`: communication with no compute beside it", "comm"),
-    _c("comm_pct", "float", "%", "`comm_ns` as % of W", "comm"),
-    _c("comm_overlapped_pct", "float", "%", "`comm_overlapped_ns` as % of W", "comm"),
-    _c("comm_exposed_pct", "float", "%", "`comm_exposed_ns` as % of W", "comm"),
-    _c("collective_ns", "Int64", "ns", "the GPU's collective kernels inside W, summed per call: "
+    _c("main_category", "the application category holding the most idle (empty: none)", "categories"),
+    _c("actionable", "the categories at `actionable_pct` of W or more, largest first", "categories"),
+    _c("comm_ns", "union of the collective kernels, clipped to W", "comm"),
+    _c("comm_overlapped_ns", "the part of it beside a compute kernel on another stream", "comm"),
+    _c("comm_exposed_ns", "`comm_ns − comm_overlapped_ns`: communication with no compute beside it", "comm"),
+    _c("comm_pct", "`comm_ns` as % of W", "comm"),
+    _c("comm_overlapped_pct", "`comm_overlapped_ns` as % of W", "comm"),
+    _c("comm_exposed_pct", "`comm_exposed_ns` as % of W", "comm"),
+    _c("collective_ns", "the GPU's collective kernels inside W, summed per call: "
        "`collective_wait_ns + collective_transfer_ns`", "collwait"),
-    _c("collective_wait_ns", "Int64", "ns", "of it, waiting inside the kernel for the last rank to enter the call "
+    _c("collective_wait_ns", "of it, waiting inside the kernel for the last rank to enter the call "
        "(empty: abstained)", "collwait"),
-    _c("collective_transfer_ns", "Int64", "ns", "of it, after the last rank entered (empty: abstained)", "collwait"),
-    _c("collective_pct", "float", "%", "`collective_ns` as % of W", "collwait"),
-    _c("collective_wait_pct", "float", "%", "`collective_wait_ns` as % of W", "collwait"),
-    _c("collective_transfer_pct", "float", "%", "`collective_transfer_ns` as % of W", "collwait"),
-    _c("collective_calls", "Int64", "count", "the GPU's collective calls inside W", "collwait"),
-    _c("collective_last_count", "Int64", "count", "of them, the calls this GPU entered last (empty: abstained)",
+    _c("collective_transfer_ns", "of it, after the last rank entered (empty: abstained)", "collwait"),
+    _c("collective_pct", "`collective_ns` as % of W", "collwait"),
+    _c("collective_wait_pct", "`collective_wait_ns` as % of W", "collwait"),
+    _c("collective_transfer_pct", "`collective_transfer_ns` as % of W", "collwait"),
+    _c("collective_calls", "the GPU's collective calls inside W", "collwait"),
+    _c("collective_last_count", "of them, the calls this GPU entered last (empty: abstained)",
        "collwait"),
-    _c("collective_chronic", "bool", "bool", "last in more than `collective.chronic_share` of its calls", "collwait"),
-    _c("collective_p2p", "bool", "bool", "every matched call is point-to-point send/recv (no NVTX range names a "
+    _c("collective_chronic", "last in more than `collective.chronic_share` of its calls", "collwait"),
+    _c("collective_p2p", "every matched call is point-to-point send/recv (no NVTX range names a "
        "collective): its wait is the pipeline bubble", "collwait"),
-    _c("collective_wait_status", "text", "text", "`measured`, `abstained` or `none` (no collective in W)", "collwait"),
-    _c("collective_wait_note", "text", "text", "how the calls were matched, or why not", "collwait"),
-    _c("collective_match_basis", "text", "text", "what the calls were matched by: `kth call of family` (the k-th "
+    _c("collective_wait_status", "`measured`, `abstained` or `none` (no collective in W)", "collwait"),
+    _c("collective_wait_note", "how the calls were matched, or why not", "collwait"),
+    _c("collective_match_basis", "what the calls were matched by: `kth call of family` (the k-th "
        "kernel of a family on the same collective stream of each GPU), `kth call of family across files on one host` "
        "(the job's files on one host: one clock) or `abstained: <reason>`; empty with no collective in W", "collwait"),
-    _c("rate_model", "text", "text", "the rate-card entry used", "rate"),
-    _c("rate_usd_per_hour", "float", "USD/h", "its rate per GPU-hour", "rate"),
-    _c("rate_source", "text", "text", "why that entry (and its `source`)", "rate"),
-    _c("rate_assumed", "bool", "bool", "priced without an entry of its own: the default model's rate (no model named "
+    _c("rate_model", "the rate-card entry used", "rate"),
+    _c("rate_usd_per_hour", "its rate per GPU-hour", "rate"),
+    _c("rate_source", "why that entry (and its `source`)", "rate"),
+    _c("rate_assumed", "priced without an entry of its own: the default model's rate (no model named "
        "on an NVIDIA GPU; under `cost.unlisted: default` also a model not on the card)", "rate"),
-    _c("unpriced", "bool", "bool", "no entry of its own and no rate (`cost.unlisted: unpriced`, the default: a model "
+    _c("unpriced", "no entry of its own and no rate (`cost.unlisted: unpriced`, the default: a model "
        "not on the card, or none named on a GPU its input says is not NVIDIA's): every USD column empty, left out of "
        "every USD total, its model named by every total", "rate"),
-    _c("idle_usd_per_month", "float", "USD/month", "idle fraction × rate × hours per month (730)"),
-    _c("profiler_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is profiler overhead",
+    _c("idle_usd_per_month", "idle fraction × rate × hours per month (730)"),
+    _c("profiler_usd_per_month", "the part of `idle_usd_per_month` that is profiler overhead",
        "caveat_usd"),
-    _c("untraced_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is untraced",
+    _c("untraced_usd_per_month", "the part of `idle_usd_per_month` that is untraced",
        "caveat_usd"),
-    _c("comm_exposed_usd_per_month", "float", "USD/month", "exposed communication priced like idle (busy time)",
+    _c("comm_exposed_usd_per_month", "exposed communication priced like idle (busy time)",
        "comm_usd"),
-    _c("collective_wait_usd_per_month", "float", "USD/month", "the wait inside collectives priced like idle (busy "
+    _c("collective_wait_usd_per_month", "the wait inside collectives priced like idle (busy "
        "time: beside `idle_usd_per_month`, never in it)", "collwait"),
-    _c("amdahl_speedup", "float", "factor", "`1 / (1 − idle fraction)`: the speed-up if the idle vanished"),
+    _c("amdahl_speedup", "`1 / (1 − idle fraction)`: the speed-up if the idle vanished"),
     *_FIX,
-    _c("confidence_tier", "text", "text", "how far the month can be trusted: `toy`, `low`, `medium` or `high`",
+    _c("confidence_tier", "how far the month can be trusted: `toy`, `low`, `medium` or `high`",
        "confidence"),
-    _c("low_confidence", "bool", "bool", "`confidence_tier` is `toy` or `low`", "confidence"),
-    _c("confidence_note", "text", "text", "why the tier is not higher: the shortfalls of a `toy` or `low` row and the "
+    _c("low_confidence", "`confidence_tier` is `toy` or `low`", "confidence"),
+    _c("confidence_note", "why the tier is not higher: the shortfalls of a `toy` or `low` row and the "
        "cap of an `unknown` kind that holds a row down (empty for an uncapped `medium` and for `high`)",
        "confidence"),
-    _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
-    _c("diagnosis", "text", "text", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
+    _c("implausible_speedup", "some category holds at least 90 % of W"),
+    _c("diagnosis", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
        "JSON, one object per finding (docs/definitions.md#diagnosis; empty: none)"),
-    _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
-    _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
-    _c("warning_codes", "text", "text", "the codes of `warnings`, each once, comma-separated (e.g. "
+    _c("straggler", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
+    _c("warnings", "what the figures rest on that was incomplete or could not be real", "status"),
+    _c("warning_codes", "the codes of `warnings`, each once, comma-separated (e.g. "
        "`gpu-model-unresolved,window-leaves-out-idle`): for filters and alerts", "status"),
-    _c("capture_id", "text", "text", "the capture's identity, the same for every file of one capture (a report and "
+    _c("capture_id", "the capture's identity, the same for every file of one capture (a report and "
        "its export, copies, a trace and its gzip): [duplicate captures](inputs.md#duplicate-captures)", "status"),
-    _c("status", "text", "text", "`ok`, `partial`, `duplicate` or `error`", "status"),
-    _c("error", "text", "text", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>` (and, when its labels differ from that file's, which were not used)",
+    _c("status", "`ok`, `partial`, `duplicate` or `error`", "status"),
+    _c("error", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>` (and, when its labels differ from that file's, which were not used)",
        "status"),
 )
 
 #: Columns the outputs add to the fleet's (declared here like every other): the night of a report's row, a GPU's name.
-REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's date) the row belongs to"),
-                _c("gpu_name", "text", "text", "the GPU's name for people: model, number in its job, short id "
+REPORT_EXTRA = (_c("run_date", "the night (or the run folder's date) the row belongs to"),
+                _c("gpu_name", "the GPU's name for people: model, number in its job, short id "
                    "(`H100 #3 9b5c4f8d`; [GPU names](#gpu-names))"))
 
 
@@ -742,6 +1012,7 @@ for _names in _SHOWN.values():
     assert all(n in _BY_NAME for n in _names), [n for n in _names if n not in _BY_NAME]
 assert all(s in _BY_NAME for c in ROLLUP for s in c.rule.reads())
 assert len(_BY_NAME) == len(FLEET) + len(REPORT_EXTRA)
+assert contract_problems(GROUPS, FLEET_COLUMNS) == ([], []), contract_problems(GROUPS, FLEET_COLUMNS)
 
 
 def column(name: str) -> Column:
