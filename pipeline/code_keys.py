@@ -93,7 +93,8 @@ PRESENTATION = {
     "schema.py": {"calls": {"_c": ((1, 2), ("meaning", "group")), "_group": ((1,), ("doc",)), "_r": ((4,), ("meaning",)),
                             "Printed": ((1,), ("header",)),
                             "Column": ((3,), ("meaning",)), "RollupColumn": ((4,), ("meaning",)),
-                            "Where": ((2,), ("text",)), "Custom": ((4,), ("text",))},
+                            "Where": ((2,), ("text",)), "Custom": ((4,), ("text",)), "_t": ((1,), ("meaning",)),
+                            "Table": ((2,), ("holds",))},
                   "names": ("NOTES",)},
 }
 #: The version of :func:`source_meaning`'s rules: a remembered digest of other rules is computed again.

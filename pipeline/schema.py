@@ -1051,6 +1051,162 @@ def source_name(header: str) -> str:
     raise KeyError(f"output column {header!r} is not in the fleet schema (pipeline/schema.py)")
 
 
+# ---------------------------------------------------------------------------------------------
+# The other output tables: each declares its columns, in file order, with what each holds (docs/outputs.md's table
+# of each is generated from here, between its own marker comments; tests/test_output_tables.py reads each written
+# file against its declaration).
+
+
+class TableEntry(NamedTuple):
+    """One line of an output table's declaration: its column ``names`` (one or several, adjacent in the file) and
+    what they hold (``meaning``, for people)."""
+
+    names: tuple
+    meaning: str
+
+
+def _t(names, meaning) -> TableEntry:
+    return TableEntry((names,) if isinstance(names, str) else tuple(names), meaning)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """An output table beside the fleet table and the rollups: its ``name`` (docs/outputs.md's marker comments name
+    it), the ``files`` it is written to, the heading of its docs table's second column (``holds``) and its
+    ``entries`` (:class:`TableEntry`), whose names in order are its columns."""
+
+    name: str
+    files: tuple
+    holds: str
+    entries: tuple
+
+    @property
+    def columns(self) -> list:
+        """The table's columns, in file order."""
+        return [n for e in self.entries for n in e.names]
+
+
+#: fix_first.csv and fix_first.json (the same entries as a list of objects): the ranked fix-first lists of the
+#: fleet and of each job (pipeline/analysis/fixfirst.py ``fix_list``; docs/outputs.md#fix-first-list).
+FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
+    _t("scope", "the list: `fleet` (its `cluster` and `job` blank) or `job`"),
+    _t("section", "`device idle` (the idle categories' entries) or `inside collectives` (the wait for the last rank: "
+                  "its `remedy` names the straggler, its `diagnosis` how often it entered last, no `speedup`)"),
+    _t(("cluster", "job"), "the job of a `job` list"),
+    _t("rank", "the entry's rank in its section (1.., trusted entries first, ties by category name)"),
+    _t("category", "the category"),
+    _t("usd_per_month", "sum of the GPUs' `fix_<c>_usd_per_month`; empty when none of its GPUs is priced "
+                        "([unpriced](definitions.md#cost))"),
+    _t(("recoverable_usd_per_month", "recoverable_basis"),
+       "the part of `usd_per_month` the evidence says is recoverable (copies on the compute stream: what a copy stream "
+       "could hide, [Diagnosis](definitions.md#diagnosis)), and that basis in words"),
+    _t(("assumed_usd_per_month", "assumed_gpus"), "the part of `usd_per_month` on its `rate_assumed` GPUs (USD), and "
+                                                  "their count"),
+    _t("unpriced_gpus", "its GPUs that are `unpriced` (no dollars in it)"),
+    _t("unpriced_models", "those GPUs' models with each one's count (`Quadro GP100 (2), no model named (1)`; empty: "
+                          "none): a `cost.rates` entry for each prices them"),
+    _t(("speedup", "share_pct"), "window-weighted: `1 / (1 − share)`, 100 × share"),
+    _t("remedy", "what the [diagnostic rules](definitions.md#diagnosis) that fired on its GPUs prescribe; the generic "
+                 "one-line remedy, saying so, when none could be judged; `archived: …, not prescribed` when the "
+                 "category is archived (under `analysis.actionable_pct` of W) on its GPUs"),
+    _t("diagnosis", "what the [diagnostic rules](definitions.md#diagnosis) found for the category on 3 of its GPUs "
+                    "(those with a finding not archived first: the evidence the remedy rests on, then in list order): "
+                    "`<GPU name>: rule: evidence → remedy` (its display name, [GPU names](#gpu-names)), one line each "
+                    "(newline-separated), how many more GPUs have some; for `comm` the list's stragglers and its late "
+                    "ranks (`collective_chronic`)"),
+    _t(("gpus", "gpu_keys"), "the GPUs with that idle (`report gpu_key`)"),
+    _t("example_gaps", "the 3 longest of that category in the device rosters: `report gpu_key @start_ns +length_ns "
+                       "[nvtx range]`"),
+    _t(("window_ns", "iterations"), "summed over the part's GPUs; the fewest of a GPU"),
+    _t(("trusted", "confidence_tier"), "the entry rests on trusted GPUs (`medium`, `high`); the lowest tier of its "
+                                       "GPUs"),
+    _t(("low_confidence", "confidence_note"), "not `trusted`, and each of its GPUs' notes"),
+    _t("implausible_speedup", "the category holds ≥ 90 % of the group's window or of one GPU's"),
+))
+
+#: The sweep's history: one part per night, that night's fleet table (pipeline/runs/sweep.py).
+HISTORY = Table("history", ("history/run_date=<night>/fleet.parquet",), "holds", (
+    _t(tuple(FLEET_COLUMNS), "the night's fleet table, in its order and dtypes; the night is the folder's `run_date` "
+                             "(a Hive partition: `pandas.read_parquet(S/history)` reads it as a column)"),
+))
+
+#: The gap table of a job's medical record (``records/<job>.md``, pipeline/report/medical.py).
+RECORD_GAPS = Table("record gaps", ("records/<job>.md",), "holds", (
+    _t("#", "the gap's rank, longest first (ties: earlier start, then `gpu_key`)"),
+    _t("GPU", "the GPU's [name](#gpu-names)"),
+    _t("start (report clock, s)", "the gap's start: seconds on the report's clock (export ns / 10⁹, as `--trim` takes "
+                                  "them), which does not depend on where the capture started"),
+    _t("NVTX range", "the NVTX range the gap lies in (`-`: none)"),
+    _t("width", "the gap's length (`6.838 ms`)"),
+    _t("category", "its category"),
+))
+
+#: compare.csv (``gpu-idle compare --out``; its writer is pipeline/report/compare.py's ``CSV_COLUMNS``).
+COMPARE_CSV = Table("compare.csv", ("compare.csv",), "holds", (
+    _t("level", "`gpu`, `job`, `unpaired-before` or `unpaired-after`"),
+    _t("cluster", "the job's cluster (the before side's)"),
+    _t("job", "the before side's job"),
+    _t("job_after", "the after side's job it was paired with"),
+    _t("gpu_before", "the before GPU's name (numbered in pair order)"),
+    _t("gpu_after", "the after GPU's name (numbered in pair order)"),
+    _t("gpu_key_before", "the before GPU's `gpu_key`"),
+    _t("gpu_key_after", "the after GPU's `gpu_key`"),
+    _t("pairing", "the basis the job's GPUs were paired by: `rank`, `device ordinal` or `process order`"),
+    _t("comparable", "the verdict: every check passed"),
+    _t("forced", "not comparable and shown with `--force` (every figure marked)"),
+    _t("reasons", "the failed checks' texts, `; `-separated"),
+    _t("idle_pct_before", "device-level idle share before, % of W"),
+    _t("idle_pct_after", "the same after"),
+    _t("idle_pct_change_pts", "after − before, points"),
+    _t("noise_floor_pts", "the idle share's noise floor, points (empty: unknown)"),
+    _t("idle_change", "`lower`, `higher`, `no change detectable` or `unknown`"),
+    _t("reading",
+       "what the row's change is, read against its own noise floor (a GPU pair's from its two GPUs, a job's from "
+       "its pooled GPUs): `saving` (idle lower by more than the floor), `idle up` (higher by more), `no change "
+       "detectable` (at most the floor: no saving) or `unknown` (no floor)"),
+    _t("iteration_ms_before", "mean iteration length before, ms"),
+    _t("iteration_ms_after", "the same after"),
+    _t("iteration_change_pct", "100 × (after − before) / before"),
+    _t("iteration_noise_floor_pct", "the iteration length's noise floor, % of the before length"),
+    _t("iteration_change", "`faster`, `slower`, `no change detectable` or `unknown`"),
+    _t("speedup",
+       "before / after iteration length; empty when a side is of tier `toy` (withheld: such a capture is too small "
+       "for an iteration length to compare; the views say `speed-up withheld: …`)"),
+    *(_t(f"cat_{c}_{k}", m.format(c=c)) for c in CATEGORIES for k, m in (
+        ("ms_per_iteration_before", "category `{c}`'s ms per stable iteration before"),
+        ("ms_per_iteration_after", "the same after"), ("ms_per_iteration_change", "after − before, ms"),
+        ("pct_before", "category `{c}`'s share of W before, %"), ("pct_after", "the same after"),
+        ("pct_change_pts", "after − before, points"))),
+    _t("usd_before_after_rates",
+       "the before side's idle USD per month at the after side's rates and hours (priced GPUs summed)"),
+    _t("usd_after_after_rates", "the after side's, the same rates"),
+    _t("usd_change_after_rates", "after − before at the after side's rates"),
+    _t("usd_before_fixed_rates",
+       "the before side's idle USD per month at fixed rates (the before side's rates and hours)"),
+    _t("usd_after_fixed_rates", "the after side's, the same fixed rates"),
+    _t("usd_change_fixed_rates", "after − before at fixed rates"),
+    _t("saving_usd_per_month",
+       "−`usd_change_after_rates` when the idle share fell by more than its noise floor; else empty"),
+    _t("rate_assumed", "some of the GPUs are priced at an assumed rate at the after side's rates (`~$` in the views)"),
+    _t("assumed_gpus", "how many, at the after side's rates"),
+    _t("assumed_usd_before_after_rates", "of `usd_before_after_rates`, the USD at assumed rates"),
+    _t("assumed_usd_after_after_rates", "of `usd_after_after_rates`, the USD at assumed rates"),
+    _t("unpriced_gpus", "GPUs unpriced at the after side's rates, left out of its dollar cells"),
+    _t("assumed_gpus_fixed_rates", "GPUs at an assumed rate at fixed rates"),
+    _t("unpriced_gpus_fixed_rates", "GPUs unpriced at fixed rates"),
+    _t("confidence_tier_before", "the before side's lowest `confidence_tier` (a job: over its paired GPUs)"),
+    _t("confidence_tier_after", "the same after"),
+    _t("low_confidence", "either is `toy` or `low`: the figures are marked"),
+    _t("confidence_note", "`low confidence: ` and the rows' `confidence_note` (each side's when they differ)"),
+    _t("gaps_vanished", "gaps (a GPU row: count) only in the before roster"),
+    _t("gaps_appeared", "gaps only in the after roster"),
+    _t("gaps_kept_changed", "groups of gaps in both rosters whose total width or count changed"),
+))
+
+#: Every output table declared here beside the fleet table and the rollups.
+TABLES = (FIX_FIRST, HISTORY, RECORD_GAPS, COMPARE_CSV)
+
+
 #: What a price-free fleet row (a stored result, :func:`pipeline.analysis.analyse.measure_gpu`) holds besides its
 #: fleet columns so that it can be priced later (:func:`pipeline.analysis.cost.price_rows`), never an output
 #: column: the GPU's own model (before a ``gpu_model`` label), its own rank (a trace's, before a ``rank`` label),
@@ -1177,13 +1333,39 @@ def column_reference() -> str:
     return "\n".join(lines + ["", END_MARK])
 
 
+def table_marks(table: Table) -> tuple[str, str]:
+    """The marker comments around ``table``'s generated column table in docs/outputs.md."""
+    return (f"<!-- table {table.name}: generated by `python -m pipeline.schema` from pipeline/schema.py; do not edit -->",
+            f"<!-- end of table {table.name} -->")
+
+
+def table_reference(table: Table) -> str:
+    """The Markdown of ``table``'s columns (:class:`Table`), one line per entry, between (and with) its
+    :func:`table_marks`; the whole fleet table's columns named as such."""
+    begin, end = table_marks(table)
+    lines = [begin, "", f"| column | {table.holds} |", "|---|---|"]
+    for e in table.entries:
+        names = ("every [fleet table](#fleet-table) column" if e.names == tuple(FLEET_COLUMNS)
+                 else ", ".join(f"`{n}`" for n in e.names))
+        lines.append(f"| {names} | {_cell(e.meaning)} |")
+    return "\n".join(lines + ["", end])
+
+
+def _between(text: str, begin: str, end: str, content: str) -> str:
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start or text.count(begin) != 1 or text.count(end) != 1:
+        raise ValueError(f"docs/outputs.md: the marker comments {begin!r} and {end!r} are missing or repeated")
+    return text[:start] + content + text[stop + len(end):]
+
+
 def with_column_reference(text: str) -> str:
-    """``text`` (docs/outputs.md) with the part between the markers replaced by :func:`column_reference`.
-    Raises ValueError when the markers are not there once each, in order."""
-    start, end = text.find(BEGIN_MARK), text.find(END_MARK)
-    if start < 0 or end < start or text.count(BEGIN_MARK) != 1 or text.count(END_MARK) != 1:
-        raise ValueError("docs/outputs.md: the column reference's marker comments are missing or repeated")
-    return text[:start] + column_reference() + text[end + len(END_MARK):]
+    """``text`` (docs/outputs.md) with the part between the markers replaced by :func:`column_reference`, and each
+    output table's (:data:`TABLES`) by its :func:`table_reference`. Raises ValueError when a pair of markers is not
+    there once each, in order."""
+    text = _between(text, BEGIN_MARK, END_MARK, column_reference())
+    for table in TABLES:
+        text = _between(text, *table_marks(table), table_reference(table))
+    return text
 
 
 if __name__ == "__main__":  # python -m pipeline.schema [docs/outputs.md]: rewrite the generated column reference

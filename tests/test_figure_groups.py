@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from helpers.exports import one_h100
 
 from pipeline import schema
 from pipeline.analysis.analyse import measure_gpu
 from pipeline.config import load_config
 from pipeline.load.report import gpu_trace, load_report
-from pipeline.synth import ExportWriter
 
 MS = 1_000_000
 
@@ -21,13 +21,7 @@ MS = 1_000_000
 def measured(tmp_path_factory):
     """One H100 with two kernels 10 ms apart on one stream, 20 ms of W: its price-free row."""
     path = tmp_path_factory.mktemp("groups") / "one.sqlite"
-    w = ExportWriter(str(path))
-    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="aaa")
-    w.cuda_device(0, 0, 10)
-    w.kernel(pid=10, device=0, stream=7, start=0, end=5 * MS, name="gemm")
-    w.kernel(pid=10, device=0, stream=7, start=15 * MS, end=20 * MS, name="gemm")
-    w.close()
-    rep = load_report(str(path))
+    rep = load_report(one_h100(path, ((0, 5), (15, 20))))
     (key,) = rep.gpu_keys()
     return measure_gpu(gpu_trace(rep, key), load_config([], {"analysis": {"window": "span"}}), {"job": "j"}).row
 

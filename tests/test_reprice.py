@@ -145,6 +145,8 @@ def _edited(rel: str, old: str, new: str) -> tuple[str, str]:
     ("schema.py", '"GPUs flagged `straggler`"', '"GPUs marked as stragglers"', True),  # a rollup column's meaning
     ("schema.py", 'text="each model with its count, most first"', 'text="its models, counted"', True),  # a rule's text
     ("schema.py", 'Min("iterations")', 'Max("iterations")', False),  # a rollup rule
+    ("schema.py", '"the entry\'s rank in its section', '"its rank in its section', True),  # an output table's meaning
+    ("schema.py", '_t("category", "the category")', '_t("kind", "the category")', False),  # an output table's column
     ("analysis/cost.py", '"""Price idle time', '"""Price the idle time', True),  # a docstring
     ("schema.py", '*((f"{c}_usd_per_month", "float", "USD/month")', '*((f"{c}_usd_per_month", "text", "USD/month")',
      False),  # the contract (a figure group's field)

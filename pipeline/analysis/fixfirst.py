@@ -40,7 +40,7 @@ from .. import categories
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns, trust_rank
-from ..schema import analysed_rows, conform, share
+from ..schema import FIX_FIRST, analysed_rows, conform, share
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, models_text, unpriced_total
 from . import collwait
 from . import diagnosis as dx
@@ -57,12 +57,8 @@ REMEDIES = categories.Field("remedy", caveat=False)
 #: the wait inside collectives (busy time, never added to the idle).
 DEVICE_IDLE, INSIDE_COLLECTIVES = SECTIONS = ("device idle", "inside collectives")
 
-#: Columns of the fix-first list (:func:`fix_list`), in order.
-FIX_COLUMNS = ["scope", "section", "cluster", "job", "rank", "category", "usd_per_month", "recoverable_usd_per_month",
-               "recoverable_basis", "assumed_usd_per_month", "assumed_gpus", "unpriced_gpus", "unpriced_models", "speedup",
-               "share_pct",
-               "remedy", "diagnosis", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
-               "low_confidence", "confidence_note", "implausible_speedup"]
+#: Columns of the fix-first list (:func:`fix_list`), in order: declared in the schema (:data:`pipeline.schema.FIX_FIRST`).
+FIX_COLUMNS = FIX_FIRST.columns
 
 #: Example gaps (from the device rosters) quoted per fix-list entry.
 EXAMPLE_GAPS = 3
