@@ -672,7 +672,8 @@ class Rule:
         tests = (self.where, getattr(self, "empty_without", None))
         return tuple(dict.fromkeys([*self.sources, *(c for t in tests if t is not None for c in t.columns)]))
 
-    def _rows(self, rows: pd.DataFrame) -> pd.Series:
+    def taken(self, rows: pd.DataFrame) -> pd.Series:
+        """Which of ``rows`` the rule takes (its ``where``; all when None), as a bool Series."""
         return pd.Series(True, index=rows.index) if self.where is None else self.where(rows)
 
     def _over(self) -> str:
@@ -735,7 +736,7 @@ class Count(Rule):
         return f"count{self._over()}"
 
     def inputs(self, name: str, rows: pd.DataFrame) -> dict:
-        return {name: (self._rows(rows).astype("int64"), "sum")}
+        return {name: (self.taken(rows).astype("int64"), "sum")}
 
     def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
         return totals[name]

@@ -256,7 +256,7 @@ def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.D
         return out
     counts = pd.DataFrame({c: ok[c] for c in by})
     for c in usd:
-        mask = c.rule._rows(ok)
+        mask = c.rule.taken(ok)
         counts[f"p_{c.name}"] = (ok[c.rule.source].notna() & mask).astype("int64")
         counts[f"u_{c.name}"] = (unpriced & mask).astype("int64")
     sums = counts.groupby(by, sort=True).sum()
