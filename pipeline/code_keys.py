@@ -90,8 +90,11 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
 #: row contract (names, dtypes, units, rollups, outputs: keyed) beside its presentation text (each column's
 #: meaning, the column groups' notes, the printed headers: not keyed), so a column's meaning text changes no key.
 PRESENTATION = {
-    "schema.py": {"calls": {"_c": ((3,), ("meaning",)), "_r": ((5,), ("meaning",)), "Printed": ((1,), ("header",)),
-                            "Column": ((3,), ("meaning",)), "RollupColumn": ((5,), ("meaning",))},
+    "schema.py": {"calls": {"_c": ((1, 2), ("meaning", "group")), "_group": ((1,), ("doc",)), "_r": ((4,), ("meaning",)),
+                            "Printed": ((1,), ("header",)),
+                            "Column": ((3,), ("meaning",)), "RollupColumn": ((4,), ("meaning",)),
+                            "Where": ((2,), ("text",)), "Custom": ((4,), ("text",)), "_t": ((1,), ("meaning",)),
+                            "Table": ((2,), ("holds",))},
                   "names": ("NOTES",)},
 }
 #: The version of :func:`source_meaning`'s rules: a remembered digest of other rules is computed again.

@@ -15,8 +15,9 @@ jobs, in every grouping (stragglers, rollups, fix-first, window agreement, medic
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -45,14 +46,6 @@ CLUSTER_KEY = ("cluster",)
 DTYPES = ("Int64", "bool", "float", "text")
 #: units a column is measured in.
 UNITS = ("ns", "%", "USD/month", "USD/h", "count", "text", "bool", "factor")
-#: The rollup of a USD column over the GPUs priced at an assumed rate only (``assumed_usd_per_month``).
-ASSUMED_SUM = "sum where `rate_assumed`"
-#: The rollup of a USD column over the GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
-TRUSTED_SUM = "sum over trusted"
-#: The rollup of a text column: its distinct non-empty values over the group's GPUs, in row order, ``, ``-joined.
-DISTINCT = "distinct"
-#: how a fleet column rolls up to a job and a cluster (the rollup columns that take it say it).
-ROLLUPS = ("sum", ASSUMED_SUM, TRUSTED_SUM, "window-weighted mean", "min", "max", "first", "count", DISTINCT, "none")
 #: The outputs a column can be shown in: ``fleet`` (fleet.parquet and fleet.csv: every fleet column),
 #: ``printed`` (the table ``gpu-idle run`` prints), ``printed-wide`` (``gpu-idle run --wide``), ``report-csv`` (``gpu-idle report --format csv``),
 #: ``markdown`` (``--format md``'s GPU table), ``report`` (the HTML report's tables).
@@ -78,213 +71,470 @@ class Column:
             raise ValueError(f"column {self.name}: dtype {self.dtype!r} or unit {self.unit!r} unknown")
 
 
+# ---------------------------------------------------------------------------------------------
+# Figure groups: the row contract. Each group is a frozen dataclass whose fields are fleet columns, each field's
+# dtype and unit in its metadata; the analysis builds the price-free row of its groups (ANALYSED_GROUPS,
+# pipeline.analysis.analyse.measure_gpu), the unit of work, the reduce and the accounting add theirs. The
+# columns below (FLEET) take their dtype and unit from here; their order, meaning and note are the tables'.
+
+
+class Figures:
+    """A figure group: a frozen dataclass whose fields are fleet columns (:func:`_f`: dtype and unit)."""
+
+    def columns(self) -> dict:
+        """``{column: value}`` of the group's fields, in field order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _f(dtype: str, unit: str):
+    """A group's field that is a fleet column of ``dtype`` (:data:`DTYPES`) and ``unit`` (:data:`UNITS`)."""
+    if dtype not in DTYPES or unit not in UNITS:
+        raise ValueError(f"dtype {dtype!r} or unit {unit!r} unknown")
+    return dataclasses.field(metadata={"dtype": dtype, "unit": unit})
+
+
+def _group(name: str, doc: str, fields) -> type:
+    """A figure group of ``fields`` (``(column, dtype, unit)``; columns made per category)."""
+    cls = dataclasses.make_dataclass(name, [(n, object, _f(d, u)) for n, d, u in fields], bases=(Figures,),
+                                     frozen=True)
+    cls.__doc__ = doc
+    return cls
+
+
 @dataclasses.dataclass(frozen=True)
-class RollupColumn:
-    """One column of ``jobs.csv`` and ``clusters.csv``: ``name``, ``dtype``, ``unit``, the fleet column it is
-    made of (``source``; empty for ``failed_reports``), ``how`` (:data:`ROLLUPS`) and ``meaning``."""
+class Identity(Figures):
+    """The GPU and its report's labels, as the analysis was given them (``measure_gpu``)."""
 
-    name: str
-    dtype: str
-    unit: str
-    source: str
-    how: str
-    meaning: str
+    report: str | None = _f("text", "text")
+    cluster: str | None = _f("text", "text")
+    job: str | None = _f("text", "text")
+    node: str | None = _f("text", "text")
+    rank: str | None = _f("text", "text")
+    scheduler_job: str | None = _f("text", "text")
+    host: str | None = _f("text", "text")
+    host_source: str | None = _f("text", "text")
+    dist_world_size: int | None = _f("Int64", "count")
+    dist_backend: str | None = _f("text", "text")
+    gpu_key: str | None = _f("text", "text")
+    pid: int | None = _f("Int64", "count")
+    device_id: int | None = _f("Int64", "count")
+    pids: str | None = _f("text", "text")
+    device_ids: str | None = _f("text", "text")
+    gpu_model: str | None = _f("text", "text")
 
 
-def _c(name, dtype, unit, meaning, group=""):
+@dataclasses.dataclass(frozen=True)
+class Window(Figures):
+    """The analysis window W and its stable iterations (``analysis/window.py``, ``analysis/iterations.py``)."""
+
+    window_rule: str | None = _f("text", "text")
+    untrimmed: bool = _f("bool", "bool")
+    window_start_ns: int | None = _f("Int64", "ns")
+    window_end_ns: int | None = _f("Int64", "ns")
+    window_ns: int | None = _f("Int64", "ns")
+    iterations: int | None = _f("Int64", "count")
+    iteration_mean_ns: int | None = _f("Int64", "ns")
+    iteration_cv: float = _f("float", "factor")
+    excluded_iterations: str | None = _f("text", "text")
+    kept_iterations: str | None = _f("text", "text")
+    window_note: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind(Figures):
+    """The job kind and what W keeps of the capture (``analysis/kind.py``, ``analysis/graphcapture.py``)."""
+
+    job_kind: str | None = _f("text", "text")
+    job_kind_source: str | None = _f("text", "text")
+    capture_ns: int | None = _f("Int64", "ns")
+    first_kernel_ns: int | None = _f("Int64", "ns")
+    startup_wait_ns: int | None = _f("Int64", "ns")
+    startup_cut: bool = _f("bool", "bool")
+    graph_capture_ns: int | None = _f("Int64", "ns")
+    startup_only: bool = _f("bool", "bool")
+    capture_idle_ns: int | None = _f("Int64", "ns")
+    capture_idle_pct: float = _f("float", "%")
+    window_left_out_idle_pct: float = _f("float", "%")
+
+
+@dataclasses.dataclass(frozen=True)
+class Idle(Figures):
+    """Device-level idle in W and the copies outside it (``analysis/gaps.py``)."""
+
+    kernel_count: int | None = _f("Int64", "count")
+    stream_count: int | None = _f("Int64", "count")
+    busy_ns: int | None = _f("Int64", "ns")
+    idle_ns: int | None = _f("Int64", "ns")
+    idle_pct: float = _f("float", "%")
+    copy_only_ns: int | None = _f("Int64", "ns")
+    dark_ns: int | None = _f("Int64", "ns")
+    copies_outside_count: int | None = _f("Int64", "count")
+    copies_outside_ns: int | None = _f("Int64", "ns")
+    amdahl_speedup: float = _f("float", "factor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Meter(Figures):
+    """The sampled meter beside the truth (``analysis/meter.py``)."""
+
+    busy_pct: float = _f("float", "%")
+    sample_periods: int | None = _f("Int64", "count")
+    sampled_busy_periods: int | None = _f("Int64", "count")
+    sampled_util_pct: float = _f("float", "%")
+
+
+@dataclasses.dataclass(frozen=True)
+class Gaps(Figures):
+    """Per-stream and device-level gaps, slivers and launch-boundness (``analysis/gaps.py``)."""
+
+    gap_count: int | None = _f("Int64", "count")
+    gap_total_ns: int | None = _f("Int64", "ns")
+    max_gap_ns: int | None = _f("Int64", "ns")
+    gaps_le_5ms: int | None = _f("Int64", "count")
+    gaps_5_50ms: int | None = _f("Int64", "count")
+    gaps_gt_50ms: int | None = _f("Int64", "count")
+    gaps_le_5ms_ns: int | None = _f("Int64", "ns")
+    gaps_5_50ms_ns: int | None = _f("Int64", "ns")
+    gaps_gt_50ms_ns: int | None = _f("Int64", "ns")
+    sliver_count: int | None = _f("Int64", "count")
+    sliver_total_ns: int | None = _f("Int64", "ns")
+    copy_overlap_ns: int | None = _f("Int64", "ns")
+    device_gap_count: int | None = _f("Int64", "count")
+    device_gap_ns: int | None = _f("Int64", "ns")
+    device_sliver_count: int | None = _f("Int64", "count")
+    device_sliver_ns: int | None = _f("Int64", "ns")
+    launch_bound: bool = _f("bool", "bool")
+
+
+@dataclasses.dataclass(frozen=True)
+class Communication(Figures):
+    """Communication overlap (``analysis/overlap.py``)."""
+
+    comm_ns: int | None = _f("Int64", "ns")
+    comm_overlapped_ns: int | None = _f("Int64", "ns")
+    comm_exposed_ns: int | None = _f("Int64", "ns")
+    comm_pct: float = _f("float", "%")
+    comm_overlapped_pct: float = _f("float", "%")
+    comm_exposed_pct: float = _f("float", "%")
+
+
+@dataclasses.dataclass(frozen=True)
+class Collectives(Figures):
+    """Idle inside collectives (``analysis/collwait.py``), price-free."""
+
+    collective_ns: int | None = _f("Int64", "ns")
+    collective_wait_ns: int | None = _f("Int64", "ns")
+    collective_transfer_ns: int | None = _f("Int64", "ns")
+    collective_pct: float = _f("float", "%")
+    collective_wait_pct: float = _f("float", "%")
+    collective_transfer_pct: float = _f("float", "%")
+    collective_calls: int | None = _f("Int64", "count")
+    collective_last_count: int | None = _f("Int64", "count")
+    collective_chronic: bool = _f("bool", "bool")
+    collective_p2p: bool = _f("bool", "bool")
+    collective_wait_status: str | None = _f("text", "text")
+    collective_wait_note: str | None = _f("text", "text")
+    collective_match_basis: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis(Figures):
+    """The diagnostic rules' findings (``analysis/diagnosis.py``)."""
+
+    diagnosis: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Status(Figures):
+    """What the figures rest on and the row's status (``model.row_status``); ``straggler`` False until the reduce flags it."""
+
+    straggler: bool = _f("bool", "bool")
+    warnings: str | None = _f("text", "text")
+    warning_codes: str | None = _f("text", "text")
+    status: str | None = _f("text", "text")
+    error: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capture(Figures):
+    """The capture's identity (``load/capture.py``), set by the unit of work."""
+
+    capture_id: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Grouping(Figures):
+    """How the job was decided (``fleet/grouping.py``), at the reduce."""
+
+    job_grouped_by: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Accounting(Figures):
+    """Who held the GPU (``accounting/``), after the reduce."""
+
+    sched_job_id: str | None = _f("text", "text")
+    sched_user: str | None = _f("text", "text")
+    sched_account: str | None = _f("text", "text")
+    sched_partition: str | None = _f("text", "text")
+    sched_gpus: int | None = _f("Int64", "count")
+    sched_matched_by: str | None = _f("text", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Views(Figures):
+    """Columns the views add to a fleet row (never in the fleet table)."""
+
+    run_date: str | None = _f("text", "text")
+    gpu_name: str | None = _f("text", "text")
+
+Categories = _group("Categories", "The application's device-level idle per category and the caveats' "
+                    "(``analysis/attribution.py``), the main and the actionable categories.",
+                    [*((f"cat_{c}_ns", "Int64", "ns") for c in CATEGORIES + CAVEATS),
+                     *((f"cat_{c}_pct", "float", "%") for c in CATEGORIES + CAVEATS),
+                     ("main_category", "text", "text"), ("actionable", "text", "text")])
+Confidence = _group("Confidence", "What the month extrapolates from and its tier (``analysis/confidence.py``) and the "
+                    "price-free fix-first figures (``analysis/fixfirst.py``).",
+                    [("iteration_spread_pct", "float", "%"), ("bursts", "Int64", "count"),
+                     ("idle_pct_low", "float", "%"), ("idle_pct_high", "float", "%"), ("idle_pct_sd", "float", "%"),
+                     *((f"fix_{c}_speedup", "float", "factor") for c in FIXABLE),
+                     ("confidence_tier", "text", "text"), ("low_confidence", "bool", "bool"),
+                     ("confidence_note", "text", "text"), ("implausible_speedup", "bool", "bool")])
+Price = _group("Price", "The rate and the dollars, joined at the reduce (``analysis/cost.py`` ``price_rows``).",
+               [("rate_model", "text", "text"), ("rate_usd_per_hour", "float", "USD/h"), ("rate_source", "text", "text"),
+                ("rate_assumed", "bool", "bool"), ("unpriced", "bool", "bool"),
+                *((f"{c}_usd_per_month", "float", "USD/month")
+                  for c in ("idle", *CAVEATS, "comm_exposed", "collective_wait")),
+                *((f"fix_{c}_usd_per_month", "float", "USD/month") for c in FIXABLE)])
+
+#: The groups of a price-free row (a stored result: :func:`pipeline.analysis.analyse.measure_gpu`).
+ANALYSED_GROUPS = (Identity, Window, Kind, Idle, Meter, Gaps, Categories, Communication, Collectives, Confidence,
+                   Diagnosis, Status)
+#: The groups of a fleet row: the analysed ones, then what the unit of work, the reduce and the accounting add.
+GROUPS = ANALYSED_GROUPS + (Capture, Grouping, Accounting, Price)
+
+
+def contract(groups) -> dict:
+    """``column -> (dtype, unit, group name)`` of every field of ``groups``. Raises ValueError naming a column two
+    groups provide."""
+    out = {}
+    for group in groups:
+        for f in dataclasses.fields(group):
+            if f.name in out:
+                raise ValueError(f"column {f.name} is in figure groups {out[f.name][2]} and {group.__name__}")
+            out[f.name] = (f.metadata["dtype"], f.metadata["unit"], group.__name__)
+    return out
+
+
+def contract_problems(groups, names) -> tuple[list, list]:
+    """``(fields of groups no column of names declares, columns of names no group provides)``, each sorted."""
+    provided = contract(groups)
+    return sorted(set(provided) - set(names)), sorted(set(names) - set(provided))
+
+
+_CONTRACT = contract(GROUPS + (Views,))
+
+
+def _c(name, meaning, group=""):
+    """The column ``name`` of a figure group (its dtype and unit), with its ``meaning`` and note ``group`` (the
+    heading of its longer note, :data:`NOTES`). Raises KeyError for a column no figure group provides."""
+    try:
+        dtype, unit, _ = _CONTRACT[name]
+    except KeyError:
+        raise KeyError(f"column {name!r}: no figure group provides it (pipeline/schema.py)") from None
     return Column(name, dtype, unit, meaning, group)
 
 
-_CATS = [_c(f"cat_{c}_ns", "Int64", "ns", f"device-level idle of the application category `{c}`", "categories")
+_CATS = [_c(f"cat_{c}_ns", f"device-level idle of the application category `{c}`", "categories")
          for c in CATEGORIES]
-_CATS += [_c(f"cat_{c}_pct", "float", "%", f"`cat_{c}_ns` as % of W", "categories") for c in CATEGORIES]
-_CAVEAT_COLS = [_c(f"cat_{c}_ns", "Int64", "ns", f"device-level idle that is not the application's: `{c}`", "caveats")
+_CATS += [_c(f"cat_{c}_pct", f"`cat_{c}_ns` as % of W", "categories") for c in CATEGORIES]
+_CAVEAT_COLS = [_c(f"cat_{c}_ns", f"device-level idle that is not the application's: `{c}`", "caveats")
                 for c in CAVEATS]
-_CAVEAT_COLS += [_c(f"cat_{c}_pct", "float", "%", f"`cat_{c}_ns` as % of W", "caveats") for c in CAVEATS]
-_FIX = [_c(f"fix_{c}_{k}", "float", u, m.format(c=c), "fix")
-        for c in FIXABLE for k, u, m in (("usd_per_month", "USD/month", "recoverable USD per month if `{c}` vanished"),
-                                         ("speedup", "factor", "speed-up if `{c}` alone vanished"))]
+_CAVEAT_COLS += [_c(f"cat_{c}_pct", f"`cat_{c}_ns` as % of W", "caveats") for c in CAVEATS]
+_FIX = [_c(f"fix_{c}_{k}", m.format(c=c), "fix")
+        for c in FIXABLE for k, m in (("usd_per_month", "recoverable USD per month if `{c}` vanished"),
+                                      ("speedup", "speed-up if `{c}` alone vanished"))]
 
 #: Every column of the fleet table (fleet.parquet, fleet.csv; docs/outputs.md#fleet-table), in table order.
 FLEET = (
-    _c("report", "text", "text", "the report's path or URL", "labels"),
-    _c("cluster", "text", "text", "the cluster label (`default` when no rule labels the report)", "labels"),
-    _c("job", "text", "text", "the job label (default: the file name without its suffix)", "labels"),
-    _c("node", "text", "text", "the node label", "labels"),
-    _c("rank", "text", "text", "the rank label", "labels"),
-    _c("job_grouped_by", "text", "text", "how the job was decided: `labels` (a `labels:` rule names it), "
+    _c("report", "the report's path or URL", "labels"),
+    _c("cluster", "the cluster label (`default` when no rule labels the report)", "labels"),
+    _c("job", "the job label (default: the file name without its suffix)", "labels"),
+    _c("node", "the node label", "labels"),
+    _c("rank", "the rank label", "labels"),
+    _c("job_grouped_by", "how the job was decided: `labels` (a `labels:` rule names it), "
        "`distributedInfo` (per-rank PyTorch traces of one job), `SLURM_JOB_ID` (Nsight exports naming the same "
        "Slurm job; [job grouping](definitions.md#job-grouping)) or `file` (the file is a job of its own)", "labels"),
-    _c("scheduler_job", "text", "text", "the scheduler job an Nsight export's capture environment names "
+    _c("scheduler_job", "the scheduler job an Nsight export's capture environment names "
        "(`SLURM_JOB_ID=<id>`; empty: none)", "labels"),
-    _c("host", "text", "text", "the host the file names, on whose clock its times are: an Nsight export's "
+    _c("host", "the host the file names, on whose clock its times are: an Nsight export's "
        "`TARGET_INFO_SYSTEM_ENV` `Hostname` (else `HOSTNAME` in its capture's environment) when its rows are timed "
        "on the host's clock, a PyTorch trace's `host_name`; empty: none ([collective wait across files]"
        "(definitions.md#collective-wait-across-files))", "labels"),
-    _c("host_source", "text", "text", "where `host` was read, or why a host an export names is not used (its rows "
+    _c("host_source", "where `host` was read, or why a host an export names is not used (its rows "
        "count from the capture's start); empty: the file names no host", "labels"),
-    _c("dist_world_size", "Int64", "count", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
+    _c("dist_world_size", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
        "labels"),
-    _c("dist_backend", "text", "text", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
+    _c("dist_backend", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
        "none)", "labels"),
-    _c("sched_job_id", "text", "text", "the scheduler job the accounting matched the report to (Slurm's job id, "
+    _c("sched_job_id", "the scheduler job the accounting matched the report to (Slurm's job id, "
        "or a pod's `namespace/name`; empty: none)", "accounting"),
-    _c("sched_user", "text", "text", "that job's user", "accounting"),
-    _c("sched_account", "text", "text", "that job's account (Slurm) or team label (a pod's)", "accounting"),
-    _c("sched_partition", "text", "text", "that job's partition (Slurm) or namespace (a pod's)", "accounting"),
-    _c("sched_gpus", "Int64", "count", "the GPUs that job was allocated", "accounting"),
-    _c("sched_matched_by", "text", "text", "the source and the rule that matched it: `slurm: environment`, "
+    _c("sched_user", "that job's user", "accounting"),
+    _c("sched_account", "that job's account (Slurm) or team label (a pod's)", "accounting"),
+    _c("sched_partition", "that job's partition (Slurm) or namespace (a pod's)", "accounting"),
+    _c("sched_gpus", "the GPUs that job was allocated", "accounting"),
+    _c("sched_matched_by", "the source and the rule that matched it: `slurm: environment`, "
        "`slurm: path`, `kubernetes: node`, ...", "accounting"),
-    _c("gpu_key", "text", "text", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
-    _c("pid", "Int64", "count", "the first process driving the GPU", "gpu"),
-    _c("device_id", "Int64", "count", "the first device id of the GPU", "gpu"),
-    _c("pids", "text", "text", "every process driving the GPU, comma-separated", "gpu"),
-    _c("device_ids", "text", "text", "every device id of the GPU, comma-separated", "gpu"),
-    _c("gpu_model", "text", "text", "the GPU model the export (or a label) names; empty when unknown", "rate"),
-    _c("window_rule", "text", "text", "the rule that chose W (`trim`, `nvtx`, `periodic`, `span`)", "window"),
-    _c("untrimmed", "bool", "bool", "W is the whole span (no rule trimmed it)", "window"),
-    _c("window_start_ns", "Int64", "ns", "start of W on the report's clock", "window"),
-    _c("window_end_ns", "Int64", "ns", "end of W on the report's clock", "window"),
-    _c("window_ns", "Int64", "ns", "length of W", "window"),
-    _c("capture_ns", "Int64", "ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
-    _c("first_kernel_ns", "Int64", "ns", "the start of the GPU's first kernel on the report's clock (its capture "
+    _c("gpu_key", "the GPU: MIG instance, physical GPU or `pid<P>/dev<D>`", "gpu"),
+    _c("pid", "the first process driving the GPU", "gpu"),
+    _c("device_id", "the first device id of the GPU", "gpu"),
+    _c("pids", "every process driving the GPU, comma-separated", "gpu"),
+    _c("device_ids", "every device id of the GPU, comma-separated", "gpu"),
+    _c("gpu_model", "the GPU model the export (or a label) names; empty when unknown", "rate"),
+    _c("window_rule", "the rule that chose W (`trim`, `nvtx`, `periodic`, `span`)", "window"),
+    _c("untrimmed", "W is the whole span (no rule trimmed it)", "window"),
+    _c("window_start_ns", "start of W on the report's clock", "window"),
+    _c("window_end_ns", "end of W on the report's clock", "window"),
+    _c("window_ns", "length of W", "window"),
+    _c("capture_ns", "the GPU's capture: its first kernel's start to its last kernel's end", "confidence"),
+    _c("first_kernel_ns", "the start of the GPU's first kernel on the report's clock (its capture "
        "C is `first_kernel_ns` to `first_kernel_ns + capture_ns`)", "confidence"),
-    _c("iterations", "Int64", "count", "stable iterations inside W", "iterations"),
-    _c("iteration_mean_ns", "Int64", "ns", "their mean length on the GPU timeline", "iterations"),
-    _c("iteration_cv", "float", "factor", "their lengths' coefficient of variation", "iterations"),
-    _c("iteration_spread_pct", "float", "%", "`100 × (max − min) / median` of their lengths (empty: no iterations)",
+    _c("iterations", "stable iterations inside W", "iterations"),
+    _c("iteration_mean_ns", "their mean length on the GPU timeline", "iterations"),
+    _c("iteration_cv", "their lengths' coefficient of variation", "iterations"),
+    _c("iteration_spread_pct", "`100 × (max − min) / median` of their lengths (empty: no iterations)",
        "confidence"),
-    _c("bursts", "Int64", "count", "stretches of work in W: kernel-union runs apart by holes over "
+    _c("bursts", "stretches of work in W: kernel-union runs apart by holes over "
        "`confidence.serving_burst_gap_ns` (1 ms)", "confidence"),
-    _c("excluded_iterations", "text", "text", "every other iteration number and why", "iterations"),
-    _c("kept_iterations", "text", "text", "the kept iterations' numbers as compact ranges", "iterations"),
-    _c("window_note", "text", "text", "why earlier rules abstained and how the iterations were found", "iterations"),
-    _c("job_kind", "text", "text", "`training`, `serving` or `unknown`: from the `kind` label, else the stated rule", "kind"),
-    _c("job_kind_source", "text", "text", "`label`, or the evidence the rule found (and on which GPU); empty when unknown",
+    _c("excluded_iterations", "every other iteration number and why", "iterations"),
+    _c("kept_iterations", "the kept iterations' numbers as compact ranges", "iterations"),
+    _c("window_note", "why earlier rules abstained and how the iterations were found", "iterations"),
+    _c("job_kind", "`training`, `serving` or `unknown`: from the `kind` label, else the stated rule", "kind"),
+    _c("job_kind_source", "`label`, or the evidence the rule found (and on which GPU); empty when unknown",
        "kind"),
-    _c("startup_wait_ns", "Int64", "ns", "from the capture's start (the report's timeline zero) to the GPU's first kernel",
+    _c("startup_wait_ns", "from the capture's start (the report's timeline zero) to the GPU's first kernel",
        "kind"),
-    _c("startup_cut", "bool", "bool", "the capture began mid-run (no memory-allocating CUDA/HIP call of the GPU's "
+    _c("startup_cut", "the capture began mid-run (no memory-allocating CUDA/HIP call of the GPU's "
        "processes before its first kernel): `startup_wait_ns` is not the job's start-up, which was not measured",
        "kind"),
-    _c("graph_capture_ns", "Int64", "ns", "graph-capture start-up: from the GPU's first kernel to the end of the "
+    _c("graph_capture_ns", "graph-capture start-up: from the GPU's first kernel to the end of the "
        "last CUDA/HIP graph capture of its processes (0: none); C and a `span` W start after it", "kind"),
-    _c("startup_only", "bool", "bool", "no kernel runs after the last graph capture ends: W is start-up only, "
+    _c("startup_only", "no kernel runs after the last graph capture ends: W is start-up only, "
        "not a steady state (tier `toy`, `partial`)", "kind"),
-    _c("capture_idle_ns", "Int64", "ns", "device-level idle over the capture C: first kernel start (after the "
+    _c("capture_idle_ns", "device-level idle over the capture C: first kernel start (after the "
        "graph-capture start-up) to last kernel end", "kind"),
-    _c("capture_idle_pct", "float", "%", "`capture_idle_ns` as % of C", "kind"),
-    _c("window_left_out_idle_pct", "float", "%", "the share of `capture_idle_ns` outside W (0 when C has no idle)",
+    _c("capture_idle_pct", "`capture_idle_ns` as % of C", "kind"),
+    _c("window_left_out_idle_pct", "the share of `capture_idle_ns` outside W (0 when C has no idle)",
        "kind"),
-    _c("kernel_count", "Int64", "count", "kernels inside W (a CUDA graph execution traced as a whole counts as one)"),
-    _c("stream_count", "Int64", "count", "(process, stream) pairs that ran them"),
-    _c("busy_ns", "Int64", "ns", "union of all kernel intervals on the GPU, clipped to W"),
-    _c("idle_ns", "Int64", "ns", "device-level idle: `window_ns − busy_ns` (the headline, no threshold)"),
-    _c("idle_pct", "float", "%", "`idle_ns` as % of W"),
-    _c("idle_pct_low", "float", "%", "the least idle % of one kept iteration's slice of W (empty: no iterations)",
+    _c("kernel_count", "kernels inside W (a CUDA graph execution traced as a whole counts as one)"),
+    _c("stream_count", "(process, stream) pairs that ran them"),
+    _c("busy_ns", "union of all kernel intervals on the GPU, clipped to W"),
+    _c("idle_ns", "device-level idle: `window_ns − busy_ns` (the headline, no threshold)"),
+    _c("idle_pct", "`idle_ns` as % of W"),
+    _c("idle_pct_low", "the least idle % of one kept iteration's slice of W (empty: no iterations)",
        "confidence"),
-    _c("idle_pct_high", "float", "%", "the most idle % of one kept iteration's slice of W (empty: no iterations)",
+    _c("idle_pct_high", "the most idle % of one kept iteration's slice of W (empty: no iterations)",
        "confidence"),
-    _c("idle_pct_sd", "float", "%", "sample standard deviation of the kept iterations' idle shares (empty: fewer "
+    _c("idle_pct_sd", "sample standard deviation of the kept iterations' idle shares (empty: fewer "
        "than 2 iterations)", "confidence"),
-    _c("copy_only_ns", "Int64", "ns", "idle while copy engines are busy but no kernel runs"),
-    _c("dark_ns", "Int64", "ns", "idle while nothing at all runs"),
-    _c("copies_outside_count", "Int64", "count", "the GPU's copies and memsets with time outside W", "copies outside"),
-    _c("copies_outside_ns", "Int64", "ns", "the union of their time outside W (longer than W: `copies-outside-window`)",
+    _c("copy_only_ns", "idle while copy engines are busy but no kernel runs"),
+    _c("dark_ns", "idle while nothing at all runs"),
+    _c("copies_outside_count", "the GPU's copies and memsets with time outside W", "copies outside"),
+    _c("copies_outside_ns", "the union of their time outside W (longer than W: `copies-outside-window`)",
        "copies outside"),
-    _c("busy_pct", "float", "%", "`busy_ns` as % of W", "meter"),
-    _c("sample_periods", "Int64", "count", "the sampled meter's periods in W: `⌈window_ns / meter.sample_ns⌉`", "meter"),
-    _c("sampled_busy_periods", "Int64", "count", "those in which some kernel ran for a positive time", "meter"),
-    _c("sampled_util_pct", "float", "%",
+    _c("busy_pct", "`busy_ns` as % of W", "meter"),
+    _c("sample_periods", "the sampled meter's periods in W: `⌈window_ns / meter.sample_ns⌉`", "meter"),
+    _c("sampled_busy_periods", "those in which some kernel ran for a positive time", "meter"),
+    _c("sampled_util_pct",
        "what a sampled meter would read: `100 × sampled_busy_periods / sample_periods`; empty (no reading, as the "
        "views say) when W holds fewer than 6 periods (1 s at the default 1/6 s)", "meter"),
-    _c("gap_count", "Int64", "count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
-    _c("gap_total_ns", "Int64", "ns", "their total (can exceed W on many-stream GPUs)", "gaps"),
-    _c("max_gap_ns", "Int64", "ns", "the longest of them", "gaps"),
-    _c("gaps_le_5ms", "Int64", "count", "per-stream gaps up to 5 ms", "gaps"),
-    _c("gaps_5_50ms", "Int64", "count", "per-stream gaps over 5 ms, up to 50 ms", "gaps"),
-    _c("gaps_gt_50ms", "Int64", "count", "per-stream gaps over 50 ms", "gaps"),
-    _c("gaps_le_5ms_ns", "Int64", "ns", "total of the gaps up to 5 ms", "gaps"),
-    _c("gaps_5_50ms_ns", "Int64", "ns", "total of the gaps over 5 ms, up to 50 ms", "gaps"),
-    _c("gaps_gt_50ms_ns", "Int64", "ns", "total of the gaps over 50 ms", "gaps"),
-    _c("sliver_count", "Int64", "count", "sub-threshold per-stream gaps (launch-bound slivers)"),
-    _c("sliver_total_ns", "Int64", "ns", "their total"),
-    _c("copy_overlap_ns", "Int64", "ns", "copy-engine time inside the kept per-stream gaps"),
-    _c("device_gap_count", "Int64", "count", "device-level gaps: holes over the threshold when no stream runs a kernel"),
-    _c("device_gap_ns", "Int64", "ns", "their total"),
-    _c("device_sliver_count", "Int64", "count", "device-level holes up to the threshold", "launch"),
-    _c("device_sliver_ns", "Int64", "ns", "their total", "launch"),
-    _c("launch_bound", "bool", "bool", "the device slivers are most of the application's idle", "launch"),
+    _c("gap_count", "per-stream gaps longer than `min_gap_ns` (summed over streams)", "gaps"),
+    _c("gap_total_ns", "their total (can exceed W on many-stream GPUs)", "gaps"),
+    _c("max_gap_ns", "the longest of them", "gaps"),
+    _c("gaps_le_5ms", "per-stream gaps up to 5 ms", "gaps"),
+    _c("gaps_5_50ms", "per-stream gaps over 5 ms, up to 50 ms", "gaps"),
+    _c("gaps_gt_50ms", "per-stream gaps over 50 ms", "gaps"),
+    _c("gaps_le_5ms_ns", "total of the gaps up to 5 ms", "gaps"),
+    _c("gaps_5_50ms_ns", "total of the gaps over 5 ms, up to 50 ms", "gaps"),
+    _c("gaps_gt_50ms_ns", "total of the gaps over 50 ms", "gaps"),
+    _c("sliver_count", "sub-threshold per-stream gaps (launch-bound slivers)"),
+    _c("sliver_total_ns", "their total"),
+    _c("copy_overlap_ns", "copy-engine time inside the kept per-stream gaps"),
+    _c("device_gap_count", "device-level gaps: holes over the threshold when no stream runs a kernel"),
+    _c("device_gap_ns", "their total"),
+    _c("device_sliver_count", "device-level holes up to the threshold", "launch"),
+    _c("device_sliver_ns", "their total", "launch"),
+    _c("launch_bound", "the device slivers are most of the application's idle", "launch"),
     *_CATS, *_CAVEAT_COLS,
-    _c("main_category", "text", "text", "the application category holding the most idle (empty: none)", "categories"),
-    _c("actionable", "text", "text", "the categories at `actionable_pct` of W or more, largest first", "categories"),
-    _c("comm_ns", "Int64", "ns", "union of the collective kernels, clipped to W", "comm"),
-    _c("comm_overlapped_ns", "Int64", "ns", "the part of it beside a compute kernel on another stream", "comm"),
-    _c("comm_exposed_ns", "Int64", "ns", "`comm_ns − comm_overlapped_ns`: communication with no compute beside it", "comm"),
-    _c("comm_pct", "float", "%", "`comm_ns` as % of W", "comm"),
-    _c("comm_overlapped_pct", "float", "%", "`comm_overlapped_ns` as % of W", "comm"),
-    _c("comm_exposed_pct", "float", "%", "`comm_exposed_ns` as % of W", "comm"),
-    _c("collective_ns", "Int64", "ns", "the GPU's collective kernels inside W, summed per call: "
+    _c("main_category", "the application category holding the most idle (empty: none)", "categories"),
+    _c("actionable", "the categories at `actionable_pct` of W or more, largest first", "categories"),
+    _c("comm_ns", "union of the collective kernels, clipped to W", "comm"),
+    _c("comm_overlapped_ns", "the part of it beside a compute kernel on another stream", "comm"),
+    _c("comm_exposed_ns", "`comm_ns − comm_overlapped_ns`: communication with no compute beside it", "comm"),
+    _c("comm_pct", "`comm_ns` as % of W", "comm"),
+    _c("comm_overlapped_pct", "`comm_overlapped_ns` as % of W", "comm"),
+    _c("comm_exposed_pct", "`comm_exposed_ns` as % of W", "comm"),
+    _c("collective_ns", "the GPU's collective kernels inside W, summed per call: "
        "`collective_wait_ns + collective_transfer_ns`", "collwait"),
-    _c("collective_wait_ns", "Int64", "ns", "of it, waiting inside the kernel for the last rank to enter the call "
+    _c("collective_wait_ns", "of it, waiting inside the kernel for the last rank to enter the call "
        "(empty: abstained)", "collwait"),
-    _c("collective_transfer_ns", "Int64", "ns", "of it, after the last rank entered (empty: abstained)", "collwait"),
-    _c("collective_pct", "float", "%", "`collective_ns` as % of W", "collwait"),
-    _c("collective_wait_pct", "float", "%", "`collective_wait_ns` as % of W", "collwait"),
-    _c("collective_transfer_pct", "float", "%", "`collective_transfer_ns` as % of W", "collwait"),
-    _c("collective_calls", "Int64", "count", "the GPU's collective calls inside W", "collwait"),
-    _c("collective_last_count", "Int64", "count", "of them, the calls this GPU entered last (empty: abstained)",
+    _c("collective_transfer_ns", "of it, after the last rank entered (empty: abstained)", "collwait"),
+    _c("collective_pct", "`collective_ns` as % of W", "collwait"),
+    _c("collective_wait_pct", "`collective_wait_ns` as % of W", "collwait"),
+    _c("collective_transfer_pct", "`collective_transfer_ns` as % of W", "collwait"),
+    _c("collective_calls", "the GPU's collective calls inside W", "collwait"),
+    _c("collective_last_count", "of them, the calls this GPU entered last (empty: abstained)",
        "collwait"),
-    _c("collective_chronic", "bool", "bool", "last in more than `collective.chronic_share` of its calls", "collwait"),
-    _c("collective_p2p", "bool", "bool", "every matched call is point-to-point send/recv (no NVTX range names a "
+    _c("collective_chronic", "last in more than `collective.chronic_share` of its calls", "collwait"),
+    _c("collective_p2p", "every matched call is point-to-point send/recv (no NVTX range names a "
        "collective): its wait is the pipeline bubble", "collwait"),
-    _c("collective_wait_status", "text", "text", "`measured`, `abstained` or `none` (no collective in W)", "collwait"),
-    _c("collective_wait_note", "text", "text", "how the calls were matched, or why not", "collwait"),
-    _c("collective_match_basis", "text", "text", "what the calls were matched by: `kth call of family` (the k-th "
+    _c("collective_wait_status", "`measured`, `abstained` or `none` (no collective in W)", "collwait"),
+    _c("collective_wait_note", "how the calls were matched, or why not", "collwait"),
+    _c("collective_match_basis", "what the calls were matched by: `kth call of family` (the k-th "
        "kernel of a family on the same collective stream of each GPU), `kth call of family across files on one host` "
        "(the job's files on one host: one clock) or `abstained: <reason>`; empty with no collective in W", "collwait"),
-    _c("rate_model", "text", "text", "the rate-card entry used", "rate"),
-    _c("rate_usd_per_hour", "float", "USD/h", "its rate per GPU-hour", "rate"),
-    _c("rate_source", "text", "text", "why that entry (and its `source`)", "rate"),
-    _c("rate_assumed", "bool", "bool", "priced without an entry of its own: the default model's rate (no model named "
+    _c("rate_model", "the rate-card entry used", "rate"),
+    _c("rate_usd_per_hour", "its rate per GPU-hour", "rate"),
+    _c("rate_source", "why that entry (and its `source`)", "rate"),
+    _c("rate_assumed", "priced without an entry of its own: the default model's rate (no model named "
        "on an NVIDIA GPU; under `cost.unlisted: default` also a model not on the card)", "rate"),
-    _c("unpriced", "bool", "bool", "no entry of its own and no rate (`cost.unlisted: unpriced`, the default: a model "
+    _c("unpriced", "no entry of its own and no rate (`cost.unlisted: unpriced`, the default: a model "
        "not on the card, or none named on a GPU its input says is not NVIDIA's): every USD column empty, left out of "
        "every USD total, its model named by every total", "rate"),
-    _c("idle_usd_per_month", "float", "USD/month", "idle fraction × rate × hours per month (730)"),
-    _c("profiler_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is profiler overhead",
+    _c("idle_usd_per_month", "idle fraction × rate × hours per month (730)"),
+    _c("profiler_usd_per_month", "the part of `idle_usd_per_month` that is profiler overhead",
        "caveat_usd"),
-    _c("untraced_usd_per_month", "float", "USD/month", "the part of `idle_usd_per_month` that is untraced",
+    _c("untraced_usd_per_month", "the part of `idle_usd_per_month` that is untraced",
        "caveat_usd"),
-    _c("comm_exposed_usd_per_month", "float", "USD/month", "exposed communication priced like idle (busy time)",
+    _c("comm_exposed_usd_per_month", "exposed communication priced like idle (busy time)",
        "comm_usd"),
-    _c("collective_wait_usd_per_month", "float", "USD/month", "the wait inside collectives priced like idle (busy "
+    _c("collective_wait_usd_per_month", "the wait inside collectives priced like idle (busy "
        "time: beside `idle_usd_per_month`, never in it)", "collwait"),
-    _c("amdahl_speedup", "float", "factor", "`1 / (1 − idle fraction)`: the speed-up if the idle vanished"),
+    _c("amdahl_speedup", "`1 / (1 − idle fraction)`: the speed-up if the idle vanished"),
     *_FIX,
-    _c("confidence_tier", "text", "text", "how far the month can be trusted: `toy`, `low`, `medium` or `high`",
+    _c("confidence_tier", "how far the month can be trusted: `toy`, `low`, `medium` or `high`",
        "confidence"),
-    _c("low_confidence", "bool", "bool", "`confidence_tier` is `toy` or `low`", "confidence"),
-    _c("confidence_note", "text", "text", "why the tier is not higher: the shortfalls of a `toy` or `low` row and the "
+    _c("low_confidence", "`confidence_tier` is `toy` or `low`", "confidence"),
+    _c("confidence_note", "why the tier is not higher: the shortfalls of a `toy` or `low` row and the "
        "cap of an `unknown` kind that holds a row down (empty for an uncapped `medium` and for `high`)",
        "confidence"),
-    _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
-    _c("diagnosis", "text", "text", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
+    _c("implausible_speedup", "some category holds at least 90 % of W"),
+    _c("diagnosis", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
        "JSON, one object per finding (docs/definitions.md#diagnosis; empty: none)"),
-    _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
-    _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
-    _c("warning_codes", "text", "text", "the codes of `warnings`, each once, comma-separated (e.g. "
+    _c("straggler", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
+    _c("warnings", "what the figures rest on that was incomplete or could not be real", "status"),
+    _c("warning_codes", "the codes of `warnings`, each once, comma-separated (e.g. "
        "`gpu-model-unresolved,window-leaves-out-idle`): for filters and alerts", "status"),
-    _c("capture_id", "text", "text", "the capture's identity, the same for every file of one capture (a report and "
+    _c("capture_id", "the capture's identity, the same for every file of one capture (a report and "
        "its export, copies, a trace and its gzip): [duplicate captures](inputs.md#duplicate-captures)", "status"),
-    _c("status", "text", "text", "`ok`, `partial`, `duplicate` or `error`", "status"),
-    _c("error", "text", "text", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>` (and, when its labels differ from that file's, which were not used)",
+    _c("status", "`ok`, `partial`, `duplicate` or `error`", "status"),
+    _c("error", "why the report could not be analysed; for a `duplicate` row, `duplicate of <file>` (and, when its labels differ from that file's, which were not used)",
        "status"),
 )
 
 #: Columns the outputs add to the fleet's (declared here like every other): the night of a report's row, a GPU's name.
-REPORT_EXTRA = (_c("run_date", "text", "text", "the night (or the run folder's date) the row belongs to"),
-                _c("gpu_name", "text", "text", "the GPU's name for people: model, number in its job, short id "
+REPORT_EXTRA = (_c("run_date", "the night (or the run folder's date) the row belongs to"),
+                _c("gpu_name", "the GPU's name for people: model, number in its job, short id "
                    "(`H100 #3 9b5c4f8d`; [GPU names](#gpu-names))"))
 
 
@@ -314,76 +564,388 @@ NOTES = {
 }
 
 
-def _r(name, dtype, unit, source, how, meaning):
-    return RollupColumn(name, dtype, unit, source, how, meaning)
+#: ``confidence_tier``'s values, least trusted first (docs/definitions.md#confidence-tiers).
+TIERS = ("toy", "low", "medium", "high")
+#: The tiers whose dollars are totalled first (the "trusted" figures); the others are shown apart.
+TRUSTED = ("medium", "high")
+#: ``collective_wait_status``'s values: the GPU's wait inside collectives measured, abstained, or no collective in W.
+MEASURED, ABSTAINED, NO_COLLECTIVE = "measured", "abstained", "none"
+#: ``collective_wait_kind`` of a job whose measured GPUs' calls are all point-to-point, and of any other.
+PIPELINE_BUBBLE, COLLECTIVE_WAIT = "pipeline bubble", "collective wait"
+#: A GPU whose window holds fewer sample periods than this (1 s at the default 1/6 s) gives no sampled-meter reading
+#: in any view: a meter's reading over a handful of samples says nothing of a run, so the views say how few periods
+#: there were instead (docs/definitions.md#sampled-meter). A total (a job, the fleet) reads over its GPUs with enough.
+FEW_PERIODS_PER_GPU = 6
+#: How a total names its unpriced GPUs that name no model (:func:`unpriced_models`).
+NO_MODEL = "no model named"
+
+
+def share(part_ns: int, window_ns: int) -> float:
+    """``part_ns / window_ns`` (0..1); 0.0 for an empty window."""
+    return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
+
+
+def amdahl_speedup(idle_fraction: float) -> float:
+    """1 / (1 − f); ``inf`` for a GPU idle the whole window."""
+    f = float(idle_fraction)
+    return math.inf if f >= 1.0 else 1.0 / (1.0 - f)
+
+
+def unpriced_models(models, unpriced) -> dict:
+    """The models of the ``unpriced`` GPUs (``models``: their ``gpu_model``, aligned) with each one's count, most
+    GPUs first (ties by name): ``{"Quadro GP100": 2, "no model named": 1}`` (:data:`NO_MODEL` for a GPU whose
+    model is empty or missing)."""
+    counts: dict = {}
+    for model, u in zip(models, np.asarray(unpriced, dtype=bool)):
+        if u:
+            name = model.strip() if isinstance(model, str) and model.strip() else NO_MODEL
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def models_text(counts: dict) -> str:
+    """:func:`unpriced_models`'s counts as one text: ``Quadro GP100 (2), no model named (1)``; "" for none."""
+    return ", ".join(f"{m} ({n})" for m, n in counts.items())
+
+
+def job_straggler(names, last_counts, chronic) -> tuple[str, str]:
+    """The job's straggler over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
+    order): ``(name, "chronic" | "transient")`` of the GPU that entered last most often (ties: the first in
+    ``names``' order), chronic when its own flag says so (``collective_chronic``); ``("", "")`` when none was last."""
+    counts = [int(c) for c in last_counts]
+    if not counts or max(counts) <= 0:
+        return "", ""
+    best = counts.index(max(counts))
+    return str(list(names)[best]), ("chronic" if bool(list(chronic)[best]) else "transient")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rollup rules: how a fleet column rolls up to a job and a cluster, each an object the reduce executes
+# (pipeline.fleet.reduce.rollup): the vectorised ones give the grouped sums, minima and maxima they need
+# (``inputs``) and make their column of them (``finish``); the per-group ones compute their value from a group's rows.
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Which rows of a group a rule takes: ``columns`` it reads, ``test`` (frame -> bool Series), ``text`` for people."""
+
+    columns: tuple
+    test: Callable
+    text: str = ""
+
+    def __call__(self, rows: pd.DataFrame) -> pd.Series:
+        return self.test(rows).astype(bool)
+
+
+#: The GPUs priced at an assumed rate only (``assumed_usd_per_month``).
+RATE_ASSUMED = Where(("rate_assumed",), lambda f: f["rate_assumed"], text="`rate_assumed`")
+#: The GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
+TRUSTED_TIER = Where(("confidence_tier",), lambda f: f["confidence_tier"].isin(TRUSTED),
+                     text="`confidence_tier` `medium` or `high`")
+#: The GPUs flagged ``unpriced``.
+UNPRICED = Where(("unpriced",), lambda f: f["unpriced"], text="`unpriced`")
+#: The GPUs whose wait inside collectives was measured.
+WAIT_MEASURED = Where(("collective_wait_status",), lambda f: f["collective_wait_status"] == MEASURED,
+                      text="`collective_wait_status` `measured`")
+#: The GPUs that ran a collective in W (measured or abstained).
+RAN_COLLECTIVE = Where(("collective_wait_status",),
+                       lambda f: f["collective_wait_status"].isin([MEASURED, ABSTAINED]),
+                       text="`collective_wait_status` `measured` or `abstained`")
+#: The GPUs whose window holds a sampled-meter reading (:data:`FEW_PERIODS_PER_GPU` periods or more).
+A_READING = Where(("sample_periods",),
+                  lambda f: pd.to_numeric(f["sample_periods"], errors="coerce").fillna(0) >= FEW_PERIODS_PER_GPU,
+                  text="at least 6 `sample_periods`")
+
+#: The rows a rule runs over: the analysed GPUs (:func:`analysed_rows`) or the error rows.
+ANALYSED, ERRORS = "analysed", "errors"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A rollup rule: the fleet columns it rolls up (``sources``; a table lacking one has the rollup column empty),
+    which rows (``where``: all the group's rows when None; ``rows``: :data:`ANALYSED` or :data:`ERRORS`) and, for
+    a total that says nothing without some row, ``empty_without``: the column is empty (NaN) in a group with no
+    row of that test."""
+
+    def reads(self) -> tuple:
+        """Every column the rule reads (its sources and its tests')."""
+        tests = (self.where, getattr(self, "empty_without", None))
+        return tuple(dict.fromkeys([*self.sources, *(c for t in tests if t is not None for c in t.columns)]))
+
+    def taken(self, rows: pd.DataFrame) -> pd.Series:
+        """Which of ``rows`` the rule takes (its ``where``; all when None), as a bool Series."""
+        return pd.Series(True, index=rows.index) if self.where is None else self.where(rows)
+
+    def _over(self) -> str:
+        return f" over {self.where.text}" if self.where is not None else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sum(Rule):
+    """``Σ source`` over the rows (missing values count 0)."""
+
+    source: str
+    where: Where | None = None
+    empty_without: Where | None = None
+    rows: str = ANALYSED
+    how = "sum"
+
+    @property
+    def sources(self):
+        return (self.source,)
+
+    @property
+    def text(self):
+        return f"{self.how}{self._over()}"
+
+    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
+        values = rows[self.source] if self.where is None else rows[self.source].where(self.where(rows))
+        return {name: (values, self.how)}
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        return totals[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class Min(Sum):
+    """The least ``source`` of the rows."""
+
+    how = "min"
+
+
+@dataclasses.dataclass(frozen=True)
+class Max(Sum):
+    """The greatest ``source`` of the rows."""
+
+    how = "max"
+
+
+@dataclasses.dataclass(frozen=True)
+class Count(Rule):
+    """How many rows (of ``where``)."""
+
+    where: Where | None = None
+    rows: str = ANALYSED
+
+    @property
+    def sources(self):
+        return () if self.where is None else self.where.columns
+
+    @property
+    def text(self):
+        return f"count{self._over()}"
+
+    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
+        return {name: (self.taken(rows).astype("int64"), "sum")}
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        return totals[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedMean(Rule):
+    """``part`` as % of ``weight`` over the rows: ``100 × Σ part / Σ weight`` (4 decimals), the mean of
+    ``part / weight`` weighted by the named ``weight``; empty where ``Σ weight`` is 0."""
+
+    part: str
+    weight: str
+    where: Where | None = None
+    rows: str = ANALYSED
+
+    @property
+    def sources(self):
+        return (self.part, self.weight)
+
+    @property
+    def text(self):
+        return f"`100 × Σ {self.part} / Σ {self.weight}` (weighted by `{self.weight}`){self._over()}"
+
+    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
+        mask = None if self.where is None else self.where(rows)
+        part, weight = rows[self.part], rows[self.weight]
+        return {f"{name}\0part": (part if mask is None else part.where(mask), "sum"),
+                f"{name}\0weight": (weight if mask is None else weight.where(mask), "sum")}
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        part, weight = totals[f"{name}\0part"].astype(float), totals[f"{name}\0weight"].astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (100.0 * part / weight.where(weight > 0)).round(4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Speedup(WeightedMean):
+    """The speed-up if ``part`` vanished from the rows' ``weight``: ``1 / (1 − Σ part / Σ weight)``
+    (:func:`amdahl_speedup` of :func:`share`, 4 decimals)."""
+
+    @property
+    def text(self):
+        return f"`1 / (1 − Σ {self.part} / Σ {self.weight})`{self._over()}"
+
+    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
+        part, weight = totals[f"{name}\0part"].fillna(0), totals[f"{name}\0weight"].fillna(0)
+        return pd.Series([round(amdahl_speedup(share(n, w)), 4) for n, w in zip(part, weight)], index=totals.index,
+                         dtype=float)
+
+
+@dataclasses.dataclass(frozen=True)
+class Distinct(Rule):
+    """The distinct values of ``source`` over the rows, in row order, ``sep``-joined; ``skip_empty``: missing and
+    empty values left out (else each value as text)."""
+
+    source: str
+    sep: str = ", "
+    where: Where | None = None
+    skip_empty: bool = True
+    rows: str = ANALYSED
+
+    @property
+    def sources(self):
+        return (self.source,)
+
+    @property
+    def text(self):
+        return f"distinct, `{self.sep}`-joined{self._over()}"
+
+    def of_group(self, group: pd.DataFrame):
+        values = group[self.source].dropna() if self.skip_empty else group[self.source]
+        return self.sep.join(dict.fromkeys(str(v) for v in values if str(v) or not self.skip_empty))
+
+
+@dataclasses.dataclass(frozen=True)
+class Custom(Rule):
+    """``function(group)`` over each group's rows (of ``where``): a value no other rule gives; ``text`` says how."""
+
+    sources: tuple
+    function: Callable
+    where: Where | None = None
+    rows: str = ANALYSED
+    text: str = "custom"
+
+    def of_group(self, group: pd.DataFrame):
+        return self.function(group)
+
+
+def _unpriced_group_models(group: pd.DataFrame) -> str:
+    """``unpriced_models`` of a group's unpriced GPUs: their models and counts (:func:`models_text`)."""
+    return models_text(unpriced_models(group["gpu_model"].tolist(), [True] * len(group)))
+
+
+def _collective_straggler(group: pd.DataFrame) -> tuple[str, str]:
+    """The group's measured GPUs' straggler and its kind (:func:`job_straggler`), the GPU named by its ``gpu_key``,
+    with its report's file name when they come from several reports."""
+    several = group["report"].nunique() > 1
+    names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
+             for g, r in zip(group["gpu_key"], group["report"])]
+    return job_straggler(names, group["collective_last_count"].fillna(0).astype("int64"),
+                         group["collective_chronic"].astype(bool))
+
+
+def _wait_kind(group: pd.DataFrame) -> str:
+    return PIPELINE_BUBBLE if group["collective_p2p"].astype(bool).all() else COLLECTIVE_WAIT
+
+
+#: The rule classes a rollup column can have.
+RULES = (Sum, Count, Min, Max, WeightedMean, Speedup, Distinct, Custom)
+
+
+@dataclasses.dataclass(frozen=True)
+class RollupColumn:
+    """One column of ``jobs.csv`` and ``clusters.csv``: ``name``, ``dtype``, ``unit``, its ``rule`` (one of
+    :data:`RULES`) and ``meaning``."""
+
+    name: str
+    dtype: str
+    unit: str
+    rule: Rule
+    meaning: str
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES or self.unit not in UNITS or not isinstance(self.rule, RULES):
+            raise ValueError(f"rollup column {self.name}: dtype, unit or rule unknown")
+
+
+def _r(name, dtype, unit, rule, meaning):
+    return RollupColumn(name, dtype, unit, rule, meaning)
 
 
 #: Every column of ``jobs.csv`` (per :data:`JOB_KEY`) and ``clusters.csv`` (per :data:`CLUSTER_KEY`, without
 #: ``job``) after the key, in file order, over the rows that are not errors (:func:`pipeline.fleet.reduce.rollup`).
 ROLLUP = (
-    _r("gpus", "Int64", "count", "gpu_key", "count", "GPUs analysed"),
-    _r("window_ns", "Int64", "ns", "window_ns", "sum", "summed"),
-    _r("idle_ns", "Int64", "ns", "idle_ns", "sum", "summed"),
-    _r("gap_total_ns", "Int64", "ns", "gap_total_ns", "sum", "summed"),
-    _r("idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", "sum", "summed (unpriced GPUs left out)"),
-    _r("assumed_usd_per_month", "float", "USD/month", "idle_usd_per_month", ASSUMED_SUM,
+    _r("gpus", "Int64", "count", Count(), "GPUs analysed"),
+    _r("window_ns", "Int64", "ns", Sum("window_ns"), "summed"),
+    _r("idle_ns", "Int64", "ns", Sum("idle_ns"), "summed"),
+    _r("gap_total_ns", "Int64", "ns", Sum("gap_total_ns"), "summed"),
+    _r("idle_usd_per_month", "float", "USD/month", Sum("idle_usd_per_month"), "summed (unpriced GPUs left out)"),
+    _r("assumed_usd_per_month", "float", "USD/month", Sum("idle_usd_per_month", where=RATE_ASSUMED),
        "the part of `idle_usd_per_month` priced at an assumed rate (0 when none of the job's GPUs is assumed)"),
-    _r("unpriced_gpus", "Int64", "count", "unpriced", "sum", "GPUs flagged `unpriced` (no dollars)"),
-    _r("unpriced_models", "text", "text", "gpu_model", "none",
+    _r("unpriced_gpus", "Int64", "count", Sum("unpriced"), "GPUs flagged `unpriced` (no dollars)"),
+    _r("unpriced_models", "text", "text",
+       Custom(("gpu_model",), _unpriced_group_models, where=UNPRICED, text="each model with its count, most first"),
        "the models of its `unpriced` GPUs, each with its count, most first (`Quadro GP100 (2), no model named (1)`; "
        "empty: none): the `cost.rates` entries that would price them"),
-    _r("min_idle_pct", "float", "%", "idle_pct", "min", "the least idle % of a GPU"),
-    _r("max_idle_pct", "float", "%", "idle_pct", "max", "the most idle % of a GPU"),
-    _r("stragglers", "Int64", "count", "straggler", "sum", "GPUs flagged `straggler`"),
-    _r("profiler_ns", "Int64", "ns", "cat_profiler_ns", "sum", "profiler overhead, summed, apart"),
-    _r("untraced_ns", "Int64", "ns", "cat_untraced_ns", "sum", "untraced time, summed, apart"),
-    _r("profiler_usd_per_month", "float", "USD/month", "profiler_usd_per_month", "sum", "summed, apart"),
-    _r("untraced_usd_per_month", "float", "USD/month", "untraced_usd_per_month", "sum", "summed, apart"),
-    _r("min_iterations", "Int64", "count", "iterations", "min", "the fewest stable iterations of a GPU"),
-    _r("low_confidence_gpus", "Int64", "count", "low_confidence", "sum", "GPUs flagged `low_confidence`"),
-    _r("trusted_idle_usd_per_month", "float", "USD/month", "idle_usd_per_month", TRUSTED_SUM,
+    _r("min_idle_pct", "float", "%", Min("idle_pct"), "the least idle % of a GPU"),
+    _r("max_idle_pct", "float", "%", Max("idle_pct"), "the most idle % of a GPU"),
+    _r("stragglers", "Int64", "count", Sum("straggler"), "GPUs flagged `straggler`"),
+    _r("profiler_ns", "Int64", "ns", Sum("cat_profiler_ns"), "profiler overhead, summed, apart"),
+    _r("untraced_ns", "Int64", "ns", Sum("cat_untraced_ns"), "untraced time, summed, apart"),
+    _r("profiler_usd_per_month", "float", "USD/month", Sum("profiler_usd_per_month"), "summed, apart"),
+    _r("untraced_usd_per_month", "float", "USD/month", Sum("untraced_usd_per_month"), "summed, apart"),
+    _r("min_iterations", "Int64", "count", Min("iterations"), "the fewest stable iterations of a GPU"),
+    _r("low_confidence_gpus", "Int64", "count", Sum("low_confidence"), "GPUs flagged `low_confidence`"),
+    _r("trusted_idle_usd_per_month", "float", "USD/month", Sum("idle_usd_per_month", where=TRUSTED_TIER),
        "summed over the GPUs whose `confidence_tier` is `medium` or `high` (0 when none of the job's GPUs is "
        "trusted)"),
-    _r("comm_ns", "Int64", "ns", "comm_ns", "sum", "summed"),
-    _r("comm_overlapped_ns", "Int64", "ns", "comm_overlapped_ns", "sum", "summed"),
-    _r("comm_exposed_ns", "Int64", "ns", "comm_exposed_ns", "sum", "summed"),
-    _r("comm_exposed_usd_per_month", "float", "USD/month", "comm_exposed_usd_per_month", "sum", "summed"),
-    *[_r(f"fix_{c}_usd_per_month", "float", "USD/month", f"fix_{c}_usd_per_month", "sum", "summed") for c in FIXABLE],
-    *[_r(f"fix_{c}_speedup", "float", "factor", f"cat_{c}_ns", "window-weighted mean",
-         f"`1 / (1 − Σ cat_{c}_ns / Σ window_ns)`") for c in FIXABLE],
-    _r("failed_reports", "Int64", "count", "", "count", "distinct reports with an error row"),
-    _r("idle_pct", "float", "%", "idle_pct", "window-weighted mean", "`100 × Σ idle_ns / Σ window_ns`"),
-    _r("busy_ns", "Int64", "ns", "busy_ns", "sum", "summed"),
-    _r("busy_pct", "float", "%", "busy_pct", "window-weighted mean", "`100 × Σ busy_ns / Σ window_ns`"),
-    _r("sample_periods", "Int64", "count", "sample_periods", "sum", "summed"),
-    _r("sampled_busy_periods", "Int64", "count", "sampled_busy_periods", "sum", "summed"),
-    _r("sampled_util_pct", "float", "%", "sampled_util_pct", "period-weighted mean",
-       "`100 × Σ sampled_busy_periods / Σ sample_periods` over the GPUs with at least 6 periods (a reading); empty "
-       "when none has"),
-    _r("comm_exposed_pct", "float", "%", "comm_exposed_ns", "window-weighted mean",
-       "`100 × Σ comm_exposed_ns / Σ window_ns`"),
-    _r("collective_ns", "Int64", "ns", "collective_ns", "sum", "summed"),
-    _r("collective_wait_ns", "Int64", "ns", "collective_wait_ns", "sum", "summed over the measured GPUs"),
-    _r("collective_transfer_ns", "Int64", "ns", "collective_transfer_ns", "sum", "summed over the measured GPUs"),
-    _r("collective_wait_pct", "float", "%", "collective_wait_ns", "window-weighted mean",
-       "`100 × Σ collective_wait_ns / Σ window_ns` (the measured GPUs' windows)"),
-    _r("collective_wait_usd_per_month", "float", "USD/month", "collective_wait_usd_per_month", "sum",
+    _r("comm_ns", "Int64", "ns", Sum("comm_ns"), "summed"),
+    _r("comm_overlapped_ns", "Int64", "ns", Sum("comm_overlapped_ns"), "summed"),
+    _r("comm_exposed_ns", "Int64", "ns", Sum("comm_exposed_ns"), "summed"),
+    _r("comm_exposed_usd_per_month", "float", "USD/month", Sum("comm_exposed_usd_per_month"), "summed"),
+    *[_r(f"fix_{c}_usd_per_month", "float", "USD/month", Sum(f"fix_{c}_usd_per_month"), "summed") for c in FIXABLE],
+    *[_r(f"fix_{c}_speedup", "float", "factor", Speedup(f"cat_{c}_ns", "window_ns"),
+         f"the speed-up if `{c}` vanished from the group's windows") for c in FIXABLE],
+    _r("failed_reports", "Int64", "count", Custom(("report",), lambda g: g["report"].nunique(), rows=ERRORS,
+                                                  text="distinct values over the error rows"),
+       "distinct reports with an error row"),
+    _r("idle_pct", "float", "%", WeightedMean("idle_ns", "window_ns"), "the window-weighted mean of `idle_pct`"),
+    _r("busy_ns", "Int64", "ns", Sum("busy_ns"), "summed"),
+    _r("busy_pct", "float", "%", WeightedMean("busy_ns", "window_ns"), "the window-weighted mean of `busy_pct`"),
+    _r("sample_periods", "Int64", "count", Sum("sample_periods"), "summed"),
+    _r("sampled_busy_periods", "Int64", "count", Sum("sampled_busy_periods"), "summed"),
+    _r("sampled_util_pct", "float", "%", WeightedMean("sampled_busy_periods", "sample_periods", where=A_READING),
+       "the sampled meter's reading over the GPUs with at least 6 periods (a reading); empty when none has"),
+    _r("comm_exposed_pct", "float", "%", WeightedMean("comm_exposed_ns", "window_ns"),
+       "the window-weighted mean of `comm_exposed_pct`"),
+    _r("collective_ns", "Int64", "ns", Sum("collective_ns"), "summed"),
+    _r("collective_wait_ns", "Int64", "ns", Sum("collective_wait_ns"), "summed over the measured GPUs"),
+    _r("collective_transfer_ns", "Int64", "ns", Sum("collective_transfer_ns"), "summed over the measured GPUs"),
+    _r("collective_wait_pct", "float", "%", WeightedMean("collective_wait_ns", "window_ns", where=WAIT_MEASURED),
+       "the wait as % of the measured GPUs' windows"),
+    _r("collective_wait_usd_per_month", "float", "USD/month",
+       Sum("collective_wait_usd_per_month", empty_without=WAIT_MEASURED),
        "summed; beside `idle_usd_per_month`, never in it; empty when no GPU of the group was measured"),
-    _r("collective_measured_gpus", "Int64", "count", "collective_wait_status", "none",
+    _r("collective_measured_gpus", "Int64", "count", Count(where=WAIT_MEASURED),
        "GPUs whose `collective_wait_status` is `measured`"),
-    _r("collective_straggler", "text", "text", "collective_last_count", "none",
+    _r("collective_straggler", "text", "text",
+       Custom(("gpu_key", "report", "collective_last_count", "collective_chronic"),
+              lambda g: _collective_straggler(g)[0], where=WAIT_MEASURED,
+              text="the GPU with the most `collective_last_count` (ties: the first)"),
        "the GPU (`gpu_key`, with its report's file name when the job has several) that entered last most often"),
-    _r("collective_straggler_kind", "text", "text", "collective_chronic", "none",
+    _r("collective_straggler_kind", "text", "text",
+       Custom(("gpu_key", "report", "collective_last_count", "collective_chronic"),
+              lambda g: _collective_straggler(g)[1], where=WAIT_MEASURED,
+              text="that GPU's `collective_chronic`: `chronic` or `transient`"),
        "`chronic` when that GPU was last in more than `collective.chronic_share` of its calls, else `transient`"),
-    _r("collective_match_basis", "text", "text", "collective_match_basis", "none",
+    _r("collective_match_basis", "text", "text",
+       Distinct("collective_match_basis", sep="; ", where=RAN_COLLECTIVE, skip_empty=False),
        "the distinct `collective_match_basis` of its GPUs with a collective, in row order, `; `-joined (empty: none)"),
-    _r("collective_wait_kind", "text", "text", "collective_p2p", "none",
+    _r("collective_wait_kind", "text", "text",
+       Custom(("collective_p2p",), _wait_kind, where=WAIT_MEASURED, text="`pipeline bubble` when every one is "
+              "`collective_p2p`, else `collective wait`"),
        "`pipeline bubble` when every measured GPU's calls are point-to-point send/recv, else `collective wait`"),
-    _r("sched_jobs", "text", "text", "sched_job_id", DISTINCT, "the scheduler jobs its GPUs were matched to, "
+    _r("sched_jobs", "text", "text", Distinct("sched_job_id"), "the scheduler jobs its GPUs were matched to, "
        "`, `-joined (empty: none; [coverage](definitions.md#coverage))"),
-    _r("sched_accounts", "text", "text", "sched_account", DISTINCT, "their accounts or teams, `, `-joined: whose "
+    _r("sched_accounts", "text", "text", Distinct("sched_account"), "their accounts or teams, `, `-joined: whose "
        "idle dollars these are"),
-    _r("sched_users", "text", "text", "sched_user", DISTINCT, "their users, `, `-joined"),
+    _r("sched_users", "text", "text", Distinct("sched_user"), "their users, `, `-joined"),
 )
 
 class Printed(NamedTuple):
@@ -449,8 +1011,9 @@ ROLLUP_INT_COLUMNS = [c.name for c in ROLLUP if c.dtype == "Int64"]
 
 for _names in _SHOWN.values():
     assert all(n in _BY_NAME for n in _names), [n for n in _names if n not in _BY_NAME]
-assert all(c.source in _BY_NAME or not c.source for c in ROLLUP)
+assert all(s in _BY_NAME for c in ROLLUP for s in c.rule.reads())
 assert len(_BY_NAME) == len(FLEET) + len(REPORT_EXTRA)
+assert contract_problems(GROUPS, FLEET_COLUMNS) == ([], []), contract_problems(GROUPS, FLEET_COLUMNS)
 
 
 def column(name: str) -> Column:
@@ -487,6 +1050,162 @@ def source_name(header: str) -> str:
     if header.endswith("_ms") and header[:-3] + "_ns" in _BY_NAME:
         return header[:-3] + "_ns"
     raise KeyError(f"output column {header!r} is not in the fleet schema (pipeline/schema.py)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The other output tables: each declares its columns, in file order, with what each holds (docs/outputs.md's table
+# of each is generated from here, between its own marker comments; tests/test_output_tables.py reads each written
+# file against its declaration).
+
+
+class TableEntry(NamedTuple):
+    """One line of an output table's declaration: its column ``names`` (one or several, adjacent in the file) and
+    what they hold (``meaning``, for people)."""
+
+    names: tuple
+    meaning: str
+
+
+def _t(names, meaning) -> TableEntry:
+    return TableEntry((names,) if isinstance(names, str) else tuple(names), meaning)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """An output table beside the fleet table and the rollups: its ``name`` (docs/outputs.md's marker comments name
+    it), the ``files`` it is written to, the heading of its docs table's second column (``holds``) and its
+    ``entries`` (:class:`TableEntry`), whose names in order are its columns."""
+
+    name: str
+    files: tuple
+    holds: str
+    entries: tuple
+
+    @property
+    def columns(self) -> list:
+        """The table's columns, in file order."""
+        return [n for e in self.entries for n in e.names]
+
+
+#: fix_first.csv and fix_first.json (the same entries as a list of objects): the ranked fix-first lists of the
+#: fleet and of each job (pipeline/analysis/fixfirst.py ``fix_list``; docs/outputs.md#fix-first-list).
+FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
+    _t("scope", "the list: `fleet` (its `cluster` and `job` blank) or `job`"),
+    _t("section", "`device idle` (the idle categories' entries) or `inside collectives` (the wait for the last rank: "
+                  "its `remedy` names the straggler, its `diagnosis` how often it entered last, no `speedup`)"),
+    _t(("cluster", "job"), "the job of a `job` list"),
+    _t("rank", "the entry's rank in its section (1.., trusted entries first, ties by category name)"),
+    _t("category", "the category"),
+    _t("usd_per_month", "sum of the GPUs' `fix_<c>_usd_per_month`; empty when none of its GPUs is priced "
+                        "([unpriced](definitions.md#cost))"),
+    _t(("recoverable_usd_per_month", "recoverable_basis"),
+       "the part of `usd_per_month` the evidence says is recoverable (copies on the compute stream: what a copy stream "
+       "could hide, [Diagnosis](definitions.md#diagnosis)), and that basis in words"),
+    _t(("assumed_usd_per_month", "assumed_gpus"), "the part of `usd_per_month` on its `rate_assumed` GPUs (USD), and "
+                                                  "their count"),
+    _t("unpriced_gpus", "its GPUs that are `unpriced` (no dollars in it)"),
+    _t("unpriced_models", "those GPUs' models with each one's count (`Quadro GP100 (2), no model named (1)`; empty: "
+                          "none): a `cost.rates` entry for each prices them"),
+    _t(("speedup", "share_pct"), "window-weighted: `1 / (1 − share)`, 100 × share"),
+    _t("remedy", "what the [diagnostic rules](definitions.md#diagnosis) that fired on its GPUs prescribe; the generic "
+                 "one-line remedy, saying so, when none could be judged; `archived: …, not prescribed` when the "
+                 "category is archived (under `analysis.actionable_pct` of W) on its GPUs"),
+    _t("diagnosis", "what the [diagnostic rules](definitions.md#diagnosis) found for the category on 3 of its GPUs "
+                    "(those with a finding not archived first: the evidence the remedy rests on, then in list order): "
+                    "`<GPU name>: rule: evidence → remedy` (its display name, [GPU names](#gpu-names)), one line each "
+                    "(newline-separated), how many more GPUs have some; for `comm` the list's stragglers and its late "
+                    "ranks (`collective_chronic`)"),
+    _t(("gpus", "gpu_keys"), "the GPUs with that idle (`report gpu_key`)"),
+    _t("example_gaps", "the 3 longest of that category in the device rosters: `report gpu_key @start_ns +length_ns "
+                       "[nvtx range]`"),
+    _t(("window_ns", "iterations"), "summed over the part's GPUs; the fewest of a GPU"),
+    _t(("trusted", "confidence_tier"), "the entry rests on trusted GPUs (`medium`, `high`); the lowest tier of its "
+                                       "GPUs"),
+    _t(("low_confidence", "confidence_note"), "not `trusted`, and each of its GPUs' notes"),
+    _t("implausible_speedup", "the category holds ≥ 90 % of the group's window or of one GPU's"),
+))
+
+#: The sweep's history: one part per night, that night's fleet table (pipeline/runs/sweep.py).
+HISTORY = Table("history", ("history/run_date=<night>/fleet.parquet",), "holds", (
+    _t(tuple(FLEET_COLUMNS), "the night's fleet table, in its order and dtypes; the night is the folder's `run_date` "
+                             "(a Hive partition: `pandas.read_parquet(S/history)` reads it as a column)"),
+))
+
+#: The gap table of a job's medical record (``records/<job>.md``, pipeline/report/medical.py).
+RECORD_GAPS = Table("record gaps", ("records/<job>.md",), "holds", (
+    _t("#", "the gap's rank, longest first (ties: earlier start, then `gpu_key`)"),
+    _t("GPU", "the GPU's [name](#gpu-names)"),
+    _t("start (report clock, s)", "the gap's start: seconds on the report's clock (export ns / 10⁹, as `--trim` takes "
+                                  "them), which does not depend on where the capture started"),
+    _t("NVTX range", "the NVTX range the gap lies in (`-`: none)"),
+    _t("width", "the gap's length (`6.838 ms`)"),
+    _t("category", "its category"),
+))
+
+#: compare.csv (``gpu-idle compare --out``; its writer is pipeline/report/compare.py's ``CSV_COLUMNS``).
+COMPARE_CSV = Table("compare.csv", ("compare.csv",), "holds", (
+    _t("level", "`gpu`, `job`, `unpaired-before` or `unpaired-after`"),
+    _t("cluster", "the job's cluster (the before side's)"),
+    _t("job", "the before side's job"),
+    _t("job_after", "the after side's job it was paired with"),
+    _t("gpu_before", "the before GPU's name (numbered in pair order)"),
+    _t("gpu_after", "the after GPU's name (numbered in pair order)"),
+    _t("gpu_key_before", "the before GPU's `gpu_key`"),
+    _t("gpu_key_after", "the after GPU's `gpu_key`"),
+    _t("pairing", "the basis the job's GPUs were paired by: `rank`, `device ordinal` or `process order`"),
+    _t("comparable", "the verdict: every check passed"),
+    _t("forced", "not comparable and shown with `--force` (every figure marked)"),
+    _t("reasons", "the failed checks' texts, `; `-separated"),
+    _t("idle_pct_before", "device-level idle share before, % of W"),
+    _t("idle_pct_after", "the same after"),
+    _t("idle_pct_change_pts", "after − before, points"),
+    _t("noise_floor_pts", "the idle share's noise floor, points (empty: unknown)"),
+    _t("idle_change", "`lower`, `higher`, `no change detectable` or `unknown`"),
+    _t("reading",
+       "what the row's change is, read against its own noise floor (a GPU pair's from its two GPUs, a job's from "
+       "its pooled GPUs): `saving` (idle lower by more than the floor), `idle up` (higher by more), `no change "
+       "detectable` (at most the floor: no saving) or `unknown` (no floor)"),
+    _t("iteration_ms_before", "mean iteration length before, ms"),
+    _t("iteration_ms_after", "the same after"),
+    _t("iteration_change_pct", "100 × (after − before) / before"),
+    _t("iteration_noise_floor_pct", "the iteration length's noise floor, % of the before length"),
+    _t("iteration_change", "`faster`, `slower`, `no change detectable` or `unknown`"),
+    _t("speedup",
+       "before / after iteration length; empty when a side is of tier `toy` (withheld: such a capture is too small "
+       "for an iteration length to compare; the views say `speed-up withheld: …`)"),
+    *(_t(f"cat_{c}_{k}", m.format(c=c)) for c in CATEGORIES for k, m in (
+        ("ms_per_iteration_before", "category `{c}`'s ms per stable iteration before"),
+        ("ms_per_iteration_after", "the same after"), ("ms_per_iteration_change", "after − before, ms"),
+        ("pct_before", "category `{c}`'s share of W before, %"), ("pct_after", "the same after"),
+        ("pct_change_pts", "after − before, points"))),
+    _t("usd_before_after_rates",
+       "the before side's idle USD per month at the after side's rates and hours (priced GPUs summed)"),
+    _t("usd_after_after_rates", "the after side's, the same rates"),
+    _t("usd_change_after_rates", "after − before at the after side's rates"),
+    _t("usd_before_fixed_rates",
+       "the before side's idle USD per month at fixed rates (the before side's rates and hours)"),
+    _t("usd_after_fixed_rates", "the after side's, the same fixed rates"),
+    _t("usd_change_fixed_rates", "after − before at fixed rates"),
+    _t("saving_usd_per_month",
+       "−`usd_change_after_rates` when the idle share fell by more than its noise floor; else empty"),
+    _t("rate_assumed", "some of the GPUs are priced at an assumed rate at the after side's rates (`~$` in the views)"),
+    _t("assumed_gpus", "how many, at the after side's rates"),
+    _t("assumed_usd_before_after_rates", "of `usd_before_after_rates`, the USD at assumed rates"),
+    _t("assumed_usd_after_after_rates", "of `usd_after_after_rates`, the USD at assumed rates"),
+    _t("unpriced_gpus", "GPUs unpriced at the after side's rates, left out of its dollar cells"),
+    _t("assumed_gpus_fixed_rates", "GPUs at an assumed rate at fixed rates"),
+    _t("unpriced_gpus_fixed_rates", "GPUs unpriced at fixed rates"),
+    _t("confidence_tier_before", "the before side's lowest `confidence_tier` (a job: over its paired GPUs)"),
+    _t("confidence_tier_after", "the same after"),
+    _t("low_confidence", "either is `toy` or `low`: the figures are marked"),
+    _t("confidence_note", "`low confidence: ` and the rows' `confidence_note` (each side's when they differ)"),
+    _t("gaps_vanished", "gaps (a GPU row: count) only in the before roster"),
+    _t("gaps_appeared", "gaps only in the after roster"),
+    _t("gaps_kept_changed", "groups of gaps in both rosters whose total width or count changed"),
+))
+
+#: Every output table declared here beside the fleet table and the rollups.
+TABLES = (FIX_FIRST, HISTORY, RECORD_GAPS, COMPARE_CSV)
 
 
 #: What a price-free fleet row (a stored result, :func:`pipeline.analysis.analyse.measure_gpu`) holds besides its
@@ -577,7 +1296,7 @@ def _rollup_of(name: str) -> str:
     """How fleet column ``name`` rolls up: the rollup columns made of it and how (``none`` when none is)."""
     if name in JOB_KEY:
         return "the key" if name == "job" else "the key (of both)"
-    parts = [f"{r.how} (`{r.name}`)" for r in ROLLUP if r.source == name]
+    parts = [f"{r.rule.text} (`{r.name}`)" for r in ROLLUP if name in r.rule.sources]
     return ", ".join(parts) or "none"
 
 
@@ -609,18 +1328,45 @@ def column_reference() -> str:
               "not errors (`pipeline/fleet/reduce.py`, `rollup`), the key then these columns in this order:", "",
               "| column | dtype | unit | from | how | meaning |", "|---|---|---|---|---|---|"]
     for r in ROLLUP:
-        lines.append(f"| `{r.name}` | {r.dtype} | {r.unit} | {f'`{r.source}`' if r.source else 'error rows'} | "
-                     f"{r.how} | {_cell(r.meaning)} |")
+        made_of = ", ".join(f"`{c}`" for c in r.rule.sources) or "the rows"
+        lines.append(f"| `{r.name}` | {r.dtype} | {r.unit} | {made_of}{' (error rows)' if r.rule.rows == ERRORS else ''} "
+                     f"| {_cell(r.rule.text)} | {_cell(r.meaning)} |")
     return "\n".join(lines + ["", END_MARK])
 
 
+def table_marks(table: Table) -> tuple[str, str]:
+    """The marker comments around ``table``'s generated column table in docs/outputs.md."""
+    return (f"<!-- table {table.name}: generated by `python -m pipeline.schema` from pipeline/schema.py; do not edit -->",
+            f"<!-- end of table {table.name} -->")
+
+
+def table_reference(table: Table) -> str:
+    """The Markdown of ``table``'s columns (:class:`Table`), one line per entry, between (and with) its
+    :func:`table_marks`; the whole fleet table's columns named as such."""
+    begin, end = table_marks(table)
+    lines = [begin, "", f"| column | {table.holds} |", "|---|---|"]
+    for e in table.entries:
+        names = ("every [fleet table](#fleet-table) column" if e.names == tuple(FLEET_COLUMNS)
+                 else ", ".join(f"`{n}`" for n in e.names))
+        lines.append(f"| {names} | {_cell(e.meaning)} |")
+    return "\n".join(lines + ["", end])
+
+
+def _between(text: str, begin: str, end: str, content: str) -> str:
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start or text.count(begin) != 1 or text.count(end) != 1:
+        raise ValueError(f"docs/outputs.md: the marker comments {begin!r} and {end!r} are missing or repeated")
+    return text[:start] + content + text[stop + len(end):]
+
+
 def with_column_reference(text: str) -> str:
-    """``text`` (docs/outputs.md) with the part between the markers replaced by :func:`column_reference`.
-    Raises ValueError when the markers are not there once each, in order."""
-    start, end = text.find(BEGIN_MARK), text.find(END_MARK)
-    if start < 0 or end < start or text.count(BEGIN_MARK) != 1 or text.count(END_MARK) != 1:
-        raise ValueError("docs/outputs.md: the column reference's marker comments are missing or repeated")
-    return text[:start] + column_reference() + text[end + len(END_MARK):]
+    """``text`` (docs/outputs.md) with the part between the markers replaced by :func:`column_reference`, and each
+    output table's (:data:`TABLES`) by its :func:`table_reference`. Raises ValueError when a pair of markers is not
+    there once each, in order."""
+    text = _between(text, BEGIN_MARK, END_MARK, column_reference())
+    for table in TABLES:
+        text = _between(text, *table_marks(table), table_reference(table))
+    return text
 
 
 if __name__ == "__main__":  # python -m pipeline.schema [docs/outputs.md]: rewrite the generated column reference

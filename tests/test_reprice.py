@@ -142,8 +142,15 @@ def _edited(rel: str, old: str, new: str) -> tuple[str, str]:
     ("schema.py", '"idle fraction × rate × hours per month (730)"', '"the idle share, priced"', True),  # meaning
     ("schema.py", '\'caveat_usd\': "the part', '\'caveat_usd\': "the share', True),  # a column group's note
     ("schema.py", 'Printed("idle_pct", "idle %")', 'Printed("idle_pct", "idle share")', True),  # a printed header
+    ("schema.py", '"GPUs flagged `straggler`"', '"GPUs marked as stragglers"', True),  # a rollup column's meaning
+    ("schema.py", 'text="each model with its count, most first"', 'text="its models, counted"', True),  # a rule's text
+    ("schema.py", 'Min("iterations")', 'Max("iterations")', False),  # a rollup rule
+    ("schema.py", '"the entry\'s rank in its section', '"its rank in its section', True),  # an output table's meaning
+    ("schema.py", '_t("category", "the category")', '_t("kind", "the category")', False),  # an output table's column
     ("analysis/cost.py", '"""Price idle time', '"""Price the idle time', True),  # a docstring
-    ("schema.py", '_c("idle_usd_per_month", "float"', '_c("idle_usd_per_month", "text"', False),  # the contract
+    ("schema.py", '*((f"{c}_usd_per_month", "float", "USD/month")', '*((f"{c}_usd_per_month", "text", "USD/month")',
+     False),  # the contract (a figure group's field)
+    ("schema.py", 'dark_ns: int | None = _f("Int64", "ns")', 'dark_ns: float = _f("float", "ns")', False),  # the same
     ("analysis/cost.py", "return float(idle_fraction) * float(usd_per_gpu_hour)",
      "return 1.0 * float(idle_fraction) * float(usd_per_gpu_hour)", False),  # the code
 ])

@@ -8,11 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli, vouch
+from helpers.exports import one_h100
 
 from pipeline import schema
-from pipeline.synth import ExportWriter
-
-MS = 1_000_000
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +20,7 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("schema")
     folder = root / "in"
     folder.mkdir()
-    w = ExportWriter(str(folder / "one.sqlite"))
-    w.gpu(0, "NVIDIA H100 80GB HBM3", uuid="aaa")
-    w.cuda_device(0, 0, 10)
-    w.kernel(pid=10, device=0, stream=7, start=0, end=10 * MS, name="gemm")
-    w.kernel(pid=10, device=0, stream=7, start=20 * MS, end=30 * MS, name="gemm")
-    w.close()
+    one_h100(folder / "one.sqlite")
     (folder / "broken.sqlite").write_bytes(b"not an export")
     out = root / "out"
     run_cli("run", str(folder), "--out", str(out), "--window", "span", "--no-cache", check=False)

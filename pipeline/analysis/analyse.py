@@ -17,11 +17,13 @@ from ..config import Config
 from ..frames import where
 from ..model import (CATEGORIES, CAVEATS, GAP_CATEGORIES, MEM_KINDS, GpuResult, GpuTrace, RowWarning, WarningCode,
                      row_status)
-from ..schema import check_row
+from ..schema import (Categories, Collectives, Communication, Confidence, Diagnosis, Gaps, Identity, Idle, Kind, Meter,
+                      Status, Window, check_row)
 from . import (attribution, caveats, collwait, confidence, cost, diagnosis, fixfirst, gaps, graphcapture, lanes, meter,
                overlap)
 from . import intervals as iv
 from .iterations import Agreement, IterationPlan, compact_numbers, plan_iterations, plan_window, trim_iterations
+from .confidence import KindFigures
 from .kind import LABEL_SOURCE, SERVING, UNKNOWN, JobKind, detect_kind, row_kind
 from .window import WindowError, span_window, trim_window
 
@@ -418,106 +420,97 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         warnings.append(RowWarning(WarningCode.TRIM_OUTSIDE_KERNELS, trim_outside_text(
             outside, trim1 - trim0, int(k["start"].min()), int(k["end"].max()), dev.window_ns)))
 
-    row = {
-        "report": trace.report,
-        "cluster": labels.get("cluster", ""), "job": labels.get("job", ""),
-        "node": labels.get("node", ""), "rank": labels.get("rank", ""),
-        "dist_world_size": labels.get("dist_world_size"), "dist_backend": labels.get("dist_backend"),
-        "scheduler_job": labels.get("scheduler_job"),
-        "host": labels.get("host"), "host_source": labels.get("host_source"),
-        "gpu_key": trace.gpu_key,
-        "pid": int(trace.pids[0]), "device_id": int(trace.device_ids[0]),
-        "pids": ",".join(map(str, trace.pids)), "device_ids": ",".join(map(str, trace.device_ids)),
-        "gpu_model": model or "",
-        "window_rule": win.rule, "untrimmed": win.untrimmed,
-        "window_start_ns": w0, "window_end_ns": w1, "window_ns": dev.window_ns,
-        "iterations": win.iterations, "iteration_mean_ns": win.iteration_mean_ns, "iteration_cv": win.iteration_cv,
-        "iteration_spread_pct": spread, "bursts": bursts,
-        "excluded_iterations": "; ".join(f"{i}: {why}" for i, why in win.excluded),
-        "kept_iterations": compact_numbers(win.kept),
-        "window_note": win.note,
-        **kind_columns,
-        "kernel_count": int(kw["start"].size),
-        "stream_count": int(gaps.stream_edges(kw["pid"], kw["stream_id"]).size - 1),
-        "busy_ns": dev.busy_ns, "idle_ns": dev.idle_ns,
-        "idle_pct": round(100.0 * idle_fraction, 4),
-        "idle_pct_low": idle_low, "idle_pct_high": idle_high, "idle_pct_sd": idle_sd,
-        "copy_only_ns": dev.copy_only_ns, "dark_ns": dev.dark_ns, **outside_columns,
-        "busy_pct": _pct(dev.busy_ns, dev.window_ns),
-        "sample_periods": sampled[0], "sampled_busy_periods": sampled[1],
+    # the row is its figure groups (pipeline.schema.ANALYSED_GROUPS), each built here from its analyser's figures
+    identity = Identity(
+        report=trace.report, cluster=labels.get("cluster", ""), job=labels.get("job", ""),
+        node=labels.get("node", ""), rank=labels.get("rank", ""),
+        dist_world_size=labels.get("dist_world_size"), dist_backend=labels.get("dist_backend"),
+        scheduler_job=labels.get("scheduler_job"), host=labels.get("host"), host_source=labels.get("host_source"),
+        gpu_key=trace.gpu_key, pid=int(trace.pids[0]), device_id=int(trace.device_ids[0]),
+        pids=",".join(map(str, trace.pids)), device_ids=",".join(map(str, trace.device_ids)), gpu_model=model or "")
+    window = Window(
+        window_rule=win.rule, untrimmed=win.untrimmed, window_start_ns=w0, window_end_ns=w1, window_ns=dev.window_ns,
+        iterations=win.iterations, iteration_mean_ns=win.iteration_mean_ns, iteration_cv=win.iteration_cv,
+        excluded_iterations="; ".join(f"{i}: {why}" for i, why in win.excluded),
+        kept_iterations=compact_numbers(win.kept), window_note=win.note)
+    idle = Idle(
+        kernel_count=int(kw["start"].size), stream_count=int(gaps.stream_edges(kw["pid"], kw["stream_id"]).size - 1),
+        busy_ns=dev.busy_ns, idle_ns=dev.idle_ns, idle_pct=round(100.0 * idle_fraction, 4),
+        copy_only_ns=dev.copy_only_ns, dark_ns=dev.dark_ns, **outside_columns,
+        amdahl_speedup=round(cost.amdahl_speedup(idle_fraction), 4))
+    metered = Meter(
+        busy_pct=_pct(dev.busy_ns, dev.window_ns), sample_periods=sampled[0], sampled_busy_periods=sampled[1],
         # no reading from a window too short for one (the views say "no reading"): empty, as they say
-        "sampled_util_pct": meter.util_pct(sampled[1], sampled[0]) if meter.enough_periods(sampled[0]) else math.nan,
-        "gap_count": int(lengths.size), "gap_total_ns": int(lengths.sum()),
-        "max_gap_ns": int(lengths.max()) if lengths.size else 0,
-    }
-    row.update(gaps.buckets(lengths))
-    row["sliver_count"] = int(slivers.size)
-    row["sliver_total_ns"] = int(slivers.sum())
-    row["copy_overlap_ns"] = int(categorised["copy_ns"].sum()) if lengths.size else 0
-    row["device_sliver_count"] = int(device_slivers.size)
-    row["device_sliver_ns"] = int(device_slivers.sum())
+        sampled_util_pct=meter.util_pct(sampled[1], sampled[0]) if meter.enough_periods(sampled[0]) else math.nan)
+    device_sliver_ns = int(device_slivers.sum())
     # launch (per GPU): sub-threshold device-level holes make up most of the application's idle
     # (the idle without the profiler's and the untraced time, which are not the application's).
     app_idle_ns = dev.idle_ns - sum(caveat_ns.values())
-    launch_bound = bool(app_idle_ns > 0 and row["device_sliver_ns"] >= a.launch_min_share * app_idle_ns
-                        and 100.0 * row["device_sliver_ns"] / dev.window_ns >= a.actionable_pct)
-    row["launch_bound"] = launch_bound
+    launch_bound = bool(app_idle_ns > 0 and device_sliver_ns >= a.launch_min_share * app_idle_ns
+                        and 100.0 * device_sliver_ns / dev.window_ns >= a.actionable_pct)
+    gapped = Gaps(
+        gap_count=int(lengths.size), gap_total_ns=int(lengths.sum()), max_gap_ns=int(lengths.max()) if lengths.size else 0,
+        **gaps.buckets(lengths), sliver_count=int(slivers.size), sliver_total_ns=int(slivers.sum()),
+        copy_overlap_ns=int(categorised["copy_ns"].sum()) if lengths.size else 0,
+        device_gap_count=int(device_lengths.size), device_gap_ns=int(device_lengths.sum()),
+        device_sliver_count=int(device_slivers.size), device_sliver_ns=device_sliver_ns, launch_bound=launch_bound)
     category_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in GAP_CATEGORIES}
-    row["device_gap_count"] = int(device_lengths.size)
-    row["device_gap_ns"] = int(device_lengths.sum())
-    category_ns["launch"] = row["device_sliver_ns"] if launch_bound else 0
-    for cat in CATEGORIES:
-        row[f"cat_{cat}_ns"] = category_ns[cat]
-        row[f"cat_{cat}_pct"] = _pct(category_ns[cat], dev.window_ns)
-    # the causes that are not the application's: shown apart, never main_category or actionable
-    row.update({f"cat_{cat}_ns": caveat_ns[cat] for cat in CAVEATS})
-    row.update({f"cat_{cat}_pct": _pct(caveat_ns[cat], dev.window_ns) for cat in CAVEATS})
+    category_ns["launch"] = device_sliver_ns if launch_bound else 0
+    category_pct = {cat: _pct(category_ns[cat], dev.window_ns) for cat in CATEGORIES}
     ranked = sorted(CATEGORIES, key=lambda c: (-category_ns[c], CATEGORIES.index(c)))
-    row["main_category"] = ranked[0] if category_ns[ranked[0]] > 0 else ""
-    row["actionable"] = ",".join(c for c in ranked if row[f"cat_{c}_pct"] >= a.actionable_pct)
+    # the causes that are not the application's (caveats): shown apart, never main_category or actionable
+    categories = Categories(
+        **{f"cat_{cat}_ns": category_ns[cat] for cat in CATEGORIES}, **{f"cat_{cat}_ns": caveat_ns[cat] for cat in CAVEATS},
+        **{f"cat_{cat}_pct": category_pct[cat] for cat in CATEGORIES},
+        **{f"cat_{cat}_pct": _pct(caveat_ns[cat], dev.window_ns) for cat in CAVEATS},
+        main_category=ranked[0] if category_ns[ranked[0]] > 0 else "",
+        actionable=",".join(c for c in ranked if category_pct[c] >= a.actionable_pct))
     # communication overlap (docs/definitions.md#communication-overlap): collective time with / without compute
     # on another stream; busy time, so priced apart from the idle below
     comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
                                 attribution.collective_mask(kw["name"], cfg.categories, trace.world_size,
                                                             trace.kernel_aliases), w0, w1)
-    row.update(comm_ns=comm.comm_ns, comm_overlapped_ns=comm.overlapped_ns, comm_exposed_ns=comm.exposed_ns,
-               comm_pct=_pct(comm.comm_ns, dev.window_ns),
-               comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),
-               comm_exposed_pct=_pct(comm.exposed_ns, dev.window_ns))
+    communication = Communication(
+        comm_ns=comm.comm_ns, comm_overlapped_ns=comm.overlapped_ns, comm_exposed_ns=comm.exposed_ns,
+        comm_pct=_pct(comm.comm_ns, dev.window_ns), comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),
+        comm_exposed_pct=_pct(comm.exposed_ns, dev.window_ns))
     # idle inside collectives (docs/definitions.md#collective-wait): busy time, priced beside the idle, never in it
     if collective is None:  # this GPU alone: no peer in its clock domain
         collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
                                     trace.world_size)
     nvtx_texts = trace.nvtx["text"].unique()
-    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None,
-                                    cfg.collective.chronic_share, nvtx_texts))
+    collectives = Collectives(**collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None,
+                                                     cfg.collective.chronic_share, nvtx_texts))
     # peers in other reports: its calls (also those outside W) kept for the job's step across files
     # (pipeline.fleet.crosswait)
     own_calls = collective.calls.get(trace.gpu_key)
     calls_doc = (collwait.calls_json(own_calls, trace.world_size, nvtx_texts)
                  if collective.abstained and collective.note.startswith(collwait.SEPARATE_REPORTS)
                  and own_calls is not None and own_calls.starts.size else None)
-    row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
-    row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, None, None,
-                                    row["kernel_count"], spread, cfg.confidence,
-                                    dataclasses.replace(confidence.KindFigures.of_row(row), outside_ns=outside)))
-    row["diagnosis"] = diagnosis.to_text(diagnosis.diagnose(
+    kind_figures = KindFigures.of_row({**kind_columns, **idle.columns(), "bursts": bursts})
+    confident = Confidence(
+        iteration_spread_pct=spread, bursts=bursts, idle_pct_low=idle_low, idle_pct_high=idle_high, idle_pct_sd=idle_sd,
+        **fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, None, None, idle.kernel_count, spread,
+                               cfg.confidence, dataclasses.replace(kind_figures, outside_ns=outside)))
+    diagnosed = Diagnosis(diagnosis=diagnosis.to_text(diagnosis.diagnose(
         device_categorised, kw, copies_in, trace.runtime, trace.nvtx,
         [(int(x[1]), int(x[2])) for x in win.extents if x[3] == "kept"],
-        {c: row[f"cat_{c}_pct"] for c in CATEGORIES}, a.actionable_pct,
-        {"sliver_count": row["device_sliver_count"], "sliver_ns": row["device_sliver_ns"], "app_idle_ns": app_idle_ns,
+        category_pct, a.actionable_pct,
+        {"sliver_count": gapped.device_sliver_count, "sliver_ns": device_sliver_ns, "app_idle_ns": app_idle_ns,
          "max_gap_ns": int(device_lengths.max()) if device_lengths.size else 0} if launch_bound else None,
-        calls.sync_runs, cfg.diagnosis, {k: row[k] for k in diagnosis.COLLECTIVE_KEYS}))
-    row["straggler"] = False
-    row["warnings"] = "; ".join(w.text for w in warnings[:head])
-    row["warning_codes"] = ",".join(dict.fromkeys(w.code.value for w in warnings[:head]))  # each code once, in order
+        calls.sync_runs, cfg.diagnosis, {k: getattr(collectives, k) for k in diagnosis.COLLECTIVE_KEYS})))
+    # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
+    status = Status(straggler=False, warnings="; ".join(w.text for w in warnings[:head]),
+                    warning_codes=",".join(dict.fromkeys(w.code.value for w in warnings[:head])),  # each once, in order
+                    status=row_status(warnings), error="")
+    row = {}
+    for group in (identity, window, Kind(**kind_columns), idle, metered, gapped, categories, communication, collectives,
+                  confident, diagnosed, status):
+        row.update(group.columns())
     row.update(_gpu_model=trace.gpu_model or "", _rank=labels.get("_rank", ""), _mig=bool(trace.mig),
                _sms=int(trace.sms or 0), _board_sms=int(trace.board_sms or 0), _model_note=trace.model_note or "",
                _not_nvidia=trace.not_nvidia or "", _warnings_tail="; ".join(w.text for w in warnings[head:]),
                _codes_tail=",".join(dict.fromkeys(w.code.value for w in warnings[head:])))
-    # partial: rows the loader dropped or events Nsight Systems lost (model.PARTIAL_CODES).
-    row["status"] = row_status(warnings)
-    row["error"] = ""
     check_row(row)  # every key is a declared fleet column (docs/outputs.md#column-reference)
     return GpuResult(row=row, roster=_roster_records(categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      device_roster=_roster_records(device_categorised, a.roster_size, trace.nvtx, copies_in, calls),

@@ -38,6 +38,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..schema import (ABSTAINED, COLLECTIVE_WAIT, MEASURED, NO_COLLECTIVE,  # noqa: F401  (the columns' values)
+                      PIPELINE_BUBBLE, job_straggler)
 from .cost import idle_usd_per_month
 
 #: NCCL/RCCL/MSCCL device kernel names: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``,
@@ -50,8 +52,6 @@ P2P_FAMILIES = frozenset({"SendRecv", "Send", "Recv"})
 #: The fix-first remedy of the wait inside collectives (its own section, never among the idle categories).
 REMEDY = "find why the last rank is late: its own idle, data, stragglers"
 
-#: ``status`` of a GPU's figures.
-MEASURED, ABSTAINED, NO_COLLECTIVE = "measured", "abstained", "none"
 
 
 def family(name: str) -> str:
@@ -261,19 +261,6 @@ def is_chronic(last_count: int, calls: int, chronic_share: float) -> bool:
     return bool(calls and last_count / calls > chronic_share)
 
 
-#: ``collective_wait_kind`` of a job whose measured GPUs' calls are all point-to-point, and of any other.
-PIPELINE_BUBBLE, COLLECTIVE_WAIT = "pipeline bubble", "collective wait"
-
-
-def job_straggler(names, last_counts, chronic) -> tuple[str, str]:
-    """The job's straggler over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
-    order): ``(name, "chronic" | "transient")`` of the GPU that entered last most often (ties: the first in
-    ``names``' order), chronic when its own flag (:func:`is_chronic`) says so; ``("", "")`` when none was last."""
-    counts = [int(c) for c in last_counts]
-    if not counts or max(counts) <= 0:
-        return "", ""
-    best = counts.index(max(counts))
-    return str(list(names)[best]), ("chronic" if bool(list(chronic)[best]) else "transient")
 
 
 def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float | None, hours_per_month: float | None,

@@ -19,13 +19,10 @@ import numpy as np
 
 from ..config import ConfidenceConfig
 from ..model import beside_bound
+from ..schema import TIERS, TRUSTED  # noqa: F401  (the tiers: confidence_tier's values)
 from . import intervals as iv
 from .kind import SERVING, UNKNOWN
 
-#: The tiers, least trusted first.
-TIERS = ("toy", "low", "medium", "high")
-#: The tiers whose dollars are totalled first (the "trusted" figures); the others are shown apart.
-TRUSTED = ("medium", "high")
 
 
 def trusted(tier_name) -> bool:

@@ -14,12 +14,10 @@ import numpy as np
 
 from ..config import CostConfig, Rate
 from ..model import ASSUMED, CATEGORIES, CAVEATS, NO_GPU_NAMED, RowWarning, WarningCode, row_status
-from ..schema import PRICE_INPUTS
+from ..schema import NO_MODEL, PRICE_INPUTS, amdahl_speedup, models_text, unpriced_models  # noqa: F401
 
 #: How ``source`` begins for a GPU left unpriced (``cost.unlisted: unpriced``).
 UNPRICED = "unpriced (cost.unlisted: unpriced)"
-#: How a total names its unpriced GPUs that name no model (:func:`unpriced_models`).
-NO_MODEL = "no model named"
 #: What prices a GPU left unpriced (docs/definitions.md#cost): every total that leaves one out says it.
 HOW_TO_PRICE = ("to price them, give each a `gpu_model` label naming a model on the rate card (e.g. `gpu_model: "
                 "MI250` prices it at that entry), or add a `cost.rates` entry for its model; `cost.unlisted: default` "
@@ -183,23 +181,6 @@ def assumed_split(usd, assumed, unpriced, models=None) -> dict:
             "unpriced_gpus": int(u.sum()), "unpriced_models": {} if models is None else unpriced_models(models, u)}
 
 
-def unpriced_models(models, unpriced) -> dict:
-    """The models of the ``unpriced`` GPUs (``models``: their ``gpu_model``, aligned) with each one's count, most
-    GPUs first (ties by name): ``{"Quadro GP100": 2, "no model named": 1}`` (:data:`NO_MODEL` for a GPU whose
-    model is empty or missing)."""
-    counts: dict = {}
-    for model, u in zip(models, np.asarray(unpriced, dtype=bool)):
-        if u:
-            name = model.strip() if isinstance(model, str) and model.strip() else NO_MODEL
-            counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def models_text(counts: dict) -> str:
-    """:func:`unpriced_models`'s counts as one text: ``Quadro GP100 (2), no model named (1)``; "" for none."""
-    return ", ".join(f"{m} ({n})" for m, n in counts.items())
-
-
 def unpriced_text(gpus: int, counts: dict | None = None) -> str:
     """What a total says of the GPUs it leaves out (docs/definitions.md#cost): ``2 GPU(s) unpriced, not in it
     (Quadro GP100 (2)); to price them, add a `cost.rates` entry ...`` (``gpus``: how many; ``counts``: which
@@ -208,12 +189,6 @@ def unpriced_text(gpus: int, counts: dict | None = None) -> str:
         return ""
     named = f" ({models_text(counts)})" if counts else ""
     return f"{gpus} GPU(s) unpriced, not in it{named}; {HOW_TO_PRICE}"
-
-
-def amdahl_speedup(idle_fraction: float) -> float:
-    """1 / (1 − f); ``inf`` for a GPU idle the whole window."""
-    f = float(idle_fraction)
-    return math.inf if f >= 1.0 else 1.0 / (1.0 - f)
 
 
 def _rounded(values: np.ndarray) -> list:

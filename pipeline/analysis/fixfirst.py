@@ -40,7 +40,7 @@ from .. import categories
 from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns, trust_rank
-from ..schema import analysed_rows, conform
+from ..schema import FIX_FIRST, analysed_rows, conform, share
 from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, models_text, unpriced_total
 from . import collwait
 from . import diagnosis as dx
@@ -57,12 +57,8 @@ REMEDIES = categories.Field("remedy", caveat=False)
 #: the wait inside collectives (busy time, never added to the idle).
 DEVICE_IDLE, INSIDE_COLLECTIVES = SECTIONS = ("device idle", "inside collectives")
 
-#: Columns of the fix-first list (:func:`fix_list`), in order.
-FIX_COLUMNS = ["scope", "section", "cluster", "job", "rank", "category", "usd_per_month", "recoverable_usd_per_month",
-               "recoverable_basis", "assumed_usd_per_month", "assumed_gpus", "unpriced_gpus", "unpriced_models", "speedup",
-               "share_pct",
-               "remedy", "diagnosis", "gpus", "gpu_keys", "example_gaps", "window_ns", "iterations", "trusted", "confidence_tier",
-               "low_confidence", "confidence_note", "implausible_speedup"]
+#: Columns of the fix-first list (:func:`fix_list`), in order: declared in the schema (:data:`pipeline.schema.FIX_FIRST`).
+FIX_COLUMNS = FIX_FIRST.columns
 
 #: Example gaps (from the device rosters) quoted per fix-list entry.
 EXAMPLE_GAPS = 3
@@ -246,11 +242,6 @@ def fixable(categories=CATEGORIES) -> tuple:
     return tuple(c for c in categories if c not in CAVEATS)
 
 
-def share(part_ns: int, window_ns: int) -> float:
-    """``part_ns / window_ns`` (0..1); 0.0 for an empty window."""
-    return float(part_ns) / float(window_ns) if window_ns and window_ns > 0 else 0.0
-
-
 #: The shapes of :func:`pipeline.analysis.confidence.tier`'s reasons that name a GPU's own numbers, and the
 #: kind of shortfall each names without them (``{0}``: the threshold).
 _REASONS = (
@@ -351,16 +342,6 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
 #: Fleet-table columns :func:`gpu_columns` adds, in order.
 FLEET_FIX_COLUMNS = [f"fix_{c}_{k}" for c in fixable() for k in ("usd_per_month", "speedup")] + [
     "confidence_tier", "low_confidence", "confidence_note", "implausible_speedup"]
-
-
-def rollup_columns(sums: pd.DataFrame) -> pd.DataFrame:
-    """Per-group speed-ups of a rollup: ``fix_<c>_speedup = 1 / (1 − Σ cat_c_ns / Σ window_ns)`` from
-    ``sums`` (columns ``window_ns`` and ``cat_<c>_ns``, one row per group); returns the new columns."""
-    out = pd.DataFrame(index=sums.index)
-    for cat in fixable():
-        out[f"fix_{cat}_speedup"] = [round(amdahl_speedup(share(n, w)), 4) for n, w in
-                                     zip(sums[f"cat_{cat}_ns"].fillna(0), sums["window_ns"].fillna(0))]
-    return out
 
 
 def _examples(reports: list, gpu_keys: list, rosters: dict, cat: str) -> str:

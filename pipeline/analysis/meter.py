@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..schema import FEW_PERIODS_PER_GPU  # noqa: F401  (no reading under it)
+
 
 def sample_count(window_ns: int, sample_ns: int) -> int:
     """How many sample periods a window of ``window_ns`` ns holds at ``sample_ns`` ns each: periods are counted
@@ -56,10 +58,6 @@ def sampled_periods(run_starts, run_ends, w0: int, w1: int, sample_ns: int) -> t
     return periods, int(np.clip(added, 0, None).sum())
 
 
-#: A GPU whose window holds fewer sample periods than this (1 s at the default 1/6 s) gives no sampled-meter reading
-#: in any view: a meter's reading over a handful of samples says nothing of a run, so the views say how few periods
-#: there were instead (docs/definitions.md#sampled-meter). A total (a job, the fleet) reads over its GPUs with enough.
-FEW_PERIODS_PER_GPU = 6
 
 
 def enough_periods(periods) -> bool:

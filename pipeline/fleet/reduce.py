@@ -12,14 +12,10 @@ import numpy as np
 import pandas as pd
 
 from .. import kinds
-from ..analysis import collwait
-from ..analysis.confidence import TRUSTED
-from ..analysis.cost import assumed_split, models_text, unpriced_models, unpriced_text, unpriced_total
-from ..analysis.fixfirst import rollup_columns
-from ..analysis.meter import FEW_PERIODS_PER_GPU
+from ..analysis.cost import assumed_split, unpriced_text, unpriced_total
 from ..load.capture import export_source
-from ..schema import (ASSUMED_SUM, BOOL_COLUMNS, DISTINCT, DUPLICATE, FIXABLE, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED,
-                      ROLLUP, ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, TRUSTED_SUM, analysed_rows, check_row, conform)
+from ..schema import (ANALYSED, BOOL_COLUMNS, DUPLICATE, ERRORS, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED, ROLLUP,
+                      ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, Speedup, analysed_rows, check_row, conform)
 from .crosswait import calls_entry, match_across_files
 from .grouping import group_jobs
 from .pricing import price_in_place
@@ -222,36 +218,46 @@ def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
     return flag_stragglers(fleet, spread_pct)
 
 
-def _group_totals(rows: pd.DataFrame, by: list[str], spec: dict) -> pd.DataFrame:
-    """``rows.groupby(by, sort=True).agg(**spec).reset_index()`` for ``spec`` of ``(column, "sum" |
-    "min" | "max" | "size")`` pairs, the same frame (columns, order, dtypes), made with one grouped
-    ``sum``, ``min`` and ``max`` over all the columns each needs instead of one per named column:
-    a named aggregation costs a few ms per column, and every run makes two rollups."""
-    if rows.empty:
-        return rows.groupby(by, sort=True).agg(**spec).reset_index()
-    grouped = rows.groupby(by, sort=True)
-    done = {how: grouped[list(dict.fromkeys(c for c, h in spec.values() if h == how))].agg(how)
-            for how in ("sum", "min", "max") if any(h == how for _, h in spec.values())}
-    size = grouped.size()
-    return pd.DataFrame({name: size if how == "size" else done[how][column]
-                         for name, (column, how) in spec.items()}).reset_index()
+def _keys(frames, by: list[str]) -> pd.Index:
+    """The groups of ``frames`` (rows of the fleet) keyed by ``by``, each once, sorted (a missing key is no group)."""
+    keys = pd.concat([f[by] for f in frames]).dropna().drop_duplicates().sort_values(by, kind="stable")
+    return pd.MultiIndex.from_frame(keys) if len(by) > 1 else pd.Index(keys[by[0]], name=by[0])
+
+
+def _totals(columns: dict, rows: pd.DataFrame, by: list[str], keys: pd.Index) -> pd.DataFrame:
+    """The grouped totals the vectorised rules ask for (``columns``: name -> (values, ``sum`` | ``min`` | ``max``)
+    over ``rows``), per group of ``keys``: one grouped ``sum``, ``min`` and ``max`` over all the columns each
+    needs instead of one per column (a named aggregation costs a few ms per column, and every run makes two
+    rollups)."""
+    frame = pd.concat([rows[by], pd.DataFrame({n: v for n, (v, _) in columns.items()}, index=rows.index)], axis=1)
+    grouped = frame.groupby(by, sort=True)
+    parts = [grouped[[n for n, (_, h) in columns.items() if h == how]].agg(how)
+             for how in ("sum", "min", "max") if any(h == how for _, h in columns.values())]
+    return pd.concat(parts, axis=1).reindex(keys) if parts else pd.DataFrame(index=keys)
+
+
+def _per_group(rule, rows: pd.DataFrame, by: list[str], keys: pd.Index) -> pd.Series:
+    """A per-group rule's (:class:`~pipeline.schema.Distinct`, :class:`~pipeline.schema.Custom`) value of each group
+    of ``keys`` that has rows (of its ``where``) in ``rows``; missing elsewhere."""
+    taken = rows if rule.where is None else rows[rule.where(rows).to_numpy()]
+    values = {key: rule.of_group(group) for key, group in taken.groupby(by, sort=True)}
+    if len(by) == 1:
+        values = {(k[0] if isinstance(k, tuple) else k): v for k, v in values.items()}
+    return pd.Series([values.get(k) for k in keys], index=keys, dtype=object)
 
 
 def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """``out`` (the rollup's groups, keyed by ``by``) with each USD column empty (NaN) in the groups where no GPU
     it sums is priced and some are ``unpriced`` (:func:`pipeline.analysis.cost.unpriced_total`): such a total is
-    unpriced, never $0.00. The GPUs a column sums: every analysed row of ``ok`` (``sum``), the ``rate_assumed``
-    ones (:data:`~pipeline.schema.ASSUMED_SUM`), the trusted ones (:data:`~pipeline.schema.TRUSTED_SUM`)."""
-    usd = [c for c in ROLLUP if c.unit == "USD/month" and c.source]
+    unpriced, never $0.00. The GPUs a column sums: the analysed rows of ``ok`` its rule takes (its ``where``)."""
+    usd = [c for c in ROLLUP if c.unit == "USD/month"]
     unpriced = ok["unpriced"].astype(bool)
     if not len(out) or not unpriced.any():
         return out
-    everyone = pd.Series(True, index=ok.index)
-    masks = {ASSUMED_SUM: ok["rate_assumed"].astype(bool), TRUSTED_SUM: ok["confidence_tier"].isin(TRUSTED)}
     counts = pd.DataFrame({c: ok[c] for c in by})
     for c in usd:
-        mask = masks.get(c.how, everyone)
-        counts[f"p_{c.name}"] = (ok[c.source].notna() & mask).astype("int64")
+        mask = c.rule.taken(ok)
+        counts[f"p_{c.name}"] = (ok[c.rule.source].notna() & mask).astype("int64")
         counts[f"u_{c.name}"] = (unpriced & mask).astype("int64")
     sums = counts.groupby(by, sort=True).sum()
     keys = pd.MultiIndex.from_frame(out[by]) if len(by) > 1 else pd.Index(out[by[0]])
@@ -263,149 +269,53 @@ def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.D
     return out
 
 
-def _collective_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per group of ``ok`` (analysed rows) keyed by ``by``: idle inside collectives over its GPUs whose
-    ``collective_wait_status`` is ``measured`` (docs/definitions.md#collective-wait): ``collective_measured_gpus``,
-    ``_collective_window_ns`` (their windows), ``collective_straggler`` and ``collective_straggler_kind``
-    (:func:`pipeline.analysis.collwait.job_straggler`; the GPU named by its ``gpu_key``, with its report's file
-    name when the group's measured GPUs come from several reports) and ``collective_wait_kind``
-    (``pipeline bubble`` when every measured GPU is ``collective_p2p``, else ``collective wait``; ``""`` with
-    no measured GPU)."""
-    measured = ok[ok["collective_wait_status"] == collwait.MEASURED]
-    rows = []
-    for key, group in measured.groupby(by, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        several = group["report"].nunique() > 1
-        names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
-                 for g, r in zip(group["gpu_key"], group["report"])]
-        who, kind = collwait.job_straggler(names, group["collective_last_count"].fillna(0).astype("int64"),
-                                           group["collective_chronic"].astype(bool))
-        rows.append({**dict(zip(by, key)), "collective_measured_gpus": len(group),
-                     "_collective_window_ns": int(group["window_ns"].astype("int64").sum()),
-                     "collective_straggler": who, "collective_straggler_kind": kind,
-                     "collective_wait_kind": collwait.PIPELINE_BUBBLE if group["collective_p2p"].astype(bool).all()
-                     else collwait.COLLECTIVE_WAIT})
-    columns = [*by, "collective_measured_gpus", "_collective_window_ns", "collective_straggler",
-               "collective_straggler_kind", "collective_wait_kind"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def _match_basis_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per group of ``ok`` keyed by ``by``: ``collective_match_basis``, the distinct bases of its GPUs that ran a
-    collective in W (``collective_wait_status`` not ``none``), in row order, ``"; "``-joined
-    (docs/definitions.md#collective-wait)."""
-    ran = ok[ok["collective_wait_status"].isin([collwait.MEASURED, collwait.ABSTAINED])]
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
-             "collective_match_basis": "; ".join(dict.fromkeys(str(b) for b in group["collective_match_basis"]))}
-            for key, group in ran.groupby(by, sort=True)]
-    return pd.DataFrame(rows, columns=[*by, "collective_match_basis"])
-
-
-def _unpriced_models_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per group of ``ok`` keyed by ``by`` with an ``unpriced`` GPU: ``unpriced_models``, their models and counts
-    (:func:`pipeline.analysis.cost.unpriced_models` as :func:`~pipeline.analysis.cost.models_text`)."""
-    left = ok[ok["unpriced"].astype(bool)]
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
-             "unpriced_models": models_text(unpriced_models(group["gpu_model"].tolist(), [True] * len(group)))}
-            for key, group in left.groupby(by, sort=True)]
-    return pd.DataFrame(rows, columns=[*by, "unpriced_models"])
-
-
-def _distinct_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per group of ``ok`` keyed by ``by``: each :data:`~pipeline.schema.DISTINCT` rollup column, the distinct
-    non-empty values of its source over the group's GPUs, in row order, ``", "``-joined (the scheduler's identity)."""
-    cols = [c for c in ROLLUP if c.how == DISTINCT]
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
-             **{c.name: ", ".join(dict.fromkeys(str(v) for v in group[c.source].dropna() if str(v))) for c in cols}}
-            for key, group in ok.groupby(by, sort=True)]
-    return pd.DataFrame(rows, columns=[*by, *(c.name for c in cols)])
-
-
 def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per-job or per-cluster totals.
+    """Per-job or per-cluster totals: the key ``by`` (:data:`pipeline.schema.JOB_KEY` or ``["cluster"]``) and the
+    columns of :data:`pipeline.schema.ROLLUP`, each made by its rule (:data:`pipeline.schema.RULES`) over the
+    group's analysed rows (error rows for ``failed_reports``), in that order, sorted by the key.
 
-    Columns: ``by``, GPUs analysed, reports that failed (distinct reports with an
-    error row), window and idle ns, window-weighted idle %, min/max GPU idle %,
-    per-stream gap total, idle USD per month, stragglers, and apart the idle that is not
-    the application's (``profiler_ns``, ``untraced_ns`` and their USD per month). Fix first
-    (:mod:`pipeline.analysis.fixfirst`): ``fix_<c>_usd_per_month`` summed over the GPUs,
-    ``fix_<c>_speedup`` = 1 / (1 − Σ cat_<c>_ns / Σ window_ns), the fewest stable iterations of a GPU
-    (``min_iterations``) and the GPUs whose figures are ``low_confidence`` (``low_confidence_gpus``);
-    ``trusted_idle_usd_per_month``, the idle USD of the GPUs whose ``confidence_tier`` is trusted
-    (:data:`pipeline.analysis.confidence.TRUSTED`; none for a table without tiers).
-    Rates (docs/definitions.md#cost): ``assumed_usd_per_month``, the idle USD of the ``rate_assumed`` GPUs,
-    ``unpriced_gpus`` and their models (``unpriced_models``, :func:`_unpriced_models_rollup`); an unpriced GPU's empty dollars are in no USD sum, and a USD total none of whose GPUs is
-    priced is empty, not 0 (:func:`_unpriced_totals`).
-    A group with no analysed GPU (every report of it failed: ``failed_reports``) has every USD and speed-up column
-    empty: unknown, not $0.00 (docs/outputs.md).
-    Idle inside collectives (:func:`_collective_rollup`): ``collective_*`` sums, ``collective_wait_pct`` of the
-    measured GPUs' windows, the straggler and whether it is chronic, the GPUs' match bases (:func:`_match_basis_rollup`).
-    Communication overlap (:mod:`pipeline.analysis.overlap`): ``comm_ns``, ``comm_overlapped_ns``,
-    ``comm_exposed_ns`` and ``comm_exposed_usd_per_month`` summed, ``comm_exposed_pct`` =
-    100 × Σ comm_exposed_ns / Σ window_ns. The columns, their order, dtypes and how each rolls up are
-    :data:`pipeline.schema.ROLLUP`'s; a table written before a source column existed reads it empty
-    (those rollup columns empty). ``by``: :data:`pipeline.schema.JOB_KEY` or ``["cluster"]``.
-    """
-    # a table written before a source column existed: the rollup columns made of it are empty
-    lacking = [c for c in ROLLUP if c.source and c.source not in fleet.columns]
-    fleet = conform(fleet, [c.source for c in ROLLUP if c.source] + ["rate_assumed", "unpriced", "confidence_tier"])
-    ok = analysed_rows(fleet)
-    assumed = [c for c in ROLLUP if c.how == ASSUMED_SUM]  # summed over the rate_assumed rows only
-    if assumed:
-        ok = ok.assign(**{f"_assumed_{c.name}": ok[c.source].where(ok["rate_assumed"].astype(bool)) for c in assumed})
-    cat_ns = [f"cat_{c}_ns" for c in FIXABLE]
-    totals = {c.name: (c.source, "size" if c.how == "count" else c.how) for c in ROLLUP
-              if c.source and c.how in ("sum", "min", "max", "count")}
-    totals.update({c.name: (f"_assumed_{c.name}", "sum") for c in assumed})
-    trusted = [c for c in ROLLUP if c.how == TRUSTED_SUM]  # summed over the trusted tiers' rows only
-    # one concat, not one insert per column: a table of many Int64 columns is many blocks already
-    ok = pd.concat([ok, pd.DataFrame({f"_trusted_{c.name}": ok[c.source].where(ok["confidence_tier"].isin(TRUSTED))
-                                      for c in trusted}, index=ok.index)], axis=1)
-    totals.update({c.name: (f"_trusted_{c.name}", "sum") for c in trusted})
-    # the sampled meter reads only over GPUs with enough periods for a reading (as every view says it)
-    enough = pd.to_numeric(ok["sample_periods"], errors="coerce").fillna(0) >= FEW_PERIODS_PER_GPU
-    ok = ok.assign(_meter_periods=ok["sample_periods"].where(enough, 0),
-                   _meter_busy=ok["sampled_busy_periods"].where(enough, 0))
-    totals.update({"_meter_periods": ("_meter_periods", "sum"), "_meter_busy": ("_meter_busy", "sum")})
-    out = _group_totals(ok, by, {**totals, **{c: (c, "sum") for c in cat_ns}})
-    out = pd.concat([out.drop(columns=cat_ns), rollup_columns(out)], axis=1)
-    failed = fleet[fleet["status"] == "error"].groupby(by, sort=True)["report"].nunique().rename("failed_reports")
-    out = out.merge(failed.reset_index(), on=by, how="outer")
-    out = out.merge(_collective_rollup(ok, by), on=by, how="left")
-    out = out.merge(_match_basis_rollup(ok, by), on=by, how="left")
-    out = out.merge(_unpriced_models_rollup(ok, by), on=by, how="left")
-    out = out.merge(_distinct_rollup(ok, by), on=by, how="left")
-    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind", "collective_match_basis",
-                "unpriced_models", *(c.name for c in ROLLUP if c.how == DISTINCT)):
-        out[col] = out[col].fillna("").astype(object)
-    for col in ROLLUP_INT_COLUMNS:
-        out[col] = out[col].fillna(0).astype("int64")
-    for col in (c.name for c in ROLLUP if c.unit == "USD/month"):
-        out[col] = out[col].astype(float).fillna(0.0).round(2)
+    What every column gets by its type: whole numbers ``int64``, 0 where a group has none; text ``""``; USD
+    per month rounded to cents, and empty (not $0.00) when none of the GPUs it sums is priced and some are
+    ``unpriced`` (:func:`_unpriced_totals`). A group with no analysed GPU (every report of it failed:
+    ``failed_reports``) has every USD and speed-up column empty: unknown, not $0.00 (docs/outputs.md). A rule's
+    ``empty_without`` empties its column in a group with no row of that test. A table written before a source
+    column existed reads it empty (those rollup columns empty)."""
+    lacking = [c for c in ROLLUP if any(s not in fleet.columns for s in c.rule.sources)]
+    fleet = conform(fleet, [*dict.fromkeys(s for c in ROLLUP for s in c.rule.reads()), "unpriced"])
+    rows = {ANALYSED: analysed_rows(fleet), ERRORS: fleet[fleet["status"] == "error"]}
+    ok = rows[ANALYSED]
+    keys = _keys(rows.values(), by)
+    vectorised = {over: {} for over in rows}
+    for c in ROLLUP:
+        if hasattr(c.rule, "inputs"):
+            vectorised[c.rule.rows].update(c.rule.inputs(c.name, rows[c.rule.rows]))
+    totals = {over: _totals(columns, rows[over], by, keys) for over, columns in vectorised.items() if columns}
+    out = pd.DataFrame({c.name: c.rule.finish(c.name, totals[c.rule.rows]) if hasattr(c.rule, "finish")
+                        else _per_group(c.rule, rows[c.rule.rows], by, keys) for c in ROLLUP}, index=keys)
+    out = out.reset_index()
+    for c in ROLLUP:
+        if c.dtype == "Int64":
+            out[c.name] = out[c.name].fillna(0).astype("int64")
+        elif c.dtype == "text":
+            out[c.name] = out[c.name].fillna("").astype(object)
+        if c.unit == "USD/month":
+            out[c.name] = out[c.name].astype(float).fillna(0.0).round(2)
     out = _unpriced_totals(out, ok, by)
     # a group none of whose reports was analysed (each failed): its dollars and speed-ups are unknown, empty, never
     # $0.00 or 1.0 (a sum over it would read "free"); its failed_reports says why
     unknown = out["gpus"] == 0
     if unknown.any():
-        for col in [c.name for c in ROLLUP if c.unit == "USD/month"] + [c for c in out.columns if c.endswith("_speedup")]:
-            out[col] = out[col].astype(float).where(~unknown)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        window = out["window_ns"].where(out["window_ns"] > 0)
-        out["idle_pct"] = (100.0 * out["idle_ns"] / window).round(4)
-        out["comm_exposed_pct"] = (100.0 * out["comm_exposed_ns"] / window).round(4)
-        out["busy_pct"] = (100.0 * out["busy_ns"] / window).round(4)
-        periods = out["_meter_periods"].astype(float).where(out["_meter_periods"] > 0)
-        out["sampled_util_pct"] = (100.0 * out["_meter_busy"].astype(float) / periods).round(4)
-        measured = out["_collective_window_ns"].where(out["_collective_window_ns"] > 0)
-        out["collective_wait_pct"] = (100.0 * out["collective_wait_ns"] / measured).round(4)
-    # no measured GPU: the wait's dollars were not measured, empty like its share, never $0.00
-    if "collective_wait_usd_per_month" in out.columns:
-        out["collective_wait_usd_per_month"] = out["collective_wait_usd_per_month"].where(
-            out["collective_measured_gpus"] > 0)
+        for c in ROLLUP:
+            if c.unit == "USD/month" or isinstance(c.rule, Speedup):
+                out[c.name] = out[c.name].astype(float).where(~unknown)
+    for c in ROLLUP:   # e.g. no measured GPU: the wait's dollars were not measured, empty, never $0.00
+        test = getattr(c.rule, "empty_without", None)
+        if test is not None:
+            seen = _totals({"n": (test(ok).astype("int64"), "sum")}, ok, by, keys)["n"].fillna(0).to_numpy() > 0
+            out[c.name] = out[c.name].where(seen)
     for c in lacking:
         out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
-    out = out[[*by, *ROLLUP_COLUMNS]]
-    return out.sort_values(by, kind="stable").reset_index(drop=True)
+    return out[[*by, *ROLLUP_COLUMNS]].reset_index(drop=True)
 
 
 def rate_assumptions(fleet: pd.DataFrame) -> dict:

@@ -43,15 +43,13 @@ from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..fleet.reduce import _flag, assumed_text
 from ..io import slug, write_text
 from ..model import CATEGORIES, CAVEATS, WarningCode
-from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform
+from ..schema import DUPLICATE, JOB_KEY, NOT_ANALYSED, RECORD_GAPS, analysed_rows, conform
 from ..text import md_text
 from .teams import record_coverage_text
 from .words import COMM_OVERLAP, PRICE_ON_PAGES, for_pages, recoverable_lines, secs, startup_cut_text
 
 TOP_GAPS = 5
-#: The header of a gap's start in the record: seconds on the report's clock (export ns / 10⁹, as
-#: ``--trim`` takes them), which does not depend on where the capture started.
-START_COLUMN = "start (report clock, s)"
+
 
 def _ms(ns) -> str:
     return f"{int(ns) / 1e6:,.3f} ms"
@@ -553,8 +551,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, co
         if covered:
             lines.append(covered)
         lines += ["", f"## {TOP_GAPS} largest gaps (device-level: no kernel on any stream)", "",
-                  f"| # | GPU | {START_COLUMN} | NVTX range | width | category |",
-                  "|---|---|---|---|---|---|"]
+                  f"| {' | '.join(RECORD_GAPS.columns)} |", "|---" * len(RECORD_GAPS.columns) + "|"]
         gaps = []
         for row in ok:
             for g in rosters.get((row["report"], row["gpu_key"]), {}).get("device", []):
