@@ -186,3 +186,22 @@ def test_threaded_identities_equal_one_by_one(tmp_path):
     got = identities(IdentityIndex(str(tmp_path / "state")), paths)
     assert isinstance(got[3], OSError)
     assert [g for i, g in enumerate(got) if i != 3] == [content_key(p) for i, p in enumerate(paths) if i != 3]
+
+
+@pytest.mark.parametrize("ids", [
+    [5, 3, 5, 9, 3, 0],            # dense: one lookup table of category codes
+    [7, -1, 7, 2],                 # NULL (-1): distinct_codes
+    [10**12, 4, 10**12],           # sparse: distinct_codes
+])
+def test_resolve_ids_equals_plain_lookup(ids):
+    """Each row's text (``""`` for an id StringIds lacks), normalised when asked (two ids may become one
+    text), as a categorical of the sorted distinct texts: the same as looking each row up by hand."""
+    strings = {0: "cudaLaunchKernel_v7000", 3: "cudaLaunchKernel", 5: "cudaStreamSynchronize_v3020", 9: None,
+               2: "b", 4: "a", 10**12: "z"}
+    for each in (None, columns.normalise_api_name):
+        got = columns.resolve_ids(np.array(ids, dtype=np.int32 if max(ids) < 2**31 else np.int64), strings, each=each)
+        plain = [strings.get(i) or "" for i in ids]
+        plain = [each(t) for t in plain] if each else plain
+        assert got.tolist() == plain
+        assert got.cat.categories.tolist() == sorted(set(plain))
+        assert got.cat.codes.dtype == np.int8

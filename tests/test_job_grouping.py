@@ -169,3 +169,24 @@ def test_a_name_taken_gets_its_rank_count_and_grouping_is_idempotent():
     group_jobs(rows, Config())
     assert [r["job"] for r in rows] == ["dlrm", "dlrm", "dlrm (3 ranks)", "dlrm (3 ranks)", "dlrm (3 ranks)"]
     assert {r["job_grouped_by"] for r in rows} == {"distributedInfo"}
+
+
+def test_a_lone_report_s_gpu_files_are_written_once(tmp_path, monkeypatch):
+    """The per-GPU JSON a lone report's work writes already holds the job grouping its rows alone give (``file``),
+    the reduce's too, so the reduce leaves the file as it is (issue 44: no read and write again per GPU)."""
+    import json
+    import os
+
+    from conftest import run_cli
+
+    import pipeline.fleet.outputs as outputs
+
+    writes = []
+    real = outputs.write_json
+    monkeypatch.setattr(outputs, "write_json", lambda path, doc: (writes.append(path), real(path, doc)))
+    out = tmp_path / "out"
+    run_cli("run", rank_trace(tmp_path / "alone.json", 0, None), "--out", str(out),
+            env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})
+    (name,) = os.listdir(out / "gpus")
+    assert [os.path.basename(p) for p in writes if os.path.basename(os.path.dirname(p)) == "gpus"] == [name]
+    assert json.loads((out / "gpus" / name).read_text())["_summary"]["job_grouped_by"] == "file"

@@ -39,9 +39,10 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     s = as_ns(starts)
     e = as_ns(ends)
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():  # no copy when every row counts (the usual case)
+        s, e = s[keep], e[keep]
     if s.size == 0:
-        return s, e
+        return s.copy(), e.copy()
     if s.size > 1 and bool(np.any(s[1:] < s[:-1])):
         # The order among equal starts does not change the runs, so a stable sort on
         # start alone will do (and none at all for input already in start order).
@@ -51,9 +52,11 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     # A new run starts where the interval begins after everything before it ended.
     new_run = np.empty(s.size, dtype=bool)
     new_run[0] = True
-    new_run[1:] = s[1:] > run_end[:-1]
+    np.greater(s[1:], run_end[:-1], out=new_run[1:])
     first = np.flatnonzero(new_run)
-    last = np.append(first[1:] - 1, s.size - 1)
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = s.size - 1
     return s[first], run_end[last]
 
 

@@ -49,10 +49,27 @@ def distinct_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniques.astype(np.int64), slot[ids]
 
 
-def resolve_ids(ids: np.ndarray, strings: dict[int, str], index=None) -> pd.Series:
-    """Categorical text of StringIds ``ids`` (int64, -1 for NULL); unknown ids give ``""``."""
+def resolve_ids(ids: np.ndarray, strings: dict[int, str], index=None, each=None) -> pd.Series:
+    """Categorical text of StringIds ``ids`` (integers, -1 for NULL); unknown ids give ``""``; ``each``: a
+    function of one text (e.g. :func:`normalise_api_name`), applied to each distinct text, that two ids
+    may map to one text. Small dense ids (StringIds') go through a lookup table of ``max(ids) + 1``
+    category codes: one gather over the rows, in the codes' own small dtype; others through
+    :func:`distinct_codes`."""
+    ids = np.asarray(ids)
+    if ids.size and ids.dtype.kind == "i" and int(ids.min()) >= 0 and int(ids.max()) <= 4 * ids.size + (1 << 20):
+        present = np.zeros(int(ids.max()) + 1, dtype=bool)
+        present[ids] = True
+        uniques = np.flatnonzero(present)
+        texts = [strings.get(int(u), "") for u in uniques]
+        categories, remap = np.unique(text_objects([each(t) for t in texts] if each else texts), return_inverse=True)
+        codes = pd.Categorical.from_codes(remap, categories=categories).codes  # the codes' dtype pandas picks
+        table = np.full(present.size, -1, dtype=codes.dtype)
+        table[uniques] = codes
+        return pd.Series(pd.Categorical.from_codes(table[ids], categories=categories, validate=False), index=index)
     uniques, inverse = distinct_codes(ids)
     texts = np.array([strings.get(int(u), "") for u in uniques], dtype=object)
+    if each:
+        texts = np.array([each(t) for t in texts.tolist()], dtype=object)
     return categorical(texts, inverse, index)
 
 
@@ -74,9 +91,14 @@ def _inline_text(col, index=None) -> pd.Series:
     return pd.Series(col.to_pandas(), index=index).fillna("").astype(str).astype("category")
 
 
-def decoded_text(decoded, name: str, strings: dict[int, str], index=None) -> pd.Series:
+def decoded_text(decoded, name: str, strings: dict[int, str], index=None, each=None) -> pd.Series:
     """Column ``name`` of a :class:`~pipeline.load.sqlite.Decoded` (StringIds ids read with NULL as
-    -1, or inline text in older schemas) as categorical text."""
+    -1, or inline text in older schemas) as categorical text; ``each``: a function of one text applied to
+    each distinct text (:func:`resolve_ids`)."""
     if name in decoded.texts:
-        return _inline_text(decoded.texts[name], index)
-    return resolve_ids(decoded.ints[name], strings, index)
+        texts = _inline_text(decoded.texts[name], index)
+        if each:
+            texts = categorical(np.array([each(t) for t in texts.cat.categories], dtype=object),
+                                texts.cat.codes.to_numpy(), texts.index)
+        return texts
+    return resolve_ids(decoded.ints[name], strings, index, each)

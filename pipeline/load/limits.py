@@ -49,11 +49,13 @@ def cut_sql(expr: str) -> str:
     any other value (an integer StringIds id, NULL) unchanged: SQLite cuts the text, so a long one is
     never copied out of the database whole. A BLOB (a damaged or edited export) is read as the text
     its bytes spell (cut alike; bytes that are not UTF-8 become replacement characters as they are
-    read, :func:`pipeline.load.sqlite.text_rows`), never as its size or its bytes' ``repr``."""
+    read, :func:`pipeline.load.sqlite.text_rows`), never as its size or its bytes' ``repr``. An integer (the
+    StringIds id of nearly every row) is given at once: one ``typeof`` per row, not the nested cases' five."""
     head, tail = cut_note(0).split("0", 1)
-    expr = f"(CASE WHEN typeof({expr}) = 'blob' THEN CAST({expr} AS TEXT) ELSE {expr} END)"
-    return (f"CASE WHEN typeof({expr}) = 'text' AND length({expr}) > {MAX_TEXT_CHARS} "
-            f"THEN substr({expr}, 1, {MAX_TEXT_CHARS}) || '{head}' || length({expr}) || '{tail}' ELSE {expr} END")
+    text = f"(CASE WHEN typeof({expr}) = 'blob' THEN CAST({expr} AS TEXT) ELSE {expr} END)"
+    return (f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} "
+            f"WHEN typeof({text}) = 'text' AND length({text}) > {MAX_TEXT_CHARS} "
+            f"THEN substr({text}, 1, {MAX_TEXT_CHARS}) || '{head}' || length({text}) || '{tail}' ELSE {text} END")
 
 
 class ReadTimeout(Exception):

@@ -17,7 +17,7 @@ from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
-from .columns import categorical, decoded_text, normalise_api_name, read_strings
+from .columns import decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
 from .kernel_names import alias_query, alias_rows, aliases_of
@@ -280,12 +280,9 @@ def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFra
     df = pd.DataFrame({"start": pick(ints["start"]), "end": pick(ints["end"]),
                        **{c: pick(_narrow(ints, c)) for c in ("pid", "tid", "correlation_id")}}, copy=False)
     if has_name:
-        names = decoded_text(table, "name", strings)
-        if keep is not None:
-            names = names.iloc[keep].reset_index(drop=True)
         # Normalise each distinct name once, not once per row (two names may normalise to one).
-        normal = np.array([normalise_api_name(x) for x in names.cat.categories], dtype=object)
-        df["name"] = categorical(normal, names.cat.codes.to_numpy(), df.index)
+        names = decoded_text(table, "name", strings, each=normalise_api_name)
+        df["name"] = names if keep is None else names.iloc[keep].reset_index(drop=True)
     else:
         df["name"] = pd.Series("", index=df.index, dtype="category")
     return df if n else df.iloc[0:0]

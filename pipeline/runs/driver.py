@@ -430,10 +430,12 @@ def write_report_docs(gpu_dir: str, spread_pct: float, results: list, done=None,
     job, ``spread_pct``: ``analysis.straggler_spread_pct``; the reduce rewrites the ``_summary`` of a
     file whose final fleet row differs). ``done(1)`` after each file (None: nothing); ``cfg``: the labels and rate
     card its price-free rows are priced with (:func:`pipeline.fleet.pricing.priced`: copies, the results stay
-    price-free). Returns ``{(report, gpu key): (file path, summary text)}``. Raises OSError."""
+    price-free), and its job grouping as the report's rows alone give it (:func:`~pipeline.fleet.grouping.group_jobs`:
+    what the reduce finds for any report that is not one file of a job spread over several). Returns ``{(report, gpu key): (file path, summary text)}``. Raises OSError."""
     rows = [r.row for r in results]
-    texts = write_gpu_docs(gpu_dir, build_fleet(priced(rows, cfg) if cfg is not None else rows, spread_pct),
-                           rosters_of(results), done)
+    if cfg is not None:  # copies, grouped as the reduce groups a report of no multi-file job (``file``, ``labels``):
+        rows = group_jobs([dict(r) for r in priced(rows, cfg)], cfg)  # its files then need no second write
+    texts = write_gpu_docs(gpu_dir, build_fleet(rows, spread_pct), rosters_of(results), done)
     return {key: (os.path.join(gpu_dir, gpu_json_name(*key)), text) for key, text in texts.items()}
 
 
