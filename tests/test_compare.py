@@ -573,7 +573,8 @@ def test_the_noise_floor_by_hand_from_rows():
     2 sqrt(145/195). One GPU pair alone: 2 sqrt(4/10 + 1/10) = 2 sqrt(0.5). Iteration lengths: cv 0.03 of
     10 ms (population SD 0.3 ms; sample 0.3 sqrt(10/9)) both sides on GPU 1: 2 sqrt(2 × 0.09 × (10/9) / 10)
     ms of 10 ms, in %. A row of a table written before ``idle_pct_sd``: the floor is unknown, and said."""
-    from pipeline.report.compare import NO_SD_COLUMN, deltas, summary_lines
+    from pipeline.compare.deltas import NO_SD_COLUMN, deltas
+    from pipeline.report.compare import summary_lines
 
     def row(n, sd, idle_ns=1_000_000, cv=0.03):
         return {"window_ns": 10_000_000 * n, "idle_ns": idle_ns, "iterations": n, "iteration_mean_ns": 10_000_000,
@@ -800,7 +801,9 @@ def test_the_pairing_shows_its_basis_and_numbers_each_side_in_pair_order():
     """Rows by hand: ranks 0 and 1 whose GPU keys sort the other way (rank 0 is "z…"): the pairs follow the ranks,
     each GPU keeps the name its run gives it (numbered by report, then GPU key: "aaaa1111" is #1), and each pair
     says what it shares (its rank): one name per GPU in the comparison and in the run's own views."""
-    from pipeline.report.compare import Side, compare, render_markdown
+    from pipeline.compare.result import compare
+    from pipeline.compare.sides import Side
+    from pipeline.report.compare import render_markdown
 
     def row(rank, key, pid):
         return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": key, "status": "ok", "rank": rank,
@@ -945,7 +948,9 @@ def test_the_md_lists_five_gap_groups_per_gpu_and_writes_negative_changes_with_t
     groups vanished; the md lists the five largest (7 to 3 ms, the seed page's five) and says 2 more, the page all
     seven, each change as −7.000 ms … −1.000 ms with the minus sign U+2212. The idle share 10 -> 5 % of W reads
     −5.00 pts in the md and on the page. On main the md listed all seven and wrote -7.000 ms."""
-    from pipeline.report.compare import Side, compare, render_html, render_markdown
+    from pipeline.compare.result import compare
+    from pipeline.compare.sides import Side
+    from pipeline.report.compare import render_html, render_markdown
 
     def row(idle_ns):
         return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": "GPU-0", "status": "ok", "rank": "0",
