@@ -21,15 +21,18 @@ def pair_title(job: dict) -> str:
     return job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
 
 
-def per_gpu_withheld(basis: str) -> str:
-    """Why the per-GPU differences of a job pair paired by ``basis`` are withheld (docs/definitions.md#compare-pairing):
-    ``""`` for ``rank`` (each pair is the same worker); else that each pair is only a position (a CUDA device ordinal,
-    the process order) and not known to be the same GPU, so only the job's totals are compared."""
-    if basis == SAME_WORKER_BASIS:
+def per_gpu_withheld(job: dict) -> str:
+    """Why the differences of each GPU pair of ``job`` (a job pair of the comparison) are not shown to people
+    (docs/definitions.md#compare-pairing): a sentence when its GPUs were paired by a position only (a CUDA device
+    ordinal, the process order) and a side holds more than one of them, so a pair is not known to be the same GPU
+    and only the job's totals compare the sides; ``""`` when they were paired by ``rank`` (each pair is the same
+    worker) or each side holds one GPU (the one pair is the job)."""
+    gpus = [len(job["gpus"]) + sum(1 for u in job["unpaired"] if u["side"] == side) for side in SIDES]
+    if job["basis"] == SAME_WORKER_BASIS or gpus == [1, 1]:
         return ""
-    return (f"per-GPU differences withheld: these GPUs were paired by {basis}, so a pair is not known to be the "
-            "same GPU; only the job's totals compare the sides (compare.json and compare.csv keep each pair's "
-            "figures with its pairing)")
+    return (f"Each pair's difference is withheld: these GPUs were paired by {job['basis']}, so a pair is not known "
+            "to be the same GPU, and only the job's totals compare the sides (compare.json, compare.csv and "
+            "compare.html keep each pair's figures beside its pairing)")
 
 
 def missing(x) -> bool:

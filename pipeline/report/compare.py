@@ -381,9 +381,11 @@ def gap_line(x: dict, forced: bool, low: bool) -> str:
 
 
 def render_markdown(result: dict) -> str:
-    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat; per GPU pair at most
-    :data:`~pipeline.report.medical.TOP_GAPS` (5, the seed's page) gap groups that changed, the largest first, then
-    how many more; a job with no change at all (:func:`quiet`) on one line under "Jobs with no detectable change"."""
+    """``--format md``: the verdict and what changed, per job then per GPU pair, for chat; a job whose GPUs no rank
+    paired and that holds more than one GPU on a side shows its totals only, each pair's difference withheld with the
+    reason (:func:`~pipeline.compare.comparison.per_gpu_withheld`); per GPU
+    pair at most :data:`~pipeline.report.medical.TOP_GAPS` (5, the seed's page) gap groups that changed, the largest
+    first, then how many more; a job with no change at all (:func:`quiet`) on one line under "Jobs with no detectable change"."""
     lines = ["# Before and after", ""]
     for s in result["sides"]:
         lines.append(f"- {s['label']}: {md_text(s['source'])} ({s['gpus']} GPU(s)"
@@ -420,8 +422,11 @@ def render_markdown(result: dict) -> str:
                   f"{md_text(os.path.basename(u['report']))})" for u in job["unpaired"]]
         if "deltas" in job:
             lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"], conf["low"], ratio_withheld(conf))
+        withheld = per_gpu_withheld(job)
+        if withheld and any("deltas" in g for g in job["gpus"]):   # pairs not known to be the same GPU
+            lines += ["", "### Per GPU pair", "", f"{md_text(withheld)}."]
         for g in job["gpus"]:
-            if "deltas" not in g:
+            if "deltas" not in g or withheld:
                 continue
             low = g["confidence"]["low"]
             lines += ["", f"### {g['before']['name']} -> {g['after']['name']}"]
