@@ -118,3 +118,28 @@ def test_the_formatter_needs_only_the_finished_comparison(results, seat):
     assert render_markdown(again) == render_markdown(result)
     assert render_text(again) == render_text(result)
     assert render_csv(again) == render_csv(result)
+
+
+def test_the_command_parses_calls_and_says_why_in_process(tmp_path):
+    """``gpu-idle compare`` through click in this process: a side that names nothing is exit status 2 naming the side
+    and the path (raised by ``runs/compare.py``'s ``check_reports``, said by the CLI), and an ``--out`` that is a run
+    folder is refused before either side is looked at; nothing written either way."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    missing_side = tmp_path / "no-such"
+    got = CliRunner().invoke(main, ["compare", str(missing_side), str(missing_side)])
+    assert got.exit_code == 2
+    assert got.output.endswith(f"Error: Invalid value for BEFORE: before side {missing_side}: nothing to compare "
+                               f"({missing_side}: no such file or directory)\n")
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    (run_folder / "fleet.parquet").write_bytes(b"")
+    got = CliRunner().invoke(main, ["compare", str(missing_side), str(missing_side), "--out", str(run_folder)])
+    assert got.exit_code == 2
+    assert got.output.endswith(f"Error: Invalid value for --out: {run_folder} is a gpu-idle run or sweep output folder "
+                               "(it holds fleet.parquet): a comparison is not written among a run's own files; give "
+                               "--out a folder of its own (e.g. a new one)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and [p.name for p in run_folder.iterdir()] == [
+        "fleet.parquet"]
