@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..fleet.outputs import gpu_doc
 from ..model import CATEGORIES
 from ..schema import JOB_KEY, analysed_rows, conform
 
@@ -69,11 +68,13 @@ def _value(v):
 
 
 def read_side(fleet: pd.DataFrame, run_dir: str | None, folder: str, label: str, source: str, hours: float,
-              kernel_reader=None, jobs: set | None = None) -> Side:
+              doc_reader, kernel_reader=None, jobs: set | None = None) -> Side:
     """The side ``label`` from ``fleet``, the fleet table read from the run folder or sweep state folder ``folder``
     (``pipeline.runs.compare.read_side`` opens it as the report does), ``run_dir`` its run folder (the current night's;
     None when absent) and ``hours`` the hours per month its run priced with.
 
+    ``doc_reader``: ``(report, gpu_key) -> the GPU's per-GPU JSON document`` of the side's run folder, or None when
+    absent (:func:`pipeline.report.summary.gpu_doc`).
     ``kernel_reader``: ``(report, [(gpu_key, window_start_ns, window_end_ns)]) -> {that tuple: KernelTimes}``
     (:func:`report_kernel_reader`; any exception it raises is kept as the text saying why the report's kernel
     names are unknown), or None for no kernel names. ``jobs``: only these ``(cluster, job)`` (None: every job).
@@ -91,7 +92,7 @@ def read_side(fleet: pd.DataFrame, run_dir: str | None, folder: str, label: str,
     windows: dict = {}
     for r in rows:
         key = (str(r["report"]), str(r["gpu_key"]))
-        doc = gpu_doc(run_dir, *key)
+        doc = doc_reader(*key)
         if doc is not None:
             side.docs[key] = doc
         if r["window_start_ns"] is not None:

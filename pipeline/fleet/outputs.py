@@ -34,23 +34,6 @@ def gpu_json_name(report: str, gpu_key: str) -> str:
     return f"{slug(os.path.basename(report))}__{slug(gpu_key)}__{digest}.json"
 
 
-def gpu_doc(run_dir: str | None, report: str, gpu_key: str) -> dict | None:
-    """The GPU's ``gpus/*.json`` document (roster, timeline, summary), None when absent."""
-    text = gpu_json_text(run_dir, report, gpu_key)
-    return None if text is None else json.loads(text)
-
-
-def gpu_json_text(run_dir: str | None, report: str, gpu_key: str) -> str | None:
-    """The text of the GPU's ``gpus/*.json`` file, None when absent."""
-    if not run_dir:
-        return None
-    try:
-        with open(os.path.join(run_dir, "gpus", gpu_json_name(report, gpu_key)), encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
-
-
 def proven_gpu_doc(path: str) -> bool:
     """Whether ``path`` is a per-GPU JSON the product wrote, proven by its own content: a regular file
     whose first two lines (:func:`~pipeline.io.json_text` puts ``report`` and ``gpu_key`` there, see

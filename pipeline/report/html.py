@@ -29,7 +29,7 @@ from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import REMEDIES
 from ..analysis.meter import too_few_text
 from ..config import ConfidenceConfig
-from ..fleet.outputs import PAGES_DIR, gpu_json_text
+from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
 from ..io import os_cause, write_text
 from ..model import CATEGORIES
@@ -41,8 +41,8 @@ from .teams import coverage_text, teams_markdown, whose_text
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
                     pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
-from .summary import (TOP_FIXES, ReportError, Results, gpu_roles, load_results, ok_rows, record_anchors, records,
-    summarise)
+from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
+    records, summarise)
 
 FORMATS = ("html", "csv", "md")
 

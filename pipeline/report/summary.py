@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import glob
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from ..analysis.confidence import TIERS, TRUSTED, KindFigures, trust_rank
 from ..analysis.cost import assumed_split, priced_sum, unpriced_total
 from ..analysis.meter import FEW_PERIODS_PER_GPU, util_pct
 from ..config import ConfidenceConfig, CostConfig
-from ..fleet.outputs import gpu_doc
+from ..fleet.outputs import gpu_json_name
 from ..fleet.reduce import rate_assumptions, rollup
 from ..io import current_night, dated_dirs, same_file
 from ..model import CATEGORIES
@@ -339,6 +340,23 @@ def job_spread(fleet: pd.DataFrame) -> list[dict]:
             {"gpu_key": str(key), "idle_pct": float(idle), "straggler": bool(flag)}
             for key, idle, flag in zip(g["gpu_key"].tolist(), g["idle_pct"].tolist(), g["straggler"].tolist())]})
     return out
+
+
+def gpu_doc(run_dir: str | None, report: str, gpu_key: str) -> dict | None:
+    """The GPU's ``gpus/*.json`` document (roster, timeline, summary), None when absent."""
+    text = gpu_json_text(run_dir, report, gpu_key)
+    return None if text is None else json.loads(text)
+
+
+def gpu_json_text(run_dir: str | None, report: str, gpu_key: str) -> str | None:
+    """The text of the GPU's ``gpus/*.json`` file, None when absent."""
+    if not run_dir:
+        return None
+    try:
+        with open(os.path.join(run_dir, "gpus", gpu_json_name(report, gpu_key)), encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
 
 
 def records(run_dir: str | None, keys) -> dict[str, str]:

@@ -16,7 +16,7 @@ from ..compare.sides import Side, read_side as side_of, report_kernel_reader
 from ..inputs.discover import discover
 from ..io import OutputError, folder_lock
 from ..report.compare import CompareNotWritten, run_folder_reason, write_compare
-from ..report.summary import is_sweep_dir, load_results, run_hours
+from ..report.summary import gpu_doc, is_sweep_dir, load_results, run_hours
 from ..text import message
 from .driver import IncompleteOutputs, RunFolder, drive
 
@@ -45,7 +45,8 @@ def read_side(folder: str, label: str, source: str, kernel_reader=None, jobs: se
     :class:`~pipeline.report.summary.ReportError` when ``folder`` holds no fleet table or its manifest does not
     vouch for it."""
     res = load_results(folder)
-    return side_of(res.current, res.run_dir, folder, label, source, run_hours(res.run_dir), kernel_reader, jobs)
+    return side_of(res.current, res.run_dir, folder, label, source, run_hours(res.run_dir),
+                   lambda report, gpu_key: gpu_doc(res.run_dir, report, gpu_key), kernel_reader, jobs)
 
 
 def is_side_folder(given: str) -> bool:
