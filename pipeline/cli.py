@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import textwrap
 import threading
@@ -746,70 +745,26 @@ def compare(before, after, out_dir, fmt, force, fail_above, fail_above_total, st
     without --out only prints. Exit status 2 when a side does not exist, holds no report or cannot be read,
     DIR is a gpu-idle run or sweep output folder, or DIR holds a file of these names that gpu-idle compare did
     not write (nothing is written then). Exit status 3 when the gate (--fail-above, --fail-above-total) fails."""
-    from .io import folder_lock
-    from .report.compare import CompareNotWritten
-    from .report.compare import compare as compare_sides
-    from .report.compare import GATE_FAILED, gate, json_result, read_side, render_markdown, render_text, \
-        report_kernel_reader, write_compare
-    from .report.summary import ReportError, is_sweep_dir
-    from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
+    from .compare.comparison import GATE_FAILED
+    from .report.compare import json_result, render_markdown, render_text
+    from .report.summary import ReportError
+    from .runs.compare import NotWritten, OutRefused, SideNotFound, check_out, compare_sides
 
     overrides = {"analysis": {"window": window}} if window else {}
     cfg = _config(configs, overrides)
-    if out_dir is not None:
-        from .report.compare import run_folder_reason
-
-        refused = run_folder_reason(out_dir)
-        if refused:
-            raise click.BadParameter(refused, param_hint="--out")
-    cfg = _writable_caches(cfg)
-    cache = _result_cache(cfg)
-    given_sides = (("before", before), ("after", after))
-    stored = [os.path.isdir(given) and (os.path.exists(os.path.join(given, "fleet.parquet")) or is_sweep_dir(given))
-              for _, given in given_sides]
-    for (label, given), done in zip(given_sides, stored):  # every side checked before anything is written
-        if not done:
-            _compare_side_reports(cfg, label, given)
-    scratch = None
-    if out_dir is None and not all(stored):  # reports to analyse, nowhere asked for: a folder removed afterwards
-        import tempfile
-
-        scratch = tempfile.mkdtemp(prefix="gpu-idle-compare-sides-")
     try:
-        folders = []
-        for (label, given), done in zip(given_sides, stored):
-            if done:
-                folders.append(given)
-                continue
-            side_out = os.path.join(out_dir or scratch, label)
-            try:
-                result = drive(cfg, [given], RunFolder(side_out, log=lambda *a, **k: None), cache, None,
-                               log=lambda *a, **k: None)
-            except (OutputError, IncompleteOutputs) as exc:
-                raise click.BadParameter(message(exc), param_hint="--out") from exc
-            where = f"run folder {side_out}" if scratch is None else "a temporary run folder, removed afterwards"
-            echo(f"gpu-idle compare: {label}: {len(result.todo)} report(s) analysed, {result.reused} reused "
-                 f"({where})", err=True)
-            folders.append(side_out)
-        reader = report_kernel_reader(cfg)
-        try:
-            sides = tuple(read_side(f, label, given, reader) for f, (label, given) in zip(folders, given_sides))
-        except ReportError as exc:
-            raise click.UsageError(message(exc)) from exc
-        result = compare_sides(sides, force=force, min_iterations=cfg.confidence.medium_min_iterations)
-        if fail_above is not None or fail_above_total is not None:
-            result["gate"] = gate(result, fail_above, fail_above_total, strict)
-        if out_dir is not None:
-            try:
-                with folder_lock(out_dir, command="gpu-idle compare"):
-                    write_compare(out_dir, result, sides)
-            except (CompareNotWritten, OutputError) as exc:  # not gpu-idle's files, another writer: nothing done, 2
-                raise click.BadParameter(message(exc), param_hint="--out") from exc
-            except OSError as exc:
-                raise click.ClickException(f"{out_dir}: not written ({message(exc)})") from exc
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        check_out(out_dir)
+        cfg = _writable_caches(cfg)
+        result = compare_sides(cfg, before, after, out_dir, _result_cache(cfg), force=force, fail_above=fail_above,
+                               fail_above_total=fail_above_total, strict=strict, log=lambda line: echo(line, err=True))
+    except SideNotFound as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.label.upper()) from exc
+    except OutRefused as exc:
+        raise click.BadParameter(str(exc), param_hint="--out") from exc
+    except ReportError as exc:
+        raise click.UsageError(message(exc)) from exc
+    except NotWritten as exc:
+        raise click.ClickException(str(exc)) from exc
     if fmt == "md":
         echo(render_markdown(result).rstrip("\n"))
     elif fmt == "json":
@@ -820,18 +775,6 @@ def compare(before, after, out_dir, fmt, force, fail_above, fail_above_total, st
             echo(f"wrote {os.path.join(out_dir, 'compare.html')}, compare.csv, compare.json, records/")
     if result.get("gate", {}).get("failed"):
         sys.exit(GATE_FAILED)
-
-
-def _compare_side_reports(cfg, label: str, given: str) -> None:
-    """Check that the ``compare`` side ``label`` (``given``: a path, folder, glob or URL that is not a run or
-    sweep folder) names at least one report (:func:`~pipeline.inputs.discover.discover`); else a usage error
-    (exit status 2) naming the side and the path, with what the search found (e.g. no such file)."""
-    from .inputs.discover import discover
-
-    paths, problems = discover([given], storage=cfg.storage, skipped=[])
-    if not paths:
-        found = "; ".join(dict.fromkeys(str(why) for _, why in problems)) or "no report or trace in it"
-        raise click.BadParameter(f"{label} side {given}: nothing to compare ({found})", param_hint=label.upper())
 
 
 from .report.command import report as _report_command  # noqa: E402

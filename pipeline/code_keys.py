@@ -15,7 +15,7 @@ invalidates it):
   written by besides: the medical records and the driver (a folder made by other code is written
   again; nothing is analysed again).
 - :func:`rendered_code`: what the HTML report and the GPU pages are rendered by: every module but
-  the generators, the CLI and ``gpu-idle compare``'s own module and page, and the report's templates (a template edit renders them again and
+  the generators, the CLI and ``gpu-idle compare``'s own modules and page, and the report's templates (a template edit renders them again and
   analyses nothing).
 
 Python modules are digested by their meaning, not their text (:func:`module_digest`): the parsed
@@ -51,7 +51,9 @@ OUTSIDE_RESULTS = {
     "progress.py": "progress lines for people",
     "interrupts.py": "how a run ends on a signal",
     "report": "renders stored results: the report, the GPU pages, the medical records",
-    "report/compare.py": "gpu-idle compare: two sides' stored results side by side; stores nothing",
+    "report/compare.py": "gpu-idle compare's formatter: a finished comparison written out; stores nothing",
+    "compare": "gpu-idle compare: two sides' stored results paired, judged and measured; stores nothing",
+    "runs/compare.py": "gpu-idle compare end to end: its sides opened or run, compared, written; stores nothing",
     "synth": "generators of example and test inputs",
     "runs/__init__.py": "the package marker",
     "runs/driver.py": "which reports are analysed and which reused; writes the output folder",
@@ -67,7 +69,7 @@ LOADER_CODE = ("load", "inputs/gzip_size.py", "model.py", "arrays.py", "frames.p
 DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py", "accounting")
 #: Paths left out of :func:`rendered_code` (they draw nothing the report or a GPU page shows; the comparison's own
 #: page is rendered afresh every time).
-NOT_RENDERED = ("synth", "cli.py", "report/compare.py", "report/templates/compare.html.j2")
+NOT_RENDERED = ("synth", "cli.py", "compare", "runs/compare.py", "report/compare.py", "report/templates/compare.html.j2")
 #: Files digested by their bytes (not Python): the report's templates.
 TEMPLATE_SUFFIXES = (".j2",)
 

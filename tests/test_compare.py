@@ -573,7 +573,8 @@ def test_the_noise_floor_by_hand_from_rows():
     2 sqrt(145/195). One GPU pair alone: 2 sqrt(4/10 + 1/10) = 2 sqrt(0.5). Iteration lengths: cv 0.03 of
     10 ms (population SD 0.3 ms; sample 0.3 sqrt(10/9)) both sides on GPU 1: 2 sqrt(2 × 0.09 × (10/9) / 10)
     ms of 10 ms, in %. A row of a table written before ``idle_pct_sd``: the floor is unknown, and said."""
-    from pipeline.report.compare import NO_SD_COLUMN, deltas, summary_lines
+    from pipeline.compare.deltas import NO_SD_COLUMN, deltas
+    from pipeline.report.compare import summary_lines
 
     def row(n, sd, idle_ns=1_000_000, cv=0.03):
         return {"window_ns": 10_000_000 * n, "idle_ns": idle_ns, "iterations": n, "iteration_mean_ns": 10_000_000,
@@ -641,7 +642,11 @@ def test_a_job_total_keeps_its_priced_gpus_when_one_is_unpriced(tmp_path):
     # the unpriced GPU's model is named, and how to price it (issue 41)
     assert ("- idle $1,396.16 -> $1,396.16 per month at the after side's rates ($0.00); 1 GPU(s) unpriced, not in it "
             f"(AMD Radeon Graphics (1)); {HOW_TO_PRICE} [forced: not comparable] [low confidence]\n") in proc.stdout
-    assert "- idle unpriced -> unpriced per month at the after side's rates (unpriced); 1 GPU(s) unpriced" in proc.stdout
+    # the MI250's own pair (paired by device ordinal, not known to be the same GPU: issue 45) is withheld in the md;
+    # the page shows it unpriced (below)
+    assert doc["jobs"][0]["basis"] == "device ordinal"
+    assert "\n### Per GPU pair\n\nEach pair's difference is withheld: these GPUs were paired by device ordinal" in proc.stdout
+    assert "- idle unpriced -> unpriced" not in proc.stdout
     page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
     job_html = page.split("<h3>The job</h3>")[1].split("</table>")[0]
     row = job_html.split("idle $/month at the after side's rates</td>")[1].split("</tr>")[0]
@@ -800,7 +805,9 @@ def test_the_pairing_shows_its_basis_and_numbers_each_side_in_pair_order():
     """Rows by hand: ranks 0 and 1 whose GPU keys sort the other way (rank 0 is "z…"): the pairs follow the ranks,
     each GPU keeps the name its run gives it (numbered by report, then GPU key: "aaaa1111" is #1), and each pair
     says what it shares (its rank): one name per GPU in the comparison and in the run's own views."""
-    from pipeline.report.compare import Side, compare, render_markdown
+    from pipeline.compare.result import compare
+    from pipeline.compare.sides import Side
+    from pipeline.report.compare import render_markdown
 
     def row(rank, key, pid):
         return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": key, "status": "ok", "rank": rank,
@@ -891,13 +898,14 @@ def test_each_gpu_and_the_job_read_against_their_own_noise_floor(tmp_path):
     assert d["saving_usd_per_month"] == pytest.approx((1405.93 + 1347.69) - (1383.16 + 1061.82)) == pytest.approx(308.64)
     assert [(r["level"], r["reading"], r["saving_usd_per_month"]) for r in rows] == [
         ("gpu", "no change detectable", ""), ("gpu", "saving", "285.87"), ("job", "saving", "308.64")]
-    # the md says each reading where its figures are, a negative change with the minus sign
-    job_md, gpu0_md, gpu1_md = proc.stdout.split("Job:\n")[1].split("\n### ")
+    # the md says the job's reading, a negative change with the minus sign; each GPU pair's (paired by device
+    # ordinal only, not known to be the same GPU: issue 45) is withheld there, kept in compare.json and compare.csv
+    job_md, pairs_md = proc.stdout.split("Job:\n")[1].split("\n### ")
     assert "(\u22124.78 pts); lower, by more than the noise floor of 0.75 pts" in job_md
     assert "saving $308.64/month" in job_md
-    assert "(\u22120.78 pts); within the noise floor of 1.51 pts: no change detectable" in gpu0_md
-    assert "no saving claimed: no change detectable" in gpu0_md and "saving $" not in gpu0_md
-    assert "(\u22129.79 pts); lower, by more than the noise floor of 0.00 pts" in gpu1_md and "saving $285.87" in gpu1_md
+    assert pairs_md.startswith("Per GPU pair\n\nEach pair's difference is withheld: these GPUs were paired by device "
+                               "ordinal, so a pair is not known to be the same GPU")
+    assert "285.87" not in proc.stdout and "0.78 pts" not in proc.stdout and "9.79 pts" not in proc.stdout
     assert "(-" not in proc.stdout   # no hyphen for a minus anywhere in the md
 
 
@@ -945,7 +953,9 @@ def test_the_md_lists_five_gap_groups_per_gpu_and_writes_negative_changes_with_t
     groups vanished; the md lists the five largest (7 to 3 ms, the seed page's five) and says 2 more, the page all
     seven, each change as −7.000 ms … −1.000 ms with the minus sign U+2212. The idle share 10 -> 5 % of W reads
     −5.00 pts in the md and on the page. On main the md listed all seven and wrote -7.000 ms."""
-    from pipeline.report.compare import Side, compare, render_html, render_markdown
+    from pipeline.compare.result import compare
+    from pipeline.compare.sides import Side
+    from pipeline.report.compare import render_html, render_markdown
 
     def row(idle_ns):
         return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": "GPU-0", "status": "ok", "rank": "0",

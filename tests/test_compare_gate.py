@@ -148,6 +148,6 @@ def test_without_a_gate_nothing_changes(runs):
 
 def test_exit_status_3_is_documented_with_the_others():
     from pipeline.cli import EXIT_HELP, EXIT_STATUSES
-    from pipeline.report.compare import GATE_FAILED
+    from pipeline.compare.comparison import GATE_FAILED
 
     assert GATE_FAILED == 3 and "gate" in EXIT_STATUSES[3] and "\n  3    compare's gate failed" in EXIT_HELP

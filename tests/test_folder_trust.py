@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.io import OutputError, file_entry
-from pipeline.report.compare import read_side
+from pipeline.runs.compare import read_side
 from pipeline.report.html import render_markdown, write_report
 from pipeline.report.medical import record_stem
 from pipeline.report.summary import ReportError, load_results

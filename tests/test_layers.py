@@ -4,7 +4,7 @@ The contracts are pyproject.toml's ``[tool.importlinter]``: import-linter's ``la
 ``pipeline`` (exhaustive: a new module must be placed in a stage), and the ``forbidden`` and ``protected``
 contracts the order alone does not say (``engine/`` maps a given function and knows nothing of what it
 computes; ``analysis/`` is the math; ``synth/`` is for the command line and the tests; ``work/`` is
-mapped and knows no Dask). They are checked here by running ``lint-imports`` as a real process, and each
+mapped and knows no Dask; ``report/`` formats a finished comparison, which ``compare/`` below it makes). They are checked here by running ``lint-imports`` as a real process, and each
 is shown able to fail on the import graph with one import planted (import-linter's own contract classes,
 in this process). No contract lists an exception. A module of ``pipeline/`` that nothing in ``pipeline/``
 imports is a module only tests use (or dead code): only the command's entry point may be one.
@@ -29,6 +29,11 @@ MAY_IMPORT = {
     "engine": {"config", "interrupts", "kinds"},  # its Dask settings, stopping on signals; kinds: config's
     "analysis": {"schema", "model", "config", "arrays", "frames", "code_keys", "kinds", "categories"},  # code_keys: model's
 }
+
+#: What ``report/`` may import of ``compare/`` (issue 46 point 4): the finished comparison's words. Every other
+#: module of ``compare/`` (a side read, the pairing, the verdict, the deltas, the comparison's making) is forbidden
+#: to it by the ``report-formats`` contract, a new one too until it is placed here.
+REPORT_MAY_IMPORT_OF_COMPARE = {"comparison"}
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
@@ -61,7 +66,8 @@ def test_the_contracts_hold():
 
 def test_the_contracts_list_no_exception_and_every_stage():
     held = contracts()
-    assert set(held) == {"stages", "engine", "analysis", "synth", "work-maps-nothing", "dask", "prometheus"}
+    assert set(held) == {"stages", "engine", "analysis", "report-formats", "synth", "work-maps-nothing", "dask",
+                         "prometheus"}
     assert not [i for i, c in held.items() if {"ignore_imports", "allow_indirect_imports"} & set(c)]
     layers = held["stages"]
     assert layers["type"] == "layers" and layers["containers"] == ["pipeline"] and layers["exhaustive"] is True
@@ -79,6 +85,19 @@ def test_a_stage_held_to_what_it_may_import_is_forbidden_every_other_stage(stage
     forbidden = {m.removeprefix("pipeline.") for m in held["forbidden_modules"] if m.startswith("pipeline.")}
     assert forbidden == stages() - MAY_IMPORT[stage] - {stage}
     assert not forbidden & MAY_IMPORT[stage]
+
+
+def test_the_report_is_forbidden_every_module_of_compare_but_its_words():
+    """``report-formats`` forbids ``report/`` every module of ``compare/`` but :data:`REPORT_MAY_IMPORT_OF_COMPARE`
+    (a new module of ``compare/`` is forbidden until placed), and the stage order puts ``compare`` right below
+    ``report`` (``report/`` may format it; ``compare/`` imports nothing of ``report/``, ``runs/`` or the CLI)."""
+    held = contracts()["report-formats"]
+    assert held["type"] == "forbidden" and held["source_modules"] == ["pipeline.report"]
+    modules = {p.stem for p in (REPO / "pipeline" / "compare").glob("*.py") if p.stem != "__init__"}
+    assert {m.removeprefix("pipeline.compare.") for m in held["forbidden_modules"]} == \
+        modules - REPORT_MAY_IMPORT_OF_COMPARE
+    order = [layer.strip() for layer in contracts()["stages"]["layers"]]
+    assert order.index("compare") == order.index("report") + 1
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +147,12 @@ PLANTED = {
     "the store imports Dask": (("pipeline.store.results", "dask"), {"dask"}),
     "the driver imports dask-jobqueue": (("pipeline.runs.driver", "dask_jobqueue"), {"dask"}),
     "the report writes metrics of its own": (("pipeline.report.summary", "prometheus_client"), {"prometheus"}),
+    # compare/ below report/: the view formats a finished comparison, never judges or reads a side itself
+    "the report judges a comparison": (("pipeline.report.compare", "pipeline.compare.judge"), {"report-formats"}),
+    "the report reads a side": (("pipeline.report.html", "pipeline.compare.sides"), {"report-formats"}),
+    "the report makes the comparison": (("pipeline.report.compare", "pipeline.compare.result"), {"report-formats"}),
+    "the comparison imports a view": (("pipeline.compare.deltas", "pipeline.report.words"), {"stages"}),
+    "the comparison runs a side": (("pipeline.compare.sides", "pipeline.runs.driver"), {"stages"}),
 }
 
 
@@ -148,12 +173,14 @@ def test_every_contract_is_shown_broken():
 def test_an_import_planted_in_a_copy_of_the_package_breaks_the_contract(tmp_path):
     """The check can fail in the real process too, on source text, an import inside a function included: the
     engine importing the report (upward), the fleet importing the engine (siblings that must not know each
-    other; through the fleet, work would reach the engine too) and work asking Dask for its worker."""
+    other; through the fleet, work would reach the engine too), work asking Dask for its worker and compare's
+    formatter judging a comparison itself (report/ importing compare/'s verdict: downward, but not allowed)."""
     n = len(contracts())
     for case, (module, line, broken) in {
         "upward": ("pipeline/engine/map.py", "    from ..report import html  # noqa\n", 2),  # stages, engine
         "sideways": ("pipeline/fleet/reduce.py", "    from ..engine import map  # noqa\n", 2),  # + work's
         "dask": ("pipeline/work/tasks.py", "    from distributed import get_worker  # noqa\n", 1),
+        "the view judges": ("pipeline/report/compare.py", "    from ..compare import judge  # noqa\n", 1),
     }.items():
         root = tmp_path / case
         shutil.copytree(REPO / "pipeline", root / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
@@ -240,10 +267,10 @@ FUNCTION_IMPORTS = {
             ".accounting.hooks", ".accounting.joined", ".analysis.analyse", ".analysis.cost", ".config",
             ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
-            ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.driver", ".runs.sweep", ".schema",
-            ".store.results", ".synth"},
-        "start-up: modules `gpu-idle --help` does not load (pandas ~0.3 s; dataclasses, tempfile)": {
-            "pandas", "dataclasses", "tempfile"},
+            ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.compare", ".runs.driver",
+            ".runs.sweep", ".schema", ".store.results", ".synth", ".compare.comparison"},
+        "start-up: modules `gpu-idle --help` does not load (pandas ~0.3 s; dataclasses)": {
+            "pandas", "dataclasses"},
     },
     "pipeline/report/command.py": {
         "start-up: cli.py imports this command at its top; the report's stages wait for the command": {
@@ -291,8 +318,9 @@ FUNCTION_IMPORTS = {
         "the GPU pages and their record: only the report; compare.py renders with this module": {
             ".gpu_page", ".rendered"}},
     "pipeline/progress.py": {"tqdm (~15 ms): only a bar on a terminal": {"tqdm"}},
+    "pipeline/compare/sides.py": {
+        "the loader (~0.25 s): only when a side's kernels are read": {"..load.report", "..work.tasks"}},
     "pipeline/report/compare.py": {
-        "the loader (~0.25 s): only when a side's kernels are read": {"..load.report", "..work.tasks"},
         "jinja2, markupsafe, the report's templates: only compare.html": {".html", ".jinja", "markupsafe"},
     },
     "pipeline/runs/driver.py": {"matplotlib, jinja2 (~0.1 s): only when the run draws page timelines": {

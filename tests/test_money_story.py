@@ -45,7 +45,9 @@ def test_compare_prints_each_sides_iteration_and_withholds_a_toy_ratio():
     speed-up 10 / 4 = 2.500x for two trusted sides (main: no iteration line in the text print). With a toy before
     side (its 10 ms from a capture too small to hold a real iteration) the speed-up is withheld in the text, the
     Markdown and compare.csv (empty cell), saying why; a low side's is shown, marked."""
-    from pipeline.report.compare import Side, compare, csv_rows, render_html, render_markdown, render_text
+    from pipeline.compare.result import compare
+    from pipeline.compare.sides import Side
+    from pipeline.report.compare import csv_rows, render_html, render_markdown, render_text
 
     def run(tier_b: str):
         sides = (Side("before", "b", "b", [_row(tier_b, 10 * MS)], [], 730.0),

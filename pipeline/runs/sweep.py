@@ -59,8 +59,10 @@ from ..config import Config
 from ..inputs.discover import skipped_note
 from ..io import (DATE_RE, FolderBusy, OutputError, atomic_path, copy_file, current_night, dated_dirs, file_entry,
                   folder_lock, in_future, not_to_overwrite, os_cause, plain_scalar, real_dir, same_file, today_utc)
-from ..report import compare as cmp
-from ..report.compare import COMPARE_MANIFEST
+from ..compare.result import compare
+from ..compare.sides import changed_jobs, report_kernel_reader
+from ..report.compare import COMPARE_MANIFEST, CompareNotWritten, remove_compare, write_compare
+from .compare import read_side
 from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, incomplete, planned_files,
                      refuse_foreign, stale_note, write_documents)
 from ..fleet.outputs import unrewritten
@@ -422,7 +424,8 @@ def write_night(state_dir: str, night: str, fleet: pd.DataFrame, rosters: dict, 
 
 def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None, problems: dict | None = None) -> str | None:
     """``nights/<night>/compare/``: the jobs whose figures changed since the last earlier night, compared
-    with it by ``gpu-idle compare``'s machinery (:mod:`pipeline.report.compare`; the same verdict, figures
+    with it by ``gpu-idle compare``'s machinery (:mod:`pipeline.compare`, written by :mod:`pipeline.report.compare`;
+    the same verdict, figures
     withheld when not comparable), or an earlier comparison of this night removed when no job changed
     (docs/definitions.md#compare-in-the-sweep). Returns the comparison's folder, or None. A comparison that
     fails for another reason than a file not written leaves the night as it is and is said in ``problems``
@@ -439,22 +442,22 @@ def compare_with_last_night(state_dir: str, night: str, cfg: Config, log=None, p
             # a job changed, reads the night as every reader does: its per-GPU files and records too)
             vouched_folder(earlier[last], dirs=())
         except ReportError as exc:
-            cmp.remove_compare(folder)
+            remove_compare(folder)
             _said(NIGHT_COMPARISON, str(exc), problems)
             return None
-        jobs = cmp.changed_jobs(pd.read_parquet(os.path.join(earlier[last], "fleet.parquet")),
+        jobs = changed_jobs(pd.read_parquet(os.path.join(earlier[last], "fleet.parquet")),
                                 pd.read_parquet(os.path.join(out, "fleet.parquet")))
     if not jobs:
-        cmp.remove_compare(folder)
+        remove_compare(folder)
         return None
     def make():
-        reader = cmp.report_kernel_reader(cfg)
-        sides = (cmp.read_side(earlier[last], "before", f"night {last}", reader, jobs),
-                 cmp.read_side(out, "after", f"night {night}", reader, jobs))
-        result = cmp.compare(sides, min_iterations=cfg.confidence.medium_min_iterations)
+        reader = report_kernel_reader(cfg)
+        sides = (read_side(earlier[last], "before", f"night {last}", reader, jobs),
+                 read_side(out, "after", f"night {night}", reader, jobs))
+        result = compare(sides, min_iterations=cfg.confidence.medium_min_iterations)
         try:
-            return cmp.write_compare(folder, result, sides)
-        except cmp.CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
+            return write_compare(folder, result, sides)
+        except CompareNotWritten as exc:   # files of someone else's in compare/: kept, the night goes on
             _said(NIGHT_COMPARISON, str(exc), problems)
             return None
 

@@ -1,0 +1,40 @@
+"""The finished comparison's words: what every output of ``gpu-idle compare`` reads besides the comparison itself
+(docs/definitions.md#compare). The one module of :mod:`pipeline.compare` that ``report/`` may import: a view
+formats a finished comparison and never pairs, judges or reads a side (tests/test_layers.py)."""
+from __future__ import annotations
+
+import math
+
+#: The two sides, in the order they are shown.
+SIDES = ("before", "after")
+
+#: The exit status of ``gpu-idle compare`` whose gate failed (:func:`pipeline.compare.result.gate`;
+#: ``pipeline.cli.EXIT_STATUSES``).
+GATE_FAILED = 3
+
+#: The pairing basis under which two GPUs are known to be the same worker (docs/definitions.md#compare-pairing).
+SAME_WORKER_BASIS = "rank"
+
+
+def pair_title(job: dict) -> str:
+    """A job pair's title: the before side's job name, ``-> <after's>`` when the names differ."""
+    return job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
+
+
+def per_gpu_withheld(job: dict) -> str:
+    """Why the differences of each GPU pair of ``job`` (a job pair of the comparison) are not shown to people
+    (docs/definitions.md#compare-pairing): a sentence when its GPUs were paired by a position only (a CUDA device
+    ordinal, the process order) and a side holds more than one of them, so a pair is not known to be the same GPU
+    and only the job's totals compare the sides; ``""`` when they were paired by ``rank`` (each pair is the same
+    worker) or each side holds one GPU (the one pair is the job)."""
+    gpus = [len(job["gpus"]) + sum(1 for u in job["unpaired"] if u["side"] == side) for side in SIDES]
+    if job["basis"] == SAME_WORKER_BASIS or gpus == [1, 1]:
+        return ""
+    return (f"Each pair's difference is withheld: these GPUs were paired by {job['basis']}, so a pair is not known "
+            "to be the same GPU, and only the job's totals compare the sides (compare.json, compare.csv and "
+            "compare.html keep each pair's figures beside its pairing)")
+
+
+def missing(x) -> bool:
+    """Whether a figure of the comparison is missing: None (read back from JSON) or NaN (unpriced, unknown)."""
+    return x is None or math.isnan(x)

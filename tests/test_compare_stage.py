@@ -1,0 +1,145 @@
+"""Issue 46 point 4: ``gpu-idle compare`` as a stage of its own (``pipeline/compare/``) below ``report/``, whose
+formatter only formats a finished comparison; and issue 45's finding on ``compare --format md``: a job whose GPUs
+no rank paired (paired by device ordinal or process order, positions only) shows its totals, each GPU pair's
+difference withheld with the reason.
+
+The fleets are built by hand, all in process: two GPUs of one job, each window 100 ms, 10 stable iterations of
+10 ms with no spread (a noise floor of 0), priced at $4.00/h over 730 h. Before: the first GPU in process order idles
+10 ms (10 %), the second 30 ms (30 %); after, the other way round. Per pair that is +20.00 and −20.00 pts and
+±$584.00 a month (0.2 × $4.00 × 730); the job's totals are 40 of 200 ms (20.00 %) and $1,168.00 a month
+((0.1 + 0.3) × $4.00 × 730) on both sides: no change. Only a rank says that a pair is the same GPU; a job of one
+GPU on each side needs none (its one pair is the job).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.compare.comparison import per_gpu_withheld
+from pipeline.compare.result import compare
+from pipeline.compare.sides import KernelTimes, Side
+from pipeline.report.compare import render_markdown, render_text
+
+MS = 1_000_000
+
+
+def _row(key: str, pid: int, idle_ms: int, rank=None, device=None) -> dict:
+    return {"cluster": "c", "job": "j", "report": "r.sqlite", "gpu_key": key, "status": "ok", "rank": rank,
+            "device_ids": device, "pid": pid, "gpu_model": "NVIDIA H100", "window_rule": "periodic",
+            "window_start_ns": 0, "window_end_ns": 100 * MS, "window_ns": 100 * MS, "idle_ns": idle_ms * MS,
+            "iterations": 10, "iteration_mean_ns": 10 * MS, "iteration_cv": 0.0, "idle_pct_sd": 0.0,
+            "rate_usd_per_hour": 4.0, "rate_model": "H100", "confidence_tier": "high", "confidence_note": ""}
+
+
+def _sides(seat: str, gpus: int = 2) -> tuple:
+    """The pair of fleets; ``seat``: what the GPUs name (``rank``, ``device`` or nothing: process order); ``gpus``:
+    the first ``gpus`` GPUs of each side."""
+    def rows(idle_first: int, idle_second: int, keys: tuple) -> list:
+        return [_row(keys[i], 10 + i, idle, rank=str(i) if seat == "rank" else None,
+                     device=str(i) if seat == "device" else None)
+                for i, idle in enumerate((idle_first, idle_second))][:gpus]
+
+    same = KernelTimes({"fwd": 60 * MS}, np.array([], dtype=np.int64))   # one program: the verdict passes
+    before = Side("before", "b", "b", rows(10, 30, ("GPU-a", "GPU-b")), [], 730.0)
+    after = Side("after", "a", "a", rows(30, 10, ("GPU-c", "GPU-d")), [], 730.0)
+    for side in (before, after):
+        side.kernels = {(r["report"], r["gpu_key"]): same for r in side.rows}
+    return before, after
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return {**{seat: compare(_sides(seat)) for seat in ("rank", "device", "process")},
+            "one GPU": compare(_sides("process", gpus=1))}
+
+
+@pytest.mark.parametrize("seat, basis", [("device", "device ordinal"), ("process", "process order")])
+def test_the_md_withholds_each_pair_not_known_to_be_the_same_gpu_and_compares_the_totals(results, seat, basis):
+    result = results[seat]
+    [job] = result["jobs"]
+    assert job["basis"] == basis and job["verdict"]["comparable"]
+    md = render_markdown(result)
+    reason = (f"Each pair's difference is withheld: these GPUs were paired by {basis}, so a pair is not known to be "
+              "the same GPU, and only the job's totals compare the sides (compare.json, compare.csv and compare.html "
+              "keep each pair's figures beside its pairing).")
+    assert f"\n### Per GPU pair\n\n{reason}\n" in md
+    # the totals, compared: 20.00 % and $1,168.00 on both sides
+    assert "- idle 20.00 % -> 20.00 % (0.00 pts); within the noise floor of 0.00 pts: no change detectable\n" in md
+    assert "- idle $1,168.00 -> $1,168.00 per month at the after side's rates ($0.00)\n" in md
+    # no pair's figures: no pair heading, no ±20 points, no $584.00 saving or rise
+    assert "### GPU" not in md and "### H100" not in md
+    assert "20.00 pts" not in md and "584.00" not in md and "saving $" not in md
+    # the finished comparison keeps them (compare.json, compare.csv), beside the basis and its warning
+    assert [g["deltas"]["idle_pct_change_pts"] for g in job["gpus"]] == pytest.approx([20.0, -20.0])
+    assert [g["deltas"]["usd_change_after_rates"] for g in job["gpus"]] == pytest.approx([584.0, -584.0])
+    assert job["pairing_warning"].startswith("no rank pairs these GPUs, so they were paired ")
+
+
+def test_the_md_shows_each_pair_paired_by_rank(results):
+    """The same fleets with ranks: each pair is the same worker, its difference shown (the withholding is the
+    basis's, not every pair's)."""
+    [job] = results["rank"]["jobs"]
+    assert job["basis"] == "rank" and per_gpu_withheld(job) == ""
+    md = render_markdown(results["rank"])
+    assert "### Per GPU pair" not in md
+    assert md.count("\n### H100 #") == 2
+    assert "- idle 10.00 % -> 30.00 % (+20.00 pts); higher, by more than the noise floor of 0.00 pts\n" in md
+    assert "- saving $584.00/month at the after side's rates ($584.00 at the before side's)\n" in md
+
+
+def test_a_job_of_one_gpu_on_each_side_shows_its_pair(results):
+    """One GPU on each side, no rank: paired by process order, but the one pair is the job (nothing to mix up): its
+    figures and gaps are shown, 10 % -> 30 % as planted, +$584.00 a month."""
+    [job] = results["one GPU"]["jobs"]
+    assert job["basis"] == "process order" and per_gpu_withheld(job) == ""
+    md = render_markdown(results["one GPU"])
+    assert "### Per GPU pair" not in md and "\n### H100 #1 a -> H100 #1 c\n" in md
+    assert md.count("- idle 10.00 % -> 30.00 % (+20.00 pts); higher, by more than the noise floor of 0.00 pts\n") == 2
+    assert md.count("- idle $292.00 -> $876.00 per month at the after side's rates (+$584.00)\n") == 2
+    assert md.endswith("- no gap vanished, appeared or changed width\n")
+
+
+def test_the_printed_text_shows_only_the_totals_and_the_warning(results):
+    lines = render_text(results["process"])
+    assert lines[0] == "j: comparable" and lines[1].startswith("  warning: no rank pairs these GPUs")
+    assert "  idle 20.00 % -> 20.00 % (0.00 pts); within the noise floor of 0.00 pts: no change detectable" in lines
+
+
+@pytest.mark.parametrize("seat", ["rank", "process"])
+def test_the_formatter_needs_only_the_finished_comparison(results, seat):
+    """report/compare.py formats the comparison as compare.json holds it (plain values: NaN as null, tuples as
+    lists) exactly as the comparison made in this process: it reads, pairs, judges and prices nothing itself."""
+    from pipeline.report.compare import json_result, render_csv
+
+    result = results[seat]
+    again = json.loads(json_result(result))
+    assert render_markdown(again) == render_markdown(result)
+    assert render_text(again) == render_text(result)
+    assert render_csv(again) == render_csv(result)
+
+
+def test_the_command_parses_calls_and_says_why_in_process(tmp_path):
+    """``gpu-idle compare`` through click in this process: a side that names nothing is exit status 2 naming the side
+    and the path (raised by ``runs/compare.py``'s ``check_reports``, said by the CLI), and an ``--out`` that is a run
+    folder is refused before either side is looked at; nothing written either way."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    missing_side = tmp_path / "no-such"
+    got = CliRunner().invoke(main, ["compare", str(missing_side), str(missing_side)])
+    assert got.exit_code == 2
+    assert got.output.endswith(f"Error: Invalid value for BEFORE: before side {missing_side}: nothing to compare "
+                               f"({missing_side}: no such file or directory)\n")
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    (run_folder / "fleet.parquet").write_bytes(b"")
+    got = CliRunner().invoke(main, ["compare", str(missing_side), str(missing_side), "--out", str(run_folder)])
+    assert got.exit_code == 2
+    assert got.output.endswith(f"Error: Invalid value for --out: {run_folder} is a gpu-idle run or sweep output folder "
+                               "(it holds fleet.parquet): a comparison is not written among a run's own files; give "
+                               "--out a folder of its own (e.g. a new one)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and [p.name for p in run_folder.iterdir()] == [
+        "fleet.parquet"]
