@@ -1142,7 +1142,7 @@ RECORD_GAPS = Table("record gaps", ("records/<job>.md",), "holds", (
     _t("category", "its category"),
 ))
 
-#: compare.csv (``gpu-idle compare --out``; its writer is pipeline/report/compare.py's ``CSV_COLUMNS``).
+#: compare.csv (``gpu-idle compare --out``; pipeline/report/compare.py writes these columns, in this order).
 COMPARE_CSV = Table("compare.csv", ("compare.csv",), "holds", (
     _t("level", "`gpu`, `job`, `unpaired-before` or `unpaired-after`"),
     _t("cluster", "the job's cluster (the before side's)"),

@@ -20,6 +20,7 @@ from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
 from ..io import file_entry, json_text, prune, real_dir, remove_if_empty, same_file, write_text
 from ..model import CATEGORIES
+from ..schema import COMPARE_CSV
 from ..store.results import MANIFEST, drop_manifest, read_manifest, write_folder_manifest
 from ..text import csv_safe, md_code, md_text
 from .medical import TOP_GAPS, job_record, record_stem
@@ -54,20 +55,9 @@ def gate_lines(g: dict) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- outputs
 
-#: compare.csv's columns: one row per GPU pair and per job (``level``), then one per unpaired GPU.
-CSV_COLUMNS = ["level", "cluster", "job", "job_after", "gpu_before", "gpu_after", "gpu_key_before", "gpu_key_after",
-               "pairing", "comparable", "forced", "reasons", "idle_pct_before", "idle_pct_after", "idle_pct_change_pts",
-               "noise_floor_pts", "idle_change", "reading", "iteration_ms_before", "iteration_ms_after", "iteration_change_pct",
-               "iteration_noise_floor_pct", "iteration_change", "speedup",
-               *(f"cat_{c}_{x}" for c in CATEGORIES for x in ("ms_per_iteration_before", "ms_per_iteration_after",
-                                                              "ms_per_iteration_change", "pct_before", "pct_after",
-                                                              "pct_change_pts")),
-               "usd_before_after_rates", "usd_after_after_rates", "usd_change_after_rates", "usd_before_fixed_rates",
-               "usd_after_fixed_rates", "usd_change_fixed_rates", "saving_usd_per_month", "rate_assumed",
-               "assumed_gpus", "assumed_usd_before_after_rates", "assumed_usd_after_after_rates", "unpriced_gpus",
-               "assumed_gpus_fixed_rates", "unpriced_gpus_fixed_rates", "confidence_tier_before",
-               "confidence_tier_after", "low_confidence", "confidence_note", "gaps_vanished", "gaps_appeared",
-               "gaps_kept_changed"]
+#: compare.csv's columns: one row per GPU pair and per job (``level``), then one per unpaired GPU; declared
+#: (with what each holds) in :data:`pipeline.schema.COMPARE_CSV`.
+CSV_COLUMNS = COMPARE_CSV.columns
 
 
 def _r(x, n: int = 4):
