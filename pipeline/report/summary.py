@@ -956,7 +956,10 @@ def summarise(res: Results) -> dict:
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
-                                                 "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
+                                                 "job": titles[(str(worst["cluster"]), str(worst["job"]))],
+                                                 "tier": tier_ranks(top.head(1))[0],
+                                                 "tier_name": str(conform(top.head(1), ["confidence_tier"])
+                                                                  ["confidence_tier"].iloc[0] or "")},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": dict(trend(res.history, night_hours(res)), lacking=res.lacking), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "collective": fleet_collectives(fleet),
