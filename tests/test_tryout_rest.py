@@ -90,3 +90,99 @@ def test_the_timeline_title_names_the_tier_it_leads():
     assert timeline_title(s["worst_gpu"], "H100 #1 pid5/dev0") == (
         "most expensive idle GPU of the best tier here, low (no trusted capture; not to be trusted): H100 #1 pid5/dev0 "
         "(train, low.sqlite)")
+
+
+# ---- 1. the page of the GPU its job waits on prescribes, never refers back to itself --------------------------------
+
+#: Three cpu gaps of 2 ms in NVTX range 'Iteration 1'/'Iteration 2' (read 'Iteration N'); four comm gaps after an
+#: all-reduce; the collective figures of a chronic late rank (last in 20 of 28 calls) and of a GPU that is not one.
+CPU_GAPS = {"start": [10 * MS, 30 * MS, 50 * MS], "length": [2 * MS] * 3}
+COMM_GAPS = {"length": [MS] * 4, "kernel_before": ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"] * 4}
+CHRONIC = {"collective_wait_status": "measured", "collective_wait_ns": 3 * MS, "collective_wait_pct": 3.0,
+           "collective_calls": 28, "collective_last_count": 20, "collective_chronic": True}
+PROFILE_HOST = ("profile the host inside NVTX range 'Iteration N' (py-spy, or the PyTorch profiler with CPU "
+                "activities: data loading, the GIL, I/O, logging)")
+
+
+def _findings(*, cpu: bool = True, comm: bool = False, chronic: bool = False, largest_own: str = "cpu") -> str:
+    """One GPU's ``diagnosis`` text (as its JSON's ``_summary`` holds it) made by the real rules."""
+    from pipeline.analysis import diagnosis as dx
+
+    nvtx = pd.DataFrame({"start": [0, 20 * MS, 40 * MS], "end": [20 * MS, 40 * MS, 60 * MS],
+                         "text": ["Iteration 1", "Iteration 2", "Iteration 3"]})
+    out = []
+    if comm:
+        out.append(dx.comm_rule(COMM_GAPS, CHRONIC if chronic else None))
+    if chronic:
+        out.append(dx.late_rank_rule(CHRONIC, {largest_own: 6.0, "comm": 20.0}, 2.0))
+    if cpu:
+        out.append(dx.cpu_rule(CPU_GAPS, nvtx))
+    return dx.to_text(out)
+
+
+def _summary(main: str, text: str) -> dict:
+    return {"main_category": main, f"cat_{main}_ns": 6 * MS, f"cat_{main}_pct": 20.0, "diagnosis": text}
+
+
+def test_the_late_rank_and_the_straggler_get_their_own_remedy_by_hand():
+    """main: the late rank's page (cpu its largest) read "this rank is the one others wait for: fix its own cpu
+    first", the straggler's (comm its largest) "look at the straggler <itself> (this GPU) first": both send the
+    reader back to the GPU whose page it is. Now each gets what its own findings prescribe."""
+    from pipeline.report.gpu_page import prescription
+
+    late = {"role": "late rank", "text": "", "others": [], "leads": []}
+    strag = {"role": "straggler", "text": "", "others": [], "leads": []}
+    # the late rank, cpu largest: its cpu.host finding, not the late-rank rule that points at itself
+    rx = prescription(_summary("cpu", _findings(comm=True, chronic=True)), late)
+    assert (rx["remedy"], rx["rules"]) == (PROFILE_HOST, ["cpu.host"])
+    # the same GPU seen by one that waits on it: unchanged, the late-rank remedy outranks (fix-first entries)
+    waiting = {"role": "waiting", "text": "", "others": [], "leads": ["the late rank A100 #2 pid84669/dev0"]}
+    assert prescription(_summary("cpu", _findings(comm=True, chronic=True)), waiting)["remedy"] == (
+        "this rank is the one others wait for: fix its own cpu first")
+    # the late rank, comm largest: its own largest other category first, then the overlap
+    rx = prescription(_summary("comm", _findings(comm=True, chronic=True)), late)
+    assert rx["remedy"] == f"fix its own cpu first ({PROFILE_HOST}), then overlap communication with compute"
+    # the straggler, comm largest, no late rank elsewhere in its job
+    rx = prescription(_summary("comm", _findings(comm=True)), strag)
+    assert rx["remedy"] == ("overlap communication with compute (no other GPU of its job stands out as the one it "
+                            "waits for)") and rx["rules"] == ["comm.collective"]
+    # the straggler, comm largest, its job's late rank another GPU: look there
+    rx = prescription(_summary("comm", _findings(comm=True)), {**strag, "leads": ["the late rank H100 #2 pid145/dev1"]})
+    assert rx["remedy"] == "look at the late rank H100 #2 pid145/dev1 first, then overlap communication with compute"
+    # a GPU waiting on both: both named, once each
+    both = {"role": "waiting", "text": "", "others": [], "leads": ["the straggler S", "the late rank L"]}
+    assert prescription(_summary("comm", _findings(comm=True)), both)["remedy"] == (
+        "one GPU cannot fix it: look at the straggler S and the late rank L first, then overlap communication with "
+        "compute")
+    # no role known (a page rendered without the fleet): says none stands out
+    assert prescription(_summary("comm", _findings(comm=True)), None)["remedy"] == (
+        "one GPU cannot fix it: look at the straggler first (no GPU captured here stands out as one), then overlap "
+        "communication with compute")
+    for role in (late, strag):   # never a remedy naming the page's own role
+        for main, kw in (("cpu", {"comm": True, "chronic": True}), ("comm", {"comm": True, "chronic": True}),
+                         ("comm", {"comm": True})):
+            remedy = prescription(_summary(main, _findings(**kw)), role)["remedy"]
+            assert "the straggler" not in remedy and "others wait for" not in remedy, (role["role"], main, remedy)
+
+
+def test_roles_name_the_other_lead_of_the_job():
+    """Job train: S the straggler (40 % idle, not late), L the late rank (12 % idle, chronic: last in 20 of 28
+    calls), W neither. S's role names L as the one it waits on inside collectives, L's names S; W waits on both."""
+    from pipeline.report.summary import gpu_roles
+    from pipeline.schema import FLEET_COLUMNS, conform
+
+    rows = [_row(gpu_key="pid1/dev0", idle_pct=40.0, straggler=True),
+            _row(gpu_key="pid1/dev1", idle_pct=12.0, collective_chronic=True, collective_last_count=20,
+                 collective_calls=28, collective_wait_status="measured", collective_wait_ns=0),
+            _row(gpu_key="pid1/dev2", idle_pct=10.0)]
+    roles = gpu_roles(conform(pd.DataFrame(rows), FLEET_COLUMNS))
+    s, late, w = (roles[("a.sqlite", f"pid1/dev{i}")] for i in range(3))
+    assert s == {"role": "straggler", "others": [("a.sqlite", "pid1/dev1", "H100 #2 pid1/dev1")],
+                 "leads": ["the late rank H100 #2 pid1/dev1"], "text": (
+        "H100 #1 pid1/dev0 is the straggler of job train: the most idle of its 3 GPUs (40.00 %; the job's GPUs range "
+        "10.00–40.00 %). Fix this GPU first. Inside collectives it waits on the late rank H100 #2 pid1/dev1.")}
+    assert late == {"role": "late rank", "others": [("a.sqlite", "pid1/dev0", "H100 #1 pid1/dev0")],
+                    "leads": ["the straggler H100 #1 pid1/dev0"], "text": (
+        "H100 #2 pid1/dev1 is the late rank of job train: it entered the collectives last in 20 of 28 calls: the other "
+        "ranks wait for it there. Fix its own idle first. Its job's straggler is H100 #1 pid1/dev0.")}
+    assert w["role"] == "waiting" and w["leads"] == ["the straggler H100 #1 pid1/dev0", "the late rank H100 #2 pid1/dev1"]

@@ -645,18 +645,18 @@ def test_gpu_roles_by_hand():
             _row(job="even", report="e.sqlite", gpu_key="pid3/dev0", idle_pct=10.0),
             _row(job="even", report="e.sqlite", gpu_key="pid3/dev1", idle_pct=12.0)]
     roles = gpu_roles(conform(pd.DataFrame(rows), FLEET_COLUMNS))
-    assert roles[("t.sqlite", "pid1/dev0")] == {"role": "straggler", "others": [], "text": (
+    assert roles[("t.sqlite", "pid1/dev0")] == {"role": "straggler", "others": [], "leads": [], "text": (
         "H100 #1 pid1/dev0 is the straggler of job train: the most idle of its 3 GPUs (40.00 %; the job's GPUs range "
         "10.00–40.00 %). Fix this GPU first.")}
     assert roles[("t.sqlite", "pid1/dev1")] == {"role": "waiting", "others": [("t.sqlite", "pid1/dev0", "H100 #1 pid1/dev0")],
-                                                "text": (
+                                                "leads": ["the straggler H100 #1 pid1/dev0"], "text": (
         "H100 #2 pid1/dev1 is not the straggler of job train: it waits on the straggler H100 #1 pid1/dev0 (2.000 ms of "
         "comm idle after collectives; 3.000 ms waiting for the last rank inside collectives). Fix that GPU first, then "
         "this one.")}
     assert roles[("t.sqlite", "pid1/dev2")]["text"] == ("H100 #3 pid1/dev2 is not the straggler of job train: it waits on "
                                                          "the straggler H100 #1 pid1/dev0. Fix that GPU first, then this one.")
     assert roles[("s.sqlite", "pid2/dev0")]["role"] == "alone"
-    assert roles[("e.sqlite", "pid3/dev0")] == {"role": "none", "others": [], "text": (
+    assert roles[("e.sqlite", "pid3/dev0")] == {"role": "none", "others": [], "leads": [], "text": (
         "job even has no straggler: the idle of its 2 GPUs ranges 10.00–12.00 %, within the straggler threshold.")}
 
 

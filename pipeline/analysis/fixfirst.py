@@ -132,6 +132,35 @@ def _one_remedy(category: str, findings: list) -> str:
     return f"{REMEDIES[category]} (generic: {why})"
 
 
+#: The rules whose remedy only says that the GPU is the one its job waits for (``comm.late_rank``, and the
+#: ``comm.collective`` finding of a chronic late rank): right for the GPUs that wait on it, circular on its own page.
+ROLE_RULES = ("comm.late_rank",)
+#: The one concrete part of a ``comm`` remedy a GPU can act on itself (the registry's, :data:`REMEDIES`).
+OVERLAP = "overlap communication with compute"
+
+
+def own_remedy(category: str, findings: list, leads: list = ()) -> str:
+    """The remedy of ``category`` for a GPU that is itself the one its job waits for (the straggler or the late rank:
+    docs/outputs.md#reports-for-people), from its own ``findings`` (:func:`pipeline.analysis.diagnosis.diagnose`),
+    never one that sends the reader back to it: the remedy of its findings left when the role-only ones
+    (:data:`ROLE_RULES`, a chronic late rank's ``comm.collective`` finding) are set aside (:func:`entry_remedy`: the
+    rule that fired, else the generic text saying why, or archived). For ``comm``: :data:`OVERLAP`, after looking
+    at ``leads`` first (the words naming the GPUs of its job it waits on, e.g. ``["the late rank A100 #2 …"]``), else
+    after fixing its own largest other category where a ``comm.late_rank`` finding names one (``fix its own cpu
+    first (profile the host …), then overlap communication with compute``)."""
+    own = [f for f in findings if f["rule"] not in ROLE_RULES
+           and not (f["rule"] == "comm.collective" and (f.get("evidence") or {}).get("chronic"))]
+    if category != "comm":
+        return entry_remedy(category, [own])
+    if leads:
+        return f"look at {' and '.join(leads)} first, then {OVERLAP}"
+    late = [f for f in findings if f["rule"] == "comm.late_rank"]
+    if late:
+        cat = late[0]["category"]
+        return f"fix its own {cat} first ({entry_remedy(cat, [own])}), then {OVERLAP}"
+    return f"{OVERLAP} (no other GPU of its job stands out as the one it waits for)"
+
+
 def _who(names: list, total: int) -> str:
     """Whom a part of an entry's remedy is for: its GPUs' names (the first :data:`REMEDY_GPUS`, the others counted)
     and how many of the entry's ``total`` they are: ``A100 #2 pid84669/dev0 (1 of 24 GPUs)``."""

@@ -363,29 +363,32 @@ def same_rosters(device: list[dict], streams: list[dict], device_more: tuple, st
     return bool(device) and key(device) == key(streams) and tuple(device_more) == tuple(streams_more)
 
 
-def prescription(summary: dict) -> dict | None:
+def prescription(summary: dict, role: dict | None = None) -> dict | None:
     """What the page prescribes for the GPU's largest category (``main_category``) and on what evidence
     (docs/outputs.md#reports-for-people): ``{"category", "pct", "remedy", "rules"}``, the remedy its own findings give
     (:func:`pipeline.analysis.fixfirst.entry_remedy` over this GPU alone: the rule that fired, else the generic
-    remedy saying why, or archived) and the rules it rests on; None when the GPU has no application idle."""
+    remedy saying why, or archived) and the rules it rests on; None when the GPU has no application idle.
+
+    ``role`` (:func:`_role_links`): a remedy that asks to look at the straggler first names the GPUs it waits on
+    (its ``leads``: ``look at the straggler H100 #13 750df4f4 first``; none: that no GPU captured here stands out,
+    :func:`pipeline.analysis.diagnosis.name_straggler`). On the page of the GPU its job waits on (role ``straggler``
+    or ``late rank``) the remedy is its own, never one sending the reader back to it
+    (:func:`pipeline.analysis.fixfirst.own_remedy`)."""
     main = str(summary.get("main_category") or "")
     if main not in fixfirst.fixable() or not summary.get(f"cat_{main}_ns"):
         return None
     findings = diagnosis.of_text(summary.get("diagnosis"))
+    leads = list((role or {}).get("leads") or [])
+    if role and role["role"] in ("straggler", "late rank"):
+        remedy = fixfirst.own_remedy(main, findings, leads)
+        findings = [f for f in findings if f["rule"] not in fixfirst.ROLE_RULES]
+    else:
+        remedy = fixfirst.entry_remedy(main, [findings])
+        if diagnosis.STRAGGLER_FIRST in remedy and leads:
+            remedy = remedy.replace(diagnosis.STRAGGLER_FIRST, f"look at {' and '.join(leads)} first")
+        remedy = diagnosis.name_straggler(remedy, [])
     rules = [f["rule"] for f in fixfirst.prescribing(main, findings)]
-    return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)),
-            "remedy": fixfirst.entry_remedy(main, [findings]), "rules": rules[:1]}
-
-
-def named_prescription(rx: dict | None, role: dict | None, name: str) -> dict | None:
-    """The page's prescription (:func:`prescription`) whose remedy asks to look at the straggler first names it
-    from the GPU's ``role`` (:func:`_role_links`): the GPU it waits on, or this GPU itself (``name``, ``(this
-    GPU)``) when it is the straggler (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
-    if not rx or not role:
-        return rx
-    who = ([o["name"] for o in role.get("others", [])] if role["role"] == "waiting" else
-           [f"{name} (this GPU)"] if role["role"] == "straggler" else [])
-    return {**rx, "remedy": diagnosis.name_straggler(rx["remedy"], who)}
+    return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)), "remedy": remedy, "rules": rules[:1]}
 
 
 def page_context(doc: dict, links: dict, name: str | None = None, role: dict | None = None) -> dict:
@@ -418,7 +421,7 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
-        "role": role, "prescription": named_prescription(prescription(s), role, name),
+        "role": role, "prescription": prescription(s, role),
         "few_periods": FEW_PERIODS_PER_GPU,
     }
 
@@ -481,7 +484,7 @@ def _role_links(role: dict | None) -> dict | None:
     href of that GPU's page beside this one (plain values: a page's cache key)."""
     if not role:
         return None
-    return {"role": role["role"], "text": role["text"],
+    return {"role": role["role"], "text": role["text"], "leads": list(role.get("leads") or []),
             "others": [{"name": n, "href": gpu_page_name(r, g)} for r, g, n in role["others"]]}
 
 

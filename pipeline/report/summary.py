@@ -837,7 +837,10 @@ def gpu_roles(fleet: pd.DataFrame) -> dict:
       measured;
     - ``none``: a job of several GPUs with neither (the idle spreads within the threshold).
 
-    ``text`` says it in words with the numbers (idle %, calls entered last)."""
+    ``text`` says it in words with the numbers (idle %, calls entered last); ``leads`` the words naming the GPUs it
+    waits on (``the straggler H100 #13 750df4f4``, ``the late rank …``: the others that are one), which its page's
+    prescription names (:func:`pipeline.report.gpu_page.prescription`); a straggler or late rank names and links
+    the other one of its job, if any, too."""
     ok = conform(ok_rows(fleet), ["straggler", "collective_chronic", "collective_last_count", "collective_calls",
                                   "collective_wait_ns", "collective_wait_status", "cat_comm_ns"])
     names = gpu_names(fleet)
@@ -862,32 +865,40 @@ def gpu_roles(fleet: pd.DataFrame) -> dict:
         def late_text(k) -> str:
             return f"entered the collectives last in {last[k]} of {calls[k]} calls: the other ranks wait for it there"
 
+        def lead_words(x) -> str:
+            return ("the straggler" if strag[x] else "the late rank") + f" {names.get(x, x[1])}"
+
         for k in keys:
             name = names.get(k, k[1])
+            others = [x for x in leads if x != k]   # the GPUs it waits on
+            linked = [(x[0], x[1], names.get(x, x[1])) for x in others]
             if n == 1:
-                out[k] = {"role": "alone", "others": [],
+                out[k] = {"role": "alone", "others": [], "leads": [],
                           "text": f"{name} is the only analysed GPU of job {job}: no other rank to wait on or hold up."}
             elif strag[k]:
                 text = (f"{name} is the straggler of job {job}: the most idle of its {n} GPUs ({idle[k]:.2f} %; the "
                         f"job's GPUs range {low:.2f}–{high:.2f} %). Fix this GPU first")
                 text += f"; it also {late_text(k)}." if late[k] else "."
-                out[k] = {"role": "straggler", "others": [], "text": text}
+                if others:
+                    text += f" Inside collectives it waits on {' and '.join(lead_words(x) for x in others)}."
+                out[k] = {"role": "straggler", "others": linked, "leads": [lead_words(x) for x in others], "text": text}
             elif late[k]:
-                out[k] = {"role": "late rank", "others": [],
-                          "text": f"{name} is the late rank of job {job}: it {late_text(k)}. Fix its own idle first."}
+                text = f"{name} is the late rank of job {job}: it {late_text(k)}. Fix its own idle first."
+                if others:
+                    text += f" Its job's straggler is {names.get(others[0], others[0][1])}."
+                out[k] = {"role": "late rank", "others": linked, "leads": [lead_words(x) for x in others], "text": text}
             elif leads:
                 waits = []
                 if comm[k]:
                     waits.append(f"{comm[k] / 1e6:,.3f} ms of comm idle after collectives")
                 if measured[k]:
                     waits.append(f"{wait[k] / 1e6:,.3f} ms waiting for the last rank inside collectives")
-                who = " and ".join(("the straggler" if strag[x] else "the late rank") + f" {names.get(x, x[1])}"
-                                   for x in leads)
-                out[k] = {"role": "waiting", "others": [(x[0], x[1], names.get(x, x[1])) for x in leads],
+                who = " and ".join(lead_words(x) for x in leads)
+                out[k] = {"role": "waiting", "others": linked, "leads": [lead_words(x) for x in leads],
                           "text": f"{name} is not the straggler of job {job}: it waits on {who}"
                                   + (f" ({'; '.join(waits)})" if waits else "") + ". Fix that GPU first, then this one."}
             else:
-                out[k] = {"role": "none", "others": [],
+                out[k] = {"role": "none", "others": [], "leads": [],
                           "text": f"job {job} has no straggler: the idle of its {n} GPUs ranges {low:.2f}–{high:.2f} %, "
                                   "within the straggler threshold."}
     return out
