@@ -186,3 +186,83 @@ def test_roles_name_the_other_lead_of_the_job():
         "H100 #2 pid1/dev1 is the late rank of job train: it entered the collectives last in 20 of 28 calls: the other "
         "ranks wait for it there. Fix its own idle first. Its job's straggler is H100 #1 pid1/dev0.")}
     assert w["role"] == "waiting" and w["leads"] == ["the straggler H100 #1 pid1/dev0", "the late rank H100 #2 pid1/dev1"]
+
+
+# ---- 3. untrusted figures marked, or left out of the headline with a note ------------------------------------------
+
+#: Two trusted GPUs (idle 2 of 10 ms, 3 of 20 ms), one low (9 of 10 ms) and one toy (10 of 10 ms). Over the trusted:
+#: 5 / 30 ms = 16.67 % idle, speed-up 1 / (1 − 1/6) = 1.20×; over all four: 24 / 50 ms = 48.00 %.
+MIXED = [
+    _row(gpu_key="pid1/dev0", idle_ns=2 * MS, idle_pct=20.0, idle_usd_per_month=10.0),
+    _row(gpu_key="pid1/dev1", window_ns=20 * MS, idle_ns=3 * MS, idle_pct=15.0, idle_usd_per_month=20.0),
+    _row(report="b.sqlite", gpu_key="pid2/dev0", idle_ns=9 * MS, idle_pct=90.0, idle_usd_per_month=300.0,
+         confidence_tier="low", low_confidence=True),
+    _row(report="c.sqlite", gpu_key="pid3/dev0", idle_ns=10 * MS, idle_pct=100.0, idle_usd_per_month=400.0,
+         confidence_tier="toy", low_confidence=True),
+]
+
+
+def test_the_headline_leaves_untrusted_gpus_out_of_its_idle_and_marks_its_dollars():
+    """main: the idle card read 48.00 % and the speed-up 1.92× over all four GPUs (the toy one 100 % idle), the fleet's
+    $730.00 unmarked; now 16.67 % and 1.20× over the two trusted GPUs, the two others counted as left out, and the
+    dollars marked as including them. With no trusted GPU, the pooled figures (19 of 20 ms: 95.00 %, 20.00×) are
+    marked as resting on toy or low captures only."""
+    import html as html_lib
+    import re
+
+    from pipeline.report.html import render_html, render_markdown
+    from pipeline.report.summary import headline_idle
+
+    res = _results(MIXED)
+    h = headline_idle(res.current)
+    assert (round(h["idle_pct"], 4), round(h["speedup"], 4), h["gpus"], h["left_out"], h["left_out_tiers"],
+            round(h["all_idle_pct"], 4), h["untrusted_only"]) == (16.6667, 1.2, 2, 2, "toy 1, low 1", 48.0, False)
+    page = html_lib.unescape(re.sub(r"\s+", " ", render_html(res)))
+    card = page.split('id="headline"')[1].split("</section>")[0]
+    assert re.search(r'id="fleet-idle-pct"[^>]*>16\.67 %<', card) and re.search(r'id="fleet-speedup">1\.20×<', card)
+    assert ('<span id="idle-left-out">, over the 2 GPU(s) on trusted captures: 2 on toy or low-confidence ones left '
+            "out (toy 1, low 1; 48.00 % with them)</span>") in card
+    assert re.search(r'id="fleet-usd-untrusted"[^>]*>includes 2 toy or low-confidence GPU\(s\)<', card)
+    assert "idle-untrusted" not in card and "speedup-untrusted" not in card
+    md = render_markdown(res)
+    assert ("$730.00/month idle (16.67 % device-level idle over 2 GPU(s) on trusted captures; 2 on toy or "
+            "low-confidence ones left out (toy 1, low 1; 48.00 % with them))") in md
+
+    res = _results(MIXED[2:])
+    h = headline_idle(res.current)
+    assert (round(h["idle_pct"], 4), round(h["speedup"], 4), h["gpus"], h["left_out"], h["untrusted_only"]) == (
+        95.0, 20.0, 2, 0, True)
+    card = html_lib.unescape(re.sub(r"\s+", " ", render_html(res))).split('id="headline"')[1].split("</section>")[0]
+    assert re.search(r'id="fleet-idle-pct"[^>]*>95\.00 %<', card) and "idle-left-out" not in card
+    for marker in ("fleet-usd-untrusted", "idle-untrusted", "speedup-untrusted"):
+        assert re.search(rf'id="{marker}"[^>]*>toy or low-confidence captures only<', card), marker
+    assert "(95.00 % device-level idle over 2 GPU(s), all on toy or low-confidence captures: not to be trusted)" \
+        in render_markdown(res)
+    # every GPU trusted: nothing marked, nothing left out (the example fleet's headline is unchanged)
+    card = render_html(_results(MIXED[:2])).split('id="headline"')[1].split("</section>")[0]
+    assert not re.findall(r'id="(?:fleet-usd-untrusted|idle-untrusted|speedup-untrusted|idle-left-out)"', card)
+    assert 'data-left-out="0">16.67 %<' in card
+
+
+def test_a_toy_capture_page_and_record_mark_their_figures(tmp_path):
+    """The real tiny_2kernels.sqlite (tier toy: an 18.255 ms window, 2 kernels): its page's idle cost and its
+    4421.087× speed-up are marked "toy capture: not to be trusted", and so is its record's idle cost (main: both
+    unmarked, the tier said only further down)."""
+    import re
+
+    from conftest import PROFILES, run_cli
+    from pipeline.report.gpu_page import untrusted_marker
+
+    assert untrusted_marker({"confidence_tier": "medium"}) is None and untrusted_marker({}) is None
+    assert untrusted_marker({"low_confidence": True, "confidence_note": "n"}) == {
+        "tier": "low", "marker": "low confidence: not to be trusted", "title": "n"}
+    out = tmp_path / "out"
+    run_cli("run", str(PROFILES / "tiny_2kernels.sqlite"), "--out", str(out), "--config", "configs/profiles.yaml")
+    run_cli("report", str(out))
+    page = next((out / "gpu-pages").glob("tiny_2kernels*.html")).read_text(encoding="utf-8")
+    assert re.search(r'id="usd-untrusted"[^>]*>toy capture: not to be trusted<', page)
+    assert "speed-up if the idle vanished 4421.087× (toy capture: not to be trusted)" in page
+    assert 'id="categories-untrusted"' in page
+    record = (out / "records" / "tiny.md").read_text(encoding="utf-8")
+    assert "Idle cost: $182.46 per month for these GPUs, all on toy or low-confidence captures: not to be trusted." \
+        in record

@@ -391,6 +391,21 @@ def prescription(summary: dict, role: dict | None = None) -> dict | None:
     return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)), "remedy": remedy, "rules": rules[:1]}
 
 
+def untrusted_marker(s: dict) -> dict | None:
+    """How a GPU page marks its figures when its capture is not trusted (``_summary`` ``s`` of tier ``toy`` or
+    ``low``, docs/definitions.md#confidence-tiers): ``{"tier", "marker": "toy capture: not to be trusted" | "low
+    confidence: not to be trusted", "title": the shortfalls (``confidence_note``)}``; None for a trusted one (or a
+    summary written before the tiers that is not ``low_confidence``)."""
+    tier = str(s.get("confidence_tier") or "")
+    if tier not in ("toy", "low"):
+        if tier or not s.get("low_confidence"):
+            return None
+        tier = "low"
+    what = "toy capture" if tier == "toy" else "low confidence"
+    return {"tier": tier, "marker": f"{what}: not to be trusted",
+            "title": str(s.get("confidence_note") or f"tier {tier}")}
+
+
 def page_context(doc: dict, links: dict, name: str | None = None, role: dict | None = None) -> dict:
     """Everything the page template shows, from the GPU's JSON ``doc``. ``links``: ``report`` (href of
     the report), ``record`` (href of the job's medical record, or None). ``name``: the GPU's display
@@ -410,7 +425,7 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
         "s": s, "doc": doc, "name": name, "gpu_key": doc["gpu_key"], "report_name": report_name, "rate_note": rate_note(s),
-        "rate_assumed": rate_assumed(s),
+        "rate_assumed": rate_assumed(s), "untrusted": untrusted_marker(s),
         "picture_title": f"{name} in {report_name}",
         "same_rosters": same_rosters(device, streams, device_more, streams_more),
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),

@@ -184,6 +184,16 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         coverage_text=coverage_text, whose_text=whose_text)
 
 
+def headline_idle_text(h: dict) -> str:
+    """The Markdown headline's idle % (:func:`~pipeline.report.summary.headline_idle`): over the GPUs on trusted
+    captures, the others counted as left out, or marked when every GPU is on a toy or low one."""
+    text = f"{pct(h['idle_pct'])} device-level idle over {h['gpus']} GPU(s)"
+    if h["left_out"]:
+        return (text + f" on trusted captures; {h['left_out']} on toy or low-confidence ones left out "
+                       f"({h['left_out_tiers']}; {pct(h['all_idle_pct'])} with them)")
+    return text + (", all on toy or low-confidence captures: not to be trusted" if h["untrusted_only"] else "")
+
+
 def timeline_title(worst: dict, name: str) -> str:
     """The timeline's title: the first GPU of the top 10 (``worst``, :func:`~pipeline.report.summary.summarise`'s
     ``worst_gpu``; ``name`` its display name), ranked as every list is, by tier first and then by dollars
@@ -428,7 +438,7 @@ def render_markdown(res: Results) -> str:
     if s["reconcile"] and s["fixes"]:
         lines += [reconcile_text(s["reconcile"]), ""]
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}{'' if s['fleet_usd'] != s['fleet_usd'] else '/month'} idle "
-             f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
+             f"({headline_idle_text(s['headline'])}"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + for_pages(assumed_text(s["rates_assumed"])), "", trust_text(s["trust"]), ""]
     acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting

@@ -651,6 +651,31 @@ def trust_split(fleet: pd.DataFrame) -> dict:
             "tiers": tiers}
 
 
+def headline_idle(fleet: pd.DataFrame) -> dict:
+    """The headline's device-level idle % and speed-up (docs/outputs.md#reports-for-people), never pooling untrusted
+    captures unmarked: over the analysed GPUs of a trusted tier (:func:`tier_ranks` 0: ``medium``, ``high``) when
+    there are some, the others left out and counted; with none, over every GPU, flagged ``untrusted_only``.
+    ``{"idle_pct": 100 × Σ idle_ns / Σ window_ns of those GPUs, "speedup": 1 / (1 − idle fraction) (0 at 100 %),
+    "gpus", "left_out": the toy or low GPUs left out, "left_out_tiers": ``toy 1, low 2``, "all_idle_pct": the
+    figure over every GPU, "untrusted_only"}``."""
+    ok = ok_rows(fleet)
+    ranks = pd.Series(tier_ranks(ok), index=ok.index, dtype="int64") if len(ok) else pd.Series([], dtype="int64")
+    trusted = ok[ranks == 0]
+    used = trusted if len(trusted) else ok
+
+    def idle(rows) -> float:
+        window = int(rows["window_ns"].astype("int64").sum()) if len(rows) else 0
+        return 100.0 * int(rows["idle_ns"].astype("int64").sum()) / window if window > 0 else 0.0
+
+    pct = idle(used)
+    left = ok[ranks > 0] if len(trusted) else ok.iloc[0:0]
+    tiers = conform(left, ["confidence_tier"])["confidence_tier"].astype(object)
+    counts = [f"{t} {int((tiers == t).sum())}" for t in ("toy", "low") if int((tiers == t).sum())]
+    return {"idle_pct": pct, "speedup": 100.0 / (100.0 - pct) if pct < 100 else 0.0, "gpus": int(len(used)),
+            "left_out": int(len(left)), "left_out_tiers": ", ".join(counts), "all_idle_pct": idle(ok),
+            "untrusted_only": bool(len(ok)) and not len(trusted)}
+
+
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None) -> list[dict]:
     """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
     (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key), then the unpriced GPUs with idle of the category
@@ -949,7 +974,7 @@ def summarise(res: Results) -> dict:
         "nights_count": len(dates),
         # all unpriced: the headline reads unpriced (NaN), never $0.00 (the trend keeps fleet_usd's 0)
         "fleet_usd": math.nan if unpriced_total(len(ok) - ra["unpriced_gpus"], ra["unpriced_gpus"]) else fleet_usd(fleet),
-        "rates_assumed": ra, "trust": trust_split(fleet), "meter": meter_summary(fleet),
+        "rates_assumed": ra, "trust": trust_split(fleet), "meter": meter_summary(fleet), "headline": headline_idle(fleet),
         "basis": extrapolation_basis(fleet),
         "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
