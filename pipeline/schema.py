@@ -271,7 +271,8 @@ FLEET = (
     _c("implausible_speedup", "bool", "bool", "some category holds at least 90 % of W"),
     _c("diagnosis", "text", "text", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
        "JSON, one object per finding (docs/definitions.md#diagnosis; empty: none)"),
-    _c("straggler", "bool", "bool", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
+    _c("straggler", "bool", "bool", "the straggler: the highest-idle GPU of a job whose idle % spread exceeds 10 "
+       "points (not the late rank of its collectives, `collective_late_rank`)", "straggler"),
     _c("warnings", "text", "text", "what the figures rest on that was incomplete or could not be real", "status"),
     _c("warning_codes", "text", "text", "the codes of `warnings`, each once, comma-separated (e.g. "
        "`gpu-model-unresolved,window-leaves-out-idle`): for filters and alerts", "status"),
@@ -371,9 +372,10 @@ ROLLUP = (
        "summed; beside `idle_usd_per_month`, never in it; empty when no GPU of the group was measured"),
     _r("collective_measured_gpus", "Int64", "count", "collective_wait_status", "none",
        "GPUs whose `collective_wait_status` is `measured`"),
-    _r("collective_straggler", "text", "text", "collective_last_count", "none",
-       "the GPU (`gpu_key`, with its report's file name when the job has several) that entered last most often"),
-    _r("collective_straggler_kind", "text", "text", "collective_chronic", "none",
+    _r("collective_late_rank", "text", "text", "collective_last_count", "none",
+       "the late rank: the GPU (`gpu_key`, with its report's file name when the job has several) that entered last "
+       "most often (not the `straggler`, the most idle GPU)"),
+    _r("collective_late_rank_kind", "text", "text", "collective_chronic", "none",
        "`chronic` when that GPU was last in more than `collective.chronic_share` of its calls, else `transient`"),
     _r("collective_match_basis", "text", "text", "collective_match_basis", "none",
        "the distinct `collective_match_basis` of its GPUs with a collective, in row order, `; `-joined (empty: none)"),

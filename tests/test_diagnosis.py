@@ -533,7 +533,7 @@ def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
     assert {k: c0["evidence"][k] for k in ("gaps", "ns", "wait_ns", "wait_pct", "calls", "last_count", "chronic")} == \
         {"gaps": 4, "ns": 8 * MS, "wait_ns": 10 * MS, "wait_pct": 20.8333, "calls": 5, "last_count": 0, "chronic": False}
     assert "waited 10.000 ms for the last rank (20.8333 % of the window) and entered last in 0 of 5 calls" in c0["text"]
-    # not the late rank: the straggler first (the page's fix-first list names it: the job's collective_straggler)
+    # not the late rank: the straggler first (the page's fix-first list names it: the job's collective_late_rank)
     assert c0["remedy"] == "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
     assert "comm.late_rank" not in f0
     c1 = f1["comm.collective"]

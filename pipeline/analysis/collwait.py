@@ -48,7 +48,7 @@ _NCCL_FAMILY = re.compile(r"^(?:nccl|rccl|msccl)\w*?Kernel_([A-Za-z]+)", re.IGNO
 P2P_FAMILIES = frozenset({"SendRecv", "Send", "Recv"})
 
 #: The fix-first remedy of the wait inside collectives (its own section, never among the idle categories).
-REMEDY = "find why the last rank is late: its own idle, data, stragglers"
+REMEDY = "find what holds the late rank back: its own idle, its data, its host"
 
 #: ``status`` of a GPU's figures.
 MEASURED, ABSTAINED, NO_COLLECTIVE = "measured", "abstained", "none"
@@ -256,7 +256,7 @@ def gpu_wait(calls: RankCalls, last, is_last, w0: int, w1: int) -> Wait:
 
 def is_chronic(last_count: int, calls: int, chronic_share: float) -> bool:
     """A GPU that entered last in more than ``chronic_share`` (``collective.chronic_share``) of its ``calls`` is a
-    chronic straggler: the same rank holds the others back in most calls (docs/definitions.md#collective-wait);
+    chronic late rank: the same rank holds the others back in most calls (docs/definitions.md#collective-wait);
     False without calls."""
     return bool(calls and last_count / calls > chronic_share)
 
@@ -265,8 +265,8 @@ def is_chronic(last_count: int, calls: int, chronic_share: float) -> bool:
 PIPELINE_BUBBLE, COLLECTIVE_WAIT = "pipeline bubble", "collective wait"
 
 
-def job_straggler(names, last_counts, chronic) -> tuple[str, str]:
-    """The job's straggler over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
+def job_late_rank(names, last_counts, chronic) -> tuple[str, str]:
+    """The job's late rank over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
     order): ``(name, "chronic" | "transient")`` of the GPU that entered last most often (ties: the first in
     ``names``' order), chronic when its own flag (:func:`is_chronic`) says so; ``("", "")`` when none was last."""
     counts = [int(c) for c in last_counts]

@@ -23,8 +23,8 @@ Each list has two sections (:data:`SECTIONS`, the ``section`` column): ``device 
 ``inside collectives``, one entry per list over its GPUs whose wait inside collectives was measured
 (:mod:`pipeline.analysis.collwait`, docs/definitions.md#collective-wait): ``category`` ``collective wait`` (or
 ``pipeline bubble`` when every such GPU's calls are point-to-point), dollars the sum of their
-``collective_wait_usd_per_month``, the remedy :data:`pipeline.analysis.collwait.REMEDY` naming the straggler
-(:func:`pipeline.analysis.collwait.job_straggler`). That time is busy: its dollars are never in a device-idle total.
+``collective_wait_usd_per_month``, the remedy :data:`pipeline.analysis.collwait.REMEDY` naming the late rank
+(:func:`pipeline.analysis.collwait.job_late_rank`). That time is busy: its dollars are never in a device-idle total.
 
 Pure functions of numbers and frames; categories are looked up by name, never by position.
 """
@@ -485,7 +485,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
         return None
     names = cols["name"][at].tolist()
     lasts = cols["collective_last_count"][at].tolist()
-    who, kind = collwait.job_straggler(names, lasts, cols["collective_chronic"][at].tolist())
+    who, kind = collwait.job_late_rank(names, lasts, cols["collective_chronic"][at].tolist())
     usd = cols["collective_wait_usd"][at]
     rates = assumed_split(usd, cols["assumed"][at], cols["unpriced"][at], cols["model"][at])
     unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
@@ -496,7 +496,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
     bubble = bool(cols["collective_p2p"][at].all())
     if who:
         i = names.index(who)
-        said = f"straggler: {who} ({kind}: last in {lasts[i]} of {int(cols['collective_calls'][at][i])} calls)"
+        said = f"late rank: {who} ({kind}: last in {lasts[i]} of {int(cols['collective_calls'][at][i])} calls)"
     else:
         said = "no GPU entered last (every call entered at once)"
     total = math.nan if unpriced else round(float(np.nansum(usd)), 2)
@@ -509,7 +509,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
         "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
         "speedup": math.nan,
         "share_pct": round(100.0 * share(int(cols["collective_wait_ns"][at].sum()), window), 4),
-        "remedy": collwait.REMEDY + (f"; straggler: {who}" if who else ""), "diagnosis": said,
+        "remedy": collwait.REMEDY + (f"; late rank: {who}" if who else ""), "diagnosis": said,
         "gpus": int(at.size), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(reports, keys)), "example_gaps": "",
         "window_ns": window, "iterations": int(cols["iterations"][at].min()), "trusted": trusted,
         "confidence_tier": TIERS[int(tiers.min())], "low_confidence": not trusted,

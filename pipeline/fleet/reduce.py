@@ -266,8 +266,8 @@ def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.D
 def _collective_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per group of ``ok`` (analysed rows) keyed by ``by``: idle inside collectives over its GPUs whose
     ``collective_wait_status`` is ``measured`` (docs/definitions.md#collective-wait): ``collective_measured_gpus``,
-    ``_collective_window_ns`` (their windows), ``collective_straggler`` and ``collective_straggler_kind``
-    (:func:`pipeline.analysis.collwait.job_straggler`; the GPU named by its ``gpu_key``, with its report's file
+    ``_collective_window_ns`` (their windows), ``collective_late_rank`` and ``collective_late_rank_kind``
+    (:func:`pipeline.analysis.collwait.job_late_rank`; the GPU named by its ``gpu_key``, with its report's file
     name when the group's measured GPUs come from several reports) and ``collective_wait_kind``
     (``pipeline bubble`` when every measured GPU is ``collective_p2p``, else ``collective wait``; ``""`` with
     no measured GPU)."""
@@ -278,15 +278,15 @@ def _collective_rollup(ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         several = group["report"].nunique() > 1
         names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
                  for g, r in zip(group["gpu_key"], group["report"])]
-        who, kind = collwait.job_straggler(names, group["collective_last_count"].fillna(0).astype("int64"),
+        who, kind = collwait.job_late_rank(names, group["collective_last_count"].fillna(0).astype("int64"),
                                            group["collective_chronic"].astype(bool))
         rows.append({**dict(zip(by, key)), "collective_measured_gpus": len(group),
                      "_collective_window_ns": int(group["window_ns"].astype("int64").sum()),
-                     "collective_straggler": who, "collective_straggler_kind": kind,
+                     "collective_late_rank": who, "collective_late_rank_kind": kind,
                      "collective_wait_kind": collwait.PIPELINE_BUBBLE if group["collective_p2p"].astype(bool).all()
                      else collwait.COLLECTIVE_WAIT})
-    columns = [*by, "collective_measured_gpus", "_collective_window_ns", "collective_straggler",
-               "collective_straggler_kind", "collective_wait_kind"]
+    columns = [*by, "collective_measured_gpus", "_collective_window_ns", "collective_late_rank",
+               "collective_late_rank_kind", "collective_wait_kind"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -375,7 +375,7 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     out = out.merge(_match_basis_rollup(ok, by), on=by, how="left")
     out = out.merge(_unpriced_models_rollup(ok, by), on=by, how="left")
     out = out.merge(_distinct_rollup(ok, by), on=by, how="left")
-    for col in ("collective_straggler", "collective_straggler_kind", "collective_wait_kind", "collective_match_basis",
+    for col in ("collective_late_rank", "collective_late_rank_kind", "collective_wait_kind", "collective_match_basis",
                 "unpriced_models", *(c.name for c in ROLLUP if c.how == DISTINCT)):
         out[col] = out[col].fillna("").astype(object)
     for col in ROLLUP_INT_COLUMNS:

@@ -48,7 +48,7 @@ from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
 from .rendered import in_pages, record, record_name
-from .words import for_pages, ms, recoverable_lines, secs, startup_cut_text
+from .words import for_pages, ms, name_breaks, recoverable_lines, secs, startup_cut_text
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -320,7 +320,8 @@ COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_expose
 def _env() -> Environment:
     """The page's Jinja environment, made once per process: it keeps its compiled templates
     (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
-    env = environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages)
+    env = environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages,
+                      name_breaks=name_breaks)
     env.globals["startup_cut_text"] = startup_cut_text
     return env
 

@@ -347,9 +347,9 @@ def collective_lines(collective: dict | None) -> list[str]:
              f"collective wait {money}: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) waiting for "
              f"the last rank on {c['gpus']} GPU(s){assumed_text(c['assumed']) if c['usd'] == c['usd'] else ''}; "
              f"remedy: {c['remedy']}."]
-    lines += [f"  - {md_text(j['title'])}: straggler {md_text(j['straggler'])} ({j['kind']}: last in {j['last']} of "
+    lines += [f"  - {md_text(j['title'])}: late rank {md_text(j['late_rank'])} ({j['kind']}: last in {j['last']} of "
               f"{j['calls']} calls){', pipeline bubble' if j['wait_kind'] == 'pipeline bubble' else ''}"
-              for j in collective["jobs"] if j["straggler"]]
+              for j in collective["jobs"] if j["late_rank"]]
     return lines
 
 
