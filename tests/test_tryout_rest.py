@@ -140,7 +140,7 @@ def test_the_late_rank_and_the_straggler_get_their_own_remedy_by_hand():
     # the same GPU seen by one that waits on it: unchanged, the late-rank remedy outranks (fix-first entries)
     waiting = {"role": "waiting", "text": "", "others": [], "leads": ["the late rank A100 #2 pid84669/dev0"]}
     assert prescription(_summary("cpu", _findings(comm=True, chronic=True)), waiting)["remedy"] == (
-        "this rank is the one others wait for: fix its own cpu first")
+        f"this rank is the one others wait for: fix its own cpu first: {PROFILE_HOST}")
     # the late rank, comm largest: its own largest other category first, then the overlap
     rx = prescription(_summary("comm", _findings(comm=True, chronic=True)), late)
     assert rx["remedy"] == f"fix its own cpu first ({PROFILE_HOST}), then overlap communication with compute"

@@ -601,14 +601,17 @@ def test_an_entry_remedy_says_which_gpus_each_remedy_is_for():
     findings = [[host, late], [host], [host], [f("archived", "", archived=True)]]
     names = ["g1", "g2", "g3", "g4"]
     text = fixfirst.entry_remedy("cpu", findings, names)
-    assert text == ("g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first; g2, g3 (2 of 4 "
-                    "GPUs): profile the host inside NVTX range 'step N' (...); the other 1: " + fixfirst.ARCHIVED)
+    # the late rank's part goes on to what its own findings prescribe (main: "fix its own cpu first", in the cpu entry)
+    assert text == ("g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first: profile the host "
+                    "inside NVTX range 'step N' (...); g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' "
+                    "(...); the other 1: " + fixfirst.ARCHIVED)
     assert fixfirst.remedy_parts(text) == [
-        "g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first",
+        "g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first: profile the host inside NVTX "
+        "range 'step N' (...)",
         "g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' (...)", "the other 1: " + fixfirst.ARCHIVED]
     # one remedy for every GPU: said once, no names; without names: the first remedy, as before
     assert fixfirst.entry_remedy("cpu", [[host], [host]], ["g2", "g3"]) == host["remedy"]
-    assert fixfirst.entry_remedy("cpu", findings) == late["remedy"]
+    assert fixfirst.entry_remedy("cpu", findings) == late["remedy"] + ": " + host["remedy"]
     assert fixfirst.remedy_parts(host["remedy"]) == [host["remedy"]]
 
 
@@ -693,7 +696,7 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     cpu = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "cpu")].iloc[0]
     assert int(cpu["gpus"]) == 24
     assert cpu["remedy"].startswith("A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix "
-                                    "its own cpu first; ")
+                                    "its own cpu first: profile the host inside NVTX range 'Iteration N' (py-spy, ")
     # the GPUs whose own cpu.host finding names the 'Iteration N' ranges, counted from their rows' diagnosis
     from pipeline.analysis import diagnosis
 
@@ -703,9 +706,11 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     assert len(host) >= 2 and any(r["gpu_key"] == top["gpu_key"] for r in host)
     assert (f" ({len(host)} of 24 GPUs): profile the host inside NVTX range 'Iteration N' (py-spy" in cpu["remedy"])
     report = (out / "report.html").read_text(encoding="utf-8")
-    row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1)
-    assert ("<summary>A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix its own cpu "
-            "first <span class=\"more-remedies\" title=\"the remedies for its other GPUs: open\">(+") in row
+    row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1).replace("<wbr>", "")
+    assert ("<summary><span class=\"rx\">A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: "
+            "fix its own cpu first: profile the host inside NVTX range &#39;Iteration N&#39; (py-spy, or the PyTorch "
+            "profiler with CPU activities: data loading, the GIL, I/O, logging) <span class=\"more-remedies\" "
+            "title=\"the remedies for its other GPUs: open\">(+") in row
 
 
 # ---- issue 45 point 8: smaller ---------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def _one_remedy(category: str, findings: list) -> str:
         return ARCHIVED
     wrong = prescribing(category, mine)
     if wrong:
-        return wrong[0]["remedy"]
+        return _said(category, wrong[0], mine)
     judged = [f for f in fired if f.get("judged", True)]
     why = "the rules found nothing to prescribe" if judged else "no diagnostic rule could be judged"
     return f"{REMEDIES[category]} (generic: {why})"
@@ -159,6 +159,16 @@ def own_remedy(category: str, findings: list, leads: list = ()) -> str:
         cat = late[0]["category"]
         return f"fix its own {cat} first ({entry_remedy(cat, [own])}), then {OVERLAP}"
     return f"{OVERLAP} (no other GPU of its job stands out as the one it waits for)"
+
+
+def _said(category: str, finding: dict, findings: list) -> str:
+    """The remedy ``finding`` gives an entry of ``category``; a role-only one (:data:`ROLE_RULES`: the late rank's
+    "fix its own cpu first") followed by what that GPU's own findings prescribe for it (:func:`own_remedy`), so the
+    entry never sends the reader back to itself: ``this rank is the one others wait for: fix its own cpu first:
+    profile the host inside NVTX range 'Iteration N' (…)``."""
+    if finding["rule"] not in ROLE_RULES:
+        return finding["remedy"]
+    return f"{finding['remedy']}: {own_remedy(category, findings)}"
 
 
 def _who(names: list, total: int) -> str:
@@ -207,7 +217,7 @@ def entry_remedy(category: str, findings: list, names: list | None = None) -> st
             continue
         f = wrong[0]
         rank = (REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
-        parts.setdefault(f["remedy"], [rank, []])[1].append(name)
+        parts.setdefault(_said(category, f, fs), [rank, []])[1].append(name)
     if len(parts) <= 1 and not (parts and rest):
         return _one_remedy(category, findings)
     ordered = sorted(parts.items(), key=lambda kv: kv[1][0])   # stable: the findings' order within a rank
