@@ -20,7 +20,7 @@ import math
 import pandas as pd
 import pytest
 
-from conftest import KINETO, PROFILES, run_cli
+from conftest import KINETO, PROFILES, chromium_load, run_cli
 from pipeline.model import CATEGORIES, CAVEATS
 
 ALL_CATEGORIES = (*CATEGORIES, *CAVEATS)
@@ -289,6 +289,15 @@ _REMEDY = """<script>(function () {
 })();</script>"""
 
 
+def _in_chromium(page, width: int, tmp, script: str, what: str) -> dict:
+    """What ``script`` finds in ``page`` loaded in real Chromium (``chromium_load``) at ``width`` px: the views'
+    measuring helper, :func:`test_views_money._measured`."""
+    from test_views_money import _measured
+
+    assert chromium_load is not None
+    return _measured(page, width, tmp, script, what)
+
+
 @pytest.mark.needs_chromium
 def test_names_break_at_seams_and_every_remedy_opens_whole(tmp_path):
     """The real traces at 1280 px (their long kernel names, NVTX ranges and remedies in narrow cells): no word of the
@@ -297,7 +306,7 @@ def test_names_break_at_seams_and_every_remedy_opens_whole(tmp_path):
     the page, `FillFunctor<long>` and `cudaDeviceSynchronize`: every cell read `overflow-wrap: anywhere`); the report
     and the page fit their window; each closed remedy shows a "more" in its cell, and opened it shows whole (main: cut
     at two lines, nothing said)."""
-    from test_views_money import _WORDS, _layout, _measured
+    from test_views_money import _MEASURE, _WORDS
 
     out = tmp_path / "traces"
     run_cli("run", str(KINETO), "--out", str(out))
@@ -305,17 +314,17 @@ def test_names_break_at_seams_and_every_remedy_opens_whole(tmp_path):
     words = _WORDS.replace('e.closest(".name, .w, a.gpu-page, #gpu-name")', 'e.closest("td, li, summary, dd, code, .name")')
     page = next((out / "gpu-pages").glob("a100_ws16_5streams*.html"))
     for p in (out / "report.html", page):
-        got = _measured(p, 1280, tmp_path, words, "words")
+        got = _in_chromium(p, 1280, tmp_path, words, "words")
         assert got["words"] > 2000 and not got["broken"], (p.name, got["broken"][:10])
-        fit = _layout(p, 1280, tmp_path)
+        fit = _in_chromium(p, 1280, tmp_path, _MEASURE, "layout")
         assert fit["page"][0] <= fit["page"][1] and not [t for t in fit["tables"] if t[1] > t[2]], (p.name, fit)
-    closed = _measured(out / "report.html", 1280, tmp_path, _REMEDY, "remedy")
+    closed = _in_chromium(out / "report.html", 1280, tmp_path, _REMEDY, "remedy")
     assert len(closed) == 5 and all(r["more"] and r["text"] == "more" and not r["open"] for r in closed), closed
     assert any(r["cut"] for r in closed)   # some remedy is longer than its two lines: the "more" is what says so
     opened = out / "opened.html"
     opened.write_text((out / "report.html").read_text(encoding="utf-8").replace(
         '<details class="diagnosis"', '<details open class="diagnosis"'), encoding="utf-8")
-    whole = _measured(opened, 1280, tmp_path, _REMEDY, "remedy")
+    whole = _in_chromium(opened, 1280, tmp_path, _REMEDY, "remedy")
     assert len(whole) == 5 and all(r["open"] and not r["cut"] and not r["more"] for r in whole), whole
 
 

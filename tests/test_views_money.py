@@ -869,7 +869,7 @@ def test_toy_and_low_gpus_never_lead_the_report(example):
     assert s["worst_gpu"]["report"] == s["top"][0]["report"] and s["worst_gpu"]["job"] == "resnet-finetune"
     assert [j["job"] for j in s["jobs"]] == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"]
     page = render_html(res)
-    assert "most expensive idle GPU: A100 #3 715dc403 (resnet-finetune" in page
+    assert "most expensive idle GPU on a trusted capture (medium): A100 #3 715dc403 (resnet-finetune" in page
     cells = re.findall(r'<tr data-job="([^"]+)"', page.split('id="job-costs"')[1].split("</table>")[0])
     assert cells == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"], cells
     md = render_markdown(res)
