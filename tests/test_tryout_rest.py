@@ -265,8 +265,8 @@ def test_a_toy_capture_page_and_record_mark_their_figures(tmp_path):
     assert "speed-up if the idle vanished 4421.087× (toy capture: not to be trusted)" in page
     assert 'id="categories-untrusted"' in page
     record = (out / "records" / "tiny.md").read_text(encoding="utf-8")
-    assert "Idle cost: $182.46 per month for these GPUs, all on toy or low-confidence captures: not to be trusted." \
-        in record
+    assert ("Idle cost: $182.46 per month for these GPUs. All on toy or low-confidence captures: not to be trusted. "
+            "Basis: ") in record
 
 
 # ---- 4. names break at their seams only; the remedy cell shows a visible "more" --------------------------------------

@@ -415,21 +415,21 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
         return (f"Idle cost: unpriced ({unpriced} GPU(s) with no rate-card entry of their own: {models_text(models)}; "
                 f"{PRICE_ON_PAGES}).")
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
-            + (f" (of which {of_which}: not the application's)" if of_which else "") + untrusted_words(ok)
-            + (f"; {for_pages(unpriced_text(unpriced, models))}." if unpriced else ".")
+            + (f" (of which {of_which}: not the application's)" if of_which else "")
+            + (f"; {for_pages(unpriced_text(unpriced, models))}." if unpriced else ".") + untrusted_words(ok)
             + f" {cost_basis(ok)}")
 
 
 def untrusted_words(ok: list[dict]) -> str:
-    """The mark of a record's idle cost resting on toy or low-confidence captures (``confidence_tier``,
-    docs/definitions.md#confidence-tiers): ``, all on toy or low-confidence captures: not to be trusted`` or ``, 1 of
-    its 3 GPUs on a toy or low-confidence capture``; ``""`` when every GPU is trusted."""
+    """The sentence after a record's idle cost when it rests on toy or low-confidence captures (``confidence_tier``,
+    docs/definitions.md#confidence-tiers): `` All on toy or low-confidence captures: not to be trusted.`` or `` 1 of
+    its 3 GPUs on a toy or low-confidence capture.``; ``""`` when every GPU is trusted."""
     n = sum(1 for r in ok if str(r.get("confidence_tier") or "") in ("toy", "low"))
     if not n:
         return ""
     if n == len(ok):
-        return ", all on toy or low-confidence captures: not to be trusted"
-    return f", {n} of its {len(ok)} GPUs on a toy or low-confidence capture"
+        return " All on toy or low-confidence captures: not to be trusted."
+    return f" {n} of its {len(ok)} GPUs on a toy or low-confidence capture."
 
 
 def cost_basis(ok: list[dict]) -> str:
