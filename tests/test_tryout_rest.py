@@ -240,6 +240,14 @@ def test_the_headline_leaves_untrusted_gpus_out_of_its_idle_and_marks_its_dollar
         assert re.search(rf'id="{marker}"[^>]*>toy or low-confidence captures only<', card), marker
     assert "(95.00 % device-level idle over 2 GPU(s), all on toy or low-confidence captures: not to be trusted)" \
         in render_markdown(res)
+    # the sampled meter beside the idle % reads the same GPUs: the two trusted ones (6 periods each, 5 and 4 of them
+    # busy: 9 of 12 = 75.00 %), not the toy one's 8 of 8 (main: 17 of 20 = 85.00 % over all three)
+    meter = [dict(r, sample_periods=p, sampled_busy_periods=b) for r, (p, b) in zip(MIXED, [(6, 5), (6, 4), (2, 2), (8, 8)])]
+    res = _results(meter)
+    assert (headline_idle(res.current)["meter"]["sampled_util_pct"], headline_idle(res.current)["meter"]["gpus"]) == (
+        75.0, 2)
+    card = html_lib.unescape(re.sub(r"\s+", " ", render_html(res))).split('id="headline"')[1].split("</section>")[0]
+    assert re.search(r'id="sampled-meter" data-sampled="75\.0000"[^>]*data-gpus="2"', card), card
     # every GPU trusted: nothing marked, nothing left out (the example fleet's headline is unchanged)
     card = render_html(_results(MIXED[:2])).split('id="headline"')[1].split("</section>")[0]
     assert not re.findall(r'id="(?:fleet-usd-untrusted|idle-untrusted|speedup-untrusted|idle-left-out)"', card)
