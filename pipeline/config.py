@@ -481,8 +481,9 @@ class MeterConfig:
 class CollectiveConfig:
     """``collective:``: idle inside collectives, waiting for the last rank (docs/definitions.md#collective-wait;
     :mod:`pipeline.analysis.collwait`). ``chronic_share``: a GPU that entered last in more than this share of its
-    collective calls is a chronic straggler (``collective_chronic``); the job's straggler (the GPU last most often)
-    is ``chronic`` when it is, else ``transient``."""
+    collective calls is a chronic late rank (``collective_chronic``); the job's late rank (the GPU last most often,
+    ``collective_late_rank``: never called its straggler, the most idle GPU) is ``chronic`` when it is, else
+    ``transient``."""
 
     chronic_share: Share = 0.5
 

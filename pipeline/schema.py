@@ -521,7 +521,8 @@ FLEET = (
     _c("implausible_speedup", "some category holds at least 90 % of W"),
     _c("diagnosis", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
        "JSON, one object per finding (docs/definitions.md#diagnosis; empty: none)"),
-    _c("straggler", "highest-idle GPU of a job whose idle % spread exceeds 10 points", "straggler"),
+    _c("straggler", "the straggler: the highest-idle GPU of a job whose idle % spread exceeds 10 points (not the late "
+       "rank of its collectives, `collective_late_rank`)", "straggler"),
     _c("warnings", "what the figures rest on that was incomplete or could not be real", "status"),
     _c("warning_codes", "the codes of `warnings`, each once, comma-separated (e.g. "
        "`gpu-model-unresolved,window-leaves-out-idle`): for filters and alerts", "status"),
@@ -608,8 +609,8 @@ def models_text(counts: dict) -> str:
     return ", ".join(f"{m} ({n})" for m, n in counts.items())
 
 
-def job_straggler(names, last_counts, chronic) -> tuple[str, str]:
-    """The job's straggler over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
+def job_late_rank(names, last_counts, chronic) -> tuple[str, str]:
+    """The job's late rank over its measured GPUs (``names``, their ``last_counts`` and ``chronic`` flags, same
     order): ``(name, "chronic" | "transient")`` of the GPU that entered last most often (ties: the first in
     ``names``' order), chronic when its own flag says so (``collective_chronic``); ``("", "")`` when none was last."""
     counts = [int(c) for c in last_counts]
@@ -830,13 +831,13 @@ def _unpriced_group_models(group: pd.DataFrame) -> str:
     return models_text(unpriced_models(group["gpu_model"].tolist(), [True] * len(group)))
 
 
-def _collective_straggler(group: pd.DataFrame) -> tuple[str, str]:
-    """The group's measured GPUs' straggler and its kind (:func:`job_straggler`), the GPU named by its ``gpu_key``,
+def _collective_late_rank(group: pd.DataFrame) -> tuple[str, str]:
+    """The group's measured GPUs' late rank and its kind (:func:`job_late_rank`), the GPU named by its ``gpu_key``,
     with its report's file name when they come from several reports."""
     several = group["report"].nunique() > 1
     names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
              for g, r in zip(group["gpu_key"], group["report"])]
-    return job_straggler(names, group["collective_last_count"].fillna(0).astype("int64"),
+    return job_late_rank(names, group["collective_last_count"].fillna(0).astype("int64"),
                          group["collective_chronic"].astype(bool))
 
 
@@ -924,14 +925,15 @@ ROLLUP = (
        "summed; beside `idle_usd_per_month`, never in it; empty when no GPU of the group was measured"),
     _r("collective_measured_gpus", "Int64", "count", Count(where=WAIT_MEASURED),
        "GPUs whose `collective_wait_status` is `measured`"),
-    _r("collective_straggler", "text", "text",
+    _r("collective_late_rank", "text", "text",
        Custom(("gpu_key", "report", "collective_last_count", "collective_chronic"),
-              lambda g: _collective_straggler(g)[0], where=WAIT_MEASURED,
+              lambda g: _collective_late_rank(g)[0], where=WAIT_MEASURED,
               text="the GPU with the most `collective_last_count` (ties: the first)"),
-       "the GPU (`gpu_key`, with its report's file name when the job has several) that entered last most often"),
-    _r("collective_straggler_kind", "text", "text",
+       "the late rank: the GPU (`gpu_key`, with its report's file name when the job has several) that entered last "
+       "most often (not the `straggler`, the most idle GPU)"),
+    _r("collective_late_rank_kind", "text", "text",
        Custom(("gpu_key", "report", "collective_last_count", "collective_chronic"),
-              lambda g: _collective_straggler(g)[1], where=WAIT_MEASURED,
+              lambda g: _collective_late_rank(g)[1], where=WAIT_MEASURED,
               text="that GPU's `collective_chronic`: `chronic` or `transient`"),
        "`chronic` when that GPU was last in more than `collective.chronic_share` of its calls, else `transient`"),
     _r("collective_match_basis", "text", "text",
@@ -1092,7 +1094,7 @@ class Table:
 FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
     _t("scope", "the list: `fleet` (its `cluster` and `job` blank) or `job`"),
     _t("section", "`device idle` (the idle categories' entries) or `inside collectives` (the wait for the last rank: "
-                  "its `remedy` names the straggler, its `diagnosis` how often it entered last, no `speedup`)"),
+                  "its `remedy` names the late rank, its `diagnosis` how often it entered last, no `speedup`)"),
     _t(("cluster", "job"), "the job of a `job` list"),
     _t("rank", "the entry's rank in its section (1.., trusted entries first, ties by category name)"),
     _t("category", "the category"),

@@ -65,9 +65,9 @@ def test_the_late_rank_alternating_is_transient():
     assert (wa.wait_ns, wa.transfer_ns, wa.last_count) == (4, 12, 2)
     assert (wb.wait_ns, wb.transfer_ns, wb.last_count) == (4, 12, 2)
     assert not collwait.is_chronic(2, 4, 0.5)
-    assert collwait.job_straggler(["a", "b"], [2, 2], [False, False]) == ("a", "transient")
-    assert collwait.job_straggler(["a", "b"], [1, 3], [False, True]) == ("b", "chronic")
-    assert collwait.job_straggler(["a", "b"], [0, 0], [False, False]) == ("", "")
+    assert collwait.job_late_rank(["a", "b"], [2, 2], [False, False]) == ("a", "transient")
+    assert collwait.job_late_rank(["a", "b"], [1, 3], [False, True]) == ("b", "chronic")
+    assert collwait.job_late_rank(["a", "b"], [0, 0], [False, False]) == ("", "")
 
 
 def test_unequal_counts_or_families_abstain_with_the_reason():
@@ -224,7 +224,7 @@ def test_cli_one_rank_late_in_every_call(tmp_path):
     job = jobs.iloc[0]
     assert int(job["collective_wait_ns"]) == 10 * MS and float(job["collective_wait_pct"]) == 10.4167  # of 96 ms
     assert int(job["collective_measured_gpus"]) == 2
-    assert (job["collective_straggler"], job["collective_straggler_kind"]) == (fleet.iloc[1]["gpu_key"], "chronic")
+    assert (job["collective_late_rank"], job["collective_late_rank_kind"]) == (fleet.iloc[1]["gpu_key"], "chronic")
     assert job["collective_wait_kind"] == "collective wait"
     # matched by the k-th call of each family (one collective stream per GPU): said per GPU and per job
     assert fleet["collective_match_basis"].tolist() == ["kth call of family"] * 2
@@ -232,7 +232,7 @@ def test_cli_one_rank_late_in_every_call(tmp_path):
 
 
 def test_cli_the_late_rank_cycling_is_transient(tmp_path):
-    """3 ranks, 7 calls, the late rank 0, 1, 2, 0, 1, 2, 0: rank 0 last 3 times (3/7, not most): the straggler,
+    """3 ranks, 7 calls, the late rank 0, 1, 2, 0, 1, 2, 0: rank 0 last 3 times (3/7, not most): the late rank,
     transient. The on-time ranks wait 2 ms per call: rank 0 waits in 4 calls, ranks 1 and 2 in 5."""
     _, fleet, jobs = run_folder(tmp_path, "cyc", ranks_export(str(tmp_path / "cyc.sqlite"), [0, 1, 2, 0, 1, 2, 0], 3))
     assert fleet["collective_wait_ns"].astype("int64").tolist() == [8 * MS, 10 * MS, 10 * MS]
@@ -240,7 +240,7 @@ def test_cli_the_late_rank_cycling_is_transient(tmp_path):
     assert fleet["collective_last_count"].astype("int64").tolist() == [3, 2, 2]
     assert fleet["collective_chronic"].tolist() == [False] * 3
     job = jobs.iloc[0]
-    assert (job["collective_straggler"], job["collective_straggler_kind"]) == (fleet.iloc[0]["gpu_key"], "transient")
+    assert (job["collective_late_rank"], job["collective_late_rank_kind"]) == (fleet.iloc[0]["gpu_key"], "transient")
 
 
 def test_cli_unequal_counts_abstain(tmp_path):
@@ -252,7 +252,7 @@ def test_cli_unequal_counts_abstain(tmp_path):
     assert fleet["collective_calls"].astype("int64").tolist() == [5, 4]
     assert fleet["collective_match_basis"].tolist() == ["abstained: " + note] * 2
     assert jobs.iloc[0]["collective_match_basis"] == "abstained: " + note     # one distinct basis, said once
-    assert int(jobs.iloc[0]["collective_measured_gpus"]) == 0 and jobs.iloc[0]["collective_straggler"] == ""
+    assert int(jobs.iloc[0]["collective_measured_gpus"]) == 0 and jobs.iloc[0]["collective_late_rank"] == ""
 
 
 def test_cli_ranks_in_separate_reports_abstain(tmp_path):
@@ -356,7 +356,7 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     coll = fixes[fixes["section"] == "inside collectives"]
     assert list(coll["scope"]) == ["fleet", "job"] and set(coll["category"]) == {"collective wait"}
     assert list(coll["usd_per_month"]) == [usd, usd] and list(coll["share_pct"]) == [10.4167] * 2   # 10 of 96 ms
-    assert set(coll["diagnosis"]) == {f"straggler: GPU #2 {fleet.iloc[1]['gpu_key']} (chronic: last in 5 of 5 calls)"}
+    assert set(coll["diagnosis"]) == {f"late rank: GPU #2 {fleet.iloc[1]['gpu_key']} (chronic: last in 5 of 5 calls)"}
     idle = fixes[fixes["section"] == "device idle"]
     assert round(idle.loc[idle["scope"] == "fleet", "usd_per_month"].sum(), 2) == round(sum(
         float(r[f"fix_{c}_usd_per_month"]) for r in fleet.to_dict("records") for c in
@@ -365,8 +365,8 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     # the export names no GPU model: the H100 rate is assumed, and said (docs/definitions.md#cost)
     assert (f"Collective wait: 10.000 ms waiting for the last rank inside collectives (10.42 % of the windows) of "
             f"30.000 ms in collective kernels on 2 GPU(s): ~${usd:,.2f} per month beside the idle cost, never in it; "
-            f"of which ${usd:,.2f} at assumed rates (2 GPU(s)); straggler ") in record
-    assert "(chronic: last in 5 of 5 calls). Fix: find why the last rank is late: its own idle, data, stragglers." \
+            f"of which ${usd:,.2f} at assumed rates (2 GPU(s)); late rank ") in record
+    assert "(chronic: last in 5 of 5 calls). Fix: find what holds the late rank back: its own idle, its data, its host." \
         in record
     run_cli("report", str(out), "--format", "md", "--out", str(tmp_path / "v.md"))
     md = (tmp_path / "v.md").read_text()
@@ -386,7 +386,7 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     assert f'id="collective-wait" data-wait-ns="{10 * MS}" data-transfer-ns="{20 * MS}"' in page
     pages = "\n".join(p.read_text() for p in (out / "gpu-pages").glob("*.html"))
     assert "waited for the last rank inside collectives <strong>10.000 ms</strong> (20.83 % of the window" in pages
-    assert "entered last in 5 of them (a chronic straggler)" in pages
+    assert "entered last in 5 of them (a chronic late rank: the others wait for it)" in pages
 
 
 def test_cli_point_to_point_calls_are_the_pipeline_bubble(tmp_path):
@@ -451,7 +451,7 @@ def test_cli_a_job_measured_within_several_reports_says_it_is_a_lower_bound(tmp_
     assert fleet["collective_wait_status"].tolist() == ["measured"] * 4
     assert sorted(fleet["collective_wait_ns"].astype("int64").tolist()) == [0, 0, 10 * MS, 10 * MS]
     assert int(jobs.iloc[0]["collective_wait_ns"]) == 20 * MS
-    assert " in job_n" in jobs.iloc[0]["collective_straggler"]       # named with its report: the job has two
+    assert " in job_n" in jobs.iloc[0]["collective_late_rank"]       # named with its report: the job has two
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
     assert ("measured within each of its 2 reports apart (their clocks are not known to agree), a lower bound when "
             "a call's last rank is in another report") in record

@@ -10,7 +10,7 @@ at b_k + 3 ms. So the last rank enters at b_k + 2 ms in every call:
 * rank 0 waits 2 ms and transfers 1 ms per call: wait 6 ms, transfer 3 ms, collective 9 ms, last in 0 calls;
 * rank 1 waits 1.5 ms, transfers 1 ms: wait 4.5 ms, transfer 3 ms, collective 7.5 ms, last in 0;
 * rank 2 enters at b_k + 2 ms and ends at b_k + 3 ms: wait 0, transfer 1 ms per call, collective 3 ms; last in
-  all 3 calls: the chronic straggler.
+  all 3 calls: the chronic late rank.
 
 A plain second computation (:func:`second_wait`) reads the same files with the stdlib ``json`` and ``Decimal``
 and matches the k-th AllReduce of each rank by hand.
@@ -127,19 +127,19 @@ def test_same_host_ranks_are_matched_across_files(one_host, one_host_fleet):
     assert fleet["collective_wait_usd_per_month"].iloc[0] == round(6 / 32 * rate * hours, 2)
     job = rollup(fleet, list(JOB_KEY)).iloc[0]
     assert job["collective_measured_gpus"] == 3 and job["collective_wait_ns"] == 10_500_000
-    assert job["collective_straggler"] == "pid102/dev2 in train_rank2.json"
+    assert job["collective_late_rank"] == "pid102/dev2 in train_rank2.json"
     assert job["collective_match_basis"] == ACROSS_FILES
-    assert job["collective_straggler_kind"] == "chronic"
+    assert job["collective_late_rank_kind"] == "chronic"
 
 
 def test_the_record_says_one_clock_not_a_lower_bound(one_host_fleet):
-    """The job's record line: 10.5 ms of wait over 3 windows of 32 ms (10.94 %), the straggler rank 2 last in its 3
+    """The job's record line: 10.5 ms of wait over 3 windows of 32 ms (10.94 %), the late rank, rank 2, last in its 3
     calls; one clock domain, so no "measured within each of its reports apart" caveat."""
     rows = one_host_fleet.to_dict("records")
     line = collective_line(rows, {(r["report"], r["gpu_key"]): f"rank {r['rank']}" for r in rows})
     assert line.startswith("Collective wait: 10.500 ms waiting for the last rank inside collectives (10.94 % of the "
                            "windows) of 19.500 ms in collective kernels on 3 GPU(s)")
-    assert ("straggler rank 2 (chronic: last in 3 of 3 calls); matched across files: 3 GPUs in 3 files on one host, "
+    assert ("late rank rank 2 (chronic: last in 3 of 3 calls); matched across files: 3 GPUs in 3 files on one host, "
             "node-a (the trace's host\\_name): one clock.") in line
     assert "apart" not in line
 

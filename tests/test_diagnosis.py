@@ -533,7 +533,7 @@ def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
     assert {k: c0["evidence"][k] for k in ("gaps", "ns", "wait_ns", "wait_pct", "calls", "last_count", "chronic")} == \
         {"gaps": 4, "ns": 8 * MS, "wait_ns": 10 * MS, "wait_pct": 20.8333, "calls": 5, "last_count": 0, "chronic": False}
     assert "waited 10.000 ms for the last rank (20.8333 % of the window) and entered last in 0 of 5 calls" in c0["text"]
-    # not the late rank: the straggler first (the page's fix-first list names it: the job's collective_straggler)
+    # not the late rank: the straggler first (the page's fix-first list names it: the job's collective_late_rank)
     assert c0["remedy"] == "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
     assert "comm.late_rank" not in f0
     c1 = f1["comm.collective"]
@@ -543,11 +543,14 @@ def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
     assert (late["category"], late["outcome"], late["evidence"]) == \
         ("sync", "late_rank", {"last_count": 5, "calls": 5, "category": "sync", "pct": 20.8333})
     assert late["remedy"] == "this rank is the one others wait for: fix its own sync first"
-    # the late rank's sync entry in the fix-first list prescribes that (no sync rule could be judged: span, no
-    # iterations), and the comm entry names the late rank
+    # the late rank's sync entry in the fix-first list prescribes that
+    # (and its own sync finding's remedy after it), and the comm entry names the late rank
     with open(out / "fix_first.csv", newline="") as fh:
         fleet_entries = {e["category"]: e for e in csv.DictReader(fh) if e["scope"] == "fleet"}
-    assert fleet_entries["sync"]["remedy"] == "this rank is the one others wait for: fix its own sync first"
+    # ... and goes on to what its own sync finding prescribes (the gaps follow one kernel: the stage after it)
+    assert fleet_entries["sync"]["remedy"] == (
+        "this rank is the one others wait for: fix its own sync first: look downstream of that stage: what should "
+        "start after gemm")
     assert "comm.late_rank: this GPU entered last in 5 of 5 collective calls" in fleet_entries["sync"]["diagnosis"]
     last = fleet_entries["comm"]["diagnosis"].split("\n")[-1]
     assert last.startswith("late rank: ") and last.endswith(" (enters the collectives last: the others wait for it; "

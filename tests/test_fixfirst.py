@@ -159,7 +159,7 @@ def test_real_profile_fix_first(span_run):
     assert (coll["category"], coll["rank"], coll["gpus"]) == ("collective wait", 1, 2)
     assert coll["usd_per_month"] == by_hand > 0
     assert coll["share_pct"] == round(100 * rows["collective_wait_ns"].sum() / rows["window_ns"].sum(), 4)
-    assert coll["remedy"].startswith("find why the last rank is late: its own idle, data, stragglers; straggler: ")
+    assert coll["remedy"].startswith("find what holds the late rank back: its own idle, its data, its host; late rank: ")
 
 
 def test_fix_list_per_job_ties_errors_and_caveats():
@@ -250,8 +250,8 @@ def test_collective_wait_has_its_own_section_and_leaves_the_idle_totals_alone():
         120.0, 120.0, 5.0, 2)
     assert math.isnan(coll["speedup"]) and coll["window_ns"] == 200 * MS and coll["gpu_keys"] == "a.sqlite g0; a.sqlite g1"
     g1 = "GPU #2 g1"   # its display name (docs/outputs.md#gpu-names): no model known, the 2nd GPU of its job, its key
-    assert coll["remedy"] == f"find why the last rank is late: its own idle, data, stragglers; straggler: {g1}"
-    assert coll["diagnosis"] == f"straggler: {g1} (chronic: last in 4 of 5 calls)"
+    assert coll["remedy"] == f"find what holds the late rank back: its own idle, its data, its host; late rank: {g1}"
+    assert coll["diagnosis"] == f"late rank: {g1} (chronic: last in 4 of 5 calls)"
     # send/recv only: the same entry is named the pipeline bubble
     bubble = fix_list(build_fleet([{**r, **w, "collective_p2p": True} for r, w in zip(plain, waits)]), {})
     assert set(bubble.loc[bubble["section"] == "inside collectives", "category"]) == {"pipeline bubble"}

@@ -253,7 +253,8 @@ def page_rows(page: str, table_id: str) -> list[dict]:
     rows = []
     for attrs, cells in re.findall(r'<tr id="[^"]+" ([^>]*)>(.*?)</tr>', body, re.S):
         data = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', attrs))
-        texts = [html.unescape(re.sub(r"<[^>]+>", " ", c)).split() for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)]
+        texts = [html.unescape(re.sub(r"<[^>]+>", " ", c.replace("<wbr>", ""))).split()   # a wrap opportunity: no space
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)]
         rows.append({"data": data, "cells": [" ".join(t) for t in texts]})
     return rows
 

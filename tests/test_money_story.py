@@ -184,13 +184,13 @@ def test_the_meter_cell_is_empty_where_the_page_says_no_reading(tmp_path):
 
 def test_the_comm_remedy_names_the_straggler():
     """The comm rule asks to look at the straggler first: a fix-first entry names it (one job: its straggler; several:
-    each job's, or that none stands out in one; none known: says so), and a GPU page names the GPU it waits on, or
-    itself when it is the straggler. main: "look at the straggler first" on every one, naming none."""
+    each job's, or that none stands out in one; none known: says so), and a GPU page names the GPU it waits on (the
+    straggler's own page prescribes its own remedy). main: "look at the straggler first" on every one, naming none."""
     import numpy as np
 
     from pipeline.analysis import diagnosis as dx
     from pipeline.analysis.fixfirst import asks_for_straggler, job_stragglers
-    from pipeline.report.gpu_page import named_prescription
+    from pipeline.report.gpu_page import prescription
 
     remedy = dx.comm_rule({"length": [MS], "kernel_before": ["nccl"]})["remedy"]
     assert remedy == "one GPU cannot fix it: look at the straggler first, then overlap communication with compute"
@@ -211,14 +211,14 @@ def test_the_comm_remedy_names_the_straggler():
     assert job_stragglers(cols, np.asarray([1, 2])) == ["G1 of llm", "none stands out in vit"]
     finding = dx.comm_rule({"length": [MS], "kernel_before": ["nccl"]})
     assert asks_for_straggler([finding]) and not asks_for_straggler([{**finding, "archived": True}])
-    rx = {"category": "comm", "pct": 11.86, "remedy": remedy, "rules": ["comm.collective"]}
-    waiting = {"role": "waiting", "text": "", "others": [{"name": "H100 #13 750df4f4", "href": "p.html"}]}
-    assert named_prescription(rx, waiting, "H100 #1 7a2a3240")["remedy"] == (
+    summary = {"main_category": "comm", "cat_comm_ns": MS, "cat_comm_pct": 11.86, "diagnosis": dx.to_text([finding])}
+    waiting = {"role": "waiting", "text": "", "others": [{"name": "H100 #13 750df4f4", "href": "p.html"}],
+               "leads": ["the straggler H100 #13 750df4f4"]}
+    assert prescription(summary, waiting)["remedy"] == (
         "one GPU cannot fix it: look at the straggler H100 #13 750df4f4 first, then overlap communication with compute")
-    assert named_prescription(rx, {"role": "straggler", "text": "", "others": []}, "H100 #13 750df4f4")["remedy"] == (
-        "one GPU cannot fix it: look at the straggler H100 #13 750df4f4 (this GPU) first, then overlap communication "
-        "with compute")
-    assert named_prescription(rx, None, "x") == rx
+    # the straggler's own page: its own remedy, never "look at the straggler (this GPU)" (tests/test_tryout_rest.py)
+    assert prescription(summary, {"role": "straggler", "text": "", "others": [], "leads": []})["remedy"] == (
+        "overlap communication with compute (no other GPU of its job stands out as the one it waits for)")
 
 
 # ---- d. one money headline in the record; the busy time after it, a different measure --------------------------------

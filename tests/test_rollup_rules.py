@@ -85,7 +85,7 @@ EXPECTED = {
     "collective_wait_pct": (4.0, NAN, NAN),             # 100 × 16 / 400 (the measured GPUs' windows); b: none
     "collective_wait_usd_per_month": (4.0, NAN, NAN),   # b: none measured
     "collective_measured_gpus": (2, 0, 0),
-    "collective_straggler": ("g1 in r1.sqlite", "", ""), "collective_straggler_kind": ("chronic", "", ""),
+    "collective_late_rank": ("g1 in r1.sqlite", "", ""), "collective_late_rank_kind": ("chronic", "", ""),
     "collective_match_basis": ("kth call of family", "abstained: clocks", ""),
     "collective_wait_kind": ("pipeline bubble", "", ""),
     "sched_jobs": ("j1", "", ""), "sched_accounts": ("acct", "", ""), "sched_users": ("u1, u2", "", ""),

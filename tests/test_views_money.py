@@ -580,8 +580,11 @@ def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
     basis = re.search(r'<span id="basis"[^>]*>(.*?)</span>', fix, re.S).group(1)
     assert html.unescape(basis) == text
     headline = re.search(r'<section id="headline">(.*?)</section>', page, re.S).group(1)
+    # the card's meter reads the GPUs its idle % reads: the trusted ones (tests/test_tryout_rest.py)
+    trusted = periods[ok["confidence_tier"].isin(["medium", "high"])]
+    span = f"{trusted.min()}" + (f"–{trusted.max()}" if trusted.max() != trusted.min() else "")
     card = re.search(r'<span id="sampled-meter"[^>]*>(.*?)</span>', headline, re.S).group(1)
-    assert card == f"; no sampled-meter reading: {periods.min()}–{periods.max()} sample(s) per GPU, too few"
+    assert card == f"; no sampled-meter reading: {span} sample(s) per GPU, too few"
     assert "would read" not in headline
 
 
@@ -601,14 +604,17 @@ def test_an_entry_remedy_says_which_gpus_each_remedy_is_for():
     findings = [[host, late], [host], [host], [f("archived", "", archived=True)]]
     names = ["g1", "g2", "g3", "g4"]
     text = fixfirst.entry_remedy("cpu", findings, names)
-    assert text == ("g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first; g2, g3 (2 of 4 "
-                    "GPUs): profile the host inside NVTX range 'step N' (...); the other 1: " + fixfirst.ARCHIVED)
+    # the late rank's part goes on to what its own findings prescribe (main: "fix its own cpu first", in the cpu entry)
+    assert text == ("g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first: profile the host "
+                    "inside NVTX range 'step N' (...); g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' "
+                    "(...); the other 1: " + fixfirst.ARCHIVED)
     assert fixfirst.remedy_parts(text) == [
-        "g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first",
+        "g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first: profile the host inside NVTX "
+        "range 'step N' (...)",
         "g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' (...)", "the other 1: " + fixfirst.ARCHIVED]
     # one remedy for every GPU: said once, no names; without names: the first remedy, as before
     assert fixfirst.entry_remedy("cpu", [[host], [host]], ["g2", "g3"]) == host["remedy"]
-    assert fixfirst.entry_remedy("cpu", findings) == late["remedy"]
+    assert fixfirst.entry_remedy("cpu", findings) == late["remedy"] + ": " + host["remedy"]
     assert fixfirst.remedy_parts(host["remedy"]) == [host["remedy"]]
 
 
@@ -645,18 +651,18 @@ def test_gpu_roles_by_hand():
             _row(job="even", report="e.sqlite", gpu_key="pid3/dev0", idle_pct=10.0),
             _row(job="even", report="e.sqlite", gpu_key="pid3/dev1", idle_pct=12.0)]
     roles = gpu_roles(conform(pd.DataFrame(rows), FLEET_COLUMNS))
-    assert roles[("t.sqlite", "pid1/dev0")] == {"role": "straggler", "others": [], "text": (
+    assert roles[("t.sqlite", "pid1/dev0")] == {"role": "straggler", "others": [], "leads": [], "text": (
         "H100 #1 pid1/dev0 is the straggler of job train: the most idle of its 3 GPUs (40.00 %; the job's GPUs range "
         "10.00–40.00 %). Fix this GPU first.")}
     assert roles[("t.sqlite", "pid1/dev1")] == {"role": "waiting", "others": [("t.sqlite", "pid1/dev0", "H100 #1 pid1/dev0")],
-                                                "text": (
+                                                "leads": ["the straggler H100 #1 pid1/dev0"], "text": (
         "H100 #2 pid1/dev1 is not the straggler of job train: it waits on the straggler H100 #1 pid1/dev0 (2.000 ms of "
         "comm idle after collectives; 3.000 ms waiting for the last rank inside collectives). Fix that GPU first, then "
         "this one.")}
     assert roles[("t.sqlite", "pid1/dev2")]["text"] == ("H100 #3 pid1/dev2 is not the straggler of job train: it waits on "
                                                          "the straggler H100 #1 pid1/dev0. Fix that GPU first, then this one.")
     assert roles[("s.sqlite", "pid2/dev0")]["role"] == "alone"
-    assert roles[("e.sqlite", "pid3/dev0")] == {"role": "none", "others": [], "text": (
+    assert roles[("e.sqlite", "pid3/dev0")] == {"role": "none", "others": [], "leads": [], "text": (
         "job even has no straggler: the idle of its 2 GPUs ranges 10.00–12.00 %, within the straggler threshold.")}
 
 
@@ -693,7 +699,7 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     cpu = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "cpu")].iloc[0]
     assert int(cpu["gpus"]) == 24
     assert cpu["remedy"].startswith("A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix "
-                                    "its own cpu first; ")
+                                    "its own cpu first: profile the host inside NVTX range 'Iteration N' (py-spy, ")
     # the GPUs whose own cpu.host finding names the 'Iteration N' ranges, counted from their rows' diagnosis
     from pipeline.analysis import diagnosis
 
@@ -703,9 +709,11 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     assert len(host) >= 2 and any(r["gpu_key"] == top["gpu_key"] for r in host)
     assert (f" ({len(host)} of 24 GPUs): profile the host inside NVTX range 'Iteration N' (py-spy" in cpu["remedy"])
     report = (out / "report.html").read_text(encoding="utf-8")
-    row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1)
-    assert ("<summary>A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix its own cpu "
-            "first <span class=\"more-remedies\" title=\"the remedies for its other GPUs: open\">(+") in row
+    row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1).replace("<wbr>", "")
+    assert ("<summary><span class=\"rx\">A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: "
+            "fix its own cpu first: profile the host inside NVTX range &#39;Iteration N&#39; (py-spy, or the PyTorch "
+            "profiler with CPU activities: data loading, the GIL, I/O, logging) <span class=\"more-remedies\" "
+            "title=\"the remedies for its other GPUs: open\">(+") in row
 
 
 # ---- issue 45 point 8: smaller ---------------------------------------------------------------------------------------
@@ -864,7 +872,7 @@ def test_toy_and_low_gpus_never_lead_the_report(example):
     assert s["worst_gpu"]["report"] == s["top"][0]["report"] and s["worst_gpu"]["job"] == "resnet-finetune"
     assert [j["job"] for j in s["jobs"]] == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"]
     page = render_html(res)
-    assert "most expensive idle GPU: A100 #3 715dc403 (resnet-finetune" in page
+    assert "most expensive idle GPU on a trusted capture (medium): A100 #3 715dc403 (resnet-finetune" in page
     cells = re.findall(r'<tr data-job="([^"]+)"', page.split('id="job-costs"')[1].split("</table>")[0])
     assert cells == ["resnet-finetune", "vit-train-pytorch", "recsys-train", "llm-pretrain"], cells
     md = render_markdown(res)

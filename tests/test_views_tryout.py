@@ -135,7 +135,7 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
             in records["dark"]) and "$0.00" not in records["dark"]
     # the basis covers the priced L4 only: 20 of 40 ms idle × $0.80 × 730 h = $292.00
     assert (f"\nIdle cost: $292.00 per month for these GPUs; 1 GPU(s) unpriced, not in it ({UNLISTED} (1)); "
-            f"{PRICE_ON_PAGES}. Basis: 20.000 ms idle of "
+            f"{PRICE_ON_PAGES}. All on toy or low-confidence captures: not to be trusted. Basis: 20.000 ms idle of "
             "40.000 ms of windows over 1 GPU(s), each GPU's idle share × its rate × hours per month; rate: "
             "$0.80/GPU-hour (L4, 1 GPU(s)).\n") in records["mixed"]
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -171,7 +171,8 @@ def test_a_fleet_of_unpriced_gpus_reads_unpriced(tmp_path):
     assert 'data-other-usd=""' in card
     assert "apart: 1 toy or low-confidence GPU(s), all unpriced (toy 1, low 0)" in card
     md = (out / "summary.md").read_text(encoding="utf-8")
-    assert re.search(r"\*\*GPU idle cost, [0-9-]+\*\*: unpriced idle \(50\.00 % device-level idle over 1 GPU\(s\)\)", md)
+    assert re.search(r"\*\*GPU idle cost, [0-9-]+\*\*: unpriced idle \(50\.00 % device-level idle over 1 GPU\(s\), all on "
+                     r"toy or low-confidence captures: not to be trusted\)", md)   # 2 kernels: tier toy
     # no GPU trusted: "none" of them, no trusted dollar figure (issue 26's tryout: "on trusted captures $0.00")
     assert ("None of the GPUs is on a trusted capture (tier medium or high): all of it, $0.00: its 1 GPU(s) of tier "
             "toy (1) or low (0) are unpriced.") in md

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import (ABSTAINED, COLLECTIVE_WAIT, MEASURED, NO_COLLECTIVE,  # noqa: F401  (the columns' values)
-                      PIPELINE_BUBBLE, job_straggler)
+                      PIPELINE_BUBBLE, job_late_rank)
 from .cost import idle_usd_per_month
 
 #: NCCL/RCCL/MSCCL device kernel names: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``,
@@ -50,7 +50,7 @@ _NCCL_FAMILY = re.compile(r"^(?:nccl|rccl|msccl)\w*?Kernel_([A-Za-z]+)", re.IGNO
 P2P_FAMILIES = frozenset({"SendRecv", "Send", "Recv"})
 
 #: The fix-first remedy of the wait inside collectives (its own section, never among the idle categories).
-REMEDY = "find why the last rank is late: its own idle, data, stragglers"
+REMEDY = "find what holds the late rank back: its own idle, its data, its host"
 
 
 
@@ -256,7 +256,7 @@ def gpu_wait(calls: RankCalls, last, is_last, w0: int, w1: int) -> Wait:
 
 def is_chronic(last_count: int, calls: int, chronic_share: float) -> bool:
     """A GPU that entered last in more than ``chronic_share`` (``collective.chronic_share``) of its ``calls`` is a
-    chronic straggler: the same rank holds the others back in most calls (docs/definitions.md#collective-wait);
+    chronic late rank: the same rank holds the others back in most calls (docs/definitions.md#collective-wait);
     False without calls."""
     return bool(calls and last_count / calls > chronic_share)
 

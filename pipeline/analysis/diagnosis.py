@@ -334,7 +334,7 @@ def comm_rule(gaps, collective: dict | None = None) -> dict:
     of them follow; where the collective-wait figures were measured (``collective``: the GPU's
     :data:`COLLECTIVE_KEYS` columns, docs/definitions.md#collective-wait, status ``measured``), the wait inside
     the collectives (ns, % of the window), the calls and in how many this GPU entered last, and whether that makes
-    it the chronic straggler: then the others wait for it, and its remedy is its own idle (:func:`late_rank_rule`)."""
+    it the chronic late rank: then the others wait for it, and its remedy is its own idle (:func:`late_rank_rule`)."""
     before = Counter(str(x) for x in gaps["kernel_before"])
     name, n = before.most_common(1)[0] if before else ("", 0)
     ev = {"gaps": int(sum(before.values())), "ns": int(np.asarray(gaps["length"], dtype=np.int64).sum()),

@@ -23,8 +23,8 @@ Each list has two sections (:data:`SECTIONS`, the ``section`` column): ``device 
 ``inside collectives``, one entry per list over its GPUs whose wait inside collectives was measured
 (:mod:`pipeline.analysis.collwait`, docs/definitions.md#collective-wait): ``category`` ``collective wait`` (or
 ``pipeline bubble`` when every such GPU's calls are point-to-point), dollars the sum of their
-``collective_wait_usd_per_month``, the remedy :data:`pipeline.analysis.collwait.REMEDY` naming the straggler
-(:func:`pipeline.analysis.collwait.job_straggler`). That time is busy: its dollars are never in a device-idle total.
+``collective_wait_usd_per_month``, the remedy :data:`pipeline.analysis.collwait.REMEDY` naming the late rank
+(:func:`pipeline.analysis.collwait.job_late_rank`). That time is busy: its dollars are never in a device-idle total.
 
 Pure functions of numbers and frames; categories are looked up by name, never by position.
 """
@@ -122,10 +122,49 @@ def _one_remedy(category: str, findings: list) -> str:
         return ARCHIVED
     wrong = prescribing(category, mine)
     if wrong:
-        return wrong[0]["remedy"]
+        return _said(category, wrong[0], mine)
     judged = [f for f in fired if f.get("judged", True)]
     why = "the rules found nothing to prescribe" if judged else "no diagnostic rule could be judged"
     return f"{REMEDIES[category]} (generic: {why})"
+
+
+#: The rules whose remedy only says that the GPU is the one its job waits for (``comm.late_rank``, and the
+#: ``comm.collective`` finding of a chronic late rank): right for the GPUs that wait on it, circular on its own page.
+ROLE_RULES = ("comm.late_rank",)
+#: The one concrete part of a ``comm`` remedy a GPU can act on itself (the registry's, :data:`REMEDIES`).
+OVERLAP = "overlap communication with compute"
+
+
+def own_remedy(category: str, findings: list, leads: list = ()) -> str:
+    """The remedy of ``category`` for a GPU that is itself the one its job waits for (the straggler or the late rank:
+    docs/outputs.md#reports-for-people), from its own ``findings`` (:func:`pipeline.analysis.diagnosis.diagnose`),
+    never one that sends the reader back to it: the remedy of its findings left when the role-only ones
+    (:data:`ROLE_RULES`, a chronic late rank's ``comm.collective`` finding) are set aside (:func:`entry_remedy`: the
+    rule that fired, else the generic text saying why, or archived). For ``comm``: :data:`OVERLAP`, after looking
+    at ``leads`` first (the words naming the GPUs of its job it waits on, e.g. ``["the late rank A100 #2 …"]``), else
+    after fixing its own largest other category where a ``comm.late_rank`` finding names one (``fix its own cpu
+    first (profile the host …), then overlap communication with compute``)."""
+    own = [f for f in findings if f["rule"] not in ROLE_RULES
+           and not (f["rule"] == "comm.collective" and (f.get("evidence") or {}).get("chronic"))]
+    if category != "comm":
+        return entry_remedy(category, [own])
+    if leads:
+        return f"look at {' and '.join(leads)} first, then {OVERLAP}"
+    late = [f for f in findings if f["rule"] == "comm.late_rank"]
+    if late:
+        cat = late[0]["category"]
+        return f"fix its own {cat} first ({entry_remedy(cat, [own])}), then {OVERLAP}"
+    return f"{OVERLAP} (no other GPU of its job stands out as the one it waits for)"
+
+
+def _said(category: str, finding: dict, findings: list) -> str:
+    """The remedy ``finding`` gives an entry of ``category``; a role-only one (:data:`ROLE_RULES`: the late rank's
+    "fix its own cpu first") followed by what that GPU's own findings prescribe for it (:func:`own_remedy`), so the
+    entry never sends the reader back to itself: ``this rank is the one others wait for: fix its own cpu first:
+    profile the host inside NVTX range 'Iteration N' (…)``."""
+    if finding["rule"] not in ROLE_RULES:
+        return finding["remedy"]
+    return f"{finding['remedy']}: {own_remedy(category, findings)}"
 
 
 def _who(names: list, total: int) -> str:
@@ -174,7 +213,7 @@ def entry_remedy(category: str, findings: list, names: list | None = None) -> st
             continue
         f = wrong[0]
         rank = (REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
-        parts.setdefault(f["remedy"], [rank, []])[1].append(name)
+        parts.setdefault(_said(category, f, fs), [rank, []])[1].append(name)
     if len(parts) <= 1 and not (parts and rest):
         return _one_remedy(category, findings)
     ordered = sorted(parts.items(), key=lambda kv: kv[1][0])   # stable: the findings' order within a rank
@@ -437,7 +476,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
         return None
     names = cols["name"][at].tolist()
     lasts = cols["collective_last_count"][at].tolist()
-    who, kind = collwait.job_straggler(names, lasts, cols["collective_chronic"][at].tolist())
+    who, kind = collwait.job_late_rank(names, lasts, cols["collective_chronic"][at].tolist())
     usd = cols["collective_wait_usd"][at]
     rates = assumed_split(usd, cols["assumed"][at], cols["unpriced"][at], cols["model"][at])
     unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
@@ -448,7 +487,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
     bubble = bool(cols["collective_p2p"][at].all())
     if who:
         i = names.index(who)
-        said = f"straggler: {who} ({kind}: last in {lasts[i]} of {int(cols['collective_calls'][at][i])} calls)"
+        said = f"late rank: {who} ({kind}: last in {lasts[i]} of {int(cols['collective_calls'][at][i])} calls)"
     else:
         said = "no GPU entered last (every call entered at once)"
     total = math.nan if unpriced else round(float(np.nansum(usd)), 2)
@@ -461,7 +500,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
         "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
         "speedup": math.nan,
         "share_pct": round(100.0 * share(int(cols["collective_wait_ns"][at].sum()), window), 4),
-        "remedy": collwait.REMEDY + (f"; straggler: {who}" if who else ""), "diagnosis": said,
+        "remedy": collwait.REMEDY + (f"; late rank: {who}" if who else ""), "diagnosis": said,
         "gpus": int(at.size), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(reports, keys)), "example_gaps": "",
         "window_ns": window, "iterations": int(cols["iterations"][at].min()), "trusted": trusted,
         "confidence_tier": TIERS[int(tiers.min())], "low_confidence": not trusted,

@@ -48,7 +48,7 @@ from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
 from .rendered import in_pages, record, record_name
-from .words import for_pages, ms, recoverable_lines, secs, startup_cut_text
+from .words import for_pages, ms, name_breaks, recoverable_lines, secs, startup_cut_text
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -320,7 +320,8 @@ COMM_COLUMNS = ("comm_ns", "comm_overlapped_ns", "comm_exposed_ns", "comm_expose
 def _env() -> Environment:
     """The page's Jinja environment, made once per process: it keeps its compiled templates
     (compiling the template again for each of a fleet's GPU pages cost more than drawing it)."""
-    env = environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages)
+    env = environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages,
+                      name_breaks=name_breaks)
     env.globals["startup_cut_text"] = startup_cut_text
     return env
 
@@ -363,29 +364,47 @@ def same_rosters(device: list[dict], streams: list[dict], device_more: tuple, st
     return bool(device) and key(device) == key(streams) and tuple(device_more) == tuple(streams_more)
 
 
-def prescription(summary: dict) -> dict | None:
+def prescription(summary: dict, role: dict | None = None) -> dict | None:
     """What the page prescribes for the GPU's largest category (``main_category``) and on what evidence
     (docs/outputs.md#reports-for-people): ``{"category", "pct", "remedy", "rules"}``, the remedy its own findings give
     (:func:`pipeline.analysis.fixfirst.entry_remedy` over this GPU alone: the rule that fired, else the generic
-    remedy saying why, or archived) and the rules it rests on; None when the GPU has no application idle."""
+    remedy saying why, or archived) and the rules it rests on; None when the GPU has no application idle.
+
+    ``role`` (:func:`_role_links`): a remedy that asks to look at the straggler first names the GPUs it waits on
+    (its ``leads``: ``look at the straggler H100 #13 750df4f4 first``; none: that no GPU captured here stands out,
+    :func:`pipeline.analysis.diagnosis.name_straggler`). On the page of the GPU its job waits on (role ``straggler``
+    or ``late rank``) the remedy is its own, never one sending the reader back to it
+    (:func:`pipeline.analysis.fixfirst.own_remedy`)."""
     main = str(summary.get("main_category") or "")
     if main not in fixfirst.fixable() or not summary.get(f"cat_{main}_ns"):
         return None
     findings = diagnosis.of_text(summary.get("diagnosis"))
+    leads = list((role or {}).get("leads") or [])
+    if role and role["role"] in ("straggler", "late rank"):
+        remedy = fixfirst.own_remedy(main, findings, leads)
+        findings = [f for f in findings if f["rule"] not in fixfirst.ROLE_RULES]
+    else:
+        remedy = fixfirst.entry_remedy(main, [findings])
+        if diagnosis.STRAGGLER_FIRST in remedy and leads:
+            remedy = remedy.replace(diagnosis.STRAGGLER_FIRST, f"look at {' and '.join(leads)} first")
+        remedy = diagnosis.name_straggler(remedy, [])
     rules = [f["rule"] for f in fixfirst.prescribing(main, findings)]
-    return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)),
-            "remedy": fixfirst.entry_remedy(main, [findings]), "rules": rules[:1]}
+    return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)), "remedy": remedy, "rules": rules[:1]}
 
 
-def named_prescription(rx: dict | None, role: dict | None, name: str) -> dict | None:
-    """The page's prescription (:func:`prescription`) whose remedy asks to look at the straggler first names it
-    from the GPU's ``role`` (:func:`_role_links`): the GPU it waits on, or this GPU itself (``name``, ``(this
-    GPU)``) when it is the straggler (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
-    if not rx or not role:
-        return rx
-    who = ([o["name"] for o in role.get("others", [])] if role["role"] == "waiting" else
-           [f"{name} (this GPU)"] if role["role"] == "straggler" else [])
-    return {**rx, "remedy": diagnosis.name_straggler(rx["remedy"], who)}
+def untrusted_marker(s: dict) -> dict | None:
+    """How a GPU page marks its figures when its capture is not trusted (``_summary`` ``s`` of tier ``toy`` or
+    ``low``, docs/definitions.md#confidence-tiers): ``{"tier", "marker": "toy capture: not to be trusted" | "low
+    confidence: not to be trusted", "title": the shortfalls (``confidence_note``)}``; None for a trusted one (or a
+    summary written before the tiers that is not ``low_confidence``)."""
+    tier = str(s.get("confidence_tier") or "")
+    if tier not in ("toy", "low"):
+        if tier or not s.get("low_confidence"):
+            return None
+        tier = "low"
+    what = "toy capture" if tier == "toy" else "low confidence"
+    return {"tier": tier, "marker": f"{what}: not to be trusted",
+            "title": str(s.get("confidence_note") or f"tier {tier}")}
 
 
 def page_context(doc: dict, links: dict, name: str | None = None, role: dict | None = None) -> dict:
@@ -407,7 +426,7 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
     iterations, more_iterations = iteration_rows(tl, zero)
     return {
         "s": s, "doc": doc, "name": name, "gpu_key": doc["gpu_key"], "report_name": report_name, "rate_note": rate_note(s),
-        "rate_assumed": rate_assumed(s),
+        "rate_assumed": rate_assumed(s), "untrusted": untrusted_marker(s),
         "picture_title": f"{name} in {report_name}",
         "same_rosters": same_rosters(device, streams, device_more, streams_more),
         "zero": zero, "zero_text": zero_text, "clock": clock_words(doc["report"], tl.get("capture_start_source", "")),
@@ -418,7 +437,7 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
         "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
-        "role": role, "prescription": named_prescription(prescription(s), role, name),
+        "role": role, "prescription": prescription(s, role),
         "few_periods": FEW_PERIODS_PER_GPU,
     }
 
@@ -481,7 +500,7 @@ def _role_links(role: dict | None) -> dict | None:
     href of that GPU's page beside this one (plain values: a page's cache key)."""
     if not role:
         return None
-    return {"role": role["role"], "text": role["text"],
+    return {"role": role["role"], "text": role["text"], "leads": list(role.get("leads") or []),
             "others": [{"name": n, "href": gpu_page_name(r, g)} for r, g, n in role["others"]]}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import html as html_lib
 import io
+import math
 import os
 import re
 import uuid
@@ -42,7 +43,7 @@ from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_
                     pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
-    records, summarise)
+    records, summarise, tier_ranks)
 
 FORMATS = ("html", "csv", "md")
 
@@ -156,9 +157,7 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
     t = s["trend"]
     worst = s["worst_gpu"]
     names = s["gpu_names"]
-    title = ("no GPU analysed" if worst is None else
-             f"most expensive idle GPU: {names[(worst['report'], worst['gpu_key'])]} ({worst['job']}, "
-             f"{os.path.basename(worst['report'])})")
+    title = "no GPU analysed" if worst is None else timeline_title(worst, names[(worst["report"], worst["gpu_key"])])
     svgs = {
         "fixes": plots.cached(plot_cache, plots.fix_first_usd,
                               [{"category": e["category"], "usd_per_month": e["usd_per_month"], "tier": e["confidence_tier"]}
@@ -185,6 +184,32 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         coverage_text=coverage_text, whose_text=whose_text)
 
 
+def headline_idle_text(h: dict) -> str:
+    """The Markdown headline's idle % (:func:`~pipeline.report.summary.headline_idle`): over the GPUs on trusted
+    captures, the others counted as left out, or marked when every GPU is on a toy or low one."""
+    text = f"{pct(h['idle_pct'])} device-level idle over {h['gpus']} GPU(s)"
+    if h["left_out"]:
+        return (text + f" on trusted captures; {h['left_out']} on toy or low-confidence ones left out "
+                       f"({h['left_out_tiers']}; {pct(h['all_idle_pct'])} with them)")
+    return text + (", all on toy or low-confidence captures: not to be trusted" if h["untrusted_only"] else "")
+
+
+def timeline_title(worst: dict, name: str) -> str:
+    """The timeline's title: the first GPU of the top 10 (``worst``, :func:`~pipeline.report.summary.summarise`'s
+    ``worst_gpu``; ``name`` its display name), ranked as every list is, by tier first and then by dollars
+    (:func:`~pipeline.report.summary.tier_ranks`): so it names the tier it leads: ``most expensive idle GPU on a
+    trusted capture (medium): H100 #2 pid145/dev1 (train-2gpu-nccl, train.sqlite)``; with no trusted GPU, ``most
+    expensive idle GPU of the best tier here, low (no trusted capture; not to be trusted): …``; a table written before
+    the tiers: ``most expensive idle GPU: …``."""
+    who = f"{name} ({worst['job']}, {os.path.basename(worst['report'])})"
+    tier = worst.get("tier_name")
+    if not tier:   # a table written before the tiers
+        return f"most expensive idle GPU: {who}"
+    if not worst.get("tier"):
+        return f"most expensive idle GPU on a trusted capture ({tier}): {who}"
+    return f"most expensive idle GPU of the best tier here, {tier} (no trusted capture; not to be trusted): {who}"
+
+
 def _page_names(pages: dict) -> tuple:
     """``()`` without GPU pages, else ``(sorted page file names,)``: the extra argument of a cached
     record's rendering (a record rendered without pages keeps its cache key)."""
@@ -196,17 +221,21 @@ CSV_COLUMNS = schema.shown("report-csv")
 
 
 def render_csv(res: Results) -> str:
-    """The per-GPU cost table of the current night (:data:`CSV_COLUMNS`), most expensive first (error rows
-    last). A table written before a column existed leaves it empty (``low_confidence`` and
-    ``confidence_note`` are then computed from the window and iterations, as the HTML report does)."""
+    """The per-GPU cost table of the current night (:data:`CSV_COLUMNS`), ranked as every other view ranks GPUs:
+    by tier first (:func:`~pipeline.report.summary.tier_ranks`: trusted, then ``low``, then ``toy``), then most
+    expensive first (in each tier the unpriced GPUs after the priced ones), the error rows last. A table written
+    before a column existed leaves it empty (``low_confidence`` and ``confidence_note`` are then computed from the
+    window and iterations, as the HTML report does)."""
     fleet = res.current.copy()  # a finished fleet (an older table's fix columns filled as it is read)
     fleet["run_date"] = res.current_date
     fleet = schema.conform(fleet, [c for c in schema.REPORT_CSV if c != "run_date"])  # an older table: left empty
     for col in (c for c in schema.REPORT_CSV if schema.display_name(c) != c):
         fleet[schema.display_name(col)] = (fleet[col].astype("Float64") / 1e6).round(3)
-    fleet["_usd"] = fleet["idle_usd_per_month"].astype(float)
-    fleet = fleet.sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
-                              na_position="last", kind="stable")
+    fleet["_failed"] = fleet["status"].isin(schema.NOT_ANALYSED)
+    fleet["_tier"] = tier_ranks(fleet)
+    fleet["_usd"] = fleet["idle_usd_per_month"].astype(float).fillna(-math.inf)   # unpriced last within its tier
+    fleet = fleet.sort_values(["_failed", "_tier", "_usd", "report", "gpu_key"],
+                              ascending=[True, True, False, True, True], kind="stable")
     buf = io.StringIO()
     csv_safe(fleet[CSV_COLUMNS]).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
@@ -318,9 +347,9 @@ def collective_lines(collective: dict | None) -> list[str]:
              f"collective wait {money}: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) waiting for "
              f"the last rank on {c['gpus']} GPU(s){assumed_text(c['assumed']) if c['usd'] == c['usd'] else ''}; "
              f"remedy: {c['remedy']}."]
-    lines += [f"  - {md_text(j['title'])}: straggler {md_text(j['straggler'])} ({j['kind']}: last in {j['last']} of "
+    lines += [f"  - {md_text(j['title'])}: late rank {md_text(j['late_rank'])} ({j['kind']}: last in {j['last']} of "
               f"{j['calls']} calls){', pipeline bubble' if j['wait_kind'] == 'pipeline bubble' else ''}"
-              for j in collective["jobs"] if j["straggler"]]
+              for j in collective["jobs"] if j["late_rank"]]
     return lines
 
 
@@ -409,7 +438,7 @@ def render_markdown(res: Results) -> str:
     if s["reconcile"] and s["fixes"]:
         lines += [reconcile_text(s["reconcile"]), ""]
     lines += [f"**GPU idle cost, {s['current_date']}**: {usd(s['fleet_usd'])}{'' if s['fleet_usd'] != s['fleet_usd'] else '/month'} idle "
-             f"({pct(s['fleet_idle_pct'])} device-level idle over {s['gpus']} GPU(s)"
+             f"({headline_idle_text(s['headline'])}"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + for_pages(assumed_text(s["rates_assumed"])), "", trust_text(s["trust"]), ""]
     acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting

@@ -232,8 +232,8 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
     gpu_key) -> name``): ``{"gpus": measured GPUs, "abstained": GPUs that ran collectives but were not matched,
     "note": the first abstention's reason ("" with none), "reports": the clock domains the measured GPUs were matched in apart (each report; the files of one host matched across, docs/definitions.md#collective-wait-across-files, are one), "across": how those files share a clock ("3 GPUs in 3 files on one host, node-a (the trace's host_name): one clock"; "" with none), "wait_ns", "transfer_ns", "collective_ns", "window_ns"
     (of the measured GPUs), "wait_pct" (100 × wait / window), "usd" (their ``collective_wait_usd_per_month``
-    summed; NaN when all unpriced), "straggler", "kind" (:func:`pipeline.analysis.collwait.job_straggler`),
-    "last", "calls" (the straggler's), "wait_kind" (``pipeline bubble`` or ``collective wait``), "remedy"}``;
+    summed; NaN when all unpriced), "late_rank", "kind" (:func:`pipeline.analysis.collwait.job_late_rank`),
+    "last", "calls" (the late rank's), "wait_kind" (``pipeline bubble`` or ``collective wait``), "remedy"}``;
     None when no row ran a collective in its window (or the table predates the columns)."""
     rows = [r for r in ok if r.get("collective_wait_status") in (collwait.MEASURED, collwait.ABSTAINED)]
     if not rows:
@@ -246,7 +246,7 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
         return out
     gpu_names_ = [names.get((r["report"], r["gpu_key"]), str(r["gpu_key"])) for r in measured]
     lasts = [_ns(r["collective_last_count"]) for r in measured]
-    who, kind = collwait.job_straggler(gpu_names_, lasts, [bool(r["collective_chronic"]) for r in measured])
+    who, kind = collwait.job_late_rank(gpu_names_, lasts, [bool(r["collective_chronic"]) for r in measured])
     at = gpu_names_.index(who) if who else None
     wait = sum(_ns(r["collective_wait_ns"]) for r in measured)
     window = sum(_ns(r["window_ns"]) for r in measured)
@@ -262,7 +262,7 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
             "assumed": assumed_split([r["collective_wait_usd_per_month"] for r in measured],
                                      [bool(r["rate_assumed"]) for r in measured], [bool(r["unpriced"]) for r in measured],
                                      [r.get("gpu_model") for r in measured]),
-            "straggler": who, "kind": kind, "last": lasts[at] if at is not None else 0,
+            "late_rank": who, "kind": kind, "last": lasts[at] if at is not None else 0,
             "calls": _ns(measured[at]["collective_calls"]) if at is not None else 0,
             "wait_kind": collwait.PIPELINE_BUBBLE if all(bool(r["collective_p2p"]) for r in measured)
             else collwait.COLLECTIVE_WAIT}
@@ -271,8 +271,8 @@ def collective_figures(ok: list[dict], names: dict) -> dict | None:
 def collective_line(ok: list[dict], names: dict) -> str:
     """The medical record's line on the wait inside collectives (:func:`collective_figures`), e.g. ``Collective
     wait: 9.49 ms waiting for the last rank inside collectives (1.95 % of the windows) of 19.87 ms in collective
-    kernels on 2 GPU(s): $113.69 per month beside the idle cost, never in it; straggler H100 #2 … (chronic: last
-    in 20 of 28 calls). Fix: find why the last rank is late: its own idle, data, stragglers.``; ``""`` when no
+    kernels on 2 GPU(s): $113.69 per month beside the idle cost, never in it; late rank H100 #2 … (chronic: last
+    in 20 of 28 calls). Fix: find what holds the late rank back: its own idle, its data, its host.``; ``""`` when no
     GPU of the job ran a collective in its window."""
     f = collective_figures(ok, names)
     if f is None:
@@ -282,8 +282,8 @@ def collective_line(ok: list[dict], names: dict) -> str:
     usd = "unpriced" if f["usd"] != f["usd"] else ("~" if f["assumed"]["assumed_gpus"] else "") + f"${f['usd']:,.2f} per month"
     what = "pipeline bubble (point-to-point send/recv)" if f["wait_kind"] == collwait.PIPELINE_BUBBLE else \
         "waiting for the last rank inside collectives"
-    who = (f"; straggler {f['straggler']} ({f['kind']}: last in {f['last']} of {f['calls']} calls)"
-           if f["straggler"] else "")
+    who = (f"; late rank {f['late_rank']} ({f['kind']}: last in {f['last']} of {f['calls']} calls)"
+           if f["late_rank"] else "")
     apart = f"; matched across files: {md_text(f['across'])}" if f.get("across") else ""
     apart += f"; {f['abstained']} GPU(s) not measured ({md_text(f['note'])})" if f["abstained"] else ""
     if f["reports"] > 1:  # each report matched on its own: a call's last rank in another report is not seen
@@ -298,7 +298,7 @@ def collective_line(ok: list[dict], names: dict) -> str:
 def fleet_collectives(fleet: pd.DataFrame) -> dict | None:
     """Idle inside collectives over the analysed rows of ``fleet`` (a table of any age), for the report's fix-first
     section and communication section (docs/definitions.md#collective-wait): ``{"fleet": collective_figures of
-    every row (its straggler not shown: stragglers are per job), "jobs": [{"title": the job's title, **its
+    every row (its late rank not shown: late ranks are per job), "jobs": [{"title": the job's title, **its
     collective_figures}, ...] (jobs with a measured GPU, most wait first)}``; None when no GPU ran a collective
     in its window."""
     ok = analysed_rows(fleet)
@@ -414,8 +414,20 @@ def idle_cost_line(ok: list[dict], of_which: str) -> str:
                 f"{PRICE_ON_PAGES}).")
     return (f"Idle cost: ${usd:,.2f} per month for these GPUs"
             + (f" (of which {of_which}: not the application's)" if of_which else "")
-            + (f"; {for_pages(unpriced_text(unpriced, models))}." if unpriced else ".")
+            + (f"; {for_pages(unpriced_text(unpriced, models))}." if unpriced else ".") + untrusted_words(ok)
             + f" {cost_basis(ok)}")
+
+
+def untrusted_words(ok: list[dict]) -> str:
+    """The sentence after a record's idle cost when it rests on toy or low-confidence captures (``confidence_tier``,
+    docs/definitions.md#confidence-tiers): `` All on toy or low-confidence captures: not to be trusted.`` or `` 1 of
+    its 3 GPUs on a toy or low-confidence capture.``; ``""`` when every GPU is trusted."""
+    n = sum(1 for r in ok if str(r.get("confidence_tier") or "") in ("toy", "low"))
+    if not n:
+        return ""
+    if n == len(ok):
+        return " All on toy or low-confidence captures: not to be trusted."
+    return f" {n} of its {len(ok)} GPUs on a toy or low-confidence capture."
 
 
 def cost_basis(ok: list[dict]) -> str:

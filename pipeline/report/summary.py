@@ -651,6 +651,32 @@ def trust_split(fleet: pd.DataFrame) -> dict:
             "tiers": tiers}
 
 
+def headline_idle(fleet: pd.DataFrame) -> dict:
+    """The headline's device-level idle % and speed-up (docs/outputs.md#reports-for-people), never pooling untrusted
+    captures unmarked: over the analysed GPUs of a trusted tier (:func:`tier_ranks` 0: ``medium``, ``high``) when
+    there are some, the others left out and counted; with none, over every GPU, flagged ``untrusted_only``.
+    ``{"idle_pct": 100 × Σ idle_ns / Σ window_ns of those GPUs, "speedup": 1 / (1 − idle fraction) (0 at 100 %),
+    "gpus", "left_out": the toy or low GPUs left out, "left_out_tiers": ``toy 1, low 2``, "all_idle_pct": the
+    figure over every GPU, "untrusted_only", "meter": the sampled meter beside it over the same GPUs
+    (:func:`meter_summary`)}``."""
+    ok = ok_rows(fleet)
+    ranks = pd.Series(tier_ranks(ok), index=ok.index, dtype="int64") if len(ok) else pd.Series([], dtype="int64")
+    trusted = ok[ranks == 0]
+    used = trusted if len(trusted) else ok
+
+    def idle(rows) -> float:
+        window = int(rows["window_ns"].astype("int64").sum()) if len(rows) else 0
+        return 100.0 * int(rows["idle_ns"].astype("int64").sum()) / window if window > 0 else 0.0
+
+    pct = idle(used)
+    left = ok[ranks > 0] if len(trusted) else ok.iloc[0:0]
+    tiers = conform(left, ["confidence_tier"])["confidence_tier"].astype(object)
+    counts = [f"{t} {int((tiers == t).sum())}" for t in ("toy", "low") if int((tiers == t).sum())]
+    return {"idle_pct": pct, "speedup": 100.0 / (100.0 - pct) if pct < 100 else 0.0, "gpus": int(len(used)),
+            "left_out": int(len(left)), "left_out_tiers": ", ".join(counts), "all_idle_pct": idle(ok),
+            "untrusted_only": bool(len(ok)) and not len(trusted), "meter": meter_summary(used) if len(used) else None}
+
+
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None) -> list[dict]:
     """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
     (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key), then the unpriced GPUs with idle of the category
@@ -837,7 +863,10 @@ def gpu_roles(fleet: pd.DataFrame) -> dict:
       measured;
     - ``none``: a job of several GPUs with neither (the idle spreads within the threshold).
 
-    ``text`` says it in words with the numbers (idle %, calls entered last)."""
+    ``text`` says it in words with the numbers (idle %, calls entered last); ``leads`` the words naming the GPUs it
+    waits on (``the straggler H100 #13 750df4f4``, ``the late rank …``: the others that are one), which its page's
+    prescription names (:func:`pipeline.report.gpu_page.prescription`); a straggler or late rank names and links
+    the other one of its job, if any, too."""
     ok = conform(ok_rows(fleet), ["straggler", "collective_chronic", "collective_last_count", "collective_calls",
                                   "collective_wait_ns", "collective_wait_status", "cat_comm_ns"])
     names = gpu_names(fleet)
@@ -862,32 +891,40 @@ def gpu_roles(fleet: pd.DataFrame) -> dict:
         def late_text(k) -> str:
             return f"entered the collectives last in {last[k]} of {calls[k]} calls: the other ranks wait for it there"
 
+        def lead_words(x) -> str:
+            return ("the straggler" if strag[x] else "the late rank") + f" {names.get(x, x[1])}"
+
         for k in keys:
             name = names.get(k, k[1])
+            others = [x for x in leads if x != k]   # the GPUs it waits on
+            linked = [(x[0], x[1], names.get(x, x[1])) for x in others]
             if n == 1:
-                out[k] = {"role": "alone", "others": [],
+                out[k] = {"role": "alone", "others": [], "leads": [],
                           "text": f"{name} is the only analysed GPU of job {job}: no other rank to wait on or hold up."}
             elif strag[k]:
                 text = (f"{name} is the straggler of job {job}: the most idle of its {n} GPUs ({idle[k]:.2f} %; the "
                         f"job's GPUs range {low:.2f}–{high:.2f} %). Fix this GPU first")
                 text += f"; it also {late_text(k)}." if late[k] else "."
-                out[k] = {"role": "straggler", "others": [], "text": text}
+                if others:
+                    text += f" Inside collectives it waits on {' and '.join(lead_words(x) for x in others)}."
+                out[k] = {"role": "straggler", "others": linked, "leads": [lead_words(x) for x in others], "text": text}
             elif late[k]:
-                out[k] = {"role": "late rank", "others": [],
-                          "text": f"{name} is the late rank of job {job}: it {late_text(k)}. Fix its own idle first."}
+                text = f"{name} is the late rank of job {job}: it {late_text(k)}. Fix its own idle first."
+                if others:
+                    text += f" Its job's straggler is {names.get(others[0], others[0][1])}."
+                out[k] = {"role": "late rank", "others": linked, "leads": [lead_words(x) for x in others], "text": text}
             elif leads:
                 waits = []
                 if comm[k]:
                     waits.append(f"{comm[k] / 1e6:,.3f} ms of comm idle after collectives")
                 if measured[k]:
                     waits.append(f"{wait[k] / 1e6:,.3f} ms waiting for the last rank inside collectives")
-                who = " and ".join(("the straggler" if strag[x] else "the late rank") + f" {names.get(x, x[1])}"
-                                   for x in leads)
-                out[k] = {"role": "waiting", "others": [(x[0], x[1], names.get(x, x[1])) for x in leads],
+                who = " and ".join(lead_words(x) for x in leads)
+                out[k] = {"role": "waiting", "others": linked, "leads": [lead_words(x) for x in leads],
                           "text": f"{name} is not the straggler of job {job}: it waits on {who}"
                                   + (f" ({'; '.join(waits)})" if waits else "") + ". Fix that GPU first, then this one."}
             else:
-                out[k] = {"role": "none", "others": [],
+                out[k] = {"role": "none", "others": [], "leads": [],
                           "text": f"job {job} has no straggler: the idle of its {n} GPUs ranges {low:.2f}–{high:.2f} %, "
                                   "within the straggler threshold."}
     return out
@@ -938,7 +975,7 @@ def summarise(res: Results) -> dict:
         "nights_count": len(dates),
         # all unpriced: the headline reads unpriced (NaN), never $0.00 (the trend keeps fleet_usd's 0)
         "fleet_usd": math.nan if unpriced_total(len(ok) - ra["unpriced_gpus"], ra["unpriced_gpus"]) else fleet_usd(fleet),
-        "rates_assumed": ra, "trust": trust_split(fleet), "meter": meter_summary(fleet),
+        "rates_assumed": ra, "trust": trust_split(fleet), "meter": meter_summary(fleet), "headline": headline_idle(fleet),
         "basis": extrapolation_basis(fleet),
         "gpus": int(len(ok)), "reports": int(fleet["report"].nunique()),
         "failed_reports": int(fleet.loc[fleet["status"] == "error", "report"].nunique()),
@@ -956,7 +993,10 @@ def summarise(res: Results) -> dict:
         "rate_card": rate_card(fleet), "top": top_rows,
         "categories": job_categories(fleet), "spread": job_spread(fleet),
         "worst_gpu": None if worst is None else {"report": str(worst["report"]), "gpu_key": str(worst["gpu_key"]),
-                                                 "job": titles[(str(worst["cluster"]), str(worst["job"]))]},
+                                                 "job": titles[(str(worst["cluster"]), str(worst["job"]))],
+                                                 "tier": tier_ranks(top.head(1))[0],
+                                                 "tier_name": str(conform(top.head(1), ["confidence_tier"])
+                                                                  ["confidence_tier"].iloc[0] or "")},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": dict(trend(res.history, night_hours(res)), lacking=res.lacking), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
         "collective": fleet_collectives(fleet),

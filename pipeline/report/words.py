@@ -212,10 +212,17 @@ def remedy_summary(part: str) -> str:
     return f"{m.group(2)} of {m.group(3)} GPUs: {m.group(4)}"
 
 
+#: Where a name may break besides a space and a hyphen (a ``<wbr>``, :func:`name_breaks`): after ``_ . / , ; = ) > ]``
+#: and a colon (after the last of ``::``), before ``( < [``, and between a lower-case letter and an upper-case one
+#: (``cudaDevice|Synchronize``, ``NEMetric:|update``), and inside a Triton kernel's argument specialisation suffix
+#: (``0d|1d|2de|3``): the seams of job, report, kernel and API names.
+BREAKS = re.compile(r"(?<=[_./,;=)>\]])|(?<=:)(?!:)|(?=[(<\[])|(?<=[a-z])(?=[A-Z])|(?<=\d[de])(?=\d)")
+
+
 def name_breaks(text):
-    """A name (a job, a cluster) as HTML (escaped) that may break after each ``_``, ``.`` or ``/`` (``<wbr>``) as
-    after a hyphen, and nowhere inside a word (``td.name``: ``overflow-wrap: normal``): ``ws128_sampled_rank0`` never
-    reads ``ws128_sampl`` / ``ed_rank0`` (docs/outputs.md#reports-for-people)."""
-
-
-    return Markup(re.sub(r"([_./])", r"\1<wbr>", str(escape(str(text)))))
+    """A name (a job, a cluster, a report's file, a kernel, an API call) or a text that holds them, as HTML
+    (escaped), that may break at its seams (:data:`BREAKS`, each a ``<wbr>``) as after a hyphen, and nowhere inside
+    a word (cells read ``overflow-wrap: break-word``, which cuts a word only when nothing else fits):
+    ``ws128_sampled_rank0`` never reads ``ws128_sampl`` / ``ed_rank0``, ``at::native::FillFunctor<long>`` may read
+    ``at::native::`` / ``FillFunctor<long>`` (docs/outputs.md#reports-for-people)."""
+    return Markup("<wbr>".join(str(escape(p)) for p in BREAKS.split(str(text)) if p))
