@@ -320,7 +320,8 @@ def reconcile_fleet() -> pd.DataFrame:
 
 
 def test_reconcile_by_hand_on_a_synthetic_fleet():
-    from pipeline.report.summary import fix_first, reconcile, with_fix_columns
+    from pipeline.fleet.pricing import with_fix_columns
+    from pipeline.report.summary import fix_first, reconcile
 
     # a table without the fix columns gets them as it is read (load_results), from cat_<c>_ns at 730 hours; the
     # views format that finished fleet

@@ -195,3 +195,71 @@ def test_the_loaded_array_cache_is_keyed_by_the_loader_code(tmp_path, monkeypatc
     covered = [r for r in seen if any(r == p or r.startswith(p + "/") for p in code_keys.LOADER_CODE)]
     assert "analysis/graphcapture.py" in seen  # load/caveats.py's: what a loaded report holds depends on it
     assert sorted(seen - set(covered)) == ["code_keys.py"]
+
+
+def _stored(root) -> list[str]:
+    return sorted(os.listdir(root / "cache" / "results"))
+
+
+def test_an_old_folder_re_prices_itself_with_the_card_given(runs, tmp_path):
+    """Folder ``a`` was written at $3.50/h over 700 h (AFTER). ``gpu-idle report a --config before.yaml`` prices its
+    table again with BEFORE's card ($2.00/h over 730 h): each GPU's dollars are round(idle_ns / window_ns × 2.0 ×
+    730, 2) (by hand), the exposed communication's and each fix-first category's likewise, the headline their sum;
+    the report names the card that priced it; nothing is analysed (no result stored, the folder's table unchanged);
+    without --config the run's own dollars stay."""
+    root, a = runs["root"], runs["root"] / "a"
+    stored, table = _stored(root), (a / "fleet.parquet").read_bytes()
+    out = run_cli("report", str(a), "--format", "csv", "--out", str(tmp_path / "r.csv"),
+                  "--config", str(root / "before.yaml"), env={"GPU_IDLE_CACHE": str(root / "cache")})
+    assert "wrote" in out.stdout
+    got = pd.read_csv(tmp_path / "r.csv").sort_values("gpu_key").to_dict("records")
+    fleet = pd.read_parquet(a / "fleet.parquet").sort_values("gpu_key").to_dict("records")
+    assert len(got) == 2 and [r["idle_usd_per_month"] for r in fleet] != [r["idle_usd_per_month"] for r in got]
+    for row, full in zip(got, fleet):
+        window = int(full["window_ns"])
+        assert row["rate_usd_per_hour"] == 2.0 and full["rate_usd_per_hour"] == 3.5
+        assert row["idle_usd_per_month"] == round(int(full["idle_ns"]) / window * 2.0 * 730, 2)
+        assert row["comm_exposed_usd_per_month"] == round(int(full["comm_exposed_ns"]) / window * 2.0 * 730, 2)
+    run_cli("report", str(a), "--format", "md", "--out", str(tmp_path / "r.md"), "--config", str(root / "before.yaml"))
+    md = (tmp_path / "r.md").read_text()
+    total = sum(round(int(f["idle_ns"]) / int(f["window_ns"]) * 2.0 * 730, 2) for f in fleet)
+    assert f"${total:,.2f}/month idle" in md
+    assert f"Priced as this report was made, with {root / 'before.yaml'}" in md and "H100 $2.00/GPU-hour" in md
+    assert "730 hours per month" in md
+    run_cli("report", str(a), "--format", "md", "--out", str(tmp_path / "own.md"))
+    own = (tmp_path / "own.md").read_text()
+    assert "Priced as this report was made" not in own
+    assert f"${sum(f['idle_usd_per_month'] for f in fleet):,.2f}/month idle" in own
+    assert _stored(root) == stored and (a / "fleet.parquet").read_bytes() == table   # nothing analysed or written
+
+
+def test_an_older_table_lacking_price_columns_is_priced_with_the_card_given(runs, tmp_path):
+    """A copy of folder ``a`` whose table lacks the fix-first dollars, the exposed communication's and the rate
+    flags (a version before them wrote it): priced with BEFORE's card as it is read, through the fleet's pricing
+    (:func:`pipeline.fleet.pricing.finished`), every one of them round(ns / window_ns × 2.0 × 730, 2) (by hand)."""
+    import shutil
+
+    from conftest import vouch
+
+    from pipeline.config import load_config
+    from pipeline.fleet.pricing import finished
+
+    old = tmp_path / "old"
+    shutil.copytree(runs["root"] / "a", old)
+    gone = ["comm_exposed_usd_per_month", "rate_assumed", "unpriced",
+            *(c for c in pd.read_parquet(old / "fleet.parquet").columns if c.startswith("fix_"))]
+    pd.read_parquet(old / "fleet.parquet").drop(columns=gone).to_parquet(old / "fleet.parquet")
+    vouch(old)
+    table = pd.read_parquet(old / "fleet.parquet")
+    got = finished(table, None, load_config([str(runs["root"] / "before.yaml")]))
+    for row in got.to_dict("records"):
+        window = int(row["window_ns"])
+        assert row["idle_usd_per_month"] == round(int(row["idle_ns"]) / window * 2.0 * 730, 2)
+        assert row["comm_exposed_usd_per_month"] == round(int(row["comm_exposed_ns"]) / window * 2.0 * 730, 2)
+        for cat in ("data", "comm", "sync"):
+            assert row[f"fix_{cat}_usd_per_month"] == round(int(row[f"cat_{cat}_ns"]) / window * 2.0 * 730, 2)
+        assert row["rate_assumed"] is False or row["rate_assumed"] == False  # noqa: E712 (numpy bool)
+    run_cli("report", str(old), "--format", "csv", "--out", str(tmp_path / "r.csv"),
+            "--config", str(runs["root"] / "before.yaml"))
+    csv = pd.read_csv(tmp_path / "r.csv")
+    assert sorted(csv["idle_usd_per_month"]) == sorted(got["idle_usd_per_month"])

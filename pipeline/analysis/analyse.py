@@ -489,7 +489,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
                                     trace.world_size)
     nvtx_texts = trace.nvtx["text"].unique()
-    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None,
+    row.update(collwait.gpu_columns(collective, trace.gpu_key, w0, w1,
                                     cfg.collective.chronic_share, nvtx_texts))
     # peers in other reports: its calls (also those outside W) kept for the job's step across files
     # (pipeline.fleet.crosswait)
@@ -498,7 +498,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                  if collective.abstained and collective.note.startswith(collwait.SEPARATE_REPORTS)
                  and own_calls is not None and own_calls.starts.size else None)
     row["amdahl_speedup"] = round(cost.amdahl_speedup(idle_fraction), 4)
-    row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, None, None,
+    row.update(fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations,
                                     row["kernel_count"], spread, cfg.confidence,
                                     dataclasses.replace(confidence.KindFigures.of_row(row), outside_ns=outside)))
     row["diagnosis"] = diagnosis.to_text(diagnosis.diagnose(

@@ -182,7 +182,22 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
         cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP, top_fixes=TOP_FIXES,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key), acct=read_view(res.run_dir),
-        coverage_text=coverage_text, whose_text=whose_text)
+        coverage_text=coverage_text, whose_text=whose_text, priced_with=priced_with_text(s["priced_with"]))
+
+
+def priced_with_text(p: dict | None) -> str:
+    """What priced a report whose table was priced again as it was read (:func:`pipeline.report.summary.priced_with`),
+    in words: the configuration files (or the defaults), the digest of their pricing settings, the rates and the
+    month; "" for a table as its run priced it."""
+    if not p:
+        return ""
+    rates = ", ".join(f"{r['model']} {usd(r['usd_per_gpu_hour'])}/GPU-hour" for r in p["rates"])
+    overrides = "; ".join(f"cluster {c}: " + ", ".join(f"{m} {usd(v)}" for m, v in rates_.items())
+                          for c, rates_ in p["cluster_rates"].items())
+    return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
+            f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
+            + f"; {p['hours_per_month']:g} hours per month. Every dollar here is at these rates, not the run's; the "
+            "medical records and GPU pages beside it keep the dollars of the run that wrote them.")
 
 
 def _page_names(pages: dict) -> tuple:
@@ -454,11 +469,13 @@ def render_markdown(res: Results) -> str:
     rates = "; ".join(f"{md_text(r['model'])} {usd(r['rate'])}/GPU-hour ({md_text(r['source'])})" if r["rate"] == r["rate"]
                       else f"unpriced ({md_text(for_pages(r['source']))})" for r in s["rate_card"])  # NaN: no rate
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
+    if s["priced_with"]:
+        lines += ["", md_text(priced_with_text(s["priced_with"]))]
     return "\n".join(lines) + "\n"
 
 
 def write_report(results_dir, out_path, fmt: str = "html", night: str | None = None,
-                 plot_cache: str | None = None) -> str:
+                 plot_cache: str | None = None, cfg=None, configs=()) -> str:
     """Render RESULTS (run output dir or sweep state dir) as ``fmt`` into ``out_path``, atomically.
 
     Args:
@@ -468,6 +485,8 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
         night: with a sweep state folder, the night to report (``YYYY-MM-DD``, history up to it);
             default the latest.
         plot_cache: for ``html``, a folder keeping plots by their inputs (see :func:`render_html`).
+        cfg, configs: a configuration whose rate card prices the current table again, and the files it was read
+            from (:func:`~pipeline.report.summary.load_results`); None: the table as its run priced it.
     Returns:
         ``out_path`` as a string.
     Raises:
@@ -481,7 +500,7 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     from .gpu_page import PagesIncomplete  # the GPU pages: not for compare.py, which renders with this module
     from .rendered import pages_folder, record_report
 
-    res = load_results(os.fspath(results_dir), night)
+    res = load_results(os.fspath(results_dir), night, cfg, configs)
     out_path = os.fspath(out_path)
     pages = {}
     try:
