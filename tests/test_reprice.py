@@ -263,3 +263,30 @@ def test_an_older_table_lacking_price_columns_is_priced_with_the_card_given(runs
             "--config", str(runs["root"] / "before.yaml"))
     csv = pd.read_csv(tmp_path / "r.csv")
     assert sorted(csv["idle_usd_per_month"]) == sorted(got["idle_usd_per_month"])
+
+
+def test_a_template_edit_changes_no_result_key(tmp_path, monkeypatch):
+    """The report's and the GPU page's templates are presentation: editing one leaves the result code's digest (every
+    stored result's key, :func:`pipeline.code_keys.result_code`) as it was; a code edit under the result code
+    changes it (the check can fail). tests/test_result_keys.py holds the same for every key on a whole run."""
+    import shutil
+
+    copy = tmp_path / "pipeline"
+    shutil.copytree(code_keys.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(code_keys, "PACKAGE", str(copy))
+
+    def digest() -> str:
+        code_keys.module_digest.cache_clear()
+        return code_keys.code_digest_of(code_keys.RESULT_CODE)
+
+    before = digest()
+    templates = sorted((copy / "report" / "templates").glob("*.j2"))
+    assert {t.name for t in templates} >= {"report.html.j2", "gpu.html.j2"}
+    for template in templates:
+        template.write_text(template.read_text(encoding="utf-8").replace("<p", "<p data-edited", 1) + "\n<!-- edited -->\n",
+                            encoding="utf-8")
+    assert digest() == before
+    with open(copy / "analysis" / "cost.py", "a", encoding="utf-8") as fh:
+        fh.write("\n_EDITED = 1\n")
+    assert digest() != before
+    code_keys.module_digest.cache_clear()
