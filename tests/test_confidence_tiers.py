@@ -21,6 +21,7 @@ from test_serving_window import served
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.confidence import KindFigures, tier
+from pipeline.analysis.fixfirst import fix_list
 from pipeline.config import ConfidenceConfig, Config
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.fleet.pricing import filled_pricing, with_fix_columns
@@ -401,7 +402,7 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
     fleet = with_fix_columns(pd.DataFrame([row("a.sqlite", 1000, 100, 30), row("b.sqlite", 20, 10, 0),
                                            row("c.sqlite", 1000, 200, 30)]))
     entries = [(e["category"], bool(e["trusted"]), e["confidence_tier"], e["usd_per_month"], e["gpus"],
-                [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet)]
+                [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet, fix_list(fleet, {}))]
     assert entries == [("cpu", True, "high", 876.0, 2, [("c.sqlite", 584.0), ("a.sqlite", 292.0)]),
                        ("cpu", False, "toy", 1460.0, 1, [("b.sqlite", 1460.0)])]
 

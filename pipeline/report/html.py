@@ -386,7 +386,7 @@ def _markdown_legend(rows: list[dict]) -> list[str]:
     return [""] + [for_pages(line) for line in out] if out else []
 
 
-#: How each part of a night-over-night change (:data:`pipeline.report.changes.PARTS`) is named in text.
+#: How each part of a night-over-night change (:data:`pipeline.fleet.changes.PARTS`) is named in text.
 CAUSE_NAMES = {"idle": "idle", "rate": "rates", "fleet": "GPUs came/went"}
 
 
@@ -398,7 +398,7 @@ def _cause_text(parts: dict) -> str:
 
 def _markdown_causes(c: dict) -> list[str]:
     """The Markdown variant's lines on why the fleet's cost changed since the previous night
-    (:func:`~pipeline.report.changes.split`, docs/definitions.md#trend): the three parts and the prices
+    (:func:`~pipeline.fleet.changes.split`, docs/definitions.md#trend): the three parts and the prices
     that changed."""
     lines = [f"Why: idle change {signed_usd(c['idle'])} (at tonight's rates), rate change {signed_usd(c['rate'])} "
              f"(at last night's idle), fleet change {signed_usd(c['fleet'])} (GPUs and jobs that came or went: "

@@ -33,12 +33,12 @@ from ..analysis.cost import assumed_split, priced_sum, unpriced_total
 from ..analysis.meter import FEW_PERIODS_PER_GPU, util_pct
 from ..fleet.outputs import gpu_json_name
 from ..fleet.pricing import PRICING, NotRepriced, finished, settings_hours
-from ..fleet.reduce import rate_assumptions, rollup
+from ..fleet.reduce import Rolled, rolled
 from ..io import current_night, dated_dirs, same_file
 from ..model import CATEGORIES
-from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, analysed_rows, conform, source_says_assumed
+from ..schema import DUPLICATE, JOB_KEY, analysed_rows, conform, source_says_assumed
 from ..store.results import MANIFEST, pricing_hash, read_manifest
-from .changes import CHANGE_COLUMNS, split
+from ..fleet.changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 from .words import wins_back, wins_back_basis
 
@@ -72,6 +72,8 @@ class Results:
             (:func:`history_part`); the trend says so.
         priced_with: None when the current table is as its run priced it; else what priced it again as it
             was read (:func:`priced_with`: the configuration files, their rate card's digest, the rates).
+        rolled: the current table's roll-ups, fix-first lists and rate assumptions, made by the fleet stage as it
+            was read (:func:`pipeline.fleet.reduce.rolled`): the report formats them.
     """
 
     source: str
@@ -82,6 +84,11 @@ class Results:
     history: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     lacking: list[dict] = field(default_factory=list)
     priced_with: dict | None = None
+    rolled: Rolled | None = None
+
+    def __post_init__(self):
+        if self.rolled is None:   # every column there, as summarise reads the table
+            self.rolled = rolled(conform(self.current))
 
 
 def priced_with(cfg, configs=()) -> dict | None:
@@ -418,10 +425,10 @@ def trend(history: list[tuple[str, pd.DataFrame]], hours: dict | None = None) ->
         ``new_jobs``: jobs only in the current night ``[{job, cluster, usd}]``;
         ``gone_jobs``: jobs only in the previous night (fixed, or no longer profiled);
         ``causes``: the change of the last two nights split into idle, rate and fleet parts
-        (:func:`~pipeline.report.changes.split`, docs/definitions.md#trend), None with one night;
+        (:func:`~pipeline.fleet.changes.split`, docs/definitions.md#trend), None with one night;
         ``movers``: jobs in both nights with a non-zero change, by |idle part| descending, then |Δ USD|
         (ties: job), at most :data:`TOP_MOVERS`: ``[{job, cluster, before, after, delta, idle, rate, fleet,
-        causes}]`` (``causes``: the parts that are not zero, :func:`~pipeline.report.changes.cause_names`).
+        causes}]`` (``causes``: the parts that are not zero, :func:`~pipeline.fleet.changes.cause_names`).
     """
     nights, prev_usd = [], None
     for date, fleet in history:
@@ -632,8 +639,9 @@ def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | 
                   for r, g in zip(unpriced["report"], unpriced["gpu_key"])]
 
 
-def fix_first(fleet: pd.DataFrame) -> list[dict]:
-    """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
+def fix_first(fleet: pd.DataFrame, fixes: pd.DataFrame) -> list[dict]:
+    """The fleet-level fix-first list of ``fixes`` (the fleet's ranked lists, :attr:`Rolled.fixes
+    <pipeline.fleet.reduce.Rolled>`: :func:`~pipeline.analysis.fixfirst.fix_list`; scope ``fleet``),
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
     (no example gaps: the page quotes none), its ``device idle`` section only (the wait inside collectives has its
     own section: :func:`pipeline.report.medical.collective_summary`), ``top_gpus``, the GPUs with the most of it
@@ -641,7 +649,6 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     when the whole idle) and ``wins_back_basis``, the label of that figure (:func:`~pipeline.report.words.wins_back_basis`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
-    fixes = fixfirst.fix_list(fleet, {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
                  confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
                  wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]),
@@ -867,16 +874,15 @@ def summarise(res: Results) -> dict:
     # load_results), then every column it lacks
     fleet = conform(res.current)
     ok = ok_rows(fleet)
-    clusters = rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else pd.DataFrame()
-    jobs = rollup(fleet, list(JOB_KEY)) if len(fleet) else pd.DataFrame()
+    clusters, jobs = res.rolled.clusters, res.rolled.jobs
     dates = [d for d, _ in res.history]
     keys = job_keys(fleet)
     titles, recs = job_titles(keys), records(res.run_dir, keys)
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
-    fixes = fix_first(fleet)
+    fixes = fix_first(fleet, res.rolled.fixes)
     captures, confidences = job_captures(fleet), job_confidences(fleet)
-    ra = rate_assumptions(fleet)
+    ra = res.rolled.rates_assumed
     top_rows, names = [], gpu_names(fleet)
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
