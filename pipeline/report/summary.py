@@ -72,8 +72,8 @@ class Results:
             (:func:`history_part`); the trend says so.
         priced_with: None when the current table is as its run priced it; else what priced it again as it
             was read (:func:`priced_with`: the configuration files, their rate card's digest, the rates).
-        rolled: the current table's roll-ups, fix-first lists and rate assumptions, made by the fleet stage as it
-            was read (:func:`pipeline.fleet.reduce.rolled`): the report formats them.
+        rolled: (a property) the current table's roll-ups, fix-first lists and rate assumptions, made by the fleet
+            stage (:func:`pipeline.fleet.reduce.rolled`): the report formats them.
     """
 
     source: str
@@ -84,11 +84,17 @@ class Results:
     history: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     lacking: list[dict] = field(default_factory=list)
     priced_with: dict | None = None
-    rolled: Rolled | None = None
+    _rolled: tuple = field(default=(None, None), repr=False, compare=False)
 
-    def __post_init__(self):
-        if self.rolled is None:   # every column there, as summarise reads the table
-            self.rolled = rolled(conform(self.current))
+    @property
+    def rolled(self) -> Rolled:
+        """The current table's :class:`~pipeline.fleet.reduce.Rolled`, made by the fleet stage once per table (again
+        when :attr:`current` is replaced), with every column there as :func:`summarise` reads it."""
+        table, made = self._rolled
+        if table is not self.current:
+            made = rolled(conform(self.current))
+            self._rolled = (self.current, made)
+        return made
 
 
 def priced_with(cfg, configs=()) -> dict | None:
