@@ -290,3 +290,20 @@ def test_a_template_edit_changes_no_result_key(tmp_path, monkeypatch):
         fh.write("\n_EDITED = 1\n")
     assert digest() != before
     code_keys.module_digest.cache_clear()
+
+
+def test_the_gpu_pages_of_a_folder_priced_again_show_the_new_dollars(runs, tmp_path):
+    """``gpu-idle report a --config before.yaml`` (HTML): the report says which card priced it, and each GPU page
+    beside it shows that GPU's dollars at $2.00/h over 730 h (by hand), not the run's $3.50/h over 700 h."""
+    root = runs["root"]
+    run_cli("report", str(root / "a"), "--out", str(tmp_path / "r.html"), "--config", str(root / "before.yaml"))
+    assert 'id="priced-with"' in (tmp_path / "r.html").read_text()
+    from pipeline.fleet.outputs import gpu_page_name
+
+    fleet = pd.read_parquet(root / "a" / "fleet.parquet").to_dict("records")
+    assert sorted(p.name for p in (tmp_path / "gpu-pages").glob("*.html")) == sorted(
+        gpu_page_name(r["report"], r["gpu_key"]) for r in fleet)
+    for row in fleet:
+        text = (tmp_path / "gpu-pages" / gpu_page_name(row["report"], row["gpu_key"])).read_text()
+        new = round(int(row["idle_ns"]) / int(row["window_ns"]) * 2.0 * 730, 2)
+        assert f"${new:,.2f}" in text and f"${row['idle_usd_per_month']:,.2f}" not in text

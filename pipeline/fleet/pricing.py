@@ -17,6 +17,7 @@ import pandas as pd
 from ..analysis import cost, fixfirst
 from ..analysis.confidence import KindFigures
 from ..config import ConfidenceConfig, CostConfig
+from ..io import plain_scalar
 from ..model import WarningCode
 from ..schema import NOT_ANALYSED, PRICE_INPUTS, missing_value
 
@@ -236,6 +237,14 @@ def _dollar_source(column: str) -> str | None:
     stem = column[:-len("_usd_per_month")]
     return {"idle": "idle_ns", "comm_exposed": "comm_exposed_ns", "collective_wait": "collective_wait_ns"}.get(
         stem, f"cat_{stem[len('fix_'):] if stem.startswith('fix_') else stem}_ns")
+
+
+def repriced_summary(summary: dict, row: dict) -> dict:
+    """A GPU JSON's ``_summary`` (its run's fleet row, :func:`pipeline.fleet.outputs.gpu_summary`) with what
+    :func:`repriced` wrote into that GPU's row ``row`` (its rate, dollar, rate-warning and status columns; JSON-safe
+    scalars), the rest as the run wrote it: the GPU's page then prices as the report does."""
+    return {**summary, **{k: plain_scalar(row[k]) for k in row
+                          if (k in REPRICED or k.endswith("_usd_per_month")) and k in summary}}
 
 
 def finished(fleet: pd.DataFrame, settings: dict | None, cfg=None) -> pd.DataFrame:

@@ -17,6 +17,7 @@ import functools
 import html as html_lib
 import io
 import os
+import json
 import re
 import uuid
 
@@ -30,8 +31,9 @@ from ..analysis.fixfirst import REMEDIES
 from ..analysis.meter import too_few_text
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
+from ..fleet.pricing import repriced_summary
 from ..fleet.reduce import assumed_text
-from ..io import os_cause, write_text
+from ..io import json_text, os_cause, write_text
 from ..model import CATEGORIES
 from .. import categories, schema
 from ..report import plots
@@ -196,8 +198,8 @@ def priced_with_text(p: dict | None) -> str:
                           for c, rates_ in p["cluster_rates"].items())
     return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
             f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
-            + f"; {p['hours_per_month']:g} hours per month. Every dollar here is at these rates, not the run's; the "
-            "medical records and GPU pages beside it keep the dollars of the run that wrote them.")
+            + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
+            "these rates, not the run's; the medical records below keep the dollars of the run that wrote them.")
 
 
 def _page_names(pages: dict) -> tuple:
@@ -542,5 +544,18 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     anchors = record_anchors(keys, records(res.run_dir, keys))
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
-    return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache,
+    return write_gpu_pages(rows, lambda report, gpu: _doc_text(res, report, gpu), out_path, plot_cache,
                            gpu_names(res.current), gpu_roles(res.current))
+
+
+def _doc_text(res: Results, report: str, gpu_key: str) -> str | None:
+    """The text of the GPU's JSON (:func:`~pipeline.report.summary.gpu_json_text`); of a table priced again as it was
+    read (:attr:`~pipeline.report.summary.Results.priced_with`), with its ``_summary`` priced as the table is
+    (:func:`pipeline.fleet.pricing.repriced_summary`)."""
+    text = gpu_json_text(res.run_dir, report, gpu_key)
+    if text is None or not res.priced_with:
+        return text
+    rows = res.current[(res.current["report"] == report) & (res.current["gpu_key"] == gpu_key)]
+    doc = json.loads(text)
+    doc["_summary"] = repriced_summary(doc.get("_summary") or {}, rows.iloc[0].to_dict())
+    return json_text(doc)
