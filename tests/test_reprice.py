@@ -307,3 +307,30 @@ def test_the_gpu_pages_of_a_folder_priced_again_show_the_new_dollars(runs, tmp_p
         text = (tmp_path / "gpu-pages" / gpu_page_name(row["report"], row["gpu_key"])).read_text()
         new = round(int(row["idle_ns"]) / int(row["window_ns"]) * 2.0 * 730, 2)
         assert f"${new:,.2f}" in text and f"${row['idle_usd_per_month']:,.2f}" not in text
+
+
+def test_pricing_a_table_again_moves_its_rate_warnings_or_abstains(runs):
+    """Folder ``a``'s table priced again (:func:`pipeline.fleet.pricing.repriced`) with a card that lacks its GPUs'
+    model: left unpriced (NaN dollars, ``unpriced``) with the ``model-not-on-rate-card`` warning; that table priced
+    again with BEFORE's card: the warning gone, the warnings and codes as the table had them, the dollars by hand. A
+    GPU naming no model cannot be priced again from the table (the note its warning quotes is not there): refused,
+    named, never a guess."""
+    from pipeline.config import load_config
+    from pipeline.fleet.pricing import NotRepriced, repriced
+
+    table = pd.read_parquet(runs["root"] / "a" / "fleet.parquet")
+    assert not table["warning_codes"].fillna("").str.contains("model-not-on-rate-card").any()
+    lacking = repriced(table, config_from_dict({"cost": {"rates": [   # the card's H100 entry fits no GPU here
+        {"model": "H100", "usd_per_gpu_hour": 2.0, "match": ["no-such-gpu*"]}]}}))
+    assert lacking["unpriced"].tolist() == [True, True] and lacking["idle_usd_per_month"].isna().all()
+    assert all(c.split(",")[-1] == "model-not-on-rate-card" for c in lacking["warning_codes"])
+    assert all("is not on the rate card; left unpriced" in w for w in lacking["warnings"])
+    back = repriced(lacking, load_config([str(runs["root"] / "before.yaml")]))
+    assert back["warnings"].fillna("").tolist() == table["warnings"].fillna("").tolist()
+    assert back["warning_codes"].fillna("").tolist() == table["warning_codes"].fillna("").tolist()
+    assert back["unpriced"].tolist() == [False, False] and back["rate_usd_per_hour"].tolist() == [2.0, 2.0]
+    assert back["idle_usd_per_month"].tolist() == [round(int(i) / int(w) * 2.0 * 730, 2)
+                                                   for i, w in zip(table["idle_ns"], table["window_ns"])]
+    unnamed = table.assign(gpu_model=["", table["gpu_model"].iloc[1]])
+    with pytest.raises(NotRepriced, match="1 GPU\\(s\\) cannot be priced again.*names no GPU model"):
+        repriced(unnamed, load_config([str(runs["root"] / "before.yaml")]))
