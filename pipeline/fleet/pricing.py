@@ -152,8 +152,9 @@ class NotRepriced(Exception):
     """A finished table that cannot be priced again from what it holds; the message says which GPUs and why."""
 
 
-#: The columns :func:`~pipeline.analysis.cost.price_in_place` writes into a row (besides its warnings and status).
 def _priced_columns(row: dict) -> list[str]:
+    """The columns of ``row`` that :func:`~pipeline.analysis.cost.price_in_place` writes (besides its warnings and
+    status): the rate's, ``unpriced`` and every dollar column."""
     return [c for c in row if c.startswith("rate_") or c.endswith("_usd_per_month") or c == "unpriced"]
 
 
