@@ -211,7 +211,7 @@ def test_an_old_folder_re_prices_itself_with_the_card_given(runs, tmp_path):
     stored, table = _stored(root), (a / "fleet.parquet").read_bytes()
     out = run_cli("report", str(a), "--format", "csv", "--out", str(tmp_path / "r.csv"),
                   "--config", str(root / "before.yaml"), env={"GPU_IDLE_CACHE": str(root / "cache")})
-    assert "wrote" in out.stdout
+    assert out.stdout.endswith(f" (priced again with the rate card of {root / 'before.yaml'}; nothing analysed)\n")
     got = pd.read_csv(tmp_path / "r.csv").sort_values("gpu_key").to_dict("records")
     fleet = pd.read_parquet(a / "fleet.parquet").sort_values("gpu_key").to_dict("records")
     assert len(got) == 2 and [r["idle_usd_per_month"] for r in fleet] != [r["idle_usd_per_month"] for r in got]

@@ -58,7 +58,8 @@ def report(results, out_path, fmt, night, configs):
         raise click.ClickException(message(exc)) from exc
     except ReportError as exc:  # RESULTS is no results folder, no such --night: nothing done, 2
         raise click.UsageError(message(exc)) from exc
-    click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else ""))
+    click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else "")
+               + (f" (priced again with the rate card of {', '.join(configs)}; nothing analysed)" if configs else ""))
 
 
 def _config(configs):
