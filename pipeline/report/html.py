@@ -199,7 +199,8 @@ def priced_with_text(p: dict | None) -> str:
     return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
             f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
             + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
-            "these rates, not the run's; the medical records below keep the dollars of the run that wrote them.")
+            "these rates, not the run's; the medical records below and the teams table (who pays, from the scheduler's "
+            "accounting) keep the dollars of the run that wrote them.")
 
 
 def _page_names(pages: dict) -> tuple:
