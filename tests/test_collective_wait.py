@@ -82,9 +82,10 @@ def test_unequal_counts_or_families_abstain_with_the_reason():
     # a capture naming 4 ranks of which the report holds 2: the other two are elsewhere
     assert collwait.match({"a": a, "b": calls((12, 14, ALLREDUCE), (32, 34, ALLREDUCE))}, world_size=4).abstained
     # abstained: the GPU's collective time and calls are still given, the wait and transfer are not
-    row = collwait.gpu_columns(m, "a", 0, 100, 2.0, 730.0, 0.5)
+    row = collwait.gpu_columns(m, "a", 0, 100, 0.5)
     assert (row["collective_ns"], row["collective_calls"], row["collective_wait_status"]) == (8, 2, "abstained")
-    assert row["collective_wait_ns"] is None and row["collective_wait_usd_per_month"] is None   # missing, not NaN
+    assert row["collective_wait_ns"] is None   # missing, not NaN
+    assert "collective_wait_usd_per_month" not in row   # price-free: the fleet's pricing gives the dollars
 
 
 def test_a_collective_clipped_by_the_window_edge():
@@ -153,9 +154,9 @@ def test_a_different_number_of_collective_streams_abstains():
     assert m.note == ("calls disagree between GPUs: a ran stream 1: AllReduce ×2, stream 2: AllReduce ×2, "
                       "b ran AllReduce ×4; not matched")
     assert m.basis == "abstained: " + m.note
-    assert collwait.gpu_columns(m, "a", 0, 100, 2.0, 730.0, 0.5)["collective_match_basis"] == "abstained: " + m.note
+    assert collwait.gpu_columns(m, "a", 0, 100, 0.5)["collective_match_basis"] == "abstained: " + m.note
     # no collective in W: no basis
-    assert collwait.gpu_columns(m, "a", 200, 300, 2.0, 730.0, 0.5)["collective_match_basis"] == ""
+    assert collwait.gpu_columns(m, "a", 200, 300, 0.5)["collective_match_basis"] == ""
 
 
 def test_cli_two_communicators_on_two_streams(tmp_path):

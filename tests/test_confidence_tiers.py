@@ -21,9 +21,10 @@ from test_serving_window import served
 
 from pipeline.analysis.analyse import analyse_gpu
 from pipeline.analysis.confidence import KindFigures, tier
+from pipeline.analysis.fixfirst import fix_list
 from pipeline.config import ConfidenceConfig, Config
 from pipeline.load.report import gpu_trace, load_report
-from pipeline.report.summary import filled_pricing, with_fix_columns
+from pipeline.fleet.pricing import filled_pricing, with_fix_columns
 from pipeline.synth import ExportWriter
 
 MS = 1_000_000
@@ -383,7 +384,8 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
     link the toy MI250 and two low traces). By hand, rate $4.00/h, 730 h: a (1 s window, 100 ms cpu, 30 stable
     iterations: high) 0.1 × 4 × 730 = $292.00; c (200 ms cpu) $584.00; b (a 20 ms window: toy, 10 ms cpu)
     0.5 × 4 × 730 = $1,460.00."""
-    from pipeline.report.summary import fix_first, with_fix_columns
+    from pipeline.fleet.pricing import with_fix_columns
+    from pipeline.report.summary import fix_first
 
     ms = 1_000_000
 
@@ -400,7 +402,7 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
     fleet = with_fix_columns(pd.DataFrame([row("a.sqlite", 1000, 100, 30), row("b.sqlite", 20, 10, 0),
                                            row("c.sqlite", 1000, 200, 30)]))
     entries = [(e["category"], bool(e["trusted"]), e["confidence_tier"], e["usd_per_month"], e["gpus"],
-                [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet)]
+                [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet, fix_list(fleet, {}))]
     assert entries == [("cpu", True, "high", 876.0, 2, [("c.sqlite", 584.0), ("a.sqlite", 292.0)]),
                        ("cpu", False, "toy", 1460.0, 1, [("b.sqlite", 1460.0)])]
 

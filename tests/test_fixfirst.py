@@ -11,6 +11,7 @@ import math
 import pandas as pd
 
 from pipeline.analysis.analyse import analyse_gpu
+from pipeline.analysis.fixfirst import fix_list
 from pipeline.config import ConfidenceConfig, Config
 from pipeline.fleet.outputs import write_outputs
 from pipeline.fleet.reduce import build_fleet, rollup, rosters_of
@@ -287,7 +288,7 @@ def test_reconcile_by_hand_on_a_real_analysis(tmp_path):
     results = analyse(three_causes(tmp_path / "three.sqlite"))
     fleet = build_fleet([r.row for r in results])
     assert fleet["idle_usd_per_month"].tolist() == [1650.43]
-    rc = reconcile(fleet, fix_first(fleet))
+    rc = reconcile(fleet, fix_first(fleet, fix_list(fleet, {})))
     assert {k: v for k, v in rc.items() if k != "ns"} == {
         "headline": 1650.43, "fixes": 1142.61, "slivers": 0.0, "profiler": 507.83, "untraced": 0.0, "other": 0.0,
         "rounding": -0.01}
@@ -320,12 +321,13 @@ def reconcile_fleet() -> pd.DataFrame:
 
 
 def test_reconcile_by_hand_on_a_synthetic_fleet():
-    from pipeline.report.summary import fix_first, reconcile, with_fix_columns
+    from pipeline.fleet.pricing import with_fix_columns
+    from pipeline.report.summary import fix_first, reconcile
 
     # a table without the fix columns gets them as it is read (load_results), from cat_<c>_ns at 730 hours; the
     # views format that finished fleet
     fleet = with_fix_columns(reconcile_fleet())
-    fixes = fix_first(fleet)
+    fixes = fix_first(fleet, fix_list(fleet, {}))
     assert [(e["category"], e["usd_per_month"]) for e in fixes] == [
         ("launch", 438.0), ("sync", 146.0), ("data", 109.5), ("cpu", 73.0)]
     rc = reconcile(fleet, fixes)

@@ -274,7 +274,7 @@ FUNCTION_IMPORTS = {
     },
     "pipeline/report/command.py": {
         "start-up: cli.py imports this command at its top; the report's stages wait for the command": {
-            "..io", "..text", ".html", ".rendered"},
+            "..config", "..io", "..text", ".html", ".rendered"},
     },
     "pipeline/text.py": {"start-up: cli.py imports text.py at its top; pandas only to make a CSV cell safe": {
         "pandas"}},

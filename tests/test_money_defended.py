@@ -215,7 +215,7 @@ _ROW = {"cluster": "c1", "job": "train", "node": "n1", "report": "a.sqlite", "gp
 
 
 def _fleet(rows):
-    from pipeline.report.summary import with_fix_columns
+    from pipeline.fleet.pricing import with_fix_columns
     from pipeline.schema import conform
 
     frame = pd.DataFrame(rows)

@@ -84,12 +84,14 @@ def test_fix_first_prices_with_the_cost_function():
     for cat_ns, window_ns, rate, hours in GRID:
         if cat_ns > window_ns:
             continue
-        got = fixfirst.gpu_columns({"data": cat_ns}, window_ns, 10, rate, hours, 5, 1)
+        got = fixfirst.gpu_columns({"data": cat_ns}, window_ns, 10, 5, 1)
+        assert "fix_data_usd_per_month" not in got   # fix-first prices nothing: the fleet's pricing does
+        usd = cost.share_usd([cat_ns], [window_ns], [rate], hours)[0]   # every dollar column's, vectorised
         share = cat_ns / window_ns
-        assert got["fix_data_usd_per_month"] == round(cost.idle_usd_per_month(share, rate, hours), 2)
+        assert usd == round(cost.idle_usd_per_month(share, rate, hours), 2)
         assert got["fix_data_speedup"] == round(cost.amdahl_speedup(share), 4)
         # worked out by hand: share × rate × hours
-        assert got["fix_data_usd_per_month"] == round(float(share) * float(rate) * float(hours), 2)
+        assert usd == round(float(share) * float(rate) * float(hours), 2)
 
 
 def test_only_the_cost_module_multiplies_by_the_month():

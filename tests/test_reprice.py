@@ -202,3 +202,142 @@ def test_the_loaded_array_cache_is_keyed_by_the_loader_code(tmp_path, monkeypatc
     covered = [r for r in seen if any(r == p or r.startswith(p + "/") for p in code_keys.LOADER_CODE)]
     assert "analysis/graphcapture.py" in seen  # load/caveats.py's: what a loaded report holds depends on it
     assert sorted(seen - set(covered)) == ["code_keys.py"]
+
+
+def _stored(root) -> list[str]:
+    return sorted(os.listdir(root / "cache" / "results"))
+
+
+def test_an_old_folder_re_prices_itself_with_the_card_given(runs, tmp_path):
+    """Folder ``a`` was written at $3.50/h over 700 h (AFTER). ``gpu-idle report a --config before.yaml`` prices its
+    table again with BEFORE's card ($2.00/h over 730 h): each GPU's dollars are round(idle_ns / window_ns × 2.0 ×
+    730, 2) (by hand), the exposed communication's and each fix-first category's likewise, the headline their sum;
+    the report names the card that priced it; nothing is analysed (no result stored, the folder's table unchanged);
+    without --config the run's own dollars stay."""
+    root, a = runs["root"], runs["root"] / "a"
+    stored, table = _stored(root), (a / "fleet.parquet").read_bytes()
+    out = run_cli("report", str(a), "--format", "csv", "--out", str(tmp_path / "r.csv"),
+                  "--config", str(root / "before.yaml"), env={"GPU_IDLE_CACHE": str(root / "cache")})
+    assert out.stdout.endswith(f" (priced again with the rate card of {root / 'before.yaml'}; nothing analysed)\n")
+    got = pd.read_csv(tmp_path / "r.csv").sort_values("gpu_key").to_dict("records")
+    fleet = pd.read_parquet(a / "fleet.parquet").sort_values("gpu_key").to_dict("records")
+    assert len(got) == 2 and [r["idle_usd_per_month"] for r in fleet] != [r["idle_usd_per_month"] for r in got]
+    for row, full in zip(got, fleet):
+        window = int(full["window_ns"])
+        assert row["rate_usd_per_hour"] == 2.0 and full["rate_usd_per_hour"] == 3.5
+        assert row["idle_usd_per_month"] == round(int(full["idle_ns"]) / window * 2.0 * 730, 2)
+        assert row["comm_exposed_usd_per_month"] == round(int(full["comm_exposed_ns"]) / window * 2.0 * 730, 2)
+    run_cli("report", str(a), "--format", "md", "--out", str(tmp_path / "r.md"), "--config", str(root / "before.yaml"))
+    md = (tmp_path / "r.md").read_text()
+    total = sum(round(int(f["idle_ns"]) / int(f["window_ns"]) * 2.0 * 730, 2) for f in fleet)
+    assert f"${total:,.2f}/month idle" in md
+    assert f"Priced as this report was made, with {root / 'before.yaml'}" in md and "H100 $2.00/GPU-hour" in md
+    assert "730 hours per month" in md
+    run_cli("report", str(a), "--format", "md", "--out", str(tmp_path / "own.md"))
+    own = (tmp_path / "own.md").read_text()
+    assert "Priced as this report was made" not in own
+    assert f"${sum(f['idle_usd_per_month'] for f in fleet):,.2f}/month idle" in own
+    assert _stored(root) == stored and (a / "fleet.parquet").read_bytes() == table   # nothing analysed or written
+
+
+def test_an_older_table_lacking_price_columns_is_priced_with_the_card_given(runs, tmp_path):
+    """A copy of folder ``a`` whose table lacks the fix-first dollars, the exposed communication's and the rate
+    flags (a version before them wrote it): priced with BEFORE's card as it is read, through the fleet's pricing
+    (:func:`pipeline.fleet.pricing.finished`), every one of them round(ns / window_ns × 2.0 × 730, 2) (by hand)."""
+    import shutil
+
+    from conftest import vouch
+
+    from pipeline.config import load_config
+    from pipeline.fleet.pricing import finished
+
+    old = tmp_path / "old"
+    shutil.copytree(runs["root"] / "a", old)
+    gone = ["comm_exposed_usd_per_month", "rate_assumed", "unpriced",
+            *(c for c in pd.read_parquet(old / "fleet.parquet").columns if c.startswith("fix_"))]
+    pd.read_parquet(old / "fleet.parquet").drop(columns=gone).to_parquet(old / "fleet.parquet")
+    vouch(old)
+    table = pd.read_parquet(old / "fleet.parquet")
+    got = finished(table, None, load_config([str(runs["root"] / "before.yaml")]))
+    for row in got.to_dict("records"):
+        window = int(row["window_ns"])
+        assert row["idle_usd_per_month"] == round(int(row["idle_ns"]) / window * 2.0 * 730, 2)
+        assert row["comm_exposed_usd_per_month"] == round(int(row["comm_exposed_ns"]) / window * 2.0 * 730, 2)
+        for cat in ("data", "comm", "sync"):
+            assert row[f"fix_{cat}_usd_per_month"] == round(int(row[f"cat_{cat}_ns"]) / window * 2.0 * 730, 2)
+        assert row["rate_assumed"] is False or row["rate_assumed"] == False  # noqa: E712 (numpy bool)
+    run_cli("report", str(old), "--format", "csv", "--out", str(tmp_path / "r.csv"),
+            "--config", str(runs["root"] / "before.yaml"))
+    csv = pd.read_csv(tmp_path / "r.csv")
+    assert sorted(csv["idle_usd_per_month"]) == sorted(got["idle_usd_per_month"])
+
+
+def test_a_template_edit_changes_no_result_key(tmp_path, monkeypatch):
+    """The report's and the GPU page's templates are presentation: editing one leaves the result code's digest (every
+    stored result's key, :func:`pipeline.code_keys.result_code`) as it was; a code edit under the result code
+    changes it (the check can fail). tests/test_result_keys.py holds the same for every key on a whole run."""
+    import shutil
+
+    copy = tmp_path / "pipeline"
+    shutil.copytree(code_keys.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(code_keys, "PACKAGE", str(copy))
+
+    def digest() -> str:
+        code_keys.module_digest.cache_clear()
+        return code_keys.code_digest_of(code_keys.RESULT_CODE)
+
+    before = digest()
+    templates = sorted((copy / "report" / "templates").glob("*.j2"))
+    assert {t.name for t in templates} >= {"report.html.j2", "gpu.html.j2"}
+    for template in templates:
+        template.write_text(template.read_text(encoding="utf-8").replace("<p", "<p data-edited", 1) + "\n<!-- edited -->\n",
+                            encoding="utf-8")
+    assert digest() == before
+    with open(copy / "analysis" / "cost.py", "a", encoding="utf-8") as fh:
+        fh.write("\n_EDITED = 1\n")
+    assert digest() != before
+    code_keys.module_digest.cache_clear()
+
+
+def test_the_gpu_pages_of_a_folder_priced_again_show_the_new_dollars(runs, tmp_path):
+    """``gpu-idle report a --config before.yaml`` (HTML): the report says which card priced it, and each GPU page
+    beside it shows that GPU's dollars at $2.00/h over 730 h (by hand), not the run's $3.50/h over 700 h."""
+    root = runs["root"]
+    run_cli("report", str(root / "a"), "--out", str(tmp_path / "r.html"), "--config", str(root / "before.yaml"))
+    assert 'id="priced-with"' in (tmp_path / "r.html").read_text()
+    from pipeline.fleet.outputs import gpu_page_name
+
+    fleet = pd.read_parquet(root / "a" / "fleet.parquet").to_dict("records")
+    assert sorted(p.name for p in (tmp_path / "gpu-pages").glob("*.html")) == sorted(
+        gpu_page_name(r["report"], r["gpu_key"]) for r in fleet)
+    for row in fleet:
+        text = (tmp_path / "gpu-pages" / gpu_page_name(row["report"], row["gpu_key"])).read_text()
+        new = round(int(row["idle_ns"]) / int(row["window_ns"]) * 2.0 * 730, 2)
+        assert f"${new:,.2f}" in text and f"${row['idle_usd_per_month']:,.2f}" not in text
+
+
+def test_pricing_a_table_again_moves_its_rate_warnings_or_abstains(runs):
+    """Folder ``a``'s table priced again (:func:`pipeline.fleet.pricing.repriced`) with a card that lacks its GPUs'
+    model: left unpriced (NaN dollars, ``unpriced``) with the ``model-not-on-rate-card`` warning; that table priced
+    again with BEFORE's card: the warning gone, the warnings and codes as the table had them, the dollars by hand. A
+    GPU naming no model cannot be priced again from the table (the note its warning quotes is not there): refused,
+    named, never a guess."""
+    from pipeline.config import load_config
+    from pipeline.fleet.pricing import NotRepriced, repriced
+
+    table = pd.read_parquet(runs["root"] / "a" / "fleet.parquet")
+    assert not table["warning_codes"].fillna("").str.contains("model-not-on-rate-card").any()
+    lacking = repriced(table, config_from_dict({"cost": {"rates": [   # the card's H100 entry fits no GPU here
+        {"model": "H100", "usd_per_gpu_hour": 2.0, "match": ["no-such-gpu*"]}]}}))
+    assert lacking["unpriced"].tolist() == [True, True] and lacking["idle_usd_per_month"].isna().all()
+    assert all(c.split(",")[-1] == "model-not-on-rate-card" for c in lacking["warning_codes"])
+    assert all("is not on the rate card; left unpriced" in w for w in lacking["warnings"])
+    back = repriced(lacking, load_config([str(runs["root"] / "before.yaml")]))
+    assert back["warnings"].fillna("").tolist() == table["warnings"].fillna("").tolist()
+    assert back["warning_codes"].fillna("").tolist() == table["warning_codes"].fillna("").tolist()
+    assert back["unpriced"].tolist() == [False, False] and back["rate_usd_per_hour"].tolist() == [2.0, 2.0]
+    assert back["idle_usd_per_month"].tolist() == [round(int(i) / int(w) * 2.0 * 730, 2)
+                                                   for i, w in zip(table["idle_ns"], table["window_ns"])]
+    unnamed = table.assign(gpu_model=["", table["gpu_model"].iloc[1]])
+    with pytest.raises(NotRepriced, match="1 GPU\\(s\\) cannot be priced again.*names no GPU model"):
+        repriced(unnamed, load_config([str(runs["root"] / "before.yaml")]))

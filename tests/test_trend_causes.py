@@ -191,7 +191,7 @@ def test_idle_and_rate_changing_together_split_to_the_cent():
     """The split itself on hand-made rows (730 h then, as noted, 720 h): per GPU, idle = U1 − C and
     rate = C − U0 with C = f0 × r1 × H1 rounded to cents; a GPU gone is fleet change; a change of the
     hours per month alone is a rate change, named."""
-    from pipeline.report.changes import split
+    from pipeline.fleet.changes import split
 
     def night(rows):
         return pd.DataFrame([{"cluster": "c", "job": j, "report": f"{j}.sqlite", "gpu_key": g, "status": "ok",
@@ -381,7 +381,7 @@ def test_an_ambiguous_seat_falls_back_to_file_and_gpu_key():
     they are matched by report and GPU key (a new file is a GPU that came, the old one went); a seat shared
     only tonight (n2) does the same on both nights; a seat held once each night (n3, rank 0, device 0) and a
     GPU uuid match whatever the file and process."""
-    from pipeline.report.changes import gpu_changes, split
+    from pipeline.fleet.changes import gpu_changes, split
 
     def night(rows):
         return pd.DataFrame([{"cluster": "c", "job": "j", "node": n, "rank": k, "device_ids": d, "report": f,

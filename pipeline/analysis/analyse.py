@@ -479,7 +479,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         collective = collwait.match({trace.gpu_key: gpu_collectives(k, cfg, trace.world_size, trace.kernel_aliases)},
                                     trace.world_size)
     nvtx_texts = trace.nvtx["text"].unique()
-    collectives = Collectives(**collwait.gpu_columns(collective, trace.gpu_key, w0, w1, None, None,
+    collectives = Collectives(**collwait.gpu_columns(collective, trace.gpu_key, w0, w1,
                                                      cfg.collective.chronic_share, nvtx_texts))
     # peers in other reports: its calls (also those outside W) kept for the job's step across files
     # (pipeline.fleet.crosswait)
@@ -490,7 +490,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     kind_figures = KindFigures.of_row({**kind_columns, **idle.columns(), "bursts": bursts})
     confident = Confidence(
         iteration_spread_pct=spread, bursts=bursts, idle_pct_low=idle_low, idle_pct_high=idle_high, idle_pct_sd=idle_sd,
-        **fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, None, None, idle.kernel_count, spread,
+        **fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, idle.kernel_count, spread,
                                cfg.confidence, dataclasses.replace(kind_figures, outside_ns=outside)))
     diagnosed = Diagnosis(diagnosis=diagnosis.to_text(diagnosis.diagnose(
         device_categorised, kw, copies_in, trace.runtime, trace.nvtx,

@@ -40,7 +40,6 @@ import pandas as pd
 
 from ..schema import (ABSTAINED, COLLECTIVE_WAIT, MEASURED, NO_COLLECTIVE,  # noqa: F401  (the columns' values)
                       PIPELINE_BUBBLE, job_late_rank)
-from .cost import idle_usd_per_month
 
 #: NCCL/RCCL/MSCCL device kernel names: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``,
 #: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_SendRecv``: the word after the prefix.
@@ -263,15 +262,12 @@ def is_chronic(last_count: int, calls: int, chronic_share: float) -> bool:
 
 
 
-def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float | None, hours_per_month: float | None,
-                chronic_share: float, nvtx_texts=()) -> dict:
+def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, chronic_share: float, nvtx_texts=()) -> dict:
     """The fleet row's ``collective_*`` columns of GPU ``gpu_key`` inside its W = [w0, w1) from its report's
     :class:`Matched` calls (docs/definitions.md#collective-wait): ``collective_ns``, ``collective_calls`` and the
-    shares of W always; ``collective_wait_ns``, ``collective_transfer_ns``, ``collective_last_count`` and
-    ``collective_wait_usd_per_month`` (the wait's share of W priced by
-    :func:`pipeline.analysis.cost.idle_usd_per_month` at ``rate`` USD/h: beside the idle, never in it; no such
-    column when ``rate`` is None: a price-free row, priced at the reduce) empty
-    (None / NaN) when the match abstained; ``collective_match_basis`` (:attr:`Matched.basis`, ``""`` with no
+    shares of W always; ``collective_wait_ns``, ``collective_transfer_ns`` and ``collective_last_count`` empty
+    (None / NaN) when the match abstained (price-free: the wait's dollars, ``collective_wait_usd_per_month``, are
+    the fleet's, :func:`pipeline.analysis.cost.price_in_place`); ``collective_match_basis`` (:attr:`Matched.basis`, ``""`` with no
     call in W); ``collective_wait_status`` (:data:`MEASURED`, :data:`ABSTAINED` or
     :data:`NO_COLLECTIVE` when no call of the GPU overlaps W) and ``collective_wait_note`` (how matched, or why
     not); ``collective_chronic`` (:func:`is_chronic` at ``chronic_share``) and ``collective_p2p`` (every call
@@ -294,15 +290,10 @@ def gpu_columns(matched: Matched, gpu_key: str, w0: int, w1: int, rate: float | 
            "collective_chronic": False, "collective_p2p": False}
     if status == ABSTAINED:
         return {**row, "collective_wait_ns": None, "collective_transfer_ns": None, "collective_last_count": None,
-                "collective_wait_pct": None, "collective_transfer_pct": None,
-                # not measured: missing, as idle_pct_low is without iterations
-                **({} if rate is None else {"collective_wait_usd_per_month": None})}
-    share = own.wait_ns / window if window > 0 else 0.0
+                "collective_wait_pct": None, "collective_transfer_pct": None}
     return {**row, "collective_wait_ns": own.wait_ns, "collective_transfer_ns": own.transfer_ns,
             "collective_last_count": own.last_count, "collective_wait_pct": pct(own.wait_ns),
             "collective_transfer_pct": pct(own.transfer_ns),
-            **({} if rate is None else  # None: price-free (priced at the reduce, cost.price_rows)
-               {"collective_wait_usd_per_month": round(idle_usd_per_month(share, rate, hours_per_month), 2)}),
             "collective_chronic": status == MEASURED and is_chronic(own.last_count, own.calls, chronic_share),
             "collective_p2p": status == MEASURED and matched.p2p and not nvtx_names_collective(nvtx_texts)}
 

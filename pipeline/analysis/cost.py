@@ -247,7 +247,7 @@ def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
     window = np.asarray(col("window_ns", 0), dtype=np.float64)
 
     def usd(part) -> list:
-        return _rounded(idle_usd_per_month_array(_fraction(np.asarray(part, dtype=np.float64), window), rate, hours))
+        return share_usd(part, window, rate, hours)
 
     priced = {"idle_usd_per_month": usd(col("idle_ns", 0)),
               "comm_exposed_usd_per_month": usd(col("comm_exposed_ns", 0))}
@@ -259,7 +259,7 @@ def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
     measured = np.array([w is not None and w == w for w in wait], dtype=bool)
     span = np.asarray(col("window_end_ns", 0), dtype=np.float64) - np.asarray(col("window_start_ns", 0), np.float64)
     waited = np.asarray([w if m else 0 for w, m in zip(wait, measured)], dtype=np.float64)
-    wait_usd = _rounded(idle_usd_per_month_array(_fraction(waited, span), rate, hours))
+    wait_usd = share_usd(waited, span, rate, hours)
     priced["collective_wait_usd_per_month"] = [u if m else None for u, m in zip(wait_usd, measured)]
     for i, (row, key) in enumerate(zip(rows, keys)):
         choice, added, tail = chosen[key]
@@ -279,6 +279,16 @@ def price_in_place(rows: list[dict], cost: CostConfig) -> list[dict]:
             row.pop(name, None)
         row.update(new)
     return rows
+
+
+def share_usd(part_ns, window_ns, usd_per_gpu_hour, hours_per_month: float) -> list:
+    """USD per month of shares of GPU windows, element-wise and rounded to cents: ``part_ns / window_ns`` (0 where
+    the window is not positive) × ``usd_per_gpu_hour`` (NaN: unpriced, NaN dollars) × ``hours_per_month``
+    (:func:`idle_usd_per_month`'s products, vectorised). Every dollar column of a fleet row comes from it: the
+    reduce's (:func:`price_in_place`), the wait inside collectives matched across files and an older table's
+    fix-first columns filled as it is read (:mod:`pipeline.fleet.pricing`)."""
+    rate = np.asarray(usd_per_gpu_hour, dtype=np.float64)
+    return _rounded(idle_usd_per_month_array(_fraction(part_ns, window_ns), rate, hours_per_month))
 
 
 def idle_usd_per_month_array(idle_fraction: np.ndarray, usd_per_gpu_hour: np.ndarray, hours_per_month: float):

@@ -41,7 +41,7 @@ from ..config import ConfidenceConfig
 from ..model import CATEGORIES, CAVEATS
 from .confidence import TIERS, TRUSTED, KindFigures, tier_columns, trust_rank
 from ..schema import FIX_FIRST, analysed_rows, conform, share
-from .cost import amdahl_speedup, assumed_split, idle_usd_per_month, models_text, unpriced_total
+from .cost import amdahl_speedup, assumed_split, models_text, unpriced_total
 from . import collwait
 from . import diagnosis as dx
 from .names import gpu_names
@@ -344,24 +344,21 @@ def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "l
     return ("toy capture: " if tier == "toy" else "low confidence: ") + ", ".join(parts)
 
 
-def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_hour: float | None,
-                hours_per_month: float | None, kernel_count: int, spread_pct,
+def gpu_columns(category_ns: dict, window_ns: int, iterations: int, kernel_count: int, spread_pct,
                 confidence: ConfidenceConfig = ConfidenceConfig(), figures: KindFigures = KindFigures()) -> dict:
     """The fix-first columns of one GPU's fleet row.
 
     Args:
         category_ns: category name -> device-level idle ns of that category in the window.
         window_ns, iterations: the analysis window (ns) and its stable iterations.
-        usd_per_gpu_hour, hours_per_month: the GPU's rate and the month (hours); None: no dollar column (a
-            price-free row, priced at the reduce: :func:`pipeline.analysis.cost.price_rows`).
         kernel_count, spread_pct: the kernels in the window and the kept iterations' ``iteration_spread_pct``
             (None: none or unknown), which with the window and iterations give the tier.
         confidence: the tiers' thresholds (config ``confidence``).
         figures: what the job's kind adds to the tier (:class:`~pipeline.analysis.confidence.KindFigures`;
             none known: the iteration rule alone).
     Returns:
-        ``fix_<c>_usd_per_month`` (rounded to cents) and ``fix_<c>_speedup`` (4 decimals) for each
-        application category ``c`` of ``category_ns``, ``confidence_tier``, ``low_confidence`` and
+        ``fix_<c>_speedup`` (4 decimals) for each application category ``c`` of ``category_ns`` (price-free: its
+        ``fix_<c>_usd_per_month`` is the fleet's, :func:`pipeline.analysis.cost.price_in_place`), ``confidence_tier``, ``low_confidence`` and
         ``confidence_note`` (:func:`pipeline.analysis.confidence.tier_columns`) and ``implausible_speedup``
         (some category holds at least :data:`IMPLAUSIBLE_SHARE` of the window).
     """
@@ -370,8 +367,6 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, usd_per_gpu_
     for cat in fixable(category_ns):
         s = share(category_ns[cat], window_ns)
         worst = max(worst, s)
-        if usd_per_gpu_hour is not None:  # None: price-free (priced at the reduce, cost.price_rows)
-            out[f"fix_{cat}_usd_per_month"] = round(idle_usd_per_month(s, usd_per_gpu_hour, hours_per_month), 2)
         out[f"fix_{cat}_speedup"] = round(amdahl_speedup(s), 4)
     out.update(tier_columns(window_ns, kernel_count, iterations, spread_pct, confidence, figures))
     out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE

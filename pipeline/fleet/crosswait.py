@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 
 from ..analysis import collwait
+from ..analysis.cost import share_usd
 from ..io import cell_text
 from ..schema import JOB_KEY, NOT_ANALYSED
 from .grouping import _whole
@@ -135,9 +136,12 @@ def match_job(ran: list[dict], rosters: dict, cfg) -> None:
     matched = matched._replace(note=note)
     for key, r in zip(names, ran):
         nvtx = ("nccl:collective",) if docs[key].get("nvtx_collective") else ()
-        r.update(collwait.gpu_columns(matched, key, int(r["window_start_ns"]), int(r["window_end_ns"]),
-                                      _rate(r.get("rate_usd_per_hour")), cfg.cost.hours_per_month,
-                                      cfg.collective.chronic_share, nvtx))
+        w0, w1 = int(r["window_start_ns"]), int(r["window_end_ns"])
+        r.update(collwait.gpu_columns(matched, key, w0, w1, cfg.collective.chronic_share, nvtx))
+        # the row is priced (the reduce's first step): the wait measured now priced at its rate; not measured: empty
+        r["collective_wait_usd_per_month"] = (None if r["collective_wait_ns"] is None else
+                                              share_usd([r["collective_wait_ns"]], [w1 - w0],
+                                                        [_rate(r.get("rate_usd_per_hour"))], cfg.cost.hours_per_month)[0])
         if r["collective_wait_status"] == collwait.MEASURED:
             r["collective_match_basis"] = ACROSS_FILES
 

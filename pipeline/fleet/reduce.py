@@ -7,14 +7,16 @@ result store, and error rows): :func:`build_fleet` orders them and flags straggl
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .. import kinds
 from ..analysis.cost import assumed_split, unpriced_text, unpriced_total
+from ..analysis.fixfirst import fix_list
 from ..load.capture import export_source
-from ..schema import (ANALYSED, BOOL_COLUMNS, DUPLICATE, ERRORS, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED, ROLLUP,
+from ..schema import (ANALYSED, BOOL_COLUMNS, CLUSTER_KEY, DUPLICATE, ERRORS, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED, ROLLUP,
                       ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, Speedup, analysed_rows, check_row, conform)
 from .crosswait import calls_entry, match_across_files
 from .grouping import group_jobs
@@ -22,7 +24,7 @@ from .pricing import price_in_place
 
 __all__ = ["BOOL_COLUMNS", "COMM_COLUMNS", "FLEET_COLUMNS", "INT_COLUMNS", "ROLLUP_INT_COLUMNS", "build_fleet",
            "assumed_text", "drop_duplicates", "duplicate_row", "error_row", "fleet_frame", "int_column", "one_of_each",
-           "problem_rows", "rate_assumptions", "reduce_outcomes", "rollup"]
+           "problem_rows", "rate_assumptions", "reduce_outcomes", "rollup", "Rolled", "rolled"]
 
 #: Communication overlap columns (:mod:`pipeline.analysis.overlap`), in fleet-table order.
 COMM_COLUMNS = [c for c in FLEET_COLUMNS if c.startswith("comm_") and not c.endswith("_usd_per_month")]
@@ -327,6 +329,28 @@ def rate_assumptions(fleet: pd.DataFrame) -> dict:
     ok = conform(analysed_rows(fleet), ["rate_assumed", "unpriced", "idle_usd_per_month", "gpu_model"])
     return assumed_split(ok["idle_usd_per_month"].astype(float).to_numpy(), ok["rate_assumed"].astype(bool).to_numpy(),
                          ok["unpriced"].astype(bool).to_numpy(), ok["gpu_model"].tolist())
+
+
+@dataclass(frozen=True)
+class Rolled:
+    """A finished fleet table rolled up once by the fleet stage for its readers (the report formats these, never
+    rolls or prices again): ``clusters`` and ``jobs`` (:func:`rollup` per :data:`~pipeline.schema.CLUSTER_KEY` and
+    per :data:`~pipeline.schema.JOB_KEY`; an empty frame for an empty table), ``fixes`` (the ranked fix-first lists,
+    :func:`~pipeline.analysis.fixfirst.fix_list`, without example gaps; an empty frame without an analysed GPU) and
+    ``rates_assumed`` (:func:`rate_assumptions`)."""
+
+    clusters: pd.DataFrame
+    jobs: pd.DataFrame
+    fixes: pd.DataFrame
+    rates_assumed: dict
+
+
+def rolled(fleet: pd.DataFrame) -> Rolled:
+    """:class:`Rolled` of the finished fleet table ``fleet`` (every column there: :func:`~pipeline.schema.conform`)."""
+    empty = pd.DataFrame()
+    return Rolled(rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else empty,
+                  rollup(fleet, list(JOB_KEY)) if len(fleet) else empty,
+                  fix_list(fleet, {}) if len(analysed_rows(fleet)) else empty, rate_assumptions(fleet))
 
 
 def assumed_text(ra: dict) -> str:

@@ -22,7 +22,12 @@ FORMATS = ("html", "csv", "md")
 @click.option("--night", default=None, metavar="YYYY-MM-DD",
               help="With a sweep state folder: the night to report (its history up to it); default the latest "
                    "night not in the future.")
-def report(results, out_path, fmt, night):
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML config (repeatable, layered over the defaults) whose rate card prices the report: the "
+                   "folder's table is priced again with its `cost` section (rates, cluster overrides, hours per "
+                   "month), nothing analysed, and the report says which card priced it. Default: the dollars as the "
+                   "run priced them.")
+def report(results, out_path, fmt, night, configs):
     """Render the idle-cost report of RESULTS: a `gpu-idle run --out` folder, or a nightly-sweep
     state folder (history/run_date=YYYY-MM-DD/fleet.parquet and nights/YYYY-MM-DD/), whose latest
     night not in the future is the current one and whose history gives the trend. The HTML report comes with one
@@ -30,8 +35,9 @@ def report(results, out_path, fmt, night):
     GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
     linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
     records' links to those pages resolve. Exit status 1 when it cannot be written (a full disk), 2
-    when nothing could be done: RESULTS is no results folder, no such --night, or --out is a folder not
-    to write into (a symlinked gpu-pages/, another report's pages, another gpu-idle process writing it)."""
+    when nothing could be done: RESULTS is no results folder, no such --night, a --config that cannot be used or
+    cannot price the folder's table, or --out is a folder not to write into (a symlinked gpu-pages/, another
+    report's pages, another gpu-idle process writing it)."""
     from ..io import OutputError, folder_lock
     from ..text import message
     from .html import ReportError, ReportNotWritten, write_report
@@ -45,14 +51,29 @@ def report(results, out_path, fmt, night):
         # html writes gpu-pages/ beside the report (and records them in a run folder): one writer at a time
         with folder_lock(os.path.dirname(os.path.abspath(out_path)), command="gpu-idle report") \
                 if fmt == "html" else contextlib.nullcontext():
-            path = write_report(results, out_path, fmt, night)
+            path = write_report(results, out_path, fmt, night, cfg=_config(configs), configs=configs)
     except OutputError as exc:  # a folder not to write (a symlinked gpu-pages/, another writer): nothing done, 2
         raise click.BadParameter(message(exc), param_hint="--out") from exc
     except ReportNotWritten as exc:  # begun, not finished (a full disk): 1
         raise click.ClickException(message(exc)) from exc
     except ReportError as exc:  # RESULTS is no results folder, no such --night: nothing done, 2
         raise click.UsageError(message(exc)) from exc
-    click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else ""))
+    click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else "")
+               + (f" (priced again with the rate card of {', '.join(configs)}; nothing analysed)" if configs else ""))
+
+
+def _config(configs):
+    """The configuration of the ``--config`` files (None when none is given: the run's prices kept); a file that
+    cannot be used: a usage error (nothing done, 2)."""
+    if not configs:
+        return None
+    from ..config import ConfigError, load_config
+    from ..text import message
+
+    try:
+        return load_config(configs)
+    except ConfigError as exc:
+        raise click.UsageError(message(exc)) from exc
 
 
 def pages_note(report_path: str) -> str:

@@ -18,6 +18,7 @@ import html as html_lib
 import io
 import math
 import os
+import json
 import re
 import uuid
 
@@ -31,8 +32,9 @@ from ..analysis.fixfirst import REMEDIES
 from ..analysis.meter import too_few_text
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
+from ..fleet.pricing import repriced_summary
 from ..fleet.reduce import assumed_text
-from ..io import os_cause, write_text
+from ..io import json_text, os_cause, write_text
 from ..model import CATEGORIES
 from .. import categories, schema
 from ..report import plots
@@ -181,7 +183,23 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
         cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP, top_fixes=TOP_FIXES,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key), acct=read_view(res.run_dir),
-        coverage_text=coverage_text, whose_text=whose_text)
+        coverage_text=coverage_text, whose_text=whose_text, priced_with=priced_with_text(s["priced_with"]))
+
+
+def priced_with_text(p: dict | None) -> str:
+    """What priced a report whose table was priced again as it was read (:func:`pipeline.report.summary.priced_with`),
+    in words: the configuration files (or the defaults), the digest of their pricing settings, the rates and the
+    month; "" for a table as its run priced it."""
+    if not p:
+        return ""
+    rates = ", ".join(f"{r['model']} {usd(r['usd_per_gpu_hour'])}/GPU-hour" for r in p["rates"])
+    overrides = "; ".join(f"cluster {c}: " + ", ".join(f"{m} {usd(v)}" for m, v in rates_.items())
+                          for c, rates_ in p["cluster_rates"].items())
+    return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
+            f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
+            + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
+            "these rates, not the run's; the medical records below and the teams table (who pays, from the scheduler's "
+            "accounting) keep the dollars of the run that wrote them.")
 
 
 def headline_idle_text(h: dict) -> str:
@@ -400,7 +418,7 @@ def _markdown_legend(rows: list[dict]) -> list[str]:
     return [""] + [for_pages(line) for line in out] if out else []
 
 
-#: How each part of a night-over-night change (:data:`pipeline.report.changes.PARTS`) is named in text.
+#: How each part of a night-over-night change (:data:`pipeline.fleet.changes.PARTS`) is named in text.
 CAUSE_NAMES = {"idle": "idle", "rate": "rates", "fleet": "GPUs came/went"}
 
 
@@ -412,7 +430,7 @@ def _cause_text(parts: dict) -> str:
 
 def _markdown_causes(c: dict) -> list[str]:
     """The Markdown variant's lines on why the fleet's cost changed since the previous night
-    (:func:`~pipeline.report.changes.split`, docs/definitions.md#trend): the three parts and the prices
+    (:func:`~pipeline.fleet.changes.split`, docs/definitions.md#trend): the three parts and the prices
     that changed."""
     lines = [f"Why: idle change {signed_usd(c['idle'])} (at tonight's rates), rate change {signed_usd(c['rate'])} "
              f"(at last night's idle), fleet change {signed_usd(c['fleet'])} (GPUs and jobs that came or went: "
@@ -483,11 +501,13 @@ def render_markdown(res: Results) -> str:
     rates = "; ".join(f"{md_text(r['model'])} {usd(r['rate'])}/GPU-hour ({md_text(r['source'])})" if r["rate"] == r["rate"]
                       else f"unpriced ({md_text(for_pages(r['source']))})" for r in s["rate_card"])  # NaN: no rate
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
+    if s["priced_with"]:
+        lines += ["", md_text(priced_with_text(s["priced_with"]))]
     return "\n".join(lines) + "\n"
 
 
 def write_report(results_dir, out_path, fmt: str = "html", night: str | None = None,
-                 plot_cache: str | None = None) -> str:
+                 plot_cache: str | None = None, cfg=None, configs=()) -> str:
     """Render RESULTS (run output dir or sweep state dir) as ``fmt`` into ``out_path``, atomically.
 
     Args:
@@ -497,6 +517,8 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
         night: with a sweep state folder, the night to report (``YYYY-MM-DD``, history up to it);
             default the latest.
         plot_cache: for ``html``, a folder keeping plots by their inputs (see :func:`render_html`).
+        cfg, configs: a configuration whose rate card prices the current table again, and the files it was read
+            from (:func:`~pipeline.report.summary.load_results`); None: the table as its run priced it.
     Returns:
         ``out_path`` as a string.
     Raises:
@@ -510,7 +532,7 @@ def write_report(results_dir, out_path, fmt: str = "html", night: str | None = N
     from .gpu_page import PagesIncomplete  # the GPU pages: not for compare.py, which renders with this module
     from .rendered import pages_folder, record_report
 
-    res = load_results(os.fspath(results_dir), night)
+    res = load_results(os.fspath(results_dir), night, cfg, configs)
     out_path = os.fspath(out_path)
     pages = {}
     try:
@@ -552,5 +574,18 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     anchors = record_anchors(keys, records(res.run_dir, keys))
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
-    return write_gpu_pages(rows, lambda report, gpu: gpu_json_text(res.run_dir, report, gpu), out_path, plot_cache,
+    return write_gpu_pages(rows, lambda report, gpu: _doc_text(res, report, gpu), out_path, plot_cache,
                            gpu_names(res.current), gpu_roles(res.current))
+
+
+def _doc_text(res: Results, report: str, gpu_key: str) -> str | None:
+    """The text of the GPU's JSON (:func:`~pipeline.report.summary.gpu_json_text`); of a table priced again as it was
+    read (:attr:`~pipeline.report.summary.Results.priced_with`), with its ``_summary`` priced as the table is
+    (:func:`pipeline.fleet.pricing.repriced_summary`)."""
+    text = gpu_json_text(res.run_dir, report, gpu_key)
+    if text is None or not res.priced_with:
+        return text
+    rows = res.current[(res.current["report"] == report) & (res.current["gpu_key"] == gpu_key)]
+    doc = json.loads(text)
+    doc["_summary"] = repriced_summary(doc.get("_summary") or {}, rows.iloc[0].to_dict())
+    return json_text(doc)

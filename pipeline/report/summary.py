@@ -16,7 +16,6 @@ format. Money is USD per month, percentages 0..100, times int ns.
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import glob
 import json
@@ -29,17 +28,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis import fixfirst
-from ..analysis.confidence import TIERS, TRUSTED, KindFigures, trust_rank
+from ..analysis.confidence import TIERS, TRUSTED, trust_rank
 from ..analysis.cost import assumed_split, priced_sum, unpriced_total
 from ..analysis.meter import FEW_PERIODS_PER_GPU, util_pct
-from ..config import ConfidenceConfig, CostConfig
 from ..fleet.outputs import gpu_json_name
-from ..fleet.reduce import rate_assumptions, rollup
+from ..fleet.pricing import PRICING, NotRepriced, finished, settings_hours
+from ..fleet.reduce import Rolled, rolled
 from ..io import current_night, dated_dirs, same_file
 from ..model import CATEGORIES
-from ..schema import CLUSTER_KEY, DUPLICATE, JOB_KEY, NOT_ANALYSED, analysed_rows, conform, source_says_assumed
-from ..store.results import MANIFEST, read_manifest
-from .changes import CHANGE_COLUMNS, split
+from ..schema import DUPLICATE, JOB_KEY, analysed_rows, conform, source_says_assumed
+from ..store.results import MANIFEST, pricing_hash, read_manifest
+from ..fleet.changes import CHANGE_COLUMNS, split
 from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 from .words import wins_back, wins_back_basis
 
@@ -71,6 +70,10 @@ class Results:
         lacking: the nights the history lacks because a file of theirs is damaged (truncated, empty,
             not a fleet table): ``[{"date", "file" (relative to the state folder), "why"}]``, by date
             (:func:`history_part`); the trend says so.
+        priced_with: None when the current table is as its run priced it; else what priced it again as it
+            was read (:func:`priced_with`: the configuration files, their rate card's digest, the rates).
+        rolled: (a property) the current table's roll-ups, fix-first lists and rate assumptions, made by the fleet
+            stage (:func:`pipeline.fleet.reduce.rolled`): the report formats them.
     """
 
     source: str
@@ -80,6 +83,32 @@ class Results:
     run_dir: str | None
     history: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     lacking: list[dict] = field(default_factory=list)
+    priced_with: dict | None = None
+    _rolled: tuple = field(default=(None, None), repr=False, compare=False)
+
+    @property
+    def rolled(self) -> Rolled:
+        """The current table's :class:`~pipeline.fleet.reduce.Rolled`, made by the fleet stage once per table (again
+        when :attr:`current` is replaced), with every column there as :func:`summarise` reads it."""
+        table, made = self._rolled
+        if table is not self.current:
+            made = rolled(conform(self.current))
+            self._rolled = (self.current, made)
+        return made
+
+
+def priced_with(cfg, configs=()) -> dict | None:
+    """What prices a report's current table (docs/outputs.md#reports-for-people), None without ``cfg`` (the table as
+    its run priced it): ``{"configs": the configuration files given (their paths; none: the defaults), "hash": the
+    first 12 hex digits of the digest of the settings that price (:func:`pipeline.store.results.pricing_hash`),
+    "hours_per_month", "rates": [{model, usd_per_gpu_hour}] of the card, "cluster_rates": {cluster: {model:
+    rate}}}``."""
+    if cfg is None:
+        return None
+    return {"configs": [os.fspath(c) for c in configs], "hash": pricing_hash(cfg)[:12],
+            "hours_per_month": float(cfg.cost.hours_per_month),
+            "rates": [{"model": r.model, "usd_per_gpu_hour": float(r.usd_per_gpu_hour)} for r in cfg.cost.rates],
+            "cluster_rates": {c: dict(m) for c, m in (cfg.cost.cluster_rates or {}).items()}}
 
 
 #: The columns the history of earlier nights is read with (:func:`trend` needs no more); the
@@ -168,15 +197,19 @@ def is_sweep_dir(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "history")) or os.path.isdir(os.path.join(path, "nights"))
 
 
-def load_results(results_dir: str, night: str | None = None) -> Results:
+def load_results(results_dir: str, night: str | None = None, cfg=None, configs=()) -> Results:
     """Read a run output dir or a sweep state dir (see the module docstring).
 
     Args:
         results_dir: the folder.
         night: for a sweep state dir, the night to report as current (``YYYY-MM-DD``; the
             history after it is ignored); default the latest not in the future.
+        cfg: a configuration (:class:`~pipeline.config.Config`) whose rate card prices the current table again
+            (:func:`pipeline.fleet.pricing.repriced`; the history stays as each night priced it); None: the table
+            as its run priced it. ``configs``: the files it was read from, for :attr:`Results.priced_with`.
     Raises:
-        ReportError: no fleet table found, or ``night`` is not in the history.
+        ReportError: no fleet table found, ``night`` is not in the history, or the table cannot be priced
+            again with ``cfg``.
     """
     results_dir = os.fspath(results_dir)
     if not is_sweep_dir(results_dir):
@@ -187,9 +220,10 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
             raise ReportError(f"{results_dir}: no fleet.parquet (not a `gpu-idle run --out` folder) and no "
                               f"history/ or nights/ (not a sweep state folder)")
         vouched_folder(results_dir)
-        fleet = _priced(_read_fleet(path), results_dir)  # an older table: its fix columns priced as its run did
+        fleet = _finished(_read_fleet(path), results_dir, cfg)  # an older table: its fix columns as its run priced
         date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
-        return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)])
+        return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)],
+                       priced_with=priced_with(cfg, configs))
 
     nights = {d: p for d, p in dated_dirs(os.path.join(results_dir, "nights")).items()
               if os.path.exists(os.path.join(p, "fleet.parquet"))}
@@ -238,8 +272,8 @@ def load_results(results_dir: str, night: str | None = None) -> Results:
     else:
         raise ReportError(f"{results_dir}: night {date} cannot be read: "
                           + "; ".join(f"{x['file']}: {x['why']}" for x in lacking if x["date"] == date))
-    fleet = _priced(fleet, run_dir)
-    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking)
+    fleet = _finished(fleet, run_dir, cfg)
+    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking, priced_with(cfg, configs))
 
 
 def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
@@ -397,10 +431,10 @@ def trend(history: list[tuple[str, pd.DataFrame]], hours: dict | None = None) ->
         ``new_jobs``: jobs only in the current night ``[{job, cluster, usd}]``;
         ``gone_jobs``: jobs only in the previous night (fixed, or no longer profiled);
         ``causes``: the change of the last two nights split into idle, rate and fleet parts
-        (:func:`~pipeline.report.changes.split`, docs/definitions.md#trend), None with one night;
+        (:func:`~pipeline.fleet.changes.split`, docs/definitions.md#trend), None with one night;
         ``movers``: jobs in both nights with a non-zero change, by |idle part| descending, then |Δ USD|
         (ties: job), at most :data:`TOP_MOVERS`: ``[{job, cluster, before, after, delta, idle, rate, fleet,
-        causes}]`` (``causes``: the parts that are not zero, :func:`~pipeline.report.changes.cause_names`).
+        causes}]`` (``causes``: the parts that are not zero, :func:`~pipeline.fleet.changes.cause_names`).
     """
     nights, prev_usd = [], None
     for date, fleet in history:
@@ -415,7 +449,7 @@ def trend(history: list[tuple[str, pd.DataFrame]], hours: dict | None = None) ->
     if len(history) < 2:
         return out
     (d0, f0), (d1, f1) = history[-2], history[-1]
-    default = filled_pricing(None)["hours_per_month"]
+    default = settings_hours(None)
     causes = split(ok_rows(f0), ok_rows(f1), (hours or {}).get(d0, default), (hours or {}).get(d1, default))
     before, after = set(job_keys(f0)), set(job_keys(f1))
     parts = {k: causes["jobs"].get(k) or dict.fromkeys(("before", "after", "delta", "idle", "rate", "fleet"), 0.0)
@@ -443,7 +477,10 @@ def night_hours(res: Results) -> dict:
     dates = [d for d, _ in res.history][-2:]
     folders = {d: os.path.join(res.source, "nights", d) for d in dates} if res.kind == "sweep" else {}
     folders[res.current_date] = res.run_dir
-    return {d: run_hours(folders.get(d)) for d in dates}
+    hours = {d: run_hours(folders.get(d)) for d in dates}
+    if res.priced_with and res.current_date in hours:   # the current night priced again as it was read
+        hours[res.current_date] = res.priced_with["hours_per_month"]
+    return hours
 
 
 def comm_exposure(fleet: pd.DataFrame) -> dict | None:
@@ -478,99 +515,32 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
 TOP_FIXES = 5
 
 
-#: The manifest key under which a run folder or sweep night records the settings that price its fix-first
-#: columns (:func:`pricing_settings`), so a table without those columns is re-priced as its run priced it.
-PRICING = "pricing"
-
-
-def pricing_settings(cfg) -> dict:
-    """The settings of the configuration ``cfg`` (a :class:`~pipeline.config.Config`) that the fix-first
-    columns of a fleet row depend on besides the row itself (docs/definitions.md#fix-first): ``{
-    "hours_per_month": float, "confidence": {threshold: value}}`` (the ``confidence`` section's
-    thresholds, docs/definitions.md#confidence-tiers). The rate is the row's own ``rate_usd_per_hour``
-    (the run's rate card, overrides and MIG share)."""
-    return {"hours_per_month": float(cfg.cost.hours_per_month), "confidence": dataclasses.asdict(cfg.confidence)}
-
-
-def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.DataFrame:
-    """``fleet`` with the per-GPU fix-first columns (:data:`~pipeline.analysis.fixfirst.FLEET_FIX_COLUMNS`).
-
-    A table written before they existed (an older run folder or sweep night) gets them from its
-    ``cat_<c>_ns``, ``window_ns``, ``iterations``, ``kernel_count``, ``iteration_spread_pct`` (unknown in a
-    table without it), the kind's figures (:meth:`~pipeline.analysis.confidence.KindFigures.of_row`: none in a
-    table without them) and ``rate_usd_per_hour`` with :func:`~pipeline.analysis.fixfirst.gpu_columns`,
-    priced with the run's ``settings`` (:func:`pricing_settings`, as its folder's manifest records them
-    under :data:`PRICING`); a setting they do not name (a folder of code that recorded none) is the
-    default (:func:`filled_pricing`). A table that has the columns is returned as is.
-    """
-    if all(c in fleet.columns for c in fixfirst.FLEET_FIX_COLUMNS):
-        return fleet
-    full = filled_pricing(settings)
-    hours, thresholds = full["hours_per_month"], ConfidenceConfig(**full["confidence"])
-
-    def ns(value) -> int:
-        return 0 if value is None or pd.isna(value) else int(value)
-
-    def spread(value):
-        return None if value is None or pd.isna(value) else float(value)
-
-    rows = []
-    for r in fleet.to_dict("records"):
-        if r["status"] in NOT_ANALYSED:
-            rows.append({})
-            continue
-        rows.append(fixfirst.gpu_columns(
-            {c: ns(r.get(f"cat_{c}_ns")) for c in fixfirst.fixable()}, ns(r["window_ns"]), ns(r.get("iterations")),
-            float(r["rate_usd_per_hour"]), hours, ns(r.get("kernel_count")), spread(r.get("iteration_spread_pct")),
-            thresholds, KindFigures.of_row(r)))
-    added = pd.DataFrame(rows, index=fleet.index, columns=fixfirst.FLEET_FIX_COLUMNS)
-    return pd.concat([fleet.drop(columns=[c for c in fixfirst.FLEET_FIX_COLUMNS if c in fleet.columns]), added],
-                     axis=1)
-
-
-#: The confidence settings an older run folder's manifest records under :data:`PRICING` (before the
-#: ``confidence`` section existed) -> the thresholds they became.
-_OLD_CONFIDENCE = {"min_confidence_iterations": "medium_min_iterations",
-                   "min_confidence_window_ns": "medium_min_window_ns"}
-
-
-def filled_pricing(settings: dict | None) -> dict:
-    """``settings`` (a :func:`pricing_settings` dict, possibly partial or None) with every setting it does
-    not name taken from the defaults (``cost.hours_per_month``, the ``confidence`` section): ``{
-    "hours_per_month": float, "confidence": {threshold: value}}``. A manifest of older code records
-    ``min_confidence_iterations`` and ``min_confidence_window_ns``: read as the medium thresholds."""
-    given = settings or {}
-    confidence = dataclasses.asdict(ConfidenceConfig())
-    confidence.update({new: given[old] for old, new in _OLD_CONFIDENCE.items() if old in given})
-    recorded = given.get("confidence")
-    if isinstance(recorded, dict):
-        confidence.update({k: v for k, v in recorded.items() if k in confidence})
-    return {"hours_per_month": float(given.get("hours_per_month", CostConfig().hours_per_month)),
-            "confidence": confidence}
-
-
 def recorded_pricing(folder: str | None) -> dict | None:
     """The pricing settings the manifest of ``folder`` (a run folder or sweep night) records under
-    :data:`PRICING`; None when it records none (a folder written before it did) or there is no folder."""
+    :data:`~pipeline.fleet.pricing.PRICING`; None when it records none (a folder written before it did) or there is
+    no folder."""
     doc = read_manifest(folder) if folder else None
     settings = doc.get(PRICING) if doc else None
     return settings if isinstance(settings, dict) else None
 
 
-def _priced(fleet: pd.DataFrame, folder: str | None) -> pd.DataFrame:
-    """:func:`with_fix_columns` of ``fleet`` with the settings :func:`recorded_pricing` finds for ``folder``
-    (the run folder or the night's; none recorded: the defaults)."""
-    if not len(fleet):
-        return fleet
-    return with_fix_columns(fleet, recorded_pricing(folder))
+def _finished(fleet: pd.DataFrame, folder: str | None, cfg) -> pd.DataFrame:
+    """The fleet table of ``folder`` (the run folder or the night's) as the fleet stage finishes it
+    (:func:`pipeline.fleet.pricing.finished`: priced as its run priced it, with the settings :func:`recorded_pricing`
+    finds; with ``cfg``, priced again with its rate card). Raises :class:`ReportError` when it cannot be priced
+    again."""
+    try:
+        return finished(fleet, recorded_pricing(folder), cfg)
+    except NotRepriced as exc:
+        raise ReportError(f"{folder}: not priced with the configuration given: {exc}; `gpu-idle run` with that "
+                          "configuration prices it from its stored results (nothing analysed)") from exc
 
 
 def run_hours(folder: str | None) -> float:
     """The hours per month the run whose folder (or sweep night) is ``folder`` priced its dollars with
     (:func:`recorded_pricing`, docs/definitions.md#cost); the default ``cost.hours_per_month`` when it
     records none or no number."""
-    hours = (recorded_pricing(folder) or {}).get("hours_per_month")
-    return float(hours) if isinstance(hours, (int, float)) else filled_pricing(None)["hours_per_month"]
+    return settings_hours(recorded_pricing(folder))
 
 
 #: GPUs named (linked to their pages) per fix-first entry of the report.
@@ -701,8 +671,9 @@ def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | 
                   for r, g in zip(unpriced["report"], unpriced["gpu_key"])]
 
 
-def fix_first(fleet: pd.DataFrame) -> list[dict]:
-    """The fleet-level fix-first list (:func:`~pipeline.analysis.fixfirst.fix_list`, scope ``fleet``),
+def fix_first(fleet: pd.DataFrame, fixes: pd.DataFrame) -> list[dict]:
+    """The fleet-level fix-first list of ``fixes`` (the fleet's ranked lists, :attr:`Rolled.fixes
+    <pipeline.fleet.reduce.Rolled>`: :func:`~pipeline.analysis.fixfirst.fix_list`; scope ``fleet``),
     largest recoverable USD per month first: dicts of :data:`~pipeline.analysis.fixfirst.FIX_COLUMNS`
     (no example gaps: the page quotes none), its ``device idle`` section only (the wait inside collectives has its
     own section: :func:`pipeline.report.medical.collective_summary`), ``top_gpus``, the GPUs with the most of it
@@ -710,7 +681,6 @@ def fix_first(fleet: pd.DataFrame) -> list[dict]:
     when the whole idle) and ``wins_back_basis``, the label of that figure (:func:`~pipeline.report.words.wins_back_basis`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
-    fixes = fixfirst.fix_list(fleet, {})
     return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
                  confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
                  wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]),
@@ -947,16 +917,15 @@ def summarise(res: Results) -> dict:
     # load_results), then every column it lacks
     fleet = conform(res.current)
     ok = ok_rows(fleet)
-    clusters = rollup(fleet, list(CLUSTER_KEY)) if len(fleet) else pd.DataFrame()
-    jobs = rollup(fleet, list(JOB_KEY)) if len(fleet) else pd.DataFrame()
+    clusters, jobs = res.rolled.clusters, res.rolled.jobs
     dates = [d for d, _ in res.history]
     keys = job_keys(fleet)
     titles, recs = job_titles(keys), records(res.run_dir, keys)
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
-    fixes = fix_first(fleet)
+    fixes = fix_first(fleet, res.rolled.fixes)
     captures, confidences = job_captures(fleet), job_confidences(fleet)
-    ra = rate_assumptions(fleet)
+    ra = res.rolled.rates_assumed
     top_rows, names = [], gpu_names(fleet)
     for rank, r in enumerate(top.itertuples(), 1):
         top_rows.append({
@@ -970,7 +939,8 @@ def summarise(res: Results) -> dict:
     worst = top.iloc[0] if len(top) else None
     return {
         "source": res.source, "kind": res.kind, "current_date": res.current_date,
-        "hours_per_month": run_hours(res.run_dir or res.source),
+        "hours_per_month": res.priced_with["hours_per_month"] if res.priced_with else run_hours(res.run_dir or res.source),
+        "priced_with": res.priced_with,
         "first_date": dates[0] if dates else res.current_date, "last_date": dates[-1] if dates else res.current_date,
         "nights_count": len(dates),
         # all unpriced: the headline reads unpriced (NaN), never $0.00 (the trend keeps fleet_usd's 0)

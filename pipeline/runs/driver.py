@@ -35,7 +35,7 @@ from ..load.cache import wait_for_writes
 from ..model import Failure
 from ..report.medical import job_keys, record_stems, write_records
 from ..report.rendered import remove_rendered, rendered_files
-from ..report.summary import PRICING, pricing_settings  # what re-prices an older table as this run
+from ..fleet.pricing import PRICING, pricing_settings  # what fills an older table as this run priced it
 from ..schema import DUPLICATE
 from ..store.results import (MANIFEST, ResultCache, drop_manifest, foreign_code, identical_copies, manifest_holds,
                              read_manifest, write_folder_manifest)

@@ -67,8 +67,8 @@ from .driver import (IncompleteOutputs, OutputFolder, drive, foreign_targets, in
                      refuse_foreign, stale_note, write_documents)
 from ..fleet.outputs import unrewritten
 from ..schema import NOT_ANALYSED
-from ..report.summary import (NIGHT_COMPARISON, PRICING, DamagedPart, ReportError, history_part, pricing_settings,
-                              vouched_folder)
+from ..fleet.pricing import PRICING, pricing_settings
+from ..report.summary import NIGHT_COMPARISON, DamagedPart, ReportError, history_part, vouched_folder
 from ..store.results import (MANIFEST, ResultCache, ResultStore, code_digest, config_hash, drop_manifest,
     manifest_holds, read_manifest, report_identity, result_key, write_folder_manifest)
 
@@ -147,7 +147,7 @@ def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | N
                    not_written: dict | None = None) -> None:
     """Record the night's inputs digest (None: never reused), its files (:func:`product_files`, with their sizes
     and SHA-256), its report.html's inputs (``None``: not rendered), the settings that priced its fix-first
-    columns (:func:`pipeline.report.summary.pricing_settings`; None: not known) and, under ``not_written``, what
+    columns (:func:`pipeline.fleet.pricing.pricing_settings`; None: not known) and, under ``not_written``, what
     the night should hold and does not (``{"report.html": why}``; absent when nothing). Raises OSError when it
     cannot be written."""
     out = os.path.join(state_dir, "nights", night)
