@@ -29,7 +29,7 @@ from pipeline.runs.driver import RunFolder, drive
 from pipeline.store.results import ResultCache, ResultSlot, ResultStore
 
 #: The line of the analysis an "other build" changes: its idle doubled.
-IDLE_LINE = '"idle_ns": dev.idle_ns,'
+IDLE_LINE = "idle_ns=dev.idle_ns,"
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def doubled_idle(package: Path) -> None:
     analyse = package / "analysis" / "analyse.py"
     text = analyse.read_text()
     assert text.count(IDLE_LINE) == 1, "the analysis changed: find the line that sets idle_ns"
-    analyse.write_text(text.replace(IDLE_LINE, '"idle_ns": 2 * dev.idle_ns,'))
+    analyse.write_text(text.replace(IDLE_LINE, "idle_ns=2 * dev.idle_ns,"))
 
 
 def older_build(package: Path) -> None:
