@@ -198,8 +198,17 @@ def priced_with_text(p: dict | None) -> str:
     return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
             f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
             + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
-            "these rates, not the run's; the medical records below and the teams table (who pays, from the scheduler's "
-            "accounting) keep the dollars of the run that wrote them.")
+            "these rates, not the run's" + kept_text(p.get("kept") or {}) + "; the medical records below and the teams "
+            "table (who pays, from the scheduler's accounting) keep the dollars of the run that wrote them.")
+
+
+def kept_text(kept: dict) -> str:
+    """The GPUs that kept their run's pricing in a table priced again (``{why: GPUs}``), in words ("" for none)."""
+    if not kept:
+        return ""
+    n = sum(kept.values())
+    return (f", but for {n} GPU{'s' if n != 1 else ''} that kept the run's rate and dollars (a `not-repriced` warning "
+            "on each), as each " + "; ".join(f"{why} ({k} GPU{'s' if k != 1 else ''})" for why, k in kept.items()))
 
 
 def headline_idle_text(h: dict) -> str:
