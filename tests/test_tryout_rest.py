@@ -254,6 +254,28 @@ def test_the_headline_leaves_untrusted_gpus_out_of_its_idle_and_marks_its_dollar
     assert 'data-left-out="0">16.67 %<' in card
 
 
+def test_the_markdown_basis_and_meter_cover_the_headlines_gpus():
+    """The Markdown summary's basis and meter sentences count the GPUs its headline counts: MIXED with meter periods
+    (6 and 6 on the trusted GPUs, 5 and 4 busy; 2 and 8 on the low and toy ones). main: "4 GPU(s), windows of
+    10.0–20.0 ms each (50.0 ms in all)", "2–8 sample period(s)", the meter at 85.00 % (17 of 20 periods over 3 GPUs) and
+    $730.00/month; now, by hand, over the 2 trusted GPUs: windows of 10 and 20 ms (30 ms in all), 6 iterations and 6
+    periods each, the meter at 9 of 12 = 75.00 % busy, idle 5 of 30 ms = 16.67 %, their $10 + $20 = $30.00/month; each
+    sentence says the 2 others were left out. A fleet all trusted: no such note."""
+    from pipeline.report.html import render_markdown
+
+    meter = [dict(r, sample_periods=p, sampled_busy_periods=b) for r, (p, b) in zip(MIXED, [(6, 5), (6, 4), (2, 2), (8, 8)])]
+    md = render_markdown(_results(meter))
+    left = (" Over the 2 GPU(s) on trusted captures, as the headline: 2 on toy or low-confidence ones left out (toy 1, "
+            "low 1).")
+    assert ("Every month here extrapolates short captures: 2 GPU(s), windows of 10.0–20.0 ms each (30.0 ms in all), 6 "
+            "stable iterations per GPU; the sampled meter: 6 sample period(s) per GPU." + left) in md
+    assert ("would read 75.00 % busy (12 period(s) over 2 GPU(s)); the GPUs were idle 16.67 % of the time: "
+            "$30.00/month." + left) in md
+    assert md.count("as the headline") == 2
+    md = render_markdown(_results(meter[:2]))
+    assert "as the headline" not in md and "$30.00/month. " not in md and "of the time: $30.00/month." in md
+
+
 def test_a_toy_capture_page_and_record_mark_their_figures(tmp_path):
     """The real tiny_2kernels.sqlite (tier toy: an 18.255 ms window, 2 kernels): its page's idle cost and its
     4421.087× speed-up are marked "toy capture: not to be trusted", and so is its record's idle cost (main: both

@@ -625,7 +625,7 @@ def headline_idle(fleet: pd.DataFrame) -> dict:
     ``{"idle_pct": 100 × Σ idle_ns / Σ window_ns of those GPUs, "speedup": 1 / (1 − idle fraction) (0 at 100 %),
     "gpus", "left_out": the toy or low GPUs left out, "left_out_tiers": ``toy 1, low 2``, "all_idle_pct": the
     figure over every GPU, "untrusted_only", "meter": the sampled meter beside it over the same GPUs
-    (:func:`meter_summary`)}``."""
+    (:func:`meter_summary`), "basis": what their months are extrapolated from (:func:`extrapolation_basis`)}``."""
     ok = ok_rows(fleet)
     ranks = pd.Series(tier_ranks(ok), index=ok.index, dtype="int64") if len(ok) else pd.Series([], dtype="int64")
     trusted = ok[ranks == 0]
@@ -641,7 +641,8 @@ def headline_idle(fleet: pd.DataFrame) -> dict:
     counts = [f"{t} {int((tiers == t).sum())}" for t in ("toy", "low") if int((tiers == t).sum())]
     return {"idle_pct": pct, "speedup": 100.0 / (100.0 - pct) if pct < 100 else 0.0, "gpus": int(len(used)),
             "left_out": int(len(left)), "left_out_tiers": ", ".join(counts), "all_idle_pct": idle(ok),
-            "untrusted_only": bool(len(ok)) and not len(trusted), "meter": meter_summary(used) if len(used) else None}
+            "untrusted_only": bool(len(ok)) and not len(trusted), "meter": meter_summary(used) if len(used) else None,
+            "basis": extrapolation_basis(used)}
 
 
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None) -> list[dict]:
