@@ -358,6 +358,36 @@ def test_names_break_at_seams_and_every_remedy_opens_whole(tmp_path):
     assert len(whole) == 5 and all(r["open"] and not r["cut"] and not r["more"] for r in whole), whole
 
 
+@pytest.mark.needs_chromium
+def test_compare_page_names_break_at_seams(tmp_path):
+    """compare.html of two real traces with long kernel names (a100_ws2_nccl against a100_ws16_5streams, labelled one
+    job with a long name, --force so every figure and gap shows) at 1280 px: no word of a job, GPU or kernel name, in
+    a heading, a table cell, a list item or the seed pages, is cut across two lines (main: the gap table's kernel
+    names, `FillFunctor<long>` and `cutlass_80_tensorop_s1688gemm_256x128_32x3_nt_align1` among them, broke mid-word:
+    nothing marked their seams); the page fits its window; compare.csv and compare.json keep the names as they are."""
+    from test_views_money import _MEASURE, _WORDS
+
+    labels = tmp_path / "labels.yaml"
+    job = "DistributedDataParallel_resnet50_ws16_training_nightly_regression"
+    labels.write_text(f'labels:\n  - {{match: "*", cluster: lab, job: {job}}}\n', encoding="utf-8")
+    out = tmp_path / "c"
+    run_cli("compare", str(KINETO / "a100_ws2_nccl_rank0.json.gz"), str(KINETO / "a100_ws16_5streams_rank0.json.gz"),
+            "--out", str(out), "--config", str(labels), "--force")
+    words = _WORDS.replace('e.closest(".name, .w, a.gpu-page, #gpu-name")',
+                           'e.closest("td, li, summary, dd, code, .name, h2, h3, h4")')
+    page = out / "compare.html"
+    got = _in_chromium(page, 1280, tmp_path, words, "words")
+    assert got["words"] > 1000 and not got["broken"], got["broken"][:10]
+    fit = _in_chromium(page, 1280, tmp_path, _MEASURE, "layout")
+    assert fit["page"][0] <= fit["page"][1], fit
+    import json
+
+    doc = json.loads((out / "compare.json").read_text(encoding="utf-8"))
+    assert doc["jobs"][0]["before"][1] == job and "<wbr>" not in (out / "compare.json").read_text(encoding="utf-8")
+    csv_text = (out / "compare.csv").read_text(encoding="utf-8")
+    assert job in csv_text and "<wbr>" not in csv_text
+
+
 # ---- 2. one word per meaning: the straggler (most idle) and the late rank (last into the collectives) ----------------
 
 def _coll(key: str, last: int, chronic: bool) -> dict:
