@@ -79,6 +79,10 @@ class WarningCode(str, enum.Enum):
     #: the GPU model is not on the rate card: left unpriced (``cost.unlisted: unpriced``, the default; the warning
     #: says how to price it) or priced as the default model (``cost.unlisted: default``).
     MODEL_NOT_ON_RATE_CARD = "model-not-on-rate-card"
+    #: ``gpu-idle report --config`` priced the table again with another rate card but not this GPU: the table does
+    #: not hold what pricing it again needs (a MIG instance's share, why it names no model); its dollars are its
+    #: run's (the warning says why). A caveat, not partial.
+    NOT_REPRICED = "not-repriced"
     #: a MIG instance whose SM count (or its board's) the export does not give: priced as the whole board.
     MIG_SHARE_UNKNOWN = "mig-share-unknown"
     #: processes see fewer SMs than their board but the export names no MIG instance: they cannot

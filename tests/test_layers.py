@@ -321,7 +321,7 @@ FUNCTION_IMPORTS = {
     "pipeline/compare/sides.py": {
         "the loader (~0.25 s): only when a side's kernels are read": {"..load.report", "..work.tasks"}},
     "pipeline/report/compare.py": {
-        "jinja2, markupsafe, the report's templates: only compare.html": {".html", ".jinja", "markupsafe"},
+        "jinja2, markupsafe, the report's templates: only compare.html": {".html", ".jinja", ".words", "markupsafe"},
     },
     "pipeline/runs/driver.py": {"matplotlib, jinja2 (~0.1 s): only when the run draws page timelines": {
         "..report.gpu_page"}},

@@ -320,10 +320,10 @@ def test_pricing_a_table_again_moves_its_rate_warnings_or_abstains(runs):
     """Folder ``a``'s table priced again (:func:`pipeline.fleet.pricing.repriced`) with a card that lacks its GPUs'
     model: left unpriced (NaN dollars, ``unpriced``) with the ``model-not-on-rate-card`` warning; that table priced
     again with BEFORE's card: the warning gone, the warnings and codes as the table had them, the dollars by hand. A
-    GPU naming no model cannot be priced again from the table (the note its warning quotes is not there): refused,
-    named, never a guess."""
+    GPU naming no model cannot be priced again from the table (the note its warning quotes is not there): it is
+    kept with its run's dollars and a `not-repriced` warning naming why (never a guess at the new card)."""
     from pipeline.config import load_config
-    from pipeline.fleet.pricing import NotRepriced, repriced
+    from pipeline.fleet.pricing import kept_run_pricing, repriced
 
     table = pd.read_parquet(runs["root"] / "a" / "fleet.parquet")
     assert not table["warning_codes"].fillna("").str.contains("model-not-on-rate-card").any()
@@ -338,6 +338,63 @@ def test_pricing_a_table_again_moves_its_rate_warnings_or_abstains(runs):
     assert back["unpriced"].tolist() == [False, False] and back["rate_usd_per_hour"].tolist() == [2.0, 2.0]
     assert back["idle_usd_per_month"].tolist() == [round(int(i) / int(w) * 2.0 * 730, 2)
                                                    for i, w in zip(table["idle_ns"], table["window_ns"])]
-    unnamed = table.assign(gpu_model=["", table["gpu_model"].iloc[1]])
-    with pytest.raises(NotRepriced, match="1 GPU\\(s\\) cannot be priced again.*names no GPU model"):
-        repriced(unnamed, load_config([str(runs["root"] / "before.yaml")]))
+    assert kept_run_pricing(back) == {}
+
+
+NO_MODEL = "names no GPU model (the table does not hold why, which its rate warning quotes)"
+
+
+@pytest.fixture(scope="module")
+def unnamed(runs, tmp_path_factory):
+    """A copy of folder ``a`` (written at $3.50/h over 700 h) whose first GPU names no model, as a run of an export
+    naming none wrote it: the table does not hold why it names none."""
+    import shutil
+
+    from conftest import vouch
+
+    folder = tmp_path_factory.mktemp("unnamed") / "a"
+    shutil.copytree(runs["root"] / "a", folder)
+    table = pd.read_parquet(folder / "fleet.parquet").sort_values("gpu_key").reset_index(drop=True)
+    table.loc[0, "gpu_model"] = ""
+    table.to_parquet(folder / "fleet.parquet")
+    vouch(folder)
+    return folder, table
+
+
+def test_a_gpu_naming_no_model_keeps_its_runs_dollars_and_says_why(runs, unnamed):
+    """Folder ``a``'s table (AFTER's $3.50/h over 700 h) with its first GPU naming no model, priced again with
+    BEFORE's card: the unnamed GPU keeps its run's rate and dollars (round(idle_ns / window_ns × 3.5 × 700, 2), by
+    hand) with a `not-repriced` warning saying why after its others; the other GPU is at $2.00/h over 730 h."""
+    from pipeline.config import load_config
+    from pipeline.fleet.pricing import kept_run_pricing, repriced
+
+    _, table = unnamed
+    got = repriced(table, load_config([str(runs["root"] / "before.yaml")])).to_dict("records")
+    old, new = got
+    assert old["rate_usd_per_hour"] == 3.5 and new["rate_usd_per_hour"] == 2.0
+    assert old["idle_usd_per_month"] == round(int(old["idle_ns"]) / int(old["window_ns"]) * 3.5 * 700, 2)
+    assert new["idle_usd_per_month"] == round(int(new["idle_ns"]) / int(new["window_ns"]) * 2.0 * 730, 2)
+    assert old["warning_codes"].split(",")[-1] == "not-repriced"
+    assert "not-repriced" not in str(new["warning_codes"])
+    assert old["warnings"].endswith(f"not priced again with the rate card given, as this GPU {NO_MODEL}; its rate "
+                                    "and dollars are its run's")
+    assert kept_run_pricing(pd.DataFrame(got)) == {NO_MODEL: 1}
+    again = repriced(pd.DataFrame(got), load_config([str(runs["root"] / "before.yaml")]))   # warned once, not twice
+    assert again["warning_codes"].tolist() == [old["warning_codes"], new["warning_codes"]]
+
+
+def test_the_report_of_a_folder_with_an_unnamed_gpu_prices_the_rest_and_says_how_many_kept(runs, unnamed, tmp_path):
+    """``gpu-idle report`` of that folder with BEFORE's card exits 0: the headline is the kept GPU's run dollars
+    plus the other's at $2.00/h over 730 h (by hand), and the note under the rate card says 1 GPU kept the run's
+    pricing and why."""
+    folder, table = unnamed
+    out = run_cli("report", str(folder), "--format", "md", "--out", str(tmp_path / "r.md"),
+                  "--config", str(runs["root"] / "before.yaml"))
+    assert out.returncode == 0
+    md = (tmp_path / "r.md").read_text()
+    rows = table.to_dict("records")
+    total = round(int(rows[0]["idle_ns"]) / int(rows[0]["window_ns"]) * 3.5 * 700, 2) + round(
+        int(rows[1]["idle_ns"]) / int(rows[1]["window_ns"]) * 2.0 * 730, 2)
+    assert f"${total:,.2f}/month idle" in md
+    assert ("but for 1 GPU that kept the run's rate and dollars (a `not-repriced` warning on each), as each "
+            f"{NO_MODEL} (1 GPU)") in " ".join(md.replace("\\`", "`").split())

@@ -254,6 +254,28 @@ def test_the_headline_leaves_untrusted_gpus_out_of_its_idle_and_marks_its_dollar
     assert 'data-left-out="0">16.67 %<' in card
 
 
+def test_the_markdown_basis_and_meter_cover_the_headlines_gpus():
+    """The Markdown summary's basis and meter sentences count the GPUs its headline counts: MIXED with meter periods
+    (6 and 6 on the trusted GPUs, 5 and 4 busy; 2 and 8 on the low and toy ones). main: "4 GPU(s), windows of
+    10.0–20.0 ms each (50.0 ms in all)", "2–8 sample period(s)", the meter at 85.00 % (17 of 20 periods over 3 GPUs) and
+    $730.00/month; now, by hand, over the 2 trusted GPUs: windows of 10 and 20 ms (30 ms in all), 6 iterations and 6
+    periods each, the meter at 9 of 12 = 75.00 % busy, idle 5 of 30 ms = 16.67 %, their $10 + $20 = $30.00/month; each
+    sentence says the 2 others were left out. A fleet all trusted: no such note."""
+    from pipeline.report.html import render_markdown
+
+    meter = [dict(r, sample_periods=p, sampled_busy_periods=b) for r, (p, b) in zip(MIXED, [(6, 5), (6, 4), (2, 2), (8, 8)])]
+    md = render_markdown(_results(meter))
+    left = (" Over the 2 GPU(s) on trusted captures, as the headline: 2 on toy or low-confidence ones left out (toy 1, "
+            "low 1).")
+    assert ("Every month here extrapolates short captures: 2 GPU(s), windows of 10.0–20.0 ms each (30.0 ms in all), 6 "
+            "stable iterations per GPU; the sampled meter: 6 sample period(s) per GPU." + left) in md
+    assert ("would read 75.00 % busy (12 period(s) over 2 GPU(s)); the GPUs were idle 16.67 % of the time: "
+            "$30.00/month." + left) in md
+    assert md.count("as the headline") == 2
+    md = render_markdown(_results(meter[:2]))
+    assert "as the headline" not in md and "$30.00/month. " not in md and "of the time: $30.00/month." in md
+
+
 def test_a_toy_capture_page_and_record_mark_their_figures(tmp_path):
     """The real tiny_2kernels.sqlite (tier toy: an 18.255 ms window, 2 kernels): its page's idle cost and its
     4421.087× speed-up are marked "toy capture: not to be trusted", and so is its record's idle cost (main: both
@@ -334,6 +356,36 @@ def test_names_break_at_seams_and_every_remedy_opens_whole(tmp_path):
         '<details class="diagnosis"', '<details open class="diagnosis"'), encoding="utf-8")
     whole = _in_chromium(opened, 1280, tmp_path, _REMEDY, "remedy")
     assert len(whole) == 5 and all(r["open"] and not r["cut"] and not r["more"] for r in whole), whole
+
+
+@pytest.mark.needs_chromium
+def test_compare_page_names_break_at_seams(tmp_path):
+    """compare.html of two real traces with long kernel names (a100_ws2_nccl against a100_ws16_5streams, labelled one
+    job with a long name, --force so every figure and gap shows) at 1280 px: no word of a job, GPU or kernel name, in
+    a heading, a table cell, a list item or the seed pages, is cut across two lines (main: the gap table's kernel
+    names, `FillFunctor<long>` and `cutlass_80_tensorop_s1688gemm_256x128_32x3_nt_align1` among them, broke mid-word:
+    nothing marked their seams); the page fits its window; compare.csv and compare.json keep the names as they are."""
+    from test_views_money import _MEASURE, _WORDS
+
+    labels = tmp_path / "labels.yaml"
+    job = "DistributedDataParallel_resnet50_ws16_training_nightly_regression"
+    labels.write_text(f'labels:\n  - {{match: "*", cluster: lab, job: {job}}}\n', encoding="utf-8")
+    out = tmp_path / "c"
+    run_cli("compare", str(KINETO / "a100_ws2_nccl_rank0.json.gz"), str(KINETO / "a100_ws16_5streams_rank0.json.gz"),
+            "--out", str(out), "--config", str(labels), "--force")
+    words = _WORDS.replace('e.closest(".name, .w, a.gpu-page, #gpu-name")',
+                           'e.closest("td, li, summary, dd, code, .name, h2, h3, h4")')
+    page = out / "compare.html"
+    got = _in_chromium(page, 1280, tmp_path, words, "words")
+    assert got["words"] > 1000 and not got["broken"], got["broken"][:10]
+    fit = _in_chromium(page, 1280, tmp_path, _MEASURE, "layout")
+    assert fit["page"][0] <= fit["page"][1], fit
+    import json
+
+    doc = json.loads((out / "compare.json").read_text(encoding="utf-8"))
+    assert doc["jobs"][0]["before"][1] == job and "<wbr>" not in (out / "compare.json").read_text(encoding="utf-8")
+    csv_text = (out / "compare.csv").read_text(encoding="utf-8")
+    assert job in csv_text and "<wbr>" not in csv_text
 
 
 # ---- 2. one word per meaning: the straggler (most idle) and the late rank (last into the collectives) ----------------

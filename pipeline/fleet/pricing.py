@@ -148,10 +148,6 @@ def with_fix_columns(fleet: pd.DataFrame, settings: dict | None = None) -> pd.Da
                      axis=1)
 
 
-class NotRepriced(Exception):
-    """A finished table that cannot be priced again from what it holds; the message says which GPUs and why."""
-
-
 def _priced_columns(row: dict) -> list[str]:
     """The columns of ``row`` that :func:`~pipeline.analysis.cost.price_in_place` writes (besides its warnings and
     status): the rate's, ``unpriced`` and every dollar column."""
@@ -168,11 +164,11 @@ def _unpriced_again(row: dict) -> dict | str:
     source, model = str(row.get("rate_source") or ""), str(row.get("gpu_model") or "")
     codes = [c for c in str(row.get("warning_codes") or "").split(",") if c]
     if "MIG" in source:
-        return "a MIG instance (the table does not hold its share of the board)"
+        return "is a MIG instance (the table does not hold its share of the board)"
     if not model or model in ("None", "nan"):
         return "names no GPU model (the table does not hold why, which its rate warning quotes)"
     if {WarningCode.GPU_MODEL_UNRESOLVED.value, WarningCode.MIG_SHARE_UNKNOWN.value} & set(codes):
-        return "a rate warning the table cannot place again"
+        return "has a rate warning the table cannot place again"
     rate = row.get("rate_usd_per_hour")
     old = cost.RateChoice(str(row.get("rate_model") or ""), float("nan") if rate is None else float(rate), source,
                           assumed=bool(row.get("rate_assumed")), unpriced=bool(row.get("unpriced")))
@@ -183,7 +179,7 @@ def _unpriced_again(row: dict) -> dict | str:
         text, code = "; ".join(w.text for w in added), added[0].code.value
         at = texts.find(text)
         if at < 0 or code not in codes:
-            return "its rate warning is not in its warnings"
+            return "has a rate warning not in its warnings"
         head, tail = texts[:at].removesuffix("; "), texts[at + len(text):].removeprefix("; ")
         head_codes, tail_codes = codes[:codes.index(code)], codes[codes.index(code) + 1:]
     out = {k: (None if v is pd.NA or (isinstance(v, float) and v != v and k == "collective_wait_ns") else v)
@@ -205,16 +201,18 @@ def repriced(fleet: pd.DataFrame, cfg) -> pd.DataFrame:
     (:func:`price_in_place`, its labels kept: the rows' ``cluster`` and ``gpu_model`` as the table has them), every
     dollar, rate and rate-warning column of its analysed rows anew; analyses nothing. A warning the new card adds to
     a GPU whose run gave it none goes after its other warnings (the table does not say where the reduce's tail
-    began). Raises :class:`NotRepriced` naming the GPUs whose pricing the table does not hold in full
-    (:func:`_unpriced_again`) and ``KeyError`` when the default model is not on the card."""
+    began). A GPU whose pricing the table does not hold in full (:func:`_unpriced_again`: a MIG instance, a GPU
+    naming no model) keeps its run's rate and dollars, with a ``not-repriced`` warning saying why
+    (:func:`kept_run_pricing` counts them). Raises ``KeyError`` when the default model is not on the card."""
     ok = fleet[~fleet["status"].isin(NOT_ANALYSED)]
     if not len(ok):
         return fleet
     rows = [_unpriced_again(r) for r in ok.to_dict("records")]
-    bad = [f"{r} {g}: {why}" for r, g, why in zip(ok["report"], ok["gpu_key"], rows) if isinstance(why, str)]
-    if bad:
-        raise NotRepriced(f"{len(bad)} GPU(s) cannot be priced again from the table ({'; '.join(bad[:3])}"
-                          + (f"; and {len(bad) - 3} more" if len(bad) > 3 else "") + ")")
+    kept = [i for i, why in zip(ok.index, rows) if isinstance(why, str)]
+    fleet = _kept(fleet, dict(zip(kept, (why for why in rows if isinstance(why, str)))))
+    ok, rows = ok.drop(index=kept), [r for r in rows if not isinstance(r, str)]
+    if not rows:
+        return fleet
     price_in_place(rows, cfg, labelled=False)
     new = pd.DataFrame(rows, index=ok.index)
     out = fleet.copy()
@@ -228,6 +226,41 @@ def repriced(fleet: pd.DataFrame, cfg) -> pd.DataFrame:
         out.loc[ok.index, column] = values.to_numpy(dtype=out[column].dtype) if column in ("rate_assumed", "unpriced") \
             else values.to_numpy()
     return out
+
+
+#: The start of the ``not-repriced`` warning of a GPU that keeps its run's pricing (:func:`repriced`).
+KEPT = "not priced again with the rate card given, as this GPU "
+
+
+def _kept(fleet: pd.DataFrame, why: dict) -> pd.DataFrame:
+    """``fleet`` with each row ``why`` names (index -> the reason, :func:`_unpriced_again`) given a ``not-repriced``
+    warning after its others: its rate and dollars stay its run's."""
+    if not why:
+        return fleet
+    out = fleet.copy()
+    code = WarningCode.NOT_REPRICED.value
+    for i, reason in why.items():
+        if code in str(out.at[i, "warning_codes"]).split(","):
+            continue   # kept already (a table priced again twice)
+        texts, codes = ("" if pd.isna(v) else str(v or "") for v in (out.at[i, "warnings"], out.at[i, "warning_codes"]))
+        text = f"{KEPT}{reason}; its rate and dollars are its run's"
+        out.at[i, "warnings"] = f"{texts}; {text}" if texts else text
+        out.at[i, "warning_codes"] = f"{codes},{code}" if codes else code
+    return out
+
+
+def kept_run_pricing(fleet: pd.DataFrame) -> dict[str, int]:
+    """The GPUs of a table priced again (:func:`repriced`) that kept their run's pricing, counted by why: ``{reason:
+    GPUs}`` (the reason as their ``not-repriced`` warning gives it), {} when every GPU was priced again."""
+    if "warning_codes" not in fleet.columns:
+        return {}
+    code = WarningCode.NOT_REPRICED.value
+    counts: dict[str, int] = {}
+    for codes, texts in zip(fleet["warning_codes"].fillna(""), fleet["warnings"].fillna("")):
+        if code in str(codes).split(","):
+            reason = str(texts)[str(texts).find(KEPT) + len(KEPT):].split("; its rate and dollars")[0]
+            counts[reason] = counts.get(reason, 0) + 1
+    return counts
 
 
 def _dollar_source(column: str) -> str | None:
@@ -252,7 +285,7 @@ def finished(fleet: pd.DataFrame, settings: dict | None, cfg=None) -> pd.DataFra
     """A finished fleet table as a reader gets it: without ``cfg``, as its run priced it (the fix-first columns of
     an older table filled at its rows' rates and the run's recorded ``settings``, :func:`with_fix_columns`); with
     ``cfg``, priced again with that configuration's rate card (:func:`repriced`; an older table's fix-first columns
-    filled first, their dollars then priced again too). Raises :class:`NotRepriced` (see :func:`repriced`)."""
+    filled first, their dollars then priced again too; a GPU whose pricing the table does not hold keeps its run's)."""
     if not len(fleet):
         return fleet
     fleet = with_fix_columns(fleet, settings)

@@ -586,11 +586,13 @@ def render_html(result: dict, pages: list | None = None) -> str:
     """compare.html: the verdict, the pairing and what changed per job and per GPU pair, in the report's look
     (:func:`report_style`); self-contained, no script. ``pages``: :func:`seed_pages` (links relative to the page's
     folder), shown side by side under each job, before on the left (point 4 of docs/definitions.md#compare-records);
-    None: not shown."""
+    None: not shown. Names (jobs, GPUs, kernels) break only at their seams (:func:`~pipeline.report.words.name_breaks`);
+    a seed page's table wider than its half scrolls in it, its words never cut."""
     from markupsafe import Markup
 
     from .html import _record_html
     from .jinja import environment
+    from .words import name_breaks
 
     def sfmt(x, n=2, unit=""):
         return signed(x, n, unit)
@@ -598,7 +600,7 @@ def render_html(result: dict, pages: list | None = None) -> str:
     def money(x):
         return "-" if missing(x) else usd(x)
 
-    env = environment(fmt=_num, sfmt=sfmt, money=money, smoney=_signed_money)
+    env = environment(fmt=_num, sfmt=sfmt, money=money, smoney=_signed_money, name_breaks=name_breaks)
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
         rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),

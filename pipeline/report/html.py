@@ -198,8 +198,26 @@ def priced_with_text(p: dict | None) -> str:
     return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
             f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
             + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
-            "these rates, not the run's; the medical records below and the teams table (who pays, from the scheduler's "
-            "accounting) keep the dollars of the run that wrote them.")
+            "these rates, not the run's" + kept_text(p.get("kept") or {}) + "; the medical records below and the teams "
+            "table (who pays, from the scheduler's accounting) keep the dollars of the run that wrote them.")
+
+
+def kept_text(kept: dict) -> str:
+    """The GPUs that kept their run's pricing in a table priced again (``{why: GPUs}``), in words ("" for none)."""
+    if not kept:
+        return ""
+    n = sum(kept.values())
+    return (f", but for {n} GPU{'s' if n != 1 else ''} that kept the run's rate and dollars (a `not-repriced` warning "
+            "on each), as each " + "; ".join(f"{why} ({k} GPU{'s' if k != 1 else ''})" for why, k in kept.items()))
+
+
+def left_out_text(h: dict) -> str:
+    """The GPUs a figure over the headline's GPUs (:func:`~pipeline.report.summary.headline_idle`) leaves out, as a
+    sentence to follow it ("" when it leaves none out)."""
+    if not h["left_out"]:
+        return ""
+    return (f" Over the {h['gpus']} GPU(s) on trusted captures, as the headline: {h['left_out']} on toy or "
+            f"low-confidence ones left out ({h['left_out_tiers']}).")
 
 
 def headline_idle_text(h: dict) -> str:
@@ -462,10 +480,12 @@ def render_markdown(res: Results) -> str:
     acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting
     if acct:
         lines += [whose_text(acct, markdown=True) + coverage_text(acct), "", *teams_markdown(acct), ""]
-    if s["basis"]:
-        lines += [basis_text(s["basis"], s["meter"]), ""]
-    if s["meter"]:
-        lines += [meter_text(s["meter"], s["fleet_usd"]), ""]
+    h = s["headline"]   # the basis and the meter over the headline's GPUs (the trusted ones when there are some)
+    if h["basis"]:
+        lines += [basis_text(h["basis"], h["meter"]) + left_out_text(h), ""]
+    if h["meter"]:
+        lines += [meter_text(h["meter"], s["trust"]["trusted_usd"] if h["left_out"] else s["fleet_usd"])
+                  + left_out_text(h), ""]
     lines += busy_lines(s)
     if t["lacking"]:
         lines += ["The trend lacks night(s) whose history file is damaged: "

@@ -32,7 +32,7 @@ from ..analysis.confidence import TIERS, TRUSTED, trust_rank
 from ..analysis.cost import assumed_split, priced_sum, unpriced_total
 from ..analysis.meter import FEW_PERIODS_PER_GPU, util_pct
 from ..fleet.outputs import gpu_json_name
-from ..fleet.pricing import PRICING, NotRepriced, finished, settings_hours
+from ..fleet.pricing import PRICING, finished, kept_run_pricing, settings_hours
 from ..fleet.reduce import Rolled, rolled
 from ..io import current_night, dated_dirs, same_file
 from ..model import CATEGORIES
@@ -97,18 +97,20 @@ class Results:
         return made
 
 
-def priced_with(cfg, configs=()) -> dict | None:
+def priced_with(cfg, configs=(), fleet: pd.DataFrame | None = None) -> dict | None:
     """What prices a report's current table (docs/outputs.md#reports-for-people), None without ``cfg`` (the table as
     its run priced it): ``{"configs": the configuration files given (their paths; none: the defaults), "hash": the
     first 12 hex digits of the digest of the settings that price (:func:`pipeline.store.results.pricing_hash`),
     "hours_per_month", "rates": [{model, usd_per_gpu_hour}] of the card, "cluster_rates": {cluster: {model:
-    rate}}}``."""
+    rate}}, "kept": {why: GPUs} the GPUs of ``fleet`` (the table priced again) that kept their run's pricing
+    (:func:`pipeline.fleet.pricing.kept_run_pricing`)}``."""
     if cfg is None:
         return None
     return {"configs": [os.fspath(c) for c in configs], "hash": pricing_hash(cfg)[:12],
             "hours_per_month": float(cfg.cost.hours_per_month),
             "rates": [{"model": r.model, "usd_per_gpu_hour": float(r.usd_per_gpu_hour)} for r in cfg.cost.rates],
-            "cluster_rates": {c: dict(m) for c, m in (cfg.cost.cluster_rates or {}).items()}}
+            "cluster_rates": {c: dict(m) for c, m in (cfg.cost.cluster_rates or {}).items()},
+            "kept": kept_run_pricing(fleet) if fleet is not None else {}}
 
 
 #: The columns the history of earlier nights is read with (:func:`trend` needs no more); the
@@ -208,8 +210,7 @@ def load_results(results_dir: str, night: str | None = None, cfg=None, configs=(
             (:func:`pipeline.fleet.pricing.repriced`; the history stays as each night priced it); None: the table
             as its run priced it. ``configs``: the files it was read from, for :attr:`Results.priced_with`.
     Raises:
-        ReportError: no fleet table found, ``night`` is not in the history, or the table cannot be priced
-            again with ``cfg``.
+        ReportError: no fleet table found or ``night`` is not in the history.
     """
     results_dir = os.fspath(results_dir)
     if not is_sweep_dir(results_dir):
@@ -223,7 +224,7 @@ def load_results(results_dir: str, night: str | None = None, cfg=None, configs=(
         fleet = _finished(_read_fleet(path), results_dir, cfg)  # an older table: its fix columns as its run priced
         date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
         return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)],
-                       priced_with=priced_with(cfg, configs))
+                       priced_with=priced_with(cfg, configs, fleet))
 
     nights = {d: p for d, p in dated_dirs(os.path.join(results_dir, "nights")).items()
               if os.path.exists(os.path.join(p, "fleet.parquet"))}
@@ -273,7 +274,7 @@ def load_results(results_dir: str, night: str | None = None, cfg=None, configs=(
         raise ReportError(f"{results_dir}: night {date} cannot be read: "
                           + "; ".join(f"{x['file']}: {x['why']}" for x in lacking if x["date"] == date))
     fleet = _finished(fleet, run_dir, cfg)
-    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking, priced_with(cfg, configs))
+    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking, priced_with(cfg, configs, fleet))
 
 
 def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
@@ -527,13 +528,9 @@ def recorded_pricing(folder: str | None) -> dict | None:
 def _finished(fleet: pd.DataFrame, folder: str | None, cfg) -> pd.DataFrame:
     """The fleet table of ``folder`` (the run folder or the night's) as the fleet stage finishes it
     (:func:`pipeline.fleet.pricing.finished`: priced as its run priced it, with the settings :func:`recorded_pricing`
-    finds; with ``cfg``, priced again with its rate card). Raises :class:`ReportError` when it cannot be priced
-    again."""
-    try:
-        return finished(fleet, recorded_pricing(folder), cfg)
-    except NotRepriced as exc:
-        raise ReportError(f"{folder}: not priced with the configuration given: {exc}; `gpu-idle run` with that "
-                          "configuration prices it from its stored results (nothing analysed)") from exc
+    finds; with ``cfg``, priced again with its rate card: a GPU whose pricing the table does not hold keeps its
+    run's, :func:`pipeline.fleet.pricing.kept_run_pricing`)."""
+    return finished(fleet, recorded_pricing(folder), cfg)
 
 
 def run_hours(folder: str | None) -> float:
@@ -628,7 +625,7 @@ def headline_idle(fleet: pd.DataFrame) -> dict:
     ``{"idle_pct": 100 × Σ idle_ns / Σ window_ns of those GPUs, "speedup": 1 / (1 − idle fraction) (0 at 100 %),
     "gpus", "left_out": the toy or low GPUs left out, "left_out_tiers": ``toy 1, low 2``, "all_idle_pct": the
     figure over every GPU, "untrusted_only", "meter": the sampled meter beside it over the same GPUs
-    (:func:`meter_summary`)}``."""
+    (:func:`meter_summary`), "basis": what their months are extrapolated from (:func:`extrapolation_basis`)}``."""
     ok = ok_rows(fleet)
     ranks = pd.Series(tier_ranks(ok), index=ok.index, dtype="int64") if len(ok) else pd.Series([], dtype="int64")
     trusted = ok[ranks == 0]
@@ -644,7 +641,8 @@ def headline_idle(fleet: pd.DataFrame) -> dict:
     counts = [f"{t} {int((tiers == t).sum())}" for t in ("toy", "low") if int((tiers == t).sum())]
     return {"idle_pct": pct, "speedup": 100.0 / (100.0 - pct) if pct < 100 else 0.0, "gpus": int(len(used)),
             "left_out": int(len(left)), "left_out_tiers": ", ".join(counts), "all_idle_pct": idle(ok),
-            "untrusted_only": bool(len(ok)) and not len(trusted), "meter": meter_summary(used) if len(used) else None}
+            "untrusted_only": bool(len(ok)) and not len(trusted), "meter": meter_summary(used) if len(used) else None,
+            "basis": extrapolation_basis(used)}
 
 
 def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None) -> list[dict]:
