@@ -146,7 +146,7 @@ def test_the_command_parses_calls_and_says_why_in_process(tmp_path):
 
 
 def test_a_job_of_one_gpu_on_each_side_has_no_pairing_warning(results):
-    """One GPU on each side, no rank (``mi250``, ``tiny`` in /work/shared/kineto): the one pair is the whole job, so
+    """One GPU on each side, no rank (``mi250``, ``tiny`` among the real traces): the one pair is the whole job, so
     nothing warns that a pair is not known to be the same worker; two GPUs on a side still warn."""
     [one] = results["one GPU"]["jobs"]
     assert one["pairing_warning"] == ""

@@ -560,7 +560,7 @@ def test_the_basis_and_the_meter_threshold_by_hand():
 
 
 def test_the_stable_iterations_say_how_many_gpus_hold_each_count():
-    """/work/shared/kineto's six GPUs: two hold 4 stable iterations, four none (main: "4 stable iterations per GPU (4
+    """The real traces' six GPUs: two hold 4 stable iterations, four none (main: "4 stable iterations per GPU (4
     GPU(s) with none…)", as if every GPU held 4); more than 3 distinct counts read as their range, with the GPUs."""
     from pipeline.report.summary import extrapolation_basis
     from pipeline.report.words import iterations_text
