@@ -798,7 +798,7 @@ def test_nothing_paired_is_said_and_the_kernel_figures_name_their_pair(tmp_path)
     assert proc.stdout.splitlines()[0] == (
         "two -> renamed: not comparable: H100 #1 0000aaaa -> H100 #1 0000aaaa: kernel time in shared names 42.86 % "
         "(Jaccard of names 0.333; needs 50 %); H100 #2 0001aaaa -> H100 #2 0001aaaa: kernel time in shared names "
-        "0.00 % (Jaccard of names 0.000; needs 50 %)")
+        "0.00 % (Jaccard of names 0.000; needs 50 %); the figures are withheld (--force shows them)")
 
 
 def test_the_pairing_shows_its_basis_and_numbers_each_side_in_pair_order():
@@ -911,24 +911,21 @@ def test_each_gpu_and_the_job_read_against_their_own_noise_floor(tmp_path):
 
 @pytest.mark.slow
 def test_a_pairing_without_ranks_is_warned_and_one_by_rank_is_not(tmp_path):
-    """The planted pair names no rank: its GPUs pair by device ordinal, and every output says so with a warning. The
-    same pair with a labels rule giving each report rank 0 pairs by rank: no warning anywhere. Two ranks of the
-    ws128 trace (distributedInfo ranks 0 and 1, devices 0 and 1) do not pair by rank or device: process order,
-    warned. On main the basis was shown with no warning."""
+    """The planted pair names no rank: its GPUs pair by device ordinal, but each side holds one GPU, so the one pair is
+    the whole job and no output warns (h52: the tryout's mi250 and tiny jobs were warned). The same pair with a labels
+    rule giving each report rank 0 pairs by rank: no warning anywhere. Two ranks of the ws128 trace
+    (distributedInfo ranks 0 and 1, devices 0 and 1) do not pair by rank or device: process order, warned, as its
+    ranks say the one pair is two workers. On main the basis was shown with no warning. The warning's words in every
+    view: tests/test_compare_stage.py."""
     _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=4)
     _export(tmp_path / "after.sqlite", sync_ms=0, data_ms=2)
-    warned = ("no rank pairs these GPUs, so they were paired by CUDA device ordinal: each pair is not known to be the "
-              "same worker; check the pairing, or give each GPU its rank (rank in a labels rule) to pair by rank")
     proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
     [job] = doc["jobs"]
-    assert (job["basis"], job["pairing_warning"]) == ("device ordinal", warned)
+    assert (job["basis"], job["pairing_warning"]) == ("device ordinal", "")
     assert [g["before"]["seat"] + " -> " + g["after"]["seat"] for g in job["gpus"]] == ["device 0 -> device 0"]
-    assert f"GPUs paired by device ordinal:\n- warning: {warned}\n" in proc.stdout
+    assert "GPUs paired by device ordinal:\n- H100" in proc.stdout and "warning" not in proc.stdout.lower()
     assert {r["pairing"] for r in rows} == {"device ordinal"}
-    page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
-    assert f'<p class="note"><strong>Warning:</strong> {warned}.</p>' in page
-    text = run_cli("compare", str(tmp_path / "c" / "before"), str(tmp_path / "c" / "after")).stdout
-    assert f"  warning: {warned}\n" in text
+    assert "Warning:" not in (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
     ranks = tmp_path / "ranks.yaml"
     ranks.write_text('labels: [{match: "*", rank: 0}]\n', encoding="utf-8")
     proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "r", "--format", "md",

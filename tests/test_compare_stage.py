@@ -20,7 +20,7 @@ import pytest
 from pipeline.compare.comparison import per_gpu_withheld
 from pipeline.compare.result import compare
 from pipeline.compare.sides import KernelTimes, Side
-from pipeline.report.compare import render_markdown, render_text
+from pipeline.report.compare import render_html, render_markdown, render_text
 
 MS = 1_000_000
 
@@ -143,3 +143,59 @@ def test_the_command_parses_calls_and_says_why_in_process(tmp_path):
                                "--out a folder of its own (e.g. a new one)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and [p.name for p in run_folder.iterdir()] == [
         "fleet.parquet"]
+
+
+def test_a_job_of_one_gpu_on_each_side_has_no_pairing_warning(results):
+    """One GPU on each side, no rank (``mi250``, ``tiny`` among the real traces): the one pair is the whole job, so
+    nothing warns that a pair is not known to be the same worker; two GPUs on a side still warn."""
+    [one] = results["one GPU"]["jobs"]
+    assert one["pairing_warning"] == ""
+    assert render_text(results["one GPU"])[:2] == ["j: comparable", "  idle 10.00 % -> 30.00 % (+20.00 pts); higher, "
+                                                   "by more than the noise floor of 0.00 pts"]
+    assert "warning" not in render_markdown(results["one GPU"])
+    assert "Warning:" not in render_html(results["one GPU"])
+    # two GPUs a side: warned in every view
+    [two] = results["device"]["jobs"]
+    warned = ("no rank pairs these GPUs, so they were paired by CUDA device ordinal: each pair is not known to be the "
+              "same worker; check the pairing, or give each GPU its rank (rank in a labels rule) to pair by rank")
+    assert two["pairing_warning"] == warned
+    assert f"GPUs paired by device ordinal:\n- warning: {warned}\n" in render_markdown(results["device"])
+    assert f'<p class="note"><strong>Warning:</strong> {warned}.</p>' in render_html(results["device"])
+    assert f"  warning: {warned}" in render_text(results["device"])
+    # one GPU a side whose ranks differ (rank 0 -> rank 1): the one pair is two workers, warned
+    before, after = _sides("rank", gpus=1)
+    after.rows[0]["rank"] = "1"
+    [ranked] = compare((before, after))["jobs"]
+    assert ranked["basis"] == "process order"
+    assert ranked["pairing_warning"].startswith("no rank pairs these GPUs, so they were paired in process order")
+
+
+@pytest.fixture(scope="module")
+def too_short() -> dict:
+    """The one-GPU fleets with 4 stable iterations a GPU (each side needs 5) and tier low: not comparable."""
+    sides = _sides("process", gpus=1)
+    for side in sides:
+        for r in side.rows:
+            r.update(iterations=4, confidence_tier="low", confidence_note="4 stable iterations")
+    return {"plain": compare(sides), "forced": compare(sides, force=True)}
+
+
+def test_a_job_too_short_to_compare_says_force_shows_its_figures(too_short):
+    """The text print says what the md says: the figures are withheld and --force shows them; the md's
+    low-confidence line promises marked figures only when figures follow."""
+    why = ("too few stable iterations: 4 before and 4 after, and each side needs at least 5 "
+           "(confidence.medium_min_iterations)")
+    assert render_text(too_short["plain"]) == [
+        f"j: not comparable: {why}; the figures are withheld (--force shows them)",
+        "  low confidence: 4 stable iterations"]
+    md = render_markdown(too_short["plain"])
+    md_why = why.replace("_", "\\_")   # the md escapes the key's underscores
+    assert f"Not comparable: {md_why}. The figures are withheld (--force shows them).\n" in md
+    assert "Confidence tiers: low before, low after; low confidence: 4 stable iterations.\n" in md
+    assert "every figure below is marked" not in md
+    forced_text = render_text(too_short["forced"])
+    assert forced_text[0] == f"j: not comparable: {why}; shown with --force: every figure below is marked"
+    assert forced_text[1].startswith("  idle 10.00 % -> 30.00 % (+20.00 pts)")
+    forced = render_markdown(too_short["forced"])
+    assert "low confidence: 4 stable iterations (every figure below is marked).\n" in forced
+    assert f"Not comparable: {md_why}. Shown with --force: every figure below is marked.\n" in forced

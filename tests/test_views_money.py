@@ -535,12 +535,13 @@ def test_the_basis_and_the_meter_threshold_by_hand():
     fleet = _basis_rows()
     basis, meter = extrapolation_basis(fleet), meter_summary(fleet)
     assert basis == {"gpus": 3, "window_ns": 1800 * MS, "window_min_ns": 210 * MS, "window_max_ns": 1200 * MS,
-                     "iterations_min": 5, "iterations_max": 7, "no_iterations": 1, "periods_min": 2, "periods_max": 8}
+                     "iterations_min": 5, "iterations_max": 7, "no_iterations": 1, "iteration_counts": [[5, 1], [7, 1]],
+                     "periods_min": 2, "periods_max": 8}
     assert meter == {"sampled_util_pct": 75.0, "busy_pct": 25.0, "idle_pct": 75.0, "gpus": 1, "periods": 8,
                      "short": [2, 3], "all_gpus": 3}
     assert basis_text(basis, meter) == (
-        "Every month here extrapolates short captures: 3 GPU(s), windows of 0.21–1.20 s each (1.80 s in all), 5–7 "
-        "stable iterations per GPU (1 GPU(s) with none: a window not made of iterations); the sampled meter: 2–8 "
+        "Every month here extrapolates short captures: 3 GPU(s), windows of 0.21–1.20 s each (1.80 s in all), 1 GPU "
+        "with 5 stable iterations, 1 with 7, 1 with none (a window not made of iterations); the sampled meter: 2–8 "
         "sample period(s) per GPU, the reading over the 1 GPU(s) with at least 6 (2 with fewer left out).")
     few = "only 2–3 sample period(s) per GPU on 2 GPU(s), under the 6 (1 s at the default 1/6 s) a meter reading needs"
     assert meter_text(meter, 1234.5) == (
@@ -553,8 +554,30 @@ def test_the_basis_and_the_meter_threshold_by_hand():
     assert (meter2["gpus"], meter2["sampled_util_pct"], meter2["short"]) == (0, None, [2, 3])
     assert meter_text(meter2, 1.0) == f"No sampled-meter reading (nvidia-smi's GPU-Util): {few}."
     assert basis_text(extrapolation_basis(two), meter2).endswith(
-        "5–7 stable iterations per GPU; the sampled meter: 2–3 sample period(s) per GPU, under the 6 a reading needs: "
+        "1 GPU with 5 stable iterations, 1 with 7; the sampled meter: 2–3 sample period(s) per GPU, under the 6 a "
+        "reading needs: "
         "no meter reading shown.")
+
+
+def test_the_stable_iterations_say_how_many_gpus_hold_each_count():
+    """The real traces' six GPUs: two hold 4 stable iterations, four none (main: "4 stable iterations per GPU (4
+    GPU(s) with none…)", as if every GPU held 4); more than 3 distinct counts read as their range, with the GPUs."""
+    from pipeline.report.summary import extrapolation_basis
+    from pipeline.report.words import iterations_text
+    from pipeline.schema import FLEET_COLUMNS, conform
+
+    def basis(*its):
+        return extrapolation_basis(conform(pd.DataFrame(
+            [_row(report=f"{i}.sqlite", window_ns=100 * MS, idle_ns=10 * MS, iterations=n) for i, n in enumerate(its)]),
+            FLEET_COLUMNS))
+
+    kineto = basis(4, 0, 0, 4, 0, 0)
+    assert (kineto["iteration_counts"], kineto["no_iterations"]) == ([[4, 2]], 4)
+    assert iterations_text(kineto) == "2 GPUs with 4 stable iterations, 4 with none (a window not made of iterations)"
+    assert iterations_text(basis(6)) == "1 GPU with 6 stable iterations"
+    assert iterations_text(basis(7, 5, 7, 9)) == "1 GPU with 5 stable iterations, 2 with 7, 1 with 9"
+    assert iterations_text(basis(5, 6, 7, 9, 9, 0)) == (
+        "5 GPUs with 5–9 stable iterations, 1 with none (a window not made of iterations)")
 
 
 def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
@@ -569,10 +592,15 @@ def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
     periods = ok["sample_periods"].astype(int)
     assert periods.max() < 6
     lo, hi = w.min(), w.max()
+    counts = its[its > 0].value_counts().sort_index()   # GPUs per distinct count; more than 3 counts: one range
+    named = ([(f"{counts.index[0]}–{counts.index[-1]}", counts.sum())] if len(counts) > 3 else list(counts.items()))
+    counted = ", ".join(f"{k} GPU{'s' * (k != 1)} with {n} stable iterations" if i == 0 else f"{k} with {n}"
+                        for i, (n, k) in enumerate(named))
+    assert (its == 0).sum() > 0
     lo_text = f"{lo / 1e9:.2f} s" if lo >= 100 * MS else f"{lo / 1e6:.1f} ms"
     text = (f"Every month here extrapolates short captures: {len(ok)} GPU(s), windows of {lo_text}–{hi / 1e9:.2f} s "
-            f"each ({w.sum() / 1e9:.2f} s in all), {its[its > 0].min()}–{its[its > 0].max()} stable iterations per GPU "
-            f"({int((its == 0).sum())} GPU(s) with none: a window not made of iterations); the sampled meter: "
+            f"each ({w.sum() / 1e9:.2f} s in all), {counted}, {int((its == 0).sum())} with none (a window not made "
+            "of iterations); the sampled meter: "
             f"{periods.min()}–{periods.max()} sample period(s) per GPU, under the 6 a reading needs: no meter reading "
             "shown.")
     page = (exports / "report.html").read_text(encoding="utf-8")
@@ -605,13 +633,20 @@ def test_an_entry_remedy_says_which_gpus_each_remedy_is_for():
     names = ["g1", "g2", "g3", "g4"]
     text = fixfirst.entry_remedy("cpu", findings, names)
     # the late rank's part goes on to what its own findings prescribe (main: "fix its own cpu first", in the cpu entry)
-    assert text == ("g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first: profile the host "
-                    "inside NVTX range 'step N' (...); g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' "
-                    "(...); the other 1: " + fixfirst.ARCHIVED)
-    assert fixfirst.remedy_parts(text) == [
-        "g1 (1 of 4 GPUs): this rank is the one others wait for: fix its own cpu first: profile the host inside NVTX "
-        "range 'step N' (...)",
-        "g2, g3 (2 of 4 GPUs): profile the host inside NVTX range 'step N' (...)", "the other 1: " + fixfirst.ARCHIVED]
+    assert text == ("g1 (1 of the 4 GPUs with cpu idle): this rank is the one others wait for: fix its own cpu "
+                    "first: profile the host inside NVTX range 'step N' (...); g2, g3 (2 of the 4 GPUs with cpu idle): "
+                    "profile the host inside NVTX range 'step N' (...); the other 1: " + fixfirst.ARCHIVED)
+    parts = fixfirst.remedy_parts(text)
+    assert parts == [
+        "g1 (1 of the 4 GPUs with cpu idle): this rank is the one others wait for: fix its own cpu first: profile the "
+        "host inside NVTX range 'step N' (...)",
+        "g2, g3 (2 of the 4 GPUs with cpu idle): profile the host inside NVTX range 'step N' (...)",
+        "the other 1: " + fixfirst.ARCHIVED]
+    # the report's closed cell: one GPU by its name, several by their count, of the same denominator
+    from pipeline.report.words import remedy_summary
+
+    assert [remedy_summary(p) for p in parts] == [
+        parts[0], "2 of the 4 GPUs with cpu idle: profile the host inside NVTX range 'step N' (...)", parts[2]]
     # one remedy for every GPU: said once, no names; without names: the first remedy, as before
     assert fixfirst.entry_remedy("cpu", [[host], [host]], ["g2", "g3"]) == host["remedy"]
     assert fixfirst.entry_remedy("cpu", findings) == late["remedy"] + ": " + host["remedy"]
@@ -670,7 +705,7 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     """The example fleet's most expensive GPU, H100 #13 750df4f4 (llm-pretrain's straggler, cpu its largest
     category): its page says it is the straggler and prescribes for cpu from its cpu.host finding; another GPU of
     its job says it waits on H100 #13 and links its page; the fleet's cpu entry gives the late rank's remedy to the
-    late rank alone (A100 #2 pid84669/dev0, 1 of 24 GPUs). main: "look at the straggler first" without saying it
+    late rank alone (A100 #2 pid84669/dev0, 1 of the 24 GPUs with cpu idle). main: "look at the straggler first" without saying it
     is the one, no cpu prescription, the late rank's remedy for all 24."""
     from pipeline.fleet.outputs import gpu_page_name
 
@@ -698,8 +733,8 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
     cpu = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "cpu")].iloc[0]
     assert int(cpu["gpus"]) == 24
-    assert cpu["remedy"].startswith("A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: fix "
-                                    "its own cpu first: profile the host inside NVTX range 'Iteration N' (py-spy, ")
+    assert cpu["remedy"].startswith("A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle): this rank is the one "
+                                    "others wait for: fix its own cpu first: profile the host inside NVTX range 'Iteration N' (py-spy, ")
     # the GPUs whose own cpu.host finding names the 'Iteration N' ranges, counted from their rows' diagnosis
     from pipeline.analysis import diagnosis
 
@@ -707,11 +742,12 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
         f["rule"] == "cpu.host" and f["evidence"].get("nvtx_range") == "Iteration N" and str(r["collective_chronic"]) != "True"
         for f in diagnosis.of_text(r["diagnosis"]))]
     assert len(host) >= 2 and any(r["gpu_key"] == top["gpu_key"] for r in host)
-    assert (f" ({len(host)} of 24 GPUs): profile the host inside NVTX range 'Iteration N' (py-spy" in cpu["remedy"])
+    assert (f" ({len(host)} of the 24 GPUs with cpu idle): profile the host inside NVTX range 'Iteration N' (py-spy"
+            in cpu["remedy"])
     report = (out / "report.html").read_text(encoding="utf-8")
     row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1).replace("<wbr>", "")
-    assert ("<summary><span class=\"rx\">A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is the one others wait for: "
-            "fix its own cpu first: profile the host inside NVTX range &#39;Iteration N&#39; (py-spy, or the PyTorch "
+    assert ("<summary><span class=\"rx\">A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle): this rank is the one "
+            "others wait for: fix its own cpu first: profile the host inside NVTX range &#39;Iteration N&#39; (py-spy, or the PyTorch "
             "profiler with CPU activities: data loading, the GIL, I/O, logging) <span class=\"more-remedies\" "
             "title=\"the remedies for its other GPUs: open\">(+") in row
 

@@ -167,22 +167,26 @@ def _said(category: str, finding: dict, findings: list) -> str:
     return f"{finding['remedy']}: {own_remedy(category, findings)}"
 
 
-def _who(names: list, total: int) -> str:
+def _who(names: list, total: int, category: str) -> str:
     """Whom a part of an entry's remedy is for: its GPUs' names (the first :data:`REMEDY_GPUS`, the others counted)
-    and how many of the entry's ``total`` they are: ``A100 #2 pid84669/dev0 (1 of 24 GPUs)``."""
+    and how many of the ``total`` GPUs the entry rests on (those with idle of its ``category``) they are:
+    ``A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle)``."""
     shown = ", ".join(names[:REMEDY_GPUS]) + (f" and {len(names) - REMEDY_GPUS} more" if len(names) > REMEDY_GPUS else "")
-    return f"{shown} ({len(names)} of {total} GPUs)"
+    return f"{shown} ({len(names)} of the {total} GPUs with {category} idle)"
 
 
-#: Where one part of an entry's remedy ends and the next begins (:func:`entry_remedy`'s ``; <GPUs> (k of n GPUs): ``
-#: and ``; the other m: ``).
-_NEXT_PART = re.compile(r"; (?=[^;]*? \(\d+ of \d+ GPUs\): |the other \d+: )")
+#: The count :func:`_who` closes a part's GPUs with, as a pattern: ``(k of the n GPUs with <category> idle)``, its
+#: groups k, n and the category.
+WHO_COUNT = r"\((\d+) of the (\d+) GPUs with (\S+) idle\)"
+#: Where one part of an entry's remedy ends and the next begins (:func:`entry_remedy`'s ``; <GPUs> (k of the n GPUs
+#: with <category> idle): `` and ``; the other m: ``).
+_NEXT_PART = re.compile(r"; (?=[^;]*? " + re.sub(r"(?<!\\)\((?!\?)", "(?:", WHO_COUNT) + r": |the other \d+: )")
 
 
 def remedy_parts(remedy: str) -> list[str]:
     """An entry's ``remedy`` (:func:`entry_remedy`) cut into its parts, one per remedy and the GPUs it is for
-    (``["A100 #2 pid84669/dev0 (1 of 24 GPUs): this rank is ...", "the other 23: ..."]``); a remedy for all its GPUs
-    is one part."""
+    (``["A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle): this rank is ...", "the other 23: ..."]``); a
+    remedy for all its GPUs is one part."""
     return _NEXT_PART.split(str(remedy))
 
 
@@ -198,7 +202,8 @@ def entry_remedy(category: str, findings: list, names: list | None = None) -> st
     ``analysis.actionable_pct`` of its window), :data:`ARCHIVED`: nothing is prescribed.
 
     With ``names``, a remedy that rests on some of the GPUs only says which (a late rank's own remedy is never
-    applied to the GPUs that wait for it): one part per remedy, ``<GPUs> (k of n GPUs): <remedy>``, in the order of
+    applied to the GPUs that wait for it): one part per remedy, ``<GPUs> (k of the n GPUs with <category> idle):
+    <remedy>`` (n: the GPUs given, those the entry rests on), in the order of
     the rule each rests on (:data:`REMEDY_ORDER`, then the findings'), then ``the other m: <what serves them>``
     (archived, or the generic text) when some GPUs have no finding that prescribes."""
     if not names or len(findings) < 2:
@@ -217,7 +222,7 @@ def entry_remedy(category: str, findings: list, names: list | None = None) -> st
     if len(parts) <= 1 and not (parts and rest):
         return _one_remedy(category, findings)
     ordered = sorted(parts.items(), key=lambda kv: kv[1][0])   # stable: the findings' order within a rank
-    text = "; ".join(f"{_who(who, len(names))}: {remedy}" for remedy, (_, who) in ordered)
+    text = "; ".join(f"{_who(who, len(names), category)}: {remedy}" for remedy, (_, who) in ordered)
     if rest:
         text += f"; the other {len(rest)}: {_one_remedy(category, rest)}"
     return text

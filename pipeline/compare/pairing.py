@@ -87,11 +87,14 @@ def seat(row: dict, basis: str) -> str:
     return f"{'device' if col == 'device_ids' else col} {v if v is not None else '-'}"
 
 
-def pairing_warning(basis: str) -> str:
-    """The warning of a job pair whose GPUs no rank paired (docs/definitions.md#compare-pairing): ``""`` for ``rank``;
-    for ``device ordinal`` and ``process order`` what they were paired by instead, and that a pair is then not
-    known to be the same worker (label the ranks to pair by them)."""
-    if basis == SAME_WORKER_BASIS:
+def pairing_warning(basis: str, pairs: list, unpaired: list) -> str:
+    """The warning of a job pair whose GPUs no rank paired (docs/definitions.md#compare-pairing; ``pairs`` and
+    ``unpaired`` as :func:`pair_gpus` gives them): ``""`` for ``rank``, when no GPU paired, and when each side holds
+    one GPU that does not name a rank (the one pair is the whole job: nothing to mix up); else, for ``device
+    ordinal`` and ``process order``, what they were paired by instead, and that a pair is then not known to be the
+    same worker (label the ranks to pair by them). One GPU a side whose ranks differ (rank 0 -> rank 1) is warned."""
+    alone = len(pairs) == 1 and not unpaired and not all(str(r.get("rank") or "") for r in pairs[0])
+    if basis == SAME_WORKER_BASIS or not pairs or alone:
         return ""
     how = ("by CUDA device ordinal" if basis == "device ordinal"
            else "in process order (report, then first process id, then GPU key)")

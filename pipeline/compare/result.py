@@ -39,7 +39,7 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
         unpaired = [{"side": s, "name": (names_b if s == "before" else names_a)[(str(r["report"]), str(r["gpu_key"]))],
                      "report": str(r["report"]), "gpu_key": str(r["gpu_key"])} for s, r in job["unpaired"]]
         entry = {"before": list(job["before"]), "after": list(job["after"]), "basis": job["basis"],
-                 "pairing_warning": pairing_warning(job["basis"]) if job["pairs"] else "", "verdict": v,
+                 "pairing_warning": pairing_warning(job["basis"], job["pairs"], job["unpaired"]), "verdict": v,
                  "forced": bool(force and not v["comparable"]), "gpus": gpus, "unpaired": unpaired,
                  "confidence": confidence([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]])}
         if shown and job["pairs"]:

@@ -326,7 +326,8 @@ def quiet(job: dict) -> bool:
 
 
 def render_text(result: dict) -> list[str]:
-    """The default ``text`` print: per job its verdict (``job: comparable`` or ``job: not comparable: …``), then,
+    """The default ``text`` print: per job its verdict (``job: comparable`` or ``job: not comparable: …`` and whether
+    its figures are withheld, ``--force`` showing them, or shown forced), then,
     where its figures are shown, the idle share's reading, the dollars of both sides (:func:`dollars_line`) and
     the saving or why none is claimed, indented, a low-confidence job's note and its unpaired GPUs; when nothing
     paired, the sentence of :func:`no_pairs_text`; after the jobs, the jobs only one side holds and each side's
@@ -335,7 +336,9 @@ def render_text(result: dict) -> list[str]:
     lines = [no_pairs_text(result)] if not result["jobs"] else []
     for job in result["jobs"]:
         v, low = job["verdict"], job["confidence"]
-        lines.append(f"{pair_title(job)}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])))
+        lines.append(f"{pair_title(job)}: " + ("comparable" if v["comparable"] else "not comparable: " + "; ".join(v["reasons"])
+                                                + ("; shown with --force: every figure below is marked" if job["forced"]
+                                                   else "; the figures are withheld (--force shows them)")))
         if job["pairing_warning"]:
             lines.append(f"  warning: {job['pairing_warning']}")
         if "deltas" in job:
@@ -402,7 +405,8 @@ def render_markdown(result: dict) -> str:
                      + (". Shown with --force: every figure below is marked." if job["forced"]
                         else ". The figures are withheld (--force shows them)."))
         lines.append(f"Confidence tiers: {conf['before'] or 'unknown'} before, {conf['after'] or 'unknown'} after"
-                     + (f"; {md_text(conf['note'])} (every figure below is marked)." if conf["low"] else "."))
+                     + (f"; {md_text(conf['note'])}" + (" (every figure below is marked)." if "deltas" in job else ".")
+                        if conf["low"] else "."))
         lines += ["", f"GPUs paired by {job['basis']}:"]
         if job["pairing_warning"]:
             lines.append(f"- warning: {md_text(job['pairing_warning'])}")

@@ -574,8 +574,9 @@ def extrapolation_basis(fleet: pd.DataFrame) -> dict | None:
     """What every month of the fleet is extrapolated from, for the report's first screen
     (docs/outputs.md#reports-for-people): over the analysed GPUs, ``gpus``, ``window_ns`` (Σ), ``window_min_ns`` and
     ``window_max_ns`` (one GPU's), ``iterations_min`` and ``iterations_max`` over the GPUs whose window is made of
-    stable iterations (``iterations`` > 0; None without one) and ``no_iterations`` (how many GPUs' windows hold none:
-    a span, a trim), ``periods_min`` and ``periods_max`` (the sampled meter's periods per GPU; None without the
+    stable iterations (``iterations`` > 0; None without one), ``iteration_counts`` (``[[iterations, GPUs], …]`` over
+    those GPUs, fewest iterations first) and ``no_iterations`` (how many GPUs' windows hold none: a span, a trim),
+    ``periods_min`` and ``periods_max`` (the sampled meter's periods per GPU; None without the
     column). None without an analysed GPU."""
     ok = conform(ok_rows(fleet), ["iterations", "sample_periods"])
     if not len(ok):
@@ -589,6 +590,7 @@ def extrapolation_basis(fleet: pd.DataFrame) -> dict | None:
             "iterations_min": int(with_its.min()) if len(with_its) else None,
             "iterations_max": int(with_its.max()) if len(with_its) else None,
             "no_iterations": int((its <= 0).sum()),
+            "iteration_counts": [[int(n), int(k)] for n, k in with_its.value_counts().sort_index().items()],
             "periods_min": int(periods.min()) if len(periods) else None,
             "periods_max": int(periods.max()) if len(periods) else None}
 

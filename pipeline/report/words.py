@@ -8,6 +8,7 @@ import re
 from markupsafe import Markup, escape
 
 from ..analysis.cost import HOW_TO_PRICE
+from ..analysis.fixfirst import WHO_COUNT
 from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
 
 #: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
@@ -136,6 +137,28 @@ def seconds(ns) -> str:
     return f"{ns / 1e9:,.2f} s" if ns >= 100_000_000 else f"{ns / 1e6:,.1f} ms"
 
 
+#: The most distinct stable-iteration counts :func:`iterations_text` names one by one; more read as a range.
+ITERATION_COUNTS_NAMED = 3
+
+
+def iterations_text(basis: dict) -> str:
+    """How many stable iterations the GPUs' windows hold, always with how many GPUs each (of
+    :func:`~pipeline.report.summary.extrapolation_basis`, with a GPU whose window holds some):
+    ``2 GPUs with 4 stable iterations, 4 with none (a window not made of iterations)``; each distinct count up to
+    :data:`ITERATION_COUNTS_NAMED` of them (``1 GPU with 5 stable iterations, 2 with 7``), else their range
+    (``4 GPUs with 5–9 stable iterations``)."""
+    counts = basis.get("iteration_counts") or [[span_text(basis["iterations_min"], basis["iterations_max"]),
+                                                basis["gpus"] - basis["no_iterations"]]]
+    if len(counts) > ITERATION_COUNTS_NAMED:
+        counts = [[span_text(counts[0][0], counts[-1][0]), sum(k for _, k in counts)]]
+    parts = [f"{k} with {n}" for n, k in counts]
+    first_gpus = counts[0][1]
+    parts[0] = f"{first_gpus} GPU{'' if first_gpus == 1 else 's'} with {counts[0][0]} stable iterations"
+    if basis["no_iterations"]:
+        parts.append(f"{basis['no_iterations']} with none (a window not made of iterations)")
+    return ", ".join(parts)
+
+
 def basis_text(basis: dict | None, meter: dict | None) -> str:
     """What every month of the report is extrapolated from, in one sentence for its first screen
     (:func:`~pipeline.report.summary.extrapolation_basis`, :func:`~pipeline.report.summary.meter_summary`;
@@ -151,9 +174,7 @@ def basis_text(basis: dict | None, meter: dict | None) -> str:
     text = (f"Every month here extrapolates short captures: {basis['gpus']} GPU(s), windows of {windows} each "
             f"({seconds(basis['window_ns'])} in all)")
     if basis["iterations_min"] is not None:
-        text += f", {span_text(basis['iterations_min'], basis['iterations_max'])} stable iterations per GPU"
-        if basis["no_iterations"]:
-            text += f" ({basis['no_iterations']} GPU(s) with none: a window not made of iterations)"
+        text += ", " + iterations_text(basis)
     else:
         text += ", no window made of stable iterations"
     if basis["periods_min"] is not None:
@@ -202,14 +223,13 @@ def keep_words(text):
 
 def remedy_summary(part: str) -> str:
     """One part of a fix-first remedy (:func:`pipeline.analysis.fixfirst.remedy_parts`) as the report's cell shows it
-    closed: a part for several GPUs by their count (``17 of 20 GPUs: <remedy>``; the names are in the opened list
-    and fix_first.csv), a part for one GPU by its name (``A100 #2 pid84669/dev0 (1 of 24 GPUs): <remedy>``), any
-    other text as it is."""
-
-    m = re.fullmatch(r"(.*?) \((\d+) of (\d+) GPUs\): (.*)", str(part), re.S)
+    closed: a part for several GPUs by their count (``17 of the 20 GPUs with cpu idle: <remedy>``; the names are in
+    the opened list and fix_first.csv), a part for one GPU by its name (``A100 #2 pid84669/dev0 (1 of the 24 GPUs
+    with cpu idle): <remedy>``), any other text as it is."""
+    m = re.fullmatch(r"(.*?) " + WHO_COUNT + r": (.*)", str(part), re.S)
     if not m or m.group(2) == "1":
         return str(part)
-    return f"{m.group(2)} of {m.group(3)} GPUs: {m.group(4)}"
+    return f"{m.group(2)} of the {m.group(3)} GPUs with {m.group(4)} idle: {m.group(5)}"
 
 
 #: Where a name may break besides a space and a hyphen (a ``<wbr>``, :func:`name_breaks`): after ``_ . / , ; = ) > ]``
