@@ -267,8 +267,8 @@ def test_the_markdown_basis_and_meter_cover_the_headlines_gpus():
     md = render_markdown(_results(meter))
     left = (" Over the 2 GPU(s) on trusted captures, as the headline: 2 on toy or low-confidence ones left out (toy 1, "
             "low 1).")
-    assert ("Every month here extrapolates short captures: 2 GPU(s), windows of 10.0–20.0 ms each (30.0 ms in all), 6 "
-            "stable iterations per GPU; the sampled meter: 6 sample period(s) per GPU." + left) in md
+    assert ("Every month here extrapolates short captures: 2 GPU(s), windows of 10.0–20.0 ms each (30.0 ms in all), 2 GPUs "
+            "with 6 stable iterations; the sampled meter: 6 sample period(s) per GPU." + left) in md
     assert ("would read 75.00 % busy (12 period(s) over 2 GPU(s)); the GPUs were idle 16.67 % of the time: "
             "$30.00/month." + left) in md
     assert md.count("as the headline") == 2
