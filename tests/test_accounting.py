@@ -621,3 +621,23 @@ def test_the_operations_pages_examples_are_read_as_they_say(tmp_path):
     assert (pods.job_id, pods.user, pods.account, pods.partition, pods.nodes, pods.gpus, pods.gpu_type) == (
         "ml/train-0", "alice", "vision", "ml", ("gpu01",), 4, "NVIDIA-H100-80GB-HBM3")
     assert pods.end_ns - pods.start_ns == 2 * H
+
+
+def test_a_re_priced_report_withholds_who_pays(ran, tmp_path):
+    """The run's report priced again with another card (each rate doubled): the teams table and coverage sentence
+    (teams.csv's dollars, at the run's rates) are not on the HTML page nor in the Markdown, and none of teams.csv's
+    dollars is; the note says they are not shown."""
+    out = ran[0]
+    fleet = pd.read_csv(out / "fleet.csv")
+    rates = sorted({(str(m), float(r)) for m, r in zip(fleet["rate_model"], fleet["rate_usd_per_hour"])})
+    card = tmp_path / "doubled.yaml"
+    card.write_text("cost:\n  rates:\n" + "".join(f"    - {{model: {m}, usd_per_gpu_hour: {2 * r}, match: ['{m}']}}\n"
+                                                     for m, r in rates))
+    assert 'id="teams"' in ran[2] and "Whose idle" in ran[1]   # the run's own report shows them
+    run_cli("report", str(out), "--config", str(card), "--out", str(tmp_path / "x" / "r.html"))
+    run_cli("report", str(out), "--config", str(card), "--format", "md", "--out", str(tmp_path / "r.md"))
+    page, md = (tmp_path / "x" / "r.html").read_text(), (tmp_path / "r.md").read_text()
+    assert 'id="teams"' not in page and 'id="coverage"' not in page and "Whose idle" not in md
+    teams = pd.read_csv(out / "teams.csv")["idle_usd_per_month"].dropna()
+    assert len(teams) and not [u for u in teams if f"${u:,.2f}" in page or f"${u:,.2f}" in md]
+    assert "the teams table (who pays, from the scheduler's accounting)" in " ".join(md.split())

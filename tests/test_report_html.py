@@ -631,3 +631,32 @@ def test_markdown_fix_list_sets_the_untrusted_entries_apart_as_the_page_does():
     untrusted = [ln for ln in _markdown_fixes([entry(1, "cpu", 1.0, "toy")]) if ln.startswith("| ")]
     assert untrusted[1] == f"| | {FIX_APART} | | | | | |"          # after the header row
     assert not any(FIX_APART in ln for ln in _markdown_fixes([entry(1, "cpu", 1.0, "high")]))
+
+
+def test_a_re_priced_sweep_report_shows_tonight_alone(sweep_state, tmp_path):
+    """The sweep state priced again with another card (every rate doubled): the earlier nights, each at its own
+    night's rates, are not in the trend (tonight's alone, said in a note), and no dollar of tonight's own pricing
+    is on the page unless the doubled card gives it too."""
+    import re
+
+    from pipeline.config import config_from_dict
+    from pipeline.report.summary import load_results
+
+    state, fleets = sweep_state
+    tonight = fleets["2026-03-03"]
+    ok = tonight[tonight["status"].isin(["ok", "partial"])]
+    rates = sorted({(str(m), float(r)) for m, r in zip(ok["rate_model"], ok["rate_usd_per_hour"])})
+    cfg = config_from_dict({"cost": {"rates": [{"model": m, "usd_per_gpu_hour": 2 * r, "match": [m]} for m, r in rates]}})
+    res = load_results(str(state), cfg=cfg, configs=["doubled.yaml"])
+    assert [d for d, _ in res.history] == ["2026-03-03"] and res.lacking == []
+    path = tmp_path / "report.html"
+    write_report(state, path, cfg=cfg, configs=["doubled.yaml"])
+    page = path.read_text(encoding="utf-8")
+    assert 'id="trend-withheld"' in page and 'id="records-withheld"' in page
+    shown = set(re.findall(r"\$[0-9][0-9,]*\.[0-9]{2}", re.sub(r'<p class="note" id="priced-with">.*?</p>', "", page,
+                                                                    flags=re.S)))
+    for night, fleet in fleets.items():   # each night's own total, as the report without --config shows it
+        total = fleet.loc[fleet["status"].isin(["ok", "partial"]), "idle_usd_per_month"].astype(float).sum()
+        assert money(total) not in shown, night
+    doubled = res.current.loc[res.current["status"].isin(["ok", "partial"]), "idle_usd_per_month"].astype(float).sum()
+    assert money(doubled) in shown

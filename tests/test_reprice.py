@@ -398,3 +398,112 @@ def test_the_report_of_a_folder_with_an_unnamed_gpu_prices_the_rest_and_says_how
     assert f"${total:,.2f}/month idle" in md
     assert ("but for 1 GPU that kept the run's rate and dollars (a `not-repriced` warning on each), as each "
             f"{NO_MODEL} (1 GPU)") in " ".join(md.replace("\\`", "`").split())
+
+
+def _amounts(page) -> list[float]:
+    """Every dollar amount on the HTML page ``page`` (entities unescaped), the note that says what priced it
+    (``id="priced-with"``: the card given and the run's own rates) left out, as numbers."""
+    import html
+    import re
+
+    text = re.sub(r'<p class="note" id="priced-with">.*?</p>', "", page.read_text(), flags=re.S)
+    return [float(a.replace(",", "")) for a in re.findall(r"\$([0-9][0-9,]*(?:\.[0-9]+)?)", html.unescape(text))]
+
+
+def _pages(folder) -> dict:
+    """``{name: page}`` of the report ``folder/report.html`` and its GPU pages."""
+    return {"report.html": folder / "report.html", **{p.name: p for p in (folder / "gpu-pages").glob("*.html")}}
+
+
+def test_a_re_priced_page_shows_no_dollar_of_the_run_card(runs, tmp_path):
+    """Folder ``a`` (AFTER: $3.50/h over 700 h) re-priced with BEFORE's card ($2.00/h over 730 h): every dollar
+    amount on the report and its GPU pages is one that the same fleet priced with BEFORE from the start shows
+    (a second computation: `gpu-idle run --config before.yaml`, nothing analysed), each GPU's idle dollars by
+    hand among them; none of the run's own figures (its medical records, written at $3.50 over 700 h, are
+    withheld with a note naming where they are and the run's rate)."""
+    root, env = runs["root"], {"GPU_IDLE_CACHE": str(runs["root"] / "cache")}
+    run_cli("run", str(root / "in"), "--out", str(tmp_path / "b"), "--config", str(root / "before.yaml"), env=env)
+    run_cli("report", str(tmp_path / "b"), env=env)
+    run_cli("report", str(root / "a"), "--out", str(tmp_path / "own" / "report.html"), env=env)
+    run_cli("report", str(root / "a"), "--out", str(tmp_path / "x" / "report.html"),
+            "--config", str(root / "before.yaml"), env=env)
+    fleet = pd.read_parquet(root / "a" / "fleet.parquet")
+    new = {round(int(i) / int(w) * 2.0 * 730, 2) for i, w in zip(fleet["idle_ns"], fleet["window_ns"])}
+    old = {round(int(i) / int(w) * 3.5 * 700, 2) for i, w in zip(fleet["idle_ns"], fleet["window_ns"])}
+    assert not new & old
+    fresh, own, got = _pages(tmp_path / "b"), _pages(tmp_path / "own"), _pages(tmp_path / "x")
+    assert sorted(got) == sorted(fresh) == sorted(own) and len(got) == 3
+    shown = {name: _amounts(page) for name, page in got.items()}
+    for name, amounts in shown.items():
+        assert amounts and [a for a in amounts if a not in set(_amounts(fresh[name]))] == [], name
+        assert not set(amounts) & (set(_amounts(own[name])) - set(_amounts(fresh[name]))), name
+        assert not set(amounts) & old, name
+    assert new <= set(shown["report.html"])
+    page = (tmp_path / "x" / "report.html").read_text()
+    assert 'id="records-withheld"' in page and "Idle cost:" not in page and 'href="#record-' not in page
+    assert "Idle cost:" in (tmp_path / "own" / "report.html").read_text()   # the records hold the run's dollars
+    import html
+    import re
+
+    words = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "(at its rates: H100 $3.50/GPU-hour; 700 hours per month): the medical records (the run folder's records/" \
+        in words
+
+
+def test_the_help_says_where_a_re_priced_report_goes_and_it_does(runs, tmp_path):
+    """`gpu-idle report --help`: a report priced again goes into another folder; in the run folder it only takes
+    the place of the run's own report.html. So it is: beside the run's report it is refused (2, nothing written),
+    into another folder it is written (no link into the run folder: no records), as the run's report.html it is."""
+    import re
+    import shutil
+
+    help_text = " ".join(run_cli("report", "--help").stdout.split())
+    assert ("A report priced again (--config) shows no medical records (they keep the run's dollars) and goes into "
+            "another folder (--out OTHER/report.html); in the run folder it can only take the place of the run's own "
+            "report.html") in help_text
+    c, card = tmp_path / "c", str(runs["root"] / "before.yaml")
+    shutil.copytree(runs["root"] / "a", c)
+    run_cli("report", str(c))
+    beside = run_cli("report", str(c), "--config", card, "--out", str(c / "priced.html"), check=False)
+    assert beside.returncode == 2 and "holds the GPU pages of another report" in beside.stderr
+    assert not (c / "priced.html").exists()
+    run_cli("report", str(c), "--config", card, "--out", str(tmp_path / "other" / "report.html"))
+    links = re.findall(r'href="([^"#]+)', (tmp_path / "other" / "report.html").read_text())
+    assert links and all(h.startswith("gpu-pages/") or h.startswith("http") for h in links)
+    run_cli("report", str(c), "--config", card)
+    assert 'id="records-withheld"' in (c / "report.html").read_text()
+
+
+@pytest.fixture(scope="module")
+def profiles_repriced(profiles, tmp_path_factory):
+    """The tryout's case: ``gpu-idle run ../shared/profiles --config configs/profiles.yaml --out R`` (the default
+    card: H100 $4.00/h), then R's report priced again with a copy of configs/profiles.yaml whose H100 rate is $2.00
+    (X), and the same exports run with that copy from the start (N, the second computation; nothing analysed)."""
+    root = tmp_path_factory.mktemp("profiles_reprice")
+    with open("configs/profiles.yaml", encoding="utf-8") as fh:
+        (root / "new.yaml").write_text(fh.read() + "\ncost:\n  rates:\n"
+                                       "    - {model: H100, usd_per_gpu_hour: 2.0, match: [\"*H100*\"]}\n")
+    run_cli("run", str(profiles), "--config", "configs/profiles.yaml", "--out", str(root / "R"))
+    run_cli("run", str(profiles), "--config", str(root / "new.yaml"), "--out", str(root / "N"))
+    for folder in ("R", "N"):
+        run_cli("report", str(root / folder))
+    run_cli("report", str(root / "R"), "--config", str(root / "new.yaml"), "--out", str(root / "X" / "report.html"))
+    return root
+
+
+def test_the_profiles_re_priced_at_2_dollars_show_one_price(profiles_repriced):
+    root = profiles_repriced
+    fleet = pd.read_parquet(root / "R" / "fleet.parquet")
+    ok = fleet[fleet["rate_model"] == "H100"]
+    assert len(ok) == 4 and set(ok["rate_usd_per_hour"]) == {4.0}
+    x, n, r = _pages(root / "X"), _pages(root / "N"), _pages(root / "R")
+    assert sorted(x) == sorted(n) == sorted(r) and len(x) == 6
+    for name in x:
+        got = _amounts(x[name])
+        assert got and [a for a in got if a not in set(_amounts(n[name]))] == [], name
+        assert not set(got) & (set(_amounts(r[name])) - set(_amounts(n[name]))), name
+    page = (root / "X" / "report.html").read_text()
+    for i, w in zip(ok["idle_ns"], ok["window_ns"]):   # each H100's idle dollars at $2.00 over 730 h, by hand
+        assert f"${round(int(i) / int(w) * 2.0 * 730, 2):,.2f}" in page
+    assert "Idle cost:" not in page and "rate: $4.00/GPU-hour" not in page and 'id="records-withheld"' in page
+    assert "Idle cost:" in (root / "R" / "report.html").read_text()

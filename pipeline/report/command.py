@@ -34,7 +34,9 @@ def report(results, out_path, fmt, night, configs):
     page per analysed GPU, written beside it in gpu-pages/ (pages an earlier report wrote there of
     GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
     linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
-    records' links to those pages resolve. Exit status 1 when it cannot be written (a full disk), 2
+    records' links to those pages resolve. A report priced again (--config) shows no medical records (they keep the
+    run's dollars) and goes into another folder (--out OTHER/report.html); in the run folder it can only take the
+    place of the run's own report.html (the run folder's gpu-pages/ are that report's). Exit status 1 when it cannot be written (a full disk), 2
     when nothing could be done: RESULTS is no results folder, no such --night, a --config that cannot be used or
     cannot price the folder's table, or --out is a folder not to write into (a symlinked gpu-pages/, another
     report's pages, another gpu-idle process writing it)."""

@@ -45,7 +45,7 @@ from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_
                     pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
-    records, summarise, tier_ranks)
+    shown_records, summarise, tier_ranks, withheld)
 
 FORMATS = ("html", "csv", "md")
 
@@ -182,7 +182,8 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
         cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP, top_fixes=TOP_FIXES,
-        name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key), acct=read_view(res.run_dir),
+        name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key),
+        acct=None if withheld(res) else read_view(res.run_dir),
         coverage_text=coverage_text, whose_text=whose_text, priced_with=priced_with_text(s["priced_with"]))
 
 
@@ -195,11 +196,14 @@ def priced_with_text(p: dict | None) -> str:
     rates = ", ".join(f"{r['model']} {usd(r['usd_per_gpu_hour'])}/GPU-hour" for r in p["rates"])
     overrides = "; ".join(f"cluster {c}: " + ", ".join(f"{m} {usd(v)}" for m, v in rates_.items())
                           for c, rates_ in p["cluster_rates"].items())
+    own = ", ".join(f"{r['model']} {usd(r['usd_per_gpu_hour'])}/GPU-hour" for r in p.get("run_rates", [])) or "none"
     return (f"Priced as this report was made, with {', '.join(p['configs']) or 'the default configuration'} "
             f"(pricing settings {p['hash']}): {rates}" + (f"; overrides {overrides}" if overrides else "")
             + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
-            "these rates, not the run's" + kept_text(p.get("kept") or {}) + "; the medical records below and the teams "
-            "table (who pays, from the scheduler's accounting) keep the dollars of the run that wrote them.")
+            "these rates, not the run's" + kept_text(p.get("kept") or {}) + ". Not shown here, as they hold the run's own dollars (at its rates: "
+            f"{own}; {p.get('run_hours', 730.0):g} hours per month): the medical records (the run folder's records/, "
+            "and its report without --config), the teams table (who pays, from the scheduler's accounting) and the "
+            "earlier nights of a sweep's trend.")
 
 
 def kept_text(kept: dict) -> str:
@@ -477,7 +481,7 @@ def render_markdown(res: Results) -> str:
              f"({headline_idle_text(s['headline'])}"
              + (f", {s['failed_reports']} report(s) failed" if s["failed_reports"] else "") + ")"
              + for_pages(assumed_text(s["rates_assumed"])), "", trust_text(s["trust"]), ""]
-    acct = read_view(res.run_dir)  # who pays: teams and coverage, from the scheduler's accounting
+    acct = None if withheld(res) else read_view(res.run_dir)  # who pays: teams and coverage, from the accounting
     if acct:
         lines += [whose_text(acct, markdown=True) + coverage_text(acct), "", *teams_markdown(acct), ""]
     h = s["headline"]   # the basis and the meter over the headline's GPUs (the trusted ones when there are some)
@@ -591,7 +595,7 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
 
     ok = ok_rows(res.current).sort_values(["report", "gpu_key"], kind="stable")
     keys = job_keys(res.current)
-    anchors = record_anchors(keys, records(res.run_dir, keys))
+    anchors = record_anchors(keys, shown_records(res, keys))
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: _doc_text(res, report, gpu), out_path, plot_cache,

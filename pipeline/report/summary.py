@@ -97,20 +97,42 @@ class Results:
         return made
 
 
-def priced_with(cfg, configs=(), fleet: pd.DataFrame | None = None) -> dict | None:
+def priced_with(cfg, configs=(), fleet: pd.DataFrame | None = None, run_table: pd.DataFrame | None = None,
+                run_folder: str | None = None) -> dict | None:
     """What prices a report's current table (docs/outputs.md#reports-for-people), None without ``cfg`` (the table as
     its run priced it): ``{"configs": the configuration files given (their paths; none: the defaults), "hash": the
     first 12 hex digits of the digest of the settings that price (:func:`pipeline.store.results.pricing_hash`),
     "hours_per_month", "rates": [{model, usd_per_gpu_hour}] of the card, "cluster_rates": {cluster: {model:
     rate}}, "kept": {why: GPUs} the GPUs of ``fleet`` (the table priced again) that kept their run's pricing
-    (:func:`pipeline.fleet.pricing.kept_run_pricing`)}``."""
+    (:func:`pipeline.fleet.pricing.kept_run_pricing`),
+    "run_rates": [{model, usd_per_gpu_hour}] the run's own table ``run_table`` priced its analysed GPUs at,
+    "run_hours": the hours per month its folder ``run_folder`` records (:func:`run_hours`)}``: what the parts a
+    re-priced report withholds (:func:`withheld`) are priced at."""
     if cfg is None:
         return None
+    own = conform(ok_rows(run_table), ["rate_model", "rate_usd_per_hour"]) if run_table is not None and len(run_table) \
+        else pd.DataFrame(columns=["rate_model", "rate_usd_per_hour"])
+    pairs = sorted({(str(m or "unknown"), float(r)) for m, r in zip(own["rate_model"], own["rate_usd_per_hour"])
+                    if r is not None and r == r})
     return {"configs": [os.fspath(c) for c in configs], "hash": pricing_hash(cfg)[:12],
             "hours_per_month": float(cfg.cost.hours_per_month),
             "rates": [{"model": r.model, "usd_per_gpu_hour": float(r.usd_per_gpu_hour)} for r in cfg.cost.rates],
             "cluster_rates": {c: dict(m) for c, m in (cfg.cost.cluster_rates or {}).items()},
-            "kept": kept_run_pricing(fleet) if fleet is not None else {}}
+            "kept": kept_run_pricing(fleet) if fleet is not None else {},
+            "run_rates": [{"model": m, "usd_per_gpu_hour": r} for m, r in pairs], "run_hours": run_hours(run_folder)}
+
+
+def withheld(res: "Results") -> bool:
+    """Whether the report of ``res`` withholds what holds its run's own dollars and cannot be priced again from the
+    table: the medical records (``records/*.md``, written with the run's dollars), the teams table (the scheduler's
+    accounting, at the run's rates) and the earlier nights of the trend (each at its own night's rates): a report
+    priced again as it was read (:attr:`Results.priced_with`) shows one price, the card given, or none."""
+    return bool(res.priced_with)
+
+
+def shown_records(res: "Results", keys) -> dict[str, str]:
+    """:func:`records` of the current night's folder, ``{}`` when the report withholds them (:func:`withheld`)."""
+    return {} if withheld(res) else records(res.run_dir, keys)
 
 
 #: The columns the history of earlier nights is read with (:func:`trend` needs no more); the
@@ -221,10 +243,11 @@ def load_results(results_dir: str, night: str | None = None, cfg=None, configs=(
             raise ReportError(f"{results_dir}: no fleet.parquet (not a `gpu-idle run --out` folder) and no "
                               f"history/ or nights/ (not a sweep state folder)")
         vouched_folder(results_dir)
-        fleet = _finished(_read_fleet(path), results_dir, cfg)  # an older table: its fix columns as its run priced
+        own = _read_fleet(path)
+        fleet = _finished(own, results_dir, cfg)  # an older table: its fix columns as its run priced
         date = dt.datetime.fromtimestamp(os.path.getmtime(path)).strftime("%Y-%m-%d")
         return Results(results_dir, "run", fleet, date, results_dir, [(date, fleet)],
-                       priced_with=priced_with(cfg, configs, fleet))
+                       priced_with=priced_with(cfg, configs, fleet, own, results_dir))
 
     nights = {d: p for d, p in dated_dirs(os.path.join(results_dir, "nights")).items()
               if os.path.exists(os.path.join(p, "fleet.parquet"))}
@@ -273,8 +296,11 @@ def load_results(results_dir: str, night: str | None = None, cfg=None, configs=(
     else:
         raise ReportError(f"{results_dir}: night {date} cannot be read: "
                           + "; ".join(f"{x['file']}: {x['why']}" for x in lacking if x["date"] == date))
-    fleet = _finished(fleet, run_dir, cfg)
-    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking, priced_with(cfg, configs, fleet))
+    own, fleet = fleet, _finished(fleet, run_dir, cfg)
+    if cfg is not None:   # the earlier nights at their own rates: withheld, the trend is tonight's alone (withheld)
+        history, lacking = [(date, fleet)], []
+    return Results(results_dir, "sweep", fleet, date, run_dir, history, lacking,
+                   priced_with(cfg, configs, fleet, own, run_dir))
 
 
 def ok_rows(fleet: pd.DataFrame) -> pd.DataFrame:
@@ -920,7 +946,7 @@ def summarise(res: Results) -> dict:
     clusters, jobs = res.rolled.clusters, res.rolled.jobs
     dates = [d for d, _ in res.history]
     keys = job_keys(fleet)
-    titles, recs = job_titles(keys), records(res.run_dir, keys)
+    titles, recs = job_titles(keys), shown_records(res, keys)
     anchors = record_anchors(keys, recs)
     top = top_gpus(fleet)
     fixes = fix_first(fleet, res.rolled.fixes)
