@@ -43,7 +43,7 @@ from .jinja import environment
 from .teams import coverage_text, teams_markdown, whose_text
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
                     pct, remedy_summary, secs, signed_usd, speedup_text, startup_cut_text, trust_text, usd,
-                    wins_back_basis)
+                    whole_speedup_text, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
     records, summarise, tier_ranks)
@@ -73,6 +73,7 @@ def _env() -> Environment:
     env.filters["remedy_summary"] = remedy_summary
     env.filters["name_breaks"] = name_breaks
     env.globals["speedup_text"] = speedup_text
+    env.globals["whole_speedup_text"] = whole_speedup_text
     env.globals["implausible"] = implausible
     return env
 

@@ -64,14 +64,24 @@ def speedup_text(speedup, recoverable_speedup=None) -> str:
     ``(if all of the category's idle went: 3.884×)`` (:data:`ALL_IDLE`) when the evidence bounds it below the
     category's whole one (``speedup``); the whole one alone when it does not or there is no bounded one (NaN, None:
     an older list). ``-`` when there is no speed-up (NaN)."""
-    def x(v) -> str:
-        return "∞×" if v == math.inf else f"{float(v):.3f}×"
+    whole = whole_speedup_text(speedup, recoverable_speedup)
     if speedup is None or speedup != speedup:
         return "-"
-    if recoverable_speedup is None or recoverable_speedup != recoverable_speedup or not (
-            round(float(recoverable_speedup), 3) < round(float(speedup), 3)):
-        return x(speedup)
-    return f"{x(recoverable_speedup)} ({ALL_IDLE}: {x(speedup)})"
+    return f"{_times(recoverable_speedup)} ({whole})" if whole else _times(speedup)
+
+
+def _times(v) -> str:
+    return "∞×" if v == math.inf else f"{float(v):.3f}×"
+
+
+def whole_speedup_text(speedup, recoverable_speedup) -> str:
+    """The labelled whole speed-up :func:`speedup_text` adds after a bounded one (``if all of the category's idle
+    went: 3.884×``), ``""`` when the evidence bounds none (the HTML list prints it on a line of its own)."""
+    if (speedup is None or speedup != speedup or recoverable_speedup is None
+            or recoverable_speedup != recoverable_speedup
+            or not round(float(recoverable_speedup), 3) < round(float(speedup), 3)):
+        return ""
+    return f"{ALL_IDLE}: {_times(speedup)}"
 
 
 def recoverable_lines(parts: list[dict]) -> list[str]:
