@@ -43,7 +43,7 @@ ASSUMED_LEGEND = ("~$: priced at an assumed rate, the default model's (no model 
 #: columns, as the table does.
 TIER_LEGEND = "tier: how far the month can be trusted, toy < low < medium < high (docs/definitions.md#confidence-tiers)"
 #: What the printed table's ``!`` after a speed-up means (``implausible_speedup``, docs/definitions.md#fix-first).
-IMPLAUSIBLE_LEGEND = "x!: implausible speed-up: one category holds 90 % or more of the window (docs/definitions.md#fix-first)"
+IMPLAUSIBLE_LEGEND = "x!: implausible speed-up: 10x or more, the idle holds 90 % or more of the window (docs/definitions.md#fix-first)"
 
 
 def _usd_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
@@ -55,10 +55,12 @@ def _usd_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
 
 def _speedup_marked(ok: pd.DataFrame, cells: list[str]) -> list[str]:
     """The printed ``amdahl_speedup`` cells (``4421.087x``, from :func:`_cells`) of the rows ``ok`` marked ``!``
-    where the row's ``implausible_speedup`` is set (a category holds at least
-    :data:`~pipeline.analysis.fixfirst.IMPLAUSIBLE_SHARE` of the window): ``4421.087x!``."""
-    flags = ok["implausible_speedup"].fillna(False).astype(bool)
-    return [f"{c}!" if bool(f) else c for c, f in zip(cells, flags)]
+    where the speed-up itself is implausible (:func:`pipeline.analysis.fixfirst.implausible`: 10× or more, the one
+    rule every view marks by): ``4421.087x!``."""
+    import pandas as pd
+
+    from .analysis.fixfirst import implausible
+    return [f"{c}!" if implausible(v) else c for c, v in zip(cells, pd.to_numeric(ok["amdahl_speedup"], errors="coerce"))]
 
 
 def _cells(values: pd.Series, col) -> list[str]:
@@ -171,7 +173,8 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
             lines.append(ASSUMED_LEGEND[0])
         if ok["unpriced"].astype(bool).any():
             lines.append(ASSUMED_LEGEND[1])
-        if any(c.name == "amdahl_speedup" for c in columns) and ok["implausible_speedup"].fillna(False).astype(bool).any():
+        if any(c.name == "amdahl_speedup" for c in columns) and any(x.endswith("!") for x in _speedup_marked(
+                ok, ["x"] * len(ok))):
             lines.append(IMPLAUSIBLE_LEGEND)
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")

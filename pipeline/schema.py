@@ -518,7 +518,8 @@ FLEET = (
     _c("confidence_note", "why the tier is not higher: the shortfalls of a `toy` or `low` row and the "
        "cap of an `unknown` kind that holds a row down (empty for an uncapped `medium` and for `high`)",
        "confidence"),
-    _c("implausible_speedup", "some category holds at least 90 % of W"),
+    _c("implausible_speedup", "a speed-up of the row (`amdahl_speedup` or a `fix_<c>_speedup`) is 10× or more: "
+                              "[implausible](definitions.md#fix-first)"),
     _c("diagnosis", "the diagnostic rules' findings (rule, outcome, evidence, remedy) as compact "
        "JSON, one object per finding (docs/definitions.md#diagnosis; empty: none)"),
     _c("straggler", "the straggler: the highest-idle GPU of a job whose idle % spread exceeds 10 points (not the late "
@@ -1108,7 +1109,11 @@ FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
     _t("unpriced_gpus", "its GPUs that are `unpriced` (no dollars in it)"),
     _t("unpriced_models", "those GPUs' models with each one's count (`Quadro GP100 (2), no model named (1)`; empty: "
                           "none): a `cost.rates` entry for each prices them"),
-    _t(("speedup", "share_pct"), "window-weighted: `1 / (1 − share)`, 100 × share"),
+    _t(("speedup", "share_pct"), "window-weighted: `1 / (1 − share)`, 100 × share: the speed-up if all of the "
+                                 "category's idle went"),
+    _t("recoverable_speedup", "the speed-up if what a fix wins back went: `1 / (1 − bounded ns / window_ns)` over "
+                              "the same GPUs, bounded ns the part of the category's ns the evidence says is recoverable "
+                              "(as `recoverable_usd_per_month`); equal to `speedup` where it bounds none"),
     _t("remedy", "what the [diagnostic rules](definitions.md#diagnosis) that fired on its GPUs prescribe; the generic "
                  "one-line remedy, saying so, when none could be judged; `archived: …, not prescribed` when the "
                  "category is archived (under `analysis.actionable_pct` of W) on its GPUs"),
@@ -1124,7 +1129,8 @@ FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
     _t(("trusted", "confidence_tier"), "the entry rests on trusted GPUs (`medium`, `high`); the lowest tier of its "
                                        "GPUs"),
     _t(("low_confidence", "confidence_note"), "not `trusted`, and each of its GPUs' notes"),
-    _t("implausible_speedup", "the category holds ≥ 90 % of the group's window or of one GPU's"),
+    _t("implausible_speedup", "`speedup` is 10× or more (the category holds ≥ 90 % of the window: "
+                              "[implausible](definitions.md#fix-first))"),
 ))
 
 #: The sweep's history: one part per night, that night's fleet table (pipeline/runs/sweep.py).

@@ -399,12 +399,16 @@ def test_fastvideo_recoverable_is_what_a_copy_stream_could_hide():
 
 def test_entry_remedy_follows_the_rule_that_fired(tmp_path):
     # the same copies as test_copies_on_the_compute_stream (on the compute stream 7), pageable (src_kind 0), with a
-    # cudaHostAlloc over every gap: the entry prescribes allocating once (the most concrete), then pinning, then the
-    # copy stream; the export with pinned copies and no allocation: the copy stream (pinned finds nothing wrong)
+    # cudaHostAlloc over every gap: the entry prescribes pinning (the copies are pageable: the pinned allocations are
+    # not what they copy from; its own diagnosis says "pin", never contradicted), with pinned copies allocating once,
+    # then the copy stream; the export with pinned copies and no allocation: the copy stream (pinned finds nothing
+    # wrong)
     def remedy(**kw) -> str:
         row, f = findings(training(tmp_path / f"{len(kw)}-{kw.get('src_kind')}.sqlite", [3] * ITERATIONS, "copy", **kw))
+        assert f["data.host_alloc"]["outcome"] == ("in_gaps" if kw.get("host_alloc") else "none")
         return fixfirst.entry_remedy("data", [list(f.values())])
-    assert remedy(src_kind=0, host_alloc=True).startswith("allocate the pinned buffers once at the start")
+    assert remedy(src_kind=0, host_alloc=True).startswith("pin the host buffers (pin_memory=True, cudaHostAlloc) once")
+    assert remedy(src_kind=1, host_alloc=True).startswith("allocate the pinned buffers once at the start")
     assert remedy(src_kind=0).startswith("pin the host buffers")
     assert remedy(src_kind=1).startswith("move the copies to a copy stream of their own")
     # no rule judged: the generic remedy, saying so
@@ -431,13 +435,21 @@ def test_what_a_fix_wins_back_reads_the_same_in_fix_first_record_and_gpu_page(tm
     with open(out / "fix_first.csv", newline="") as fh:
         data = [e for e in csv.DictReader(fh) if e["category"] == "data" and e["scope"] == "fleet"]
     assert (float(data[0]["recoverable_usd_per_month"]), float(data[0]["usd_per_month"])) == (584.0, 1606.0)
+    # the speed-ups beside it: the bounded fix's (8 ms of the window gone) and, labelled, the category's (22 ms)
+    window = int(data[0]["window_ns"])
+    fast, whole = float(data[0]["recoverable_speedup"]), float(data[0]["speedup"])
+    assert (fast, whole) == (round(window / (window - 8_000_000), 4), round(window / (window - 22_000_000), 4))
     assert said.removeprefix("data: ") in (out / "report.html").read_text()
+    said += f"; speed-up {fast:.3f}× (if all of the category's idle went: {whole:.3f}×)"
+    assert (f'{fast:.3f}×<span class="whole-speedup" title="the speed-up if all of the category&#39;s idle went, not '
+            f'only what a fix wins back">if all of the category&#39;s idle went: {whole:.3f}×</span>'
+            ) in (out / "report.html").read_text()
     record = next((out / "records").glob("*.md")).read_text()
     section = record[record.index("## Diagnosis"):]
     escaped = said.replace("$", r"\$")  # Markdown-escaped: a $ would start TeX in some renderers
     assert "- " + escaped in section.split("\n")
     page = next((out / "gpu-pages").glob("*.html")).read_text()
-    assert f'<ul id="diagnosis-recoverable"><li>{said}</li></ul>' in page
+    assert '<ul id="diagnosis-recoverable"><li>' + said.replace("'", "&#39;") + "</li></ul>" in page
 
 
 def test_recoverable_lines_say_nothing_when_the_whole_idle_is_recoverable():

@@ -479,3 +479,66 @@ def test_a_job_whose_reports_all_failed_is_unknown_not_free():
     assert jobs.reset_index()[["job", "idle_usd_per_month"]].to_csv(index=False) == "job,idle_usd_per_month\nf,\nj,100.0\n"
     clusters = rollup(fleet, ["cluster"]).set_index("cluster")
     assert (clusters.loc["c", "idle_usd_per_month"], clusters.loc["c", "failed_reports"]) == (100.0, 1)
+
+
+# ---- issue 45 point 2 (h52): the speed-up beside a bounded saving is the bounded fix's; one implausible rule ----
+
+def test_bounded_speedup_by_hand():
+    """g0 (window 100 ms): data 40 ms, of which the evidence bounds a fix to 10 ms. The bounded speed-up is
+    1 / (1 − 10/100) = 1.1111, the whole category's 1 / (1 − 40/100) = 1.6667; launch (15 ms, unbounded) has one
+    speed-up, 1 / 0.85 = 1.1765, both columns. Every view prints the bounded one first, the whole one labelled."""
+    from pipeline.analysis.fixfirst import gpu_recoverable, recoverable_ns
+    from pipeline.analysis import diagnosis as dx
+    from pipeline.report.html import _markdown_fixes
+    from pipeline.report.words import recoverable_lines, speedup_text
+
+    rows = _tiered_rows()
+    fixes = fix_list(build_fleet(rows), {})
+    fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
+    assert list(zip(fleet["category"], fleet["speedup"], fleet["recoverable_speedup"])) == [
+        ("launch", 1.1765, 1.1765), ("data", 1.6667, 1.1111), ("cpu", round(1 / 0.7, 4), round(1 / 0.7, 4)),
+        ("cpu", 10.0, 10.0)]
+    findings = dx.of_text(rows[0]["diagnosis"])
+    assert recoverable_ns("data", [40 * MS], [findings]) == 10 * MS
+    assert speedup_text(1.6667, 1.1111) == "1.111× (if all of the category's idle went: 1.667×)"
+    assert speedup_text(1.1765, 1.1765) == speedup_text(1.1765) == "1.177×"
+    assert speedup_text(math.inf, math.nan) == "∞×" and speedup_text(math.nan, math.nan) == "-"
+    md = "\n".join(_markdown_fixes(fleet.to_dict("records")))
+    assert "| 2 | data | $100.00 (bounded by the evidence: " in md
+    assert "| $400.00 | 1.111× (if all of the category's idle went: 1.667×) |" in md
+    assert "| 1 | launch | $150.00 (the whole idle) | $150.00 | 1.177× |" in md
+    # the GPU page's and medical record's line: the same two speed-ups
+    gpu = {"window_ns": 100 * MS, "cat_data_ns": 40 * MS, "fix_data_usd_per_month": 400.0}
+    [part] = gpu_recoverable(gpu, findings)
+    assert (part["speedup"], part["recoverable_speedup"]) == (1.6667, 1.1111)
+    assert recoverable_lines([part]) == [
+        "data: a fix wins back $100.00: copies on the compute stream: only what a copy stream of their own could hide "
+        "behind compute, 10.0 of 40.0 ms on 1 of 1 GPU(s); speed-up 1.111× (if all of the category's idle went: "
+        "1.667×)"]
+
+
+def test_implausible_is_the_speedup_itself_at_the_boundary():
+    """10× (90 % of the window) is implausible, 9.999× (89.99 %) is not; a GPU row judges its whole idle's speed-up
+    too: cpu 77 ms of 100 (4.3478×) with 99 ms idle (100×) is marked, as the printed table's x! and the entry."""
+    from pipeline.analysis.fixfirst import gpu_columns, implausible
+    from pipeline.cli import _speedup_marked
+
+    assert (implausible(10.0), implausible(9.9999), implausible(math.inf), implausible(math.nan),
+            implausible(None)) == (True, False, True, False, False)
+    at = gpu_columns({"cpu": 90 * MS}, 100 * MS, 9, 100, 1.0)
+    below = gpu_columns({"cpu": 89_990_000}, 100 * MS, 9, 100, 1.0)   # 1 / 0.1001 = 9.9900
+    assert (at["fix_cpu_speedup"], at["implausible_speedup"]) == (10.0, True)
+    assert (below["fix_cpu_speedup"], below["implausible_speedup"]) == (9.99, False)
+    mostly = gpu_columns({"cpu": 77 * MS}, 100 * MS, 9, 100, 1.0, idle_ns=99 * MS)
+    assert (mostly["fix_cpu_speedup"], mostly["implausible_speedup"]) == (4.3478, True)
+    assert gpu_columns({"cpu": 77 * MS}, 100 * MS, 9, 100, 1.0)["implausible_speedup"] is False
+    ok = pd.DataFrame({"amdahl_speedup": [100.0, 10.0, 9.999], "implausible_speedup": [False, False, True]})
+    assert _speedup_marked(ok, ["100.000x", "10.000x", "9.999x"]) == ["100.000x!", "10.000x!", "9.999x"]
+
+    def entry(cpu_ns):
+        row = {"report": "r", "gpu_key": "g", "cluster": "c", "job": "j", "status": "ok", "window_ns": 100 * MS,
+               "iterations": 9, "idle_ns": cpu_ns, "idle_pct": cpu_ns / MS, "confidence_tier": "medium",
+               "low_confidence": False, "confidence_note": "", "cat_cpu_ns": cpu_ns, "fix_cpu_usd_per_month": 1.0}
+        e = fix_list(build_fleet([row]), {}).iloc[0]
+        return e["speedup"], e["implausible_speedup"]
+    assert entry(90 * MS) == (10.0, True) and entry(89_990_000) == (9.99, False)

@@ -264,7 +264,7 @@ def test_every_module_is_used_by_the_product():
 FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
-            ".accounting.hooks", ".accounting.joined", ".analysis.analyse", ".analysis.cost", ".config",
+            ".accounting.hooks", ".accounting.joined", ".analysis.analyse", ".analysis.cost", ".analysis.fixfirst", ".config",
             ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
             ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.compare", ".runs.driver",

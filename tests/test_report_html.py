@@ -582,7 +582,10 @@ def test_top_gpus_mark_assumed_rates_and_low_confidence(tmp_path):
     assert tags == [(f"AMD Radeon Graphics is not on the rate card: priced as H100, the default model ({source})",
                      "≈ H100 rate"),
                     ("window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)",
-                     "toy capture: 8.6 ms window, 14 kernels")]
+                     "toy capture: 8.6 ms window, 14 kernels"),
+                    ("a speed-up of 10× or more: the idle holds 90 % or more of the window "
+                     "(docs/definitions.md#fix-first)", "implausible speed-up")]   # its speed-up: 77.51× (10× or more)
+    assert float(t.amdahl_speedup) >= 10 > float(h.amdahl_speedup)
     other = re.search(r'<td class="caveats">(.*?)</td>', top[0][2], re.S).group(1)
     assert "≈" not in other      # on the card: its own rate
     # the export: 4 stable iterations (fewer than 5) over 169,023,922 ns = 169.0 ms

@@ -293,6 +293,8 @@ def test_a_toy_capture_page_and_record_mark_their_figures(tmp_path):
     page = next((out / "gpu-pages").glob("tiny_2kernels*.html")).read_text(encoding="utf-8")
     assert re.search(r'id="usd-untrusted"[^>]*>toy capture: not to be trusted<', page)
     assert "speed-up if the idle vanished 4421.087× (toy capture: not to be trusted)" in page
+    assert re.search(r'4421.087× \(toy capture: not to be trusted\) <span class="tag implausible" '
+                     r'id="speedup-implausible"[^>]*>implausible speed-up<', page)   # 10× or more
     assert 'id="categories-untrusted"' in page
     record = (out / "records" / "tiny.md").read_text(encoding="utf-8")
     assert ("Idle cost: $182.46 per month for these GPUs. All on toy or low-confidence captures: not to be trusted. "

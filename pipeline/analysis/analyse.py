@@ -491,7 +491,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     confident = Confidence(
         iteration_spread_pct=spread, bursts=bursts, idle_pct_low=idle_low, idle_pct_high=idle_high, idle_pct_sd=idle_sd,
         **fixfirst.gpu_columns(category_ns, dev.window_ns, win.iterations, idle.kernel_count, spread,
-                               cfg.confidence, dataclasses.replace(kind_figures, outside_ns=outside)))
+                               cfg.confidence, dataclasses.replace(kind_figures, outside_ns=outside), dev.idle_ns))
     diagnosed = Diagnosis(diagnosis=diagnosis.to_text(diagnosis.diagnose(
         device_categorised, kw, copies_in, trace.runtime, trace.nvtx,
         [(int(x[1]), int(x[2])) for x in win.extents if x[3] == "kept"],

@@ -16,8 +16,8 @@ Summed over GPUs (a job, a cluster, the fleet), the dollars add up and the share
 window and the stable iterations it rests on and its GPUs' ``confidence_tier``
 (:mod:`pipeline.analysis.confidence`, docs/definitions.md#confidence-tiers): each list gives the
 entries over the trusted GPUs (``medium``, ``high``) first, then, apart, those over the ``low`` GPUs, then those
-over the ``toy`` ones (flagged ``low_confidence``), each part ranked by what a fix wins back; a speed-up resting on a share of at least
-:data:`IMPLAUSIBLE_SHARE` is flagged ``implausible_speedup``.
+over the ``toy`` ones (flagged ``low_confidence``), each part ranked by what a fix wins back; a speed-up of at least
+:data:`IMPLAUSIBLE_SPEEDUP` is implausible (:func:`implausible`), flagged ``implausible_speedup``.
 
 Each list has two sections (:data:`SECTIONS`, the ``section`` column): ``device idle``, the entries above, and
 ``inside collectives``, one entry per list over its GPUs whose wait inside collectives was measured
@@ -46,8 +46,16 @@ from . import collwait
 from . import diagnosis as dx
 from .names import gpu_names
 
-#: A share of the window at or above this (90 % idle) makes a speed-up implausible: flagged, not only shown.
-IMPLAUSIBLE_SHARE = 0.9
+#: A speed-up at or above this is implausible (the part of the window it rests on is 90 % or more): marked wherever
+#: it prints (:func:`implausible`, docs/definitions.md#fix-first).
+IMPLAUSIBLE_SPEEDUP = 10.0
+
+
+def implausible(speedup) -> bool:
+    """Whether a speed-up (``1 / (1 − s)``, as stored: 4 decimals; ``inf`` at ``s = 1``) is implausible: at least
+    :data:`IMPLAUSIBLE_SPEEDUP` (docs/definitions.md#fix-first). The one rule every view's mark follows; None or NaN
+    (no speed-up) is not."""
+    return speedup is not None and speedup == speedup and float(speedup) >= IMPLAUSIBLE_SPEEDUP
 
 #: One-line remedy per application category, in the field's terms (docs/definitions.md#fix-first), from the
 #: registry (:attr:`pipeline.categories.Category.remedy`).
@@ -92,9 +100,12 @@ def entry_diagnosis(category: str, gpus: list, findings: list, stragglers: list 
 
 
 #: The rules whose remedy an entry's ``remedy`` prefers, most concrete first (docs/definitions.md#diagnosis); the
-#: other rules' remedies after them, in the findings' order. The late rank's own remedy comes after the data rules: on
-#: that GPU it outranks the category's general rule (the others wait for it).
-REMEDY_ORDER = ("data.host_alloc", "data.host_memory", "data.copy_stream", "data.volume", "comm.late_rank")
+#: other rules' remedies after them, in the findings' order. ``data.host_memory`` (the copies use pageable memory: pin
+#: the host buffers once at the start) before ``data.host_alloc`` (pinned buffers allocated in the loop): when the
+#: copies are pageable, the pinned allocations are not what they copy from, and pinning once covers both. The late
+#: rank's own remedy comes after the data rules: on that GPU it outranks the category's general rule (the others wait
+#: for it).
+REMEDY_ORDER = ("data.host_memory", "data.host_alloc", "data.copy_stream", "data.volume", "comm.late_rank")
 #: Outcomes that find nothing wrong: their remedy (``pinning more will not help``) prescribes nothing.
 NOTHING_WRONG = ("pinned", "none", "large_copies")
 
@@ -263,13 +274,34 @@ def recoverable(category: str, usd: list, findings: list) -> tuple[float, str]:
     return (round(total, 2) if priced else math.nan), basis
 
 
+def recoverable_ns(category: str, cat_ns: list, findings: list) -> int:
+    """The ns of ``category``'s idle a fix wins back over some GPUs (``cat_ns``: each one's ``cat_<c>_ns``, None or NaN
+    as 0; ``findings``: each one's findings, same order): a GPU's ns times ``hideable_ns / idle_ns`` (floored) where
+    :func:`recoverable_part` gives a part, else its whole ns; the same parts as :func:`recoverable`'s dollars."""
+    total = 0
+    for n, fs in zip(cat_ns, findings):
+        n = 0 if n is None or n != n else int(n)
+        part = recoverable_part(category, fs or [])
+        total += n * part[0] // part[1] if part else n
+    return total
+
+
+def recoverable_speedup(category: str, cat_ns: list, window_ns: int, findings: list) -> float:
+    """The speed-up if what a fix wins back went (docs/definitions.md#fix-first): ``1 / (1 − bounded / window_ns)``,
+    ``bounded`` the :func:`recoverable_ns` of the GPUs, ``window_ns`` their summed windows; 4 decimals. The
+    category's whole speed-up where the evidence bounds none of it."""
+    return round(amdahl_speedup(share(recoverable_ns(category, cat_ns, findings), window_ns)), 4)
+
+
 def gpu_recoverable(row: dict, findings: list) -> list[dict]:
     """The recoverable parts of one GPU (docs/definitions.md#diagnosis), what its GPU page and medical record show
     beside its diagnosis: per application category (:func:`fixable`, in order) whose idle the evidence bounds
     (:func:`recoverable_part`), ``{"category", "usd_per_month"`` (the row's ``fix_<c>_usd_per_month``, NaN
     unpriced), ``"recoverable_usd_per_month", "recoverable_basis"}`` (:func:`recoverable` over this GPU alone);
-    ``row``: the GPU's fleet row (or ``_summary``), ``findings``: its findings. ``[]`` when the whole idle of
-    every category is recoverable."""
+    ``"speedup"`` (``fix_<c>_speedup``'s formula over the row's ``cat_<c>_ns`` and ``window_ns``: if all of the
+    category's idle went; NaN without them) and ``"recoverable_speedup"``
+    (:func:`recoverable_speedup`: if what a fix wins back went); ``row``: the GPU's fleet row (or ``_summary``),
+    ``findings``: its findings. ``[]`` when the whole idle of every category is recoverable."""
     out = []
     for cat in fixable():
         if recoverable_part(cat, findings) is None:
@@ -277,7 +309,12 @@ def gpu_recoverable(row: dict, findings: list) -> list[dict]:
         u = row.get(f"fix_{cat}_usd_per_month")
         u = math.nan if u is None or u != u else float(u)
         rec, basis = recoverable(cat, [u], [findings])
-        out.append({"category": cat, "usd_per_month": u, "recoverable_usd_per_month": rec, "recoverable_basis": basis})
+        window, cat_ns = row.get("window_ns"), row.get(f"cat_{cat}_ns")
+        known = bool(window) and window == window and cat_ns is not None and cat_ns == cat_ns
+        out.append({"category": cat, "usd_per_month": u, "recoverable_usd_per_month": rec, "recoverable_basis": basis,
+                    "speedup": round(amdahl_speedup(share(int(cat_ns), int(window))), 4) if known else math.nan,
+                    "recoverable_speedup": recoverable_speedup(cat, [cat_ns], int(window), [findings]) if known
+                    else math.nan})
     return out
 
 
@@ -350,7 +387,8 @@ def confidence_marker(note: str, window_ns: int, iterations: int, tier: str = "l
 
 
 def gpu_columns(category_ns: dict, window_ns: int, iterations: int, kernel_count: int, spread_pct,
-                confidence: ConfidenceConfig = ConfidenceConfig(), figures: KindFigures = KindFigures()) -> dict:
+                confidence: ConfidenceConfig = ConfidenceConfig(), figures: KindFigures = KindFigures(),
+                idle_ns: int | None = None) -> dict:
     """The fix-first columns of one GPU's fleet row.
 
     Args:
@@ -361,20 +399,20 @@ def gpu_columns(category_ns: dict, window_ns: int, iterations: int, kernel_count
         confidence: the tiers' thresholds (config ``confidence``).
         figures: what the job's kind adds to the tier (:class:`~pipeline.analysis.confidence.KindFigures`;
             none known: the iteration rule alone).
+        idle_ns: the window's whole device-level idle (its ``amdahl_speedup``), judged with the categories' speed-ups.
     Returns:
         ``fix_<c>_speedup`` (4 decimals) for each application category ``c`` of ``category_ns`` (price-free: its
         ``fix_<c>_usd_per_month`` is the fleet's, :func:`pipeline.analysis.cost.price_in_place`), ``confidence_tier``, ``low_confidence`` and
         ``confidence_note`` (:func:`pipeline.analysis.confidence.tier_columns`) and ``implausible_speedup``
-        (some category holds at least :data:`IMPLAUSIBLE_SHARE` of the window).
+        (a speed-up of the row, the whole idle's or a category's, is :func:`implausible`).
     """
     out = {}
-    worst = 0.0
+    speeds = [] if idle_ns is None else [round(amdahl_speedup(share(idle_ns, window_ns)), 4)]
     for cat in fixable(category_ns):
-        s = share(category_ns[cat], window_ns)
-        worst = max(worst, s)
-        out[f"fix_{cat}_speedup"] = round(amdahl_speedup(s), 4)
+        out[f"fix_{cat}_speedup"] = round(amdahl_speedup(share(category_ns[cat], window_ns)), 4)
+        speeds.append(out[f"fix_{cat}_speedup"])
     out.update(tier_columns(window_ns, kernel_count, iterations, spread_pct, confidence, figures))
-    out["implausible_speedup"] = worst >= IMPLAUSIBLE_SHARE
+    out["implausible_speedup"] = any(implausible(x) for x in speeds)
     return out
 
 
@@ -401,7 +439,7 @@ def _group_columns(rows: pd.DataFrame) -> dict:
     one list per job). Missing values are kept as they are (``raw``) and as 0 (``filled``)."""
     cols = {"report": np.asarray(rows["report"].tolist(), dtype=object),
             "gpu_key": np.asarray(rows["gpu_key"].tolist(), dtype=object),
-            "window": rows["window_ns"].fillna(0).to_numpy(), "window_raw": rows["window_ns"].to_numpy(dtype=object),
+            "window": rows["window_ns"].fillna(0).to_numpy(),
             "iterations": rows["iterations"].fillna(0).to_numpy(),
             # a row without a tier (none computed) is not trusted: read as low
             "tier": np.asarray([TIERS.index(t if t in TIERS else "low") for t in rows["confidence_tier"].tolist()]),
@@ -498,7 +536,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
         "recoverable_basis": "the whole wait inside collectives (busy time, never in the device-idle totals)",
         "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
         "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
-        "speedup": math.nan,
+        "speedup": math.nan, "recoverable_speedup": math.nan,
         "share_pct": round(100.0 * share(int(cols["collective_wait_ns"][at].sum()), window), 4),
         "remedy": collwait.REMEDY + (f"; late rank: {who}" if who else ""), "diagnosis": said,
         "gpus": int(at.size), "gpu_keys": "; ".join(f"{r} {k}" for r, k in zip(reports, keys)), "example_gaps": "",
@@ -545,7 +583,6 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
     reports, keys = cols["report"][part].tolist(), cols["gpu_key"][part].tolist()
     tiers = cols["tier"][part]
     notes_col = cols["confidence_note"][part].tolist()
-    windows = cols["window_raw"][part]
     findings = cols["findings"][part].tolist()
     names = cols["name"][part].tolist()
     stragglers = [names[i] for i in np.flatnonzero(cols["straggler"][part])]
@@ -559,7 +596,6 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
         # the notes of the GPUs this entry rests on (those with idle of the category), not of the whole part
         notes = [] if is_trusted else sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in at})
         s = share(int(filled.sum()), window)
-        raw = cols[f"cat_{cat}_raw"][part]
         # the GPUs the entry rests on: its dollars' part at assumed rates, and unpriced when none is priced
         rates = assumed_split(cols[f"usd_{cat}_raw"][part][at], cols["assumed"][part][at], cols["unpriced"][part][at],
                               cols["model"][part][at])
@@ -573,6 +609,7 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4),
+            "recoverable_speedup": recoverable_speedup(cat, filled[at].tolist(), window, mine),
             "remedy": entry_remedy(cat, mine, [names[i] for i in at]) if cat != "comm" else dx.name_straggler(
                 entry_remedy(cat, mine, [names[i] for i in at]), job_stragglers(cols, part[[
                     i for i, f in zip(at, mine) if asks_for_straggler(f)]])),
@@ -582,8 +619,8 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "window_ns": window, "iterations": iterations, "trusted": is_trusted,
             "confidence_tier": TIERS[int(tiers[at].min())],
             "low_confidence": not is_trusted, "confidence_note": "; ".join(notes),
-            "implausible_speedup": max([s] + [share(raw[i], windows[i]) for i in at]) >= IMPLAUSIBLE_SHARE,
         })
+        entries[-1]["implausible_speedup"] = implausible(entries[-1]["speedup"])
     entries.sort(key=rank_key)
     return entries
 
@@ -616,8 +653,8 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     says is recoverable (``recoverable_usd_per_month``, ``recoverable_basis``: :func:`recoverable`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
     docs/definitions.md#diagnosis), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
-    fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: that category holds at
-    least :data:`IMPLAUSIBLE_SHARE` of the group's window or of one GPU's). The rates it rests on
+    fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: its speed-up is :func:`implausible`;
+    ``recoverable_speedup``, the one if what a fix wins back went, is never above it). The rates it rests on
     (docs/definitions.md#cost), over the GPUs with idle of the category: ``assumed_usd_per_month`` and
     ``assumed_gpus`` (:func:`~pipeline.analysis.cost.assumed_split`), ``unpriced_gpus`` and their models
     (``unpriced_models``, :func:`~pipeline.analysis.cost.models_text`); ``usd_per_month`` is NaN

@@ -323,6 +323,7 @@ def _env() -> Environment:
     env = environment(ms=ms, secs=secs, bytes=human_bytes, since=since, clock=timeline_s, for_pages=for_pages,
                       name_breaks=name_breaks)
     env.globals["startup_cut_text"] = startup_cut_text
+    env.globals["implausible"] = fixfirst.implausible
     return env
 
 

@@ -28,7 +28,7 @@ from markupsafe import Markup
 
 from ..accounting.view import read_view
 from ..analysis.cost import HOW_TO_PRICE
-from ..analysis.fixfirst import REMEDIES
+from ..analysis.fixfirst import REMEDIES, implausible
 from ..analysis.meter import too_few_text
 from ..config import ConfidenceConfig
 from ..fleet.outputs import PAGES_DIR
@@ -42,7 +42,8 @@ from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
 from .teams import coverage_text, teams_markdown, whose_text
 from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
-                    pct, remedy_summary, secs, signed_usd, startup_cut_text, trust_text, usd, wins_back_basis)
+                    pct, remedy_summary, secs, signed_usd, speedup_text, startup_cut_text, trust_text, usd,
+                    whole_speedup_text, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
     shown_records, summarise, tier_ranks, withheld)
@@ -71,6 +72,9 @@ def _env() -> Environment:
     env.filters["keep_words"] = keep_words
     env.filters["remedy_summary"] = remedy_summary
     env.filters["name_breaks"] = name_breaks
+    env.globals["speedup_text"] = speedup_text
+    env.globals["whole_speedup_text"] = whole_speedup_text
+    env.globals["implausible"] = implausible
     return env
 
 
@@ -306,7 +310,7 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
         low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
         flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
             ["implausible speed-up"] if e["implausible_speedup"] else [])
-        lines.append(f"| {e['rank']} | {e['category']} | {wins_back_text(e)} | {fix_usd_text(e)} | {e['speedup']:.3f}× | "
+        lines.append(f"| {e['rank']} | {e['category']} | {wins_back_text(e)} | {fix_usd_text(e)} | {speedup_text(e['speedup'], e.get('recoverable_speedup'))} | "
                      f"{md_text(e['remedy'])} | {', '.join(flags)} |")
     shown = fixes[:TOP_FIXES]
     legend = (["~$: the entry's dollars rest wholly or partly on assumed rates (how much is said beside them): the "

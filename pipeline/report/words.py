@@ -3,6 +3,8 @@ pages): plain functions of numbers, with no page machinery, so the command line 
 report's (docs/outputs.md)."""
 from __future__ import annotations
 
+import math
+
 import re
 
 from markupsafe import Markup, escape
@@ -53,12 +55,45 @@ def wins_back_basis(usd_per_month, recoverable_usd, basis: str) -> str:
     return f"bounded by the evidence: {basis}" if wins_back(usd_per_month, recoverable_usd, basis) else WHOLE_IDLE
 
 
+#: How a speed-up resting on a category's whole idle is labelled beside a bounded one (docs/definitions.md#fix-first).
+ALL_IDLE = "if all of the category's idle went"
+
+
+def speedup_text(speedup, recoverable_speedup=None) -> str:
+    """A fix-first entry's speed-up as every view prints it (docs/definitions.md#fix-first): ``1.024×`` (3 decimals;
+    ``∞×`` at 100 %), the speed-up if what a fix wins back went (``recoverable_speedup``), followed by
+    ``(if all of the category's idle went: 3.884×)`` (:data:`ALL_IDLE`) when the evidence bounds it below the
+    category's whole one (``speedup``); the whole one alone when it does not or there is no bounded one (NaN, None:
+    an older list). ``-`` when there is no speed-up (NaN)."""
+    whole = whole_speedup_text(speedup, recoverable_speedup)
+    if speedup is None or speedup != speedup:
+        return "-"
+    return f"{_times(recoverable_speedup)} ({whole})" if whole else _times(speedup)
+
+
+def _times(v) -> str:
+    return "∞×" if v == math.inf else f"{float(v):.3f}×"
+
+
+def whole_speedup_text(speedup, recoverable_speedup) -> str:
+    """The labelled whole speed-up :func:`speedup_text` adds after a bounded one (``if all of the category's idle
+    went: 3.884×``), ``""`` when the evidence bounds none (the HTML list prints it on a line of its own)."""
+    if (speedup is None or speedup != speedup or recoverable_speedup is None
+            or recoverable_speedup != recoverable_speedup
+            or not round(float(recoverable_speedup), 3) < round(float(speedup), 3)):
+        return ""
+    return f"{ALL_IDLE}: {_times(speedup)}"
+
+
 def recoverable_lines(parts: list[dict]) -> list[str]:
     """One GPU's recoverable parts (:func:`pipeline.analysis.fixfirst.gpu_recoverable`) as lines for people:
-    ``data: a fix wins back $584.00: <basis>`` (:func:`wins_back`), one per part it bounds, in the parts' order."""
-    lines = [(p["category"], wins_back(p["usd_per_month"], p["recoverable_usd_per_month"], p["recoverable_basis"]))
-             for p in parts]
-    return [f"{cat}: {text}" for cat, text in lines if text]
+    ``data: a fix wins back $584.00: <basis>`` (:func:`wins_back`), one per part it bounds, in the parts' order,
+    followed by ``; speed-up 1.024× (if all of the category's idle went: 3.884×)`` (:func:`speedup_text`) when the
+    part gives its speed-ups."""
+    lines = [(p, wins_back(p["usd_per_month"], p["recoverable_usd_per_month"], p["recoverable_basis"])) for p in parts]
+    return [f"{p['category']}: {text}" + (f"; speed-up {speedup_text(p['speedup'], p['recoverable_speedup'])}"
+                                          if p.get("speedup") == p.get("speedup") and "speedup" in p else "")
+            for p, text in lines if text]
 
 
 def signed_usd(value) -> str:
