@@ -441,8 +441,8 @@ def test_what_a_fix_wins_back_reads_the_same_in_fix_first_record_and_gpu_page(tm
     assert (fast, whole) == (round(window / (window - 8_000_000), 4), round(window / (window - 22_000_000), 4))
     assert said.removeprefix("data: ") in (out / "report.html").read_text()
     said += f"; speed-up {fast:.3f}× (if all of the category's idle went: {whole:.3f}×)"
-    assert (f'{fast:.3f}×<span class="whole-speedup" title="the speed-up if all of the category&#39;s idle went, not '
-            f'only what a fix wins back">if all of the category&#39;s idle went: {whole:.3f}×</span>'
+    assert (f'{fast:.3f}×<span class="whole-speedup" title="the speed-up if all of the category' + "'" + 's idle went, '
+            f'not only what a fix wins back">if all of the category&#39;s idle went: {whole:.3f}×</span>'
             ) in (out / "report.html").read_text()
     record = next((out / "records").glob("*.md")).read_text()
     section = record[record.index("## Diagnosis"):]

@@ -524,7 +524,8 @@ def test_fleet_table_shows_the_causes_apart(tmp_path):
     lost_page = (out / "records" / "lost.md").read_text().splitlines()
     assert lost_page[3].endswith(" · not the application's: untraced 40.14 %")  # 40.1 of 99.9 ms
     assert lost_page[-3] == (f"Idle cost: ${usd(45_900_000, 99_900_000):,.2f} per month for these GPUs (of which "
-                             f"${usd(40_100_000, 99_900_000):,.2f} untraced: not the application's). Basis: 45.900 ms idle of "
+                             f"${usd(40_100_000, 99_900_000):,.2f} untraced: not the application's). All on toy or low-confidence captures: "
+                             "not to be trusted. Basis: 45.900 ms idle of "
                              "99.900 ms of windows over 1 GPU(s), each GPU's idle share × its rate × hours per month; "
                              "rate: $4.00/GPU-hour (H100, assumed, 1 GPU(s)).")
     flush_page = (out / "records" / "flush.md").read_text().splitlines()
