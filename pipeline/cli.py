@@ -726,7 +726,8 @@ def slurm_job(configs):
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True,
               help="What is printed: text (a few lines), md (the comparison in Markdown, for chat or a pull-request "
                    "comment) or json (compare.json's content).")
-@click.option("--force", is_flag=True, help="Show the figures of a job that is not comparable, every one marked.")
+@click.option("--force", is_flag=True, help="Show the figures of a job that is not comparable, and each GPU pair's where GPUs were paired by "
+                   "a position only (no rank), every one marked.")
 @click.option("--fail-above", "fail_above", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Gate: exit status 3 when any category's idle $/month of a job grew by more than USD beyond the "
                    "job's noise floor (docs/operations.md#compare-as-a-ci-gate).")

@@ -1162,8 +1162,15 @@ COMPARE_CSV = Table("compare.csv", ("compare.csv",), "holds", (
     _t("gpu_key_after", "the after GPU's `gpu_key`"),
     _t("pairing", "the basis the job's GPUs were paired by: `rank`, `device ordinal` or `process order`"),
     _t("comparable", "the verdict: every check passed"),
-    _t("forced", "not comparable and shown with `--force` (every figure marked)"),
+    _t("forced",
+       "the row's figures are shown only because of `--force` (every figure marked): the job is not comparable, or "
+       "(a `gpu` row) its GPUs were paired by a position only, not known to be the same GPU"),
     _t("reasons", "the failed checks' texts, `; `-separated"),
+    _t("withheld",
+       "a `gpu` row whose GPUs were paired by a position only (`device ordinal` or `process order`, a side holding "
+       "more than one GPU), so the pair is not known to be the same GPU: its figure cells are empty and this says "
+       "why, in the words of the other views (`--force` shows them, `forced` true); empty when the pair's figures "
+       "are shown and on other rows"),
     _t("idle_pct_before", "device-level idle share before, % of W"),
     _t("idle_pct_after", "the same after"),
     _t("idle_pct_change_pts", "after − before, points"),

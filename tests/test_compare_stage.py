@@ -1,14 +1,15 @@
 """Issue 46 point 4: ``gpu-idle compare`` as a stage of its own (``pipeline/compare/``) below ``report/``, whose
 formatter only formats a finished comparison; and issue 45's finding on ``compare --format md``: a job whose GPUs
 no rank paired (paired by device ordinal or process order, positions only) shows its totals, each GPU pair's
-difference withheld with the reason.
+difference withheld with the reason; and h53: every output alike (compare.html, compare.json, compare.csv), ``--force``
+showing them, marked.
 
 The fleets are built by hand, all in process: two GPUs of one job, each window 100 ms, 10 stable iterations of
 10 ms with no spread (a noise floor of 0), priced at $4.00/h over 730 h. Before: the first GPU in process order idles
 10 ms (10 %), the second 30 ms (30 %); after, the other way round. Per pair that is +20.00 and −20.00 pts and
 ±$584.00 a month (0.2 × $4.00 × 730); the job's totals are 40 of 200 ms (20.00 %) and $1,168.00 a month
 ((0.1 + 0.3) × $4.00 × 730) on both sides: no change. Only a rank says that a pair is the same GPU; a job of one
-GPU on each side needs none (its one pair is the job).
+GPU on each side needs none (its one pair is the job). All of a GPU's idle is category sync.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _row(key: str, pid: int, idle_ms: int, rank=None, device=None) -> dict:
             "device_ids": device, "pid": pid, "gpu_model": "NVIDIA H100", "window_rule": "periodic",
             "window_start_ns": 0, "window_end_ns": 100 * MS, "window_ns": 100 * MS, "idle_ns": idle_ms * MS,
             "iterations": 10, "iteration_mean_ns": 10 * MS, "iteration_cv": 0.0, "idle_pct_sd": 0.0,
-            "rate_usd_per_hour": 4.0, "rate_model": "H100", "confidence_tier": "high", "confidence_note": ""}
+            "rate_usd_per_hour": 4.0, "rate_model": "H100", "confidence_tier": "high", "confidence_note": "",
+            "cat_sync_ns": idle_ms * MS}
 
 
 def _sides(seat: str, gpus: int = 2) -> tuple:
@@ -62,8 +64,7 @@ def test_the_md_withholds_each_pair_not_known_to_be_the_same_gpu_and_compares_th
     assert job["basis"] == basis and job["verdict"]["comparable"]
     md = render_markdown(result)
     reason = (f"Each pair's difference is withheld: these GPUs were paired by {basis}, so a pair is not known to be "
-              "the same GPU, and only the job's totals compare the sides (compare.json, compare.csv and compare.html "
-              "keep each pair's figures beside its pairing).")
+              "the same GPU, and only the job's totals compare the sides (--force shows each pair's figures, marked).")
     assert f"\n### Per GPU pair\n\n{reason}\n" in md
     # the totals, compared: 20.00 % and $1,168.00 on both sides
     assert "- idle 20.00 % -> 20.00 % (0.00 pts); within the noise floor of 0.00 pts: no change detectable\n" in md
@@ -71,9 +72,10 @@ def test_the_md_withholds_each_pair_not_known_to_be_the_same_gpu_and_compares_th
     # no pair's figures: no pair heading, no ±20 points, no $584.00 saving or rise
     assert "### GPU" not in md and "### H100" not in md
     assert "20.00 pts" not in md and "584.00" not in md and "saving $" not in md
-    # the finished comparison keeps them (compare.json, compare.csv), beside the basis and its warning
-    assert [g["deltas"]["idle_pct_change_pts"] for g in job["gpus"]] == pytest.approx([20.0, -20.0])
-    assert [g["deltas"]["usd_change_after_rates"] for g in job["gpus"]] == pytest.approx([584.0, -584.0])
+    # the finished comparison holds none of them (h53: compare.json, compare.csv and compare.html kept them), only
+    # the reason, beside the basis and its warning
+    assert [(g["deltas"], g["gaps"], g["withheld"] + ".") for g in job["gpus"]] == [(None, None, reason)] * 2
+    assert job["pairs_forced"] is False
     assert job["pairing_warning"].startswith("no rank pairs these GPUs, so they were paired ")
 
 
@@ -199,3 +201,144 @@ def test_a_job_too_short_to_compare_says_force_shows_its_figures(too_short):
     forced = render_markdown(too_short["forced"])
     assert "low confidence: 4 stable iterations (every figure below is marked).\n" in forced
     assert f"Not comparable: {md_why}. Shown with --force: every figure below is marked.\n" in forced
+
+
+# ---- h53: compare.html, compare.json and compare.csv withhold a position-only pair's figures as the md does --------
+
+#: The sentence every output gives for the fleets' pairs paired in process order (per_gpu_withheld), and with --force.
+WITHHELD = ("Each pair's difference is withheld: these GPUs were paired by process order, so a pair is not known to be "
+            "the same GPU, and only the job's totals compare the sides (--force shows each pair's figures, marked)")
+FORCED = ("Each pair's difference is shown with --force: these GPUs were paired by process order, so a pair is not "
+          "known to be the same GPU; every figure of a pair is marked")
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> dict:
+    """``gpu-idle compare B A --out C --format md`` through click in this process, its two sides the hand-built
+    fleets (``runs/compare.py``'s ``read_side`` answers with them; each side folder holds an empty fleet.parquet, a
+    side folder's mark): ``process`` (no rank: paired in process order), ``forced`` (the same with ``--force``) and
+    ``rank``. Per case: the exit status, the md printed, compare.json, compare.csv's rows and compare.html."""
+    import csv
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    import pipeline.runs.compare as runs_compare
+    from pipeline.cli import main
+    from pipeline.model import CATEGORIES
+
+    root = tmp_path_factory.mktemp("written")
+    for folder in ("b", "a"):
+        (root / folder).mkdir()
+        (root / folder / "fleet.parquet").write_bytes(b"")
+    out = {}
+    for case, seat, extra in (("process", "process", []), ("forced", "process", ["--force"]), ("rank", "rank", [])):
+        sides = {s.label: s for s in _sides(seat)}
+        for side in sides.values():   # the table the seed's pages read (each GPU's idle, all of it sync)
+            side.table = pd.DataFrame([{**{f"cat_{c}_ns": 0 for c in CATEGORIES}, **r,
+                                        "idle_pct": 100 * r["idle_ns"] / r["window_ns"]} for r in side.rows])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(runs_compare, "read_side", lambda folder, label, given, reader=None, jobs=None: sides[label])
+            got = CliRunner().invoke(main, ["compare", str(root / "b"), str(root / "a"), "--out", str(root / case),
+                                            "--format", "md", *extra])
+        with open(root / case / "compare.csv", newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        out[case] = {"exit": got.exit_code, "md": got.output,
+                     "json": json.loads((root / case / "compare.json").read_text(encoding="utf-8")),
+                     "csv": rows, "html": (root / case / "compare.html").read_text(encoding="utf-8")}
+    return out
+
+
+def _figure_cells(row: dict) -> dict:
+    """compare.csv's figure cells of one row: every column from ``idle_pct_before`` to ``unpriced_gpus_fixed_rates``."""
+    names = list(row)
+    return {k: row[k] for k in names[names.index("idle_pct_before"):names.index("unpriced_gpus_fixed_rates") + 1]}
+
+
+def _pair_sections(page: str) -> list:
+    """compare.html's GPU pair sections (their headings: ``H100 #1 a → H100 #1 c``)."""
+    import re
+
+    return re.findall(r"<h3>(H100[^<]*)</h3>", page)
+
+
+def test_the_files_withhold_each_pair_paired_in_process_order(written):
+    """No --force: compare.json's pairs hold null figures and gaps with the reason; compare.csv's GPU rows empty figure
+    cells, ``withheld`` the reason, ``forced`` false; compare.html no pair's section and no ±20.00 pts, no $584.00,
+    the reason under the pairing table; the job's totals stay everywhere (20.00 %, $1,168.00 a side). On main the
+    three files held each pair's +20.00 / −20.00 pts and ±$584.00 with only the pairing's warning."""
+    from markupsafe import escape
+
+    w = written["process"]
+    assert w["exit"] == 0
+    [job] = w["json"]["jobs"]
+    assert [(g["deltas"], g["gaps"], g["withheld"]) for g in job["gpus"]] == [(None, None, WITHHELD)] * 2
+    assert job["pairs_forced"] is False and job["deltas"]["before"]["idle_pct"] == job["deltas"]["after"]["idle_pct"] == 20.0
+    assert job["deltas"]["usd_after_after_rates"] == 1168.0
+    gpu_rows = [r for r in w["csv"] if r["level"] == "gpu"]
+    assert [(r["withheld"], r["forced"], set(_figure_cells(r).values())) for r in gpu_rows] == [
+        (WITHHELD, "False", {""})] * 2
+    assert [r[k] for r in gpu_rows for k in ("gaps_vanished", "gaps_appeared", "gaps_kept_changed")] == [""] * 6
+    [job_row] = [r for r in w["csv"] if r["level"] == "job"]
+    assert (job_row["withheld"], job_row["idle_pct_before"], job_row["idle_pct_after"],
+            job_row["usd_after_after_rates"]) == ("", "20.0", "20.0", "1168.0")
+    page = w["html"]
+    assert f'<p class="note" id="pairs-withheld-1">{escape(WITHHELD)}.</p>' in page
+    assert _pair_sections(page) == [] and "Gaps in the rosters" not in page
+    assert "20.00 pts" not in page and "584.00" not in page and "$1,168.00" in page
+    assert "\n### Per GPU pair\n\n" + WITHHELD + ".\n" in w["md"] and "### H100" not in w["md"]
+
+
+def test_force_shows_each_pair_in_every_file_marked(written):
+    """--force: each pair's figures in every file, as planted (pair 1: 10 -> 30 %, +20.00 pts, $292.00 -> $876.00,
+    +$584.00; pair 2 the other way), marked forced: compare.json ``pairs_forced`` and each pair's figures with an
+    empty ``withheld``; compare.csv's GPU rows ``forced`` true; compare.html and the md each pair's figures tagged
+    forced (not known to be the same GPU), the sentence saying so in place of the reason."""
+    from markupsafe import escape
+
+    w = written["forced"]
+    assert w["exit"] == 0
+    [job] = w["json"]["jobs"]
+    assert job["pairs_forced"] is True and job["forced"] is False   # comparable: only the pairs are forced
+    assert [(g["withheld"], g["deltas"]["idle_pct_change_pts"], g["deltas"]["usd_before_after_rates"],
+             g["deltas"]["usd_after_after_rates"]) for g in job["gpus"]] == [("", 20.0, 292.0, 876.0),
+                                                                              ("", -20.0, 876.0, 292.0)]
+    gpu_rows = [r for r in w["csv"] if r["level"] == "gpu"]
+    assert [(r["withheld"], r["forced"], r["idle_pct_before"], r["idle_pct_change_pts"], r["usd_change_after_rates"])
+            for r in gpu_rows] == [("", "True", "10.0", "20.0", "584.0"), ("", "True", "30.0", "-20.0", "-584.0")]
+    [job_row] = [r for r in w["csv"] if r["level"] == "job"]
+    assert job_row["forced"] == "False" and job_row["idle_pct_change_pts"] == "0.0"
+    page = w["html"]
+    assert f'<p class="note" id="pairs-forced-1">{escape(FORCED)}.</p>' in page and escape(WITHHELD) not in page
+    assert _pair_sections(page) == ["H100 #1 a → H100 #1 c", "H100 #2 b → H100 #2 d"]
+    pairs = page.split("<h3>H100 #1 a")[1].split("<h3>The seed")[0]
+    tag = '<span class="tag implausible" title="shown with --force: not known to be the same GPU">forced</span>'
+    assert "+20.00 pts" in pairs and "\u221220.00 pts" in pairs and "+$584.00" in pairs and "\u2212$584.00" in pairs
+    assert pairs.count(tag) == 2 * 5   # each pair: idle, iteration, two dollar rows, its one category (sync)
+    assert tag not in page.split("<h3>The job</h3>")[1].split("<h3>Pairing</h3>")[0]   # the job's figures: not forced
+    assert "\n### Per GPU pair\n\n" + FORCED + ".\n" in w["md"]
+    assert ("- idle 10.00 % -> 30.00 % (+20.00 pts); higher, by more than the noise floor of 0.00 pts "
+            "[forced: not known to be the same GPU]\n") in w["md"]
+
+
+def test_a_pair_by_rank_is_shown_without_force(written):
+    """Ranks pair the same workers: each pair's figures in every file, unmarked, no reason and no sentence."""
+    w = written["rank"]
+    assert w["exit"] == 0
+    [job] = w["json"]["jobs"]
+    assert job["basis"] == "rank" and job["pairs_forced"] is False
+    assert [(g["withheld"], g["deltas"]["idle_pct_change_pts"]) for g in job["gpus"]] == [("", 20.0), ("", -20.0)]
+    assert [(r["withheld"], r["forced"], r["idle_pct_change_pts"], r["usd_change_after_rates"])
+            for r in w["csv"] if r["level"] == "gpu"] == [("", "False", "20.0", "584.0"), ("", "False", "-20.0", "-584.0")]
+    page = w["html"]
+    assert _pair_sections(page) == ["H100 #1 a → H100 #1 c", "H100 #2 b → H100 #2 d"]
+    assert "+20.00 pts" in page and ">forced<" not in page and "Each pair&#39;s difference" not in page
+    assert "### Per GPU pair" not in w["md"] and "[forced" not in w["md"]
+
+
+def test_the_category_rows_say_the_measured_window_not_w(written):
+    """h53 (c): compare.html's category row reads "ms per iteration · share of the measured window" (the report's
+    "measured windows"), the md's category change "pts of the measured window"; no "of W" a manager cannot read."""
+    page, md = written["rank"]["html"], written["rank"]["md"]
+    assert "<td>sync: ms per iteration · share of the measured window</td>" in page and "of W<" not in page
+    assert "sync +2.000 ms per iteration, +20.00 pts of the measured window" in md and " of W" not in md

@@ -21,18 +21,36 @@ def pair_title(job: dict) -> str:
     return job["before"][1] + ("" if job["before"] == job["after"] else f" -> {job['after'][1]}")
 
 
-def per_gpu_withheld(job: dict) -> str:
-    """Why the differences of each GPU pair of ``job`` (a job pair of the comparison) are not shown to people
-    (docs/definitions.md#compare-pairing): a sentence when its GPUs were paired by a position only (a CUDA device
-    ordinal, the process order) and a side holds more than one of them, so a pair is not known to be the same GPU
-    and only the job's totals compare the sides; ``""`` when they were paired by ``rank`` (each pair is the same
-    worker) or each side holds one GPU (the one pair is the job)."""
+def position_only(job: dict) -> bool:
+    """Whether the GPU pairs of ``job`` (a job pair of the comparison) are not known to be the same GPUs
+    (docs/definitions.md#compare-pairing): paired by a position only (a CUDA device ordinal, the process order) while
+    a side holds more than one GPU. Not when they were paired by ``rank`` (each pair is the same worker) or each
+    side holds one GPU (the one pair is the job)."""
     gpus = [len(job["gpus"]) + sum(1 for u in job["unpaired"] if u["side"] == side) for side in SIDES]
-    if job["basis"] == SAME_WORKER_BASIS or gpus == [1, 1]:
+    return job["basis"] != SAME_WORKER_BASIS and gpus != [1, 1]
+
+
+def _not_same(job: dict) -> str:
+    return f"these GPUs were paired by {job['basis']}, so a pair is not known to be the same GPU"
+
+
+def per_gpu_withheld(job: dict) -> str:
+    """Why the figures of each GPU pair of ``job`` (its differences and gaps) are withheld, the one answer every
+    output of the comparison asks (docs/definitions.md#compare-pairing): a sentence when its pairs are
+    :func:`position_only` and ``--force`` did not show them (``job["pairs_forced"]``), so only the job's totals
+    compare the sides; ``""`` when each pair's figures are shown."""
+    if not position_only(job) or job.get("pairs_forced"):
         return ""
-    return (f"Each pair's difference is withheld: these GPUs were paired by {job['basis']}, so a pair is not known "
-            "to be the same GPU, and only the job's totals compare the sides (compare.json, compare.csv and "
-            "compare.html keep each pair's figures beside its pairing)")
+    return (f"Each pair's difference is withheld: {_not_same(job)}, and only the job's totals compare the sides "
+            "(--force shows each pair's figures, marked)")
+
+
+def per_gpu_forced(job: dict) -> str:
+    """The sentence of a job whose :func:`position_only` pairs' figures ``--force`` showed (``job["pairs_forced"]``),
+    every one marked; ``""`` else."""
+    if not (position_only(job) and job.get("pairs_forced")):
+        return ""
+    return f"Each pair's difference is shown with --force: {_not_same(job)}; every figure of a pair is marked"
 
 
 def missing(x) -> bool:

@@ -3,7 +3,7 @@ CI gate in dollars over it (docs/definitions.md#compare, docs/operations.md#comp
 from __future__ import annotations
 
 from ..model import CATEGORIES
-from .comparison import missing, pair_title
+from .comparison import missing, pair_title, per_gpu_withheld, position_only
 from .deltas import deltas, gap_changes
 from .judge import MIN_ITERATIONS, confidence, verdict
 from .pairing import pair_gpus, pairing_warning, seat, side_names
@@ -15,7 +15,9 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
     its pairing, :func:`verdict` (with ``min_iterations``: the config's ``confidence.medium_min_iterations``)
     and (comparable, or ``force``: then ``forced`` is true and every figure is marked) its :func:`deltas` and
     each GPU pair's, with the gaps of both rosters (:func:`gap_changes`); per GPU pair and per job the
-    :func:`confidence` tiers; the GPUs and jobs left unpaired."""
+    :func:`confidence` tiers; the GPUs and jobs left unpaired. A pair's ``withheld``: why its figures are withheld
+    (:func:`~pipeline.compare.comparison.per_gpu_withheld`: its GPUs were paired by a position only), its ``deltas``
+    and ``gaps`` then None; ``force`` shows them, the job's ``pairs_forced`` true (``""``: shown)."""
     b, a = sides
     pairing = pair_gpus(b.rows, a.rows)
     jobs = []
@@ -25,22 +27,28 @@ def compare(sides: tuple, force: bool = False, min_iterations: int = MIN_ITERATI
                 for rb, ra in job["pairs"]]
         v = verdict(job, sides, min_iterations, [(names_b[kb], names_a[ka]) for kb, ka in keys])
         shown = v["comparable"] or force
+        unpaired = [{"side": s, "name": (names_b if s == "before" else names_a)[(str(r["report"]), str(r["gpu_key"]))],
+                     "report": str(r["report"]), "gpu_key": str(r["gpu_key"])} for s, r in job["unpaired"]]
+        probe = {"basis": job["basis"], "gpus": job["pairs"], "unpaired": unpaired}
+        pairs_forced = bool(force and position_only(probe))
+        withheld = per_gpu_withheld({**probe, "pairs_forced": pairs_forced})
         gpus = []
         for (rb, ra), (kb, ka) in zip(job["pairs"], keys):
             entry = {"before": {"name": names_b[kb], "report": kb[0], "gpu_key": kb[1], "rank": rb.get("rank"),
                                 "device_ids": rb.get("device_ids"), "seat": seat(rb, job["basis"])},
                      "after": {"name": names_a[ka], "report": ka[0], "gpu_key": ka[1], "rank": ra.get("rank"),
                                "device_ids": ra.get("device_ids"), "seat": seat(ra, job["basis"])},
-                     "confidence": confidence([rb], [ra])}
-            if shown:
+                     "confidence": confidence([rb], [ra]), "withheld": withheld}
+            if withheld:   # a position only: no figure of the pair, in any output (docs/definitions.md#compare-pairing)
+                entry.update(deltas=None, gaps=None)
+            elif shown:
                 entry["deltas"] = deltas([rb], [ra], b.hours, a.hours)
                 entry["gaps"] = gap_changes(b.docs.get(kb), a.docs.get(ka), b.kernels.get(kb), a.kernels.get(ka))
             gpus.append(entry)
-        unpaired = [{"side": s, "name": (names_b if s == "before" else names_a)[(str(r["report"]), str(r["gpu_key"]))],
-                     "report": str(r["report"]), "gpu_key": str(r["gpu_key"])} for s, r in job["unpaired"]]
         entry = {"before": list(job["before"]), "after": list(job["after"]), "basis": job["basis"],
                  "pairing_warning": pairing_warning(job["basis"], job["pairs"], job["unpaired"]), "verdict": v,
-                 "forced": bool(force and not v["comparable"]), "gpus": gpus, "unpaired": unpaired,
+                 "forced": bool(force and not v["comparable"]), "pairs_forced": pairs_forced, "gpus": gpus,
+                 "unpaired": unpaired,
                  "confidence": confidence([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]])}
         if shown and job["pairs"]:
             entry["deltas"] = deltas([p[0] for p in job["pairs"]], [p[1] for p in job["pairs"]], b.hours, a.hours)

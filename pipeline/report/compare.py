@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..compare.comparison import SIDES, missing, pair_title, per_gpu_withheld
+from ..compare.comparison import SIDES, missing, pair_title, per_gpu_forced, per_gpu_withheld
 from ..fleet.outputs import PAGES_DIR
 from ..fleet.reduce import assumed_text
 from ..io import file_entry, json_text, prune, real_dir, remove_if_empty, same_file, write_text
@@ -110,15 +110,17 @@ def csv_rows(result: dict) -> list[dict]:
         common = {"cluster": job["before"][0], "job": job["before"][1], "job_after": job["after"][1],
                   "pairing": job["basis"], "comparable": v["comparable"], "forced": job["forced"],
                   "reasons": "; ".join(v["reasons"])}
+        withheld = per_gpu_withheld(job)
         for g in job["gpus"]:
-            gaps = g.get("gaps", [])
+            gaps = g.get("gaps") or []
             rows.append({**common, "level": "gpu", "gpu_before": g["before"]["name"], "gpu_after": g["after"]["name"],
                          "gpu_key_before": g["before"]["gpu_key"], "gpu_key_after": g["after"]["gpu_key"],
+                         "forced": bool(forced_why(job, pair=True)), "withheld": withheld,
                          **_figures(g.get("deltas")), **_tiers(g["confidence"]),
                          **({"gaps_vanished": sum(x["count_before"] for x in gaps if x["change"] == "vanished"),
                              "gaps_appeared": sum(x["count_after"] for x in gaps if x["change"] == "appeared"),
                              "gaps_kept_changed": sum(1 for x in gaps if _width_changed(x))}
-                            if "deltas" in g else {})})
+                            if g.get("deltas") is not None else {})})
         rows.append({**common, "level": "job", **_figures(job.get("deltas")), **_tiers(job["confidence"])})
         for u in job["unpaired"]:
             rows.append({**common, "level": f"unpaired-{u['side']}", f"gpu_{u['side']}": u["name"],
@@ -163,8 +165,19 @@ def _cut(name, chars: int = KERNEL_CHARS) -> str:
     return name if len(name) <= chars else name[:chars - 1] + "…"
 
 
-def _mark(forced: bool, low: bool = False) -> str:
-    return (" [forced: not comparable]" if forced else "") + (" [low confidence]" if low else "")
+def forced_why(job: dict, pair: bool = False) -> str:
+    """Why the figures of ``job`` (``pair``: of each of its GPU pairs) are shown only with ``--force``, as marked:
+    ``not comparable`` (the verdict), ``not known to be the same GPU`` (a pair paired by a position only:
+    :func:`~pipeline.compare.comparison.per_gpu_forced`), both ``; ``-joined; ``""`` when not forced."""
+    return "; ".join(w for w, on in (("not comparable", job["forced"]),
+                                     ("not known to be the same GPU", pair and per_gpu_forced(job))) if on)
+
+
+def _mark(forced, low: bool = False) -> str:
+    """A figure's marks: `` [forced: <why>]`` (``forced``: :func:`forced_why`; True: ``not comparable``) and
+    `` [low confidence]``."""
+    why = "not comparable" if forced is True else forced
+    return (f" [forced: {why}]" if why else "") + (" [low confidence]" if low else "")
 
 
 def _money(x) -> str:
@@ -235,8 +248,9 @@ def ratio_withheld(conf: dict | None) -> str:
             f"capture{'s' if len(sides) > 1 else ''} (tier toy), too small for an iteration length to compare")
 
 
-def summary_lines(d: dict, forced: bool, low: bool = False, withheld: str = "") -> list[str]:
-    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced`` or ``low``): idle share,
+def summary_lines(d: dict, forced, low: bool = False, withheld: str = "") -> list[str]:
+    """The Markdown lines of one :func:`deltas` (every figure marked when ``forced``, :func:`forced_why` or True for
+    ``not comparable``, or ``low``): idle share,
     iteration length (each side's; the speed-up, or ``withheld``: :func:`ratio_withheld`), dollars
     (:func:`dollars_line`), the saving or why none is claimed, per category."""
     fb, fa, m = d["before"], d["after"], _mark(forced, low)
@@ -262,7 +276,7 @@ def summary_lines(d: dict, forced: bool, low: bool = False, withheld: str = "") 
         money = f"no saving claimed: no change detectable{m}"
     cats = [f"{c} " + ("" if missing(d[f'cat_{c}_ms_per_iteration_change']) else
                        f"{signed(d[f'cat_{c}_ms_per_iteration_change'], 3, ' ms per iteration')}, ")
-            + f"{signed(d[f'cat_{c}_pct_change_pts'], 2, ' pts')} of W" for c in CATEGORIES
+            + f"{signed(d[f'cat_{c}_pct_change_pts'], 2, ' pts')} of the measured window" for c in CATEGORIES
             if fb[f"cat_{c}_pct"] or fa[f"cat_{c}_pct"]]
     return [f"- {idle}", f"- {it}", f"- {dollars_line(d)}{m}", f"- {money}",
             f"- change per category: {'; '.join(cats) or 'none'}{m}"]
@@ -313,8 +327,8 @@ def quiet(job: dict) -> bool:
     """Whether a comparable job shows no change at all: its idle share and iteration length, and every GPU
     pair's, either read "no change detectable" or did not move, its dollars did not move, no gap vanished,
     appeared or changed width, and no GPU is unpaired (the md prints such a job on one line)."""
-    if not job["verdict"]["comparable"] or "deltas" not in job or job["unpaired"]:
-        return False
+    if not job["verdict"]["comparable"] or "deltas" not in job or job["unpaired"] or per_gpu_withheld(job):
+        return False   # a pair whose figures are withheld is not known to be still
 
     def still(d: dict) -> bool:
         idle = d["idle_change"] == "no change detectable" or d["idle_pct_change_pts"] == 0
@@ -359,7 +373,7 @@ def render_text(result: dict) -> list[str]:
     return lines
 
 
-def gap_line(x: dict, forced: bool, low: bool) -> str:
+def gap_line(x: dict, forced, low: bool) -> str:
     """One gap group (:func:`gap_changes`) as a Markdown line: what happened to it, its kernels (cut to
     :data:`KERNEL_CHARS`), place and category."""
     between = (f"between {md_code(_cut(x['kernel_before'] or '-'))} and {md_code(_cut(x['kernel_after'] or '-'))}, "
@@ -376,7 +390,7 @@ def gap_line(x: dict, forced: bool, low: bool) -> str:
 def render_markdown(result: dict) -> str:
     """``--format md``: the verdict and what changed, per job then per GPU pair, for chat; a job whose GPUs no rank
     paired and that holds more than one GPU on a side shows its totals only, each pair's difference withheld with the
-    reason (:func:`~pipeline.compare.comparison.per_gpu_withheld`); per GPU
+    reason (:func:`~pipeline.compare.comparison.per_gpu_withheld`; ``--force``: shown, saying so and marked); per GPU
     pair at most :data:`~pipeline.report.medical.TOP_GAPS` (5, the seed's page) gap groups that changed, the largest
     first, then how many more; a job with no change at all (:func:`quiet`) on one line under "Jobs with no detectable change"."""
     lines = ["# Before and after", ""]
@@ -416,19 +430,20 @@ def render_markdown(result: dict) -> str:
                   f"{md_text(os.path.basename(u['report']))})" for u in job["unpaired"]]
         if "deltas" in job:
             lines += ["", "Job:"] + summary_lines(job["deltas"], job["forced"], conf["low"], ratio_withheld(conf))
-        withheld = per_gpu_withheld(job)
-        if withheld and any("deltas" in g for g in job["gpus"]):   # pairs not known to be the same GPU
-            lines += ["", "### Per GPU pair", "", f"{md_text(withheld)}."]
+        said = per_gpu_withheld(job) or per_gpu_forced(job)   # pairs not known to be the same GPU
+        if said and "deltas" in job:   # the job's figures shown (its verdict's withholding says the rest)
+            lines += ["", "### Per GPU pair", "", f"{md_text(said)}."]
+        forced = forced_why(job, pair=True)
         for g in job["gpus"]:
-            if "deltas" not in g or withheld:
+            if g.get("deltas") is None:
                 continue
             low = g["confidence"]["low"]
             lines += ["", f"### {g['before']['name']} -> {g['after']['name']}"]
             if low:
                 lines.append(f"- {md_text(g['confidence']['note'])}")
-            lines += summary_lines(g["deltas"], job["forced"], low, ratio_withheld(g["confidence"]))
+            lines += summary_lines(g["deltas"], forced, low, ratio_withheld(g["confidence"]))
             moved = shown_gaps(g["gaps"])
-            lines += [gap_line(x, job["forced"], low) for x in moved[:TOP_GAPS]] or [
+            lines += [gap_line(x, forced, low) for x in moved[:TOP_GAPS]] or [
                 "- no gap vanished, appeared or changed width"]
             if len(moved) > TOP_GAPS:
                 lines.append(f"- and {len(moved) - TOP_GAPS} more gap group(s) that changed (compare.html and "
@@ -608,7 +623,8 @@ def render_html(result: dict, pages: list | None = None) -> str:
     return env.get_template("compare.html.j2").render(
         r=result, style=Markup(report_style()), categories=CATEGORIES, floor_text=floor_text, usd_figure=usd_figure,
         rates_note=rates_note, shown_gaps=shown_gaps, place_text=place_text, no_pairs=no_pairs_text(result),
-        ratio_withheld=ratio_withheld,
+        ratio_withheld=ratio_withheld, per_gpu_withheld=per_gpu_withheld, per_gpu_forced=per_gpu_forced,
+        forced_why=forced_why,
         seed=[{"before": Markup(_record_html(_unlinked(p["before"]))), "after": Markup(_record_html(_unlinked(p["after"])))}
               for p in pages] if pages else None)
 
