@@ -87,10 +87,14 @@ def _all_deltas(d: dict) -> list[float]:
 
 
 def test_a_real_export_against_itself_is_comparable_and_every_delta_is_zero(tmp_path):
-    proc, doc, rows = _compare(REAL, REAL, tmp_path / "c", "--format", "md")
+    # --force: the export's two GPUs pair by device ordinal (no rank), a position only, so each pair's figures are
+    # shown only with it (h53; tests/test_compare_stage.py for the withholding), marked forced
+    proc, doc, rows = _compare(REAL, REAL, tmp_path / "c", "--format", "md", "--force")
     [job] = doc["jobs"]
     assert job["verdict"]["comparable"] and job["verdict"]["reasons"] == []
     assert job["basis"] == "device ordinal" and job["unpaired"] == [] and doc["unpaired_jobs"] == []
+    assert job["pairs_forced"] and [(r["level"], r["forced"]) for r in rows] == [("gpu", "True")] * 2 + [
+        ("job", "False")]
     assert [(g["before"]["gpu_key"], g["after"]["gpu_key"]) for g in job["gpus"]] == [
         ("pid144/dev0", "pid144/dev0"), ("pid145/dev1", "pid145/dev1")]
     for d in [job["deltas"]] + [g["deltas"] for g in job["gpus"]]:
@@ -178,7 +182,8 @@ def test_two_trim_windows_of_a_real_export(tmp_path):
             assert float(row["idle_pct_sd"]) == pytest.approx(sd, abs=1e-4)
             by_hand[side, dev] = (len(inside), sd, 100 * _plain_trimmed_idle(REAL, pid, c0, c1) / (c1 - c0))
     assert [by_hand[side, dev][0] for side in (0, 1) for dev in (0, 1)] == [7, 7, 7, 5]
-    proc, doc, rows = _compare(*folders, tmp_path / "c", "--format", "md")
+    # --force: the GPUs pair by device ordinal (no rank), so each pair's figures are shown only with it (h53)
+    proc, doc, rows = _compare(*folders, tmp_path / "c", "--format", "md", "--force")
     [job] = doc["jobs"]
     assert job["verdict"]["comparable"] and job["verdict"]["reasons"] == [], job["verdict"]
     [window] = [c["text"] for c in job["verdict"]["checks"] if c["check"] == "window"]
@@ -201,7 +206,8 @@ def test_two_trim_windows_of_a_real_export(tmp_path):
     floor = 2 * (pooled[0][0] ** 2 / pooled[0][1] + pooled[1][0] ** 2 / pooled[1][1]) ** 0.5
     assert d["noise_floor_pts"] == pytest.approx(floor, abs=1e-3)
     assert d["reading"] == "no change detectable" and d["saving_usd_per_month"] is None
-    assert [r["reading"] for r in rows] == ["no change detectable"] * 3 and not any(r["forced"] == "True" for r in rows)
+    assert [r["reading"] for r in rows] == ["no change detectable"] * 3
+    assert [r["forced"] for r in rows] == ["True", "True", "False"]   # the pairs forced (a position only), not the job
     assert "no saving claimed: no change detectable" in proc.stdout and "saving $" not in proc.stdout
 
 
@@ -642,11 +648,14 @@ def test_a_job_total_keeps_its_priced_gpus_when_one_is_unpriced(tmp_path):
     # the unpriced GPU's model is named, and how to price it (issue 41)
     assert ("- idle $1,396.16 -> $1,396.16 per month at the after side's rates ($0.00); 1 GPU(s) unpriced, not in it "
             f"(AMD Radeon Graphics (1)); {HOW_TO_PRICE} [forced: not comparable] [low confidence]\n") in proc.stdout
-    # the MI250's own pair (paired by device ordinal, not known to be the same GPU: issue 45) is withheld in the md;
-    # the page shows it unpriced (below)
+    # the MI250's own pair (paired by device ordinal, not known to be the same GPU: issue 45) is shown by --force,
+    # marked for both reasons, and unpriced; the page shows it unpriced (below)
     assert doc["jobs"][0]["basis"] == "device ordinal"
-    assert "\n### Per GPU pair\n\nEach pair's difference is withheld: these GPUs were paired by device ordinal" in proc.stdout
-    assert "- idle unpriced -> unpriced" not in proc.stdout
+    assert "\n### Per GPU pair\n\nEach pair's difference is shown with --force: these GPUs were paired by device " \
+        "ordinal" in proc.stdout
+    assert ("- idle unpriced -> unpriced per month at the after side's rates (unpriced); 1 GPU(s) unpriced, not in it "
+            f"(AMD Radeon Graphics (1)); {HOW_TO_PRICE} [forced: not comparable; not known to be the same GPU] "
+            "[low confidence]\n") in proc.stdout
     page = (tmp_path / "c" / "compare.html").read_text(encoding="utf-8")
     job_html = page.split("<h3>The job</h3>")[1].split("</table>")[0]
     row = job_html.split("idle $/month at the after side's rates</td>")[1].split("</tr>")[0]
@@ -879,7 +888,10 @@ def test_each_gpu_and_the_job_read_against_their_own_noise_floor(tmp_path):
     1061.82) = 308.64, though GPU 0 alone reads no change. On main the reading column did not exist."""
     _export(tmp_path / "before.sqlite", sync_ms=2, data_ms=(4, 5), gpus=2, device_data={1: 4})
     _export(tmp_path / "after.sqlite", sync_ms=2, data_ms=(4, 4.6), gpus=2, device_data={1: 2})
-    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md")
+    # --force: the two GPUs pair by device ordinal (no rank), a position only: each pair's figures are shown only with
+    # it (h53), marked; without it the md, compare.json, compare.csv and compare.html withhold them (the end)
+    proc, doc, rows = _compare(tmp_path / "before.sqlite", tmp_path / "after.sqlite", tmp_path / "c", "--format", "md",
+                               "--force")
     [job] = doc["jobs"]
     assert job["verdict"]["comparable"], job["verdict"]
     g0, g1 = (g["deltas"] for g in job["gpus"])
@@ -899,14 +911,23 @@ def test_each_gpu_and_the_job_read_against_their_own_noise_floor(tmp_path):
     assert [(r["level"], r["reading"], r["saving_usd_per_month"]) for r in rows] == [
         ("gpu", "no change detectable", ""), ("gpu", "saving", "285.87"), ("job", "saving", "308.64")]
     # the md says the job's reading, a negative change with the minus sign; each GPU pair's (paired by device
-    # ordinal only, not known to be the same GPU: issue 45) is withheld there, kept in compare.json and compare.csv
-    job_md, pairs_md = proc.stdout.split("Job:\n")[1].split("\n### ")
+    # ordinal only, not known to be the same GPU: issue 45), shown with --force, marked
+    job_md, pairs_md = proc.stdout.split("Job:\n")[1].split("\n### ", 1)
     assert "(\u22124.78 pts); lower, by more than the noise floor of 0.75 pts" in job_md
-    assert "saving $308.64/month" in job_md
-    assert pairs_md.startswith("Per GPU pair\n\nEach pair's difference is withheld: these GPUs were paired by device "
-                               "ordinal, so a pair is not known to be the same GPU")
-    assert "285.87" not in proc.stdout and "0.78 pts" not in proc.stdout and "9.79 pts" not in proc.stdout
+    assert "saving $308.64/month" in job_md and "[forced" not in job_md
+    assert pairs_md.startswith("Per GPU pair\n\nEach pair's difference is shown with --force: these GPUs were paired "
+                               "by device ordinal, so a pair is not known to be the same GPU")
+    assert "- saving $285.87/month at the after side's rates ($285.87 at the before side's) [forced: not known to be " \
+        "the same GPU] [low confidence]\n" in pairs_md   # toy captures (20 kernels): low confidence too
     assert "(-" not in proc.stdout   # no hyphen for a minus anywhere in the md
+    # without --force each pair's figures are withheld: the job's saving stays, no pair's
+    proc, doc, rows = _compare(tmp_path / "c" / "before", tmp_path / "c" / "after", tmp_path / "w", "--format", "md")
+    assert [g["deltas"] for g in doc["jobs"][0]["gpus"]] == [None, None]
+    assert [(r["level"], r["reading"], r["saving_usd_per_month"]) for r in rows] == [
+        ("gpu", "", ""), ("gpu", "", ""), ("job", "saving", "308.64")]
+    page = (tmp_path / "w" / "compare.html").read_text(encoding="utf-8")
+    assert "$308.64" in page and "285.87" not in page and "0.78 pts" not in page
+    assert "285.87" not in proc.stdout and "0.78 pts" not in proc.stdout and "saving $308.64/month" in proc.stdout
 
 
 @pytest.mark.slow
