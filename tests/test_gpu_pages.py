@@ -625,6 +625,9 @@ def test_a_json_without_the_page_keys_still_renders():
     [row] = page_rows(page, "device-roster")
     assert row["cells"][1:4] == ["3.000000 s", "3.000000 s", "3000000000"]     # both on the report's clock
     assert "this GPU's JSON predates the lanes" in page and 'data-more-gaps' not in page
+    # h53 (c): the category table's header says the window in words, as its heading does ("% of the window"), no W
+    header = page.split('<table id="categories">')[1].split("</tr>")[0]
+    assert '<th class="num">share of the window</th>' in header and "share of W" not in page
 
 
 def test_capture_zero_says_why_seconds_are_on_the_reports_clock():
