@@ -199,7 +199,10 @@ def _discard(entry: Path) -> bool:
         os.rename(entry, parked)
     except FileNotFoundError:
         return False
-    shutil.rmtree(parked, ignore_errors=True)
+    if parked.is_dir() and not parked.is_symlink():
+        shutil.rmtree(parked, ignore_errors=True)
+    else:  # a file or a link in an entry's place
+        parked.unlink(missing_ok=True)
     return True
 
 
