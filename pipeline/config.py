@@ -632,11 +632,19 @@ class ExportConfig:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """Columnar (Parquet) cache of loaded exports, keyed by content hash. ``dir``: ``None`` means
-    ``$GPU_IDLE_CACHE`` or ``~/.cache/gpu-idle/columns``; ``enabled: false`` always reads SQLite."""
+    """Columnar (Parquet) cache of loaded exports, keyed by content hash and the loader's code. ``dir``: ``None``
+    means ``$GPU_IDLE_CACHE`` or ``~/.cache/gpu-idle/columns``; ``enabled: false`` always reads SQLite;
+    ``max_gib``: the most its entries (of every build sharing the folder) may hold, in GiB, the least recently
+    used removed first (:func:`pipeline.load.cache.prune`); ``None``: no bound."""
 
     enabled: Flag = True
     dir: str | None = None
+    max_gib: Positive | None = 20.0
+
+    @property
+    def max_bytes(self) -> int | None:
+        """``max_gib`` in bytes (None: no bound)."""
+        return None if self.max_gib is None else int(self.max_gib * 2**30)
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,11 @@ def remove_if_empty(folder: str) -> bool:
 LEFTOVER_RE = re.compile(r"^\.(.+)\.[0-9a-f]{%d}\.tmp$" % (2 * TEMP_RANDOM_BYTES))
 
 
+#: Temporary files and folders (:func:`temp_name`) in a folder several processes write that are older than this (s)
+#: are a killed run's, removed by whoever tidies it (a living writer's are younger).
+LEFTOVER_AGE_S = 3600
+
+
 def is_leftover(name: str) -> bool:
     """Whether a file name is a temporary file of :func:`atomic_path` or :func:`copy_file`
     (:func:`temp_name`, :data:`LEFTOVER_RE`): a person's ``.x.y.tmp`` is not."""

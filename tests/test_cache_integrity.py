@@ -77,7 +77,7 @@ def truth(inputs, tmp_path, *extra) -> pd.DataFrame:
 
 
 def entries(cache) -> list[Path]:
-    return sorted(p for p in Path(cache).iterdir() if p.is_dir() and "-v" in p.name and not p.name.startswith("."))
+    return sorted(p for p in Path(cache).iterdir() if p.is_dir() and columnar.ENTRY_RE.match(p.name))
 
 
 def rewrite_parquet(path: Path, change) -> None:
@@ -515,15 +515,19 @@ def test_swapped_entries_give_each_run_its_own_reports_numbers(tmp_path):
     assert_same_fleet(fleet(tmp_path / "a3"), want)
 
 
-def _older_loader_entry(monkeypatch, path: str, cache: Path) -> None:
-    """The entry an older build wrote for ``path``: its loader read the export's REAL kernel end as a time (the
-    tiny export's own rows), and its code was other code. The version constant is this build's (bumped alike)."""
+def _older_loader_entry(monkeypatch, path: str, cache: Path) -> Path:
+    """The entry an older build wrote for ``path`` (returned): its loader read the export's REAL kernel end as a
+    time (the tiny export's own rows), and its code was other code. The version constant is this build's (bumped
+    alike)."""
     loader = columnar.LOADERS[kinds.SQLITE]
     with monkeypatch.context() as patch:
         patch.setattr(columnar, "loader_code", lambda: "0" * 64, raising=False)
         patch.setitem(columnar.LOADERS, kinds.SQLITE, lambda p: loader(str(TINY_EXPORT)))
         assert len(columnar.load_cached(path, cache).kernels) == 2
-    assert columnar.entry_dir(path, cache).is_dir()
+        older = columnar.entry_dir(path, cache)
+    assert older.is_dir() and older.name.endswith("-code" + "0" * columnar.NAME_DIGEST)
+    assert older != columnar.entry_dir(path, cache)  # another name than this build's
+    return older
 
 
 #: The tiny shared export (2 kernels on 1 GPU) and a copy of it whose kernel end is REAL: an error row since
@@ -545,16 +549,30 @@ def _real_end(tmp_path) -> str:
     return str(path)
 
 
-def test_an_older_loaders_entry_is_a_miss_so_the_error_stays_an_error(tmp_path, monkeypatch, capsys):
+def test_an_older_loaders_entry_is_not_read_so_the_error_stays_an_error(tmp_path, monkeypatch, capsys):
+    """Another build's entry is not this build's name: never read, left to its build, and no warning."""
     path, cache = _real_end(tmp_path), tmp_path / "cache"
     with pytest.raises(ProfileError, match="not an integer"):
         load_report(path)
-    _older_loader_entry(monkeypatch, path, cache)
+    older = _older_loader_entry(monkeypatch, path, cache)
+    capsys.readouterr()
+    with pytest.raises(ProfileError, match="not an integer"):
+        columnar.load_cached(path, cache)
+    assert "WARNING" not in capsys.readouterr().err
+    assert entries(cache) == [older]
+
+
+def test_an_older_loaders_entry_renamed_to_this_builds_name_is_a_miss(tmp_path, monkeypatch, capsys):
+    """What the entry records of its loader code is checked, whatever its name says."""
+    path, cache = _real_end(tmp_path), tmp_path / "cache"
+    older = _older_loader_entry(monkeypatch, path, cache)
+    older.rename(columnar.entry_dir(path, cache))
     capsys.readouterr()
     with pytest.raises(ProfileError, match="not an integer"):
         columnar.load_cached(path, cache)
     [said] = _check_notes(capsys)
-    assert "other loader code" in said and path in said
+    assert "other loader code" in said and path in said and "report.json" in said
+    assert entries(cache) == []
 
 
 def test_an_older_loaders_entry_does_not_turn_the_error_row_into_ok(tmp_path, monkeypatch):
@@ -565,7 +583,7 @@ def test_an_older_loaders_entry_does_not_turn_the_error_row_into_ok(tmp_path, mo
     rows = fleet(tmp_path / "out")
     assert list(rows["status"]) == ["error"], rows.to_dict("records")
     assert "not an integer" in rows["error"].iloc[0]
-    assert len(notes(proc)) == 1
+    assert "WARNING" not in proc.stderr
 
 
 def _entry_written_by_earlier_version(entry: Path) -> None:

@@ -141,7 +141,7 @@ def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
     shutil.copy(profiles / "train_h100_2gpu_nccl.sqlite", src)
     first = cache.load_cached(str(src), tmp_path / "cache")
     entries = list((tmp_path / "cache").iterdir())
-    assert len(entries) == 1 and entries[0].name.endswith(f"-v{cache.LOADER_VERSION}")
+    assert len(entries) == 1 and entries[0].name == f"{cache.snapshot_key(str(src))}-code{cache.loader_code()[:16]}"
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
         [f"{n}.parquet" for n in cache.FRAMES] + ["report.json", cache.SUMS])
 
@@ -188,7 +188,7 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
     cache.wait_for_writes()
     assert not cache._PENDING
     entries = [p for p in (tmp_path / "cache").iterdir()]
-    assert [p.name for p in entries] == [f"{cache.snapshot_key(src)}-v{cache.LOADER_VERSION}"]
+    assert [p.name for p in entries] == [f"{cache.snapshot_key(src)}-code{cache.loader_code()[:16]}"]
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
         [f"{n}.parquet" for n in cache.FRAMES] + ["report.json", cache.SUMS])
     second = cache._read_entry(entries[0], src)

@@ -640,7 +640,7 @@ def test_columnar_cache_serves_the_same_report(tmp_path):
     path = write(tmp_path / "t.json.gz", TRACE)
     first = cache.load_cached(path, tmp_path / "cache")
     (entry,) = list((tmp_path / "cache").iterdir())
-    assert entry.name.endswith(f"-kineto{cache.KINETO_LOADER_VERSION}-v{cache.LOADER_VERSION}")
+    assert entry.name == f"{cache.snapshot_key(path)}-kineto-code{cache.loader_code()[:cache.NAME_DIGEST]}"
     second = cache.load_cached(path, tmp_path / "cache")
     for name in cache.FRAMES:
         pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),

@@ -46,7 +46,7 @@ from .. import code_keys
 from ..config import Config
 from ..fleet.pricing import price_free
 from ..fleet.reduce import INT_COLUMNS, int_column, one_of_each, rosters_of
-from ..io import atomic_path, file_entry, remove_leftovers, same_file, write_json
+from ..io import LEFTOVER_AGE_S, atomic_path, file_entry, remove_leftovers, same_file, write_json
 from ..snapshot import sidecars, snapshot_key
 
 
@@ -408,8 +408,6 @@ class ResultSlot:
             return False
 
 
-#: ``gpu-idle run``: temporary files in the result cache older than this (s) are a killed run's.
-LEFTOVER_AGE_S = 3600
 
 
 class ResultCache:
@@ -433,7 +431,7 @@ class ResultCache:
     @classmethod
     def for_run(cls, cfg: Config) -> "ResultCache":
         """``gpu-idle run``'s cache: under ``cache.dir`` (else ``$GPU_IDLE_CACHE``, else
-        ``~/.cache/gpu-idle/columns``), beside the ``<sha256>-v<N>`` entries of
+        ``~/.cache/gpu-idle/columns``), beside the entries of
         :mod:`pipeline.load.cache`; only temporary files older than :data:`LEFTOVER_AGE_S` are
         removed (another run may be writing) and the index keeps entries of reports other runs saw."""
         from ..load.cache import default_cache_dir

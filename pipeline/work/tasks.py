@@ -251,7 +251,7 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
         if sqlite_path != local:
             copies.append(f"exported to {sqlite_path}" if cached else f"exported with nsys {temporary}")
         with reading_under(limits):
-            report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache)
+            report = load_cached(sqlite_path, cache_cfg.dir, cache_cfg.enabled, background_cache, cache_cfg.max_bytes)
     except ProfileError as exc:
         if not copies:
             raise
