@@ -536,7 +536,8 @@ def test_the_basis_and_the_meter_threshold_by_hand():
     basis, meter = extrapolation_basis(fleet), meter_summary(fleet)
     assert basis == {"gpus": 3, "window_ns": 1800 * MS, "window_min_ns": 210 * MS, "window_max_ns": 1200 * MS,
                      "iterations_min": 5, "iterations_max": 7, "no_iterations": 1, "iteration_counts": [[5, 1], [7, 1]],
-                     "periods_min": 2, "periods_max": 8}
+                     "periods_min": 2, "periods_max": 8, "capture_gpus": 0, "capture_ns": None, "capture_min_ns": None,
+                     "capture_max_ns": None, "capture_idle_ns": None, "left_out_idle_ns": None}   # no capture columns
     assert meter == {"sampled_util_pct": 75.0, "busy_pct": 25.0, "idle_pct": 75.0, "gpus": 1, "periods": 8,
                      "short": [2, 3], "all_gpus": 3}
     assert basis_text(basis, meter) == (
