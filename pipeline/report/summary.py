@@ -538,6 +538,21 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
             **rates}
 
 
+def comm_idle(fleet: pd.DataFrame) -> dict | None:
+    """The part of the fleet's idle cost that is communication: the ``comm`` category's idle (device-level gaps after
+    a collective kernel, docs/definitions.md#categories), summed over the analysed GPUs: ``ns`` (Σ ``cat_comm_ns``),
+    ``usd`` (Σ ``fix_comm_usd_per_month``, the comm entries of the fix-first list; NaN when those GPUs are all
+    unpriced), ``gpus`` (those with comm idle) and ``assumed`` (how many of them are priced at an assumed rate).
+    Part of ``idle_usd_per_month``, unlike the busy time inside collectives beside it. None without comm idle."""
+    ok = conform(ok_rows(fleet), ["cat_comm_ns", "fix_comm_usd_per_month", "rate_assumed"])
+    ns = ok["cat_comm_ns"].fillna(0).astype("int64") if len(ok) else pd.Series([], dtype="int64")
+    if not int(ns.sum()):
+        return None
+    at = ok[ns > 0]
+    return {"ns": int(ns.sum()), "usd": priced_sum(at["fix_comm_usd_per_month"].astype(float)),
+            "gpus": int(len(at)), "assumed": int(at["rate_assumed"].astype(bool).sum())}
+
+
 #: Entries of the fleet's fix-first list shown in the Markdown variant.
 TOP_FIXES = 5
 
@@ -1008,6 +1023,7 @@ def summarise(res: Results) -> dict:
                                                                   ["confidence_tier"].iloc[0] or "")},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": dict(trend(res.history, night_hours(res)), lacking=res.lacking), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
+        "comm_idle": comm_idle(fleet),
         "collective": fleet_collectives(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
         "gpu_names": names,

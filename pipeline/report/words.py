@@ -21,6 +21,26 @@ NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
 COMM_OVERLAP = ("busy time, not in the idle cost; it overlaps the collective wait where both are measured (both are "
                 "time inside collective kernels): never add the two")
 
+#: What the report and the Markdown summary say of each busy measure inside collective kernels (the wait for the last
+#: rank, the exposed communication; issue 45 point 3): time, a different measure from the idle cost ``{idle}``, never
+#: part of it; their dollars, last and in words (:data:`PRICED_LIKE_IDLE`), never a figure beside the headline.
+NOT_IDLE = "not idle, not in the {idle} idle cost"
+
+#: The busy measure's dollars in words, after its time (``{money}``: the USD with its ``~`` and ``/month``).
+PRICED_LIKE_IDLE = "Priced like idle at the same rates, this busy time comes to {money}, never added to the idle cost"
+
+
+def comm_idle_text(c: dict | None) -> str:
+    """Where communication is in the idle cost (:func:`~pipeline.report.summary.comm_idle`): the fix-first list's
+    ``comm`` entries, e.g. ``communication's own idle is in it already: $6,062.13/month of gaps right after a collective
+    kernel on 20 GPU(s) (the fix-first list's comm entry)``; ``""`` without comm idle."""
+    if not c:
+        return ""
+    money = usd(c["usd"]) if c["usd"] != c["usd"] else f"{'~' if c['assumed'] else ''}{usd(c['usd'])}/month"
+    return (f"communication's own idle is in it already: {money} of gaps right after a collective kernel on "
+            f"{c['gpus']} GPU(s) (the fix-first list's comm entry)")
+
+
 #: The minus sign of every negative figure a person reads (U+2212), never the hyphen (docs/outputs.md).
 MINUS = "\u2212"
 
