@@ -398,6 +398,12 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     assert len(waits) == 2 and sum(f"this busy time comes to ~${usd:,.2f}/month (at an assumed rate), never added" in w
                                    for w in waits) == 1   # rank 0's; rank 1 waited nothing
     assert all(": not idle, not in the ~$" in w for w in waits)
+    for page_path in (out / "gpu-pages").glob("*.html"):   # after the idle's categories, never a card beside its cost
+        one = page_path.read_text()
+        cards = re.search(r'<div class="cards">(.*?)<h3>Window</h3>', one, re.S).group(1)
+        assert "collective" not in cards and 'id="comm"' not in cards and "exposed" not in cards, cards
+        assert one.index('<table id="categories">') < one.index('id="busy-collectives"') < one.index(
+            'id="collective-wait"') < one.index('<dd id="comm">')
     assert "entered last in 5 of them (a chronic late rank: the others wait for it)" in pages
 
 
