@@ -154,6 +154,7 @@ class Kind(Figures):
     startup_only: bool = _f("bool", "bool")
     capture_idle_ns: int | None = _f("Int64", "ns")
     capture_idle_pct: float = _f("float", "%")
+    window_left_out_idle_ns: int | None = _f("Int64", "ns")
     window_left_out_idle_pct: float = _f("float", "%")
 
 
@@ -424,6 +425,8 @@ FLEET = (
     _c("capture_idle_ns", "device-level idle over the capture C: first kernel start (after the "
        "graph-capture start-up) to last kernel end", "kind"),
     _c("capture_idle_pct", "`capture_idle_ns` as % of C", "kind"),
+    _c("window_left_out_idle_ns", "the part of `capture_idle_ns` outside W: idle of the capture that no month "
+       "prices (the report's first screen sums it over the fleet)", "kind"),
     _c("window_left_out_idle_pct", "the share of `capture_idle_ns` outside W (0 when C has no idle)",
        "kind"),
     _c("kernel_count", "kernels inside W (a CUDA graph execution traced as a whole counts as one)"),

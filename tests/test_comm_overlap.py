@@ -316,16 +316,22 @@ def test_real_rollups_record_and_report(span_run, span_fleet, tmp_path):
     assert lines[head + 1].startswith("Collective wait: ") and lines[head + 2].startswith("Exposed")
     for job in ("fastvideo-sp2", "tiny"):
         assert "Exposed communication" not in (span_run / "records" / f"{job}.md").read_text()
-    # the HTML report says it once in the headline section, with the fleet's sum
+    # the HTML report says it once, in the busy-time section after the idle's (issue 45 point 3), with the fleet's sum
     out = tmp_path / "report.html"
     write_report(span_run, out)
     html_text = out.read_text()
     assert html_text.count('id="exposed-comm"') == 1 and 'data-usd="247.69"' in html_text
+    assert html_text.index('id="exposed-comm"') > html_text.index('<section id="breakdown">')
     # of the fleet's windows: 25,401,752 / (598,510,363 + 960,485,009 + 960,307,663 + 18,254,667) = 1.0010… %
     fleet_window = int(span_fleet["window_ns"].astype("int64").sum())
     assert fleet_window == 598_510_363 + 960_485_009 + 960_307_663 + 18_254_667
-    assert "Exposed communication: 25.402 ms (1.00 % of the analysed windows) of 25.402 ms in collective kernels " \
-           "ran with no compute kernel on another stream, on 2 GPU(s): $247.69 per month" in html_text
+    idle = round(span_fleet.loc[span_fleet["status"] != "error", "idle_usd_per_month"].astype(float).sum(), 2)
+    assert "Exposed communication: <strong>25.402 ms</strong> (1.00 % of the analysed windows) of 25.402 ms in " \
+           "collective kernels ran with no compute kernel on another stream, on 2 GPU(s): not idle, not in the " \
+           f"${idle:,.2f}/month idle cost; it overlaps the wait for the last rank where both are measured: never add " \
+           "the two." in html_text
+    assert "Priced like idle at the same rates, this busy time comes to $247.69/month, never added to the idle " \
+           'cost<span id="exposed-comm-assumed"></span>.</p>' in html_text
 
 
 def test_records_stay_as_they_were_without_exposed_communication(span_fleet):

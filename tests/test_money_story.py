@@ -251,3 +251,88 @@ def test_the_record_heads_with_the_idle_cost_and_puts_the_busy_time_after_it(tmp
         f": ${exposed:,.2f} per month (busy time, not in the idle cost;" in lines[head + 2])
     assert sum(ln.startswith("Collective wait: ") for ln in lines) == 1
     assert not any("$" in ln for ln in lines[:head] if not ln.startswith(("- ", "| ")))   # no dollar figure before it
+
+
+# ---- issue 45 point 4: the first screen says how much of the captures' idle the windows leave out -------------------
+
+def test_the_basis_counts_the_captures_idle_outside_the_windows_by_hand():
+    """Three GPUs: a capture of 1,000 ms idle 400 ms, its window leaving out 75 % of it (300 ms); one of 500 ms idle
+    100 ms, 40 % left out (40 ms: a row of a table older than `window_left_out_idle_ns`, its share × its idle); one of
+    an older table with no capture columns (counted in the windows, not in the captures). The fleet: 340 of 500 ms of captured idle outside the windows = 68.00 %, a plain second computation
+    over the rows; captures of 0.50–1.00 s (1.50 s in all) on the 2 GPUs whose capture is known. main: the first
+    screen said only the windows' lengths, never how much of the captures they leave out."""
+    import pandas as pd
+
+    from pipeline.report.summary import extrapolation_basis
+    from pipeline.report.words import basis_text, left_out_idle_text
+    from pipeline.schema import FLEET_COLUMNS, conform
+
+    base = {"cluster": "c", "job": "j", "status": "ok", "gpu_model": "NVIDIA H100", "iterations": 5,
+            "idle_usd_per_month": 1.0, "confidence_tier": "medium"}
+    rows = [{**base, "report": "a.sqlite", "gpu_key": "a", "window_ns": 250 * MS, "idle_ns": 100 * MS,
+             "capture_ns": 1000 * MS, "capture_idle_ns": 400 * MS, "window_left_out_idle_ns": 300 * MS,
+             "window_left_out_idle_pct": 75.0},
+            {**base, "report": "b.sqlite", "gpu_key": "b", "window_ns": 300 * MS, "idle_ns": 60 * MS,
+             "capture_ns": 500 * MS, "capture_idle_ns": 100 * MS, "window_left_out_idle_pct": 40.0},
+            {**base, "report": "c.sqlite", "gpu_key": "c", "window_ns": 400 * MS, "idle_ns": 40 * MS}]
+    fleet = conform(pd.DataFrame(rows), FLEET_COLUMNS)
+    basis = extrapolation_basis(fleet)
+    assert {k: basis[k] for k in ("capture_gpus", "capture_ns", "capture_min_ns", "capture_max_ns", "capture_idle_ns",
+                                  "left_out_idle_ns")} == {
+        "capture_gpus": 2, "capture_ns": 1500 * MS, "capture_min_ns": 500 * MS, "capture_max_ns": 1000 * MS,
+        "capture_idle_ns": 500 * MS, "left_out_idle_ns": 340 * MS}
+    known = [r for r in rows if "capture_ns" in r]   # the plain second computation
+    plain = 100 * sum(r["capture_idle_ns"] * r["window_left_out_idle_pct"] / 100 for r in known) / sum(
+        r["capture_idle_ns"] for r in known)
+    assert plain == 68.0
+    assert left_out_idle_text(basis) == (f" {plain:.2f} % of the captures' idle (0.34 s of 0.50 s) lies outside the "
+                                         "windows and is not priced.")
+    assert basis_text(basis, None) == (
+        "Every month here extrapolates short captures: 3 GPU(s), windows of 0.25–0.40 s each (0.95 s in all) cut from "
+        "captures of 0.50–1.00 s each (1.50 s in all, first kernel to last, on the 2 GPU(s) whose capture is known), "
+        "3 GPUs with 5 stable iterations. 68.00 % of the captures' idle (0.34 s of 0.50 s) lies outside the windows "
+        "and is not priced.")
+    # no capture known (a table older than the columns): the sentence as before, nothing about captures
+    old = extrapolation_basis(fleet[fleet["report"] == "c.sqlite"])
+    assert (old["capture_gpus"], old["left_out_idle_ns"]) == (0, None) and left_out_idle_text(old) == ""
+    assert basis_text(old, None) == ("Every month here extrapolates short captures: 1 GPU(s), windows of 0.40 s each "
+                                     "(0.40 s in all), 1 GPU with 5 stable iterations.")
+
+
+def test_the_first_screen_says_what_the_windows_leave_out_of_a_synthetic_fleet(tmp_path):
+    """tests/test_serving_window.py's two traces, worked out there: serving (its window the capture, 470 ms idle
+    270 ms: nothing left out) and training (the capture 205 ms idle 85 ms, the window 120 ms idle 20 ms: 65 ms of the
+    capture's idle outside it). The fleet: 65 of 355 ms = 18.31 % of the captures' idle outside the windows, said on
+    the report's first screen (the basis under the fix-first heading, the headline's idle-cost card) and in the
+    Markdown summary; the same figure as a plain second computation over fleet.csv's columns."""
+    import re
+
+    import pandas as pd
+    from click.testing import CliRunner
+    from test_rates import _write
+    from test_serving_window import serving_trace, training_trace
+
+    from pipeline.cli import main
+
+    paths = [serving_trace(str(tmp_path / "srv.json")), training_trace(str(tmp_path / "trn.json"))]
+    cfg = _write(tmp_path / "c.yaml", "labels:\n  - {match: 'srv.json', job: srv}\n  - {match: 'trn.json', job: trn}\n")
+    out = tmp_path / "out"
+    runner = CliRunner()
+    for args in (["run", *paths, "--out", str(out), "--config", str(cfg), "--no-cache"],
+                 ["report", str(out), "--out", str(out / "report.html")],
+                 ["report", str(out), "--out", str(tmp_path / "s.md"), "--format", "md"]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, result.output
+    fleet = pd.read_csv(out / "fleet.csv")
+    assert (list(fleet["window_left_out_idle_ns"]), int(fleet["capture_idle_ns"].sum())) == ([0, 65 * MS], 355 * MS)
+    left = (fleet["capture_idle_ns"] * fleet["window_left_out_idle_pct"] / 100).sum() / fleet["capture_idle_ns"].sum()
+    assert round(100 * left, 2) == round(100 * 65 / 355, 2) == 18.31
+    text = "18.31 % of the captures' idle (65.0 ms of 0.35 s) lies outside the windows and is not priced."
+    page = (out / "report.html").read_text(encoding="utf-8")
+    fix = re.search(r'<section id="fix-first">(.*?)</section>', page, re.S).group(1)
+    assert re.search(r'<span id="basis"[^>]*>(.*?)</span>', fix, re.S).group(1).endswith(text.replace("'", "&#39;"))
+    card = re.search(r'<span id="fleet-usd-windows" data-left-out-ns="(\d+)" data-capture-idle-ns="(\d+)">(.*?)</span>',
+                     page, re.S)
+    assert (int(card.group(1)), int(card.group(2))) == (65 * MS, 355 * MS)
+    assert card.group(3) == "; from the windows only: 18.31 % of the captures' idle lies outside them, not priced"
+    assert text in (tmp_path / "s.md").read_text(encoding="utf-8")

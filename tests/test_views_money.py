@@ -473,10 +473,12 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
 
 @pytest.mark.slow
 def test_one_idle_headline_and_busy_time_apart(real_reports, tmp_path):
-    """Issue 45 point 3, on the real exports: the idle cost is the one headline; the wait for the last rank and the
-    exposed communication (busy time, overlapping each other) are two items of one block after it, headed as a
-    different measure naming the headline they are not in, never siblings of it. Their dollars are the plain sums
-    of fleet.csv's columns; the HTML report holds both in its one busy-time section, none in the clusters section."""
+    """Issue 45 point 3, on the real exports: the idle cost is the one dollar headline; communication's part of it is
+    named as a part (the comm category's idle, Σ fix_comm_usd_per_month: the fix-first list's comm entry); the wait
+    for the last rank and the exposed communication (busy time, overlapping each other) come last in the Markdown
+    summary and after where the idle time goes in the HTML report, in one block headed as a different measure, each
+    led by its time and said not to be in the headline's dollars, its own dollars only after that, in words ("Priced
+    like idle ..."), never a dollar column or card. Their dollars are the plain sums of fleet.csv's columns."""
     from pipeline.report.html import write_report
 
     exports = real_reports[0]
@@ -485,24 +487,61 @@ def test_one_idle_headline_and_busy_time_apart(real_reports, tmp_path):
     idle = round(ok["idle_usd_per_month"].astype(float).sum(), 2)
     wait = round(pd.to_numeric(ok["collective_wait_usd_per_month"], errors="coerce").sum(), 2)
     exposed = round(pd.to_numeric(ok["comm_exposed_usd_per_month"], errors="coerce").sum(), 2)
-    assert wait > 0 and exposed > 0
+    comm = round(pd.to_numeric(ok["fix_comm_usd_per_month"], errors="coerce").sum(), 2)
+    assert wait > 0 and exposed > 0 and comm == 0   # no comm idle: no part of the headline to name
     write_report(exports, tmp_path / "s.md", "md")
     md = (tmp_path / "s.md").read_text(encoding="utf-8").splitlines()
     head = next(i for i, ln in enumerate(md) if ln.startswith("**GPU idle cost, "))
     assert f"${idle:,.2f}/month idle" in md[head]
-    busy = next(i for i, ln in enumerate(md) if ln.startswith("**Busy time inside collective kernels**"))
-    assert busy > head and f"none of it is in the ${idle:,.2f}/month idle above, nor ever added to it" in md[busy]
-    items = md[busy + 2:md.index("", busy + 2)]
-    assert items[0].startswith(f"- Waiting for the last rank (fix first, inside collectives): collective wait "
-                               f"${wait:,.2f}/month: ")
-    assert items[-1].startswith("- Exposed communication: ") and f": ${exposed:,.2f}/month (busy time" in items[-1]
+    busy = next(i for i, ln in enumerate(md) if ln.startswith("**Beside the idle: busy time inside collective kernels**"))
+    assert busy > next(i for i, ln in enumerate(md) if ln.startswith("Rates: "))   # last: after every idle figure
+    assert (f"none of it is in the ${idle:,.2f}/month idle cost above, nor ever added to it; the two measures below "
+            "overlap") in md[busy]
+    items = md[busy + 2:]
+    assert items[0].startswith("- Waiting for the last rank: ") and (
+        f": not idle, not in the ${idle:,.2f}/month idle cost; remedy: " in items[0])
+    assert items[0].endswith(f"Priced like idle at the same rates, this busy time comes to ${wait:,.2f}/month, never "
+                             "added to the idle cost.")
+    assert items[-1].startswith("- Exposed communication: ") and items[-1].endswith(
+        f"Priced like idle at the same rates, this busy time comes to ${exposed:,.2f}/month, never added to the idle "
+        "cost.")
     assert sum(f"${wait:,.2f}" in ln for ln in md) == 1 and sum(f"${exposed:,.2f}" in ln for ln in md) == 1
     page = (exports / "report.html").read_text(encoding="utf-8")
     section = re.search(r'<section id="fix-collective">(.*?)</section>', page, re.S).group(1)
-    assert "a different measure, not in the idle cost" in section and f"(${idle:,.2f}/month)" in section
+    assert page.index('<section id="fix-collective">') > page.index('<section id="breakdown">')
+    assert f"so none of it is in the fleet idle cost (${idle:,.2f}/month) nor ever added to it" in section
+    assert "own idle is in it already" not in section
     assert 'id="collective-wait-list"' in section and 'id="exposed-comm"' in section
-    clusters = re.search(r'<section id="fleet">(.*?)</section>', page, re.S).group(1)
-    assert "exposed-comm" not in clusters and "collective-wait" not in clusters
+    assert "$/month</th>" not in section   # no dollar column: the wait's table gives its time
+    for note in ("collective-wait", "exposed-comm"):
+        text = re.search(rf'<p class="note" id="{note}"[^>]*>(.*?)</p>', section, re.S).group(1)
+        assert text.index(f"not idle, not in the ${idle:,.2f}/month idle cost") < text.index("Priced like idle")
+    # nothing of it on the first screen (the fix-first list, the headline cards) nor in the clusters section
+    for first in ("fix-first", "headline", "fleet"):
+        part = re.search(rf'<section id="{first}">(.*?)</section>', page, re.S).group(1)
+        assert f"${wait:,.2f}" not in part and f"${exposed:,.2f}" not in part and "collective-wait" not in part
+
+
+def test_communications_idle_is_named_as_part_of_the_headline(example):
+    """The example fleet: the comm category's idle, Σ fix_comm_usd_per_month over fleet.csv ($6,062.13: the fix-first
+    list's comm entry), is named in the busy-time block as the part of the idle cost that is communication, in the
+    Markdown summary and the HTML report; the busy measures after it are not in the idle cost."""
+    out = example[0]
+    fleet = pd.read_csv(out / "fleet.csv", keep_default_na=False)
+    ok = fleet[fleet["status"] != "error"]
+    comm = round(ok["fix_comm_usd_per_month"].astype(float).sum(), 2)
+    gpus = int((ok["cat_comm_ns"].astype("int64") > 0).sum())
+    idle = round(ok["idle_usd_per_month"].astype(float).sum(), 2)
+    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    entry = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "comm")]
+    assert (comm, gpus, round(float(entry["usd_per_month"].sum()), 2)) == (6062.13, 20, 6062.13)
+    part = f"own idle is in it already: ${comm:,.2f}/month of gaps right after a collective kernel on {gpus} GPU(s)"
+    md = (out.parent / "summary.md").read_text(encoding="utf-8")
+    busy = next(ln for ln in md.splitlines() if ln.startswith("**Beside the idle: busy time inside collective kernels"))
+    assert f"none of it is in the ${idle:,.2f}/month idle cost above, nor ever added to it; communication's {part}" in busy
+    page = (out / "report.html").read_text(encoding="utf-8")
+    note = re.search(r'<p class="note" id="busy-apart">(.*?)</p>', page, re.S).group(1)
+    assert f"Communication&#39;s {part} (the fix-first list&#39;s comm entry)." in note
 
 
 # ---- issue 45 point 4: how thin the basis is, on the first screen -------------------------------------------------
@@ -536,7 +575,8 @@ def test_the_basis_and_the_meter_threshold_by_hand():
     basis, meter = extrapolation_basis(fleet), meter_summary(fleet)
     assert basis == {"gpus": 3, "window_ns": 1800 * MS, "window_min_ns": 210 * MS, "window_max_ns": 1200 * MS,
                      "iterations_min": 5, "iterations_max": 7, "no_iterations": 1, "iteration_counts": [[5, 1], [7, 1]],
-                     "periods_min": 2, "periods_max": 8}
+                     "periods_min": 2, "periods_max": 8, "capture_gpus": 0, "capture_ns": None, "capture_min_ns": None,
+                     "capture_max_ns": None, "capture_idle_ns": None, "left_out_idle_ns": None}   # no capture columns
     assert meter == {"sampled_util_pct": 75.0, "busy_pct": 25.0, "idle_pct": 75.0, "gpus": 1, "periods": 8,
                      "short": [2, 3], "all_gpus": 3}
     assert basis_text(basis, meter) == (
@@ -598,11 +638,18 @@ def test_real_exports_first_screen_says_what_the_month_rests_on(real_reports):
                         for i, (n, k) in enumerate(named))
     assert (its == 0).sum() > 0
     lo_text = f"{lo / 1e9:.2f} s" if lo >= 100 * MS else f"{lo / 1e6:.1f} ms"
+    # the captures the windows are cut from, and the share of their idle outside the windows (issue 45 point 4)
+    cap, cap_idle = ok["capture_ns"].astype(int), ok["capture_idle_ns"].astype(int)
+    left = ok["window_left_out_idle_ns"].astype(int)
+    c_lo = f"{cap.min() / 1e9:.2f} s" if cap.min() >= 100 * MS else f"{cap.min() / 1e6:.1f} ms"
+    assert cap.max() >= 100 * MS and left.sum() >= 100 * MS and cap_idle.sum() >= 100 * MS
     text = (f"Every month here extrapolates short captures: {len(ok)} GPU(s), windows of {lo_text}–{hi / 1e9:.2f} s "
-            f"each ({w.sum() / 1e9:.2f} s in all), {counted}, {int((its == 0).sum())} with none (a window not made "
-            "of iterations); the sampled meter: "
+            f"each ({w.sum() / 1e9:.2f} s in all) cut from captures of {c_lo}–{cap.max() / 1e9:.2f} s each "
+            f"({cap.sum() / 1e9:.2f} s in all, first kernel to last), {counted}, {int((its == 0).sum())} with none (a "
+            "window not made of iterations); the sampled meter: "
             f"{periods.min()}–{periods.max()} sample period(s) per GPU, under the 6 a reading needs: no meter reading "
-            "shown.")
+            f"shown. {100 * left.sum() / cap_idle.sum():.2f} % of the captures' idle ({left.sum() / 1e9:.2f} s of "
+            f"{cap_idle.sum() / 1e9:.2f} s) lies outside the windows and is not priced.")
     page = (exports / "report.html").read_text(encoding="utf-8")
     fix = re.search(r'<section id="fix-first">(.*?)</section>', page, re.S).group(1)
     basis = re.search(r'<span id="basis"[^>]*>(.*?)</span>', fix, re.S).group(1)

@@ -308,7 +308,8 @@ def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, w
                                                   after)
     left_pct = _pct(left_out, cap_idle)
     cols = {"job_kind": kind, "job_kind_source": source, "capture_ns": capture_ns, "capture_idle_ns": cap_idle,
-            "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_pct": left_pct,
+            "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_ns": left_out,
+            "window_left_out_idle_pct": left_pct,
             "first_kernel_ns": first, "startup_wait_ns": startup_wait(first, trace.capture_start_ns),
             "startup_cut": startup_cut(trace.runtime, first),
             "graph_capture_ns": 0 if after is None else after - first, "startup_only": only}

@@ -48,7 +48,7 @@ from . import plots
 from .jinja import environment
 from .medical import short_model, timeline_s
 from .rendered import in_pages, record, record_name
-from .words import for_pages, ms, name_breaks, recoverable_lines, secs, startup_cut_text
+from .words import NOT_IDLE, PRICED_LIKE_IDLE, for_pages, ms, name_breaks, recoverable_lines, secs, startup_cut_text
 
 #: Spans of one colour closer than (context length / RESOLUTION) are drawn as one: the page's
 #: timeline holds at most about this many bars per lane and colour, however many gaps the GPU has.
@@ -324,6 +324,7 @@ def _env() -> Environment:
                       name_breaks=name_breaks)
     env.globals["startup_cut_text"] = startup_cut_text
     env.globals["implausible"] = fixfirst.implausible
+    env.globals["not_idle"], env.globals["priced_like_idle"] = NOT_IDLE, PRICED_LIKE_IDLE
     return env
 
 

@@ -41,8 +41,8 @@ from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
 from .jinja import environment
 from .teams import coverage_text, teams_markdown, whose_text
-from .words import (COMM_OVERLAP, NONE_TRUSTED, PRICE_ON_PAGES, basis_text, for_pages, keep_words, ms, name_breaks,
-                    pct, remedy_summary, secs, signed_usd, speedup_text, startup_cut_text, trust_text, usd,
+from .words import (NONE_TRUSTED, NOT_IDLE, PRICE_ON_PAGES, PRICED_LIKE_IDLE, basis_text, comm_idle_text,
+                    for_pages, keep_words, ms, name_breaks, pct, remedy_summary, secs, signed_usd, speedup_text, startup_cut_text, trust_text, usd,
                     whole_speedup_text, wins_back_basis)
 from .medical import NAME_CHARS, gpu_names, job_keys
 from .summary import (TOP_FIXES, ReportError, Results, gpu_json_text, gpu_roles, load_results, ok_rows, record_anchors,
@@ -185,7 +185,8 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
         categories=CATEGORIES, colours=plots.CATEGORY_COLOURS, sliver_colour=plots.SLIVER_COLOUR,
         timeline_title=title, glossary=GLOSSARY, remedies=REMEDIES, caveats=CAVEAT_MEANINGS,
         confidence=ConfidenceConfig(), inf=float("inf"), page=lambda report, gpu_key: pages.get((report, gpu_key)),
-        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, comm_overlap=COMM_OVERLAP, top_fixes=TOP_FIXES,
+        cause_names=CAUSE_NAMES, none_trusted=NONE_TRUSTED, top_fixes=TOP_FIXES,
+        comm_idle_text=comm_idle_text, not_idle=NOT_IDLE, priced_like_idle=PRICED_LIKE_IDLE,
         name=lambda report, gpu_key: names.get((report, gpu_key), gpu_key),
         acct=None if withheld(res) else read_view(res.run_dir),
         coverage_text=coverage_text, whose_text=whose_text, priced_with=priced_with_text(s["priced_with"]))
@@ -371,26 +372,34 @@ def meter_text(meter: dict, fleet_usd: float) -> str:
 
 
 #: The heading of the Markdown summary's busy-time block (:func:`busy_lines`): a different measure from the idle cost.
-BUSY_HEADING = ("**Busy time inside collective kernels** (a different measure from the idle cost: the GPUs were busy, so "
-                "none of it is in the {idle} idle above, nor ever added to it; its figures overlap, both being time "
-                "inside the same collective kernels: never add them to each other either)")
+BUSY_HEADING = ("**Beside the idle: busy time inside collective kernels** (a different measure, in time: the GPUs were "
+                "busy there, not idle, so none of it is in the {idle} idle cost above, nor ever added to it{comm}; the "
+                "two measures below overlap, both being time inside the same collective kernels: never add them to "
+                "each other either)")
 
 
-def collective_lines(collective: dict | None) -> list[str]:
+def _busy_money(value: float, assumed: dict | None) -> str:
+    """A busy measure's dollars in words (:data:`PRICED_LIKE_IDLE`), with the part at assumed rates; ``""`` when its
+    GPUs are all unpriced."""
+    if value != value:
+        return ""
+    money = ("~" if assumed and assumed["assumed_gpus"] else "") + f"{usd(value)}/month"
+    return " " + PRICED_LIKE_IDLE.format(money=money) + (assumed_text(assumed) if assumed else "") + "."
+
+
+def collective_lines(collective: dict | None, idle: str) -> list[str]:
     """The Markdown summary's item for the wait inside collectives, in the busy-time block (:func:`busy_lines`;
-    :func:`~pipeline.report.medical.fleet_collectives`; docs/definitions.md#collective-wait): ``[]`` when no
-    GPU ran a collective in its window."""
+    :func:`~pipeline.report.medical.fleet_collectives`; docs/definitions.md#collective-wait): its time first, said
+    not to be in the idle cost ``idle``, its dollars last in words; ``[]`` when no GPU ran a collective in its
+    window."""
     if not collective:
         return []
     c = collective["fleet"]
     if not c["gpus"]:
         return [f"- Waiting for the last rank: not measured ({md_text(c['note'])})."]
-    money = usd(c["usd"]) if c["usd"] != c["usd"] else (("~" if c["assumed"]["assumed_gpus"] else "")
-                                                         + f"{usd(c['usd'])}/month")
-    lines = [f"- Waiting for the last rank (fix first, inside collectives): "
-             f"collective wait {money}: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) waiting for "
-             f"the last rank on {c['gpus']} GPU(s){assumed_text(c['assumed']) if c['usd'] == c['usd'] else ''}; "
-             f"remedy: {c['remedy']}."]
+    lines = [f"- Waiting for the last rank: {ms(c['wait_ns'])} ({pct(c['wait_pct'])} of the measured windows) busy "
+             f"inside collectives waiting for the last rank to enter the call, on {c['gpus']} GPU(s): "
+             f"{NOT_IDLE.format(idle=idle)}; remedy: {c['remedy']}.{_busy_money(c['usd'], c['assumed'])}"]
     lines += [f"  - {md_text(j['title'])}: late rank {md_text(j['late_rank'])} ({j['kind']}: last in {j['last']} of "
               f"{j['calls']} calls){', pipeline bubble' if j['wait_kind'] == 'pipeline bubble' else ''}"
               for j in collective["jobs"] if j["late_rank"]]
@@ -398,19 +407,23 @@ def collective_lines(collective: dict | None) -> list[str]:
 
 
 def busy_lines(s: dict) -> list[str]:
-    """The Markdown summary's one block of busy time inside collective kernels, after the idle headline and apart
-    from it (docs/outputs.md#reports-for-people): :data:`BUSY_HEADING`, then the wait for the last rank
-    (:func:`collective_lines`) and the exposed communication, each its own item; ``[]`` when there is neither."""
-    items = collective_lines(s["collective"])
+    """The Markdown summary's one block of busy time inside collective kernels, last, after the idle headline and
+    its lists and apart from them (docs/outputs.md#reports-for-people): :data:`BUSY_HEADING` (with where
+    communication's idle is in the headline: :func:`~pipeline.report.words.comm_idle_text`), then the wait for the
+    last rank (:func:`collective_lines`) and the exposed communication, each its own item, time first; ``[]`` when
+    there is neither."""
+    idle = usd(s["fleet_usd"]) if s["fleet_usd"] != s["fleet_usd"] else f"{usd(s['fleet_usd'])}/month"
+    items = collective_lines(s["collective"], idle)
     if s["comm"]:
         c = s["comm"]
         items.append(f"- Exposed communication: {ms(c['exposed_ns'])} ({pct(c['exposed_pct'])} of the windows) of "
                      f"{ms(c['comm_ns'])} in collective kernels with no compute beside them, on {c['gpus']} GPU(s): "
-                     f"{'~' if c['assumed_gpus'] else ''}{usd(c['usd'])}/month ({COMM_OVERLAP})" + assumed_text(c) + ".")
+                     f"{NOT_IDLE.format(idle=idle)}; it overlaps the wait for the last rank where both are measured: "
+                     f"never add the two.{_busy_money(c['usd'], c)}")
     if not items:
         return []
-    idle = usd(s["fleet_usd"]) if s["fleet_usd"] != s["fleet_usd"] else f"{usd(s['fleet_usd'])}/month"
-    return [BUSY_HEADING.format(idle=idle), ""] + items + [""]
+    comm = comm_idle_text(s.get("comm_idle"))
+    return [BUSY_HEADING.format(idle=idle, comm=f"; {comm}" if comm else ""), ""] + items
 
 
 def reconcile_text(rc: dict) -> str:
@@ -494,7 +507,6 @@ def render_markdown(res: Results) -> str:
     if h["meter"]:
         lines += [meter_text(h["meter"], s["trust"]["trusted_usd"] if h["left_out"] else s["fleet_usd"])
                   + left_out_text(h), ""]
-    lines += busy_lines(s)
     if t["lacking"]:
         lines += ["The trend lacks night(s) whose history file is damaged: "
                   + "; ".join(f"{x['date']} ({md_text(x['file'])}: {md_text(x['why'])})" for x in t["lacking"]) + ".",
@@ -531,6 +543,8 @@ def render_markdown(res: Results) -> str:
     lines += ["", f"Rates: {rates}." if rates else "Rates: none (no GPU analysed)."]
     if s["priced_with"]:
         lines += ["", md_text(priced_with_text(s["priced_with"]))]
+    busy = busy_lines(s)   # a different measure: last, after every figure of the idle cost
+    lines += [""] + busy if busy else []
     return "\n".join(lines) + "\n"
 
 

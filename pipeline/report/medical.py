@@ -75,8 +75,8 @@ RECORD_COLUMNS = ["report", "gpu_key", "gpu_model", "status", "error", "window_n
                   *[f"cat_{c}_ns" for c in CATEGORIES], *[f"cat_{c}_ns" for c in CAVEATS],
                   *[f"{c}_usd_per_month" for c in CAVEATS], "comm_ns", "comm_exposed_ns", "comm_exposed_usd_per_month",
                   "rate_model", "rate_usd_per_hour", "rate_assumed", "unpriced", "job_kind", "job_kind_source", "capture_ns",
-                  "capture_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "startup_cut", "graph_capture_ns",
-                  "startup_only",
+                  "capture_idle_ns", "window_left_out_idle_ns", "window_left_out_idle_pct", "startup_wait_ns", "startup_cut",
+                  "graph_capture_ns", "startup_only",
                   "busy_ns", "sample_periods",
                   "sampled_busy_periods", "confidence_tier", "confidence_note", *COLLECTIVE_COLUMNS]
 
@@ -165,8 +165,8 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
       GPU key order; the job's other GPUs quote the same evidence, naming the GPU it was found on);
     * ``capture_ns``, ``capture_idle_ns``: summed; ``capture_idle_pct`` = 100 × Σ ``capture_idle_ns`` /
       Σ ``capture_ns``, beside ``idle_pct`` = 100 × Σ ``idle_ns`` / Σ ``window_ns`` (the windows');
-    * ``left_out_pct``: the share of the captures' idle the windows leave out, each GPU's
-      ``window_left_out_idle_pct`` weighted by its ``capture_idle_ns`` (0 when the captures hold no idle);
+    * ``left_out_pct``: the share of the captures' idle the windows leave out, 100 × Σ ``window_left_out_idle_ns`` /
+      Σ ``capture_idle_ns`` (:func:`captured_idle`; 0 when the captures hold no idle);
     * ``startup_wait_ns``: the longest ``startup_wait_ns`` of a GPU whose capture holds its start (``startup_cut``
       false), ``startup_gpu`` its name (the first by report and GPU key among equals); shown apart, never priced;
       None when every GPU's capture began mid-run; ``startup_cut``: how many GPUs' captures began mid-run (their
@@ -179,9 +179,7 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
     if not rows:
         return None
     capture = sum(_ns(r["capture_ns"]) for r in rows)
-    cap_idle = sum(_ns(r["capture_idle_ns"]) for r in rows)
-    left = sum(_ns(r["capture_idle_ns"]) * float(r["window_left_out_idle_pct"] or 0.0) for r in rows
-               if r["window_left_out_idle_pct"] is not None and not pd.isna(r["window_left_out_idle_pct"]))
+    cap_idle, left = captured_idle(rows)
     window, idle = sum(_ns(r["window_ns"]) for r in rows), sum(_ns(r["idle_ns"]) for r in rows)
     measured = [r for r in rows if not _flag(r.get("startup_cut"))]   # a capture begun mid-run: not measured
     longest = max(measured or rows, key=lambda r: _ns(r["startup_wait_ns"]))   # the first of the longest, table order
@@ -192,7 +190,7 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "capture_ns": capture, "capture_idle_ns": cap_idle,
             "capture_idle_pct": 100.0 * cap_idle / capture if capture else 0.0,
             "idle_pct": 100.0 * idle / window if window else 0.0,
-            "left_out_pct": left / cap_idle if cap_idle else 0.0,
+            "left_out_pct": 100.0 * left / cap_idle if cap_idle else 0.0,
             "startup_wait_ns": _ns(longest["startup_wait_ns"]) if measured else None,
             "startup_cut": len(rows) - len(measured),
             "startup_gpu": names.get((longest["report"], longest["gpu_key"]), str(longest["gpu_key"])),
@@ -200,6 +198,24 @@ def job_capture(ok: list[dict], names: dict) -> dict | None:
             "graph_capture_gpu": names.get((graphs["report"], graphs["gpu_key"]), str(graphs["gpu_key"])),
             "startup_only": sum(1 for r in rows if _flag(r.get("startup_only"))),
             "gpus": len(rows)}
+
+
+def captured_idle(rows) -> tuple[int, int]:
+    """``(Σ capture_idle_ns, Σ window_left_out_idle_ns)`` over ``rows`` (dicts with ``capture_idle_ns``,
+    ``window_left_out_idle_ns`` and ``window_left_out_idle_pct``; docs/definitions.md#job-kind), int ns: the
+    captures' idle and the part of it outside the windows, never priced. A row of a table older than
+    ``window_left_out_idle_ns`` counts its ``capture_idle_ns`` × ``window_left_out_idle_pct`` / 100, rounded to the ns
+    (the share is kept to 4 decimals); one without the capture columns counts 0."""
+    whole = outside = 0
+    for r in rows:
+        idle, left, share = (_ns(r.get("capture_idle_ns")), r.get("window_left_out_idle_ns"),
+                             r.get("window_left_out_idle_pct"))
+        whole += idle
+        if left is not None and not pd.isna(left):
+            outside += int(left)
+        elif share is not None and not pd.isna(share):
+            outside += round(idle * float(share) / 100.0)
+    return whole, outside
 
 
 def meter_line(ok: list[dict]) -> str:

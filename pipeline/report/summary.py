@@ -39,7 +39,7 @@ from ..model import CATEGORIES
 from ..schema import DUPLICATE, JOB_KEY, analysed_rows, conform, source_says_assumed
 from ..store.results import MANIFEST, pricing_hash, read_manifest
 from ..fleet.changes import CHANGE_COLUMNS, split
-from .medical import fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
+from .medical import captured_idle, fleet_collectives, gpu_names, job_captures, job_confidences, job_keys, job_titles, record_stems
 from .words import wins_back, wins_back_basis
 
 #: A sweep night's comparison with the last earlier night, in the night's folder (docs/definitions.md#compare-in-the-sweep).
@@ -538,6 +538,21 @@ def comm_exposure(fleet: pd.DataFrame) -> dict | None:
             **rates}
 
 
+def comm_idle(fleet: pd.DataFrame) -> dict | None:
+    """The part of the fleet's idle cost that is communication: the ``comm`` category's idle (device-level gaps after
+    a collective kernel, docs/definitions.md#categories), summed over the analysed GPUs: ``ns`` (Σ ``cat_comm_ns``),
+    ``usd`` (Σ ``fix_comm_usd_per_month``, the comm entries of the fix-first list; NaN when those GPUs are all
+    unpriced), ``gpus`` (those with comm idle) and ``assumed`` (how many of them are priced at an assumed rate).
+    Part of ``idle_usd_per_month``, unlike the busy time inside collectives beside it. None without comm idle."""
+    ok = conform(ok_rows(fleet), ["cat_comm_ns", "fix_comm_usd_per_month", "rate_assumed"])
+    ns = ok["cat_comm_ns"].fillna(0).astype("int64") if len(ok) else pd.Series([], dtype="int64")
+    if not int(ns.sum()):
+        return None
+    at = ok[ns > 0]
+    return {"ns": int(ns.sum()), "usd": priced_sum(at["fix_comm_usd_per_month"].astype(float)),
+            "gpus": int(len(at)), "assumed": int(at["rate_assumed"].astype(bool).sum())}
+
+
 #: Entries of the fleet's fix-first list shown in the Markdown variant.
 TOP_FIXES = 5
 
@@ -603,10 +618,19 @@ def extrapolation_basis(fleet: pd.DataFrame) -> dict | None:
     stable iterations (``iterations`` > 0; None without one), ``iteration_counts`` (``[[iterations, GPUs], …]`` over
     those GPUs, fewest iterations first) and ``no_iterations`` (how many GPUs' windows hold none: a span, a trim),
     ``periods_min`` and ``periods_max`` (the sampled meter's periods per GPU; None without the
-    column). None without an analysed GPU."""
-    ok = conform(ok_rows(fleet), ["iterations", "sample_periods"])
+    column); over the GPUs whose row has a capture (``capture_ns``; docs/definitions.md#job-kind), ``capture_gpus``,
+    ``capture_ns`` (Σ), ``capture_min_ns`` and ``capture_max_ns`` (one GPU's, first kernel to last),
+    ``capture_idle_ns`` (Σ) and ``left_out_idle_ns``: the captures' idle outside the windows, never priced
+    (:func:`~pipeline.report.medical.captured_idle`; 0 GPUs and None without the columns). None without an analysed
+    GPU."""
+    ok = conform(ok_rows(fleet), ["iterations", "sample_periods", "capture_ns", "capture_idle_ns",
+                                  "window_left_out_idle_ns", "window_left_out_idle_pct"])
     if not len(ok):
         return None
+    captured = ok[ok["capture_ns"].notna()]
+    capture = captured["capture_ns"].astype("int64")
+    cap_idle, left = captured_idle(captured[["capture_idle_ns", "window_left_out_idle_ns",
+                                             "window_left_out_idle_pct"]].to_dict("records"))
     window = ok["window_ns"].astype("int64")
     its = pd.to_numeric(ok["iterations"], errors="coerce").fillna(0).astype("int64")
     periods = pd.to_numeric(ok["sample_periods"], errors="coerce").dropna().astype("int64")
@@ -618,7 +642,11 @@ def extrapolation_basis(fleet: pd.DataFrame) -> dict | None:
             "no_iterations": int((its <= 0).sum()),
             "iteration_counts": [[int(n), int(k)] for n, k in with_its.value_counts().sort_index().items()],
             "periods_min": int(periods.min()) if len(periods) else None,
-            "periods_max": int(periods.max()) if len(periods) else None}
+            "periods_max": int(periods.max()) if len(periods) else None,
+            "capture_gpus": int(len(captured)), "capture_ns": int(capture.sum()) if len(capture) else None,
+            "capture_min_ns": int(capture.min()) if len(capture) else None,
+            "capture_max_ns": int(capture.max()) if len(capture) else None,
+            "capture_idle_ns": cap_idle if len(capture) else None, "left_out_idle_ns": left if len(capture) else None}
 
 
 def trust_split(fleet: pd.DataFrame) -> dict:
@@ -995,6 +1023,7 @@ def summarise(res: Results) -> dict:
                                                                   ["confidence_tier"].iloc[0] or "")},
         "worst_doc": None if worst is None else gpu_doc(res.run_dir, str(worst["report"]), str(worst["gpu_key"])),
         "trend": dict(trend(res.history, night_hours(res)), lacking=res.lacking), "records": recs, "fixes": fixes, "comm": comm_exposure(fleet),
+        "comm_idle": comm_idle(fleet),
         "collective": fleet_collectives(fleet),
         "stragglers": stragglers(fleet), "reconcile": reconcile(fleet, fixes) if len(ok) else None,
         "gpu_names": names,

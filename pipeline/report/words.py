@@ -21,6 +21,26 @@ NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
 COMM_OVERLAP = ("busy time, not in the idle cost; it overlaps the collective wait where both are measured (both are "
                 "time inside collective kernels): never add the two")
 
+#: What the report and the Markdown summary say of each busy measure inside collective kernels (the wait for the last
+#: rank, the exposed communication; issue 45 point 3): time, a different measure from the idle cost ``{idle}``, never
+#: part of it; their dollars, last and in words (:data:`PRICED_LIKE_IDLE`), never a figure beside the headline.
+NOT_IDLE = "not idle, not in the {idle} idle cost"
+
+#: The busy measure's dollars in words, after its time (``{money}``: the USD with its ``~`` and ``/month``).
+PRICED_LIKE_IDLE = "Priced like idle at the same rates, this busy time comes to {money}, never added to the idle cost"
+
+
+def comm_idle_text(c: dict | None) -> str:
+    """Where communication is in the idle cost (:func:`~pipeline.report.summary.comm_idle`): the fix-first list's
+    ``comm`` entries, e.g. ``communication's own idle is in it already: $6,062.13/month of gaps right after a collective
+    kernel on 20 GPU(s) (the fix-first list's comm entry)``; ``""`` without comm idle."""
+    if not c:
+        return ""
+    money = usd(c["usd"]) if c["usd"] != c["usd"] else f"{'~' if c['assumed'] else ''}{usd(c['usd'])}/month"
+    return (f"communication's own idle is in it already: {money} of gaps right after a collective kernel on "
+            f"{c['gpus']} GPU(s) (the fix-first list's comm entry)")
+
+
 #: The minus sign of every negative figure a person reads (U+2212), never the hyphen (docs/outputs.md).
 MINUS = "\u2212"
 
@@ -203,11 +223,13 @@ def basis_text(basis: dict | None, meter: dict | None) -> str:
 
     if not basis:
         return ""
-    lo, hi = basis["window_min_ns"], basis["window_max_ns"]
-    windows = seconds(lo) if lo == hi else f"{seconds(lo).split(' ')[0]}–{seconds(hi)}" if (
-        seconds(lo).split(" ")[1] == seconds(hi).split(" ")[1]) else f"{seconds(lo)}–{seconds(hi)}"
-    text = (f"Every month here extrapolates short captures: {basis['gpus']} GPU(s), windows of {windows} each "
-            f"({seconds(basis['window_ns'])} in all)")
+    text = (f"Every month here extrapolates short captures: {basis['gpus']} GPU(s), windows of "
+            f"{seconds_span(basis['window_min_ns'], basis['window_max_ns'])} each ({seconds(basis['window_ns'])} in all)")
+    if basis.get("capture_gpus"):
+        text += (f" cut from captures of {seconds_span(basis['capture_min_ns'], basis['capture_max_ns'])} each "
+                 f"({seconds(basis['capture_ns'])} in all, first kernel to last"
+                 + (f", on the {basis['capture_gpus']} GPU(s) whose capture is known" if
+                    basis["capture_gpus"] != basis["gpus"] else "") + ")")
     if basis["iterations_min"] is not None:
         text += ", " + iterations_text(basis)
     else:
@@ -220,7 +242,26 @@ def basis_text(basis: dict | None, meter: dict | None) -> str:
         elif meter and meter["short"]:
             text += (f", the reading over the {meter['gpus']} GPU(s) with at least {FEW_PERIODS_PER_GPU} "
                      f"({len(meter['short'])} with fewer left out)")
-    return text + "."
+    return text + "." + left_out_idle_text(basis)
+
+
+def seconds_span(lo: int, hi: int) -> str:
+    """Two lengths (int ns) as one range for people: ``0.21–0.39 s``, ``8.6 ms–1.23 s``, ``0.21 s`` when equal."""
+    if lo == hi:
+        return seconds(lo)
+    a, b = seconds(lo), seconds(hi)
+    return f"{a.split(' ')[0]}–{b}" if a.split(" ")[1] == b.split(" ")[1] else f"{a}–{b}"
+
+
+def left_out_idle_text(basis: dict) -> str:
+    """How much of the captures' idle the windows leave out, never priced (:func:`basis_text`'s last sentence, from
+    :func:`~pipeline.report.summary.extrapolation_basis`), e.g. `` 69.79 % of the captures' idle (2.77 of 3.97 s)
+    lies outside the windows and is not priced.``; ``""`` when the captures hold no idle (or are not known)."""
+    whole, left = basis.get("capture_idle_ns"), basis.get("left_out_idle_ns")
+    if not whole:
+        return ""
+    return (f" {pct(100.0 * left / whole)} of the captures' idle ({seconds(left)} of {seconds(whole)}) lies outside "
+            "the windows and is not priced.")
 
 
 #: How the pages (the report, the GPU pages) say to price an unpriced GPU: in words, no configuration key (the
