@@ -1119,7 +1119,8 @@ FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
                  "category is archived (under `analysis.actionable_pct` of W) on its GPUs"),
     _t("diagnosis", "what the [diagnostic rules](definitions.md#diagnosis) found for the category on 3 of its GPUs "
                     "(those with a finding not archived first: the evidence the remedy rests on, then in list order): "
-                    "`<GPU name>: rule: evidence → remedy` (its display name, [GPU names](#gpu-names)), one line each "
+                    "`<GPU name>: <rule in words>: evidence → remedy` (its display name, [GPU names](#gpu-names); the rule's "
+                    "name in words, [Diagnosis](definitions.md#diagnosis), its id in the fleet's `diagnosis` JSON), one line each "
                     "(newline-separated), how many more GPUs have some; for `comm` the list's stragglers and its late "
                     "ranks (`collective_chronic`)"),
     _t(("gpus", "gpu_keys"), "the GPUs with that idle (`report gpu_key`)"),
