@@ -371,8 +371,9 @@ FLEET = (
        "`TARGET_INFO_SYSTEM_ENV` `Hostname` (else `HOSTNAME` in its capture's environment) when its rows are timed "
        "on the host's clock, a PyTorch trace's `host_name`; empty: none ([collective wait across files]"
        "(definitions.md#collective-wait-across-files))", "labels"),
-    _c("host_source", "where `host` was read, or why a host an export names is not used (its rows "
-       "count from the capture's start); empty: the file names no host", "labels"),
+    _c("host_source", "where `host` was read, or why an export's host is not used (its rows "
+       "count from the capture's start: then said whether or not it names a host, and a `node` label gives it no "
+       "clock either); empty: the file names no host", "labels"),
     _c("dist_world_size", "the world size a PyTorch trace's `distributedInfo` gives (empty: none)",
        "labels"),
     _c("dist_backend", "the backend a PyTorch trace's `distributedInfo` gives (`nccl`, ...; empty: "
