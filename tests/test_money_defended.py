@@ -115,7 +115,7 @@ def test_gpu_page_marks_recoverable_dollars_at_an_assumed_rate(kineto):
     assert "$2,253.75" not in table.replace("~$2,253.75", "")
     assert re.search(r'id="categories-assumed">~\$: priced at an assumed rate \(assumed: model AMD Radeon Graphics is '
                      r'not on the card\)', mi250)
-    a100 = pages["a100_ws16_5streams_rank0"].read_text(encoding="utf-8")
+    a100 = pages["a100_ws16_5streams"].read_text(encoding="utf-8")
     assert "~$" not in re.search(r'<table id="categories">.*?</table>', a100, re.S).group(0)
     assert 'id="categories-assumed"' not in a100
 
