@@ -77,7 +77,7 @@ def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
             "where both are measured (both are time inside collective kernels): never add the two); of which $1,524.56 at "
             "assumed rates (2 GPU(s)).") in record
     # a GPU priced at its own entry: no mark
-    own = (kineto["out"] / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
+    own = (kineto["out"] / "records" / "a100_ws16_5streams.md").read_text(encoding="utf-8")
     assert ("on another stream: $279.98 per month (busy time, not in the idle cost; it overlaps the collective wait "
             "where both are measured (both are time inside collective kernels): never add the two).") in own
 
@@ -95,7 +95,7 @@ def test_exposed_communication_counts_its_unpriced_gpus(kineto):
     assert ("on 4 GPU(s): ~$1,524.56 per month at the same rates; of which $1,524.56 at assumed rates (2 GPU(s)); 2 "
             "GPU(s) unpriced, not in it (NVIDIA A100-PG509-200 (1), NVIDIA A100-SXM4-80GB (1)); "
             f"{how}. Busy time") in note
-    record = (un / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
+    record = (un / "records" / "a100_ws16_5streams.md").read_text(encoding="utf-8")
     assert ("on another stream: unpriced (busy time, not in the idle cost; it overlaps the collective wait where "
             "both are measured (both are time inside collective kernels): never add the two); 1 GPU(s) unpriced, not "
             f"in it (NVIDIA A100-SXM4-80GB (1)); {how}.") in record

@@ -452,16 +452,19 @@ def test_a_re_priced_page_shows_no_dollar_of_the_run_card(runs, tmp_path):
 
 
 def test_the_help_says_where_a_re_priced_report_goes_and_it_does(runs, tmp_path):
-    """`gpu-idle report --help`: a report priced again goes into another folder; in the run folder it only takes
-    the place of the run's own report.html. So it is: beside the run's report it is refused (2, nothing written),
-    into another folder it is written (no link into the run folder: no records), as the run's report.html it is."""
+    """`gpu-idle report --help`: a report priced again goes into a folder of its own, by default repriced-<card> in
+    the run folder; an explicit --out in the run folder only takes the place of the run's own report.html. So it
+    is: beside the run's report it is refused (2, nothing written), into another folder it is written (no link into
+    the run folder: no records), without --out into repriced-before/ (the run's report.html kept), as the run's
+    report.html when --out says so."""
     import re
     import shutil
 
     help_text = " ".join(run_cli("report", "--help").stdout.split())
-    assert ("A report priced again (--config) shows no medical records (they keep the run's dollars) and goes into "
-            "another folder (--out OTHER/report.html); in the run folder it can only take the place of the run's own "
-            "report.html") in help_text
+    assert ("A report priced again (--config) shows no medical records (they keep the run's dollars) and goes into a "
+            "folder of its own: by default RESULTS/repriced-<card>/report.html (<card>: the config files' names, e.g. "
+            "repriced-before for --config before.yaml), so the run's own report.html is never replaced; an explicit "
+            "--out wins (in the run folder it can only take the place of the run's own report.html") in help_text
     c, card = tmp_path / "c", str(runs["root"] / "before.yaml")
     shutil.copytree(runs["root"] / "a", c)
     run_cli("report", str(c))
@@ -472,6 +475,9 @@ def test_the_help_says_where_a_re_priced_report_goes_and_it_does(runs, tmp_path)
     links = re.findall(r'href="([^"#]+)', (tmp_path / "other" / "report.html").read_text())
     assert links and all(h.startswith("gpu-pages/") or h.startswith("http") for h in links)
     run_cli("report", str(c), "--config", card)
+    assert 'id="records-withheld"' not in (c / "report.html").read_text()
+    assert 'id="records-withheld"' in (c / "repriced-before" / "report.html").read_text()
+    run_cli("report", str(c), "--config", card, "--out", str(c / "report.html"))
     assert 'id="records-withheld"' in (c / "report.html").read_text()
 
 
