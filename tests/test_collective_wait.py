@@ -274,10 +274,13 @@ def test_cli_ranks_in_separate_reports_abstain(tmp_path):
     # not measured: the job's wait has no dollars (empty, like its share), never $0.00
     [job] = jobs.to_dict("records")
     assert (job["collective_measured_gpus"], job["collective_wait_pct"], job["collective_wait_usd_per_month"]) == (0, "", "")
-    # the files name no host, so the job's step across files cannot match them either (tests/test_collective_wait_files.py)
+    # the files name no host and state no capture start (each counts from its earliest row: not a host's clock, so
+    # not even a node label would put them on one), so the job's step across files cannot match them either
+    # (tests/test_collective_wait_files.py)
     assert fleet["collective_wait_note"].tolist() == [
-        "ranks in separate reports: host unknown for job_rank0.sqlite and 1 more file(s) (the file names no host): "
-        "the files' clocks are not known to agree"] * 2
+        "ranks in separate reports: host unknown for job_rank0.sqlite and 1 more file(s) (the export names no host, "
+        "and the rows are not timed on the host's clock (their zero: the report's earliest timestamp (the export "
+        "states no capture start))): the files' clocks are not known to agree"] * 2
 
 
 def test_cli_a_collective_clipped_by_the_trimmed_window(tmp_path):

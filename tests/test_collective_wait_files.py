@@ -211,8 +211,8 @@ def test_host_unknown_abstains(tmp_path):
     assert fleet["host"].fillna("").tolist() == ["", "node-a"]
     assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
     assert fleet["collective_wait_note"].tolist() == [
-        "ranks in separate reports: host unknown for nohost_rank0.json (the file names no host): the files' "
-        "clocks are not known to agree"] * 2
+        "ranks in separate reports: host unknown for nohost_rank0.json (the file names no host and no labels rule "
+        "gives its node): the files' clocks are not known to agree"] * 2
 
 
 def test_missing_rank_abstains(one_host):
@@ -272,7 +272,7 @@ def test_a_labels_rule_groups_and_is_matched(tmp_path):
 T0 = 10_000_000_000   # the host's clock at the capture's start (TARGET_INFO_SESSION_START_TIME.systemClockNs)
 
 
-def rank_export(path, rank: int, host: str, on_host_clock: bool = True) -> str:
+def rank_export(path, rank: int, host: str | None, on_host_clock: bool = True) -> str:
     """Rank ``rank`` of a 2-rank Slurm job (``SLURM_JOB_ID=4242``, ``WORLD_SIZE=2``), one Nsight export per rank on
     ``host``: gemms [0, 4) and [30, 32) ms, AllReduce calls at (5 + 10k) ms (k = 0, 1), rank 1 entering 1 ms late,
     both ending at (8 + 10k) ms; times on the host's clock (T0 + ...), or counting from the capture's start."""
@@ -281,7 +281,8 @@ def rank_export(path, rank: int, host: str, on_host_clock: bool = True) -> str:
     w.gpu(0, "NVIDIA H100 80GB HBM3", uuid=f"u{rank}")
     w.cuda_device(0, 0, pid)
     w.session(T0, 100 * MS)
-    w.system_env("Hostname", host, 619)
+    if host:
+        w.system_env("Hostname", host, 619)
     for var in ("SLURM_JOB_ID=4242", "WORLD_SIZE=2"):
         w.capture("PROCESS_0:ENVIRONMENT_VARIABLE", var)
     w.kernel(pid=pid, device=0, stream=7, start=zero, end=zero + 4 * MS, name="gemm")
@@ -386,5 +387,80 @@ def test_real_ws128_ranks_still_abstain():
     assert fleet["collective_wait_ns"].isna().all()
     assert fleet["collective_wait_note"].tolist() == [
         "ranks in separate reports: host unknown for ws128_sampled_rank0.json.gz and 1 more file(s) (the file names "
-        "no host): the files' clocks are not known to agree; and 2 GPU(s) with collectives in 2 files of the 128 "
+        "no host and no labels rule gives its node): the files' clocks are not known to agree; and 2 GPU(s) with collectives in 2 files of the 128 "
         "ranks the captures name"] * 2
+
+
+# ---------------------------------------------------------------- one node by the labels (issue 45, the vit-train tryout)
+
+def node_labels(prefix: str, nodes: dict) -> Config:
+    """Labels giving each file ``<prefix><r>`` its node ``nodes[r]`` (and nothing else: the job stays the files')."""
+    return Config(labels=tuple(LabelRule(match=f"*{prefix}{r}*", node=n) for r, n in nodes.items()))
+
+
+def test_ranks_labelled_on_one_node_are_matched(tmp_path):
+    """Two ranks' traces naming no host (the open-source profiler's), a labels rule putting both on node n15: one
+    clock (a trace's times are the host's epoch time). By hand (:func:`rank_trace`, world size 2): rank 1 enters
+    each of the 3 calls 0.5 ms after rank 0, both end at b_k + 3 ms: rank 0 waits 0.5 ms and transfers 2.5 ms per
+    call (1.5 ms, 7.5 ms), rank 1 waits 0 and transfers 2.5 ms (0, 7.5 ms), last in all 3 calls."""
+    paths = [rank_trace(tmp_path / f"lab_rank{r}.json", r, None, world_size=2) for r in range(2)]
+    fleet = fleet_of(paths, node_labels("lab_rank", {0: "n15", 1: "n15"}))
+    assert fleet["job"].tolist() == ["lab"] * 2 and fleet["host"].fillna("").tolist() == ["", ""]
+    assert fleet["node"].tolist() == ["n15"] * 2
+    assert fleet["collective_wait_status"].tolist() == [collwait.MEASURED] * 2
+    assert fleet["collective_match_basis"].tolist() == [ACROSS_FILES] * 2
+    assert fleet["collective_wait_ns"].tolist() == [1_500_000, 0]
+    assert fleet["collective_transfer_ns"].tolist() == [7_500_000, 7_500_000]
+    assert fleet["collective_last_count"].tolist() == [0, 3]
+    got = {os.path.basename(r): (w, t, n) for r, w, t, n in zip(fleet["report"], fleet["collective_wait_ns"],
+                                                               fleet["collective_transfer_ns"],
+                                                               fleet["collective_last_count"])}
+    assert got == second_wait(paths)
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "2 GPUs in 2 files on one host, n15 (the node their labels give): one clock; calls matched by the k-th kernel "
+        "of each family: AllReduce ×3")
+
+
+def test_ranks_labelled_on_two_nodes_abstain_saying_so(tmp_path):
+    paths = [rank_trace(tmp_path / f"far_rank{r}.json", r, None, world_size=2) for r in range(2)]
+    fleet = fleet_of(paths, node_labels("far_rank", {0: "n15", 1: "n16"}))
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_ns"].isna().all()
+    assert fleet["collective_wait_note"].tolist() == [
+        "ranks in separate reports: the files are on different nodes by their labels (n15: far_rank0.json; n16: "
+        "far_rank1.json): their clocks are not known to agree"] * 2
+    # one file labelled, the other not: its clock unknown, in words
+    fleet = fleet_of(paths, node_labels("far_rank", {0: "n15"}))
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "ranks in separate reports: host unknown for far_rank1.json (the file names no host and no labels rule gives "
+        "its node): the files' clocks are not known to agree")
+
+
+def test_a_node_label_gives_no_clock_to_rows_counting_from_the_capture_start(tmp_path):
+    """Two exports naming no host whose rows count from each capture's start (each its own zero), labelled on one
+    node: the label says where they ran, not that their times agree; still abstained, saying why."""
+    paths = [rank_export(tmp_path / f"zero{r}.sqlite", r, None, on_host_clock=False) for r in range(2)]
+    fleet = fleet_of(paths, node_labels("zero", {0: "n15", 1: "n15"}))
+    assert fleet["host_source"].tolist() == [
+        "the export names no host, and the rows are not timed on the host's clock (their zero: ANALYSIS_DETAILS (the "
+        "rows count from the capture's start))"] * 2
+    assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
+    assert fleet["collective_wait_note"].iloc[0] == (
+        "ranks in separate reports: host unknown for zero0.sqlite and 1 more file(s) (the export names no host, and "
+        "the rows are not timed on the host's clock (their zero: ANALYSIS_DETAILS (the rows count from the capture's "
+        "start))): the files' clocks are not known to agree")
+    # the same exports on the host's clock, naming no host, labelled on one node: matched (rank_export's figures)
+    paths = [rank_export(tmp_path / f"abs{r}.sqlite", r, None) for r in range(2)]
+    fleet = fleet_of(paths, node_labels("abs", {0: "n15", 1: "n15"}))
+    assert fleet["host_source"].fillna("").tolist() == ["", ""]
+    assert fleet["collective_wait_ns"].tolist() == [2 * MS, 0]
+    assert fleet["collective_match_basis"].tolist() == [ACROSS_FILES] * 2
+
+
+def test_one_clock_rule_with_node_labels():
+    rows = [{"report": "/a/x.json", "host": "", "node": "n1", "host_source": ""},
+            {"report": "/a/y.json", "host": "h", "node": "n1", "host_source": "the trace's host_name"}]
+    assert one_clock(rows) == ("n1", "the node their labels give, the host some name", "")
+    rows[1]["node"] = ""
+    assert one_clock(rows)[2] == ("y.json names host h and no node label, the others only their node label (n1): "
+                                  "the files' clocks are not known to agree")

@@ -181,15 +181,17 @@ def test_diagnosis_shown_in_fix_first_record_and_gpu_page(tmp_path):
     with open(out / "fix_first.csv", newline="") as fh:
         data = [e for e in csv.DictReader(fh) if e["category"] == "data" and e["scope"] == "fleet"]
     assert len(data) == 1
-    assert "data.copy_stream: 6 of 6 host-device copies" in data[0]["diagnosis"]
+    # the rule named in words (pipeline.analysis.diagnosis.RULE_NAMES), its id only in the machine outputs
+    assert "which stream the copies run on: 6 of 6 host-device copies" in data[0]["diagnosis"]
+    assert "data.copy_stream" not in data[0]["diagnosis"]
     assert "compute stream 7" in data[0]["diagnosis"]
     entries = json.loads((out / "fix_first.json").read_text())
     assert entries[0]["diagnosis"] == data[0]["diagnosis"]
     record = next((out / "records").glob("*.md")).read_text()
-    assert "## Diagnosis" in record and r"- data.copy\_stream: 6 of 6 host-device copies" in record  # Markdown-escaped
+    assert "## Diagnosis" in record and "- which stream the copies run on: 6 of 6 host-device copies" in record
     page = next((out / "gpu-pages").glob("*.html")).read_text()
     assert 'data-rule="data.copy_stream" data-outcome="compute_stream"' in page
-    assert "data.copy_stream: 6 of 6 host-device copies" in (out / "report.html").read_text()
+    assert "which stream the copies run on: 6 of 6 host-device copies" in (out / "report.html").read_text()
 
 
 @pytest.mark.skipif(not (PROFILES / "fastvideo_h100_sp2_1s.sqlite").exists(), reason="needs the fastvideo export")
@@ -282,8 +284,8 @@ def test_an_entry_shows_the_evidence_its_remedy_rests_on_first():
     findings = [[finding(True)], [finding(True)], [finding(True)], [finding(False)]]
     assert fixfirst.entry_remedy("cpu", findings) == "the system first"
     assert fixfirst.entry_diagnosis("cpu", gpus, findings).split("\n") == [
-        "g4: cpu.random: 12 gaps after 9 different kernels → the system first",
-        "g1: cpu.random: archived: cpu holds 1 %", "g2: cpu.random: archived: cpu holds 1 %",
+        "g4: cpu random: 12 gaps after 9 different kernels → the system first",
+        "g1: cpu random: archived: cpu holds 1 %", "g2: cpu random: archived: cpu holds 1 %",
         "and 1 more GPU(s) (their fleet rows' diagnosis)"]
 
 
@@ -296,7 +298,7 @@ def test_launch_rule_evidence():
     assert "largest gap is 1.500 ms" in f["text"] and "CUDA graphs" in f["remedy"]
     assert "no gap is above it" in diagnosis.launch_rule(40, 8 * MS, 8 * MS, 0)["text"]
     assert diagnosis.line(diagnosis.archived("cpu", 0.45, 2.0)) == \
-        "archived: cpu holds 0.45 % of the window (under 2 %): archived, not prescribed"
+        "too small to act on: cpu holds 0.45 % of the window (under 2 %): archived, not prescribed"
 
 
 def _data_entry(rows) -> dict:
@@ -394,7 +396,7 @@ def test_fastvideo_recoverable_is_what_a_copy_stream_could_hide():
     assert "pinned buffers allocated once" not in e["remedy"]
     # named by the GPU's display name (the export names no model here: "GPU"), not by the export's path
     model = "GPU" if not row["gpu_model"] else "H100"
-    assert e["diagnosis"].startswith(f"{model} #1 pid111/dev0: data.copy_stream: ") and str(path) not in e["diagnosis"]
+    assert e["diagnosis"].startswith(f"{model} #1 pid111/dev0: which stream the copies run on: ") and str(path) not in e["diagnosis"]
 
 
 def test_entry_remedy_follows_the_rule_that_fired(tmp_path):
@@ -563,7 +565,7 @@ def test_the_comm_rule_points_at_the_late_rank_and_its_own_idle(tmp_path):
     assert fleet_entries["sync"]["remedy"] == (
         "this rank is the one others wait for: fix its own sync first: look downstream of that stage: what should "
         "start after gemm")
-    assert "comm.late_rank: this GPU entered last in 5 of 5 collective calls" in fleet_entries["sync"]["diagnosis"]
+    assert "the GPU the others wait for: this GPU entered last in 5 of 5 collective calls" in fleet_entries["sync"]["diagnosis"]
     last = fleet_entries["comm"]["diagnosis"].split("\n")[-1]
     assert last.startswith("late rank: ") and last.endswith(" (enters the collectives last: the others wait for it; "
                                                             "fix its own idle first)")
@@ -591,7 +593,7 @@ def test_an_archived_category_is_shown_apart_and_not_prescribed(tmp_path):
         (entry,) = [e for e in csv.DictReader(fh) if e["scope"] == "fleet"]
     assert (entry["category"], entry["remedy"]) == ("sync", fixfirst.ARCHIVED)
     assert entry["remedy"] == "archived: under the actionable share of the window on its GPUs, not prescribed"
-    assert entry["diagnosis"].endswith(f": archived: {text}")
+    assert entry["diagnosis"].endswith(f": too small to act on: {text}")
     # the record: apart, after the (empty) prescribed lines, as one "archived" line
     record = next((out / "records").glob("*.md")).read_text()
     section = record[record.index("## Diagnosis"):].split("\n## ")[0]

@@ -13,7 +13,7 @@ from helpers.engine import analyse_reports
 
 from pipeline.config import Config, LabelRule
 from pipeline.engine.map import InProcess
-from pipeline.fleet.grouping import group_jobs, group_name
+from pipeline.fleet.grouping import file_job, group_jobs, group_name, rank_head
 from pipeline.fleet.reduce import rollup
 from pipeline.report.medical import grouping_line
 from pipeline.schema import JOB_KEY
@@ -100,7 +100,9 @@ def test_same_rank_twice_and_world_size_one_stay_apart(tmp_path):
              rank_trace(tmp_path / "solo_rank0.json", 0, 1)]
     fleet = fleet_of(paths)
     assert fleet["job_grouped_by"].tolist() == ["file"] * 3
-    assert fleet["job"].tolist() == ["x_rank0", "x_rank0", "solo_rank0"]
+    # x_rank0 in two folders: two runs, each a job of its own, named after the file whole (each would read "x");
+    # solo_rank0 alone: named as a job grouped from ranks is, its stem before the rank
+    assert fleet["job"].tolist() == ["x_rank0", "x_rank0", "solo"]
 
 
 def test_a_labels_rule_wins(dlrm):
@@ -116,6 +118,85 @@ def test_a_labels_rule_wins(dlrm):
     assert fleet["job"].tolist() == ["train-7"] * 3
     assert fleet["job_grouped_by"].tolist() == ["labels"] * 3
     assert grouping_line(fleet.to_dict("records")) == ""
+
+
+# ---------------------------------------------------------------- one job name rule (issue 45 point 8, a tryout)
+
+@pytest.mark.parametrize("name, rank, job", [
+    ("train_rank0.pt.trace.json.gz", None, "train"),
+    ("train_rank_1.json", "1", "train"),
+    ("train-rank-2.sqlite", None, "train"),
+    ("Train.Rank3.json.gz", "3", "Train"),
+    ("train-r2.sqlite", "2", "train"),          # a short suffix is the file's rank: its number is its rank
+    ("train-r2.sqlite", None, "train-r2"),      # ... and nothing else: no rank known, the whole stem
+    ("resnet-r50.sqlite", "0", "resnet-r50"),   # r50 is no rank of rank 0
+    ("train.sqlite", None, "train"),            # no suffix
+    ("frank0.sqlite", None, "frank0"),          # "rank" inside a word names no rank
+    ("ranking3.json", None, "ranking3"),
+    ("rank0.pt.trace.json.gz", "0", "rank0"),   # nothing before the rank: the whole stem
+    ("dlrm_rank3_step5.json", None, "dlrm"),    # the stem before its rank, as a group is named
+])
+def test_a_file_job_is_its_stem_before_its_rank(name, rank, job):
+    assert file_job(f"/in/{name}", rank) == job
+    # the rule itself: the part before the rank, "" when the name gives none (the whole stem is then the job)
+    stem = name.split(".json")[0].split(".sqlite")[0].split(".pt.trace")[0]
+    assert rank_head(stem, rank) == ("" if job == stem else job)
+
+
+def test_jobs_of_single_files_and_groups_follow_one_rule():
+    """Hand-made rows (no analysis): a100_ws2_nccl_rank0 (one trace of a 2-rank job, its peer not here) and the
+    group ws128_sampled_rank{0,1} both lose their rank: "a100_ws2_nccl" and "ws128_sampled" (the tryout printed the
+    first with its rank kept, the second without). Files whose names would then read alike but are not judged one
+    job keep their whole stems: x_rank0/x_rank1 (no evidence they are one job), y and y_rank0, a file z_rank0 beside
+    a labelled job z; in another cluster the same name is free."""
+    def row(report, cluster="c", rank="", **kw):
+        return {"report": report, "cluster": cluster, "rank": rank, "status": "ok", "gpu_key": "g",
+                "job": report.rsplit("/", 1)[-1].split(".")[0], **kw}   # the labels' default: the file's stem
+
+    both = dict(dist_world_size=128, dist_backend="nccl", capture_ns=10, first_kernel_ns=0)
+    rows = [row("/k/a100_ws2_nccl_rank0.json.gz", rank="0", dist_world_size=2, dist_backend="nccl", capture_ns=10,
+                first_kernel_ns=0),
+            row("/k/ws128_sampled_rank0.json.gz", rank="0", **both), row("/k/ws128_sampled_rank1.json.gz", rank="1",
+                                                                          **both),
+            row("/k/x_rank0.sqlite"), row("/k/x_rank1.sqlite"), row("/k/y.sqlite"), row("/k/y_rank0.sqlite"),
+            row("/k/z_rank0.sqlite"), row("/k/w.sqlite", job="z"), row("/k/t-r3.sqlite", rank="3"),
+            row("/o/x_rank0.sqlite", cluster="other")]
+    cfg = Config(labels=(LabelRule(match="*/w.sqlite", job="z"),))
+    jobs = {(r["cluster"], r["report"]): (r["job"], r["job_grouped_by"]) for r in group_jobs(rows, cfg)}
+    assert jobs == {
+        ("c", "/k/a100_ws2_nccl_rank0.json.gz"): ("a100_ws2_nccl", "file"),
+        ("c", "/k/ws128_sampled_rank0.json.gz"): ("ws128_sampled", "distributedInfo"),
+        ("c", "/k/ws128_sampled_rank1.json.gz"): ("ws128_sampled", "distributedInfo"),
+        ("c", "/k/x_rank0.sqlite"): ("x_rank0", "file"), ("c", "/k/x_rank1.sqlite"): ("x_rank1", "file"),
+        ("c", "/k/y.sqlite"): ("y", "file"), ("c", "/k/y_rank0.sqlite"): ("y_rank0", "file"),
+        ("c", "/k/z_rank0.sqlite"): ("z_rank0", "file"), ("c", "/k/w.sqlite"): ("z", "labels"),
+        ("c", "/k/t-r3.sqlite"): ("t", "file"), ("other", "/o/x_rank0.sqlite"): ("x", "file")}
+    # idempotent: grouping the grouped rows again names every job alike
+    assert {(r["cluster"], r["report"]): (r["job"], r["job_grouped_by"]) for r in group_jobs(rows, cfg)} == jobs
+
+
+def test_jobs_differing_after_the_printed_width_stay_apart_in_the_table():
+    """Two jobs whose names differ only after 24 characters (the printed job column holds 18): each cell reads
+    differently, cut in the middle (its end kept), and a short name stays whole."""
+    import pandas as pd
+
+    from pipeline import schema
+    from pipeline.cli import format_fleet
+
+    jobs = ["imagenet_resnet50_sweep_lr0.1", "imagenet_resnet50_sweep_lr0.2", "bert"]
+    reports = [f"/in/{j}_rank0.sqlite" for j in jobs]
+    rows = [{"report": r, "cluster": "c", "rank": "", "status": "ok", "gpu_key": f"GPU-{i}",
+             "job": r.rsplit("/", 1)[-1][:-len(".sqlite")]} for i, r in enumerate(reports)]
+    grouped = group_jobs(rows, Config())
+    assert [r["job"] for r in grouped] == jobs
+    fleet = pd.DataFrame({p.name: [0] * 3 for p in schema.PRINTED if p.name not in ("gpu_name", "status", "job")})
+    fleet["report"], fleet["gpu_key"], fleet["status"] = reports, [r["gpu_key"] for r in rows], "ok"
+    fleet["job"], fleet["cluster"] = jobs, "c"
+    fleet["idle_usd_per_month"] = [3.0, 2.0, 1.0]
+    lines = format_fleet(fleet).splitlines()[1:4]
+    assert dict((p.name, p.width) for p in schema.PRINTED)["job"] == 18
+    # cut in the middle: the first 9 characters, "…", the last 8 (18 columns), never two alike
+    assert [line.split()[2] for line in lines] == ["imagenet_…ep_lr0.1", "imagenet_…ep_lr0.2", "bert"]
 
 
 def test_group_names():

@@ -78,7 +78,7 @@ def test_exposed_communication_says_what_rests_on_assumed_rates(kineto):
             "where both are measured (both are time inside collective kernels): never add the two); of which $1,524.56 at "
             "assumed rates (2 GPU(s)).") in record
     # a GPU priced at its own entry: no mark
-    own = (kineto["out"] / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
+    own = (kineto["out"] / "records" / "a100_ws16_5streams.md").read_text(encoding="utf-8")
     assert ("on another stream: $279.98 per month (busy time, not in the idle cost; it overlaps the collective wait "
             "where both are measured (both are time inside collective kernels): never add the two).") in own
 
@@ -96,7 +96,7 @@ def test_exposed_communication_counts_its_unpriced_gpus(kineto):
     assert note.endswith("Priced like idle at the same rates, this busy time comes to ~$1,524.56/month, never added "
                          "to the idle cost; of which $1,524.56 at assumed rates (2 GPU(s)); 2 GPU(s) unpriced, not in it "
                          f"(NVIDIA A100-PG509-200 (1), NVIDIA A100-SXM4-80GB (1)); {how}.")
-    record = (un / "records" / "a100_ws16_5streams_rank0.md").read_text(encoding="utf-8")
+    record = (un / "records" / "a100_ws16_5streams.md").read_text(encoding="utf-8")
     assert ("on another stream: unpriced (busy time, not in the idle cost; it overlaps the collective wait where "
             "both are measured (both are time inside collective kernels): never add the two); 1 GPU(s) unpriced, not "
             f"in it (NVIDIA A100-SXM4-80GB (1)); {how}.") in record
@@ -116,7 +116,7 @@ def test_gpu_page_marks_recoverable_dollars_at_an_assumed_rate(kineto):
     assert "$2,253.75" not in table.replace("~$2,253.75", "")
     assert re.search(r'id="categories-assumed">~\$: priced at an assumed rate \(assumed: model AMD Radeon Graphics is '
                      r'not on the card\)', mi250)
-    a100 = pages["a100_ws16_5streams_rank0"].read_text(encoding="utf-8")
+    a100 = pages["a100_ws16_5streams"].read_text(encoding="utf-8")
     assert "~$" not in re.search(r'<table id="categories">.*?</table>', a100, re.S).group(0)
     assert 'id="categories-assumed"' not in a100
 

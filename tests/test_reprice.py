@@ -5,6 +5,7 @@ result depends on (not the rate card, not a label but `kind`, not a column's mea
 from __future__ import annotations
 
 import os
+import shutil
 
 import pandas as pd
 import pytest
@@ -451,16 +452,19 @@ def test_a_re_priced_page_shows_no_dollar_of_the_run_card(runs, tmp_path):
 
 
 def test_the_help_says_where_a_re_priced_report_goes_and_it_does(runs, tmp_path):
-    """`gpu-idle report --help`: a report priced again goes into another folder; in the run folder it only takes
-    the place of the run's own report.html. So it is: beside the run's report it is refused (2, nothing written),
-    into another folder it is written (no link into the run folder: no records), as the run's report.html it is."""
+    """`gpu-idle report --help`: a report priced again goes into a folder of its own, by default repriced-<card> in
+    the run folder; an explicit --out in the run folder only takes the place of the run's own report.html. So it
+    is: beside the run's report it is refused (2, nothing written), into another folder it is written (no link into
+    the run folder: no records), without --out into repriced-before/ (the run's report.html kept), as the run's
+    report.html when --out says so."""
     import re
     import shutil
 
     help_text = " ".join(run_cli("report", "--help").stdout.split())
-    assert ("A report priced again (--config) shows no medical records (they keep the run's dollars) and goes into "
-            "another folder (--out OTHER/report.html); in the run folder it can only take the place of the run's own "
-            "report.html") in help_text
+    assert ("A report priced again (--config) shows no medical records (they keep the run's dollars) and goes into a "
+            "folder of its own: by default RESULTS/repriced-<card>/report.html (<card>: the config files' names, e.g. "
+            "repriced-before for --config before.yaml), so the run's own report.html is never replaced; an explicit "
+            "--out wins (in the run folder it can only take the place of the run's own report.html") in help_text
     c, card = tmp_path / "c", str(runs["root"] / "before.yaml")
     shutil.copytree(runs["root"] / "a", c)
     run_cli("report", str(c))
@@ -471,6 +475,9 @@ def test_the_help_says_where_a_re_priced_report_goes_and_it_does(runs, tmp_path)
     links = re.findall(r'href="([^"#]+)', (tmp_path / "other" / "report.html").read_text())
     assert links and all(h.startswith("gpu-pages/") or h.startswith("http") for h in links)
     run_cli("report", str(c), "--config", card)
+    assert 'id="records-withheld"' not in (c / "report.html").read_text()
+    assert 'id="records-withheld"' in (c / "repriced-before" / "report.html").read_text()
+    run_cli("report", str(c), "--config", card, "--out", str(c / "report.html"))
     assert 'id="records-withheld"' in (c / "report.html").read_text()
 
 
@@ -507,3 +514,51 @@ def test_the_profiles_re_priced_at_2_dollars_show_one_price(profiles_repriced):
         assert f"${round(int(i) / int(w) * 2.0 * 730, 2):,.2f}" in page
     assert "Idle cost:" not in page and "rate: $4.00/GPU-hour" not in page and 'id="records-withheld"' in page
     assert "Idle cost:" in (root / "R" / "report.html").read_text()
+
+
+def test_the_default_folder_of_a_report_priced_again_names_the_card(tmp_path):
+    from pipeline.report.command import default_out
+
+    run = str(tmp_path / "run")
+    assert default_out(run) == os.path.join(run, "report.html")
+    assert default_out(run, ("cards/before.yaml",)) == os.path.join(run, "repriced-before", "report.html")
+    # several cards (layered): each file's name; a name unsafe in a path made safe
+    assert default_out(run, ("a/east.yaml", "b/h100 deal.yml")) == \
+        os.path.join(run, "repriced-east+h100_deal", "report.html")
+
+
+def test_a_report_priced_again_never_replaces_the_runs_own(runs, tmp_path):
+    """``gpu-idle report DIR --config before.yaml`` without --out (issue 45 point 8, a new user's tryout: it used to
+    replace DIR/report.html, the run's own dollars, without a word): the report priced again goes to
+    DIR/repriced-before/report.html with its own GPU pages; the run's report.html and gpu-pages/ stay byte for byte;
+    a second `gpu-idle run` into DIR still works beside it; an explicit --out still wins."""
+    root, env = runs["root"], {"GPU_IDLE_CACHE": str(runs["root"] / "cache")}
+    folder = tmp_path / "a"
+    shutil.copytree(root / "a", folder)
+    run_cli("report", str(folder), env=env)
+    own = {p.relative_to(folder): p.read_bytes() for p in [folder / "report.html", *(folder / "gpu-pages").glob("*")]}
+    assert len(own) == 3  # the report and its 2 GPU pages
+
+    out = run_cli("report", str(folder), "--config", str(root / "before.yaml"), env=env)
+    again = folder / "repriced-before" / "report.html"
+    assert out.stdout.startswith(f"wrote {again} and 2 GPU page(s) in {again.parent / 'gpu-pages'}{os.sep} (priced "
+                                 f"again with the rate card of {root / 'before.yaml'}; nothing analysed)")
+    assert {p: (folder / p).read_bytes() for p in own} == own
+    page = again.read_text()
+    assert 'id="priced-with"' in page and f"with {root / 'before.yaml'}" in html_words(page)
+    assert len(list((again.parent / "gpu-pages").glob("*.html"))) == 2
+    # the run folder stays the run's: an unchanged run into it reuses it, the report priced again beside it
+    assert "0 report(s) analysed" in run_cli("run", str(root / "in"), "--out", str(folder), "--config",
+                                             str(root / "after.yaml"), env=env).stdout
+    assert again.is_file()
+    # an explicit --out wins: the run's own report.html priced again, as asked
+    run_cli("report", str(folder), "--config", str(root / "before.yaml"), "--out", str(folder / "report.html"), env=env)
+    assert 'id="priced-with"' in (folder / "report.html").read_text()
+
+
+def html_words(page: str) -> str:
+    """The text of an HTML page, tags removed and entities decoded."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", page))

@@ -18,7 +18,9 @@ gaps (columns ``start``, ``end``, ``length``, ``kernel_before``, ``kernel_after`
 ``text``      that evidence in one sentence; ``remedy``: what follows from it (``""``: nothing to prescribe).
 
 :func:`diagnose` runs them all for one GPU; a category under ``analysis.actionable_pct`` of the window
-is archived: one ``archived`` finding, no prescription. :func:`line` is the one way a finding is written.
+is archived: one ``archived`` finding, no prescription. :func:`line` is the one way a finding is written for
+people: it names the rule in words (:data:`RULE_NAMES`, :func:`rule_name`), never by its id; the ids stay in the
+machine outputs (the ``diagnosis`` column's JSON, the per-GPU JSON, the pages' ``data-rule`` attributes).
 """
 from __future__ import annotations
 
@@ -64,7 +66,33 @@ def _ranges(nvtx: pd.DataFrame, starts) -> Counter:
     return Counter(range_name(r) for r in attribution.enclosing_ranges(nvtx, starts) if r)
 
 
+#: Every rule's id (the findings' ``rule``, for machines) -> its name in words, the one name the views print
+#: (:func:`line`, the GPU pages): a manager reads what the rule looked at, never an id.
+RULE_NAMES = {
+    "data.copy_stream": "which stream the copies run on",
+    "data.host_memory": "pinned or pageable host memory",
+    "data.host_alloc": "pinned memory allocated in the loop",
+    "data.volume": "how large the copies are",
+    "sync.regularity": "how regular the waits are",
+    "comm.collective": "waiting for the other GPUs",
+    "comm.late_rank": "the GPU the others wait for",
+    "boundary.seam": "the seam between iterations",
+    "cpu.host": "the host launching late",
+    "break_point": "where the idle starts",
+    "launch": "many tiny launches",
+    "archived": "too small to act on",
+}
+
+
+def rule_name(finding: dict) -> str:
+    """The rule of ``finding`` in words (:data:`RULE_NAMES`); a rule it does not know (a finding stored by other
+    code) as its id's words (``data.host_memory`` -> ``data host memory``), never the id itself."""
+    rule = str(finding.get("rule") or "")
+    return RULE_NAMES.get(rule) or re.sub(r"[._]+", " ", rule).strip() or "finding"
+
+
 def _finding(category: str, rule: str, outcome: str, evidence: dict, text: str, remedy: str = "") -> dict:
+    assert rule in RULE_NAMES, f"rule {rule!r} has no name in words (RULE_NAMES)"
     return {"category": category, "rule": rule, "outcome": outcome, "judged": outcome != "not_judged",
             "archived": outcome == "archived", "evidence": evidence, "text": text, "remedy": remedy}
 
@@ -554,11 +582,12 @@ def diagnose(gaps: dict, kernels, copies: pd.DataFrame, runtime: pd.DataFrame, n
 
 
 def line(finding: dict) -> str:
-    """One finding as a line for people: ``rule: evidence → remedy`` (``(not judged)`` after the rule when so; no
-    arrow without a remedy; an archived one reads ``archived: <category> holds ...``)."""
+    """One finding as a line for people: ``<rule in words>: evidence → remedy`` (:func:`rule_name`; ``(not
+    judged)`` after it when so; no arrow without a remedy; an archived one reads ``too small to act on: <category>
+    holds ...``)."""
     tag = " (not judged)" if not finding.get("judged", True) else ""
     remedy = f" → {finding['remedy']}" if finding.get("remedy") else ""
-    return f"{finding['rule']}{tag}: {finding['text']}{remedy}"
+    return f"{rule_name(finding)}{tag}: {finding['text']}{remedy}"
 
 
 def split(findings: list[dict]) -> tuple[list[dict], list[dict]]:

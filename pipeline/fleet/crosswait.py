@@ -8,14 +8,16 @@ process) abstains there (``ranks in separate reports``) and keeps its calls in a
 grouped into jobs (:mod:`pipeline.fleet.grouping`), :func:`match_across_files` takes each job with such a GPU:
 
 * the files whose GPUs ran a collective must name one host (the rows' ``host``, :mod:`pipeline.load.host`:
-  one host, one clock) and their captures must overlap in time (one run); the evidence is named in the note
-  (``host_source``);
+  one host, one clock), or, where a file names none, carry one ``node`` label (a ``labels:`` rule) with their rows
+  on a host's clock (:func:`one_clock`), and their captures must overlap in time (one run); the evidence is named
+  in the note (``host_source``, or the node their labels give);
 * every GPU of the job that ran a collective is then matched with the others exactly as within one report
   (:func:`pipeline.analysis.collwait.match`: the k-th call of a family on the same collective stream) and its
   ``collective_*`` columns recomputed (:func:`pipeline.analysis.collwait.gpu_columns`, inside its own window,
   at its own rate), ``collective_match_basis`` :data:`ACROSS_FILES`;
-* otherwise the GPUs that abstained keep abstaining, with the reason: the files are on different hosts, a
-  file names no host (or its rows are not on its host's clock), the captures do not overlap, fewer ranks than
+* otherwise the GPUs that abstained keep abstaining, with the reason in words: the files are on different hosts
+  (or labelled nodes), a file names no host and no labels rule gives its node (or its rows are not on its host's
+  clock), the captures do not overlap, fewer ranks than
   the captures name, a GPU's calls were not kept, or the calls disagree.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 from ..analysis import collwait
 from ..analysis.cost import share_usd
 from ..io import cell_text
+from ..load.host import NOT_ON_HOST_CLOCK
 from ..schema import JOB_KEY, NOT_ANALYSED
 from .grouping import _whole
 
@@ -48,28 +51,62 @@ def _names(rows: list[dict]) -> list[str]:
     return short if len(set(short)) == len(short) else [f"{r['gpu_key']} in {r['report']}" for r in rows]
 
 
+def _clock_known(row: dict) -> bool:
+    """Whether the times of ``row``'s file are on its host's clock when it names no host: a node label then gives
+    its host, unless its ``host_source`` says its rows are not timed on a host's clock
+    (:data:`pipeline.load.host.NOT_ON_HOST_CLOCK`: an export whose rows count from its capture's start)."""
+    return NOT_ON_HOST_CLOCK not in cell_text(row.get("host_source"))
+
+
 def one_clock(ran: list[dict]) -> tuple[str, str, str]:
-    """``(host, evidence, "")`` when the files of ``ran`` (the job's rows that ran a collective) all name one
-    host, else ``("", "", reason)``: a file that names no host (its ``host_source`` says why when it named one
-    whose rows are not on its clock), or the hosts that differ."""
+    """``(host, evidence, "")`` when the files of ``ran`` (the job's rows that ran a collective) are on one host,
+    else ``("", "", reason)`` in words. One host: every file names the same host in its capture (``host``, read
+    where ``host_source`` says); else, when some file names none, every file has the same ``node`` label (a
+    ``labels:`` rule: the user's word that they ran on one node) and those that name no host have rows timed on a
+    host's clock (:func:`_clock_known`), and the hosts the others name do not differ among themselves. Reasons: a
+    file with neither (its ``host_source`` says why when it named a host whose rows are not on its clock), the
+    hosts or the labelled nodes that differ."""
     by_report: dict[str, dict] = {}
     for r in ran:
         by_report.setdefault(str(r["report"]), r)
-    unknown = sorted(p for p, r in by_report.items() if not cell_text(r.get("host")))
+
+    def grouped(key) -> dict:
+        out: dict[str, list] = {}
+        for p, r in sorted(by_report.items()):
+            out.setdefault(cell_text(r.get(key)), []).append(os.path.basename(p))
+        return out
+
+    def differ(groups: dict, what: str) -> str:
+        listed = "; ".join(f"{h}: {', '.join(files)}" for h, files in sorted(groups.items()))
+        return f"the files are on different {what} ({listed}): their clocks are not known to agree"
+
+    hosts = grouped("host")
+    if "" not in hosts:
+        if len(hosts) > 1:
+            return "", "", differ(hosts, "hosts")
+        evidence = ", ".join(sorted({cell_text(r.get("host_source")) for r in by_report.values()} - {""}))
+        return next(iter(hosts)), evidence, ""
+    named = {h: f for h, f in hosts.items() if h}
+    if len(named) > 1:
+        return "", "", differ(named, "hosts")
+    unknown = sorted(p for p, r in by_report.items()
+                     if not cell_text(r.get("host")) and not (cell_text(r.get("node")) and _clock_known(r)))
     if unknown:
-        first = by_report[unknown[0]]
-        why = cell_text(first.get("host_source")) or "the file names no host"
+        why = (cell_text(by_report[unknown[0]].get("host_source"))
+               or "the file names no host and no labels rule gives its node")
         more = f" and {len(unknown) - 1} more file(s)" if len(unknown) > 1 else ""
         return "", "", (f"host unknown for {os.path.basename(unknown[0])}{more} ({why}): the files' clocks are not "
                         "known to agree")
-    hosts = {}
-    for p, r in sorted(by_report.items()):
-        hosts.setdefault(cell_text(r["host"]), []).append(os.path.basename(p))
-    if len(hosts) > 1:
-        listed = "; ".join(f"{h}: {', '.join(files)}" for h, files in sorted(hosts.items()))
-        return "", "", f"the files are on different hosts ({listed}): their clocks are not known to agree"
-    evidence = ", ".join(sorted({cell_text(r.get("host_source")) for r in by_report.values()} - {""}))
-    return next(iter(hosts)), evidence, ""
+    unlabelled = sorted(p for p, r in by_report.items() if not cell_text(r.get("node")))
+    if unlabelled:
+        r = by_report[unlabelled[0]]
+        return "", "", (f"{os.path.basename(unlabelled[0])} names host {cell_text(r.get('host'))} and no node label, "
+                        f"the others only their node label ({', '.join(h for h in grouped('node') if h)}): the files' "
+                        "clocks are not known to agree")
+    nodes = grouped("node")
+    if len(nodes) > 1:
+        return "", "", differ(nodes, "nodes by their labels")
+    return next(iter(nodes)), "the node their labels give" + (", the host some name" if named else ""), ""
 
 
 def _overlap(ran: list[dict]) -> bool:

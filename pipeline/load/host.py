@@ -11,9 +11,13 @@ report (:mod:`pipeline.fleet.crosswait`). What a file says of its host:
   start (older exports) or a capture start that is not stated say no shared clock, and no host is given
   (the reason is in ``host_source``);
 * a PyTorch profiler trace: its top-level ``host_name`` (or ``hostname``), as Meta's profiler writes it;
-  the open-source profiler writes none, so most traces name no host.
+  the open-source profiler writes none, so most traces name no host. Its times are always on its host's clock
+  (Unix-epoch time, :mod:`pipeline.load.kineto`).
 
-Nothing else is guessed (a file name, a process id): a file that names no host is on no known clock.
+Nothing else is guessed (a file name, a process id). A file that names no host is on the clock of the node a
+``labels:`` rule gives it (the row's ``node``, :mod:`pipeline.fleet.crosswait`) unless ``host_source`` says its
+rows are not timed on a host's clock (:data:`NOT_ON_HOST_CLOCK`: an export whose rows count from its capture's
+start, named host or not); else it is on no known clock.
 """
 from __future__ import annotations
 
@@ -58,15 +62,21 @@ def on_host_clock(start_ns: int | None, start_source: str) -> bool:
                                            and any(s in start_source for s in _HOST_CLOCK))
 
 
+#: What :data:`HOST_SOURCE` says of an export whose rows are not timed on a host's clock (each file its own zero):
+#: no host, and no node label, puts it on one clock with another file.
+NOT_ON_HOST_CLOCK = "the rows are not timed on the host's clock"
+
+
 def with_export_host(meta: dict, schema: Schema, start_ns: int | None, start_source: str) -> dict:
     """``meta`` with :data:`HOST` and :data:`HOST_SOURCE` of an export (:func:`export_host`): the host only
-    when its rows are on the host's clock (:func:`on_host_clock`), else only why not in :data:`HOST_SOURCE`."""
+    when its rows are on the host's clock (:func:`on_host_clock`), else only why not in :data:`HOST_SOURCE`
+    (:data:`NOT_ON_HOST_CLOCK`, whether or not the export names a host)."""
     host, source = export_host(schema)
+    if not on_host_clock(start_ns, start_source):
+        named = f"{source} names {host}, but" if host else "the export names no host, and"
+        return {**meta, HOST_SOURCE: f"{named} {NOT_ON_HOST_CLOCK} (their zero: {start_source or 'unknown'})"}
     if not host:
         return meta
-    if not on_host_clock(start_ns, start_source):
-        return {**meta, HOST_SOURCE: f"{source} names {host}, but the rows are not timed on the host's clock "
-                                     f"(their zero: {start_source or 'unknown'})"}
     return {**meta, HOST: host, HOST_SOURCE: source}
 
 

@@ -15,7 +15,9 @@ FORMATS = ("html", "csv", "md")
 @click.argument("results", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
               help="File to write (e.g. report.html); html also writes gpu-pages/ beside it. Default for the HTML "
-                   "report of a run folder: RESULTS/report.html (as `make run` renders it).")
+                   "report of a run folder: RESULTS/report.html (as `make run` renders it); priced again (--config): "
+                   "RESULTS/repriced-<card>/report.html, <card> the config files' names, so the run's own report "
+                   "is never replaced.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="html", show_default=True,
               help="html: self-contained page with plots, trend and medical records; csv: the per-GPU cost "
                    "table for spreadsheets; md: a short summary for chat or e-mail.")
@@ -35,8 +37,10 @@ def report(results, out_path, fmt, night, configs):
     GPUs no longer in the fleet are removed; files gpu-idle did not write are never touched) and
     linked from it; render it into the run folder itself (--out DIR/report.html) so the medical
     records' links to those pages resolve. A report priced again (--config) shows no medical records (they keep the
-    run's dollars) and goes into another folder (--out OTHER/report.html); in the run folder it can only take the
-    place of the run's own report.html (the run folder's gpu-pages/ are that report's). Exit status 1 when it cannot be written (a full disk), 2
+    run's dollars) and goes into a folder of its own: by default RESULTS/repriced-<card>/report.html (<card>: the
+    config files' names, e.g. repriced-before for --config before.yaml), so the run's own report.html is never
+    replaced; an explicit --out wins (in the run folder it can only take the place of the run's own report.html:
+    the run folder's gpu-pages/ are that report's). Exit status 1 when it cannot be written (a full disk), 2
     when nothing could be done: RESULTS is no results folder, no such --night, a --config that cannot be used or
     cannot price the folder's table, or --out is a folder not to write into (a symlinked gpu-pages/, another
     report's pages, another gpu-idle process writing it)."""
@@ -48,7 +52,7 @@ def report(results, out_path, fmt, night, configs):
         if fmt != "html" or not os.path.isfile(os.path.join(results, "fleet.parquet")):
             raise click.UsageError("--out FILE is needed: its default, RESULTS/report.html, is only for the HTML "
                                    "report of a run folder")
-        out_path = os.path.join(results, "report.html")
+        out_path = default_out(results, configs)
     try:
         # html writes gpu-pages/ beside the report (and records them in a run folder): one writer at a time
         with folder_lock(os.path.dirname(os.path.abspath(out_path)), command="gpu-idle report") \
@@ -62,6 +66,23 @@ def report(results, out_path, fmt, night, configs):
         raise click.UsageError(message(exc)) from exc
     click.echo(f"wrote {path}" + (pages_note(path) if fmt == "html" else "")
                + (f" (priced again with the rate card of {', '.join(configs)}; nothing analysed)" if configs else ""))
+
+
+#: The folder a report priced again goes into by default, in the run folder: ``repriced-<card>``.
+REPRICED_DIR = "repriced-{card}"
+
+
+def default_out(results: str, configs=()) -> str:
+    """The default ``--out`` of the HTML report of the run folder ``results``: its own ``report.html``; priced again
+    with the rate card of ``configs`` (the ``--config`` files), ``repriced-<card>/report.html`` in it, ``<card>`` the
+    files' names without their suffix joined by ``+`` (``--config cards/before.yaml`` -> ``repriced-before``), made
+    safe as a file name: the run's own report (and its GPU pages) is never replaced by a report of other prices."""
+    from ..io import slug
+
+    if not configs:
+        return os.path.join(results, "report.html")
+    card = "+".join(slug(os.path.splitext(os.path.basename(os.fspath(c)))[0]) for c in configs)
+    return os.path.join(results, REPRICED_DIR.format(card=card[:80] or "card"), "report.html")
 
 
 def _config(configs):

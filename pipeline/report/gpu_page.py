@@ -446,13 +446,14 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
 
 def diagnosis_view(summary: dict) -> dict:
     """The page's diagnosis block from a GPU's ``_summary`` (docs/definitions.md#diagnosis): ``prescribed`` and
-    ``archived`` (:func:`pipeline.analysis.diagnosis.split`), each finding with its ``line``; ``recoverable``: what a
+    ``archived`` (:func:`pipeline.analysis.diagnosis.split`), each finding with its ``line`` and its rule's ``name`` in
+    words (:func:`pipeline.analysis.diagnosis.rule_name`: the page never prints a rule's id); ``recoverable``: what a
     fix wins back where the evidence bounds it (:func:`pipeline.report.words.recoverable_lines`, as the fix-first
     list says it); all empty for a summary without the column."""
     findings = diagnosis.of_text(summary.get("diagnosis"))
     prescribed, archived = diagnosis.split(findings)
-    return {"prescribed": [dict(f, line=diagnosis.line(f)) for f in prescribed],
-            "archived": [dict(f, line=diagnosis.line(f)) for f in archived],
+    return {"prescribed": [dict(f, line=diagnosis.line(f), name=diagnosis.rule_name(f)) for f in prescribed],
+            "archived": [dict(f, line=diagnosis.line(f), name=diagnosis.rule_name(f)) for f in archived],
             "recoverable": recoverable_lines(fixfirst.gpu_recoverable(summary, findings))}
 
 

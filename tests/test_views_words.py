@@ -1,0 +1,160 @@
+"""Words, not ids (issue 45 point 8, a new user's tryout): the views a manager reads (report.html, the GPU pages, the
+Markdown summary and records) name each diagnostic rule in words (pipeline/analysis/diagnosis.py ``RULE_NAMES``) and
+print no rule id and no configuration key; the ids stay in the machine outputs (the ``diagnosis`` column's JSON,
+the per-GPU JSON, the pages' ``data-rule`` attributes). The ids are read from the rules' own code and the keys from
+the configuration's own classes, so the lists cannot go stale."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import html
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+from pipeline import config as config_mod
+from pipeline.analysis import diagnosis
+from pipeline.report.html import write_report
+
+
+def rule_ids() -> set[str]:
+    """Every rule id the rules themselves give: the second argument of each ``_finding(...)`` call in
+    diagnosis.py (a literal string), read from its syntax tree."""
+    tree = ast.parse(inspect.getsource(diagnosis))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_finding":
+            arg = node.args[1]
+            assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), ast.dump(arg)
+            out.add(arg.value)
+    return out
+
+
+def config_keys() -> set[str]:
+    """Every key of the configuration (pipeline/config.py): each section's keys as ``section.key`` (nested ones
+    ``section.sub.key``), the keys of a rate-card entry and of a label rule (``cost.rates.usd_per_gpu_hour``,
+    ``labels.gpu_model``), from the classes' own fields."""
+    def walk(value, prefix: str) -> set[str]:
+        out = set()
+        for f in dataclasses.fields(value):
+            path = f"{prefix}{f.name}"
+            out.add(path)
+            v = getattr(value, f.name)
+            if dataclasses.is_dataclass(v):
+                out |= walk(v, path + ".")
+            elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
+                out |= walk(v[0], path + ".")
+        return out
+    return walk(config_mod.Config(), "") | walk(config_mod.LabelRule(match="*"), "labels.")
+
+
+def as_code(keys: set[str]) -> set[str]:
+    """The texts of ``keys`` that read as code, not as English: a dotted path, or a name with an underscore
+    (``analysis.actionable_pct``, ``actionable_pct``, ``data.host_memory``, ``break_point``); the one-word ones
+    (``launch``, ``window``) are words a sentence may use."""
+    out = set()
+    for k in keys:
+        out |= {t for t in (k, k.rsplit(".", 1)[-1]) if "." in t or "_" in t}
+    return out
+
+
+def visible(page: str) -> str:
+    """What a reader of an HTML page sees: its text without tags, scripts, styles and comments, entities
+    decoded, and the hover texts (``title``) and image texts (``alt``) too."""
+    hover = " ".join(html.unescape(m) for m in re.findall(r'\b(?:title|alt)="([^"]*)"', page))
+    text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", page)
+    text = re.sub(r"(?s)<!--.*?-->", " ", text)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text)) + " " + hover
+
+
+def shown(texts: set[str], text: str) -> set[str]:
+    """The members of ``texts`` that ``text`` holds as a whole token (not inside a longer name)."""
+    return {t for t in texts if re.search(r"(?<![\w.])" + re.escape(t) + r"(?![\w])", text)}
+
+
+# ---------------------------------------------------------------- the one mapping, by the rules' own code
+
+def test_every_rule_has_a_distinct_name_in_words():
+    ids = rule_ids()
+    # the rules of the module docstring, each found in the code (a second computation of the list)
+    assert ids == {"data.copy_stream", "data.host_memory", "data.host_alloc", "data.volume", "sync.regularity",
+                   "comm.collective", "comm.late_rank", "boundary.seam", "cpu.host", "break_point", "launch",
+                   "archived"}
+    assert set(diagnosis.RULE_NAMES) == ids
+    names = list(diagnosis.RULE_NAMES.values())
+    assert len(set(names)) == len(names)                                   # distinguishable
+    assert all(re.fullmatch(r"[A-Za-z][A-Za-z ]+[A-Za-z]", n) for n in names)       # words: no dot, no underscore
+    assert not shown(as_code(ids) | as_code(config_keys()), " ".join(names))
+
+
+def test_a_line_names_its_rule_in_words():
+    f = diagnosis.archived("cpu", 0.45, 2.0)
+    assert f["rule"] == "archived"                                   # the id stays in the finding (JSON)
+    assert diagnosis.line(f) == "too small to act on: cpu holds 0.45 % of the window (under 2 %): archived, not prescribed"
+    c = diagnosis.comm_rule({"length": [2, 3], "kernel_before": ["ncclAllReduce", "ncclAllReduce"]})
+    assert c["rule"] == "comm.collective"
+    assert diagnosis.line(c) == ("waiting for the other GPUs: 2 gaps follow a collective (2 after ncclAllReduce): "
+                                 "this GPU waits for the other ranks → one GPU cannot fix it: look at the straggler "
+                                 "first, then overlap communication with compute")
+    # not judged: said after the name; a rule the mapping does not know (other code's finding): its id's words
+    assert diagnosis.line({"rule": "data.volume", "judged": False, "text": "no copies"}) == \
+        "how large the copies are (not judged): no copies"
+    assert diagnosis.line({"rule": "cpu.random_wait", "text": "t", "remedy": "r"}) == "cpu random wait: t → r"
+
+
+# ---------------------------------------------------------------- the example fleet's views
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory) -> dict:
+    """The example fleet run (in process), its HTML report with its GPU pages, its Markdown summary and records:
+    ``{"run": folder, "pages": {name: text}}``."""
+    root = tmp_path_factory.mktemp("words")
+    run_cli("synth", "--example", str(root / "ex"))
+    run_cli("run", str(root / "ex"), "--out", str(root / "out"), "--config", str(root / "ex" / "labels.yaml"))
+    out = root / "out"
+    write_report(out, out / "report.html")
+    write_report(out, root / "summary.md", fmt="md")
+    pages = {"report.html": visible((out / "report.html").read_text(encoding="utf-8")),
+             "summary.md": (root / "summary.md").read_text(encoding="utf-8")}
+    pages.update({f"gpu-pages/{p.name}": visible(p.read_text(encoding="utf-8"))
+                  for p in sorted((out / "gpu-pages").glob("*.html"))})
+    pages.update({f"records/{p.name}": p.read_text(encoding="utf-8") for p in sorted((out / "records").glob("*.md"))})
+    return {"run": out, "pages": pages}
+
+
+def test_views_show_no_rule_id_and_no_config_key(views):
+    pages = views["pages"]
+    fleet = pd.read_parquet(views["run"] / "fleet.parquet")
+    assert sum(name.startswith("gpu-pages/") for name in pages) == len(fleet.query("status != 'error'")) == 24
+    fired = {f["rule"] for text in fleet["diagnosis"].dropna() for f in diagnosis.of_text(text)}
+    # the example's findings use most rules: the check below reads their lines on every view
+    assert {"data.copy_stream", "data.host_memory", "comm.collective", "cpu.host", "sync.regularity",
+            "break_point"} <= fired
+    ids, keys = as_code(rule_ids()), as_code(config_keys())
+    assert {"data.host_memory", "break_point", "analysis.actionable_pct", "actionable_pct", "cost.rates",
+            "usd_per_gpu_hour", "labels.gpu_model", "diagnosis.break_point_share"} <= ids | keys
+    leaks = {name: sorted(shown(ids | keys, text)) for name, text in pages.items()}
+    assert {name: found for name, found in leaks.items() if found} == {}
+    # each rule that prescribes is named in words where the views show its findings: the GPU pages, the report's
+    # fix-first details (an archived finding is shown by its text alone, apart)
+    prescribing = fired - {"archived"}
+    for where in ("gpu-pages/", "report.html"):
+        text = " ".join(t for n, t in pages.items() if n.startswith(where))
+        assert {r: diagnosis.RULE_NAMES[r] in text for r in prescribing} == dict.fromkeys(prescribing, True), where
+
+
+def test_machine_outputs_keep_the_ids(views):
+    run = views["run"]
+    fleet = pd.read_csv(run / "fleet.csv")
+    ids = {f["rule"] for text in fleet["diagnosis"].dropna() for f in diagnosis.of_text(text)}
+    assert "data.host_memory" in ids and ids <= set(diagnosis.RULE_NAMES)
+    doc = json.loads(next((run / "gpus").glob("resnet-finetune*.json")).read_text())
+    assert "data.host_memory" in {f["rule"] for f in diagnosis.of_text(doc["_summary"]["diagnosis"])}
+    # the GPU page keeps it in an attribute (for tests and tools), never in its text
+    page = next((run / "gpu-pages").glob("resnet-finetune*.html")).read_text()
+    assert 'data-rule="data.host_memory"' in page and "data.host_memory" not in visible(page)
