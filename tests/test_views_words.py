@@ -11,7 +11,6 @@ import html
 import inspect
 import json
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
