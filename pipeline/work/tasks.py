@@ -420,8 +420,7 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
     each step on ``threads`` threads when more than one and the GPUs are not large
     (:data:`THREADED_MAX_GPU_KERNELS`; the results are the same values, in ``keys`` order, whatever ``threads``:
     each GPU's analysis reads the loaded report and its own plan only). Memory freed while analysing stays for
-    the next GPU and goes back to the system once the plans are made and once the report is done
-    (:func:`pipeline.memory.reusing_heap`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
+    the next GPU and goes back to the system once the report is done (:func:`pipeline.memory.reusing_heap`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
     each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done.
     A report of at least :data:`MANY_GPUS` GPUs counts their plans first (``making N GPU plans``, with the agreement
     and the collective calls matched across them: a minute or more at 10,000 GPUs)."""
@@ -444,7 +443,6 @@ def _analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, 
     finally:
         if planning is not None:
             planning.close()
-    release_memory()  # what the plans freed (on the threads' own heaps too) is not for the analyses to keep
     progress = gpu_progress(len(keys)) if gpu_progress is not None and keys else None
     done = progress.advance if progress is not None else None
     try:
