@@ -28,26 +28,26 @@ MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 1 << 30
 
 
-@functools.lru_cache(maxsize=1)
-def _libc():
-    """glibc's C library, or None (another C library, or none found)."""
+@functools.lru_cache(maxsize=None)
+def _glibc(name: str, *argtypes):
+    """glibc's function ``name`` taking ``argtypes`` and returning an int, or None (another C library, or none
+    found)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim, libc.mallopt  # noqa: B018 - glibc has both
+        fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
-    return libc
+    fn.argtypes, fn.restype = list(argtypes), ctypes.c_int
+    return fn
 
 
-@functools.lru_cache(maxsize=1)
 def _mallopt():
     """glibc's ``mallopt``, or None."""
-    libc = _libc()
-    if libc is None:
-        return None
-    fn = libc.mallopt
-    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return fn
+    return _glibc("mallopt", ctypes.c_int, ctypes.c_int)
+
+
+def _trim():
+    """glibc's ``malloc_trim``, or None."""
+    return _glibc("malloc_trim", ctypes.c_size_t)
 
 
 @contextlib.contextmanager
@@ -55,8 +55,9 @@ def reusing_heap():
     """Within: memory freed is kept in the C heap for the next allocation (large arrays from the heap, up to
     :data:`MMAP_THRESHOLD`; the heap's top trimmed only beyond :data:`TRIM_THRESHOLD`); on the way out, all
     that is free goes back to the system (:func:`release`), so what the process holds after is as before.
-    The thresholds stay set after (glibc's moving threshold, once a value is set, moves no more: these are
-    the values it would reach). glibc only; elsewhere it does nothing but :func:`release`."""
+    After, the thresholds are those glibc's moving ones reach at most (arrays up to 32 MiB from the heap, its
+    top trimmed beyond 64 MiB): once a value is set, glibc moves them no more. glibc only; elsewhere it does
+    nothing but :func:`release`."""
     mallopt = _mallopt()
     if mallopt is not None:
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
@@ -64,18 +65,9 @@ def reusing_heap():
     try:
         yield
     finally:
+        if mallopt is not None:
+            mallopt(M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD)
         release()
-
-
-@functools.lru_cache(maxsize=1)
-def _trim():
-    """glibc's ``malloc_trim``, or None (another C library, or none found)."""
-    libc = _libc()
-    if libc is None:
-        return None
-    trim = libc.malloc_trim
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
 
 
 def release() -> None:
