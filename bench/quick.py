@@ -94,20 +94,21 @@ def gpu_idle_run(path: str) -> dict:
 
 
 def stages_child(path: str) -> None:
-    """(Child process) load_report + every gpu_trace/analyse_gpu with the default config, timed; prints JSON."""
+    """(Child process) load_report + the report's analysis as ``gpu-idle run`` does it in its process
+    (``run.analysed_in_process``) with the default config, timed; prints JSON."""
     import resource
 
-    from pipeline.analysis.analyse import analyse_gpu
+    import pipeline.runs.driver  # noqa: F401 - imported before the clock starts (run.analysed_in_process)
+    import pipeline.work.tasks  # noqa: F401
     from pipeline.config import load_config
-    from pipeline.load.report import gpu_trace, load_report
+    from pipeline.load.report import load_report
     from pipeline.load.sqlite import decoded
 
     cfg = load_config([])
     labels = cfg.labels_for(path)
     t0 = time.perf_counter()
     report = load_report(path)
-    for key in report.gpu_keys():
-        analyse_gpu(gpu_trace(report, key), cfg, labels)
+    run.analysed_in_process(report, cfg, labels)
     took = time.perf_counter() - t0
     print(json.dumps({"stages_s": took, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "decoded": run.held_and_decoded(path, decoded())}))

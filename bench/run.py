@@ -9,8 +9,8 @@ sizes, one round, small fleets, no nsys-ai; its figures go to bench/data/RESULTS
 0. Start-up: ``gpu-idle --version`` and ``gpu-idle run`` on the real 2-kernel export.
 1. Scale: generated 8-GPU reports of 10k, 100k, 1M, 2M, 3M and 10M kernels. Per report, all
    GPUs: ``gpu-idle run FILE --out DIR`` as a subprocess (process start to exit) and the load +
-   analysis stages alone (a fresh interpreter timing ``load_report`` and every ``gpu_trace`` +
-   ``analyse_gpu``), each divided by the decode floor: one ``sqlite3 -readonly`` process computing
+   analysis stages alone (a fresh interpreter timing ``load_report`` and the report's analysis as
+   ``gpu-idle run`` does it in its process, :func:`analysed_in_process`), each divided by the decode floor: one ``sqlite3 -readonly`` process computing
    ``total()`` over every column the loader reads. Beside it, the old text floor (the same columns
    printed into /dev/null) and the project's own reader alone in a process that imports nothing
    else. Time per kernel per size; peak RSS of each.
@@ -376,8 +376,22 @@ def ours_run(path: str, repeat: int, extra=()) -> tuple[dict, dict]:
     return best(cold), best(warm)
 
 
+def analysed_in_process(report, cfg, labels) -> list:
+    """The price-free results of every GPU of ``report``, analysed as ``gpu-idle run FILE`` analyses one local
+    report in its own process: the GPUs' plans, their agreement and matched collective calls, then each GPU, on
+    the run's threads (:func:`pipeline.work.tasks.analyse_report` on
+    :func:`pipeline.runs.driver.in_process_threads`, two by default)."""
+    from pipeline.runs.driver import in_process_threads
+    from pipeline.work.tasks import analyse_report
+
+    return analyse_report(report, report.gpu_keys(), cfg, labels, in_process_threads(cfg))
+
+
 def inproc_stage(path: str) -> None:
-    """(Child process) time load_report + every gpu_trace/analyse_gpu with the default config, print JSON."""
+    """(Child process) time load_report + the report's analysis (:func:`analysed_in_process`) with the default
+    config, print JSON."""
+    import pipeline.runs.driver  # noqa: F401 - imported before the clock starts (analysed_in_process)
+    import pipeline.work.tasks  # noqa: F401
     from pipeline.analysis.analyse import analyse_gpu
     from pipeline.config import load_config
     from pipeline.load.report import gpu_trace, load_report
@@ -389,7 +403,7 @@ def inproc_stage(path: str) -> None:
     report = load_report(path)
     t1 = time.perf_counter()
     values = decoded()
-    rows = [analyse_gpu(gpu_trace(report, key), cfg, labels).row for key in report.gpu_keys()]
+    rows = [r.row for r in analysed_in_process(report, cfg, labels)]
     t2 = time.perf_counter()
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cached_s = None
@@ -1085,8 +1099,10 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   "nothing else, spawn to exit. `gpu-idle run FILE --out DIR` with default options, spawn to exit: "
                   "*first* with an empty columnar cache (`$GPU_IDLE_CACHE` in a fresh folder: hash the file, read "
                   "SQLite, write the cache; ratios and targets use this run), *cached* the same command again. "
-                  "Load + analysis: `load_report` + every `gpu_trace` + `analyse_gpu` timed inside a fresh "
-                  "interpreter (imports excluded). Ratios are to the decode floor; ns/kernel = seconds / kernels.", "",
+                  "Load + analysis: `load_report` + the report's analysis as `gpu-idle run` does it in its "
+                  "process (plans, agreement, collective calls, every GPU; on the run's 2 threads unless the GPUs "
+                  "are large: `pipeline.work.tasks.analyse_report`) timed inside a fresh interpreter (imports "
+                  "excluded). Ratios are to the decode floor; ns/kernel = seconds / kernels.", "",
                   "| kernels | file | decode floor | text floor | reader | `gpu-idle run` first | ratio | ns/kernel "
                   "| cached | load | analysis | load + analysis | ratio | ns/kernel | RSS `gpu-idle run` (tree / "
                   "largest process) | RSS load + analysis | RSS reader |",

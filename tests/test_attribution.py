@@ -82,6 +82,15 @@ def test_api_overlap_table_groups_by_name_and_sorts():
     assert at.attribution_lists(t) == [[("cudaLaunchKernel", 5)], [("cudaStreamSynchronize", 15)]]
 
 
+def test_attribution_lists_rank_each_gap_largest_first_ties_in_column_order():
+    t = pd.DataFrame({"a": [0, 3, 0, 4], "b": [5, 0, 0, 4], "c": [5, 7, 0, 9]})
+    assert at.attribution_lists(t) == [[("b", 5), ("c", 5)],             # a tie: in the columns' order
+                                       [("c", 7), ("a", 3)],             # largest first, whatever the column
+                                       [],                               # nothing overlaps: no entry
+                                       [("c", 9), ("a", 4), ("b", 4)]]
+    assert all(type(ns) is int for row in at.attribution_lists(t) for _, ns in row)
+
+
 def test_api_overlap_table_empty_runtime():
     t = at.api_overlap_table(runtime([]), gap_frame([(0, 10, "k")]))
     assert t.shape == (1, 0)

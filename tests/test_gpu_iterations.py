@@ -107,6 +107,23 @@ def test_project_matches_by_pid_and_correlation_on_the_marking_thread():
     assert gpu_lengths(s, e).tolist() == [30 - 0, 0, 42 - 30, 45 - 42]
 
 
+@pytest.mark.parametrize("base", [0, 2**40], ids=["dense ids (a table)", "sparse ids (binary search)"])
+def test_project_takes_the_first_call_of_a_correlation_id(base):
+    """Two calls of one thread with the same correlation id (the first in iteration 0, the second in iteration 1):
+    a kernel of that id is the first call's, as the calls come. Ids small and dense, or far apart: the same
+    extents (pipeline.analysis.iterations._first_of looks them up in a table, or by binary search)."""
+    it = Iterations(np.array([0, 10 * MS]), np.array([10 * MS, 20 * MS]), "nvtx", thread=(10, 11))
+    runtime = pd.DataFrame({"start": [12 * MS, 1 * MS, 13 * MS, 2 * MS], "pid": [10] * 4, "tid": [11] * 4,
+                            "correlation_id": np.array([7, 7, 9, 3]) + base})
+    kernels = pd.DataFrame({"start": [20 * MS, 5 * MS, 25 * MS, 40 * MS], "end": [21 * MS, 6 * MS, 27 * MS, 41 * MS],
+                            "pid": [10] * 4, "correlation_id": np.array([7, 3, 9, 8]) + base})
+    g0, g1 = project(it, runtime, kernels)
+    # id 7: called at 12 ms (iteration 1), then at 1 ms (iteration 0): the first row (12 ms) is the one, so its kernel
+    # [20, 21) goes to iteration 1 with id 9's [25, 27); id 3 (called at 2 ms) puts [5, 6) in iteration 0; id 8 has
+    # no call
+    assert (g0 // MS).tolist() == [5, 20] and (g1 // MS).tolist() == [6, 27]
+
+
 def test_agree_keeps_numbers_usable_on_every_gpu():
     def plan(numbers, excluded=()):
         return IterationPlan("nvtx", tuple(numbers), tuple(numbers), tuple(numbers), (1,) * len(numbers),

@@ -542,12 +542,10 @@ def _attribution_lists(names: list, values: np.ndarray) -> list:
     """:func:`attribution_lists` of a matrix (rows: gaps, columns: ``names``)."""
     if not names:
         return [[] for _ in range(values.shape[0])]
-    lists = []
-    for row in values:
-        nz = np.flatnonzero(row)
-        order = nz[np.argsort(-row[nz], kind="stable")]
-        lists.append([(names[j], int(row[j])) for j in order])
-    return lists
+    # every row's columns by overlap, largest first (stable: ties in column order), in one sort; zeros dropped after
+    order = np.argsort(-values, axis=1, kind="stable")
+    ranked = np.take_along_axis(values, order, axis=1)
+    return [[(names[j], v) for j, v in zip(cols, vals) if v != 0] for cols, vals in zip(order.tolist(), ranked.tolist())]
 
 
 def enclosing_ranges(nvtx: pd.DataFrame, times) -> list[str]:

@@ -53,11 +53,12 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     new_run = np.empty(s.size, dtype=bool)
     new_run[0] = True
     np.greater(s[1:], run_end[:-1], out=new_run[1:])
-    first = np.flatnonzero(new_run)
-    last = np.empty_like(first)
-    last[:-1] = first[1:] - 1
-    last[-1] = s.size - 1
-    return s[first], run_end[last]
+    # a run ends where the next one starts (and the last at the last row): masks, no index arrays
+    run_s = s[new_run]
+    run_e = np.empty_like(run_s)
+    run_e[:-1] = run_end[:-1][new_run[1:]]
+    run_e[-1] = run_end[-1]
+    return run_s, run_e
 
 
 def cap_runs(starts: np.ndarray, ends: np.ndarray, max_runs: int) -> tuple[np.ndarray, np.ndarray]:

@@ -86,13 +86,14 @@ def project(it: Iterations, runtime: pd.DataFrame, kernels: pd.DataFrame) -> tup
     order = np.argsort(call_corr, kind="stable")
     call_corr, at = call_corr[order], at[order]
     theirs = kernels["pid"].to_numpy(np.int64) == pid
-    k_corr = kernels["correlation_id"].to_numpy(np.int64)[theirs]
-    k_start = kernels["start"].to_numpy(np.int64)[theirs]
-    k_end = kernels["end"].to_numpy(np.int64)[theirs]
-    j = np.searchsorted(call_corr, k_corr)
-    hit = (j < call_corr.size) & (k_corr != 0)
-    hit[hit] = call_corr[j[hit]] == k_corr[hit]
-    which = at[j[hit]]
+    k_corr = kernels["correlation_id"].to_numpy(np.int64)
+    k_start = kernels["start"].to_numpy(np.int64)
+    k_end = kernels["end"].to_numpy(np.int64)
+    if not theirs.all():  # (a GPU of one process: every kernel is)
+        k_corr, k_start, k_end = k_corr[theirs], k_start[theirs], k_end[theirs]
+    found = _first_of(call_corr, at, k_corr)
+    hit = (found >= 0) & (k_corr != 0)
+    which = found[hit]
     if which.size == 0:
         return g0, g1
     lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
@@ -102,6 +103,32 @@ def project(it: Iterations, runtime: pd.DataFrame, kernels: pd.DataFrame) -> tup
     has = hi > np.iinfo(np.int64).min
     g0[has], g1[has] = lo[has], hi[has]
     return g0, g1
+
+
+#: Correlation ids up to this many times the calls' count (plus a million) are looked up in a table indexed by id
+#: (:func:`_first_of`); sparser ones by binary search.
+DENSE_IDS = 4
+
+
+def _first_of(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each of ``wanted``, the value of the first of the equal ``keys`` (``keys`` sorted, stably: the first in
+    the calls' order), -1 where no key is equal: a table indexed by id when the ids are dense enough
+    (:data:`DENSE_IDS`), else a binary search. ``values`` >= 0. Int64 arrays; ``keys`` not empty."""
+    lo, hi = int(keys[0]), int(keys[-1])
+    if lo < 0 or hi >= DENSE_IDS * keys.size + (1 << 20):
+        j = np.searchsorted(keys, wanted)
+        out = np.full(wanted.size, -1, dtype=np.int64)
+        hit = j < keys.size
+        hit[hit] = keys[j[hit]] == wanted[hit]
+        out[hit] = values[j[hit]]
+        return out
+    first = np.empty(keys.size, dtype=bool)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    small = np.int32 if int(values.max()) < 2**31 else np.int64   # (iteration numbers: a table half the size)
+    table = np.full(hi + 2, -1, dtype=small)   # the last slot: every id outside [0, hi]
+    table[keys[first]] = values[first]
+    return table[np.where((wanted >= 0) & (wanted <= hi), wanted, hi + 1)].astype(np.int64)
 
 
 def gpu_lengths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

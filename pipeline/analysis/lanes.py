@@ -69,7 +69,8 @@ def _in_window(starts, ends, w0: int, w1: int) -> np.ndarray:
 def _lane(label: str, starts, ends, c0: int, c1: int, w0: int, w1: int, **fields) -> dict:
     """One lane: its runs in the context (not capped yet), its busy ns inside W and ``fields``."""
     s, e = _runs(starts, ends, c0, c1)
-    return {"label": label, **fields, "busy_ns": iv.union_length(*iv.clip(s, e, w0, w1)),
+    # the runs are disjoint, and so are their parts in W: their total is their union's
+    return {"label": label, **fields, "busy_ns": iv.total_length(*iv.clip(s, e, w0, w1)),
             "runs": (s, e)}
 
 
@@ -177,7 +178,7 @@ def capped(lanes: list[dict], max_runs: int = LANES_MAX_RUNS, min_runs: int = LA
         s, e = lane["runs"]
         cs, ce = iv.cap_runs(s, e, max(keep, 1))
         out.append({**{k: v for k, v in lane.items() if k != "runs"}, "runs_total": int(s.size),
-                    "runs": [[int(a), int(b)] for a, b in zip(cs, ce)]})
+                    "runs": np.column_stack((cs, ce)).astype(np.int64, copy=False).tolist()})
     return out
 
 

@@ -100,6 +100,14 @@ def stream_codes(pids, stream_ids) -> np.ndarray:
     st = np.asarray(stream_ids, dtype=np.int64).reshape(-1)
     if p.size == 0:
         return np.zeros(0, dtype=np.int64)
+    same_p = p[1:] == p[:-1]
+    if not bool(np.any((p[1:] < p[:-1]) | (same_p & (st[1:] < st[:-1])))):
+        # already in (process, stream) order, as the window's kernels come: a pair's code is the number of
+        # pair changes before it (the same codes as below, without the sorts)
+        codes = np.empty(p.size, dtype=np.int64)
+        codes[0] = 0
+        np.cumsum(~same_p | (st[1:] != st[:-1]), out=codes[1:])
+        return codes
     # codes of each column, then of the pair (process major): 1-D sorts only, fast on millions of kernels
     p_code = np.unique(p, return_inverse=True)[1].reshape(-1).astype(np.int64)
     s_values, s_code = np.unique(st, return_inverse=True)

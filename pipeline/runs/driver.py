@@ -488,6 +488,13 @@ def analysed(todos: list[Todo], cfg: Config, backend, gpu_dir: str | None = None
         yield outcome
 
 
+def in_process_threads(cfg: Config) -> int:
+    """The threads one report analysed in this process (no scheduler) runs its GPUs on: as many as the
+    LocalCluster would have had, ``dask.n_workers`` (``--workers``) × ``dask.threads_per_worker``; ``--workers 1``
+    keeps the analysis on the command's own thread (:func:`pipeline.work.tasks.analyse_report`)."""
+    return cfg.dask.n_workers * cfg.dask.threads_per_worker
+
+
 def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str, log, progress, gpu_progress=None):
     """Map the jobs on the right backend and collect their outcomes: one report with no scheduler
     in this process (its GPUs counted on ``gpu_progress(total)`` when given: a report of thousands of GPUs
@@ -499,7 +506,7 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
     if len(jobs) == 1 and not address and cfg.dask.slurm is None:
         log("engine: in this process (one report, no scheduler configured: no cluster to start"
             + (", so no dashboard" if cfg.dask.dashboard else "") + ")")
-        backend = InProcess(cfg.dask.n_workers * cfg.dask.threads_per_worker)
+        backend = InProcess(in_process_threads(cfg))
         outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir, gpu_progress), progress))
         return outcomes, None
     try:

@@ -45,7 +45,7 @@ from ..load.host import HOST, HOST_SOURCE
 from ..load.kineto import is_kineto_path
 from ..load.limits import ReadLimits, cut_text, reading_under
 from ..load.report import gpu_kernels, gpu_trace, plan_trace
-from ..memory import release as release_memory
+from ..memory import release as release_memory, reusing_heap
 from ..model import Failure, GpuResult, ProfileError, Report, world_size
 from ..fleet.reduce import error_row
 from ..schema import NOT_ANALYSED
@@ -346,14 +346,15 @@ def report_collectives(report: Report, keys: list[str], cfg: Config) -> collwait
 
 
 def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: IterationPlan | None = None,
-                 agreements: dict | None = None, collective: collwait.Matched | None = None) -> GpuResult:
+                 agreements: dict | None = None, collective: collwait.Matched | None = None,
+                 release: bool = True) -> GpuResult:
     """Analyse one GPU with its ``plan`` under its job's ``agreements`` (``{source: Agreement, KIND_KEY:
     JobKind}``, :func:`report_agreements`; None: the GPU alone) and its report's matched collective calls
     (``collective``, :func:`report_collectives`; None: the GPU alone), labels completed by :func:`trace_labels`; any failure becomes an error row
-    for that GPU (which keeps the plan). The memory its analysis freed goes back to the system
-    (:func:`pipeline.memory.release`), so GPUs analysed one after another, or on two threads, do not
-    pile up freed heap. Every row carries the report's ``capture_id``
-    (:func:`~pipeline.load.capture.capture_identity`)."""
+    for that GPU (which keeps the plan). With ``release``, the memory its analysis freed goes back to the
+    system (:func:`pipeline.memory.release`: a GPU analysed as a task of its own); without, it stays for the
+    next GPU of the report (:func:`analyse_report`, which hands it back once the report is done). Every row
+    carries the report's ``capture_id`` (:func:`~pipeline.load.capture.capture_identity`)."""
     try:
         try:
             agreement = (agreements or {}).get(plan.source) if plan is not None else None
@@ -369,7 +370,8 @@ def analyse_task(report: Report, gpu_key: str, cfg: Config, labels: dict, plan: 
             result.row["capture_id"] = None
         return result
     finally:
-        release_memory()
+        if release:
+            release_memory()
 
 
 def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: list[str], plans: list,
@@ -388,10 +390,10 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
     return analyse_task(report, gpu_key, cfg, labels, plan, agreements, collective)
 
 
-#: GPUs of more kernels than this (on average) are analysed one at a time, whatever ``threads``:
-#: each analysis holds ~250 bytes per kernel of its GPU while it runs, and two at once gain little
-#: (the per-GPU analysis is mostly GIL-bound): on a 3M-kernel, 8-GPU report ~100 MiB of peak RSS
-#: for ~2 % of wall time (issue 16).
+#: GPUs of more kernels than this (on average) are analysed one at a time, and their plans made one at a
+#: time, whatever ``threads``: each analysis holds ~250 bytes per kernel of its GPU while it runs, so two at
+#: once cost a 3M-kernel, 8-GPU report ~110 MiB of peak RSS (643 MiB against 534, measured; two plans at
+#: once ~60 MiB), above the 600 MB target of issue 44.
 THREADED_MAX_GPU_KERNELS = 250_000
 
 
@@ -416,10 +418,19 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
     """Every GPU of the report, in ``keys`` order: their plans (:func:`plan_task`), the report's
     agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`), then :func:`analyse_task` for each;
     each step on ``threads`` threads when more than one and the GPUs are not large
-    (:data:`THREADED_MAX_GPU_KERNELS`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
+    (:data:`THREADED_MAX_GPU_KERNELS`; the results are the same values, in ``keys`` order, whatever ``threads``:
+    each GPU's analysis reads the loaded report and its own plan only). Memory freed while analysing stays for
+    the next GPU and goes back to the system once the report is done (:func:`pipeline.memory.reusing_heap`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
     each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done.
     A report of at least :data:`MANY_GPUS` GPUs counts their plans first (``making N GPU plans``, with the agreement
     and the collective calls matched across them: a minute or more at 10,000 GPUs)."""
+    with reusing_heap():
+        return _analyse_report(report, keys, cfg, labels, threads, forced, gpu_progress)
+
+
+def _analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int, forced: dict | None,
+                    gpu_progress) -> list[GpuResult]:
+    """:func:`analyse_report`."""
     if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
         threads = 1
     planning = (gpu_progress(len(keys), "GPU plans", doing="making")
@@ -435,7 +446,7 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
     progress = gpu_progress(len(keys)) if gpu_progress is not None and keys else None
     done = progress.advance if progress is not None else None
     try:
-        return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective),
+        return _each(lambda kp: analyse_task(report, kp[0], cfg, labels, kp[1], agreements, collective, release=False),
                      list(zip(keys, plans)), threads, done)
     finally:
         if progress is not None:

@@ -1,0 +1,120 @@
+"""One report's GPUs analysed on a pool of threads give exactly what the serial path gives (issue 44 point 2).
+
+``gpu-idle run FILE`` analyses one local report in its own process, its GPUs on as many threads as the run has
+workers (``--workers``, ``dask.n_workers``; :func:`pipeline.work.tasks.analyse_report`); ``--workers 1`` keeps it
+on the command's own thread. Whatever the threads, every GPU's row, rosters, timeline, plan and collective calls
+are the same values in the same order, an error row included, and the memory the analyses freed is kept for the
+next GPU and handed back once when the report is done (:func:`pipeline.memory.reusing_heap`). Everything in this
+process, over one small generated report of four GPUs (a few thousand kernels each, so the pool is used).
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+from pipeline import memory
+from pipeline.config import load_config
+from pipeline.load.report import load_report
+from pipeline.synth import generate_scaled_report
+from pipeline.work import tasks
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pool") / "job.sqlite"
+    generate_scaled_report(str(path), gpus=4, kernels=12_000, seed=44)
+    return load_report(str(path))
+
+
+def everything(results) -> list[str]:
+    """Each result as one JSON text: all it holds (the row with its warnings, the rosters, the timeline, the plan,
+    the collective calls), so two lists compare equal only when every value and its order are the same."""
+    return [json.dumps({"row": r.row, "roster": r.roster, "device_roster": r.device_roster, "timeline": r.timeline,
+                        "plan": repr(r.plan), "calls": r.collective_calls}, sort_keys=True, default=repr)
+            for r in results]
+
+
+def test_the_pool_gives_the_rows_of_the_serial_path(report, monkeypatch):
+    cfg = load_config([])
+    keys = report.gpu_keys()
+    assert len(keys) == 4
+    # a GPU key the report does not have: its error row keeps its place among the others
+    keys = keys[:2] + ["no-such-gpu"] + keys[2:]
+    serial = tasks.analyse_report(report, keys, cfg, {"job": "j"}, threads=1)
+
+    where: list[str] = []
+    analyse = tasks.analyse_task
+
+    def recorded(rep, key, *args, **kwargs):
+        where.append(threading.current_thread().name)
+        return analyse(rep, key, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "analyse_task", recorded)
+    pooled = tasks.analyse_report(report, keys, cfg, {"job": "j"}, threads=2)
+
+    assert len(where) == 5 and threading.main_thread().name not in where   # the pool did the analyses
+    assert [r.row["gpu_key"] for r in pooled] == keys
+    assert [r.row["status"] for r in pooled].count("error") == 1 and pooled[2].row["status"] == "error"
+    assert "no-such-gpu" in pooled[2].row["error"]
+    assert everything(pooled) == everything(serial)
+    # and the figures are real ones (not two empty lists alike)
+    assert all(r.row["kernel_count"] > 2000 and r.row["idle_ns"] > 0 for i, r in enumerate(pooled) if i != 2)
+
+
+def test_large_gpus_are_analysed_one_at_a_time(report, monkeypatch):
+    """Above :data:`~pipeline.work.tasks.THREADED_MAX_GPU_KERNELS` kernels per GPU (on average) the analyses run
+    on the calling thread, whatever ``threads`` (two at once would cost a 3M-kernel report its RSS target)."""
+    monkeypatch.setattr(tasks, "THREADED_MAX_GPU_KERNELS", len(report.kernels) // len(report.gpu_keys()) - 1)
+    where: list[str] = []
+    analyse = tasks.analyse_task
+    monkeypatch.setattr(tasks, "analyse_task",
+                        lambda *a, **k: where.append(threading.current_thread().name) or analyse(*a, **k))
+    tasks.analyse_report(report, report.gpu_keys(), load_config([]), {}, threads=2)
+    assert where == [threading.current_thread().name] * 4
+
+
+def test_freed_memory_is_kept_for_the_next_gpu_and_handed_back_once(report, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(memory, "_mallopt", lambda: (lambda param, value: calls.append(("mallopt", param, value))))
+    monkeypatch.setattr(memory, "_trim", lambda: (lambda pad: calls.append(("trim", pad))))
+    tasks.analyse_report(report, report.gpu_keys(), load_config([]), {}, threads=1)
+    assert calls == [("mallopt", memory.M_MMAP_THRESHOLD, 32 << 20), ("mallopt", memory.M_TRIM_THRESHOLD, 1 << 30),
+                     # once the report is done, not after each of its 4 GPUs: the heap's top as glibc keeps it, and
+                     # every free page handed back
+                     ("mallopt", memory.M_TRIM_THRESHOLD, 64 << 20), ("trim", 0)]
+    # a GPU analysed as a task of its own still hands its memory back
+    calls.clear()
+    tasks.analyse_task(report, report.gpu_keys()[0], load_config([]), {})
+    assert calls == [("trim", 0)]
+
+
+def test_reusing_heap_hands_memory_back_when_the_analysis_raises(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(memory, "_mallopt", lambda: None)   # not glibc: nothing to set, still released
+    monkeypatch.setattr(memory, "_trim", lambda: (lambda pad: calls.append(pad)))
+    with pytest.raises(RuntimeError):
+        with memory.reusing_heap():
+            raise RuntimeError("analysis failed")
+    assert calls == [0]
+
+
+@pytest.mark.parametrize("workers, pools", [(["--workers", "1"], 0), ([], 2)])
+def test_one_worker_analyses_a_report_on_the_command_thread(report, tmp_path, monkeypatch, workers, pools):
+    """``gpu-idle run FILE --workers 1``: the user asked for one worker, so no thread pool is started; with the
+    default two workers the report's plans and analyses each run on a pool of two threads."""
+    started: list[int] = []
+    pool = tasks.ThreadPoolExecutor
+
+    def recording(max_workers):
+        started.append(max_workers)
+        return pool(max_workers=max_workers)
+
+    monkeypatch.setattr(tasks, "ThreadPoolExecutor", recording)
+    run_cli("run", report.path, "--out", str(tmp_path / "out"), *workers, "--no-cache")
+    assert started == [2] * pools
+    fleet = pd.read_parquet(tmp_path / "out" / "fleet.parquet")
+    assert sorted(fleet["gpu_key"]) == sorted(report.gpu_keys()) and set(fleet["status"]) <= {"ok", "partial"}
