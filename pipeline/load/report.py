@@ -16,6 +16,7 @@ import pandas as pd
 from ..arrays import is_sorted
 from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
+from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import decoded_text, normalise_api_name, read_strings
@@ -527,7 +528,7 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
     NVTX text, StringIds) is cut where SQLite reads it (:func:`~pipeline.load.limits.cut_sql`).
     """
     deadline = read_limits().deadline()
-    with committed_state(path) as readable:
+    with committed_state(path) as readable, small_pages():
         return _load_committed(path, readable, require_kernels, deadline)
 
 
