@@ -87,7 +87,7 @@ BITMAP_SLACK = 1 << 24
 
 
 #: Rows handled at once by :func:`_untraced_calls` (its temporaries are this long, not the tables).
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 18
 
 
 def _chunks(n: int):
