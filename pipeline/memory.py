@@ -14,6 +14,8 @@ import ctypes.util
 import functools
 import threading
 
+import numpy as np
+
 
 @functools.lru_cache(maxsize=1)
 def _trim():
@@ -45,8 +47,6 @@ def small_pages():
     (``defrag`` ``madvise``, the usual setting), each first touch of such an array can stall: loading a
     2M-kernel export spent 0.5-1.3 s of system time so (0.3 s with plain pages). Several threads may be
     inside at once; the setting comes back when the last leaves. Nothing happens with a numpy without it."""
-    import numpy as np
-
     setter = getattr(getattr(np, "_core", None), "multiarray", None)
     setter = getattr(setter, "_set_madvise_hugepage", None)
     if setter is None:
