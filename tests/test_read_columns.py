@@ -142,7 +142,7 @@ def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):
         assert read_columns(schema_of(path), {}, threads=threads) == {}
 
 
-def test_loading_asks_numpy_for_plain_pages_and_gives_its_setting_back(monkeypatch):
+def test_loading_asks_numpy_for_plain_pages_and_gives_its_setting_back():
     """While an export loads (also two at once on threads), numpy advises no transparent huge pages for its
     arrays (their on-the-spot compaction cost seconds of system time); the last load to finish puts back
     numpy's own setting, whichever it was."""
