@@ -10,6 +10,8 @@ the next array instead: handing it back after each GPU, or each time the heap's 
 moving threshold, made every large temporary array of the next GPU fresh pages from the system, and
 faulting them in was ~20 % of the analysis' CPU time (2M kernels, 8 GPUs: 126k page faults, 0.27 s of
 system time, against 15k and 0.02 s kept).
+
+:func:`small_pages`: the loader's arrays in plain pages (no transparent huge page to compact memory for).
 """
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import threading
+
+import numpy as np
 
 
 #: glibc's ``mallopt`` parameters (malloc.h).
@@ -75,3 +80,32 @@ def release() -> None:
     trim = _trim()
     if trim is not None:
         trim(0)
+
+
+_PAGES_LOCK = threading.Lock()
+_PAGES_USERS = [0, None]  # loads inside :func:`small_pages` now, numpy's setting before the first
+
+
+@contextlib.contextmanager
+def small_pages():
+    """Within: numpy asks for no transparent huge pages for its large arrays (``madvise(MADV_HUGEPAGE)``,
+    its default from 4 MiB). Where the kernel then compacts memory on the spot to find a 2 MiB page
+    (``defrag`` ``madvise``, the usual setting), each first touch of such an array can stall: loading a
+    2M-kernel export spent 0.5-1.3 s of system time so (0.3 s with plain pages). Several threads may be
+    inside at once; the setting comes back when the last leaves. Nothing happens with a numpy without it."""
+    setter = getattr(getattr(np, "_core", None), "multiarray", None)
+    setter = getattr(setter, "_set_madvise_hugepage", None)
+    if setter is None:
+        yield
+        return
+    with _PAGES_LOCK:
+        if not _PAGES_USERS[0]:
+            _PAGES_USERS[1] = setter(False)
+        _PAGES_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _PAGES_LOCK:
+            _PAGES_USERS[0] -= 1
+            if not _PAGES_USERS[0]:
+                setter(_PAGES_USERS[1])

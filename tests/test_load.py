@@ -336,3 +336,22 @@ def test_analyse_other_gpu_is_separate(tmp_path):
     assert (row["busy_ns"], row["idle_ns"], row["gap_count"]) == (50 * MS, 0, 0)
     assert row["pids"] == "300"
     assert row["idle_usd_per_month"] == 0.0
+
+
+def test_device_pairs_in_pieces_are_the_sorted_distinct_pairs(monkeypatch):
+    """Each kernel row's (process, device) pair: its code is its rank among the distinct pairs sorted by
+    process then device (a plain second computation: the sorted set of tuples), found a few rows at a time
+    (here 4) without a temporary as long as the rows; ids kept as int32 or int64."""
+    import numpy as np
+
+    from pipeline.load import processes
+
+    monkeypatch.setattr(processes, "SCAN_ROWS", 1)
+    pid = np.array([70, 5, 70, 2**23, 5, 5, 70, 16_000_000, 5], np.int32)
+    dev = np.array([1, 0, 0, 3, 0, -2, 1, 0, 7], np.int32)
+    for kind in (np.int32, np.int64):
+        codes, pairs = processes.device_pairs({"pid": pid.astype(kind), "device_id": dev})
+        distinct = sorted(set(zip(pid.tolist(), dev.tolist())))
+        assert list(zip(pairs["pid"].tolist(), pairs["device_id"].tolist())) == distinct
+        assert codes.tolist() == [distinct.index(p) for p in zip(pid.tolist(), dev.tolist())]
+        assert pairs["pid"].dtype == pairs["device_id"].dtype == np.int64

@@ -140,3 +140,36 @@ def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):
     sqlite3.connect(path).close()
     for threads in (1, 2, 4):
         assert read_columns(schema_of(path), {}, threads=threads) == {}
+
+
+def test_loading_asks_numpy_for_plain_pages_and_gives_its_setting_back():
+    """While an export loads (also two at once on threads), numpy advises no transparent huge pages for its
+    arrays (their on-the-spot compaction cost seconds of system time); the last load to finish puts back
+    numpy's own setting, whichever it was."""
+    import threading
+
+    from numpy._core import multiarray
+
+    from pipeline import memory
+
+    seen, original = [], multiarray._get_madvise_hugepage()
+    for before in (True, False):
+        multiarray._set_madvise_hugepage(before)
+        inside, leave = threading.Event(), threading.Event()
+
+        def hold():
+            with memory.small_pages():
+                inside.set()
+                leave.wait(5)
+
+        other = threading.Thread(target=hold)
+        other.start()
+        inside.wait(5)
+        with memory.small_pages():
+            seen.append(multiarray._get_madvise_hugepage())
+        seen.append(multiarray._get_madvise_hugepage())  # the other load is still inside
+        leave.set()
+        other.join(5)
+        seen.append(multiarray._get_madvise_hugepage())
+    multiarray._set_madvise_hugepage(original)
+    assert seen == [False, False, True, False, False, False]

@@ -138,13 +138,16 @@ def test_window_leaves_out_iterations_of_lost_records(tmp_path):
         "unknown: if it serves requests, that idle is its cost (label it: labels kind: serving, or training)")
 
 
-@pytest.mark.parametrize("lookup", ["bitmap", "sorted keys"])
+@pytest.mark.parametrize("lookup", ["bitmap", "sorted keys", "bitmap in pieces", "sorted keys in pieces"])
 def test_lost_launches_across_launch_apis_graphs_and_processes(tmp_path, monkeypatch, lookup):
     """Which launches count as lost: every launch API (suffixes dropped), a graph launch with several
     kernels or only a memset is traced, correlationIds are per process, and launches after the last
     kernel of their process (the capture's edge) are not lost. Both ways of looking correlationIds
-    up (a bitmap over dense ranges, sorted keys for sparse ones) give the same answer."""
-    if lookup == "sorted keys":
+    up (a bitmap over dense ranges, sorted keys for sparse ones) give the same answer, also when the
+    records (kernels, then copies, never joined) and the calls are gone through 2 rows at a time."""
+    if lookup.endswith("in pieces"):
+        monkeypatch.setattr(caveats, "CHUNK_ROWS", 2)
+    if lookup.startswith("sorted keys"):
         monkeypatch.setattr(caveats, "BITMAP_IDS_PER_RECORD", 0)
         monkeypatch.setattr(caveats, "BITMAP_SLACK", 0)
     path = tmp_path / "apis.sqlite"
@@ -361,6 +364,41 @@ def test_duplicate_mask_marks_every_later_copy_only_among_rows_whose_first_value
     plain = pd.DataFrame({i: c for i, c in enumerate(cols)}).duplicated(keep="first").to_numpy()
     assert 0 < plain.sum() < 2000 and (duplicate_mask(cols, key=1) == plain).all()
     assert (duplicate_mask(cols) == plain).all()
+
+
+def test_frame_duplicates_reads_other_columns_only_for_rows_whose_start_repeats(monkeypatch):
+    """A frame's duplicates (every column compared: text, categories and bools as values) are those of a
+    plain ``DataFrame.duplicated``; only the start column is read whole: the other columns, and the codes
+    of text, are taken for the rows whose start repeats (here rows 0, 1, 2, 3, 5 of 6)."""
+    import numpy as np
+
+    from pipeline.load import integrity
+
+    frame = pd.DataFrame({
+        "name": pd.Categorical(["a", "b", "a", "a", "c", "b"]),
+        "start": np.array([5, 1, 5, 5, 9, 1], np.int64),
+        "end": np.array([6, 2, 6, 6, 10, 3], np.int64),
+        "graph": np.array([False, False, False, True, False, False]),
+        "kind": pd.array(["x", "y", "x", "x", "y", "y"], dtype="str"),
+        "stream_id": np.array([7, 7, 7, 7, 7, 7], np.int32),
+    })
+    plain = frame.duplicated(keep="first").to_numpy()
+    assert plain.tolist() == [False, False, True, False, False, False]  # row 3 differs in graph, row 5 in end
+    taken = []
+    real_codes = integrity._codes
+
+    def watch(col, rows=None):
+        taken.append((col.name, None if rows is None else rows.tolist()))
+        return real_codes(col, rows)
+
+    monkeypatch.setattr(integrity, "_codes", watch)
+    assert integrity.frame_duplicates(frame).tolist() == plain.tolist()
+    assert taken[0] == ("start", None) and all(rows == [0, 1, 2, 3, 5] for _, rows in taken[1:])
+    assert sorted(name for name, _ in taken[1:]) == sorted(frame.columns)
+    # no start repeats: nothing but the start is read
+    taken.clear()
+    assert not integrity.frame_duplicates(frame.iloc[[0, 1, 4]].reset_index(drop=True)).any()
+    assert taken == [("start", None)]
 
 
 def test_duplicates_in_every_table_and_graph_kernels_are_not_duplicates(tmp_path):

@@ -10,10 +10,12 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
-from ..analysis.graphcapture import LAUNCH_APIS, captured, name_mask
+from ..analysis.graphcapture import LAUNCH_APIS, captured, name_mask, ranges
 from ..arrays import pair_keys
 from ..model import OVERHEAD_COLUMNS, UNTRACED_COLUMNS, no_overhead, no_untraced
 from .processes import pid_of
@@ -85,7 +87,7 @@ BITMAP_SLACK = 1 << 24
 
 
 #: Rows handled at once by :func:`_untraced_calls` (its temporaries are this long, not the tables).
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 18
 
 
 def _chunks(n: int):
@@ -99,35 +101,53 @@ def _process_codes(pids: pd.Index, values: np.ndarray) -> np.ndarray:
     return pids.get_indexer(values)
 
 
-def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
-    """Which calls (process, correlationId) have no record (``w_pid``, ``w_corr``) of their own
-    correlationId while their process has records with smaller and with larger ones. Shape ``(calls,)``.
+def _record_chunks(records: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(pid, correlationId)`` arrays of :data:`CHUNK_ROWS` rows of each ``(pid, corr)`` table of
+    ``records`` in turn, the rows of correlationId 0 (tied to no call) left out."""
+    for w_pid, w_corr in records:
+        for part in _chunks(w_corr.size):
+            pid, corr = w_pid[part], w_corr[part]
+            tied = corr != 0
+            if not tied.all():
+                pid, corr = pid[tied], corr[tied]
+            yield pid, corr
+
+
+def _untraced_calls(records: list, call_pid, call_corr) -> np.ndarray:
+    """Which calls (process, correlationId) have no record of their own correlationId while their process
+    has records with smaller and with larger ones (``records``: ``(pid, corr)`` arrays of each table of
+    records; those of correlationId 0 count for nothing). Shape ``(calls,)``.
 
     CUPTI counts correlationIds up, so each process's range is dense: one bitmap over each range
     answers in two passes. Sparse ranges are answered from the sorted (process, correlationId) keys.
-    Both passes go :data:`CHUNK_ROWS` rows at a time, so their temporaries stay small."""
+    Both passes go :data:`CHUNK_ROWS` rows at a time, table by table, so their temporaries stay small
+    (the tables are never joined)."""
     # the processes in order of first appearance (a hash table per chunk, not one over every record)
-    pids = pd.Index(list(dict.fromkeys(p for part in _chunks(w_pid.size) for p in pd.unique(w_pid[part]).tolist())),
+    pids = pd.Index(list(dict.fromkeys(p for w_pid, _ in _record_chunks(records) for p in pd.unique(w_pid).tolist())),
                     dtype=np.int64)
     lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
     hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
-    for part in _chunks(w_pid.size):
-        if pids.size == 1:  # one process (the usual trace): its range without grouping
-            lo[0] = min(lo[0], int(w_corr[part].min()))
-            hi[0] = max(hi[0], int(w_corr[part].max()))
+    held = 0  # records with a correlationId
+    for w_pid, w_corr in _record_chunks(records):
+        held += w_corr.size
+        if not w_corr.size:
             continue
-        per_process = pd.Series(w_corr[part]).groupby(pids.get_indexer(w_pid[part])).agg(["min", "max"])
+        if pids.size == 1:  # one process (the usual trace): its range without grouping
+            lo[0] = min(lo[0], int(w_corr.min()))
+            hi[0] = max(hi[0], int(w_corr.max()))
+            continue
+        per_process = pd.Series(w_corr).groupby(pids.get_indexer(w_pid)).agg(["min", "max"])
         codes = per_process.index.to_numpy()
         lo[codes] = np.minimum(lo[codes], per_process["min"].to_numpy(np.int64))
         hi[codes] = np.maximum(hi[codes], per_process["max"].to_numpy(np.int64))
     sizes = hi[:-1] - lo[:-1] + 1
-    bitmap = int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * w_corr.size + BITMAP_SLACK
+    bitmap = int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * held + BITMAP_SLACK
     if bitmap:
         offset = np.concatenate(([0], np.cumsum(sizes)[:-1], [0]))
         present = np.zeros(int(sizes.sum()) + 1, dtype=bool)  # the last slot: for calls of no process
-        for part in _chunks(w_pid.size):
-            codes = _process_codes(pids, w_pid[part])
-            at = w_corr[part] - lo[codes]
+        for w_pid, w_corr in _record_chunks(records):
+            codes = _process_codes(pids, w_pid)
+            at = w_corr - lo[codes]
             at += offset[codes]
             present[at] = True
     lost = np.zeros(call_pid.size, dtype=bool)
@@ -143,7 +163,8 @@ def _untraced_calls(w_pid, w_corr, call_pid, call_corr) -> np.ndarray:
     if bitmap:
         return lost
     rows = np.flatnonzero(lost)
-    keys = np.sort(pair_keys(w_pid, w_corr))
+    keys = np.sort(np.concatenate([pair_keys(w_pid, w_corr) for w_pid, w_corr in _record_chunks(records)]
+                                  or [np.zeros(0, np.int64)]))
     wanted = pair_keys(call_pid[rows], call_corr[rows])
     order = np.argsort(wanted, kind="stable")
     at = np.minimum(np.searchsorted(keys, wanted[order]), keys.size - 1)
@@ -184,24 +205,29 @@ def lost_launches(kernels: pd.DataFrame, copies: pd.DataFrame, runtime: pd.DataF
     """
     is_launch = name_mask(runtime["name"], LAUNCH_APIS)
     call_corr = runtime["correlation_id"].to_numpy()  # ids as the loader keeps them (int32 when they fit)
-    is_launch = is_launch & (call_corr != 0)
+    is_launch = is_launch & (call_corr != 0)  # (name_mask may give a read-only array)
     work = [f for f in (kernels, copies) if len(f["start"])]
     if not is_launch.any() or not work:
         return no_untraced()
-    is_launch &= ~captured(runtime)  # recorded into a graph: no kernel by design
-    if not is_launch.any():
-        return no_untraced()
+    found = ranges(runtime)
+    if found["start"].size:
+        is_launch &= ~captured(runtime, found)  # recorded into a graph: no kernel by design
+        if not is_launch.any():
+            return no_untraced()
     call_pid = runtime["pid"].to_numpy() if by_process else np.zeros(call_corr.size, np.int64)
-    w_corr = _joined([np.asarray(f["correlation_id"]) for f in work])
-    w_pid = _joined([np.asarray(f["pid"]) for f in work]) if by_process else np.zeros_like(w_corr)
-    keep = w_corr != 0  # records without a correlationId tie to no call
-    if not keep.all():
-        w_corr, w_pid = w_corr[keep], w_pid[keep]
+    records = [(np.asarray(f["pid"]) if by_process else np.zeros(len(f["start"]), np.int32),
+                np.asarray(f["correlation_id"])) for f in work]
     # Every call is looked up (one call's answer does not depend on the others), so the columns are
     # used as they are, not copied to the launches first; the launches are kept after.
-    lost = np.flatnonzero(_untraced_calls(w_pid, w_corr, call_pid, call_corr) & is_launch)
+    lost = _untraced_calls(records, call_pid, call_corr)
+    lost &= is_launch
+    lost = np.flatnonzero(lost)
     if not lost.size:
         return no_untraced()
+    w_corr = _joined([np.asarray(f["correlation_id"]) for f in work])
+    w_pid = _joined([pid for pid, _ in records])
+    keep = w_corr != 0  # records without a correlationId tie to no call
+    w_corr, w_pid = w_corr[keep], w_pid[keep]
     w_start = np.concatenate([np.asarray(f["start"], dtype=np.int64) for f in work])[keep]
     ends = np.zeros(lost.size, dtype=np.int64)
     for pid in np.unique(call_pid[lost]):  # the few processes that lost records

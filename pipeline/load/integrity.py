@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..arrays import SCAN_ROWS, is_sorted
 from ..model import RowWarning, WarningCode
 from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, NVTX_TABLE, SESSION_START_TABLE, Schema
 
@@ -66,31 +67,36 @@ def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
     """True for every row equal in all ``columns`` (equal-length arrays, integer or categorical
     codes) to an earlier row: the copies to drop, never the first of them. Shape ``(n,)``.
 
-    Copies share their first column's value (a start time, as :func:`frame_codes` orders them): only
-    rows whose first value repeats are candidates, found by one adaptive sort of that column (none
-    when it is in order, as exports are). Among them, a 64-bit hash of each row's first ``key``
-    columns (default: all) finds the rows whose hash repeats (one sort of the hashes); only those are
-    compared exactly, on every column."""
+    Copies share their first column's value (a start time, as :func:`frame_duplicates` orders them):
+    only rows whose first value repeats are candidates (:func:`_candidate_rows`). Among them, a 64-bit
+    hash of each row's first ``key`` columns (default: all) finds the rows whose hash repeats (one sort
+    of the hashes); only those are compared exactly, on every column."""
     arrays = [np.asarray(c) for c in columns]
     n = arrays[0].size if arrays else 0
     mask = np.zeros(n, dtype=bool)
-    if n < 2:
-        return mask
-    first = arrays[0]
-    if bool(np.all(first[1:] >= first[:-1])):
+    rows = _candidate_rows(arrays[0]) if n >= 2 else None
+    if rows is not None:
+        mask[rows[_repeated_rows([a[rows] for a in arrays], key)]] = True
+    return mask
+
+
+def _candidate_rows(first: np.ndarray) -> np.ndarray | None:
+    """The rows (ascending) whose value of ``first`` (at least two rows) some other row shares, found by one
+    adaptive sort of it (none when it is in order, as exports are); None when no value repeats."""
+    n = first.size
+    if is_sorted(first):
         order, ordered = None, first
     else:
         order = np.argsort(first, kind="stable")
         ordered = first[order]
     same = ordered[1:] == ordered[:-1]
+    del ordered
     if not same.any():
-        return mask
+        return None
     in_run = np.zeros(n, dtype=bool)
     in_run[1:] |= same
     in_run[:-1] |= same
-    rows = np.flatnonzero(in_run) if order is None else np.sort(order[in_run])
-    mask[rows[_repeated_rows([a[rows] for a in arrays], key)]] = True
-    return mask
+    return np.flatnonzero(in_run) if order is None else np.sort(order[in_run])
 
 
 def _repeated_rows(arrays: list, key: int | None) -> np.ndarray:
@@ -114,7 +120,7 @@ def _repeated_rows(arrays: list, key: int | None) -> np.ndarray:
     return mask
 
 
-#: Columns that tell rows apart best, hashed first by :func:`frame_codes` users (:func:`duplicate_mask`'s ``key``).
+#: Columns that tell rows apart best, hashed first by :func:`frame_duplicates` (:func:`duplicate_mask`'s ``key``).
 KEY_COLUMNS = ("start", "end", "correlation_id", "stream_id", "tid")
 
 
@@ -126,22 +132,34 @@ def key_first(names) -> tuple[list[str], int]:
     return first + [c for c in names if c not in KEY_COLUMNS], len(first)
 
 
-def frame_codes(frame: pd.DataFrame) -> tuple[list[np.ndarray], int]:
-    """Every column of ``frame`` as an integer array (text and categories as codes), those of
-    :data:`KEY_COLUMNS` first, and how many of those there are: :func:`duplicate_mask`'s arguments."""
+def frame_duplicates(frame: pd.DataFrame) -> np.ndarray:
+    """:func:`duplicate_mask` of every column of ``frame``, those of :data:`KEY_COLUMNS` first (hashed
+    first), text and categories compared as codes. Only the first column is read whole: the others
+    (and the codes of text) are taken for the candidate rows alone (rows whose first value repeats:
+    usually none), codes of those rows comparing as their values do. Shape ``(n,)``."""
     names, key = key_first(frame.columns)
-    out = []
-    for name in names:
-        col = frame[name]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            out.append(col.cat.codes.to_numpy())
-        elif col.dtype == object or col.dtype == bool or pd.api.types.is_string_dtype(col.dtype):
-            out.append(pd.factorize(col, use_na_sentinel=False)[0])
-        elif pd.api.types.is_integer_dtype(col.dtype) and not isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
-            out.append(col.to_numpy())  # as kept (int32 ids stay int32: duplicate_mask widens one at a time)
-        else:
-            out.append(col.to_numpy(np.int64))
-    return out, key
+    n = len(frame)
+    mask = np.zeros(n, dtype=bool)
+    rows = _candidate_rows(_codes(frame[names[0]])) if n >= 2 and names else None
+    if rows is not None:
+        mask[rows[_repeated_rows([_codes(frame[name], rows) for name in names], key)]] = True
+    return mask
+
+
+def _codes(col: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
+    """Column ``col`` (at ``rows``; None: all) as an integer array that is equal where its values are:
+    categories as their codes, text and bools factorized, integers as kept (int32 ids stay int32:
+    :func:`_repeated_rows` widens one at a time)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        return codes if rows is None else codes[rows]
+    if col.dtype == object or col.dtype == bool or pd.api.types.is_string_dtype(col.dtype):
+        return pd.factorize(col if rows is None else col.iloc[rows], use_na_sentinel=False)[0]
+    if pd.api.types.is_integer_dtype(col.dtype) and not isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+        values = col.to_numpy()
+    else:
+        values = col.to_numpy(np.int64)
+    return values if rows is None else values[rows]
 
 
 def duplicates_warning(counts: dict[str, int], pids: tuple | None = None) -> list[RowWarning]:
@@ -192,12 +210,13 @@ class Capture:
 
     def outside(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """True for rows that start before ``lo`` or end after ``hi``. Shape ``(n,)``."""
-        out = np.zeros(len(starts), dtype=bool)
+        out = None  # one bool array, the second bound's test or-ed into the first's in place
         if self.lo is not None:
-            out |= np.asarray(starts, dtype=np.int64) < self.lo
+            out = np.asarray(starts, dtype=np.int64) < self.lo
         if self.hi is not None:
-            out |= np.asarray(ends, dtype=np.int64) > self.hi
-        return out
+            late = np.asarray(ends, dtype=np.int64) > self.hi
+            out = late if out is None else np.logical_or(out, late, out=out)
+        return np.zeros(len(starts), dtype=bool) if out is None else out
 
 
 def _first_row(schema: Schema, table: str, columns: tuple) -> tuple | None:
@@ -243,10 +262,45 @@ def _unfit_details(schema: Schema, median: float | None, source: str | None) -> 
     return _details(schema) if source is None and median is not None else None
 
 
-def _sorted(s: np.ndarray) -> np.ndarray:
-    """``s`` in ascending order: ``s`` itself when it already is (one comparison pass, the usual case
-    for starts), else a stable sort (timsort: cheap on nearly sorted rows, such as ends)."""
-    return np.sort(s, kind="stable") if s.size > 1 and bool((s[1:] < s[:-1]).any()) else s
+def _median(values: np.ndarray) -> float | None:
+    """``np.median`` of ``values`` (int64 ns) as a float, None without any. When they are in order (the
+    kernels' starts usually are) the middle one or two are averaged as numpy does (its mean of the middle
+    slice of the partitioned values), with no copy; else numpy's own (a partition of a copy)."""
+    n = values.size
+    if not n:
+        return None
+    if is_sorted(values):
+        return float(np.mean(values[(n - 1) // 2:n // 2 + 1]))
+    return float(np.median(values))
+
+
+#: Far more than float64's rounding of an int64 timestamp (at most 1,024 ns below 2**63): :func:`_first_at_or_after`
+#: looks at float64 values only this close to the median.
+_ROUNDING_NS = 1 << 12
+
+
+def _first_at_or_after(s: np.ndarray, median: float) -> int:
+    """``np.searchsorted(s, median)`` of sorted int64 ``s`` and a float: the first position whose value, as
+    float64 (numpy's comparison of int64 with a float), is at or after ``median``. Only the values within
+    :data:`_ROUNDING_NS` of it are converted to float64, not the whole array."""
+    low = int(np.searchsorted(s, max(int(median) - _ROUNDING_NS, _INT64.min)))
+    high = int(np.searchsorted(s, min(int(median) + _ROUNDING_NS, _INT64.max), side="right"))
+    return low + int(np.searchsorted(s[low:high].astype(np.float64), median))
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _sorted_pieces(arrays: list[np.ndarray], ordered: list[bool]):
+    """Sorted arrays holding together the values of ``arrays``: each array in order (``ordered``) as it is,
+    each other one as pieces of :data:`~pipeline.arrays.SCAN_ROWS` values, each sorted (small temporaries,
+    not a sorted copy of the whole array)."""
+    for s, in_order in zip(arrays, ordered):
+        if in_order:
+            yield s
+        else:
+            for i in range(0, s.size, SCAN_ROWS):
+                yield np.sort(s[i:i + SCAN_ROWS], kind="stable")  # timsort: nearly sorted ends cost little
 
 
 #: :func:`_table_runs` picks the steps to look at from their exact integer length, this far (ns) below the
@@ -260,20 +314,25 @@ def _table_runs(s: np.ndarray, gap_min: int) -> tuple[np.ndarray, np.ndarray]:
     longer than ``gap_min`` as :func:`_row_extent` measures steps (the difference of the float64
     timestamps): ``(firsts, lasts)``, int64 arrays. One diff pass; only the few long steps are
     measured in float64."""
-    d = np.diff(s).view(np.uint64)  # s is sorted: the exact step, also where int64 would overflow
-    long_ = np.flatnonzero(d > np.uint64(max(0, gap_min - _FLOAT_MARGIN_NS)))
+    threshold = np.uint64(max(0, gap_min - _FLOAT_MARGIN_NS))
+    found = []
+    for i in range(0, s.size - 1, SCAN_ROWS):  # a piece at a time: no temporary as long as the table
+        piece = s[i:i + SCAN_ROWS + 1]
+        d = np.subtract(piece[1:], piece[:-1]).view(np.uint64)  # sorted: the exact step, also past int64
+        found.append(np.flatnonzero(d > threshold) + i)
+    long_ = np.concatenate(found) if found else np.zeros(0, np.intp)
     if long_.size:
         long_ = long_[s[long_ + 1].astype(np.float64) - s[long_].astype(np.float64) > gap_min]
     return np.concatenate((s[:1], s[long_ + 1])), np.concatenate((s[long_], s[-1:]))
 
 
-def _union_runs(tables: list[np.ndarray], gap_min: int) -> tuple[np.ndarray, np.ndarray]:
-    """The runs of the union of ``tables`` (sorted, non-empty int64 arrays): ``(firsts, lasts)`` in
-    ascending order, each step between two runs longer than ``gap_min`` (float64, as in
-    :func:`_row_extent`), none inside a run. Each table's runs are found alone (:func:`_table_runs`) and
-    joined where they overlap or the step between them is not longer: two timestamps of the union next
-    to each other lie in one table's run or are the end of the runs so far and the next run's start."""
-    firsts, lasts = zip(*(_table_runs(s, gap_min) for s in tables))
+def _union_runs(runs: list[tuple[np.ndarray, np.ndarray]], gap_min: int) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of the union of sorted, non-empty int64 arrays from the runs of each (``runs``: their
+    :func:`_table_runs`): ``(firsts, lasts)`` in ascending order, each step between two runs longer than
+    ``gap_min`` (float64, as in :func:`_row_extent`), none inside a run. Each array's runs are found alone
+    and joined where they overlap or the step between them is not longer: two timestamps of the union next
+    to each other lie in one array's run or are the end of the runs so far and the next run's start."""
+    firsts, lasts = zip(*runs)
     firsts, lasts = np.concatenate(firsts), np.concatenate(lasts)
     order = np.argsort(firsts, kind="stable")
     firsts, reach = firsts[order], np.maximum.accumulate(lasts[order])
@@ -302,16 +361,32 @@ def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = B
     or than the part before it), while a stale row or a few rows far from everything else (a step longer
     than the run and than themselves) are left out, whatever the density of the rows on either side.
 
-    Only the steps longer than ``gap_min`` can end the run: each array is sorted (when it is not already)
-    and its long steps found alone; the arrays' runs between long steps are then joined
+    Only the steps longer than ``gap_min`` can end the run: each array in order is taken as it is, one
+    that is not as pieces of :data:`~pipeline.arrays.SCAN_ROWS` values, each sorted (no sorted copy of a
+    whole table); the long steps of each are found alone and their runs between long steps joined
     (:func:`_union_runs`), never the arrays themselves (but to find the middle timestamp)."""
-    tables = [_sorted(np.asarray(s, dtype=np.int64)) for s in stamps if s.size]
-    if not tables:
+    arrays = [np.asarray(s, dtype=np.int64) for s in stamps if s.size]
+    if not arrays:
         return None
-    lo, hi = min(int(s[0]) for s in tables), max(int(s[-1]) for s in tables)
+    ordered = [is_sorted(s) for s in arrays]
+    lo = min(int(s[0]) if o else int(s.min()) for s, o in zip(arrays, ordered))
+    hi = max(int(s[-1]) if o else int(s.max()) for s, o in zip(arrays, ordered))
     if hi - lo <= gap_min:
         return lo, hi  # nothing can be far from the rest
-    firsts, lasts = _union_runs(tables, gap_min)
+    if median is None:
+        tables = [s if o else np.sort(s, kind="stable") for s, o in zip(arrays, ordered)]
+        start = _middle(tables)
+        runs = [_table_runs(s, gap_min) for s in tables]
+        del tables
+    else:  # the first timestamp at or after the median (numpy's comparison of int64 with a float), else the last
+        runs, after = [], []
+        for piece in _sorted_pieces(arrays, ordered):
+            runs.append(_table_runs(piece, gap_min))
+            at = _first_at_or_after(piece, median)
+            if at < piece.size:
+                after.append(int(piece[at]))
+        start = min(after) if after else hi
+    firsts, lasts = _union_runs(runs, gap_min)
     f_first, f_last = firsts.astype(np.float64), lasts.astype(np.float64)
     d = f_first[1:] - f_last[:-1]  # d[k]: the step from run k to run k + 1, each longer than gap_min
     last_run = firsts.size - 1
@@ -324,11 +399,6 @@ def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = B
         longer = np.flatnonzero(d[:k] > d[k])
         return f_last[k] - f_first[int(longer[-1]) + 1 if longer.size else 0]
 
-    if median is None:
-        start = _middle(tables)
-    else:  # the first timestamp at or after the median (numpy's comparison of int64 with a float), else the last
-        after = [int(s[i]) for s in tables for i in (int(np.searchsorted(s, median)),) if i < s.size]
-        start = min(after) if after else hi
     a = b = start  # the run's first and last timestamps
     run_a = run_b = int(np.searchsorted(lasts, start))  # the runs holding them
     while True:
@@ -421,7 +491,7 @@ def capture_of(schema: Schema, stamps: list[np.ndarray], reference: np.ndarray) 
         both bounds are that run, ``stated`` is ANALYSIS_DETAILS' range (slack included) and
         ``unfit_start`` its start, for the warning and the zero that say it is not trusted.
     """
-    median = float(np.median(reference)) if reference.size else None
+    median = _median(reference)
     lo, hi, source = _stated_capture(schema, median)
     extent = _row_extent(stamps, median) if lo is None or hi is None else None
     if extent is None and (lo is None or hi is None):
@@ -521,7 +591,7 @@ def capture_start(schema: Schema, stamps: list[np.ndarray], reference: np.ndarra
     if capture is not None and capture.unfit_start is not None and capture.lo is not None:
         return int(capture.lo), ROWS_START_UNFIT.format(f"{ANALYSIS_DETAILS_TABLE}.startTime",
                                                         _seconds(capture.unfit_start))
-    median = float(np.median(reference)) if reference.size else None
+    median = _median(reference)
     lo, _, source = _stated_capture(schema, median)
     if lo is not None:
         column = "startTime" if source == ANALYSIS_DETAILS_TABLE else "systemClockNs"
@@ -552,7 +622,10 @@ def impossible_rows(table: str, starts, ends, capture: Capture) -> Impossible:
     """Which rows of ``table`` (start and end arrays, ns) have end < start or lie far outside ``capture``."""
     s, e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
     reversed_ = e < s
-    return Impossible(table, reversed_, capture.outside(s, e) & ~reversed_)
+    outside = capture.outside(s, e)
+    if reversed_.any():
+        outside &= ~reversed_
+    return Impossible(table, reversed_, outside)
 
 
 #: Tables whose dropped rows may always change a figure, wherever they lie: a kernel is the work itself, an

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..arrays import SCAN_ROWS
 from ..model import RowWarning, WarningCode
 from .tables import CONTEXT_TABLE, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, Schema
 
@@ -110,16 +111,24 @@ def infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame |
 def device_pairs(kernels) -> tuple[np.ndarray, pd.DataFrame]:
     """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows (a frame, or a mapping
     of column arrays), sorted, and for each row the index of its pair in ``pairs`` (hash-based, O(rows))."""
-    pid = np.asarray(kernels["pid"], dtype=np.int64)
-    dev = np.asarray(kernels["device_id"], dtype=np.int64)
+    pid = np.asarray(kernels["pid"])  # as kept (int32 ids): widened a piece at a time
+    dev = np.asarray(kernels["device_id"])
     if pid.size == 0:
         return np.zeros(0, dtype=np.intp), pd.DataFrame({"pid": np.zeros(0, np.int64),
                                                          "device_id": np.zeros(0, np.int64)})
-    # One int64 per (pid, device): pids are 24-bit, device ids small; shift keeps the order.
+    # One int64 per (pid, device): pids are 24-bit, device ids small; shift keeps the order. Made and
+    # looked up a piece of rows at a time (the pairs are few): no temporary as long as the rows.
     dev_low = int(dev.min())
     width = int(dev.max()) - dev_low + 1
-    combined = pid * width + (dev - dev_low)
-    codes, uniques = pd.factorize(combined, sort=True)
+
+    def combined(part: slice) -> np.ndarray:
+        return pid[part].astype(np.int64) * width + (dev[part].astype(np.int64) - dev_low)
+
+    parts = [slice(i, i + SCAN_ROWS * 4) for i in range(0, pid.size, SCAN_ROWS * 4)]
+    uniques = np.unique(np.concatenate([pd.unique(combined(part)) for part in parts]))  # sorted, as factorize's
+    codes = np.empty(pid.size, dtype=np.intp)
+    for part in parts:
+        codes[part] = np.searchsorted(uniques, combined(part))
     pairs = pd.DataFrame({"pid": uniques // width, "device_id": uniques % width + dev_low})
     return codes, pairs
 

@@ -13,8 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
+from ..arrays import is_sorted
 from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
+from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import decoded_text, normalise_api_name, read_strings
@@ -24,8 +26,8 @@ from .kernel_names import alias_query, alias_rows, aliases_of
 from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
-from .integrity import (Capture, capture_of, capture_start, disagreement_warning, dropped_warning, duplicate_mask,
-    duplicates_warning, frame_codes, impossible_rows, untimed)
+from .integrity import (Capture, capture_of, capture_start, disagreement_warning, dropped_warning,
+    duplicates_warning, frame_duplicates, impossible_rows, untimed)
 from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
@@ -434,9 +436,9 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     duplicates, owners = {}, []
     for table in DEDUPLICATED:
         frame = frames[table]
-        copies = duplicate_mask(*frame_codes(frame)) if len(frame) > 1 else np.zeros(len(frame), bool)
+        copies = frame_duplicates(frame)
         duplicates[table] = int(copies.sum())
-        owners.append(frame["pid"].to_numpy(np.int64)[copies])
+        owners.append(frame["pid"].to_numpy()[copies].astype(np.int64))
         frames[table] = _drop_rows(frame, copies)
     warnings = duplicates_warning(duplicates, _pids_of(np.concatenate(owners)))
     stamps = [frame[c].to_numpy(np.int64) for frame in frames.values() for c in ("start", "end")]
@@ -447,7 +449,7 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     for table, frame in frames.items():  # the kernel table first: the others' drops are judged by its kept rows
         starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
         found = impossible_rows(table, starts, ends, capture)
-        dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy(np.int64)[found.bad]),
+        dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy()[found.bad].astype(np.int64)),
                                    _kernel_span(frames[KERNEL_TABLE]) if found.outside.any() else None)
         if capture.stated is not None:  # the export's stated capture does not hold its rows: kept, counted
             kept_outside[table] = int((capture.stated.outside(starts, ends) & ~found.bad).sum())
@@ -470,7 +472,7 @@ def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame], capture: Cap
 
 def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     """``frame``'s rows stably sorted by ``keys`` (one per row); no work when they already are."""
-    if keys.size < 2 or not bool(np.any(keys[1:] < keys[:-1])):
+    if is_sorted(keys):
         return frame
     return frame.iloc[np.argsort(keys, kind="stable")].reset_index(drop=True)
 
@@ -479,12 +481,12 @@ def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     """:func:`_stably_sorted` of a frame the caller gives up (nothing else may use ``frame`` after:
     its columns are taken out of it): the rows are reordered one column at a time, each old column
     let go as its new one is made, so memory grows by one column, not by a copy of the frame."""
-    if keys.size < 2 or not bool(np.any(keys[1:] < keys[:-1])):
+    if is_sorted(keys):
         return frame
     order = np.argsort(keys, kind="stable")
     columns = {}
     for name in list(frame.columns):
-        columns[name] = pd.Series(frame[name].array.take(order))
+        columns[name] = pd.Series(frame[name].array.take(order), copy=False)  # pandas 3 copies by default
         del frame[name]
     return pd.DataFrame(columns, copy=False)
 
@@ -526,7 +528,7 @@ def load_report(path: str, require_kernels: bool = True) -> Report:
     NVTX text, StringIds) is cut where SQLite reads it (:func:`~pipeline.load.limits.cut_sql`).
     """
     deadline = read_limits().deadline()
-    with committed_state(path) as readable:
+    with committed_state(path) as readable, small_pages():
         return _load_committed(path, readable, require_kernels, deadline)
 
 

@@ -13,6 +13,7 @@ and look at the clock between two batches (:class:`~pipeline.load.limits.ReadTim
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -39,10 +40,16 @@ _DECODED_LOCK = threading.Lock()
 _FROM = re.compile(r"\bFROM\s+(\w+)", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=256)
+def _table_of(sql: str) -> str:
+    """The table ``sql`` reads (its first ``FROM``), ``?`` when none is found; looked up once per query."""
+    found = _FROM.search(sql)
+    return found.group(1) if found else "?"
+
+
 def count_decoded(sql: str, values: int) -> None:
     """Add ``values`` (rows x columns a query over ``sql``'s table gave) to :func:`decoded`."""
-    found = _FROM.search(sql)
-    table = found.group(1) if found else "?"
+    table = _table_of(sql)
     with _DECODED_LOCK:
         _DECODED[table] = _DECODED.get(table, 0) + values
 
@@ -445,20 +452,20 @@ class _Sink:
     def _fill(self, name: str) -> int:
         return self.fills.get(name, 0)
 
-    def _write(self, name: str, at: int, values: np.ndarray | None) -> None:
-        """``values`` into column ``name`` from row ``at`` (None: the column's fill, already there);
-        an int32 column becomes int64 when a value does not fit."""
+    def _write(self, name: str, at: int, values: np.ndarray | None, n: int) -> None:
+        """``values`` (``n`` of them) into column ``name`` from row ``at`` (None: ``n`` times the column's
+        fill); an int32 column becomes int64 when a value does not fit. The column is allocated empty:
+        every row a piece reads is written, the rest are never read (:meth:`finish`)."""
         fits = values is None or not values.size or name not in self.query.small or \
             (_INT32.min <= int(values.min()) and int(values.max()) <= _INT32.max)
         with self.lock:
             out = self.ints.get(name)
             if out is None:
                 small = name in self.query.small and fits
-                out = self.ints[name] = np.full(self.capacity, self._fill(name), np.int32 if small else np.int64)
+                out = self.ints[name] = np.empty(self.capacity, np.int32 if small else np.int64)
             elif out.dtype == np.int32 and not fits:
                 out = self.ints[name] = out.astype(np.int64)
-            if values is not None:
-                out[at:at + values.size] = values
+            out[at:at + n] = self._fill(name) if values is None else values
 
     def _mask(self, name: str, at: int, mask: np.ndarray) -> None:
         with self.lock:
@@ -496,7 +503,7 @@ class _Sink:
                     kept[out_name] = (np.full(n, self._fill(out_name), np.int64) if out_values is None
                                       else np.array(out_values, dtype=np.int64), mask)
                     continue
-                self._write(out_name, at, out_values)
+                self._write(out_name, at, out_values, n)
                 if mask is not None:
                     self._mask(out_name, at, mask)
         if self.bounds is None:
