@@ -89,8 +89,8 @@ def test_every_numeric_setting_is_covered():
     names = {f"{s}.{k}" for s, k, _ in NUMERIC}
     assert {"analysis.min_gap_ns", "analysis.roster_size", "cost.hours_per_month", "categories.periodic_min_ns",
             "window.outlier_factor", "dask.n_workers", "export.timeout_s", "storage.backoff_s", "dask.batch_bytes",
-            "dask.batch_reports"} <= names
-    assert len(NUMERIC) == 54  # with dask.batch_bytes and dask.batch_reports (small reports in batches), with
+            "dask.batch_reports", "cache.max_gib"} <= names
+    assert len(NUMERIC) == 55  # with cache.max_gib (the columnar cache's bound), with dask.batch_bytes and dask.batch_reports (small reports in batches), with
     # categories.profiler_min_fraction, the 15 confidence.* tier thresholds (8 of
     # iterations, 2 caps of an unknown kind, 5 of serving), export.read_timeout_s, dask.connect_timeout_s,
     # window.max_left_out_idle_pct, meter.sample_ns, collective.chronic_share, the 6 diagnosis.* rule thresholds
