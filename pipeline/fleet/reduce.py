@@ -204,12 +204,20 @@ def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
     the first row in table order.
     """
     out = fleet.copy()
-    out["straggler"] = False
-    ok = analysed_rows(out)
-    for _, group in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
-        idle = group["idle_pct"].astype(float)
-        if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
-            out.loc[idle.idxmax(), "straggler"] = True
+    flags = np.zeros(len(out), dtype=bool)
+    status = out["status"].tolist()
+    keys = zip(*(out[c].tolist() for c in JOB_KEY))
+    idle = out["idle_pct"].astype(float).tolist() if len(out) else []
+    jobs: dict = {}   # (cluster, job) -> row positions; a missing key part is one key (None), as pandas groups it
+    for i, key in enumerate(keys):
+        if not (isinstance(status[i], str) and status[i] in NOT_ANALYSED):
+            jobs.setdefault(tuple(None if missing(v) else v for v in key), []).append(i)
+    for rows in jobs.values():
+        known = [i for i in rows if idle[i] == idle[i]]   # NaN: no idle % to compare
+        if len(rows) >= 2 and known and max(idle[i] for i in known) - min(idle[i] for i in known) > spread_pct:
+            top = max(idle[i] for i in known)
+            flags[next(i for i in known if idle[i] == top)] = True   # ties: the first row in table order
+    out["straggler"] = flags
     return out
 
 
