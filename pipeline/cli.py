@@ -178,10 +178,12 @@ def format_fleet(fleet: pd.DataFrame, max_rows: int = MAX_SHOWN_ROWS, wide: bool
             lines.append(IMPLAUSIBLE_LEGEND)
     if hidden:
         lines.append(f"... {hidden} more GPU row(s) in fleet.csv (above: the {max_rows} with the highest idle cost)")
-    for row in fleet[fleet["status"] == "error"].itertuples():
-        lines.append(f"ERROR {printable(row.error)}")  # the message starts with the report path
-    for row in fleet[fleet["status"] == schema.DUPLICATE].itertuples():  # one capture, analysed once
-        lines.append(f"DUPLICATE {printable(row.report)}: {printable(row.error)} (not analysed again, not priced)")
+    # the columns shown, not whole rows (itertuples reads every one of the table's columns, a row or none)
+    errors, dups = (fleet[fleet["status"] == status] for status in ("error", schema.DUPLICATE))
+    for error in (errors["error"] if len(errors) else ()):
+        lines.append(f"ERROR {printable(error)}")  # the message starts with the report path
+    for report, error in (zip(dups["report"], dups["error"]) if len(dups) else ()):  # one capture, analysed once
+        lines.append(f"DUPLICATE {printable(report)}: {printable(error)} (not analysed again, not priced)")
     return "\n".join(lines)
 
 

@@ -627,40 +627,100 @@ def job_late_rank(names, last_counts, chronic) -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------------------------
 # Rollup rules: how a fleet column rolls up to a job and a cluster, each an object the reduce executes
-# (pipeline.fleet.reduce.rollup): the vectorised ones give the grouped sums, minima and maxima they need
-# (``inputs``) and make their column of them (``finish``); the per-group ones compute their value from a group's rows.
+# (pipeline.fleet.reduce.rollup) on the rows of one group at a time (:class:`Rows`: each column read once, as a
+# list; a fleet has a handful of rows per job, where one pandas operation per column cost more than the rows).
+
+
+def missing(value) -> bool:
+    """Whether a fleet value is missing (None, NaN, ``pd.NA``): what pandas' ``isna`` says of it."""
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
+def _compensated_sum(values) -> float:
+    """The sum of floats ``values`` in their order, compensated (Kahan) exactly as pandas' grouped ``sum`` adds a
+    float64 column, so that a total is the same to the last bit as the frames summed before."""
+    total = comp = 0.0
+    for v in values:
+        y = v - comp
+        t = total + y
+        comp = t - total - y
+        if comp != comp:   # an infinite value: pandas resets the compensation
+            comp = 0.0
+        total = t
+    return total
+
+
+class Rows:
+    """A fleet table's rows as the rollup rules read them: ``values`` (column -> list of its values in row order)
+    of the columns ``names``, and which of them are float64 columns (``floats``: summed as pandas sums them)."""
+
+    def __init__(self, frame: pd.DataFrame, names):
+        names = list(dict.fromkeys(names))
+        self.values = {n: frame[n].tolist() for n in names}
+        self.floats = {n for n in names if frame[n].dtype.kind == "f"}
+
+    def take(self, where, rows) -> list:
+        """The row numbers of ``rows`` a rule's ``where`` takes (all when None)."""
+        return list(rows) if where is None else [i for i in rows if where.holds(self, i)]
+
+    def present(self, name: str, rows) -> list:
+        """The values of column ``name`` at ``rows`` that are not missing, in row order."""
+        column = self.values[name]
+        return [column[i] for i in rows if not missing(column[i])]
+
+    def total(self, name: str, rows):
+        """The sum of column ``name`` over ``rows`` (missing values count 0): exact for whole numbers, compensated
+        for a float64 column (:func:`_compensated_sum`)."""
+        values = self.present(name, rows)
+        return _compensated_sum(values) if name in self.floats else sum(values)
+
+
+def _truthy(value) -> bool:
+    return bool(value)
+
+
+def _one_of(*texts):
+    return lambda value: isinstance(value, str) and value in texts
+
+
+def _at_least(n):
+    def test(value) -> bool:
+        if missing(value):
+            return False
+        try:
+            return float(value) >= n
+        except (TypeError, ValueError):
+            return False
+    return test
 
 
 @dataclasses.dataclass(frozen=True)
 class Where:
-    """Which rows of a group a rule takes: ``columns`` it reads, ``test`` (frame -> bool Series), ``text`` for people."""
+    """Which rows of a group a rule takes: ``columns`` it reads, ``test`` (the values of those columns in one row ->
+    bool), ``text`` for people."""
 
     columns: tuple
     test: Callable
     text: str = ""
 
-    def __call__(self, rows: pd.DataFrame) -> pd.Series:
-        return self.test(rows).astype(bool)
+    def holds(self, rows: Rows, i: int) -> bool:
+        """Whether row ``i`` of ``rows`` passes the test."""
+        return bool(self.test(*(rows.values[c][i] for c in self.columns)))
 
 
 #: The GPUs priced at an assumed rate only (``assumed_usd_per_month``).
-RATE_ASSUMED = Where(("rate_assumed",), lambda f: f["rate_assumed"], text="`rate_assumed`")
+RATE_ASSUMED = Where(("rate_assumed",), _truthy, text="`rate_assumed`")
 #: The GPUs whose confidence tier is trusted (``trusted_idle_usd_per_month``).
-TRUSTED_TIER = Where(("confidence_tier",), lambda f: f["confidence_tier"].isin(TRUSTED),
-                     text="`confidence_tier` `medium` or `high`")
+TRUSTED_TIER = Where(("confidence_tier",), _one_of(*TRUSTED), text="`confidence_tier` `medium` or `high`")
 #: The GPUs flagged ``unpriced``.
-UNPRICED = Where(("unpriced",), lambda f: f["unpriced"], text="`unpriced`")
+UNPRICED = Where(("unpriced",), _truthy, text="`unpriced`")
 #: The GPUs whose wait inside collectives was measured.
-WAIT_MEASURED = Where(("collective_wait_status",), lambda f: f["collective_wait_status"] == MEASURED,
-                      text="`collective_wait_status` `measured`")
+WAIT_MEASURED = Where(("collective_wait_status",), _one_of(MEASURED), text="`collective_wait_status` `measured`")
 #: The GPUs that ran a collective in W (measured or abstained).
-RAN_COLLECTIVE = Where(("collective_wait_status",),
-                       lambda f: f["collective_wait_status"].isin([MEASURED, ABSTAINED]),
+RAN_COLLECTIVE = Where(("collective_wait_status",), _one_of(MEASURED, ABSTAINED),
                        text="`collective_wait_status` `measured` or `abstained`")
 #: The GPUs whose window holds a sampled-meter reading (:data:`FEW_PERIODS_PER_GPU` periods or more).
-A_READING = Where(("sample_periods",),
-                  lambda f: pd.to_numeric(f["sample_periods"], errors="coerce").fillna(0) >= FEW_PERIODS_PER_GPU,
-                  text="at least 6 `sample_periods`")
+A_READING = Where(("sample_periods",), _at_least(FEW_PERIODS_PER_GPU), text="at least 6 `sample_periods`")
 
 #: The rows a rule runs over: the analysed GPUs (:func:`analysed_rows`) or the error rows.
 ANALYSED, ERRORS = "analysed", "errors"
@@ -671,16 +731,13 @@ class Rule:
     """A rollup rule: the fleet columns it rolls up (``sources``; a table lacking one has the rollup column empty),
     which rows (``where``: all the group's rows when None; ``rows``: :data:`ANALYSED` or :data:`ERRORS`) and, for
     a total that says nothing without some row, ``empty_without``: the column is empty (NaN) in a group with no
-    row of that test."""
+    row of that test. ``value(rows, group)``: the rule's value over one group's row numbers ``group`` of ``rows``
+    (:class:`Rows`); None where it has none."""
 
     def reads(self) -> tuple:
         """Every column the rule reads (its sources and its tests')."""
         tests = (self.where, getattr(self, "empty_without", None))
         return tuple(dict.fromkeys([*self.sources, *(c for t in tests if t is not None for c in t.columns)]))
-
-    def taken(self, rows: pd.DataFrame) -> pd.Series:
-        """Which of ``rows`` the rule takes (its ``where``; all when None), as a bool Series."""
-        return pd.Series(True, index=rows.index) if self.where is None else self.where(rows)
 
     def _over(self) -> str:
         return f" over {self.where.text}" if self.where is not None else ""
@@ -704,12 +761,8 @@ class Sum(Rule):
     def text(self):
         return f"{self.how}{self._over()}"
 
-    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
-        values = rows[self.source] if self.where is None else rows[self.source].where(self.where(rows))
-        return {name: (values, self.how)}
-
-    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
-        return totals[name]
+    def value(self, rows: Rows, group):
+        return rows.total(self.source, rows.take(self.where, group))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -718,12 +771,20 @@ class Min(Sum):
 
     how = "min"
 
+    def value(self, rows: Rows, group):
+        values = rows.present(self.source, rows.take(self.where, group))
+        return min(values) if values else None
+
 
 @dataclasses.dataclass(frozen=True)
 class Max(Sum):
     """The greatest ``source`` of the rows."""
 
     how = "max"
+
+    def value(self, rows: Rows, group):
+        values = rows.present(self.source, rows.take(self.where, group))
+        return max(values) if values else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -741,11 +802,8 @@ class Count(Rule):
     def text(self):
         return f"count{self._over()}"
 
-    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
-        return {name: (self.taken(rows).astype("int64"), "sum")}
-
-    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
-        return totals[name]
+    def value(self, rows: Rows, group):
+        return len(rows.take(self.where, group))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -766,16 +824,16 @@ class WeightedMean(Rule):
     def text(self):
         return f"`100 × Σ {self.part} / Σ {self.weight}` (weighted by `{self.weight}`){self._over()}"
 
-    def inputs(self, name: str, rows: pd.DataFrame) -> dict:
-        mask = None if self.where is None else self.where(rows)
-        part, weight = rows[self.part], rows[self.weight]
-        return {f"{name}\0part": (part if mask is None else part.where(mask), "sum"),
-                f"{name}\0weight": (weight if mask is None else weight.where(mask), "sum")}
+    def totals(self, rows: Rows, group) -> tuple:
+        """``(Σ part, Σ weight)`` over the rows it takes of ``group``."""
+        taken = rows.take(self.where, group)
+        return rows.total(self.part, taken), rows.total(self.weight, taken)
 
-    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
-        part, weight = totals[f"{name}\0part"].astype(float), totals[f"{name}\0weight"].astype(float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (100.0 * part / weight.where(weight > 0)).round(4)
+    def value(self, rows: Rows, group):
+        part, weight = self.totals(rows, group)
+        if not float(weight) > 0:
+            return None
+        return float(np.round(100.0 * float(part) / float(weight), 4))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -787,10 +845,8 @@ class Speedup(WeightedMean):
     def text(self):
         return f"`1 / (1 − Σ {self.part} / Σ {self.weight})`{self._over()}"
 
-    def finish(self, name: str, totals: pd.DataFrame) -> pd.Series:
-        part, weight = totals[f"{name}\0part"].fillna(0), totals[f"{name}\0weight"].fillna(0)
-        return pd.Series([round(amdahl_speedup(share(n, w)), 4) for n, w in zip(part, weight)], index=totals.index,
-                         dtype=float)
+    def value(self, rows: Rows, group):
+        return round(amdahl_speedup(share(*self.totals(rows, group))), 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -812,14 +868,19 @@ class Distinct(Rule):
     def text(self):
         return f"distinct, `{self.sep}`-joined{self._over()}"
 
-    def of_group(self, group: pd.DataFrame):
-        values = group[self.source].dropna() if self.skip_empty else group[self.source]
+    def value(self, rows: Rows, group):
+        taken = rows.take(self.where, group)
+        if not taken:
+            return None
+        column = rows.values[self.source]
+        values = [column[i] for i in taken if not (self.skip_empty and missing(column[i]))]
         return self.sep.join(dict.fromkeys(str(v) for v in values if str(v) or not self.skip_empty))
 
 
 @dataclasses.dataclass(frozen=True)
 class Custom(Rule):
-    """``function(group)`` over each group's rows (of ``where``): a value no other rule gives; ``text`` says how."""
+    """``function(group)`` over each group's rows (of ``where``; ``group``: column -> its values in those rows, for
+    each of ``sources``): a value no other rule gives; ``text`` says how."""
 
     sources: tuple
     function: Callable
@@ -827,27 +888,35 @@ class Custom(Rule):
     rows: str = ANALYSED
     text: str = "custom"
 
-    def of_group(self, group: pd.DataFrame):
-        return self.function(group)
+    def value(self, rows: Rows, group):
+        taken = rows.take(self.where, group)
+        if not taken:
+            return None
+        return self.function({c: [rows.values[c][i] for i in taken] for c in self.sources})
 
 
-def _unpriced_group_models(group: pd.DataFrame) -> str:
+def _distinct_count(values) -> int:
+    """How many distinct values ``values`` holds, the missing ones left out (pandas' ``nunique``)."""
+    return len({v for v in values if not missing(v)})
+
+
+def _unpriced_group_models(group: dict) -> str:
     """``unpriced_models`` of a group's unpriced GPUs: their models and counts (:func:`models_text`)."""
-    return models_text(unpriced_models(group["gpu_model"].tolist(), [True] * len(group)))
+    return models_text(unpriced_models(group["gpu_model"], [True] * len(group["gpu_model"])))
 
 
-def _collective_late_rank(group: pd.DataFrame) -> tuple[str, str]:
+def _collective_late_rank(group: dict) -> tuple[str, str]:
     """The group's measured GPUs' late rank and its kind (:func:`job_late_rank`), the GPU named by its ``gpu_key``,
     with its report's file name when they come from several reports."""
-    several = group["report"].nunique() > 1
+    several = _distinct_count(group["report"]) > 1
     names = [f"{g} in {str(r).replace(chr(92), '/').rsplit('/', 1)[-1]}" if several else str(g)
              for g, r in zip(group["gpu_key"], group["report"])]
-    return job_late_rank(names, group["collective_last_count"].fillna(0).astype("int64"),
-                         group["collective_chronic"].astype(bool))
+    return job_late_rank(names, [0 if missing(c) else int(c) for c in group["collective_last_count"]],
+                         [bool(c) for c in group["collective_chronic"]])
 
 
-def _wait_kind(group: pd.DataFrame) -> str:
-    return PIPELINE_BUBBLE if group["collective_p2p"].astype(bool).all() else COLLECTIVE_WAIT
+def _wait_kind(group: dict) -> str:
+    return PIPELINE_BUBBLE if all(bool(p) for p in group["collective_p2p"]) else COLLECTIVE_WAIT
 
 
 #: The rule classes a rollup column can have.
@@ -908,7 +977,7 @@ ROLLUP = (
     *[_r(f"fix_{c}_usd_per_month", "float", "USD/month", Sum(f"fix_{c}_usd_per_month"), "summed") for c in FIXABLE],
     *[_r(f"fix_{c}_speedup", "float", "factor", Speedup(f"cat_{c}_ns", "window_ns"),
          f"the speed-up if `{c}` vanished from the group's windows") for c in FIXABLE],
-    _r("failed_reports", "Int64", "count", Custom(("report",), lambda g: g["report"].nunique(), rows=ERRORS,
+    _r("failed_reports", "Int64", "count", Custom(("report",), lambda g: _distinct_count(g["report"]), rows=ERRORS,
                                                   text="distinct values over the error rows"),
        "distinct reports with an error row"),
     _r("idle_pct", "float", "%", WeightedMean("idle_ns", "window_ns"), "the window-weighted mean of `idle_pct`"),

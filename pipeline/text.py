@@ -144,11 +144,11 @@ def csv_safe(frame):
     import pandas as pd
 
     changed = {}
-    for i in range(frame.shape[1]):
-        column = frame.iloc[:, i]
-        if not (pd.api.types.is_object_dtype(column) or pd.api.types.is_string_dtype(column)
-                or isinstance(column.dtype, pd.CategoricalDtype)):
+    for i, dtype in enumerate(frame.dtypes.tolist()):  # the text columns by their dtype: one column read each
+        if not (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+                or isinstance(dtype, pd.CategoricalDtype)):
             continue
+        column = frame.iloc[:, i]
         values = column.astype(object).tolist()
         safe = [csv_cell(v) for v in values]
         if any(a is not b for a, b in zip(safe, values)):

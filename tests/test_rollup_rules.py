@@ -134,8 +134,9 @@ def test_the_cluster_rollup_runs_the_same_rules(fleet):
 def test_a_rule_runs_on_its_own_rows():
     """A rule object is executable alone: the weighted mean by a named weight over the rows of its test."""
     rule = schema.WeightedMean("sampled_busy_periods", "sample_periods", where=schema.A_READING)
-    rows = pd.DataFrame({"cluster": ["c", "c"], "sampled_busy_periods": [7, 3], "sample_periods": [10, 3]})
-    totals = rows.assign(**{n: v for n, (v, _) in rule.inputs("x", rows).items()}).groupby("cluster").sum()
-    assert rule.finish("x", totals).tolist() == [70.0]
+    rows = schema.Rows(pd.DataFrame({"sampled_busy_periods": [7, 3, 5], "sample_periods": [10, 3, 6]}),
+                       rule.reads())
+    # rows 0 and 2 have a reading (10 and 6 periods): 100 × (7 + 5) / 16; row 1 alone has none
+    assert (rule.value(rows, [0, 1, 2]), rule.value(rows, [0]), rule.value(rows, [1])) == (75.0, 70.0, None)
     assert rule.reads() == ("sampled_busy_periods", "sample_periods")
     assert "weighted by `sample_periods`" in rule.text

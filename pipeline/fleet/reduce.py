@@ -6,6 +6,7 @@ result store, and error rows): :func:`build_fleet` orders them and flags straggl
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from ..analysis.cost import assumed_split, unpriced_text, unpriced_total
 from ..analysis.fixfirst import fix_list
 from ..load.capture import export_source
 from ..schema import (ANALYSED, BOOL_COLUMNS, CLUSTER_KEY, DUPLICATE, ERRORS, FLEET_COLUMNS, INT_COLUMNS, JOB_KEY, NOT_ANALYSED, ROLLUP,
-                      ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, Speedup, analysed_rows, check_row, conform)
+                      ROLLUP_COLUMNS, ROLLUP_INT_COLUMNS, Rows, Speedup, analysed_rows, check_row, conform, missing)
 from .crosswait import calls_entry, match_across_files
 from .grouping import group_jobs
 from .pricing import price_in_place
@@ -203,12 +204,20 @@ def flag_stragglers(fleet: pd.DataFrame, spread_pct: float) -> pd.DataFrame:
     the first row in table order.
     """
     out = fleet.copy()
-    out["straggler"] = False
-    ok = analysed_rows(out)
-    for _, group in ok.groupby(list(JOB_KEY), sort=True, dropna=False):
-        idle = group["idle_pct"].astype(float)
-        if len(group) >= 2 and idle.max() - idle.min() > spread_pct:
-            out.loc[idle.idxmax(), "straggler"] = True
+    flags = np.zeros(len(out), dtype=bool)
+    status = out["status"].tolist()
+    keys = zip(*(out[c].tolist() for c in JOB_KEY))
+    idle = out["idle_pct"].astype(float).tolist() if len(out) else []
+    jobs: dict = {}   # (cluster, job) -> row positions; a missing key part is one key (None), as pandas groups it
+    for i, key in enumerate(keys):
+        if not (isinstance(status[i], str) and status[i] in NOT_ANALYSED):
+            jobs.setdefault(tuple(None if missing(v) else v for v in key), []).append(i)
+    for rows in jobs.values():
+        known = [i for i in rows if idle[i] == idle[i]]   # NaN: no idle % to compare
+        if len(rows) >= 2 and known and max(idle[i] for i in known) - min(idle[i] for i in known) > spread_pct:
+            top = max(idle[i] for i in known)
+            flags[next(i for i in known if idle[i] == top)] = True   # ties: the first row in table order
+    out["straggler"] = flags
     return out
 
 
@@ -220,54 +229,38 @@ def build_fleet(rows: list[dict], spread_pct: float = 10.0) -> pd.DataFrame:
     return flag_stragglers(fleet, spread_pct)
 
 
-def _keys(frames, by: list[str]) -> pd.Index:
-    """The groups of ``frames`` (rows of the fleet) keyed by ``by``, each once, sorted (a missing key is no group)."""
-    keys = pd.concat([f[by] for f in frames]).dropna().drop_duplicates().sort_values(by, kind="stable")
-    return pd.MultiIndex.from_frame(keys) if len(by) > 1 else pd.Index(keys[by[0]], name=by[0])
+def _groups(rows: Rows, by: list[str], which) -> dict:
+    """``key -> row numbers`` (in row order) of the rows ``which`` of ``rows``, keyed by the values of ``by`` (a row
+    with a key value missing is in no group)."""
+    keys = [rows.values[b] for b in by]
+    groups: dict = {}
+    for i in which:
+        key = tuple(k[i] for k in keys)
+        if not any(missing(v) for v in key):
+            groups.setdefault(key, []).append(i)
+    return groups
 
 
-def _totals(columns: dict, rows: pd.DataFrame, by: list[str], keys: pd.Index) -> pd.DataFrame:
-    """The grouped totals the vectorised rules ask for (``columns``: name -> (values, ``sum`` | ``min`` | ``max``)
-    over ``rows``), per group of ``keys``: one grouped ``sum``, ``min`` and ``max`` over all the columns each
-    needs instead of one per column (a named aggregation costs a few ms per column, and every run makes two
-    rollups)."""
-    frame = pd.concat([rows[by], pd.DataFrame({n: v for n, (v, _) in columns.items()}, index=rows.index)], axis=1)
-    grouped = frame.groupby(by, sort=True)
-    parts = [grouped[[n for n, (_, h) in columns.items() if h == how]].agg(how)
-             for how in ("sum", "min", "max") if any(h == how for _, h in columns.values())]
-    return pd.concat(parts, axis=1).reindex(keys) if parts else pd.DataFrame(index=keys)
+def _unpriced_empty(c, rows: Rows, group) -> bool:
+    """Whether the USD column ``c``'s total over ``group`` (analysed row numbers) is unpriced
+    (:func:`pipeline.analysis.cost.unpriced_total`): none of the GPUs its rule takes is priced and some are
+    ``unpriced``. Such a total is empty, never $0.00."""
+    taken = rows.take(c.rule.where, group)
+    source, flags = rows.values[c.rule.source], rows.values["unpriced"]
+    priced = sum(not missing(source[i]) for i in taken)
+    return bool(unpriced_total(priced, sum(bool(flags[i]) for i in taken)))
 
 
-def _per_group(rule, rows: pd.DataFrame, by: list[str], keys: pd.Index) -> pd.Series:
-    """A per-group rule's (:class:`~pipeline.schema.Distinct`, :class:`~pipeline.schema.Custom`) value of each group
-    of ``keys`` that has rows (of its ``where``) in ``rows``; missing elsewhere."""
-    taken = rows if rule.where is None else rows[rule.where(rows).to_numpy()]
-    values = {key: rule.of_group(group) for key, group in taken.groupby(by, sort=True)}
-    if len(by) == 1:
-        values = {(k[0] if isinstance(k, tuple) else k): v for k, v in values.items()}
-    return pd.Series([values.get(k) for k in keys], index=keys, dtype=object)
-
-
-def _unpriced_totals(out: pd.DataFrame, ok: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """``out`` (the rollup's groups, keyed by ``by``) with each USD column empty (NaN) in the groups where no GPU
-    it sums is priced and some are ``unpriced`` (:func:`pipeline.analysis.cost.unpriced_total`): such a total is
-    unpriced, never $0.00. The GPUs a column sums: the analysed rows of ``ok`` its rule takes (its ``where``)."""
-    usd = [c for c in ROLLUP if c.unit == "USD/month"]
-    unpriced = ok["unpriced"].astype(bool)
-    if not len(out) or not unpriced.any():
-        return out
-    counts = pd.DataFrame({c: ok[c] for c in by})
-    for c in usd:
-        mask = c.rule.taken(ok)
-        counts[f"p_{c.name}"] = (ok[c.rule.source].notna() & mask).astype("int64")
-        counts[f"u_{c.name}"] = (unpriced & mask).astype("int64")
-    sums = counts.groupby(by, sort=True).sum()
-    keys = pd.MultiIndex.from_frame(out[by]) if len(by) > 1 else pd.Index(out[by[0]])
-    sums = sums.reindex(keys).fillna(0)
-    out = out.copy()
-    for c in usd:
-        empty = unpriced_total(sums[f"p_{c.name}"].to_numpy(), sums[f"u_{c.name}"].to_numpy())
-        out[c.name] = out[c.name].where(~empty)
+def _column(c, values: list) -> np.ndarray | list:
+    """A rollup column's cells as its type gives them: whole numbers ``int64`` (0 where missing), text ``""`` where
+    missing, the others float (NaN where missing); USD per month rounded to cents, 0.0 where missing."""
+    if c.dtype == "Int64":
+        return np.array([0 if missing(v) else int(v) for v in values], dtype=np.int64)
+    if c.dtype == "text":
+        return pd.Series(["" if missing(v) else v for v in values], dtype=object)
+    out = np.array([math.nan if missing(v) else float(v) for v in values], dtype=float)
+    if c.unit == "USD/month":
+        out = np.round(np.where(np.isnan(out), 0.0, out), 2)
     return out
 
 
@@ -278,46 +271,45 @@ def rollup(fleet: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
     What every column gets by its type: whole numbers ``int64``, 0 where a group has none; text ``""``; USD
     per month rounded to cents, and empty (not $0.00) when none of the GPUs it sums is priced and some are
-    ``unpriced`` (:func:`_unpriced_totals`). A group with no analysed GPU (every report of it failed:
+    ``unpriced`` (:func:`_unpriced_empty`). A group with no analysed GPU (every report of it failed:
     ``failed_reports``) has every USD and speed-up column empty: unknown, not $0.00 (docs/outputs.md). A rule's
     ``empty_without`` empties its column in a group with no row of that test. A table written before a source
-    column existed reads it empty (those rollup columns empty)."""
+    column existed reads it empty (those rollup columns empty).
+
+    The rules run on plain lists of the few columns they read (:class:`~pipeline.schema.Rows`), one group at a
+    time: a fleet has a handful of rows per job, where a pandas operation per column costs more than the rows."""
     lacking = [c for c in ROLLUP if any(s not in fleet.columns for s in c.rule.sources)]
     fleet = conform(fleet, [*dict.fromkeys(s for c in ROLLUP for s in c.rule.reads()), "unpriced"])
-    rows = {ANALYSED: analysed_rows(fleet), ERRORS: fleet[fleet["status"] == "error"]}
-    ok = rows[ANALYSED]
-    keys = _keys(rows.values(), by)
-    vectorised = {over: {} for over in rows}
+    rows = Rows(fleet, [*by, "status", "unpriced", *(s for c in ROLLUP for s in c.rule.reads())])
+    status = rows.values["status"]
+    every = range(len(status))
+    analysed = [i for i in every if not (isinstance(status[i], str) and status[i] in NOT_ANALYSED)]
+    groups = {ANALYSED: _groups(rows, by, analysed),
+              ERRORS: _groups(rows, by, [i for i in every if isinstance(status[i], str) and status[i] == "error"])}
+    keys = sorted(set(groups[ANALYSED]) | set(groups[ERRORS]))
+    ok = [groups[ANALYSED].get(k, []) for k in keys]
+    any_unpriced = any(bool(rows.values["unpriced"][i]) for i in analysed)
+    out = {b: pd.Series([k[n] for k in keys], dtype=fleet[b].dtype) for n, b in enumerate(by)}
     for c in ROLLUP:
-        if hasattr(c.rule, "inputs"):
-            vectorised[c.rule.rows].update(c.rule.inputs(c.name, rows[c.rule.rows]))
-    totals = {over: _totals(columns, rows[over], by, keys) for over, columns in vectorised.items() if columns}
-    out = pd.DataFrame({c.name: c.rule.finish(c.name, totals[c.rule.rows]) if hasattr(c.rule, "finish")
-                        else _per_group(c.rule, rows[c.rule.rows], by, keys) for c in ROLLUP}, index=keys)
-    out = out.reset_index()
-    for c in ROLLUP:
-        if c.dtype == "Int64":
-            out[c.name] = out[c.name].fillna(0).astype("int64")
-        elif c.dtype == "text":
-            out[c.name] = out[c.name].fillna("").astype(object)
-        if c.unit == "USD/month":
-            out[c.name] = out[c.name].astype(float).fillna(0.0).round(2)
-    out = _unpriced_totals(out, ok, by)
-    # a group none of whose reports was analysed (each failed): its dollars and speed-ups are unknown, empty, never
-    # $0.00 or 1.0 (a sum over it would read "free"); its failed_reports says why
-    unknown = out["gpus"] == 0
-    if unknown.any():
-        for c in ROLLUP:
-            if c.unit == "USD/month" or isinstance(c.rule, Speedup):
-                out[c.name] = out[c.name].astype(float).where(~unknown)
-    for c in ROLLUP:   # e.g. no measured GPU: the wait's dollars were not measured, empty, never $0.00
-        test = getattr(c.rule, "empty_without", None)
-        if test is not None:
-            seen = _totals({"n": (test(ok).astype("int64"), "sum")}, ok, by, keys)["n"].fillna(0).to_numpy() > 0
-            out[c.name] = out[c.name].where(seen)
+        rule = c.rule
+        values = [rule.value(rows, groups[rule.rows].get(k, [])) for k in keys]
+        cells = _column(c, values)
+        usd = c.unit == "USD/month"
+        empty = [(usd and any_unpriced and _unpriced_empty(c, rows, group))
+                 # a group none of whose reports was analysed (each failed): its dollars and speed-ups are unknown,
+                 # empty, never $0.00 or 1.0 (a sum over it would read "free"); its failed_reports says why
+                 or ((usd or isinstance(rule, Speedup)) and not group)
+                 # e.g. no measured GPU: the wait's dollars were not measured, empty, never $0.00
+                 or (getattr(rule, "empty_without", None) is not None
+                     and not any(rule.empty_without.holds(rows, i) for i in group))
+                 for group in ok]
+        if any(empty):
+            cells = np.where(empty, math.nan, np.asarray(cells, dtype=float))
+        out[c.name] = cells
+    frame = pd.DataFrame(out, columns=[*by, *ROLLUP_COLUMNS])
     for c in lacking:
-        out[c.name] = pd.array([pd.NA] * len(out), dtype="Int64") if c.dtype == "Int64" else np.nan
-    return out[[*by, *ROLLUP_COLUMNS]].reset_index(drop=True)
+        frame[c.name] = pd.array([pd.NA] * len(frame), dtype="Int64") if c.dtype == "Int64" else np.nan
+    return frame
 
 
 def rate_assumptions(fleet: pd.DataFrame) -> dict:
