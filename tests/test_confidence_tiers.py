@@ -247,7 +247,9 @@ def test_the_toy_does_not_lead_the_confident_list(toy_beside_real):
     trusted = fl[fl["trusted"].astype(str) == "True"]
     apart = fl[fl["trusted"].astype(str) == "False"]
     # the trusted entries are the export's alone, ranked first; the toy's come after, all of them
-    assert list(fl["rank"]) == list(range(1, len(fl) + 1)) and len(trusted) and len(apart)
+    ranked = fl["rank"].dropna()   # the archived entries take no rank, after every ranked one (issue 45)
+    assert list(ranked) == list(range(1, len(ranked) + 1)) and len(trusted) and len(apart)
+    assert fl["rank"].isna().tolist() == sorted(fl["rank"].isna().tolist())
     assert trusted["rank"].max() < apart["rank"].min()
     assert set(trusted["gpu_keys"].str.split("; ").explode().str.split(" ").str[0]) == set(real["report"])
     assert set(apart["gpu_keys"].str.split(" ").str[0]) == {toy["report"]}

@@ -439,7 +439,7 @@ def test_fix_first_list_of_the_real_profiles(span_run, tmp_path):
     # the page shows that list: what a fix wins back first (and on what basis when bounded), then the idle
     rows = re.findall(r'<tr data-category="([^"]+)"[^>]*>(.*?)</tr>', first_section(page), re.S)
     assert [(c, cells(r)[0], cells(r)[2], cells(r)[3]) for c, r in rows] == [
-        (e["category"], str(e["rank"]), money(e["fix_wins_back_usd_per_month"]) + (
+        (e["category"], "" if e["rank"] is None else str(e["rank"]), money(e["fix_wins_back_usd_per_month"]) + (
             f"bounded by the evidence: {e['fix_wins_back_basis']}" if e["fix_wins_back_usd_per_month"] < e["idle_usd_per_month"]
             else "the whole idle"), money(e["idle_usd_per_month"])) for e in written]
     # the wait inside collectives (the NCCL export's two GPUs) follows, in its own section: never in the page's list
