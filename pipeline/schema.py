@@ -1170,15 +1170,22 @@ FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
     _t("section", "`device idle` (the idle categories' entries) or `inside collectives` (the wait for the last rank: "
                   "its `remedy` names the late rank, its `diagnosis` how often it entered last, no `speedup`)"),
     _t(("cluster", "job"), "the job of a `job` list"),
-    _t("rank", "the entry's rank in its section (1.., trusted entries first, ties by category name)"),
+    _t("rank", "the entry's rank in its section (1.., trusted entries first, ties by category name); empty for an "
+               "archived entry (`remedy` `archived: …, not prescribed`): no fix, listed after the ranked ones"),
     _t("category", "the category"),
-    _t("usd_per_month", "sum of the GPUs' `fix_<c>_usd_per_month`; empty when none of its GPUs is priced "
-                        "([unpriced](definitions.md#cost))"),
-    _t(("recoverable_usd_per_month", "recoverable_basis"),
-       "the part of `usd_per_month` the evidence says is recoverable (copies on the compute stream: what a copy stream "
-       "could hide, [Diagnosis](definitions.md#diagnosis)), and that basis in words"),
-    _t(("assumed_usd_per_month", "assumed_gpus"), "the part of `usd_per_month` on its `rate_assumed` GPUs (USD), and "
-                                                  "their count"),
+    _t("idle_usd_per_month", "the category's idle in dollars (the views' \"idle $/month\"): sum of the GPUs' "
+                             "`fix_<c>_usd_per_month`; empty when none of its GPUs is priced "
+                             "([unpriced](definitions.md#cost))"),
+    _t(("fix_wins_back_usd_per_month", "fix_wins_back_basis"),
+       "what a fix wins back (the views' \"a fix wins back $/month\"): the part of `idle_usd_per_month` the evidence "
+       "says a fix recovers (copies on the compute stream: what a copy stream could hide, "
+       "[Diagnosis](definitions.md#diagnosis)), else all of it, and that basis in words"),
+    _t("collective_wait_usd_per_month", "the `inside collectives` entry's wait for the last rank in dollars (the sum "
+                                        "of its GPUs' `collective_wait_usd_per_month`): busy time, a different measure "
+                                        "from the idle, never added to it; empty on the `device idle` entries (and the "
+                                        "idle columns empty on the `inside collectives` entry)"),
+    _t(("assumed_usd_per_month", "assumed_gpus"), "the part of `idle_usd_per_month` on its `rate_assumed` GPUs (USD; "
+                                                  "empty on the `inside collectives` entry), and their count"),
     _t("unpriced_gpus", "its GPUs that are `unpriced` (no dollars in it)"),
     _t("unpriced_models", "those GPUs' models with each one's count (`Quadro GP100 (2), no model named (1)`; empty: "
                           "none): a `cost.rates` entry for each prices them"),
@@ -1186,7 +1193,7 @@ FIX_FIRST = Table("fix_first", ("fix_first.csv", "fix_first.json"), "meaning", (
                                  "category's idle went"),
     _t("recoverable_speedup", "the speed-up if what a fix wins back went: `1 / (1 − bounded ns / window_ns)` over "
                               "the same GPUs, bounded ns the part of the category's ns the evidence says is recoverable "
-                              "(as `recoverable_usd_per_month`); equal to `speedup` where it bounds none"),
+                              "(as `fix_wins_back_usd_per_month`); equal to `speedup` where it bounds none"),
     _t("remedy", "what the [diagnostic rules](definitions.md#diagnosis) that fired on its GPUs prescribe; the generic "
                  "one-line remedy, saying so, when none could be judged; `archived: …, not prescribed` when the "
                  "category is archived (under `analysis.actionable_pct` of W) on its GPUs"),

@@ -144,7 +144,8 @@ def test_every_category_in_every_view(every_category):
     # one GPU (steps: toy, $1,383.16) ranks sixth by tier, then dollars (low lost, train, train; toy checkpoints
     # $2,520.00, flush $2,416.55: issue 45 point 7), its entry (toy) past the top 5; the caveats apart in the sum
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert [c for c in CATEGORIES if f" | {c} | " not in md] == ["boundary"]
+    # (comm is archived on its GPUs there: no fix, so unranked after every ranked entry, past the top 5: issue 45)
+    assert [c for c in CATEGORIES if f" | {c} | " not in md] == ["comm", "boundary"]
     assert " of profiler overhead + " in md and " of untraced time." in md
     # the CSV report: one row per GPU
     assert len(pd.read_csv(out / "report.csv")) == 6
@@ -170,8 +171,8 @@ def test_a_category_registered_later_reaches_every_view_without_a_key_error(ever
     monkeypatch.setattr(categories, "REGISTRY", tuple(sorted((*categories.REGISTRY, extra), key=lambda c: c.order)))
     assert plots.CATEGORY_COLOURS["extra"] == "#123456" and fixfirst.REMEDIES["extra"] == "remove the extra cause"
     assert list(report_html.GLOSSARY) == ["data", "comm", "sync", "boundary", "periodic", "launch", "extra", "cpu"]
-    assert "#123456" in plots.fix_first_usd([{"category": "extra", "usd_per_month": 1.0},
-                                             {"category": "data", "usd_per_month": 2.0}])
+    assert "#123456" in plots.fix_first_usd([{"category": "extra", "idle_usd_per_month": 1.0},
+                                             {"category": "data", "idle_usd_per_month": 2.0}])
     assert fixfirst.entry_remedy("extra", []).startswith("remove the extra cause")
     out = tmp_path / "report.html"
     report_html.write_report(str(every_category), str(out))

@@ -17,6 +17,7 @@ from pipeline.analysis import collwait
 from pipeline.config import ConfigError, config_from_dict
 from pipeline.store.results import config_hash
 from pipeline.synth import ExportWriter
+from helpers.fixes import read_fixes
 
 MS = 1_000_000
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -357,13 +358,13 @@ def test_cli_the_figures_are_shown_apart_from_the_idle(tmp_path):
     rate = float(fleet.iloc[0]["rate_usd_per_hour"])
     assert usd == round(10 / 48 * rate * 730, 2)                        # rank 1 waited nothing: $0.00
     # fix_first.csv: the entry in its own section after the device-idle ones, of the fleet and of the job
-    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    fixes = read_fixes(out / "fix_first.csv")
     coll = fixes[fixes["section"] == "inside collectives"]
     assert list(coll["scope"]) == ["fleet", "job"] and set(coll["category"]) == {"collective wait"}
-    assert list(coll["usd_per_month"]) == [usd, usd] and list(coll["share_pct"]) == [10.4167] * 2   # 10 of 96 ms
+    assert list(coll["collective_wait_usd_per_month"]) == [usd, usd] and coll["idle_usd_per_month"].isna().all() and list(coll["share_pct"]) == [10.4167] * 2   # 10 of 96 ms
     assert set(coll["diagnosis"]) == {f"late rank: GPU #2 {fleet.iloc[1]['gpu_key']} (chronic: last in 5 of 5 calls)"}
     idle = fixes[fixes["section"] == "device idle"]
-    assert round(idle.loc[idle["scope"] == "fleet", "usd_per_month"].sum(), 2) == round(sum(
+    assert round(idle.loc[idle["scope"] == "fleet", "idle_usd_per_month"].sum(), 2) == round(sum(
         float(r[f"fix_{c}_usd_per_month"]) for r in fleet.to_dict("records") for c in
         ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")), 2)
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
@@ -430,10 +431,10 @@ def test_cli_point_to_point_calls_are_the_pipeline_bubble(tmp_path):
     record = "\n".join(p.read_text() for p in (out / "records").glob("*.md"))
     assert "Collective wait: 3.000 ms pipeline bubble (point-to-point send/recv)" in record
     # its fix-first entry is named so too, in its own section: rank 1 waited 3 ms of its 27 ms window
-    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    fixes = read_fixes(out / "fix_first.csv")
     coll = fixes[fixes["section"] == "inside collectives"]
     assert list(coll["category"]) == ["pipeline bubble"] * 2
-    assert list(coll["usd_per_month"]) == [float(fleet.iloc[1]["collective_wait_usd_per_month"])] * 2
+    assert list(coll["collective_wait_usd_per_month"]) == [float(fleet.iloc[1]["collective_wait_usd_per_month"])] * 2
 
 
 def test_the_per_gpu_fan_out_matches_the_whole_report(tmp_path):

@@ -26,6 +26,7 @@ from pipeline.config import ConfidenceConfig, Config
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.fleet.pricing import filled_pricing, with_fix_columns
 from pipeline.synth import ExportWriter
+from helpers.fixes import read_fixes
 
 MS = 1_000_000
 #: The hole inside each iteration's second kernel pair, per iteration number (0 is the warm-up).
@@ -239,25 +240,27 @@ def test_the_toy_does_not_lead_the_confident_list(toy_beside_real):
     assert toy["confidence_note"] == "window 0.008594 s (under 0.05 s); 14 kernels in W (fewer than 50)"
     assert real["iterations"].tolist() == [14, 14] and (real["window_ns"] >= 200 * MS).all()
     assert (real["iteration_spread_pct"] <= 50).all() and real["confidence_tier"].tolist() == ["medium", "medium"]
-    every = pd.read_csv(toy_beside_real / "fix_first.csv", keep_default_na=False)
+    every = read_fixes(toy_beside_real / "fix_first.csv")
     fixes = every[every["section"] == "device idle"]   # the wait inside collectives is ranked in its own section
     fl = fixes[fixes["scope"] == "fleet"]
     assert every.loc[(every["scope"] == "fleet") & (every["section"] == "inside collectives"), "rank"].tolist() == [1]
     trusted = fl[fl["trusted"].astype(str) == "True"]
     apart = fl[fl["trusted"].astype(str) == "False"]
     # the trusted entries are the export's alone, ranked first; the toy's come after, all of them
-    assert list(fl["rank"]) == list(range(1, len(fl) + 1)) and len(trusted) and len(apart)
+    ranked = fl["rank"].dropna()   # the archived entries take no rank, after every ranked one (issue 45)
+    assert list(ranked) == list(range(1, len(ranked) + 1)) and len(trusted) and len(apart)
+    assert fl["rank"].isna().tolist() == sorted(fl["rank"].isna().tolist())
     assert trusted["rank"].max() < apart["rank"].min()
     assert set(trusted["gpu_keys"].str.split("; ").explode().str.split(" ").str[0]) == set(real["report"])
     assert set(apart["gpu_keys"].str.split(" ").str[0]) == {toy["report"]}
     assert set(apart["confidence_tier"]) == {"toy"} and set(trusted["confidence_tier"]) == {"medium"}
     cats = ("sync", "data", "comm", "boundary", "periodic", "launch", "cpu")
     toy_cpu = toy["fix_cpu_usd_per_month"]
-    assert apart[apart["category"] == "cpu"]["usd_per_month"].tolist() == [toy_cpu]
-    assert toy_cpu > trusted["usd_per_month"].max()          # the toy's figure is the largest, and not first
+    assert apart[apart["category"] == "cpu"]["idle_usd_per_month"].tolist() == [toy_cpu]
+    assert toy_cpu > trusted["idle_usd_per_month"].max()          # the toy's figure is the largest, and not first
     for cat in cats:   # each part's dollars are its own GPUs' (the list still adds up)
         want = round(real[f"fix_{cat}_usd_per_month"].sum(), 2)
-        assert trusted[trusted["category"] == cat]["usd_per_month"].sum() == pytest.approx(want, abs=0.005)
+        assert trusted[trusted["category"] == cat]["idle_usd_per_month"].sum() == pytest.approx(want, abs=0.005)
     jobs = pd.read_csv(toy_beside_real / "jobs.csv", keep_default_na=False)
     by_job = dict(zip(jobs["job"], jobs["trusted_idle_usd_per_month"]))
     assert by_job == {"mi250_rocm_minitoy": 0.0, "train-2gpu-nccl": round(real["idle_usd_per_month"].sum(), 2)}
@@ -274,7 +277,8 @@ def test_the_report_totals_the_trusted_first_and_shows_the_rest_apart(toy_beside
     other = fleet[fleet["confidence_tier"] == "toy"]["idle_usd_per_month"].sum()
     assert (float(card.group(1)), float(card.group(2))) == (round(trusted, 2), round(other, 2))
     table = re.search(r'<table id="fix-list">(.*?)</table>', page, re.S).group(1)
-    tiers = re.findall(r'<tr data-category="[^"]+" data-tier="([^"]+)">', table)
+    # the ranked rows (the archived ones, unranked, come after them: issue 45)
+    tiers = re.findall(r'<tr data-category="[^"]+" data-tier="([^"]+)">', table.split('id="fix-archived"')[0])
     first_toy = tiers.index("toy")
     assert tiers[0] == "medium" and set(tiers[first_toy:]) == {"toy"} and set(tiers[:first_toy]) == {"medium"}
     assert table.index('id="fix-apart"') < [m.start() for m in re.finditer(r'data-tier="toy"', table)][0]
@@ -363,7 +367,7 @@ def test_on_the_real_inputs_the_tiers_differ(real_run):
     none = fleet[fleet["iterations"] == 0]
     assert none[["idle_pct_low", "idle_pct_high", "iteration_spread_pct"]].isna().all().all() and len(none) == 6
     assert (fleet["capture_ns"] >= fleet["window_ns"]).all()
-    fixes = pd.read_csv(real_run / "fix_first.csv", keep_default_na=False)
+    fixes = read_fixes(real_run / "fix_first.csv")
     fl = fixes[fixes["scope"] == "fleet"]
     assert set(fl["low_confidence"].astype(str)) == {"True", "False"}
     # an entry's tier is the lowest of its GPUs': the fleet's trusted entries mix high and medium GPUs
@@ -401,7 +405,7 @@ def test_each_fix_first_entry_links_the_gpus_it_rests_on():
     # format it and price nothing
     fleet = with_fix_columns(pd.DataFrame([row("a.sqlite", 1000, 100, 30), row("b.sqlite", 20, 10, 0),
                                            row("c.sqlite", 1000, 200, 30)]))
-    entries = [(e["category"], bool(e["trusted"]), e["confidence_tier"], e["usd_per_month"], e["gpus"],
+    entries = [(e["category"], bool(e["trusted"]), e["confidence_tier"], e["idle_usd_per_month"], e["gpus"],
                 [(g["report"], g["usd"]) for g in e["top_gpus"]]) for e in fix_first(fleet, fix_list(fleet, {}))]
     assert entries == [("cpu", True, "high", 876.0, 2, [("c.sqlite", 584.0), ("a.sqlite", 292.0)]),
                        ("cpu", False, "toy", 1460.0, 1, [("b.sqlite", 1460.0)])]
@@ -438,7 +442,7 @@ def test_fastvideo_reason_is_shown_where_its_tier_is_explained(profiles, tmp_pat
         (notes[0], "low confidence: 29.9 % of the capture's idle left out, kind unknown")]
     assert any("window leaves out over 10 % of the capture's idle, kind unknown: 2" in t for t, m in marks
                if m == "low confidence")
-    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    fixes = read_fixes(out / "fix_first.csv")
     assert len(fixes) and set(fixes["trusted"].astype(str)) == {"False"} and set(fixes["confidence_tier"]) == {"low"}
 
 

@@ -334,8 +334,8 @@ def test_recoverable_part_of_copies_on_the_compute_stream(tmp_path):
     assert (row["cat_data_ns"], row["fix_data_usd_per_month"]) == (22 * MS, 1606.0)
     assert (s["outcome"], s["evidence"]["data_ns"], s["evidence"]["hideable_ns"]) == ("compute_stream", 22 * MS, 8 * MS)
     e = _data_entry([row])
-    assert (e["usd_per_month"], e["recoverable_usd_per_month"]) == (1606.0, 584.0)
-    assert e["recoverable_basis"] == ("copies on the compute stream: only what a copy stream of their own could hide "
+    assert (e["idle_usd_per_month"], e["fix_wins_back_usd_per_month"]) == (1606.0, 584.0)
+    assert e["fix_wins_back_basis"] == ("copies on the compute stream: only what a copy stream of their own could hide "
                                       "behind compute, 8.0 of 22.0 ms on 1 of 1 GPU(s)")
     # the remedy is the rules' (own copy stream + prefetch; already pinned), not the generic one
     assert e["remedy"] == f["data.copy_stream"]["remedy"]
@@ -388,10 +388,10 @@ def test_fastvideo_recoverable_is_what_a_copy_stream_could_hide():
     ev = {x["rule"]: x for x in diagnosis.of_text(row["diagnosis"])}["data.copy_stream"]["evidence"]
     assert (ev["data_ns"], ev["hideable_ns"]) == (row["cat_data_ns"], hide) == (data_ns, hide)
     e = _data_entry([row])
-    assert e["usd_per_month"] == row["fix_data_usd_per_month"]
-    assert e["recoverable_usd_per_month"] == round(row["fix_data_usd_per_month"] * hide / data_ns, 2)
-    assert e["recoverable_usd_per_month"] < 0.05 * e["usd_per_month"]
-    assert f"{hide / 1e6:,.1f} of {data_ns / 1e6:,.1f} ms" in e["recoverable_basis"]
+    assert e["idle_usd_per_month"] == row["fix_data_usd_per_month"]
+    assert e["fix_wins_back_usd_per_month"] == round(row["fix_data_usd_per_month"] * hide / data_ns, 2)
+    assert e["fix_wins_back_usd_per_month"] < 0.05 * e["idle_usd_per_month"]
+    assert f"{hide / 1e6:,.1f} of {data_ns / 1e6:,.1f} ms" in e["fix_wins_back_basis"]
     assert e["remedy"].startswith("move the copies to a copy stream of their own")
     assert "pinned buffers allocated once" not in e["remedy"]
     # named by the GPU's display name (the export names no model here: "GPU"), not by the export's path
@@ -436,7 +436,7 @@ def test_what_a_fix_wins_back_reads_the_same_in_fix_first_record_and_gpu_page(tm
             "hide behind compute, 8.0 of 22.0 ms on 1 of 1 GPU(s)")
     with open(out / "fix_first.csv", newline="") as fh:
         data = [e for e in csv.DictReader(fh) if e["category"] == "data" and e["scope"] == "fleet"]
-    assert (float(data[0]["recoverable_usd_per_month"]), float(data[0]["usd_per_month"])) == (584.0, 1606.0)
+    assert (float(data[0]["fix_wins_back_usd_per_month"]), float(data[0]["idle_usd_per_month"])) == (584.0, 1606.0)
     # the speed-ups beside it: the bounded fix's (8 ms of the window gone) and, labelled, the category's (22 ms)
     window = int(data[0]["window_ns"])
     fast, whole = float(data[0]["recoverable_speedup"]), float(data[0]["speedup"])
@@ -462,7 +462,7 @@ def test_recoverable_lines_say_nothing_when_the_whole_idle_is_recoverable():
     on = [{"category": "data", "rule": "data.copy_stream", "outcome": "compute_stream",
            "evidence": {"hideable_ns": 1 * MS, "data_ns": 2 * MS}}]
     parts = fixfirst.gpu_recoverable({"fix_data_usd_per_month": 1.0}, on)
-    assert [(p["category"], p["usd_per_month"], p["recoverable_usd_per_month"]) for p in parts] == [("data", 1.0, 0.5)]
+    assert [(p["category"], p["idle_usd_per_month"], p["fix_wins_back_usd_per_month"]) for p in parts] == [("data", 1.0, 0.5)]
     assert recoverable_lines(parts) == ["data: a fix wins back $0.50: copies on the compute stream: only what a copy "
                                         "stream of their own could hide behind compute, 1.0 of 2.0 ms on 1 of 1 GPU(s)"]
     assert recoverable_lines(fixfirst.gpu_recoverable({}, on)) == []  # unpriced: no dollars to bound

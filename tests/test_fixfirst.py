@@ -18,6 +18,7 @@ from pipeline.fleet.reduce import build_fleet, rollup, rosters_of
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.model import CAVEATS
 from pipeline.synth import ExportWriter
+from helpers.fixes import read_fixes
 
 MS = 1_000_000
 #: H100 (the default model: these exports name no GPU) at 4.00 USD per GPU-hour, 730 hours a month.
@@ -80,12 +81,12 @@ def test_ranked_list_and_rollups(tmp_path):
     fleet = build_fleet([r.row for r in results])
     out = tmp_path / "out"
     write_outputs(str(out), fleet, rosters_of(results))
-    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
+    fixes = read_fixes(out / "fix_first.csv")
     assert list(fixes["scope"]) == ["fleet"] * 3 + ["job"] * 3
     fleet_list = fixes[fixes["scope"] == "fleet"]
     assert list(fleet_list["category"]) == ["sync", "cpu", "data"]  # profiler (20 ms, tied largest) never
     assert list(fleet_list["rank"]) == [1, 2, 3]
-    assert list(fleet_list["usd_per_month"]) == [507.83, 380.87, 253.91]
+    assert list(fleet_list["idle_usd_per_month"]) == [507.83, 380.87, 253.91]
     assert list(fleet_list["speedup"]) == [1.2105, 1.15, 1.0952]
     # the remedies follow the rules that fired (docs/definitions.md#diagnosis): 0 kept iterations leave the sync rule
     # unjudged, the 3 gaps after 3 different kernels are scattered (the break point, its category sync: the first of
@@ -98,8 +99,8 @@ def test_ranked_list_and_rollups(tmp_path):
                                             "steps would name the code")
     assert fleet_list["remedy"].iloc[2] == "pin the host buffers (pin_memory=True, cudaHostAlloc) once at the start and reuse them"
     # nothing says only part of that idle is recoverable: the whole of it
-    assert list(fleet_list["recoverable_usd_per_month"]) == [507.83, 380.87, 253.91]
-    assert set(fleet_list["recoverable_basis"]) == {"the whole idle of the category"}
+    assert list(fleet_list["fix_wins_back_usd_per_month"]) == [507.83, 380.87, 253.91]
+    assert set(fleet_list["fix_wins_back_basis"]) == {"the whole idle of the category"}
     report = str(tmp_path / "three.sqlite")
     gpu = fleet["gpu_key"].iloc[0]
     assert fleet_list["example_gaps"].iloc[0] == f"{report} {gpu} @{10 * MS} +{20 * MS}"
@@ -136,20 +137,22 @@ def test_real_profile_fix_first(span_run):
             share = row[f"cat_{cat}_ns"] / row["window_ns"]
             assert row[f"fix_{cat}_usd_per_month"] == round(share * row["rate_usd_per_hour"] * 730, 2)
             assert row[f"fix_{cat}_speedup"] == round(1 / (1 - share), 4)
-    every = pd.read_csv(span_run / "fix_first.csv", keep_default_na=False)
+    every = read_fixes(span_run / "fix_first.csv")
     assert set(every["section"]) == {"device idle", "inside collectives"}
     fixes = every[every["section"] == "device idle"]
     job = rows["job"].iloc[0]
     mine = fixes[(fixes["scope"] == "job") & (fixes["job"] == job)]
     expected = sorted(((round(sum(r[f"fix_{c}_usd_per_month"] for r in rows.to_dict("records")), 2), c)
                        for c in cats if rows[f"cat_{c}_ns"].sum() > 0), key=lambda t: (-t[0], t[1]))
-    assert [(u, c) for u, c in zip(mine["usd_per_month"], mine["category"])] == expected
+    assert [(u, c) for u, c in zip(mine["idle_usd_per_month"], mine["category"])] == expected
     assert not set(fixes["category"]) & {"profiler", "untraced"}
     fleet_list = fixes[fixes["scope"] == "fleet"]
     # trusted, then low, then toy; in each part what a fix wins back, largest first (issue 45 points 2 and 7)
     part = [{"medium": 0, "high": 0, "low": 1, "toy": 2}[t] for t in fleet_list["confidence_tier"]]
-    keys = [(p, -float(r), -float(u)) for p, r, u in zip(part, fleet_list["recoverable_usd_per_month"],
-                                                          fleet_list["usd_per_month"])]
+    # the archived entries (no rank: nothing prescribed) after every ranked one (issue 45)
+    keys = [(k != k, p, -float(r), -float(u)) for k, p, r, u in zip(fleet_list["rank"], part,
+                                                                    fleet_list["fix_wins_back_usd_per_month"],
+                                                                    fleet_list["idle_usd_per_month"])]
     assert keys == sorted(keys)
     # the job's wait inside collectives, its own section, after its device-idle entries: each GPU's wait share of its
     # window priced at its rate for 730 h, rounded to cents, summed (a plain second computation)
@@ -158,7 +161,9 @@ def test_real_profile_fix_first(span_run):
     by_hand = round(sum(round(r["collective_wait_ns"] / r["window_ns"] * r["rate_usd_per_hour"] * 730, 2)
                         for r in rows.to_dict("records")), 2)
     assert (coll["category"], coll["rank"], coll["gpus"]) == ("collective wait", 1, 2)
-    assert coll["usd_per_month"] == by_hand > 0
+    assert coll["collective_wait_usd_per_month"] == by_hand > 0
+    # busy time in its own column: none of it in the idle ones a sum adds up (issue 45)
+    assert all(math.isnan(coll[c]) for c in ("idle_usd_per_month", "fix_wins_back_usd_per_month", "assumed_usd_per_month"))
     assert coll["share_pct"] == round(100 * rows["collective_wait_ns"].sum() / rows["window_ns"].sum(), 4)
     assert coll["remedy"].startswith("find what holds the late rank back: its own idle, its data, its host; late rank: ")
 
@@ -190,7 +195,7 @@ def test_fix_list_per_job_ties_errors_and_caveats():
     fixes = fix_list(build_fleet(rows), rosters)
     # g0 (6 iterations, medium) and b's g0 are trusted, g1 (4, low) apart: its comm is an entry of its own, after;
     # g0's comm and sync tie at $100: by name
-    assert list(zip(fixes["scope"], fixes["job"], fixes["rank"], fixes["category"], fixes["usd_per_month"],
+    assert list(zip(fixes["scope"], fixes["job"], fixes["rank"], fixes["category"], fixes["idle_usd_per_month"],
                     fixes["trusted"])) == [
         ("fleet", "", 1, "comm", 100.0, True), ("fleet", "", 2, "sync", 100.0, True), ("fleet", "", 3, "comm", 50.0, False),
         ("job", "a", 1, "comm", 100.0, True), ("job", "a", 2, "sync", 100.0, True), ("job", "a", 3, "comm", 50.0, False)]
@@ -242,13 +247,15 @@ def test_collective_wait_has_its_own_section_and_leaves_the_idle_totals_alone():
     assert list(before["diagnosis"]) == ["", ""]
     assert list(idle["diagnosis"]) == ["late rank: GPU #2 g1 (enters the collectives last: the others wait for it; "
                                        "fix its own idle first)"] * 2
-    assert list(before["usd_per_month"]) == [150.0, 150.0]   # fleet, then job: comm $100 + $50
+    assert list(before["idle_usd_per_month"]) == [150.0, 150.0]   # fleet, then job: comm $100 + $50
     assert list(zip(after["scope"], after["section"], after["rank"], after["category"])) == [
         ("fleet", "device idle", 1, "comm"), ("fleet", "inside collectives", 1, "collective wait"),
         ("job", "device idle", 1, "comm"), ("job", "inside collectives", 1, "collective wait")]
     coll = after[(after["scope"] == "job") & (after["section"] == "inside collectives")].iloc[0]
-    assert (coll["usd_per_month"], coll["recoverable_usd_per_month"], coll["share_pct"], coll["gpus"]) == (
-        120.0, 120.0, 5.0, 2)
+    assert (coll["collective_wait_usd_per_month"], coll["share_pct"], coll["gpus"]) == (120.0, 5.0, 2)
+    assert math.isnan(coll["idle_usd_per_month"]) and math.isnan(coll["fix_wins_back_usd_per_month"])
+    # the device-idle entries carry no collective-wait dollars: each dollar column sums one measure
+    assert after.loc[after["section"] == "device idle", "collective_wait_usd_per_month"].isna().all()
     assert math.isnan(coll["speedup"]) and coll["window_ns"] == 200 * MS and coll["gpu_keys"] == "a.sqlite g0; a.sqlite g1"
     g1 = "GPU #2 g1"   # its display name (docs/outputs.md#gpu-names): no model known, the 2nd GPU of its job, its key
     assert coll["remedy"] == f"find what holds the late rank back: its own idle, its data, its host; late rank: {g1}"
@@ -259,7 +266,7 @@ def test_collective_wait_has_its_own_section_and_leaves_the_idle_totals_alone():
     # an unpriced GPU's wait is in no dollar sum; every GPU unpriced: no dollars
     unpriced = [{**r, **w, "collective_wait_usd_per_month": math.nan, "unpriced": True} for r, w in zip(plain, waits)]
     none = fix_list(build_fleet(unpriced), {})
-    assert math.isnan(none.loc[none["section"] == "inside collectives", "usd_per_month"].iloc[0])
+    assert math.isnan(none.loc[none["section"] == "inside collectives", "collective_wait_usd_per_month"].iloc[0])
 
 
 def test_implausible_flag_is_per_category():
@@ -328,7 +335,7 @@ def test_reconcile_by_hand_on_a_synthetic_fleet():
     # views format that finished fleet
     fleet = with_fix_columns(reconcile_fleet())
     fixes = fix_first(fleet, fix_list(fleet, {}))
-    assert [(e["category"], e["usd_per_month"]) for e in fixes] == [
+    assert [(e["category"], e["idle_usd_per_month"]) for e in fixes] == [
         ("launch", 438.0), ("sync", 146.0), ("data", 109.5), ("cpu", 73.0)]
     rc = reconcile(fleet, fixes)
     # 438.00 + 547.50 = 985.50 = (438 + 146 + 109.50 + 73) + 175.20 + 29.20 + 14.60 = 766.50 + 219.00
@@ -404,13 +411,32 @@ def test_unpriced_entries_rank_by_share_and_archived_never_leads():
     cats = {"cpu": (MS // 2, 500.0), "launch": (9 * MS, 90.0), "data": (3 * MS, 30.0)}
     fixes = fix_list(build_fleet([row("g0", False, cats)]), {})
     fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
-    assert list(zip(fleet["rank"], fleet["category"], fleet["share_pct"])) == [
-        (1, "launch", 9.0), (2, "data", 3.0), (3, "cpu", 0.5)]
-    assert fleet["usd_per_month"].isna().all() and fleet["remedy"].iloc[2] == ARCHIVED
+    # the archived entry takes no rank (issue 45: "archived… not prescribed" was fix #2 of a real list)
+    assert list(zip(_ranks(fleet), fleet["category"], fleet["share_pct"])) == [
+        (1, "launch", 9.0), (2, "data", 3.0), (None, "cpu", 0.5)]
+    assert fleet["idle_usd_per_month"].isna().all() and fleet["remedy"].iloc[2] == ARCHIVED
     # priced: cpu's $500 is archived (not prescribed): after launch $90 and data $30
     fixes = fix_list(build_fleet([row("g0", True, cats)]), {})
     fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
-    assert list(zip(fleet["category"], fleet["usd_per_month"])) == [("launch", 90.0), ("data", 30.0), ("cpu", 500.0)]
+    assert list(zip(fleet["category"], fleet["idle_usd_per_month"])) == [("launch", 90.0), ("data", 30.0), ("cpu", 500.0)]
+    assert _ranks(fleet) == [1, 2, None]
+    # a trusted archived entry comes after the ranked entries of a low GPU too: never numbered among the fixes
+    low = {**row("g1", True, {"sync": (4 * MS, 40.0)}), "confidence_tier": "low", "low_confidence": True,
+           "confidence_note": "rests on 3 stable iterations (fewer than 5)", "diagnosis": ""}
+    fixes = fix_list(build_fleet([row("g0", True, cats), low]), {})
+    fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
+    assert list(zip(_ranks(fleet), fleet["category"])) == [(1, "launch"), (2, "data"), (3, "sync"), (None, "cpu")]
+    # the Markdown list: no number, under a row saying why
+    from pipeline.report.html import FIX_ARCHIVED, _markdown_fixes
+    from pipeline.report.summary import fix_first
+    md = _markdown_fixes(fix_first(build_fleet([row("g0", True, cats), low]), fixes))
+    at = md.index(f"| | {FIX_ARCHIVED} | | | | | |")
+    assert md[at + 1].startswith("|  | cpu | $500.00 (the whole idle) | $500.00 |") and md[at - 1].startswith("| 3 | sync |")
+
+
+def _ranks(entries) -> list:
+    """The ``rank`` column as ints, None where empty (an archived entry)."""
+    return [None if pd.isna(r) else int(r) for r in entries["rank"]]
 def _tiered_rows() -> list[dict]:
     """Hand-made rows, window 100 ms each (issue 45 points 2 and 7): trusted g0 (medium) has data $400 of which the
     evidence bounds a fix to 10 of 40 ms ($100.00) and launch $150 (whole); low g1 has cpu $300; toy g2 (an
@@ -440,12 +466,12 @@ def test_fix_list_ranks_by_what_a_fix_wins_back_then_tier():
 
     fixes = fix_list(build_fleet(_tiered_rows()), {})
     fleet = fixes[(fixes["scope"] == "fleet") & (fixes["section"] == "device idle")]
-    assert list(zip(fleet["rank"], fleet["category"], fleet["usd_per_month"], fleet["recoverable_usd_per_month"],
+    assert list(zip(fleet["rank"], fleet["category"], fleet["idle_usd_per_month"], fleet["fix_wins_back_usd_per_month"],
                     fleet["confidence_tier"], fleet["gpu_keys"])) == [
         (1, "launch", 150.0, 150.0, "medium", "g0.sqlite g0"), (2, "data", 400.0, 100.0, "medium", "g0.sqlite g0"),
         (3, "cpu", 300.0, 300.0, "low", "g1.sqlite g1"), (4, "cpu", 900.0, 900.0, "toy", "g2.sqlite g2")]
     assert list(fleet["speedup"]) == [round(1 / 0.85, 4), round(1 / 0.6, 4), round(1 / 0.7, 4), round(1 / 0.1, 4)]
-    assert fleet.iloc[1]["recoverable_basis"] == ("copies on the compute stream: only what a copy stream of their own "
+    assert fleet.iloc[1]["fix_wins_back_basis"] == ("copies on the compute stream: only what a copy stream of their own "
                                                   "could hide behind compute, 10.0 of 40.0 ms on 1 of 1 GPU(s)")
 
 
@@ -542,3 +568,27 @@ def test_implausible_is_the_speedup_itself_at_the_boundary():
         e = fix_list(build_fleet([row]), {}).iloc[0]
         return e["speedup"], e["implausible_speedup"]
     assert entry(90 * MS) == (10.0, True) and entry(89_990_000) == (9.99, False)
+
+
+def test_remedy_names_the_role_gpus_and_the_costliest_first():
+    """Issue 45 (tryout): a fleet entry's remedy names the stragglers and late ranks first, then its GPUs by what a
+    fix wins back, largest first, never hiding them in "and N more". Four GPUs with cpu idle: A $10, B $50,
+    C $30 (the straggler), D unpriced, E $40 (a late rank), F $20: by hand E, C (the roles, by dollars), B, F, A, D."""
+    import numpy as np
+
+    from pipeline.analysis.fixfirst import _lead_order, entry_remedy
+
+    n = 6
+    cols = {"straggler": np.asarray([False, False, True, False, False, False]),
+            "late": np.asarray([False, False, False, False, True, False]),
+            "usd_cpu_raw": np.asarray([10.0, 50.0, 30.0, math.nan, 40.0, 20.0])}
+    part, at = np.arange(n), np.arange(n)
+    order = _lead_order(cols, part, at, "cpu", [[]] * n)
+    assert [("ABCDEF")[j] for j in order] == ["E", "C", "B", "F", "A", "D"]
+    # one remedy part resting on 4 of them: named in that order, 3 shown, the cheapest counted
+    finding = {"category": "cpu", "rule": "cpu.host", "outcome": "host_bound", "remedy": "profile the host",
+               "judged": True}
+    names = ["A", "B", "C", "D", "E", "F"]
+    found = [[finding], [finding], [finding], [], [], [finding]]
+    text = entry_remedy("cpu", [found[j] for j in order], [names[j] for j in order])
+    assert text.startswith("C, B, F and 1 more (4 of the 6 GPUs with cpu idle): profile the host; the other 2: ")

@@ -336,3 +336,47 @@ def test_the_first_screen_says_what_the_windows_leave_out_of_a_synthetic_fleet(t
     assert (int(card.group(1)), int(card.group(2))) == (65 * MS, 355 * MS)
     assert card.group(3) == "; from the windows only: 18.31 % of the captures' idle lies outside them, not priced"
     assert text in (tmp_path / "s.md").read_text(encoding="utf-8")
+
+
+def test_comm_entry_names_the_late_rank_where_no_straggler_stands_out():
+    """Issue 45 (tryout): a job with no straggler by idle but a chronic late rank (vit-train-pytorch's A100 #1
+    pid85236) is named by the comm entry as its GPU pages name it, never "none stands out" (one determination: the
+    straggler, else the late rank). Rows: llm's G1 (straggler) and G2; vit's V1 (late rank) and V2."""
+    import numpy as np
+
+    from pipeline.analysis import diagnosis as dx
+    from pipeline.analysis.fixfirst import job_stragglers
+
+    cols = {"job": np.asarray(["c\x00llm", "c\x00llm", "c\x00vit", "c\x00vit"], dtype=object),
+            "name": np.asarray(["G1", "G2", "V1", "V2"], dtype=object),
+            "straggler": np.asarray([True, False, False, False]), "late": np.asarray([False, False, True, False])}
+    assert job_stragglers(cols, np.asarray([3])) == ["the late rank V1"]
+    assert job_stragglers(cols, np.asarray([1, 3])) == ["G1 of llm", "the late rank V1 of vit"]
+    remedy = dx.comm_rule({"length": [MS], "kernel_before": ["nccl"]})["remedy"]
+    assert dx.name_straggler(remedy, ["the late rank V1"]) == (
+        "one GPU cannot fix it: look at the late rank V1 first, then overlap communication with compute")
+    # a straggler by idle comes first where a job has both
+    both = dict(cols, late=np.asarray([False, True, True, False]))
+    assert job_stragglers(both, np.asarray([0, 1])) == ["G1"]
+
+
+def test_straggler_own_page_diagnosis_says_it_is_this_gpu():
+    """Issue 45 (tryout): the straggler's own page (H100 #13) said in its Diagnosis "look at the straggler first"; on
+    its own page (role straggler or late rank) the line says it is this GPU; on a GPU waiting on it, the line names
+    it; with no role known, unchanged."""
+    from pipeline.analysis import diagnosis as dx
+    from pipeline.report.gpu_page import diagnosis_view
+
+    finding = dx.comm_rule({"length": [MS], "kernel_before": ["nccl"]})
+    summary = {"diagnosis": dx.to_text([finding])}
+    plain = dx.line(finding)
+    assert dx.STRAGGLER_FIRST in plain
+    own = diagnosis_view(summary, {"role": "straggler", "text": "", "others": [], "leads": []})["prescribed"][0]["line"]
+    assert own == plain.replace("look at the straggler first",
+                                "this GPU is the straggler its job's other GPUs wait for: fix its own idle first")
+    late = diagnosis_view(summary, {"role": "late rank", "leads": ["the straggler H100 #13 750df4f4"]})
+    assert "this GPU is the late rank its job's other GPUs wait for" in late["prescribed"][0]["line"]
+    waiting = diagnosis_view(summary, {"role": "waiting", "leads": ["the straggler H100 #13 750df4f4"]})
+    assert waiting["prescribed"][0]["line"] == plain.replace("look at the straggler first",
+                                                             "look at the straggler H100 #13 750df4f4 first")
+    assert diagnosis_view(summary)["prescribed"][0]["line"] == plain

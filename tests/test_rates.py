@@ -26,6 +26,7 @@ from pipeline.load.kineto import load_kineto
 from pipeline.load.report import gpu_trace, load_report
 from pipeline.synth import ExportWriter
 from pipeline.synth.kineto import KinetoWriter
+from helpers.fixes import read_fixes
 
 MS = 1_000_000
 TINY = PROFILES / "tiny_2kernels.sqlite"          # one NVIDIA GeForce RTX 3080
@@ -263,8 +264,8 @@ def test_unlisted_model_unpriced(tmp_path):
         assert (total["idle_usd_per_month"], total["assumed_usd_per_month"], total["unpriced_gpus"],
                 total["unpriced_models"]) == (292.0, 0.0, 1, f"{UNLISTED} (1)")
     # fix_first.csv: the one cpu entry of the fleet (and of the job) rests on both GPUs, names the unpriced one
-    fixes = pd.read_csv(out / "fix_first.csv", keep_default_na=False)
-    assert set(zip(fixes["usd_per_month"], fixes["unpriced_gpus"], fixes["unpriced_models"])) == {
+    fixes = read_fixes(out / "fix_first.csv")
+    assert set(zip(fixes["idle_usd_per_month"], fixes["unpriced_gpus"], fixes["unpriced_models"])) == {
         (292.0, 1, f"{UNLISTED} (1)")}
     assert "unpriced" in printed and "$292.00" in printed
     total = printed[printed.index("fleet idle cost"):]

@@ -429,18 +429,19 @@ def test_fix_first_list_of_the_real_profiles(span_run, tmp_path):
     # per category the entries' idle dollars (one per tier part) add up to the plain computation from the fleet
     sums: dict = {}
     for e in written:
-        sums[e["category"]] = round(sums.get(e["category"], 0.0) + e["usd_per_month"], 2)
+        sums[e["category"]] = round(sums.get(e["category"], 0.0) + e["idle_usd_per_month"], 2)
     assert sorted((c, money(u)) for c, u in sums.items()) == sorted((c, money(u)) for c, u in expected_fixes(fleet))
     # ranked by tier part (trusted, low, toy), then by what a fix wins back (issue 45 points 2 and 7)
-    keys = [({"medium": 0, "high": 0, "low": 1, "toy": 2}[e["confidence_tier"]], -e["recoverable_usd_per_month"])
-            for e in written]
+    # the archived entries (rank null: nothing prescribed) after every ranked one (issue 45)
+    keys = [(e["rank"] is None, {"medium": 0, "high": 0, "low": 1, "toy": 2}[e["confidence_tier"]],
+             -e["fix_wins_back_usd_per_month"]) for e in written]
     assert keys == sorted(keys)
     # the page shows that list: what a fix wins back first (and on what basis when bounded), then the idle
     rows = re.findall(r'<tr data-category="([^"]+)"[^>]*>(.*?)</tr>', first_section(page), re.S)
     assert [(c, cells(r)[0], cells(r)[2], cells(r)[3]) for c, r in rows] == [
-        (e["category"], str(e["rank"]), money(e["recoverable_usd_per_month"]) + (
-            f"bounded by the evidence: {e['recoverable_basis']}" if e["recoverable_usd_per_month"] < e["usd_per_month"]
-            else "the whole idle"), money(e["usd_per_month"])) for e in written]
+        (e["category"], "" if e["rank"] is None else str(e["rank"]), money(e["fix_wins_back_usd_per_month"]) + (
+            f"bounded by the evidence: {e['fix_wins_back_basis']}" if e["fix_wins_back_usd_per_month"] < e["idle_usd_per_month"]
+            else "the whole idle"), money(e["idle_usd_per_month"])) for e in written]
     # the wait inside collectives (the NCCL export's two GPUs) follows, in its own section: never in the page's list
     [coll] = [e for e in every if e["section"] == "inside collectives"]
     assert every[-1] is coll and coll["category"] == "collective wait"
@@ -621,10 +622,10 @@ def test_markdown_fix_list_sets_the_untrusted_entries_apart_as_the_page_does():
     from pipeline.report.html import FIX_APART, _markdown_fixes
 
     def entry(rank, cat, usd, tier):
-        return {"rank": rank, "category": cat, "usd_per_month": usd, "speedup": 1.5, "remedy": "r",
+        return {"rank": rank, "category": cat, "idle_usd_per_month": usd, "speedup": 1.5, "remedy": "r",
                 "trusted": tier in ("medium", "high"), "confidence_tier": tier, "low_confidence": tier in ("toy", "low"),
                 "implausible_speedup": False, "assumed_usd_per_month": 0.0, "assumed_gpus": 0, "unpriced_gpus": 0,
-                "recoverable_usd_per_month": usd, "recoverable_basis": ""}
+                "fix_wins_back_usd_per_month": usd, "fix_wins_back_basis": ""}
 
     rows = [ln for ln in _markdown_fixes([entry(1, "launch", 503.21, "medium"), entry(2, "cpu", 13.17, "high"),
                                           entry(1, "data", 5673.41, "low"), entry(2, "cpu", 182.46, "toy")])

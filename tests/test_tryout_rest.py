@@ -430,3 +430,27 @@ def test_the_late_rank_is_never_called_the_straggler():
     files = [*(root / "pipeline").rglob("*.py"), *(root / "pipeline").rglob("*.j2"), *(root / "docs").glob("*.md")]
     found = [(f.name, m.group(0)) for f in files for m in mixed.finditer(f.read_text(encoding="utf-8"))]
     assert not found, found
+
+
+def test_the_idle_cost_card_says_failed_reports_and_assumed_rates():
+    """Issue 45 (tryout): the headline idle-cost card said nothing of the failed reports (only a banner did): it says
+    how many failed and that they are not in the figure; and how much of the figure rests on assumed rates. Two
+    medium GPUs, $100 (on the rate card) and $60 (rate assumed), and two failed reports: $160.00, of which $60.00 at
+    assumed rates (1 GPU(s)); 2 report(s) failed."""
+    import html as html_lib
+    import re
+
+    from pipeline.report.html import render_html
+
+    rows = [_row(report="med.sqlite", gpu_key="pid1/dev0", idle_usd_per_month=100.0, rate_assumed=False),
+            _row(report="med.sqlite", gpu_key="pid1/dev1", idle_usd_per_month=60.0, rate_assumed=True),
+            *[_row(report=f"bad{i}.sqlite", gpu_key=None, status="error", error="cannot read", idle_usd_per_month=None,
+                   confidence_tier=None, low_confidence=None) for i in (1, 2)]]
+    card = html_lib.unescape(re.sub(r"\s+", " ", render_html(_results(rows)))).split('id="headline"')[1].split(
+        "</div></div>")[0]
+    assert 'data-usd="160.00"' in card
+    assert "; of which $60.00 at assumed rates (1 GPU(s))" in card
+    assert re.search(r'id="fleet-usd-failed" data-failed="2">; 2 report\(s\) failed and are not in this figure '
+                     r'\(their cost is unknown, not \$0\.00\)<', card), card
+    ok = html_lib.unescape(render_html(_results(rows[:2]))).split('id="headline"')[1].split("</section>")[0]
+    assert "fleet-usd-failed" not in ok

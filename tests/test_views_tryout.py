@@ -34,7 +34,7 @@ OTHER = "Moore Threads MTT S80"   # on no card either
 
 def _fix(out) -> dict:
     """``(scope, job, category) -> entry`` of a run's fix_first.csv (empty USD read as NaN)."""
-    rows = pd.read_csv(out / "fix_first.csv", keep_default_na=False, na_values={"usd_per_month": [""]})
+    rows = pd.read_csv(out / "fix_first.csv", keep_default_na=False, na_values={"idle_usd_per_month": [""], "assumed_usd_per_month": [""]})
     return {(r["scope"], r["job"], r["category"]): r for r in rows.to_dict("records")}
 
 
@@ -70,7 +70,7 @@ def test_fix_first_says_how_much_rests_on_assumed_rates(tmp_path):
     out, _ = _run(tmp_path, {"l4": ("NVIDIA L4", "mixed"), "mtt": (UNLISTED, "mixed"),
                              "h100": ("NVIDIA H100 80GB HBM3", "solo")})
     fix = _fix(out)
-    got = {k: (e["usd_per_month"], e["assumed_usd_per_month"], e["assumed_gpus"], e["unpriced_gpus"], e["gpus"])
+    got = {k: (e["idle_usd_per_month"], e["assumed_usd_per_month"], e["assumed_gpus"], e["unpriced_gpus"], e["gpus"])
            for k, e in fix.items()}
     assert got == {("fleet", "", "cpu"): (3212.0, 1460.0, 1, 0, 3), ("job", "mixed", "cpu"): (1752.0, 1460.0, 1, 0, 2),
                    ("job", "solo", "cpu"): (1460.0, 0.0, 0, 0, 1)}
@@ -101,7 +101,7 @@ def test_real_export_priced_at_an_assumed_rate_marks_its_fix_first_entry(tmp_pat
     usd = round(TINY_IDLE / TINY_W * 2.0 * 730, 2)
     assert usd == 1459.67
     fix = _fix(out)
-    assert {k[:2]: (e["category"], e["usd_per_month"], e["assumed_usd_per_month"], e["assumed_gpus"])
+    assert {k[:2]: (e["category"], e["idle_usd_per_month"], e["assumed_usd_per_month"], e["assumed_gpus"])
             for k, e in fix.items()} == {("fleet", ""): ("cpu", usd, usd, 1),
                                          ("job", "tiny_2kernels"): ("cpu", usd, usd, 1)}
     run_cli("report", str(out), "--out", str(out / "summary.md"), "--format", "md")
@@ -126,7 +126,7 @@ def test_unpriced_totals_read_unpriced_never_zero(tmp_path):
     (cluster,) = pd.read_csv(out / "clusters.csv").to_dict("records")
     assert (cluster["idle_usd_per_month"], cluster["unpriced_gpus"]) == (292.0, 2)
     fix = _fix(out)
-    got = {k: (e["usd_per_month"], e["unpriced_gpus"], e["gpus"]) for k, e in fix.items()}
+    got = {k: (e["idle_usd_per_month"], e["unpriced_gpus"], e["gpus"]) for k, e in fix.items()}
     assert got[("fleet", "", "cpu")] == (292.0, 2, 3) and got[("job", "mixed", "cpu")] == (292.0, 1, 2)
     assert math.isnan(got[("job", "dark", "cpu")][0]) and got[("job", "dark", "cpu")][1:] == (1, 1)
     records = {p.stem: p.read_text(encoding="utf-8") for p in (out / "records").glob("*.md")}

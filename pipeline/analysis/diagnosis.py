@@ -333,6 +333,10 @@ def _waited(w) -> str:
 STRAGGLER_FIRST = "look at the straggler first"
 
 
+#: How :func:`pipeline.analysis.fixfirst.job_stragglers` words a job's late rank where it has no straggler by idle.
+LATE_RANK = "the late rank "
+
+
 def name_straggler(remedy: str, stragglers: list[str]) -> str:
     """``remedy`` with the straggler(s) it asks to look at first named (docs/definitions.md#diagnosis): ``look at
     the straggler first`` becomes ``look at the straggler H100 #13 750df4f4 first``, or with several (the jobs of a
@@ -342,6 +346,7 @@ def name_straggler(remedy: str, stragglers: list[str]) -> str:
     if STRAGGLER_FIRST not in remedy:
         return remedy
     named = ("look at the straggler first (no GPU captured here stands out as one)" if not stragglers else
+             f"look at {stragglers[0]} first" if len(stragglers) == 1 and stragglers[0].startswith(LATE_RANK) else
              f"look at the straggler {stragglers[0]} first" if len(stragglers) == 1 else
              f"look at each job's straggler first ({'; '.join(stragglers)})")
     return remedy.replace(STRAGGLER_FIRST, named)

@@ -6,7 +6,7 @@ are not the application's, :data:`~pipeline.model.CAVEATS` ``profiler`` and ``un
 * share ``s_c = cat_c_ns / window_ns`` (device-level idle of that category, 0..1);
 * recoverable USD per month ``= s_c × rate (USD per GPU-hour) × hours per month`` (default 730),
   priced by the one pricing function :func:`pipeline.analysis.cost.idle_usd_per_month`; an entry's
-  ``recoverable_usd_per_month`` is the part of it the evidence says a fix wins back (:func:`recoverable`,
+  ``fix_wins_back_usd_per_month`` is the part of it the evidence says a fix wins back (:func:`recoverable`,
   docs/definitions.md#diagnosis), its ``remedy`` what the rules that fired prescribe (:func:`entry_remedy`);
 * speed-up if that category alone vanished ``= 1 / (1 − s_c)`` (Amdahl; ``inf`` at ``s_c = 1``):
   :func:`pipeline.analysis.cost.amdahl_speedup`.
@@ -296,8 +296,8 @@ def recoverable_speedup(category: str, cat_ns: list, window_ns: int, findings: l
 def gpu_recoverable(row: dict, findings: list) -> list[dict]:
     """The recoverable parts of one GPU (docs/definitions.md#diagnosis), what its GPU page and medical record show
     beside its diagnosis: per application category (:func:`fixable`, in order) whose idle the evidence bounds
-    (:func:`recoverable_part`), ``{"category", "usd_per_month"`` (the row's ``fix_<c>_usd_per_month``, NaN
-    unpriced), ``"recoverable_usd_per_month", "recoverable_basis"}`` (:func:`recoverable` over this GPU alone);
+    (:func:`recoverable_part`), ``{"category", "idle_usd_per_month"`` (the row's ``fix_<c>_usd_per_month``, NaN
+    unpriced), ``"fix_wins_back_usd_per_month", "fix_wins_back_basis"}`` (:func:`recoverable` over this GPU alone);
     ``"speedup"`` (``fix_<c>_speedup``'s formula over the row's ``cat_<c>_ns`` and ``window_ns``: if all of the
     category's idle went; NaN without them) and ``"recoverable_speedup"``
     (:func:`recoverable_speedup`: if what a fix wins back went); ``row``: the GPU's fleet row (or ``_summary``),
@@ -311,7 +311,7 @@ def gpu_recoverable(row: dict, findings: list) -> list[dict]:
         rec, basis = recoverable(cat, [u], [findings])
         window, cat_ns = row.get("window_ns"), row.get(f"cat_{cat}_ns")
         known = bool(window) and window == window and cat_ns is not None and cat_ns == cat_ns
-        out.append({"category": cat, "usd_per_month": u, "recoverable_usd_per_month": rec, "recoverable_basis": basis,
+        out.append({"category": cat, "idle_usd_per_month": u, "fix_wins_back_usd_per_month": rec, "fix_wins_back_basis": basis,
                     "speedup": round(amdahl_speedup(share(int(cat_ns), int(window))), 4) if known else math.nan,
                     "recoverable_speedup": recoverable_speedup(cat, [cat_ns], int(window), [findings]) if known
                     else math.nan})
@@ -483,11 +483,18 @@ def asks_for_straggler(findings: list | None) -> bool:
 def job_stragglers(cols: dict, at: np.ndarray) -> list[str]:
     """The stragglers (``straggler``: the job's GPU with most idle) of the jobs of the rows ``at`` (positions in
     ``cols``, :func:`_group_columns`; a comm entry gives those of its GPUs that :func:`asks_for_straggler`), by their
-    display names: with one job its straggler (``[]`` when none stands out); with several, per job in key order,
+    display names: with one job its straggler, else its late rank (``collective_chronic``: ``the late rank A100 #1
+    pid85236``; ``[]`` when neither stands out); with several, per job in key order,
     ``H100 #13 750df4f4 of llm-pretrain`` or ``none stands out in vit-train``: whom a comm entry's remedy asks to
     look at first (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
     jobs = sorted(set(cols["job"][at].tolist()))
     found = {cols["job"][i]: str(cols["name"][i]) for i in np.flatnonzero(cols["straggler"]) if cols["job"][i] in jobs}
+    # a job without a straggler by idle but with a late rank (``collective_chronic``): the GPU its others wait for,
+    # as its GPU pages say (pipeline.report.summary's roles: the straggler or the late rank leads)
+    late = cols.get("late", np.zeros(len(cols["job"]), dtype=bool))
+    for i in np.flatnonzero(late):
+        if cols["job"][i] in jobs and cols["job"][i] not in found:
+            found[cols["job"][i]] = f"{dx.LATE_RANK}{cols['name'][i]}"
     if len(jobs) == 1:
         return list(found.values())
     return [f"{found[j]} of {j.split(chr(0))[1]}" if j in found else f"none stands out in {j.split(chr(0))[1]}"
@@ -502,8 +509,10 @@ COLLECTIVE_COLUMNS = ["collective_wait_status", "collective_wait_ns", "collectiv
 def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None:
     """The ``inside collectives`` entry of one list (``group``: positions in ``cols``, :func:`_group_columns`;
     ``where``: ``(scope, cluster, job)``), over the group's GPUs whose ``collective_wait_status`` is ``measured``;
-    None when none is (docs/definitions.md#fix-first). ``usd_per_month`` = the sum of their
-    ``collective_wait_usd_per_month`` (NaN when none is priced), all of it ``recoverable_usd_per_month``;
+    None when none is (docs/definitions.md#fix-first). ``collective_wait_usd_per_month`` = the sum of their
+    ``collective_wait_usd_per_month`` (NaN when none is priced): busy time, a different measure, so its
+    ``idle_usd_per_month``, ``fix_wins_back_usd_per_month`` and ``assumed_usd_per_month`` are NaN (a sum of those
+    columns is the idle alone; ``assumed_gpus`` still counts its GPUs at assumed rates);
     ``share_pct`` = 100 × Σ ``collective_wait_ns`` / Σ ``window_ns`` of those GPUs; no ``speedup`` (NaN: the wait is
     busy time, Amdahl's formula over idle does not apply); ``remedy`` :data:`pipeline.analysis.collwait.REMEDY` and
     the straggler, ``diagnosis`` how often it entered last; ``rank`` 1 (first of its own section); the tier the lowest
@@ -532,9 +541,10 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
     return {
         "scope": scope, "section": INSIDE_COLLECTIVES, "cluster": cluster, "job": job, "rank": 1,
         "category": collwait.PIPELINE_BUBBLE if bubble else collwait.COLLECTIVE_WAIT,
-        "usd_per_month": total, "recoverable_usd_per_month": total,
-        "recoverable_basis": "the whole wait inside collectives (busy time, never in the device-idle totals)",
-        "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
+        # busy time, a different measure: in its own column, never in the idle ones a sum adds up
+        "idle_usd_per_month": math.nan, "fix_wins_back_usd_per_month": math.nan, "fix_wins_back_basis": "",
+        "collective_wait_usd_per_month": total,
+        "assumed_usd_per_month": math.nan, "assumed_gpus": rates["assumed_gpus"],
         "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
         "speedup": math.nan, "recoverable_speedup": math.nan,
         "share_pct": round(100.0 * share(int(cols["collective_wait_ns"][at].sum()), window), 4),
@@ -560,22 +570,25 @@ def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: 
     (:func:`pipeline.analysis.confidence.trust_rank`); each part gives an entry per category with idle in it, over
     that part's GPUs alone (its window, fewest iterations, share). The trusted part's entries come first, then the
     low part's, then the toy part's, each part largest win first (:func:`_part_entries`): a toy capture never
-    drives the rank of an entry that rests on other GPUs."""
+    drives the rank of an entry that rests on other GPUs. The archived entries (remedy :data:`ARCHIVED`: nothing
+    prescribed) come after all of them, in the same order, with no rank (None): never numbered among the fixes."""
     entries = []
     ranks = np.asarray([trust_rank(TIERS[int(t)]) for t in cols["tier"][group]], dtype=int)
     for rank in (0, 1, 2):   # trusted, then low, then toy (:func:`pipeline.analysis.confidence.trust_rank`)
         part = group[ranks == rank]
         if part.size:
             entries += _part_entries(cols, part, rosters, (scope, cluster, job), rank == 0)
+    # an archived entry prescribes nothing: after every ranked one, unranked (rank None), never numbered a fix
+    entries = [e for e in entries if e["remedy"] != ARCHIVED] + [e for e in entries if e["remedy"] == ARCHIVED]
     for i, e in enumerate(entries, 1):
-        e["rank"] = i
+        e["rank"] = None if e["remedy"] == ARCHIVED else i
     coll = collective_entry(cols, group, (scope, cluster, job))
     return [{c: e[c] for c in FIX_COLUMNS} for e in entries + ([coll] if coll else [])]
 
 
 def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_trusted: bool) -> list[dict]:
     """:func:`_entries`' entries of one part (``part``: positions in ``cols``), largest
-    ``recoverable_usd_per_month`` first (what a fix wins back where the evidence bounds it, else the whole idle of
+    ``fix_wins_back_usd_per_month`` first (what a fix wins back where the evidence bounds it, else the whole idle of
     the category), then largest ``usd_per_month``, then by name, unranked; ``where``: ``(scope, cluster, job)``."""
     scope, cluster, job = where
     window = int(cols["window"][part].sum())
@@ -602,16 +615,19 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
         unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
         mine = [findings[i] for i in at]
         rec_usd, rec_basis = recoverable(cat, cols[f"usd_{cat}_raw"][part][at].tolist(), mine)
+        lead = _lead_order(cols, part, at, cat, mine)   # the remedy names the role GPUs, then the costliest, first
         entries.append({
             "scope": scope, "section": DEVICE_IDLE, "cluster": cluster, "job": job, "category": cat,
-            "usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
-            "recoverable_usd_per_month": math.nan if unpriced else rec_usd, "recoverable_basis": rec_basis,
+            "idle_usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
+            "collective_wait_usd_per_month": math.nan,
+            "fix_wins_back_usd_per_month": math.nan if unpriced else rec_usd, "fix_wins_back_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
             "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4),
             "recoverable_speedup": recoverable_speedup(cat, filled[at].tolist(), window, mine),
-            "remedy": entry_remedy(cat, mine, [names[i] for i in at]) if cat != "comm" else dx.name_straggler(
-                entry_remedy(cat, mine, [names[i] for i in at]), job_stragglers(cols, part[[
+            "remedy": entry_remedy(cat, [mine[j] for j in lead], [names[at[j]] for j in lead]) if cat != "comm" else
+            dx.name_straggler(entry_remedy(cat, [mine[j] for j in lead], [names[at[j]] for j in lead]),
+                              job_stragglers(cols, part[[
                     i for i, f in zip(at, mine) if asks_for_straggler(f)]])),
             "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers, late),
             "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
@@ -625,14 +641,26 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
     return entries
 
 
+def _lead_order(cols: dict, part: np.ndarray, at: np.ndarray, category: str, findings: list) -> list[int]:
+    """The order an entry's remedy names its GPUs in (positions in ``at``, the part's GPUs with idle of
+    ``category``; ``findings`` theirs, same order): the job's stragglers and late ranks (``straggler``,
+    ``collective_chronic``: the GPUs the others wait for) first, then by what a fix wins back on each
+    (:func:`recoverable` over the GPU alone; unpriced last), largest first, then in row order: so the GPUs that
+    matter most are named, never counted in "and N more" (issue 45)."""
+    role = cols["straggler"][part][at] | cols["late"][part][at]
+    usd = cols[f"usd_{category}_raw"][part][at]
+    back = [recoverable(category, [u], [f])[0] for u, f in zip(usd.tolist(), findings)]
+    return sorted(range(len(at)), key=lambda j: (not role[j], -(back[j] if back[j] == back[j] else -1.0), j))
+
+
 def rank_key(entry: dict) -> tuple:
     """The order of a part's ``device idle`` entries (docs/definitions.md#fix-first): the prescribed ones before the
     archived ones (remedy :data:`ARCHIVED`: nothing prescribed), within each the priced before the unpriced (no
-    dollars), the priced by what a fix wins back (``recoverable_usd_per_month``: bounded by the evidence where it
+    dollars), the priced by what a fix wins back (``fix_wins_back_usd_per_month``: bounded by the evidence where it
     bounds it, else the category's whole idle) descending, then by the idle's USD descending, the unpriced by what
     they would be worth: their share of the window (``share_pct``) descending; then by ``share_pct`` descending,
     then by category name."""
-    usd, rec = entry["usd_per_month"], entry.get("recoverable_usd_per_month", math.nan)
+    usd, rec = entry["idle_usd_per_month"], entry.get("fix_wins_back_usd_per_month", math.nan)
     unpriced = usd != usd
     wins = 0.0 if unpriced else -float(rec if rec == rec else usd)
     return (entry["remedy"] == ARCHIVED, unpriced, wins, 0.0 if unpriced else -float(usd), -float(entry["share_pct"]),
@@ -650,7 +678,7 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     Each entry is an application category with idle in the part: its recoverable USD per month
     (sum of the GPUs' ``fix_<c>_usd_per_month``), speed-up ``1 / (1 − Σ cat_ns / Σ window_ns)``, the
     remedy (:func:`entry_remedy`: from the rules that fired on its GPUs), the part of its dollars the evidence
-    says is recoverable (``recoverable_usd_per_month``, ``recoverable_basis``: :func:`recoverable`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
+    says is recoverable (``fix_wins_back_usd_per_month``, ``fix_wins_back_basis``: :func:`recoverable`), its ``diagnosis`` (:func:`entry_diagnosis`: what the rules found on its GPUs,
     docs/definitions.md#diagnosis), the GPUs it rests on, up to :data:`EXAMPLE_GAPS` example gaps from the
     device rosters (``rosters``: ``(report, gpu_key) -> {"device": [...]}``), the summed window and the
     fewest stable iterations of its GPUs, and the flags (``implausible_speedup``: its speed-up is :func:`implausible`;
@@ -671,4 +699,6 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     entries = _entries(cols, np.arange(len(ok)), rosters, "fleet", "", "")
     for (cluster, job), rows in ok.groupby(["cluster", "job"], sort=True, dropna=False):
         entries += _entries(cols, rows.index.to_numpy(), rosters, "job", cluster, job)  # positions: index reset
-    return pd.DataFrame(entries, columns=FIX_COLUMNS)
+    out = pd.DataFrame(entries, columns=FIX_COLUMNS)
+    out["rank"] = out["rank"].astype("Int64")   # an archived entry's rank is empty, the others whole numbers
+    return out

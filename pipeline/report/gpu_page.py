@@ -274,7 +274,7 @@ def category_rows(summary: dict) -> list[dict]:
         bounded = bool(part and recoverable_lines([part]))
         rows.append({"category": cat, "ns": int(_num(summary, f"cat_{cat}_ns")),
                      "pct": float(_num(summary, f"cat_{cat}_pct", 0.0)), "usd": usd,
-                     "back": part["recoverable_usd_per_month"] if bounded else usd, "bounded": bounded,
+                     "back": part["fix_wins_back_usd_per_month"] if bounded else usd, "bounded": bounded,
                      "apart": cat in CAVEATS})
     return rows
 
@@ -438,21 +438,37 @@ def page_context(doc: dict, links: dict, name: str | None = None, role: dict | N
         "categories": category_rows(s), "lanes": lane_rows(tl), "iterations": iterations,
         "more_iterations": more_iterations, "median_ns": tl.get("iteration_length_median_ns"),
         "comm": {k: s[k] for k in COMM_COLUMNS if s.get(k) is not None},
-        "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s),
+        "colours": plots.CATEGORY_COLOURS, "resolution": RESOLUTION, "diagnosis": diagnosis_view(s, role),
         "role": role, "prescription": prescription(s, role),
         "few_periods": FEW_PERIODS_PER_GPU,
     }
 
 
-def diagnosis_view(summary: dict) -> dict:
+def role_line(line: str, role: dict | None) -> str:
+    """A diagnosis ``line`` on a GPU's page with its job's role said (``role``: :func:`_role_links`' entry): a line
+    asking to "look at the straggler first" on the straggler's or the late rank's own page says it is this GPU
+    (issue 45: H100 #13's own page sent the reader to "the straggler"); on a GPU waiting on them it names them
+    (their ``leads``); unchanged otherwise."""
+    if diagnosis.STRAGGLER_FIRST not in line or not role:
+        return line
+    if role.get("role") in ("straggler", "late rank"):
+        return line.replace(diagnosis.STRAGGLER_FIRST,
+                            f"this GPU is the {role['role']} its job's other GPUs wait for: fix its own idle first")
+    leads = list(role.get("leads") or [])
+    return line.replace(diagnosis.STRAGGLER_FIRST, f"look at {' and '.join(leads)} first") if leads else line
+
+
+def diagnosis_view(summary: dict, role: dict | None = None) -> dict:
     """The page's diagnosis block from a GPU's ``_summary`` (docs/definitions.md#diagnosis): ``prescribed`` and
     ``archived`` (:func:`pipeline.analysis.diagnosis.split`), each finding with its ``line`` and its rule's ``name`` in
     words (:func:`pipeline.analysis.diagnosis.rule_name`: the page never prints a rule's id); ``recoverable``: what a
     fix wins back where the evidence bounds it (:func:`pipeline.report.words.recoverable_lines`, as the fix-first
-    list says it); all empty for a summary without the column."""
+    list says it); all empty for a summary without the column. ``role`` (:func:`_role_links`): each line says the
+    GPU's own role where it asks to look at the straggler first (:func:`role_line`)."""
     findings = diagnosis.of_text(summary.get("diagnosis"))
     prescribed, archived = diagnosis.split(findings)
-    return {"prescribed": [dict(f, line=diagnosis.line(f), name=diagnosis.rule_name(f)) for f in prescribed],
+    return {"prescribed": [dict(f, line=role_line(diagnosis.line(f), role), name=diagnosis.rule_name(f))
+                           for f in prescribed],
             "archived": [dict(f, line=diagnosis.line(f), name=diagnosis.rule_name(f)) for f in archived],
             "recoverable": recoverable_lines(fixfirst.gpu_recoverable(summary, findings))}
 

@@ -166,9 +166,9 @@ def render_html(res: Results, plot_cache: str | None = None, pages: dict | None 
     title = "no GPU analysed" if worst is None else timeline_title(worst, names[(worst["report"], worst["gpu_key"])])
     svgs = {
         "fixes": plots.cached(plot_cache, plots.fix_first_usd,
-                              [{"category": e["category"], "usd_per_month": e["usd_per_month"], "tier": e["confidence_tier"]}
+                              [{"category": e["category"], "idle_usd_per_month": e["idle_usd_per_month"], "tier": e["confidence_tier"]}
                                for e in s["fixes"]
-                               if e["usd_per_month"] == e["usd_per_month"]]),   # an unpriced entry has no bar
+                               if e["idle_usd_per_month"] == e["idle_usd_per_month"]]),   # an unpriced entry has no bar
         "categories": plots.cached(plot_cache, plots.categories_by_job, s["categories"]),
         "spread": plots.cached(plot_cache, plots.spread_by_job, s["spread"]),
         "timeline": plots.cached(plot_cache, plots.gpu_timeline, s["worst_doc"], title),
@@ -290,6 +290,9 @@ def render_csv(res: Results) -> str:
 #: (the HTML list's ``id="fix-apart"`` row says it at length; docs/definitions.md#confidence-tiers).
 FIX_APART = ("*apart: what rests on toy or low-confidence captures only, ranked on its own after every trusted entry: "
              "the low ones, then the toy ones*")
+#: The Markdown list's row before its archived entries (no rank: nothing prescribed; docs/definitions.md#fix-first).
+FIX_ARCHIVED = ("*archived, not ranked: under the actionable share of the window on their GPUs, nothing prescribed; "
+                "their idle is still in the figures*")
 
 
 def _markdown_fixes(fixes: list[dict]) -> list[str]:
@@ -297,7 +300,8 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
     fix-first entries (rank, category, what a fix wins back per month (:func:`wins_back_text`), the category's idle
     in USD/month (:func:`fix_usd_text`), speed-up, remedy, confidence), the row
     :data:`FIX_APART` before the first one resting on toy or low-confidence captures only (after a trusted one, or
-    first when none is trusted), then a blank line."""
+    first when none is trusted), the row :data:`FIX_ARCHIVED` before the archived ones (no rank, after the ranked
+    ones), then a blank line."""
     lines = ["**Fix first** (what a fix wins back per month, largest first: where the evidence bounds it, only that "
              "part, on the basis said; else the category's whole idle. Beside it the category's idle in USD/month: what "
              "it costs, not what a fix saves. A short capture extrapolated to a month)", ""]
@@ -306,12 +310,14 @@ def _markdown_fixes(fixes: list[dict]) -> list[str]:
     lines += ["| # | category | a fix wins back $/month | idle $/month | speed-up | remedy | confidence |",
               "|---|---|---|---|---|---|---|"]
     for i, e in enumerate(fixes[:TOP_FIXES]):
-        if not e["trusted"] and (i == 0 or fixes[i - 1]["trusted"]):  # the report's "Apart" row, in Markdown
+        if e.get("rank") is None and (i == 0 or fixes[i - 1].get("rank") is not None):  # its "Archived" row
+            lines.append(f"| | {FIX_ARCHIVED} | | | | | |")
+        elif e.get("rank") is not None and not e["trusted"] and (i == 0 or fixes[i - 1]["trusted"]):  # "Apart"
             lines.append(f"| | {FIX_APART} | | | | | |")
         low = "toy capture" if e["confidence_tier"] == "toy" else "low confidence"
         flags = [low if e["low_confidence"] else e["confidence_tier"]] + (
             ["implausible speed-up"] if e["implausible_speedup"] else [])
-        lines.append(f"| {e['rank']} | {e['category']} | {wins_back_text(e)} | {fix_usd_text(e)} | {speedup_text(e['speedup'], e.get('recoverable_speedup'))} | "
+        lines.append(f"| {'' if e.get('rank') is None else e['rank']} | {e['category']} | {wins_back_text(e)} | {fix_usd_text(e)} | {speedup_text(e['speedup'], e.get('recoverable_speedup'))} | "
                      f"{md_text(e['remedy'])} | {', '.join(flags)} |")
     shown = fixes[:TOP_FIXES]
     legend = (["~$: the entry's dollars rest wholly or partly on assumed rates (how much is said beside them): the "
@@ -331,12 +337,12 @@ def fix_usd_text(e: dict) -> str:
     back (:func:`wins_back_text` says that). The parts are the entry's ``assumed_usd_per_month``,
     ``assumed_gpus`` and ``unpriced_gpus`` (:func:`pipeline.analysis.fixfirst.fix_list`)."""
     models = f": {e['unpriced_models']}" if e.get("unpriced_models") else ""   # an older list names none
-    if e["usd_per_month"] != e["usd_per_month"]:
+    if e["idle_usd_per_month"] != e["idle_usd_per_month"]:
         return f"unpriced ({e['unpriced_gpus']} GPU(s){models})"
     parts = ([f"of which {usd(e['assumed_usd_per_month'])} at assumed rates, {e['assumed_gpus']} GPU(s)"]
              if e["assumed_gpus"] else []) + ([f"{e['unpriced_gpus']} GPU(s) unpriced{models}"] if e["unpriced_gpus"]
                                               else [])
-    return ("~" if e["assumed_gpus"] else "") + usd(e["usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
+    return ("~" if e["assumed_gpus"] else "") + usd(e["idle_usd_per_month"]) + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def wins_back_text(e: dict) -> str:
@@ -345,10 +351,10 @@ def wins_back_text(e: dict) -> str:
     (:func:`pipeline.report.words.wins_back`), else ``$503.21 (the whole idle)``; ``~`` before it when some of the
     entry's dollars rest on assumed rates; ``unpriced`` when none of its GPUs is priced (an older list without the
     column: the whole idle)."""
-    rec = float(e.get("recoverable_usd_per_month", e["usd_per_month"]))
+    rec = float(e.get("fix_wins_back_usd_per_month", e["idle_usd_per_month"]))
     if rec != rec:
         return "unpriced"
-    why = wins_back_basis(e["usd_per_month"], rec, e.get("recoverable_basis", ""))
+    why = wins_back_basis(e["idle_usd_per_month"], rec, e.get("fix_wins_back_basis", ""))
     return ("~" if e["assumed_gpus"] else "") + f"{usd(rec)} ({why})"
 
 

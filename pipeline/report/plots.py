@@ -185,7 +185,7 @@ FIX_SUM_AXIS = "idle USD per month by category and tier (fleet total: what it co
 @_plain_text
 def fix_first_usd(entries: list[dict]) -> str:
     """One bar per fix-first entry: its category's idle in USD per month over the fleet (what it costs, not what a fix
-    saves; :func:`pipeline.report.summary.fix_first` entries: ``category``, ``usd_per_month``, ``tier`` its
+    saves; :func:`pipeline.report.summary.fix_first` entries: ``category``, ``idle_usd_per_month``, ``tier`` its
     confidence tier, if known), in the list's order, each labelled ``<category> (<tier>)`` (a category in two tier groups
     has two bars) and with its dollars."""
     if not entries:
@@ -193,7 +193,7 @@ def fix_first_usd(entries: list[dict]) -> str:
     fig = Figure(figsize=(WIDTH, 0.45 * len(entries) + 1.1), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(entries))[::-1]
-    vals = [float(e["usd_per_month"]) for e in entries]
+    vals = [float(e["idle_usd_per_month"]) for e in entries]
     ax.barh(y, vals, color=[CATEGORY_COLOURS[e["category"]] for e in entries], height=0.6)
     for yi, v in zip(y, vals):
         ax.text(v, yi, f"  ${v:,.2f}", va="center", fontsize=9)

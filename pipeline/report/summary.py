@@ -735,11 +735,12 @@ def fix_first(fleet: pd.DataFrame, fixes: pd.DataFrame) -> list[dict]:
     when the whole idle) and ``wins_back_basis``, the label of that figure (:func:`~pipeline.report.words.wins_back_basis`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
     if not len(ok_rows(fleet)):
         return []
-    return [dict(e, top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
+    return [dict(e, rank=None if pd.isna(e["rank"]) else int(e["rank"]),   # archived: unranked
+                 top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
                  confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
-                 wins_back=wins_back(e["usd_per_month"], e["recoverable_usd_per_month"], e["recoverable_basis"]),
-                 wins_back_basis=wins_back_basis(e["usd_per_month"], e["recoverable_usd_per_month"],
-                                                 e["recoverable_basis"]),
+                 wins_back=wins_back(e["idle_usd_per_month"], e["fix_wins_back_usd_per_month"], e["fix_wins_back_basis"]),
+                 wins_back_basis=wins_back_basis(e["idle_usd_per_month"], e["fix_wins_back_usd_per_month"],
+                                                 e["fix_wins_back_basis"]),
                  remedy_parts=fixfirst.remedy_parts(e["remedy"]))
             for e in fixes[(fixes["scope"] == "fleet") & (fixes["section"] == fixfirst.DEVICE_IDLE)].to_dict("records")]
 
@@ -853,7 +854,7 @@ def reconcile(fleet: pd.DataFrame, fixes: list[dict]) -> dict:
         return int(round(x * 100))
 
     c = {"headline": cents(fleet_usd(fleet)),   # an unpriced entry (NaN) has no dollars: nothing to add
-         "fixes": sum(cents(e["usd_per_month"]) for e in fixes if e["usd_per_month"] == e["usd_per_month"]),
+         "fixes": sum(cents(e["idle_usd_per_month"]) for e in fixes if e["idle_usd_per_month"] == e["idle_usd_per_month"]),
          "slivers": cents(share(slivers)), "profiler": cents(caveat("profiler")),
          "untraced": cents(caveat("untraced")), "other": cents(share(other))}
     c["rounding"] = c["headline"] - sum(v for k, v in c.items() if k != "headline")

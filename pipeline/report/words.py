@@ -110,7 +110,7 @@ def recoverable_lines(parts: list[dict]) -> list[str]:
     ``data: a fix wins back $584.00: <basis>`` (:func:`wins_back`), one per part it bounds, in the parts' order,
     followed by ``; speed-up 1.024× (if all of the category's idle went: 3.884×)`` (:func:`speedup_text`) when the
     part gives its speed-ups."""
-    lines = [(p, wins_back(p["usd_per_month"], p["recoverable_usd_per_month"], p["recoverable_basis"])) for p in parts]
+    lines = [(p, wins_back(p["idle_usd_per_month"], p["fix_wins_back_usd_per_month"], p["fix_wins_back_basis"])) for p in parts]
     return [f"{p['category']}: {text}" + (f"; speed-up {speedup_text(p['speedup'], p['recoverable_speedup'])}"
                                           if p.get("speedup") == p.get("speedup") and "speedup" in p else "")
             for p, text in lines if text]
