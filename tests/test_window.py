@@ -280,7 +280,7 @@ def test_medical_record_format():
     # no model known: the GPUs are "GPU #1 gpu0" and "GPU #2 gpu1" (docs/outputs.md#gpu-names), their keys in
     # the last lines
     assert lines[2] == ("Idle 30.00 % device-level over 2 GPU(s) (min 20.00 % GPU #1 gpu0, max 40.00 % GPU #2 gpu1, "
-                        "straggler suspect GPU #2 gpu1; window: nvtx)")
+                        "straggler suspect GPU #2 gpu1; window: the iterations the job marks itself (NVTX ranges))")
     assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (archived) · boundary 0.00 % (archived) · "
                         "periodic 0.00 % (archived) · launch 0.00 % (archived) · cpu 0.00 % (archived)")
     # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time

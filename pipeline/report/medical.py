@@ -37,6 +37,7 @@ from ..analysis import collwait, diagnosis, fixfirst
 from ..analysis.confidence import TIERS
 from ..analysis.cost import assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import enough_periods, too_few_text, util_pct
+from ..analysis.window import rule_name as window_rule_name
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.crosswait import ACROSS_FILES
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -542,7 +543,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, co
             raise ValueError(f"job {job}: no analysed GPU has an idle %")
         lo = ok[min(valid, key=lambda i: pcts[i])]   # the first minimum, as pandas' idxmin
         hi = ok[max(valid, key=lambda i: pcts[i])]   # the first maximum, as pandas' idxmax
-        rules = ", ".join(sorted({str(r["window_rule"]) for r in ok}))
+        rules = "; ".join(window_rule_name(r) for r in sorted({str(r["window_rule"]) for r in ok}))
         names = job_gpu_names(ok)
         lo_name, hi_name = names[(lo["report"], lo["gpu_key"])], names[(hi["report"], hi["gpu_key"])]
         lines.append(

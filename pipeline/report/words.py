@@ -12,6 +12,8 @@ from markupsafe import Markup, escape
 from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import WHO_COUNT
 from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
+from ..analysis.window import RULE_NAMES as WINDOW_RULES
+from ..analysis.window import rule_name as window_rule_name
 
 #: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
 NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
@@ -285,7 +287,21 @@ def for_pages(text) -> str:
 
     text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
     text = re.sub(r"\s*\(" + _CONFIG_KEY + r"\)", "", text)
-    return re.sub(_CONFIG_KEY, "a setting", text)
+    text = re.sub(_CONFIG_KEY, "a setting", text)
+    for said, words in _IN_WORDS:
+        text = re.sub(said, words, text)
+    # a window rule's id opening a clause of a window note (``nvtx: only 1 usable iteration(s) ...``): its words
+    return re.sub(r"(^|; )(" + "|".join(WINDOW_RULES) + r"): ", lambda m: f"{m.group(1)}{window_rule_name(m.group(2))}: ",
+                  text)
+
+
+#: Labels and command-line options as the analysis' texts name them, and how the pages say them (:func:`for_pages`).
+_IN_WORDS = (
+    (r"a gpu_model label for this report names it", "a label naming this report's GPU model prices it at that model's rate"),
+    (r"\b(?:cluster|job|node|rank|gpu_model|kind) label", "label"),
+    (r"\bgpu_model\b", "GPU model"),
+    (r"(?:\b(?:a|the) )?`?--trim`?(?: window)?", "the window chosen by hand"),
+)
 
 
 def keep_words(text):
