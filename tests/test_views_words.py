@@ -22,6 +22,7 @@ from pipeline import config as config_mod
 from pipeline.analysis import diagnosis, window
 from pipeline.cli import main
 from pipeline.report.html import write_report
+from pipeline.report.words import name_breaks
 
 
 def rule_ids() -> set[str]:
@@ -255,3 +256,33 @@ def test_real_views_show_no_ids(profiles, tmp_path_factory):
     assert window.RULE_NAMES["periodic"] in page and "the iterations the job marks itself (NVTX ranges): no " \
         "iterations found" in page
     assert "a label naming this report's GPU model prices it at that model's rate" in page
+
+
+# ---------------------------------------------------------------- where a name may break (issue 45 point 8)
+
+NOWRAP = '<span style="white-space: nowrap">{}</span>'
+
+
+@pytest.mark.parametrize("text, want", [
+    # the tryout's mid-word breaks: none inside a word, a number, an id's letters and digits, or after an option's dashes
+    ("GPU-885383d1-1199", "GPU-885383d1-1199"),
+    ("PyTorch", "PyTorch"),
+    ("mean length 38.697 ms", "mean length 38.697 ms"),
+    ("(what --trim takes)", "(what " + NOWRAP.format("--trim") + " takes)"),
+    ("ncclDevKernel_AllGather_RING_LL", "ncclDevKernel_<wbr>AllGather_<wbr>RING_<wbr>LL"),
+    # after each separator inside an identifier, once
+    ("train_h100_2gpu_nccl.sqlite", "train_<wbr>h100_<wbr>2gpu_<wbr>nccl.<wbr>sqlite"),
+    ("at::native::FillFunctor<long>", "at::<wbr>native::<wbr>FillFunctor&lt;long&gt;"),
+    ("pid145/dev1", "pid145/<wbr>dev1"),
+    ("rank0.pt.trace.json.gz", "rank0.<wbr>pt.<wbr>trace.<wbr>json.<wbr>gz"),
+    # numbers, prose and leading separators: never
+    ("1_000_000 GPUs, 1/6 s, 1,311.1 ms, v1.2.3", "1_000_000 GPUs, 1/6 s, 1,311.1 ms, v1.2.3"),
+    ("e.g. the __init__ call", "e.g. the __init__ call"),
+    ("gpu-idle run -o out --no-cache", "gpu-idle run " + NOWRAP.format("-o") + " out " + NOWRAP.format("--no-cache")),
+    # escaped
+    ("<b>_x&", "&lt;b&gt;_<wbr>x&amp;"),
+])
+def test_name_breaks_only_at_seams(text, want):
+    got = str(name_breaks(text))
+    assert got == want
+    assert html.unescape(re.sub(r"<[^>]+>", "", got)) == text          # no character added or lost

@@ -324,17 +324,49 @@ def remedy_summary(part: str) -> str:
     return f"{m.group(2)} of the {m.group(3)} GPUs with {m.group(4)} idle: {m.group(5)}"
 
 
-#: Where a name may break besides a space and a hyphen (a ``<wbr>``, :func:`name_breaks`): after ``_ . / , ; = ) > ]``
-#: and a colon (after the last of ``::``), before ``( < [``, and between a lower-case letter and an upper-case one
-#: (``cudaDevice|Synchronize``, ``NEMetric:|update``), and inside a Triton kernel's argument specialisation suffix
-#: (``0d|1d|2de|3``): the seams of job, report, kernel and API names.
-BREAKS = re.compile(r"(?<=[_./,;=)>\]])|(?<=:)(?!:)|(?=[(<\[])|(?<=[a-z])(?=[A-Z])|(?<=\d[de])(?=\d)")
+#: The seams of a name (a job, a report's file, a kernel, an API call) where :func:`name_breaks` lets it break: after
+#: a run of separators ``_ / . :`` (``at::``, ``rank0_``, ``.sqlite``) between a letter or digit (or ``) > ]``) and a
+#: letter or digit. A hyphen needs no mark (browsers break after it).
+_SEPARATORS = re.compile(r"[_/.:]+")
+
+#: A command-line option in a text (``--trim``, ``-o``): kept whole, never broken after its dashes.
+_OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+
+
+def _seams(text: str) -> list[int]:
+    """Where :func:`name_breaks` marks a break in ``text``: after each separator run (:data:`_SEPARATORS`) inside an
+    identifier; never inside a number (digits on both sides, those before it a number of their own: ``38.697``,
+    ``1_000``, ``1/6``; ``h100_2gpu`` may break), never inside a word
+    (no break at a camelCase or letter-digit boundary: ``PyTorch``, ``885383d1``), never in a prose abbreviation
+    (a dot followed by fewer than two letters or digits: ``e.g.``)."""
+    out = []
+    for m in _SEPARATORS.finditer(text):
+        before, after = text[m.start() - 1:m.start()], text[m.end():m.end() + 2]
+        if not (re.match(r"[A-Za-z0-9)>\]]", before) and re.match(r"[A-Za-z0-9]", after)):
+            continue
+        if after[0].isdigit() and re.search(r"(?<![A-Za-z0-9])[0-9]+$", text[:m.start()]):
+            continue                                               # digits on both sides, the first not in a name
+        if m.group() == "." and not re.fullmatch(r"[A-Za-z0-9]{2}", after):
+            continue
+        out.append(m.end())
+    return out
 
 
 def name_breaks(text):
     """A name (a job, a cluster, a report's file, a kernel, an API call) or a text that holds them, as HTML
-    (escaped), that may break at its seams (:data:`BREAKS`, each a ``<wbr>``) as after a hyphen, and nowhere inside
-    a word (cells read ``overflow-wrap: break-word``, which cuts a word only when nothing else fits):
-    ``ws128_sampled_rank0`` never reads ``ws128_sampl`` / ``ed_rank0``, ``at::native::FillFunctor<long>`` may read
-    ``at::native::`` / ``FillFunctor<long>`` (docs/outputs.md#reports-for-people)."""
-    return Markup("<wbr>".join(str(escape(p)) for p in BREAKS.split(str(text)) if p))
+    (escaped), that may break at its seams (:func:`_seams`, each a ``<wbr>``) and nowhere else but its spaces and
+    hyphens: ``ncclDevKernel_AllGather_RING_LL`` may read ``ncclDevKernel_`` / ``AllGather_RING_LL``, never
+    ``ncclDevKernel_All`` / ``Gather_RING_LL``; ``at::native::FillFunctor<long>`` may read ``at::native::`` /
+    ``FillFunctor<long>``; a number (``38.697``), a word (``PyTorch``) and an option (``--trim``, kept in one
+    ``white-space: nowrap`` span) never break (docs/outputs.md#reports-for-people)."""
+    text = str(text)
+    options = [m.span() for m in _OPTION.finditer(text)]
+    seams = {c for c in _seams(text) if c < len(text) and not any(a < c < b for a, b in options)}
+    cuts = sorted({0, len(text), *(a for span in options for a in span), *seams})
+    parts = []
+    for a, b in zip(cuts, cuts[1:]):
+        piece = str(escape(text[a:b]))
+        parts.append(f'<span style="white-space: nowrap">{piece}</span>' if (a, b) in options else piece)
+        if b in seams:
+            parts.append("<wbr>")
+    return Markup("".join(parts))
