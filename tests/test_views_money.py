@@ -896,7 +896,7 @@ _WORDS = """<script>(function () {
   for (var n = walk.nextNode(); n; n = walk.nextNode()) {
     var e = n.parentElement;
     if (!e || !e.closest(".name, .w, a.gpu-page, #gpu-name") || e.closest("svg, pre")) { continue; }
-    var re = /[^\\s\\-\\/\\u2013_.]+/g, m;   // a word: a name breaks between words, after - / _ . only
+    var re = /[^\\s\\-\\/\\u2013_.:]+/g, m;   // a word: a name breaks between words, after - / _ . : only
     while ((m = re.exec(n.textContent)) !== null) {
       var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
       var tops = {}; Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width) { tops[Math.round(x.bottom)] = 1; } });

@@ -272,8 +272,12 @@ NOWRAP = '<span style="white-space: nowrap">{}</span>'
     ("ncclDevKernel_AllGather_RING_LL", "ncclDevKernel_<wbr>AllGather_<wbr>RING_<wbr>LL"),
     # after each separator inside an identifier, once
     ("train_h100_2gpu_nccl.sqlite", "train_<wbr>h100_<wbr>2gpu_<wbr>nccl.<wbr>sqlite"),
-    ("at::native::FillFunctor<long>", "at::<wbr>native::<wbr>FillFunctor&lt;long&gt;"),
+    ("at::native::FillFunctor<long>", "at::<wbr>native::<wbr>FillFunctor<wbr>&lt;long&gt;"),
+    ("Kernel<float>(int,x) on 2 GPU(s), x[3]", "Kernel<wbr>&lt;float&gt;<wbr>(int,<wbr>x) on 2 GPU(s), x[3]"),
     ("pid145/dev1", "pid145/<wbr>dev1"),
+    # one word of 16 letters or more with no seam: at its camelCase humps, so a roster cell never widens the page
+    ("cudaStreamSynchronize and cudaMalloc", "cuda<wbr>Stream<wbr>Synchronize and cudaMalloc"),
+    ("triton_poi_fused_0d1d2de3", "triton_<wbr>poi_<wbr>fused_<wbr>0d<wbr>1d<wbr>2de<wbr>3"),
     ("rank0.pt.trace.json.gz", "rank0.<wbr>pt.<wbr>trace.<wbr>json.<wbr>gz"),
     # numbers, prose and leading separators: never
     ("1_000_000 GPUs, 1/6 s, 1,311.1 ms, v1.2.3", "1_000_000 GPUs, 1/6 s, 1,311.1 ms, v1.2.3"),

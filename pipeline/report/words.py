@@ -326,8 +326,23 @@ def remedy_summary(part: str) -> str:
 
 #: The seams of a name (a job, a report's file, a kernel, an API call) where :func:`name_breaks` lets it break: after
 #: a run of separators ``_ / . :`` (``at::``, ``rank0_``, ``.sqlite``) between a letter or digit (or ``) > ]``) and a
-#: letter or digit. A hyphen needs no mark (browsers break after it).
+#: letter or digit, and at a signature's brackets (:data:`_OPENERS`). A hyphen needs no mark (browsers break after it).
 _SEPARATORS = re.compile(r"[_/.:]+")
+
+#: The seams of a C++ or Python signature (``Kernel<float>(int, at::Tensor)``): before ``( < [`` that follow a
+#: letter, a digit or a closing bracket and open at least three characters (never ``GPU(s)``, ``x[3]``), after ``) > ] , ; =`` that a letter, a digit or an opening bracket follows.
+_OPENERS = re.compile(r"(?<=[A-Za-z0-9)>\]])[(<\[](?=[^)>\]]{3})")
+_CLOSERS = re.compile(r"[)>\],;=](?=[A-Za-z(<\[])")
+
+#: A Triton kernel's argument specialisation suffix after an underscore (``_0d1d2de3``: three or more digit runs each
+#: marked ``d`` or ``e``), which may break after each mark; a hex id such as ``885383d1`` is none.
+_TRITON = re.compile(r"(?<=_)(?:\d+(?:de|[de])){3,}\d*")
+
+#: An identifier of :data:`LONG_WORD` or more letters and digits with no other seam (``cudaStreamWaitEvent``,
+#: ``KJTAllToAllTensorsAwaitable``): the one kind that may break at a camelCase boundary, so that a roster's cell
+#: never widens its table past the page; a shorter word (``PyTorch``, ``AllGather``) never does.
+LONG_WORD = 16
+_LONG_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{%d,}(?![A-Za-z0-9])" % LONG_WORD)
 
 #: A command-line option in a text (``--trim``, ``-o``): kept whole, never broken after its dashes.
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
@@ -337,9 +352,14 @@ def _seams(text: str) -> list[int]:
     """Where :func:`name_breaks` marks a break in ``text``: after each separator run (:data:`_SEPARATORS`) inside an
     identifier; never inside a number (digits on both sides, those before it a number of their own: ``38.697``,
     ``1_000``, ``1/6``; ``h100_2gpu`` may break), never inside a word
-    (no break at a camelCase or letter-digit boundary: ``PyTorch``, ``885383d1``), never in a prose abbreviation
+    (no break at a camelCase or letter-digit boundary: ``PyTorch``, ``885383d1``; but an identifier of
+    :data:`LONG_WORD` letters and digits or more may break at its humps), never in a prose abbreviation
     (a dot followed by fewer than two letters or digits: ``e.g.``)."""
-    out = []
+    out = [m.start() for m in _OPENERS.finditer(text)] + [m.end() for m in _CLOSERS.finditer(text)]
+    for m in _LONG_WORD.finditer(text):   # a camelCase identifier too long for a narrow cell: at its humps
+        out += [m.start() + h.start() for h in re.finditer(r"(?<=[a-z])(?=[A-Z])", m.group())]
+    for m in _TRITON.finditer(text):   # a Triton kernel's argument suffix: after each of its d / e marks
+        out += [m.start() + d.end() for d in re.finditer(r"\d+(?:de|[de])", m.group()) if m.start() + d.end() < m.end()]
     for m in _SEPARATORS.finditer(text):
         before, after = text[m.start() - 1:m.start()], text[m.end():m.end() + 2]
         if not (re.match(r"[A-Za-z0-9)>\]]", before) and re.match(r"[A-Za-z0-9]", after)):
@@ -349,7 +369,7 @@ def _seams(text: str) -> list[int]:
         if m.group() == "." and not re.fullmatch(r"[A-Za-z0-9]{2}", after):
             continue
         out.append(m.end())
-    return out
+    return sorted(set(out))
 
 
 def name_breaks(text):
