@@ -211,8 +211,8 @@ def test_host_unknown_abstains(tmp_path):
     assert fleet["host"].fillna("").tolist() == ["", "node-a"]
     assert fleet["collective_wait_status"].tolist() == [collwait.ABSTAINED] * 2
     assert fleet["collective_wait_note"].tolist() == [
-        "ranks in separate reports: host unknown for nohost_rank0.json (the file names no host and no labels rule "
-        "gives its node): the files' clocks are not known to agree"] * 2
+        "ranks in separate reports: host unknown for nohost_rank0.json (the file names no host and no label names "
+        "its node): the files' clocks are not known to agree"] * 2
 
 
 def test_missing_rank_abstains(one_host):
@@ -387,7 +387,7 @@ def test_real_ws128_ranks_still_abstain():
     assert fleet["collective_wait_ns"].isna().all()
     assert fleet["collective_wait_note"].tolist() == [
         "ranks in separate reports: host unknown for ws128_sampled_rank0.json.gz and 1 more file(s) (the file names "
-        "no host and no labels rule gives its node): the files' clocks are not known to agree; and 2 GPU(s) with collectives in 2 files of the 128 "
+        "no host and no label names its node): the files' clocks are not known to agree; and 2 GPU(s) with collectives in 2 files of the 128 "
         "ranks the captures name"] * 2
 
 
@@ -432,7 +432,7 @@ def test_ranks_labelled_on_two_nodes_abstain_saying_so(tmp_path):
     # one file labelled, the other not: its clock unknown, in words
     fleet = fleet_of(paths, node_labels("far_rank", {0: "n15"}))
     assert fleet["collective_wait_note"].iloc[0] == (
-        "ranks in separate reports: host unknown for far_rank1.json (the file names no host and no labels rule gives "
+        "ranks in separate reports: host unknown for far_rank1.json (the file names no host and no label names "
         "its node): the files' clocks are not known to agree")
 
 

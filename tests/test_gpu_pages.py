@@ -468,7 +468,7 @@ def test_real_gpu_page_values(span_run, profiles, tmp_path, name, pid, zero):
             f"({w0} – {w1} ns on the export's clock)") in page
     a, b = (w0 + 500) // 1000, (w1 + 500) // 1000           # the same window on the report's clock
     assert (f'<span id="window-clock">{a // 1_000_000}.{a % 1_000_000:06d} s – {b // 1_000_000}.{b % 1_000_000:06d} s '
-            "on the report's clock (what <code>--trim</code> takes)</span>") in page
+            "on the report's clock (the clock a window chosen by hand is given in)</span>") in page
     assert f"ANALYSIS_DETAILS.startTime = {zero} ns" in page
     z = (zero + 500) // 1000
     assert f": report clock = s from capture start + {z // 1_000_000}.{z % 1_000_000:06d} s." in page

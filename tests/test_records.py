@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
+from pipeline.analysis.window import RULE_NAMES
 from pipeline.fleet.outputs import gpu_page_name
 from pipeline.model import CATEGORIES
 from pipeline.report.html import write_report
@@ -149,7 +150,7 @@ def test_record_in_human_units(tmp_path):
     text = (out / "records" / "two.md").read_text(encoding="utf-8")
     a, b = "A100 #1 aaaa", "A100 #2 bbbb"   # model (cut at its "-"), number in the job, short id
     assert text.splitlines()[2] == (f"Idle 18.75 % device-level over 2 GPU(s) (min 7.50 % {b}, max 30.00 % {a}, "
-                                    f"straggler suspect {a}; window: {rule})")
+                                    f"straggler suspect {a}; window: {RULE_NAMES[rule]})")
     table = text.split("|---|---|---|---|---|---|\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert text.count("| # | GPU | start (report clock, s) | NVTX range | width | category |") == 1
     assert table == [f"| 1 | {a} | 5.026235 s | - | 7.000 ms | cpu |",

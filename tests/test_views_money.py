@@ -385,7 +385,12 @@ _CONTRAST = """<script>(function () {
     return [255, 255, 255];
   }
   function ratio(a, b) { var x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
-  var out = {fix: null, basis: [], low: [], checked: 0, spill: [], cells: 0};
+  var out = {fix: null, basis: [], low: [], checked: 0, spill: [], cells: 0, remedy: []};
+  document.querySelectorAll("#fix-list td.remedy").forEach(function (td) {
+    var rx = td.querySelector(".rx") || td, r = rx.getBoundingClientRect();
+    if (r.height > 0) { out.remedy.push([rx.textContent.slice(0, 40), r.width,
+                                         !!td.closest("tr").querySelector(".tag.rate")]); }
+  });
   var t = document.getElementById("fix-list");
   if (t) { out.fix = [t.parentElement.scrollWidth, t.parentElement.clientWidth, t.scrollWidth]; }
   document.querySelectorAll("#fix-list .basis").forEach(function (e) {
@@ -468,6 +473,10 @@ def test_real_reports_fit_and_every_text_shows(real_reports, tmp_path, width):
             for text, w, h, k, row in seen["basis"]:
                 if row:   # the entries past the first few are folded away, their rows with them
                     assert w >= 12 * 12 and h > 0 and k >= 4.5, (text, w, h, k)
+            # each shown remedy keeps room for its first words, an "at assumed rates" badge beside it or not (a tryout
+            # at 1280 px: 90 px, "GPU #2 / pid145/…" and no remedy): at least 13 em of its 14 px text
+            assert seen["remedy"] and all(w >= 13 * 14 for _, w, _ in seen["remedy"]), seen["remedy"]
+            assert out != traces or any(badge for _, _, badge in seen["remedy"])   # the traces' list has the badge
     report = (exports / "report.html").read_text(encoding="utf-8")
     assert "bounded by the evidence: copies on the compute stream" in report
 
@@ -888,7 +897,7 @@ _WORDS = """<script>(function () {
   for (var n = walk.nextNode(); n; n = walk.nextNode()) {
     var e = n.parentElement;
     if (!e || !e.closest(".name, .w, a.gpu-page, #gpu-name") || e.closest("svg, pre")) { continue; }
-    var re = /[^\\s\\-\\/\\u2013_.]+/g, m;   // a word: a name breaks between words, after - / _ . only
+    var re = /[^\\s\\-\\/\\u2013_.:]+/g, m;   // a word: a name breaks between words, after - / _ . : only
     while ((m = re.exec(n.textContent)) !== null) {
       var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
       var tops = {}; Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width) { tops[Math.round(x.bottom)] = 1; } });

@@ -276,13 +276,12 @@ def test_medical_record_format():
                                                    "category": "comm", "nvtx_range": ""}]}}
     page = job_record("train", fleet, rosters)
     lines = page.splitlines()
-    # idle (20 + 40) / 200 = 30 %; sync (12 + 30) / 200 = 21 %, data 7 / 200 = 3.5 %, the rest 0 (archived)
+    # idle (20 + 40) / 200 = 30 %; sync (12 + 30) / 200 = 21 %, data 7 / 200 = 3.5 %, the rest none (left out)
     # no model known: the GPUs are "GPU #1 gpu0" and "GPU #2 gpu1" (docs/outputs.md#gpu-names), their keys in
     # the last lines
     assert lines[2] == ("Idle 30.00 % device-level over 2 GPU(s) (min 20.00 % GPU #1 gpu0, max 40.00 % GPU #2 gpu1, "
-                        "straggler suspect GPU #2 gpu1; window: nvtx)")
-    assert lines[3] == ("Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (archived) · boundary 0.00 % (archived) · "
-                        "periodic 0.00 % (archived) · launch 0.00 % (archived) · cpu 0.00 % (archived)")
+                        "straggler suspect GPU #2 gpu1; window: the iterations the job marks itself (NVTX ranges))")
+    assert lines[3] == "Categories: sync 21.00 % · data 3.50 %"
     # the page lists device-level gaps only: the 50 ms per-stream gap on a side stream is not idle GPU time
     # starts in seconds on the report's clock (the column says so), to the µs: 9 ns and 5 ns are 0.000000 s
     assert lines[7] == "| # | GPU | start (report clock, s) | NVTX range | width | category |"
@@ -297,6 +296,13 @@ def test_medical_record_format():
                                           "of windows over 2 GPU(s), each GPU's idle share × its rate × hours per month.")
     assert lines[20:] == ["", "*[GPU #1 gpu0]: gpu0 in r.sqlite", "*[GPU #2 gpu1]: gpu1 in r.sqlite"]
     assert job_record("train", fleet, rosters) == page  # deterministic
+    # a category with 1 ns of idle stays (0.00 %, archived: under the actionable share); with none, every one is left out
+    # and the line says so once
+    small = fleet.assign(cat_comm_ns=[1, 0])
+    assert job_record("train", small, rosters).splitlines()[3] == \
+        "Categories: sync 21.00 % · data 3.50 % · comm 0.00 % (archived)"
+    none = fleet.assign(cat_sync_ns=0, cat_data_ns=0)
+    assert job_record("train", none, rosters).splitlines()[3] == "Categories: no idle in any category"
 
 
 # ------------------------------------------------------------------ real exports

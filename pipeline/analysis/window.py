@@ -35,6 +35,21 @@ from ..config import WindowRules, seconds_to_ns
 
 NS_PER_S = 1_000_000_000
 
+#: Each window rule (a :class:`Window`'s ``rule``, the ids of the module docstring, in its order) in words, as the
+#: views people read name it (the GPU pages, the report, the medical records); the ids stay in the machine outputs
+#: (``window_rule``) and the command line's ``--window``.
+RULE_NAMES = {
+    "trim": "a start and end given by hand",
+    "nvtx": "the iterations the job marks itself (NVTX ranges)",
+    "periodic": "iterations found in the rhythm of the GPU's kernels",
+    "span": "the whole run of the GPU's kernels, first to last",
+}
+
+
+def rule_name(rule) -> str:
+    """A window rule in words (:data:`RULE_NAMES`); a rule it does not know (none, an older run's): its own text."""
+    return RULE_NAMES.get(str(rule), str(rule or "unknown"))
+
 
 @dataclass(frozen=True)
 class Window:

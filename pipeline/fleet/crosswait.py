@@ -16,7 +16,7 @@ grouped into jobs (:mod:`pipeline.fleet.grouping`), :func:`match_across_files` t
   ``collective_*`` columns recomputed (:func:`pipeline.analysis.collwait.gpu_columns`, inside its own window,
   at its own rate), ``collective_match_basis`` :data:`ACROSS_FILES`;
 * otherwise the GPUs that abstained keep abstaining, with the reason in words: the files are on different hosts
-  (or labelled nodes), a file names no host and no labels rule gives its node (or its rows are not on its host's
+  (or labelled nodes), a file names no host and no label names its node (or its rows are not on its host's
   clock), the captures do not overlap, fewer ranks than
   the captures name, a GPU's calls were not kept, or the calls disagree.
 """
@@ -93,7 +93,7 @@ def one_clock(ran: list[dict]) -> tuple[str, str, str]:
                      if not cell_text(r.get("host")) and not (cell_text(r.get("node")) and _clock_known(r)))
     if unknown:
         why = (cell_text(by_report[unknown[0]].get("host_source"))
-               or "the file names no host and no labels rule gives its node")
+               or "the file names no host and no label names its node")
         more = f" and {len(unknown) - 1} more file(s)" if len(unknown) > 1 else ""
         return "", "", (f"host unknown for {os.path.basename(unknown[0])}{more} ({why}): the files' clocks are not "
                         "known to agree")

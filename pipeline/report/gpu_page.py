@@ -36,6 +36,7 @@ from markupsafe import Markup
 
 from ..analysis import diagnosis, fixfirst
 from ..analysis.meter import FEW_PERIODS_PER_GPU
+from ..analysis.window import rule_name as window_rule_name
 from ..code_keys import rendered_code
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
 from ..io import OutputError, file_entry, not_to_overwrite, prune, real_dir, remove_if_empty, same_file, write_text
@@ -324,6 +325,7 @@ def _env() -> Environment:
                       name_breaks=name_breaks)
     env.globals["startup_cut_text"] = startup_cut_text
     env.globals["implausible"] = fixfirst.implausible
+    env.globals["rule_name"] = window_rule_name
     env.globals["not_idle"], env.globals["priced_like_idle"] = NOT_IDLE, PRICED_LIKE_IDLE
     return env
 

@@ -37,6 +37,7 @@ from ..analysis import collwait, diagnosis, fixfirst
 from ..analysis.confidence import TIERS
 from ..analysis.cost import assumed_split, models_text, priced_sum, unpriced_models, unpriced_text
 from ..analysis.meter import enough_periods, too_few_text, util_pct
+from ..analysis.window import rule_name as window_rule_name
 from ..analysis.names import NAME_CHARS, gpu_display_name, gpu_names, job_gpu_names, short_gpu_id, short_model  # noqa: F401
 from ..fleet.crosswait import ACROSS_FILES
 from ..fleet.outputs import PAGES_DIR, gpu_page_name
@@ -542,7 +543,7 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, co
             raise ValueError(f"job {job}: no analysed GPU has an idle %")
         lo = ok[min(valid, key=lambda i: pcts[i])]   # the first minimum, as pandas' idxmin
         hi = ok[max(valid, key=lambda i: pcts[i])]   # the first maximum, as pandas' idxmax
-        rules = ", ".join(sorted({str(r["window_rule"]) for r in ok}))
+        rules = "; ".join(window_rule_name(r) for r in sorted({str(r["window_rule"]) for r in ok}))
         names = job_gpu_names(ok)
         lo_name, hi_name = names[(lo["report"], lo["gpu_key"])], names[(hi["report"], hi["gpu_key"])]
         lines.append(
@@ -550,15 +551,16 @@ def _record(job: str, rows: list[dict], rosters: dict, actionable_pct: float, co
             f"(min {float(lo['idle_pct']):.2f} % {lo_name}, max {float(hi['idle_pct']):.2f} % "
             f"{hi_name}{', straggler suspect ' + hi_name if bool(hi['straggler']) else ''}; window: {rules})")
         shares = []
-        for cat in CATEGORIES:
-            pct = 100.0 * sum(int(r[f"cat_{cat}_ns"]) for r in ok) / window
-            shares.append((pct, cat))
+        for cat in CATEGORIES:   # a category with no idle on any GPU is left out (all none: "no idle", once)
+            ns = sum(int(r[f"cat_{cat}_ns"]) for r in ok)
+            if ns:
+                shares.append((100.0 * ns / window, cat))
         shares.sort(key=lambda x: (-x[0], CATEGORIES.index(x[1])))
         slivers = sum(_ns(r["device_sliver_ns"]) for r in ok if not bool(r["launch_bound"]))
         apart = [(cat, sum(_ns(r[f"cat_{cat}_ns"]) for r in ok)) for cat in CAVEATS]
         apart = ", ".join(f"{cat} {100.0 * ns / window:.2f} %" for cat, ns in apart if ns)
-        lines.append("Categories: " + " · ".join(
-            f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (archived)") for pct, cat in shares)
+        lines.append("Categories: " + (" · ".join(
+            f"{cat} {pct:.2f} %" + ("" if pct >= actionable_pct else " (archived)") for pct, cat in shares) or "no idle in any category")
             + (f" · sub-threshold slivers {100.0 * slivers / window:.2f} %" if slivers else "")
             + (f" · not the application's: {apart}" if apart else ""))
         grouped = grouping_line(ok)

@@ -27,6 +27,7 @@ from .. import categories
 from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal_file, sidecar_of
 from ..code_keys import module_digest
 from ..io import write_text
+from ..analysis.window import rule_name
 from ..model import CATEGORIES, CAVEATS
 from ..text import printable
 
@@ -263,8 +264,8 @@ def gpu_timeline(doc: dict | None, title: str) -> str:
     ax.broken_barh([(ms(a), ms(b) - ms(a)) for a, b in busy], (1.15, 0.7), facecolors=KERNEL_COLOUR,
                    edgecolor=KERNEL_COLOUR, linewidth=0.4)
     if not its:
-        rule = ((doc or {}).get("_summary") or {}).get("window_rule") or "unknown"
-        ax.text(ms(w1) / 2, 2.5, f"no iterations in the window (window rule: {rule})",
+        rule = rule_name(((doc or {}).get("_summary") or {}).get("window_rule"))
+        ax.text(ms(w1) / 2, 2.5, f"no iterations in the window (window: {rule})",
                 ha="center", va="center", fontsize=8, color="#666")
     seen = []
     gaps = tl.get("gaps") or []

@@ -12,6 +12,8 @@ from markupsafe import Markup, escape
 from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import WHO_COUNT
 from ..analysis.meter import FEW_PERIODS_PER_GPU, span_text
+from ..analysis.window import RULE_NAMES as WINDOW_RULES
+from ..analysis.window import rule_name as window_rule_name
 
 #: What the headline says instead of a trusted dollar figure when no GPU is of a trusted tier.
 NONE_TRUSTED = "none of the GPUs is on a trusted capture (tier medium or high)"
@@ -285,7 +287,21 @@ def for_pages(text) -> str:
 
     text = str(text).replace(HOW_TO_PRICE, PRICE_ON_PAGES)
     text = re.sub(r"\s*\(" + _CONFIG_KEY + r"\)", "", text)
-    return re.sub(_CONFIG_KEY, "a setting", text)
+    text = re.sub(_CONFIG_KEY, "a setting", text)
+    for said, words in _IN_WORDS:
+        text = re.sub(said, words, text)
+    # a window rule's id opening a clause of a window note (``nvtx: only 1 usable iteration(s) ...``): its words
+    return re.sub(r"(^|; )(" + "|".join(WINDOW_RULES) + r"): ", lambda m: f"{m.group(1)}{window_rule_name(m.group(2))}: ",
+                  text)
+
+
+#: Labels and command-line options as the analysis' texts name them, and how the pages say them (:func:`for_pages`).
+_IN_WORDS = (
+    (r"a gpu_model label for this report names it", "a label naming this report's GPU model prices it at that model's rate"),
+    (r"\b(?:cluster|job|node|rank|gpu_model|kind) label", "label"),
+    (r"\bgpu_model\b", "GPU model"),
+    (r"(?:\b(?:a|the) )?`?--trim`?(?: window)?", "the window chosen by hand"),
+)
 
 
 def keep_words(text):
@@ -308,17 +324,69 @@ def remedy_summary(part: str) -> str:
     return f"{m.group(2)} of the {m.group(3)} GPUs with {m.group(4)} idle: {m.group(5)}"
 
 
-#: Where a name may break besides a space and a hyphen (a ``<wbr>``, :func:`name_breaks`): after ``_ . / , ; = ) > ]``
-#: and a colon (after the last of ``::``), before ``( < [``, and between a lower-case letter and an upper-case one
-#: (``cudaDevice|Synchronize``, ``NEMetric:|update``), and inside a Triton kernel's argument specialisation suffix
-#: (``0d|1d|2de|3``): the seams of job, report, kernel and API names.
-BREAKS = re.compile(r"(?<=[_./,;=)>\]])|(?<=:)(?!:)|(?=[(<\[])|(?<=[a-z])(?=[A-Z])|(?<=\d[de])(?=\d)")
+#: The seams of a name (a job, a report's file, a kernel, an API call) where :func:`name_breaks` lets it break: after
+#: a run of separators ``_ / . :`` (``at::``, ``rank0_``, ``.sqlite``) between a letter or digit (or ``) > ]``) and a
+#: letter or digit, and at a signature's brackets (:data:`_OPENERS`). A hyphen needs no mark (browsers break after it).
+_SEPARATORS = re.compile(r"[_/.:]+")
+
+#: The seams of a C++ or Python signature (``Kernel<float>(int, at::Tensor)``): before ``( < [`` that follow a
+#: letter, a digit or a closing bracket and open at least three characters (never ``GPU(s)``, ``x[3]``), after ``) > ] , ; =`` that a letter, a digit or an opening bracket follows.
+_OPENERS = re.compile(r"(?<=[A-Za-z0-9)>\]])[(<\[](?=[^)>\]]{3})")
+_CLOSERS = re.compile(r"[)>\],;=](?=[A-Za-z(<\[])")
+
+#: A Triton kernel's argument specialisation suffix after an underscore (``_0d1d2de3``: three or more digit runs each
+#: marked ``d`` or ``e``), which may break after each mark; a hex id such as ``885383d1`` is none.
+_TRITON = re.compile(r"(?<=_)(?:\d+(?:de|[de])){3,}\d*")
+
+#: An identifier of :data:`LONG_WORD` or more letters and digits with no other seam (``cudaStreamWaitEvent``,
+#: ``KJTAllToAllTensorsAwaitable``): the one kind that may break at a camelCase boundary, so that a roster's cell
+#: never widens its table past the page; a shorter word (``PyTorch``, ``AllGather``) never does.
+LONG_WORD = 16
+_LONG_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{%d,}(?![A-Za-z0-9])" % LONG_WORD)
+
+#: A command-line option in a text (``--trim``, ``-o``): kept whole, never broken after its dashes.
+_OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+
+
+def _seams(text: str) -> list[int]:
+    """Where :func:`name_breaks` marks a break in ``text``: after each separator run (:data:`_SEPARATORS`) inside an
+    identifier; never inside a number (digits on both sides, those before it a number of their own: ``38.697``,
+    ``1_000``, ``1/6``; ``h100_2gpu`` may break), never inside a word
+    (no break at a camelCase or letter-digit boundary: ``PyTorch``, ``885383d1``; but an identifier of
+    :data:`LONG_WORD` letters and digits or more may break at its humps), never in a prose abbreviation
+    (a dot followed by fewer than two letters or digits: ``e.g.``)."""
+    out = [m.start() for m in _OPENERS.finditer(text)] + [m.end() for m in _CLOSERS.finditer(text)]
+    for m in _LONG_WORD.finditer(text):   # a camelCase identifier too long for a narrow cell: at its humps
+        out += [m.start() + h.start() for h in re.finditer(r"(?<=[a-z])(?=[A-Z])", m.group())]
+    for m in _TRITON.finditer(text):   # a Triton kernel's argument suffix: after each of its d / e marks
+        out += [m.start() + d.end() for d in re.finditer(r"\d+(?:de|[de])", m.group()) if m.start() + d.end() < m.end()]
+    for m in _SEPARATORS.finditer(text):
+        before, after = text[m.start() - 1:m.start()], text[m.end():m.end() + 2]
+        if not (re.match(r"[A-Za-z0-9)>\]]", before) and re.match(r"[A-Za-z0-9]", after)):
+            continue
+        if after[0].isdigit() and re.search(r"(?<![A-Za-z0-9])[0-9]+$", text[:m.start()]):
+            continue                                               # digits on both sides, the first not in a name
+        if m.group() == "." and not re.fullmatch(r"[A-Za-z0-9]{2}", after):
+            continue
+        out.append(m.end())
+    return sorted(set(out))
 
 
 def name_breaks(text):
     """A name (a job, a cluster, a report's file, a kernel, an API call) or a text that holds them, as HTML
-    (escaped), that may break at its seams (:data:`BREAKS`, each a ``<wbr>``) as after a hyphen, and nowhere inside
-    a word (cells read ``overflow-wrap: break-word``, which cuts a word only when nothing else fits):
-    ``ws128_sampled_rank0`` never reads ``ws128_sampl`` / ``ed_rank0``, ``at::native::FillFunctor<long>`` may read
-    ``at::native::`` / ``FillFunctor<long>`` (docs/outputs.md#reports-for-people)."""
-    return Markup("<wbr>".join(str(escape(p)) for p in BREAKS.split(str(text)) if p))
+    (escaped), that may break at its seams (:func:`_seams`, each a ``<wbr>``) and nowhere else but its spaces and
+    hyphens: ``ncclDevKernel_AllGather_RING_LL`` may read ``ncclDevKernel_`` / ``AllGather_RING_LL``, never
+    ``ncclDevKernel_All`` / ``Gather_RING_LL``; ``at::native::FillFunctor<long>`` may read ``at::native::`` /
+    ``FillFunctor<long>``; a number (``38.697``), a word (``PyTorch``) and an option (``--trim``, kept in one
+    ``white-space: nowrap`` span) never break (docs/outputs.md#reports-for-people)."""
+    text = str(text)
+    options = [m.span() for m in _OPTION.finditer(text)]
+    seams = {c for c in _seams(text) if c < len(text) and not any(a < c < b for a, b in options)}
+    cuts = sorted({0, len(text), *(a for span in options for a in span), *seams})
+    parts = []
+    for a, b in zip(cuts, cuts[1:]):
+        piece = str(escape(text[a:b]))
+        parts.append(f'<span style="white-space: nowrap">{piece}</span>' if (a, b) in options else piece)
+        if b in seams:
+            parts.append("<wbr>")
+    return Markup("".join(parts))
