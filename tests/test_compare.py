@@ -187,9 +187,10 @@ def test_two_trim_windows_of_a_real_export(tmp_path):
     [job] = doc["jobs"]
     assert job["verdict"]["comparable"] and job["verdict"]["reasons"] == [], job["verdict"]
     [window] = [c["text"] for c in job["verdict"]["checks"] if c["check"] == "window"]
-    assert window == ("GPU #1 pid144/dev0 -> GPU #1 pid144/dev0: the same window rule (trim) on both sides, with 7 "
-                      "stable iterations before and 7 after; GPU #2 pid145/dev1 -> GPU #2 pid145/dev1: the same window "
-                      "rule (trim) on both sides, with 7 stable iterations before and 5 after")
+    assert window == ("GPU #1 pid144/dev0 -> GPU #1 pid144/dev0: the same window rule (a start and end given by hand) "
+                      "on both sides, with 7 stable iterations before and 7 after; GPU #2 pid145/dev1 -> GPU #2 "
+                      "pid145/dev1: the same window rule (a start and end given by hand) on both sides, with 7 stable "
+                      "iterations before and 5 after")
     for g, dev in zip(job["gpus"], (0, 1)):
         d = g["deltas"]
         (nb, sb, pb), (na, sa, pa) = by_hand[0, dev], by_hand[1, dev]
@@ -326,7 +327,7 @@ def test_pytorch_traces(tmp_path):
     _, doc, _ = _compare(v100, v100, tmp_path / "self5")
     assert doc["jobs"][0]["verdict"]["reasons"] == [
         "too few stable iterations: 4 before and 4 after, and each side needs at least 5 "
-        "(confidence.medium_min_iterations)"]
+        "(the least a medium-confidence GPU has)"]
     four = tmp_path / "four.yaml"
     four.write_text("confidence:\n  medium_min_iterations: 4\n", encoding="utf-8")
     _, doc, _ = _compare(v100, v100, tmp_path / "self", "--config", str(four))
@@ -341,7 +342,7 @@ def test_pytorch_traces(tmp_path):
     assert job["basis"] == "process order"
     assert [(g["before"]["device_ids"], g["after"]["device_ids"]) for g in job["gpus"]] == [("0", "1")]
     assert job["verdict"]["reasons"] == ["too few stable iterations: 0 before and 0 after, and each side needs at "
-                                         "least 5 (confidence.medium_min_iterations)"]
+                                         "least 5 (the least a medium-confidence GPU has)"]
 
 
 @pytest.mark.needs_chromium

@@ -186,7 +186,7 @@ def test_a_job_too_short_to_compare_says_force_shows_its_figures(too_short):
     """The text print says what the md says: the figures are withheld and --force shows them; the md's
     low-confidence line promises marked figures only when figures follow."""
     why = ("too few stable iterations: 4 before and 4 after, and each side needs at least 5 "
-           "(confidence.medium_min_iterations)")
+           "(the least a medium-confidence GPU has)")
     assert render_text(too_short["plain"]) == [
         f"j: not comparable: {why}; the figures are withheld (--force shows them)",
         "  low confidence: 4 stable iterations"]

@@ -7,6 +7,7 @@ confidence tiers of each side mark a pair's figures when a side is ``toy`` or ``
 from __future__ import annotations
 
 from ..analysis.confidence import TIERS, trusted
+from ..analysis.window import rule_name
 from ..config import ConfidenceConfig
 from .comparison import SIDES
 from .sides import KernelTimes
@@ -70,11 +71,11 @@ def verdict(job: dict, sides: tuple, min_iterations: int = MIN_ITERATIONS, names
             models.append((False, f"models differ: {mb or 'unknown'} before, {ma or 'unknown'} after"))
         rb, ra = str(b.get("window_rule")), str(a.get("window_rule"))
         enough = all(_iterations(r) >= min_iterations for r in (b, a))
-        faults = ([] if rb == ra else [f"the window rules differ: {rb} before, {ra} after"]) + (
+        faults = ([] if rb == ra else [f"the window rules differ: {rule_name(rb)} before, {rule_name(ra)} after"]) + (
             [] if enough else [f"too few stable iterations: {_iterations(b)} before and {_iterations(a)} after, "
-                               f"and each side needs at least {min_iterations} (confidence.medium_min_iterations)"])
+                               f"and each side needs at least {min_iterations} (the least a medium-confidence GPU has)"])
         windows.append((not faults, "; ".join(faults) or (
-            f"the same window rule ({rb}) on both sides, with {_iterations(b)} stable iterations before and "
+            f"the same window rule ({rule_name(rb)}) on both sides, with {_iterations(b)} stable iterations before and "
             f"{_iterations(a)} after")))
         kb = sides[0].kernels.get((str(b["report"]), str(b["gpu_key"])))
         ka = sides[1].kernels.get((str(a["report"]), str(a["gpu_key"])))
