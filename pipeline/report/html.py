@@ -207,7 +207,7 @@ def priced_with_text(p: dict | None) -> str:
             + f"; {p['hours_per_month']:g} hours per month. Every dollar here and on the GPU pages beside it is at "
             "these rates, not the run's" + kept_text(p.get("kept") or {}) + ". Not shown here, as they hold the run's own dollars (at its rates: "
             f"{own}; {p.get('run_hours', 730.0):g} hours per month): the medical records (the run folder's records/, "
-            "and its report without --config), the teams table (who pays, from the scheduler's accounting) and the "
+            "and the run's own report.html), the teams table (who pays, from the scheduler's accounting) and the "
             "earlier nights of a sweep's trend.")
 
 
