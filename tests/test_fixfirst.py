@@ -592,3 +592,12 @@ def test_remedy_names_the_role_gpus_and_the_costliest_first():
     found = [[finding], [finding], [finding], [], [], [finding]]
     text = entry_remedy("cpu", [found[j] for j in order], [names[j] for j in order])
     assert text.startswith("C, B, F and 1 more (4 of the 6 GPUs with cpu idle): profile the host; the other 2: ")
+    # two remedies: the part of the GPU named first leads (tryout 2: the fleet's cpu entry led with the late rank's
+    # 1-GPU part, a rule earlier in REMEDY_ORDER, and the straggler, the costliest GPU, came second)
+    late = {"category": "cpu", "rule": "comm.late_rank", "outcome": "late_rank", "remedy": "fix this rank's host",
+            "judged": True}
+    two = entry_remedy("cpu", [[finding], [late]], ["C", "E"])
+    assert two == ("C (1 of the 2 GPUs with cpu idle): profile the host; "
+                   "E (1 of the 2 GPUs with cpu idle): fix this rank's host: profile the host (data loader, GIL, I/O) "
+                   "(generic: no diagnostic rule could be judged)"), two
+    assert entry_remedy("cpu", [[late], [finding]], ["E", "C"]).startswith("E (1 of the 2 GPUs with cpu idle): fix")

@@ -371,11 +371,15 @@ def test_straggler_own_page_diagnosis_says_it_is_this_gpu():
     summary = {"diagnosis": dx.to_text([finding])}
     plain = dx.line(finding)
     assert dx.STRAGGLER_FIRST in plain
-    own = diagnosis_view(summary, {"role": "straggler", "text": "", "others": [], "leads": []})["prescribed"][0]["line"]
-    assert own == plain.replace("look at the straggler first",
-                                "this GPU is the straggler its job's other GPUs wait for: fix its own idle first")
+    mine = diagnosis_view(summary, {"role": "straggler", "text": "", "others": [], "leads": []})["prescribed"][0]
+    own = "this GPU is the straggler its job's other GPUs wait for: fix its own idle first"
+    assert mine["line"] == plain.replace("one GPU cannot fix it: look at the straggler first", own)
+    assert "one GPU cannot fix it: look at the straggler first" in plain and "straggler first" not in mine["line"]
+    # the page prints the finding's remedy too (tryout 2: H100 #13's evidence still sent it to "the straggler")
+    assert mine["remedy"] == f"{own}, then overlap communication with compute"
     late = diagnosis_view(summary, {"role": "late rank", "leads": ["the straggler H100 #13 750df4f4"]})
     assert "this GPU is the late rank its job's other GPUs wait for" in late["prescribed"][0]["line"]
+    assert late["prescribed"][0]["remedy"].startswith("this GPU is the late rank its job's other GPUs wait for")
     waiting = diagnosis_view(summary, {"role": "waiting", "leads": ["the straggler H100 #13 750df4f4"]})
     assert waiting["prescribed"][0]["line"] == plain.replace("look at the straggler first",
                                                              "look at the straggler H100 #13 750df4f4 first")

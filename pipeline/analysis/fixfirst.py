@@ -215,7 +215,8 @@ def entry_remedy(category: str, findings: list, names: list | None = None) -> st
     With ``names``, a remedy that rests on some of the GPUs only says which (a late rank's own remedy is never
     applied to the GPUs that wait for it): one part per remedy, ``<GPUs> (k of the n GPUs with <category> idle):
     <remedy>`` (n: the GPUs given, those the entry rests on), in the order of
-    the rule each rests on (:data:`REMEDY_ORDER`, then the findings'), then ``the other m: <what serves them>``
+    each part's first GPU in ``names`` (the fix list gives the role GPUs, then the costliest, first: the part of
+    the GPU that matters most leads, issue 45), then ``the other m: <what serves them>``
     (archived, or the generic text) when some GPUs have no finding that prescribes."""
     if not names or len(findings) < 2:
         return _one_remedy(category, findings)
@@ -227,13 +228,11 @@ def entry_remedy(category: str, findings: list, names: list | None = None) -> st
             rest_names.append(name)
             rest.append(fs or [])
             continue
-        f = wrong[0]
-        rank = (REMEDY_ORDER.index(f["rule"]) if f["rule"] in REMEDY_ORDER else len(REMEDY_ORDER))
-        parts.setdefault(_said(category, f, fs), [rank, []])[1].append(name)
+        parts.setdefault(_said(category, wrong[0], fs), []).append(name)
     if len(parts) <= 1 and not (parts and rest):
         return _one_remedy(category, findings)
-    ordered = sorted(parts.items(), key=lambda kv: kv[1][0])   # stable: the findings' order within a rank
-    text = "; ".join(f"{_who(who, len(names), category)}: {remedy}" for remedy, (_, who) in ordered)
+    # in the order of each part's first GPU: the caller's (fix_list: the role GPUs, then the costliest, first)
+    text = "; ".join(f"{_who(who, len(names), category)}: {remedy}" for remedy, who in parts.items())
     if rest:
         text += f"; the other {len(rest)}: {_one_remedy(category, rest)}"
     return text

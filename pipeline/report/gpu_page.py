@@ -454,8 +454,10 @@ def role_line(line: str, role: dict | None) -> str:
     if diagnosis.STRAGGLER_FIRST not in line or not role:
         return line
     if role.get("role") in ("straggler", "late rank"):
-        return line.replace(diagnosis.STRAGGLER_FIRST,
-                            f"this GPU is the {role['role']} its job's other GPUs wait for: fix its own idle first")
+        own = f"this GPU is the {role['role']} its job's other GPUs wait for: fix its own idle first"
+        # "one GPU cannot fix it" is said to the GPUs waiting; this one can
+        return line.replace(f"one GPU cannot fix it: {diagnosis.STRAGGLER_FIRST}", own).replace(
+            diagnosis.STRAGGLER_FIRST, own)
     leads = list(role.get("leads") or [])
     return line.replace(diagnosis.STRAGGLER_FIRST, f"look at {' and '.join(leads)} first") if leads else line
 
@@ -466,10 +468,11 @@ def diagnosis_view(summary: dict, role: dict | None = None) -> dict:
     words (:func:`pipeline.analysis.diagnosis.rule_name`: the page never prints a rule's id); ``recoverable``: what a
     fix wins back where the evidence bounds it (:func:`pipeline.report.words.recoverable_lines`, as the fix-first
     list says it); all empty for a summary without the column. ``role`` (:func:`_role_links`): each line says the
-    GPU's own role where it asks to look at the straggler first (:func:`role_line`)."""
+    GPU's own role where it asks to look at the straggler first (:func:`role_line`), and so does its ``remedy``."""
     findings = diagnosis.of_text(summary.get("diagnosis"))
     prescribed, archived = diagnosis.split(findings)
-    return {"prescribed": [dict(f, line=role_line(diagnosis.line(f), role), name=diagnosis.rule_name(f))
+    return {"prescribed": [dict(f, line=role_line(diagnosis.line(f), role), name=diagnosis.rule_name(f),
+                                **({"remedy": role_line(str(f["remedy"]), role)} if f.get("remedy") else {}))
                            for f in prescribed],
             "archived": [dict(f, line=diagnosis.line(f), name=diagnosis.rule_name(f)) for f in archived],
             "recoverable": recoverable_lines(fixfirst.gpu_recoverable(summary, findings))}
