@@ -790,8 +790,11 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
     fixes = read_fixes(out / "fix_first.csv")
     cpu = fixes[(fixes["scope"] == "fleet") & (fixes["category"] == "cpu")].iloc[0]
     assert int(cpu["gpus"]) == 24
-    assert cpu["remedy"].startswith("A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle): this rank is the one "
-                                    "others wait for: fix its own cpu first: profile the host inside NVTX range 'Iteration N' (py-spy, ")
+    # the parts in the order of their first GPU: the straggler H100 #13 (the costliest) leads (issue 45, tryout 2),
+    # the late rank's own part after it
+    assert cpu["remedy"].startswith("H100 #13 750df4f4, "), cpu["remedy"]
+    assert ("; A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle): this rank is the one others wait for: fix its "
+            "own cpu first: profile the host inside NVTX range 'Iteration N' (py-spy, ") in cpu["remedy"]
     # the GPUs whose own cpu.host finding names the 'Iteration N' ranges, counted from their rows' diagnosis
     from pipeline.analysis import diagnosis
 
@@ -803,10 +806,10 @@ def test_the_straggler_page_names_its_role_and_prescribes_for_cpu(example):
             in cpu["remedy"])
     report = (out / "report.html").read_text(encoding="utf-8")
     row = re.search(r'<tr data-category="cpu" data-tier="medium">(.*?)</tr>', report, re.S).group(1).replace("<wbr>", "")
-    assert ("<summary><span class=\"rx\">A100 #2 pid84669/dev0 (1 of the 24 GPUs with cpu idle): this rank is the one "
-            "others wait for: fix its own cpu first: profile the host inside NVTX range &#39;Iteration N&#39; (py-spy, or the PyTorch "
-            "profiler with CPU activities: data loading, the GIL, I/O, logging) <span class=\"more-remedies\" "
-            "title=\"the remedies for its other GPUs: open\">(+") in row
+    # closed, a part of several GPUs is shown by its count (docs/outputs.md): the straggler's part of 5
+    assert (f"<summary><span class=\"rx\">{len(host)} of the 24 GPUs with cpu idle: profile the host inside NVTX "
+            "range &#39;Iteration N&#39; (py-spy, ") in row, row
+    assert "<span class=\"more-remedies\" title=\"the remedies for its other GPUs: open\">(+" in row
 
 
 # ---- issue 45 point 8: smaller ---------------------------------------------------------------------------------------
