@@ -331,6 +331,9 @@ def _waited(w) -> str:
 
 #: What the comm rule's remedy asks first; the views name the straggler after it (:func:`name_straggler`).
 STRAGGLER_FIRST = "look at the straggler first"
+#: The comm rule's remedy for a GPU waiting on the others; the straggler's and the late rank's own pages replace it
+#: whole (:func:`pipeline.report.gpu_page.role_line`: that GPU can fix it).
+CANNOT_FIX_ALONE = f"one GPU cannot fix it: {STRAGGLER_FIRST}"
 
 
 #: How :func:`pipeline.analysis.fixfirst.job_stragglers` words a job's late rank where it has no straggler by idle.
@@ -373,7 +376,7 @@ def comm_rule(gaps, collective: dict | None = None) -> dict:
     ev = {"gaps": int(sum(before.values())), "ns": int(np.asarray(gaps["length"], dtype=np.int64).sum()),
           "collective": name, "after_it": n}
     text = f"{ev['gaps']} gaps follow a collective ({n} after {name}): this GPU waits for the other ranks"
-    remedy = f"one GPU cannot fix it: {STRAGGLER_FIRST}, then overlap communication with compute"
+    remedy = f"{CANNOT_FIX_ALONE}, then overlap communication with compute"
     if _measured(collective):
         ev.update(wait_ns=int(collective["collective_wait_ns"]), wait_pct=float(collective["collective_wait_pct"]),
                   calls=int(collective["collective_calls"]), last_count=int(collective["collective_last_count"]),

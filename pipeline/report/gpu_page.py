@@ -388,10 +388,7 @@ def prescription(summary: dict, role: dict | None = None) -> dict | None:
         remedy = fixfirst.own_remedy(main, findings, leads)
         findings = [f for f in findings if f["rule"] not in fixfirst.ROLE_RULES]
     else:
-        remedy = fixfirst.entry_remedy(main, [findings])
-        if diagnosis.STRAGGLER_FIRST in remedy and leads:
-            remedy = remedy.replace(diagnosis.STRAGGLER_FIRST, f"look at {' and '.join(leads)} first")
-        remedy = diagnosis.name_straggler(remedy, [])
+        remedy = diagnosis.name_straggler(role_line(fixfirst.entry_remedy(main, [findings]), role), [])
     rules = [f["rule"] for f in fixfirst.prescribing(main, findings)]
     return {"category": main, "pct": float(_num(summary, f"cat_{main}_pct", 0.0)), "remedy": remedy, "rules": rules[:1]}
 
@@ -455,9 +452,7 @@ def role_line(line: str, role: dict | None) -> str:
         return line
     if role.get("role") in ("straggler", "late rank"):
         own = f"this GPU is the {role['role']} its job's other GPUs wait for: fix its own idle first"
-        # "one GPU cannot fix it" is said to the GPUs waiting; this one can
-        return line.replace(f"one GPU cannot fix it: {diagnosis.STRAGGLER_FIRST}", own).replace(
-            diagnosis.STRAGGLER_FIRST, own)
+        return line.replace(diagnosis.CANNOT_FIX_ALONE, own).replace(diagnosis.STRAGGLER_FIRST, own)
     leads = list(role.get("leads") or [])
     return line.replace(diagnosis.STRAGGLER_FIRST, f"look at {' and '.join(leads)} first") if leads else line
 
