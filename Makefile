@@ -26,7 +26,9 @@ SWEEP_CONFIG = --config $(NIGHTLY) --config $(EXAMPLES)/labels.yaml $(if $(NIGHT
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The editable install also compiles the loader's C reader (setup.py: pipeline/load/_btree.c, with gcc and the
+# Python headers; without them it installs without it and the loader reads every table through SQLite).
+$(STAMP): pyproject.toml setup.py pipeline/load/_btree.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -227,14 +227,14 @@ def _under(rel: str, parts: tuple[str, ...]) -> bool:
 
 
 def _files(parts: tuple[str, ...] | None, excluded: tuple[str, ...] = ()) -> list[str]:
-    """The ``*.py`` and template files (relative to :data:`PACKAGE`, ``/``-separated, sorted) under
+    """The ``*.py``, C (the loader's ``load/_btree.c``) and template files (relative to :data:`PACKAGE`, ``/``-separated, sorted) under
     ``parts`` (None: the whole package) and not under ``excluded``."""
     found = []
     for folder, dirs, files in os.walk(PACKAGE):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for name in files:
             rel = os.path.relpath(os.path.join(folder, name), PACKAGE).replace(os.sep, "/")
-            if (name.endswith((".py",) + TEMPLATE_SUFFIXES) and (parts is None or _under(rel, parts))
+            if (name.endswith((".py", ".c") + TEMPLATE_SUFFIXES) and (parts is None or _under(rel, parts))
                     and not _under(rel, excluded)):
                 found.append(rel)
     return sorted(found)
@@ -242,7 +242,7 @@ def _files(parts: tuple[str, ...] | None, excluded: tuple[str, ...] = ()) -> lis
 
 def code_digest_of(parts: tuple[str, ...] | None, excluded: tuple[str, ...] = ()) -> str:
     """SHA-256 hex digest of the code under ``parts`` (None: the whole package) but not ``excluded``:
-    each file's path and its :func:`module_digest` (a template: its bytes' SHA-256)."""
+    each file's path and its :func:`module_digest` (a template or C source: its bytes' SHA-256)."""
     digest = hashlib.sha256()
     for rel in _files(parts, excluded):
         path = os.path.join(PACKAGE, rel)

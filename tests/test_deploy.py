@@ -460,6 +460,10 @@ def test_dockerfile():
 
     runs = " ".join(a for k, a in steps if k == "RUN")
     assert "pip install ." in runs
+    # the loader's C reader is built (gcc for the install only) and checked outside the source tree
+    assert "setup.py" in " ".join(a for k, a in steps if k == "COPY") and "btree.available()" in runs
+    assert runs.index("install -y --no-install-recommends gcc") < runs.index("pip install .") \
+        < runs.index("cd / && python -c") < runs.index("apt-get purge -y gcc")
     assert "scripts/install_nsys.sh" in runs and (REPO / "scripts" / "install_nsys.sh").exists()
     assert '"$INSTALL_NSYS" = "1"' in runs, "nsys stays optional"
 

@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from pipeline.load import btree
 from pipeline.load import sqlite as reader
 from pipeline.load.sqlite import Query, read_columns, readonly_uri
 from pipeline.load.tables import Schema
@@ -20,6 +21,15 @@ from pipeline.load.tables import Schema
 def schema_of(path) -> Schema:
     uri = readonly_uri(str(path))
     return Schema(sqlite3.connect(uri, uri=True), uri)
+
+
+@pytest.fixture(autouse=True, params=["btree", "sqlite"])
+def both_paths(request, monkeypatch):
+    """Every test twice: with the b-tree fast path where it applies (pipeline.load.btree), and through SQLite
+    alone (its rowid ranges and batches)."""
+    if request.param == "sqlite":
+        monkeypatch.setenv(btree.ENV_OFF, "1")
+    return request.param
 
 
 @pytest.fixture()

@@ -9,10 +9,15 @@ which is what says a compute library's kernel from a collective: the collective 
 """
 from __future__ import annotations
 
+import math
 import sqlite3
 
+import numpy as np
+import pandas as pd
+
+from . import btree
 from .limits import cut_sql
-from .sqlite import text_rows
+from .sqlite import _rowid_range, count_decoded, text_rows
 from .tables import KERNEL_NAME_COLUMNS, KERNEL_TABLE, Schema
 
 
@@ -20,18 +25,66 @@ def alias_query(schema: Schema) -> str | None:
     """The SQL of the kernel names' aliases (:func:`aliases_of`): one ``SELECT DISTINCT`` over the kernel
     table's raw name values (a few distinct rows), cut after (cutting every row first costs three times as
     much); None when the kernel table has no second name column (or there is no kernel table)."""
-    if not schema.has(KERNEL_TABLE):
-        return None
-    present = [c for c in KERNEL_NAME_COLUMNS if c in schema.columns(KERNEL_TABLE)]
+    present = _name_columns(schema)
     if len(present) < 2:
         return None
     return (f"SELECT {', '.join(cut_sql(c) for c in present)} FROM "
             f"(SELECT DISTINCT {', '.join(present)} FROM {KERNEL_TABLE})")
 
 
-def alias_rows(schema: Schema, sql: str) -> list[tuple]:
+def _name_columns(schema: Schema) -> list[str]:
+    """The kernel table's name columns (:data:`~pipeline.load.tables.KERNEL_NAME_COLUMNS` it has), in that order."""
+    if not schema.has(KERNEL_TABLE):
+        return []
+    return [c for c in KERNEL_NAME_COLUMNS if c in schema.columns(KERNEL_TABLE)]
+
+
+def alias_job(schema: Schema) -> btree.Job | None:
+    """The b-tree fast path's :class:`~pipeline.load.btree.Job` reading the kernel table's name columns (ids), for
+    :func:`alias_rows`; None when it does not apply or :func:`alias_query` is None. On the schema's thread."""
+    present = _name_columns(schema)
+    if len(present) < 2:
+        return None
+    return btree.prepare(schema.con, schema.uri, KERNEL_TABLE, f"SELECT {', '.join(present)} FROM {KERNEL_TABLE}",
+                         _rowid_range(schema, KERNEL_TABLE))
+
+
+def distinct_rows(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> list[tuple]:
+    """The distinct rows of integer columns ``[(values, NULL mask or None)]`` (NULL as None), in the order each
+    first occurs: what ``SELECT DISTINCT`` gives over the same rows in rowid order."""
+    codes, values = [], []
+    for column, mask in columns:
+        found, uniques = pd.factorize(column)
+        found = found.astype(np.int64)
+        if mask is not None:
+            found[mask] = len(uniques)  # NULL: a code of its own
+        codes.append(found)
+        values.append(uniques.tolist() + [None])
+    if not codes:
+        return []
+    if math.prod(len(v) for v in values) >= 2 ** 62:  # too many names to pack a row into one key
+        return list(dict.fromkeys(zip(*[[vals[c] for c in found.tolist()] for vals, found in zip(values, codes)])))
+    key = codes[0]
+    for found, vals in zip(codes[1:], values[1:]):
+        key = key * len(vals) + found
+    rows = []
+    for k in pd.unique(key).tolist():
+        row = []
+        for vals in reversed(values[1:]):
+            k, code = divmod(k, len(vals))
+            row.append(vals[code])
+        row.append(values[0][k])
+        rows.append(tuple(reversed(row)))
+    return rows
+
+
+def alias_rows(schema: Schema, sql: str, job: btree.Job | None = None) -> list[tuple]:
     """The rows of :func:`alias_query`'s ``sql``, read on a connection of their own (so on any thread, beside
-    the loader's work), within the schema's time bound."""
+    the loader's work), within the schema's time bound; off the b-tree when ``job`` (:func:`alias_job`) can
+    (the same rows: :func:`distinct_rows` of the name ids)."""
+    if job is not None and (columns := job.run()) is not None:
+        count_decoded(job.sql, len(next(iter(columns.values()))[0]) * len(job.sources))
+        return distinct_rows(list(columns.values()))
     con = sqlite3.connect(schema.uri, uri=True)
     try:
         if schema.deadline is not None:

@@ -22,7 +22,7 @@ from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
-from .kernel_names import alias_query, alias_rows, aliases_of
+from .kernel_names import alias_job, alias_query, alias_rows, aliases_of
 from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -560,7 +560,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         tables = read_columns(schema, queries)
         if alias_sql := alias_query(schema):  # one scan inside SQLite, beside the work on the columns below
             aside = ThreadPoolExecutor(max_workers=1)
-            aliases = aside.submit(alias_rows, schema, alias_sql)
+            aliases = aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
         if kernel_sql:
             found = tables.pop("kernels")
             if not found.rows and (cut := _cut_short(schema, path, empty=True)):

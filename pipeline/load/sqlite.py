@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import btree
 from .limits import ReadTimeout
 from .tables import Schema
 
@@ -494,21 +495,47 @@ class _Sink:
                 with self.lock:
                     self.null_batches.setdefault(name, []).append((piece, seq, n))
             mask = None if not col.null_count else (np.ones(n, bool) if values is None else _null_mask(col))
-            derived = [(name, values)]
-            if name in self.query.derive:
-                full = np.full(n, self._fill(name), np.int64) if values is None else values
-                derived = [(d, fn(full)) for d, fn in self.query.derive[name]]
-            for out_name, out_values in derived:
-                if self.bounds is None:
-                    kept[out_name] = (np.full(n, self._fill(out_name), np.int64) if out_values is None
-                                      else np.array(out_values, dtype=np.int64), mask)
-                    continue
-                self._write(out_name, at, out_values, n)
-                if mask is not None:
-                    self._mask(out_name, at, mask)
+            self._put(name, values, mask, n, at, kept)
         if self.bounds is None:
             self.batches[piece].append((n, kept))
         self.counts[piece] += n
+
+    def add_arrays(self, columns: dict) -> None:
+        """The whole result as one piece, already in numpy: ``{name: (int64 values with NULL as 0, bool NULL
+        mask or None)}`` (the b-tree fast path, :mod:`pipeline.load.btree`); the sink has one range of them.
+        The arrays are kept, not copied (an id column that fits becomes int32, as :meth:`_write` makes it)."""
+        n = len(next(iter(columns.values()))[0]) if columns else 0
+        for name, (values, mask) in columns.items():
+            if mask is not None:
+                values[mask] = self._fill(name)
+            derived = [(name, values)]
+            if name in self.query.derive:
+                derived = [(d, np.asarray(fn(values), dtype=np.int64)) for d, fn in self.query.derive[name]]
+            for out_name, out in derived:
+                if out_name in self.query.small and (not n or (_INT32.min <= int(out.min())
+                                                               and int(out.max()) <= _INT32.max)):
+                    out = out.astype(np.int32)
+                self.ints[out_name] = out
+                if mask is not None:
+                    self.nulls[out_name] = mask
+        self.counts[0] += n
+
+    def _put(self, name: str, values: np.ndarray | None, mask: np.ndarray | None, n: int, at: int,
+             kept: dict) -> None:
+        """Column ``name``'s ``n`` values of one batch (None: NULLs only; NULL as the fill) and NULL mask, derived
+        (:attr:`Query.derive`) and written from row ``at`` (with ranges) or kept in ``kept`` (without)."""
+        derived = [(name, values)]
+        if name in self.query.derive:
+            full = np.full(n, self._fill(name), np.int64) if values is None else values
+            derived = [(d, fn(full)) for d, fn in self.query.derive[name]]
+        for out_name, out_values in derived:
+            if self.bounds is None:
+                kept[out_name] = (np.full(n, self._fill(out_name), np.int64) if out_values is None
+                                  else np.array(out_values, dtype=np.int64), mask)
+                continue
+            self._write(out_name, at, out_values, n)
+            if mask is not None:
+                self._mask(out_name, at, mask)
 
     def finish(self) -> Decoded:
         import pyarrow as pa
@@ -584,8 +611,11 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
     Raises ``sqlite3.DatabaseError``, :class:`~pipeline.load.limits.ReadTimeout` (``schema.deadline``).
     """
     threads = threads or read_threads()
-    work, sinks = [], {}
+    sinks = _read_fast(schema, queries, threads)
+    work = []
     for name, query in queries.items():
+        if name in sinks:
+            continue
         ranges = _dense_ranges(schema, query.table, threads)
         sqls = [query.sql] if ranges is None or len(ranges) == 1 else \
             [f"{query.sql} WHERE rowid >= {a} AND rowid < {b}" for a, b in ranges]
@@ -603,3 +633,38 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
                            for i, name, q in work]:
                 future.result()
     return {name: sink.finish() for name, sink in sinks.items()}
+
+
+def _read_fast(schema: Schema, queries: dict[str, Query], threads: int) -> dict[str, _Sink]:
+    """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), as finished sinks by name, read
+    on ``threads`` threads; the others are left to SQLite (:func:`read_columns`)."""
+    if not btree.available():
+        return {}
+    jobs = {name: job for name, query in queries.items()
+            if (job := btree.prepare(schema.con, schema.uri, query.table, query.sql,
+                                     _rowid_range(schema, query.table))) is not None}
+    if not jobs:
+        return {}
+    if schema.deadline is not None:
+        schema.deadline.check()
+    if threads == 1 or len(jobs) == 1:
+        results = {name: job.run() for name, job in jobs.items()}
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
+            futures = {name: pool.submit(job.run) for name, job in jobs.items()}
+            results = {name: future.result() for name, future in futures.items()}
+    sinks = {}
+    for name, columns in results.items():
+        if columns is None:
+            continue
+        query = queries[name]
+        rows = len(next(iter(columns.values()))[0]) if columns else 0
+        sink = _Sink(query, [(0, rows)], 1)
+        sink.add_arrays(columns)
+        count_decoded(query.sql, rows * len(jobs[name].sources))
+        sinks[name] = sink
+    if schema.deadline is not None:
+        schema.deadline.check()
+    return sinks

@@ -1,0 +1,173 @@
+"""The loader's fast path: a large table's integer columns read straight off the file's b-tree.
+
+An export's kernel and CUDA API tables hold small integers in every column the loader reads (times in
+ns, ids, StringIds ids). Decoding them row by row through SQLite's VM and an Arrow driver costs several
+times the reading itself; ``_btree.c`` (built by ``make setup``, through setup.py) walks the table's
+b-tree in rowid order and writes each wanted value into numpy arrays, with the GIL released.
+
+It is a fast path only: :func:`read` gives None, and the loader reads the table through SQLite as
+before (:func:`pipeline.load.sqlite.read_columns`), whenever the query is not a plain projection of
+columns and integer constants (:func:`plan`), the table is not an ordinary rowid table, any wanted value
+is not an integer or NULL (a REAL, TEXT or BLOB: SQLite's path names it), a record lacks a column or
+spills onto overflow pages, the file is not what the format says (SQLite's path reports the damage), or
+the compiled part is missing. When it answers, the values are those SQLite gives for the same query, in
+the same order (tests/test_btree.py compares both paths on every real export and on edge cases).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.machinery
+import os
+import re
+import urllib.parse
+
+import numpy as np
+
+from .limits import cut_sql
+
+_OK, _GIVE_UP, _MALFORMED, _OS_ERROR, _FULL = 0, 1, 2, 3, 4
+#: Set (to anything) to read every table through SQLite (a check of the fast path, or a way round it).
+ENV_OFF = "GPU_IDLE_NO_BTREE"
+
+
+@functools.lru_cache(maxsize=1)
+def _library():
+    """The compiled part (ctypes), None when it was not built."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(here, "_btree" + suffix)
+        if os.path.exists(path):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                return None
+            fn = lib.gi_read
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.POINTER(ctypes.c_int32),
+                           ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+            return fn
+    return None
+
+
+def available() -> bool:
+    """True when the compiled part is built and not switched off (:data:`ENV_OFF`)."""
+    return not os.environ.get(ENV_OFF) and _library() is not None
+
+
+_CUT = re.compile(r"CASE WHEN typeof\((\w+)\) = 'integer' THEN \1 WHEN .*? ELSE \(CASE WHEN typeof\(\1\) = 'blob' "
+                  r"THEN CAST\(\1 AS TEXT\) ELSE \1 END\) END")
+_ITEM = re.compile(r"(-?\d+|\w+)(?: AS (\w+))?")
+
+
+def plan(sql: str, table: str) -> list[tuple[str, str | int]] | None:
+    """``sql`` as ``[(result name, source)]`` when it is ``SELECT item, ... FROM table`` whose items are
+    columns (``c`` or ``c AS name``), integer constants (``-1 AS name``) or a column through
+    :func:`~pipeline.load.limits.cut_sql` (``cut_sql(c) AS name``: an integer comes out as it is, and a text
+    sends the table to SQLite's path): source is the column's name, or the constant. None for any other
+    shape. The plan is accepted only when writing it back gives ``sql`` exactly."""
+    head, tail = "SELECT ", f" FROM {table}"
+    if not (sql.startswith(head) and sql.endswith(tail)):
+        return None
+    body = _CUT.sub(lambda m: f"\x00{m.group(1)}", sql[len(head):-len(tail)])
+    items = []
+    for part in body.split(", "):
+        cut = part.startswith("\x00")
+        found = _ITEM.fullmatch(part[1:] if cut else part)
+        if found is None:
+            return None
+        source, name = found.group(1), found.group(2) or found.group(1)
+        constant = re.fullmatch(r"-?\d+", source) is not None
+        if constant and (cut or found.group(2) is None):
+            return None
+        items.append((name, int(source) if constant else source, cut))
+    rebuilt = ", ".join((f"{cut_sql(s)} AS {n}" if cut else f"{s} AS {n}" if n != s else s)
+                        for n, s, cut in items)
+    if head + rebuilt + tail != sql:
+        return None
+    return [(n, s) for n, s, _ in items]
+
+
+def path_of(uri: str) -> str:
+    """The file a :func:`~pipeline.load.sqlite.readonly_uri` names."""
+    return urllib.parse.unquote(uri[len("file:"):].split("?", 1)[0])
+
+
+def _layout(con, table: str) -> tuple[int, dict[str, int], int] | None:
+    """``(root page, column -> record position, the INTEGER PRIMARY KEY's position or -1)`` of an ordinary
+    rowid table; None for anything else (no such table, WITHOUT ROWID, generated or hidden columns)."""
+    row = con.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (table,)).fetchone()
+    if row is None or not row[0] or re.search(r"WITHOUT\s+ROWID", row[1] or "", re.IGNORECASE):
+        return None
+    info = con.execute(f'PRAGMA table_xinfo("{table}")').fetchall()  # cid, name, type, notnull, dflt, pk, hidden
+    if any(r[6] for r in info):
+        return None
+    keys = [r for r in info if r[5]]
+    ipk = keys[0][0] if len(keys) == 1 and (keys[0][2] or "").upper() == "INTEGER" else -1
+    return int(row[0]), {r[1]: r[0] for r in info}, ipk
+
+
+class Job:
+    """One table to read off its b-tree (:func:`prepare`); :meth:`run` may run on any thread."""
+
+    def __init__(self, sql: str, path: bytes, root: int, ipk: int, sources: list[str], positions: list[int],
+                 items: list, capacity: int | None):
+        self.sql, self.path, self.root, self.ipk, self.capacity = sql, path, root, ipk, capacity
+        self.sources, self.positions, self.items = sources, positions, items
+
+    def run(self) -> dict | None:
+        """The query's result columns as ``{name: (int64 values, bool NULL mask or None)}`` (NULL read as 0 in
+        the values), in rowid order; None when the fast path does not apply to what the table holds (the
+        caller reads it through SQLite). Raises OSError when the file cannot be read."""
+        fn = _library()
+        k = len(self.sources)
+        cids = (ctypes.c_int32 * max(1, k))(*self.positions)
+        rows = ctypes.c_int64(0)
+        capacity = self.capacity
+        for _ in range(2):  # room for the rowid span (one pass), else as many rows as a count finds
+            if capacity is None:
+                rc = fn(self.path, self.root, k, cids, self.ipk, 0, None, None, 1, ctypes.byref(rows))
+                if rc != _OK:
+                    break
+                capacity = rows.value
+            values = [np.empty(capacity, np.int64) for _ in range(k)]
+            masks = [np.empty(capacity, np.uint8) for _ in range(k)]
+            outs = (ctypes.c_void_p * max(1, k))(*[v.ctypes.data for v in values])
+            nulls = (ctypes.c_void_p * max(1, k))(*[m.ctypes.data for m in masks])
+            rc = fn(self.path, self.root, k, cids, self.ipk, capacity, outs, nulls, 0, ctypes.byref(rows))
+            if rc != _FULL:
+                break
+            capacity = None
+        n = rows.value
+        if rc == _OK:
+            values, masks = [v[:n] for v in values], [m[:n] for m in masks]
+        if rc == _OS_ERROR:
+            raise OSError(f"{os.fsdecode(self.path)}: cannot be read")
+        if rc != _OK:
+            return None
+        read = {s: (v, m.view(bool) if m.any() else None) for s, v, m in zip(self.sources, values, masks)}
+        return {name: (np.full(n, source, np.int64), None) if isinstance(source, int) else read[source]
+                for name, source in self.items}
+
+
+def prepare(con, uri: str, table: str, sql: str, span: tuple[int, int] | None) -> Job | None:
+    """The :class:`Job` reading ``sql`` over ``table`` of the file ``uri`` names off its b-tree, or None when
+    the fast path cannot (see the module): not built or switched off, not a plain projection (:func:`plan`),
+    not an ordinary rowid table. ``con``: a connection to the same file (asked about its schema, on the
+    caller's thread). ``span``: the table's (lowest, highest) rowid, None when it is empty (rows are read in one
+    pass when the span is dense, as an export's is; else they are counted first)."""
+    if not available():
+        return None
+    items = plan(sql, table)
+    layout = _layout(con, table) if items is not None else None
+    if layout is None:
+        return None
+    root, positions, ipk = layout
+    sources = list(dict.fromkeys(s for _, s in items if isinstance(s, str)))
+    if any(s not in positions for s in sources):
+        return None
+    rowids = 0 if span is None else span[1] - span[0] + 1
+    capacity = rowids if rowids <= max(1, os.path.getsize(path_of(uri)) // 4) else None
+    return Job(sql, os.fsencode(path_of(uri)), root, ipk, sources, [positions[s] for s in sources], items, capacity)
