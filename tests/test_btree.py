@@ -41,12 +41,13 @@ def make(path, create, rows, page_size=None, table="t"):
     return path
 
 
-def fast(path, sql, table="t"):
-    """The fast path's answer for ``sql``: {name: (values list, NULL list)}, or None (left to SQLite)."""
+def fast(path, sql, table="t", narrow=(), dtypes=None):
+    """The fast path's answer for ``sql``: {name: (values list, NULL list)}, or None (left to SQLite); ``narrow``:
+    the names to read as int32 while they fit; ``dtypes``: a dict that receives each array's dtype."""
     uri = readonly_uri(str(path))
     con = sqlite3.connect(uri, uri=True)
     try:
-        job = btree.prepare(con, uri, table, sql, reader._rowid_range(Schema(con, uri), table))
+        job = btree.prepare(con, uri, table, sql, reader._rowid_range(Schema(con, uri), table), narrow)
         if job is None:
             return "no job"
         got = job.run()
@@ -54,6 +55,8 @@ def fast(path, sql, table="t"):
         con.close()
     if got is None:
         return None
+    if dtypes is not None:
+        dtypes.update({name: values.dtype for name, (values, _) in got.items()})
     return {name: (values.tolist(), [False] * len(values) if mask is None else mask.tolist())
             for name, (values, mask) in got.items()}
 
@@ -83,6 +86,24 @@ def test_every_integer_width_sign_and_null_in_a_deep_tree(tmp_path, page_size):
     assert got["width"] == ([WIDTHS[i % len(WIDTHS)] for i in range(3000)], [False] * 3000)
     assert got["c"] == ([0 if i % 7 == 3 else -i for i in range(3000)], [i % 7 == 3 for i in range(3000)])
     assert got["five"] == ([5] * 3000, [False] * 3000)
+
+
+def test_int32_while_every_value_fits_then_int64(tmp_path):
+    rows = [(i, -i, i) for i in range(1000)]
+    path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER, b INTEGER, c INTEGER)", rows, 512)
+    dtypes = {}
+    got = fast(path, "SELECT a, b, c FROM t", narrow={"a", "b"}, dtypes=dtypes)
+    assert dtypes == {"a": np.int32, "b": np.int32, "c": np.int64}
+    assert got["b"][0] == [-i for i in range(1000)]
+    con = sqlite3.connect(path)  # one value beyond int32 in each of a (the last row) and b (the first)
+    con.execute("UPDATE t SET a = 2147483648 WHERE a = 999")
+    con.execute("UPDATE t SET b = -2147483649 WHERE a = 0")
+    con.commit()
+    con.close()
+    got = fast(path, "SELECT a, b, c FROM t", narrow={"a", "b"}, dtypes=dtypes)
+    assert dtypes == {"a": np.int64, "b": np.int64, "c": np.int64}
+    assert got["a"][0] == list(range(999)) + [2147483648]
+    assert got["b"][0] == [-2147483649] + [-i for i in range(1, 1000)]
 
 
 def test_an_integer_primary_key_and_sparse_rowids(tmp_path):

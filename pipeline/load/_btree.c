@@ -29,6 +29,7 @@
 #define GI_MALFORMED 2
 #define GI_OS_ERROR 3
 #define GI_FULL 4
+#define GI_WIDEN 100 /* + c: column c holds a value beyond int32 (its caller made room for int32 only) */
 #define MAX_DEPTH 64
 
 typedef struct {
@@ -45,7 +46,8 @@ typedef struct {
     int max_cid;
     int32_t slot[256];    /* record position -> output column, -1: not wanted (cids < 256) */
     int64_t capacity, rows, last_rowid;
-    int64_t **out;
+    void **out;           /* per column: int64_t[] or, where width is 4, int32_t[] */
+    const int8_t *width;
     uint8_t **nulls;
     int count_only;
 } job_t;
@@ -66,6 +68,16 @@ static int64_t serial_size(uint64_t t) {
     static const int64_t sizes[] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, -1, -1};
     if (t < 12) return sizes[t];
     return (int64_t)((t - 12) / 2);
+}
+
+static int put(job_t *job, int s, int64_t r, int64_t v) {
+    if (job->width[s] == 4) {
+        if (v < INT32_MIN || v > INT32_MAX) return GI_WIDEN + s;
+        ((int32_t *)job->out[s])[r] = (int32_t)v;
+    } else {
+        ((int64_t *)job->out[s])[r] = v;
+    }
+    return GI_OK;
 }
 
 static int64_t read_int(const uint8_t *p, int64_t n) {
@@ -117,24 +129,22 @@ static int leaf_cell(db_t *db, job_t *job, const uint8_t *cell, const uint8_t *p
         if (size < 0) return GI_MALFORMED;
         int s = job->slot[cid];
         if (s >= 0) {
+            int64_t v = 0;
             found++;
             if (cid == job->ipk) {
                 if (t != 0) return GI_GIVE_UP;
-                job->out[s][r] = (int64_t)rowid;
-                job->nulls[s][r] = 0;
-            } else if (t == 0) {
-                job->out[s][r] = 0;
-                job->nulls[s][r] = 1;
-            } else if (t <= 6) {
+                v = (int64_t)rowid;
+            } else if (t >= 1 && t <= 6) {
                 if (body + (uint64_t)size > local) return GI_GIVE_UP; /* on an overflow page */
-                job->out[s][r] = read_int(rec + body, size);
-                job->nulls[s][r] = 0;
+                v = read_int(rec + body, size);
             } else if (t == 8 || t == 9) {
-                job->out[s][r] = (int64_t)(t - 8);
-                job->nulls[s][r] = 0;
-            } else {
+                v = (int64_t)(t - 8);
+            } else if (t != 0) {
                 return GI_GIVE_UP; /* REAL, TEXT or BLOB: SQLite's path says what it is */
             }
+            job->nulls[s][r] = t == 0 && cid != job->ipk;
+            int rc = put(job, s, r, v);
+            if (rc) return rc;
         }
         body += (uint64_t)size;
     }
@@ -203,17 +213,18 @@ static int open_db(const char *path, db_t *db, int *fd_out) {
 
 /* Rows of the table whose b-tree starts at page ``root`` of the file at ``path`` (count_only), or the
  * ``ncols`` columns at record positions ``cids`` (``ipk``: the position whose value is the rowid, -1 if
- * none) of every row, in rowid order, into ``out[c][row]`` with ``nulls[c][row]`` 1 where NULL (its
- * ``out`` 0). ``rows`` receives the rows counted or read. Returns a GI_* code. */
+ * none) of every row, in rowid order, into ``out[c][row]`` (int64, or int32 where ``width[c]`` is 4) with
+ * ``nulls[c][row]`` 1 where NULL (its ``out`` 0), at most ``capacity`` rows. ``rows`` receives the rows
+ * counted or read. Returns a GI_* code (GI_WIDEN + c: column c needs int64). */
 int gi_read(const char *path, uint32_t root, int ncols, const int32_t *cids, int ipk, int64_t capacity,
-            int64_t **out, uint8_t **nulls, int count_only, int64_t *rows) {
+            void **out, const int8_t *width, uint8_t **nulls, int count_only, int64_t *rows) {
     db_t db;
     int fd = -1;
     *rows = 0;
     job_t job;
     memset(&job, 0, sizeof(job));
     job.ncols = ncols; job.cids = cids; job.ipk = ipk; job.capacity = capacity;
-    job.out = out; job.nulls = nulls; job.count_only = count_only; job.max_cid = -1;
+    job.out = out; job.width = width; job.nulls = nulls; job.count_only = count_only; job.max_cid = -1;
     for (int i = 0; i < 256; i++) job.slot[i] = -1;
     for (int c = 0; c < ncols; c++) {
         if (cids[c] < 0 || cids[c] > 255 || job.slot[cids[c]] >= 0) return GI_GIVE_UP;

@@ -26,7 +26,7 @@ import numpy as np
 
 from .limits import cut_sql
 
-_OK, _GIVE_UP, _MALFORMED, _OS_ERROR, _FULL = 0, 1, 2, 3, 4
+_OK, _GIVE_UP, _MALFORMED, _OS_ERROR, _FULL, _WIDEN = 0, 1, 2, 3, 4, 100
 #: Set (to anything) to read every table through SQLite (a check of the fast path, or a way round it).
 ENV_OFF = "GPU_IDLE_NO_BTREE"
 
@@ -46,7 +46,8 @@ def _library():
             fn.restype = ctypes.c_int
             fn.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.POINTER(ctypes.c_int32),
                            ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
-                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+                           ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                           ctypes.POINTER(ctypes.c_int64)]
             return fn
     return None
 
@@ -113,8 +114,9 @@ class Job:
     """One table to read off its b-tree (:func:`prepare`); :meth:`run` may run on any thread."""
 
     def __init__(self, sql: str, path: bytes, root: int, ipk: int, sources: list[str], positions: list[int],
-                 items: list, capacity: int | None):
+                 items: list, capacity: int | None, narrow: set):
         self.sql, self.path, self.root, self.ipk, self.capacity = sql, path, root, ipk, capacity
+        self.narrow = narrow  # the sources read as int32 while every value fits
         self.sources, self.positions, self.items = sources, positions, items
 
     def run(self) -> dict | None:
@@ -124,22 +126,28 @@ class Job:
         fn = _library()
         k = len(self.sources)
         cids = (ctypes.c_int32 * max(1, k))(*self.positions)
+        wide = [s not in self.narrow for s in self.sources]
         rows = ctypes.c_int64(0)
-        capacity = self.capacity
-        for _ in range(2):  # room for the rowid span (one pass), else as many rows as a count finds
+        capacity, rc, values, masks = self.capacity, _OK, [], []
+        for _ in range(k + 2):  # room for the rowid span (one pass), else as many rows as a count finds
             if capacity is None:
-                rc = fn(self.path, self.root, k, cids, self.ipk, 0, None, None, 1, ctypes.byref(rows))
+                rc = fn(self.path, self.root, k, cids, self.ipk, 0, None, None, None, 1, ctypes.byref(rows))
                 if rc != _OK:
                     break
                 capacity = rows.value
-            values = [np.empty(capacity, np.int64) for _ in range(k)]
+            values = [np.empty(capacity, np.int64 if w else np.int32) for w in wide]
             masks = [np.empty(capacity, np.uint8) for _ in range(k)]
             outs = (ctypes.c_void_p * max(1, k))(*[v.ctypes.data for v in values])
+            widths = (ctypes.c_int8 * max(1, k))(*[8 if w else 4 for w in wide])
             nulls = (ctypes.c_void_p * max(1, k))(*[m.ctypes.data for m in masks])
-            rc = fn(self.path, self.root, k, cids, self.ipk, capacity, outs, nulls, 0, ctypes.byref(rows))
-            if rc != _FULL:
+            rc = fn(self.path, self.root, k, cids, self.ipk, capacity, outs, widths, nulls, 0, ctypes.byref(rows))
+            if rc == _FULL:
+                capacity = None
+            elif _WIDEN <= rc < _WIDEN + k:
+                wide[rc - _WIDEN] = True  # a value beyond int32: that column as int64, and again
+            else:
                 break
-            capacity = None
+            values = masks = []  # freed before the next try
         n = rows.value
         if rc == _OK:
             values, masks = [v[:n] for v in values], [m[:n] for m in masks]
@@ -152,12 +160,13 @@ class Job:
                 for name, source in self.items}
 
 
-def prepare(con, uri: str, table: str, sql: str, span: tuple[int, int] | None) -> Job | None:
+def prepare(con, uri: str, table: str, sql: str, span: tuple[int, int] | None, narrow=()) -> Job | None:
     """The :class:`Job` reading ``sql`` over ``table`` of the file ``uri`` names off its b-tree, or None when
     the fast path cannot (see the module): not built or switched off, not a plain projection (:func:`plan`),
     not an ordinary rowid table. ``con``: a connection to the same file (asked about its schema, on the
     caller's thread). ``span``: the table's (lowest, highest) rowid, None when it is empty (rows are read in one
-    pass when the span is dense, as an export's is; else they are counted first)."""
+    pass when the span is dense, as an export's is; else they are counted first). ``narrow``: result names to
+    read as int32 while every value fits (int64 from the first that does not), as the caller would store them."""
     if not available():
         return None
     items = plan(sql, table)
@@ -170,4 +179,6 @@ def prepare(con, uri: str, table: str, sql: str, span: tuple[int, int] | None) -
         return None
     rowids = 0 if span is None else span[1] - span[0] + 1
     capacity = rowids if rowids <= max(1, os.path.getsize(path_of(uri)) // 4) else None
-    return Job(sql, os.fsencode(path_of(uri)), root, ipk, sources, [positions[s] for s in sources], items, capacity)
+    narrowed = {s for s in sources if all(n in narrow for n, source in items if source == s)}
+    return Job(sql, os.fsencode(path_of(uri)), root, ipk, sources, [positions[s] for s in sources], items, capacity,
+               narrowed)

@@ -46,7 +46,7 @@ def alias_job(schema: Schema) -> btree.Job | None:
     if len(present) < 2:
         return None
     return btree.prepare(schema.con, schema.uri, KERNEL_TABLE, f"SELECT {', '.join(present)} FROM {KERNEL_TABLE}",
-                         _rowid_range(schema, KERNEL_TABLE))
+                         _rowid_range(schema, KERNEL_TABLE), set(present))  # ids: int32 while they fit
 
 
 def distinct_rows(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> list[tuple]:

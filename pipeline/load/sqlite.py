@@ -512,8 +512,8 @@ class _Sink:
             if name in self.query.derive:
                 derived = [(d, np.asarray(fn(values), dtype=np.int64)) for d, fn in self.query.derive[name]]
             for out_name, out in derived:
-                if out_name in self.query.small and (not n or (_INT32.min <= int(out.min())
-                                                               and int(out.max()) <= _INT32.max)):
+                if out.dtype == np.int64 and out_name in self.query.small and \
+                        (not n or (_INT32.min <= int(out.min()) and int(out.max()) <= _INT32.max)):
                     out = out.astype(np.int32)
                 self.ints[out_name] = out
                 if mask is not None:
@@ -641,8 +641,9 @@ def _read_fast(schema: Schema, queries: dict[str, Query], threads: int) -> dict[
     if not btree.available():
         return {}
     jobs = {name: job for name, query in queries.items()
-            if (job := btree.prepare(schema.con, schema.uri, query.table, query.sql,
-                                     _rowid_range(schema, query.table))) is not None}
+            if (job := btree.prepare(schema.con, schema.uri, query.table, query.sql, _rowid_range(schema, query.table),
+                                     {n for n in query.small - set(query.derive)
+                                      if _INT32.min <= query.fills.get(n, 0) <= _INT32.max})) is not None}
     if not jobs:
         return {}
     if schema.deadline is not None:
