@@ -146,8 +146,8 @@ def held_and_decoded(path: str, values: dict) -> dict:
 def decoded_lines(table: dict, what: str) -> list[str]:
     """The per-table lines of :func:`held_and_decoded`'s ``table`` (of the export ``what`` names): values
     decoded vs rows held."""
-    out = [f"  {what}, per table: values the loader decoded vs rows held (x columns it has; values read out "
-           "of SQLite: the kernel names' SELECT DISTINCT scans its columns inside SQLite, uncounted)"]
+    out = [f"  {what}, per table: values the loader decoded vs rows held (x columns it has; values read off the "
+           "table's b-tree or out of SQLite, the kernel table's including its name columns' ids for the aliases)"]
     for name, (values, rows, columns) in table.items():
         per_row = f"{values / rows:.2f} per row" if rows else "no row"
         out.append(f"    {name}: {values:,} values decoded, {rows:,} rows held x {columns} columns ({per_row})")
