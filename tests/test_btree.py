@@ -166,6 +166,18 @@ def test_a_damaged_page_is_left_to_sqlite_which_says_so(tmp_path):
         read_columns(Schema(sqlite3.connect(uri, uri=True), uri), {"t": Query("t", "SELECT a FROM t", ["a"])})
 
 
+def test_a_file_cut_short_while_it_is_read_is_left_to_sqlite(tmp_path):
+    path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER, pad TEXT)", [(i, "p" * 40) for i in range(3000)], 512)
+    uri = readonly_uri(str(path))
+    con = sqlite3.connect(uri, uri=True)
+    job = btree.prepare(con, uri, "t", "SELECT a FROM t", reader._rowid_range(Schema(con, uri), "t"))
+    con.close()
+    assert job.run()["a"][0].tolist() == list(range(3000))
+    with open(path, "r+b") as fh:  # cut after the job was prepared: pages it needs are gone (read, never mapped)
+        fh.truncate(path.stat().st_size // 2)
+    assert job.run() is None
+
+
 def test_read_columns_gives_the_same_either_way(tmp_path, monkeypatch):
     rows = [(i, None if i % 4 == 0 else (9 << 24) | i, WIDTHS[i % len(WIDTHS)]) for i in range(2000)]
     path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER, g INTEGER, w INTEGER)", rows, 1024)

@@ -6,7 +6,8 @@
  * https://www.sqlite.org/fileformat2.html, sections 1.6 and 2.1) in rowid order and decodes the
  * wanted columns of each record.
  *
- * It only ever reads. It gives up (returns GI_GIVE_UP, the loader then reads the table through
+ * It only ever reads, with pread (a file cut short while it is read is a short read, not a fault that would
+ * end the process, as a memory mapping of it would). It gives up (returns GI_GIVE_UP, the loader then reads the table through
  * SQLite as before) on anything that is not plainly an integer or NULL in a wanted column (a REAL, a
  * TEXT, a BLOB), a column a record does not hold (added later by ALTER TABLE: its default applies), a
  * record that spills onto overflow pages before its wanted values end, and on any page or offset
@@ -20,7 +21,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,11 +34,16 @@
 #define MAX_DEPTH 64
 
 typedef struct {
-    const uint8_t *base;
-    size_t size;
+    int fd;
+    uint64_t size;
     uint32_t page_size, usable, pages;
     uint64_t visited;
+    uint8_t *level[MAX_DEPTH + 2]; /* one interior page per depth of the walk */
+    uint8_t *window;               /* WINDOW_PAGES consecutive pages read at once (leaves come in order) */
+    uint32_t window_first, window_count;
 } db_t;
+
+#define WINDOW_PAGES 64
 
 typedef struct {
     int ncols;            /* wanted columns */
@@ -86,9 +92,31 @@ static int64_t read_int(const uint8_t *p, int64_t n) {
     return v;
 }
 
+/* Read exactly ``n`` bytes at ``off``; 0 on a short read (the file changed under us) or an error. */
+static int read_at(int fd, uint8_t *buf, size_t n, uint64_t off) {
+    while (n) {
+        ssize_t got = pread(fd, buf, n, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return 0;
+        buf += got; n -= (size_t)got; off += (uint64_t)got;
+    }
+    return 1;
+}
+
+/* Page ``pgno`` read with pread (never mapped: a file cut short while read gives a short read here, where
+ * a mapping would kill the process), from a window of consecutive pages (an export's leaves come in order).
+ * NULL when it is beyond the file or cannot be read. Valid until the next call. */
 static const uint8_t *page_at(db_t *db, uint32_t pgno) {
     if (pgno == 0 || pgno > db->pages) return NULL;
-    return db->base + (size_t)(pgno - 1) * db->page_size;
+    if (!(pgno >= db->window_first && pgno < db->window_first + db->window_count)) {
+        uint32_t count = db->pages - pgno + 1 < WINDOW_PAGES ? db->pages - pgno + 1 : WINDOW_PAGES;
+        db->window_count = 0;
+        if (!read_at(db->fd, db->window, (size_t)count * db->page_size, (uint64_t)(pgno - 1) * db->page_size))
+            return NULL;
+        db->window_first = pgno;
+        db->window_count = count;
+    }
+    return db->window + (size_t)(pgno - db->window_first) * db->page_size;
 }
 
 /* One leaf cell: the wanted values of its record into row job->rows. */
@@ -157,6 +185,11 @@ static int walk(db_t *db, job_t *job, uint32_t pgno, int depth) {
     if (depth > MAX_DEPTH || ++db->visited > db->pages) return GI_MALFORMED;
     const uint8_t *pg = page_at(db, pgno);
     if (!pg) return GI_MALFORMED;
+    if ((pg + (pgno == 1 ? 100 : 0))[0] == 0x05) { /* interior: kept in its depth's buffer while its children are read */
+        if (!db->level[depth] && !(db->level[depth] = malloc(db->page_size))) return GI_OS_ERROR;
+        memcpy(db->level[depth], pg, db->page_size);
+        pg = db->level[depth];
+    }
     const uint8_t *page_end = pg + db->usable;
     const uint8_t *hdr = pg + (pgno == 1 ? 100 : 0);
     uint8_t kind = hdr[0];
@@ -188,27 +221,28 @@ static int walk(db_t *db, job_t *job, uint32_t pgno, int depth) {
     return walk(db, job, right, depth + 1);
 }
 
-static int open_db(const char *path, db_t *db, int *fd_out) {
+static void close_db(db_t *db) {
+    for (int i = 0; i < MAX_DEPTH + 2; i++) free(db->level[i]);
+    free(db->window);
+    if (db->fd >= 0) close(db->fd);
+}
+
+static int open_db(const char *path, db_t *db) {
     memset(db, 0, sizeof(*db));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return GI_OS_ERROR;
+    uint8_t h[100];
+    db->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (db->fd < 0) return GI_OS_ERROR;
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 100) { close(fd); return st.st_size < 100 ? GI_MALFORMED : GI_OS_ERROR; }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) { close(fd); return GI_OS_ERROR; }
-    db->base = map;
-    db->size = (size_t)st.st_size;
-    const uint8_t *h = db->base;
-    if (memcmp(h, "SQLite format 3", 16) != 0) { munmap(map, db->size); close(fd); return GI_MALFORMED; }
+    if (fstat(db->fd, &st) != 0) return GI_OS_ERROR;
+    if (st.st_size < 100 || !read_at(db->fd, h, 100, 0) || memcmp(h, "SQLite format 3", 16) != 0) return GI_MALFORMED;
+    db->size = (uint64_t)st.st_size;
     uint32_t ps = ((uint32_t)h[16] << 8) | h[17];
     db->page_size = ps == 1 ? 65536 : ps;
-    if (db->page_size < 512 || (db->page_size & (db->page_size - 1)) || h[20] > db->page_size - 480) {
-        munmap(map, db->size); close(fd); return GI_MALFORMED;
-    }
+    if (db->page_size < 512 || (db->page_size & (db->page_size - 1)) || h[20] > db->page_size - 480) return GI_MALFORMED;
     db->usable = db->page_size - h[20];
     db->pages = (uint32_t)(db->size / db->page_size);
-    *fd_out = fd;
-    return GI_OK;
+    db->window = malloc((size_t)WINDOW_PAGES * db->page_size);
+    return db->window ? GI_OK : GI_OS_ERROR;
 }
 
 /* Rows of the table whose b-tree starts at page ``root`` of the file at ``path`` (count_only), or the
@@ -219,7 +253,6 @@ static int open_db(const char *path, db_t *db, int *fd_out) {
 int gi_read(const char *path, uint32_t root, int ncols, const int32_t *cids, int ipk, int64_t capacity,
             void **out, const int8_t *width, uint8_t **nulls, int count_only, int64_t *rows) {
     db_t db;
-    int fd = -1;
     *rows = 0;
     job_t job;
     memset(&job, 0, sizeof(job));
@@ -231,17 +264,15 @@ int gi_read(const char *path, uint32_t root, int ncols, const int32_t *cids, int
         job.slot[cids[c]] = c;
         if (cids[c] > job.max_cid) job.max_cid = cids[c];
     }
-    int rc = open_db(path, &db, &fd);
-    if (rc) return rc;
-    madvise((void *)db.base, db.size, MADV_SEQUENTIAL);
-    rc = walk(&db, &job, root, 0);
-    munmap((void *)db.base, db.size);
-    close(fd);
+    int rc = open_db(path, &db);
+    if (!rc) rc = walk(&db, &job, root, 0);
+    close_db(&db);
     *rows = job.rows;
     return rc;
 }
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_btree",
-                                    "Integer columns of an SQLite table off its b-tree (called through ctypes).", -1, NULL};
+                                    "Integer columns of an SQLite table off its b-tree (called through ctypes).", -1, NULL,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__btree(void) { return PyModule_Create(&module); }
