@@ -65,6 +65,10 @@ DUCKDB_VERSION = "1.5.5"
 E2E_TARGET = 2.5
 STAGES_TARGET = 1.5
 RSS_TARGET = 600e6
+#: Issue 44's other targets (it took over issue 16's): the whole run's speed-up over nsys-ai's per-GPU runs
+#: summed (cold) at 3M kernels, and the small-report fleet's ratio to the two-process ceiling.
+NSYSAI_TARGET = 4.0
+SMALL_FLEET_TARGET = 1.10
 SIZES = {"10k": 10_000, "100k": 100_000, "1M": 1_000_000, "2M": 2_000_000, "3M": 3_000_000, "10M": 10_000_000}
 #: Sizes whose report is also analysed by nsys-ai (10M would take it minutes; the target is at 3M).
 NSYSAI_MAX_KERNELS = 3_000_000
@@ -306,8 +310,9 @@ def floor_once(path: str, decode: bool = True) -> dict:
 
 def reader_stage(path: str) -> None:
     """(Child process) the second reference: the columns of :data:`READ_COLUMNS` read with the
-    project's own reader (:func:`pipeline.load.sqlite.read_columns`: Arrow batches from the ADBC
-    driver, into numpy) in a process that imports nothing else (checked: printed ``modules``)."""
+    project's own reader (:func:`pipeline.load.sqlite.read_columns`: each table off its b-tree where the fast
+    path applies, else Arrow batches from the ADBC driver, into numpy) in a process that imports nothing else
+    (checked: printed ``modules``)."""
     import sqlite3
 
     from pipeline.load.sqlite import Query, read_columns, readonly_uri
@@ -876,17 +881,17 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         out.append(("10M-kernel report analysed under 2 GB, time per kernel within 1.2x of the 1M figure",
                     NOT_MEASURED, None))
     if not ns.get("3M"):
-        out.append(("&gt;= 5x faster than nsys-ai 0.3.0's per-GPU runs summed (cold) at 3M kernels, identical "
-                    "totals", NOT_MEASURED, None))
+        out.append((f"&gt;= {NSYSAI_TARGET:g}x faster than nsys-ai 0.3.0's per-GPU runs summed (cold) at 3M kernels, "
+                    "identical totals", NOT_MEASURED, None))
     if not ns:
         out.append(("identical idle and gap totals to nsys-ai at every size", NOT_MEASURED, None))
     if ns:
         at3 = ns.get("3M")
         if at3:
-            out.append(("&gt;= 5x faster than nsys-ai 0.3.0's per-GPU runs summed (cold) at 3M kernels, identical "
-                        "totals", f"{at3['speedup_cold_e2e']:.2f}x ({at3['cold']['sum_s']:.2f} s vs "
+            out.append((f"&gt;= {NSYSAI_TARGET:g}x faster than nsys-ai 0.3.0's per-GPU runs summed (cold) at 3M "
+                        "kernels, identical totals", f"{at3['speedup_cold_e2e']:.2f}x ({at3['cold']['sum_s']:.2f} s vs "
                         f"{at3['ours_e2e_s']:.2f} s); totals {'identical' if not at3['diffs'] else 'differ'}",
-                        at3["speedup_cold_e2e"] >= 5 and not at3["diffs"]))
+                        at3["speedup_cold_e2e"] >= NSYSAI_TARGET and not at3["diffs"]))
         agree = all(not v["diffs"] for v in ns.values())
         out.append(("identical idle and gap totals to nsys-ai at every size",
                     "identical on every GPU of every size" if agree else "differences: see section 2", agree))
@@ -903,11 +908,13 @@ def targets(r: dict) -> list[tuple[str, str, bool | None]]:
         out.append(("fleet: 2 workers >= 95 % of this machine's two-process ceiling", NOT_MEASURED, None))
     fs = r.get("fleet_small")
     if fs:
-        out.append((f"fleet of {fs['reports']:,} small reports within 1.15x of the two-process ceiling",
-                    f"{fs['ratio']:.3f}x ({fs['run']['wall_s']:.2f} s vs {fs['ceiling_two_s']:.2f} s; scheduler and "
-                    f"run overhead {fs['overhead_ms']:.1f} ms per report)", fs["ratio"] <= 1.15))
+        out.append((f"fleet of {fs['reports']:,} small reports within {SMALL_FLEET_TARGET:.2f}x of the two-process "
+                    f"ceiling", f"{fs['ratio']:.3f}x ({fs['run']['wall_s']:.2f} s vs {fs['ceiling_two_s']:.2f} s; "
+                    f"scheduler and run overhead {fs['overhead_ms']:.1f} ms per report)",
+                    fs["ratio"] <= SMALL_FLEET_TARGET))
     else:
-        out.append(("fleet of small reports within 1.15x of the two-process ceiling", NOT_MEASURED, None))
+        out.append((f"fleet of small reports within {SMALL_FLEET_TARGET:.2f}x of the two-process ceiling", NOT_MEASURED,
+                    None))
     if not fl:
         out.append(("unchanged rerun <= 5 % of a full run (kept)", NOT_MEASURED, None))
     if fl:
@@ -975,10 +982,10 @@ def where_time_goes(r: dict) -> list[str]:
             f"**Load + analysis, whole run ({name}).** Load alone is {load_x:.2f}x the decode floor and analysis "
             f"alone {analysis_x:.2f}x" + (f"; each alone is above the {STAGES_TARGET}x of the target" if min(load_x, analysis_x) > STAGES_TARGET
                                           else "") + ". The load waits on decoding (in the profile below, `acquire` "
-            f"of a lock is the main thread waiting for the decode threads); the reader alone, doing nothing but "
-            f"decode the same columns into Arrow, is {at['reader']['wall_s'] / fl:.2f}x the floor (its process "
-            "start and pyarrow import included): decoding into Arrow through the ADBC SQLite driver costs more "
-            "than the `sqlite3` shell's `total()` over the same values. Analysis is numpy work over every kernel "
+            f"of a lock is the main thread waiting for other threads); the reader alone, doing nothing but "
+            f"decode the same columns, is {at['reader']['wall_s'] / fl:.2f}x the floor (its process "
+            "start and imports included; the kernel and runtime tables off their b-trees, the small tables "
+            "through SQLite). Analysis is numpy work over every kernel "
             "and CUDA API call of each GPU (sorts, unions, searches: the profile's top entries).")
     tiny = su.get("tiny")
     if tiny and libs and missed("start-up: `gpu-idle run`"):
@@ -990,13 +997,13 @@ def where_time_goes(r: dict) -> list[str]:
             f"({100 * libs / tiny['wall_s']:.0f} % of the run) before the analysis starts"
             + (f"; by package, the largest imports are {top} (section 0)" if top else "") + ".")
     at3 = ns.get("3M")
-    if at3 and "3M" in scale and missed("&gt;= 5x faster than nsys-ai"):
-        need = at3["cold"]["sum_s"] / 5
+    if at3 and "3M" in scale and missed(f"&gt;= {NSYSAI_TARGET:g}x faster than nsys-ai"):
+        need = at3["cold"]["sum_s"] / NSYSAI_TARGET
         ip, first = scale["3M"]["inproc"], at3["cold"]["runs"][0]
         notes.append(
             f"**nsys-ai at 3M.** Their per-GPU runs sum to {at3['cold']['sum_s']:.2f} s (cold): {first:.2f} s for "
             f"the first call, which converts the file to Parquet with DuckDB, and {at3['cold']['sum_s'] - first:.2f} s "
-            f"for the seven others reading that Parquet (section 2). 5x would need our whole run in {need:.2f} s; "
+            f"for the seven others reading that Parquet (section 2). {NSYSAI_TARGET:g}x would need our whole run in {need:.2f} s; "
             f"our load alone takes {ip['load_s']:.2f} s, our analysis {ip['analyse_s']:.2f} s"
             + (", so the target is below what our load alone takes: it needs a faster decode, not a faster analysis."
                if need < ip["load_s"] else "."))
@@ -1021,7 +1028,7 @@ def where_time_goes(r: dict) -> list[str]:
             "new trend) and takes each GPU page from the plot cache; with few reports, start-up and the report "
             "weigh more than the analysis they save.")
     fs = r.get("fleet_small")
-    if fs and not fs["ratio"] <= 1.15:
+    if fs and not fs["ratio"] <= SMALL_FLEET_TARGET:
         tasks = fs["run"].get("tasks_s")
         notes.append(
             f"**Small-report fleet ({fs['reports']:,} reports).** {fs['overhead_ms']:.1f} ms per report over two "
@@ -1094,8 +1101,9 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                   "<table>` over every column the loader reads (kernels, runtime, memcpy, memset, NVTX ranges, "
                   "StringIds, GPU tables, metadata). *Text floor* (the floor of earlier runs, kept for "
                   "continuity): the same columns printed as text into /dev/null. *Reader*: the same columns "
-                  "read with the project's own reader (`pipeline.load.sqlite.read_columns`: Arrow batches from "
-                  "the ADBC SQLite driver into numpy, rowid ranges on two threads) in a process that imports "
+                  "read with the project's own reader (`pipeline.load.sqlite.read_columns`: each table's integer "
+                  "columns off its b-tree where they are plain integers, else Arrow batches from the ADBC SQLite "
+                  "driver into numpy, rowid ranges on two threads) in a process that imports "
                   "nothing else, spawn to exit. `gpu-idle run FILE --out DIR` with default options, spawn to exit: "
                   "*first* with an empty columnar cache (`$GPU_IDLE_CACHE` in a fresh folder: hash the file, read "
                   "SQLite, write the cache; ratios and targets use this run), *cached* the same command again. "
