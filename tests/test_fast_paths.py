@@ -16,9 +16,11 @@ from pipeline.analysis import attribution as at
 from pipeline.analysis import gaps
 from pipeline.analysis import intervals as iv
 from pipeline.config import CategoryRules
+from pipeline.frames import take_rows
 from pipeline.load import columns, sqlite
 from pipeline.load import report as load
 from pipeline.load import tables as schema_tables
+from pipeline.model import Report
 from pipeline.synth import generate_scaled_report
 
 
@@ -205,3 +207,78 @@ def test_resolve_ids_equals_plain_lookup(ids):
         assert got.tolist() == plain
         assert got.cat.categories.tolist() == sorted(set(plain))
         assert got.cat.codes.dtype == np.int8
+
+
+def mixed_frame() -> pd.DataFrame:
+    """Six rows of every column kind the loaders make: int64, int32, bool, categorical, text, object."""
+    return pd.DataFrame({
+        "start": np.array([10, 20, 30, 40, 50, 60], dtype=np.int64),
+        "pid": np.array([7, 7, 8, 8, 7, 9], dtype=np.int32),
+        "graph": np.array([True, False, True, False, False, True]),
+        "name": pd.Categorical(["a", "b", "a", "c", "b", "a"], categories=["c", "a", "b", "unused"]),
+        "text": pd.Series(["u", "v", "w", "x", "y", "z"], dtype="str"),
+        "kind": pd.Series(["k", None, "k", "m", "n", "k"], dtype=object),
+    })
+
+
+@pytest.mark.parametrize("positions", [
+    [2, 3, 4],            # one contiguous run: a slice
+    [0, 2, 5],            # ascending, apart
+    [5, 0, 3, 3],         # any order, repeated
+    [1],
+    [],
+    [0, 1, 2, 3, 4, 5],
+])
+def test_take_rows_equals_pandas_take(positions):
+    frame = mixed_frame()
+    at = np.array(positions, dtype=np.int64)
+    got = take_rows(frame, at)
+    expect = frame.take(at).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expect, check_exact=True, check_index_type=True, check_column_type=True)
+    assert got.dtypes.tolist() == frame.dtypes.tolist()
+    assert got["name"].cat.categories.tolist() == ["c", "a", "b", "unused"]
+    # a new column given in place keeps its place; the source frame is left as it was
+    replaced = take_rows(frame, at, start=np.arange(at.size, dtype=np.int64) * 3)
+    assert replaced.columns.tolist() == frame.columns.tolist()
+    assert replaced["start"].tolist() == [3 * i for i in range(at.size)]
+    assert frame["start"].tolist() == [10, 20, 30, 40, 50, 60]
+
+
+@pytest.mark.parametrize("values", [
+    [86150, 86146, 86150, 86153, 86146],   # a few process ids: coded as value - min
+    [-1, 5, -1, 3],                        # no process (-1) among them
+    [10**12, 4, 10**12, 4],                # too wide a range: factorized
+    [],
+])
+def test_groups_of_equals_plain_grouping(values):
+    frame = pd.DataFrame({"pid": np.array(values, dtype=np.int64)})
+    report = Report(path="x", kernels=frame, runtime=frame.astype(np.int32) if values and max(map(abs, values)) < 2**31
+                    else frame, copies=frame, nvtx=frame, devices=frame)
+    for name in ("kernels", "runtime"):
+        got = report.groups_of(name, "pid")
+        plain = {v: np.flatnonzero(np.array(values) == v) for v in dict.fromkeys(values)}
+        assert sorted(got) == sorted(plain) and all(type(v) is int for v in got)
+        assert all(got[v].tolist() == plain[v].tolist() for v in plain)
+    assert report.rows_of("kernels", "pid", list(dict.fromkeys(values))[::-1]).tolist() == list(range(len(values)))
+
+
+def test_plan_cut_to_capture_calls_gives_the_same_plan(tmp_path):
+    """Under ``span`` the plan reads only the calls that begin or end a graph capture: its cut holds those two of the
+    ten calls, and the plan (the kind: ``capture_32_DECODE`` meets the capture, so no serving evidence) is the
+    full cut's. A cut without them would find no capture and call the job serving."""
+    from pipeline.analysis.analyse import plan_calls, plan_gpu
+    from pipeline.config import Config
+    from pipeline.load.kineto import load_kineto
+    from tests.test_graph_capture import serving_then_capture, span_config
+
+    report = load_kineto(serving_then_capture(str(tmp_path / "cap.pt.trace.json")))
+    (key,) = report.gpu_keys()
+    cfg = span_config()
+    calls = plan_calls(cfg)
+    cut = load.plan_trace(report, key, calls)
+    assert cut.runtime["name"].astype(str).tolist() == ["cudaStreamBeginCapture", "cudaStreamEndCapture"]
+    assert len(load.plan_trace(report, key).runtime) == 10
+    assert plan_gpu(cut, cfg) == plan_gpu(load.plan_trace(report, key), cfg)
+    assert plan_gpu(cut, cfg).kind == "unknown"
+    assert plan_gpu(load.plan_trace(report, key, frozenset()), cfg).kind == "serving"
+    assert plan_calls(Config()) is None  # auto: iterations may be projected through any call

@@ -127,6 +127,15 @@ def graph_capture(trace: GpuTrace) -> tuple[dict, int | None]:
     return found, graphcapture.phase_end(found, int(k["start"].min()), int(k["end"].max()))
 
 
+def plan_calls(cfg: Config) -> frozenset | None:
+    """The CUDA API calls :func:`plan_gpu` reads of a GPU's runtime calls under ``cfg``: under the ``span`` rule
+    without ``--trim`` (no iterations: the plan is the job kind) only those that begin or end a graph capture
+    (:func:`graph_capture`), so a plan's trace need hold no other; None: every call (iterations may be
+    projected through them, :func:`~pipeline.analysis.iterations.project`)."""
+    a = cfg.analysis
+    return graphcapture.BEGIN_APIS | graphcapture.END_APIS if a.trim_s is None and a.window == "span" else None
+
+
 def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     """This GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.iterations.plan_iterations`
     with the configured rule; iterations over holes where the trace lost records, or over its graph-capture
@@ -142,7 +151,7 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     if found["start"].size:
         texts = texts[graphcapture.outside_capture(trace.nvtx, found)]
     kind, evidence = detect_kind(k["name"].unique(), texts.unique(), cfg.window)
-    if a.trim_s is None and a.window == "span":
+    if plan_calls(cfg) is not None:
         return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
     startup = () if after is None else (np.array([int(k["start"].min())], np.int64), np.array([after], np.int64))

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
+from ..analysis.graphcapture import name_mask
 from ..arrays import is_sorted
 from ..frames import concat_rows, rows, where
 from ..memory import release as release_memory
@@ -675,15 +676,20 @@ def _of_processes(report: Report, frame: str, pids: tuple, anyone: bool = False)
     return rows(table, report.rows_of(frame, "pid", wanted))
 
 
-def plan_trace(report: Report, gpu_key: str) -> GpuTrace:
+def plan_trace(report: Report, gpu_key: str, calls: frozenset | None = None) -> GpuTrace:
     """The part of :func:`gpu_trace` that finding one GPU's iterations reads (kernels, NVTX,
     runtime calls and untraced rows of its processes; no copies, overhead or warnings), cut
-    cheaply: the runtime calls in the frame's order. Raises ``KeyError`` for an unknown GPU key."""
+    cheaply: the runtime calls in the frame's order (:func:`~pipeline.frames.rows`), only those named in
+    ``calls`` when given (:func:`~pipeline.analysis.analyse.plan_calls`: what the plan reads). Raises
+    ``KeyError`` for an unknown GPU key."""
     devs = _gpu_devices(report, gpu_key)
     pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
+    at = report.runtime_rows(pids)
+    if calls is not None:
+        at = at[name_mask(report.runtime["name"].take(at), calls)]
     return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
                     kernels=_gpu_rows(report, gpu_key), copies=report.copies.iloc[:0],
-                    runtime=report.runtime.iloc[report.runtime_rows(pids)],
+                    runtime=rows(report.runtime, at),
                     nvtx=report.nvtx.iloc[report.rows_of("nvtx", "pid", pids)],
                     untraced=_of_processes(report, "untraced", pids, True))
 

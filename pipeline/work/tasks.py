@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..analysis import collwait
-from ..analysis.analyse import gpu_collectives, measure_gpu, plan_gpu
+from ..analysis.analyse import gpu_collectives, measure_gpu, plan_calls, plan_gpu
 from ..analysis.iterations import IterationPlan, agree
 from ..analysis.kind import KIND_KEY, job_kind
 from ..analysis.window import WindowError
@@ -320,7 +320,7 @@ def plan_task(report: Report, gpu_key: str, cfg: Config) -> IterationPlan | None
     """One GPU's iterations before its job's GPUs agree (:func:`~pipeline.analysis.analyse.plan_gpu`);
     None when they cannot be found (the GPU's analysis then says why in its error row)."""
     try:
-        return plan_gpu(plan_trace(report, gpu_key), cfg)
+        return plan_gpu(plan_trace(report, gpu_key, plan_calls(cfg)), cfg)
     except Exception:  # noqa: BLE001 - analyse_task turns the same failure into the GPU's error row
         return None
 
