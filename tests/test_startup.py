@@ -91,3 +91,31 @@ def test_local_paths_are_spelled_as_fsspec_spells_them(item):
     from pipeline.inputs.discover import local_path
 
     assert local_path(item) == fsspec.core.url_to_fs(item)[1]
+
+
+def test_a_command_loads_its_stages_with_the_collector_paused_and_freezes_them_in_its_own_process(tmp_path, monkeypatch):
+    """``run`` imports its stages with the cyclic garbage collector paused (its passes over the ~70k objects of
+    pandas, pyarrow and the pipeline cost ~0.1 s of each start) and enabled again after; only in the ``gpu-idle``
+    process itself (``entry``) are those objects frozen, never in a caller's process (here, the tests')."""
+    import gc
+
+    from conftest import run_cli
+
+    from pipeline import cli
+
+    frozen, states = [], []
+    monkeypatch.setattr(cli.gc, "freeze", lambda: frozen.append(True))
+    with cli._start_up():
+        states.append(gc.isenabled())
+    assert states == [False] and gc.isenabled() and frozen == []   # not gpu-idle's own process: nothing frozen
+    gc.disable()
+    try:
+        with cli._start_up():
+            pass
+        assert not gc.isenabled()   # paused by its caller: left paused
+    finally:
+        gc.enable()
+    monkeypatch.setattr(cli, "_OWN_PROCESS", True)
+    run_cli("run", str(PROFILES / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "out"),
+            env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})
+    assert frozen == [True] and gc.isenabled()
