@@ -1,6 +1,8 @@
 """Command line only: parse, call, print. ``gpu-idle run INPUT... --out DIR``."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import sys
@@ -218,6 +220,28 @@ class Refused(click.UsageError):
         echo(f"gpu-idle: ERROR: {self.format_message()}", err=True)
 
 
+#: Whether this process is the ``gpu-idle`` command itself (:func:`entry`), not a caller running :func:`main` in a
+#: process of its own (the tests): only then are the objects of start-up frozen (:func:`_start_up`).
+_OWN_PROCESS = False
+
+
+@contextlib.contextmanager
+def _start_up():
+    """Load a command's stages with Python's cyclic garbage collector paused: importing pandas, pyarrow and the
+    pipeline makes ~70k objects that live as long as the process and no garbage, and the collector's passes
+    over them cost ~0.1 s of every start. In the ``gpu-idle`` process itself (:data:`_OWN_PROCESS`) they are
+    then frozen (:func:`gc.freeze`), so the collector's later passes, while the reports are analysed, skip them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        if _OWN_PROCESS:
+            gc.freeze()
+
+
 def _config(configs, overrides=None):
     """:func:`pipeline.config.load_config` of the ``--config`` files; a file that cannot be used is
     :class:`Refused` (exit status 2), its message naming the file and the key."""
@@ -340,8 +364,9 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
-    from .inputs.discover import skipped_note, unmatched
-    from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
+    with _start_up():
+        from .inputs.discover import skipped_note, unmatched
+        from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
 
     if trim and trim[1] <= trim[0]:
         raise click.BadParameter(f"END ({trim[1]}) must be after START ({trim[0]})", param_hint="--trim")
@@ -589,9 +614,10 @@ def sweep(inputs, configs, state_dir, night, force, report_only, future_night, s
     result for the same content and configuration exists, analyse the rest, append the night to
     the fleet history and write that night's tables, records and report. Exit status 1 when any
     report failed; see below."""
-    from .runs.driver import IncompleteOutputs, OutputError
-    from .runs.sweep import FutureNight, SweepBusy, rebuild
-    from .runs.sweep import sweep as run_sweep
+    with _start_up():
+        from .runs.driver import IncompleteOutputs, OutputError
+        from .runs.sweep import FutureNight, SweepBusy, rebuild
+        from .runs.sweep import sweep as run_sweep
 
     overrides = {"dask": _dask_overrides(workers, dashboard)}
     if accounting:
@@ -799,8 +825,11 @@ def entry() -> None:
 
     The pipeline does no linear algebra, so numpy's BLAS gets one thread
     (``OPENBLAS_NUM_THREADS=1`` unless set): OpenBLAS otherwise starts a thread per CPU when
-    numpy is imported, a quarter of numpy's import time on two CPUs."""
+    numpy is imported, a quarter of numpy's import time on two CPUs. The command's modules load with the
+    garbage collector paused, and their objects are then frozen (:func:`_start_up`)."""
+    global _OWN_PROCESS
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    _OWN_PROCESS = True
     interrupts.install()
     try:
         code = run_command()

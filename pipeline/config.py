@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 from . import kinds
 
@@ -159,7 +159,8 @@ def _text(value):
 # Numbers are strict: text is never taken for a number (YAML reads ``1e6`` as text), nor a bool.
 # The dataclasses below name them in their (string) annotations; they are made, with pydantic,
 # only when a value has to be checked (:func:`_value_types`): a run with the defaults alone, as
-# `gpu-idle run FILE --out DIR` is, never imports pydantic (~0.05 s of its start).
+# `gpu-idle run FILE --out DIR` is, or given only words of a ``Literal`` setting (``--window span``:
+# :func:`_one_of_its_words`), never imports pydantic (~0.1 s of its start).
 def _value_types() -> None:
     """Define the value types (``Count``, ``Share``, ...) and pydantic's ``Field`` in this module,
     where pydantic resolves the dataclasses' annotations. Idempotent."""
@@ -853,23 +854,42 @@ def _problem(error: dict, section: str) -> str:
     return f"{key}: {expected}, got {error['input']!r}{_number_hint(error['input'])}"
 
 
+def _one_of_its_words(field: dataclasses.Field, value) -> bool:
+    """Whether ``value`` is, exactly, one of the words of a field declared ``Literal[...]`` (as ``--window
+    span`` gives ``analysis.window``): a value pydantic would take as it is, so :func:`_build` needs no
+    pydantic for it. Any other declaration (a value type :func:`_value_types` makes, a union, a tuple)
+    says False, and pydantic checks the value."""
+    try:
+        declared = eval(field.type, globals()) if isinstance(field.type, str) else field.type  # noqa: S307 - our text
+    except Exception:  # noqa: BLE001 - a value type not made yet (NameError): pydantic's to check
+        return False
+    return (get_origin(declared) is Literal
+            and any(type(value) is type(word) and value == word for word in get_args(declared)))
+
+
 def _build(cls, data: dict, where: str, section: str):
     """``cls`` (a section's dataclass) from its YAML mapping, every value checked against the field's
-    type (pydantic). Raises :class:`ConfigError` ``<where>: <section>.<key>: <what is expected>, got <value>``
+    type (pydantic; a mapping whose every value is one of its field's ``Literal`` words, such as the
+    command line's ``--window``, needs no check: built as given, without importing pydantic, ~0.1 s).
+    Raises :class:`ConfigError` ``<where>: <section>.<key>: <what is expected>, got <value>``
     (every problem of the section, joined by ``; ``)."""
     if data is None or data == {}:
         return cls()
-    from pydantic import ValidationError
-
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {section}: expected a mapping, got {type(data).__name__}")
     names = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(names)
     if unknown:
         raise ConfigError(f"{where}: {section}: unknown key(s) {sorted(unknown)}; allowed: {sorted(names)}")
+    if all(_one_of_its_words(names[key], value) for key, value in data.items()):
+        build, invalid = (lambda: cls(**data)), ()  # nothing for pydantic to say
+    else:
+        from pydantic import ValidationError as invalid
+
+        build = lambda: _adapter(cls).validate_python(data)  # noqa: E731
     try:
-        return _adapter(cls).validate_python(data)
-    except ValidationError as exc:
+        return build()
+    except invalid as exc:
         raise ConfigError(f"{where}: " + "; ".join(_problem(e, section) for e in exc.errors())) from None
     except ConfigError as exc:  # a dataclass's own check (__post_init__); its text may name the key already
         named = str(exc).startswith(f"{section}.")

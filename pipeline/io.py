@@ -248,7 +248,7 @@ def hash_into(digest, path: str | os.PathLike) -> int:
 def file_sha256(path: str | os.PathLike) -> tuple[str, int]:
     """``(SHA-256 hex digest, size in bytes)`` of a file's content (:func:`hash_into`): the one file hash
     of the output manifests (:func:`file_entry`), the cache checksums (:mod:`pipeline.checksums`) and
-    the reports' content keys (:func:`pipeline.inputs.export.content_key`). Raises OSError when it
+    the reports' content keys (:func:`pipeline.snapshot.content_key`). Raises OSError when it
     cannot be read."""
     digest = hashlib.sha256()
     size = hash_into(digest, path)

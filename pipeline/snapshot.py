@@ -88,18 +88,23 @@ def sidecars(path: str) -> list[str]:
 
 
 #: A file whose last change is older than this (ns) when it is hashed, and whose ``stat`` is the same
-#: after, keeps its content key for the rest of the process (:func:`_remembered_key`).
+#: after, keeps its content key for the rest of the process (:func:`content_key`).
 SETTLE_NS = 2_000_000_000
 _KEYS: dict = {}
 
 
-def _remembered_key(path: str) -> str:
-    """:func:`~pipeline.checksums.file_digest` of ``path``, hashed once per process: a run hashes
-    each export for its result (:class:`~pipeline.store.results.IdentityIndex`) and again for its
-    columnar cache entry, and on a 3M-kernel export each hash reads 311 MB. The key is reused only
-    while the file's size, modification and change times and inode are those it was hashed with,
-    and only for a file that had not changed for :data:`SETTLE_NS` before it was hashed and did not
-    while it was (the rule of the identity index), so a rewrite is always hashed again."""
+def content_key(path: str | os.PathLike) -> str:
+    """The content key of one file: the SHA-256 hex digest of its bytes (:func:`~pipeline.io.file_sha256`),
+    read and hashed once per process. It is the one hash of a report's bytes: its identity (the result
+    key, :class:`~pipeline.store.results.IdentityIndex`, through :func:`snapshot_key`), its columnar
+    cache entry's name and source key (:mod:`pipeline.load.cache`), the export cache's key of an
+    ``.nsys-rep`` (:mod:`pipeline.inputs.export`) and a cached export's check
+    (:func:`~pipeline.checksums.content_digest`); on a 2M-kernel export each hash reads 214 MB. The key
+    is reused only while the file's size, modification and change times and inode are those it was
+    hashed with, and only for a file that had not changed for :data:`SETTLE_NS` before it was hashed
+    and did not while it was (the rule of the identity index), so a rewrite is always hashed again.
+    Raises OSError when it cannot be read."""
+    path = os.fspath(path)
     st = os.stat(path)
     stamp = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     key = _KEYS.get(stamp)
@@ -117,14 +122,14 @@ def snapshot_key(path: str) -> str:
     """Content identity (64 hex digits) of the export's committed state (see module docstring).
 
     Equals :func:`~pipeline.checksums.file_digest` when no sidecar holds part of it (hashed once
-    per process while the file is unchanged: :func:`_remembered_key`), else the SHA-256 of the main
+    per process while the file is unchanged: :func:`content_key`), else the SHA-256 of the main
     file's bytes followed, per sidecar, by its suffix (``-wal``, ``-journal``) and its bytes. Raises
     OSError when a file cannot be read.
     """
     for _ in range(COPY_ATTEMPTS):
         extra = sidecars(path)
         if not extra:
-            return _remembered_key(path)
+            return content_key(path)
         digest = hashlib.sha256()
         try:
             hash_into(digest, path)

@@ -157,3 +157,42 @@ def test_defaults_and_real_configs_still_load():
         load_config([repo / "configs" / name])
     assert load_config([], {"analysis": {"min_gap_ns": 500_000}, "cost": {"hours_per_month": 720}}).cost \
         .hours_per_month == 720.0
+
+
+def _literal_fields():
+    """``(section class, field, words)`` of every setting declared ``Literal[...]`` (resolved as pydantic resolves it)."""
+    import typing
+
+    from pipeline import config as config_module
+
+    config_module._value_types()
+    out = []
+    for section in [v for v in vars(config_module).values()
+                    if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == config_module.__name__]:
+        for f in dataclasses.fields(section):
+            declared = eval(f.type, vars(config_module))  # noqa: S307 - the module's own annotation text
+            if typing.get_origin(declared) is typing.Literal:
+                out.append((section, f.name, typing.get_args(declared)))
+    return out
+
+
+def test_a_literal_word_is_built_as_pydantic_builds_it_without_it():
+    """A section whose every value is one of its field's Literal words (``--window span``) is built without
+    pydantic (its ~0.1 s import): the same Config as pydantic's check gives, every word of every such field;
+    a word that is not one (a wrong case, a number) still goes to pydantic and is refused naming the key."""
+    from pipeline import config as config_module
+
+    fields = _literal_fields()
+    assert {(cls.__name__, name) for cls, name, _ in fields} >= {("AnalysisConfig", "window"), ("CostConfig", "unlisted")}
+    for cls, name, words in fields:
+        for word in words:
+            assert config_module._one_of_its_words(next(f for f in dataclasses.fields(cls) if f.name == name), word)
+            assert config_module._build(cls, {name: word}, "x", "s") == \
+                config_module._adapter(cls).validate_python({name: word})
+    assert load_config([], {"analysis": {"window": "span"}}) == Config(analysis=dataclasses.replace(
+        Config().analysis, window="span"))
+    assert load_config([], {"cost": {"unlisted": "assume"}}).cost.unlisted == "default"   # its __post_init__ ran
+    for bad in ("Span", 1, None):
+        with pytest.raises(ConfigError, match=r"^<defaults>: analysis\.window: should be 'auto', 'span', 'nvtx' or "
+                                               r"'periodic', got "):
+            load_config([], {"analysis": {"window": bad}})

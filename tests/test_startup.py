@@ -6,11 +6,12 @@ one local report analyses it in its own process without the cluster (Dask, distr
 plotting and templating libraries of ``gpu-idle report`` (matplotlib, jinja2, markdown), object
 storage (fsspec, s3fs), psutil, YAML (no config file given), pydantic (nothing to validate: the
 defaults alone) or the ADBC DB-API module (which imports ``pyarrow.dataset``); given a setting to
-check (``--min-gap-ns``), it validates it with pydantic. Each probe runs in a fresh interpreter and prints the top-level
+check (``--min-gap-ns``), it validates it with pydantic; a word of a ``Literal`` setting (``--window span``) needs none. Each probe runs in a fresh interpreter and prints the top-level
 packages loaded once the command is done.
 """
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -64,6 +65,15 @@ def test_one_local_report_loads_only_what_its_analysis_needs(tmp_path):
     assert (tmp_path / "out" / "fleet.csv").exists()
 
 
+def test_a_window_word_given_needs_no_pydantic(tmp_path):
+    """``--window span`` is one of the setting's words: taken as it is, without pydantic's ~0.1 s import."""
+    mods = loaded(["run", str(PROFILES / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "out"), "--window", "span"],
+                  tmp_path)
+    assert "pydantic" not in {m.split(".")[0] for m in mods}
+    with open(tmp_path / "out" / "fleet.csv", newline="") as fh:
+        assert [row["window_rule"] for row in csv.DictReader(fh)] == ["span"]   # the word was applied
+
+
 def test_a_setting_given_is_validated_with_pydantic(tmp_path):
     report = PROFILES / "tiny_2kernels.sqlite"
     mods = loaded(["run", str(report), "--out", str(tmp_path / "out"), "--min-gap-ns", "500000"], tmp_path)
@@ -81,3 +91,31 @@ def test_local_paths_are_spelled_as_fsspec_spells_them(item):
     from pipeline.inputs.discover import local_path
 
     assert local_path(item) == fsspec.core.url_to_fs(item)[1]
+
+
+def test_a_command_loads_its_stages_with_the_collector_paused_and_freezes_them_in_its_own_process(tmp_path, monkeypatch):
+    """``run`` imports its stages with the cyclic garbage collector paused (its passes over the ~70k objects of
+    pandas, pyarrow and the pipeline cost ~0.1 s of each start) and enabled again after; only in the ``gpu-idle``
+    process itself (``entry``) are those objects frozen, never in a caller's process (here, the tests')."""
+    import gc
+
+    from conftest import run_cli
+
+    from pipeline import cli
+
+    frozen, states = [], []
+    monkeypatch.setattr(cli.gc, "freeze", lambda: frozen.append(True))
+    with cli._start_up():
+        states.append(gc.isenabled())
+    assert states == [False] and gc.isenabled() and frozen == []   # not gpu-idle's own process: nothing frozen
+    gc.disable()
+    try:
+        with cli._start_up():
+            pass
+        assert not gc.isenabled()   # paused by its caller: left paused
+    finally:
+        gc.enable()
+    monkeypatch.setattr(cli, "_OWN_PROCESS", True)
+    run_cli("run", str(PROFILES / "tiny_2kernels.sqlite"), "--out", str(tmp_path / "out"),
+            env={"GPU_IDLE_CACHE": str(tmp_path / "cache")})
+    assert frozen == [True] and gc.isenabled()

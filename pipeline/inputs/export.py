@@ -3,7 +3,7 @@
 The analysis reads SQLite (docs/inputs.md#nsight-systems-reports); a ``.nsys-rep`` is first exported
 with the NVIDIA CLI, ``nsys export --type sqlite``, run as an argument list (no
 shell). Exports are cached by content: the key is the SHA-256 of the report's
-bytes, so a report that did not change is never exported twice, whatever its
+bytes (:func:`~pipeline.snapshot.content_key`: the hash its identity read already), so a report that did not change is never exported twice, whatever its
 name or mtime, and an edited report gets a fresh export.
 
 Nothing is ever written beside the user's report. Exports go to a cache
@@ -44,8 +44,8 @@ from pathlib import Path
 
 from .. import kinds
 from ..checksums import EntryCheckFailed, check_sealed_file, note, seal_file, sidecar_of
-from ..io import file_sha256
 from ..model import ProfileError
+from ..snapshot import content_key  # the one hash of a report's bytes, once per process (its identity's too)
 
 #: Environment variable naming the nsys binary to use.
 NSYS_ENV = "GPU_IDLE_NSYS"
@@ -128,12 +128,6 @@ def default_cache_dir() -> Path:
         return Path(os.path.expanduser(os.environ[CACHE_ENV]))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "gpu-idle" / "exports"
-
-
-def content_key(path: str | os.PathLike) -> str:
-    """A report's content key: the SHA-256 hex digest of the file's bytes (:func:`pipeline.io.file_sha256`).
-    Raises OSError."""
-    return file_sha256(path)[0]
 
 
 def _discard_export(final: Path) -> None:
