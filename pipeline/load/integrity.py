@@ -81,14 +81,26 @@ def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
 
 
 def _candidate_rows(first: np.ndarray) -> np.ndarray | None:
-    """The rows (ascending) whose value of ``first`` (at least two rows) some other row shares, found by one
-    adaptive sort of it (none when it is in order, as exports are); None when no value repeats."""
+    """The rows (ascending) whose value of ``first`` (at least two rows) some other row shares: when it is
+    in order (as exports are), found in the pass that checks so, a piece of :data:`~pipeline.arrays.SCAN_ROWS`
+    values at a time (no whole-column temporary); else by one adaptive sort of it. None when no value repeats."""
     n = first.size
-    if is_sorted(first):
-        order, ordered = None, first
+    repeats = []  # positions k with first[k + 1] == first[k], while the values are in order
+    for i in range(0, n - 1, SCAN_ROWS):
+        piece = first[i:i + SCAN_ROWS + 1]
+        later, earlier = piece[1:], piece[:-1]
+        if bool((later < earlier).any()):
+            break
+        same = later == earlier
+        if same.any():
+            repeats.append(np.flatnonzero(same) + i)
     else:
-        order = np.argsort(first, kind="stable")
-        ordered = first[order]
+        if not repeats:
+            return None
+        at = np.concatenate(repeats)
+        return np.union1d(at, at + 1)
+    order = np.argsort(first, kind="stable")
+    ordered = first[order]
     same = ordered[1:] == ordered[:-1]
     del ordered
     if not same.any():
@@ -96,7 +108,7 @@ def _candidate_rows(first: np.ndarray) -> np.ndarray | None:
     in_run = np.zeros(n, dtype=bool)
     in_run[1:] |= same
     in_run[:-1] |= same
-    return np.flatnonzero(in_run) if order is None else np.sort(order[in_run])
+    return np.sort(order[in_run])
 
 
 def _repeated_rows(arrays: list, key: int | None) -> np.ndarray:
