@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def row_groups(codes: np.ndarray) -> list[np.ndarray]:
@@ -63,8 +64,6 @@ def distinct(parts) -> np.ndarray:
     if lo is None:
         return np.zeros(0, dtype=np.int64)
     if not _dense(hi - lo + 1, rows):
-        import pandas as pd  # hashing: only for wide ranges
-
         return np.unique(np.concatenate([pd.unique(p).astype(np.int64) for p in again() if p.size]))
     seen = np.zeros(hi - lo + 1, dtype=bool)
     for part in again():
@@ -88,8 +87,6 @@ class Positions:
             self._table = np.full(int(self.values[-1]) - self._low + 2, missing, dtype=np.intp)
             self._table[self.values - self._low] = np.arange(self.values.size)
         else:
-            import pandas as pd
-
             self._index = pd.Index(self.values)
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
