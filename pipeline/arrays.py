@@ -40,13 +40,14 @@ def is_sorted(values: np.ndarray) -> bool:
 
 
 #: :func:`distinct` and :class:`Positions` use a table over the values' range when it spans at most this
-#: many values, or as many as the rows they are given, whichever is more (the table is never much longer
-#: than the data); wider ranges are hashed. Process ids, (process, device) pairs: a few values close together.
+#: many values, or an eighth of the rows they are given, whichever is more (the table, 8 bytes a value, is
+#: never larger than an int64 column of the rows); wider ranges are hashed. Process ids, (process, device)
+#: pairs: a few values close together.
 DENSE_SPAN = 1 << 16
 
 
 def _dense(span: int, rows: int) -> bool:
-    return span <= max(DENSE_SPAN, rows)
+    return span <= max(DENSE_SPAN, rows // 8)
 
 
 def distinct(parts) -> np.ndarray:
