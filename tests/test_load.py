@@ -346,12 +346,45 @@ def test_device_pairs_in_pieces_are_the_sorted_distinct_pairs(monkeypatch):
 
     from pipeline.load import processes
 
+    from pipeline import arrays
+
     monkeypatch.setattr(processes, "SCAN_ROWS", 1)
-    pid = np.array([70, 5, 70, 2**23, 5, 5, 70, 16_000_000, 5], np.int32)
     dev = np.array([1, 0, 0, 3, 0, -2, 1, 0, 7], np.int32)
-    for kind in (np.int32, np.int64):
-        codes, pairs = processes.device_pairs({"pid": pid.astype(kind), "device_id": dev})
-        distinct = sorted(set(zip(pid.tolist(), dev.tolist())))
-        assert list(zip(pairs["pid"].tolist(), pairs["device_id"].tolist())) == distinct
-        assert codes.tolist() == [distinct.index(p) for p in zip(pid.tolist(), dev.tolist())]
-        assert pairs["pid"].dtype == pairs["device_id"].dtype == np.int64
+    # pids far apart (the pairs hashed) and close together (looked up in a table over their range)
+    for pid, table in ((np.array([70, 5, 70, 2**23, 5, 5, 70, 16_000_000, 5], np.int32), False),
+                       (np.array([70, 5, 70, 71, 5, 5, 70, 72, 5], np.int32), True)):
+        made = []
+        monkeypatch.setattr(processes, "Positions", lambda *a, **k: made.append(arrays.Positions(*a, **k)) or made[-1])
+        for kind in (np.int32, np.int64):
+            codes, pairs = processes.device_pairs({"pid": pid.astype(kind), "device_id": dev})
+            distinct = sorted(set(zip(pid.tolist(), dev.tolist())))
+            assert list(zip(pairs["pid"].tolist(), pairs["device_id"].tolist())) == distinct
+            assert codes.tolist() == [distinct.index(p) for p in zip(pid.tolist(), dev.tolist())]
+            assert pairs["pid"].dtype == pairs["device_id"].dtype == np.int64
+        assert [m._table is not None for m in made] == [table, table]
+
+
+def test_distinct_values_and_their_positions_by_table_and_by_hash(monkeypatch):
+    """``arrays.distinct`` is the sorted set of the parts' values and ``arrays.Positions`` each value's rank
+    in it (``missing`` for any other value, below, between or above them), whether the values are close
+    together (a table over their range) or far apart (hashed); a plain second computation decides."""
+    import numpy as np
+
+    from pipeline import arrays
+
+    rng = np.random.default_rng(5)
+    for spread, table in ((40, True), (2**40, False)):
+        parts = [rng.integers(-spread, spread, 300), rng.integers(-spread, spread, 50).astype(np.int64), np.zeros(0)]
+        if spread < 2**31:
+            parts[0] = parts[0].astype(np.int32)
+        found = arrays.distinct(parts)
+        plain = sorted({int(v) for p in parts for v in p.tolist()})
+        assert found.tolist() == plain and found.dtype == np.int64
+        assert arrays.distinct(lambda: iter(parts)).tolist() == plain  # parts given anew by a function
+        rank = arrays.Positions(found, 350, missing=-7)
+        assert (rank._table is not None) == table
+        probes = np.concatenate([parts[1], [plain[0] - 1, plain[-1] + 1, plain[-1] + 10**6, -(2**62), 2**62],
+                                 [v + 1 for v in plain if v + 1 not in plain][:5]]).astype(np.int64)
+        assert rank(probes).tolist() == [plain.index(v) if v in plain else -7 for v in probes.tolist()]
+    assert arrays.distinct([np.zeros(0, np.int32)]).tolist() == []
+    assert arrays.Positions(np.zeros(0, np.int64), missing=3)(np.array([1, 2])).tolist() == [3, 3]

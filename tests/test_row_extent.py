@@ -224,3 +224,33 @@ def test_continuation_is_unchanged_by_repeats_and_order():
     assert _continuation(beyond, 2 * s, s) == 5 * s  # 3, 4, 5 continue from 2; 9 is 4 s away
     assert _continuation(-beyond, -2 * s, s) == -5 * s  # the other side
     assert _continuation(np.array([9 * s], dtype=np.int64), 2 * s, s) is None
+
+
+@pytest.mark.parametrize("base", [10**10, 1_700_000_000 * 10**9])
+def test_runs_of_a_table_nearly_in_order_are_found_without_sorting_it(monkeypatch, base):
+    """A table out of order by less than the threshold (ends in start order) has its runs and its first
+    value at or after the median found without a sort (:func:`integrity._unsorted_runs`,
+    :func:`integrity._least_at_or_after`), here a few values at a time: exactly those of the sorted table
+    (:func:`integrity._table_runs`, :func:`integrity._first_at_or_after`, a plain second computation), with
+    steps just below, at and just above the threshold and the float64 margin, on a small clock and on an
+    epoch clock where float64 rounds them. A table out of order by more is left to the sort (None)."""
+    monkeypatch.setattr(integrity, "SCAN_ROWS", 4)
+    gap = BODY_GAP_MIN_NS
+    rng = np.random.default_rng(base % 1000)
+    margin = integrity._FLOAT_MARGIN_NS
+    for case in range(300):
+        steps = rng.choice([1, 1000, gap // 3, gap - margin, gap - margin + 1, gap - 1, gap, gap + 1, gap + 300,
+                            gap + margin, 5 * gap], int(rng.integers(1, 30)))
+        starts = base + np.cumsum(np.concatenate(([0], steps))).astype(np.int64)
+        ends = starts + rng.integers(0, gap // 2, starts.size)  # out of order by less than half a second
+        ordered = np.sort(ends)
+        assert integrity._unsorted_runs(ends, gap) is not None or integrity.is_sorted(ends)
+        found = integrity._unsorted_runs(ends, gap)
+        want = integrity._table_runs(ordered, gap)
+        assert [a.tolist() for a in found] == [a.tolist() for a in want], case
+        for median in (float(rng.choice(ends)), float(rng.choice(ends)) + 0.5, float(ends.min()) - 1e3,
+                       float(ends.max()) + 1e3, float(rng.choice(ends)) - 100):
+            at = integrity._first_at_or_after(ordered, median)
+            assert integrity._least_at_or_after(ends, median) == (int(ordered[at]) if at < ordered.size else None)
+    late = np.array([base, base + 3 * gap, base + gap // 2], np.int64)  # back by 2.5 s: not nearly in order
+    assert integrity._unsorted_runs(late, gap) is None

@@ -197,6 +197,59 @@ def test_lost_launches_across_launch_apis_graphs_and_processes(tmp_path, monkeyp
         "10.000 ms of device idle in the window is untraced")
 
 
+@pytest.mark.parametrize("lookup", ["bitmap", "sorted keys", "bitmap in pieces", "sorted keys in pieces"])
+@pytest.mark.parametrize("pids", [(10, 11, 14, 20), (3, 900_000, 2**23, 16_000_000)])
+def test_untraced_calls_are_those_a_plain_lookup_finds(monkeypatch, lookup, pids):
+    """Many calls against records of several processes (correlationIds per process, their ranges overlapping,
+    some records of correlationId 0, calls of a process without records, outside its range, or of id 0): the
+    lost calls are exactly those a plain computation over Python sets finds (the process has records with
+    smaller and with larger ids, none with the call's own), by either lookup (a bitmap with a row per process,
+    sorted keys), a few rows at a time or not, processes close together (a table over their ids) or far apart
+    (hashed)."""
+    import numpy as np
+
+    if lookup.endswith("in pieces"):
+        monkeypatch.setattr(caveats, "CHUNK_ROWS", 7)
+    if lookup.startswith("sorted keys"):
+        monkeypatch.setattr(caveats, "BITMAP_IDS_PER_RECORD", 0)
+        monkeypatch.setattr(caveats, "BITMAP_SLACK", 0)
+    rng = np.random.default_rng(11)
+    with_records = pids[:3]  # the last process has calls only
+    tables = []
+    for size in (400, 60):  # kernels, then copies
+        pid = rng.choice(with_records, size).astype(np.int32)
+        corr = (rng.integers(1, 300, size) + 100 * (pid == pids[1])).astype(np.int32)  # pids[1]: 101..399
+        corr[rng.random(size) < 0.05] = 0
+        tables.append((pid, corr))
+    call_pid = rng.choice(pids, 900).astype(np.int32)
+    call_corr = rng.integers(-5, 420, 900).astype(np.int32)
+    held = {p: set() for p in pids}
+    for pid, corr in tables:
+        for p, c in zip(pid.tolist(), corr.tolist()):
+            if c:
+                held[p].add(c)
+    plain = [bool(held[p]) and min(held[p]) < c < max(held[p]) and c not in held[p]
+             for p, c in zip(call_pid.tolist(), call_corr.tolist())]
+    assert 20 < sum(plain) < 900
+    assert caveats._untraced_calls(tables, call_pid, call_corr).tolist() == plain
+
+
+def test_launch_names_are_found_by_code_whether_few_or_many_names_match():
+    """``name_mask`` of categorical names (one or more launch APIs among them, rows without a name) is the
+    plain membership test of each row's text, whether the matching names are compared one by one or
+    looked up (more than FEW_NAMES of them)."""
+    import numpy as np
+
+    from pipeline.analysis import graphcapture
+
+    apis = sorted(caveats.LAUNCH_APIS)
+    for matching in (0, 1, graphcapture.FEW_NAMES, graphcapture.FEW_NAMES + 3):
+        names = apis[:matching] + ["cudaMemcpyAsync", "cudaStreamSynchronize"]
+        rows = np.random.default_rng(matching).choice(names + [None], 200).tolist()
+        mask = graphcapture.name_mask(pd.Series(pd.Categorical(rows, categories=names)), caveats.LAUNCH_APIS)
+        assert mask.tolist() == [r in caveats.LAUNCH_APIS for r in rows] and mask.sum() >= (matching > 0)
+
+
 def test_dropped_events_inside_a_gap_make_it_untraced(tmp_path):
     """A DIAGNOSTIC_EVENT saying events were lost, timed (target clock) inside a gap, of a process of
     this GPU or of the session itself (globalPid with no process), makes that gap untraced; one of
@@ -399,6 +452,27 @@ def test_frame_duplicates_reads_other_columns_only_for_rows_whose_start_repeats(
     taken.clear()
     assert not integrity.frame_duplicates(frame.iloc[[0, 1, 4]].reset_index(drop=True)).any()
     assert taken == [("start", None)]
+
+
+def test_rows_whose_start_repeats_are_found_in_order_or_not_a_few_values_at_a_time(monkeypatch):
+    """The candidates of ``frame_duplicates`` (rows whose first value some other row shares) are those of a
+    plain count, found in the pass that checks the order (here 3 values at a time, repeats across the pieces'
+    edges), and by a sort when the values turn out of order in a later piece; none when nothing repeats."""
+    import numpy as np
+
+    from pipeline.load import integrity
+
+    monkeypatch.setattr(integrity, "SCAN_ROWS", 3)
+    rng = np.random.default_rng(2)
+    ordered = np.sort(rng.integers(0, 60, 40))
+    shuffled = ordered.copy()
+    shuffled[30], shuffled[31] = shuffled[31] + 1, shuffled[30]  # in order up to row 30 only
+    for first in (ordered, shuffled, np.array([4, 4]), np.array([1, 2, 3, 3, 3, 9, 9])):
+        counts = {v: first.tolist().count(v) for v in first.tolist()}
+        plain = [i for i, v in enumerate(first.tolist()) if counts[v] > 1]
+        assert integrity._candidate_rows(first).tolist() == plain and plain
+    assert integrity._candidate_rows(np.arange(10)) is None
+    assert integrity._candidate_rows(np.arange(10)[::-1].copy()) is None
 
 
 def test_duplicates_in_every_table_and_graph_kernels_are_not_duplicates(tmp_path):

@@ -54,11 +54,22 @@ OPEN_START, OPEN_END = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+#: :func:`name_mask` compares the codes of up to this many matching names one by one (no gather).
+FEW_NAMES = 4
+
+
 def name_mask(names, apis: frozenset) -> np.ndarray:
     """Which of ``names`` (a Series, categorical or not, of normalised API names) are in ``apis``: ``(n,)`` bool."""
     if isinstance(names.dtype, pd.CategoricalDtype):
         hit = np.array([str(c) in apis for c in names.cat.categories] + [False], dtype=bool)
-        return hit[names.cat.codes.to_numpy()]
+        wanted = np.flatnonzero(hit)
+        codes = names.cat.codes.to_numpy()
+        if wanted.size > FEW_NAMES:
+            return hit[codes]  # codes -1 (no name): the last slot, False
+        mask = np.zeros(codes.size, dtype=bool)  # a few names (one launch API, no capture call): compared
+        for code in wanted.tolist():
+            mask |= codes == code
+        return mask
     return names.astype(str).isin(apis).to_numpy()
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.graphcapture import LAUNCH_APIS, captured, name_mask, ranges
-from ..arrays import pair_keys
+from ..arrays import SCAN_ROWS, Positions, distinct, pair_keys
 from ..model import OVERHEAD_COLUMNS, UNTRACED_COLUMNS, no_overhead, no_untraced
 from .processes import pid_of
 from .sqlite import read_frame
@@ -94,13 +94,6 @@ def _chunks(n: int):
     return (slice(i, min(i + CHUNK_ROWS, n)) for i in range(0, n, CHUNK_ROWS))
 
 
-def _process_codes(pids: pd.Index, values: np.ndarray) -> np.ndarray:
-    """Each of ``values``' position in ``pids`` (distinct process ids), -1 where it is none of them."""
-    if pids.size == 1:  # one process: a comparison, not a hash table
-        return np.where(values == pids[0], 0, -1)
-    return pids.get_indexer(values)
-
-
 def _record_chunks(records: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(pid, correlationId)`` arrays of :data:`CHUNK_ROWS` rows of each ``(pid, corr)`` table of
     ``records`` in turn, the rows of correlationId 0 (tied to no call) left out."""
@@ -113,51 +106,85 @@ def _record_chunks(records: list) -> Iterator[tuple[np.ndarray, np.ndarray]]:
             yield pid, corr
 
 
+def _process_ranges(records: list, positions: Positions, processes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)``: the smallest and largest correlationId of the records of each of ``processes`` processes
+    (``positions``: their codes), each piece of rows grouped by process with one radix sort of its codes (up
+    to 32,768 processes: 16-bit codes). For when the bitmap of :func:`_untraced_calls` would be too large."""
+    lo = np.full(processes, np.iinfo(np.int64).max)
+    hi = np.full(processes, np.iinfo(np.int64).min)
+    for w_pid, w_corr in _record_chunks(records):
+        if not w_corr.size:
+            continue
+        codes = positions(w_pid)
+        order = np.argsort(codes.astype(np.int16) if processes <= 1 << 15 else codes, kind="stable")
+        ordered = w_corr[order]
+        del order
+        counts = np.bincount(codes, minlength=processes)
+        there = np.flatnonzero(counts)
+        first = (np.cumsum(counts) - counts)[there]
+        lo[there] = np.minimum(lo[there], np.minimum.reduceat(ordered, first))
+        hi[there] = np.maximum(hi[there], np.maximum.reduceat(ordered, first))
+    return lo, hi
+
+
+def _first_last(row: np.ndarray) -> tuple[int, int]:
+    """The first and the last position of a True in ``row`` (bool, holding one), the last found from the
+    end a piece at a time (no pass over the whole row)."""
+    first = int(np.argmax(row))
+    for end in range(row.size, first, -SCAN_ROWS):
+        hits = np.flatnonzero(row[max(first, end - SCAN_ROWS):end])
+        if hits.size:
+            return first, max(first, end - SCAN_ROWS) + int(hits[-1])
+    return first, first
+
+
 def _untraced_calls(records: list, call_pid, call_corr) -> np.ndarray:
     """Which calls (process, correlationId) have no record of their own correlationId while their process
     has records with smaller and with larger ones (``records``: ``(pid, corr)`` arrays of each table of
     records; those of correlationId 0 count for nothing). Shape ``(calls,)``.
 
-    CUPTI counts correlationIds up, so each process's range is dense: one bitmap over each range
-    answers in two passes. Sparse ranges are answered from the sorted (process, correlationId) keys.
-    Both passes go :data:`CHUNK_ROWS` rows at a time, table by table, so their temporaries stay small
-    (the tables are never joined)."""
-    # the processes in order of first appearance (a hash table per chunk, not one over every record)
-    pids = pd.Index(list(dict.fromkeys(p for w_pid, _ in _record_chunks(records) for p in pd.unique(w_pid).tolist())),
-                    dtype=np.int64)
-    lo = np.full(pids.size + 1, np.iinfo(np.int64).max)  # the last slot: calls of processes without records
-    hi = np.full(pids.size + 1, np.iinfo(np.int64).min)
-    held = 0  # records with a correlationId
-    for w_pid, w_corr in _record_chunks(records):
-        held += w_corr.size
-        if not w_corr.size:
-            continue
-        if pids.size == 1:  # one process (the usual trace): its range without grouping
-            lo[0] = min(lo[0], int(w_corr.min()))
-            hi[0] = max(hi[0], int(w_corr.max()))
-            continue
-        per_process = pd.Series(w_corr).groupby(pids.get_indexer(w_pid)).agg(["min", "max"])
-        codes = per_process.index.to_numpy()
-        lo[codes] = np.minimum(lo[codes], per_process["min"].to_numpy(np.int64))
-        hi[codes] = np.maximum(hi[codes], per_process["max"].to_numpy(np.int64))
-    sizes = hi[:-1] - lo[:-1] + 1
-    bitmap = int(sizes.sum()) <= BITMAP_IDS_PER_RECORD * held + BITMAP_SLACK
+    CUPTI counts correlationIds up, so each process's range is dense: one bitmap, a row per process over
+    the range of all the records' correlationIds, is set in one pass over the records; each process's
+    range is where its row starts and ends, and the calls are looked up in it in one pass. When that
+    bitmap would be too large (:data:`BITMAP_IDS_PER_RECORD`), the ranges come from the records grouped
+    by process and the calls are answered from the sorted (process, correlationId) keys. Each pass goes
+    :data:`CHUNK_ROWS` rows at a time, table by table, so its temporaries stay small (the tables are never
+    joined). Processes are told apart through a table over their ids (:class:`~pipeline.arrays.Positions`)
+    when those lie close together, else a hash table."""
+    pids = distinct(lambda: (pid for pid, _ in _record_chunks(records)))
+    positions = Positions(pids, sum(p.size for p, _ in records) + call_pid.size, missing=pids.size)
+    held, low, high = 0, np.iinfo(np.int64).max, np.iinfo(np.int64).min  # records with a correlationId, their range
+    for _, w_corr in _record_chunks(records):
+        if w_corr.size:
+            held += w_corr.size
+            low, high = min(low, int(w_corr.min())), max(high, int(w_corr.max()))
+    width = max(0, high - low + 1)  # a row of the bitmap: every correlationId of the records
+    bitmap = pids.size * width <= BITMAP_IDS_PER_RECORD * held + BITMAP_SLACK
     if bitmap:
-        offset = np.concatenate(([0], np.cumsum(sizes)[:-1], [0]))
-        present = np.zeros(int(sizes.sum()) + 1, dtype=bool)  # the last slot: for calls of no process
+        total = pids.size * width
+        base = np.arange(pids.size + 1, dtype=np.int64) * width - low  # a record's slot: base[process] + corr
+        base[-1] = total  # calls of no process: the last slot, never set
+        present = np.zeros(total + 1, dtype=bool)
         for w_pid, w_corr in _record_chunks(records):
-            codes = _process_codes(pids, w_pid)
-            at = w_corr - lo[codes]
-            at += offset[codes]
+            at = np.take(base, positions(w_pid)) if pids.size > 1 else np.full(w_corr.size, base[0])
+            at += w_corr
             present[at] = True
-    lost = np.zeros(call_pid.size, dtype=bool)
+        ends = [_first_last(present[p * width:(p + 1) * width]) for p in range(pids.size)]
+        lo = np.array([low + a for a, _ in ends] + [np.iinfo(np.int64).max], dtype=np.int64)
+        hi = np.array([low + b for _, b in ends] + [np.iinfo(np.int64).min], dtype=np.int64)
+    else:
+        lo, hi = _process_ranges(records, positions, pids.size)
+        lo, hi = np.append(lo, np.iinfo(np.int64).max), np.append(hi, np.iinfo(np.int64).min)  # the last slot:
+    lost = np.zeros(call_pid.size, dtype=bool)                                                  # no process
     for part in _chunks(call_pid.size):
-        code = _process_codes(pids, call_pid[part])
-        code[code < 0] = pids.size
+        code = positions(call_pid[part])
         corr = call_corr[part]
-        inside = (corr > lo[code]) & (corr < hi[code])
+        inside = corr > np.take(lo, code)
+        inside &= corr < np.take(hi, code)
         if bitmap:
-            at = np.where(inside, corr - lo[code] + offset[code], present.size - 1)
+            at = np.take(base, code)
+            at += corr
+            at[~inside] = total
             inside &= ~present[at]
         lost[part] = inside
     if bitmap:

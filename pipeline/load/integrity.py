@@ -81,14 +81,26 @@ def duplicate_mask(columns, key: int | None = None) -> np.ndarray:
 
 
 def _candidate_rows(first: np.ndarray) -> np.ndarray | None:
-    """The rows (ascending) whose value of ``first`` (at least two rows) some other row shares, found by one
-    adaptive sort of it (none when it is in order, as exports are); None when no value repeats."""
+    """The rows (ascending) whose value of ``first`` (at least two rows) some other row shares: when it is
+    in order (as exports are), found in the pass that checks so, a piece of :data:`~pipeline.arrays.SCAN_ROWS`
+    values at a time (no whole-column temporary); else by one adaptive sort of it. None when no value repeats."""
     n = first.size
-    if is_sorted(first):
-        order, ordered = None, first
+    repeats = []  # positions k with first[k + 1] == first[k], while the values are in order
+    for i in range(0, n - 1, SCAN_ROWS):
+        piece = first[i:i + SCAN_ROWS + 1]
+        later, earlier = piece[1:], piece[:-1]
+        if bool((later < earlier).any()):
+            break
+        same = later == earlier
+        if same.any():
+            repeats.append(np.flatnonzero(same) + i)
     else:
-        order = np.argsort(first, kind="stable")
-        ordered = first[order]
+        if not repeats:
+            return None
+        at = np.concatenate(repeats)
+        return np.union1d(at, at + 1)
+    order = np.argsort(first, kind="stable")
+    ordered = first[order]
     same = ordered[1:] == ordered[:-1]
     del ordered
     if not same.any():
@@ -96,7 +108,7 @@ def _candidate_rows(first: np.ndarray) -> np.ndarray | None:
     in_run = np.zeros(n, dtype=bool)
     in_run[1:] |= same
     in_run[:-1] |= same
-    return np.flatnonzero(in_run) if order is None else np.sort(order[in_run])
+    return np.sort(order[in_run])
 
 
 def _repeated_rows(arrays: list, key: int | None) -> np.ndarray:
@@ -326,6 +338,68 @@ def _table_runs(s: np.ndarray, gap_min: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate((s[:1], s[long_ + 1])), np.concatenate((s[long_], s[-1:]))
 
 
+def _unsorted_runs(s: np.ndarray, gap_min: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_table_runs` of the values of ``s`` (not in order; non-empty) without sorting them, when no
+    value lies more than the threshold of :func:`_table_runs` below one before it (ends in start order lie
+    out of order by at most a row's length); None when one does (then sort). A long step of the sorted
+    values (above the threshold) can then only part the values before a position from those after it: it is
+    the step from the largest value up to there to the smallest after, both found in passes of
+    :data:`~pipeline.arrays.SCAN_ROWS` values (the second, backwards, only when some position may part)."""
+    threshold = np.uint64(max(0, gap_min - _FLOAT_MARGIN_NS))
+    n = s.size
+    top, bottom = _INT64.min, _INT64.max
+    at, tops = [], []  # positions i where s[i + 1] is above the largest value up to i by more than the threshold
+    for i in range(0, n, SCAN_ROWS):
+        piece = s[i:i + SCAN_ROWS]
+        most = np.maximum.accumulate(piece)
+        np.maximum(most, top, out=most)  # the largest value up to each position
+        if bool((np.subtract(most, piece).view(np.uint64) > threshold).any()):
+            return None
+        bottom = min(bottom, int(piece.min()))
+        nxt = s[i + 1:i + 1 + piece.size]
+        head = most[:nxt.size]
+        found = np.flatnonzero((nxt > head) & (np.subtract(nxt, head).view(np.uint64) > threshold))
+        if found.size:
+            at.append(found + i)
+            tops.append(head[found])
+        top = int(most[-1])
+    if not at:
+        return np.array([bottom], dtype=np.int64), np.array([top], dtype=np.int64)
+    at, tops = np.concatenate(at), np.concatenate(tops)
+    after = np.empty(at.size, dtype=np.int64)  # the smallest value after each of them, going backwards
+    least, k = _INT64.max, at.size - 1
+    for i in range(((n - 1) // SCAN_ROWS) * SCAN_ROWS, (int(at[0]) // SCAN_ROWS) * SCAN_ROWS - 1, -SCAN_ROWS):
+        piece = s[i:i + SCAN_ROWS]
+        rest = np.minimum.accumulate(piece[::-1])[::-1]  # the smallest value from each position on
+        while k >= 0 and at[k] >= i:
+            j = int(at[k]) - i
+            after[k] = min(least, int(rest[j + 1])) if j + 1 < piece.size else least
+            k -= 1
+        least = min(least, int(rest[0]))
+    long_ = (after > tops) & (np.subtract(after, tops).view(np.uint64) > threshold)
+    long_ &= after.astype(np.float64) - tops.astype(np.float64) > gap_min
+    return (np.concatenate(([bottom], after[long_])).astype(np.int64),
+            np.concatenate((tops[long_], [top])).astype(np.int64))
+
+
+def _least_at_or_after(s: np.ndarray, median: float) -> int | None:
+    """The smallest value of ``s`` (any order) that is at or after ``median`` as :func:`_first_at_or_after`
+    compares (float64, looked at only within :data:`_ROUNDING_NS` of it), None when none is; a piece of
+    :data:`~pipeline.arrays.SCAN_ROWS` values at a time."""
+    low = max(int(median) - _ROUNDING_NS, _INT64.min)
+    high = min(int(median) + _ROUNDING_NS, _INT64.max)
+    least = None
+    for i in range(0, s.size, SCAN_ROWS):
+        piece = s[i:i + SCAN_ROWS]
+        piece = piece[piece >= low]
+        close = piece <= high
+        near = piece[close]
+        for found in (near[near.astype(np.float64) >= median], piece[~close]):
+            if found.size:
+                least = int(found.min()) if least is None else min(least, int(found.min()))
+    return least
+
+
 def _union_runs(runs: list[tuple[np.ndarray, np.ndarray]], gap_min: int) -> tuple[np.ndarray, np.ndarray]:
     """The runs of the union of sorted, non-empty int64 arrays from the runs of each (``runs``: their
     :func:`_table_runs`): ``(firsts, lasts)`` in ascending order, each step between two runs longer than
@@ -362,8 +436,9 @@ def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = B
     than the run and than themselves) are left out, whatever the density of the rows on either side.
 
     Only the steps longer than ``gap_min`` can end the run: each array in order is taken as it is, one
-    that is not as pieces of :data:`~pipeline.arrays.SCAN_ROWS` values, each sorted (no sorted copy of a
-    whole table); the long steps of each are found alone and their runs between long steps joined
+    nearly in order (ends in start order) as it is too when a median is given (:func:`_unsorted_runs`), any
+    other as pieces of :data:`~pipeline.arrays.SCAN_ROWS` values, each sorted (no sorted copy of a whole
+    table); the long steps of each are found alone and their runs between long steps joined
     (:func:`_union_runs`), never the arrays themselves (but to find the middle timestamp)."""
     arrays = [np.asarray(s, dtype=np.int64) for s in stamps if s.size]
     if not arrays:
@@ -380,11 +455,19 @@ def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = B
         del tables
     else:  # the first timestamp at or after the median (numpy's comparison of int64 with a float), else the last
         runs, after = [], []
-        for piece in _sorted_pieces(arrays, ordered):
-            runs.append(_table_runs(piece, gap_min))
-            at = _first_at_or_after(piece, median)
-            if at < piece.size:
-                after.append(int(piece[at]))
+        for s, in_order in zip(arrays, ordered):
+            found = None if in_order else _unsorted_runs(s, gap_min)  # no sort when nearly in order
+            if found is not None:
+                runs.append(found)
+                least = _least_at_or_after(s, median)
+                if least is not None:
+                    after.append(least)
+                continue
+            for piece in _sorted_pieces([s], [in_order]):
+                runs.append(_table_runs(piece, gap_min))
+                at = _first_at_or_after(piece, median)
+                if at < piece.size:
+                    after.append(int(piece[at]))
         start = min(after) if after else hi
     firsts, lasts = _union_runs(runs, gap_min)
     f_first, f_last = firsts.astype(np.float64), lasts.astype(np.float64)

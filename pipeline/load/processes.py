@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..arrays import SCAN_ROWS
+from ..arrays import SCAN_ROWS, Positions, distinct
 from ..model import RowWarning, WarningCode
 from .tables import CONTEXT_TABLE, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, Schema
 
@@ -110,7 +110,8 @@ def infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame |
 
 def device_pairs(kernels) -> tuple[np.ndarray, pd.DataFrame]:
     """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows (a frame, or a mapping
-    of column arrays), sorted, and for each row the index of its pair in ``pairs`` (hash-based, O(rows))."""
+    of column arrays), sorted, and for each row the index of its pair in ``pairs``: through a table over the
+    pairs' range when they lie close together (:class:`~pipeline.arrays.Positions`), else hashed; O(rows)."""
     pid = np.asarray(kernels["pid"])  # as kept (int32 ids): widened a piece at a time
     dev = np.asarray(kernels["device_id"])
     if pid.size == 0:
@@ -125,10 +126,11 @@ def device_pairs(kernels) -> tuple[np.ndarray, pd.DataFrame]:
         return pid[part].astype(np.int64) * width + (dev[part].astype(np.int64) - dev_low)
 
     parts = [slice(i, i + SCAN_ROWS * 4) for i in range(0, pid.size, SCAN_ROWS * 4)]
-    uniques = np.unique(np.concatenate([pd.unique(combined(part)) for part in parts]))  # sorted, as factorize's
+    uniques = distinct(lambda: (combined(part) for part in parts))  # sorted, as factorize's
+    rank = Positions(uniques, pid.size)
     codes = np.empty(pid.size, dtype=np.intp)
     for part in parts:
-        codes[part] = np.searchsorted(uniques, combined(part))
+        codes[part] = rank(combined(part))
     pairs = pd.DataFrame({"pid": uniques // width, "device_id": uniques % width + dev_low})
     return codes, pairs
 
@@ -156,7 +158,9 @@ def gpu_key_column(devices: pd.DataFrame, pairs: pd.DataFrame, codes: np.ndarray
     """Per kernel row, its GPU key (categorical), from its pair code (:func:`device_pairs`)."""
     keys = pair_keys(devices, pairs["pid"].to_numpy(np.int64), pairs["device_id"].to_numpy(np.int64))
     key_codes, key_names = pd.factorize(keys, sort=True)
-    return pd.Categorical.from_codes(key_codes[codes], categories=pd.Index(key_names, dtype="str"))
+    small = np.min_scalar_type(-max(len(key_names), 1))  # the codes' dtype: no whole-column intp temporary
+    return pd.Categorical.from_codes(np.take(key_codes.astype(small), codes),
+                                     categories=pd.Index(key_names, dtype="str"))
 
 
 def resolve_missing_pids(schema: Schema, kernels: pd.DataFrame, copies: pd.DataFrame,

@@ -450,11 +450,13 @@ def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFram
     for table, frame in frames.items():  # the kernel table first: the others' drops are judged by its kept rows
         starts, ends = frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64)
         found = impossible_rows(table, starts, ends, capture)
-        dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy()[found.bad].astype(np.int64)),
-                                   _kernel_span(frames[KERNEL_TABLE]) if found.outside.any() else None)
+        bad = found.bad
+        if bad.any():  # (usually none: no warning to word, no row to drop)
+            dropped += dropped_warning(found, starts, ends, capture, _pids_of(frame["pid"].to_numpy()[bad].astype(np.int64)),
+                                       _kernel_span(frames[KERNEL_TABLE]) if found.outside.any() else None)
+            frames[table] = _drop_rows(frame, bad)
         if capture.stated is not None:  # the export's stated capture does not hold its rows: kept, counted
-            kept_outside[table] = int((capture.stated.outside(starts, ends) & ~found.bad).sum())
-        frames[table] = _drop_rows(frame, found.bad)
+            kept_outside[table] = int((capture.stated.outside(starts, ends) & ~bad).sum())
     warnings += disagreement_warning(capture, kept_outside) + dropped
     if len(kernels) and not len(frames[KERNEL_TABLE]):
         raise ProfileError(f"{path}: all {len(kernels):,} usable rows of {KERNEL_TABLE} are timed far outside the "
