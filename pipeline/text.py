@@ -36,7 +36,15 @@ def printable(text) -> str:
     every character of a :data:`HIDDEN_CATEGORIES` category written as its :func:`escape_code`, so it
     cannot move the cursor, recolour, set the window title, clear the screen, overwrite or reorder
     what is shown around it. Everything else (accents, CJK, emoji) is kept as it is."""
-    return "".join(escape_code(c) if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in str(text))
+    text = str(text)
+    if not _NOT_PLAIN.search(text):  # printable ASCII only (the usual case): nothing to escape
+        return text
+    return "".join(escape_code(c) if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in text)
+
+
+#: A character that is not printable ASCII (space to ``~``): what :func:`printable` must look at; a text without one
+#: has no hidden character (every printable ASCII character is a letter, digit, punctuation, symbol or space).
+_NOT_PLAIN = re.compile(r"[^\x20-\x7e]")
 
 
 #: A character that may be hidden (anything but tab, new line and printable ASCII): what
@@ -97,8 +105,11 @@ def md_text(text) -> str:
     hidden character as its escape (:func:`printable`), then every :data:`MARKDOWN_SPECIAL` character
     backslash-escaped (the escapes' backslashes too), so no viewer makes it a link, HTML, math or a
     new line, and no raw control or bidirectional character reaches the page."""
-    text = printable(" ".join(str(text).splitlines()))
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
+    return _MARKDOWN_SPECIAL.sub(r"\\\g<0>", printable(" ".join(str(text).splitlines())))
+
+
+#: One :data:`MARKDOWN_SPECIAL` character (what :func:`md_text` puts a backslash before).
+_MARKDOWN_SPECIAL = re.compile("[" + re.escape(MARKDOWN_SPECIAL) + "]")
 
 
 def md_code(text) -> str:
