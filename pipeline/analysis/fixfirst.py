@@ -696,8 +696,12 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
         return pd.DataFrame([], columns=FIX_COLUMNS)
     cols = _group_columns(ok)
     entries = _entries(cols, np.arange(len(ok)), rosters, "fleet", "", "")
-    for (cluster, job), rows in ok.groupby(["cluster", "job"], sort=True, dropna=False):
-        entries += _entries(cols, rows.index.to_numpy(), rosters, "job", cluster, job)  # positions: index reset
+    # each job's row positions (the index is reset), jobs in the groupby's sorted order: group numbers, not a
+    # sub-frame of every column per job
+    number = ok.groupby(["cluster", "job"], sort=True, dropna=False).ngroup().to_numpy()
+    order = np.argsort(number, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(number[order])) + 1) if len(order) else []:
+        entries += _entries(cols, rows, rosters, "job", ok["cluster"].iat[rows[0]], ok["job"].iat[rows[0]])
     out = pd.DataFrame(entries, columns=FIX_COLUMNS)
     out["rank"] = out["rank"].astype("Int64")   # an archived entry's rank is empty, the others whole numbers
     return out
