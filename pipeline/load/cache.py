@@ -1,26 +1,27 @@
-"""Columnar cache of loaded reports: Parquet files keyed by the export's content hash (with its
+"""Columnar cache of loaded reports: Arrow IPC files keyed by the export's content hash (with its
 ``-wal`` / hot ``-journal`` sidecars when they hold part of its committed state) and by the loader's code.
 
 The first load of an export reads SQLite (only the columns the analysis needs)
-and writes each table of the :class:`~pipeline.model.Report` as Parquet into
+and writes each table of the :class:`~pipeline.model.Report` as an uncompressed Arrow IPC file (Feather v2,
+:data:`FRAME_SUFFIX`) into
 ``<cache dir>/<sha256 of the export>-code<loader digest>/`` (:func:`entry_name`; the loader digest is the
 first :data:`NAME_DIGEST` hex digits of :func:`pipeline.code_keys.loader_code`, the meaning of the loaders'
-code, ``LOADER_VERSION`` included); a rerun on the same bytes by the same loader code reads the Parquet files
+code, ``LOADER_VERSION`` included); a rerun on the same bytes by the same loader code reads the Arrow files
 instead, whatever the file is called now. Checkouts of different builds sharing one cache folder each find
 their own entries and never look at the others' (no eviction, no warning): another build's entry is not a
 miss of this one, only another name. The folder is written under a temporary name and renamed when
 complete, so a killed run never leaves a half cache that a later run would trust; an entry is removed by
 renaming it away first, so a reader never sees half of one.
 
-Each entry holds :data:`SUMS` (the SHA-256 of each of its files, written last:
+Each entry holds :data:`SUMS` (the SHA-256 of each of its files, hashed as each is written and recorded last:
 :mod:`pipeline.checksums`), checked as the files are read: an entry whose bytes changed
-since (a value edited in place, a file replaced by another Parquet, a truncated or
+since (a value edited in place, a file replaced by another Arrow file, a truncated or
 missing file) or that has no checksums is a cache miss: removed,
 read again from the export and written anew, with one line on stderr naming the entry, the file and the
 cause, never a failure and never a number from the bad entry.
 
 Checksums vouch only that the bytes are the ones written; what they hold is checked too. Each file of an
-entry records (Parquet key-value metadata; ``report.json`` keys) the content key of the export it was
+entry records (an Arrow file's schema metadata; ``report.json`` keys) the content key of the export it was
 loaded from (:data:`SOURCE_KEY`) and the whole digest of the loader code that wrote it (:data:`LOADER_KEY`).
 An entry whose source is not the export being loaded (two entries swapped or renamed), written by other
 loader code (renamed into this build's name), recording neither, or with a frame that is not what a loader
