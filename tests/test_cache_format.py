@@ -5,10 +5,11 @@ entry (they are computed while writing, never read back); the frames read back a
 and dtype for dtype; a frame read from an entry keeps none of the entry's bytes alive (its columns are read in place,
 so a text or categorical column would otherwise hold the whole file); and an entry of the earlier format (Parquet) is
 never read as this one, even under this build's name with matching checksums and a true record of its source and
-loader: it is a miss, rebuilt, with one warning naming the entry and the file. In process, on one small generated
-export; each test has its own cache folder."""
+loader: it is a miss, rebuilt, with one warning naming the entry and the file; and a write refused half way leaves
+no entry. In process, on one small generated export; each test has its own cache folder."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -144,3 +145,27 @@ def test_an_entry_of_the_parquet_format_is_never_read(export, loaded, tmp_path, 
     assert warnings_in(capsys.readouterr().err) == []
     this = os.path.relpath(columnar.__file__, code_keys.PACKAGE).replace(os.sep, "/")
     assert any(this == p or this.startswith(p + "/") for p in code_keys.LOADER_CODE)
+
+
+def test_a_disk_that_fills_while_an_entry_is_written_leaves_no_entry(export, loaded, tmp_path, monkeypatch, capsys):
+    """The file system refusing a frame's bytes half way (ENOSPC from the hashing writer) fails no load: the report
+    is the loader's, one warning names the entry and the cause, and neither the entry nor its temporary folder is
+    left (a later run never trusts half an entry)."""
+    from pipeline import checksums
+
+    cache = tmp_path / "cache"
+    write, seen = checksums._Hashing.write, []
+
+    def full(self, data):
+        seen.append(memoryview(data).nbytes)
+        if sum(seen) > 100_000:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(self, data)
+
+    monkeypatch.setattr(checksums._Hashing, "write", full)
+    capsys.readouterr()
+    got = columnar.load_cached(export, cache)
+    pd.testing.assert_frame_equal(got.kernels, loaded.kernels)
+    [said] = warnings_in(capsys.readouterr().err)
+    assert str(columnar.entry_dir(export, cache)) in said and "not written (No space left on device)" in said, said
+    assert list(cache.iterdir()) == []
