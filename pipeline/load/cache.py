@@ -71,8 +71,8 @@ KINETO_LOADER_VERSION = 6  # 6: meta holds the trace's host_name (host, host_sou
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
 #: How an entry keeps a frame: an Arrow IPC file (Feather v2), uncompressed. Writing one is close to a copy of the
-#: frame's columns and reading one back is a slice of its checked bytes (Parquet's encoding and decoding cost
-#: ~0.3 CPU-s more per 2M-kernel entry, for a file about two thirds the size). This module's code is loader code
+#: frame's columns and reading one back is a slice of its checked bytes (for a 2M-kernel entry Parquet cost ~0.15 CPU-s
+#: more to write and ~0.05 more to read, for a file about two thirds the size). This module's code is loader code
 #: (:func:`~pipeline.code_keys.loader_code`), so another format is another entry name and another recorded digest:
 #: an entry of the earlier format (Parquet, ``<frame>.parquet``) is never read as this one.
 FRAME_SUFFIX = ".arrow"
