@@ -197,13 +197,13 @@ def test_a_corrupt_entry_is_a_miss_with_one_warning_naming_the_file(tmp_path, lo
     want = kernel_ends(load_report(TINY))
     columnar.load_cached(TINY, cache)
     entry = columnar.entry_dir(TINY, cache)
-    kernels = entry / "kernels.parquet"
+    kernels = entry / columnar.frame_file("kernels")
     kernels.write_bytes(kernels.read_bytes()[:-100])
     capsys.readouterr()
     got = columnar.load_cached(TINY, cache)
     assert kernel_ends(got) == want and got.sources == []
     [said] = warnings_in(capsys.readouterr().err)
-    assert str(entry) in said and "kernels.parquet does not match its recorded checksum" in said
+    assert str(entry) in said and f"{kernels.name} does not match its recorded checksum" in said
     assert loads == [TINY, TINY]  # the first load and the rebuild
     assert columnar.load_cached(TINY, cache).sources and warnings_in(capsys.readouterr().err) == []
 
@@ -214,12 +214,12 @@ def test_an_entry_whose_checked_bytes_do_not_parse_names_the_file(tmp_path, caps
     cache = tmp_path / "cache"
     columnar.load_cached(TINY, cache)
     entry = columnar.entry_dir(TINY, cache)
-    (entry / "copies.parquet").write_bytes(b"not parquet")
+    (entry / columnar.frame_file("copies")).write_bytes(b"not an Arrow file")
     seal(entry / columnar.SUMS, entry, columnar.ENTRY_FILES)
     capsys.readouterr()
     assert kernel_ends(columnar.load_cached(TINY, cache)) == kernel_ends(load_report(TINY))
     [said] = warnings_in(capsys.readouterr().err)
-    assert str(entry) in said and "copies.parquet does not parse (ArrowInvalid" in said
+    assert str(entry) in said and f"{columnar.frame_file('copies')} does not parse (ArrowInvalid" in said
 
 
 def test_an_entry_pruned_while_it_is_read_is_a_plain_miss(tmp_path, monkeypatch, loads, capsys):
@@ -230,7 +230,7 @@ def test_an_entry_pruned_while_it_is_read_is_a_plain_miss(tmp_path, monkeypatch,
     checked = columnar.read_checked
 
     def pruned_meanwhile(folder, name, sums):
-        if name == "kernels.parquet" and Path(folder) == entry:
+        if name == columnar.frame_file("kernels") and Path(folder) == entry:
             assert columnar._discard(entry)
         return checked(folder, name, sums)
 

@@ -81,9 +81,21 @@ def entries(cache) -> list[Path]:
 
 
 def rewrite_parquet(path: Path, change) -> None:
-    """Rewrite ``path`` with ``change(table) -> table`` applied, as the cache writes it (same options)."""
+    """Rewrite ``path`` with ``change(table) -> table`` applied, as the results store writes it (same options)."""
     table = change(pq.read_table(path))
     pq.write_table(table, path, compression="none", write_statistics=False)
+
+
+def frame(entry: Path, name: str) -> Path:
+    """The file of the columnar cache entry ``entry`` that holds the frame ``name``."""
+    return entry / columnar.frame_file(name)
+
+
+def rewrite_frame(path: Path, change) -> None:
+    """Rewrite the columnar cache entry's frame file ``path`` with ``change(table) -> table`` applied, as the cache
+    writes it."""
+    table = change(columnar.read_frame(path.read_bytes()))
+    columnar.write_frame(table, path)
 
 
 def set_value(table: pa.Table, column: str, row: int, value) -> pa.Table:
@@ -138,15 +150,15 @@ def _more_warnings(entry: Path) -> None:
 
 
 def _other_model(entry: Path) -> None:
-    rewrite_parquet(entry / "devices.parquet", lambda t: set_value(t, "gpu_model", 0, "NVIDIA A100-SXM4-80GB"))
+    rewrite_frame(frame(entry, "devices"), lambda t: set_value(t, "gpu_model", 0, "NVIDIA A100-SXM4-80GB"))
 
 
 CHANGES = {
-    "kernel-end": lambda entry: rewrite_parquet(entry / "kernels.parquet", cover_the_gpu),
+    "kernel-end": lambda entry: rewrite_frame(frame(entry, "kernels"), cover_the_gpu),
     "gpu-model": _other_model,
     "report-json": _more_warnings,
-    "truncated": lambda entry: (entry / "kernels.parquet").write_bytes((entry / "kernels.parquet").read_bytes()[:500]),
-    "missing": lambda entry: (entry / "copies.parquet").unlink(),
+    "truncated": lambda entry: frame(entry, "kernels").write_bytes(frame(entry, "kernels").read_bytes()[:500]),
+    "missing": lambda entry: frame(entry, "copies").unlink(),
 }
 
 
@@ -189,7 +201,7 @@ def test_changed_entries_on_a_local_cluster_are_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     run(folder, tmp_path / "first", cache)
     for entry in entries(cache):
-        rewrite_parquet(entry / "kernels.parquet", cover_the_gpu)
+        rewrite_frame(frame(entry, "kernels"), cover_the_gpu)
     second = run(folder, tmp_path / "second", cache, *NEW_CONFIG, process=True)
     assert "dask:" in second.stdout  # two reports: analysed on the workers
     assert_same_fleet(fleet(tmp_path / "second"), truth(folder, tmp_path, *NEW_CONFIG))
@@ -199,17 +211,17 @@ def test_changed_entries_on_a_local_cluster_are_rebuilt(tmp_path):
 # -- (b) a cache file with a valid but wrong schema ---------------------------------------------------------
 
 def _renamed_column(entry: Path) -> None:
-    rewrite_parquet(entry / "kernels.parquet", lambda t: t.rename_columns(["stop" if n == "end" else n
+    rewrite_frame(frame(entry, "kernels"), lambda t: t.rename_columns(["stop" if n == "end" else n
                                                                            for n in t.column_names]))
 
 
 def _text_times(entry: Path) -> None:
-    rewrite_parquet(entry / "kernels.parquet", lambda t: t.set_column(
+    rewrite_frame(frame(entry, "kernels"), lambda t: t.set_column(
         t.schema.get_field_index("end"), "end", pa.array([str(v) for v in t.column("end").to_pylist()])))
 
 
 def _other_table(entry: Path) -> None:
-    shutil.copyfile(entry / "kernels.parquet", entry / "devices.parquet")
+    shutil.copyfile(frame(entry, "kernels"), frame(entry, "devices"))
 
 
 SCHEMAS = {"renamed-column": _renamed_column, "text-times": _text_times, "other-table": _other_table}
@@ -308,7 +320,7 @@ def test_result_of_an_entry_that_later_holds_other_content_is_not_served(report,
     [entry] = entries(cache)
     original = tmp_path / "original-entry"
     shutil.copytree(entry, original)
-    rewrite_parquet(entry / "kernels.parquet", cover_the_gpu)
+    rewrite_frame(frame(entry, "kernels"), cover_the_gpu)
     reseal(entry)
     run(report, tmp_path / "forged", cache, *NEW_CONFIG)
     want = truth(report, tmp_path, *NEW_CONFIG)
@@ -489,13 +501,13 @@ def test_a_frame_from_another_entry_with_checksums_rewritten_is_a_miss(tmp_path,
     for path in (a, b):
         columnar.load_cached(path, cache)
     entry = columnar.entry_dir(a, cache)
-    shutil.copyfile(columnar.entry_dir(b, cache) / "kernels.parquet", entry / "kernels.parquet")
+    shutil.copyfile(frame(columnar.entry_dir(b, cache), "kernels"), frame(entry, "kernels"))
     reseal(entry)
     capsys.readouterr()
     got = columnar.load_cached(a, cache)
     assert sorted(got.kernels["gpu_key"].astype(str).unique()) == _gpus(load_report(a))
     [said] = _check_notes(capsys)
-    assert "kernels.parquet" in said and "renamed or swapped" in said
+    assert columnar.frame_file("kernels") in said and "renamed or swapped" in said
 
 
 @pytest.mark.slow
@@ -589,7 +601,7 @@ def test_an_older_loaders_entry_does_not_turn_the_error_row_into_ok(tmp_path, mo
 def _entry_written_by_earlier_version(entry: Path) -> None:
     """An entry of an earlier version: the same frames, no record of its source or loader (checksums rewritten)."""
     for name in columnar.FRAMES:
-        rewrite_parquet(entry / f"{name}.parquet", lambda t: t.replace_schema_metadata(
+        rewrite_frame(frame(entry, name), lambda t: t.replace_schema_metadata(
             {k: v for k, v in (t.schema.metadata or {}).items() if not k.startswith(b"gpu_idle.")}))
     doc = json.loads((entry / "report.json").read_text())
     (entry / "report.json").write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("gpu_idle.")}))
@@ -611,26 +623,26 @@ def test_an_entry_that_records_no_source_or_loader_is_a_miss(tmp_path, capsys):
 # point 17: a wrong schema under matching checksums (and a true record of source and loader)
 
 def _kept(change):
-    """``change`` of a Parquet table keeping its key-value metadata (what the entry records of itself)."""
+    """``change`` of a frame's table keeping its schema metadata (what the entry records of itself)."""
     return lambda t: change(t).replace_schema_metadata(t.schema.metadata)
 
 
 def _float_times(entry: Path) -> None:
-    rewrite_parquet(entry / "kernels.parquet", _kept(lambda t: t.set_column(
+    rewrite_frame(frame(entry, "kernels"), _kept(lambda t: t.set_column(
         t.schema.get_field_index("start"), "start", t.column("start").cast(pa.float64()))))
 
 
 def _no_gpu_model(entry: Path) -> None:
-    rewrite_parquet(entry / "devices.parquet", _kept(lambda t: t.drop_columns(["gpu_model"])))
+    rewrite_frame(frame(entry, "devices"), _kept(lambda t: t.drop_columns(["gpu_model"])))
 
 
 def _text_flag(entry: Path) -> None:
-    rewrite_parquet(entry / "devices.parquet", _kept(lambda t: t.set_column(
+    rewrite_frame(frame(entry, "devices"), _kept(lambda t: t.set_column(
         t.schema.get_field_index("mig"), "mig", pa.array([str(v) for v in t.column("mig").to_pylist()]))))
 
 
 RESEALED_SCHEMAS = {
-    "renamed-column": lambda e: rewrite_parquet(e / "kernels.parquet", _kept(lambda t: t.rename_columns(
+    "renamed-column": lambda e: rewrite_frame(frame(e, "kernels"), _kept(lambda t: t.rename_columns(
         ["stop" if n == "end" else n for n in t.column_names]))),
     "text-times": _text_times,
     "float-times": _float_times,

@@ -128,7 +128,7 @@ def test_profiles_labels():
 
 
 def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
-    """The second load of the same bytes comes from Parquet (SQLite not read) and is identical."""
+    """The second load of the same bytes comes from the entry's Arrow files (SQLite not read) and is identical."""
     import shutil
 
     import pandas as pd
@@ -143,7 +143,7 @@ def test_columnar_cache_roundtrip_and_rerun(tmp_path, profiles, monkeypatch):
     entries = list((tmp_path / "cache").iterdir())
     assert len(entries) == 1 and entries[0].name == f"{cache.snapshot_key(str(src))}-code{cache.loader_code()[:16]}"
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
-        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json", cache.SUMS])
+        [f"{n}.arrow" for n in cache.FRAMES] + ["report.json", cache.SUMS])
 
     def no_sqlite(path, *a, **k):
         raise AssertionError("SQLite read on a cache hit")
@@ -190,7 +190,7 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
     entries = [p for p in (tmp_path / "cache").iterdir()]
     assert [p.name for p in entries] == [f"{cache.snapshot_key(src)}-code{cache.loader_code()[:16]}"]
     assert sorted(p.name for p in entries[0].iterdir()) == sorted(
-        [f"{n}.parquet" for n in cache.FRAMES] + ["report.json", cache.SUMS])
+        [f"{n}.arrow" for n in cache.FRAMES] + ["report.json", cache.SUMS])
     second = cache._read_entry(entries[0], src)
     for name in cache.FRAMES:
         pd.testing.assert_frame_equal(getattr(first, name).reset_index(drop=True),

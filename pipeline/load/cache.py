@@ -1,26 +1,27 @@
-"""Columnar cache of loaded reports: Parquet files keyed by the export's content hash (with its
+"""Columnar cache of loaded reports: Arrow IPC files keyed by the export's content hash (with its
 ``-wal`` / hot ``-journal`` sidecars when they hold part of its committed state) and by the loader's code.
 
 The first load of an export reads SQLite (only the columns the analysis needs)
-and writes each table of the :class:`~pipeline.model.Report` as Parquet into
+and writes each table of the :class:`~pipeline.model.Report` as an uncompressed Arrow IPC file (Feather v2,
+:data:`FRAME_SUFFIX`) into
 ``<cache dir>/<sha256 of the export>-code<loader digest>/`` (:func:`entry_name`; the loader digest is the
 first :data:`NAME_DIGEST` hex digits of :func:`pipeline.code_keys.loader_code`, the meaning of the loaders'
-code, ``LOADER_VERSION`` included); a rerun on the same bytes by the same loader code reads the Parquet files
+code, ``LOADER_VERSION`` included); a rerun on the same bytes by the same loader code reads the Arrow files
 instead, whatever the file is called now. Checkouts of different builds sharing one cache folder each find
 their own entries and never look at the others' (no eviction, no warning): another build's entry is not a
 miss of this one, only another name. The folder is written under a temporary name and renamed when
 complete, so a killed run never leaves a half cache that a later run would trust; an entry is removed by
 renaming it away first, so a reader never sees half of one.
 
-Each entry holds :data:`SUMS` (the SHA-256 of each of its files, written last:
+Each entry holds :data:`SUMS` (the SHA-256 of each of its files, hashed as each is written and recorded last:
 :mod:`pipeline.checksums`), checked as the files are read: an entry whose bytes changed
-since (a value edited in place, a file replaced by another Parquet, a truncated or
+since (a value edited in place, a file replaced by another Arrow file, a truncated or
 missing file) or that has no checksums is a cache miss: removed,
 read again from the export and written anew, with one line on stderr naming the entry, the file and the
 cause, never a failure and never a number from the bad entry.
 
 Checksums vouch only that the bytes are the ones written; what they hold is checked too. Each file of an
-entry records (Parquet key-value metadata; ``report.json`` keys) the content key of the export it was
+entry records (an Arrow file's schema metadata; ``report.json`` keys) the content key of the export it was
 loaded from (:data:`SOURCE_KEY`) and the whole digest of the loader code that wrote it (:data:`LOADER_KEY`).
 An entry whose source is not the export being loaded (two entries swapped or renamed), written by other
 loader code (renamed into this build's name), recording neither, or with a frame that is not what a loader
@@ -50,11 +51,11 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.ipc as ipc
 
 from .. import kinds
 from ..code_keys import loader_code
-from ..checksums import EntryCheckFailed, note, read_checked, read_sums, seal, source
+from ..checksums import EntryCheckFailed, note, read_checked, read_sums, source, write_sums, written_digest
 from ..io import LEFTOVER_AGE_S, LEFTOVER_RE, FolderBusy, OutputError, folder_lock, os_cause, temp_name
 from ..model import Report, RowWarning, WarningCode, frame_problem
 from .kineto import load_kineto
@@ -69,13 +70,26 @@ LOADER_VERSION = 23  # 23: meta's host_source says when an export naming no host
 KINETO_LOADER_VERSION = 6  # 6: meta holds the trace's host_name (host, host_source); 5: meta["backend"] is distributedInfo.backend (grouping per-rank traces into one job); 4: meta["not_nvidia"] says a ROCm (HIP) trace's GPUs are not NVIDIA GPUs; 3: a device deviceProperties do not list gets the one model they name, else a warning
 CACHE_ENV = "GPU_IDLE_CACHE"
 FRAMES = ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced")
-#: The files of an entry besides its checksums: one Parquet file per frame, and the report's other fields.
-ENTRY_FILES = tuple(f"{name}.parquet" for name in FRAMES) + ("report.json",)
-#: The entry's checksum sidecar (:func:`pipeline.checksums.seal`), written after :data:`ENTRY_FILES`.
+#: How an entry keeps a frame: an Arrow IPC file (Feather v2), uncompressed. Writing one is close to a copy of the
+#: frame's columns and reading one back is a slice of its checked bytes (for a 2M-kernel entry Parquet cost ~0.15 CPU-s
+#: more to write and ~0.05 more to read, for a file about two thirds the size). This module's code is loader code
+#: (:func:`~pipeline.code_keys.loader_code`), so another format is another entry name and another recorded digest:
+#: an entry of the earlier format (Parquet, ``<frame>.parquet``) is never read as this one.
+FRAME_SUFFIX = ".arrow"
+
+
+def frame_file(name: str) -> str:
+    """The file of an entry that holds the frame ``name``: ``<name>.arrow`` (:data:`FRAME_SUFFIX`)."""
+    return name + FRAME_SUFFIX
+
+
+#: The files of an entry besides its checksums: one Arrow IPC file per frame, and the report's other fields.
+ENTRY_FILES = tuple(frame_file(name) for name in FRAMES) + ("report.json",)
+#: The entry's checksum sidecar (:func:`pipeline.checksums.write_sums`), written after :data:`ENTRY_FILES`.
 SUMS = "checksums.json"
-#: What every file of an entry records (a Parquet file's key-value metadata, a key of ``report.json``): the
+#: What every file of an entry records (an Arrow file's schema metadata, a key of ``report.json``): the
 #: content key of the export it was loaded from (:func:`~pipeline.snapshot.snapshot_key`), the digest of the
-#: loader code that wrote it (:func:`~pipeline.code_keys.loader_code`), and, in a Parquet file, its frame's name.
+#: loader code that wrote it (:func:`~pipeline.code_keys.loader_code`), and, in an Arrow file, its frame's name.
 SOURCE_KEY, LOADER_KEY, FRAME_KEY = "gpu_idle.source", "gpu_idle.loader", "gpu_idle.frame"
 
 
@@ -129,41 +143,63 @@ def _load(path: str) -> Report:
     return LOADERS[kind.loader if kind is not None else kinds.SQLITE](path)
 
 
-#: Columns with few distinct values (names, GPU keys, process/device/stream/thread ids) are
-#: dictionary-encoded; timestamps and correlation ids are not (nearly every value differs, so
-#: trying costs CPU for nothing). No compression and no statistics: writing a 3M-kernel
-#: report's entry takes ~0.2 s of CPU instead of ~0.5 s with the defaults, for a cache
-#: about half the size of the SQLite export (the defaults give ~30 %).
-DICTIONARY_COLUMNS = ("name", "gpu_key", "pid", "device_id", "stream_id", "tid", "kind", "text", "gpu_model",
-                      "uuid", "bus", "model_note")
+def write_frame(table: pa.Table, path: str | os.PathLike) -> str:
+    """Write ``table`` as an entry's frame file ``path`` (an Arrow IPC file, uncompressed: :data:`FRAME_SUFFIX`)
+    and return the SHA-256 of its bytes, hashed as they are written
+    (:func:`~pipeline.checksums.written_digest`). Raises OSError or ``pyarrow.ArrowException``."""
+    def write(fh) -> None:
+        with ipc.new_file(pa.PythonFile(fh, mode="w"), table.schema) as writer:
+            writer.write_table(table)
+    return written_digest(path, write)
+
+
+def read_frame(data: bytes) -> pa.Table:
+    """The table of an entry's frame file whose (checked) bytes are ``data`` (:func:`write_frame`), read in place
+    (its columns are slices of ``data``) but for those pandas would keep as they are (:func:`_kept_by_pandas`), copied
+    so that the frame made of it keeps none of ``data`` alive (the whole file). Raises ``pyarrow.ArrowException``
+    when ``data`` is not an Arrow IPC file."""
+    table = ipc.open_file(pa.py_buffer(data)).read_all()
+    memory = pa.default_cpu_memory_manager()
+    for at, field in enumerate(table.schema):
+        if _kept_by_pandas(field.type):
+            copied = pa.chunked_array([chunk.copy_to(memory) for chunk in table.column(at).chunks], field.type)
+            table = table.set_column(at, field, copied)
+    return table
+
+
+def _kept_by_pandas(kind: pa.DataType) -> bool:
+    """Whether ``Table.to_pandas`` keeps a column of Arrow type ``kind`` as it is rather than copying it: text (an
+    Arrow-backed ``str`` column) and dictionaries (a categorical's codes and categories)."""
+    return (pa.types.is_dictionary(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_string_view(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
 
 
 def _write_entry(report: Report, target: Path, source_key: str) -> int:
     """Write ``report`` (loaded from the export of content key ``source_key``) as the entry ``target``: into a
-    temporary folder (:func:`~pipeline.io.temp_name`) renamed to ``target`` when complete. Returns the bytes
-    written (0 when another process wrote the same entry first: theirs is kept). Raises OSError,
-    ``pyarrow.ArrowException`` or ValueError (a frame Parquet cannot hold)."""
+    temporary folder (:func:`~pipeline.io.temp_name`) renamed to ``target`` when complete, each file hashed as it is
+    written and the checksums (:data:`SUMS`) written last. Returns the bytes written (0 when another process wrote
+    the same entry first: theirs is kept). Raises OSError, ``pyarrow.ArrowException`` or ValueError (a frame Arrow
+    cannot hold)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(temp_name(target.name))
     tmp.mkdir()
     vouch = {SOURCE_KEY: source_key, LOADER_KEY: loader_code()}
     try:
+        digests = {}
         for name in FRAMES:
-            frame = getattr(report, name)
-            table = pa.Table.from_pandas(frame, preserve_index=False)
+            table = pa.Table.from_pandas(getattr(report, name), preserve_index=False)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                   **{k.encode(): v.encode() for k, v in vouch.items()},
                                                   FRAME_KEY.encode(): name.encode()})
-            pq.write_table(table, tmp / f"{name}.parquet",
-                           use_dictionary=[c for c in DICTIONARY_COLUMNS if c in frame.columns],
-                           compression="none", write_statistics=False)
-        (tmp / "report.json").write_text(json.dumps(
+            digests[frame_file(name)] = write_frame(table, tmp / frame_file(name))
+        fields = json.dumps(
             {**vouch, "meta": report.meta, "diagnostics": report.diagnostics,
              "capture_start": [report.capture_start_ns, report.capture_start_source],
              "kernel_aliases": {name: list(others) for name, others in report.kernel_aliases.items()},
              "warnings": [[w.code.value, w.text, None if w.pids is None else [int(p) for p in w.pids]]
-                          for w in report.warnings]}))
-        seal(tmp / SUMS, tmp, ENTRY_FILES)
+                          for w in report.warnings]}).encode()
+        digests["report.json"] = written_digest(tmp / "report.json", lambda fh: fh.write(fields))
+        write_sums(tmp / SUMS, digests)
         size = _folder_bytes(tmp)
         try:
             os.rename(tmp, target)
@@ -306,9 +342,9 @@ def _parsed(file: str, parse):
 def _read_frame(entry: Path, name: str, sums: dict, source_key: str):
     """The frame ``name`` of ``entry``, its bytes checked (:data:`SUMS`), then what it records
     (:func:`_vouched`) and its columns (:func:`pipeline.model.frame_problem`)."""
-    file = f"{name}.parquet"
+    file = frame_file(name)
     data = read_checked(entry, file, sums)
-    table = _parsed(file, lambda: pq.read_table(pa.BufferReader(data)))
+    table = _parsed(file, lambda: read_frame(data))
     recorded = {k.decode(errors="replace"): v.decode(errors="replace")
                 for k, v in (table.schema.metadata or {}).items()}
     _vouched(file, recorded, source_key, name)
