@@ -106,6 +106,15 @@ def test_int32_while_every_value_fits_then_int64(tmp_path):
     assert got["b"][0] == [-2147483649] + [-i for i in range(1, 1000)]
 
 
+def test_a_null_mask_only_for_a_column_that_holds_a_null(tmp_path):
+    # b's only NULL is in the last row: the read stops there and runs again with a mask for b alone
+    rows = [(i, i if i < 999 else None) for i in range(1000)]
+    path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER, b INTEGER)", rows, 512)
+    got = fast(path, "SELECT a, b FROM t")
+    assert got["a"] == (list(range(1000)), [False] * 1000)
+    assert got["b"] == (list(range(999)) + [0], [False] * 999 + [True])
+
+
 def test_an_integer_primary_key_and_sparse_rowids(tmp_path):
     # the key is the rowid itself (the record holds NULL for it); rowids 10, 20, ... 600, and 4 rows deleted
     rows = [(10 * i, i * i) for i in range(1, 61)]
@@ -233,11 +242,13 @@ def test_a_generated_export_loads_the_same_either_way(tmp_path, monkeypatch):
     assert_same_report(slow, quick)
 
 
-def test_distinct_rows_keep_first_occurrence_order_and_nulls():
-    from pipeline.load.kernel_names import distinct_rows
+@pytest.mark.parametrize("piece", [2, 3, 1 << 18])
+def test_distinct_rows_keep_first_occurrence_order_and_nulls(monkeypatch, piece):
+    from pipeline.load import kernel_names
 
+    monkeypatch.setattr(kernel_names, "DISTINCT_PIECE", piece)  # rows made distinct a few at a time, or all at once
     a = np.array([5, 5, 3, 5, 0, 3, 0], np.int64)
     b = np.array([1, 1, 2, 9, 0, 2, 0], np.int64)
     nulls = np.array([False, False, False, False, True, False, True])
-    assert distinct_rows([(a, None), (b, nulls)]) == [(5, 1), (3, 2), (5, 9), (0, None)]
-    assert distinct_rows([]) == []
+    assert kernel_names.distinct_rows([(a, None), (b, nulls)]) == [(5, 1), (3, 2), (5, 9), (0, None)]
+    assert kernel_names.distinct_rows([]) == []

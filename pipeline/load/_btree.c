@@ -31,6 +31,7 @@
 #define GI_OS_ERROR 3
 #define GI_FULL 4
 #define GI_WIDEN 100 /* + c: column c holds a value beyond int32 (its caller made room for int32 only) */
+#define GI_NULLS 400 /* + c: column c holds a NULL and its caller gave it no NULL mask */
 #define MAX_DEPTH 64
 
 typedef struct {
@@ -170,7 +171,11 @@ static int leaf_cell(db_t *db, job_t *job, const uint8_t *cell, const uint8_t *p
             } else if (t != 0) {
                 return GI_GIVE_UP; /* REAL, TEXT or BLOB: SQLite's path says what it is */
             }
-            job->nulls[s][r] = t == 0 && cid != job->ipk;
+            if (job->nulls[s]) {
+                job->nulls[s][r] = t == 0 && cid != job->ipk;
+            } else if (t == 0 && cid != job->ipk) {
+                return GI_NULLS + s; /* masks are made only for columns that need one */
+            }
             int rc = put(job, s, r, v);
             if (rc) return rc;
         }
@@ -248,8 +253,9 @@ static int open_db(const char *path, db_t *db) {
 /* Rows of the table whose b-tree starts at page ``root`` of the file at ``path`` (count_only), or the
  * ``ncols`` columns at record positions ``cids`` (``ipk``: the position whose value is the rowid, -1 if
  * none) of every row, in rowid order, into ``out[c][row]`` (int64, or int32 where ``width[c]`` is 4) with
- * ``nulls[c][row]`` 1 where NULL (its ``out`` 0), at most ``capacity`` rows. ``rows`` receives the rows
- * counted or read. Returns a GI_* code (GI_WIDEN + c: column c needs int64). */
+ * ``nulls[c][row]`` 1 where NULL (its ``out`` 0; ``nulls[c]`` NULL: no mask, and a NULL in column c stops the
+ * read with GI_NULLS + c), at most ``capacity`` rows. ``rows`` receives the rows counted or read. Returns a GI_*
+ * code (GI_WIDEN + c: column c needs int64). */
 int gi_read(const char *path, uint32_t root, int ncols, const int32_t *cids, int ipk, int64_t capacity,
             void **out, const int8_t *width, uint8_t **nulls, int count_only, int64_t *rows) {
     db_t db;

@@ -26,7 +26,7 @@ import numpy as np
 
 from .limits import cut_sql
 
-_OK, _GIVE_UP, _MALFORMED, _OS_ERROR, _FULL, _WIDEN = 0, 1, 2, 3, 4, 100
+_OK, _GIVE_UP, _MALFORMED, _OS_ERROR, _FULL, _WIDEN, _NULLS = 0, 1, 2, 3, 4, 100, 400
 #: Set (to anything) to read every table through SQLite (a check of the fast path, or a way round it).
 ENV_OFF = "GPU_IDLE_NO_BTREE"
 
@@ -127,35 +127,40 @@ class Job:
         k = len(self.sources)
         cids = (ctypes.c_int32 * max(1, k))(*self.positions)
         wide = [s not in self.narrow for s in self.sources]
+        masked = [False] * k  # a NULL mask only for a column found to hold a NULL (read again with one)
         rows = ctypes.c_int64(0)
         capacity, rc, values, masks = self.capacity, _OK, [], []
-        for _ in range(k + 2):  # room for the rowid span (one pass), else as many rows as a count finds
+        for _ in range(2 * k + 2):  # room for the rowid span (one pass), else as many rows as a count finds
             if capacity is None:
                 rc = fn(self.path, self.root, k, cids, self.ipk, 0, None, None, None, 1, ctypes.byref(rows))
                 if rc != _OK:
                     break
                 capacity = rows.value
             values = [np.empty(capacity, np.int64 if w else np.int32) for w in wide]
-            masks = [np.empty(capacity, np.uint8) for _ in range(k)]
+            masks = [np.empty(capacity, np.uint8) if m else None for m in masked]
             outs = (ctypes.c_void_p * max(1, k))(*[v.ctypes.data for v in values])
             widths = (ctypes.c_int8 * max(1, k))(*[8 if w else 4 for w in wide])
-            nulls = (ctypes.c_void_p * max(1, k))(*[m.ctypes.data for m in masks])
+            nulls = (ctypes.c_void_p * max(1, k))(*[None if m is None else m.ctypes.data for m in masks])
             rc = fn(self.path, self.root, k, cids, self.ipk, capacity, outs, widths, nulls, 0, ctypes.byref(rows))
             if rc == _FULL:
                 capacity = None
             elif _WIDEN <= rc < _WIDEN + k:
                 wide[rc - _WIDEN] = True  # a value beyond int32: that column as int64, and again
+            elif _NULLS <= rc < _NULLS + k:
+                masked[rc - _NULLS] = True
             else:
                 break
             values = masks = []  # freed before the next try
         n = rows.value
         if rc == _OK:
-            values, masks = [v[:n] for v in values], [m[:n] for m in masks]
+            values = [v[:n] for v in values]
+            masks = [None if m is None else m[:n] for m in masks]
         if rc == _OS_ERROR:
             raise OSError(f"{os.fsdecode(self.path)}: cannot be read")
         if rc != _OK:
             return None
-        read = {s: (v, m.view(bool) if m.any() else None) for s, v, m in zip(self.sources, values, masks)}
+        read = {s: (v, m.view(bool) if m is not None and m.any() else None)
+                for s, v, m in zip(self.sources, values, masks)}
         return {name: (np.full(n, source, np.int64), None) if isinstance(source, int) else read[source]
                 for name, source in self.items}
 

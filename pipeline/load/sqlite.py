@@ -503,21 +503,24 @@ class _Sink:
     def add_arrays(self, columns: dict) -> None:
         """The whole result as one piece, already in numpy: ``{name: (int64 values with NULL as 0, bool NULL
         mask or None)}`` (the b-tree fast path, :mod:`pipeline.load.btree`); the sink has one range of them.
-        The arrays are kept, not copied (an id column that fits becomes int32, as :meth:`_write` makes it)."""
+        The arrays are kept, not copied (an id column that fits becomes int32, as :meth:`_write` makes it);
+        ``columns`` is emptied."""
         n = len(next(iter(columns.values()))[0]) if columns else 0
         for name, (values, mask) in columns.items():
             if mask is not None:
                 values[mask] = self._fill(name)
-            derived = [(name, values)]
-            if name in self.query.derive:
-                derived = [(d, np.asarray(fn(values), dtype=np.int64)) for d, fn in self.query.derive[name]]
-            for out_name, out in derived:
+            derived = self.query.derive.get(name, [(name, None)])
+            for out_name, fn in derived:  # one derived column at a time: its int64 goes before the next is made
+                out = values if fn is None else np.asarray(fn(values), dtype=np.int64)
                 if out.dtype == np.int64 and out_name in self.query.small and \
                         (not n or (_INT32.min <= int(out.min()) and int(out.max()) <= _INT32.max)):
                     out = out.astype(np.int32)
                 self.ints[out_name] = out
                 if mask is not None:
                     self.nulls[out_name] = mask
+                del out
+            del values
+        columns.clear()  # consumed: the int64 columns a derivation or int32 replaced go now, not with the caller
         self.counts[0] += n
 
     def _put(self, name: str, values: np.ndarray | None, mask: np.ndarray | None, n: int, at: int,
