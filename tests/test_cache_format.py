@@ -21,9 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import code_keys, kinds
+from pipeline import code_keys
 from pipeline.checksums import seal
 from pipeline.load import cache as columnar
+from test_cache_builds import loads  # noqa: F401 (the fixture: the paths the SQLite loader read, in order)
 from pipeline.load.report import load_report
 from pipeline.synth import generate_scaled_report
 
@@ -40,19 +41,6 @@ def export(tmp_path_factory) -> str:
 def loaded(export):
     """The export as the loader gives it (no cache)."""
     return load_report(export)
-
-
-@pytest.fixture
-def loads(monkeypatch) -> list[str]:
-    """The paths the SQLite loader read (not the cache), in order."""
-    read, loader = [], columnar.LOADERS[kinds.SQLITE]
-
-    def counted(path):
-        read.append(path)
-        return loader(path)
-
-    monkeypatch.setitem(columnar.LOADERS, kinds.SQLITE, counted)
-    return read
 
 
 def warnings_in(text: str) -> list[str]:
