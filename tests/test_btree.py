@@ -47,7 +47,7 @@ def fast(path, sql, table="t", narrow=(), dtypes=None):
     uri = readonly_uri(str(path))
     con = sqlite3.connect(uri, uri=True)
     try:
-        job = btree.prepare(con, uri, table, sql, reader._rowid_range(Schema(con, uri), table), narrow)
+        job = btree.prepare(con, uri, table, sql, reader.capacity_of(Schema(con, uri), table), narrow)
         if job is None:
             return "no job"
         got = job.run()
@@ -179,7 +179,7 @@ def test_a_file_cut_short_while_it_is_read_is_left_to_sqlite(tmp_path):
     path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER, pad TEXT)", [(i, "p" * 40) for i in range(3000)], 512)
     uri = readonly_uri(str(path))
     con = sqlite3.connect(uri, uri=True)
-    job = btree.prepare(con, uri, "t", "SELECT a FROM t", reader._rowid_range(Schema(con, uri), "t"))
+    job = btree.prepare(con, uri, "t", "SELECT a FROM t", reader.capacity_of(Schema(con, uri), "t"))
     con.close()
     assert job.run()["a"][0].tolist() == list(range(3000))
     with open(path, "r+b") as fh:  # cut after the job was prepared: pages it needs are gone (read, never mapped)

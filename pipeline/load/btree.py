@@ -117,6 +117,7 @@ class Job:
                  items: list, capacity: int | None, narrow: set):
         self.sql, self.path, self.root, self.ipk, self.capacity = sql, path, root, ipk, capacity
         self.narrow = narrow  # the sources read as int32 while every value fits
+        self.decoded = 0  # values the last run read (rows x sources), for pipeline.load.sqlite.count_decoded
         self.sources, self.positions, self.items = sources, positions, items
 
     def run(self) -> dict | None:
@@ -159,18 +160,19 @@ class Job:
             raise OSError(f"{os.fsdecode(self.path)}: cannot be read")
         if rc != _OK:
             return None
+        self.decoded = n * k
         read = {s: (v, m.view(bool) if m is not None and m.any() else None)
                 for s, v, m in zip(self.sources, values, masks)}
         return {name: (np.full(n, source, np.int64), None) if isinstance(source, int) else read[source]
                 for name, source in self.items}
 
 
-def prepare(con, uri: str, table: str, sql: str, span: tuple[int, int] | None, narrow=()) -> Job | None:
+def prepare(con, uri: str, table: str, sql: str, capacity: int | None, narrow=()) -> Job | None:
     """The :class:`Job` reading ``sql`` over ``table`` of the file ``uri`` names off its b-tree, or None when
     the fast path cannot (see the module): not built or switched off, not a plain projection (:func:`plan`),
     not an ordinary rowid table. ``con``: a connection to the same file (asked about its schema, on the
-    caller's thread). ``span``: the table's (lowest, highest) rowid, None when it is empty (rows are read in one
-    pass when the span is dense, as an export's is; else they are counted first). ``narrow``: result names to
+    caller's thread). ``capacity``: the rows to make room for (:func:`pipeline.load.sqlite.capacity_of`: the rowid
+    span, read in one pass), None to count them first. ``narrow``: result names to
     read as int32 while every value fits (int64 from the first that does not), as the caller would store them."""
     if not available():
         return None
@@ -182,8 +184,6 @@ def prepare(con, uri: str, table: str, sql: str, span: tuple[int, int] | None, n
     sources = list(dict.fromkeys(s for _, s in items if isinstance(s, str)))
     if any(s not in positions for s in sources):
         return None
-    rowids = 0 if span is None else span[1] - span[0] + 1
-    capacity = rowids if rowids <= max(1, os.path.getsize(path_of(uri)) // 4) else None
     narrowed = {s for s in sources if all(n in narrow for n, source in items if source == s)}
     return Job(sql, os.fsencode(path_of(uri)), root, ipk, sources, [positions[s] for s in sources], items, capacity,
                narrowed)

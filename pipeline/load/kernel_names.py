@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import btree
 from .limits import cut_sql
-from .sqlite import _rowid_range, count_decoded, text_rows
+from .sqlite import capacity_of, count_decoded, text_rows
 from .tables import KERNEL_NAME_COLUMNS, KERNEL_TABLE, Schema
 
 
@@ -46,7 +46,7 @@ def alias_job(schema: Schema) -> btree.Job | None:
     if len(present) < 2:
         return None
     return btree.prepare(schema.con, schema.uri, KERNEL_TABLE, f"SELECT {', '.join(present)} FROM {KERNEL_TABLE}",
-                         _rowid_range(schema, KERNEL_TABLE), set(present))  # ids: int32 while they fit
+                         capacity_of(schema, KERNEL_TABLE), set(present))  # ids: int32 while they fit
 
 
 #: Rows of the name columns made distinct at a time (:func:`distinct_rows`): a piece's codes and hash tables
@@ -99,7 +99,7 @@ def alias_rows(schema: Schema, sql: str, job: btree.Job | None = None) -> list[t
     the loader's work), within the schema's time bound; off the b-tree when ``job`` (:func:`alias_job`) can
     (the same rows: :func:`distinct_rows` of the name ids)."""
     if job is not None and (columns := job.run()) is not None:
-        count_decoded(job.sql, len(next(iter(columns.values()))[0]) * len(job.sources))
+        count_decoded(job.sql, job.decoded)
         return distinct_rows(list(columns.values()))
     con = sqlite3.connect(schema.uri, uri=True)
     try:

@@ -561,7 +561,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
         tables = read_columns(schema, queries)
-        if alias_sql := alias_query(schema):  # one scan inside SQLite, beside the work on the columns below
+        if alias_sql := alias_query(schema):  # one scan (the b-tree or SQLite), beside the work on the columns below
             aside = ThreadPoolExecutor(max_workers=1)
             aliases = aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
         if kernel_sql:

@@ -495,7 +495,18 @@ class _Sink:
                 with self.lock:
                     self.null_batches.setdefault(name, []).append((piece, seq, n))
             mask = None if not col.null_count else (np.ones(n, bool) if values is None else _null_mask(col))
-            self._put(name, values, mask, n, at, kept)
+            derived = [(name, values)]
+            if name in self.query.derive:
+                full = np.full(n, self._fill(name), np.int64) if values is None else values
+                derived = [(d, fn(full)) for d, fn in self.query.derive[name]]
+            for out_name, out_values in derived:
+                if self.bounds is None:
+                    kept[out_name] = (np.full(n, self._fill(out_name), np.int64) if out_values is None
+                                      else np.array(out_values, dtype=np.int64), mask)
+                    continue
+                self._write(out_name, at, out_values, n)
+                if mask is not None:
+                    self._mask(out_name, at, mask)
         if self.bounds is None:
             self.batches[piece].append((n, kept))
         self.counts[piece] += n
@@ -522,23 +533,6 @@ class _Sink:
             del values
         columns.clear()  # consumed: the int64 columns a derivation or int32 replaced go now, not with the caller
         self.counts[0] += n
-
-    def _put(self, name: str, values: np.ndarray | None, mask: np.ndarray | None, n: int, at: int,
-             kept: dict) -> None:
-        """Column ``name``'s ``n`` values of one batch (None: NULLs only; NULL as the fill) and NULL mask, derived
-        (:attr:`Query.derive`) and written from row ``at`` (with ranges) or kept in ``kept`` (without)."""
-        derived = [(name, values)]
-        if name in self.query.derive:
-            full = np.full(n, self._fill(name), np.int64) if values is None else values
-            derived = [(d, fn(full)) for d, fn in self.query.derive[name]]
-        for out_name, out_values in derived:
-            if self.bounds is None:
-                kept[out_name] = (np.full(n, self._fill(out_name), np.int64) if out_values is None
-                                  else np.array(out_values, dtype=np.int64), mask)
-                continue
-            self._write(out_name, at, out_values, n)
-            if mask is not None:
-                self._mask(out_name, at, mask)
 
     def finish(self) -> Decoded:
         import pyarrow as pa
@@ -590,16 +584,31 @@ def _stream_into(uri: str, sql: str, sink: _Sink, piece: int, deadline=None) -> 
     _stream(uri, sql, deadline, lambda seq, batch: sink.add(piece, seq, batch), BATCH_ROWS)
 
 
+def _is_dense(schema: Schema, low: int, high: int) -> bool:
+    """Whether rowids ``low..high`` are dense enough to size a result by them (an export inserts its rows in
+    order, so max - min + 1 is the row count): at most one rowid per 4 bytes of the database."""
+    page_size = schema.con.execute("PRAGMA page_size").fetchone()[0]
+    pages = schema.con.execute("PRAGMA page_count").fetchone()[0]
+    return high - low + 1 <= max(page_size * pages // 4, 1)
+
+
 def _dense_ranges(schema: Schema, table: str, parts: int) -> list[tuple[int, int]] | None:
-    """:func:`rowid_ranges` when the rowids are dense enough to size the result by them (an export
-    inserts its rows in order, so max - min + 1 is the row count): at most one rowid per 4 bytes of
-    the database. None otherwise (no rowid, empty, or sparse rowids)."""
+    """:func:`rowid_ranges` when the rowids are dense (:func:`_is_dense`); None otherwise (no rowid, empty, or
+    sparse rowids)."""
     ranges = rowid_ranges(schema, table, parts)
     if ranges is None:
         return None
-    page_size = schema.con.execute("PRAGMA page_size").fetchone()[0]
-    pages = schema.con.execute("PRAGMA page_count").fetchone()[0]
-    return ranges if ranges[-1][1] - ranges[0][0] <= max(page_size * pages // 4, 1) else None
+    return ranges if _is_dense(schema, ranges[0][0], ranges[-1][1] - 1) else None
+
+
+def capacity_of(schema: Schema, table: str) -> int | None:
+    """The rows to make room for when ``table`` is read in one pass (the b-tree fast path,
+    :func:`pipeline.load.btree.prepare`): its rowid span when dense (:func:`_is_dense`), 0 when it has no row
+    (or no rowid: the fast path reads no such table); None when sparse (the rows are counted first)."""
+    span = _rowid_range(schema, table)
+    if span is None:
+        return 0
+    return span[1] - span[0] + 1 if _is_dense(schema, *span) else None
 
 
 def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None = None) -> dict:
@@ -644,7 +653,7 @@ def _read_fast(schema: Schema, queries: dict[str, Query], threads: int) -> dict[
     if not btree.available():
         return {}
     jobs = {name: job for name, query in queries.items()
-            if (job := btree.prepare(schema.con, schema.uri, query.table, query.sql, _rowid_range(schema, query.table),
+            if (job := btree.prepare(schema.con, schema.uri, query.table, query.sql, capacity_of(schema, query.table),
                                      {n for n in query.small - set(query.derive)
                                       if _INT32.min <= query.fills.get(n, 0) <= _INT32.max})) is not None}
     if not jobs:
@@ -667,7 +676,7 @@ def _read_fast(schema: Schema, queries: dict[str, Query], threads: int) -> dict[
         rows = len(next(iter(columns.values()))[0]) if columns else 0
         sink = _Sink(query, [(0, rows)], 1)
         sink.add_arrays(columns)
-        count_decoded(query.sql, rows * len(jobs[name].sources))
+        count_decoded(query.sql, jobs[name].decoded)
         sinks[name] = sink
     if schema.deadline is not None:
         schema.deadline.check()
