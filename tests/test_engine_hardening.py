@@ -633,3 +633,29 @@ def test_a_scheduler_killed_mid_run_is_one_error_line_and_rows(tmp_path, reports
     rows = [line for line in stdout.splitlines() if line.startswith("ERROR ")]
     assert rows and all(line.endswith("not analysed: the Dask scheduler was lost during the run") for line in rows), stdout
     assert {line.split()[1].split(":")[0] for line in rows} == set(reports), stdout
+
+
+def test_a_lost_scheduler_s_comm_closed_record_is_dropped_from_both_client_loggers(monkeypatch):
+    """The client's batched comm logs "Batched Comm Closed" with a CommClosedError traceback when it notices the lost
+    scheduler before the client does (the machine's timing decides which): while a client is open, that record is
+    dropped from ``distributed.batched`` as from ``distributed.client``; other records pass, and the filters go after."""
+    import contextlib
+    import logging
+
+    from distributed.comm.core import CommClosedError
+
+    from pipeline.config import Config
+    from pipeline.engine import cluster
+
+    monkeypatch.setattr(cluster, "_open_client", lambda cfg, scheduler, log: contextlib.nullcontext("client"))
+    try:
+        raise CommClosedError("in: Stream is closed")
+    except CommClosedError:
+        closed = logging.LogRecord("distributed.batched", logging.INFO, __file__, 1, "Batched Comm Closed %r",
+                                   ("comm",), sys.exc_info())
+    plain = logging.LogRecord("distributed.batched", logging.INFO, __file__, 1, "something else", (), None)
+    with cluster.open_client(Config()):
+        for name in ("distributed.client", "distributed.batched"):
+            assert not logging.getLogger(name).filter(closed), name
+            assert logging.getLogger(name).filter(plain), name
+    assert logging.getLogger("distributed.batched").filter(closed)

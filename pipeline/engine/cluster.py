@@ -38,8 +38,8 @@ class QuietHeartbeat(logging.Filter):
 
 
 class LostScheduler(logging.Filter):
-    """Drops the records, traceback and all, the Dask client logs when its connection to the scheduler
-    breaks (the scheduler killed or unreachable mid-run: a connection error, or its reconnection given up):
+    """Drops the records, traceback and all, the Dask client (and its batched comm) logs when its connection to the
+    scheduler breaks (the scheduler killed or unreachable mid-run: a connection error, or its reconnection given up):
     the map sees it (:attr:`pipeline.engine.map.OnDask.lost_scheduler`), the reports not done become rows
     and the command says it in one ``gpu-idle: ERROR:`` line."""
 
@@ -314,13 +314,17 @@ def open_client(cfg: Config, scheduler: str | None = None, log=print):
             workers (the message gives Dask's reason), or Slurm gives no worker (the message
             says why: no controller, a refused job, jobs pending, workers that never connect).
     """
-    client_log, lost = logging.getLogger("distributed.client"), LostScheduler()
-    client_log.addFilter(lost)
+    # the client's own records, and its batched comm's ("Batched Comm Closed", traceback and all, when the scheduler
+    # goes first: which of the two notices is the machine's timing)
+    logs, lost = [logging.getLogger("distributed.client"), logging.getLogger("distributed.batched")], LostScheduler()
+    for one in logs:
+        one.addFilter(lost)
     try:
         with while_cluster_runs(), _open_client(cfg, scheduler, log) as client:
             yield client
     finally:
-        client_log.removeFilter(lost)
+        for one in logs:
+            one.removeFilter(lost)
 
 
 @contextlib.contextmanager
