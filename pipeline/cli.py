@@ -14,6 +14,7 @@ import click
 
 from . import __version__
 from . import interrupts  # standard library only
+from .hashing import hash_ahead, running_ahead  # standard library only
 from .text import message, printable, printable_diagnostics  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
@@ -364,6 +365,7 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
+    hash_ahead(inputs)   # a report given by name is hashed on its own thread while the stages import
     with _start_up():
         from .inputs.discover import skipped_note, unmatched
         from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive
@@ -871,12 +873,12 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     With pandas, pyarrow and matplotlib loaded, finalising the interpreter (destroying every
     module's objects) takes ~0.15 s, a sixth of an unchanged rerun. So when the main thread is the
     only thread left (no cluster, no fsspec event loop, no background cache write: they would be
-    cut off), stdout and stderr are flushed, logging is shut down and :func:`os._exit` ends the
+    cut off; a file still being hashed ahead, :func:`pipeline.hashing.hash_ahead`, holds nothing to keep), stdout and stderr are flushed, logging is shut down and :func:`os._exit` ends the
     process; every output file is already closed by then (all are written atomically in ``with``
     blocks). Otherwise it raises ``SystemExit(code)`` for a normal exit.
     """
     code = exit_status(code)
-    if wait_for_threads and threading.active_count() > 1:
+    if wait_for_threads and threading.active_count() - running_ahead() > 1:
         raise SystemExit(code)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import hashlib
 import json
 import math
 import os
@@ -22,6 +21,8 @@ import time
 
 import numpy as np
 import pandas as pd
+
+from .hashing import HASH_CHUNK, file_sha256  # the one file hash (standard library only, so it can start early)
 
 
 def _current_umask() -> int:
@@ -228,31 +229,6 @@ def same_file(path: str, entry: dict | None) -> bool:
     if entry is None:
         return True
     return st.st_size == entry.get("size") and file_entry(path)["sha256"] == entry.get("sha256")
-
-
-#: Bytes read per step when a file is hashed without being kept (:func:`file_sha256`).
-HASH_CHUNK = 1 << 20
-
-
-def hash_into(digest, path: str | os.PathLike) -> int:
-    """Feed a file's bytes to ``digest`` (a :mod:`hashlib` object), :data:`HASH_CHUNK` bytes at a time;
-    returns how many bytes it read. Raises OSError when it cannot be read."""
-    size = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(HASH_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size
-
-
-def file_sha256(path: str | os.PathLike) -> tuple[str, int]:
-    """``(SHA-256 hex digest, size in bytes)`` of a file's content (:func:`hash_into`): the one file hash
-    of the output manifests (:func:`file_entry`), the cache checksums (:mod:`pipeline.checksums`) and
-    the reports' content keys (:func:`pipeline.snapshot.content_key`). Raises OSError when it
-    cannot be read."""
-    digest = hashlib.sha256()
-    size = hash_into(digest, path)
-    return digest.hexdigest(), size
 
 
 def file_entry(path: str) -> dict:

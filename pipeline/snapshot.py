@@ -33,7 +33,7 @@ import struct
 import tempfile
 import time
 
-from .io import file_sha256, hash_into
+from .hashing import content_key, hash_into
 from .model import ProfileError
 
 try:
@@ -85,37 +85,6 @@ def sidecars(path: str) -> list[str]:
     if _head(f"{path}-journal", len(JOURNAL_MAGIC)) == JOURNAL_MAGIC:
         out.append(f"{path}-journal")
     return out
-
-
-#: A file whose last change is older than this (ns) when it is hashed, and whose ``stat`` is the same
-#: after, keeps its content key for the rest of the process (:func:`content_key`).
-SETTLE_NS = 2_000_000_000
-_KEYS: dict = {}
-
-
-def content_key(path: str | os.PathLike) -> str:
-    """The content key of one file: the SHA-256 hex digest of its bytes (:func:`~pipeline.io.file_sha256`),
-    read and hashed once per process. It is the one hash of a report's bytes: its identity (the result
-    key, :class:`~pipeline.store.results.IdentityIndex`, through :func:`snapshot_key`), its columnar
-    cache entry's name and source key (:mod:`pipeline.load.cache`), the export cache's key of an
-    ``.nsys-rep`` (:mod:`pipeline.inputs.export`) and a cached export's check
-    (:func:`~pipeline.checksums.content_digest`); on a 2M-kernel export each hash reads 214 MB. The key
-    is reused only while the file's size, modification and change times and inode are those it was
-    hashed with, and only for a file that had not changed for :data:`SETTLE_NS` before it was hashed
-    and did not while it was (the rule of the identity index), so a rewrite is always hashed again.
-    Raises OSError when it cannot be read."""
-    path = os.fspath(path)
-    st = os.stat(path)
-    stamp = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    key = _KEYS.get(stamp)
-    if key is not None:
-        return key
-    key = file_sha256(path)[0]
-    after = os.stat(path)
-    if ((after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == stamp[1:]
-            and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS):
-        _KEYS[stamp] = key
-    return key
 
 
 def snapshot_key(path: str) -> str:

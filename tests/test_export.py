@@ -473,26 +473,25 @@ def test_qdrep_reports_are_found_named_and_exported(recording, nsys, tmp_path):
 
 
 def test_a_run_over_a_report_reads_and_hashes_it_once(tmp_path, monkeypatch, profiles):
-    """A cold ``gpu-idle run`` over an ``.nsys-rep`` hashes its bytes once (:func:`pipeline.snapshot.content_key`):
+    """A cold ``gpu-idle run`` over an ``.nsys-rep`` hashes its bytes once (:func:`pipeline.hashing.content_key`):
     for its identity (the result key), then the export cache's key reuses it; the exported SQLite is read for its
-    seal and its load's key only. Counted on every file hash of the process (``pipeline.io.hash_into``); nsys is a
+    seal and its load's key only. Counted on every file hash of the process (``pipeline.hashing.hash_into``); nsys is a
     stand-in that writes the shared tiny export."""
     import hashlib
 
     from conftest import run_cli
 
-    from pipeline import io as pio
-    from pipeline import snapshot
+    from pipeline import hashing
 
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"an Nsight Systems report's bytes" * 1000)
     fake = _write_exe(tmp_path / "nsys-copies",
                       f'#!/bin/sh\nwhile [ "$1" != "--output" ]; do shift; done\ncp "{profiles / "tiny_2kernels.sqlite"}" "$2"\n')
-    monkeypatch.setattr(snapshot, "SETTLE_NS", -10**18)   # as if written long ago: each key kept for the process
-    monkeypatch.setattr(snapshot, "_KEYS", {})
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)   # as if written long ago: each key kept for the process
+    monkeypatch.setattr(hashing, "_KEYS", {})
     read = []
-    real = pio.hash_into
-    monkeypatch.setattr(pio, "hash_into", lambda digest, path: read.append(os.fspath(path)) or real(digest, path))
+    real = hashing.hash_into
+    monkeypatch.setattr(hashing, "hash_into", lambda digest, path: read.append(os.fspath(path)) or real(digest, path))
     run_cli("run", str(rep), "--out", str(tmp_path / "out"),
             env={"GPU_IDLE_CACHE": str(tmp_path / "cache"), "GPU_IDLE_EXPORT_CACHE": str(tmp_path / "exports"),
                  "GPU_IDLE_NSYS": str(fake)})

@@ -7,6 +7,7 @@ first value that does not fit, rowid holes closed, and a table without rowids.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import numpy as np
@@ -123,24 +124,96 @@ def test_an_unchanged_export_is_hashed_once_per_process(tmp_path, monkeypatch):
     file changed within SETTLE_NS of hashing is hashed every time."""
     import hashlib
 
-    from pipeline import snapshot
+    from pipeline import hashing, snapshot
 
     path = tmp_path / "e.sqlite"
     path.write_bytes(b"abc")
     calls = []
-    real = snapshot.file_sha256
-    monkeypatch.setattr(snapshot, "file_sha256", lambda p: calls.append(p) or real(p))
-    monkeypatch.setattr(snapshot, "SETTLE_NS", -10**18)   # every file counts as settled
+    real = hashing.file_sha256
+    monkeypatch.setattr(hashing, "file_sha256", lambda p: calls.append(p) or real(p))
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)   # every file counts as settled
     abc, abcd = hashlib.sha256(b"abc").hexdigest(), hashlib.sha256(b"abcd").hexdigest()
     assert [snapshot.snapshot_key(str(path)) for _ in range(3)] == [abc] * 3
     assert len(calls) == 1
     path.write_bytes(b"abcd")          # rewritten (another size: a new stamp even within one clock tick)
     assert [snapshot.snapshot_key(str(path)) for _ in range(2)] == [abcd] * 2
     assert len(calls) == 2
-    monkeypatch.setattr(snapshot, "SETTLE_NS", 10**18)    # nothing counts as settled
+    monkeypatch.setattr(hashing, "SETTLE_NS", 10**18)    # nothing counts as settled
     path.write_bytes(b"abc")
     assert [snapshot.snapshot_key(str(path)) for _ in range(2)] == [abc] * 2
     assert len(calls) == 4
+
+
+def test_a_report_hashed_ahead_is_hashed_once_and_a_rewrite_again(tmp_path, monkeypatch):
+    """``gpu-idle run FILE`` starts hashing FILE on a thread before it imports its stages
+    (:func:`pipeline.hashing.hash_ahead`): the content key asked for later waits for that hash instead of
+    reading the file again; a file rewritten after it was hashed ahead gets its new bytes' key; a folder, a
+    missing path and a URL are not hashed ahead."""
+    import hashlib
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)   # every file counts as settled
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    read = []
+    real = hashing.hash_into
+    monkeypatch.setattr(hashing, "hash_into", lambda digest, p: read.append(os.fspath(p)) or real(digest, p))
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    a.write_bytes(b"A" * 3_000_000)
+    b.write_bytes(b"B" * 10)
+    hashing.hash_ahead([str(a), str(tmp_path), str(tmp_path / "none.sqlite"), "s3://bucket/c.sqlite", str(b)])
+    assert sorted(hashing._AHEAD) == sorted([str(a), str(b)])
+    assert hashing.content_key(str(a)) == hashlib.sha256(a.read_bytes()).hexdigest()
+    assert hashing.content_key(str(b)) == hashlib.sha256(b"B" * 10).hexdigest()
+    assert sorted(read) == sorted([str(a), str(b)])   # once each, whoever hashed it
+    b.write_bytes(b"C" * 11)
+    assert hashing.content_key(str(b)) == hashlib.sha256(b"C" * 11).hexdigest()
+    assert read.count(str(b)) == 2
+
+
+def test_a_file_the_thread_ahead_has_not_reached_is_hashed_by_its_caller(tmp_path, monkeypatch):
+    """The thread ahead hashes its files one after the other; a caller that asks for a file it has not started
+    hashes that file itself (a run over several files is not held to one thread's pace) and the thread then
+    skips it; a caller that asks for the file being hashed waits for it. Each file is read once. The process may
+    end while the thread still runs (:func:`pipeline.hashing.running_ahead`: :func:`pipeline.cli.end_process`
+    does not count it)."""
+    import hashlib
+    import threading
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    first, second = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
+    first.write_bytes(b"1" * 100)
+    second.write_bytes(b"2" * 100)
+    entered, release, read = threading.Event(), threading.Event(), []
+    real = hashing.hash_into
+
+    def hash_into(digest, p):
+        read.append((os.fspath(p), threading.current_thread().name))
+        if os.fspath(p) == str(first):
+            entered.set()
+            assert release.wait(30)
+        return real(digest, p)
+
+    monkeypatch.setattr(hashing, "hash_into", hash_into)
+    hashing.hash_ahead([str(first), str(second)])
+    assert entered.wait(30) and hashing.running_ahead() == 1   # the thread is inside the first file
+    assert hashing.content_key(str(second)) == hashlib.sha256(b"2" * 100).hexdigest()   # not waited for
+    waiter = threading.Thread(target=lambda: read.append(("key", hashing.content_key(str(first)))))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive()   # waits for the thread ahead's hash of the first file
+    release.set()
+    waiter.join(30)
+    hashing._THREADS[0].join(30)
+    assert read == [(str(first), "gpu-idle-hash-ahead"), (str(second), "MainThread"),
+                    ("key", hashlib.sha256(b"1" * 100).hexdigest())]
+    assert hashing.running_ahead() == 0
 
 
 def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):

@@ -3,7 +3,7 @@
 The analysis reads SQLite (docs/inputs.md#nsight-systems-reports); a ``.nsys-rep`` is first exported
 with the NVIDIA CLI, ``nsys export --type sqlite``, run as an argument list (no
 shell). Exports are cached by content: the key is the SHA-256 of the report's
-bytes (:func:`~pipeline.snapshot.content_key`: the hash its identity read already), so a report that did not change is never exported twice, whatever its
+bytes (:func:`~pipeline.hashing.content_key`: the hash its identity read already), so a report that did not change is never exported twice, whatever its
 name or mtime, and an edited report gets a fresh export.
 
 Nothing is ever written beside the user's report. Exports go to a cache
@@ -45,7 +45,7 @@ from pathlib import Path
 from .. import kinds
 from ..checksums import EntryCheckFailed, check_sealed_file, note, seal_file, sidecar_of
 from ..model import ProfileError
-from ..snapshot import content_key  # the one hash of a report's bytes, once per process (its identity's too)
+from ..hashing import content_key  # the one hash of a report's bytes, once per process (its identity's too)
 
 #: Environment variable naming the nsys binary to use.
 NSYS_ENV = "GPU_IDLE_NSYS"

@@ -1,0 +1,155 @@
+"""The one file hash (SHA-256 of a file's bytes) and a report's content key, with the standard library only.
+
+A report's content key (:func:`content_key`) is its identity, its columnar cache entry's name and its export
+cache key; on a 2M-kernel export it reads and hashes 214 MB (~0.2 s). ``gpu-idle run FILE`` imports pandas,
+pyarrow and the pipeline first (~0.5 s on one core, the other idle), so the command line starts hashing the
+reports it was given by name on a thread of their own before it imports them (:func:`hash_ahead`): SHA-256 and
+the file reads run without the GIL, beside the imports. The key is then the one :func:`content_key` gives; it
+is kept under exactly the same rule (the file's stat before and after, settled for :data:`SETTLE_NS`), so a
+file rewritten meanwhile is hashed again. Only the standard library is imported here: the hash must be able to
+start before anything else is loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+
+#: Bytes read per step when a file is hashed without being kept (:func:`file_sha256`).
+HASH_CHUNK = 1 << 20
+
+
+def hash_into(digest, path: str | os.PathLike) -> int:
+    """Feed a file's bytes to ``digest`` (a :mod:`hashlib` object), :data:`HASH_CHUNK` bytes at a time;
+    returns how many bytes it read. Raises OSError when it cannot be read."""
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return size
+
+
+def file_sha256(path: str | os.PathLike) -> tuple[str, int]:
+    """``(SHA-256 hex digest, size in bytes)`` of a file's content (:func:`hash_into`): the one file hash
+    of the output manifests (:func:`pipeline.io.file_entry`), the cache checksums (:mod:`pipeline.checksums`)
+    and the reports' content keys (:func:`content_key`). Raises OSError when it cannot be read."""
+    digest = hashlib.sha256()
+    size = hash_into(digest, path)
+    return digest.hexdigest(), size
+
+
+#: A file whose last change is older than this (ns) when it is hashed, and whose ``stat`` is the same
+#: after, keeps its content key for the rest of the process (:func:`content_key`).
+SETTLE_NS = 2_000_000_000
+_KEYS: dict = {}
+
+
+class _Ahead:
+    """One file given to :func:`hash_ahead`: whether someone started hashing it, and when that is done."""
+
+    __slots__ = ("started", "done")
+
+    def __init__(self):
+        self.started = False
+        self.done = threading.Event()
+
+
+_AHEAD: dict[str, _Ahead] = {}
+_CLAIM = threading.Lock()
+_THREADS: list[threading.Thread] = []
+
+
+def _claim(entry: _Ahead) -> bool:
+    """True for the one caller that is to hash ``entry``'s file (the others wait for ``entry.done``)."""
+    with _CLAIM:
+        if entry.started:
+            return False
+        entry.started = True
+        return True
+
+
+def _stamp(path: str, st: os.stat_result) -> tuple:
+    return os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def _hash_and_keep(path: str, st: os.stat_result) -> str:
+    """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed."""
+    stamp = _stamp(path, st)
+    key = file_sha256(path)[0]
+    after = os.stat(path)
+    if ((after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == stamp[1:]
+            and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS):
+        _KEYS[stamp] = key
+    return key
+
+
+def content_key(path: str | os.PathLike) -> str:
+    """The content key of one file: the SHA-256 hex digest of its bytes (:func:`file_sha256`), read and
+    hashed once per process. It is the one hash of a report's bytes: its identity (the result key,
+    :class:`~pipeline.store.results.IdentityIndex`, through :func:`pipeline.snapshot.snapshot_key`), its
+    columnar cache entry's name and source key (:mod:`pipeline.load.cache`), the export cache's key of an
+    ``.nsys-rep`` (:mod:`pipeline.inputs.export`) and a cached export's check
+    (:func:`~pipeline.checksums.content_digest`). The key is reused only while the file's size, modification
+    and change times and inode are those it was hashed with, and only for a file that had not changed for
+    :data:`SETTLE_NS` before it was hashed and did not while it was (the rule of the identity index), so a
+    rewrite is always hashed again. A file :func:`hash_ahead` is hashing now is waited for, not hashed twice.
+    Raises OSError when it cannot be read."""
+    path = os.fspath(path)
+    st = os.stat(path)
+    stamp = _stamp(path, st)
+    key = _KEYS.get(stamp)
+    if key is not None:
+        return key
+    entry = _AHEAD.get(stamp[0])
+    if entry is not None:
+        if _claim(entry):   # not started ahead yet: this caller hashes it, the thread ahead skips it
+            try:
+                return _hash_and_keep(path, st)
+            finally:
+                entry.done.set()
+        entry.done.wait()
+        key = _KEYS.get(stamp)
+        if key is not None:
+            return key
+    return _hash_and_keep(path, st)
+
+
+def _ahead(entries: list[tuple[str, _Ahead]]) -> None:
+    for path, entry in entries:
+        if not _claim(entry):
+            continue   # a caller got to it first and hashes it itself
+        try:
+            _hash_and_keep(path, os.stat(path))
+        except OSError:
+            pass   # the caller's own content_key raises it, naming the file
+        finally:
+            entry.done.set()
+
+
+def hash_ahead(paths) -> None:
+    """Start hashing, on one thread of their own, the regular local files among ``paths`` (anything else is
+    left alone: a folder, a glob, a URL), one after the other, so their :func:`content_key` is known or under
+    way when asked for. A file not yet started when a caller asks for it is hashed by that caller; one being
+    hashed is waited for. The thread only keeps keys in memory: the process may end without waiting for it
+    (:func:`running_ahead`)."""
+    entries = []
+    for path in paths:
+        path = os.fspath(path)
+        if "://" in path or not os.path.isfile(path):
+            continue
+        absolute = os.path.abspath(path)
+        if absolute not in _AHEAD:
+            _AHEAD[absolute] = entry = _Ahead()
+            entries.append((path, entry))
+    if entries:
+        thread = threading.Thread(target=_ahead, args=(entries,), name="gpu-idle-hash-ahead", daemon=True)
+        _THREADS.append(thread)
+        thread.start()
+
+
+def running_ahead() -> int:
+    """How many :func:`hash_ahead` threads are still running (they hold nothing that must be written: a
+    process may end without them)."""
+    return sum(t.is_alive() for t in _THREADS)
