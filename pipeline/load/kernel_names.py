@@ -25,14 +25,14 @@ def alias_query(schema: Schema) -> str | None:
     """The SQL of the kernel names' aliases (:func:`aliases_of`): one ``SELECT DISTINCT`` over the kernel
     table's raw name values (a few distinct rows), cut after (cutting every row first costs three times as
     much); None when the kernel table has no second name column (or there is no kernel table)."""
-    present = _name_columns(schema)
+    present = name_columns(schema)
     if len(present) < 2:
         return None
     return (f"SELECT {', '.join(cut_sql(c) for c in present)} FROM "
             f"(SELECT DISTINCT {', '.join(present)} FROM {KERNEL_TABLE})")
 
 
-def _name_columns(schema: Schema) -> list[str]:
+def name_columns(schema: Schema) -> list[str]:
     """The kernel table's name columns (:data:`~pipeline.load.tables.KERNEL_NAME_COLUMNS` it has), in that order."""
     if not schema.has(KERNEL_TABLE):
         return []
@@ -42,7 +42,7 @@ def _name_columns(schema: Schema) -> list[str]:
 def alias_job(schema: Schema) -> btree.Job | None:
     """The b-tree fast path's :class:`~pipeline.load.btree.Job` reading the kernel table's name columns (ids), for
     :func:`alias_rows`; None when it does not apply or :func:`alias_query` is None. On the schema's thread."""
-    present = _name_columns(schema)
+    present = name_columns(schema)
     if len(present) < 2:
         return None
     return btree.prepare(schema.con, schema.uri, KERNEL_TABLE, f"SELECT {', '.join(present)} FROM {KERNEL_TABLE}",

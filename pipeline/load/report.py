@@ -23,7 +23,7 @@ from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
-from .kernel_names import alias_job, alias_query, alias_rows, aliases_of
+from .kernel_names import alias_job, alias_query, alias_rows, aliases_of, distinct_rows, name_columns
 from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -191,11 +191,15 @@ def _narrow(ints: dict, name: str) -> np.ndarray:
 ID_COLUMNS = ("pid", "tid", "device_id", "stream_id", "correlation_id", "context_id", "name")
 
 
-def _kernel_columns(sql: str, decode_pid: bool, has_name: bool) -> Query:
+def _kernel_columns(sql: str, decode_pid: bool, has_name: bool, names: list[str] = ()) -> Query:
     """The :class:`~pipeline.load.sqlite.Query` of :func:`_kernel_query`'s ``sql``: names NULL as -1,
-    a ``globalPid`` decoded to the process id as it is read, ids as int32."""
+    a ``globalPid`` decoded to the process id as it is read, ids as int32. ``names``: the kernel table's name
+    columns (:func:`~pipeline.load.kernel_names.name_columns`); with a name and others beside it, those are read
+    along on the b-tree fast path (``alias_1``, ...: :attr:`~pipeline.load.sqlite.Query.also`), for the aliases
+    (:func:`_kernel_work`) in the same pass over the table."""
+    also = {f"alias_{i}": c for i, c in enumerate(names[1:], 1)} if has_name and len(names) > 1 else None
     return Query(KERNEL_TABLE, sql, KERNEL_QUERY_COLUMNS[:8 if has_name else 7], {"name": -1},
-                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS, ("name",))
+                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS, ("name",), also)
 
 
 def _runtime_columns(sql: str, has_name: bool) -> Query:
@@ -246,6 +250,23 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
     else:
         df["name"] = ""
     return df, warnings
+
+
+def _kernel_work(strings: dict[int, str], path: str, decode_pid: bool, has_name: bool):
+    """What is done with the kernel table as soon as it is read, on the thread that read it
+    (:func:`~pipeline.load.sqlite.read_columns`' ``then``): a function of its
+    :class:`~pipeline.load.sqlite.Decoded` giving ``(kernels, warnings, aliases)``: :func:`_kernels_frame` and the
+    name columns for :func:`~pipeline.load.kernel_names.distinct_rows` (``[(values, NULL mask or None)]``, the
+    kernel name first; None when they were not read along). A table without a row is given back as it is:
+    why it has none is worded on the schema's thread (its connection)."""
+    def work(found):
+        if not found.rows:
+            return found
+        aliases = None
+        if has_name and found.also is not None:
+            aliases = [(found.ints["name"], found.nulls.get("name")), *found.also.values()]
+        return (*_kernels_frame(found, strings, path, decode_pid, has_name), aliases)
+    return work
 
 
 RUNTIME_COLUMNS = ["start", "end", "pid", "tid", "correlation_id", "name"]
@@ -553,32 +574,42 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         graphs = has_graphs(schema)  # graph executions are GPU work: a graph-only capture needs no kernel row
         kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels and not graphs)
         runtime_sql, runtime_names = _runtime_query(schema)
-        queries = {}
+        queries, then = {}, {}
+        alias_sql = alias_query(schema)
         if kernel_sql:
-            queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names)
+            queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names,
+                                                 name_columns(schema) if alias_sql else [])
+            then["kernels"] = _kernel_work(strings, path, decode_pid, kernel_names)
         if runtime_sql:
             queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
+            then["runtime"] = lambda found: _runtime_frame(found, strings, runtime_names)
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
-        tables = read_columns(schema, queries)
-        if alias_sql := alias_query(schema):  # one scan (the b-tree or SQLite), beside the work on the columns below
-            aside = ThreadPoolExecutor(max_workers=1)
-            aliases = aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
+        # each table's frame made on the thread that read it, as soon as it is read
+        tables = read_columns(schema, queries, then=then)
+        kernel_aliases = None
         if kernel_sql:
             found = tables.pop("kernels")
-            if not found.rows and (cut := _cut_short(schema, path, empty=True)):
-                raise ProfileError(cut)
-            kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
-                                               None if found.rows else _no_kernel_cause(schema))
+            if isinstance(found, tuple):
+                kernels, warnings, kernel_aliases = found
+            else:  # no row: why is worded here, on the schema's thread
+                if cut := _cut_short(schema, path, empty=True):
+                    raise ProfileError(cut)
+                kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
+                                                   _no_kernel_cause(schema))
         else:
             kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
+        if alias_sql:  # made distinct (or read: the b-tree, else SQLite) beside the work on the columns below
+            aside = ThreadPoolExecutor(max_workers=1)
+            aliases = aside.submit(distinct_rows, kernel_aliases) if kernel_aliases is not None else \
+                aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
         executions, graph_warnings = graph_rows(tables.pop("graphs"), _narrow) if graphs else (None, [])
         warnings += graph_warnings
         kernels = with_graphs(kernels, executions)
         if graphs and not len(kernels):
             raise ProfileError(f"{path}: all rows of {GRAPH_TRACE_TABLE} have end < start or no timestamps "
                                f"(start = end = 0 or NULL) and no {KERNEL_TABLE} row is usable: no usable GPU work")
-        runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
+        runtime = tables.pop("runtime") if runtime_sql else _runtime_frame(None, strings, runtime_names)
         del tables
         frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
                   NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
