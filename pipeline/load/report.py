@@ -592,6 +592,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             found = tables.pop("kernels")
             if isinstance(found, tuple):
                 kernels, warnings, kernel_aliases = found
+                del found
             else:  # no row: why is worded here, on the schema's thread
                 if cut := _cut_short(schema, path, empty=True):
                     raise ProfileError(cut)
@@ -603,6 +604,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             aside = ThreadPoolExecutor(max_workers=1)
             aliases = aside.submit(distinct_rows, kernel_aliases) if kernel_aliases is not None else \
                 aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
+        del kernel_aliases  # the name columns go once made distinct
         executions, graph_warnings = graph_rows(tables.pop("graphs"), _narrow) if graphs else (None, [])
         warnings += graph_warnings
         kernels = with_graphs(kernels, executions)
@@ -630,6 +632,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         devices, device_warnings = load_devices(schema, pairs)
         warnings += device_warnings
         kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+        release_memory()  # what the frames freed, on every thread's heap: the grouping below is the peak
         kernels = _group_by_gpu(kernels)
         runtime = _in_start_order(runtime, consume=True)
         if not copies.empty:
