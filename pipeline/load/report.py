@@ -585,8 +585,17 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             then["runtime"] = lambda found: _runtime_frame(found, strings, runtime_names)
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
+        aside_frames: dict = {}  # the other tables, read by this thread while the threads read those above
+
+        def small_tables() -> None:
+            try:
+                aside_frames["frames"] = {**_copies_by_table(_load_copies(schema)), NVTX_TABLE: _load_nvtx(schema, strings),
+                                          **_overhead_by_table(load_overhead(schema, strings))}
+            except Exception as exc:  # raised below, where these tables were read before (after the kernels' errors)
+                aside_frames["error"] = exc
+
         # each table's frame made on the thread that read it, as soon as it is read
-        tables = read_columns(schema, queries, then=then)
+        tables = read_columns(schema, queries, then=then, meanwhile=small_tables)
         kernel_aliases = None
         if kernel_sql:
             found = tables.pop("kernels")
@@ -613,8 +622,9 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
                                f"(start = end = 0 or NULL) and no {KERNEL_TABLE} row is usable: no usable GPU work")
         runtime = tables.pop("runtime") if runtime_sql else _runtime_frame(None, strings, runtime_names)
         del tables
-        frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
-                  NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
+        if "error" in aside_frames:
+            raise aside_frames["error"]
+        frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **aside_frames.pop("frames")}
         frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames)
         warnings += trust_warnings
         start_ns, start_source = _capture_start(schema, frames, capture)

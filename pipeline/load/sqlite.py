@@ -618,7 +618,7 @@ def capacity_of(schema: Schema, table: str) -> int | None:
 
 
 def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None = None,
-                 then: dict | None = None) -> dict:
+                 then: dict | None = None, meanwhile=None) -> dict:
     """Read several tables at once, straight into numpy: ``{name: Query}`` -> ``{name: Decoded}``
     (:class:`Query`, :class:`Decoded`).
 
@@ -630,12 +630,15 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
     ``then``: name -> a function of that table's :class:`Decoded`, called as soon as the table is read, on
     the thread that read it off its b-tree (so a table's own work overlaps the reading of the others), else
     on the caller's; its result is given instead of the Decoded. An error it raises is raised once every
-    table is read (an error of the reading itself comes first, as it would without ``then``).
+    table is read (an error of the reading itself comes first, as it would without ``then``). ``meanwhile``: a
+    function (of nothing) called once on the caller's thread while the others read (the caller's own work, which
+    should keep any error it meets for later: one it raises is raised once the threads are done).
     Raises ``sqlite3.DatabaseError``, :class:`~pipeline.load.limits.ReadTimeout` (``schema.deadline``).
     """
     threads = threads or read_threads()
     then = then or {}
-    done = _read_fast(schema, queries, threads, then)
+    meanwhile = [meanwhile] if meanwhile is not None else []  # emptied once called
+    done = _read_fast(schema, queries, threads, then, meanwhile)
     sinks, work = {}, []
     for name, query in queries.items():
         if name in done:
@@ -653,9 +656,13 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(work))) as pool:
-            for future in [pool.submit(_stream_into, schema.uri, q, sinks[name], i, schema.deadline)
-                           for i, name, q in work]:
+            futures = [pool.submit(_stream_into, schema.uri, q, sinks[name], i, schema.deadline) for i, name, q in work]
+            while meanwhile:
+                meanwhile.pop()()
+            for future in futures:
                 future.result()
+    while meanwhile:
+        meanwhile.pop()()
     for name, sink in sinks.items():
         done[name] = _then(then.get(name), sink.finish())
     out = {}
@@ -701,10 +708,11 @@ def _read_one(job, along, query: Query, after) -> tuple | None:
     return _then(after, decoded)
 
 
-def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: dict) -> dict[str, tuple]:
+def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: dict, meanwhile: list) -> dict[str, tuple]:
     """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), read on ``threads`` threads, each
     followed on its thread by its ``then`` (:func:`read_columns`): name -> :func:`_then`'s pair; the others are
-    left to SQLite (:func:`read_columns`)."""
+    left to SQLite (:func:`read_columns`). ``meanwhile``: the caller's work (a list of it, emptied when done),
+    done while the threads read."""
     if not btree.available():
         return {}
     jobs = {}
@@ -728,6 +736,8 @@ def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: di
         with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
             futures = {name: pool.submit(_read_one, job, along, queries[name], then.get(name))
                        for name, (job, along) in jobs.items()}
+            while meanwhile:
+                meanwhile.pop()()
             results = {name: future.result() for name, future in futures.items()}
     if schema.deadline is not None:
         schema.deadline.check()
