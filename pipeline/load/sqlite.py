@@ -527,11 +527,14 @@ class _Sink:
             if mask is not None:
                 values[mask] = self._fill(name)
             derived = self.query.derive.get(name, [(name, None)])
-            for out_name, fn in derived:  # one derived column at a time: its int64 goes before the next is made
-                out = values if fn is None else np.asarray(fn(values), dtype=np.int64)
-                if out.dtype == np.int64 and out_name in self.query.small and \
-                        (not n or (_INT32.min <= int(out.min()) and int(out.max()) <= _INT32.max)):
-                    out = out.astype(np.int32)
+            for out_name, fn in derived:  # one derived column at a time
+                if fn is not None:
+                    out = _derived(fn, values, out_name in self.query.small)
+                elif values.dtype == np.int64 and out_name in self.query.small and \
+                        (not n or (_INT32.min <= int(values.min()) and int(values.max()) <= _INT32.max)):
+                    out = values.astype(np.int32)
+                else:
+                    out = values
                 self.ints[out_name] = out
                 if mask is not None:
                     self.nulls[out_name] = mask
@@ -583,6 +586,23 @@ class _Sink:
             chunks = chunks + [(p, q, pa.nulls(n, kind)) for p, q, n in self.null_batches.get(name, ())]
             texts[name] = pa.chunked_array([c for _, _, c in sorted(chunks, key=lambda t: (t[0], t[1]))], kind)
         return Decoded(rows, ints, nulls, texts)
+
+
+#: Values a derivation (:func:`_derived`) is made of at a time: its temporaries stay a few hundred KB.
+DERIVE_ROWS = 1 << 16
+
+
+def _derived(fn, values: np.ndarray, small: bool) -> np.ndarray:
+    """``fn`` (a :class:`Query`'s derivation: value by value) of int64 ``values``, made :data:`DERIVE_ROWS` values at a
+    time into one array (no temporary as long as the column): int32 while every value fits when ``small``, else
+    int64 (from the first piece that does not fit on)."""
+    out = np.empty(values.size, np.int32 if small else np.int64)
+    for i in range(0, values.size, DERIVE_ROWS):
+        piece = np.asarray(fn(values[i:i + DERIVE_ROWS]), dtype=np.int64)
+        if out.dtype == np.int32 and piece.size and (int(piece.min()) < _INT32.min or int(piece.max()) > _INT32.max):
+            out = out.astype(np.int64)
+        out[i:i + piece.size] = piece
+    return out
 
 
 def _stream_into(uri: str, sql: str, sink: _Sink, piece: int, deadline=None) -> None:
