@@ -255,9 +255,10 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
 def _kernel_work(strings: dict[int, str], path: str, decode_pid: bool, has_name: bool):
     """What is done with the kernel table as soon as it is read, on the thread that read it
     (:func:`~pipeline.load.sqlite.read_columns`' ``then``): a function of its
-    :class:`~pipeline.load.sqlite.Decoded` giving ``(kernels, warnings, aliases)``: :func:`_kernels_frame` and the
-    name columns for :func:`~pipeline.load.kernel_names.distinct_rows` (``[(values, NULL mask or None)]``, the
-    kernel name first; None when they were not read along). A table without a row is given back as it is:
+    :class:`~pipeline.load.sqlite.Decoded` giving ``(kernels, warnings, aliases, duplicates)``: :func:`_kernels_frame`,
+    the name columns for :func:`~pipeline.load.kernel_names.distinct_rows` (``[(values, NULL mask or None)]``, the
+    kernel name first; None when they were not read along) and the rows' exact duplicates
+    (:func:`~pipeline.load.integrity.frame_duplicates`). A table without a row is given back as it is:
     why it has none is worded on the schema's thread (its connection)."""
     def work(found):
         if not found.rows:
@@ -265,7 +266,18 @@ def _kernel_work(strings: dict[int, str], path: str, decode_pid: bool, has_name:
         aliases = None
         if has_name and found.also is not None:
             aliases = [(found.ints["name"], found.nulls.get("name")), *found.also.values()]
-        return (*_kernels_frame(found, strings, path, decode_pid, has_name), aliases)
+        kernels, warnings = _kernels_frame(found, strings, path, decode_pid, has_name)
+        return kernels, warnings, aliases, frame_duplicates(kernels)
+    return work
+
+
+def _runtime_work(strings: dict[int, str], has_name: bool):
+    """What is done with the runtime table as soon as it is read, on the thread that read it (as
+    :func:`_kernel_work`): ``(calls, duplicates)``: :func:`_runtime_frame` and its exact duplicates
+    (:func:`~pipeline.load.integrity.frame_duplicates`)."""
+    def work(found):
+        calls = _runtime_frame(found, strings, has_name)
+        return calls, frame_duplicates(calls)
     return work
 
 
@@ -449,16 +461,19 @@ def _kernel_span(kernels: pd.DataFrame) -> tuple[int, int] | None:
     return (int(kernels["start"].min()), int(kernels["end"].max())) if len(kernels) else None
 
 
-def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list, Capture]:
+def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame],
+                        known: dict[str, np.ndarray] | None = None) -> tuple[dict, list, Capture]:
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
     the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left, the
     warnings naming what was dropped (and, once, a stated capture the rows do not fit) and the capture. Raises
-    :class:`ProfileError` when no kernel is left."""
+    :class:`ProfileError` when no kernel is left. ``known``: table -> its duplicates
+    (:func:`~pipeline.load.integrity.frame_duplicates`) where they were found already (on the thread that read it)."""
     duplicates, owners = {}, []
     for table in DEDUPLICATED:
         frame = frames[table]
-        copies = frame_duplicates(frame)
+        copies = (known or {}).get(table)
+        copies = frame_duplicates(frame) if copies is None else copies
         duplicates[table] = int(copies.sum())
         owners.append(frame["pid"].to_numpy()[copies].astype(np.int64))
         frames[table] = _drop_rows(frame, copies)
@@ -626,7 +641,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             then["kernels"] = _kernel_work(strings, path, decode_pid, kernel_names)
         if runtime_sql:
             queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
-            then["runtime"] = lambda found: _runtime_frame(found, strings, runtime_names)
+            then["runtime"] = _runtime_work(strings, runtime_names)
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
         aside_frames: dict = {}  # the other tables, read by this thread while the threads read those above
@@ -640,11 +655,11 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
 
         # each table's frame made on the thread that read it, as soon as it is read
         tables = read_columns(schema, queries, then=then, meanwhile=small_tables)
-        kernel_aliases = None
+        kernel_aliases, known = None, {}  # known: the exact duplicates found as each table was read
         if kernel_sql:
             found = tables.pop("kernels")
             if isinstance(found, tuple):
-                kernels, warnings, kernel_aliases = found
+                kernels, warnings, kernel_aliases, known[KERNEL_TABLE] = found
                 del found
             else:  # no row: why is worded here, on the schema's thread
                 if cut := _cut_short(schema, path, empty=True):
@@ -660,16 +675,21 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         del kernel_aliases  # the name columns go once made distinct
         executions, graph_warnings = graph_rows(tables.pop("graphs"), _narrow) if graphs else (None, [])
         warnings += graph_warnings
+        if executions is not None and len(executions):  # other rows: their duplicates found with them
+            known.pop(KERNEL_TABLE, None)
         kernels = with_graphs(kernels, executions)
         if graphs and not len(kernels):
             raise ProfileError(f"{path}: all rows of {GRAPH_TRACE_TABLE} have end < start or no timestamps "
                                f"(start = end = 0 or NULL) and no {KERNEL_TABLE} row is usable: no usable GPU work")
-        runtime = tables.pop("runtime") if runtime_sql else _runtime_frame(None, strings, runtime_names)
+        if runtime_sql:
+            runtime, known[RUNTIME_TABLE] = tables.pop("runtime")
+        else:
+            runtime = _runtime_frame(None, strings, runtime_names)
         del tables
         if "error" in aside_frames:
             raise aside_frames["error"]
         frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **aside_frames.pop("frames")}
-        frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames)
+        frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames, known)
         warnings += trust_warnings
         start_ns, start_source = _capture_start(schema, frames, capture)
         kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
