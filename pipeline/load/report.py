@@ -698,14 +698,19 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         del frames  # the frames above are the only references left: columns dropped below are freed
         warnings += resolve_missing_pids(schema, kernels, copies, runtime)
         kernels = counted_once(kernels)
-        untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
-                              lost_event_marks(schema)], ignore_index=True)
-        del kernels["context_id"]  # kernels and copies are this function's own frames
-        del copies["context_id"], copies["correlation_id"]
-        pair_codes, pairs = device_pairs(kernels)
-        devices, device_warnings = load_devices(schema, pairs)
-        warnings += device_warnings
-        kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+        with ThreadPoolExecutor(max_workers=1) as beside:  # the lost launches found while the GPUs are told apart
+            records = [{c: f[c].to_numpy() for c in ("start", "pid", "correlation_id")} for f in (kernels, copies)]
+            launches = beside.submit(lost_launches, *records, runtime, "globalTid" in schema.columns(RUNTIME_TABLE))
+            del records
+            marks = lost_event_marks(schema)
+            del kernels["context_id"]  # kernels and copies are this function's own frames
+            del copies["context_id"], copies["correlation_id"]
+            pair_codes, pairs = device_pairs(kernels)
+            devices, device_warnings = load_devices(schema, pairs)
+            warnings += device_warnings
+            kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+            untraced = pd.concat([launches.result(), marks], ignore_index=True)  # (its columns let go before the grouping)
+            del launches
         release_memory()  # what the frames freed, on every thread's heap: the grouping below is the peak
         kernels = _group_by_gpu(kernels)
         runtime = _in_start_order(runtime, consume=True)
