@@ -452,6 +452,14 @@ def _pids_of(pids: np.ndarray) -> tuple | None:
     return None if (pids < 0).any() else tuple(int(p) for p in np.unique(pids))
 
 
+def _records(*frames: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns :func:`~pipeline.load.caveats.lost_launches` reads of a table of GPU records (``start``, ``pid``,
+    ``correlation_id``) as arrays, the rows of ``frames`` (same columns and dtypes) end to end, so that it can run on
+    another thread while the frames are changed."""
+    return {c: frames[0][c].to_numpy() if len(frames) == 1 else np.concatenate([f[c].to_numpy() for f in frames])
+            for c in ("start", "pid", "correlation_id")}
+
+
 def _drop_rows(frame: pd.DataFrame, drop: np.ndarray) -> pd.DataFrame:
     return frame.iloc[np.flatnonzero(~drop)].reset_index(drop=True) if drop.any() else frame
 
@@ -689,19 +697,29 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         if "error" in aside_frames:
             raise aside_frames["error"]
         frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **aside_frames.pop("frames")}
-        frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames, known)
-        warnings += trust_warnings
-        start_ns, start_source = _capture_start(schema, frames, capture)
-        kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
-        copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
-        overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
-        del frames  # the frames above are the only references left: columns dropped below are freed
-        warnings += resolve_missing_pids(schema, kernels, copies, runtime)
-        kernels = counted_once(kernels)
-        with ThreadPoolExecutor(max_workers=1) as beside:  # the lost launches found while the GPUs are told apart
-            records = [{c: f[c].to_numpy() for c in ("start", "pid", "correlation_id")} for f in (kernels, copies)]
-            launches = beside.submit(lost_launches, *records, runtime, "globalTid" in schema.columns(RUNTIME_TABLE))
-            del records
+        by_process = "globalTid" in schema.columns(RUNTIME_TABLE)
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            # The lost launches of the rows as read, found while they are checked: they stand when the checks
+            # (and the steps after them) keep every kernel, copy and call as it is, as they nearly always do.
+            read = {t: frames[t] for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE)}
+            launches = beside.submit(lost_launches, _records(read[KERNEL_TABLE]),
+                                     _records(read[MEMCPY_TABLE], read[MEMSET_TABLE]), read[RUNTIME_TABLE], by_process)
+            frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames, known)
+            warnings += trust_warnings
+            start_ns, start_source = _capture_start(schema, frames, capture)
+            kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
+            copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
+            overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
+            kept = all(frames[t] is read[t] for t in read)
+            del frames, read  # the frames above are the only references left: columns dropped below are freed
+            inferred = resolve_missing_pids(schema, kernels, copies, runtime)
+            warnings += inferred
+            counted = counted_once(kernels)
+            if not kept or inferred or counted is not kernels:  # rows changed: their lost launches found again
+                launches.cancel() or launches.exception()  # (the first guess let go)
+                launches = beside.submit(lost_launches, _records(counted), _records(copies), runtime, by_process)
+            kernels = counted
+            del counted
             marks = lost_event_marks(schema)
             del kernels["context_id"]  # kernels and copies are this function's own frames
             del copies["context_id"], copies["correlation_id"]
