@@ -545,11 +545,16 @@ FEW_KEYS = 16
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:
     """``np.argsort(keys, kind="stable")``; for integer keys of at most :data:`FEW_KEYS` values (a report's GPU
-    codes), the rows of each value in turn (one vectorised pass per value, no sort)."""
+    codes), the rows of each value in turn (one vectorised pass per value, no sort), written into the order."""
     if keys.size and keys.dtype.kind == "i":
         low, high = int(keys.min()), int(keys.max())
         if high - low < FEW_KEYS:
-            return np.concatenate([np.flatnonzero(keys == k) for k in range(low, high + 1)])
+            order, at = np.empty(keys.size, dtype=np.intp), 0
+            for k in range(low, high + 1):
+                rows = np.flatnonzero(keys == k)
+                order[at:at + rows.size] = rows
+                at += rows.size
+            return order
     return np.argsort(keys, kind="stable")
 
 
