@@ -360,6 +360,7 @@ def test_device_pairs_in_pieces_are_the_sorted_distinct_pairs(monkeypatch):
             distinct = sorted(set(zip(pid.tolist(), dev.tolist())))
             assert list(zip(pairs["pid"].tolist(), pairs["device_id"].tolist())) == distinct
             assert codes.tolist() == [distinct.index(p) for p in zip(pid.tolist(), dev.tolist())]
+            assert codes.dtype == np.int16  # a few pairs: small codes
             assert pairs["pid"].dtype == pairs["device_id"].dtype == np.int64
         assert [m._table is not None for m in made] == [table, table]
 
