@@ -70,8 +70,8 @@ def test_the_section_is_replaced_in_place_and_kept_by_a_rewrite():
 @pytest.mark.parametrize("fast", [True, False])
 def test_the_bench_prints_per_table_the_values_the_loader_decoded_and_the_rows_held(tmp_path, monkeypatch, fast):
     """Three kernels (two names) and two runtime calls: the loader reads 8 values of each kernel row, 5 of each
-    call, 2 of each of the 3 StringIds; for the kernel-name aliases, off the b-tree (``fast``) the 3 name ids of
-    every kernel row, through SQLite the DISTINCT's 2 rows x 3 name columns."""
+    call, 2 of each of the 3 StringIds; for the kernel-name aliases, off the b-tree (``fast``) the 2 other name ids
+    of every kernel row (read in the same pass as its 8), through SQLite the DISTINCT's 2 rows x 3 name columns."""
     from pipeline.load import btree
     from pipeline.load.report import load_report
     from pipeline.load.sqlite import decoded
@@ -90,7 +90,7 @@ def test_the_bench_prints_per_table_the_values_the_loader_decoded_and_the_rows_h
     decoded(reset=True)
     load_report(path)
     table = quick.run.held_and_decoded(path, decoded(reset=True))
-    assert table["CUPTI_ACTIVITY_KIND_KERNEL"] == [3 * 8 + (3 if fast else 2) * 3, 3, 28]
+    assert table["CUPTI_ACTIVITY_KIND_KERNEL"] == [3 * (8 + 2) if fast else 3 * 8 + 2 * 3, 3, 28]
     assert table["CUPTI_ACTIVITY_KIND_RUNTIME"] == [2 * 5, 2, 8]
     assert table["StringIds"] == [3 * 2, 3, 2]
     lines = quick.run.decoded_lines({"CUPTI_ACTIVITY_KIND_RUNTIME": [10, 2, 8], "EMPTY": [0, 0, 3]}, "400k kernels")

@@ -252,3 +252,17 @@ def test_distinct_rows_keep_first_occurrence_order_and_nulls(monkeypatch, piece)
     nulls = np.array([False, False, False, False, True, False, True])
     assert kernel_names.distinct_rows([(a, None), (b, nulls)]) == [(5, 1), (3, 2), (5, 9), (0, None)]
     assert kernel_names.distinct_rows([]) == []
+
+
+def test_distinct_rows_of_small_ids_packed_as_they_are_or_factorised():
+    from pipeline.load import kernel_names
+
+    a = np.array([5, 5, 3, 5, 0, 3, 0, 7], np.int32)
+    b = np.array([1, 1, 2, 9, -1, 2, -1, 2**40], np.int64)  # -1 where NULL (the loader's fill)
+    nulls = np.array([False, False, False, False, True, False, True, False])
+    # 2**40 is beyond two columns' share (31 bits): the piece is factorised; without that row, packed
+    assert kernel_names._packed_piece([(a, None), (b, nulls)]) is None
+    assert kernel_names._packed_piece([(a[:7], None), (b[:7], nulls[:7])]) == [(5, 1), (3, 2), (5, 9), (0, None)]
+    assert kernel_names.distinct_rows([(a, None), (b, nulls)]) == [(5, 1), (3, 2), (5, 9), (0, None), (7, 2**40)]
+    assert kernel_names._packed_piece([(np.array([-3, 4]), None)]) is None  # a negative value: factorised
+    assert kernel_names.distinct_rows([(np.array([-3, 4, -3]), None)]) == [(-3,), (4,)]

@@ -360,6 +360,7 @@ def test_device_pairs_in_pieces_are_the_sorted_distinct_pairs(monkeypatch):
             distinct = sorted(set(zip(pid.tolist(), dev.tolist())))
             assert list(zip(pairs["pid"].tolist(), pairs["device_id"].tolist())) == distinct
             assert codes.tolist() == [distinct.index(p) for p in zip(pid.tolist(), dev.tolist())]
+            assert codes.dtype == np.int16  # a few pairs: small codes
             assert pairs["pid"].dtype == pairs["device_id"].dtype == np.int64
         assert [m._table is not None for m in made] == [table, table]
 
@@ -388,3 +389,45 @@ def test_distinct_values_and_their_positions_by_table_and_by_hash(monkeypatch):
         assert rank(probes).tolist() == [plain.index(v) if v in plain else -7 for v in probes.tolist()]
     assert arrays.distinct([np.zeros(0, np.int32)]).tolist() == []
     assert arrays.Positions(np.zeros(0, np.int64), missing=3)(np.array([1, 2])).tolist() == [3, 3]
+
+
+@pytest.fixture(scope="module")
+def lost_kernels_export(tmp_path_factory):
+    """A generated export (2 GPUs) with every 97th kernel row deleted, so their launches are lost; and the
+    (globalPid, correlationId) of one of them."""
+    from pipeline.synth import generate_scaled_report
+
+    path = tmp_path_factory.mktemp("lost") / "g.sqlite"
+    generate_scaled_report(str(path), gpus=2, kernels=4000, seed=5)
+    con = sqlite3.connect(path)
+    lost = con.execute("SELECT globalPid, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 975").fetchone()
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 97 = 5")
+    con.commit()
+    con.close()
+    return path, lost
+
+
+@pytest.mark.parametrize("change", ["duplicate call", "stray kernel"])
+def test_lost_launches_are_those_of_the_rows_the_checks_keep(lost_kernels_export, tmp_path, change):
+    """The loader finds the lost launches of the rows as read while it checks them; when a check drops a row,
+    they are found again from the rows kept: a duplicated lost launch is counted once, and a kernel timed far
+    outside the capture (dropped) does not make its launch traced."""
+    source, (gpid, corr) = lost_kernels_export
+    before = load_report(str(source)).untraced
+    assert len(before) > 0 and ((before["pid"] == gpid >> 24 & 0xFFFFFF) & (before["correlation_id"] == corr)).sum() == 1
+    path = tmp_path / "changed.sqlite"
+    shutil.copy(source, path)
+    con = sqlite3.connect(path)
+    if change == "duplicate call":
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                    "WHERE correlationId = ? AND (globalTid >> 24) = (? >> 24)", (corr, gpid))
+    else:  # a copy of another kernel row, with the lost launch's correlationId, 10**6 s later
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 976")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 1000000000000000, "
+                    "end = end + 1000000000000000, correlationId = ? WHERE rowid = last_insert_rowid()", (corr,))
+    con.commit()
+    con.close()
+    report = load_report(str(path))
+    assert [w.code for w in report.warnings] == [WarningCode.DUPLICATE_ROWS if change == "duplicate call"
+                                                 else WarningCode.DROPPED_KERNEL_ROWS]
+    assert report.untraced.equals(before)

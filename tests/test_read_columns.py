@@ -256,3 +256,81 @@ def test_loading_asks_numpy_for_plain_pages_and_gives_its_setting_back():
         seen.append(multiarray._get_madvise_hugepage())
     multiarray._set_madvise_hugepage(original)
     assert seen == [False, False, True, False, False, False]
+
+
+def test_a_derived_column_widens_from_the_piece_that_does_not_fit(tmp_path, monkeypatch):
+    # derived two values at a time: h = g * 10**9 fits int32 for g = 0, 1, 2 (2e9 < 2**31 - 1) and not for g = 3
+    monkeypatch.setattr(reader, "DERIVE_ROWS", 2)
+    path = tmp_path / "t.sqlite"
+    write(path, [(0, 0.0, None, g) for g in (1, 0, 2, 1, 3, 0, 1)])
+    times = {"g": [("h", lambda v: v * 10**9)]}
+    got = read_columns(schema_of(path), {"t": Query("t", "SELECT g FROM t", ["g"], derive=times, small={"h"})})["t"]
+    assert got.ints["h"].tolist() == [10**9, 0, 2 * 10**9, 10**9, 3 * 10**9, 0, 10**9]
+    assert got.ints["h"].dtype == np.int64
+    fits = read_columns(schema_of(path), {"t": Query("t", "SELECT g FROM t", ["g"], derive={"g": [("h", lambda v: v * 7)]},
+                                                     small={"h"})})["t"]
+    assert fits.ints["h"].tolist() == [7, 0, 14, 7, 21, 0, 7] and fits.ints["h"].dtype == np.int32
+
+
+def test_then_works_on_each_table_as_read_and_its_error_waits_for_the_reads(tmp_path, both_paths):
+    import threading
+
+    path = tmp_path / "t.sqlite"
+    write(path, [(i, 0.5 if i == 3 else 0.0, None, i) for i in range(5)])  # b holds REAL values (0.5 at row 3)
+    good = Query("t", "SELECT a, g FROM t", ["a", "g"], texts=())
+    bad = Query("t", "SELECT b FROM t", ["b"], texts=())  # REAL where integers must be: NotInteger
+    callers = []
+    got = read_columns(schema_of(path), {"one": good}, threads=2,
+                       then={"one": lambda found: found.ints["a"].tolist() + found.ints["g"].tolist()},
+                       meanwhile=lambda: callers.append(threading.current_thread()))
+    assert got == {"one": [0, 1, 2, 3, 4] * 2}
+    assert callers == [threading.current_thread()]  # once, on the caller's thread
+
+    def fails(found):
+        raise ValueError("made from the table")
+
+    with pytest.raises(ValueError, match="made from the table"):
+        read_columns(schema_of(path), {"one": good}, threads=2, then={"one": fails})
+    # a table's read error comes first, whichever table's work failed
+    with pytest.raises(reader.NotInteger, match=r"t\.b holds 0\.5"):
+        read_columns(schema_of(path), {"one": good, "two": bad}, threads=2, then={"one": fails})
+
+
+def test_columns_read_along_on_the_fast_path_only(tmp_path, both_paths):
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE k (a INTEGER, n INTEGER, m INTEGER, x TEXT)")
+    con.executemany("INSERT INTO k VALUES (?, ?, ?, ?)",
+                    [(i, 10 + i % 3, None if i == 4 else 2**40 * (i == 5) + i, "text") for i in range(7)])
+    con.commit()
+    con.close()
+    got = read_columns(schema_of(path), {"k": Query("k", "SELECT a FROM k", ["a"], small={"a"},
+                                                    also={"alias_1": "n", "alias_2": "m"})}, threads=2)["k"]
+    assert got.ints["a"].tolist() == list(range(7)) and set(got.ints) == {"a"}
+    if both_paths == "sqlite":
+        assert got.also is None  # SQLite's path reads none of them
+    else:
+        (n, n_nulls), (m, m_nulls) = got.also["alias_1"], got.also["alias_2"]
+        assert n.tolist() == [10, 11, 12, 10, 11, 12, 10] and n.dtype == np.int32 and n_nulls is None
+        assert m[m_nulls == False].tolist() == [0, 1, 2, 3, 2**40 + 5, 6] and m.dtype == np.int64  # noqa: E712
+        assert m_nulls.tolist() == [i == 4 for i in range(7)]
+    # a column read along that holds text: the query's own columns are read without it
+    alone = read_columns(schema_of(path), {"k": Query("k", "SELECT a FROM k", ["a"], also={"alias_1": "x"})})["k"]
+    assert alone.ints["a"].tolist() == list(range(7)) and alone.also is None
+
+
+def test_rows_grouped_by_a_few_codes_by_counting_as_a_stable_sort_would():
+    import pandas as pd
+
+    from pipeline.load.report import _sorted_consuming, _stable_order
+
+    keys = np.array([2, -1, 0, 2, 2, 0, -1, 1], dtype=np.int8)
+    assert _stable_order(keys).tolist() == [1, 6, 2, 5, 7, 0, 3, 4]  # -1 first, file order within a code
+    many = np.array([40, 3, 17, 3, 0], dtype=np.int64)  # beyond FEW_KEYS values apart: a sort
+    assert _stable_order(many).tolist() == [4, 1, 3, 2, 0]
+    frame = pd.DataFrame({"start": np.arange(8, dtype=np.int64) * 10, "id": np.arange(8, dtype=np.int32),
+                          "name": pd.Categorical(list("abcabcab")), "kind": pd.array(list("xyzxyzxy"), dtype="str")})
+    got = _sorted_consuming(frame, keys)
+    assert got["start"].tolist() == [10, 60, 20, 50, 70, 0, 30, 40] and got["id"].dtype == np.int32
+    assert got["name"].tolist() == list("baccbaab") and list(got["name"].cat.categories) == ["a", "b", "c"]
+    assert got["kind"].tolist() == list("yxzzyxxy") and got.index.tolist() == list(range(8))

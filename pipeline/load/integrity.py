@@ -22,6 +22,7 @@ visibly (``partial``, the rows counted), never silently.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -423,6 +424,27 @@ def _middle(tables: list[np.ndarray]) -> int:
     return int(v[first[first.size // 2]])
 
 
+#: Timestamps from which :func:`_row_extent` goes through its arrays on two threads (numpy lets go of the GIL).
+PARALLEL_STAMPS = 1 << 20
+
+
+def _array_runs(s: np.ndarray, in_order: bool, median: float, gap_min: int) -> tuple[list, list]:
+    """:func:`_row_extent`'s look at one array of timestamps ``s`` (``in_order``: sorted): its runs between steps
+    longer than ``gap_min`` (:func:`_table_runs` of it, or of each of its sorted pieces) and its first timestamp
+    at or after ``median`` (of each piece; none when none is)."""
+    found = None if in_order else _unsorted_runs(s, gap_min)  # no sort when nearly in order
+    if found is not None:
+        least = _least_at_or_after(s, median)
+        return [found], ([] if least is None else [least])
+    runs, after = [], []
+    for piece in _sorted_pieces([s], [in_order]):
+        runs.append(_table_runs(piece, gap_min))
+        at = _first_at_or_after(piece, median)
+        if at < piece.size:
+            after.append(int(piece[at]))
+    return runs, after
+
+
 def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = BODY_GAP_MIN_NS,
                 factor: int = BODY_GAP_FACTOR) -> tuple[int, int] | None:
     """The run of timestamps (int64 ns arrays) around ``median`` (None: the middle of the distinct
@@ -454,20 +476,16 @@ def _row_extent(stamps: list[np.ndarray], median: float | None, gap_min: int = B
         runs = [_table_runs(s, gap_min) for s in tables]
         del tables
     else:  # the first timestamp at or after the median (numpy's comparison of int64 with a float), else the last
-        runs, after = [], []
-        for s, in_order in zip(arrays, ordered):
-            found = None if in_order else _unsorted_runs(s, gap_min)  # no sort when nearly in order
-            if found is not None:
-                runs.append(found)
-                least = _least_at_or_after(s, median)
-                if least is not None:
-                    after.append(least)
-                continue
-            for piece in _sorted_pieces([s], [in_order]):
-                runs.append(_table_runs(piece, gap_min))
-                at = _first_at_or_after(piece, median)
-                if at < piece.size:
-                    after.append(int(piece[at]))
+        def each(s: np.ndarray, in_order: bool) -> tuple[list, list]:
+            return _array_runs(s, in_order, median, gap_min)
+
+        if sum(s.size for s in arrays) >= PARALLEL_STAMPS and len(arrays) > 1:  # the arrays two at a time
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                found = list(pool.map(each, arrays, ordered))
+        else:
+            found = list(map(each, arrays, ordered))
+        runs = [r for array_runs, _ in found for r in array_runs]
+        after = [a for _, array_after in found for a in array_after]
         start = min(after) if after else hi
     firsts, lasts = _union_runs(runs, gap_min)
     f_first, f_last = firsts.astype(np.float64), lasts.astype(np.float64)

@@ -25,14 +25,14 @@ def alias_query(schema: Schema) -> str | None:
     """The SQL of the kernel names' aliases (:func:`aliases_of`): one ``SELECT DISTINCT`` over the kernel
     table's raw name values (a few distinct rows), cut after (cutting every row first costs three times as
     much); None when the kernel table has no second name column (or there is no kernel table)."""
-    present = _name_columns(schema)
+    present = name_columns(schema)
     if len(present) < 2:
         return None
     return (f"SELECT {', '.join(cut_sql(c) for c in present)} FROM "
             f"(SELECT DISTINCT {', '.join(present)} FROM {KERNEL_TABLE})")
 
 
-def _name_columns(schema: Schema) -> list[str]:
+def name_columns(schema: Schema) -> list[str]:
     """The kernel table's name columns (:data:`~pipeline.load.tables.KERNEL_NAME_COLUMNS` it has), in that order."""
     if not schema.has(KERNEL_TABLE):
         return []
@@ -42,7 +42,7 @@ def _name_columns(schema: Schema) -> list[str]:
 def alias_job(schema: Schema) -> btree.Job | None:
     """The b-tree fast path's :class:`~pipeline.load.btree.Job` reading the kernel table's name columns (ids), for
     :func:`alias_rows`; None when it does not apply or :func:`alias_query` is None. On the schema's thread."""
-    present = _name_columns(schema)
+    present = name_columns(schema)
     if len(present) < 2:
         return None
     return btree.prepare(schema.con, schema.uri, KERNEL_TABLE, f"SELECT {', '.join(present)} FROM {KERNEL_TABLE}",
@@ -69,7 +69,11 @@ def distinct_rows(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> list[t
 
 
 def _distinct_piece(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> list[tuple]:
-    """:func:`distinct_rows` of one piece: each column factorised, a row's codes packed into one key."""
+    """:func:`distinct_rows` of one piece: a row's values packed into one key as they are when they are small ids
+    (:func:`_packed_piece`), else each column factorised and a row's codes packed into one key."""
+    packed = _packed_piece(columns)
+    if packed is not None:
+        return packed
     codes, values = [], []
     for column, mask in columns:
         found, uniques = pd.factorize(column)
@@ -90,6 +94,33 @@ def _distinct_piece(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> list
             k, code = divmod(k, len(vals))
             row.append(vals[code])
         row.append(values[0][k])
+        rows.append(tuple(reversed(row)))
+    return rows
+
+
+def _packed_piece(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> list[tuple] | None:
+    """:func:`_distinct_piece` when every value (NULLs aside) is a non-negative id below its share of 63 bits (as
+    StringIds ids are): each row's values packed into one int64 key as they are (a NULL as its share's top value),
+    made distinct in one hash pass; None when one is not."""
+    bits = 63 // len(columns)
+    null = (1 << bits) - 1
+    key = np.zeros(len(columns[0][0]), dtype=np.int64)
+    for column, mask in columns:
+        part = column.astype(np.int64)  # a copy: the NULLs are set in it
+        if mask is not None:
+            part[mask] = 0
+        if part.size and (int(part.min()) < 0 or int(part.max()) >= null):
+            return None
+        if mask is not None:
+            part[mask] = null
+        key <<= bits
+        key |= part
+    rows = []
+    for k in pd.unique(key).tolist():
+        row = []
+        for _ in columns:
+            k, value = k >> bits, k & null
+            row.append(None if value == null else value)
         rows.append(tuple(reversed(row)))
     return rows
 

@@ -110,8 +110,9 @@ def infer_pids(frame: pd.DataFrame, runtime: pd.DataFrame, hints: pd.DataFrame |
 
 def device_pairs(kernels) -> tuple[np.ndarray, pd.DataFrame]:
     """``(codes, pairs)``: the distinct (pid, device_id) of the kernel rows (a frame, or a mapping
-    of column arrays), sorted, and for each row the index of its pair in ``pairs``: through a table over the
-    pairs' range when they lie close together (:class:`~pipeline.arrays.Positions`), else hashed; O(rows)."""
+    of column arrays), sorted, and for each row the index of its pair in ``pairs`` (int16 while the pairs are that
+    few): through a table over the pairs' range when they lie close together (:class:`~pipeline.arrays.Positions`),
+    else hashed; O(rows)."""
     pid = np.asarray(kernels["pid"])  # as kept (int32 ids): widened a piece at a time
     dev = np.asarray(kernels["device_id"])
     if pid.size == 0:
@@ -128,7 +129,7 @@ def device_pairs(kernels) -> tuple[np.ndarray, pd.DataFrame]:
     parts = [slice(i, i + SCAN_ROWS * 4) for i in range(0, pid.size, SCAN_ROWS * 4)]
     uniques = distinct(lambda: (combined(part) for part in parts))  # sorted, as factorize's
     rank = Positions(uniques, pid.size)
-    codes = np.empty(pid.size, dtype=np.intp)
+    codes = np.empty(pid.size, dtype=np.int16 if uniques.size <= np.iinfo(np.int16).max else np.intp)
     for part in parts:
         codes[part] = rank(combined(part))
     pairs = pd.DataFrame({"pid": uniques // width, "device_id": uniques % width + dev_low})

@@ -23,7 +23,7 @@ from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
-from .kernel_names import alias_job, alias_query, alias_rows, aliases_of
+from .kernel_names import alias_job, alias_query, alias_rows, aliases_of, distinct_rows, name_columns
 from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -191,11 +191,15 @@ def _narrow(ints: dict, name: str) -> np.ndarray:
 ID_COLUMNS = ("pid", "tid", "device_id", "stream_id", "correlation_id", "context_id", "name")
 
 
-def _kernel_columns(sql: str, decode_pid: bool, has_name: bool) -> Query:
+def _kernel_columns(sql: str, decode_pid: bool, has_name: bool, names: list[str] = ()) -> Query:
     """The :class:`~pipeline.load.sqlite.Query` of :func:`_kernel_query`'s ``sql``: names NULL as -1,
-    a ``globalPid`` decoded to the process id as it is read, ids as int32."""
+    a ``globalPid`` decoded to the process id as it is read, ids as int32. ``names``: the kernel table's name
+    columns (:func:`~pipeline.load.kernel_names.name_columns`); with a name and others beside it, those are read
+    along on the b-tree fast path (``alias_1``, ...: :attr:`~pipeline.load.sqlite.Query.also`), for the aliases
+    (:func:`_kernel_work`) in the same pass over the table."""
+    also = {f"alias_{i}": c for i, c in enumerate(names[1:], 1)} if has_name and len(names) > 1 else None
     return Query(KERNEL_TABLE, sql, KERNEL_QUERY_COLUMNS[:8 if has_name else 7], {"name": -1},
-                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS, ("name",))
+                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS, ("name",), also)
 
 
 def _runtime_columns(sql: str, has_name: bool) -> Query:
@@ -246,6 +250,35 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
     else:
         df["name"] = ""
     return df, warnings
+
+
+def _kernel_work(strings: dict[int, str], path: str, decode_pid: bool, has_name: bool):
+    """What is done with the kernel table as soon as it is read, on the thread that read it
+    (:func:`~pipeline.load.sqlite.read_columns`' ``then``): a function of its
+    :class:`~pipeline.load.sqlite.Decoded` giving ``(kernels, warnings, aliases, duplicates)``: :func:`_kernels_frame`,
+    the name columns for :func:`~pipeline.load.kernel_names.distinct_rows` (``[(values, NULL mask or None)]``, the
+    kernel name first; None when they were not read along) and the rows' exact duplicates
+    (:func:`~pipeline.load.integrity.frame_duplicates`). A table without a row is given back as it is:
+    why it has none is worded on the schema's thread (its connection)."""
+    def work(found):
+        if not found.rows:
+            return found
+        aliases = None
+        if has_name and found.also is not None:
+            aliases = [(found.ints["name"], found.nulls.get("name")), *found.also.values()]
+        kernels, warnings = _kernels_frame(found, strings, path, decode_pid, has_name)
+        return kernels, warnings, aliases, frame_duplicates(kernels)
+    return work
+
+
+def _runtime_work(strings: dict[int, str], has_name: bool):
+    """What is done with the runtime table as soon as it is read, on the thread that read it (as
+    :func:`_kernel_work`): ``(calls, duplicates)``: :func:`_runtime_frame` and its exact duplicates
+    (:func:`~pipeline.load.integrity.frame_duplicates`)."""
+    def work(found):
+        calls = _runtime_frame(found, strings, has_name)
+        return calls, frame_duplicates(calls)
+    return work
 
 
 RUNTIME_COLUMNS = ["start", "end", "pid", "tid", "correlation_id", "name"]
@@ -419,6 +452,14 @@ def _pids_of(pids: np.ndarray) -> tuple | None:
     return None if (pids < 0).any() else tuple(int(p) for p in np.unique(pids))
 
 
+def _records(*frames: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns :func:`~pipeline.load.caveats.lost_launches` reads of a table of GPU records (``start``, ``pid``,
+    ``correlation_id``) as arrays, the rows of ``frames`` (same columns and dtypes) end to end, so that it can run on
+    another thread while the frames are changed."""
+    return {c: frames[0][c].to_numpy() if len(frames) == 1 else np.concatenate([f[c].to_numpy() for f in frames])
+            for c in ("start", "pid", "correlation_id")}
+
+
 def _drop_rows(frame: pd.DataFrame, drop: np.ndarray) -> pd.DataFrame:
     return frame.iloc[np.flatnonzero(~drop)].reset_index(drop=True) if drop.any() else frame
 
@@ -428,16 +469,19 @@ def _kernel_span(kernels: pd.DataFrame) -> tuple[int, int] | None:
     return (int(kernels["start"].min()), int(kernels["end"].max())) if len(kernels) else None
 
 
-def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame]) -> tuple[dict, list, Capture]:
+def _drop_untrustworthy(schema: Schema, path: str, frames: dict[str, pd.DataFrame],
+                        known: dict[str, np.ndarray] | None = None) -> tuple[dict, list, Capture]:
     """Rows that cannot be real, dropped from ``frames`` (table name -> rows with start and end):
     exact duplicates (counted once; :data:`DEDUPLICATED` tables), end < start, and times far outside
     the capture (:func:`~pipeline.load.integrity.capture_of`). Returns the frames left, the
     warnings naming what was dropped (and, once, a stated capture the rows do not fit) and the capture. Raises
-    :class:`ProfileError` when no kernel is left."""
+    :class:`ProfileError` when no kernel is left. ``known``: table -> its duplicates
+    (:func:`~pipeline.load.integrity.frame_duplicates`) where they were found already (on the thread that read it)."""
     duplicates, owners = {}, []
     for table in DEDUPLICATED:
         frame = frames[table]
-        copies = frame_duplicates(frame)
+        copies = (known or {}).get(table)
+        copies = frame_duplicates(frame) if copies is None else copies
         duplicates[table] = int(copies.sum())
         owners.append(frame["pid"].to_numpy()[copies].astype(np.int64))
         frames[table] = _drop_rows(frame, copies)
@@ -486,12 +530,61 @@ def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     let go as its new one is made, so memory grows by one column, not by a copy of the frame."""
     if is_sorted(keys):
         return frame
-    order = np.argsort(keys, kind="stable")
+    order = _stable_order(keys)
     columns = {}
-    for name in list(frame.columns):
-        columns[name] = pd.Series(frame[name].array.take(order), copy=False)  # pandas 3 copies by default
-        del frame[name]
+    with ThreadPoolExecutor(max_workers=1) as pool:  # each column taken in two halves, one on each core
+        for name in list(frame.columns):
+            columns[name] = _taken(frame[name], order, pool)
+            del frame[name]
     return pd.DataFrame(columns, copy=False)
+
+
+#: :func:`_stable_order` counts its way through keys of at most this many distinct values (one pass each).
+FEW_KEYS = 16
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")``; for integer keys of at most :data:`FEW_KEYS` values (a report's GPU
+    codes), the rows of each value in turn (one vectorised pass per value, no sort), written into the order."""
+    if keys.size and keys.dtype.kind == "i":
+        low, high = int(keys.min()), int(keys.max())
+        if high - low < FEW_KEYS:
+            order, at = np.empty(keys.size, dtype=np.intp), 0
+            for k in range(low, high + 1):
+                rows = np.flatnonzero(keys == k)
+                order[at:at + rows.size] = rows
+                at += rows.size
+            return order
+    return np.argsort(keys, kind="stable")
+
+
+#: Rows from which :func:`_taken` takes a column in two halves on two threads.
+SPLIT_TAKE_ROWS = 1 << 18
+
+
+def _taken(column: pd.Series, order: np.ndarray, pool: ThreadPoolExecutor) -> pd.Series:
+    """``column``'s values at ``order`` (a fresh index): numpy columns and a categorical's codes with ``np.take``
+    (which lets go of the GIL), in two halves, one on ``pool``'s thread, when long (:data:`SPLIT_TAKE_ROWS`);
+    other columns through pandas."""
+    values = column.array
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = _split_take(values.codes, order, pool)
+        return pd.Series(pd.Categorical.from_codes(codes, dtype=column.dtype, validate=False), copy=False)
+    if isinstance(column.dtype, np.dtype):
+        return pd.Series(_split_take(column.to_numpy(), order, pool), copy=False)
+    return pd.Series(values.take(order), copy=False)  # pandas 3 copies by default
+
+
+def _split_take(values: np.ndarray, order: np.ndarray, pool: ThreadPoolExecutor) -> np.ndarray:
+    """``values[order]``, in two halves at once (one on ``pool``'s thread) when long."""
+    if order.size < SPLIT_TAKE_ROWS:
+        return np.take(values, order)
+    out = np.empty(order.size, values.dtype)
+    half = order.size // 2
+    first = pool.submit(np.take, values, order[:half], None, out[:half])
+    np.take(values, order[half:], out=out[half:])
+    first.result()
+    return out
 
 
 def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -553,52 +646,95 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         graphs = has_graphs(schema)  # graph executions are GPU work: a graph-only capture needs no kernel row
         kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels and not graphs)
         runtime_sql, runtime_names = _runtime_query(schema)
-        queries = {}
+        queries, then = {}, {}
+        alias_sql = alias_query(schema)
         if kernel_sql:
-            queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names)
+            queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names,
+                                                 name_columns(schema) if alias_sql else [])
+            then["kernels"] = _kernel_work(strings, path, decode_pid, kernel_names)
         if runtime_sql:
             queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
+            then["runtime"] = _runtime_work(strings, runtime_names)
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
-        tables = read_columns(schema, queries)
-        if alias_sql := alias_query(schema):  # one scan (the b-tree or SQLite), beside the work on the columns below
-            aside = ThreadPoolExecutor(max_workers=1)
-            aliases = aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
+        aside_frames: dict = {}  # the other tables, read by this thread while the threads read those above
+
+        def small_tables() -> None:
+            try:
+                aside_frames["frames"] = {**_copies_by_table(_load_copies(schema)), NVTX_TABLE: _load_nvtx(schema, strings),
+                                          **_overhead_by_table(load_overhead(schema, strings))}
+            except Exception as exc:  # raised below, where these tables were read before (after the kernels' errors)
+                aside_frames["error"] = exc
+
+        # each table's frame made on the thread that read it, as soon as it is read
+        tables = read_columns(schema, queries, then=then, meanwhile=small_tables)
+        kernel_aliases, known = None, {}  # known: the exact duplicates found as each table was read
         if kernel_sql:
             found = tables.pop("kernels")
-            if not found.rows and (cut := _cut_short(schema, path, empty=True)):
-                raise ProfileError(cut)
-            kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
-                                               None if found.rows else _no_kernel_cause(schema))
+            if isinstance(found, tuple):
+                kernels, warnings, kernel_aliases, known[KERNEL_TABLE] = found
+                del found
+            else:  # no row: why is worded here, on the schema's thread
+                if cut := _cut_short(schema, path, empty=True):
+                    raise ProfileError(cut)
+                kernels, warnings = _kernels_frame(found, strings, path, decode_pid, kernel_names,
+                                                   _no_kernel_cause(schema))
         else:
             kernels, warnings = _no_kernels().assign(context_id=pd.Series(dtype="int64")), []
+        if alias_sql:  # made distinct (or read: the b-tree, else SQLite) beside the work on the columns below
+            aside = ThreadPoolExecutor(max_workers=1)
+            aliases = aside.submit(distinct_rows, kernel_aliases) if kernel_aliases is not None else \
+                aside.submit(alias_rows, schema, alias_sql, alias_job(schema))
+        del kernel_aliases  # the name columns go once made distinct
         executions, graph_warnings = graph_rows(tables.pop("graphs"), _narrow) if graphs else (None, [])
         warnings += graph_warnings
+        if executions is not None and len(executions):  # other rows: their duplicates found with them
+            known.pop(KERNEL_TABLE, None)
         kernels = with_graphs(kernels, executions)
         if graphs and not len(kernels):
             raise ProfileError(f"{path}: all rows of {GRAPH_TRACE_TABLE} have end < start or no timestamps "
                                f"(start = end = 0 or NULL) and no {KERNEL_TABLE} row is usable: no usable GPU work")
-        runtime = _runtime_frame(tables.pop("runtime", None), strings, runtime_names)
+        if runtime_sql:
+            runtime, known[RUNTIME_TABLE] = tables.pop("runtime")
+        else:
+            runtime = _runtime_frame(None, strings, runtime_names)
         del tables
-        frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **_copies_by_table(_load_copies(schema)),
-                  NVTX_TABLE: _load_nvtx(schema, strings), **_overhead_by_table(load_overhead(schema, strings))}
-        frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames)
-        warnings += trust_warnings
-        start_ns, start_source = _capture_start(schema, frames, capture)
-        kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
-        copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
-        overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
-        del frames  # the frames above are the only references left: columns dropped below are freed
-        warnings += resolve_missing_pids(schema, kernels, copies, runtime)
-        kernels = counted_once(kernels)
-        untraced = pd.concat([lost_launches(kernels, copies, runtime, "globalTid" in schema.columns(RUNTIME_TABLE)),
-                              lost_event_marks(schema)], ignore_index=True)
-        del kernels["context_id"]  # kernels and copies are this function's own frames
-        del copies["context_id"], copies["correlation_id"]
-        pair_codes, pairs = device_pairs(kernels)
-        devices, device_warnings = load_devices(schema, pairs)
-        warnings += device_warnings
-        kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+        if "error" in aside_frames:
+            raise aside_frames["error"]
+        frames = {KERNEL_TABLE: kernels, RUNTIME_TABLE: runtime, **aside_frames.pop("frames")}
+        by_process = "globalTid" in schema.columns(RUNTIME_TABLE)
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            # The lost launches of the rows as read, found while they are checked: they stand when the checks
+            # (and the steps after them) keep every kernel, copy and call as it is, as they nearly always do.
+            read = {t: frames[t] for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE)}
+            launches = beside.submit(lost_launches, _records(read[KERNEL_TABLE]),
+                                     _records(read[MEMCPY_TABLE], read[MEMSET_TABLE]), read[RUNTIME_TABLE], by_process)
+            frames, trust_warnings, capture = _drop_untrustworthy(schema, path, frames, known)
+            warnings += trust_warnings
+            start_ns, start_source = _capture_start(schema, frames, capture)
+            kernels, runtime, nvtx = frames[KERNEL_TABLE], frames[RUNTIME_TABLE], frames[NVTX_TABLE]
+            copies = concat_rows([frames[MEMCPY_TABLE], frames[MEMSET_TABLE]])
+            overhead = concat_rows([frames[PROFILER_OVERHEAD_TABLE], frames[CUPTI_OVERHEAD_TABLE]])
+            kept = all(frames[t] is read[t] for t in read)
+            del frames, read  # the frames above are the only references left: columns dropped below are freed
+            inferred = resolve_missing_pids(schema, kernels, copies, runtime)
+            warnings += inferred
+            counted = counted_once(kernels)
+            if not kept or inferred or counted is not kernels:  # rows changed: their lost launches found again
+                launches.cancel() or launches.exception()  # (the first guess let go)
+                launches = beside.submit(lost_launches, _records(counted), _records(copies), runtime, by_process)
+            kernels = counted
+            del counted
+            marks = lost_event_marks(schema)
+            del kernels["context_id"]  # kernels and copies are this function's own frames
+            del copies["context_id"], copies["correlation_id"]
+            pair_codes, pairs = device_pairs(kernels)
+            devices, device_warnings = load_devices(schema, pairs)
+            warnings += device_warnings
+            kernels["gpu_key"] = gpu_key_column(devices, pairs, pair_codes)
+            untraced = pd.concat([launches.result(), marks], ignore_index=True)  # (its columns let go before the grouping)
+            del launches
+        release_memory()  # what the frames freed, on every thread's heap: the grouping below is the peak
         kernels = _group_by_gpu(kernels)
         runtime = _in_start_order(runtime, consume=True)
         if not copies.empty:

@@ -308,10 +308,12 @@ class Decoded:
     ``CAST(x AS INTEGER)`` would. ``nulls``: name -> bool array, True where the value was NULL (only
     columns that had a NULL). ``texts``: name -> ``pyarrow.ChunkedArray`` of the columns whose
     values are not numbers (inline text of older schemas); those are in neither ``ints`` nor ``nulls``.
+    ``also``: the :class:`Query`'s ``also`` columns as the b-tree fast path read them along, name ->
+    ``(values, NULL mask or None)``; None when SQLite's path read the table (it reads none of them).
     """
 
-    def __init__(self, rows: int, ints: dict, nulls: dict, texts: dict):
-        self.rows, self.ints, self.nulls, self.texts = rows, ints, nulls, texts
+    def __init__(self, rows: int, ints: dict, nulls: dict, texts: dict, also: dict | None = None):
+        self.rows, self.ints, self.nulls, self.texts, self.also = rows, ints, nulls, texts, also
 
     def null_mask(self, name: str) -> np.ndarray:
         """Bool array, True where ``name`` was NULL (all False when it never was)."""
@@ -416,13 +418,17 @@ class Query:
     the columns that may hold inline text (older schemas' kernel names), every other column then
     must hold integers or NULL: a REAL, TEXT or BLOB value, or one beyond int64 (SQLite stores it as
     REAL), raises :class:`NotInteger` (:func:`check_integers`; the loader's kernel and runtime
-    queries). None (a generic table): any column may be text, floats are cut toward zero."""
+    queries). None (a generic table): any column may be text, floats are cut toward zero. ``also``: result
+    name -> a column of ``table`` (integer ids) that the b-tree fast path reads in the same pass, as int32
+    while they fit, given as they are (:attr:`Decoded.also`; no fill, no derivation); SQLite's path reads
+    none of them, nor does the fast path when reading them along fails where the query alone would not."""
 
     def __init__(self, table: str, sql: str, columns: list, fills: dict | None = None,
-                 derive: dict | None = None, small=(), texts=None):
+                 derive: dict | None = None, small=(), texts=None, also: dict | None = None):
         self.table, self.sql, self.columns = table, sql, list(columns)
         self.fills, self.derive, self.small = dict(fills or {}), dict(derive or {}), frozenset(small)
         self.texts = None if texts is None else frozenset(texts)
+        self.also = dict(also or {})
 
     def kept(self) -> list[str]:
         """The names of the arrays :func:`read_columns` gives for this query."""
@@ -521,11 +527,14 @@ class _Sink:
             if mask is not None:
                 values[mask] = self._fill(name)
             derived = self.query.derive.get(name, [(name, None)])
-            for out_name, fn in derived:  # one derived column at a time: its int64 goes before the next is made
-                out = values if fn is None else np.asarray(fn(values), dtype=np.int64)
-                if out.dtype == np.int64 and out_name in self.query.small and \
-                        (not n or (_INT32.min <= int(out.min()) and int(out.max()) <= _INT32.max)):
-                    out = out.astype(np.int32)
+            for out_name, fn in derived:  # one derived column at a time
+                if fn is not None:
+                    out = _derived(fn, values, out_name in self.query.small)
+                elif values.dtype == np.int64 and out_name in self.query.small and \
+                        (not n or (_INT32.min <= int(values.min()) and int(values.max()) <= _INT32.max)):
+                    out = values.astype(np.int32)
+                else:
+                    out = values
                 self.ints[out_name] = out
                 if mask is not None:
                     self.nulls[out_name] = mask
@@ -579,6 +588,23 @@ class _Sink:
         return Decoded(rows, ints, nulls, texts)
 
 
+#: Values a derivation (:func:`_derived`) is made of at a time: its temporaries stay a few hundred KB.
+DERIVE_ROWS = 1 << 16
+
+
+def _derived(fn, values: np.ndarray, small: bool) -> np.ndarray:
+    """``fn`` (a :class:`Query`'s derivation: value by value) of int64 ``values``, made :data:`DERIVE_ROWS` values at a
+    time into one array (no temporary as long as the column): int32 while every value fits when ``small``, else
+    int64 (from the first piece that does not fit on)."""
+    out = np.empty(values.size, np.int32 if small else np.int64)
+    for i in range(0, values.size, DERIVE_ROWS):
+        piece = np.asarray(fn(values[i:i + DERIVE_ROWS]), dtype=np.int64)
+        if out.dtype == np.int32 and piece.size and (int(piece.min()) < _INT32.min or int(piece.max()) > _INT32.max):
+            out = out.astype(np.int64)
+        out[i:i + piece.size] = piece
+    return out
+
+
 def _stream_into(uri: str, sql: str, sink: _Sink, piece: int, deadline=None) -> None:
     """Run ``sql`` on its own connection and hand each batch to ``sink`` as piece ``piece`` (:func:`_stream`)."""
     _stream(uri, sql, deadline, lambda seq, batch: sink.add(piece, seq, batch), BATCH_ROWS)
@@ -611,7 +637,8 @@ def capacity_of(schema: Schema, table: str) -> int | None:
     return span[1] - span[0] + 1 if _is_dense(schema, *span) else None
 
 
-def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None = None) -> dict:
+def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None = None,
+                 then: dict | None = None, meanwhile=None) -> dict:
     """Read several tables at once, straight into numpy: ``{name: Query}`` -> ``{name: Decoded}``
     (:class:`Query`, :class:`Decoded`).
 
@@ -620,13 +647,21 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
     (default :func:`read_threads`): the driver decodes with the GIL released, so the tables and
     ranges decode at once. Each batch is written into its columns' final arrays as it comes, so
     memory is the result plus a batch per thread. Rows are those of the query in rowid order.
+    ``then``: name -> a function of that table's :class:`Decoded`, called as soon as the table is read, on
+    the thread that read it off its b-tree (so a table's own work overlaps the reading of the others), else
+    on the caller's; its result is given instead of the Decoded. An error it raises is raised once every
+    table is read (an error of the reading itself comes first, as it would without ``then``). ``meanwhile``: a
+    function (of nothing) called once on the caller's thread while the others read (the caller's own work, which
+    should keep any error it meets for later: one it raises is raised once the threads are done).
     Raises ``sqlite3.DatabaseError``, :class:`~pipeline.load.limits.ReadTimeout` (``schema.deadline``).
     """
     threads = threads or read_threads()
-    sinks = _read_fast(schema, queries, threads)
-    work = []
+    then = then or {}
+    meanwhile = [meanwhile] if meanwhile is not None else []  # emptied once called
+    done = _read_fast(schema, queries, threads, then, meanwhile)
+    sinks, work = {}, []
     for name, query in queries.items():
-        if name in sinks:
+        if name in done:
             continue
         ranges = _dense_ranges(schema, query.table, threads)
         sqls = [query.sql] if ranges is None or len(ranges) == 1 else \
@@ -641,43 +676,89 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(work))) as pool:
-            for future in [pool.submit(_stream_into, schema.uri, q, sinks[name], i, schema.deadline)
-                           for i, name, q in work]:
+            futures = [pool.submit(_stream_into, schema.uri, q, sinks[name], i, schema.deadline) for i, name, q in work]
+            while meanwhile:
+                meanwhile.pop()()
+            for future in futures:
                 future.result()
-    return {name: sink.finish() for name, sink in sinks.items()}
+    while meanwhile:
+        meanwhile.pop()()
+    for name, sink in sinks.items():
+        done[name] = _then(then.get(name), sink.finish())
+    out = {}
+    for name in queries:
+        result, error = done[name]
+        if error is not None:
+            raise error
+        out[name] = result
+    return out
 
 
-def _read_fast(schema: Schema, queries: dict[str, Query], threads: int) -> dict[str, _Sink]:
-    """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), as finished sinks by name, read
-    on ``threads`` threads; the others are left to SQLite (:func:`read_columns`)."""
+def _then(after, decoded: Decoded) -> tuple:
+    """``(after(decoded), None)``, or ``(None, the error it raised)``; ``(decoded, None)`` without ``after``."""
+    if after is None:
+        return decoded, None
+    try:
+        return after(decoded), None
+    except Exception as exc:  # raised by read_columns once every table is read
+        return None, exc
+
+
+def _with_also(query: Query) -> str:
+    """``query.sql`` reading its :attr:`Query.also` columns too (a plain projection still: :func:`btree.plan`)."""
+    tail = f" FROM {query.table}"
+    return query.sql[:-len(tail)] + "".join(f", {source} AS {name}" for name, source in query.also.items()) + tail
+
+
+def _read_one(job, along, query: Query, after) -> tuple | None:
+    """One table off its b-tree (on any thread): :func:`_then` of its :class:`Decoded`; None when the fast path
+    does not apply (SQLite's path reads it). ``along``: the job reading the query's :attr:`Query.also` columns
+    too (None: none), tried first; when it does not apply, ``job`` reads the query's own columns."""
+    columns = also = None
+    if along is not None and (columns := along.run()) is not None:
+        also, job = {name: columns.pop(name) for name in query.also}, along
+    if columns is None and (columns := job.run()) is None:
+        return None
+    rows = len(next(iter(columns.values()))[0]) if columns else 0
+    sink = _Sink(query, [(0, rows)], 1)
+    sink.add_arrays(columns)
+    count_decoded(query.sql, job.decoded)
+    decoded = sink.finish()
+    decoded.also = also
+    return _then(after, decoded)
+
+
+def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: dict, meanwhile: list) -> dict[str, tuple]:
+    """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), read on ``threads`` threads, each
+    followed on its thread by its ``then`` (:func:`read_columns`): name -> :func:`_then`'s pair; the others are
+    left to SQLite (:func:`read_columns`). ``meanwhile``: the caller's work (a list of it, emptied when done),
+    done while the threads read."""
     if not btree.available():
         return {}
-    jobs = {name: job for name, query in queries.items()
-            if (job := btree.prepare(schema.con, schema.uri, query.table, query.sql, capacity_of(schema, query.table),
-                                     {n for n in query.small - set(query.derive)
-                                      if _INT32.min <= query.fills.get(n, 0) <= _INT32.max})) is not None}
+    jobs = {}
+    for name, query in queries.items():
+        capacity = capacity_of(schema, query.table)
+        narrow = {n for n in query.small - set(query.derive) if _INT32.min <= query.fills.get(n, 0) <= _INT32.max}
+        job = btree.prepare(schema.con, schema.uri, query.table, query.sql, capacity, narrow)
+        if job is not None:
+            along = btree.prepare(schema.con, schema.uri, query.table, _with_also(query), capacity,
+                                  narrow | set(query.also)) if query.also else None
+            jobs[name] = (job, along)
     if not jobs:
         return {}
     if schema.deadline is not None:
         schema.deadline.check()
     if threads == 1 or len(jobs) == 1:
-        results = {name: job.run() for name, job in jobs.items()}
+        results = {name: _read_one(job, along, queries[name], then.get(name)) for name, (job, along) in jobs.items()}
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
-            futures = {name: pool.submit(job.run) for name, job in jobs.items()}
+            futures = {name: pool.submit(_read_one, job, along, queries[name], then.get(name))
+                       for name, (job, along) in jobs.items()}
+            while meanwhile:
+                meanwhile.pop()()
             results = {name: future.result() for name, future in futures.items()}
-    sinks = {}
-    for name, columns in results.items():
-        if columns is None:
-            continue
-        query = queries[name]
-        rows = len(next(iter(columns.values()))[0]) if columns else 0
-        sink = _Sink(query, [(0, rows)], 1)
-        sink.add_arrays(columns)
-        count_decoded(query.sql, jobs[name].decoded)
-        sinks[name] = sink
     if schema.deadline is not None:
         schema.deadline.check()
-    return sinks
+    return {name: result for name, result in results.items() if result is not None}
