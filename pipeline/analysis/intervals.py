@@ -7,6 +7,8 @@ Nsight Systems, pandas or Dask, so each function can be tested by hand.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 I64 = np.int64
@@ -169,6 +171,37 @@ def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray) -> np.ndarr
     return covered - excess
 
 
+class Gaps(NamedTuple):
+    """The gaps of one start-ordered stream (:func:`gaps_of`), positions into its rows: ``start``, ``length``
+    (int64 ns) and ``after`` (the row that ends it) of each gap longer than the threshold, as :func:`stream_gaps`
+    gives them; ``before``: the row that opens each of those gaps (:func:`latest_end_index` at the row before
+    ``after``); ``positive``: every positive gap length, no threshold (:func:`all_gaps`); ``last``: the row holding
+    the latest end (:func:`latest_end_index` at the last row; -1 for no row)."""
+
+    start: np.ndarray
+    length: np.ndarray
+    after: np.ndarray
+    before: np.ndarray
+    positive: np.ndarray
+    last: int
+
+
+def gaps_of(starts, ends, min_gap_ns: int) -> Gaps:
+    """:func:`stream_gaps`, :func:`all_gaps` and the rows :func:`latest_end_index` names for them, from one
+    running maximum of the ends (kernels sorted by (start, end, correlationId))."""
+    s, e = as_ns(starts), as_ns(ends)
+    empty = np.zeros(0, dtype=I64)
+    if s.size < 2:
+        return Gaps(empty, empty, empty, empty, empty, s.size - 1)
+    run_max = np.maximum.accumulate(e)
+    length = s[1:] - run_max[:-1]
+    keep = np.flatnonzero(length > min_gap_ns)
+    # the rows that hold the running maximum (ties: the later row); each position's is the last of them up to it
+    holders = np.flatnonzero(e >= run_max)
+    before = holders[np.searchsorted(holders, keep, side="right") - 1].astype(I64, copy=False)
+    return Gaps(run_max[:-1][keep], length[keep], keep + 1, before, length[length > 0], int(holders[-1]))
+
+
 def stream_gaps(starts, ends, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gaps on one stream whose kernels are already in start order.
 
@@ -181,14 +214,8 @@ def stream_gaps(starts, ends, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray, 
     is the position of the kernel that ends the gap; the kernel before it is the
     one whose end is the latest end so far (see :func:`latest_end_index`).
     """
-    s, e = as_ns(starts), as_ns(ends)
-    if s.size < 2:
-        empty = np.zeros(0, dtype=I64)
-        return empty, empty, empty
-    latest_end = np.maximum.accumulate(e)[:-1]
-    length = s[1:] - latest_end
-    keep = np.flatnonzero(length > min_gap_ns)
-    return latest_end[keep], length[keep], keep + 1
+    found = gaps_of(starts, ends, min_gap_ns)
+    return found.start, found.length, found.after
 
 
 def latest_end_index(ends: np.ndarray) -> np.ndarray:
@@ -211,8 +238,4 @@ def all_gaps(starts, ends) -> np.ndarray:
 
     Used for the sub-threshold ``launch`` sliver count. Shape ``(g,)`` int64.
     """
-    s, e = as_ns(starts), as_ns(ends)
-    if s.size < 2:
-        return np.zeros(0, dtype=I64)
-    length = s[1:] - np.maximum.accumulate(e)[:-1]
-    return length[length > 0]
+    return gaps_of(starts, ends, np.iinfo(I64).max).positive

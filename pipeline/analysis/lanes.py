@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..arrays import distinct
 from ..model import COPY_DIRECTIONS
 from . import intervals as iv
 
@@ -90,24 +91,50 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
     """
     (c0, c1), (w0, w1) = context, window
     s, e = kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64)
-    near = np.flatnonzero(_in_window(s, e, c0, c1))
-    pids, streams = kernels["pid"].to_numpy(np.int64)[near], kernels["stream_id"].to_numpy(np.int64)[near]
-    s, e = s[near], e[near]
+    pids, streams = _ids(kernels["pid"]), _ids(kernels["stream_id"])
+    near = _in_window(s, e, c0, c1)
+    if not near.all():  # (every kernel, when the context holds the whole capture)
+        near = np.flatnonzero(near)
+        s, e, pids, streams = s[near], e[near], pids[near], streams[near]
     gap_n, gap_ns = {}, {}
     for p, st, n in zip(np.asarray(gaps["pid"], dtype=np.int64), np.asarray(gaps["stream_id"], dtype=np.int64),
                         np.asarray(gaps["length"], dtype=np.int64)):
         gap_n[(p, st)] = gap_n.get((p, st), 0) + 1
         gap_ns[(p, st)] = gap_ns.get((p, st), 0) + int(n)
-    order = np.lexsort((streams, pids))
     lanes = []
-    for block in np.split(order, np.flatnonzero(np.diff(pids[order]) | np.diff(streams[order])) + 1):
-        if not block.size:
-            continue
-        p, st = int(pids[block[0]]), int(streams[block[0]])
-        lanes.append(_lane(f"{p}:{st}", s[block], e[block], c0, c1, w0, w1, kind="stream", pid=p, stream_id=st,
-                           kernels=int(_in_window(s[block], e[block], w0, w1).sum()),
+    for p, st, rows in _stream_rows(pids, streams):
+        ls, le = (s, e) if rows is None else (s[rows], e[rows])
+        lanes.append(_lane(f"{p}:{st}", ls, le, c0, c1, w0, w1, kind="stream", pid=p, stream_id=st,
+                           kernels=int(_in_window(ls, le, w0, w1).sum()),
                            gaps=gap_n.get((p, st), 0), gap_ns=gap_ns.get((p, st), 0)))
     return lanes
+
+
+def _ids(column) -> np.ndarray:
+    """An id column's values as its own integer array (no copy), else as int64."""
+    values = column.to_numpy()
+    return values if values.dtype.kind in "iu" else column.to_numpy(np.int64)
+
+
+#: Streams of one process up to this many are picked out of the kernels one comparison each
+#: (:func:`_stream_rows`); more are sorted.
+FEW_STREAMS = 8
+
+
+def _stream_rows(pids: np.ndarray, streams: np.ndarray) -> list[tuple[int, int, np.ndarray | None]]:
+    """``(pid, stream_id, rows)`` of each (pid, stream) pair of the kernels, in (pid, stream) order: ``rows``
+    their ascending positions, None for every row (a single pair)."""
+    if not pids.size:
+        return []
+    if pids.min() == pids.max():  # one process, as most GPUs run
+        p, ids = int(pids[0]), distinct([streams])
+        if ids.size == 1:
+            return [(p, int(ids[0]), None)]
+        if ids.size <= FEW_STREAMS:
+            return [(p, int(st), np.flatnonzero(streams == st)) for st in ids.tolist()]
+    order = np.lexsort((streams, pids))
+    return [(int(pids[block[0]]), int(streams[block[0]]), block)
+            for block in np.split(order, np.flatnonzero(np.diff(pids[order]) | np.diff(streams[order])) + 1)]
 
 
 def merge_quiet_streams(lanes: list[dict], window: tuple[int, int], max_lanes: int = MAX_STREAM_LANES) -> list[dict]:

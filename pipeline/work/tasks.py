@@ -397,9 +397,11 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
 THREADED_MAX_GPU_KERNELS = 250_000
 
 
-def _each(fn, items: list, threads: int, done=None) -> list:
+def _each(fn, items: list, threads: int, done=None, beside=None):
     """``[fn(item) for item in items]``, on ``threads`` threads when more than one; ``done(1)`` after each
-    item (None: nothing)."""
+    item (None: nothing). With ``beside`` (a function of no argument), ``(that list, result)``: ``result()``
+    gives what ``beside()`` returned (or raises what it raised); it runs on the same threads as the items when
+    more than one, so it takes a thread the items would leave idle (else after them)."""
     def one(item):
         out = fn(item)
         if done is not None:
@@ -407,10 +409,21 @@ def _each(fn, items: list, threads: int, done=None) -> list:
         return out
 
     if threads <= 1 or len(items) <= 1:
-        return [one(item) for item in items]
+        out = [one(item) for item in items]
+        if beside is None:
+            return out
+        try:
+            value = beside()
+        except Exception as exc:  # noqa: BLE001 - raised when its result is asked for, as on threads
+            def result(exc=exc):
+                raise exc
+            return out, result
+        return out, lambda: value
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(one, items))
+        aside = pool.submit(beside) if beside is not None else None
+        out = list(pool.map(one, items))
+        return out if aside is None else (out, aside.result)
 
 
 def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1,
@@ -436,10 +449,11 @@ def _analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, 
     planning = (gpu_progress(len(keys), "GPU plans", doing="making")
                 if gpu_progress is not None and len(keys) >= MANY_GPUS else None)
     try:
-        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
-                      planning.advance if planning is not None else None)
+        plans, matched = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
+                               planning.advance if planning is not None else None,
+                               beside=lambda: report_collectives(report, keys, cfg))
         agreements = report_agreements(report.path, keys, plans, cfg, forced)
-        collective = report_collectives(report, keys, cfg)
+        collective = matched()
     finally:
         if planning is not None:
             planning.close()
