@@ -193,6 +193,23 @@ def test_latest_end_index():
     assert iv.latest_end_index([]).tolist() == []
 
 
+# ---------------------------------------------------------------- gaps_of
+
+def test_gaps_of_gives_the_gaps_the_rows_around_them_and_every_positive_gap():
+    # [0,40), [10,20) inside it, [50,55), [60,70): running max 40, 40, 55, 70, held by rows 0, (0), 2, 3
+    # differences to the next start: 10-40=-30, 50-40=10, 60-55=5 -> over 5: the gap [40, 50) only,
+    # opened by row 0 (the long kernel, not row 1), closed by row 2
+    found = iv.gaps_of([0, 10, 50, 60], [40, 20, 55, 70], 5)
+    assert (found.start.tolist(), found.length.tolist(), found.after.tolist()) == ([40], [10], [2])
+    assert found.before.tolist() == [0] and found.positive.tolist() == [10, 5] and found.last == 3
+    # ties keep the later row (as latest_end_index): ends 10, 10, 5 then a start at 30 -> the gap [10, 30)
+    # opened by row 1, and row 1 holds the latest end of all but the last row, row 3 that of all
+    found = iv.gaps_of([0, 0, 2, 30], [10, 10, 5, 31], 0)
+    assert found.before.tolist() == [1] and found.after.tolist() == [3] and found.last == 3
+    assert iv.gaps_of([0, 0, 2], [10, 10, 5], 0).last == 1
+    assert iv.gaps_of([7], [9], 0).last == 0 and iv.gaps_of([], [], 0).last == -1
+
+
 # ---------------------------------------------------------------- all_gaps
 
 def test_all_gaps_positive_only_no_threshold():
