@@ -91,6 +91,22 @@ def test_subtract_b_covers_a():
     assert pairs(iv.subtract([10], [20], [0], [50])) == []
 
 
+def test_difference_of_runs_is_subtract_without_the_unions():
+    # runs [0,10) [20,100) minus runs [5,25) [30,40): [0,5) [25,30) [40,100)
+    assert pairs(iv.difference([0, 20], [10, 100], [5, 30], [25, 40])) == [(0, 5), (25, 30), (40, 100)]
+    assert pairs(iv.difference([0, 20], [10, 100], [], [])) == [(0, 10), (20, 100)]
+
+
+def test_clip_runs_cuts_the_runs_to_the_window():
+    # runs [0,10) [20,30) [40,50) in W [5,45): [5,10) [20,30) [40,45) -- as union(clip(...)) of the kernels
+    runs = ([0, 20, 40], [10, 30, 50])
+    assert pairs(iv.clip_runs(*runs, 5, 45)) == [(5, 10), (20, 30), (40, 45)]
+    # W edges on the runs' edges: [10, 20) holds none, [10, 21) the first ns of [20,30)
+    assert pairs(iv.clip_runs(*runs, 10, 20)) == [] and pairs(iv.clip_runs(*runs, 10, 21)) == [(20, 21)]
+    assert pairs(iv.clip_runs(*runs, 25, 25)) == [] and pairs(iv.clip_runs(*runs, 30, 25)) == []
+    assert pairs(iv.clip_runs(*runs, 22, 28)) == [(22, 28)] and pairs(iv.clip_runs(*runs, -5, 99)) == pairs(runs)
+
+
 def test_subtract_empty_sides():
     # nothing to subtract -> a (unioned)
     assert pairs(iv.subtract([0, 5], [10, 20], [], [])) == [(0, 20)]

@@ -38,10 +38,13 @@ class DeviceIdle:
     dark_ns: int
 
 
-def busy_runs(kernel_starts, kernel_ends, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+def busy_runs(kernel_starts, kernel_ends, w0: int, w1: int, whole: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The kernel union inside W = [w0, w1): sorted disjoint ``(starts, ends)`` int64 ns runs
     (kernels clipped to W first). Shared by :func:`device_idle`, :func:`device_holes` and the
-    timeline, which would otherwise each compute it."""
+    timeline, which would otherwise each compute it. ``whole``: the union of every kernel (unclipped,
+    :func:`pipeline.analysis.intervals.union`) when already computed: the runs are cut out of it."""
+    if whole is not None:
+        return iv.clip_runs(*whole, w0, w1)
     return iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
 
 
@@ -58,7 +61,7 @@ def device_idle(kernel_starts, kernel_ends, copy_starts, copy_ends, w0: int, w1:
     ks, ke = runs if runs is not None else busy_runs(kernel_starts, kernel_ends, w0, w1)
     busy = iv.total_length(ks, ke)
     cs, ce = iv.clip(copy_starts, copy_ends, w0, w1)
-    copy_only = iv.total_length(*iv.subtract(cs, ce, ks, ke))
+    copy_only = iv.total_length(*iv.difference(*iv.union(cs, ce), ks, ke))  # the kernel runs are a union already
     idle = window_ns - busy
     return DeviceIdle(window_ns, busy, idle, copy_only, idle - copy_only)
 

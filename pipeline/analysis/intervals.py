@@ -63,6 +63,20 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return run_s, run_e
 
 
+def clip_runs(starts: np.ndarray, ends: np.ndarray, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`clip` of sorted disjoint runs (the output of :func:`union`), found by two binary searches: the
+    same arrays, ``union(clip(x))`` for the runs of ``union(x)`` (one set, one way to write it)."""
+    s, e = as_ns(starts), as_ns(ends)
+    if w1 <= w0:
+        return s[:0].copy(), e[:0].copy()
+    lo = int(np.searchsorted(e, w0, side="right"))  # the first run ending after w0
+    hi = max(int(np.searchsorted(s, w1, side="left")), lo)  # past the last run starting before w1
+    s, e = s[lo:hi].copy(), e[lo:hi].copy()
+    if s.size:
+        s[0], e[-1] = max(int(s[0]), w0), min(int(e[-1]), w1)
+    return s, e
+
+
 def cap_runs(starts: np.ndarray, ends: np.ndarray, max_runs: int) -> tuple[np.ndarray, np.ndarray]:
     """At most ``max_runs`` (>= 1) runs covering sorted disjoint runs: when there are more, the
     shortest holes between neighbours are closed (ties: the earlier hole is closed first), so every long hole
@@ -106,8 +120,12 @@ def subtract(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray
     Used for copy-only time: copy-engine union minus kernel union. Both inputs
     may overlap internally; they are unioned first.
     """
-    a_s, a_e = union(a_starts, a_ends)
-    b_s, b_e = union(b_starts, b_ends)
+    return difference(*union(a_starts, a_ends), *union(b_starts, b_ends))
+
+
+def difference(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`subtract` of runs already sorted and disjoint (outputs of :func:`union`): no union again."""
+    a_s, a_e, b_s, b_e = as_ns(a_s), as_ns(a_e), as_ns(b_s), as_ns(b_e)
     if a_s.size == 0 or b_s.size == 0:
         return a_s, a_e
     # Complement of b, bounded by a's extent, intersected with a.
@@ -155,12 +173,15 @@ def overlap_with_each(query_starts, query_ends, run_starts, run_ends) -> np.ndar
     r_s, r_e = as_ns(run_starts), as_ns(run_ends)
     if q_s.size == 0 or r_s.size == 0:
         return np.zeros(q_s.size, dtype=I64)
-    return _covered_before(q_e, r_s, r_e) - _covered_before(q_s, r_s, r_e)
+    prefix = np.empty(r_s.size + 1, dtype=I64)  # the runs' lengths summed, one prefix for both ends
+    prefix[0] = 0
+    np.cumsum(r_e - r_s, dtype=I64, out=prefix[1:])
+    return _covered_before(q_e, r_s, r_e, prefix) - _covered_before(q_s, r_s, r_e, prefix)
 
 
-def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray) -> np.ndarray:
-    """Length of the runs' coverage on ``(-inf, t)`` for each ``t``."""
-    prefix = np.concatenate(([0], np.cumsum(r_e - r_s, dtype=I64)))
+def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+    """Length of the runs' coverage on ``(-inf, t)`` for each ``t`` (``prefix``: the runs' lengths summed, 0
+    first)."""
     i = np.searchsorted(r_s, t, side="right")  # runs starting at or before t
     covered = prefix[i]
     # The last of those runs may extend past t: remove its part after t.
