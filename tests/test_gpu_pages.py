@@ -105,9 +105,13 @@ def test_stream_lanes_of_one_process():
     assert [(x["label"], x["kernels"], x["busy_ns"], x["gaps"], x["gap_ns"]) for x in got] == [
         ("1:7", 1, 10, 0, 0), ("1:8", 2, 15, 1, 10)]
     assert [[r.tolist() for r in x["runs"]] for x in got] == [[[10, 30], [20, 40]], [[50, 70], [60, 75]]]
-    one = lanes.stream_lanes(k[k["stream_id"] == 7].reset_index(drop=True), gaps, (10, 105), (20, 100))
+    seven = k[k["stream_id"] == 7].reset_index(drop=True)
+    one = lanes.stream_lanes(seven, gaps, (10, 105), (20, 100))
     assert [(x["label"], x["kernels"], x["busy_ns"], [r.tolist() for r in x["runs"]]) for x in one] == [
         ("1:7", 1, 10, [[10, 30], [20, 40]])]
+    # one stream: its runs are the GPU's kernel union (given: [5,20) [30,40)) cut to the context
+    cut = lanes.stream_lanes(seven, gaps, (10, 105), (20, 100), whole=(np.array([5, 30]), np.array([20, 40])))
+    assert [r.tolist() for r in cut[0]["runs"]] == [[10, 30], [20, 40]] and cut[0]["busy_ns"] == 10
 
 
 def test_run_budget_gives_what_small_lanes_leave_to_the_busy_ones():

@@ -301,8 +301,14 @@ def startup_cut(runtime: pd.DataFrame, first_kernel_ns: int) -> bool:
     GPU's processes' calls (start, name)."""
     if runtime is None or not len(runtime):
         return True
-    before = runtime["name"][runtime["start"].to_numpy(np.int64) < int(first_kernel_ns)]
-    return not any(ALLOCATION_CALL.match(str(n)) for n in pd.unique(before.astype(str)))
+    names = runtime["name"]
+    before = runtime["start"].to_numpy(np.int64) < int(first_kernel_ns)
+    if isinstance(names.dtype, pd.CategoricalDtype):  # each name used before once, by its code (-1: none)
+        used = np.flatnonzero(np.bincount(names.cat.codes.to_numpy()[before] + 1, minlength=1)[1:])
+        texts = [str(x) for x in names.cat.categories[used]]
+    else:
+        texts = pd.unique(names[before].astype(str))
+    return not any(ALLOCATION_CALL.match(str(n)) for n in texts)
 
 
 def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, window_idle_ns: int,
@@ -529,5 +535,5 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                      device_roster=_roster_records(device_categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      timeline={**timeline(kw, device_categorised, win, runs),
                                **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
-                                                   trace.capture_start_source)},
+                                                   trace.capture_start_source, whole)},
                      plan=plan, collective_calls=calls_doc)
