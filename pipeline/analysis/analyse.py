@@ -150,7 +150,7 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     texts = trace.nvtx["text"]  # a range meeting a graph capture of its thread decides no kind
     if found["start"].size:
         texts = texts[graphcapture.outside_capture(trace.nvtx, found)]
-    kind, evidence = detect_kind(k["name"].unique(), texts.unique(), cfg.window)
+    kind, evidence = detect_kind(distinct_values(k["name"]), texts.unique(), cfg.window)
     if plan_calls(cfg) is not None:
         return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
@@ -301,14 +301,18 @@ def startup_cut(runtime: pd.DataFrame, first_kernel_ns: int) -> bool:
     GPU's processes' calls (start, name)."""
     if runtime is None or not len(runtime):
         return True
-    names = runtime["name"]
     before = runtime["start"].to_numpy(np.int64) < int(first_kernel_ns)
-    if isinstance(names.dtype, pd.CategoricalDtype):  # each name used before once, by its code (-1: none)
-        used = np.flatnonzero(np.bincount(names.cat.codes.to_numpy()[before] + 1, minlength=1)[1:])
-        texts = [str(x) for x in names.cat.categories[used]]
-    else:
-        texts = pd.unique(names[before].astype(str))
-    return not any(ALLOCATION_CALL.match(str(n)) for n in texts)
+    return not any(ALLOCATION_CALL.match(str(n)) for n in distinct_values(runtime["name"], before))
+
+
+def distinct_values(column: pd.Series, mask: np.ndarray | None = None) -> list:
+    """The distinct values of ``column`` (where ``mask`` holds; None: every row), in no set order; a missing value
+    as NaN. A categorical column is read by its codes: each category used once, none turned into text first."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return list(pd.unique(column if mask is None else column[mask]))
+    codes = column.cat.codes.to_numpy()
+    used = np.bincount((codes if mask is None else codes[mask]) + 1, minlength=1)  # -1 (missing) first
+    return list(column.cat.categories[np.flatnonzero(used[1:])]) + ([np.nan] if used[0] else [])
 
 
 def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, window_idle_ns: int,

@@ -173,10 +173,17 @@ def overlap_with_each(query_starts, query_ends, run_starts, run_ends) -> np.ndar
     r_s, r_e = as_ns(run_starts), as_ns(run_ends)
     if q_s.size == 0 or r_s.size == 0:
         return np.zeros(q_s.size, dtype=I64)
-    prefix = np.empty(r_s.size + 1, dtype=I64)  # the runs' lengths summed, one prefix for both ends
-    prefix[0] = 0
-    np.cumsum(r_e - r_s, dtype=I64, out=prefix[1:])
+    prefix = prefix_sums(r_e - r_s)  # one for both ends
     return _covered_before(q_e, r_s, r_e, prefix) - _covered_before(q_s, r_s, r_e, prefix)
+
+
+def prefix_sums(values: np.ndarray) -> np.ndarray:
+    """``[0, v0, v0 + v1, ...]``: the sums of ``values`` before each position and of them all, int64 (one array,
+    no temporary)."""
+    out = np.empty(values.size + 1, dtype=I64)
+    out[0] = 0
+    np.cumsum(values, dtype=I64, out=out[1:])
+    return out
 
 
 def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray, prefix: np.ndarray) -> np.ndarray:
