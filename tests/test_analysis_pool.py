@@ -73,8 +73,40 @@ def test_large_gpus_are_analysed_one_at_a_time(report, monkeypatch):
     analyse = tasks.analyse_task
     monkeypatch.setattr(tasks, "analyse_task",
                         lambda *a, **k: where.append(threading.current_thread().name) or analyse(*a, **k))
-    tasks.analyse_report(report, report.gpu_keys(), load_config([]), {}, threads=2)
+    matched_on: list[str] = []
+    collectives = tasks.report_collectives
+    monkeypatch.setattr(tasks, "report_collectives",
+                        lambda *a: matched_on.append(threading.current_thread().name) or collectives(*a))
+    large = tasks.analyse_report(report, report.gpu_keys(), load_config([]), {}, threads=2)
     assert where == [threading.current_thread().name] * 4
+    # the collective calls (small: the collectives alone) are matched on a thread beside the plans
+    assert len(matched_on) == 1 and matched_on[0] != threading.current_thread().name
+    assert everything(large) == everything(tasks.analyse_report(report, report.gpu_keys(), load_config([]), {}, 1))
+
+
+@pytest.mark.parametrize("threads, apart", [(1, False), (1, True), (2, False)])
+def test_what_runs_beside_the_items_gives_its_value_or_its_error_when_asked(threads, apart):
+    """:func:`pipeline.work.tasks._each` with ``beside`` (the report's collective calls beside its GPUs' plans):
+    the items' results in order, then ``beside``'s value, or its exception raised only when the value is asked
+    for (a report's agreement is made first, and its failure is the one said, as when they ran one after the
+    other), on the items' threads, on a thread apart, or after the items."""
+    ran: list[str] = []
+
+    def item(x):
+        ran.append(threading.current_thread().name)
+        return x * 10
+
+    out, value = tasks._each(item, [1, 2, 3], threads, beside=lambda: "matched", apart=apart)
+    assert out == [10, 20, 30] and value() == "matched"
+
+    def failing():
+        raise ValueError("no match")
+
+    out, value = tasks._each(item, [4, 5], threads, beside=failing, apart=apart)
+    assert out == [40, 50]
+    with pytest.raises(ValueError, match="no match"):
+        value()
+    assert (threading.current_thread().name in ran) == (threads == 1)
 
 
 def test_freed_memory_is_kept_for_the_next_gpu_and_handed_back_once(report, monkeypatch):

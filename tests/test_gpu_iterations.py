@@ -124,6 +124,28 @@ def test_project_takes_the_first_call_of_a_correlation_id(base):
     assert (g0 // MS).tolist() == [5, 20] and (g1 // MS).tolist() == [6, 27]
 
 
+def test_project_of_many_calls_in_start_order():
+    """Calls in start order (more than 8 per iteration: counted off against the iteration starts), ascending
+    correlation ids (no sort) and kernels in iteration order (each iteration's extent reduced over its run of
+    rows), int32 id columns as an export gives them: the extents the general path gives."""
+    it = Iterations(np.array([0, 100]), np.array([100, 200]), "nvtx", thread=(10, 11))
+    calls = np.arange(0, 200, 5)  # 40 calls, one every 5 ns: ids 1..40, 20 in each iteration
+    runtime = pd.DataFrame({"start": calls, "pid": np.full(40, 10, np.int32), "tid": np.full(40, 11, np.int32),
+                            "correlation_id": np.arange(1, 41, dtype=np.int32)})
+    kernels = pd.DataFrame({"start": [50, 60, 70, 150, 160], "end": [55, 90, 65, 300, 170],
+                            "pid": np.full(5, 10, np.int32), "correlation_id": np.array([3, 4, 5, 25, 26], np.int32)})
+    g0, g1 = project(it, runtime, kernels)
+    # ids 3-5 were called at 10-20 ns (iteration 0): [50, 90); ids 25, 26 at 120, 125 ns (iteration 1): [150, 300)
+    assert g0.tolist() == [50, 150] and g1.tolist() == [90, 300]
+    # the same calls in another order, kernels out of iteration order: the same extents
+    shuffled = runtime.iloc[::-1].reset_index(drop=True)
+    assert [x.tolist() for x in project(it, shuffled, kernels.iloc[::-1].reset_index(drop=True))] == [[50, 150],
+                                                                                                      [90, 300]]
+    # a process id beyond the int32 column's range matches no call
+    far = Iterations(it.starts, it.ends, "nvtx", thread=(2**40, 11))
+    assert [x.tolist() for x in project(far, runtime, kernels)] == [[-1, -1], [-1, -1]]
+
+
 def test_agree_keeps_numbers_usable_on_every_gpu():
     def plan(numbers, excluded=()):
         return IterationPlan("nvtx", tuple(numbers), tuple(numbers), tuple(numbers), (1,) * len(numbers),

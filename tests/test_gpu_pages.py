@@ -96,6 +96,24 @@ def test_stream_lanes_and_merging():
         [[10, 40], [100, 105]], [[50, 60]], [[15, 25]]]
 
 
+def test_stream_lanes_of_one_process():
+    # one process: its streams are picked apart in stream order whatever the rows' order (no sort); one stream
+    # is every row. 1:7: [5,20) -> [10,20) (no kernel time in W [20,100)) and [30,40); 1:8: [50,60), [70,75)
+    k = _kernels([(50, 60, 1, 8), (5, 20, 1, 7), (30, 40, 1, 7), (70, 75, 1, 8)])
+    gaps = pd.DataFrame({"pid": [1], "stream_id": [8], "length": [10]})
+    got = lanes.stream_lanes(k, gaps, (10, 105), (20, 100))
+    assert [(x["label"], x["kernels"], x["busy_ns"], x["gaps"], x["gap_ns"]) for x in got] == [
+        ("1:7", 1, 10, 0, 0), ("1:8", 2, 15, 1, 10)]
+    assert [[r.tolist() for r in x["runs"]] for x in got] == [[[10, 30], [20, 40]], [[50, 70], [60, 75]]]
+    seven = k[k["stream_id"] == 7].reset_index(drop=True)
+    one = lanes.stream_lanes(seven, gaps, (10, 105), (20, 100))
+    assert [(x["label"], x["kernels"], x["busy_ns"], [r.tolist() for r in x["runs"]]) for x in one] == [
+        ("1:7", 1, 10, [[10, 30], [20, 40]])]
+    # one stream: its runs are the GPU's kernel union (given: [5,20) [30,40)) cut to the context
+    cut = lanes.stream_lanes(seven, gaps, (10, 105), (20, 100), whole=(np.array([5, 30]), np.array([20, 40])))
+    assert [r.tolist() for r in cut[0]["runs"]] == [[10, 30], [20, 40]] and cut[0]["busy_ns"] == 10
+
+
 def test_run_budget_gives_what_small_lanes_leave_to_the_busy_ones():
     # 2,400 runs over lanes of 164, 10,000, 45 and 113 runs: the small ones keep all theirs (45 + 113 + 164 =
     # 322), the busy one the 2,078 left

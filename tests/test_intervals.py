@@ -91,6 +91,22 @@ def test_subtract_b_covers_a():
     assert pairs(iv.subtract([10], [20], [0], [50])) == []
 
 
+def test_difference_of_runs_is_subtract_without_the_unions():
+    # runs [0,10) [20,100) minus runs [5,25) [30,40): [0,5) [25,30) [40,100)
+    assert pairs(iv.difference([0, 20], [10, 100], [5, 30], [25, 40])) == [(0, 5), (25, 30), (40, 100)]
+    assert pairs(iv.difference([0, 20], [10, 100], [], [])) == [(0, 10), (20, 100)]
+
+
+def test_clip_runs_cuts_the_runs_to_the_window():
+    # runs [0,10) [20,30) [40,50) in W [5,45): [5,10) [20,30) [40,45) -- as union(clip(...)) of the kernels
+    runs = ([0, 20, 40], [10, 30, 50])
+    assert pairs(iv.clip_runs(*runs, 5, 45)) == [(5, 10), (20, 30), (40, 45)]
+    # W edges on the runs' edges: [10, 20) holds none, [10, 21) the first ns of [20,30)
+    assert pairs(iv.clip_runs(*runs, 10, 20)) == [] and pairs(iv.clip_runs(*runs, 10, 21)) == [(20, 21)]
+    assert pairs(iv.clip_runs(*runs, 25, 25)) == [] and pairs(iv.clip_runs(*runs, 30, 25)) == []
+    assert pairs(iv.clip_runs(*runs, 22, 28)) == [(22, 28)] and pairs(iv.clip_runs(*runs, -5, 99)) == pairs(runs)
+
+
 def test_subtract_empty_sides():
     # nothing to subtract -> a (unioned)
     assert pairs(iv.subtract([0, 5], [10, 20], [], [])) == [(0, 20)]
@@ -191,6 +207,23 @@ def test_latest_end_index():
     # ties keep the later row: ends 10, 10, 5 -> rows 0, 1, 1
     assert iv.latest_end_index([10, 10, 5]).tolist() == [0, 1, 1]
     assert iv.latest_end_index([]).tolist() == []
+
+
+# ---------------------------------------------------------------- gaps_of
+
+def test_gaps_of_gives_the_gaps_the_rows_around_them_and_every_positive_gap():
+    # [0,40), [10,20) inside it, [50,55), [60,70): running max 40, 40, 55, 70, held by rows 0, (0), 2, 3
+    # differences to the next start: 10-40=-30, 50-40=10, 60-55=5 -> over 5: the gap [40, 50) only,
+    # opened by row 0 (the long kernel, not row 1), closed by row 2
+    found = iv.gaps_of([0, 10, 50, 60], [40, 20, 55, 70], 5)
+    assert (found.start.tolist(), found.length.tolist(), found.after.tolist()) == ([40], [10], [2])
+    assert found.before.tolist() == [0] and found.positive.tolist() == [10, 5] and found.last == 3
+    # ties keep the later row (as latest_end_index): ends 10, 10, 5 then a start at 30 -> the gap [10, 30)
+    # opened by row 1, and row 1 holds the latest end of all but the last row, row 3 that of all
+    found = iv.gaps_of([0, 0, 2, 30], [10, 10, 5, 31], 0)
+    assert found.before.tolist() == [1] and found.after.tolist() == [3] and found.last == 3
+    assert iv.gaps_of([0, 0, 2], [10, 10, 5], 0).last == 1
+    assert iv.gaps_of([7], [9], 0).last == 0 and iv.gaps_of([], [], 0).last == -1
 
 
 # ---------------------------------------------------------------- all_gaps

@@ -82,10 +82,11 @@ def test_startup_cut_by_hand_and_on_the_real_inputs():
     main: every one read as a start-up of 31.857 s, 120.104 s, 0.855 s, ..."""
     import glob
 
+    import numpy as np
     import pandas as pd
 
     from conftest import KINETO, PROFILES
-    from pipeline.analysis.analyse import startup_cut
+    from pipeline.analysis.analyse import distinct_values, startup_cut
     from pipeline.load.kineto import load_kineto
     from pipeline.load.report import load_report
 
@@ -96,6 +97,12 @@ def test_startup_cut_by_hand_and_on_the_real_inputs():
     assert startup_cut(calls((20, "hipMalloc")), 100) is False
     assert startup_cut(calls((90, "cudaLaunchKernel"), (150, "cudaMalloc")), 100) is True
     assert startup_cut(calls(), 100) is True
+    # the names as the loader gives them (categorical; an unused category, a missing name): read by their codes
+    named = calls((10, "cudaLaunchKernel"), (20, None), (150, "cudaMalloc"))
+    named["name"] = pd.Categorical(named["name"], categories=["cudaHostAlloc", "cudaLaunchKernel", "cudaMalloc"])
+    assert startup_cut(named, 100) is True and startup_cut(named, 151) is False
+    assert sorted(map(str, distinct_values(named["name"]))) == ["cudaLaunchKernel", "cudaMalloc", "nan"]
+    assert distinct_values(named["name"], np.array([True, False, False])) == ["cudaLaunchKernel"]
     got = {}
     for path in sorted(glob.glob(str(PROFILES / "*.sqlite"))) + sorted(glob.glob(str(KINETO / "*.json.gz"))):
         r = load_kineto(path) if path.endswith(".gz") else load_report(path)

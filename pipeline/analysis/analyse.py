@@ -150,7 +150,7 @@ def plan_gpu(trace: GpuTrace, cfg: Config) -> IterationPlan:
     texts = trace.nvtx["text"]  # a range meeting a graph capture of its thread decides no kind
     if found["start"].size:
         texts = texts[graphcapture.outside_capture(trace.nvtx, found)]
-    kind, evidence = detect_kind(k["name"].unique(), texts.unique(), cfg.window)
+    kind, evidence = detect_kind(distinct_values(k["name"]), texts.unique(), cfg.window)
     if plan_calls(cfg) is not None:
         return IterationPlan(kind=kind, kind_evidence=evidence)
     lost_holes = caveats.untraced_spans(k["start"], k["end"], trace.untraced, a.min_gap_ns)
@@ -195,12 +195,13 @@ def gpu_window(trace: GpuTrace, cfg: Config, plan: IterationPlan | None = None, 
 
 
 def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: int,
-                 after_ns: int | None = None) -> tuple[int, int, int]:
+                 after_ns: int | None = None, whole: tuple | None = None) -> tuple[int, int, int]:
     """``(capture_ns, capture_idle_ns, left_out_ns)`` of one GPU (docs/definitions.md#job-kind): its capture
     C = [first kernel start, last kernel end) (the ``span`` rule's window), the device-level idle in C (the
     kernel union's holes, no threshold) and the idle of C outside W = [w0, w1) (``window_idle_ns``: the idle
     in W, used as is when W lies inside C). C starts after the graph-capture start-up ending at ``after_ns``
-    (:func:`graph_capture`; None: none), as a ``span`` window does. Kernel arrays: int64 ns. Raises
+    (:func:`graph_capture`; None: none), as a ``span`` window does. Kernel arrays: int64 ns; ``whole``: their
+    union when already computed (:func:`pipeline.analysis.gaps.busy_runs`). Raises
     :class:`~pipeline.analysis.window.WindowError` when there is no kernel."""
     s = np.asarray(kernel_starts, dtype=np.int64)
     e = np.asarray(kernel_ends, dtype=np.int64)
@@ -208,7 +209,7 @@ def capture_idle(kernel_starts, kernel_ends, w0: int, w1: int, window_idle_ns: i
     c0, c1 = capture.start_ns, capture.end_ns
 
     def idle(lo: int, hi: int) -> int:
-        return (hi - lo) - iv.total_length(*gaps.busy_runs(s, e, lo, hi)) if hi > lo else 0
+        return (hi - lo) - iv.total_length(*gaps.busy_runs(s, e, lo, hi, whole)) if hi > lo else 0
 
     whole = window_idle_ns if (w0, w1) == (c0, c1) else idle(c0, c1)
     inside = window_idle_ns if c0 <= w0 and w1 <= c1 else idle(max(w0, c0), min(w1, c1))
@@ -300,21 +301,32 @@ def startup_cut(runtime: pd.DataFrame, first_kernel_ns: int) -> bool:
     GPU's processes' calls (start, name)."""
     if runtime is None or not len(runtime):
         return True
-    before = runtime["name"][runtime["start"].to_numpy(np.int64) < int(first_kernel_ns)]
-    return not any(ALLOCATION_CALL.match(str(n)) for n in pd.unique(before.astype(str)))
+    before = runtime["start"].to_numpy(np.int64) < int(first_kernel_ns)
+    return not any(ALLOCATION_CALL.match(str(n)) for n in distinct_values(runtime["name"], before))
+
+
+def distinct_values(column: pd.Series, mask: np.ndarray | None = None) -> list:
+    """The distinct values of ``column`` (where ``mask`` holds; None: every row), in no set order; a missing value
+    as NaN. A categorical column is read by its codes: each category used once, none turned into text first."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return list(pd.unique(column if mask is None else column[mask]))
+    codes = column.cat.codes.to_numpy()
+    used = np.bincount((codes if mask is None else codes[mask]) + 1, minlength=1)  # -1 (missing) first
+    return list(column.cat.categories[np.flatnonzero(used[1:])]) + ([np.nan] if used[0] else [])
 
 
 def _window_columns(trace: GpuTrace, cfg: Config, kind: str, source: str, win, window_idle_ns: int,
-                    k) -> tuple[dict, list]:
+                    k, whole: tuple | None = None) -> tuple[dict, list]:
     """The row's job-kind (``kind``, ``source``: :func:`~pipeline.analysis.kind.row_kind`), capture and
     graph-capture columns (docs/definitions.md#job-kind, docs/definitions.md#graph-capture), the graph-capture
     warnings and the warning of a window that leaves out most of an unknown job's capture idle. ``k``: the
-    GPU's kernels; ``window_idle_ns``: the device-level idle in ``win``."""
+    GPU's kernels; ``window_idle_ns``: the device-level idle in ``win``; ``whole``: the union of the kernels
+    (:func:`capture_idle`)."""
     found, after = graph_capture(trace)
     first = int(k["start"].min())
     only = after is not None and not bool((k["start"].to_numpy(np.int64) >= after).any())
     capture_ns, cap_idle, left_out = capture_idle(k["start"], k["end"], win.start_ns, win.end_ns, window_idle_ns,
-                                                  after)
+                                                  after, whole)
     left_pct = _pct(left_out, cap_idle)
     cols = {"job_kind": kind, "job_kind_source": source, "capture_ns": capture_ns, "capture_idle_ns": cap_idle,
             "capture_idle_pct": _pct(cap_idle, capture_ns), "window_left_out_idle_ns": left_out,
@@ -377,7 +389,8 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     if outside:
         win = cut_to_kernels(win, k["start"], k["end"])
     w0, w1 = win.start_ns, win.end_ns
-    runs = gaps.busy_runs(k["start"], k["end"], w0, w1)
+    whole = iv.union(k["start"], k["end"])  # every kernel's: W's runs and the capture's idle are cut out of it
+    runs = gaps.busy_runs(k["start"], k["end"], w0, w1, whole)
     dev = gaps.device_idle(k["start"], k["end"], trace.copies["start"], trace.copies["end"], w0, w1, runs)
     kw = gaps.window_columns(k, w0, w1)
     if not kw["start"].size:
@@ -418,7 +431,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += caveats.graph_warning(k, w0, w1, trace.graph_trace_mode)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
     head = len(warnings)  # the rate's warnings go here when the row is priced (cost.price_rows)
-    kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k)
+    kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k, whole)
     warnings += kind_warnings
     if kw["start"].size and not np.any(kw["end"] > kw["start"]):
         warnings.append(RowWarning(WarningCode.ZERO_DURATION_KERNELS,
@@ -526,5 +539,5 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                      device_roster=_roster_records(device_categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      timeline={**timeline(kw, device_categorised, win, runs),
                                **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
-                                                   trace.capture_start_source)},
+                                                   trace.capture_start_source, whole)},
                      plan=plan, collective_calls=calls_doc)

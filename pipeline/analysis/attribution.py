@@ -49,9 +49,9 @@ class OverlapPrefix:
         s = np.sort(iv.as_ns(call_starts), kind="stable")
         e = np.sort(iv.as_ns(call_ends), kind="stable")
         base = int(s[0]) if s.size else 0
-        s, e = s - base, e - base
-        return cls(s, e, np.concatenate(([0], np.cumsum(s, dtype=np.int64))),
-                   np.concatenate(([0], np.cumsum(e, dtype=np.int64))), base)
+        s -= base  # (sorted copies: rebased in place)
+        e -= base
+        return cls(s, e, iv.prefix_sums(s), iv.prefix_sums(e), base)
 
     def summed(self, gap_starts, gap_ends) -> np.ndarray:
         """For each gap ``[a, b)``, the sum over the calls of |call ∩ gap| in ns: ``F(b) - F(a)``

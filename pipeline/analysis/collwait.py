@@ -98,8 +98,9 @@ def rank_calls(starts, ends, names, collective, pids=None, stream_ids=None) -> R
     else:
         n = np.asarray(names, dtype=object).reshape(-1)
         n, n_size = (n[c] if n.size == c.size else n), n.size
-    st = None if stream_ids is None else np.asarray(stream_ids, dtype=np.int64).reshape(-1)
-    p = (np.zeros(s.size, np.int64) if pids is None else np.asarray(pids, dtype=np.int64).reshape(-1))
+    # ids as given (widened to int64 once only the collectives' are picked)
+    st = None if stream_ids is None else np.asarray(stream_ids).reshape(-1)
+    p = (np.zeros(s.size, np.int64) if pids is None else np.asarray(pids).reshape(-1))
     if not (s.size == e.size == n_size == c.size) or (st is not None and not (st.size == p.size == s.size)):
         raise ValueError(f"rank_calls: starts, ends, names, collective, pids and stream_ids differ in length "
                          f"({s.size}, {e.size}, {n_size}, {c.size}, {p.size}, {None if st is None else st.size})")
@@ -110,7 +111,8 @@ def rank_calls(starts, ends, names, collective, pids=None, stream_ids=None) -> R
     fams = np.array([family(x) for x in labels], dtype=object)[codes] if len(labels) else np.zeros(0, object)
     streams = None
     if st is not None:
-        pairs = np.stack([p[c][order], st[c][order]], axis=1) if s.size else np.zeros((0, 2), np.int64)
+        pairs = (np.stack([p[c][order].astype(np.int64), st[c][order].astype(np.int64)], axis=1) if s.size
+                 else np.zeros((0, 2), np.int64))
         # np.unique over rows sorts them lexicographically: (process id, stream id) ascending
         streams = (np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64) if s.size
                    else np.zeros(0, np.int64))

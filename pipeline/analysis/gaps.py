@@ -38,10 +38,13 @@ class DeviceIdle:
     dark_ns: int
 
 
-def busy_runs(kernel_starts, kernel_ends, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+def busy_runs(kernel_starts, kernel_ends, w0: int, w1: int, whole: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The kernel union inside W = [w0, w1): sorted disjoint ``(starts, ends)`` int64 ns runs
     (kernels clipped to W first). Shared by :func:`device_idle`, :func:`device_holes` and the
-    timeline, which would otherwise each compute it."""
+    timeline, which would otherwise each compute it. ``whole``: the union of every kernel (unclipped,
+    :func:`pipeline.analysis.intervals.union`) when already computed: the runs are cut out of it."""
+    if whole is not None:
+        return iv.clip_runs(*whole, w0, w1)
     return iv.union(*iv.clip(kernel_starts, kernel_ends, w0, w1))
 
 
@@ -58,7 +61,7 @@ def device_idle(kernel_starts, kernel_ends, copy_starts, copy_ends, w0: int, w1:
     ks, ke = runs if runs is not None else busy_runs(kernel_starts, kernel_ends, w0, w1)
     busy = iv.total_length(ks, ke)
     cs, ce = iv.clip(copy_starts, copy_ends, w0, w1)
-    copy_only = iv.total_length(*iv.subtract(cs, ce, ks, ke))
+    copy_only = iv.total_length(*iv.difference(*iv.union(cs, ce), ks, ke))  # the kernel runs are a union already
     idle = window_ns - busy
     return DeviceIdle(window_ns, busy, idle, copy_only, idle - copy_only)
 
@@ -135,14 +138,14 @@ def stream_gap_columns(kernels, min_gap_ns: int) -> tuple[dict, np.ndarray]:
     edges = stream_edges(pids, streams)
     found = {c: [] for c in ("pid", "stream_id", "start", "length", "before", "after")}
     for lo, hi in zip(edges[:-1], edges[1:]):
-        s, e = starts[lo:hi], ends[lo:hi]
-        all_lengths.append(iv.all_gaps(s, e))
-        g_start, g_len, after = iv.stream_gaps(s, e, min_gap_ns)
-        if g_len.size == 0:
+        stream = iv.gaps_of(starts[lo:hi], ends[lo:hi], min_gap_ns)
+        all_lengths.append(stream.positive)
+        n = stream.length.size
+        if n == 0:
             continue
-        for column, values in (("pid", np.full(g_len.size, pids[lo])), ("stream_id", np.full(g_len.size, streams[lo])),
-                               ("start", g_start), ("length", g_len), ("before", lo + iv.latest_end_index(e)[after - 1]),
-                               ("after", lo + after)):
+        for column, values in (("pid", np.full(n, pids[lo])), ("stream_id", np.full(n, streams[lo])),
+                               ("start", stream.start), ("length", stream.length), ("before", lo + stream.before),
+                               ("after", lo + stream.after)):
             found[column].append(values)
     joined = {c: np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
               for c, parts in found.items()}
@@ -256,14 +259,13 @@ def device_gap_columns(kernels, w0: int, w1: int, min_gap_ns: int) -> dict:
     else:
         if s[0] - w0 > min_gap_ns:
             starts.append(w0), lengths.append(int(s[0] - w0)), before.append(WINDOW_START), after.append(names(0))
-        g_start, g_len, idx_after = iv.stream_gaps(s, e, min_gap_ns)
-        idx_before = iv.latest_end_index(e)[idx_after - 1] if idx_after.size else idx_after
-        starts.extend(g_start.tolist()), lengths.extend(g_len.tolist())
-        before.extend(names(idx_before).tolist()), after.extend(names(idx_after).tolist())
+        found = iv.gaps_of(s, e, min_gap_ns)
+        starts.extend(found.start.tolist()), lengths.extend(found.length.tolist())
+        before.extend(names(found.before).tolist()), after.extend(names(found.after).tolist())
         last_end = int(e.max())
         if w1 - last_end > min_gap_ns:
             starts.append(last_end), lengths.append(w1 - last_end)
-            before.append(names(int(iv.latest_end_index(e)[-1]))), after.append(WINDOW_END)
+            before.append(names(found.last)), after.append(WINDOW_END)
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.argsort(starts, kind="stable")

@@ -7,6 +7,8 @@ Nsight Systems, pandas or Dask, so each function can be tested by hand.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 I64 = np.int64
@@ -61,6 +63,20 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return run_s, run_e
 
 
+def clip_runs(starts: np.ndarray, ends: np.ndarray, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`clip` of sorted disjoint runs (the output of :func:`union`), found by two binary searches: the
+    same arrays, ``union(clip(x))`` for the runs of ``union(x)`` (one set, one way to write it)."""
+    s, e = as_ns(starts), as_ns(ends)
+    if w1 <= w0:
+        return s[:0].copy(), e[:0].copy()
+    lo = int(np.searchsorted(e, w0, side="right"))  # the first run ending after w0
+    hi = max(int(np.searchsorted(s, w1, side="left")), lo)  # past the last run starting before w1
+    s, e = s[lo:hi].copy(), e[lo:hi].copy()
+    if s.size:
+        s[0], e[-1] = max(int(s[0]), w0), min(int(e[-1]), w1)
+    return s, e
+
+
 def cap_runs(starts: np.ndarray, ends: np.ndarray, max_runs: int) -> tuple[np.ndarray, np.ndarray]:
     """At most ``max_runs`` (>= 1) runs covering sorted disjoint runs: when there are more, the
     shortest holes between neighbours are closed (ties: the earlier hole is closed first), so every long hole
@@ -104,8 +120,12 @@ def subtract(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray
     Used for copy-only time: copy-engine union minus kernel union. Both inputs
     may overlap internally; they are unioned first.
     """
-    a_s, a_e = union(a_starts, a_ends)
-    b_s, b_e = union(b_starts, b_ends)
+    return difference(*union(a_starts, a_ends), *union(b_starts, b_ends))
+
+
+def difference(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`subtract` of runs already sorted and disjoint (outputs of :func:`union`): no union again."""
+    a_s, a_e, b_s, b_e = as_ns(a_s), as_ns(a_e), as_ns(b_s), as_ns(b_e)
     if a_s.size == 0 or b_s.size == 0:
         return a_s, a_e
     # Complement of b, bounded by a's extent, intersected with a.
@@ -153,12 +173,22 @@ def overlap_with_each(query_starts, query_ends, run_starts, run_ends) -> np.ndar
     r_s, r_e = as_ns(run_starts), as_ns(run_ends)
     if q_s.size == 0 or r_s.size == 0:
         return np.zeros(q_s.size, dtype=I64)
-    return _covered_before(q_e, r_s, r_e) - _covered_before(q_s, r_s, r_e)
+    prefix = prefix_sums(r_e - r_s)  # one for both ends
+    return _covered_before(q_e, r_s, r_e, prefix) - _covered_before(q_s, r_s, r_e, prefix)
 
 
-def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray) -> np.ndarray:
-    """Length of the runs' coverage on ``(-inf, t)`` for each ``t``."""
-    prefix = np.concatenate(([0], np.cumsum(r_e - r_s, dtype=I64)))
+def prefix_sums(values: np.ndarray) -> np.ndarray:
+    """``[0, v0, v0 + v1, ...]``: the sums of ``values`` before each position and of them all, int64 (one array,
+    no temporary)."""
+    out = np.empty(values.size + 1, dtype=I64)
+    out[0] = 0
+    np.cumsum(values, dtype=I64, out=out[1:])
+    return out
+
+
+def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+    """Length of the runs' coverage on ``(-inf, t)`` for each ``t`` (``prefix``: the runs' lengths summed, 0
+    first)."""
     i = np.searchsorted(r_s, t, side="right")  # runs starting at or before t
     covered = prefix[i]
     # The last of those runs may extend past t: remove its part after t.
@@ -167,6 +197,37 @@ def _covered_before(t: np.ndarray, r_s: np.ndarray, r_e: np.ndarray) -> np.ndarr
     excess = np.zeros(t.size, dtype=I64)
     excess[has] = np.maximum(r_e[last[has]] - t[has], 0)
     return covered - excess
+
+
+class Gaps(NamedTuple):
+    """The gaps of one start-ordered stream (:func:`gaps_of`), positions into its rows: ``start``, ``length``
+    (int64 ns) and ``after`` (the row that ends it) of each gap longer than the threshold, as :func:`stream_gaps`
+    gives them; ``before``: the row that opens each of those gaps (:func:`latest_end_index` at the row before
+    ``after``); ``positive``: every positive gap length, no threshold (:func:`all_gaps`); ``last``: the row holding
+    the latest end (:func:`latest_end_index` at the last row; -1 for no row)."""
+
+    start: np.ndarray
+    length: np.ndarray
+    after: np.ndarray
+    before: np.ndarray
+    positive: np.ndarray
+    last: int
+
+
+def gaps_of(starts, ends, min_gap_ns: int) -> Gaps:
+    """:func:`stream_gaps`, :func:`all_gaps` and the rows :func:`latest_end_index` names for them, from one
+    running maximum of the ends (kernels sorted by (start, end, correlationId))."""
+    s, e = as_ns(starts), as_ns(ends)
+    empty = np.zeros(0, dtype=I64)
+    if s.size < 2:
+        return Gaps(empty, empty, empty, empty, empty, s.size - 1)
+    run_max = np.maximum.accumulate(e)
+    length = s[1:] - run_max[:-1]
+    keep = np.flatnonzero(length > min_gap_ns)
+    # the rows that hold the running maximum (ties: the later row); each position's is the last of them up to it
+    holders = np.flatnonzero(e >= run_max)
+    before = holders[np.searchsorted(holders, keep, side="right") - 1].astype(I64, copy=False)
+    return Gaps(run_max[:-1][keep], length[keep], keep + 1, before, length[length > 0], int(holders[-1]))
 
 
 def stream_gaps(starts, ends, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,14 +242,8 @@ def stream_gaps(starts, ends, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray, 
     is the position of the kernel that ends the gap; the kernel before it is the
     one whose end is the latest end so far (see :func:`latest_end_index`).
     """
-    s, e = as_ns(starts), as_ns(ends)
-    if s.size < 2:
-        empty = np.zeros(0, dtype=I64)
-        return empty, empty, empty
-    latest_end = np.maximum.accumulate(e)[:-1]
-    length = s[1:] - latest_end
-    keep = np.flatnonzero(length > min_gap_ns)
-    return latest_end[keep], length[keep], keep + 1
+    found = gaps_of(starts, ends, min_gap_ns)
+    return found.start, found.length, found.after
 
 
 def latest_end_index(ends: np.ndarray) -> np.ndarray:
@@ -211,8 +266,4 @@ def all_gaps(starts, ends) -> np.ndarray:
 
     Used for the sub-threshold ``launch`` sliver count. Shape ``(g,)`` int64.
     """
-    s, e = as_ns(starts), as_ns(ends)
-    if s.size < 2:
-        return np.zeros(0, dtype=I64)
-    length = s[1:] - np.maximum.accumulate(e)[:-1]
-    return length[length > 0]
+    return gaps_of(starts, ends, np.iinfo(I64).max).positive

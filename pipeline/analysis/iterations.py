@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..arrays import is_sorted
 from ..config import WindowRules
 from .intervals import overlap_with_each
 from .window import (UNTRACED_REASON, Iterations, Window, WindowError, nvtx_iterations, periodic_iterations,
@@ -74,18 +75,19 @@ def project(it: Iterations, runtime: pd.DataFrame, kernels: pd.DataFrame) -> tup
     if it.thread is None or runtime is None or runtime.empty or kernels.empty or n == 0:
         return g0, g1
     pid, tid = it.thread
-    mine = (runtime["pid"].to_numpy(np.int64) == pid) & (runtime["tid"].to_numpy(np.int64) == tid)
+    mine = _equal(runtime["pid"], pid) & _equal(runtime["tid"], tid)
     call_start = runtime["start"].to_numpy(np.int64)[mine]
-    call_corr = runtime["correlation_id"].to_numpy(np.int64)[mine]
-    at = np.searchsorted(it.starts, call_start, side="right") - 1
+    call_corr = _int64_at(runtime["correlation_id"], mine)
+    at = _at_or_before(it.starts, call_start)
     inside = (at >= 0) & (call_corr != 0)
     inside[inside] = call_start[inside] < it.ends[at[inside]]
     call_corr, at = call_corr[inside], at[inside]
     if call_corr.size == 0:
         return g0, g1
-    order = np.argsort(call_corr, kind="stable")
-    call_corr, at = call_corr[order], at[order]
-    theirs = kernels["pid"].to_numpy(np.int64) == pid
+    if not is_sorted(call_corr):  # (launches in time order: ascending correlationIds, as a stable sort leaves them)
+        order = np.argsort(call_corr, kind="stable")
+        call_corr, at = call_corr[order], at[order]
+    theirs = _equal(kernels["pid"], pid)
     k_corr = kernels["correlation_id"].to_numpy(np.int64)
     k_start = kernels["start"].to_numpy(np.int64)
     k_end = kernels["end"].to_numpy(np.int64)
@@ -98,11 +100,43 @@ def project(it: Iterations, runtime: pd.DataFrame, kernels: pd.DataFrame) -> tup
         return g0, g1
     lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(lo, which, k_start[hit])
-    np.maximum.at(hi, which, k_end[hit])
+    if is_sorted(which):  # each iteration's kernels one run of rows, as kernels in start order are: reduced per run
+        heads = np.concatenate(([0], np.flatnonzero(which[1:] != which[:-1]) + 1))
+        lo[which[heads]] = np.minimum.reduceat(k_start[hit], heads)
+        hi[which[heads]] = np.maximum.reduceat(k_end[hit], heads)
+    else:
+        np.minimum.at(lo, which, k_start[hit])
+        np.maximum.at(hi, which, k_end[hit])
     has = hi > np.iinfo(np.int64).min
     g0[has], g1[has] = lo[has], hi[has]
     return g0, g1
+
+
+def _equal(column: pd.Series, value: int) -> np.ndarray:
+    """``column == value`` of an integer id column (bool array), on its own integer type (no int64 copy)."""
+    values = column.to_numpy()
+    if values.dtype.kind != "i":
+        return column.to_numpy(np.int64) == value
+    info = np.iinfo(values.dtype)
+    return values == value if info.min <= value <= info.max else np.zeros(values.size, dtype=bool)
+
+
+def _int64_at(column: pd.Series, mask: np.ndarray) -> np.ndarray:
+    """An integer id column's values where ``mask`` holds, as int64 (picked first, then widened)."""
+    values = column.to_numpy()
+    if values.dtype.kind != "i":
+        return column.to_numpy(np.int64)[mask]
+    return values[mask].astype(np.int64, copy=False)
+
+
+def _at_or_before(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(starts, times, side="right") - 1`` (``starts`` ascending): for each time, the last of
+    ``starts`` at or before it (-1: none). Many times in ascending order (calls in start order) are counted off
+    instead: each start found among them once, the counts summed."""
+    if times.size > 8 * starts.size and is_sorted(times):
+        first = np.searchsorted(times, starts, side="left")  # from here on, a time is at or after that start
+        return np.cumsum(np.bincount(first, minlength=times.size + 1)[:times.size]) - 1
+    return np.searchsorted(starts, times, side="right") - 1
 
 
 #: Correlation ids up to this many times the calls' count (plus a million) are looked up in a table indexed by id

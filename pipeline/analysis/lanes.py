@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..arrays import distinct
 from ..model import COPY_DIRECTIONS
 from . import intervals as iv
 
@@ -55,9 +56,10 @@ def copy_directions(copies: pd.DataFrame) -> np.ndarray:
     return names[inverse]
 
 
-def _runs(starts, ends, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals clipped to the context ``[c0, c1)``."""
-    return iv.union(*iv.clip(starts, ends, c0, c1))
+def _runs(starts, ends, c0: int, c1: int, whole: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals clipped to the context ``[c0, c1)`` (their union cut to it: the same runs);
+    ``whole``: their union when already computed."""
+    return iv.clip_runs(*(whole if whole is not None else iv.union(starts, ends)), c0, c1)
 
 
 def _in_window(starts, ends, w0: int, w1: int) -> np.ndarray:
@@ -66,16 +68,18 @@ def _in_window(starts, ends, w0: int, w1: int) -> np.ndarray:
     return ((e > w0) & (s < w1)) | ((s == e) & (s >= w0) & (s < w1))
 
 
-def _lane(label: str, starts, ends, c0: int, c1: int, w0: int, w1: int, **fields) -> dict:
-    """One lane: its runs in the context (not capped yet), its busy ns inside W and ``fields``."""
-    s, e = _runs(starts, ends, c0, c1)
+def _lane(label: str, starts, ends, c0: int, c1: int, w0: int, w1: int, whole: tuple | None = None,
+          **fields) -> dict:
+    """One lane: its runs in the context (not capped yet), its busy ns inside W and ``fields``; ``whole``: the
+    union of ``starts``, ``ends`` when already computed."""
+    s, e = _runs(starts, ends, c0, c1, whole)
     # the runs are disjoint, and so are their parts in W: their total is their union's
     return {"label": label, **fields, "busy_ns": iv.total_length(*iv.clip(s, e, w0, w1)),
             "runs": (s, e)}
 
 
 def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, int],
-                 window: tuple[int, int]) -> list[dict]:
+                 window: tuple[int, int], whole: tuple | None = None) -> list[dict]:
     """One lane per (pid, stream) that runs a kernel in the context, sorted by pid, stream.
 
     Args:
@@ -83,6 +87,8 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
         gaps: its per-stream gaps in W (:func:`pipeline.analysis.gaps.stream_gaps`: pid, stream_id,
             length ns; a frame or columns): counted per lane.
         context: ``(c0, c1)`` ns; window: ``(w0, w1)`` ns.
+        whole: the union of every kernel (:func:`pipeline.analysis.intervals.union`) when already computed
+            (the runs of a GPU of one stream are cut out of it).
     Returns:
         dicts ``kind="stream"``, ``label`` (``"pid:stream"``), ``pid``, ``stream_id``, ``kernels`` (in W),
         ``busy_ns`` (kernel union in W), ``gaps`` and ``gap_ns`` (per-stream gaps in W), ``runs``
@@ -90,24 +96,51 @@ def stream_lanes(kernels: pd.DataFrame, gaps: pd.DataFrame, context: tuple[int, 
     """
     (c0, c1), (w0, w1) = context, window
     s, e = kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64)
-    near = np.flatnonzero(_in_window(s, e, c0, c1))
-    pids, streams = kernels["pid"].to_numpy(np.int64)[near], kernels["stream_id"].to_numpy(np.int64)[near]
-    s, e = s[near], e[near]
+    pids, streams = _ids(kernels["pid"]), _ids(kernels["stream_id"])
+    near = _in_window(s, e, c0, c1)
+    if not near.all():  # (every kernel, when the context holds the whole capture)
+        near = np.flatnonzero(near)
+        s, e, pids, streams = s[near], e[near], pids[near], streams[near]
     gap_n, gap_ns = {}, {}
     for p, st, n in zip(np.asarray(gaps["pid"], dtype=np.int64), np.asarray(gaps["stream_id"], dtype=np.int64),
                         np.asarray(gaps["length"], dtype=np.int64)):
         gap_n[(p, st)] = gap_n.get((p, st), 0) + 1
         gap_ns[(p, st)] = gap_ns.get((p, st), 0) + int(n)
-    order = np.lexsort((streams, pids))
     lanes = []
-    for block in np.split(order, np.flatnonzero(np.diff(pids[order]) | np.diff(streams[order])) + 1):
-        if not block.size:
-            continue
-        p, st = int(pids[block[0]]), int(streams[block[0]])
-        lanes.append(_lane(f"{p}:{st}", s[block], e[block], c0, c1, w0, w1, kind="stream", pid=p, stream_id=st,
-                           kernels=int(_in_window(s[block], e[block], w0, w1).sum()),
+    for p, st, rows in _stream_rows(pids, streams):
+        ls, le = (s, e) if rows is None else (s[rows], e[rows])
+        lanes.append(_lane(f"{p}:{st}", ls, le, c0, c1, w0, w1, whole if rows is None else None, kind="stream",
+                           pid=p, stream_id=st,
+                           kernels=int(_in_window(ls, le, w0, w1).sum()),
                            gaps=gap_n.get((p, st), 0), gap_ns=gap_ns.get((p, st), 0)))
     return lanes
+
+
+def _ids(column) -> np.ndarray:
+    """An id column's values as its own integer array (no copy), else as int64."""
+    values = column.to_numpy()
+    return values if values.dtype.kind in "iu" else column.to_numpy(np.int64)
+
+
+#: Streams of one process up to this many are picked out of the kernels one comparison each
+#: (:func:`_stream_rows`); more are sorted.
+FEW_STREAMS = 8
+
+
+def _stream_rows(pids: np.ndarray, streams: np.ndarray) -> list[tuple[int, int, np.ndarray | None]]:
+    """``(pid, stream_id, rows)`` of each (pid, stream) pair of the kernels, in (pid, stream) order: ``rows``
+    their ascending positions, None for every row (a single pair)."""
+    if not pids.size:
+        return []
+    if pids.min() == pids.max():  # one process, as most GPUs run
+        p, ids = int(pids[0]), distinct([streams])
+        if ids.size == 1:
+            return [(p, int(ids[0]), None)]
+        if ids.size <= FEW_STREAMS:
+            return [(p, int(st), np.flatnonzero(streams == st)) for st in ids.tolist()]
+    order = np.lexsort((streams, pids))
+    return [(int(pids[block[0]]), int(streams[block[0]]), block)
+            for block in np.split(order, np.flatnonzero(np.diff(pids[order]) | np.diff(streams[order])) + 1)]
 
 
 def merge_quiet_streams(lanes: list[dict], window: tuple[int, int], max_lanes: int = MAX_STREAM_LANES) -> list[dict]:
@@ -204,7 +237,7 @@ def iteration_marks(extents, context: tuple[int, int], max_marks: int = MAX_MARK
 
 
 def gpu_picture(kernels: pd.DataFrame, copies: pd.DataFrame, gaps: pd.DataFrame, win,
-                capture_start_ns: int | None, capture_start_source: str) -> dict:
+                capture_start_ns: int | None, capture_start_source: str, whole: tuple | None = None) -> dict:
     """The keys the GPU's page adds to its JSON ``timeline`` (all ns; docs/outputs.md#per-gpu-json).
 
     ``context`` ``[c0, c1]`` (:func:`context_range`); ``capture_start_ns`` and ``capture_start_source``
@@ -212,14 +245,15 @@ def gpu_picture(kernels: pd.DataFrame, copies: pd.DataFrame, gaps: pd.DataFrame,
     :func:`pipeline.load.kineto.capture_start`; None and ``""`` when unknown);
     ``lanes``: stream lanes (:func:`stream_lanes`, :func:`merge_quiet_streams`) then copy lanes
     (:func:`copy_lanes`), capped (:func:`capped`); ``marks`` and ``marks_total``: the iterations
-    (:func:`iteration_marks`). ``win``: the :class:`~pipeline.analysis.window.Window`.
+    (:func:`iteration_marks`). ``win``: the :class:`~pipeline.analysis.window.Window`; ``whole``: the union of
+    every kernel when already computed (:func:`stream_lanes`).
     """
     w = (win.start_ns, win.end_ns)
     parts = [kernels] + ([copies] if len(copies) else [])
     first = min(int(p["start"].to_numpy(np.int64).min()) for p in parts if len(p))
     last = max(int(p["end"].to_numpy(np.int64).max()) for p in parts if len(p))
     context = context_range(*w, win.iteration_mean_ns, first, last)
-    streams = merge_quiet_streams(stream_lanes(kernels, gaps, context, w), w)
+    streams = merge_quiet_streams(stream_lanes(kernels, gaps, context, w, whole), w)
     marks, total = iteration_marks(win.extents, context)
     return {"context": [int(context[0]), int(context[1])],
             "capture_start_ns": None if capture_start_ns is None else int(capture_start_ns),

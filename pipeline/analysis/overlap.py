@@ -67,15 +67,15 @@ def comm_overlap(starts, ends, streams, collective, w0: int, w1: int) -> CommOve
     """
     s, e = iv.as_ns(starts), iv.as_ns(ends)
     st = np.asarray(streams, dtype=np.int64)
-    coll = np.asarray(collective, dtype=bool)
+    coll = np.array(collective, dtype=bool)  # a copy: changed below
     if not (s.size == e.size == st.size == coll.size):
         raise ValueError(f"comm_overlap: starts, ends, streams and collective differ in length "
                          f"({s.size}, {e.size}, {st.size}, {coll.size})")
-    # clip to W keeping the rows aligned (iv.clip drops rows, which would lose streams and flags)
+    # clip to W keeping the rows aligned (iv.clip drops rows, which would lose streams and flags); the rows left
+    # empty cover nothing in a union
     s = np.maximum(s, np.int64(w0))
     e = np.minimum(e, np.int64(w1))
-    keep = e > s
-    s, e, st, coll = s[keep], e[keep], st[keep], coll[keep]
+    coll &= e > s
     comm_s, comm_e = iv.union(s[coll], e[coll])
     comm_ns = iv.total_length(comm_s, comm_e)
     if comm_ns == 0:
@@ -83,7 +83,8 @@ def comm_overlap(starts, ends, streams, collective, w0: int, w1: int) -> CommOve
     compute = ~coll
     piece_s, piece_e = [], []
     for stream in np.unique(st[coll]):
-        c_s, c_e = iv.union(s[coll & (st == stream)], e[coll & (st == stream)])
+        mine = coll & (st == stream)
+        c_s, c_e = iv.union(s[mine], e[mine])
         other = compute & (st != stream)
         k_s, k_e = iv.union(s[other], e[other])
         a, b = iv.intersect(c_s, c_e, k_s, k_e)

@@ -397,28 +397,49 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
 THREADED_MAX_GPU_KERNELS = 250_000
 
 
-def _each(fn, items: list, threads: int, done=None) -> list:
+def _each(fn, items: list, threads: int, done=None, beside=None, apart: bool = False):
     """``[fn(item) for item in items]``, on ``threads`` threads when more than one; ``done(1)`` after each
-    item (None: nothing)."""
+    item (None: nothing). With ``beside`` (a function of no argument), ``(that list, result)``: ``result()``
+    gives what ``beside()`` returned (or raises what it raised); it runs on one of the threads the items run on
+    when more than one, on a thread of its own beside the items run one at a time with ``apart``, else after them."""
     def one(item):
         out = fn(item)
         if done is not None:
             done(1)
         return out
 
-    if threads <= 1 or len(items) <= 1:
-        return [one(item) for item in items]
+    pooled = threads > 1 and len(items) > 1
+    if beside is not None and (pooled or apart):
+        with ThreadPoolExecutor(max_workers=threads if pooled else 1) as pool:
+            aside = pool.submit(beside)
+            out = list(pool.map(one, items)) if pooled else [one(item) for item in items]
+            return out, aside.result
+    if pooled:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            out = list(pool.map(one, items))
+    else:
+        out = [one(item) for item in items]
+    return out if beside is None else (out, _later(beside))
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(one, items))
+
+def _later(fn) -> Callable:
+    """A function that gives what ``fn()`` returned, called now, or raises what it raised."""
+    try:
+        value = fn()
+    except Exception as exc:  # noqa: BLE001 - raised when the result is asked for, as a thread's would be
+        def raised(exc=exc):
+            raise exc
+        return raised
+    return lambda: value
 
 
 def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int = 1,
                    forced: dict | None = None, gpu_progress=None) -> list[GpuResult]:
     """Every GPU of the report, in ``keys`` order: their plans (:func:`plan_task`), the report's
-    agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`), then :func:`analyse_task` for each;
+    agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`,
+    matched beside the plans: they do not depend on them), then :func:`analyse_task` for each;
     each step on ``threads`` threads when more than one and the GPUs are not large
-    (:data:`THREADED_MAX_GPU_KERNELS`; the results are the same values, in ``keys`` order, whatever ``threads``:
+    (:data:`THREADED_MAX_GPU_KERNELS`: then one at a time, the collective calls on a thread beside the plans; the results are the same values, in ``keys`` order, whatever ``threads``:
     each GPU's analysis reads the loaded report and its own plan only). Memory freed while analysing stays for
     the next GPU and goes back to the system once the report is done (:func:`pipeline.memory.reusing_heap`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
     each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done.
@@ -431,15 +452,18 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
 def _analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int, forced: dict | None,
                     gpu_progress) -> list[GpuResult]:
     """:func:`analyse_report`."""
+    # large GPUs: one plan and one analysis at a time, the report's collective calls matched beside the plans
+    apart = threads > 1 and len(keys) > 1
     if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
         threads = 1
     planning = (gpu_progress(len(keys), "GPU plans", doing="making")
                 if gpu_progress is not None and len(keys) >= MANY_GPUS else None)
     try:
-        plans = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
-                      planning.advance if planning is not None else None)
+        plans, matched = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
+                               planning.advance if planning is not None else None,
+                               beside=lambda: report_collectives(report, keys, cfg), apart=apart)
         agreements = report_agreements(report.path, keys, plans, cfg, forced)
-        collective = report_collectives(report, keys, cfg)
+        collective = matched()
     finally:
         if planning is not None:
             planning.close()
