@@ -163,3 +163,51 @@ def test_start_method_falls_back_to_spawn_where_fork_is_missing(monkeypatch):
     assert worker_start_method("forkserver") == "spawn"
     with pytest.raises(ConfigError, match="dask.start_method 'thread' is not one of fork, spawn, forkserver"):
         load_config([], {"dask": {"start_method": "thread"}})
+
+
+def test_gpu_summaries_are_the_row_by_row_summaries():
+    """gpu_summaries (a column at a time) gives what gpu_summary gives over to_dict("records"), value and type:
+    numpy whole numbers, flags and floats (NaN and ±inf null), Int64 with a missing value, text with a missing
+    value, and an object column holding numpy scalars, None and NaN."""
+    from pipeline.fleet.outputs import gpu_summaries, gpu_summary, summary_text
+
+    import numpy as np
+    frame = pd.DataFrame({
+        "report": pd.array(["a.sqlite", None, "c.sqlite"], dtype="str"),
+        "window_ns": pd.array([1_750_000_000_123_456_789, None, 3], dtype="Int64"),
+        "idle_pct": np.array([12.5, np.nan, np.inf]),
+        "count": np.array([1, -2, 3], dtype=np.int64),
+        "straggler": np.array([True, False, True]),
+        "note": pd.Series([np.float64(2.5), None, np.int64(7)], dtype=object),
+        "other": pd.Series([np.nan, np.bool_(True), "x"], dtype=object),
+    })
+    want = [gpu_summary(row) for row in frame.to_dict("records")]
+    got = gpu_summaries(frame)
+    assert got == want
+    assert [[type(v) for v in row.values()] for row in got] == [[type(v) for v in row.values()] for row in want]
+    assert [summary_text(s) for s in got] == [summary_text(s) for s in want]
+    assert got[0] == {"report": "a.sqlite", "window_ns": 1_750_000_000_123_456_789, "idle_pct": 12.5, "count": 1,
+                      "straggler": True, "note": 2.5, "other": None}
+    assert got[1]["report"] is None and got[1]["window_ns"] is None and got[1]["idle_pct"] is None
+    assert got[2]["idle_pct"] is None and got[2]["note"] == 7 and type(got[2]["note"]) is int
+
+
+def test_the_collector_is_paused_only_while_the_documents_are_made():
+    import gc
+
+    from pipeline.runs.driver import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(OSError), collector_paused():
+        raise OSError("disk full")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()   # it stays as the caller had it
+    finally:
+        gc.enable()

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -66,6 +68,27 @@ def gpu_summary(row: dict) -> dict:
     return {k: plain_scalar(v) for k, v in row.items()}
 
 
+def gpu_summaries(fleet: pd.DataFrame) -> list[dict]:
+    """:func:`gpu_summary` of every row of ``fleet`` (unique column names), in order: the same dicts as
+    ``[gpu_summary(row) for row in fleet.to_dict("records")]``, made a column at a time (a whole numpy column of
+    whole numbers, flags or floats, an ``Int64`` or text column at once: what the rows' dicts cost cell by cell)."""
+    columns = {}
+    for name, series in fleet.items():
+        dtype = series.dtype
+        if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+            columns[name] = series.to_numpy().tolist()
+        elif isinstance(dtype, np.dtype) and dtype.kind == "f":
+            columns[name] = [v if math.isfinite(v) else None for v in series.to_numpy().tolist()]
+        elif dtype == pd.Int64Dtype() or isinstance(dtype, pd.StringDtype):
+            columns[name] = series.to_numpy(dtype=object, na_value=None).tolist()
+    rest = [name for name in fleet.columns if name not in columns]
+    if rest:  # anything else (object columns): as the rows' dicts give it, cell by cell
+        rows = fleet[rest].to_dict("records")
+        columns.update({name: [plain_scalar(row[name]) for row in rows] for name in rest})
+    names = list(fleet.columns)
+    return [dict(zip(names, values)) for values in zip(*(columns[name] for name in names))]
+
+
 def summary_text(summary: dict) -> str:
     """Compact JSON of a ``_summary`` object: equal texts mean equal objects, types included."""
     return compact_json(summary)
@@ -111,13 +134,12 @@ def write_gpu_docs(gpu_dir: str, fleet: pd.DataFrame, rosters: dict, done=None) 
     """
     real_dir(gpu_dir)
     texts = {}
-    for row in fleet.to_dict("records"):
-        if row["status"] in NOT_ANALYSED:
+    for summary in gpu_summaries(fleet):
+        if summary["status"] in NOT_ANALYSED:
             continue
-        key = (row["report"], row["gpu_key"])
-        summary = gpu_summary(row)
+        key = (summary["report"], summary["gpu_key"])
         both = rosters.get(key, {})
-        path = os.path.join(gpu_dir, gpu_json_name(row["report"], row["gpu_key"]))
+        path = os.path.join(gpu_dir, gpu_json_name(summary["report"], summary["gpu_key"]))
         texts[key] = text = summary_text(summary)
         if "json" in both:
             if both["json"] == text:

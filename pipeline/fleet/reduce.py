@@ -66,8 +66,7 @@ def fleet_frame(rows: list[dict]) -> pd.DataFrame:
     Raises KeyError naming a row key the schema does not declare
     (:func:`~pipeline.schema.check_row`: never dropped), ValueError for a value of an integer column
     that is no whole number."""
-    for row in rows:
-        check_row(row)
+    check_row(dict.fromkeys(key for row in rows for key in row))  # every key once, in the order the rows give them
     typed = set(INT_COLUMNS) | set(BOOL_COLUMNS)
     others = pd.DataFrame(rows, columns=[c for c in FLEET_COLUMNS if c not in typed])
     columns = {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import os
 
 import pandas as pd
@@ -389,7 +390,8 @@ class RunFolder(OutputFolder):
             # GPU pages rendered beside it (DIR/gpu-pages/*.html), as far as the folder's record of them proves
             # (rendered.remove_rendered).
             rendered, emptied = remove_rendered(self.out_dir)
-            written, records = write_documents(self.out_dir, fleet, rosters, cfg)
+            with collector_paused():
+                written, records = write_documents(self.out_dir, fleet, rosters, cfg)
             written.update(stale_report=rendered, stale_dirs=emptied)
             write_folder_manifest(self.out_dir, written["files"], digest, **{PRICING: pricing_settings(cfg)})
         except OSError as exc:
@@ -653,6 +655,10 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         again, _ = _analyse(more, cfg, scheduler, os.path.join(folder.out_dir, "gpus"), log, None)
         outcomes += again
         todo += damaged
+    # The reports whose own result is stored, as this run knows it: stored by its task (checked as it was written)
+    # or read from the store (checked as it was read); the forced agreements' results, stored under other keys,
+    # are not among them. Only the others are checked again before the folder may be kept.
+    kept_now = {o.path for o in outcomes if o.stored} | (set(stored) - set(damaged))
     # The labels and prices of the day (stored results are price-free), then per-rank traces of one job are one
     # job (their rows' job, in place) before its GPUs agree.
     price_in_place([r.row for o in outcomes if o.failure is None for r in o.results] + rows, cfg)
@@ -661,10 +667,11 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     outcomes, rows, rosters, redone = _agree_across_reports(outcomes, rows, rosters, plans, cfg, cache, scheduler,
                                                              os.path.join(folder.out_dir, "gpus"), log)
     todo += [p for p in redone if p not in todo]
-    fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters, identical)
-    fleet = accounting.attach(fleet, cfg, log)  # who held each report's GPUs (docs/definitions.md#coverage)
+    with collector_paused():
+        fleet, rosters = reduce_outcomes(outcomes, cfg, problems, rows, rosters, identical)
+        fleet = accounting.attach(fleet, cfg, log)  # who held each report's GPUs (docs/definitions.md#coverage)
     failed_now = set(fleet.loc[fleet["status"] == "error", "report"]) if "status" in fleet else set()
-    if cache is not None and (not all(cache.stored(p) for p in identified if p not in identical)
+    if cache is not None and (not all(p in kept_now or cache.stored(p) for p in identified if p not in identical)
                               or failed_now & set(identified)):
         # A report without a stored result is analysed again next time, and so is one that failed now
         # although a result of it is stored (a read time bound, memory, a lost worker): nothing to keep.
@@ -683,6 +690,20 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,
                      wrote=wrote, skipped=skipped)
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """No cyclic garbage collection while the reduce and the writing of a run's documents make their many
+    short-lived objects: each full pass would walk every object the run holds (the modules, every report's
+    results), several times over; what they leave is collected once it resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def duplicates(fleet: pd.DataFrame) -> list:
