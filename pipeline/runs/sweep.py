@@ -123,10 +123,10 @@ def product_files(night_dir: str, known: dict | None = None) -> dict:
     they still hold it, a file a person changed since is theirs) and those the night's comparison lists
     (:data:`~pipeline.report.compare.COMPARE_MANIFEST`, and that record itself). A file a person added is
     never listed (never the product's to replace or remove). ``known``: ``relative path -> entry`` of files this
-    sweep has just proven to hold that entry (copied from a night whose manifest held, :func:`reuse_night`): taken
-    as they are, unhashed, while the file is a regular file of that size (for the manifest that vouches for the
-    night's documents while its report is rendered; every reader checks what it reads, and the night's last
-    manifest, :func:`write_manifest` without ``known``, hashes every file again)."""
+    sweep has proven to hold that entry (copied from a night whose manifest held, or that night's own files as it
+    held: :func:`reuse_night`): taken as they are, unhashed, while the manifest lists the file by name or with that
+    entry (a file the sweep wrote again since is listed with its new one) and it is a regular file of that size.
+    Every reader checks what it reads against the manifest (a file changed since is never taken as the product's)."""
 
     def proven(doc: dict | None, prefix: str) -> dict:
         out = {}
@@ -225,9 +225,9 @@ def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | Non
     html = _html_inputs(state_dir, night, inputs)
     if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
         # its documents whole (the report reads them through their manifest), not yet to be reused; the files just
-        # proven to hold the source's entries (its manifest held, checked above) are not hashed again for it
-        write_manifest(state_dir, night, None, None, manifest.get(PRICING),
-                       known={rel: e for rel, e in manifest["files"].items() if rel in proven})
+        # proven to hold the source's entries (its manifest held, checked above) are not hashed again
+        known = {rel: e for rel, e in manifest["files"].items() if rel in proven}
+        write_manifest(state_dir, night, None, None, manifest.get(PRICING), known=known)
         problems: dict = {}
         try:
             drawn = write_html(state_dir, out, night, problems)
@@ -235,7 +235,7 @@ def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | Non
             raise IncompleteOutputs(f"{out}: the outputs are incomplete ({os_cause(exc)}): missing report.html; "
                                     "the folder vouches for nothing until a run completes it (free space, "
                                     "run again)") from exc
-        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING), problems)
+        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING), problems, known)
         if not_written is not None:
             not_written.update(problems)
     return out, source
