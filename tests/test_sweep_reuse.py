@@ -212,10 +212,9 @@ def test_a_night_made_from_another_keeps_nothing_of_its_own_earlier_sweep(shared
 
 
 def test_known_entries_are_taken_unhashed_only_from_regular_files_of_their_size(tmp_path, monkeypatch):
-    """The manifest that vouches for a night made from an earlier one while its report is rendered takes the entries
+    """The manifests of a night made from an earlier one (while its report is rendered, and its last) take the entries
     of the files just copied from a night whose manifest held (``known``) as they are, without hashing them again,
-    while each is a regular file of its size; any other file is hashed, and without ``known`` (the night's last
-    manifest) every file is."""
+    while each is a regular file of its size; any other file is hashed, and without ``known`` every file is."""
     from pipeline.io import file_entry
     from pipeline.runs import sweep as night_mod
     from pipeline.store.results import write_folder_manifest
