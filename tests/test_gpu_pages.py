@@ -749,3 +749,51 @@ def test_pages_are_kept_by_their_json_text(profiles, tmp_path):
     out = gpu_page.write_gpu_pages([(r, g, None)], lambda *_: changed, str(tmp_path / "n4" / "report.html"), str(cache))
     before, after = (tmp_path / "n1" / night1[(r, g)]).read_text(), (tmp_path / "n4" / out[(r, g)]).read_text()
     assert after != before and after == gpu_page.render_gpu_page(doc, {"report": "../report.html", "record": None})
+
+
+def test_unchanged_pages_are_neither_rendered_nor_read(example_folder, tmp_path, monkeypatch):
+    """A report rendered again beside the same vouched files (the fleet table, its pricing, every GPU's JSON, the
+    records' anchors) with a plot cache renders, reads and writes none of its GPU pages again (nor works out the
+    GPUs' roles): the plot cache records which pages that rendering wrote, and the folder still holds each of them
+    as its record lists it; the report and the pages are the same bytes. A page gone, or a JSON changed (its
+    manifest vouching for the new bytes), and they are rendered again as without the record."""
+    import functools
+    import shutil
+
+    from conftest import vouch
+    from pipeline.report import html as report_html
+
+    out = tmp_path / "out"
+    shutil.copytree(example_folder, out)
+    cache = str(tmp_path / "plots")
+
+    def files() -> dict:
+        return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*")
+                if p.is_file() and p.name != ".manifest.json"}
+
+    report_html.write_report(out, out / "report.html", plot_cache=cache)
+    first = files()
+    assert len(list(Path(cache).glob("*.pages.json"))) == 1
+    calls = []
+    for module, name in ((gpu_page, "page_from_json"), (report_html, "gpu_roles"), (report_html, "gpu_json_text")):
+        real = getattr(module, name)
+        counted = functools.wraps(real)(lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(module, name, counted)   # its name kept: the per-page cache keys on it
+    report_html.write_report(out, out / "report.html", plot_cache=cache)
+    assert calls == [] and files() == first
+    gone = sorted((out / PAGES_DIR).iterdir())[0]
+    gone.unlink()
+    report_html.write_report(out, out / "report.html", plot_cache=cache)
+    assert calls.count("gpu_json_text") == EXAMPLE_GPUS and calls.count("gpu_roles") == 1
+    assert calls.count("page_from_json") == 0 and files() == first   # every page from the per-page cache
+    calls.clear()
+    doc_path = out / "gpus" / (gone.name[:-len(".html")] + ".json")
+    doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    doc["_summary"]["idle_pct"] = 12.5
+    doc_path.write_text(json.dumps(doc), encoding="utf-8")
+    vouch(out)
+    report_html.write_report(out, out / "report.html", plot_cache=cache)
+    assert calls.count("page_from_json") == 1 and calls.count("gpu_roles") == 1
+    changed = {rel for rel, data in files().items() if first.get(rel) != data}
+    assert changed == {f"gpus/{doc_path.name}", f"{PAGES_DIR}/{gone.name}"}
+    assert "12.50" in (out / PAGES_DIR / gone.name).read_text(encoding="utf-8")

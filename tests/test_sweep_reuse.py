@@ -209,3 +209,29 @@ def test_a_night_made_from_another_keeps_nothing_of_its_own_earlier_sweep(shared
     assert files_a == files_b
     listed = set(json.loads((a / ".manifest.json").read_text())["files"])
     assert listed - {"report.html"} == files_a
+
+
+def test_known_entries_are_taken_unhashed_only_from_regular_files_of_their_size(tmp_path, monkeypatch):
+    """The manifests of a night made from an earlier one (while its report is rendered, and its last) take the entries
+    of the files just copied from a night whose manifest held (``known``) as they are, without hashing them again,
+    while each is a regular file of its size; any other file is hashed, and without ``known`` every file is."""
+    from pipeline.io import file_entry
+    from pipeline.runs import sweep as night_mod
+    from pipeline.store.results import write_folder_manifest
+
+    night = tmp_path / "night"
+    night.mkdir()
+    for name, text in (("a.csv", "aaaa"), ("b.csv", "bbbb"), ("c.csv", "cc")):
+        (night / name).write_text(text)
+    os.symlink(night / "a.csv", night / "d.csv")
+    write_folder_manifest(str(night), {n: None for n in ("a.csv", "b.csv", "c.csv", "d.csv")}, None, False)
+    real = {n: file_entry(str(night / n)) for n in ("a.csv", "b.csv", "c.csv")}
+    hashed = []
+    monkeypatch.setattr(night_mod, "file_entry", lambda path: hashed.append(os.path.basename(path)) or file_entry(path))
+    known = {"a.csv": real["a.csv"], "c.csv": {"size": 3, "sha256": real["c.csv"]["sha256"]},
+             "d.csv": real["a.csv"]}
+    got = night_mod.product_files(str(night), known)
+    assert got == {"a.csv": real["a.csv"], "b.csv": real["b.csv"], "c.csv": real["c.csv"]}   # no link
+    assert sorted(hashed) == ["b.csv", "c.csv"]    # a.csv as known; c.csv is not of its known size
+    hashed.clear()
+    assert night_mod.product_files(str(night)) == got and sorted(hashed) == ["a.csv", "b.csv", "c.csv"]

@@ -26,6 +26,7 @@ Policy as the report: inline styles and SVG only, no script, nothing fetched.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 
@@ -541,7 +542,7 @@ class PagesIncomplete(OSError):
 
 
 def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str,
-                    plot_cache: str | None = None, display: dict | None = None, roles: dict | None = None) -> dict:
+                    plot_cache: str | None = None, display=None, roles=None, made_of: str | None = None) -> dict:
     """Write one page per GPU into ``gpu-pages/`` beside ``out_path`` (the report), atomically (a page
     whose file already holds the same text is left alone), and remove the pages there that an earlier
     report wrote (the folder's record lists them: :func:`~pipeline.report.rendered.record_name`) and this
@@ -561,7 +562,13 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         display: ``(report, gpu_key) -> display name`` (:func:`~pipeline.report.medical.gpu_names`); a GPU
             it lacks is named by its model and key.
         roles: ``(report, gpu_key) -> role`` (:func:`~pipeline.report.summary.gpu_roles`): the GPU's role in its
-            job, which needs the fleet; a GPU it lacks has no role line.
+            job, which needs the fleet; a GPU it lacks has no role line. ``display`` and ``roles`` may be given as
+            callables returning them: called only when a page is rendered.
+        made_of: a digest of everything the pages are made of besides the code (their JSON texts, names, roles and
+            links: :func:`pipeline.report.html.write_pages` derives it from the files the folder's manifest vouches
+            for), or None (unknown). With ``plot_cache``, the pages rendered from it are recorded there
+            (:func:`pages_entry`): when the folder already holds exactly those pages (the record's size and SHA-256,
+            checked against the files), none is rendered, read or written again.
     Returns:
         ``(report, gpu_key) -> href`` of every page written, relative to the report's folder.
     Raises:
@@ -577,9 +584,6 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
     folder = real_dir(os.path.join(report_dir, PAGES_DIR))
     report_name = os.path.basename(out_path)
     back = "../" + report_name
-    todo = [(report, gpu_key, anchor, text) for report, gpu_key, anchor in rows
-            if (text := docs(report, gpu_key)) is not None]
-    names = [gpu_page_name(report, gpu_key) for report, gpu_key, _, _ in todo]
     name = record_name(report_dir)
     doc = read_manifest(report_dir, name)
     other = (doc or {}).get("report")
@@ -588,17 +592,34 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         raise OutputError(f"{folder}: holds the GPU pages of another report beside it ({other}), which link "
                           f"to them; render {report_name} into another folder, or remove {other} first")
     owned = dict(doc["files"]) if doc else {}
+    entry = pages_entry(report_name, made_of) if plot_cache is not None and made_of is not None else None
+    known = _known_pages(plot_cache, entry) if entry is not None else None
+    # The pages rendering from the same inputs wrote (which rows have one: no JSON read), when the folder holds
+    # every one of them as its record lists it and as that rendering recorded it (each file checked): none is
+    # rendered, read or written again.
+    todo = [] if known is None else [(report, gpu_key, anchor, None) for report, gpu_key, anchor in rows
+                                     if gpu_page_name(report, gpu_key) in known]
+    held = known is not None and len(todo) == len(known) and all(
+        owned.get(f"{PAGES_DIR}/{n}") == e and same_file(os.path.join(folder, n), e) for n, e in known.items())
+    if not held:
+        todo = [(report, gpu_key, anchor, text) for report, gpu_key, anchor in rows
+                if (text := docs(report, gpu_key)) is not None]
+    names = [gpu_page_name(report, gpu_key) for report, gpu_key, _, _ in todo]
     claims = {f"{PAGES_DIR}/{n}": None for n in names}
-    foreign = sorted(rel for rel in [*claims, report_name] if os.path.lexists(os.path.join(report_dir, rel))
+    foreign = sorted(rel for rel in ([report_name] if held else [*claims, report_name])
+                     if os.path.lexists(os.path.join(report_dir, rel))
                      and not (rel in owned and same_file(os.path.join(report_dir, rel), owned[rel])))
     if foreign:   # a person's file under a name this report writes: never overwritten, nothing written
         if created:
             remove_if_empty(folder)
         raise not_to_overwrite(report_dir, foreign, writer="report")
     record(report_dir, name, {**owned, **claims, report_name: None}, doc, report_name)
-    hrefs = {}
+    hrefs = {(report, gpu_key): f"{PAGES_DIR}/{page_name}" for (report, gpu_key, _, _), page_name in zip(todo, names)
+             } if held else {}
+    if not held:
+        display, roles = (display() if callable(display) else display), (roles() if callable(roles) else roles)
     try:
-        for (report, gpu_key, anchor, text), page_name in zip(todo, names):
+        for (report, gpu_key, anchor, text), page_name in ([] if held else zip(todo, names)):
             links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
             path = os.path.join(folder, page_name)
             page = plots.cached(plot_cache, page_from_json, text, links, plot_cache,
@@ -611,9 +632,32 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         raise PagesIncomplete(folder, len(hrefs), len(todo), exc) from exc
     prune(folder, set(names), in_pages(owned))
     kept = {rel: e for rel, e in owned.items() if not rel.startswith(PAGES_DIR + "/") and rel != report_name}
-    pages = {rel: file_entry(os.path.join(report_dir, rel)) for rel in claims}
+    pages = ({f"{PAGES_DIR}/{n}": known[n] for n in names} if held
+             else {rel: file_entry(os.path.join(report_dir, rel)) for rel in claims})
     record(report_dir, name, {**kept, **pages, report_name: None}, doc, report_name)
+    if entry is not None and not held:
+        plots.keep(plot_cache, entry, json.dumps({n: pages[f"{PAGES_DIR}/{n}"] for n in names}, sort_keys=True))
     return hrefs
+
+
+def pages_entry(report_name: str, made_of: str) -> str:
+    """The plot cache entry (a file name) recording which GPU pages, of what size and SHA-256, rendering the pages of
+    the report file ``report_name`` from ``made_of`` (see :func:`write_gpu_pages`) by this code wrote."""
+    key = json.dumps(["gpu-pages", report_name, made_of, _page_code()])
+    return hashlib.sha256(key.encode()).hexdigest() + ".pages.json"
+
+
+def _known_pages(plot_cache: str, entry: str) -> dict | None:
+    """``page name -> {"size", "sha256"}`` as the plot cache entry ``entry`` records (:func:`pages_entry`); None when
+    there is none (or it fails its check, or is malformed)."""
+    text = plots.kept(plot_cache, entry)
+    try:
+        doc = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not all(isinstance(e, dict) and set(e) == {"size", "sha256"} for e in doc.values()):
+        return None
+    return doc
 
 
 def _write_if_changed(path: str, text: str) -> bool:

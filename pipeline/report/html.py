@@ -14,6 +14,7 @@ this module only formats:
 from __future__ import annotations
 
 import functools
+import hashlib
 import html as html_lib
 import io
 import math
@@ -31,11 +32,12 @@ from ..analysis.cost import HOW_TO_PRICE
 from ..analysis.fixfirst import REMEDIES, implausible
 from ..analysis.meter import too_few_text
 from ..config import ConfidenceConfig
-from ..fleet.outputs import PAGES_DIR
-from ..fleet.pricing import repriced_summary
+from ..fleet.outputs import PAGES_DIR, gpu_json_name
+from ..fleet.pricing import PRICING, repriced_summary
 from ..fleet.reduce import assumed_text
 from ..io import json_text, os_cause, write_text
 from ..model import CATEGORIES
+from ..store.results import read_manifest
 from .. import categories, schema
 from ..report import plots
 from ..text import csv_safe, md_text, md_unescape
@@ -623,7 +625,31 @@ def write_pages(res: Results, out_path: str, plot_cache: str | None = None) -> d
     rows = [(str(r), str(g), anchors.get((str(c), str(j))))
             for r, g, c, j in zip(ok["report"], ok["gpu_key"], ok["cluster"], ok["job"])]
     return write_gpu_pages(rows, lambda report, gpu: _doc_text(res, report, gpu), out_path, plot_cache,
-                           gpu_names(res.current), gpu_roles(res.current))
+                           lambda: gpu_names(res.current), lambda: gpu_roles(res.current),
+                           made_of=pages_made_of(res, rows, out_path))
+
+
+def pages_made_of(res: Results, rows: list, out_path: str) -> str | None:
+    """A digest of everything the GPU pages of ``rows`` (:func:`write_pages`) are made of besides the code, from what
+    the folder's manifest vouches for (:func:`~pipeline.report.summary.load_results` checked the files it lists against
+    it): the rows and their record anchors, the fleet table and the pricing it is finished with (the GPUs' names and
+    roles come from it) and each row's JSON (its size and SHA-256, or absent). None when that cannot be said from the
+    manifest: a table priced again as it was read, pages written beside a report in another folder than the night's
+    or run's, a JSON file there that the manifest does not list."""
+    if res.priced_with or not res.run_dir or os.path.dirname(os.path.abspath(out_path)) != os.path.abspath(res.run_dir):
+        return None
+    doc = read_manifest(res.run_dir)
+    files = (doc or {}).get("files") or {}
+    docs = []
+    for report, gpu_key, _ in rows:
+        rel = f"gpus/{gpu_json_name(report, gpu_key)}"
+        if files.get(rel) is None and (rel in files or os.path.lexists(os.path.join(res.run_dir, rel))):
+            return None   # claimed by name only, or a file no manifest vouches for
+        docs.append(files.get(rel))
+    if not doc or not doc["complete"] or files.get("fleet.parquet") is None:
+        return None
+    made = {"rows": rows, "fleet": files["fleet.parquet"], PRICING: doc.get(PRICING), "docs": docs}
+    return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()
 
 
 def _doc_text(res: Results, report: str, gpu_key: str) -> str | None:

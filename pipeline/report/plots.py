@@ -74,24 +74,40 @@ def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: 
 
     key = json.dumps([plot.__name__, args, code or _source_digest()], sort_keys=True, default=str)
     name = hashlib.sha256(key.encode()).hexdigest() + suffix
+    svg = kept(cache_dir, name)
+    if svg is None:
+        svg = plot(*args)
+        keep(cache_dir, name, svg)
+    return svg
+
+
+def kept(cache_dir: str, name: str) -> str | None:
+    """The text of the cache entry ``cache_dir/name`` (:func:`cached`), checked against its sidecar and touched (its
+    mtime is its last use); None when there is none, or it cannot be read, or it fails its check (one line on
+    stderr says so: it is made again, never used)."""
     path = os.path.join(cache_dir, name)
     try:
-        svg = read_checked(cache_dir, name, read_sums(sidecar_of(path))).decode("utf-8")
+        text = read_checked(cache_dir, name, read_sums(sidecar_of(path))).decode("utf-8")
         for used in (path, sidecar_of(path)):
             os.utime(used)  # last use, for whoever prunes the cache
-        return svg
+        return text
     except EntryCheckFailed as exc:
         if os.path.exists(path):
             note(f"plot cache entry {path} failed its check: {exc}; drawn again")
     except (OSError, UnicodeDecodeError):
         pass
-    svg = plot(*args)
+    return None
+
+
+def keep(cache_dir: str, name: str, text: str) -> None:
+    """Write the cache entry ``cache_dir/name`` (:func:`cached`) atomically with its sidecar; an unwritable cache
+    only means making it again next time."""
+    path = os.path.join(cache_dir, name)
     try:
-        write_text(path, svg)
-        seal_file(path, hashlib.sha256(svg.encode("utf-8")).hexdigest())
+        write_text(path, text)
+        seal_file(path, hashlib.sha256(text.encode("utf-8")).hexdigest())
     except OSError:
         pass
-    return svg
 
 
 def _plain_text(plot):

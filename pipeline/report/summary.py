@@ -701,17 +701,19 @@ def headline_idle(fleet: pd.DataFrame) -> dict:
             "basis": extrapolation_basis(used)}
 
 
-def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None) -> list[dict]:
+def fix_gpus(fleet: pd.DataFrame, category: str, n: int = FIX_GPUS, part: int | None = None,
+             analysed: pd.DataFrame | None = None) -> list[dict]:
     """The ``n`` analysed GPUs with the most recoverable USD per month in ``category``
     (``fix_<category>_usd_per_month`` > 0; ties: report, GPU key), then the unpriced GPUs with idle of the category
     (``unpriced``, ``cat_<category>_ns`` > 0; most idle first, ties: report, GPU key; their ``usd`` NaN, as an
     unpriced entry's GPUs are named too, docs/definitions.md#cost): ``[{report, gpu_key, usd}]``. ``part``:
     only the GPUs of that part of the list (:func:`pipeline.analysis.confidence.trust_rank` of their tier: 0 the
     trusted, 1 ``low``, 2 ``toy``; docs/definitions.md#confidence-tiers), as each fix-first entry rests on one part;
-    None: every GPU."""
-    ok = conform(ok_rows(fleet), ["unpriced"])
+    None: every GPU. ``analysed``: ``fleet``'s analysed rows with those two columns (:func:`_fix_rows`), when
+    already made."""
+    ok = _fix_rows(fleet) if analysed is None else analysed
     if part is not None:
-        ok = ok[conform(ok, ["confidence_tier"])["confidence_tier"].map(trust_rank) == int(part)]
+        ok = ok[ok["confidence_tier"].map(trust_rank) == int(part)]
     column = f"fix_{category}_usd_per_month"
     usd = ok[column].astype(float).fillna(0.0)
     rows = ok.assign(_usd=usd)[usd > 0].sort_values(["_usd", "report", "gpu_key"], ascending=[False, True, True],
@@ -733,11 +735,14 @@ def fix_first(fleet: pd.DataFrame, fixes: pd.DataFrame) -> list[dict]:
     own section: :func:`pipeline.report.medical.collective_summary`), ``top_gpus``, the GPUs with the most of it
     (:func:`fix_gpus`), ``wins_back`` (:func:`pipeline.report.words.wins_back`: what a fix wins back, ``""``
     when the whole idle) and ``wins_back_basis``, the label of that figure (:func:`~pipeline.report.words.wins_back_basis`). Never ``profiler`` or ``untraced``; empty without an analysed GPU."""
-    if not len(ok_rows(fleet)):
+    analysed = _fix_rows(fleet)   # once for every entry
+    if not len(analysed):
         return []
+    by_gpu = analysed.sort_values(["report", "gpu_key"], kind="stable")
     return [dict(e, rank=None if pd.isna(e["rank"]) else int(e["rank"]),   # archived: unranked
-                 top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"])),
-                 confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"])),
+                 top_gpus=fix_gpus(fleet, e["category"], part=trust_rank(e["confidence_tier"]), analysed=analysed),
+                 confidence_title=confidence_title(fleet, e["category"], rank=trust_rank(e["confidence_tier"]),
+                                                   analysed=by_gpu),
                  wins_back=wins_back(e["idle_usd_per_month"], e["fix_wins_back_usd_per_month"], e["fix_wins_back_basis"]),
                  wins_back_basis=wins_back_basis(e["idle_usd_per_month"], e["fix_wins_back_usd_per_month"],
                                                  e["fix_wins_back_basis"]),
@@ -758,15 +763,22 @@ def gpu_names_in_jobs(fleet: pd.DataFrame) -> dict:
     return {key: f"{name} in {jobs[key]}" for key, name in gpu_names(fleet).items()}
 
 
-def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS, rank: int | None = None) -> str:
+def _fix_rows(fleet: pd.DataFrame) -> pd.DataFrame:
+    """The analysed rows of ``fleet`` with ``unpriced`` and ``confidence_tier`` (None where the table has neither)."""
+    return conform(ok_rows(fleet), ["unpriced", "confidence_tier"])
+
+
+def confidence_title(fleet: pd.DataFrame, category: str, n: int = TITLE_GPUS, rank: int | None = None,
+                     analysed: pd.DataFrame | None = None) -> str:
     """The hover text of a fix-first entry's low-confidence marker, short whatever the fleet's size: how
     many of the entry's GPUs (those with idle of ``category`` whose tier is not trusted: the entry apart; ``rank``:
     only those of that :func:`pipeline.analysis.confidence.trust_rank`, the entry's own part) are
     low confidence, each kind of shortfall
     with its count (:func:`~pipeline.analysis.fixfirst.confidence_kinds`), the first ``n`` of them by
     display name (:func:`gpu_names_in_jobs`; by report and GPU key) and how many more; the full list (report, GPU
-    key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low."""
-    ok = ok_rows(fleet).sort_values(["report", "gpu_key"], kind="stable")
+    key and note of each) stays in ``fix_first.json`` / ``fix_first.csv``. ``""`` when none is low. ``analysed``:
+    :func:`_fix_rows` of ``fleet`` by report and GPU key, when already made."""
+    ok = _fix_rows(fleet).sort_values(["report", "gpu_key"], kind="stable") if analysed is None else analysed
     part = ok[(ok[f"cat_{category}_ns"].fillna(0) > 0) & ~ok["confidence_tier"].isin(TRUSTED)]   # the apart entry's
     if rank is not None:
         part = part[part["confidence_tier"].map(trust_rank) == int(rank)]

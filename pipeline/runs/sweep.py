@@ -46,6 +46,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 
@@ -116,18 +117,25 @@ def _html_inputs(state_dir: str, night: str, inputs: str) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def product_files(night_dir: str) -> dict:
+def product_files(night_dir: str, known: dict | None = None) -> dict:
     """The files of the night folder ``night_dir`` the product can prove it wrote, ``relative path -> entry``
     (size and SHA-256): those its manifest lists (claimed by name: as they are now; with an entry: only while
     they still hold it, a file a person changed since is theirs) and those the night's comparison lists
     (:data:`~pipeline.report.compare.COMPARE_MANIFEST`, and that record itself). A file a person added is
-    never listed (never the product's to replace or remove)."""
+    never listed (never the product's to replace or remove). ``known``: ``relative path -> entry`` of files this
+    sweep has proven to hold that entry (copied from a night whose manifest held, or that night's own files as it
+    held: :func:`reuse_night`): taken as they are, unhashed, while the manifest lists the file by name or with that
+    entry (a file the sweep wrote again since is listed with its new one) and it is a regular file of that size.
+    Every reader checks what it reads against the manifest (a file changed since is never taken as the product's)."""
 
     def proven(doc: dict | None, prefix: str) -> dict:
         out = {}
         for rel, entry in ((doc or {}).get("files") or {}).items():
             path = os.path.join(night_dir, prefix + rel)
-            if entry is None and same_file(path, None):
+            given = (known or {}).get(prefix + rel)
+            if given is not None and entry in (None, given) and _regular_of_size(path, given["size"]):
+                out[prefix + rel] = given
+            elif entry is None and same_file(path, None):
                 out[prefix + rel] = file_entry(path)
             elif entry is not None and same_file(path, entry):
                 out[prefix + rel] = entry
@@ -144,16 +152,26 @@ def product_files(night_dir: str) -> dict:
 
 
 def write_manifest(state_dir: str, night: str, inputs: str | None, html: str | None, pricing: dict | None,
-                   not_written: dict | None = None) -> None:
+                   not_written: dict | None = None, known: dict | None = None) -> None:
     """Record the night's inputs digest (None: never reused), its files (:func:`product_files`, with their sizes
-    and SHA-256), its report.html's inputs (``None``: not rendered), the settings that priced its fix-first
-    columns (:func:`pipeline.fleet.pricing.pricing_settings`; None: not known) and, under ``not_written``, what
-    the night should hold and does not (``{"report.html": why}``; absent when nothing). Raises OSError when it
-    cannot be written."""
+    and SHA-256; ``known``: see there), its report.html's inputs (``None``: not rendered), the settings that priced
+    its fix-first columns (:func:`pipeline.fleet.pricing.pricing_settings`; None: not known) and, under
+    ``not_written``, what the night should hold and does not (``{"report.html": why}``; absent when nothing).
+    Raises OSError when it cannot be written."""
     out = os.path.join(state_dir, "nights", night)
     report = "report.html" if os.path.exists(os.path.join(out, "report.html")) else None
     extra = {"not_written": dict(not_written)} if not_written else {}
-    write_folder_manifest(out, product_files(out), inputs, html=html, report=report, **{PRICING: pricing}, **extra)
+    write_folder_manifest(out, product_files(out, known), inputs, html=html, report=report, **{PRICING: pricing},
+                          **extra)
+
+
+def _regular_of_size(path: str, size: int) -> bool:
+    """Whether ``path`` is a regular file (not a link) of ``size`` bytes."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == size
 
 
 def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | None = None) -> tuple[str, str] | None:
@@ -182,6 +200,7 @@ def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | Non
         return None
     out = os.path.join(nights_dir, night)
     history = os.path.join(state_dir, "history", f"run_date={night}", "fleet.parquet")
+    proven = set(manifest["files"])   # the night's own files, as its manifest held
     if source != night:
         earlier = drop_manifest(out)   # what this night's earlier sweep wrote (its manifest lists it)
         compared = os.path.dirname(NIGHT_COMPARISON) + "/"   # the source's comparison is not this night's
@@ -200,12 +219,15 @@ def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | Non
                     and same_file(path, entry):
                 os.unlink(path)
         manifest = dict(manifest, html=None)
+        proven = set(linked)   # copies of the source's files, as its manifest held
     if source != night or not os.path.exists(history):
         copy_file(os.path.join(out, "fleet.parquet"), history)
     html = _html_inputs(state_dir, night, inputs)
     if manifest.get("html") != html or not os.path.exists(os.path.join(out, "report.html")):
-        # its documents whole (the report reads them through their manifest), not yet to be reused
-        write_manifest(state_dir, night, None, None, manifest.get(PRICING))
+        # its documents whole (the report reads them through their manifest), not yet to be reused; the files just
+        # proven to hold the source's entries (its manifest held, checked above) are not hashed again
+        known = {rel: e for rel, e in manifest["files"].items() if rel in proven}
+        write_manifest(state_dir, night, None, None, manifest.get(PRICING), known=known)
         problems: dict = {}
         try:
             drawn = write_html(state_dir, out, night, problems)
@@ -213,7 +235,7 @@ def reuse_night(state_dir: str, night: str, inputs: str, not_written: dict | Non
             raise IncompleteOutputs(f"{out}: the outputs are incomplete ({os_cause(exc)}): missing report.html; "
                                     "the folder vouches for nothing until a run completes it (free space, "
                                     "run again)") from exc
-        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING), problems)
+        write_manifest(state_dir, night, inputs, html if drawn else None, manifest.get(PRICING), problems, known)
         if not_written is not None:
             not_written.update(problems)
     return out, source
