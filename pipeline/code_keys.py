@@ -41,7 +41,7 @@ PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: Paths under the package (folders: every ``*.py`` below them) that a stored result depends on.
 RESULT_CODE = ("load", "analysis", "engine", "work", "fleet", "inputs", "model.py", "schema.py", "config.py",
                "arrays.py", "frames.py", "text.py", "memory.py", "io.py", "checksums.py", "snapshot.py", "store",
-               "kinds.py", "categories.py")
+               "kinds.py", "categories.py", "hashing.py")
 #: Every other path of the package, with why no stored result depends on it: each module is in
 #: :data:`RESULT_CODE` or here (tests/test_result_keys.py holds it), so a new module is classified when added.
 OUTSIDE_RESULTS = {
@@ -64,7 +64,7 @@ OUTSIDE_RESULTS = {
 #: every module they import): what a columnar cache entry depends on (:func:`loader_code`).
 LOADER_CODE = ("load", "inputs/gzip_size.py", "model.py", "arrays.py", "frames.py", "memory.py", "snapshot.py",
                "checksums.py", "io.py", "kinds.py", "config.py", "categories.py", "analysis/__init__.py",
-               "analysis/graphcapture.py")
+               "analysis/graphcapture.py", "hashing.py")
 #: :data:`RESULT_CODE` and what writes an output folder's documents from results.
 DOCUMENT_CODE = RESULT_CODE + ("report/medical.py", "runs/driver.py", "accounting")
 #: Paths left out of :func:`rendered_code` (they draw nothing the report or a GPU page shows; the comparison's own
