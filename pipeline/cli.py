@@ -15,6 +15,7 @@ import click
 from . import __version__
 from . import interrupts  # standard library only
 from .hashing import hash_ahead, running_ahead  # standard library only
+from .memory import collector_paused  # standard library only (ctypes)
 from .text import message, printable, printable_diagnostics  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
@@ -232,13 +233,10 @@ def _start_up():
     pipeline makes ~70k objects that live as long as the process and no garbage, and the collector's passes
     over them cost ~0.1 s of every start. In the ``gpu-idle`` process itself (:data:`_OWN_PROCESS`) they are
     then frozen (:func:`gc.freeze`), so the collector's later passes, while the reports are analysed, skip them."""
-    enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with collector_paused():
+            yield
     finally:
-        if enabled:
-            gc.enable()
         if _OWN_PROCESS:
             gc.freeze()
 

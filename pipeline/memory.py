@@ -19,9 +19,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import gc
 import threading
 
-import numpy as np
 
 
 #: glibc's ``mallopt`` parameters (malloc.h).
@@ -93,6 +93,8 @@ def small_pages():
     (``defrag`` ``madvise``, the usual setting), each first touch of such an array can stall: loading a
     2M-kernel export spent 0.5-1.3 s of system time so (0.3 s with plain pages). Several threads may be
     inside at once; the setting comes back when the last leaves. Nothing happens with a numpy without it."""
+    import numpy as np   # here: the collector's pause (:func:`collector_paused`) is wanted before numpy is imported
+
     setter = getattr(getattr(np, "_core", None), "multiarray", None)
     setter = getattr(setter, "_set_madvise_hugepage", None)
     if setter is None:
@@ -109,3 +111,18 @@ def small_pages():
             _PAGES_USERS[0] -= 1
             if not _PAGES_USERS[0]:
                 setter(_PAGES_USERS[1])
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """No cyclic garbage collection within (as it was after): for steps that make many objects that live on, or
+    many short-lived ones, where each of the collector's passes would walk every object the process holds (the
+    modules, every report's results) again: importing the stages, the reduce and the writing of a run's documents.
+    What they leave is collected once it resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

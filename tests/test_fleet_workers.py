@@ -195,7 +195,7 @@ def test_gpu_summaries_are_the_row_by_row_summaries():
 def test_the_collector_is_paused_only_while_the_documents_are_made():
     import gc
 
-    from pipeline.runs.driver import collector_paused
+    from pipeline.memory import collector_paused
 
     assert gc.isenabled()
     with collector_paused():

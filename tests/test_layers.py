@@ -285,6 +285,8 @@ FUNCTION_IMPORTS = {
             "pyarrow", "pyarrow.compute", "adbc_driver_manager", "adbc_driver_sqlite", "concurrent.futures"},
     },
     "pipeline/load/tables.py": {"light reader: load/sqlite.py imports it (see there)": {"..model"}},
+    "pipeline/memory.py": {"start-up: cli.py imports its collector pause at its top (before numpy, which it pauses for)": {
+        "numpy"}},
     "pipeline/load/limits.py": {"light reader: load/sqlite.py imports it (see there)": {"..config"}},
     "pipeline/code_keys.py": {"importlib.metadata (~10 ms): only the build fingerprint a Dask run checks": {
         "importlib.metadata"}},

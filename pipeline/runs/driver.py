@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import gc
 import os
 
 import pandas as pd
@@ -33,6 +32,7 @@ from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
                   remove_leftovers, same_file, temp_name)
 from ..load.cache import wait_for_writes
+from ..memory import collector_paused
 from ..model import Failure
 from ..report.medical import job_keys, record_stems, write_records
 from ..report.rendered import remove_rendered, rendered_files
@@ -690,20 +690,6 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
     return RunResult(fleet=fleet, out_dir=folder.out_dir, reports=len(paths) + n_problems, todo=todo,
                      reused=len(stored) - len(damaged), failed=_failures(fleet), engine_problem=engine_problem,
                      wrote=wrote, skipped=skipped)
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """No cyclic garbage collection while the reduce and the writing of a run's documents make their many
-    short-lived objects: each full pass would walk every object the run holds (the modules, every report's
-    results), several times over; what they leave is collected once it resumes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def duplicates(fleet: pd.DataFrame) -> list:
