@@ -14,8 +14,6 @@ import click
 
 from . import __version__
 from . import interrupts  # standard library only
-from .hashing import hash_ahead, running_ahead  # standard library only
-from .memory import collector_paused  # standard library only (ctypes)
 from .text import message, printable, printable_diagnostics  # standard library only (pipeline/text.py)
 
 if TYPE_CHECKING:  # annotations only
@@ -233,6 +231,8 @@ def _start_up():
     pipeline makes ~70k objects that live as long as the process and no garbage, and the collector's passes
     over them cost ~0.1 s of every start. In the ``gpu-idle`` process itself (:data:`_OWN_PROCESS`) they are
     then frozen (:func:`gc.freeze`), so the collector's later passes, while the reports are analysed, skip them."""
+    from .memory import collector_paused  # standard library only at import (ctypes)
+
     try:
         with collector_paused():
             yield
@@ -363,6 +363,8 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     clusters.csv, fix_first.csv, fix_first.json, gpus/*.json and records/<job>.md (and DIR/.manifest.json: a rerun with nothing
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
+    from .hashing import hash_ahead  # standard library only
+
     hash_ahead(inputs)   # a report given by name is hashed on its own thread while the stages import
     with _start_up():
         from .inputs.discover import skipped_note, unmatched
@@ -876,7 +878,9 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     blocks). Otherwise it raises ``SystemExit(code)`` for a normal exit.
     """
     code = exit_status(code)
-    if wait_for_threads and threading.active_count() - running_ahead() > 1:
+    hashing = sys.modules.get(f"{__package__}.hashing")   # imported only by a command that may hash ahead
+    ahead = hashing.running_ahead() if hashing is not None else 0
+    if wait_for_threads and threading.active_count() - ahead > 1:
         raise SystemExit(code)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

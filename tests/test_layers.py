@@ -265,7 +265,7 @@ FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
             ".accounting.hooks", ".accounting.joined", ".analysis.analyse", ".analysis.cost", ".analysis.fixfirst", ".config",
-            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce",
+            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce", ".hashing", ".memory",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
             ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.compare", ".runs.driver",
             ".runs.sweep", ".schema", ".store.results", ".synth", ".compare.comparison"},
@@ -285,7 +285,7 @@ FUNCTION_IMPORTS = {
             "pyarrow", "pyarrow.compute", "adbc_driver_manager", "adbc_driver_sqlite", "concurrent.futures"},
     },
     "pipeline/load/tables.py": {"light reader: load/sqlite.py imports it (see there)": {"..model"}},
-    "pipeline/memory.py": {"start-up: cli.py imports its collector pause at its top (before numpy, which it pauses for)": {
+    "pipeline/memory.py": {"start-up: cli.py imports its collector pause before the stages (and numpy, which it pauses for)": {
         "numpy"}},
     "pipeline/load/limits.py": {"light reader: load/sqlite.py imports it (see there)": {"..config"}},
     "pipeline/code_keys.py": {"importlib.metadata (~10 ms): only the build fingerprint a Dask run checks": {
