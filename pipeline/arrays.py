@@ -5,16 +5,40 @@ import numpy as np
 import pandas as pd
 
 
+#: :func:`stable_order` counts its way through integer codes spanning at most this many values (one pass each):
+#: beyond ~8, the passes cost more than numpy's radix sort of int16 codes (2M shuffled rows: 5 ms against 15 ms at
+#: 4 values, even at 8, 31 ms against 15 ms at 12).
+FEW_CODES = 8
+
+
+def stable_order(codes: np.ndarray) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")``: the rows by code, each code's rows in their own order. Integer codes
+    spanning at most :data:`FEW_CODES` values (a report's GPU or process codes) are counted through, the rows of
+    each value in turn (one vectorised pass per value, no sort); codes of a few thousand values, as name codes
+    are, are sorted as int16 (numpy's stable sort is then a radix sort)."""
+    codes = np.asarray(codes)
+    if codes.size and codes.dtype.kind in "iu":
+        low, high = int(codes.min()), int(codes.max())
+        if high - low < FEW_CODES:
+            order, at = np.empty(codes.size, dtype=np.intp), 0
+            for k in range(low, high + 1):
+                rows = np.flatnonzero(codes == k)
+                order[at:at + rows.size] = rows
+                at += rows.size
+            return order
+        if low >= -2**15 and high < 2**15:
+            codes = codes.astype(np.int16)
+    return np.argsort(codes, kind="stable")
+
+
 def row_groups(codes: np.ndarray) -> list[np.ndarray]:
     """Row positions grouped by code (one group per distinct code, in code order; each group
-    ascending, so in the rows' own order). Codes of a few thousand values at most, as
-    process or name codes are, are sorted as int16: numpy's stable sort is then a radix sort."""
+    ascending, so in the rows' own order), from :func:`stable_order`."""
     codes = np.asarray(codes)
     if codes.size == 0:
         return []
-    small = codes.astype(np.int16) if codes.min() >= -2**15 and codes.max() < 2**15 else codes
-    order = np.argsort(small, kind="stable")
-    return np.split(order, np.flatnonzero(np.diff(small[order])) + 1)
+    order = stable_order(codes)
+    return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
 
 
 def pair_keys(high, low) -> np.ndarray:

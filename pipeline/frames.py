@@ -18,14 +18,14 @@ def take_rows(frame: pd.DataFrame, rows: np.ndarray, **replace) -> pd.DataFrame:
     """A new frame of ``frame``'s rows at positions ``rows`` (a fresh 0..n-1 index), its columns in
     their order and dtypes but those named in ``replace``, which are given (arrays of ``len(rows)``).
     One contiguous run of positions is a slice (no copy: copy-on-write); other positions are taken
-    column by column with numpy (:func:`_taken`: several times cheaper than pandas' block-wise take,
+    column by column with numpy (:func:`taken`: several times cheaper than pandas' block-wise take,
     which checks and converts every block)."""
     rows = np.asarray(rows, dtype=np.intp)
     if _run(rows):
         out = frame.iloc[int(rows[0]):int(rows[0]) + rows.size] if rows.size else frame.iloc[:0]
         out = out.set_axis(pd.RangeIndex(rows.size), axis=0)
     elif frame.columns.is_unique:
-        out = pd.DataFrame({name: _taken(col, rows) for name, col in frame.items()}, index=pd.RangeIndex(rows.size),
+        out = pd.DataFrame({name: taken(col, rows) for name, col in frame.items()}, index=pd.RangeIndex(rows.size),
                            columns=frame.columns, copy=False)
     else:
         out = frame.take(rows)
@@ -45,14 +45,15 @@ def _run(rows: np.ndarray) -> bool:
     return rows.size < 3 or bool((np.diff(rows) == 1).all())
 
 
-def _taken(col: pd.Series, rows: np.ndarray):
+def taken(col: pd.Series, rows: np.ndarray, take=np.take):
     """The values of ``col`` at positions ``rows`` in a form a new frame keeps with ``col``'s dtype
-    (:func:`_values`): numpy arrays and categorical codes taken by numpy, other arrays by their own take."""
+    (:func:`_values`): numpy arrays and categorical codes taken by ``take`` (``np.take``'s arguments; numpy's by
+    default), other arrays by their own take."""
     if isinstance(col.dtype, np.dtype):
-        values = col.to_numpy().take(rows)
+        values = take(col.to_numpy(), rows)
         return pd.Series(values, dtype=object, copy=False) if col.dtype == object else values
     if isinstance(col.dtype, pd.CategoricalDtype):
-        return pd.Categorical.from_codes(col.cat.codes.to_numpy().take(rows), dtype=col.dtype, validate=False)
+        return pd.Categorical.from_codes(take(col.cat.codes.to_numpy(), rows), dtype=col.dtype, validate=False)
     return col.array.take(rows)
 
 

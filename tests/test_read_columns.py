@@ -322,12 +322,13 @@ def test_columns_read_along_on_the_fast_path_only(tmp_path, both_paths):
 def test_rows_grouped_by_a_few_codes_by_counting_as_a_stable_sort_would():
     import pandas as pd
 
-    from pipeline.load.report import _sorted_consuming, _stable_order
+    from pipeline.arrays import stable_order
+    from pipeline.load.report import _sorted_consuming
 
     keys = np.array([2, -1, 0, 2, 2, 0, -1, 1], dtype=np.int8)
-    assert _stable_order(keys).tolist() == [1, 6, 2, 5, 7, 0, 3, 4]  # -1 first, file order within a code
-    many = np.array([40, 3, 17, 3, 0], dtype=np.int64)  # beyond FEW_KEYS values apart: a sort
-    assert _stable_order(many).tolist() == [4, 1, 3, 2, 0]
+    assert stable_order(keys).tolist() == [1, 6, 2, 5, 7, 0, 3, 4]  # -1 first, file order within a code
+    many = np.array([40, 3, 17, 3, 0], dtype=np.int64)  # beyond FEW_CODES values apart: a sort
+    assert stable_order(many).tolist() == [4, 1, 3, 2, 0]
     frame = pd.DataFrame({"start": np.arange(8, dtype=np.int64) * 10, "id": np.arange(8, dtype=np.int32),
                           "name": pd.Categorical(list("abcabcab")), "kind": pd.array(list("xyzxyzxy"), dtype="str")})
     got = _sorted_consuming(frame, keys)

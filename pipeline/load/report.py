@@ -7,6 +7,7 @@ identity, MIG instances, models), :mod:`.diagnostics` (metadata, lost events).
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.graphcapture import name_mask
-from ..arrays import is_sorted
-from ..frames import concat_rows, rows, where
+from ..arrays import is_sorted, stable_order
+from ..frames import concat_rows, rows, taken, where
 from ..memory import release as release_memory
 from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
@@ -530,53 +531,23 @@ def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     let go as its new one is made, so memory grows by one column, not by a copy of the frame."""
     if is_sorted(keys):
         return frame
-    order = _stable_order(keys)
+    order = stable_order(keys)
     columns = {}
-    with ThreadPoolExecutor(max_workers=1) as pool:  # each column taken in two halves, one on each core
+    with ThreadPoolExecutor(max_workers=1) as pool:  # each long column taken in two halves, one on each core
+        split = functools.partial(_split_take, pool=pool)
         for name in list(frame.columns):
-            columns[name] = _taken(frame[name], order, pool)
+            columns[name] = pd.Series(taken(frame[name], order, split), copy=False)  # pandas 3 copies by default
             del frame[name]
     return pd.DataFrame(columns, copy=False)
 
 
-#: :func:`_stable_order` counts its way through keys of at most this many distinct values (one pass each).
-FEW_KEYS = 16
-
-
-def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")``; for integer keys of at most :data:`FEW_KEYS` values (a report's GPU
-    codes), the rows of each value in turn (one vectorised pass per value, no sort), written into the order."""
-    if keys.size and keys.dtype.kind == "i":
-        low, high = int(keys.min()), int(keys.max())
-        if high - low < FEW_KEYS:
-            order, at = np.empty(keys.size, dtype=np.intp), 0
-            for k in range(low, high + 1):
-                rows = np.flatnonzero(keys == k)
-                order[at:at + rows.size] = rows
-                at += rows.size
-            return order
-    return np.argsort(keys, kind="stable")
-
-
-#: Rows from which :func:`_taken` takes a column in two halves on two threads.
+#: Rows from which :func:`_split_take` takes in two halves on two threads.
 SPLIT_TAKE_ROWS = 1 << 18
 
 
-def _taken(column: pd.Series, order: np.ndarray, pool: ThreadPoolExecutor) -> pd.Series:
-    """``column``'s values at ``order`` (a fresh index): numpy columns and a categorical's codes with ``np.take``
-    (which lets go of the GIL), in two halves, one on ``pool``'s thread, when long (:data:`SPLIT_TAKE_ROWS`);
-    other columns through pandas."""
-    values = column.array
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = _split_take(values.codes, order, pool)
-        return pd.Series(pd.Categorical.from_codes(codes, dtype=column.dtype, validate=False), copy=False)
-    if isinstance(column.dtype, np.dtype):
-        return pd.Series(_split_take(column.to_numpy(), order, pool), copy=False)
-    return pd.Series(values.take(order), copy=False)  # pandas 3 copies by default
-
-
 def _split_take(values: np.ndarray, order: np.ndarray, pool: ThreadPoolExecutor) -> np.ndarray:
-    """``values[order]``, in two halves at once (one on ``pool``'s thread) when long."""
+    """``values[order]`` (``np.take``, which lets go of the GIL), in two halves at once (one on ``pool``'s thread)
+    when long (:data:`SPLIT_TAKE_ROWS`)."""
     if order.size < SPLIT_TAKE_ROWS:
         return np.take(values, order)
     out = np.empty(order.size, values.dtype)
