@@ -797,3 +797,33 @@ def test_unchanged_pages_are_neither_rendered_nor_read(example_folder, tmp_path,
     changed = {rel for rel, data in files().items() if first.get(rel) != data}
     assert changed == {f"gpus/{doc_path.name}", f"{PAGES_DIR}/{gone.name}"}
     assert "12.50" in (out / PAGES_DIR / gone.name).read_text(encoding="utf-8")
+
+
+def test_a_moved_plot_cache_still_gives_every_page(example_folder, tmp_path, monkeypatch):
+    """The per-page cache keys a page on what it shows, not on where the cache lies: a state folder moved elsewhere
+    (its plot cache with it) renders no page again; here a page removed from the folder comes back from the moved
+    cache, the same bytes, without rendering."""
+    import functools
+    import shutil
+
+    from pipeline.report import html as report_html
+
+    out = tmp_path / "out"
+    shutil.copytree(example_folder, out)
+    report_html.write_report(out, out / "report.html", plot_cache=str(tmp_path / "plots"))
+    gone = sorted((out / PAGES_DIR).iterdir())[0]
+    page = gone.read_bytes()
+    gone.unlink()
+    moved = tmp_path / "elsewhere" / "plots"
+    shutil.move(str(tmp_path / "plots"), str(moved))
+    calls = []
+    real = gpu_page.page_from_json
+    monkeypatch.setattr(gpu_page, "page_from_json",
+                        functools.wraps(real)(lambda *a, **k: calls.append(1) or real(*a, **k)))
+    report_html.write_report(out, out / "report.html", plot_cache=str(moved))
+    assert calls == [] and gone.read_bytes() == page
+    shutil.rmtree(moved)
+    os.makedirs(moved)
+    gone.unlink()
+    report_html.write_report(out, out / "report.html", plot_cache=str(moved))
+    assert len(calls) == EXAMPLE_GPUS and gone.read_bytes() == page   # an empty cache: every page rendered

@@ -509,8 +509,8 @@ def render_gpu_page(doc: dict, links: dict, plot_cache: str | None = None, name:
     return _env().get_template("gpu.html.j2").render(svg=Markup(timeline_svg(doc, plot_cache)), **ctx)
 
 
-def page_from_json(text: str, links: dict, plot_cache: str | None = None, name: str | None = None,
-                   role: dict | None = None) -> str:
+def page_from_json(text: str, links: dict, name: str | None = None, role: dict | None = None,
+                   plot_cache: str | None = None) -> str:
     """:func:`render_gpu_page` of the GPU JSON ``text`` (what the page cache keys on)."""
     return render_gpu_page(json.loads(text), links, plot_cache, name, role)
 
@@ -622,9 +622,9 @@ def write_gpu_pages(rows: list[tuple[str, str, str | None]], docs, out_path: str
         for (report, gpu_key, anchor, text), page_name in ([] if held else zip(todo, names)):
             links = {"report": back, "record": f"{back}#{anchor}" if anchor else None}
             path = os.path.join(folder, page_name)
-            page = plots.cached(plot_cache, page_from_json, text, links, plot_cache,
-                                (display or {}).get((report, gpu_key)), _role_links((roles or {}).get((report, gpu_key))),
-                                code=_page_code(), suffix=".html")
+            page = plots.cached(plot_cache, page_from_json, text, links, (display or {}).get((report, gpu_key)),
+                                _role_links((roles or {}).get((report, gpu_key))), code=_page_code(), suffix=".html",
+                                inner=True)
             if _write_if_changed(path, page):
                 _shareable(path)
             hrefs[(report, gpu_key)] = f"{PAGES_DIR}/{page_name}"

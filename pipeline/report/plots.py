@@ -57,7 +57,8 @@ def _source_digest() -> str:
     return source_digest(__file__, matplotlib.__version__ + module_digest(categories.__file__))
 
 
-def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: str = ".svg") -> str:
+def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: str = ".svg",
+           inner: bool = False) -> str:
     """``plot(*args)`` (an SVG string), kept in ``cache_dir/<digest><suffix>`` and read from
     there when the same plot function was called with the same (JSON-serialisable) arguments
     by the same code (``code``: a digest of what else the result depends on; default this
@@ -67,16 +68,19 @@ def cached(cache_dir: str | None, plot, *args, code: str | None = None, suffix: 
     :mod:`pipeline.checksums`), and touched when used (their mtime is the last use); a file
     whose bytes no longer match is drawn again (one line on stderr says so), never shown; an
     unreadable or unwritable cache only means drawing again. Any other deterministic text
-    renderer can be kept the same way (the report's medical-record HTML and the GPU pages are).
+    renderer can be kept the same way (the report's medical-record HTML and the GPU pages are). ``inner``: ``plot``
+    keeps plots of its own in the cache too and is given its folder (keyword ``plot_cache``), which is not part of
+    the key: where the cache lies does not change what is drawn, and a moved cache is still found.
     """
+    given = {"plot_cache": cache_dir} if inner else {}
     if cache_dir is None:
-        return plot(*args)
+        return plot(*args, **given)
 
     key = json.dumps([plot.__name__, args, code or _source_digest()], sort_keys=True, default=str)
     name = hashlib.sha256(key.encode()).hexdigest() + suffix
     svg = kept(cache_dir, name)
     if svg is None:
-        svg = plot(*args)
+        svg = plot(*args, **given)
         keep(cache_dir, name, svg)
     return svg
 
