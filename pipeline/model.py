@@ -353,15 +353,19 @@ class Report:
         groups = self._groups.get((frame, column))
         if groups is None:
             col = getattr(self, frame)[column]
-            if isinstance(col.dtype, pd.CategoricalDtype):
-                codes, seen = col.cat.codes.to_numpy(), col.cat.categories.tolist()
+            if isinstance(col.dtype, pd.CategoricalDtype):  # code -1: no value, no group
+                codes, seen, least = col.cat.codes.to_numpy(), col.cat.categories.tolist().__getitem__, 0
             else:
-                codes, seen = _value_codes(col.to_numpy())
+                codes, seen, least = col.to_numpy(), int, None  # integers in order: their runs, named as they are
+                if not (codes.dtype.kind in "iu" and is_sorted(codes)):
+                    codes, seen = _value_codes(codes)
+                    seen = seen.__getitem__
             if codes.size and is_sorted(codes):
                 bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.size]
-                groups = {seen[codes[a]]: slice(a, b) for a, b in zip(bounds, bounds[1:]) if codes[a] >= 0}
+                groups = {seen(codes[a]): slice(a, b) for a, b in zip(bounds, bounds[1:])
+                          if least is None or codes[a] >= least}
             else:
-                groups = {seen[codes[g[0]]]: g for g in row_groups(codes) if codes[g[0]] >= 0}
+                groups = {seen(codes[g[0]]): g for g in row_groups(codes) if least is None or codes[g[0]] >= least}
             self._groups[(frame, column)] = groups
         return groups
 
