@@ -353,19 +353,22 @@ class Report:
         groups = self._groups.get((frame, column))
         if groups is None:
             col = getattr(self, frame)[column]
-            if isinstance(col.dtype, pd.CategoricalDtype):  # code -1: no value, no group
-                codes, seen, least = col.cat.codes.to_numpy(), col.cat.categories.tolist().__getitem__, 0
-            else:
-                codes, seen, least = col.to_numpy(), int, None  # integers in order: their runs, named as they are
-                if not (codes.dtype.kind in "iu" and is_sorted(codes)):
+            categorical = isinstance(col.dtype, pd.CategoricalDtype)
+            if categorical:
+                codes, named = col.cat.codes.to_numpy(), col.cat.categories.tolist().__getitem__
+                in_order = is_sorted(codes)
+            else:  # integers in order: their runs, named as they are; other values coded first
+                codes, named = col.to_numpy(), int
+                in_order = codes.dtype.kind in "iu" and is_sorted(codes)
+                if not in_order:
                     codes, seen = _value_codes(codes)
-                    seen = seen.__getitem__
-            if codes.size and is_sorted(codes):
+                    named, in_order = seen.__getitem__, is_sorted(codes)
+            if codes.size and in_order:
                 bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.size]
-                groups = {seen(codes[a]): slice(a, b) for a, b in zip(bounds, bounds[1:])
-                          if least is None or codes[a] >= least}
+                runs = [(codes[a], slice(a, b)) for a, b in zip(bounds, bounds[1:])]
             else:
-                groups = {seen(codes[g[0]]): g for g in row_groups(codes) if least is None or codes[g[0]] >= least}
+                runs = [(codes[g[0]], g) for g in row_groups(codes)]
+            groups = {named(code): rows for code, rows in runs if not categorical or code >= 0}  # -1: no category
             self._groups[(frame, column)] = groups
         return groups
 

@@ -403,7 +403,7 @@ def gpu_threads(report: Report, keys: list[str], threads: int) -> int:
     analyses of that many of its largest GPUs (:data:`ANALYSIS_BYTES_PER_KERNEL` a kernel) would hold more than the
     loaded report's frames do, or than the process holds without a report (:data:`PROCESS_BYTES`) when that is more:
     analysing at once may at most double what the report (or a small report's process) holds. A 3M-kernel, 8-GPU
-    report: two GPUs' 120 MB beside its 193 MB; its whole run then peaks at 487-526 MiB, against 480 one at a time."""
+    report: two GPUs' 120 MB beside its 193 MB; its whole run then peaks at 486-528 MiB, against 480 one at a time."""
     if threads <= 1 or len(keys) <= 1:
         return threads
     groups = report.groups_of("kernels", "gpu_key")
