@@ -14,16 +14,19 @@ import numpy as np
 import pandas as pd
 
 
-def take_rows(frame: pd.DataFrame, rows: np.ndarray, **replace) -> pd.DataFrame:
+def take_rows(frame: pd.DataFrame, rows: np.ndarray | slice, **replace) -> pd.DataFrame:
     """A new frame of ``frame``'s rows at positions ``rows`` (a fresh 0..n-1 index), its columns in
     their order and dtypes but those named in ``replace``, which are given (arrays of ``len(rows)``).
-    One contiguous run of positions is a slice (no copy: copy-on-write); other positions are taken
-    column by column with numpy (:func:`taken`: several times cheaper than pandas' block-wise take,
-    which checks and converts every block)."""
-    rows = np.asarray(rows, dtype=np.intp)
-    if _run(rows):
-        out = frame.iloc[int(rows[0]):int(rows[0]) + rows.size] if rows.size else frame.iloc[:0]
-        out = out.set_axis(pd.RangeIndex(rows.size), axis=0)
+    A ``slice`` (step 1), or one contiguous run of positions, is a slice (no copy: copy-on-write); other
+    positions are taken column by column with numpy (:func:`taken`: several times cheaper than pandas'
+    block-wise take, which checks and converts every block)."""
+    if not isinstance(rows, slice):
+        rows = np.asarray(rows, dtype=np.intp)
+        if _run(rows):
+            rows = slice(int(rows[0]), int(rows[0]) + rows.size) if rows.size else slice(0, 0)
+    if isinstance(rows, slice):
+        out = frame.iloc[rows]
+        out = out.set_axis(pd.RangeIndex(len(out)), axis=0)
     elif frame.columns.is_unique:
         out = pd.DataFrame({name: taken(col, rows) for name, col in frame.items()}, index=pd.RangeIndex(rows.size),
                            columns=frame.columns, copy=False)
@@ -74,9 +77,12 @@ def with_columns(frame: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return pd.DataFrame(out, index=frame.index, copy=False)
 
 
-def rows(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
+def rows(frame: pd.DataFrame, positions: np.ndarray | slice) -> pd.DataFrame:
     """``frame.iloc[positions].reset_index(drop=True)`` (``positions``: ascending row positions, no
-    repeats); when they are every row, a shallow copy of ``frame`` (copy-on-write) with that index."""
+    repeats, or a slice of step 1: :func:`take_rows`); when they are every row, a shallow copy of ``frame``
+    (copy-on-write) with that index."""
+    if isinstance(positions, slice):
+        return take_rows(frame, positions)
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size == len(frame):  # ascending and distinct: every row, in order
         return where(frame, np.ones(len(frame), dtype=bool))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .arrays import row_groups
+from .arrays import is_sorted, row_groups
 from .categories import application, caveats
 from .code_keys import result_code
 
@@ -293,8 +293,9 @@ class Report:
       ``kernels``: start, end, pid, device_id, stream_id, correlation_id, name, gpu_key, and in Nsight
       exports ``graph`` (True: a CUDA graph execution traced as a whole, one row named ``graph exec <id>``:
       :mod:`pipeline.load.graphs`); grouped by GPU key (the export's row order within a GPU)
-      ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name),
-      sorted by start (stable)
+      ``runtime``: start, end, pid, tid, correlation_id, name (normalised API name), grouped by process (the
+      processes that share a GPU in one group), each group's calls sorted by start (stable): a GPU's calls are
+      one run (:func:`pipeline.load.report.calls_by_process`)
       ``copies``: start, end, pid, device_id, stream_id, kind ('memcpy'|'memset'),
       copy_kind (ENUM_CUDA_MEMCPY_OPER id, -1 for memset), bytes, src_kind, dst_kind
       (memory kinds of the two sides as Nsight Systems' ENUM_CUDA_MEM_KIND numbers them: 0 pageable,
@@ -344,31 +345,46 @@ class Report:
 
     def groups_of(self, frame: str, column: str) -> dict:
         """The rows of the frame ``frame`` (``"kernels"``, ``"runtime"``, ``"copies"``...) grouped by
-        ``column``: value (pids as ints, GPU keys as text) -> its row positions, ascending. Built once per
-        report and column (:func:`row_groups`), so each GPU's cut costs its own rows, not a pass over
-        every row: a report of thousands of GPUs is cut in time linear in its rows, not in rows x GPUs."""
+        ``column``: value (pids as ints, GPU keys as text) -> its rows: a ``slice`` when the frame is in the
+        column's order (its codes never decrease: the loaders group kernels by GPU key and runtime calls by
+        process), so that each value's rows are one run (no array), else their positions, ascending
+        (:func:`row_groups`). Built once per report and column, so each GPU's cut costs its own rows, not a pass
+        over every row: a report of thousands of GPUs is cut in time linear in its rows, not in rows x GPUs."""
         groups = self._groups.get((frame, column))
         if groups is None:
             col = getattr(self, frame)[column]
-            if isinstance(col.dtype, pd.CategoricalDtype):
-                codes, seen = col.cat.codes.to_numpy(), col.cat.categories.tolist()
+            categorical = isinstance(col.dtype, pd.CategoricalDtype)
+            if categorical:
+                codes, named = col.cat.codes.to_numpy(), col.cat.categories.tolist().__getitem__
+                in_order = is_sorted(codes)
+            else:  # integers in order: their runs, named as they are; other values coded first
+                codes, named = col.to_numpy(), int
+                in_order = codes.dtype.kind in "iu" and is_sorted(codes)
+                if not in_order:
+                    codes, seen = _value_codes(codes)
+                    named, in_order = seen.__getitem__, is_sorted(codes)
+            if codes.size and in_order:
+                bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.size]
+                runs = [(codes[a], slice(a, b)) for a, b in zip(bounds, bounds[1:])]
             else:
-                codes, seen = _value_codes(col.to_numpy())
-            groups = {seen[codes[g[0]]]: g for g in row_groups(codes) if codes[g[0]] >= 0}
+                runs = [(codes[g[0]], g) for g in row_groups(codes)]
+            groups = {named(code): rows for code, rows in runs if not categorical or code >= 0}  # -1: no category
             self._groups[(frame, column)] = groups
         return groups
 
-    def rows_of(self, frame: str, column: str, values) -> np.ndarray:
-        """Row positions in the frame ``frame`` whose ``column`` is one of ``values``, ascending (so in the
-        frame's order), from :meth:`groups_of`."""
+    def rows_of(self, frame: str, column: str, values) -> np.ndarray | slice:
+        """The rows of the frame ``frame`` whose ``column`` is one of ``values``, in the frame's order, from
+        :meth:`groups_of`: the ``slice`` of a single value's run, else row positions, ascending."""
         groups = self.groups_of(frame, column)
         parts = [groups[v] for v in dict.fromkeys(values) if v in groups]
         if not parts:
             return np.zeros(0, dtype=np.int64)
-        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        if len(parts) == 1:
+            return parts[0]
+        return np.sort(np.concatenate([np.arange(p.start, p.stop) if isinstance(p, slice) else p for p in parts]))
 
-    def runtime_rows(self, pids) -> np.ndarray:
-        """Row positions in ``runtime`` of the calls of ``pids``, ascending (:meth:`rows_of`)."""
+    def runtime_rows(self, pids) -> np.ndarray | slice:
+        """The rows of ``runtime`` holding the calls of ``pids`` (:meth:`rows_of`)."""
         return self.rows_of("runtime", "pid", [int(p) for p in pids])
 
     def gpu_keys(self) -> list[str]:

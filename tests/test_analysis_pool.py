@@ -65,10 +65,32 @@ def test_the_pool_gives_the_rows_of_the_serial_path(report, monkeypatch):
     assert all(r.row["kernel_count"] > 2000 and r.row["idle_ns"] > 0 for i, r in enumerate(pooled) if i != 2)
 
 
+def test_gpus_at_once_hold_at_most_what_the_report_holds(report, monkeypatch):
+    """:func:`~pipeline.work.tasks.gpu_threads`: as many GPUs at once as their analyses' working sets (their
+    kernels times :data:`~pipeline.work.tasks.ANALYSIS_BYTES_PER_KERNEL`, the largest GPUs counted) fit in the
+    bytes of the report's frames (here more than the process's own, :data:`~pipeline.work.tasks.PROCESS_BYTES`),
+    or in the process's own when more."""
+    held = sum(int(getattr(report, f).memory_usage(index=False).sum())
+               for f in ("kernels", "runtime", "copies", "nvtx", "devices", "overhead", "untraced"))
+    monkeypatch.setattr(tasks, "PROCESS_BYTES", held - 1)
+    sizes = sorted(report.kernels["gpu_key"].value_counts().tolist(), reverse=True)
+    keys = report.gpu_keys()
+    for per_kernel, expected in ((held // sum(sizes), 4), (held // sum(sizes[:3]), 3), (held // sum(sizes[:2]), 2),
+                                 (held // sizes[0], 1), (held // sizes[0] + 1, 1)):
+        monkeypatch.setattr(tasks, "ANALYSIS_BYTES_PER_KERNEL", per_kernel)
+        assert tasks.gpu_threads(report, keys, 4) == expected
+        assert tasks.gpu_threads(report, keys, 2) == min(2, expected)
+    assert tasks.gpu_threads(report, keys[:1], 2) == 2  # one GPU: nothing at once
+    assert tasks.gpu_threads(report, keys, 1) == 1
+    monkeypatch.setattr(tasks, "PROCESS_BYTES", held * 2)  # a small report: the process's own bytes bound it
+    monkeypatch.setattr(tasks, "ANALYSIS_BYTES_PER_KERNEL", 2 * held // sum(sizes[:2]))
+    assert tasks.gpu_threads(report, keys, 4) == 2
+
+
 def test_large_gpus_are_analysed_one_at_a_time(report, monkeypatch):
-    """Above :data:`~pipeline.work.tasks.THREADED_MAX_GPU_KERNELS` kernels per GPU (on average) the analyses run
-    on the calling thread, whatever ``threads`` (two at once would cost a 3M-kernel report its RSS target)."""
-    monkeypatch.setattr(tasks, "THREADED_MAX_GPU_KERNELS", len(report.kernels) // len(report.gpu_keys()) - 1)
+    """When two GPUs' analyses would hold more than the report (:func:`~pipeline.work.tasks.gpu_threads`) the
+    analyses run on the calling thread, whatever ``threads``."""
+    monkeypatch.setattr(tasks, "ANALYSIS_BYTES_PER_KERNEL", 10**9)
     where: list[str] = []
     analyse = tasks.analyse_task
     monkeypatch.setattr(tasks, "analyse_task",

@@ -284,3 +284,16 @@ def test_a_duplicate_in_another_labelled_folder_says_its_labels_are_not_used(tmp
                            {"cluster": "c", "job": "a", "gpu_model": "H100"}) == (
         "; its labels gpu_model=- not used (those of /e/a.sqlite are)")
     assert labels_not_used("/w/b.sqlite", {"cluster": "c", "job": "b"}, "/e/a.sqlite", {"cluster": "c", "job": "a"}) == ""
+
+
+def test_observed_values_of_a_categorical_are_its_used_categories():
+    """A categorical column's values (the kernel and API names) are those its codes use, as text, sorted: not the
+    categories no row has, nor a missing value; the same as the distinct values of its rows."""
+    import numpy as np
+
+    from pipeline.load.capture import _observed
+
+    names = pd.Series(pd.Categorical.from_codes(np.array([2, -1, 0, 2, 4], dtype=np.int8), ["b", "a", "c", "x", "d"]))
+    assert _observed(names) == ["b", "c", "d"]
+    assert _observed(names.astype(object)) == ["b", "c", "d"]
+    assert _observed(pd.Series(pd.Categorical([], categories=["a"]))) == []

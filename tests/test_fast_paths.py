@@ -262,6 +262,20 @@ def test_groups_of_equals_plain_grouping(values):
     assert report.rows_of("kernels", "pid", list(dict.fromkeys(values))[::-1]).tolist() == list(range(len(values)))
 
 
+def test_groups_of_a_column_in_order_are_slices():
+    """A frame in the column's order (as the loaders keep kernels by GPU key and runtime calls by process) has each
+    value's rows as one run: a slice (no positions array); several values' rows are their positions, ascending."""
+    pids = np.array([-1, 3, 3, 7, 7, 7], dtype=np.int32)
+    frame = pd.DataFrame({"pid": pids, "start": np.arange(6, dtype=np.int64)})
+    report = Report(path="x", kernels=frame, runtime=frame, copies=frame, nvtx=frame, devices=frame)
+    assert report.groups_of("runtime", "pid") == {-1: slice(0, 1), 3: slice(1, 3), 7: slice(3, 6)}
+    assert report.runtime_rows([7]) == slice(3, 6)
+    assert report.runtime_rows([7, 3]).tolist() == [1, 2, 3, 4, 5]
+    cut = take_rows(frame, report.runtime_rows([7]))
+    assert cut["start"].tolist() == [3, 4, 5] and cut.index.tolist() == [0, 1, 2]
+    assert np.shares_memory(cut["start"].to_numpy(), frame["start"].to_numpy())
+
+
 def test_plan_cut_to_capture_calls_gives_the_same_plan(tmp_path):
     """Under ``span`` the plan reads only the calls that begin or end a graph capture: its cut holds those two of the
     ten calls, and the plan (the kind: ``capture_32_DECODE`` meets the capture, so no serving evidence) is the

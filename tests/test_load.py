@@ -66,6 +66,55 @@ def test_two_processes_one_gpu_share_a_key(tmp_path):
     assert gpu_trace(rep, "GPU-bbb").pids == (300,)
 
 
+#: (pid, tid, start, end, name) of calls written in this order (not start order); pids 100 and 200 share GPU 0,
+#: and both call at 30 ms (pid 200's written first).
+CALLS = [(200, 201, 30, 31, "cudaLaunchKernel"), (100, 101, 10, 11, "cudaMalloc"), (300, 301, 5, 6, "cudaFree"),
+         (100, 102, 40, 41, "cudaLaunchKernel"), (200, 202, 20, 21, "cudaStreamBeginCapture"),
+         (100, 101, 30, 32, "cudaMemcpyAsync"), (300, 301, 30, 33, "cudaLaunchKernel")]
+
+
+def in_start_order(pids):
+    """(pid, start ms) of the calls of ``pids`` (:data:`CALLS` and :func:`two_procs_one_gpu`'s own, written
+    first) as a stable sort by start of the export's rows gives them."""
+    own = [(100, 12), (200, 21), (300, 0)]
+    return sorted([(pid, start) for pid, start in own + [(c[0], c[2]) for c in CALLS] if pid in pids],
+                  key=lambda r: r[1])
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_runtime_grouped_by_the_processes_of_a_gpu_in_start_order(tmp_path, linked):
+    """The report keeps the runtime calls grouped by the processes that share a GPU (pids 100 and 200), each group's
+    in start order (the export's order among equal starts: pid 200's call at 30 ms before pid 100's), so that each
+    GPU's cut is one run in start order. ``linked``: pid 300 drives GPU 0 too, so the three are one group, and GPU 1's
+    cut is pid 300's calls of it, in start order still."""
+    from pipeline.analysis.analyse import plan_calls
+    from pipeline.load.report import plan_trace
+
+    def fill(w: ExportWriter):
+        two_procs_one_gpu(w)
+        if linked:
+            w.cuda_device(0, 1, 300)
+            w.kernel(pid=300, device=1, stream=3, start=45 * MS, end=46 * MS, name="gemm_d")
+        for pid, tid, start, end, name in CALLS:
+            w.runtime(pid=pid, tid=tid, start=start * MS, end=end * MS, name=name)
+
+    rep = load_report(build(tmp_path / "x.sqlite", fill))
+    got = [(int(p), int(s) // MS) for p, s in zip(rep.runtime["pid"], rep.runtime["start"])]
+    shared, other = in_start_order((100, 200)), in_start_order((300,))
+    assert shared.index((200, 30)) + 1 == shared.index((100, 30))  # the tie, in the export's order
+    assert got == (in_start_order((100, 200, 300)) if linked else shared + other)
+    gpu0 = in_start_order((100, 200, 300)) if linked else shared
+    for trace in (gpu_trace(rep, "GPU-aaa"), plan_trace(rep, "GPU-aaa")):
+        assert [(int(p), int(s) // MS) for p, s in zip(trace.runtime["pid"], trace.runtime["start"])] == gpu0
+        assert trace.runtime.index.tolist() == list(range(len(gpu0)))
+    alone = gpu_trace(rep, "GPU-bbb").runtime
+    assert [(int(p), int(s) // MS) for p, s in zip(alone["pid"], alone["start"])] == other
+    assert alone.index.tolist() == list(range(len(other)))
+    # the plan's cut to the calls it reads (span: graph captures) keeps their start order
+    capture = plan_trace(rep, "GPU-aaa", plan_calls(SPAN)).runtime
+    assert capture["name"].astype(str).tolist() == ["cudaStreamBeginCapture"] and capture["pid"].tolist() == [200]
+
+
 def test_without_gpu_tables_key_is_pid_and_device(tmp_path):
     def fill(w):
         w.kernel(pid=10, device=1, stream=7, start=0, end=100, name="a")

@@ -354,6 +354,12 @@ def analyse_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     return dataclasses.replace(result, row=cost.price_rows([result.row], cfg.cost)[0])
 
 
+def _size_and_total(lengths: np.ndarray, most: int) -> tuple[int, int]:
+    """``(how many, their total)`` of the ``lengths`` (int64 ns) no longer than ``most``: the slivers."""
+    short = lengths[lengths <= most]
+    return int(short.size), int(short.sum())
+
+
 def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan | None = None,
                 agreement: Agreement | None = None, job: JobKind | None = None,
                 collective: collwait.Matched | None = None) -> GpuResult:
@@ -398,13 +404,24 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
             f"no kernel of this GPU inside the {win.rule} window [{w0 / 1e9:.6f}, {w1 / 1e9:.6f}) s; its kernels run "
             f"{int(k['start'].min()) / 1e9:.6f}..{int(k['end'].max()) / 1e9:.6f} s on the report's clock")
     gap_frame, all_lengths = gaps.stream_gap_columns(kw, a.min_gap_ns)
+    # What holds a GPU's memory longest is figured first (the steps with the largest temporaries running while the
+    # least is held: peak RSS of analysing several GPUs at once): its sub-threshold gaps (sizes, totals), the
+    # communication overlap, the page's picture and the window's kind figures (which read the union of every kernel).
+    slivers = _size_and_total(all_lengths, a.min_gap_ns)
+    del all_lengths
+    device_slivers = _size_and_total(gaps.device_holes(k["start"], k["end"], w0, w1, runs), a.min_gap_ns)
+    comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
+                                attribution.collective_mask(kw["name"], cfg.categories, trace.world_size,
+                                                            trace.kernel_aliases), w0, w1)
+    picture = lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns, trace.capture_start_source,
+                                whole)
+    kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k, whole)
+    del whole
     copies_in = where(trace.copies, (trace.copies["end"].to_numpy(np.int64) > w0)
                       & (trace.copies["start"].to_numpy(np.int64) < w1))
     calls = attribution.index_calls(trace.runtime, copies_in, cfg.categories, trace.overhead, trace.untraced)
     categorised = {**gap_frame, **attribution.categorised_columns(gap_frame, cfg.categories, win.boundaries, calls,
                                                                          trace.world_size, trace.kernel_aliases)}
-    holes = gaps.device_holes(k["start"], k["end"], w0, w1, runs)
-    device_slivers = holes[holes <= a.min_gap_ns]
     # Category shares come from device-level holes (time when no stream runs a kernel), so they
     # add up to at most the device idle and read as % of W; the per-stream roster is for fixing.
     device_gaps = gaps.device_gap_columns(kw, w0, w1, a.min_gap_ns)
@@ -416,7 +433,6 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     caveat_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in CAVEATS}
 
     lengths = categorised["length"]
-    slivers = all_lengths[all_lengths <= a.min_gap_ns]
     idle_fraction = dev.idle_ns / dev.window_ns if dev.window_ns > 0 else 0.0
     # what the month extrapolates from (docs/definitions.md#confidence-tiers)
     kept_starts, kept_lengths = confidence.kept_iterations(win)
@@ -431,7 +447,6 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     warnings += caveats.graph_warning(k, w0, w1, trace.graph_trace_mode)
     warnings += attribution.one_rank_warning(kw["name"], cfg.categories, trace.world_size, trace.kernel_aliases)
     head = len(warnings)  # the rate's warnings go here when the row is priced (cost.price_rows)
-    kind_columns, kind_warnings = _window_columns(trace, cfg, kind, kind_source, win, dev.idle_ns, k, whole)
     warnings += kind_warnings
     if kw["start"].size and not np.any(kw["end"] > kw["start"]):
         warnings.append(RowWarning(WarningCode.ZERO_DURATION_KERNELS,
@@ -465,7 +480,7 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         busy_pct=_pct(dev.busy_ns, dev.window_ns), sample_periods=sampled[0], sampled_busy_periods=sampled[1],
         # no reading from a window too short for one (the views say "no reading"): empty, as they say
         sampled_util_pct=meter.util_pct(sampled[1], sampled[0]) if meter.enough_periods(sampled[0]) else math.nan)
-    device_sliver_ns = int(device_slivers.sum())
+    device_sliver_ns = device_slivers[1]
     # launch (per GPU): sub-threshold device-level holes make up most of the application's idle
     # (the idle without the profiler's and the untraced time, which are not the application's).
     app_idle_ns = dev.idle_ns - sum(caveat_ns.values())
@@ -473,10 +488,10 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
                         and 100.0 * device_sliver_ns / dev.window_ns >= a.actionable_pct)
     gapped = Gaps(
         gap_count=int(lengths.size), gap_total_ns=int(lengths.sum()), max_gap_ns=int(lengths.max()) if lengths.size else 0,
-        **gaps.buckets(lengths), sliver_count=int(slivers.size), sliver_total_ns=int(slivers.sum()),
+        **gaps.buckets(lengths), sliver_count=slivers[0], sliver_total_ns=slivers[1],
         copy_overlap_ns=int(categorised["copy_ns"].sum()) if lengths.size else 0,
         device_gap_count=int(device_lengths.size), device_gap_ns=int(device_lengths.sum()),
-        device_sliver_count=int(device_slivers.size), device_sliver_ns=device_sliver_ns, launch_bound=launch_bound)
+        device_sliver_count=device_slivers[0], device_sliver_ns=device_sliver_ns, launch_bound=launch_bound)
     category_ns = {cat: int(device_lengths[device_cats == cat].sum()) for cat in GAP_CATEGORIES}
     category_ns["launch"] = device_sliver_ns if launch_bound else 0
     category_pct = {cat: _pct(category_ns[cat], dev.window_ns) for cat in CATEGORIES}
@@ -490,9 +505,6 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
         actionable=",".join(c for c in ranked if category_pct[c] >= a.actionable_pct))
     # communication overlap (docs/definitions.md#communication-overlap): collective time with / without compute
     # on another stream; busy time, so priced apart from the idle below
-    comm = overlap.comm_overlap(kw["start"], kw["end"], overlap.stream_codes(kw["pid"], kw["stream_id"]),
-                                attribution.collective_mask(kw["name"], cfg.categories, trace.world_size,
-                                                            trace.kernel_aliases), w0, w1)
     communication = Communication(
         comm_ns=comm.comm_ns, comm_overlapped_ns=comm.overlapped_ns, comm_exposed_ns=comm.exposed_ns,
         comm_pct=_pct(comm.comm_ns, dev.window_ns), comm_overlapped_pct=_pct(comm.overlapped_ns, dev.window_ns),
@@ -537,7 +549,5 @@ def measure_gpu(trace: GpuTrace, cfg: Config, labels: dict, plan: IterationPlan 
     check_row(row)  # every key is a declared fleet column (docs/outputs.md#column-reference)
     return GpuResult(row=row, roster=_roster_records(categorised, a.roster_size, trace.nvtx, copies_in, calls),
                      device_roster=_roster_records(device_categorised, a.roster_size, trace.nvtx, copies_in, calls),
-                     timeline={**timeline(kw, device_categorised, win, runs),
-                               **lanes.gpu_picture(k, trace.copies, gap_frame, win, trace.capture_start_ns,
-                                                   trace.capture_start_source, whole)},
+                     timeline={**timeline(kw, device_categorised, win, runs), **picture},
                      plan=plan, collective_calls=calls_doc)

@@ -63,7 +63,12 @@ def _sum(values: np.ndarray) -> int:
 
 
 def _observed(column: pd.Series) -> list[str]:
-    """The distinct values ``column`` holds, as sorted text (a categorical column's used categories only)."""
+    """The distinct values ``column`` holds, as sorted text (a categorical column's used categories only: those its
+    codes count, without a pass that hashes every row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        used = np.bincount(codes[codes >= 0], minlength=len(column.cat.categories)) > 0
+        return sorted(str(v) for v in column.cat.categories[used])
     return sorted(str(v) for v in pd.unique(column.dropna()))
 
 

@@ -59,7 +59,7 @@ from .kineto_time import BEYOND_INT64, INT64_MAX, TimeRangeError, TimeTextError,
 from .limits import ReadTimeout, cut_text
 from .limits import current as read_limits
 from .processes import device_pairs, gpu_key_column, pair_keys
-from .report import _group_by_gpu, _in_start_order, counted, no_kernel_ran
+from .report import _group_by_gpu, calls_by_process, counted, no_kernel_ran
 
 
 #: Event categories -> what they are. Old traces (2020-2021) spell them with capitals.
@@ -889,7 +889,7 @@ def load_kineto(path: str, require_kernels: bool = True) -> Report:
         else np.zeros(0, dtype=object)
     copies = pd.DataFrame(copies, copy=False)
     kernels = _group_by_gpu(kernels)
-    runtime = _in_start_order(runtime)
+    runtime = calls_by_process(runtime, devices)
     meta = {"format": "kineto"}
     if isinstance(dist, dict):
         for key in ("rank", "world_size"):

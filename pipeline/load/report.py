@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.graphcapture import name_mask
-from ..arrays import is_sorted, stable_order
-from ..frames import concat_rows, rows, taken, where
+from ..arrays import SCAN_ROWS, Positions, distinct, is_sorted, stable_order
+from ..frames import concat_rows, rows, take_rows, taken, where
 from ..memory import release as release_memory
 from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
@@ -518,20 +518,19 @@ def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame], capture: Cap
     return capture_start(schema, [f["start"].to_numpy(np.int64) for f in frames.values()], reference, capture)
 
 
-def _stably_sorted(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
-    """``frame``'s rows stably sorted by ``keys`` (one per row); no work when they already are."""
-    if is_sorted(keys):
-        return frame
-    return frame.iloc[np.argsort(keys, kind="stable")].reset_index(drop=True)
-
-
 def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
-    """:func:`_stably_sorted` of a frame the caller gives up (nothing else may use ``frame`` after:
-    its columns are taken out of it): the rows are reordered one column at a time, each old column
-    let go as its new one is made, so memory grows by one column, not by a copy of the frame."""
+    """``frame``'s rows stably sorted by ``keys`` (one per row; no work when they already are), ``frame``
+    given up by the caller (nothing else may use it after: its columns are taken out of it): the rows are
+    reordered one column at a time, each old column let go as its new one is made, so memory grows by one
+    column, not by a copy of the frame."""
     if is_sorted(keys):
         return frame
-    order = stable_order(keys)
+    return _reordered(frame, stable_order(keys))
+
+
+def _reordered(frame: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows in ``order`` (row positions, each once), a fresh index; ``frame`` is consumed as by
+    :func:`_sorted_consuming`: its columns are taken out of it one at a time."""
     columns = {}
     with ThreadPoolExecutor(max_workers=1) as pool:  # each long column taken in two halves, one on each core
         split = functools.partial(_split_take, pool=pool)
@@ -565,11 +564,60 @@ def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
     return _sorted_consuming(kernels, kernels["gpu_key"].cat.codes.to_numpy())
 
 
-def _in_start_order(calls: pd.DataFrame, consume: bool = False) -> pd.DataFrame:
-    """Rows stably sorted by start (no work when they already are, as exports usually are);
-    ``consume``: ``calls`` is given up (:func:`_sorted_consuming`)."""
-    keys = calls["start"].to_numpy(np.int64)
-    return _sorted_consuming(calls, keys) if consume else _stably_sorted(calls, keys)
+def calls_by_process(calls: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
+    """A report's runtime calls as :class:`~pipeline.model.Report` keeps them: grouped by process, the processes
+    that share a GPU (``devices``: its rows of pid and gpu_key; linked through any GPU they share) in one group,
+    each group's calls in start order (stable: the export's order among equal starts); groups in the order of
+    their smallest pid. A GPU's calls are then one contiguous run in start order (:func:`gpu_trace`: a slice, no
+    copy), or some calls of one group (a process that drives another GPU too), in start order as they are.
+    ``calls`` is consumed (:func:`_reordered`); no work when they are so already (the calls of one process, in
+    start order)."""
+    starts, pids = calls["start"].to_numpy(np.int64), calls["pid"].to_numpy()
+    order = None if is_sorted(starts) else np.argsort(starts, kind="stable")
+    del starts
+    if order is not None:
+        pids = pids[order]
+    if not is_sorted(pids):
+        groups = _group_codes(pids, devices)
+        if not is_sorted(groups):
+            grouped = stable_order(groups)
+            order = grouped if order is None else order[grouped]
+        del groups
+    del pids
+    return calls if order is None else _reordered(calls, order)
+
+
+def _group_codes(pids: np.ndarray, devices: pd.DataFrame) -> np.ndarray:
+    """The group of each call's process (``pids``) as :func:`calls_by_process` orders them: small ints (int16 for
+    fewer than 2**15 processes), made :data:`~pipeline.arrays.SCAN_ROWS` rows at a time (no temporary as long as
+    the calls but the codes)."""
+    values = distinct([pids])
+    position = Positions(values, pids.size)
+    group = _process_groups(values, devices)
+    group = group.astype(np.int16) if values.size < 2 ** 15 else group
+    codes = np.empty(pids.size, dtype=group.dtype)
+    for i in range(0, pids.size, SCAN_ROWS):
+        codes[i:i + SCAN_ROWS] = np.take(group, position(pids[i:i + SCAN_ROWS]))
+    return codes
+
+
+def _process_groups(pids: np.ndarray, devices: pd.DataFrame) -> np.ndarray:
+    """For each of ``pids`` (distinct, ascending), its group: the position among them of the smallest process it
+    is linked to by GPUs they share (``devices``: pid, gpu_key rows), its own when it shares none."""
+    at = {int(p): i for i, p in enumerate(pids.tolist())}
+    group = np.arange(pids.size)
+    for _, shared in devices.groupby("gpu_key", sort=False)["pid"]:
+        roots = {_root(group, at[p]) for p in shared.astype(np.int64).tolist() if p in at}
+        if len(roots) > 1:
+            group[list(roots)] = min(roots)  # each root below joins the smallest
+    return np.array([_root(group, i) for i in range(pids.size)], dtype=np.int64)
+
+
+def _root(group: np.ndarray, i: int) -> int:
+    """The root of ``i`` in the forest ``group`` (each entry: its parent, roots their own)."""
+    while group[i] != i:
+        i = group[i]
+    return int(i)
 
 
 def load_report(path: str, require_kernels: bool = True) -> Report:
@@ -707,7 +755,8 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             del launches
         release_memory()  # what the frames freed, on every thread's heap: the grouping below is the peak
         kernels = _group_by_gpu(kernels)
-        runtime = _in_start_order(runtime, consume=True)
+        release_memory()  # what the kernels' grouping freed: not kept beside the calls' grouping (a peak too)
+        runtime = calls_by_process(runtime, devices)
         if not copies.empty:
             copies["gpu_key"] = pair_keys(devices, copies["pid"], copies["device_id"])
         else:
@@ -754,8 +803,8 @@ def _gpu_rows(report: Report, gpu_key: str) -> pd.DataFrame:
     """The kernel rows of one GPU (the frame's order): a slice when they are contiguous (the rows are
     grouped by GPU key), else a take; found through the report's grouping (:meth:`Report.rows_of`)."""
     at = report.rows_of("kernels", "gpu_key", [gpu_key])
-    if at.size and at[-1] - at[0] + 1 == at.size:
-        return report.kernels.iloc[at[0]:at[-1] + 1]
+    if not isinstance(at, slice) and at.size and at[-1] - at[0] + 1 == at.size:
+        at = slice(int(at[0]), int(at[-1]) + 1)
     return report.kernels.iloc[at]
 
 
@@ -767,10 +816,10 @@ def gpu_kernels(report: Report, gpu_key: str) -> pd.DataFrame:
 
 def _gpu_devices(report: Report, gpu_key: str) -> pd.DataFrame:
     """The ``devices`` rows of one GPU. Raises ``KeyError`` for a GPU key the report does not have."""
-    at = report.rows_of("devices", "gpu_key", [gpu_key])
-    if not at.size:
+    devs = rows(report.devices, report.rows_of("devices", "gpu_key", [gpu_key]))
+    if not len(devs):
         raise KeyError(f"{report.path}: no GPU {gpu_key!r}")
-    return rows(report.devices, at)
+    return devs
 
 
 def _of_processes(report: Report, frame: str, pids: tuple, anyone: bool = False) -> pd.DataFrame:
@@ -785,20 +834,31 @@ def _of_processes(report: Report, frame: str, pids: tuple, anyone: bool = False)
     return rows(table, report.rows_of(frame, "pid", wanted))
 
 
+def _calls_of(report: Report, pids: tuple, calls: frozenset | None = None) -> pd.DataFrame:
+    """The report's runtime calls of processes ``pids`` (only those named in ``calls`` when given), in start order
+    (stable: the export's order among equal starts), with a fresh index: one run of the calls as
+    :func:`calls_by_process` groups them (a slice, no copy), else the rows of ``pids`` in their order (a
+    take); sorted by start (stable) only if a report not so grouped holds them out of order."""
+    at = report.runtime_rows(pids)
+    if calls is not None:
+        wanted = name_mask(report.runtime["name"].iloc[at], calls)
+        at = np.flatnonzero(wanted) + at.start if isinstance(at, slice) else at[wanted]
+    cut = take_rows(report.runtime, at)
+    starts = cut["start"].to_numpy()
+    return cut if is_sorted(starts) else take_rows(cut, np.argsort(starts, kind="stable"))
+
+
 def plan_trace(report: Report, gpu_key: str, calls: frozenset | None = None) -> GpuTrace:
     """The part of :func:`gpu_trace` that finding one GPU's iterations reads (kernels, NVTX,
     runtime calls and untraced rows of its processes; no copies, overhead or warnings), cut
-    cheaply: the runtime calls in the frame's order (:func:`~pipeline.frames.rows`), only those named in
+    cheaply: the runtime calls in start order (:func:`_calls_of`), only those named in
     ``calls`` when given (:func:`~pipeline.analysis.analyse.plan_calls`: what the plan reads). Raises
     ``KeyError`` for an unknown GPU key."""
     devs = _gpu_devices(report, gpu_key)
     pids = tuple(sorted(set(devs["pid"].to_numpy(np.int64).tolist())))
-    at = report.runtime_rows(pids)
-    if calls is not None:
-        at = at[name_mask(report.runtime["name"].take(at), calls)]
     return GpuTrace(report=report.path, gpu_key=gpu_key, pids=pids, device_ids=(), gpu_model="",
                     kernels=_gpu_rows(report, gpu_key), copies=report.copies.iloc[:0],
-                    runtime=rows(report.runtime, at),
+                    runtime=_calls_of(report, pids, calls),
                     nvtx=report.nvtx.iloc[report.rows_of("nvtx", "pid", pids)],
                     untraced=_of_processes(report, "untraced", pids, True))
 
@@ -812,7 +872,7 @@ def gpu_trace(report: Report, gpu_key: str) -> GpuTrace:
     kernels = _gpu_rows(report, gpu_key)
     copies = rows(report.copies, report.rows_of("copies", "gpu_key", [gpu_key])) \
         if not report.copies.empty else report.copies.reset_index(drop=True)
-    runtime = _in_start_order(rows(report.runtime, report.runtime_rows(pids)))
+    runtime = _calls_of(report, pids)
     models = sorted({m for m in devs["gpu_model"].tolist() if m})
     notes = sorted({n for n in devs["model_note"].tolist() if n})
     return GpuTrace(

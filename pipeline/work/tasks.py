@@ -390,11 +390,31 @@ def agreed_task(report: Report, gpu_key: str, cfg: Config, labels: dict, keys: l
     return analyse_task(report, gpu_key, cfg, labels, plan, agreements, collective)
 
 
-#: GPUs of more kernels than this (on average) are analysed one at a time, and their plans made one at a
-#: time, whatever ``threads``: each analysis holds ~250 bytes per kernel of its GPU while it runs, so two at
-#: once cost a 3M-kernel, 8-GPU report ~110 MiB of peak RSS (643 MiB against 534, measured; two plans at
-#: once ~60 MiB), above the 600 MB target of issue 44.
-THREADED_MAX_GPU_KERNELS = 250_000
+#: Bytes a GPU's analysis holds at its peak, per kernel of the GPU: 53.7 MiB for a GPU of 375k kernels (a 3M-kernel,
+#: 8-GPU report; tracemalloc's peak over :func:`analyse_task`, ~150 bytes a kernel; its plan 24.7 MiB), rounded up.
+ANALYSIS_BYTES_PER_KERNEL = 160
+#: Bytes a process running gpu-idle holds before it loads a report (the interpreter, numpy, pandas, pyarrow and the
+#: pipeline's modules: VmRSS 122 MiB measured), rounded down.
+PROCESS_BYTES = 125_000_000
+
+
+def gpu_threads(report: Report, keys: list[str], threads: int) -> int:
+    """How many of the report's GPUs ``keys`` are analysed (and planned) at once: ``threads``, fewer when the
+    analyses of that many of its largest GPUs (:data:`ANALYSIS_BYTES_PER_KERNEL` a kernel) would hold more than the
+    loaded report's frames do, or than the process holds without a report (:data:`PROCESS_BYTES`) when that is more:
+    analysing at once may at most double what the report (or a small report's process) holds. A 3M-kernel, 8-GPU
+    report: two GPUs' 120 MB beside its 193 MB; its whole run then peaks at 486-528 MiB, against 480 one at a time."""
+    if threads <= 1 or len(keys) <= 1:
+        return threads
+    groups = report.groups_of("kernels", "gpu_key")
+    sizes = sorted((g.stop - g.start if isinstance(g, slice) else len(g) for g in (groups.get(k, ()) for k in keys)),
+                   reverse=True)
+    held = max(PROCESS_BYTES, sum(int(frame.memory_usage(index=False).sum()) for frame in (
+        report.kernels, report.runtime, report.copies, report.nvtx, report.devices, report.overhead, report.untraced)))
+    at_once = threads
+    while at_once > 1 and ANALYSIS_BYTES_PER_KERNEL * sum(sizes[:at_once]) > held:
+        at_once -= 1
+    return at_once
 
 
 def _each(fn, items: list, threads: int, done=None, beside=None, apart: bool = False):
@@ -438,8 +458,8 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
     """Every GPU of the report, in ``keys`` order: their plans (:func:`plan_task`), the report's
     agreement (:func:`report_agreements`; ``forced``: the job's) and collective calls (:func:`report_collectives`,
     matched beside the plans: they do not depend on them), then :func:`analyse_task` for each;
-    each step on ``threads`` threads when more than one and the GPUs are not large
-    (:data:`THREADED_MAX_GPU_KERNELS`: then one at a time, the collective calls on a thread beside the plans; the results are the same values, in ``keys`` order, whatever ``threads``:
+    each step on ``threads`` threads when more than one, fewer when the GPUs are large (:func:`gpu_threads`; one at a
+    time: the collective calls on a thread beside the plans); the results are the same values, in ``keys`` order, whatever ``threads``:
     each GPU's analysis reads the loaded report and its own plan only). Memory freed while analysing stays for
     the next GPU and goes back to the system once the report is done (:func:`pipeline.memory.reusing_heap`). ``gpu_progress``: ``callable(total) -> progress`` (:class:`Job`):
     each GPU analysed is counted on it, so a report of thousands of GPUs shows how far it is; closed when done.
@@ -452,10 +472,9 @@ def analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, t
 def _analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, threads: int, forced: dict | None,
                     gpu_progress) -> list[GpuResult]:
     """:func:`analyse_report`."""
-    # large GPUs: one plan and one analysis at a time, the report's collective calls matched beside the plans
+    # large GPUs: fewer plans and analyses at once; one at a time, the report's collective calls matched beside the plans
     apart = threads > 1 and len(keys) > 1
-    if keys and len(report.kernels) > THREADED_MAX_GPU_KERNELS * len(keys):
-        threads = 1
+    threads = gpu_threads(report, keys, threads)
     planning = (gpu_progress(len(keys), "GPU plans", doing="making")
                 if gpu_progress is not None and len(keys) >= MANY_GPUS else None)
     try:
