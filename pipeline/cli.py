@@ -435,13 +435,16 @@ def trim_cut_lines(fleet: pd.DataFrame) -> list[str]:
 
     if "warning_codes" not in fleet.columns:
         return []
+    # the four columns it reads, not every row as a dict of every column (0.1 s of a 2,000-row fleet's end)
+    texts = fleet["warnings"].tolist() if "warnings" in fleet.columns else [None] * len(fleet)
     lines = []
-    for r in fleet.to_dict("records"):
-        text = str(r.get("warnings") or "")
-        if "trim-outside-kernels" in str(r.get("warning_codes") or "").split(",") and "--trim reaches" in text:
+    for report, gpu, codes, text in zip(fleet["report"].tolist(), fleet["gpu_key"].tolist(),
+                                        fleet["warning_codes"].tolist(), texts):
+        text = str(text or "")
+        if "trim-outside-kernels" in str(codes or "").split(",") and "--trim reaches" in text:
             part = text[text.index("--trim reaches"):]
             part = part[:part.index(TRIM_CUT_END) + len(TRIM_CUT_END)] if TRIM_CUT_END in part else part
-            lines.append(f"gpu-idle: WARNING: {r['report']} GPU {r['gpu_key']}: {part}")
+            lines.append(f"gpu-idle: WARNING: {report} GPU {gpu}: {part}")
     return lines
 
 

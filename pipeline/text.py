@@ -147,6 +147,21 @@ def csv_cell(value):
     return "'" + value if value.startswith(FORMULA_START) else value
 
 
+#: The characters of a text :func:`csv_cell` leaves as it is, if it does not start with a :data:`FORMULA_START` one.
+_PLAIN_BYTES = bytes(range(0x20, 0x7f)) + b"\t\n"
+#: A line starting with a :data:`FORMULA_START` character.
+_FORMULA_LINE = re.compile(r"\n[=+\-@\t\r]")
+
+
+def _csv_plain(texts: list) -> bool:
+    """Whether :func:`csv_cell` leaves every text of ``texts`` as it is: none holds a character but tab, new line
+    and printable ASCII (:data:`_MAYBE_HIDDEN`), and none starts with a :data:`FORMULA_START` character (looked at
+    over the texts joined by new lines, in C: a line inside a text starting with one answers False too)."""
+    joined = "\n" + "\n".join(texts)
+    return (joined.isascii() and not joined.encode("ascii").translate(None, _PLAIN_BYTES)
+            and not _FORMULA_LINE.search(joined))
+
+
 def csv_safe(frame):
     """``frame`` (a pandas DataFrame) for ``to_csv``: every text cell of its text columns (object,
     string or categorical dtype) through :func:`csv_cell` (hidden characters spelled out, formulas quoted). Numeric, boolean and datetime columns are
@@ -161,6 +176,8 @@ def csv_safe(frame):
             continue
         column = frame.iloc[:, i]
         values = column.astype(object).tolist()
+        if _csv_plain([v for v in values if isinstance(v, str)]):
+            continue  # no cell of it changes (one look at the column's texts, not a call per cell)
         safe = [csv_cell(v) for v in values]
         if any(a is not b for a, b in zip(safe, values)):
             changed[i] = pd.Series(safe, index=column.index, dtype=object)

@@ -238,3 +238,29 @@ def test_a_page_value_shows_hidden_characters_escaped_and_markup_stays_markup():
     page = environment().from_string('<p title="{{ x }}">{{ x }} {{ m }} {{ n }}</p>').render(
         x="a<\x1b\u2066", m=Markup("<br>\x9b"), n=7)
     assert page == '<p title="a&lt;\\x1b\\u2066">a&lt;\\x1b\\u2066 <br>\\x9b 7</p>'
+
+
+def test_csv_safe_columns_looked_at_once_give_what_each_cell_gives():
+    """csv_safe looks at a text column's cells one by one only when the column may hold a cell to change: the frame
+    it gives writes the CSV csv_cell gives cell by cell, whatever the column (plain ASCII, a formula at a cell's start
+    or only at a line's start inside one, a hidden character, an accent, tab and new line, missing values)."""
+    import pandas as pd
+
+    from pipeline.text import csv_cell, csv_safe
+
+    columns = {
+        "plain": ["a", "b c", "x=1", None, " +"],
+        "formula": ["a", "=SUM(A1)", "b", "c", "d"],
+        "inner_line": ["a\n-1", "b", "c", "d", "e"],
+        "hidden": ["a", "b\x1b[2J", "c", "d", "e"],
+        "accent": ["é", "b", "c", "d", "e"],
+        "tab_newline": ["a\tb", "c\nd", "e", "\tf", "g"],
+        "number": [1, 2, 3, 4, 5],
+        "string_dtype": pd.array(["-2", "a", None, "b", "c"], dtype="string"),
+    }
+    frame = pd.DataFrame(columns)
+    by_cell = pd.DataFrame({k: [csv_cell(v) for v in frame[k].astype(object).tolist()] for k in frame.columns})
+    assert csv_safe(frame).to_csv(index=False) == by_cell.to_csv(index=False)
+    assert csv_safe(frame)["tab_newline"].tolist() == ["a\tb", "c\nd", "e", "'\tf", "g"]
+    plain = frame[["plain", "number", "inner_line"]]
+    assert csv_safe(plain) is plain   # nothing to change: the frame itself

@@ -88,3 +88,20 @@ def test_a_trim_inside_the_kernels_is_unchanged(runs):
     assert (row["busy_ns"], row["idle_ns"]) == (236 * MS, 59 * MS)
     assert "trim-outside-kernels" not in row["warning_codes"] and "--trim reaches" not in console
     assert row["confidence_tier"] == "medium"
+
+
+def test_trim_cut_lines_read_only_their_columns():
+    """cli.trim_cut_lines: one line per row carrying trim-outside-kernels whose warnings say ``--trim reaches``, that
+    part of the text up to the tier's clause, in row order; rows without the code, or without the text, give none;
+    a table without warning codes gives none, and one without a ``warnings`` column none either."""
+    from pipeline.cli import trim_cut_lines
+
+    fleet = pd.DataFrame({
+        "report": ["a.sqlite", "b.sqlite", "c.sqlite", "d.sqlite"],
+        "gpu_key": ["0", "1", "2", "3"],
+        "warning_codes": ["x,trim-outside-kernels", "trim-outside-kernels", None, "trim-outside-kernels-not"],
+        "warnings": ["first; " + WARNING + "; after", "no such words", "--trim reaches 1 ms", "--trim reaches 2 ms"],
+    })
+    assert trim_cut_lines(fleet) == [f"gpu-idle: WARNING: a.sqlite GPU 0: {WARNING}"]
+    assert trim_cut_lines(fleet.drop(columns=["warning_codes"])) == []
+    assert trim_cut_lines(fleet.drop(columns=["warnings"])) == []

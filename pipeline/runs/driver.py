@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..code_keys import build_fingerprint
 from ..config import Config
-from ..engine.cluster import EngineError, local_worker_memory, open_client, scheduler_address
+from ..engine.cluster import EngineError, import_ahead, local_worker_memory, open_client, scheduler_address
 from ..engine.map import InProcess, OnDask, map_work
 from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, unrewritten,
                              write_gpu_docs, write_outputs)
@@ -620,7 +620,8 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
             "(give the report's path as the inputs name it)")
     todo, stored, identical = list(paths), [], {}
     if cache is not None:
-        for path, exc in cache.identify(paths):
+        # several reports to hash: Dask, which will analyse them, is imported beside the hashing
+        for path, exc in cache.identify(paths, import_ahead if len(paths) > 1 else None):
             problems.append((path, f"{path}: cannot read ({exc})"))
         # byte-identical copies: one is analysed, the others are its duplicates (docs/inputs.md#duplicate-captures)
         identical = identical_copies([p for p in paths if p in cache.keys], cache.keys)

@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -167,15 +168,21 @@ class IdentityIndex:
                  "changed since written; those reports are hashed again")
         self.seen: dict = {}
 
-    def identity(self, path: str, storage_options: dict | None = None) -> str:
+    def identity(self, path: str, storage_options: dict | None = None, hashing=None) -> str:
         """:func:`report_identity` of ``path`` (64 hex digits), from the index when the file is untouched.
+        ``hashing``: a function of no argument called first when the index does not know it (a file to hash, a
+        remote object to ask about), or None.
 
         Raises OSError when a local file cannot be read.
         """
         if "://" in path and not path.startswith("file://"):
+            if hashing is not None:
+                hashing()
             return report_identity(path, storage_options)
         local = os.path.abspath(path.removeprefix("file://"))
         if sidecars(local):  # the main file's stat does not show what changed in a sidecar: hash it all
+            if hashing is not None:
+                hashing()
             return snapshot_key(local)
         st = os.stat(local)
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
@@ -183,6 +190,8 @@ class IdentityIndex:
         if entry is not None and entry[:4] == stamp:
             self.seen[local] = entry
             return entry[4]
+        if hashing is not None:
+            hashing()
         digest = snapshot_key(local)
         after = os.stat(local)
         if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
@@ -203,15 +212,19 @@ class IdentityIndex:
                 json.dump(keep, fh, sort_keys=True)
 
 
-def identities(index: IdentityIndex, paths: list[str], storage_options: dict | None = None) -> list:
+def identities(index: IdentityIndex, paths: list[str], storage_options: dict | None = None, hashing=None) -> list:
     """:meth:`IdentityIndex.identity` of each path, in order, on a few threads (SHA-256 of a file
     runs without the GIL, so a first run over many reports hashes them in parallel). A path that
-    cannot be identified gives its exception instead of a digest."""
+    cannot be identified gives its exception instead of a digest. ``hashing``: a function of no argument
+    called once, on one of those threads, before the first path the index does not know is hashed (or asked
+    about), so that the caller's own work runs beside the hashing; None: nothing."""
     from ..load.sqlite import read_threads  # the reader (~20 ms): a run's identities, not `gpu-idle report`
+
+    once = _once(hashing) if hashing is not None else None
 
     def one(path: str):
         try:
-            return index.identity(path, storage_options)
+            return index.identity(path, storage_options, once)
         except Exception as exc:  # noqa: BLE001 - returned: the caller decides per report
             return exc
 
@@ -219,6 +232,19 @@ def identities(index: IdentityIndex, paths: list[str], storage_options: dict | N
         return [one(p) for p in paths]
     with ThreadPoolExecutor(max_workers=read_threads()) as pool:
         return list(pool.map(one, paths))
+
+
+def _once(fn):
+    """``fn`` as a function of no argument that calls it the first time only, whichever thread calls first."""
+    lock, called = threading.Lock(), []
+
+    def call():
+        with lock:
+            if called:
+                return
+            called.append(True)
+        fn()
+    return call
 
 
 def identical_copies(paths: list[str], keys: dict) -> dict[str, str]:
@@ -443,13 +469,14 @@ class ResultCache:
         """The sweep's cache in its state folder (held by one sweep at a time: every leftover goes)."""
         return cls(state_dir, cfg, keep_unseen=False, leftover_age_s=0.0)
 
-    def identify(self, paths: list[str]) -> list[tuple[str, Exception]]:
+    def identify(self, paths: list[str], hashing=None) -> list[tuple[str, Exception]]:
         """Compute the result key of every path not yet keyed (hashing only files the identity
         index does not know). Returns ``(path, exception)`` for those that cannot be identified
-        (unreadable, unreachable): they are not analysed, their error row says why."""
+        (unreadable, unreachable): they are not analysed, their error row says why. ``hashing``: called once
+        when the first file is about to be hashed (:func:`identities`), or None."""
         todo = [p for p in paths if p not in self.keys]
         failed = []
-        for path, identity in zip(todo, identities(self.index, todo, self.cfg.storage.options)):
+        for path, identity in zip(todo, identities(self.index, todo, self.cfg.storage.options, hashing)):
             if isinstance(identity, Exception):
                 failed.append((path, identity))
             else:
