@@ -47,9 +47,11 @@ def printable(text) -> str:
 _NOT_PLAIN = re.compile(r"[^\x20-\x7e]")
 
 
-#: A character that may be hidden (anything but tab, new line and printable ASCII): what
-#: :func:`visible` looks at one by one (a page is mostly ASCII: the regex skips the rest in C).
-_MAYBE_HIDDEN = re.compile(r"[^\t\n\x20-\x7e]")
+#: The characters never hidden: tab, new line and printable ASCII (bytes, for :func:`_csv_plain`'s one pass in C).
+_SHOWN = b"\t\n" + bytes(range(0x20, 0x7f))
+#: A character that may be hidden (anything but :data:`_SHOWN`): what :func:`visible` looks at one by one (a page
+#: is mostly ASCII: the regex skips the rest in C).
+_MAYBE_HIDDEN = re.compile("[^" + re.escape(_SHOWN.decode("ascii")) + "]")
 
 
 def visible(text: str) -> str:
@@ -147,10 +149,8 @@ def csv_cell(value):
     return "'" + value if value.startswith(FORMULA_START) else value
 
 
-#: The characters of a text :func:`csv_cell` leaves as it is, if it does not start with a :data:`FORMULA_START` one.
-_PLAIN_BYTES = bytes(range(0x20, 0x7f)) + b"\t\n"
 #: A line starting with a :data:`FORMULA_START` character.
-_FORMULA_LINE = re.compile(r"\n[=+\-@\t\r]")
+_FORMULA_LINE = re.compile("\n[" + re.escape("".join(FORMULA_START)) + "]")
 
 
 def _csv_plain(texts: list) -> bool:
@@ -158,7 +158,7 @@ def _csv_plain(texts: list) -> bool:
     and printable ASCII (:data:`_MAYBE_HIDDEN`), and none starts with a :data:`FORMULA_START` character (looked at
     over the texts joined by new lines, in C: a line inside a text starting with one answers False too)."""
     joined = "\n" + "\n".join(texts)
-    return (joined.isascii() and not joined.encode("ascii").translate(None, _PLAIN_BYTES)
+    return (joined.isascii() and not joined.encode("ascii").translate(None, _SHOWN)
             and not _FORMULA_LINE.search(joined))
 
 
