@@ -175,14 +175,13 @@ class IdentityIndex:
 
         Raises OSError when a local file cannot be read.
         """
+        hashing = hashing or (lambda: None)
         if "://" in path and not path.startswith("file://"):
-            if hashing is not None:
-                hashing()
+            hashing()
             return report_identity(path, storage_options)
         local = os.path.abspath(path.removeprefix("file://"))
         if sidecars(local):  # the main file's stat does not show what changed in a sidecar: hash it all
-            if hashing is not None:
-                hashing()
+            hashing()
             return snapshot_key(local)
         st = os.stat(local)
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
@@ -190,8 +189,7 @@ class IdentityIndex:
         if entry is not None and entry[:4] == stamp:
             self.seen[local] = entry
             return entry[4]
-        if hashing is not None:
-            hashing()
+        hashing()
         digest = snapshot_key(local)
         after = os.stat(local)
         if ([after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino] == stamp
