@@ -336,12 +336,25 @@ def copy_file(src: str, dst: str) -> None:
             try:
                 fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
             except OSError:   # no reflinks here (ext4, tmpfs, another file system): a copy
-                shutil.copyfileobj(fin, fout, HASH_CHUNK)
+                _copy_bytes(fin, fout)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, dst)
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def _copy_bytes(fin, fout) -> None:
+    """Copy the rest of ``fin`` to ``fout`` (files open in binary) in the kernel (``copy_file_range``: no bytes
+    through Python), or through Python where the kernel cannot (another file system pair, an old kernel)."""
+    try:
+        while os.copy_file_range(fin.fileno(), fout.fileno(), 1 << 30):
+            pass
+    except OSError:
+        fin.seek(0)
+        fout.seek(0)
+        fout.truncate()
+        shutil.copyfileobj(fin, fout, HASH_CHUNK)
 
 
 def slug(text: str) -> str:

@@ -235,3 +235,28 @@ def test_known_entries_are_taken_unhashed_only_from_regular_files_of_their_size(
     assert sorted(hashed) == ["b.csv", "c.csv"]    # a.csv as known; c.csv is not of its known size
     hashed.clear()
     assert night_mod.product_files(str(night)) == got and sorted(hashed) == ["a.csv", "b.csv", "c.csv"]
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_copy_file_gives_a_file_of_its_own_with_the_same_bytes(tmp_path, monkeypatch, kernel_copy):
+    """``copy_file`` (a night's files carried to the next): the same bytes, in a file of its own (another inode,
+    the source untouched by an edit of the copy), through the kernel's copy or, where the kernel cannot, through
+    Python from the start (a kernel copy that fails part way leaves nothing of its own in the result)."""
+    from pipeline import io as pio
+
+    if not kernel_copy:
+        def refused(fin, fout, count):
+            os.write(fout, b"junk")  # what a copy cut short may have written: overwritten by the fallback
+            raise OSError(18, "Invalid cross-device link")
+        monkeypatch.setattr(pio.os, "copy_file_range", refused)
+    payload = os.urandom(3 * (1 << 20) + 12345)
+    for name, data in (("big.bin", payload), ("empty.bin", b"")):
+        src, dst = tmp_path / name, tmp_path / f"copy-{name}"
+        src.write_bytes(data)
+        dst.write_bytes(b"an older, longer file in the copy's place" * 10)
+        pio.copy_file(str(src), str(dst))
+        assert hashlib.sha256(dst.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+        assert os.stat(src).st_ino != os.stat(dst).st_ino
+        dst.write_bytes(b"edited")
+        assert src.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin", "copy-big.bin", "copy-empty.bin", "empty.bin"]
