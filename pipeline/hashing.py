@@ -3,8 +3,8 @@
 A report's content key (:func:`content_key`) is its identity, its columnar cache entry's name and its export
 cache key; on a 2M-kernel export it reads and hashes 214 MB (~0.2 s). ``gpu-idle run FILE`` imports pandas,
 pyarrow and the pipeline first (~0.5 s on one core, the other idle), so the command line starts hashing the
-reports it was given by name on a thread of their own before it imports them (:func:`hash_ahead`): SHA-256 and
-the file reads run without the GIL, beside the imports. The key is then the one :func:`content_key` gives; it
+reports it was given by name, and those named like reports in the folders it was given, on a thread of their own
+before it imports them (:func:`hash_ahead`): SHA-256 and the file reads run without the GIL, beside the imports. The key is then the one :func:`content_key` gives; it
 is kept under exactly the same rule (the file's stat before and after, settled for :data:`SETTLE_NS`), so a
 file rewritten meanwhile is hashed again. Only the standard library is imported here: the hash must be able to
 start before anything else is loaded.
@@ -59,6 +59,24 @@ class _Ahead:
 _AHEAD: dict[str, _Ahead] = {}
 _CLAIM = threading.Lock()
 _THREADS: list[threading.Thread] = []
+#: Set by :func:`stop_ahead`: the threads ahead hash no further (not even the rest of the file they are in).
+_STOP = threading.Event()
+
+
+class _Stopped(OSError):
+    """A file the thread ahead stopped hashing (:func:`stop_ahead`): no key is kept; whoever asks hashes it."""
+
+
+class _Stoppable:
+    """A :mod:`hashlib` object fed by :func:`hash_into` that stops, between two reads, once :data:`_STOP` is set."""
+
+    def __init__(self, digest):
+        self.digest = digest
+
+    def update(self, chunk: bytes) -> None:
+        if _STOP.is_set():
+            raise _Stopped("stopped hashing ahead")
+        self.digest.update(chunk)
 
 
 def _claim(entry: _Ahead) -> bool:
@@ -74,10 +92,16 @@ def _stamp(path: str, st: os.stat_result) -> tuple:
     return os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
-def _hash_and_keep(path: str, st: os.stat_result) -> str:
-    """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed."""
+def _hash_and_keep(path: str, st: os.stat_result, stoppable: bool = False) -> str:
+    """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed.
+    ``stoppable``: (the thread ahead) raises :class:`_Stopped` once :func:`stop_ahead` is called."""
     stamp = _stamp(path, st)
-    key = file_sha256(path)[0]
+    if stoppable:
+        digest = hashlib.sha256()
+        hash_into(_Stoppable(digest), path)
+        key = digest.hexdigest()
+    else:
+        key = file_sha256(path)[0]
     after = os.stat(path)
     if ((after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == stamp[1:]
             and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS):
@@ -116,37 +140,77 @@ def content_key(path: str | os.PathLike) -> str:
     return _hash_and_keep(path, st)
 
 
-def _ahead(entries: list[tuple[str, _Ahead]]) -> None:
+def _ahead(entries: list[tuple[str, _Ahead]], folders: list[str], in_folders) -> None:
+    entries = entries + _in_folders(folders, in_folders)
     for path, entry in entries:
-        if not _claim(entry):
-            continue   # a caller got to it first and hashes it itself
+        if _STOP.is_set() or not _claim(entry):
+            continue   # stopped, or a caller got to it first and hashes it itself
         try:
-            _hash_and_keep(path, os.stat(path))
+            _hash_and_keep(path, os.stat(path), stoppable=True)
         except OSError:
-            pass   # the caller's own content_key raises it, naming the file
+            pass   # the caller's own content_key raises it, naming the file (or hashes one stopped)
         finally:
             entry.done.set()
 
 
-def hash_ahead(paths) -> None:
-    """Start hashing, on one thread of their own, the regular local files among ``paths`` (anything else is
-    left alone: a folder, a glob, a URL), one after the other, so their :func:`content_key` is known or under
+def _entry(path: str) -> tuple[str, _Ahead] | None:
+    """``(path, its new entry)`` for a file not yet given to a thread ahead, else None."""
+    absolute = os.path.abspath(path)
+    if absolute in _AHEAD:
+        return None
+    _AHEAD[absolute] = entry = _Ahead()
+    return path, entry
+
+
+def _in_folders(folders: list[str], in_folders) -> list[tuple[str, _Ahead]]:
+    """The entries of the files under ``folders`` (symlinked folders not entered, as discovery does) whose
+    names ``in_folders(name)`` accepts, each folder's in the order of their paths."""
+    entries = []
+    for top in folders:
+        for folder, _, files in os.walk(top):
+            if _STOP.is_set():
+                return entries
+            found = (_entry(os.path.join(folder, name)) for name in sorted(files) if in_folders(name))
+            entries += [e for e in found if e is not None]
+    return entries
+
+
+def hash_ahead(paths, in_folders=None) -> None:
+    """Start hashing, on one thread of their own, the regular local files among ``paths`` and, with
+    ``in_folders`` (a function of a file name: whether it is to be hashed ahead, e.g. named like a report), those
+    it accepts under the local folders among ``paths`` (listed on that thread; anything else is left alone: a glob,
+    a URL, a folder without ``in_folders``), one after the other, so their :func:`content_key` is known or under
     way when asked for. A file not yet started when a caller asks for it is hashed by that caller; one being
     hashed is waited for. The thread only keeps keys in memory: the process may end without waiting for it
-    (:func:`running_ahead`)."""
-    entries = []
+    (:func:`running_ahead`); before this process forks, :func:`stop_ahead` stops it."""
+    entries, folders = [], []
     for path in paths:
         path = os.fspath(path)
-        if "://" in path or not os.path.isfile(path):
+        if "://" in path:
             continue
-        absolute = os.path.abspath(path)
-        if absolute not in _AHEAD:
-            _AHEAD[absolute] = entry = _Ahead()
-            entries.append((path, entry))
-    if entries:
-        thread = threading.Thread(target=_ahead, args=(entries,), name="gpu-idle-hash-ahead", daemon=True)
+        if os.path.isfile(path):
+            entry = _entry(path)
+            if entry is not None:
+                entries.append(entry)
+        elif in_folders is not None and os.path.isdir(path):
+            folders.append(path)
+    if entries or folders:
+        thread = threading.Thread(target=_ahead, args=(entries, folders, in_folders), name="gpu-idle-hash-ahead",
+                                  daemon=True)
         _THREADS.append(thread)
         thread.start()
+
+
+def stop_ahead() -> None:
+    """Stop the :func:`hash_ahead` threads and wait for them (within one read of :data:`HASH_CHUNK` bytes): what
+    they did not hash is hashed by whoever asks for it. Called before this process forks (the Dask workers of a
+    LocalCluster): a child must not inherit a file half-hashed by a thread it does not have."""
+    _STOP.set()
+    try:
+        for thread in _THREADS:
+            thread.join()
+    finally:
+        _STOP.clear()
 
 
 def running_ahead() -> int:

@@ -216,6 +216,87 @@ def test_a_file_the_thread_ahead_has_not_reached_is_hashed_by_its_caller(tmp_pat
     assert hashing.running_ahead() == 0
 
 
+def test_a_folder_is_hashed_ahead_by_the_names_it_accepts(tmp_path, monkeypatch):
+    """``gpu-idle run FOLDER`` hashes ahead the files under FOLDER named like reports (``in_folders``), sub-folders
+    too but not a symlinked one (discovery does not enter it either); each file is read once, whoever asks."""
+    import hashlib
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    read = []
+    real = hashing.hash_into
+    monkeypatch.setattr(hashing, "hash_into", lambda digest, p: read.append(os.fspath(p)) or real(digest, p))
+    top, other = tmp_path / "top", tmp_path / "other"
+    (top / "sub").mkdir(parents=True)
+    other.mkdir()
+    (top / "a.sqlite").write_bytes(b"a" * 5000)
+    (top / "sub" / "b.SQLITE").write_bytes(b"b")
+    (top / "a.sqlite.truth.json").write_bytes(b"{}")
+    (other / "c.sqlite").write_bytes(b"c")
+    (top / "linked").symlink_to(other)
+    hashing.hash_ahead([str(top)])   # no in_folders: a folder is left alone
+    assert hashing._AHEAD == {} and hashing._THREADS == []
+    hashing.hash_ahead([str(top)], lambda name: name.lower().endswith(".sqlite"))
+    hashing._THREADS[0].join(30)
+    assert sorted(hashing._AHEAD) == [str(top / "a.sqlite"), str(top / "sub" / "b.SQLITE")]
+    assert sorted(read) == sorted(hashing._AHEAD)
+    for path, data in ((top / "a.sqlite", b"a" * 5000), (top / "sub" / "b.SQLITE", b"b"), (other / "c.sqlite", b"c")):
+        assert hashing.content_key(str(path)) == hashlib.sha256(data).hexdigest()
+    assert sorted(read) == sorted([str(top / "a.sqlite"), str(top / "sub" / "b.SQLITE"), str(other / "c.sqlite")])
+
+
+def test_stop_ahead_stops_a_file_half_hashed_and_its_caller_hashes_it(tmp_path, monkeypatch):
+    """Before the LocalCluster forks its workers the run stops the threads ahead (:func:`pipeline.hashing.stop_ahead`):
+    the thread leaves the file it is in at its next read, keeps no key for it, and ends (joined); whoever asks for
+    that file then hashes it whole. A later :func:`~pipeline.hashing.hash_ahead` hashes again."""
+    import hashlib
+    import threading
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    monkeypatch.setattr(hashing, "HASH_CHUNK", 10)
+    big, later = tmp_path / "big.sqlite", tmp_path / "later.sqlite"
+    big.write_bytes(bytes(range(256)) * 4)
+    later.write_bytes(b"later")
+    entered, release, read = threading.Event(), threading.Event(), []
+    real = hashing.hash_into
+
+    def hash_into(digest, p):
+        read.append(os.fspath(p))
+        if threading.current_thread().name == "gpu-idle-hash-ahead" and os.fspath(p) == str(big):
+            entered.set()
+            assert release.wait(30)
+        return real(digest, p)
+
+    monkeypatch.setattr(hashing, "hash_into", hash_into)
+    hashing.hash_ahead([str(big), str(later)])
+    assert entered.wait(30)
+    stopper = threading.Thread(target=hashing.stop_ahead)
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive() and hashing._STOP.is_set()   # waits for the thread ahead
+    release.set()
+    stopper.join(30)
+    assert not stopper.is_alive() and hashing.running_ahead() == 0 and not hashing._STOP.is_set()
+    assert hashing._KEYS == {} and read == [str(big)]   # stopped in the big file, the later one never started
+    assert hashing.content_key(str(big)) == hashlib.sha256(big.read_bytes()).hexdigest()
+    assert hashing.content_key(str(later)) == hashlib.sha256(b"later").hexdigest()
+    assert read == [str(big), str(big), str(later)]
+    again = tmp_path / "again.sqlite"
+    again.write_bytes(b"again")
+    hashing.hash_ahead([str(again)])
+    hashing._THREADS[-1].join(30)
+    assert read[-1] == str(again) and len(hashing._KEYS) == 3
+
+
 def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):
     """A capture whose export has none of the tables asked for (CPU only) gives no query: an empty
     result, not a thread pool of zero workers (the real nsys capture of tests/test_export.py)."""

@@ -2,6 +2,7 @@
 pipeline.store.results.identities when the first file is to be hashed), and joined before any cluster starts."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -80,3 +81,31 @@ def test_import_ahead_is_joined_before_a_cluster_starts(monkeypatch):
             pass
     timer.join()
     assert order == ["imported", "scheduler checked"]
+
+
+def test_hashing_ahead_is_stopped_before_a_cluster_starts(tmp_path, monkeypatch):
+    """The run stops the threads hashing ahead (pipeline.hashing.stop_ahead) before it opens a cluster, whose
+    LocalCluster forks its workers; a report analysed in this process (one report, no scheduler) forks nothing
+    and stops nothing."""
+    from pipeline.engine.errors import EngineError
+    from pipeline.runs import driver
+
+    order = []
+    monkeypatch.setattr(driver, "stop_ahead", lambda: order.append("stopped"))
+
+    @contextlib.contextmanager
+    def no_cluster(cfg, scheduler=None, log=print):
+        order.append("cluster")
+        raise EngineError("no cluster here")
+        yield
+
+    monkeypatch.setattr(driver, "open_client", no_cluster)
+    cfg = load_config([])
+    jobs = [driver.Todo(str(tmp_path / f"r{i}.sqlite"), {}) for i in range(2)]
+    outcomes, problem = driver._analyse(jobs, cfg, None, str(tmp_path / "gpus"), lambda line: None, None)
+    assert order == ["stopped", "cluster"] and problem == "no cluster here"
+    assert [o.failure.message for o in outcomes] == [f"{j.path}: not analysed: no cluster here" for j in jobs]
+    order.clear()
+    missing = driver.Todo(str(tmp_path / "one.sqlite"), {})
+    (outcome,), problem = driver._analyse([missing], cfg, None, str(tmp_path / "gpus"), lambda line: None, None)
+    assert order == [] and problem is None and outcome.failure is not None
