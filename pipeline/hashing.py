@@ -4,10 +4,11 @@ A report's content key (:func:`content_key`) is its identity, its columnar cache
 cache key; on a 2M-kernel export it reads and hashes 214 MB (~0.2 s). ``gpu-idle run FILE`` imports pandas,
 pyarrow and the pipeline first (~0.5 s on one core, the other idle), so the command line starts hashing the
 reports it was given by name, and those named like reports in the folders it was given, on a thread of their own
-before it imports them (:func:`hash_ahead`): SHA-256 and the file reads run without the GIL, beside the imports. The key is then the one :func:`content_key` gives; it
-is kept under exactly the same rule (the file's stat before and after, settled for :data:`SETTLE_NS`), so a
-file rewritten meanwhile is hashed again. Only the standard library is imported here: the hash must be able to
-start before anything else is loaded.
+before it imports them (:func:`hash_ahead`): SHA-256 and the file reads run without the GIL, beside the imports.
+The key is then the one :func:`content_key` gives; it is kept under exactly the same rule (the file's stat before
+and after, settled for :data:`SETTLE_NS`), so a file rewritten meanwhile is hashed again. The run stops the
+thread once its reports are identified (:func:`stop_ahead`): on an unchanged rerun the identity index knew them.
+Only the standard library is imported here: the hash must be able to start before anything else is loaded.
 """
 from __future__ import annotations
 

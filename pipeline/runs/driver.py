@@ -625,6 +625,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         # several reports to hash: Dask, which will analyse them, is imported beside the hashing
         for path, exc in cache.identify(paths, import_ahead if len(paths) > 1 else None):
             problems.append((path, f"{path}: cannot read ({exc})"))
+        stop_ahead()  # every key wanted is known: a file hashed ahead now would be one the index knew (a rerun)
         # byte-identical copies: one is analysed, the others are its duplicates (docs/inputs.md#duplicate-captures)
         identical = identical_copies([p for p in paths if p in cache.keys], cache.keys)
         readable = [p for p in paths if p in cache.keys and p not in identical]
