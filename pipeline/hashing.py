@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 
@@ -59,9 +60,9 @@ class _Ahead:
 
 _AHEAD: dict[str, _Ahead] = {}
 _CLAIM = threading.Lock()
+#: The threads ahead, each with its ``stopping`` event (set by :func:`stop_ahead`: it hashes no further, not even
+#: the rest of the file it is in).
 _THREADS: list[threading.Thread] = []
-#: Set by :func:`stop_ahead`: the threads ahead hash no further (not even the rest of the file they are in).
-_STOP = threading.Event()
 
 
 class _Stopped(OSError):
@@ -69,13 +70,13 @@ class _Stopped(OSError):
 
 
 class _Stoppable:
-    """A :mod:`hashlib` object fed by :func:`hash_into` that stops, between two reads, once :data:`_STOP` is set."""
+    """A :mod:`hashlib` object fed by :func:`hash_into` that stops, between two reads, once ``stop`` is set."""
 
-    def __init__(self, digest):
-        self.digest = digest
+    def __init__(self, digest, stop: threading.Event):
+        self.digest, self.stop = digest, stop
 
     def update(self, chunk: bytes) -> None:
-        if _STOP.is_set():
+        if self.stop.is_set():
             raise _Stopped("stopped hashing ahead")
         self.digest.update(chunk)
 
@@ -93,13 +94,13 @@ def _stamp(path: str, st: os.stat_result) -> tuple:
     return os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
-def _hash_and_keep(path: str, st: os.stat_result, stoppable: bool = False) -> str:
+def _hash_and_keep(path: str, st: os.stat_result, stop: threading.Event | None = None) -> str:
     """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed.
-    ``stoppable``: (the thread ahead) raises :class:`_Stopped` once :func:`stop_ahead` is called."""
+    ``stop``: (a thread ahead's) raises :class:`_Stopped` once it is set (:func:`stop_ahead`)."""
     stamp = _stamp(path, st)
-    if stoppable:
+    if stop is not None:
         digest = hashlib.sha256()
-        hash_into(_Stoppable(digest), path)
+        hash_into(_Stoppable(digest, stop), path)
         key = digest.hexdigest()
     else:
         key = file_sha256(path)[0]
@@ -141,13 +142,15 @@ def content_key(path: str | os.PathLike) -> str:
     return _hash_and_keep(path, st)
 
 
-def _ahead(entries: list[tuple[str, _Ahead]], folders: list[str], in_folders) -> None:
-    entries = entries + _in_folders(folders, in_folders)
+def _ahead(entries: list[tuple[str, _Ahead]], folders: list[str], in_folders, stop: threading.Event) -> None:
+    entries = entries + _in_folders(folders, in_folders, stop)
     for path, entry in entries:
-        if _STOP.is_set() or not _claim(entry):
+        if stop.is_set() or not _claim(entry):
             continue   # stopped, or a caller got to it first and hashes it itself
         try:
-            _hash_and_keep(path, os.stat(path), stoppable=True)
+            st = os.stat(path)
+            if stat.S_ISREG(st.st_mode):   # never opened: a FIFO (opening it blocks), a device (reading never ends)
+                _hash_and_keep(path, st, stop)
         except OSError:
             pass   # the caller's own content_key raises it, naming the file (or hashes one stopped)
         finally:
@@ -163,13 +166,13 @@ def _entry(path: str) -> tuple[str, _Ahead] | None:
     return path, entry
 
 
-def _in_folders(folders: list[str], in_folders) -> list[tuple[str, _Ahead]]:
+def _in_folders(folders: list[str], in_folders, stop: threading.Event) -> list[tuple[str, _Ahead]]:
     """The entries of the files under ``folders`` (symlinked folders not entered, as discovery does) whose
     names ``in_folders(name)`` accepts, each folder's in the order of their paths."""
     entries = []
     for top in folders:
         for folder, _, files in os.walk(top):
-            if _STOP.is_set():
+            if stop.is_set():
                 return entries
             found = (_entry(os.path.join(folder, name)) for name in sorted(files) if in_folders(name))
             entries += [e for e in found if e is not None]
@@ -196,22 +199,29 @@ def hash_ahead(paths, in_folders=None) -> None:
         elif in_folders is not None and os.path.isdir(path):
             folders.append(path)
     if entries or folders:
-        thread = threading.Thread(target=_ahead, args=(entries, folders, in_folders), name="gpu-idle-hash-ahead",
+        stop = threading.Event()
+        thread = threading.Thread(target=_ahead, args=(entries, folders, in_folders, stop), name="gpu-idle-hash-ahead",
                                   daemon=True)
+        thread.stopping = stop
         _THREADS.append(thread)
         thread.start()
 
 
+#: Seconds :func:`stop_ahead` waits for a thread ahead (it stops within one read): a read that takes longer (a
+#: stalled network folder) is left to finish alone rather than hold the run up.
+STOP_WAIT_S = 5.0
+
+
 def stop_ahead() -> None:
-    """Stop the :func:`hash_ahead` threads and wait for them (within one read of :data:`HASH_CHUNK` bytes): what
-    they did not hash is hashed by whoever asks for it. Called before this process forks (the Dask workers of a
-    LocalCluster): a child must not inherit a file half-hashed by a thread it does not have."""
-    _STOP.set()
-    try:
-        for thread in _THREADS:
-            thread.join()
-    finally:
-        _STOP.clear()
+    """Stop the :func:`hash_ahead` threads and wait for them (within one read of :data:`HASH_CHUNK` bytes, at most
+    :data:`STOP_WAIT_S` each): what they did not hash is hashed by whoever asks for it. Called once the run's
+    reports are identified and before this process forks (the Dask workers of a LocalCluster), so that no child
+    inherits a file of theirs half-hashed by a thread it does not have (a report's is done by then: identifying
+    it waited for its hash; one a thread may still be in is no report of the run)."""
+    for thread in _THREADS:
+        thread.stopping.set()
+    for thread in _THREADS:
+        thread.join(STOP_WAIT_S)
 
 
 def running_ahead() -> int:

@@ -282,10 +282,10 @@ def test_stop_ahead_stops_a_file_half_hashed_and_its_caller_hashes_it(tmp_path, 
     stopper = threading.Thread(target=hashing.stop_ahead)
     stopper.start()
     stopper.join(0.2)
-    assert stopper.is_alive() and hashing._STOP.is_set()   # waits for the thread ahead
+    assert stopper.is_alive() and hashing._THREADS[0].stopping.is_set()   # waits for the thread ahead
     release.set()
     stopper.join(30)
-    assert not stopper.is_alive() and hashing.running_ahead() == 0 and not hashing._STOP.is_set()
+    assert not stopper.is_alive() and hashing.running_ahead() == 0
     assert hashing._KEYS == {} and read == [str(big)]   # stopped in the big file, the later one never started
     assert hashing.content_key(str(big)) == hashlib.sha256(big.read_bytes()).hexdigest()
     assert hashing.content_key(str(later)) == hashlib.sha256(b"later").hexdigest()
@@ -295,6 +295,44 @@ def test_stop_ahead_stops_a_file_half_hashed_and_its_caller_hashes_it(tmp_path, 
     hashing.hash_ahead([str(again)])
     hashing._THREADS[-1].join(30)
     assert read[-1] == str(again) and len(hashing._KEYS) == 3
+
+
+def test_a_fifo_named_like_a_report_is_never_opened_ahead_and_stopping_is_bounded(tmp_path, monkeypatch):
+    """The thread ahead opens only regular files: a FIFO named like a report in a folder given (opening it would
+    block until a writer comes) is passed over, the thread ends, and its caller's own content_key says what it is.
+    Stopping waits at most STOP_WAIT_S for a thread stuck in a read (a stalled network folder): the run goes on."""
+    import threading
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    (tmp_path / "in").mkdir()
+    os.mkfifo(tmp_path / "in" / "fifo.sqlite")
+    (tmp_path / "in" / "ok.sqlite").write_bytes(b"ok")
+    hashing.hash_ahead([str(tmp_path / "in")], lambda name: name.endswith(".sqlite"))
+    hashing._THREADS[0].join(30)
+    assert not hashing._THREADS[0].is_alive() and len(hashing._KEYS) <= 1
+    assert all(key[0] == str(tmp_path / "in" / "ok.sqlite") for key in hashing._KEYS)
+
+    stuck, release = threading.Event(), threading.Event()
+
+    def hash_into(digest, p):
+        stuck.set()
+        release.wait(30)
+        raise OSError("stalled")
+
+    monkeypatch.setattr(hashing, "hash_into", hash_into)
+    monkeypatch.setattr(hashing, "STOP_WAIT_S", 0.2)
+    (tmp_path / "slow.sqlite").write_bytes(b"slow")
+    hashing.hash_ahead([str(tmp_path / "slow.sqlite")])
+    assert stuck.wait(30)
+    hashing.stop_ahead()   # returns although the thread is still in its read
+    assert hashing.running_ahead() == 1
+    release.set()
+    hashing._THREADS[-1].join(30)
+    assert hashing.running_ahead() == 0
 
 
 def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):
