@@ -364,8 +364,10 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .hashing import hash_ahead  # standard library only
+    from .kinds import kind_of, needs_sniff  # standard library only
 
-    hash_ahead(inputs)   # a report given by name is hashed on its own thread while the stages import
+    # a report given by name, or named as one in a folder given, is hashed on its own thread while the stages import
+    hash_ahead(inputs, lambda name: kind_of(name) is not None and not needs_sniff(name))
     with _start_up():
         from .inputs.discover import skipped_note, unmatched
         from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive

@@ -3,16 +3,18 @@
 A report's content key (:func:`content_key`) is its identity, its columnar cache entry's name and its export
 cache key; on a 2M-kernel export it reads and hashes 214 MB (~0.2 s). ``gpu-idle run FILE`` imports pandas,
 pyarrow and the pipeline first (~0.5 s on one core, the other idle), so the command line starts hashing the
-reports it was given by name on a thread of their own before it imports them (:func:`hash_ahead`): SHA-256 and
-the file reads run without the GIL, beside the imports. The key is then the one :func:`content_key` gives; it
-is kept under exactly the same rule (the file's stat before and after, settled for :data:`SETTLE_NS`), so a
-file rewritten meanwhile is hashed again. Only the standard library is imported here: the hash must be able to
-start before anything else is loaded.
+reports it was given by name, and those named like reports in the folders it was given, on a thread of their own
+before it imports them (:func:`hash_ahead`): SHA-256 and the file reads run without the GIL, beside the imports.
+The key is then the one :func:`content_key` gives; it is kept under exactly the same rule (the file's stat before
+and after, settled for :data:`SETTLE_NS`), so a file rewritten meanwhile is hashed again. The run stops the
+thread once its reports are identified (:func:`stop_ahead`): on an unchanged rerun the identity index knew them.
+Only the standard library is imported here: the hash must be able to start before anything else is loaded.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import time
 
@@ -58,7 +60,25 @@ class _Ahead:
 
 _AHEAD: dict[str, _Ahead] = {}
 _CLAIM = threading.Lock()
+#: The threads ahead, each with its ``stopping`` event (set by :func:`stop_ahead`: it hashes no further, not even
+#: the rest of the file it is in).
 _THREADS: list[threading.Thread] = []
+
+
+class _Stopped(OSError):
+    """A file the thread ahead stopped hashing (:func:`stop_ahead`): no key is kept; whoever asks hashes it."""
+
+
+class _Stoppable:
+    """A :mod:`hashlib` object fed by :func:`hash_into` that stops, between two reads, once ``stop`` is set."""
+
+    def __init__(self, digest, stop: threading.Event):
+        self.digest, self.stop = digest, stop
+
+    def update(self, chunk: bytes) -> None:
+        if self.stop.is_set():
+            raise _Stopped("stopped hashing ahead")
+        self.digest.update(chunk)
 
 
 def _claim(entry: _Ahead) -> bool:
@@ -74,10 +94,16 @@ def _stamp(path: str, st: os.stat_result) -> tuple:
     return os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
-def _hash_and_keep(path: str, st: os.stat_result) -> str:
-    """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed."""
+def _hash_and_keep(path: str, st: os.stat_result, stop: threading.Event | None = None) -> str:
+    """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed.
+    ``stop``: (a thread ahead's) raises :class:`_Stopped` once it is set (:func:`stop_ahead`)."""
     stamp = _stamp(path, st)
-    key = file_sha256(path)[0]
+    if stop is not None:
+        digest = hashlib.sha256()
+        hash_into(_Stoppable(digest, stop), path)
+        key = digest.hexdigest()
+    else:
+        key = file_sha256(path)[0]
     after = os.stat(path)
     if ((after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == stamp[1:]
             and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS):
@@ -116,37 +142,86 @@ def content_key(path: str | os.PathLike) -> str:
     return _hash_and_keep(path, st)
 
 
-def _ahead(entries: list[tuple[str, _Ahead]]) -> None:
+def _ahead(entries: list[tuple[str, _Ahead]], folders: list[str], in_folders, stop: threading.Event) -> None:
+    entries = entries + _in_folders(folders, in_folders, stop)
     for path, entry in entries:
-        if not _claim(entry):
-            continue   # a caller got to it first and hashes it itself
+        if stop.is_set() or not _claim(entry):
+            continue   # stopped, or a caller got to it first and hashes it itself
         try:
-            _hash_and_keep(path, os.stat(path))
+            st = os.stat(path)
+            if stat.S_ISREG(st.st_mode):   # never opened: a FIFO (opening it blocks), a device (reading never ends)
+                _hash_and_keep(path, st, stop)
         except OSError:
-            pass   # the caller's own content_key raises it, naming the file
+            pass   # the caller's own content_key raises it, naming the file (or hashes one stopped)
         finally:
             entry.done.set()
 
 
-def hash_ahead(paths) -> None:
-    """Start hashing, on one thread of their own, the regular local files among ``paths`` (anything else is
-    left alone: a folder, a glob, a URL), one after the other, so their :func:`content_key` is known or under
+def _entry(path: str) -> tuple[str, _Ahead] | None:
+    """``(path, its new entry)`` for a file not yet given to a thread ahead, else None."""
+    absolute = os.path.abspath(path)
+    if absolute in _AHEAD:
+        return None
+    _AHEAD[absolute] = entry = _Ahead()
+    return path, entry
+
+
+def _in_folders(folders: list[str], in_folders, stop: threading.Event) -> list[tuple[str, _Ahead]]:
+    """The entries of the files under ``folders`` (symlinked folders not entered, as discovery does) whose
+    names ``in_folders(name)`` accepts, each folder's in the order of their paths."""
+    entries = []
+    for top in folders:
+        for folder, _, files in os.walk(top):
+            if stop.is_set():
+                return entries
+            found = (_entry(os.path.join(folder, name)) for name in sorted(files) if in_folders(name))
+            entries += [e for e in found if e is not None]
+    return entries
+
+
+def hash_ahead(paths, in_folders=None) -> None:
+    """Start hashing, on one thread of their own, the regular local files among ``paths`` and, with
+    ``in_folders`` (a function of a file name: whether it is to be hashed ahead, e.g. named like a report), those
+    it accepts under the local folders among ``paths`` (listed on that thread; anything else is left alone: a glob,
+    a URL, a folder without ``in_folders``), one after the other, so their :func:`content_key` is known or under
     way when asked for. A file not yet started when a caller asks for it is hashed by that caller; one being
     hashed is waited for. The thread only keeps keys in memory: the process may end without waiting for it
-    (:func:`running_ahead`)."""
-    entries = []
+    (:func:`running_ahead`); before this process forks, :func:`stop_ahead` stops it."""
+    entries, folders = [], []
     for path in paths:
         path = os.fspath(path)
-        if "://" in path or not os.path.isfile(path):
+        if "://" in path:
             continue
-        absolute = os.path.abspath(path)
-        if absolute not in _AHEAD:
-            _AHEAD[absolute] = entry = _Ahead()
-            entries.append((path, entry))
-    if entries:
-        thread = threading.Thread(target=_ahead, args=(entries,), name="gpu-idle-hash-ahead", daemon=True)
+        if os.path.isfile(path):
+            entry = _entry(path)
+            if entry is not None:
+                entries.append(entry)
+        elif in_folders is not None and os.path.isdir(path):
+            folders.append(path)
+    if entries or folders:
+        stop = threading.Event()
+        thread = threading.Thread(target=_ahead, args=(entries, folders, in_folders, stop), name="gpu-idle-hash-ahead",
+                                  daemon=True)
+        thread.stopping = stop
         _THREADS.append(thread)
         thread.start()
+
+
+#: Seconds :func:`stop_ahead` waits for a thread ahead (it stops within one read): a read that takes longer (a
+#: stalled network folder) is left to finish alone rather than hold the run up.
+STOP_WAIT_S = 5.0
+
+
+def stop_ahead() -> None:
+    """Stop the :func:`hash_ahead` threads and wait for them (within one read of :data:`HASH_CHUNK` bytes, at most
+    :data:`STOP_WAIT_S` each): what they did not hash is hashed by whoever asks for it. Called once the run's
+    reports are identified and before this process forks (the Dask workers of a LocalCluster), so that no child
+    inherits a file of theirs half-hashed by a thread it does not have (a report's is done by then: identifying
+    it waited for its hash; one a thread may still be in is no report of the run)."""
+    for thread in _THREADS:
+        thread.stopping.set()
+    for thread in _THREADS:
+        thread.join(STOP_WAIT_S)
 
 
 def running_ahead() -> int:

@@ -474,3 +474,32 @@ def test_symlink_to_a_listed_file_is_analysed_once(tmp_path, profiles):
     (tmp_path / "link.sqlite").symlink_to(real)
     paths, problems = discover([str(real), str(tmp_path / "link.sqlite")])
     assert (paths, problems) == ([str(real)], [])
+
+
+def test_real_paths_resolve_each_folder_once_as_realpath_would(tmp_path, monkeypatch):
+    """Discovery tells the same file named twice apart by its real path, each folder's resolved once
+    (``_RealPaths``): every path here (a symlinked folder, a symlinked file, a broken link, a link to a link, a
+    relative name, ``..``, a missing file) gets exactly ``os.path.realpath``'s answer, and a folder of 3 plain
+    files is resolved once, not 3 times."""
+    from pipeline.inputs import discover as disc
+
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    for name in ("a.sqlite", "b.sqlite", "c.sqlite"):
+        (real_dir / name).write_bytes(b"x")
+    (tmp_path / "via").symlink_to(real_dir)
+    (real_dir / "link.sqlite").symlink_to(tmp_path / "via" / "a.sqlite")
+    (real_dir / "link2.sqlite").symlink_to(real_dir / "link.sqlite")
+    (real_dir / "broken.sqlite").symlink_to(tmp_path / "nowhere.sqlite")
+    monkeypatch.chdir(real_dir)
+    paths = [str(tmp_path / "via" / n) for n in ("a.sqlite", "b.sqlite", "link.sqlite", "link2.sqlite",
+                                                 "broken.sqlite", "missing.sqlite")]
+    paths += ["c.sqlite", str(real_dir / "sub" / ".."), str(real_dir / "a.sqlite"), "./b.sqlite", str(tmp_path) + "/"]
+    real = disc._RealPaths()
+    assert [real(p) for p in paths] == [os.path.realpath(p) for p in paths]
+    resolved = []
+    monkeypatch.setattr(disc.os.path, "realpath", lambda p: resolved.append(p) or os.path.abspath(p))
+    once = disc._RealPaths()
+    for name in ("a.sqlite", "b.sqlite", "c.sqlite"):
+        once(str(real_dir / name))
+    assert resolved == [str(real_dir)]

@@ -265,7 +265,7 @@ FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
             ".accounting.hooks", ".accounting.joined", ".analysis.analyse", ".analysis.cost", ".analysis.fixfirst", ".config",
-            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce", ".hashing", ".memory",
+            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce", ".hashing", ".kinds", ".memory",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
             ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.compare", ".runs.driver",
             ".runs.sweep", ".schema", ".store.results", ".synth", ".compare.comparison"},

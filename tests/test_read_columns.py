@@ -216,6 +216,125 @@ def test_a_file_the_thread_ahead_has_not_reached_is_hashed_by_its_caller(tmp_pat
     assert hashing.running_ahead() == 0
 
 
+def test_a_folder_is_hashed_ahead_by_the_names_it_accepts(tmp_path, monkeypatch):
+    """``gpu-idle run FOLDER`` hashes ahead the files under FOLDER named like reports (``in_folders``), sub-folders
+    too but not a symlinked one (discovery does not enter it either); each file is read once, whoever asks."""
+    import hashlib
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    read = []
+    real = hashing.hash_into
+    monkeypatch.setattr(hashing, "hash_into", lambda digest, p: read.append(os.fspath(p)) or real(digest, p))
+    top, other = tmp_path / "top", tmp_path / "other"
+    (top / "sub").mkdir(parents=True)
+    other.mkdir()
+    (top / "a.sqlite").write_bytes(b"a" * 5000)
+    (top / "sub" / "b.SQLITE").write_bytes(b"b")
+    (top / "a.sqlite.truth.json").write_bytes(b"{}")
+    (other / "c.sqlite").write_bytes(b"c")
+    (top / "linked").symlink_to(other)
+    hashing.hash_ahead([str(top)])   # no in_folders: a folder is left alone
+    assert hashing._AHEAD == {} and hashing._THREADS == []
+    hashing.hash_ahead([str(top)], lambda name: name.lower().endswith(".sqlite"))
+    hashing._THREADS[0].join(30)
+    assert sorted(hashing._AHEAD) == [str(top / "a.sqlite"), str(top / "sub" / "b.SQLITE")]
+    assert sorted(read) == sorted(hashing._AHEAD)
+    for path, data in ((top / "a.sqlite", b"a" * 5000), (top / "sub" / "b.SQLITE", b"b"), (other / "c.sqlite", b"c")):
+        assert hashing.content_key(str(path)) == hashlib.sha256(data).hexdigest()
+    assert sorted(read) == sorted([str(top / "a.sqlite"), str(top / "sub" / "b.SQLITE"), str(other / "c.sqlite")])
+
+
+def test_stop_ahead_stops_a_file_half_hashed_and_its_caller_hashes_it(tmp_path, monkeypatch):
+    """Before the LocalCluster forks its workers the run stops the threads ahead (:func:`pipeline.hashing.stop_ahead`):
+    the thread leaves the file it is in at its next read, keeps no key for it, and ends (joined); whoever asks for
+    that file then hashes it whole. A later :func:`~pipeline.hashing.hash_ahead` hashes again."""
+    import hashlib
+    import threading
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "SETTLE_NS", -10**18)
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    monkeypatch.setattr(hashing, "HASH_CHUNK", 10)
+    big, later = tmp_path / "big.sqlite", tmp_path / "later.sqlite"
+    big.write_bytes(bytes(range(256)) * 4)
+    later.write_bytes(b"later")
+    entered, release, read = threading.Event(), threading.Event(), []
+    real = hashing.hash_into
+
+    def hash_into(digest, p):
+        read.append(os.fspath(p))
+        if threading.current_thread().name == "gpu-idle-hash-ahead" and os.fspath(p) == str(big):
+            entered.set()
+            assert release.wait(30)
+        return real(digest, p)
+
+    monkeypatch.setattr(hashing, "hash_into", hash_into)
+    hashing.hash_ahead([str(big), str(later)])
+    assert entered.wait(30)
+    stopper = threading.Thread(target=hashing.stop_ahead)
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive() and hashing._THREADS[0].stopping.is_set()   # waits for the thread ahead
+    release.set()
+    stopper.join(30)
+    assert not stopper.is_alive() and hashing.running_ahead() == 0
+    assert hashing._KEYS == {} and read == [str(big)]   # stopped in the big file, the later one never started
+    assert hashing.content_key(str(big)) == hashlib.sha256(big.read_bytes()).hexdigest()
+    assert hashing.content_key(str(later)) == hashlib.sha256(b"later").hexdigest()
+    assert read == [str(big), str(big), str(later)]
+    again = tmp_path / "again.sqlite"
+    again.write_bytes(b"again")
+    hashing.hash_ahead([str(again)])
+    hashing._THREADS[-1].join(30)
+    assert read[-1] == str(again) and len(hashing._KEYS) == 3
+
+
+def test_a_fifo_named_like_a_report_is_never_opened_ahead_and_stopping_is_bounded(tmp_path, monkeypatch):
+    """The thread ahead opens only regular files: a FIFO named like a report in a folder given (opening it would
+    block until a writer comes) is passed over, the thread ends, and its caller's own content_key says what it is.
+    Stopping waits at most STOP_WAIT_S for a thread stuck in a read (a stalled network folder): the run goes on."""
+    import threading
+
+    from pipeline import hashing
+
+    monkeypatch.setattr(hashing, "_KEYS", {})
+    monkeypatch.setattr(hashing, "_AHEAD", {})
+    monkeypatch.setattr(hashing, "_THREADS", [])
+    (tmp_path / "in").mkdir()
+    os.mkfifo(tmp_path / "in" / "fifo.sqlite")
+    (tmp_path / "in" / "ok.sqlite").write_bytes(b"ok")
+    hashing.hash_ahead([str(tmp_path / "in")], lambda name: name.endswith(".sqlite"))
+    hashing._THREADS[0].join(30)
+    assert not hashing._THREADS[0].is_alive() and len(hashing._KEYS) <= 1
+    assert all(key[0] == str(tmp_path / "in" / "ok.sqlite") for key in hashing._KEYS)
+
+    stuck, release = threading.Event(), threading.Event()
+
+    def hash_into(digest, p):
+        stuck.set()
+        release.wait(30)
+        raise OSError("stalled")
+
+    monkeypatch.setattr(hashing, "hash_into", hash_into)
+    monkeypatch.setattr(hashing, "STOP_WAIT_S", 0.2)
+    (tmp_path / "slow.sqlite").write_bytes(b"slow")
+    hashing.hash_ahead([str(tmp_path / "slow.sqlite")])
+    assert stuck.wait(30)
+    hashing.stop_ahead()   # returns although the thread is still in its read
+    assert hashing.running_ahead() == 1
+    release.set()
+    hashing._THREADS[-1].join(30)
+    assert hashing.running_ahead() == 0
+
+
 def test_no_query_at_all_reads_nothing_on_any_thread_count(tmp_path):
     """A capture whose export has none of the tables asked for (CPU only) gives no query: an empty
     result, not a thread pool of zero workers (the real nsys capture of tests/test_export.py)."""

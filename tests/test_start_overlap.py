@@ -2,6 +2,7 @@
 pipeline.store.results.identities when the first file is to be hashed), and joined before any cluster starts."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -80,3 +81,60 @@ def test_import_ahead_is_joined_before_a_cluster_starts(monkeypatch):
             pass
     timer.join()
     assert order == ["imported", "scheduler checked"]
+
+
+def test_hashing_ahead_is_stopped_before_a_cluster_starts(tmp_path, monkeypatch):
+    """The run stops the threads hashing ahead (pipeline.hashing.stop_ahead) before it opens a cluster, whose
+    LocalCluster forks its workers; a report analysed in this process (one report, no scheduler) forks nothing
+    and stops nothing."""
+    from pipeline.engine.errors import EngineError
+    from pipeline.runs import driver
+
+    order = []
+    monkeypatch.setattr(driver, "stop_ahead", lambda: order.append("stopped"))
+
+    @contextlib.contextmanager
+    def no_cluster(cfg, scheduler=None, log=print):
+        order.append("cluster")
+        raise EngineError("no cluster here")
+        yield
+
+    monkeypatch.setattr(driver, "open_client", no_cluster)
+    cfg = load_config([])
+    jobs = [driver.Todo(str(tmp_path / f"r{i}.sqlite"), {}) for i in range(2)]
+    outcomes, problem = driver._analyse(jobs, cfg, None, str(tmp_path / "gpus"), lambda line: None, None)
+    assert order == ["stopped", "cluster"] and problem == "no cluster here"
+    assert [o.failure.message for o in outcomes] == [f"{j.path}: not analysed: no cluster here" for j in jobs]
+    order.clear()
+    missing = driver.Todo(str(tmp_path / "one.sqlite"), {})
+    (outcome,), problem = driver._analyse([missing], cfg, None, str(tmp_path / "gpus"), lambda line: None, None)
+    assert order == [] and problem is None and outcome.failure is not None
+
+
+def test_hashing_ahead_is_stopped_once_the_reports_are_identified(tmp_path, monkeypatch):
+    """Once every report's key is known the run stops the threads hashing ahead: on an unchanged rerun the identity
+    index knew every file, and a thread ahead would only hash them again for nothing."""
+    from pipeline.runs import driver
+    from pipeline.store.results import ResultCache
+
+    order = []
+    real = ResultCache.identify
+    monkeypatch.setattr(ResultCache, "identify", lambda self, *a, **k: order.append("identified") or real(self, *a, **k))
+    monkeypatch.setattr(driver, "stop_ahead", lambda: order.append("stopped"))
+
+    class Planned(Exception):
+        pass
+
+    class Folder(driver.OutputFolder):
+        out_dir = str(tmp_path / "out")
+
+        def on_plan(self, paths, todo, reused):
+            order.append("planned")
+            raise Planned
+
+    (tmp_path / "a.sqlite").write_bytes(b"not really")
+    cfg = load_config([])
+    cache = ResultCache(str(tmp_path / "cache"), cfg, keep_unseen=False, leftover_age_s=0.0)
+    with pytest.raises(Planned):
+        driver.drive(cfg, [str(tmp_path / "a.sqlite")], Folder(), cache, log=lambda line: None)
+    assert order == ["identified", "stopped", "planned"]

@@ -362,6 +362,24 @@ def _match(fs, path: str, item: str, remote: bool, suffixes, render,
     return [], [(item, f"{item}: no such file or directory")]
 
 
+class _RealPaths:
+    """``os.path.realpath`` of local paths, each folder's resolved once: a file that is not itself a symbolic link
+    (one ``lstat``) is its folder's real path and its name, as ``realpath`` would find it component by component
+    (~75 µs a file, 0.15 s at 2,000 reports); a symlink, or a name such as ``..``, is resolved whole."""
+
+    def __init__(self):
+        self.folders: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        folder, name = os.path.split(path)
+        if name in ("", ".", "..") or os.path.islink(path):
+            return os.path.realpath(path)
+        real = self.folders.get(folder)
+        if real is None:
+            real = self.folders[folder] = os.path.realpath(folder)
+        return os.path.join(real, name)
+
+
 def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int | None = None,
              memory_factor: float = 1.5, skipped: list | None = None) -> tuple[list[str], list[tuple[str, str]]]:
     """Return ``(report_paths, problems)``.
@@ -402,13 +420,14 @@ def discover(inputs, suffixes=REPORT_SUFFIXES, storage=None, memory_limit: int |
         problems.extend(item_problems)
     # The same file named twice (other spelling, a symlink) is analysed once, under its first name.
     by_identity: dict[str, str] = {}
+    real = _RealPaths()
     for p in found:
         local = "://" not in p
-        by_identity.setdefault(os.path.realpath(p) if local else p, os.path.normpath(p) if local else p)
+        by_identity.setdefault(real(p) if local else p, os.path.normpath(p) if local else p)
     if skipped is not None:  # a file reached twice (two inputs, a symlink) is said once
         seen = set()
         for path, why in sorted(passed_over):
-            key = os.path.realpath(path) if "://" not in path else path
+            key = real(path) if "://" not in path else path
             if key not in seen:
                 seen.add(key)
                 skipped.append((path, why))

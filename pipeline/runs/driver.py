@@ -28,6 +28,7 @@ from ..fleet.grouping import group_jobs
 from ..accounting import hooks as accounting
 from ..fleet.pricing import price_in_place, priced
 from ..fleet.reduce import build_fleet, reduce_outcomes, rosters_of
+from ..hashing import stop_ahead
 from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
                   remove_leftovers, same_file, temp_name)
@@ -511,6 +512,7 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
         backend = InProcess(in_process_threads(cfg))
         outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir, gpu_progress), progress))
         return outcomes, None
+    stop_ahead()  # the LocalCluster forks its workers: no thread may be hashing a file then
     try:
         with open_client(cfg, scheduler, log=log) as client:
             # Workers on other machines (a scheduler's, Slurm jobs') may not see this one's folders:
@@ -623,6 +625,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         # several reports to hash: Dask, which will analyse them, is imported beside the hashing
         for path, exc in cache.identify(paths, import_ahead if len(paths) > 1 else None):
             problems.append((path, f"{path}: cannot read ({exc})"))
+        stop_ahead()  # every key wanted is known: a file hashed ahead now would be one the index knew (a rerun)
         # byte-identical copies: one is analysed, the others are its duplicates (docs/inputs.md#duplicate-captures)
         identical = identical_copies([p for p in paths if p in cache.keys], cache.keys)
         readable = [p for p in paths if p in cache.keys and p not in identical]
