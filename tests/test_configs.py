@@ -197,6 +197,43 @@ def test_columnar_cache_written_in_background(tmp_path, profiles):
                                       getattr(second, name).reset_index(drop=True), check_dtype=False)
 
 
+def test_columnar_cache_written_once_the_report_is_analysed(tmp_path, profiles, monkeypatch):
+    """``report_task`` with a background cache write: the entry is written behind a gate the task opens once the
+    report is analysed (beside its outputs, not the analysis's threads): no entry while the GPUs are analysed, the
+    entry once the task returns and the write is joined; a gate never opened (a load given one that nobody opens)
+    is opened by ``wait_for_writes``, so no run waits on it for ever."""
+    import threading
+
+    from pipeline.config import load_config
+    from pipeline.load import cache
+    from pipeline.work import tasks
+
+    src = str(profiles / "train_h100_2gpu_nccl.sqlite")
+    cfg = load_config([], {"cache": {"dir": str(tmp_path / "cache")}})
+    root = tmp_path / "cache"
+    seen = []
+    analyse = tasks.analyse_report
+
+    def watched(*args, **kwargs):
+        seen.append(sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else [])
+        out = analyse(*args, **kwargs)
+        seen.append(sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else [])
+        return out
+
+    monkeypatch.setattr(tasks, "analyse_report", watched)
+    outcome = tasks.report_task(src, cfg.labels_for(src), cfg, background_cache=True)
+    assert outcome.failure is None and len(outcome.results) == 2
+    cache.wait_for_writes()
+    name = f"{cache.snapshot_key(src)}-code{cache.loader_code()[:16]}"
+    assert seen == [[], []] and sorted(p.name for p in root.iterdir()) == [name]
+    gate = threading.Event()   # opened by nobody but wait_for_writes
+    other = tmp_path / "other"
+    cache.load_cached(src, other, background=gate)
+    assert not gate.is_set() and not other.exists()
+    cache.wait_for_writes()
+    assert gate.is_set() and not cache._PENDING and sorted(p.name for p in other.iterdir()) == [name]
+
+
 def test_json_text_is_strict_one_line_per_key():
     import json
     import math

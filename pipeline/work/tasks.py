@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -190,7 +191,7 @@ def describe(exc: BaseException, path: str, what: str = "") -> str:
 
 
 def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg=None,
-                    memory_factor: float | None = None, background_cache: bool = False,
+                    memory_factor: float | None = None, background_cache: bool | threading.Event = False,
                     memory_limit: int | None = None) -> Report:
     """Stage (remote URLs only), check memory, export (``.nsys-rep`` / ``.qdrep`` only, cached by content)
     and load one report (from the columnar cache when the same export was loaded before). A PyTorch
@@ -204,8 +205,8 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
     bytes: the Dask worker's, or this process's when it runs the work itself; given by the caller), and a gzip trace is
     inflated to at most that limit / ``memory_factor`` bytes whatever its trailer says. Reading is
     bounded by ``export_cfg.read_timeout_s`` (:mod:`pipeline.load.limits`). With
-    ``background_cache``, a new columnar cache entry is written on a thread
-    (:func:`pipeline.load.cache.load_cached`). The report keeps
+    ``background_cache``, a new columnar cache entry is written on a thread (an ``Event``: once it is set;
+    :func:`pipeline.load.cache.load_cached`). The report keeps
     the path or URL the user gave. Raises :class:`~pipeline.model.ProfileError` (or
     :class:`~pipeline.inputs.export.ExportError`, :class:`~pipeline.inputs.storage.StageError`) naming
     that path and the cause; messages about a staged or exported copy are restated
@@ -228,7 +229,7 @@ def load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig,
 
 
 def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig, storage_cfg, memory_factor,
-                     background_cache: bool, memory_limit, scratch: str | None) -> Report:
+                     background_cache: bool | threading.Event, memory_limit, scratch: str | None) -> Report:
     """:func:`load_report_for`; ``scratch``: None (caches on), or the temporary folder that the staged
     copy and the export go to (``--no-cache``: errors then name no copy, which is gone when they are read)."""
 
@@ -267,7 +268,7 @@ def _load_report_for(path: str, export_cfg: ExportConfig, cache_cfg: CacheConfig
     return report
 
 
-def load_task(path: str, cfg: Config, background_cache: bool = False,
+def load_task(path: str, cfg: Config, background_cache: bool | threading.Event = False,
               memory_limit: int | None = None) -> Report | Failure:
     """:func:`load_report_for` with ``cfg``'s export, cache, storage and memory settings, within
     ``memory_limit`` bytes (None: no limit): the caller's value, the Dask worker's own limit on a worker, or
@@ -563,7 +564,8 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     results to its ``sinks`` (:func:`finish_report`).
 
     ``threads``: GPUs analysed at once (in this process: one report, several GPUs).
-    ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`).
+    ``background_cache``: write a new columnar cache entry on a thread (see :func:`load_report_for`), once the
+    report is analysed (its outputs made meanwhile).
     ``forced``: the agreement of the report's job when it spans several reports (``{source:
     Agreement}``), instead of the agreement of the report's own GPUs.
     ``gpu_progress``: ``callable(total, what="GPUs", doing=, of=) -> progress`` (:class:`Job`): counts the GPUs
@@ -572,9 +574,23 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     ``memory_limit``: the memory bound of whoever runs it, bytes (:func:`load_task`).
     Every failure comes back as ``failure`` (:func:`describe`); this never raises.
     """
+    # a new columnar cache entry is written once the report is analysed: beside the outputs, not the analysis
+    analysed = threading.Event() if background_cache else False
+    try:
+        return _report_task(path, labels, cfg, sinks, threads, analysed, forced, gpu_progress, memory_limit)
+    finally:
+        if analysed is not False:
+            analysed.set()
+
+
+def _report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None, threads: int,
+                 analysed: threading.Event | bool, forced: dict | None, gpu_progress,
+                 memory_limit: int | None) -> ReportOutcome:
+    """:func:`report_task`; ``analysed``: the gate of the columnar cache entry's write (False: none), set here
+    once the report is analysed."""
     reading = _reading(path, gpu_progress)
     try:
-        report = load_task(path, cfg, background_cache, memory_limit)
+        report = load_task(path, cfg, analysed, memory_limit)
         if reading is not None and not isinstance(report, Failure):
             reading.advance(reading.total)
     finally:
@@ -586,6 +602,8 @@ def report_task(path: str, labels: dict, cfg: Config, sinks: Sinks | None = None
     try:
         results = analyse_report(report, keys, cfg, labels, threads, forced, gpu_progress)
         del report
+        if analysed is not False:
+            analysed.set()
         return finish_report(ReportOutcome(path=path, results=results), sinks, gpu_progress)
     except Exception as exc:  # noqa: BLE001 - every failure must become the report's row, never end the run
         return ReportOutcome(path=path, failure=Failure(describe(exc, path)))
