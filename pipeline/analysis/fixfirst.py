@@ -734,8 +734,9 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     # sub-frame of every column per job
     number = ok.groupby(["cluster", "job"], sort=True, dropna=False).ngroup().to_numpy()
     order = np.argsort(number, kind="stable")
+    clusters, jobs = ok["cluster"].tolist(), ok["job"].tolist()
     for rows in np.split(order, np.flatnonzero(np.diff(number[order])) + 1) if len(order) else []:
-        entries += _entries(cols, rows, "job", ok["cluster"].iat[rows[0]], ok["job"].iat[rows[0]])
+        entries += _entries(cols, rows, "job", clusters[rows[0]], jobs[rows[0]])
     out = pd.DataFrame(entries, columns=FIX_COLUMNS)
     out["rank"] = out["rank"].astype("Int64")   # an archived entry's rank is empty, the others whole numbers
     return out
