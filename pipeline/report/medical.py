@@ -675,16 +675,9 @@ def write_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_p
     (:func:`~pipeline.accounting.hooks.coverage_table`), None without accounting; given, each record of a job
     with an analysed GPU says it (:func:`~pipeline.report.teams.record_coverage_text`) under its figures.
 
-    ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``. The same as
-    :func:`write_pages` of :func:`record_pages`.
+    ``rosters`` needs only the ``"device"`` roster of each ``(report, gpu_key)``.
     """
-    return write_pages(record_pages(out_dir, fleet, coverage), rosters, actionable_pct)
 
-
-def record_pages(out_dir: str, fleet: pd.DataFrame, coverage: pd.DataFrame | None = None) -> list[tuple]:
-    """What :func:`write_records` reads of the tables, one ``(path, title, plain rows, coverage line or None)`` per
-    job, in its order: all the pandas work, so that :func:`write_pages` (plain Python on these) can run on a thread of
-    its own beside the other writers (docs/outputs.md#medical-records)."""
     keys = job_keys(fleet)
     stems, titles = record_stems(keys), job_titles(keys)
     by_job: dict = {k: [] for k in keys}
@@ -697,14 +690,10 @@ def record_pages(out_dir: str, fleet: pd.DataFrame, coverage: pd.DataFrame | Non
         for cluster, job, held_by in zip(ok["cluster"], ok["job"], ok["sched_job_id"]):
             if isinstance(held_by, str) and held_by and held_by not in sched[(str(cluster), str(job))]:
                 sched[(str(cluster), str(job))].append(held_by)
-    return [(os.path.join(out_dir, "records", f"{stems[key]}.md"), titles[key], by_job[key],
-             record_coverage_text(sched[key], coverage) if coverage is not None else None) for key in keys]
-
-
-def write_pages(pages: list[tuple], rosters: dict, actionable_pct: float = 2.0) -> list[str]:
-    """Write each record of :func:`record_pages` (``rosters``, ``actionable_pct``: as :func:`write_records`'s),
-    atomically, in order; returns their paths. Raises OSError (the first record that cannot be written: the
-    ones after it are not)."""
-    for path, title, rows, covered in pages:
-        write_text(path, _record(title, rows, rosters, actionable_pct, covered))
-    return [path for path, *_ in pages]
+    paths = []
+    for key in keys:
+        path = os.path.join(out_dir, "records", f"{stems[key]}.md")
+        covered = record_coverage_text(sched[key], coverage) if coverage is not None else None
+        write_text(path, _record(titles[key], by_job[key], rosters, actionable_pct, covered))
+        paths.append(path)
+    return paths

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 
@@ -35,7 +34,7 @@ from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_
 from ..load.cache import wait_for_writes
 from ..memory import collector_paused
 from ..model import Failure
-from ..report.medical import job_keys, record_pages, record_stems, write_pages
+from ..report.medical import job_keys, record_stems, write_records
 from ..report.rendered import remove_rendered, rendered_files
 from ..fleet.pricing import PRICING, pricing_settings  # what fills an older table as this run priced it
 from ..schema import DUPLICATE
@@ -294,20 +293,14 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
         return {rel[len(sub) + 1:]: e for rel, e in owned.items() if rel.startswith(sub + "/")}
 
     real_dir(os.path.join(out_dir, "records"))
+    written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
     cov = accounting.coverage_table(fleet, cfg) if accounting.planned(fleet) else None
-    # The records are written on a thread of their own while this one writes the tables: each new file costs the
-    # kernel its inode (about 1 ms of system time each where measured, 2 s for 2,000 jobs), time the tables' Python
-    # need not wait for. Their pandas part first, here (record_pages); the thread runs plain Python on its output.
-    with ThreadPoolExecutor(1, thread_name_prefix="gpu-idle-records") as pool:
-        pages = pool.submit(write_pages, record_pages(out_dir, fleet, cov), rosters, cfg.analysis.actionable_pct)
-        written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
-        written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
-        # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would
-        # say them)
-        earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
-        written["stale_accounting"] = [os.path.join(out_dir, name)
-                                       for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
-        records = pages.result()
+    written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
+    # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would say them)
+    earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
+    written["stale_accounting"] = [os.path.join(out_dir, name)
+                                   for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
+    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
                          for name in prune(folder, {os.path.basename(p) for p in records}, owned_in("records"))]
