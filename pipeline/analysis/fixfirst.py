@@ -632,7 +632,8 @@ def _part_entries(cols: dict, part: np.ndarray, where: tuple, is_trusted: bool) 
         usd_raw = cols[f"usd_{cat}_raw"][rows]
         # the GPUs the entry rests on: its dollars' part at assumed rates, and unpriced when none is priced
         rates = plain or assumed_split(usd_raw, cols["assumed"][rows], cols["unpriced"][rows], cols["model"][rows])
-        unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
+        # (with no unpriced GPU in the part, as in ``plain``, a total is never unpriced)
+        unpriced = plain is None and bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
         mine = [findings[i] for i in where_]
         rec_usd, rec_basis = recoverable(cat, usd_raw.tolist(), mine)
         lead = _lead_order(cols, part, at, cat, mine)   # the remedy names the role GPUs, then the costliest, first
