@@ -39,7 +39,14 @@ def printable(text) -> str:
     text = str(text)
     if not _NOT_PLAIN.search(text):  # printable ASCII only (the usual case): nothing to escape
         return text
-    return "".join(escape_code(c) if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in text)
+    # only the characters that are not printable ASCII looked at one by one (the regex skips the rest in C)
+    return _NOT_PLAIN.sub(_escaped, text)
+
+
+def _escaped(found) -> str:
+    """The character ``found`` (a match) as :func:`printable` writes it: its escape when of a hidden category."""
+    char = found.group()
+    return escape_code(char) if unicodedata.category(char) in HIDDEN_CATEGORIES else char
 
 
 #: A character that is not printable ASCII (space to ``~``): what :func:`printable` must look at; a text without one
@@ -61,8 +68,7 @@ def visible(text: str) -> str:
     (backslash, letters, digits), so markup stays markup and text stays text; no escape byte, control or
     bidirectional character reaches a page raw. What every value a page's template shows goes through
     (:func:`pipeline.report.jinja.environment`)."""
-    return _MAYBE_HIDDEN.sub(
-        lambda m: escape_code(m.group()) if unicodedata.category(m.group()) in HIDDEN_CATEGORIES else m.group(), text)
+    return _MAYBE_HIDDEN.sub(_escaped, text)
 
 
 def message(exc) -> str:

@@ -107,6 +107,11 @@ def test_ranked_list_and_rollups(tmp_path):
     assert list(fleet_list["window_ns"]) == [115 * MS] * 3 and list(fleet_list["iterations"]) == [0] * 3
     assert list(fleet_list["low_confidence"]) == [True] * 3
     assert json.loads((out / "fix_first.json").read_text())[0]["category"] == "sync"
+    # the JSON (made a column at a time) is each entry of the list as plain scalars, row by row, keys in column order
+    from pipeline.analysis.fixfirst import fix_list
+    from pipeline.io import json_text, plain_scalar
+    entries = fix_list(fleet, rosters_of(results)).to_dict("records")
+    assert (out / "fix_first.json").read_text() == json_text([{k: plain_scalar(v) for k, v in e.items()} for e in entries])
     jobs = pd.read_csv(out / "jobs.csv", keep_default_na=False)
     assert (jobs["fix_sync_usd_per_month"].iloc[0], jobs["fix_cpu_speedup"].iloc[0]) == (507.83, 1.15)
     assert (jobs["min_iterations"].iloc[0], jobs["low_confidence_gpus"].iloc[0]) == (0, 1)

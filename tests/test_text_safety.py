@@ -222,6 +222,21 @@ def test_printable_keeps_visible_text():
     assert printable(text) == text
 
 
+def test_printable_looks_at_each_character_as_its_definition_says():
+    """printable escapes the characters of HIDDEN_CATEGORIES one by one, whatever text surrounds them: beside a
+    character that is not ASCII (a diagnosis line's arrow, which takes it off its ASCII-only shortcut), each code
+    point of the first two planes and the tag characters is its escape exactly when its Unicode category is hidden,
+    else itself (the categories read here from unicodedata, not from printable)."""
+    import unicodedata
+
+    from pipeline.text import HIDDEN_CATEGORIES, escape_code
+
+    for code in [*range(0x20000), *range(0xE0000, 0xE0080)]:
+        char = chr(code)
+        want = escape_code(char) if unicodedata.category(char) in HIDDEN_CATEGORIES else char
+        assert printable(f"a → {char}b") == f"a → {want}b", hex(code)
+
+
 def test_a_page_value_shows_hidden_characters_escaped_and_markup_stays_markup():
     """The pages' finalize (pipeline.report.jinja.shown): text and markup alike get each hidden character
     as its escape but tab and new line (HTML whitespace); markup stays markup (not escaped again), numbers

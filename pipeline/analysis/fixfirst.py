@@ -243,6 +243,8 @@ def recoverable_part(category: str, findings: list) -> tuple[int, int] | None:
     recoverable (docs/definitions.md#diagnosis): ``data`` copies on the compute stream, of which only what a copy
     stream of their own could hide (:func:`pipeline.analysis.diagnosis.hideable_ns`) is; None when the whole idle
     is (``findings``: the GPU's :func:`pipeline.analysis.diagnosis.diagnose` list)."""
+    if category != "data":   # only data's evidence bounds a part (a look at the findings for nothing otherwise)
+        return None
     for f in findings:
         ev = f.get("evidence") or {}
         if (category == "data" and f.get("rule") == "data.copy_stream" and f.get("outcome") == "compute_stream"
@@ -420,16 +422,23 @@ FLEET_FIX_COLUMNS = [f"fix_{c}_{k}" for c in fixable() for k in ("usd_per_month"
     "confidence_tier", "low_confidence", "confidence_note", "implausible_speedup"]
 
 
-def _examples(reports: list, gpu_keys: list, rosters: dict, cat: str) -> str:
-    """The longest :data:`EXAMPLE_GAPS` gaps of ``cat`` in the device rosters of the GPUs ``zip(reports,
-    gpu_keys)``: ``report gpu_key @start_ns +length_ns [nvtx range]``, ``; ``-joined."""
-    found = []
-    for report, gpu in zip(reports, gpu_keys):
-        for g in (rosters.get((report, gpu)) or {}).get("device", []):
-            if g.get("category") == cat:
-                found.append((-int(g["length_ns"]), str(report), str(gpu), int(g["start_ns"]), g.get("nvtx_range") or ""))
-    found.sort()
+def _examples(tops: list, cat: str) -> str:
+    """The longest :data:`EXAMPLE_GAPS` gaps of ``cat`` in the device rosters of some GPUs (``tops``: each one's
+    :func:`_roster_tops`): ``report gpu_key @start_ns +length_ns [nvtx range]``, ``; ``-joined."""
+    found = sorted(g for top in tops for g in top.get(cat, ()))
     return "; ".join(f"{r} {k} @{s} +{-n}" + (f" [{rng}]" if rng else "") for n, r, k, s, rng in found[:EXAMPLE_GAPS])
+
+
+def _roster_tops(report, gpu_key, rosters: dict) -> dict:
+    """Category -> the longest :data:`EXAMPLE_GAPS` gaps of it in the device roster of one GPU (``rosters``:
+    ``(report, gpu_key) -> {"device": [...]}``), as :func:`_examples` orders them (longest first, then by report,
+    GPU, start, range): ``(-length_ns, report, gpu_key, start_ns, nvtx range or "")``. An entry's examples are the
+    longest of its GPUs' (the first of the sorted whole are among each GPU's first), each roster read once."""
+    found: dict = {}
+    for g in (rosters.get((report, gpu_key)) or {}).get("device", []):
+        found.setdefault(g.get("category"), []).append(
+            (-int(g["length_ns"]), str(report), str(gpu_key), int(g["start_ns"]), g.get("nvtx_range") or ""))
+    return {cat: sorted(gaps)[:EXAMPLE_GAPS] for cat, gaps in found.items()}
 
 
 def _group_columns(rows: pd.DataFrame) -> dict:
@@ -487,17 +496,27 @@ def job_stragglers(cols: dict, at: np.ndarray) -> list[str]:
     ``H100 #13 750df4f4 of llm-pretrain`` or ``none stands out in vit-train``: whom a comm entry's remedy asks to
     look at first (:func:`pipeline.analysis.diagnosis.name_straggler`)."""
     jobs = sorted(set(cols["job"][at].tolist()))
-    found = {cols["job"][i]: str(cols["name"][i]) for i in np.flatnonzero(cols["straggler"]) if cols["job"][i] in jobs}
-    # a job without a straggler by idle but with a late rank (``collective_chronic``): the GPU its others wait for,
-    # as its GPU pages say (pipeline.report.summary's roles: the straggler or the late rank leads)
-    late = cols.get("late", np.zeros(len(cols["job"]), dtype=bool))
-    for i in np.flatnonzero(late):
-        if cols["job"][i] in jobs and cols["job"][i] not in found:
-            found[cols["job"][i]] = f"{dx.LATE_RANK}{cols['name'][i]}"
+    leads = _job_leads(cols)
+    found = {j: leads[j] for j in jobs if j in leads}
     if len(jobs) == 1:
         return list(found.values())
     return [f"{found[j]} of {j.split(chr(0))[1]}" if j in found else f"none stands out in {j.split(chr(0))[1]}"
             for j in jobs]
+
+
+def _job_leads(cols: dict) -> dict:
+    """Job key -> whom :func:`job_stragglers` names for it over every row of ``cols``: its straggler (the last in row
+    order), else ``the late rank <name>`` (``collective_chronic``, the first); worked out once per ``cols`` (kept in
+    it under ``"job_leads"``), not once per entry."""
+    if "job_leads" not in cols:
+        job, name = cols["job"], cols["name"]
+        found = {job[i]: str(name[i]) for i in np.flatnonzero(cols["straggler"])}
+        # a job without a straggler by idle but with a late rank (``collective_chronic``): the GPU its others wait
+        # for, as its GPU pages say (pipeline.report.summary's roles: the straggler or the late rank leads)
+        for i in np.flatnonzero(cols.get("late", np.zeros(len(job), dtype=bool))):
+            found.setdefault(job[i], f"{dx.LATE_RANK}{name[i]}")
+        cols["job_leads"] = found
+    return cols["job_leads"]
 
 
 #: Fleet columns the ``inside collectives`` entry reads (:func:`collective_entry`).
@@ -561,7 +580,7 @@ def collective_entry(cols: dict, group: np.ndarray, where: tuple) -> dict | None
 _FIRST_TRUSTED = TIERS.index(TRUSTED[0])
 
 
-def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: str, job: str) -> list[dict]:
+def _entries(cols: dict, group: np.ndarray, scope: str, cluster: str, job: str) -> list[dict]:
     """The ranked entries of one group of analysed fleet rows: ``group`` holds the rows' positions in
     ``cols`` (:func:`_group_columns`), in row order; the ``device idle`` section's, then the ``inside collectives``
     one (:func:`collective_entry`), if any. The group's GPUs are cut in three parts by tier, the trusted
@@ -576,7 +595,7 @@ def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: 
     for rank in (0, 1, 2):   # trusted, then low, then toy (:func:`pipeline.analysis.confidence.trust_rank`)
         part = group[ranks == rank]
         if part.size:
-            entries += _part_entries(cols, part, rosters, (scope, cluster, job), rank == 0)
+            entries += _part_entries(cols, part, (scope, cluster, job), rank == 0)
     # an archived entry prescribes nothing: after every ranked one, unranked (rank None), never numbered a fix
     entries = [e for e in entries if e["remedy"] != ARCHIVED] + [e for e in entries if e["remedy"] == ARCHIVED]
     for i, e in enumerate(entries, 1):
@@ -585,36 +604,43 @@ def _entries(cols: dict, group: np.ndarray, rosters: dict, scope: str, cluster: 
     return [{c: e[c] for c in FIX_COLUMNS} for e in entries + ([coll] if coll else [])]
 
 
-def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_trusted: bool) -> list[dict]:
+def _part_entries(cols: dict, part: np.ndarray, where: tuple, is_trusted: bool) -> list[dict]:
     """:func:`_entries`' entries of one part (``part``: positions in ``cols``), largest
     ``fix_wins_back_usd_per_month`` first (what a fix wins back where the evidence bounds it, else the whole idle of
     the category), then largest ``usd_per_month``, then by name, unranked; ``where``: ``(scope, cluster, job)``."""
     scope, cluster, job = where
     window = int(cols["window"][part].sum())
     iterations = int(cols["iterations"][part].min())
-    reports, keys = cols["report"][part].tolist(), cols["gpu_key"][part].tolist()
-    tiers = cols["tier"][part]
-    notes_col = cols["confidence_note"][part].tolist()
-    findings = cols["findings"][part].tolist()
-    names = cols["name"][part].tolist()
-    stragglers = [names[i] for i in np.flatnonzero(cols["straggler"][part])]
-    late = [names[i] for i in np.flatnonzero(cols["late"][part])]
+    stragglers = cols["name"][part[cols["straggler"][part]]].tolist()
+    late = cols["name"][part[cols["late"][part]]].tolist()
+    # each GPU's text columns as lists, read by position in ``cols`` (an entry's GPUs: ``rows``, below)
+    findings, names, keyed, tops = cols["findings_list"], cols["name_list"], cols["gpu_keys_list"], cols["tops"]
+    by_cat = cols["findings_by_category"]
+    # no GPU of the part at an assumed rate or unpriced (the usual case): every entry's split is that of no GPU
+    plain = None if cols["assumed"][part].any() or cols["unpriced"][part].any() else assumed_split([], [], [], [])
     entries = []
     for cat in fixable():
         filled = cols[f"cat_{cat}"][part]
         at = np.flatnonzero(filled > 0)
         if not at.size:
             continue
-        # the notes of the GPUs this entry rests on (those with idle of the category), not of the whole part
-        notes = [] if is_trusted else sorted({f"{reports[i]} {keys[i]}: {notes_col[i]}" for i in at})
+        rows = part[at]   # the GPUs the entry rests on (those with idle of the category), positions in ``cols``
+        where_ = rows.tolist()
+        # the notes of the GPUs this entry rests on, not of the whole part
+        notes = [] if is_trusted else sorted({f"{keyed[i]}: {cols['confidence_note'][i]}" for i in where_})
         s = share(int(filled.sum()), window)
+        usd_raw = cols[f"usd_{cat}_raw"][rows]
         # the GPUs the entry rests on: its dollars' part at assumed rates, and unpriced when none is priced
-        rates = assumed_split(cols[f"usd_{cat}_raw"][part][at], cols["assumed"][part][at], cols["unpriced"][part][at],
-                              cols["model"][part][at])
-        unpriced = bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
-        mine = [findings[i] for i in at]
-        rec_usd, rec_basis = recoverable(cat, cols[f"usd_{cat}_raw"][part][at].tolist(), mine)
+        rates = plain or assumed_split(usd_raw, cols["assumed"][rows], cols["unpriced"][rows], cols["model"][rows])
+        # (with no unpriced GPU in the part, as in ``plain``, a total is never unpriced)
+        unpriced = plain is None and bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
+        mine = [findings[i] for i in where_]
+        rec_usd, rec_basis = recoverable(cat, usd_raw.tolist(), mine)
         lead = _lead_order(cols, part, at, cat, mine)   # the remedy names the role GPUs, then the costliest, first
+        remedy = entry_remedy(cat, [mine[j] for j in lead], [names[where_[j]] for j in lead])
+        if cat == "comm":
+            remedy = dx.name_straggler(remedy, job_stragglers(cols, rows[[asks_for_straggler(f) for f in mine]]))
+        speedup = round(amdahl_speedup(s), 4)
         entries.append({
             "scope": scope, "section": DEVICE_IDLE, "cluster": cluster, "job": job, "category": cat,
             "idle_usd_per_month": math.nan if unpriced else round(float(cols[f"usd_{cat}"][part].sum()), 2),
@@ -622,20 +648,18 @@ def _part_entries(cols: dict, part: np.ndarray, rosters: dict, where: tuple, is_
             "fix_wins_back_usd_per_month": math.nan if unpriced else rec_usd, "fix_wins_back_basis": rec_basis,
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
-            "speedup": round(amdahl_speedup(s), 4), "share_pct": round(100.0 * s, 4),
+            "speedup": speedup, "share_pct": round(100.0 * s, 4),
             "recoverable_speedup": recoverable_speedup(cat, filled[at].tolist(), window, mine),
-            "remedy": entry_remedy(cat, [mine[j] for j in lead], [names[at[j]] for j in lead]) if cat != "comm" else
-            dx.name_straggler(entry_remedy(cat, [mine[j] for j in lead], [names[at[j]] for j in lead]),
-                              job_stragglers(cols, part[[
-                    i for i, f in zip(at, mine) if asks_for_straggler(f)]])),
-            "diagnosis": entry_diagnosis(cat, [names[i] for i in at], mine, stragglers, late),
-            "gpus": int(at.size), "gpu_keys": "; ".join(f"{reports[i]} {keys[i]}" for i in at),
-            "example_gaps": _examples([reports[i] for i in at], [keys[i] for i in at], rosters, cat),
+            "remedy": remedy,
+            "diagnosis": entry_diagnosis(cat, [names[i] for i in where_], [by_cat[i].get(cat, ()) for i in where_],
+                                         stragglers, late),
+            "gpus": int(at.size), "gpu_keys": "; ".join([keyed[i] for i in where_]),
+            "example_gaps": _examples([tops[i] for i in where_], cat),
             "window_ns": window, "iterations": iterations, "trusted": is_trusted,
-            "confidence_tier": TIERS[int(tiers[at].min())],
+            "confidence_tier": TIERS[int(cols["tier"][rows].min())],
             "low_confidence": not is_trusted, "confidence_note": "; ".join(notes),
+            "implausible_speedup": implausible(speedup),
         })
-        entries[-1]["implausible_speedup"] = implausible(entries[-1]["speedup"])
     entries.sort(key=rank_key)
     return entries
 
@@ -646,9 +670,11 @@ def _lead_order(cols: dict, part: np.ndarray, at: np.ndarray, category: str, fin
     ``collective_chronic``: the GPUs the others wait for) first, then by what a fix wins back on each
     (:func:`recoverable` over the GPU alone; unpriced last), largest first, then in row order: so the GPUs that
     matter most are named, never counted in "and N more" (issue 45)."""
-    role = cols["straggler"][part][at] | cols["late"][part][at]
-    usd = cols[f"usd_{category}_raw"][part][at]
-    back = [recoverable(category, [u], [f])[0] for u, f in zip(usd.tolist(), findings)]
+    if len(at) == 1:
+        return [0]
+    rows = part[at]
+    role = (cols["straggler"][rows] | cols["late"][rows]).tolist()
+    back = [recoverable(category, [u], [f])[0] for u, f in zip(cols[f"usd_{category}_raw"][rows].tolist(), findings)]
     return sorted(range(len(at)), key=lambda j: (not role[j], -(back[j] if back[j] == back[j] else -1.0), j))
 
 
@@ -695,13 +721,23 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     if not len(ok):
         return pd.DataFrame([], columns=FIX_COLUMNS)
     cols = _group_columns(ok)
-    entries = _entries(cols, np.arange(len(ok)), rosters, "fleet", "", "")
+    # each GPU's texts and examples as lists, once for the fleet's list and its job's
+    reports, keys = cols["report"].tolist(), cols["gpu_key"].tolist()
+    cols["tops"] = [_roster_tops(r, k, rosters) for r, k in zip(reports, keys)]
+    cols["gpu_keys_list"] = [f"{r} {k}" for r, k in zip(reports, keys)]
+    cols["findings_list"], cols["name_list"] = cols["findings"].tolist(), cols["name"].tolist()
+    cols["findings_by_category"] = by_cat = [{} for _ in reports]   # each GPU's findings of each category
+    for found, fs in zip(by_cat, cols["findings_list"]):
+        for f in fs:
+            found.setdefault(f["category"], []).append(f)
+    entries = _entries(cols, np.arange(len(ok)), "fleet", "", "")
     # each job's row positions (the index is reset), jobs in the groupby's sorted order: group numbers, not a
     # sub-frame of every column per job
     number = ok.groupby(["cluster", "job"], sort=True, dropna=False).ngroup().to_numpy()
     order = np.argsort(number, kind="stable")
+    clusters, jobs = ok["cluster"].tolist(), ok["job"].tolist()
     for rows in np.split(order, np.flatnonzero(np.diff(number[order])) + 1) if len(order) else []:
-        entries += _entries(cols, rows, rosters, "job", ok["cluster"].iat[rows[0]], ok["job"].iat[rows[0]])
+        entries += _entries(cols, rows, "job", clusters[rows[0]], jobs[rows[0]])
     out = pd.DataFrame(entries, columns=FIX_COLUMNS)
     out["rank"] = out["rank"].astype("Int64")   # an archived entry's rank is empty, the others whole numbers
     return out

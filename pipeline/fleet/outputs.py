@@ -69,7 +69,8 @@ def gpu_summary(row: dict) -> dict:
 
 
 def gpu_summaries(fleet: pd.DataFrame) -> list[dict]:
-    """:func:`gpu_summary` of every row of ``fleet`` (unique column names), in order: the same dicts as
+    """:func:`gpu_summary` of every row of ``fleet`` (any table with unique column names: also the fix-first list's
+    JSON), in order: the same dicts as
     ``[gpu_summary(row) for row in fleet.to_dict("records")]``, made a column at a time (a whole numpy column of
     whole numbers, flags or floats, an ``Int64`` or text column at once: what the rows' dicts cost cell by cell)."""
     columns = {}
@@ -198,7 +199,8 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
         csv_safe(fixes).to_csv(tmp, index=False)
     paths["fix_first"] = os.path.join(out_dir, "fix_first.csv")
     paths["fix_first_json"] = os.path.join(out_dir, "fix_first.json")
-    write_json(paths["fix_first_json"], [{k: plain_scalar(v) for k, v in e.items()} for e in fixes.to_dict("records")])
+    # each entry's JSON-safe scalars a column at a time (gpu_summaries: what plain_scalar gives over its dict)
+    write_json(paths["fix_first_json"], gpu_summaries(fixes))
     gpu_dir = os.path.join(out_dir, "gpus")
     texts = write_gpu_docs(gpu_dir, fleet, rosters)
     names = {gpu_json_name(report, gpu) for report, gpu in texts}
