@@ -226,3 +226,28 @@ def test_a_truth_file_saved_with_a_bom_and_compact_is_not_listed_as_skipped(repo
     said = proc.stdout + proc.stderr
     assert f"skipped 1 .json file(s) that are not PyTorch profiler traces: {folder / 'other.json'}" in said
     assert "truth.json" not in said
+
+
+def test_write_text_makes_its_folder_and_leaves_no_temporary(tmp_path):
+    """``write_text`` (every record, JSON and page): the folder made when missing, the bytes exactly the UTF-8 of
+    the text (newlines as given), the file readable as the team's (0666 less the umask, as ``atomic_path`` leaves
+    its files), an older file replaced whole; where it cannot write (the folder is a file), the error raised and
+    no temporary file left anywhere."""
+    from pipeline import io as pio
+
+    umask = os.umask(0)
+    os.umask(umask)
+    target = tmp_path / "new" / "deeper" / "rec.md"
+    text = "line one → two\r\nthree\n"
+    pio.write_text(str(target), text)
+    assert target.read_bytes() == text.encode("utf-8")
+    assert os.stat(target).st_mode & 0o777 == 0o666 & ~umask
+    pio.write_text(str(target), "short\n")
+    assert target.read_bytes() == b"short\n"
+    (tmp_path / "plain").write_text("a file, not a folder")
+    with pytest.raises(NotADirectoryError):
+        pio.write_text(str(tmp_path / "plain" / "rec.md"), text)
+    with pytest.raises(IsADirectoryError):   # a folder where the file goes: the rename fails, the temporary goes
+        pio.write_text(str(tmp_path / "new"), text)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == ["new", "new/deeper", "new/deeper/rec.md", "plain"]
