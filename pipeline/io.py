@@ -63,33 +63,35 @@ def _exclusive_temp(path: str) -> tuple[str, int]:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str):
-    """Yield a temporary path beside ``path`` (:func:`temp_name`, created exclusively); rename it over
-    ``path`` on success. Raises OSError when the folder cannot be created or written."""
+def _replacing(path: str):
+    """Yield ``(tmp, fd)``: a temporary file beside ``path`` (:func:`_exclusive_temp`) and its descriptor, which
+    the caller closes; once the block ends without error, the file is made the team's to read (0666 less the
+    umask) and renamed over ``path``; else it is removed. Every atomic write of the product ends so."""
     tmp, fd = _exclusive_temp(path)
-    os.close(fd)
     try:
-        yield tmp
+        yield tmp, fd
         os.chmod(tmp, 0o666 & ~_UMASK)  # created 0600 (as mkstemp); results are for the team to read
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically, as :func:`atomic_path` does, through the descriptor the temporary
-    file was created with (a small file costs its creation: no second open, no chmod by name)."""
-    tmp, fd = _exclusive_temp(path)
-    try:
-        with open(fd, "wb") as fh:
-            fh.write(data)
-            os.fchmod(fd, 0o666 & ~_UMASK)  # created 0600 (as mkstemp); results are for the team to read
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: str):
+    """Yield a temporary path beside ``path`` (:func:`temp_name`, created exclusively); rename it over
+    ``path`` on success. Raises OSError when the folder cannot be created or written."""
+    with _replacing(path) as (tmp, fd):
+        os.close(fd)
+        yield tmp
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (:func:`_replacing`), through the descriptor the temporary file was
+    created with (a small file costs its creation: no second open)."""
+    with _replacing(path) as (_, fd), open(fd, "wb") as fh:
+        fh.write(data)
 
 
 def _json_default(value):
@@ -352,19 +354,12 @@ def copy_file(src: str, dst: str) -> None:
     into place. Raises OSError when ``src`` is unreadable, :class:`OutputError` when ``dst``'s folder is a
     symbolic link."""
 
-    folder = real_dir(os.path.dirname(os.path.abspath(dst)))
-    tmp = os.path.join(folder, temp_name(os.path.basename(dst)))
-    try:
-        with open(src, "rb") as fin, open(tmp, "xb") as fout:
-            try:
-                fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
-            except OSError:   # no reflinks here (ext4, tmpfs, another file system): a copy
-                _copy_bytes(fin, fout)
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    real_dir(os.path.dirname(os.path.abspath(dst)))
+    with open(src, "rb") as fin, _replacing(dst) as (_, fd), open(fd, "wb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
+        except OSError:   # no reflinks here (ext4, tmpfs, another file system): a copy
+            _copy_bytes(fin, fout)
 
 
 def _copy_bytes(fin, fout) -> None:
