@@ -441,10 +441,12 @@ def _roster_tops(report, gpu_key, rosters: dict) -> dict:
     return {cat: sorted(gaps)[:EXAMPLE_GAPS] for cat, gaps in found.items()}
 
 
-def _group_columns(rows: pd.DataFrame) -> dict:
+def _group_columns(rows: pd.DataFrame, rosters: dict) -> dict:
     """The columns :func:`_entries` reads, taken out of the analysed fleet rows once as numpy arrays
     (a frame filter per group, category and column cost more than the whole list: every run makes
-    one list per job). Missing values are kept as they are (``raw``) and as 0 (``filled``)."""
+    one list per job). Missing values are kept as they are (``raw``) and as 0 (``filled``). Besides, once for the
+    fleet's list and every job's: each GPU's texts, findings (also by category) and example gaps (from
+    ``rosters``, :func:`_roster_tops`) as lists read by position."""
     cols = {"report": np.asarray(rows["report"].tolist(), dtype=object),
             "gpu_key": np.asarray(rows["gpu_key"].tolist(), dtype=object),
             "window": rows["window_ns"].fillna(0).to_numpy(),
@@ -478,6 +480,14 @@ def _group_columns(rows: pd.DataFrame) -> dict:
         cols[f"cat_{cat}_raw"] = rows[f"cat_{cat}_ns"].to_numpy(dtype=object)
         cols[f"usd_{cat}"] = rows[f"fix_{cat}_usd_per_month"].fillna(0).to_numpy()
         cols[f"usd_{cat}_raw"] = rows[f"fix_{cat}_usd_per_month"].astype(float).to_numpy()
+    reports, keys = cols["report"].tolist(), cols["gpu_key"].tolist()
+    cols["tops"] = [_roster_tops(r, k, rosters) for r, k in zip(reports, keys)]
+    cols["gpu_keys_list"] = [f"{r} {k}" for r, k in zip(reports, keys)]
+    cols["findings_list"], cols["name_list"] = cols["findings"].tolist(), cols["name"].tolist()
+    cols["findings_by_category"] = by_cat = [{} for _ in reports]   # each GPU's findings of each category
+    for found, fs in zip(by_cat, cols["findings_list"]):
+        for f in fs:
+            found.setdefault(f["category"], []).append(f)
     return cols
 
 
@@ -720,16 +730,7 @@ def fix_list(fleet: pd.DataFrame, rosters: dict) -> pd.DataFrame:
     ok = analysed_rows(fleet).sort_values(["report", "gpu_key"], kind="stable").reset_index(drop=True)
     if not len(ok):
         return pd.DataFrame([], columns=FIX_COLUMNS)
-    cols = _group_columns(ok)
-    # each GPU's texts and examples as lists, once for the fleet's list and its job's
-    reports, keys = cols["report"].tolist(), cols["gpu_key"].tolist()
-    cols["tops"] = [_roster_tops(r, k, rosters) for r, k in zip(reports, keys)]
-    cols["gpu_keys_list"] = [f"{r} {k}" for r, k in zip(reports, keys)]
-    cols["findings_list"], cols["name_list"] = cols["findings"].tolist(), cols["name"].tolist()
-    cols["findings_by_category"] = by_cat = [{} for _ in reports]   # each GPU's findings of each category
-    for found, fs in zip(by_cat, cols["findings_list"]):
-        for f in fs:
-            found.setdefault(f["category"], []).append(f)
+    cols = _group_columns(ok, rosters)
     entries = _entries(cols, np.arange(len(ok)), "fleet", "", "")
     # each job's row positions (the index is reset), jobs in the groupby's sorted order: group numbers, not a
     # sub-frame of every column per job
