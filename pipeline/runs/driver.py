@@ -21,6 +21,7 @@ import pandas as pd
 from ..code_keys import build_fingerprint
 from ..config import Config
 from ..engine.cluster import EngineError, import_ahead, local_worker_memory, open_client, scheduler_address
+from ..engine.beside import beside, here
 from ..engine.map import InProcess, OnDask, map_work
 from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, unrewritten,
                              write_gpu_docs, write_outputs)
@@ -278,6 +279,11 @@ def planned_files(fleet: pd.DataFrame) -> list[str]:
             + sorted(f"records/{stem}.md" for stem in record_stems(job_keys(fleet)).values()))
 
 
+#: Jobs from which :func:`write_documents` writes the records beside the tables (a forked child,
+#: :func:`~pipeline.engine.beside.beside`): ~1.5 ms of CPU each, against ~10 ms to fork the client.
+RECORDS_BESIDE = 64
+
+
 def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Config) -> tuple[dict, list[str]]:
     """The run's documents in ``out_dir``: fleet tables, rollups, ``gpus/`` and ``records/``
     (:func:`~pipeline.fleet.outputs.write_outputs`, :func:`~pipeline.report.medical.write_records`),
@@ -294,14 +300,22 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
         return {rel[len(sub) + 1:]: e for rel, e in owned.items() if rel.startswith(sub + "/")}
 
     real_dir(os.path.join(out_dir, "records"))
-    written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
     cov = accounting.coverage_table(fleet, cfg) if accounting.planned(fleet) else None
-    written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
-    # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would say them)
-    earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
-    written["stale_accounting"] = [os.path.join(out_dir, name)
-                                   for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
-    records = write_records(out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
+    # Many jobs: their records are written beside the tables, on the other CPU (engine.beside), which
+    # the analysis used and nothing else uses now.
+    records_job = (beside if len(job_keys(fleet)) >= RECORDS_BESIDE else here)(
+        write_records, out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
+    try:
+        written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
+        written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
+        # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would say them)
+        earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
+        written["stale_accounting"] = [os.path.join(out_dir, name)
+                                       for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
+    except BaseException:
+        records_job.wait()  # nothing is written once this has returned
+        raise
+    records = records_job.result()
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
                          for name in prune(folder, {os.path.basename(p) for p in records}, owned_in("records"))]
