@@ -168,10 +168,27 @@ def planned_outputs(fleet: pd.DataFrame) -> list[str]:
     return list(TABLE_FILES) + sorted(set(gpus))
 
 
-def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict | None = None) -> dict:
-    """Write the fleet table, rollups and per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path,
-    under ``"stale"`` the paths of the per-GPU files of an earlier run that were removed, and under
-    ``"files"`` the relative paths written (:func:`planned_outputs`).
+#: The fleet's CSV tables (:func:`write_csv_tables`): name -> file.
+CSV_TABLES = {"csv": "fleet.csv", "jobs": "jobs.csv", "clusters": "clusters.csv"}
+
+
+def write_csv_tables(out_dir: str, fleet: pd.DataFrame) -> dict:
+    """Write ``fleet`` as ``fleet.csv`` and its rollups by job and by cluster (``jobs.csv``, ``clusters.csv``).
+    Returns name -> path (:data:`CSV_TABLES`)."""
+    paths = {name: os.path.join(out_dir, file) for name, file in CSV_TABLES.items()}
+    for name, table in (("csv", fleet), ("jobs", list(JOB_KEY)), ("clusters", list(CLUSTER_KEY))):
+        with atomic_path(paths[name]) as tmp:
+            csv_safe(table if name == "csv" else rollup(fleet, table)).to_csv(tmp, index=False)
+    return paths
+
+
+def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict | None = None,
+                  csv_tables: bool = True) -> dict:
+    """Write the fleet table (Parquet), its CSV tables (:func:`write_csv_tables`; ``csv_tables=False``: the
+    caller writes them, as :func:`~pipeline.runs.driver.write_documents` does beside), the fix-first list and
+    the per-GPU JSON files (:func:`write_gpu_docs`). Returns name -> path, under ``"stale"`` the paths of the
+    per-GPU files of an earlier run that were removed, and under ``"files"`` the relative paths written
+    (:func:`planned_outputs`).
 
     ``gpus/`` ends up holding one file per analysed row of ``fleet``, and of the files an earlier run
     wrote there (``owned``: ``name -> entry`` of ``gpus/`` in the folder's manifest,
@@ -183,17 +200,11 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
     """
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
-    for name, frame in (("fleet", fleet),):
-        with atomic_path(os.path.join(out_dir, f"{name}.parquet")) as tmp:
-            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp)
-        paths["parquet"] = os.path.join(out_dir, "fleet.parquet")
-    with atomic_path(os.path.join(out_dir, "fleet.csv")) as tmp:
-        csv_safe(fleet).to_csv(tmp, index=False)
-    paths["csv"] = os.path.join(out_dir, "fleet.csv")
-    for name, by in (("jobs", list(JOB_KEY)), ("clusters", list(CLUSTER_KEY))):
-        with atomic_path(os.path.join(out_dir, f"{name}.csv")) as tmp:
-            csv_safe(rollup(fleet, by)).to_csv(tmp, index=False)
-        paths[name] = os.path.join(out_dir, f"{name}.csv")
+    with atomic_path(os.path.join(out_dir, "fleet.parquet")) as tmp:
+        pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
+    paths["parquet"] = os.path.join(out_dir, "fleet.parquet")
+    paths.update(write_csv_tables(out_dir, fleet) if csv_tables
+                 else {name: os.path.join(out_dir, file) for name, file in CSV_TABLES.items()})
     fixes = fix_list(fleet, rosters)
     with atomic_path(os.path.join(out_dir, "fix_first.csv")) as tmp:
         csv_safe(fixes).to_csv(tmp, index=False)

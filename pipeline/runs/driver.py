@@ -24,7 +24,7 @@ from ..engine.cluster import EngineError, import_ahead, local_worker_memory, ope
 from ..engine.beside import beside, here
 from ..engine.map import InProcess, OnDask, map_work
 from ..fleet.outputs import (PAGES_DIR, TABLE_FILES, gpu_json_name, planned_outputs, proven_gpu_doc, unrewritten,
-                             write_gpu_docs, write_outputs)
+                             write_csv_tables, write_gpu_docs, write_outputs)
 from ..fleet.grouping import group_jobs
 from ..accounting import hooks as accounting
 from ..fleet.pricing import price_in_place, priced
@@ -271,6 +271,14 @@ class OutputFolder:
         raise NotImplementedError
 
 
+def _csv_and_records(out_dir: str, fleet: pd.DataFrame, rosters: dict, actionable_pct: float,
+                     coverage: pd.DataFrame | None) -> list[str]:
+    """What :func:`write_documents` writes beside the other tables: the fleet's CSV tables
+    (:func:`~pipeline.fleet.outputs.write_csv_tables`), then the jobs' records; returns the records' paths."""
+    write_csv_tables(out_dir, fleet)
+    return write_records(out_dir, fleet, rosters, actionable_pct, coverage)
+
+
 def planned_files(fleet: pd.DataFrame) -> list[str]:
     """Every file :func:`write_documents` writes for ``fleet`` (relative paths): the tables and per-GPU
     files (:func:`~pipeline.fleet.outputs.planned_outputs`) and a record per job."""
@@ -279,8 +287,8 @@ def planned_files(fleet: pd.DataFrame) -> list[str]:
             + sorted(f"records/{stem}.md" for stem in record_stems(job_keys(fleet)).values()))
 
 
-#: Jobs from which :func:`write_documents` writes the records beside the tables (a forked child,
-#: :func:`~pipeline.engine.beside.beside`): ~1.5 ms of CPU each, against ~10 ms to fork the client.
+#: Jobs from which :func:`write_documents` writes the CSV tables and records beside the other files (a forked
+#: child, :func:`~pipeline.engine.beside.beside`): ~1.5 ms of CPU a record, against ~10 ms to fork the client.
 RECORDS_BESIDE = 64
 
 
@@ -301,21 +309,21 @@ def write_documents(out_dir: str, fleet: pd.DataFrame, rosters: dict, cfg: Confi
 
     real_dir(os.path.join(out_dir, "records"))
     cov = accounting.coverage_table(fleet, cfg) if accounting.planned(fleet) else None
-    # Many jobs: their records are written beside the tables, on the other CPU (engine.beside), which
-    # the analysis used and nothing else uses now.
-    records_job = (beside if len(job_keys(fleet)) >= RECORDS_BESIDE else here)(
-        write_records, out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
+    # Many jobs: the CSV tables and the records are written beside the other files, on the other CPU
+    # (engine.beside), which the analysis used and nothing else uses now.
+    side = (beside if len(job_keys(fleet)) >= RECORDS_BESIDE else here)(
+        _csv_and_records, out_dir, fleet, rosters, cfg.analysis.actionable_pct, cov)
     try:
-        written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"))
+        written = write_outputs(out_dir, fleet, rosters, owned_in("gpus"), csv_tables=False)
         written["files"] += accounting.write_tables(out_dir, fleet, cfg, cov)
         # a run without accounting leaves no teams.csv / coverage.csv of an earlier one with it (the report would say them)
         earlier = {rel: owned[rel] for rel in accounting.ACCOUNTING_FILES if rel in owned}
         written["stale_accounting"] = [os.path.join(out_dir, name)
                                        for name in prune(out_dir, set(accounting.planned(fleet)), earlier)]
     except BaseException:
-        records_job.wait()  # nothing is written once this has returned
+        side.wait()  # nothing is written once this has returned
         raise
-    records = records_job.result()
+    records = side.result()
     folder = os.path.join(out_dir, "records")
     written["stale"] += [os.path.join(folder, name)
                          for name in prune(folder, {os.path.basename(p) for p in records}, owned_in("records"))]
