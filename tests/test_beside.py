@@ -186,3 +186,19 @@ def test_records_beside_that_fail_fail_the_run_with_their_cause(analysed, tmp_pa
         driver.write_documents(str(out), fleet, rosters, load_config([]))
     assert exc.value.errno == errno.ENOSPC and exc.value.filename == str(out) + "/records/x.md"
     assert (out / "fleet.csv").exists()   # the tables were written meanwhile
+
+
+@needs_fork
+def test_what_the_client_printed_before_is_printed_once(tmp_path):
+    """Text the client printed but had not flushed (stdout to a file or pipe is block-buffered) when the child
+    was forked is not printed a second time by the child."""
+    import subprocess
+    import sys
+    script = ("import sys; from pipeline.engine.beside import beside\n"
+              "print('before the fork'); sys.stderr.write('err before\\n')\n"
+              "print(beside(len, [1, 2]).result())\n")
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        subprocess.run([sys.executable, "-c", script], stdout=out, stderr=err, check=True,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert (tmp_path / "out").read_text() == "before the fork\n2\n"
+    assert (tmp_path / "err").read_text() == "err before\n"
