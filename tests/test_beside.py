@@ -202,3 +202,10 @@ def test_what_the_client_printed_before_is_printed_once(tmp_path):
                        cwd=Path(__file__).resolve().parent.parent)
     assert (tmp_path / "out").read_text() == "before the fork\n2\n"
     assert (tmp_path / "err").read_text() == "err before\n"
+
+
+@needs_fork
+def test_a_partial_is_named_by_its_function():
+    import functools
+    with pytest.raises(BesideFailed, match=r"^_dies: the process running it"):
+        beside(functools.partial(_dies)).result()

@@ -30,20 +30,27 @@ class BesideFailed(OSError):
     or its exception could not be sent back as it was (the text says it)."""
 
 
+def _name(call) -> str:
+    """How messages name ``call``: its name (a ``functools.partial``: its function's)."""
+    while not hasattr(call, "__name__") and hasattr(call, "func"):
+        call = call.func
+    return getattr(call, "__name__", repr(call))
+
+
 def _child(conn, call, args, kwargs) -> None:
     try:
         value = ("ok", call(*args, **kwargs))
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent, which raises it
         value = ("error", exc)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and the like: a failure of the call, not the parent's
-        value = ("error", BesideFailed(f"{call.__name__}: {exc!r}"))
+        value = ("error", BesideFailed(f"{_name(call)}: {exc!r}"))
     try:
         try:
             pickle.loads(pickle.dumps(value))  # what the parent could not read back is sent as text
             conn.send(value)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result or exception: its text instead
             what = "".join(traceback.format_exception_only(value[1])).strip() if value[0] == "error" else "its result"
-            conn.send(("error", BesideFailed(f"{call.__name__}: {what} could not be sent back ({exc})")))
+            conn.send(("error", BesideFailed(f"{_name(call)}: {what} could not be sent back ({exc})")))
     finally:
         conn.close()
 
@@ -63,7 +70,7 @@ class Beside:
             warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
                                     category=DeprecationWarning)
             self._proc = ctx.Process(target=_child, args=(theirs, call, args, kwargs), daemon=True,
-                                     name=f"gpu-idle {call.__name__}")
+                                     name=f"gpu-idle {_name(call)}")
             self._proc.start()
         theirs.close()  # the child's end: closed here, so that its death reads as the end of the pipe
 
@@ -78,7 +85,7 @@ class Beside:
             except (EOFError, OSError):
                 self._proc.join()
                 self._done = ("error", BesideFailed(
-                    f"{self._call.__name__}: the process running it beside this one ended without a result "
+                    f"{_name(self._call)}: the process running it beside this one ended without a result "
                     f"(exit status {self._proc.exitcode})"))
             finally:
                 self._conn.close()
