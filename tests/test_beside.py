@@ -209,3 +209,16 @@ def test_a_partial_is_named_by_its_function():
     import functools
     with pytest.raises(BesideFailed, match=r"^_dies: the process running it"):
         beside(functools.partial(_dies)).result()
+
+
+def test_run_here_the_call_runs_once_however_often_its_result_is_asked(monkeypatch):
+    monkeypatch.setattr(beside_mod, "can_fork", lambda: False)
+    ran = []
+    job = beside(ran.append, 1)
+    job.result()
+    job.result()
+    assert ran == [1]
+    failing = here(_fails_with_enospc, "p")
+    for _ in range(2):
+        with pytest.raises(OSError):
+            failing.result()

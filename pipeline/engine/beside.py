@@ -1,7 +1,7 @@
 """One call run beside this process's own work, on the machine's other CPU: a forked child of the
 client (Linux), for the end of a run, when the analysis is over and the client alone would write every
-output one after the other (:func:`pipeline.runs.driver.write_documents` writes the jobs' records this
-way while it writes the tables).
+output one after the other (:func:`pipeline.runs.driver.write_documents` writes the CSV tables and the
+jobs' records this way while it writes the other files).
 
 A forked child starts in milliseconds and holds what the client holds (the fleet table, the rosters):
 nothing is pickled on the way in; only the call's return value (or its exception) comes back, through a
@@ -78,8 +78,11 @@ class Beside:
         """The call's return value, once it has finished (run here and now when no child runs it); raises
         its exception, or :class:`BesideFailed` when the child ended without a result."""
         if self._done is None and self._proc is None:
-            return self._call(*self._args, **self._kwargs)
-        if self._done is None:
+            try:
+                self._done = ("ok", self._call(*self._args, **self._kwargs))
+            except Exception as exc:  # noqa: BLE001 - raised below, and again if asked again
+                self._done = ("error", exc)
+        elif self._done is None:
             try:
                 self._done = self._conn.recv()
             except (EOFError, OSError):
@@ -108,8 +111,8 @@ class Beside:
 
 def beside(call, *args, **kwargs) -> Beside:
     """Start ``call(*args, **kwargs)`` beside this process (a forked child, :func:`can_fork`; else it runs
-    here when its result is asked for) and return its :class:`Beside`. The call must not need this process's threads or locks (it
-    runs alone in the child) and must return something picklable."""
+    here when its result is asked for) and return its :class:`Beside`. The call must not need this process's
+    threads or locks (it runs alone in the child) and must return something picklable."""
     return Beside(call, args, kwargs)
 
 
