@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -119,7 +120,6 @@ def test_records_written_beside_are_the_ones_written_here(analysed, tmp_path, mo
     root, fleet, rosters = analysed
     cfg = load_config([])
     assert len(fleet["job"].unique()) == 3
-    pids = []
     real = driver.write_records
 
     def watched(*args, **kwargs):
@@ -155,7 +155,6 @@ def test_a_failure_of_the_tables_waits_for_the_records_beside(analysed, tmp_path
     real = driver.write_records
 
     def slow(*args, **kwargs):
-        import time
         time.sleep(0.5)
         return real(*args, **kwargs)
 
@@ -170,7 +169,6 @@ def test_a_failure_of_the_tables_waits_for_the_records_beside(analysed, tmp_path
         driver.write_documents(str(out), fleet, rosters, load_config([]))
     before = _files(out / "records")
     assert sorted(before) == sorted(os.listdir(root / "out" / "records"))   # all three, finished
-    import time
     time.sleep(0.7)
     assert _files(out / "records") == before
 

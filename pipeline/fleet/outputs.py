@@ -172,13 +172,19 @@ def planned_outputs(fleet: pd.DataFrame) -> list[str]:
 CSV_TABLES = {"csv": "fleet.csv", "jobs": "jobs.csv", "clusters": "clusters.csv"}
 
 
+def csv_table_paths(out_dir: str) -> dict:
+    """Name -> path of the fleet's CSV tables in ``out_dir`` (:data:`CSV_TABLES`)."""
+    return {name: os.path.join(out_dir, file) for name, file in CSV_TABLES.items()}
+
+
 def write_csv_tables(out_dir: str, fleet: pd.DataFrame) -> dict:
     """Write ``fleet`` as ``fleet.csv`` and its rollups by job and by cluster (``jobs.csv``, ``clusters.csv``).
-    Returns name -> path (:data:`CSV_TABLES`)."""
-    paths = {name: os.path.join(out_dir, file) for name, file in CSV_TABLES.items()}
-    for name, table in (("csv", fleet), ("jobs", list(JOB_KEY)), ("clusters", list(CLUSTER_KEY))):
+    Returns name -> path (:func:`csv_table_paths`)."""
+    paths = csv_table_paths(out_dir)
+    for name, frame in (("csv", fleet), ("jobs", rollup(fleet, list(JOB_KEY))),
+                        ("clusters", rollup(fleet, list(CLUSTER_KEY)))):
         with atomic_path(paths[name]) as tmp:
-            csv_safe(table if name == "csv" else rollup(fleet, table)).to_csv(tmp, index=False)
+            csv_safe(frame).to_csv(tmp, index=False)
     return paths
 
 
@@ -203,8 +209,7 @@ def write_outputs(out_dir: str, fleet: pd.DataFrame, rosters: dict, owned: dict 
     with atomic_path(os.path.join(out_dir, "fleet.parquet")) as tmp:
         pq.write_table(pa.Table.from_pandas(fleet, preserve_index=False), tmp)
     paths["parquet"] = os.path.join(out_dir, "fleet.parquet")
-    paths.update(write_csv_tables(out_dir, fleet) if csv_tables
-                 else {name: os.path.join(out_dir, file) for name, file in CSV_TABLES.items()})
+    paths.update(write_csv_tables(out_dir, fleet) if csv_tables else csv_table_paths(out_dir))
     fixes = fix_list(fleet, rosters)
     with atomic_path(os.path.join(out_dir, "fix_first.csv")) as tmp:
         csv_safe(fixes).to_csv(tmp, index=False)
