@@ -98,9 +98,12 @@ def _hash_and_keep(path: str, st: os.stat_result, stop: threading.Event | None =
     """The file's SHA-256, kept for its ``stat`` when the file had settled before and did not change while hashed.
     ``stop``: (a thread ahead's) raises :class:`_Stopped` once it is set (:func:`stop_ahead`)."""
     stamp = _stamp(path, st)
-    digest = hashlib.sha256()   # what file_sha256 gives, fed through _Stoppable by a thread ahead
-    hash_into(digest if stop is None else _Stoppable(digest, stop), path)
-    key = digest.hexdigest()
+    if stop is not None:   # a thread ahead: the same hash as file_sha256, stopping between two reads
+        digest = hashlib.sha256()
+        hash_into(_Stoppable(digest, stop), path)
+        key = digest.hexdigest()
+    else:
+        key = file_sha256(path)[0]
     after = os.stat(path)
     if ((after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) == stamp[1:]
             and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS):
