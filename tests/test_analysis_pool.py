@@ -108,7 +108,7 @@ def test_large_gpus_are_analysed_one_at_a_time(report, monkeypatch):
 
 @pytest.mark.parametrize("threads, apart", [(1, False), (1, True), (2, False)])
 def test_what_runs_beside_the_items_gives_its_value_or_its_error_when_asked(threads, apart):
-    """:func:`pipeline.work.tasks._each` with ``beside`` (the report's collective calls beside its GPUs' plans):
+    """:func:`pipeline.work.tasks._each_beside` (the report's collective calls beside its GPUs' plans):
     the items' results in order, then ``beside``'s value, or its exception raised only when the value is asked
     for (a report's agreement is made first, and its failure is the one said, as when they ran one after the
     other), on the items' threads, on a thread apart, or after the items."""
@@ -118,13 +118,13 @@ def test_what_runs_beside_the_items_gives_its_value_or_its_error_when_asked(thre
         ran.append(threading.current_thread().name)
         return x * 10
 
-    out, value = tasks._each(item, [1, 2, 3], threads, beside=lambda: "matched", apart=apart)
+    out, value = tasks._each_beside(item, [1, 2, 3], threads, lambda: "matched", apart)
     assert out == [10, 20, 30] and value() == "matched"
 
     def failing():
         raise ValueError("no match")
 
-    out, value = tasks._each(item, [4, 5], threads, beside=failing, apart=apart)
+    out, value = tasks._each_beside(item, [4, 5], threads, failing, apart)
     assert out == [40, 50]
     with pytest.raises(ValueError, match="no match"):
         value()

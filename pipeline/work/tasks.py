@@ -418,29 +418,33 @@ def gpu_threads(report: Report, keys: list[str], threads: int) -> int:
     return at_once
 
 
-def _each(fn, items: list, threads: int, done=None, beside=None, apart: bool = False):
-    """``[fn(item) for item in items]``, on ``threads`` threads when more than one; ``done(1)`` after each
-    item (None: nothing). With ``beside`` (a function of no argument), ``(that list, result)``: ``result()``
-    gives what ``beside()`` returned (or raises what it raised); it runs on one of the threads the items run on
-    when more than one, on a thread of its own beside the items run one at a time with ``apart``, else after them."""
+def _each(fn, items: list, threads: int, done=None, pool: ThreadPoolExecutor | None = None) -> list:
+    """``[fn(item) for item in items]``, on ``threads`` threads when more than one (those of ``pool`` when given, else
+    of a pool of its own); ``done(1)`` after each item (None: nothing)."""
     def one(item):
         out = fn(item)
         if done is not None:
             done(1)
         return out
 
+    if threads <= 1 or len(items) <= 1:
+        return [one(item) for item in items]
+    if pool is not None:
+        return list(pool.map(one, items))
+    with ThreadPoolExecutor(max_workers=threads) as own:
+        return list(own.map(one, items))
+
+
+def _each_beside(fn, items: list, threads: int, beside, apart: bool, done=None) -> tuple[list, Callable]:
+    """``(_each(fn, items, threads, done), result)``: ``result()`` gives what ``beside()`` (a function of no
+    argument) returned, or raises what it raised. ``beside`` runs on one of the threads the items run on when more
+    than one, on a thread of its own beside the items run one at a time with ``apart``, else after them."""
     pooled = threads > 1 and len(items) > 1
-    if beside is not None and (pooled or apart):
-        with ThreadPoolExecutor(max_workers=threads if pooled else 1) as pool:
-            aside = pool.submit(beside)
-            out = list(pool.map(one, items)) if pooled else [one(item) for item in items]
-            return out, aside.result
-    if pooled:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            out = list(pool.map(one, items))
-    else:
-        out = [one(item) for item in items]
-    return out if beside is None else (out, _later(beside))
+    if not (pooled or apart):
+        return _each(fn, items, threads, done), _later(beside)
+    with ThreadPoolExecutor(max_workers=threads if pooled else 1) as pool:
+        aside = pool.submit(beside)
+        return _each(fn, items, threads, done, pool), aside.result
 
 
 def _later(fn) -> Callable:
@@ -479,9 +483,9 @@ def _analyse_report(report: Report, keys: list[str], cfg: Config, labels: dict, 
     planning = (gpu_progress(len(keys), "GPU plans", doing="making")
                 if gpu_progress is not None and len(keys) >= MANY_GPUS else None)
     try:
-        plans, matched = _each(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
-                               planning.advance if planning is not None else None,
-                               beside=lambda: report_collectives(report, keys, cfg), apart=apart)
+        plans, matched = _each_beside(lambda gpu: plan_task(report, gpu, cfg), keys, threads,
+                                      lambda: report_collectives(report, keys, cfg), apart,
+                                      planning.advance if planning is not None else None)
         agreements = report_agreements(report.path, keys, plans, cfg, forced)
         collective = matched()
     finally:
