@@ -46,11 +46,12 @@ def _child(conn, call, args, kwargs) -> None:
         value = ("error", BesideFailed(f"{_name(call)}: {exc!r}"))
     try:
         try:
-            pickle.loads(pickle.dumps(value))  # what the parent could not read back is sent as text
-            conn.send(value)
+            data = pickle.dumps(value)
+            pickle.loads(data)  # what the parent could not read back is sent as text
         except Exception as exc:  # noqa: BLE001 - an unpicklable result or exception: its text instead
             what = "".join(traceback.format_exception_only(value[1])).strip() if value[0] == "error" else "its result"
-            conn.send(("error", BesideFailed(f"{_name(call)}: {what} could not be sent back ({exc})")))
+            data = pickle.dumps(("error", BesideFailed(f"{_name(call)}: {what} could not be sent back ({exc})")))
+        conn.send_bytes(data)  # pickled once: the bytes just read back
     finally:
         conn.close()
 
@@ -84,7 +85,7 @@ class Beside:
                 self._done = ("error", exc)
         elif self._done is None:
             try:
-                self._done = self._conn.recv()
+                self._done = pickle.loads(self._conn.recv_bytes())
             except (EOFError, OSError):
                 self._proc.join()
                 self._done = ("error", BesideFailed(
