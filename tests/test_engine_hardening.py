@@ -659,3 +659,41 @@ def test_a_lost_scheduler_s_comm_closed_record_is_dropped_from_both_client_logge
             assert not logging.getLogger(name).filter(closed), name
             assert logging.getLogger(name).filter(plain), name
     assert logging.getLogger("distributed.batched").filter(closed)
+
+
+@pytest.mark.slow
+def test_an_interrupt_while_dask_holds_a_lock_its_loop_needs_still_ends_within_the_promised_bound():
+    """Found by the suite (``test_sigterm_ends_a_cluster_run_within_the_documented_2_s``, once): SIGTERM raised
+    :class:`~pipeline.interrupts.Interrupted` while the main thread was inside the ``with`` of the map's
+    ``as_completed`` condition, so the condition stayed held and the event loop, completing a future, waited for it.
+    The client's close, run on that loop, then waited Dask's 60 s and the run exited 1, not 143. The same state made
+    on purpose: the condition held, a future done, the loop seen waiting; the interrupted ``open_client`` ends
+    within the promised close (:func:`pipeline.engine.cluster.close_client`, then the cluster's bounded close)."""
+    from distributed import as_completed
+
+    from pipeline.config import load_config
+    from pipeline.engine import cluster
+    from pipeline.interrupts import Interrupted
+
+    cfg = load_config([], {"dask": {"n_workers": 1}})
+    condition, start, blocked = None, None, False
+    try:
+        with pytest.raises(Interrupted):
+            with cluster.open_client(cfg, log=lambda *_: None) as client:
+                fut = client.submit(int, 7, pure=False)
+                done = as_completed([fut], loop=client.loop)  # as the map makes it (engine.map)
+                condition = done.thread_condition
+                condition.acquire()  # held by the main thread, as when the signal lands in its `with`
+                deadline = time.monotonic() + 60
+                while not blocked and time.monotonic() < deadline:  # until the loop waits for the condition
+                    ran = threading.Event()
+                    client.loop.add_callback(ran.set)
+                    blocked = fut.done() and not ran.wait(0.5)
+                assert blocked, "the event loop never waited for the held condition"
+                start = time.monotonic()
+                raise Interrupted(signal.SIGTERM)
+        took = time.monotonic() - start
+        assert took < PROMISED_CLOSE_S + EXIT_SLACK_S, f"{took:.1f} s to close after the interrupt"
+    finally:
+        if condition is not None:
+            condition.release()  # the loop goes on (it belongs to a closed cluster by now)

@@ -282,6 +282,21 @@ def close_cluster(cluster, timeout_s: float = CLOSE_TIMEOUT_S,
         pass
 
 
+def close_client(client, interrupted: bool = False) -> None:
+    """Close the client of a LocalCluster; when the run was ``interrupted``, within
+    :data:`INTERRUPTED_AFTER_KILL_S`, its failure ignored. The signal's exception is raised wherever the main
+    thread is, which may be inside Dask holding a lock its event loop then waits for (the condition of the map's
+    ``as_completed``): the client's close, run on that loop, would wait Dask's whole timeout (60 s) before the
+    cluster is closed and its workers killed (:func:`close_cluster`)."""
+    if not interrupted:
+        client.close()
+        return
+    try:
+        client.close(timeout=INTERRUPTED_AFTER_KILL_S)
+    except Exception:  # noqa: BLE001 - a timeout (its loop is held up): the cluster's close ends the rest
+        pass
+
+
 @contextlib.contextmanager
 def scratch_dir():
     """Where the LocalCluster keeps its scratch space while it runs: a new temporary folder of this
@@ -397,16 +412,19 @@ def _open_client(cfg: Config, scheduler: str | None = None, log=print):
                                   f"{type(exc).__name__}: {exc}") from exc
             interrupted = False
             try:
-                with Client(cluster, set_as_default=False) as client:
+                client = Client(cluster, set_as_default=False)
+                try:
                     log(f"dask: LocalCluster with {cfg.dask.n_workers} worker processes, "
                         + (f"dashboard {client.dashboard_link}" if cfg.dask.dashboard
                            else "no dashboard (--dashboard :8787 serves one)"))
                     yield client
-            except BaseException as exc:
-                # A signal (pipeline.interrupts.Interrupted, KeyboardInterrupt), not a failure: the run
-                # is over, its workers are ended at once, busy or not.
-                interrupted = not isinstance(exc, Exception)
-                raise
+                except BaseException as exc:
+                    # A signal (pipeline.interrupts.Interrupted, KeyboardInterrupt), not a failure: the run
+                    # is over, its workers are ended at once, busy or not.
+                    interrupted = not isinstance(exc, Exception)
+                    raise
+                finally:
+                    close_client(client, interrupted)
             finally:
                 if interrupted:
                     close_cluster(cluster, INTERRUPTED_CLOSE_TIMEOUT_S, INTERRUPTED_AFTER_KILL_S)
