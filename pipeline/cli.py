@@ -364,10 +364,23 @@ def run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, wo
     changed keeps them all); `gpu-idle report DIR --out DIR/report.html` then renders the report and
     the GPU pages. Exit status 1 when any report failed (it still gets its row); see below."""
     from .hashing import hash_ahead  # standard library only
-    from .kinds import kind_of, needs_sniff  # standard library only
+    from .kinds import SQLITE_EXPORT, kind_of, needs_sniff  # standard library only
+    from .load.ahead import drop as drop_ahead, read_ahead  # standard library only
 
     # a report given by name, or named as one in a folder given, is hashed on its own thread while the stages import
     hash_ahead(inputs, lambda name: kind_of(name) is not None and not needs_sniff(name))
+    if len(inputs) == 1 and scheduler is None and kind_of(inputs[0]) is SQLITE_EXPORT and not needs_sniff(inputs[0]):
+        read_ahead(inputs[0])  # and the one export given is read too (the loader takes what it read)
+    try:
+        _run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide,
+             prom, accounting)
+    finally:
+        drop_ahead()  # whatever the run did not take (it stopped early, or did not load that export)
+
+
+def _run(inputs, out_dir, configs, window, trim, min_gap_ns, limit, scheduler, workers, no_cache, dashboard, wide,
+         prom, accounting):
+    """:func:`run`, once the reports given are being hashed (and read) ahead."""
     with _start_up():
         from .inputs.discover import skipped_note, unmatched
         from .runs.driver import IncompleteOutputs, OutputError, RunFolder, drive

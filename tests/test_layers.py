@@ -265,7 +265,8 @@ FUNCTION_IMPORTS = {
     "pipeline/cli.py": {
         "start-up: `gpu-idle --help` imports cli.py alone; each command imports the stages it runs": {
             ".accounting.hooks", ".accounting.joined", ".analysis.analyse", ".analysis.cost", ".analysis.fixfirst", ".config",
-            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce", ".hashing", ".kinds", ".memory",
+            ".engine.cluster", ".engine.slurm", ".fleet.prom", ".fleet.reduce", ".hashing", ".kinds", ".load.ahead",
+            ".memory",
             ".inputs.discover", ".inputs.export", ".io", ".load.cache", ".progress", ".report.compare",
             ".report.medical", ".report.summary", ".report.teams", ".report.words", ".runs.compare", ".runs.driver",
             ".runs.sweep", ".schema", ".store.results", ".synth", ".compare.comparison"},
@@ -285,6 +286,9 @@ FUNCTION_IMPORTS = {
             "pyarrow", "pyarrow.compute", "adbc_driver_manager", "adbc_driver_sqlite", "concurrent.futures"},
     },
     "pipeline/load/tables.py": {"light reader: load/sqlite.py imports it (see there)": {"..model"}},
+    "pipeline/load/ahead.py": {
+        "start-up: cli.py starts reading ahead before it imports numpy or the stages; the thread imports the reader":
+            {"sqlite3", "..memory", ".queries", ".sqlite", ".tables", "concurrent.futures"}},
     "pipeline/memory.py": {"start-up: cli.py imports its collector pause before the stages (and numpy, which it pauses for)": {
         "numpy"}},
     "pipeline/load/limits.py": {"light reader: load/sqlite.py imports it (see there)": {"..config"}},

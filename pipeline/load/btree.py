@@ -120,6 +120,11 @@ class Job:
         self.decoded = 0  # values the last run read (rows x sources), for pipeline.load.sqlite.count_decoded
         self.sources, self.positions, self.items = sources, positions, items
 
+    def key(self) -> tuple:
+        """What makes two jobs read the same values (of the same file, while it is unchanged)."""
+        return (self.sql, self.path, self.root, self.ipk, tuple(self.sources), tuple(self.positions),
+                tuple(self.items), self.capacity, frozenset(self.narrow))
+
     def run(self) -> dict | None:
         """The query's result columns as ``{name: (int64 values, bool NULL mask or None)}`` (NULL read as 0 in
         the values), in rowid order; None when the fast path does not apply to what the table holds (the

@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .. import kinds
+from .ahead import drop as drop_ahead
 from ..code_keys import loader_code
 from ..checksums import EntryCheckFailed, note, read_checked, read_sums, source, write_sums, written_digest
 from ..io import LEFTOVER_AGE_S, LEFTOVER_RE, FolderBusy, OutputError, folder_lock, os_cause, temp_name
@@ -460,6 +461,7 @@ def load_cached(sqlite_path: str, cache_dir: str | os.PathLike | None = None, en
     except OSError:
         found = None  # a miss: no entry of this content by this build's loader code (other builds' are other names)
     if found is not None:
+        drop_ahead(sqlite_path)  # the entry is read instead (one that fails its check: the export is read as usual)
         try:
             report = _read_entry(entry, sqlite_path, key)
         except EntryCheckFailed as exc:

@@ -18,7 +18,7 @@ import pandas as pd
 from ..analysis.graphcapture import LAUNCH_APIS, captured, name_mask, ranges
 from ..arrays import SCAN_ROWS, Positions, distinct, pair_keys
 from ..model import OVERHEAD_COLUMNS, UNTRACED_COLUMNS, no_overhead, no_untraced
-from .processes import pid_of
+from .queries import pid_of
 from .sqlite import read_frame
 from .tables import CUPTI_OVERHEAD_TABLE, OVERHEAD_TYPE_TABLE, PROFILER_OVERHEAD_TABLE, Schema
 

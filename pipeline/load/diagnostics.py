@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import DIAGNOSTIC_PREFIX, UNTRACED_COLUMNS, RowWarning, WarningCode, no_untraced
-from .processes import pid_of
+from .queries import pid_of
 from .sqlite import text_rows
 from .tables import DIAGNOSTIC_TABLE, META_TABLES, SYSTEM_ENV_TABLE, Schema
 

@@ -21,7 +21,7 @@ from ..arrays import pair_keys
 from ..model import GRAPH_TRACE_MODE, RowWarning, WarningCode
 from .columns import categorical
 from .integrity import untimed
-from .processes import pid_column, pid_of
+from .queries import pid_column, pid_of
 from .ranks import CAPTURE_TABLE
 from .sqlite import Query, text_rows
 from .tables import GRAPH_TRACE_TABLE, Schema

@@ -17,8 +17,9 @@ import pandas as pd
 
 from . import btree
 from .limits import cut_sql
+from .queries import name_columns
 from .sqlite import capacity_of, count_decoded, text_rows
-from .tables import KERNEL_NAME_COLUMNS, KERNEL_TABLE, Schema
+from .tables import KERNEL_TABLE, Schema
 
 
 def alias_query(schema: Schema) -> str | None:
@@ -30,13 +31,6 @@ def alias_query(schema: Schema) -> str | None:
         return None
     return (f"SELECT {', '.join(cut_sql(c) for c in present)} FROM "
             f"(SELECT DISTINCT {', '.join(present)} FROM {KERNEL_TABLE})")
-
-
-def name_columns(schema: Schema) -> list[str]:
-    """The kernel table's name columns (:data:`~pipeline.load.tables.KERNEL_NAME_COLUMNS` it has), in that order."""
-    if not schema.has(KERNEL_TABLE):
-        return []
-    return [c for c in KERNEL_NAME_COLUMNS if c in schema.columns(KERNEL_TABLE)]
 
 
 def alias_job(schema: Schema) -> btree.Job | None:

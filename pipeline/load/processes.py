@@ -1,7 +1,7 @@
 """Processes: which process each row belongs to, and the (process, device) pairs that ran kernels.
 
 Process ids come from ``globalPid`` / ``globalTid``, which Nsight Systems encodes as
-``(vmId << 56) | (pid << 24) | tid`` (:func:`pid_of`); older schemas have no process
+``(vmId << 56) | (pid << 24) | tid`` (:func:`~pipeline.load.queries.pid_of`); older schemas have no process
 column, and each row's process is inferred (:func:`infer_pids`). Which GPU each (process,
 deviceId) pair is: :mod:`.gpus` (docs/definitions.md#gpus-and-mig-instances).
 """
@@ -12,29 +12,8 @@ import pandas as pd
 
 from ..arrays import SCAN_ROWS, Positions, distinct
 from ..model import RowWarning, WarningCode
+from .queries import pid_column
 from .tables import CONTEXT_TABLE, KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, Schema
-
-
-def pid_of(global_id) -> np.ndarray:
-    """Process id from a ``globalPid``/``globalTid``: bits 24..47. Shape preserved."""
-    return (np.asarray(global_id, dtype=np.int64) >> 24) & 0xFFFFFF
-
-
-def tid_of(global_tid) -> np.ndarray:
-    """Thread id from a ``globalTid``: bits 0..23. Shape preserved."""
-    return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
-
-
-def pid_column(schema: Schema, table: str) -> tuple[str, bool]:
-    """SQL for the process column of ``table`` and whether it needs decoding."""
-    cols = schema.columns(table)
-    for name in ("globalPid", "globalTid"):
-        if name in cols:
-            return name, True
-    for name in ("pid", "processId"):
-        if name in cols:
-            return name, False
-    return "-1", False  # no process column (older schema): see infer_pids
 
 
 def _cuda_contexts(schema: Schema) -> dict[tuple[int, int], int]:

@@ -20,11 +20,12 @@ from ..frames import concat_rows, rows, take_rows, taken, where
 from ..memory import release as release_memory
 from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
+from .ahead import taken as taken_ahead
 from .caveats import LAUNCH_APIS, load_overhead, lost_launches
 from .columns import decoded_text, normalise_api_name, read_strings
 from .diagnostics import diagnostic_warnings, load_diagnostics, load_meta, lost_event_marks, wsl_evidence
 from .graphs import counted_once, graph_query, graph_rows, has_graphs, with_graph_mode, with_graphs
-from .kernel_names import alias_job, alias_query, alias_rows, aliases_of, distinct_rows, name_columns
+from .kernel_names import alias_job, alias_query, alias_rows, aliases_of, distinct_rows
 from .host import with_export_host
 from .ranks import capture_world_size, with_scheduler_job, with_world_size
 from .gpus import load_devices, sm_subset_warning
@@ -32,10 +33,12 @@ from .integrity import (Capture, capture_of, capture_start, disagreement_warning
     duplicates_warning, frame_duplicates, impossible_rows, untimed)
 from .limits import ReadTimeout, cut_sql
 from .limits import current as read_limits
-from .processes import device_pairs, gpu_key_column, pair_keys, pid_column, pid_of, resolve_missing_pids, tid_of
+from .processes import device_pairs, gpu_key_column, pair_keys, resolve_missing_pids
+from .queries import (ID_COLUMNS, kernel_columns, kernel_select, name_columns, pid_column, pid_of, runtime_columns,
+                      runtime_select, tid_of)
 from ..snapshot import committed_state
-from .sqlite import NotInteger, Query, connect_readonly, read_columns, read_frame, readonly_uri
-from .tables import (CUPTI_OVERHEAD_TABLE, GRAPH_TRACE_TABLE, KERNEL_NAME_COLUMNS, KERNEL_TABLE, MEM_KIND_TABLE,
+from .sqlite import NotInteger, connect_readonly, read_columns, read_frame, readonly_uri
+from .tables import (CUPTI_OVERHEAD_TABLE, GRAPH_TRACE_TABLE, KERNEL_TABLE, MEM_KIND_TABLE,
     MEMCPY_TABLE, MEMSET_TABLE, META_TABLES, NVTX_RANGE_TYPES, NVTX_TABLE, PROFILER_OVERHEAD_TABLE, RUNTIME_TABLE,
     STRING_TABLE, Schema)
 
@@ -44,10 +47,6 @@ KERNEL_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_
 
 def _no_kernels() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in KERNEL_COLUMNS[:-1]} | {"name": pd.Series(dtype=object)})
-
-
-#: The result columns of :func:`_kernel_query` (``name`` only when the table has a name column).
-KERNEL_QUERY_COLUMNS = ["start", "end", "pid", "device_id", "stream_id", "correlation_id", "context_id", "name"]
 
 
 def counted(n: int, one: str, many: str) -> str:
@@ -160,18 +159,7 @@ def _kernel_query(schema: Schema, path: str, required: bool = True) -> tuple[str
     for column in ("start", "end"):
         if column not in cols:
             raise ProfileError(f"{path}: {KERNEL_TABLE} has no '{column}' column")
-    pid_col, decode = pid_column(schema, KERNEL_TABLE)
-    name_col = schema.first_column(KERNEL_TABLE, KERNEL_NAME_COLUMNS)
-    dev = "deviceId" if "deviceId" in cols else "0"
-    ctx = "contextId" if "contextId" in cols else "0"
-    stream = "streamId" if "streamId" in cols else "0"
-    corr = "correlationId" if "correlationId" in cols else "0"
-    sql = (
-        f"SELECT start, end, {pid_col} AS pid, {dev} AS device_id, {stream} AS stream_id, "
-        f"{corr} AS correlation_id, {ctx} AS context_id{', ' + cut_sql(name_col) + ' AS name' if name_col else ''} "
-        f"FROM {KERNEL_TABLE}"
-    )
-    return sql, decode, name_col is not None
+    return kernel_select(schema)
 
 
 _INT32 = np.iinfo(np.int32)
@@ -186,28 +174,6 @@ def _narrow(ints: dict, name: str) -> np.ndarray:
                                                      or int(values.max()) > _INT32.max)):
         return values
     return values.astype(np.int32)
-
-
-#: Columns of the kernel and runtime queries kept as int32 while their values fit (:class:`Query`).
-ID_COLUMNS = ("pid", "tid", "device_id", "stream_id", "correlation_id", "context_id", "name")
-
-
-def _kernel_columns(sql: str, decode_pid: bool, has_name: bool, names: list[str] = ()) -> Query:
-    """The :class:`~pipeline.load.sqlite.Query` of :func:`_kernel_query`'s ``sql``: names NULL as -1,
-    a ``globalPid`` decoded to the process id as it is read, ids as int32. ``names``: the kernel table's name
-    columns (:func:`~pipeline.load.kernel_names.name_columns`); with a name and others beside it, those are read
-    along on the b-tree fast path (``alias_1``, ...: :attr:`~pipeline.load.sqlite.Query.also`), for the aliases
-    (:func:`_kernel_work`) in the same pass over the table."""
-    also = {f"alias_{i}": c for i, c in enumerate(names[1:], 1)} if has_name and len(names) > 1 else None
-    return Query(KERNEL_TABLE, sql, KERNEL_QUERY_COLUMNS[:8 if has_name else 7], {"name": -1},
-                 {"pid": [("pid", pid_of)]} if decode_pid else None, ID_COLUMNS, ("name",), also)
-
-
-def _runtime_columns(sql: str, has_name: bool) -> Query:
-    """The :class:`~pipeline.load.sqlite.Query` of :func:`_runtime_query`'s ``sql``: names NULL as -1,
-    ``globalTid`` read as its thread and process ids, ids as int32."""
-    return Query(RUNTIME_TABLE, sql, RUNTIME_QUERY_COLUMNS[:5 if has_name else 4], {"name": -1},
-                 {"gtid": [("tid", tid_of), ("pid", pid_of)]}, ID_COLUMNS, ("name",))
 
 
 def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
@@ -227,7 +193,7 @@ def _kernels_frame(table, strings: dict[int, str], path: str, decode_pid: bool,
     bad = untimed(table)
     warnings = []
     keep = None
-    pid = ints["pid"]  # decoded from globalPid as read (:func:`_kernel_columns`)
+    pid = ints["pid"]  # decoded from globalPid as read (:func:`~pipeline.load.queries.kernel_columns`)
     if bad.any():
         kept = int(n - bad.sum())
         if kept == 0:
@@ -285,25 +251,9 @@ def _runtime_work(strings: dict[int, str], has_name: bool):
 RUNTIME_COLUMNS = ["start", "end", "pid", "tid", "correlation_id", "name"]
 
 
-#: The result columns of :func:`_runtime_query` (``name`` only when the table has a name column).
-RUNTIME_QUERY_COLUMNS = ["start", "end", "gtid", "correlation_id", "name"]
-
-
-def _runtime_query(schema: Schema) -> tuple[str | None, bool]:
-    """``(sql, has_name)`` reading the CUDA runtime API calls; sql is None without the table."""
-    cols = schema.columns(RUNTIME_TABLE)
-    if not cols:
-        return None, False
-    name_col = "nameId" if "nameId" in cols else ("name" if "name" in cols else None)
-    corr = "correlationId" if "correlationId" in cols else "0"
-    tid_col = "globalTid" if "globalTid" in cols else "0"
-    return (f"SELECT start, end, {tid_col} AS gtid, {corr} AS correlation_id"
-            f"{', ' + cut_sql(name_col) + ' AS name' if name_col else ''} FROM {RUNTIME_TABLE}"), name_col is not None
-
-
 def _runtime_frame(table, strings: dict[int, str], has_name: bool) -> pd.DataFrame:
     """Runtime calls (``RUNTIME_COLUMNS``; ``name`` normalised, categorical) from the
-    :class:`~pipeline.load.sqlite.Decoded` columns of :func:`_runtime_query` (NULL read as 0, as
+    :class:`~pipeline.load.sqlite.Decoded` columns of :func:`~pipeline.load.queries.runtime_select` (NULL read as 0, as
     -1 in ``name``); ``table`` None gives an empty frame. Rows without start or end are dropped."""
     if table is None:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in RUNTIME_COLUMNS[:-1]}
@@ -664,15 +614,14 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
         strings = read_strings(schema)
         graphs = has_graphs(schema)  # graph executions are GPU work: a graph-only capture needs no kernel row
         kernel_sql, decode_pid, kernel_names = _kernel_query(schema, path, require_kernels and not graphs)
-        runtime_sql, runtime_names = _runtime_query(schema)
+        runtime_sql, runtime_names = runtime_select(schema)
         queries, then = {}, {}
         alias_sql = alias_query(schema)
         if kernel_sql:
-            queries["kernels"] = _kernel_columns(kernel_sql, decode_pid, kernel_names,
-                                                 name_columns(schema) if alias_sql else [])
+            queries["kernels"] = kernel_columns(kernel_sql, decode_pid, kernel_names, name_columns(schema))
             then["kernels"] = _kernel_work(strings, path, decode_pid, kernel_names)
         if runtime_sql:
-            queries["runtime"] = _runtime_columns(runtime_sql, runtime_names)
+            queries["runtime"] = runtime_columns(runtime_sql, runtime_names)
             then["runtime"] = _runtime_work(strings, runtime_names)
         if graphs:
             queries["graphs"] = graph_query(schema, ID_COLUMNS)
@@ -686,7 +635,7 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
                 aside_frames["error"] = exc
 
         # each table's frame made on the thread that read it, as soon as it is read
-        tables = read_columns(schema, queries, then=then, meanwhile=small_tables)
+        tables = read_columns(schema, queries, then=then, meanwhile=small_tables, ahead=taken_ahead)
         kernel_aliases, known = None, {}  # known: the exact duplicates found as each table was read
         if kernel_sql:
             found = tables.pop("kernels")

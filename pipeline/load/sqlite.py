@@ -430,6 +430,12 @@ class Query:
         self.texts = None if texts is None else frozenset(texts)
         self.also = dict(also or {})
 
+    def key(self) -> tuple:
+        """What makes two queries give the same arrays from the same table (:mod:`pipeline.load.ahead`)."""
+        return (self.table, self.sql, tuple(self.columns), tuple(sorted(self.fills.items())),
+                tuple((c, tuple(d)) for c, d in sorted(self.derive.items())), self.small, self.texts,
+                tuple(sorted(self.also.items())))
+
     def kept(self) -> list[str]:
         """The names of the arrays :func:`read_columns` gives for this query."""
         return [d for c in self.columns for d in ([n for n, _ in self.derive[c]] if c in self.derive else [c])]
@@ -638,7 +644,7 @@ def capacity_of(schema: Schema, table: str) -> int | None:
 
 
 def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None = None,
-                 then: dict | None = None, meanwhile=None) -> dict:
+                 then: dict | None = None, meanwhile=None, ahead=None) -> dict:
     """Read several tables at once, straight into numpy: ``{name: Query}`` -> ``{name: Decoded}``
     (:class:`Query`, :class:`Decoded`).
 
@@ -652,13 +658,15 @@ def read_columns(schema: Schema, queries: dict[str, Query], threads: int | None 
     on the caller's; its result is given instead of the Decoded. An error it raises is raised once every
     table is read (an error of the reading itself comes first, as it would without ``then``). ``meanwhile``: a
     function (of nothing) called once on the caller's thread while the others read (the caller's own work, which
-    should keep any error it meets for later: one it raises is raised once the threads are done).
+    should keep any error it meets for later: one it raises is raised once the threads are done). ``ahead``: a
+    function ``(job, along, query, deadline)`` giving the :class:`Decoded` of a table the b-tree fast path would
+    read, when it was read already, else None (:func:`pipeline.load.ahead.taken`).
     Raises ``sqlite3.DatabaseError``, :class:`~pipeline.load.limits.ReadTimeout` (``schema.deadline``).
     """
     threads = threads or read_threads()
     then = then or {}
     meanwhile = [meanwhile] if meanwhile is not None else []  # emptied once called
-    done = _read_fast(schema, queries, threads, then, meanwhile)
+    done = _read_fast(schema, queries, threads, then, meanwhile, ahead)
     sinks, work = {}, []
     for name, query in queries.items():
         if name in done:
@@ -710,10 +718,10 @@ def _with_also(query: Query) -> str:
     return query.sql[:-len(tail)] + "".join(f", {source} AS {name}" for name, source in query.also.items()) + tail
 
 
-def _read_one(job, along, query: Query, after) -> tuple | None:
-    """One table off its b-tree (on any thread): :func:`_then` of its :class:`Decoded`; None when the fast path
-    does not apply (SQLite's path reads it). ``along``: the job reading the query's :attr:`Query.also` columns
-    too (None: none), tried first; when it does not apply, ``job`` reads the query's own columns."""
+def decode_one(job, along, query: Query) -> Decoded | None:
+    """One table off its b-tree (on any thread): its :class:`Decoded`; None when the fast path does not apply
+    (SQLite's path reads it). ``along``: the job reading the query's :attr:`Query.also` columns too (None: none),
+    tried first; when it does not apply, ``job`` reads the query's own columns."""
     columns = also = None
     if along is not None and (columns := along.run()) is not None:
         also, job = {name: columns.pop(name) for name in query.also}, along
@@ -725,14 +733,21 @@ def _read_one(job, along, query: Query, after) -> tuple | None:
     count_decoded(query.sql, job.decoded)
     decoded = sink.finish()
     decoded.also = also
+    return decoded
+
+
+def _read_one(job, along, query: Query, after, ahead=None, deadline=None) -> tuple | None:
+    """:func:`_then` of one table's :class:`Decoded`: as ``ahead`` gives it (:func:`read_columns`), else
+    :func:`decode_one`; None when the fast path does not apply."""
+    decoded = ahead(job, along, query, deadline) if ahead is not None else None
+    if decoded is None and (decoded := decode_one(job, along, query)) is None:
+        return None
     return _then(after, decoded)
 
 
-def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: dict, meanwhile: list) -> dict[str, tuple]:
-    """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), read on ``threads`` threads, each
-    followed on its thread by its ``then`` (:func:`read_columns`): name -> :func:`_then`'s pair; the others are
-    left to SQLite (:func:`read_columns`). ``meanwhile``: the caller's work (a list of it, emptied when done),
-    done while the threads read."""
+def fast_jobs(schema: Schema, queries: dict[str, Query]) -> dict[str, tuple]:
+    """name -> ``(job, along)``: the :class:`~pipeline.load.btree.Job` reading each query the b-tree fast path
+    can read, and the one reading its :attr:`Query.also` columns along (None: none); on the schema's thread."""
     if not btree.available():
         return {}
     jobs = {}
@@ -744,17 +759,29 @@ def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: di
             along = btree.prepare(schema.con, schema.uri, query.table, _with_also(query), capacity,
                                   narrow | set(query.also)) if query.also else None
             jobs[name] = (job, along)
+    return jobs
+
+
+def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: dict, meanwhile: list,
+               ahead=None) -> dict[str, tuple]:
+    """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), read on ``threads`` threads, each
+    followed on its thread by its ``then`` (:func:`read_columns`): name -> :func:`_then`'s pair; the others are
+    left to SQLite (:func:`read_columns`). ``meanwhile``: the caller's work (a list of it, emptied when done),
+    done while the threads read."""
+    jobs = fast_jobs(schema, queries)
     if not jobs:
         return {}
-    if schema.deadline is not None:
-        schema.deadline.check()
+    deadline = schema.deadline
+    if deadline is not None:
+        deadline.check()
     if threads == 1 or len(jobs) == 1:
-        results = {name: _read_one(job, along, queries[name], then.get(name)) for name, (job, along) in jobs.items()}
+        results = {name: _read_one(job, along, queries[name], then.get(name), ahead, deadline)
+                   for name, (job, along) in jobs.items()}
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
-            futures = {name: pool.submit(_read_one, job, along, queries[name], then.get(name))
+            futures = {name: pool.submit(_read_one, job, along, queries[name], then.get(name), ahead, deadline)
                        for name, (job, along) in jobs.items()}
             while meanwhile:
                 meanwhile.pop()()

@@ -33,6 +33,7 @@ from ..hashing import stop_ahead
 from ..inputs.discover import discover
 from ..io import (LEFTOVER_RE, LOCK, OutputError, folder_lock, is_leftover, not_to_overwrite, os_cause, prune, real_dir,
                   remove_leftovers, same_file, temp_name)
+from ..load.ahead import keep as keep_ahead, stop as stop_reading_ahead
 from ..load.cache import wait_for_writes
 from ..memory import collector_paused
 from ..model import Failure
@@ -535,6 +536,7 @@ def _analyse(jobs: list[Todo], cfg: Config, scheduler: str | None, gpu_dir: str,
         outcomes = list(_tracked(analysed(jobs, cfg, backend, gpu_dir, gpu_progress), progress))
         return outcomes, None
     stop_ahead()  # the LocalCluster forks its workers: no thread may be hashing a file then
+    stop_reading_ahead()  # nor reading one (the workers load their reports themselves)
     try:
         with open_client(cfg, scheduler, log=log) as client:
             # Workers on other machines (a scheduler's, Slurm jobs') may not see this one's folders:
@@ -655,6 +657,7 @@ def _drive(cfg: Config, inputs, folder: OutputFolder, cache: ResultCache | None,
         stored_set = set(stored)
         todo = [p for p in readable if p not in stored_set]
         cache.save_index()
+    keep_ahead(todo)  # an export read ahead (pipeline.load.ahead) whose result is stored, or refused, is let go
     folder.on_plan(paths, todo, len(stored))
     identified = [p for p in paths if cache is not None and p in cache.keys]
     digest = accounting.digest(cache.digest(identified, problems) if cache is not None else None, cfg)
