@@ -231,3 +231,31 @@ def test_an_unchanged_rerun_lets_the_read_ahead_go(profiles, tmp_path, monkeypat
     monkeypatch.setattr(driver, "keep_ahead", lambda todo: (kept.append(list(todo)), real(todo)))
     run_cli("run", str(path), "--out", str(tmp_path / "a"), env=env)
     assert kept == [[]] and ahead._ENTRIES == {}
+
+
+def test_the_threads_ahead_yield_the_core_to_the_command(profiles, tmp_path, monkeypatch):
+    """Hashing and reading ahead run at nice AHEAD_NICE: while the command imports on one core they share the
+    other, instead of taking half of the command's (the command's own thread keeps its priority)."""
+    from pipeline import hashing
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    want = max(mine, hashing.AHEAD_NICE)
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        return real(*args, **kwargs)
+
+    real = reader.decode_one
+    monkeypatch.setattr(reader, "decode_one", spy)
+    path = settled_copy(profiles, tmp_path)
+    assert ahead.read_ahead(str(path))
+    wait_read()
+    real = hashing._hash_and_keep
+    monkeypatch.setattr(hashing, "_hash_and_keep", spy)
+    other = settled_copy(profiles, tmp_path, "tiny_2kernels.sqlite")
+    hashing.hash_ahead([str(other)])
+    for thread in list(hashing._THREADS):
+        thread.join(30)
+    assert len(seen) == 3 and {nice for _, nice in seen} == {want}, seen
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine

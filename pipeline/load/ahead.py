@@ -37,7 +37,7 @@ import os
 import threading
 import time
 
-from ..hashing import SETTLE_NS
+from ..hashing import SETTLE_NS, yield_to_the_command
 
 #: The default configuration's ``dask.memory_factor`` and ``dask.threads_per_worker`` (configs/default.yaml):
 #: :func:`budget` is the size discovery allows a report on a local worker of it (tests/test_read_ahead.py checks
@@ -118,6 +118,7 @@ def _read(entry: _Ahead, threads: int) -> None:
     from .sqlite import decode_one, fast_jobs, readonly_uri
     from .tables import Schema
 
+    yield_to_the_command()
     tables = {}
     try:
         with small_pages():
@@ -131,6 +132,7 @@ def _read(entry: _Ahead, threads: int) -> None:
                 con.close()
 
             def one(name: str) -> None:
+                yield_to_the_command()
                 job, along = jobs[name]
                 if not entry.dropped:
                     decoded = decode_one(job, along, queries[name])
