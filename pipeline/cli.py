@@ -891,13 +891,15 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     With pandas, pyarrow and matplotlib loaded, finalising the interpreter (destroying every
     module's objects) takes ~0.15 s, a sixth of an unchanged rerun. So when the main thread is the
     only thread left (no cluster, no fsspec event loop, no background cache write: they would be
-    cut off; a file still being hashed ahead, :func:`pipeline.hashing.hash_ahead`, holds nothing to keep), stdout and stderr are flushed, logging is shut down and :func:`os._exit` ends the
+    cut off; a file still being hashed or read ahead, :func:`pipeline.hashing.hash_ahead`, :mod:`pipeline.load.ahead`,
+    holds nothing to keep), stdout and stderr are flushed, logging is shut down and :func:`os._exit` ends the
     process; every output file is already closed by then (all are written atomically in ``with``
     blocks). Otherwise it raises ``SystemExit(code)`` for a normal exit.
     """
     code = exit_status(code)
     hashing = sys.modules.get(f"{__package__}.hashing")   # imported only by a command that may hash ahead
-    ahead = hashing.running_ahead() if hashing is not None else 0
+    reading = sys.modules.get(f"{__package__}.load.ahead")   # or read ahead
+    ahead = (hashing.running_ahead() if hashing is not None else 0) + (reading.reading() if reading is not None else 0)
     if wait_for_threads and threading.active_count() - ahead > 1:
         raise SystemExit(code)
     logging.shutdown()

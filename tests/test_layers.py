@@ -288,7 +288,7 @@ FUNCTION_IMPORTS = {
     "pipeline/load/tables.py": {"light reader: load/sqlite.py imports it (see there)": {"..model"}},
     "pipeline/load/ahead.py": {
         "start-up: cli.py starts reading ahead before it imports numpy or the stages; the thread imports the reader":
-            {"sqlite3", "..memory", ".queries", ".sqlite", ".tables", "concurrent.futures"}},
+            {"sqlite3", "..memory", ".queries", ".sqlite", ".tables"}},
     "pipeline/memory.py": {"start-up: cli.py imports its collector pause before the stages (and numpy, which it pauses for)": {
         "numpy"}},
     "pipeline/load/limits.py": {"light reader: load/sqlite.py imports it (see there)": {"..config"}},

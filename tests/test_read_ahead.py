@@ -259,3 +259,32 @@ def test_the_threads_ahead_yield_the_core_to_the_command(profiles, tmp_path, mon
         thread.join(30)
     assert len(seen) == 3 and {nice for _, nice in seen} == {want}, seen
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_the_threads_reading_ahead_are_daemons_the_command_need_not_wait_for(profiles, tmp_path, monkeypatch):
+    """``gpu-idle`` ends with os._exit when no other thread runs than those ahead (cli.end_process): every thread
+    reading ahead, the one per table too, is a daemon and counted by ahead.reading()."""
+    path = settled_copy(profiles, tmp_path)
+    gate, inside = threading.Event(), []
+    real = reader.decode_one
+
+    def held(job, along, query):
+        inside.append(threading.current_thread())
+        gate.wait(60)
+        return real(job, along, query)
+
+    monkeypatch.setattr(reader, "decode_one", held)
+    before = threading.active_count()
+    assert ahead.read_ahead(str(path))
+    try:
+        for _ in range(3000):
+            if len(inside) == 2:
+                break
+            time.sleep(0.01)
+        assert len(inside) == 2 and len(set(inside)) == 2  # both tables, each on a thread of its own
+        assert all(t.daemon and t.name == ahead.THREAD_NAME for t in inside)
+        assert ahead.reading() == threading.active_count() - before == 2
+    finally:
+        gate.set()
+    wait_read()
+    assert ahead.reading() == 0

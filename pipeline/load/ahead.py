@@ -34,6 +34,7 @@ its threads import the reader (numpy, no pandas).
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 
@@ -84,15 +85,15 @@ def budget() -> int:
 
 
 def read_ahead(path: str, threads: int = 2) -> bool:
-    """Start reading the kernel and CUDA API tables of the local SQLite export ``path`` on ``threads`` threads
-    (one table each), when it may be (see the module); True when it started."""
+    """Start reading the kernel and CUDA API tables of the local SQLite export ``path`` (``threads`` > 1: each on a
+    thread of its own, else one after the other), when it may be (see the module); True when it started."""
     if "://" in path:
         return False
     try:
         st = os.stat(path)
     except OSError:
         return False
-    if (not os.path.isfile(path) or any(os.path.exists(f"{path}{side}") for side in ("-wal", "-journal"))
+    if (not stat.S_ISREG(st.st_mode) or any(os.path.exists(f"{path}{side}") for side in ("-wal", "-journal"))
             or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) <= SETTLE_NS or not 0 < st.st_size <= budget()
             or os.environ.get("GPU_IDLE_NO_BTREE")):
         return False
@@ -131,22 +132,33 @@ def _read(entry: _Ahead, threads: int) -> None:
             finally:
                 con.close()
 
+            failed = []
+
             def one(name: str) -> None:
                 yield_to_the_command()
                 job, along = jobs[name]
-                if not entry.dropped:
-                    decoded = decode_one(job, along, queries[name])
-                    if decoded is not None:
-                        tables[_key(job, along, queries[name])] = decoded
+                try:
+                    decoded = None if entry.dropped else decode_one(job, along, queries[name])
+                except Exception as exc:  # noqa: BLE001 - kept nothing; the loader reads it and names the problem
+                    failed.append(exc)
+                    return
+                if decoded is not None:
+                    tables[_key(job, along, queries[name])] = decoded
 
-            if threads > 1 and len(jobs) > 1:
-                from concurrent.futures import ThreadPoolExecutor
-
-                with ThreadPoolExecutor(max_workers=min(threads, len(jobs)), thread_name_prefix=THREAD_NAME) as pool:
-                    list(pool.map(one, jobs))
-            else:
-                for name in jobs:
-                    one(name)
+            # the other tables each on a daemon thread of its own (:func:`reading` counts them: the command may
+            # end without waiting for them), the first on this one
+            names = list(jobs)
+            helpers = [threading.Thread(target=one, args=(name,), name=THREAD_NAME, daemon=True)
+                       for name in (names[1:] if threads > 1 else [])]
+            for helper in helpers:
+                _THREADS.append(helper)
+                helper.start()
+            for name in names[:1] if helpers else names:
+                one(name)
+            for helper in helpers:
+                helper.join()
+            if failed:
+                tables = {}
         if _stamp(os.stat(entry.path)) != entry.stamp:
             tables = {}
     except Exception:  # noqa: BLE001 - the loader reads the file itself and says what is wrong with it
@@ -191,43 +203,42 @@ def _forget(entry: _Ahead) -> None:
     """Let ``entry`` and its tables go (under the lock)."""
     entry.dropped = True
     entry.tables = {}
-    for key, value in list(_ENTRIES.items()):
-        if value is entry:
-            del _ENTRIES[key]
+    if _ENTRIES.get(entry.stamp[:2]) is entry:  # keyed by (device, inode), the stamp's first two
+        del _ENTRIES[entry.stamp[:2]]
 
 
-def keep(paths) -> None:
-    """Let go of what was read ahead of any file but ``paths`` (the reports this process is about to load)."""
-    if not _ENTRIES:
-        return
-    wanted = set()
+def _files(paths) -> set:
+    """The ``(device, inode)`` of each of ``paths`` that exists."""
+    found = set()
     for path in paths:
         try:
             st = os.stat(path)
         except (OSError, TypeError, ValueError):
             continue
-        wanted.add((st.st_dev, st.st_ino))
+        found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _forget_where(gone) -> None:
+    """:func:`_forget` every entry whose ``(device, inode)`` ``gone`` accepts."""
     with _LOCK:
         for key, entry in list(_ENTRIES.items()):
-            if key not in wanted:
+            if gone(key):
                 _forget(entry)
+
+
+def keep(paths) -> None:
+    """Let go of what was read ahead of any file but ``paths`` (the reports this process is about to load)."""
+    if _ENTRIES:
+        wanted = _files(paths)
+        _forget_where(lambda key: key not in wanted)
 
 
 def drop(path: str | None = None) -> None:
     """Let go of what was read ahead of ``path`` (None: of every file); a read under way keeps nothing."""
-    if not _ENTRIES:
-        return
-    key = None
-    if path is not None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return
-        key = (st.st_dev, st.st_ino)
-    with _LOCK:
-        for k, entry in list(_ENTRIES.items()):
-            if key is None or k == key:
-                _forget(entry)
+    if _ENTRIES:
+        files = None if path is None else _files([path])
+        _forget_where(lambda key: files is None or key in files)
 
 
 def stop() -> None:
