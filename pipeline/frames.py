@@ -48,6 +48,12 @@ def _run(rows: np.ndarray) -> bool:
     return rows.size < 3 or bool((np.diff(rows) == 1).all())
 
 
+def codes_of(col) -> np.ndarray:
+    """The codes of a categorical column (a Series or a Categorical) as kept: a read-only view, no copy
+    (``Series.cat.codes`` makes a new Series, and pandas 3 copies the codes into it)."""
+    return (col.array if isinstance(col, pd.Series) else col).codes
+
+
 def taken(col: pd.Series, rows: np.ndarray, take=np.take):
     """The values of ``col`` at positions ``rows`` in a form a new frame keeps with ``col``'s dtype
     (:func:`_values`): numpy arrays and categorical codes taken by ``take`` (``np.take``'s arguments; numpy's by
@@ -56,7 +62,7 @@ def taken(col: pd.Series, rows: np.ndarray, take=np.take):
         values = take(col.to_numpy(), rows)
         return pd.Series(values, dtype=object, copy=False) if col.dtype == object else values
     if isinstance(col.dtype, pd.CategoricalDtype):
-        return pd.Categorical.from_codes(take(col.cat.codes.to_numpy(), rows), dtype=col.dtype, validate=False)
+        return pd.Categorical.from_codes(take(codes_of(col), rows), dtype=col.dtype, validate=False)
     return col.array.take(rows)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .arrays import is_sorted, row_groups
+from .frames import codes_of
 from .categories import application, caveats
 from .code_keys import result_code
 
@@ -355,7 +356,7 @@ class Report:
             col = getattr(self, frame)[column]
             categorical = isinstance(col.dtype, pd.CategoricalDtype)
             if categorical:
-                codes, named = col.cat.codes.to_numpy(), col.cat.categories.tolist().__getitem__
+                codes, named = codes_of(col), col.cat.categories.tolist().__getitem__
                 in_order = is_sorted(codes)
             else:  # integers in order: their runs, named as they are; other values coded first
                 codes, named = col.to_numpy(), int

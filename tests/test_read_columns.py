@@ -454,3 +454,44 @@ def test_rows_grouped_by_a_few_codes_by_counting_as_a_stable_sort_would():
     assert got["start"].tolist() == [10, 60, 20, 50, 70, 0, 30, 40] and got["id"].dtype == np.int32
     assert got["name"].tolist() == list("baccbaab") and list(got["name"].cat.categories) == ["a", "b", "c"]
     assert got["kind"].tolist() == list("yxzzyxxy") and got.index.tolist() == list(range(8))
+
+
+def test_long_columns_reordered_in_place_unless_something_else_holds_them():
+    """_reordered writes a long column's rows back into its own memory (no fresh pages) only when nothing else
+    refers to that memory: a view held elsewhere keeps its values, and that column gets a new array; every column's
+    values are those of a plain take, whatever the path; one scratch buffer serves both tables."""
+    import pandas as pd
+
+    from pipeline.frames import codes_of
+    from pipeline.load.report import SPLIT_TAKE_ROWS, _reordered
+
+    n = SPLIT_TAKE_ROWS + 1001  # long enough to be reordered in place
+    rng = np.random.default_rng(3)
+    order = rng.permutation(n)
+    start = rng.integers(0, 2**40, n)
+    ident = rng.integers(-2**31, 2**31, n).astype(np.int32)
+    codes = rng.integers(0, 3, n).astype(np.int8)
+    held = rng.integers(0, 2**40, n)  # this one is also held by the test: must not be written
+    expected = {"start": start[order], "id": ident[order], "name": codes[order], "held": held[order]}
+    kept_copy = held.copy()
+    frame = pd.DataFrame({"start": start.copy(), "id": ident.copy(),
+                          "name": pd.Categorical.from_codes(codes.copy(), categories=["a", "b", "c"]),
+                          "held": held, "text": pd.array([str(i % 7) for i in range(n)], dtype="str")}, copy=False)
+    where = {c: frame[c].to_numpy().ctypes.data for c in ("start", "id")}
+    where["name"] = codes_of(frame["name"]).ctypes.data
+    scratch = []
+    got = _reordered(frame, order, scratch)
+    assert got["start"].to_numpy().tolist() == expected["start"].tolist()
+    assert got["id"].to_numpy().tolist() == expected["id"].tolist() and got["id"].dtype == np.int32
+    assert codes_of(got["name"]).tolist() == expected["name"].tolist()
+    assert list(got["name"].cat.categories) == ["a", "b", "c"]
+    assert got["held"].to_numpy().tolist() == expected["held"].tolist()
+    assert got["text"].tolist() == [str(i % 7) for i in order] and got.index.tolist() == list(range(n))
+    # in place: the same memory as before (no new pages); the held column: a new array, the test's left as it was
+    assert got["start"].to_numpy().ctypes.data == where["start"] and got["id"].to_numpy().ctypes.data == where["id"]
+    assert codes_of(got["name"]).ctypes.data == where["name"]
+    assert got["held"].to_numpy().ctypes.data != held.ctypes.data and held.tolist() == kept_copy.tolist()
+    assert len(scratch) == 1 and scratch[0].nbytes == n * 8  # made once, for the widest column
+    buffer = scratch[0]
+    again = _reordered(pd.DataFrame({"start": start.copy()}), order, scratch)
+    assert scratch[0] is buffer and again["start"].to_numpy().tolist() == expected["start"].tolist()

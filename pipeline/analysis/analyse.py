@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
-from ..frames import where
+from ..frames import codes_of, where
 from ..model import (CATEGORIES, CAVEATS, GAP_CATEGORIES, MEM_KINDS, GpuResult, GpuTrace, RowWarning, WarningCode,
                      row_status)
 from ..schema import (Categories, Collectives, Communication, Confidence, Diagnosis, Gaps, Identity, Idle, Kind, Meter,
@@ -310,7 +310,7 @@ def distinct_values(column: pd.Series, mask: np.ndarray | None = None) -> list:
     as NaN. A categorical column is read by its codes: each category used once, none turned into text first."""
     if not isinstance(column.dtype, pd.CategoricalDtype):
         return list(pd.unique(column if mask is None else column[mask]))
-    codes = column.cat.codes.to_numpy()
+    codes = codes_of(column)
     used = np.bincount((codes if mask is None else codes[mask]) + 1, minlength=1)  # -1 (missing) first
     return list(column.cat.categories[np.flatnonzero(used[1:])]) + ([np.nan] if used[0] else [])
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..arrays import row_groups
 from ..config import CategoryRules
-from ..frames import with_columns
+from ..frames import codes_of, with_columns
 from ..model import COPY_DIRECTIONS, GAP_CATEGORIES, HOST_MEMORY, RowWarning, WarningCode
 from . import caveats
 from . import intervals as iv
@@ -106,7 +106,7 @@ def _name_codes(runtime: pd.DataFrame) -> tuple[np.ndarray, list]:
     """``(codes, names)``: each call's code into the list of distinct API names (-1: no name)."""
     names = runtime["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):
-        return names.cat.codes.to_numpy(), [str(x) for x in names.cat.categories]
+        return codes_of(names), [str(x) for x in names.cat.categories]
     codes, uniques = pd.factorize(names.to_numpy(object))
     return codes, [str(x) for x in uniques]
 
@@ -254,7 +254,7 @@ def collective_mask(names, rules: CategoryRules, world_size: int = 0, aliases: d
         ``(n,)`` bool array, in ``names``' order.
     """
     if isinstance(names, pd.Series) and isinstance(names.dtype, pd.CategoricalDtype):
-        codes = names.cat.codes.to_numpy()
+        codes = codes_of(names)
         labels = list(names.cat.categories)
     else:
         codes, labels = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..frames import take_rows
+from ..frames import codes_of, take_rows
 from . import intervals as iv
 
 #: Bucket edges in ns: [threshold, 5 ms], (5 ms, 50 ms], > 50 ms (docs/definitions.md#size-buckets).
@@ -104,7 +104,7 @@ def name_lookup(names: pd.Series):
     """A function from row positions (int array) to the kernel names at them (object array),
     without turning a whole categorical column into Python strings first."""
     if isinstance(names.dtype, pd.CategoricalDtype):
-        codes = names.cat.codes.to_numpy()
+        codes = codes_of(names)
         categories = np.asarray(names.cat.categories, dtype=object)
         return lambda idx: categories[codes[idx]]
     values = names.to_numpy(object)

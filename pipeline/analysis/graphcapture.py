@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..arrays import pair_keys
+from ..frames import codes_of
 from ..model import RowWarning, WarningCode
 
 #: CUDA runtime and driver API calls that launch kernels (names normalised: no ``_v…``/``_ptsz`` suffix),
@@ -63,7 +64,7 @@ def name_mask(names, apis: frozenset) -> np.ndarray:
     if isinstance(names.dtype, pd.CategoricalDtype):
         hit = np.array([str(c) in apis for c in names.cat.categories] + [False], dtype=bool)
         wanted = np.flatnonzero(hit)
-        codes = names.cat.codes.to_numpy()
+        codes = codes_of(names)
         if wanted.size > FEW_NAMES:
             return hit[codes]  # codes -1 (no name): the last slot, False
         mask = np.zeros(codes.size, dtype=bool)  # a few names (one launch API, no capture call): compared

@@ -21,6 +21,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from ..frames import codes_of
 from ..model import Report
 
 #: Hex digits of :func:`capture_identity`.
@@ -66,7 +67,7 @@ def _observed(column: pd.Series) -> list[str]:
     """The distinct values ``column`` holds, as sorted text (a categorical column's used categories only: those its
     codes count, without a pass that hashes every row)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()
+        codes = codes_of(column)
         used = np.bincount(codes[codes >= 0], minlength=len(column.cat.categories)) > 0
         return sorted(str(v) for v in column.cat.categories[used])
     return sorted(str(v) for v in pd.unique(column.dropna()))

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..frames import codes_of
 from .limits import cut_sql
 from .sqlite import text_rows
 from .tables import STRING_TABLE, Schema
@@ -99,6 +100,6 @@ def decoded_text(decoded, name: str, strings: dict[int, str], index=None, each=N
         texts = _inline_text(decoded.texts[name], index)
         if each:
             texts = categorical(np.array([each(t) for t in texts.cat.categories], dtype=object),
-                                texts.cat.codes.to_numpy(), texts.index)
+                                codes_of(texts), texts.index)
         return texts
     return resolve_ids(decoded.ints[name], strings, index, each)

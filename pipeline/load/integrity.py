@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..arrays import SCAN_ROWS, is_sorted
+from ..frames import codes_of
 from ..model import RowWarning, WarningCode
 from .tables import ANALYSIS_DETAILS_TABLE, KERNEL_TABLE, NVTX_TABLE, SESSION_START_TABLE, Schema
 
@@ -164,7 +165,7 @@ def _codes(col: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
     categories as their codes, text and bools factorized, integers as kept (int32 ids stay int32:
     :func:`_repeated_rows` widens one at a time)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = col.cat.codes.to_numpy()
+        codes = codes_of(col)
         return codes if rows is None else codes[rows]
     if col.dtype == object or col.dtype == bool or pd.api.types.is_string_dtype(col.dtype):
         return pd.factorize(col if rows is None else col.iloc[rows], use_na_sentinel=False)[0]

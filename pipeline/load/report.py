@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -16,7 +17,7 @@ import pandas as pd
 
 from ..analysis.graphcapture import name_mask
 from ..arrays import SCAN_ROWS, Positions, distinct, is_sorted, stable_order
-from ..frames import concat_rows, rows, take_rows, taken, where
+from ..frames import codes_of, concat_rows, rows, take_rows, taken, where
 from ..memory import release as release_memory
 from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
@@ -468,59 +469,121 @@ def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame], capture: Cap
     return capture_start(schema, [f["start"].to_numpy(np.int64) for f in frames.values()], reference, capture)
 
 
-def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
+def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray, scratch: list | None = None) -> pd.DataFrame:
     """``frame``'s rows stably sorted by ``keys`` (one per row; no work when they already are), ``frame``
     given up by the caller (nothing else may use it after: its columns are taken out of it): the rows are
     reordered one column at a time, each old column let go as its new one is made, so memory grows by one
     column, not by a copy of the frame."""
     if is_sorted(keys):
         return frame
-    return _reordered(frame, stable_order(keys))
+    return _reordered(frame, stable_order(keys), scratch)
 
 
-def _reordered(frame: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+def _reordered(frame: pd.DataFrame, order: np.ndarray, scratch: list | None = None) -> pd.DataFrame:
     """``frame``'s rows in ``order`` (row positions, each once), a fresh index; ``frame`` is consumed as by
-    :func:`_sorted_consuming`: its columns are taken out of it one at a time."""
+    :func:`_sorted_consuming`: its columns are taken out of it one at a time. A column whose memory nothing else
+    refers to (:func:`_sole_owner`) is reordered in place: taken into one scratch buffer, then copied back, so that
+    its rows stay in pages the process already has (first touching fresh pages costs more than the take itself:
+    ~3 us a 4 KiB page on a virtual machine, 2M kernels' columns ~26k pages); any other column is taken into a new
+    array (:func:`~pipeline.frames.taken`). ``scratch``: a list holding that buffer (made at the first in-place
+    reorder when empty), for the caller to pass on to the next table's reorder."""
     columns = {}
+    scratch = [] if scratch is None else scratch
     with ThreadPoolExecutor(max_workers=1) as pool:  # each long column taken in two halves, one on each core
         split = functools.partial(_split_take, pool=pool)
-        for name in list(frame.columns):
-            columns[name] = pd.Series(taken(frame[name], order, split), copy=False)  # pandas 3 copies by default
-            del frame[name]
+        for name in list(frame.columns):  # (in a list: the column's only reference is then the callee's)
+            columns[name] = _reordered_column([frame.pop(name)], order, split, scratch, pool)
     return pd.DataFrame(columns, copy=False)
+
+
+def _reordered_column(box: list, order: np.ndarray, split, scratch: list, pool: ThreadPoolExecutor) -> pd.Series:
+    """The column in ``box`` (a list holding the only reference the caller keeps: a column taken out of its frame)
+    in ``order``: in place when :func:`_sole_owner` finds its values' memory free to write (``scratch``: the buffer
+    they are taken into first, made on first use), else a new array."""
+    col = box.pop()
+    categorical = isinstance(col.dtype, pd.CategoricalDtype)
+    if col.dtype == object or not (categorical or isinstance(col.dtype, np.dtype)):
+        return pd.Series(taken(col, order, split), copy=False)  # pandas 3 copies by default
+    dtype = col.dtype
+    values = [codes_of(col) if categorical else col.to_numpy()]
+    del col
+    target = _sole_owner(values) if order.size >= SPLIT_TAKE_ROWS and values[0].size == order.size else None
+    if target is None:
+        new = split(values[0], order)
+    else:
+        if not scratch or scratch[0].nbytes < target.nbytes:
+            scratch[:] = [np.empty(target.nbytes, np.uint8)]
+        out = scratch[0][:target.nbytes].view(target.dtype)
+        split(target, order, out=out)
+        _split_copy(target, out, pool)
+        new = target
+    return pd.Series(pd.Categorical.from_codes(new, dtype=dtype, validate=False) if categorical else new, copy=False)
+
+
+def _sole_owner(values: list) -> np.ndarray | None:
+    """The array holding the memory of ``values[0]`` (a column's values, in a list the caller gives up: emptied
+    here), writable, when nothing else refers to it (CPython's reference count: no other array is a view of it,
+    no frame holds it) and it is exactly that column (the same memory, contiguous, length and type); else
+    None, ``values`` left as it was."""
+    view = values[0]
+    owner = view if view.base is None else view.base
+    if not isinstance(owner, np.ndarray) or not owner.flags.owndata or not owner.flags.c_contiguous \
+            or not view.flags.c_contiguous or owner.shape != view.shape or owner.dtype != view.dtype \
+            or owner.ctypes.data != view.ctypes.data:
+        return None
+    values.clear()
+    del view
+    # the references now: ``owner`` here and getrefcount's argument; a view of it still held elsewhere adds one
+    if sys.getrefcount(owner) != 2:
+        values.append(owner)
+        return None
+    if not owner.flags.writeable:
+        owner.flags.writeable = True  # (allowed: it owns its memory)
+    return owner
+
+
+def _split_copy(target: np.ndarray, source: np.ndarray, pool: ThreadPoolExecutor) -> None:
+    """``target[:] = source`` in two halves at once (one on ``pool``'s thread): numpy lets go of the GIL."""
+    half = target.size // 2
+    first = pool.submit(np.copyto, target[:half], source[:half])
+    np.copyto(target[half:], source[half:])
+    first.result()
 
 
 #: Rows from which :func:`_split_take` takes in two halves on two threads.
 SPLIT_TAKE_ROWS = 1 << 18
 
 
-def _split_take(values: np.ndarray, order: np.ndarray, pool: ThreadPoolExecutor) -> np.ndarray:
-    """``values[order]`` (``np.take``, which lets go of the GIL), in two halves at once (one on ``pool``'s thread)
-    when long (:data:`SPLIT_TAKE_ROWS`)."""
+def _split_take(values: np.ndarray, order: np.ndarray, pool: ThreadPoolExecutor,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """``values[order]`` (``np.take``, which lets go of the GIL) into ``out`` (default: a new array), in two
+    halves at once (one on ``pool``'s thread) when long (:data:`SPLIT_TAKE_ROWS`). ``order`` holds row positions
+    of ``values`` only: taken with ``mode="clip"``, since with the default ``"raise"`` numpy writes into a
+    temporary as long as ``out`` and copies it over."""
     if order.size < SPLIT_TAKE_ROWS:
-        return np.take(values, order)
-    out = np.empty(order.size, values.dtype)
+        return np.take(values, order, out=out, mode="clip")
+    out = np.empty(order.size, values.dtype) if out is None else out
     half = order.size // 2
-    first = pool.submit(np.take, values, order[:half], None, out[:half])
-    np.take(values, order[half:], out=out[half:])
+    first = pool.submit(np.take, values, order[:half], None, out[:half], "clip")
+    np.take(values, order[half:], out=out[half:], mode="clip")
     first.result()
     return out
 
 
-def _group_by_gpu(kernels: pd.DataFrame) -> pd.DataFrame:
+def _group_by_gpu(kernels: pd.DataFrame, scratch: list | None = None) -> pd.DataFrame:
     """Kernel rows grouped by GPU key (stable: file order within a GPU), so that one GPU's
     rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort.
-    ``kernels`` is consumed (:func:`_sorted_consuming`)."""
-    return _sorted_consuming(kernels, kernels["gpu_key"].cat.codes.to_numpy())
+    ``kernels`` is consumed (:func:`_sorted_consuming`; ``scratch`` as :func:`_reordered`'s)."""
+    return _sorted_consuming(kernels, codes_of(kernels["gpu_key"]), scratch)
 
 
-def calls_by_process(calls: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
+def calls_by_process(calls: pd.DataFrame, devices: pd.DataFrame, scratch: list | None = None) -> pd.DataFrame:
     """A report's runtime calls as :class:`~pipeline.model.Report` keeps them: grouped by process, the processes
     that share a GPU (``devices``: its rows of pid and gpu_key; linked through any GPU they share) in one group,
     each group's calls in start order (stable: the export's order among equal starts); groups in the order of
     their smallest pid. A GPU's calls are then one contiguous run in start order (:func:`gpu_trace`: a slice, no
     copy), or some calls of one group (a process that drives another GPU too), in start order as they are.
-    ``calls`` is consumed (:func:`_reordered`); no work when they are so already (the calls of one process, in
+    ``calls`` is consumed (:func:`_reordered`; ``scratch`` as its); no work when they are so already (the calls of one process, in
     start order)."""
     starts, pids = calls["start"].to_numpy(np.int64), calls["pid"].to_numpy()
     order = None if is_sorted(starts) else np.argsort(starts, kind="stable")
@@ -534,7 +597,7 @@ def calls_by_process(calls: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame
             order = grouped if order is None else order[grouped]
         del groups
     del pids
-    return calls if order is None else _reordered(calls, order)
+    return calls if order is None else _reordered(calls, order, scratch)
 
 
 def _group_codes(pids: np.ndarray, devices: pd.DataFrame) -> np.ndarray:
@@ -703,9 +766,11 @@ def _load_committed(path: str, readable: str, require_kernels: bool, deadline=No
             untraced = pd.concat([launches.result(), marks], ignore_index=True)  # (its columns let go before the grouping)
             del launches
         release_memory()  # what the frames freed, on every thread's heap: the grouping below is the peak
-        kernels = _group_by_gpu(kernels)
+        scratch: list = []  # the buffer both groupings reorder their columns through (_reordered)
+        kernels = _group_by_gpu(kernels, scratch)
         release_memory()  # what the kernels' grouping freed: not kept beside the calls' grouping (a peak too)
-        runtime = calls_by_process(runtime, devices)
+        runtime = calls_by_process(runtime, devices, scratch)
+        del scratch
         if not copies.empty:
             copies["gpu_key"] = pair_keys(devices, copies["pid"], copies["device_id"])
         else:
