@@ -242,6 +242,103 @@ def test_a_generated_export_loads_the_same_either_way(tmp_path, monkeypatch):
     assert_same_report(slow, quick)
 
 
+class Beside:
+    """An executor for Job.run's ``beside`` that counts what it is given (a real thread runs it)."""
+
+    def __init__(self, pool):
+        self.pool, self.given = pool, 0
+
+    def submit(self, fn, *args):
+        self.given += 1
+        return self.pool.submit(fn, *args)
+
+
+@pytest.mark.parametrize("share", [0.05, 0.3, 0.5, 0.75])
+def test_a_table_read_in_two_parts_at_once_is_the_table_read_in_one(tmp_path, monkeypatch, share):
+    """Job.run with a thread beside: the rows under the root's last children read there, put after the first
+    ones; values, types and NULL masks exactly as one read gives them, whichever part holds the value beyond int32
+    (the whole column int64), the NULLs (a mask for the whole column) or the gaps in the rowids."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 3000
+    rows = [(i * 3 + 7,  # sparse rowids (an INTEGER PRIMARY KEY): every third
+             i, None if i % 7 == 0 else i,  # NULLs all along
+             2**40 if i == n - 5 else i,  # beyond int32 in the last rows only
+             None if i == n - 9 else -i,  # a NULL in the last rows only
+             None if i == 3 else 5,  # a NULL in the first rows only
+             2**35 + i if i == 4 else 1) for i in range(n)]
+    path = make(tmp_path / "t.sqlite", "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER, c INTEGER, "
+                "d INTEGER, e INTEGER, f INTEGER)", rows, 512)
+    uri = readonly_uri(str(path))
+    sql = "SELECT id, a, b, c, d, e, f, -1 AS k FROM t"
+    narrow = {"a", "b", "c", "d", "e", "f"}
+
+    def run(beside=None):
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            job = btree.prepare(con, uri, "t", sql, reader.capacity_of(Schema(con, uri), "t"), narrow)
+            return job.run(beside, share) if beside is not None else job.run(), job.decoded
+        finally:
+            con.close()
+
+    whole, decoded = run()
+    monkeypatch.setattr(btree, "SPLIT_ROWS", 1)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        beside = Beside(pool)
+        parts, parts_decoded = run(beside)
+    assert beside.given == 1  # read in two parts
+    assert decoded == parts_decoded == n * 7
+    assert list(parts) == list(whole) == ["id", "a", "b", "c", "d", "e", "f", "k"]
+    for name, (values, mask) in whole.items():
+        got, got_mask = parts[name]
+        assert got.dtype == values.dtype and got.tolist() == values.tolist(), name
+        assert (mask is None) == (got_mask is None) and (mask is None or got_mask.tolist() == mask.tolist()), name
+    assert whole["id"][0].tolist() == [i * 3 + 7 for i in range(n)]
+    assert whole["c"][0].dtype == np.int64 and whole["a"][0].dtype == np.int32  # (by hand: c's 2**40, a fits)
+    assert whole["d"][1].tolist() == [i == n - 9 for i in range(n)] and whole["a"][1] is None
+
+
+def test_a_table_on_one_page_or_small_is_read_in_one_part(tmp_path, monkeypatch):
+    """A root page that is a leaf has no children to share; a table below SPLIT_ROWS rows is not worth a second
+    read: nothing is given to the thread beside, and the values are those of one read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER)", [(i,) for i in range(5)])
+    uri = readonly_uri(str(path))
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        job = btree.prepare(con, uri, "t", "SELECT a FROM t", reader.capacity_of(Schema(con, uri), "t"))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = Beside(pool)
+            assert job.run(beside, 0.5)["a"][0].tolist() == list(range(5))  # below SPLIT_ROWS
+            monkeypatch.setattr(btree, "SPLIT_ROWS", 1)
+            assert job.run(beside, 0.5)["a"][0].tolist() == list(range(5))  # a leaf root
+            assert beside.given == 0
+    finally:
+        con.close()
+
+
+def test_the_largest_table_shared_so_that_both_read_threads_end_together():
+    """read_columns' share of the largest table read on its own thread: (K + R) / 2K, costs rows x (columns +
+    ROW_COST); worked out by hand for the 2M-kernel export's two tables (10 and 5 columns, same rows)."""
+    class J:
+        def __init__(self, capacity, columns):
+            self.capacity, self.sources = capacity, list(range(columns))
+
+    assert reader.ROW_COST == 8
+    name, share = reader._shares({"kernels": (J(2_000_000, 7), J(2_000_000, 10)), "runtime": (J(2_004_448, 5), None)})
+    assert name == "kernels" and share == (2_000_000 * 18 + 2_004_448 * 13) / (2 * 2_000_000 * 18)
+    assert reader._shares({"one": (J(10, 3), None)}) == ("one", 0.5)  # alone: half each
+    assert reader._shares({"a": (J(None, 3), None), "b": (J(None, 3), None)})[1] == 1.0
+
+
+def test_the_real_exports_load_the_same_read_in_parts(profiles, monkeypatch):
+    """Every real export loads as through SQLite with its largest table read in two parts (SPLIT_ROWS 1)."""
+    monkeypatch.setattr(btree, "SPLIT_ROWS", 1)
+    for path in sorted(profiles.glob("*.sqlite")):
+        assert_same_report(*loaded_both_ways(path, monkeypatch))
+
+
 @pytest.mark.parametrize("piece", [2, 3, 1 << 18])
 def test_distinct_rows_keep_first_occurrence_order_and_nulls(monkeypatch, piece):
     from pipeline.load import kernel_names

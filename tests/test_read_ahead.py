@@ -40,9 +40,9 @@ def reads(monkeypatch):
     seen = []
     real = reader.decode_one
 
-    def spy(job, along, query):
+    def spy(job, along, query, *split):
         seen.append((threading.current_thread().name, query.table))
-        return real(job, along, query)
+        return real(job, along, query, *split)
 
     monkeypatch.setattr(reader, "decode_one", spy)
     return seen
@@ -172,10 +172,10 @@ def test_a_read_ahead_slower_than_the_read_bound_is_not_waited_for_past_it(profi
     gate = threading.Event()
     real = reader.decode_one
 
-    def stuck(job, along, query):  # the threads ahead are held; the loader's own reading is not
+    def stuck(job, along, query, *split):  # the threads ahead are held; the loader's own reading is not
         if threading.current_thread().name.startswith(ahead.THREAD_NAME):
             gate.wait(60)
-        return real(job, along, query)
+        return real(job, along, query, *split)
 
     monkeypatch.setattr(reader, "decode_one", stuck)
     assert ahead.read_ahead(str(path))

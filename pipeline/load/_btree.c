@@ -57,6 +57,8 @@ typedef struct {
     const int8_t *width;
     uint8_t **nulls;
     int count_only;
+    int32_t first_child, end_child; /* the root's children walked: [first, end); end < 0: all of them */
+    int64_t first_rowid;            /* the first row's rowid (with last_rowid: the span read) */
 } job_t;
 
 static int varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
@@ -130,6 +132,7 @@ static int leaf_cell(db_t *db, job_t *job, const uint8_t *cell, const uint8_t *p
     if (!n) return GI_MALFORMED;
     cell += n;
     if (job->rows > 0 && (int64_t)rowid <= job->last_rowid) return GI_MALFORMED;
+    if (job->rows == 0) job->first_rowid = (int64_t)rowid;
     job->last_rowid = (int64_t)rowid;
     if (job->rows >= job->capacity) return GI_FULL; /* more rows than the caller made room for */
     uint64_t local = payload, x = db->usable - 35;
@@ -214,7 +217,16 @@ static int walk(db_t *db, job_t *job, uint32_t pgno, int depth) {
     if (kind != 0x05) return GI_MALFORMED; /* not a table b-tree page */
     const uint8_t *ptrs = hdr + 12;
     if (ptrs + 2 * (size_t)cells > page_end) return GI_MALFORMED;
-    for (uint32_t i = 0; i < cells; i++) {
+    /* the children walked: all of them, or at the root the range the caller asked for (child ``cells``: the
+     * right-most pointer) */
+    uint32_t first = 0, end = cells + 1;
+    if (depth == 0 && job->end_child >= 0) {
+        if (job->first_child < 0 || job->first_child > job->end_child || (uint32_t)job->end_child > cells + 1)
+            return GI_GIVE_UP;
+        first = (uint32_t)job->first_child;
+        end = (uint32_t)job->end_child;
+    }
+    for (uint32_t i = first; i < end && i < cells; i++) {
         uint32_t off = ((uint32_t)ptrs[2 * i] << 8) | ptrs[2 * i + 1];
         if (off < (uint32_t)(ptrs + 2 * cells - pg) || off + 4 > db->usable) return GI_MALFORMED;
         const uint8_t *c = pg + off;
@@ -222,6 +234,7 @@ static int walk(db_t *db, job_t *job, uint32_t pgno, int depth) {
         int rc = walk(db, job, child, depth + 1);
         if (rc) return rc;
     }
+    if (end <= cells) return GI_OK;
     uint32_t right = ((uint32_t)hdr[8] << 24) | ((uint32_t)hdr[9] << 16) | ((uint32_t)hdr[10] << 8) | hdr[11];
     return walk(db, job, right, depth + 1);
 }
@@ -256,13 +269,48 @@ static int open_db(const char *path, db_t *db) {
  * ``nulls[c][row]`` 1 where NULL (its ``out`` 0; ``nulls[c]`` NULL: no mask, and a NULL in column c stops the
  * read with GI_NULLS + c), at most ``capacity`` rows. ``rows`` receives the rows counted or read. Returns a GI_*
  * code (GI_WIDEN + c: column c needs int64). */
+int gi_read_part(const char *path, uint32_t root, int ncols, const int32_t *cids, int ipk, int64_t capacity,
+                 void **out, const int8_t *width, uint8_t **nulls, int count_only, int32_t first_child,
+                 int32_t end_child, int64_t *rows, int64_t *span);
+
 int gi_read(const char *path, uint32_t root, int ncols, const int32_t *cids, int ipk, int64_t capacity,
             void **out, const int8_t *width, uint8_t **nulls, int count_only, int64_t *rows) {
+    return gi_read_part(path, root, ncols, cids, ipk, capacity, out, width, nulls, count_only, 0, -1, rows, NULL);
+}
+
+/* The root page's children (its cells and right-most pointer) into ``children``: 0 when the root is a leaf
+ * (the whole table on one page). Returns a GI_* code. */
+int gi_children(const char *path, uint32_t root, int64_t *children) {
+    db_t db;
+    *children = 0;
+    int rc = open_db(path, &db);
+    if (!rc) {
+        const uint8_t *pg = page_at(&db, root);
+        if (!pg) {
+            rc = GI_MALFORMED;
+        } else {
+            const uint8_t *hdr = pg + (root == 1 ? 100 : 0);
+            uint32_t cells = ((uint32_t)hdr[3] << 8) | hdr[4];
+            if (hdr[0] == 0x05) *children = (int64_t)cells + 1;
+            else if (hdr[0] != 0x0D) rc = GI_MALFORMED;
+        }
+    }
+    close_db(&db);
+    return rc;
+}
+
+/* :func:`gi_read` of the rows under the root's children ``first_child`` to ``end_child`` (exclusive; ``end_child``
+ * < 0: every row), the rowids of the first and last row read into ``span[0]``, ``span[1]`` (when not NULL):
+ * two such reads of adjacent ranges, on two threads, read the table in two parts. */
+int gi_read_part(const char *path, uint32_t root, int ncols, const int32_t *cids, int ipk, int64_t capacity,
+                 void **out, const int8_t *width, uint8_t **nulls, int count_only, int32_t first_child,
+                 int32_t end_child, int64_t *rows, int64_t *span) {
     db_t db;
     *rows = 0;
     job_t job;
     memset(&job, 0, sizeof(job));
     job.ncols = ncols; job.cids = cids; job.ipk = ipk; job.capacity = capacity;
+    job.first_child = first_child; job.end_child = end_child;
     job.out = out; job.width = width; job.nulls = nulls; job.count_only = count_only; job.max_cid = -1;
     for (int i = 0; i < 256; i++) job.slot[i] = -1;
     for (int c = 0; c < ncols; c++) {
@@ -274,6 +322,7 @@ int gi_read(const char *path, uint32_t root, int ncols, const int32_t *cids, int
     if (!rc) rc = walk(&db, &job, root, 0);
     close_db(&db);
     *rows = job.rows;
+    if (span) { span[0] = job.first_rowid; span[1] = job.last_rowid; }
     return rc;
 }
 

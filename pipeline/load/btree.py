@@ -32,7 +32,7 @@ ENV_OFF = "GPU_IDLE_NO_BTREE"
 
 
 @functools.lru_cache(maxsize=1)
-def _library():
+def _compiled():
     """The compiled part (ctypes), None when it was not built."""
     here = os.path.dirname(os.path.abspath(__file__))
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
@@ -40,16 +40,30 @@ def _library():
         if os.path.exists(path):
             try:
                 lib = ctypes.CDLL(path)
-            except OSError:
+                part, children = lib.gi_read_part, lib.gi_children
+            except (OSError, AttributeError):  # (another build's, without them: not this one's)
                 return None
-            fn = lib.gi_read
-            fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.POINTER(ctypes.c_int32),
-                           ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
-                           ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
-                           ctypes.POINTER(ctypes.c_int64)]
-            return fn
+            part.restype = children.restype = ctypes.c_int
+            part.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.POINTER(ctypes.c_int32),
+                             ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                             ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                             ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
+                             ctypes.POINTER(ctypes.c_int64)]
+            children.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_int64)]
+            return lib
     return None
+
+
+def _library():
+    """``gi_read_part`` of the compiled part (the rows under a range of the root's children), None when it was
+    not built."""
+    lib = _compiled()
+    return None if lib is None else lib.gi_read_part
+
+
+def _children():
+    """``gi_children`` of the compiled part: how many children the root page has (0: a leaf)."""
+    return _compiled().gi_children
 
 
 def available() -> bool:
@@ -125,20 +139,60 @@ class Job:
         return (self.sql, self.path, self.root, self.ipk, tuple(self.sources), tuple(self.positions),
                 tuple(self.items), self.capacity, frozenset(self.narrow))
 
-    def run(self) -> dict | None:
+    def run(self, beside=None, share: float = 1.0) -> dict | None:
         """The query's result columns as ``{name: (int64 values, bool NULL mask or None)}`` (NULL read as 0 in
         the values), in rowid order; None when the fast path does not apply to what the table holds (the
-        caller reads it through SQLite). Raises OSError when the file cannot be read."""
+        caller reads it through SQLite). Raises OSError when the file cannot be read.
+
+        ``beside``: an executor (``submit``) whose thread will be free while this one reads: with ``share`` below
+        :data:`SPLIT_BELOW` and at least :data:`SPLIT_ROWS` rows, the rows under the last ``1 - share`` of the
+        root page's children are read there (:meth:`_split`), beside the first ones here, and put after them."""
+        if beside is not None and share < SPLIT_BELOW and (self.capacity or 0) >= SPLIT_ROWS:
+            parts = self._split(beside, share)
+            if parts is not None:
+                return self._columns(*parts)
+        read = self._read(0, -1, self.capacity)
+        return None if read is None else self._columns(*read[:3])
+
+    def _split(self, beside, share: float) -> tuple | None:
+        """``(values, masks, rows)`` of the whole table read in two parts at once: the rows under the root's first
+        children (``share`` of them) on this thread, the rest on ``beside``'s, end to end (the second part's rows
+        written after the first's, in the first part's arrays when they have room); None when the root has fewer
+        than two children or a part does not answer (the caller reads the table in one part: it says why)."""
+        children = ctypes.c_int64(0)
+        if _children()(self.path, self.root, ctypes.byref(children)) != _OK or children.value < 2:
+            return None
+        at = min(children.value - 1, max(1, round(children.value * share)))
+        second = beside.submit(self._read, at, children.value, None)
+        try:
+            first = self._read(0, at, self.capacity)
+        finally:
+            second = second.result()
+        if first is None or second is None or (first[2] and second[2] and first[3][1] >= second[3][0]):
+            return None
+        (va, ma, na, _), (vb, mb, nb, _) = first, second
+        values = [_end_to_end(a, b, na, nb) for a, b in zip(va, vb)]
+        masks = [None if a is None and b is None else _end_to_end(
+            np.zeros(na, np.uint8) if a is None else a, np.zeros(nb, np.uint8) if b is None else b, na, nb)
+            for a, b in zip(ma, mb)]
+        return values, masks, na + nb
+
+    def _read(self, first: int, end: int, capacity: int | None) -> tuple | None:
+        """``(values, NULL masks, rows, (first rowid, last rowid))`` of the rows under the root's children ``first``
+        to ``end`` (exclusive; ``end`` -1: every row), each column int32 while its values fit (:attr:`narrow`),
+        a mask (uint8) only for a column found to hold a NULL; ``capacity``: the rows to make room for, None to
+        count them first; None when the fast path does not apply. Raises OSError when the file cannot be read."""
         fn = _library()
         k = len(self.sources)
         cids = (ctypes.c_int32 * max(1, k))(*self.positions)
         wide = [s not in self.narrow for s in self.sources]
         masked = [False] * k  # a NULL mask only for a column found to hold a NULL (read again with one)
-        rows = ctypes.c_int64(0)
-        capacity, rc, values, masks = self.capacity, _OK, [], []
+        rows, span = ctypes.c_int64(0), (ctypes.c_int64 * 2)()
+        rc, values, masks = _OK, [], []
         for _ in range(2 * k + 2):  # room for the rowid span (one pass), else as many rows as a count finds
             if capacity is None:
-                rc = fn(self.path, self.root, k, cids, self.ipk, 0, None, None, None, 1, ctypes.byref(rows))
+                rc = fn(self.path, self.root, k, cids, self.ipk, 0, None, None, None, 1, first, end,
+                        ctypes.byref(rows), span)
                 if rc != _OK:
                     break
                 capacity = rows.value
@@ -147,7 +201,8 @@ class Job:
             outs = (ctypes.c_void_p * max(1, k))(*[v.ctypes.data for v in values])
             widths = (ctypes.c_int8 * max(1, k))(*[8 if w else 4 for w in wide])
             nulls = (ctypes.c_void_p * max(1, k))(*[None if m is None else m.ctypes.data for m in masks])
-            rc = fn(self.path, self.root, k, cids, self.ipk, capacity, outs, widths, nulls, 0, ctypes.byref(rows))
+            rc = fn(self.path, self.root, k, cids, self.ipk, capacity, outs, widths, nulls, 0, first, end,
+                    ctypes.byref(rows), span)
             if rc == _FULL:
                 capacity = None
             elif _WIDEN <= rc < _WIDEN + k:
@@ -157,19 +212,39 @@ class Job:
             else:
                 break
             values = masks = []  # freed before the next try
-        n = rows.value
-        if rc == _OK:
-            values = [v[:n] for v in values]
-            masks = [None if m is None else m[:n] for m in masks]
         if rc == _OS_ERROR:
             raise OSError(f"{os.fsdecode(self.path)}: cannot be read")
         if rc != _OK:
             return None
-        self.decoded = n * k
+        n = rows.value
+        return [v[:n] for v in values], [None if m is None else m[:n] for m in masks], n, (span[0], span[1])
+
+    def _columns(self, values: list, masks: list, n: int) -> dict:
+        """:meth:`run`'s result from the columns read (:meth:`_read`)."""
+        self.decoded = n * len(self.sources)
         read = {s: (v, m.view(bool) if m is not None and m.any() else None)
                 for s, v, m in zip(self.sources, values, masks)}
         return {name: (np.full(n, source, np.int64), None) if isinstance(source, int) else read[source]
                 for name, source in self.items}
+
+
+#: :meth:`Job.run` reads a table in two parts at once only when the part beside is at least this large a share
+#: (``share`` below this), and the table has at least :data:`SPLIT_ROWS` rows: smaller, the second read's own cost
+#: (opening the file, counting its rows) outweighs it.
+SPLIT_BELOW = 0.9
+SPLIT_ROWS = 1 << 18
+
+
+def _end_to_end(a: np.ndarray, b: np.ndarray, na: int, nb: int) -> np.ndarray:
+    """The ``na`` values of ``a`` (a view of the start of a larger array when the read made room for more) and
+    the ``nb`` of ``b`` after them: written into ``a``'s own array when it has room and the same type, else a new
+    array (the wider type when one part needed int64)."""
+    whole = a.base if isinstance(a.base, np.ndarray) and a.base.ndim == 1 and a.base.ctypes.data == a.ctypes.data \
+        else a
+    if whole.dtype == b.dtype and whole.size >= na + nb:
+        whole[na:na + nb] = b
+        return whole[:na + nb]
+    return np.concatenate([a, b])
 
 
 def prepare(con, uri: str, table: str, sql: str, capacity: int | None, narrow=()) -> Job | None:

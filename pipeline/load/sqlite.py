@@ -718,14 +718,15 @@ def _with_also(query: Query) -> str:
     return query.sql[:-len(tail)] + "".join(f", {source} AS {name}" for name, source in query.also.items()) + tail
 
 
-def decode_one(job, along, query: Query) -> Decoded | None:
+def decode_one(job, along, query: Query, beside=None, share: float = 1.0) -> Decoded | None:
     """One table off its b-tree (on any thread): its :class:`Decoded`; None when the fast path does not apply
     (SQLite's path reads it). ``along``: the job reading the query's :attr:`Query.also` columns too (None: none),
-    tried first; when it does not apply, ``job`` reads the query's own columns."""
+    tried first; when it does not apply, ``job`` reads the query's own columns. ``beside``, ``share``: part of the
+    table read on another thread (:meth:`~pipeline.load.btree.Job.run`)."""
     columns = also = None
-    if along is not None and (columns := along.run()) is not None:
+    if along is not None and (columns := along.run(beside, share)) is not None:
         also, job = {name: columns.pop(name) for name in query.also}, along
-    if columns is None and (columns := job.run()) is None:
+    if columns is None and (columns := job.run(beside, share)) is None:
         return None
     rows = len(next(iter(columns.values()))[0]) if columns else 0
     sink = _Sink(query, [(0, rows)], 1)
@@ -736,11 +737,11 @@ def decode_one(job, along, query: Query) -> Decoded | None:
     return decoded
 
 
-def _read_one(job, along, query: Query, after, ahead=None, deadline=None) -> tuple | None:
+def _read_one(job, along, query: Query, after, ahead=None, deadline=None, beside=None, share: float = 1.0) -> tuple | None:
     """:func:`_then` of one table's :class:`Decoded`: as ``ahead`` gives it (:func:`read_columns`), else
-    :func:`decode_one`; None when the fast path does not apply."""
+    :func:`decode_one` (``beside``, ``share``: as its); None when the fast path does not apply."""
     decoded = ahead(job, along, query, deadline) if ahead is not None else None
-    if decoded is None and (decoded := decode_one(job, along, query)) is None:
+    if decoded is None and (decoded := decode_one(job, along, query, beside, share)) is None:
         return None
     return _then(after, decoded)
 
@@ -762,6 +763,25 @@ def fast_jobs(schema: Schema, queries: dict[str, Query]) -> dict[str, tuple]:
     return jobs
 
 
+#: What reading a row off its b-tree costs besides its values, in values read (:func:`_shares`): 3M rows of 10
+#: values (kernels) took 0.35-0.40 s, of 5 values (CUDA API calls) 0.25-0.30 s: ~55 ns a row, ~7 ns a value.
+ROW_COST = 8
+
+
+def _shares(jobs: dict[str, tuple]) -> tuple[str | None, float]:
+    """``(name, share)``: the table of ``jobs`` (name -> ``(job, along)``, :func:`fast_jobs`) whose reading costs
+    most, and the share of it its own thread reads when the two read threads are to finish together, the rest read
+    by the other after the other tables (:meth:`~pipeline.load.btree.Job.run`): ``(K + R) / 2K``, ``K`` the largest
+    table's reading cost, ``R`` the others', a table's cost its rows (the rowid span) x (the columns read +
+    :data:`ROW_COST`; one table alone: 0.5); 1.0 (one part) when the sizes are not known."""
+    costs = {name: (job.capacity or 0) * (len((along or job).sources) + ROW_COST) for name, (job, along) in jobs.items()}
+    if not costs:
+        return None, 1.0
+    largest = max(costs, key=costs.get)
+    most, rest = costs[largest], sum(costs.values()) - costs[largest]
+    return largest, (min(1.0, (most + rest) / (2 * most)) if most else 1.0)
+
+
 def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: dict, meanwhile: list,
                ahead=None) -> dict[str, tuple]:
     """The queries the b-tree fast path answers (:mod:`pipeline.load.btree`), read on ``threads`` threads, each
@@ -780,8 +800,11 @@ def _read_fast(schema: Schema, queries: dict[str, Query], threads: int, then: di
     else:
         from concurrent.futures import ThreadPoolExecutor
 
+        largest, share = _shares(jobs)
         with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
-            futures = {name: pool.submit(_read_one, job, along, queries[name], then.get(name), ahead, deadline)
+            # the largest table's last rows read by the thread the others leave free first (share: its first part)
+            futures = {name: pool.submit(_read_one, job, along, queries[name], then.get(name), ahead, deadline,
+                                         *((pool, share) if name == largest else ()))
                        for name, (job, along) in jobs.items()}
             while meanwhile:
                 meanwhile.pop()()
