@@ -580,27 +580,23 @@ def fleet_part_stage(folder: str, part: int, parts: int) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def fleet_ceiling(folder: str, rounds: int = 2, one_process: bool = True) -> dict:
-    """What this machine allows two processes on this very work, without Dask: the per-report task
-    (load, analyse, write the per-GPU JSON) over the whole fleet in one process vs over half of it
-    in each of two processes at once. ``ratio`` = one / two (2.0 on two idle, independent CPUs);
-    without ``one_process`` only the two processes are timed."""
+def ceiling_once(folder: str, parts: int) -> float:
+    """What this machine allows plain processes on this very work, without Dask (the ceiling the fleet runs are
+    measured against): the wall seconds of ``parts`` processes at once (:func:`fleet_part_stage`: the per-report
+    task, load, analyse, write the per-GPU JSON, store the result), each over its share of the reports of
+    ``folder``, from their start to the last one's end. One process over all of them against two over half each:
+    2.0x on two idle, independent CPUs."""
     cmd = [sys.executable, os.path.abspath(__file__), "_fleet_part", folder]
-    one, two = [], []
-    for _ in range(rounds):
-        if one_process:
-            one.append(check(measure(cmd + ["0", "1"]), "ceiling: one process")["wall_s"])
-        procs = [subprocess.Popen(cmd + [str(i), "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=run_env()) for i in range(2)]
-        t0 = time.perf_counter()
-        for proc in procs:
-            proc.communicate()
-            if proc.returncode:
-                raise SystemExit(f"bench: ceiling: two processes failed (exit {proc.returncode})")
-        two.append(time.perf_counter() - t0)
-    if not one_process:
-        return {"two_s": min(two)}
-    return {"one_s": min(one), "two_s": min(two), "ratio": min(one) / min(two)}
+    if parts == 1:
+        return check(measure(cmd + ["0", "1"]), "ceiling: one process")["wall_s"]
+    procs = [subprocess.Popen(cmd + [str(i), str(parts)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=run_env()) for i in range(parts)]
+    t0 = time.perf_counter()
+    for proc in procs:
+        proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"bench: ceiling: {parts} processes failed (exit {proc.returncode})")
+    return time.perf_counter() - t0
 
 
 def ensure_fleet(name: str, n: int, pattern: str, first_seed: int, params: dict, what: str) -> str:
@@ -632,18 +628,25 @@ def fleet(n: int, rounds: int = 2) -> dict:
     folder = ensure_fleet(f"fleet{n}", n, "job{:03d}.sqlite", 1000, FLEET, "fleet of")
     gpu_idle = os.path.join(os.path.dirname(sys.executable), "gpu-idle")
     runs = {"workers1": [], "workers2": [], "rerun": []}
+    ceiling = {1: [], 2: []}
+    # Each run beside its ceiling (one worker, one process; two workers, two processes), round after round, so
+    # that this machine's drift (its speed moves by 10 % within minutes) hits both sides of each ratio alike.
     order = [("workers1", 1, "1"), ("workers2", 2, "2")] * rounds + [("rerun", 2, "2")]
-    for name, workers, tag in order:   # alternating, so load from elsewhere hits both alike; rerun: nothing changed
+    for name, workers, tag in order:   # rerun: nothing changed
         out, cache = os.path.join(DATA, f"fleet-out-{tag}"), os.path.join(DATA, f"fleet-cache-{tag}")
         if name != "rerun":
             shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(cache, ignore_errors=True)
         runs[name].append(check(measure([gpu_idle, "run", folder, "--out", out, "--workers", str(workers)],
                                         env=gpu_idle_env(cache)), f"fleet run ({name})"))
+        if name != "rerun":
+            ceiling[workers].append(ceiling_once(folder, workers))
     res = {name: best(r) for name, r in runs.items()}
     for name in ("workers1", "workers2"):
         res[name]["tasks_s"] = tasks_seconds(res[name])
-    res["ceiling"] = fleet_ceiling(folder, rounds)
+        res[f"{name}_s"] = [r["wall_s"] for r in runs[name]]
+    res["ceiling"] = {"one_s": min(ceiling[1]), "two_s": min(ceiling[2]), "ratio": min(ceiling[1]) / min(ceiling[2]),
+                      "ones_s": ceiling[1], "twos_s": ceiling[2]}
     # The nightly sweep skips reports whose result for the same content and configuration exists.
     state, cache = os.path.join(DATA, "fleet-sweep-state"), os.path.join(DATA, "fleet-cache-sweep")
     # First night; the same night again; the next night (the nightly case: a new night folder,
@@ -675,7 +678,7 @@ def fleet_share(fl: dict) -> float:
 
 def fleet_small(n: int, rounds: int = 2) -> dict:
     """``n`` small reports (:data:`FLEET_SMALL`): ``gpu-idle run DIR --workers 2`` (empty caches) vs this
-    machine's two-process ceiling for the same per-report work (:func:`fleet_ceiling`, no Dask),
+    machine's two-process ceiling for the same per-report work (:func:`ceiling_once`, no Dask),
     alternating, best of ``rounds`` each. ``ratio`` = Dask / ceiling; ``overhead_ms`` = the extra wall
     time per report, what the scheduler (and the run's own start, discovery and reduce) cost a task."""
     folder = ensure_fleet(f"fleet-small{n}", n, "job{:04d}.sqlite", 5000, FLEET_SMALL, "small")
@@ -687,7 +690,7 @@ def fleet_small(n: int, rounds: int = 2) -> dict:
         shutil.rmtree(cache, ignore_errors=True)
         dask.append(check(measure([gpu_idle, "run", folder, "--out", out, "--workers", "2"],
                                   env=gpu_idle_env(cache)), "small fleet run"))
-        two.append(fleet_ceiling(folder, 1, one_process=False)["two_s"])
+        two.append(ceiling_once(folder, 2))
     for what in ("fleet-small-out", "fleet-small-cache"):
         shutil.rmtree(os.path.join(DATA, what), ignore_errors=True)
     run = best(dask)
@@ -1220,7 +1223,14 @@ def write_results(r: dict, path: str = RESULTS) -> str:
                       "hashing); the rest of the gap to 2x is the CPUs slowing each other down. The 2-worker run reaches "
                       f"{100 * fleet_share(fl):.0f} % of the two processes' speed (their time over its time; its "
                       f"speed-up over the 1-worker run, {fl['workers1']['wall_s'] / fl['workers2']['wall_s']:.2f}x, is "
-                      f"{100 * fl['workers1']['wall_s'] / fl['workers2']['wall_s'] / c['ratio']:.0f} % of theirs); they "
+                      f"{100 * fl['workers1']['wall_s'] / fl['workers2']['wall_s'] / c['ratio']:.0f} % of theirs)"
+                      + (". Each run was timed beside its ceiling, round after round (best kept): one process "
+                         + ", ".join(f"{t:.1f}" for t in c["ones_s"]) + " s, two "
+                         + ", ".join(f"{t:.1f}" for t in c["twos_s"]) + " s; 1 worker "
+                         + ", ".join(f"{t:.1f}" for t in fl.get("workers1_s", [])) + " s, 2 workers "
+                         + ", ".join(f"{t:.1f}" for t in fl.get("workers2_s", [])) + " s"
+                         if "twos_s" in c else "")
+                      + ". They "
                       "also pay, serially in the client, start-up and imports, discovering and hashing the inputs "
                       "and, at the end, the fleet tables and records"
                       + (f" ({fl['workers2']['wall_s'] - fl['workers2']['tasks_s']:.1f} s of the 2-worker run: its "
