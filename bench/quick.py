@@ -106,6 +106,7 @@ def stages_child(path: str) -> None:
 
     cfg = load_config([])
     labels = cfg.labels_for(path)
+    run.imports_frozen()
     t0 = time.perf_counter()
     report = load_report(path)
     run.analysed_in_process(report, cfg, labels)
