@@ -57,13 +57,21 @@ def codes_of(col) -> np.ndarray:
 def taken(col: pd.Series, rows: np.ndarray, take=np.take):
     """The values of ``col`` at positions ``rows`` in a form a new frame keeps with ``col``'s dtype
     (:func:`_values`): numpy arrays and categorical codes taken by ``take`` (``np.take``'s arguments; numpy's by
-    default), other arrays by their own take."""
-    if isinstance(col.dtype, np.dtype):
-        values = take(col.to_numpy(), rows)
-        return pd.Series(values, dtype=object, copy=False) if col.dtype == object else values
+    default; :func:`kept_as`), other arrays by their own take."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        return pd.Categorical.from_codes(take(codes_of(col), rows), dtype=col.dtype, validate=False)
+        return kept_as(col.dtype, take(codes_of(col), rows))
+    if isinstance(col.dtype, np.dtype):
+        return kept_as(col.dtype, take(col.to_numpy(), rows))
     return col.array.take(rows)
+
+
+def kept_as(dtype, values: np.ndarray):
+    """``values`` (a numpy array; a categorical's codes when ``dtype`` is categorical) in a form a new frame
+    keeps with ``dtype``: the array itself, a Categorical of those codes, or for ``object`` a Series (a frame
+    made of an object array would infer text)."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(values, dtype=dtype, validate=False)
+    return pd.Series(values, dtype=object, copy=False) if dtype == object else values
 
 
 def _values(col: pd.Series, index):

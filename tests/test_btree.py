@@ -298,6 +298,38 @@ def test_a_table_read_in_two_parts_at_once_is_the_table_read_in_one(tmp_path, mo
     assert whole["d"][1].tolist() == [i == n - 9 for i in range(n)] and whole["a"][1] is None
 
 
+@pytest.mark.parametrize("where", ["first", "second"])
+def test_a_part_that_gives_up_leaves_the_table_to_sqlite_without_reading_it_again(tmp_path, monkeypatch, where):
+    """A REAL value in either part: that part gives up (the fast path reads integers only), and so would one read
+    of the whole table, so Job.run answers None (SQLite reads the table) after the two parts, with no third read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 3000
+    odd = 5 if where == "first" else n - 5
+    path = make(tmp_path / "t.sqlite", "CREATE TABLE t (a INTEGER)", [(0.5 if i == odd else i,) for i in range(n)], 512)
+    uri = readonly_uri(str(path))
+    reads = []
+    real_read = btree.Job._read
+
+    def counted(self, first, end, capacity):
+        reads.append((first, end))
+        return real_read(self, first, end, capacity)
+
+    monkeypatch.setattr(btree.Job, "_read", counted)
+    monkeypatch.setattr(btree, "SPLIT_ROWS", 1)
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        job = btree.prepare(con, uri, "t", "SELECT a FROM t", reader.capacity_of(Schema(con, uri), "t"))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = Beside(pool)
+            assert job.run(beside, 0.5) is None
+        assert beside.given == 1 and len(reads) == 2 and -1 not in {end for _, end in reads}  # two parts, no whole
+        reads.clear()
+        assert job.run() is None and reads == [(0, -1)]  # (one read gives up too)
+    finally:
+        con.close()
+
+
 def test_a_table_on_one_page_or_small_is_read_in_one_part(tmp_path, monkeypatch):
     """A root page that is a leaf has no children to share; a table below SPLIT_ROWS rows is not worth a second
     read: nothing is given to the thread beside, and the values are those of one read."""

@@ -442,18 +442,21 @@ def test_rows_grouped_by_a_few_codes_by_counting_as_a_stable_sort_would():
     import pandas as pd
 
     from pipeline.arrays import stable_order
-    from pipeline.load.report import _sorted_consuming
+    from pipeline.load.report import _group_by_gpu
 
     keys = np.array([2, -1, 0, 2, 2, 0, -1, 1], dtype=np.int8)
     assert stable_order(keys).tolist() == [1, 6, 2, 5, 7, 0, 3, 4]  # -1 first, file order within a code
     many = np.array([40, 3, 17, 3, 0], dtype=np.int64)  # beyond FEW_CODES values apart: a sort
     assert stable_order(many).tolist() == [4, 1, 3, 2, 0]
     frame = pd.DataFrame({"start": np.arange(8, dtype=np.int64) * 10, "id": np.arange(8, dtype=np.int32),
-                          "name": pd.Categorical(list("abcabcab")), "kind": pd.array(list("xyzxyzxy"), dtype="str")})
-    got = _sorted_consuming(frame, keys)
+                          "name": pd.Categorical(list("abcabcab")), "kind": pd.array(list("xyzxyzxy"), dtype="str"),
+                          "gpu_key": pd.Categorical.from_codes(keys, categories=["g0", "g1", "g2"])})
+    got = _group_by_gpu(frame)
     assert got["start"].tolist() == [10, 60, 20, 50, 70, 0, 30, 40] and got["id"].dtype == np.int32
     assert got["name"].tolist() == list("baccbaab") and list(got["name"].cat.categories) == ["a", "b", "c"]
     assert got["kind"].tolist() == list("yxzzyxxy") and got.index.tolist() == list(range(8))
+    assert got["gpu_key"].cat.codes.tolist() == [-1, -1, 0, 0, 1, 2, 2, 2]
+    assert _group_by_gpu(got) is got  # grouped already: no work
 
 
 def test_long_columns_reordered_in_place_unless_something_else_holds_them():
@@ -495,3 +498,26 @@ def test_long_columns_reordered_in_place_unless_something_else_holds_them():
     buffer = scratch[0]
     again = _reordered(pd.DataFrame({"start": start.copy()}), order, scratch)
     assert scratch[0] is buffer and again["start"].to_numpy().tolist() == expected["start"].tolist()
+
+
+def test_the_kernels_grouped_by_gpu_in_place_the_gpu_key_too():
+    """_group_by_gpu lets go of the gpu_key codes it orders by before the rows are reordered: every long column,
+    gpu_key's codes included, is then reordered in its own memory (no new pages)."""
+    import pandas as pd
+
+    from pipeline.frames import codes_of
+    from pipeline.load.report import SPLIT_TAKE_ROWS, _group_by_gpu
+
+    n = SPLIT_TAKE_ROWS + 7
+    keys = (np.arange(n) % 3).astype(np.int8)[::-1].copy()  # 0, 2, 1, 0, ... from the end: by hand, stable
+    start = np.arange(n, dtype=np.int64)
+    frame = pd.DataFrame({"start": start.copy(), "gpu_key": pd.Categorical.from_codes(keys, categories=["a", "b", "c"])},
+                         copy=False)
+    where = {"start": frame["start"].to_numpy().ctypes.data, "gpu_key": codes_of(frame["gpu_key"]).ctypes.data}
+    del keys
+    got = _group_by_gpu(frame)
+    expected = [i for code in range(3) for i in range(n) if (n - 1 - i) % 3 == code]
+    assert got["start"].to_numpy().tolist() == expected
+    assert codes_of(got["gpu_key"]).tolist() == sorted((n - 1 - i) % 3 for i in range(n))
+    assert got["start"].to_numpy().ctypes.data == where["start"]
+    assert codes_of(got["gpu_key"]).ctypes.data == where["gpu_key"]

@@ -149,6 +149,8 @@ class Job:
         root page's children are read there (:meth:`_split`), beside the first ones here, and put after them."""
         if beside is not None and share < SPLIT_BELOW and (self.capacity or 0) >= SPLIT_ROWS:
             parts = self._split(beside, share)
+            if parts is GAVE_UP:  # what a part holds (a REAL or TEXT value, damage) one read would meet too
+                return None
             if parts is not None:
                 return self._columns(*parts)
         read = self._read(0, -1, self.capacity)
@@ -158,7 +160,9 @@ class Job:
         """``(values, masks, rows)`` of the whole table read in two parts at once: the rows under the root's first
         children (``share`` of them) on this thread, the rest on ``beside``'s, end to end (the second part's rows
         written after the first's, in the first part's arrays when they have room); None when the root has fewer
-        than two children or a part does not answer (the caller reads the table in one part: it says why)."""
+        than two children or the parts' rowids are out of order (the caller reads the table in one part);
+        :data:`GAVE_UP` when a part found what the fast path does not read (so would one read: the caller reads
+        the table through SQLite)."""
         children = ctypes.c_int64(0)
         if _children()(self.path, self.root, ctypes.byref(children)) != _OK or children.value < 2:
             return None
@@ -168,7 +172,9 @@ class Job:
             first = self._read(0, at, self.capacity)
         finally:
             second = second.result()
-        if first is None or second is None or (first[2] and second[2] and first[3][1] >= second[3][0]):
+        if first is None or second is None:
+            return GAVE_UP
+        if first[2] and second[2] and first[3][1] >= second[3][0]:
             return None
         (va, ma, na, _), (vb, mb, nb, _) = first, second
         values = [_end_to_end(a, b, na, nb) for a, b in zip(va, vb)]
@@ -233,6 +239,8 @@ class Job:
 #: (opening the file, counting its rows) outweighs it.
 SPLIT_BELOW = 0.9
 SPLIT_ROWS = 1 << 18
+#: What :meth:`Job._split` returns when a part gave up (:meth:`Job._read` None).
+GAVE_UP = object()
 
 
 def _end_to_end(a: np.ndarray, b: np.ndarray, na: int, nb: int) -> np.ndarray:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..analysis.graphcapture import name_mask
 from ..arrays import SCAN_ROWS, Positions, distinct, is_sorted, stable_order
-from ..frames import codes_of, concat_rows, rows, take_rows, taken, where
+from ..frames import codes_of, concat_rows, kept_as, rows, take_rows, taken, where
 from ..memory import release as release_memory
 from ..memory import small_pages
 from ..model import GRAPH_TRACE_MODE, MEM_KINDS, GpuTrace, ProfileError, Report, RowWarning, WarningCode, world_size
@@ -469,19 +469,10 @@ def _capture_start(schema: Schema, frames: dict[str, pd.DataFrame], capture: Cap
     return capture_start(schema, [f["start"].to_numpy(np.int64) for f in frames.values()], reference, capture)
 
 
-def _sorted_consuming(frame: pd.DataFrame, keys: np.ndarray, scratch: list | None = None) -> pd.DataFrame:
-    """``frame``'s rows stably sorted by ``keys`` (one per row; no work when they already are), ``frame``
-    given up by the caller (nothing else may use it after: its columns are taken out of it): the rows are
-    reordered one column at a time, each old column let go as its new one is made, so memory grows by one
-    column, not by a copy of the frame."""
-    if is_sorted(keys):
-        return frame
-    return _reordered(frame, stable_order(keys), scratch)
-
-
 def _reordered(frame: pd.DataFrame, order: np.ndarray, scratch: list | None = None) -> pd.DataFrame:
-    """``frame``'s rows in ``order`` (row positions, each once), a fresh index; ``frame`` is consumed as by
-    :func:`_sorted_consuming`: its columns are taken out of it one at a time. A column whose memory nothing else
+    """``frame``'s rows in ``order`` (row positions, each once), a fresh index; ``frame`` is consumed (nothing else
+    may use it after): its columns are taken out of it one at a time, each old column let go as its new one is
+    made, so memory grows by one column (none in place), not by a copy of the frame. A column whose memory nothing else
     refers to (:func:`_sole_owner`) is reordered in place: taken into one scratch buffer, then copied back, so that
     its rows stay in pages the process already has (first touching fresh pages costs more than the take itself:
     ~3 us a 4 KiB page on a virtual machine, 2M kernels' columns ~26k pages); any other column is taken into a new
@@ -517,7 +508,7 @@ def _reordered_column(box: list, order: np.ndarray, split, scratch: list, pool: 
         split(target, order, out=out)
         _split_copy(target, out, pool)
         new = target
-    return pd.Series(pd.Categorical.from_codes(new, dtype=dtype, validate=False) if categorical else new, copy=False)
+    return pd.Series(kept_as(dtype, new), copy=False)
 
 
 def _sole_owner(values: list) -> np.ndarray | None:
@@ -573,8 +564,13 @@ def _split_take(values: np.ndarray, order: np.ndarray, pool: ThreadPoolExecutor,
 def _group_by_gpu(kernels: pd.DataFrame, scratch: list | None = None) -> pd.DataFrame:
     """Kernel rows grouped by GPU key (stable: file order within a GPU), so that one GPU's
     rows are one contiguous slice (:func:`gpu_trace`). Codes are small ints: a radix sort.
-    ``kernels`` is consumed (:func:`_sorted_consuming`; ``scratch`` as :func:`_reordered`'s)."""
-    return _sorted_consuming(kernels, codes_of(kernels["gpu_key"]), scratch)
+    ``kernels`` is consumed (:func:`_reordered`, ``scratch`` as its), no work when they are grouped already."""
+    keys = codes_of(kernels["gpu_key"])
+    if is_sorted(keys):
+        return kernels
+    order = stable_order(keys)
+    del keys  # (a view of the gpu_key column's codes: let go, that column is reordered in place too)
+    return _reordered(kernels, order, scratch)
 
 
 def calls_by_process(calls: pd.DataFrame, devices: pd.DataFrame, scratch: list | None = None) -> pd.DataFrame:
