@@ -189,9 +189,16 @@ def run_env(extra: dict | None = None) -> dict:
     return env
 
 
+#: The sampling of a measured command's RSS (:func:`measure`): every 20 ms, the process tree looked up again every
+#: 10th time. Looking it up scans every process of the machine (~1.8 ms of the bench's CPU here); doing so 50 times a
+#: second took ~9 % of a core from the two cores the measured command shares, on the side of a ratio the sampler
+#: measures only.
+SAMPLE_S, TREE_EVERY = 0.02, 10
+
+
 def measure(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
     """Run ``cmd`` through :data:`LAUNCHER`: wall time from fork to exit, peak RSS of the
-    command's process tree (sampled every 20 ms with psutil) and the largest single
+    command's process tree (sampled with psutil, :data:`SAMPLE_S`, :data:`TREE_EVERY`) and the largest single
     process's peak (``wait4``'s ru_maxrss of the command). ``env``: default :func:`run_env`."""
     import psutil
 
@@ -208,19 +215,22 @@ def measure(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
             root = psutil.Process(proc.pid)
         except psutil.NoSuchProcess:
             return
+        procs, n = [], 0
         while not done.is_set():
+            if n % TREE_EVERY == 0:   # the tree again (a scan of every process of the machine, ~2 ms)
+                try:
+                    procs = root.children(recursive=True)  # the command and its workers, not the launcher
+                except psutil.NoSuchProcess:
+                    break
+            n += 1
             total = 0
-            try:
-                procs = root.children(recursive=True)  # the command and its workers, not the launcher
-            except psutil.NoSuchProcess:
-                break
-            for p in procs:
+            for p in procs:   # each one's RSS (~0.02 ms)
                 try:
                     total += p.memory_info().rss
                 except psutil.NoSuchProcess:
                     pass
             peak[0] = max(peak[0], total)
-            done.wait(0.02)
+            done.wait(SAMPLE_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -599,14 +609,17 @@ def ceiling_once(folder: str, parts: int) -> float:
     cmd = [sys.executable, os.path.abspath(__file__), "_fleet_part", folder]
     if parts == 1:
         return check(measure(cmd + ["0", "1"]), "ceiling: one process")["wall_s"]
-    procs = [subprocess.Popen(cmd + [str(i), str(parts)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=run_env()) for i in range(parts)]
-    t0 = time.perf_counter()
-    for proc in procs:
-        proc.communicate()
-        if proc.returncode:
-            raise SystemExit(f"bench: ceiling: {parts} processes failed (exit {proc.returncode})")
-    return time.perf_counter() - t0
+    # the processes under one measured command, so that the same sampler runs beside them as beside the fleet run
+    parts_cmd = [json.dumps(cmd + [str(i), str(parts)]) for i in range(parts)]
+    return check(measure([sys.executable, "-S", "-c", ALL_AT_ONCE, *parts_cmd]), f"ceiling: {parts} processes")["wall_s"]
+
+
+#: Runs the commands given (each a JSON list) at once and waits for them all; exit 1 if one fails.
+ALL_AT_ONCE = (
+    "import json, subprocess, sys\n"
+    "procs = [subprocess.Popen(json.loads(c), stdout=subprocess.DEVNULL) for c in sys.argv[1:]]\n"
+    "sys.exit(1 if any([p.wait() for p in procs]) else 0)\n"
+)
 
 
 def ensure_fleet(name: str, n: int, pattern: str, first_seed: int, params: dict, what: str) -> str:
