@@ -588,7 +588,7 @@ def test_remedy_names_the_role_gpus_and_the_costliest_first():
             "late": np.asarray([False, False, False, False, True, False]),
             "usd_cpu_raw": np.asarray([10.0, 50.0, 30.0, math.nan, 40.0, 20.0])}
     part, at = np.arange(n), np.arange(n)
-    order = _lead_order(cols, part, at, "cpu", [[]] * n)
+    order = _lead_order(cols, part, at, "cpu", [None] * n)   # no part of the idle bounded: each GPU's whole dollars
     assert [("ABCDEF")[j] for j in order] == ["E", "C", "B", "F", "A", "D"]
     # one remedy part resting on 4 of them: named in that order, 3 shown, the cheapest counted
     finding = {"category": "cpu", "rule": "cpu.host", "outcome": "host_bound", "remedy": "profile the host",

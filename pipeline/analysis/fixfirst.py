@@ -259,9 +259,13 @@ def recoverable(category: str, usd: list, findings: list) -> tuple[float, str]:
     dollars times ``hideable_ns / idle_ns`` where :func:`recoverable_part` gives a part, else its whole dollars;
     rounded to cents (NaN when every GPU is unpriced). The basis: ``"the whole idle"`` or how much of the idle
     a copy stream could hide, in ms, on how many GPUs."""
+    return _recoverable_of(usd, [recoverable_part(category, fs or []) for fs in findings])
+
+
+def _recoverable_of(usd: list, parts: list) -> tuple[float, str]:
+    """:func:`recoverable` over each GPU's :func:`recoverable_part` (``parts``, same order as ``usd``) as given."""
     total, priced, hide, idle, parted = 0.0, False, 0, 0, 0
-    for u, fs in zip(usd, findings):
-        part = recoverable_part(category, fs or [])
+    for u, part in zip(usd, parts):
         if part:
             hide, idle, parted = hide + part[0], idle + part[1], parted + 1
         if u == u:
@@ -279,10 +283,14 @@ def recoverable_ns(category: str, cat_ns: list, findings: list) -> int:
     """The ns of ``category``'s idle a fix wins back over some GPUs (``cat_ns``: each one's ``cat_<c>_ns``, None or NaN
     as 0; ``findings``: each one's findings, same order): a GPU's ns times ``hideable_ns / idle_ns`` (floored) where
     :func:`recoverable_part` gives a part, else its whole ns; the same parts as :func:`recoverable`'s dollars."""
+    return _recoverable_ns_of(cat_ns, [recoverable_part(category, fs or []) for fs in findings])
+
+
+def _recoverable_ns_of(cat_ns: list, parts: list) -> int:
+    """:func:`recoverable_ns` over each GPU's :func:`recoverable_part` (``parts``, same order as ``cat_ns``)."""
     total = 0
-    for n, fs in zip(cat_ns, findings):
+    for n, part in zip(cat_ns, parts):
         n = 0 if n is None or n != n else int(n)
-        part = recoverable_part(category, fs or [])
         total += n * part[0] // part[1] if part else n
     return total
 
@@ -291,7 +299,12 @@ def recoverable_speedup(category: str, cat_ns: list, window_ns: int, findings: l
     """The speed-up if what a fix wins back went (docs/definitions.md#fix-first): ``1 / (1 − bounded / window_ns)``,
     ``bounded`` the :func:`recoverable_ns` of the GPUs, ``window_ns`` their summed windows; 4 decimals. The
     category's whole speed-up where the evidence bounds none of it."""
-    return round(amdahl_speedup(share(recoverable_ns(category, cat_ns, findings), window_ns)), 4)
+    return _speedup_of(cat_ns, window_ns, [recoverable_part(category, fs or []) for fs in findings])
+
+
+def _speedup_of(cat_ns: list, window_ns: int, parts: list) -> float:
+    """:func:`recoverable_speedup` over each GPU's :func:`recoverable_part` (``parts``, same order as ``cat_ns``)."""
+    return round(amdahl_speedup(share(_recoverable_ns_of(cat_ns, parts), window_ns)), 4)
 
 
 def gpu_recoverable(row: dict, findings: list) -> list[dict]:
@@ -488,6 +501,9 @@ def _group_columns(rows: pd.DataFrame, rosters: dict) -> dict:
     for found, fs in zip(by_cat, cols["findings_list"]):
         for f in fs:
             found.setdefault(f["category"], []).append(f)
+    # each GPU's recoverable part of each category (:func:`recoverable_part`), once: the fleet's list, its job's and
+    # the order of its entry's remedy read it again
+    cols["parts"] = {cat: [recoverable_part(cat, fs or []) for fs in cols["findings_list"]] for cat in fixable()}
     return cols
 
 
@@ -645,8 +661,9 @@ def _part_entries(cols: dict, part: np.ndarray, where: tuple, is_trusted: bool) 
         # (with no unpriced GPU in the part, as in ``plain``, a total is never unpriced)
         unpriced = plain is None and bool(unpriced_total(int(at.size) - rates["unpriced_gpus"], rates["unpriced_gpus"]))
         mine = [findings[i] for i in where_]
-        rec_usd, rec_basis = recoverable(cat, usd_raw.tolist(), mine)
-        lead = _lead_order(cols, part, at, cat, mine)   # the remedy names the role GPUs, then the costliest, first
+        parts = [cols["parts"][cat][i] for i in where_]
+        rec_usd, rec_basis = _recoverable_of(usd_raw.tolist(), parts)
+        lead = _lead_order(cols, part, at, cat, parts)   # the remedy names the role GPUs, then the costliest, first
         remedy = entry_remedy(cat, [mine[j] for j in lead], [names[where_[j]] for j in lead])
         if cat == "comm":
             remedy = dx.name_straggler(remedy, job_stragglers(cols, rows[[asks_for_straggler(f) for f in mine]]))
@@ -659,7 +676,7 @@ def _part_entries(cols: dict, part: np.ndarray, where: tuple, is_trusted: bool) 
             "assumed_usd_per_month": rates["assumed_usd"], "assumed_gpus": rates["assumed_gpus"],
             "unpriced_gpus": rates["unpriced_gpus"], "unpriced_models": models_text(rates["unpriced_models"]),
             "speedup": speedup, "share_pct": round(100.0 * s, 4),
-            "recoverable_speedup": recoverable_speedup(cat, filled[at].tolist(), window, mine),
+            "recoverable_speedup": _speedup_of(filled[at].tolist(), window, parts),
             "remedy": remedy,
             "diagnosis": entry_diagnosis(cat, [names[i] for i in where_], [by_cat[i].get(cat, ()) for i in where_],
                                          stragglers, late),
@@ -674,17 +691,17 @@ def _part_entries(cols: dict, part: np.ndarray, where: tuple, is_trusted: bool) 
     return entries
 
 
-def _lead_order(cols: dict, part: np.ndarray, at: np.ndarray, category: str, findings: list) -> list[int]:
+def _lead_order(cols: dict, part: np.ndarray, at: np.ndarray, category: str, parts: list) -> list[int]:
     """The order an entry's remedy names its GPUs in (positions in ``at``, the part's GPUs with idle of
-    ``category``; ``findings`` theirs, same order): the job's stragglers and late ranks (``straggler``,
-    ``collective_chronic``: the GPUs the others wait for) first, then by what a fix wins back on each
+    ``category``; ``parts`` their :func:`recoverable_part`, same order): the job's stragglers and late ranks
+    (``straggler``, ``collective_chronic``: the GPUs the others wait for) first, then by what a fix wins back on each
     (:func:`recoverable` over the GPU alone; unpriced last), largest first, then in row order: so the GPUs that
     matter most are named, never counted in "and N more" (issue 45)."""
     if len(at) == 1:
         return [0]
     rows = part[at]
     role = (cols["straggler"][rows] | cols["late"][rows]).tolist()
-    back = [recoverable(category, [u], [f])[0] for u, f in zip(cols[f"usd_{category}_raw"][rows].tolist(), findings)]
+    back = [_recoverable_of([u], [p])[0] for u, p in zip(cols[f"usd_{category}_raw"][rows].tolist(), parts)]
     return sorted(range(len(at)), key=lambda j: (not role[j], -(back[j] if back[j] == back[j] else -1.0), j))
 
 
