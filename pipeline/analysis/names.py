@@ -5,6 +5,7 @@ Here, below the report, so the analysis (the fix-first entries' diagnosis lines)
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pandas as pd
 from ..schema import JOB_KEY, analysed_rows, conform
 
 
+@functools.lru_cache(maxsize=1024, typed=True)   # a fleet has a few models and thousands of GPUs
 def short_model(model) -> str:
     """A GPU model for people: without the ``NVIDIA`` prefix, up to its first word holding a
     digit (``NVIDIA H100 80GB HBM3`` -> ``H100``, ``GeForce RTX 4090``), that word cut at its first ``-``
