@@ -191,8 +191,7 @@ def run_env(extra: dict | None = None) -> dict:
 
 #: The sampling of a measured command's RSS (:func:`measure`): every 20 ms, the process tree looked up again every
 #: 10th time. Looking it up scans every process of the machine (~1.8 ms of the bench's CPU here); doing so 50 times a
-#: second took ~9 % of a core from the two cores the measured command shares, on the side of a ratio the sampler
-#: measures only.
+#: second took ~12 % of a core (2.76 s of a 23.2 s fleet run) from the two cores the measured command shares.
 SAMPLE_S, TREE_EVERY = 0.02, 10
 
 

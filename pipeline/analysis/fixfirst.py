@@ -318,17 +318,17 @@ def gpu_recoverable(row: dict, findings: list) -> list[dict]:
     ``findings``: its findings. ``[]`` when the whole idle of every category is recoverable."""
     out = []
     for cat in fixable():
-        if recoverable_part(cat, findings) is None:
+        part = recoverable_part(cat, findings)
+        if part is None:
             continue
         u = row.get(f"fix_{cat}_usd_per_month")
         u = math.nan if u is None or u != u else float(u)
-        rec, basis = recoverable(cat, [u], [findings])
+        rec, basis = _recoverable_of([u], [part])
         window, cat_ns = row.get("window_ns"), row.get(f"cat_{cat}_ns")
         known = bool(window) and window == window and cat_ns is not None and cat_ns == cat_ns
         out.append({"category": cat, "idle_usd_per_month": u, "fix_wins_back_usd_per_month": rec, "fix_wins_back_basis": basis,
                     "speedup": round(amdahl_speedup(share(int(cat_ns), int(window))), 4) if known else math.nan,
-                    "recoverable_speedup": recoverable_speedup(cat, [cat_ns], int(window), [findings]) if known
-                    else math.nan})
+                    "recoverable_speedup": _speedup_of([cat_ns], int(window), [part]) if known else math.nan})
     return out
 
 
