@@ -160,7 +160,14 @@ def _text(value):
 # The dataclasses below name them in their (string) annotations; they are made, with pydantic,
 # only when a value has to be checked (:func:`_value_types`): a run with the defaults alone, as
 # `gpu-idle run FILE --out DIR` is, or given only words of a ``Literal`` setting (``--window span``:
-# :func:`_one_of_its_words`), never imports pydantic (~0.1 s of its start).
+# :func:`_one_of_its_words`) or whole numbers in range (``--workers 2``: :data:`WHOLE_NUMBERS`), never imports
+# pydantic (~0.1 s of its import and ~0.1 s to build a section's check: a sixth of a `--workers 1` start).
+
+#: The whole-number value types, ``name -> (least, most)``: strict ints in that range (never a bool, a float, text).
+#: :func:`_value_types` makes them from here, and :func:`_taken_as_is` checks a value against the same bounds.
+WHOLE_NUMBERS = {"Count": (0, INT64_MAX), "AtLeastOne": (1, INT64_MAX), "Nanoseconds": (0, INT64_MAX)}
+
+
 def _value_types() -> None:
     """Define the value types (``Count``, ``Share``, ...) and pydantic's ``Field`` in this module,
     where pydantic resolves the dataclasses' annotations. Idempotent."""
@@ -168,12 +175,10 @@ def _value_types() -> None:
         return
     from pydantic import AfterValidator, BeforeValidator, Field
 
-    count = Annotated[int, Field(strict=True, ge=0, le=INT64_MAX)]
     globals().update(
         Field=Field,
-        Count=count,
-        AtLeastOne=Annotated[int, Field(strict=True, ge=1, le=INT64_MAX)],
-        Nanoseconds=count,  # a length in ns, on the int64 ns clock
+        # Nanoseconds: a length in ns, on the int64 ns clock
+        **{name: Annotated[int, Field(strict=True, ge=least, le=most)] for name, (least, most) in WHOLE_NUMBERS.items()},
         Share=Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)],
         Percent=Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)],
         NonNegative=Annotated[float, Field(strict=True, ge=0, le=MAX_NUMBER, allow_inf_nan=False)],
@@ -867,10 +872,21 @@ def _one_of_its_words(field: dataclasses.Field, value) -> bool:
             and any(type(value) is type(word) and value == word for word in get_args(declared)))
 
 
+def _taken_as_is(field: dataclasses.Field, value) -> bool:
+    """Whether ``value`` is one pydantic would take as it is for ``field``, so that :func:`_build` needs no
+    pydantic: a whole number (an ``int``, never a bool) within the bounds of a field declared as one of
+    :data:`WHOLE_NUMBERS` (``--workers 2``), or one of the words of a ``Literal`` field (:func:`_one_of_its_words`).
+    Anything else says False, and pydantic checks the value."""
+    bounds = WHOLE_NUMBERS.get(field.type) if isinstance(field.type, str) else None
+    if bounds is not None:
+        return type(value) is int and bounds[0] <= value <= bounds[1]
+    return _one_of_its_words(field, value)
+
+
 def _build(cls, data: dict, where: str, section: str):
     """``cls`` (a section's dataclass) from its YAML mapping, every value checked against the field's
-    type (pydantic; a mapping whose every value is one of its field's ``Literal`` words, such as the
-    command line's ``--window``, needs no check: built as given, without importing pydantic, ~0.1 s).
+    type (pydantic; a mapping whose every value pydantic would take as it is, :func:`_taken_as_is`, such as the
+    command line's ``--window`` and ``--workers``, needs no check: built as given, without importing pydantic, ~0.2 s).
     Raises :class:`ConfigError` ``<where>: <section>.<key>: <what is expected>, got <value>``
     (every problem of the section, joined by ``; ``)."""
     if data is None or data == {}:
@@ -881,12 +897,21 @@ def _build(cls, data: dict, where: str, section: str):
     unknown = set(data) - set(names)
     if unknown:
         raise ConfigError(f"{where}: {section}: unknown key(s) {sorted(unknown)}; allowed: {sorted(names)}")
-    if all(_one_of_its_words(names[key], value) for key, value in data.items()):
-        build, invalid = (lambda: cls(**data)), ()  # nothing for pydantic to say
-    else:
-        from pydantic import ValidationError as invalid
+    required = {n for n, f in names.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    if required <= set(data) and all(_taken_as_is(names[key], value) for key, value in data.items()):
+        return _built(lambda: cls(**data), (), where, section)  # nothing for pydantic to say
+    return _build_checked(cls, data, where, section)
 
-        build = lambda: _adapter(cls).validate_python(data)  # noqa: E731
+
+def _build_checked(cls, data: dict, where: str, section: str):
+    """:func:`_build` with every value checked by pydantic."""
+    from pydantic import ValidationError
+
+    return _built(lambda: _adapter(cls).validate_python(data), ValidationError, where, section)
+
+
+def _built(build, invalid, where: str, section: str):
+    """``build()``, its errors (pydantic's ``invalid``, a dataclass's own check) as :class:`ConfigError`."""
     try:
         return build()
     except invalid as exc:

@@ -196,3 +196,55 @@ def test_a_literal_word_is_built_as_pydantic_builds_it_without_it():
         with pytest.raises(ConfigError, match=r"^<defaults>: analysis\.window: should be 'auto', 'span', 'nvtx' or "
                                                r"'periodic', got "):
             load_config([], {"analysis": {"window": bad}})
+
+
+def _whole_number_fields():
+    """``(section class, field, (least, most))`` of every setting declared as one of the whole-number value types."""
+    from pipeline import config as config_module
+
+    return [(section, f, config_module.WHOLE_NUMBERS[f.type])
+            for section in [v for v in vars(config_module).values() if isinstance(v, type)
+                            and dataclasses.is_dataclass(v) and v.__module__ == config_module.__name__]
+            for f in dataclasses.fields(section) if f.type in config_module.WHOLE_NUMBERS]
+
+
+def _outcome(build):
+    try:
+        return build()
+    except ConfigError as exc:
+        return ("refused", str(exc))
+
+
+def test_a_whole_number_in_range_is_built_as_pydantic_builds_it_without_it():
+    """A whole number within its value type's bounds (``--workers 2``) is built without pydantic (its import and
+    the section's check, ~0.2 s of a run's start): what pydantic's check gives, at the bounds and next to them,
+    for every such field; a value out of range, a bool, a float or a text still goes to pydantic, refused there."""
+    from pipeline import config as config_module
+
+    fields = _whole_number_fields()
+    assert {(cls.__name__, f.name) for cls, f, _ in fields} >= {("DaskConfig", "n_workers"), ("AnalysisConfig", "min_gap_ns")}
+    for cls, f, (least, most) in fields:
+        for value in (least, least + 1, most):
+            assert config_module._taken_as_is(f, value)
+            assert _outcome(lambda: config_module._build(cls, {f.name: value}, "x", "s")) == \
+                _outcome(lambda: config_module._build_checked(cls, {f.name: value}, "x", "s")), (cls, f.name, value)
+        for bad in (least - 1, most + 1, True, float(least + 1), str(least + 1), None):
+            assert not config_module._taken_as_is(f, bad), (cls, f.name, bad)
+    with pytest.raises(ConfigError, match=r"^<defaults>: dask\.n_workers: should be greater than or equal to 1, got 0$"):
+        load_config([], {"dask": {"n_workers": 0}})
+    with pytest.raises(ConfigError, match=r"^<defaults>: dask\.n_workers: should be a valid integer, got True$"):
+        load_config([], {"dask": {"n_workers": True}})
+
+
+def test_workers_on_the_command_line_needs_no_pydantic():
+    """`gpu-idle run ... --workers 3` (a dask.n_workers override): the config is built without importing pydantic."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    probe = ("import sys; from pipeline.config import load_config; "
+             "c = load_config([], {'dask': {'n_workers': 3}, 'analysis': {'window': 'span'}}); "
+             "print(c.dask.n_workers, c.analysis.window, 'pydantic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["3", "span", "False"], out.stderr

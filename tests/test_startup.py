@@ -74,9 +74,21 @@ def test_a_window_word_given_needs_no_pydantic(tmp_path):
         assert [row["window_rule"] for row in csv.DictReader(fh)] == ["span"]   # the word was applied
 
 
-def test_a_setting_given_is_validated_with_pydantic(tmp_path):
+def test_whole_numbers_in_range_need_no_pydantic(tmp_path):
+    """``--min-gap-ns 500000 --workers 3``: whole numbers within their settings' bounds, taken as they are."""
     report = PROFILES / "tiny_2kernels.sqlite"
-    mods = loaded(["run", str(report), "--out", str(tmp_path / "out"), "--min-gap-ns", "500000"], tmp_path)
+    mods = loaded(["run", str(report), "--out", str(tmp_path / "out"), "--min-gap-ns", "500000", "--workers", "3"],
+                  tmp_path)
+    assert "pydantic" not in {m.split(".")[0] for m in mods}
+    assert (tmp_path / "out" / "fleet.csv").exists()
+
+
+def test_a_setting_given_is_validated_with_pydantic(tmp_path):
+    """Any other value (a share, from a config file) is checked by pydantic."""
+    report = PROFILES / "tiny_2kernels.sqlite"
+    config = tmp_path / "c.yaml"
+    config.write_text("analysis:\n  actionable_pct: 5.0\n")
+    mods = loaded(["run", str(report), "--out", str(tmp_path / "out"), "--config", str(config)], tmp_path)
     assert "pydantic" in {m.split(".")[0] for m in mods}
 
 
