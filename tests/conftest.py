@@ -220,9 +220,11 @@ def in_process(args: list[str], env: dict) -> subprocess.CompletedProcess:
 
     here, before = os.getcwd(), sys.stderr
     with CliRunner().isolation(env=env) as (out, err, _):
-        handlers = [h for lg in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-                    for h in getattr(lg, "handlers", ()) if isinstance(h, logging.StreamHandler)
-                    and getattr(h, "stream", None) in (before, sys.__stderr__)]
+        # each handler once (one handler may serve several loggers, as Dask's does): told the same stream a
+        # second time, setStream says None ("unchanged"), which must never be put back as its stream
+        handlers = list(dict.fromkeys(h for lg in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+                                      for h in getattr(lg, "handlers", ()) if isinstance(h, logging.StreamHandler)
+                                      and getattr(h, "stream", None) in (before, sys.__stderr__)))
         streams = [h.setStream(sys.stderr) for h in handlers]
         # As in the process, whose root logger has no handler: a warning of a logger without one reaches
         # stderr through logging's last resort (not pytest's capture handlers on the root logger).

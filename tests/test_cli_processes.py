@@ -112,3 +112,24 @@ def test_a_sweep_night(tmp_path, two_reports):
         return ["sweep", str(inputs), "--state-dir", str(out), "--night", "2026-12-01"]
 
     both(tmp_path, sweep)
+
+
+def test_running_in_this_process_gives_every_log_handler_its_stream_back():
+    """``run_cli`` in this process (conftest ``in_process``) points the stderr log handlers at the captured stderr
+    for the call, then back. One handler on several loggers (Dask puts its one handler on ``distributed``,
+    ``tornado``, ...) was listed once per logger: told the same stream twice, the second ``setStream`` said
+    "unchanged" (None), and putting things back then left that handler with no stream at all; every later record
+    through it printed a "--- Logging error ---" traceback in the middle of the suite."""
+    import logging
+    import sys
+
+    shared = logging.StreamHandler(sys.stderr)
+    first, second = logging.getLogger("gpu-idle-test-one"), logging.getLogger("gpu-idle-test-two")
+    for logger in (first, second):
+        logger.addHandler(shared)
+    try:
+        assert run_cli("--version").returncode == 0
+        assert shared.stream is sys.stderr
+    finally:
+        for logger in (first, second):
+            logger.removeHandler(shared)
