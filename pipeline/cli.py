@@ -897,12 +897,10 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     blocks). Otherwise it raises ``SystemExit(code)`` for a normal exit.
     """
     code = exit_status(code)
-    if wait_for_threads:
-        _end_dask_offload()
     hashing = sys.modules.get(f"{__package__}.hashing")   # imported only by a command that may hash ahead
     reading = sys.modules.get(f"{__package__}.load.ahead")   # or read ahead
     ahead = (hashing.running_ahead() if hashing is not None else 0) + (reading.reading() if reading is not None else 0)
-    if wait_for_threads and threading.active_count() - ahead > 1:
+    if wait_for_threads and threading.active_count() - ahead > 1 and not _only_dask_offload_left(ahead):
         raise SystemExit(code)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -913,17 +911,30 @@ def end_process(code, wait_for_threads: bool = True) -> None:
     os._exit(code)
 
 
-def _end_dask_offload() -> None:
-    """End Dask's offload thread, waiting for what it still has (nothing once the run's client is closed).
+#: The name Dask gives its offload thread (``distributed.utils``' ``thread_name_prefix``).
+DASK_OFFLOAD = "Dask-Offload"
+
+
+def _only_dask_offload_left(ahead: int) -> bool:
+    """Whether, besides the main thread and the ``ahead`` threads (hashing, reading ahead), the only thread still
+    running is Dask's offload thread; if so it is ended, waiting for what it still has (nothing once the run's
+    client is closed), and True.
 
     ``distributed`` (de)serialises large messages on a one-thread executor of its own
-    (``distributed.utils._offload_executor``), whose thread outlives the cluster. Left running, it made
-    :func:`end_process` take the normal exit after every run on a cluster: the interpreter's teardown, ~0.35 s of
-    one CPU after a 200-report run. Nothing in this process uses Dask after :func:`end_process` is called."""
+    (``distributed.utils._offload_executor``), whose thread outlives the cluster: left running, it made
+    :func:`end_process` take the normal exit after every run on a cluster, the interpreter's teardown, ~0.35 s of
+    one CPU after a 200-report run. Any other thread (a client still connected, its event loop) keeps the normal
+    exit, the offload thread included."""
     utils = sys.modules.get("distributed.utils")
     executor = getattr(utils, "_offload_executor", None) if utils is not None else None
-    if executor is not None:
-        executor.shutdown(wait=True)
+    if executor is None:
+        return False
+    others = [t for t in threading.enumerate()
+              if t is not threading.main_thread() and not t.name.startswith(DASK_OFFLOAD)]
+    if len(others) > ahead:
+        return False
+    executor.shutdown(wait=True)
+    return True
 
 
 if __name__ == "__main__":

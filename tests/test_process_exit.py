@@ -91,3 +91,13 @@ def test_dask_offload_thread_left_by_a_cluster_run_ends_first_and_its_work_is_ke
     proc = subprocess.run([sys.executable, "-c", OFFLOADED], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 5, proc.stderr
     assert proc.stdout == "offloaded work done"   # waited for, and no teardown ran
+
+
+def test_dask_offload_thread_beside_another_thread_keeps_the_normal_exit():
+    """Another thread still running (a client's event loop, here a plain one): the normal exit, teardown and all,
+    with Dask's offload thread left as it was."""
+    probe = OFFLOADED.replace("end_process(5)",
+                              "import threading; threading.Thread(target=time.sleep, args=(0.5,)).start()\nend_process(5)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stdout == "offloaded work done" + "teardown ran\n"
