@@ -159,6 +159,14 @@ def test_defaults_and_real_configs_still_load():
         .hours_per_month == 720.0
 
 
+def _sections() -> list:
+    """Every section dataclass of :mod:`pipeline.config`."""
+    from pipeline import config as config_module
+
+    return [v for v in vars(config_module).values()
+            if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == config_module.__name__]
+
+
 def _literal_fields():
     """``(section class, field, words)`` of every setting declared ``Literal[...]`` (resolved as pydantic resolves it)."""
     import typing
@@ -167,8 +175,7 @@ def _literal_fields():
 
     config_module._value_types()
     out = []
-    for section in [v for v in vars(config_module).values()
-                    if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == config_module.__name__]:
+    for section in _sections():
         for f in dataclasses.fields(section):
             declared = eval(f.type, vars(config_module))  # noqa: S307 - the module's own annotation text
             if typing.get_origin(declared) is typing.Literal:
@@ -203,9 +210,7 @@ def _whole_number_fields():
     from pipeline import config as config_module
 
     return [(section, f, config_module.WHOLE_NUMBERS[f.type])
-            for section in [v for v in vars(config_module).values() if isinstance(v, type)
-                            and dataclasses.is_dataclass(v) and v.__module__ == config_module.__name__]
-            for f in dataclasses.fields(section) if f.type in config_module.WHOLE_NUMBERS]
+            for section in _sections() for f in dataclasses.fields(section) if f.type in config_module.WHOLE_NUMBERS]
 
 
 def _outcome(build):
